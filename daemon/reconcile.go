@@ -1,0 +1,71 @@
+package daemon
+
+import "fmt"
+
+// Decision tells a resuming client what to do with one pending tool use.
+type Decision int
+
+const (
+	// DecisionReuse: the effect is recorded; append its output as the result.
+	DecisionReuse Decision = iota + 1
+	// DecisionRun: running the tool is safe; run it, record it, append it.
+	DecisionRun
+	// DecisionInDoubt: the outcome is unknown; append the is_error result.
+	DecisionInDoubt
+)
+
+func (d Decision) String() string {
+	switch d {
+	case DecisionReuse:
+		return "REUSE"
+	case DecisionRun:
+		return "RUN"
+	case DecisionInDoubt:
+		return "IN_DOUBT"
+	default:
+		return "UNSPECIFIED"
+	}
+}
+
+// Resolution is the reconcile answer for one pending call.
+type Resolution struct {
+	Call     PendingCall
+	Decision Decision
+	// ToolResultText is the is_error tool result for DecisionInDoubt.
+	ToolResultText string
+}
+
+// Reconcile decides each pending call: a recorded effect is reused; a
+// read-only or idempotent call is run; a side-effecting call is run only when
+// it is begin-tracked and was never begun, and is in doubt otherwise.
+func Reconcile(calls []PendingCall) []Resolution {
+	out := make([]Resolution, 0, len(calls))
+	for _, c := range calls {
+		r := Resolution{Call: c}
+		switch {
+		case c.Effect != nil:
+			r.Decision = DecisionReuse
+		case c.Class == ReadOnly || c.Class == Idempotent:
+			r.Decision = DecisionRun
+		case c.BeginTracked && !c.Begun:
+			r.Decision = DecisionRun
+		default:
+			r.Decision = DecisionInDoubt
+			r.ToolResultText = InDoubtText(c.ToolUse, c.Begun)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// InDoubtText is the is_error tool result telling the model that a
+// side-effecting call's outcome is unknown.
+func InDoubtText(t ToolUse, begun bool) string {
+	why := "the agent stopped before its outcome was recorded"
+	if begun {
+		why = "it was started, but the agent stopped before its outcome was recorded"
+	}
+	return fmt.Sprintf("The outcome of this %s call (tool_use_id %s) is unknown: %s. "+
+		"It was not run again, to avoid repeating a side effect. "+
+		"Check whether it took effect before retrying it.", t.Name, t.ID, why)
+}

@@ -1,0 +1,43 @@
+package daemon
+
+import "context"
+
+// Store persists sessions as state transitions of the checkpoint protocol.
+// Every method is safe for concurrent use. Errors wrap the sentinel errors of
+// this package (ErrSessionFenced, ErrCorrupt, ...) so callers branch with
+// errors.Is; a *StateError adds the session's current revision and epoch.
+type Store interface {
+	// SaveCheckpoint makes a new revision, durable before it returns. It checks
+	// the request id, then the epoch, then the expected revision.
+	SaveCheckpoint(ctx context.Context, req *SaveRequest) (SaveResult, error)
+	// BeginEffect durably marks a call pending in the latest revision as
+	// dispatched and returns its idempotency key, the same on every repeat.
+	BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (BeginResult, error)
+	// RecordEffect adds e to the ledger unless an effect is recorded for its
+	// call already; it returns the stored effect and whether it was there.
+	RecordEffect(ctx context.Context, sessionID string, e Effect) (stored Effect, already bool, err error)
+	// Resume increments the session's epoch and returns its latest revision.
+	Resume(ctx context.Context, sessionID string) (Checkpoint, error)
+	// Checkpoint returns a kept revision; revision 0 means the latest.
+	Checkpoint(ctx context.Context, sessionID string, revision uint64) (Checkpoint, error)
+	// Messages returns the messages of a revision from index start on, in
+	// order, stopping before the total of their sizes (MessageSize) would
+	// exceed maxBytes or the count would exceed maxCount (0: no count limit).
+	// It always returns at least one message when any is left.
+	Messages(ctx context.Context, sessionID string, revision, start uint64, maxBytes, maxCount int) ([]Message, error)
+	// PendingCalls returns the latest revision and its pending calls, each
+	// with its begin marker and recorded effect.
+	PendingCalls(ctx context.Context, sessionID string) (revision uint64, calls []PendingCall, err error)
+	// ListSessions returns up to limit live sessions with ids after the given
+	// one, in id order, whose labels include every pair of labelFilter.
+	ListSessions(ctx context.Context, after string, limit int, labelFilter map[string]string) ([]SessionSummary, error)
+	// DeleteSession removes a session's revisions, history and ledger and
+	// leaves a tombstone; it returns the tombstone's epoch.
+	DeleteSession(ctx context.Context, sessionID string, epoch uint64) (tombstoneEpoch uint64, err error)
+	// Close releases the store; no method may be called after it.
+	Close() error
+}
+
+// MessageSize is the number of bytes a message counts for against a
+// response budget: its encoded size plus framing.
+func MessageSize(m Message) int { return len(m.Role) + len(m.ContentJSON) + 16 }
