@@ -523,6 +523,51 @@ func (x *CallRecord) GetEffect() *v1.Effect {
 	return nil
 }
 
+// FormatRecord is the data directory's format version.
+type FormatRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FormatRecord) Reset() {
+	*x = FormatRecord{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FormatRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FormatRecord) ProtoMessage() {}
+
+func (x *FormatRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FormatRecord.ProtoReflect.Descriptor instead.
+func (*FormatRecord) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FormatRecord) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_savepoint_storage_v1_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_records_proto_rawDesc = "" +
@@ -585,7 +630,9 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\n" +
 	"begin_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12,\n" +
-	"\x06effect\x18\x06 \x01(\v2\x14.savepoint.v1.EffectR\x06effectBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
+	"\x06effect\x18\x06 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"(\n" +
+	"\fFormatRecord\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversionBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_savepoint_storage_v1_records_proto_rawDescOnce sync.Once
@@ -599,31 +646,32 @@ func file_savepoint_storage_v1_records_proto_rawDescGZIP() []byte {
 	return file_savepoint_storage_v1_records_proto_rawDescData
 }
 
-var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(*SessionRecord)(nil),         // 0: savepoint.storage.v1.SessionRecord
 	(*RequestRecord)(nil),         // 1: savepoint.storage.v1.RequestRecord
 	(*Segment)(nil),               // 2: savepoint.storage.v1.Segment
 	(*RevisionRecord)(nil),        // 3: savepoint.storage.v1.RevisionRecord
 	(*CallRecord)(nil),            // 4: savepoint.storage.v1.CallRecord
-	nil,                           // 5: savepoint.storage.v1.SessionRecord.LabelsEntry
-	nil,                           // 6: savepoint.storage.v1.RevisionRecord.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(*v1.ToolUse)(nil),            // 8: savepoint.v1.ToolUse
-	(*v1.Effect)(nil),             // 9: savepoint.v1.Effect
+	(*FormatRecord)(nil),          // 5: savepoint.storage.v1.FormatRecord
+	nil,                           // 6: savepoint.storage.v1.SessionRecord.LabelsEntry
+	nil,                           // 7: savepoint.storage.v1.RevisionRecord.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*v1.ToolUse)(nil),            // 9: savepoint.v1.ToolUse
+	(*v1.Effect)(nil),             // 10: savepoint.v1.Effect
 }
 var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
-	7,  // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
-	5,  // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
+	6,  // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
 	2,  // 4: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	8,  // 5: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	6,  // 6: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
-	7,  // 7: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	8,  // 8: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.v1.ToolUse
-	7,  // 9: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
-	9,  // 10: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.v1.Effect
+	9,  // 5: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	7,  // 6: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
+	8,  // 7: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
+	9,  // 8: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.v1.ToolUse
+	8,  // 9: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
+	10, // 10: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.v1.Effect
 	11, // [11:11] is the sub-list for method output_type
 	11, // [11:11] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
@@ -642,7 +690,7 @@ func file_savepoint_storage_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_records_proto_rawDesc), len(file_savepoint_storage_v1_records_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,74 @@
+package badgerstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+)
+
+// Key layout. Every key starts with a kind byte. Session-scoped keys follow it
+// with the session id and a NUL byte (session ids never contain NUL), so one
+// session's keys never prefix another's and sessions sort by id.
+//
+//	kindFormat                              -> format version
+//	kindSession  sid 0x00                   -> SessionRecord (head or tombstone)
+//	kindRevision sid 0x00 revision(8, BE)   -> RevisionRecord
+//	kindMessage  sid 0x00 seq(8, BE)        -> Message
+//	kindCall     sid 0x00 tool_use_id       -> CallRecord
+const (
+	kindFormat   byte = 0x00
+	kindSession  byte = 0x01
+	kindRevision byte = 0x02
+	kindMessage  byte = 0x03
+	kindCall     byte = 0x04
+)
+
+var formatKey = []byte{kindFormat, 'f', 'o', 'r', 'm', 'a', 't'}
+
+// sessionScope is the prefix of every key of one kind for one session.
+func sessionScope(kind byte, sessionID string) []byte {
+	k := make([]byte, 0, len(sessionID)+2+8)
+	k = append(k, kind)
+	k = append(k, sessionID...)
+	return append(k, 0)
+}
+
+func sessionKey(sessionID string) []byte { return sessionScope(kindSession, sessionID) }
+
+func revisionKey(sessionID string, rev uint64) []byte {
+	return binary.BigEndian.AppendUint64(sessionScope(kindRevision, sessionID), rev)
+}
+
+func messageKey(sessionID string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(sessionScope(kindMessage, sessionID), seq)
+}
+
+func callKey(sessionID, toolUseID string) []byte {
+	return append(sessionScope(kindCall, sessionID), toolUseID...)
+}
+
+var errBadKey = errors.New("badgerstore: malformed key")
+
+// decodeKey splits a session-scoped key into its kind, session id and the
+// rest (revision, sequence number or tool use id). It inverts the encoders.
+func decodeKey(k []byte) (kind byte, sessionID string, rest []byte, err error) {
+	if len(k) < 2 || k[0] < kindSession || k[0] > kindCall {
+		return 0, "", nil, errBadKey
+	}
+	i := bytes.IndexByte(k[1:], 0)
+	if i < 1 {
+		return 0, "", nil, errBadKey
+	}
+	kind, sessionID, rest = k[0], string(k[1:1+i]), k[2+i:]
+	switch kind {
+	case kindSession:
+		if len(rest) != 0 {
+			return 0, "", nil, errBadKey
+		}
+	case kindRevision, kindMessage:
+		if len(rest) != 8 {
+			return 0, "", nil, errBadKey
+		}
+	}
+	return kind, sessionID, rest, nil
+}

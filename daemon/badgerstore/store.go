@@ -1,0 +1,847 @@
+// Package badgerstore is the daemon.Store kept in a Badger database on local
+// disk. A Store holds the database's directory lock from Open until Close.
+package badgerstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// FormatVersion is the on-disk format this package writes. A data directory
+// written in a newer format is refused at Open.
+const FormatVersion = 1
+
+// RecentRequests is how many saves' request ids each session remembers.
+const RecentRequests = 64
+
+// ErrLocked is returned by Open when another process holds the directory.
+var ErrLocked = errors.New("data directory is locked by another process")
+
+// ErrFormat is returned by Open when the directory's format cannot be served.
+var ErrFormat = errors.New("unsupported data format")
+
+// Options tunes a Store. The zero value is ready to use.
+type Options struct {
+	// Logger receives the store's and Badger's log lines; nil discards them.
+	Logger *slog.Logger
+	// InMemory keeps everything in memory, for tests; dir is ignored.
+	InMemory bool
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is a daemon.Store backed by Badger. Close it to release the
+// directory lock.
+type Store struct {
+	db    *badger.DB
+	log   *slog.Logger
+	now   func() time.Time
+	locks [64]sync.Mutex // striped by session id: one writer per session
+}
+
+var _ daemon.Store = (*Store)(nil)
+
+// Open opens or creates the store in dir. It fails with ErrLocked when
+// another process has the directory open, and with ErrFormat when the
+// directory holds a newer or unknown format.
+func Open(dir string, opts Options) (*Store, error) {
+	s := &Store{log: opts.Logger, now: opts.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	bopts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(badgerLogger{s.log}).
+		WithInMemory(opts.InMemory)
+	if opts.InMemory {
+		bopts.Dir, bopts.ValueDir = "", ""
+	}
+	db, err := badger.Open(bopts)
+	if err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EAGAIN) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("open badger in %s: %w", dir, err)
+	}
+	s.db = db
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.finishPurges(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database and releases the directory lock.
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) checkFormat() error {
+	var version uint32
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(formatKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			it := txn.NewIterator(badger.IteratorOptions{})
+			defer it.Close()
+			if it.Rewind(); it.Valid() {
+				return fmt.Errorf("%w: the directory holds data but no format version", ErrFormat)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var rec storagev1.FormatRecord
+		if err := item.Value(func(v []byte) error { return decodeValue(formatKey, v, &rec) }); err != nil {
+			return fmt.Errorf("%w: format record: %v", ErrFormat, err)
+		}
+		version = rec.GetVersion()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case version == 0:
+		return s.update(func(txn *badger.Txn) error {
+			return put(txn, formatKey, &storagev1.FormatRecord{Version: FormatVersion})
+		})
+	case version > FormatVersion:
+		return fmt.Errorf("%w: the directory is in format %d, this savepointd reads up to %d; run a newer savepointd",
+			ErrFormat, version, FormatVersion)
+	}
+	return nil
+}
+
+// update runs fn in a read-write transaction and commits it durably. Every
+// write of the store goes through here.
+func (s *Store) update(fn func(txn *badger.Txn) error) error {
+	err := s.db.Update(fn)
+	if errors.Is(err, badger.ErrDBClosed) {
+		return fmt.Errorf("%w: %v", daemon.ErrUnavailable, err)
+	}
+	return err
+}
+
+func (s *Store) lock(sessionID string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(sessionID))
+	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+func put(txn *badger.Txn, key []byte, m proto.Message) error {
+	v, err := encodeValue(key, m)
+	if err != nil {
+		return err
+	}
+	return txn.Set(key, v)
+}
+
+// get reads key into m; found is false when the key is absent. A value that
+// fails its checksum or does not decode is daemon.ErrCorrupt.
+func get(txn *badger.Txn, sessionID string, key []byte, m proto.Message) (found bool, err error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	err = item.Value(func(v []byte) error { return decodeValue(key, v, m) })
+	if err != nil {
+		return false, corrupt(sessionID, err)
+	}
+	return true, nil
+}
+
+func corrupt(sessionID string, err error) error {
+	return fmt.Errorf("%w: session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
+		"read what you can with GetSession and delete it with DeleteSession", daemon.ErrCorrupt, sessionID, err)
+}
+
+// head returns the session's record, or nil when it does not exist or is a
+// tombstone; tomb returns the tombstone.
+func head(txn *badger.Txn, sessionID string) (live, tomb *storagev1.SessionRecord, err error) {
+	var rec storagev1.SessionRecord
+	found, err := get(txn, sessionID, sessionKey(sessionID), &rec)
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	if rec.Deleted {
+		return nil, &rec, nil
+	}
+	return &rec, nil, nil
+}
+
+func mustHead(txn *badger.Txn, sessionID string) (*storagev1.SessionRecord, error) {
+	h, _, err := head(txn, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
+			daemon.ErrSessionNotFound, sessionID)
+	}
+	return h, nil
+}
+
+// fence rejects an epoch that is not the owner's: older than the session's,
+// newer than it, or 0 once the session has been resumed.
+func fence(h *storagev1.SessionRecord, sessionID string, epoch uint64) error {
+	if epoch == h.Epoch || (epoch == 0 && !h.Resumed) {
+		return nil
+	}
+	msg := fmt.Sprintf("session %q is owned by epoch %d, not %d; another process resumed it, so stop writing",
+		sessionID, h.Epoch, epoch)
+	if epoch == 0 {
+		msg = fmt.Sprintf("session %q has been resumed (epoch %d); epoch 0 is accepted only before the first Resume",
+			sessionID, h.Epoch)
+	}
+	return &daemon.StateError{Err: daemon.ErrSessionFenced, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+}
+
+func (s *Store) SaveCheckpoint(ctx context.Context, req *daemon.SaveRequest) (daemon.SaveResult, error) {
+	if err := ctx.Err(); err != nil {
+		return daemon.SaveResult{}, err
+	}
+	defer s.lock(req.SessionID)()
+	var res daemon.SaveResult
+	err := s.update(func(txn *badger.Txn) error {
+		var err error
+		res, err = s.save(txn, req)
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) save(txn *badger.Txn, req *daemon.SaveRequest) (daemon.SaveResult, error) {
+	sid := req.SessionID
+	h, tomb, err := head(txn, sid)
+	if err != nil {
+		return daemon.SaveResult{}, err
+	}
+	fp := req.Fingerprint()
+
+	// (1) request id: a retry returns the original response.
+	if h != nil && req.RequestID != "" {
+		for _, r := range h.RecentRequests {
+			if r.RequestId != req.RequestID {
+				continue
+			}
+			if string(r.Fingerprint) != string(fp) {
+				return daemon.SaveResult{}, fmt.Errorf("%w: request id %s was already used for a different save of session %q; make a new id for a new save",
+					daemon.ErrRequestIDReused, req.RequestID, sid)
+			}
+			return daemon.SaveResult{Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
+		}
+	}
+
+	// (2) epoch, then (3) revision.
+	var prev storagev1.RevisionRecord
+	now := timestamppb.New(s.now())
+	switch {
+	case h != nil:
+		if err := fence(h, sid, req.Epoch); err != nil {
+			return daemon.SaveResult{}, err
+		}
+		if req.ExpectedRevision == 0 {
+			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("session %q exists at revision %d; resume it, or delete it to start over", sid, h.Revision)}
+		}
+		if req.ExpectedRevision != h.Revision {
+			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("session %q is at revision %d, not %d; reload it before saving", sid, h.Revision, req.ExpectedRevision)}
+		}
+		found, err := get(txn, sid, revisionKey(sid, h.Revision), &prev)
+		if err != nil {
+			return daemon.SaveResult{}, err
+		}
+		if !found {
+			return daemon.SaveResult{}, corrupt(sid, fmt.Errorf("revision %d is missing", h.Revision))
+		}
+	case req.ExpectedRevision != 0:
+		return daemon.SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
+			daemon.ErrSessionNotFound, sid)
+	default: // create, possibly over a tombstone
+		h = &storagev1.SessionRecord{Epoch: 1, CreateTime: now}
+		if tomb != nil {
+			if req.Epoch != 0 && req.Epoch <= tomb.Epoch {
+				return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionFenced, CurrentEpoch: tomb.Epoch,
+					Msg: fmt.Sprintf("session %q was deleted at epoch %d; epoch %d is stale", sid, tomb.Epoch, req.Epoch)}
+			}
+			h.Epoch = tomb.Epoch + 1
+		}
+	}
+
+	// History: keep a prefix of the previous revision's segments, then append.
+	count := prev.MessageCount
+	keep := count
+	if req.KeepMessages != nil {
+		keep = *req.KeepMessages
+		if keep > count {
+			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrKeepOutOfRange, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("keep_messages %d is beyond the %d stored messages of session %q", keep, count, sid)}
+		}
+	}
+	segments := truncateSegments(prev.Segments, keep)
+	if n := uint64(len(req.AppendMessages)); n > 0 {
+		first := h.NextSeq
+		for i, m := range req.AppendMessages {
+			key := messageKey(sid, first+uint64(i))
+			if err := put(txn, key, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON}); err != nil {
+				return daemon.SaveResult{}, err
+			}
+		}
+		h.NextSeq += n
+		if last := len(segments) - 1; last >= 0 && segments[last].FirstSeq+segments[last].Count == first {
+			segments[last] = &storagev1.Segment{FirstSeq: segments[last].FirstSeq, Count: segments[last].Count + n}
+		} else {
+			segments = append(segments, &storagev1.Segment{FirstSeq: first, Count: n})
+		}
+	}
+	newCount := keep + uint64(len(req.AppendMessages))
+	rev := h.Revision + 1
+
+	// Pending tool uses: refuse one already recorded; remember each call.
+	pending := make([]*savepointv1.ToolUse, 0, len(req.PendingToolUses))
+	for _, t := range req.PendingToolUses {
+		tu := toolUseToProto(t)
+		var call storagev1.CallRecord
+		key := callKey(sid, t.ID)
+		if _, err := get(txn, sid, key, &call); err != nil {
+			return daemon.SaveResult{}, err
+		}
+		if call.Effect != nil {
+			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("tool use %q already has a recorded effect; append its result instead of making it pending again", t.ID)}
+		}
+		call.ToolUse = tu
+		call.LastPendingRevision = rev
+		if err := put(txn, key, &call); err != nil {
+			return daemon.SaveResult{}, err
+		}
+		pending = append(pending, tu)
+	}
+
+	rec := &storagev1.RevisionRecord{
+		Revision:        rev,
+		Epoch:           h.Epoch,
+		Task:            req.Task,
+		Turn:            req.Turn,
+		TokensUsed:      req.TokensUsed,
+		Segments:        segments,
+		MessageCount:    newCount,
+		PendingToolUses: pending,
+		StateJson:       req.StateJSON,
+		Labels:          req.Labels,
+		SaveTime:        now,
+	}
+	if err := put(txn, revisionKey(sid, rev), rec); err != nil {
+		return daemon.SaveResult{}, err
+	}
+
+	res := daemon.SaveResult{Revision: rev, MessageCount: newCount, Epoch: h.Epoch}
+	h.Revision = rev
+	h.UpdateTime = now
+	h.Task, h.Turn, h.MessageCount = req.Task, req.Turn, newCount
+	h.PendingToolUseCount = uint32(len(pending))
+	h.Labels = req.Labels
+	if req.RequestID != "" {
+		h.RecentRequests = append(h.RecentRequests, &storagev1.RequestRecord{
+			RequestId: req.RequestID, Fingerprint: fp, Revision: res.Revision, MessageCount: res.MessageCount, Epoch: res.Epoch,
+		})
+		if over := len(h.RecentRequests) - RecentRequests; over > 0 {
+			h.RecentRequests = h.RecentRequests[over:]
+		}
+	}
+	return res, put(txn, sessionKey(sid), h)
+}
+
+// truncateSegments returns the segments covering the first keep messages, as
+// a new slice: the previous revision's record is never changed.
+func truncateSegments(segs []*storagev1.Segment, keep uint64) []*storagev1.Segment {
+	out := make([]*storagev1.Segment, 0, len(segs)+1)
+	for _, sg := range segs {
+		if keep == 0 {
+			break
+		}
+		n := min(sg.Count, keep)
+		out = append(out, &storagev1.Segment{FirstSeq: sg.FirstSeq, Count: n})
+		keep -= n
+	}
+	return out
+}
+
+func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (daemon.BeginResult, error) {
+	if err := ctx.Err(); err != nil {
+		return daemon.BeginResult{}, err
+	}
+	defer s.lock(sessionID)()
+	var res daemon.BeginResult
+	err := s.update(func(txn *badger.Txn) error {
+		h, err := mustHead(txn, sessionID)
+		if err != nil {
+			return err
+		}
+		if err := fence(h, sessionID, epoch); err != nil {
+			return err
+		}
+		var call storagev1.CallRecord
+		key := callKey(sessionID, toolUseID)
+		found, err := get(txn, sessionID, key, &call)
+		if err != nil {
+			return err
+		}
+		if !found || call.LastPendingRevision != h.Revision {
+			return &daemon.StateError{Err: daemon.ErrCallNotPending, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("tool use %q is not pending in revision %d of session %q; save it as pending at Point A first", toolUseID, h.Revision, sessionID)}
+		}
+		if call.Effect != nil {
+			return &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("tool use %q already has a recorded effect; reuse it instead of running the tool again", toolUseID)}
+		}
+		if call.Begun {
+			res = daemon.BeginResult{IdempotencyKey: call.IdempotencyKey, AlreadyBegun: true}
+			return nil
+		}
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		call.Begun = true
+		call.IdempotencyKey = hex.EncodeToString(b[:])
+		call.BeginTime = timestamppb.New(s.now())
+		res = daemon.BeginResult{IdempotencyKey: call.IdempotencyKey}
+		return put(txn, key, &call)
+	})
+	return res, err
+}
+
+func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Effect) (daemon.Effect, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return daemon.Effect{}, false, err
+	}
+	defer s.lock(sessionID)()
+	var stored daemon.Effect
+	var already bool
+	err := s.update(func(txn *badger.Txn) error {
+		h, err := mustHead(txn, sessionID)
+		if err != nil {
+			return err
+		}
+		var call storagev1.CallRecord
+		key := callKey(sessionID, e.ToolUseID)
+		found, err := get(txn, sessionID, key, &call)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%w: tool use %q was never pending in session %q; save it as pending at Point A before recording its effect",
+				daemon.ErrCallUnknown, e.ToolUseID, sessionID)
+		}
+		if e.Name == "" {
+			e.Name = call.ToolUse.GetName()
+		}
+		if e.Name != call.ToolUse.GetName() {
+			return fmt.Errorf("%w: tool use %q is a call of %q, not %q", daemon.ErrToolNameMismatch, e.ToolUseID, call.ToolUse.GetName(), e.Name)
+		}
+		if call.Effect != nil {
+			stored = effectFromProto(call.Effect)
+			if !stored.SameOutcome(e) {
+				return &daemon.StateError{Err: daemon.ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+					Msg: fmt.Sprintf("tool use %q already has a different recorded effect; the first record stands", e.ToolUseID)}
+			}
+			already = true
+			return nil
+		}
+		e.RecordTime = s.now()
+		e.Late = call.LastPendingRevision != h.Revision
+		call.Effect = effectToProto(e)
+		stored = e
+		return put(txn, key, &call)
+	})
+	return stored, already, err
+}
+
+func (s *Store) Resume(ctx context.Context, sessionID string) (daemon.Checkpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return daemon.Checkpoint{}, err
+	}
+	defer s.lock(sessionID)()
+	var cp daemon.Checkpoint
+	err := s.update(func(txn *badger.Txn) error {
+		h, err := mustHead(txn, sessionID)
+		if err != nil {
+			return err
+		}
+		// Read the revision first: a session that cannot be read is not resumed.
+		if cp, err = checkpoint(txn, sessionID, h, 0); err != nil {
+			return err
+		}
+		h.Epoch++
+		h.Resumed = true
+		cp.Epoch = h.Epoch
+		return put(txn, sessionKey(sessionID), h)
+	})
+	return cp, err
+}
+
+func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (daemon.Checkpoint, error) {
+	var cp daemon.Checkpoint
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		h, err := mustHead(txn, sessionID)
+		if err != nil {
+			return err
+		}
+		cp, err = checkpoint(txn, sessionID, h, revision)
+		return err
+	})
+	return cp, err
+}
+
+func (s *Store) view(ctx context.Context, fn func(txn *badger.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := s.db.View(fn)
+	if errors.Is(err, badger.ErrDBClosed) {
+		return fmt.Errorf("%w: %v", daemon.ErrUnavailable, err)
+	}
+	return err
+}
+
+func revision(txn *badger.Txn, sessionID string, h *storagev1.SessionRecord, rev uint64) (*storagev1.RevisionRecord, error) {
+	if rev == 0 {
+		rev = h.Revision
+	}
+	if rev > h.Revision {
+		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			Msg: fmt.Sprintf("session %q has no revision %d; its latest is %d", sessionID, rev, h.Revision)}
+	}
+	var rec storagev1.RevisionRecord
+	found, err := get(txn, sessionID, revisionKey(sessionID, rev), &rec)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			Msg: fmt.Sprintf("session %q no longer keeps revision %d", sessionID, rev)}
+	}
+	return &rec, nil
+}
+
+func checkpoint(txn *badger.Txn, sessionID string, h *storagev1.SessionRecord, rev uint64) (daemon.Checkpoint, error) {
+	rec, err := revision(txn, sessionID, h, rev)
+	if err != nil {
+		return daemon.Checkpoint{}, err
+	}
+	cp := daemon.Checkpoint{
+		SessionID:    sessionID,
+		Revision:     rec.Revision,
+		Epoch:        h.Epoch,
+		Task:         rec.Task,
+		Turn:         rec.Turn,
+		TokensUsed:   rec.TokensUsed,
+		MessageCount: rec.MessageCount,
+		StateJSON:    rec.StateJson,
+		Labels:       maps.Clone(rec.Labels),
+		SaveTime:     rec.SaveTime.AsTime(),
+	}
+	for _, t := range rec.PendingToolUses {
+		cp.PendingToolUses = append(cp.PendingToolUses, toolUseFromProto(t))
+	}
+	return cp, nil
+}
+
+func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]daemon.Message, error) {
+	var out []daemon.Message
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		h, err := mustHead(txn, sessionID)
+		if err != nil {
+			return err
+		}
+		rec, err := revision(txn, sessionID, h, rev)
+		if err != nil {
+			return err
+		}
+		size := 0
+		idx := uint64(0)
+		for _, sg := range rec.Segments {
+			if start >= idx+sg.Count {
+				idx += sg.Count
+				continue
+			}
+			for seq := sg.FirstSeq + (max(start, idx) - idx); seq < sg.FirstSeq+sg.Count; seq++ {
+				var m savepointv1.Message
+				found, err := get(txn, sessionID, messageKey(sessionID, seq), &m)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return corrupt(sessionID, fmt.Errorf("message %d of revision %d is missing", seq, rec.Revision))
+				}
+				dm := daemon.Message{Role: m.Role, ContentJSON: m.ContentJson}
+				size += daemon.MessageSize(dm)
+				if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) >= maxCount)) {
+					return nil
+				}
+				out = append(out, dm)
+			}
+			idx += sg.Count
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []daemon.PendingCall, error) {
+	var rev uint64
+	var calls []daemon.PendingCall
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		h, err := mustHead(txn, sessionID)
+		if err != nil {
+			return err
+		}
+		rec, err := revision(txn, sessionID, h, 0)
+		if err != nil {
+			return err
+		}
+		rev = rec.Revision
+		for _, t := range rec.PendingToolUses {
+			var call storagev1.CallRecord
+			if _, err := get(txn, sessionID, callKey(sessionID, t.ToolUseId), &call); err != nil {
+				return err
+			}
+			pc := daemon.PendingCall{ToolUse: toolUseFromProto(t), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
+			if call.Effect != nil {
+				e := effectFromProto(call.Effect)
+				pc.Effect = &e
+			}
+			calls = append(calls, pc)
+		}
+		return nil
+	})
+	return rev, calls, err
+}
+
+func (s *Store) ListSessions(ctx context.Context, after string, limit int, labelFilter map[string]string) ([]daemon.SessionSummary, error) {
+	var out []daemon.SessionSummary
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		seek := []byte{kindSession}
+		if after != "" {
+			seek = sessionKey(after)
+		}
+		for it.Seek(seek); it.Valid() && len(out) < limit; it.Next() {
+			item := it.Item()
+			key := item.KeyCopy(nil)
+			_, sid, _, err := decodeKey(key)
+			if err != nil || sid == after {
+				continue
+			}
+			var h storagev1.SessionRecord
+			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &h) }); err != nil {
+				// A damaged head is listed so an operator can find and delete it.
+				out = append(out, daemon.SessionSummary{SessionID: sid})
+				continue
+			}
+			if h.Deleted || !hasLabels(h.Labels, labelFilter) {
+				continue
+			}
+			out = append(out, daemon.SessionSummary{
+				SessionID: sid, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
+				MessageCount: h.MessageCount, PendingToolUseCount: h.PendingToolUseCount,
+				Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime.AsTime(),
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func hasLabels(labels, filter map[string]string) bool {
+	for k, v := range filter {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	defer s.lock(sessionID)()
+	var tombEpoch uint64
+	err := s.update(func(txn *badger.Txn) error {
+		h, err := mustHead(txn, sessionID)
+		switch {
+		case errors.Is(err, daemon.ErrCorrupt):
+			// A session that cannot be decoded can still be deleted; its epoch
+			// is unknown, so the caller's stands in for it.
+			tombEpoch = epoch
+		case err != nil:
+			return err
+		default:
+			if err := fence(h, sessionID, epoch); err != nil {
+				return err
+			}
+			tombEpoch = h.Epoch
+		}
+		return put(txn, sessionKey(sessionID), &storagev1.SessionRecord{
+			Deleted: true, Purging: true, Epoch: tombEpoch, UpdateTime: timestamppb.New(s.now()),
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return tombEpoch, s.purge(sessionID)
+}
+
+// purgeBatch bounds the keys deleted per transaction, well under Badger's
+// transaction limit.
+const purgeBatch = 1000
+
+// purge deletes a tombstoned session's records in batches, then clears the
+// tombstone's purging mark. It is restarted at Open if interrupted.
+func (s *Store) purge(sessionID string) error {
+	for _, kind := range []byte{kindRevision, kindMessage, kindCall} {
+		prefix := sessionScope(kind, sessionID)
+		for {
+			var keys [][]byte
+			err := s.db.View(func(txn *badger.Txn) error {
+				it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+				defer it.Close()
+				for it.Rewind(); it.Valid() && len(keys) < purgeBatch; it.Next() {
+					keys = append(keys, it.Item().KeyCopy(nil))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				break
+			}
+			if err := s.update(func(txn *badger.Txn) error {
+				for _, k := range keys {
+					if err := txn.Delete(k); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return s.update(func(txn *badger.Txn) error {
+		var rec storagev1.SessionRecord
+		if _, err := get(txn, sessionID, sessionKey(sessionID), &rec); err != nil {
+			return err
+		}
+		if !rec.Deleted {
+			return nil // re-created meanwhile; nothing to clear
+		}
+		rec.Purging = false
+		return put(txn, sessionKey(sessionID), &rec)
+	})
+}
+
+// finishPurges completes deletes interrupted by a crash.
+func (s *Store) finishPurges() error {
+	var pending []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := it.Item().KeyCopy(nil)
+			var h storagev1.SessionRecord
+			if it.Item().Value(func(v []byte) error { return decodeValue(key, v, &h) }) != nil {
+				continue
+			}
+			if h.Purging {
+				_, sid, _, _ := decodeKey(key)
+				pending = append(pending, sid)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, sid := range pending {
+		s.log.Info("finishing an interrupted delete", "session_id", sid)
+		if err := s.purge(sid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func toolUseToProto(t daemon.ToolUse) *savepointv1.ToolUse {
+	class := savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
+	switch t.Class {
+	case daemon.ReadOnly:
+		class = savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY
+	case daemon.Idempotent:
+		class = savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT
+	}
+	return &savepointv1.ToolUse{ToolUseId: t.ID, Name: t.Name, InputJson: t.InputJSON, EffectClass: class, BeginTracked: t.BeginTracked}
+}
+
+func toolUseFromProto(t *savepointv1.ToolUse) daemon.ToolUse {
+	class := daemon.SideEffect
+	switch t.EffectClass {
+	case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
+		class = daemon.ReadOnly
+	case savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
+		class = daemon.Idempotent
+	}
+	return daemon.ToolUse{ID: t.ToolUseId, Name: t.Name, InputJSON: t.InputJson, Class: class, BeginTracked: t.BeginTracked}
+}
+
+func effectToProto(e daemon.Effect) *savepointv1.Effect {
+	return &savepointv1.Effect{ToolUseId: e.ToolUseID, Name: e.Name, Output: e.Output, IsError: e.IsError,
+		RecordTime: timestamppb.New(e.RecordTime), Late: e.Late}
+}
+
+func effectFromProto(e *savepointv1.Effect) daemon.Effect {
+	return daemon.Effect{ToolUseID: e.ToolUseId, Name: e.Name, Output: e.Output, IsError: e.IsError,
+		RecordTime: e.RecordTime.AsTime(), Late: e.Late}
+}
+
+// badgerLogger sends Badger's log lines to slog.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug("badger: " + fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Debug("badger: " + fmt.Sprintf(f, a...)) }
+
