@@ -1,0 +1,195 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// grpcDefaultMaxRecv is gRPC's default receive limit; no response may need a
+// client to raise it.
+const grpcDefaultMaxRecv = 4 << 20
+
+// responseMargin is the room left under grpcDefaultMaxRecv for what a
+// response holds beyond its budgeted content.
+const responseMargin = 64 << 10
+
+// Config is savepointd's configuration. A zero field means its default, as
+// DefaultConfig sets it.
+type Config struct {
+	// DataDir is the store's directory; empty means "./data".
+	DataDir string
+	// Listen is "unix:PATH" or a loopback "HOST:PORT"; empty means DefaultAddr().
+	Listen string
+	// SocketMode is the Unix socket's permission bits, 0600 or 0660 (to let a
+	// group connect); zero means 0600.
+	SocketMode os.FileMode
+	// MaxRequestBytes is the largest request accepted; zero means 4 MiB.
+	MaxRequestBytes int
+	// MaxMessageBytes caps a message's content_json and an effect's output;
+	// zero means 2 MiB.
+	MaxMessageBytes int
+	// MaxStateBytes caps a checkpoint's state_json; zero means 1 MiB.
+	MaxStateBytes int
+	// ResponseBudgetBytes is how many bytes of checkpoint and messages one
+	// response carries before the rest is paged; zero means 3 MiB.
+	ResponseBudgetBytes int
+	// ShutdownTimeout bounds the graceful stop after which open calls and
+	// streams are cut; zero means 10s.
+	ShutdownTimeout time.Duration
+	// LogLevel is the least level logged; zero means slog.LevelInfo.
+	LogLevel slog.Level
+}
+
+// DefaultConfig returns the configuration savepointd runs with when nothing
+// is set.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:             "./data",
+		Listen:              DefaultAddr(),
+		SocketMode:          0o600,
+		MaxRequestBytes:     4 << 20,
+		MaxMessageBytes:     2 << 20,
+		MaxStateBytes:       1 << 20,
+		ResponseBudgetBytes: 3 << 20,
+		ShutdownTimeout:     10 * time.Second,
+		LogLevel:            slog.LevelInfo,
+	}
+}
+
+// withDefaults returns c with each zero field set to its default.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.SocketMode == 0 {
+		c.SocketMode = d.SocketMode
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = d.MaxRequestBytes
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if c.MaxStateBytes == 0 {
+		c.MaxStateBytes = d.MaxStateBytes
+	}
+	if c.ResponseBudgetBytes == 0 {
+		c.ResponseBudgetBytes = d.ResponseBudgetBytes
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	return c
+}
+
+// Validate reports every setting of c, zero fields taken as their defaults,
+// that savepointd cannot run with.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if network, address, err := ParseAddr(c.Listen); err != nil {
+		add("listen: %v", err)
+	} else if network == "tcp" {
+		host, _, _ := net.SplitHostPort(address)
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			add("listen: %q is not a loopback address; use unix:PATH, 127.0.0.1:PORT, [::1]:PORT or localhost:PORT", c.Listen)
+		}
+	}
+	if c.SocketMode != 0o600 && c.SocketMode != 0o660 {
+		add("socket mode: %#o is not allowed; use 0600, or 0660 to let the socket's group connect", uint32(c.SocketMode))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"max request bytes", c.MaxRequestBytes},
+		{"max message bytes", c.MaxMessageBytes},
+		{"max state bytes", c.MaxStateBytes},
+		{"response budget bytes", c.ResponseBudgetBytes},
+	} {
+		if f.v < 0 {
+			add("%s: %d is negative", f.name, f.v)
+		}
+	}
+	if c.ShutdownTimeout < 0 {
+		add("shutdown timeout: %v is negative", c.ShutdownTimeout)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	if c.ResponseBudgetBytes+responseMargin > grpcDefaultMaxRecv {
+		add("response budget bytes: %d plus a %d-byte margin exceeds gRPC's default %d-byte receive limit, which clients would have to raise",
+			c.ResponseBudgetBytes, responseMargin, grpcDefaultMaxRecv)
+	}
+	if c.MaxMessageBytes+c.MaxStateBytes+responseMargin > grpcDefaultMaxRecv {
+		add("max message bytes (%d) plus max state bytes (%d) plus a %d-byte margin exceed gRPC's default %d-byte receive limit; lower them",
+			c.MaxMessageBytes, c.MaxStateBytes, responseMargin, grpcDefaultMaxRecv)
+	}
+	if c.MaxMessageBytes+c.MaxStateBytes+responseMargin > c.MaxRequestBytes {
+		add("max request bytes: %d cannot hold a save of one %d-byte message and %d bytes of state; raise it or lower those",
+			c.MaxRequestBytes, c.MaxMessageBytes, c.MaxStateBytes)
+	}
+	if c.MaxStateBytes+2*responseMargin > c.ResponseBudgetBytes {
+		add("response budget bytes: %d cannot hold a checkpoint with %d bytes of state, its task and labels; raise it or lower max state bytes",
+			c.ResponseBudgetBytes, c.MaxStateBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultAddr is the address savepointd listens on, and clients dial, when
+// none is given: $SAVEPOINT_ADDR, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock
+// when XDG_RUNTIME_DIR is set, else unix:/run/savepoint/savepoint.sock.
+func DefaultAddr() string { return defaultAddr(os.Getenv) }
+
+func defaultAddr(getenv func(string) string) string {
+	if a := getenv("SAVEPOINT_ADDR"); a != "" {
+		return a
+	}
+	if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {
+		return "unix:" + filepath.Join(dir, "savepoint", "savepoint.sock")
+	}
+	return "unix:/run/savepoint/savepoint.sock"
+}
+
+// ParseAddr splits an address into a network and an address for net.Listen
+// or net.Dial: "unix:PATH" (or gRPC's "unix:///PATH") gives ("unix", PATH),
+// "HOST:PORT" gives ("tcp", "HOST:PORT").
+func ParseAddr(addr string) (network, address string, err error) {
+	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if strings.HasPrefix(rest, "//") {
+			rest = strings.TrimPrefix(rest, "//")
+			if !strings.HasPrefix(rest, "/") {
+				return "", "", fmt.Errorf("%q: unix:// must be followed by an absolute path", addr)
+			}
+		}
+		if rest == "" {
+			return "", "", fmt.Errorf("%q: the socket path is empty", addr)
+		}
+		return "unix", rest, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("%q is neither unix:PATH nor HOST:PORT", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", "", fmt.Errorf("%q: port %q is not a number in 0-65535", addr, port)
+	}
+	if host == "" {
+		return "", "", fmt.Errorf("%q: the host is empty; give a loopback address such as 127.0.0.1", addr)
+	}
+	return "tcp", addr, nil
+}

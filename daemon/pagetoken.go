@@ -1,0 +1,188 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Page tokens are opaque to clients (AIP-158): the base64url encoding of a
+// version byte, a kind byte and the kind's fields. They are not signed: a
+// forged token can only ask for data the caller may read anyway.
+const (
+	pageTokenVersion = 1
+
+	tokenMessages byte = 1 // ListMessages: session, revision, next index
+	tokenSessions byte = 2 // ListSessions: label filter digest, last id
+
+	maxPageTokenLen = 1024
+)
+
+// pageToken is the decoded form of a next_page_token.
+type pageToken struct {
+	kind byte
+	// id is the session read for tokenMessages, and the last session
+	// returned for tokenSessions.
+	id       string
+	revision uint64 // tokenMessages
+	next     uint64 // tokenMessages: index of the next message
+	filter   uint64 // tokenSessions: labelFilterDigest of the filter
+}
+
+func messagesToken(sessionID string, revision, next uint64) pageToken {
+	return pageToken{kind: tokenMessages, id: sessionID, revision: revision, next: next}
+}
+
+func sessionsToken(labelFilter map[string]string, lastID string) pageToken {
+	return pageToken{kind: tokenSessions, id: lastID, filter: labelFilterDigest(labelFilter)}
+}
+
+// labelFilterDigest identifies a label filter, so that a token is used only
+// with the filter it was made for.
+func labelFilterDigest(filter map[string]string) uint64 {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(filter)) {
+		h.Write(binary.AppendUvarint(nil, uint64(len(k))))
+		h.Write([]byte(k))
+		h.Write(binary.AppendUvarint(nil, uint64(len(filter[k]))))
+		h.Write([]byte(filter[k]))
+	}
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+// encode returns the token's opaque text.
+func (t pageToken) encode() string {
+	b := []byte{pageTokenVersion, t.kind}
+	switch t.kind {
+	case tokenMessages:
+		b = binary.AppendUvarint(b, uint64(len(t.id)))
+		b = append(b, t.id...)
+		b = binary.AppendUvarint(b, t.revision)
+		b = binary.AppendUvarint(b, t.next)
+	case tokenSessions:
+		b = binary.BigEndian.AppendUint64(b, t.filter)
+		b = binary.AppendUvarint(b, uint64(len(t.id)))
+		b = append(b, t.id...)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodePageToken parses a token made by encode. Anything else is an error
+// wrapping ErrInvalidPageToken.
+func decodePageToken(s string) (pageToken, error) {
+	bad := func(why string) (pageToken, error) {
+		return pageToken{}, fmt.Errorf("%w: %s", ErrInvalidPageToken, why)
+	}
+	if len(s) > maxPageTokenLen {
+		return bad("too long")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return bad("not made by this service")
+	}
+	d := tokenDecoder{b: b}
+	if d.byte() != pageTokenVersion {
+		return bad("unknown version")
+	}
+	t := pageToken{kind: d.byte()}
+	switch t.kind {
+	case tokenMessages:
+		t.id = d.string()
+		t.revision = d.uvarint()
+		t.next = d.uvarint()
+	case tokenSessions:
+		t.filter = d.uint64()
+		t.id = d.string()
+	default:
+		return bad("unknown kind")
+	}
+	if d.err || len(d.b) != 0 {
+		return bad("malformed")
+	}
+	return t, nil
+}
+
+// tokenDecoder reads fields from b, setting err instead of panicking when b
+// runs short.
+type tokenDecoder struct {
+	b   []byte
+	err bool
+}
+
+func (d *tokenDecoder) byte() byte {
+	if len(d.b) < 1 {
+		d.err = true
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *tokenDecoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *tokenDecoder) uint64() uint64 {
+	if len(d.b) < 8 {
+		d.err = true
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *tokenDecoder) string() string {
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		d.err = true
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// decodeMessagesToken decodes a ListMessages token and checks that it was
+// made for sessionID and, unless revision is 0, for that revision.
+func decodeMessagesToken(s, sessionID string, revision uint64) (pageToken, error) {
+	t, err := decodePageToken(s)
+	if err != nil {
+		return pageToken{}, err
+	}
+	switch {
+	case t.kind != tokenMessages:
+		return pageToken{}, fmt.Errorf("%w: not a ListMessages token", ErrInvalidPageToken)
+	case t.id != sessionID:
+		return pageToken{}, fmt.Errorf("%w: made for another session", ErrInvalidPageToken)
+	case revision != 0 && t.revision != revision:
+		return pageToken{}, fmt.Errorf("%w: made for revision %d, not %d", ErrInvalidPageToken, t.revision, revision)
+	}
+	return t, nil
+}
+
+// decodeSessionsToken decodes a ListSessions token, checks that it was made
+// for labelFilter, and returns the last session id it had returned.
+func decodeSessionsToken(s string, labelFilter map[string]string) (after string, err error) {
+	t, err := decodePageToken(s)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case t.kind != tokenSessions:
+		return "", fmt.Errorf("%w: not a ListSessions token", ErrInvalidPageToken)
+	case t.filter != labelFilterDigest(labelFilter):
+		return "", fmt.Errorf("%w: made for another label_filter", ErrInvalidPageToken)
+	}
+	return t.id, nil
+}

@@ -1,0 +1,357 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// ListSessions page sizes.
+const (
+	defaultSessionsPageSize = 100
+	maxSessionsPageSize     = 1000
+)
+
+// Server serves SavepointService over a Store: it validates each request,
+// translates it to the Store's terms, and translates the result or error
+// back. It holds no state of its own.
+type Server struct {
+	savepointv1.UnimplementedSavepointServiceServer
+
+	store  Store
+	cfg    Config
+	logger *slog.Logger
+}
+
+// NewServer returns a Server over store with the limits of cfg (zero fields
+// take their defaults). It logs internal errors to slog.Default().
+func NewServer(store Store, cfg Config) *Server {
+	return &Server{store: store, cfg: cfg.withDefaults(), logger: slog.Default()}
+}
+
+// fail translates err for the client, logging it when it is internal.
+func (s *Server) fail(ctx context.Context, err error) error {
+	st := ToStatus(err)
+	if st.Code() == codes.Internal {
+		s.logger.ErrorContext(ctx, "internal error", "err", err)
+	}
+	return st.Err()
+}
+
+// SaveCheckpoint implements SavepointServiceServer.
+func (s *Server) SaveCheckpoint(ctx context.Context, req *savepointv1.SaveCheckpointRequest) (*savepointv1.SaveCheckpointResponse, error) {
+	sr, err := validateSave(s.cfg, req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.SaveCheckpoint(ctx, sr)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.SaveCheckpointResponse{
+		Revision:     res.Revision,
+		MessageCount: res.MessageCount,
+		Epoch:        res.Epoch,
+	}, nil
+}
+
+// BeginEffect implements SavepointServiceServer.
+func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRequest) (*savepointv1.BeginEffectResponse, error) {
+	if err := validateBegin(req); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.BeginEffect(ctx, req.GetSessionId(), req.GetToolUseId(), req.GetEpoch())
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.BeginEffectResponse{
+		IdempotencyKey: res.IdempotencyKey,
+		AlreadyBegun:   res.AlreadyBegun,
+	}, nil
+}
+
+// RecordEffect implements SavepointServiceServer.
+func (s *Server) RecordEffect(ctx context.Context, req *savepointv1.RecordEffectRequest) (*savepointv1.RecordEffectResponse, error) {
+	e, err := validateRecord(s.cfg, req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	stored, already, err := s.store.RecordEffect(ctx, req.GetSessionId(), e)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.RecordEffectResponse{Effect: effectToProto(stored), AlreadyRecorded: already}, nil
+}
+
+// Resume implements SavepointServiceServer.
+func (s *Server) Resume(ctx context.Context, req *savepointv1.ResumeRequest) (*savepointv1.ResumeResponse, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	cp, err := s.store.Resume(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	pcp, next, err := s.firstPage(ctx, cp)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.ResumeResponse{Checkpoint: pcp, Epoch: cp.Epoch, NextPageToken: next}, nil
+}
+
+// Reconcile implements SavepointServiceServer.
+func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileRequest) (*savepointv1.ReconcileResponse, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	rev, calls, err := s.store.PendingCalls(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	resp := &savepointv1.ReconcileResponse{Revision: rev}
+	for _, r := range Reconcile(calls) {
+		pr := &savepointv1.Resolution{
+			ToolUse:        toolUseToProto(r.Call.ToolUse),
+			Decision:       decisionToProto(r.Decision),
+			IdempotencyKey: r.Call.IdempotencyKey,
+			ToolResultText: r.ToolResultText,
+			Begun:          r.Call.Begun,
+		}
+		if r.Call.Effect != nil {
+			pr.Effect = effectToProto(*r.Call.Effect)
+		}
+		resp.Resolutions = append(resp.Resolutions, pr)
+	}
+	return resp, nil
+}
+
+// GetSession implements SavepointServiceServer. A revision set to 0 reads
+// the latest, like an unset one.
+func (s *Server) GetSession(ctx context.Context, req *savepointv1.GetSessionRequest) (*savepointv1.GetSessionResponse, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	cp, err := s.store.Checkpoint(ctx, req.GetSessionId(), req.GetRevision())
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	pcp, next, err := s.firstPage(ctx, cp)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.GetSessionResponse{Checkpoint: pcp, NextPageToken: next}, nil
+}
+
+// firstPage returns cp with as many messages from the first on as fit the
+// response budget left by the rest of the checkpoint, and the token for the
+// remaining messages, if any.
+func (s *Server) firstPage(ctx context.Context, cp Checkpoint) (*savepointv1.Checkpoint, string, error) {
+	pcp := checkpointToProto(cp)
+	if cp.MessageCount == 0 {
+		return pcp, "", nil
+	}
+	var msgs []Message
+	budget := s.cfg.ResponseBudgetBytes - fixedSize(cp.Task, cp.StateJSON, cp.Labels, cp.PendingToolUses)
+	if budget > 0 {
+		var err error
+		msgs, err = s.store.Messages(ctx, cp.SessionID, cp.Revision, 0, budget, 0)
+		if err != nil {
+			return nil, "", err
+		}
+		// The store returns a first message even when it is over budget;
+		// ListMessages, with the whole budget, returns it instead.
+		if len(msgs) > 0 && MessageSize(msgs[0]) > budget {
+			msgs = nil
+		}
+	}
+	pcp.Messages = messagesToProto(msgs)
+	if n := uint64(len(msgs)); n < cp.MessageCount {
+		return pcp, messagesToken(cp.SessionID, cp.Revision, n).encode(), nil
+	}
+	return pcp, "", nil
+}
+
+// ListMessages implements SavepointServiceServer.
+func (s *Server) ListMessages(ctx context.Context, req *savepointv1.ListMessagesRequest) (*savepointv1.ListMessagesResponse, error) {
+	if err := validateListMessages(req); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	revision, start := req.GetRevision(), uint64(0)
+	if req.GetPageToken() != "" {
+		t, err := decodeMessagesToken(req.GetPageToken(), req.GetSessionId(), revision)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		revision, start = t.revision, t.next
+	}
+	cp, err := s.store.Checkpoint(ctx, req.GetSessionId(), revision)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	if start > cp.MessageCount {
+		return nil, s.fail(ctx, ErrInvalidPageToken)
+	}
+	resp := &savepointv1.ListMessagesResponse{FirstIndex: start, Revision: cp.Revision}
+	if start == cp.MessageCount {
+		return resp, nil
+	}
+	msgs, err := s.store.Messages(ctx, cp.SessionID, cp.Revision, start, s.cfg.ResponseBudgetBytes, int(req.GetPageSize()))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	resp.Messages = messagesToProto(msgs)
+	if next := start + uint64(len(msgs)); next < cp.MessageCount {
+		resp.NextPageToken = messagesToken(cp.SessionID, cp.Revision, next).encode()
+	}
+	return resp, nil
+}
+
+// ListSessions implements SavepointServiceServer. A page holds at most
+// page_size sessions (0 means 100, more than 1000 means 1000) and stops early
+// at the response budget.
+func (s *Server) ListSessions(ctx context.Context, req *savepointv1.ListSessionsRequest) (*savepointv1.ListSessionsResponse, error) {
+	if err := validateListSessions(req); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = defaultSessionsPageSize
+	case size > maxSessionsPageSize:
+		size = maxSessionsPageSize
+	}
+	filter := req.GetLabelFilter()
+	var after string
+	if req.GetPageToken() != "" {
+		var err error
+		if after, err = decodeSessionsToken(req.GetPageToken(), filter); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	sums, err := s.store.ListSessions(ctx, after, size+1, filter)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	resp := &savepointv1.ListSessionsResponse{}
+	budget := s.cfg.ResponseBudgetBytes
+	for i, sum := range sums {
+		n := len(sum.SessionID) + fixedSize(sum.Task, "", sum.Labels, nil)
+		if i == size || (i > 0 && n > budget) {
+			resp.NextPageToken = sessionsToken(filter, sums[i-1].SessionID).encode()
+			break
+		}
+		budget -= n
+		resp.Sessions = append(resp.Sessions, summaryToProto(sum))
+	}
+	return resp, nil
+}
+
+// DeleteSession implements SavepointServiceServer.
+func (s *Server) DeleteSession(ctx context.Context, req *savepointv1.DeleteSessionRequest) (*savepointv1.DeleteSessionResponse, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	epoch, err := s.store.DeleteSession(ctx, req.GetSessionId(), req.GetEpoch())
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.DeleteSessionResponse{TombstoneEpoch: epoch}, nil
+}
+
+func checkpointToProto(cp Checkpoint) *savepointv1.Checkpoint {
+	p := &savepointv1.Checkpoint{
+		SessionId:    cp.SessionID,
+		Revision:     cp.Revision,
+		Epoch:        cp.Epoch,
+		Task:         cp.Task,
+		Turn:         cp.Turn,
+		TokensUsed:   cp.TokensUsed,
+		MessageCount: cp.MessageCount,
+		StateJson:    cp.StateJSON,
+		Labels:       cp.Labels,
+	}
+	for _, t := range cp.PendingToolUses {
+		p.PendingToolUses = append(p.PendingToolUses, toolUseToProto(t))
+	}
+	if !cp.SaveTime.IsZero() {
+		p.SaveTime = timestamppb.New(cp.SaveTime)
+	}
+	return p
+}
+
+func summaryToProto(s SessionSummary) *savepointv1.SessionSummary {
+	p := &savepointv1.SessionSummary{
+		SessionId:           s.SessionID,
+		Revision:            s.Revision,
+		Epoch:               s.Epoch,
+		Task:                s.Task,
+		Turn:                s.Turn,
+		MessageCount:        s.MessageCount,
+		PendingToolUseCount: s.PendingToolUseCount,
+		Labels:              s.Labels,
+	}
+	if !s.UpdateTime.IsZero() {
+		p.UpdateTime = timestamppb.New(s.UpdateTime)
+	}
+	return p
+}
+
+func messagesToProto(msgs []Message) []*savepointv1.Message {
+	out := make([]*savepointv1.Message, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON})
+	}
+	return out
+}
+
+func toolUseToProto(t ToolUse) *savepointv1.ToolUse {
+	return &savepointv1.ToolUse{
+		ToolUseId:    t.ID,
+		Name:         t.Name,
+		InputJson:    t.InputJSON,
+		EffectClass:  effectClassToProto(t.Class),
+		BeginTracked: t.BeginTracked,
+	}
+}
+
+func effectClassToProto(c EffectClass) savepointv1.EffectClass {
+	switch c {
+	case ReadOnly:
+		return savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY
+	case Idempotent:
+		return savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT
+	default:
+		return savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
+	}
+}
+
+func effectToProto(e Effect) *savepointv1.Effect {
+	p := &savepointv1.Effect{
+		ToolUseId: e.ToolUseID,
+		Name:      e.Name,
+		Output:    e.Output,
+		IsError:   e.IsError,
+		Late:      e.Late,
+	}
+	if !e.RecordTime.IsZero() {
+		p.RecordTime = timestamppb.New(e.RecordTime)
+	}
+	return p
+}
+
+func decisionToProto(d Decision) savepointv1.Decision {
+	switch d {
+	case DecisionReuse:
+		return savepointv1.Decision_DECISION_REUSE
+	case DecisionRun:
+		return savepointv1.Decision_DECISION_RUN
+	case DecisionInDoubt:
+		return savepointv1.Decision_DECISION_IN_DOUBT
+	default:
+		return savepointv1.Decision_DECISION_UNSPECIFIED
+	}
+}

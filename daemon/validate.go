@@ -1,0 +1,317 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// The reasons of the *FieldError values validation returns.
+const (
+	reasonInvalidSessionID   = "INVALID_SESSION_ID"
+	reasonInvalidToolUseID   = "INVALID_TOOL_USE_ID"
+	reasonInvalidRequestID   = "INVALID_REQUEST_ID"
+	reasonMissingField       = "MISSING_FIELD"
+	reasonInvalidJSON        = "INVALID_JSON"
+	reasonMessageTooLarge    = "MESSAGE_TOO_LARGE"
+	reasonStateTooLarge      = "STATE_TOO_LARGE"
+	reasonInvalidEffectClass = "INVALID_EFFECT_CLASS"
+	reasonDuplicateToolUseID = "DUPLICATE_TOOL_USE_ID"
+	reasonInvalidLabel       = "INVALID_LABEL"
+	reasonInvalidPageSize    = "INVALID_PAGE_SIZE"
+	reasonFieldTooLarge      = "FIELD_TOO_LARGE"
+)
+
+// Caps on fields that no sane client comes near.
+const (
+	maxSessionIDLen  = 128
+	maxToolUseIDLen  = 512
+	maxTaskBytes     = 64 << 10
+	maxNameBytes     = 256 // tool names and message roles
+	maxLabels        = 64
+	maxLabelKeyLen   = 63
+	maxLabelValueLen = 256
+)
+
+func fieldErr(field, reason, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Reason: reason, Msg: fmt.Sprintf(format, args...)}
+}
+
+// validateSessionID checks a session id: 1-128 characters of
+// [A-Za-z0-9._:-], starting with a letter or digit.
+func validateSessionID(field, id string) error {
+	if id == "" {
+		return fieldErr(field, reasonInvalidSessionID, "is empty; give the session's id")
+	}
+	if len(id) > maxSessionIDLen {
+		return fieldErr(field, reasonInvalidSessionID, "is %d characters; at most %d are allowed", len(id), maxSessionIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if i == 0 && !alnum {
+			return fieldErr(field, reasonInvalidSessionID, "must start with a letter or digit")
+		}
+		if !alnum && c != '.' && c != '_' && c != ':' && c != '-' {
+			return fieldErr(field, reasonInvalidSessionID, "may hold only letters, digits and . _ : -")
+		}
+	}
+	return nil
+}
+
+// validateToolUseID checks a tool use id: non-empty valid UTF-8 of at most
+// 512 bytes without NUL.
+func validateToolUseID(field, id string) error {
+	switch {
+	case id == "":
+		return fieldErr(field, reasonInvalidToolUseID, "is empty; give the provider's tool use id")
+	case len(id) > maxToolUseIDLen:
+		return fieldErr(field, reasonInvalidToolUseID, "is %d bytes; at most %d are allowed", len(id), maxToolUseIDLen)
+	case !utf8.ValidString(id):
+		return fieldErr(field, reasonInvalidToolUseID, "is not valid UTF-8")
+	case strings.IndexByte(id, 0) >= 0:
+		return fieldErr(field, reasonInvalidToolUseID, "must not contain NUL")
+	}
+	return nil
+}
+
+// validateRequestID checks a request id and returns it in canonical form:
+// empty, or a UUID.
+func validateRequestID(field, id string) (string, error) {
+	if id == "" {
+		return "", nil
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", fieldErr(field, reasonInvalidRequestID, "is not a UUID; send a new random UUID per save, or leave it empty")
+	}
+	return u.String(), nil
+}
+
+// validateJSON checks that s is JSON text; empty passes unless required.
+func validateJSON(field, s string, required bool) error {
+	if s == "" {
+		if required {
+			return fieldErr(field, reasonInvalidJSON, "is empty; send the content as JSON text")
+		}
+		return nil
+	}
+	if !json.Valid([]byte(s)) {
+		return fieldErr(field, reasonInvalidJSON, "is not valid JSON")
+	}
+	return nil
+}
+
+// validateName checks a required short name such as a role or tool name.
+func validateName(field, s string, required bool) error {
+	if s == "" && required {
+		return fieldErr(field, reasonMissingField, "is required")
+	}
+	if len(s) > maxNameBytes {
+		return fieldErr(field, reasonFieldTooLarge, "is %d bytes; at most %d are allowed", len(s), maxNameBytes)
+	}
+	return nil
+}
+
+// validateLabels checks a label map: at most 64 pairs, keys of 1-63
+// characters of [a-z0-9_.-], values of at most 256 bytes.
+func validateLabels(field string, labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return fieldErr(field, reasonInvalidLabel, "has %d labels; at most %d are allowed", len(labels), maxLabels)
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if k == "" || len(k) > maxLabelKeyLen {
+			return fieldErr(field, reasonInvalidLabel, "key %q must be 1-%d characters", k, maxLabelKeyLen)
+		}
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+				return fieldErr(field, reasonInvalidLabel, "key %q may hold only a-z, 0-9 and _ . -", k)
+			}
+		}
+		if v := labels[k]; len(v) > maxLabelValueLen {
+			return fieldErr(field, reasonInvalidLabel, "value of %q is %d bytes; at most %d are allowed", k, len(v), maxLabelValueLen)
+		}
+	}
+	return nil
+}
+
+func validatePageSize(field string, n int32) error {
+	if n < 0 {
+		return fieldErr(field, reasonInvalidPageSize, "is negative; use 0 for the default")
+	}
+	return nil
+}
+
+// fixedSize is the number of bytes a checkpoint counts for against a
+// response budget, without its messages.
+func fixedSize(task, stateJSON string, labels map[string]string, pending []ToolUse) int {
+	n := 512 + len(task) + len(stateJSON) // 512 for the ids, numbers and framing
+	for k, v := range labels {
+		n += len(k) + len(v) + 16
+	}
+	for _, t := range pending {
+		n += len(t.ID) + len(t.Name) + len(t.InputJSON) + 16
+	}
+	return n
+}
+
+func effectClassFromProto(c savepointv1.EffectClass) (EffectClass, bool) {
+	switch c {
+	case savepointv1.EffectClass_EFFECT_CLASS_UNSPECIFIED, savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT:
+		return SideEffect, true
+	case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
+		return ReadOnly, true
+	case savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
+		return Idempotent, true
+	}
+	return 0, false
+}
+
+// validateSave checks a SaveCheckpoint request against cfg's limits and
+// returns it as a SaveRequest. Beyond each field's own limits, the
+// checkpoint without its messages must fit the response budget, so that
+// Resume can always return it.
+func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	requestID, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetTask()) > maxTaskBytes {
+		return nil, fieldErr("task", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", len(req.GetTask()), maxTaskBytes)
+	}
+	msgs := make([]Message, 0, len(req.GetAppendMessages()))
+	for i, m := range req.GetAppendMessages() {
+		field := fmt.Sprintf("append_messages[%d]", i)
+		if err := validateName(field+".role", m.GetRole(), true); err != nil {
+			return nil, err
+		}
+		if n := len(m.GetContentJson()); n > cfg.MaxMessageBytes {
+			return nil, fieldErr(field+".content_json", reasonMessageTooLarge,
+				"is %d bytes; at most %d are allowed per message", n, cfg.MaxMessageBytes)
+		}
+		if err := validateJSON(field+".content_json", m.GetContentJson(), true); err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, Message{Role: m.GetRole(), ContentJSON: m.GetContentJson()})
+	}
+	pending := make([]ToolUse, 0, len(req.GetPendingToolUses()))
+	seen := make(map[string]bool, len(req.GetPendingToolUses()))
+	for i, t := range req.GetPendingToolUses() {
+		field := fmt.Sprintf("pending_tool_uses[%d]", i)
+		tu, err := validateToolUse(field, t)
+		if err != nil {
+			return nil, err
+		}
+		if seen[tu.ID] {
+			return nil, fieldErr(field+".tool_use_id", reasonDuplicateToolUseID, "names a tool use already listed; list each pending tool use once")
+		}
+		seen[tu.ID] = true
+		pending = append(pending, tu)
+	}
+	if n := len(req.GetStateJson()); n > cfg.MaxStateBytes {
+		return nil, fieldErr("state_json", reasonStateTooLarge, "is %d bytes; at most %d are allowed", n, cfg.MaxStateBytes)
+	}
+	if err := validateJSON("state_json", req.GetStateJson(), false); err != nil {
+		return nil, err
+	}
+	if err := validateLabels("labels", req.GetLabels()); err != nil {
+		return nil, err
+	}
+	if n := fixedSize(req.GetTask(), req.GetStateJson(), req.GetLabels(), pending); n > cfg.ResponseBudgetBytes {
+		return nil, fieldErr("pending_tool_uses", reasonFieldTooLarge,
+			"with task, state_json and labels makes %d bytes, over the %d-byte response budget; send smaller tool inputs or state",
+			n, cfg.ResponseBudgetBytes)
+	}
+	return &SaveRequest{
+		SessionID:        req.GetSessionId(),
+		ExpectedRevision: req.GetExpectedRevision(),
+		Epoch:            req.GetEpoch(),
+		RequestID:        requestID,
+		Task:             req.GetTask(),
+		Turn:             req.GetTurn(),
+		TokensUsed:       req.GetTokensUsed(),
+		KeepMessages:     req.KeepMessages,
+		AppendMessages:   msgs,
+		PendingToolUses:  pending,
+		StateJSON:        req.GetStateJson(),
+		Labels:           req.GetLabels(),
+	}, nil
+}
+
+func validateToolUse(field string, t *savepointv1.ToolUse) (ToolUse, error) {
+	if err := validateToolUseID(field+".tool_use_id", t.GetToolUseId()); err != nil {
+		return ToolUse{}, err
+	}
+	if err := validateName(field+".name", t.GetName(), true); err != nil {
+		return ToolUse{}, err
+	}
+	if err := validateJSON(field+".input_json", t.GetInputJson(), false); err != nil {
+		return ToolUse{}, err
+	}
+	class, ok := effectClassFromProto(t.GetEffectClass())
+	if !ok {
+		return ToolUse{}, fieldErr(field+".effect_class", reasonInvalidEffectClass,
+			"%d is not a known effect class", int32(t.GetEffectClass()))
+	}
+	return ToolUse{
+		ID:           t.GetToolUseId(),
+		Name:         t.GetName(),
+		InputJSON:    t.GetInputJson(),
+		Class:        class,
+		BeginTracked: t.GetBeginTracked(),
+	}, nil
+}
+
+// validateRecord checks a RecordEffect request and returns its effect.
+func validateRecord(cfg Config, req *savepointv1.RecordEffectRequest) (Effect, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return Effect{}, err
+	}
+	if err := validateToolUseID("tool_use_id", req.GetToolUseId()); err != nil {
+		return Effect{}, err
+	}
+	if err := validateName("name", req.GetName(), false); err != nil {
+		return Effect{}, err
+	}
+	if n := len(req.GetOutput()); n > cfg.MaxMessageBytes {
+		return Effect{}, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, cfg.MaxMessageBytes)
+	}
+	return Effect{
+		ToolUseID: req.GetToolUseId(),
+		Name:      req.GetName(),
+		Output:    req.GetOutput(),
+		IsError:   req.GetIsError(),
+	}, nil
+}
+
+func validateBegin(req *savepointv1.BeginEffectRequest) error {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return err
+	}
+	return validateToolUseID("tool_use_id", req.GetToolUseId())
+}
+
+func validateListMessages(req *savepointv1.ListMessagesRequest) error {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return err
+	}
+	return validatePageSize("page_size", req.GetPageSize())
+}
+
+func validateListSessions(req *savepointv1.ListSessionsRequest) error {
+	if err := validatePageSize("page_size", req.GetPageSize()); err != nil {
+		return err
+	}
+	return validateLabels("label_filter", req.GetLabelFilter())
+}
