@@ -1,0 +1,132 @@
+// Command savepointd is the Savepoint daemon: it keeps agent loops'
+// checkpoints and side-effects ledger in a Badger store and serves them over
+// gRPC.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFail   = 1
+	exitConfig = 2
+	exitLocked = 3
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+}
+
+// run is savepointd with its arguments, environment and stderr; it returns
+// the exit code.
+func run(args []string, env func(string) string, stderr io.Writer) int {
+	cfg, err := parseConfig(args, env, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd: %v\n", err)
+		return exitConfig
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{Logger: logger})
+	if errors.Is(err, badgerstore.ErrLocked) {
+		fmt.Fprintf(stderr, "savepointd: another savepointd holds the lock on data directory %s (%v); stop it or use another --data-dir\n", cfg.DataDir, err)
+		return exitLocked
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd: open store: %v\n", err)
+		return exitFail
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			logger.Error("close store", "err", err)
+		}
+	}()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := daemon.Run(ctx, cfg, store, logger); err != nil {
+		logger.Error("savepointd failed", "err", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// parseConfig reads the configuration from flags, then environment
+// variables, then defaults, in that order of precedence, and validates it.
+func parseConfig(args []string, env func(string) string, stderr io.Writer) (daemon.Config, error) {
+	cfg := daemon.DefaultConfig()
+	fs := flag.NewFlagSet("savepointd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	envVars := map[string]string{} // flag name -> environment variable
+	name := func(flagName, envVar string) string {
+		envVars[flagName] = envVar
+		return flagName
+	}
+	fs.StringVar(&cfg.DataDir, name("data-dir", "SAVEPOINT_DATA_DIR"), cfg.DataDir,
+		"store `directory` (env SAVEPOINT_DATA_DIR)")
+	fs.StringVar(&cfg.Listen, name("listen", "SAVEPOINT_ADDR"), cfg.Listen,
+		"listen `address`: unix:PATH or a loopback HOST:PORT (env SAVEPOINT_ADDR)")
+	fs.Var((*modeValue)(&cfg.SocketMode), name("socket-mode", "SAVEPOINT_SOCKET_MODE"),
+		"Unix socket permissions, 0600 or 0660 (env SAVEPOINT_SOCKET_MODE)")
+	fs.IntVar(&cfg.MaxRequestBytes, name("max-request-bytes", "SAVEPOINT_MAX_REQUEST_BYTES"), cfg.MaxRequestBytes,
+		"largest request accepted, in `bytes` (env SAVEPOINT_MAX_REQUEST_BYTES)")
+	fs.IntVar(&cfg.MaxMessageBytes, name("max-message-bytes", "SAVEPOINT_MAX_MESSAGE_BYTES"), cfg.MaxMessageBytes,
+		"largest message content_json or effect output, in `bytes` (env SAVEPOINT_MAX_MESSAGE_BYTES)")
+	fs.IntVar(&cfg.MaxStateBytes, name("max-state-bytes", "SAVEPOINT_MAX_STATE_BYTES"), cfg.MaxStateBytes,
+		"largest state_json, in `bytes` (env SAVEPOINT_MAX_STATE_BYTES)")
+	fs.IntVar(&cfg.ResponseBudgetBytes, name("response-budget-bytes", "SAVEPOINT_RESPONSE_BUDGET_BYTES"), cfg.ResponseBudgetBytes,
+		"`bytes` of checkpoint and messages in one response before the rest is paged (env SAVEPOINT_RESPONSE_BUDGET_BYTES)")
+	fs.DurationVar(&cfg.ShutdownTimeout, name("shutdown-timeout", "SAVEPOINT_SHUTDOWN_TIMEOUT"), cfg.ShutdownTimeout,
+		"graceful stop deadline (env SAVEPOINT_SHUTDOWN_TIMEOUT)")
+	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
+		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
+
+	for flagName, envVar := range envVars {
+		if v := env(envVar); v != "" {
+			if err := fs.Set(flagName, v); err != nil {
+				return cfg, fmt.Errorf("%s=%q: %v", envVar, v, err)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// modeValue is a flag.Value for permission bits written in octal.
+type modeValue os.FileMode
+
+func (m *modeValue) String() string { return fmt.Sprintf("%#o", uint32(*m)) }
+
+func (m *modeValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not an octal mode such as 0600", s)
+	}
+	*m = modeValue(n)
+	return nil
+}

@@ -1,0 +1,191 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// Run serves store over gRPC on cfg.Listen until ctx is cancelled, then
+// reports NOT_SERVING, stops gracefully within cfg.ShutdownTimeout, and
+// returns nil. The caller opens the store before calling Run, so that the
+// store's directory lock proves no other daemon owns a stale socket file, and
+// closes it after Run returns. Importing errdetails here and in status.go
+// registers ErrorInfo, so that reflection clients such as grpcurl print
+// error details decoded.
+func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	lis, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+
+	srv := grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		grpc.ChainUnaryInterceptor(
+			logUnary(logger),
+			recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))),
+		),
+		grpc.ChainStreamInterceptor(
+			logStream(logger),
+			recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))),
+		),
+	)
+	s := NewServer(store, cfg)
+	s.logger = logger
+	savepointv1.RegisterSavepointServiceServer(srv, s)
+	hs := health.NewServer()
+	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(lis) }()
+	logger.Info("serving", "listen", cfg.Listen, "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve %s: %w", cfg.Listen, err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		logger.Warn("graceful stop timed out; closing open calls and streams")
+		srv.Stop()
+		<-stopped
+	}
+	<-serveErr
+	logger.Info("stopped")
+	return nil
+}
+
+// listen opens cfg.Listen. For a Unix socket it creates the parent
+// directory, replaces a stale socket file, and sets cfg.SocketMode.
+func listen(cfg Config) (net.Listener, error) {
+	network, address, err := ParseAddr(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if network != "unix" {
+		lis, err := net.Listen(network, address)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		return lis, nil
+	}
+
+	dirMode := os.FileMode(0o700)
+	if cfg.SocketMode&0o070 != 0 {
+		dirMode = 0o750 // the group must be able to reach the socket
+	}
+	if err := os.MkdirAll(filepath.Dir(address), dirMode); err != nil {
+		return nil, fmt.Errorf("create socket directory: %w", err)
+	}
+	// The store's lock is held, so a socket file here belongs to a daemon
+	// that is gone.
+	if fi, err := os.Lstat(address); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("listen on %s: %s exists and is not a socket; remove it or choose another path", cfg.Listen, address)
+		}
+		if err := os.Remove(address); err != nil {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+	}
+	lis, err := net.Listen("unix", address)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if err := os.Chmod(address, cfg.SocketMode); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("set socket mode: %w", err)
+	}
+	return lis, nil
+}
+
+// recoverPanic turns a handler's panic into INTERNAL, logging the panic and
+// its stack.
+func recoverPanic(logger *slog.Logger) recovery.RecoveryHandlerFuncContext {
+	return func(ctx context.Context, p any) error {
+		logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
+		return ToStatus(errors.New("panic")).Err()
+	}
+}
+
+// logUnary logs each call's method, code, reason and duration, never its
+// payload: OK calls at debug level, server faults at error level.
+func logUnary(logger *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		logCall(ctx, logger, info.FullMethod, start, err)
+		return resp, err
+	}
+}
+
+// logStream logs each stream like logUnary logs a call, when it ends.
+func logStream(logger *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		start := time.Now()
+		err := handler(srv, ss)
+		logCall(ss.Context(), logger, info.FullMethod, start, err)
+		return err
+	}
+}
+
+func logCall(ctx context.Context, logger *slog.Logger, method string, start time.Time, err error) {
+	st := status.Convert(err)
+	level := slog.LevelInfo
+	switch st.Code() {
+	case codes.OK:
+		level = slog.LevelDebug
+	case codes.Internal, codes.Unknown, codes.DataLoss, codes.Unavailable:
+		level = slog.LevelError
+	}
+	attrs := []slog.Attr{
+		slog.String("method", method),
+		slog.String("code", st.Code().String()),
+		slog.Duration("duration", time.Since(start)),
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			attrs = append(attrs, slog.String("reason", info.GetReason()))
+			break
+		}
+	}
+	logger.LogAttrs(ctx, level, "call", attrs...)
+}
