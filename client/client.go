@@ -1,0 +1,211 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// Client is a connection to savepointd. It is safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	raw  savepointv1.SavepointServiceClient
+	cfg  config
+}
+
+// RetryPolicy says how often a call that failed with UNAVAILABLE (the daemon
+// is down or restarting) is tried again. Only calls that are safe to repeat
+// are retried: SaveCheckpoint when it carries a request_id (the retry carries
+// the same one, so the daemon applies the save once), BeginEffect (a repeat
+// returns the same key), RecordEffect (the same record again is accepted),
+// Resume (a repeat only takes ownership again) and the reads. DeleteSession is
+// never retried.
+type RetryPolicy struct {
+	// MaxAttempts counts the first try; 1 or less disables retries.
+	MaxAttempts int
+	// InitialBackoff is the wait before the first retry; it doubles on each
+	// retry up to MaxBackoff, with up to 20% random jitter.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// DefaultRetryPolicy is used unless WithRetry says otherwise: 5 attempts over
+// about 1.5 seconds.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+
+func (p RetryPolicy) backoff(retry int) time.Duration {
+	d := p.InitialBackoff
+	for range retry {
+		d *= 2
+		if p.MaxBackoff > 0 && d >= p.MaxBackoff {
+			d = p.MaxBackoff
+			break
+		}
+	}
+	if d <= 0 {
+		return 0
+	}
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+type config struct {
+	dialOpts      []grpc.DialOption
+	retry         RetryPolicy
+	waitReady     bool
+	logger        *slog.Logger
+	resultsFunc   ToolResultsFunc
+	onLedgerError func(call ToolUse, result ToolResult, err error)
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+// WithDialOptions adds gRPC dial options after the client's own (insecure
+// local transport, a dialer for the address, a short reconnect backoff), so
+// they can override them.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// WithRetry sets the policy for calls that fail with UNAVAILABLE.
+func WithRetry(p RetryPolicy) Option { return func(c *config) { c.retry = p } }
+
+// WithWaitReady makes Dial wait until the daemon accepts the connection or
+// ctx ends (then Dial fails with ErrUnavailable). By default Dial returns at
+// once and the first call reports an unreachable daemon.
+func WithWaitReady() Option { return func(c *config) { c.waitReady = true } }
+
+// WithLogger sets the logger for retries and ledger failures (default
+// slog.Default()). The client never logs message or tool payloads.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithToolResults sets how sessions turn tool results into the message(s)
+// that PointB appends (default AnthropicToolResults).
+func WithToolResults(f ToolResultsFunc) Option { return func(c *config) { c.resultsFunc = f } }
+
+// WithLedgerErrorHandler sets a function called, in addition to an
+// slog error, whenever a tool ran but its outcome could not be written to the
+// ledger. Such a tool's result is still the real one (see Session.RunTool).
+func WithLedgerErrorHandler(f func(call ToolUse, result ToolResult, err error)) Option {
+	return func(c *config) { c.onLedgerError = f }
+}
+
+// Dial connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" means
+// DefaultAddr(). The connection is plaintext, meant for a local daemon. Unless
+// WithWaitReady is given, Dial does not wait for the daemon and ctx only
+// bounds option processing.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	cfg := config{retry: DefaultRetryPolicy, resultsFunc: AnthropicToolResults}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if addr == "" {
+		addr = DefaultAddr()
+	}
+	ep, err := parseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	target := "passthrough:///" + ep.address
+	if ep.network == "unix" {
+		target = "passthrough:///localhost" // the path may hold anything; the dialer has it
+	}
+	c := &Client{cfg: cfg}
+	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, ep.network, ep.address)
+	}
+	dopts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(dialer),
+		// A local daemon restarts in moments: reconnect soon, not after gRPC's
+		// default of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithChainUnaryInterceptor(c.intercept),
+	}
+	conn, err := grpc.NewClient(target, append(dopts, cfg.dialOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("savepoint: dial %s: %w", addr, err)
+	}
+	c.conn = conn
+	c.raw = savepointv1.NewSavepointServiceClient(conn)
+	conn.Connect()
+	if cfg.waitReady {
+		for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+			if !conn.WaitForStateChange(ctx, s) {
+				conn.Close()
+				return nil, translate(status.Errorf(codes.Unavailable, "savepointd at %s not ready: %v (last state %s)", addr, ctx.Err(), s))
+			}
+		}
+	}
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Raw returns the generated gRPC client for calls the Session does not cover.
+// Its calls go through the same retries and error translation.
+func (c *Client) Raw() savepointv1.SavepointServiceClient { return c.raw }
+
+// intercept retries a retry-safe call that failed with UNAVAILABLE and
+// translates the final error. The request message is sent unchanged, so a
+// SaveCheckpoint retry carries its original request_id.
+func (c *Client) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	attempts := 1
+	if retrySafe(method, req) {
+		attempts = max(1, c.cfg.retry.MaxAttempts)
+	}
+	for try := 0; ; try++ {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err == nil || try+1 >= attempts || status.Code(err) != codes.Unavailable {
+			return translate(err)
+		}
+		wait := c.cfg.retry.backoff(try)
+		c.cfg.logger.Warn("savepoint: daemon unavailable, retrying", "method", method, "attempt", try+2, "of", attempts, "in", wait, "err", status.Convert(err).Message())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return translate(err)
+		case <-t.C:
+		}
+	}
+}
+
+// retrySafe says whether repeating a call that may have been applied is
+// harmless. Methods not listed (DeleteSession, any added later) are not.
+func retrySafe(method string, req any) bool {
+	switch method {
+	case savepointv1.SavepointService_SaveCheckpoint_FullMethodName:
+		r, ok := req.(*savepointv1.SaveCheckpointRequest)
+		return ok && r.GetRequestId() != ""
+	case savepointv1.SavepointService_BeginEffect_FullMethodName,
+		savepointv1.SavepointService_RecordEffect_FullMethodName,
+		savepointv1.SavepointService_Resume_FullMethodName,
+		savepointv1.SavepointService_Reconcile_FullMethodName,
+		savepointv1.SavepointService_GetSession_FullMethodName,
+		savepointv1.SavepointService_ListMessages_FullMethodName,
+		savepointv1.SavepointService_ListSessions_FullMethodName:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,270 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// Decision is Reconcile's answer for one pending tool use.
+type Decision = savepointv1.Decision
+
+// The decisions.
+const (
+	// DecisionReuse: the outcome is in the ledger; its output is the result.
+	DecisionReuse = savepointv1.Decision_DECISION_REUSE
+	// DecisionRun: running the tool is safe; it was run and recorded.
+	DecisionRun = savepointv1.Decision_DECISION_RUN
+	// DecisionInDoubt: the outcome is unknown; the result is the daemon's
+	// is_error text telling the model to check before any retry.
+	DecisionInDoubt = savepointv1.Decision_DECISION_IN_DOUBT
+)
+
+// ToolResult answers one tool use.
+type ToolResult struct {
+	ToolUseID string
+	// Content is the tool's output, or its error text when IsError is set.
+	Content string
+	// IsError reports that the tool ran and failed, or, after Reconcile,
+	// that its outcome is in doubt.
+	IsError bool
+	// Decision is set by Reconcile to the decision that made this result,
+	// and is unspecified for RunTool's results.
+	Decision Decision
+
+	// Err is set when the tool did NOT run: BeginEffect failed (for example
+	// ErrFenced: another process resumed the session) or the call was not
+	// pending. Content is empty, PointB refuses the result, and the agent
+	// should stop.
+	Err error
+	// LedgerErr is set when the tool ran but its outcome could not be
+	// written to the ledger. Content and IsError are still the tool's real
+	// outcome: append it, because telling the model it failed would make it
+	// retry with a new tool use and repeat the side effect. The failure was
+	// logged and passed to the ledger error handler; PointB tries to record
+	// it once more. If the agent stops before PointB, Reconcile will report
+	// the call as in doubt.
+	LedgerErr error
+}
+
+// ToolFunc runs a tool: key is the idempotency key to pass to an external
+// API that accepts one ("" for read-only tools). A returned error is the
+// tool's failure and becomes an is_error result with its text.
+type ToolFunc func(ctx context.Context, call ToolUse, key string) (output string, err error)
+
+// RunTool runs one pending tool use and records its outcome in the ledger:
+// execute first, record after. Unless the call is READ_ONLY, BeginEffect
+// marks it as dispatched first; if that fails the tool does not run and the
+// result carries Err. fn's outcome, success or failure, is recorded and
+// returned; see ToolResult for a failed record. RunTool is the only way a
+// Session records an effect, and it records only what fn returned, so an
+// effect can never be recorded before it happened. Each pending tool use
+// runs at most once per session.
+func (s *Session) RunTool(ctx context.Context, call ToolUse, fn func(ctx context.Context, key string) (output string, err error)) ToolResult {
+	s.mu.Lock()
+	p := s.pendingCall(call.ID)
+	var err error
+	switch {
+	case p == nil:
+		err = fmt.Errorf("savepoint: tool use %q (%s) not run: %w: name it with PointA first", call.ID, call.Name, ErrCallNotPending)
+	case call.Name != p.GetName():
+		err = fmt.Errorf("savepoint: tool use %q not run: %w: named %q at PointA, %q here", call.ID, ErrToolNameMismatch, p.GetName(), call.Name)
+	case s.started[call.ID]:
+		err = fmt.Errorf("savepoint: tool use %q (%s) not run again: %w", call.ID, call.Name, ErrAlreadyRun)
+	default:
+		s.started[call.ID] = true
+	}
+	epoch := s.epoch
+	s.mu.Unlock()
+	if err != nil {
+		return ToolResult{ToolUseID: call.ID, Err: err}
+	}
+	return s.execute(ctx, p, epoch, "", fn)
+}
+
+// RunTools runs calls one after the other with RunTool and returns their
+// results for PointB. It stops at the first call that could not run.
+func (s *Session) RunTools(ctx context.Context, calls []ToolUse, run ToolFunc) ([]ToolResult, error) {
+	results := make([]ToolResult, 0, len(calls))
+	for _, call := range calls {
+		r := s.RunTool(ctx, call, func(ctx context.Context, key string) (string, error) { return run(ctx, call, key) })
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// Reconcile asks the daemon what to do with each pending tool use after a
+// resume and returns the results to pass to PointB, in the order the tool
+// uses were named: DecisionReuse gives the recorded outcome without running
+// anything; DecisionRun runs the tool with run (after BeginEffect unless it
+// is READ_ONLY, with the key it was begun with, if any) and records it;
+// DecisionInDoubt gives an is_error result with the daemon's text. run may be
+// nil only if no tool use needs to run. With nothing pending it returns no
+// results.
+func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, error) {
+	resp, err := s.c.raw.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: s.id})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	rev, epoch := s.revision, s.epoch
+	s.mu.Unlock()
+	if resp.GetRevision() != rev {
+		return nil, fmt.Errorf("savepoint: reconcile: %w: the daemon's latest revision is %d, this session's %d",
+			ErrRevisionMismatch, resp.GetRevision(), rev)
+	}
+	results := make([]ToolResult, 0, len(resp.GetResolutions()))
+	for _, res := range resp.GetResolutions() {
+		tu := res.GetToolUse()
+		id := tu.GetToolUseId()
+		log := s.c.cfg.logger.With("session", s.id, "tool_use_id", id, "name", tu.GetName(), "decision", res.GetDecision())
+		var r ToolResult
+		switch res.GetDecision() {
+		case DecisionReuse:
+			log.Info("savepoint: reconcile: outcome recorded, reusing it, not running the tool")
+			r = ToolResult{ToolUseID: id, Content: res.GetEffect().GetOutput(), IsError: res.GetEffect().GetIsError()}
+		case DecisionInDoubt:
+			log.Warn("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result")
+			r = ToolResult{ToolUseID: id, Content: res.GetToolResultText(), IsError: true}
+		case DecisionRun:
+			s.mu.Lock()
+			p := s.pendingCall(id)
+			prev, ran := s.ran[id]
+			started := s.started[id]
+			if p != nil && !started {
+				s.started[id] = true
+			}
+			s.mu.Unlock()
+			switch {
+			case ran:
+				log.Info("savepoint: reconcile: this session ran the tool already, reusing its result")
+				r = prev
+			case p == nil:
+				return nil, fmt.Errorf("savepoint: reconcile: tool use %q is not pending in this session: %w", id, ErrCallNotPending)
+			case started:
+				return nil, fmt.Errorf("savepoint: reconcile: tool use %q (%s) not run: %w", id, tu.GetName(), ErrAlreadyRun)
+			case run == nil:
+				s.unstart(id)
+				return nil, fmt.Errorf("savepoint: reconcile: tool use %q (%s) must run, but no run function was given", id, tu.GetName())
+			default:
+				log.Info("savepoint: reconcile: safe to run, running the tool")
+				call := toolUse(p)
+				r = s.execute(ctx, p, epoch, res.GetIdempotencyKey(), func(ctx context.Context, key string) (string, error) {
+					return run(ctx, call, key)
+				})
+				if r.Err != nil {
+					return nil, r.Err
+				}
+			}
+		default:
+			return nil, fmt.Errorf("savepoint: reconcile: tool use %q: unknown decision %v", id, res.GetDecision())
+		}
+		r.Decision = res.GetDecision()
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// pendingCall returns the pending tool use with this id, or nil. s.mu is
+// held.
+func (s *Session) pendingCall(id string) *savepointv1.ToolUse {
+	for _, p := range s.pending {
+		if p.GetToolUseId() == id {
+			return p
+		}
+	}
+	return nil
+}
+
+func (s *Session) unstart(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.started, id)
+}
+
+// recordTimeout bounds a RecordEffect. It runs even when the caller's
+// context has ended: the tool ran, and its outcome is a fact worth keeping.
+const recordTimeout = 30 * time.Second
+
+// execute is the one place a tool runs: BeginEffect unless READ_ONLY, then
+// fn, then RecordEffect of fn's real outcome. The caller marked p started.
+func (s *Session) execute(ctx context.Context, p *savepointv1.ToolUse, epoch uint64, key string, fn func(ctx context.Context, key string) (string, error)) ToolResult {
+	id := p.GetToolUseId()
+	if effectiveClass(p.GetEffectClass()) != ReadOnly {
+		b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: s.id, ToolUseId: id, Epoch: epoch})
+		if err != nil {
+			s.unstart(id)
+			return ToolResult{ToolUseID: id, Err: fmt.Errorf("savepoint: tool use %q (%s) not run: BeginEffect: %w", id, p.GetName(), err)}
+		}
+		key = b.GetIdempotencyKey()
+	}
+	out, err := fn(ctx, key)
+	r := ToolResult{ToolUseID: id, Content: out}
+	if err != nil {
+		r.Content, r.IsError = err.Error(), true
+	}
+	if err := s.record(ctx, p, r); err != nil {
+		r.LedgerErr = fmt.Errorf("savepoint: tool use %q (%s) ran but its outcome is not in the ledger: %w", id, p.GetName(), err)
+		s.c.reportLedgerError(s.id, p, r, err)
+	}
+	s.mu.Lock()
+	s.ran[id] = r
+	s.mu.Unlock()
+	return r
+}
+
+func (s *Session) record(ctx context.Context, p *savepointv1.ToolUse, r ToolResult) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	_, err := s.c.raw.RecordEffect(ctx, &savepointv1.RecordEffectRequest{
+		SessionId: s.id, ToolUseId: p.GetToolUseId(), Name: p.GetName(), Output: r.Content, IsError: r.IsError,
+	})
+	return err
+}
+
+func (c *Client) reportLedgerError(session string, p *savepointv1.ToolUse, r ToolResult, err error) {
+	c.cfg.logger.Error("savepoint: LEDGER WRITE FAILED: the tool ran, its side effect may have happened, "+
+		"and its outcome is not recorded; if the agent stops before PointB, resume will report this call as in doubt; check it by hand",
+		"session", session, "tool_use_id", p.GetToolUseId(), "name", p.GetName(), "tool_is_error", r.IsError, "err", err)
+	if c.cfg.onLedgerError != nil {
+		c.cfg.onLedgerError(toolUse(p), r, err)
+	}
+}
+
+// ToolResultsFunc turns the results of one turn, in the order their tool
+// uses were named, into the message(s) PointB appends.
+type ToolResultsFunc func(results []ToolResult) ([]Message, error)
+
+// AnthropicToolResults is the default ToolResultsFunc: one message with role
+// "user" whose content is an array of Anthropic tool_result blocks,
+// {"type":"tool_result","tool_use_id":...,"content":...,"is_error":true},
+// with is_error left out when false.
+func AnthropicToolResults(results []ToolResult) ([]Message, error) {
+	type block struct {
+		Type      string `json:"type"`
+		ToolUseID string `json:"tool_use_id"`
+		Content   string `json:"content"`
+		IsError   bool   `json:"is_error,omitempty"`
+	}
+	if len(results) == 0 {
+		return nil, nil
+	}
+	blocks := make([]block, 0, len(results))
+	for _, r := range results {
+		blocks = append(blocks, block{Type: "tool_result", ToolUseID: r.ToolUseID, Content: r.Content, IsError: r.IsError})
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(blocks); err != nil {
+		return nil, err
+	}
+	return []Message{{Role: "user", ContentJSON: string(bytes.TrimRight(buf.Bytes(), "\n"))}}, nil
+}
