@@ -11,6 +11,8 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +53,7 @@ type Options struct {
 // directory lock.
 type Store struct {
 	db    *badger.DB
+	dirLock *os.File // holds the flock on LockFile; nil in memory
 	log   *slog.Logger
 	now   func() time.Time
 	locks [64]sync.Mutex // striped by session id: one writer per session
@@ -75,28 +78,65 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithInMemory(opts.InMemory)
 	if opts.InMemory {
 		bopts.Dir, bopts.ValueDir = "", ""
+	} else {
+		f, err := lockDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.dirLock = f
 	}
 	db, err := badger.Open(bopts)
 	if err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EAGAIN) {
-			return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
-		}
+		s.unlockDir()
 		return nil, fmt.Errorf("open badger in %s: %w", dir, err)
 	}
 	s.db = db
 	if err := s.checkFormat(); err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	if err := s.finishPurges(); err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// Close closes the database and releases the directory lock.
-func (s *Store) Close() error { return s.db.Close() }
+// LockFile is the file in the data directory whose flock marks a live owner.
+const LockFile = "savepointd.lock"
+
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is held; stop the other savepointd using %s first", ErrLocked, path, dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (s *Store) unlockDir() {
+	if s.dirLock != nil {
+		s.dirLock.Close() // closing the descriptor releases the flock
+		s.dirLock = nil
+	}
+}
+
+// Close closes the database and then releases the directory lock.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.unlockDir()
+	return err
+}
 
 func (s *Store) checkFormat() error {
 	var version uint32

@@ -1,0 +1,192 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/storetest"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+)
+
+func TestConformance(t *testing.T) {
+	t.Run("InMemory", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) daemon.Store {
+			s, err := Open("", Options{InMemory: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		})
+	})
+	t.Run("OnDisk", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) daemon.Store { return openT(t, t.TempDir()) })
+	})
+}
+
+func openT(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var ctx = context.Background()
+
+func TestReopenKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hi"`}},
+		PendingToolUses: []daemon.ToolUse{{ID: "t", Name: "w"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecordEffect(ctx, "s", daemon.Effect{ToolUseID: "t", Output: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openT(t, dir)
+	defer s.Close()
+	_, calls, err := s.PendingCalls(ctx, "s")
+	if err != nil || len(calls) != 1 || calls[0].Effect == nil || calls[0].Effect.Output != "ok" {
+		t.Fatalf("after reopen: %+v %v", calls, err)
+	}
+	ms, err := s.Messages(ctx, "s", 0, 0, 1<<20, 0)
+	if err != nil || len(ms) != 1 || ms[0].ContentJSON != `"hi"` {
+		t.Fatalf("messages after reopen: %+v %v", ms, err)
+	}
+}
+
+func TestSecondOpenIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	defer s.Close()
+	_, err := Open(dir, Options{})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
+
+// damage flips one byte of the value stored under key.
+func damage(t *testing.T, s *Store, key []byte) {
+	t.Helper()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		v[len(v)-1] ^= 0xff
+		return txn.Set(key, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		key  func() []byte
+	}{
+		{"head", func() []byte { return sessionKey("bad") }},
+		{"revision", func() []byte { return revisionKey("bad", 1) }},
+		{"message", func() []byte { return messageKey("bad", 0) }},
+		{"call", func() []byte { return callKey("bad", "t") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openT(t, t.TempDir())
+			defer s.Close()
+			for _, id := range []string{"bad", "good"} {
+				if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}},
+					PendingToolUses: []daemon.ToolUse{{ID: "t", Name: "w"}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			damage(t, s, tc.key())
+			var errs []error
+			_, err := s.Checkpoint(ctx, "bad", 0)
+			errs = append(errs, err)
+			_, err = s.Messages(ctx, "bad", 0, 0, 1<<20, 0)
+			errs = append(errs, err)
+			_, _, err = s.PendingCalls(ctx, "bad")
+			errs = append(errs, err)
+			resumed, err := s.Resume(ctx, "bad")
+			errs = append(errs, err)
+			found := false
+			for _, err := range errs {
+				if err != nil && !errors.Is(err, daemon.ErrCorrupt) {
+					t.Fatalf("damaged %s: %v, want ErrCorrupt", tc.name, err)
+				}
+				found = found || err != nil
+			}
+			if !found {
+				t.Fatalf("damaged %s was read without error", tc.name)
+			}
+			// The other session works, and the damaged one can be deleted.
+			if _, err := s.Resume(ctx, "good"); err != nil {
+				t.Fatalf("good session: %v", err)
+			}
+			if _, err := s.DeleteSession(ctx, "bad", resumed.Epoch); err != nil {
+				t.Fatalf("delete damaged: %v", err)
+			}
+			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "bad"}); err != nil {
+				t.Fatalf("re-create after delete: %v", err)
+			}
+		})
+	}
+}
+
+func TestNewerFormatRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if err := s.update(func(txn *badger.Txn) error {
+		return put(txn, formatKey, &storagev1.FormatRecord{Version: FormatVersion + 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err := Open(dir, Options{})
+	if !errors.Is(err, ErrFormat) {
+		t.Fatalf("open newer format: %v, want ErrFormat", err)
+	}
+}
+
+func TestInterruptedDeleteFinishesAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Write the tombstone as DeleteSession does, then "crash" before the purge.
+	if err := s.update(func(txn *badger.Txn) error {
+		return put(txn, sessionKey("s"), &storagev1.SessionRecord{Deleted: true, Purging: true, Epoch: 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openT(t, dir)
+	defer s.Close()
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, kind := range []byte{kindRevision, kindMessage} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: sessionScope(kind, "s")})
+			it.Rewind()
+			left := it.Valid()
+			it.Close()
+			if left {
+				t.Errorf("kind %d records left after reopen", kind)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
