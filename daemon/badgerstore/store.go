@@ -52,11 +52,11 @@ type Options struct {
 // Store is a daemon.Store backed by Badger. Close it to release the
 // directory lock.
 type Store struct {
-	db    *badger.DB
+	db      *badger.DB
 	dirLock *os.File // holds the flock on LockFile; nil in memory
-	log   *slog.Logger
-	now   func() time.Time
-	locks [64]sync.Mutex // striped by session id: one writer per session
+	log     *slog.Logger
+	now     func() time.Time
+	locks   [64]sync.Mutex // striped by session id: one writer per session
 }
 
 var _ daemon.Store = (*Store)(nil)
@@ -884,4 +884,3 @@ func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + fmt.
 func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + fmt.Sprintf(f, a...)) }
 func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug("badger: " + fmt.Sprintf(f, a...)) }
 func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Debug("badger: " + fmt.Sprintf(f, a...)) }
-
