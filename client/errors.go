@@ -90,6 +90,9 @@ var reasons = map[string]error{
 	"UNAVAILABLE":                ErrUnavailable,
 	"INTERNAL":                   ErrInternal,
 	"DISK_FULL":                  ErrDiskFull,
+	"CANCELED":                   context.Canceled,
+	"DEADLINE_EXCEEDED":          context.DeadlineExceeded,
+	"INVALID_ARGUMENT":           ErrInvalidArgument,
 	// Field reasons: a bad request field; ErrorInfo metadata names it.
 	"INVALID_SESSION_ID":    ErrInvalidArgument,
 	"INVALID_TOOL_USE_ID":   ErrInvalidArgument,

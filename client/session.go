@@ -119,6 +119,11 @@ func (c *Client) Start(ctx context.Context, id, task string, opts *StartOptions)
 	s := c.newSession(id)
 	m := meta{task: task, stateJSON: opts.StateJSON, labels: maps.Clone(opts.Labels)}
 	err := s.save(ctx, m, nil, opts.Messages, nil)
+	if errors.Is(err, ErrFenced) {
+		// A create carries epoch 0, which the daemon fences once the
+		// existing session has been resumed: the session exists.
+		err = fmt.Errorf("%w: %w", ErrSessionExists, err)
+	}
 	if errors.Is(err, ErrSessionExists) && opts.Replace {
 		if err := c.deleteSession(ctx, id); err != nil {
 			return nil, fmt.Errorf("savepoint: replacing session %q: %w", id, err)

@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestTranslateReasons(t *testing.T) {
+	tests := []struct {
+		reason string
+		code   codes.Code
+		want   []error
+	}{
+		{"SESSION_NOT_FOUND", codes.NotFound, []error{ErrNotFound}},
+		{"SESSION_EXISTS", codes.AlreadyExists, []error{ErrSessionExists}},
+		{"SESSION_FENCED", codes.Aborted, []error{ErrFenced}},
+		{"REVISION_MISMATCH", codes.Aborted, []error{ErrRevisionMismatch}},
+		{"REVISION_NOT_FOUND", codes.NotFound, []error{ErrRevisionNotFound}},
+		{"REQUEST_ID_REUSED", codes.InvalidArgument, []error{ErrRequestIDReused, ErrInvalidArgument}},
+		{"KEEP_MESSAGES_OUT_OF_RANGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"CALL_ALREADY_RECORDED", codes.FailedPrecondition, []error{ErrCallAlreadyRecorded}},
+		{"CALL_NOT_PENDING", codes.FailedPrecondition, []error{ErrCallNotPending}},
+		{"CALL_UNKNOWN", codes.NotFound, []error{ErrCallUnknown}},
+		{"TOOL_NAME_MISMATCH", codes.FailedPrecondition, []error{ErrToolNameMismatch}},
+		{"EFFECT_CONFLICT", codes.AlreadyExists, []error{ErrEffectConflict}},
+		{"CHECKPOINT_CORRUPT", codes.DataLoss, []error{ErrCorrupt}},
+		{"INVALID_PAGE_TOKEN", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"UNAVAILABLE", codes.Unavailable, []error{ErrUnavailable}},
+		{"INTERNAL", codes.Internal, []error{ErrInternal}},
+		{"DISK_FULL", codes.ResourceExhausted, []error{ErrDiskFull}},
+		{"CANCELED", codes.Canceled, []error{context.Canceled}},
+		{"DEADLINE_EXCEEDED", codes.DeadlineExceeded, []error{context.DeadlineExceeded}},
+		{"INVALID_ARGUMENT", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_SESSION_ID", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_TOOL_USE_ID", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_REQUEST_ID", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"MISSING_FIELD", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_JSON", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"MESSAGE_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"STATE_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_EFFECT_CLASS", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"DUPLICATE_TOOL_USE_ID", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_LABEL", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_PAGE_SIZE", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"FIELD_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
+	}
+	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
+		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
+		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrInternal, ErrInvalidArgument, ErrUnavailable,
+		context.Canceled, context.DeadlineExceeded}
+	var tested []string
+	for _, tt := range tests {
+		t.Run(tt.reason, func(t *testing.T) {
+			md := map[string]string{"current_revision": "7", "current_epoch": "3", "field": "x"}
+			err := translate(infoErr(tt.code, tt.reason, md))
+			for _, s := range all {
+				if got, want := errors.Is(err, s), slices.Contains(tt.want, s); got != want {
+					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, s, got, want)
+				}
+			}
+			e, ok := errors.AsType[*Error](err)
+			if !ok {
+				t.Fatalf("%T is not an *Error", err)
+			}
+			if e.Reason != tt.reason || e.Code != tt.code || e.CurrentRevision != 7 || e.CurrentEpoch != 3 || e.Metadata["field"] != "x" {
+				t.Errorf("got %+v", e)
+			}
+			if status.Code(err) != tt.code {
+				t.Errorf("status.Code = %v, want %v", status.Code(err), tt.code)
+			}
+			// Wrapping keeps it usable.
+			if w := fmt.Errorf("saving: %w", err); !errors.Is(w, tt.want[0]) {
+				t.Errorf("wrapped error does not match %v", tt.want[0])
+			}
+		})
+		tested = append(tested, tt.reason)
+	}
+	slices.Sort(tested)
+	if got := Reasons(); !slices.Equal(got, tested) {
+		t.Errorf("Reasons() = %v\nthe table tests %v", got, tested)
+	}
+}
+
+func TestTranslateWithoutReason(t *testing.T) {
+	foreign, err := status.New(codes.NotFound, "x").WithDetails(&errdetails.ErrorInfo{Domain: "other.example", Reason: "SESSION_NOT_FOUND"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want error // nil: no sentinel
+	}{
+		{"daemon down", status.Error(codes.Unavailable, "connection refused"), ErrUnavailable},
+		{"bare invalid argument", status.Error(codes.InvalidArgument, "bad"), ErrInvalidArgument},
+		{"oversize request", status.Error(codes.ResourceExhausted, "message larger than max"), nil},
+		{"foreign domain", foreign.Err(), nil},
+		{"context canceled", status.Error(codes.Canceled, "context canceled"), context.Canceled},
+		{"deadline", status.Error(codes.DeadlineExceeded, "deadline exceeded"), context.DeadlineExceeded},
+		{"unknown reason", infoErr(codes.FailedPrecondition, "SOMETHING_NEW", nil), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := translate(tt.err)
+			e, ok := errors.AsType[*Error](err)
+			if !ok {
+				t.Fatalf("%T is not an *Error", err)
+			}
+			if tt.want == nil && len(e.Unwrap()) != 0 {
+				t.Errorf("matches %v, want no sentinel", e.Unwrap())
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.want)
+			}
+			if errors.Is(err, ErrNotFound) {
+				t.Error("a reason must count only in the savepoint.v1 domain")
+			}
+		})
+	}
+	plain := errors.New("not a status")
+	if translate(plain) != plain || translate(nil) != nil {
+		t.Error("non-status errors must pass unchanged")
+	}
+	once := translate(status.Error(codes.Unavailable, "x"))
+	if translate(once) != once {
+		t.Error("translating twice must not wrap again")
+	}
+}
