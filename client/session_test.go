@@ -50,7 +50,9 @@ func TestSaveRetryReusesRequestID(t *testing.T) {
 				return s.PointB(ctx, []ToolResult{{ToolUseID: "t1", Content: "done"}})
 			}, 3},
 		{"Save", func(t *testing.T, c *Client) *Session { return startWithCall(t, c, call) },
-			func(ctx context.Context, s *Session) error { return s.Save(ctx, SaveOptions{TokensUsed: new(uint64(42))}) }, 3},
+			func(ctx context.Context, s *Session) error {
+				return s.Save(ctx, SaveOptions{TokensUsed: new(uint64(42))})
+			}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,49 @@
+// Package client is the Go client of savepointd, the checkpoint daemon that
+// lets an agent loop killed at any point resume without repeating a side
+// effect it already performed and without pretending to know what it
+// cannot.
+//
+// Dial connects; a Session does the protocol's bookkeeping (revision, epoch,
+// history, pending tool uses, request ids), so an agent loop says only what
+// happened:
+//
+//	s, err := c.Start(ctx, id, task, &client.StartOptions{Messages: prompt})
+//	for {
+//		reply := model(s.Messages())
+//		s.PointA(ctx, reply.Message, reply.ToolUses) // the model named tools: save before running any
+//		if len(reply.ToolUses) == 0 {
+//			return reply.Text // the final answer, saved too
+//		}
+//		results, err := s.RunTools(ctx, reply.ToolUses, runTool) // begin, run, record each
+//		s.PointB(ctx, results)                                  // answer them all: nothing pending
+//	}
+//
+// After a crash, the same loop starts with Resume instead of Start, and
+// answers what was pending when the process died:
+//
+//	s, err := c.Resume(ctx, id)
+//	results, err := s.Reconcile(ctx, runTool) // reuse, run, or report in doubt
+//	s.PointB(ctx, results)
+//
+// The order "execute first, record after" cannot be broken through a
+// Session: RunTool (and Reconcile, for a tool that must run) is the only way
+// it records an effect, and it records only the outcome the tool function
+// returned. Before a tool that is not read-only runs, BeginEffect marks it as
+// dispatched, so that after a crash the daemon can tell "never started" (run
+// it) from "started, outcome unknown" (in doubt). If the tool ran but its
+// outcome could not be recorded, the real result is still returned (with
+// ToolResult.LedgerErr set and an error logged): reporting a tool that ran as
+// failed would make the model retry it and repeat the side effect.
+//
+// Errors are translated in one place from the google.rpc.ErrorInfo reason
+// the daemon sends, never from message text: use errors.Is with the
+// sentinels (ErrFenced, ErrRevisionMismatch, ErrNotFound, ...) and errors.As
+// with *Error for the details. Calls that are safe to repeat are retried when
+// the daemon is unavailable; a retried SaveCheckpoint carries the same
+// request_id, so the daemon applies it once.
+//
+// Tool results become history messages through a ToolResultsFunc; the
+// default, AnthropicToolResults, makes the Anthropic Messages API's
+// tool_result blocks. The raw gRPC client (Client.Raw) remains available
+// for anything the Session does not cover.
+package client
