@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(c *Config)
+		want string // a fragment of the error; "" for none
+	}{
+		{"defaults", func(c *Config) {}, ""},
+		{"zero config", func(c *Config) { *c = Config{} }, ""},
+		{"socket 0660", func(c *Config) { c.SocketMode = 0o660 }, ""},
+		{"socket 0666", func(c *Config) { c.SocketMode = 0o666 }, "socket mode"},
+		{"socket 0700", func(c *Config) { c.SocketMode = 0o700 }, "socket mode"},
+		{"tcp loopback", func(c *Config) { c.Listen = "127.0.0.1:7777" }, ""},
+		{"tcp loopback v6", func(c *Config) { c.Listen = "[::1]:7777" }, ""},
+		{"tcp localhost", func(c *Config) { c.Listen = "localhost:7777" }, ""},
+		{"tcp all interfaces", func(c *Config) { c.Listen = "0.0.0.0:7777" }, "loopback"},
+		{"tcp remote", func(c *Config) { c.Listen = "example.com:7777" }, "loopback"},
+		{"tcp no host", func(c *Config) { c.Listen = ":7777" }, "host is empty"},
+		{"bad listen", func(c *Config) { c.Listen = "savepoint.sock" }, "neither"},
+		{"negative size", func(c *Config) { c.MaxStateBytes = -1 }, "max state bytes"},
+		{"negative timeout", func(c *Config) { c.ShutdownTimeout = -1 }, "shutdown timeout"},
+		{"budget at limit", func(c *Config) { c.ResponseBudgetBytes = 4<<20 - 64<<10 }, ""},
+		{"budget over limit", func(c *Config) { c.ResponseBudgetBytes = 4<<20 - 64<<10 + 1 }, "receive limit"},
+		{"message and state over limit", func(c *Config) { c.MaxMessageBytes = 3 << 20 }, "max message bytes"},
+		{"request too small", func(c *Config) { c.MaxRequestBytes = 1 << 20 }, "max request bytes"},
+		{"budget below state", func(c *Config) { c.MaxStateBytes, c.MaxMessageBytes, c.ResponseBudgetBytes = 1<<20, 1<<20, 1<<20 }, "response budget bytes"},
+		{"small limits", func(c *Config) {
+			c.MaxRequestBytes, c.MaxMessageBytes, c.MaxStateBytes, c.ResponseBudgetBytes = 1<<20, 256<<10, 256<<10, 512<<10
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Listen = "unix:/tmp/sp.sock"
+			tt.edit(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate() = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigWithDefaults(t *testing.T) {
+	got := Config{MaxStateBytes: 5, Listen: "unix:/x"}.withDefaults()
+	want := DefaultConfig()
+	want.MaxStateBytes, want.Listen = 5, "unix:/x"
+	if got != want {
+		t.Errorf("withDefaults() = %+v, want %+v", got, want)
+	}
+}
+
+func TestDefaultAddr(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "unix:/run/savepoint/savepoint.sock"},
+		{map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"}, "unix:/run/user/1000/savepoint/savepoint.sock"},
+		{map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "SAVEPOINT_ADDR": "127.0.0.1:9"}, "127.0.0.1:9"},
+		{map[string]string{"SAVEPOINT_ADDR": "unix:/tmp/s.sock"}, "unix:/tmp/s.sock"},
+	}
+	for _, tt := range tests {
+		if got := defaultAddr(func(k string) string { return tt.env[k] }); got != tt.want {
+			t.Errorf("defaultAddr(%v) = %q, want %q", tt.env, got, tt.want)
+		}
+	}
+	t.Setenv("SAVEPOINT_ADDR", "unix:/tmp/from-env.sock")
+	if got := DefaultAddr(); got != "unix:/tmp/from-env.sock" {
+		t.Errorf("DefaultAddr() = %q, want $SAVEPOINT_ADDR", got)
+	}
+}
+
+func TestParseAddr(t *testing.T) {
+	tests := []struct {
+		addr, network, address string
+		ok                     bool
+	}{
+		{"unix:/run/savepoint/savepoint.sock", "unix", "/run/savepoint/savepoint.sock", true},
+		{"unix:rel/s.sock", "unix", "rel/s.sock", true},
+		{"unix:///tmp/s.sock", "unix", "/tmp/s.sock", true},
+		{"127.0.0.1:7777", "tcp", "127.0.0.1:7777", true},
+		{"[::1]:0", "tcp", "[::1]:0", true},
+		{"localhost:7777", "tcp", "localhost:7777", true},
+		{"unix:", "", "", false},
+		{"unix://tmp/s.sock", "", "", false},
+		{"127.0.0.1", "", "", false},
+		{"127.0.0.1:http", "", "", false},
+		{"127.0.0.1:70000", "", "", false},
+		{":7777", "", "", false},
+		{"", "", "", false},
+	}
+	for _, tt := range tests {
+		network, address, err := ParseAddr(tt.addr)
+		if (err == nil) != tt.ok || network != tt.network || address != tt.address {
+			t.Errorf("ParseAddr(%q) = %q, %q, %v; want %q, %q, ok=%v", tt.addr, network, address, err, tt.network, tt.address, tt.ok)
+		}
+	}
+}

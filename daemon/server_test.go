@@ -1,0 +1,485 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// fakeStore is a one-session Store that returns canned data, for testing
+// the adapter's translation only. Methods the embedded nil Store leaves out
+// panic.
+type fakeStore struct {
+	Store
+	err      error // returned by every method when set
+	calls    int   // number of method calls
+	cp       Checkpoint
+	msgs     []Message
+	sessions []SessionSummary
+	pending  []PendingCall
+	saved    *SaveRequest
+	limit    int // the last ListSessions limit
+}
+
+func (f *fakeStore) call() error { f.calls++; return f.err }
+
+func (f *fakeStore) SaveCheckpoint(_ context.Context, req *SaveRequest) (SaveResult, error) {
+	if err := f.call(); err != nil {
+		return SaveResult{}, err
+	}
+	f.saved = req
+	return SaveResult{Revision: req.ExpectedRevision + 1, MessageCount: uint64(len(req.AppendMessages)), Epoch: 1}, nil
+}
+
+func (f *fakeStore) BeginEffect(_ context.Context, sessionID, toolUseID string, epoch uint64) (BeginResult, error) {
+	if err := f.call(); err != nil {
+		return BeginResult{}, err
+	}
+	return BeginResult{IdempotencyKey: "key-" + toolUseID, AlreadyBegun: true}, nil
+}
+
+func (f *fakeStore) RecordEffect(_ context.Context, sessionID string, e Effect) (Effect, bool, error) {
+	if err := f.call(); err != nil {
+		return Effect{}, false, err
+	}
+	e.RecordTime, e.Late = time.Unix(1700000000, 5).UTC(), true
+	return e, false, nil
+}
+
+func (f *fakeStore) Resume(_ context.Context, sessionID string) (Checkpoint, error) {
+	if err := f.call(); err != nil {
+		return Checkpoint{}, err
+	}
+	f.cp.Epoch++
+	return f.cp, nil
+}
+
+func (f *fakeStore) Checkpoint(_ context.Context, sessionID string, revision uint64) (Checkpoint, error) {
+	if err := f.call(); err != nil {
+		return Checkpoint{}, err
+	}
+	if revision != 0 && revision != f.cp.Revision {
+		return Checkpoint{}, fmt.Errorf("%s@%d: %w", sessionID, revision, ErrRevisionNotFound)
+	}
+	return f.cp, nil
+}
+
+func (f *fakeStore) Messages(_ context.Context, sessionID string, revision, start uint64, maxBytes, maxCount int) ([]Message, error) {
+	if err := f.call(); err != nil {
+		return nil, err
+	}
+	var out []Message
+	size := 0
+	for _, m := range f.msgs[start:] {
+		size += MessageSize(m)
+		if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) == maxCount)) {
+			break
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (f *fakeStore) PendingCalls(_ context.Context, sessionID string) (uint64, []PendingCall, error) {
+	if err := f.call(); err != nil {
+		return 0, nil, err
+	}
+	return f.cp.Revision, f.pending, nil
+}
+
+func (f *fakeStore) ListSessions(_ context.Context, after string, limit int, filter map[string]string) ([]SessionSummary, error) {
+	if err := f.call(); err != nil {
+		return nil, err
+	}
+	f.limit = limit
+	var out []SessionSummary
+	for _, s := range f.sessions {
+		if s.SessionID > after && len(out) < limit {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) DeleteSession(_ context.Context, sessionID string, epoch uint64) (uint64, error) {
+	if err := f.call(); err != nil {
+		return 0, err
+	}
+	return epoch + 1, nil
+}
+
+var bg = context.Background()
+
+// wantStatus fails unless err is a status with the code and reason.
+func wantStatus(t *testing.T, err error, code codes.Code, reason string) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != code {
+		t.Fatalf("err = %v, want %v", err, code)
+	}
+	if info := errorInfo(t, st); info.Reason != reason {
+		t.Fatalf("reason = %s, want %s (%v)", info.Reason, reason, err)
+	}
+}
+
+func TestServerStoreErrors(t *testing.T) {
+	f := &fakeStore{err: &StateError{Err: ErrSessionFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
+	s := NewServer(f, Config{})
+	s.logger = slog.New(slog.DiscardHandler)
+	calls := map[string]func() error{
+		"SaveCheckpoint": func() error { _, err := s.SaveCheckpoint(bg, validSave()); return err },
+		"BeginEffect": func() error {
+			_, err := s.BeginEffect(bg, &savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t"})
+			return err
+		},
+		"RecordEffect": func() error {
+			_, err := s.RecordEffect(bg, &savepointv1.RecordEffectRequest{SessionId: "s", ToolUseId: "t"})
+			return err
+		},
+		"Resume":     func() error { _, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s"}); return err },
+		"Reconcile":  func() error { _, err := s.Reconcile(bg, &savepointv1.ReconcileRequest{SessionId: "s"}); return err },
+		"GetSession": func() error { _, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"}); return err },
+		"ListMessages": func() error {
+			_, err := s.ListMessages(bg, &savepointv1.ListMessagesRequest{SessionId: "s"})
+			return err
+		},
+		"ListSessions": func() error { _, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{}); return err },
+		"DeleteSession": func() error {
+			_, err := s.DeleteSession(bg, &savepointv1.DeleteSessionRequest{SessionId: "s"})
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			err := call()
+			wantStatus(t, err, codes.Aborted, "SESSION_FENCED")
+			if md := errorInfo(t, status.Convert(err)).Metadata; md["current_epoch"] != "2" || md["current_revision"] != "4" {
+				t.Errorf("metadata = %v", md)
+			}
+		})
+	}
+
+	f.err = fmt.Errorf("disk on fire")
+	_, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s"})
+	wantStatus(t, err, codes.Internal, ReasonInternal)
+	if strings.Contains(err.Error(), "fire") {
+		t.Errorf("internal error text leaked: %v", err)
+	}
+}
+
+func TestServerValidatesFirst(t *testing.T) {
+	f := &fakeStore{}
+	s := NewServer(f, Config{})
+	_, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "../etc"})
+	wantStatus(t, err, codes.InvalidArgument, reasonInvalidSessionID)
+	req := validSave()
+	req.AppendMessages[0].ContentJson = "{"
+	_, err = s.SaveCheckpoint(bg, req)
+	wantStatus(t, err, codes.InvalidArgument, reasonInvalidJSON)
+	if md := errorInfo(t, status.Convert(err)).Metadata; md["field"] != "append_messages[0].content_json" {
+		t.Errorf("metadata = %v", md)
+	}
+	_, err = s.ListSessions(bg, &savepointv1.ListSessionsRequest{PageSize: -1})
+	wantStatus(t, err, codes.InvalidArgument, reasonInvalidPageSize)
+	if f.calls != 0 {
+		t.Errorf("the store was called %d times for invalid requests", f.calls)
+	}
+}
+
+func TestServerSaveBeginRecordDelete(t *testing.T) {
+	f := &fakeStore{}
+	s := NewServer(f, Config{})
+	req := validSave()
+	req.ExpectedRevision = 2
+	resp, err := s.SaveCheckpoint(bg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(resp, &savepointv1.SaveCheckpointResponse{Revision: 3, MessageCount: 2, Epoch: 1}) {
+		t.Errorf("save response = %v", resp)
+	}
+	if f.saved == nil || f.saved.SessionID != "s1" || len(f.saved.PendingToolUses) != 2 {
+		t.Errorf("store got %+v", f.saved)
+	}
+
+	begin, err := s.BeginEffect(bg, &savepointv1.BeginEffectRequest{SessionId: "s1", ToolUseId: "t1", Epoch: 1})
+	if err != nil || begin.GetIdempotencyKey() != "key-t1" || !begin.GetAlreadyBegun() {
+		t.Errorf("BeginEffect = %v, %v", begin, err)
+	}
+
+	rec, err := s.RecordEffect(bg, &savepointv1.RecordEffectRequest{SessionId: "s1", ToolUseId: "t1", Name: "send_email", Output: "sent", IsError: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rec.GetEffect()
+	if e.GetToolUseId() != "t1" || e.GetName() != "send_email" || e.GetOutput() != "sent" || !e.GetIsError() || !e.GetLate() ||
+		!e.GetRecordTime().AsTime().Equal(time.Unix(1700000000, 5)) {
+		t.Errorf("RecordEffect = %v", rec)
+	}
+
+	del, err := s.DeleteSession(bg, &savepointv1.DeleteSessionRequest{SessionId: "s1", Epoch: 4})
+	if err != nil || del.GetTombstoneEpoch() != 5 {
+		t.Errorf("DeleteSession = %v, %v", del, err)
+	}
+}
+
+func TestServerReconcile(t *testing.T) {
+	sent := &Effect{ToolUseID: "t1", Name: "send", Output: "ok"}
+	f := &fakeStore{cp: Checkpoint{Revision: 9}, pending: []PendingCall{
+		{ToolUse: ToolUse{ID: "t1", Name: "send"}, Begun: true, IdempotencyKey: "k1", Effect: sent},
+		{ToolUse: ToolUse{ID: "t2", Name: "read", Class: ReadOnly}},
+		{ToolUse: ToolUse{ID: "t3", Name: "pay", Class: Idempotent}, Begun: true, IdempotencyKey: "k3"},
+		{ToolUse: ToolUse{ID: "t4", Name: "mail", BeginTracked: true}},
+		{ToolUse: ToolUse{ID: "t5", Name: "mail", BeginTracked: true}, Begun: true, IdempotencyKey: "k5"},
+	}}
+	resp, err := NewServer(f, Config{}).Reconcile(bg, &savepointv1.ReconcileRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetRevision() != 9 || len(resp.GetResolutions()) != 5 {
+		t.Fatalf("Reconcile = %v", resp)
+	}
+	r := resp.GetResolutions()
+	want := []savepointv1.Decision{
+		savepointv1.Decision_DECISION_REUSE, savepointv1.Decision_DECISION_RUN, savepointv1.Decision_DECISION_RUN,
+		savepointv1.Decision_DECISION_RUN, savepointv1.Decision_DECISION_IN_DOUBT,
+	}
+	for i, d := range want {
+		if r[i].GetDecision() != d {
+			t.Errorf("resolution %d = %v, want %v", i, r[i].GetDecision(), d)
+		}
+	}
+	if r[0].GetEffect().GetOutput() != "ok" || !r[0].GetBegun() {
+		t.Errorf("reuse resolution = %v", r[0])
+	}
+	if r[1].GetToolUse().GetEffectClass() != savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY || r[1].GetEffect() != nil {
+		t.Errorf("read-only resolution = %v", r[1])
+	}
+	if r[2].GetIdempotencyKey() != "k3" {
+		t.Errorf("idempotent resolution = %v", r[2])
+	}
+	if r[4].GetToolResultText() == "" || r[4].GetIdempotencyKey() != "k5" ||
+		r[4].GetToolUse().GetEffectClass() != savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT {
+		t.Errorf("in-doubt resolution = %v", r[4])
+	}
+}
+
+// history returns n messages of about size bytes each.
+func history(n, size int) []Message {
+	var msgs []Message
+	for i := range n {
+		msgs = append(msgs, Message{Role: "user", ContentJSON: fmt.Sprintf("%q", fmt.Sprintf("%04d", i)+strings.Repeat("x", size))})
+	}
+	return msgs
+}
+
+// readAll pages through a checkpoint's history with ListMessages.
+func readAll(t *testing.T, s *Server, first []*savepointv1.Message, token string, pageSize int32) []*savepointv1.Message {
+	t.Helper()
+	all := first
+	for token != "" {
+		resp, err := s.ListMessages(bg, &savepointv1.ListMessagesRequest{SessionId: "s", PageToken: token, PageSize: pageSize})
+		if err != nil {
+			t.Fatalf("ListMessages: %v", err)
+		}
+		if resp.GetFirstIndex() != uint64(len(all)) || resp.GetRevision() != 3 {
+			t.Fatalf("page starts at %d of revision %d, want %d of 3", resp.GetFirstIndex(), resp.GetRevision(), len(all))
+		}
+		if len(resp.GetMessages()) == 0 {
+			t.Fatal("empty page with a next token")
+		}
+		if pageSize > 0 && len(resp.GetMessages()) > int(pageSize) {
+			t.Fatalf("page of %d messages, want at most %d", len(resp.GetMessages()), pageSize)
+		}
+		if n := proto.Size(resp); n > 4<<20 {
+			t.Fatalf("page of %d bytes", n)
+		}
+		all = append(all, resp.GetMessages()...)
+		token = resp.GetNextPageToken()
+	}
+	return all
+}
+
+func sameHistory(t *testing.T, got []*savepointv1.Message, want []Message) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("read %d messages, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].GetRole() != want[i].Role || got[i].GetContentJson() != want[i].ContentJSON {
+			t.Fatalf("message %d differs", i)
+		}
+	}
+}
+
+func TestServerPaging(t *testing.T) {
+	msgs := history(40, 300<<10) // 12 MiB
+	cp := Checkpoint{SessionID: "s", Revision: 3, Epoch: 1, MessageCount: 40, StateJSON: `"` + strings.Repeat("s", 900<<10) + `"`}
+	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Config{})
+
+	resume, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := proto.Size(resume); n > 3<<20 {
+		t.Errorf("Resume response is %d bytes, over the 3 MiB budget", n)
+	}
+	if resume.GetEpoch() != 2 || resume.GetNextPageToken() == "" || len(resume.GetCheckpoint().GetMessages()) == 0 {
+		t.Fatalf("Resume: epoch %d, %d messages, token %q", resume.GetEpoch(), len(resume.GetCheckpoint().GetMessages()), resume.GetNextPageToken())
+	}
+	sameHistory(t, readAll(t, s, resume.GetCheckpoint().GetMessages(), resume.GetNextPageToken(), 0), msgs)
+
+	get, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s", Revision: proto.Uint64(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameHistory(t, readAll(t, s, get.GetCheckpoint().GetMessages(), get.GetNextPageToken(), 3), msgs)
+
+	// From an empty token, with the revision given or not.
+	for _, rev := range []uint64{0, 3} {
+		first, err := s.ListMessages(bg, &savepointv1.ListMessagesRequest{SessionId: "s", Revision: rev, PageSize: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(first.GetMessages()) != 7 || first.GetFirstIndex() != 0 {
+			t.Fatalf("first page: %d messages from %d", len(first.GetMessages()), first.GetFirstIndex())
+		}
+		sameHistory(t, readAll(t, s, first.GetMessages(), first.GetNextPageToken(), 7), msgs)
+	}
+}
+
+func TestServerPagingSmall(t *testing.T) {
+	msgs := history(3, 10)
+	s := NewServer(&fakeStore{cp: Checkpoint{SessionID: "s", Revision: 3, MessageCount: 3}, msgs: msgs}, Config{})
+	get, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if get.GetNextPageToken() != "" || get.GetCheckpoint().GetMessageCount() != 3 {
+		t.Errorf("GetSession: token %q, count %d", get.GetNextPageToken(), get.GetCheckpoint().GetMessageCount())
+	}
+	sameHistory(t, get.GetCheckpoint().GetMessages(), msgs)
+
+	s = NewServer(&fakeStore{cp: Checkpoint{SessionID: "s", Revision: 3}}, Config{})
+	get, err = s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
+	if err != nil || get.GetNextPageToken() != "" || len(get.GetCheckpoint().GetMessages()) != 0 {
+		t.Errorf("empty history: %v, %v", get, err)
+	}
+}
+
+// TestServerFirstMessageOverBudget checks that a first message that does not
+// fit beside the checkpoint is left to ListMessages.
+func TestServerFirstMessageOverBudget(t *testing.T) {
+	msgs := history(2, 2<<20-100)
+	cp := Checkpoint{SessionID: "s", Revision: 3, MessageCount: 2, StateJSON: `"` + strings.Repeat("s", 1<<20) + `"`}
+	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Config{})
+	get, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(get.GetCheckpoint().GetMessages()) != 0 || get.GetNextPageToken() == "" {
+		t.Fatalf("GetSession returned %d messages, token %q", len(get.GetCheckpoint().GetMessages()), get.GetNextPageToken())
+	}
+	sameHistory(t, readAll(t, s, nil, get.GetNextPageToken(), 0), msgs)
+}
+
+func TestServerListMessagesBadToken(t *testing.T) {
+	s := NewServer(&fakeStore{cp: Checkpoint{SessionID: "s", Revision: 3, MessageCount: 5}, msgs: history(5, 1)}, Config{})
+	tests := map[string]*savepointv1.ListMessagesRequest{
+		"garbage":        {SessionId: "s", PageToken: "zzz"},
+		"other session":  {SessionId: "s", PageToken: messagesToken("t", 3, 1).encode()},
+		"other revision": {SessionId: "s", Revision: 2, PageToken: messagesToken("s", 3, 1).encode()},
+		"past the end":   {SessionId: "s", PageToken: messagesToken("s", 3, 6).encode()},
+		"sessions token": {SessionId: "s", PageToken: sessionsToken(nil, "s").encode()},
+	}
+	for name, req := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.ListMessages(bg, req)
+			wantStatus(t, err, codes.InvalidArgument, "INVALID_PAGE_TOKEN")
+		})
+	}
+	_, err := s.ListMessages(bg, &savepointv1.ListMessagesRequest{SessionId: "s", Revision: 2})
+	wantStatus(t, err, codes.NotFound, "REVISION_NOT_FOUND")
+
+	resp, err := s.ListMessages(bg, &savepointv1.ListMessagesRequest{SessionId: "s", PageToken: messagesToken("s", 3, 5).encode()})
+	if err != nil || len(resp.GetMessages()) != 0 || resp.GetNextPageToken() != "" || resp.GetFirstIndex() != 5 {
+		t.Errorf("token at the end: %v, %v", resp, err)
+	}
+}
+
+func TestServerListSessions(t *testing.T) {
+	f := &fakeStore{}
+	for i := range 2500 {
+		f.sessions = append(f.sessions, SessionSummary{SessionID: fmt.Sprintf("s%04d", i), Revision: 1, Labels: map[string]string{"team": "a"}})
+	}
+	s := NewServer(f, Config{})
+	filter := map[string]string{"team": "a"}
+
+	list := func(size int32, token string) *savepointv1.ListSessionsResponse {
+		t.Helper()
+		resp, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{PageSize: size, PageToken: token, LabelFilter: filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := list(0, ""); len(resp.GetSessions()) != 100 || f.limit != 101 || resp.GetNextPageToken() == "" {
+		t.Errorf("default page: %d sessions, limit %d", len(resp.GetSessions()), f.limit)
+	}
+	resp := list(5000, "")
+	if len(resp.GetSessions()) != 1000 || f.limit != 1001 {
+		t.Errorf("clamped page: %d sessions, limit %d", len(resp.GetSessions()), f.limit)
+	}
+	var ids []string
+	for token := ""; ; {
+		resp := list(700, token)
+		for _, sum := range resp.GetSessions() {
+			ids = append(ids, sum.GetSessionId())
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if len(ids) != 2500 || ids[0] != "s0000" || ids[2499] != "s2499" {
+		t.Errorf("paged through %d sessions", len(ids))
+	}
+
+	_, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{PageToken: resp.GetNextPageToken()})
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_PAGE_TOKEN")
+}
+
+// TestServerListSessionsBudget checks that a page of large sessions stops at
+// the response budget.
+func TestServerListSessionsBudget(t *testing.T) {
+	f := &fakeStore{}
+	for i := range 100 {
+		f.sessions = append(f.sessions, SessionSummary{SessionID: fmt.Sprintf("s%03d", i), Task: strings.Repeat("t", 64<<10)})
+	}
+	s := NewServer(f, Config{})
+	var total int
+	for token := ""; ; {
+		resp, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{PageSize: 1000, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := proto.Size(resp); n > 3<<20+64<<10 {
+			t.Fatalf("page of %d bytes", n)
+		}
+		total += len(resp.GetSessions())
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if total != 100 {
+		t.Errorf("paged through %d sessions, want 100", total)
+	}
+}
