@@ -23,7 +23,7 @@ CMDS := $(wildcard cmd/*)
 # ~100 bytes (sun_path); set SAVEPOINT_ADDR to pick another address.
 DATA_DIR ?= data
 SAVEPOINT_ADDR ?=
-RUN_SOCKET := $(CURDIR)/$(DATA_DIR)/savepoint.sock
+RUN_SOCKET = $(abspath $(DATA_DIR))/savepoint.sock
 RUN_FLAGS ?=
 
 GO_TEST_TIMEOUT ?= 15m
@@ -135,19 +135,19 @@ endif
 
 .PHONY: run
 run: build ## Build and start savepointd on ./data (socket ./data/savepoint.sock)
-	@mkdir -p $(DATA_DIR)
 ifeq ($(SAVEPOINT_ADDR),)
 	@sock='$(RUN_SOCKET)'; if (( $${#sock} > 100 )); then \
 		echo "run: socket path $(RUN_SOCKET) is too long for a unix socket;" >&2; \
 		echo "     set SAVEPOINT_ADDR=unix:/tmp/savepoint.sock (or 127.0.0.1:PORT)" >&2; \
 		exit 1; \
 	fi
+	@mkdir -p $(DATA_DIR)
 	@echo "savepointd: data in $(DATA_DIR)/, listening on unix:$(RUN_SOCKET)"
-	@echo "try:        bin/grpcurl -plaintext -unix ./$(DATA_DIR)/savepoint.sock list   (make tools builds bin/grpcurl)"
-	$(BIN)/savepointd --data-dir ./$(DATA_DIR) --listen unix:$(RUN_SOCKET) $(RUN_FLAGS)
+	@echo "try:        bin/grpcurl -plaintext -unix $(RUN_SOCKET) list   (make tools builds bin/grpcurl)"
+	$(BIN)/savepointd --data-dir $(DATA_DIR) --listen unix:$(RUN_SOCKET) $(RUN_FLAGS)
 else
 	@echo "savepointd: data in $(DATA_DIR)/, listening on $(SAVEPOINT_ADDR) (SAVEPOINT_ADDR)"
-	$(BIN)/savepointd --data-dir ./$(DATA_DIR) $(RUN_FLAGS)
+	$(BIN)/savepointd --data-dir $(DATA_DIR) --listen $(SAVEPOINT_ADDR) $(RUN_FLAGS)
 endif
 
 .PHONY: clean
