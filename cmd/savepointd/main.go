@@ -46,7 +46,7 @@ func run(args []string, env func(string) string, stderr io.Writer) int {
 
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{Logger: logger})
 	if errors.Is(err, badgerstore.ErrLocked) {
-		fmt.Fprintf(stderr, "savepointd: another savepointd holds the lock on data directory %s (%v); stop it or use another --data-dir\n", cfg.DataDir, err)
+		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)
 		return exitLocked
 	}
 	if err != nil {
@@ -84,7 +84,7 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	fs.StringVar(&cfg.Listen, name("listen", "SAVEPOINT_ADDR"), cfg.Listen,
 		"listen `address`: unix:PATH or a loopback HOST:PORT (env SAVEPOINT_ADDR)")
 	fs.Var((*modeValue)(&cfg.SocketMode), name("socket-mode", "SAVEPOINT_SOCKET_MODE"),
-		"Unix socket permissions, 0600 or 0660 (env SAVEPOINT_SOCKET_MODE)")
+		"Unix socket permission `mode`: 0600, or 0660 to let the socket's group connect (env SAVEPOINT_SOCKET_MODE)")
 	fs.IntVar(&cfg.MaxRequestBytes, name("max-request-bytes", "SAVEPOINT_MAX_REQUEST_BYTES"), cfg.MaxRequestBytes,
 		"largest request accepted, in `bytes` (env SAVEPOINT_MAX_REQUEST_BYTES)")
 	fs.IntVar(&cfg.MaxMessageBytes, name("max-message-bytes", "SAVEPOINT_MAX_MESSAGE_BYTES"), cfg.MaxMessageBytes,

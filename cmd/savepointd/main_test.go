@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseConfigPrecedence(t *testing.T) {
+	env := map[string]string{
+		"SAVEPOINT_DATA_DIR":              "/env/data",
+		"SAVEPOINT_ADDR":                  "unix:/env/s.sock",
+		"SAVEPOINT_SOCKET_MODE":           "0660",
+		"SAVEPOINT_MAX_REQUEST_BYTES":     "4000000",
+		"SAVEPOINT_MAX_MESSAGE_BYTES":     "1000000",
+		"SAVEPOINT_MAX_STATE_BYTES":       "500000",
+		"SAVEPOINT_RESPONSE_BUDGET_BYTES": "2000000",
+		"SAVEPOINT_SHUTDOWN_TIMEOUT":      "3s",
+		"SAVEPOINT_LOG_LEVEL":             "debug",
+	}
+	cfg, err := parseConfig(nil, envOf(env), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := daemon.Config{
+		DataDir: "/env/data", Listen: "unix:/env/s.sock", SocketMode: 0o660,
+		MaxRequestBytes: 4000000, MaxMessageBytes: 1000000, MaxStateBytes: 500000, ResponseBudgetBytes: 2000000,
+		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug,
+	}
+	if cfg != want {
+		t.Errorf("from env: %+v, want %+v", cfg, want)
+	}
+
+	cfg, err = parseConfig([]string{
+		"--data-dir", "/flag/data", "--listen", "127.0.0.1:7000", "--socket-mode", "600",
+		"--max-request-bytes", "3000000", "--max-message-bytes", "900000", "--max-state-bytes", "400000",
+		"--response-budget-bytes", "1000000", "--shutdown-timeout", "1s", "--log-level", "warn",
+	}, envOf(env), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = daemon.Config{
+		DataDir: "/flag/data", Listen: "127.0.0.1:7000", SocketMode: 0o600,
+		MaxRequestBytes: 3000000, MaxMessageBytes: 900000, MaxStateBytes: 400000, ResponseBudgetBytes: 1000000,
+		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn,
+	}
+	if cfg != want {
+		t.Errorf("flags over env: %+v, want %+v", cfg, want)
+	}
+
+	t.Setenv("SAVEPOINT_ADDR", "unix:/tmp/default.sock")
+	cfg, err = parseConfig(nil, envOf(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def := daemon.DefaultConfig(); cfg != def {
+		t.Errorf("defaults: %+v, want %+v", cfg, def)
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := "unix:" + filepath.Join(t.TempDir(), "s.sock")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		says string
+	}{
+		{"help", []string{"-h"}, nil, exitOK, "-data-dir"},
+		{"unknown flag", []string{"--nope"}, nil, exitConfig, "nope"},
+		{"extra argument", []string{"--listen", sock, "serve"}, nil, exitConfig, "unexpected"},
+		{"bad env", []string{"--listen", sock}, map[string]string{"SAVEPOINT_MAX_STATE_BYTES": "lots"}, exitConfig, "SAVEPOINT_MAX_STATE_BYTES"},
+		{"bad mode", []string{"--listen", sock, "--socket-mode", "0777"}, nil, exitConfig, "socket mode"},
+		{"not loopback", []string{"--listen", "0.0.0.0:7000"}, nil, exitConfig, "loopback"},
+		{"store fails", []string{"--listen", sock, "--data-dir", file}, nil, exitFail, "open store"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tt.args, envOf(tt.env), &stderr); code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.says) {
+				t.Errorf("stderr does not say %q:\n%s", tt.says, stderr.String())
+			}
+		})
+	}
+}
+
+func TestRunLocked(t *testing.T) {
+	dir := t.TempDir()
+	st, err := badgerstore.Open(dir, badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var stderr bytes.Buffer
+	sock := "unix:" + filepath.Join(t.TempDir(), "s.sock")
+	if code := run([]string{"--data-dir", dir, "--listen", sock}, envOf(nil), &stderr); code != exitLocked {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitLocked, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "lock") || !strings.Contains(stderr.String(), dir) {
+		t.Errorf("stderr does not name the lock:\n%s", stderr.String())
+	}
+}
