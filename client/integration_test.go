@@ -1,0 +1,298 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// These tests drive the real server (in-process, on a Badger store and a
+// Unix socket) through the client.
+
+func startDaemon(t *testing.T, cfg daemon.Config) string {
+	t.Helper()
+	return "unix:" + daemontest.StartInProcess(t, cfg).Socket
+}
+
+func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.Dial(t.Context(), addr, append([]client.Option{client.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestDaemonReasonsAreMapped(t *testing.T) {
+	mapped := client.Reasons()
+	for reason := range daemon.Reasons() {
+		if !slices.Contains(mapped, reason) {
+			t.Errorf("the daemon can answer %s, which the client does not map", reason)
+		}
+	}
+}
+
+// tools counts real runs, so a repeated side effect shows.
+type tools struct{ runs map[string]int }
+
+func (tl *tools) run(_ context.Context, call client.ToolUse, _ string) (string, error) {
+	tl.runs[call.Name]++
+	return call.Name + " done", nil
+}
+
+func assistantFor(calls ...client.ToolUse) client.Message {
+	var blocks []string
+	for _, c := range calls {
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"input":{}}`, c.ID, c.Name))
+	}
+	return client.Message{Role: "assistant", ContentJSON: "[" + strings.Join(blocks, ",") + "]"}
+}
+
+func TestDaemonAgentLoop(t *testing.T) {
+	addr := startDaemon(t, daemon.Config{})
+	c := dial(t, addr)
+	tl := &tools{runs: map[string]int{}}
+	ctx := t.Context()
+	s, err := c.Start(ctx, "loop", "report", &client.StartOptions{Messages: []client.Message{{Role: "user", ContentJSON: `"go"`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := [][]client.ToolUse{
+		{{ID: "toolu_01", Name: "read_notes", Class: client.ReadOnly}},
+		{{ID: "toolu_02", Name: "count_words", Class: client.ReadOnly}, {ID: "toolu_03", Name: "write_report", Class: client.SideEffect}},
+	}
+	for _, calls := range turns {
+		if err := s.PointA(ctx, assistantFor(calls...), calls); err != nil {
+			t.Fatal(err)
+		}
+		results, err := s.RunTools(ctx, calls, tl.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PointB(ctx, results); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PointA(ctx, client.Message{Role: "assistant", ContentJSON: `[{"type":"text","text":"done"}]`}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.Turn() != 3 || s.MessageCount() != 6 || s.Revision() != 6 {
+		t.Errorf("turn %d, %d messages, revision %d", s.Turn(), s.MessageCount(), s.Revision())
+	}
+	r, err := dial(t, addr).Resume(ctx, "loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Messages(), s.Messages()) || len(r.Pending()) != 0 {
+		t.Errorf("resumed history differs:\n%v\n%v", r.Messages(), s.Messages())
+	}
+	if results, err := r.Reconcile(ctx, nil); err != nil || len(results) != 0 {
+		t.Errorf("Reconcile with nothing pending: %v, %v", results, err)
+	}
+}
+
+// The seed's crash moments, against the real daemon: a process dies at each
+// point of one turn (runtime.Goexit stands in for the kill: nothing after it
+// runs, not even RunTool's record), and a new one resumes and answers the
+// pending call.
+func TestDaemonCrashMoments(t *testing.T) {
+	addr := startDaemon(t, daemon.Config{})
+	tests := []struct {
+		name   string
+		class  client.EffectClass
+		moment string // where the first process died
+
+		want     client.Decision // 0: nothing pending
+		wantRuns int             // real runs of the tool in both processes
+	}{
+		{"side effect, after Point A (moment 1)", client.SideEffect, "after-save-a", client.DecisionRun, 1},
+		{"side effect, after begin", client.SideEffect, "after-begin", client.DecisionInDoubt, 0},
+		{"side effect, after the tool, before the record (moment 2)", client.SideEffect, "after-tool", client.DecisionInDoubt, 1},
+		{"side effect, after the record", client.SideEffect, "after-effect-write", client.DecisionReuse, 1},
+		{"side effect, after Point B (moment 3)", client.SideEffect, "after-save-b", 0, 1},
+		{"read-only, after Point A", client.ReadOnly, "after-save-a", client.DecisionRun, 1},
+		{"read-only, after the tool", client.ReadOnly, "after-tool", client.DecisionRun, 2},
+		{"read-only, after the record", client.ReadOnly, "after-effect-write", client.DecisionReuse, 1},
+		{"idempotent, after begin", client.Idempotent, "after-begin", client.DecisionRun, 1},
+		{"idempotent, after the tool", client.Idempotent, "after-tool", client.DecisionRun, 2},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			id := fmt.Sprintf("crash-%d", i)
+			runs := 0
+			var keys []string
+			call := client.ToolUse{ID: "toolu_03", Name: "write_report", Class: tt.class}
+			died := func(at string) {
+				if tt.moment == at {
+					runtime.Goexit()
+				}
+			}
+
+			first := make(chan struct{})
+			go func() { // the first process
+				defer close(first)
+				c := dial(t, addr)
+				s, err := c.Start(ctx, id, "report", &client.StartOptions{Messages: []client.Message{{Role: "user", ContentJSON: `"go"`}}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.PointA(ctx, assistantFor(call), []client.ToolUse{call}); err != nil {
+					t.Error(err)
+					return
+				}
+				died("after-save-a")
+				r := s.RunTool(ctx, call, func(_ context.Context, key string) (string, error) {
+					died("after-begin")
+					runs++
+					keys = append(keys, key)
+					died("after-tool")
+					return "written", nil
+				})
+				if r.Err != nil || r.LedgerErr != nil {
+					t.Error(r)
+					return
+				}
+				died("after-effect-write")
+				if err := s.PointB(ctx, []client.ToolResult{r}); err != nil {
+					t.Error(err)
+				}
+			}()
+			<-first
+			if t.Failed() {
+				return
+			}
+
+			s, err := dial(t, addr).Resume(ctx, id) // the second process
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, err := s.Reconcile(ctx, func(_ context.Context, _ client.ToolUse, key string) (string, error) {
+				runs++
+				keys = append(keys, key)
+				return "written", nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == 0 {
+				if len(results) != 0 {
+					t.Fatalf("results %+v, want none", results)
+				}
+			} else if len(results) != 1 || results[0].Decision != tt.want {
+				t.Fatalf("results %+v, want %v", results, tt.want)
+			} else if results[0].IsError != (tt.want == client.DecisionInDoubt) {
+				t.Errorf("result %+v: is_error only when in doubt", results[0])
+			}
+			if err := s.PointB(ctx, results); err != nil {
+				t.Fatal(err)
+			}
+			if runs != tt.wantRuns {
+				t.Errorf("the tool ran %d times, want %d", runs, tt.wantRuns)
+			}
+			if tt.class == client.Idempotent && (len(keys) != tt.wantRuns || slices.Contains(keys, "") || len(slices.Compact(slices.Clone(keys))) != 1) {
+				t.Errorf("idempotency keys %q: every run must get the key it was begun with", keys)
+			}
+			// Every tool use is answered exactly once.
+			msgs := s.Messages()
+			last := msgs[len(msgs)-1].ContentJSON
+			if len(msgs) != 3 || strings.Count(last, `"tool_use_id":"toolu_03"`) != 1 || len(s.Pending()) != 0 {
+				t.Errorf("history %v", msgs)
+			}
+		})
+	}
+}
+
+func TestDaemonStartReplaceAndFencing(t *testing.T) {
+	addr := startDaemon(t, daemon.Config{})
+	ctx := t.Context()
+	c := dial(t, addr)
+	old, err := c.Start(ctx, "s", "task", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "s", "task", nil); !errors.Is(err, client.ErrSessionExists) {
+		t.Fatalf("Start over a session: %v, want ErrSessionExists", err)
+	}
+	resumed, err := c.Resume(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = old.Save(ctx, client.SaveOptions{})
+	e, _ := errors.AsType[*client.Error](err)
+	if !errors.Is(err, client.ErrFenced) || e == nil || e.Reason != "SESSION_FENCED" || e.CurrentEpoch != resumed.Epoch() {
+		t.Fatalf("save by the old owner: %v, want ErrFenced with the current epoch %d", err, resumed.Epoch())
+	}
+	if _, err := c.Start(ctx, "s", "task", nil); !errors.Is(err, client.ErrSessionExists) {
+		t.Fatalf("Start over a resumed session: %v, want ErrSessionExists", err)
+	}
+	fresh, err := c.Start(ctx, "s", "task 2", &client.StartOptions{Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Revision() != 1 || fresh.Epoch() <= resumed.Epoch() {
+		t.Errorf("replaced session at revision %d epoch %d", fresh.Revision(), fresh.Epoch())
+	}
+	for _, stale := range []*client.Session{old, resumed} {
+		if err := stale.Save(ctx, client.SaveOptions{}); !errors.Is(err, client.ErrFenced) {
+			t.Errorf("save by a stale owner after the replace: %v, want ErrFenced", err)
+		}
+	}
+	if _, err := c.Start(ctx, "not a valid id!", "task", nil); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("Start with a bad id: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := c.Resume(ctx, "missing"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Resume of a missing session: %v, want ErrNotFound", err)
+	}
+}
+
+func TestDaemonPagedResume(t *testing.T) {
+	addr := startDaemon(t, daemon.Config{ResponseBudgetBytes: 160 << 10, MaxStateBytes: 1 << 10, MaxMessageBytes: 16 << 10})
+	ctx := t.Context()
+	c := dial(t, addr)
+	s, err := c.Start(ctx, "big", "task", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for batch := range 10 {
+		var msgs []client.Message
+		for i := range 20 {
+			msgs = append(msgs, client.Message{Role: "user", ContentJSON: fmt.Sprintf(`"%d-%d %s"`, batch, i, strings.Repeat("x", 4000))})
+		}
+		if err := s.Save(ctx, client.SaveOptions{Append: msgs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := c.Raw().GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: "big"})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("GetSession: %v; want a first page only (%d messages)", err, len(first.GetCheckpoint().GetMessages()))
+	}
+	r, err := dial(t, addr).Resume(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MessageCount() != 200 || !slices.Equal(r.Messages(), s.Messages()) {
+		t.Errorf("resumed %d messages (count %d), want the 200 saved", len(r.Messages()), r.MessageCount())
+	}
+}
+
+// The raw client shares the translation and retries.
+func TestDaemonRawClient(t *testing.T) {
+	c := dial(t, startDaemon(t, daemon.Config{}))
+	_, err := c.Raw().Reconcile(t.Context(), &savepointv1.ReconcileRequest{SessionId: "nope"})
+	if !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("raw Reconcile of a missing session: %v, want ErrNotFound", err)
+	}
+}
