@@ -183,7 +183,7 @@ func TestRunStopsWithOpenStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		t.Fatal(err)
 	}
