@@ -47,3 +47,8 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Msg) }
 func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
+
+// ErrDiskFull is returned for writes while the data directory's filesystem
+// is below its free-space reserve; reads keep working and writes resume by
+// themselves once space is freed.
+var ErrDiskFull = errors.New("disk full")

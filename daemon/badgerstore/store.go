@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -28,7 +29,7 @@ import (
 
 // FormatVersion is the on-disk format this package writes. A data directory
 // written in a newer format is refused at Open.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // RecentRequests is how many saves' request ids each session remembers.
 const RecentRequests = 64
@@ -39,6 +40,31 @@ var ErrLocked = errors.New("data directory is locked by another process")
 // ErrFormat is returned by Open when the directory's format cannot be served.
 var ErrFormat = errors.New("unsupported data format")
 
+// ErrBehind is returned by Open when the store holds fewer commits than its
+// high-water mark records: acknowledged writes were lost.
+var ErrBehind = errors.New("store is behind its high-water mark")
+
+// Badger's sizing. A request may write up to twice its size (a pending tool
+// use's input is kept in its revision and in its call record) plus about
+// 64 KiB of records, so a 4 MiB request needs transactions of about 8.1 MiB.
+// Badger refuses a transaction over 15% of MemTableSize: a 64 MiB memtable
+// allows 9.6 MiB. ValueThreshold is Badger's largest (1 MiB), so all but the
+// largest messages stay in the LSM tree; larger values go to the value log,
+// whose sync errors db.Sync returns (see engine.go).
+const (
+	MemTableSize     = 64 << 20
+	ValueThreshold   = 1 << 20
+	ValueLogFileSize = 64 << 20
+	// MaxRequestBytes is the largest request the sizing above admits.
+	MaxRequestBytes = 4 << 20
+)
+
+// DefaultDiskReserve is the free space writes need: Badger writes through
+// memory-mapped files that it grows by up to two memtables' worth of
+// write-ahead log and one value log file, and a write to such a file on a
+// full disk kills the process with SIGBUS instead of returning an error.
+const DefaultDiskReserve = 2*MemTableSize + ValueLogFileSize + 64<<20
+
 // Options tunes a Store. The zero value is ready to use.
 type Options struct {
 	// Logger receives the store's and Badger's log lines; nil discards them.
@@ -47,12 +73,20 @@ type Options struct {
 	InMemory bool
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// DiskReserve is the free space below which writes are refused with
+	// daemon.ErrDiskFull; zero means DefaultDiskReserve.
+	DiskReserve uint64
+	// AcceptDataLoss opens a store that is behind its high-water mark,
+	// logging what was lost, instead of refusing it.
+	AcceptDataLoss bool
 }
 
 // Store is a daemon.Store backed by Badger. Close it to release the
 // directory lock.
 type Store struct {
 	db      *badger.DB
+	eng     *engine
+	hwm     *hwm     // nil in memory
 	dirLock *os.File // holds the flock on LockFile; nil in memory
 	log     *slog.Logger
 	now     func() time.Time
@@ -61,9 +95,10 @@ type Store struct {
 
 var _ daemon.Store = (*Store)(nil)
 
-// Open opens or creates the store in dir. It fails with ErrLocked when
-// another process has the directory open, and with ErrFormat when the
-// directory holds a newer or unknown format.
+// Open opens or creates the store in dir, migrating an older format. It
+// fails with ErrLocked when another process has the directory open, with
+// ErrFormat when the directory holds a newer or unknown format, and with
+// ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{log: opts.Logger, now: opts.Now}
 	if s.log == nil {
@@ -72,12 +107,26 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if opts.DiskReserve == 0 {
+		opts.DiskReserve = DefaultDiskReserve
+	}
 	bopts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
+		WithSyncWrites(false). // the engine syncs once per commit
+		WithDetectConflicts(false).
 		WithLogger(badgerLogger{s.log}).
-		WithInMemory(opts.InMemory)
+		WithInMemory(opts.InMemory).
+		WithMemTableSize(MemTableSize).
+		WithNumMemtables(2).
+		WithValueThreshold(ValueThreshold).
+		WithValueLogFileSize(ValueLogFileSize).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithNumCompactors(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithChecksumVerificationMode(options.OnTableAndBlockRead)
 	if opts.InMemory {
-		bopts.Dir, bopts.ValueDir = "", ""
+		bopts.Dir, bopts.ValueDir, dir = "", "", ""
 	} else {
 		f, err := lockDir(dir)
 		if err != nil {
@@ -91,15 +140,47 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open badger in %s: %w", dir, err)
 	}
 	s.db = db
-	if err := s.checkFormat(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if err := s.finishPurges(); err != nil {
+	if err := s.start(dir, opts); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// start checks the high-water mark, starts the engine, and migrates.
+func (s *Store) start(dir string, opts Options) error {
+	seq, err := readSeq(s.db)
+	if err != nil && !errors.Is(err, errNoSeq) {
+		return fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	if dir != "" {
+		mark, found, err := readHWM(dir)
+		if err != nil {
+			return err
+		}
+		if found && seq < mark {
+			if !opts.AcceptDataLoss {
+				return fmt.Errorf("%w: the data in %s ends at commit %d but commit %d was acknowledged; "+
+					"commits %d to %d are lost. Restore a backup, or start with --accept-data-loss to serve what is left",
+					ErrBehind, dir, seq, mark, seq+1, mark)
+			}
+			s.log.Error("serving a store behind its high-water mark: acknowledged commits are lost",
+				"data_dir", dir, "last_commit", seq, "high_water_mark", mark, "lost_commits", mark-seq)
+			if err := writeHWM(dir, seq); err != nil {
+				return err
+			}
+		}
+		s.hwm = startHWM(dir, seq, func(err error) { s.log.Error("write high-water mark", "err", err) })
+	}
+	onCommit := func(uint64) {}
+	if s.hwm != nil {
+		onCommit = s.hwm.latest.Store
+	}
+	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit)
+	if err := s.migrate(); err != nil {
+		return err
+	}
+	return s.finishPurges()
 }
 
 // LockFile is the file in the data directory whose flock marks a live owner.
@@ -131,31 +212,49 @@ func (s *Store) unlockDir() {
 	}
 }
 
-// Close closes the database and then releases the directory lock.
+// Close stops the engine, records the high-water mark, closes the database
+// and then releases the directory lock.
 func (s *Store) Close() error {
+	if s.eng != nil {
+		s.eng.close()
+	}
+	if s.hwm != nil {
+		s.hwm.close()
+	}
 	err := s.db.Close()
 	s.unlockDir()
 	return err
 }
 
-func (s *Store) checkFormat() error {
+// Failed is closed when a commit or sync has failed: the store acknowledges
+// no more writes, and the process should exit so its supervisor restarts it.
+func (s *Store) Failed() <-chan struct{} { return s.eng.failed }
+
+// Err returns the failure that closed Failed, or nil.
+func (s *Store) Err() error { return s.eng.err() }
+
+// Stats returns the engine's counters.
+func (s *Store) Stats() Stats { return s.eng.stats() }
+
+// migrate brings an older format up to FormatVersion. Format 1 had no commit
+// sequence number; every commit now writes one, so its migration is the
+// commit of the new format record.
+func (s *Store) migrate() error {
 	var version uint32
-	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(formatKey)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			it := txn.NewIterator(badger.IteratorOptions{})
+	var empty bool
+	err := s.view(context.Background(), func(t *tx) error {
+		var rec storagev1.FormatRecord
+		found, err := get(t, "", formatKey, &rec)
+		if err != nil {
+			return fmt.Errorf("%w: format record: %v", ErrFormat, err)
+		}
+		if !found {
+			it := t.r.NewIterator(badger.IteratorOptions{})
 			defer it.Close()
-			if it.Rewind(); it.Valid() {
+			it.Rewind()
+			if empty = !it.Valid(); !empty {
 				return fmt.Errorf("%w: the directory holds data but no format version", ErrFormat)
 			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var rec storagev1.FormatRecord
-		if err := item.Value(func(v []byte) error { return decodeValue(formatKey, v, &rec) }); err != nil {
-			return fmt.Errorf("%w: format record: %v", ErrFormat, err)
 		}
 		version = rec.GetVersion()
 		return nil
@@ -164,25 +263,43 @@ func (s *Store) checkFormat() error {
 		return err
 	}
 	switch {
-	case version == 0:
-		return s.update(func(txn *badger.Txn) error {
-			return put(txn, formatKey, &storagev1.FormatRecord{Version: FormatVersion})
-		})
 	case version > FormatVersion:
 		return fmt.Errorf("%w: the directory is in format %d, this savepointd reads up to %d; run a newer savepointd",
 			ErrFormat, version, FormatVersion)
+	case version == FormatVersion:
+		return nil
+	case !empty:
+		s.log.Info("migrating the data directory", "from_format", version, "to_format", FormatVersion)
 	}
-	return nil
+	return s.update(func(t *tx) error {
+		return put(t, formatKey, &storagev1.FormatRecord{Version: FormatVersion})
+	})
 }
 
-// update runs fn in a read-write transaction and commits it durably. Every
-// write of the store goes through here.
-func (s *Store) update(fn func(txn *badger.Txn) error) error {
-	err := s.db.Update(fn)
-	if errors.Is(err, badger.ErrDBClosed) {
-		return fmt.Errorf("%w: %v", daemon.ErrUnavailable, err)
+// update runs fn on a snapshot and commits its writes through the engine,
+// durably. Every write of the store goes through here.
+func (s *Store) update(fn func(t *tx) error) error {
+	t := &tx{r: s.db.NewTransaction(false)}
+	defer t.r.Discard()
+	if err := fn(t); err != nil {
+		return err
 	}
-	return err
+	if len(t.writes) == 0 {
+		return nil
+	}
+	return s.eng.commit(t.writes)
+}
+
+func (s *Store) view(ctx context.Context, fn func(t *tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.eng.err(); err != nil {
+		return err
+	}
+	t := &tx{r: s.db.NewTransaction(false)}
+	defer t.r.Discard()
+	return fn(t)
 }
 
 func (s *Store) lock(sessionID string) func() {
@@ -193,26 +310,23 @@ func (s *Store) lock(sessionID string) func() {
 	return m.Unlock
 }
 
-func put(txn *badger.Txn, key []byte, m proto.Message) error {
+func put(t *tx, key []byte, m proto.Message) error {
 	v, err := encodeValue(key, m)
 	if err != nil {
 		return err
 	}
-	return txn.Set(key, v)
+	t.set(key, v)
+	return nil
 }
 
 // get reads key into m; found is false when the key is absent. A value that
 // fails its checksum or does not decode is daemon.ErrCorrupt.
-func get(txn *badger.Txn, sessionID string, key []byte, m proto.Message) (found bool, err error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return false, nil
-	}
-	if err != nil {
+func get(t *tx, sessionID string, key []byte, m proto.Message) (found bool, err error) {
+	v, found, err := t.get(key)
+	if err != nil || !found {
 		return false, err
 	}
-	err = item.Value(func(v []byte) error { return decodeValue(key, v, m) })
-	if err != nil {
+	if err := decodeValue(key, v, m); err != nil {
 		return false, corrupt(sessionID, err)
 	}
 	return true, nil
@@ -225,9 +339,9 @@ func corrupt(sessionID string, err error) error {
 
 // head returns the session's record, or nil when it does not exist or is a
 // tombstone; tomb returns the tombstone.
-func head(txn *badger.Txn, sessionID string) (live, tomb *storagev1.SessionRecord, err error) {
+func head(t *tx, sessionID string) (live, tomb *storagev1.SessionRecord, err error) {
 	var rec storagev1.SessionRecord
-	found, err := get(txn, sessionID, sessionKey(sessionID), &rec)
+	found, err := get(t, sessionID, sessionKey(sessionID), &rec)
 	if err != nil || !found {
 		return nil, nil, err
 	}
@@ -237,8 +351,8 @@ func head(txn *badger.Txn, sessionID string) (live, tomb *storagev1.SessionRecor
 	return &rec, nil, nil
 }
 
-func mustHead(txn *badger.Txn, sessionID string) (*storagev1.SessionRecord, error) {
-	h, _, err := head(txn, sessionID)
+func mustHead(t *tx, sessionID string) (*storagev1.SessionRecord, error) {
+	h, _, err := head(t, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -270,17 +384,17 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *daemon.SaveRequest) (da
 	}
 	defer s.lock(req.SessionID)()
 	var res daemon.SaveResult
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(t *tx) error {
 		var err error
-		res, err = s.save(txn, req)
+		res, err = s.save(t, req)
 		return err
 	})
 	return res, err
 }
 
-func (s *Store) save(txn *badger.Txn, req *daemon.SaveRequest) (daemon.SaveResult, error) {
+func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) {
 	sid := req.SessionID
-	h, tomb, err := head(txn, sid)
+	h, tomb, err := head(t, sid)
 	if err != nil {
 		return daemon.SaveResult{}, err
 	}
@@ -316,7 +430,7 @@ func (s *Store) save(txn *badger.Txn, req *daemon.SaveRequest) (daemon.SaveResul
 			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q is at revision %d, not %d; reload it before saving", sid, h.Revision, req.ExpectedRevision)}
 		}
-		found, err := get(txn, sid, revisionKey(sid, h.Revision), &prev)
+		found, err := get(t, sid, revisionKey(sid, h.Revision), &prev)
 		if err != nil {
 			return daemon.SaveResult{}, err
 		}
@@ -352,7 +466,7 @@ func (s *Store) save(txn *badger.Txn, req *daemon.SaveRequest) (daemon.SaveResul
 		first := h.NextSeq
 		for i, m := range req.AppendMessages {
 			key := messageKey(sid, first+uint64(i))
-			if err := put(txn, key, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON}); err != nil {
+			if err := put(t, key, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON}); err != nil {
 				return daemon.SaveResult{}, err
 			}
 		}
@@ -368,20 +482,20 @@ func (s *Store) save(txn *badger.Txn, req *daemon.SaveRequest) (daemon.SaveResul
 
 	// Pending tool uses: refuse one already recorded; remember each call.
 	pending := make([]*savepointv1.ToolUse, 0, len(req.PendingToolUses))
-	for _, t := range req.PendingToolUses {
-		tu := toolUseToProto(t)
+	for _, u := range req.PendingToolUses {
+		tu := toolUseToProto(u)
 		var call storagev1.CallRecord
-		key := callKey(sid, t.ID)
-		if _, err := get(txn, sid, key, &call); err != nil {
+		key := callKey(sid, u.ID)
+		if _, err := get(t, sid, key, &call); err != nil {
 			return daemon.SaveResult{}, err
 		}
 		if call.Effect != nil {
 			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
-				Msg: fmt.Sprintf("tool use %q already has a recorded effect; append its result instead of making it pending again", t.ID)}
+				Msg: fmt.Sprintf("tool use %q already has a recorded effect; append its result instead of making it pending again", u.ID)}
 		}
 		call.ToolUse = tu
 		call.LastPendingRevision = rev
-		if err := put(txn, key, &call); err != nil {
+		if err := put(t, key, &call); err != nil {
 			return daemon.SaveResult{}, err
 		}
 		pending = append(pending, tu)
@@ -400,7 +514,7 @@ func (s *Store) save(txn *badger.Txn, req *daemon.SaveRequest) (daemon.SaveResul
 		Labels:          req.Labels,
 		SaveTime:        now,
 	}
-	if err := put(txn, revisionKey(sid, rev), rec); err != nil {
+	if err := put(t, revisionKey(sid, rev), rec); err != nil {
 		return daemon.SaveResult{}, err
 	}
 
@@ -418,7 +532,7 @@ func (s *Store) save(txn *badger.Txn, req *daemon.SaveRequest) (daemon.SaveResul
 			h.RecentRequests = h.RecentRequests[over:]
 		}
 	}
-	return res, put(txn, sessionKey(sid), h)
+	return res, put(t, sessionKey(sid), h)
 }
 
 // truncateSegments returns the segments covering the first keep messages, as
@@ -442,8 +556,8 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 	}
 	defer s.lock(sessionID)()
 	var res daemon.BeginResult
-	err := s.update(func(txn *badger.Txn) error {
-		h, err := mustHead(txn, sessionID)
+	err := s.update(func(t *tx) error {
+		h, err := mustHead(t, sessionID)
 		if err != nil {
 			return err
 		}
@@ -452,7 +566,7 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 		}
 		var call storagev1.CallRecord
 		key := callKey(sessionID, toolUseID)
-		found, err := get(txn, sessionID, key, &call)
+		found, err := get(t, sessionID, key, &call)
 		if err != nil {
 			return err
 		}
@@ -476,7 +590,7 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 		call.IdempotencyKey = hex.EncodeToString(b[:])
 		call.BeginTime = timestamppb.New(s.now())
 		res = daemon.BeginResult{IdempotencyKey: call.IdempotencyKey}
-		return put(txn, key, &call)
+		return put(t, key, &call)
 	})
 	return res, err
 }
@@ -488,14 +602,14 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 	defer s.lock(sessionID)()
 	var stored daemon.Effect
 	var already bool
-	err := s.update(func(txn *badger.Txn) error {
-		h, err := mustHead(txn, sessionID)
+	err := s.update(func(t *tx) error {
+		h, err := mustHead(t, sessionID)
 		if err != nil {
 			return err
 		}
 		var call storagev1.CallRecord
 		key := callKey(sessionID, e.ToolUseID)
-		found, err := get(txn, sessionID, key, &call)
+		found, err := get(t, sessionID, key, &call)
 		if err != nil {
 			return err
 		}
@@ -522,7 +636,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 		e.Late = call.LastPendingRevision != h.Revision
 		call.Effect = effectToProto(e)
 		stored = e
-		return put(txn, key, &call)
+		return put(t, key, &call)
 	})
 	return stored, already, err
 }
@@ -533,48 +647,38 @@ func (s *Store) Resume(ctx context.Context, sessionID string) (daemon.Checkpoint
 	}
 	defer s.lock(sessionID)()
 	var cp daemon.Checkpoint
-	err := s.update(func(txn *badger.Txn) error {
-		h, err := mustHead(txn, sessionID)
+	err := s.update(func(t *tx) error {
+		h, err := mustHead(t, sessionID)
 		if err != nil {
 			return err
 		}
 		// Read the revision first: a session that cannot be read is not resumed.
-		if cp, err = checkpoint(txn, sessionID, h, 0); err != nil {
+		if cp, err = checkpoint(t, sessionID, h, 0); err != nil {
 			return err
 		}
 		h.Epoch++
 		h.Resumed = true
 		cp.Epoch = h.Epoch
-		return put(txn, sessionKey(sessionID), h)
+		return put(t, sessionKey(sessionID), h)
 	})
 	return cp, err
 }
 
 func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (daemon.Checkpoint, error) {
 	var cp daemon.Checkpoint
-	err := s.view(ctx, func(txn *badger.Txn) error {
-		h, err := mustHead(txn, sessionID)
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
 		if err != nil {
 			return err
 		}
-		cp, err = checkpoint(txn, sessionID, h, revision)
+		cp, err = checkpoint(t, sessionID, h, revision)
 		return err
 	})
 	return cp, err
 }
 
-func (s *Store) view(ctx context.Context, fn func(txn *badger.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	err := s.db.View(fn)
-	if errors.Is(err, badger.ErrDBClosed) {
-		return fmt.Errorf("%w: %v", daemon.ErrUnavailable, err)
-	}
-	return err
-}
 
-func revision(txn *badger.Txn, sessionID string, h *storagev1.SessionRecord, rev uint64) (*storagev1.RevisionRecord, error) {
+func revision(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (*storagev1.RevisionRecord, error) {
 	if rev == 0 {
 		rev = h.Revision
 	}
@@ -583,7 +687,7 @@ func revision(txn *badger.Txn, sessionID string, h *storagev1.SessionRecord, rev
 			Msg: fmt.Sprintf("session %q has no revision %d; its latest is %d", sessionID, rev, h.Revision)}
 	}
 	var rec storagev1.RevisionRecord
-	found, err := get(txn, sessionID, revisionKey(sessionID, rev), &rec)
+	found, err := get(t, sessionID, revisionKey(sessionID, rev), &rec)
 	if err != nil {
 		return nil, err
 	}
@@ -594,8 +698,8 @@ func revision(txn *badger.Txn, sessionID string, h *storagev1.SessionRecord, rev
 	return &rec, nil
 }
 
-func checkpoint(txn *badger.Txn, sessionID string, h *storagev1.SessionRecord, rev uint64) (daemon.Checkpoint, error) {
-	rec, err := revision(txn, sessionID, h, rev)
+func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (daemon.Checkpoint, error) {
+	rec, err := revision(t, sessionID, h, rev)
 	if err != nil {
 		return daemon.Checkpoint{}, err
 	}
@@ -619,12 +723,12 @@ func checkpoint(txn *badger.Txn, sessionID string, h *storagev1.SessionRecord, r
 
 func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]daemon.Message, error) {
 	var out []daemon.Message
-	err := s.view(ctx, func(txn *badger.Txn) error {
-		h, err := mustHead(txn, sessionID)
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
 		if err != nil {
 			return err
 		}
-		rec, err := revision(txn, sessionID, h, rev)
+		rec, err := revision(t, sessionID, h, rev)
 		if err != nil {
 			return err
 		}
@@ -637,7 +741,7 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 			}
 			for seq := sg.FirstSeq + (max(start, idx) - idx); seq < sg.FirstSeq+sg.Count; seq++ {
 				var m savepointv1.Message
-				found, err := get(txn, sessionID, messageKey(sessionID, seq), &m)
+				found, err := get(t, sessionID, messageKey(sessionID, seq), &m)
 				if err != nil {
 					return err
 				}
@@ -661,22 +765,22 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []daemon.PendingCall, error) {
 	var rev uint64
 	var calls []daemon.PendingCall
-	err := s.view(ctx, func(txn *badger.Txn) error {
-		h, err := mustHead(txn, sessionID)
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
 		if err != nil {
 			return err
 		}
-		rec, err := revision(txn, sessionID, h, 0)
+		rec, err := revision(t, sessionID, h, 0)
 		if err != nil {
 			return err
 		}
 		rev = rec.Revision
-		for _, t := range rec.PendingToolUses {
+		for _, u := range rec.PendingToolUses {
 			var call storagev1.CallRecord
-			if _, err := get(txn, sessionID, callKey(sessionID, t.ToolUseId), &call); err != nil {
+			if _, err := get(t, sessionID, callKey(sessionID, u.ToolUseId), &call); err != nil {
 				return err
 			}
-			pc := daemon.PendingCall{ToolUse: toolUseFromProto(t), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
+			pc := daemon.PendingCall{ToolUse: toolUseFromProto(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
 			if call.Effect != nil {
 				e := effectFromProto(call.Effect)
 				pc.Effect = &e
@@ -690,8 +794,8 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 
 func (s *Store) ListSessions(ctx context.Context, after string, limit int, labelFilter map[string]string) ([]daemon.SessionSummary, error) {
 	var out []daemon.SessionSummary
-	err := s.view(ctx, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}, PrefetchValues: true, PrefetchSize: 64})
+	err := s.view(ctx, func(t *tx) error {
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		seek := []byte{kindSession}
 		if after != "" {
@@ -739,8 +843,8 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 	}
 	defer s.lock(sessionID)()
 	var tombEpoch uint64
-	err := s.update(func(txn *badger.Txn) error {
-		h, err := mustHead(txn, sessionID)
+	err := s.update(func(t *tx) error {
+		h, err := mustHead(t, sessionID)
 		switch {
 		case errors.Is(err, daemon.ErrCorrupt):
 			// A session that cannot be decoded can still be deleted; its epoch
@@ -754,7 +858,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 			}
 			tombEpoch = h.Epoch
 		}
-		return put(txn, sessionKey(sessionID), &storagev1.SessionRecord{
+		return put(t, sessionKey(sessionID), &storagev1.SessionRecord{
 			Deleted: true, Purging: true, Epoch: tombEpoch, UpdateTime: timestamppb.New(s.now()),
 		})
 	})
@@ -773,52 +877,41 @@ const purgeBatch = 1000
 func (s *Store) purge(sessionID string) error {
 	for _, kind := range []byte{kindRevision, kindMessage, kindCall} {
 		prefix := sessionScope(kind, sessionID)
-		for {
-			var keys [][]byte
-			err := s.db.View(func(txn *badger.Txn) error {
-				it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		for more := true; more; {
+			err := s.update(func(t *tx) error {
+				it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix})
 				defer it.Close()
-				for it.Rewind(); it.Valid() && len(keys) < purgeBatch; it.Next() {
-					keys = append(keys, it.Item().KeyCopy(nil))
+				n := 0
+				for it.Rewind(); it.Valid() && n < purgeBatch; it.Next() {
+					t.delete(it.Item().KeyCopy(nil))
+					n++
 				}
+				more = n > 0
 				return nil
 			})
 			if err != nil {
 				return err
 			}
-			if len(keys) == 0 {
-				break
-			}
-			if err := s.update(func(txn *badger.Txn) error {
-				for _, k := range keys {
-					if err := txn.Delete(k); err != nil {
-						return err
-					}
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
 		}
 	}
-	return s.update(func(txn *badger.Txn) error {
+	return s.update(func(t *tx) error {
 		var rec storagev1.SessionRecord
-		if _, err := get(txn, sessionID, sessionKey(sessionID), &rec); err != nil {
+		if _, err := get(t, sessionID, sessionKey(sessionID), &rec); err != nil {
 			return err
 		}
 		if !rec.Deleted {
 			return nil // re-created meanwhile; nothing to clear
 		}
 		rec.Purging = false
-		return put(txn, sessionKey(sessionID), &rec)
+		return put(t, sessionKey(sessionID), &rec)
 	})
 }
 
 // finishPurges completes deletes interrupted by a crash.
 func (s *Store) finishPurges() error {
 	var pending []string
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
+	err := s.view(context.Background(), func(t *tx) error {
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			key := it.Item().KeyCopy(nil)

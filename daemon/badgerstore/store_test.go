@@ -147,8 +147,8 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 func TestNewerFormatRefused(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
-	if err := s.update(func(txn *badger.Txn) error {
-		return put(txn, formatKey, &storagev1.FormatRecord{Version: FormatVersion + 1})
+	if err := s.update(func(t *tx) error {
+		return put(t, formatKey, &storagev1.FormatRecord{Version: FormatVersion + 1})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +166,8 @@ func TestInterruptedDeleteFinishesAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Write the tombstone as DeleteSession does, then "crash" before the purge.
-	if err := s.update(func(txn *badger.Txn) error {
-		return put(txn, sessionKey("s"), &storagev1.SessionRecord{Deleted: true, Purging: true, Epoch: 1})
+	if err := s.update(func(t *tx) error {
+		return put(t, sessionKey("s"), &storagev1.SessionRecord{Deleted: true, Purging: true, Epoch: 1})
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,279 @@
+package badgerstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// The engine is the store's only writer. Requests that arrive while a commit
+// is in flight are folded into the next Badger transaction, which is then
+// made durable by one db.Sync covering both Badger's write-ahead log and its
+// value log; each request is acknowledged only after that sync. Badger runs
+// with SyncWrites off so that its value-log sync errors, which it would only
+// log, are returned by db.Sync instead. Any commit or sync failure is fatal:
+// the engine stops acknowledging and reports on Failed.
+
+// seqKey holds the sequence number of the last commit.
+var seqKey = []byte{kindFormat, 's', 'e', 'q'}
+
+// entryOverhead is a generous bound on what Badger adds to each entry when
+// it sizes a transaction (meta bytes, varints, value pointer).
+const entryOverhead = 32
+
+type write struct {
+	key, val []byte // val nil deletes key
+}
+
+type op struct {
+	writes []write
+	size   int64
+	done   chan error
+}
+
+// Stats counts the engine's work since Open.
+type Stats struct {
+	Requests uint64 // write requests acknowledged
+	Commits  uint64 // Badger transactions committed, each followed by one sync
+	Seq      uint64 // sequence number of the last durable commit
+}
+
+type engine struct {
+	db       *badger.DB
+	dir      string // "" in memory: no disk guard
+	reserve  uint64 // free bytes a commit needs on the data directory's filesystem
+	maxSize  int64  // Badger's transaction limits, with room for seqKey
+	maxCount int64
+	statfs   func(dir string) (free uint64, err error) // replaced in tests
+	sync     func() error                              // replaced in tests
+	onCommit func(seq uint64)
+
+	ops  chan *op
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	failOnce sync.Once
+	failed   chan struct{}
+	failErr  atomic.Value // error
+
+	requests, commits, seq atomic.Uint64
+}
+
+func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64)) *engine {
+	e := &engine{
+		db: db, dir: dir, reserve: reserve,
+		maxSize:  db.MaxBatchSize() - int64(len(seqKey)+8+entryOverhead),
+		maxCount: db.MaxBatchCount() - 1,
+		statfs:   freeBytes,
+		sync:     db.Sync,
+		onCommit: onCommit,
+		ops:      make(chan *op, 1024),
+		stop:     make(chan struct{}),
+		failed:   make(chan struct{}),
+	}
+	e.seq.Store(seq)
+	e.wg.Add(1)
+	go e.loop()
+	return e
+}
+
+// commit writes ws atomically and returns once they are durable.
+func (e *engine) commit(ws []write) error {
+	o := &op{writes: ws, done: make(chan error, 1)}
+	for _, w := range ws {
+		o.size += int64(len(w.key) + len(w.val) + entryOverhead)
+	}
+	if o.size > e.maxSize || int64(len(ws)) > e.maxCount {
+		return fmt.Errorf("%w: one request writes %d bytes in %d entries, over the store's transaction limit of %d bytes and %d entries",
+			daemon.ErrInvalidArgument, o.size, len(ws), e.maxSize, e.maxCount)
+	}
+	if err := e.err(); err != nil {
+		return err
+	}
+	select {
+	case e.ops <- o:
+	case <-e.stop:
+		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+	}
+	return <-o.done
+}
+
+func (e *engine) err() error {
+	if err, _ := e.failErr.Load().(error); err != nil {
+		return fmt.Errorf("%w: the store failed and savepointd is stopping: %v", daemon.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (e *engine) fail(err error) {
+	e.failOnce.Do(func() {
+		e.failErr.Store(err)
+		close(e.failed)
+	})
+}
+
+func (e *engine) close() {
+	close(e.stop)
+	e.wg.Wait()
+}
+
+func (e *engine) loop() {
+	defer e.wg.Done()
+	var carry *op
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-e.ops:
+			case <-e.stop:
+				e.drain()
+				return
+			}
+		}
+		batch := []*op{first}
+		size, count := first.size, int64(len(first.writes))
+	fold:
+		for {
+			select {
+			case o := <-e.ops:
+				if size+o.size > e.maxSize || count+int64(len(o.writes)) > e.maxCount {
+					carry = o // batches split only at request boundaries
+					break fold
+				}
+				batch = append(batch, o)
+				size += o.size
+				count += int64(len(o.writes))
+			default:
+				break fold
+			}
+		}
+		e.commitBatch(batch)
+	}
+}
+
+// drain answers the requests still queued at close.
+func (e *engine) drain() {
+	for {
+		select {
+		case o := <-e.ops:
+			o.done <- fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+		default:
+			return
+		}
+	}
+}
+
+func (e *engine) commitBatch(batch []*op) {
+	err := e.err()
+	if err == nil && e.dir != "" {
+		err = e.checkSpace()
+	}
+	if err == nil {
+		err = e.write(batch)
+	}
+	if err == nil {
+		e.commits.Add(1)
+		e.requests.Add(uint64(len(batch)))
+		if e.onCommit != nil {
+			e.onCommit(e.seq.Load())
+		}
+	}
+	for _, o := range batch {
+		o.done <- err
+	}
+}
+
+// ErrDiskFull is returned for writes while the data directory's filesystem
+// has less free space than the reserve.
+var ErrDiskFull = daemon.ErrDiskFull
+
+func (e *engine) checkSpace() error {
+	free, err := e.statfs(e.dir)
+	if err != nil {
+		return fmt.Errorf("statfs %s: %w", e.dir, err)
+	}
+	if free < e.reserve {
+		return fmt.Errorf("%w: %d bytes free on the data directory's filesystem, %d reserved; free space to resume writes (reads keep working)",
+			daemon.ErrDiskFull, free, e.reserve)
+	}
+	return nil
+}
+
+func (e *engine) write(batch []*op) error {
+	seq := e.seq.Load() + 1
+	txn := e.db.NewTransaction(true)
+	defer txn.Discard()
+	for _, o := range batch {
+		for _, w := range o.writes {
+			var err error
+			if w.val == nil {
+				err = txn.Delete(w.key)
+			} else {
+				err = txn.Set(w.key, w.val)
+			}
+			if err != nil {
+				// Sized against the limits above, so this is not ErrTxnTooBig.
+				e.fail(err)
+				return e.err()
+			}
+		}
+	}
+	if err := txn.Set(seqKey, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+		e.fail(err)
+		return e.err()
+	}
+	if err := txn.Commit(); err != nil {
+		e.fail(fmt.Errorf("commit: %w", err))
+		return e.err()
+	}
+	if err := e.sync(); err != nil {
+		e.fail(fmt.Errorf("sync: %w", err))
+		return e.err()
+	}
+	e.seq.Store(seq)
+	return nil
+}
+
+func (e *engine) stats() Stats {
+	return Stats{Requests: e.requests.Load(), Commits: e.commits.Load(), Seq: e.seq.Load()}
+}
+
+func freeBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+var errNoSeq = errors.New("no commit sequence number")
+
+// readSeq returns the sequence number of the last commit in db.
+func readSeq(db *badger.DB) (uint64, error) {
+	var seq uint64
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(seqKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return errNoSeq
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("commit sequence number of %d bytes", len(v))
+			}
+			seq = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	return seq, err
+}

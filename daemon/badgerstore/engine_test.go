@@ -1,0 +1,225 @@
+package badgerstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+)
+
+func saveN(t *testing.T, s *Store, sid string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: sid, ExpectedRevision: uint64(i),
+			AppendMessages: []daemon.Message{{Role: "user", ContentJSON: fmt.Sprintf("%d", i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGroupCommit shows concurrent saves folded into far fewer commits (and
+// so syncs) than saves, with every save acknowledged and readable. The sync
+// is slowed to a disk's latency so that requests arrive while it is in flight.
+func TestGroupCommit(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	sync0 := s.eng.sync
+	s.eng.sync = func() error { time.Sleep(5 * time.Millisecond); return sync0() }
+	before := s.Stats()
+	const n = 32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("g%d", i)})
+			errs <- err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := s.Stats()
+	commits, reqs := after.Commits-before.Commits, after.Requests-before.Requests
+	t.Logf("%d saves in %d commits", reqs, commits)
+	if reqs != n || commits > n/4 {
+		t.Fatalf("%d saves took %d commits; want at most %d", reqs, commits, n/4)
+	}
+	for i := range n {
+		if _, err := s.Checkpoint(ctx, fmt.Sprintf("g%d", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSyncFailureIsFatal(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	saveN(t, s, "ok", 1)
+	s.eng.sync = func() error { return errors.New("EIO") }
+	_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "lost"})
+	if !errors.Is(err, daemon.ErrUnavailable) {
+		t.Fatalf("save whose sync failed: %v, want ErrUnavailable", err)
+	}
+	select {
+	case <-s.Failed():
+	default:
+		t.Fatal("Failed not closed after a sync error")
+	}
+	s.eng.sync = s.db.Sync // even if the disk recovers, nothing more is acknowledged
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "later"}); !errors.Is(err, daemon.ErrUnavailable) {
+		t.Fatalf("save after the failure: %v", err)
+	}
+}
+
+func TestDiskGuard(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	saveN(t, s, "s", 1)
+	free := uint64(1 << 40)
+	var mu sync.Mutex
+	s.eng.statfs = func(string) (uint64, error) { mu.Lock(); defer mu.Unlock(); return free, nil }
+	setFree := func(n uint64) { mu.Lock(); free = n; mu.Unlock() }
+	setFree(s.eng.reserve - 1)
+	_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
+	if !errors.Is(err, daemon.ErrDiskFull) {
+		t.Fatalf("save below the reserve: %v", err)
+	}
+	if cp, err := s.Checkpoint(ctx, "s", 0); err != nil || cp.Revision != 1 {
+		t.Fatalf("read while full: %+v %v", cp, err)
+	}
+	setFree(s.eng.reserve)
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1}); err != nil {
+		t.Fatalf("save after space returned: %v", err)
+	}
+}
+
+// TestDiskGuardTmpfs fills a small tmpfs until writes are refused, before
+// Badger can run out of room in its memory-mapped files.
+func TestDiskGuardTmpfs(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s); TestDiskGuard covers the guard with a fake statfs", err, strings.TrimSpace(string(out)))
+	}
+	defer exec.Command("umount", "-l", dir).Run()
+	const reserve = 160 << 20
+	s, err := Open(filepath.Join(dir, "data"), Options{DiskReserve: reserve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	saveN(t, s, "s", 3)
+	free, _ := freeBytes(dir)
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(f, zeroReader{}, int64(free-reserve+(1<<20))); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 3})
+	if !errors.Is(err, daemon.ErrDiskFull) {
+		t.Fatalf("save on a full tmpfs: %v", err)
+	}
+	if ms, err := s.Messages(ctx, "s", 0, 0, 1<<20, 0); err != nil || len(ms) != 3 {
+		t.Fatalf("read on a full tmpfs: %d messages, %v", len(ms), err)
+	}
+	os.Remove(filler)
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 3}); err != nil {
+		t.Fatalf("save after freeing space: %v", err)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBehindHighWaterMark restores an older copy of the data under a newer
+// high-water mark, as Badger's silent log truncation would leave it.
+func TestBehindHighWaterMark(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	saveN(t, s, "s", 2)
+	s.Close()
+	old := filepath.Join(t.TempDir(), "old")
+	copyDir(t, dir, old)
+	s = openT(t, dir)
+	saveN2 := func() {
+		for i := 2; i < 5; i++ {
+			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: uint64(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	saveN2()
+	mark := s.Stats().Seq
+	s.Close()
+	// Roll the data back, keeping the newer high-water mark.
+	hwm, err := os.ReadFile(filepath.Join(dir, HWMFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(hwm)) != fmt.Sprint(mark) {
+		t.Fatalf("high-water mark file holds %q, want %d", hwm, mark)
+	}
+	os.RemoveAll(dir)
+	copyDir(t, old, dir)
+	os.WriteFile(filepath.Join(dir, HWMFile), hwm, 0o600)
+
+	_, err = Open(dir, Options{})
+	if !errors.Is(err, ErrBehind) || !strings.Contains(err.Error(), fmt.Sprint(mark)) {
+		t.Fatalf("open behind the mark: %v", err)
+	}
+	s, err = Open(dir, Options{AcceptDataLoss: true})
+	if err != nil {
+		t.Fatalf("open with AcceptDataLoss: %v", err)
+	}
+	defer s.Close()
+	if cp, err := s.Checkpoint(ctx, "s", 0); err != nil || cp.Revision != 2 {
+		t.Fatalf("serving what is left: %+v %v", cp, err)
+	}
+}
+
+func TestMigrateFormat1(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyDir(t, "testdata/format1", dir)
+	s := openT(t, dir)
+	defer s.Close()
+	var rec storagev1.FormatRecord
+	if err := s.view(ctx, func(t *tx) error { _, err := get(t, "", formatKey, &rec); return err }); err != nil || rec.Version != FormatVersion {
+		t.Fatalf("format after migration: %v %v", rec.Version, err)
+	}
+	_, calls, err := s.PendingCalls(ctx, "fixture-1")
+	if err != nil || len(calls) != 1 || !calls[0].Begun || calls[0].Effect == nil || calls[0].Effect.Output != "written" {
+		t.Fatalf("fixture session after migration: %+v %v", calls, err)
+	}
+	if s.Stats().Seq == 0 {
+		t.Fatal("no commit sequence number after migration")
+	}
+}

@@ -1,0 +1,123 @@
+package badgerstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HWMFile is the file beside the data that records the sequence number of
+// the highest durable commit, so that a store rolled back behind it (Badger
+// silently drops a log's tail after a bad checksum) is refused at Open.
+const HWMFile = "savepoint.hwm"
+
+// hwmInterval is how often at most the high-water mark file is rewritten.
+const hwmInterval = time.Second
+
+// hwm rewrites the high-water mark file off the commit path: at most once an
+// interval, and only with a sequence number already durable in Badger.
+type hwm struct {
+	dir     string
+	latest  atomic.Uint64
+	written uint64
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	onError func(error)
+}
+
+func startHWM(dir string, seq uint64, onError func(error)) *hwm {
+	h := &hwm{dir: dir, written: seq, stop: make(chan struct{}), onError: onError}
+	h.latest.Store(seq)
+	h.wg.Add(1)
+	go h.loop()
+	return h
+}
+
+func (h *hwm) loop() {
+	defer h.wg.Done()
+	t := time.NewTicker(hwmInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			h.flush()
+		case <-h.stop:
+			h.flush()
+			return
+		}
+	}
+}
+
+func (h *hwm) flush() {
+	seq := h.latest.Load()
+	if seq == h.written {
+		return
+	}
+	if err := writeHWM(h.dir, seq); err != nil {
+		h.onError(err)
+		return
+	}
+	h.written = seq
+}
+
+func (h *hwm) close() {
+	close(h.stop)
+	h.wg.Wait()
+}
+
+// readHWM returns the recorded high-water mark; found is false when the file
+// does not exist.
+func readHWM(dir string) (seq uint64, found bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, HWMFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	seq, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", HWMFile, err)
+	}
+	return seq, true, nil
+}
+
+// writeHWM replaces the file atomically and durably.
+func writeHWM(dir string, seq uint64) error {
+	path := filepath.Join(dir, HWMFile)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "%d\n", seq)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
