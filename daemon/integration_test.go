@@ -126,7 +126,7 @@ func TestKillKeepsEveryAcknowledgedWrite(t *testing.T) {
 			rev := uint64(0)
 			for j := range 20 {
 				r, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: sid, ExpectedRevision: rev, Turn: uint32(j),
-					AppendMessages: []*savepointv1.Message{userMsg(fmt.Sprint(j))},
+					AppendMessages:  []*savepointv1.Message{userMsg(fmt.Sprint(j))},
 					PendingToolUses: []*savepointv1.ToolUse{{ToolUseId: fmt.Sprintf("t%d", j), Name: "w"}}})
 				if err != nil {
 					errs <- err

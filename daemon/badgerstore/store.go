@@ -677,7 +677,6 @@ func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint6
 	return cp, err
 }
 
-
 func revision(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (*storagev1.RevisionRecord, error) {
 	if rev == 0 {
 		rev = h.Revision
