@@ -369,7 +369,7 @@ func fence(h *storagev1.SessionRecord, sessionID string, epoch uint64) error {
 	if epoch == h.Epoch || (epoch == 0 && !h.Resumed) {
 		return nil
 	}
-	msg := fmt.Sprintf("session %q is owned by epoch %d, not %d; another process resumed it, so stop writing",
+	msg := fmt.Sprintf("session %q is owned by epoch %d, not %d: another process has taken it over (by Resume, or by deleting and re-creating it); stop writing to it",
 		sessionID, h.Epoch, epoch)
 	if epoch == 0 {
 		msg = fmt.Sprintf("session %q has been resumed (epoch %d); epoch 0 is accepted only before the first Resume",
