@@ -67,6 +67,7 @@ type config struct {
 	logger        *slog.Logger
 	resultsFunc   ToolResultsFunc
 	onLedgerError func(call ToolUse, result ToolResult, err error)
+	toolHook      func(ToolEvent)
 }
 
 // Option configures a Client.
@@ -101,6 +102,15 @@ func WithToolResults(f ToolResultsFunc) Option { return func(c *config) { c.resu
 func WithLedgerErrorHandler(f func(call ToolUse, result ToolResult, err error)) Option {
 	return func(c *config) { c.onLedgerError = f }
 }
+
+// WithToolHook sets a function called at each ToolStage of every tool use a
+// Session runs or reconciles, synchronously, on the goroutine running the
+// tool, with no Session lock held (it may call the Session's getters). It
+// observes and cannot change what happens: it is meant for logging, tracing
+// and crash tests, which can stop the process at an exact moment of the
+// protocol (cmd/savepoint-demo's CRASH_AFTER does). A stage is reported only
+// once its step succeeded.
+func WithToolHook(f func(ToolEvent)) Option { return func(c *config) { c.toolHook = f } }
 
 // Dial connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" means
 // DefaultAddr(). The connection is plaintext, meant for a local daemon. Unless

@@ -42,6 +42,10 @@
 // the daemon is unavailable; a retried SaveCheckpoint carries the same
 // request_id, so the daemon applies it once.
 //
+// WithToolHook observes each stage of a tool use (decided by Reconcile,
+// begun, ran, recorded) without changing it, for logging, tracing, and
+// crash tests that stop the process at an exact moment of the protocol.
+//
 // Tool results become history messages through a ToolResultsFunc; the
 // default, AnthropicToolResults, makes the Anthropic Messages API's
 // tool_result blocks. The raw gRPC client (Client.Raw) remains available

@@ -51,6 +51,45 @@ type ToolResult struct {
 	LedgerErr error
 }
 
+// ToolStage names a moment in the life of a tool use that a hook set with
+// WithToolHook observes.
+type ToolStage string
+
+// The stages, in the order they happen to one tool use.
+const (
+	// StageDecided: Reconcile has the daemon's decision for a pending tool
+	// use (ToolEvent.Decision and ToolEvent.Begun) and is about to act on it.
+	StageDecided ToolStage = "decided"
+	// StageBegun: BeginEffect marked the tool use as dispatched; the tool has
+	// not run yet. Read-only tools skip this stage.
+	StageBegun ToolStage = "begun"
+	// StageRan: the tool returned (ToolEvent.Result); its outcome is not in
+	// the ledger yet.
+	StageRan ToolStage = "ran"
+	// StageRecorded: RecordEffect wrote the outcome to the ledger.
+	StageRecorded ToolStage = "recorded"
+)
+
+// ToolEvent is what a tool hook is told.
+type ToolEvent struct {
+	Stage     ToolStage
+	SessionID string
+	Call      ToolUse
+	// Decision and Begun are set at StageDecided: the daemon's decision, and
+	// whether BeginEffect had marked the tool use before the agent stopped.
+	Decision Decision
+	Begun    bool
+	// Result is set at StageRan and StageRecorded: the tool's outcome.
+	Result ToolResult
+}
+
+func (s *Session) hook(ev ToolEvent) {
+	if f := s.c.cfg.toolHook; f != nil {
+		ev.SessionID = s.id
+		f(ev)
+	}
+}
+
 // ToolFunc runs a tool: key is the idempotency key to pass to an external
 // API that accepts one ("" for read-only tools). A returned error is the
 // tool's failure and becomes an is_error result with its text.
@@ -125,6 +164,7 @@ func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, er
 		tu := res.GetToolUse()
 		id := tu.GetToolUseId()
 		log := s.c.cfg.logger.With("session", s.id, "tool_use_id", id, "name", tu.GetName(), "decision", res.GetDecision())
+		s.hook(ToolEvent{Stage: StageDecided, Call: toolUse(tu), Decision: res.GetDecision(), Begun: res.GetBegun()})
 		var r ToolResult
 		switch res.GetDecision() {
 		case DecisionReuse:
@@ -204,15 +244,19 @@ func (s *Session) execute(ctx context.Context, p *savepointv1.ToolUse, epoch uin
 			return ToolResult{ToolUseID: id, Err: fmt.Errorf("savepoint: tool use %q (%s) not run: BeginEffect: %w", id, p.GetName(), err)}
 		}
 		key = b.GetIdempotencyKey()
+		s.hook(ToolEvent{Stage: StageBegun, Call: toolUse(p)})
 	}
 	out, err := fn(ctx, key)
 	r := ToolResult{ToolUseID: id, Content: out}
 	if err != nil {
 		r.Content, r.IsError = err.Error(), true
 	}
+	s.hook(ToolEvent{Stage: StageRan, Call: toolUse(p), Result: r})
 	if err := s.record(ctx, p, r); err != nil {
 		r.LedgerErr = fmt.Errorf("savepoint: tool use %q (%s) ran but its outcome is not in the ledger: %w", id, p.GetName(), err)
 		s.c.reportLedgerError(s.id, p, r, err)
+	} else {
+		s.hook(ToolEvent{Stage: StageRecorded, Call: toolUse(p), Result: r})
 	}
 	s.mu.Lock()
 	s.ran[id] = r
