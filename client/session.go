@@ -59,6 +59,9 @@ var (
 	// ErrAlreadyRun: the session ran this tool use already; it never runs one
 	// twice.
 	ErrAlreadyRun = errors.New("savepoint: tool use already run by this session")
+	// ErrNotRun: a result given to PointB to record claims an outcome that
+	// no tool of this session returned.
+	ErrNotRun = errors.New("savepoint: result not produced by running the tool")
 )
 
 // Session is one agent task as the daemon keeps it. It carries the session
@@ -278,10 +281,17 @@ func (s *Session) PointB(ctx context.Context, results []ToolResult) error {
 		return fmt.Errorf("%w: %d results for %d pending tool uses", ErrResultsMismatch, len(results), len(s.pending))
 	}
 	// A tool whose outcome missed the ledger: try once more, so that a crash
-	// before this save does not leave it in doubt.
+	// before this save does not leave it in doubt. Only an outcome this
+	// session's RunTool or Reconcile got from the tool is recorded, so a
+	// result made by hand can never reach the ledger ("execute first, record
+	// after").
 	for i, r := range ordered {
 		if r.LedgerErr != nil {
 			p := s.pending[i]
+			if ran, ok := s.ran[r.ToolUseID]; !ok || ran.Content != r.Content || ran.IsError != r.IsError {
+				return fmt.Errorf("savepoint: PointB: tool use %q (%s) has a ledger error but its result is not the one this session's tool returned: %w",
+					r.ToolUseID, p.GetName(), ErrNotRun)
+			}
 			if err := s.record(ctx, p, r); err != nil {
 				s.c.reportLedgerError(s.id, p, r, err)
 			} else {
