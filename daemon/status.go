@@ -57,6 +57,8 @@ var errorKinds = []errorKind{
 		"this session's stored data can no longer be trusted; delete it with DeleteSession and start it again"},
 	{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN",
 		"pass next_page_token back unchanged with the same session, revision and filter, or start again with an empty page_token"},
+	{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL",
+		"the daemon's disk is nearly full; reads still work, and writes resume once space is freed"},
 	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE",
 		"the daemon cannot serve this now; retry with backoff"},
 	{context.Canceled, codes.Canceled, "CANCELED",

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
 	"strings"
 	"testing"
@@ -47,6 +50,7 @@ func TestToStatus(t *testing.T) {
 		{ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT", nil},
 		{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN", nil},
 		{ErrUnavailable, codes.Unavailable, "UNAVAILABLE", nil},
+		{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL", nil},
 		{ErrInvalidArgument, codes.InvalidArgument, "INVALID_ARGUMENT", nil},
 		{context.Canceled, codes.Canceled, "CANCELED", nil},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED", nil},
@@ -116,22 +120,44 @@ func TestToStatusNil(t *testing.T) {
 	}
 }
 
-// TestErrorKindsCoverSentinels makes sure each exported sentinel has a row
-// and each reason one meaning.
+// TestErrorKindsCoverSentinels makes sure each sentinel declared in
+// errors.go has a row and each reason one meaning.
 func TestErrorKindsCoverSentinels(t *testing.T) {
-	sentinels := []error{
-		ErrInvalidArgument, ErrSessionNotFound, ErrSessionExists, ErrSessionFenced,
-		ErrRevisionMismatch, ErrRevisionNotFound, ErrRequestIDReused, ErrKeepOutOfRange,
-		ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
-		ErrEffectConflict, ErrCorrupt, ErrInvalidPageToken, ErrUnavailable,
+	sentinels := map[string]error{
+		"ErrInvalidArgument": ErrInvalidArgument, "ErrSessionNotFound": ErrSessionNotFound,
+		"ErrSessionExists": ErrSessionExists, "ErrSessionFenced": ErrSessionFenced,
+		"ErrRevisionMismatch": ErrRevisionMismatch, "ErrRevisionNotFound": ErrRevisionNotFound,
+		"ErrRequestIDReused": ErrRequestIDReused, "ErrKeepOutOfRange": ErrKeepOutOfRange,
+		"ErrCallAlreadyRecorded": ErrCallAlreadyRecorded, "ErrCallNotPending": ErrCallNotPending,
+		"ErrCallUnknown": ErrCallUnknown, "ErrToolNameMismatch": ErrToolNameMismatch,
+		"ErrEffectConflict": ErrEffectConflict, "ErrCorrupt": ErrCorrupt,
+		"ErrInvalidPageToken": ErrInvalidPageToken, "ErrUnavailable": ErrUnavailable,
+		"ErrDiskFull": ErrDiskFull,
 	}
-	for _, s := range sentinels {
+	file, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, decl := range file.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.VAR {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			for _, name := range spec.(*ast.ValueSpec).Names {
+				if _, ok := sentinels[name.Name]; !ok && strings.HasPrefix(name.Name, "Err") {
+					t.Errorf("errors.go declares %s: add it to errorKinds in status.go and to this test", name.Name)
+				}
+			}
+		}
+	}
+	for name, s := range sentinels {
 		found := false
 		for _, k := range errorKinds {
 			found = found || k.err == s
 		}
 		if !found {
-			t.Errorf("no errorKinds row for %v", s)
+			t.Errorf("no errorKinds row for %s", name)
 		}
 	}
 	seen := map[string]bool{}
