@@ -18,55 +18,35 @@ const ErrorDomain = "savepoint.v1"
 // text is logged, never returned.
 const ReasonInternal = "INTERNAL"
 
-// errorKind maps one error to its gRPC code, ErrorInfo reason and a hint
-// telling the client what to do next.
+// errorKind maps one error to its gRPC code and ErrorInfo reason. The
+// error's own text, written where it arose, says what to do next.
 type errorKind struct {
 	err    error
 	code   codes.Code
 	reason string
-	hint   string
 }
 
 // errorKinds is the one translation table, checked in order with errors.Is.
 var errorKinds = []errorKind{
-	{ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND",
-		"nothing to resume from; create the session with expected_revision 0"},
-	{ErrSessionExists, codes.AlreadyExists, "SESSION_EXISTS",
-		"Resume the session to continue it, or choose another session_id"},
-	{ErrSessionFenced, codes.Aborted, "SESSION_FENCED",
-		"another process has resumed this session; stop writing to it, and Resume only to take it over"},
-	{ErrRevisionMismatch, codes.Aborted, "REVISION_MISMATCH",
-		"the session changed since your last save; Resume to load the current revision"},
-	{ErrRevisionNotFound, codes.NotFound, "REVISION_NOT_FOUND",
-		"that revision is not kept; leave revision unset to read the latest"},
-	{ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED",
-		"this request_id was used for a different save; use a new request_id for each save"},
-	{ErrKeepOutOfRange, codes.InvalidArgument, "KEEP_MESSAGES_OUT_OF_RANGE",
-		"keep_messages must not exceed the stored message count; leave it unset to keep all"},
-	{ErrCallAlreadyRecorded, codes.FailedPrecondition, "CALL_ALREADY_RECORDED",
-		"the tool use's effect is recorded; append its result instead of leaving it pending"},
-	{ErrCallNotPending, codes.FailedPrecondition, "CALL_NOT_PENDING",
-		"save the tool use as pending in the latest revision before beginning it"},
-	{ErrCallUnknown, codes.NotFound, "CALL_UNKNOWN",
-		"only a tool use saved as pending can be recorded; check the tool_use_id"},
-	{ErrToolNameMismatch, codes.FailedPrecondition, "TOOL_NAME_MISMATCH",
-		"send the pending tool use's name, or leave name empty"},
-	{ErrEffectConflict, codes.AlreadyExists, "EFFECT_CONFLICT",
-		"a different outcome is recorded for this tool use and stays; read it with Reconcile"},
-	{ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT",
-		"this session's stored data can no longer be trusted; delete it with DeleteSession and start it again"},
-	{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN",
-		"pass next_page_token back unchanged with the same session, revision and filter, or start again with an empty page_token"},
-	{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL",
-		"the daemon's disk is nearly full; reads still work, and writes resume once space is freed"},
-	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE",
-		"the daemon cannot serve this now; retry with backoff"},
-	{context.Canceled, codes.Canceled, "CANCELED",
-		"the request was canceled"},
-	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED",
-		"retry with a longer deadline"},
-	{ErrInvalidArgument, codes.InvalidArgument, "INVALID_ARGUMENT",
-		"fix the request"},
+	{ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
+	{ErrSessionExists, codes.AlreadyExists, "SESSION_EXISTS"},
+	{ErrSessionFenced, codes.Aborted, "SESSION_FENCED"},
+	{ErrRevisionMismatch, codes.Aborted, "REVISION_MISMATCH"},
+	{ErrRevisionNotFound, codes.NotFound, "REVISION_NOT_FOUND"},
+	{ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED"},
+	{ErrKeepOutOfRange, codes.InvalidArgument, "KEEP_MESSAGES_OUT_OF_RANGE"},
+	{ErrCallAlreadyRecorded, codes.FailedPrecondition, "CALL_ALREADY_RECORDED"},
+	{ErrCallNotPending, codes.FailedPrecondition, "CALL_NOT_PENDING"},
+	{ErrCallUnknown, codes.NotFound, "CALL_UNKNOWN"},
+	{ErrToolNameMismatch, codes.FailedPrecondition, "TOOL_NAME_MISMATCH"},
+	{ErrEffectConflict, codes.AlreadyExists, "EFFECT_CONFLICT"},
+	{ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT"},
+	{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
+	{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL"},
+	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE"},
+	{context.Canceled, codes.Canceled, "CANCELED"},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
+	{ErrInvalidArgument, codes.InvalidArgument, "INVALID_ARGUMENT"},
 }
 
 // fieldReasons are the reasons a *FieldError from validation carries; all
@@ -121,7 +101,7 @@ func ToStatus(err error) *status.Status {
 	} else {
 		for _, k := range errorKinds {
 			if errors.Is(err, k.err) {
-				code, reason, msg = k.code, k.reason, err.Error()+"; "+k.hint
+				code, reason, msg = k.code, k.reason, err.Error()
 				break
 			}
 		}
