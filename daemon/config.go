@@ -45,6 +45,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// LogLevel is the least level logged; zero means slog.LevelInfo.
 	LogLevel slog.Level
+	// DiskReserveBytes is the free space on the data directory's filesystem
+	// below which writes are refused with DISK_FULL; zero means the store's
+	// default (two memtables, one value log file and 64 MiB: 256 MiB).
+	DiskReserveBytes uint64
+	// AcceptDataLoss serves a store that is behind its high-water mark,
+	// logging what was lost; false refuses to start.
+	AcceptDataLoss bool
 }
 
 // DefaultConfig returns the configuration savepointd runs with when nothing

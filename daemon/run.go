@@ -67,10 +67,16 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	go func() { serveErr <- srv.Serve(lis) }()
 	logger.Info("serving", "listen", cfg.Listen, "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 
+	var failed <-chan struct{} // nil: never
+	if f, ok := store.(Failer); ok {
+		failed = f.Failed()
+	}
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve %s: %w", cfg.Listen, err)
 	case <-ctx.Done():
+	case <-failed:
+		logger.Error("the store failed: no more writes are acknowledged; stopping so that the supervisor restarts savepointd")
 	}
 
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
@@ -92,6 +98,13 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	<-serveErr
 	logger.Info("stopped")
 	return nil
+}
+
+// Failer is implemented by a Store that can fail beyond repair: Failed is
+// closed then, and Run stops serving so that the process can exit and be
+// restarted.
+type Failer interface {
+	Failed() <-chan struct{}
 }
 
 // listen opens cfg.Listen. For a Unix socket it creates the parent
@@ -116,11 +129,16 @@ func listen(cfg Config) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(address), dirMode); err != nil {
 		return nil, fmt.Errorf("create socket directory: %w", err)
 	}
-	// The store's lock is held, so a socket file here belongs to a daemon
-	// that is gone.
+	// The store's lock is held, so a socket file here belongs to no daemon
+	// of this data directory; it is stale unless something still answers on
+	// it (a daemon of another data directory).
 	if fi, err := os.Lstat(address); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, fmt.Errorf("listen on %s: %s exists and is not a socket; remove it or choose another path", cfg.Listen, address)
+		}
+		if c, err := net.DialTimeout("unix", address, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen on %s: another server is listening on %s; stop it or choose another path", cfg.Listen, address)
 		}
 		if err := os.Remove(address); err != nil {
 			return nil, fmt.Errorf("remove stale socket: %w", err)

@@ -221,3 +221,60 @@ func TestRunInvalidConfig(t *testing.T) {
 		t.Errorf("Run = %v, want a config error", err)
 	}
 }
+
+func TestRunRefusesLiveSocket(t *testing.T) {
+	sock := filepath.Join(shortDir(t), "s.sock")
+	lis, err := net.Listen("unix", sock) // another data directory's daemon
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	err = Run(context.Background(), Config{Listen: "unix:" + sock}, &fakeStore{}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "another server is listening") {
+		t.Fatalf("Run over a live socket = %v, want a refusal", err)
+	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("the live socket was removed: %v", err)
+	}
+}
+
+// failingStore is a store whose Failed channel the test closes.
+type failingStore struct {
+	fakeStore
+	failed chan struct{}
+}
+
+func (f *failingStore) Failed() <-chan struct{} { return f.failed }
+
+func TestRunStopsWhenStoreFails(t *testing.T) {
+	f := &failingStore{failed: make(chan struct{})}
+	sock := filepath.Join(shortDir(t), "s.sock")
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), Config{Listen: "unix:" + sock}, f, slog.New(slog.DiscardHandler)) }()
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatal(err)
+	}
+	close(f.failed)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after a store failure: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run kept serving after the store failed")
+	}
+}
+
+func shortDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "sp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

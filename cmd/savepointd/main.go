@@ -25,6 +25,7 @@ const (
 	exitFail   = 1
 	exitConfig = 2
 	exitLocked = 3
+	exitData   = 4 // the data directory cannot be served as it is
 )
 
 func main() {
@@ -44,12 +45,17 @@ func run(args []string, env func(string) string, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{Logger: logger})
-	if errors.Is(err, badgerstore.ErrLocked) {
+	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
+		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
+	})
+	switch {
+	case errors.Is(err, badgerstore.ErrLocked):
 		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)
 		return exitLocked
-	}
-	if err != nil {
+	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat):
+		fmt.Fprintf(stderr, "savepointd: %v\n", err)
+		return exitData
+	case err != nil:
 		fmt.Fprintf(stderr, "savepointd: open store: %v\n", err)
 		return exitFail
 	}
@@ -63,6 +69,10 @@ func run(args []string, env func(string) string, stderr io.Writer) int {
 	defer stop()
 	if err := daemon.Run(ctx, cfg, store, logger); err != nil {
 		logger.Error("savepointd failed", "err", err)
+		return exitFail
+	}
+	if err := store.Err(); err != nil {
+		logger.Error("savepointd stopped after a storage failure; restart it to recover", "err", err)
 		return exitFail
 	}
 	return exitOK
@@ -95,6 +105,10 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"`bytes` of checkpoint and messages in one response before the rest is paged (env SAVEPOINT_RESPONSE_BUDGET_BYTES)")
 	fs.DurationVar(&cfg.ShutdownTimeout, name("shutdown-timeout", "SAVEPOINT_SHUTDOWN_TIMEOUT"), cfg.ShutdownTimeout,
 		"graceful stop deadline (env SAVEPOINT_SHUTDOWN_TIMEOUT)")
+	fs.Uint64Var(&cfg.DiskReserveBytes, name("disk-reserve-bytes", "SAVEPOINT_DISK_RESERVE_BYTES"), cfg.DiskReserveBytes,
+		"free `bytes` the data directory's filesystem keeps; below it writes get DISK_FULL (0: 256 MiB) (env SAVEPOINT_DISK_RESERVE_BYTES)")
+	fs.BoolVar(&cfg.AcceptDataLoss, name("accept-data-loss", "SAVEPOINT_ACCEPT_DATA_LOSS"), cfg.AcceptDataLoss,
+		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
 
