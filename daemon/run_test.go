@@ -250,7 +250,9 @@ func TestRunStopsWhenStoreFails(t *testing.T) {
 	f := &failingStore{failed: make(chan struct{})}
 	sock := filepath.Join(shortDir(t), "s.sock")
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), Config{Listen: "unix:" + sock}, f, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		done <- Run(context.Background(), Config{Listen: "unix:" + sock}, f, slog.New(slog.DiscardHandler))
+	}()
 	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
