@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -176,7 +177,8 @@ func (e *engine) commitBatch(batch []*op) {
 		for _, o := range batch {
 			o.done <- nil
 		}
-		go e.write(batch)
+		time.Sleep(100 * time.Millisecond) // a window in which a kill loses acknowledged writes
+		e.write(batch)
 		return
 	}
 	err := e.err()
