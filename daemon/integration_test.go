@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -424,8 +426,26 @@ func TestDamagedValueIsDataLossForThatSessionAlone(t *testing.T) {
 	if _, err := d.Client.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "good"}); err != nil {
 		t.Fatalf("good session: %v", err)
 	}
+	// One verification routine, two ways: the Verify RPC while the daemon
+	// runs, and "savepointd verify" while it is stopped.
+	rep, err := d.Client.Verify(ctx, &savepointv1.VerifyRequest{})
+	if err != nil || len(rep.DamagedSessions) != 1 || rep.DamagedSessions[0].SessionId != "bad" || rep.CheckedSessions != 2 {
+		t.Fatalf("Verify RPC: %v %v", rep, err)
+	}
+	d.Stop()
+	out, err := exec.Command(d.Bin, "verify", "--data-dir", d.DataDir).Output()
+	var exit *exec.ExitError
+	var offline savepointv1.VerifyResponse
+	if !errors.As(err, &exit) || exit.ExitCode() != 4 || protojson.Unmarshal(out, &offline) != nil || !proto.Equal(&offline, rep) {
+		t.Fatalf("savepointd verify: %v\n%s", err, out)
+	}
+	d.Restart()
 	if _, err := d.Client.DeleteSession(ctx, &savepointv1.DeleteSessionRequest{SessionId: "bad"}); err != nil {
 		t.Fatalf("deleting the damaged session: %v", err)
+	}
+	d.Stop()
+	if out, err := exec.Command(d.Bin, "verify", "--data-dir", d.DataDir).CombinedOutput(); err != nil {
+		t.Fatalf("savepointd verify after the delete: %v\n%s", err, out)
 	}
 }
 

@@ -262,6 +262,24 @@ func (s *Server) DeleteSession(ctx context.Context, req *savepointv1.DeleteSessi
 	return &savepointv1.DeleteSessionResponse{TombstoneEpoch: epoch}, nil
 }
 
+// Verify implements SavepointServiceServer.
+func (s *Server) Verify(ctx context.Context, _ *savepointv1.VerifyRequest) (*savepointv1.VerifyResponse, error) {
+	rep, err := s.store.Verify(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return VerifyReportToProto(rep), nil
+}
+
+// VerifyReportToProto is the wire form of a VerifyReport.
+func VerifyReportToProto(rep VerifyReport) *savepointv1.VerifyResponse {
+	resp := &savepointv1.VerifyResponse{CheckedSessions: rep.CheckedSessions, CheckedRecords: rep.CheckedRecords}
+	for _, d := range rep.Damaged {
+		resp.DamagedSessions = append(resp.DamagedSessions, &savepointv1.DamagedSession{SessionId: d.SessionID, Problem: d.Problem})
+	}
+	return resp
+}
+
 func checkpointToProto(cp Checkpoint) *savepointv1.Checkpoint {
 	p := &savepointv1.Checkpoint{
 		SessionId:    cp.SessionID,

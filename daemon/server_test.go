@@ -117,6 +117,10 @@ func (f *fakeStore) DeleteSession(_ context.Context, sessionID string, epoch uin
 	return epoch + 1, nil
 }
 
+func (f *fakeStore) Verify(context.Context) (VerifyReport, error) {
+	return VerifyReport{}, f.call()
+}
+
 var bg = context.Background()
 
 // wantStatus fails unless err is a status with the code and reason.

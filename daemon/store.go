@@ -34,6 +34,10 @@ type Store interface {
 	// DeleteSession removes a session's revisions, history and ledger and
 	// leaves a tombstone; it returns the tombstone's epoch.
 	DeleteSession(ctx context.Context, sessionID string, epoch uint64) (tombstoneEpoch uint64, err error)
+	// Verify reads every record, checking its integrity and that each live
+	// session's latest revision and history are complete. Damage is reported
+	// in the VerifyReport; an error means the check itself could not run.
+	Verify(ctx context.Context) (VerifyReport, error)
 	// Close releases the store; no method may be called after it.
 	Close() error
 }

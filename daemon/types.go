@@ -184,3 +184,16 @@ type SessionSummary struct {
 	Labels              map[string]string
 	UpdateTime          time.Time
 }
+
+// VerifyReport is what a full check of a store found.
+type VerifyReport struct {
+	CheckedSessions uint64
+	CheckedRecords  uint64
+	Damaged         []DamagedSession // in session id order; empty when all verified
+}
+
+// DamagedSession names a damaged session and its first problem.
+type DamagedSession struct {
+	SessionID string // empty for damage outside any session
+	Problem   string
+}

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 )
@@ -25,16 +27,21 @@ const (
 	exitFail   = 1
 	exitConfig = 2
 	exitLocked = 3
-	exitData   = 4 // the data directory cannot be served as it is
+	exitData   = 4 // the data directory cannot be served as it is, or verify found damage
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-// run is savepointd with its arguments, environment and stderr; it returns
-// the exit code.
-func run(args []string, env func(string) string, stderr io.Writer) int {
+// run is savepointd with its arguments, environment, stdout and stderr; it
+// returns the exit code. "savepointd verify [flags]" checks a stopped
+// daemon's data directory instead of serving it.
+func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
+	verify := len(args) > 0 && args[0] == "verify"
+	if verify {
+		args = args[1:]
+	}
 	cfg, err := parseConfig(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -67,6 +74,9 @@ func run(args []string, env func(string) string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if verify {
+		return runVerify(ctx, store, stdout, stderr)
+	}
 	if err := daemon.Run(ctx, cfg, store, logger); err != nil {
 		logger.Error("savepointd failed", "err", err)
 		return exitFail
@@ -74,6 +84,23 @@ func run(args []string, env func(string) string, stderr io.Writer) int {
 	if err := store.Err(); err != nil {
 		logger.Error("savepointd stopped after a storage failure; restart it to recover", "err", err)
 		return exitFail
+	}
+	return exitOK
+}
+
+// runVerify prints the store's VerifyResponse as JSON, as the Verify RPC
+// returns it; it exits exitData when a session is damaged.
+func runVerify(ctx context.Context, store daemon.Store, stdout, stderr io.Writer) int {
+	rep, err := store.Verify(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd verify: %v\n", err)
+		return exitFail
+	}
+	out, _ := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(daemon.VerifyReportToProto(rep))
+	fmt.Fprintf(stdout, "%s\n", out)
+	if len(rep.Damaged) > 0 {
+		fmt.Fprintf(stderr, "savepointd verify: %d damaged sessions\n", len(rep.Damaged))
+		return exitData
 	}
 	return exitOK
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -93,7 +94,7 @@ func TestRunExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := run(tt.args, envOf(tt.env), &stderr); code != tt.code {
+			if code := run(tt.args, envOf(tt.env), io.Discard, &stderr); code != tt.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tt.says) {
@@ -112,7 +113,7 @@ func TestRunLocked(t *testing.T) {
 	defer st.Close()
 	var stderr bytes.Buffer
 	sock := "unix:" + filepath.Join(t.TempDir(), "s.sock")
-	if code := run([]string{"--data-dir", dir, "--listen", sock}, envOf(nil), &stderr); code != exitLocked {
+	if code := run([]string{"--data-dir", dir, "--listen", sock}, envOf(nil), io.Discard, &stderr); code != exitLocked {
 		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitLocked, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "lock") || !strings.Contains(stderr.String(), dir) {

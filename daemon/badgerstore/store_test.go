@@ -190,3 +190,26 @@ func TestInterruptedDeleteFinishesAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestVerify(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}, {Role: "user", ContentJSON: `"y"`}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := s.Verify(ctx)
+	if err != nil || len(rep.Damaged) != 0 || rep.CheckedSessions != 3 || rep.CheckedRecords < 3*4 {
+		t.Fatalf("clean store: %+v %v", rep, err)
+	}
+	damage(t, s, revisionKey("b", 1))
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(messageKey("c", 1)) }); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = s.Verify(ctx)
+	if err != nil || len(rep.Damaged) != 2 || rep.Damaged[0].SessionID != "b" || rep.Damaged[1].SessionID != "c" {
+		t.Fatalf("damaged store: %+v %v", rep, err)
+	}
+	t.Logf("%+v", rep.Damaged)
+}

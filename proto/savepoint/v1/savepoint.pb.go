@@ -1853,6 +1853,160 @@ func (x *DeleteSessionResponse) GetTombstoneEpoch() uint64 {
 	return 0
 }
 
+type VerifyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyRequest) Reset() {
+	*x = VerifyRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyRequest) ProtoMessage() {}
+
+func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
+func (*VerifyRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
+}
+
+// DamagedSession is a session Verify found damaged.
+type DamagedSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session; empty for damage outside any session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// What is wrong, for a person to read.
+	Problem       string `protobuf:"bytes,2,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DamagedSession) Reset() {
+	*x = DamagedSession{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DamagedSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DamagedSession) ProtoMessage() {}
+
+func (x *DamagedSession) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DamagedSession.ProtoReflect.Descriptor instead.
+func (*DamagedSession) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DamagedSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DamagedSession) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
+type VerifyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sessions checked, tombstones included.
+	CheckedSessions uint64 `protobuf:"varint,1,opt,name=checked_sessions,json=checkedSessions,proto3" json:"checked_sessions,omitempty"`
+	// The records read.
+	CheckedRecords uint64 `protobuf:"varint,2,opt,name=checked_records,json=checkedRecords,proto3" json:"checked_records,omitempty"`
+	// The damaged sessions; empty when everything verified.
+	DamagedSessions []*DamagedSession `protobuf:"bytes,3,rep,name=damaged_sessions,json=damagedSessions,proto3" json:"damaged_sessions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *VerifyResponse) Reset() {
+	*x = VerifyResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyResponse) ProtoMessage() {}
+
+func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
+func (*VerifyResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *VerifyResponse) GetCheckedSessions() uint64 {
+	if x != nil {
+		return x.CheckedSessions
+	}
+	return 0
+}
+
+func (x *VerifyResponse) GetCheckedRecords() uint64 {
+	if x != nil {
+		return x.CheckedRecords
+	}
+	return 0
+}
+
+func (x *VerifyResponse) GetDamagedSessions() []*DamagedSession {
+	if x != nil {
+		return x.DamagedSessions
+	}
+	return nil
+}
+
 var File_savepoint_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_savepoint_proto_rawDesc = "" +
@@ -2018,7 +2172,16 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"@\n" +
 	"\x15DeleteSessionResponse\x12'\n" +
-	"\x0ftombstone_epoch\x18\x01 \x01(\x04R\x0etombstoneEpoch*\x82\x01\n" +
+	"\x0ftombstone_epoch\x18\x01 \x01(\x04R\x0etombstoneEpoch\"\x0f\n" +
+	"\rVerifyRequest\"I\n" +
+	"\x0eDamagedSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
+	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xad\x01\n" +
+	"\x0eVerifyResponse\x12)\n" +
+	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
+	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
+	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions*\x82\x01\n" +
 	"\vEffectClass\x12\x1c\n" +
 	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +
@@ -2028,7 +2191,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x032\x86\x06\n" +
+	"\x11DECISION_IN_DOUBT\x10\x032\xcb\x06\n" +
 	"\x10SavepointService\x12[\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\x12R\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\x12U\n" +
@@ -2039,7 +2202,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"GetSession\x12\x1f.savepoint.v1.GetSessionRequest\x1a .savepoint.v1.GetSessionResponse\x12U\n" +
 	"\fListMessages\x12!.savepoint.v1.ListMessagesRequest\x1a\".savepoint.v1.ListMessagesResponse\x12U\n" +
 	"\fListSessions\x12!.savepoint.v1.ListSessionsRequest\x1a\".savepoint.v1.ListSessionsResponse\x12X\n" +
-	"\rDeleteSession\x12\".savepoint.v1.DeleteSessionRequest\x1a#.savepoint.v1.DeleteSessionResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\rDeleteSession\x12\".savepoint.v1.DeleteSessionRequest\x1a#.savepoint.v1.DeleteSessionResponse\x12C\n" +
+	"\x06Verify\x12\x1b.savepoint.v1.VerifyRequest\x1a\x1c.savepoint.v1.VerifyResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -2054,7 +2218,7 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(EffectClass)(0),               // 0: savepoint.v1.EffectClass
 	(Decision)(0),                  // 1: savepoint.v1.Decision
@@ -2082,22 +2246,25 @@ var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(*ListSessionsResponse)(nil),   // 23: savepoint.v1.ListSessionsResponse
 	(*DeleteSessionRequest)(nil),   // 24: savepoint.v1.DeleteSessionRequest
 	(*DeleteSessionResponse)(nil),  // 25: savepoint.v1.DeleteSessionResponse
-	nil,                            // 26: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                            // 27: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                            // 28: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                            // 29: savepoint.v1.SessionSummary.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
+	(*VerifyRequest)(nil),          // 26: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),         // 27: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),         // 28: savepoint.v1.VerifyResponse
+	nil,                            // 29: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                            // 30: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                            // 31: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                            // 32: savepoint.v1.SessionSummary.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	0,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	30, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	33, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	2,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
 	3,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	26, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	30, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	29, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	33, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	2,  // 6: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
 	3,  // 7: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	27, // 8: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	30, // 8: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
 	4,  // 9: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
 	5,  // 10: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
 	3,  // 11: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
@@ -2106,33 +2273,36 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	15, // 14: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
 	5,  // 15: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
 	2,  // 16: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	28, // 17: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	29, // 18: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	30, // 19: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	31, // 17: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	32, // 18: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	33, // 19: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
 	22, // 20: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	6,  // 21: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	8,  // 22: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	10, // 23: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	12, // 24: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	14, // 25: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	17, // 26: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	19, // 27: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	21, // 28: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	24, // 29: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	7,  // 30: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	9,  // 31: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	11, // 32: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	13, // 33: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	16, // 34: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	18, // 35: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	20, // 36: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	23, // 37: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	25, // 38: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	30, // [30:39] is the sub-list for method output_type
-	21, // [21:30] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	27, // 21: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	6,  // 22: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	8,  // 23: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	10, // 24: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	12, // 25: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	14, // 26: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	17, // 27: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	19, // 28: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	21, // 29: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	24, // 30: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	26, // 31: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	7,  // 32: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	9,  // 33: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	11, // 34: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	13, // 35: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	16, // 36: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	18, // 37: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	20, // 38: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	23, // 39: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	25, // 40: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	28, // 41: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -2148,7 +2318,7 @@ func file_savepoint_v1_savepoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	SavepointService_ListMessages_FullMethodName   = "/savepoint.v1.SavepointService/ListMessages"
 	SavepointService_ListSessions_FullMethodName   = "/savepoint.v1.SavepointService/ListSessions"
 	SavepointService_DeleteSession_FullMethodName  = "/savepoint.v1.SavepointService/DeleteSession"
+	SavepointService_Verify_FullMethodName         = "/savepoint.v1.SavepointService/Verify"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -64,6 +65,10 @@ type SavepointServiceClient interface {
 	// DeleteSession removes a session's checkpoints, history and ledger
 	// together, leaving a tombstone that keeps stale epochs fenced.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// Verify reads every stored record, checking its checksum and that each
+	// session's latest revision and history are complete, and lists the
+	// damaged sessions. It writes nothing.
+	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
 }
 
 type savepointServiceClient struct {
@@ -164,6 +169,16 @@ func (c *savepointServiceClient) DeleteSession(ctx context.Context, in *DeleteSe
 	return out, nil
 }
 
+func (c *savepointServiceClient) Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyResponse)
+	err := c.cc.Invoke(ctx, SavepointService_Verify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -198,6 +213,10 @@ type SavepointServiceServer interface {
 	// DeleteSession removes a session's checkpoints, history and ledger
 	// together, leaving a tombstone that keeps stale epochs fenced.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
+	// Verify reads every stored record, checking its checksum and that each
+	// session's latest revision and history are complete, and lists the
+	// damaged sessions. It writes nothing.
+	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -234,6 +253,9 @@ func (UnimplementedSavepointServiceServer) ListSessions(context.Context, *ListSe
 }
 func (UnimplementedSavepointServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedSavepointServiceServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -418,6 +440,24 @@ func _SavepointService_DeleteSession_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SavepointService_Verify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).Verify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_Verify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).Verify(ctx, req.(*VerifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -460,6 +500,10 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSession",
 			Handler:    _SavepointService_DeleteSession_Handler,
+		},
+		{
+			MethodName: "Verify",
+			Handler:    _SavepointService_Verify_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
