@@ -84,7 +84,7 @@ func (s *Server) RecordEffect(ctx context.Context, req *savepointv1.RecordEffect
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &savepointv1.RecordEffectResponse{Effect: effectToProto(stored), AlreadyRecorded: already}, nil
+	return &savepointv1.RecordEffectResponse{Effect: EffectToProto(stored), AlreadyRecorded: already}, nil
 }
 
 // Resume implements SavepointServiceServer.
@@ -115,14 +115,14 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 	resp := &savepointv1.ReconcileResponse{Revision: rev}
 	for _, r := range Reconcile(calls) {
 		pr := &savepointv1.Resolution{
-			ToolUse:        toolUseToProto(r.Call.ToolUse),
+			ToolUse:        ToolUseToProto(r.Call.ToolUse),
 			Decision:       decisionToProto(r.Decision),
 			IdempotencyKey: r.Call.IdempotencyKey,
 			ToolResultText: r.ToolResultText,
 			Begun:          r.Call.Begun,
 		}
 		if r.Call.Effect != nil {
-			pr.Effect = effectToProto(*r.Call.Effect)
+			pr.Effect = EffectToProto(*r.Call.Effect)
 		}
 		resp.Resolutions = append(resp.Resolutions, pr)
 	}
@@ -293,7 +293,7 @@ func checkpointToProto(cp Checkpoint) *savepointv1.Checkpoint {
 		Labels:       cp.Labels,
 	}
 	for _, t := range cp.PendingToolUses {
-		p.PendingToolUses = append(p.PendingToolUses, toolUseToProto(t))
+		p.PendingToolUses = append(p.PendingToolUses, ToolUseToProto(t))
 	}
 	if !cp.SaveTime.IsZero() {
 		p.SaveTime = timestamppb.New(cp.SaveTime)
@@ -324,41 +324,6 @@ func messagesToProto(msgs []Message) []*savepointv1.Message {
 		out = append(out, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON})
 	}
 	return out
-}
-
-func toolUseToProto(t ToolUse) *savepointv1.ToolUse {
-	return &savepointv1.ToolUse{
-		ToolUseId:    t.ID,
-		Name:         t.Name,
-		InputJson:    t.InputJSON,
-		EffectClass:  effectClassToProto(t.Class),
-		BeginTracked: t.BeginTracked,
-	}
-}
-
-func effectClassToProto(c EffectClass) savepointv1.EffectClass {
-	switch c {
-	case ReadOnly:
-		return savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY
-	case Idempotent:
-		return savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT
-	default:
-		return savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
-	}
-}
-
-func effectToProto(e Effect) *savepointv1.Effect {
-	p := &savepointv1.Effect{
-		ToolUseId: e.ToolUseID,
-		Name:      e.Name,
-		Output:    e.Output,
-		IsError:   e.IsError,
-		Late:      e.Late,
-	}
-	if !e.RecordTime.IsZero() {
-		p.RecordTime = timestamppb.New(e.RecordTime)
-	}
-	return p
 }
 
 func decisionToProto(d Decision) savepointv1.Decision {

@@ -483,7 +483,7 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	// Pending tool uses: refuse one already recorded; remember each call.
 	pending := make([]*savepointv1.ToolUse, 0, len(req.PendingToolUses))
 	for _, u := range req.PendingToolUses {
-		tu := toolUseToProto(u)
+		tu := daemon.ToolUseToProto(u)
 		var call storagev1.CallRecord
 		key := callKey(sid, u.ID)
 		if _, err := get(t, sid, key, &call); err != nil {
@@ -624,7 +624,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 			return fmt.Errorf("%w: tool use %q is a call of %q, not %q", daemon.ErrToolNameMismatch, e.ToolUseID, call.ToolUse.GetName(), e.Name)
 		}
 		if call.Effect != nil {
-			stored = effectFromProto(call.Effect)
+			stored = daemon.EffectFromProto(call.Effect)
 			if !stored.SameOutcome(e) {
 				return &daemon.StateError{Err: daemon.ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 					Msg: fmt.Sprintf("tool use %q already has a different recorded effect; the first record stands", e.ToolUseID)}
@@ -634,7 +634,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 		}
 		e.RecordTime = s.now()
 		e.Late = call.LastPendingRevision != h.Revision
-		call.Effect = effectToProto(e)
+		call.Effect = daemon.EffectToProto(e)
 		stored = e
 		return put(t, key, &call)
 	})
@@ -715,7 +715,7 @@ func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64)
 		SaveTime:     rec.SaveTime.AsTime(),
 	}
 	for _, t := range rec.PendingToolUses {
-		cp.PendingToolUses = append(cp.PendingToolUses, toolUseFromProto(t))
+		cp.PendingToolUses = append(cp.PendingToolUses, daemon.ToolUseFromProto(t))
 	}
 	return cp, nil
 }
@@ -779,9 +779,9 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 			if _, err := get(t, sessionID, callKey(sessionID, u.ToolUseId), &call); err != nil {
 				return err
 			}
-			pc := daemon.PendingCall{ToolUse: toolUseFromProto(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
+			pc := daemon.PendingCall{ToolUse: daemon.ToolUseFromProto(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
 			if call.Effect != nil {
-				e := effectFromProto(call.Effect)
+				e := daemon.EffectFromProto(call.Effect)
 				pc.Effect = &e
 			}
 			calls = append(calls, pc)
@@ -935,38 +935,6 @@ func (s *Store) finishPurges() error {
 		}
 	}
 	return nil
-}
-
-func toolUseToProto(t daemon.ToolUse) *savepointv1.ToolUse {
-	class := savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
-	switch t.Class {
-	case daemon.ReadOnly:
-		class = savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY
-	case daemon.Idempotent:
-		class = savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT
-	}
-	return &savepointv1.ToolUse{ToolUseId: t.ID, Name: t.Name, InputJson: t.InputJSON, EffectClass: class, BeginTracked: t.BeginTracked}
-}
-
-func toolUseFromProto(t *savepointv1.ToolUse) daemon.ToolUse {
-	class := daemon.SideEffect
-	switch t.EffectClass {
-	case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
-		class = daemon.ReadOnly
-	case savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
-		class = daemon.Idempotent
-	}
-	return daemon.ToolUse{ID: t.ToolUseId, Name: t.Name, InputJSON: t.InputJson, Class: class, BeginTracked: t.BeginTracked}
-}
-
-func effectToProto(e daemon.Effect) *savepointv1.Effect {
-	return &savepointv1.Effect{ToolUseId: e.ToolUseID, Name: e.Name, Output: e.Output, IsError: e.IsError,
-		RecordTime: timestamppb.New(e.RecordTime), Late: e.Late}
-}
-
-func effectFromProto(e *savepointv1.Effect) daemon.Effect {
-	return daemon.Effect{ToolUseID: e.ToolUseId, Name: e.Name, Output: e.Output, IsError: e.IsError,
-		RecordTime: e.RecordTime.AsTime(), Late: e.Late}
 }
 
 // badgerLogger sends Badger's log lines to slog.

@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// ToolUseToProto is the wire form of a tool use.
+func ToolUseToProto(t ToolUse) *savepointv1.ToolUse {
+	return &savepointv1.ToolUse{
+		ToolUseId:    t.ID,
+		Name:         t.Name,
+		InputJson:    t.InputJSON,
+		EffectClass:  effectClassToProto(t.Class),
+		BeginTracked: t.BeginTracked,
+	}
+}
+
+// ToolUseFromProto is the domain form of a tool use; an unknown effect class
+// is taken as SideEffect (requests are validated before this).
+func ToolUseFromProto(t *savepointv1.ToolUse) ToolUse {
+	class, _ := effectClassFromProto(t.GetEffectClass())
+	return ToolUse{ID: t.GetToolUseId(), Name: t.GetName(), InputJSON: t.GetInputJson(), Class: class, BeginTracked: t.GetBeginTracked()}
+}
+
+func effectClassToProto(c EffectClass) savepointv1.EffectClass {
+	switch c {
+	case ReadOnly:
+		return savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY
+	case Idempotent:
+		return savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT
+	default:
+		return savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
+	}
+}
+
+// EffectToProto is the wire form of an effect; a zero RecordTime is left
+// unset.
+func EffectToProto(e Effect) *savepointv1.Effect {
+	p := &savepointv1.Effect{
+		ToolUseId: e.ToolUseID,
+		Name:      e.Name,
+		Output:    e.Output,
+		IsError:   e.IsError,
+		Late:      e.Late,
+	}
+	if !e.RecordTime.IsZero() {
+		p.RecordTime = timestamppb.New(e.RecordTime)
+	}
+	return p
+}
+
+// EffectFromProto is the domain form of an effect.
+func EffectFromProto(e *savepointv1.Effect) Effect {
+	out := Effect{ToolUseID: e.GetToolUseId(), Name: e.GetName(), Output: e.GetOutput(), IsError: e.GetIsError(), Late: e.GetLate()}
+	if e.GetRecordTime() != nil {
+		out.RecordTime = e.GetRecordTime().AsTime()
+	}
+	return out
+}
