@@ -846,9 +846,10 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 		h, err := mustHead(t, sessionID)
 		switch {
 		case errors.Is(err, daemon.ErrCorrupt):
-			// A session that cannot be decoded can still be deleted; its epoch
-			// is unknown, so the caller's stands in for it.
-			tombEpoch = epoch
+			// A session whose head cannot be decoded can still be deleted.
+			// Its epoch is unknown: the tombstone takes the highest epoch
+			// any readable revision was saved under, or the caller's.
+			tombEpoch = max(epoch, savedEpoch(t, sessionID))
 		case err != nil:
 			return err
 		default:
@@ -865,6 +866,22 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 		return 0, err
 	}
 	return tombEpoch, s.purge(sessionID)
+}
+
+// savedEpoch returns the highest epoch among the session's readable
+// revisions.
+func savedEpoch(t *tx, sessionID string) uint64 {
+	var top uint64
+	it := t.r.NewIterator(badger.IteratorOptions{Prefix: sessionScope(kindRevision, sessionID)})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		var rec storagev1.RevisionRecord
+		key := it.Item().KeyCopy(nil)
+		if v, err := it.Item().ValueCopy(nil); err == nil && decodeValue(key, v, &rec) == nil {
+			top = max(top, rec.Epoch)
+		}
+	}
+	return top
 }
 
 // purgeBatch bounds the keys deleted per transaction, well under Badger's

@@ -134,8 +134,12 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 			if _, err := s.Resume(ctx, "good"); err != nil {
 				t.Fatalf("good session: %v", err)
 			}
-			if _, err := s.DeleteSession(ctx, "bad", resumed.Epoch); err != nil {
+			tomb, err := s.DeleteSession(ctx, "bad", resumed.Epoch)
+			if err != nil {
 				t.Fatalf("delete damaged: %v", err)
+			}
+			if tomb < 1 {
+				t.Fatalf("tombstone epoch %d fences nothing", tomb)
 			}
 			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "bad"}); err != nil {
 				t.Fatalf("re-create after delete: %v", err)
