@@ -212,7 +212,7 @@ func TestMigrateFormat1(t *testing.T) {
 	s := openT(t, dir)
 	defer s.Close()
 	var rec storagev1.FormatRecord
-	if err := s.view(ctx, func(t *tx) error { _, err := get(t, "", formatKey, &rec); return err }); err != nil || rec.Version != FormatVersion {
+	if err := s.view(ctx, func(t *tx) error { _, err := get(t, nil, "", formatKey, &rec); return err }); err != nil || rec.Version != FormatVersion {
 		t.Fatalf("format after migration: %v %v", rec.Version, err)
 	}
 	_, calls, err := s.PendingCalls(ctx, "fixture-1")

@@ -244,7 +244,7 @@ func (s *Store) migrate() error {
 	var empty bool
 	err := s.view(context.Background(), func(t *tx) error {
 		var rec storagev1.FormatRecord
-		found, err := get(t, "", formatKey, &rec)
+		found, err := get(t, nil, "", formatKey, &rec)
 		if err != nil {
 			return fmt.Errorf("%w: format record: %v", ErrFormat, err)
 		}
@@ -321,27 +321,34 @@ func put(t *tx, key []byte, m proto.Message) error {
 
 // get reads key into m; found is false when the key is absent. A value that
 // fails its checksum or does not decode is daemon.ErrCorrupt.
-func get(t *tx, sessionID string, key []byte, m proto.Message) (found bool, err error) {
+//
+// h is the session's head when it is known, so that the error can carry the
+// session's revision and epoch (a client needs the epoch to delete it).
+func get(t *tx, h *storagev1.SessionRecord, sessionID string, key []byte, m proto.Message) (found bool, err error) {
 	v, found, err := t.get(key)
 	if err != nil || !found {
 		return false, err
 	}
 	if err := decodeValue(key, v, m); err != nil {
-		return false, corrupt(sessionID, err)
+		return false, corrupt(h, sessionID, err)
 	}
 	return true, nil
 }
 
-func corrupt(sessionID string, err error) error {
-	return fmt.Errorf("%w: session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
-		"read what you can with GetSession and delete it with DeleteSession", daemon.ErrCorrupt, sessionID, err)
+func corrupt(h *storagev1.SessionRecord, sessionID string, err error) error {
+	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
+		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
+	if h == nil {
+		return fmt.Errorf("%w: %s", daemon.ErrCorrupt, msg)
+	}
+	return &daemon.StateError{Err: daemon.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
 }
 
 // head returns the session's record, or nil when it does not exist or is a
 // tombstone; tomb returns the tombstone.
 func head(t *tx, sessionID string) (live, tomb *storagev1.SessionRecord, err error) {
 	var rec storagev1.SessionRecord
-	found, err := get(t, sessionID, sessionKey(sessionID), &rec)
+	found, err := get(t, nil, sessionID, sessionKey(sessionID), &rec)
 	if err != nil || !found {
 		return nil, nil, err
 	}
@@ -430,12 +437,12 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q is at revision %d, not %d; reload it before saving", sid, h.Revision, req.ExpectedRevision)}
 		}
-		found, err := get(t, sid, revisionKey(sid, h.Revision), &prev)
+		found, err := get(t, h, sid, revisionKey(sid, h.Revision), &prev)
 		if err != nil {
 			return daemon.SaveResult{}, err
 		}
 		if !found {
-			return daemon.SaveResult{}, corrupt(sid, fmt.Errorf("revision %d is missing", h.Revision))
+			return daemon.SaveResult{}, corrupt(h, sid, fmt.Errorf("revision %d is missing", h.Revision))
 		}
 	case req.ExpectedRevision != 0:
 		return daemon.SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
@@ -486,7 +493,7 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		tu := daemon.ToolUseToProto(u)
 		var call storagev1.CallRecord
 		key := callKey(sid, u.ID)
-		if _, err := get(t, sid, key, &call); err != nil {
+		if _, err := get(t, h, sid, key, &call); err != nil {
 			return daemon.SaveResult{}, err
 		}
 		if call.Effect != nil {
@@ -566,7 +573,7 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 		}
 		var call storagev1.CallRecord
 		key := callKey(sessionID, toolUseID)
-		found, err := get(t, sessionID, key, &call)
+		found, err := get(t, h, sessionID, key, &call)
 		if err != nil {
 			return err
 		}
@@ -609,7 +616,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 		}
 		var call storagev1.CallRecord
 		key := callKey(sessionID, e.ToolUseID)
-		found, err := get(t, sessionID, key, &call)
+		found, err := get(t, h, sessionID, key, &call)
 		if err != nil {
 			return err
 		}
@@ -686,7 +693,7 @@ func revision(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (
 			Msg: fmt.Sprintf("session %q has no revision %d; its latest is %d", sessionID, rev, h.Revision)}
 	}
 	var rec storagev1.RevisionRecord
-	found, err := get(t, sessionID, revisionKey(sessionID, rev), &rec)
+	found, err := get(t, h, sessionID, revisionKey(sessionID, rev), &rec)
 	if err != nil {
 		return nil, err
 	}
@@ -740,12 +747,12 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 			}
 			for seq := sg.FirstSeq + (max(start, idx) - idx); seq < sg.FirstSeq+sg.Count; seq++ {
 				var m savepointv1.Message
-				found, err := get(t, sessionID, messageKey(sessionID, seq), &m)
+				found, err := get(t, h, sessionID, messageKey(sessionID, seq), &m)
 				if err != nil {
 					return err
 				}
 				if !found {
-					return corrupt(sessionID, fmt.Errorf("message %d of revision %d is missing", seq, rec.Revision))
+					return corrupt(h, sessionID, fmt.Errorf("message %d of revision %d is missing", seq, rec.Revision))
 				}
 				dm := daemon.Message{Role: m.Role, ContentJSON: m.ContentJson}
 				size += daemon.MessageSize(dm)
@@ -776,7 +783,7 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 		rev = rec.Revision
 		for _, u := range rec.PendingToolUses {
 			var call storagev1.CallRecord
-			if _, err := get(t, sessionID, callKey(sessionID, u.ToolUseId), &call); err != nil {
+			if _, err := get(t, h, sessionID, callKey(sessionID, u.ToolUseId), &call); err != nil {
 				return err
 			}
 			pc := daemon.PendingCall{ToolUse: daemon.ToolUseFromProto(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
@@ -912,7 +919,7 @@ func (s *Store) purge(sessionID string) error {
 	}
 	return s.update(func(t *tx) error {
 		var rec storagev1.SessionRecord
-		if _, err := get(t, sessionID, sessionKey(sessionID), &rec); err != nil {
+		if _, err := get(t, nil, sessionID, sessionKey(sessionID), &rec); err != nil {
 			return err
 		}
 		if !rec.Deleted {
