@@ -1,0 +1,309 @@
+package crashtest
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// Fault injection on the sync path. A kill -9 test passes even with syncs
+// off, because the page cache outlives the process; these tests make the
+// syncs themselves fail, with strace, and check that the write whose sync
+// failed is never acknowledged, that savepointd stops acknowledging and
+// exits non-zero, and that after a restart every earlier acknowledged write
+// is intact.
+//
+// What strace showed (strace -f -y -e trace=fsync,fdatasync,msync): Badger's
+// db.Sync, which the engine calls once per commit, is two msync(MS_SYNC)
+// calls, always in this order: the active memtable's write-ahead log
+// (NNNNN.mem, mapped at 2*MemTableSize) and then the current value log
+// (NNNNNN.vlog). A commit makes no fsync, fdatasync or write call: Badger
+// writes both logs through shared memory maps. fsync is used only for the
+// high-water mark file, the directory, and the MANIFEST at a memtable flush.
+//
+// strace counts `when=N` per syscall *and per thread*, and Go runs the
+// commit loop on whichever thread is free, so a `when=N` counted from
+// process start does not name one commit. The tests therefore start
+// savepointd, make some acknowledged writes, and then attach strace to the
+// running process (strace -f -p PID): counting starts at the attach, so
+// when=1 fails the first msync after it, which is the write-ahead log sync of
+// the next commit; when=2 fails the second msync of a thread, which is that
+// commit's value log sync when both run on one thread. Which mapping an
+// injected msync hit is read from the trace and /proc/PID/maps, never
+// assumed.
+
+func needStrace(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("SKIP: strace is not installed, so the fault-injection tests cannot run; " +
+			"`make test` installs it (apt-get install strace)")
+	}
+	return path
+}
+
+// tracer is strace attached to a running savepointd.
+type tracer struct {
+	cmd    *exec.Cmd
+	out    string // the trace file
+	stderr *syncBuf
+	done   chan struct{}
+}
+
+// attach attaches strace to pid with the given filter and injection
+// arguments and waits until every thread is traced.
+func attach(t *testing.T, strace string, pid int, args ...string) *tracer {
+	t.Helper()
+	tr := &tracer{out: filepath.Join(t.TempDir(), "strace.txt"), stderr: &syncBuf{}, done: make(chan struct{})}
+	all := append([]string{"-f", "-tt", "-o", tr.out, "-p", strconv.Itoa(pid)}, args...)
+	tr.cmd = exec.Command(strace, all...)
+	tr.cmd.Stderr = tr.stderr
+	if err := tr.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { tr.cmd.Wait(); close(tr.done) }()
+	t.Cleanup(func() {
+		tr.cmd.Process.Signal(syscall.SIGTERM)
+		<-tr.done
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(tr.stderr.String(), "attached") {
+		select {
+		case <-tr.done:
+			t.Skipf("SKIP: strace cannot attach to savepointd here (ptrace refused?): %s", tr.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("strace did not attach: %s", tr.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // let strace seize the remaining threads
+	return tr
+}
+
+// injected returns the trace lines of injected faults, in order.
+func (tr *tracer) injected(t *testing.T) []string {
+	select {
+	case <-tr.done:
+	case <-time.After(10 * time.Second):
+		tr.cmd.Process.Signal(syscall.SIGTERM)
+		<-tr.done
+	}
+	b, err := os.ReadFile(tr.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "(INJECTED)") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// mappings returns the start address of each of Badger's log files mapped by
+// pid: the write-ahead logs (*.mem) and the value logs (*.vlog).
+func mappings(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 {
+			continue
+		}
+		name := fields[5]
+		if strings.HasSuffix(name, ".mem") || strings.HasSuffix(name, ".vlog") {
+			start, _, _ := strings.Cut(fields[0], "-")
+			n, _ := strconv.ParseUint(start, 16, 64)
+			m[fmt.Sprintf("0x%x", n)] = filepath.Base(name)
+		}
+	}
+	return m
+}
+
+// msyncTarget names the file an injected msync line synced.
+func msyncTarget(line string, maps map[string]string) string {
+	_, rest, ok := strings.Cut(line, "msync(")
+	if !ok {
+		return "?"
+	}
+	addr, _, _ := strings.Cut(rest, ",")
+	if name, ok := maps[addr]; ok {
+		return name
+	}
+	return "unknown mapping " + addr
+}
+
+// faultSetup starts savepointd and makes acknowledged writes through one
+// client of the crash harness, plus one message over the value threshold, so
+// that both of Badger's logs hold acknowledged data.
+func faultSetup(t *testing.T, seed uint64) (*proc, *worker) {
+	t.Helper()
+	p := newProc(t, binary(t, false))
+	p.mustStart()
+	h := &harness{t: t, cfg: crashConfig{}, tally: newTally()}
+	w := &worker{h: h, rng: rand.New(rand.NewPCG(seed, 1))}
+	w.steps(t, p.client, 40)
+	big := w.bigSave()
+	ctx, cancel := ctxT()
+	defer cancel()
+	if err := w.do(ctx, p.client, big); err != nil {
+		t.Fatalf("save with a 1.5 MiB message: %v", err)
+	}
+	w.steps(t, p.client, 10)
+	return p, w
+}
+
+// steps runs n operations of the client's loop, each acknowledged.
+func (w *worker) steps(t *testing.T, c savepointv1.SavepointServiceClient, n int) {
+	t.Helper()
+	for range n {
+		o := w.next()
+		ctx, cancel := ctxT()
+		err := w.do(ctx, c, o)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s of %s: %v", kindNames[o.kind], o.s.id, err)
+		}
+	}
+}
+
+// bigSave is a save of a new session with one message of 1.5 MiB, over
+// Badger's 1 MiB value threshold, so that its value goes to the value log.
+func (w *worker) bigSave() *op {
+	w.gen++
+	s := newSession(fmt.Sprintf("big-%d", w.gen))
+	w.sessions = append(w.sessions, s)
+	msgs := []*savepointv1.Message{
+		{Role: "user", ContentJson: `{"text":"a large attachment follows"}`},
+		{Role: "assistant", ContentJson: fmt.Sprintf(`{"text":%q}`, padding(w.rng, 1536<<10))},
+	}
+	return &op{kind: kindSave, s: s, hist: msgs, save: &savepointv1.SaveCheckpointRequest{
+		SessionId: s.id, RequestId: uuid.NewString(), Task: "value log", Turn: 1, AppendMessages: msgs,
+	}}
+}
+
+// TestSyncFailureWAL fails the msync of Badger's write-ahead log (the
+// memtable's .mem file, where small values live) under one small save.
+func TestSyncFailureWAL(t *testing.T) {
+	syncFailure(t, "1", ".mem", false)
+}
+
+// TestSyncFailureValueLog fails the msync of Badger's value log under a save
+// whose 1.5 MiB message went to the value log.
+func TestSyncFailureValueLog(t *testing.T) {
+	syncFailure(t, "2", ".vlog", true)
+}
+
+func syncFailure(t *testing.T, when, wantFile string, big bool) {
+	strace := needStrace(t)
+	for attempt := 1; attempt <= 4; attempt++ {
+		if syncFailureOnce(t, strace, when, wantFile, big, uint64(attempt)) {
+			return
+		}
+		t.Logf("attempt %d: the injected msync hit the other log (the commit changed threads); trying again", attempt)
+	}
+	t.Fatalf("no attempt failed the msync of the %s file", wantFile)
+}
+
+// syncFailureOnce returns false when the injected fault hit a file other
+// than wantFile, so that the caller tries again.
+func syncFailureOnce(t *testing.T, strace, when, wantFile string, big bool, seed uint64) bool {
+	p, w := faultSetup(t, seed)
+	earlier := w.h.tally.acked.Load()
+	maps := mappings(t, p.pid())
+	tr := attach(t, strace, p.pid(), "-e", "trace=msync,fsync,fdatasync",
+		"-e", "inject=msync,fsync,fdatasync:error=EIO:when="+when)
+
+	// Write until a write fails: the first write after the attach with
+	// when=1; the first or second with when=2.
+	var failed *op
+	var failErr error
+	for i := 0; i < 5 && failed == nil; i++ {
+		o := w.next()
+		if big {
+			o = w.bigSave()
+		}
+		ctx, cancel := ctxT()
+		err := w.do(ctx, p.client, o)
+		cancel()
+		if err != nil {
+			failed, failErr = o, err
+		}
+	}
+	if failed == nil {
+		t.Fatalf("no write failed with msync failing (when=%s)", when)
+	}
+	t.Logf("the write whose sync failed (%s of %s) was answered: %v", kindNames[failed.kind], failed.s.id, failErr)
+	if status.Code(failErr) != codes.Unavailable {
+		t.Errorf("the failed write was answered %v, want UNAVAILABLE", status.Code(failErr))
+	}
+
+	// No more acknowledgements.
+	for i := range 3 {
+		ctx, cancel := ctxT()
+		_, err := p.client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+			SessionId: fmt.Sprintf("after-failure-%d", i), AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: "{}"}}})
+		cancel()
+		if err == nil {
+			t.Errorf("a save after the sync failure was acknowledged")
+		}
+	}
+	code, exited := p.wait(30 * time.Second)
+	if !exited {
+		t.Fatalf("savepointd still runs 30s after its sync failed\nstderr:\n%s", p.stderr)
+	}
+	if code == 0 {
+		t.Errorf("savepointd exited 0 after a sync failure")
+	}
+	inj := tr.injected(t)
+	if len(inj) == 0 {
+		t.Fatalf("strace injected nothing; its stderr: %s", tr.stderr)
+	}
+	hit := msyncTarget(inj[0], maps)
+	t.Logf("strace: %s", strings.TrimSpace(inj[0]))
+	t.Logf("that msync synced %s; savepointd exited %d; it logged:\n%s", hit, code, lastLines(p.stderr.String(), 4))
+	if !strings.HasSuffix(hit, wantFile) {
+		return false
+	}
+
+	// After a restart every earlier acknowledged write is intact, and the
+	// failed write is either absent or whole (the retry then applies it).
+	p.mustStart()
+	w.inDoubt = failed
+	w.resolve(p.client)
+	w.verifyAll(p.client)
+	w.resume(p.client)
+	lost, torn, unread := w.h.tally.counts()
+	fmt.Printf("%s: msync of %s failed with EIO (when=%s): client got %s, savepointd exited %d; after restart earlier-acked=%d lost=%d torn=%d unreadable=%d (the failed write had been applied: %t)\n",
+		t.Name(), hit, when, status.Code(failErr), code, earlier, lost, torn, unread, w.h.tally.hadApplied.Load() > 0)
+	if lost+torn+unread > 0 || w.h.tally.unexpected.Load() > 0 {
+		for _, n := range w.h.tally.notes {
+			t.Log(n)
+		}
+		t.Fatalf("lost=%d torn=%d unreadable=%d unexpected=%d", lost, torn, unread, w.h.tally.unexpected.Load())
+	}
+	return true
+}
