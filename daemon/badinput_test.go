@@ -2,12 +2,16 @@ package daemon_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -686,4 +690,79 @@ func sameSnapshot(t *testing.T, a, b []proto.Message) bool {
 		return false
 	}
 	return true
+}
+
+// panickyStore panics on every call: its embedded Store is nil.
+type panickyStore struct{ daemon.Store }
+
+// lockedBuffer is an io.Writer safe to read while a logger writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestHandlerPanic complements TestRunRecoversPanics (which checks the code
+// and that the daemon still serves): a panic in any handler reaches the
+// client as INTERNAL with reason INTERNAL and a generic message that leaks
+// nothing of the panic, the daemon logs it with its stack, and it keeps
+// serving other calls.
+func TestHandlerPanic(t *testing.T) {
+	logs := &lockedBuffer{}
+	sock := daemontest.SocketPath(t)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(runCtx, daemon.Config{Listen: "unix:" + sock}, panickyStore{}, slog.New(slog.NewTextHandler(logs, nil)))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	if err := daemontest.WaitServing(sock, 10*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := dialAgent(t, sock)
+	calls := map[string]func() error{
+		"SaveCheckpoint": func() error {
+			_, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s"})
+			return err
+		},
+		"Resume":       func() error { _, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "s"}); return err },
+		"ListSessions": func() error { _, err := c.ListSessions(ctx, &savepointv1.ListSessionsRequest{}); return err },
+		"Verify":       func() error { _, err := c.Verify(ctx, &savepointv1.VerifyRequest{}); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		checkStatus(t, err, badCase{code: codes.Internal, reason: daemon.ReasonInternal})
+		if msg := status.Convert(err).Message(); strings.Contains(msg, "nil pointer") || strings.Contains(msg, "panic") || strings.Contains(msg, ".go:") {
+			t.Errorf("%s: the panic reached the client: %q", name, msg)
+		}
+	}
+	// Still serving: validation answers, and the health service.
+	_, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "a/b"})
+	checkStatus(t, err, badCase{code: codes.InvalidArgument, reason: "INVALID_SESSION_ID", field: "session_id"})
+	if err := daemontest.WaitServing(sock, time.Second, nil); err != nil {
+		t.Fatalf("health after the panics: %v", err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "panic in handler"); n != len(calls) {
+		t.Errorf("%d panic log lines for %d panics:\n%s", n, len(calls), out)
+	}
+	if !strings.Contains(out, "nil pointer") || !strings.Contains(out, "goroutine") {
+		t.Errorf("the panic log lacks the panic value or its stack:\n%s", out)
+	}
 }
