@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -59,19 +60,22 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	case errors.Is(err, badgerstore.ErrLocked):
 		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)
 		return exitLocked
-	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat):
+	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat), errors.Is(err, badgerstore.ErrDamaged):
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitData
 	case err != nil:
 		fmt.Fprintf(stderr, "savepointd: open store: %v\n", err)
 		return exitFail
 	}
-	defer func() {
-		if err := store.Close(); err != nil {
-			logger.Error("close store", "err", err)
-		}
-	}()
+	code := serve(cfg, store, verify, logger, stdout, stderr)
+	if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
+		code = exitFail
+	}
+	return code
+}
 
+// serve runs the daemon, or the verification, until a signal or a failure.
+func serve(cfg daemon.Config, store *badgerstore.Store, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if verify {
@@ -86,6 +90,26 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// closeStore closes the store, giving up after timeout: Badger retries a
+// failing MANIFEST write forever, and its write-ahead log, already synced,
+// replays at the next start.
+// It reports whether the store closed cleanly.
+func closeStore(store *badgerstore.Store, timeout time.Duration, logger *slog.Logger) bool {
+	done := make(chan error, 1)
+	go func() { done <- store.Close() }()
+	select {
+	case err := <-done:
+		if err != nil && store.Err() == nil { // a storage failure is already logged
+			logger.Error("close store", "err", err)
+			return false
+		}
+		return true
+	case <-time.After(timeout):
+		logger.Error("closing the store did not finish; exiting without it (the synced log replays at the next start)", "timeout", timeout)
+		return false
+	}
 }
 
 // runVerify prints the store's VerifyResponse as JSON, as the Verify RPC

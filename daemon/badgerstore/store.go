@@ -40,6 +40,10 @@ var ErrLocked = errors.New("data directory is locked by another process")
 // ErrFormat is returned by Open when the directory's format cannot be served.
 var ErrFormat = errors.New("unsupported data format")
 
+// ErrDamaged is returned by Open when Badger cannot open the directory: a
+// table fails its checksum, or a file is missing or unreadable.
+var ErrDamaged = errors.New("data directory cannot be opened")
+
 // ErrBehind is returned by Open when the store holds fewer commits than its
 // high-water mark records: acknowledged writes were lost.
 var ErrBehind = errors.New("store is behind its high-water mark")
@@ -124,7 +128,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithNumCompactors(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
-		WithChecksumVerificationMode(options.OnTableAndBlockRead)
+		WithChecksumVerificationMode(options.OnTableRead)
 	if opts.InMemory {
 		bopts.Dir, bopts.ValueDir, dir = "", "", ""
 	} else {
@@ -137,7 +141,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := badger.Open(bopts)
 	if err != nil {
 		s.unlockDir()
-		return nil, fmt.Errorf("open badger in %s: %w", dir, err)
+		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. Restore the directory from a backup, or move it aside to start empty",
+			ErrDamaged, dir, err)
 	}
 	s.db = db
 	if err := s.start(dir, opts); err != nil {
@@ -213,10 +218,17 @@ func (s *Store) unlockDir() {
 }
 
 // Close stops the engine, records the high-water mark, closes the database
-// and then releases the directory lock.
+// and then releases the directory lock. After a storage failure it leaves
+// the database as it is, for the next Open to replay its synced log: closing
+// would flush memtables onto the failing disk, and a failed write of Badger's
+// MANIFEST there can leave a store that no longer opens.
 func (s *Store) Close() error {
 	if s.eng != nil {
 		s.eng.close()
+		if err := s.eng.err(); err != nil {
+			s.unlockDir()
+			return err
+		}
 	}
 	if s.hwm != nil {
 		s.hwm.close()

@@ -92,7 +92,7 @@ func TestTruncateValueLog(t *testing.T) {
 // wrong reaches a client; the tests report the panic without failing while
 // this is true. Set it to false once the store avoids the panic: a panic
 // then fails the test.
-const knownTablePanic = true
+const knownTablePanic = false
 
 // damaged restarts savepointd on damaged files: it must either refuse to
 // open, saying what is wrong, with savepointd verify failing too, or serve

@@ -76,8 +76,27 @@ type Daemon struct {
 	Client  savepointv1.SavepointServiceClient
 
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	done   chan struct{}
+}
+
+// syncBuffer is a bytes.Buffer that the child's output copier and the test
+// may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Start starts savepointd with a new data directory and extra flags, waits
@@ -104,7 +123,7 @@ func (d *Daemon) Restart() {
 	d.t.Helper()
 	args := append([]string{"--data-dir", d.DataDir, "--listen", "unix:" + d.Socket}, d.Args...)
 	d.cmd = exec.Command(d.Bin, args...)
-	d.stderr = &bytes.Buffer{}
+	d.stderr = &syncBuffer{}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
@@ -142,17 +161,18 @@ func (d *Daemon) Stderr() string { return d.stderr.String() }
 // WaitServing polls the health service on socket until it reports SERVING,
 // the timeout passes, or exited is closed.
 func WaitServing(socket string, timeout time.Duration, exited <-chan struct{}) error {
-	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
 	deadline := time.Now().Add(timeout)
 	for {
+		// A new connection each time: one connection would wait out gRPC's
+		// reconnect backoff (a second and more) after the first refusal.
+		conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(false))
 		cancel()
+		conn.Close()
 		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
 			return nil
 		}
