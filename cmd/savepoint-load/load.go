@@ -1,0 +1,602 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// Config is one load run.
+type Config struct {
+	Addr         string        // unix:PATH or a loopback HOST:PORT
+	Sessions     int           // concurrent sessions
+	Duration     time.Duration // stop after this long
+	MaxSaves     int64         // stop after this many saves (0: no limit)
+	History      int           // messages appended per save
+	MessageBytes int           // content_json bytes per message
+	PID          int           // savepointd's pid for RSS; 0: the socket's peer
+	MaxRSSGrowth float64       // end RSS / warm-up RSS allowed (0: no check)
+	RPCTimeout   time.Duration // deadline of each RPC
+	Wait         time.Duration // how long to wait for savepointd to serve
+	Settle       time.Duration // after the load, wait this long and sample RSS again
+	AllowReasons []string      // reasons or codes that do not fail the run
+}
+
+// Validate reports a configuration that cannot run.
+func (c Config) Validate() error {
+	var errs []error
+	if _, _, err := dialTarget(c.Addr); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Sessions < 1 {
+		errs = append(errs, fmt.Errorf("--sessions %d: need at least 1", c.Sessions))
+	}
+	if c.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("--duration %v: need a positive duration", c.Duration))
+	}
+	if c.MaxSaves < 0 {
+		errs = append(errs, fmt.Errorf("--max-saves %d is negative", c.MaxSaves))
+	}
+	if c.History < 0 {
+		errs = append(errs, fmt.Errorf("--history %d is negative", c.History))
+	}
+	if c.MessageBytes < minMessageBytes {
+		errs = append(errs, fmt.Errorf("--message-bytes %d: need at least %d", c.MessageBytes, minMessageBytes))
+	}
+	if c.MaxRSSGrowth < 0 {
+		errs = append(errs, fmt.Errorf("--max-rss-growth %v is negative", c.MaxRSSGrowth))
+	}
+	if c.RPCTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--rpc-timeout %v: need a positive duration", c.RPCTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// dialTarget returns the gRPC target for addr and, for a Unix socket, its
+// path. Anything but a Unix socket or a loopback address is refused: this
+// tool is for a local daemon only.
+func dialTarget(addr string) (target, socket string, err error) {
+	if addr == "" {
+		return "", "", errors.New("--addr: no address; give unix:PATH or a loopback HOST:PORT (or set SAVEPOINT_ADDR)")
+	}
+	network, address, err := daemon.ParseAddr(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("--addr: %v", err)
+	}
+	if network == "unix" {
+		return "unix:" + address, address, nil
+	}
+	host, _, _ := net.SplitHostPort(address)
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", "", fmt.Errorf("--addr %q: not a loopback address; savepoint-load only loads a local savepointd", addr)
+	}
+	return "passthrough:///" + address, "", nil
+}
+
+// The RPCs of one turn, in order, as reported.
+const (
+	rpcPointA = iota
+	rpcBegin
+	rpcRecord
+	rpcPointB
+	rpcTurn // the whole turn, for reference
+	numRPCs
+)
+
+var rpcNames = [numRPCs]string{
+	"SaveCheckpoint (Point A)",
+	"BeginEffect",
+	"RecordEffect",
+	"SaveCheckpoint (Point B)",
+	"turn (all four)",
+}
+
+// RPCStats are one RPC's latencies.
+type RPCStats struct {
+	Name               string
+	Count              int
+	P50, P90, P99, Max time.Duration
+	latencies          []time.Duration
+}
+
+// ErrorCount counts one kind of failed RPC.
+type ErrorCount struct {
+	RPC, Code, Reason string
+	Count             int
+	Allowed           bool
+	Example           string
+}
+
+// Result is what a run measured.
+type Result struct {
+	Config  Config
+	PID     int // 0 when RSS was not sampled
+	Elapsed time.Duration
+	Saves   int64 // successful saves
+	Turns   int64 // complete turns
+	RPCs    []RPCStats
+	Errors  []ErrorCount
+
+	// Resident set sizes in bytes; zero when not sampled.
+	RSSIdle, RSSWarm, RSSEnd, RSSMax, RSSPeak int64
+	RSSSettled                                int64         // after Config.Settle without load
+	EndAnon, EndFile                          int64         // RssAnon and RssFile at the end
+	SettledAnon                               int64         // RssAnon after Config.Settle
+	WarmAt                                    time.Duration // when the warm-up ended
+	WarmSaves                                 int64         // saves done by then
+	RSSErr                                    error         // sampling failed
+}
+
+// Failures lists why the run failed; empty means it passed.
+func (r *Result) Failures() []string {
+	var out []string
+	for _, e := range r.Errors {
+		if !e.Allowed {
+			out = append(out, fmt.Sprintf("%d unexpected %s errors from %s (reason %q), e.g. %s", e.Count, e.Code, e.RPC, e.Reason, e.Example))
+		}
+	}
+	if r.Saves == 0 {
+		out = append(out, "no save succeeded")
+	}
+	if r.RSSErr != nil {
+		out = append(out, fmt.Sprintf("sampling savepointd's RSS: %v", r.RSSErr))
+	}
+	if g, ok := r.RSSGrowth(); ok && r.Config.MaxRSSGrowth > 0 && g > r.Config.MaxRSSGrowth {
+		out = append(out, fmt.Sprintf("savepointd's RSS grew %.2fx after warm-up (%s -> %s), over the %.2fx allowed",
+			g, mib(r.RSSWarm), mib(r.RSSEnd), r.Config.MaxRSSGrowth))
+	}
+	return out
+}
+
+// RSSGrowth is RSS at the end over RSS at the end of the warm-up.
+func (r *Result) RSSGrowth() (float64, bool) {
+	if r.RSSWarm <= 0 || r.RSSEnd <= 0 {
+		return 0, false
+	}
+	return float64(r.RSSEnd) / float64(r.RSSWarm), true
+}
+
+// Run loads the daemon at cfg.Addr as cfg says, printing progress and the
+// report to out. It returns an error only when the run could not start.
+func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	target, socket, _ := dialTarget(cfg.Addr)
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := waitServing(ctx, conn, cfg.Wait); err != nil {
+		return nil, fmt.Errorf("savepointd at %s: %w", cfg.Addr, err)
+	}
+	res := &Result{Config: cfg}
+	pid, how := cfg.PID, "--pid"
+	if pid == 0 && socket != "" {
+		if p, err := peerPID(socket); err == nil && p > 0 {
+			pid, how = p, "the socket's peer"
+		}
+	}
+	var rss *rssSampler
+	if pid > 0 {
+		rss = &rssSampler{pid: pid}
+		if res.RSSIdle, err = rss.read(); err != nil {
+			return nil, fmt.Errorf("savepointd pid %d (from %s): %w", pid, how, err)
+		}
+		res.PID = pid
+	}
+
+	fmt.Fprintf(out, "savepoint-load: %d sessions, %v", cfg.Sessions, cfg.Duration)
+	if cfg.MaxSaves > 0 {
+		fmt.Fprintf(out, " or %d saves", cfg.MaxSaves)
+	}
+	fmt.Fprintf(out, ", %d message(s) of %d bytes per save, against %s\n", cfg.History, cfg.MessageBytes, cfg.Addr)
+	if pid > 0 {
+		fmt.Fprintf(out, "savepointd pid %d (from %s): RSS %s before the load\n", pid, how, mib(res.RSSIdle))
+	} else {
+		fmt.Fprintln(out, "savepointd's pid unknown (no --pid, not a Unix socket): RSS not sampled")
+	}
+
+	l := &load{cfg: cfg, client: savepointv1.NewSavepointServiceClient(conn), stop: make(chan struct{}),
+		runID: uuid.NewString()[:8]}
+	start := time.Now()
+	l.start = start
+	l.markWarm = func() {
+		l.warmOnce.Do(func() {
+			res.WarmAt = time.Since(start)
+			res.WarmSaves = l.saves.Load()
+			if rss != nil {
+				res.RSSWarm, _ = rss.read()
+			}
+		})
+	}
+	warmTimer := time.AfterFunc(cfg.Duration/10, l.markWarm)
+	defer warmTimer.Stop()
+	stopTimer := time.AfterFunc(cfg.Duration, l.halt)
+	defer stopTimer.Stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			l.halt()
+		case <-l.stop:
+		}
+	}()
+
+	// Sample RSS every second and print progress every ten.
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			line := fmt.Sprintf("  %3ds: %d saves", n, l.saves.Load())
+			if rss != nil {
+				v, err := rss.read()
+				if err != nil {
+					res.RSSErr = err
+					l.halt()
+					return
+				}
+				res.RSSMax = max(res.RSSMax, v)
+				line += ", RSS " + mib(v)
+			}
+			if n%10 == 0 {
+				fmt.Fprintln(out, line)
+			}
+		}
+	}()
+
+	workers := make([]*worker, cfg.Sessions)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{load: l, id: i, rng: rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano()))), errs: map[errKey]*ErrorCount{}}
+		workers[i] = w
+		wg.Go(w.run)
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	l.halt()
+	<-samplerDone
+	l.markWarm() // a run too short to reach its warm-up end
+	if rss != nil && res.RSSErr == nil {
+		if res.RSSEnd, err = rss.read(); err != nil {
+			res.RSSErr = err
+		}
+		res.RSSMax = max(res.RSSMax, res.RSSEnd, res.RSSWarm)
+		res.RSSPeak, _ = rss.readField("VmHWM:")
+		res.EndAnon, _ = rss.readField("RssAnon:")
+		res.EndFile, _ = rss.readField("RssFile:")
+		if cfg.Settle > 0 {
+			select {
+			case <-time.After(cfg.Settle):
+			case <-ctx.Done():
+			}
+			res.RSSSettled, _ = rss.read()
+			res.SettledAnon, _ = rss.readField("RssAnon:")
+		}
+	}
+
+	res.Saves, res.Turns = l.saves.Load(), l.turns.Load()
+	errs := map[errKey]*ErrorCount{}
+	for i := range numRPCs {
+		st := RPCStats{Name: rpcNames[i]}
+		for _, w := range workers {
+			st.latencies = append(st.latencies, w.lat[i]...)
+		}
+		st.summarize()
+		res.RPCs = append(res.RPCs, st)
+	}
+	for _, w := range workers {
+		for k, e := range w.errs {
+			if t, ok := errs[k]; ok {
+				t.Count += e.Count
+			} else {
+				errs[k] = e
+			}
+		}
+	}
+	for _, e := range errs {
+		e.Allowed = slices.Contains(cfg.AllowReasons, e.Reason) || slices.Contains(cfg.AllowReasons, e.Code)
+		res.Errors = append(res.Errors, *e)
+	}
+	slices.SortFunc(res.Errors, func(a, b ErrorCount) int { return b.Count - a.Count })
+	res.Print(out)
+	return res, nil
+}
+
+// Print writes the report.
+func (r *Result) Print(out io.Writer) {
+	secs := r.Elapsed.Seconds()
+	fmt.Fprintf(out, "\n%-26s %9s %9s %9s %9s %9s\n", "latency", "count", "p50", "p90", "p99", "max")
+	for _, s := range r.RPCs {
+		fmt.Fprintf(out, "%-26s %9d %9s %9s %9s %9s\n", s.Name, s.Count, ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max))
+	}
+	rpcs := 0
+	for _, s := range r.RPCs[:rpcTurn] {
+		rpcs += s.Count
+	}
+	fmt.Fprintf(out, "\nthroughput: %d saves in %.1fs = %.0f saves/s; %.0f turns/s; %.0f RPCs/s\n",
+		r.Saves, secs, float64(r.Saves)/secs, float64(r.Turns)/secs, float64(rpcs)/secs)
+	if r.PID > 0 {
+		fmt.Fprintf(out, "savepointd RSS: idle %s, warm-up end %s (at %.1fs, %d saves), end %s (%d saves; anon %s, file %s), max sampled %s, VmHWM %s\n",
+			mib(r.RSSIdle), mib(r.RSSWarm), r.WarmAt.Seconds(), r.WarmSaves, mib(r.RSSEnd), r.Saves, mib(r.EndAnon), mib(r.EndFile), mib(r.RSSMax), mib(r.RSSPeak))
+		if r.Config.Settle > 0 {
+			fmt.Fprintf(out, "savepointd RSS %v after the load: %s (anon %s)\n", r.Config.Settle, mib(r.RSSSettled), mib(r.SettledAnon))
+		}
+		if g, ok := r.RSSGrowth(); ok {
+			limit := "not checked"
+			if r.Config.MaxRSSGrowth > 0 {
+				limit = fmt.Sprintf("limit %.2fx", r.Config.MaxRSSGrowth)
+			}
+			fmt.Fprintf(out, "RSS growth after warm-up: %.2fx (%s)\n", g, limit)
+		}
+	}
+	if len(r.Errors) == 0 {
+		fmt.Fprintln(out, "errors: none")
+		return
+	}
+	fmt.Fprintln(out, "errors:")
+	for _, e := range r.Errors {
+		tag := "UNEXPECTED"
+		if e.Allowed {
+			tag = "allowed"
+		}
+		fmt.Fprintf(out, "  %7d %-24s %-18s %-24s %s  e.g. %s\n", e.Count, e.RPC, e.Code, e.Reason, tag, e.Example)
+	}
+}
+
+func (s *RPCStats) summarize() {
+	slices.Sort(s.latencies)
+	s.Count = len(s.latencies)
+	if s.Count == 0 {
+		return
+	}
+	q := func(p float64) time.Duration {
+		i := int(math.Ceil(p*float64(s.Count))) - 1
+		return s.latencies[max(i, 0)]
+	}
+	s.P50, s.P90, s.P99, s.Max = q(0.50), q(0.90), q(0.99), s.latencies[s.Count-1]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+type load struct {
+	cfg    Config
+	client savepointv1.SavepointServiceClient
+	runID  string
+	start  time.Time
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	warmOnce sync.Once
+	markWarm func()
+
+	claimed      atomic.Int64 // saves claimed against MaxSaves
+	saves, turns atomic.Int64
+}
+
+func (l *load) halt() { l.stopOnce.Do(func() { close(l.stop) }) }
+
+func (l *load) stopped() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+type errKey struct{ rpc, code, reason string }
+
+// worker is one agent loop. It owns its latencies and error counts.
+type worker struct {
+	*load
+	id   int
+	rng  *rand.Rand
+	lat  [numRPCs][]time.Duration
+	errs map[errKey]*ErrorCount
+}
+
+// minMessageBytes fits the JSON envelope of a tool result.
+const minMessageBytes = 96
+
+func (w *worker) run() {
+	for gen := 0; !w.stopped(); gen++ {
+		// A session that hit an error is abandoned; a new one starts.
+		w.session(fmt.Sprintf("load-%s-%d-%d", w.runID, w.id, gen))
+		if !w.stopped() {
+			select {
+			case <-w.stop:
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// session runs turns on a new session until the load stops or an RPC fails.
+// A turn once begun runs to its end, so stopping cancels nothing.
+func (w *worker) session(sid string) {
+	var rev, epoch uint64
+	for turn := uint32(1); !w.stopped(); turn++ {
+		if w.cfg.MaxSaves > 0 && w.claimed.Add(2) > w.cfg.MaxSaves {
+			w.halt()
+			return
+		}
+		turnStart := time.Now()
+		toolUseID := fmt.Sprintf("toolu_%s_%d", sid, turn)
+
+		// Point A: the model's reply, naming one side-effecting tool call.
+		a, err := call(w, rpcPointA, func(ctx context.Context) (*savepointv1.SaveCheckpointResponse, error) {
+			return w.client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+				SessionId: sid, ExpectedRevision: rev, Epoch: epoch, RequestId: uuid.NewString(),
+				Task: "savepoint-load", Turn: turn, TokensUsed: uint64(turn) * 1000,
+				AppendMessages: w.messages("assistant", toolUseID),
+				PendingToolUses: []*savepointv1.ToolUse{{
+					ToolUseId: toolUseID, Name: "send_email", InputJson: fmt.Sprintf(`{"turn":%d}`, turn),
+					EffectClass: savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, BeginTracked: true,
+				}},
+			})
+		})
+		if err != nil {
+			return
+		}
+		w.saved()
+		rev, epoch = a.Revision, a.Epoch
+
+		// Just before the tool runs.
+		if _, err := call(w, rpcBegin, func(ctx context.Context) (*savepointv1.BeginEffectResponse, error) {
+			return w.client.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: sid, ToolUseId: toolUseID, Epoch: epoch})
+		}); err != nil {
+			return
+		}
+		// Just after it ran.
+		output := w.filler(w.cfg.MessageBytes)
+		if _, err := call(w, rpcRecord, func(ctx context.Context) (*savepointv1.RecordEffectResponse, error) {
+			return w.client.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: sid, ToolUseId: toolUseID, Output: output})
+		}); err != nil {
+			return
+		}
+
+		// Point B: the tool's result; nothing pending.
+		b, err := call(w, rpcPointB, func(ctx context.Context) (*savepointv1.SaveCheckpointResponse, error) {
+			return w.client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+				SessionId: sid, ExpectedRevision: rev, Epoch: epoch, RequestId: uuid.NewString(),
+				Task: "savepoint-load", Turn: turn, TokensUsed: uint64(turn)*1000 + 500,
+				AppendMessages: w.messages("user", toolUseID),
+			})
+		})
+		if err != nil {
+			return
+		}
+		w.saved()
+		rev = b.Revision
+		w.lat[rpcTurn] = append(w.lat[rpcTurn], time.Since(turnStart))
+		w.turns.Add(1)
+	}
+}
+
+func (w *worker) saved() {
+	n := w.saves.Add(1)
+	if w.cfg.MaxSaves > 0 && n == max(w.cfg.MaxSaves/10, 1) {
+		w.markWarm()
+	}
+}
+
+// call runs one RPC with its own deadline (never the run's stop, so a turn
+// finishes), timing it or counting its error.
+func call[T any](w *worker, rpc int, fn func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.RPCTimeout)
+	defer cancel()
+	t0 := time.Now()
+	resp, err := fn(ctx)
+	if err != nil {
+		w.countErr(rpcNames[rpc], err)
+		return resp, err
+	}
+	w.lat[rpc] = append(w.lat[rpc], time.Since(t0))
+	return resp, nil
+}
+
+func (w *worker) countErr(rpc string, err error) {
+	st := status.Convert(err)
+	k := errKey{rpc: rpc, code: st.Code().String()}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			k.reason = info.GetReason()
+		}
+	}
+	if e, ok := w.errs[k]; ok {
+		e.Count++
+		return
+	}
+	msg := st.Message()
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	w.errs[k] = &ErrorCount{RPC: k.rpc, Code: k.code, Reason: k.reason, Count: 1, Example: msg}
+}
+
+// messages returns History messages of about MessageBytes of content each.
+func (w *worker) messages(role, toolUseID string) []*savepointv1.Message {
+	out := make([]*savepointv1.Message, w.cfg.History)
+	for i := range out {
+		var env string
+		if role == "user" {
+			env = `{"type":"tool_result","tool_use_id":"` + toolUseID + `","content":"%s"}`
+		} else {
+			env = `{"type":"text","text":"%s"}`
+		}
+		pad := max(w.cfg.MessageBytes-len(env)+2, 0)
+		out[i] = &savepointv1.Message{Role: role, ContentJson: fmt.Sprintf(env, w.filler(pad))}
+	}
+	return out
+}
+
+// filler is n bytes of random letters: content that does not compress, like
+// real text would not compress to nothing.
+func (w *worker) filler(n int) string {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
+	var b strings.Builder
+	b.Grow(n)
+	for range n {
+		b.WriteByte(letters[w.rng.IntN(len(letters))])
+	}
+	return b.String()
+}
+
+func waitServing(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) error {
+	hc := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("health %v", resp.GetStatus())
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not serving after %v: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
