@@ -31,6 +31,10 @@ FUZZTIME ?= 30s
 # make crashtest: kill -9 cycles and concurrent clients (`make test` runs 5).
 CYCLES ?= 50
 CLIENTS ?= 32
+# make loadtest: sessions and duration (`make test` runs a 10 s form).
+LOAD_SESSIONS ?= 256
+LOAD_DURATION ?= 60s
+LOAD_FLAGS ?=
 
 .PHONY: help
 help: ## Describe the targets
@@ -123,6 +127,18 @@ test-go: strace ## Go tests with the race detector
 crashtest: strace ## Crash durability: kill -9 savepointd CYCLES times under CLIENTS clients (defaults 50, 32)
 	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestCrashDurability$$' ./daemon/crashtest \
 		-cycles=$(CYCLES) -clients=$(CLIENTS)
+
+.PHONY: loadtest
+loadtest: ## Load: LOAD_SESSIONS agent loops for LOAD_DURATION against a fresh savepointd (defaults 256, 60s)
+	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint-load
+	@tmp="$$(mktemp -d)"; pid=; \
+	trap '[[ -n "$$pid" ]] && kill "$$pid" 2>/dev/null; rm -rf "$$tmp"' EXIT; \
+	$(BIN)/savepointd --data-dir "$$tmp/data" --listen "unix:$$tmp/s.sock" 2>"$$tmp/savepointd.log" & pid=$$!; \
+	rc=0; $(BIN)/savepoint-load --addr "unix:$$tmp/s.sock" --pid "$$pid" \
+		--sessions $(LOAD_SESSIONS) --duration $(LOAD_DURATION) $(LOAD_FLAGS) || rc=$$?; \
+	kill -TERM "$$pid" 2>/dev/null || true; drc=0; wait "$$pid" || drc=$$?; pid=; \
+	if (( drc != 0 )); then echo "loadtest: savepointd exited $$drc; its log:" >&2; cat "$$tmp/savepointd.log" >&2; rc=1; fi; \
+	exit $$rc
 
 .PHONY: bench
 bench: ## Go benchmarks
