@@ -114,6 +114,14 @@ lint: $(BIN)/buf ## buf lint, buf format, go vet, gofmt
 		exit 1; \
 	fi
 
+# What `make breaking` compares the protos with: a buf input, by default the
+# main branch of this clone. A released API must not break (buf FILE rules).
+BREAKING_AGAINST ?= .git\#branch=main
+
+.PHONY: breaking
+breaking: $(BIN)/buf ## Fail if proto/ breaks compatibility with BREAKING_AGAINST (default: main)
+	$(BIN)/buf breaking --against '$(BREAKING_AGAINST)'
+
 .PHONY: test
 test: checkgenerate lint test-go ## checkgenerate, lint, then every test suite
 # Later suites (the Python and TypeScript clients) go here, as test-python,
