@@ -1,0 +1,160 @@
+package badgerstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+)
+
+// The benchmarks run on-disk stores in b.TempDir(), so every save pays for a
+// real sync. Messages carry 512 bytes of content, like savepoint-load's
+// default.
+
+const benchMessageBytes = 512
+
+func openBench(b *testing.B) *badgerstore.Store {
+	b.Helper()
+	s, err := badgerstore.Open(b.TempDir(), badgerstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func benchMessage(i int) daemon.Message {
+	text := fmt.Sprintf("message %d ", i)
+	text += strings.Repeat("x", max(benchMessageBytes-len(text)-len(`{"text":""}`), 0))
+	return daemon.Message{Role: "user", ContentJSON: `{"text":"` + text + `"}`}
+}
+
+// populate creates session sid with n messages, saved in batches, and
+// returns its revision.
+func populate(b *testing.B, s *badgerstore.Store, sid string, n int) uint64 {
+	b.Helper()
+	const batch = 1000
+	var rev uint64
+	for done := 0; done < n || rev == 0; {
+		k := min(batch, n-done)
+		msgs := make([]daemon.Message, k)
+		for i := range msgs {
+			msgs[i] = benchMessage(done + i)
+		}
+		res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{SessionID: sid, ExpectedRevision: rev, AppendMessages: msgs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rev, done = res.Revision, done+k
+	}
+	return rev
+}
+
+// BenchmarkSaveAppend shows that a save costs what it appends, not what the
+// session already holds: one message appended to a session of 10 messages
+// and to one of 10,000 should cost about the same time and allocations.
+// (Each iteration appends, so the history grows by b.N over the run; that is
+// the point: a real session grows too.)
+func BenchmarkSaveAppend(b *testing.B) {
+	for _, n := range []int{10, 10000} {
+		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) {
+			s := openBench(b)
+			rev := populate(b, s, "append", n)
+			msg := []daemon.Message{benchMessage(n)}
+			for b.Loop() {
+				res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
+					SessionID: "append", ExpectedRevision: rev, AppendMessages: msg,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rev = res.Revision
+			}
+		})
+	}
+}
+
+// BenchmarkConcurrentSaves shows group commit: writers each save to their own
+// session as fast as they can; with 64 writers, many saves share one commit
+// and its sync. It reports saves/s over the whole run, Badger commits (each
+// one sync) per save from Store.Stats, and the median latency of a save.
+// ns/op is the wall time per save of the whole group.
+func BenchmarkConcurrentSaves(b *testing.B) {
+	for _, writers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			s := openBench(b)
+			work := make(chan struct{})
+			lat := make([][]time.Duration, writers)
+			var wg sync.WaitGroup
+			for w := range writers {
+				sid := fmt.Sprintf("writer-%d", w)
+				rev := populate(b, s, sid, 1)
+				msg := []daemon.Message{benchMessage(w)}
+				wg.Go(func() {
+					for range work {
+						t0 := time.Now()
+						res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
+							SessionID: sid, ExpectedRevision: rev, AppendMessages: msg,
+						})
+						if err != nil {
+							b.Error(err)
+							for range work { // let the loop finish
+							}
+							return
+						}
+						lat[w] = append(lat[w], time.Since(t0))
+						rev = res.Revision
+					}
+				})
+			}
+			before := s.Stats()
+			start := time.Now()
+			for b.Loop() {
+				work <- struct{}{} // one save, by whichever writer is free
+			}
+			close(work)
+			wg.Wait()
+			elapsed := time.Since(start)
+			after := s.Stats()
+
+			saves, commits := after.Requests-before.Requests, after.Commits-before.Commits
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			b.ReportMetric(float64(saves)/elapsed.Seconds(), "saves/s")
+			if saves > 0 {
+				b.ReportMetric(float64(commits)/float64(saves), "commits/save")
+			}
+			if len(all) > 0 {
+				b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+			}
+		})
+	}
+}
+
+// BenchmarkResume is an agent's restart on a session of 1,000 messages:
+// Resume (which takes ownership, a durable write) and then the whole
+// history, as the server's first page would carry it.
+func BenchmarkResume(b *testing.B) {
+	const n = 1000
+	s := openBench(b)
+	populate(b, s, "resume", n)
+	for b.Loop() {
+		cp, err := s.Resume(context.Background(), "resume")
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs, err := s.Messages(context.Background(), "resume", cp.Revision, 0, 3<<20, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(msgs) != n {
+			b.Fatalf("resumed %d messages, want %d", len(msgs), n)
+		}
+	}
+}
