@@ -200,6 +200,55 @@ func ExampleSession_RunTool() {
 	if err := s.PointB(ctx, []client.ToolResult{r}); err != nil {
 		log.Fatal(err)
 	}
+	fmt.Printf("%s: %s (revision %d, %d messages)\n", r.ToolUseID, r.Content, s.Revision(), s.MessageCount())
+	// Output:
+	// toolu_03: Report written to report.txt (revision 3, 2 messages)
+}
+
+// An agent dies after write_report ran and was recorded, before Point B: the
+// seed's demo. The next process resumes, and Reconcile reuses the recorded
+// result instead of writing the report twice.
+func ExampleClient_Resume() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	call := client.ToolUse{ID: "toolu_07", Name: "write_report", InputJSON: `{"text":"Q3"}`, Class: client.SideEffect}
+	first, err := c.Start(ctx, "killed-agent", "write the report", &client.StartOptions{Replace: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := first.PointA(ctx, client.Message{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"toolu_07","name":"write_report","input":{"text":"Q3"}}]`}, []client.ToolUse{call}); err != nil {
+		log.Fatal(err)
+	}
+	writes := 0
+	write := func(ctx context.Context, call client.ToolUse, key string) (string, error) {
+		writes++
+		return "Report written to report.txt", nil
+	}
+	first.RunTool(ctx, call, func(ctx context.Context, key string) (string, error) { return write(ctx, call, key) })
+	// [kill]: the first process dies here, before Point B.
+
+	s, err := c.Resume(ctx, "killed-agent")
+	if err != nil {
+		log.Fatal(err)
+	}
+	results, err := s.Reconcile(ctx, write)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range results {
+		fmt.Printf("%s: %v, %q\n", r.ToolUseID, r.Decision, r.Content)
+	}
+	if err := s.PointB(ctx, results); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("epoch %d, report written %d time(s)\n", s.Epoch(), writes)
+	// Output:
+	// toolu_07: DECISION_REUSE, "Report written to report.txt"
+	// epoch 2, report written 1 time(s)
 }
 
 // Branch on the reason with errors.Is; errors.As gives the details.

@@ -6,11 +6,13 @@ package daemontest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -203,30 +205,45 @@ func StartInProcess(t testing.TB, cfg daemon.Config) *InProcess {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	sock := SocketPath(t)
-	cfg.Listen = "unix:" + sock
-	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{})
+	cfg.Listen = "unix:" + SocketPath(t)
+	store, stop, err := Serve(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, cfg, store, slog.New(slog.DiscardHandler)) }()
-	exited := make(chan struct{})
-	go func() { <-done; close(exited) }()
-	if err := WaitServing(sock, 20*time.Second, exited); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		conn.Close()
+		stop()
+	})
+	return &InProcess{Socket: strings.TrimPrefix(cfg.Listen, "unix:"), Store: store, Conn: conn, Client: savepointv1.NewSavepointServiceClient(conn)}
+}
+
+// Serve opens a store in cfg.DataDir and serves it on cfg.Listen (a unix
+// socket) in this process until stop is called, which also closes the store.
+// It is for a TestMain, where there is no testing.TB.
+func Serve(cfg daemon.Config) (store *badgerstore.Store, stop func(), err error) {
+	store, err = badgerstore.Open(cfg.DataDir, badgerstore.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(exited)
+		runErr = daemon.Run(ctx, cfg, store, slog.New(slog.DiscardHandler))
+	}()
+	stop = func() {
 		cancel()
 		<-exited
 		store.Close()
-	})
-	return &InProcess{Socket: sock, Store: store, Conn: conn, Client: savepointv1.NewSavepointServiceClient(conn)}
+	}
+	if err := WaitServing(strings.TrimPrefix(cfg.Listen, "unix:"), 20*time.Second, exited); err != nil {
+		stop()
+		return nil, nil, errors.Join(err, runErr)
+	}
+	return store, stop, nil
 }
