@@ -223,3 +223,29 @@ func TestMigrateFormat1(t *testing.T) {
 		t.Fatal("no commit sequence number after migration")
 	}
 }
+
+// TestMigrateFormat2 moves the request ids that format 2 kept in each
+// session's head to their own records: a retry of a save made before the
+// upgrade is still answered with its original response.
+func TestMigrateFormat2(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyDir(t, "testdata/format2", dir)
+	s := openT(t, dir)
+	defer s.Close()
+	var h storagev1.SessionRecord
+	if err := s.view(ctx, func(t *tx) error { _, err := get(t, nil, "", sessionKey("fixture-1"), &h); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.RecentRequests); n != 0 { //nolint:staticcheck // the old format's field
+		t.Fatalf("head still holds %d request ids", n)
+	}
+	retry := &daemon.SaveRequest{SessionID: "fixture-1", Task: "report", RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01",
+		AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hello"`}}}
+	res, err := s.SaveCheckpoint(ctx, retry)
+	if err != nil || res != (daemon.SaveResult{Revision: 1, MessageCount: 1, Epoch: 1}) {
+		t.Fatalf("retry of a pre-upgrade save: %+v %v", res, err)
+	}
+	if cp, _ := s.Checkpoint(ctx, "fixture-1", 0); cp.Revision != 2 {
+		t.Fatalf("the retry saved again: revision %d", cp.Revision)
+	}
+}

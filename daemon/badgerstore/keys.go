@@ -15,12 +15,14 @@ import (
 //	kindRevision sid 0x00 revision(8, BE)   -> RevisionRecord
 //	kindMessage  sid 0x00 seq(8, BE)        -> Message
 //	kindCall     sid 0x00 tool_use_id       -> CallRecord
+//	kindRequest  sid 0x00 request_id        -> RequestRecord
 const (
 	kindFormat   byte = 0x00
 	kindSession  byte = 0x01
 	kindRevision byte = 0x02
 	kindMessage  byte = 0x03
 	kindCall     byte = 0x04
+	kindRequest  byte = 0x05
 )
 
 var formatKey = []byte{kindFormat, 'f', 'o', 'r', 'm', 'a', 't'}
@@ -47,12 +49,16 @@ func callKey(sessionID, toolUseID string) []byte {
 	return append(sessionScope(kindCall, sessionID), toolUseID...)
 }
 
+func requestKey(sessionID, requestID string) []byte {
+	return append(sessionScope(kindRequest, sessionID), requestID...)
+}
+
 var errBadKey = errors.New("badgerstore: malformed key")
 
 // decodeKey splits a session-scoped key into its kind, session id and the
 // rest (revision, sequence number or tool use id). It inverts the encoders.
 func decodeKey(k []byte) (kind byte, sessionID string, rest []byte, err error) {
-	if len(k) < 2 || k[0] < kindSession || k[0] > kindCall {
+	if len(k) < 2 || k[0] < kindSession || k[0] > kindRequest {
 		return 0, "", nil, errBadKey
 	}
 	i := bytes.IndexByte(k[1:], 0)

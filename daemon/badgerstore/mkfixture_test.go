@@ -19,8 +19,8 @@ func TestWriteFixture(t *testing.T) {
 	}
 	defer s.Close()
 	for _, req := range []*daemon.SaveRequest{
-		{SessionID: "fixture-1", Task: "report", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hello"`}}},
-		{SessionID: "fixture-1", ExpectedRevision: 1, Turn: 1, AppendMessages: []daemon.Message{{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"toolu_1","name":"write_report"}]`}},
+		{SessionID: "fixture-1", Task: "report", RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hello"`}}},
+		{SessionID: "fixture-1", ExpectedRevision: 1, Turn: 1, RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a02", AppendMessages: []daemon.Message{{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"toolu_1","name":"write_report"}]`}},
 			PendingToolUses: []daemon.ToolUse{{ID: "toolu_1", Name: "write_report", BeginTracked: true}}},
 	} {
 		if _, err := s.SaveCheckpoint(ctx, req); err != nil {

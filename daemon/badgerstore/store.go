@@ -29,10 +29,8 @@ import (
 
 // FormatVersion is the on-disk format this package writes. A data directory
 // written in a newer format is refused at Open.
-const FormatVersion = 2
+const FormatVersion = 3
 
-// RecentRequests is how many saves' request ids each session remembers.
-const RecentRequests = 64
 
 // ErrLocked is returned by Open when another process holds the directory.
 var ErrLocked = errors.New("data directory is locked by another process")
@@ -283,9 +281,58 @@ func (s *Store) migrate() error {
 	case !empty:
 		s.log.Info("migrating the data directory", "from_format", version, "to_format", FormatVersion)
 	}
+	if err := s.moveRequestIDs(); err != nil {
+		return fmt.Errorf("migrate to format %d: %w", FormatVersion, err)
+	}
 	return s.update(func(t *tx) error {
 		return put(t, formatKey, &storagev1.FormatRecord{Version: FormatVersion})
 	})
+}
+
+// moveRequestIDs is the migration to format 3: each request id kept in a
+// session's head moves to its own record, a session per commit. It can be
+// interrupted and run again: a moved head no longer holds any.
+func (s *Store) moveRequestIDs() error {
+	var sids []string
+	err := s.view(context.Background(), func(t *tx) error {
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := it.Item().KeyCopy(nil)
+			var h storagev1.SessionRecord
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil || decodeValue(key, v, &h) != nil {
+				continue // a damaged head stays as it is, for Verify to report
+			}
+			if len(h.RecentRequests) > 0 { //nolint:staticcheck // reading the old format
+				_, sid, _, _ := decodeKey(key)
+				sids = append(sids, sid)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, sid := range sids {
+		err := s.update(func(t *tx) error {
+			var h storagev1.SessionRecord
+			if _, err := get(t, nil, sid, sessionKey(sid), &h); err != nil {
+				return err
+			}
+			for _, r := range h.RecentRequests { //nolint:staticcheck // reading the old format
+				if err := put(t, requestKey(sid, r.RequestId), r); err != nil {
+					return err
+				}
+			}
+			h.RecentRequests = nil //nolint:staticcheck // clearing the old format
+			return put(t, sessionKey(sid), &h)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // update runs fn on a snapshot and commits its writes through the engine,
@@ -419,12 +466,15 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	}
 	fp := req.Fingerprint()
 
-	// (1) request id: a retry returns the original response.
+	// (1) request id: a retry returns the original response. Every save's id
+	// is remembered for the life of the session.
 	if h != nil && req.RequestID != "" {
-		for _, r := range h.RecentRequests {
-			if r.RequestId != req.RequestID {
-				continue
-			}
+		var r storagev1.RequestRecord
+		found, err := get(t, h, sid, requestKey(sid, req.RequestID), &r)
+		if err != nil {
+			return daemon.SaveResult{}, err
+		}
+		if found {
 			if string(r.Fingerprint) != string(fp) {
 				return daemon.SaveResult{}, fmt.Errorf("%w: request id %s was already used for a different save of session %q; make a new id for a new save",
 					daemon.ErrRequestIDReused, req.RequestID, sid)
@@ -544,11 +594,10 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	h.PendingToolUseCount = uint32(len(pending))
 	h.Labels = req.Labels
 	if req.RequestID != "" {
-		h.RecentRequests = append(h.RecentRequests, &storagev1.RequestRecord{
+		if err := put(t, requestKey(sid, req.RequestID), &storagev1.RequestRecord{
 			RequestId: req.RequestID, Fingerprint: fp, Revision: res.Revision, MessageCount: res.MessageCount, Epoch: res.Epoch,
-		})
-		if over := len(h.RecentRequests) - RecentRequests; over > 0 {
-			h.RecentRequests = h.RecentRequests[over:]
+		}); err != nil {
+			return daemon.SaveResult{}, err
 		}
 	}
 	return res, put(t, sessionKey(sid), h)
@@ -910,7 +959,7 @@ const purgeBatch = 1000
 // purge deletes a tombstoned session's records in batches, then clears the
 // tombstone's purging mark. It is restarted at Open if interrupted.
 func (s *Store) purge(sessionID string) error {
-	for _, kind := range []byte{kindRevision, kindMessage, kindCall} {
+	for _, kind := range []byte{kindRevision, kindMessage, kindCall, kindRequest} {
 		prefix := sessionScope(kind, sessionID)
 		for more := true; more; {
 			err := s.update(func(t *tx) error {

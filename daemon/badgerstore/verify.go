@@ -55,6 +55,8 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 				rec = &savepointv1.Message{}
 			case kind == kindCall:
 				rec = &storagev1.CallRecord{}
+			case kind == kindRequest:
+				rec = &storagev1.RequestRecord{}
 			}
 			val, err := it.Item().ValueCopy(nil)
 			if err == nil {
@@ -117,6 +119,8 @@ func kindName(key []byte) string {
 		return "message"
 	case kindCall:
 		return "call"
+	case kindRequest:
+		return "request"
 	default:
 		return "format"
 	}

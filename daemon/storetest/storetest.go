@@ -174,7 +174,7 @@ func testRequestID(t *testing.T, s daemon.Store) {
 	other.AppendMessages = []daemon.Message{msg("user", "b")}
 	_, err := s.SaveCheckpoint(ctx, &other)
 	wantErr(t, err, daemon.ErrRequestIDReused)
-	// The id stays remembered for RecentRequests-many later saves.
+	// The id stays remembered after many later saves (the API promises 64).
 	rev := uint64(2)
 	for i := range 63 {
 		rev = save(t, s, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: rev, RequestID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i)}).Revision

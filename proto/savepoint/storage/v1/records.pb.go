@@ -37,7 +37,10 @@ type SessionRecord struct {
 	NextSeq    uint64                 `protobuf:"varint,4,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	// The last saves' request ids, oldest first.
+	// Format 2 kept the last saves' request ids here, oldest first; format 3
+	// keeps each in its own record, and migration moves them there.
+	//
+	// Deprecated: Marked as deprecated in savepoint/storage/v1/records.proto.
 	RecentRequests []*RequestRecord `protobuf:"bytes,7,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
 	// A tombstone: the session was deleted at this epoch.
 	Deleted bool `protobuf:"varint,8,opt,name=deleted,proto3" json:"deleted,omitempty"`
@@ -125,6 +128,7 @@ func (x *SessionRecord) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in savepoint/storage/v1/records.proto.
 func (x *SessionRecord) GetRecentRequests() []*RequestRecord {
 	if x != nil {
 		return x.RecentRequests
@@ -181,7 +185,8 @@ func (x *SessionRecord) GetLabels() map[string]string {
 	return nil
 }
 
-// RequestRecord remembers one save's request id and its response.
+// RequestRecord remembers one save's request id, a digest of its payload and
+// its response, so that a retry is answered without saving twice.
 type RequestRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -572,7 +577,7 @@ var File_savepoint_storage_v1_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1csavepoint/v1/savepoint.proto\"\xf8\x04\n" +
+	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1csavepoint/v1/savepoint.proto\"\xfc\x04\n" +
 	"\rSessionRecord\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x18\n" +
@@ -581,8 +586,8 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\x12L\n" +
-	"\x0frecent_requests\x18\a \x03(\v2#.savepoint.storage.v1.RequestRecordR\x0erecentRequests\x12\x18\n" +
+	"updateTime\x12P\n" +
+	"\x0frecent_requests\x18\a \x03(\v2#.savepoint.storage.v1.RequestRecordB\x02\x18\x01R\x0erecentRequests\x12\x18\n" +
 	"\adeleted\x18\b \x01(\bR\adeleted\x12\x18\n" +
 	"\apurging\x18\t \x01(\bR\apurging\x12\x12\n" +
 	"\x04task\x18\n" +
