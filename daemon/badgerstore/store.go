@@ -31,7 +31,6 @@ import (
 // written in a newer format is refused at Open.
 const FormatVersion = 3
 
-
 // ErrLocked is returned by Open when another process holds the directory.
 var ErrLocked = errors.New("data directory is locked by another process")
 
