@@ -47,7 +47,7 @@ type Config struct {
 	LogLevel slog.Level
 	// DiskReserveBytes is the free space on the data directory's filesystem
 	// below which writes are refused with DISK_FULL; zero means the store's
-	// default (two memtables, one value log file and 64 MiB: 256 MiB).
+	// default (two memtables, one value log file and 64 MiB: 192 MiB).
 	DiskReserveBytes uint64
 	// AcceptDataLoss serves a store that is behind its high-water mark,
 	// logging what was lost; false refuses to start.

@@ -38,6 +38,10 @@ const (
 	maxLabels        = 64
 	maxLabelKeyLen   = 63
 	maxLabelValueLen = 256
+	// MaxAppendMessages and MaxPendingToolUses bound the records one save
+	// writes, which the store must fit in one transaction.
+	MaxAppendMessages  = 1000
+	MaxPendingToolUses = 256
 )
 
 func fieldErr(field, reason, format string, args ...any) *FieldError {
@@ -189,6 +193,12 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequ
 	}
 	if len(req.GetTask()) > maxTaskBytes {
 		return nil, fieldErr("task", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", len(req.GetTask()), maxTaskBytes)
+	}
+	if n := len(req.GetAppendMessages()); n > MaxAppendMessages {
+		return nil, fieldErr("append_messages", reasonFieldTooLarge, "has %d messages; at most %d are allowed per save: save in several steps", n, MaxAppendMessages)
+	}
+	if n := len(req.GetPendingToolUses()); n > MaxPendingToolUses {
+		return nil, fieldErr("pending_tool_uses", reasonFieldTooLarge, "has %d tool uses; at most %d are allowed", n, MaxPendingToolUses)
 	}
 	msgs := make([]Message, 0, len(req.GetAppendMessages()))
 	for i, m := range req.GetAppendMessages() {

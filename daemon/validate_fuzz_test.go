@@ -141,6 +141,8 @@ func FuzzValidateSaveCheckpoint(f *testing.F) {
 		_, uerr := uuid.Parse(req.RequestId)
 		check(req.RequestId == "" || uerr == nil, "request_id")
 		check(len(req.Task) <= 64<<10, "task")
+		check(len(req.AppendMessages) <= 1000, "messages per save")
+		check(len(req.PendingToolUses) <= 256, "tool uses per save")
 		for _, m := range req.AppendMessages {
 			check(m.Role != "" && len(m.Role) <= 256, "role")
 			check(len(m.ContentJson) <= fuzzCfg.MaxMessageBytes, "content_json size")

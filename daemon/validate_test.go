@@ -176,6 +176,16 @@ func TestValidateSave(t *testing.T) {
 		{"bad session", func(r *savepointv1.SaveCheckpointRequest) { r.SessionId = "a/b" }, reasonInvalidSessionID, "session_id"},
 		{"bad request id", func(r *savepointv1.SaveCheckpointRequest) { r.RequestId = "1" }, reasonInvalidRequestID, "request_id"},
 		{"task too large", func(r *savepointv1.SaveCheckpointRequest) { r.Task = strings.Repeat("t", 64<<10+1) }, reasonFieldTooLarge, "task"},
+		{"too many messages", func(r *savepointv1.SaveCheckpointRequest) {
+			for range MaxAppendMessages {
+				r.AppendMessages = append(r.AppendMessages, &savepointv1.Message{Role: "user", ContentJson: "1"})
+			}
+		}, reasonFieldTooLarge, "append_messages"},
+		{"too many tool uses", func(r *savepointv1.SaveCheckpointRequest) {
+			for i := range MaxPendingToolUses {
+				r.PendingToolUses = append(r.PendingToolUses, &savepointv1.ToolUse{ToolUseId: fmt.Sprint("x", i), Name: "n"})
+			}
+		}, reasonFieldTooLarge, "pending_tool_uses"},
 		{"missing role", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[1].Role = "" }, reasonMissingField, "append_messages[1].role"},
 		{"role too large", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[0].Role = strings.Repeat("r", 257) }, reasonFieldTooLarge, "append_messages[0].role"},
 		{"empty content", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[0].ContentJson = "" }, reasonInvalidJSON, "append_messages[0].content_json"},

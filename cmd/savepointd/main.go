@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -31,7 +32,15 @@ const (
 	exitData   = 4 // the data directory cannot be served as it is, or verify found damage
 )
 
+// defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT
+// is set: measured, it holds savepointd at about 255 MiB after 50,000 saves
+// for 6% less throughput than no limit (README, "Memory").
+const defaultMemoryLimit = 256 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
@@ -157,7 +166,7 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	fs.DurationVar(&cfg.ShutdownTimeout, name("shutdown-timeout", "SAVEPOINT_SHUTDOWN_TIMEOUT"), cfg.ShutdownTimeout,
 		"graceful stop deadline (env SAVEPOINT_SHUTDOWN_TIMEOUT)")
 	fs.Uint64Var(&cfg.DiskReserveBytes, name("disk-reserve-bytes", "SAVEPOINT_DISK_RESERVE_BYTES"), cfg.DiskReserveBytes,
-		"free `bytes` the data directory's filesystem keeps; below it writes get DISK_FULL (0: 256 MiB) (env SAVEPOINT_DISK_RESERVE_BYTES)")
+		"free `bytes` the data directory's filesystem keeps; below it writes get DISK_FULL (0: 192 MiB) (env SAVEPOINT_DISK_RESERVE_BYTES)")
 	fs.BoolVar(&cfg.AcceptDataLoss, name("accept-data-loss", "SAVEPOINT_ACCEPT_DATA_LOSS"), cfg.AcceptDataLoss,
 		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
@@ -178,6 +187,10 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if cfg.MaxRequestBytes > badgerstore.MaxRequestBytes {
+		return cfg, fmt.Errorf("invalid configuration: --max-request-bytes %d is over the %d bytes the store's transactions are sized for",
+			cfg.MaxRequestBytes, badgerstore.MaxRequestBytes)
 	}
 	return cfg, nil
 }

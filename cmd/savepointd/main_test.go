@@ -89,6 +89,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"bad env", []string{"--listen", sock}, map[string]string{"SAVEPOINT_MAX_STATE_BYTES": "lots"}, exitConfig, "SAVEPOINT_MAX_STATE_BYTES"},
 		{"bad mode", []string{"--listen", sock, "--socket-mode", "0777"}, nil, exitConfig, "socket mode"},
 		{"not loopback", []string{"--listen", "0.0.0.0:7000"}, nil, exitConfig, "loopback"},
+		{"request over the store's sizing", []string{"--listen", sock, "--max-request-bytes", "8388608"}, nil, exitConfig, "sized for"},
 		{"store fails", []string{"--listen", sock, "--data-dir", file}, nil, exitFail, "open store"},
 	}
 	for _, tt := range tests {

@@ -13,12 +13,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -45,15 +47,22 @@ var ErrDamaged = errors.New("data directory cannot be opened")
 // high-water mark records: acknowledged writes were lost.
 var ErrBehind = errors.New("store is behind its high-water mark")
 
-// Badger's sizing. A request may write up to twice its size (a pending tool
-// use's input is kept in its revision and in its call record) plus about
-// 64 KiB of records, so a 4 MiB request needs transactions of about 8.1 MiB.
-// Badger refuses a transaction over 15% of MemTableSize: a 64 MiB memtable
-// allows 9.6 MiB. ValueThreshold is Badger's largest (1 MiB), so all but the
-// largest messages stay in the LSM tree; larger values go to the value log,
-// whose sync errors db.Sync returns (see engine.go).
+// Badger's sizing. A save writes its messages, its revision record (task,
+// state, labels, pending tool uses), the session's head (task and labels
+// again), a call record per pending tool use (without its input) and a
+// request record. With at most daemon.MaxAppendMessages messages and
+// daemon.MaxPendingToolUses tool uses per save, that is the request's own
+// size plus at most 64 KiB (the task again), 20 KiB (the labels again) and
+// about 170 bytes of key and framing per record (1,260 records: 210 KiB),
+// so a 4 MiB request needs a transaction of under 4.4 MiB. Badger refuses a
+// transaction over 15% of MemTableSize: 32 MiB allows 4.8 MiB
+// (TestLargestSave writes the largest save). ValueThreshold is Badger's
+// largest (1 MiB), so all but the largest messages stay in the LSM tree;
+// larger values go to the value log, whose sync errors db.Sync returns (see
+// engine.go). Memory: two memtables, Badger's caches (24 MiB) and its table
+// builders, which grow with the memtable; see the README for RSS figures.
 const (
-	MemTableSize     = 64 << 20
+	MemTableSize     = 32 << 20
 	ValueThreshold   = 1 << 20
 	ValueLogFileSize = 64 << 20
 	// MaxRequestBytes is the largest request the sizing above admits.
@@ -63,7 +72,8 @@ const (
 // DefaultDiskReserve is the free space writes need: Badger writes through
 // memory-mapped files that it grows by up to two memtables' worth of
 // write-ahead log and one value log file, and a write to such a file on a
-// full disk kills the process with SIGBUS instead of returning an error.
+// full disk kills the process with SIGBUS instead of returning an error
+// (192 MiB).
 const DefaultDiskReserve = 2*MemTableSize + ValueLogFileSize + 64<<20
 
 // Options tunes a Store. The zero value is ready to use.
@@ -125,7 +135,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithNumCompactors(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
-		WithChecksumVerificationMode(options.OnTableRead)
+		WithChecksumVerificationMode(options.NoVerification) // verifyTables does it
 	if opts.InMemory {
 		bopts.Dir, bopts.ValueDir, dir = "", "", ""
 	} else {
@@ -140,6 +150,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.unlockDir()
 		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. Restore the directory from a backup, or move it aside to start empty",
 			ErrDamaged, dir, err)
+	}
+	if err := verifyTables(db); err != nil {
+		// The database is left open: closing it could trip on the same
+		// damage. The caller is expected to exit.
+		s.unlockDir()
+		return nil, fmt.Errorf("%w: %s: %v. Restore the directory from a backup, or move it aside to start empty", ErrDamaged, dir, err)
 	}
 	s.db = db
 	if err := s.start(dir, opts); err != nil {
@@ -183,6 +199,23 @@ func (s *Store) start(dir string, opts Options) error {
 		return err
 	}
 	return s.finishPurges()
+}
+
+// verifyTables checks every block of every table against its checksum, as
+// Badger's OnTableRead mode would at open, but in this goroutine: on some
+// damage Badger's check dereferences a nil block (table.go:711 in v4.9.6),
+// and here that panic can be recovered and reported.
+func verifyTables(db *badger.DB) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var files []string
+			for _, t := range db.Tables() {
+				files = append(files, table.IDToFilename(t.ID))
+			}
+			err = fmt.Errorf("one of the tables %s is damaged: Badger's checksum verification failed with %v", strings.Join(files, ", "), p)
+		}
+	}()
+	return db.VerifyChecksum()
 }
 
 // LockFile is the file in the data directory whose flock marks a live owner.
@@ -561,7 +594,9 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q already has a recorded effect; append its result instead of making it pending again", u.ID)}
 		}
-		call.ToolUse = tu
+		// The revision keeps the whole tool use; the call record needs only
+		// what RecordEffect checks, so a large input is not stored twice.
+		call.ToolUse = &savepointv1.ToolUse{ToolUseId: tu.ToolUseId, Name: tu.Name, EffectClass: tu.EffectClass, BeginTracked: tu.BeginTracked}
 		call.LastPendingRevision = rev
 		if err := put(t, key, &call); err != nil {
 			return daemon.SaveResult{}, err

@@ -3,6 +3,8 @@ package badgerstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -228,4 +230,32 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("damaged store: %+v %v", rep, err)
 	}
 	t.Logf("%+v", rep.Damaged)
+}
+
+// TestLargestSave writes the largest save the daemon accepts (a 4 MiB
+// request of the most records, with the longest ids, task and labels) in one
+// transaction, as the sizing arithmetic above MemTableSize promises.
+func TestLargestSave(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	sid := strings.Repeat("s", 128)
+	labels := map[string]string{}
+	for i := range 64 {
+		labels[fmt.Sprintf("%063d", i)] = strings.Repeat("v", 256)
+	}
+	req := &daemon.SaveRequest{SessionID: sid, Task: strings.Repeat("t", 64<<10), Labels: labels,
+		RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01"}
+	var pendingInput int
+	for i := range daemon.MaxPendingToolUses {
+		in := fmt.Sprintf("%q", strings.Repeat("i", 1000))
+		pendingInput += len(in)
+		req.PendingToolUses = append(req.PendingToolUses, daemon.ToolUse{ID: fmt.Sprintf("%0512d", i), Name: strings.Repeat("n", 256), InputJSON: in})
+	}
+	per := (MaxRequestBytes - 64<<10 - 64*(63+256) - pendingInput - daemon.MaxPendingToolUses*(512+256)) / daemon.MaxAppendMessages
+	for range daemon.MaxAppendMessages {
+		req.AppendMessages = append(req.AppendMessages, daemon.Message{Role: "user", ContentJSON: fmt.Sprintf("%q", strings.Repeat("m", per-8))})
+	}
+	if _, err := s.SaveCheckpoint(ctx, req); err != nil {
+		t.Fatalf("the largest save: %v", err)
+	}
 }
