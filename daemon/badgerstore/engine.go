@@ -200,10 +200,6 @@ func (e *engine) commitBatch(batch []*op) {
 	}
 }
 
-// ErrDiskFull is returned for writes while the data directory's filesystem
-// has less free space than the reserve.
-var ErrDiskFull = daemon.ErrDiskFull
-
 func (e *engine) checkSpace() error {
 	free, err := e.statfs(e.dir)
 	if err != nil {
