@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -695,31 +694,13 @@ func sameSnapshot(t *testing.T, a, b []proto.Message) bool {
 // panickyStore panics on every call: its embedded Store is nil.
 type panickyStore struct{ daemon.Store }
 
-// lockedBuffer is an io.Writer safe to read while a logger writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestHandlerPanic complements TestRunRecoversPanics (which checks the code
 // and that the daemon still serves): a panic in any handler reaches the
 // client as INTERNAL with reason INTERNAL and a generic message that leaks
 // nothing of the panic, the daemon logs it with its stack, and it keeps
 // serving other calls.
 func TestHandlerPanic(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &daemontest.SyncBuffer{}
 	sock := daemontest.SocketPath(t)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

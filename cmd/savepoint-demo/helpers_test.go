@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,31 +20,10 @@ import (
 // These tests run the real savepoint-demo binary against the real savepointd
 // binary, each as its own process, so a simulated kill is a real exit.
 
-var (
-	demoOnce sync.Once
-	demoBin  string
-	demoErr  error
-)
-
 // demoBinary builds cmd/savepoint-demo once per test process.
 func demoBinary(t testing.TB) string {
 	t.Helper()
-	demoOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "spdemo")
-		if err != nil {
-			demoErr = err
-			return
-		}
-		demoBin = filepath.Join(dir, "savepoint-demo")
-		out, err := exec.Command("go", "build", "-o", demoBin, "github.com/savepoint-dev/savepoint/cmd/savepoint-demo").CombinedOutput()
-		if err != nil {
-			demoErr = fmt.Errorf("go build savepoint-demo: %v\n%s", err, out)
-		}
-	})
-	if demoErr != nil {
-		t.Fatal(demoErr)
-	}
-	return demoBin
+	return daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepoint-demo")
 }
 
 // workdir returns a fresh work directory holding the sample notes.

@@ -325,23 +325,8 @@ func (s *Store) migrate() error {
 // session's head moves to its own record, a session per commit. It can be
 // interrupted and run again: a moved head no longer holds any.
 func (s *Store) moveRequestIDs() error {
-	var sids []string
-	err := s.view(context.Background(), func(t *tx) error {
-		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			key := it.Item().KeyCopy(nil)
-			var h storagev1.SessionRecord
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil || decodeValue(key, v, &h) != nil {
-				continue // a damaged head stays as it is, for Verify to report
-			}
-			if len(h.RecentRequests) > 0 { //nolint:staticcheck // reading the old format
-				_, sid, _, _ := decodeKey(key)
-				sids = append(sids, sid)
-			}
-		}
-		return nil
+	sids, err := s.sessionsWhere(func(h *storagev1.SessionRecord) bool {
+		return len(h.RecentRequests) > 0 //nolint:staticcheck // reading the old format
 	})
 	if err != nil {
 		return err
@@ -1025,25 +1010,30 @@ func (s *Store) purge(sessionID string) error {
 	})
 }
 
-// finishPurges completes deletes interrupted by a crash.
-func (s *Store) finishPurges() error {
-	var pending []string
+// sessionsWhere returns the ids of the sessions whose head (or tombstone)
+// satisfies pred; a head that does not decode is left for Verify to report.
+func (s *Store) sessionsWhere(pred func(*storagev1.SessionRecord) bool) ([]string, error) {
+	var sids []string
 	err := s.view(context.Background(), func(t *tx) error {
 		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			key := it.Item().KeyCopy(nil)
 			var h storagev1.SessionRecord
-			if it.Item().Value(func(v []byte) error { return decodeValue(key, v, &h) }) != nil {
+			if it.Item().Value(func(v []byte) error { return decodeValue(key, v, &h) }) != nil || !pred(&h) {
 				continue
 			}
-			if h.Purging {
-				_, sid, _, _ := decodeKey(key)
-				pending = append(pending, sid)
-			}
+			_, sid, _, _ := decodeKey(key)
+			sids = append(sids, sid)
 		}
 		return nil
 	})
+	return sids, err
+}
+
+// finishPurges completes deletes interrupted by a crash.
+func (s *Store) finishPurges() error {
+	pending, err := s.sessionsWhere(func(h *storagev1.SessionRecord) bool { return h.Purging })
 	if err != nil {
 		return err
 	}

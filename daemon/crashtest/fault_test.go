@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -60,7 +61,7 @@ func needStrace(t *testing.T) string {
 type tracer struct {
 	cmd    *exec.Cmd
 	out    string // the trace file
-	stderr *syncBuf
+	stderr *daemontest.SyncBuffer
 	done   chan struct{}
 }
 
@@ -68,7 +69,7 @@ type tracer struct {
 // arguments and waits until every thread is traced.
 func attach(t *testing.T, strace string, pid int, args ...string) *tracer {
 	t.Helper()
-	tr := &tracer{out: filepath.Join(t.TempDir(), "strace.txt"), stderr: &syncBuf{}, done: make(chan struct{})}
+	tr := &tracer{out: filepath.Join(t.TempDir(), "strace.txt"), stderr: &daemontest.SyncBuffer{}, done: make(chan struct{})}
 	all := append([]string{"-f", "-tt", "-o", tr.out, "-p", strconv.Itoa(pid)}, args...)
 	tr.cmd = exec.Command(strace, all...)
 	tr.cmd.Stderr = tr.stderr

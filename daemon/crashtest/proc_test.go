@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,24 +21,6 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// syncBuf is a bytes.Buffer safe to read while a child process writes it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc runs savepointd as a child process on one data directory and socket,
 // across kills and restarts. Unlike daemontest.Daemon it exposes the pid,
 // the exit code and a start that may fail, which these tests need.
@@ -51,7 +31,7 @@ type proc struct {
 	sock    string
 	args    []string // extra flags for every start
 	cmd     *exec.Cmd
-	stderr  *syncBuf
+	stderr  *daemontest.SyncBuffer
 	done    chan struct{}
 	exit    int
 	conn    *grpc.ClientConn
@@ -80,7 +60,7 @@ func (p *proc) start(extra ...string) error {
 	args := append([]string{"--data-dir", p.dir, "--listen", "unix:" + p.sock}, p.args...)
 	args = append(args, extra...)
 	p.cmd = exec.Command(p.bin, args...)
-	p.stderr = &syncBuf{}
+	p.stderr = &daemontest.SyncBuffer{}
 	p.cmd.Stderr = p.stderr
 	begin := time.Now()
 	if err := p.cmd.Start(); err != nil {
@@ -249,30 +229,8 @@ func binary(t testing.TB, broken bool) string {
 	if !broken {
 		return daemontest.Binary(t)
 	}
-	brokenOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "spbroken")
-		if err != nil {
-			brokenErr = err
-			return
-		}
-		brokenBin = filepath.Join(dir, "savepointd-broken")
-		out, err := exec.Command("go", "build", "-tags", "savepoint_broken", "-o", brokenBin,
-			"github.com/savepoint-dev/savepoint/cmd/savepointd").CombinedOutput()
-		if err != nil {
-			brokenErr = fmt.Errorf("go build -tags savepoint_broken: %v\n%s", err, out)
-		}
-	})
-	if brokenErr != nil {
-		t.Fatal(brokenErr)
-	}
-	return brokenBin
+	return daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd", "savepoint_broken")
 }
-
-var (
-	brokenOnce sync.Once
-	brokenBin  string
-	brokenErr  error
-)
 
 // ctxT is a context for one call made by a test, bounded so that a hung
 // daemon fails the test instead of stalling it.

@@ -28,30 +28,40 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildMu sync.Mutex
+	builds  = map[string]string{} // "pkg tags" -> binary
 )
+
+// Build builds the main package pkg (an import path) with the given build
+// tags once per test process and returns the binary's path.
+func Build(t testing.TB, pkg string, tags ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	id := pkg + " " + strings.Join(tags, ",")
+	if bin, ok := builds[id]; ok {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "spbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(append(args, pkg), " "), err, out)
+	}
+	builds[id] = bin
+	return bin
+}
 
 // Binary builds cmd/savepointd once per test process and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "spbin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "savepointd")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/savepoint-dev/savepoint/cmd/savepointd").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build savepointd: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd")
 }
 
 // SocketPath returns a fresh socket path short enough for a Unix socket
@@ -78,24 +88,24 @@ type Daemon struct {
 	Client  savepointv1.SavepointServiceClient
 
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *SyncBuffer
 	done   chan struct{}
 }
 
-// syncBuffer is a bytes.Buffer that the child's output copier and the test
-// may use at once.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that a child process's output copier (or a
+// logger) and the test may use at once.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -125,7 +135,7 @@ func (d *Daemon) Restart() {
 	d.t.Helper()
 	args := append([]string{"--data-dir", d.DataDir, "--listen", "unix:" + d.Socket}, d.Args...)
 	d.cmd = exec.Command(d.Bin, args...)
-	d.stderr = &syncBuffer{}
+	d.stderr = &SyncBuffer{}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
