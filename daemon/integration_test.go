@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -478,5 +480,44 @@ func TestStaleSocketReplacedAndSIGTERMStops(t *testing.T) {
 	}
 	if time.Since(start) > 15*time.Second {
 		t.Fatalf("stop took %v", time.Since(start))
+	}
+}
+
+// TestDiskFullDaemon fills a small tmpfs under a running savepointd: saves
+// are answered RESOURCE_EXHAUSTED DISK_FULL before Badger can die of SIGBUS,
+// the daemon stays up and serves reads, and saves work again once space is
+// freed.
+func TestDiskFullDaemon(t *testing.T) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s); badgerstore's TestDiskGuard covers the guard with a fake statfs", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	const reserve = 160 << 20
+	d := daemontest.Start(t, "--disk-reserve-bytes", fmt.Sprint(reserve))
+	d.Kill()
+	d.DataDir = filepath.Join(mnt, "data")
+	d.Restart()
+	mustSave(t, d.Client, &savepointv1.SaveCheckpointRequest{SessionId: "full", AppendMessages: []*savepointv1.Message{userMsg("kept")}})
+
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, free-reserve+(1<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "full", ExpectedRevision: 1, AppendMessages: []*savepointv1.Message{userMsg("refused")}})
+	wantReason(t, err, codes.ResourceExhausted, "DISK_FULL")
+	g, err := d.Client.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: "full"})
+	if err != nil || g.Checkpoint.Revision != 1 || !proto.Equal(g.Checkpoint.Messages[0], userMsg("kept")) {
+		t.Fatalf("read while the disk is full: %v %v", g, err)
+	}
+	os.Remove(filler)
+	mustSave(t, d.Client, &savepointv1.SaveCheckpointRequest{SessionId: "full", ExpectedRevision: 1, AppendMessages: []*savepointv1.Message{userMsg("after")}})
+	if code := d.Stop(); code != 0 {
+		t.Fatalf("savepointd exited %d\n%s", code, d.Stderr())
 	}
 }
