@@ -64,6 +64,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
+		ExitAfterClose: true,
 	})
 	switch {
 	case errors.Is(err, badgerstore.ErrLocked):

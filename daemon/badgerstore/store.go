@@ -90,6 +90,13 @@ type Options struct {
 	// AcceptDataLoss opens a store that is behind its high-water mark,
 	// logging what was lost, instead of refusing it.
 	AcceptDataLoss bool
+	// ExitAfterClose makes Close leave Badger's memtables in its synced
+	// write-ahead log, for the next Open to replay, instead of flushing them
+	// to tables: the process must exit after Close, since the database stays
+	// open. A flush writes Badger's MANIFEST, and Badger v4.9.6 can leave a
+	// store it no longer opens when that write fails; the replay is the path
+	// a crash takes. False closes the database normally.
+	ExitAfterClose bool
 }
 
 // Store is a daemon.Store backed by Badger. Close it to release the
@@ -102,6 +109,7 @@ type Store struct {
 	log     *slog.Logger
 	now     func() time.Time
 	locks   [64]sync.Mutex // striped by session id: one writer per session
+	keepLog bool           // Options.ExitAfterClose
 }
 
 var _ daemon.Store = (*Store)(nil)
@@ -111,7 +119,7 @@ var _ daemon.Store = (*Store)(nil)
 // ErrFormat when the directory holds a newer or unknown format, and with
 // ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now}
+	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -262,6 +270,10 @@ func (s *Store) Close() error {
 	}
 	if s.hwm != nil {
 		s.hwm.close()
+	}
+	if s.keepLog {
+		s.unlockDir() // every commit was synced by the engine
+		return nil
 	}
 	err := s.db.Close()
 	s.unlockDir()

@@ -330,7 +330,10 @@ func syncFailureOnce(t *testing.T, strace, when, wantFile string, big bool, seed
 // is true the test reports the defect instead of failing; set it to false
 // once the store avoids it (for example by not flushing at Close after a
 // storage error, and by not retrying a flush whose MANIFEST append failed).
-const knownManifestDefect = true
+// savepointd no longer flushes at a stop (badgerstore.Options.ExitAfterClose)
+// nor closes Badger after a storage failure, so the stop can no longer
+// trigger it; a flush while running still can (Badger's defect, untested).
+const knownManifestDefect = false
 
 // TestSyncFailureManifestAtStop fails the first fsync of Badger's MANIFEST
 // during a clean stop (the flush of the memtable to a table) and requires
@@ -347,9 +350,12 @@ func TestSyncFailureManifestAtStop(t *testing.T) {
 	}
 	inj := tr.injected(t)
 	if len(inj) == 0 {
-		t.Fatalf("strace injected nothing: %s", tr.stderr)
+		// savepointd leaves its memtables in the synced WAL at a stop
+		// (badgerstore.Options.ExitAfterClose): no MANIFEST write to fail.
+		fmt.Printf("%s: a clean stop made no fsync of the MANIFEST (nothing to inject): savepointd exited %d\n", t.Name(), code)
+	} else {
+		t.Logf("strace: %s", strings.TrimSpace(inj[0]))
 	}
-	t.Logf("strace: %s", strings.TrimSpace(inj[0]))
 	t.Logf("savepointd exited %d after SIGTERM; it logged:\n%s", code, lastLines(p.stderr.String(), 3))
 	err := p.start()
 	if err != nil {
@@ -368,8 +374,8 @@ func TestSyncFailureManifestAtStop(t *testing.T) {
 	}
 	w.verifyAll(p.client)
 	lost, torn, unread := w.h.tally.counts()
-	fmt.Printf("%s: fsync of MANIFEST failed with EIO once during a clean stop: savepointd exited %d; after restart acked=%d lost=%d torn=%d unreadable=%d\n",
-		t.Name(), code, w.h.tally.acked.Load(), lost, torn, unread)
+	fmt.Printf("%s: fsync of MANIFEST failed with EIO %d times during a clean stop: savepointd exited %d; after restart acked=%d lost=%d torn=%d unreadable=%d\n",
+		t.Name(), len(inj), code, w.h.tally.acked.Load(), lost, torn, unread)
 	if lost+torn+unread > 0 {
 		t.Fatalf("%v", w.h.tally.notes)
 	}
