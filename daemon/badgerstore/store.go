@@ -493,7 +493,10 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	if err != nil {
 		return daemon.SaveResult{}, err
 	}
-	fp := req.Fingerprint()
+	var fp []byte // the payload's digest, only for a save with a request id
+	if req.RequestID != "" {
+		fp = req.Fingerprint()
+	}
 
 	// (1) request id: a retry returns the original response. Every save's id
 	// is remembered for the life of the session.
