@@ -296,3 +296,46 @@ func TestDaemonRawClient(t *testing.T) {
 		t.Errorf("raw Reconcile of a missing session: %v, want ErrNotFound", err)
 	}
 }
+
+// TestReconcileLargeOutputs resumes a session whose three recorded outputs
+// together pass gRPC's default 4 MiB receive limit: Reconcile pages through
+// them and reuses each.
+func TestReconcileLargeOutputs(t *testing.T) {
+	c := dial(t, startDaemon(t, daemon.Config{}))
+	calls := []client.ToolUse{
+		{ID: "t0", Name: "fetch", Class: client.ReadOnly},
+		{ID: "t1", Name: "fetch", Class: client.ReadOnly},
+		{ID: "t2", Name: "fetch", Class: client.ReadOnly},
+	}
+	s, err := c.Start(t.Context(), "large", "fetch three pages", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PointA(t.Context(), assistantFor(calls...), calls); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("o", 1900<<10)
+	for _, call := range calls {
+		if r := s.RunTool(t.Context(), call, func(context.Context, string) (string, error) { return big, nil }); r.Err != nil || r.LedgerErr != nil {
+			t.Fatalf("run %s: %v %v", call.ID, r.Err, r.LedgerErr)
+		}
+	}
+	// The process dies before Point B; another resumes.
+	r, err := c.Resume(t.Context(), "large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &tools{runs: map[string]int{}}
+	results, err := r.Reconcile(t.Context(), tl.run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 || tl.runs["fetch"] != 0 {
+		t.Fatalf("%d results, %d runs", len(results), tl.runs["fetch"])
+	}
+	for i, res := range results {
+		if res.ToolUseID != calls[i].ID || res.Decision != client.DecisionReuse || res.Content != big {
+			t.Fatalf("result %d: %s %v %d bytes", i, res.ToolUseID, res.Decision, len(res.Content))
+		}
+	}
+}

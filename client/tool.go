@@ -148,19 +148,26 @@ func (s *Session) RunTools(ctx context.Context, calls []ToolUse, run ToolFunc) (
 // nil only if no tool use needs to run. With nothing pending it returns no
 // results.
 func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, error) {
-	resp, err := s.c.raw.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: s.id})
-	if err != nil {
-		return nil, err
-	}
 	s.mu.Lock()
 	rev, epoch := s.revision, s.epoch
 	s.mu.Unlock()
-	if resp.GetRevision() != rev {
-		return nil, fmt.Errorf("savepoint: reconcile: %w: the daemon's latest revision is %d, this session's %d",
-			ErrRevisionMismatch, resp.GetRevision(), rev)
+	var resolutions []*savepointv1.Resolution
+	for token := ""; ; {
+		resp, err := s.c.raw.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: s.id, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		if resp.GetRevision() != rev {
+			return nil, fmt.Errorf("savepoint: reconcile: %w: the daemon's latest revision is %d, this session's %d",
+				ErrRevisionMismatch, resp.GetRevision(), rev)
+		}
+		resolutions = append(resolutions, resp.GetResolutions()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
 	}
-	results := make([]ToolResult, 0, len(resp.GetResolutions()))
-	for _, res := range resp.GetResolutions() {
+	results := make([]ToolResult, 0, len(resolutions))
+	for _, res := range resolutions {
 		tu := res.GetToolUse()
 		id := tu.GetToolUseId()
 		log := s.c.cfg.logger.With("session", s.id, "tool_use_id", id, "name", tu.GetName(), "decision", res.GetDecision())

@@ -452,6 +452,10 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		perSession(func(id string) proto.Message { return &savepointv1.ResumeRequest{SessionId: id} }, sessionNotFound)...)
 	cases["Reconcile"] = append([]badCase{{name: "empty request", req: &savepointv1.ReconcileRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
 		perSession(func(id string) proto.Message { return &savepointv1.ReconcileRequest{SessionId: id} }, sessionNotFound)...)
+	cases["Reconcile"] = append(cases["Reconcile"],
+		badCase{name: "garbage page_token", req: &savepointv1.ReconcileRequest{SessionId: "alpha", PageToken: "garbage!"}, code: inval, reason: "INVALID_PAGE_TOKEN"},
+		badCase{name: "page_token of 10 KB", req: &savepointv1.ReconcileRequest{SessionId: "alpha", PageToken: strings.Repeat("A", 10<<10)}, code: inval, reason: "INVALID_PAGE_TOKEN"},
+	)
 	cases["GetSession"] = append(append([]badCase{{name: "empty request", req: &savepointv1.GetSessionRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
 		perSession(func(id string) proto.Message { return &savepointv1.GetSessionRequest{SessionId: id} }, sessionNotFound)...),
 		badCase{name: "revision above the latest", req: &savepointv1.GetSessionRequest{SessionId: "alpha", Revision: proto.Uint64(3)}, code: notFnd, reason: "REVISION_NOT_FOUND", state: true},

@@ -521,3 +521,50 @@ func TestDiskFullDaemon(t *testing.T) {
 		t.Fatalf("savepointd exited %d\n%s", code, d.Stderr())
 	}
 }
+
+// TestReconcilePaging reconciles three recorded effects of 1.9 MiB each with
+// a client left at gRPC's default 4 MiB receive limit: the resolutions come
+// in pages, and a token outlives no save.
+func TestReconcilePaging(t *testing.T) {
+	c := daemontest.Start(t).Client
+	var calls []*savepointv1.ToolUse
+	for i := range 3 {
+		calls = append(calls, &savepointv1.ToolUse{ToolUseId: fmt.Sprint("t", i), Name: "fetch", EffectClass: savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY})
+	}
+	mustSave(t, c, &savepointv1.SaveCheckpointRequest{SessionId: "big", PendingToolUses: calls})
+	big := strings.Repeat("o", 1900<<10)
+	for _, call := range calls {
+		if _, err := c.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: "big", ToolUseId: call.ToolUseId, Output: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	var first string
+	for token := ""; ; {
+		resp, err := c.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: "big", PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Resolutions) == 0 {
+			t.Fatal("an empty page")
+		}
+		for _, r := range resp.Resolutions {
+			if r.Decision != savepointv1.Decision_DECISION_REUSE || r.Effect.GetOutput() != big {
+				t.Fatalf("%s: %v with %d bytes", r.ToolUse.ToolUseId, r.Decision, len(r.Effect.GetOutput()))
+			}
+			got = append(got, r.ToolUse.ToolUseId)
+		}
+		if first == "" {
+			first = resp.NextPageToken
+		}
+		if token = resp.NextPageToken; token == "" {
+			break
+		}
+	}
+	if strings.Join(got, ",") != "t0,t1,t2" || first == "" {
+		t.Fatalf("paged resolutions %v (first token %q)", got, first)
+	}
+	mustSave(t, c, &savepointv1.SaveCheckpointRequest{SessionId: "big", ExpectedRevision: 1})
+	_, err := c.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: "big", PageToken: first})
+	wantReason(t, err, codes.InvalidArgument, "INVALID_PAGE_TOKEN")
+}

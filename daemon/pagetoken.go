@@ -17,6 +17,7 @@ const (
 
 	tokenMessages byte = 1 // ListMessages: session, revision, next index
 	tokenSessions byte = 2 // ListSessions: label filter digest, last id
+	tokenResolved byte = 3 // Reconcile: session, revision, next index
 
 	maxPageTokenLen = 1024
 )
@@ -57,7 +58,7 @@ func labelFilterDigest(filter map[string]string) uint64 {
 func (t pageToken) encode() string {
 	b := []byte{pageTokenVersion, t.kind}
 	switch t.kind {
-	case tokenMessages:
+	case tokenMessages, tokenResolved:
 		b = binary.AppendUvarint(b, uint64(len(t.id)))
 		b = append(b, t.id...)
 		b = binary.AppendUvarint(b, t.revision)
@@ -89,7 +90,7 @@ func decodePageToken(s string) (pageToken, error) {
 	}
 	t := pageToken{kind: d.byte()}
 	switch t.kind {
-	case tokenMessages:
+	case tokenMessages, tokenResolved:
 		t.id = d.string()
 		t.revision = d.uvarint()
 		t.next = d.uvarint()
@@ -169,6 +170,28 @@ func decodeMessagesToken(s, sessionID string, revision uint64) (pageToken, error
 		return pageToken{}, fmt.Errorf("%w: made for revision %d, not %d", ErrInvalidPageToken, t.revision, revision)
 	}
 	return t, nil
+}
+
+func resolutionsToken(sessionID string, revision, next uint64) pageToken {
+	return pageToken{kind: tokenResolved, id: sessionID, revision: revision, next: next}
+}
+
+// decodeResolutionsToken decodes a Reconcile token and checks that it was
+// made for sessionID at its latest revision.
+func decodeResolutionsToken(s, sessionID string, latest uint64) (next uint64, err error) {
+	t, err := decodePageToken(s)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case t.kind != tokenResolved:
+		return 0, fmt.Errorf("%w: not a Reconcile token", ErrInvalidPageToken)
+	case t.id != sessionID:
+		return 0, fmt.Errorf("%w: made for another session", ErrInvalidPageToken)
+	case t.revision != latest:
+		return 0, fmt.Errorf("%w: made for revision %d, but the session is at revision %d now; reconcile again from the start", ErrInvalidPageToken, t.revision, latest)
+	}
+	return t.next, nil
 }
 
 // decodeSessionsToken decodes a ListSessions token, checks that it was made

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -112,8 +113,19 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
+	start := uint64(0)
+	if req.GetPageToken() != "" {
+		if start, err = decodeResolutionsToken(req.GetPageToken(), req.GetSessionId(), rev); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	resolutions := Reconcile(calls)
+	if start > uint64(len(resolutions)) {
+		return nil, s.fail(ctx, ErrInvalidPageToken)
+	}
 	resp := &savepointv1.ReconcileResponse{Revision: rev}
-	for _, r := range Reconcile(calls) {
+	size := 0
+	for i, r := range resolutions[start:] {
 		pr := &savepointv1.Resolution{
 			ToolUse:        ToolUseToProto(r.Call.ToolUse),
 			Decision:       decisionToProto(r.Decision),
@@ -123,6 +135,12 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 		}
 		if r.Call.Effect != nil {
 			pr.Effect = EffectToProto(*r.Call.Effect)
+		}
+		// Every page holds at least one resolution; one fits the budget,
+		// since an output and an input are each capped below it.
+		if size += proto.Size(pr) + 16; i > 0 && size > s.cfg.ResponseBudgetBytes {
+			resp.NextPageToken = resolutionsToken(req.GetSessionId(), rev, start+uint64(i)).encode()
+			break
 		}
 		resp.Resolutions = append(resp.Resolutions, pr)
 	}

@@ -1086,7 +1086,10 @@ func (x *ResumeResponse) GetNextPageToken() string {
 type ReconcileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// A next_page_token from a previous response; empty starts at the first
+	// pending tool use.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1124,6 +1127,13 @@ func (*ReconcileRequest) Descriptor() ([]byte, []int) {
 func (x *ReconcileRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReconcileRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
 	}
 	return ""
 }
@@ -1223,8 +1233,11 @@ type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The revision whose pending tool uses were reconciled.
 	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	// One resolution per pending tool use, in the saved order.
-	Resolutions   []*Resolution `protobuf:"bytes,2,rep,name=resolutions,proto3" json:"resolutions,omitempty"`
+	// One resolution per pending tool use, in the saved order, as many as fit
+	// the response budget (recorded outputs can be large).
+	Resolutions []*Resolution `protobuf:"bytes,2,rep,name=resolutions,proto3" json:"resolutions,omitempty"`
+	// Pass back for the next resolutions; empty when this page is the last.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1271,6 +1284,13 @@ func (x *ReconcileResponse) GetResolutions() []*Resolution {
 		return x.Resolutions
 	}
 	return nil
+}
+
+func (x *ReconcileResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type GetSessionRequest struct {
@@ -2103,10 +2123,12 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"checkpoint\x18\x01 \x01(\v2\x18.savepoint.v1.CheckpointR\n" +
 	"checkpoint\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"1\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"P\n" +
 	"\x10ReconcileRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x89\x02\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x89\x02\n" +
 	"\n" +
 	"Resolution\x120\n" +
 	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
@@ -2114,10 +2136,11 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06effect\x18\x03 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12(\n" +
 	"\x10tool_result_text\x18\x05 \x01(\tR\x0etoolResultText\x12\x14\n" +
-	"\x05begun\x18\x06 \x01(\bR\x05begun\"k\n" +
+	"\x05begun\x18\x06 \x01(\bR\x05begun\"\x93\x01\n" +
 	"\x11ReconcileResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12:\n" +
-	"\vresolutions\x18\x02 \x03(\v2\x18.savepoint.v1.ResolutionR\vresolutions\"`\n" +
+	"\vresolutions\x18\x02 \x03(\v2\x18.savepoint.v1.ResolutionR\vresolutions\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"`\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
