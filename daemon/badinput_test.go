@@ -357,9 +357,9 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 			}
 		}),
 		save("pending tool uses over the response budget", inval, "FIELD_TOO_LARGE", "pending_tool_uses", func(r *savepointv1.SaveCheckpointRequest) {
-			r.PendingToolUses = []*savepointv1.ToolUse{
-				{ToolUseId: "n-1", Name: "w", InputJson: bigString(1600 << 10)},
-				{ToolUseId: "n-2", Name: "w", InputJson: bigString(1600 << 10)},
+			r.PendingToolUses = nil // each input under its own cap, together over the budget
+			for i := range 4 {
+				r.PendingToolUses = append(r.PendingToolUses, &savepointv1.ToolUse{ToolUseId: fmt.Sprint("n-", i), Name: "w", InputJson: bigString(900 << 10)})
 			}
 		}),
 		save("three 1.5 MiB messages, over max request size", codes.ResourceExhausted, "", "", func(r *savepointv1.SaveCheckpointRequest) {

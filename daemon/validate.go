@@ -219,7 +219,7 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequ
 	seen := make(map[string]bool, len(req.GetPendingToolUses()))
 	for i, t := range req.GetPendingToolUses() {
 		field := fmt.Sprintf("pending_tool_uses[%d]", i)
-		tu, err := validateToolUse(field, t)
+		tu, err := validateToolUse(cfg, field, t)
 		if err != nil {
 			return nil, err
 		}
@@ -259,12 +259,18 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequ
 	}, nil
 }
 
-func validateToolUse(field string, t *savepointv1.ToolUse) (ToolUse, error) {
+// An input is capped like state_json, so that one Reconcile resolution (the
+// input and a recorded output of at most MaxMessageBytes) always fits a
+// response, as Config.Validate ensures for state and a message.
+func validateToolUse(cfg Config, field string, t *savepointv1.ToolUse) (ToolUse, error) {
 	if err := validateToolUseID(field+".tool_use_id", t.GetToolUseId()); err != nil {
 		return ToolUse{}, err
 	}
 	if err := validateName(field+".name", t.GetName(), true); err != nil {
 		return ToolUse{}, err
+	}
+	if n := len(t.GetInputJson()); n > cfg.MaxStateBytes {
+		return ToolUse{}, fieldErr(field+".input_json", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, cfg.MaxStateBytes)
 	}
 	if err := validateJSON(field+".input_json", t.GetInputJson(), false); err != nil {
 		return ToolUse{}, err

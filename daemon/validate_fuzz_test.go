@@ -154,6 +154,7 @@ func FuzzValidateSaveCheckpoint(f *testing.F) {
 			check(!ids[p.ToolUseId], "duplicate tool_use_id")
 			ids[p.ToolUseId] = true
 			check(p.Name != "" && len(p.Name) <= 256, "name")
+			check(len(p.InputJson) <= fuzzCfg.MaxStateBytes, "input_json size")
 			check(docJSONOK(p.InputJson, false), "input_json")
 			check(p.EffectClass >= 0 && p.EffectClass <= 3, "effect_class")
 		}

@@ -181,6 +181,9 @@ func TestValidateSave(t *testing.T) {
 				r.AppendMessages = append(r.AppendMessages, &savepointv1.Message{Role: "user", ContentJson: "1"})
 			}
 		}, reasonFieldTooLarge, "append_messages"},
+		{"tool input too large", func(r *savepointv1.SaveCheckpointRequest) {
+			r.PendingToolUses[0].InputJson = `"` + strings.Repeat("i", 50) + `"`
+		}, reasonFieldTooLarge, "pending_tool_uses[0].input_json"},
 		{"too many tool uses", func(r *savepointv1.SaveCheckpointRequest) {
 			for i := range MaxPendingToolUses {
 				r.PendingToolUses = append(r.PendingToolUses, &savepointv1.ToolUse{ToolUseId: fmt.Sprint("x", i), Name: "n"})
@@ -206,7 +209,10 @@ func TestValidateSave(t *testing.T) {
 		{"state too large", func(r *savepointv1.SaveCheckpointRequest) { r.StateJson = `"` + strings.Repeat("s", 49) + `"` }, reasonStateTooLarge, "state_json"},
 		{"bad label", func(r *savepointv1.SaveCheckpointRequest) { r.Labels = map[string]string{"A": ""} }, reasonInvalidLabel, "labels"},
 		{"pending over budget", func(r *savepointv1.SaveCheckpointRequest) {
-			r.PendingToolUses[0].InputJson = `"` + strings.Repeat("i", 2000) + `"`
+			r.PendingToolUses = nil // each input under its own cap, together over the budget
+			for i := range 50 {
+				r.PendingToolUses = append(r.PendingToolUses, &savepointv1.ToolUse{ToolUseId: fmt.Sprint("p", i), Name: "n", InputJson: `"` + strings.Repeat("i", 40) + `"`})
+			}
 		}, reasonFieldTooLarge, "pending_tool_uses"},
 	}
 	for _, tt := range tests {

@@ -198,7 +198,8 @@ type ToolUse struct {
 	ToolUseId string `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
 	// The tool's name. Required.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// The tool's input as JSON text; empty means {}.
+	// The tool's input as JSON text; empty means {}. At most the daemon's
+	// --max-state-bytes (default 1 MiB).
 	InputJson string `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
 	// What running the tool does; unspecified means side-effecting.
 	EffectClass EffectClass `protobuf:"varint,4,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.v1.EffectClass" json:"effect_class,omitempty"`
