@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,12 +47,14 @@ func main() {
 
 // run is savepointd with its arguments, environment, stdout and stderr; it
 // returns the exit code. "savepointd verify [flags]" checks a stopped
-// daemon's data directory instead of serving it.
+// daemon's data directory instead of serving it; "savepointd repair-manifest
+// [flags]" repairs the MANIFEST after Badger's failed-flush defect.
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
-	verify := len(args) > 0 && args[0] == "verify"
-	if verify {
-		args = args[1:]
+	sub := ""
+	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
+		sub, args = args[0], args[1:]
 	}
+	verify := sub == "verify"
 	cfg, err := parseConfig(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -61,6 +64,9 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return exitConfig
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	if sub == "repair-manifest" {
+		return runRepair(cfg.DataDir, stdout, stderr)
+	}
 
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
@@ -120,6 +126,28 @@ func closeStore(store *badgerstore.Store, timeout time.Duration, logger *slog.Lo
 		logger.Error("closing the store did not finish; exiting without it (the synced log replays at the next start)", "timeout", timeout)
 		return false
 	}
+}
+
+// runRepair removes the records of missing tables from Badger's MANIFEST
+// (see badgerstore.RepairManifest) and says what it removed.
+func runRepair(dir string, stdout, stderr io.Writer) int {
+	dropped, err := badgerstore.RepairManifest(dir)
+	switch {
+	case errors.Is(err, badgerstore.ErrLocked):
+		fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
+		return exitLocked
+	case errors.Is(err, badgerstore.ErrUnsafeRepair):
+		fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
+		return exitData
+	case err != nil:
+		fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
+		return exitFail
+	case len(dropped) == 0:
+		fmt.Fprintln(stdout, "the MANIFEST lists no missing table: nothing to repair")
+	default:
+		fmt.Fprintf(stdout, "removed the MANIFEST records of missing tables %s; now run savepointd verify\n", strings.Join(dropped, ", "))
+	}
+	return exitOK
 }
 
 // runVerify prints the store's VerifyResponse as JSON, as the Verify RPC

@@ -156,7 +156,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := badger.Open(bopts)
 	if err != nil {
 		s.unlockDir()
-		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. Restore the directory from a backup, or move it aside to start empty",
+		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. If it names a table file that does not exist, "+
+			"'savepointd repair-manifest' may recover it (docs/reliability.md); otherwise restore the directory from a backup, or move it aside to start empty",
 			ErrDamaged, dir, err)
 	}
 	if err := verifyTables(db); err != nil {

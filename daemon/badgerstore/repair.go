@@ -1,0 +1,101 @@
+package badgerstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/badger/v4/table"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrUnsafeRepair is returned by RepairManifest when the directory holds
+// tables that the MANIFEST does not list: dropping the missing ones could
+// then lose data, and only a backup can help.
+var ErrUnsafeRepair = errors.New("the MANIFEST cannot be repaired safely")
+
+// RepairManifest removes from Badger's MANIFEST the tables whose files do
+// not exist, and returns their file names (none when there is nothing to
+// repair). It is the way back from a defect of Badger v4.9.6: when the
+// MANIFEST's fsync fails during a memtable flush, Badger deletes the new
+// table but keeps its record, retries the flush into another table, and the
+// store no longer opens. Dropping such a record loses nothing, since the
+// memtable was flushed again or is still in the write-ahead log; so the
+// repair refuses when any table on disk is missing from the MANIFEST, the
+// sign of another failure. The daemon must be stopped: RepairManifest takes
+// the directory lock. Run Verify after it.
+func RepairManifest(dir string) ([]string, error) {
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	path := filepath.Join(dir, badger.ManifestFilename)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m, valid, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var missing []uint64
+	for id := range m.Tables {
+		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		return nil, err
+	}
+	var orphans []string
+	for _, p := range ssts {
+		id, ok := table.ParseFileID(filepath.Base(p))
+		if _, listed := m.Tables[id]; ok && !listed {
+			orphans = append(orphans, filepath.Base(p))
+		}
+	}
+	if len(orphans) > 0 {
+		return nil, fmt.Errorf("%w: tables %s are on disk but not in the MANIFEST; restore the directory from a backup",
+			ErrUnsafeRepair, strings.Join(orphans, ", "))
+	}
+	slices.Sort(missing)
+	set := &pb.ManifestChangeSet{}
+	var names []string
+	for _, id := range missing {
+		set.Changes = append(set.Changes, &pb.ManifestChange{Id: id, Op: pb.ManifestChange_DELETE})
+		names = append(names, table.IDToFilename(id))
+	}
+	data, err := proto.Marshal(set)
+	if err != nil {
+		return nil, err
+	}
+	// A change set is framed as length, CRC32C and the encoded set; a torn
+	// tail after the valid prefix is dropped, as Badger would at open.
+	rec := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+	rec = binary.BigEndian.AppendUint32(rec, crc32.Checksum(data, castagnoli))
+	rec = append(rec, data...)
+	if err := f.Truncate(valid); err != nil {
+		return nil, err
+	}
+	if _, err := f.WriteAt(rec, valid); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	return names, syncDir(dir)
+}

@@ -1,0 +1,70 @@
+package badgerstore
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// flushedStore writes a session and closes the store, so that Badger has
+// flushed it to a table, and returns the table files.
+func flushedStore(t *testing.T) (dir string, tables []string) {
+	t.Helper()
+	dir = t.TempDir()
+	s := openT(t, dir)
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	tables, _ = filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table after a clean close")
+	}
+	return dir, tables
+}
+
+func TestRepairManifest(t *testing.T) {
+	t.Run("nothing to repair", func(t *testing.T) {
+		dir, _ := flushedStore(t)
+		got, err := RepairManifest(dir)
+		if err != nil || len(got) != 0 {
+			t.Fatalf("repair of a sound store: %v %v", got, err)
+		}
+	})
+	t.Run("missing table", func(t *testing.T) {
+		dir, tables := flushedStore(t)
+		os.Remove(tables[0])
+		if _, err := Open(dir, Options{}); !errors.Is(err, ErrDamaged) {
+			t.Fatalf("open with a missing table: %v", err)
+		}
+		got, err := RepairManifest(dir)
+		if err != nil || len(got) != 1 || got[0] != filepath.Base(tables[0]) {
+			t.Fatalf("repair: %v %v", got, err)
+		}
+		s, err := Open(dir, Options{AcceptDataLoss: true}) // the table held data: it is behind now
+		if err != nil {
+			t.Fatalf("open after the repair: %v", err)
+		}
+		s.Close()
+	})
+	t.Run("table not in the MANIFEST", func(t *testing.T) {
+		dir, tables := flushedStore(t)
+		if err := os.Rename(tables[0], filepath.Join(dir, "000099.sst")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := RepairManifest(dir); !errors.Is(err, ErrUnsafeRepair) {
+			t.Fatalf("repair with a table the MANIFEST does not list: %v", err)
+		}
+	})
+	t.Run("daemon running", func(t *testing.T) {
+		dir, _ := flushedStore(t)
+		s := openT(t, dir)
+		defer s.Close()
+		if _, err := RepairManifest(dir); !errors.Is(err, ErrLocked) {
+			t.Fatalf("repair under a running store: %v", err)
+		}
+	})
+}
