@@ -68,3 +68,21 @@ func TestRepairManifest(t *testing.T) {
 		}
 	})
 }
+
+// TestEmptyWALIgnored opens a store beside an empty write-ahead log file, as
+// a process that ends while Badger deletes a flushed memtable's log leaves
+// it; Badger alone refuses to open then.
+func TestEmptyWALIgnored(t *testing.T) {
+	dir, _ := flushedStore(t)
+	if err := os.WriteFile(filepath.Join(dir, "00001.mem"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("open beside an empty WAL: %v", err)
+	}
+	defer s.Close()
+	if cp, err := s.Checkpoint(ctx, "s", 0); err != nil || cp.MessageCount != 1 {
+		t.Fatalf("session after open: %+v %v", cp, err)
+	}
+}

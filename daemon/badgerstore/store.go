@@ -153,6 +153,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		s.dirLock = f
 	}
+	if dir != "" {
+		if err := s.removeEmptyWALs(dir); err != nil {
+			s.unlockDir()
+			return nil, err
+		}
+	}
 	db, err := badger.Open(bopts)
 	if err != nil {
 		s.unlockDir()
@@ -208,6 +214,27 @@ func (s *Store) start(dir string, opts Options) error {
 		return err
 	}
 	return s.finishPurges()
+}
+
+// removeEmptyWALs deletes write-ahead log files of zero bytes. Badger
+// deletes a flushed memtable's log by truncating it to zero and then
+// removing it; a process that ends between the two (a kill, or savepointd's
+// exit without a flush) leaves an empty file that Badger then refuses to
+// open ("Create a new file"). An empty log holds nothing to replay.
+func (s *Store) removeEmptyWALs(dir string) error {
+	mems, err := filepath.Glob(filepath.Join(dir, "*.mem"))
+	if err != nil {
+		return err
+	}
+	for _, p := range mems {
+		if fi, err := os.Stat(p); err == nil && fi.Size() == 0 {
+			s.log.Info("removing an empty write-ahead log file left by an interrupted delete", "file", p)
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // verifyTables checks every block of every table against its checksum, as
