@@ -36,6 +36,14 @@ LOAD_SESSIONS ?= 256
 LOAD_DURATION ?= 60s
 LOAD_FLAGS ?=
 
+# Each mk/*.mk fragment adds one area's targets (a client, the systemd
+# units, the benchmark) and appends to these lists, so that generate,
+# checkgenerate and test cover it without this file naming it.
+GENERATE_TARGETS :=
+GENERATED_PATHS := proto
+TEST_TARGETS :=
+include $(sort $(wildcard mk/*.mk))
+
 .PHONY: help
 help: ## Describe the targets
 	@grep -E '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -81,20 +89,23 @@ tools: $(GEN_TOOLS) $(BIN)/grpcurl ## Build the tools into ./bin (buf, protoc pl
 # Code generation
 
 .PHONY: generate
-generate: $(GEN_TOOLS) ## Regenerate the Go code from proto/ (buf.gen.yaml)
+generate: generate-go $(GENERATE_TARGETS) ## Regenerate the code of every language from proto/
+
+.PHONY: generate-go
+generate-go: $(GEN_TOOLS) ## Regenerate the Go code from proto/ (buf.gen.yaml)
 	@# Remove the old output first so a deleted .proto leaves nothing behind.
 	find proto -name '*.pb.go' -delete
 	$(BIN)/buf generate
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail if the committed generated code is stale
-	@if ! git diff --exit-code --stat -- proto; then \
-		echo "checkgenerate: generated code under proto/ differs from git; run 'make generate' and commit it" >&2; \
+	@if ! git diff --exit-code --stat -- $(GENERATED_PATHS); then \
+		echo "checkgenerate: generated code differs from git; run 'make generate' and commit it" >&2; \
 		exit 1; \
 	fi
-	@untracked="$$(git ls-files --others --exclude-standard -- proto)"; \
+	@untracked="$$(git ls-files --others --exclude-standard -- $(GENERATED_PATHS))"; \
 	if [[ -n "$$untracked" ]]; then \
-		echo "checkgenerate: untracked files under proto/ (git add them):" >&2; \
+		echo "checkgenerate: untracked generated files (git add them):" >&2; \
 		echo "$$untracked" >&2; \
 		exit 1; \
 	fi
@@ -123,9 +134,7 @@ breaking: $(BIN)/buf ## Fail if proto/ breaks compatibility with BREAKING_AGAINS
 	$(BIN)/buf breaking --against '$(BREAKING_AGAINST)'
 
 .PHONY: test
-test: checkgenerate lint test-go ## checkgenerate, lint, then every test suite
-# Later suites (the Python and TypeScript clients) go here, as test-python,
-# test-ts, ...: add each as a prerequisite of `test` after test-go.
+test: checkgenerate lint test-go $(TEST_TARGETS) ## checkgenerate, lint, then every test suite
 
 .PHONY: test-go
 test-go: strace ## Go tests with the race detector

@@ -22,6 +22,200 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ErrorReason is every google.rpc.ErrorInfo reason the service returns
+// (AIP-193). On the wire the reason is the value's name without the
+// "ERROR_REASON_" prefix, as in "SESSION_FENCED"; docs/api.md says when each
+// is returned and with which gRPC code.
+type ErrorReason int32
+
+const (
+	// Never sent.
+	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
+	// INTERNAL: a daemon bug or an unexpected store failure; the daemon's log
+	// has the details.
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 1
+	// NOT_FOUND: no such session.
+	ErrorReason_ERROR_REASON_SESSION_NOT_FOUND ErrorReason = 2
+	// ALREADY_EXISTS: a session with this id exists already.
+	ErrorReason_ERROR_REASON_SESSION_EXISTS ErrorReason = 3
+	// ABORTED: another process resumed the session; this epoch is fenced.
+	ErrorReason_ERROR_REASON_SESSION_FENCED ErrorReason = 4
+	// ABORTED: the session changed since the revision the write built on.
+	ErrorReason_ERROR_REASON_REVISION_MISMATCH ErrorReason = 5
+	// NOT_FOUND: the revision is not kept.
+	ErrorReason_ERROR_REASON_REVISION_NOT_FOUND ErrorReason = 6
+	// INVALID_ARGUMENT: a request id was sent again with a different payload.
+	ErrorReason_ERROR_REASON_REQUEST_ID_REUSED ErrorReason = 7
+	// INVALID_ARGUMENT: keep_messages is beyond the revision's history.
+	ErrorReason_ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE ErrorReason = 8
+	// FAILED_PRECONDITION: a tool use set pending already has a ledger entry.
+	ErrorReason_ERROR_REASON_CALL_ALREADY_RECORDED ErrorReason = 9
+	// FAILED_PRECONDITION: the tool use is not pending in the latest revision.
+	ErrorReason_ERROR_REASON_CALL_NOT_PENDING ErrorReason = 10
+	// NOT_FOUND: the tool use was never pending in the session.
+	ErrorReason_ERROR_REASON_CALL_UNKNOWN ErrorReason = 11
+	// FAILED_PRECONDITION: the recorded name differs from the pending tool
+	// use's name.
+	ErrorReason_ERROR_REASON_TOOL_NAME_MISMATCH ErrorReason = 12
+	// ALREADY_EXISTS: a different outcome is recorded already; the first
+	// record wins.
+	ErrorReason_ERROR_REASON_EFFECT_CONFLICT ErrorReason = 13
+	// DATA_LOSS: the session's stored data failed its checksum or is
+	// incomplete.
+	ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT ErrorReason = 14
+	// INVALID_ARGUMENT: the page token is malformed or belongs to another
+	// request.
+	ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN ErrorReason = 15
+	// RESOURCE_EXHAUSTED: the disk is below the daemon's reserve; reads are
+	// still served.
+	ErrorReason_ERROR_REASON_DISK_FULL ErrorReason = 16
+	// UNAVAILABLE: the store is closed or failed; retry against a restarted
+	// daemon.
+	ErrorReason_ERROR_REASON_UNAVAILABLE ErrorReason = 17
+	// CANCELED: the caller canceled the call.
+	ErrorReason_ERROR_REASON_CANCELED ErrorReason = 18
+	// DEADLINE_EXCEEDED: the call's deadline passed.
+	ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED ErrorReason = 19
+	// INVALID_ARGUMENT: a request the daemon refused without a finer reason.
+	ErrorReason_ERROR_REASON_INVALID_ARGUMENT ErrorReason = 20
+	// INVALID_ARGUMENT: a session id is empty, too long or has characters a
+	// session id may not hold. Metadata "field" names the field, as for every
+	// reason below.
+	ErrorReason_ERROR_REASON_INVALID_SESSION_ID ErrorReason = 21
+	// INVALID_ARGUMENT: a tool use id is empty, too long or malformed.
+	ErrorReason_ERROR_REASON_INVALID_TOOL_USE_ID ErrorReason = 22
+	// INVALID_ARGUMENT: a request id is malformed.
+	ErrorReason_ERROR_REASON_INVALID_REQUEST_ID ErrorReason = 23
+	// INVALID_ARGUMENT: a required field is empty.
+	ErrorReason_ERROR_REASON_MISSING_FIELD ErrorReason = 24
+	// INVALID_ARGUMENT: a JSON field does not hold valid JSON.
+	ErrorReason_ERROR_REASON_INVALID_JSON ErrorReason = 25
+	// INVALID_ARGUMENT: one message is over its size limit.
+	ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE ErrorReason = 26
+	// INVALID_ARGUMENT: the state is over its size limit.
+	ErrorReason_ERROR_REASON_STATE_TOO_LARGE ErrorReason = 27
+	// INVALID_ARGUMENT: an effect class is not one of the enum's values.
+	ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS ErrorReason = 28
+	// INVALID_ARGUMENT: two pending tool uses share an id.
+	ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID ErrorReason = 29
+	// INVALID_ARGUMENT: a label key or value is malformed or too long.
+	ErrorReason_ERROR_REASON_INVALID_LABEL ErrorReason = 30
+	// INVALID_ARGUMENT: the page size is negative.
+	ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE ErrorReason = 31
+	// INVALID_ARGUMENT: a field is over its size or count limit.
+	ErrorReason_ERROR_REASON_FIELD_TOO_LARGE ErrorReason = 32
+	// RESOURCE_EXHAUSTED: the whole request is over the daemon's request size
+	// limit (GetServerInfoResponse.max_request_bytes).
+	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 33
+	// INVALID_ARGUMENT: a string field is not valid UTF-8.
+	ErrorReason_ERROR_REASON_INVALID_UTF8 ErrorReason = 34
+)
+
+// Enum value maps for ErrorReason.
+var (
+	ErrorReason_name = map[int32]string{
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_INTERNAL",
+		2:  "ERROR_REASON_SESSION_NOT_FOUND",
+		3:  "ERROR_REASON_SESSION_EXISTS",
+		4:  "ERROR_REASON_SESSION_FENCED",
+		5:  "ERROR_REASON_REVISION_MISMATCH",
+		6:  "ERROR_REASON_REVISION_NOT_FOUND",
+		7:  "ERROR_REASON_REQUEST_ID_REUSED",
+		8:  "ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE",
+		9:  "ERROR_REASON_CALL_ALREADY_RECORDED",
+		10: "ERROR_REASON_CALL_NOT_PENDING",
+		11: "ERROR_REASON_CALL_UNKNOWN",
+		12: "ERROR_REASON_TOOL_NAME_MISMATCH",
+		13: "ERROR_REASON_EFFECT_CONFLICT",
+		14: "ERROR_REASON_CHECKPOINT_CORRUPT",
+		15: "ERROR_REASON_INVALID_PAGE_TOKEN",
+		16: "ERROR_REASON_DISK_FULL",
+		17: "ERROR_REASON_UNAVAILABLE",
+		18: "ERROR_REASON_CANCELED",
+		19: "ERROR_REASON_DEADLINE_EXCEEDED",
+		20: "ERROR_REASON_INVALID_ARGUMENT",
+		21: "ERROR_REASON_INVALID_SESSION_ID",
+		22: "ERROR_REASON_INVALID_TOOL_USE_ID",
+		23: "ERROR_REASON_INVALID_REQUEST_ID",
+		24: "ERROR_REASON_MISSING_FIELD",
+		25: "ERROR_REASON_INVALID_JSON",
+		26: "ERROR_REASON_MESSAGE_TOO_LARGE",
+		27: "ERROR_REASON_STATE_TOO_LARGE",
+		28: "ERROR_REASON_INVALID_EFFECT_CLASS",
+		29: "ERROR_REASON_DUPLICATE_TOOL_USE_ID",
+		30: "ERROR_REASON_INVALID_LABEL",
+		31: "ERROR_REASON_INVALID_PAGE_SIZE",
+		32: "ERROR_REASON_FIELD_TOO_LARGE",
+		33: "ERROR_REASON_REQUEST_TOO_LARGE",
+		34: "ERROR_REASON_INVALID_UTF8",
+	}
+	ErrorReason_value = map[string]int32{
+		"ERROR_REASON_UNSPECIFIED":                0,
+		"ERROR_REASON_INTERNAL":                   1,
+		"ERROR_REASON_SESSION_NOT_FOUND":          2,
+		"ERROR_REASON_SESSION_EXISTS":             3,
+		"ERROR_REASON_SESSION_FENCED":             4,
+		"ERROR_REASON_REVISION_MISMATCH":          5,
+		"ERROR_REASON_REVISION_NOT_FOUND":         6,
+		"ERROR_REASON_REQUEST_ID_REUSED":          7,
+		"ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE": 8,
+		"ERROR_REASON_CALL_ALREADY_RECORDED":      9,
+		"ERROR_REASON_CALL_NOT_PENDING":           10,
+		"ERROR_REASON_CALL_UNKNOWN":               11,
+		"ERROR_REASON_TOOL_NAME_MISMATCH":         12,
+		"ERROR_REASON_EFFECT_CONFLICT":            13,
+		"ERROR_REASON_CHECKPOINT_CORRUPT":         14,
+		"ERROR_REASON_INVALID_PAGE_TOKEN":         15,
+		"ERROR_REASON_DISK_FULL":                  16,
+		"ERROR_REASON_UNAVAILABLE":                17,
+		"ERROR_REASON_CANCELED":                   18,
+		"ERROR_REASON_DEADLINE_EXCEEDED":          19,
+		"ERROR_REASON_INVALID_ARGUMENT":           20,
+		"ERROR_REASON_INVALID_SESSION_ID":         21,
+		"ERROR_REASON_INVALID_TOOL_USE_ID":        22,
+		"ERROR_REASON_INVALID_REQUEST_ID":         23,
+		"ERROR_REASON_MISSING_FIELD":              24,
+		"ERROR_REASON_INVALID_JSON":               25,
+		"ERROR_REASON_MESSAGE_TOO_LARGE":          26,
+		"ERROR_REASON_STATE_TOO_LARGE":            27,
+		"ERROR_REASON_INVALID_EFFECT_CLASS":       28,
+		"ERROR_REASON_DUPLICATE_TOOL_USE_ID":      29,
+		"ERROR_REASON_INVALID_LABEL":              30,
+		"ERROR_REASON_INVALID_PAGE_SIZE":          31,
+		"ERROR_REASON_FIELD_TOO_LARGE":            32,
+		"ERROR_REASON_REQUEST_TOO_LARGE":          33,
+		"ERROR_REASON_INVALID_UTF8":               34,
+	}
+)
+
+func (x ErrorReason) Enum() *ErrorReason {
+	p := new(ErrorReason)
+	*p = x
+	return p
+}
+
+func (x ErrorReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_savepoint_proto_enumTypes[0].Descriptor()
+}
+
+func (ErrorReason) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_savepoint_proto_enumTypes[0]
+}
+
+func (x ErrorReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorReason.Descriptor instead.
+func (ErrorReason) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{0}
+}
+
 // EffectClass says what running a tool does to the world outside.
 type EffectClass int32
 
@@ -64,11 +258,11 @@ func (x EffectClass) String() string {
 }
 
 func (EffectClass) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[0].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[1].Descriptor()
 }
 
 func (EffectClass) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[0]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[1]
 }
 
 func (x EffectClass) Number() protoreflect.EnumNumber {
@@ -77,7 +271,7 @@ func (x EffectClass) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EffectClass.Descriptor instead.
 func (EffectClass) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{0}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{1}
 }
 
 // Decision tells the client what to do with one pending tool use.
@@ -120,11 +314,11 @@ func (x Decision) String() string {
 }
 
 func (Decision) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[1].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[2].Descriptor()
 }
 
 func (Decision) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[1]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[2]
 }
 
 func (x Decision) Number() protoreflect.EnumNumber {
@@ -133,7 +327,7 @@ func (x Decision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Decision.Descriptor instead.
 func (Decision) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{1}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{2}
 }
 
 // Message is one entry of a session's history.
@@ -2028,6 +2222,150 @@ func (x *VerifyResponse) GetDamagedSessions() []*DamagedSession {
 	return nil
 }
 
+type GetServerInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoRequest) Reset() {
+	*x = GetServerInfoRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoRequest) ProtoMessage() {}
+
+func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
+}
+
+type GetServerInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The daemon's version, such as "v0.3.0" or "(devel)".
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The store kind, such as "badger".
+	StoreKind string `protobuf:"bytes,2,opt,name=store_kind,json=storeKind,proto3" json:"store_kind,omitempty"`
+	// The store's on-disk format version.
+	StoreFormat uint32 `protobuf:"varint,3,opt,name=store_format,json=storeFormat,proto3" json:"store_format,omitempty"`
+	// The largest request the daemon accepts, in bytes.
+	MaxRequestBytes int64 `protobuf:"varint,4,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
+	// The largest message content the daemon accepts, in bytes.
+	MaxMessageBytes int64 `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	// The largest state_json the daemon accepts, in bytes.
+	MaxStateBytes int64 `protobuf:"varint,6,opt,name=max_state_bytes,json=maxStateBytes,proto3" json:"max_state_bytes,omitempty"`
+	// The size past which a paged response is cut, in bytes.
+	ResponseBudgetBytes int64 `protobuf:"varint,7,opt,name=response_budget_bytes,json=responseBudgetBytes,proto3" json:"response_budget_bytes,omitempty"`
+	// When the daemon started serving.
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoResponse) Reset() {
+	*x = GetServerInfoResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoResponse) ProtoMessage() {}
+
+func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetServerInfoResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStoreKind() string {
+	if x != nil {
+		return x.StoreKind
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStoreFormat() uint32 {
+	if x != nil {
+		return x.StoreFormat
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetMaxRequestBytes() int64 {
+	if x != nil {
+		return x.MaxRequestBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetMaxMessageBytes() int64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetMaxStateBytes() int64 {
+	if x != nil {
+		return x.MaxStateBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetResponseBudgetBytes() int64 {
+	if x != nil {
+		return x.ResponseBudgetBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
 var File_savepoint_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_savepoint_proto_rawDesc = "" +
@@ -2205,7 +2543,56 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0eVerifyResponse\x12)\n" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
-	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions*\x82\x01\n" +
+	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
+	"\x14GetServerInfoRequest\"\xe2\x02\n" +
+	"\x15GetServerInfoResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
+	"\n" +
+	"store_kind\x18\x02 \x01(\tR\tstoreKind\x12!\n" +
+	"\fstore_format\x18\x03 \x01(\rR\vstoreFormat\x12*\n" +
+	"\x11max_request_bytes\x18\x04 \x01(\x03R\x0fmaxRequestBytes\x12*\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\x03R\x0fmaxMessageBytes\x12&\n" +
+	"\x0fmax_state_bytes\x18\x06 \x01(\x03R\rmaxStateBytes\x122\n" +
+	"\x15response_budget_bytes\x18\a \x01(\x03R\x13responseBudgetBytes\x129\n" +
+	"\n" +
+	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xca\t\n" +
+	"\vErrorReason\x12\x1c\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
+	"\x1eERROR_REASON_SESSION_NOT_FOUND\x10\x02\x12\x1f\n" +
+	"\x1bERROR_REASON_SESSION_EXISTS\x10\x03\x12\x1f\n" +
+	"\x1bERROR_REASON_SESSION_FENCED\x10\x04\x12\"\n" +
+	"\x1eERROR_REASON_REVISION_MISMATCH\x10\x05\x12#\n" +
+	"\x1fERROR_REASON_REVISION_NOT_FOUND\x10\x06\x12\"\n" +
+	"\x1eERROR_REASON_REQUEST_ID_REUSED\x10\a\x12+\n" +
+	"'ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE\x10\b\x12&\n" +
+	"\"ERROR_REASON_CALL_ALREADY_RECORDED\x10\t\x12!\n" +
+	"\x1dERROR_REASON_CALL_NOT_PENDING\x10\n" +
+	"\x12\x1d\n" +
+	"\x19ERROR_REASON_CALL_UNKNOWN\x10\v\x12#\n" +
+	"\x1fERROR_REASON_TOOL_NAME_MISMATCH\x10\f\x12 \n" +
+	"\x1cERROR_REASON_EFFECT_CONFLICT\x10\r\x12#\n" +
+	"\x1fERROR_REASON_CHECKPOINT_CORRUPT\x10\x0e\x12#\n" +
+	"\x1fERROR_REASON_INVALID_PAGE_TOKEN\x10\x0f\x12\x1a\n" +
+	"\x16ERROR_REASON_DISK_FULL\x10\x10\x12\x1c\n" +
+	"\x18ERROR_REASON_UNAVAILABLE\x10\x11\x12\x19\n" +
+	"\x15ERROR_REASON_CANCELED\x10\x12\x12\"\n" +
+	"\x1eERROR_REASON_DEADLINE_EXCEEDED\x10\x13\x12!\n" +
+	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x14\x12#\n" +
+	"\x1fERROR_REASON_INVALID_SESSION_ID\x10\x15\x12$\n" +
+	" ERROR_REASON_INVALID_TOOL_USE_ID\x10\x16\x12#\n" +
+	"\x1fERROR_REASON_INVALID_REQUEST_ID\x10\x17\x12\x1e\n" +
+	"\x1aERROR_REASON_MISSING_FIELD\x10\x18\x12\x1d\n" +
+	"\x19ERROR_REASON_INVALID_JSON\x10\x19\x12\"\n" +
+	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x10\x1a\x12 \n" +
+	"\x1cERROR_REASON_STATE_TOO_LARGE\x10\x1b\x12%\n" +
+	"!ERROR_REASON_INVALID_EFFECT_CLASS\x10\x1c\x12&\n" +
+	"\"ERROR_REASON_DUPLICATE_TOOL_USE_ID\x10\x1d\x12\x1e\n" +
+	"\x1aERROR_REASON_INVALID_LABEL\x10\x1e\x12\"\n" +
+	"\x1eERROR_REASON_INVALID_PAGE_SIZE\x10\x1f\x12 \n" +
+	"\x1cERROR_REASON_FIELD_TOO_LARGE\x10 \x12\"\n" +
+	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10!\x12\x1d\n" +
+	"\x19ERROR_REASON_INVALID_UTF8\x10\"*\x82\x01\n" +
 	"\vEffectClass\x12\x1c\n" +
 	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +
@@ -2215,7 +2602,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x032\xcb\x06\n" +
+	"\x11DECISION_IN_DOUBT\x10\x032\xa5\a\n" +
 	"\x10SavepointService\x12[\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\x12R\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\x12U\n" +
@@ -2227,7 +2614,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\fListMessages\x12!.savepoint.v1.ListMessagesRequest\x1a\".savepoint.v1.ListMessagesResponse\x12U\n" +
 	"\fListSessions\x12!.savepoint.v1.ListSessionsRequest\x1a\".savepoint.v1.ListSessionsResponse\x12X\n" +
 	"\rDeleteSession\x12\".savepoint.v1.DeleteSessionRequest\x1a#.savepoint.v1.DeleteSessionResponse\x12C\n" +
-	"\x06Verify\x12\x1b.savepoint.v1.VerifyRequest\x1a\x1c.savepoint.v1.VerifyResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\x06Verify\x12\x1b.savepoint.v1.VerifyRequest\x1a\x1c.savepoint.v1.VerifyResponse\x12X\n" +
+	"\rGetServerInfo\x12\".savepoint.v1.GetServerInfoRequest\x1a#.savepoint.v1.GetServerInfoResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -2241,92 +2629,98 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_savepoint_v1_savepoint_proto_rawDescData
 }
 
-var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
-	(EffectClass)(0),               // 0: savepoint.v1.EffectClass
-	(Decision)(0),                  // 1: savepoint.v1.Decision
-	(*Message)(nil),                // 2: savepoint.v1.Message
-	(*ToolUse)(nil),                // 3: savepoint.v1.ToolUse
-	(*Effect)(nil),                 // 4: savepoint.v1.Effect
-	(*Checkpoint)(nil),             // 5: savepoint.v1.Checkpoint
-	(*SaveCheckpointRequest)(nil),  // 6: savepoint.v1.SaveCheckpointRequest
-	(*SaveCheckpointResponse)(nil), // 7: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectRequest)(nil),     // 8: savepoint.v1.BeginEffectRequest
-	(*BeginEffectResponse)(nil),    // 9: savepoint.v1.BeginEffectResponse
-	(*RecordEffectRequest)(nil),    // 10: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),   // 11: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),          // 12: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),         // 13: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),       // 14: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),             // 15: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),      // 16: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),      // 17: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 18: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),    // 19: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),   // 20: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),    // 21: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),         // 22: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),   // 23: savepoint.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),   // 24: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 25: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),          // 26: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),         // 27: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),         // 28: savepoint.v1.VerifyResponse
-	nil,                            // 29: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                            // 30: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                            // 31: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                            // 32: savepoint.v1.SessionSummary.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+	(ErrorReason)(0),               // 0: savepoint.v1.ErrorReason
+	(EffectClass)(0),               // 1: savepoint.v1.EffectClass
+	(Decision)(0),                  // 2: savepoint.v1.Decision
+	(*Message)(nil),                // 3: savepoint.v1.Message
+	(*ToolUse)(nil),                // 4: savepoint.v1.ToolUse
+	(*Effect)(nil),                 // 5: savepoint.v1.Effect
+	(*Checkpoint)(nil),             // 6: savepoint.v1.Checkpoint
+	(*SaveCheckpointRequest)(nil),  // 7: savepoint.v1.SaveCheckpointRequest
+	(*SaveCheckpointResponse)(nil), // 8: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectRequest)(nil),     // 9: savepoint.v1.BeginEffectRequest
+	(*BeginEffectResponse)(nil),    // 10: savepoint.v1.BeginEffectResponse
+	(*RecordEffectRequest)(nil),    // 11: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),   // 12: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),          // 13: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),         // 14: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),       // 15: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),             // 16: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),      // 17: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),      // 18: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 19: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),    // 20: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),   // 21: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),    // 22: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),         // 23: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),   // 24: savepoint.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),   // 25: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 26: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),          // 27: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),         // 28: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),         // 29: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),   // 30: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),  // 31: savepoint.v1.GetServerInfoResponse
+	nil,                            // 32: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                            // 33: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                            // 34: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                            // 35: savepoint.v1.SessionSummary.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 36: google.protobuf.Timestamp
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
-	0,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	33, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	2,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
-	3,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	29, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	33, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
-	2,  // 6: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
-	3,  // 7: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	30, // 8: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	4,  // 9: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	5,  // 10: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	3,  // 11: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	1,  // 12: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	4,  // 13: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	15, // 14: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	5,  // 15: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	2,  // 16: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	31, // 17: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	32, // 18: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	33, // 19: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	22, // 20: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	27, // 21: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	6,  // 22: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	8,  // 23: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	10, // 24: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	12, // 25: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	14, // 26: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	17, // 27: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	19, // 28: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	21, // 29: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	24, // 30: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	26, // 31: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	7,  // 32: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	9,  // 33: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	11, // 34: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	13, // 35: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	16, // 36: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	18, // 37: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	20, // 38: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	23, // 39: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	25, // 40: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	28, // 41: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	1,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
+	36, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	3,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
+	4,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	32, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	36, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	3,  // 6: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
+	4,  // 7: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	33, // 8: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	5,  // 9: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	6,  // 10: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	4,  // 11: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	2,  // 12: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	5,  // 13: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	16, // 14: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	6,  // 15: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	3,  // 16: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	34, // 17: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	35, // 18: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	36, // 19: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	23, // 20: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	28, // 21: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	36, // 22: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	7,  // 23: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	9,  // 24: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	11, // 25: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	13, // 26: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	15, // 27: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	18, // 28: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	20, // 29: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	22, // 30: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	25, // 31: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	27, // 32: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	30, // 33: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	8,  // 34: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	10, // 35: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	12, // 36: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	14, // 37: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	17, // 38: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	19, // 39: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	21, // 40: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	24, // 41: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	26, // 42: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	29, // 43: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	31, // 44: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	34, // [34:45] is the sub-list for method output_type
+	23, // [23:34] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -2341,8 +2735,8 @@ func file_savepoint_v1_savepoint_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   31,
+			NumEnums:      3,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

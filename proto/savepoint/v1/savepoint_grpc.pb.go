@@ -29,6 +29,7 @@ const (
 	SavepointService_ListSessions_FullMethodName   = "/savepoint.v1.SavepointService/ListSessions"
 	SavepointService_DeleteSession_FullMethodName  = "/savepoint.v1.SavepointService/DeleteSession"
 	SavepointService_Verify_FullMethodName         = "/savepoint.v1.SavepointService/Verify"
+	SavepointService_GetServerInfo_FullMethodName  = "/savepoint.v1.SavepointService/GetServerInfo"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -69,6 +70,9 @@ type SavepointServiceClient interface {
 	// session's latest revision and history are complete, and lists the
 	// damaged sessions. It writes nothing.
 	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
+	// GetServerInfo describes the running daemon: its version, its store and
+	// the limits it enforces. It writes nothing.
+	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
 }
 
 type savepointServiceClient struct {
@@ -179,6 +183,16 @@ func (c *savepointServiceClient) Verify(ctx context.Context, in *VerifyRequest, 
 	return out, nil
 }
 
+func (c *savepointServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServerInfoResponse)
+	err := c.cc.Invoke(ctx, SavepointService_GetServerInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -217,6 +231,9 @@ type SavepointServiceServer interface {
 	// session's latest revision and history are complete, and lists the
 	// damaged sessions. It writes nothing.
 	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
+	// GetServerInfo describes the running daemon: its version, its store and
+	// the limits it enforces. It writes nothing.
+	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -256,6 +273,9 @@ func (UnimplementedSavepointServiceServer) DeleteSession(context.Context, *Delet
 }
 func (UnimplementedSavepointServiceServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
+}
+func (UnimplementedSavepointServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -458,6 +478,24 @@ func _SavepointService_Verify_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SavepointService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServerInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).GetServerInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_GetServerInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).GetServerInfo(ctx, req.(*GetServerInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -504,6 +542,10 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Verify",
 			Handler:    _SavepointService_Verify_Handler,
+		},
+		{
+			MethodName: "GetServerInfo",
+			Handler:    _SavepointService_GetServerInfo_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
