@@ -42,6 +42,7 @@ LOAD_FLAGS ?=
 GENERATE_TARGETS :=
 GENERATED_PATHS := proto
 TEST_TARGETS :=
+CLIENT_TARGETS :=
 include $(sort $(wildcard mk/*.mk))
 
 .PHONY: help
@@ -132,6 +133,9 @@ BREAKING_AGAINST ?= .git\#branch=main
 .PHONY: breaking
 breaking: $(BIN)/buf ## Fail if proto/ breaks compatibility with BREAKING_AGAINST (default: main)
 	$(BIN)/buf breaking --against '$(BREAKING_AGAINST)'
+
+.PHONY: clients
+clients: $(CLIENT_TARGETS) ## Build the Python and TypeScript clients (./.venv, client/typescript/dist)
 
 .PHONY: test
 test: checkgenerate lint test-go $(TEST_TARGETS) ## checkgenerate, lint, then every test suite
