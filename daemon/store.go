@@ -38,8 +38,21 @@ type Store interface {
 	// session's latest revision and history are complete. Damage is reported
 	// in the VerifyReport; an error means the check itself could not run.
 	Verify(ctx context.Context) (VerifyReport, error)
+	// Ping returns nil when the store can take a write request now: the
+	// request passes through the store's commit path without writing, so a
+	// full disk, which still serves reads, does not fail it, while a stopped
+	// or stuck commit path does (within ctx's deadline).
+	Ping(ctx context.Context) error
+	// Info describes the store for GetServerInfo.
+	Info() StoreInfo
 	// Close releases the store; no method may be called after it.
 	Close() error
+}
+
+// StoreInfo is what a Store says about itself.
+type StoreInfo struct {
+	Kind   string // such as "badger"
+	Format uint32 // the on-disk format version it writes
 }
 
 // MessageSize is the number of bytes a message counts for against a

@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ type write struct {
 type op struct {
 	writes []write
 	size   int64
+	probe  bool // a Ping: answered by the loop after the batch it joins, writing nothing
 	done   chan error
 }
 
@@ -106,6 +108,31 @@ func (e *engine) commit(ws []write) error {
 	return <-o.done
 }
 
+// ping passes a request through the commit loop that writes and syncs
+// nothing, so it fails when the loop is dead, stuck in a commit past ctx's
+// deadline, or failed, and never for a full disk.
+func (e *engine) ping(ctx context.Context) error {
+	o := &op{probe: true, done: make(chan error, 1)}
+	select {
+	case <-e.stop: // checked first: ops has room even after the loop ended
+		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+	default:
+	}
+	select {
+	case e.ops <- o:
+	case <-e.stop:
+		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the commit loop took no request: %v", daemon.ErrUnavailable, ctx.Err())
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the commit loop did not answer: %v", daemon.ErrUnavailable, ctx.Err())
+	}
+}
+
 func (e *engine) err() error {
 	if err, _ := e.failErr.Load().(error); err != nil {
 		return fmt.Errorf("%w: the store failed and savepointd is stopping: %v", daemon.ErrUnavailable, err)
@@ -173,6 +200,26 @@ func (e *engine) drain() {
 }
 
 func (e *engine) commitBatch(batch []*op) {
+	// Probes are answered after the writes they were folded with, so one
+	// waits out a slow commit; a batch of probes alone writes nothing.
+	var probes []*op
+	writes := batch[:0:0]
+	for _, o := range batch {
+		if o.probe {
+			probes = append(probes, o)
+		} else {
+			writes = append(writes, o)
+		}
+	}
+	if len(writes) > 0 {
+		e.commitWrites(writes)
+	}
+	for _, o := range probes {
+		o.done <- e.err()
+	}
+}
+
+func (e *engine) commitWrites(batch []*op) {
 	if brokenAckBeforeSync {
 		for _, o := range batch {
 			o.done <- nil

@@ -315,6 +315,14 @@ func (s *Store) Failed() <-chan struct{} { return s.eng.failed }
 // Err returns the failure that closed Failed, or nil.
 func (s *Store) Err() error { return s.eng.err() }
 
+// Ping returns nil once a request has passed through the commit loop, which
+// it does without writing; it fails when the loop is stopped, failed, or
+// does not answer before ctx is done. A full disk does not fail it.
+func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
+
+// Info returns the store's kind, "badger", and FormatVersion.
+func (s *Store) Info() daemon.StoreInfo { return daemon.StoreInfo{Kind: "badger", Format: FormatVersion} }
+
 // Stats returns the engine's counters.
 func (s *Store) Stats() Stats { return s.eng.stats() }
 
