@@ -26,6 +26,12 @@ SAVEPOINT_ADDR ?=
 RUN_SOCKET = $(abspath $(DATA_DIR))/savepoint.sock
 RUN_FLAGS ?=
 
+# The version savepointd reports (--version, GetServerInfo). Empty: the one
+# Go records from git in the build info, a pseudo-version such as
+# v0.0.0-20261203081759-09f947d1a2b3+dirty.
+VERSION ?=
+VERSION_LDFLAGS = $(if $(VERSION),-ldflags '-X github.com/savepoint-dev/savepoint/daemon.version=$(VERSION)')
+
 GO_TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
 # make crashtest: kill -9 cycles and concurrent clients (`make test` runs 5).
@@ -178,9 +184,9 @@ fuzz: ## Run every Fuzz target for FUZZTIME (default 30s) each
 # Build and run
 
 .PHONY: build
-build: ## Build every cmd/* binary into ./bin
+build: ## Build every cmd/* binary into ./bin (VERSION=v1.2.3 sets the version they report)
 ifneq ($(CMDS),)
-	go build -o $(BIN)/ $(addprefix ./,$(CMDS))
+	go build $(VERSION_LDFLAGS) -o $(BIN)/ $(addprefix ./,$(CMDS))
 else
 	@echo "build: nothing under cmd/ yet"
 endif

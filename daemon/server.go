@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -26,12 +27,13 @@ type Server struct {
 	store  Store
 	cfg    Config
 	logger *slog.Logger
+	start  time.Time // when the server was made; GetServerInfo's start_time
 }
 
 // NewServer returns a Server over store with the limits of cfg (zero fields
 // take their defaults). It logs internal errors to slog.Default().
 func NewServer(store Store, cfg Config) *Server {
-	return &Server{store: store, cfg: cfg.withDefaults(), logger: slog.Default()}
+	return &Server{store: store, cfg: cfg.withDefaults(), logger: slog.Default(), start: time.Now()}
 }
 
 // fail translates err for the client, logging it when it is internal.
@@ -287,6 +289,22 @@ func (s *Server) Verify(ctx context.Context, _ *savepointv1.VerifyRequest) (*sav
 		return nil, s.fail(ctx, err)
 	}
 	return VerifyReportToProto(rep), nil
+}
+
+// GetServerInfo implements SavepointServiceServer: the version, the store's
+// kind and format, and the limits of the configuration the server runs with.
+func (s *Server) GetServerInfo(context.Context, *savepointv1.GetServerInfoRequest) (*savepointv1.GetServerInfoResponse, error) {
+	info := s.store.Info()
+	return &savepointv1.GetServerInfoResponse{
+		Version:             Version(),
+		StoreKind:           info.Kind,
+		StoreFormat:         info.Format,
+		MaxRequestBytes:     int64(s.cfg.MaxRequestBytes),
+		MaxMessageBytes:     int64(s.cfg.MaxMessageBytes),
+		MaxStateBytes:       int64(s.cfg.MaxStateBytes),
+		ResponseBudgetBytes: int64(s.cfg.ResponseBudgetBytes),
+		StartTime:           timestamppb.New(s.start),
+	}, nil
 }
 
 // VerifyReportToProto is the wire form of a VerifyReport.

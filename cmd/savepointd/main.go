@@ -59,6 +59,10 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprintln(stdout, "savepointd", daemon.Version())
+		return exitOK
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitConfig
@@ -167,6 +171,9 @@ func runVerify(ctx context.Context, store daemon.Store, stdout, stderr io.Writer
 	return exitOK
 }
 
+// errVersion is parseConfig's answer to --version.
+var errVersion = errors.New("version requested")
+
 // parseConfig reads the configuration from flags, then environment
 // variables, then defaults, in that order of precedence, and validates it.
 func parseConfig(args []string, env func(string) string, stderr io.Writer) (daemon.Config, error) {
@@ -201,6 +208,8 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
 
+	showVersion := fs.Bool("version", false, "print the version and exit")
+
 	for flagName, envVar := range envVars {
 		if v := env(envVar); v != "" {
 			if err := fs.Set(flagName, v); err != nil {
@@ -210,6 +219,9 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	if *showVersion {
+		return cfg, errVersion
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())

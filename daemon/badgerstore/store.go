@@ -321,7 +321,9 @@ func (s *Store) Err() error { return s.eng.err() }
 func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
 
 // Info returns the store's kind, "badger", and FormatVersion.
-func (s *Store) Info() daemon.StoreInfo { return daemon.StoreInfo{Kind: "badger", Format: FormatVersion} }
+func (s *Store) Info() daemon.StoreInfo {
+	return daemon.StoreInfo{Kind: "badger", Format: FormatVersion}
+}
 
 // Stats returns the engine's counters.
 func (s *Store) Stats() Stats { return s.eng.stats() }

@@ -115,7 +115,13 @@ func (b *SyncBuffer) String() string {
 // until it serves, and stops it at cleanup.
 func Start(t testing.TB, args ...string) *Daemon {
 	t.Helper()
-	d := &Daemon{t: t, Bin: Binary(t), DataDir: t.TempDir(), Socket: SocketPath(t), Args: args}
+	return StartBinary(t, Binary(t), args...)
+}
+
+// StartBinary is Start with the savepointd binary bin.
+func StartBinary(t testing.TB, bin string, args ...string) *Daemon {
+	t.Helper()
+	d := &Daemon{t: t, Bin: bin, DataDir: t.TempDir(), Socket: SocketPath(t), Args: args}
 	d.Restart()
 	conn, err := grpc.NewClient("unix:"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
