@@ -24,9 +24,11 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// Run serves store over gRPC on cfg.Listen until ctx is cancelled, then
-// reports NOT_SERVING, stops gracefully within cfg.ShutdownTimeout, and
-// returns nil. The caller opens the store before calling Run, so that the
+// Run serves store over gRPC on cfg.Listen (or the socket systemd passed)
+// until ctx is cancelled, then reports NOT_SERVING, stops gracefully within
+// cfg.ShutdownTimeout, and returns nil. Under systemd it notifies READY=1
+// once serving, keeps the watchdog fed while store.Ping passes, and
+// notifies STOPPING=1 at shutdown (systemd.go). The caller opens the store before calling Run, so that the
 // store's directory lock proves no other daemon owns a stale socket file, and
 // closes it after Run returns. Importing errdetails here and in status.go
 // registers ErrorInfo, so that reflection clients such as grpcurl print
@@ -66,6 +68,11 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	logger.Info("serving", "listen", cfg.Listen, "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
+	notify(logger, "READY=1\nSTATUS=serving on "+cfg.Listen)
+	wdCtx, stopWatchdog := context.WithCancel(context.Background())
+	wdDone := make(chan struct{})
+	go func() { defer close(wdDone); watchdog(wdCtx, store, logger) }()
+	defer func() { stopWatchdog(); <-wdDone }()
 
 	var failed <-chan struct{} // nil: never
 	if f, ok := store.(Failer); ok {
@@ -80,6 +87,7 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	}
 
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	notify(logger, "STOPPING=1\nSTATUS=stopping: draining open calls")
 	hs.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
@@ -107,9 +115,13 @@ type Failer interface {
 	Failed() <-chan struct{}
 }
 
-// listen opens cfg.Listen. For a Unix socket it creates the parent
-// directory, replaces a stale socket file, and sets cfg.SocketMode.
+// listen returns the socket systemd passed, if any (see activated), else
+// opens cfg.Listen. For a Unix socket it creates the parent directory,
+// replaces a stale socket file, and sets cfg.SocketMode.
 func listen(cfg Config) (net.Listener, error) {
+	if lis, err := activated(cfg); lis != nil || err != nil {
+		return lis, err
+	}
 	network, address, err := ParseAddr(cfg.Listen)
 	if err != nil {
 		return nil, err

@@ -72,10 +72,12 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return runRepair(cfg.DataDir, stdout, stderr)
 	}
 
+	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
 		ExitAfterClose: true,
 	})
+	opened()
 	switch {
 	case errors.Is(err, badgerstore.ErrLocked):
 		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)
@@ -103,6 +105,9 @@ func serve(cfg daemon.Config, store *badgerstore.Store, verify bool, logger *slo
 	}
 	if err := daemon.Run(ctx, cfg, store, logger); err != nil {
 		logger.Error("savepointd failed", "err", err)
+		if errors.Is(err, daemon.ErrConfig) {
+			return exitConfig
+		}
 		return exitFail
 	}
 	if err := store.Err(); err != nil {
