@@ -53,7 +53,9 @@ func runNotified(t *testing.T, interval time.Duration, pid int) (*probeStore, st
 	sock := daemontest.SocketPath(t)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- daemon.Run(runCtx, daemon.Config{Listen: "unix:" + sock}, ps, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		done <- daemon.Run(runCtx, daemon.Config{Listen: "unix:" + sock}, ps, slog.New(slog.DiscardHandler))
+	}()
 	stopped := false
 	stop := func() error {
 		stopped = true
