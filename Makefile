@@ -121,7 +121,7 @@ checkgenerate: generate ## Fail if the committed generated code is stale
 # Checks
 
 .PHONY: lint
-lint: $(BIN)/buf ## buf lint, buf format, go vet, gofmt
+lint: $(BIN)/buf breaking ## buf lint, buf format, buf breaking (mk/api.mk), go vet, gofmt
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code
 	go vet ./...
@@ -131,14 +131,6 @@ lint: $(BIN)/buf ## buf lint, buf format, go vet, gofmt
 		echo "$$files" >&2; \
 		exit 1; \
 	fi
-
-# What `make breaking` compares the protos with: a buf input, by default the
-# main branch of this clone. A released API must not break (buf FILE rules).
-BREAKING_AGAINST ?= .git\#branch=main
-
-.PHONY: breaking
-breaking: $(BIN)/buf ## Fail if proto/ breaks compatibility with BREAKING_AGAINST (default: main)
-	$(BIN)/buf breaking --against '$(BREAKING_AGAINST)'
 
 .PHONY: clients
 clients: $(CLIENT_TARGETS) ## Build the Python and TypeScript clients (./.venv, client/typescript/dist)
