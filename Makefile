@@ -53,7 +53,7 @@ include $(sort $(wildcard mk/*.mk))
 
 .PHONY: help
 help: ## Describe the targets
-	@grep -E '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | \
+	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | \
 		awk -F ':.*## ' '{ printf "  %-14s %s\n", $$1, $$2 }'
 
 # ---------------------------------------------------------------------------

@@ -734,6 +734,10 @@ func TestHandlerPanic(t *testing.T) {
 		"Resume":       func() error { _, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "s"}); return err },
 		"ListSessions": func() error { _, err := c.ListSessions(ctx, &savepointv1.ListSessionsRequest{}); return err },
 		"Verify":       func() error { _, err := c.Verify(ctx, &savepointv1.VerifyRequest{}); return err },
+		"GetServerInfo": func() error {
+			_, err := c.GetServerInfo(ctx, &savepointv1.GetServerInfoRequest{})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := call()
