@@ -27,10 +27,10 @@ import (
 // Run serves store over gRPC on cfg.Listen (or the socket systemd passed)
 // until ctx is cancelled, then reports NOT_SERVING, stops gracefully within
 // cfg.ShutdownTimeout, and returns nil. Under systemd it notifies READY=1
-// once serving, keeps the watchdog fed while store.Ping passes, and
-// notifies STOPPING=1 at shutdown (systemd.go). The caller opens the store before calling Run, so that the
-// store's directory lock proves no other daemon owns a stale socket file, and
-// closes it after Run returns. Importing errdetails here and in status.go
+// once serving, feeds the watchdog while store.Ping passes, and notifies
+// STOPPING=1 at shutdown (systemd.go). The caller opens the store before
+// calling Run, so that the store's directory lock proves no other daemon
+// owns a stale socket file, and closes it after Run returns. Importing errdetails here and in status.go
 // registers ErrorInfo, so that reflection clients such as grpcurl print
 // error details decoded.
 func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) error {
