@@ -18,7 +18,13 @@ import (
 // unitSettings returns the values of key in contrib/systemd/savepointd.service.
 func unitSettings(t *testing.T, key string) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "contrib", "systemd", "savepointd.service"))
+	return fileSettings(t, "savepointd.service", key)
+}
+
+// fileSettings returns the values of key in contrib/systemd/name.
+func fileSettings(t *testing.T, name, key string) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "contrib", "systemd", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +97,51 @@ func TestUnitWatchdogAbortRestarts(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "goroutine ") {
 		t.Errorf("no goroutine dump on SIGABRT; stderr:\n%s", stderr)
+	}
+}
+
+// TestUnitDirectives pins the settings the units promise (issue 10 and
+// docs/operations.md), which `systemd-analyze verify` cannot: it accepts a
+// unit without any of them.
+func TestUnitDirectives(t *testing.T) {
+	want := map[string][][2]string{
+		"savepointd.service": {
+			{"Type", "notify"}, {"NotifyAccess", "main"}, {"WatchdogSec", "30s"},
+			{"User", "savepoint"}, {"Group", "savepoint"},
+			{"StateDirectory", "savepoint"}, {"UMask", "0077"},
+			{"Restart", "on-failure"}, {"RestartPreventExitStatus", "2 3 4"},
+			{"TimeoutStopSec", "30s"}, {"LimitNOFILE", "65536"},
+			{"Environment", "SAVEPOINT_ADDR=unix:/run/savepoint/savepoint.sock"},
+			{"Environment", "GOTRACEBACK=crash"},
+			{"NoNewPrivileges", "yes"}, {"ProtectSystem", "strict"}, {"ProtectHome", "yes"},
+			{"PrivateTmp", "yes"}, {"PrivateDevices", "yes"},
+			{"RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"},
+			{"SystemCallFilter", "@system-service"}, {"CapabilityBoundingSet", ""},
+			{"MemoryDenyWriteExecute", "yes"},
+			{"Requires", "savepointd.socket"},
+		},
+		"savepointd.socket": {
+			{"ListenStream", "/run/savepoint/savepoint.sock"},
+			{"SocketMode", "0660"}, {"SocketGroup", "savepoint"}, {"SocketUser", "savepoint"},
+		},
+	}
+	for file, settings := range want {
+		for _, kv := range settings {
+			if !slices.Contains(fileSettings(t, file, kv[0]), kv[1]) {
+				t.Errorf("%s lacks %s=%s", file, kv[0], kv[1])
+			}
+		}
+	}
+	// The socket unit owns /run/savepoint: a RuntimeDirectory would be
+	// removed under the socket at each stop; DynamicUser cannot own the
+	// socket's group.
+	for _, key := range []string{"RuntimeDirectory", "DynamicUser"} {
+		if v := fileSettings(t, "savepointd.service", key); len(v) > 0 {
+			t.Errorf("savepointd.service sets %s=%v", key, v)
+		}
+	}
+	// The service's data directory is the StateDirectory.
+	if !slices.Contains(unitSettings(t, "Environment"), "SAVEPOINT_DATA_DIR=/var/lib/savepoint") {
+		t.Error("savepointd.service does not point SAVEPOINT_DATA_DIR at its StateDirectory, /var/lib/savepoint")
 	}
 }
