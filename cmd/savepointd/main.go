@@ -215,10 +215,11 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 
 	showVersion := fs.Bool("version", false, "print the version and exit")
 
+	var envErr error // reported after --version, which needs no valid environment
 	for flagName, envVar := range envVars {
 		if v := env(envVar); v != "" {
-			if err := fs.Set(flagName, v); err != nil {
-				return cfg, fmt.Errorf("%s=%q: %v", envVar, v, err)
+			if err := fs.Set(flagName, v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %v", envVar, v, err)
 			}
 		}
 	}
@@ -227,6 +228,9 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	}
 	if *showVersion {
 		return cfg, errVersion
+	}
+	if envErr != nil {
+		return cfg, envErr
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -14,12 +14,14 @@ import (
 )
 
 func TestVersionFlag(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"--version"}, envOf(nil), &stdout, &stderr); code != exitOK {
-		t.Fatalf("--version: exit %d; stderr:\n%s", code, stderr.String())
-	}
-	if got, want := stdout.String(), "savepointd "+daemon.Version()+"\n"; got != want {
-		t.Errorf("--version printed %q, want %q", got, want)
+	for _, env := range []map[string]string{nil, {"SAVEPOINT_MAX_STATE_BYTES": "lots"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"--version"}, envOf(env), &stdout, &stderr); code != exitOK {
+			t.Fatalf("--version with env %v: exit %d; stderr:\n%s", env, code, stderr.String())
+		}
+		if got, want := stdout.String(), "savepointd "+daemon.Version()+"\n"; got != want {
+			t.Errorf("--version with env %v printed %q, want %q", env, got, want)
+		}
 	}
 }
 
