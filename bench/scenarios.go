@@ -368,7 +368,7 @@ func (b *Bench) saveLoops(ctx context.Context, t Target, n int, pool []*Save, wa
 		return res, errors.New("no save completed in the window")
 	}
 	res.rate = float64(saves) / elapsed.Seconds()
-	res.cpuPerSave = float64((cpu1-cpu0).Microseconds()) / float64(saves)
+	res.cpuPerSave = float64((cpu1 - cpu0).Microseconds()) / float64(saves)
 	return res, nil
 }
 
