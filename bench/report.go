@@ -17,8 +17,12 @@ type Table struct {
 	Notes  []string
 }
 
-// Add appends a row; cells are formatted with %v, floats by num.
+// Add appends a row of one cell per header column; cells are formatted
+// with %v, floats by num.
 func (t *Table) Add(cells ...any) {
+	if len(cells) != len(t.Header) {
+		panic(fmt.Sprintf("table %q: a row of %d cells under %d columns", t.Title, len(cells), len(t.Header)))
+	}
 	row := make([]string, len(cells))
 	for i, c := range cells {
 		switch v := c.(type) {
