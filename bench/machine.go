@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -80,9 +81,14 @@ func diskOf(dev string) string {
 	if _, err := os.Stat(sys); err != nil {
 		return "unknown (" + dev + ")"
 	}
-	kind := "SSD or virtual (not rotational)"
+	kind := "not rotational"
 	if strings.TrimSpace(readFile(sys+"/queue/rotational")) == "1" {
-		kind = "rotational"
+		kind = "rotational flag set (virtio disks report it whatever backs them)"
+	}
+	if sectors := strings.TrimSpace(readFile(sys + "/size")); sectors != "" {
+		if n, err := strconv.ParseInt(sectors, 10, 64); err == nil {
+			kind = strconv.FormatInt(n*512>>30, 10) + " GiB, " + kind
+		}
 	}
 	if sched := strings.TrimSpace(readFile(sys + "/queue/scheduler")); sched != "" {
 		kind += ", scheduler " + sched

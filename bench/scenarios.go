@@ -70,7 +70,7 @@ func (b *Bench) pointB() *Save {
 // SaveLatency times the SaveCheckpoint calls of Point A + Point B cycles in
 // one session against the same bytes written durably by each baseline.
 func (b *Bench) SaveLatency(ctx context.Context, spd Target) error {
-	targets := []Target{spd, fsyncTarget{}, badgerTarget{}, jsonTarget{}, sqliteTarget{}}
+	targets := append([]Target{spd}, latencyBaselines()...)
 	n := b.cfg.Cycles
 	saves := make([]*Save, 0, 2*(n+warmCycles))
 	for i := range n + warmCycles {
@@ -89,7 +89,7 @@ func (b *Bench) SaveLatency(ctx context.Context, spd Target) error {
 		}
 		b.log("scenario 1: repetition %d of %d done", rep+1, b.cfg.Reps)
 	}
-	floor, bdg := p50[targets[1].Name()], p50[targets[2].Name()]
+	floor, bdg := p50[fsyncTarget{}.Name()], p50[badgerTarget{}.Name()]
 	t := &Table{
 		Title:  "1. Save latency, one session (Point A + Point B cycles)",
 		Header: []string{"system", "p50 ms", "p99 ms", "p50 / write+fdatasync", "p50 / badger txn"},
@@ -163,7 +163,7 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 	}
 
 	spd := &savepointdTarget{d: d, prefix: "tp"}
-	targets := []Target{spd, badgerTarget{}, sqliteTarget{}}
+	targets := append([]Target{spd}, throughputBaselines()...)
 	pool := make([]*Save, 64)
 	for i := range pool {
 		pool[i] = newSave([]*savepointv1.Message{textMessage(b.rng, "assistant", b.cfg.MessageBytes)}, nil)
@@ -218,6 +218,7 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 	for _, tg := range targets {
 		t.Header = append(t.Header, tg.Name()+" saves/s", "speedup")
 	}
+	sqliteName, badgerName := sqliteTarget{}.Name(), badgerTarget{}.Name()
 	t.Header = append(t.Header, "savepointd / sqlite", "savepointd / badger")
 	one := b.cfg.Sessions[0]
 	for _, n := range b.cfg.Sessions {
@@ -227,14 +228,14 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 			row = append(row, Median(r[n]), MedianRatio(r[n], r[one]))
 		}
 		s := rate[spd.Name()][n]
-		row = append(row, MedianRatio(s, rate[targets[2].Name()][n]), MedianRatio(s, rate[targets[1].Name()][n]))
+		row = append(row, MedianRatio(s, rate[sqliteName][n]), MedianRatio(s, rate[badgerName][n]))
 		t.Add(row...)
 	}
 	b.tables = append(b.tables, t)
 	s := rate[spd.Name()]
 	b.summary["throughput64_vs_1"] = MedianRatio(s[64], s[one])
-	b.summary["throughput64_vs_sqlite"] = MedianRatio(s[64], rate[targets[2].Name()][64])
-	b.summary["throughput64_vs_badger"] = MedianRatio(s[64], rate[targets[1].Name()][64])
+	b.summary["throughput64_vs_sqlite"] = MedianRatio(s[64], rate[sqliteName][64])
+	b.summary["throughput64_vs_badger"] = MedianRatio(s[64], rate[badgerName][64])
 
 	// Scenario 5, memory.
 	m := &Table{
@@ -242,6 +243,7 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 		Header: []string{"when", "RSS", "anonymous", "file-backed"},
 		Notes: []string{
 			"Idle: 1 s after the daemon first answered SERVING, on an empty data directory. Peaks: the largest of /proc/PID/status samples taken every 100 ms while that many sessions ran (RssAnon and RssFile peak separately).",
+			"One daemon serves all of scenario 2 with its default settings, so a point's peak includes what the points before it left (the first repetition's 256 sessions come before the second's 1).",
 			"End: after every repetition of scenario 2, from /proc/PID/smaps_rollup (Anonymous; file-backed = Rss - Anonymous: Badger's mapped tables and logs).",
 		},
 	}

@@ -21,11 +21,19 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
+// latencyBaselines are the rows of scenario 1 after savepointd, and
+// throughputBaselines those of scenario 2. A later row (LangGraph's saver
+// driven from a Python script, a PostgreSQL table) is one more Target added
+// here: the scenarios time and tabulate every Target alike.
+func latencyBaselines() []Target {
+	return []Target{fsyncTarget{}, badgerTarget{}, jsonTarget{}, sqliteTarget{}}
+}
+
+func throughputBaselines() []Target { return []Target{badgerTarget{}, sqliteTarget{}} }
+
 // A Target is a system a checkpoint can be saved to: savepointd, or a
-// baseline doing the same durable write in this process. Every scenario
-// takes its systems from a list of Targets, so a later row (a LangGraph
-// saver driven from Python, a PostgreSQL table) is one more Target: its
-// Open may start a process and its Writers talk to it.
+// baseline doing the same durable write. Open may start a process (a
+// Python script, a database server) and its Writers talk to it.
 type Target interface {
 	// Name is the row's name in the tables.
 	Name() string
