@@ -119,9 +119,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
-	quick := slices.Contains(args, "-quick") || slices.Contains(args, "--quick")
+	// -quick picks the defaults the other flags then change, so it is
+	// looked for before parsing.
 	cfg := DefaultConfig()
-	if quick {
+	if slices.ContainsFunc(args, func(a string) bool {
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		return a == "quick" || a == "quick=true" || a == "quick=1"
+	}) {
 		cfg = QuickConfig()
 	}
 	fs := flag.NewFlagSet("savepoint-bench", flag.ContinueOnError)

@@ -121,6 +121,9 @@ func TestParseFlags(t *testing.T) {
 	if cfg, _ := parseFlags([]string{"-savepointd", bin}, &stderr); cfg.Window != 5*time.Second {
 		t.Errorf("full run window %v, want 5s", cfg.Window)
 	}
+	if cfg, _ := parseFlags([]string{"--quick=true", "-savepointd", bin}, &stderr); cfg.Window != q.Window {
+		t.Errorf("--quick=true: window %v, want the quick %v", cfg.Window, q.Window)
+	}
 	for _, args := range [][]string{
 		{"-savepointd", bin, "-sessions", "1,8"},
 		{"-savepointd", bin, "-scenarios", "7"},

@@ -122,7 +122,7 @@ func (b *Bench) timeSaves(ctx context.Context, t Target, saves []*Save) (lat []t
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, st.Close()) }()
+	defer func() { err = errors.Join(err, st.Close(), os.RemoveAll(dir)) }()
 	w, err := st.Session(ctx, 0)
 	if err != nil {
 		return nil, err
