@@ -83,7 +83,7 @@ func diskOf(dev string) string {
 	}
 	kind := "not rotational"
 	if strings.TrimSpace(readFile(sys+"/queue/rotational")) == "1" {
-		kind = "rotational flag set (virtio disks report it whatever backs them)"
+		kind = "rotational flag set (virtio disks often report it, whatever backs them)"
 	}
 	if sectors := strings.TrimSpace(readFile(sys + "/size")); sectors != "" {
 		if n, err := strconv.ParseInt(sectors, 10, 64); err == nil {
