@@ -4,6 +4,11 @@
 # store of 100,000 sessions is cached in BENCH_CACHE). `make bench-compare`
 # runs the go test micro-benchmarks and compares them with benchstat against
 # the committed GOBENCH_BASELINE; `make bench-baseline` rewrites it.
+#
+# bench/ follows the root module through a replace directive, so a new
+# dependency of the root needs its checksums in bench/go.sum too: the
+# commands here run with -mod=mod, which adds them (commit the change), and
+# `make bench-tidy` tidies bench/go.mod.
 
 BENCH_CACHE ?= $(BIN)/benchcache
 BENCH_FLAGS ?=
@@ -20,7 +25,11 @@ TEST_TARGETS += test-bench
 .PHONY: bench-build
 bench-build: ## Build savepointd and the benchmark program into ./bin
 	go build -o $(BIN)/ ./cmd/savepointd
-	cd bench && go build -o ../$(BIN)/savepoint-bench .
+	cd bench && go build -mod=mod -o ../$(BIN)/savepoint-bench .
+
+.PHONY: bench-tidy
+bench-tidy: ## go mod tidy in bench/ (after the root module's dependencies change)
+	cd bench && go mod tidy
 
 .PHONY: bench
 bench: bench-build ## The benchmark, full run: savepointd against fsync, Badger, a JSON file, SQLite (docs/benchmarks.md)
@@ -59,7 +68,7 @@ BENCH_ONLY_MODULES := modernc.org/sqlite modernc.org/libc
 
 .PHONY: test-bench
 test-bench: ## vet and test the bench/ module; fail if its baselines entered the root module
-	cd bench && go vet ./... && go test -count=1 ./...
+	cd bench && go vet -mod=mod ./... && go test -mod=mod -count=1 ./...
 	@deps="$$(go list -deps ./...)"; \
 	for m in $(BENCH_ONLY_MODULES); do \
 		if grep -qE "(^|[[:space:]])$$m " go.mod go.sum || grep -q "^$$m/\|^$$m\$$" <<<"$$deps"; then \
