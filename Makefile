@@ -159,8 +159,9 @@ loadtest: ## Load: LOAD_SESSIONS agent loops for LOAD_DURATION against a fresh s
 	if (( drc != 0 )); then echo "loadtest: savepointd exited $$drc; its log:" >&2; cat "$$tmp/savepointd.log" >&2; rc=1; fi; \
 	exit $$rc
 
-.PHONY: bench
-bench: ## Go benchmarks
+# `make bench` (the benchmark program under bench/) is in mk/bench.mk.
+.PHONY: bench-go
+bench-go: ## Go micro-benchmarks (go test -bench, -benchmem) of every package
 	go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: fuzz

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// Scenario 3: history growth
+
+// HistoryGrowth runs an agent of Turns saves, each appending one message,
+// and compares save latency and bytes written per save around turn 10 and
+// at the last turns, for savepointd and a store that rewrites the whole
+// history on every save.
+func (b *Bench) HistoryGrowth(ctx context.Context, spd *savepointdTarget) error {
+	turns := b.cfg.Turns
+	history := make([]*Save, turns)
+	for i := range history {
+		role := "assistant"
+		if i%2 == 1 {
+			role = "user"
+		}
+		history[i] = newSave([]*savepointv1.Message{textMessage(b.rng, role, b.cfg.MessageBytes)}, nil)
+	}
+	// The windows: turns 6..15 ("turn 10") and the last ten turns.
+	early, late := window{5, 15}, window{turns - 10, turns}
+	rewrite := jsonTarget{whole: true}
+	type figs struct{ early, late, earlyBytes, lateBytes []float64 }
+	got := map[string]*figs{spd.Name(): {}, rewrite.Name(): {}}
+	for rep := range b.cfg.Reps {
+		for _, t := range []Target{spd, rewrite} {
+			var e, l windowResult
+			var err error
+			if t == spd {
+				e, l, err = b.growSavepointd(ctx, spd, history, early, late)
+			} else {
+				e, l, err = b.growRewrite(ctx, rewrite, history, early, late)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.Name(), err)
+			}
+			f := got[t.Name()]
+			f.early, f.late = append(f.early, e.p50ms), append(f.late, l.p50ms)
+			f.earlyBytes, f.lateBytes = append(f.earlyBytes, e.bytesPerSave), append(f.lateBytes, l.bytesPerSave)
+		}
+		b.log("scenario 3: repetition %d of %d done", rep+1, b.cfg.Reps)
+	}
+	t := &Table{
+		Title: fmt.Sprintf("3. History growth: an agent of %d turns, one %d-byte message per turn", turns, b.cfg.MessageBytes),
+		Header: []string{"system", "p50 ms at turn 10", fmt.Sprintf("p50 ms at turn %d", turns), fmt.Sprintf("turn %d / turn 10", turns),
+			"KiB written per save at 10", fmt.Sprintf("KiB written per save at %d", turns)},
+		Notes: []string{
+			fmt.Sprintf("Turn 10: the saves of turns 6-15; turn %d: turns %d-%d. Medians over %d repetitions, each a new session.", turns, late.from+1, late.to, b.cfg.Reps),
+			"Bytes written: write_bytes of /proc/PID/io over the window (page-cache bytes dirtied, in whole 4 KiB pages), per save; savepointd's own, and this process's for the rewrite store.",
+			fmt.Sprintf("savepointd saves every turn through the socket; the rewrite store saves turns 1-15, then is given the history of turn %d without writing it and saves the last ten turns.", late.from),
+		},
+	}
+	for _, name := range []string{spd.Name(), rewrite.Name()} {
+		f := got[name]
+		t.Add(name, Median(f.early), Median(f.late), MedianRatio(f.late, f.early), Median(f.earlyBytes)/1024, Median(f.lateBytes)/1024)
+	}
+	b.tables = append(b.tables, t)
+	b.summary["growth_2000_vs_10"] = MedianRatio(got[spd.Name()].late, got[spd.Name()].early)
+	return nil
+}
+
+// window is the turns from+1 .. to (history[from:to]).
+type window struct{ from, to int }
+
+type windowResult struct{ p50ms, bytesPerSave float64 }
+
+// measure saves history[w.from:w.to] through wr and returns their median
+// latency and the write_bytes of p per save.
+func measure(ctx context.Context, wr Writer, history []*Save, w window, p Proc) (windowResult, error) {
+	wb0, err := p.WriteBytes()
+	if err != nil {
+		return windowResult{}, err
+	}
+	var lat []time.Duration
+	for _, s := range history[w.from:w.to] {
+		t0 := time.Now()
+		if err := wr.Save(ctx, s); err != nil {
+			return windowResult{}, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	wb1, err := p.WriteBytes()
+	if err != nil {
+		return windowResult{}, err
+	}
+	return windowResult{p50ms: ms(Percentile(lat, 50)), bytesPerSave: float64(wb1-wb0) / float64(w.to-w.from)}, nil
+}
+
+func (b *Bench) growSavepointd(ctx context.Context, spd *savepointdTarget, history []*Save, early, late window) (e, l windowResult, err error) {
+	st, err := spd.Open(ctx, "")
+	if err != nil {
+		return e, l, err
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+	w, err := st.Session(ctx, 0)
+	if err != nil {
+		return e, l, err
+	}
+	plain := func(from, to int) error {
+		for _, s := range history[from:to] {
+			if err := w.Save(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := plain(0, early.from); err != nil {
+		return e, l, err
+	}
+	if e, err = measure(ctx, w, history, early, spd.d.Proc); err != nil {
+		return e, l, err
+	}
+	if err := plain(early.to, late.from); err != nil {
+		return e, l, err
+	}
+	l, err = measure(ctx, w, history, late, spd.d.Proc)
+	return e, l, err
+}
+
+func (b *Bench) growRewrite(ctx context.Context, t jsonTarget, history []*Save, early, late window) (e, l windowResult, err error) {
+	dir, err := b.dir()
+	if err != nil {
+		return e, l, err
+	}
+	st, err := t.Open(ctx, dir)
+	if err != nil {
+		return e, l, err
+	}
+	defer func() { err = errors.Join(err, st.Close(), os.RemoveAll(dir)) }()
+	wr, err := st.Session(ctx, 0)
+	if err != nil {
+		return e, l, err
+	}
+	w := wr.(*jsonWriter)
+	for _, s := range history[:early.from] {
+		if err := w.Save(ctx, s); err != nil {
+			return e, l, err
+		}
+	}
+	if e, err = measure(ctx, w, history, early, Proc{}); err != nil {
+		return e, l, err
+	}
+	for _, s := range history[early.to:late.from] {
+		w.prefill(s.Messages)
+	}
+	l, err = measure(ctx, w, history, late, Proc{})
+	return e, l, err
+}

@@ -1,0 +1,247 @@
+// Command savepoint-bench measures savepointd against the stores it
+// replaces, as issue 9 sets out: save latency at one session against the
+// disk's floor and embedded stores, throughput at 1 to 256 sessions, save
+// cost as a history grows, resume of a long session, memory, start-up with
+// 100,000 sessions stored, and CPU per save. savepointd is the real binary,
+// started on a Unix socket in a temporary directory; the baselines run in
+// this process.
+//
+// It prints the machine, one Markdown table per scenario, and closing
+// name=value lines (Summary). Every figure is a median over repetitions and
+// every comparison a ratio of figures from the same run. It exits 1 when a
+// scenario fails or a closing figure could not be measured, 2 on bad flags.
+// -quick runs the short form (under 3 minutes once its cached store of
+// 100,000 sessions exists under -cache).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Config is one benchmark run.
+type Config struct {
+	Savepointd     string        // the savepointd binary
+	CacheDir       string        // where built fixtures are kept between runs
+	TempDir        string        // where data directories and sockets go; "" is $TMPDIR
+	Reps           int           // repetitions of every measurement
+	MessageBytes   int           // content_json bytes of every message
+	Cycles         int           // scenario 1: Point A + Point B cycles per repetition
+	Sessions       []int         // scenario 2: session counts; the first is the base of speedups
+	Warmup, Window time.Duration // scenario 2: not counted, then counted
+	Turns          int           // scenario 3: the agent's turns
+	ResumeMessages int           // scenario 4: the session's messages
+	StartSessions  int           // scenario 5: sessions in the start-up store
+	Scenarios      []int         // which scenarios to run (1-6); all by default
+}
+
+// DefaultConfig is the full run, QuickConfig the -quick one.
+func DefaultConfig() Config {
+	return Config{
+		Savepointd: "bin/savepointd", CacheDir: "bin/benchcache",
+		Reps: 5, MessageBytes: 2048, Cycles: 500,
+		Sessions: []int{1, 8, 64, 256}, Warmup: time.Second, Window: 5 * time.Second,
+		Turns: 2000, ResumeMessages: 10000, StartSessions: 100000,
+		Scenarios: []int{1, 2, 3, 4, 5, 6},
+	}
+}
+
+// QuickConfig is DefaultConfig with fewer repetitions and shorter windows.
+func QuickConfig() Config {
+	c := DefaultConfig()
+	c.Reps, c.Cycles, c.Warmup, c.Window = 3, 150, 300*time.Millisecond, 1500*time.Millisecond
+	return c
+}
+
+// Validate reports a configuration that cannot run.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
+	if c.Reps < 1 {
+		bad("-reps %d: need at least 1", c.Reps)
+	}
+	if c.MessageBytes < 64 || c.MessageBytes > 1<<20 {
+		bad("message bytes %d: need 64 to 1 MiB", c.MessageBytes)
+	}
+	if c.Cycles < 1 || c.Turns < 30 || c.ResumeMessages < 1 || c.StartSessions < 1 {
+		bad("cycles, turns (>= 30), resume messages and start sessions must be positive")
+	}
+	if len(c.Sessions) == 0 || !slices.Contains(c.Sessions, 64) || slices.ContainsFunc(c.Sessions, func(n int) bool { return n < 1 }) {
+		bad("-sessions %v: need positive counts including 64", c.Sessions)
+	}
+	if c.Window <= 0 || c.Warmup < 0 {
+		bad("-window %v, -warmup %v: need a positive window", c.Window, c.Warmup)
+	}
+	for _, s := range c.Scenarios {
+		if s < 1 || s > 6 {
+			bad("-scenarios: no scenario %d (1-6)", s)
+		}
+	}
+	if _, err := os.Stat(c.Savepointd); err != nil {
+		bad("-savepointd: %v (make bench builds it into ./bin)", err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) runs(s int) bool { return slices.Contains(c.Scenarios, s) }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "savepoint-bench: %v\n", err)
+		return 2
+	}
+	if err := Run(ctx, cfg, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "savepoint-bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	// -quick picks the defaults the other flags then change, so it is
+	// looked for before parsing.
+	cfg := DefaultConfig()
+	if slices.ContainsFunc(args, func(a string) bool {
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		return a == "quick" || a == "quick=true" || a == "quick=1"
+	}) {
+		cfg = QuickConfig()
+	}
+	fs := flag.NewFlagSet("savepoint-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Bool("quick", false, "the short run: fewer repetitions, shorter windows (set before the others)")
+	fs.StringVar(&cfg.Savepointd, "savepointd", cfg.Savepointd, "the savepointd `binary` to measure")
+	fs.StringVar(&cfg.CacheDir, "cache", cfg.CacheDir, "`directory` keeping built fixtures between runs")
+	fs.StringVar(&cfg.TempDir, "tmp", cfg.TempDir, "`directory` for data directories and sockets (default $TMPDIR); keep it short and on the disk to measure")
+	fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "repetitions of every measurement")
+	fs.DurationVar(&cfg.Window, "window", cfg.Window, "scenario 2: how long each throughput point is counted")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "scenario 2: how long each throughput point runs before counting")
+	fs.Func("sessions", "scenario 2: comma-separated session `counts` (must include 64)", func(s string) error {
+		ns, err := parseInts(s)
+		cfg.Sessions = ns
+		return err
+	})
+	fs.Func("scenarios", "comma-separated `scenarios` to run, 1-6 (default all; 5 and 6 need 2 for their memory and CPU)", func(s string) error {
+		ns, err := parseInts(s)
+		cfg.Scenarios = ns
+		return err
+	})
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return cfg, cfg.Validate()
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Run runs cfg's scenarios, writing the machine, the tables and, when every
+// scenario ran, the closing name=value lines to out and progress to logw.
+func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
+	tmp, err := os.MkdirTemp(cfg.TempDir, "spbench")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
+	start := time.Now()
+	b := &Bench{
+		cfg: cfg, tmp: tmp, rng: rand.New(rand.NewPCG(1, uint64(start.UnixNano()))), summary: Summary{},
+		log: func(f string, a ...any) {
+			fmt.Fprintf(logw, "savepoint-bench: %5.1fs: %s\n", time.Since(start).Seconds(), fmt.Sprintf(f, a...))
+		},
+	}
+	mode := "full"
+	if cfg.Reps == QuickConfig().Reps && cfg.Window == QuickConfig().Window {
+		mode = "quick"
+	}
+	fmt.Fprintf(out, "## savepoint-bench (%s run, %s)\n\n", mode, start.UTC().Format(time.RFC3339))
+	machine(tmp).Print(out)
+
+	// Wherever a scenario fails, the tables measured so far are printed.
+	defer func() {
+		for _, t := range b.tables {
+			t.Print(out)
+		}
+		fmt.Fprintf(out, "\nload average at the end: %s\n", loadavg())
+		fmt.Fprintf(out, "took %.0fs\n\n", time.Since(start).Seconds())
+		if err == nil && len(cfg.Scenarios) == 6 {
+			err = b.summary.Write(out)
+		}
+	}()
+
+	if cfg.runs(1) || cfg.runs(3) || cfg.runs(4) {
+		d, err := b.startDaemon(ctx)
+		if err != nil {
+			return err
+		}
+		spd := &savepointdTarget{d: d, prefix: "lat"}
+		err = func() error {
+			if cfg.runs(1) {
+				if err := b.SaveLatency(ctx, spd); err != nil {
+					return fmt.Errorf("scenario 1: %w", err)
+				}
+			}
+			if cfg.runs(3) {
+				if err := b.HistoryGrowth(ctx, spd); err != nil {
+					return fmt.Errorf("scenario 3: %w", err)
+				}
+			}
+			if cfg.runs(4) {
+				if err := b.Resume(ctx, d); err != nil {
+					return fmt.Errorf("scenario 4: %w", err)
+				}
+			}
+			return nil
+		}()
+		if err := errors.Join(err, d.Stop()); err != nil {
+			return err
+		}
+		b.log("scenarios 1, 3, 4 done")
+	}
+	if cfg.runs(2) || cfg.runs(6) {
+		if err := b.Throughput(ctx); err != nil {
+			return fmt.Errorf("scenario 2: %w", err)
+		}
+		b.log("scenarios 2, 5a, 6 done")
+	}
+	if cfg.runs(5) {
+		if err := b.Startup(ctx); err != nil {
+			return fmt.Errorf("scenario 5: %w", err)
+		}
+		b.log("scenario 5b done")
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "proc", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseStatus(t *testing.T) {
+	got, err := parseStatus(readTestdata(t, "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Memory{RSS: 201728 << 10, Anon: 154624 << 10, File: 47104 << 10, HWM: 250112 << 10}
+	if got != want {
+		t.Errorf("parseStatus = %+v, want %+v", got, want)
+	}
+}
+
+func TestParseStatusErrors(t *testing.T) {
+	full := string(readTestdata(t, "status"))
+	for _, tc := range []struct{ name, in, want string }{
+		{"no RssAnon (old kernel)", strings.Replace(full, "RssAnon:", "Rss_Anon:", 1), "no RssAnon line"},
+		{"not kB", strings.Replace(full, "  201728 kB", "  201728 MB", 1), `VmRSS: "201728 MB" is not in kB`},
+		{"not a number", strings.Replace(full, "  47104 kB", "  47x04 kB", 1), "RssFile"},
+		{"empty", "", "no "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseStatus([]byte(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("parseStatus: error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseSmapsRollup(t *testing.T) {
+	got, err := parseSmapsRollup(readTestdata(t, "smaps_rollup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Rollup{RSS: 201728 << 10, Anonymous: 154624 << 10}); got != want {
+		t.Errorf("parseSmapsRollup = %+v, want %+v", got, want)
+	}
+	// Pss_Anon must not be taken for Anonymous, nor Pss for Rss.
+	if got.FileBacked() != 47104<<10 {
+		t.Errorf("FileBacked = %d, want %d", got.FileBacked(), 47104<<10)
+	}
+	if _, err := parseSmapsRollup([]byte("Rss: 10 kB\n")); err == nil {
+		t.Error("a rollup without Anonymous parsed")
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want time.Duration
+	}{
+		{"stat", (1234 + 567) * 10 * time.Millisecond},
+		{"stat_paren", (7 + 3) * 10 * time.Millisecond}, // "(sp (x) d)": counted from the last ')'
+	} {
+		got, err := parseStatCPU(readTestdata(t, tc.file))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: parseStatCPU = %v, want %v", tc.file, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "4242 savepointd S 1", "4242 (savepointd) S 1 2 3", "4242 (x) S 1 1 1 0 -1 0 0 0 0 0 -5 3 0"} {
+		if _, err := parseStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseStatCPU(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseIOWriteBytes(t *testing.T) {
+	got, err := parseIOWriteBytes(readTestdata(t, "io"))
+	if err != nil || got != 28672 {
+		t.Errorf("parseIOWriteBytes = %d, %v; want 28672", got, err)
+	}
+	if _, err := parseIOWriteBytes([]byte("rchar: 1\n")); err == nil {
+		t.Error("io without write_bytes parsed")
+	}
+}
+
+// TestProcSelf reads this process's own figures, as the benchmark reads
+// savepointd's: the live files must parse too.
+func TestProcSelf(t *testing.T) {
+	p := Proc{PID: os.Getpid()}
+	m, err := p.Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RSS <= 0 || m.Anon <= 0 || m.Anon+m.File > m.RSS+(1<<20) {
+		t.Errorf("Memory = %+v: want RSS > 0 and anonymous + file about RSS", m)
+	}
+	if _, err := p.Rollup(); err != nil {
+		t.Error(err)
+	}
+	busy := time.Now()
+	for time.Since(busy) < 30*time.Millisecond {
+	}
+	if cpu, err := p.CPU(); err != nil || cpu <= 0 {
+		t.Errorf("CPU = %v, %v; want some CPU time after 30 ms of spinning", cpu, err)
+	}
+	if _, err := (Proc{}).WriteBytes(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// savepointdTarget saves through a running savepointd over its Unix socket,
+// one gRPC connection per session (each agent loop is its own process),
+// with the raw generated stubs. Open does not start the daemon: scenarios
+// share one daemon so its footprint can be read.
+type savepointdTarget struct {
+	d      *Daemon
+	prefix string // makes session ids unique across Opens on one daemon
+	opens  int
+}
+
+func (t *savepointdTarget) Name() string { return "savepointd" }
+
+func (t *savepointdTarget) Open(ctx context.Context, _ string) (Store, error) {
+	t.opens++
+	return &savepointdStore{t: t, run: fmt.Sprintf("%s-%d", t.prefix, t.opens)}, nil
+}
+
+type savepointdStore struct {
+	t     *savepointdTarget
+	run   string
+	conns []*grpc.ClientConn
+}
+
+func (s *savepointdStore) Session(ctx context.Context, i int) (Writer, error) {
+	conn, err := s.t.d.Dial()
+	if err != nil {
+		return nil, err
+	}
+	s.conns = append(s.conns, conn)
+	w := &savepointdWriter{c: savepointv1.NewSavepointServiceClient(conn), id: fmt.Sprintf("bench-%s-%d", s.run, i)}
+	resp, err := w.c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: w.id, RequestId: uuid.NewString(), Task: benchTask})
+	if err != nil {
+		return nil, fmt.Errorf("creating session %s: %w", w.id, err)
+	}
+	w.rev, w.epoch = resp.GetRevision(), resp.GetEpoch()
+	return w, nil
+}
+
+func (s *savepointdStore) Close() error {
+	var errs []error
+	for _, c := range s.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type savepointdWriter struct {
+	c          savepointv1.SavepointServiceClient
+	id         string
+	rev, epoch uint64
+	turn       uint32
+}
+
+func (w *savepointdWriter) Save(ctx context.Context, s *Save) error {
+	if len(s.Pending) > 0 || w.turn == 0 {
+		w.turn++ // a turn begins with Point A
+	}
+	resp, err := w.c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: w.id, ExpectedRevision: w.rev, Epoch: w.epoch, RequestId: uuid.NewString(),
+		Task: benchTask, Turn: w.turn, AppendMessages: s.Messages, PendingToolUses: s.Pending,
+	})
+	if err != nil {
+		return fmt.Errorf("SaveCheckpoint %s at revision %d: %w", w.id, w.rev, err)
+	}
+	w.rev = resp.GetRevision()
+	return nil
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// Scenario 2: throughput under concurrency, with scenario 5's peak memory and
+// scenario 6's CPU
+
+// Throughput runs Sessions concurrent save loops against savepointd (a fresh
+// daemon, whose idle and peak memory and CPU it also reads) and the
+// embedded baselines.
+func (b *Bench) Throughput(ctx context.Context) (err error) {
+	d, err := b.startDaemon(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, d.Stop()) }()
+	time.Sleep(time.Second) // let start-up work settle before reading idle memory
+	idle, err := d.Proc.Memory()
+	if err != nil {
+		return err
+	}
+	idleRollup, err := d.Proc.Rollup()
+	if err != nil {
+		return err
+	}
+
+	spd := &savepointdTarget{d: d, prefix: "tp"}
+	targets := append([]Target{spd}, throughputBaselines()...)
+	pool := make([]*Save, 64)
+	for i := range pool {
+		pool[i] = newSave([]*savepointv1.Message{textMessage(b.rng, "assistant", b.cfg.MessageBytes)}, nil)
+	}
+	rate := map[string]map[int][]float64{}
+	for _, t := range targets {
+		rate[t.Name()] = map[int][]float64{}
+	}
+	peak := map[int]Memory{}
+	var cpuPerSave []float64
+	for rep := range b.cfg.Reps {
+		for _, n := range b.cfg.Sessions {
+			for _, t := range targets {
+				var watch *Proc
+				if t == spd {
+					watch = &d.Proc
+				}
+				r, err := b.saveLoops(ctx, t, n, pool, watch)
+				if err != nil {
+					return fmt.Errorf("%s, %d sessions: %w", t.Name(), n, err)
+				}
+				rate[t.Name()][n] = append(rate[t.Name()][n], r.rate)
+				if watch != nil {
+					p := peak[n]
+					peak[n] = Memory{RSS: max(p.RSS, r.peak.RSS), Anon: max(p.Anon, r.peak.Anon), File: max(p.File, r.peak.File)}
+					if n == 64 {
+						cpuPerSave = append(cpuPerSave, r.cpuPerSave)
+					}
+				}
+			}
+		}
+		b.log("scenario 2: repetition %d of %d done", rep+1, b.cfg.Reps)
+	}
+	end, err := d.Proc.Memory()
+	if err != nil {
+		return err
+	}
+	endRollup, err := d.Proc.Rollup()
+	if err != nil {
+		return err
+	}
+
+	t := &Table{
+		Title:  "2. Throughput under concurrency (durable saves per second)",
+		Header: []string{"sessions"},
+		Notes: []string{
+			fmt.Sprintf("Each session a loop of saves appending one %d-byte message, no effects; %v counted after %v of warm-up, %d repetitions, systems and session counts interleaved; medians over repetitions.",
+				b.cfg.MessageBytes, b.cfg.Window, b.cfg.Warmup, b.cfg.Reps),
+			"savepointd: the load generator (this process, one gRPC connection per session) shares the machine's cores with the daemon. Speedup and ratios: medians of per-repetition ratios.",
+		},
+	}
+	for _, tg := range targets {
+		t.Header = append(t.Header, tg.Name()+" saves/s", "speedup")
+	}
+	sqliteName, badgerName := sqliteTarget{}.Name(), badgerTarget{}.Name()
+	t.Header = append(t.Header, "savepointd / sqlite", "savepointd / badger")
+	one := b.cfg.Sessions[0]
+	for _, n := range b.cfg.Sessions {
+		row := []any{n}
+		for _, tg := range targets {
+			r := rate[tg.Name()]
+			row = append(row, Median(r[n]), MedianRatio(r[n], r[one]))
+		}
+		s := rate[spd.Name()][n]
+		row = append(row, MedianRatio(s, rate[sqliteName][n]), MedianRatio(s, rate[badgerName][n]))
+		t.Add(row...)
+	}
+	b.tables = append(b.tables, t)
+	s := rate[spd.Name()]
+	b.summary["throughput64_vs_1"] = MedianRatio(s[64], s[one])
+	b.summary["throughput64_vs_sqlite"] = MedianRatio(s[64], rate[sqliteName][64])
+	b.summary["throughput64_vs_badger"] = MedianRatio(s[64], rate[badgerName][64])
+
+	// Scenario 5, memory.
+	m := &Table{
+		Title:  "5a. savepointd memory (MiB)",
+		Header: []string{"when", "RSS", "anonymous", "file-backed"},
+		Notes: []string{
+			"Idle: 1 s after the daemon first answered SERVING, on an empty data directory. Peaks: the largest of /proc/PID/status samples taken every 100 ms while that many sessions ran (RssAnon and RssFile peak separately).",
+			"One daemon serves all of scenario 2 with its default settings, so a point's peak includes what the points before it left (the first repetition's 256 sessions come before the second's 1).",
+			"End: after every repetition of scenario 2, from /proc/PID/smaps_rollup (Anonymous; file-backed = Rss - Anonymous: Badger's mapped tables and logs).",
+		},
+	}
+	m.Add("idle (status)", float64(idle.RSS)/mib, float64(idle.Anon)/mib, float64(idle.File)/mib)
+	m.Add("idle (smaps_rollup)", float64(idleRollup.RSS)/mib, float64(idleRollup.Anonymous)/mib, float64(idleRollup.FileBacked())/mib)
+	var peakAnon int64
+	for _, n := range b.cfg.Sessions {
+		p := peak[n]
+		m.Add(fmt.Sprintf("peak, %d sessions", n), float64(p.RSS)/mib, float64(p.Anon)/mib, float64(p.File)/mib)
+		peakAnon = max(peakAnon, p.Anon)
+	}
+	m.Add("end (smaps_rollup)", float64(endRollup.RSS)/mib, float64(endRollup.Anonymous)/mib, float64(endRollup.FileBacked())/mib)
+	m.Add("VmHWM at end", float64(end.HWM)/mib, "", "")
+	b.tables = append(b.tables, m)
+	b.summary["rss_idle_mib"] = float64(idle.RSS) / mib
+	b.summary["rss_peak_anon_mib"] = float64(peakAnon) / mib
+
+	// Scenario 6.
+	c := &Table{
+		Title:  "6. savepointd CPU per save, 64 sessions",
+		Header: []string{"CPU µs per SaveCheckpoint (median)", "min", "max"},
+		Notes:  []string{"utime + stime of savepointd from /proc/PID/stat (10 ms ticks) over each scenario-2 window at 64 sessions, over the saves it completed in that window."},
+	}
+	if len(cpuPerSave) > 0 {
+		c.Add(Median(cpuPerSave), slices.Min(cpuPerSave), slices.Max(cpuPerSave))
+	}
+	b.tables = append(b.tables, c)
+	b.summary["cpu_us_per_save"] = Median(cpuPerSave)
+	return nil
+}
+
+type loopResult struct {
+	rate       float64 // saves per second in the window
+	peak       Memory  // of the watched process, over warm-up and window
+	cpuPerSave float64 // µs of the watched process's CPU per save in the window
+}
+
+// saveLoops runs n sessions on a fresh store of t, each saving pool's saves
+// in turn as fast as it can, and measures the saves completed in the
+// window after the warm-up. watch, when set, is sampled for memory and CPU.
+func (b *Bench) saveLoops(ctx context.Context, t Target, n int, pool []*Save, watch *Proc) (res loopResult, err error) {
+	dir, err := b.dir()
+	if err != nil {
+		return res, err
+	}
+	st, err := t.Open(ctx, dir)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, st.Close(), os.RemoveAll(dir)) }()
+	writers := make([]Writer, n)
+	for i := range writers {
+		if writers[i], err = st.Session(ctx, i); err != nil {
+			return res, err
+		}
+	}
+
+	var done atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, w := range writers {
+		wg.Go(func() {
+			for k := i; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := w.Save(ctx, pool[k%len(pool)]); err != nil {
+					errs[i] = err
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	var sampled sync.WaitGroup
+	var sampleErr error
+	if watch != nil {
+		sampled.Go(func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				m, err := watch.Memory()
+				if err != nil {
+					sampleErr = err
+					return
+				}
+				res.peak = Memory{RSS: max(res.peak.RSS, m.RSS), Anon: max(res.peak.Anon, m.Anon), File: max(res.peak.File, m.File)}
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		})
+	}
+
+	time.Sleep(b.cfg.Warmup)
+	var cpu0, cpu1 time.Duration
+	if watch != nil {
+		if cpu0, err = watch.CPU(); err != nil {
+			close(stop)
+			wg.Wait()
+			sampled.Wait()
+			return res, err
+		}
+	}
+	c0, t0 := done.Load(), time.Now()
+	time.Sleep(b.cfg.Window)
+	c1, elapsed := done.Load(), time.Since(t0)
+	if watch != nil {
+		cpu1, err = watch.CPU()
+	}
+	close(stop)
+	wg.Wait()
+	sampled.Wait()
+	if err := errors.Join(append(errs, err, sampleErr)...); err != nil {
+		return res, err
+	}
+	saves := c1 - c0
+	if saves == 0 {
+		return res, errors.New("no save completed in the window")
+	}
+	res.rate = float64(saves) / elapsed.Seconds()
+	res.cpuPerSave = float64((cpu1 - cpu0).Microseconds()) / float64(saves)
+	return res, nil
+}
