@@ -34,15 +34,6 @@ func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
 	return c
 }
 
-func TestDaemonReasonsAreMapped(t *testing.T) {
-	mapped := client.Reasons()
-	for reason := range daemon.Reasons() {
-		if !slices.Contains(mapped, reason) {
-			t.Errorf("the daemon can answer %s, which the client does not map", reason)
-		}
-	}
-}
-
 // tools counts real runs, so a repeated side effect shows.
 type tools struct{ runs map[string]int }
 

@@ -127,7 +127,7 @@ func TestRunRecoversPanics(t *testing.T) {
 	wantStatus(t, err, codes.Internal, ReasonInternal)
 	// The daemon still serves.
 	_, err = savepointv1.NewSavepointServiceClient(conn).Resume(context.Background(), &savepointv1.ResumeRequest{SessionId: "-"})
-	wantStatus(t, err, codes.InvalidArgument, reasonInvalidSessionID)
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_SESSION_ID")
 }
 
 func TestRunReplacesStaleSocket(t *testing.T) {
