@@ -113,9 +113,8 @@ func TestRunServes(t *testing.T) {
 
 	big := validSave()
 	big.StateJson = `"` + strings.Repeat("x", 5<<20) + `"`
-	if _, err := client.SaveCheckpoint(ctx, big); err == nil {
-		t.Error("a request over MaxRequestBytes was accepted")
-	}
+	_, err = client.SaveCheckpoint(ctx, big)
+	wantStatus(t, err, codes.ResourceExhausted, "REQUEST_TOO_LARGE")
 }
 
 // panicStore panics on every call: its embedded Store is nil.
