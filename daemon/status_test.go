@@ -8,6 +8,8 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -161,6 +163,30 @@ func TestReasonsAreTheEnum(t *testing.T) {
 	}
 	if len(got) != len(errorKinds) {
 		t.Errorf("Reasons() has %d reasons for %d rows of errorKinds: a reason is listed twice", len(got), len(errorKinds))
+	}
+}
+
+// TestAPIDocListsEveryReason checks that the error tables of docs/api.md
+// have one row for each reason the service returns, and no other.
+func TestAPIDocListsEveryReason(t *testing.T) {
+	doc, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllSubmatch(doc, -1) {
+		rows[string(m[1])]++
+	}
+	reasons := Reasons()
+	for r := range reasons {
+		if rows[r] != 1 {
+			t.Errorf("docs/api.md has %d rows for %s, want 1", rows[r], r)
+		}
+	}
+	for r := range rows {
+		if _, ok := reasons[r]; !ok {
+			t.Errorf("docs/api.md lists %s, which the service never returns", r)
+		}
 	}
 }
 
