@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -21,21 +22,36 @@ import (
 // savepointd runs.
 const transportLimitFactor = 4
 
-// requestCodec is the server's codec (grpc.ForceServerCodecV2), installed
-// with grpc.MaxRecvMsgSize(transportLimit()) and its unary and stream
-// interceptors, innermost, so that the call log sees its refusals. It is the proto codec, except for a
-// request it cannot accept: one over its size limit, or one that fails to
-// decode (a string that is not UTF-8, or malformed wire data). grpc-go
-// answers any codec error with a bare INTERNAL, before interceptors run; so
-// requestCodec succeeds instead, leaves the message empty, and keeps the
-// refusal, which its interceptors return, as a status with an ErrorInfo
-// reason, in place of the handler's answer.
+// requestCodec is the server's codec: the proto codec, except for a request
+// it cannot accept, one over its size limit or one that fails to decode (a
+// string that is not UTF-8, or malformed wire data). grpc-go answers any
+// codec error with a bare INTERNAL, before interceptors run; so requestCodec
+// succeeds instead, leaves the message empty and keeps the refusal, which its
+// interceptors return, as a status with an ErrorInfo reason, in place of the
+// handler's answer. Run installs it with grpc.ForceServerCodecV2,
+// grpc.MaxRecvMsgSize(transportLimit()) and its unary and stream interceptors
+// last in their chains, so that the call log sees the refusals.
 type requestCodec struct {
 	base     encoding.CodecV2
 	maxBytes int
-	refusals sync.Map // the request message, as decoded into -> error
+	refusals sync.Map // the request message, as decoded into -> refusal
 	views    bytesViews
+
+	mu    sync.Mutex
+	swept time.Time // when refuse last dropped orphans
 }
+
+// A refusal is kept from the decode to the interceptor, which follows at
+// once in the same goroutine. One still kept after orphanAge belongs to a
+// call whose interceptor never ran (one placed before it, such as an
+// authorization check, ended the call), and is dropped, so that such calls
+// cannot fill memory.
+type refusal struct {
+	err error
+	at  time.Time
+}
+
+const orphanAge = time.Minute
 
 // newRequestCodec returns a codec that refuses requests over maxBytes.
 func newRequestCodec(maxBytes int) *requestCodec {
@@ -65,7 +81,7 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	if n := data.Len(); n > c.maxBytes {
 		proto.Reset(m)
-		c.refusals.Store(v, &RequestSizeError{Size: n, Limit: c.maxBytes})
+		c.refuse(v, &RequestSizeError{Size: n, Limit: c.maxBytes})
 		return nil
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
@@ -76,8 +92,26 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	proto.Reset(m)
-	c.refusals.Store(v, c.decodeError(m.ProtoReflect().Descriptor(), b, err))
+	c.refuse(v, c.decodeError(m.ProtoReflect().Descriptor(), b, err))
 	return nil
+}
+
+// refuse keeps err for the message m, first dropping orphans at most once
+// per orphanAge.
+func (c *requestCodec) refuse(m any, err error) {
+	now := time.Now()
+	c.mu.Lock()
+	if now.Sub(c.swept) >= orphanAge {
+		c.swept = now
+		c.refusals.Range(func(k, r any) bool {
+			if now.Sub(r.(refusal).at) >= orphanAge {
+				c.refusals.Delete(k)
+			}
+			return true
+		})
+	}
+	c.mu.Unlock()
+	c.refusals.Store(m, refusal{err: err, at: now})
 }
 
 // decodeError explains why b, which proto.Unmarshal refused with err, is not
@@ -93,8 +127,8 @@ func (c *requestCodec) decodeError(md protoreflect.MessageDescriptor, b []byte, 
 // refusal returns, once, the error kept for the message m was decoded into;
 // nil when m was accepted.
 func (c *requestCodec) refusal(m any) error {
-	if err, ok := c.refusals.LoadAndDelete(m); ok {
-		return err.(error)
+	if r, ok := c.refusals.LoadAndDelete(m); ok {
+		return r.(refusal).err
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -209,5 +210,25 @@ func TestTransportLimit(t *testing.T) {
 		if got := newRequestCodec(tt.max).transportLimit(); got != tt.want {
 			t.Errorf("transportLimit for %d = %d, want %d", tt.max, got, tt.want)
 		}
+	}
+}
+
+// TestRequestCodecDropsOrphans: a refusal no interceptor collected (the call
+// ended before it) is dropped after orphanAge, while a fresh one is kept.
+func TestRequestCodecDropsOrphans(t *testing.T) {
+	c := newRequestCodec(10)
+	orphan := &savepointv1.ResumeRequest{}
+	c.refusals.Store(orphan, refusal{err: ErrRequestTooLarge, at: time.Now().Add(-orphanAge)})
+	recent := &savepointv1.ResumeRequest{}
+	c.refusals.Store(recent, refusal{err: ErrRequestTooLarge, at: time.Now()})
+	m := &savepointv1.ResumeRequest{}
+	if err := decode(t, c, make([]byte, 11), m); !errors.Is(err, ErrRequestTooLarge) {
+		t.Fatalf("refusal %v", err)
+	}
+	if c.refusal(orphan) != nil {
+		t.Error("the orphaned refusal was kept")
+	}
+	if c.refusal(recent) == nil {
+		t.Error("a recent refusal was dropped")
 	}
 }
