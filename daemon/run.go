@@ -46,15 +46,19 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 		return err
 	}
 
+	rc := newRequestCodec(cfg.MaxRequestBytes)
 	srv := grpc.NewServer(
-		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		grpc.ForceServerCodecV2(rc),
+		grpc.MaxRecvMsgSize(rc.transportLimit()),
 		grpc.ChainUnaryInterceptor(
 			logUnary(logger),
 			recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))),
+			rc.unary,
 		),
 		grpc.ChainStreamInterceptor(
 			logStream(logger),
 			recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))),
+			rc.stream,
 		),
 	)
 	s := NewServer(store, cfg)

@@ -113,9 +113,8 @@ func TestRunServes(t *testing.T) {
 
 	big := validSave()
 	big.StateJson = `"` + strings.Repeat("x", 5<<20) + `"`
-	if _, err := client.SaveCheckpoint(ctx, big); err == nil {
-		t.Error("a request over MaxRequestBytes was accepted")
-	}
+	_, err = client.SaveCheckpoint(ctx, big)
+	wantStatus(t, err, codes.ResourceExhausted, "REQUEST_TOO_LARGE")
 }
 
 // panicStore panics on every call: its embedded Store is nil.
@@ -127,7 +126,7 @@ func TestRunRecoversPanics(t *testing.T) {
 	wantStatus(t, err, codes.Internal, ReasonInternal)
 	// The daemon still serves.
 	_, err = savepointv1.NewSavepointServiceClient(conn).Resume(context.Background(), &savepointv1.ResumeRequest{SessionId: "-"})
-	wantStatus(t, err, codes.InvalidArgument, reasonInvalidSessionID)
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_SESSION_ID")
 }
 
 func TestRunReplacesStaleSocket(t *testing.T) {

@@ -184,16 +184,16 @@ func TestServerValidatesFirst(t *testing.T) {
 	f := &fakeStore{}
 	s := NewServer(f, Config{})
 	_, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "../etc"})
-	wantStatus(t, err, codes.InvalidArgument, reasonInvalidSessionID)
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_SESSION_ID")
 	req := validSave()
 	req.AppendMessages[0].ContentJson = "{"
 	_, err = s.SaveCheckpoint(bg, req)
-	wantStatus(t, err, codes.InvalidArgument, reasonInvalidJSON)
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_JSON")
 	if md := errorInfo(t, status.Convert(err)).Metadata; md["field"] != "append_messages[0].content_json" {
 		t.Errorf("metadata = %v", md)
 	}
 	_, err = s.ListSessions(bg, &savepointv1.ListSessionsRequest{PageSize: -1})
-	wantStatus(t, err, codes.InvalidArgument, reasonInvalidPageSize)
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_PAGE_SIZE")
 	if f.calls != 0 {
 		t.Errorf("the store was called %d times for invalid requests", f.calls)
 	}

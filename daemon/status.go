@@ -8,6 +8,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/savepoint-dev/savepoint/internal/reason"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of every error the service
@@ -16,65 +19,64 @@ const ErrorDomain = "savepoint.v1"
 
 // ReasonInternal is the reason of an error the daemon did not expect; its
 // text is logged, never returned.
-const ReasonInternal = "INTERNAL"
+var ReasonInternal = reason.String(savepointv1.ErrorReason_ERROR_REASON_INTERNAL)
 
-// errorKind maps one error to its gRPC code and ErrorInfo reason. The
-// error's own text, written where it arose, says what to do next.
+// errorKind gives one ErrorInfo reason its gRPC code and, when a sentinel
+// error stands for it, that error. The error's own text, written where it
+// arose, says what to do next.
 type errorKind struct {
-	err    error
+	err    error // nil: reached through a *FieldError, or the fallback INTERNAL
 	code   codes.Code
-	reason string
+	reason savepointv1.ErrorReason
 }
 
-// errorKinds is the one translation table, checked in order with errors.Is.
+// errorKinds is the one translation table: every reason of the ErrorReason
+// enum has one row, and the rows with an error are checked in order with
+// errors.Is.
 var errorKinds = []errorKind{
-	{ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
-	{ErrSessionExists, codes.AlreadyExists, "SESSION_EXISTS"},
-	{ErrSessionFenced, codes.Aborted, "SESSION_FENCED"},
-	{ErrRevisionMismatch, codes.Aborted, "REVISION_MISMATCH"},
-	{ErrRevisionNotFound, codes.NotFound, "REVISION_NOT_FOUND"},
-	{ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED"},
-	{ErrKeepOutOfRange, codes.InvalidArgument, "KEEP_MESSAGES_OUT_OF_RANGE"},
-	{ErrCallAlreadyRecorded, codes.FailedPrecondition, "CALL_ALREADY_RECORDED"},
-	{ErrCallNotPending, codes.FailedPrecondition, "CALL_NOT_PENDING"},
-	{ErrCallUnknown, codes.NotFound, "CALL_UNKNOWN"},
-	{ErrToolNameMismatch, codes.FailedPrecondition, "TOOL_NAME_MISMATCH"},
-	{ErrEffectConflict, codes.AlreadyExists, "EFFECT_CONFLICT"},
-	{ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT"},
-	{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
-	{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL"},
-	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE"},
-	{context.Canceled, codes.Canceled, "CANCELED"},
-	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
-	{ErrInvalidArgument, codes.InvalidArgument, "INVALID_ARGUMENT"},
+	{nil, codes.Internal, savepointv1.ErrorReason_ERROR_REASON_INTERNAL},
+	{ErrSessionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND},
+	{ErrSessionExists, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_SESSION_EXISTS},
+	{ErrSessionFenced, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED},
+	{ErrRevisionMismatch, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_REVISION_MISMATCH},
+	{ErrRevisionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_REVISION_NOT_FOUND},
+	{ErrRequestIDReused, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED},
+	{ErrKeepOutOfRange, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE},
+	{ErrCallAlreadyRecorded, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_ALREADY_RECORDED},
+	{ErrCallNotPending, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_PENDING},
+	{ErrCallUnknown, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_CALL_UNKNOWN},
+	{ErrToolNameMismatch, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_TOOL_NAME_MISMATCH},
+	{ErrEffectConflict, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_EFFECT_CONFLICT},
+	{ErrCorrupt, codes.DataLoss, savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT},
+	{ErrInvalidPageToken, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN},
+	{ErrDiskFull, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_DISK_FULL},
+	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
+	{ErrUnavailable, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
+	{context.Canceled, codes.Canceled, savepointv1.ErrorReason_ERROR_REASON_CANCELED},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, savepointv1.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED},
+	{ErrInvalidArgument, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+	// The reasons of a *FieldError (validation and the request codec).
+	{nil, codes.InvalidArgument, reasonInvalidSessionID},
+	{nil, codes.InvalidArgument, reasonInvalidToolUseID},
+	{nil, codes.InvalidArgument, reasonInvalidRequestID},
+	{nil, codes.InvalidArgument, reasonMissingField},
+	{nil, codes.InvalidArgument, reasonInvalidJSON},
+	{nil, codes.InvalidArgument, reasonMessageTooLarge},
+	{nil, codes.InvalidArgument, reasonStateTooLarge},
+	{nil, codes.InvalidArgument, reasonInvalidEffectClass},
+	{nil, codes.InvalidArgument, reasonDuplicateToolUseID},
+	{nil, codes.InvalidArgument, reasonInvalidLabel},
+	{nil, codes.InvalidArgument, reasonInvalidPageSize},
+	{nil, codes.InvalidArgument, reasonFieldTooLarge},
+	{nil, codes.InvalidArgument, reasonInvalidUTF8},
 }
 
-// fieldReasons are the reasons a *FieldError from validation carries; all
-// are INVALID_ARGUMENT.
-var fieldReasons = []string{
-	reasonInvalidSessionID,
-	reasonInvalidToolUseID,
-	reasonInvalidRequestID,
-	reasonMissingField,
-	reasonInvalidJSON,
-	reasonMessageTooLarge,
-	reasonStateTooLarge,
-	reasonInvalidEffectClass,
-	reasonDuplicateToolUseID,
-	reasonInvalidLabel,
-	reasonInvalidPageSize,
-	reasonFieldTooLarge,
-}
-
-// Reasons returns every ErrorInfo reason the service can return, with the
-// gRPC code it comes with.
+// Reasons returns every ErrorInfo reason the service can return, as it goes
+// on the wire, with the gRPC code it comes with.
 func Reasons() map[string]codes.Code {
-	m := map[string]codes.Code{ReasonInternal: codes.Internal}
+	m := make(map[string]codes.Code, len(errorKinds))
 	for _, k := range errorKinds {
-		m[k.reason] = k.code
-	}
-	for _, r := range fieldReasons {
-		m[r] = codes.InvalidArgument
+		m[reason.String(k.reason)] = k.code
 	}
 	return m
 }
@@ -82,41 +84,43 @@ func Reasons() map[string]codes.Code {
 // ToStatus translates an error from validation or a Store into the status
 // the service returns, with an ErrorInfo in domain ErrorDomain. A
 // *FieldError adds metadata "field"; a *StateError adds "current_revision"
-// and "current_epoch". An error matching nothing known is INTERNAL with a
+// and "current_epoch"; a *RequestSizeError adds "request_bytes" and
+// "max_request_bytes". An error matching nothing known is INTERNAL with a
 // generic message, so its text never reaches the client: log it.
 func ToStatus(err error) *status.Status {
 	if err == nil {
 		return status.New(codes.OK, "")
 	}
 	var (
-		code   = codes.Internal
-		reason = ReasonInternal
-		msg    = "internal error; see the daemon's log"
-		md     = map[string]string{}
+		kind = errorKinds[0] // INTERNAL
+		msg  = "internal error; see the daemon's log"
+		md   = map[string]string{}
 	)
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		code, reason, msg = codes.InvalidArgument, fe.Reason, fe.Error()
+	if fe, ok := errors.AsType[*FieldError](err); ok {
+		kind, msg = errorKind{code: codes.InvalidArgument, reason: fe.Reason}, fe.Error()
 		md["field"] = fe.Field
 	} else {
 		for _, k := range errorKinds {
-			if errors.Is(err, k.err) {
-				code, reason, msg = k.code, k.reason, err.Error()
+			if k.err != nil && errors.Is(err, k.err) {
+				kind, msg = k, err.Error()
 				break
 			}
 		}
 	}
-	var se *StateError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*StateError](err); ok {
 		md["current_revision"] = strconv.FormatUint(se.CurrentRevision, 10)
 		md["current_epoch"] = strconv.FormatUint(se.CurrentEpoch, 10)
+	}
+	if re, ok := errors.AsType[*RequestSizeError](err); ok {
+		md["request_bytes"] = strconv.Itoa(re.Size)
+		md["max_request_bytes"] = strconv.Itoa(re.Limit)
 	}
 	if len(md) == 0 {
 		md = nil
 	}
-	st := status.New(code, msg)
+	st := status.New(kind.code, msg)
 	withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{
-		Reason:   reason,
+		Reason:   reason.String(kind.reason),
 		Domain:   ErrorDomain,
 		Metadata: md,
 	})

@@ -8,12 +8,17 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/savepoint-dev/savepoint/internal/reason"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // errorInfo returns the ErrorInfo of st, failing the test when it has none.
@@ -69,8 +74,19 @@ func TestToStatus(t *testing.T) {
 			codes.AlreadyExists, "SESSION_EXISTS",
 			map[string]string{"current_revision": "1", "current_epoch": "1"},
 		},
+		{ErrRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE", nil},
 		{
-			&FieldError{Field: "append_messages[0].content_json", Reason: "INVALID_JSON", Msg: "is not valid JSON"},
+			&RequestSizeError{Size: 4194305, Limit: 4194304},
+			codes.ResourceExhausted, "REQUEST_TOO_LARGE",
+			map[string]string{"request_bytes": "4194305", "max_request_bytes": "4194304"},
+		},
+		{
+			&FieldError{Field: "labels", Reason: reasonInvalidUTF8, Msg: "has a key that is not valid UTF-8"},
+			codes.InvalidArgument, "INVALID_UTF8",
+			map[string]string{"field": "labels"},
+		},
+		{
+			&FieldError{Field: "append_messages[0].content_json", Reason: reasonInvalidJSON, Msg: "is not valid JSON"},
 			codes.InvalidArgument, "INVALID_JSON",
 			map[string]string{"field": "append_messages[0].content_json"},
 		},
@@ -120,8 +136,77 @@ func TestToStatusNil(t *testing.T) {
 	}
 }
 
+// wire is the reason r as the service sends it.
+func wire(r savepointv1.ErrorReason) string { return reason.String(r) }
+
+// TestReasonsAreTheEnum checks that the service returns exactly the reasons
+// of the ErrorReason enum: a value without a row in errorKinds, or a row the
+// enum does not name, fails it.
+func TestReasonsAreTheEnum(t *testing.T) {
+	got := Reasons()
+	want := map[string]bool{}
+	vals := savepointv1.ErrorReason(0).Descriptor().Values()
+	for i := range vals.Len() {
+		if n := string(vals.Get(i).Name()); n != "ERROR_REASON_UNSPECIFIED" {
+			want[strings.TrimPrefix(n, "ERROR_REASON_")] = true
+		}
+	}
+	for r := range want {
+		if _, ok := got[r]; !ok {
+			t.Errorf("the enum has %s, which Reasons() lacks: add a row to errorKinds", r)
+		}
+	}
+	for r := range got {
+		if !want[r] {
+			t.Errorf("Reasons() has %q, which is no ErrorReason value", r)
+		}
+	}
+	if len(got) != len(errorKinds) {
+		t.Errorf("Reasons() has %d reasons for %d rows of errorKinds: a reason is listed twice", len(got), len(errorKinds))
+	}
+}
+
+// TestAPIDocListsEveryReason checks that the error tables of docs/api.md
+// have one row for each reason the service returns, and no other.
+func TestAPIDocListsEveryReason(t *testing.T) {
+	doc, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllSubmatch(doc, -1) {
+		rows[string(m[1])]++
+	}
+	reasons := Reasons()
+	for r := range reasons {
+		if rows[r] != 1 {
+			t.Errorf("docs/api.md has %d rows for %s, want 1", rows[r], r)
+		}
+	}
+	for r := range rows {
+		if _, ok := reasons[r]; !ok {
+			t.Errorf("docs/api.md lists %s, which the service never returns", r)
+		}
+	}
+}
+
+// TestFieldReasonsToStatus checks that every reason without a sentinel of
+// its own reaches the client, through a *FieldError, with its row's code.
+func TestFieldReasonsToStatus(t *testing.T) {
+	for _, k := range errorKinds {
+		if k.err != nil || k.reason == savepointv1.ErrorReason_ERROR_REASON_INTERNAL {
+			continue
+		}
+		st := ToStatus(&FieldError{Field: "f", Reason: k.reason, Msg: "is bad"})
+		info := errorInfo(t, st)
+		if st.Code() != k.code || info.Reason != wire(k.reason) || info.Metadata["field"] != "f" {
+			t.Errorf("%v: status %v %s %v, want %v", k.reason, st.Code(), info.Reason, info.Metadata, k.code)
+		}
+	}
+}
+
 // TestErrorKindsCoverSentinels makes sure each sentinel declared in
-// errors.go has a row and each reason one meaning.
+// errors.go has a row.
 func TestErrorKindsCoverSentinels(t *testing.T) {
 	sentinels := map[string]error{
 		"ErrInvalidArgument": ErrInvalidArgument, "ErrSessionNotFound": ErrSessionNotFound,
@@ -132,7 +217,7 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrCallUnknown": ErrCallUnknown, "ErrToolNameMismatch": ErrToolNameMismatch,
 		"ErrEffectConflict": ErrEffectConflict, "ErrCorrupt": ErrCorrupt,
 		"ErrInvalidPageToken": ErrInvalidPageToken, "ErrUnavailable": ErrUnavailable,
-		"ErrDiskFull": ErrDiskFull,
+		"ErrDiskFull": ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
 	}
 	file, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
 	if err != nil {
@@ -158,18 +243,6 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no errorKinds row for %s", name)
-		}
-	}
-	seen := map[string]bool{}
-	for _, k := range errorKinds {
-		if seen[k.reason] {
-			t.Errorf("reason %s listed twice", k.reason)
-		}
-		seen[k.reason] = true
-	}
-	for _, r := range fieldReasons {
-		if seen[r] {
-			t.Errorf("field reason %s also names a sentinel", r)
 		}
 	}
 }

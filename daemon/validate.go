@@ -13,20 +13,22 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// The reasons of the *FieldError values validation returns.
+// The reasons of the *FieldError values validation and the request codec
+// return.
 const (
-	reasonInvalidSessionID   = "INVALID_SESSION_ID"
-	reasonInvalidToolUseID   = "INVALID_TOOL_USE_ID"
-	reasonInvalidRequestID   = "INVALID_REQUEST_ID"
-	reasonMissingField       = "MISSING_FIELD"
-	reasonInvalidJSON        = "INVALID_JSON"
-	reasonMessageTooLarge    = "MESSAGE_TOO_LARGE"
-	reasonStateTooLarge      = "STATE_TOO_LARGE"
-	reasonInvalidEffectClass = "INVALID_EFFECT_CLASS"
-	reasonDuplicateToolUseID = "DUPLICATE_TOOL_USE_ID"
-	reasonInvalidLabel       = "INVALID_LABEL"
-	reasonInvalidPageSize    = "INVALID_PAGE_SIZE"
-	reasonFieldTooLarge      = "FIELD_TOO_LARGE"
+	reasonInvalidSessionID   = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_ID
+	reasonInvalidToolUseID   = savepointv1.ErrorReason_ERROR_REASON_INVALID_TOOL_USE_ID
+	reasonInvalidRequestID   = savepointv1.ErrorReason_ERROR_REASON_INVALID_REQUEST_ID
+	reasonMissingField       = savepointv1.ErrorReason_ERROR_REASON_MISSING_FIELD
+	reasonInvalidJSON        = savepointv1.ErrorReason_ERROR_REASON_INVALID_JSON
+	reasonMessageTooLarge    = savepointv1.ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE
+	reasonStateTooLarge      = savepointv1.ErrorReason_ERROR_REASON_STATE_TOO_LARGE
+	reasonInvalidEffectClass = savepointv1.ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS
+	reasonDuplicateToolUseID = savepointv1.ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID
+	reasonInvalidLabel       = savepointv1.ErrorReason_ERROR_REASON_INVALID_LABEL
+	reasonInvalidPageSize    = savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE
+	reasonFieldTooLarge      = savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE
+	reasonInvalidUTF8        = savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8
 )
 
 // Caps on fields that no sane client comes near.
@@ -44,7 +46,7 @@ const (
 	MaxPendingToolUses = 256
 )
 
-func fieldErr(field, reason, format string, args ...any) *FieldError {
+func fieldErr(field string, reason savepointv1.ErrorReason, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Reason: reason, Msg: fmt.Sprintf(format, args...)}
 }
 

@@ -6,16 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // checkFieldErr fails unless err is a *FieldError with the given reason and
-// field; reason "" wants no error.
-func checkFieldErr(t *testing.T, err error, reason, field string) {
+// field; reason 0 (UNSPECIFIED) wants no error.
+func checkFieldErr(t *testing.T, err error, reason savepointv1.ErrorReason, field string) {
 	t.Helper()
-	if reason == "" {
+	if reason == 0 {
 		if err != nil {
 			t.Fatalf("err = %v, want nil", err)
 		}
@@ -31,7 +32,7 @@ func checkFieldErr(t *testing.T, err error, reason, field string) {
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("%v does not wrap ErrInvalidArgument", err)
 	}
-	if _, ok := Reasons()[fe.Reason]; !ok {
+	if code, ok := Reasons()[wire(fe.Reason)]; !ok || code != codes.InvalidArgument {
 		t.Errorf("reason %s missing from Reasons()", fe.Reason)
 	}
 }
@@ -60,7 +61,7 @@ func TestValidateSessionID(t *testing.T) {
 	for _, tt := range tests {
 		reason := reasonInvalidSessionID
 		if tt.ok {
-			reason = ""
+			reason = 0
 		}
 		checkFieldErr(t, validateSessionID("session_id", tt.id), reason, "session_id")
 	}
@@ -83,7 +84,7 @@ func TestValidateToolUseID(t *testing.T) {
 	for _, tt := range tests {
 		reason := reasonInvalidToolUseID
 		if tt.ok {
-			reason = ""
+			reason = 0
 		}
 		checkFieldErr(t, validateToolUseID("tool_use_id", tt.id), reason, "tool_use_id")
 	}
@@ -104,7 +105,7 @@ func TestValidateRequestID(t *testing.T) {
 		got, err := validateRequestID("request_id", tt.id)
 		reason := reasonInvalidRequestID
 		if tt.ok {
-			reason = ""
+			reason = 0
 		}
 		checkFieldErr(t, err, reason, "request_id")
 		if got != tt.want {
@@ -136,7 +137,7 @@ func TestValidateLabels(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			reason := reasonInvalidLabel
 			if tt.ok {
-				reason = ""
+				reason = 0
 			}
 			checkFieldErr(t, validateLabels("labels", tt.labels), reason, "labels")
 		})
@@ -166,13 +167,13 @@ func TestValidateSave(t *testing.T) {
 	tests := []struct {
 		name   string
 		edit   func(r *savepointv1.SaveCheckpointRequest)
-		reason string
+		reason savepointv1.ErrorReason
 		field  string
 	}{
-		{"valid", func(r *savepointv1.SaveCheckpointRequest) {}, "", ""},
+		{"valid", func(r *savepointv1.SaveCheckpointRequest) {}, 0, ""},
 		{"no messages, state or labels", func(r *savepointv1.SaveCheckpointRequest) {
 			r.AppendMessages, r.PendingToolUses, r.StateJson, r.Labels, r.RequestId = nil, nil, "", nil, ""
-		}, "", ""},
+		}, 0, ""},
 		{"bad session", func(r *savepointv1.SaveCheckpointRequest) { r.SessionId = "a/b" }, reasonInvalidSessionID, "session_id"},
 		{"bad request id", func(r *savepointv1.SaveCheckpointRequest) { r.RequestId = "1" }, reasonInvalidRequestID, "request_id"},
 		{"task too large", func(r *savepointv1.SaveCheckpointRequest) { r.Task = strings.Repeat("t", 64<<10+1) }, reasonFieldTooLarge, "task"},
@@ -198,7 +199,7 @@ func TestValidateSave(t *testing.T) {
 		}, reasonMessageTooLarge, "append_messages[0].content_json"},
 		{"message at limit", func(r *savepointv1.SaveCheckpointRequest) {
 			r.AppendMessages[0].ContentJson = `"` + strings.Repeat("x", 98) + `"`
-		}, "", ""},
+		}, 0, ""},
 		{"bad tool use id", func(r *savepointv1.SaveCheckpointRequest) { r.PendingToolUses[1].ToolUseId = "" }, reasonInvalidToolUseID, "pending_tool_uses[1].tool_use_id"},
 		{"missing tool name", func(r *savepointv1.SaveCheckpointRequest) { r.PendingToolUses[0].Name = "" }, reasonMissingField, "pending_tool_uses[0].name"},
 		{"tool name too large", func(r *savepointv1.SaveCheckpointRequest) { r.PendingToolUses[0].Name = strings.Repeat("n", 257) }, reasonFieldTooLarge, "pending_tool_uses[0].name"},
@@ -286,11 +287,11 @@ func TestValidateRecord(t *testing.T) {
 	tests := []struct {
 		name   string
 		req    *savepointv1.RecordEffectRequest
-		reason string
+		reason savepointv1.ErrorReason
 		field  string
 	}{
-		{"valid", &savepointv1.RecordEffectRequest{SessionId: "s", ToolUseId: "t", Name: "n", Output: "0123456789", IsError: true}, "", ""},
-		{"empty name", &savepointv1.RecordEffectRequest{SessionId: "s", ToolUseId: "t"}, "", ""},
+		{"valid", &savepointv1.RecordEffectRequest{SessionId: "s", ToolUseId: "t", Name: "n", Output: "0123456789", IsError: true}, 0, ""},
+		{"empty name", &savepointv1.RecordEffectRequest{SessionId: "s", ToolUseId: "t"}, 0, ""},
 		{"bad session", &savepointv1.RecordEffectRequest{SessionId: "", ToolUseId: "t"}, reasonInvalidSessionID, "session_id"},
 		{"bad tool use", &savepointv1.RecordEffectRequest{SessionId: "s", ToolUseId: "\x00"}, reasonInvalidToolUseID, "tool_use_id"},
 		{"long name", &savepointv1.RecordEffectRequest{SessionId: "s", ToolUseId: "t", Name: strings.Repeat("n", 257)}, reasonFieldTooLarge, "name"},
@@ -311,16 +312,16 @@ func TestValidateOtherRequests(t *testing.T) {
 	tests := []struct {
 		name   string
 		err    error
-		reason string
+		reason savepointv1.ErrorReason
 		field  string
 	}{
-		{"begin", validateBegin(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t"}), "", ""},
+		{"begin", validateBegin(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t"}), 0, ""},
 		{"begin bad session", validateBegin(&savepointv1.BeginEffectRequest{SessionId: "-", ToolUseId: "t"}), reasonInvalidSessionID, "session_id"},
 		{"begin bad tool use", validateBegin(&savepointv1.BeginEffectRequest{SessionId: "s"}), reasonInvalidToolUseID, "tool_use_id"},
-		{"list messages", validateListMessages(&savepointv1.ListMessagesRequest{SessionId: "s", PageSize: 5}), "", ""},
+		{"list messages", validateListMessages(&savepointv1.ListMessagesRequest{SessionId: "s", PageSize: 5}), 0, ""},
 		{"list messages bad session", validateListMessages(&savepointv1.ListMessagesRequest{}), reasonInvalidSessionID, "session_id"},
 		{"list messages negative", validateListMessages(&savepointv1.ListMessagesRequest{SessionId: "s", PageSize: -1}), reasonInvalidPageSize, "page_size"},
-		{"list sessions", validateListSessions(&savepointv1.ListSessionsRequest{PageSize: 5000, LabelFilter: map[string]string{"a": "b"}}), "", ""},
+		{"list sessions", validateListSessions(&savepointv1.ListSessionsRequest{PageSize: 5000, LabelFilter: map[string]string{"a": "b"}}), 0, ""},
 		{"list sessions negative", validateListSessions(&savepointv1.ListSessionsRequest{PageSize: -1}), reasonInvalidPageSize, "page_size"},
 		{"list sessions bad filter", validateListSessions(&savepointv1.ListSessionsRequest{LabelFilter: map[string]string{"A": ""}}), reasonInvalidLabel, "label_filter"},
 	}

@@ -23,9 +23,11 @@ const (
 )
 
 // ErrorReason is every google.rpc.ErrorInfo reason the service returns
-// (AIP-193). On the wire the reason is the value's name without the
-// "ERROR_REASON_" prefix, as in "SESSION_FENCED"; docs/api.md says when each
-// is returned and with which gRPC code.
+// (AIP-193), on every RPC of every service the daemon serves. On the wire the
+// reason is the value's name without the "ERROR_REASON_" prefix, as in
+// "SESSION_FENCED"; docs/api.md says when each is returned and with which
+// gRPC code. Each comment starts with that code. A client should handle a
+// reason it does not know by its code.
 type ErrorReason int32
 
 const (
@@ -76,13 +78,15 @@ const (
 	ErrorReason_ERROR_REASON_CANCELED ErrorReason = 18
 	// DEADLINE_EXCEEDED: the call's deadline passed.
 	ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED ErrorReason = 19
-	// INVALID_ARGUMENT: a request the daemon refused without a finer reason.
+	// INVALID_ARGUMENT: a request the daemon refused without a finer reason,
+	// such as bytes that do not decode as the request's message.
 	ErrorReason_ERROR_REASON_INVALID_ARGUMENT ErrorReason = 20
 	// INVALID_ARGUMENT: a session id is empty, too long or has characters a
-	// session id may not hold. Metadata "field" names the field, as for every
-	// reason below.
+	// session id may not hold. Metadata "field" names the field, as a path such
+	// as "append_messages[0].content_json", for this and every reason below but
+	// REQUEST_TOO_LARGE.
 	ErrorReason_ERROR_REASON_INVALID_SESSION_ID ErrorReason = 21
-	// INVALID_ARGUMENT: a tool use id is empty, too long or malformed.
+	// INVALID_ARGUMENT: a tool use id is empty, too long or holds NUL.
 	ErrorReason_ERROR_REASON_INVALID_TOOL_USE_ID ErrorReason = 22
 	// INVALID_ARGUMENT: a request id is malformed.
 	ErrorReason_ERROR_REASON_INVALID_REQUEST_ID ErrorReason = 23
@@ -105,9 +109,13 @@ const (
 	// INVALID_ARGUMENT: a field is over its size or count limit.
 	ErrorReason_ERROR_REASON_FIELD_TOO_LARGE ErrorReason = 32
 	// RESOURCE_EXHAUSTED: the whole request is over the daemon's request size
-	// limit (GetServerInfoResponse.max_request_bytes).
+	// limit (GetServerInfoResponse.max_request_bytes); metadata
+	// "request_bytes" and "max_request_bytes" give both sizes. A request over
+	// four times the limit is refused by gRPC itself, with RESOURCE_EXHAUSTED
+	// and no ErrorInfo.
 	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 33
-	// INVALID_ARGUMENT: a string field is not valid UTF-8.
+	// INVALID_ARGUMENT: a string field is not valid UTF-8; "field" names the
+	// first such field in declaration order (a map as a whole, as "labels").
 	ErrorReason_ERROR_REASON_INVALID_UTF8 ErrorReason = 34
 )
 

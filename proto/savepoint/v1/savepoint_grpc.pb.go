@@ -39,7 +39,7 @@ const (
 // SavepointService keeps an agent loop's checkpoints and side-effects ledger
 // so that a long task survives a crash and resumes without repeating or
 // inventing a side effect. Errors carry a google.rpc.ErrorInfo with domain
-// "savepoint.v1" and an UPPER_SNAKE_CASE reason; docs/api.md lists them.
+// "savepoint.v1" and a reason named by ErrorReason; docs/api.md lists them.
 type SavepointServiceClient interface {
 	// SaveCheckpoint atomically appends messages and sets the pending tool uses,
 	// making a new revision; it is durable before it returns.
@@ -200,7 +200,7 @@ func (c *savepointServiceClient) GetServerInfo(ctx context.Context, in *GetServe
 // SavepointService keeps an agent loop's checkpoints and side-effects ledger
 // so that a long task survives a crash and resumes without repeating or
 // inventing a side effect. Errors carry a google.rpc.ErrorInfo with domain
-// "savepoint.v1" and an UPPER_SNAKE_CASE reason; docs/api.md lists them.
+// "savepoint.v1" and a reason named by ErrorReason; docs/api.md lists them.
 type SavepointServiceServer interface {
 	// SaveCheckpoint atomically appends messages and sets the pending tool uses,
 	// making a new revision; it is durable before it returns.
