@@ -27,12 +27,13 @@ $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION):
 
 .PHONY: generate-python
 generate-python: $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) ## Regenerate the Python stubs (client/python/src/savepoint/v1)
-	@# Remove the old output first so a deleted .proto leaves nothing behind;
+	@# Only the public API (savepoint/v1), not the store's records. Remove the
+	@# old output first so a deleted .proto leaves nothing behind;
 	@# __init__.py is not generated and stays.
 	find $(PY_GEN_DIR) -name '*_pb2*.py*' -delete
 	cd proto && ../$(PYGEN)/bin/python -m grpc_tools.protoc -I. \
 		--python_out=../$(PY_DIR)/src --pyi_out=../$(PY_DIR)/src --grpc_python_out=../$(PY_DIR)/src \
-		$$(find savepoint -name '*.proto' | sort)
+		savepoint/v1/*.proto
 
 # ./.venv with the client installed in editable mode, rebuilt only when the
 # package's pyproject.toml changes.
