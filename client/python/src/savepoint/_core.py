@@ -5,6 +5,7 @@ drive the calls."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -241,13 +242,13 @@ class SessionState:
         by_id: dict[str, ToolResult] = {}
         for r in results:
             if r.tool_use_id in by_id:
-                raise ResultsMismatchError(f"tool results do not answer the pending tool uses exactly once: tool use {r.tool_use_id!r} answered twice")
+                raise ResultsMismatchError(f"tool results do not answer the pending tool uses exactly once: tool use {q(r.tool_use_id)} answered twice")
             by_id[r.tool_use_id] = r
         ordered = []
         for p in self._pending:
             if p.tool_use_id not in by_id:
                 raise ResultsMismatchError(
-                    f"tool results do not answer the pending tool uses exactly once: no result for tool use {p.tool_use_id!r} ({p.name})"
+                    f"tool results do not answer the pending tool uses exactly once: no result for tool use {q(p.tool_use_id)} ({p.name})"
                 )
             ordered.append(by_id[p.tool_use_id])
         if len(ordered) != len(results):
@@ -264,7 +265,7 @@ class SessionState:
         ran = self._ran.get(r.tool_use_id)
         if ran is None or ran.content != r.content or ran.is_error != r.is_error:
             raise NotRunError(
-                f"point_b: tool use {r.tool_use_id!r} ({p.name}) has a ledger error but its result is not the one "
+                f"point_b: tool use {q(r.tool_use_id)} ({p.name}) has a ledger error but its result is not the one "
                 "this session's tool returned: result not produced by running the tool"
             )
         return p
@@ -313,11 +314,11 @@ class SessionState:
         not run; return it with the epoch to begin it under."""
         p = self._pending_call(call.id)
         if p is None:
-            raise CallNotPendingError(f"tool use {call.id!r} ({call.name}) not run: tool use not pending: name it with point_a first")
+            raise CallNotPendingError(f"tool use {q(call.id)} ({call.name}) not run: tool use not pending: name it with point_a first")
         if call.name != p.name:
-            raise ToolNameMismatchError(f"tool use {call.id!r} not run: tool name mismatch: named {p.name!r} at point_a, {call.name!r} here")
+            raise ToolNameMismatchError(f"tool use {q(call.id)} not run: tool name mismatch: named {q(p.name)} at point_a, {q(call.name)} here")
         if call.id in self._started:
-            raise AlreadyRunError(f"tool use {call.id!r} ({call.name}) not run again: tool use already run by this session")
+            raise AlreadyRunError(f"tool use {q(call.id)} ({call.name}) not run again: tool use already run by this session")
         self._started.add(call.id)
         return p, self._epoch
 
@@ -344,6 +345,11 @@ class SessionState:
         return ToolResult(tool_use_id=p.tool_use_id, content=output or "")
 
 
+def q(s: str) -> str:
+    """s quoted as Go's %q quotes it, for messages that match the Go client's."""
+    return json.dumps(s, ensure_ascii=False)
+
+
 def is_read_only(p: pb.ToolUse) -> bool:
     return EffectClass(p.effect_class).effective == EffectClass.READ_ONLY
 
@@ -352,7 +358,7 @@ def check_page(session_id: str, page: pb.ListMessagesResponse, loaded: int) -> N
     """Check that a history page continues the messages loaded so far."""
     if page.first_index != loaded or (not page.messages and page.next_page_token):
         raise SavepointError(
-            f"loading the history of {session_id!r}: page at index {page.first_index} with "
+            f"loading the history of {q(session_id)}: page at index {page.first_index} with "
             f"{len(page.messages)} messages after {loaded} loaded"
         )
 
@@ -360,7 +366,7 @@ def check_page(session_id: str, page: pb.ListMessagesResponse, loaded: int) -> N
 def check_count(session_id: str, cp: pb.Checkpoint, loaded: int) -> None:
     if loaded != cp.message_count:
         raise SavepointError(
-            f"loading the history of {session_id!r}: got {loaded} messages, revision {cp.revision} has {cp.message_count}"
+            f"loading the history of {q(session_id)}: got {loaded} messages, revision {cp.revision} has {cp.message_count}"
         )
 
 

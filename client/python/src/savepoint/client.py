@@ -15,6 +15,7 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
+from savepoint._core import q
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_safe
 from savepoint.address import TLSConfig, channel_args, default_addr, parse_addr
 from savepoint.errors import (
@@ -224,7 +225,7 @@ class Client:
                 # A create carries epoch 0, which the daemon fences once the
                 # existing session has been resumed: the session exists.
                 raise SessionExistsError(
-                    f"session {session_id!r} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata
+                    f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata
                 ) from e
         except SessionExistsError:
             if not replace:
@@ -232,7 +233,7 @@ class Client:
             try:
                 self._delete_session(session_id)
             except SavepointError as e:
-                raise e.with_context(f"replacing session {session_id!r}") from e
+                raise e.with_context(f"replacing session {q(session_id)}") from e
             s._save(m, None, messages, [])
         return s
 
@@ -267,7 +268,7 @@ class Client:
                     pb.ListMessagesRequest(session_id=session_id, revision=cp.revision, page_token=token)
                 )
             except SavepointError as e:
-                raise e.with_context(f"loading the history of {session_id!r}") from e
+                raise e.with_context(f"loading the history of {q(session_id)}") from e
             _core.check_page(session_id, page, len(msgs))
             msgs.extend(_core.to_messages(page.messages))
             token = page.next_page_token
@@ -427,18 +428,18 @@ class Session(_core.SessionState):
                     log.info("savepoint: reconcile: this session ran the tool already, reusing its result (session=%s tool_use_id=%s)", self._id, tid)
                     r = prev
                 elif p is None:
-                    raise CallNotPendingError(f"reconcile: tool use {tid!r} is not pending in this session: tool use not pending")
+                    raise CallNotPendingError(f"reconcile: tool use {q(tid)} is not pending in this session: tool use not pending")
                 elif started:
-                    raise AlreadyRunError(f"reconcile: tool use {tid!r} ({tu.name}) not run: tool use already run by this session")
+                    raise AlreadyRunError(f"reconcile: tool use {q(tid)} ({tu.name}) not run: tool use already run by this session")
                 elif run is None:
                     self._unstart(tid)
-                    raise SavepointError(f"reconcile: tool use {tid!r} ({tu.name}) must run, but no run function was given")
+                    raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
                 else:
                     log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
                     call = ToolUse.from_proto(p)
                     r = self._execute(p, epoch, res.idempotency_key, lambda key: run(call, key))
             else:
-                raise SavepointError(f"reconcile: tool use {tid!r}: unknown decision {res.decision}")
+                raise SavepointError(f"reconcile: tool use {q(tid)}: unknown decision {res.decision}")
             results.append(replace(r, decision=Decision(res.decision)))
         return results
 
@@ -455,7 +456,7 @@ class Session(_core.SessionState):
                 b = self._raw.BeginEffect(pb.BeginEffectRequest(session_id=self._id, tool_use_id=tid, epoch=epoch))
             except SavepointError as e:
                 self._unstart(tid)
-                raise e.with_context(f"tool use {tid!r} ({p.name}) not run: BeginEffect") from e
+                raise e.with_context(f"tool use {q(tid)} ({p.name}) not run: BeginEffect") from e
             key = b.idempotency_key
             self._event(ToolStage.BEGUN, p)
         output: str | None = None
@@ -469,7 +470,7 @@ class Session(_core.SessionState):
         try:
             self._record(p, r)
         except SavepointError as e:
-            r = replace(r, ledger_error=e.with_context(f"tool use {tid!r} ({p.name}) ran but its outcome is not in the ledger"))
+            r = replace(r, ledger_error=e.with_context(f"tool use {q(tid)} ({p.name}) ran but its outcome is not in the ledger"))
             self._report_ledger_error(p, r, e)
         else:
             self._event(ToolStage.RECORDED, p, result=r)
