@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ def default_addr(getenv: Callable[[str], str | None] = os.environ.get) -> str:
     if a := getenv(ENV_ADDR):
         return a
     if d := getenv("XDG_RUNTIME_DIR"):
-        return "unix:" + os.path.join(d, "savepoint", "savepoint.sock")
+        return "unix:" + os.path.normpath(os.path.join(d, "savepoint", "savepoint.sock"))
     return "unix:/run/savepoint/savepoint.sock"
 
 
@@ -42,9 +43,11 @@ class Endpoint:
 
     @property
     def target(self) -> str:
-        """The gRPC target that dials this endpoint."""
+        """The gRPC target that dials this endpoint. A socket path is
+        percent-encoded, since gRPC parses the target as a URI: a path may
+        hold anything, "?" and "#" included."""
         if self.network == "unix":
-            return "unix:" + self.address
+            return "unix:" + urllib.parse.quote(self.address, safe="/")
         return self.address
 
 
