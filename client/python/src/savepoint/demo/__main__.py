@@ -257,9 +257,15 @@ def names(calls: Sequence[ToolUse]) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse writing its errors to the demo's stderr."""
+
+    def __init__(self, stderr: TextIO, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._stderr = stderr
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"savepoint-demo: {message}\n")
+        self.print_usage(self._stderr)
+        self._stderr.write(f"savepoint-demo: {message}\n")
         raise SystemExit(2)
 
 
@@ -276,6 +282,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     p = _Parser(
+        stderr,
         prog="savepoint-demo",
         description="Turns sales-notes.txt into report.txt with a scripted model, checkpointed by savepointd. "
         "CRASH_AFTER=LABEL:N[:TOOL] simulates a kill (exit 137); PAUSE_AFTER=LABEL:N[:TOOL] waits for Enter. "
