@@ -58,7 +58,7 @@ class AsyncRaw:
     error translation, as Raw is for the sync client."""
 
     def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
-        self._stub = pb_grpc.SavepointServiceStub(channel)
+        self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
         self._logger = logger
         self._timeout = timeout
@@ -168,7 +168,7 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Close the connection."""
-        await self._channel.close()
+        await self._channel.close(None)
 
     async def __aenter__(self) -> AsyncClient:
         if self._wait_ready is not None:

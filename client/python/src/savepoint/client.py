@@ -58,7 +58,7 @@ class Raw:
     call raises a SavepointError subclass. Method names are the RPCs'."""
 
     def __init__(self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
-        self._stub = pb_grpc.SavepointServiceStub(channel)
+        self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
         self._logger = logger
         self._timeout = timeout

@@ -12,7 +12,7 @@ and every reason that names a bad request field is also a :class:`FieldError`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
@@ -381,7 +381,7 @@ def from_rpc_error(err: grpc.RpcError) -> SavepointError:
     return e
 
 
-def _error_info(trailing: Iterable[tuple[str, Any]] | None) -> error_details_pb2.ErrorInfo | None:
+def _error_info(trailing: Any) -> error_details_pb2.ErrorInfo | None:
     for key, value in trailing or ():
         if key != _STATUS_DETAILS_KEY:
             continue

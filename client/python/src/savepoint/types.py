@@ -7,7 +7,7 @@ import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -98,7 +98,7 @@ class ToolUse:
             tool_use_id=self.id,
             name=self.name,
             input_json=self.input_json,
-            effect_class=int(cls),
+            effect_class=cast(pb.EffectClass, int(cls)),
             begin_tracked=cls != EffectClass.READ_ONLY,
         )
 
