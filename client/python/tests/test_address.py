@@ -56,13 +56,11 @@ def test_parse_addr_bad(addr: str) -> None:
         savepoint.Client(addr)
 
 
-def test_odd_socket_path_is_dialed(start_daemon, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_odd_socket_path_is_dialed(start_daemon) -> None:  # type: ignore[no-untyped-def]
     """A socket path holding URI characters reaches the daemon (the target is
     percent-encoded)."""
     import os
     import tempfile
-
-    from conftest import Daemon
 
     d = start_daemon()
     odd = tempfile.mkdtemp(prefix="sp #%?", dir="/tmp")

@@ -41,6 +41,7 @@ class Fake(pb_grpc.SavepointServiceServicer):
         self.fail_reason = ""
         self.revision = 0
         self.applied: dict[str, int] = {}  # request_id -> revision
+        self.delay = 0.0  # GetSession's
 
     def _enter(self, method: str, req: object, ctx: grpc.ServicerContext) -> None:
         self.calls.append((method, req))
@@ -65,13 +66,18 @@ class Fake(pb_grpc.SavepointServiceServicer):
         self._enter("BeginEffect", req, ctx)
         return pb.BeginEffectResponse(idempotency_key="key-" + req.tool_use_id)
 
+    def GetSession(self, req, ctx):  # type: ignore[no-untyped-def]
+        self._enter("GetSession", req, ctx)
+        time.sleep(self.delay)
+        return pb.GetSessionResponse()
+
     def RecordEffect(self, req, ctx):  # type: ignore[no-untyped-def]
         self._enter("RecordEffect", req, ctx)
         return pb.RecordEffectResponse()
 
     def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
         # Every other method answers its empty response.
-        if name in METHODS and name not in ("SaveCheckpoint", "BeginEffect", "RecordEffect"):
+        if name in METHODS and name not in ("SaveCheckpoint", "BeginEffect", "RecordEffect", "GetSession"):
             out = getattr(pb, name + "Response")
 
             def handler(req, ctx):  # type: ignore[no-untyped-def]
@@ -273,3 +279,16 @@ def test_daemon_restarted_under_a_session(fresh_daemon: Daemon) -> None:
         assert s.revision == 2
         r = c.resume("restarted")
         assert [m.content_json for m in r.messages] == ['"hi"', '"after the restart"'] and r.revision == 2
+
+
+def test_timeout(fake: tuple[Fake, str]) -> None:
+    """Client(timeout=) bounds each call, retries included."""
+    f, addr = fake
+    f.delay = 1.0
+    with savepoint.Client(addr, retry=FAST, timeout=0.2, wait_ready=5) as c:
+        t = time.monotonic()
+        with pytest.raises(savepoint.DeadlineExceededError):
+            c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+        assert time.monotonic() - t < 0.9 and f.count("GetSession") == 1
+        f.delay = 0.0
+        c.raw.GetSession(pb.GetSessionRequest(session_id="s"), timeout=5)

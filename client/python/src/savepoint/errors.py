@@ -409,6 +409,8 @@ def _parse_uint(s: str | None) -> int:
 def outcome_unknown(err: BaseException) -> bool:
     """Say whether a failed call may have been applied: the daemon did not
     answer with a definite refusal."""
-    if not isinstance(err, SavepointError) or err.code is None:
-        return not isinstance(err, SavepointError)
+    if not isinstance(err, SavepointError):
+        return True
+    if err.code is None:
+        return False  # raised by the client itself: nothing was sent
     return err.reason in ("", "UNAVAILABLE", "INTERNAL")
