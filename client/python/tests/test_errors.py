@@ -142,3 +142,16 @@ def test_outcome_unknown() -> None:
     assert errors.outcome_unknown(RuntimeError("interrupted"))
     assert not errors.outcome_unknown(errors.from_rpc_error(status_with(grpc.StatusCode.ABORTED, "REVISION_MISMATCH")))
     assert not errors.outcome_unknown(savepoint.ToolUsesPendingError("local"))
+
+
+def test_every_documented_reason_has_a_class() -> None:
+    """Every reason docs/api.md documents (the daemon's table) maps to its own
+    class, and INVALID_ARGUMENT ones to an InvalidArgumentError."""
+    text = (REPO / "docs" / "api.md").read_text()
+    rows = re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|(?: `([A-Z_]+)` \|)?", text, re.M)
+    assert len(rows) >= 30, rows
+    for reason, code in rows:
+        cls = errors.error_class(reason, None)
+        assert cls is not savepoint.SavepointError, f"{reason} has no class"
+        if code == "INVALID_ARGUMENT" or not code:  # the field reasons' table has no code column
+            assert issubclass(cls, savepoint.InvalidArgumentError), reason

@@ -188,7 +188,7 @@ def test_default_backoff_timing(fake: tuple[Fake, str]) -> None:
         t = time.monotonic()
         c.raw.Reconcile(pb.ReconcileRequest(session_id="s"))
         took = time.monotonic() - t
-    assert 1.2 <= took < 3.0, took
+    assert 1.2 <= took < 5.0, took
 
 
 def test_session_request_ids(fake: tuple[Fake, str]) -> None:

@@ -321,3 +321,17 @@ def test_custom_tool_results(client: savepoint.Client, sid: str) -> None:
         s.point_b(s.run_tools([READ, SIDE], Tools()))
     assert [m.role for m in s.messages[-2:]] == ["tool", "tool"]
     assert s.message_count == 4
+
+
+def test_tools_of_one_turn_in_threads(client: savepoint.Client, sid: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    calls = [ToolUse(f"toolu_{i}", "send", "{}", EffectClass.SIDE_EFFECT) for i in range(8)]
+    s = client.start(sid, "t", messages=[PROMPT])
+    s.point_a(assistant("all at once", *calls), calls)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda c: s.run_tool(c, lambda key: f"{c.id} with {key}"), calls))
+    assert all(r.ledger_error is None and r.content.startswith(r.tool_use_id) for r in results)
+    s.point_b(results)
+    assert client.resume(sid).reconcile(None) == []  # nothing pending after Point B
+    assert len({r.content.split(" with ")[1] for r in results}) == 8, "each tool use has its own idempotency key"
