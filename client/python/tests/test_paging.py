@@ -40,9 +40,14 @@ def test_history_pages(small: Daemon) -> None:
         assert first.next_page_token and len(first.checkpoint.messages) < MESSAGES / 3, "the history fits one response: no paging tested"
         r = c.resume("paging.history")
         assert r.messages == s.messages and len(r.messages) == MESSAGES
+        cp, msgs = c.get_session("paging.history")
+        assert msgs == s.messages and cp.revision == s.revision
+        cp, msgs = c.get_session("paging.history", revision=3)
+        assert cp.revision == 3 and len(msgs) == cp.message_count == 21
 
     async def resume() -> list[Message]:
         async with savepoint.aio.AsyncClient(small.addr) as ac:
+            assert (await ac.get_session("paging.history"))[1] == s.messages
             return (await ac.resume("paging.history")).messages
 
     assert asyncio.run(resume()) == s.messages
@@ -74,3 +79,20 @@ def test_reconcile_pages(small: Daemon) -> None:
             return [x.tool_use_id for x in res if x.decision == Decision.REUSE]
 
     assert asyncio.run(areconcile()) == [call.id for call in calls]
+
+
+def test_list_sessions_pages(small: Daemon) -> None:
+    with savepoint.Client(small.addr) as c:
+        ids = [f"paging.list.{i:02d}" for i in range(11)]
+        for i, sid in enumerate(ids):
+            c.start(sid, "t", labels={"suite": "paging", "odd": str(i % 2)}, replace=True)
+        first = c.raw.ListSessions(pb.ListSessionsRequest(page_size=3, label_filter={"suite": "paging"}))
+        assert len(first.sessions) == 3 and first.next_page_token
+        assert [x.session_id for x in c.list_sessions({"suite": "paging"}, page_size=3)] == ids
+        assert [x.session_id for x in c.list_sessions({"suite": "paging", "odd": "1"}, page_size=2)] == ids[1::2]
+
+    async def alist() -> list[str]:
+        async with savepoint.aio.AsyncClient(small.addr) as ac:
+            return [x.session_id async for x in ac.list_sessions({"suite": "paging"}, page_size=4)]
+
+    assert asyncio.run(alist()) == ids

@@ -8,7 +8,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -224,9 +224,31 @@ class AsyncClient:
         """Take ownership of a session and load it whole; see
         savepoint.Client.resume."""
         r = await self.raw.Resume(pb.ResumeRequest(session_id=session_id))
-        cp = r.checkpoint
+        s = AsyncSession(self, session_id)
+        s._load(r, await self._history(session_id, r.checkpoint, r.next_page_token))
+        return s
+
+    async def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
+        """See savepoint.Client.get_session."""
+        req = pb.GetSessionRequest(session_id=session_id)
+        if revision is not None:
+            req.revision = revision
+        r = await self.raw.GetSession(req)
+        return r.checkpoint, await self._history(session_id, r.checkpoint, r.next_page_token)
+
+    async def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> AsyncIterator[pb.SessionSummary]:
+        """See savepoint.Client.list_sessions; iterate with ``async for``."""
+        token = ""
+        while True:
+            r = await self.raw.ListSessions(pb.ListSessionsRequest(page_size=page_size, page_token=token, label_filter=label_filter or {}))
+            for x in r.sessions:
+                yield x
+            token = r.next_page_token
+            if not token:
+                return
+
+    async def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
         msgs = _core.to_messages(cp.messages)
-        token = r.next_page_token
         while token:
             try:
                 page = await self.raw.ListMessages(
@@ -238,9 +260,7 @@ class AsyncClient:
             msgs.extend(_core.to_messages(page.messages))
             token = page.next_page_token
         _core.check_count(session_id, cp, len(msgs))
-        s = AsyncSession(self, session_id)
-        s._load(r, msgs)
-        return s
+        return msgs
 
 
 class AsyncSession(_core.SessionState):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, TypeVar
@@ -259,9 +259,35 @@ class Client:
         revision has pending tool uses, call reconcile and then point_b with
         its results."""
         r = self.raw.Resume(pb.ResumeRequest(session_id=session_id))
-        cp = r.checkpoint
+        s = Session(self, session_id)
+        s._load(r, self._history(session_id, r.checkpoint, r.next_page_token))
+        return s
+
+    def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
+        """Read a kept revision (None: the latest) with its whole history,
+        without taking ownership: the checkpoint and every message."""
+        req = pb.GetSessionRequest(session_id=session_id)
+        if revision is not None:
+            req.revision = revision
+        r = self.raw.GetSession(req)
+        return r.checkpoint, self._history(session_id, r.checkpoint, r.next_page_token)
+
+    def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> Iterator[pb.SessionSummary]:
+        """Yield every session whose labels include all of label_filter's
+        pairs, in session_id order, fetching pages of ``page_size`` (0: the
+        daemon's default) as it goes."""
+        token = ""
+        while True:
+            r = self.raw.ListSessions(pb.ListSessionsRequest(page_size=page_size, page_token=token, label_filter=label_filter or {}))
+            yield from r.sessions
+            token = r.next_page_token
+            if not token:
+                return
+
+    def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
+        """The whole history of cp: its first page, then ListMessages pages,
+        checked to continue each other and to add up to its message count."""
         msgs = _core.to_messages(cp.messages)
-        token = r.next_page_token
         while token:
             try:
                 page = self.raw.ListMessages(
@@ -273,9 +299,7 @@ class Client:
             msgs.extend(_core.to_messages(page.messages))
             token = page.next_page_token
         _core.check_count(session_id, cp, len(msgs))
-        s = Session(self, session_id)
-        s._load(r, msgs)
-        return s
+        return msgs
 
 
 class Session(_core.SessionState):
