@@ -1,0 +1,386 @@
+"""What the sync and asyncio Sessions share: the bookkeeping of one session
+(revision, epoch, history, metadata, pending tool uses, the save whose outcome
+is unknown) and every decision that needs no I/O. The two Session classes only
+drive the calls."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from savepoint import errors
+from savepoint.errors import (
+    AlreadyRunError,
+    CallNotPendingError,
+    NotRunError,
+    ResultsMismatchError,
+    SavepointError,
+    ToolNameMismatchError,
+    ToolUsesPendingError,
+)
+from savepoint.types import (
+    EffectClass,
+    LedgerErrorHandler,
+    Message,
+    ToolEvent,
+    ToolHook,
+    ToolResult,
+    ToolResultsFunc,
+    ToolStage,
+    ToolUse,
+    anthropic_tool_results,
+)
+from savepoint.v1 import savepoint_pb2 as pb
+
+RECORD_TIMEOUT = 30.0
+"""Seconds a RecordEffect may take. It runs even when the caller's deadline
+has passed: the tool ran, and its outcome is a fact worth keeping."""
+
+LOGGER = logging.getLogger("savepoint")
+
+
+@dataclass
+class Options:
+    """The client options a Session uses."""
+
+    tool_results: ToolResultsFunc = anthropic_tool_results
+    tool_hook: ToolHook | None = None
+    on_ledger_error: LedgerErrorHandler | None = None
+    logger: logging.Logger = LOGGER
+
+
+@dataclass
+class Meta:
+    """What each save sends whole and the session keeps between saves."""
+
+    task: str = ""
+    turn: int = 0
+    tokens_used: int = 0
+    state_json: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class _Unset:
+    pass
+
+
+UNSET = _Unset()
+
+
+class SessionState:
+    """The state and I/O-free logic of a Session."""
+
+    def __init__(self, opts: Options, session_id: str) -> None:
+        self._opts = opts
+        self._id = session_id
+        self._revision = 0
+        self._epoch = 0
+        self._meta = Meta()
+        self._messages: list[Message] = []
+        self._count = 0
+        self._pending: list[pb.ToolUse] = []
+        self._failed: pb.SaveCheckpointRequest | None = None  # last save whose outcome is unknown
+        self._started: set[str] = set()  # pending tool uses this process began or ran
+        self._ran: dict[str, ToolResult] = {}  # their results, once run
+
+    # -- getters -----------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._id
+
+    @property
+    def revision(self) -> int:
+        """The revision the session's last save made or loaded."""
+        return self._revision
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the session owns."""
+        return self._epoch
+
+    @property
+    def message_count(self) -> int:
+        """The number of messages in the history, as the daemon counted them."""
+        return self._count
+
+    @property
+    def task(self) -> str:
+        return self._meta.task
+
+    @property
+    def turn(self) -> int:
+        """The turn counter: point_a counts one turn."""
+        return self._meta.turn
+
+    @property
+    def tokens_used(self) -> int:
+        return self._meta.tokens_used
+
+    @property
+    def state_json(self) -> str:
+        """The opaque client state, "" when none."""
+        return self._meta.state_json
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """A copy of the labels."""
+        return dict(self._meta.labels)
+
+    @property
+    def messages(self) -> list[Message]:
+        """A copy of the whole history as the session knows it, ready to send
+        to the model."""
+        return list(self._messages)
+
+    @property
+    def pending(self) -> list[ToolUse]:
+        """The pending tool uses, in the order they were named."""
+        return [ToolUse.from_proto(p) for p in self._pending]
+
+    def add_tokens(self, n: int) -> None:
+        """Add n to the tokens used, sent with the next save."""
+        self._meta.tokens_used += n
+
+    # -- loading -------------------------------------------------------------
+
+    def _load(self, resp: pb.ResumeResponse, msgs: list[Message]) -> None:
+        cp = resp.checkpoint
+        self._revision = cp.revision
+        self._epoch = resp.epoch
+        self._meta = Meta(
+            task=cp.task,
+            turn=cp.turn,
+            tokens_used=cp.tokens_used,
+            state_json=cp.state_json,
+            labels=dict(cp.labels),
+        )
+        self._messages = msgs
+        self._count = cp.message_count
+        self._pending = [_copy(p) for p in cp.pending_tool_uses]
+
+    # -- saves -----------------------------------------------------------------
+
+    def _save_request(
+        self, m: Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]
+    ) -> pb.SaveCheckpointRequest:
+        req = pb.SaveCheckpointRequest(
+            session_id=self._id,
+            expected_revision=self._revision,
+            epoch=self._epoch,
+            task=m.task,
+            turn=m.turn,
+            tokens_used=m.tokens_used,
+            pending_tool_uses=list(pending),
+            state_json=m.state_json,
+            labels=m.labels,
+            append_messages=[pb.Message(role=x.role, content_json=x.content_json) for x in app],
+        )
+        if keep is not None:
+            req.keep_messages = keep
+        req.request_id = self._request_id(req)
+        return req
+
+    def _request_id(self, req: pb.SaveCheckpointRequest) -> str:
+        """The request_id of a save: the failed save's when this is the same
+        save tried again (so the daemon applies it once), else a new UUID."""
+        if self._failed is not None:
+            prev = pb.SaveCheckpointRequest()
+            prev.CopyFrom(self._failed)
+            prev.request_id = ""
+            if prev == req:
+                return self._failed.request_id
+        return str(uuid.uuid4())
+
+    def _save_failed(self, req: pb.SaveCheckpointRequest, err: BaseException) -> None:
+        self._failed = req if errors.outcome_unknown(err) else None
+
+    def _save_done(
+        self,
+        m: Meta,
+        keep: int | None,
+        app: Sequence[Message],
+        pending: Sequence[pb.ToolUse],
+        resp: pb.SaveCheckpointResponse,
+    ) -> None:
+        self._failed = None
+        self._revision = resp.revision
+        self._epoch = resp.epoch
+        self._meta = m
+        if keep is not None and keep < len(self._messages):
+            self._messages = self._messages[:keep]
+        self._messages.extend(app)
+        self._count = resp.message_count
+        if self._count != len(self._messages):
+            self._opts.logger.error(
+                "savepoint: the daemon's message count differs from the history this session holds "
+                "(session=%s revision=%d daemon=%d client=%d)",
+                self._id, self._revision, self._count, len(self._messages),
+            )
+        if list(self._pending) != list(pending):
+            self._pending = list(pending)
+            self._started.clear()
+            self._ran.clear()
+
+    def _point_a(self, calls: Sequence[ToolUse]) -> tuple[Meta, list[pb.ToolUse]]:
+        if self._pending:
+            raise ToolUsesPendingError("tool uses still pending; answer them with point_b first")
+        m = replace(self._meta, labels=dict(self._meta.labels))
+        m.turn += 1
+        return m, [c.to_proto() for c in calls]
+
+    def _point_b_order(self, results: Sequence[ToolResult]) -> list[ToolResult] | None:
+        """Check that results answer every pending tool use exactly once and
+        return them in the order the tool uses were named; None when there is
+        nothing to do."""
+        if not self._pending and not results:
+            return None
+        by_id: dict[str, ToolResult] = {}
+        for r in results:
+            if r.tool_use_id in by_id:
+                raise ResultsMismatchError(f"tool results do not answer the pending tool uses exactly once: tool use {q(r.tool_use_id)} answered twice")
+            by_id[r.tool_use_id] = r
+        ordered = []
+        for p in self._pending:
+            if p.tool_use_id not in by_id:
+                raise ResultsMismatchError(
+                    f"tool results do not answer the pending tool uses exactly once: no result for tool use {q(p.tool_use_id)} ({p.name})"
+                )
+            ordered.append(by_id[p.tool_use_id])
+        if len(ordered) != len(results):
+            raise ResultsMismatchError(
+                f"tool results do not answer the pending tool uses exactly once: {len(results)} results for {len(self._pending)} pending tool uses"
+            )
+        return ordered
+
+    def _rerecord_check(self, i: int, r: ToolResult) -> pb.ToolUse:
+        """For a result with a ledger error, check that it is the outcome this
+        session's tool returned ("execute first, record after") and return its
+        pending tool use."""
+        p = self._pending[i]
+        ran = self._ran.get(r.tool_use_id)
+        if ran is None or ran.content != r.content or ran.is_error != r.is_error:
+            raise NotRunError(
+                f"point_b: tool use {q(r.tool_use_id)} ({p.name}) has a ledger error but its result is not the one "
+                "this session's tool returned: result not produced by running the tool"
+            )
+        return p
+
+    def _results_messages(self, ordered: Sequence[ToolResult]) -> list[Message]:
+        try:
+            return self._opts.tool_results(ordered)
+        except Exception as e:
+            raise SavepointError(f"point_b: making the tool result messages: {e}") from e
+
+    def _save_options(
+        self,
+        task: str | None,
+        turn: int | None,
+        tokens_used: int | None,
+        state_json: str | None,
+        labels: Mapping[str, str] | None,
+        keep_messages: int | None,
+        append: Sequence[Message],
+    ) -> Meta:
+        if self._pending and (append or keep_messages is not None):
+            raise ToolUsesPendingError("tool uses still pending; answer them with point_b first")
+        m = replace(self._meta, labels=dict(self._meta.labels))
+        if task is not None:
+            m.task = task
+        if turn is not None:
+            m.turn = turn
+        if tokens_used is not None:
+            m.tokens_used = tokens_used
+        if state_json is not None:
+            m.state_json = state_json
+        if labels is not None:
+            m.labels = dict(labels)
+        return m
+
+    # -- tools -------------------------------------------------------------------
+
+    def _pending_call(self, tool_use_id: str) -> pb.ToolUse | None:
+        for p in self._pending:
+            if p.tool_use_id == tool_use_id:
+                return p
+        return None
+
+    def _claim(self, call: ToolUse) -> tuple[pb.ToolUse, int]:
+        """Mark a pending tool use as started by run_tool, or raise why it may
+        not run; return it with the epoch to begin it under."""
+        p = self._pending_call(call.id)
+        if p is None:
+            raise CallNotPendingError(f"tool use {q(call.id)} ({call.name}) not run: tool use not pending: name it with point_a first")
+        if call.name != p.name:
+            raise ToolNameMismatchError(f"tool use {q(call.id)} not run: tool name mismatch: named {q(p.name)} at point_a, {q(call.name)} here")
+        if call.id in self._started:
+            raise AlreadyRunError(f"tool use {q(call.id)} ({call.name}) not run again: tool use already run by this session")
+        self._started.add(call.id)
+        return p, self._epoch
+
+    def _hook(self, ev: ToolEvent) -> None:
+        if self._opts.tool_hook is not None:
+            self._opts.tool_hook(replace(ev, session_id=self._id))
+
+    def _event(self, stage: ToolStage, p: pb.ToolUse, **kw: object) -> None:
+        self._hook(ToolEvent(stage=stage, session_id=self._id, call=ToolUse.from_proto(p), **kw))  # type: ignore[arg-type]
+
+    def _report_ledger_error(self, p: pb.ToolUse, r: ToolResult, err: BaseException) -> None:
+        self._opts.logger.error(
+            "savepoint: LEDGER WRITE FAILED: the tool ran, its side effect may have happened, and its outcome is not "
+            "recorded; if the agent stops before point_b, resume will report this call as in doubt; check it by hand "
+            "(session=%s tool_use_id=%s name=%s tool_is_error=%s err=%s)",
+            self._id, p.tool_use_id, p.name, r.is_error, err,
+        )
+        if self._opts.on_ledger_error is not None:
+            self._opts.on_ledger_error(ToolUse.from_proto(p), r, err)
+
+    def _ran_result(self, p: pb.ToolUse, output: str | None, exc: BaseException | None) -> ToolResult:
+        if exc is not None:
+            return ToolResult(tool_use_id=p.tool_use_id, content=str(exc), is_error=True)
+        return ToolResult(tool_use_id=p.tool_use_id, content=output or "")
+
+
+def q(s: str) -> str:
+    """s quoted as Go's %q quotes it, for messages that match the Go client's."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def is_read_only(p: pb.ToolUse) -> bool:
+    return EffectClass(p.effect_class).effective == EffectClass.READ_ONLY
+
+
+def check_page(session_id: str, page: pb.ListMessagesResponse, loaded: int) -> None:
+    """Check that a history page continues the messages loaded so far."""
+    if page.first_index != loaded or (not page.messages and page.next_page_token):
+        raise SavepointError(
+            f"loading the history of {q(session_id)}: page at index {page.first_index} with "
+            f"{len(page.messages)} messages after {loaded} loaded"
+        )
+
+
+def check_count(session_id: str, cp: pb.Checkpoint, loaded: int) -> None:
+    if loaded != cp.message_count:
+        raise SavepointError(
+            f"loading the history of {q(session_id)}: got {loaded} messages, revision {cp.revision} has {cp.message_count}"
+        )
+
+
+def to_messages(src: Sequence[pb.Message]) -> list[Message]:
+    return [Message(role=m.role, content_json=m.content_json) for m in src]
+
+
+def reconcile_mismatch(rev: int, got: int) -> errors.RevisionMismatchError:
+    return errors.RevisionMismatchError(
+        f"reconcile: revision mismatch: the daemon's latest revision is {got}, this session's {rev}"
+    )
+
+
+def _copy(p: pb.ToolUse) -> pb.ToolUse:
+    c = pb.ToolUse()
+    c.CopyFrom(p)
+    return c

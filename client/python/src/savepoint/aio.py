@@ -1,0 +1,431 @@
+"""The asyncio client, on grpc.aio: AsyncClient and AsyncSession have the
+sync API's methods as coroutines, with the same retries, request ids, epochs,
+idempotency keys and exceptions."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+
+import grpc
+import grpc.aio
+from google.protobuf.message import Message as ProtoMessage
+
+from savepoint import _core
+from savepoint._core import q
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_safe
+from savepoint.address import TLSConfig
+from savepoint.client import _resolve
+from savepoint.errors import (
+    AlreadyRunError,
+    CallNotPendingError,
+    CheckpointCorruptError,
+    SavepointError,
+    SessionExistsError,
+    SessionFencedError,
+    SessionNotFoundError,
+    UnavailableError,
+    from_rpc_error,
+)
+from savepoint.types import (
+    Decision,
+    LedgerErrorHandler,
+    Message,
+    ToolHook,
+    ToolResult,
+    ToolResultsFunc,
+    ToolStage,
+    ToolUse,
+    anthropic_tool_results,
+)
+from savepoint.v1 import savepoint_pb2 as pb
+from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
+
+AsyncToolFunc = Callable[[ToolUse, str], Awaitable[str] | str]
+"""Runs a tool: given the call and its idempotency key ("" for read-only
+tools), it returns (or a coroutine returns) the tool's output; an exception
+is the tool's failure."""
+
+
+class AsyncRaw:
+    """The generated grpc.aio stub's calls with the client's retries and
+    error translation, as Raw is for the sync client."""
+
+    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+        self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._retry = retry
+        self._logger = logger
+        self._timeout = timeout
+
+    async def _call(self, method: str, req: ProtoMessage, timeout: float | None = None) -> Any:
+        timeout = self._timeout if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        attempts = max(1, self._retry.max_attempts) if retry_safe(method, req) else 1
+        fn = getattr(self._stub, method)
+        try_ = 0
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return await fn(req, timeout=left)
+            except grpc.aio.AioRpcError as e:
+                wait = self._retry.backoff(try_)
+                if (
+                    e.code() != grpc.StatusCode.UNAVAILABLE
+                    or try_ + 1 >= attempts
+                    or (deadline is not None and time.monotonic() + wait >= deadline)
+                ):
+                    raise from_rpc_error(e) from None
+                self._logger.warning(
+                    "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs err=%s)",
+                    method, try_ + 2, attempts, wait, e.details(),
+                )
+                await asyncio.sleep(wait)
+                try_ += 1
+
+    async def SaveCheckpoint(self, request: pb.SaveCheckpointRequest, timeout: float | None = None) -> pb.SaveCheckpointResponse:
+        return await self._call("SaveCheckpoint", request, timeout)  # type: ignore[no-any-return]
+
+    async def BeginEffect(self, request: pb.BeginEffectRequest, timeout: float | None = None) -> pb.BeginEffectResponse:
+        return await self._call("BeginEffect", request, timeout)  # type: ignore[no-any-return]
+
+    async def RecordEffect(self, request: pb.RecordEffectRequest, timeout: float | None = None) -> pb.RecordEffectResponse:
+        return await self._call("RecordEffect", request, timeout)  # type: ignore[no-any-return]
+
+    async def Resume(self, request: pb.ResumeRequest, timeout: float | None = None) -> pb.ResumeResponse:
+        return await self._call("Resume", request, timeout)  # type: ignore[no-any-return]
+
+    async def Reconcile(self, request: pb.ReconcileRequest, timeout: float | None = None) -> pb.ReconcileResponse:
+        return await self._call("Reconcile", request, timeout)  # type: ignore[no-any-return]
+
+    async def GetSession(self, request: pb.GetSessionRequest, timeout: float | None = None) -> pb.GetSessionResponse:
+        return await self._call("GetSession", request, timeout)  # type: ignore[no-any-return]
+
+    async def ListMessages(self, request: pb.ListMessagesRequest, timeout: float | None = None) -> pb.ListMessagesResponse:
+        return await self._call("ListMessages", request, timeout)  # type: ignore[no-any-return]
+
+    async def ListSessions(self, request: pb.ListSessionsRequest, timeout: float | None = None) -> pb.ListSessionsResponse:
+        return await self._call("ListSessions", request, timeout)  # type: ignore[no-any-return]
+
+    async def DeleteSession(self, request: pb.DeleteSessionRequest, timeout: float | None = None) -> pb.DeleteSessionResponse:
+        return await self._call("DeleteSession", request, timeout)  # type: ignore[no-any-return]
+
+    async def Verify(self, request: pb.VerifyRequest, timeout: float | None = None) -> pb.VerifyResponse:
+        return await self._call("Verify", request, timeout)  # type: ignore[no-any-return]
+
+    async def GetServerInfo(self, request: pb.GetServerInfoRequest, timeout: float | None = None) -> pb.GetServerInfoResponse:
+        return await self._call("GetServerInfo", request, timeout)  # type: ignore[no-any-return]
+
+
+class AsyncClient:
+    """A grpc.aio connection to savepointd, with the options of
+    savepoint.Client. Create it inside the event loop that uses it; close it
+    with ``await close()`` or ``async with``. ``wait_ready`` is honoured by
+    ``await client.wait_ready()`` and by ``async with``."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        tls: TLSConfig | bool | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+        wait_ready: float | None = None,
+        timeout: float | None = None,
+        logger: logging.Logger | None = None,
+        tool_results: ToolResultsFunc = anthropic_tool_results,
+        on_ledger_error: LedgerErrorHandler | None = None,
+        tool_hook: ToolHook | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.address, target, opts, tls_cfg = _resolve(address, tls)
+        opts = opts + list(channel_options)
+        if tls_cfg is None:
+            self._channel = grpc.aio.insecure_channel(target, options=opts)
+        else:
+            self._channel = grpc.aio.secure_channel(target, tls_cfg.credentials(), options=opts)
+        self._wait_ready = wait_ready
+        self._opts = _core.Options(
+            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
+        )
+        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout)
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until the daemon accepts the connection, at most ``timeout``
+        seconds (default: the constructor's wait_ready, else no limit);
+        raises UnavailableError after it."""
+        limit = self._wait_ready if timeout is None else timeout
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), limit)
+        except TimeoutError:
+            raise UnavailableError(
+                f"savepointd at {self.address} not ready after {limit}s", code=grpc.StatusCode.UNAVAILABLE
+            ) from None
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._channel.close(None)
+
+    async def __aenter__(self) -> AsyncClient:
+        if self._wait_ready is not None:
+            await self.wait_ready()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def start(
+        self,
+        session_id: str,
+        task: str,
+        *,
+        messages: Sequence[Message] = (),
+        state_json: str = "",
+        labels: Mapping[str, str] | None = None,
+        replace: bool = False,
+    ) -> AsyncSession:
+        """Create a fresh session and own it; see savepoint.Client.start."""
+        s = AsyncSession(self, session_id)
+        m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
+        try:
+            try:
+                await s._save(m, None, messages, [])
+            except SessionFencedError as e:
+                raise SessionExistsError(
+                    f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata
+                ) from e
+        except SessionExistsError:
+            if not replace:
+                raise
+            try:
+                await self._delete_session(session_id)
+            except SavepointError as e:
+                raise e.with_context(f"replacing session {q(session_id)}") from e
+            await s._save(m, None, messages, [])
+        return s
+
+    async def _delete_session(self, session_id: str) -> None:
+        try:
+            epoch = (await self.raw.Resume(pb.ResumeRequest(session_id=session_id))).epoch
+        except SessionNotFoundError:
+            return
+        except CheckpointCorruptError as e:
+            epoch = e.current_epoch
+        try:
+            await self.raw.DeleteSession(pb.DeleteSessionRequest(session_id=session_id, epoch=epoch))
+        except SessionNotFoundError:
+            pass
+
+    async def resume(self, session_id: str) -> AsyncSession:
+        """Take ownership of a session and load it whole; see
+        savepoint.Client.resume."""
+        r = await self.raw.Resume(pb.ResumeRequest(session_id=session_id))
+        s = AsyncSession(self, session_id)
+        s._load(r, await self._history(session_id, r.checkpoint, r.next_page_token))
+        return s
+
+    async def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
+        """See savepoint.Client.get_session."""
+        req = pb.GetSessionRequest(session_id=session_id)
+        if revision is not None:
+            req.revision = revision
+        r = await self.raw.GetSession(req)
+        return r.checkpoint, await self._history(session_id, r.checkpoint, r.next_page_token)
+
+    async def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> AsyncIterator[pb.SessionSummary]:
+        """See savepoint.Client.list_sessions; iterate with ``async for``."""
+        token = ""
+        while True:
+            r = await self.raw.ListSessions(pb.ListSessionsRequest(page_size=page_size, page_token=token, label_filter=label_filter or {}))
+            for x in r.sessions:
+                yield x
+            token = r.next_page_token
+            if not token:
+                return
+
+    async def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
+        msgs = _core.to_messages(cp.messages)
+        while token:
+            try:
+                page = await self.raw.ListMessages(
+                    pb.ListMessagesRequest(session_id=session_id, revision=cp.revision, page_token=token)
+                )
+            except SavepointError as e:
+                raise e.with_context(f"loading the history of {q(session_id)}") from e
+            _core.check_page(session_id, page, len(msgs))
+            msgs.extend(_core.to_messages(page.messages))
+            token = page.next_page_token
+        _core.check_count(session_id, cp, len(msgs))
+        return msgs
+
+
+class AsyncSession(_core.SessionState):
+    """savepoint.Session for asyncio: the same methods, as coroutines. Saves
+    of one session are serialized; run_tool may run several tools of one
+    turn at once (asyncio.gather), between point_a and point_b."""
+
+    def __init__(self, client: AsyncClient, session_id: str) -> None:
+        super().__init__(client._opts, session_id)
+        self._raw = client.raw
+        self._lock = asyncio.Lock()
+
+    async def _save(self, m: _core.Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> None:
+        req = self._save_request(m, keep, app, pending)
+        try:
+            resp = await self._raw.SaveCheckpoint(req)
+        except BaseException as e:
+            self._save_failed(req, e)
+            raise
+        self._save_done(m, keep, app, pending, resp)
+
+    async def point_a(self, assistant: Message, calls: Sequence[ToolUse] = ()) -> None:
+        """See savepoint.Session.point_a."""
+        async with self._lock:
+            m, pending = self._point_a(calls)
+            await self._save(m, None, [assistant], pending)
+
+    async def point_b(self, results: Sequence[ToolResult]) -> None:
+        """See savepoint.Session.point_b."""
+        async with self._lock:
+            ordered = self._point_b_order(results)
+            if ordered is None:
+                return
+            for i, r in enumerate(ordered):
+                if r.ledger_error is not None:
+                    p = self._rerecord_check(i, r)
+                    try:
+                        await self._record(p, r)
+                    except SavepointError as e:
+                        self._report_ledger_error(p, r, e)
+                    else:
+                        ordered[i] = replace(r, ledger_error=None)
+            await self._save(self._meta, None, self._results_messages(ordered), [])
+
+    async def save(
+        self,
+        *,
+        task: str | None = None,
+        turn: int | None = None,
+        tokens_used: int | None = None,
+        state_json: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        keep_messages: int | None = None,
+        append: Sequence[Message] = (),
+    ) -> None:
+        """See savepoint.Session.save."""
+        async with self._lock:
+            m = self._save_options(task, turn, tokens_used, state_json, labels, keep_messages, append)
+            await self._save(m, keep_messages, append, self._pending)
+
+    async def delete(self) -> None:
+        """See savepoint.Session.delete."""
+        async with self._lock:
+            await self._raw.DeleteSession(pb.DeleteSessionRequest(session_id=self._id, epoch=self._epoch))
+
+    async def run_tool(self, call: ToolUse, fn: Callable[[str], Awaitable[str] | str]) -> ToolResult:
+        """See savepoint.Session.run_tool; fn may be a coroutine function."""
+        p, epoch = self._claim(call)
+        return await self._execute(p, epoch, "", fn)
+
+    async def run_tools(self, calls: Sequence[ToolUse], run: AsyncToolFunc) -> list[ToolResult]:
+        """Run calls one after the other with run_tool; see
+        savepoint.Session.run_tools."""
+        out = []
+        for c in calls:
+            out.append(await self.run_tool(c, lambda key, c=c: run(c, key)))  # type: ignore[misc]
+        return out
+
+    async def reconcile(self, run: AsyncToolFunc | None = None) -> list[ToolResult]:
+        """See savepoint.Session.reconcile; run may be a coroutine function."""
+        rev, epoch = self._revision, self._epoch
+        resolutions: list[pb.Resolution] = []
+        token = ""
+        while True:
+            resp = await self._raw.Reconcile(pb.ReconcileRequest(session_id=self._id, page_token=token))
+            if resp.revision != rev:
+                raise _core.reconcile_mismatch(rev, resp.revision)
+            resolutions.extend(resp.resolutions)
+            token = resp.next_page_token
+            if not token:
+                break
+        results: list[ToolResult] = []
+        log = self._opts.logger
+        for res in resolutions:
+            tu = res.tool_use
+            tid = tu.tool_use_id
+            self._event(ToolStage.DECIDED, tu, decision=Decision(res.decision), begun=res.begun)
+            if res.decision == pb.DECISION_REUSE:
+                log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool (session=%s tool_use_id=%s)", self._id, tid)
+                r = ToolResult(tool_use_id=tid, content=res.effect.output, is_error=res.effect.is_error)
+            elif res.decision == pb.DECISION_IN_DOUBT:
+                log.warning("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result (session=%s tool_use_id=%s name=%s)", self._id, tid, tu.name)
+                r = ToolResult(tool_use_id=tid, content=res.tool_result_text, is_error=True)
+            elif res.decision == pb.DECISION_RUN:
+                p = self._pending_call(tid)
+                prev = self._ran.get(tid)
+                started = tid in self._started
+                if p is not None and not started:
+                    self._started.add(tid)
+                if prev is not None:
+                    log.info("savepoint: reconcile: this session ran the tool already, reusing its result (session=%s tool_use_id=%s)", self._id, tid)
+                    r = prev
+                elif p is None:
+                    raise CallNotPendingError(f"reconcile: tool use {q(tid)} is not pending in this session: tool use not pending")
+                elif started:
+                    raise AlreadyRunError(f"reconcile: tool use {q(tid)} ({tu.name}) not run: tool use already run by this session")
+                elif run is None:
+                    self._started.discard(tid)
+                    raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
+                else:
+                    log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
+                    call = ToolUse.from_proto(p)
+                    r = await self._execute(p, epoch, res.idempotency_key, lambda key: run(call, key))
+            else:
+                raise SavepointError(f"reconcile: tool use {q(tid)}: unknown decision {res.decision}")
+            results.append(replace(r, decision=Decision(res.decision)))
+        return results
+
+    async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[str] | str]) -> ToolResult:
+        tid = p.tool_use_id
+        if not _core.is_read_only(p):
+            try:
+                b = await self._raw.BeginEffect(pb.BeginEffectRequest(session_id=self._id, tool_use_id=tid, epoch=epoch))
+            except SavepointError as e:
+                self._started.discard(tid)
+                raise e.with_context(f"tool use {q(tid)} ({p.name}) not run: BeginEffect") from e
+            key = b.idempotency_key
+            self._event(ToolStage.BEGUN, p)
+        output: str | None = None
+        exc: BaseException | None = None
+        try:
+            out = fn(key)
+            output = await out if inspect.isawaitable(out) else out
+        except Exception as e:
+            exc = e
+        r = self._ran_result(p, output, exc)
+        self._event(ToolStage.RAN, p, result=r)
+        try:
+            await self._record(p, r)
+        except SavepointError as e:
+            r = replace(r, ledger_error=e.with_context(f"tool use {q(tid)} ({p.name}) ran but its outcome is not in the ledger"))
+            self._report_ledger_error(p, r, e)
+        else:
+            self._event(ToolStage.RECORDED, p, result=r)
+        self._ran[tid] = r
+        return r
+
+    async def _record(self, p: pb.ToolUse, r: ToolResult) -> None:
+        # Shielded: a tool that ran is recorded even when the caller's task is
+        # cancelled meanwhile.
+        await asyncio.shield(
+            self._raw.RecordEffect(
+                pb.RecordEffectRequest(
+                    session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=r.content, is_error=r.is_error
+                ),
+                timeout=_core.RECORD_TIMEOUT,
+            )
+        )

@@ -1,0 +1,511 @@
+"""The synchronous client: Client connects to savepointd, Session does the
+protocol's bookkeeping. savepoint.aio has the same API on grpc.aio."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message as ProtoMessage
+
+from savepoint import _core
+from savepoint._core import q
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_safe
+from savepoint.address import TLSConfig, channel_args, default_addr, parse_addr
+from savepoint.errors import (
+    CallNotPendingError,
+    AlreadyRunError,
+    CheckpointCorruptError,
+    SavepointError,
+    SessionExistsError,
+    SessionFencedError,
+    SessionNotFoundError,
+    UnavailableError,
+    from_rpc_error,
+)
+from savepoint.types import (
+    Decision,
+    LedgerErrorHandler,
+    Message,
+    ToolHook,
+    ToolResult,
+    ToolResultsFunc,
+    ToolStage,
+    ToolUse,
+    anthropic_tool_results,
+)
+from savepoint.v1 import savepoint_pb2 as pb
+from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
+
+R = TypeVar("R", bound=ProtoMessage)
+
+ToolFunc = Callable[[ToolUse, str], str]
+"""Runs a tool: given the call and the idempotency key to pass to an external
+API that accepts one ("" for read-only tools), it returns the tool's output;
+an exception is the tool's failure and becomes an is_error result with its
+text."""
+
+
+class Raw:
+    """The generated gRPC stub's calls, each with the client's retries (for
+    the calls safe to repeat, on UNAVAILABLE) and error translation: a failed
+    call raises a SavepointError subclass. Method names are the RPCs'."""
+
+    def __init__(self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+        self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._retry = retry
+        self._logger = logger
+        self._timeout = timeout
+
+    def _call(self, method: str, req: ProtoMessage, timeout: float | None = None) -> Any:
+        timeout = self._timeout if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        attempts = max(1, self._retry.max_attempts) if retry_safe(method, req) else 1
+        fn = getattr(self._stub, method)
+        try_ = 0
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return fn(req, timeout=left)
+            except grpc.RpcError as e:
+                code = e.code() if hasattr(e, "code") else None
+                wait = self._retry.backoff(try_)
+                if (
+                    code != grpc.StatusCode.UNAVAILABLE
+                    or try_ + 1 >= attempts
+                    or (deadline is not None and time.monotonic() + wait >= deadline)
+                ):
+                    raise from_rpc_error(e) from None
+                self._logger.warning(
+                    "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs err=%s)",
+                    method, try_ + 2, attempts, wait, e.details() if hasattr(e, "details") else e,
+                )
+                time.sleep(wait)
+                try_ += 1
+
+    def SaveCheckpoint(self, request: pb.SaveCheckpointRequest, timeout: float | None = None) -> pb.SaveCheckpointResponse:
+        return self._call("SaveCheckpoint", request, timeout)  # type: ignore[no-any-return]
+
+    def BeginEffect(self, request: pb.BeginEffectRequest, timeout: float | None = None) -> pb.BeginEffectResponse:
+        return self._call("BeginEffect", request, timeout)  # type: ignore[no-any-return]
+
+    def RecordEffect(self, request: pb.RecordEffectRequest, timeout: float | None = None) -> pb.RecordEffectResponse:
+        return self._call("RecordEffect", request, timeout)  # type: ignore[no-any-return]
+
+    def Resume(self, request: pb.ResumeRequest, timeout: float | None = None) -> pb.ResumeResponse:
+        return self._call("Resume", request, timeout)  # type: ignore[no-any-return]
+
+    def Reconcile(self, request: pb.ReconcileRequest, timeout: float | None = None) -> pb.ReconcileResponse:
+        return self._call("Reconcile", request, timeout)  # type: ignore[no-any-return]
+
+    def GetSession(self, request: pb.GetSessionRequest, timeout: float | None = None) -> pb.GetSessionResponse:
+        return self._call("GetSession", request, timeout)  # type: ignore[no-any-return]
+
+    def ListMessages(self, request: pb.ListMessagesRequest, timeout: float | None = None) -> pb.ListMessagesResponse:
+        return self._call("ListMessages", request, timeout)  # type: ignore[no-any-return]
+
+    def ListSessions(self, request: pb.ListSessionsRequest, timeout: float | None = None) -> pb.ListSessionsResponse:
+        return self._call("ListSessions", request, timeout)  # type: ignore[no-any-return]
+
+    def DeleteSession(self, request: pb.DeleteSessionRequest, timeout: float | None = None) -> pb.DeleteSessionResponse:
+        return self._call("DeleteSession", request, timeout)  # type: ignore[no-any-return]
+
+    def Verify(self, request: pb.VerifyRequest, timeout: float | None = None) -> pb.VerifyResponse:
+        return self._call("Verify", request, timeout)  # type: ignore[no-any-return]
+
+    def GetServerInfo(self, request: pb.GetServerInfoRequest, timeout: float | None = None) -> pb.GetServerInfoResponse:
+        return self._call("GetServerInfo", request, timeout)  # type: ignore[no-any-return]
+
+
+def _resolve(address: str | None, tls: TLSConfig | None | bool) -> tuple[str, str, list[tuple[str, str | int]], TLSConfig | None]:
+    addr = address or default_addr()
+    ep = parse_addr(addr)
+    cfg: TLSConfig | None
+    if tls is True or tls is None:
+        cfg = TLSConfig.from_env()
+        if tls is True and cfg is None:
+            cfg = TLSConfig()
+    elif tls is False:
+        cfg = None
+    else:
+        cfg = tls
+    return addr, ep.target, channel_args(ep, cfg), cfg
+
+
+class Client:
+    """A connection to savepointd; safe for use from several threads.
+
+    ``address`` is "unix:PATH" or "HOST:PORT"; None means default_addr()
+    ($SAVEPOINT_ADDR, else the XDG runtime socket, else
+    /run/savepoint/savepoint.sock). ``tls`` None takes TLS from
+    SAVEPOINT_TLS_CA / SAVEPOINT_TLS_CERT / SAVEPOINT_TLS_KEY when any is set
+    (else plaintext, for a local daemon); False forces plaintext; a TLSConfig
+    sets it. ``wait_ready`` (seconds) makes the constructor wait until the
+    daemon accepts the connection, raising UnavailableError after it; None
+    returns at once and the first call reports an unreachable daemon.
+    ``timeout`` bounds each call, retries included (None: no deadline).
+    ``tool_results`` turns tool results into point_b's messages (default
+    anthropic_tool_results); ``on_ledger_error`` is called, besides an error
+    log, when a tool ran but its outcome could not be recorded; ``tool_hook``
+    observes every ToolStage of every tool use, synchronously, and cannot
+    change it (for logging, tracing and crash tests). The client never logs
+    message or tool payloads. Close it with close() or a with block.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        tls: TLSConfig | bool | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+        wait_ready: float | None = None,
+        timeout: float | None = None,
+        logger: logging.Logger | None = None,
+        tool_results: ToolResultsFunc = anthropic_tool_results,
+        on_ledger_error: LedgerErrorHandler | None = None,
+        tool_hook: ToolHook | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.address, target, opts, tls_cfg = _resolve(address, tls)
+        opts = opts + list(channel_options)
+        if tls_cfg is None:
+            self._channel = grpc.insecure_channel(target, options=opts)
+        else:
+            self._channel = grpc.secure_channel(target, tls_cfg.credentials(), options=opts)
+        self._opts = _core.Options(
+            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
+        )
+        self.raw = Raw(self._channel, retry, self._opts.logger, timeout)
+        if wait_ready is not None:
+            try:
+                grpc.channel_ready_future(self._channel).result(timeout=wait_ready)
+            except grpc.FutureTimeoutError:
+                self._channel.close()
+                raise UnavailableError(
+                    f"savepointd at {self.address} not ready after {wait_ready}s", code=grpc.StatusCode.UNAVAILABLE
+                ) from None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def start(
+        self,
+        session_id: str,
+        task: str,
+        *,
+        messages: Sequence[Message] = (),
+        state_json: str = "",
+        labels: Mapping[str, str] | None = None,
+        replace: bool = False,
+    ) -> Session:
+        """Create a fresh session (revision 1, turn 0) and own it, with the
+        initial history ``messages`` (such as the user's prompt), opaque
+        ``state_json`` and ``labels``. An existing session raises
+        SessionExistsError unless ``replace``, which deletes it (history and
+        ledger, fencing its owner) first."""
+        s = Session(self, session_id)
+        m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
+        try:
+            try:
+                s._save(m, None, messages, [])
+            except SessionFencedError as e:
+                # A create carries epoch 0, which the daemon fences once the
+                # existing session has been resumed: the session exists.
+                raise SessionExistsError(
+                    f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata
+                ) from e
+        except SessionExistsError:
+            if not replace:
+                raise
+            try:
+                self._delete_session(session_id)
+            except SavepointError as e:
+                raise e.with_context(f"replacing session {q(session_id)}") from e
+            s._save(m, None, messages, [])
+        return s
+
+    def _delete_session(self, session_id: str) -> None:
+        """Take ownership of a session and delete it, so that its old owner is
+        fenced. A session that cannot be decoded is deleted under the epoch
+        its error reports."""
+        try:
+            epoch = self.raw.Resume(pb.ResumeRequest(session_id=session_id)).epoch
+        except SessionNotFoundError:
+            return
+        except CheckpointCorruptError as e:
+            epoch = e.current_epoch
+        try:
+            self.raw.DeleteSession(pb.DeleteSessionRequest(session_id=session_id, epoch=epoch))
+        except SessionNotFoundError:
+            pass
+
+    def resume(self, session_id: str) -> Session:
+        """Take ownership of an existing session (fencing any process that
+        owned it before) and load its latest revision with its whole history.
+        A session that does not exist raises SessionNotFoundError. If the
+        revision has pending tool uses, call reconcile and then point_b with
+        its results."""
+        r = self.raw.Resume(pb.ResumeRequest(session_id=session_id))
+        s = Session(self, session_id)
+        s._load(r, self._history(session_id, r.checkpoint, r.next_page_token))
+        return s
+
+    def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
+        """Read a kept revision (None: the latest) with its whole history,
+        without taking ownership: the checkpoint and every message."""
+        req = pb.GetSessionRequest(session_id=session_id)
+        if revision is not None:
+            req.revision = revision
+        r = self.raw.GetSession(req)
+        return r.checkpoint, self._history(session_id, r.checkpoint, r.next_page_token)
+
+    def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> Iterator[pb.SessionSummary]:
+        """Yield every session whose labels include all of label_filter's
+        pairs, in session_id order, fetching pages of ``page_size`` (0: the
+        daemon's default) as it goes."""
+        token = ""
+        while True:
+            r = self.raw.ListSessions(pb.ListSessionsRequest(page_size=page_size, page_token=token, label_filter=label_filter or {}))
+            yield from r.sessions
+            token = r.next_page_token
+            if not token:
+                return
+
+    def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
+        """The whole history of cp: its first page, then ListMessages pages,
+        checked to continue each other and to add up to its message count."""
+        msgs = _core.to_messages(cp.messages)
+        while token:
+            try:
+                page = self.raw.ListMessages(
+                    pb.ListMessagesRequest(session_id=session_id, revision=cp.revision, page_token=token)
+                )
+            except SavepointError as e:
+                raise e.with_context(f"loading the history of {q(session_id)}") from e
+            _core.check_page(session_id, page, len(msgs))
+            msgs.extend(_core.to_messages(page.messages))
+            token = page.next_page_token
+        _core.check_count(session_id, cp, len(msgs))
+        return msgs
+
+
+class Session(_core.SessionState):
+    """One agent task as the daemon keeps it. It carries the session id,
+    revision, epoch, history and pending tool uses, so its methods need none
+    of them: every save builds on the revision the last one made, under the
+    epoch the session owns. Methods may be called from several threads, and
+    run_tool may run several tools of one turn at once, but the turn's
+    point_a, run_tool calls and point_b must happen in that order. Make one
+    with Client.start or Client.resume."""
+
+    def __init__(self, client: Client, session_id: str) -> None:
+        super().__init__(client._opts, session_id)
+        self._raw = client.raw
+        self._lock = threading.RLock()
+
+    def _save(self, m: _core.Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> None:
+        """The one place a Session writes a revision: the whole meta, on the
+        session's revision, under its epoch. A save whose outcome is unknown
+        keeps its request_id for the same save tried again."""
+        req = self._save_request(m, keep, app, pending)
+        try:
+            resp = self._raw.SaveCheckpoint(req)
+        except BaseException as e:
+            self._save_failed(req, e)
+            raise
+        self._save_done(m, keep, app, pending, resp)
+
+    def point_a(self, assistant: Message, calls: Sequence[ToolUse] = ()) -> None:
+        """Save the assistant message that names calls and make calls the
+        pending tool uses, before any of them runs; count a new turn. Run each
+        call with run_tool, then answer them all with point_b. With no calls
+        (the model's final answer) it only appends the message."""
+        with self._lock:
+            m, pending = self._point_a(calls)
+            self._save(m, None, [assistant], pending)
+
+    def point_b(self, results: Sequence[ToolResult]) -> None:
+        """Append the message(s) answering the pending tool uses, made from
+        results by the client's tool_results function, and clear the pending
+        set. The results must answer every pending tool use exactly once (in
+        any order; they are appended in the order the tool uses were named)
+        and come from run_tool or reconcile. A result whose outcome missed the
+        ledger is recorded once more first. With nothing pending and no
+        results, it does nothing."""
+        with self._lock:
+            ordered = self._point_b_order(results)
+            if ordered is None:
+                return
+            for i, r in enumerate(ordered):
+                if r.ledger_error is not None:
+                    p = self._rerecord_check(i, r)
+                    try:
+                        self._record(p, r)
+                    except SavepointError as e:
+                        self._report_ledger_error(p, r, e)
+                    else:
+                        ordered[i] = replace(r, ledger_error=None)
+            self._save(self._meta, None, self._results_messages(ordered), [])
+
+    def save(
+        self,
+        *,
+        task: str | None = None,
+        turn: int | None = None,
+        tokens_used: int | None = None,
+        state_json: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        keep_messages: int | None = None,
+        append: Sequence[Message] = (),
+    ) -> None:
+        """Make a new revision with the changes given; None keeps a value.
+        ``state_json`` "" removes the state; ``labels`` replaces them (an
+        empty mapping removes them); ``keep_messages`` rewinds or compacts
+        (only that many messages are kept before ``append``; older revisions
+        stay readable). Pending tool uses stay pending; while any are, save
+        refuses to append or rewind (ToolUsesPendingError)."""
+        with self._lock:
+            m = self._save_options(task, turn, tokens_used, state_json, labels, keep_messages, append)
+            self._save(m, keep_messages, append, self._pending)
+
+    def delete(self) -> None:
+        """Delete the session (checkpoints, history and ledger) under the
+        epoch it owns. The Session must not be used afterwards."""
+        with self._lock:
+            self._raw.DeleteSession(pb.DeleteSessionRequest(session_id=self._id, epoch=self._epoch))
+
+    def add_tokens(self, n: int) -> None:
+        with self._lock:
+            super().add_tokens(n)
+
+    def run_tool(self, call: ToolUse, fn: Callable[[str], str]) -> ToolResult:
+        """Run one pending tool use and record its outcome in the ledger:
+        execute first, record after. Unless the call is READ_ONLY,
+        BeginEffect marks it as dispatched first; if that fails the tool does
+        not run and the error is raised (SessionFencedError: another process
+        owns the session; stop). ``fn(key)`` gets the idempotency key and
+        returns the output; its exception is the tool's failure, recorded
+        and returned as an is_error result. See ToolResult.ledger_error for a
+        failed record. Each pending tool use runs at most once per session."""
+        with self._lock:
+            p, epoch = self._claim(call)
+        return self._execute(p, epoch, "", fn)
+
+    def run_tools(self, calls: Sequence[ToolUse], run: ToolFunc) -> list[ToolResult]:
+        """Run calls one after the other with run_tool and return their
+        results for point_b. It stops at the first call that could not run."""
+        return [self.run_tool(c, lambda key, c=c: run(c, key)) for c in calls]  # type: ignore[misc]
+
+    def reconcile(self, run: ToolFunc | None = None) -> list[ToolResult]:
+        """Ask the daemon what to do with each pending tool use after a resume
+        and return the results to pass to point_b, in the order the tool uses
+        were named: REUSE gives the recorded outcome without running anything;
+        RUN runs the tool with run (after BeginEffect unless it is READ_ONLY,
+        with the key it was begun with, if any) and records it; IN_DOUBT gives
+        an is_error result with the daemon's text. run may be None only if no
+        tool use needs to run. With nothing pending it returns no results."""
+        with self._lock:
+            rev, epoch = self._revision, self._epoch
+        resolutions: list[pb.Resolution] = []
+        token = ""
+        while True:
+            resp = self._raw.Reconcile(pb.ReconcileRequest(session_id=self._id, page_token=token))
+            if resp.revision != rev:
+                raise _core.reconcile_mismatch(rev, resp.revision)
+            resolutions.extend(resp.resolutions)
+            token = resp.next_page_token
+            if not token:
+                break
+        results: list[ToolResult] = []
+        for res in resolutions:
+            tu = res.tool_use
+            tid = tu.tool_use_id
+            log = self._opts.logger
+            self._event(ToolStage.DECIDED, tu, decision=Decision(res.decision), begun=res.begun)
+            if res.decision == pb.DECISION_REUSE:
+                log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool (session=%s tool_use_id=%s)", self._id, tid)
+                r = ToolResult(tool_use_id=tid, content=res.effect.output, is_error=res.effect.is_error)
+            elif res.decision == pb.DECISION_IN_DOUBT:
+                log.warning("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result (session=%s tool_use_id=%s name=%s)", self._id, tid, tu.name)
+                r = ToolResult(tool_use_id=tid, content=res.tool_result_text, is_error=True)
+            elif res.decision == pb.DECISION_RUN:
+                with self._lock:
+                    p = self._pending_call(tid)
+                    prev = self._ran.get(tid)
+                    started = tid in self._started
+                    if p is not None and not started:
+                        self._started.add(tid)
+                if prev is not None:
+                    log.info("savepoint: reconcile: this session ran the tool already, reusing its result (session=%s tool_use_id=%s)", self._id, tid)
+                    r = prev
+                elif p is None:
+                    raise CallNotPendingError(f"reconcile: tool use {q(tid)} is not pending in this session: tool use not pending")
+                elif started:
+                    raise AlreadyRunError(f"reconcile: tool use {q(tid)} ({tu.name}) not run: tool use already run by this session")
+                elif run is None:
+                    self._unstart(tid)
+                    raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
+                else:
+                    log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
+                    call = ToolUse.from_proto(p)
+                    r = self._execute(p, epoch, res.idempotency_key, lambda key: run(call, key))
+            else:
+                raise SavepointError(f"reconcile: tool use {q(tid)}: unknown decision {res.decision}")
+            results.append(replace(r, decision=Decision(res.decision)))
+        return results
+
+    def _unstart(self, tid: str) -> None:
+        with self._lock:
+            self._started.discard(tid)
+
+    def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], str]) -> ToolResult:
+        """The one place a tool runs: BeginEffect unless READ_ONLY, then fn,
+        then RecordEffect of fn's real outcome. The caller marked p started."""
+        tid = p.tool_use_id
+        if not _core.is_read_only(p):
+            try:
+                b = self._raw.BeginEffect(pb.BeginEffectRequest(session_id=self._id, tool_use_id=tid, epoch=epoch))
+            except SavepointError as e:
+                self._unstart(tid)
+                raise e.with_context(f"tool use {q(tid)} ({p.name}) not run: BeginEffect") from e
+            key = b.idempotency_key
+            self._event(ToolStage.BEGUN, p)
+        output: str | None = None
+        exc: BaseException | None = None
+        try:
+            output = fn(key)
+        except Exception as e:
+            exc = e
+        r = self._ran_result(p, output, exc)
+        self._event(ToolStage.RAN, p, result=r)
+        try:
+            self._record(p, r)
+        except SavepointError as e:
+            r = replace(r, ledger_error=e.with_context(f"tool use {q(tid)} ({p.name}) ran but its outcome is not in the ledger"))
+            self._report_ledger_error(p, r, e)
+        else:
+            self._event(ToolStage.RECORDED, p, result=r)
+        with self._lock:
+            self._ran[tid] = r
+        return r
+
+    def _record(self, p: pb.ToolUse, r: ToolResult) -> None:
+        self._raw.RecordEffect(
+            pb.RecordEffectRequest(
+                session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=r.content, is_error=r.is_error
+            ),
+            timeout=_core.RECORD_TIMEOUT,
+        )

@@ -1,0 +1,416 @@
+"""The exceptions of the Savepoint client.
+
+Every failed RPC raises a :class:`SavepointError` subclass chosen from the
+``google.rpc.ErrorInfo`` reason the daemon sent (domain ``savepoint.v1``),
+never from message text. The reason-to-class table is keyed by the generated
+``ErrorReason`` enum constants, so a reason added to the proto without a
+class here fails the test suite. Reasons are grouped as the Go client's
+sentinels are: every INVALID_ARGUMENT reason is an :class:`InvalidArgumentError`,
+and every reason that names a bad request field is also a :class:`FieldError`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+from savepoint.v1 import savepoint_pb2 as pb
+
+__all__ = [
+    "DOMAIN",
+    "REASON_CLASSES",
+    "error_class",
+    "from_rpc_error",
+    "reason_name",
+    "SavepointError",
+    "InternalError",
+    "SessionNotFoundError",
+    "SessionExistsError",
+    "SessionFencedError",
+    "RevisionMismatchError",
+    "RevisionNotFoundError",
+    "CallAlreadyRecordedError",
+    "CallNotPendingError",
+    "CallUnknownError",
+    "ToolNameMismatchError",
+    "EffectConflictError",
+    "CheckpointCorruptError",
+    "DiskFullError",
+    "RequestTooLargeError",
+    "UnavailableError",
+    "CanceledError",
+    "DeadlineExceededError",
+    "InvalidArgumentError",
+    "RequestIdReusedError",
+    "KeepMessagesOutOfRangeError",
+    "InvalidPageTokenError",
+    "FieldError",
+    "InvalidSessionIdError",
+    "InvalidToolUseIdError",
+    "InvalidRequestIdError",
+    "MissingFieldError",
+    "InvalidJsonError",
+    "MessageTooLargeError",
+    "StateTooLargeError",
+    "InvalidEffectClassError",
+    "DuplicateToolUseIdError",
+    "InvalidLabelError",
+    "InvalidPageSizeError",
+    "FieldTooLargeError",
+    "InvalidUtf8Error",
+    "ToolUsesPendingError",
+    "ResultsMismatchError",
+    "AlreadyRunError",
+    "NotRunError",
+]
+
+DOMAIN = "savepoint.v1"
+"""The google.rpc.ErrorInfo domain of every Savepoint error."""
+
+_REASON_PREFIX = "ERROR_REASON_"
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+class SavepointError(Exception):
+    """A failed Savepoint call.
+
+    ``code`` is the gRPC status code (None for an error the client raised
+    without asking the daemon), ``reason`` the ErrorInfo reason such as
+    ``"SESSION_FENCED"`` (empty when the status carried no ErrorInfo of the
+    savepoint.v1 domain: a transport error), ``metadata`` the ErrorInfo
+    metadata, and ``current_revision``/``current_epoch`` the session's, parsed
+    from the metadata when the daemon sent them (conflicts and fencing), else 0.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: grpc.StatusCode | None = None,
+        reason: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.reason = reason
+        self.metadata: dict[str, str] = dict(metadata or {})
+        self.current_revision = _parse_uint(self.metadata.get("current_revision"))
+        self.current_epoch = _parse_uint(self.metadata.get("current_epoch"))
+        self.context = ""
+
+    def __str__(self) -> str:
+        if self.code is None:
+            text = f"savepoint: {self.message}"
+        elif self.reason:
+            text = f"savepoint: {self.reason} ({self.code.name}): {self.message}"
+        else:
+            text = f"savepoint: {self.code.name}: {self.message}"
+        return f"{self.context}: {text}" if self.context else text
+
+    def with_context(self, context: str) -> SavepointError:
+        """Return a copy of this error, of the same class, whose text starts
+        with ``context`` (what the client was doing)."""
+        e = copy.copy(self)
+        e.context = f"{context}: {self.context}" if self.context else context
+        e.__cause__ = self
+        return e
+
+
+# -- by reason ---------------------------------------------------------------
+
+
+class InternalError(SavepointError):
+    """INTERNAL: a daemon bug or an unexpected store failure; see its log."""
+
+
+class SessionNotFoundError(SavepointError):
+    """SESSION_NOT_FOUND: no such session; nothing to resume from."""
+
+
+class SessionExistsError(SavepointError):
+    """SESSION_EXISTS: a session with this id exists already."""
+
+
+class SessionFencedError(SavepointError):
+    """SESSION_FENCED: another process resumed the session; this one no
+    longer owns it and must stop."""
+
+
+class RevisionMismatchError(SavepointError):
+    """REVISION_MISMATCH: the session changed since the revision this write
+    built on."""
+
+
+class RevisionNotFoundError(SavepointError):
+    """REVISION_NOT_FOUND: the revision is not kept."""
+
+
+class CallAlreadyRecordedError(SavepointError):
+    """CALL_ALREADY_RECORDED: a tool use set pending already has a ledger entry."""
+
+
+class CallNotPendingError(SavepointError):
+    """CALL_NOT_PENDING: the tool use is not pending in the latest revision."""
+
+
+class CallUnknownError(SavepointError):
+    """CALL_UNKNOWN: the tool use was never pending in the session."""
+
+
+class ToolNameMismatchError(SavepointError):
+    """TOOL_NAME_MISMATCH: the name differs from the pending tool use's name."""
+
+
+class EffectConflictError(SavepointError):
+    """EFFECT_CONFLICT: a different outcome is recorded already; the first
+    record wins."""
+
+
+class CheckpointCorruptError(SavepointError):
+    """CHECKPOINT_CORRUPT: the session's stored data failed its checksum or is
+    incomplete; delete the session."""
+
+
+class DiskFullError(SavepointError):
+    """DISK_FULL: the daemon could not write for lack of space; reads are
+    still served."""
+
+
+class RequestTooLargeError(SavepointError):
+    """REQUEST_TOO_LARGE: the whole request is over the daemon's request size
+    limit (GetServerInfoResponse.max_request_bytes)."""
+
+
+class UnavailableError(SavepointError):
+    """The daemon cannot be reached (gRPC UNAVAILABLE: down, restarting, or
+    its store is closed). Calls that are safe to repeat were retried first."""
+
+
+class CanceledError(SavepointError):
+    """CANCELED: the call was canceled."""
+
+
+class DeadlineExceededError(SavepointError):
+    """DEADLINE_EXCEEDED: the call's deadline passed."""
+
+
+class InvalidArgumentError(SavepointError):
+    """Any INVALID_ARGUMENT answer; ``reason`` says which."""
+
+
+class RequestIdReusedError(InvalidArgumentError):
+    """REQUEST_ID_REUSED: a request id was sent again with a different payload."""
+
+
+class KeepMessagesOutOfRangeError(InvalidArgumentError):
+    """KEEP_MESSAGES_OUT_OF_RANGE: keep_messages is beyond the revision's history."""
+
+
+class InvalidPageTokenError(InvalidArgumentError):
+    """INVALID_PAGE_TOKEN: the page token is malformed or belongs to another
+    request."""
+
+
+class FieldError(InvalidArgumentError):
+    """A request field the daemon refused; ``field`` names it."""
+
+    @property
+    def field(self) -> str:
+        """The refused field, from the ErrorInfo metadata ("" when absent)."""
+        return self.metadata.get("field", "")
+
+
+class InvalidSessionIdError(FieldError):
+    """INVALID_SESSION_ID: a session id is empty, too long or malformed."""
+
+
+class InvalidToolUseIdError(FieldError):
+    """INVALID_TOOL_USE_ID: a tool use id is empty, too long or malformed."""
+
+
+class InvalidRequestIdError(FieldError):
+    """INVALID_REQUEST_ID: a request id is malformed."""
+
+
+class MissingFieldError(FieldError):
+    """MISSING_FIELD: a required field is empty."""
+
+
+class InvalidJsonError(FieldError):
+    """INVALID_JSON: a JSON field does not hold valid JSON."""
+
+
+class MessageTooLargeError(FieldError):
+    """MESSAGE_TOO_LARGE: one message is over its size limit."""
+
+
+class StateTooLargeError(FieldError):
+    """STATE_TOO_LARGE: the state is over its size limit."""
+
+
+class InvalidEffectClassError(FieldError):
+    """INVALID_EFFECT_CLASS: an effect class is not one of the enum's values."""
+
+
+class DuplicateToolUseIdError(FieldError):
+    """DUPLICATE_TOOL_USE_ID: two pending tool uses share an id."""
+
+
+class InvalidLabelError(FieldError):
+    """INVALID_LABEL: a label key or value is malformed or too long."""
+
+
+class InvalidPageSizeError(FieldError):
+    """INVALID_PAGE_SIZE: the page size is negative."""
+
+
+class FieldTooLargeError(FieldError):
+    """FIELD_TOO_LARGE: a field is over its size or count limit."""
+
+
+class InvalidUtf8Error(FieldError):
+    """INVALID_UTF8: a string field is not valid UTF-8."""
+
+
+# -- raised by the Session without asking the daemon ---------------------------
+
+
+class ToolUsesPendingError(SavepointError):
+    """The session has pending tool uses that point_b has not answered, so it
+    cannot name new ones or change its history."""
+
+
+class ResultsMismatchError(SavepointError):
+    """The results given to point_b do not answer every pending tool use
+    exactly once."""
+
+
+class AlreadyRunError(SavepointError):
+    """The session ran this tool use already; it never runs one twice."""
+
+
+class NotRunError(SavepointError):
+    """A result given to point_b to record claims an outcome that no tool of
+    this session returned."""
+
+
+REASON_CLASSES: Mapping[int, type[SavepointError]] = {
+    pb.ERROR_REASON_INTERNAL: InternalError,
+    pb.ERROR_REASON_SESSION_NOT_FOUND: SessionNotFoundError,
+    pb.ERROR_REASON_SESSION_EXISTS: SessionExistsError,
+    pb.ERROR_REASON_SESSION_FENCED: SessionFencedError,
+    pb.ERROR_REASON_REVISION_MISMATCH: RevisionMismatchError,
+    pb.ERROR_REASON_REVISION_NOT_FOUND: RevisionNotFoundError,
+    pb.ERROR_REASON_REQUEST_ID_REUSED: RequestIdReusedError,
+    pb.ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE: KeepMessagesOutOfRangeError,
+    pb.ERROR_REASON_CALL_ALREADY_RECORDED: CallAlreadyRecordedError,
+    pb.ERROR_REASON_CALL_NOT_PENDING: CallNotPendingError,
+    pb.ERROR_REASON_CALL_UNKNOWN: CallUnknownError,
+    pb.ERROR_REASON_TOOL_NAME_MISMATCH: ToolNameMismatchError,
+    pb.ERROR_REASON_EFFECT_CONFLICT: EffectConflictError,
+    pb.ERROR_REASON_CHECKPOINT_CORRUPT: CheckpointCorruptError,
+    pb.ERROR_REASON_INVALID_PAGE_TOKEN: InvalidPageTokenError,
+    pb.ERROR_REASON_DISK_FULL: DiskFullError,
+    pb.ERROR_REASON_UNAVAILABLE: UnavailableError,
+    pb.ERROR_REASON_CANCELED: CanceledError,
+    pb.ERROR_REASON_DEADLINE_EXCEEDED: DeadlineExceededError,
+    pb.ERROR_REASON_INVALID_ARGUMENT: InvalidArgumentError,
+    pb.ERROR_REASON_INVALID_SESSION_ID: InvalidSessionIdError,
+    pb.ERROR_REASON_INVALID_TOOL_USE_ID: InvalidToolUseIdError,
+    pb.ERROR_REASON_INVALID_REQUEST_ID: InvalidRequestIdError,
+    pb.ERROR_REASON_MISSING_FIELD: MissingFieldError,
+    pb.ERROR_REASON_INVALID_JSON: InvalidJsonError,
+    pb.ERROR_REASON_MESSAGE_TOO_LARGE: MessageTooLargeError,
+    pb.ERROR_REASON_STATE_TOO_LARGE: StateTooLargeError,
+    pb.ERROR_REASON_INVALID_EFFECT_CLASS: InvalidEffectClassError,
+    pb.ERROR_REASON_DUPLICATE_TOOL_USE_ID: DuplicateToolUseIdError,
+    pb.ERROR_REASON_INVALID_LABEL: InvalidLabelError,
+    pb.ERROR_REASON_INVALID_PAGE_SIZE: InvalidPageSizeError,
+    pb.ERROR_REASON_FIELD_TOO_LARGE: FieldTooLargeError,
+    pb.ERROR_REASON_REQUEST_TOO_LARGE: RequestTooLargeError,
+    pb.ERROR_REASON_INVALID_UTF8: InvalidUtf8Error,
+}
+"""The exception class of every ErrorReason value but UNSPECIFIED."""
+
+
+def reason_name(value: int) -> str:
+    """Return the wire reason of an ErrorReason value: its name without the
+    ``ERROR_REASON_`` prefix, as in ``"SESSION_FENCED"``."""
+    return pb.ErrorReason.Name(value).removeprefix(_REASON_PREFIX)
+
+
+_BY_REASON: dict[str, type[SavepointError]] = {reason_name(v): c for v, c in REASON_CLASSES.items()}
+
+_BY_CODE: dict[grpc.StatusCode, type[SavepointError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.CANCELLED: CanceledError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+}
+
+
+def error_class(reason: str, code: grpc.StatusCode | None) -> type[SavepointError]:
+    """Return the class of an error with this reason and code: the reason's
+    class, else the code's (INVALID_ARGUMENT, UNAVAILABLE, CANCELLED,
+    DEADLINE_EXCEEDED), else SavepointError."""
+    if reason in _BY_REASON:
+        return _BY_REASON[reason]
+    if code is not None and code in _BY_CODE:
+        return _BY_CODE[code]
+    return SavepointError
+
+
+def from_rpc_error(err: grpc.RpcError) -> SavepointError:
+    """Translate a failed RPC (sync or grpc.aio) into its SavepointError. It
+    is the one place where statuses become client errors."""
+    code: grpc.StatusCode | None = err.code() if hasattr(err, "code") else None
+    message = (err.details() if hasattr(err, "details") else None) or ""
+    reason, metadata = "", {}
+    trailing = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    info = _error_info(trailing)
+    if info is not None:
+        reason, metadata = info.reason, dict(info.metadata)
+    cls = error_class(reason, code)
+    e = cls(message, code=code or grpc.StatusCode.UNKNOWN, reason=reason, metadata=metadata)
+    e.__cause__ = err
+    return e
+
+
+def _error_info(trailing: Any) -> error_details_pb2.ErrorInfo | None:
+    for key, value in trailing or ():
+        if key != _STATUS_DETAILS_KEY:
+            continue
+        try:
+            st = status_pb2.Status.FromString(value)
+        except Exception:  # a status we cannot decode carries no reason
+            return None
+        for detail in st.details:
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                if info.domain == DOMAIN:
+                    return info
+    return None
+
+
+def _parse_uint(s: str | None) -> int:
+    try:
+        n = int(s or "")
+    except ValueError:
+        return 0
+    return n if n >= 0 else 0
+
+
+def outcome_unknown(err: BaseException) -> bool:
+    """Say whether a failed call may have been applied: the daemon did not
+    answer with a definite refusal."""
+    if not isinstance(err, SavepointError):
+        return True
+    if err.code is None:
+        return False  # raised by the client itself: nothing was sent
+    return err.reason in ("", "UNAVAILABLE", "INTERNAL")

@@ -1,0 +1,193 @@
+"""The values a Session takes and returns: messages, tool uses, results,
+effect classes, decisions and tool events."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from savepoint.v1 import savepoint_pb2 as pb
+
+
+class EffectClass(enum.IntEnum):
+    """What running a tool does to the world outside. UNSPECIFIED counts as
+    SIDE_EFFECT, the safe assumption."""
+
+    UNSPECIFIED = pb.EFFECT_CLASS_UNSPECIFIED
+    #: The tool only reads: re-running it after a crash is always safe, so
+    #: the Session does not call BeginEffect for it.
+    READ_ONLY = pb.EFFECT_CLASS_READ_ONLY
+    #: The tool changes the world, but running it twice with the same
+    #: idempotency key has the effect of running it once.
+    IDEMPOTENT = pb.EFFECT_CLASS_IDEMPOTENT
+    #: The tool changes the world and must not run twice.
+    SIDE_EFFECT = pb.EFFECT_CLASS_SIDE_EFFECT
+
+    @property
+    def effective(self) -> EffectClass:
+        """The class the protocol applies: SIDE_EFFECT for UNSPECIFIED."""
+        return EffectClass.SIDE_EFFECT if self == EffectClass.UNSPECIFIED else self
+
+    @classmethod
+    def from_mcp(cls, annotations: Any) -> EffectClass:
+        """Return the effect class of an MCP tool from its annotations:
+        READ_ONLY when ``readOnlyHint`` is true, else IDEMPOTENT when
+        ``idempotentHint`` is true, else SIDE_EFFECT (the MCP defaults of both
+        hints are false). ``annotations`` is a mapping (the JSON object), an
+        object with those attributes (an SDK's ToolAnnotations), a whole
+        tool carrying them under ``annotations``, or None."""
+
+        def get(obj: Any, key: str) -> Any:
+            if isinstance(obj, Mapping):
+                return obj.get(key)
+            return getattr(obj, key, None)
+
+        if annotations is None:
+            return cls.SIDE_EFFECT
+        nested = get(annotations, "annotations")
+        if nested is not None:
+            annotations = nested
+        if get(annotations, "readOnlyHint") is True:
+            return cls.READ_ONLY
+        if get(annotations, "idempotentHint") is True:
+            return cls.IDEMPOTENT
+        return cls.SIDE_EFFECT
+
+
+class Decision(enum.IntEnum):
+    """Reconcile's answer for one pending tool use."""
+
+    UNSPECIFIED = pb.DECISION_UNSPECIFIED
+    #: The outcome is in the ledger; its output is the result.
+    REUSE = pb.DECISION_REUSE
+    #: Running the tool is safe; it was run and recorded.
+    RUN = pb.DECISION_RUN
+    #: The outcome is unknown; the result is the daemon's is_error text
+    #: telling the model to check before any retry.
+    IN_DOUBT = pb.DECISION_IN_DOUBT
+
+
+@dataclass(frozen=True)
+class Message:
+    """One entry of a session's history: the provider's role and its content
+    as JSON text (for Anthropic, the content array or a string)."""
+
+    role: str
+    content_json: str
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool call the model named; pending from point_a until point_b
+    answers it. ``input_json`` empty means {}; ``effect_class`` UNSPECIFIED
+    means SIDE_EFFECT."""
+
+    id: str
+    name: str
+    input_json: str = ""
+    effect_class: EffectClass = EffectClass.SIDE_EFFECT
+
+    def to_proto(self) -> pb.ToolUse:
+        cls = EffectClass(self.effect_class).effective
+        # The Session calls BeginEffect before running any tool that is not
+        # read-only, so a call never begun is safe to run after a crash.
+        return pb.ToolUse(
+            tool_use_id=self.id,
+            name=self.name,
+            input_json=self.input_json,
+            effect_class=cast(pb.EffectClass, int(cls)),
+            begin_tracked=cls != EffectClass.READ_ONLY,
+        )
+
+    @classmethod
+    def from_proto(cls, p: pb.ToolUse) -> ToolUse:
+        return cls(
+            id=p.tool_use_id,
+            name=p.name,
+            input_json=p.input_json,
+            effect_class=EffectClass(p.effect_class).effective,
+        )
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The answer to one tool use.
+
+    ``content`` is the tool's output, or its error text when ``is_error`` is
+    set (the tool ran and failed or, after reconcile, its outcome is in
+    doubt). ``decision`` is set by reconcile, UNSPECIFIED for run_tool's
+    results. ``ledger_error`` is set when the tool ran but its outcome could
+    not be written to the ledger: the content is still the real outcome, to
+    be appended (telling the model it failed would make it retry and repeat
+    the side effect); point_b tries to record it once more.
+    """
+
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+    decision: Decision = Decision.UNSPECIFIED
+    ledger_error: BaseException | None = None
+
+
+class ToolStage(enum.StrEnum):
+    """A moment in the life of a tool use that a tool hook observes, in the
+    order they happen."""
+
+    #: Reconcile has the daemon's decision and is about to act on it.
+    DECIDED = "decided"
+    #: BeginEffect marked the tool use as dispatched; the tool has not run.
+    #: Read-only tools skip this stage.
+    BEGUN = "begun"
+    #: The tool returned; its outcome is not in the ledger yet.
+    RAN = "ran"
+    #: RecordEffect wrote the outcome to the ledger.
+    RECORDED = "recorded"
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    """What a tool hook is told: ``decision`` and ``begun`` at DECIDED,
+    ``result`` at RAN and RECORDED."""
+
+    stage: ToolStage
+    session_id: str
+    call: ToolUse
+    decision: Decision = Decision.UNSPECIFIED
+    begun: bool = False
+    result: ToolResult | None = None
+
+
+ToolResultsFunc = Callable[[Sequence[ToolResult]], list[Message]]
+"""Turns the results of one turn, in the order their tool uses were named,
+into the message(s) point_b appends."""
+
+ToolHook = Callable[[ToolEvent], None]
+"""Observes each ToolStage of every tool use a Session runs or reconciles."""
+
+LedgerErrorHandler = Callable[[ToolUse, ToolResult, BaseException], None]
+"""Called when a tool ran but its outcome could not be written to the ledger."""
+
+
+def anthropic_tool_results(results: Sequence[ToolResult]) -> list[Message]:
+    """The default ToolResultsFunc: one message with role "user" whose content
+    is an array of Anthropic tool_result blocks,
+    ``{"type":"tool_result","tool_use_id":...,"content":...,"is_error":true}``,
+    with is_error left out when false."""
+    if not results:
+        return []
+    blocks: list[dict[str, Any]] = []
+    for r in results:
+        b: dict[str, Any] = {"type": "tool_result", "tool_use_id": r.tool_use_id, "content": r.content}
+        if r.is_error:
+            b["is_error"] = True
+        blocks.append(b)
+    return [Message(role="user", content_json=compact_json(blocks))]
+
+
+def compact_json(v: Any) -> str:
+    """JSON text without insignificant space and with non-ASCII characters
+    as they are, as Go's encoding/json writes it."""
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,468 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_REASON_UNSPECIFIED: _ClassVar[ErrorReason]
+    ERROR_REASON_INTERNAL: _ClassVar[ErrorReason]
+    ERROR_REASON_SESSION_NOT_FOUND: _ClassVar[ErrorReason]
+    ERROR_REASON_SESSION_EXISTS: _ClassVar[ErrorReason]
+    ERROR_REASON_SESSION_FENCED: _ClassVar[ErrorReason]
+    ERROR_REASON_REVISION_MISMATCH: _ClassVar[ErrorReason]
+    ERROR_REASON_REVISION_NOT_FOUND: _ClassVar[ErrorReason]
+    ERROR_REASON_REQUEST_ID_REUSED: _ClassVar[ErrorReason]
+    ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE: _ClassVar[ErrorReason]
+    ERROR_REASON_CALL_ALREADY_RECORDED: _ClassVar[ErrorReason]
+    ERROR_REASON_CALL_NOT_PENDING: _ClassVar[ErrorReason]
+    ERROR_REASON_CALL_UNKNOWN: _ClassVar[ErrorReason]
+    ERROR_REASON_TOOL_NAME_MISMATCH: _ClassVar[ErrorReason]
+    ERROR_REASON_EFFECT_CONFLICT: _ClassVar[ErrorReason]
+    ERROR_REASON_CHECKPOINT_CORRUPT: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_PAGE_TOKEN: _ClassVar[ErrorReason]
+    ERROR_REASON_DISK_FULL: _ClassVar[ErrorReason]
+    ERROR_REASON_UNAVAILABLE: _ClassVar[ErrorReason]
+    ERROR_REASON_CANCELED: _ClassVar[ErrorReason]
+    ERROR_REASON_DEADLINE_EXCEEDED: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_ARGUMENT: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_SESSION_ID: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_TOOL_USE_ID: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_REQUEST_ID: _ClassVar[ErrorReason]
+    ERROR_REASON_MISSING_FIELD: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_JSON: _ClassVar[ErrorReason]
+    ERROR_REASON_MESSAGE_TOO_LARGE: _ClassVar[ErrorReason]
+    ERROR_REASON_STATE_TOO_LARGE: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_EFFECT_CLASS: _ClassVar[ErrorReason]
+    ERROR_REASON_DUPLICATE_TOOL_USE_ID: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_LABEL: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_PAGE_SIZE: _ClassVar[ErrorReason]
+    ERROR_REASON_FIELD_TOO_LARGE: _ClassVar[ErrorReason]
+    ERROR_REASON_REQUEST_TOO_LARGE: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_UTF8: _ClassVar[ErrorReason]
+
+class EffectClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EFFECT_CLASS_UNSPECIFIED: _ClassVar[EffectClass]
+    EFFECT_CLASS_READ_ONLY: _ClassVar[EffectClass]
+    EFFECT_CLASS_IDEMPOTENT: _ClassVar[EffectClass]
+    EFFECT_CLASS_SIDE_EFFECT: _ClassVar[EffectClass]
+
+class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DECISION_UNSPECIFIED: _ClassVar[Decision]
+    DECISION_REUSE: _ClassVar[Decision]
+    DECISION_RUN: _ClassVar[Decision]
+    DECISION_IN_DOUBT: _ClassVar[Decision]
+ERROR_REASON_UNSPECIFIED: ErrorReason
+ERROR_REASON_INTERNAL: ErrorReason
+ERROR_REASON_SESSION_NOT_FOUND: ErrorReason
+ERROR_REASON_SESSION_EXISTS: ErrorReason
+ERROR_REASON_SESSION_FENCED: ErrorReason
+ERROR_REASON_REVISION_MISMATCH: ErrorReason
+ERROR_REASON_REVISION_NOT_FOUND: ErrorReason
+ERROR_REASON_REQUEST_ID_REUSED: ErrorReason
+ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE: ErrorReason
+ERROR_REASON_CALL_ALREADY_RECORDED: ErrorReason
+ERROR_REASON_CALL_NOT_PENDING: ErrorReason
+ERROR_REASON_CALL_UNKNOWN: ErrorReason
+ERROR_REASON_TOOL_NAME_MISMATCH: ErrorReason
+ERROR_REASON_EFFECT_CONFLICT: ErrorReason
+ERROR_REASON_CHECKPOINT_CORRUPT: ErrorReason
+ERROR_REASON_INVALID_PAGE_TOKEN: ErrorReason
+ERROR_REASON_DISK_FULL: ErrorReason
+ERROR_REASON_UNAVAILABLE: ErrorReason
+ERROR_REASON_CANCELED: ErrorReason
+ERROR_REASON_DEADLINE_EXCEEDED: ErrorReason
+ERROR_REASON_INVALID_ARGUMENT: ErrorReason
+ERROR_REASON_INVALID_SESSION_ID: ErrorReason
+ERROR_REASON_INVALID_TOOL_USE_ID: ErrorReason
+ERROR_REASON_INVALID_REQUEST_ID: ErrorReason
+ERROR_REASON_MISSING_FIELD: ErrorReason
+ERROR_REASON_INVALID_JSON: ErrorReason
+ERROR_REASON_MESSAGE_TOO_LARGE: ErrorReason
+ERROR_REASON_STATE_TOO_LARGE: ErrorReason
+ERROR_REASON_INVALID_EFFECT_CLASS: ErrorReason
+ERROR_REASON_DUPLICATE_TOOL_USE_ID: ErrorReason
+ERROR_REASON_INVALID_LABEL: ErrorReason
+ERROR_REASON_INVALID_PAGE_SIZE: ErrorReason
+ERROR_REASON_FIELD_TOO_LARGE: ErrorReason
+ERROR_REASON_REQUEST_TOO_LARGE: ErrorReason
+ERROR_REASON_INVALID_UTF8: ErrorReason
+EFFECT_CLASS_UNSPECIFIED: EffectClass
+EFFECT_CLASS_READ_ONLY: EffectClass
+EFFECT_CLASS_IDEMPOTENT: EffectClass
+EFFECT_CLASS_SIDE_EFFECT: EffectClass
+DECISION_UNSPECIFIED: Decision
+DECISION_REUSE: Decision
+DECISION_RUN: Decision
+DECISION_IN_DOUBT: Decision
+
+class Message(_message.Message):
+    __slots__ = ("role", "content_json")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    content_json: str
+    def __init__(self, role: _Optional[str] = ..., content_json: _Optional[str] = ...) -> None: ...
+
+class ToolUse(_message.Message):
+    __slots__ = ("tool_use_id", "name", "input_json", "effect_class", "begin_tracked")
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TRACKED_FIELD_NUMBER: _ClassVar[int]
+    tool_use_id: str
+    name: str
+    input_json: str
+    effect_class: EffectClass
+    begin_tracked: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ...) -> None: ...
+
+class Effect(_message.Message):
+    __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late")
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    tool_use_id: str
+    name: str
+    output: str
+    is_error: bool
+    record_time: _timestamp_pb2.Timestamp
+    late: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ...) -> None: ...
+
+class Checkpoint(_message.Message):
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_USED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TOOL_USES_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SAVE_TIME_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    revision: int
+    epoch: int
+    task: str
+    turn: int
+    tokens_used: int
+    message_count: int
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    pending_tool_uses: _containers.RepeatedCompositeFieldContainer[ToolUse]
+    state_json: str
+    labels: _containers.ScalarMap[str, str]
+    save_time: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., tokens_used: _Optional[int] = ..., message_count: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., pending_tool_uses: _Optional[_Iterable[_Union[ToolUse, _Mapping]]] = ..., state_json: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., save_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SaveCheckpointRequest(_message.Message):
+    __slots__ = ("session_id", "expected_revision", "epoch", "request_id", "task", "turn", "tokens_used", "keep_messages", "append_messages", "pending_tool_uses", "state_json", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_USED_FIELD_NUMBER: _ClassVar[int]
+    KEEP_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    APPEND_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TOOL_USES_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    expected_revision: int
+    epoch: int
+    request_id: str
+    task: str
+    turn: int
+    tokens_used: int
+    keep_messages: int
+    append_messages: _containers.RepeatedCompositeFieldContainer[Message]
+    pending_tool_uses: _containers.RepeatedCompositeFieldContainer[ToolUse]
+    state_json: str
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, session_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., epoch: _Optional[int] = ..., request_id: _Optional[str] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., tokens_used: _Optional[int] = ..., keep_messages: _Optional[int] = ..., append_messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., pending_tool_uses: _Optional[_Iterable[_Union[ToolUse, _Mapping]]] = ..., state_json: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class SaveCheckpointResponse(_message.Message):
+    __slots__ = ("revision", "message_count", "epoch")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    message_count: int
+    epoch: int
+    def __init__(self, revision: _Optional[int] = ..., message_count: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class BeginEffectRequest(_message.Message):
+    __slots__ = ("session_id", "tool_use_id", "epoch")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    tool_use_id: str
+    epoch: int
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class BeginEffectResponse(_message.Message):
+    __slots__ = ("idempotency_key", "already_begun")
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_BEGUN_FIELD_NUMBER: _ClassVar[int]
+    idempotency_key: str
+    already_begun: bool
+    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ...) -> None: ...
+
+class RecordEffectRequest(_message.Message):
+    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    tool_use_id: str
+    name: str
+    output: str
+    is_error: bool
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
+
+class RecordEffectResponse(_message.Message):
+    __slots__ = ("effect", "already_recorded")
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    effect: Effect
+    already_recorded: bool
+    def __init__(self, effect: _Optional[_Union[Effect, _Mapping]] = ..., already_recorded: _Optional[bool] = ...) -> None: ...
+
+class ResumeRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ResumeResponse(_message.Message):
+    __slots__ = ("checkpoint", "epoch", "next_page_token")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    epoch: int
+    next_page_token: str
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., epoch: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ReconcileRequest(_message.Message):
+    __slots__ = ("session_id", "page_token")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    page_token: str
+    def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class Resolution(_message.Message):
+    __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun")
+    TOOL_USE_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    BEGUN_FIELD_NUMBER: _ClassVar[int]
+    tool_use: ToolUse
+    decision: Decision
+    effect: Effect
+    idempotency_key: str
+    tool_result_text: str
+    begun: bool
+    def __init__(self, tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_result_text: _Optional[str] = ..., begun: _Optional[bool] = ...) -> None: ...
+
+class ReconcileResponse(_message.Message):
+    __slots__ = ("revision", "resolutions", "next_page_token")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    resolutions: _containers.RepeatedCompositeFieldContainer[Resolution]
+    next_page_token: str
+    def __init__(self, revision: _Optional[int] = ..., resolutions: _Optional[_Iterable[_Union[Resolution, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("session_id", "revision")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    revision: int
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class GetSessionResponse(_message.Message):
+    __slots__ = ("checkpoint", "next_page_token")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    next_page_token: str
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListMessagesRequest(_message.Message):
+    __slots__ = ("session_id", "revision", "page_size", "page_token")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    revision: int
+    page_size: int
+    page_token: str
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListMessagesResponse(_message.Message):
+    __slots__ = ("messages", "first_index", "revision", "next_page_token")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    first_index: int
+    revision: int
+    next_page_token: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., first_index: _Optional[int] = ..., revision: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "label_filter")
+    class LabelFilterEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FILTER_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    label_filter: _containers.ScalarMap[str, str]
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class SessionSummary(_message.Message):
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TOOL_USE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    revision: int
+    epoch: int
+    task: str
+    turn: int
+    message_count: int
+    pending_tool_use_count: int
+    labels: _containers.ScalarMap[str, str]
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_page_token")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[SessionSummary]
+    next_page_token: str
+    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ("session_id", "epoch")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    epoch: int
+    def __init__(self, session_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = ("tombstone_epoch",)
+    TOMBSTONE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    tombstone_epoch: int
+    def __init__(self, tombstone_epoch: _Optional[int] = ...) -> None: ...
+
+class VerifyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DamagedSession(_message.Message):
+    __slots__ = ("session_id", "problem")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    problem: str
+    def __init__(self, session_id: _Optional[str] = ..., problem: _Optional[str] = ...) -> None: ...
+
+class VerifyResponse(_message.Message):
+    __slots__ = ("checked_sessions", "checked_records", "damaged_sessions")
+    CHECKED_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    checked_sessions: int
+    checked_records: int
+    damaged_sessions: _containers.RepeatedCompositeFieldContainer[DamagedSession]
+    def __init__(self, checked_sessions: _Optional[int] = ..., checked_records: _Optional[int] = ..., damaged_sessions: _Optional[_Iterable[_Union[DamagedSession, _Mapping]]] = ...) -> None: ...
+
+class GetServerInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetServerInfoResponse(_message.Message):
+    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORE_KIND_FIELD_NUMBER: _ClassVar[int]
+    STORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    MAX_REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    store_kind: str
+    store_format: int
+    max_request_bytes: int
+    max_message_bytes: int
+    max_state_bytes: int
+    response_budget_bytes: int
+    start_time: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

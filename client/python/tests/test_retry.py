@@ -1,0 +1,294 @@
+"""Retries: exactly the calls the Go client's retrySafe retries, on
+UNAVAILABLE only, with the same request ids, and the backoff policy; against
+a fake SavepointService that fails on demand, and a real savepointd killed and
+restarted under a session."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+import pytest
+from conftest import Daemon
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+import savepoint
+import savepoint.aio
+from savepoint import Message, RetryPolicy, ToolUse
+from savepoint._retry import retry_safe
+from savepoint.v1 import savepoint_pb2 as pb
+from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
+
+FAST = RetryPolicy(max_attempts=5, initial_backoff=0.001, max_backoff=0.004)
+METHODS = [m.name for m in pb.DESCRIPTOR.services_by_name["SavepointService"].methods]
+
+
+class Fake(pb_grpc.SavepointServiceServicer):
+    """Answers every call; ``fail[method]`` calls fail first with
+    ``fail_code`` (UNAVAILABLE), applied anyway when ``apply_then_fail``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.fail: dict[str, int] = {}
+        self.fail_code = grpc.StatusCode.UNAVAILABLE
+        self.fail_reason = ""
+        self.revision = 0
+        self.applied: dict[str, int] = {}  # request_id -> revision
+        self.delay = 0.0  # GetSession's
+
+    def _enter(self, method: str, req: object, ctx: grpc.ServicerContext) -> None:
+        self.calls.append((method, req))
+        if self.fail.get(method, 0) > 0:
+            self.fail[method] -= 1
+            if self.fail_reason:
+                info = any_pb2.Any()
+                info.Pack(error_details_pb2.ErrorInfo(reason=self.fail_reason, domain="savepoint.v1"))
+                st = status_pb2.Status(code=self.fail_code.value[0], message="refused", details=[info])
+                ctx.set_trailing_metadata((("grpc-status-details-bin", st.SerializeToString()),))
+            ctx.abort(self.fail_code, "fake failure")
+
+    def SaveCheckpoint(self, req, ctx):  # type: ignore[no-untyped-def]
+        # Applied before the failure: a lost response.
+        if req.request_id not in self.applied:
+            self.revision += 1
+            self.applied[req.request_id] = self.revision
+        self._enter("SaveCheckpoint", req, ctx)
+        return pb.SaveCheckpointResponse(revision=self.applied[req.request_id], epoch=4, message_count=0)
+
+    def BeginEffect(self, req, ctx):  # type: ignore[no-untyped-def]
+        self._enter("BeginEffect", req, ctx)
+        return pb.BeginEffectResponse(idempotency_key="key-" + req.tool_use_id)
+
+    def GetSession(self, req, ctx):  # type: ignore[no-untyped-def]
+        self._enter("GetSession", req, ctx)
+        time.sleep(self.delay)
+        return pb.GetSessionResponse()
+
+    def RecordEffect(self, req, ctx):  # type: ignore[no-untyped-def]
+        self._enter("RecordEffect", req, ctx)
+        return pb.RecordEffectResponse()
+
+    def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
+        # Every other method answers its empty response.
+        if name in METHODS and name not in ("SaveCheckpoint", "BeginEffect", "RecordEffect", "GetSession"):
+            out = getattr(pb, name + "Response")
+
+            def handler(req, ctx):  # type: ignore[no-untyped-def]
+                self._enter(name, req, ctx)
+                return out()
+
+            return handler
+        return super().__getattribute__(name)
+
+    def count(self, method: str) -> int:
+        return sum(1 for m, _ in self.calls if m == method)
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[Fake, str]]:
+    f = Fake()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_SavepointServiceServicer_to_server(f, server)
+    d = tempfile.mkdtemp(prefix="sp", dir="/tmp")
+    sock = os.path.join(d, "f.sock")
+    server.add_insecure_port("unix:" + sock)
+    server.start()
+    yield f, "unix:" + sock
+    server.stop(None)
+    os.rmdir(d) if not os.listdir(d) else None
+
+
+REQUESTS = {
+    "SaveCheckpoint": pb.SaveCheckpointRequest(session_id="s", request_id="11111111-1111-4111-8111-111111111111"),
+    "BeginEffect": pb.BeginEffectRequest(session_id="s", tool_use_id="t", epoch=3),
+    "RecordEffect": pb.RecordEffectRequest(session_id="s", tool_use_id="t"),
+    "Resume": pb.ResumeRequest(session_id="s"),
+    "Reconcile": pb.ReconcileRequest(session_id="s"),
+    "GetSession": pb.GetSessionRequest(session_id="s"),
+    "ListMessages": pb.ListMessagesRequest(session_id="s"),
+    "ListSessions": pb.ListSessionsRequest(),
+    "DeleteSession": pb.DeleteSessionRequest(session_id="s", epoch=3),
+    "Verify": pb.VerifyRequest(),
+    "GetServerInfo": pb.GetServerInfoRequest(),
+}
+# As client/client.go's retrySafe: every method but these is never retried.
+RETRIED = {"SaveCheckpoint", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions"}
+
+
+def test_requests_cover_every_method() -> None:
+    assert sorted(REQUESTS) == sorted(METHODS)
+    assert not retry_safe("SaveCheckpoint", pb.SaveCheckpointRequest(session_id="s"))
+
+
+@pytest.mark.parametrize("method", sorted(REQUESTS))
+def test_retried_exactly_when_retry_safe(fake: tuple[Fake, str], method: str) -> None:
+    f, addr = fake
+    f.fail[method] = 4
+    with savepoint.Client(addr, retry=FAST) as c:
+        call = getattr(c.raw, method)
+        if method in RETRIED:
+            call(REQUESTS[method])  # the fifth attempt succeeds
+            assert f.count(method) == 5
+            assert all(req == REQUESTS[method] for m, req in f.calls), "a retry resends the request unchanged"
+        else:
+            with pytest.raises(savepoint.UnavailableError):
+                call(REQUESTS[method])
+            assert f.count(method) == 1
+
+
+def test_gives_up_after_max_attempts(fake: tuple[Fake, str]) -> None:
+    f, addr = fake
+    f.fail["Resume"] = 10
+    with savepoint.Client(addr, retry=FAST) as c, pytest.raises(savepoint.UnavailableError):
+        c.raw.Resume(pb.ResumeRequest(session_id="s"))
+    assert f.count("Resume") == 5
+    with savepoint.Client(addr, retry=RetryPolicy(max_attempts=1)) as c, pytest.raises(savepoint.UnavailableError):
+        c.raw.Resume(pb.ResumeRequest(session_id="s"))
+    assert f.count("Resume") == 6
+
+
+def test_save_without_request_id_is_not_retried(fake: tuple[Fake, str]) -> None:
+    f, addr = fake
+    f.fail["SaveCheckpoint"] = 1
+    with savepoint.Client(addr, retry=FAST) as c, pytest.raises(savepoint.UnavailableError):
+        c.raw.SaveCheckpoint(pb.SaveCheckpointRequest(session_id="s"))
+    assert f.count("SaveCheckpoint") == 1
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.DEADLINE_EXCEEDED])
+def test_only_unavailable_is_retried(fake: tuple[Fake, str], code: grpc.StatusCode) -> None:
+    f, addr = fake
+    f.fail["GetSession"], f.fail_code = 1, code
+    with savepoint.Client(addr, retry=FAST) as c, pytest.raises(savepoint.SavepointError) as e:
+        c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert e.value.code == code and f.count("GetSession") == 1
+
+
+def test_backoff_policy() -> None:
+    p = savepoint.DEFAULT_RETRY_POLICY
+    assert (p.max_attempts, p.initial_backoff, p.max_backoff) == (5, 0.1, 1.0)
+    for retry, base in [(0, 0.1), (1, 0.2), (2, 0.4), (3, 0.8), (4, 1.0), (9, 1.0)]:
+        for _ in range(50):
+            assert base * 0.8 - 1e-9 <= p.backoff(retry) <= base, (retry, base)
+    assert RetryPolicy(initial_backoff=0).backoff(3) == 0
+
+
+def test_default_backoff_timing(fake: tuple[Fake, str]) -> None:
+    """5 attempts over about 1.5 seconds, as the Go client."""
+    f, addr = fake
+    f.fail["Reconcile"] = 4
+    with savepoint.Client(addr) as c:
+        t = time.monotonic()
+        c.raw.Reconcile(pb.ReconcileRequest(session_id="s"))
+        took = time.monotonic() - t
+    assert 1.2 <= took < 5.0, took
+
+
+def test_session_request_ids(fake: tuple[Fake, str]) -> None:
+    """A save whose outcome is unknown is tried again with its request id; a
+    different save, or one after a definite refusal, gets a new one."""
+    f, addr = fake
+    with savepoint.Client(addr, retry=FAST) as c:
+        s = c.start("s", "t", messages=[Message("user", '"hi"')])
+        first = f.calls[-1][1]
+        assert isinstance(first, pb.SaveCheckpointRequest)
+        assert (first.expected_revision, first.epoch, first.turn) == (0, 0, 0) and len(first.request_id) == 36
+        assert (s.revision, s.epoch) == (1, 4)
+
+        call = ToolUse("toolu_1", "send", "{}")
+        f.fail["SaveCheckpoint"] = 5  # applied, every response lost
+        with pytest.raises(savepoint.UnavailableError):
+            s.point_a(Message("assistant", '"a"'), [call])
+        ids = {req.request_id for m, req in f.calls if m == "SaveCheckpoint"} - {first.request_id}  # type: ignore[attr-defined]
+        assert len(ids) == 1 and f.count("SaveCheckpoint") == 6
+        assert s.revision == 1 and s.pending == []
+        s.point_a(Message("assistant", '"a"'), [call])  # the same save again: the same id
+        again = f.calls[-1][1]
+        assert again.request_id in ids and again.expected_revision == 1 and again.epoch == 4  # type: ignore[attr-defined]
+        assert s.revision == 2, "the daemon applied it once"
+
+        # BeginEffect carries the session's epoch; the tool gets its key;
+        # RecordEffect the pending tool use's name.
+        got: list[str] = []
+        s.run_tool(call, lambda key: got.append(key) or "ok")  # type: ignore[func-returns-value]
+        begin = next(req for m, req in f.calls if m == "BeginEffect")
+        record = next(req for m, req in f.calls if m == "RecordEffect")
+        assert (begin.epoch, got, record.name, record.output) == (4, ["key-toolu_1"], "send", "ok")  # type: ignore[attr-defined]
+
+        # A definite refusal: the next save is new.
+        f.fail["SaveCheckpoint"], f.fail_code, f.fail_reason = 1, grpc.StatusCode.ABORTED, "REVISION_MISMATCH"
+        with pytest.raises(savepoint.RevisionMismatchError):
+            s.save(task="x")
+        refused = f.calls[-1][1].request_id  # type: ignore[attr-defined]
+        s.save(task="x")
+        assert f.calls[-1][1].request_id != refused  # type: ignore[attr-defined]
+
+        # An unknown outcome, then a different save: a new id.
+        f.fail["SaveCheckpoint"], f.fail_code, f.fail_reason = 5, grpc.StatusCode.UNAVAILABLE, ""
+        with pytest.raises(savepoint.UnavailableError):
+            s.save(task="y")
+        lost = f.calls[-1][1].request_id  # type: ignore[attr-defined]
+        s.save(task="z")
+        assert f.calls[-1][1].request_id != lost  # type: ignore[attr-defined]
+
+
+def test_async_retries(fake: tuple[Fake, str]) -> None:
+    f, addr = fake
+
+    async def main() -> None:
+        async with savepoint.aio.AsyncClient(addr, retry=FAST) as c:
+            f.fail["SaveCheckpoint"] = 4
+            s = await c.start("s", "t")
+            saves = [req for m, req in f.calls if m == "SaveCheckpoint"]
+            assert len(saves) == 5 and len({r.request_id for r in saves}) == 1  # type: ignore[attr-defined]
+            assert s.revision == 1
+            f.fail["DeleteSession"] = 1
+            with pytest.raises(savepoint.UnavailableError):
+                await s.delete()
+            assert f.count("DeleteSession") == 1
+            f.fail["SaveCheckpoint"] = 5
+            with pytest.raises(savepoint.UnavailableError):
+                await s.save(task="a")
+            lost = f.calls[-1][1].request_id  # type: ignore[attr-defined]
+            await s.save(task="a")
+            assert f.calls[-1][1].request_id == lost  # type: ignore[attr-defined]
+
+    asyncio.run(main())
+
+
+def test_daemon_restarted_under_a_session(fresh_daemon: Daemon) -> None:
+    """kill -9 of savepointd between two saves: the next save waits through
+    the restart (retries with its request id) and is applied once."""
+    policy = RetryPolicy(max_attempts=30, initial_backoff=0.1, max_backoff=0.5)
+    with savepoint.Client(fresh_daemon.addr, retry=policy) as c:
+        s = c.start("restarted", "t", messages=[Message("user", '"hi"')])
+        fresh_daemon.kill()
+        t = threading.Timer(0.5, fresh_daemon.restart)
+        t.start()
+        try:
+            s.point_a(Message("assistant", '"after the restart"'), [])
+        finally:
+            t.join()
+        assert s.revision == 2
+        r = c.resume("restarted")
+        assert [m.content_json for m in r.messages] == ['"hi"', '"after the restart"'] and r.revision == 2
+
+
+def test_timeout(fake: tuple[Fake, str]) -> None:
+    """Client(timeout=) bounds each call, retries included."""
+    f, addr = fake
+    f.delay = 1.0
+    with savepoint.Client(addr, retry=FAST, timeout=0.2, wait_ready=5) as c:
+        t = time.monotonic()
+        with pytest.raises(savepoint.DeadlineExceededError):
+            c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+        assert time.monotonic() - t < 0.9 and f.count("GetSession") == 1
+        f.delay = 0.0
+        c.raw.GetSession(pb.GetSessionRequest(session_id="s"), timeout=5)
