@@ -61,7 +61,8 @@ function splitHostPort(s: string): { host: string; port: string } | undefined {
 
 /** The grpc-js target for an endpoint. */
 export function grpcTarget(ep: Endpoint): string {
-  if (ep.network === "unix") return ep.path.startsWith("/") ? "unix://" + ep.path : "unix:" + ep.path;
+  // grpc-js takes the rest of "unix:PATH" as the path, verbatim.
+  if (ep.network === "unix") return "unix:" + ep.path;
   // An empty host is the local system, as for Go's net.Dial(":PORT").
   const host = ep.host === "" ? "localhost" : ep.host;
   return isIP(host) === 6 ? `ipv6:[${host}]:${ep.port}` : `dns:${host}:${ep.port}`;
