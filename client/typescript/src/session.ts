@@ -486,7 +486,7 @@ export class Session {
         key = b.idempotencyKey;
       } catch (err) {
         this.#started.delete(id);
-        throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: beginEffect`);
+        throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: BeginEffect`);
       }
       this.#hook({ stage: "begun", call: fullToolUse(p) });
     }
@@ -502,7 +502,7 @@ export class Session {
       await this.#record(p, r);
       this.#hook({ stage: "recorded", call: fullToolUse(p), result: { ...r } });
     } catch (err) {
-      r.ledgerError = annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) ran but its outcome is not in the ledger`);
+      r.ledgerError = err;
       this.#reportLedgerError(p, r, err);
     }
     this.#ran.set(id, { ...r });
