@@ -13,6 +13,22 @@ export const DOMAIN = "savepoint.v1";
 const REASON_PREFIX = "ERROR_REASON_";
 const ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo";
 
+/**
+ * The name of a gRPC code as grpc-go spells it ("NotFound", "Canceled"), so
+ * that an error reads the same in every Savepoint client.
+ */
+export function codeName(code: Code): string {
+  if (code === Code.CANCELLED) return "Canceled";
+  if (code === Code.OK) return "OK";
+  const name = Code[code];
+  if (name === undefined) return `Code(${code})`;
+  return name
+    .toLowerCase()
+    .split("_")
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+    .join("");
+}
+
 /** The fields of a Savepoint error, as translate fills them in. */
 export interface SavepointErrorInit {
   code: Code;
@@ -50,7 +66,7 @@ export class SavepointError extends Error {
 
   constructor(init: SavepointErrorInit) {
     const reason = init.reason ?? "";
-    const code = `${Code[init.code] ?? init.code}`;
+    const code = codeName(init.code);
     super(reason === "" ? `savepoint: ${code}: ${init.message}` : `savepoint: ${reason} (${code}): ${init.message}`, {
       cause: init.cause,
     });

@@ -143,6 +143,8 @@ export interface RunOptions {
   pause?: string;
   go?: boolean;
   env?: Record<string, string>;
+  /** More arguments, after the others. */
+  extra?: string[];
 }
 
 /** Runs a demo to its end and returns its exit code and output. */
@@ -156,6 +158,7 @@ export function runDemo(o: RunOptions): Promise<RunResult> {
 export function startDemo(o: RunOptions): { proc: ChildProcess; done: Promise<RunResult> } {
   const args = ["--addr", o.addr, "--workdir", o.dir, "--session", o.session, "--script", o.script ?? "seed"];
   if (o.resume) args.push("--resume");
+  args.push(...(o.extra ?? []));
   const env = { ...process.env, CRASH_AFTER: o.crash ?? "", PAUSE_AFTER: o.pause ?? "", ...o.env };
   const proc = o.go
     ? spawn(binary("SAVEPOINT_DEMO_GO", "savepoint-demo"), args, { env })

@@ -9,6 +9,7 @@ import {
   CallUnknownError,
   CanceledError,
   CheckpointCorruptError,
+  codeName,
   DeadlineExceededError,
   DiskFullError,
   EffectConflictError,
@@ -124,12 +125,20 @@ test("translate picks the class of each reason", () => {
     assert.equal(e.currentRevision, 7);
     assert.equal(e.currentEpoch, 3);
     assert.equal(e.metadata.field, "f");
-    assert.equal(e.message, `savepoint: ${name} (${Code[code]}): the message`);
+    assert.equal(e.message, `savepoint: ${name} (${codeName(code)}): the message`);
     assert.equal(e.name, cls.name);
     assert.ok((e as Error).cause, "the original grpc-js error is the cause");
   }
   // REQUEST_ID_REUSED is an invalid argument too, as ErrRequestIDReused also matches ErrInvalidArgument.
   assert.ok(translate(statusError(Code.INVALID_ARGUMENT, "x", { reason: "REQUEST_ID_REUSED" })) instanceof InvalidArgumentError);
+});
+
+test("codes are named as grpc-go names them", () => {
+  assert.equal(codeName(Code.NOT_FOUND), "NotFound");
+  assert.equal(codeName(Code.CANCELLED), "Canceled");
+  assert.equal(codeName(Code.INVALID_ARGUMENT), "InvalidArgument");
+  assert.equal(codeName(Code.OK), "OK");
+  assert.equal(codeName(Code.DATA_LOSS), "DataLoss");
 });
 
 test("an error without a reason gets the class of its code", () => {
@@ -145,7 +154,7 @@ test("an error without a reason gets the class of its code", () => {
     const e = translate(statusError(code, "transport says no"));
     assert.ok(e instanceof SavepointError && e.constructor === cls, `${Code[code]}: ${(e as Error).constructor.name}, want ${cls.name}`);
     assert.equal(e.reason, "");
-    assert.equal(e.message, `savepoint: ${Code[code]}: transport says no`);
+    assert.equal(e.message, `savepoint: ${codeName(code)}: transport says no`);
   }
   // Another domain's ErrorInfo is not Savepoint's reason; an unknown reason falls back to the code.
   const other = translate(statusError(Code.ABORTED, "x", { reason: "SESSION_FENCED", domain: "example.com" }));
