@@ -349,3 +349,53 @@ test("a ledger write that fails keeps the real result, and pointB records it", a
     c2.close();
   }
 });
+
+test("the tools of one turn may run at once; the hook sees each stage once it happened", async () => {
+  const events: string[] = [];
+  const c2 = await dial(d.addr, { logger: quiet, toolHook: (ev) => events.push(`${ev.stage}:${ev.call.id}`) });
+  try {
+    const s = await c2.start("concurrent", "t", { messages: [prompt] });
+    const calls = [ro("p1"), side("p2"), ro("p3")];
+    await s.pointA(assistantFor(...calls), calls);
+    let running = 0;
+    let most = 0;
+    const results = await Promise.all(
+      calls.map((call) =>
+        s.runTool(call, async () => {
+          most = Math.max(most, ++running);
+          await new Promise((r) => setTimeout(r, 50));
+          running--;
+          return `${call.id} out`;
+        }),
+      ),
+    );
+    assert.ok(most >= 2, `at most ${most} tools ran at once`);
+    await s.pointB(results);
+    assert.deepEqual(
+      JSON.parse(s.messages.at(-1)!.contentJson).map((b: { content: string }) => b.content),
+      ["p1 out", "p2 out", "p3 out"],
+    );
+    for (const call of calls) {
+      const mine = events.filter((e) => e.endsWith(`:${call.id}`));
+      const want = call.class === EffectClass.EFFECT_CLASS_READ_ONLY ? ["ran", "recorded"] : ["begun", "ran", "recorded"];
+      assert.deepEqual(mine, want.map((st) => `${st}:${call.id}`));
+    }
+  } finally {
+    c2.close();
+  }
+});
+
+test("a socket path with odd characters dials as given", async () => {
+  const odd = await Daemon.start([], "odd #%?.sock");
+  try {
+    const c2 = await dial(`unix://${odd.socket}`, { logger: quiet });
+    try {
+      const s = await c2.start("odd", "t", {});
+      assert.equal(s.revision, 1);
+    } finally {
+      c2.close();
+    }
+  } finally {
+    await odd.close();
+  }
+});
