@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 import { type Client, consoleLogger, dial } from "../index.js";
 import { FINAL_ANSWER, REPORT_TEXT, scripts } from "../demo/model.js";
 import { countWrites, NOTES_FILE, REPORT_FILE, SAMPLE_NOTES } from "../demo/tools.js";
-import { Daemon, describe as show, pool, repoRoot, runDemo, type RunOptions } from "./daemon.js";
+import { Daemon, describe as show, pool, repoRoot, runDemo, type RunOptions, startDemo } from "./daemon.js";
 
 let d: Daemon;
 let c: Client;
@@ -189,5 +189,56 @@ test("an unreachable daemon is a clear error, exit 1", async () => {
     const r = await runDemo({ addr: `unix:${dir}/nobody.sock`, dir, session: "down", go });
     assert.equal(r.code, 1, show(r));
     assert.match(r.stderr, new RegExp(`\\[error\\] savepointd at unix:${dir}/nobody.sock is unavailable: start it, then run again\\n$`));
+  }
+});
+
+// The daemon killed mid-run (not the agent): the agent's next call fails
+// clearly, nothing runs blind, and once the daemon is back the run resumes
+// and finishes, as in the Go demo's TestDaemonKilledMidRun.
+test("a daemon killed mid-run: a clear error, nothing run blind, then resume", async () => {
+  const cases = [
+    {
+      // The next call is BeginEffect: it fails, so write_report does not run, and it is still never begun.
+      pause: "after-save-a:3",
+      stderr: ['[error] turn 3: savepoint: tool use "toolu_03" (write_report) not run: BeginEffect:', "is unavailable: start it, then run again with --resume"],
+      writesBefore: 0,
+      decision: "[resume][reconcile] tool_use_id=toolu_03 name=write_report ledger miss, side-effecting tool was never started (not begun), running it safely",
+    },
+    {
+      // The tool ran, its RecordEffect fails: reported loudly, the result not turned into an error, Point B fails; on resume it is in doubt.
+      pause: "after-tool:3",
+      stderr: ["[ledger write failed] tool_use_id=toolu_03 name=write_report", "[error] turn 3: saving Point B:", "is unavailable: start it, then run again with --resume"],
+      writesBefore: 1,
+      decision: "[resume][reconcile] tool_use_id=toolu_03 name=write_report ledger miss with side effects, begun but not recorded: in doubt, not re-running, appending is_error",
+    },
+  ];
+  for (const tt of cases) {
+    const own = await Daemon.start();
+    try {
+      const dir = workdir();
+      const { proc, done } = startDemo({ addr: own.addr, dir, session: "daemon-killed", pause: tt.pause });
+      await new Promise<void>((res, rej) => {
+        let out = "";
+        proc.stdout!.on("data", (b: Buffer) => {
+          out += b.toString();
+          if (out.includes("[pause] ")) res();
+        });
+        proc.on("exit", () => rej(new Error(`no pause line:\n${out}`)));
+      });
+      await own.kill();
+      proc.stdin!.end("\n");
+      const r = await done;
+      assert.equal(r.code, 1, `${tt.pause}: ${show(r)}`);
+      for (const want of tt.stderr) assert.ok(r.stderr.includes(want), `${tt.pause}: stderr lacks ${want}:\n${r.stderr}`);
+      assert.ok(!r.stdout.includes("[done]"), `${tt.pause}: claimed done with the daemon down`);
+      assert.equal(countWrites(dir), tt.writesBefore, tt.pause);
+      await own.restart();
+      const r2 = await runDemo({ addr: own.addr, dir, session: "daemon-killed", resume: true });
+      assert.equal(r2.code, 0, `${tt.pause}: ${show(r2)}`);
+      assert.ok(r2.stdout.includes(tt.decision + "\n"), `${tt.pause}: ${show(r2)}`);
+      assert.equal(countWrites(dir), 1, `${tt.pause}: written once in all`);
+    } finally {
+      await own.close();
+    }
   }
 });
