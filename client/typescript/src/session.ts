@@ -23,14 +23,8 @@ import {
   SaveCheckpointRequest,
   type ToolUse as PbToolUse,
 } from "./gen/savepoint/v1/savepoint.js";
-import {
-  effectiveClass,
-  fullToolUse,
-  type ToolEvent,
-  type ToolFunc,
-  type ToolResult,
-  type ToolUse,
-} from "./tool.js";
+import { annotate, ToolRuns } from "./run.js";
+import { effectiveClass, fullToolUse, type ToolFunc, type ToolResult, type ToolUse } from "./tool.js";
 
 /**
  * One entry of a session's history: the provider's role and its content as
@@ -81,9 +75,6 @@ interface Meta {
   labels: Record<string, string>;
 }
 
-/** How long a recordEffect may take. It runs even when the caller's signal has fired: the tool ran, and its outcome is a fact worth keeping. */
-const RECORD_TIMEOUT_MS = 30_000;
-
 /**
  * One agent task as the daemon keeps it. It carries the session id,
  * revision, epoch, history and pending tool uses, so its methods need none of
@@ -104,10 +95,8 @@ export class Session {
   #pending: PbToolUse[] = [];
   /** The last save whose outcome is unknown. */
   #failed: SaveCheckpointRequest | undefined;
-  /** Pending tool uses this process began or ran. */
-  readonly #started = new Set<string>();
-  /** Their results, once run. */
-  readonly #ran = new Map<string, ToolResult>();
+  /** The pending tool uses this process began or ran, and their results. */
+  readonly #runs: ToolRuns;
   /** The tail of the chain of saves, so that they run one at a time. */
   #lock: Promise<unknown> = Promise.resolve();
 
@@ -115,6 +104,7 @@ export class Session {
     this.#c = c;
     this.id = id;
     this.#meta = meta;
+    this.#runs = new ToolRuns(c, id);
   }
 
   /** @internal Client.start. */
@@ -293,17 +283,17 @@ export class Session {
       for (const [i, r] of ordered.entries()) {
         if (r.ledgerError === undefined) continue;
         const p = this.#pending[i];
-        const ran = this.#ran.get(r.toolUseId);
+        const ran = this.#runs.ran.get(r.toolUseId);
         if (!ran || ran.content !== r.content || ran.isError !== r.isError) {
           throw new NotRunError(
             `pointB: tool use ${JSON.stringify(r.toolUseId)} (${p.name}) has a ledger error but its result is not the one this session's tool returned`,
           );
         }
         try {
-          await this.#record(p, r);
+          await this.#runs.record(p, r);
           ordered[i].ledgerError = undefined;
         } catch (err) {
-          this.#reportLedgerError(p, r, err);
+          this.#runs.reportLedgerError(p, r, err);
         }
       }
       let msgs: Message[];
@@ -369,9 +359,9 @@ export class Session {
         `tool use ${JSON.stringify(call.id)} not run: named ${JSON.stringify(p.name)} at pointA, ${JSON.stringify(call.name)} here`,
       );
     }
-    if (this.#started.has(call.id)) throw new AlreadyRunError(`tool use ${JSON.stringify(call.id)} (${call.name}) not run again`);
-    this.#started.add(call.id);
-    return this.#execute(p, this.#epoch, "", fn, options);
+    if (this.#runs.started.has(call.id)) throw new AlreadyRunError(`tool use ${JSON.stringify(call.id)} (${call.name}) not run again`);
+    this.#runs.started.add(call.id);
+    return this.#runs.execute(p, this.#epoch, "", fn, options);
   }
 
   /**
@@ -422,7 +412,7 @@ export class Session {
       if (!tu) throw new Error("savepoint: reconcile: a resolution without its tool use");
       const id = tu.toolUseId;
       const attrs = { session: this.id, tool_use_id: id, name: tu.name, decision: Decision[res.decision] };
-      this.#hook({ stage: "decided", call: fullToolUse(tu), decision: res.decision, begun: res.begun });
+      this.#runs.hook({ stage: "decided", call: fullToolUse(tu), decision: res.decision, begun: res.begun });
       let r: ToolResult;
       switch (res.decision) {
         case Decision.DECISION_REUSE:
@@ -435,8 +425,8 @@ export class Session {
           break;
         case Decision.DECISION_RUN: {
           const p = this.#pendingCall(id);
-          const prev = this.#ran.get(id);
-          const started = this.#started.has(id);
+          const prev = this.#runs.ran.get(id);
+          const started = this.#runs.started.has(id);
           if (prev) {
             log.info("savepoint: reconcile: this session ran the tool already, reusing its result", attrs);
             r = { ...prev, decision: res.decision };
@@ -453,10 +443,10 @@ export class Session {
           if (!run) {
             throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)} (${tu.name}) must run, but no run function was given`);
           }
-          this.#started.add(id);
+          this.#runs.started.add(id);
           log.info("savepoint: reconcile: safe to run, running the tool", attrs);
           const call = fullToolUse(p);
-          r = await this.#execute(p, epoch, res.idempotencyKey, (key, signal) => run(call, key, signal), options);
+          r = await this.#runs.execute(p, epoch, res.idempotencyKey, (key, signal) => run(call, key, signal), options);
           r = { ...r, decision: res.decision };
           break;
         }
@@ -466,67 +456,6 @@ export class Session {
       results.push(r);
     }
     return results;
-  }
-
-  /**
-   * The one place a tool runs: beginEffect unless READ_ONLY, then fn, then
-   * recordEffect of fn's real outcome. The caller marked p started.
-   */
-  async #execute(
-    p: PbToolUse,
-    epoch: number,
-    key: string,
-    fn: (key: string, signal?: AbortSignal) => Promise<string> | string,
-    options: CallOptions = {},
-  ): Promise<ToolResult> {
-    const id = p.toolUseId;
-    if (effectiveClass(p.effectClass) !== EffectClass.EFFECT_CLASS_READ_ONLY) {
-      try {
-        const b = await this.#c.raw.beginEffect({ sessionId: this.id, toolUseId: id, epoch }, options);
-        key = b.idempotencyKey;
-      } catch (err) {
-        this.#started.delete(id);
-        throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: BeginEffect`);
-      }
-      this.#hook({ stage: "begun", call: fullToolUse(p) });
-    }
-    const r: ToolResult = { toolUseId: id, content: "", isError: false, decision: Decision.DECISION_UNSPECIFIED };
-    try {
-      r.content = await fn(key, options.signal);
-    } catch (err) {
-      r.content = err instanceof Error ? err.message : String(err);
-      r.isError = true;
-    }
-    this.#hook({ stage: "ran", call: fullToolUse(p), result: { ...r } });
-    try {
-      await this.#record(p, r);
-      this.#hook({ stage: "recorded", call: fullToolUse(p), result: { ...r } });
-    } catch (err) {
-      r.ledgerError = err;
-      this.#reportLedgerError(p, r, err);
-    }
-    this.#ran.set(id, { ...r });
-    return r;
-  }
-
-  async #record(p: PbToolUse, r: ToolResult): Promise<void> {
-    await this.#c.raw.recordEffect(
-      { sessionId: this.id, toolUseId: p.toolUseId, name: p.name, output: r.content, isError: r.isError },
-      { deadline: Date.now() + RECORD_TIMEOUT_MS },
-    );
-  }
-
-  #reportLedgerError(p: PbToolUse, r: ToolResult, err: unknown): void {
-    this.#c.config.logger.error(
-      "savepoint: LEDGER WRITE FAILED: the tool ran, its side effect may have happened, and its outcome is not recorded; " +
-        "if the agent stops before pointB, resume will report this call as in doubt; check it by hand",
-      { session: this.id, tool_use_id: p.toolUseId, name: p.name, tool_is_error: r.isError, err },
-    );
-    this.#c.config.onLedgerError?.(fullToolUse(p), { ...r }, err);
-  }
-
-  #hook(ev: Omit<ToolEvent, "sessionId">): void {
-    this.#c.config.toolHook?.({ ...ev, sessionId: this.id });
   }
 
   #pendingCall(id: string): PbToolUse | undefined {
@@ -587,8 +516,7 @@ export class Session {
     }
     if (!samePending(this.#pending, pending)) {
       this.#pending = pending;
-      this.#started.clear();
-      this.#ran.clear();
+      this.#runs.clear();
     }
   }
 
@@ -644,17 +572,4 @@ async function deleteSession(c: Client, id: string, call?: CallOptions): Promise
 
 function toMessage(m: { role: string; contentJson: string }): Message {
   return { role: m.role, contentJson: m.contentJson };
-}
-
-/**
- * Says where an error happened, keeping its class: a SavepointError stays
- * the same object (instanceof still works) with the context prefixed to its
- * message; anything else is wrapped, with the original as cause.
- */
-function annotate(err: unknown, context: string): Error {
-  if (err instanceof Error) {
-    err.message = `${context}: ${err.message}`;
-    return err;
-  }
-  return new Error(`${context}: ${String(err)}`, { cause: err });
 }
