@@ -44,10 +44,10 @@ clients-typescript: $(TS_DIR)/dist/.built ## Build the TypeScript client and dem
 .PHONY: test-typescript
 test-typescript: clients-typescript ## TypeScript client tests (node --test) against a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint-demo
-	@cd $(TS_DIR) && rm -f dist/tests.tap && rc=0 && \
+	@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(TS_DIR) && rc=0 && \
 		$(TS_TEST_ENV) node --test --test-reporter=spec --test-reporter-destination=stdout \
-			--test-reporter=tap --test-reporter-destination=dist/tests.tap dist/tests/*.test.js || rc=$$?; \
-		n="$$(grep '^# Subtest: ' dist/tests.tap 2>/dev/null | grep -vc '\.test\.js$$' || true)"; \
+			--test-reporter=tap --test-reporter-destination="$$tap" dist/tests/*.test.js || rc=$$?; \
+		n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
 		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-typescript: no test ran" >&2; exit 1; fi; \
 		echo "test-typescript: $$n tests ran"; \
 		exit $$rc
