@@ -1,0 +1,386 @@
+import { readFileSync } from "node:fs";
+
+import {
+  type ChannelCredentials,
+  type ChannelOptions,
+  type ClientUnaryCall,
+  connectivityState,
+  credentials,
+  Metadata,
+  type ServiceError,
+  status as Code,
+} from "@grpc/grpc-js";
+
+import { defaultAddr, grpcTarget, parseAddr } from "./addr.js";
+import { translate, UnavailableError } from "./errors.js";
+import {
+  BeginEffectRequest,
+  DeleteSessionRequest,
+  type DeepPartial,
+  GetServerInfoRequest,
+  GetSessionRequest,
+  ListMessagesRequest,
+  ListSessionsRequest,
+  ReconcileRequest,
+  RecordEffectRequest,
+  ResumeRequest,
+  SaveCheckpointRequest,
+  SavepointServiceClient,
+  SavepointServiceService,
+  VerifyRequest,
+} from "./gen/savepoint/v1/savepoint.js";
+import { consoleLogger, type Logger } from "./log.js";
+import { Session, type StartOptions } from "./session.js";
+import { anthropicToolResults, type ToolEvent, type ToolResult, type ToolResultsFunc, type ToolUse } from "./tool.js";
+
+type Service = typeof SavepointServiceService;
+/** A method of SavepointService, named as the generated client names it (saveCheckpoint, ...). */
+export type Method = keyof Service;
+type Req<M extends Method> = Parameters<Service[M]["requestSerialize"]>[0];
+type Res<M extends Method> = ReturnType<Service[M]["responseDeserialize"]>;
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Cancels the call (and its retries): it then fails with CanceledError. */
+  signal?: AbortSignal;
+  /** The call's deadline, retries included; past it the call fails with DeadlineExceededError. */
+  deadline?: Date | number;
+}
+
+/**
+ * The generated service's methods as promises, through the Client's retries
+ * and error translation: for the calls a Session does not cover. Requests
+ * may leave fields out; they take their zero values.
+ */
+export type RawClient = {
+  [M in Method]: (request: DeepPartial<Req<M>>, options?: CallOptions) => Promise<Res<M>>;
+};
+
+/**
+ * How often a call that failed with UNAVAILABLE (the daemon is down or
+ * restarting) is tried again. Only calls that are safe to repeat are
+ * retried: saveCheckpoint when it carries a request_id (the retry carries the
+ * same one, so the daemon applies the save once), beginEffect (a repeat
+ * returns the same key), recordEffect (the same record again is accepted),
+ * resume (a repeat only takes ownership again) and the reads. deleteSession
+ * is never retried.
+ */
+export interface RetryPolicy {
+  /** Counts the first try; 1 or less disables retries. */
+  maxAttempts: number;
+  /** The wait before the first retry in ms; it doubles on each retry up to maxBackoffMs, less up to 20% random jitter. */
+  initialBackoffMs: number;
+  /** The longest wait in ms; 0 means no bound. */
+  maxBackoffMs: number;
+}
+
+/** The policy used unless DialOptions.retry says otherwise: 5 attempts over about 1.5 seconds, as the Go client. */
+export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
+  maxAttempts: 5,
+  initialBackoffMs: 100,
+  maxBackoffMs: 1000,
+});
+
+/** The wait before retry number retry (from 0), the Go client's formula. */
+export function retryBackoff(p: RetryPolicy, retry: number): number {
+  let d = p.initialBackoffMs;
+  for (let i = 0; i < retry; i++) {
+    d *= 2;
+    if (p.maxBackoffMs > 0 && d >= p.maxBackoffMs) {
+      d = p.maxBackoffMs;
+      break;
+    }
+  }
+  if (d <= 0) return 0;
+  return d - Math.random() * (d / 5);
+}
+
+/**
+ * Says whether repeating a call that may have been applied is harmless, as
+ * the Go client's retrySafe does; path is the full method name. Methods not
+ * listed (DeleteSession, any added later) are not.
+ */
+export function retrySafe(path: string, request: unknown): boolean {
+  switch (path) {
+    case SavepointServiceService.saveCheckpoint.path:
+      return ((request as Partial<SaveCheckpointRequest> | undefined)?.requestId ?? "") !== "";
+    case SavepointServiceService.beginEffect.path:
+    case SavepointServiceService.recordEffect.path:
+    case SavepointServiceService.resume.path:
+    case SavepointServiceService.reconcile.path:
+    case SavepointServiceService.getSession.path:
+    case SavepointServiceService.listMessages.path:
+    case SavepointServiceService.listSessions.path:
+      return true;
+  }
+  return false;
+}
+
+/** TLS for the connection to savepointd. */
+export interface TlsOptions {
+  /** PEM root certificates to verify the daemon with; unset uses the system's. */
+  ca?: Buffer;
+  /** A PEM client certificate chain and its key, for mutual TLS; both or neither. */
+  cert?: Buffer;
+  key?: Buffer;
+  /** The name to verify the daemon's certificate against; unset is the address's host ("localhost" for a unix socket). */
+  serverName?: string;
+}
+
+/** The environment variables that turn on TLS when DialOptions.tls is not given: PEM file paths. */
+export const ENV_TLS_CA = "SAVEPOINT_TLS_CA";
+export const ENV_TLS_CERT = "SAVEPOINT_TLS_CERT";
+export const ENV_TLS_KEY = "SAVEPOINT_TLS_KEY";
+
+/**
+ * Returns the TLS options of $SAVEPOINT_TLS_CA, $SAVEPOINT_TLS_CERT and
+ * $SAVEPOINT_TLS_KEY (PEM file paths), or undefined when none is set
+ * (plaintext). CERT and KEY go together; a file that cannot be read throws.
+ */
+export function tlsFromEnv(env: NodeJS.ProcessEnv = process.env): TlsOptions | undefined {
+  const ca = env[ENV_TLS_CA] || undefined;
+  const cert = env[ENV_TLS_CERT] || undefined;
+  const key = env[ENV_TLS_KEY] || undefined;
+  if (!ca && !cert && !key) return undefined;
+  if (!cert !== !key) throw new Error(`savepoint: ${ENV_TLS_CERT} and ${ENV_TLS_KEY} must be set together`);
+  const read = (name: string, path: string | undefined) => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new Error(`savepoint: ${name}=${path}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  return { ca: read(ENV_TLS_CA, ca), cert: read(ENV_TLS_CERT, cert), key: read(ENV_TLS_KEY, key) };
+}
+
+/** Options of dial. */
+export interface DialOptions {
+  /** The policy for calls that fail with UNAVAILABLE (default DEFAULT_RETRY_POLICY). */
+  retry?: RetryPolicy;
+  /**
+   * Makes dial wait until the daemon accepts the connection, or signal
+   * fires (then dial throws UnavailableError). By default dial returns at
+   * once and the first call reports an unreachable daemon.
+   */
+  waitReady?: boolean;
+  /** Bounds waitReady. */
+  signal?: AbortSignal;
+  /** TLS; false forces plaintext. Unset: tlsFromEnv(), plaintext when it gives none. */
+  tls?: TlsOptions | false;
+  /** grpc-js channel options, applied after the client's own (a short reconnect backoff), so they can override them. */
+  channelOptions?: ChannelOptions;
+  /** The logger for retries and ledger failures (default: info and above to stderr). The client never logs payloads. */
+  logger?: Logger;
+  /** How sessions turn tool results into the message(s) pointB appends (default anthropicToolResults). */
+  toolResults?: ToolResultsFunc;
+  /**
+   * Called, besides an error log, whenever a tool ran but its outcome could
+   * not be written to the ledger. Such a tool's result is still the real one
+   * (see Session.runTool).
+   */
+  onLedgerError?: (call: ToolUse, result: ToolResult, err: unknown) => void;
+  /**
+   * Called at each stage of every tool use a Session runs or reconciles,
+   * synchronously, before the session goes on. It observes and cannot change
+   * what happens: for logging, tracing and crash tests, which can stop the
+   * process at an exact moment of the protocol. A stage is reported only
+   * once its step succeeded.
+   */
+  toolHook?: (ev: ToolEvent) => void;
+}
+
+/** What sessions need of their client. */
+export interface ClientConfig {
+  readonly logger: Logger;
+  readonly toolResults: ToolResultsFunc;
+  readonly onLedgerError?: (call: ToolUse, result: ToolResult, err: unknown) => void;
+  readonly toolHook?: (ev: ToolEvent) => void;
+}
+
+const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<M> } } = {
+  saveCheckpoint: SaveCheckpointRequest,
+  beginEffect: BeginEffectRequest,
+  recordEffect: RecordEffectRequest,
+  resume: ResumeRequest,
+  reconcile: ReconcileRequest,
+  getSession: GetSessionRequest,
+  listMessages: ListMessagesRequest,
+  listSessions: ListSessionsRequest,
+  deleteSession: DeleteSessionRequest,
+  verify: VerifyRequest,
+  getServerInfo: GetServerInfoRequest,
+} as never;
+
+/**
+ * Connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" or
+ * undefined means defaultAddr(). The connection is plaintext unless TLS is
+ * given or set in the environment (tlsFromEnv). Unless waitReady is set,
+ * dial does not wait for the daemon. Close the client when done.
+ */
+export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
+  const address = addr || defaultAddr();
+  const ep = parseAddr(address);
+  const tls = options.tls === undefined ? tlsFromEnv() : options.tls || undefined;
+  let creds: ChannelCredentials = credentials.createInsecure();
+  const channelOptions: ChannelOptions = {
+    // A local daemon restarts in moments: reconnect soon, not after gRPC's
+    // default of up to two minutes.
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 2000,
+  };
+  if (tls) {
+    creds = credentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null);
+    if (tls.serverName) channelOptions["grpc.ssl_target_name_override"] = tls.serverName;
+  }
+  const stub = new SavepointServiceClient(grpcTarget(ep), creds, { ...channelOptions, ...options.channelOptions });
+  const c = new Client(stub, address, options);
+  if (options.waitReady) {
+    try {
+      await c.waitReady(options.signal);
+    } catch (err) {
+      c.close();
+      throw err;
+    }
+  }
+  return c;
+}
+
+/** A connection to savepointd, shared by the sessions made from it. */
+export class Client {
+  /** The generated calls through this client's retries and error translation. */
+  readonly raw: RawClient;
+  /** The address dialed. */
+  readonly addr: string;
+  /** @internal */
+  readonly config: ClientConfig;
+  readonly #stub: SavepointServiceClient;
+  readonly #retry: RetryPolicy;
+
+  /** @internal Use dial. */
+  constructor(stub: SavepointServiceClient, addr: string, options: DialOptions) {
+    this.#stub = stub;
+    this.addr = addr;
+    this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
+    this.config = {
+      logger: options.logger ?? consoleLogger("info"),
+      toolResults: options.toolResults ?? anthropicToolResults,
+      onLedgerError: options.onLedgerError,
+      toolHook: options.toolHook,
+    };
+    const raw: Partial<Record<Method, unknown>> = {};
+    for (const m of Object.keys(SavepointServiceService) as Method[]) {
+      raw[m] = (request: DeepPartial<Req<typeof m>>, opts?: CallOptions) =>
+        this.#invoke(m, requestTypes[m].fromPartial(request as never), opts);
+    }
+    this.raw = raw as RawClient;
+  }
+
+  /** Closes the connection; calls in flight fail. */
+  close(): void {
+    this.#stub.close();
+  }
+
+  /**
+   * Creates a fresh session (revision 1, turn 0) and owns it. An existing
+   * session with the same id makes it throw SessionExistsError, unless
+   * options.replace deletes it first.
+   */
+  start(id: string, task: string, options: StartOptions = {}, call?: CallOptions): Promise<Session> {
+    return Session.start(this, id, task, options, call);
+  }
+
+  /**
+   * Takes ownership of an existing session (fencing any process that owned
+   * it before) and loads its latest revision with its whole history. A
+   * session that does not exist is SessionNotFoundError: nothing to resume
+   * from. If it has pending tool uses, call reconcile and then pointB.
+   */
+  resume(id: string, call?: CallOptions): Promise<Session> {
+    return Session.resume(this, id, call);
+  }
+
+  /** Waits until the connection is ready, or signal fires (UnavailableError). */
+  async waitReady(signal?: AbortSignal): Promise<void> {
+    const channel = this.#stub.getChannel();
+    for (;;) {
+      const state = channel.getConnectivityState(true);
+      if (state === connectivityState.READY) return;
+      if (signal?.aborted || state === connectivityState.SHUTDOWN) {
+        throw new UnavailableError({
+          code: Code.UNAVAILABLE,
+          message: `savepointd at ${this.addr} not ready (last state ${connectivityState[state]})`,
+        });
+      }
+      // Wake at least every 100 ms to notice signal.
+      await new Promise<void>((resolve) => channel.watchConnectivityState(state, Date.now() + 100, () => resolve()));
+    }
+  }
+
+  /**
+   * Runs one call: it is retried while it fails with UNAVAILABLE if
+   * retrySafe says so, with the request unchanged (so a SaveCheckpoint
+   * retry carries its original request_id), and its final error translated.
+   */
+  async #invoke<M extends Method>(method: M, request: Req<M>, options: CallOptions = {}): Promise<Res<M>> {
+    const def = SavepointServiceService[method];
+    const attempts = retrySafe(def.path, request) ? Math.max(1, this.#retry.maxAttempts) : 1;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#unary(method, request, options);
+      } catch (err) {
+        if (attempt + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
+        const wait = retryBackoff(this.#retry, attempt);
+        this.config.logger.warn("savepoint: daemon unavailable, retrying", {
+          method: def.path,
+          attempt: attempt + 2,
+          of: attempts,
+          in: `${Math.round(wait)}ms`,
+          err: (err as ServiceError).details,
+        });
+        if (!(await sleep(wait, options))) throw translate(err);
+      }
+    }
+  }
+
+  #unary<M extends Method>(method: M, request: Req<M>, options: CallOptions): Promise<Res<M>> {
+    const def = SavepointServiceService[method];
+    return new Promise((resolve, reject) => {
+      const grpcOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
+      const call: ClientUnaryCall = this.#stub.makeUnaryRequest(
+        def.path,
+        def.requestSerialize as (v: Req<M>) => Buffer,
+        def.responseDeserialize as (b: Buffer) => Res<M>,
+        request,
+        new Metadata(),
+        grpcOptions,
+        (err, response) => {
+          options.signal?.removeEventListener("abort", cancel);
+          if (err) reject(err);
+          else resolve(response as Res<M>);
+        },
+      );
+      const cancel = () => call.cancel();
+      if (options.signal?.aborted) call.cancel();
+      else options.signal?.addEventListener("abort", cancel, { once: true });
+    });
+  }
+}
+
+/** Waits ms; false if the call's signal fired or its deadline would pass first. */
+function sleep(ms: number, options: CallOptions): Promise<boolean> {
+  const { signal, deadline } = options;
+  if (signal?.aborted) return Promise.resolve(false);
+  if (deadline !== undefined && new Date(deadline).getTime() < Date.now() + ms) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      resolve(ok);
+    };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(true), ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+

@@ -1,0 +1,49 @@
+/**
+ * The TypeScript client of savepointd, the checkpoint daemon that lets an
+ * agent loop killed at any point resume without repeating a side effect it
+ * already performed and without pretending to know what it cannot.
+ *
+ * dial connects; a Session does the protocol's bookkeeping (revision, epoch,
+ * history, pending tool uses, request ids), so an agent loop says only what
+ * happened: pointA before any tool runs, runTool (begin, run, record) for
+ * each, pointB with the results. After a crash the loop resumes, reconciles
+ * what was pending, and goes on. Errors are SavepointError subclasses chosen
+ * by the ErrorInfo reason the daemon sends. README.md shows the loop.
+ */
+export { defaultAddr, ENV_ADDR, parseAddr, type Endpoint } from "./addr.js";
+export {
+  type CallOptions,
+  Client,
+  DEFAULT_RETRY_POLICY,
+  dial,
+  type DialOptions,
+  ENV_TLS_CA,
+  ENV_TLS_CERT,
+  ENV_TLS_KEY,
+  type Method,
+  type RawClient,
+  retryBackoff,
+  type RetryPolicy,
+  retrySafe,
+  tlsFromEnv,
+  type TlsOptions,
+} from "./client.js";
+export * from "./errors.js";
+export { consoleLogger, type Level, type Logger } from "./log.js";
+export { type Message, type SaveOptions, Session, type StartOptions } from "./session.js";
+export {
+  anthropicToolResults,
+  Decision,
+  EffectClass,
+  effectClassFromAnnotations,
+  effectiveClass,
+  type ToolAnnotations,
+  type ToolEvent,
+  type ToolFunc,
+  type ToolResult,
+  type ToolResultsFunc,
+  type ToolStage,
+  type ToolUse,
+} from "./tool.js";
+/** The generated messages and service of savepoint.v1, for raw calls. */
+export * as pb from "./gen/savepoint/v1/savepoint.js";

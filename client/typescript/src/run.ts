@@ -1,0 +1,105 @@
+import type { CallOptions, Client } from "./client.js";
+import { Decision, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
+import { effectiveClass, fullToolUse, type ToolEvent, type ToolResult } from "./tool.js";
+
+/** How long a recordEffect may take. It runs even when the caller's signal has fired: the tool ran, and its outcome is a fact worth keeping. */
+const RECORD_TIMEOUT_MS = 30_000;
+
+/**
+ * The tool uses of one session's pending set that this process began or
+ * ran, their results, and the one place a tool runs: what Session.runTool
+ * and Session.reconcile share.
+ */
+export class ToolRuns {
+  /** Pending tool uses this process began or ran. */
+  readonly started = new Set<string>();
+  /** Their results, once run. */
+  readonly ran = new Map<string, ToolResult>();
+  readonly #c: Client;
+  readonly #id: string;
+
+  constructor(c: Client, sessionId: string) {
+    this.#c = c;
+    this.#id = sessionId;
+  }
+
+  /** Forgets them all: the pending set changed. */
+  clear(): void {
+    this.started.clear();
+    this.ran.clear();
+  }
+
+  /**
+   * The one place a tool runs: beginEffect unless READ_ONLY, then fn, then
+   * recordEffect of fn's real outcome. The caller marked p started.
+   */
+  async execute(
+    p: PbToolUse,
+    epoch: number,
+    key: string,
+    fn: (key: string, signal?: AbortSignal) => Promise<string> | string,
+    options: CallOptions = {},
+  ): Promise<ToolResult> {
+    const id = p.toolUseId;
+    if (effectiveClass(p.effectClass) !== EffectClass.EFFECT_CLASS_READ_ONLY) {
+      try {
+        const b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch }, options);
+        key = b.idempotencyKey;
+      } catch (err) {
+        this.started.delete(id);
+        throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: BeginEffect`);
+      }
+      this.hook({ stage: "begun", call: fullToolUse(p) });
+    }
+    const r: ToolResult = { toolUseId: id, content: "", isError: false, decision: Decision.DECISION_UNSPECIFIED };
+    try {
+      r.content = await fn(key, options.signal);
+    } catch (err) {
+      r.content = err instanceof Error ? err.message : String(err);
+      r.isError = true;
+    }
+    this.hook({ stage: "ran", call: fullToolUse(p), result: { ...r } });
+    try {
+      await this.record(p, r);
+      this.hook({ stage: "recorded", call: fullToolUse(p), result: { ...r } });
+    } catch (err) {
+      r.ledgerError = err;
+      this.reportLedgerError(p, r, err);
+    }
+    this.ran.set(id, { ...r });
+    return r;
+  }
+
+  async record(p: PbToolUse, r: ToolResult): Promise<void> {
+    await this.#c.raw.recordEffect(
+      { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: r.content, isError: r.isError },
+      { deadline: Date.now() + RECORD_TIMEOUT_MS },
+    );
+  }
+
+  reportLedgerError(p: PbToolUse, r: ToolResult, err: unknown): void {
+    this.#c.config.logger.error(
+      "savepoint: LEDGER WRITE FAILED: the tool ran, its side effect may have happened, and its outcome is not recorded; " +
+        "if the agent stops before pointB, resume will report this call as in doubt; check it by hand",
+      { session: this.#id, tool_use_id: p.toolUseId, name: p.name, tool_is_error: r.isError, err },
+    );
+    this.#c.config.onLedgerError?.(fullToolUse(p), { ...r }, err);
+  }
+
+  hook(ev: Omit<ToolEvent, "sessionId">): void {
+    this.#c.config.toolHook?.({ ...ev, sessionId: this.#id });
+  }
+}
+
+/**
+ * Says where an error happened, keeping its class: a SavepointError stays
+ * the same object (instanceof still works) with the context prefixed to its
+ * message; anything else is wrapped, with the original as cause.
+ */
+export function annotate(err: unknown, context: string): Error {
+  if (err instanceof Error) {
+    err.message = `${context}: ${err.message}`;
+    return err;
+  }
+  return new Error(`${context}: ${String(err)}`, { cause: err });
+}

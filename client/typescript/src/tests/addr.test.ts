@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import {
+  DEFAULT_RETRY_POLICY,
+  defaultAddr,
+  dial,
+  EffectClass,
+  effectClassFromAnnotations,
+  parseAddr,
+  retryBackoff,
+  tlsFromEnv,
+  UnavailableError,
+} from "../index.js";
+import { grpcTarget } from "../addr.js";
+
+test("defaultAddr resolves as the daemon and the Go client do", () => {
+  const cases: [string, Record<string, string>, string][] = [
+    ["nothing set", {}, "unix:/run/savepoint/savepoint.sock"],
+    ["xdg", { XDG_RUNTIME_DIR: "/run/user/1000" }, "unix:/run/user/1000/savepoint/savepoint.sock"],
+    ["xdg trailing slash", { XDG_RUNTIME_DIR: "/run/user/1000/" }, "unix:/run/user/1000/savepoint/savepoint.sock"],
+    ["SAVEPOINT_ADDR wins", { XDG_RUNTIME_DIR: "/run/user/1000", SAVEPOINT_ADDR: "127.0.0.1:7070" }, "127.0.0.1:7070"],
+    ["SAVEPOINT_ADDR unix", { SAVEPOINT_ADDR: "unix:/tmp/sp.sock" }, "unix:/tmp/sp.sock"],
+    ["empty values ignored", { SAVEPOINT_ADDR: "", XDG_RUNTIME_DIR: "" }, "unix:/run/savepoint/savepoint.sock"],
+  ];
+  for (const [name, env, want] of cases) assert.equal(defaultAddr(env), want, name);
+});
+
+test("parseAddr takes unix:PATH and HOST:PORT only", () => {
+  const good: [string, object, string][] = [
+    ["unix:/run/savepoint/savepoint.sock", { network: "unix", path: "/run/savepoint/savepoint.sock" }, "unix:/run/savepoint/savepoint.sock"],
+    ["unix:relative/sp.sock", { network: "unix", path: "relative/sp.sock" }, "unix:relative/sp.sock"],
+    ["unix:///tmp/sp.sock", { network: "unix", path: "/tmp/sp.sock" }, "unix:/tmp/sp.sock"],
+    ["unix:/tmp/odd #%?.sock", { network: "unix", path: "/tmp/odd #%?.sock" }, "unix:/tmp/odd #%?.sock"],
+    ["127.0.0.1:7070", { network: "tcp", host: "127.0.0.1", port: "7070" }, "dns:127.0.0.1:7070"],
+    ["localhost:7070", { network: "tcp", host: "localhost", port: "7070" }, "dns:localhost:7070"],
+    ["[::1]:7070", { network: "tcp", host: "::1", port: "7070" }, "ipv6:[::1]:7070"],
+  ];
+  for (const [addr, want, target] of good) {
+    const ep = parseAddr(addr);
+    assert.deepEqual(ep, want, addr);
+    assert.equal(grpcTarget(ep), target, addr);
+  }
+  for (const bad of ["unix:", "unix://relative", "localhost", "localhost:", "/run/savepoint/savepoint.sock", "http://localhost:7070", "::1:7070"]) {
+    assert.throws(() => parseAddr(bad), /savepoint: address/, bad);
+  }
+});
+
+test("dial refuses a bad address, and waitReady fails on a missing daemon", async () => {
+  await assert.rejects(dial("nonsense"), /neither unix:PATH nor HOST:PORT/);
+  const dir = mkdtempSync(join(tmpdir(), "sp"));
+  const c0 = await dial(`unix:${dir}/none.sock`, { tls: false });
+  // Without waitReady, dial does not wait: the first call reports the missing daemon.
+  await assert.rejects(c0.raw.getServerInfo({}), UnavailableError);
+  c0.close();
+  await assert.rejects(dial(`unix:${dir}/none.sock`, { waitReady: true, signal: AbortSignal.timeout(300), tls: false }), UnavailableError);
+});
+
+test("tlsFromEnv reads the PEM files, CERT and KEY together", () => {
+  assert.equal(tlsFromEnv({}), undefined);
+  const dir = mkdtempSync(join(tmpdir(), "sptls"));
+  for (const f of ["ca.pem", "c.pem", "k.pem"]) writeFileSync(join(dir, f), `${f}\n`);
+  assert.deepEqual(tlsFromEnv({ SAVEPOINT_TLS_CA: join(dir, "ca.pem") }), { ca: Buffer.from("ca.pem\n"), cert: undefined, key: undefined });
+  const both = tlsFromEnv({ SAVEPOINT_TLS_CERT: join(dir, "c.pem"), SAVEPOINT_TLS_KEY: join(dir, "k.pem") });
+  assert.deepEqual(both, { ca: undefined, cert: Buffer.from("c.pem\n"), key: Buffer.from("k.pem\n") });
+  assert.throws(() => tlsFromEnv({ SAVEPOINT_TLS_CERT: join(dir, "c.pem") }), /must be set together/);
+  assert.throws(() => tlsFromEnv({ SAVEPOINT_TLS_CA: join(dir, "missing.pem") }), /SAVEPOINT_TLS_CA=.*missing\.pem/);
+});
+
+test("the retry backoff doubles from 100 ms to 1 s, less up to 20% jitter, as the Go client's", () => {
+  const want = [100, 200, 400, 800, 1000, 1000];
+  for (const [i, d] of want.entries()) {
+    for (let n = 0; n < 200; n++) {
+      const got = retryBackoff(DEFAULT_RETRY_POLICY, i);
+      assert.ok(got <= d && got >= d * 0.8, `retry ${i}: ${got} ms, want within [${d * 0.8}, ${d}]`);
+    }
+  }
+  assert.equal(retryBackoff({ maxAttempts: 3, initialBackoffMs: 0, maxBackoffMs: 0 }, 2), 0);
+  assert.deepEqual(DEFAULT_RETRY_POLICY, { maxAttempts: 5, initialBackoffMs: 100, maxBackoffMs: 1000 });
+});
+
+test("effect classes from MCP tool annotations", () => {
+  assert.equal(effectClassFromAnnotations({ readOnlyHint: true }), EffectClass.EFFECT_CLASS_READ_ONLY);
+  assert.equal(effectClassFromAnnotations({ readOnlyHint: true, idempotentHint: true }), EffectClass.EFFECT_CLASS_READ_ONLY);
+  assert.equal(effectClassFromAnnotations({ idempotentHint: true, destructiveHint: true }), EffectClass.EFFECT_CLASS_IDEMPOTENT);
+  assert.equal(effectClassFromAnnotations({ readOnlyHint: false, idempotentHint: false }), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
+  assert.equal(effectClassFromAnnotations({ destructiveHint: false }), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
+  assert.equal(effectClassFromAnnotations(undefined), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
+  assert.equal(effectClassFromAnnotations(null), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
+});

@@ -1,0 +1,53 @@
+# The TypeScript client (client/typescript): its generated code, its build
+# and its tests. ts-proto is pinned by tools/tsgen/package-lock.json and
+# installed into bin/tsgen, never into the client's node_modules; buf runs
+# it with buf.gen.ts.yaml.
+
+TS_DIR := client/typescript
+TSGEN_DIR := $(BIN)/tsgen
+TS_PROTOC_GEN := $(TSGEN_DIR)/node_modules/.bin/protoc-gen-ts_proto
+TS_SOURCES := $(shell find $(TS_DIR)/src -name '*.ts' 2>/dev/null)
+# Where the tests find the binaries they run (built by test-typescript).
+TS_TEST_ENV := SAVEPOINTD=$(abspath $(BIN))/savepointd SAVEPOINT_DEMO_GO=$(abspath $(BIN))/savepoint-demo
+
+GENERATE_TARGETS += generate-ts
+GENERATED_PATHS += $(TS_DIR)/src/gen
+CLIENT_TARGETS += clients-typescript
+TEST_TARGETS += test-typescript
+
+$(TS_PROTOC_GEN): tools/tsgen/package.json tools/tsgen/package-lock.json
+	mkdir -p $(TSGEN_DIR)
+	cp tools/tsgen/package.json tools/tsgen/package-lock.json $(TSGEN_DIR)/
+	npm ci --prefix $(TSGEN_DIR) --ignore-scripts --no-audit --no-fund
+	@touch $@
+
+.PHONY: generate-ts
+generate-ts: $(BIN)/buf $(TS_PROTOC_GEN) ## Regenerate the TypeScript client's code from proto/ (buf.gen.ts.yaml)
+	@# buf.gen.ts.yaml cleans the output directory first, so a deleted .proto leaves nothing behind.
+	$(BIN)/buf generate --template buf.gen.ts.yaml
+
+# npm ci only when the lockfile changed; tsc only when a source changed.
+$(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --no-audit --no-fund
+	@touch $@
+
+$(TS_DIR)/dist/.built: $(TS_DIR)/node_modules/.package-lock.json $(TS_DIR)/tsconfig.json $(TS_SOURCES)
+	cd $(TS_DIR) && npm run build
+	@touch $@
+
+.PHONY: clients-typescript
+clients-typescript: $(TS_DIR)/dist/.built ## Build the TypeScript client and demo (npm ci && npm run build in client/typescript)
+
+# node --test runs every *.test.js; the TAP copy counts the tests that ran
+# (node reports a file without tests as a passing test named after the
+# file, so those are not counted), and a run in which none ran fails.
+.PHONY: test-typescript
+test-typescript: clients-typescript ## TypeScript client tests (node --test) against a real savepointd
+	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint-demo
+	@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(TS_DIR) && rc=0 && \
+		$(TS_TEST_ENV) node --test --test-reporter=spec --test-reporter-destination=stdout \
+			--test-reporter=tap --test-reporter-destination="$$tap" dist/tests/*.test.js || rc=$$?; \
+		n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
+		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-typescript: no test ran" >&2; exit 1; fi; \
+		echo "test-typescript: $$n tests ran"; \
+		exit $$rc
