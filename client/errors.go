@@ -57,6 +57,9 @@ var (
 	ErrCorrupt = errors.New("savepoint: checkpoint corrupt")
 	// ErrDiskFull (DISK_FULL): the daemon could not write for lack of space.
 	ErrDiskFull = errors.New("savepoint: disk full")
+	// ErrPermissionDenied (PERMISSION_DENIED): the daemon does not allow this
+	// process's uid or gid (its --allow-uid and --allow-gid).
+	ErrPermissionDenied = errors.New("savepoint: permission denied")
 	// ErrInternal (INTERNAL): a daemon bug or an unexpected store failure.
 	ErrInternal = errors.New("savepoint: internal error")
 	// ErrInvalidArgument: any INVALID_ARGUMENT answer, such as
@@ -90,6 +93,7 @@ var reasons = map[string]error{
 	"UNAVAILABLE":                ErrUnavailable,
 	"INTERNAL":                   ErrInternal,
 	"DISK_FULL":                  ErrDiskFull,
+	"PERMISSION_DENIED":          ErrPermissionDenied,
 	"CANCELED":                   context.Canceled,
 	"DEADLINE_EXCEEDED":          context.DeadlineExceeded,
 	"INVALID_ARGUMENT":           ErrInvalidArgument,

@@ -35,6 +35,7 @@ func TestTranslateReasons(t *testing.T) {
 		{"UNAVAILABLE", codes.Unavailable, []error{ErrUnavailable}},
 		{"INTERNAL", codes.Internal, []error{ErrInternal}},
 		{"DISK_FULL", codes.ResourceExhausted, []error{ErrDiskFull}},
+		{"PERMISSION_DENIED", codes.PermissionDenied, []error{ErrPermissionDenied}},
 		{"CANCELED", codes.Canceled, []error{context.Canceled}},
 		{"DEADLINE_EXCEEDED", codes.DeadlineExceeded, []error{context.DeadlineExceeded}},
 		{"INVALID_ARGUMENT", codes.InvalidArgument, []error{ErrInvalidArgument}},
@@ -53,7 +54,7 @@ func TestTranslateReasons(t *testing.T) {
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
-		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrInternal, ErrInvalidArgument, ErrUnavailable,
+		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
 		context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {

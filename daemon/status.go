@@ -43,6 +43,7 @@ var errorKinds = []errorKind{
 	{ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT"},
 	{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
 	{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL"},
+	{ErrPermissionDenied, codes.PermissionDenied, "PERMISSION_DENIED"},
 	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE"},
 	{context.Canceled, codes.Canceled, "CANCELED"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
