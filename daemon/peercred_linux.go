@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-
 // readPeerCred reads the credentials the kernel recorded for the process at
 // the other end of c when it connected.
 func readPeerCred(c *net.UnixConn) (PeerCred, error) {

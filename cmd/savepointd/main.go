@@ -30,7 +30,7 @@ const (
 	exitFail   = 1
 	exitConfig = 2
 	exitLocked = 3
-	exitData   = 4 // the data directory cannot be served as it is, or verify found damage
+	exitData   = 4 // the data directory cannot be served as it is (damaged, behind, another encryption key), or verify found damage
 )
 
 // defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT
@@ -48,11 +48,20 @@ func main() {
 // run is savepointd with its arguments, environment, stdout and stderr; it
 // returns the exit code. "savepointd verify [flags]" checks a stopped
 // daemon's data directory instead of serving it; "savepointd repair-manifest
-// [flags]" repairs the MANIFEST after Badger's failed-flush defect.
+// [flags]" repairs the MANIFEST after Badger's failed-flush defect;
+// "savepointd backup FILE [flags]" and "savepointd restore FILE [flags]"
+// copy a stopped daemon's data into a new directory (backup.go).
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
-	sub := ""
+	sub, file := "", ""
 	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
 		sub, args = args[0], args[1:]
+	}
+	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
+		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+			fmt.Fprintf(stderr, "savepointd: usage: savepointd %s FILE [flags]\n", args[0])
+			return exitConfig
+		}
+		sub, file, args = args[0], args[1], args[2:]
 	}
 	verify := sub == "verify"
 	cfg, err := parseConfig(args, env, stderr)
@@ -63,27 +72,52 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitConfig
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	if sub == "repair-manifest" {
+	logger, _ := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel) // the format is validated
+	var key []byte
+	if cfg.EncryptionKeyFile != "" {
+		if key, err = badgerstore.ReadKeyFile(cfg.EncryptionKeyFile); err != nil {
+			fmt.Fprintf(stderr, "savepointd: %v\n", err)
+			return exitConfig
+		}
+	}
+	switch sub {
+	case "repair-manifest":
+		if err := badgerstore.CheckEncryptionKey(cfg.DataDir, key); err != nil {
+			fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
+			return exitData
+		}
 		return runRepair(cfg.DataDir, stdout, stderr)
+	case "restore":
+		if code := checkRestoreDir(cfg.DataDir, stderr); code != exitOK {
+			return code
+		}
 	}
 
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
-		ExitAfterClose: true,
+		ExitAfterClose: true, EncryptionKey: key,
 	})
 	switch {
 	case errors.Is(err, badgerstore.ErrLocked):
 		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)
 		return exitLocked
-	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat), errors.Is(err, badgerstore.ErrDamaged):
+	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat), errors.Is(err, badgerstore.ErrDamaged),
+		errors.Is(err, badgerstore.ErrEncryptionKey):
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitData
 	case err != nil:
 		fmt.Fprintf(stderr, "savepointd: open store: %v\n", err)
 		return exitFail
 	}
-	code := serve(cfg, store, verify, logger, stdout, stderr)
+	var code int
+	switch sub {
+	case "backup":
+		code = runBackup(store, file, stdout, stderr)
+	case "restore":
+		code = runRestore(store, file, stdout, stderr)
+	default:
+		code = serve(cfg, store, verify, logger, stdout, stderr)
+	}
 	if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
 		code = exitFail
 	}
@@ -200,6 +234,7 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
+	lists := addSecurityFlags(fs, &cfg, name)
 
 	for flagName, envVar := range envVars {
 		if v := env(envVar); v != "" {
@@ -207,6 +242,9 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 				return cfg, fmt.Errorf("%s=%q: %v", envVar, v, err)
 			}
 		}
+	}
+	for _, l := range lists {
+		l.replace = true // a flag replaces what the environment set
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
