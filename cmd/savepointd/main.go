@@ -255,6 +255,11 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration: %w", err)
 	}
+	if cfg.TLSCertFile != "" && cfg.TLSKeyFile != "" && cfg.TLSClientCAFile != "" {
+		if _, err := daemon.ServerTLSConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
+			return cfg, fmt.Errorf("invalid configuration: %w", err)
+		}
+	}
 	if cfg.MaxRequestBytes > badgerstore.MaxRequestBytes {
 		return cfg, fmt.Errorf("invalid configuration: --max-request-bytes %d is over the %d bytes the store's transactions are sized for",
 			cfg.MaxRequestBytes, badgerstore.MaxRequestBytes)

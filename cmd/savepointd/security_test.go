@@ -134,3 +134,29 @@ func TestEncryptionExitCodes(t *testing.T) {
 		t.Errorf("restored session: %+v, %v", cp, err)
 	}
 }
+
+func TestTLSFilesCheckedAtStart(t *testing.T) {
+	ca := daemontest.NewCA(t, "ca")
+	cert, key := ca.Server(t, "savepointd")
+	for _, tt := range []struct {
+		name       string
+		cert, key  string
+		clientCA   string
+		wantConfig string // "" for a good configuration
+	}{
+		{"good", cert, key, ca.CertFile, ""},
+		{"missing key", cert, filepath.Join(t.TempDir(), "nope.pem"), ca.CertFile, "--tls-key"},
+		{"CA file without a certificate", cert, key, key, "holds no PEM certificate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig([]string{"--listen", "127.0.0.1:7443", "--tls-cert", tt.cert, "--tls-key", tt.key, "--tls-client-ca", tt.clientCA},
+				envOf(nil), &bytes.Buffer{})
+			if tt.wantConfig == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantConfig != "" && (err == nil || !strings.Contains(err.Error(), tt.wantConfig)) {
+				t.Fatalf("parseConfig: %v, want an error saying %q", err, tt.wantConfig)
+			}
+		})
+	}
+}
