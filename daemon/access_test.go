@@ -102,8 +102,8 @@ func TestAllowUIDsAndGIDs(t *testing.T) {
 					t.Errorf("log reason %v", line["reason"])
 				}
 			}
-			if line["code"] != wantCode || line["peer_uid"] != strconv.Itoa(int(uid)) || line["peer_gid"] != strconv.Itoa(int(gid)) ||
-				line["peer_pid"] != strconv.Itoa(os.Getpid()) {
+			if line["code"] != wantCode || line["peer_uid"] != float64(uid) || line["peer_gid"] != float64(gid) ||
+				line["peer_pid"] != float64(os.Getpid()) {
 				t.Errorf("log line %v: want code %s, peer_uid %d, peer_gid %d, peer_pid %d", line, wantCode, uid, gid, os.Getpid())
 			}
 		})

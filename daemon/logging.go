@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,14 +30,21 @@ const maxRequestIDLen = 128
 // NewLogger returns the daemon's logger writing to w in format ("text",
 // "json", or "" for text) from level on.
 func NewLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
+	if err := checkLogFormat(format); err != nil {
+		return nil, err
+	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch format {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
+	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("log format: %q is neither text nor json", format)
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+func checkLogFormat(format string) error {
+	if format != "" && format != "text" && format != "json" {
+		return fmt.Errorf("log format: %q is neither text nor json", format)
+	}
+	return nil
 }
 
 // writeMethods change the store; their successful calls are logged at info
@@ -134,9 +140,9 @@ func peerAttrs(ctx context.Context) []slog.Attr {
 	switch ai := p.AuthInfo.(type) {
 	case PeerCred:
 		return []slog.Attr{
-			slog.String("peer_uid", strconv.FormatUint(uint64(ai.UID), 10)),
-			slog.String("peer_gid", strconv.FormatUint(uint64(ai.GID), 10)),
-			slog.String("peer_pid", strconv.FormatUint(uint64(ai.PID), 10)),
+			slog.Uint64("peer_uid", uint64(ai.UID)),
+			slog.Uint64("peer_gid", uint64(ai.GID)),
+			slog.Uint64("peer_pid", uint64(ai.PID)),
 		}
 	case credentials.TLSInfo:
 		attrs := []slog.Attr{slog.String("peer_addr", p.Addr.String())}

@@ -30,7 +30,7 @@ import (
 func (c Config) validateObservability() []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, err := NewLogger(nil, c.LogFormat, 0); err != nil {
+	if err := checkLogFormat(c.LogFormat); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MetricsAddr == "" {

@@ -69,9 +69,13 @@ func (s *Store) Restore(r io.Reader) (records int, err error) {
 		if n > 1<<30 {
 			return records, fmt.Errorf("read backup: a %d-byte record list: this is not a savepointd backup", n)
 		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(br, buf); err != nil {
+		// Read what is there rather than allocate what the length claims.
+		buf, err := io.ReadAll(io.LimitReader(br, int64(n)))
+		if err != nil {
 			return records, fmt.Errorf("read backup: %w", err)
+		}
+		if uint64(len(buf)) != n {
+			return records, fmt.Errorf("read backup: %w: the file ends inside a record list", io.ErrUnexpectedEOF)
 		}
 		var list pb.KVList
 		if err := proto.Unmarshal(buf, &list); err != nil {
