@@ -25,9 +25,9 @@ import (
 // reports NOT_SERVING, stops gracefully within cfg.ShutdownTimeout, and
 // returns nil. The caller opens the store before calling Run, so that the
 // store's directory lock proves no other daemon owns a stale socket file, and
-// closes it after Run returns. Importing errdetails (status.go) registers
-// ErrorInfo, so that reflection clients such as grpcurl print error details
-// decoded.
+// closes it after Run returns. Importing errdetails here and in status.go
+// registers ErrorInfo, so that reflection clients such as grpcurl print
+// error details decoded.
 func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.Default()
