@@ -69,6 +69,7 @@ type engine struct {
 
 	batchSizes  prometheus.Histogram // requests per commit
 	syncSeconds prometheus.Histogram // db.Sync latency
+	sessions    cachedCount          // the savepoint_sessions gauge (metrics.go)
 }
 
 func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64)) *engine {

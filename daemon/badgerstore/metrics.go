@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +17,7 @@ import (
 var (
 	descCommits  = prometheus.NewDesc("savepoint_store_commits_total", "Badger transactions committed and synced.", nil, nil)
 	descRequests = prometheus.NewDesc("savepoint_store_write_requests_total", "Write requests made durable.", nil, nil)
-	descSessions = prometheus.NewDesc("savepoint_sessions", "Live sessions (tombstones of deleted ones not counted).", nil, nil)
+	descSessions = prometheus.NewDesc("savepoint_sessions", "Live sessions (tombstones of deleted ones not counted), counted at most every 15 s.", nil, nil)
 	descFiles    = prometheus.NewDesc("savepoint_store_file_bytes",
 		"Disk space allocated to the data directory's Badger files by kind: lsm (tables), vlog (value log), wal (memtable logs).", []string{"kind"}, nil)
 )
@@ -32,14 +34,15 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector. It counts the live sessions by
-// reading every session head, and sizes the files from the directory.
+// reading every session head (at most every sessionCountTTL), and sizes the
+// files from the directory.
 func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	s.eng.batchSizes.Collect(ch)
 	s.eng.syncSeconds.Collect(ch)
 	st := s.eng.stats()
 	ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(st.Commits))
 	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(st.Requests))
-	if n, err := s.liveSessions(); err == nil {
+	if n, err := s.eng.sessions.get(s.liveSessions); err == nil {
 		ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(n))
 	} else {
 		ch <- prometheus.NewInvalidMetric(descSessions, err)
@@ -86,4 +89,27 @@ func globBytes(dir, pattern string) int64 {
 		}
 	}
 	return n
+}
+
+// sessionCountTTL is how long a count of the live sessions is reused: the
+// count reads every session head.
+const sessionCountTTL = 15 * time.Second
+
+// cachedCount is a count reused for sessionCountTTL; concurrent scrapes
+// share one recount.
+type cachedCount struct {
+	mu  sync.Mutex
+	at  time.Time
+	n   int
+	err error
+}
+
+func (c *cachedCount) get(count func() (int, error)) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) > sessionCountTTL || c.err != nil {
+		c.n, c.err = count()
+		c.at = time.Now()
+	}
+	return c.n, c.err
 }
