@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -117,7 +118,7 @@ func tlsClient(t *testing.T, addr string, cfg *tls.Config) error {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, err = savepointv1.NewSavepointServiceClient(conn).SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "tls"})
+	_, err = savepointv1.NewSavepointServiceClient(conn).ListSessions(ctx, &savepointv1.ListSessionsRequest{})
 	return err
 }
 
@@ -128,7 +129,7 @@ func TestMutualTLS(t *testing.T) {
 	serverCert, serverKey := ca.Server(t, "savepointd")
 	addr := daemontest.FreeTCPAddr(t)
 	logs := &daemontest.SyncBuffer{}
-	logger, _ := daemon.NewLogger(logs, "json", 0)
+	logger, _ := daemon.NewLogger(logs, "json", -4)
 	daemontest.RunInProcess(t, daemon.Config{Listen: addr, TLSCertFile: serverCert, TLSKeyFile: serverKey, TLSClientCAFile: ca.CertFile}, logger)
 
 	roots, err := daemon.LoadCertPool(ca.CertFile)
@@ -174,7 +175,7 @@ func TestMutualTLS(t *testing.T) {
 	if _, err := savepointv1.NewSavepointServiceClient(conn).ListSessions(ctx, &savepointv1.ListSessionsRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("plaintext client: %v, want UNAVAILABLE", err)
 	}
-	line := findLog(t, logs.String(), savepointv1.SavepointService_SaveCheckpoint_FullMethodName)
+	line := findLog(t, logs.String(), savepointv1.SavepointService_ListSessions_FullMethodName)
 	if cert, _ := line["peer_cert"].(string); !strings.Contains(cert, "CN=agent-1") {
 		t.Errorf("log line names peer_cert %q, want the client certificate's subject", cert)
 	}
@@ -282,5 +283,71 @@ func TestBinaryFlags(t *testing.T) {
 	}
 	if line := findLog(t, d.Stderr(), savepointv1.SavepointService_SaveCheckpoint_FullMethodName); line["reason"] != "PERMISSION_DENIED" {
 		t.Errorf("log line %v", line)
+	}
+}
+
+// TestTLSRotation replaces the certificate, key and client CA files of a
+// running daemon: new connections get the new ones, with no restart, and a
+// half-written rotation keeps the old ones in service.
+func TestTLSRotation(t *testing.T) {
+	oldCA, newCA := daemontest.NewCA(t, "old"), daemontest.NewCA(t, "new")
+	dir := t.TempDir()
+	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	install := func(ca *daemontest.CA) {
+		c, k := ca.Server(t, "savepointd")
+		for src, dst := range map[string]string{c: certFile, k: keyFile, ca.CertFile: caFile} {
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst+".tmp", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(dst+".tmp", dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(oldCA)
+	addr := daemontest.FreeTCPAddr(t)
+	logs := &daemontest.SyncBuffer{}
+	logger, _ := daemon.NewLogger(logs, "json", 0)
+	daemontest.RunInProcess(t, daemon.Config{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile, TLSClientCAFile: caFile}, logger)
+	clientOf := func(ca *daemontest.CA) *tls.Config {
+		roots, err := daemon.LoadCertPool(ca.CertFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, kf := ca.Client(t, "agent")
+		pair, err := tls.LoadX509KeyPair(cf, kf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}
+	}
+	oldClient, newClient := clientOf(oldCA), clientOf(newCA)
+	if err := tlsClient(t, addr, oldClient); err != nil {
+		t.Fatalf("before rotation: %v", err)
+	}
+
+	// Half written: a key that does not match the certificate.
+	other, _ := os.ReadFile(keyFile)
+	install(newCA)
+	os.WriteFile(keyFile, other, 0o600)
+	time.Sleep(1100 * time.Millisecond)
+	if err := tlsClient(t, addr, oldClient); err != nil {
+		t.Fatalf("a half-written rotation broke the old certificates: %v", err)
+	}
+	if !strings.Contains(logs.String(), "do not load") {
+		t.Errorf("no warning about the half-written rotation:\n%s", logs)
+	}
+
+	install(newCA)
+	time.Sleep(1100 * time.Millisecond)
+	if err := tlsClient(t, addr, newClient); err != nil {
+		t.Fatalf("after rotation, a client of the new CA: %v", err)
+	}
+	if err := tlsClient(t, addr, oldClient); status.Code(err) != codes.Unavailable {
+		t.Fatalf("after rotation, a client of the old CA: %v, want refused", err)
 	}
 }

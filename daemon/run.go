@@ -36,7 +36,7 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	creds, err := serverCredentials(cfg)
+	creds, err := serverCredentials(cfg, logger)
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -57,15 +61,76 @@ func (c Config) validateAccess(network string) []error {
 // serverCredentials returns the transport credentials for cfg's listener:
 // mutual TLS 1.3 when cfg sets TLS, otherwise plaintext; on a Unix socket
 // every connection's peer credentials are read in either case.
-func serverCredentials(cfg Config) (credentials.TransportCredentials, error) {
+func serverCredentials(cfg Config, logger *slog.Logger) (credentials.TransportCredentials, error) {
 	if !cfg.useTLS() {
 		return peerCredCreds{insecure.NewCredentials()}, nil
 	}
-	tc, err := ServerTLSConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile)
-	if err != nil {
+	files := &tlsFiles{cert: cfg.TLSCertFile, key: cfg.TLSKeyFile, ca: cfg.TLSClientCAFile, logger: logger}
+	if err := files.load(); err != nil {
 		return nil, err
 	}
-	return peerCredCreds{credentials.NewTLS(tc)}, nil
+	return peerCredCreds{credentials.NewTLS(&tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		GetConfigForClient: files.configForClient,
+	})}, nil
+}
+
+// tlsReloadInterval is how often, at most, the TLS files are checked for a
+// change.
+const tlsReloadInterval = time.Second
+
+// tlsFiles serves the certificate, key and client CAs from their files and
+// loads them again when one changes, so that rotating certificates needs no
+// restart. Files that fail to load (a rotation half written) leave the
+// previous ones in use, with a warning, until they load.
+type tlsFiles struct {
+	cert, key, ca string
+	logger        *slog.Logger
+
+	mu      sync.Mutex
+	checked time.Time
+	stamp   string // the files' sizes and modification times when loaded
+	conf    *tls.Config
+}
+
+// stampOf describes the files' current versions.
+func (f *tlsFiles) stampOf() string {
+	var b strings.Builder
+	for _, p := range []string{f.cert, f.key, f.ca} {
+		if fi, err := os.Stat(p); err == nil {
+			fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+		} else {
+			b.WriteString("missing;")
+		}
+	}
+	return b.String()
+}
+
+func (f *tlsFiles) load() error {
+	stamp := f.stampOf()
+	conf, err := ServerTLSConfig(f.cert, f.key, f.ca)
+	if err != nil {
+		return err
+	}
+	conf.NextProtos = []string{"h2"} // what gRPC's credentials would add
+	f.conf, f.stamp = conf, stamp
+	return nil
+}
+
+func (f *tlsFiles) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now := time.Now(); now.Sub(f.checked) >= tlsReloadInterval {
+		f.checked = now
+		if f.stampOf() != f.stamp {
+			if err := f.load(); err != nil {
+				f.logger.Warn("TLS files changed but do not load; serving the previous ones", "err", err)
+			} else {
+				f.logger.Info("TLS files reloaded", "tls_cert", f.cert, "tls_client_ca", f.ca)
+			}
+		}
+	}
+	return f.conf, nil
 }
 
 // ServerTLSConfig returns a TLS 1.3 server configuration that presents the
