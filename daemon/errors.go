@@ -52,7 +52,3 @@ func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
 // is below its free-space reserve; reads keep working and writes resume by
 // themselves once space is freed.
 var ErrDiskFull = errors.New("disk full")
-
-// ErrPermissionDenied is returned when the caller's peer credentials are not
-// among those the daemon allows (Config.AllowUIDs, Config.AllowGIDs).
-var ErrPermissionDenied = errors.New("permission denied")

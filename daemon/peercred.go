@@ -111,5 +111,10 @@ func (a allowList) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	return handler(srv, ss)
 }
 
+// ErrPermissionDenied is returned when the caller's peer credentials are not
+// among those the daemon allows (Config.AllowUIDs, Config.AllowGIDs); it
+// maps to PERMISSION_DENIED.
+var ErrPermissionDenied = errors.New("permission denied")
+
 // errNoPeerCred is readPeerCred's error where the system has no way to tell.
 var errNoPeerCred = errors.New("peer credentials are read on Linux only")

@@ -132,7 +132,7 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrCallUnknown": ErrCallUnknown, "ErrToolNameMismatch": ErrToolNameMismatch,
 		"ErrEffectConflict": ErrEffectConflict, "ErrCorrupt": ErrCorrupt,
 		"ErrInvalidPageToken": ErrInvalidPageToken, "ErrUnavailable": ErrUnavailable,
-		"ErrDiskFull": ErrDiskFull, "ErrPermissionDenied": ErrPermissionDenied,
+		"ErrDiskFull": ErrDiskFull,
 	}
 	file, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
 	if err != nil {
