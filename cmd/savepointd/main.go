@@ -215,7 +215,7 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	fs.StringVar(&cfg.DataDir, name("data-dir", "SAVEPOINT_DATA_DIR"), cfg.DataDir,
 		"store `directory` (env SAVEPOINT_DATA_DIR)")
 	fs.StringVar(&cfg.Listen, name("listen", "SAVEPOINT_ADDR"), cfg.Listen,
-		"listen `address`: unix:PATH or a loopback HOST:PORT (env SAVEPOINT_ADDR)")
+		"listen `address`: unix:PATH, a loopback HOST:PORT, or any HOST:PORT with mutual TLS (--tls-cert) (env SAVEPOINT_ADDR)")
 	fs.Var((*modeValue)(&cfg.SocketMode), name("socket-mode", "SAVEPOINT_SOCKET_MODE"),
 		"Unix socket permission `mode`: 0600, or 0660 to let the socket's group connect (env SAVEPOINT_SOCKET_MODE)")
 	fs.IntVar(&cfg.MaxRequestBytes, name("max-request-bytes", "SAVEPOINT_MAX_REQUEST_BYTES"), cfg.MaxRequestBytes,
