@@ -2,12 +2,16 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -133,4 +137,68 @@ func TestTextLogFormat(t *testing.T) {
 	if _, err := daemon.NewLogger(logs, "xml", 0); err == nil {
 		t.Error("NewLogger accepted format xml")
 	}
+}
+
+// TestEveryWriteIsLoggedWithItsCaller: each write method's successful call is
+// an INFO line naming the caller, the audit trail docs/security.md promises.
+func TestEveryWriteIsLoggedWithItsCaller(t *testing.T) {
+	logs := &daemontest.SyncBuffer{}
+	logger, _ := daemon.NewLogger(logs, "json", 0) // info: the default
+	socket := daemontest.SocketPath(t)
+	daemontest.RunInProcess(t, daemon.Config{Listen: "unix:" + socket}, logger)
+	c, _ := dialUnix(t, socket)
+	mustSave(t, c, &savepointv1.SaveCheckpointRequest{SessionId: "w", PendingToolUses: []*savepointv1.ToolUse{
+		{ToolUseId: "t", Name: "n", EffectClass: savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, BeginTracked: true}}})
+	if _, err := c.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "w", ToolUseId: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: "w", ToolUseId: "t", Output: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteSession(ctx, &savepointv1.DeleteSessionRequest{SessionId: "w", Epoch: r.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListSessions(ctx, &savepointv1.ListSessionsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	all := logs.String()
+	for _, m := range []string{
+		savepointv1.SavepointService_SaveCheckpoint_FullMethodName,
+		savepointv1.SavepointService_BeginEffect_FullMethodName,
+		savepointv1.SavepointService_RecordEffect_FullMethodName,
+		savepointv1.SavepointService_Resume_FullMethodName,
+		savepointv1.SavepointService_DeleteSession_FullMethodName,
+	} {
+		line := findLog(t, all, m)
+		if line["level"] != "INFO" || line["session_id"] != "w" || line["peer_uid"] == nil || line["peer_pid"] == nil {
+			t.Errorf("%s: %v, want an INFO line with session_id and the caller", m, line)
+		}
+	}
+	if reads := logLines(t, all, savepointv1.SavepointService_ListSessions_FullMethodName); len(reads) != 0 {
+		t.Errorf("a successful read logged at info level: %v", reads)
+	}
+}
+
+// TestReflectionFollowsTheAllowList: server reflection, a stream, is checked
+// like the RPCs.
+func TestReflectionFollowsTheAllowList(t *testing.T) {
+	socket := daemontest.SocketPath(t)
+	daemontest.RunInProcess(t, daemon.Config{Listen: "unix:" + socket, AllowUIDs: []uint32{4242424}}, slog.New(slog.DiscardHandler))
+	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err == nil {
+		err = stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+	}
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantReason(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
 }
