@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,9 +40,10 @@ func ReadKeyFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("encryption key file %s has mode %#o: others than its owner may read it; chmod 600 it",
 			path, uint32(fi.Mode().Perm()))
 	}
-	key := make([]byte, 33)
-	n, _ := f.Read(key)
-	key = key[:n]
+	key, err := io.ReadAll(io.LimitReader(f, 33))
+	if err != nil {
+		return nil, fmt.Errorf("encryption key file: %w", err)
+	}
 	switch len(key) {
 	case 16, 24, 32:
 		return key, nil
