@@ -2,16 +2,19 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -68,14 +71,16 @@ type config struct {
 	resultsFunc   ToolResultsFunc
 	onLedgerError func(call ToolUse, result ToolResult, err error)
 	toolHook      func(ToolEvent)
+	tls           *TLS
+	tlsConfig     *tls.Config
 }
 
 // Option configures a Client.
 type Option func(*config)
 
-// WithDialOptions adds gRPC dial options after the client's own (insecure
-// local transport, a dialer for the address, a short reconnect backoff), so
-// they can override them.
+// WithDialOptions adds gRPC dial options after the client's own (the
+// transport credentials, a dialer for the address, a short reconnect
+// backoff), so they can override them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
 }
@@ -113,7 +118,9 @@ func WithLedgerErrorHandler(f func(call ToolUse, result ToolResult, err error)) 
 func WithToolHook(f func(ToolEvent)) Option { return func(c *config) { c.toolHook = f } }
 
 // Dial connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" means
-// DefaultAddr(). The connection is plaintext, meant for a local daemon. Unless
+// DefaultAddr(). A Unix socket is plaintext; a TCP address uses TLS 1.3 when
+// WithTLS, WithTLSConfig or the SAVEPOINT_TLS_* variables (EnvTLSCA) say so,
+// and is plaintext otherwise, which the daemon allows on loopback only. Unless
 // WithWaitReady is given, Dial does not wait for the daemon and ctx only
 // bounds option processing.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
@@ -135,13 +142,21 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if ep.network == "unix" {
 		target = "passthrough:///localhost" // the path may hold anything; the dialer has it
 	}
+	tc, err := cfg.transportTLS(ep, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	creds := insecure.NewCredentials()
+	if tc != nil {
+		creds = credentials.NewTLS(tc)
+	}
 	c := &Client{cfg: cfg}
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, ep.network, ep.address)
 	}
 	dopts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(dialer),
 		// A local daemon restarts in moments: reconnect soon, not after gRPC's
 		// default of up to two minutes.

@@ -59,6 +59,9 @@ var (
 	ErrCorrupt = errors.New("savepoint: checkpoint corrupt")
 	// ErrDiskFull (DISK_FULL): the daemon could not write for lack of space.
 	ErrDiskFull = errors.New("savepoint: disk full")
+	// ErrPermissionDenied (PERMISSION_DENIED): the daemon does not allow this
+	// process's uid or gid (its --allow-uid and --allow-gid).
+	ErrPermissionDenied = errors.New("savepoint: permission denied")
 	// ErrRequestTooLarge (REQUEST_TOO_LARGE): the whole request is over the
 	// daemon's --max-request-bytes; ErrorInfo metadata "request_bytes" and
 	// "max_request_bytes" give both sizes. Send less per call.
@@ -97,6 +100,7 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE:                ErrUnavailable,
 	savepointv1.ErrorReason_ERROR_REASON_INTERNAL:                   ErrInternal,
 	savepointv1.ErrorReason_ERROR_REASON_DISK_FULL:                  ErrDiskFull,
+	savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED:          ErrPermissionDenied,
 	savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE:          ErrRequestTooLarge,
 	savepointv1.ErrorReason_ERROR_REASON_CANCELED:                   context.Canceled,
 	savepointv1.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED:          context.DeadlineExceeded,

@@ -38,6 +38,7 @@ func TestTranslateReasons(t *testing.T) {
 		{"UNAVAILABLE", codes.Unavailable, []error{ErrUnavailable}},
 		{"INTERNAL", codes.Internal, []error{ErrInternal}},
 		{"DISK_FULL", codes.ResourceExhausted, []error{ErrDiskFull}},
+		{"PERMISSION_DENIED", codes.PermissionDenied, []error{ErrPermissionDenied}},
 		{"REQUEST_TOO_LARGE", codes.ResourceExhausted, []error{ErrRequestTooLarge}},
 		{"CANCELED", codes.Canceled, []error{context.Canceled}},
 		{"DEADLINE_EXCEEDED", codes.DeadlineExceeded, []error{context.DeadlineExceeded}},
@@ -58,7 +59,7 @@ func TestTranslateReasons(t *testing.T) {
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
-		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrInternal, ErrInvalidArgument, ErrUnavailable,
+		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
 		context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {

@@ -52,6 +52,26 @@ type Config struct {
 	// AcceptDataLoss serves a store that is behind its high-water mark,
 	// logging what was lost; false refuses to start.
 	AcceptDataLoss bool
+	// AllowUIDs and AllowGIDs restrict the Unix socket's callers to these
+	// uids and gids (primary or supplementary), read from the socket's peer
+	// credentials; both empty admit every process that can open the socket.
+	AllowUIDs, AllowGIDs []uint32
+	// TLSCertFile and TLSKeyFile are the server's PEM certificate and key,
+	// and TLSClientCAFile the PEM CAs that client certificates must chain to
+	// (TLS 1.3, mutual). All empty means plaintext, allowed only on a Unix
+	// socket or loopback TCP; a TCP listener beyond loopback needs all three.
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// EncryptionKeyFile holds the store's AES key (16, 24 or 32 raw bytes);
+	// empty means the data files are not encrypted.
+	EncryptionKeyFile string
+	// MetricsAddr is the HOST:PORT serving Prometheus /metrics and
+	// /debug/pprof/; empty serves neither. It must be a loopback address
+	// unless MetricsAllowRemote.
+	MetricsAddr string
+	// MetricsAllowRemote lets MetricsAddr be a non-loopback address.
+	MetricsAllowRemote bool
+	// LogFormat is "text" or "json"; empty means "text".
+	LogFormat string
 }
 
 // DefaultConfig returns the configuration savepointd runs with when nothing
@@ -107,14 +127,12 @@ func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if network, address, err := ParseAddr(c.Listen); err != nil {
+	if network, _, err := ParseAddr(c.Listen); err != nil {
 		add("listen: %v", err)
-	} else if network == "tcp" {
-		host, _, _ := net.SplitHostPort(address)
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			add("listen: %q is not a loopback address; use unix:PATH, 127.0.0.1:PORT, [::1]:PORT or localhost:PORT", c.Listen)
-		}
+	} else {
+		errs = append(errs, c.validateAccess(network)...)
 	}
+	errs = append(errs, c.validateObservability()...)
 	if c.SocketMode != 0o600 && c.SocketMode != 0o660 {
 		add("socket mode: %#o is not allowed; use 0600, or 0660 to let the socket's group connect", uint32(c.SocketMode))
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -19,8 +20,28 @@ func TestConfigValidate(t *testing.T) {
 		{"tcp loopback", func(c *Config) { c.Listen = "127.0.0.1:7777" }, ""},
 		{"tcp loopback v6", func(c *Config) { c.Listen = "[::1]:7777" }, ""},
 		{"tcp localhost", func(c *Config) { c.Listen = "localhost:7777" }, ""},
-		{"tcp all interfaces", func(c *Config) { c.Listen = "0.0.0.0:7777" }, "loopback"},
-		{"tcp remote", func(c *Config) { c.Listen = "example.com:7777" }, "loopback"},
+		{"tcp all interfaces", func(c *Config) { c.Listen = "0.0.0.0:7777" }, "needs mutual TLS"},
+		{"tcp remote with mTLS", func(c *Config) {
+			c.Listen, c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "0.0.0.0:7777", "c", "k", "ca"
+		}, ""},
+		{"tcp remote, TLS without client CA", func(c *Config) { c.Listen, c.TLSCertFile, c.TLSKeyFile = "0.0.0.0:7777", "c", "k" }, "go together"},
+		{"tcp loopback with mTLS", func(c *Config) {
+			c.Listen, c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "127.0.0.1:7777", "c", "k", "ca"
+		}, ""},
+		{"unix with TLS", func(c *Config) { c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "c", "k", "ca" }, "TLS applies to a TCP listener"},
+		{"allow uid on unix", func(c *Config) { c.AllowUIDs, c.AllowGIDs = []uint32{1000}, []uint32{27} }, ""},
+		{"allow uid on tcp", func(c *Config) { c.Listen, c.AllowUIDs = "127.0.0.1:7777", []uint32{1000} }, "has no uid or gid"},
+		{"metrics loopback", func(c *Config) { c.MetricsAddr = "127.0.0.1:9090" }, ""},
+		{"metrics localhost", func(c *Config) { c.MetricsAddr = "localhost:9090" }, ""},
+		{"metrics all interfaces", func(c *Config) { c.MetricsAddr = ":9090" }, "not a loopback address"},
+		{"metrics remote", func(c *Config) { c.MetricsAddr = "10.0.0.5:9090" }, "--metrics-allow-remote"},
+		{"metrics remote allowed", func(c *Config) { c.MetricsAddr, c.MetricsAllowRemote = "0.0.0.0:9090", true }, ""},
+		{"metrics allow remote alone", func(c *Config) { c.MetricsAllowRemote = true }, "without --metrics-addr"},
+		{"metrics bad port", func(c *Config) { c.MetricsAddr = "127.0.0.1:http" }, "not a number"},
+		{"metrics no port", func(c *Config) { c.MetricsAddr = "127.0.0.1" }, "not HOST:PORT"},
+		{"log json", func(c *Config) { c.LogFormat = "json" }, ""},
+		{"log format bad", func(c *Config) { c.LogFormat = "xml" }, "neither text nor json"},
+		{"tcp remote", func(c *Config) { c.Listen = "example.com:7777" }, "needs mutual TLS"},
 		{"tcp no host", func(c *Config) { c.Listen = ":7777" }, "host is empty"},
 		{"bad listen", func(c *Config) { c.Listen = "savepoint.sock" }, "neither"},
 		{"negative size", func(c *Config) { c.MaxStateBytes = -1 }, "max state bytes"},
@@ -54,7 +75,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	got := Config{MaxStateBytes: 5, Listen: "unix:/x"}.withDefaults()
 	want := DefaultConfig()
 	want.MaxStateBytes, want.Listen = 5, "unix:/x"
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("withDefaults() = %+v, want %+v", got, want)
 	}
 }

@@ -13,13 +13,10 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
@@ -41,25 +38,32 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	creds, err := serverCredentials(cfg, logger)
+	if err != nil {
+		return err
+	}
+	var m *metrics
+	if cfg.MetricsAddr != "" {
+		m = newMetrics(store)
+		stopMetrics, _, err := serveMetrics(cfg.MetricsAddr, m.reg, logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	lis, err := listen(cfg)
 	if err != nil {
 		return err
 	}
 
 	rc := newRequestCodec(cfg.MaxRequestBytes)
+	unary, stream := interceptors(cfg, m, logger)
 	srv := grpc.NewServer(
+		grpc.Creds(creds),
 		grpc.ForceServerCodecV2(rc),
 		grpc.MaxRecvMsgSize(rc.transportLimit()),
-		grpc.ChainUnaryInterceptor(
-			logUnary(logger),
-			recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))),
-			rc.unary,
-		),
-		grpc.ChainStreamInterceptor(
-			logStream(logger),
-			recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))),
-			rc.stream,
-		),
+		grpc.ChainUnaryInterceptor(append(unary, rc.unary)...),
+		grpc.ChainStreamInterceptor(append(stream, rc.stream)...),
 	)
 	s := NewServer(store, cfg)
 	s.logger = logger
@@ -68,6 +72,9 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
+	if m != nil {
+		m.rpc.InitializeMetrics(srv)
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
@@ -171,6 +178,27 @@ func listen(cfg Config) (net.Listener, error) {
 	return lis, nil
 }
 
+// interceptors are, outermost first: the RPC metrics (when m is not nil),
+// the call log, the uid and gid check, the domain metrics, and the panic
+// recovery, so that a denied or panicking call is both counted and logged.
+func interceptors(cfg Config, m *metrics, logger *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+	allow := allowList{uids: cfg.AllowUIDs, gids: cfg.AllowGIDs}
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+	if m != nil {
+		unary = append(unary, m.rpc.UnaryServerInterceptor())
+		stream = append(stream, m.rpc.StreamServerInterceptor())
+	}
+	unary = append(unary, logUnary(logger), allow.unary)
+	stream = append(stream, logStream(logger), allow.stream)
+	if m != nil {
+		unary = append(unary, m.unary)
+	}
+	unary = append(unary, recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))))
+	stream = append(stream, recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(recoverPanic(logger))))
+	return unary, stream
+}
+
 // recoverPanic turns a handler's panic into INTERNAL, logging the panic and
 // its stack.
 func recoverPanic(logger *slog.Logger) recovery.RecoveryHandlerFuncContext {
@@ -178,48 +206,4 @@ func recoverPanic(logger *slog.Logger) recovery.RecoveryHandlerFuncContext {
 		logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
 		return ToStatus(errors.New("panic")).Err()
 	}
-}
-
-// logUnary logs each call's method, code, reason and duration, never its
-// payload: OK calls at debug level, server faults at error level.
-func logUnary(logger *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		start := time.Now()
-		resp, err := handler(ctx, req)
-		logCall(ctx, logger, info.FullMethod, start, err)
-		return resp, err
-	}
-}
-
-// logStream logs each stream like logUnary logs a call, when it ends.
-func logStream(logger *slog.Logger) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		start := time.Now()
-		err := handler(srv, ss)
-		logCall(ss.Context(), logger, info.FullMethod, start, err)
-		return err
-	}
-}
-
-func logCall(ctx context.Context, logger *slog.Logger, method string, start time.Time, err error) {
-	st := status.Convert(err)
-	level := slog.LevelInfo
-	switch st.Code() {
-	case codes.OK:
-		level = slog.LevelDebug
-	case codes.Internal, codes.Unknown, codes.DataLoss, codes.Unavailable:
-		level = slog.LevelError
-	}
-	attrs := []slog.Attr{
-		slog.String("method", method),
-		slog.String("code", st.Code().String()),
-		slog.Duration("duration", time.Since(start)),
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			attrs = append(attrs, slog.String("reason", info.GetReason()))
-			break
-		}
-	}
-	logger.LogAttrs(ctx, level, "call", attrs...)
 }

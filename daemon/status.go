@@ -50,6 +50,7 @@ var errorKinds = []errorKind{
 	{ErrCorrupt, codes.DataLoss, savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT},
 	{ErrInvalidPageToken, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN},
 	{ErrDiskFull, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_DISK_FULL},
+	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
 	{ErrUnavailable, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
 	{context.Canceled, codes.Canceled, savepointv1.ErrorReason_ERROR_REASON_CANCELED},

@@ -30,7 +30,7 @@ const (
 	exitFail   = 1
 	exitConfig = 2
 	exitLocked = 3
-	exitData   = 4 // the data directory cannot be served as it is, or verify found damage
+	exitData   = 4 // the data directory cannot be served as it is (damaged, behind, another encryption key), or verify found damage
 )
 
 // defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT
@@ -48,11 +48,20 @@ func main() {
 // run is savepointd with its arguments, environment, stdout and stderr; it
 // returns the exit code. "savepointd verify [flags]" checks a stopped
 // daemon's data directory instead of serving it; "savepointd repair-manifest
-// [flags]" repairs the MANIFEST after Badger's failed-flush defect.
+// [flags]" repairs the MANIFEST after Badger's failed-flush defect;
+// "savepointd backup FILE [flags]" and "savepointd restore FILE [flags]"
+// copy a stopped daemon's data into a new directory (backup.go).
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
-	sub := ""
+	sub, file := "", ""
 	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
 		sub, args = args[0], args[1:]
+	}
+	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
+		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+			fmt.Fprintf(stderr, "savepointd: usage: savepointd %s FILE [flags]\n", args[0])
+			return exitConfig
+		}
+		sub, file, args = args[0], args[1], args[2:]
 	}
 	verify := sub == "verify"
 	cfg, err := parseConfig(args, env, stderr)
@@ -67,29 +76,54 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitConfig
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	if sub == "repair-manifest" {
+	logger, _ := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel) // the format is validated
+	var key []byte
+	if cfg.EncryptionKeyFile != "" {
+		if key, err = badgerstore.ReadKeyFile(cfg.EncryptionKeyFile); err != nil {
+			fmt.Fprintf(stderr, "savepointd: %v\n", err)
+			return exitConfig
+		}
+	}
+	switch sub {
+	case "repair-manifest":
+		if err := badgerstore.CheckEncryptionKey(cfg.DataDir, key); err != nil {
+			fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
+			return exitData
+		}
 		return runRepair(cfg.DataDir, stdout, stderr)
+	case "restore":
+		if code := checkRestoreDir(cfg.DataDir, stderr); code != exitOK {
+			return code
+		}
 	}
 
 	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
-		ExitAfterClose: true,
+		ExitAfterClose: true, EncryptionKey: key,
 	})
 	opened()
 	switch {
 	case errors.Is(err, badgerstore.ErrLocked):
 		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)
 		return exitLocked
-	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat), errors.Is(err, badgerstore.ErrDamaged):
+	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat), errors.Is(err, badgerstore.ErrDamaged),
+		errors.Is(err, badgerstore.ErrEncryptionKey):
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitData
 	case err != nil:
 		fmt.Fprintf(stderr, "savepointd: open store: %v\n", err)
 		return exitFail
 	}
-	code := serve(cfg, store, verify, logger, stdout, stderr)
+	var code int
+	switch sub {
+	case "backup":
+		code = runBackup(store, file, stdout, stderr)
+	case "restore":
+		code = runRestore(store, file, stdout, stderr)
+	default:
+		code = serve(cfg, store, verify, logger, stdout, stderr)
+	}
 	if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
 		code = exitFail
 	}
@@ -193,7 +227,7 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	fs.StringVar(&cfg.DataDir, name("data-dir", "SAVEPOINT_DATA_DIR"), cfg.DataDir,
 		"store `directory` (env SAVEPOINT_DATA_DIR)")
 	fs.StringVar(&cfg.Listen, name("listen", "SAVEPOINT_ADDR"), cfg.Listen,
-		"listen `address`: unix:PATH or a loopback HOST:PORT (env SAVEPOINT_ADDR)")
+		"listen `address`: unix:PATH, a loopback HOST:PORT, or any HOST:PORT with mutual TLS (--tls-cert) (env SAVEPOINT_ADDR)")
 	fs.Var((*modeValue)(&cfg.SocketMode), name("socket-mode", "SAVEPOINT_SOCKET_MODE"),
 		"Unix socket permission `mode`: 0600, or 0660 to let the socket's group connect (env SAVEPOINT_SOCKET_MODE)")
 	fs.IntVar(&cfg.MaxRequestBytes, name("max-request-bytes", "SAVEPOINT_MAX_REQUEST_BYTES"), cfg.MaxRequestBytes,
@@ -212,6 +246,7 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
+	lists := addSecurityFlags(fs, &cfg, name)
 
 	showVersion := fs.Bool("version", false, "print the version and exit")
 
@@ -222,6 +257,9 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 				envErr = fmt.Errorf("%s=%q: %v", envVar, v, err)
 			}
 		}
+	}
+	for _, l := range lists {
+		l.replace = true // a flag replaces what the environment set
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -237,6 +275,11 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if cfg.TLSCertFile != "" && cfg.TLSKeyFile != "" && cfg.TLSClientCAFile != "" {
+		if _, err := daemon.ServerTLSConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
+			return cfg, fmt.Errorf("invalid configuration: %w", err)
+		}
 	}
 	if cfg.MaxRequestBytes > badgerstore.MaxRequestBytes {
 		return cfg, fmt.Errorf("invalid configuration: --max-request-bytes %d is over the %d bytes the store's transactions are sized for",

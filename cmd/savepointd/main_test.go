@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		MaxRequestBytes: 4000000, MaxMessageBytes: 1000000, MaxStateBytes: 500000, ResponseBudgetBytes: 2000000,
 		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug,
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("from env: %+v, want %+v", cfg, want)
 	}
 
@@ -56,7 +57,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		MaxRequestBytes: 3000000, MaxMessageBytes: 900000, MaxStateBytes: 400000, ResponseBudgetBytes: 1000000,
 		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn,
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("flags over env: %+v, want %+v", cfg, want)
 	}
 
@@ -65,7 +66,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if def := daemon.DefaultConfig(); cfg != def {
+	if def := daemon.DefaultConfig(); !reflect.DeepEqual(cfg, def) {
 		t.Errorf("defaults: %+v, want %+v", cfg, def)
 	}
 }

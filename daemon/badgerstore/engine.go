@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/savepoint-dev/savepoint/daemon"
 )
@@ -67,6 +68,10 @@ type engine struct {
 	failErr  atomic.Value // error
 
 	requests, commits, seq atomic.Uint64
+
+	batchSizes  prometheus.Histogram // requests per commit
+	syncSeconds prometheus.Histogram // db.Sync latency
+	sessions    cachedCount          // the savepoint_sessions gauge (metrics.go)
 }
 
 func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64)) *engine {
@@ -80,6 +85,16 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		ops:      make(chan *op, 1024),
 		stop:     make(chan struct{}),
 		failed:   make(chan struct{}),
+		batchSizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "savepoint_store_commit_batch_requests",
+			Help:    "Write requests folded into one Badger commit and its sync.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
+		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "savepoint_store_sync_seconds",
+			Help:    "Time of the sync that makes one commit durable.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
+		}),
 	}
 	e.seq.Store(seq)
 	e.wg.Add(1)
@@ -236,6 +251,7 @@ func (e *engine) commitWrites(batch []*op) {
 		err = e.write(batch)
 	}
 	if err == nil {
+		e.batchSizes.Observe(float64(len(batch)))
 		e.commits.Add(1)
 		e.requests.Add(uint64(len(batch)))
 		if e.onCommit != nil {
@@ -286,10 +302,12 @@ func (e *engine) write(batch []*op) error {
 		e.fail(fmt.Errorf("commit: %w", err))
 		return e.err()
 	}
+	start := time.Now()
 	if err := e.sync(); err != nil {
 		e.fail(fmt.Errorf("sync: %w", err))
 		return e.err()
 	}
+	e.syncSeconds.Observe(time.Since(start).Seconds())
 	e.seq.Store(seq)
 	return nil
 }

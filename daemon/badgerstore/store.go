@@ -97,6 +97,10 @@ type Options struct {
 	// store it no longer opens when that write fails; the replay is the path
 	// a crash takes. False closes the database normally.
 	ExitAfterClose bool
+	// EncryptionKey, 16, 24 or 32 bytes (see ReadKeyFile), encrypts every
+	// data file with AES; nil stores them in the clear. A directory is opened
+	// only with the setting it was created with (ErrEncryptionKey).
+	EncryptionKey []byte
 }
 
 // Store is a daemon.Store backed by Badger. Close it to release the
@@ -144,6 +148,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithChecksumVerificationMode(options.NoVerification) // verifyTables does it
+	if len(opts.EncryptionKey) > 0 {
+		bopts = bopts.WithEncryptionKey(opts.EncryptionKey)
+		if bopts.IndexCacheSize == 0 {
+			bopts = bopts.WithIndexCacheSize(8 << 20) // Badger requires an index cache with encryption
+		}
+	}
 	if opts.InMemory {
 		bopts.Dir, bopts.ValueDir, dir = "", "", ""
 	} else {
@@ -154,6 +164,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.dirLock = f
 	}
 	if dir != "" {
+		if err := CheckEncryptionKey(dir, opts.EncryptionKey); err != nil {
+			s.unlockDir()
+			return nil, err
+		}
 		if err := s.removeEmptyWALs(dir); err != nil {
 			s.unlockDir()
 			return nil, err

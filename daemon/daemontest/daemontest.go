@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,6 +236,57 @@ func StartInProcess(t testing.TB, cfg daemon.Config) *InProcess {
 		stop()
 	})
 	return &InProcess{Socket: strings.TrimPrefix(cfg.Listen, "unix:"), Store: store, Conn: conn, Client: savepointv1.NewSavepointServiceClient(conn)}
+}
+
+// Running is a daemon.Run in the test process on any address, with the
+// logger the test gives.
+type Running struct {
+	Store *badgerstore.Store
+	Cfg   daemon.Config // as given, with DataDir set
+}
+
+// RunInProcess opens a store in cfg.DataDir (a new temporary directory
+// when empty) and runs daemon.Run on cfg.Listen as given, a Unix socket or a
+// TCP address, logging to logger; it returns once the listener accepts
+// connections, and stops the daemon at cleanup. Run's error, if it fails to
+// start, fails the test.
+func RunInProcess(t testing.TB, cfg daemon.Config, logger *slog.Logger) *Running {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan error, 1)
+	go func() { exited <- daemon.Run(ctx, cfg, store, logger) }()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+		store.Close()
+	})
+	network, address, err := daemon.ParseAddr(cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("daemon.Run: %v", err)
+		default:
+		}
+		if c, err := net.DialTimeout(network, address, time.Second); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s", cfg.Listen)
+		}
+	}
+	return &Running{Store: store, Cfg: cfg}
 }
 
 // Serve opens a store in cfg.DataDir and serves it on cfg.Listen (a unix

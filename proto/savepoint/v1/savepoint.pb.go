@@ -117,6 +117,9 @@ const (
 	// INVALID_ARGUMENT: a string field is not valid UTF-8; "field" names the
 	// first such field in declaration order (a map as a whole, as "labels").
 	ErrorReason_ERROR_REASON_INVALID_UTF8 ErrorReason = 34
+	// PERMISSION_DENIED: the caller's uid and gid are not among the daemon's
+	// --allow-uid and --allow-gid.
+	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 35
 )
 
 // Enum value maps for ErrorReason.
@@ -157,6 +160,7 @@ var (
 		32: "ERROR_REASON_FIELD_TOO_LARGE",
 		33: "ERROR_REASON_REQUEST_TOO_LARGE",
 		34: "ERROR_REASON_INVALID_UTF8",
+		35: "ERROR_REASON_PERMISSION_DENIED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -194,6 +198,7 @@ var (
 		"ERROR_REASON_FIELD_TOO_LARGE":            32,
 		"ERROR_REASON_REQUEST_TOO_LARGE":          33,
 		"ERROR_REASON_INVALID_UTF8":               34,
+		"ERROR_REASON_PERMISSION_DENIED":          35,
 	}
 )
 
@@ -2563,7 +2568,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fmax_state_bytes\x18\x06 \x01(\x03R\rmaxStateBytes\x122\n" +
 	"\x15response_budget_bytes\x18\a \x01(\x03R\x13responseBudgetBytes\x129\n" +
 	"\n" +
-	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xca\t\n" +
+	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xee\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -2600,7 +2605,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1eERROR_REASON_INVALID_PAGE_SIZE\x10\x1f\x12 \n" +
 	"\x1cERROR_REASON_FIELD_TOO_LARGE\x10 \x12\"\n" +
 	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10!\x12\x1d\n" +
-	"\x19ERROR_REASON_INVALID_UTF8\x10\"*\x82\x01\n" +
+	"\x19ERROR_REASON_INVALID_UTF8\x10\"\x12\"\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10#*\x82\x01\n" +
 	"\vEffectClass\x12\x1c\n" +
 	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+)
+
+// runBackup writes the store's records to a new file, readable by its owner
+// only: a backup is not encrypted, whatever the store's key.
+func runBackup(store *badgerstore.Store, path string, stdout, stderr io.Writer) int {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd backup: %v (a backup never overwrites a file)\n", err)
+		return exitFail
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = store.Backup(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		fmt.Fprintf(stderr, "savepointd backup: %v\n", err)
+		return exitFail
+	}
+	fi, _ := os.Stat(path)
+	fmt.Fprintf(stdout, "wrote backup %s (%d bytes, not encrypted: keep it as safe as the data)\n", path, fi.Size())
+	return exitOK
+}
+
+// checkRestoreDir refuses a data directory that holds anything: a restore
+// builds a new store.
+func checkRestoreDir(dir string, stderr io.Writer) int {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd restore: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stderr, "savepointd restore: %s is not empty; restore into a new directory\n", dir)
+	return exitData
+}
+
+// runRestore loads a backup into the new store.
+func runRestore(store *badgerstore.Store, path string, stdout, stderr io.Writer) int {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd restore: %v\n", err)
+		return exitFail
+	}
+	defer f.Close()
+	n, err := store.Restore(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd restore: %v (after %d records; remove the directory and restore again)\n", err, n)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "restored %d records from %s; now run savepointd verify\n", n, path)
+	return exitOK
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package daemon
+
+import "net"
+
+func readPeerCred(*net.UnixConn) (PeerCred, error) { return PeerCred{}, errNoPeerCred }
