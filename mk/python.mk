@@ -49,9 +49,12 @@ clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python clien
 # pytest exits 5 when it collected no test: that fails the build like any
 # other non-zero status, with a word saying why.
 .PHONY: test-python
-test-python: clients-python ## Python client tests against a real savepointd
+# The cross-language tests hand sessions between the Python, Go and
+# TypeScript demos, so the TypeScript client is built first.
+test-python: clients-python clients-typescript ## Python client tests against a real savepointd (and the cross-language resumes)
 	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint-demo
 	rc=0; cd $(PY_DIR) && SAVEPOINTD=$(abspath $(BIN))/savepointd SAVEPOINT_DEMO=$(abspath $(BIN))/savepoint-demo \
+		SAVEPOINT_TS_DEMO=$(abspath client/typescript/dist/demo.js) \
 		../../$(VENV)/bin/python -m pytest $(PYTEST_FLAGS) || rc=$$?; \
 	if (( rc == 5 )); then echo "test-python: pytest collected no tests" >&2; fi; \
 	exit $$rc

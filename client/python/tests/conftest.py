@@ -28,6 +28,20 @@ def _build(tmp: Path) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="session")
+def ts_demo() -> list[str]:
+    """The TypeScript demo: $SAVEPOINT_TS_DEMO (make test-python passes it),
+    else client/typescript/dist/demo.js; it must be built (make
+    clients-typescript), so a missing one fails the test, never skips it."""
+    path = os.environ.get("SAVEPOINT_TS_DEMO") or str(REPO / "client/typescript/dist/demo.js")
+    if not Path(path).is_file():
+        pytest.fail(f"the TypeScript demo {path} is not built: run make clients-typescript")
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH; the cross-language tests need it for the TypeScript demo")
+    return [node, path]
+
+
+@pytest.fixture(scope="session")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """The savepointd and savepoint-demo binaries: $SAVEPOINTD and
     $SAVEPOINT_DEMO (make test-python builds them), else built here."""

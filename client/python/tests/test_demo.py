@@ -193,12 +193,14 @@ def test_daemon_killed_mid_run(fresh_daemon: Daemon, tmp_path: Path, pause: str,
     assert check_pairing(msgs) == []
 
 
-@pytest.mark.parametrize("first,second", [("py", "go"), ("go", "py")])
-def test_session_handed_between_languages(daemon: Daemon, binaries: tuple[str, str], tmp_path: Path, first: str, second: str) -> None:
-    """Started by one language's demo, killed at after-effect-write:3 (and,
-    in another session, at after-tool:3), finished by the other's: the
-    report is written once and the history is the uncrashed run's."""
-    cmds = {"py": PY_DEMO, "go": [binaries[1]]}
+@pytest.mark.parametrize("first,second", [("py", "ts"), ("ts", "go"), ("go", "py"), ("py", "go"), ("go", "ts"), ("ts", "py")])
+def test_session_handed_between_languages(daemon: Daemon, binaries: tuple[str, str], ts_demo: list[str], tmp_path: Path,
+                                          first: str, second: str) -> None:
+    """Started by one language's demo (Python, TypeScript or Go), killed at
+    after-effect-write:3 (and, in another session, at after-tool:3), finished
+    by another's: the report is written once and the history is the uncrashed
+    run's."""
+    cmds = {"py": PY_DEMO, "go": [binaries[1]], "ts": ts_demo}
     base_wd = workdir(tmp_path, "base")
     assert run_demo(cmds[first], daemon.addr, base_wd, f"x.base.{first}").code == 0
     _, base = history(daemon.addr, f"x.base.{first}")

@@ -111,6 +111,8 @@ export class CheckpointCorruptError extends SavepointError {}
 export class DiskFullError extends SavepointError {}
 /** REQUEST_TOO_LARGE: the whole request is over the daemon's request size limit. */
 export class RequestTooLargeError extends SavepointError {}
+/** PERMISSION_DENIED: the daemon does not allow this process's uid or gid (its --allow-uid and --allow-gid). */
+export class PermissionDeniedError extends SavepointError {}
 /** INTERNAL: a daemon bug or an unexpected store failure. */
 export class InternalError extends SavepointError {}
 /**
@@ -176,6 +178,7 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_INVALID_PAGE_SIZE]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_FIELD_TOO_LARGE]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_REQUEST_TOO_LARGE]: RequestTooLargeError,
+  [ErrorReason.ERROR_REASON_PERMISSION_DENIED]: PermissionDeniedError,
   [ErrorReason.ERROR_REASON_INVALID_UTF8]: InvalidArgumentError,
 };
 

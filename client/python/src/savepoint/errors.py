@@ -41,6 +41,7 @@ __all__ = [
     "CheckpointCorruptError",
     "DiskFullError",
     "RequestTooLargeError",
+    "PermissionDeniedError",
     "UnavailableError",
     "CanceledError",
     "DeadlineExceededError",
@@ -184,6 +185,11 @@ class DiskFullError(SavepointError):
 class RequestTooLargeError(SavepointError):
     """REQUEST_TOO_LARGE: the whole request is over the daemon's request size
     limit (GetServerInfoResponse.max_request_bytes)."""
+
+
+class PermissionDeniedError(SavepointError):
+    """PERMISSION_DENIED: the daemon does not allow this process's uid or gid
+    (its --allow-uid and --allow-gid)."""
 
 
 class UnavailableError(SavepointError):
@@ -334,6 +340,7 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_FIELD_TOO_LARGE: FieldTooLargeError,
     pb.ERROR_REASON_REQUEST_TOO_LARGE: RequestTooLargeError,
     pb.ERROR_REASON_INVALID_UTF8: InvalidUtf8Error,
+    pb.ERROR_REASON_PERMISSION_DENIED: PermissionDeniedError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

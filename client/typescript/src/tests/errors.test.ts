@@ -16,6 +16,7 @@ import {
   ErrorReason,
   InternalError,
   InvalidArgumentError,
+  PermissionDeniedError,
   reasonName,
   reasonValue,
   RequestIdReusedError,
@@ -85,6 +86,7 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_INVALID_PAGE_SIZE, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_FIELD_TOO_LARGE, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_REQUEST_TOO_LARGE, Code.RESOURCE_EXHAUSTED, RequestTooLargeError],
+  [ErrorReason.ERROR_REASON_PERMISSION_DENIED, Code.PERMISSION_DENIED, PermissionDeniedError],
   [ErrorReason.ERROR_REASON_INVALID_UTF8, Code.INVALID_ARGUMENT, InvalidArgumentError],
 ];
 

@@ -47,6 +47,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_FIELD_TOO_LARGE: _ClassVar[ErrorReason]
     ERROR_REASON_REQUEST_TOO_LARGE: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_UTF8: _ClassVar[ErrorReason]
+    ERROR_REASON_PERMISSION_DENIED: _ClassVar[ErrorReason]
 
 class EffectClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -96,6 +97,7 @@ ERROR_REASON_INVALID_PAGE_SIZE: ErrorReason
 ERROR_REASON_FIELD_TOO_LARGE: ErrorReason
 ERROR_REASON_REQUEST_TOO_LARGE: ErrorReason
 ERROR_REASON_INVALID_UTF8: ErrorReason
+ERROR_REASON_PERMISSION_DENIED: ErrorReason
 EFFECT_CLASS_UNSPECIFIED: EffectClass
 EFFECT_CLASS_READ_ONLY: EffectClass
 EFFECT_CLASS_IDEMPOTENT: EffectClass

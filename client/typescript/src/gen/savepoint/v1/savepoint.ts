@@ -141,6 +141,11 @@ export enum ErrorReason {
    * first such field in declaration order (a map as a whole, as "labels").
    */
   ERROR_REASON_INVALID_UTF8 = 34,
+  /**
+   * ERROR_REASON_PERMISSION_DENIED - PERMISSION_DENIED: the caller's uid and gid are not among the daemon's
+   * --allow-uid and --allow-gid.
+   */
+  ERROR_REASON_PERMISSION_DENIED = 35,
   UNRECOGNIZED = -1,
 }
 
