@@ -43,6 +43,7 @@ var errorKinds = []errorKind{
 	{ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT"},
 	{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
 	{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL"},
+	{ErrUploadAborted, codes.Aborted, "UPLOAD_ABORTED"},
 	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE"},
 	{context.Canceled, codes.Canceled, "CANCELED"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
@@ -64,6 +65,8 @@ var fieldReasons = []string{
 	reasonInvalidLabel,
 	reasonInvalidPageSize,
 	reasonFieldTooLarge,
+	reasonInvalidGraphKey,
+	reasonInvalidUpload,
 }
 
 // Reasons returns every ErrorInfo reason the service can return, with the
