@@ -455,7 +455,7 @@ func listCandidates(ctx context.Context, t *tx, prefix []byte, q daemon.GraphLis
 		if !ok || len(parts) != 2 {
 			return nil, graphCorrupt(thread, fmt.Errorf("malformed checkpoint key %x", key))
 		}
-		if q.Before != "" && parts[1] >= q.Before {
+		if (q.Before != "" && parts[1] >= q.Before) || (q.NS != nil && parts[0] != *q.NS) {
 			continue
 		}
 		hide, seen := hiddenThreads[thread]
