@@ -17,17 +17,23 @@ import (
 var smallBudget = daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
 
 // TestGraphService runs the suite against the in-process daemon on disk,
-// with the default limits and with a small response budget.
+// with the default limits (and a 64 MiB upload) and with a small response
+// budget (and an 8 MiB upload).
 func TestGraphService(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		cfg  daemon.Config
+		name      string
+		cfg       daemon.Config
+		blobBytes int
 	}{
-		{"SmallBudget", smallBudget},
-		{"Defaults", daemon.Config{}},
+		{"SmallBudget", smallBudget, 2 << 20},
+		{"Defaults", daemon.Config{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			graphtest.Run(t, func(t *testing.T) *graphtest.Env { return start(t, tc.cfg) })
+			graphtest.Run(t, func(t *testing.T) *graphtest.Env {
+				e := start(t, tc.cfg)
+				e.UploadBlobBytes = tc.blobBytes
+				return e
+			})
 		})
 	}
 }

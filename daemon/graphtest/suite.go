@@ -31,6 +31,9 @@ type Env struct {
 	// Restart stops the daemon and starts it again on the same data,
 	// returning new clients; nil skips the tests that need it.
 	Restart func(t *testing.T) *Env
+	// UploadBlobBytes is the size of each of the four blobs Upload streams;
+	// 0 means 16 MiB (a 64 MiB checkpoint).
+	UploadBlobBytes int
 }
 
 // Run runs the suite; newEnv starts an empty daemon that the test owns.
@@ -760,30 +763,35 @@ func testBudgetChunking(t *testing.T, e *Env) {
 	check(ts[1])
 }
 
+// bigBlob returns n bytes: a random block of a length prime to every chunk
+// size, repeated, so that a misplaced chunk changes the bytes read back.
 func bigBlob(n int, seed uint64) []byte {
-	b := make([]byte, n)
+	block := make([]byte, 65521)
 	x := seed | 1
-	for i := 0; i+8 <= n; i += 8 {
+	for i := range block {
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
-		for j := range 8 {
-			b[i+j] = byte(x >> (8 * j))
-		}
+		block[i] = byte(x)
 	}
-	return b
+	return bytes.Repeat(block, n/len(block)+1)[:n]
 }
 
 // testUpload streams a 64 MiB checkpoint (four 16 MiB blobs and a 1 MiB
-// checkpoint value) and reads it back intact.
+// checkpoint value, unless Env.UploadBlobBytes says otherwise) and reads it
+// back intact.
 func testUpload(t *testing.T, e *Env) {
+	blobBytes := e.UploadBlobBytes
+	if blobBytes == 0 {
+		blobBytes = 16 << 20
+	}
 	n0 := records(t, e)
 	c := cp("t", "", "1", "", `{"big":true}`, map[string]string{"a": "1", "b": "1", "c": "1", "d": "1", "empty": "1"})
 	c.Checkpoint = &savepointv1.TypedValue{Type: "msgpack", Data: bigBlob(1<<20+3, 1)}
 	req := &savepointv1.PutCheckpointRequest{Checkpoint: c, RequestId: uuid.NewString()}
 	sums := map[string][32]byte{}
 	for i, ch := range []string{"a", "b", "c", "d"} {
-		data := bigBlob(16<<20+i, uint64(i+2))
+		data := bigBlob(blobBytes+i, uint64(i+2))
 		sums[ch] = sha256.Sum256(data)
 		req.Blobs = append(req.Blobs, &savepointv1.ChannelBlob{Channel: ch, Version: "1", Value: &savepointv1.TypedValue{Type: "bytes", Data: data}})
 	}
@@ -792,7 +800,7 @@ func testUpload(t *testing.T, e *Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ReceivedBytes != 64<<20+1<<20+3+6 || res.AlreadyApplied {
+	if res.ReceivedBytes != int64(4*blobBytes+1<<20+3+6) || res.AlreadyApplied {
 		t.Fatalf("upload response %v", res)
 	}
 	check := func(e *Env) {
