@@ -10,6 +10,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"time"
 )
 
 // GraphStore persists LangGraph-style checkpoints: keyed by (thread,
@@ -50,6 +51,11 @@ type GraphStore interface {
 	// Prune applies strategy to each thread and returns how many checkpoints
 	// it removed.
 	Prune(ctx context.Context, threadIDs []string, strategy PruneStrategy) (int, error)
+	// DeleteIdleThreads deletes, as DeleteThread does, every thread last
+	// written before cutoff, and forgets the tombstones of threads deleted
+	// before it; it returns how many threads it deleted. It is the graph
+	// side of --retain-idle.
+	DeleteIdleThreads(ctx context.Context, cutoff time.Time) (int, error)
 }
 
 // GraphUpload is an upload being staged. Exactly one of Commit and Abort

@@ -127,11 +127,15 @@ func deleteChunks(t *tx, thread string, v *storagev1.GraphValueRecord) {
 	}
 }
 
-func keysWithPrefix(r *badger.Txn, prefix []byte) [][]byte {
+func keysWithPrefix(r *badger.Txn, prefix []byte) [][]byte { return keysWithPrefixLimit(r, prefix, -1) }
+
+// keysWithPrefixLimit returns up to limit keys under prefix; a negative
+// limit returns them all.
+func keysWithPrefixLimit(r *badger.Txn, prefix []byte, limit int) [][]byte {
 	it := r.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	var keys [][]byte
-	for it.Rewind(); it.Valid(); it.Next() {
+	for it.Rewind(); it.Valid() && (limit < 0 || len(keys) < limit); it.Next() {
 		keys = append(keys, it.Item().KeyCopy(nil))
 	}
 	return keys

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -327,5 +328,39 @@ func TestGraphKeys(t *testing.T) {
 	if bytes.HasPrefix(graphCheckpointKey("ab", "", "1"), graphKey(kindGraphCheckpoint, "a")) ||
 		bytes.HasPrefix(graphCheckpointKey("t", "ab", "1"), graphScope(kindGraphCheckpoint, "t", "a")) {
 		t.Fatal("a key falls under another thread's or namespace's prefix")
+	}
+}
+
+// TestGraphDeleteIdleThreads deletes the threads not written since the
+// cutoff, keeps the others, and forgets tombstones older than the cutoff.
+func TestGraphDeleteIdleThreads(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fillThread(t, s, "old", 3, 2)
+	fillThread(t, s, "gone", 1, 1)
+	if err := s.DeleteThread(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour)
+	fillThread(t, s, "new", 1, 1)
+	n, err := s.DeleteIdleThreads(ctx, now.Add(-time.Minute))
+	if err != nil || n != 1 {
+		t.Fatalf("deleted %d idle threads (%v), want 1", n, err)
+	}
+	if threadKeys(t, s, "old") != 0 || latest(t, s, "old") != "" {
+		t.Fatal("the idle thread was not deleted")
+	}
+	if h := graphHead(t, s, "old"); h == nil || !h.Deleted {
+		t.Fatalf("the idle thread has no tombstone: %v", h)
+	}
+	if graphHead(t, s, "gone") != nil {
+		t.Fatal("a tombstone older than the cutoff was kept")
+	}
+	if latest(t, s, "new") != "0000" {
+		t.Fatal("a thread written since the cutoff was deleted")
 	}
 }
