@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -363,4 +364,29 @@ func TestGraphDeleteIdleThreads(t *testing.T) {
 	if latest(t, s, "new") != "0000" {
 		t.Fatal("a thread written since the cutoff was deleted")
 	}
+}
+
+// FuzzGraphKeys checks that the graph key encoding inverts, keeps threads
+// and namespaces apart, and that decoding arbitrary bytes never panics.
+func FuzzGraphKeys(f *testing.F) {
+	f.Add("t", "", "1ef-1", "task", int32(0), []byte{kindGraphWrite, 't', 0})
+	f.Add("thread:\u00e9", "parent:1|child:2", "z", "t\x01", int32(-4), []byte{kindGraphWrite, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, thread, nsName, id, task string, idx int32, raw []byte) {
+		decodeGraphWriteKey(raw)
+		splitGraphKey(raw, 3)
+		if strings.ContainsRune(thread+nsName+id+task, 0) {
+			return
+		}
+		th, n, i, tk, x, ok := decodeGraphWriteKey(graphWriteKey(thread, nsName, id, task, idx))
+		if !ok || th != thread || n != nsName || i != id || tk != task || x != idx {
+			t.Fatalf("write key of %q %q %q %q %d decodes to %q %q %q %q %d %v", thread, nsName, id, task, idx, th, n, i, tk, x, ok)
+		}
+		th, parts, _, ok := splitGraphKey(graphCheckpointKey(thread, nsName, id), 2)
+		if !ok || th != thread || len(parts) != 2 || parts[0] != nsName || parts[1] != id {
+			t.Fatalf("checkpoint key of %q %q %q splits to %q %q %v", thread, nsName, id, th, parts, ok)
+		}
+		if other := thread + "x"; bytes.HasPrefix(graphCheckpointKey(other, nsName, id), graphKey(kindGraphCheckpoint, thread)) {
+			t.Fatalf("thread %q's key falls under thread %q's prefix", other, thread)
+		}
+	})
 }
