@@ -67,6 +67,10 @@ var (
 	// restarting, or its store is closed). Savepoint calls that are safe to
 	// repeat were retried before this was returned.
 	ErrUnavailable = errors.New("savepoint: daemon unavailable")
+	// ErrUploadAborted (UPLOAD_ABORTED): a graph checkpoint upload was
+	// aborted because its thread was deleted or copied over meanwhile;
+	// nothing was stored.
+	ErrUploadAborted = errors.New("savepoint: upload aborted")
 )
 
 // reasons maps every ErrorInfo reason the client knows to its sentinel. The
@@ -106,6 +110,10 @@ var reasons = map[string]error{
 	"INVALID_LABEL":         ErrInvalidArgument,
 	"INVALID_PAGE_SIZE":     ErrInvalidArgument,
 	"FIELD_TOO_LARGE":       ErrInvalidArgument,
+	// GraphCheckpointService's own reasons.
+	"INVALID_GRAPH_KEY": ErrInvalidArgument,
+	"INVALID_UPLOAD":    ErrInvalidArgument,
+	"UPLOAD_ABORTED":    ErrUploadAborted,
 }
 
 // Reasons returns every ErrorInfo reason the client maps to a sentinel error,
