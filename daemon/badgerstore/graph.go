@@ -19,30 +19,47 @@ import (
 
 var _ daemon.GraphStore = (*Store)(nil)
 
-// graphState is the graph API's share of a Store: one writer per thread, as
-// with sessions, so that an insert-or-ignore reads what it decides on, and a
-// delete or copy of a thread runs alone.
+// graphState is the graph API's share of a Store: its locks. A thread's
+// lock is held exclusively by what reads and rewrites shared records (a
+// put's checkpoint and blobs, a delete, a copy, a prune) and shared by what
+// writes only its own keys: a PutWrites (which also holds its task's lock,
+// so that an insert-or-ignore reads what it decides on) and an upload's
+// staging. Parallel tasks of one thread thus share a group commit, and no
+// write interleaves with a thread's delete.
 type graphState struct {
-	locks [64]sync.Mutex
+	threads [64]sync.RWMutex
+	tasks   [64]sync.Mutex
 }
 
-// graphLock locks the stripes of the given threads, in stripe order.
-func (s *Store) graphLock(threads ...string) func() {
-	var idx []int
-	for _, th := range threads {
-		h := fnv.New32a()
-		h.Write([]byte(th))
-		idx = append(idx, int(h.Sum32()%uint32(len(s.graph.locks))))
+func stripe(parts ...string) int {
+	h := fnv.New32a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
 	}
-	slices.Sort(idx)
-	idx = slices.Compact(idx)
-	for _, i := range idx {
-		s.graph.locks[i].Lock()
+	return int(h.Sum32() % 64)
+}
+
+// graphLock locks the thread exclusively.
+func (s *Store) graphLock(thread string) func() {
+	m := &s.graph.threads[stripe(thread)]
+	m.Lock()
+	return m.Unlock
+}
+
+// graphShare locks the thread shared and, when task is set, the task's
+// stripe exclusively.
+func (s *Store) graphShare(thread, task string) func() {
+	m := &s.graph.threads[stripe(thread)]
+	m.RLock()
+	if task == "" {
+		return m.RUnlock
 	}
+	tm := &s.graph.tasks[stripe(thread, task)]
+	tm.Lock()
 	return func() {
-		for _, i := range slices.Backward(idx) {
-			s.graph.locks[i].Unlock()
-		}
+		tm.Unlock()
+		m.RUnlock()
 	}
 }
 
@@ -222,7 +239,7 @@ func (s *Store) PutWrites(ctx context.Context, w *daemon.GraphWrites) (daemon.Gr
 	if err := ctx.Err(); err != nil {
 		return daemon.GraphWritesResult{}, err
 	}
-	defer s.graphLock(w.ThreadID)()
+	defer s.graphShare(w.ThreadID, w.TaskID)()
 	var fp []byte
 	if w.RequestID != "" {
 		fp = w.Fingerprint()

@@ -2,11 +2,13 @@ package badgerstore
 
 import (
 	"context"
+	"fmt"
 	"crypto/rand"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -15,6 +17,9 @@ import (
 func (s *Store) CopyThread(ctx context.Context, source, target string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	if source == target {
+		return 0, fmt.Errorf("%w: thread %q cannot be copied onto itself", daemon.ErrInvalidArgument, source)
 	}
 	defer s.graphLock(target)()
 	if _, err := s.deleteThread(target, true); err != nil {

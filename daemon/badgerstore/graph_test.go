@@ -390,3 +390,54 @@ func FuzzGraphKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestGraphConcurrentWrites sends the writes of many tasks of one thread at
+// once, as LangGraph's parallel tasks do: every write is stored, the same
+// (task, idx) keeps its first value, and the calls share commits.
+func TestGraphConcurrentWrites(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.PutCheckpoint(ctx, graphPut("t", "", "1")); err != nil {
+		t.Fatal(err)
+	}
+	st0 := s.Stats()
+	const tasks, calls = 16, 4
+	var wg sync.WaitGroup
+	var firsts sync.Map
+	for task := range tasks {
+		for call := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprintf("task%02d", task)
+				v := fmt.Sprintf("%d", call)
+				res, err := s.PutWrites(ctx, &daemon.GraphWrites{ThreadID: "t", CheckpointID: "1", TaskID: id,
+					Writes: []daemon.GraphWrite{{TaskID: id, Idx: 0, Channel: "c", Value: daemon.GraphValue{Data: []byte(v), Size: 1}}}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Written == 1 {
+					if _, dup := firsts.LoadOrStore(id, v); dup {
+						t.Errorf("two calls inserted (%s, 0)", id)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	var tp *daemon.GraphTuple
+	if _, err := s.GetCheckpoint(ctx, "t", "", "1", func(x *daemon.GraphTuple) error { tp = x; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(tp.Writes) != tasks {
+		t.Fatalf("%d writes stored, want %d", len(tp.Writes), tasks)
+	}
+	for _, w := range tp.Writes {
+		if first, _ := firsts.Load(w.TaskID); first != string(w.Value.Data) {
+			t.Errorf("(%s, 0) holds %q, but the call that inserted it sent %q", w.TaskID, w.Value.Data, first)
+		}
+	}
+	st := s.Stats()
+	t.Logf("%d PutWrites calls on one thread: %d commits", st.Requests-st0.Requests, st.Commits-st0.Commits)
+}

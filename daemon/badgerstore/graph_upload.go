@@ -61,8 +61,7 @@ func (s *Store) BeginUpload(ctx context.Context, p *daemon.GraphPut) (daemon.Gra
 	}
 	u.chunks = make([]uint32, len(u.sizes))
 	u.skipEmpty()
-	unlock := s.graphLock(u.thread)
-	defer unlock()
+	defer s.graphShare(u.thread, "")()
 	err := s.update(func(t *tx) error {
 		return put(t, graphUploadKey(u.thread, u.owner), &storagev1.GraphUploadRecord{StartTime: timestamppb.New(s.now())})
 	})
@@ -121,13 +120,13 @@ func (u *graphUpload) stageChunk() error {
 	return nil
 }
 
-// flush commits the staged chunks, under the thread's lock so that a
-// delete of the thread cannot run between the check and the commit.
+// flush commits the staged chunks, under the thread's shared lock so that
+// a delete of the thread cannot run between the check and the commit.
 func (u *graphUpload) flush() error {
 	if len(u.pending) == 0 {
 		return nil
 	}
-	defer u.s.graphLock(u.thread)()
+	defer u.s.graphShare(u.thread, "")()
 	err := u.s.update(func(t *tx) error {
 		if err := u.check(t); err != nil {
 			return err
@@ -220,7 +219,7 @@ func (u *graphUpload) Abort() {
 
 // dropUpload deletes an upload's staged chunks and then its record.
 func (s *Store) dropUpload(thread string, owner []byte) error {
-	defer s.graphLock(thread)()
+	defer s.graphShare(thread, "")()
 	prefix := append(graphKey(kindGraphChunk, thread), owner...)
 	if _, err := s.deletePrefix(prefix); err != nil {
 		return err
