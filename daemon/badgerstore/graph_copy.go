@@ -2,8 +2,8 @@ package badgerstore
 
 import (
 	"context"
-	"fmt"
 	"crypto/rand"
+	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
