@@ -10,6 +10,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -217,23 +218,13 @@ func (w *GraphWrites) IsUpsert() bool {
 func SortGraphWrites(ws []GraphWrite) {
 	slices.SortStableFunc(ws, func(a, b GraphWrite) int {
 		if a.TaskPath != b.TaskPath {
-			return cmpString(a.TaskPath, b.TaskPath)
+			return strings.Compare(a.TaskPath, b.TaskPath)
 		}
 		if a.TaskID != b.TaskID {
-			return cmpString(a.TaskID, b.TaskID)
+			return strings.Compare(a.TaskID, b.TaskID)
 		}
 		return int(a.Idx) - int(b.Idx)
 	})
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // DecodeJSONValue decodes JSON text into the form metadata values are
