@@ -77,6 +77,10 @@ var (
 	// restarting, or its store is closed). Savepoint calls that are safe to
 	// repeat were retried before this was returned.
 	ErrUnavailable = errors.New("savepoint: daemon unavailable")
+	// ErrUploadAborted (UPLOAD_ABORTED): a graph checkpoint upload was
+	// aborted because its thread was deleted or copied over meanwhile;
+	// nothing was stored.
+	ErrUploadAborted = errors.New("savepoint: upload aborted")
 )
 
 // reasons maps every reason of the ErrorReason enum to its sentinel;
@@ -119,6 +123,10 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE:     ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE:       ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8:          ErrInvalidArgument,
+	// GraphCheckpointService's own reasons.
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_GRAPH_KEY: ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_UPLOAD:    ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED:    ErrUploadAborted,
 }
 
 // Error is a failed Savepoint RPC. It unwraps to the sentinel of its reason

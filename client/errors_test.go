@@ -56,11 +56,14 @@ func TestTranslateReasons(t *testing.T) {
 		{"INVALID_PAGE_SIZE", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"FIELD_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_UTF8", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_GRAPH_KEY", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"INVALID_UPLOAD", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"UPLOAD_ABORTED", codes.Aborted, []error{ErrUploadAborted}},
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
 		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
-		context.Canceled, context.DeadlineExceeded}
+		ErrUploadAborted, context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {

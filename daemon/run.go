@@ -70,6 +70,12 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	savepointv1.RegisterSavepointServiceServer(srv, s)
 	hs := health.NewServer()
 	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if gs, ok := store.(GraphStore); ok {
+		g := NewGraphServer(gs, cfg)
+		g.logger = logger
+		savepointv1.RegisterGraphCheckpointServiceServer(srv, g)
+		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
 	if m != nil {

@@ -114,6 +114,7 @@ type Store struct {
 	now     func() time.Time
 	locks   [64]sync.Mutex // striped by session id: one writer per session
 	keepLog bool           // Options.ExitAfterClose
+	graph   graphState     // the graph API's locks (graph.go)
 }
 
 var _ daemon.Store = (*Store)(nil)
@@ -227,7 +228,10 @@ func (s *Store) start(dir string, opts Options) error {
 	if err := s.migrate(); err != nil {
 		return err
 	}
-	return s.finishPurges()
+	if err := s.finishPurges(); err != nil {
+		return err
+	}
+	return s.finishGraph()
 }
 
 // removeEmptyWALs deletes write-ahead log files of zero bytes. Badger

@@ -43,6 +43,8 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 			switch {
 			case bytes.Equal(key, formatKey):
 				rec = &storagev1.FormatRecord{}
+			case isGraphKey(key):
+				rec = graphRecord(key)
 			case err != nil:
 				note("", fmt.Sprintf("malformed key %x", key))
 				continue
@@ -122,6 +124,9 @@ func kindName(key []byte) string {
 	case kindRequest:
 		return "request"
 	default:
+		if n := graphKindName(key[0]); n != "" {
+			return n
+		}
 		return "format"
 	}
 }

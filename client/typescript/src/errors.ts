@@ -113,6 +113,8 @@ export class DiskFullError extends SavepointError {}
 export class RequestTooLargeError extends SavepointError {}
 /** PERMISSION_DENIED: the daemon does not allow this process's uid or gid (its --allow-uid and --allow-gid). */
 export class PermissionDeniedError extends SavepointError {}
+/** UPLOAD_ABORTED: the thread was deleted or copied over while the upload was staged; nothing was stored. */
+export class UploadAbortedError extends SavepointError {}
 /** INTERNAL: a daemon bug or an unexpected store failure. */
 export class InternalError extends SavepointError {}
 /**
@@ -179,6 +181,10 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_FIELD_TOO_LARGE]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_REQUEST_TOO_LARGE]: RequestTooLargeError,
   [ErrorReason.ERROR_REASON_PERMISSION_DENIED]: PermissionDeniedError,
+  // GraphCheckpointService's own reasons.
+  [ErrorReason.ERROR_REASON_INVALID_GRAPH_KEY]: InvalidArgumentError,
+  [ErrorReason.ERROR_REASON_INVALID_UPLOAD]: InvalidArgumentError,
+  [ErrorReason.ERROR_REASON_UPLOAD_ABORTED]: UploadAbortedError,
   [ErrorReason.ERROR_REASON_INVALID_UTF8]: InvalidArgumentError,
 };
 

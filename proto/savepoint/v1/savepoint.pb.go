@@ -120,6 +120,18 @@ const (
 	// PERMISSION_DENIED: the caller's uid and gid are not among the daemon's
 	// --allow-uid and --allow-gid.
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 35
+	// INVALID_ARGUMENT: a GraphCheckpointService key field (thread id,
+	// namespace, checkpoint id, task id, channel, version, write index) is
+	// empty where required, too long, not UTF-8, holds NUL, or repeats within
+	// one request.
+	ErrorReason_ERROR_REASON_INVALID_GRAPH_KEY ErrorReason = 36
+	// INVALID_ARGUMENT: an UploadCheckpoint stream is malformed: no start
+	// first, a second start, or bytes that do not add up to the declared
+	// sizes or exceed the upload limit.
+	ErrorReason_ERROR_REASON_INVALID_UPLOAD ErrorReason = 37
+	// ABORTED: the thread was deleted or copied over while the upload was
+	// staged; nothing was stored. Upload again.
+	ErrorReason_ERROR_REASON_UPLOAD_ABORTED ErrorReason = 38
 )
 
 // Enum value maps for ErrorReason.
@@ -161,6 +173,9 @@ var (
 		33: "ERROR_REASON_REQUEST_TOO_LARGE",
 		34: "ERROR_REASON_INVALID_UTF8",
 		35: "ERROR_REASON_PERMISSION_DENIED",
+		36: "ERROR_REASON_INVALID_GRAPH_KEY",
+		37: "ERROR_REASON_INVALID_UPLOAD",
+		38: "ERROR_REASON_UPLOAD_ABORTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -199,6 +214,9 @@ var (
 		"ERROR_REASON_REQUEST_TOO_LARGE":          33,
 		"ERROR_REASON_INVALID_UTF8":               34,
 		"ERROR_REASON_PERMISSION_DENIED":          35,
+		"ERROR_REASON_INVALID_GRAPH_KEY":          36,
+		"ERROR_REASON_INVALID_UPLOAD":             37,
+		"ERROR_REASON_UPLOAD_ABORTED":             38,
 	}
 )
 
@@ -2568,7 +2586,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fmax_state_bytes\x18\x06 \x01(\x03R\rmaxStateBytes\x122\n" +
 	"\x15response_budget_bytes\x18\a \x01(\x03R\x13responseBudgetBytes\x129\n" +
 	"\n" +
-	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xee\t\n" +
+	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xd4\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -2606,7 +2625,10 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1cERROR_REASON_FIELD_TOO_LARGE\x10 \x12\"\n" +
 	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10!\x12\x1d\n" +
 	"\x19ERROR_REASON_INVALID_UTF8\x10\"\x12\"\n" +
-	"\x1eERROR_REASON_PERMISSION_DENIED\x10#*\x82\x01\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10#\x12\"\n" +
+	"\x1eERROR_REASON_INVALID_GRAPH_KEY\x10$\x12\x1f\n" +
+	"\x1bERROR_REASON_INVALID_UPLOAD\x10%\x12\x1f\n" +
+	"\x1bERROR_REASON_UPLOAD_ABORTED\x10&*\x82\x01\n" +
 	"\vEffectClass\x12\x1c\n" +
 	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +

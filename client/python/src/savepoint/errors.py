@@ -63,6 +63,9 @@ __all__ = [
     "InvalidPageSizeError",
     "FieldTooLargeError",
     "InvalidUtf8Error",
+    "InvalidGraphKeyError",
+    "InvalidUploadError",
+    "UploadAbortedError",
     "ToolUsesPendingError",
     "ResultsMismatchError",
     "AlreadyRunError",
@@ -192,6 +195,11 @@ class PermissionDeniedError(SavepointError):
     (its --allow-uid and --allow-gid)."""
 
 
+class UploadAbortedError(SavepointError):
+    """UPLOAD_ABORTED: the thread was deleted or copied over while the upload
+    was staged; nothing was stored. Upload again."""
+
+
 class UnavailableError(SavepointError):
     """The daemon cannot be reached (gRPC UNAVAILABLE: down, restarting, or
     its store is closed). Calls that are safe to repeat were retried first."""
@@ -283,6 +291,17 @@ class InvalidUtf8Error(FieldError):
     """INVALID_UTF8: a string field is not valid UTF-8."""
 
 
+class InvalidGraphKeyError(FieldError):
+    """INVALID_GRAPH_KEY: a GraphCheckpointService key field (thread id,
+    namespace, checkpoint id, task id, channel, version, write index) is
+    malformed or repeats within the request."""
+
+
+class InvalidUploadError(FieldError):
+    """INVALID_UPLOAD: an UploadCheckpoint stream is malformed; nothing was
+    stored."""
+
+
 # -- raised by the Session without asking the daemon ---------------------------
 
 
@@ -341,6 +360,9 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_REQUEST_TOO_LARGE: RequestTooLargeError,
     pb.ERROR_REASON_INVALID_UTF8: InvalidUtf8Error,
     pb.ERROR_REASON_PERMISSION_DENIED: PermissionDeniedError,
+    pb.ERROR_REASON_INVALID_GRAPH_KEY: InvalidGraphKeyError,
+    pb.ERROR_REASON_INVALID_UPLOAD: InvalidUploadError,
+    pb.ERROR_REASON_UPLOAD_ABORTED: UploadAbortedError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

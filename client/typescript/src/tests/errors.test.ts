@@ -30,6 +30,7 @@ import {
   ToolNameMismatchError,
   translate,
   UnavailableError,
+  UploadAbortedError,
 } from "../index.js";
 import { Any } from "../gen/google/protobuf/any.js";
 import { ErrorInfo } from "../gen/google/rpc/error_details.js";
@@ -87,6 +88,9 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_FIELD_TOO_LARGE, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_REQUEST_TOO_LARGE, Code.RESOURCE_EXHAUSTED, RequestTooLargeError],
   [ErrorReason.ERROR_REASON_PERMISSION_DENIED, Code.PERMISSION_DENIED, PermissionDeniedError],
+  [ErrorReason.ERROR_REASON_INVALID_GRAPH_KEY, Code.INVALID_ARGUMENT, InvalidArgumentError],
+  [ErrorReason.ERROR_REASON_INVALID_UPLOAD, Code.INVALID_ARGUMENT, InvalidArgumentError],
+  [ErrorReason.ERROR_REASON_UPLOAD_ABORTED, Code.ABORTED, UploadAbortedError],
   [ErrorReason.ERROR_REASON_INVALID_UTF8, Code.INVALID_ARGUMENT, InvalidArgumentError],
 ];
 

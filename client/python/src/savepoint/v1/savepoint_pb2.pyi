@@ -48,6 +48,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_REQUEST_TOO_LARGE: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_UTF8: _ClassVar[ErrorReason]
     ERROR_REASON_PERMISSION_DENIED: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_GRAPH_KEY: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_UPLOAD: _ClassVar[ErrorReason]
+    ERROR_REASON_UPLOAD_ABORTED: _ClassVar[ErrorReason]
 
 class EffectClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -98,6 +101,9 @@ ERROR_REASON_FIELD_TOO_LARGE: ErrorReason
 ERROR_REASON_REQUEST_TOO_LARGE: ErrorReason
 ERROR_REASON_INVALID_UTF8: ErrorReason
 ERROR_REASON_PERMISSION_DENIED: ErrorReason
+ERROR_REASON_INVALID_GRAPH_KEY: ErrorReason
+ERROR_REASON_INVALID_UPLOAD: ErrorReason
+ERROR_REASON_UPLOAD_ABORTED: ErrorReason
 EFFECT_CLASS_UNSPECIFIED: EffectClass
 EFFECT_CLASS_READ_ONLY: EffectClass
 EFFECT_CLASS_IDEMPOTENT: EffectClass

@@ -146,6 +146,24 @@ export enum ErrorReason {
    * --allow-uid and --allow-gid.
    */
   ERROR_REASON_PERMISSION_DENIED = 35,
+  /**
+   * ERROR_REASON_INVALID_GRAPH_KEY - INVALID_ARGUMENT: a GraphCheckpointService key field (thread id,
+   * namespace, checkpoint id, task id, channel, version, write index) is
+   * empty where required, too long, not UTF-8, holds NUL, or repeats within
+   * one request.
+   */
+  ERROR_REASON_INVALID_GRAPH_KEY = 36,
+  /**
+   * ERROR_REASON_INVALID_UPLOAD - INVALID_ARGUMENT: an UploadCheckpoint stream is malformed: no start
+   * first, a second start, or bytes that do not add up to the declared
+   * sizes or exceed the upload limit.
+   */
+  ERROR_REASON_INVALID_UPLOAD = 37,
+  /**
+   * ERROR_REASON_UPLOAD_ABORTED - ABORTED: the thread was deleted or copied over while the upload was
+   * staged; nothing was stored. Upload again.
+   */
+  ERROR_REASON_UPLOAD_ABORTED = 38,
   UNRECOGNIZED = -1,
 }
 

@@ -1,0 +1,261 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PruneStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRUNE_STRATEGY_UNSPECIFIED: _ClassVar[PruneStrategy]
+    PRUNE_STRATEGY_KEEP_LATEST: _ClassVar[PruneStrategy]
+    PRUNE_STRATEGY_DELETE: _ClassVar[PruneStrategy]
+PRUNE_STRATEGY_UNSPECIFIED: PruneStrategy
+PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy
+PRUNE_STRATEGY_DELETE: PruneStrategy
+
+class TypedValue(_message.Message):
+    __slots__ = ("type", "data", "total_size")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    data: bytes
+    total_size: int
+    def __init__(self, type: _Optional[str] = ..., data: _Optional[bytes] = ..., total_size: _Optional[int] = ...) -> None: ...
+
+class GraphCheckpoint(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "checkpoint", "channel_versions", "metadata_json")
+    class ChannelVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    checkpoint: TypedValue
+    channel_versions: _containers.ScalarMap[str, str]
+    metadata_json: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., checkpoint: _Optional[_Union[TypedValue, _Mapping]] = ..., channel_versions: _Optional[_Mapping[str, str]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
+class ChannelBlob(_message.Message):
+    __slots__ = ("channel", "version", "value")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    version: str
+    value: TypedValue
+    def __init__(self, channel: _Optional[str] = ..., version: _Optional[str] = ..., value: _Optional[_Union[TypedValue, _Mapping]] = ...) -> None: ...
+
+class ChannelWrite(_message.Message):
+    __slots__ = ("idx", "channel", "value")
+    IDX_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    idx: int
+    channel: str
+    value: TypedValue
+    def __init__(self, idx: _Optional[int] = ..., channel: _Optional[str] = ..., value: _Optional[_Union[TypedValue, _Mapping]] = ...) -> None: ...
+
+class PendingWrite(_message.Message):
+    __slots__ = ("task_id", "task_path", "idx", "channel", "value")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_PATH_FIELD_NUMBER: _ClassVar[int]
+    IDX_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: TypedValue
+    def __init__(self, task_id: _Optional[str] = ..., task_path: _Optional[str] = ..., idx: _Optional[int] = ..., channel: _Optional[str] = ..., value: _Optional[_Union[TypedValue, _Mapping]] = ...) -> None: ...
+
+class PutCheckpointRequest(_message.Message):
+    __slots__ = ("checkpoint", "blobs", "request_id")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    BLOBS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: GraphCheckpoint
+    blobs: _containers.RepeatedCompositeFieldContainer[ChannelBlob]
+    request_id: str
+    def __init__(self, checkpoint: _Optional[_Union[GraphCheckpoint, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[ChannelBlob, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class PutCheckpointResponse(_message.Message):
+    __slots__ = ("already_applied",)
+    ALREADY_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    already_applied: bool
+    def __init__(self, already_applied: _Optional[bool] = ...) -> None: ...
+
+class UploadCheckpointRequest(_message.Message):
+    __slots__ = ("start", "chunk")
+    START_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    start: UploadCheckpointStart
+    chunk: bytes
+    def __init__(self, start: _Optional[_Union[UploadCheckpointStart, _Mapping]] = ..., chunk: _Optional[bytes] = ...) -> None: ...
+
+class UploadCheckpointStart(_message.Message):
+    __slots__ = ("checkpoint", "blobs", "request_id")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    BLOBS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: GraphCheckpoint
+    blobs: _containers.RepeatedCompositeFieldContainer[ChannelBlob]
+    request_id: str
+    def __init__(self, checkpoint: _Optional[_Union[GraphCheckpoint, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[ChannelBlob, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UploadCheckpointResponse(_message.Message):
+    __slots__ = ("received_bytes", "already_applied")
+    RECEIVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    received_bytes: int
+    already_applied: bool
+    def __init__(self, received_bytes: _Optional[int] = ..., already_applied: _Optional[bool] = ...) -> None: ...
+
+class PutWritesRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "writes", "request_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_PATH_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    writes: _containers.RepeatedCompositeFieldContainer[ChannelWrite]
+    request_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_path: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[ChannelWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class PutWritesResponse(_message.Message):
+    __slots__ = ("written_count", "dropped_late", "already_applied")
+    WRITTEN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LATE_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    written_count: int
+    dropped_late: bool
+    already_applied: bool
+    def __init__(self, written_count: _Optional[int] = ..., dropped_late: _Optional[bool] = ..., already_applied: _Optional[bool] = ...) -> None: ...
+
+class GetCheckpointRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class GetCheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint", "blobs", "pending_writes", "value_chunk")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    BLOBS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    VALUE_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: GraphCheckpoint
+    blobs: _containers.RepeatedCompositeFieldContainer[ChannelBlob]
+    pending_writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
+    value_chunk: bytes
+    def __init__(self, checkpoint: _Optional[_Union[GraphCheckpoint, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[ChannelBlob, _Mapping]]] = ..., pending_writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., value_chunk: _Optional[bytes] = ...) -> None: ...
+
+class ListCheckpointsRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "before_checkpoint_id", "metadata_filter", "limit")
+    class MetadataFilterEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FILTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    before_checkpoint_id: str
+    metadata_filter: _containers.ScalarMap[str, str]
+    limit: int
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., before_checkpoint_id: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListCheckpointsResponse(_message.Message):
+    __slots__ = ("checkpoint", "blobs", "pending_writes", "value_chunk")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    BLOBS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    VALUE_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: GraphCheckpoint
+    blobs: _containers.RepeatedCompositeFieldContainer[ChannelBlob]
+    pending_writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
+    value_chunk: bytes
+    def __init__(self, checkpoint: _Optional[_Union[GraphCheckpoint, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[ChannelBlob, _Mapping]]] = ..., pending_writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., value_chunk: _Optional[bytes] = ...) -> None: ...
+
+class DeleteThreadRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
+class DeleteThreadResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeleteForRunsRequest(_message.Message):
+    __slots__ = ("run_ids",)
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteForRunsResponse(_message.Message):
+    __slots__ = ("deleted_checkpoints",)
+    DELETED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    deleted_checkpoints: int
+    def __init__(self, deleted_checkpoints: _Optional[int] = ...) -> None: ...
+
+class CopyThreadRequest(_message.Message):
+    __slots__ = ("source_thread_id", "target_thread_id")
+    SOURCE_THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    source_thread_id: str
+    target_thread_id: str
+    def __init__(self, source_thread_id: _Optional[str] = ..., target_thread_id: _Optional[str] = ...) -> None: ...
+
+class CopyThreadResponse(_message.Message):
+    __slots__ = ("copied_checkpoints",)
+    COPIED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    copied_checkpoints: int
+    def __init__(self, copied_checkpoints: _Optional[int] = ...) -> None: ...
+
+class PruneRequest(_message.Message):
+    __slots__ = ("thread_ids", "strategy")
+    THREAD_IDS_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    thread_ids: _containers.RepeatedScalarFieldContainer[str]
+    strategy: PruneStrategy
+    def __init__(self, thread_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[PruneStrategy, str]] = ...) -> None: ...
+
+class PruneResponse(_message.Message):
+    __slots__ = ("deleted_checkpoints",)
+    DELETED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    deleted_checkpoints: int
+    def __init__(self, deleted_checkpoints: _Optional[int] = ...) -> None: ...

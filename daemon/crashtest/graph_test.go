@@ -1,0 +1,357 @@
+package crashtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/savepoint-dev/savepoint/daemon/graphtest"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// The graph harness's short form (go test, make test) is 3 cycles of 8
+// writers; make crashtest-graph passes -graph-cycles and -graph-clients.
+var (
+	flagGraphCycles  = flag.Int("graph-cycles", 3, "crash cycles of the graph harness (make crashtest-graph: CYCLES)")
+	flagGraphClients = flag.Int("graph-clients", 8, "concurrent graph writers, each on its own thread (make crashtest-graph: CLIENTS)")
+)
+
+// TestGraphCrashDurability runs concurrent GraphCheckpointService writers
+// (checkpoints with blobs, pending writes, special-index upserts, streamed
+// uploads of several MiB, thread deletes) against the real savepointd while
+// it is killed with SIGKILL at random moments. After each restart every
+// writer retries its write in flight at the kill (the same request id), and
+// every write acknowledged so far is read back and compared byte for byte;
+// a delete must stay deleted. Any lost or torn write fails the test.
+func TestGraphCrashDurability(t *testing.T) {
+	rep := runGraphCrash(t, binary(t, false), *flagGraphCycles, *flagGraphClients, *flagSeed)
+	fmt.Println(rep.line())
+	if rep.lost > 0 || rep.unexpected > 0 || rep.acked == 0 {
+		t.Fatalf("%s unexpected=%d: %v", rep.line(), rep.unexpected, rep.notes)
+	}
+}
+
+// TestGraphCrashHarnessDetectsLoss runs the graph harness against the build
+// that acknowledges before it commits, and requires it to report losses.
+func TestGraphCrashHarnessDetectsLoss(t *testing.T) {
+	rep := runGraphCrash(t, binary(t, true), 2, 6, *flagSeed)
+	fmt.Printf("broken build (-tags savepoint_broken), graph harness: %s\n", rep.line())
+	if rep.lost == 0 {
+		t.Fatalf("the graph harness did not detect the losses of the broken build: %s", rep.line())
+	}
+}
+
+type graphReport struct {
+	cycles            int
+	acked, lost       int64
+	unexpected        int64
+	notes             []string
+	uploads, inDoubts int64
+}
+
+func (r graphReport) line() string {
+	return fmt.Sprintf("graph crash-cycles=%d acked-graph-writes=%d (uploads %d, in doubt at a kill %d) lost=%d",
+		r.cycles, r.acked, r.uploads, r.inDoubts, r.lost)
+}
+
+// graphWriter owns one thread and the model of what it must hold.
+type graphWriter struct {
+	id     int
+	thread string
+	rng    *rand.Rand
+	next   int                    // next checkpoint number; ids only grow
+	model  map[string]*graphModel // checkpoint id -> acknowledged content
+	dead   map[string]bool        // ids acknowledged deleted (by DeleteThread)
+	flight *graphOp               // the write in flight at the kill
+}
+
+type graphModel struct {
+	metadata string
+	blobs    map[string][32]byte // channel -> digest
+	writes   map[string]string   // "task/idx" -> value
+}
+
+type graphOp struct {
+	put    *savepointv1.PutCheckpointRequest
+	upload bool
+	writes *savepointv1.PutWritesRequest
+	delete bool
+}
+
+type graphRun struct {
+	mu                      sync.Mutex
+	notes                   []string
+	acked, lost, unexpected atomic.Int64
+	uploads, inDoubts       atomic.Int64
+	graph                   savepointv1.GraphCheckpointServiceClient
+	budget                  int
+}
+
+func (r *graphRun) note(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.notes) < 20 {
+		r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	}
+}
+
+func runGraphCrash(t *testing.T, bin string, cycles, clients int, seed uint64) graphReport {
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("graph crash harness: %d cycles, %d writers, seed %d (rerun with -seed=%d)", cycles, clients, seed, seed)
+	run := &graphRun{budget: 3 << 20}
+	p := newProc(t, bin)
+	p.mustStart()
+	run.graph = savepointv1.NewGraphCheckpointServiceClient(p.conn)
+	rng := rand.New(rand.NewPCG(seed, 99))
+	ws := make([]*graphWriter, clients)
+	for i := range ws {
+		ws[i] = &graphWriter{id: i, thread: fmt.Sprintf("g%d-%s", i, uuid.NewString()[:8]), rng: rand.New(rand.NewPCG(seed, uint64(i)+1000)),
+			model: map[string]*graphModel{}, dead: map[string]bool{}}
+	}
+	all := func(fn func(w *graphWriter)) {
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Add(1)
+			go func() { defer wg.Done(); fn(w) }()
+		}
+		wg.Wait()
+	}
+	done := 0
+	for cycle := 1; cycle <= cycles; cycle++ {
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Add(1)
+			go func() { defer wg.Done(); run.load(w, &stop) }()
+		}
+		loadFor := 200*time.Millisecond + time.Duration(rng.Int64N(int64(600*time.Millisecond)))
+		time.Sleep(loadFor)
+		p.kill()
+		stop.Store(true)
+		wg.Wait()
+		done++
+		if err := p.start(); err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+		run.graph = savepointv1.NewGraphCheckpointServiceClient(p.conn)
+		all(func(w *graphWriter) { run.resolve(w) })
+		all(func(w *graphWriter) { run.verify(w) })
+		t.Logf("cycle %d/%d: killed after %v; %d graph writes acknowledged so far, lost=%d", cycle, cycles,
+			loadFor.Round(time.Millisecond), run.acked.Load(), run.lost.Load())
+	}
+	if p.running() {
+		ctx, cancel := ctxT()
+		vr, err := p.client.Verify(ctx, &savepointv1.VerifyRequest{})
+		cancel()
+		if err != nil || len(vr.DamagedSessions) > 0 {
+			run.unexpected.Add(1)
+			run.note("Verify: %v %v", err, vr.GetDamagedSessions())
+		}
+	}
+	for _, n := range run.notes {
+		t.Log(n)
+	}
+	return graphReport{cycles: done, acked: run.acked.Load(), lost: run.lost.Load(), unexpected: run.unexpected.Load(),
+		notes: run.notes, uploads: run.uploads.Load(), inDoubts: run.inDoubts.Load()}
+}
+
+func graphData(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		x := rng.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(x >> (8 * j))
+		}
+	}
+	return b
+}
+
+// nextOp makes the writer's next write.
+func (w *graphWriter) nextOp() *graphOp {
+	id := fmt.Sprintf("%08d", w.next)
+	switch r := w.rng.IntN(20); {
+	case r == 0 && len(w.model) > 0:
+		return &graphOp{delete: true}
+	case r < 7 && w.next > 0:
+		// Writes to the latest checkpoint, deleted or not: plain indexes,
+		// or an upsert of special ones.
+		latest := fmt.Sprintf("%08d", w.next-1)
+		req := &savepointv1.PutWritesRequest{ThreadId: w.thread, CheckpointId: latest, TaskId: fmt.Sprintf("task%d", w.rng.IntN(3)),
+			TaskPath: "p", RequestId: uuid.NewString()}
+		if w.rng.IntN(3) == 0 {
+			req.Writes = []*savepointv1.ChannelWrite{{Idx: -1, Channel: "__error__", Value: &savepointv1.TypedValue{Type: "json", Data: []byte(fmt.Sprintf(`"e%d"`, w.rng.IntN(1000)))}}}
+		} else {
+			for i := range 1 + w.rng.IntN(4) {
+				req.Writes = append(req.Writes, &savepointv1.ChannelWrite{Idx: int32(i), Channel: "c", Value: &savepointv1.TypedValue{Type: "json", Data: graphData(w.rng, 8+w.rng.IntN(64))}})
+			}
+		}
+		return &graphOp{writes: req}
+	}
+	w.next++
+	upload := w.rng.IntN(8) == 0
+	versions := map[string]string{"a": id, "b": id}
+	req := &savepointv1.PutCheckpointRequest{RequestId: uuid.NewString(), Checkpoint: &savepointv1.GraphCheckpoint{
+		ThreadId: w.thread, CheckpointId: id, ParentCheckpointId: fmt.Sprintf("%08d", w.next-2),
+		Checkpoint:      &savepointv1.TypedValue{Type: "json", Data: graphData(w.rng, 64)},
+		ChannelVersions: versions, MetadataJson: fmt.Sprintf(`{"step":%d,"writer":%d}`, w.next, w.id),
+	}}
+	for _, ch := range []string{"a", "b"} {
+		n := 16 + w.rng.IntN(4<<10)
+		switch {
+		case upload:
+			n = 1<<20 + w.rng.IntN(2<<20) // several staged chunks each
+		case w.rng.IntN(10) == 0:
+			n = 1<<20 + w.rng.IntN(256<<10) // over Badger's value threshold
+		}
+		req.Blobs = append(req.Blobs, &savepointv1.ChannelBlob{Channel: ch, Version: id, Value: &savepointv1.TypedValue{Type: "bytes", Data: graphData(w.rng, n)}})
+	}
+	return &graphOp{put: req, upload: upload}
+}
+
+func (r *graphRun) send(ctx context.Context, w *graphWriter, o *graphOp) error {
+	switch {
+	case o.delete:
+		_, err := r.graph.DeleteThread(ctx, &savepointv1.DeleteThreadRequest{ThreadId: w.thread})
+		return err
+	case o.writes != nil:
+		_, err := r.graph.PutWrites(ctx, o.writes)
+		return err
+	case o.upload:
+		_, err := graphtest.Upload(ctx, r.graph, o.put, 1<<20)
+		return err
+	default:
+		_, err := r.graph.PutCheckpoint(ctx, o.put)
+		return err
+	}
+}
+
+// ack applies an acknowledged write to the writer's model.
+func (r *graphRun) ack(w *graphWriter, o *graphOp) {
+	r.acked.Add(1)
+	switch {
+	case o.delete:
+		for id := range w.model {
+			w.dead[id] = true
+		}
+		clear(w.model)
+	case o.writes != nil:
+		m := w.model[o.writes.CheckpointId]
+		if m == nil {
+			return // the checkpoint was deleted: the write was dropped late
+		}
+		upsert := o.writes.Writes[0].Idx < 0
+		for _, x := range o.writes.Writes {
+			k := fmt.Sprintf("%s/%d", o.writes.TaskId, x.Idx)
+			if _, ok := m.writes[k]; ok && !upsert {
+				continue // insert-or-ignore: the first write stands
+			}
+			m.writes[k] = string(x.Value.Data)
+		}
+	default:
+		if o.upload {
+			r.uploads.Add(1)
+		}
+		m := &graphModel{metadata: o.put.Checkpoint.MetadataJson, blobs: map[string][32]byte{}, writes: map[string]string{}}
+		for _, b := range o.put.Blobs {
+			m.blobs[b.Channel] = sha256.Sum256(b.Value.Data)
+		}
+		w.model[o.put.Checkpoint.CheckpointId] = m
+	}
+}
+
+func (r *graphRun) load(w *graphWriter, stop *atomic.Bool) {
+	for !stop.Load() {
+		o := w.nextOp()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := r.send(ctx, w, o)
+		cancel()
+		switch {
+		case err == nil:
+			r.ack(w, o)
+		case outcomeUnknown(err):
+			w.flight = o
+			r.inDoubts.Add(1)
+			return
+		default:
+			r.unexpected.Add(1)
+			r.note("writer %d: %v", w.id, err)
+			return
+		}
+	}
+}
+
+// resolve retries the write in flight at the kill: its request id (or, for
+// a delete, its idempotence) makes the retry safe either way.
+func (r *graphRun) resolve(w *graphWriter) {
+	o := w.flight
+	w.flight = nil
+	if o == nil {
+		return
+	}
+	ctx, cancel := ctxT()
+	defer cancel()
+	if err := r.send(ctx, w, o); err != nil {
+		r.unexpected.Add(1)
+		r.note("writer %d: retry after restart: %v", w.id, err)
+		return
+	}
+	r.ack(w, o)
+}
+
+// verify reads back everything the writer's model holds, and checks that
+// deleted checkpoints stay deleted.
+func (r *graphRun) verify(w *graphWriter) {
+	ctx, cancel := ctxT()
+	defer cancel()
+	for id, m := range w.model {
+		tp, err := graphtest.Get(ctx, r.graph, &savepointv1.GetCheckpointRequest{ThreadId: w.thread, CheckpointId: id}, r.budget)
+		if err != nil {
+			r.unexpected.Add(1)
+			r.note("writer %d: get %s: %v", w.id, id, err)
+			continue
+		}
+		if tp == nil {
+			r.lost.Add(1)
+			r.note("writer %d: acknowledged checkpoint %s is gone", w.id, id)
+			continue
+		}
+		bad := tp.Checkpoint.MetadataJson != m.metadata || len(tp.Blobs) != len(m.blobs)
+		for _, b := range tp.Blobs {
+			bad = bad || sha256.Sum256(b.Value.Data) != m.blobs[b.Channel]
+		}
+		got := map[string]string{}
+		for _, x := range tp.Writes {
+			got[fmt.Sprintf("%s/%d", x.TaskId, x.Idx)] = string(x.Value.Data)
+		}
+		for k, v := range m.writes {
+			if g, ok := got[k]; !ok || !bytes.Equal([]byte(g), []byte(v)) {
+				bad = true
+			}
+		}
+		if bad {
+			r.lost.Add(1)
+			r.note("writer %d: checkpoint %s differs from what was acknowledged", w.id, id)
+		}
+	}
+	for id := range w.dead {
+		if _, alive := w.model[id]; alive {
+			continue
+		}
+		tp, err := graphtest.Get(ctx, r.graph, &savepointv1.GetCheckpointRequest{ThreadId: w.thread, CheckpointId: id}, r.budget)
+		if err == nil && tp != nil {
+			r.lost.Add(1) // a delete that did not hold is a lost write too
+			r.note("writer %d: deleted checkpoint %s is back", w.id, id)
+		}
+	}
+}
