@@ -63,17 +63,15 @@ func setupExport(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		// protojson's spacing is deliberately unstable; re-indent for a
-		// stable, readable document.
-		raw, err := json.Marshal(out)
-		if err != nil {
-			return err
-		}
+		// protojson's spacing is deliberately unstable; the encoder
+		// re-indents it into a stable, readable document.
 		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
 			return err
 		}
-		buf.WriteByte('\n')
 		_, err = buf.WriteTo(e.stdout)
 		return err
 	}
