@@ -44,7 +44,7 @@ type docCommand struct {
 	shown  bool   // whether such a block follows
 	// outLines are the doc's line indexes [from, to) of that block's body.
 	outLines [2]int
-	exit   int    // from a trailing "# exit N" comment; 0 otherwise
+	exit     int // from a trailing "# exit N" comment; 0 otherwise
 }
 
 var exitComment = regexp.MustCompile(`#\s*exit (\d+)\s*$`)
