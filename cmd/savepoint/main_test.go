@@ -226,6 +226,14 @@ func TestUnreachableDaemon(t *testing.T) {
 	}
 }
 
+func TestTimeout(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	r := runCLI(t, "--addr", "unix:"+d.Socket, "--timeout", "1ns", "info")
+	if r.code != exitUnavailable || !strings.HasPrefix(r.stderr, "savepoint: info: no answer within --timeout from savepointd at unix:") {
+		t.Errorf("exit %d, stderr %q; want %d naming the timeout", r.code, r.stderr, exitUnavailable)
+	}
+}
+
 // Without --addr the CLI resolves the address as every client does.
 func TestDefaultAddress(t *testing.T) {
 	d := daemontest.StartInProcess(t, daemon.Config{})
