@@ -49,7 +49,7 @@ func setupVerify(fs *flag.FlagSet) runFunc {
 			return p.err
 		}
 		if n := len(r.GetDamagedSessions()); n > 0 {
-			return fmt.Errorf("%w: %d damaged sessions; read what you can with savepoint show or export, then savepoint rm them", errDamage, n)
+			return fmt.Errorf("%w (%d entries above); read what you can with savepoint show or export, then savepoint rm the sessions", errDamage, n)
 		}
 		p.line("no damage found")
 		return p.err
