@@ -9,61 +9,9 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/savepoint-dev/savepoint/client"
 )
-
-// Exit codes, as `savepoint help` and docs/operations.md list them.
-const (
-	exitOK          = 0
-	exitFail        = 1 // the daemon refused or failed the request, or output failed
-	exitUsage       = 2 // bad flags or arguments
-	exitNotFound    = 3 // no such session, or the revision is not kept
-	exitDamaged     = 4 // verify found damage, or the session's data is corrupt
-	exitUnavailable = 5 // the daemon cannot be reached, or the timeout passed
-	exitFenced      = 6 // a write's --epoch is stale: another process resumed the session
-)
-
-const exitCodesHelp = `Exit codes:
-  0  success
-  1  the daemon refused or failed the request
-  2  usage: bad flags or arguments
-  3  no such session, or the revision is not kept
-  4  verify found damage, or the session's stored data is corrupt
-  5  the daemon cannot be reached, or --timeout passed
-  6  fenced: --epoch is stale (another process resumed the session)
-`
-
-// Config is what every command needs to reach the daemon.
-type Config struct {
-	// Addr is the daemon's address, "unix:PATH" or "HOST:PORT"; empty means
-	// client.DefaultAddr() ($SAVEPOINT_ADDR, then the runtime directory's
-	// socket).
-	Addr string
-	// Timeout bounds the whole command; zero is invalid.
-	Timeout time.Duration
-}
-
-// DefaultConfig returns the configuration used when no flag is given.
-func DefaultConfig() Config { return Config{Timeout: 30 * time.Second} }
-
-// Validate reports a configuration no command can run with.
-func (c Config) Validate() error {
-	if c.Timeout <= 0 {
-		return fmt.Errorf("--timeout must be positive, not %v", c.Timeout)
-	}
-	if err := client.ValidateAddr(c.Addr); err != nil {
-		return fmt.Errorf("--addr: %s", strings.TrimPrefix(err.Error(), "savepoint: "))
-	}
-	return nil
-}
-
-// register adds the flags every command accepts, before or after its name.
-func (c *Config) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Addr, "addr", c.Addr, "the daemon's address, unix:PATH or HOST:PORT (default: $SAVEPOINT_ADDR, else the runtime directory's socket)")
-	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "give up on the whole command after this long")
-}
 
 // command is one subcommand. Each lives in its own command_NAME.go file and
 // registers itself from init, so a new command is one more file.
@@ -99,7 +47,7 @@ func lookup(name string) *command {
 type env struct {
 	cfg    Config
 	stdout io.Writer
-	stderr io.Writer
+	stderr io.Writer // for progress lines; errors are app.run's to print
 	c      *client.Client
 }
 
@@ -122,18 +70,6 @@ func (e *env) addr() string {
 	}
 	return e.cfg.Addr
 }
-
-// usageError is a mistake in the command line: exit 2.
-type usageError struct{ msg string }
-
-func (u *usageError) Error() string { return u.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-// damageError says verify found damage: exit 4, after the report is printed.
-var errDamage = errors.New("damage found")
 
 type app struct {
 	stdout, stderr io.Writer
@@ -214,64 +150,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
-}
-
-// fail prints a usage error in one line, with where to read more, and
-// returns exit 2.
-func (a *app) fail(name string, err error) int {
-	if name == "" {
-		fmt.Fprintf(a.stderr, "savepoint: %s (see 'savepoint help')\n", oneLine(err.Error()))
-	} else {
-		fmt.Fprintf(a.stderr, "savepoint: %s: %s (see 'savepoint help %s')\n", name, oneLine(err.Error()), name)
-	}
-	return exitUsage
-}
-
-// failAt prints a command's error as `savepoint: NAME ARGS: REASON` and
-// returns its exit code.
-func (a *app) failAt(name string, args []string, addr string, err error) int {
-	var u *usageError
-	if errors.As(err, &u) {
-		return a.fail(name, err)
-	}
-	what := strings.Join(append([]string{name}, args...), " ")
-	code, reason := classify(err, addr)
-	fmt.Fprintf(a.stderr, "savepoint: %s: %s\n", what, reason)
-	return code
-}
-
-// classify maps a command's error to its exit code and a one-line reason.
-func classify(err error, addr string) (int, string) {
-	reason := oneLine(strings.TrimPrefix(err.Error(), "savepoint: "))
-	var ce *client.Error
-	if errors.As(err, &ce) {
-		reason = oneLine(ce.Message)
-		if ce.Reason != "" {
-			reason += " (" + ce.Reason + ")"
-		} else {
-			reason += " (" + ce.Code.String() + ")"
-		}
-	}
-	switch {
-	case errors.Is(err, errDamage):
-		return exitDamaged, reason
-	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrRevisionNotFound):
-		return exitNotFound, reason
-	case errors.Is(err, client.ErrCorrupt):
-		return exitDamaged, reason
-	case errors.Is(err, client.ErrFenced):
-		return exitFenced, reason + "; pass the current --epoch, or --take-over"
-	case errors.Is(err, context.DeadlineExceeded):
-		return exitUnavailable, "no answer within --timeout from savepointd at " + addr + ": " + reason
-	case errors.Is(err, client.ErrUnavailable):
-		return exitUnavailable, "cannot reach savepointd at " + addr + ": " + reason
-	}
-	return exitFail, reason
-}
-
-// oneLine joins the lines of s, so every error is one line on stderr.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }
 
 func (a *app) usage(w io.Writer) {
