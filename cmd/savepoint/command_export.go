@@ -40,7 +40,7 @@ type export struct {
 }
 
 func setupExport(fs *flag.FlagSet) runFunc {
-	revision := fs.Uint64("revision", 0, "the kept revision to export (default: the latest)")
+	revision := fs.Uint64("revision", 0, "the kept revision `N` to export (default: the latest)")
 	return func(ctx context.Context, e *env, args []string) error {
 		id, err := sessionArg(args)
 		if err != nil {

@@ -34,7 +34,7 @@ revision's pending tool uses, so an older one's are listed without decisions.`,
 }
 
 func setupShow(fs *flag.FlagSet) runFunc {
-	revision := fs.Uint64("revision", 0, "the kept revision to show (default: the latest)")
+	revision := fs.Uint64("revision", 0, "the kept revision `N` to show (default: the latest)")
 	return func(ctx context.Context, e *env, args []string) error {
 		id, err := sessionArg(args)
 		if err != nil {
