@@ -308,3 +308,24 @@ func rewriteOutputs(t *testing.T, path string, cmds []docCommand, outputs map[in
 		t.Fatal(err)
 	}
 }
+
+// The doc's table of exit codes has a row for each code the help lists.
+func TestOperationsDocExitCodes(t *testing.T) {
+	data, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(data)[strings.Index(string(data), docSection):]
+	doc := regexp.MustCompile(`(?m)^\| (\d+) \|`).FindAllStringSubmatch(section, -1)
+	help := regexp.MustCompile(`(?m)^  (\d+)  `).FindAllStringSubmatch(exitCodesHelp, -1)
+	var got, want []string
+	for _, m := range doc {
+		got = append(got, m[1])
+	}
+	for _, m := range help {
+		want = append(want, m[1])
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") || len(want) != exitFenced+1 {
+		t.Errorf("%s lists exit codes %v; the help lists %v", operationsDoc, got, want)
+	}
+}
