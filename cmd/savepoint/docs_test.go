@@ -315,7 +315,11 @@ func TestOperationsDocExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(data)[strings.Index(string(data), docSection):]
+	i := strings.Index(string(data), docSection)
+	if i < 0 {
+		t.Fatalf("%s has no %q section", operationsDoc, docSection)
+	}
+	section := string(data)[i:]
 	doc := regexp.MustCompile(`(?m)^\| (\d+) \|`).FindAllStringSubmatch(section, -1)
 	help := regexp.MustCompile(`(?m)^  (\d+)  `).FindAllStringSubmatch(exitCodesHelp, -1)
 	var got, want []string
