@@ -54,3 +54,14 @@ func parseAddr(addr string) (endpoint, error) {
 	}
 	return endpoint{network: "tcp", address: addr}, nil
 }
+
+// ValidateAddr returns nil when addr is an address Dial accepts
+// ("unix:PATH" or "HOST:PORT"), else an error saying why not; "" is valid
+// (DefaultAddr).
+func ValidateAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, err := parseAddr(addr)
+	return err
+}

@@ -60,6 +60,9 @@ func TestParseAddr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.addr, func(t *testing.T) {
 			ep, err := parseAddr(tt.addr)
+			if verr := ValidateAddr(tt.addr); (verr != nil) != tt.bad {
+				t.Errorf("ValidateAddr(%q) = %v", tt.addr, verr)
+			}
 			if tt.bad {
 				if err == nil {
 					t.Fatalf("got %+v, want an error", ep)

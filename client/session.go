@@ -174,26 +174,10 @@ func (c *Client) Resume(ctx context.Context, id string) (*Session, error) {
 		return nil, err
 	}
 	cp := r.GetCheckpoint()
-	msgs := make([]Message, 0, cp.GetMessageCount())
-	msgs = appendMessages(msgs, cp.GetMessages())
-	for token := r.GetNextPageToken(); token != ""; {
-		page, err := c.raw.ListMessages(ctx, &savepointv1.ListMessagesRequest{
-			SessionId: id, Revision: cp.GetRevision(), PageToken: token,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("savepoint: loading the history of %q: %w", id, err)
-		}
-		if page.GetFirstIndex() != uint64(len(msgs)) || (len(page.GetMessages()) == 0 && page.GetNextPageToken() != "") {
-			return nil, fmt.Errorf("savepoint: loading the history of %q: page at index %d with %d messages after %d loaded",
-				id, page.GetFirstIndex(), len(page.GetMessages()), len(msgs))
-		}
-		msgs = appendMessages(msgs, page.GetMessages())
-		token = page.GetNextPageToken()
+	if err := c.loadHistory(ctx, cp, r.GetNextPageToken()); err != nil {
+		return nil, err
 	}
-	if uint64(len(msgs)) != cp.GetMessageCount() {
-		return nil, fmt.Errorf("savepoint: loading the history of %q: got %d messages, revision %d has %d",
-			id, len(msgs), cp.GetRevision(), cp.GetMessageCount())
-	}
+	msgs := appendMessages(make([]Message, 0, len(cp.GetMessages())), cp.GetMessages())
 	s := c.newSession(id)
 	s.revision = cp.GetRevision()
 	s.epoch = r.GetEpoch()

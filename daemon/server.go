@@ -346,6 +346,7 @@ func summaryToProto(s SessionSummary) *savepointv1.SessionSummary {
 		Turn:                s.Turn,
 		MessageCount:        s.MessageCount,
 		PendingToolUseCount: s.PendingToolUseCount,
+		InDoubtToolUseCount: s.InDoubtToolUseCount,
 		Labels:              s.Labels,
 	}
 	if !s.UpdateTime.IsZero() {

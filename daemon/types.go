@@ -181,6 +181,9 @@ type SessionSummary struct {
 	Turn                uint32
 	MessageCount        uint64
 	PendingToolUseCount uint32
+	// InDoubtToolUseCount is how many pending calls Reconcile would decide
+	// DecisionInDoubt now; every pending call when they cannot be read.
+	InDoubtToolUseCount uint32
 	Labels              map[string]string
 	UpdateTime          time.Time
 }

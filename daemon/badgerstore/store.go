@@ -927,24 +927,8 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 		if err != nil {
 			return err
 		}
-		rec, err := revision(t, sessionID, h, 0)
-		if err != nil {
-			return err
-		}
-		rev = rec.Revision
-		for _, u := range rec.PendingToolUses {
-			var call storagev1.CallRecord
-			if _, err := get(t, h, sessionID, callKey(sessionID, u.ToolUseId), &call); err != nil {
-				return err
-			}
-			pc := daemon.PendingCall{ToolUse: daemon.ToolUseFromProto(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
-			if call.Effect != nil {
-				e := daemon.EffectFromProto(call.Effect)
-				pc.Effect = &e
-			}
-			calls = append(calls, pc)
-		}
-		return nil
+		rev, calls, err = pendingCalls(t, sessionID, h)
+		return err
 	})
 	return rev, calls, err
 }
@@ -974,9 +958,13 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, label
 			if h.Deleted || !hasLabels(h.Labels, labelFilter) {
 				continue
 			}
+			inDoubt, err := inDoubtCount(t, sid, &h)
+			if err != nil {
+				return err
+			}
 			out = append(out, daemon.SessionSummary{
 				SessionID: sid, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
-				MessageCount: h.MessageCount, PendingToolUseCount: h.PendingToolUseCount,
+				MessageCount: h.MessageCount, PendingToolUseCount: h.PendingToolUseCount, InDoubtToolUseCount: inDoubt,
 				Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime.AsTime(),
 			})
 		}

@@ -367,6 +367,18 @@ func testReconcileInputs(t *testing.T, s daemon.Store) {
 	if !strings.Contains(got[4].ToolResultText, "unknown") || got[5].ToolResultText == "" {
 		t.Errorf("in-doubt text %q", got[4].ToolResultText)
 	}
+	// ListSessions counts what Reconcile decides: begun and untracked are in doubt.
+	create(t, s, "t")
+	sums, err := s.ListSessions(ctx, "", 10, nil)
+	if err != nil || len(sums) != 2 {
+		t.Fatalf("list: %+v %v", sums, err)
+	}
+	if c := sums[0]; c.PendingToolUseCount != 6 || c.InDoubtToolUseCount != 2 {
+		t.Errorf("summary of s: %d pending, %d in doubt; want 6, 2", c.PendingToolUseCount, c.InDoubtToolUseCount)
+	}
+	if c := sums[1]; c.PendingToolUseCount != 0 || c.InDoubtToolUseCount != 0 {
+		t.Errorf("summary of t: %d pending, %d in doubt; want 0, 0", c.PendingToolUseCount, c.InDoubtToolUseCount)
+	}
 }
 
 func testMessages(t *testing.T, s daemon.Store) {

@@ -1838,16 +1838,22 @@ func (x *ListSessionsRequest) GetLabelFilter() map[string]string {
 
 // SessionSummary describes a session's latest revision.
 type SessionSummary struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	SessionId           string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Revision            uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
-	Epoch               uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Task                string                 `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
-	Turn                uint32                 `protobuf:"varint,5,opt,name=turn,proto3" json:"turn,omitempty"`
-	MessageCount        uint64                 `protobuf:"varint,6,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Revision     uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Epoch        uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Task         string                 `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
+	Turn         uint32                 `protobuf:"varint,5,opt,name=turn,proto3" json:"turn,omitempty"`
+	MessageCount uint64                 `protobuf:"varint,6,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// The tool uses pending in the latest revision.
 	PendingToolUseCount uint32                 `protobuf:"varint,7,opt,name=pending_tool_use_count,json=pendingToolUseCount,proto3" json:"pending_tool_use_count,omitempty"`
 	Labels              map[string]string      `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	UpdateTime          *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The pending tool uses that Reconcile would report as DECISION_IN_DOUBT
+	// now: side-effecting calls with no recorded effect that were begun, or
+	// were never begin-tracked. A session whose pending calls cannot be read
+	// (damaged) counts every pending tool use as in doubt.
+	InDoubtToolUseCount uint32 `protobuf:"varint,10,opt,name=in_doubt_tool_use_count,json=inDoubtToolUseCount,proto3" json:"in_doubt_tool_use_count,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -1943,6 +1949,13 @@ func (x *SessionSummary) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *SessionSummary) GetInDoubtToolUseCount() uint32 {
+	if x != nil {
+		return x.InDoubtToolUseCount
+	}
+	return 0
 }
 
 type ListSessionsResponse struct {
@@ -2541,7 +2554,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\flabel_filter\x18\x03 \x03(\v22.savepoint.v1.ListSessionsRequest.LabelFilterEntryR\vlabelFilter\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x03\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -2553,7 +2566,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x16pending_tool_use_count\x18\a \x01(\rR\x13pendingToolUseCount\x12@\n" +
 	"\x06labels\x18\b \x03(\v2(.savepoint.v1.SessionSummary.LabelsEntryR\x06labels\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\x1a9\n" +
+	"updateTime\x124\n" +
+	"\x17in_doubt_tool_use_count\x18\n" +
+	" \x01(\rR\x13inDoubtToolUseCount\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +

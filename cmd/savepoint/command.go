@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/savepoint-dev/savepoint/client"
+)
+
+// command is one subcommand. Each lives in its own command_NAME.go file and
+// registers itself from init, so a new command is one more file.
+type command struct {
+	name     string
+	synopsis string // the arguments after the name, as in "SESSION [--revision N]"
+	summary  string // one line for the command list
+	help     string // the paragraphs of `savepoint help NAME`
+	// setup registers the command's own flags on fs and returns the function
+	// that runs it with the positional arguments once fs is parsed.
+	setup func(fs *flag.FlagSet) runFunc
+}
+
+type runFunc func(ctx context.Context, e *env, args []string) error
+
+var commands []*command
+
+func register(c *command) {
+	commands = append(commands, c)
+	slices.SortFunc(commands, func(a, b *command) int { return strings.Compare(a.name, b.name) })
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// env is what a running command uses: its configuration, output and client.
+type env struct {
+	cfg    Config
+	stdout io.Writer
+	stderr io.Writer // for progress lines; errors are app.run's to print
+	c      *client.Client
+}
+
+// client dials the daemon on first use; the connection is closed by app.run.
+func (e *env) client(ctx context.Context) (*client.Client, error) {
+	if e.c == nil {
+		c, err := client.Dial(ctx, e.cfg.Addr, client.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return nil, err
+		}
+		e.c = c
+	}
+	return e.c, nil
+}
+
+// addr is the address the command talks to, for messages.
+func (e *env) addr() string {
+	if e.cfg.Addr == "" {
+		return client.DefaultAddr()
+	}
+	return e.cfg.Addr
+}
+
+type app struct {
+	stdout, stderr io.Writer
+}
+
+func newApp(stdout, stderr io.Writer) *app { return &app{stdout: stdout, stderr: stderr} }
+
+func (a *app) run(ctx context.Context, args []string) int {
+	cfg := DefaultConfig()
+	top := flag.NewFlagSet("savepoint", flag.ContinueOnError)
+	top.SetOutput(io.Discard)
+	cfg.register(top)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			a.usage(a.stdout)
+			return exitOK
+		}
+		return a.fail("", usagef("%v", err))
+	}
+	args = top.Args()
+	if len(args) == 0 {
+		a.usage(a.stderr)
+		return exitUsage
+	}
+	name, args := args[0], args[1:]
+	if name == "help" {
+		return a.help(args)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		return a.fail("", usagef("unknown command %q", name))
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.register(fs)
+	runCmd := cmd.setup(fs)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		a.commandHelp(a.stdout, cmd)
+		return exitOK
+	}
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return a.fail(name, &usageError{msg: err.Error()})
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	e := &env{cfg: cfg, stdout: a.stdout, stderr: a.stderr}
+	err = runCmd(ctx, e, pos)
+	if e.c != nil {
+		e.c.Close()
+	}
+	if err != nil {
+		return a.failAt(name, pos, e.addr(), err)
+	}
+	return exitOK
+}
+
+// parseInterspersed parses fs from args, allowing flags after positional
+// arguments (`savepoint show ID --revision 2`); "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// Parse stops before the first positional argument, or just after a
+		// "--", which it consumes.
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func (a *app) usage(w io.Writer) {
+	fmt.Fprint(w, `savepoint inspects the sessions of a running savepointd.
+
+Usage:
+  savepoint [--addr ADDR] [--timeout D] COMMAND [ARGS]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `  help     describe a command: savepoint help COMMAND
+
+Every command takes --addr (default: $SAVEPOINT_ADDR, else
+unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else
+unix:/run/savepoint/savepoint.sock) and --timeout (default 30s).
+savepointd verify is the offline check of a stopped daemon's data directory.
+
+`+exitCodesHelp)
+}
+
+func (a *app) help(args []string) int {
+	if len(args) == 0 {
+		a.usage(a.stdout)
+		return exitOK
+	}
+	cmd := lookup(args[0])
+	if cmd == nil || len(args) > 1 {
+		return a.fail("help", usagef("no command %q", strings.Join(args, " ")))
+	}
+	a.commandHelp(a.stdout, cmd)
+	return exitOK
+}
+
+func (a *app) commandHelp(w io.Writer, cmd *command) {
+	fmt.Fprintf(w, "Usage: savepoint %s %s\n\n%s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	cfg := DefaultConfig()
+	cfg.register(fs)
+	cmd.setup(fs)
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\n"+exitCodesHelp)
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+func init() {
+	register(&command{
+		name:     "show",
+		synopsis: "SESSION [--revision N]",
+		summary:  "print a session as a transcript, with its pending tool uses and what Reconcile decides",
+		help: `
+Prints one revision of a session for a person to read: its task, turn,
+epoch and labels; its whole history, message by message (text, tool_use and
+tool_result blocks are shown as text, other content as JSON), with a turn
+marker before each assistant message; its pending tool uses, each with the
+decision Reconcile makes for it now (REUSE, RUN or IN_DOUBT, and why), the
+idempotency key of a begun call and the tool result an in-doubt call gets;
+and the ledger entries of those calls (their recorded effects), as Reconcile
+reports them. It reads only: it takes no ownership and runs nothing.
+
+--revision reads an older kept revision; Reconcile decides only the latest
+revision's pending tool uses, so an older one's are listed without decisions.`,
+		setup: setupShow,
+	})
+}
+
+func setupShow(fs *flag.FlagSet) runFunc {
+	revision := fs.Uint64("revision", 0, "the kept revision `N` to show (default: the latest)")
+	return func(ctx context.Context, e *env, args []string) error {
+		id, err := sessionArg(args)
+		if err != nil {
+			return err
+		}
+		c, err := e.client(ctx)
+		if err != nil {
+			return err
+		}
+		v, err := loadView(ctx, c, id, *revision)
+		if err != nil {
+			return err
+		}
+		return printTranscript(e.stdout, v)
+	}
+}
+
+// sessionArg returns the one SESSION argument of a command.
+func sessionArg(args []string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "", usagef("missing SESSION")
+	case 1:
+		return args[0], nil
+	}
+	return "", usagef("want one SESSION, got %d arguments", len(args))
+}
+
+func printTranscript(w io.Writer, v *sessionView) error {
+	cp := v.checkpoint
+	p := &printer{w: w}
+	latest := "latest"
+	if cp.GetRevision() != v.latest {
+		latest = fmt.Sprintf("the latest is %d", v.latest)
+	}
+	p.line("session   %s", cp.GetSessionId())
+	p.line("revision  %d (%s), epoch %d", cp.GetRevision(), latest, cp.GetEpoch())
+	p.line("task      %s", cp.GetTask())
+	p.line("turn      %d, %d tokens used", cp.GetTurn(), cp.GetTokensUsed())
+	p.line("saved     %s", formatTime(cp.GetSaveTime()))
+	if len(cp.GetLabels()) > 0 {
+		var ls []string
+		for _, k := range slices.Sorted(maps.Keys(cp.GetLabels())) {
+			ls = append(ls, k+"="+cp.GetLabels()[k])
+		}
+		p.line("labels    %s", strings.Join(ls, " "))
+	}
+	if cp.GetStateJson() != "" {
+		p.line("state     %s", compact(cp.GetStateJson()))
+	}
+
+	p.line("")
+	p.line("History (%d messages)", len(cp.GetMessages()))
+	turn := 0
+	for i, m := range cp.GetMessages() {
+		if m.GetRole() == "assistant" {
+			turn++
+			p.line("")
+			p.line("-- turn %d", turn)
+		}
+		p.line("[%d] %s", i, m.GetRole())
+		for _, l := range contentLines(m.GetContentJson()) {
+			p.line("    %s", l)
+		}
+	}
+
+	pending := cp.GetPendingToolUses()
+	p.line("")
+	if v.reconcile == nil {
+		p.line("Pending tool uses (%d); Reconcile decides only the latest revision's", len(pending))
+		for _, u := range pending {
+			p.toolUse(u, false)
+		}
+		return p.err
+	}
+	p.line("Pending tool uses (%d), as Reconcile decides them now", len(pending))
+	var ledger []*savepointv1.Effect
+	for _, r := range v.reconcile.GetResolutions() {
+		p.toolUse(r.GetToolUse(), r.GetBegun())
+		if k := r.GetIdempotencyKey(); k != "" {
+			p.line("    key       %s", k)
+		}
+		p.line("    decision  %s", decisionText(r))
+		if t := r.GetToolResultText(); t != "" {
+			p.line("    result    %s", t)
+		}
+		if r.GetEffect() != nil {
+			ledger = append(ledger, r.GetEffect())
+		}
+	}
+	p.line("")
+	p.line("Ledger entries of the pending tool uses (%d)", len(ledger))
+	for _, eff := range ledger {
+		var flags []string
+		if eff.GetIsError() {
+			flags = append(flags, "error")
+		}
+		if eff.GetLate() {
+			flags = append(flags, "late")
+		}
+		extra := ""
+		if len(flags) > 0 {
+			extra = " (" + strings.Join(flags, ", ") + ")"
+		}
+		p.line("  %s  %s  recorded %s%s", eff.GetToolUseId(), eff.GetName(), formatTime(eff.GetRecordTime()), extra)
+		for i, l := range strings.Split(eff.GetOutput(), "\n") {
+			if i == 0 {
+				p.line("    output    %s", l)
+			} else {
+				p.line("              %s", l)
+			}
+		}
+	}
+	return p.err
+}
+
+// printer writes lines and keeps the first error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) line(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format+"\n", args...)
+	}
+}
+
+func (p *printer) toolUse(u *savepointv1.ToolUse, begun bool) {
+	attrs := []string{effectClassText(u.GetEffectClass())}
+	if u.GetBeginTracked() {
+		attrs = append(attrs, "begin-tracked")
+	}
+	if begun {
+		attrs = append(attrs, "begun")
+	}
+	p.line("  %s  %s  %s", u.GetToolUseId(), u.GetName(), strings.Join(attrs, ", "))
+	input := u.GetInputJson()
+	if input == "" {
+		input = "{}"
+	}
+	p.line("    input     %s", compact(input))
+}
+
+func effectClassText(c savepointv1.EffectClass) string {
+	switch c {
+	case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
+		return "read-only"
+	case savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
+		return "idempotent"
+	}
+	return "side effect"
+}
+
+// decisionText is the decision with the rule that made it (daemon/reconcile.go).
+func decisionText(r *savepointv1.Resolution) string {
+	switch r.GetDecision() {
+	case savepointv1.Decision_DECISION_REUSE:
+		return "REUSE: the recorded effect is the tool result"
+	case savepointv1.Decision_DECISION_RUN:
+		switch r.GetToolUse().GetEffectClass() {
+		case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
+			return "RUN: read-only, safe to run again"
+		case savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
+			return "RUN: idempotent, run it with its idempotency key"
+		}
+		return "RUN: never begun, so it never ran"
+	case savepointv1.Decision_DECISION_IN_DOUBT:
+		if r.GetBegun() {
+			return "IN_DOUBT: begun, outcome unknown; check the world before retrying"
+		}
+		return "IN_DOUBT: not begin-tracked, outcome unknown; check the world before retrying"
+	}
+	return r.GetDecision().String()
+}

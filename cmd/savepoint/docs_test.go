@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+const (
+	operationsDoc = "../../docs/operations.md"
+	docSection    = "## Inspecting sessions"
+	// docSocket is the address the documented commands name; the test runs
+	// them against its own daemon's socket instead.
+	docSocket = "/run/savepoint/savepoint.sock"
+)
+
+// docTools are the programs the documented commands run, besides savepoint
+// itself: the environment variable `make test-cli` sets to each one's path,
+// and its name under ./bin otherwise.
+var docTools = []struct{ env, name string }{
+	{"SAVEPOINT_GRPCURL", "grpcurl"},
+	{"SAVEPOINT_GRPC_HEALTH_PROBE", "grpc_health_probe"},
+}
+
+// docCommand is one shell command of the doc, with the output the doc shows
+// for it (empty when it shows none) and the exit status it says it has.
+type docCommand struct {
+	line   int    // in the doc, for messages
+	text   string // the command, heredoc and continuation lines included
+	output string // the fenced block that follows, if it is not a command
+	shown  bool   // whether such a block follows
+	// outLines are the doc's line indexes [from, to) of that block's body.
+	outLines [2]int
+	exit     int // from a trailing "# exit N" comment; 0 otherwise
+}
+
+var exitComment = regexp.MustCompile(`#\s*exit (\d+)\s*$`)
+
+// docCommands extracts the commands of the section of docs/operations.md
+// that starts with heading: every line of its ```sh blocks that runs
+// savepoint, grpcurl or grpc_health_probe, each with the block after it as
+// its output when that block is not itself a command block.
+func docCommands(t *testing.T, path, heading string) []docCommand {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	start := -1
+	for i, l := range lines {
+		if l == heading {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		t.Fatalf("%s has no %q section", path, heading)
+	}
+	type block struct {
+		line       int // of the opening fence, 1-based
+		lang, body string
+		to         int // index of the closing fence
+	}
+	var blocks []block
+	for i := start + 1; i < len(lines); i++ {
+		l := lines[i]
+		if strings.HasPrefix(l, "## ") {
+			break
+		}
+		if !strings.HasPrefix(l, "```") {
+			continue
+		}
+		b := block{line: i + 1, lang: strings.TrimPrefix(l, "```")}
+		var body []string
+		for i++; i < len(lines) && lines[i] != "```"; i++ {
+			body = append(body, lines[i])
+		}
+		b.body, b.to = strings.Join(body, "\n"), i
+		blocks = append(blocks, b)
+	}
+	var cmds []docCommand
+	for bi, b := range blocks {
+		if b.lang != "sh" {
+			continue
+		}
+		var inBlock []docCommand
+		sc := bufio.NewScanner(strings.NewReader(b.body))
+		n := b.line
+		for sc.Scan() {
+			n++
+			l := sc.Text()
+			if !regexp.MustCompile(`^(savepoint|grpcurl|grpc_health_probe) `).MatchString(l) {
+				continue
+			}
+			c := docCommand{line: n, text: l}
+			// Continuation lines, then a heredoc's body up to its terminator.
+			for strings.HasSuffix(strings.TrimSpace(c.text), "\\") && sc.Scan() {
+				n++
+				c.text += "\n" + sc.Text()
+			}
+			if m := regexp.MustCompile(`<<-?'?(\w+)'?`).FindStringSubmatch(c.text); m != nil {
+				for sc.Scan() {
+					n++
+					c.text += "\n" + sc.Text()
+					if sc.Text() == m[1] {
+						break
+					}
+				}
+			}
+			if m := exitComment.FindStringSubmatch(c.text); m != nil {
+				c.exit, _ = strconv.Atoi(m[1])
+			}
+			inBlock = append(inBlock, c)
+		}
+		if bi+1 < len(blocks) && blocks[bi+1].lang != "sh" {
+			if len(inBlock) != 1 {
+				t.Fatalf("%s:%d: a block followed by output must hold one command, not %d", path, b.line, len(inBlock))
+			}
+			o := blocks[bi+1]
+			inBlock[0].output, inBlock[0].shown = o.body, true
+			inBlock[0].outLines = [2]int{o.line, o.to}
+		}
+		cmds = append(cmds, inBlock...)
+	}
+	return cmds
+}
+
+// findTool returns the path of a tool the documented commands need: from
+// its environment variable, which `make test-cli` sets (then it must exist),
+// else under the repository's ./bin; "" when neither has it.
+func findTool(t *testing.T, env, name string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("$%s: %v (make test-cli installs it)", env, err)
+		}
+		return p
+	}
+	p, err := filepath.Abs(filepath.Join("..", "..", "bin", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+var (
+	versionLineRE = regexp.MustCompile(`(?m)^(version +)\S+$`)
+	versionJSONRE = regexp.MustCompile(`"version": "[^"]*"`)
+)
+
+// normalizeDoc makes an output comparable with the doc's: the test's socket
+// is the documented one, and times, idempotency keys and versions are
+// placeholders on both sides.
+func normalizeDoc(s, socket string) string {
+	s = strings.ReplaceAll(s, socket, docSocket)
+	s = timeRE.ReplaceAllString(s, "TIME")
+	s = keyRE.ReplaceAllString(s, "KEY")
+	s = versionLineRE.ReplaceAllString(s, "${1}VERSION")
+	s = versionJSONRE.ReplaceAllString(s, `"version": "VERSION"`)
+	return strings.TrimRight(s, "\n")
+}
+
+// seedDoc makes the state the doc's walk-through starts from: the agent of
+// report-1 died in its first turn after recording write_report and
+// beginning send_email; notes-2 has nothing pending.
+func seedDoc(t *testing.T, raw savepointv1.SavepointServiceClient) {
+	t.Helper()
+	ctx := t.Context()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := "Write the weekly report"
+	labels := map[string]string{"team": "infra"}
+	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: "report-1", Task: task, Labels: labels,
+		AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `[{"type":"text","text":"Write the weekly report to report.md and mail it to the team."}]`}},
+	}))
+	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: "report-1", ExpectedRevision: 1, Task: task, Labels: labels, Turn: 1,
+		AppendMessages: []*savepointv1.Message{{Role: "assistant", ContentJson: `[{"type":"tool_use","id":"toolu_01","name":"write_report","input":{"path":"report.md"}},` +
+			`{"type":"tool_use","id":"toolu_02","name":"send_email","input":{"to":"team@example.com"}},` +
+			`{"type":"tool_use","id":"toolu_03","name":"read_calendar","input":{}}]`}},
+		PendingToolUses: []*savepointv1.ToolUse{
+			{ToolUseId: "toolu_01", Name: "write_report", InputJson: `{"path":"report.md"}`, EffectClass: savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, BeginTracked: true},
+			{ToolUseId: "toolu_02", Name: "send_email", InputJson: `{"to":"team@example.com"}`, EffectClass: savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, BeginTracked: true},
+			{ToolUseId: "toolu_03", Name: "read_calendar", EffectClass: savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY},
+		},
+	}))
+	must(raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "report-1", ToolUseId: "toolu_01"}))
+	must(raw.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: "report-1", ToolUseId: "toolu_01", Output: "wrote report.md (41 lines)"}))
+	must(raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "report-1", ToolUseId: "toolu_02"}))
+	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: "notes-2", Task: "Summarise the notes",
+		AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `"Summarise notes.txt"`}},
+	}))
+}
+
+// TestOperationsDoc runs every savepoint, grpcurl and grpc_health_probe
+// command of docs/operations.md's "Inspecting sessions", in order, against a
+// live daemon holding the state the section describes, and checks each
+// command's exit status and the output the doc shows for it.
+func TestOperationsDoc(t *testing.T) {
+	bin := t.TempDir()
+	for _, tool := range docTools {
+		p := findTool(t, tool.env, tool.name)
+		if p == "" {
+			t.Skipf("%s is not in ./bin: make test-cli installs it and runs this test", tool.name)
+		}
+		if err := os.Symlink(p, filepath.Join(bin, tool.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepoint")
+	if err := os.Symlink(cli, filepath.Join(bin, "savepoint")); err != nil {
+		t.Fatal(err)
+	}
+	cmds := docCommands(t, operationsDoc, docSection)
+	counts := map[string]int{}
+	for _, c := range cmds {
+		counts[strings.Fields(c.text)[0]]++
+	}
+	for _, tool := range []string{"savepoint", "grpcurl", "grpc_health_probe"} {
+		if counts[tool] == 0 {
+			t.Errorf("%s documents no %s command", operationsDoc, tool)
+		}
+	}
+
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	seedDoc(t, d.Client)
+	work := t.TempDir()
+	outputs := map[int]string{} // with -update: doc line of the output block -> the real output
+	for _, c := range cmds {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		sh := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", strings.ReplaceAll(c.text, docSocket, d.Socket))
+		sh.Dir = work
+		sh.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "SAVEPOINT_ADDR=unix:"+d.Socket)
+		out, err := sh.CombinedOutput()
+		cancel()
+		code := 0
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s:%d: %v", operationsDoc, c.line, err)
+		}
+		if code != c.exit {
+			t.Errorf("%s:%d: %s\nexit %d, the doc says %d; output:\n%s", operationsDoc, c.line, c.text, code, c.exit, out)
+			continue
+		}
+		if !c.shown {
+			continue
+		}
+		if *update {
+			outputs[c.outLines[0]] = strings.TrimRight(strings.ReplaceAll(string(out), d.Socket, docSocket), "\n")
+			continue
+		}
+		if got, want := normalizeDoc(string(out), d.Socket), normalizeDoc(c.output, d.Socket); got != want {
+			t.Errorf("%s:%d: %s\nprints (normalised):\n%s\nthe doc shows (normalised):\n%s", operationsDoc, c.line, c.text, got, want)
+		}
+	}
+	t.Logf("ran %d documented commands: %v", len(cmds), fmt.Sprint(counts))
+	if *update {
+		rewriteOutputs(t, operationsDoc, cmds, outputs)
+	}
+}
+
+// rewriteOutputs replaces the doc's output blocks with the outputs the
+// commands printed (go test -update), from the last block up.
+func rewriteOutputs(t *testing.T, path string, cmds []docCommand, outputs map[int]string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	for i := len(cmds) - 1; i >= 0; i-- {
+		c := cmds[i]
+		out, ok := outputs[c.outLines[0]]
+		if !c.shown || !ok {
+			continue
+		}
+		var repl []string
+		if out != "" {
+			repl = strings.Split(out, "\n")
+		}
+		lines = append(lines[:c.outLines[0]], append(repl, lines[c.outLines[1]:]...)...)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The doc's table of exit codes has a row for each code the help lists.
+func TestOperationsDocExitCodes(t *testing.T) {
+	data, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(data), docSection)
+	if i < 0 {
+		t.Fatalf("%s has no %q section", operationsDoc, docSection)
+	}
+	section := string(data)[i:]
+	doc := regexp.MustCompile(`(?m)^\| (\d+) \|`).FindAllStringSubmatch(section, -1)
+	help := regexp.MustCompile(`(?m)^  (\d+)  `).FindAllStringSubmatch(exitCodesHelp, -1)
+	var got, want []string
+	for _, m := range doc {
+		got = append(got, m[1])
+	}
+	for _, m := range help {
+		want = append(want, m[1])
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") || len(want) != exitFenced+1 {
+		t.Errorf("%s lists exit codes %v; the help lists %v", operationsDoc, got, want)
+	}
+}

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the commands' output")
+
+// result is one run of the CLI.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(t.Context(), args, &out, &errb)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+var (
+	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+	keyRE  = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+)
+
+// normalize replaces what differs between runs: the socket, times, random
+// idempotency keys and the build's version.
+func normalize(s, socket string) string {
+	s = strings.ReplaceAll(s, socket, "SOCKET")
+	s = timeRE.ReplaceAllString(s, "TIME")
+	s = keyRE.ReplaceAllString(s, "KEY")
+	if v := daemon.Version(); v != "" {
+		s = strings.ReplaceAll(s, `"`+v+`"`, `"VERSION"`)
+		s = regexp.MustCompile(`(?m)^(version +)`+regexp.QuoteMeta(v)+`$`).ReplaceAllString(s, "${1}VERSION")
+	}
+	return s
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the output (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// seed makes the sessions the golden files show, through the raw API:
+//
+//   - report-1: three revisions, two turns; the second names six tool uses
+//     that Reconcile decides every way it can (REUSE, RUN three ways,
+//     IN_DOUBT begun and untracked);
+//   - notes-2: one revision, nothing pending, no labels.
+func seed(t *testing.T, raw savepointv1.SavepointServiceClient) {
+	t.Helper()
+	ctx := t.Context()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	labels := map[string]string{"team": "infra"}
+	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: "report-1", Task: "Write the weekly report", Labels: labels,
+		AppendMessages: []*savepointv1.Message{
+			{Role: "user", ContentJson: `[{"type":"text","text":"Write the weekly report to report.md.\nKeep it short."}]`},
+			{Role: "assistant", ContentJson: `[{"type":"text","text":"Reading the notes first."},{"type":"tool_use","id":"toolu_00","name":"read_notes","input":{"path":"notes.txt"}}]`},
+		},
+		Turn:            1,
+		PendingToolUses: []*savepointv1.ToolUse{{ToolUseId: "toolu_00", Name: "read_notes", InputJson: `{"path":"notes.txt"}`, EffectClass: savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY}},
+	}))
+	calls := []*savepointv1.ToolUse{
+		{ToolUseId: "toolu_01", Name: "write_report", InputJson: `{"path": "report.md"}`, EffectClass: savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, BeginTracked: true},
+		{ToolUseId: "toolu_02", Name: "send_email", InputJson: `{"to":"team@example.com"}`, BeginTracked: true},
+		{ToolUseId: "toolu_03", Name: "post_slack", InputJson: `{"channel":"#reports"}`, BeginTracked: true},
+		{ToolUseId: "toolu_04", Name: "delete_draft"},
+		{ToolUseId: "toolu_05", Name: "read_calendar", EffectClass: savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY},
+		{ToolUseId: "toolu_06", Name: "charge_card", InputJson: `{"cents":500}`, EffectClass: savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT, BeginTracked: true},
+	}
+	var blocks []string
+	for _, c := range calls {
+		in := c.InputJson
+		if in == "" {
+			in = "{}"
+		}
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"input":%s}`, c.ToolUseId, c.Name, in))
+	}
+	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: "report-1", ExpectedRevision: 1, Task: "Write the weekly report", Labels: labels,
+		Turn: 2, TokensUsed: 1200, StateJson: `{"step": 2}`,
+		AppendMessages: []*savepointv1.Message{
+			{Role: "user", ContentJson: `[{"type":"tool_result","tool_use_id":"toolu_00","content":"Q3: 12 deals closed, 3 lost."}]`},
+			{Role: "assistant", ContentJson: "[" + strings.Join(blocks, ",") + "]"},
+		},
+		PendingToolUses: calls,
+	}))
+	for _, id := range []string{"toolu_01", "toolu_02", "toolu_06"} {
+		must(raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "report-1", ToolUseId: id}))
+	}
+	must(raw.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: "report-1", ToolUseId: "toolu_01", Output: "wrote report.md\n3 sections, 41 lines"}))
+	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: "notes-2", Task: "Summarise the notes",
+		AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `"Summarise notes.txt"`}},
+	}))
+}
+
+// The golden files hold each command's output against a seeded daemon, in
+// the order of this table (rm last, since it changes what ls shows).
+func TestGolden(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	seed(t, d.Client)
+	addr := "unix:" + d.Socket
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"help", []string{"help"}},
+		{"help-show", []string{"help", "show"}},
+		{"help-rm", []string{"rm", "--help"}},
+		{"ls", []string{"ls"}},
+		{"ls-label", []string{"ls", "--label", "team=infra"}},
+		{"show", []string{"show", "report-1"}},
+		{"show-revision", []string{"show", "report-1", "--revision", "1"}},
+		{"show-notfound", []string{"show", "nope"}},
+		{"show-revision-notfound", []string{"show", "--revision", "9", "report-1"}},
+		{"export", []string{"export", "report-1"}},
+		{"export-revision", []string{"export", "report-1", "--revision", "1"}},
+		{"info", []string{"info"}},
+		{"verify", []string{"verify"}},
+		{"rm-stale-epoch", []string{"rm", "notes-2", "--epoch", "7"}},
+		{"rm", []string{"rm", "notes-2", "--epoch", "0"}},
+		{"rm-notfound", []string{"rm", "notes-2", "--take-over"}},
+		{"ls-after-rm", []string{"ls"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.args[0] != "help" && !strings.Contains(strings.Join(args, " "), "--help") {
+				args = append([]string{"--addr", addr}, args...)
+			}
+			r := runCLI(t, args...)
+			var b strings.Builder
+			fmt.Fprintf(&b, "$ savepoint %s\n%s", strings.Join(tc.args, " "), r.stdout)
+			if r.stderr != "" {
+				fmt.Fprintf(&b, "[stderr]\n%s", r.stderr)
+			}
+			fmt.Fprintf(&b, "[exit %d]\n", r.code)
+			checkGolden(t, tc.name, normalize(b.String(), d.Socket))
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the one line on stderr
+	}{
+		{nil, "Usage:"},
+		{[]string{"frobnicate"}, `savepoint: unknown command "frobnicate" (see 'savepoint help')`},
+		{[]string{"--bogus", "ls"}, "savepoint: flag provided but not defined: -bogus"},
+		{[]string{"ls", "--bogus"}, "savepoint: ls: flag provided but not defined: -bogus (see 'savepoint help ls')"},
+		{[]string{"ls", "extra"}, `savepoint: ls: ls takes no arguments, got "extra"`},
+		{[]string{"ls", "--label", "novalue"}, `want KEY=VALUE, not "novalue"`},
+		{[]string{"show"}, "savepoint: show: missing SESSION"},
+		{[]string{"show", "a", "b"}, "savepoint: show: want one SESSION, got 2 arguments"},
+		{[]string{"show", "a", "--revision", "x"}, `invalid value "x" for flag -revision`},
+		{[]string{"export"}, "savepoint: export: missing SESSION"},
+		{[]string{"rm", "a"}, "savepoint: rm: a write needs --epoch N"},
+		{[]string{"rm", "a", "--epoch", "1", "--take-over"}, "savepoint: rm: give --epoch or --take-over, not both"},
+		{[]string{"rm", "a", "--epoch", "one"}, `want an epoch number, not "one"`},
+		{[]string{"verify", "x"}, `savepoint: verify: verify takes no arguments`},
+		{[]string{"info", "x"}, `savepoint: info: info takes no arguments`},
+		{[]string{"--timeout", "0s", "ls"}, "savepoint: ls: --timeout must be positive, not 0s"},
+		{[]string{"ls", "--addr", "nonsense"}, `savepoint: ls: --addr: address "nonsense" is neither unix:PATH nor HOST:PORT`},
+		{[]string{"help", "nope"}, `savepoint: help: no command "nope"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			// No daemon: a usage error is found before any call.
+			r := runCLI(t, append([]string{"--addr", "unix:/nonexistent/s.sock"}, tc.args...)...)
+			if r.code != exitUsage {
+				t.Errorf("exit %d, want %d (usage)", r.code, exitUsage)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout %q, want nothing", r.stdout)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q, want it to contain %q", r.stderr, tc.want)
+			}
+			if tc.args != nil && strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("stderr %q is not one line", r.stderr)
+			}
+		})
+	}
+}
+
+func TestUnreachableDaemon(t *testing.T) {
+	r := runCLI(t, "--addr", "unix:/nonexistent/s.sock", "ls")
+	if r.code != exitUnavailable || !strings.HasPrefix(r.stderr, "savepoint: ls: cannot reach savepointd at unix:/nonexistent/s.sock: ") ||
+		strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want %d and one line naming the address", r.code, r.stderr, exitUnavailable)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	r := runCLI(t, "--addr", "unix:"+d.Socket, "--timeout", "1ns", "info")
+	if r.code != exitUnavailable || !strings.HasPrefix(r.stderr, "savepoint: info: no answer within --timeout from savepointd at unix:") {
+		t.Errorf("exit %d, stderr %q; want %d naming the timeout", r.code, r.stderr, exitUnavailable)
+	}
+}
+
+// Without --addr the CLI resolves the address as every client does.
+func TestDefaultAddress(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	seed(t, d.Client)
+	t.Setenv(client.EnvAddr, "unix:"+d.Socket)
+	r := runCLI(t, "ls")
+	if r.code != exitOK || !strings.Contains(r.stdout, "report-1") {
+		t.Errorf("ls via $%s: exit %d, stdout %q, stderr %q", client.EnvAddr, r.code, r.stdout, r.stderr)
+	}
+}
+
+// Flags are accepted before and after the session, and before the command.
+func TestFlagPlacement(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	seed(t, d.Client)
+	addr := "unix:" + d.Socket
+	want := runCLI(t, "--addr", addr, "show", "--revision", "1", "report-1")
+	if want.code != exitOK {
+		t.Fatalf("show: exit %d %s", want.code, want.stderr)
+	}
+	for _, args := range [][]string{
+		{"show", "report-1", "--revision", "1", "--addr", addr},
+		{"show", "--addr", addr, "report-1", "--revision=1"},
+		{"--addr", addr, "show", "--revision", "1", "--", "report-1"},
+	} {
+		if got := runCLI(t, args...); got != want {
+			t.Errorf("%q: %+v, want the output of the canonical order", args, got)
+		}
+	}
+}
+
+// rm --take-over resumes the session first, so it needs no epoch and the
+// agent that ran it is fenced; a stale --epoch is refused with exit 6 and
+// deletes nothing.
+func TestRmTakeOverFencesTheAgent(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	addr := "unix:" + d.Socket
+	ctx := t.Context()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	agent, err := c.Start(ctx, "busy", "work", &client.StartOptions{Messages: []client.Message{{Role: "user", ContentJSON: `"go"`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process resumes it: epoch 2. The agent's epoch 1 is stale.
+	if _, err := c.Resume(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "--addr", addr, "rm", "busy", "--epoch", "1")
+	if r.code != exitFenced || !strings.Contains(r.stderr, "SESSION_FENCED") || !strings.Contains(r.stderr, "--take-over") {
+		t.Fatalf("rm with a stale epoch: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := c.GetSession(ctx, "busy", 0); err != nil {
+		t.Fatalf("a refused rm deleted the session: %v", err)
+	}
+	r = runCLI(t, "--addr", addr, "rm", "--take-over", "busy")
+	if r.code != exitOK || r.stdout != "deleted busy (tombstone epoch 3)\n" {
+		t.Fatalf("rm --take-over: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// Tombstone epoch 3: the take-over resumed (2 -> 3) before deleting.
+	err = agent.PointA(ctx, client.Message{Role: "assistant", ContentJSON: `"done"`}, nil)
+	if !errors.Is(err, client.ErrFenced) && !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("the agent saved after rm --take-over: %v", err)
+	}
+	if _, err := c.GetSession(ctx, "busy", 0); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("after rm: %v, want ErrNotFound", err)
+	}
+}
+
+// export holds the whole history, however many ListMessages pages it takes,
+// and every page of Reconcile's resolutions.
+func TestExportPagesWholeHistory(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{MaxStateBytes: 1 << 10, ResponseBudgetBytes: 130 << 10})
+	ctx := t.Context()
+	const n = 400
+	var msgs []*savepointv1.Message
+	for i := range n {
+		msgs = append(msgs, &savepointv1.Message{Role: "user", ContentJson: fmt.Sprintf("%q", fmt.Sprintf("%04d %s", i, strings.Repeat("x", 1000)))})
+	}
+	var pending []*savepointv1.ToolUse
+	for i := range 3 {
+		pending = append(pending, &savepointv1.ToolUse{ToolUseId: fmt.Sprintf("t%d", i), Name: "write"})
+	}
+	if _, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "long", AppendMessages: msgs, PendingToolUses: pending}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		// Outputs of 100 KiB each: one resolution per Reconcile page.
+		if _, err := d.Client.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: "long", ToolUseId: fmt.Sprintf("t%d", i), Output: strings.Repeat("o", 100<<10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := d.Client.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: "long"})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("the history fits one page (%v): the test pages nothing", err)
+	}
+	rec, err := d.Client.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: "long"})
+	if err != nil || rec.GetNextPageToken() == "" {
+		t.Fatalf("the resolutions fit one page (%v): the test pages nothing", err)
+	}
+	r := runCLI(t, "--addr", "unix:"+d.Socket, "export", "long")
+	if r.code != exitOK {
+		t.Fatalf("export: exit %d: %s", r.code, r.stderr)
+	}
+	var out struct {
+		Checkpoint struct {
+			MessageCount string
+			Messages     []struct{ ContentJSON string }
+		}
+		Reconcile struct {
+			Resolutions []struct{ Decision string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Checkpoint.Messages) != n || out.Checkpoint.MessageCount != fmt.Sprint(n) {
+		t.Fatalf("exported %d messages (messageCount %s), want %d", len(out.Checkpoint.Messages), out.Checkpoint.MessageCount, n)
+	}
+	for i, m := range out.Checkpoint.Messages {
+		if !strings.HasPrefix(m.ContentJSON, fmt.Sprintf(`"%04d `, i)) {
+			t.Fatalf("message %d is %.10s...", i, m.ContentJSON)
+		}
+	}
+	if len(out.Reconcile.Resolutions) != 3 {
+		t.Fatalf("exported %d resolutions, want 3", len(out.Reconcile.Resolutions))
+	}
+	for _, res := range out.Reconcile.Resolutions {
+		if res.Decision != "DECISION_REUSE" {
+			t.Errorf("decision %s, want DECISION_REUSE", res.Decision)
+		}
+	}
+}
+
+// Every error a command returns maps to its documented exit code.
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{usagef("x"), exitUsage},
+		{errDamage, exitDamaged},
+		{fmt.Errorf("wrapped: %w", client.ErrNotFound), exitNotFound},
+		{client.ErrRevisionNotFound, exitNotFound},
+		{client.ErrCorrupt, exitDamaged},
+		{client.ErrFenced, exitFenced},
+		{client.ErrUnavailable, exitUnavailable},
+		{context.DeadlineExceeded, exitUnavailable},
+		{client.ErrInvalidArgument, exitFail},
+		{errors.New("anything else"), exitFail},
+	} {
+		var errb bytes.Buffer
+		a := newApp(&bytes.Buffer{}, &errb)
+		if got := a.failAt("cmd", []string{"arg"}, "unix:/s", tc.err); got != tc.want {
+			t.Errorf("%v: exit %d, want %d", tc.err, got, tc.want)
+		}
+		if !strings.HasPrefix(errb.String(), "savepoint: cmd") || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%v: stderr %q is not one savepoint: line", tc.err, errb.String())
+		}
+	}
+}

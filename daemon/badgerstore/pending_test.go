@@ -1,0 +1,30 @@
+package badgerstore
+
+import (
+	"testing"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// A session whose pending calls cannot be read is still listed, with every
+// pending call counted in doubt; the others are counted as Reconcile decides.
+func TestListSessionsInDoubtOfDamagedCalls(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, id := range []string{"bad", "good"} {
+		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id,
+			PendingToolUses: []daemon.ToolUse{{ID: "r", Name: "read", Class: daemon.ReadOnly}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage(t, s, callKey("bad", "r"))
+	sums, err := s.ListSessions(ctx, "", 10, nil)
+	if err != nil || len(sums) != 2 {
+		t.Fatalf("list: %+v %v", sums, err)
+	}
+	for i, want := range []uint32{1, 0} {
+		if got := sums[i]; got.PendingToolUseCount != 1 || got.InDoubtToolUseCount != want {
+			t.Errorf("%s: %d pending, %d in doubt; want 1, %d", got.SessionID, got.PendingToolUseCount, got.InDoubtToolUseCount, want)
+		}
+	}
+}
