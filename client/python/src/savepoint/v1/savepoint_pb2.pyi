@@ -379,7 +379,7 @@ class ListSessionsRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time")
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -396,6 +396,7 @@ class SessionSummary(_message.Message):
     PENDING_TOOL_USE_COUNT_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    IN_DOUBT_TOOL_USE_COUNT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     revision: int
     epoch: int
@@ -405,7 +406,8 @@ class SessionSummary(_message.Message):
     pending_tool_use_count: int
     labels: _containers.ScalarMap[str, str]
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    in_doubt_tool_use_count: int
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ("sessions", "next_page_token")

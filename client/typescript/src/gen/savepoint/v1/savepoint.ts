@@ -497,9 +497,19 @@ export interface SessionSummary {
   task: string;
   turn: number;
   messageCount: number;
+  /** The tool uses pending in the latest revision. */
   pendingToolUseCount: number;
   labels: { [key: string]: string };
-  updateTime: Timestamp | undefined;
+  updateTime:
+    | Timestamp
+    | undefined;
+  /**
+   * The pending tool uses that Reconcile would report as DECISION_IN_DOUBT
+   * now: side-effecting calls with no recorded effect that were begun, or
+   * were never begin-tracked. A session whose pending calls cannot be read
+   * (damaged) counts every pending tool use as in doubt.
+   */
+  inDoubtToolUseCount: number;
 }
 
 export interface SessionSummary_LabelsEntry {
@@ -2708,6 +2718,7 @@ function createBaseSessionSummary(): SessionSummary {
     pendingToolUseCount: 0,
     labels: {},
     updateTime: undefined,
+    inDoubtToolUseCount: 0,
   };
 }
 
@@ -2739,6 +2750,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     });
     if (message.updateTime !== undefined) {
       Timestamp.encode(message.updateTime, writer.uint32(74).fork()).join();
+    }
+    if (message.inDoubtToolUseCount !== 0) {
+      writer.uint32(80).uint32(message.inDoubtToolUseCount);
     }
     return writer;
   },
@@ -2831,6 +2845,14 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             message.updateTime = Timestamp.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.inDoubtToolUseCount = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2867,6 +2889,7 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     message.updateTime = (object.updateTime !== undefined && object.updateTime !== null)
       ? Timestamp.fromPartial(object.updateTime)
       : undefined;
+    message.inDoubtToolUseCount = object.inDoubtToolUseCount ?? 0;
     return message;
   },
 };
