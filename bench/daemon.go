@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/client"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Daemon is a savepointd child process serving a data directory on a Unix
@@ -66,48 +66,28 @@ func daemonEnv() []string {
 	return env
 }
 
-// waitServing polls the health service every millisecond (a connection
-// attempt on a socket that does not exist yet fails at once) until it
-// answers SERVING.
+// waitServing waits for SERVING (client.WaitServing, which polls every 5
+// ms), failing when the daemon exits first or timeout passes.
 func (d *Daemon) waitServing(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	exited := make(chan error, 1)
+	go func() {
 		select {
 		case err := <-d.done:
 			d.done <- err
-			return fmt.Errorf("exited before serving: %v", err)
-		default:
+			exited <- err
+			cancel()
+		case <-ctx.Done():
 		}
-		if _, err := os.Stat(d.Socket); err == nil {
-			if last = d.checkHealth(ctx); last == nil {
-				return nil
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		time.Sleep(time.Millisecond)
+	}()
+	err := client.WaitServing(ctx, "unix:"+d.Socket)
+	select {
+	case e := <-exited:
+		return fmt.Errorf("exited before serving: %v", e)
+	default:
 	}
-	return fmt.Errorf("not serving after %v (last: %v)", timeout, last)
-}
-
-func (d *Daemon) checkHealth(ctx context.Context) error {
-	conn, err := d.Dial()
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		return err
-	}
-	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("health %v", resp.GetStatus())
-	}
-	return nil
+	return err
 }
 
 // Dial returns a new gRPC connection to the daemon; the caller closes it.

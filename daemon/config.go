@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/savepoint-dev/savepoint/internal/addr"
 )
 
 // grpcDefaultMaxRecv is gRPC's default receive limit; no response may need a
@@ -25,7 +23,7 @@ const responseMargin = 64 << 10
 type Config struct {
 	// DataDir is the store's directory; empty means "./data".
 	DataDir string
-	// Listen is "unix:PATH" or a loopback "HOST:PORT"; empty means DefaultAddr().
+	// Listen is "unix:PATH" or a loopback "HOST:PORT"; empty means the default address every client resolves too ($SAVEPOINT_ADDR, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else unix:/run/savepoint/savepoint.sock).
 	Listen string
 	// SocketMode is the Unix socket's permission bits, 0600 or 0660 (to let a
 	// group connect); zero means 0600.
@@ -79,7 +77,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		DataDir:             "./data",
-		Listen:              DefaultAddr(),
+		Listen:              addr.Default(os.Getenv),
 		SocketMode:          0o600,
 		MaxRequestBytes:     4 << 20,
 		MaxMessageBytes:     2 << 20,
@@ -127,7 +125,7 @@ func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if network, _, err := ParseAddr(c.Listen); err != nil {
+	if network, _, err := addr.Parse(c.Listen); err != nil {
 		add("listen: %v", err)
 	} else {
 		errs = append(errs, c.validateAccess(network)...)
@@ -173,48 +171,4 @@ func (c Config) Validate() error {
 			c.ResponseBudgetBytes, c.MaxStateBytes)
 	}
 	return errors.Join(errs...)
-}
-
-// DefaultAddr is the address savepointd listens on, and clients dial, when
-// none is given: $SAVEPOINT_ADDR, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock
-// when XDG_RUNTIME_DIR is set, else unix:/run/savepoint/savepoint.sock.
-func DefaultAddr() string { return defaultAddr(os.Getenv) }
-
-func defaultAddr(getenv func(string) string) string {
-	if a := getenv("SAVEPOINT_ADDR"); a != "" {
-		return a
-	}
-	if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {
-		return "unix:" + filepath.Join(dir, "savepoint", "savepoint.sock")
-	}
-	return "unix:/run/savepoint/savepoint.sock"
-}
-
-// ParseAddr splits an address into a network and an address for net.Listen
-// or net.Dial: "unix:PATH" (or gRPC's "unix:///PATH") gives ("unix", PATH),
-// "HOST:PORT" gives ("tcp", "HOST:PORT").
-func ParseAddr(addr string) (network, address string, err error) {
-	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if strings.HasPrefix(rest, "//") {
-			rest = strings.TrimPrefix(rest, "//")
-			if !strings.HasPrefix(rest, "/") {
-				return "", "", fmt.Errorf("%q: unix:// must be followed by an absolute path", addr)
-			}
-		}
-		if rest == "" {
-			return "", "", fmt.Errorf("%q: the socket path is empty", addr)
-		}
-		return "unix", rest, nil
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", "", fmt.Errorf("%q is neither unix:PATH nor HOST:PORT", addr)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return "", "", fmt.Errorf("%q: port %q is not a number in 0-65535", addr, port)
-	}
-	if host == "" {
-		return "", "", fmt.Errorf("%q: the host is empty; give a loopback address such as 127.0.0.1", addr)
-	}
-	return "tcp", addr, nil
 }

@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/savepoint-dev/savepoint/internal/addr"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -139,7 +140,7 @@ func listen(cfg Config) (net.Listener, error) {
 	if lis, err := activated(cfg); lis != nil || err != nil {
 		return lis, err
 	}
-	network, address, err := ParseAddr(cfg.Listen)
+	network, address, err := addr.Parse(cfg.Listen)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	sd "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/savepoint-dev/savepoint/internal/addr"
 )
 
 // savepointd speaks systemd's readiness protocol (sd_notify) when
@@ -140,7 +141,7 @@ func activated(cfg Config) (net.Listener, error) {
 // sameAddr reports whether the passed socket's address a is the one listen
 // names.
 func sameAddr(listen string, a net.Addr) error {
-	network, address, err := ParseAddr(listen)
+	network, address, err := addr.Parse(listen)
 	if err != nil {
 		return fmt.Errorf("%w: listen: %v", ErrConfig, err)
 	}

@@ -14,14 +14,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/client"
+	spaddr "github.com/savepoint-dev/savepoint/internal/addr"
+
 	"github.com/google/uuid"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -78,7 +79,7 @@ func dialTarget(addr string) (target, socket string, err error) {
 	if addr == "" {
 		return "", "", errors.New("--addr: no address; give unix:PATH or a loopback HOST:PORT (or set SAVEPOINT_ADDR)")
 	}
-	network, address, err := daemon.ParseAddr(addr)
+	network, address, err := spaddr.Parse(addr)
 	if err != nil {
 		return "", "", fmt.Errorf("--addr: %v", err)
 	}
@@ -187,7 +188,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	if err := waitServing(ctx, conn, cfg.Wait); err != nil {
+	wctx, wcancel := context.WithTimeout(ctx, cfg.Wait)
+	err = client.WaitServing(wctx, cfg.Addr)
+	wcancel()
+	if err != nil {
 		return nil, fmt.Errorf("savepointd at %s: %w", cfg.Addr, err)
 	}
 	res := &Result{Config: cfg}
@@ -569,26 +573,6 @@ func (w *worker) filler(n int) string {
 		b.WriteByte(letters[w.rng.IntN(len(letters))])
 	}
 	return b.String()
-}
-
-func waitServing(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) error {
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(timeout)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
-		if err == nil {
-			err = fmt.Errorf("health %v", resp.GetStatus())
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("not serving after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func splitList(s string) []string {

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -74,48 +73,13 @@ func (p *proc) start(extra ...string) error {
 		p.exit = cmd.ProcessState.ExitCode()
 		close(done)
 	}()
-	if err := waitServing(p.sock, 30*time.Second, done); err != nil {
+	if err := daemontest.WaitServing(p.sock, 30*time.Second, done); err != nil {
 		p.kill()
 		return fmt.Errorf("savepointd did not serve (exit code %d): %v\nstderr:\n%s", p.exitCode(), err, p.stderr)
 	}
 	p.started = time.Since(begin)
 	p.dial()
 	return nil
-}
-
-// waitServing is daemontest.WaitServing with a short reconnect backoff: that
-// one's connection waits out gRPC's default one-second backoff after its
-// first attempt finds no socket, which would add a second to every restart.
-func waitServing(socket string, timeout time.Duration, exited <-chan struct{}) error {
-	conn, err := grpc.NewClient("unix:"+socket,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.3, MaxDelay: 50 * time.Millisecond},
-			MinConnectTimeout: time.Second,
-		}))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-		cancel()
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("process exited")
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not serving after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // mustStart is start that fails the test.

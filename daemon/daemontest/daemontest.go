@@ -21,10 +21,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+	"github.com/savepoint-dev/savepoint/internal/addr"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -177,34 +178,27 @@ func (d *Daemon) Stop() int {
 // Stderr returns what the current process has logged so far.
 func (d *Daemon) Stderr() string { return d.stderr.String() }
 
-// WaitServing polls the health service on socket until it reports SERVING,
-// the timeout passes, or exited is closed.
+// WaitServing waits until savepointd on socket reports SERVING
+// (client.WaitServing), failing after timeout or as soon as exited is closed.
 func WaitServing(socket string, timeout time.Duration, exited <-chan struct{}) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		// A new connection each time: one connection would wait out gRPC's
-		// reconnect backoff (a second and more) after the first refusal.
-		conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(false))
-		cancel()
-		conn.Close()
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	go func() {
 		select {
 		case <-exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := client.WaitServing(ctx, "unix:"+socket)
+	select {
+	case <-exited:
+		if err != nil {
 			return fmt.Errorf("process exited")
-		default:
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not serving after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	default:
 	}
+	return err
 }
 
 // InProcess is the same server run inside the test process.
@@ -267,7 +261,7 @@ func RunInProcess(t testing.TB, cfg daemon.Config, logger *slog.Logger) *Running
 		<-exited
 		store.Close()
 	})
-	network, address, err := daemon.ParseAddr(cfg.Listen)
+	network, address, err := addr.Parse(cfg.Listen)
 	if err != nil {
 		t.Fatal(err)
 	}
