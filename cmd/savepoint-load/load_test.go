@@ -22,7 +22,7 @@ func TestLoad(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr = "unix:" + d.Socket
 	cfg.Duration = 10 * time.Second
-	cfg.MaxRSSGrowth = 0
+	cfg.MaxRSSGrowth, cfg.MaxAnonRSS = 0, 0
 	res, err := Run(context.Background(), cfg, t.Output())
 	if err != nil {
 		t.Fatal(err)

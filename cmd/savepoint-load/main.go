@@ -74,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MessageBytes, "message-bytes", cfg.MessageBytes, "`bytes` of content_json per message (and of each tool output)")
 	fs.IntVar(&cfg.PID, "pid", cfg.PID, "savepointd's `pid`, to sample its RSS every second (0: the Unix socket's peer, if any)")
 	fs.Float64Var(&cfg.MaxRSSGrowth, "max-rss-growth", cfg.MaxRSSGrowth, "fail when anonymous RSS at the end exceeds anonymous RSS at the end of the warm-up by this `ratio` (0: do not check)")
-	fs.Func("max-anon-rss-mib", "fail when savepointd's anonymous RSS (RssAnon) is ever sampled above this many `MiB` (0: do not check)", func(s string) error {
+	fs.Func("max-anon-rss-mib", "fail when savepointd's anonymous RSS (RssAnon) is ever sampled above this many `MiB` (0: do not check; default 100)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return err
@@ -108,7 +108,7 @@ func DefaultConfig() Config {
 		Duration:     60 * time.Second,
 		History:      1,
 		MessageBytes: 512,
-		MaxRSSGrowth: 1.5,
+		MaxAnonRSS:   100 << 20,
 		RPCTimeout:   30 * time.Second,
 		Wait:         10 * time.Second,
 	}

@@ -50,30 +50,44 @@ var ErrBehind = errors.New("store is behind its high-water mark")
 // Badger's sizing. A save writes its messages, its revision record (task,
 // state, labels, pending tool uses), the session's head (task and labels
 // again), a call record per pending tool use (without its input) and a
-// request record. With at most daemon.MaxAppendMessages messages and
-// daemon.MaxPendingToolUses tool uses per save, that is the request's own
-// size plus at most 64 KiB (the task again), 20 KiB (the labels again) and
-// about 170 bytes of key and framing per record (1,260 records: 210 KiB),
-// so a 4 MiB request needs a transaction of under 4.4 MiB. Badger refuses a
-// transaction over 15% of MemTableSize: 32 MiB allows 4.8 MiB
-// (TestLargestSave writes the largest save). ValueThreshold is Badger's
-// largest (1 MiB), so all but the largest messages stay in the LSM tree;
-// larger values go to the value log, whose sync errors db.Sync returns (see
-// engine.go). Memory: two memtables, Badger's caches (24 MiB) and its table
-// builders, which grow with the memtable; see the README for RSS figures.
+// request record: at most daemon.MaxAppendMessages + daemon.MaxPendingToolUses
+// + 3 records (1,259). Badger refuses a transaction over 15% of MemTableSize
+// (1.2 MiB), but it counts a value of ValueThreshold bytes or more as a
+// 12-byte pointer into the value log, where the value itself goes. So a
+// transaction counts at most its keys plus its values under 512 bytes: 1,000
+// messages of 138-byte keys (a 128-character session id), 256 call records
+// whose key and value hold the tool use id and name (under 131 + 1,002
+// bytes together) and three more records, plus Badger's 2 bytes and the
+// engine's 32-byte margin per entry: under 1 MiB (TestLargestSave writes the
+// largest save, and a save of records just under the threshold). Memory: two
+// memtables, each an arena of MemTableSize plus room for one transaction
+// (10.4 MiB), the caches below (12 MiB) and a table builder's buffers (up to
+// 4 MiB); messages and large states are read from the memory-mapped value
+// log, which is file-backed. The value log's space is not reclaimed while
+// savepointd runs (docs/benchmarks.md, "Memory").
 const (
-	MemTableSize     = 32 << 20
-	ValueThreshold   = 1 << 20
+	MemTableSize     = 8 << 20
+	ValueThreshold   = 512
 	ValueLogFileSize = 64 << 20
-	// MaxRequestBytes is the largest request the sizing above admits.
+	BlockCacheSize   = 8 << 20
+	IndexCacheSize   = 4 << 20
+	// MaxRequestBytes is the largest request the daemon may accept.
 	MaxRequestBytes = 4 << 20
+)
+
+// In memory, Badger has no value log: a transaction of the largest request
+// (under 4.4 MiB with its repeated task and labels) must fit 15% of the
+// memtable, and Badger refuses a value over the threshold.
+const (
+	inMemoryMemTableSize   = 32 << 20
+	inMemoryValueThreshold = 1 << 20
 )
 
 // DefaultDiskReserve is the free space writes need: Badger writes through
 // memory-mapped files that it grows by up to two memtables' worth of
 // write-ahead log and one value log file, and a write to such a file on a
 // full disk kills the process with SIGBUS instead of returning an error
-// (192 MiB).
+// (144 MiB).
 const DefaultDiskReserve = 2*MemTableSize + ValueLogFileSize + 64<<20
 
 // Options tunes a Store. The zero value is ready to use.
@@ -138,13 +152,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithNumMemtables(2).
 		WithValueThreshold(ValueThreshold).
 		WithValueLogFileSize(ValueLogFileSize).
-		WithBlockCacheSize(16 << 20).
-		WithIndexCacheSize(8 << 20).
+		WithBlockCacheSize(BlockCacheSize).
+		WithIndexCacheSize(IndexCacheSize).
 		WithNumCompactors(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithChecksumVerificationMode(options.NoVerification) // verifyTables does it
 	if opts.InMemory {
+		// No value log: every value stays in the memtables, so they are
+		// sized for the largest request as a whole.
+		bopts = bopts.WithMemTableSize(inMemoryMemTableSize).WithValueThreshold(inMemoryValueThreshold)
 		bopts.Dir, bopts.ValueDir, dir = "", "", ""
 	} else {
 		f, err := lockDir(dir)
