@@ -6,6 +6,9 @@ import (
 	"hash/crc32"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // Every stored value is framed as
@@ -47,4 +50,38 @@ func decodeValue(key, val []byte, m proto.Message) error {
 		return fmt.Errorf("checksum mismatch: stored %08x, computed %08x", want, got)
 	}
 	return proto.Unmarshal(payload, m)
+}
+
+func put(t *tx, key []byte, m proto.Message) error {
+	v, err := encodeValue(key, m)
+	if err != nil {
+		return err
+	}
+	t.set(key, v)
+	return nil
+}
+
+// get reads key into m; found is false when the key is absent. A value that
+// fails its checksum or does not decode is daemon.ErrCorrupt.
+//
+// h is the session's head when it is known, so that the error can carry the
+// session's revision and epoch (a client needs the epoch to delete it).
+func get(t *tx, h *storagev1.SessionRecord, sessionID string, key []byte, m proto.Message) (found bool, err error) {
+	v, found, err := t.get(key)
+	if err != nil || !found {
+		return false, err
+	}
+	if err := decodeValue(key, v, m); err != nil {
+		return false, corrupt(h, sessionID, err)
+	}
+	return true, nil
+}
+
+func corrupt(h *storagev1.SessionRecord, sessionID string, err error) error {
+	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
+		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
+	if h == nil {
+		return fmt.Errorf("%w: %s", daemon.ErrCorrupt, msg)
+	}
+	return &daemon.StateError{Err: daemon.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
 }
