@@ -54,6 +54,9 @@ type Stats struct {
 	Requests uint64 // write requests acknowledged
 	Commits  uint64 // Badger transactions committed, each followed by one sync
 	Seq      uint64 // sequence number of the last durable commit
+	// WriteReadBytes counts the bytes of stored values that writes (saves,
+	// effects, resumes, deletes) read before writing.
+	WriteReadBytes uint64
 }
 
 type engine struct {

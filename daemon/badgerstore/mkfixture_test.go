@@ -64,10 +64,14 @@ func TestWriteFixture(t *testing.T) {
 	}
 }
 
-// interruptDelete writes sid's tombstone as DeleteSession does, without
-// purging its records: what a crash between the two leaves.
+// interruptDelete writes sid's tombstone and purge record as DeleteSession
+// does, without purging its records: what a crash between the two leaves.
+// (Format 3 marked the tombstone purging instead of a purge record.)
 func interruptDelete(s *Store, sid string) error {
 	return s.update(func(t *tx) error {
-		return put(t, sessionKey(sid), &storagev1.SessionRecord{Deleted: true, Purging: true, Epoch: 1})
+		if err := put(t, purgeKey(sid), &storagev1.PurgeRecord{Epoch: 1}); err != nil {
+			return err
+		}
+		return put(t, sessionKey(sid), &storagev1.SessionRecord{Deleted: true, Epoch: 1})
 	})
 }

@@ -1,8 +1,10 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -33,8 +35,11 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 			}
 			tombEpoch = h.Epoch
 		}
+		if err := put(t, purgeKey(sessionID), &storagev1.PurgeRecord{Epoch: tombEpoch}); err != nil {
+			return err
+		}
 		return put(t, sessionKey(sessionID), &storagev1.SessionRecord{
-			Deleted: true, Purging: true, Epoch: tombEpoch, UpdateTime: timestamppb.New(s.now()),
+			Deleted: true, Epoch: tombEpoch, UpdateTime: timestamppb.New(s.now()),
 		})
 	})
 	if err != nil {
@@ -63,8 +68,14 @@ func savedEpoch(t *tx, sessionID string) uint64 {
 // transaction limit.
 const purgeBatch = 1000
 
-// purge deletes a tombstoned session's records in batches, then clears the
-// tombstone's purging mark. It is restarted at Open if interrupted.
+// DefaultTombstoneRetention is how long a tombstone is kept after its delete
+// finished, when Options.TombstoneRetention is zero.
+const DefaultTombstoneRetention = 7 * 24 * time.Hour
+
+// purge deletes a tombstoned session's records in batches, then removes its
+// purge record and schedules its tombstone's expiry. Open resumes every
+// purge left in the list of purge records. The caller holds the session's
+// lock, so the session cannot be re-created meanwhile.
 func (s *Store) purge(sessionID string) error {
 	for _, kind := range []byte{kindRevision, kindMessage, kindCall, kindRequest} {
 		prefix := sessionScope(kind, sessionID)
@@ -86,50 +97,117 @@ func (s *Store) purge(sessionID string) error {
 		}
 	}
 	return s.update(func(t *tx) error {
+		t.delete(purgeKey(sessionID))
 		var rec storagev1.SessionRecord
 		if _, err := get(t, nil, sessionID, sessionKey(sessionID), &rec); err != nil {
 			return err
 		}
 		if !rec.Deleted {
-			return nil // re-created meanwhile; nothing to clear
+			return nil // a live head: nothing to expire
 		}
-		rec.Purging = false
-		return put(t, sessionKey(sessionID), &rec)
+		return s.scheduleExpiry(t, sessionID, &rec)
 	})
 }
 
-// sessionsWhere returns the ids of the sessions whose head (or tombstone)
-// satisfies pred; a head that does not decode is left for Verify to report.
-func (s *Store) sessionsWhere(pred func(*storagev1.SessionRecord) bool) ([]string, error) {
-	var sids []string
+// scheduleExpiry marks tomb as purged now and lists it for removal once the
+// retention has passed.
+func (s *Store) scheduleExpiry(t *tx, sessionID string, tomb *storagev1.SessionRecord) error {
+	now := s.now()
+	tomb.DeleteTime = timestamppb.New(now)
+	tomb.Purging = false //nolint:staticcheck // clearing format 3's mark
+	if err := put(t, expiryKey(now.Add(s.retention), sessionID), &storagev1.ExpiryRecord{Epoch: tomb.Epoch}); err != nil {
+		return err
+	}
+	return put(t, sessionKey(sessionID), tomb)
+}
+
+// finishPurges completes the deletes interrupted by a crash, as listed by
+// their purge records: Open's cost is that of the unfinished deletes, not
+// of the number of sessions.
+func (s *Store) finishPurges() error {
+	var pending []string
 	err := s.view(context.Background(), func(t *tx) error {
-		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindPurge}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			key := it.Item().KeyCopy(nil)
-			var h storagev1.SessionRecord
-			if it.Item().Value(func(v []byte) error { return decodeValue(key, v, &h) }) != nil || !pred(&h) {
-				continue
+			if _, sid, _, err := decodeKey(it.Item().Key()); err == nil {
+				pending = append(pending, sid)
 			}
-			_, sid, _, _ := decodeKey(key)
-			sids = append(sids, sid)
 		}
 		return nil
 	})
-	return sids, err
-}
-
-// finishPurges completes deletes interrupted by a crash.
-func (s *Store) finishPurges() error {
-	pending, err := s.sessionsWhere(func(h *storagev1.SessionRecord) bool { return h.Purging })
 	if err != nil {
 		return err
 	}
 	for _, sid := range pending {
 		s.log.Info("finishing an interrupted delete", "session_id", sid)
-		if err := s.purge(sid); err != nil {
+		unlock := s.lock(sid)
+		err := s.purge(sid)
+		unlock()
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// expireTombstones removes the tombstones whose retention ended by now, in
+// expiry order, and returns how many it removed. Each removed tombstone's
+// epoch first raises the epoch floor, in the same commit, so a writer of
+// the deleted session stays fenced: a re-created session starts above the
+// floor, and a create naming an epoch at or below it is refused.
+func (s *Store) expireTombstones() (int, error) {
+	type due struct {
+		key   []byte
+		sid   string
+		epoch uint64
+	}
+	var list []due
+	end := expiryKey(s.now(), "")
+	err := s.view(context.Background(), func(t *tx) error {
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindExpiry}})
+		defer it.Close()
+		for it.Rewind(); it.Valid() && bytes.Compare(it.Item().Key(), end) < 0; it.Next() {
+			key := it.Item().KeyCopy(nil)
+			_, sid, err := decodeExpiryKey(key)
+			var rec storagev1.ExpiryRecord
+			if err == nil && it.Item().Value(func(v []byte) error { return decodeValue(key, v, &rec) }) == nil {
+				list = append(list, due{key, sid, rec.Epoch})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, d := range list {
+		unlock := s.lock(d.sid)
+		err := s.update(func(t *tx) error {
+			t.delete(d.key)
+			_, tomb, err := head(t, d.sid)
+			if err != nil || tomb == nil || tomb.Epoch != d.epoch {
+				return err // re-created, gone, or deleted again (with its own entry): only this entry goes
+			}
+			if _, pending, err := t.get(purgeKey(d.sid)); err != nil || pending {
+				return err // deleted again and not yet purged: that purge reschedules it
+			}
+			var floor storagev1.EpochFloorRecord
+			if _, err := get(t, nil, "", epochFloorKey, &floor); err != nil {
+				return err
+			}
+			floor.Epoch = max(floor.Epoch, tomb.Epoch)
+			if err := put(t, epochFloorKey, &floor); err != nil {
+				return err
+			}
+			t.delete(sessionKey(d.sid))
+			removed++
+			return nil
+		})
+		unlock()
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
 }

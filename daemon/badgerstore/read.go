@@ -9,7 +9,6 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
-	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // head returns the session's record, or nil when it does not exist or is a
@@ -89,7 +88,7 @@ func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64)
 		SaveTime:     rec.SaveTime.AsTime(),
 	}
 	for _, t := range rec.PendingToolUses {
-		cp.PendingToolUses = append(cp.PendingToolUses, daemon.ToolUseFromProto(t))
+		cp.PendingToolUses = append(cp.PendingToolUses, toolUseFromRecord(t))
 	}
 	return cp, nil
 }
@@ -113,7 +112,7 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 				continue
 			}
 			for seq := sg.FirstSeq + (max(start, idx) - idx); seq < sg.FirstSeq+sg.Count; seq++ {
-				var m savepointv1.Message
+				var m storagev1.Message
 				found, err := get(t, h, sessionID, messageKey(sessionID, seq), &m)
 				if err != nil {
 					return err
@@ -153,9 +152,9 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 			if _, err := get(t, h, sessionID, callKey(sessionID, u.ToolUseId), &call); err != nil {
 				return err
 			}
-			pc := daemon.PendingCall{ToolUse: daemon.ToolUseFromProto(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
+			pc := daemon.PendingCall{ToolUse: toolUseFromRecord(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
 			if call.Effect != nil {
-				e := daemon.EffectFromProto(call.Effect)
+				e := effectFromRecord(call.Effect)
 				pc.Effect = &e
 			}
 			calls = append(calls, pc)

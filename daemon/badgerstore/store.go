@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 
 // FormatVersion is the on-disk format this package writes. A data directory
 // written in a newer format is refused at Open.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // ErrLocked is returned by Open when another process holds the directory.
 var ErrLocked = errors.New("data directory is locked by another process")
@@ -94,6 +95,11 @@ type Options struct {
 	// DiskReserve is the free space below which writes are refused with
 	// daemon.ErrDiskFull; zero means DefaultDiskReserve.
 	DiskReserve uint64
+	// TombstoneRetention is how long a deleted session's tombstone is kept
+	// after its records are purged; zero means DefaultTombstoneRetention.
+	// A removed tombstone's epoch is kept in the store's epoch floor, so
+	// fencing holds after it expires (purge.go).
+	TombstoneRetention time.Duration
 	// AcceptDataLoss opens a store that is behind its high-water mark,
 	// logging what was lost, instead of refusing it.
 	AcceptDataLoss bool
@@ -117,6 +123,13 @@ type Store struct {
 	now     func() time.Time
 	locks   [64]sync.Mutex // striped by session id: one writer per session
 	keepLog bool           // Options.ExitAfterClose
+
+	retention time.Duration // Options.TombstoneRetention
+
+	readBytes atomic.Uint64 // Stats.WriteReadBytes
+
+	stop chan struct{}  // closed by Close: background work ends
+	bg   sync.WaitGroup // background work
 }
 
 var _ daemon.Store = (*Store)(nil)
@@ -126,7 +139,7 @@ var _ daemon.Store = (*Store)(nil)
 // ErrFormat when the directory holds a newer or unknown format, and with
 // ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose}
+	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -135,6 +148,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.DiskReserve == 0 {
 		opts.DiskReserve = DefaultDiskReserve
+	}
+	if s.retention = opts.TombstoneRetention; s.retention == 0 {
+		s.retention = DefaultTombstoneRetention
 	}
 	bopts := badger.DefaultOptions(dir).
 		WithSyncWrites(false). // the engine syncs once per commit
@@ -223,7 +239,34 @@ func (s *Store) start(dir string, opts Options) error {
 	if err := s.migrate(); err != nil {
 		return err
 	}
-	return s.finishPurges()
+	if err := s.finishPurges(); err != nil {
+		return err
+	}
+	s.bg.Go(s.sweepTombstones)
+	return nil
+}
+
+// sweepInterval is how often expired tombstones are removed.
+const sweepInterval = time.Hour
+
+// sweepTombstones removes expired tombstones, at start and then every
+// sweepInterval, until Close.
+func (s *Store) sweepTombstones() {
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if n, err := s.expireTombstones(); err != nil {
+			s.log.Error("removing expired tombstones", "err", err)
+		} else if n > 0 {
+			s.log.Info("removed expired tombstones", "count", n)
+		}
+		t.Reset(sweepInterval)
+	}
 }
 
 // removeEmptyWALs deletes write-ahead log files of zero bytes. Badger
@@ -299,6 +342,8 @@ func (s *Store) unlockDir() {
 // would flush memtables onto the failing disk, and a failed write of Badger's
 // MANIFEST there can leave a store that no longer opens.
 func (s *Store) Close() error {
+	close(s.stop)
+	s.bg.Wait()
 	if s.eng != nil {
 		s.eng.close()
 		if err := s.eng.err(); err != nil {
@@ -325,19 +370,22 @@ func (s *Store) Failed() <-chan struct{} { return s.eng.failed }
 // Err returns the failure that closed Failed, or nil.
 func (s *Store) Err() error { return s.eng.err() }
 
-// Stats returns the engine's counters.
-func (s *Store) Stats() Stats { return s.eng.stats() }
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	st := s.eng.stats()
+	st.WriteReadBytes = s.readBytes.Load()
+	return st
+}
 
 // update runs fn on a snapshot and commits its writes through the engine,
 // durably. Every write of the store goes through here.
 func (s *Store) update(fn func(t *tx) error) error {
 	t := &tx{r: s.db.NewTransaction(false)}
 	defer t.r.Discard()
-	if err := fn(t); err != nil {
+	err := fn(t)
+	s.readBytes.Add(uint64(t.read))
+	if err != nil || len(t.writes) == 0 {
 		return err
-	}
-	if len(t.writes) == 0 {
-		return nil
 	}
 	return s.eng.commit(t.writes)
 }

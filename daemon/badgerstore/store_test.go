@@ -185,16 +185,14 @@ func TestInterruptedDeleteFinishesAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Write the tombstone as DeleteSession does, then "crash" before the purge.
-	if err := s.update(func(t *tx) error {
-		return put(t, sessionKey("s"), &storagev1.SessionRecord{Deleted: true, Purging: true, Epoch: 1})
-	}); err != nil {
+	if err := interruptDelete(s, "s"); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	s = openT(t, dir)
 	defer s.Close()
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindRevision, kindMessage} {
+		for _, kind := range []byte{kindRevision, kindMessage, kindPurge} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: sessionScope(kind, "s")})
 			it.Rewind()
 			left := it.Valid()

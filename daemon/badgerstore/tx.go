@@ -13,6 +13,7 @@ type tx struct {
 	r      *badger.Txn
 	writes []write
 	index  map[string]int // key -> position in writes
+	read   int            // bytes of stored values read
 }
 
 func (t *tx) get(key []byte) (val []byte, found bool, err error) {
@@ -28,6 +29,7 @@ func (t *tx) get(key []byte) (val []byte, found bool, err error) {
 		return nil, false, err
 	}
 	val, err = item.ValueCopy(nil)
+	t.read += len(val)
 	return val, err == nil, err
 }
 

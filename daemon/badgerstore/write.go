@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
-
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -72,8 +70,9 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		}
 	}
 
-	// (2) epoch, then (3) revision.
-	var prev storagev1.RevisionRecord
+	// (2) epoch, then (3) revision. The head holds what the save needs of
+	// the previous revision (its message count and segments), so no
+	// revision is read.
 	now := timestamppb.New(s.now())
 	switch {
 	case h != nil:
@@ -88,29 +87,26 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q is at revision %d, not %d; reload it before saving", sid, h.Revision, req.ExpectedRevision)}
 		}
-		found, err := get(t, h, sid, revisionKey(sid, h.Revision), &prev)
-		if err != nil {
-			return daemon.SaveResult{}, err
-		}
-		if !found {
-			return daemon.SaveResult{}, corrupt(h, sid, fmt.Errorf("revision %d is missing", h.Revision))
-		}
 	case req.ExpectedRevision != 0:
 		return daemon.SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
 			daemon.ErrSessionNotFound, sid)
-	default: // create, possibly over a tombstone
-		h = &storagev1.SessionRecord{Epoch: 1, CreateTime: now}
-		if tomb != nil {
-			if req.Epoch != 0 && req.Epoch <= tomb.Epoch {
-				return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionFenced, CurrentEpoch: tomb.Epoch,
-					Msg: fmt.Sprintf("session %q was deleted at epoch %d; epoch %d is stale", sid, tomb.Epoch, req.Epoch)}
-			}
-			h.Epoch = tomb.Epoch + 1
+	default: // create, over a tombstone or above the epoch floor
+		deleted, err := deletedEpoch(t, sid, tomb)
+		if err != nil {
+			return daemon.SaveResult{}, err
 		}
+		if req.Epoch != 0 && req.Epoch <= deleted {
+			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionFenced, CurrentEpoch: deleted,
+				Msg: fmt.Sprintf("session %q was deleted at epoch %d or earlier; epoch %d is stale", sid, deleted, req.Epoch)}
+		}
+		h = &storagev1.SessionRecord{Epoch: deleted + 1, CreateTime: now}
 	}
 
 	// History: keep a prefix of the previous revision's segments, then append.
-	count := prev.MessageCount
+	count := h.MessageCount
+	if n := segmentsCount(h.Segments); n != count {
+		return daemon.SaveResult{}, corrupt(h, sid, fmt.Errorf("the head lists %d messages in its segments but counts %d", n, count))
+	}
 	keep := count
 	if req.KeepMessages != nil {
 		keep = *req.KeepMessages
@@ -119,12 +115,12 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 				Msg: fmt.Sprintf("keep_messages %d is beyond the %d stored messages of session %q", keep, count, sid)}
 		}
 	}
-	segments := truncateSegments(prev.Segments, keep)
+	segments := truncateSegments(h.Segments, keep)
 	if n := uint64(len(req.AppendMessages)); n > 0 {
 		first := h.NextSeq
 		for i, m := range req.AppendMessages {
 			key := messageKey(sid, first+uint64(i))
-			if err := put(t, key, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON}); err != nil {
+			if err := put(t, key, &storagev1.Message{Role: m.Role, ContentJson: m.ContentJSON}); err != nil {
 				return daemon.SaveResult{}, err
 			}
 		}
@@ -139,9 +135,9 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	rev := h.Revision + 1
 
 	// Pending tool uses: refuse one already recorded; remember each call.
-	pending := make([]*savepointv1.ToolUse, 0, len(req.PendingToolUses))
+	pending := make([]*storagev1.ToolUse, 0, len(req.PendingToolUses))
 	for _, u := range req.PendingToolUses {
-		tu := daemon.ToolUseToProto(u)
+		tu := toolUseRecord(u)
 		var call storagev1.CallRecord
 		key := callKey(sid, u.ID)
 		if _, err := get(t, h, sid, key, &call); err != nil {
@@ -153,7 +149,7 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		}
 		// The revision keeps the whole tool use; the call record needs only
 		// what RecordEffect checks, so a large input is not stored twice.
-		call.ToolUse = &savepointv1.ToolUse{ToolUseId: tu.ToolUseId, Name: tu.Name, EffectClass: tu.EffectClass, BeginTracked: tu.BeginTracked}
+		call.ToolUse = &storagev1.ToolUse{ToolUseId: tu.ToolUseId, Name: tu.Name, EffectClass: tu.EffectClass, BeginTracked: tu.BeginTracked}
 		call.LastPendingRevision = rev
 		if err := put(t, key, &call); err != nil {
 			return daemon.SaveResult{}, err
@@ -184,6 +180,7 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	h.Task, h.Turn, h.MessageCount = req.Task, req.Turn, newCount
 	h.PendingToolUseCount = uint32(len(pending))
 	h.Labels = req.Labels
+	h.Segments = segments
 	if req.RequestID != "" {
 		if err := put(t, requestKey(sid, req.RequestID), &storagev1.RequestRecord{
 			RequestId: req.RequestID, Fingerprint: fp, Revision: res.Revision, MessageCount: res.MessageCount, Epoch: res.Epoch,
@@ -192,6 +189,29 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		}
 	}
 	return res, put(t, sessionKey(sid), h)
+}
+
+// deletedEpoch returns the epoch a session was last deleted at: its
+// tombstone's, or when it has none (never deleted, or its tombstone
+// expired), the epoch floor, which is at least that of every expired
+// tombstone.
+func deletedEpoch(t *tx, sid string, tomb *storagev1.SessionRecord) (uint64, error) {
+	if tomb != nil {
+		return tomb.Epoch, nil
+	}
+	var floor storagev1.EpochFloorRecord
+	if _, err := get(t, nil, sid, epochFloorKey, &floor); err != nil {
+		return 0, err
+	}
+	return floor.Epoch, nil
+}
+
+func segmentsCount(segs []*storagev1.Segment) uint64 {
+	var n uint64
+	for _, sg := range segs {
+		n += sg.Count
+	}
+	return n
 }
 
 // truncateSegments returns the segments covering the first keep messages, as
@@ -283,7 +303,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 			return fmt.Errorf("%w: tool use %q is a call of %q, not %q", daemon.ErrToolNameMismatch, e.ToolUseID, call.ToolUse.GetName(), e.Name)
 		}
 		if call.Effect != nil {
-			stored = daemon.EffectFromProto(call.Effect)
+			stored = effectFromRecord(call.Effect)
 			if !stored.SameOutcome(e) {
 				return &daemon.StateError{Err: daemon.ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 					Msg: fmt.Sprintf("tool use %q already has a different recorded effect; the first record stands", e.ToolUseID)}
@@ -293,7 +313,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 		}
 		e.RecordTime = s.now()
 		e.Late = call.LastPendingRevision != h.Revision
-		call.Effect = daemon.EffectToProto(e)
+		call.Effect = effectRecord(e)
 		stored = e
 		return put(t, key, &call)
 	})
