@@ -27,14 +27,16 @@ func checksum(key, payload []byte) uint32 {
 }
 
 func encodeValue(key []byte, m proto.Message) ([]byte, error) {
-	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	opts := proto.MarshalOptions{Deterministic: true}
+	out := make([]byte, 5, 5+opts.Size(m))
+	opts.UseCachedSize = true // just computed
+	out, err := opts.MarshalAppend(out, m)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 5, 5+len(payload))
 	out[0] = valueVersion
-	binary.BigEndian.PutUint32(out[1:5], checksum(key, payload))
-	return append(out, payload...), nil
+	binary.BigEndian.PutUint32(out[1:5], checksum(key, out[5:]))
+	return out, nil
 }
 
 // decodeValue verifies a framed value and unmarshals it into m.
@@ -67,12 +69,16 @@ func put(t *tx, key []byte, m proto.Message) error {
 // h is the session's head when it is known, so that the error can carry the
 // session's revision and epoch (a client needs the epoch to delete it).
 func get(t *tx, h *storagev1.SessionRecord, sessionID string, key []byte, m proto.Message) (found bool, err error) {
-	v, found, err := t.get(key)
+	var bad error
+	found, err = t.read(key, func(v []byte) error {
+		bad = decodeValue(key, v, m)
+		return nil
+	})
 	if err != nil || !found {
 		return false, err
 	}
-	if err := decodeValue(key, v, m); err != nil {
-		return false, corrupt(h, sessionID, err)
+	if bad != nil {
+		return false, corrupt(h, sessionID, bad)
 	}
 	return true, nil
 }

@@ -383,7 +383,7 @@ func (s *Store) update(fn func(t *tx) error) error {
 	t := &tx{r: s.db.NewTransaction(false)}
 	defer t.r.Discard()
 	err := fn(t)
-	s.readBytes.Add(uint64(t.read))
+	s.readBytes.Add(uint64(t.readBytes))
 	if err != nil || len(t.writes) == 0 {
 		return err
 	}
