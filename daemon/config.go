@@ -45,7 +45,7 @@ type Config struct {
 	LogLevel slog.Level
 	// DiskReserveBytes is the free space on the data directory's filesystem
 	// below which writes are refused with DISK_FULL; zero means the store's
-	// default (two memtables, one value log file and 64 MiB: 192 MiB).
+	// default (two memtables, one value log file and 64 MiB: 144 MiB).
 	DiskReserveBytes uint64
 	// AcceptDataLoss serves a store that is behind its high-water mark,
 	// logging what was lost; false refuses to start.
@@ -70,7 +70,20 @@ type Config struct {
 	MetricsAllowRemote bool
 	// LogFormat is "text" or "json"; empty means "text".
 	LogFormat string
+	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
+	// savepointd sets unless the GOMEMLIMIT environment variable does; zero
+	// means DefaultMemoryLimit.
+	MemoryLimit int64
 }
+
+// DefaultMemoryLimit is savepointd's soft memory limit unless configured:
+// the store's memtables and caches (about 35 MiB) with room for the
+// requests in flight (docs/benchmarks.md, "Memory").
+const DefaultMemoryLimit = 64 << 20
+
+// minMemoryLimit is the least soft limit accepted: below it the garbage
+// collector would run without pause under load.
+const minMemoryLimit = 48 << 20
 
 // DefaultConfig returns the configuration savepointd runs with when nothing
 // is set.
@@ -85,6 +98,7 @@ func DefaultConfig() Config {
 		ResponseBudgetBytes: 3 << 20,
 		ShutdownTimeout:     10 * time.Second,
 		LogLevel:            slog.LevelInfo,
+		MemoryLimit:         DefaultMemoryLimit,
 	}
 }
 
@@ -114,6 +128,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = d.MemoryLimit
 	}
 	return c
 }
@@ -149,6 +166,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		add("shutdown timeout: %v is negative", c.ShutdownTimeout)
+	}
+	if c.MemoryLimit < minMemoryLimit {
+		add("memory limit: %d bytes is below the %d bytes savepointd needs to run without collecting garbage all the time", c.MemoryLimit, minMemoryLimit)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
 	"maps"
 	"slices"
 	"time"
@@ -104,51 +103,58 @@ type SaveRequest struct {
 // Fingerprint is a digest of everything in the request but its request id,
 // so a retry can be told from a reuse of the id for a different save.
 func (r *SaveRequest) Fingerprint() []byte {
-	h := sha256.New()
-	str := func(s string) { num(h, uint64(len(s))); h.Write([]byte(s)) }
-	str(r.SessionID)
-	num(h, r.ExpectedRevision)
-	num(h, r.Epoch)
-	str(r.Task)
-	num(h, uint64(r.Turn))
-	num(h, r.TokensUsed)
-	if r.KeepMessages == nil {
-		num(h, 0)
-	} else {
-		num(h, 1)
-		num(h, *r.KeepMessages)
+	n := 128 + len(r.SessionID) + len(r.Task) + len(r.StateJSON)
+	for _, m := range r.AppendMessages {
+		n += 16 + len(m.Role) + len(m.ContentJSON)
 	}
-	num(h, uint64(len(r.AppendMessages)))
+	for _, t := range r.PendingToolUses {
+		n += 40 + len(t.ID) + len(t.Name) + len(t.InputJSON)
+	}
+	for k, v := range r.Labels {
+		n += 16 + len(k) + len(v)
+	}
+	b := make([]byte, 0, n)
+	str := func(s string) { b = append(binary.BigEndian.AppendUint64(b, uint64(len(s))), s...) }
+	num := func(v uint64) { b = binary.BigEndian.AppendUint64(b, v) }
+	flag := func(f bool) {
+		if f {
+			num(1)
+		} else {
+			num(0)
+		}
+	}
+	str(r.SessionID)
+	num(r.ExpectedRevision)
+	num(r.Epoch)
+	str(r.Task)
+	num(uint64(r.Turn))
+	num(r.TokensUsed)
+	flag(r.KeepMessages != nil)
+	if r.KeepMessages != nil {
+		num(*r.KeepMessages)
+	}
+	num(uint64(len(r.AppendMessages)))
 	for _, m := range r.AppendMessages {
 		str(m.Role)
 		str(m.ContentJSON)
 	}
-	num(h, uint64(len(r.PendingToolUses)))
+	num(uint64(len(r.PendingToolUses)))
 	for _, t := range r.PendingToolUses {
 		str(t.ID)
 		str(t.Name)
 		str(t.InputJSON)
-		num(h, uint64(t.Class))
-		if t.BeginTracked {
-			num(h, 1)
-		} else {
-			num(h, 0)
-		}
+		num(uint64(t.Class))
+		flag(t.BeginTracked)
 	}
 	str(r.StateJSON)
 	keys := slices.Sorted(maps.Keys(r.Labels))
-	num(h, uint64(len(keys)))
+	num(uint64(len(keys)))
 	for _, k := range keys {
 		str(k)
 		str(r.Labels[k])
 	}
-	return h.Sum(nil)
-}
-
-func num(h hash.Hash, v uint64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	h.Write(b[:])
+	sum := sha256.Sum256(b)
+	return sum[:]
 }
 
 // SaveResult is what a save returns, and what a retry of it returns again.

@@ -34,8 +34,9 @@ type Config struct {
 	MaxSaves     int64         // stop after this many saves (0: no limit)
 	History      int           // messages appended per save
 	MessageBytes int           // content_json bytes per message
-	PID          int           // savepointd's pid for RSS; 0: the socket's peer
-	MaxRSSGrowth float64       // end RSS / warm-up RSS allowed (0: no check)
+	PID          int           // savepointd's pid for RSS and CPU; 0: the socket's peer
+	MaxRSSGrowth float64       // end anonymous RSS / warm-up anonymous RSS allowed (0: no check)
+	MaxAnonRSS   int64         // largest anonymous RSS sampled allowed, in bytes (0: no check)
 	RPCTimeout   time.Duration // deadline of each RPC
 	Wait         time.Duration // how long to wait for savepointd to serve
 	Settle       time.Duration // after the load, wait this long and sample RSS again
@@ -65,6 +66,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRSSGrowth < 0 {
 		errs = append(errs, fmt.Errorf("--max-rss-growth %v is negative", c.MaxRSSGrowth))
+	}
+	if c.MaxAnonRSS < 0 {
+		errs = append(errs, fmt.Errorf("--max-anon-rss-mib %d is negative", c.MaxAnonRSS>>20))
 	}
 	if c.RPCTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--rpc-timeout %v: need a positive duration", c.RPCTimeout))
@@ -137,14 +141,23 @@ type Result struct {
 	RPCs    []RPCStats
 	Errors  []ErrorCount
 
-	// Resident set sizes in bytes; zero when not sampled.
+	// Resident set sizes in bytes; zero when not sampled. RSS counts the
+	// pages of Badger's memory-mapped tables and logs (file-backed, which
+	// the kernel reclaims at will); the anonymous part (RssAnon) is the
+	// daemon's own memory, and the one judged.
 	RSSIdle, RSSWarm, RSSEnd, RSSMax, RSSPeak int64
 	RSSSettled                                int64         // after Config.Settle without load
-	EndAnon, EndFile                          int64         // RssAnon and RssFile at the end
+	IdleAnon, WarmAnon, EndAnon, EndFile      int64         // RssAnon (and RssFile) at idle, warm-up end and end
+	AnonMax                                   int64         // largest RssAnon sampled
 	SettledAnon                               int64         // RssAnon after Config.Settle
 	WarmAt                                    time.Duration // when the warm-up ended
 	WarmSaves                                 int64         // saves done by then
+	WarmRPCs                                  int64         // durable RPCs done by then
 	RSSErr                                    error         // sampling failed
+
+	// savepointd's CPU time (user + system, from /proc/PID/stat) at the
+	// warm-up end and at the end; zero when not sampled.
+	CPUWarm, CPUEnd time.Duration
 }
 
 // Failures lists why the run failed; empty means it passed.
@@ -161,19 +174,44 @@ func (r *Result) Failures() []string {
 	if r.RSSErr != nil {
 		out = append(out, fmt.Sprintf("sampling savepointd's RSS: %v", r.RSSErr))
 	}
-	if g, ok := r.RSSGrowth(); ok && r.Config.MaxRSSGrowth > 0 && g > r.Config.MaxRSSGrowth {
-		out = append(out, fmt.Sprintf("savepointd's RSS grew %.2fx after warm-up (%s -> %s), over the %.2fx allowed",
-			g, mib(r.RSSWarm), mib(r.RSSEnd), r.Config.MaxRSSGrowth))
+	if g, ok := r.AnonGrowth(); ok && r.Config.MaxRSSGrowth > 0 && g > r.Config.MaxRSSGrowth {
+		out = append(out, fmt.Sprintf("savepointd's anonymous RSS grew %.2fx after warm-up (%s -> %s), over the %.2fx allowed",
+			g, mib(r.WarmAnon), mib(r.EndAnon), r.Config.MaxRSSGrowth))
+	}
+	if r.Config.MaxAnonRSS > 0 && r.AnonMax > r.Config.MaxAnonRSS {
+		out = append(out, fmt.Sprintf("savepointd's anonymous RSS reached %s, over the %s allowed",
+			mib(r.AnonMax), mib(r.Config.MaxAnonRSS)))
 	}
 	return out
 }
 
-// RSSGrowth is RSS at the end over RSS at the end of the warm-up.
-func (r *Result) RSSGrowth() (float64, bool) {
-	if r.RSSWarm <= 0 || r.RSSEnd <= 0 {
+// AnonGrowth is anonymous RSS at the end over anonymous RSS at the end of
+// the warm-up.
+func (r *Result) AnonGrowth() (float64, bool) {
+	if r.WarmAnon <= 0 || r.EndAnon <= 0 {
 		return 0, false
 	}
-	return float64(r.RSSEnd) / float64(r.RSSWarm), true
+	return float64(r.EndAnon) / float64(r.WarmAnon), true
+}
+
+// CPUPerRPC is savepointd's CPU time per durable RPC (saves, BeginEffect and
+// RecordEffect) and per save between the warm-up end and the end of the
+// load; ok is false when CPU was not sampled.
+func (r *Result) CPUPerRPC() (perRPC, perSave time.Duration, ok bool) {
+	rpcs, saves := r.durableRPCs()-r.WarmRPCs, r.Saves-r.WarmSaves
+	cpu := r.CPUEnd - r.CPUWarm
+	if r.CPUEnd == 0 || rpcs <= 0 || saves <= 0 {
+		return 0, 0, false
+	}
+	return cpu / time.Duration(rpcs), cpu / time.Duration(saves), true
+}
+
+func (r *Result) durableRPCs() int64 {
+	var n int64
+	for _, s := range r.RPCs[:min(rpcTurn, len(r.RPCs))] {
+		n += int64(s.Count)
+	}
+	return n
 }
 
 // Run loads the daemon at cfg.Addr as cfg says, printing progress and the
@@ -207,6 +245,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		if res.RSSIdle, err = rss.read(); err != nil {
 			return nil, fmt.Errorf("savepointd pid %d (from %s): %w", pid, how, err)
 		}
+		res.IdleAnon, _ = rss.readField("RssAnon:")
 		res.PID = pid
 	}
 
@@ -229,8 +268,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		l.warmOnce.Do(func() {
 			res.WarmAt = time.Since(start)
 			res.WarmSaves = l.saves.Load()
+			res.WarmRPCs = l.rpcs.Load()
 			if rss != nil {
 				res.RSSWarm, _ = rss.read()
+				res.WarmAnon, _ = rss.readField("RssAnon:")
+				res.AnonMax = max(res.AnonMax, res.WarmAnon)
+				res.CPUWarm, _ = rss.cpu()
 			}
 		})
 	}
@@ -267,7 +310,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 					return
 				}
 				res.RSSMax = max(res.RSSMax, v)
-				line += ", RSS " + mib(v)
+				anon, _ := rss.readField("RssAnon:")
+				res.AnonMax = max(res.AnonMax, anon)
+				line += ", RSS " + mib(v) + " (anon " + mib(anon) + ")"
 			}
 			if n%10 == 0 {
 				fmt.Fprintln(out, line)
@@ -295,6 +340,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		res.RSSPeak, _ = rss.readField("VmHWM:")
 		res.EndAnon, _ = rss.readField("RssAnon:")
 		res.EndFile, _ = rss.readField("RssFile:")
+		res.AnonMax = max(res.AnonMax, res.EndAnon)
+		res.CPUEnd, _ = rss.cpu()
 		if cfg.Settle > 0 {
 			select {
 			case <-time.After(cfg.Settle):
@@ -347,17 +394,24 @@ func (r *Result) Print(out io.Writer) {
 	fmt.Fprintf(out, "\nthroughput: %d saves in %.1fs = %.0f saves/s; %.0f turns/s; %.0f RPCs/s\n",
 		r.Saves, secs, float64(r.Saves)/secs, float64(r.Turns)/secs, float64(rpcs)/secs)
 	if r.PID > 0 {
-		fmt.Fprintf(out, "savepointd RSS: idle %s, warm-up end %s (at %.1fs, %d saves), end %s (%d saves; anon %s, file %s), max sampled %s, VmHWM %s\n",
-			mib(r.RSSIdle), mib(r.RSSWarm), r.WarmAt.Seconds(), r.WarmSaves, mib(r.RSSEnd), r.Saves, mib(r.EndAnon), mib(r.EndFile), mib(r.RSSMax), mib(r.RSSPeak))
+		fmt.Fprintf(out, "savepointd anonymous RSS: idle %s, warm-up end %s (at %.1fs, %d saves), end %s (%d saves), max sampled %s\n",
+			mib(r.IdleAnon), mib(r.WarmAnon), r.WarmAt.Seconds(), r.WarmSaves, mib(r.EndAnon), r.Saves, mib(r.AnonMax))
+		fmt.Fprintf(out, "savepointd RSS (anonymous + file-backed): idle %s, end %s (file-backed %s), max sampled %s, VmHWM %s\n",
+			mib(r.RSSIdle), mib(r.RSSEnd), mib(r.EndFile), mib(r.RSSMax), mib(r.RSSPeak))
 		if r.Config.Settle > 0 {
 			fmt.Fprintf(out, "savepointd RSS %v after the load: %s (anon %s)\n", r.Config.Settle, mib(r.RSSSettled), mib(r.SettledAnon))
 		}
-		if g, ok := r.RSSGrowth(); ok {
+		if g, ok := r.AnonGrowth(); ok {
 			limit := "not checked"
 			if r.Config.MaxRSSGrowth > 0 {
 				limit = fmt.Sprintf("limit %.2fx", r.Config.MaxRSSGrowth)
 			}
-			fmt.Fprintf(out, "RSS growth after warm-up: %.2fx (%s)\n", g, limit)
+			fmt.Fprintf(out, "anonymous RSS growth after warm-up: %.2fx (%s)\n", g, limit)
+		}
+		if perRPC, perSave, ok := r.CPUPerRPC(); ok {
+			cpu := r.CPUEnd - r.CPUWarm
+			fmt.Fprintf(out, "savepointd CPU after warm-up: %.2fs (%.2f cores), %.0f us per durable RPC, %.0f us per save\n",
+				cpu.Seconds(), cpu.Seconds()/(r.Elapsed-r.WarmAt).Seconds(), float64(perRPC)/1e3, float64(perSave)/1e3)
 		}
 	}
 	if len(r.Errors) == 0 {
@@ -404,6 +458,7 @@ type load struct {
 
 	claimed      atomic.Int64 // saves claimed against MaxSaves
 	saves, turns atomic.Int64
+	rpcs         atomic.Int64 // successful durable RPCs
 }
 
 func (l *load) halt() { l.stopOnce.Do(func() { close(l.stop) }) }
@@ -525,6 +580,7 @@ func call[T any](w *worker, rpc int, fn func(ctx context.Context) (T, error)) (T
 		return resp, err
 	}
 	w.lat[rpc] = append(w.lat[rpc], time.Since(t0))
+	w.rpcs.Add(1)
 	return resp, nil
 }
 

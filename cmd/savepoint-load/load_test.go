@@ -22,7 +22,7 @@ func TestLoad(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr = "unix:" + d.Socket
 	cfg.Duration = 10 * time.Second
-	cfg.MaxRSSGrowth = 0
+	cfg.MaxRSSGrowth, cfg.MaxAnonRSS = 0, 0
 	res, err := Run(context.Background(), cfg, t.Output())
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +32,12 @@ func TestLoad(t *testing.T) {
 	}
 	if res.PID == 0 {
 		t.Error("savepointd's pid was not found from the socket's peer, so RSS was not sampled")
+	}
+	if res.EndAnon <= 0 || res.EndFile < 0 || res.EndAnon+res.EndFile > res.RSSEnd+(1<<20) {
+		t.Errorf("anonymous %d + file-backed %d bytes do not make the RSS of %d", res.EndAnon, res.EndFile, res.RSSEnd)
+	}
+	if _, perSave, ok := res.CPUPerRPC(); !ok || perSave <= 0 {
+		t.Errorf("savepointd's CPU per save not measured (%v, %v)", perSave, ok)
 	}
 	for _, r := range res.RPCs {
 		if int64(r.Count) < res.Turns {
@@ -51,7 +57,7 @@ func TestMaxSavesAndFailures(t *testing.T) {
 	addr := "unix:" + d.Socket
 
 	var out bytes.Buffer
-	code := run(context.Background(), []string{"--addr", addr, "--sessions", "8", "--max-saves", "200", "--duration", "1m"}, &out, &out)
+	code := run(context.Background(), []string{"--addr", addr, "--sessions", "8", "--max-saves", "200", "--duration", "1m", "--max-rss-growth", "0"}, &out, &out)
 	if code != 0 || !strings.Contains(out.String(), "throughput: 200 saves in") {
 		t.Fatalf("--max-saves 200: exit %d, output:\n%s", code, &out)
 	}
@@ -62,13 +68,19 @@ func TestMaxSavesAndFailures(t *testing.T) {
 		t.Fatalf("every RPC past its deadline: exit %d, want 1 with DeadlineExceeded counted; output:\n%s", code, &out)
 	}
 
-	r := &Result{Config: Config{MaxRSSGrowth: 1.5}, Saves: 1, RSSWarm: 100 << 20, RSSEnd: 151 << 20}
-	if f := r.Failures(); len(f) != 1 || !strings.Contains(f[0], "RSS grew 1.51x") {
-		t.Errorf("RSS 100 -> 151 MiB with a 1.5x limit: failures %q", f)
+	// Anonymous RSS is judged; file-backed RSS (mapped tables) is not.
+	r := &Result{Config: Config{MaxRSSGrowth: 1.5}, Saves: 1, WarmAnon: 100 << 20, EndAnon: 151 << 20,
+		RSSWarm: 100 << 20, RSSEnd: 151 << 20}
+	if f := r.Failures(); len(f) != 1 || !strings.Contains(f[0], "anonymous RSS grew 1.51x") {
+		t.Errorf("anonymous RSS 100 -> 151 MiB with a 1.5x limit: failures %q", f)
 	}
-	r.RSSEnd = 149 << 20
+	r.EndAnon, r.RSSEnd, r.EndFile = 149<<20, 900<<20, 751<<20
 	if f := r.Failures(); len(f) != 0 {
-		t.Errorf("RSS 100 -> 149 MiB with a 1.5x limit: failures %q", f)
+		t.Errorf("anonymous RSS 100 -> 149 MiB (900 MiB with files) with a 1.5x limit: failures %q", f)
+	}
+	r.Config.MaxAnonRSS, r.AnonMax = 100<<20, 101<<20
+	if f := r.Failures(); len(f) != 1 || !strings.Contains(f[0], "anonymous RSS reached 101.0 MiB") {
+		t.Errorf("anonymous RSS peak 101 MiB with a 100 MiB cap: failures %q", f)
 	}
 }
 

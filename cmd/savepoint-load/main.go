@@ -10,8 +10,11 @@
 //
 // It stops by itself after --duration or --max-saves, and exits 1 when any
 // RPC failed (other than the reasons given to --allow-reasons) or when
-// savepointd's RSS at the end is more than --max-rss-growth times its RSS at
-// the end of the warm-up (the first tenth of the run). Only Unix sockets and
+// savepointd's anonymous RSS at the end is more than --max-rss-growth times
+// its anonymous RSS at the end of the warm-up (the first tenth of the run),
+// or above --max-anon-rss-mib. File-backed RSS (Badger's mapped tables and
+// logs, which the kernel reclaims under pressure) is reported, not judged.
+// It also reports savepointd's CPU time per durable RPC and per save. Only Unix sockets and
 // loopback addresses are accepted.
 package main
 
@@ -23,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -69,7 +73,15 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.History, "history", cfg.History, "`messages` appended per save")
 	fs.IntVar(&cfg.MessageBytes, "message-bytes", cfg.MessageBytes, "`bytes` of content_json per message (and of each tool output)")
 	fs.IntVar(&cfg.PID, "pid", cfg.PID, "savepointd's `pid`, to sample its RSS every second (0: the Unix socket's peer, if any)")
-	fs.Float64Var(&cfg.MaxRSSGrowth, "max-rss-growth", cfg.MaxRSSGrowth, "fail when RSS at the end exceeds RSS at the end of the warm-up by this `ratio` (0: do not check)")
+	fs.Float64Var(&cfg.MaxRSSGrowth, "max-rss-growth", cfg.MaxRSSGrowth, "fail when anonymous RSS at the end exceeds anonymous RSS at the end of the warm-up by this `ratio` (0: do not check)")
+	fs.Func("max-anon-rss-mib", "fail when savepointd's anonymous RSS (RssAnon) is ever sampled above this many `MiB` (0: do not check; default 100)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		cfg.MaxAnonRSS = n << 20
+		return nil
+	})
 	fs.DurationVar(&cfg.RPCTimeout, "rpc-timeout", cfg.RPCTimeout, "deadline of each RPC")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long to wait for savepointd to serve before starting")
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "after the load, wait this long and report RSS again (0: do not)")
@@ -96,7 +108,7 @@ func DefaultConfig() Config {
 		Duration:     60 * time.Second,
 		History:      1,
 		MessageBytes: 512,
-		MaxRSSGrowth: 1.5,
+		MaxAnonRSS:   100 << 20,
 		RPCTimeout:   30 * time.Second,
 		Wait:         10 * time.Second,
 	}

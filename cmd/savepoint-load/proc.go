@@ -43,6 +43,37 @@ func (r *rssSampler) readField(field string) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no %s line", r.pid, field)
 }
 
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// cpu returns the process's CPU time so far, user plus system
+// (/proc/PID/stat fields 14 and 15).
+func (r *rssSampler) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", r.pid)
+	}
+	f := strings.Fields(string(b[i+1:])) // from field 3 on
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", r.pid, len(f)+2)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %v", r.pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
 // peerPID returns the pid of the process listening on a Unix socket, from
 // the connection's peer credentials (SO_PEERCRED).
 func peerPID(socket string) (int, error) {

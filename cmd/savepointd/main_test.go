@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -30,6 +31,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"SAVEPOINT_RESPONSE_BUDGET_BYTES": "2000000",
 		"SAVEPOINT_SHUTDOWN_TIMEOUT":      "3s",
 		"SAVEPOINT_LOG_LEVEL":             "debug",
+		"SAVEPOINT_MEMORY_LIMIT":          "96MiB",
 	}
 	cfg, err := parseConfig(nil, envOf(env), &bytes.Buffer{})
 	if err != nil {
@@ -38,7 +40,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 	want := daemon.Config{
 		DataDir: "/env/data", Listen: "unix:/env/s.sock", SocketMode: 0o660,
 		MaxRequestBytes: 4000000, MaxMessageBytes: 1000000, MaxStateBytes: 500000, ResponseBudgetBytes: 2000000,
-		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug,
+		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug, MemoryLimit: 96 << 20,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("from env: %+v, want %+v", cfg, want)
@@ -48,6 +50,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"--data-dir", "/flag/data", "--listen", "127.0.0.1:7000", "--socket-mode", "600",
 		"--max-request-bytes", "3000000", "--max-message-bytes", "900000", "--max-state-bytes", "400000",
 		"--response-budget-bytes", "1000000", "--shutdown-timeout", "1s", "--log-level", "warn",
+		"--memory-limit", "100000000",
 	}, envOf(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +58,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 	want = daemon.Config{
 		DataDir: "/flag/data", Listen: "127.0.0.1:7000", SocketMode: 0o600,
 		MaxRequestBytes: 3000000, MaxMessageBytes: 900000, MaxStateBytes: 400000, ResponseBudgetBytes: 1000000,
-		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn,
+		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn, MemoryLimit: 100000000,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("flags over env: %+v, want %+v", cfg, want)
@@ -68,6 +71,51 @@ func TestParseConfigPrecedence(t *testing.T) {
 	}
 	if def := daemon.DefaultConfig(); !reflect.DeepEqual(cfg, def) {
 		t.Errorf("defaults: %+v, want %+v", cfg, def)
+	}
+}
+
+// TestMemoryLimit checks that --memory-limit (default 64 MiB) is the soft
+// limit savepointd sets, unless GOMEMLIMIT is set, and what sizes it takes.
+func TestMemoryLimit(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want int64 // -1: none set by savepointd
+		err  string
+	}{
+		{nil, nil, daemon.DefaultMemoryLimit, ""},
+		{[]string{"--memory-limit", "1GiB"}, nil, 1 << 30, ""},
+		{[]string{"--memory-limit", "65536KiB"}, nil, 64 << 20, ""},
+		{[]string{"--memory-limit", "100000000B"}, nil, 100000000, ""},
+		{[]string{"--memory-limit", "1GiB"}, map[string]string{"GOMEMLIMIT": "2GiB"}, -1, ""},
+		{nil, map[string]string{"GOMEMLIMIT": "off"}, -1, ""},
+		{[]string{"--memory-limit", "lots"}, nil, 0, "not a size"},
+		{[]string{"--memory-limit", "-5MiB"}, nil, 0, "not a size"},
+		{[]string{"--memory-limit", "9999999999GiB"}, nil, 0, "not a size"},
+		{[]string{"--memory-limit", "16MiB"}, nil, 0, "memory limit"},
+	}
+	for _, tt := range tests {
+		tt.env = maps.Clone(tt.env)
+		if tt.env == nil {
+			tt.env = map[string]string{}
+		}
+		tt.env["SAVEPOINT_ADDR"] = "unix:/tmp/sp.sock"
+		var stderr bytes.Buffer
+		cfg, err := parseConfig(tt.args, envOf(tt.env), &stderr)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error()+stderr.String(), tt.err) {
+				t.Errorf("%q: %v, want an error saying %q", tt.args, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tt.args, err)
+			continue
+		}
+		limit, ok := memoryLimit(cfg, envOf(tt.env))
+		if got := map[bool]int64{true: limit, false: -1}[ok]; got != tt.want {
+			t.Errorf("%q with %v: limit %d, want %d", tt.args, tt.env, got, tt.want)
+		}
 	}
 }
 

@@ -158,3 +158,66 @@ func BenchmarkResume(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSaveIndependence shows that a save costs the same whatever the
+// session already holds: each iteration makes one save of one message to
+// each of two sessions that differ only in their stored state (empty or
+// 1 MiB, rewritten before each timed save) or in their history (10 or 2,000
+// messages), and reports the time ratio of the larger to the smaller (1.0
+// is the goal) and the bytes each save read back from the store.
+func BenchmarkSaveIndependence(b *testing.B) {
+	bigState := `{"s":"` + strings.Repeat("x", 1<<20-16) + `"}`
+	b.Run("state=1MiB/state=0", func(b *testing.B) {
+		s := openBench(b)
+		revs := map[string]uint64{"small": populate(b, s, "small", 10), "big": populate(b, s, "big", 10)}
+		save := func(sid, state string) time.Duration {
+			t0 := time.Now()
+			res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
+				SessionID: sid, ExpectedRevision: revs[sid], StateJSON: state, AppendMessages: []daemon.Message{benchMessage(0)},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			revs[sid] = res.Revision
+			return time.Since(t0)
+		}
+		var small, big time.Duration
+		var read uint64
+		for b.Loop() {
+			b.StopTimer()
+			save("big", bigState) // the state the timed save follows
+			b.StartTimer()
+			r0 := s.Stats().WriteReadBytes
+			big += save("big", "{}")
+			read += s.Stats().WriteReadBytes - r0
+			small += save("small", "{}")
+		}
+		b.ReportMetric(float64(big)/float64(small), "ratio")
+		b.ReportMetric(float64(read)/float64(b.N), "read-B/save")
+	})
+	b.Run("history=2000/history=10", func(b *testing.B) {
+		s := openBench(b)
+		revs := map[string]uint64{"short": populate(b, s, "short", 10), "long": populate(b, s, "long", 2000)}
+		save := func(sid string) time.Duration {
+			t0 := time.Now()
+			res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
+				SessionID: sid, ExpectedRevision: revs[sid], AppendMessages: []daemon.Message{benchMessage(0)},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			revs[sid] = res.Revision
+			return time.Since(t0)
+		}
+		var short, long time.Duration
+		var read uint64
+		for b.Loop() {
+			r0 := s.Stats().WriteReadBytes
+			long += save("long")
+			read += s.Stats().WriteReadBytes - r0
+			short += save("short")
+		}
+		b.ReportMetric(float64(long)/float64(short), "ratio")
+		b.ReportMetric(float64(read)/float64(b.N), "read-B/save")
+	})
+}

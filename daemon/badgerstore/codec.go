@@ -6,6 +6,9 @@ import (
 	"hash/crc32"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // Every stored value is framed as
@@ -24,14 +27,16 @@ func checksum(key, payload []byte) uint32 {
 }
 
 func encodeValue(key []byte, m proto.Message) ([]byte, error) {
-	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	opts := proto.MarshalOptions{Deterministic: true}
+	out := make([]byte, 5, 5+opts.Size(m))
+	opts.UseCachedSize = true // just computed
+	out, err := opts.MarshalAppend(out, m)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 5, 5+len(payload))
 	out[0] = valueVersion
-	binary.BigEndian.PutUint32(out[1:5], checksum(key, payload))
-	return append(out, payload...), nil
+	binary.BigEndian.PutUint32(out[1:5], checksum(key, out[5:]))
+	return out, nil
 }
 
 // decodeValue verifies a framed value and unmarshals it into m.
@@ -47,4 +52,42 @@ func decodeValue(key, val []byte, m proto.Message) error {
 		return fmt.Errorf("checksum mismatch: stored %08x, computed %08x", want, got)
 	}
 	return proto.Unmarshal(payload, m)
+}
+
+func put(t *tx, key []byte, m proto.Message) error {
+	v, err := encodeValue(key, m)
+	if err != nil {
+		return err
+	}
+	t.set(key, v)
+	return nil
+}
+
+// get reads key into m; found is false when the key is absent. A value that
+// fails its checksum or does not decode is daemon.ErrCorrupt.
+//
+// h is the session's head when it is known, so that the error can carry the
+// session's revision and epoch (a client needs the epoch to delete it).
+func get(t *tx, h *storagev1.SessionRecord, sessionID string, key []byte, m proto.Message) (found bool, err error) {
+	var bad error
+	found, err = t.read(key, func(v []byte) error {
+		bad = decodeValue(key, v, m)
+		return nil
+	})
+	if err != nil || !found {
+		return false, err
+	}
+	if bad != nil {
+		return false, corrupt(h, sessionID, bad)
+	}
+	return true, nil
+}
+
+func corrupt(h *storagev1.SessionRecord, sessionID string, err error) error {
+	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
+		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
+	if h == nil {
+		return fmt.Errorf("%w: %s", daemon.ErrCorrupt, msg)
+	}
+	return &daemon.StateError{Err: daemon.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
 }

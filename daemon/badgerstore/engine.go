@@ -31,6 +31,16 @@ var seqKey = []byte{kindFormat, 's', 'e', 'q'}
 // it sizes a transaction (meta bytes, varints, value pointer).
 const entryOverhead = 32
 
+// inTxn is what a value of n bytes counts for in a Badger transaction: a
+// value of the threshold or more goes to the value log and counts as its
+// 12-byte pointer.
+func (e *engine) inTxn(n int) int {
+	if n >= e.threshold {
+		return 12
+	}
+	return n
+}
+
 type write struct {
 	key, val []byte // val nil deletes key
 }
@@ -47,17 +57,21 @@ type Stats struct {
 	Requests uint64 // write requests acknowledged
 	Commits  uint64 // Badger transactions committed, each followed by one sync
 	Seq      uint64 // sequence number of the last durable commit
+	// WriteReadBytes counts the bytes of stored values that writes (saves,
+	// effects, resumes, deletes) read before writing.
+	WriteReadBytes uint64
 }
 
 type engine struct {
-	db       *badger.DB
-	dir      string // "" in memory: no disk guard
-	reserve  uint64 // free bytes a commit needs on the data directory's filesystem
-	maxSize  int64  // Badger's transaction limits, with room for seqKey
-	maxCount int64
-	statfs   func(dir string) (free uint64, err error) // replaced in tests
-	sync     func() error                              // replaced in tests
-	onCommit func(seq uint64)
+	db        *badger.DB
+	dir       string // "" in memory: no disk guard
+	reserve   uint64 // free bytes a commit needs on the data directory's filesystem
+	maxSize   int64  // Badger's transaction limits, with room for seqKey
+	maxCount  int64
+	threshold int                                       // Badger's value threshold
+	statfs    func(dir string) (free uint64, err error) // replaced in tests
+	sync      func() error                              // replaced in tests
+	onCommit  func(seq uint64)
 
 	ops  chan *op
 	stop chan struct{}
@@ -77,14 +91,15 @@ type engine struct {
 func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64)) *engine {
 	e := &engine{
 		db: db, dir: dir, reserve: reserve,
-		maxSize:  db.MaxBatchSize() - int64(len(seqKey)+8+entryOverhead),
-		maxCount: db.MaxBatchCount() - 1,
-		statfs:   freeBytes,
-		sync:     db.Sync,
-		onCommit: onCommit,
-		ops:      make(chan *op, 1024),
-		stop:     make(chan struct{}),
-		failed:   make(chan struct{}),
+		maxSize:   db.MaxBatchSize() - int64(len(seqKey)+8+entryOverhead),
+		maxCount:  db.MaxBatchCount() - 1,
+		threshold: int(db.Opts().ValueThreshold),
+		statfs:    freeBytes,
+		sync:      db.Sync,
+		onCommit:  onCommit,
+		ops:       make(chan *op, 1024),
+		stop:      make(chan struct{}),
+		failed:    make(chan struct{}),
 		batchSizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "savepoint_store_commit_batch_requests",
 			Help:    "Write requests folded into one Badger commit and its sync.",
@@ -106,7 +121,7 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 func (e *engine) commit(ws []write) error {
 	o := &op{writes: ws, done: make(chan error, 1)}
 	for _, w := range ws {
-		o.size += int64(len(w.key) + len(w.val) + entryOverhead)
+		o.size += int64(len(w.key) + e.inTxn(len(w.val)) + entryOverhead)
 	}
 	if o.size > e.maxSize || int64(len(ws)) > e.maxCount {
 		return fmt.Errorf("%w: one request writes %d bytes in %d entries, over the store's transaction limit of %d bytes and %d entries",

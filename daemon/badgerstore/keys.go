@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"time"
 )
 
 // Key layout. Every key starts with a kind byte. Session-scoped keys follow it
@@ -16,6 +17,11 @@ import (
 //	kindMessage  sid 0x00 seq(8, BE)        -> Message
 //	kindCall     sid 0x00 tool_use_id       -> CallRecord
 //	kindRequest  sid 0x00 request_id        -> RequestRecord
+//	kindPurge    sid 0x00                   -> PurgeRecord (a delete to finish)
+//	kindExpiry   expiry(8, BE) sid          -> ExpiryRecord (a tombstone to remove)
+//
+// kindFormat also holds the commit sequence number (engine.go) and the
+// epoch floor of removed tombstones.
 const (
 	kindFormat   byte = 0x00
 	kindSession  byte = 0x01
@@ -23,9 +29,14 @@ const (
 	kindMessage  byte = 0x03
 	kindCall     byte = 0x04
 	kindRequest  byte = 0x05
+	kindPurge    byte = 0x06
+	kindExpiry   byte = 0x07
 )
 
-var formatKey = []byte{kindFormat, 'f', 'o', 'r', 'm', 'a', 't'}
+var (
+	formatKey     = []byte{kindFormat, 'f', 'o', 'r', 'm', 'a', 't'}
+	epochFloorKey = []byte{kindFormat, 'e', 'p', 'o', 'c', 'h'}
+)
 
 // sessionScope is the prefix of every key of one kind for one session.
 func sessionScope(kind byte, sessionID string) []byte {
@@ -53,12 +64,30 @@ func requestKey(sessionID, requestID string) []byte {
 	return append(sessionScope(kindRequest, sessionID), requestID...)
 }
 
+func purgeKey(sessionID string) []byte { return sessionScope(kindPurge, sessionID) }
+
+// expiryKey orders tombstones by the time they expire, in Unix nanoseconds.
+func expiryKey(at time.Time, sessionID string) []byte {
+	k := make([]byte, 0, 9+len(sessionID))
+	k = append(k, kindExpiry)
+	k = binary.BigEndian.AppendUint64(k, uint64(max(at.UnixNano(), 0)))
+	return append(k, sessionID...)
+}
+
+// decodeExpiryKey inverts expiryKey.
+func decodeExpiryKey(k []byte) (at time.Time, sessionID string, err error) {
+	if len(k) < 10 || k[0] != kindExpiry {
+		return time.Time{}, "", errBadKey
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
+}
+
 var errBadKey = errors.New("badgerstore: malformed key")
 
 // decodeKey splits a session-scoped key into its kind, session id and the
 // rest (revision, sequence number or tool use id). It inverts the encoders.
 func decodeKey(k []byte) (kind byte, sessionID string, rest []byte, err error) {
-	if len(k) < 2 || k[0] < kindSession || k[0] > kindRequest {
+	if len(k) < 2 || k[0] < kindSession || k[0] > kindPurge {
 		return 0, "", nil, errBadKey
 	}
 	i := bytes.IndexByte(k[1:], 0)
@@ -67,7 +96,7 @@ func decodeKey(k []byte) (kind byte, sessionID string, rest []byte, err error) {
 	}
 	kind, sessionID, rest = k[0], string(k[1:1+i]), k[2+i:]
 	switch kind {
-	case kindSession:
+	case kindSession, kindPurge:
 		if len(rest) != 0 {
 			return 0, "", nil, errBadKey
 		}

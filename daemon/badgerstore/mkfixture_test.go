@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 var fixtureDir = flag.String("write-fixture", "", "write a data directory in the current format to this path")
@@ -33,4 +34,44 @@ func TestWriteFixture(t *testing.T) {
 	if _, _, err := s.RecordEffect(ctx, "fixture-1", daemon.Effect{ToolUseID: "toolu_1", Output: "written"}); err != nil {
 		t.Fatal(err)
 	}
+	// fixture-2: a history of two segments (a save that kept one message of
+	// two, then appended), at epoch 2.
+	keep := uint64(1)
+	for _, req := range []*daemon.SaveRequest{
+		{SessionID: "fixture-2", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"a"`}, {Role: "assistant", ContentJSON: `"b"`}}},
+		{SessionID: "fixture-2", ExpectedRevision: 1, KeepMessages: &keep, AppendMessages: []daemon.Message{{Role: "assistant", ContentJSON: `"c"`}}},
+	} {
+		if _, err := s.SaveCheckpoint(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Resume(ctx, "fixture-2"); err != nil {
+		t.Fatal(err)
+	}
+	// fixture-3: deleted at epoch 1, its records purged.
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "fixture-3", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteSession(ctx, "fixture-3", 0); err != nil {
+		t.Fatal(err)
+	}
+	// fixture-4: a delete interrupted before its purge, at epoch 1.
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "fixture-4", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"y"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := interruptDelete(s, "fixture-4"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// interruptDelete writes sid's tombstone and purge record as DeleteSession
+// does, without purging its records: what a crash between the two leaves.
+// (Format 3 marked the tombstone purging instead of a purge record.)
+func interruptDelete(s *Store, sid string) error {
+	return s.update(func(t *tx) error {
+		if err := put(t, purgeKey(sid), &storagev1.PurgeRecord{Epoch: 1}); err != nil {
+			return err
+		}
+		return put(t, sessionKey(sid), &storagev1.SessionRecord{Deleted: true, Epoch: 1})
+	})
 }

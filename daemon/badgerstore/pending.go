@@ -20,9 +20,9 @@ func pendingCalls(t *tx, sessionID string, h *storagev1.SessionRecord) (uint64, 
 		if _, err := get(t, h, sessionID, callKey(sessionID, u.ToolUseId), &call); err != nil {
 			return 0, nil, err
 		}
-		pc := daemon.PendingCall{ToolUse: daemon.ToolUseFromProto(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
+		pc := daemon.PendingCall{ToolUse: toolUseFromRecord(u), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
 		if call.Effect != nil {
-			e := daemon.EffectFromProto(call.Effect)
+			e := effectFromRecord(call.Effect)
 			pc.Effect = &e
 		}
 		calls = append(calls, pc)

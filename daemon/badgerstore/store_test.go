@@ -12,6 +12,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/storetest"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 func TestConformance(t *testing.T) {
@@ -184,16 +185,14 @@ func TestInterruptedDeleteFinishesAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Write the tombstone as DeleteSession does, then "crash" before the purge.
-	if err := s.update(func(t *tx) error {
-		return put(t, sessionKey("s"), &storagev1.SessionRecord{Deleted: true, Purging: true, Epoch: 1})
-	}); err != nil {
+	if err := interruptDelete(s, "s"); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	s = openT(t, dir)
 	defer s.Close()
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindRevision, kindMessage} {
+		for _, kind := range []byte{kindRevision, kindMessage, kindPurge} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: sessionScope(kind, "s")})
 			it.Rewind()
 			left := it.Valid()
@@ -257,5 +256,51 @@ func TestLargestSave(t *testing.T) {
 	}
 	if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 		t.Fatalf("the largest save: %v", err)
+	}
+}
+
+// TestLargestSaveUnderThreshold writes the save that weighs most in a Badger
+// transaction: the most records, each value just under ValueThreshold, so
+// that none goes to the value log.
+func TestLargestSaveUnderThreshold(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	sid := strings.Repeat("s", 128)
+	size := func(content string) int {
+		v, err := encodeValue(messageKey(sid, 0), &savepointv1.Message{Role: "user", ContentJson: content})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(v)
+	}
+	content := `""`
+	for size(content) < ValueThreshold-1 {
+		content = content[:len(content)-1] + `m"`
+	}
+	req := &daemon.SaveRequest{SessionID: sid}
+	for range daemon.MaxAppendMessages {
+		req.AppendMessages = append(req.AppendMessages, daemon.Message{Role: "user", ContentJSON: content})
+	}
+	for i := range daemon.MaxPendingToolUses {
+		// The call record holds the id and the name: together just under the
+		// threshold.
+		req.PendingToolUses = append(req.PendingToolUses, daemon.ToolUse{ID: fmt.Sprintf("%0230d", i), Name: strings.Repeat("n", 240)})
+	}
+	if _, err := s.SaveCheckpoint(ctx, req); err != nil {
+		t.Fatalf("the largest save under the value threshold: %v", err)
+	}
+	var call storagev1.CallRecord
+	err := s.view(ctx, func(tx *tx) error {
+		v, found, err := tx.get(callKey(sid, req.PendingToolUses[0].ID))
+		if !found || err != nil {
+			return fmt.Errorf("call record: found %v, %v", found, err)
+		}
+		if len(v) >= ValueThreshold {
+			return fmt.Errorf("a call record of %d bytes is not under the threshold this test means to reach", len(v))
+		}
+		return decodeValue(callKey(sid, req.PendingToolUses[0].ID), v, &call)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

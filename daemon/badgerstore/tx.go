@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/dgraph-io/badger/v4"
@@ -12,23 +13,61 @@ import (
 type tx struct {
 	r      *badger.Txn
 	writes []write
-	index  map[string]int // key -> position in writes
+	index  map[string]int // key -> position in writes, past indexAbove writes
+
+	readBytes int // bytes of stored values read
 }
 
 func (t *tx) get(key []byte) (val []byte, found bool, err error) {
-	if i, ok := t.index[string(key)]; ok {
+	found, err = t.read(key, func(v []byte) error {
+		val = bytes.Clone(v)
+		return nil
+	})
+	return val, found, err
+}
+
+// read calls fn with key's value, which is valid only during the call;
+// found is false when the key is absent.
+func (t *tx) read(key []byte, fn func(val []byte) error) (found bool, err error) {
+	if i := t.find(key); i >= 0 {
 		w := t.writes[i]
-		return w.val, w.val != nil, nil
+		if w.val == nil {
+			return false, nil
+		}
+		return true, fn(w.val)
 	}
 	item, err := t.r.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	val, err = item.ValueCopy(nil)
-	return val, err == nil, err
+	err = item.Value(func(v []byte) error {
+		t.readBytes += len(v)
+		return fn(v)
+	})
+	return err == nil, err
+}
+
+// indexAbove is the number of writes above which find uses a map; a save
+// writes a handful.
+const indexAbove = 16
+
+// find returns the position of key's write, or -1.
+func (t *tx) find(key []byte) int {
+	if t.index != nil {
+		if i, ok := t.index[string(key)]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range t.writes {
+		if bytes.Equal(t.writes[i].key, key) {
+			return i
+		}
+	}
+	return -1
 }
 
 func (t *tx) set(key, val []byte) {
@@ -41,13 +80,18 @@ func (t *tx) set(key, val []byte) {
 func (t *tx) delete(key []byte) { t.record(write{key: key}) }
 
 func (t *tx) record(w write) {
-	if t.index == nil {
-		t.index = map[string]int{}
-	}
-	if i, ok := t.index[string(w.key)]; ok {
+	if i := t.find(w.key); i >= 0 {
 		t.writes[i] = w
 		return
 	}
-	t.index[string(w.key)] = len(t.writes)
+	if t.index == nil && len(t.writes) == indexAbove {
+		t.index = make(map[string]int, 2*indexAbove)
+		for i, w := range t.writes {
+			t.index[string(w.key)] = i
+		}
+	}
+	if t.index != nil {
+		t.index[string(w.key)] = len(t.writes)
+	}
 	t.writes = append(t.writes, w)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
-	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // Verify checks every record's checksum and decoding, then that each live
@@ -43,6 +42,14 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 			switch {
 			case bytes.Equal(key, formatKey):
 				rec = &storagev1.FormatRecord{}
+			case bytes.Equal(key, epochFloorKey):
+				rec = &storagev1.EpochFloorRecord{}
+			case key[0] == kindExpiry:
+				if _, sid, err = decodeExpiryKey(key); err != nil {
+					note("", fmt.Sprintf("malformed key %x", key))
+					continue
+				}
+				rec = &storagev1.ExpiryRecord{}
 			case isGraphKey(key):
 				rec = graphRecord(key)
 			case err != nil:
@@ -54,11 +61,13 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 			case kind == kindRevision:
 				rec = &storagev1.RevisionRecord{}
 			case kind == kindMessage:
-				rec = &savepointv1.Message{}
+				rec = &storagev1.Message{}
 			case kind == kindCall:
 				rec = &storagev1.CallRecord{}
 			case kind == kindRequest:
 				rec = &storagev1.RequestRecord{}
+			case kind == kindPurge:
+				rec = &storagev1.PurgeRecord{}
 			}
 			val, err := it.Item().ValueCopy(nil)
 			if err == nil {
@@ -91,11 +100,16 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 	return rep, nil
 }
 
-// checkHistory reports a missing latest revision or message.
+// checkHistory reports a missing latest revision or message, or a head
+// whose history is not its latest revision's.
 func checkHistory(t *tx, sid string, h *storagev1.SessionRecord) error {
 	rec, err := revision(t, sid, h, 0)
 	if err != nil {
 		return fmt.Errorf("revision %d: %v", h.Revision, err)
+	}
+	if !slices.EqualFunc(h.Segments, rec.Segments, func(a, b *storagev1.Segment) bool { return proto.Equal(a, b) }) ||
+		h.MessageCount != rec.MessageCount {
+		return fmt.Errorf("the head's history (%d messages) is not that of revision %d (%d messages)", h.MessageCount, rec.Revision, rec.MessageCount)
 	}
 	for _, sg := range rec.Segments {
 		for seq := sg.FirstSeq; seq < sg.FirstSeq+sg.Count; seq++ {
@@ -123,6 +137,10 @@ func kindName(key []byte) string {
 		return "call"
 	case kindRequest:
 		return "request"
+	case kindPurge:
+		return "purge"
+	case kindExpiry:
+		return "expiry"
 	default:
 		if n := graphKindName(key[0]); n != "" {
 			return n

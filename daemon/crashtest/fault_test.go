@@ -382,8 +382,8 @@ func TestSyncFailureManifestAtStop(t *testing.T) {
 }
 
 // TestSyncFailureManifestRunning fails the first fsync of Badger's MANIFEST
-// while savepointd runs, at the memtable flush that about 50 MiB of writes
-// force, then requires every acknowledged write to be intact after a clean
+// while savepointd runs, at the memtable flush that a few MiB of small
+// records force, then requires every acknowledged write to be intact after a clean
 // stop and a restart. Badger v4.9.6 then keeps the MANIFEST record of the
 // table it deleted, so the store does not open until savepointd
 // repair-manifest removes it; no acknowledged write may be lost either way.
@@ -392,15 +392,20 @@ func TestSyncFailureManifestRunning(t *testing.T) {
 	p, w := faultSetup(t, 14)
 	tr := attach(t, strace, p.pid(), "-P", filepath.Join(p.dir, "MANIFEST"), "-e", "trace=write,fsync,fdatasync",
 		"-e", "inject=fsync,fdatasync:error=EIO:when=1")
-	// 900 KiB messages stay under the value threshold, in the memtable.
-	filler := fmt.Sprintf("%q", strings.Repeat("f", 900<<10))
+	// 400-byte messages stay under the value threshold, in the memtable:
+	// each filler save puts about 0.5 MiB there.
+	filler := fmt.Sprintf("%q", strings.Repeat("f", 400))
+	fillerMsgs := make([]*savepointv1.Message, 1000)
+	for i := range fillerMsgs {
+		fillerMsgs[i] = &savepointv1.Message{Role: "user", ContentJson: filler}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	injected := false
 	fills := 0
 	for i := 0; !injected && time.Now().Before(deadline); i++ {
 		ctx, cancel := ctxT()
 		_, err := p.client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: fmt.Sprint("fill-", i),
-			AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: filler}}})
+			AppendMessages: fillerMsgs})
 		cancel()
 		if err != nil {
 			t.Fatalf("filler save %d: %v", i, err)
@@ -436,8 +441,13 @@ func TestSyncFailureManifestRunning(t *testing.T) {
 		ctx, cancel := ctxT()
 		g, err := p.client.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: fmt.Sprint("fill-", i)})
 		cancel()
-		if err != nil || len(g.Checkpoint.Messages) != 1 || g.Checkpoint.Messages[0].ContentJson != filler {
+		if err != nil || len(g.Checkpoint.Messages) != len(fillerMsgs) {
 			t.Fatalf("filler save %d after restart: %v", i, err)
+		}
+		for _, m := range g.Checkpoint.Messages {
+			if m.ContentJson != filler {
+				t.Fatalf("filler save %d after restart: a message reads %.40q", i, m.ContentJson)
+			}
 		}
 	}
 	lost, torn, unread := w.h.tally.counts()

@@ -6,12 +6,13 @@
 
 // Package savepoint.storage.v1 holds the records the Badger store writes.
 // They are internal: only the store reads them, but they are versioned like
-// any on-disk format.
+// any on-disk format (FormatRecord). They are the store's own types, not the
+// API's: Message, ToolUse and Effect have the wire form that format 3 wrote
+// with the savepoint.v1 messages of the same names, so older values decode.
 
 package storagev1
 
 import (
-	v1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -26,6 +27,59 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// EffectClass is a tool's effect class, numbered as in format 3.
+type EffectClass int32
+
+const (
+	EffectClass_EFFECT_CLASS_UNSPECIFIED EffectClass = 0
+	EffectClass_EFFECT_CLASS_READ_ONLY   EffectClass = 1
+	EffectClass_EFFECT_CLASS_IDEMPOTENT  EffectClass = 2
+	EffectClass_EFFECT_CLASS_SIDE_EFFECT EffectClass = 3
+)
+
+// Enum value maps for EffectClass.
+var (
+	EffectClass_name = map[int32]string{
+		0: "EFFECT_CLASS_UNSPECIFIED",
+		1: "EFFECT_CLASS_READ_ONLY",
+		2: "EFFECT_CLASS_IDEMPOTENT",
+		3: "EFFECT_CLASS_SIDE_EFFECT",
+	}
+	EffectClass_value = map[string]int32{
+		"EFFECT_CLASS_UNSPECIFIED": 0,
+		"EFFECT_CLASS_READ_ONLY":   1,
+		"EFFECT_CLASS_IDEMPOTENT":  2,
+		"EFFECT_CLASS_SIDE_EFFECT": 3,
+	}
+)
+
+func (x EffectClass) Enum() *EffectClass {
+	p := new(EffectClass)
+	*p = x
+	return p
+}
+
+func (x EffectClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EffectClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_storage_v1_records_proto_enumTypes[0].Descriptor()
+}
+
+func (EffectClass) Type() protoreflect.EnumType {
+	return &file_savepoint_storage_v1_records_proto_enumTypes[0]
+}
+
+func (x EffectClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EffectClass.Descriptor instead.
+func (EffectClass) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{0}
+}
 
 // SessionRecord is a session's head: its latest revision and ownership.
 type SessionRecord struct {
@@ -44,7 +98,11 @@ type SessionRecord struct {
 	RecentRequests []*RequestRecord `protobuf:"bytes,7,rep,name=recent_requests,json=recentRequests,proto3" json:"recent_requests,omitempty"`
 	// A tombstone: the session was deleted at this epoch.
 	Deleted bool `protobuf:"varint,8,opt,name=deleted,proto3" json:"deleted,omitempty"`
-	// The delete has not finished removing the session's records.
+	// Format 3's mark of a delete that has not finished removing the
+	// session's records; format 4 keeps a PurgeRecord instead, and migration
+	// makes one for each mark.
+	//
+	// Deprecated: Marked as deprecated in savepoint/storage/v1/records.proto.
 	Purging bool `protobuf:"varint,9,opt,name=purging,proto3" json:"purging,omitempty"`
 	// Copies of the latest revision's summary fields for ListSessions.
 	Task                string            `protobuf:"bytes,10,opt,name=task,proto3" json:"task,omitempty"`
@@ -52,8 +110,14 @@ type SessionRecord struct {
 	MessageCount        uint64            `protobuf:"varint,12,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
 	PendingToolUseCount uint32            `protobuf:"varint,13,opt,name=pending_tool_use_count,json=pendingToolUseCount,proto3" json:"pending_tool_use_count,omitempty"`
 	Labels              map[string]string `protobuf:"bytes,14,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The latest revision's history, as in its RevisionRecord, so that a save
+	// reads no revision (format 4 on).
+	Segments []*Segment `protobuf:"bytes,15,rep,name=segments,proto3" json:"segments,omitempty"`
+	// When the delete finished purging (tombstones only): the tombstone
+	// expires a retention period later.
+	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -143,6 +207,7 @@ func (x *SessionRecord) GetDeleted() bool {
 	return false
 }
 
+// Deprecated: Marked as deprecated in savepoint/storage/v1/records.proto.
 func (x *SessionRecord) GetPurging() bool {
 	if x != nil {
 		return x.Purging
@@ -185,6 +250,159 @@ func (x *SessionRecord) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *SessionRecord) GetSegments() []*Segment {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetDeleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeleteTime
+	}
+	return nil
+}
+
+// PurgeRecord marks a deleted session whose records are still being removed
+// (key: kind 0x06, session id). Open resumes each listed purge.
+type PurgeRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeRecord) Reset() {
+	*x = PurgeRecord{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeRecord) ProtoMessage() {}
+
+func (x *PurgeRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeRecord.ProtoReflect.Descriptor instead.
+func (*PurgeRecord) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PurgeRecord) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// ExpiryRecord lists a tombstone to remove when it expires (key: kind 0x07,
+// expiry time in Unix nanoseconds (8, BE), session id).
+type ExpiryRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryRecord) Reset() {
+	*x = ExpiryRecord{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryRecord) ProtoMessage() {}
+
+func (x *ExpiryRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryRecord.ProtoReflect.Descriptor instead.
+func (*ExpiryRecord) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ExpiryRecord) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// EpochFloorRecord is the highest epoch of any removed tombstone: a session
+// created without a tombstone starts above it, and a create naming an epoch
+// at or below it is fenced, as a tombstone would fence it.
+type EpochFloorRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpochFloorRecord) Reset() {
+	*x = EpochFloorRecord{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpochFloorRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpochFloorRecord) ProtoMessage() {}
+
+func (x *EpochFloorRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpochFloorRecord.ProtoReflect.Descriptor instead.
+func (*EpochFloorRecord) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EpochFloorRecord) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // RequestRecord remembers one save's request id, a digest of its payload and
 // its response, so that a retry is answered without saving twice.
 type RequestRecord struct {
@@ -200,7 +418,7 @@ type RequestRecord struct {
 
 func (x *RequestRecord) Reset() {
 	*x = RequestRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[1]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +430,7 @@ func (x *RequestRecord) String() string {
 func (*RequestRecord) ProtoMessage() {}
 
 func (x *RequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[1]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +443,7 @@ func (x *RequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRecord.ProtoReflect.Descriptor instead.
 func (*RequestRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{1}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RequestRecord) GetRequestId() string {
@@ -274,7 +492,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[2]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +504,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[2]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +517,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Segment) GetFirstSeq() uint64 {
@@ -327,7 +545,7 @@ type RevisionRecord struct {
 	TokensUsed      uint64                 `protobuf:"varint,5,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
 	Segments        []*Segment             `protobuf:"bytes,6,rep,name=segments,proto3" json:"segments,omitempty"`
 	MessageCount    uint64                 `protobuf:"varint,7,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
-	PendingToolUses []*v1.ToolUse          `protobuf:"bytes,8,rep,name=pending_tool_uses,json=pendingToolUses,proto3" json:"pending_tool_uses,omitempty"`
+	PendingToolUses []*ToolUse             `protobuf:"bytes,8,rep,name=pending_tool_uses,json=pendingToolUses,proto3" json:"pending_tool_uses,omitempty"`
 	StateJson       string                 `protobuf:"bytes,9,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
 	Labels          map[string]string      `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	SaveTime        *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=save_time,json=saveTime,proto3" json:"save_time,omitempty"`
@@ -337,7 +555,7 @@ type RevisionRecord struct {
 
 func (x *RevisionRecord) Reset() {
 	*x = RevisionRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +567,7 @@ func (x *RevisionRecord) String() string {
 func (*RevisionRecord) ProtoMessage() {}
 
 func (x *RevisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +580,7 @@ func (x *RevisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionRecord.ProtoReflect.Descriptor instead.
 func (*RevisionRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RevisionRecord) GetRevision() uint64 {
@@ -414,7 +632,7 @@ func (x *RevisionRecord) GetMessageCount() uint64 {
 	return 0
 }
 
-func (x *RevisionRecord) GetPendingToolUses() []*v1.ToolUse {
+func (x *RevisionRecord) GetPendingToolUses() []*ToolUse {
 	if x != nil {
 		return x.PendingToolUses
 	}
@@ -445,20 +663,20 @@ func (x *RevisionRecord) GetSaveTime() *timestamppb.Timestamp {
 // CallRecord is everything known about one tool use id of a session.
 type CallRecord struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
-	ToolUse *v1.ToolUse            `protobuf:"bytes,1,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
+	ToolUse *ToolUse               `protobuf:"bytes,1,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
 	// The last revision in which the call was pending.
 	LastPendingRevision uint64                 `protobuf:"varint,2,opt,name=last_pending_revision,json=lastPendingRevision,proto3" json:"last_pending_revision,omitempty"`
 	Begun               bool                   `protobuf:"varint,3,opt,name=begun,proto3" json:"begun,omitempty"`
 	IdempotencyKey      string                 `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	BeginTime           *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=begin_time,json=beginTime,proto3" json:"begin_time,omitempty"`
-	Effect              *v1.Effect             `protobuf:"bytes,6,opt,name=effect,proto3" json:"effect,omitempty"`
+	Effect              *Effect                `protobuf:"bytes,6,opt,name=effect,proto3" json:"effect,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
 
 func (x *CallRecord) Reset() {
 	*x = CallRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +688,7 @@ func (x *CallRecord) String() string {
 func (*CallRecord) ProtoMessage() {}
 
 func (x *CallRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,10 +701,10 @@ func (x *CallRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRecord.ProtoReflect.Descriptor instead.
 func (*CallRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *CallRecord) GetToolUse() *v1.ToolUse {
+func (x *CallRecord) GetToolUse() *ToolUse {
 	if x != nil {
 		return x.ToolUse
 	}
@@ -521,11 +739,226 @@ func (x *CallRecord) GetBeginTime() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *CallRecord) GetEffect() *v1.Effect {
+func (x *CallRecord) GetEffect() *Effect {
 	if x != nil {
 		return x.Effect
 	}
 	return nil
+}
+
+// Message is one stored message of a session's history.
+type Message struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	ContentJson   string                 `protobuf:"bytes,2,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Message) Reset() {
+	*x = Message{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Message) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Message) ProtoMessage() {}
+
+func (x *Message) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Message.ProtoReflect.Descriptor instead.
+func (*Message) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Message) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Message) GetContentJson() string {
+	if x != nil {
+		return x.ContentJson
+	}
+	return ""
+}
+
+// ToolUse is a pending tool use as stored.
+type ToolUse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ToolUseId     string                 `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	InputJson     string                 `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	EffectClass   EffectClass            `protobuf:"varint,4,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.storage.v1.EffectClass" json:"effect_class,omitempty"`
+	BeginTracked  bool                   `protobuf:"varint,5,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolUse) Reset() {
+	*x = ToolUse{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolUse) ProtoMessage() {}
+
+func (x *ToolUse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
+func (*ToolUse) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ToolUse) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ToolUse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolUse) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *ToolUse) GetEffectClass() EffectClass {
+	if x != nil {
+		return x.EffectClass
+	}
+	return EffectClass_EFFECT_CLASS_UNSPECIFIED
+}
+
+func (x *ToolUse) GetBeginTracked() bool {
+	if x != nil {
+		return x.BeginTracked
+	}
+	return false
+}
+
+// Effect is a recorded effect as stored.
+type Effect struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ToolUseId     string                 `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Output        string                 `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	IsError       bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	RecordTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
+	Late          bool                   `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Effect) Reset() {
+	*x = Effect{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Effect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Effect) ProtoMessage() {}
+
+func (x *Effect) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Effect.ProtoReflect.Descriptor instead.
+func (*Effect) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Effect) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *Effect) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Effect) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *Effect) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *Effect) GetRecordTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordTime
+	}
+	return nil
+}
+
+func (x *Effect) GetLate() bool {
+	if x != nil {
+		return x.Late
+	}
+	return false
 }
 
 // FormatRecord is the data directory's format version.
@@ -538,7 +971,7 @@ type FormatRecord struct {
 
 func (x *FormatRecord) Reset() {
 	*x = FormatRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +983,7 @@ func (x *FormatRecord) String() string {
 func (*FormatRecord) ProtoMessage() {}
 
 func (x *FormatRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +996,7 @@ func (x *FormatRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormatRecord.ProtoReflect.Descriptor instead.
 func (*FormatRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FormatRecord) GetVersion() uint32 {
@@ -577,7 +1010,7 @@ var File_savepoint_storage_v1_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1csavepoint/v1/savepoint.proto\"\xfc\x04\n" +
+	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x05\n" +
 	"\rSessionRecord\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x18\n" +
@@ -588,17 +1021,26 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12P\n" +
 	"\x0frecent_requests\x18\a \x03(\v2#.savepoint.storage.v1.RequestRecordB\x02\x18\x01R\x0erecentRequests\x12\x18\n" +
-	"\adeleted\x18\b \x01(\bR\adeleted\x12\x18\n" +
-	"\apurging\x18\t \x01(\bR\apurging\x12\x12\n" +
+	"\adeleted\x18\b \x01(\bR\adeleted\x12\x1c\n" +
+	"\apurging\x18\t \x01(\bB\x02\x18\x01R\apurging\x12\x12\n" +
 	"\x04task\x18\n" +
 	" \x01(\tR\x04task\x12\x12\n" +
 	"\x04turn\x18\v \x01(\rR\x04turn\x12#\n" +
 	"\rmessage_count\x18\f \x01(\x04R\fmessageCount\x123\n" +
 	"\x16pending_tool_use_count\x18\r \x01(\rR\x13pendingToolUseCount\x12G\n" +
-	"\x06labels\x18\x0e \x03(\v2/.savepoint.storage.v1.SessionRecord.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x0e \x03(\v2/.savepoint.storage.v1.SessionRecord.LabelsEntryR\x06labels\x129\n" +
+	"\bsegments\x18\x0f \x03(\v2\x1d.savepoint.storage.v1.SegmentR\bsegments\x12;\n" +
+	"\vdelete_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"deleteTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
+	"\vPurgeRecord\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"$\n" +
+	"\fExpiryRecord\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"(\n" +
+	"\x10EpochFloorRecord\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\xa7\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12 \n" +
@@ -608,7 +1050,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"<\n" +
 	"\aSegment\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x04R\x05count\"\x8b\x04\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\"\x93\x04\n" +
 	"\x0eRevisionRecord\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
@@ -617,8 +1059,8 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\vtokens_used\x18\x05 \x01(\x04R\n" +
 	"tokensUsed\x129\n" +
 	"\bsegments\x18\x06 \x03(\v2\x1d.savepoint.storage.v1.SegmentR\bsegments\x12#\n" +
-	"\rmessage_count\x18\a \x01(\x04R\fmessageCount\x12A\n" +
-	"\x11pending_tool_uses\x18\b \x03(\v2\x15.savepoint.v1.ToolUseR\x0fpendingToolUses\x12\x1d\n" +
+	"\rmessage_count\x18\a \x01(\x04R\fmessageCount\x12I\n" +
+	"\x11pending_tool_uses\x18\b \x03(\v2\x1d.savepoint.storage.v1.ToolUseR\x0fpendingToolUses\x12\x1d\n" +
 	"\n" +
 	"state_json\x18\t \x01(\tR\tstateJson\x12H\n" +
 	"\x06labels\x18\n" +
@@ -626,18 +1068,41 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x02\n" +
 	"\n" +
-	"CallRecord\x120\n" +
-	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
+	"CallRecord\x128\n" +
+	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
 	"\x05begun\x18\x03 \x01(\bR\x05begun\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\n" +
-	"begin_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12,\n" +
-	"\x06effect\x18\x06 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"(\n" +
+	"begin_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x124\n" +
+	"\x06effect\x18\x06 \x01(\v2\x1c.savepoint.storage.v1.EffectR\x06effect\"@\n" +
+	"\aMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
+	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xc7\x01\n" +
+	"\aToolUse\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x03 \x01(\tR\tinputJson\x12D\n" +
+	"\feffect_class\x18\x04 \x01(\x0e2!.savepoint.storage.v1.EffectClassR\veffectClass\x12#\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\xc0\x01\n" +
+	"\x06Effect\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\x12\x19\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\x12;\n" +
+	"\vrecord_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordTime\x12\x12\n" +
+	"\x04late\x18\x06 \x01(\bR\x04late\"(\n" +
 	"\fFormatRecord\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversionBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
+	"\aversion\x18\x01 \x01(\rR\aversion*\x82\x01\n" +
+	"\vEffectClass\x12\x1c\n" +
+	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +
+	"\x17EFFECT_CLASS_IDEMPOTENT\x10\x02\x12\x1c\n" +
+	"\x18EFFECT_CLASS_SIDE_EFFECT\x10\x03BIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_savepoint_storage_v1_records_proto_rawDescOnce sync.Once
@@ -651,37 +1116,47 @@ func file_savepoint_storage_v1_records_proto_rawDescGZIP() []byte {
 	return file_savepoint_storage_v1_records_proto_rawDescData
 }
 
-var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_savepoint_storage_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_savepoint_storage_v1_records_proto_goTypes = []any{
-	(*SessionRecord)(nil),         // 0: savepoint.storage.v1.SessionRecord
-	(*RequestRecord)(nil),         // 1: savepoint.storage.v1.RequestRecord
-	(*Segment)(nil),               // 2: savepoint.storage.v1.Segment
-	(*RevisionRecord)(nil),        // 3: savepoint.storage.v1.RevisionRecord
-	(*CallRecord)(nil),            // 4: savepoint.storage.v1.CallRecord
-	(*FormatRecord)(nil),          // 5: savepoint.storage.v1.FormatRecord
-	nil,                           // 6: savepoint.storage.v1.SessionRecord.LabelsEntry
-	nil,                           // 7: savepoint.storage.v1.RevisionRecord.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*v1.ToolUse)(nil),            // 9: savepoint.v1.ToolUse
-	(*v1.Effect)(nil),             // 10: savepoint.v1.Effect
+	(EffectClass)(0),              // 0: savepoint.storage.v1.EffectClass
+	(*SessionRecord)(nil),         // 1: savepoint.storage.v1.SessionRecord
+	(*PurgeRecord)(nil),           // 2: savepoint.storage.v1.PurgeRecord
+	(*ExpiryRecord)(nil),          // 3: savepoint.storage.v1.ExpiryRecord
+	(*EpochFloorRecord)(nil),      // 4: savepoint.storage.v1.EpochFloorRecord
+	(*RequestRecord)(nil),         // 5: savepoint.storage.v1.RequestRecord
+	(*Segment)(nil),               // 6: savepoint.storage.v1.Segment
+	(*RevisionRecord)(nil),        // 7: savepoint.storage.v1.RevisionRecord
+	(*CallRecord)(nil),            // 8: savepoint.storage.v1.CallRecord
+	(*Message)(nil),               // 9: savepoint.storage.v1.Message
+	(*ToolUse)(nil),               // 10: savepoint.storage.v1.ToolUse
+	(*Effect)(nil),                // 11: savepoint.storage.v1.Effect
+	(*FormatRecord)(nil),          // 12: savepoint.storage.v1.FormatRecord
+	nil,                           // 13: savepoint.storage.v1.SessionRecord.LabelsEntry
+	nil,                           // 14: savepoint.storage.v1.RevisionRecord.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
-	8,  // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	8,  // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
-	6,  // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
-	2,  // 4: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	9,  // 5: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	7,  // 6: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
-	8,  // 7: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	9,  // 8: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.v1.ToolUse
-	8,  // 9: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
-	10, // 10: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.v1.Effect
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	15, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	15, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	5,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
+	13, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
+	6,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	15, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
+	6,  // 6: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	10, // 7: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
+	14, // 8: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
+	15, // 9: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
+	10, // 10: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	15, // 11: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
+	11, // 12: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
+	0,  // 13: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
+	15, // 14: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_records_proto_init() }
@@ -694,13 +1169,14 @@ func file_savepoint_storage_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_records_proto_rawDesc), len(file_savepoint_storage_v1_records_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   8,
+			NumEnums:      1,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_savepoint_storage_v1_records_proto_goTypes,
 		DependencyIndexes: file_savepoint_storage_v1_records_proto_depIdxs,
+		EnumInfos:         file_savepoint_storage_v1_records_proto_enumTypes,
 		MessageInfos:      file_savepoint_storage_v1_records_proto_msgTypes,
 	}.Build()
 	File_savepoint_storage_v1_records_proto = out.File

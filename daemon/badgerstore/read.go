@@ -1,0 +1,198 @@
+package badgerstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+)
+
+// head returns the session's record, or nil when it does not exist or is a
+// tombstone; tomb returns the tombstone.
+func head(t *tx, sessionID string) (live, tomb *storagev1.SessionRecord, err error) {
+	var rec storagev1.SessionRecord
+	found, err := get(t, nil, sessionID, sessionKey(sessionID), &rec)
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	if rec.Deleted {
+		return nil, &rec, nil
+	}
+	return &rec, nil, nil
+}
+
+func mustHead(t *tx, sessionID string) (*storagev1.SessionRecord, error) {
+	h, _, err := head(t, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
+			daemon.ErrSessionNotFound, sessionID)
+	}
+	return h, nil
+}
+
+func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (daemon.Checkpoint, error) {
+	var cp daemon.Checkpoint
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if err != nil {
+			return err
+		}
+		cp, err = checkpoint(t, sessionID, h, revision)
+		return err
+	})
+	return cp, err
+}
+
+func revision(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (*storagev1.RevisionRecord, error) {
+	if rev == 0 {
+		rev = h.Revision
+	}
+	if rev > h.Revision {
+		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			Msg: fmt.Sprintf("session %q has no revision %d; its latest is %d", sessionID, rev, h.Revision)}
+	}
+	var rec storagev1.RevisionRecord
+	found, err := get(t, h, sessionID, revisionKey(sessionID, rev), &rec)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			Msg: fmt.Sprintf("session %q no longer keeps revision %d", sessionID, rev)}
+	}
+	return &rec, nil
+}
+
+func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (daemon.Checkpoint, error) {
+	rec, err := revision(t, sessionID, h, rev)
+	if err != nil {
+		return daemon.Checkpoint{}, err
+	}
+	cp := daemon.Checkpoint{
+		SessionID:    sessionID,
+		Revision:     rec.Revision,
+		Epoch:        h.Epoch,
+		Task:         rec.Task,
+		Turn:         rec.Turn,
+		TokensUsed:   rec.TokensUsed,
+		MessageCount: rec.MessageCount,
+		StateJSON:    rec.StateJson,
+		Labels:       maps.Clone(rec.Labels),
+		SaveTime:     rec.SaveTime.AsTime(),
+	}
+	for _, t := range rec.PendingToolUses {
+		cp.PendingToolUses = append(cp.PendingToolUses, toolUseFromRecord(t))
+	}
+	return cp, nil
+}
+
+func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]daemon.Message, error) {
+	var out []daemon.Message
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if err != nil {
+			return err
+		}
+		rec, err := revision(t, sessionID, h, rev)
+		if err != nil {
+			return err
+		}
+		size := 0
+		idx := uint64(0)
+		for _, sg := range rec.Segments {
+			if start >= idx+sg.Count {
+				idx += sg.Count
+				continue
+			}
+			for seq := sg.FirstSeq + (max(start, idx) - idx); seq < sg.FirstSeq+sg.Count; seq++ {
+				var m storagev1.Message
+				found, err := get(t, h, sessionID, messageKey(sessionID, seq), &m)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return corrupt(h, sessionID, fmt.Errorf("message %d of revision %d is missing", seq, rec.Revision))
+				}
+				dm := daemon.Message{Role: m.Role, ContentJSON: m.ContentJson}
+				size += daemon.MessageSize(dm)
+				if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) >= maxCount)) {
+					return nil
+				}
+				out = append(out, dm)
+			}
+			idx += sg.Count
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []daemon.PendingCall, error) {
+	var rev uint64
+	var calls []daemon.PendingCall
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if err != nil {
+			return err
+		}
+		rev, calls, err = pendingCalls(t, sessionID, h)
+		return err
+	})
+	return rev, calls, err
+}
+
+func (s *Store) ListSessions(ctx context.Context, after string, limit int, labelFilter map[string]string) ([]daemon.SessionSummary, error) {
+	var out []daemon.SessionSummary
+	err := s.view(ctx, func(t *tx) error {
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		seek := []byte{kindSession}
+		if after != "" {
+			seek = sessionKey(after)
+		}
+		for it.Seek(seek); it.Valid() && len(out) < limit; it.Next() {
+			item := it.Item()
+			key := item.KeyCopy(nil)
+			_, sid, _, err := decodeKey(key)
+			if err != nil || sid == after {
+				continue
+			}
+			var h storagev1.SessionRecord
+			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &h) }); err != nil {
+				// A damaged head is listed so an operator can find and delete it.
+				out = append(out, daemon.SessionSummary{SessionID: sid})
+				continue
+			}
+			if h.Deleted || !hasLabels(h.Labels, labelFilter) {
+				continue
+			}
+			inDoubt, err := inDoubtCount(t, sid, &h)
+			if err != nil {
+				return err
+			}
+			out = append(out, daemon.SessionSummary{
+				SessionID: sid, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
+				MessageCount: h.MessageCount, PendingToolUseCount: h.PendingToolUseCount, InDoubtToolUseCount: inDoubt,
+				Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime.AsTime(),
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func hasLabels(labels, filter map[string]string) bool {
+	for k, v := range filter {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
