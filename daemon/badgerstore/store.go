@@ -125,6 +125,10 @@ type Store struct {
 	keepLog bool           // Options.ExitAfterClose
 
 	retention time.Duration // Options.TombstoneRetention
+	dir       string        // "" in memory
+
+	damage     scrubFindings   // what the scrub found
+	damagedIDs map[uint64]bool // tables the scrub found damaged; only the scrub's goroutine uses it
 
 	readBytes atomic.Uint64 // Stats.WriteReadBytes
 
@@ -139,7 +143,7 @@ var _ daemon.Store = (*Store)(nil)
 // ErrFormat when the directory holds a newer or unknown format, and with
 // ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{})}
+	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{}), damagedIDs: map[uint64]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -192,13 +196,13 @@ func Open(dir string, opts Options) (*Store, error) {
 			"'savepointd repair-manifest' may recover it (docs/reliability.md); otherwise restore the directory from a backup, or move it aside to start empty",
 			ErrDamaged, dir, err)
 	}
-	if err := verifyTables(db); err != nil {
+	if err := verifyAtOpen(db, dir); err != nil {
 		// The database is left open: closing it could trip on the same
 		// damage. The caller is expected to exit.
 		s.unlockDir()
 		return nil, fmt.Errorf("%w: %s: %v. Restore the directory from a backup, or move it aside to start empty", ErrDamaged, dir, err)
 	}
-	s.db = db
+	s.db, s.dir = db, dir
 	if err := s.start(dir, opts); err != nil {
 		s.Close()
 		return nil, err
@@ -243,6 +247,9 @@ func (s *Store) start(dir string, opts Options) error {
 		return err
 	}
 	s.bg.Go(s.sweepTombstones)
+	if dir != "" {
+		s.bg.Go(s.scrubLoop)
+	}
 	return nil
 }
 
@@ -374,13 +381,14 @@ func (s *Store) Err() error { return s.eng.err() }
 func (s *Store) Stats() Stats {
 	st := s.eng.stats()
 	st.WriteReadBytes = s.readBytes.Load()
+	st.DamagedTables = s.damage.tables.Load()
 	return st
 }
 
 // update runs fn on a snapshot and commits its writes through the engine,
 // durably. Every write of the store goes through here.
 func (s *Store) update(fn func(t *tx) error) error {
-	t := &tx{r: s.db.NewTransaction(false)}
+	t := &tx{r: s.db.NewTransaction(false), findings: &s.damage}
 	defer t.r.Discard()
 	err := fn(t)
 	s.readBytes.Add(uint64(t.readBytes))
@@ -397,7 +405,7 @@ func (s *Store) view(ctx context.Context, fn func(t *tx) error) error {
 	if err := s.eng.err(); err != nil {
 		return err
 	}
-	t := &tx{r: s.db.NewTransaction(false)}
+	t := &tx{r: s.db.NewTransaction(false), findings: &s.damage}
 	defer t.r.Discard()
 	return fn(t)
 }
