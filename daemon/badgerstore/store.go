@@ -58,7 +58,7 @@ var ErrBehind = errors.New("store is behind its high-water mark")
 // (10.4 MiB), the caches below (12 MiB) and a table builder's buffers (up to
 // 4 MiB); messages and large states are read from the memory-mapped value
 // log, which is file-backed. The value log's space is not reclaimed while
-// savepointd runs (docs/benchmarks.md, "Memory").
+// savepointd runs (docs/profiles.md, "Known limits").
 const (
 	MemTableSize     = 8 << 20
 	ValueThreshold   = 512
