@@ -78,7 +78,7 @@ type Config struct {
 
 // DefaultMemoryLimit is savepointd's soft memory limit unless configured:
 // the store's memtables and caches (about 35 MiB) with room for the
-// requests in flight (docs/benchmarks.md, "Memory").
+// requests in flight (docs/profiles.md).
 const DefaultMemoryLimit = 64 << 20
 
 // minMemoryLimit is the least soft limit accepted: below it the garbage

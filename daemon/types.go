@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -113,7 +114,10 @@ func (r *SaveRequest) Fingerprint() []byte {
 	for k, v := range r.Labels {
 		n += 16 + len(k) + len(v)
 	}
-	b := make([]byte, 0, n)
+	bp := fingerprintBufs.Get().(*[]byte)
+	defer fingerprintBufs.Put(bp)
+	b := slices.Grow((*bp)[:0], n)
+	defer func() { *bp = b }()
 	str := func(s string) { b = append(binary.BigEndian.AppendUint64(b, uint64(len(s))), s...) }
 	num := func(v uint64) { b = binary.BigEndian.AppendUint64(b, v) }
 	flag := func(f bool) {
@@ -156,6 +160,9 @@ func (r *SaveRequest) Fingerprint() []byte {
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
+
+// fingerprintBufs holds the buffers Fingerprint encodes a request into.
+var fingerprintBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // SaveResult is what a save returns, and what a retry of it returns again.
 type SaveResult struct {

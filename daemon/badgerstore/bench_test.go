@@ -3,6 +3,8 @@ package badgerstore_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -220,4 +222,55 @@ func BenchmarkSaveIndependence(b *testing.B) {
 		b.ReportMetric(float64(long)/float64(short), "ratio")
 		b.ReportMetric(float64(read)/float64(b.N), "read-B/save")
 	})
+}
+
+// BenchmarkOpen is a start on a store of 10,000 sessions of 4 KiB each
+// (about 60 MiB with Badger's tables and logs): "listed" opens with the
+// list of verified tables the previous Open left, "unlisted" with it
+// deleted, so that every table is read, as every Open did before the list.
+// The ratio of the two is what the list saves.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	s, err := badgerstore.Open(dir, badgerstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := w; i < 10000; i += 32 {
+				msgs := make([]daemon.Message, 8)
+				for j := range msgs {
+					msgs[j] = benchMessage(j)
+				}
+				if _, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{SessionID: fmt.Sprintf("s%05d", i), AppendMessages: msgs}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, listed := range []bool{true, false} {
+		name := map[bool]string{true: "listed", false: "unlisted"}[listed]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if !listed {
+					b.StopTimer()
+					os.Remove(filepath.Join(dir, badgerstore.VerifiedFile))
+					b.StartTimer()
+				}
+				s, err := badgerstore.Open(dir, badgerstore.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				s.Close()
+				b.StartTimer()
+			}
+		})
+	}
 }

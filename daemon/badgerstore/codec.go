@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 
@@ -74,6 +75,9 @@ func get(t *tx, h *storagev1.SessionRecord, sessionID string, key []byte, m prot
 		bad = decodeValue(key, v, m)
 		return nil
 	})
+	if errors.Is(err, errDamagedTable) {
+		return false, corrupt(h, sessionID, err)
+	}
 	if err != nil || !found {
 		return false, err
 	}

@@ -60,6 +60,8 @@ type Stats struct {
 	// WriteReadBytes counts the bytes of stored values that writes (saves,
 	// effects, resumes, deletes) read before writing.
 	WriteReadBytes uint64
+	// DamagedTables counts the tables the background scrub found damaged.
+	DamagedTables uint64
 }
 
 type engine struct {

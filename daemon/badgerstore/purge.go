@@ -182,6 +182,11 @@ func (s *Store) expireTombstones() (int, error) {
 	}
 	removed := 0
 	for _, d := range list {
+		select {
+		case <-s.stop:
+			return removed, nil // closing: the rest wait for the next start
+		default:
+		}
 		unlock := s.lock(d.sid)
 		err := s.update(func(t *tx) error {
 			t.delete(d.key)

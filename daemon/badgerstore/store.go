@@ -58,7 +58,7 @@ var ErrBehind = errors.New("store is behind its high-water mark")
 // (10.4 MiB), the caches below (12 MiB) and a table builder's buffers (up to
 // 4 MiB); messages and large states are read from the memory-mapped value
 // log, which is file-backed. The value log's space is not reclaimed while
-// savepointd runs (docs/benchmarks.md, "Memory").
+// savepointd runs (docs/profiles.md, "Known limits").
 const (
 	MemTableSize     = 8 << 20
 	ValueThreshold   = 512
@@ -130,6 +130,10 @@ type Store struct {
 	graph   graphState     // the graph API's locks (graph.go)
 
 	retention time.Duration // Options.TombstoneRetention
+	dir       string        // "" in memory
+
+	damage     scrubFindings   // what the scrub found
+	damagedIDs map[uint64]bool // tables the scrub found damaged; only the scrub's goroutine uses it
 
 	readBytes atomic.Uint64 // Stats.WriteReadBytes
 
@@ -144,7 +148,7 @@ var _ daemon.Store = (*Store)(nil)
 // ErrFormat when the directory holds a newer or unknown format, and with
 // ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{})}
+	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{}), damagedIDs: map[uint64]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -207,13 +211,13 @@ func Open(dir string, opts Options) (*Store, error) {
 			"'savepointd repair-manifest' may recover it (docs/reliability.md); otherwise restore the directory from a backup, or move it aside to start empty",
 			ErrDamaged, dir, err)
 	}
-	if err := verifyTables(db); err != nil {
+	if err := verifyAtOpen(db, dir); err != nil {
 		// The database is left open: closing it could trip on the same
 		// damage. The caller is expected to exit.
 		s.unlockDir()
 		return nil, fmt.Errorf("%w: %s: %v. Restore the directory from a backup, or move it aside to start empty", ErrDamaged, dir, err)
 	}
-	s.db = db
+	s.db, s.dir = db, dir
 	if err := s.start(dir, opts); err != nil {
 		s.Close()
 		return nil, err
@@ -261,6 +265,9 @@ func (s *Store) start(dir string, opts Options) error {
 		return err
 	}
 	s.bg.Go(s.sweepTombstones)
+	if dir != "" {
+		s.bg.Go(s.scrubLoop)
+	}
 	return nil
 }
 
@@ -402,13 +409,14 @@ func (s *Store) Info() daemon.StoreInfo {
 func (s *Store) Stats() Stats {
 	st := s.eng.stats()
 	st.WriteReadBytes = s.readBytes.Load()
+	st.DamagedTables = s.damage.tables.Load()
 	return st
 }
 
 // update runs fn on a snapshot and commits its writes through the engine,
 // durably. Every write of the store goes through here.
 func (s *Store) update(fn func(t *tx) error) error {
-	t := &tx{r: s.db.NewTransaction(false)}
+	t := &tx{r: s.db.NewTransaction(false), findings: &s.damage}
 	defer t.r.Discard()
 	err := fn(t)
 	s.readBytes.Add(uint64(t.readBytes))
@@ -425,7 +433,7 @@ func (s *Store) view(ctx context.Context, fn func(t *tx) error) error {
 	if err := s.eng.err(); err != nil {
 		return err
 	}
-	t := &tx{r: s.db.NewTransaction(false)}
+	t := &tx{r: s.db.NewTransaction(false), findings: &s.damage}
 	defer t.r.Discard()
 	return fn(t)
 }

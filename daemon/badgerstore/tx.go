@@ -15,7 +15,8 @@ type tx struct {
 	writes []write
 	index  map[string]int // key -> position in writes, past indexAbove writes
 
-	readBytes int // bytes of stored values read
+	readBytes int            // bytes of stored values read
+	findings  *scrubFindings // the scrub's findings; nil: none
 }
 
 func (t *tx) get(key []byte) (val []byte, found bool, err error) {
@@ -35,6 +36,11 @@ func (t *tx) read(key []byte, fn func(val []byte) error) (found bool, err error)
 			return false, nil
 		}
 		return true, fn(w.val)
+	}
+	if t.findings != nil {
+		if err := t.findings.check(key); err != nil {
+			return false, err
+		}
 	}
 	item, err := t.r.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {

@@ -1,0 +1,247 @@
+package badgerstore
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/badger/v4/y"
+	"github.com/dgraph-io/ristretto/v2/z"
+)
+
+// Tables are verified against their checksums once, not at every Open:
+// VerifiedFile lists the tables already verified (by id, size and
+// modification time), and Open checks only the others, so that it costs
+// what the last run wrote, not the whole store. A scrub in the background
+// verifies new tables every scrubNewEvery and re-reads every table every
+// scrubAllEvery, pausing between tables. Damage the scrub finds is logged
+// and counted (Stats.DamagedTables); the keys in the damaged table's range
+// then answer daemon.ErrCorrupt (DATA_LOSS, CHECKPOINT_CORRUPT) while the
+// rest keep serving, and the table leaves the list, so the next Open checks
+// it again and refuses the directory, as it refuses any damaged table.
+
+// VerifiedFile is the file in the data directory that lists the tables
+// verified so far; deleting it makes the next Open verify every table.
+const VerifiedFile = "savepoint.verified"
+
+const (
+	scrubNewEvery = time.Minute
+	scrubAllEvery = 24 * time.Hour
+	scrubPause    = 50 * time.Millisecond // between two tables
+)
+
+// tableStamp identifies one table file's content as far as a stat can.
+type tableStamp struct {
+	id    uint64
+	size  int64
+	mtime int64 // Unix nanoseconds
+}
+
+func stampOf(dir string, id uint64) (tableStamp, error) {
+	fi, err := os.Stat(filepath.Join(dir, table.IDToFilename(id)))
+	if err != nil {
+		return tableStamp{}, err
+	}
+	return tableStamp{id: id, size: fi.Size(), mtime: fi.ModTime().UnixNano()}, nil
+}
+
+func readVerified(dir string) map[tableStamp]bool {
+	out := map[tableStamp]bool{}
+	f, err := os.Open(filepath.Join(dir, VerifiedFile))
+	if err != nil {
+		return out // none yet, or unreadable: everything is verified again
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var st tableStamp
+		if _, err := fmt.Sscan(sc.Text(), &st.id, &st.size, &st.mtime); err == nil {
+			out[st] = true
+		}
+	}
+	return out
+}
+
+// writeVerified replaces the list atomically. It need not be synced: a
+// list lost in a crash only makes the next Open verify more.
+func writeVerified(dir string, set map[tableStamp]bool) error {
+	var b strings.Builder
+	for st := range set {
+		fmt.Fprintf(&b, "%d %d %d\n", st.id, st.size, st.mtime)
+	}
+	tmp := filepath.Join(dir, VerifiedFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, VerifiedFile))
+}
+
+// verifyTable checks every block of one table file against its checksum,
+// reading the file through its own read-only mapping. Badger's check
+// dereferences a nil block on some damage (table.go:711 in v4.9.6); that
+// panic is reported as an error.
+func verifyTable(dir string, id uint64, bopts badger.Options) (err error) {
+	path := filepath.Join(dir, table.IDToFilename(id))
+	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
+	if err != nil && !errors.Is(err, z.NewFile) {
+		return err
+	}
+	defer mf.Close(-1)
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("Badger's checksum verification failed with %v", p)
+		}
+	}()
+	t, err := table.OpenTable(mf, table.Options{
+		ReadOnly:           true,
+		ChkMode:            options.NoVerification,
+		BlockSize:          bopts.BlockSize,
+		BloomFalsePositive: bopts.BloomFalsePositive,
+		Compression:        bopts.Compression,
+	})
+	if err != nil {
+		return err
+	}
+	return t.VerifyChecksum()
+}
+
+// verifyAtOpen verifies the tables the list does not name, or all of them
+// when the tables are encrypted (a table's key is Badger's to hold), and
+// rewrites the list. It returns the first damaged table's error.
+func verifyAtOpen(db *badger.DB, dir string) error {
+	if dir == "" || len(db.Opts().EncryptionKey) > 0 {
+		return verifyTables(db)
+	}
+	known := readVerified(dir)
+	verified := map[tableStamp]bool{}
+	for _, ti := range db.Tables() {
+		st, err := stampOf(dir, ti.ID)
+		if err != nil {
+			return err
+		}
+		if !known[st] {
+			if err := verifyTable(dir, ti.ID, db.Opts()); err != nil {
+				return fmt.Errorf("table %s is damaged: %v", table.IDToFilename(ti.ID), err)
+			}
+		}
+		verified[st] = true
+	}
+	return writeVerified(dir, verified)
+}
+
+// keyRange is a damaged table's span of user keys.
+type keyRange struct{ first, last []byte }
+
+// scrubFindings is what the scrub found; the zero value is none.
+type scrubFindings struct {
+	ranges atomic.Pointer[[]keyRange]
+	tables atomic.Uint64
+}
+
+// check returns daemon.ErrCorrupt's cause when key is in a damaged table.
+func (d *scrubFindings) check(key []byte) error {
+	rs := d.ranges.Load()
+	if rs == nil {
+		return nil
+	}
+	for _, r := range *rs {
+		if bytes.Compare(key, r.first) >= 0 && bytes.Compare(key, r.last) <= 0 {
+			return errDamagedTable
+		}
+	}
+	return nil
+}
+
+func (d *scrubFindings) add(r keyRange) {
+	for {
+		old := d.ranges.Load()
+		var rs []keyRange
+		if old != nil {
+			rs = append(rs, *old...)
+		}
+		rs = append(rs, r)
+		if d.ranges.CompareAndSwap(old, &rs) {
+			d.tables.Add(1)
+			return
+		}
+	}
+}
+
+var errDamagedTable = errors.New("the table holding this record failed its checksum in the background scrub")
+
+// scrub verifies the tables not yet verified (all of them when all is
+// true), pausing between tables, and records what it finds. It returns the
+// number of damaged tables it found.
+func (s *Store) scrub(all bool) (int, error) {
+	known := readVerified(s.dir)
+	verified := map[tableStamp]bool{}
+	found := 0
+	for _, ti := range s.db.Tables() {
+		select {
+		case <-s.stop:
+			return found, nil
+		default:
+		}
+		st, err := stampOf(s.dir, ti.ID)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // compacted away meanwhile
+		}
+		if err != nil {
+			return found, err
+		}
+		if known[st] && !all {
+			verified[st] = true
+			continue
+		}
+		if s.damagedIDs[ti.ID] {
+			continue // already reported
+		}
+		if err := verifyTable(s.dir, ti.ID, s.db.Opts()); err != nil {
+			if _, gone := stampOf(s.dir, ti.ID); gone != nil {
+				continue // compacted away while being read
+			}
+			found++
+			s.damagedIDs[ti.ID] = true
+			s.damage.add(keyRange{first: y.ParseKey(ti.Left), last: y.ParseKey(ti.Right)})
+			s.log.Error("the background scrub found a damaged table: the sessions it holds answer CHECKPOINT_CORRUPT; restore the data directory from a backup",
+				"table", table.IDToFilename(ti.ID), "level", ti.Level, "first_key", fmt.Sprintf("%q", y.ParseKey(ti.Left)),
+				"last_key", fmt.Sprintf("%q", y.ParseKey(ti.Right)), "err", err)
+			continue
+		}
+		verified[st] = true
+		time.Sleep(scrubPause)
+	}
+	return found, writeVerified(s.dir, verified)
+}
+
+// scrubLoop runs the scrub until Close: the new tables every scrubNewEvery,
+// every table every scrubAllEvery.
+func (s *Store) scrubLoop() {
+	t := time.NewTimer(scrubNewEvery)
+	defer t.Stop()
+	lastAll := time.Now()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		all := time.Since(lastAll) >= scrubAllEvery
+		if all {
+			lastAll = time.Now()
+		}
+		if _, err := s.scrub(all); err != nil {
+			s.log.Error("background scrub", "err", err)
+		}
+		t.Reset(scrubNewEvery)
+	}
+}

@@ -1,0 +1,109 @@
+package badgerstore
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4/table"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// TestVerifyOnlyNewTables: Open verifies only the tables its list does not
+// name, so damage to a listed table (same size and time) is not seen at
+// Open but by the scrub, which reports and counts it, makes the sessions in
+// the table's range answer ErrCorrupt, and takes the table off the list so
+// that the next Open refuses it.
+func TestVerifyOnlyNewTables(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	// Enough sessions for a table of many blocks: Badger reads the first
+	// and last at Open.
+	for i := range 300 {
+		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("s%03d", i), StateJSON: `{"k":1}`,
+			AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"` + strings.Repeat("m", 300) + `"`}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close() // flushes the memtable to a table
+	s = openT(t, dir)
+	tables := s.db.Tables()
+	s.Close()
+	if len(tables) == 0 {
+		t.Fatal("no table after a flush")
+	}
+	listed := readVerified(dir)
+	for _, ti := range tables {
+		st, err := stampOf(dir, ti.ID)
+		if err != nil || !listed[st] {
+			t.Fatalf("table %d not listed as verified after Open: %v", ti.ID, err)
+		}
+	}
+
+	// Flip a byte in the first table's data blocks, keeping size and time.
+	path := filepath.Join(dir, table.IDToFilename(tables[0].ID))
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openT(t, dir) // the listed table is not read again
+	n, err := s.scrub(true)
+	if err != nil || n != 1 || s.Stats().DamagedTables != 1 {
+		t.Fatalf("scrub: %d damaged, %v, stats %+v", n, err, s.Stats())
+	}
+	for _, sid := range []string{"s000", "s299"} {
+		if _, err := s.Checkpoint(ctx, sid, 0); !errors.Is(err, daemon.ErrCorrupt) {
+			t.Errorf("Checkpoint(%s) in a damaged table: %v, want ErrCorrupt", sid, err)
+		}
+	}
+	if n, err := s.scrub(true); err != nil || n != 0 || s.Stats().DamagedTables != 1 {
+		t.Errorf("second scrub: %d new, %v; damaged tables %d, want 1", n, err, s.Stats().DamagedTables)
+	}
+	s.Close()
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open after the scrub found damage: %v, want ErrDamaged", err)
+	}
+}
+
+// TestDamagedRangeServesRest: only the keys in a damaged table's range
+// answer ErrCorrupt; other sessions keep serving, reads and writes.
+func TestDamagedRangeServesRest(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, sid := range []string{"a", "b"} {
+		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.damage.add(keyRange{first: revisionKey("a", 0), last: revisionKey("a", math.MaxUint64)})
+	var se *daemon.StateError
+	if _, err := s.Resume(ctx, "a"); !errors.Is(err, daemon.ErrCorrupt) || !errors.As(err, &se) || se.CurrentEpoch != 1 {
+		t.Errorf("Resume(a), its revisions in a damaged table: %v, want ErrCorrupt with the epoch", err)
+	}
+	if _, err := s.Resume(ctx, "b"); err != nil {
+		t.Errorf("Resume(b): %v", err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "b", ExpectedRevision: 1, Epoch: 2}); err != nil {
+		t.Errorf("save to b: %v", err)
+	}
+	if _, err := s.DeleteSession(ctx, "a", 1); err != nil {
+		t.Errorf("DeleteSession(a), the way out of damage: %v", err)
+	}
+}
