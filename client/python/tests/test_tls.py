@@ -1,13 +1,17 @@
-"""TLS from SAVEPOINT_TLS_CA / SAVEPOINT_TLS_CERT / SAVEPOINT_TLS_KEY, against
-a mutual-TLS gRPC server started here with certificates made here (trustme).
-savepointd itself serves plaintext in this checkout, so the server is a
-SavepointService of the test's own."""
+"""TLS from SAVEPOINT_TLS_CA / SAVEPOINT_TLS_CERT / SAVEPOINT_TLS_KEY, with
+certificates made here (trustme): against a mutual-TLS gRPC server of the
+test's own (for the refusals, over TCP and a unix socket), and against the
+real savepointd serving mutual TLS on loopback."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import socket
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -109,3 +113,51 @@ def test_mtls_refusals(tls_server: tuple[Certs, str, str], monkeypatch: pytest.M
     # Explicit configuration, no environment.
     monkeypatch.delenv("SAVEPOINT_TLS_CA")
     assert info(tcp, tls=TLSConfig(ca=certs.ca_file.read_bytes(), cert=certs.cert_file.read_bytes(), key=certs.key_file.read_bytes())) == "tls-ok"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_mtls_against_savepointd(binaries: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """savepointd with --tls-cert, --tls-key and --tls-client-ca: the client
+    saves and reads a session with the SAVEPOINT_TLS_* certificates, and is
+    refused without a client certificate."""
+    certs = Certs(tmp_path)
+    (tmp_path / "server.pem").write_bytes(certs.server_chain)
+    (tmp_path / "server.key").write_bytes(certs.server_key)
+    (tmp_path / "server.key").chmod(0o600)
+    addr = f"127.0.0.1:{free_port()}"
+    d = tempfile.mkdtemp(prefix="sp", dir="/tmp")
+    log = open(os.path.join(d, "savepointd.log"), "wb")
+    proc = subprocess.Popen([binaries[0], "--data-dir", os.path.join(d, "data"), "--listen", addr,
+                             "--tls-cert", str(tmp_path / "server.pem"), "--tls-key", str(tmp_path / "server.key"),
+                             "--tls-client-ca", str(certs.ca_file)], stdout=log, stderr=log)
+    log.close()
+    try:
+        certs.env(monkeypatch)
+        deadline = time.monotonic() + 20
+        while True:
+            assert proc.poll() is None, Path(d, "savepointd.log").read_text()
+            try:
+                version = info(addr)
+                break
+            except savepoint.UnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        assert version  # the daemon's own GetServerInfo, not a fake's
+        with savepoint.Client(addr, retry=FAIL_FAST, timeout=5) as c:
+            s = c.start("tls-session", "over mutual TLS", messages=[savepoint.Message("user", '"hello"')])
+            assert c.resume("tls-session").messages == s.messages
+        certs.env(monkeypatch, cert=False)
+        monkeypatch.delenv("SAVEPOINT_TLS_CERT", raising=False)
+        monkeypatch.delenv("SAVEPOINT_TLS_KEY", raising=False)
+        with pytest.raises(savepoint.UnavailableError):
+            info(addr)
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
