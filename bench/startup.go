@@ -53,7 +53,7 @@ func (b *Bench) Startup(ctx context.Context) error {
 	t := &Table{
 		Title:  fmt.Sprintf("5b. savepointd start to serving, %d sessions stored (%.0f MiB on disk)", b.cfg.StartSessions, float64(size)/mib),
 		Header: []string{"ms (median)", "min ms", "max ms"},
-		Notes: []string{fmt.Sprintf("From exec to the first health check answering SERVING (polled every 1 ms), %d starts on one copy of the cached store (page cache warm), each stopped with SIGTERM; each session holds one %d-byte message.",
+		Notes: []string{fmt.Sprintf("From exec to the first health check answering SERVING (polled every 5 ms by client.WaitServing), %d starts on one copy of the cached store (page cache warm), each stopped with SIGTERM; each session holds one %d-byte message.",
 			len(took), b.cfg.MessageBytes)},
 	}
 	t.Add(Median(took), slices.Min(took), slices.Max(took))
