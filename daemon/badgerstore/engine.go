@@ -75,9 +75,10 @@ type engine struct {
 	sync      func() error                              // replaced in tests
 	onCommit  func(seq uint64)
 
-	ops  chan *op
-	stop chan struct{}
-	wg   sync.WaitGroup
+	ops    chan *op
+	stop   chan struct{}
+	exited chan struct{} // closed when loop has drained ops and returned
+	wg     sync.WaitGroup
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -101,6 +102,7 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		onCommit:  onCommit,
 		ops:       make(chan *op, 1024),
 		stop:      make(chan struct{}),
+		exited:    make(chan struct{}),
 		failed:    make(chan struct{}),
 		batchSizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "savepoint_store_commit_batch_requests",
@@ -137,7 +139,19 @@ func (e *engine) commit(ws []write) error {
 	case <-e.stop:
 		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
 	}
-	return <-o.done
+	// ops has room even after the loop ended, so the send above can win
+	// over stop; then nobody takes o, and waiting on done alone would hang.
+	select {
+	case err := <-o.done:
+		return err
+	case <-e.exited:
+		select {
+		case err := <-o.done: // drained, or committed, before the loop ended
+			return err
+		default:
+			return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+		}
+	}
 }
 
 // ping passes a request through the commit loop that writes and syncs
@@ -186,6 +200,7 @@ func (e *engine) close() {
 
 func (e *engine) loop() {
 	defer e.wg.Done()
+	defer close(e.exited)
 	var carry *op
 	for {
 		first := carry

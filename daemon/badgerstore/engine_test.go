@@ -69,6 +69,34 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// TestCommitAfterClose: a request sent after the commit loop ended is
+// answered UNAVAILABLE at once. The queue has room then, so the send can
+// succeed with nobody left to take it; the request must not wait forever.
+func TestCommitAfterClose(t *testing.T) {
+	s := openT(t, t.TempDir())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 200 {
+			if err := s.eng.commit([]write{{key: []byte(fmt.Sprintf("k%d", i)), val: []byte("v")}}); !errors.Is(err, daemon.ErrUnavailable) {
+				done <- fmt.Errorf("commit %d after close: %v, want ErrUnavailable", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit after close hung")
+	}
+}
+
 func TestSyncFailureIsFatal(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
