@@ -27,7 +27,30 @@ type fakeStore struct {
 	sessions []SessionSummary
 	pending  []PendingCall
 	saved    *SaveRequest
-	limit    int // the last ListSessions limit
+	limit    int           // the last ListSessions or Effects limit
+	filter   SessionFilter // the last ListSessions filter
+	ledger   []LedgerEntry
+}
+
+func (f *fakeStore) CompleteSession(_ context.Context, req *CompleteRequest) (CompleteResult, error) {
+	if err := f.call(); err != nil {
+		return CompleteResult{}, err
+	}
+	return CompleteResult{Revision: f.cp.Revision, Epoch: req.Epoch, Status: req.Status}, nil
+}
+
+func (f *fakeStore) Effects(_ context.Context, sessionID, after string, limit int) ([]LedgerEntry, error) {
+	if err := f.call(); err != nil {
+		return nil, err
+	}
+	f.limit = limit
+	var out []LedgerEntry
+	for _, e := range f.ledger {
+		if e.ToolUseID > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeStore) call() error { f.calls++; return f.err }
@@ -55,7 +78,7 @@ func (f *fakeStore) RecordEffect(_ context.Context, sessionID string, e Effect) 
 	return e, false, nil
 }
 
-func (f *fakeStore) Resume(_ context.Context, sessionID string) (Checkpoint, error) {
+func (f *fakeStore) Resume(_ context.Context, sessionID string, reopen bool) (Checkpoint, error) {
 	if err := f.call(); err != nil {
 		return Checkpoint{}, err
 	}
@@ -96,11 +119,12 @@ func (f *fakeStore) PendingCalls(_ context.Context, sessionID string) (uint64, [
 	return f.cp.Revision, f.pending, nil
 }
 
-func (f *fakeStore) ListSessions(_ context.Context, after string, limit int, filter map[string]string) ([]SessionSummary, error) {
+func (f *fakeStore) ListSessions(_ context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error) {
 	if err := f.call(); err != nil {
 		return nil, err
 	}
 	f.limit = limit
+	f.filter = filter
 	var out []SessionSummary
 	for _, s := range f.sessions {
 		if s.SessionID > after && len(out) < limit {
@@ -157,6 +181,11 @@ func TestServerStoreErrors(t *testing.T) {
 			return err
 		},
 		"ListSessions": func() error { _, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{}); return err },
+		"CompleteSession": func() error {
+			_, err := s.CompleteSession(bg, &savepointv1.CompleteSessionRequest{SessionId: "s", Status: savepointv1.SessionStatus_SESSION_STATUS_COMPLETED})
+			return err
+		},
+		"ListEffects": func() error { _, err := s.ListEffects(bg, &savepointv1.ListEffectsRequest{SessionId: "s"}); return err },
 		"DeleteSession": func() error {
 			_, err := s.DeleteSession(bg, &savepointv1.DeleteSessionRequest{SessionId: "s"})
 			return err
@@ -403,7 +432,7 @@ func TestServerListMessagesBadToken(t *testing.T) {
 		"other session":  {SessionId: "s", PageToken: messagesToken("t", 3, 1).encode()},
 		"other revision": {SessionId: "s", Revision: 2, PageToken: messagesToken("s", 3, 1).encode()},
 		"past the end":   {SessionId: "s", PageToken: messagesToken("s", 3, 6).encode()},
-		"sessions token": {SessionId: "s", PageToken: sessionsToken(nil, "s").encode()},
+		"sessions token": {SessionId: "s", PageToken: sessionsToken(sessionsQuery{}, "s").encode()},
 	}
 	for name, req := range tests {
 		t.Run(name, func(t *testing.T) {

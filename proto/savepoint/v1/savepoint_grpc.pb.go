@@ -19,17 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SavepointService_SaveCheckpoint_FullMethodName = "/savepoint.v1.SavepointService/SaveCheckpoint"
-	SavepointService_BeginEffect_FullMethodName    = "/savepoint.v1.SavepointService/BeginEffect"
-	SavepointService_RecordEffect_FullMethodName   = "/savepoint.v1.SavepointService/RecordEffect"
-	SavepointService_Resume_FullMethodName         = "/savepoint.v1.SavepointService/Resume"
-	SavepointService_Reconcile_FullMethodName      = "/savepoint.v1.SavepointService/Reconcile"
-	SavepointService_GetSession_FullMethodName     = "/savepoint.v1.SavepointService/GetSession"
-	SavepointService_ListMessages_FullMethodName   = "/savepoint.v1.SavepointService/ListMessages"
-	SavepointService_ListSessions_FullMethodName   = "/savepoint.v1.SavepointService/ListSessions"
-	SavepointService_DeleteSession_FullMethodName  = "/savepoint.v1.SavepointService/DeleteSession"
-	SavepointService_Verify_FullMethodName         = "/savepoint.v1.SavepointService/Verify"
-	SavepointService_GetServerInfo_FullMethodName  = "/savepoint.v1.SavepointService/GetServerInfo"
+	SavepointService_SaveCheckpoint_FullMethodName  = "/savepoint.v1.SavepointService/SaveCheckpoint"
+	SavepointService_BeginEffect_FullMethodName     = "/savepoint.v1.SavepointService/BeginEffect"
+	SavepointService_RecordEffect_FullMethodName    = "/savepoint.v1.SavepointService/RecordEffect"
+	SavepointService_Resume_FullMethodName          = "/savepoint.v1.SavepointService/Resume"
+	SavepointService_Reconcile_FullMethodName       = "/savepoint.v1.SavepointService/Reconcile"
+	SavepointService_GetSession_FullMethodName      = "/savepoint.v1.SavepointService/GetSession"
+	SavepointService_ListMessages_FullMethodName    = "/savepoint.v1.SavepointService/ListMessages"
+	SavepointService_ListSessions_FullMethodName    = "/savepoint.v1.SavepointService/ListSessions"
+	SavepointService_DeleteSession_FullMethodName   = "/savepoint.v1.SavepointService/DeleteSession"
+	SavepointService_Verify_FullMethodName          = "/savepoint.v1.SavepointService/Verify"
+	SavepointService_GetServerInfo_FullMethodName   = "/savepoint.v1.SavepointService/GetServerInfo"
+	SavepointService_CompleteSession_FullMethodName = "/savepoint.v1.SavepointService/CompleteSession"
+	SavepointService_ListEffects_FullMethodName     = "/savepoint.v1.SavepointService/ListEffects"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -73,6 +75,15 @@ type SavepointServiceClient interface {
 	// GetServerInfo describes the running daemon: its version, its store and
 	// the limits it enforces. It writes nothing.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
+	// CompleteSession marks a session completed or failed, with its final
+	// output. It is fenced by epoch like a save and makes no revision; a
+	// completed session refuses saves and BeginEffect until a Resume with
+	// reopen set.
+	CompleteSession(ctx context.Context, in *CompleteSessionRequest, opts ...grpc.CallOption) (*CompleteSessionResponse, error)
+	// ListEffects pages through a session's ledger: every tool use that was
+	// begun or has a recorded effect, late records included. It writes
+	// nothing.
+	ListEffects(ctx context.Context, in *ListEffectsRequest, opts ...grpc.CallOption) (*ListEffectsResponse, error)
 }
 
 type savepointServiceClient struct {
@@ -193,6 +204,26 @@ func (c *savepointServiceClient) GetServerInfo(ctx context.Context, in *GetServe
 	return out, nil
 }
 
+func (c *savepointServiceClient) CompleteSession(ctx context.Context, in *CompleteSessionRequest, opts ...grpc.CallOption) (*CompleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteSessionResponse)
+	err := c.cc.Invoke(ctx, SavepointService_CompleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *savepointServiceClient) ListEffects(ctx context.Context, in *ListEffectsRequest, opts ...grpc.CallOption) (*ListEffectsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEffectsResponse)
+	err := c.cc.Invoke(ctx, SavepointService_ListEffects_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -234,6 +265,15 @@ type SavepointServiceServer interface {
 	// GetServerInfo describes the running daemon: its version, its store and
 	// the limits it enforces. It writes nothing.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
+	// CompleteSession marks a session completed or failed, with its final
+	// output. It is fenced by epoch like a save and makes no revision; a
+	// completed session refuses saves and BeginEffect until a Resume with
+	// reopen set.
+	CompleteSession(context.Context, *CompleteSessionRequest) (*CompleteSessionResponse, error)
+	// ListEffects pages through a session's ledger: every tool use that was
+	// begun or has a recorded effect, late records included. It writes
+	// nothing.
+	ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error)
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -276,6 +316,12 @@ func (UnimplementedSavepointServiceServer) Verify(context.Context, *VerifyReques
 }
 func (UnimplementedSavepointServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
+}
+func (UnimplementedSavepointServiceServer) CompleteSession(context.Context, *CompleteSessionRequest) (*CompleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteSession not implemented")
+}
+func (UnimplementedSavepointServiceServer) ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEffects not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -496,6 +542,42 @@ func _SavepointService_GetServerInfo_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SavepointService_CompleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).CompleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_CompleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).CompleteSession(ctx, req.(*CompleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SavepointService_ListEffects_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEffectsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).ListEffects(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_ListEffects_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).ListEffects(ctx, req.(*ListEffectsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -546,6 +628,14 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetServerInfo",
 			Handler:    _SavepointService_GetServerInfo_Handler,
+		},
+		{
+			MethodName: "CompleteSession",
+			Handler:    _SavepointService_CompleteSession_Handler,
+		},
+		{
+			MethodName: "ListEffects",
+			Handler:    _SavepointService_ListEffects_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

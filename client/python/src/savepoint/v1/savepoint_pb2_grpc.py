@@ -93,6 +93,16 @@ class SavepointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoResponse.FromString,
                 _registered_method=True)
+        self.CompleteSession = channel.unary_unary(
+                '/savepoint.v1.SavepointService/CompleteSession',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionResponse.FromString,
+                _registered_method=True)
+        self.ListEffects = channel.unary_unary(
+                '/savepoint.v1.SavepointService/ListEffects',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsResponse.FromString,
+                _registered_method=True)
 
 
 class SavepointServiceServicer:
@@ -189,6 +199,25 @@ class SavepointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompleteSession(self, request, context):
+        """CompleteSession marks a session completed or failed, with its final
+        output. It is fenced by epoch like a save and makes no revision; a
+        completed session refuses saves and BeginEffect until a Resume with
+        reopen set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEffects(self, request, context):
+        """ListEffects pages through a session's ledger: every tool use that was
+        begun or has a recorded effect, late records included. It writes
+        nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SavepointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -246,6 +275,16 @@ def add_SavepointServiceServicer_to_server(servicer, server):
                     servicer.GetServerInfo,
                     request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoResponse.SerializeToString,
+            ),
+            'CompleteSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteSession,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionResponse.SerializeToString,
+            ),
+            'ListEffects': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEffects,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -549,6 +588,60 @@ class SavepointService:
             '/savepoint.v1.SavepointService/GetServerInfo',
             savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoRequest.SerializeToString,
             savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/CompleteSession',
+            savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEffects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/ListEffects',
+            savepoint_dot_v1_dot_savepoint__pb2.ListEffectsRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.ListEffectsResponse.FromString,
             options,
             channel_credentials,
             insecure,
