@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,7 +19,7 @@ func active(h *storagev1.SessionRecord, sessionID string) error {
 		return nil
 	}
 	return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
-		Msg: fmt.Sprintf("session %q is %s; resume it with reopen to continue it", sessionID, st)}
+		Msg: fmt.Sprintf("session %q is %s; resume it with reopen to continue it", sessionID, strings.ToLower(st.String()))}
 }
 
 // CompleteSession sets the head's status and final output; the revision
@@ -62,7 +63,7 @@ func (s *Store) CompleteSession(ctx context.Context, req *daemon.CompleteRequest
 				return nil
 			}
 			return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
-				Msg: fmt.Sprintf("session %q is %s already, with another final output or status; resume it with reopen to change it", sid, st)}
+				Msg: fmt.Sprintf("session %q is %s already, with another status or final output; resume it with reopen to change it", sid, strings.ToLower(st.String()))}
 		}
 		now := timestamppb.New(s.now())
 		h.Status, h.FinalOutput, h.CompleteTime = statusRecord(req.Status), req.FinalOutput, now

@@ -117,9 +117,11 @@ REQUESTS = {
     "DeleteSession": pb.DeleteSessionRequest(session_id="s", epoch=3),
     "Verify": pb.VerifyRequest(),
     "GetServerInfo": pb.GetServerInfoRequest(),
+    "CompleteSession": pb.CompleteSessionRequest(session_id="s", epoch=3, request_id="22222222-2222-4222-8222-222222222222"),
+    "ListEffects": pb.ListEffectsRequest(session_id="s"),
 }
 # As client/client.go's retrySafe: every method but these is never retried.
-RETRIED = {"SaveCheckpoint", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions"}
+RETRIED = {"SaveCheckpoint", "CompleteSession", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
 
 
 def test_requests_cover_every_method() -> None:

@@ -15,10 +15,12 @@ import { defaultAddr, grpcTarget, parseAddr } from "./addr.js";
 import { translate, UnavailableError } from "./errors.js";
 import {
   BeginEffectRequest,
+  CompleteSessionRequest,
   DeleteSessionRequest,
   type DeepPartial,
   GetServerInfoRequest,
   GetSessionRequest,
+  ListEffectsRequest,
   ListMessagesRequest,
   ListSessionsRequest,
   ReconcileRequest,
@@ -104,6 +106,8 @@ export function retrySafe(path: string, request: unknown): boolean {
   switch (path) {
     case SavepointServiceService.saveCheckpoint.path:
       return ((request as Partial<SaveCheckpointRequest> | undefined)?.requestId ?? "") !== "";
+    case SavepointServiceService.completeSession.path:
+      return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.beginEffect.path:
     case SavepointServiceService.recordEffect.path:
     case SavepointServiceService.resume.path:
@@ -111,6 +115,7 @@ export function retrySafe(path: string, request: unknown): boolean {
     case SavepointServiceService.getSession.path:
     case SavepointServiceService.listMessages.path:
     case SavepointServiceService.listSessions.path:
+    case SavepointServiceService.listEffects.path:
       return true;
   }
   return false;
@@ -210,6 +215,8 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   deleteSession: DeleteSessionRequest,
   verify: VerifyRequest,
   getServerInfo: GetServerInfoRequest,
+  completeSession: CompleteSessionRequest,
+  listEffects: ListEffectsRequest,
 } as never;
 
 /**

@@ -46,9 +46,10 @@ class RetryPolicy:
 DEFAULT_RETRY_POLICY = RetryPolicy()
 """5 attempts over about 1.5 seconds, as the Go client's DefaultRetryPolicy."""
 
-# The methods whose repeat is harmless; SaveCheckpoint only with a request id.
+# The methods whose repeat is harmless; SaveCheckpoint and CompleteSession
+# only with a request id.
 _ALWAYS_SAFE = frozenset(
-    {"BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions"}
+    {"BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
 )
 
 
@@ -58,4 +59,6 @@ def retry_safe(method: str, request: object) -> bool:
     are not, as in the Go client."""
     if method == "SaveCheckpoint":
         return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
+    if method == "CompleteSession":
+        return isinstance(request, pb.CompleteSessionRequest) and request.request_id != ""
     return method in _ALWAYS_SAFE

@@ -121,6 +121,12 @@ class AsyncRaw:
     async def GetServerInfo(self, request: pb.GetServerInfoRequest, timeout: float | None = None) -> pb.GetServerInfoResponse:
         return await self._call("GetServerInfo", request, timeout)  # type: ignore[no-any-return]
 
+    async def CompleteSession(self, request: pb.CompleteSessionRequest, timeout: float | None = None) -> pb.CompleteSessionResponse:
+        return await self._call("CompleteSession", request, timeout)  # type: ignore[no-any-return]
+
+    async def ListEffects(self, request: pb.ListEffectsRequest, timeout: float | None = None) -> pb.ListEffectsResponse:
+        return await self._call("ListEffects", request, timeout)  # type: ignore[no-any-return]
+
 
 class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of
