@@ -374,11 +374,15 @@ func TestValidateComplete(t *testing.T) {
 		field  string
 	}{
 		{"valid", func(*savepointv1.CompleteSessionRequest) {}, 0, ""},
-		{"failed", func(r *savepointv1.CompleteSessionRequest) { r.Status = savepointv1.SessionStatus_SESSION_STATUS_FAILED }, 0, ""},
+		{"failed", func(r *savepointv1.CompleteSessionRequest) {
+			r.Status = savepointv1.SessionStatus_SESSION_STATUS_FAILED
+		}, 0, ""},
 		{"bad session", func(r *savepointv1.CompleteSessionRequest) { r.SessionId = "" }, reasonInvalidSessionID, "session_id"},
 		{"bad request id", func(r *savepointv1.CompleteSessionRequest) { r.RequestId = "x" }, reasonInvalidRequestID, "request_id"},
 		{"unspecified status", func(r *savepointv1.CompleteSessionRequest) { r.Status = 0 }, reasonInvalidSessionStatus, "status"},
-		{"active status", func(r *savepointv1.CompleteSessionRequest) { r.Status = savepointv1.SessionStatus_SESSION_STATUS_ACTIVE }, reasonInvalidSessionStatus, "status"},
+		{"active status", func(r *savepointv1.CompleteSessionRequest) {
+			r.Status = savepointv1.SessionStatus_SESSION_STATUS_ACTIVE
+		}, reasonInvalidSessionStatus, "status"},
 		{"unknown status", func(r *savepointv1.CompleteSessionRequest) { r.Status = 42 }, reasonInvalidSessionStatus, "status"},
 		{"output too large", func(r *savepointv1.CompleteSessionRequest) { r.FinalOutput = strings.Repeat("x", cfg.MaxStateBytes+1) }, reasonFieldTooLarge, "final_output"},
 	}
