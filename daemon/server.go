@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -322,6 +323,55 @@ func (s *Server) ListEffects(ctx context.Context, req *savepointv1.ListEffectsRe
 		resp.Entries = append(resp.Entries, pe)
 	}
 	return resp, nil
+}
+
+// ForkSession implements SavepointServiceServer.
+func (s *Server) ForkSession(ctx context.Context, req *savepointv1.ForkSessionRequest) (*savepointv1.ForkSessionResponse, error) {
+	fr, err := validateFork(req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.ForkSession(ctx, fr)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	performed, inDoubt := s.branchLists(res)
+	return &savepointv1.ForkSessionResponse{Revision: res.Revision, Epoch: res.Epoch, MessageCount: res.MessageCount,
+		PerformedAfter: performed, InDoubtAfter: inDoubt}, nil
+}
+
+// RewindSession implements SavepointServiceServer.
+func (s *Server) RewindSession(ctx context.Context, req *savepointv1.RewindSessionRequest) (*savepointv1.RewindSessionResponse, error) {
+	rr, err := validateRewind(req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.RewindSession(ctx, rr)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	performed, inDoubt := s.branchLists(res)
+	return &savepointv1.RewindSessionResponse{Revision: res.Revision, Epoch: res.Epoch, MessageCount: res.MessageCount,
+		PerformedAfter: performed, InDoubtAfter: inDoubt}, nil
+}
+
+// branchLists is the wire form of a branch's lists. Outputs are cut to
+// the response budget shared among them, marked by a trailing "…", so the
+// response always fits; ListEffects of the source gives them whole.
+func (s *Server) branchLists(res BranchResult) (performed, inDoubt []*savepointv1.LedgerEntry) {
+	n := len(res.PerformedAfter) + len(res.InDoubtAfter)
+	per := s.cfg.ResponseBudgetBytes / max(n, 1)
+	for _, e := range res.PerformedAfter {
+		pe := ledgerEntryToProto(e)
+		if out := pe.GetEffect().GetOutput(); len(out) > per/2 {
+			pe.Effect.Output = strings.ToValidUTF8(out[:per/2], "") + "…"
+		}
+		performed = append(performed, pe)
+	}
+	for _, e := range res.InDoubtAfter {
+		inDoubt = append(inDoubt, ledgerEntryToProto(e))
+	}
+	return performed, inDoubt
 }
 
 // DeleteSession implements SavepointServiceServer.

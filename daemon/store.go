@@ -42,6 +42,16 @@ type Store interface {
 	// tool use ids after the given one, in id order: every call that was
 	// begun or has a recorded effect.
 	Effects(ctx context.Context, sessionID, after string, limit int) ([]LedgerEntry, error)
+	// ForkSession creates req.NewID with one revision whose history, pending
+	// tool uses and state are the source's revision's, and copies the ledger
+	// entries (begin markers, idempotency keys, effects) of every call
+	// pending in the source's revisions up to it. A request id is checked
+	// first; the new session must not exist (ErrSessionExists).
+	ForkSession(ctx context.Context, req *ForkRequest) (BranchResult, error)
+	// RewindSession makes a new latest revision equal to req.Revision,
+	// fenced like a save. Its pending calls keep their ledger entries, so a
+	// call recorded since is reused by Reconcile instead of refused.
+	RewindSession(ctx context.Context, req *RewindRequest) (BranchResult, error)
 	// DeleteSession removes a session's revisions, history and ledger and
 	// leaves a tombstone; it returns the tombstone's epoch.
 	DeleteSession(ctx context.Context, sessionID string, epoch uint64) (tombstoneEpoch uint64, err error)

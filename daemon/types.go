@@ -148,6 +148,60 @@ type CompleteResult struct {
 	Already bool
 }
 
+// ForkRequest is one ForkSession call, already validated.
+type ForkRequest struct {
+	SourceID  string
+	Revision  uint64 // 0: the source's latest
+	NewID     string
+	RequestID string // empty disables retry detection
+}
+
+// Fingerprint is a digest of everything in the request but its request id.
+func (r *ForkRequest) Fingerprint() []byte {
+	return digest("fork", r.SourceID, r.Revision, r.NewID)
+}
+
+// RewindRequest is one RewindSession call, already validated.
+type RewindRequest struct {
+	SessionID string
+	Epoch     uint64 // fenced like a save's
+	Revision  uint64 // the kept revision to make the latest again
+	RequestID string // empty disables retry detection
+}
+
+// Fingerprint is a digest of everything in the request but its request id.
+func (r *RewindRequest) Fingerprint() []byte {
+	return digest("rewind", r.SessionID, r.Epoch, r.Revision)
+}
+
+// digest hashes a request kind's fields, each string length-prefixed.
+func digest(kind string, fields ...any) []byte {
+	b := append([]byte(kind), 0)
+	for _, f := range fields {
+		switch v := f.(type) {
+		case string:
+			b = append(binary.BigEndian.AppendUint64(b, uint64(len(v))), v...)
+		case uint64:
+			b = binary.BigEndian.AppendUint64(b, v)
+		}
+	}
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// BranchResult is what ForkSession and RewindSession return: the revision
+// made, and the side effects (calls not read-only) of the source performed
+// after the revision branched from.
+type BranchResult struct {
+	Revision     uint64
+	Epoch        uint64
+	MessageCount uint64
+	// PerformedAfter are the effects recorded after the revision's save.
+	PerformedAfter []LedgerEntry
+	// InDoubtAfter are the calls begun after it with no recorded effect.
+	InDoubtAfter []LedgerEntry
+}
+
 // SessionFilter selects the sessions ListSessions returns; the zero value
 // selects every live session.
 type SessionFilter struct {

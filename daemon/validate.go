@@ -404,3 +404,36 @@ func validateListEffects(req *savepointv1.ListEffectsRequest) error {
 	}
 	return validatePageSize("page_size", req.GetPageSize())
 }
+
+// validateFork checks a ForkSession request.
+func validateFork(req *savepointv1.ForkSessionRequest) (*ForkRequest, error) {
+	if err := validateSessionID("source_session_id", req.GetSourceSessionId()); err != nil {
+		return nil, err
+	}
+	if err := validateSessionID("new_session_id", req.GetNewSessionId()); err != nil {
+		return nil, err
+	}
+	if req.GetNewSessionId() == req.GetSourceSessionId() {
+		return nil, fieldErr("new_session_id", reasonInvalidSessionID, "names the source session; a fork needs a new id (RewindSession rewinds a session in place)")
+	}
+	requestID, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	return &ForkRequest{SourceID: req.GetSourceSessionId(), Revision: req.GetRevision(), NewID: req.GetNewSessionId(), RequestID: requestID}, nil
+}
+
+// validateRewind checks a RewindSession request.
+func validateRewind(req *savepointv1.RewindSessionRequest) (*RewindRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	requestID, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetRevision() == 0 {
+		return nil, fieldErr("revision", reasonMissingField, "is required: give the kept revision to rewind to")
+	}
+	return &RewindRequest{SessionID: req.GetSessionId(), Epoch: req.GetEpoch(), Revision: req.GetRevision(), RequestID: requestID}, nil
+}

@@ -35,6 +35,9 @@ func Run(t *testing.T, newStore func(t *testing.T) daemon.Store) {
 		{"Complete", testComplete},
 		{"ListFilters", testListFilters},
 		{"Effects", testEffects},
+		{"Rewind", testRewind},
+		{"Fork", testFork},
+		{"ForkLongHistory", testForkLongHistory},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)

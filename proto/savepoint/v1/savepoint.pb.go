@@ -2950,6 +2950,320 @@ func (x *ListEffectsResponse) GetNextPageToken() string {
 	return ""
 }
 
+type ForkSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session to fork.
+	SourceSessionId string `protobuf:"bytes,1,opt,name=source_session_id,json=sourceSessionId,proto3" json:"source_session_id,omitempty"`
+	// The source's revision the fork starts from; 0 means its latest.
+	Revision uint64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The new session: it must not exist (a deleted one's epochs stay
+	// fenced, as for any create).
+	NewSessionId string `protobuf:"bytes,3,opt,name=new_session_id,json=newSessionId,proto3" json:"new_session_id,omitempty"`
+	// A client-made UUID (AIP-155), remembered by the new session. A retry
+	// with the same id and payload returns the original revision and epoch.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ForkSessionRequest) GetSourceSessionId() string {
+	if x != nil {
+		return x.SourceSessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ForkSessionRequest) GetNewSessionId() string {
+	if x != nil {
+		return x.NewSessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ForkSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new session's revision: 1.
+	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The new session's epoch; it has not been resumed.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The number of messages in its history.
+	MessageCount uint64 `protobuf:"varint,3,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// The source's recorded effects of calls that are not read-only,
+	// recorded after the revision forked from, in tool_use_id order: the
+	// world already holds them, so the model should be told rather than
+	// call them again.
+	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
+	// The source's calls, not read-only, begun after that revision with no
+	// recorded effect: their outcome is unknown (in doubt).
+	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionResponse) Reset() {
+	*x = ForkSessionResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionResponse) ProtoMessage() {}
+
+func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
+func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ForkSessionResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetMessageCount() uint64 {
+	if x != nil {
+		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetPerformedAfter() []*LedgerEntry {
+	if x != nil {
+		return x.PerformedAfter
+	}
+	return nil
+}
+
+func (x *ForkSessionResponse) GetInDoubtAfter() []*LedgerEntry {
+	if x != nil {
+		return x.InDoubtAfter
+	}
+	return nil
+}
+
+type RewindSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The caller's epoch, fenced like a save.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The kept revision to make the latest again; required.
+	Revision uint64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original revision; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindSessionRequest) Reset() {
+	*x = RewindSessionRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindSessionRequest) ProtoMessage() {}
+
+func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
+func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RewindSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RewindSessionRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RewindSessionRequest) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RewindSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RewindSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new latest revision, equal to the one rewound to.
+	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The session's epoch.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The number of messages in the new revision's history.
+	MessageCount uint64 `protobuf:"varint,3,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// As in ForkSessionResponse: effects recorded after the revision rewound
+	// to. Those of calls pending again stay recorded: Reconcile reuses them.
+	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
+	// As in ForkSessionResponse: calls begun after it with no recorded effect.
+	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindSessionResponse) Reset() {
+	*x = RewindSessionResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindSessionResponse) ProtoMessage() {}
+
+func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
+func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RewindSessionResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RewindSessionResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RewindSessionResponse) GetMessageCount() uint64 {
+	if x != nil {
+		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *RewindSessionResponse) GetPerformedAfter() []*LedgerEntry {
+	if x != nil {
+		return x.PerformedAfter
+	}
+	return nil
+}
+
+func (x *RewindSessionResponse) GetInDoubtAfter() []*LedgerEntry {
+	if x != nil {
+		return x.InDoubtAfter
+	}
+	return nil
+}
+
 var File_savepoint_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_savepoint_proto_rawDesc = "" +
@@ -3182,7 +3496,32 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06effect\x18\t \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"r\n" +
 	"\x13ListEffectsResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.savepoint.v1.LedgerEntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xa1\v\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x01\n" +
+	"\x12ForkSessionRequest\x12*\n" +
+	"\x11source_session_id\x18\x01 \x01(\tR\x0fsourceSessionId\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\x12$\n" +
+	"\x0enew_session_id\x18\x03 \x01(\tR\fnewSessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\xf1\x01\n" +
+	"\x13ForkSessionResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
+	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
+	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\"\x86\x01\n" +
+	"\x14RewindSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x04R\brevision\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\xf3\x01\n" +
+	"\x15RewindSessionResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
+	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
+	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter*\xa1\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -3240,7 +3579,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x032\xd9\b\n" +
+	"\x11DECISION_IN_DOUBT\x10\x032\x87\n" +
+	"\n" +
 	"\x10SavepointService\x12[\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\x12R\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\x12U\n" +
@@ -3255,7 +3595,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06Verify\x12\x1b.savepoint.v1.VerifyRequest\x1a\x1c.savepoint.v1.VerifyResponse\x12X\n" +
 	"\rGetServerInfo\x12\".savepoint.v1.GetServerInfoRequest\x1a#.savepoint.v1.GetServerInfoResponse\x12^\n" +
 	"\x0fCompleteSession\x12$.savepoint.v1.CompleteSessionRequest\x1a%.savepoint.v1.CompleteSessionResponse\x12R\n" +
-	"\vListEffects\x12 .savepoint.v1.ListEffectsRequest\x1a!.savepoint.v1.ListEffectsResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\vListEffects\x12 .savepoint.v1.ListEffectsRequest\x1a!.savepoint.v1.ListEffectsResponse\x12R\n" +
+	"\vForkSession\x12 .savepoint.v1.ForkSessionRequest\x1a!.savepoint.v1.ForkSessionResponse\x12X\n" +
+	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -3270,7 +3612,7 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
@@ -3310,25 +3652,29 @@ var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(*ListEffectsRequest)(nil),      // 35: savepoint.v1.ListEffectsRequest
 	(*LedgerEntry)(nil),             // 36: savepoint.v1.LedgerEntry
 	(*ListEffectsResponse)(nil),     // 37: savepoint.v1.ListEffectsResponse
-	nil,                             // 38: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 39: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 40: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 41: savepoint.v1.SessionSummary.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 43: google.protobuf.Duration
+	(*ForkSessionRequest)(nil),      // 38: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 39: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 40: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 41: savepoint.v1.RewindSessionResponse
+	nil,                             // 42: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 43: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 44: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 45: savepoint.v1.SessionSummary.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 46: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 47: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	42, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	46, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	4,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
 	5,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	38, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	42, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	42, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	46, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	42, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	46, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
 	4,  // 8: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
 	5,  // 9: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	39, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	43, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
 	6,  // 11: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
 	7,  // 12: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
 	5,  // 13: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
@@ -3337,52 +3683,60 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	17, // 16: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
 	7,  // 17: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
 	4,  // 18: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	40, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	44, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
 	1,  // 20: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	43, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	41, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	42, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	47, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	45, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	46, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 24: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
 	24, // 25: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
 	29, // 26: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	42, // 27: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	46, // 27: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
 	1,  // 28: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
 	1,  // 29: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
 	2,  // 30: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	42, // 31: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	46, // 31: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
 	6,  // 32: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
 	36, // 33: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	8,  // 34: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	10, // 35: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	12, // 36: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	14, // 37: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	16, // 38: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	19, // 39: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	21, // 40: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	23, // 41: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	26, // 42: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	28, // 43: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	31, // 44: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	33, // 45: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	35, // 46: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	9,  // 47: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	11, // 48: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	13, // 49: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	15, // 50: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	18, // 51: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	20, // 52: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	22, // 53: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	25, // 54: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	27, // 55: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	30, // 56: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	32, // 57: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	34, // 58: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	37, // 59: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	47, // [47:60] is the sub-list for method output_type
-	34, // [34:47] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	36, // 34: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 35: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 36: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 37: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	8,  // 38: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	10, // 39: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	12, // 40: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	14, // 41: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	16, // 42: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	19, // 43: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	21, // 44: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	23, // 45: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	26, // 46: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	28, // 47: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	31, // 48: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	33, // 49: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	35, // 50: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	38, // 51: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	40, // 52: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	9,  // 53: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	11, // 54: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	13, // 55: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	15, // 56: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	18, // 57: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	20, // 58: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	22, // 59: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	25, // 60: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	27, // 61: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	30, // 62: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	32, // 63: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	34, // 64: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	37, // 65: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	39, // 66: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	41, // 67: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	53, // [53:68] is the sub-list for method output_type
+	38, // [38:53] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -3398,7 +3752,7 @@ func file_savepoint_v1_savepoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,8 @@ const (
 	SavepointService_GetServerInfo_FullMethodName   = "/savepoint.v1.SavepointService/GetServerInfo"
 	SavepointService_CompleteSession_FullMethodName = "/savepoint.v1.SavepointService/CompleteSession"
 	SavepointService_ListEffects_FullMethodName     = "/savepoint.v1.SavepointService/ListEffects"
+	SavepointService_ForkSession_FullMethodName     = "/savepoint.v1.SavepointService/ForkSession"
+	SavepointService_RewindSession_FullMethodName   = "/savepoint.v1.SavepointService/RewindSession"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -84,6 +86,14 @@ type SavepointServiceClient interface {
 	// begun or has a recorded effect, late records included. It writes
 	// nothing.
 	ListEffects(ctx context.Context, in *ListEffectsRequest, opts ...grpc.CallOption) (*ListEffectsResponse, error)
+	// ForkSession makes a new session whose history is a kept revision of
+	// another, with the ledger entries of the calls in that history, and
+	// lists the side effects the source performed after that revision.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
+	// RewindSession makes a new latest revision equal to a kept older one,
+	// keeping the history of revisions and the ledger; it is fenced by epoch
+	// like a save and lists the side effects performed after that revision.
+	RewindSession(ctx context.Context, in *RewindSessionRequest, opts ...grpc.CallOption) (*RewindSessionResponse, error)
 }
 
 type savepointServiceClient struct {
@@ -224,6 +234,26 @@ func (c *savepointServiceClient) ListEffects(ctx context.Context, in *ListEffect
 	return out, nil
 }
 
+func (c *savepointServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, SavepointService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *savepointServiceClient) RewindSession(ctx context.Context, in *RewindSessionRequest, opts ...grpc.CallOption) (*RewindSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RewindSessionResponse)
+	err := c.cc.Invoke(ctx, SavepointService_RewindSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -274,6 +304,14 @@ type SavepointServiceServer interface {
 	// begun or has a recorded effect, late records included. It writes
 	// nothing.
 	ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error)
+	// ForkSession makes a new session whose history is a kept revision of
+	// another, with the ledger entries of the calls in that history, and
+	// lists the side effects the source performed after that revision.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
+	// RewindSession makes a new latest revision equal to a kept older one,
+	// keeping the history of revisions and the ledger; it is fenced by epoch
+	// like a save and lists the side effects performed after that revision.
+	RewindSession(context.Context, *RewindSessionRequest) (*RewindSessionResponse, error)
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -322,6 +360,12 @@ func (UnimplementedSavepointServiceServer) CompleteSession(context.Context, *Com
 }
 func (UnimplementedSavepointServiceServer) ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEffects not implemented")
+}
+func (UnimplementedSavepointServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
+}
+func (UnimplementedSavepointServiceServer) RewindSession(context.Context, *RewindSessionRequest) (*RewindSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RewindSession not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -578,6 +622,42 @@ func _SavepointService_ListEffects_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SavepointService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SavepointService_RewindSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RewindSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).RewindSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_RewindSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).RewindSession(ctx, req.(*RewindSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -636,6 +716,14 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListEffects",
 			Handler:    _SavepointService_ListEffects_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _SavepointService_ForkSession_Handler,
+		},
+		{
+			MethodName: "RewindSession",
+			Handler:    _SavepointService_RewindSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
