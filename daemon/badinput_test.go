@@ -591,6 +591,47 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		badCase{name: "completed session, epoch 0", req: cs("done", 0, completed, "other"), code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true},
 	)
 
+	// ForkSession.
+	fk := func(src string, rev uint64, dst, rid string) *savepointv1.ForkSessionRequest {
+		return &savepointv1.ForkSessionRequest{SourceSessionId: src, Revision: rev, NewSessionId: dst, RequestId: rid}
+	}
+	fc := []badCase{{name: "empty request", req: &savepointv1.ForkSessionRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: "source_session_id"}}
+	for _, b := range badSessionIDs {
+		fc = append(fc,
+			badCase{name: "source " + b.name, req: fk(b.id, 0, "new", ""), code: inval, reason: "INVALID_SESSION_ID", field: "source_session_id"},
+			badCase{name: "new " + b.name, req: fk("alpha", 0, b.id, ""), code: inval, reason: "INVALID_SESSION_ID", field: "new_session_id"})
+	}
+	fc = append(fc,
+		badCase{name: "source_session_id invalid UTF-8", req: fk("a"+utf8Hole, 0, "new", ""), invalidUTF8: true, code: inval, reason: utf8Reason, field: "source_session_id"},
+		badCase{name: "new_session_id invalid UTF-8", req: fk("alpha", 0, "n"+utf8Hole, ""), invalidUTF8: true, code: inval, reason: utf8Reason, field: "new_session_id"},
+		badCase{name: "new_session_id the source's", req: fk("alpha", 0, "alpha", ""), code: inval, reason: "INVALID_SESSION_ID", field: "new_session_id"},
+		badCase{name: "request_id not a UUID", req: fk("alpha", 0, "new", "retry-1"), code: inval, reason: "INVALID_REQUEST_ID", field: "request_id"},
+		badCase{name: "source unknown", req: fk("nobody", 0, "new", ""), code: notFnd, reason: "SESSION_NOT_FOUND"},
+		badCase{name: "source deleted", req: fk("gone", 0, "new", ""), code: notFnd, reason: "SESSION_NOT_FOUND"},
+		badCase{name: "revision above the latest", req: fk("alpha", 3, "new", ""), code: notFnd, reason: "REVISION_NOT_FOUND", state: true},
+		badCase{name: "new session exists", req: fk("alpha", 1, "beta", ""), code: codes.AlreadyExists, reason: "SESSION_EXISTS", state: true},
+		badCase{name: "request_id of the new session's save, another payload", req: fk("beta", 1, "alpha", fx.alphaReqID), code: inval, reason: "REQUEST_ID_REUSED"},
+	)
+	cases["ForkSession"] = fc
+
+	// RewindSession.
+	rw := func(s string, epoch, rev uint64, rid string) *savepointv1.RewindSessionRequest {
+		return &savepointv1.RewindSessionRequest{SessionId: s, Epoch: epoch, Revision: rev, RequestId: rid}
+	}
+	cases["RewindSession"] = append(append([]badCase{{name: "empty request", req: &savepointv1.RewindSessionRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
+		perSession(func(id string) proto.Message { return rw(id, 2, 1, "") }, sessionNotFound)...),
+		badCase{name: "revision 0", req: rw("beta", 2, 0, ""), code: inval, reason: "MISSING_FIELD", field: "revision"},
+		badCase{name: "request_id not a UUID", req: rw("beta", 2, 1, "retry-1"), code: inval, reason: "INVALID_REQUEST_ID", field: "request_id"},
+		badCase{name: "request_id invalid UTF-8", req: rw("beta", 2, 1, utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "request_id"},
+		badCase{name: "request_id of a save", req: rw("alpha", 1, 1, fx.alphaReqID), code: inval, reason: "REQUEST_ID_REUSED"},
+		badCase{name: "revision above the latest", req: rw("beta", 2, 6, ""), code: notFnd, reason: "REVISION_NOT_FOUND", state: true},
+		badCase{name: "revision max uint64", req: rw("beta", 2, math.MaxUint64, ""), code: notFnd, reason: "REVISION_NOT_FOUND", state: true},
+		badCase{name: "stale epoch", req: rw("beta", 1, 1, ""), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "epoch 0 on a resumed session", req: rw("beta", 0, 1, ""), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "epoch from the future", req: rw("alpha", 2, 1, ""), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "completed session", req: rw("done", 1, 1, ""), code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true},
+	)
+
 	// ListEffects.
 	le := func(s string, size int32, token string) *savepointv1.ListEffectsRequest {
 		return &savepointv1.ListEffectsRequest{SessionId: s, PageSize: size, PageToken: token}

@@ -18,6 +18,7 @@ import {
   CompleteSessionRequest,
   DeleteSessionRequest,
   type DeepPartial,
+  ForkSessionRequest,
   GetServerInfoRequest,
   GetSessionRequest,
   ListEffectsRequest,
@@ -26,6 +27,7 @@ import {
   ReconcileRequest,
   RecordEffectRequest,
   ResumeRequest,
+  RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
   SavepointServiceService,
@@ -107,6 +109,8 @@ export function retrySafe(path: string, request: unknown): boolean {
     case SavepointServiceService.saveCheckpoint.path:
       return ((request as Partial<SaveCheckpointRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.completeSession.path:
+    case SavepointServiceService.forkSession.path:
+    case SavepointServiceService.rewindSession.path:
       return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.beginEffect.path:
     case SavepointServiceService.recordEffect.path:
@@ -217,6 +221,8 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   getServerInfo: GetServerInfoRequest,
   completeSession: CompleteSessionRequest,
   listEffects: ListEffectsRequest,
+  forkSession: ForkSessionRequest,
+  rewindSession: RewindSessionRequest,
 } as never;
 
 /**

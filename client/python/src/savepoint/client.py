@@ -128,6 +128,12 @@ class Raw:
     def ListEffects(self, request: pb.ListEffectsRequest, timeout: float | None = None) -> pb.ListEffectsResponse:
         return self._call("ListEffects", request, timeout)  # type: ignore[no-any-return]
 
+    def ForkSession(self, request: pb.ForkSessionRequest, timeout: float | None = None) -> pb.ForkSessionResponse:
+        return self._call("ForkSession", request, timeout)  # type: ignore[no-any-return]
+
+    def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
+        return self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
+
 
 def _resolve(address: str | None, tls: TLSConfig | None | bool) -> tuple[str, str, list[tuple[str, str | int]], TLSConfig | None]:
     addr = address or default_addr()

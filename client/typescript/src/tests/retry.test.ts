@@ -53,6 +53,8 @@ test("retrySafe is the Go client's", () => {
     getServerInfo: false,
     completeSession: true, // with a request id, as a save
     listEffects: true,
+    forkSession: true, // with a request id
+    rewindSession: true, // with a request id
   };
   for (const m of Object.keys(SavepointServiceService) as Method[]) {
     assert.equal(retrySafe(SavepointServiceService[m].path, { requestId: "r" }), want[m], m);

@@ -574,3 +574,55 @@ class ListEffectsResponse(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
     next_page_token: str
     def __init__(self, entries: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ForkSessionRequest(_message.Message):
+    __slots__ = ("source_session_id", "revision", "new_session_id", "request_id")
+    SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    NEW_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    source_session_id: str
+    revision: int
+    new_session_id: str
+    request_id: str
+    def __init__(self, source_session_id: _Optional[str] = ..., revision: _Optional[int] = ..., new_session_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    epoch: int
+    message_count: int
+    performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...
+
+class RewindSessionRequest(_message.Message):
+    __slots__ = ("session_id", "epoch", "revision", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    epoch: int
+    revision: int
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., epoch: _Optional[int] = ..., revision: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RewindSessionResponse(_message.Message):
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    epoch: int
+    message_count: int
+    performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...

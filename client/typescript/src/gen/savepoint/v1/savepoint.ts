@@ -715,6 +715,74 @@ export interface ListEffectsResponse {
   nextPageToken: string;
 }
 
+export interface ForkSessionRequest {
+  /** The session to fork. */
+  sourceSessionId: string;
+  /** The source's revision the fork starts from; 0 means its latest. */
+  revision: number;
+  /**
+   * The new session: it must not exist (a deleted one's epochs stay
+   * fenced, as for any create).
+   */
+  newSessionId: string;
+  /**
+   * A client-made UUID (AIP-155), remembered by the new session. A retry
+   * with the same id and payload returns the original revision and epoch.
+   */
+  requestId: string;
+}
+
+export interface ForkSessionResponse {
+  /** The new session's revision: 1. */
+  revision: number;
+  /** The new session's epoch; it has not been resumed. */
+  epoch: number;
+  /** The number of messages in its history. */
+  messageCount: number;
+  /**
+   * The source's recorded effects of calls that are not read-only,
+   * recorded after the revision forked from, in tool_use_id order: the
+   * world already holds them, so the model should be told rather than
+   * call them again.
+   */
+  performedAfter: LedgerEntry[];
+  /**
+   * The source's calls, not read-only, begun after that revision with no
+   * recorded effect: their outcome is unknown (in doubt).
+   */
+  inDoubtAfter: LedgerEntry[];
+}
+
+export interface RewindSessionRequest {
+  /** The session. */
+  sessionId: string;
+  /** The caller's epoch, fenced like a save. */
+  epoch: number;
+  /** The kept revision to make the latest again; required. */
+  revision: number;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original revision; empty disables retry detection.
+   */
+  requestId: string;
+}
+
+export interface RewindSessionResponse {
+  /** The new latest revision, equal to the one rewound to. */
+  revision: number;
+  /** The session's epoch. */
+  epoch: number;
+  /** The number of messages in the new revision's history. */
+  messageCount: number;
+  /**
+   * As in ForkSessionResponse: effects recorded after the revision rewound
+   * to. Those of calls pending again stay recorded: Reconcile reuses them.
+   */
+  performedAfter: LedgerEntry[];
+  /** As in ForkSessionResponse: calls begun after it with no recorded effect. */
+  inDoubtAfter: LedgerEntry[];
+}
+
 function createBaseMessage(): Message {
   return { role: "", contentJson: "" };
 }
@@ -4282,6 +4350,394 @@ export const ListEffectsResponse: MessageFns<ListEffectsResponse> = {
   },
 };
 
+function createBaseForkSessionRequest(): ForkSessionRequest {
+  return { sourceSessionId: "", revision: 0, newSessionId: "", requestId: "" };
+}
+
+export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
+  encode(message: ForkSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sourceSessionId !== "") {
+      writer.uint32(10).string(message.sourceSessionId);
+    }
+    if (message.revision !== 0) {
+      writer.uint32(16).uint64(message.revision);
+    }
+    if (message.newSessionId !== "") {
+      writer.uint32(26).string(message.newSessionId);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(34).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForkSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForkSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sourceSessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.newSessionId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ForkSessionRequest>, I>>(base?: I): ForkSessionRequest {
+    return ForkSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ForkSessionRequest>, I>>(object: I): ForkSessionRequest {
+    const message = createBaseForkSessionRequest();
+    message.sourceSessionId = object.sourceSessionId ?? "";
+    message.revision = object.revision ?? 0;
+    message.newSessionId = object.newSessionId ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseForkSessionResponse(): ForkSessionResponse {
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+}
+
+export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
+  encode(message: ForkSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.revision !== 0) {
+      writer.uint32(8).uint64(message.revision);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.messageCount !== 0) {
+      writer.uint32(24).uint64(message.messageCount);
+    }
+    for (const v of message.performedAfter) {
+      LedgerEntry.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.inDoubtAfter) {
+      LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForkSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForkSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.performedAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ForkSessionResponse>, I>>(base?: I): ForkSessionResponse {
+    return ForkSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ForkSessionResponse>, I>>(object: I): ForkSessionResponse {
+    const message = createBaseForkSessionResponse();
+    message.revision = object.revision ?? 0;
+    message.epoch = object.epoch ?? 0;
+    message.messageCount = object.messageCount ?? 0;
+    message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRewindSessionRequest(): RewindSessionRequest {
+  return { sessionId: "", epoch: 0, revision: 0, requestId: "" };
+}
+
+export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
+  encode(message: RewindSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.revision !== 0) {
+      writer.uint32(24).uint64(message.revision);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(34).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RewindSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRewindSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RewindSessionRequest>, I>>(base?: I): RewindSessionRequest {
+    return RewindSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RewindSessionRequest>, I>>(object: I): RewindSessionRequest {
+    const message = createBaseRewindSessionRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.epoch = object.epoch ?? 0;
+    message.revision = object.revision ?? 0;
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseRewindSessionResponse(): RewindSessionResponse {
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+}
+
+export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
+  encode(message: RewindSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.revision !== 0) {
+      writer.uint32(8).uint64(message.revision);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.messageCount !== 0) {
+      writer.uint32(24).uint64(message.messageCount);
+    }
+    for (const v of message.performedAfter) {
+      LedgerEntry.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.inDoubtAfter) {
+      LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RewindSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRewindSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.performedAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RewindSessionResponse>, I>>(base?: I): RewindSessionResponse {
+    return RewindSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RewindSessionResponse>, I>>(object: I): RewindSessionResponse {
+    const message = createBaseRewindSessionResponse();
+    message.revision = object.revision ?? 0;
+    message.epoch = object.epoch ?? 0;
+    message.messageCount = object.messageCount ?? 0;
+    message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 /**
  * SavepointService keeps an agent loop's checkpoints and side-effects ledger
  * so that a long task survives a crash and resumes without repeating or
@@ -4464,6 +4920,35 @@ export const SavepointServiceService = {
     responseSerialize: (value: ListEffectsResponse): Buffer => Buffer.from(ListEffectsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListEffectsResponse => ListEffectsResponse.decode(value),
   },
+  /**
+   * ForkSession makes a new session whose history is a kept revision of
+   * another, with the ledger entries of the calls in that history, and
+   * lists the side effects the source performed after that revision.
+   */
+  forkSession: {
+    path: "/savepoint.v1.SavepointService/ForkSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ForkSessionRequest): Buffer => Buffer.from(ForkSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ForkSessionRequest => ForkSessionRequest.decode(value),
+    responseSerialize: (value: ForkSessionResponse): Buffer => Buffer.from(ForkSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ForkSessionResponse => ForkSessionResponse.decode(value),
+  },
+  /**
+   * RewindSession makes a new latest revision equal to a kept older one,
+   * keeping the history of revisions and the ledger; it is fenced by epoch
+   * like a save and lists the side effects performed after that revision.
+   */
+  rewindSession: {
+    path: "/savepoint.v1.SavepointService/RewindSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RewindSessionRequest): Buffer => Buffer.from(RewindSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RewindSessionRequest => RewindSessionRequest.decode(value),
+    responseSerialize: (value: RewindSessionResponse): Buffer =>
+      Buffer.from(RewindSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RewindSessionResponse => RewindSessionResponse.decode(value),
+  },
 } as const;
 
 export interface SavepointServiceServer extends UntypedServiceImplementation {
@@ -4528,6 +5013,18 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
    * nothing.
    */
   listEffects: handleUnaryCall<ListEffectsRequest, ListEffectsResponse>;
+  /**
+   * ForkSession makes a new session whose history is a kept revision of
+   * another, with the ledger entries of the calls in that history, and
+   * lists the side effects the source performed after that revision.
+   */
+  forkSession: handleUnaryCall<ForkSessionRequest, ForkSessionResponse>;
+  /**
+   * RewindSession makes a new latest revision equal to a kept older one,
+   * keeping the history of revisions and the ledger; it is fenced by epoch
+   * like a save and lists the side effects performed after that revision.
+   */
+  rewindSession: handleUnaryCall<RewindSessionRequest, RewindSessionResponse>;
 }
 
 export interface SavepointServiceClient extends Client {
@@ -4773,6 +5270,46 @@ export interface SavepointServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListEffectsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ForkSession makes a new session whose history is a kept revision of
+   * another, with the ledger entries of the calls in that history, and
+   * lists the side effects the source performed after that revision.
+   */
+  forkSession(
+    request: ForkSessionRequest,
+    callback: (error: ServiceError | null, response: ForkSessionResponse) => void,
+  ): ClientUnaryCall;
+  forkSession(
+    request: ForkSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ForkSessionResponse) => void,
+  ): ClientUnaryCall;
+  forkSession(
+    request: ForkSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ForkSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RewindSession makes a new latest revision equal to a kept older one,
+   * keeping the history of revisions and the ledger; it is fenced by epoch
+   * like a save and lists the side effects performed after that revision.
+   */
+  rewindSession(
+    request: RewindSessionRequest,
+    callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
+  ): ClientUnaryCall;
+  rewindSession(
+    request: RewindSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
+  ): ClientUnaryCall;
+  rewindSession(
+    request: RewindSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
   ): ClientUnaryCall;
 }
 
