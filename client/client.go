@@ -33,7 +33,8 @@ type Client struct {
 // are retried: SaveCheckpoint when it carries a request_id (the retry carries
 // the same one, so the daemon applies the save once), BeginEffect (a repeat
 // returns the same key), RecordEffect (the same record again is accepted),
-// Resume (a repeat only takes ownership again) and the reads. DeleteSession is
+// Resume (a repeat only takes ownership again), CompleteSession,
+// ForkSession and RewindSession with a request_id, and the reads. DeleteSession is
 // never retried.
 type RetryPolicy struct {
 	// MaxAttempts counts the first try; 1 or less disables retries.
@@ -223,13 +224,23 @@ func retrySafe(method string, req any) bool {
 	case savepointv1.SavepointService_SaveCheckpoint_FullMethodName:
 		r, ok := req.(*savepointv1.SaveCheckpointRequest)
 		return ok && r.GetRequestId() != ""
+	case savepointv1.SavepointService_CompleteSession_FullMethodName:
+		r, ok := req.(*savepointv1.CompleteSessionRequest)
+		return ok && r.GetRequestId() != ""
+	case savepointv1.SavepointService_ForkSession_FullMethodName:
+		r, ok := req.(*savepointv1.ForkSessionRequest)
+		return ok && r.GetRequestId() != ""
+	case savepointv1.SavepointService_RewindSession_FullMethodName:
+		r, ok := req.(*savepointv1.RewindSessionRequest)
+		return ok && r.GetRequestId() != ""
 	case savepointv1.SavepointService_BeginEffect_FullMethodName,
 		savepointv1.SavepointService_RecordEffect_FullMethodName,
 		savepointv1.SavepointService_Resume_FullMethodName,
 		savepointv1.SavepointService_Reconcile_FullMethodName,
 		savepointv1.SavepointService_GetSession_FullMethodName,
 		savepointv1.SavepointService_ListMessages_FullMethodName,
-		savepointv1.SavepointService_ListSessions_FullMethodName:
+		savepointv1.SavepointService_ListSessions_FullMethodName,
+		savepointv1.SavepointService_ListEffects_FullMethodName:
 		return true
 	}
 	return false

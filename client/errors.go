@@ -81,6 +81,10 @@ var (
 	// aborted because its thread was deleted or copied over meanwhile;
 	// nothing was stored.
 	ErrUploadAborted = errors.New("savepoint: upload aborted")
+	// ErrSessionCompleted (SESSION_COMPLETED): the session is completed or
+	// failed; saves and BeginEffect need Reopen first, and completing it
+	// with another status or final output is refused.
+	ErrSessionCompleted = errors.New("savepoint: session completed")
 )
 
 // reasons maps every reason of the ErrorReason enum to its sentinel;
@@ -127,6 +131,9 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_GRAPH_KEY: ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_UPLOAD:    ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED:    ErrUploadAborted,
+	// Session status.
+	savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED:      ErrSessionCompleted,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS: ErrInvalidArgument,
 }
 
 // Error is a failed Savepoint RPC. It unwraps to the sentinel of its reason

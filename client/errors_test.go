@@ -58,6 +58,8 @@ func TestTranslateReasons(t *testing.T) {
 		{"INVALID_UTF8", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_GRAPH_KEY", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_UPLOAD", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"SESSION_COMPLETED", codes.FailedPrecondition, []error{ErrSessionCompleted}},
+		{"INVALID_SESSION_STATUS", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"UPLOAD_ABORTED", codes.Aborted, []error{ErrUploadAborted}},
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -75,9 +77,20 @@ func (c *Client) ReconcileView(ctx context.Context, id string) (*savepointv1.Rec
 // ListSessions returns every live session whose labels include each pair of
 // labelFilter (nil: all), in session id order, paging through ListSessions.
 func (c *Client) ListSessions(ctx context.Context, labelFilter map[string]string) ([]*savepointv1.SessionSummary, error) {
+	return c.ListSessionsMatching(ctx, &savepointv1.ListSessionsRequest{LabelFilter: labelFilter})
+}
+
+// ListSessionsMatching returns every live session that the filters of
+// filter select (labels, status, pending tool uses, min_idle), in session id
+// order, paging through ListSessions; filter's page_size and page_token are
+// ignored, and filter is not changed.
+func (c *Client) ListSessionsMatching(ctx context.Context, filter *savepointv1.ListSessionsRequest) ([]*savepointv1.SessionSummary, error) {
+	req := proto.CloneOf(filter)
+	req.PageSize = 1000
 	var out []*savepointv1.SessionSummary
 	for token, first := "", true; first || token != ""; first = false {
-		page, err := c.raw.ListSessions(ctx, &savepointv1.ListSessionsRequest{PageSize: 1000, PageToken: token, LabelFilter: labelFilter})
+		req.PageToken = token
+		page, err := c.raw.ListSessions(ctx, req)
 		if err != nil {
 			return nil, err
 		}

@@ -355,3 +355,56 @@ func TestDaemonRequestTooLarge(t *testing.T) {
 		t.Errorf("Resume after the refused save: %v, want ErrNotFound", err)
 	}
 }
+
+// TestDaemonComplete completes a session, finds Resume leaves it completed
+// and unowned, and Reopen continues it.
+func TestDaemonComplete(t *testing.T) {
+	c := dial(t, startDaemon(t, daemon.Config{}))
+	ctx := t.Context()
+	s, err := c.Start(ctx, "job", "report", &client.StartOptions{Messages: []client.Message{{Role: "user", ContentJSON: `"go"`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status() != client.StatusActive {
+		t.Errorf("new session status %v", s.Status())
+	}
+	if err := s.Complete(ctx, client.StatusCompleted, "the report"); err != nil {
+		t.Fatal(err)
+	}
+	if s.Status() != client.StatusCompleted || s.FinalOutput() != "the report" {
+		t.Errorf("after Complete: %v %q", s.Status(), s.FinalOutput())
+	}
+	if err := s.Complete(ctx, client.StatusCompleted, "the report"); err != nil {
+		t.Errorf("the same completion again: %v", err)
+	}
+	if err := s.Complete(ctx, client.StatusFailed, "oops"); !errors.Is(err, client.ErrSessionCompleted) {
+		t.Errorf("another completion: %v, want ErrSessionCompleted", err)
+	}
+	if err := s.Save(ctx, client.SaveOptions{Append: []client.Message{{Role: "user", ContentJSON: `"more"`}}}); !errors.Is(err, client.ErrSessionCompleted) {
+		t.Errorf("save after Complete: %v, want ErrSessionCompleted", err)
+	}
+
+	r, err := c.Resume(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status() != client.StatusCompleted || r.FinalOutput() != "the report" || r.Epoch() != s.Epoch() || len(r.Messages()) != 1 {
+		t.Errorf("resumed: status %v output %q epoch %d (was %d), %d messages", r.Status(), r.FinalOutput(), r.Epoch(), s.Epoch(), len(r.Messages()))
+	}
+	o, err := c.Reopen(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status() != client.StatusActive || o.Epoch() != s.Epoch()+1 || o.FinalOutput() != "" {
+		t.Errorf("reopened: status %v epoch %d output %q", o.Status(), o.Epoch(), o.FinalOutput())
+	}
+	if err := o.Save(ctx, client.SaveOptions{Append: []client.Message{{Role: "user", ContentJSON: `"more"`}}}); err != nil {
+		t.Errorf("save after Reopen: %v", err)
+	}
+	if err := s.Complete(ctx, client.StatusFailed, "stale"); !errors.Is(err, client.ErrFenced) {
+		t.Errorf("the old owner's Complete: %v, want ErrFenced", err)
+	}
+	if err := o.Complete(ctx, client.StatusFailed, "gave up"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,6 +37,17 @@ const (
 	SideEffect = savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
 )
 
+// SessionStatus is where a session is in its life: StatusActive until
+// Complete makes it StatusCompleted or StatusFailed.
+type SessionStatus = savepointv1.SessionStatus
+
+// The session statuses.
+const (
+	StatusActive    = savepointv1.SessionStatus_SESSION_STATUS_ACTIVE
+	StatusCompleted = savepointv1.SessionStatus_SESSION_STATUS_COMPLETED
+	StatusFailed    = savepointv1.SessionStatus_SESSION_STATUS_FAILED
+)
+
 // ToolUse is a tool call the model named. It is pending from PointA until
 // PointB answers it.
 type ToolUse struct {
@@ -83,8 +94,10 @@ type Session struct {
 	count    uint64
 	pending  []*savepointv1.ToolUse
 	failed   *savepointv1.SaveCheckpointRequest // last save whose outcome is unknown
-	started  map[string]bool                    // pending tool uses this process began or ran
-	ran      map[string]ToolResult              // their results, once run
+	status   SessionStatus
+	output   string                // the final output, once completed or failed
+	started  map[string]bool       // pending tool uses this process began or ran
+	ran      map[string]ToolResult // their results, once run
 }
 
 // meta is what each save sends whole and the session keeps between saves.
@@ -97,7 +110,7 @@ type meta struct {
 }
 
 func (c *Client) newSession(id string) *Session {
-	return &Session{c: c, id: id, started: map[string]bool{}, ran: map[string]ToolResult{}}
+	return &Session{c: c, id: id, status: StatusActive, started: map[string]bool{}, ran: map[string]ToolResult{}}
 }
 
 // StartOptions are the optional parts of a new session.
@@ -168,8 +181,22 @@ func (c *Client) deleteSession(ctx context.Context, id string) error {
 // paging through ListMessages. A session that does not exist is
 // ErrNotFound: nothing to resume from. If the revision has pending tool uses,
 // call Reconcile and then PointB with its results.
+//
+// A completed or failed session is loaded without taking it over: Status
+// says so, FinalOutput holds its output, and saves are refused with
+// ErrSessionCompleted. Reopen continues it.
 func (c *Client) Resume(ctx context.Context, id string) (*Session, error) {
-	r, err := c.raw.Resume(ctx, &savepointv1.ResumeRequest{SessionId: id})
+	return c.resume(ctx, id, false)
+}
+
+// Reopen is Resume that makes a completed or failed session active again
+// before taking it over; on an active session it is Resume.
+func (c *Client) Reopen(ctx context.Context, id string) (*Session, error) {
+	return c.resume(ctx, id, true)
+}
+
+func (c *Client) resume(ctx context.Context, id string, reopen bool) (*Session, error) {
+	r, err := c.raw.Resume(ctx, &savepointv1.ResumeRequest{SessionId: id, Reopen: reopen})
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +214,7 @@ func (c *Client) Resume(ctx context.Context, id string) (*Session, error) {
 	}
 	s.messages = msgs
 	s.count = cp.GetMessageCount()
+	s.status, s.output = cp.GetStatus(), cp.GetFinalOutput()
 	for _, p := range cp.GetPendingToolUses() {
 		s.pending = append(s.pending, proto.CloneOf(p))
 	}
@@ -417,6 +445,31 @@ func (s *Session) Delete(ctx context.Context) error {
 	_, err := s.c.raw.DeleteSession(ctx, &savepointv1.DeleteSessionRequest{SessionId: s.id, Epoch: s.epoch})
 	return err
 }
+
+// Complete marks the session StatusCompleted or StatusFailed with its final
+// output, under the epoch it owns, without making a revision; the daemon
+// then refuses its saves and BeginEffect (ErrSessionCompleted), and a later
+// Resume returns it without taking it over. Completing it again with the
+// same status and output succeeds; another is ErrSessionCompleted. The call
+// carries a request_id, so a retry after UNAVAILABLE applies it once.
+func (s *Session) Complete(ctx context.Context, status SessionStatus, finalOutput string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp, err := s.c.raw.CompleteSession(ctx, &savepointv1.CompleteSessionRequest{
+		SessionId: s.id, Epoch: s.epoch, Status: status, FinalOutput: finalOutput, RequestId: uuid.NewString(),
+	})
+	if err != nil {
+		return err
+	}
+	s.status, s.output = resp.GetStatus(), finalOutput
+	return nil
+}
+
+// Status returns the session's status as last loaded or set by Complete.
+func (s *Session) Status() SessionStatus { s.mu.Lock(); defer s.mu.Unlock(); return s.status }
+
+// FinalOutput returns the output Complete stored; empty while active.
+func (s *Session) FinalOutput() string { s.mu.Lock(); defer s.mu.Unlock(); return s.output }
 
 // AddTokens adds n to the tokens used, sent with the next save.
 func (s *Session) AddTokens(n uint64) {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -121,12 +122,13 @@ type badCase struct {
 
 // badFixture is what seedBadInput made.
 type badFixture struct {
-	alphaReqID  string // request_id of alpha's first save
-	betaToken   string // a ListMessages token of beta at revision 5
-	sessToken   string // a ListSessions token with no filter
-	probes      []*savepointv1.RecordEffectRequest
-	goodSave    func() *savepointv1.SaveCheckpointRequest
-	alphaPrefix []*savepointv1.Message
+	alphaReqID   string // request_id of alpha's first save
+	betaToken    string // a ListMessages token of beta at revision 5
+	sessToken    string // a ListSessions token with no filter
+	effectsToken string // a ListEffects token of beta
+	probes       []*savepointv1.RecordEffectRequest
+	goodSave     func() *savepointv1.SaveCheckpointRequest
+	alphaPrefix  []*savepointv1.Message
 }
 
 // seedBadInput makes:
@@ -135,7 +137,8 @@ type badFixture struct {
 //     recorded) and a-idem (IDEMPOTENT);
 //   - beta: 5 revisions, resumed (epoch 2), a rewrite at revision 4
 //     (keep_messages), b-1 recorded and answered, b-2 pending and begun;
-//   - gone: created, resumed and deleted (a tombstone at epoch 2).
+//   - gone: created, resumed and deleted (a tombstone at epoch 2);
+//   - done: created with a pending tool use d-1 and completed.
 func seedBadInput(t *testing.T, c sp) *badFixture {
 	t.Helper()
 	fx := &badFixture{alphaReqID: uuid.NewString()}
@@ -187,6 +190,20 @@ func seedBadInput(t *testing.T, c sp) *badFixture {
 	if _, err := c.DeleteSession(ctx, &savepointv1.DeleteSessionRequest{SessionId: "gone", Epoch: 2}); err != nil {
 		t.Fatal(err)
 	}
+
+	// done: completed, with a pending tool use.
+	mustSave(t, c, &savepointv1.SaveCheckpointRequest{SessionId: "done", Task: "done task",
+		PendingToolUses: []*savepointv1.ToolUse{{ToolUseId: "d-1", Name: "notify", EffectClass: se}}})
+	if _, err := c.CompleteSession(ctx, &savepointv1.CompleteSessionRequest{SessionId: "done",
+		Status: savepointv1.SessionStatus_SESSION_STATUS_COMPLETED, FinalOutput: "all done"}); err != nil {
+		t.Fatal(err)
+	}
+
+	le, err := c.ListEffects(ctx, &savepointv1.ListEffectsRequest{SessionId: "beta", PageSize: 1})
+	if err != nil || le.NextPageToken == "" {
+		t.Fatalf("beta's first ledger page: %v %v", le, err)
+	}
+	fx.effectsToken = le.NextPageToken
 
 	lm, err := c.ListMessages(ctx, &savepointv1.ListMessagesRequest{SessionId: "beta", Revision: 5, PageSize: 1})
 	if err != nil || lm.NextPageToken == "" {
@@ -459,6 +476,10 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		badCase{name: "different outcome of a call no longer pending", req: record("beta", "b-1", "", "written", false), code: codes.AlreadyExists, reason: "EFFECT_CONFLICT", state: true},
 	)
 	cases["RecordEffect"] = rc
+	cases["SaveCheckpoint"] = append(cases["SaveCheckpoint"],
+		badCase{name: "completed session", req: &savepointv1.SaveCheckpointRequest{SessionId: "done", ExpectedRevision: 1}, code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true})
+	cases["BeginEffect"] = append(cases["BeginEffect"],
+		badCase{name: "completed session", req: &savepointv1.BeginEffectRequest{SessionId: "done", ToolUseId: "d-1"}, code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true})
 
 	// Resume, Reconcile and GetSession take a session id.
 	cases["Resume"] = append([]badCase{{name: "empty request", req: &savepointv1.ResumeRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
@@ -532,7 +553,100 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		{name: "label_filter value invalid UTF-8", req: ls(0, "", map[string]string{"team": utf8Hole}), invalidUTF8: true, code: inval, reason: utf8Reason, field: "label_filter"},
 		{name: "page_token invalid UTF-8", req: ls(0, utf8Hole, nil), invalidUTF8: true, code: inval, reason: utf8Reason, field: "page_token"},
 		{name: "65 labels in label_filter", req: ls(0, "", manyLabels), code: inval, reason: "INVALID_LABEL", field: "label_filter"},
+		{name: "status_filter not a status", req: &savepointv1.ListSessionsRequest{StatusFilter: 99}, code: inval, reason: "INVALID_SESSION_STATUS", field: "status_filter"},
+		{name: "status_filter negative", req: &savepointv1.ListSessionsRequest{StatusFilter: -1}, code: inval, reason: "INVALID_SESSION_STATUS", field: "status_filter"},
+		{name: "min_idle negative", req: &savepointv1.ListSessionsRequest{MinIdle: durationpb.New(-time.Minute)}, code: inval, reason: "INVALID_ARGUMENT", field: "min_idle"},
+		{name: "min_idle out of range", req: &savepointv1.ListSessionsRequest{MinIdle: &durationpb.Duration{Seconds: math.MaxInt64}}, code: inval, reason: "INVALID_ARGUMENT", field: "min_idle"},
+		{name: "min_idle with mixed signs", req: &savepointv1.ListSessionsRequest{MinIdle: &durationpb.Duration{Seconds: 5, Nanos: -1}}, code: inval, reason: "INVALID_ARGUMENT", field: "min_idle"},
+		{name: "page_token of another status_filter", req: &savepointv1.ListSessionsRequest{PageToken: fx.sessToken, StatusFilter: savepointv1.SessionStatus_SESSION_STATUS_ACTIVE}, code: inval, reason: "INVALID_PAGE_TOKEN"},
+		{name: "page_token of another has_pending_tool_uses", req: &savepointv1.ListSessionsRequest{PageToken: fx.sessToken, HasPendingToolUses: true}, code: inval, reason: "INVALID_PAGE_TOKEN"},
+		{name: "page_token of another min_idle", req: &savepointv1.ListSessionsRequest{PageToken: fx.sessToken, MinIdle: durationpb.New(time.Hour)}, code: inval, reason: "INVALID_PAGE_TOKEN"},
+		{name: "ListEffects page_token", req: ls(0, fx.effectsToken, nil), code: inval, reason: "INVALID_PAGE_TOKEN"},
 	}
+
+	// CompleteSession.
+	completed := savepointv1.SessionStatus_SESSION_STATUS_COMPLETED
+	cs := func(s string, epoch uint64, st savepointv1.SessionStatus, out string) *savepointv1.CompleteSessionRequest {
+		return &savepointv1.CompleteSessionRequest{SessionId: s, Epoch: epoch, Status: st, FinalOutput: out}
+	}
+	withID := func(r *savepointv1.CompleteSessionRequest, id string) *savepointv1.CompleteSessionRequest {
+		r.RequestId = id
+		return r
+	}
+	cases["CompleteSession"] = append(append([]badCase{{name: "empty request", req: &savepointv1.CompleteSessionRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
+		perSession(func(id string) proto.Message { return cs(id, 2, completed, "x") }, sessionNotFound)...),
+		badCase{name: "status unspecified", req: cs("alpha", 1, 0, "x"), code: inval, reason: "INVALID_SESSION_STATUS", field: "status"},
+		badCase{name: "status active", req: cs("alpha", 1, savepointv1.SessionStatus_SESSION_STATUS_ACTIVE, "x"), code: inval, reason: "INVALID_SESSION_STATUS", field: "status"},
+		badCase{name: "status not a status", req: cs("alpha", 1, 77, "x"), code: inval, reason: "INVALID_SESSION_STATUS", field: "status"},
+		badCase{name: "final_output over max state bytes", req: cs("alpha", 1, completed, strings.Repeat("o", 1<<20+1)), code: inval, reason: "FIELD_TOO_LARGE", field: "final_output"},
+		badCase{name: "final_output invalid UTF-8", req: cs("alpha", 1, completed, utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "final_output"},
+		badCase{name: "request_id not a UUID", req: withID(cs("alpha", 1, completed, "x"), "retry-1"), code: inval, reason: "INVALID_REQUEST_ID", field: "request_id"},
+		badCase{name: "request_id invalid UTF-8", req: withID(cs("alpha", 1, completed, "x"), utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "request_id"},
+		badCase{name: "request_id of a save", req: withID(cs("alpha", 1, completed, "x"), fx.alphaReqID), code: inval, reason: "REQUEST_ID_REUSED"},
+		badCase{name: "stale epoch", req: cs("beta", 1, completed, "x"), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "epoch 0 on a resumed session", req: cs("beta", 0, completed, "x"), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "epoch from the future", req: cs("alpha", 2, completed, "x"), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "completed session, another output", req: cs("done", 1, completed, "other"), code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true},
+		badCase{name: "completed session, failed", req: cs("done", 1, savepointv1.SessionStatus_SESSION_STATUS_FAILED, "all done"), code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true},
+		badCase{name: "completed session, epoch 0", req: cs("done", 0, completed, "other"), code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true},
+	)
+
+	// ForkSession.
+	fk := func(src string, rev uint64, dst, rid string) *savepointv1.ForkSessionRequest {
+		return &savepointv1.ForkSessionRequest{SourceSessionId: src, Revision: rev, NewSessionId: dst, RequestId: rid}
+	}
+	fc := []badCase{{name: "empty request", req: &savepointv1.ForkSessionRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: "source_session_id"}}
+	for _, b := range badSessionIDs {
+		fc = append(fc,
+			badCase{name: "source " + b.name, req: fk(b.id, 0, "new", ""), code: inval, reason: "INVALID_SESSION_ID", field: "source_session_id"},
+			badCase{name: "new " + b.name, req: fk("alpha", 0, b.id, ""), code: inval, reason: "INVALID_SESSION_ID", field: "new_session_id"})
+	}
+	fc = append(fc,
+		badCase{name: "source_session_id invalid UTF-8", req: fk("a"+utf8Hole, 0, "new", ""), invalidUTF8: true, code: inval, reason: utf8Reason, field: "source_session_id"},
+		badCase{name: "new_session_id invalid UTF-8", req: fk("alpha", 0, "n"+utf8Hole, ""), invalidUTF8: true, code: inval, reason: utf8Reason, field: "new_session_id"},
+		badCase{name: "new_session_id the source's", req: fk("alpha", 0, "alpha", ""), code: inval, reason: "INVALID_SESSION_ID", field: "new_session_id"},
+		badCase{name: "request_id not a UUID", req: fk("alpha", 0, "new", "retry-1"), code: inval, reason: "INVALID_REQUEST_ID", field: "request_id"},
+		badCase{name: "source unknown", req: fk("nobody", 0, "new", ""), code: notFnd, reason: "SESSION_NOT_FOUND"},
+		badCase{name: "source deleted", req: fk("gone", 0, "new", ""), code: notFnd, reason: "SESSION_NOT_FOUND"},
+		badCase{name: "revision above the latest", req: fk("alpha", 3, "new", ""), code: notFnd, reason: "REVISION_NOT_FOUND", state: true},
+		badCase{name: "new session exists", req: fk("alpha", 1, "beta", ""), code: codes.AlreadyExists, reason: "SESSION_EXISTS", state: true},
+		badCase{name: "request_id of the new session's save, another payload", req: fk("beta", 1, "alpha", fx.alphaReqID), code: inval, reason: "REQUEST_ID_REUSED"},
+	)
+	cases["ForkSession"] = fc
+
+	// RewindSession.
+	rw := func(s string, epoch, rev uint64, rid string) *savepointv1.RewindSessionRequest {
+		return &savepointv1.RewindSessionRequest{SessionId: s, Epoch: epoch, Revision: rev, RequestId: rid}
+	}
+	cases["RewindSession"] = append(append([]badCase{{name: "empty request", req: &savepointv1.RewindSessionRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
+		perSession(func(id string) proto.Message { return rw(id, 2, 1, "") }, sessionNotFound)...),
+		badCase{name: "revision 0", req: rw("beta", 2, 0, ""), code: inval, reason: "MISSING_FIELD", field: "revision"},
+		badCase{name: "request_id not a UUID", req: rw("beta", 2, 1, "retry-1"), code: inval, reason: "INVALID_REQUEST_ID", field: "request_id"},
+		badCase{name: "request_id invalid UTF-8", req: rw("beta", 2, 1, utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "request_id"},
+		badCase{name: "request_id of a save", req: rw("alpha", 1, 1, fx.alphaReqID), code: inval, reason: "REQUEST_ID_REUSED"},
+		badCase{name: "revision above the latest", req: rw("beta", 2, 6, ""), code: notFnd, reason: "REVISION_NOT_FOUND", state: true},
+		badCase{name: "revision max uint64", req: rw("beta", 2, math.MaxUint64, ""), code: notFnd, reason: "REVISION_NOT_FOUND", state: true},
+		badCase{name: "stale epoch", req: rw("beta", 1, 1, ""), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "epoch 0 on a resumed session", req: rw("beta", 0, 1, ""), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "epoch from the future", req: rw("alpha", 2, 1, ""), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "completed session", req: rw("done", 1, 1, ""), code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true},
+	)
+
+	// ListEffects.
+	le := func(s string, size int32, token string) *savepointv1.ListEffectsRequest {
+		return &savepointv1.ListEffectsRequest{SessionId: s, PageSize: size, PageToken: token}
+	}
+	cases["ListEffects"] = append(append([]badCase{{name: "empty request", req: &savepointv1.ListEffectsRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
+		perSession(func(id string) proto.Message { return le(id, 0, "") }, sessionNotFound)...),
+		badCase{name: "page_size -1", req: le("beta", -1, ""), code: inval, reason: "INVALID_PAGE_SIZE", field: "page_size"},
+		badCase{name: "garbage page_token", req: le("beta", 0, "garbage!"), code: inval, reason: "INVALID_PAGE_TOKEN"},
+		badCase{name: "page_token of 10 KB", req: le("beta", 0, strings.Repeat("A", 10<<10)), code: inval, reason: "INVALID_PAGE_TOKEN"},
+		badCase{name: "page_token invalid UTF-8", req: le("beta", 0, utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "page_token"},
+		badCase{name: "page_token of another session", req: le("alpha", 0, fx.effectsToken), code: inval, reason: "INVALID_PAGE_TOKEN"},
+		badCase{name: "page_token truncated", req: le("beta", 0, fx.effectsToken[:len(fx.effectsToken)-2]), code: inval, reason: "INVALID_PAGE_TOKEN"},
+		badCase{name: "ListMessages page_token", req: le("beta", 0, fx.betaToken), code: inval, reason: "INVALID_PAGE_TOKEN"},
+		badCase{name: "ListSessions page_token", req: le("beta", 0, fx.sessToken), code: inval, reason: "INVALID_PAGE_TOKEN"},
+	)
 
 	// DeleteSession.
 	del := func(s string, epoch uint64) *savepointv1.DeleteSessionRequest {
@@ -693,6 +807,13 @@ func takeSnapshot(t *testing.T, c sp, probes []*savepointv1.RecordEffectRequest)
 			}
 		}
 		add(c.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: s.SessionId}))
+		for token, first := "", true; first || token != ""; first = false {
+			le, err := c.ListEffects(ctx, &savepointv1.ListEffectsRequest{SessionId: s.SessionId, PageSize: 1, PageToken: token})
+			if !add(le, err) {
+				break
+			}
+			token = le.NextPageToken
+		}
 	}
 	for _, p := range probes {
 		r, err := c.RecordEffect(ctx, p)

@@ -26,6 +26,7 @@ var (
 	ErrCorrupt             = errors.New("checkpoint corrupt")
 	ErrInvalidPageToken    = errors.New("invalid page token")
 	ErrUnavailable         = errors.New("store unavailable")
+	ErrSessionCompleted    = errors.New("session completed")
 )
 
 // StateError is a conflict with the session's current state; it carries the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Page tokens are opaque to clients (AIP-158): the base64url encoding of a
@@ -18,6 +19,7 @@ const (
 	tokenMessages byte = 1 // ListMessages: session, revision, next index
 	tokenSessions byte = 2 // ListSessions: label filter digest, last id
 	tokenResolved byte = 3 // Reconcile: session, revision, next index
+	tokenEffects  byte = 4 // ListEffects: session, last tool use id
 
 	maxPageTokenLen = 1024
 )
@@ -30,28 +32,70 @@ type pageToken struct {
 	id       string
 	revision uint64 // tokenMessages
 	next     uint64 // tokenMessages: index of the next message
-	filter   uint64 // tokenSessions: labelFilterDigest of the filter
+	filter   uint64 // tokenSessions: filterDigest of the filter
+	after    string // tokenEffects: the last tool use id returned
 }
 
 func messagesToken(sessionID string, revision, next uint64) pageToken {
 	return pageToken{kind: tokenMessages, id: sessionID, revision: revision, next: next}
 }
 
-func sessionsToken(labelFilter map[string]string, lastID string) pageToken {
-	return pageToken{kind: tokenSessions, id: lastID, filter: labelFilterDigest(labelFilter)}
+func sessionsToken(filter sessionsQuery, lastID string) pageToken {
+	return pageToken{kind: tokenSessions, id: lastID, filter: filter.digest()}
 }
 
-// labelFilterDigest identifies a label filter, so that a token is used only
-// with the filter it was made for.
-func labelFilterDigest(filter map[string]string) uint64 {
+// sessionsQuery is the part of a ListSessions request a page token is bound
+// to: min_idle as given, not the cutoff time it makes on each page.
+type sessionsQuery struct {
+	labels     map[string]string
+	status     SessionStatus
+	hasPending bool
+	minIdle    time.Duration
+}
+
+// digest identifies a query, so that a token is used only with the filters
+// it was made for. A query of labels alone digests as the label filter did
+// before the other filters existed, so older tokens stay valid.
+func (q sessionsQuery) digest() uint64 {
 	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(filter)) {
+	for _, k := range slices.Sorted(maps.Keys(q.labels)) {
 		h.Write(binary.AppendUvarint(nil, uint64(len(k))))
 		h.Write([]byte(k))
-		h.Write(binary.AppendUvarint(nil, uint64(len(filter[k]))))
-		h.Write([]byte(filter[k]))
+		h.Write(binary.AppendUvarint(nil, uint64(len(q.labels[k]))))
+		h.Write([]byte(q.labels[k]))
+	}
+	if q.status != StatusAny || q.hasPending || q.minIdle != 0 {
+		b := []byte{0xff} // no label key is empty, so no label digest starts like this
+		b = binary.AppendUvarint(b, uint64(q.status))
+		if q.hasPending {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.AppendVarint(b, int64(q.minIdle))
+		h.Write(b)
 	}
 	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+func effectsToken(sessionID, lastToolUseID string) pageToken {
+	return pageToken{kind: tokenEffects, id: sessionID, after: lastToolUseID}
+}
+
+// decodeEffectsToken decodes a ListEffects token, checks that it was made
+// for sessionID, and returns the last tool use id it had returned.
+func decodeEffectsToken(s, sessionID string) (after string, err error) {
+	t, err := decodePageToken(s)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case t.kind != tokenEffects:
+		return "", fmt.Errorf("%w: not a ListEffects token", ErrInvalidPageToken)
+	case t.id != sessionID:
+		return "", fmt.Errorf("%w: made for another session", ErrInvalidPageToken)
+	}
+	return t.after, nil
 }
 
 // encode returns the token's opaque text.
@@ -67,6 +111,11 @@ func (t pageToken) encode() string {
 		b = binary.BigEndian.AppendUint64(b, t.filter)
 		b = binary.AppendUvarint(b, uint64(len(t.id)))
 		b = append(b, t.id...)
+	case tokenEffects:
+		b = binary.AppendUvarint(b, uint64(len(t.id)))
+		b = append(b, t.id...)
+		b = binary.AppendUvarint(b, uint64(len(t.after)))
+		b = append(b, t.after...)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
@@ -97,6 +146,9 @@ func decodePageToken(s string) (pageToken, error) {
 	case tokenSessions:
 		t.filter = d.uint64()
 		t.id = d.string()
+	case tokenEffects:
+		t.id = d.string()
+		t.after = d.string()
 	default:
 		return bad("unknown kind")
 	}
@@ -195,8 +247,8 @@ func decodeResolutionsToken(s, sessionID string, latest uint64) (next uint64, er
 }
 
 // decodeSessionsToken decodes a ListSessions token, checks that it was made
-// for labelFilter, and returns the last session id it had returned.
-func decodeSessionsToken(s string, labelFilter map[string]string) (after string, err error) {
+// for the query, and returns the last session id it had returned.
+func decodeSessionsToken(s string, q sessionsQuery) (after string, err error) {
 	t, err := decodePageToken(s)
 	if err != nil {
 		return "", err
@@ -204,8 +256,8 @@ func decodeSessionsToken(s string, labelFilter map[string]string) (after string,
 	switch {
 	case t.kind != tokenSessions:
 		return "", fmt.Errorf("%w: not a ListSessions token", ErrInvalidPageToken)
-	case t.filter != labelFilterDigest(labelFilter):
-		return "", fmt.Errorf("%w: made for another label_filter", ErrInvalidPageToken)
+	case t.filter != q.digest():
+		return "", fmt.Errorf("%w: made for other filters (label_filter, status_filter, has_pending_tool_uses, min_idle)", ErrInvalidPageToken)
 	}
 	return t.id, nil
 }

@@ -1,19 +1,24 @@
 package daemon
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPageTokenRoundTrip(t *testing.T) {
 	for _, tok := range []pageToken{
 		messagesToken("s1", 1, 0),
+		effectsToken("s1", "toolu_01"),
+		effectsToken(strings.Repeat("s", 128), strings.Repeat("t", 512)),
 		messagesToken("a.b:c-d_e", 18446744073709551615, 18446744073709551615),
 		messagesToken(strings.Repeat("s", 128), 7, 300),
-		sessionsToken(nil, ""),
-		sessionsToken(map[string]string{"team": "a", "env": "prod"}, "s-99"),
+		sessionsToken(sessionsQuery{}, ""),
+		sessionsToken(sessionsQuery{labels: map[string]string{"team": "a", "env": "prod"}}, "s-99"),
 	} {
 		s := tok.encode()
 		if strings.ContainsAny(s, "+/=") {
@@ -65,7 +70,7 @@ func TestDecodeMessagesToken(t *testing.T) {
 		{"latest", tok, "s1", 0, true},
 		{"other session", tok, "s2", 0, false},
 		{"other revision", tok, "s1", 4, false},
-		{"sessions token", sessionsToken(nil, "s1").encode(), "s1", 0, false},
+		{"sessions token", sessionsToken(sessionsQuery{}, "s1").encode(), "s1", 0, false},
 		{"garbage", "%%%", "s1", 0, false},
 	}
 	for _, tt := range tests {
@@ -82,7 +87,7 @@ func TestDecodeMessagesToken(t *testing.T) {
 
 func TestDecodeSessionsToken(t *testing.T) {
 	filter := map[string]string{"team": "a", "env": "prod"}
-	tok := sessionsToken(filter, "s7").encode()
+	tok := sessionsToken(sessionsQuery{labels: filter}, "s7").encode()
 	tests := []struct {
 		name   string
 		token  string
@@ -92,11 +97,12 @@ func TestDecodeSessionsToken(t *testing.T) {
 		{"same filter", tok, map[string]string{"env": "prod", "team": "a"}, true},
 		{"no filter", tok, nil, false},
 		{"other value", tok, map[string]string{"team": "b", "env": "prod"}, false},
-		{"split differently", sessionsToken(map[string]string{"a": "bc"}, "s7").encode(), map[string]string{"ab": "c"}, false},
+		{"split differently", sessionsToken(sessionsQuery{labels: map[string]string{"a": "bc"}}, "s7").encode(), map[string]string{"ab": "c"}, false},
 		{"messages token", messagesToken("s7", 1, 1).encode(), filter, false},
+		{"effects token", effectsToken("s7", "t1").encode(), filter, false},
 	}
 	for _, tt := range tests {
-		after, err := decodeSessionsToken(tt.token, tt.filter)
+		after, err := decodeSessionsToken(tt.token, sessionsQuery{labels: tt.filter})
 		if tt.ok {
 			if err != nil || after != "s7" {
 				t.Errorf("%s: got %q, %v", tt.name, after, err)
@@ -105,8 +111,59 @@ func TestDecodeSessionsToken(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalidPageToken", tt.name, err)
 		}
 	}
-	if got := sessionsToken(nil, "").encode(); got == sessionsToken(map[string]string{"": ""}, "").encode() {
+	if got := sessionsToken(sessionsQuery{}, "").encode(); got == sessionsToken(sessionsQuery{labels: map[string]string{"": ""}}, "").encode() {
 		t.Errorf("empty filter and {\"\":\"\"} share a digest")
+	}
+}
+
+// TestSessionsTokenFilters checks that a ListSessions token is bound to
+// every filter, and that a labels-only query digests as before the other
+// filters existed (a token made then stays valid).
+func TestSessionsTokenFilters(t *testing.T) {
+	labels := map[string]string{"team": "a"}
+	queries := []sessionsQuery{
+		{labels: labels},
+		{labels: labels, status: StatusCompleted},
+		{labels: labels, status: StatusFailed},
+		{labels: labels, hasPending: true},
+		{labels: labels, minIdle: time.Hour},
+		{labels: labels, minIdle: 2 * time.Hour},
+	}
+	for i, made := range queries {
+		tok := sessionsToken(made, "s1").encode()
+		for j, used := range queries {
+			_, err := decodeSessionsToken(tok, used)
+			if (err == nil) != (i == j) {
+				t.Errorf("token made for %+v, used with %+v: err = %v", made, used, err)
+			}
+		}
+	}
+	// The digest of a labels-only query, as the label filter digest was
+	// computed before status, pending and idle filters.
+	h := sha256.New()
+	h.Write([]byte{4})
+	h.Write([]byte("team"))
+	h.Write([]byte{1})
+	h.Write([]byte("a"))
+	if got, want := (sessionsQuery{labels: labels}).digest(), binary.BigEndian.Uint64(h.Sum(nil)); got != want {
+		t.Errorf("labels-only digest = %x, want the earlier label digest %x", got, want)
+	}
+}
+
+func TestDecodeEffectsToken(t *testing.T) {
+	tok := effectsToken("s1", "tool:7").encode()
+	if after, err := decodeEffectsToken(tok, "s1"); err != nil || after != "tool:7" {
+		t.Errorf("same session: got %q, %v", after, err)
+	}
+	for name, tt := range map[string]struct{ token, session string }{
+		"other session":  {tok, "s2"},
+		"messages token": {messagesToken("s1", 1, 1).encode(), "s1"},
+		"sessions token": {sessionsToken(sessionsQuery{}, "s1").encode(), "s1"},
+		"garbage":        {"!!", "s1"},
+	} {
+		if _, err := decodeEffectsToken(tt.token, tt.session); !errors.Is(err, ErrInvalidPageToken) {
+			t.Errorf("%s: err = %v, want ErrInvalidPageToken", name, err)
+		}
 	}
 }
 
@@ -115,7 +172,9 @@ func TestDecodeSessionsToken(t *testing.T) {
 func FuzzDecodePageToken(f *testing.F) {
 	f.Add(messagesToken("s1", 1, 0).encode())
 	f.Add(messagesToken("session:a.b", 42, 1000).encode())
-	f.Add(sessionsToken(map[string]string{"team": "a"}, "s9").encode())
+	f.Add(sessionsToken(sessionsQuery{labels: map[string]string{"team": "a"}}, "s9").encode())
+	f.Add(effectsToken("s1", "t1").encode())
+	f.Add(sessionsToken(sessionsQuery{status: StatusCompleted, hasPending: true, minIdle: time.Minute}, "s2").encode())
 	f.Add("")
 	f.Add("AQ")
 	f.Add("////")

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -95,7 +96,7 @@ func (s *Server) Resume(ctx context.Context, req *savepointv1.ResumeRequest) (*s
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	cp, err := s.store.Resume(ctx, req.GetSessionId())
+	cp, err := s.store.Resume(ctx, req.GetSessionId(), req.GetReopen())
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -175,7 +176,7 @@ func (s *Server) firstPage(ctx context.Context, cp Checkpoint) (*savepointv1.Che
 		return pcp, "", nil
 	}
 	var msgs []Message
-	budget := s.cfg.ResponseBudgetBytes - fixedSize(cp.Task, cp.StateJSON, cp.Labels, cp.PendingToolUses)
+	budget := s.cfg.ResponseBudgetBytes - fixedSize(cp.Task, cp.StateJSON, cp.Labels, cp.PendingToolUses) - len(cp.FinalOutput)
 	if budget > 0 {
 		var err error
 		msgs, err = s.store.Messages(ctx, cp.SessionID, cp.Revision, 0, budget, 0)
@@ -234,21 +235,15 @@ func (s *Server) ListMessages(ctx context.Context, req *savepointv1.ListMessages
 // page_size sessions (0 means 100, more than 1000 means 1000) and stops early
 // at the response budget.
 func (s *Server) ListSessions(ctx context.Context, req *savepointv1.ListSessionsRequest) (*savepointv1.ListSessionsResponse, error) {
-	if err := validateListSessions(req); err != nil {
+	filter, err := validateListSessions(req, time.Now())
+	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = defaultSessionsPageSize
-	case size > maxSessionsPageSize:
-		size = maxSessionsPageSize
-	}
-	filter := req.GetLabelFilter()
+	size := pageSize(req.GetPageSize())
+	query := sessionsQuery{labels: filter.Labels, status: filter.Status, hasPending: filter.HasPendingToolUses, minIdle: req.GetMinIdle().AsDuration()}
 	var after string
 	if req.GetPageToken() != "" {
-		var err error
-		if after, err = decodeSessionsToken(req.GetPageToken(), filter); err != nil {
+		if after, err = decodeSessionsToken(req.GetPageToken(), query); err != nil {
 			return nil, s.fail(ctx, err)
 		}
 	}
@@ -261,13 +256,122 @@ func (s *Server) ListSessions(ctx context.Context, req *savepointv1.ListSessions
 	for i, sum := range sums {
 		n := len(sum.SessionID) + fixedSize(sum.Task, "", sum.Labels, nil)
 		if i == size || (i > 0 && n > budget) {
-			resp.NextPageToken = sessionsToken(filter, sums[i-1].SessionID).encode()
+			resp.NextPageToken = sessionsToken(query, sums[i-1].SessionID).encode()
 			break
 		}
 		budget -= n
 		resp.Sessions = append(resp.Sessions, summaryToProto(sum))
 	}
 	return resp, nil
+}
+
+// pageSize is the number of items a page of ListSessions or ListEffects
+// holds at most: 0 means 100, more than 1000 means 1000.
+func pageSize(n int32) int {
+	switch {
+	case n == 0:
+		return defaultSessionsPageSize
+	case n > maxSessionsPageSize:
+		return maxSessionsPageSize
+	}
+	return int(n)
+}
+
+// CompleteSession implements SavepointServiceServer.
+func (s *Server) CompleteSession(ctx context.Context, req *savepointv1.CompleteSessionRequest) (*savepointv1.CompleteSessionResponse, error) {
+	cr, err := validateComplete(s.cfg, req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.CompleteSession(ctx, cr)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.CompleteSessionResponse{
+		Revision: res.Revision, Epoch: res.Epoch, Status: statusToProto(res.Status), AlreadyCompleted: res.Already,
+	}, nil
+}
+
+// ListEffects implements SavepointServiceServer. A page holds at most
+// page_size entries (0 means 100, more than 1000 means 1000) and stops early
+// at the response budget, always holding one entry when any is left.
+func (s *Server) ListEffects(ctx context.Context, req *savepointv1.ListEffectsRequest) (*savepointv1.ListEffectsResponse, error) {
+	if err := validateListEffects(req); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	var after string
+	if req.GetPageToken() != "" {
+		var err error
+		if after, err = decodeEffectsToken(req.GetPageToken(), req.GetSessionId()); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	size := pageSize(req.GetPageSize())
+	entries, err := s.store.Effects(ctx, req.GetSessionId(), after, size+1)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	resp := &savepointv1.ListEffectsResponse{}
+	used := 0
+	for i, e := range entries {
+		pe := ledgerEntryToProto(e)
+		used += proto.Size(pe) + 16
+		if i == size || (i > 0 && used > s.cfg.ResponseBudgetBytes) {
+			resp.NextPageToken = effectsToken(req.GetSessionId(), entries[i-1].ToolUseID).encode()
+			break
+		}
+		resp.Entries = append(resp.Entries, pe)
+	}
+	return resp, nil
+}
+
+// ForkSession implements SavepointServiceServer.
+func (s *Server) ForkSession(ctx context.Context, req *savepointv1.ForkSessionRequest) (*savepointv1.ForkSessionResponse, error) {
+	fr, err := validateFork(req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.ForkSession(ctx, fr)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	performed, inDoubt := s.branchLists(res)
+	return &savepointv1.ForkSessionResponse{Revision: res.Revision, Epoch: res.Epoch, MessageCount: res.MessageCount,
+		PerformedAfter: performed, InDoubtAfter: inDoubt}, nil
+}
+
+// RewindSession implements SavepointServiceServer.
+func (s *Server) RewindSession(ctx context.Context, req *savepointv1.RewindSessionRequest) (*savepointv1.RewindSessionResponse, error) {
+	rr, err := validateRewind(req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.RewindSession(ctx, rr)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	performed, inDoubt := s.branchLists(res)
+	return &savepointv1.RewindSessionResponse{Revision: res.Revision, Epoch: res.Epoch, MessageCount: res.MessageCount,
+		PerformedAfter: performed, InDoubtAfter: inDoubt}, nil
+}
+
+// branchLists is the wire form of a branch's lists. Outputs are cut to
+// the response budget shared among them, marked by a trailing "…", so the
+// response always fits; ListEffects of the source gives them whole.
+func (s *Server) branchLists(res BranchResult) (performed, inDoubt []*savepointv1.LedgerEntry) {
+	n := len(res.PerformedAfter) + len(res.InDoubtAfter)
+	per := s.cfg.ResponseBudgetBytes / max(n, 1)
+	for _, e := range res.PerformedAfter {
+		pe := ledgerEntryToProto(e)
+		if out := pe.GetEffect().GetOutput(); len(out) > per/2 {
+			pe.Effect.Output = strings.ToValidUTF8(out[:per/2], "") + "…"
+		}
+		performed = append(performed, pe)
+	}
+	for _, e := range res.InDoubtAfter {
+		inDoubt = append(inDoubt, ledgerEntryToProto(e))
+	}
+	return performed, inDoubt
 }
 
 // DeleteSession implements SavepointServiceServer.
@@ -334,6 +438,42 @@ func checkpointToProto(cp Checkpoint) *savepointv1.Checkpoint {
 	if !cp.SaveTime.IsZero() {
 		p.SaveTime = timestamppb.New(cp.SaveTime)
 	}
+	p.Status, p.FinalOutput = statusToProto(cp.Status), cp.FinalOutput
+	if !cp.CompleteTime.IsZero() {
+		p.CompleteTime = timestamppb.New(cp.CompleteTime)
+	}
+	return p
+}
+
+func statusToProto(st SessionStatus) savepointv1.SessionStatus {
+	switch st {
+	case StatusActive:
+		return savepointv1.SessionStatus_SESSION_STATUS_ACTIVE
+	case StatusCompleted:
+		return savepointv1.SessionStatus_SESSION_STATUS_COMPLETED
+	case StatusFailed:
+		return savepointv1.SessionStatus_SESSION_STATUS_FAILED
+	default:
+		return savepointv1.SessionStatus_SESSION_STATUS_UNSPECIFIED
+	}
+}
+
+func ledgerEntryToProto(e LedgerEntry) *savepointv1.LedgerEntry {
+	p := &savepointv1.LedgerEntry{
+		ToolUseId:           e.ToolUseID,
+		Name:                e.Name,
+		EffectClass:         effectClassToProto(e.Class),
+		BeginTracked:        e.BeginTracked,
+		LastPendingRevision: e.LastPendingRevision,
+		Begun:               e.Begun,
+		IdempotencyKey:      e.IdempotencyKey,
+	}
+	if !e.BeginTime.IsZero() {
+		p.BeginTime = timestamppb.New(e.BeginTime)
+	}
+	if e.Effect != nil {
+		p.Effect = EffectToProto(*e.Effect)
+	}
 	return p
 }
 
@@ -348,6 +488,7 @@ func summaryToProto(s SessionSummary) *savepointv1.SessionSummary {
 		PendingToolUseCount: s.PendingToolUseCount,
 		InDoubtToolUseCount: s.InDoubtToolUseCount,
 		Labels:              s.Labels,
+		Status:              statusToProto(s.Status),
 	}
 	if !s.UpdateTime.IsZero() {
 		p.UpdateTime = timestamppb.New(s.UpdateTime)

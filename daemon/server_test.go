@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
@@ -27,7 +28,31 @@ type fakeStore struct {
 	sessions []SessionSummary
 	pending  []PendingCall
 	saved    *SaveRequest
-	limit    int // the last ListSessions limit
+	limit    int           // the last ListSessions or Effects limit
+	filter   SessionFilter // the last ListSessions filter
+	ledger   []LedgerEntry
+	reopen   bool // the last Resume's reopen
+}
+
+func (f *fakeStore) CompleteSession(_ context.Context, req *CompleteRequest) (CompleteResult, error) {
+	if err := f.call(); err != nil {
+		return CompleteResult{}, err
+	}
+	return CompleteResult{Revision: f.cp.Revision, Epoch: req.Epoch, Status: req.Status}, nil
+}
+
+func (f *fakeStore) Effects(_ context.Context, sessionID, after string, limit int) ([]LedgerEntry, error) {
+	if err := f.call(); err != nil {
+		return nil, err
+	}
+	f.limit = limit
+	var out []LedgerEntry
+	for _, e := range f.ledger {
+		if e.ToolUseID > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeStore) call() error { f.calls++; return f.err }
@@ -55,10 +80,11 @@ func (f *fakeStore) RecordEffect(_ context.Context, sessionID string, e Effect) 
 	return e, false, nil
 }
 
-func (f *fakeStore) Resume(_ context.Context, sessionID string) (Checkpoint, error) {
+func (f *fakeStore) Resume(_ context.Context, sessionID string, reopen bool) (Checkpoint, error) {
 	if err := f.call(); err != nil {
 		return Checkpoint{}, err
 	}
+	f.reopen = reopen
 	f.cp.Epoch++
 	return f.cp, nil
 }
@@ -96,11 +122,12 @@ func (f *fakeStore) PendingCalls(_ context.Context, sessionID string) (uint64, [
 	return f.cp.Revision, f.pending, nil
 }
 
-func (f *fakeStore) ListSessions(_ context.Context, after string, limit int, filter map[string]string) ([]SessionSummary, error) {
+func (f *fakeStore) ListSessions(_ context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error) {
 	if err := f.call(); err != nil {
 		return nil, err
 	}
 	f.limit = limit
+	f.filter = filter
 	var out []SessionSummary
 	for _, s := range f.sessions {
 		if s.SessionID > after && len(out) < limit {
@@ -157,6 +184,11 @@ func TestServerStoreErrors(t *testing.T) {
 			return err
 		},
 		"ListSessions": func() error { _, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{}); return err },
+		"CompleteSession": func() error {
+			_, err := s.CompleteSession(bg, &savepointv1.CompleteSessionRequest{SessionId: "s", Status: savepointv1.SessionStatus_SESSION_STATUS_COMPLETED})
+			return err
+		},
+		"ListEffects": func() error { _, err := s.ListEffects(bg, &savepointv1.ListEffectsRequest{SessionId: "s"}); return err },
 		"DeleteSession": func() error {
 			_, err := s.DeleteSession(bg, &savepointv1.DeleteSessionRequest{SessionId: "s"})
 			return err
@@ -403,7 +435,7 @@ func TestServerListMessagesBadToken(t *testing.T) {
 		"other session":  {SessionId: "s", PageToken: messagesToken("t", 3, 1).encode()},
 		"other revision": {SessionId: "s", Revision: 2, PageToken: messagesToken("s", 3, 1).encode()},
 		"past the end":   {SessionId: "s", PageToken: messagesToken("s", 3, 6).encode()},
-		"sessions token": {SessionId: "s", PageToken: sessionsToken(nil, "s").encode()},
+		"sessions token": {SessionId: "s", PageToken: sessionsToken(sessionsQuery{}, "s").encode()},
 	}
 	for name, req := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -485,5 +517,97 @@ func TestServerListSessionsBudget(t *testing.T) {
 	}
 	if total != 100 {
 		t.Errorf("paged through %d sessions, want 100", total)
+	}
+}
+
+func TestServerListEffects(t *testing.T) {
+	f := &fakeStore{}
+	for i := range 1500 {
+		f.ledger = append(f.ledger, LedgerEntry{ToolUseID: fmt.Sprintf("t%04d", i), Name: "x", Begun: true, IdempotencyKey: "k"})
+	}
+	f.ledger[3].Effect = &Effect{ToolUseID: "t0003", Output: "out", Late: true, RecordTime: time.Unix(1700000000, 0)}
+	s := NewServer(f, Config{})
+	list := func(size int32, token string) *savepointv1.ListEffectsResponse {
+		t.Helper()
+		resp, err := s.ListEffects(bg, &savepointv1.ListEffectsRequest{SessionId: "s", PageSize: size, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := list(0, ""); len(resp.GetEntries()) != 100 || f.limit != 101 || resp.GetNextPageToken() == "" {
+		t.Errorf("default page: %d entries, limit %d", len(resp.GetEntries()), f.limit)
+	} else if e := resp.GetEntries()[3]; !e.GetEffect().GetLate() || e.GetEffect().GetOutput() != "out" || !e.GetBegun() || e.GetIdempotencyKey() != "k" {
+		t.Errorf("entry 3: %v", e)
+	}
+	if resp := list(5000, ""); len(resp.GetEntries()) != 1000 || f.limit != 1001 {
+		t.Errorf("clamped page: %d entries, limit %d", len(resp.GetEntries()), f.limit)
+	}
+	var n int
+	for token := ""; ; {
+		resp := list(400, token)
+		n += len(resp.GetEntries())
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if n != 1500 {
+		t.Errorf("paged through %d entries, want 1500", n)
+	}
+	_, err := s.ListEffects(bg, &savepointv1.ListEffectsRequest{SessionId: "other", PageToken: list(1, "").GetNextPageToken()})
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_PAGE_TOKEN")
+
+	// Large outputs: a page stops at the response budget, but holds one.
+	f.ledger = nil
+	for i := range 5 {
+		f.ledger = append(f.ledger, LedgerEntry{ToolUseID: fmt.Sprintf("big%d", i), Effect: &Effect{Output: strings.Repeat("o", 2<<20)}})
+	}
+	var pages int
+	for token := ""; ; pages++ {
+		resp := list(0, token)
+		if len(resp.GetEntries()) != 1 {
+			t.Fatalf("page of %d 2 MiB entries", len(resp.GetEntries()))
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if pages != 4 {
+		t.Errorf("%d pages after the first, want 4", pages)
+	}
+}
+
+func TestServerListSessionsFilters(t *testing.T) {
+	f := &fakeStore{sessions: []SessionSummary{{SessionID: "a", Status: StatusFailed}}}
+	s := NewServer(f, Config{})
+	before := time.Now()
+	resp, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{
+		StatusFilter: savepointv1.SessionStatus_SESSION_STATUS_FAILED, HasPendingToolUses: true, MinIdle: durationpb.New(time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetSessions()[0].GetStatus(); got != savepointv1.SessionStatus_SESSION_STATUS_FAILED {
+		t.Errorf("status %v", got)
+	}
+	if f.filter.Status != StatusFailed || !f.filter.HasPendingToolUses ||
+		f.filter.UpdatedBefore.Before(before.Add(-time.Hour)) || f.filter.UpdatedBefore.After(time.Now().Add(-time.Hour)) {
+		t.Errorf("store filter %+v", f.filter)
+	}
+}
+
+func TestServerResumeReopen(t *testing.T) {
+	f := &fakeStore{cp: Checkpoint{SessionID: "s", Revision: 1, Status: StatusCompleted, FinalOutput: "out", CompleteTime: time.Unix(1700000000, 0)}}
+	s := NewServer(f, Config{})
+	resp, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s", Reopen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.reopen {
+		t.Error("reopen was not passed to the store")
+	}
+	cp := resp.GetCheckpoint()
+	if cp.GetStatus() != savepointv1.SessionStatus_SESSION_STATUS_COMPLETED || cp.GetFinalOutput() != "out" || cp.GetCompleteTime().AsTime().Unix() != 1700000000 {
+		t.Errorf("checkpoint %v", cp)
 	}
 }

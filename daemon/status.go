@@ -50,6 +50,7 @@ var errorKinds = []errorKind{
 	{ErrCorrupt, codes.DataLoss, savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT},
 	{ErrInvalidPageToken, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN},
 	{ErrDiskFull, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_DISK_FULL},
+	{ErrSessionCompleted, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED},
 	{ErrUploadAborted, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED},
 	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
@@ -73,6 +74,7 @@ var errorKinds = []errorKind{
 	{nil, codes.InvalidArgument, reasonInvalidUTF8},
 	{nil, codes.InvalidArgument, reasonInvalidGraphKey},
 	{nil, codes.InvalidArgument, reasonInvalidUpload},
+	{nil, codes.InvalidArgument, reasonInvalidSessionStatus},
 }
 
 // Reasons returns every ErrorInfo reason the service can return, as it goes

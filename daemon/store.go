@@ -17,7 +17,14 @@ type Store interface {
 	// call already; it returns the stored effect and whether it was there.
 	RecordEffect(ctx context.Context, sessionID string, e Effect) (stored Effect, already bool, err error)
 	// Resume increments the session's epoch and returns its latest revision.
-	Resume(ctx context.Context, sessionID string) (Checkpoint, error)
+	// A completed or failed session is returned unchanged, writing nothing,
+	// unless reopen is set: then it becomes active and is resumed.
+	Resume(ctx context.Context, sessionID string, reopen bool) (Checkpoint, error)
+	// CompleteSession sets a session's status to completed or failed, with
+	// its final output, without making a revision. It checks the request id,
+	// then the epoch; a session completed already with the same status and
+	// output answers Already, with another is ErrSessionCompleted.
+	CompleteSession(ctx context.Context, req *CompleteRequest) (CompleteResult, error)
 	// Checkpoint returns a kept revision; revision 0 means the latest.
 	Checkpoint(ctx context.Context, sessionID string, revision uint64) (Checkpoint, error)
 	// Messages returns the messages of a revision from index start on, in
@@ -29,8 +36,22 @@ type Store interface {
 	// with its begin marker and recorded effect.
 	PendingCalls(ctx context.Context, sessionID string) (revision uint64, calls []PendingCall, err error)
 	// ListSessions returns up to limit live sessions with ids after the given
-	// one, in id order, whose labels include every pair of labelFilter.
-	ListSessions(ctx context.Context, after string, limit int, labelFilter map[string]string) ([]SessionSummary, error)
+	// one, in id order, that filter selects.
+	ListSessions(ctx context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error)
+	// Effects returns up to limit entries of a live session's ledger with
+	// tool use ids after the given one, in id order: every call that was
+	// begun or has a recorded effect.
+	Effects(ctx context.Context, sessionID, after string, limit int) ([]LedgerEntry, error)
+	// ForkSession creates req.NewID with one revision whose history, pending
+	// tool uses and state are the source's revision's, and copies the ledger
+	// entries (begin markers, idempotency keys, effects) of every call
+	// pending in the source's revisions up to it. A request id is checked
+	// first; the new session must not exist (ErrSessionExists).
+	ForkSession(ctx context.Context, req *ForkRequest) (BranchResult, error)
+	// RewindSession makes a new latest revision equal to req.Revision,
+	// fenced like a save. Its pending calls keep their ledger entries, so a
+	// call recorded since is reused by Reconcile instead of refused.
+	RewindSession(ctx context.Context, req *RewindRequest) (BranchResult, error)
 	// DeleteSession removes a session's revisions, history and ledger and
 	// leaves a tombstone; it returns the tombstone's epoch.
 	DeleteSession(ctx context.Context, sessionID string, epoch uint64) (tombstoneEpoch uint64, err error)

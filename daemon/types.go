@@ -83,6 +83,148 @@ type Checkpoint struct {
 	StateJSON       string
 	Labels          map[string]string
 	SaveTime        time.Time
+	// Status, FinalOutput and CompleteTime are the session's now, like
+	// Epoch: set by CompleteSession, cleared by a reopening Resume.
+	Status       SessionStatus
+	FinalOutput  string
+	CompleteTime time.Time // zero while active
+}
+
+// SessionStatus is where a session is in its life. The zero value,
+// StatusAny, is no status: in a SessionFilter it matches every session.
+type SessionStatus int
+
+const (
+	StatusAny SessionStatus = iota
+	// StatusActive is every session until CompleteSession.
+	StatusActive
+	// StatusCompleted is a session whose agent finished its task.
+	StatusCompleted
+	// StatusFailed is a session whose agent gave up on its task.
+	StatusFailed
+)
+
+func (s SessionStatus) String() string {
+	switch s {
+	case StatusActive:
+		return "ACTIVE"
+	case StatusCompleted:
+		return "COMPLETED"
+	case StatusFailed:
+		return "FAILED"
+	default:
+		return "ANY"
+	}
+}
+
+// CompleteRequest is one CompleteSession call, already validated.
+type CompleteRequest struct {
+	SessionID   string
+	Epoch       uint64        // fenced like a save's
+	Status      SessionStatus // StatusCompleted or StatusFailed
+	FinalOutput string
+	RequestID   string // empty disables retry detection
+}
+
+// Fingerprint is a digest of everything in the request but its request id;
+// it differs from every SaveRequest's, whose first field is a length.
+func (r *CompleteRequest) Fingerprint() []byte {
+	b := []byte("complete\x00")
+	str := func(s string) { b = append(binary.BigEndian.AppendUint64(b, uint64(len(s))), s...) }
+	str(r.SessionID)
+	b = binary.BigEndian.AppendUint64(b, r.Epoch)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Status))
+	str(r.FinalOutput)
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// CompleteResult is what CompleteSession returns, and what a retry of it
+// returns again.
+type CompleteResult struct {
+	Revision uint64
+	Epoch    uint64
+	Status   SessionStatus
+	// Already reports that the session had this status and final output.
+	Already bool
+}
+
+// ForkRequest is one ForkSession call, already validated.
+type ForkRequest struct {
+	SourceID  string
+	Revision  uint64 // 0: the source's latest
+	NewID     string
+	RequestID string // empty disables retry detection
+}
+
+// Fingerprint is a digest of everything in the request but its request id.
+func (r *ForkRequest) Fingerprint() []byte {
+	return digest("fork", r.SourceID, r.Revision, r.NewID)
+}
+
+// RewindRequest is one RewindSession call, already validated.
+type RewindRequest struct {
+	SessionID string
+	Epoch     uint64 // fenced like a save's
+	Revision  uint64 // the kept revision to make the latest again
+	RequestID string // empty disables retry detection
+}
+
+// Fingerprint is a digest of everything in the request but its request id.
+func (r *RewindRequest) Fingerprint() []byte {
+	return digest("rewind", r.SessionID, r.Epoch, r.Revision)
+}
+
+// digest hashes a request kind's fields, each string length-prefixed.
+func digest(kind string, fields ...any) []byte {
+	b := append([]byte(kind), 0)
+	for _, f := range fields {
+		switch v := f.(type) {
+		case string:
+			b = append(binary.BigEndian.AppendUint64(b, uint64(len(v))), v...)
+		case uint64:
+			b = binary.BigEndian.AppendUint64(b, v)
+		}
+	}
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// BranchResult is what ForkSession and RewindSession return: the revision
+// made, and the side effects (calls not read-only) of the source performed
+// after the revision branched from.
+type BranchResult struct {
+	Revision     uint64
+	Epoch        uint64
+	MessageCount uint64
+	// PerformedAfter are the effects recorded after the revision's save.
+	PerformedAfter []LedgerEntry
+	// InDoubtAfter are the calls begun after it with no recorded effect.
+	InDoubtAfter []LedgerEntry
+}
+
+// SessionFilter selects the sessions ListSessions returns; the zero value
+// selects every live session.
+type SessionFilter struct {
+	Labels map[string]string // the session's labels include every pair
+	Status SessionStatus     // StatusAny: every status
+	// HasPendingToolUses keeps only sessions with a pending tool use.
+	HasPendingToolUses bool
+	// UpdatedBefore keeps only sessions last updated before it; zero: any.
+	UpdatedBefore time.Time
+}
+
+// LedgerEntry is what the ledger knows of one tool use of a session.
+type LedgerEntry struct {
+	ToolUseID           string
+	Name                string
+	Class               EffectClass
+	BeginTracked        bool
+	LastPendingRevision uint64
+	Begun               bool
+	IdempotencyKey      string    // set when Begun
+	BeginTime           time.Time // zero when not Begun
+	Effect              *Effect   // nil when not recorded
 }
 
 // SaveRequest is one SaveCheckpoint call, already validated.
@@ -199,6 +341,7 @@ type SessionSummary struct {
 	InDoubtToolUseCount uint32
 	Labels              map[string]string
 	UpdateTime          time.Time
+	Status              SessionStatus
 }
 
 // VerifyReport is what a full check of a store found.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -16,19 +17,20 @@ import (
 // The reasons of the *FieldError values validation and the request codec
 // return.
 const (
-	reasonInvalidSessionID   = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_ID
-	reasonInvalidToolUseID   = savepointv1.ErrorReason_ERROR_REASON_INVALID_TOOL_USE_ID
-	reasonInvalidRequestID   = savepointv1.ErrorReason_ERROR_REASON_INVALID_REQUEST_ID
-	reasonMissingField       = savepointv1.ErrorReason_ERROR_REASON_MISSING_FIELD
-	reasonInvalidJSON        = savepointv1.ErrorReason_ERROR_REASON_INVALID_JSON
-	reasonMessageTooLarge    = savepointv1.ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE
-	reasonStateTooLarge      = savepointv1.ErrorReason_ERROR_REASON_STATE_TOO_LARGE
-	reasonInvalidEffectClass = savepointv1.ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS
-	reasonDuplicateToolUseID = savepointv1.ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID
-	reasonInvalidLabel       = savepointv1.ErrorReason_ERROR_REASON_INVALID_LABEL
-	reasonInvalidPageSize    = savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE
-	reasonFieldTooLarge      = savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE
-	reasonInvalidUTF8        = savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8
+	reasonInvalidSessionID     = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_ID
+	reasonInvalidToolUseID     = savepointv1.ErrorReason_ERROR_REASON_INVALID_TOOL_USE_ID
+	reasonInvalidRequestID     = savepointv1.ErrorReason_ERROR_REASON_INVALID_REQUEST_ID
+	reasonMissingField         = savepointv1.ErrorReason_ERROR_REASON_MISSING_FIELD
+	reasonInvalidJSON          = savepointv1.ErrorReason_ERROR_REASON_INVALID_JSON
+	reasonMessageTooLarge      = savepointv1.ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE
+	reasonStateTooLarge        = savepointv1.ErrorReason_ERROR_REASON_STATE_TOO_LARGE
+	reasonInvalidEffectClass   = savepointv1.ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS
+	reasonDuplicateToolUseID   = savepointv1.ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID
+	reasonInvalidLabel         = savepointv1.ErrorReason_ERROR_REASON_INVALID_LABEL
+	reasonInvalidPageSize      = savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE
+	reasonFieldTooLarge        = savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE
+	reasonInvalidUTF8          = savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8
+	reasonInvalidSessionStatus = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS
 )
 
 // Caps on fields that no sane client comes near.
@@ -327,9 +329,111 @@ func validateListMessages(req *savepointv1.ListMessagesRequest) error {
 	return validatePageSize("page_size", req.GetPageSize())
 }
 
-func validateListSessions(req *savepointv1.ListSessionsRequest) error {
+// validateListSessions checks a ListSessions request and returns its
+// filter, with min_idle taken back from now.
+func validateListSessions(req *savepointv1.ListSessionsRequest, now time.Time) (SessionFilter, error) {
 	if err := validatePageSize("page_size", req.GetPageSize()); err != nil {
+		return SessionFilter{}, err
+	}
+	if err := validateLabels("label_filter", req.GetLabelFilter()); err != nil {
+		return SessionFilter{}, err
+	}
+	f := SessionFilter{Labels: req.GetLabelFilter(), HasPendingToolUses: req.GetHasPendingToolUses()}
+	var ok bool
+	if f.Status, ok = statusFromProto(req.GetStatusFilter()); !ok {
+		return SessionFilter{}, fieldErr("status_filter", reasonInvalidSessionStatus,
+			"%d is not a session status", int32(req.GetStatusFilter()))
+	}
+	if d := req.GetMinIdle(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is not a valid duration: %v", err)
+		}
+		switch idle := d.AsDuration(); {
+		case idle < 0:
+			return SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is negative; give how long a session has not been updated, or leave it unset")
+		case idle > 0:
+			f.UpdatedBefore = now.Add(-idle)
+		}
+	}
+	return f, nil
+}
+
+// statusFromProto returns the status a filter names; ok is false for a
+// value the enum does not define.
+func statusFromProto(s savepointv1.SessionStatus) (SessionStatus, bool) {
+	switch s {
+	case savepointv1.SessionStatus_SESSION_STATUS_UNSPECIFIED:
+		return StatusAny, true
+	case savepointv1.SessionStatus_SESSION_STATUS_ACTIVE:
+		return StatusActive, true
+	case savepointv1.SessionStatus_SESSION_STATUS_COMPLETED:
+		return StatusCompleted, true
+	case savepointv1.SessionStatus_SESSION_STATUS_FAILED:
+		return StatusFailed, true
+	}
+	return StatusAny, false
+}
+
+// validateComplete checks a CompleteSession request and returns it as a
+// CompleteRequest. The final output is capped like state_json.
+func validateComplete(cfg Config, req *savepointv1.CompleteSessionRequest) (*CompleteRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	requestID, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	st, _ := statusFromProto(req.GetStatus())
+	if st != StatusCompleted && st != StatusFailed {
+		return nil, fieldErr("status", reasonInvalidSessionStatus,
+			"is %s; give SESSION_STATUS_COMPLETED or SESSION_STATUS_FAILED", req.GetStatus())
+	}
+	if n := len(req.GetFinalOutput()); n > cfg.MaxStateBytes {
+		return nil, fieldErr("final_output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, cfg.MaxStateBytes)
+	}
+	return &CompleteRequest{
+		SessionID: req.GetSessionId(), Epoch: req.GetEpoch(), Status: st,
+		FinalOutput: req.GetFinalOutput(), RequestID: requestID,
+	}, nil
+}
+
+func validateListEffects(req *savepointv1.ListEffectsRequest) error {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return err
 	}
-	return validateLabels("label_filter", req.GetLabelFilter())
+	return validatePageSize("page_size", req.GetPageSize())
+}
+
+// validateFork checks a ForkSession request.
+func validateFork(req *savepointv1.ForkSessionRequest) (*ForkRequest, error) {
+	if err := validateSessionID("source_session_id", req.GetSourceSessionId()); err != nil {
+		return nil, err
+	}
+	if err := validateSessionID("new_session_id", req.GetNewSessionId()); err != nil {
+		return nil, err
+	}
+	if req.GetNewSessionId() == req.GetSourceSessionId() {
+		return nil, fieldErr("new_session_id", reasonInvalidSessionID, "names the source session; a fork needs a new id (RewindSession rewinds a session in place)")
+	}
+	requestID, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	return &ForkRequest{SourceID: req.GetSourceSessionId(), Revision: req.GetRevision(), NewID: req.GetNewSessionId(), RequestID: requestID}, nil
+}
+
+// validateRewind checks a RewindSession request.
+func validateRewind(req *savepointv1.RewindSessionRequest) (*RewindRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	requestID, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetRevision() == 0 {
+		return nil, fieldErr("revision", reasonMissingField, "is required: give the kept revision to rewind to")
+	}
+	return &RewindRequest{SessionID: req.GetSessionId(), Epoch: req.GetEpoch(), Revision: req.GetRevision(), RequestID: requestID}, nil
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
@@ -321,11 +323,79 @@ func TestValidateOtherRequests(t *testing.T) {
 		{"list messages", validateListMessages(&savepointv1.ListMessagesRequest{SessionId: "s", PageSize: 5}), 0, ""},
 		{"list messages bad session", validateListMessages(&savepointv1.ListMessagesRequest{}), reasonInvalidSessionID, "session_id"},
 		{"list messages negative", validateListMessages(&savepointv1.ListMessagesRequest{SessionId: "s", PageSize: -1}), reasonInvalidPageSize, "page_size"},
-		{"list sessions", validateListSessions(&savepointv1.ListSessionsRequest{PageSize: 5000, LabelFilter: map[string]string{"a": "b"}}), 0, ""},
-		{"list sessions negative", validateListSessions(&savepointv1.ListSessionsRequest{PageSize: -1}), reasonInvalidPageSize, "page_size"},
-		{"list sessions bad filter", validateListSessions(&savepointv1.ListSessionsRequest{LabelFilter: map[string]string{"A": ""}}), reasonInvalidLabel, "label_filter"},
+		{"list sessions", listErr(&savepointv1.ListSessionsRequest{PageSize: 5000, LabelFilter: map[string]string{"a": "b"}}), 0, ""},
+		{"list sessions negative", listErr(&savepointv1.ListSessionsRequest{PageSize: -1}), reasonInvalidPageSize, "page_size"},
+		{"list sessions bad filter", listErr(&savepointv1.ListSessionsRequest{LabelFilter: map[string]string{"A": ""}}), reasonInvalidLabel, "label_filter"},
+		{"list sessions bad status", listErr(&savepointv1.ListSessionsRequest{StatusFilter: 9}), reasonInvalidSessionStatus, "status_filter"},
+		{"list sessions negative idle", listErr(&savepointv1.ListSessionsRequest{MinIdle: durationpb.New(-time.Second)}), reasonInvalidArgument, "min_idle"},
+		{"list sessions invalid idle", listErr(&savepointv1.ListSessionsRequest{MinIdle: &durationpb.Duration{Seconds: 1, Nanos: -1}}), reasonInvalidArgument, "min_idle"},
+		{"list effects", validateListEffects(&savepointv1.ListEffectsRequest{SessionId: "s", PageSize: 5}), 0, ""},
+		{"list effects bad session", validateListEffects(&savepointv1.ListEffectsRequest{}), reasonInvalidSessionID, "session_id"},
+		{"list effects negative", validateListEffects(&savepointv1.ListEffectsRequest{SessionId: "s", PageSize: -1}), reasonInvalidPageSize, "page_size"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkFieldErr(t, tt.err, tt.reason, tt.field) })
+	}
+}
+
+func listErr(req *savepointv1.ListSessionsRequest) error {
+	_, err := validateListSessions(req, time.Now())
+	return err
+}
+
+func TestValidateListSessionsFilter(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	f, err := validateListSessions(&savepointv1.ListSessionsRequest{
+		LabelFilter: map[string]string{"team": "a"}, StatusFilter: savepointv1.SessionStatus_SESSION_STATUS_FAILED,
+		HasPendingToolUses: true, MinIdle: durationpb.New(90 * time.Minute),
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Labels["team"] != "a" || f.Status != StatusFailed || !f.HasPendingToolUses || !f.UpdatedBefore.Equal(now.Add(-90*time.Minute)) {
+		t.Errorf("filter = %+v", f)
+	}
+	f, err = validateListSessions(&savepointv1.ListSessionsRequest{MinIdle: durationpb.New(0)}, now)
+	if err != nil || !f.UpdatedBefore.IsZero() || f.Status != StatusAny {
+		t.Errorf("zero min_idle: filter = %+v, %v", f, err)
+	}
+}
+
+func TestValidateComplete(t *testing.T) {
+	cfg := Config{}.withDefaults()
+	ok := func() *savepointv1.CompleteSessionRequest {
+		return &savepointv1.CompleteSessionRequest{SessionId: "s", Epoch: 3, Status: savepointv1.SessionStatus_SESSION_STATUS_COMPLETED,
+			FinalOutput: "done", RequestId: "3F2504E0-4F89-11D3-9A0C-0305E82C3301"}
+	}
+	tests := []struct {
+		name   string
+		edit   func(r *savepointv1.CompleteSessionRequest)
+		reason savepointv1.ErrorReason
+		field  string
+	}{
+		{"valid", func(*savepointv1.CompleteSessionRequest) {}, 0, ""},
+		{"failed", func(r *savepointv1.CompleteSessionRequest) {
+			r.Status = savepointv1.SessionStatus_SESSION_STATUS_FAILED
+		}, 0, ""},
+		{"bad session", func(r *savepointv1.CompleteSessionRequest) { r.SessionId = "" }, reasonInvalidSessionID, "session_id"},
+		{"bad request id", func(r *savepointv1.CompleteSessionRequest) { r.RequestId = "x" }, reasonInvalidRequestID, "request_id"},
+		{"unspecified status", func(r *savepointv1.CompleteSessionRequest) { r.Status = 0 }, reasonInvalidSessionStatus, "status"},
+		{"active status", func(r *savepointv1.CompleteSessionRequest) {
+			r.Status = savepointv1.SessionStatus_SESSION_STATUS_ACTIVE
+		}, reasonInvalidSessionStatus, "status"},
+		{"unknown status", func(r *savepointv1.CompleteSessionRequest) { r.Status = 42 }, reasonInvalidSessionStatus, "status"},
+		{"output too large", func(r *savepointv1.CompleteSessionRequest) { r.FinalOutput = strings.Repeat("x", cfg.MaxStateBytes+1) }, reasonFieldTooLarge, "final_output"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := ok()
+			tt.edit(req)
+			cr, err := validateComplete(cfg, req)
+			checkFieldErr(t, err, tt.reason, tt.field)
+			if err == nil && (cr.SessionID != "s" || cr.Epoch != 3 || cr.FinalOutput != req.FinalOutput ||
+				cr.RequestID != "3f2504e0-4f89-11d3-9a0c-0305e82c3301" || statusToProto(cr.Status) != req.Status) {
+				t.Errorf("request = %+v, from %v", cr, req)
+			}
+		})
 	}
 }

@@ -6,21 +6,31 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 func init() {
 	register(&command{
 		name:     "ls",
-		synopsis: "[--label KEY=VALUE]...",
-		summary:  "list the sessions: turn, revision, pending and in-doubt tool uses, last update",
+		synopsis: "[--label KEY=VALUE]... [--status STATUS] [--pending] [--idle D]",
+		summary:  "list the sessions: status, turn, revision, pending and in-doubt tool uses, last update",
 		help: `
 Lists every live session in session id order, one line each, from the
-latest revision: its turn and revision, its pending tool uses, how many of
+latest revision: its status (active, completed or failed), its turn and
+revision, its pending tool uses, how many of
 them Reconcile would report as in doubt right now (side-effecting calls whose
 outcome is unknown: they need a person before the agent resumes), and when it
 was last saved (UTC). A session whose record cannot be decoded is listed with
-"damaged" so it can be found and deleted. --label keeps the sessions carrying
-every given label.`,
+"damaged" so it can be found and deleted.
+
+The filters combine: --label keeps the sessions carrying every given label,
+--status those of one status, --pending those with pending tool uses, and
+--idle D those not updated (saved or completed) for at least D, such as 10m.
+"ls --status active --idle 10m" finds the sessions whose agent has probably
+died, to resume them.`,
 		setup: setupLs,
 	})
 }
@@ -42,30 +52,46 @@ func (l labelFlag) Set(s string) error {
 func setupLs(fs *flag.FlagSet) runFunc {
 	labels := labelFlag{}
 	fs.Var(labels, "label", "only sessions with this label, as KEY=VALUE (repeatable)")
+	status := fs.String("status", "", "only sessions of this `STATUS`: active, completed or failed")
+	pending := fs.Bool("pending", false, "only sessions with pending tool uses")
+	idle := fs.Duration("idle", 0, "only sessions not updated for at least `D`, such as 10m")
 	return func(ctx context.Context, e *env, args []string) error {
 		if len(args) > 0 {
 			return usagef("ls takes no arguments, got %q", args[0])
+		}
+		req := &savepointv1.ListSessionsRequest{HasPendingToolUses: *pending}
+		if len(labels) > 0 {
+			req.LabelFilter = labels
+		}
+		if *status != "" {
+			v, ok := savepointv1.SessionStatus_value["SESSION_STATUS_"+strings.ToUpper(*status)]
+			if !ok || v == 0 {
+				return usagef("--status wants active, completed or failed, not %q", *status)
+			}
+			req.StatusFilter = savepointv1.SessionStatus(v)
+		}
+		switch {
+		case *idle < 0:
+			return usagef("--idle must not be negative, not %v", *idle)
+		case *idle > 0:
+			req.MinIdle = durationpb.New(*idle)
 		}
 		c, err := e.client(ctx)
 		if err != nil {
 			return err
 		}
-		var filter map[string]string
-		if len(labels) > 0 {
-			filter = labels
-		}
-		sums, err := c.ListSessions(ctx, filter)
+		sums, err := c.ListSessionsMatching(ctx, req)
 		if err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SESSION\tTURN\tREVISION\tPENDING\tIN DOUBT\tUPDATED")
+		fmt.Fprintln(tw, "SESSION\tSTATUS\tTURN\tREVISION\tPENDING\tIN DOUBT\tUPDATED")
 		for _, s := range sums {
 			if s.GetRevision() == 0 { // a head that could not be decoded
-				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
+				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", s.GetSessionId(), s.GetTurn(), s.GetRevision(),
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.GetSessionId(), statusName(s.GetStatus()), s.GetTurn(), s.GetRevision(),
 				s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), formatTime(s.GetUpdateTime()))
 		}
 		return tw.Flush()

@@ -72,6 +72,11 @@ func printTranscript(w io.Writer, v *sessionView) error {
 	}
 	p.line("session   %s", cp.GetSessionId())
 	p.line("revision  %d (%s), epoch %d", cp.GetRevision(), latest, cp.GetEpoch())
+	if st := cp.GetStatus(); st == savepointv1.SessionStatus_SESSION_STATUS_COMPLETED || st == savepointv1.SessionStatus_SESSION_STATUS_FAILED {
+		p.line("status    %s at %s: %s", statusName(st), formatTime(cp.GetCompleteTime()), quoteLine(cp.GetFinalOutput()))
+	} else {
+		p.line("status    %s", statusName(st))
+	}
 	p.line("task      %s", cp.GetTask())
 	p.line("turn      %d, %d tokens used", cp.GetTurn(), cp.GetTokensUsed())
 	p.line("saved     %s", formatTime(cp.GetSaveTime()))

@@ -147,7 +147,7 @@ func BenchmarkResume(b *testing.B) {
 	s := openBench(b)
 	populate(b, s, "resume", n)
 	for b.Loop() {
-		cp, err := s.Resume(context.Background(), "resume")
+		cp, err := s.Resume(context.Background(), "resume", false)
 		if err != nil {
 			b.Fatal(err)
 		}

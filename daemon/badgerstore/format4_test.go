@@ -169,7 +169,7 @@ func TestTombstoneExpiry(t *testing.T) {
 	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := s.Resume(ctx, "s") // epoch 2
+	cp, err := s.Resume(ctx, "s", false) // epoch 2
 	if err != nil {
 		t.Fatal(err)
 	}

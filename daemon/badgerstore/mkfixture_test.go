@@ -45,7 +45,7 @@ func TestWriteFixture(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Resume(ctx, "fixture-2"); err != nil {
+	if _, err := s.Resume(ctx, "fixture-2", false); err != nil {
 		t.Fatal(err)
 	}
 	// fixture-3: deleted at epoch 1, its records purged.

@@ -18,7 +18,7 @@ func TestListSessionsInDoubtOfDamagedCalls(t *testing.T) {
 		}
 	}
 	damage(t, s, callKey("bad", "r"))
-	sums, err := s.ListSessions(ctx, "", 10, nil)
+	sums, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{})
 	if err != nil || len(sums) != 2 {
 		t.Fatalf("list: %+v %v", sums, err)
 	}

@@ -86,6 +86,11 @@ func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64)
 		StateJSON:    rec.StateJson,
 		Labels:       maps.Clone(rec.Labels),
 		SaveTime:     rec.SaveTime.AsTime(),
+		Status:       statusFromRecord(h),
+		FinalOutput:  h.FinalOutput,
+	}
+	if h.CompleteTime != nil {
+		cp.CompleteTime = h.CompleteTime.AsTime()
 	}
 	for _, t := range rec.PendingToolUses {
 		cp.PendingToolUses = append(cp.PendingToolUses, toolUseFromRecord(t))
@@ -148,7 +153,7 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 	return rev, calls, err
 }
 
-func (s *Store) ListSessions(ctx context.Context, after string, limit int, labelFilter map[string]string) ([]daemon.SessionSummary, error) {
+func (s *Store) ListSessions(ctx context.Context, after string, limit int, filter daemon.SessionFilter) ([]daemon.SessionSummary, error) {
 	var out []daemon.SessionSummary
 	err := s.view(ctx, func(t *tx) error {
 		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}, PrefetchValues: true, PrefetchSize: 64})
@@ -170,7 +175,7 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, label
 				out = append(out, daemon.SessionSummary{SessionID: sid})
 				continue
 			}
-			if h.Deleted || !hasLabels(h.Labels, labelFilter) {
+			if h.Deleted || !selects(filter, &h) {
 				continue
 			}
 			inDoubt, err := inDoubtCount(t, sid, &h)
@@ -180,8 +185,70 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, label
 			out = append(out, daemon.SessionSummary{
 				SessionID: sid, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 				MessageCount: h.MessageCount, PendingToolUseCount: h.PendingToolUseCount, InDoubtToolUseCount: inDoubt,
-				Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime.AsTime(),
+				Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime.AsTime(), Status: statusFromRecord(&h),
 			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// selects reports whether the live head h passes filter.
+func selects(f daemon.SessionFilter, h *storagev1.SessionRecord) bool {
+	switch {
+	case f.Status != daemon.StatusAny && statusFromRecord(h) != f.Status:
+		return false
+	case f.HasPendingToolUses && h.PendingToolUseCount == 0:
+		return false
+	case !f.UpdatedBefore.IsZero() && !h.UpdateTime.AsTime().Before(f.UpdatedBefore):
+		return false
+	}
+	return hasLabels(h.Labels, f.Labels)
+}
+
+// Effects returns the ledger of a live session: its call records that were
+// begun or hold an effect, in tool use id order.
+func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]daemon.LedgerEntry, error) {
+	var out []daemon.LedgerEntry
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if err != nil {
+			return err
+		}
+		prefix := sessionScope(kindCall, sessionID)
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		seek := prefix
+		if after != "" {
+			seek = callKey(sessionID, after)
+		}
+		for it.Seek(seek); it.Valid() && len(out) < limit; it.Next() {
+			item := it.Item()
+			key := item.KeyCopy(nil)
+			id := string(key[len(prefix):])
+			if id == after {
+				continue
+			}
+			var call storagev1.CallRecord
+			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
+				return corrupt(h, sessionID, err)
+			}
+			if !call.Begun && call.Effect == nil {
+				continue
+			}
+			e := daemon.LedgerEntry{
+				ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
+				BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
+				Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
+			}
+			if call.BeginTime != nil {
+				e.BeginTime = call.BeginTime.AsTime()
+			}
+			if call.Effect != nil {
+				eff := effectFromRecord(call.Effect)
+				e.Effect = &eff
+			}
+			out = append(out, e)
 		}
 		return nil
 	})

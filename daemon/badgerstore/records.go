@@ -70,3 +70,27 @@ func effectFromRecord(r *storagev1.Effect) daemon.Effect {
 	}
 	return e
 }
+
+// statusFromRecord is a head's status; unspecified, every session before
+// CompleteSession existed, is active.
+func statusFromRecord(h *storagev1.SessionRecord) daemon.SessionStatus {
+	switch h.GetStatus() {
+	case storagev1.SessionStatus_SESSION_STATUS_COMPLETED:
+		return daemon.StatusCompleted
+	case storagev1.SessionStatus_SESSION_STATUS_FAILED:
+		return daemon.StatusFailed
+	default:
+		return daemon.StatusActive
+	}
+}
+
+func statusRecord(st daemon.SessionStatus) storagev1.SessionStatus {
+	switch st {
+	case daemon.StatusCompleted:
+		return storagev1.SessionStatus_SESSION_STATUS_COMPLETED
+	case daemon.StatusFailed:
+		return storagev1.SessionStatus_SESSION_STATUS_FAILED
+	default:
+		return storagev1.SessionStatus_SESSION_STATUS_UNSPECIFIED
+	}
+}

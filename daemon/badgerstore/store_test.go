@@ -114,7 +114,7 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 				}
 			}
 			// "bad" was resumed once (epoch 2), so deleting it needs its epoch.
-			if _, err := s.Resume(ctx, "bad"); err != nil {
+			if _, err := s.Resume(ctx, "bad", false); err != nil {
 				t.Fatal(err)
 			}
 			damage(t, s, tc.key())
@@ -125,7 +125,7 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 			errs = append(errs, err)
 			_, _, err = s.PendingCalls(ctx, "bad")
 			errs = append(errs, err)
-			resumed, err := s.Resume(ctx, "bad")
+			resumed, err := s.Resume(ctx, "bad", false)
 			errs = append(errs, err)
 			found := false
 			epoch := resumed.Epoch
@@ -146,7 +146,7 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 				t.Fatalf("damaged %s was read without error", tc.name)
 			}
 			// The other session works, and the damaged one can be deleted.
-			if _, err := s.Resume(ctx, "good"); err != nil {
+			if _, err := s.Resume(ctx, "good", false); err != nil {
 				t.Fatalf("good session: %v", err)
 			}
 			tomb, err := s.DeleteSession(ctx, "bad", epoch)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 
@@ -77,6 +78,9 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	switch {
 	case h != nil:
 		if err := fence(h, sid, req.Epoch); err != nil {
+			return daemon.SaveResult{}, err
+		}
+		if err := active(h, sid); err != nil {
 			return daemon.SaveResult{}, err
 		}
 		if req.ExpectedRevision == 0 {
@@ -243,6 +247,9 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 		if err := fence(h, sessionID, epoch); err != nil {
 			return err
 		}
+		if err := active(h, sessionID); err != nil {
+			return err
+		}
 		var call storagev1.CallRecord
 		key := callKey(sessionID, toolUseID)
 		found, err := get(t, h, sessionID, key, &call)
@@ -320,7 +327,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 	return stored, already, err
 }
 
-func (s *Store) Resume(ctx context.Context, sessionID string) (daemon.Checkpoint, error) {
+func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (daemon.Checkpoint, error) {
 	if err := ctx.Err(); err != nil {
 		return daemon.Checkpoint{}, err
 	}
@@ -334,6 +341,13 @@ func (s *Store) Resume(ctx context.Context, sessionID string) (daemon.Checkpoint
 		// Read the revision first: a session that cannot be read is not resumed.
 		if cp, err = checkpoint(t, sessionID, h, 0); err != nil {
 			return err
+		}
+		if cp.Status != daemon.StatusActive {
+			if !reopen {
+				return nil // returned as it is, not taken over
+			}
+			h.Status, h.FinalOutput, h.CompleteTime = storagev1.SessionStatus_SESSION_STATUS_UNSPECIFIED, "", nil
+			cp.Status, cp.FinalOutput, cp.CompleteTime = daemon.StatusActive, "", time.Time{}
 		}
 		h.Epoch++
 		h.Resumed = true

@@ -32,6 +32,12 @@ func Run(t *testing.T, newStore func(t *testing.T) daemon.Store) {
 		{"ListSessions", testListSessions},
 		{"Delete", testDelete},
 		{"KeyIsolation", testKeyIsolation},
+		{"Complete", testComplete},
+		{"ListFilters", testListFilters},
+		{"Effects", testEffects},
+		{"Rewind", testRewind},
+		{"Fork", testFork},
+		{"ForkLongHistory", testForkLongHistory},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
@@ -183,7 +189,7 @@ func testRequestID(t *testing.T, s daemon.Store) {
 		t.Fatalf("retry after 63 saves returned %+v, want %+v", got, first)
 	}
 	// A retry from before a Resume still gets its answer (the id check comes first).
-	if _, err := s.Resume(ctx, "s"); err != nil {
+	if _, err := s.Resume(ctx, "s", false); err != nil {
 		t.Fatal(err)
 	}
 	if got := save(t, s, req); got != first {
@@ -195,11 +201,11 @@ func testFencing(t *testing.T, s daemon.Store) {
 	create(t, s, "s")
 	// Epoch 0 works before any Resume.
 	save(t, s, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
-	cp, err := s.Resume(ctx, "s")
+	cp, err := s.Resume(ctx, "s", false)
 	if err != nil || cp.Epoch != 2 {
 		t.Fatalf("resume: %+v %v", cp, err)
 	}
-	cp2, err := s.Resume(ctx, "s")
+	cp2, err := s.Resume(ctx, "s", false)
 	if err != nil || cp2.Epoch != 3 {
 		t.Fatalf("second resume: %+v %v", cp2, err)
 	}
@@ -369,7 +375,7 @@ func testReconcileInputs(t *testing.T, s daemon.Store) {
 	}
 	// ListSessions counts what Reconcile decides: begun and untracked are in doubt.
 	create(t, s, "t")
-	sums, err := s.ListSessions(ctx, "", 10, nil)
+	sums, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{})
 	if err != nil || len(sums) != 2 {
 		t.Fatalf("list: %+v %v", sums, err)
 	}
@@ -423,15 +429,15 @@ func testListSessions(t *testing.T, s daemon.Store) {
 		}
 		return strings.Join(out, ",")
 	}
-	page, _ := s.ListSessions(ctx, "", 2, nil)
+	page, _ := s.ListSessions(ctx, "", 2, daemon.SessionFilter{})
 	if ids(page) != "a,a.1" {
 		t.Fatalf("first page %s", ids(page))
 	}
-	page, _ = s.ListSessions(ctx, "a.1", 2, nil)
+	page, _ = s.ListSessions(ctx, "a.1", 2, daemon.SessionFilter{})
 	if ids(page) != "b" {
 		t.Fatalf("second page %s", ids(page))
 	}
-	page, _ = s.ListSessions(ctx, "", 10, map[string]string{"team": "a"})
+	page, _ = s.ListSessions(ctx, "", 10, daemon.SessionFilter{Labels: map[string]string{"team": "a"}})
 	if ids(page) != "a,a.1" {
 		t.Fatalf("filtered %s", ids(page))
 	}
@@ -444,7 +450,7 @@ func testDelete(t *testing.T, s daemon.Store) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := s.Resume(ctx, "s"); err != nil {
+		if _, err := s.Resume(ctx, "s", false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -454,7 +460,7 @@ func testDelete(t *testing.T, s daemon.Store) {
 	}
 	_, err = s.DeleteSession(ctx, "s", 3)
 	wantErr(t, err, daemon.ErrSessionNotFound)
-	_, err = s.Resume(ctx, "s")
+	_, err = s.Resume(ctx, "s", false)
 	wantErr(t, err, daemon.ErrSessionNotFound)
 	// A stale process cannot re-create it.
 	_, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", Epoch: 2})

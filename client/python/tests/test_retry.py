@@ -117,9 +117,13 @@ REQUESTS = {
     "DeleteSession": pb.DeleteSessionRequest(session_id="s", epoch=3),
     "Verify": pb.VerifyRequest(),
     "GetServerInfo": pb.GetServerInfoRequest(),
+    "CompleteSession": pb.CompleteSessionRequest(session_id="s", epoch=3, request_id="22222222-2222-4222-8222-222222222222"),
+    "ListEffects": pb.ListEffectsRequest(session_id="s"),
+    "ForkSession": pb.ForkSessionRequest(source_session_id="s", new_session_id="f", request_id="33333333-3333-4333-8333-333333333333"),
+    "RewindSession": pb.RewindSessionRequest(session_id="s", epoch=3, revision=1, request_id="44444444-4444-4444-8444-444444444444"),
 }
 # As client/client.go's retrySafe: every method but these is never retried.
-RETRIED = {"SaveCheckpoint", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions"}
+RETRIED = {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
 
 
 def test_requests_cover_every_method() -> None:

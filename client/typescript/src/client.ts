@@ -15,15 +15,19 @@ import { defaultAddr, grpcTarget, parseAddr } from "./addr.js";
 import { translate, UnavailableError } from "./errors.js";
 import {
   BeginEffectRequest,
+  CompleteSessionRequest,
   DeleteSessionRequest,
   type DeepPartial,
+  ForkSessionRequest,
   GetServerInfoRequest,
   GetSessionRequest,
+  ListEffectsRequest,
   ListMessagesRequest,
   ListSessionsRequest,
   ReconcileRequest,
   RecordEffectRequest,
   ResumeRequest,
+  RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
   SavepointServiceService,
@@ -104,6 +108,10 @@ export function retrySafe(path: string, request: unknown): boolean {
   switch (path) {
     case SavepointServiceService.saveCheckpoint.path:
       return ((request as Partial<SaveCheckpointRequest> | undefined)?.requestId ?? "") !== "";
+    case SavepointServiceService.completeSession.path:
+    case SavepointServiceService.forkSession.path:
+    case SavepointServiceService.rewindSession.path:
+      return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.beginEffect.path:
     case SavepointServiceService.recordEffect.path:
     case SavepointServiceService.resume.path:
@@ -111,6 +119,7 @@ export function retrySafe(path: string, request: unknown): boolean {
     case SavepointServiceService.getSession.path:
     case SavepointServiceService.listMessages.path:
     case SavepointServiceService.listSessions.path:
+    case SavepointServiceService.listEffects.path:
       return true;
   }
   return false;
@@ -210,6 +219,10 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   deleteSession: DeleteSessionRequest,
   verify: VerifyRequest,
   getServerInfo: GetServerInfoRequest,
+  completeSession: CompleteSessionRequest,
+  listEffects: ListEffectsRequest,
+  forkSession: ForkSessionRequest,
+  rewindSession: RewindSessionRequest,
 } as never;
 
 /**

@@ -115,6 +115,8 @@ export class RequestTooLargeError extends SavepointError {}
 export class PermissionDeniedError extends SavepointError {}
 /** UPLOAD_ABORTED: the thread was deleted or copied over while the upload was staged; nothing was stored. */
 export class UploadAbortedError extends SavepointError {}
+/** SESSION_COMPLETED: the session is completed or failed; saves and BeginEffect need a Resume with reopen first. */
+export class SessionCompletedError extends SavepointError {}
 /** INTERNAL: a daemon bug or an unexpected store failure. */
 export class InternalError extends SavepointError {}
 /**
@@ -186,6 +188,9 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_INVALID_UPLOAD]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_UPLOAD_ABORTED]: UploadAbortedError,
   [ErrorReason.ERROR_REASON_INVALID_UTF8]: InvalidArgumentError,
+  // Session status.
+  [ErrorReason.ERROR_REASON_SESSION_COMPLETED]: SessionCompletedError,
+  [ErrorReason.ERROR_REASON_INVALID_SESSION_STATUS]: InvalidArgumentError,
 };
 
 /** The classes of errors that carry no reason, by gRPC code. */

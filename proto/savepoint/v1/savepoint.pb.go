@@ -9,6 +9,7 @@ package savepointv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -132,6 +133,13 @@ const (
 	// ABORTED: the thread was deleted or copied over while the upload was
 	// staged; nothing was stored. Upload again.
 	ErrorReason_ERROR_REASON_UPLOAD_ABORTED ErrorReason = 38
+	// FAILED_PRECONDITION: the session is completed or failed; a save or
+	// BeginEffect needs a Resume with reopen first, and CompleteSession with
+	// another status or final output is refused.
+	ErrorReason_ERROR_REASON_SESSION_COMPLETED ErrorReason = 39
+	// INVALID_ARGUMENT: a session status is not one the field accepts
+	// (CompleteSession takes COMPLETED or FAILED; a filter any defined value).
+	ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS ErrorReason = 40
 )
 
 // Enum value maps for ErrorReason.
@@ -176,6 +184,8 @@ var (
 		36: "ERROR_REASON_INVALID_GRAPH_KEY",
 		37: "ERROR_REASON_INVALID_UPLOAD",
 		38: "ERROR_REASON_UPLOAD_ABORTED",
+		39: "ERROR_REASON_SESSION_COMPLETED",
+		40: "ERROR_REASON_INVALID_SESSION_STATUS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -217,6 +227,8 @@ var (
 		"ERROR_REASON_INVALID_GRAPH_KEY":          36,
 		"ERROR_REASON_INVALID_UPLOAD":             37,
 		"ERROR_REASON_UPLOAD_ABORTED":             38,
+		"ERROR_REASON_SESSION_COMPLETED":          39,
+		"ERROR_REASON_INVALID_SESSION_STATUS":     40,
 	}
 )
 
@@ -245,6 +257,63 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{0}
+}
+
+// SessionStatus is where a session is in its life.
+type SessionStatus int32
+
+const (
+	// In a filter: any status. Never returned.
+	SessionStatus_SESSION_STATUS_UNSPECIFIED SessionStatus = 0
+	// The agent is still working on it (every session until CompleteSession).
+	SessionStatus_SESSION_STATUS_ACTIVE SessionStatus = 1
+	// The agent finished its task.
+	SessionStatus_SESSION_STATUS_COMPLETED SessionStatus = 2
+	// The agent gave up on its task.
+	SessionStatus_SESSION_STATUS_FAILED SessionStatus = 3
+)
+
+// Enum value maps for SessionStatus.
+var (
+	SessionStatus_name = map[int32]string{
+		0: "SESSION_STATUS_UNSPECIFIED",
+		1: "SESSION_STATUS_ACTIVE",
+		2: "SESSION_STATUS_COMPLETED",
+		3: "SESSION_STATUS_FAILED",
+	}
+	SessionStatus_value = map[string]int32{
+		"SESSION_STATUS_UNSPECIFIED": 0,
+		"SESSION_STATUS_ACTIVE":      1,
+		"SESSION_STATUS_COMPLETED":   2,
+		"SESSION_STATUS_FAILED":      3,
+	}
+)
+
+func (x SessionStatus) Enum() *SessionStatus {
+	p := new(SessionStatus)
+	*p = x
+	return p
+}
+
+func (x SessionStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_savepoint_proto_enumTypes[1].Descriptor()
+}
+
+func (SessionStatus) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_savepoint_proto_enumTypes[1]
+}
+
+func (x SessionStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionStatus.Descriptor instead.
+func (SessionStatus) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{1}
 }
 
 // EffectClass says what running a tool does to the world outside.
@@ -289,11 +358,11 @@ func (x EffectClass) String() string {
 }
 
 func (EffectClass) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[1].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[2].Descriptor()
 }
 
 func (EffectClass) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[1]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[2]
 }
 
 func (x EffectClass) Number() protoreflect.EnumNumber {
@@ -302,7 +371,7 @@ func (x EffectClass) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EffectClass.Descriptor instead.
 func (EffectClass) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{1}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{2}
 }
 
 // Decision tells the client what to do with one pending tool use.
@@ -345,11 +414,11 @@ func (x Decision) String() string {
 }
 
 func (Decision) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[2].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[3].Descriptor()
 }
 
 func (Decision) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[2]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[3]
 }
 
 func (x Decision) Number() protoreflect.EnumNumber {
@@ -358,7 +427,7 @@ func (x Decision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Decision.Descriptor instead.
 func (Decision) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{2}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{3}
 }
 
 // Message is one entry of a session's history.
@@ -618,7 +687,13 @@ type Checkpoint struct {
 	// Labels, as saved.
 	Labels map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// When this revision was saved.
-	SaveTime      *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=save_time,json=saveTime,proto3" json:"save_time,omitempty"`
+	SaveTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=save_time,json=saveTime,proto3" json:"save_time,omitempty"`
+	// The session's status now (like epoch, not the revision's).
+	Status SessionStatus `protobuf:"varint,13,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	// The final output given to CompleteSession; empty while active.
+	FinalOutput string `protobuf:"bytes,14,opt,name=final_output,json=finalOutput,proto3" json:"final_output,omitempty"`
+	// When CompleteSession completed or failed the session; unset while active.
+	CompleteTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -733,6 +808,27 @@ func (x *Checkpoint) GetLabels() map[string]string {
 func (x *Checkpoint) GetSaveTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.SaveTime
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *Checkpoint) GetFinalOutput() string {
+	if x != nil {
+		return x.FinalOutput
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetCompleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompleteTime
 	}
 	return nil
 }
@@ -1204,7 +1300,11 @@ func (x *RecordEffectResponse) GetAlreadyRecorded() bool {
 type ResumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session to take ownership of.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Reopen a completed or failed session: it becomes active again, and is
+	// resumed like any other. Without it, Resume of a completed or failed
+	// session returns it with its status and epoch unchanged, writing nothing.
+	Reopen        bool `protobuf:"varint,2,opt,name=reopen,proto3" json:"reopen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1244,6 +1344,13 @@ func (x *ResumeRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *ResumeRequest) GetReopen() bool {
+	if x != nil {
+		return x.Reopen
+	}
+	return false
 }
 
 type ResumeResponse struct {
@@ -1780,7 +1887,16 @@ type ListSessionsRequest struct {
 	// A next_page_token from a previous response; empty starts at the first.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only sessions whose labels include every one of these pairs.
-	LabelFilter   map[string]string `protobuf:"bytes,3,rep,name=label_filter,json=labelFilter,proto3" json:"label_filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	LabelFilter map[string]string `protobuf:"bytes,3,rep,name=label_filter,json=labelFilter,proto3" json:"label_filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only sessions of this status; unspecified means any.
+	StatusFilter SessionStatus `protobuf:"varint,4,opt,name=status_filter,json=statusFilter,proto3,enum=savepoint.v1.SessionStatus" json:"status_filter,omitempty"`
+	// Only sessions with at least one pending tool use in their latest
+	// revision.
+	HasPendingToolUses bool `protobuf:"varint,5,opt,name=has_pending_tool_uses,json=hasPendingToolUses,proto3" json:"has_pending_tool_uses,omitempty"`
+	// Only sessions not updated (saved, completed) for at least this long; a
+	// supervisor finds sessions whose process died with it. Unset or zero
+	// means any; negative is refused.
+	MinIdle       *durationpb.Duration `protobuf:"bytes,6,opt,name=min_idle,json=minIdle,proto3" json:"min_idle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1836,6 +1952,27 @@ func (x *ListSessionsRequest) GetLabelFilter() map[string]string {
 	return nil
 }
 
+func (x *ListSessionsRequest) GetStatusFilter() SessionStatus {
+	if x != nil {
+		return x.StatusFilter
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *ListSessionsRequest) GetHasPendingToolUses() bool {
+	if x != nil {
+		return x.HasPendingToolUses
+	}
+	return false
+}
+
+func (x *ListSessionsRequest) GetMinIdle() *durationpb.Duration {
+	if x != nil {
+		return x.MinIdle
+	}
+	return nil
+}
+
 // SessionSummary describes a session's latest revision.
 type SessionSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -1854,8 +1991,10 @@ type SessionSummary struct {
 	// were never begin-tracked. A session whose pending calls cannot be read
 	// (damaged) counts every pending tool use as in doubt.
 	InDoubtToolUseCount uint32 `protobuf:"varint,10,opt,name=in_doubt_tool_use_count,json=inDoubtToolUseCount,proto3" json:"in_doubt_tool_use_count,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The session's status.
+	Status        SessionStatus `protobuf:"varint,11,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionSummary) Reset() {
@@ -1956,6 +2095,13 @@ func (x *SessionSummary) GetInDoubtToolUseCount() uint32 {
 		return x.InDoubtToolUseCount
 	}
 	return 0
+}
+
+func (x *SessionSummary) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
 }
 
 type ListSessionsResponse struct {
@@ -2410,11 +2556,719 @@ func (x *GetServerInfoResponse) GetStartTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type CompleteSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The caller's epoch, fenced like a save.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// SESSION_STATUS_COMPLETED or SESSION_STATUS_FAILED.
+	Status SessionStatus `protobuf:"varint,3,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	// What the agent produced, or why it failed, as text; at most the
+	// daemon's --max-state-bytes.
+	FinalOutput string `protobuf:"bytes,4,opt,name=final_output,json=finalOutput,proto3" json:"final_output,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original response; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteSessionRequest) Reset() {
+	*x = CompleteSessionRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteSessionRequest) ProtoMessage() {}
+
+func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteSessionRequest.ProtoReflect.Descriptor instead.
+func (*CompleteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CompleteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CompleteSessionRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CompleteSessionRequest) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *CompleteSessionRequest) GetFinalOutput() string {
+	if x != nil {
+		return x.FinalOutput
+	}
+	return ""
+}
+
+func (x *CompleteSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type CompleteSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's latest revision, unchanged.
+	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The session's epoch, unchanged.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The status now stored.
+	Status SessionStatus `protobuf:"varint,3,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	// True when the session had this status and final output already.
+	AlreadyCompleted bool `protobuf:"varint,4,opt,name=already_completed,json=alreadyCompleted,proto3" json:"already_completed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CompleteSessionResponse) Reset() {
+	*x = CompleteSessionResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteSessionResponse) ProtoMessage() {}
+
+func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*CompleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CompleteSessionResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *CompleteSessionResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CompleteSessionResponse) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *CompleteSessionResponse) GetAlreadyCompleted() bool {
+	if x != nil {
+		return x.AlreadyCompleted
+	}
+	return false
+}
+
+type ListEffectsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The maximum number of entries to return; 0 means 100, more than 1000
+	// means 1000. Negative is refused.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A next_page_token from a previous response; empty starts at the first
+	// entry.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEffectsRequest) Reset() {
+	*x = ListEffectsRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEffectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEffectsRequest) ProtoMessage() {}
+
+func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEffectsRequest.ProtoReflect.Descriptor instead.
+func (*ListEffectsRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListEffectsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListEffectsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListEffectsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// LedgerEntry is what the ledger knows of one tool use.
+type LedgerEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool use.
+	ToolUseId string `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The tool's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The tool's effect class, as last saved pending.
+	EffectClass EffectClass `protobuf:"varint,3,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.v1.EffectClass" json:"effect_class,omitempty"`
+	// Whether the client promised BeginEffect calls for it.
+	BeginTracked bool `protobuf:"varint,4,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	// The last revision in which the tool use was pending.
+	LastPendingRevision uint64 `protobuf:"varint,5,opt,name=last_pending_revision,json=lastPendingRevision,proto3" json:"last_pending_revision,omitempty"`
+	// True when BeginEffect marked it as dispatched.
+	Begun bool `protobuf:"varint,6,opt,name=begun,proto3" json:"begun,omitempty"`
+	// The key BeginEffect returned; empty when not begun.
+	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// When BeginEffect marked it; unset when not begun.
+	BeginTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=begin_time,json=beginTime,proto3" json:"begin_time,omitempty"`
+	// The recorded effect; unset when begun but not recorded (in doubt if
+	// still pending). effect.late marks a record that arrived after the tool
+	// use stopped being pending.
+	Effect        *Effect `protobuf:"bytes,9,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerEntry) Reset() {
+	*x = LedgerEntry{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerEntry) ProtoMessage() {}
+
+func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
+func (*LedgerEntry) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *LedgerEntry) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetEffectClass() EffectClass {
+	if x != nil {
+		return x.EffectClass
+	}
+	return EffectClass_EFFECT_CLASS_UNSPECIFIED
+}
+
+func (x *LedgerEntry) GetBeginTracked() bool {
+	if x != nil {
+		return x.BeginTracked
+	}
+	return false
+}
+
+func (x *LedgerEntry) GetLastPendingRevision() uint64 {
+	if x != nil {
+		return x.LastPendingRevision
+	}
+	return 0
+}
+
+func (x *LedgerEntry) GetBegun() bool {
+	if x != nil {
+		return x.Begun
+	}
+	return false
+}
+
+func (x *LedgerEntry) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetBeginTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BeginTime
+	}
+	return nil
+}
+
+func (x *LedgerEntry) GetEffect() *Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
+type ListEffectsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entries of this page, in tool_use_id order.
+	Entries []*LedgerEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Pass back for the next page; empty when this page is the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEffectsResponse) Reset() {
+	*x = ListEffectsResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEffectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEffectsResponse) ProtoMessage() {}
+
+func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEffectsResponse.ProtoReflect.Descriptor instead.
+func (*ListEffectsResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListEffectsResponse) GetEntries() []*LedgerEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListEffectsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type ForkSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session to fork.
+	SourceSessionId string `protobuf:"bytes,1,opt,name=source_session_id,json=sourceSessionId,proto3" json:"source_session_id,omitempty"`
+	// The source's revision the fork starts from; 0 means its latest.
+	Revision uint64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The new session: it must not exist (a deleted one's epochs stay
+	// fenced, as for any create).
+	NewSessionId string `protobuf:"bytes,3,opt,name=new_session_id,json=newSessionId,proto3" json:"new_session_id,omitempty"`
+	// A client-made UUID (AIP-155), remembered by the new session. A retry
+	// with the same id and payload returns the original revision and epoch.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ForkSessionRequest) GetSourceSessionId() string {
+	if x != nil {
+		return x.SourceSessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ForkSessionRequest) GetNewSessionId() string {
+	if x != nil {
+		return x.NewSessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ForkSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new session's revision: 1.
+	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The new session's epoch; it has not been resumed.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The number of messages in its history.
+	MessageCount uint64 `protobuf:"varint,3,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// The source's recorded effects of calls that are not read-only,
+	// recorded after the revision forked from, in tool_use_id order: the
+	// world already holds them, so the model should be told rather than
+	// call them again.
+	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
+	// The source's calls, not read-only, begun after that revision with no
+	// recorded effect: their outcome is unknown (in doubt).
+	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionResponse) Reset() {
+	*x = ForkSessionResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionResponse) ProtoMessage() {}
+
+func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
+func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ForkSessionResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetMessageCount() uint64 {
+	if x != nil {
+		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetPerformedAfter() []*LedgerEntry {
+	if x != nil {
+		return x.PerformedAfter
+	}
+	return nil
+}
+
+func (x *ForkSessionResponse) GetInDoubtAfter() []*LedgerEntry {
+	if x != nil {
+		return x.InDoubtAfter
+	}
+	return nil
+}
+
+type RewindSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The caller's epoch, fenced like a save.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The kept revision to make the latest again; required.
+	Revision uint64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original revision; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindSessionRequest) Reset() {
+	*x = RewindSessionRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindSessionRequest) ProtoMessage() {}
+
+func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
+func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RewindSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RewindSessionRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RewindSessionRequest) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RewindSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RewindSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new latest revision, equal to the one rewound to.
+	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The session's epoch.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The number of messages in the new revision's history.
+	MessageCount uint64 `protobuf:"varint,3,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// As in ForkSessionResponse: effects recorded after the revision rewound
+	// to. Those of calls pending again stay recorded: Reconcile reuses them.
+	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
+	// As in ForkSessionResponse: calls begun after it with no recorded effect.
+	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindSessionResponse) Reset() {
+	*x = RewindSessionResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindSessionResponse) ProtoMessage() {}
+
+func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
+func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RewindSessionResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RewindSessionResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RewindSessionResponse) GetMessageCount() uint64 {
+	if x != nil {
+		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *RewindSessionResponse) GetPerformedAfter() []*LedgerEntry {
+	if x != nil {
+		return x.PerformedAfter
+	}
+	return nil
+}
+
+func (x *RewindSessionResponse) GetInDoubtAfter() []*LedgerEntry {
+	if x != nil {
+		return x.InDoubtAfter
+	}
+	return nil
+}
+
 var File_savepoint_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1csavepoint/v1/savepoint.proto\x12\fsavepoint.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"@\n" +
+	"\x1csavepoint/v1/savepoint.proto\x12\fsavepoint.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
 	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xbf\x01\n" +
@@ -2432,7 +3286,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12;\n" +
 	"\vrecord_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12\x12\n" +
-	"\x04late\x18\x06 \x01(\bR\x04late\"\x92\x04\n" +
+	"\x04late\x18\x06 \x01(\bR\x04late\"\xab\x05\n" +
 	"\n" +
 	"Checkpoint\x12\x1d\n" +
 	"\n" +
@@ -2450,7 +3304,10 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"state_json\x18\n" +
 	" \x01(\tR\tstateJson\x12<\n" +
 	"\x06labels\x18\v \x03(\v2$.savepoint.v1.Checkpoint.LabelsEntryR\x06labels\x127\n" +
-	"\tsave_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
+	"\tsave_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x123\n" +
+	"\x06status\x18\r \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x12!\n" +
+	"\ffinal_output\x18\x0e \x01(\tR\vfinalOutput\x12?\n" +
+	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x04\n" +
@@ -2497,10 +3354,11 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\bis_error\x18\x05 \x01(\bR\aisError\"o\n" +
 	"\x14RecordEffectResponse\x12,\n" +
 	"\x06effect\x18\x01 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12)\n" +
-	"\x10already_recorded\x18\x02 \x01(\bR\x0falreadyRecorded\".\n" +
+	"\x10already_recorded\x18\x02 \x01(\bR\x0falreadyRecorded\"F\n" +
 	"\rResumeRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x88\x01\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06reopen\x18\x02 \x01(\bR\x06reopen\"\x88\x01\n" +
 	"\x0eResumeResponse\x128\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x18.savepoint.v1.CheckpointR\n" +
@@ -2546,15 +3404,18 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vfirst_index\x18\x02 \x01(\x04R\n" +
 	"firstIndex\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"\xe8\x01\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"\x93\x03\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12U\n" +
-	"\flabel_filter\x18\x03 \x03(\v22.savepoint.v1.ListSessionsRequest.LabelFilterEntryR\vlabelFilter\x1a>\n" +
+	"\flabel_filter\x18\x03 \x03(\v22.savepoint.v1.ListSessionsRequest.LabelFilterEntryR\vlabelFilter\x12@\n" +
+	"\rstatus_filter\x18\x04 \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\fstatusFilter\x121\n" +
+	"\x15has_pending_tool_uses\x18\x05 \x01(\bR\x12hasPendingToolUses\x124\n" +
+	"\bmin_idle\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aminIdle\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x04\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -2568,7 +3429,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x124\n" +
 	"\x17in_doubt_tool_use_count\x18\n" +
-	" \x01(\rR\x13inDoubtToolUseCount\x1a9\n" +
+	" \x01(\rR\x13inDoubtToolUseCount\x123\n" +
+	"\x06status\x18\v \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
@@ -2601,8 +3463,65 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fmax_state_bytes\x18\x06 \x01(\x03R\rmaxStateBytes\x122\n" +
 	"\x15response_budget_bytes\x18\a \x01(\x03R\x13responseBudgetBytes\x129\n" +
 	"\n" +
-	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xd4\n" +
+	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"\xc4\x01\n" +
+	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x123\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x12!\n" +
+	"\ffinal_output\x18\x04 \x01(\tR\vfinalOutput\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xad\x01\n" +
+	"\x17CompleteSessionResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x123\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x12+\n" +
+	"\x11already_completed\x18\x04 \x01(\bR\x10alreadyCompleted\"o\n" +
+	"\x12ListEffectsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x80\x03\n" +
+	"\vLedgerEntry\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
+	"\feffect_class\x18\x03 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
+	"\rbegin_tracked\x18\x04 \x01(\bR\fbeginTracked\x122\n" +
+	"\x15last_pending_revision\x18\x05 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
+	"\x05begun\x18\x06 \x01(\bR\x05begun\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
+	"\n" +
+	"begin_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12,\n" +
+	"\x06effect\x18\t \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"r\n" +
+	"\x13ListEffectsResponse\x123\n" +
+	"\aentries\x18\x01 \x03(\v2\x19.savepoint.v1.LedgerEntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x01\n" +
+	"\x12ForkSessionRequest\x12*\n" +
+	"\x11source_session_id\x18\x01 \x01(\tR\x0fsourceSessionId\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\x12$\n" +
+	"\x0enew_session_id\x18\x03 \x01(\tR\fnewSessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\xf1\x01\n" +
+	"\x13ForkSessionResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
+	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
+	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\"\x86\x01\n" +
+	"\x14RewindSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x04R\brevision\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\xf3\x01\n" +
+	"\x15RewindSessionResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
+	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
+	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter*\xa1\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -2643,7 +3562,14 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10#\x12\"\n" +
 	"\x1eERROR_REASON_INVALID_GRAPH_KEY\x10$\x12\x1f\n" +
 	"\x1bERROR_REASON_INVALID_UPLOAD\x10%\x12\x1f\n" +
-	"\x1bERROR_REASON_UPLOAD_ABORTED\x10&*\x82\x01\n" +
+	"\x1bERROR_REASON_UPLOAD_ABORTED\x10&\x12\"\n" +
+	"\x1eERROR_REASON_SESSION_COMPLETED\x10'\x12'\n" +
+	"#ERROR_REASON_INVALID_SESSION_STATUS\x10(*\x83\x01\n" +
+	"\rSessionStatus\x12\x1e\n" +
+	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SESSION_STATUS_ACTIVE\x10\x01\x12\x1c\n" +
+	"\x18SESSION_STATUS_COMPLETED\x10\x02\x12\x19\n" +
+	"\x15SESSION_STATUS_FAILED\x10\x03*\x82\x01\n" +
 	"\vEffectClass\x12\x1c\n" +
 	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +
@@ -2653,7 +3579,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x032\xa5\a\n" +
+	"\x11DECISION_IN_DOUBT\x10\x032\x87\n" +
+	"\n" +
 	"\x10SavepointService\x12[\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\x12R\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\x12U\n" +
@@ -2666,7 +3593,11 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\fListSessions\x12!.savepoint.v1.ListSessionsRequest\x1a\".savepoint.v1.ListSessionsResponse\x12X\n" +
 	"\rDeleteSession\x12\".savepoint.v1.DeleteSessionRequest\x1a#.savepoint.v1.DeleteSessionResponse\x12C\n" +
 	"\x06Verify\x12\x1b.savepoint.v1.VerifyRequest\x1a\x1c.savepoint.v1.VerifyResponse\x12X\n" +
-	"\rGetServerInfo\x12\".savepoint.v1.GetServerInfoRequest\x1a#.savepoint.v1.GetServerInfoResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\rGetServerInfo\x12\".savepoint.v1.GetServerInfoRequest\x1a#.savepoint.v1.GetServerInfoResponse\x12^\n" +
+	"\x0fCompleteSession\x12$.savepoint.v1.CompleteSessionRequest\x1a%.savepoint.v1.CompleteSessionResponse\x12R\n" +
+	"\vListEffects\x12 .savepoint.v1.ListEffectsRequest\x1a!.savepoint.v1.ListEffectsResponse\x12R\n" +
+	"\vForkSession\x12 .savepoint.v1.ForkSessionRequest\x1a!.savepoint.v1.ForkSessionResponse\x12X\n" +
+	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -2680,98 +3611,132 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_savepoint_v1_savepoint_proto_rawDescData
 }
 
-var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
-	(ErrorReason)(0),               // 0: savepoint.v1.ErrorReason
-	(EffectClass)(0),               // 1: savepoint.v1.EffectClass
-	(Decision)(0),                  // 2: savepoint.v1.Decision
-	(*Message)(nil),                // 3: savepoint.v1.Message
-	(*ToolUse)(nil),                // 4: savepoint.v1.ToolUse
-	(*Effect)(nil),                 // 5: savepoint.v1.Effect
-	(*Checkpoint)(nil),             // 6: savepoint.v1.Checkpoint
-	(*SaveCheckpointRequest)(nil),  // 7: savepoint.v1.SaveCheckpointRequest
-	(*SaveCheckpointResponse)(nil), // 8: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectRequest)(nil),     // 9: savepoint.v1.BeginEffectRequest
-	(*BeginEffectResponse)(nil),    // 10: savepoint.v1.BeginEffectResponse
-	(*RecordEffectRequest)(nil),    // 11: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),   // 12: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),          // 13: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),         // 14: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),       // 15: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),             // 16: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),      // 17: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),      // 18: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 19: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),    // 20: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),   // 21: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),    // 22: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),         // 23: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),   // 24: savepoint.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),   // 25: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 26: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),          // 27: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),         // 28: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),         // 29: savepoint.v1.VerifyResponse
-	(*GetServerInfoRequest)(nil),   // 30: savepoint.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),  // 31: savepoint.v1.GetServerInfoResponse
-	nil,                            // 32: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                            // 33: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                            // 34: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                            // 35: savepoint.v1.SessionSummary.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 36: google.protobuf.Timestamp
+	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
+	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
+	(EffectClass)(0),                // 2: savepoint.v1.EffectClass
+	(Decision)(0),                   // 3: savepoint.v1.Decision
+	(*Message)(nil),                 // 4: savepoint.v1.Message
+	(*ToolUse)(nil),                 // 5: savepoint.v1.ToolUse
+	(*Effect)(nil),                  // 6: savepoint.v1.Effect
+	(*Checkpoint)(nil),              // 7: savepoint.v1.Checkpoint
+	(*SaveCheckpointRequest)(nil),   // 8: savepoint.v1.SaveCheckpointRequest
+	(*SaveCheckpointResponse)(nil),  // 9: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectRequest)(nil),      // 10: savepoint.v1.BeginEffectRequest
+	(*BeginEffectResponse)(nil),     // 11: savepoint.v1.BeginEffectResponse
+	(*RecordEffectRequest)(nil),     // 12: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),    // 13: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),           // 14: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 15: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),        // 16: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),              // 17: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),       // 18: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),       // 19: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 20: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),     // 21: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),    // 22: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),     // 23: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),          // 24: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),    // 25: savepoint.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),    // 26: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 27: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),           // 28: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),          // 29: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),          // 30: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),    // 31: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 32: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionRequest)(nil),  // 33: savepoint.v1.CompleteSessionRequest
+	(*CompleteSessionResponse)(nil), // 34: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsRequest)(nil),      // 35: savepoint.v1.ListEffectsRequest
+	(*LedgerEntry)(nil),             // 36: savepoint.v1.LedgerEntry
+	(*ListEffectsResponse)(nil),     // 37: savepoint.v1.ListEffectsResponse
+	(*ForkSessionRequest)(nil),      // 38: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 39: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 40: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 41: savepoint.v1.RewindSessionResponse
+	nil,                             // 42: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 43: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 44: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 45: savepoint.v1.SessionSummary.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 46: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 47: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
-	1,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	36, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	3,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
-	4,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	32, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	36, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
-	3,  // 6: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
-	4,  // 7: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	33, // 8: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	5,  // 9: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	6,  // 10: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	4,  // 11: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	2,  // 12: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	5,  // 13: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	16, // 14: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	6,  // 15: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	3,  // 16: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	34, // 17: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	35, // 18: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	36, // 19: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	23, // 20: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	28, // 21: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	36, // 22: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	7,  // 23: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	9,  // 24: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	11, // 25: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	13, // 26: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	15, // 27: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	18, // 28: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	20, // 29: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	22, // 30: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	25, // 31: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	27, // 32: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	30, // 33: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	8,  // 34: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	10, // 35: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	12, // 36: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	14, // 37: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	17, // 38: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	19, // 39: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	21, // 40: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	24, // 41: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	26, // 42: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	29, // 43: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	31, // 44: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	34, // [34:45] is the sub-list for method output_type
-	23, // [23:34] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
+	46, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	4,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
+	5,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	42, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	46, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	1,  // 6: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
+	46, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	4,  // 8: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
+	5,  // 9: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	43, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	6,  // 11: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	7,  // 12: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	5,  // 13: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	3,  // 14: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	6,  // 15: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	17, // 16: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	7,  // 17: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	4,  // 18: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	44, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 20: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	47, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	45, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	46, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 24: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	24, // 25: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	29, // 26: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	46, // 27: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	1,  // 28: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 29: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 30: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	46, // 31: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	6,  // 32: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	36, // 33: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	36, // 34: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 35: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 36: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 37: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	8,  // 38: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	10, // 39: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	12, // 40: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	14, // 41: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	16, // 42: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	19, // 43: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	21, // 44: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	23, // 45: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	26, // 46: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	28, // 47: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	31, // 48: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	33, // 49: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	35, // 50: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	38, // 51: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	40, // 52: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	9,  // 53: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	11, // 54: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	13, // 55: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	15, // 56: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	18, // 57: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	20, // 58: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	22, // 59: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	25, // 60: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	27, // 61: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	30, // 62: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	32, // 63: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	34, // 64: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	37, // 65: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	39, // 66: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	41, // 67: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	53, // [53:68] is the sub-list for method output_type
+	38, // [38:53] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -2786,8 +3751,8 @@ func file_savepoint_v1_savepoint_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   33,
+			NumEnums:      4,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

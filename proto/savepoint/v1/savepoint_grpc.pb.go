@@ -19,17 +19,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SavepointService_SaveCheckpoint_FullMethodName = "/savepoint.v1.SavepointService/SaveCheckpoint"
-	SavepointService_BeginEffect_FullMethodName    = "/savepoint.v1.SavepointService/BeginEffect"
-	SavepointService_RecordEffect_FullMethodName   = "/savepoint.v1.SavepointService/RecordEffect"
-	SavepointService_Resume_FullMethodName         = "/savepoint.v1.SavepointService/Resume"
-	SavepointService_Reconcile_FullMethodName      = "/savepoint.v1.SavepointService/Reconcile"
-	SavepointService_GetSession_FullMethodName     = "/savepoint.v1.SavepointService/GetSession"
-	SavepointService_ListMessages_FullMethodName   = "/savepoint.v1.SavepointService/ListMessages"
-	SavepointService_ListSessions_FullMethodName   = "/savepoint.v1.SavepointService/ListSessions"
-	SavepointService_DeleteSession_FullMethodName  = "/savepoint.v1.SavepointService/DeleteSession"
-	SavepointService_Verify_FullMethodName         = "/savepoint.v1.SavepointService/Verify"
-	SavepointService_GetServerInfo_FullMethodName  = "/savepoint.v1.SavepointService/GetServerInfo"
+	SavepointService_SaveCheckpoint_FullMethodName  = "/savepoint.v1.SavepointService/SaveCheckpoint"
+	SavepointService_BeginEffect_FullMethodName     = "/savepoint.v1.SavepointService/BeginEffect"
+	SavepointService_RecordEffect_FullMethodName    = "/savepoint.v1.SavepointService/RecordEffect"
+	SavepointService_Resume_FullMethodName          = "/savepoint.v1.SavepointService/Resume"
+	SavepointService_Reconcile_FullMethodName       = "/savepoint.v1.SavepointService/Reconcile"
+	SavepointService_GetSession_FullMethodName      = "/savepoint.v1.SavepointService/GetSession"
+	SavepointService_ListMessages_FullMethodName    = "/savepoint.v1.SavepointService/ListMessages"
+	SavepointService_ListSessions_FullMethodName    = "/savepoint.v1.SavepointService/ListSessions"
+	SavepointService_DeleteSession_FullMethodName   = "/savepoint.v1.SavepointService/DeleteSession"
+	SavepointService_Verify_FullMethodName          = "/savepoint.v1.SavepointService/Verify"
+	SavepointService_GetServerInfo_FullMethodName   = "/savepoint.v1.SavepointService/GetServerInfo"
+	SavepointService_CompleteSession_FullMethodName = "/savepoint.v1.SavepointService/CompleteSession"
+	SavepointService_ListEffects_FullMethodName     = "/savepoint.v1.SavepointService/ListEffects"
+	SavepointService_ForkSession_FullMethodName     = "/savepoint.v1.SavepointService/ForkSession"
+	SavepointService_RewindSession_FullMethodName   = "/savepoint.v1.SavepointService/RewindSession"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -73,6 +77,23 @@ type SavepointServiceClient interface {
 	// GetServerInfo describes the running daemon: its version, its store and
 	// the limits it enforces. It writes nothing.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
+	// CompleteSession marks a session completed or failed, with its final
+	// output. It is fenced by epoch like a save and makes no revision; a
+	// completed session refuses saves and BeginEffect until a Resume with
+	// reopen set.
+	CompleteSession(ctx context.Context, in *CompleteSessionRequest, opts ...grpc.CallOption) (*CompleteSessionResponse, error)
+	// ListEffects pages through a session's ledger: every tool use that was
+	// begun or has a recorded effect, late records included. It writes
+	// nothing.
+	ListEffects(ctx context.Context, in *ListEffectsRequest, opts ...grpc.CallOption) (*ListEffectsResponse, error)
+	// ForkSession makes a new session whose history is a kept revision of
+	// another, with the ledger entries of the calls in that history, and
+	// lists the side effects the source performed after that revision.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
+	// RewindSession makes a new latest revision equal to a kept older one,
+	// keeping the history of revisions and the ledger; it is fenced by epoch
+	// like a save and lists the side effects performed after that revision.
+	RewindSession(ctx context.Context, in *RewindSessionRequest, opts ...grpc.CallOption) (*RewindSessionResponse, error)
 }
 
 type savepointServiceClient struct {
@@ -193,6 +214,46 @@ func (c *savepointServiceClient) GetServerInfo(ctx context.Context, in *GetServe
 	return out, nil
 }
 
+func (c *savepointServiceClient) CompleteSession(ctx context.Context, in *CompleteSessionRequest, opts ...grpc.CallOption) (*CompleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteSessionResponse)
+	err := c.cc.Invoke(ctx, SavepointService_CompleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *savepointServiceClient) ListEffects(ctx context.Context, in *ListEffectsRequest, opts ...grpc.CallOption) (*ListEffectsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEffectsResponse)
+	err := c.cc.Invoke(ctx, SavepointService_ListEffects_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *savepointServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, SavepointService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *savepointServiceClient) RewindSession(ctx context.Context, in *RewindSessionRequest, opts ...grpc.CallOption) (*RewindSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RewindSessionResponse)
+	err := c.cc.Invoke(ctx, SavepointService_RewindSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -234,6 +295,23 @@ type SavepointServiceServer interface {
 	// GetServerInfo describes the running daemon: its version, its store and
 	// the limits it enforces. It writes nothing.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
+	// CompleteSession marks a session completed or failed, with its final
+	// output. It is fenced by epoch like a save and makes no revision; a
+	// completed session refuses saves and BeginEffect until a Resume with
+	// reopen set.
+	CompleteSession(context.Context, *CompleteSessionRequest) (*CompleteSessionResponse, error)
+	// ListEffects pages through a session's ledger: every tool use that was
+	// begun or has a recorded effect, late records included. It writes
+	// nothing.
+	ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error)
+	// ForkSession makes a new session whose history is a kept revision of
+	// another, with the ledger entries of the calls in that history, and
+	// lists the side effects the source performed after that revision.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
+	// RewindSession makes a new latest revision equal to a kept older one,
+	// keeping the history of revisions and the ledger; it is fenced by epoch
+	// like a save and lists the side effects performed after that revision.
+	RewindSession(context.Context, *RewindSessionRequest) (*RewindSessionResponse, error)
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -276,6 +354,18 @@ func (UnimplementedSavepointServiceServer) Verify(context.Context, *VerifyReques
 }
 func (UnimplementedSavepointServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
+}
+func (UnimplementedSavepointServiceServer) CompleteSession(context.Context, *CompleteSessionRequest) (*CompleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteSession not implemented")
+}
+func (UnimplementedSavepointServiceServer) ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEffects not implemented")
+}
+func (UnimplementedSavepointServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
+}
+func (UnimplementedSavepointServiceServer) RewindSession(context.Context, *RewindSessionRequest) (*RewindSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RewindSession not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -496,6 +586,78 @@ func _SavepointService_GetServerInfo_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SavepointService_CompleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).CompleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_CompleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).CompleteSession(ctx, req.(*CompleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SavepointService_ListEffects_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEffectsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).ListEffects(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_ListEffects_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).ListEffects(ctx, req.(*ListEffectsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SavepointService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SavepointService_RewindSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RewindSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).RewindSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_RewindSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).RewindSession(ctx, req.(*RewindSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -546,6 +708,22 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetServerInfo",
 			Handler:    _SavepointService_GetServerInfo_Handler,
+		},
+		{
+			MethodName: "CompleteSession",
+			Handler:    _SavepointService_CompleteSession_Handler,
+		},
+		{
+			MethodName: "ListEffects",
+			Handler:    _SavepointService_ListEffects_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _SavepointService_ForkSession_Handler,
+		},
+		{
+			MethodName: "RewindSession",
+			Handler:    _SavepointService_RewindSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

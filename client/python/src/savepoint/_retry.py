@@ -46,10 +46,18 @@ class RetryPolicy:
 DEFAULT_RETRY_POLICY = RetryPolicy()
 """5 attempts over about 1.5 seconds, as the Go client's DefaultRetryPolicy."""
 
-# The methods whose repeat is harmless; SaveCheckpoint only with a request id.
+# The methods whose repeat is always harmless.
 _ALWAYS_SAFE = frozenset(
-    {"BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions"}
+    {"BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
 )
+
+# The methods whose repeat is harmless when they carry a request id, as
+# SaveCheckpoint (below).
+_SAFE_WITH_REQUEST_ID: dict[str, type] = {
+    "CompleteSession": pb.CompleteSessionRequest,
+    "ForkSession": pb.ForkSessionRequest,
+    "RewindSession": pb.RewindSessionRequest,
+}
 
 
 def retry_safe(method: str, request: object) -> bool:
@@ -58,4 +66,6 @@ def retry_safe(method: str, request: object) -> bool:
     are not, as in the Go client."""
     if method == "SaveCheckpoint":
         return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
+    if method in _SAFE_WITH_REQUEST_ID:
+        return isinstance(request, _SAFE_WITH_REQUEST_ID[method]) and request.request_id != ""
     return method in _ALWAYS_SAFE

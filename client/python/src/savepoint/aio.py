@@ -121,6 +121,18 @@ class AsyncRaw:
     async def GetServerInfo(self, request: pb.GetServerInfoRequest, timeout: float | None = None) -> pb.GetServerInfoResponse:
         return await self._call("GetServerInfo", request, timeout)  # type: ignore[no-any-return]
 
+    async def CompleteSession(self, request: pb.CompleteSessionRequest, timeout: float | None = None) -> pb.CompleteSessionResponse:
+        return await self._call("CompleteSession", request, timeout)  # type: ignore[no-any-return]
+
+    async def ListEffects(self, request: pb.ListEffectsRequest, timeout: float | None = None) -> pb.ListEffectsResponse:
+        return await self._call("ListEffects", request, timeout)  # type: ignore[no-any-return]
+
+    async def ForkSession(self, request: pb.ForkSessionRequest, timeout: float | None = None) -> pb.ForkSessionResponse:
+        return await self._call("ForkSession", request, timeout)  # type: ignore[no-any-return]
+
+    async def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
+        return await self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
+
 
 class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of

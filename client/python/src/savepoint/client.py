@@ -122,6 +122,18 @@ class Raw:
     def GetServerInfo(self, request: pb.GetServerInfoRequest, timeout: float | None = None) -> pb.GetServerInfoResponse:
         return self._call("GetServerInfo", request, timeout)  # type: ignore[no-any-return]
 
+    def CompleteSession(self, request: pb.CompleteSessionRequest, timeout: float | None = None) -> pb.CompleteSessionResponse:
+        return self._call("CompleteSession", request, timeout)  # type: ignore[no-any-return]
+
+    def ListEffects(self, request: pb.ListEffectsRequest, timeout: float | None = None) -> pb.ListEffectsResponse:
+        return self._call("ListEffects", request, timeout)  # type: ignore[no-any-return]
+
+    def ForkSession(self, request: pb.ForkSessionRequest, timeout: float | None = None) -> pb.ForkSessionResponse:
+        return self._call("ForkSession", request, timeout)  # type: ignore[no-any-return]
+
+    def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
+        return self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
+
 
 def _resolve(address: str | None, tls: TLSConfig | None | bool) -> tuple[str, str, list[tuple[str, str | int]], TLSConfig | None]:
     addr = address or default_addr()

@@ -66,6 +66,8 @@ __all__ = [
     "InvalidGraphKeyError",
     "InvalidUploadError",
     "UploadAbortedError",
+    "SessionCompletedError",
+    "InvalidSessionStatusError",
     "ToolUsesPendingError",
     "ResultsMismatchError",
     "AlreadyRunError",
@@ -200,6 +202,12 @@ class UploadAbortedError(SavepointError):
     was staged; nothing was stored. Upload again."""
 
 
+class SessionCompletedError(SavepointError):
+    """SESSION_COMPLETED: the session is completed or failed; saves and
+    begin_effect need a Resume with reopen first, and completing it with
+    another status or final output is refused."""
+
+
 class UnavailableError(SavepointError):
     """The daemon cannot be reached (gRPC UNAVAILABLE: down, restarting, or
     its store is closed). Calls that are safe to repeat were retried first."""
@@ -302,6 +310,11 @@ class InvalidUploadError(FieldError):
     stored."""
 
 
+class InvalidSessionStatusError(FieldError):
+    """INVALID_SESSION_STATUS: a session status is not one the field accepts
+    (CompleteSession takes COMPLETED or FAILED)."""
+
+
 # -- raised by the Session without asking the daemon ---------------------------
 
 
@@ -363,6 +376,8 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_INVALID_GRAPH_KEY: InvalidGraphKeyError,
     pb.ERROR_REASON_INVALID_UPLOAD: InvalidUploadError,
     pb.ERROR_REASON_UPLOAD_ABORTED: UploadAbortedError,
+    pb.ERROR_REASON_SESSION_COMPLETED: SessionCompletedError,
+    pb.ERROR_REASON_INVALID_SESSION_STATUS: InvalidSessionStatusError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

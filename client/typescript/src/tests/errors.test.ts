@@ -24,6 +24,7 @@ import {
   RevisionMismatchError,
   RevisionNotFoundError,
   SavepointError,
+  SessionCompletedError,
   SessionExistsError,
   SessionFencedError,
   SessionNotFoundError,
@@ -92,6 +93,8 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_INVALID_UPLOAD, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_UPLOAD_ABORTED, Code.ABORTED, UploadAbortedError],
   [ErrorReason.ERROR_REASON_INVALID_UTF8, Code.INVALID_ARGUMENT, InvalidArgumentError],
+  [ErrorReason.ERROR_REASON_SESSION_COMPLETED, Code.FAILED_PRECONDITION, SessionCompletedError],
+  [ErrorReason.ERROR_REASON_INVALID_SESSION_STATUS, Code.INVALID_ARGUMENT, InvalidArgumentError],
 ];
 
 /** Every value of the generated ErrorReason enum the daemon can send (all but UNSPECIFIED). */

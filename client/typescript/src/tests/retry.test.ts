@@ -51,12 +51,17 @@ test("retrySafe is the Go client's", () => {
     deleteSession: false,
     verify: false,
     getServerInfo: false,
+    completeSession: true, // with a request id, as a save
+    listEffects: true,
+    forkSession: true, // with a request id
+    rewindSession: true, // with a request id
   };
   for (const m of Object.keys(SavepointServiceService) as Method[]) {
     assert.equal(retrySafe(SavepointServiceService[m].path, { requestId: "r" }), want[m], m);
   }
   assert.equal(retrySafe(SavepointServiceService.saveCheckpoint.path, { requestId: "" }), false);
   assert.equal(retrySafe(SavepointServiceService.saveCheckpoint.path, {}), false);
+  assert.equal(retrySafe(SavepointServiceService.completeSession.path, { requestId: "" }), false);
   assert.equal(retrySafe("/savepoint.v1.SavepointService/SomethingNew", {}), false);
 });
 
@@ -77,6 +82,7 @@ test("calls that failed with UNAVAILABLE are retried exactly when retrySafe says
       deleteSession: () => c.raw.deleteSession({ sessionId: "nobody", epoch: 1 }),
       verify: () => c.raw.verify({}),
       getServerInfo: () => c.raw.getServerInfo({}),
+      listEffects: () => c.raw.listEffects({ sessionId: "retry-table" }),
     };
     for (const m of Object.keys(requests) as Method[]) {
       const safe = retrySafe(SavepointServiceService[m].path, {}) || m === "saveCheckpoint";

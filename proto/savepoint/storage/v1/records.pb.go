@@ -28,6 +28,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SessionStatus is a session's status as stored; unspecified is active.
+type SessionStatus int32
+
+const (
+	SessionStatus_SESSION_STATUS_UNSPECIFIED SessionStatus = 0
+	SessionStatus_SESSION_STATUS_COMPLETED   SessionStatus = 2
+	SessionStatus_SESSION_STATUS_FAILED      SessionStatus = 3
+)
+
+// Enum value maps for SessionStatus.
+var (
+	SessionStatus_name = map[int32]string{
+		0: "SESSION_STATUS_UNSPECIFIED",
+		2: "SESSION_STATUS_COMPLETED",
+		3: "SESSION_STATUS_FAILED",
+	}
+	SessionStatus_value = map[string]int32{
+		"SESSION_STATUS_UNSPECIFIED": 0,
+		"SESSION_STATUS_COMPLETED":   2,
+		"SESSION_STATUS_FAILED":      3,
+	}
+)
+
+func (x SessionStatus) Enum() *SessionStatus {
+	p := new(SessionStatus)
+	*p = x
+	return p
+}
+
+func (x SessionStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_storage_v1_records_proto_enumTypes[0].Descriptor()
+}
+
+func (SessionStatus) Type() protoreflect.EnumType {
+	return &file_savepoint_storage_v1_records_proto_enumTypes[0]
+}
+
+func (x SessionStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionStatus.Descriptor instead.
+func (SessionStatus) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{0}
+}
+
 // EffectClass is a tool's effect class, numbered as in format 3.
 type EffectClass int32
 
@@ -65,11 +115,11 @@ func (x EffectClass) String() string {
 }
 
 func (EffectClass) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_storage_v1_records_proto_enumTypes[0].Descriptor()
+	return file_savepoint_storage_v1_records_proto_enumTypes[1].Descriptor()
 }
 
 func (EffectClass) Type() protoreflect.EnumType {
-	return &file_savepoint_storage_v1_records_proto_enumTypes[0]
+	return &file_savepoint_storage_v1_records_proto_enumTypes[1]
 }
 
 func (x EffectClass) Number() protoreflect.EnumNumber {
@@ -78,7 +128,7 @@ func (x EffectClass) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EffectClass.Descriptor instead.
 func (EffectClass) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{0}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{1}
 }
 
 // SessionRecord is a session's head: its latest revision and ownership.
@@ -115,7 +165,13 @@ type SessionRecord struct {
 	Segments []*Segment `protobuf:"bytes,15,rep,name=segments,proto3" json:"segments,omitempty"`
 	// When the delete finished purging (tombstones only): the tombstone
 	// expires a retention period later.
-	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	DeleteTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	// Set by CompleteSession; unspecified (every session before it) is
+	// active. Numbered apart from the fields above so that other additions
+	// to the head do not collide.
+	Status        SessionStatus          `protobuf:"varint,20,opt,name=status,proto3,enum=savepoint.storage.v1.SessionStatus" json:"status,omitempty"`
+	FinalOutput   string                 `protobuf:"bytes,21,opt,name=final_output,json=finalOutput,proto3" json:"final_output,omitempty"`
+	CompleteTime  *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,6 +316,27 @@ func (x *SessionRecord) GetSegments() []*Segment {
 func (x *SessionRecord) GetDeleteTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.DeleteTime
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *SessionRecord) GetFinalOutput() string {
+	if x != nil {
+		return x.FinalOutput
+	}
+	return ""
+}
+
+func (x *SessionRecord) GetCompleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompleteTime
 	}
 	return nil
 }
@@ -1010,7 +1087,7 @@ var File_savepoint_storage_v1_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x05\n" +
+	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\a\n" +
 	"\rSessionRecord\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x18\n" +
@@ -1031,7 +1108,10 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\x06labels\x18\x0e \x03(\v2/.savepoint.storage.v1.SessionRecord.LabelsEntryR\x06labels\x129\n" +
 	"\bsegments\x18\x0f \x03(\v2\x1d.savepoint.storage.v1.SegmentR\bsegments\x12;\n" +
 	"\vdelete_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"deleteTime\x1a9\n" +
+	"deleteTime\x12;\n" +
+	"\x06status\x18\x14 \x01(\x0e2#.savepoint.storage.v1.SessionStatusR\x06status\x12!\n" +
+	"\ffinal_output\x18\x15 \x01(\tR\vfinalOutput\x12?\n" +
+	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
@@ -1097,7 +1177,11 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"recordTime\x12\x12\n" +
 	"\x04late\x18\x06 \x01(\bR\x04late\"(\n" +
 	"\fFormatRecord\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion*\x82\x01\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion*h\n" +
+	"\rSessionStatus\x12\x1e\n" +
+	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18SESSION_STATUS_COMPLETED\x10\x02\x12\x19\n" +
+	"\x15SESSION_STATUS_FAILED\x10\x03*\x82\x01\n" +
 	"\vEffectClass\x12\x1c\n" +
 	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +
@@ -1116,47 +1200,50 @@ func file_savepoint_storage_v1_records_proto_rawDescGZIP() []byte {
 	return file_savepoint_storage_v1_records_proto_rawDescData
 }
 
-var file_savepoint_storage_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_savepoint_storage_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_savepoint_storage_v1_records_proto_goTypes = []any{
-	(EffectClass)(0),              // 0: savepoint.storage.v1.EffectClass
-	(*SessionRecord)(nil),         // 1: savepoint.storage.v1.SessionRecord
-	(*PurgeRecord)(nil),           // 2: savepoint.storage.v1.PurgeRecord
-	(*ExpiryRecord)(nil),          // 3: savepoint.storage.v1.ExpiryRecord
-	(*EpochFloorRecord)(nil),      // 4: savepoint.storage.v1.EpochFloorRecord
-	(*RequestRecord)(nil),         // 5: savepoint.storage.v1.RequestRecord
-	(*Segment)(nil),               // 6: savepoint.storage.v1.Segment
-	(*RevisionRecord)(nil),        // 7: savepoint.storage.v1.RevisionRecord
-	(*CallRecord)(nil),            // 8: savepoint.storage.v1.CallRecord
-	(*Message)(nil),               // 9: savepoint.storage.v1.Message
-	(*ToolUse)(nil),               // 10: savepoint.storage.v1.ToolUse
-	(*Effect)(nil),                // 11: savepoint.storage.v1.Effect
-	(*FormatRecord)(nil),          // 12: savepoint.storage.v1.FormatRecord
-	nil,                           // 13: savepoint.storage.v1.SessionRecord.LabelsEntry
-	nil,                           // 14: savepoint.storage.v1.RevisionRecord.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(SessionStatus)(0),            // 0: savepoint.storage.v1.SessionStatus
+	(EffectClass)(0),              // 1: savepoint.storage.v1.EffectClass
+	(*SessionRecord)(nil),         // 2: savepoint.storage.v1.SessionRecord
+	(*PurgeRecord)(nil),           // 3: savepoint.storage.v1.PurgeRecord
+	(*ExpiryRecord)(nil),          // 4: savepoint.storage.v1.ExpiryRecord
+	(*EpochFloorRecord)(nil),      // 5: savepoint.storage.v1.EpochFloorRecord
+	(*RequestRecord)(nil),         // 6: savepoint.storage.v1.RequestRecord
+	(*Segment)(nil),               // 7: savepoint.storage.v1.Segment
+	(*RevisionRecord)(nil),        // 8: savepoint.storage.v1.RevisionRecord
+	(*CallRecord)(nil),            // 9: savepoint.storage.v1.CallRecord
+	(*Message)(nil),               // 10: savepoint.storage.v1.Message
+	(*ToolUse)(nil),               // 11: savepoint.storage.v1.ToolUse
+	(*Effect)(nil),                // 12: savepoint.storage.v1.Effect
+	(*FormatRecord)(nil),          // 13: savepoint.storage.v1.FormatRecord
+	nil,                           // 14: savepoint.storage.v1.SessionRecord.LabelsEntry
+	nil,                           // 15: savepoint.storage.v1.RevisionRecord.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
-	15, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	15, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
-	5,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
-	13, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
-	6,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	15, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
-	6,  // 6: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	10, // 7: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
-	14, // 8: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
-	15, // 9: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	10, // 10: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
-	15, // 11: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
-	11, // 12: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
-	0,  // 13: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
-	15, // 14: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	16, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
+	14, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
+	7,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	16, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
+	0,  // 6: savepoint.storage.v1.SessionRecord.status:type_name -> savepoint.storage.v1.SessionStatus
+	16, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
+	7,  // 8: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	11, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
+	15, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
+	16, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
+	11, // 12: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	16, // 13: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
+	12, // 14: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
+	1,  // 15: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
+	16, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_records_proto_init() }
@@ -1169,7 +1256,7 @@ func file_savepoint_storage_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_records_proto_rawDesc), len(file_savepoint_storage_v1_records_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,

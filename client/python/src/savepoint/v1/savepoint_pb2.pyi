@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -51,6 +52,15 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_INVALID_GRAPH_KEY: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_UPLOAD: _ClassVar[ErrorReason]
     ERROR_REASON_UPLOAD_ABORTED: _ClassVar[ErrorReason]
+    ERROR_REASON_SESSION_COMPLETED: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_SESSION_STATUS: _ClassVar[ErrorReason]
+
+class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_STATUS_UNSPECIFIED: _ClassVar[SessionStatus]
+    SESSION_STATUS_ACTIVE: _ClassVar[SessionStatus]
+    SESSION_STATUS_COMPLETED: _ClassVar[SessionStatus]
+    SESSION_STATUS_FAILED: _ClassVar[SessionStatus]
 
 class EffectClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -104,6 +114,12 @@ ERROR_REASON_PERMISSION_DENIED: ErrorReason
 ERROR_REASON_INVALID_GRAPH_KEY: ErrorReason
 ERROR_REASON_INVALID_UPLOAD: ErrorReason
 ERROR_REASON_UPLOAD_ABORTED: ErrorReason
+ERROR_REASON_SESSION_COMPLETED: ErrorReason
+ERROR_REASON_INVALID_SESSION_STATUS: ErrorReason
+SESSION_STATUS_UNSPECIFIED: SessionStatus
+SESSION_STATUS_ACTIVE: SessionStatus
+SESSION_STATUS_COMPLETED: SessionStatus
+SESSION_STATUS_FAILED: SessionStatus
 EFFECT_CLASS_UNSPECIFIED: EffectClass
 EFFECT_CLASS_READ_ONLY: EffectClass
 EFFECT_CLASS_IDEMPOTENT: EffectClass
@@ -152,7 +168,7 @@ class Effect(_message.Message):
     def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time")
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time", "status", "final_output", "complete_time")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +188,9 @@ class Checkpoint(_message.Message):
     STATE_JSON_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     SAVE_TIME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     revision: int
     epoch: int
@@ -184,7 +203,10 @@ class Checkpoint(_message.Message):
     state_json: str
     labels: _containers.ScalarMap[str, str]
     save_time: _timestamp_pb2.Timestamp
-    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., tokens_used: _Optional[int] = ..., message_count: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., pending_tool_uses: _Optional[_Iterable[_Union[ToolUse, _Mapping]]] = ..., state_json: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., save_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    status: SessionStatus
+    final_output: str
+    complete_time: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., tokens_used: _Optional[int] = ..., message_count: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., pending_tool_uses: _Optional[_Iterable[_Union[ToolUse, _Mapping]]] = ..., state_json: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., save_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., final_output: _Optional[str] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SaveCheckpointRequest(_message.Message):
     __slots__ = ("session_id", "expected_revision", "epoch", "request_id", "task", "turn", "tokens_used", "keep_messages", "append_messages", "pending_tool_uses", "state_json", "labels")
@@ -272,10 +294,12 @@ class RecordEffectResponse(_message.Message):
     def __init__(self, effect: _Optional[_Union[Effect, _Mapping]] = ..., already_recorded: _Optional[bool] = ...) -> None: ...
 
 class ResumeRequest(_message.Message):
-    __slots__ = ("session_id",)
+    __slots__ = ("session_id", "reopen")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REOPEN_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    reopen: bool
+    def __init__(self, session_id: _Optional[str] = ..., reopen: _Optional[bool] = ...) -> None: ...
 
 class ResumeResponse(_message.Message):
     __slots__ = ("checkpoint", "epoch", "next_page_token")
@@ -362,7 +386,7 @@ class ListMessagesResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., first_index: _Optional[int] = ..., revision: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "label_filter")
+    __slots__ = ("page_size", "page_token", "label_filter", "status_filter", "has_pending_tool_uses", "min_idle")
     class LabelFilterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -373,13 +397,19 @@ class ListSessionsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     LABEL_FILTER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FILTER_FIELD_NUMBER: _ClassVar[int]
+    HAS_PENDING_TOOL_USES_FIELD_NUMBER: _ClassVar[int]
+    MIN_IDLE_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     label_filter: _containers.ScalarMap[str, str]
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    status_filter: SessionStatus
+    has_pending_tool_uses: bool
+    min_idle: _duration_pb2.Duration
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ..., status_filter: _Optional[_Union[SessionStatus, str]] = ..., has_pending_tool_uses: _Optional[bool] = ..., min_idle: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count")
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -397,6 +427,7 @@ class SessionSummary(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     IN_DOUBT_TOOL_USE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     revision: int
     epoch: int
@@ -407,7 +438,8 @@ class SessionSummary(_message.Message):
     labels: _containers.ScalarMap[str, str]
     update_time: _timestamp_pb2.Timestamp
     in_doubt_tool_use_count: int
-    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ...) -> None: ...
+    status: SessionStatus
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ("sessions", "next_page_token")
@@ -476,3 +508,121 @@ class GetServerInfoResponse(_message.Message):
     response_budget_bytes: int
     start_time: _timestamp_pb2.Timestamp
     def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CompleteSessionRequest(_message.Message):
+    __slots__ = ("session_id", "epoch", "status", "final_output", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    epoch: int
+    status: SessionStatus
+    final_output: str
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., final_output: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CompleteSessionResponse(_message.Message):
+    __slots__ = ("revision", "epoch", "status", "already_completed")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    epoch: int
+    status: SessionStatus
+    already_completed: bool
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., already_completed: _Optional[bool] = ...) -> None: ...
+
+class ListEffectsRequest(_message.Message):
+    __slots__ = ("session_id", "page_size", "page_token")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class LedgerEntry(_message.Message):
+    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect")
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TRACKED_FIELD_NUMBER: _ClassVar[int]
+    LAST_PENDING_REVISION_FIELD_NUMBER: _ClassVar[int]
+    BEGUN_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    tool_use_id: str
+    name: str
+    effect_class: EffectClass
+    begin_tracked: bool
+    last_pending_revision: int
+    begun: bool
+    idempotency_key: str
+    begin_time: _timestamp_pb2.Timestamp
+    effect: Effect
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ...) -> None: ...
+
+class ListEffectsResponse(_message.Message):
+    __slots__ = ("entries", "next_page_token")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    next_page_token: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ForkSessionRequest(_message.Message):
+    __slots__ = ("source_session_id", "revision", "new_session_id", "request_id")
+    SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    NEW_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    source_session_id: str
+    revision: int
+    new_session_id: str
+    request_id: str
+    def __init__(self, source_session_id: _Optional[str] = ..., revision: _Optional[int] = ..., new_session_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    epoch: int
+    message_count: int
+    performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...
+
+class RewindSessionRequest(_message.Message):
+    __slots__ = ("session_id", "epoch", "revision", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    epoch: int
+    revision: int
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., epoch: _Optional[int] = ..., revision: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RewindSessionResponse(_message.Message):
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    epoch: int
+    message_count: int
+    performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...

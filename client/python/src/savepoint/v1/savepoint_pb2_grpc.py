@@ -93,6 +93,26 @@ class SavepointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoResponse.FromString,
                 _registered_method=True)
+        self.CompleteSession = channel.unary_unary(
+                '/savepoint.v1.SavepointService/CompleteSession',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionResponse.FromString,
+                _registered_method=True)
+        self.ListEffects = channel.unary_unary(
+                '/savepoint.v1.SavepointService/ListEffects',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsResponse.FromString,
+                _registered_method=True)
+        self.ForkSession = channel.unary_unary(
+                '/savepoint.v1.SavepointService/ForkSession',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ForkSessionResponse.FromString,
+                _registered_method=True)
+        self.RewindSession = channel.unary_unary(
+                '/savepoint.v1.SavepointService/RewindSession',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SavepointServiceServicer:
@@ -189,6 +209,43 @@ class SavepointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompleteSession(self, request, context):
+        """CompleteSession marks a session completed or failed, with its final
+        output. It is fenced by epoch like a save and makes no revision; a
+        completed session refuses saves and BeginEffect until a Resume with
+        reopen set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEffects(self, request, context):
+        """ListEffects pages through a session's ledger: every tool use that was
+        begun or has a recorded effect, late records included. It writes
+        nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkSession(self, request, context):
+        """ForkSession makes a new session whose history is a kept revision of
+        another, with the ledger entries of the calls in that history, and
+        lists the side effects the source performed after that revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RewindSession(self, request, context):
+        """RewindSession makes a new latest revision equal to a kept older one,
+        keeping the history of revisions and the ledger; it is fenced by epoch
+        like a save and lists the side effects performed after that revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SavepointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -246,6 +303,26 @@ def add_SavepointServiceServicer_to_server(servicer, server):
                     servicer.GetServerInfo,
                     request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoResponse.SerializeToString,
+            ),
+            'CompleteSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteSession,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionResponse.SerializeToString,
+            ),
+            'ListEffects': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEffects,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.ListEffectsResponse.SerializeToString,
+            ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ForkSessionRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.ForkSessionResponse.SerializeToString,
+            ),
+            'RewindSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.RewindSession,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -549,6 +626,114 @@ class SavepointService:
             '/savepoint.v1.SavepointService/GetServerInfo',
             savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoRequest.SerializeToString,
             savepoint_dot_v1_dot_savepoint__pb2.GetServerInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/CompleteSession',
+            savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.CompleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEffects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/ListEffects',
+            savepoint_dot_v1_dot_savepoint__pb2.ListEffectsRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.ListEffectsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/ForkSession',
+            savepoint_dot_v1_dot_savepoint__pb2.ForkSessionRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.ForkSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RewindSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/RewindSession',
+            savepoint_dot_v1_dot_savepoint__pb2.RewindSessionRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.RewindSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -18,6 +18,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Duration } from "../../google/protobuf/duration.js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "savepoint.v1";
@@ -164,6 +165,30 @@ export enum ErrorReason {
    * staged; nothing was stored. Upload again.
    */
   ERROR_REASON_UPLOAD_ABORTED = 38,
+  /**
+   * ERROR_REASON_SESSION_COMPLETED - FAILED_PRECONDITION: the session is completed or failed; a save or
+   * BeginEffect needs a Resume with reopen first, and CompleteSession with
+   * another status or final output is refused.
+   */
+  ERROR_REASON_SESSION_COMPLETED = 39,
+  /**
+   * ERROR_REASON_INVALID_SESSION_STATUS - INVALID_ARGUMENT: a session status is not one the field accepts
+   * (CompleteSession takes COMPLETED or FAILED; a filter any defined value).
+   */
+  ERROR_REASON_INVALID_SESSION_STATUS = 40,
+  UNRECOGNIZED = -1,
+}
+
+/** SessionStatus is where a session is in its life. */
+export enum SessionStatus {
+  /** SESSION_STATUS_UNSPECIFIED - In a filter: any status. Never returned. */
+  SESSION_STATUS_UNSPECIFIED = 0,
+  /** SESSION_STATUS_ACTIVE - The agent is still working on it (every session until CompleteSession). */
+  SESSION_STATUS_ACTIVE = 1,
+  /** SESSION_STATUS_COMPLETED - The agent finished its task. */
+  SESSION_STATUS_COMPLETED = 2,
+  /** SESSION_STATUS_FAILED - The agent gave up on its task. */
+  SESSION_STATUS_FAILED = 3,
   UNRECOGNIZED = -1,
 }
 
@@ -269,7 +294,15 @@ export interface Checkpoint {
   /** Labels, as saved. */
   labels: { [key: string]: string };
   /** When this revision was saved. */
-  saveTime: Timestamp | undefined;
+  saveTime:
+    | Timestamp
+    | undefined;
+  /** The session's status now (like epoch, not the revision's). */
+  status: SessionStatus;
+  /** The final output given to CompleteSession; empty while active. */
+  finalOutput: string;
+  /** When CompleteSession completed or failed the session; unset while active. */
+  completeTime: Timestamp | undefined;
 }
 
 export interface Checkpoint_LabelsEntry {
@@ -376,6 +409,12 @@ export interface RecordEffectResponse {
 export interface ResumeRequest {
   /** The session to take ownership of. */
   sessionId: string;
+  /**
+   * Reopen a completed or failed session: it becomes active again, and is
+   * resumed like any other. Without it, Resume of a completed or failed
+   * session returns it with its status and epoch unchanged, writing nothing.
+   */
+  reopen: boolean;
 }
 
 export interface ResumeResponse {
@@ -482,6 +521,19 @@ export interface ListSessionsRequest {
   pageToken: string;
   /** Only sessions whose labels include every one of these pairs. */
   labelFilter: { [key: string]: string };
+  /** Only sessions of this status; unspecified means any. */
+  statusFilter: SessionStatus;
+  /**
+   * Only sessions with at least one pending tool use in their latest
+   * revision.
+   */
+  hasPendingToolUses: boolean;
+  /**
+   * Only sessions not updated (saved, completed) for at least this long; a
+   * supervisor finds sessions whose process died with it. Unset or zero
+   * means any; negative is refused.
+   */
+  minIdle: Duration | undefined;
 }
 
 export interface ListSessionsRequest_LabelFilterEntry {
@@ -510,6 +562,8 @@ export interface SessionSummary {
    * (damaged) counts every pending tool use as in doubt.
    */
   inDoubtToolUseCount: number;
+  /** The session's status. */
+  status: SessionStatus;
 }
 
 export interface SessionSummary_LabelsEntry {
@@ -579,6 +633,154 @@ export interface GetServerInfoResponse {
   responseBudgetBytes: number;
   /** When the daemon started serving. */
   startTime: Timestamp | undefined;
+}
+
+export interface CompleteSessionRequest {
+  /** The session. */
+  sessionId: string;
+  /** The caller's epoch, fenced like a save. */
+  epoch: number;
+  /** SESSION_STATUS_COMPLETED or SESSION_STATUS_FAILED. */
+  status: SessionStatus;
+  /**
+   * What the agent produced, or why it failed, as text; at most the
+   * daemon's --max-state-bytes.
+   */
+  finalOutput: string;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original response; empty disables retry detection.
+   */
+  requestId: string;
+}
+
+export interface CompleteSessionResponse {
+  /** The session's latest revision, unchanged. */
+  revision: number;
+  /** The session's epoch, unchanged. */
+  epoch: number;
+  /** The status now stored. */
+  status: SessionStatus;
+  /** True when the session had this status and final output already. */
+  alreadyCompleted: boolean;
+}
+
+export interface ListEffectsRequest {
+  /** The session. */
+  sessionId: string;
+  /**
+   * The maximum number of entries to return; 0 means 100, more than 1000
+   * means 1000. Negative is refused.
+   */
+  pageSize: number;
+  /**
+   * A next_page_token from a previous response; empty starts at the first
+   * entry.
+   */
+  pageToken: string;
+}
+
+/** LedgerEntry is what the ledger knows of one tool use. */
+export interface LedgerEntry {
+  /** The tool use. */
+  toolUseId: string;
+  /** The tool's name. */
+  name: string;
+  /** The tool's effect class, as last saved pending. */
+  effectClass: EffectClass;
+  /** Whether the client promised BeginEffect calls for it. */
+  beginTracked: boolean;
+  /** The last revision in which the tool use was pending. */
+  lastPendingRevision: number;
+  /** True when BeginEffect marked it as dispatched. */
+  begun: boolean;
+  /** The key BeginEffect returned; empty when not begun. */
+  idempotencyKey: string;
+  /** When BeginEffect marked it; unset when not begun. */
+  beginTime:
+    | Timestamp
+    | undefined;
+  /**
+   * The recorded effect; unset when begun but not recorded (in doubt if
+   * still pending). effect.late marks a record that arrived after the tool
+   * use stopped being pending.
+   */
+  effect: Effect | undefined;
+}
+
+export interface ListEffectsResponse {
+  /** The entries of this page, in tool_use_id order. */
+  entries: LedgerEntry[];
+  /** Pass back for the next page; empty when this page is the last. */
+  nextPageToken: string;
+}
+
+export interface ForkSessionRequest {
+  /** The session to fork. */
+  sourceSessionId: string;
+  /** The source's revision the fork starts from; 0 means its latest. */
+  revision: number;
+  /**
+   * The new session: it must not exist (a deleted one's epochs stay
+   * fenced, as for any create).
+   */
+  newSessionId: string;
+  /**
+   * A client-made UUID (AIP-155), remembered by the new session. A retry
+   * with the same id and payload returns the original revision and epoch.
+   */
+  requestId: string;
+}
+
+export interface ForkSessionResponse {
+  /** The new session's revision: 1. */
+  revision: number;
+  /** The new session's epoch; it has not been resumed. */
+  epoch: number;
+  /** The number of messages in its history. */
+  messageCount: number;
+  /**
+   * The source's recorded effects of calls that are not read-only,
+   * recorded after the revision forked from, in tool_use_id order: the
+   * world already holds them, so the model should be told rather than
+   * call them again.
+   */
+  performedAfter: LedgerEntry[];
+  /**
+   * The source's calls, not read-only, begun after that revision with no
+   * recorded effect: their outcome is unknown (in doubt).
+   */
+  inDoubtAfter: LedgerEntry[];
+}
+
+export interface RewindSessionRequest {
+  /** The session. */
+  sessionId: string;
+  /** The caller's epoch, fenced like a save. */
+  epoch: number;
+  /** The kept revision to make the latest again; required. */
+  revision: number;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original revision; empty disables retry detection.
+   */
+  requestId: string;
+}
+
+export interface RewindSessionResponse {
+  /** The new latest revision, equal to the one rewound to. */
+  revision: number;
+  /** The session's epoch. */
+  epoch: number;
+  /** The number of messages in the new revision's history. */
+  messageCount: number;
+  /**
+   * As in ForkSessionResponse: effects recorded after the revision rewound
+   * to. Those of calls pending again stay recorded: Reconcile reuses them.
+   */
+  performedAfter: LedgerEntry[];
+  /** As in ForkSessionResponse: calls begun after it with no recorded effect. */
+  inDoubtAfter: LedgerEntry[];
 }
 
 function createBaseMessage(): Message {
@@ -882,6 +1084,9 @@ function createBaseCheckpoint(): Checkpoint {
     stateJson: "",
     labels: {},
     saveTime: undefined,
+    status: 0,
+    finalOutput: "",
+    completeTime: undefined,
   };
 }
 
@@ -922,6 +1127,15 @@ export const Checkpoint: MessageFns<Checkpoint> = {
     });
     if (message.saveTime !== undefined) {
       Timestamp.encode(message.saveTime, writer.uint32(98).fork()).join();
+    }
+    if (message.status !== 0) {
+      writer.uint32(104).int32(message.status);
+    }
+    if (message.finalOutput !== "") {
+      writer.uint32(114).string(message.finalOutput);
+    }
+    if (message.completeTime !== undefined) {
+      Timestamp.encode(message.completeTime, writer.uint32(122).fork()).join();
     }
     return writer;
   },
@@ -1038,6 +1252,30 @@ export const Checkpoint: MessageFns<Checkpoint> = {
             message.saveTime = Timestamp.decode(reader, reader.uint32());
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.finalOutput = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.completeTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1076,6 +1314,11 @@ export const Checkpoint: MessageFns<Checkpoint> = {
     );
     message.saveTime = (object.saveTime !== undefined && object.saveTime !== null)
       ? Timestamp.fromPartial(object.saveTime)
+      : undefined;
+    message.status = object.status ?? 0;
+    message.finalOutput = object.finalOutput ?? "";
+    message.completeTime = (object.completeTime !== undefined && object.completeTime !== null)
+      ? Timestamp.fromPartial(object.completeTime)
       : undefined;
     return message;
   },
@@ -1828,13 +2071,16 @@ export const RecordEffectResponse: MessageFns<RecordEffectResponse> = {
 };
 
 function createBaseResumeRequest(): ResumeRequest {
-  return { sessionId: "" };
+  return { sessionId: "", reopen: false };
 }
 
 export const ResumeRequest: MessageFns<ResumeRequest> = {
   encode(message: ResumeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
+    }
+    if (message.reopen !== false) {
+      writer.uint32(16).bool(message.reopen);
     }
     return writer;
   },
@@ -1860,6 +2106,14 @@ export const ResumeRequest: MessageFns<ResumeRequest> = {
             message.sessionId = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.reopen = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1878,6 +2132,7 @@ export const ResumeRequest: MessageFns<ResumeRequest> = {
   fromPartial<I extends Exact<DeepPartial<ResumeRequest>, I>>(object: I): ResumeRequest {
     const message = createBaseResumeRequest();
     message.sessionId = object.sessionId ?? "";
+    message.reopen = object.reopen ?? false;
     return message;
   },
 };
@@ -2547,7 +2802,14 @@ export const ListMessagesResponse: MessageFns<ListMessagesResponse> = {
 };
 
 function createBaseListSessionsRequest(): ListSessionsRequest {
-  return { pageSize: 0, pageToken: "", labelFilter: {} };
+  return {
+    pageSize: 0,
+    pageToken: "",
+    labelFilter: {},
+    statusFilter: 0,
+    hasPendingToolUses: false,
+    minIdle: undefined,
+  };
 }
 
 export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
@@ -2561,6 +2823,15 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
     globalThis.Object.entries(message.labelFilter).forEach(([key, value]: [string, string]) => {
       ListSessionsRequest_LabelFilterEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
+    if (message.statusFilter !== 0) {
+      writer.uint32(32).int32(message.statusFilter);
+    }
+    if (message.hasPendingToolUses !== false) {
+      writer.uint32(40).bool(message.hasPendingToolUses);
+    }
+    if (message.minIdle !== undefined) {
+      Duration.encode(message.minIdle, writer.uint32(50).fork()).join();
+    }
     return writer;
   },
 
@@ -2604,6 +2875,30 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
             }
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.statusFilter = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.hasPendingToolUses = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.minIdle = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2632,6 +2927,11 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
       },
       {},
     );
+    message.statusFilter = object.statusFilter ?? 0;
+    message.hasPendingToolUses = object.hasPendingToolUses ?? false;
+    message.minIdle = (object.minIdle !== undefined && object.minIdle !== null)
+      ? Duration.fromPartial(object.minIdle)
+      : undefined;
     return message;
   },
 };
@@ -2719,6 +3019,7 @@ function createBaseSessionSummary(): SessionSummary {
     labels: {},
     updateTime: undefined,
     inDoubtToolUseCount: 0,
+    status: 0,
   };
 }
 
@@ -2753,6 +3054,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     }
     if (message.inDoubtToolUseCount !== 0) {
       writer.uint32(80).uint32(message.inDoubtToolUseCount);
+    }
+    if (message.status !== 0) {
+      writer.uint32(88).int32(message.status);
     }
     return writer;
   },
@@ -2853,6 +3157,14 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             message.inDoubtToolUseCount = reader.uint32();
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2890,6 +3202,7 @@ export const SessionSummary: MessageFns<SessionSummary> = {
       ? Timestamp.fromPartial(object.updateTime)
       : undefined;
     message.inDoubtToolUseCount = object.inDoubtToolUseCount ?? 0;
+    message.status = object.status ?? 0;
     return message;
   },
 };
@@ -3532,6 +3845,899 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
   },
 };
 
+function createBaseCompleteSessionRequest(): CompleteSessionRequest {
+  return { sessionId: "", epoch: 0, status: 0, finalOutput: "", requestId: "" };
+}
+
+export const CompleteSessionRequest: MessageFns<CompleteSessionRequest> = {
+  encode(message: CompleteSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.status !== 0) {
+      writer.uint32(24).int32(message.status);
+    }
+    if (message.finalOutput !== "") {
+      writer.uint32(34).string(message.finalOutput);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(42).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompleteSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompleteSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.finalOutput = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CompleteSessionRequest>, I>>(base?: I): CompleteSessionRequest {
+    return CompleteSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompleteSessionRequest>, I>>(object: I): CompleteSessionRequest {
+    const message = createBaseCompleteSessionRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.epoch = object.epoch ?? 0;
+    message.status = object.status ?? 0;
+    message.finalOutput = object.finalOutput ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseCompleteSessionResponse(): CompleteSessionResponse {
+  return { revision: 0, epoch: 0, status: 0, alreadyCompleted: false };
+}
+
+export const CompleteSessionResponse: MessageFns<CompleteSessionResponse> = {
+  encode(message: CompleteSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.revision !== 0) {
+      writer.uint32(8).uint64(message.revision);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.status !== 0) {
+      writer.uint32(24).int32(message.status);
+    }
+    if (message.alreadyCompleted !== false) {
+      writer.uint32(32).bool(message.alreadyCompleted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompleteSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompleteSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.alreadyCompleted = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CompleteSessionResponse>, I>>(base?: I): CompleteSessionResponse {
+    return CompleteSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompleteSessionResponse>, I>>(object: I): CompleteSessionResponse {
+    const message = createBaseCompleteSessionResponse();
+    message.revision = object.revision ?? 0;
+    message.epoch = object.epoch ?? 0;
+    message.status = object.status ?? 0;
+    message.alreadyCompleted = object.alreadyCompleted ?? false;
+    return message;
+  },
+};
+
+function createBaseListEffectsRequest(): ListEffectsRequest {
+  return { sessionId: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListEffectsRequest: MessageFns<ListEffectsRequest> = {
+  encode(message: ListEffectsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListEffectsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListEffectsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListEffectsRequest>, I>>(base?: I): ListEffectsRequest {
+    return ListEffectsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListEffectsRequest>, I>>(object: I): ListEffectsRequest {
+    const message = createBaseListEffectsRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseLedgerEntry(): LedgerEntry {
+  return {
+    toolUseId: "",
+    name: "",
+    effectClass: 0,
+    beginTracked: false,
+    lastPendingRevision: 0,
+    begun: false,
+    idempotencyKey: "",
+    beginTime: undefined,
+    effect: undefined,
+  };
+}
+
+export const LedgerEntry: MessageFns<LedgerEntry> = {
+  encode(message: LedgerEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.toolUseId !== "") {
+      writer.uint32(10).string(message.toolUseId);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.effectClass !== 0) {
+      writer.uint32(24).int32(message.effectClass);
+    }
+    if (message.beginTracked !== false) {
+      writer.uint32(32).bool(message.beginTracked);
+    }
+    if (message.lastPendingRevision !== 0) {
+      writer.uint32(40).uint64(message.lastPendingRevision);
+    }
+    if (message.begun !== false) {
+      writer.uint32(48).bool(message.begun);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(58).string(message.idempotencyKey);
+    }
+    if (message.beginTime !== undefined) {
+      Timestamp.encode(message.beginTime, writer.uint32(66).fork()).join();
+    }
+    if (message.effect !== undefined) {
+      Effect.encode(message.effect, writer.uint32(74).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LedgerEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLedgerEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.effectClass = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.beginTracked = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.lastPendingRevision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.begun = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.beginTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.effect = Effect.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<LedgerEntry>, I>>(base?: I): LedgerEntry {
+    return LedgerEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LedgerEntry>, I>>(object: I): LedgerEntry {
+    const message = createBaseLedgerEntry();
+    message.toolUseId = object.toolUseId ?? "";
+    message.name = object.name ?? "";
+    message.effectClass = object.effectClass ?? 0;
+    message.beginTracked = object.beginTracked ?? false;
+    message.lastPendingRevision = object.lastPendingRevision ?? 0;
+    message.begun = object.begun ?? false;
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    message.beginTime = (object.beginTime !== undefined && object.beginTime !== null)
+      ? Timestamp.fromPartial(object.beginTime)
+      : undefined;
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? Effect.fromPartial(object.effect)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseListEffectsResponse(): ListEffectsResponse {
+  return { entries: [], nextPageToken: "" };
+}
+
+export const ListEffectsResponse: MessageFns<ListEffectsResponse> = {
+  encode(message: ListEffectsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.entries) {
+      LedgerEntry.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListEffectsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListEffectsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entries.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListEffectsResponse>, I>>(base?: I): ListEffectsResponse {
+    return ListEffectsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListEffectsResponse>, I>>(object: I): ListEffectsResponse {
+    const message = createBaseListEffectsResponse();
+    message.entries = object.entries?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseForkSessionRequest(): ForkSessionRequest {
+  return { sourceSessionId: "", revision: 0, newSessionId: "", requestId: "" };
+}
+
+export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
+  encode(message: ForkSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sourceSessionId !== "") {
+      writer.uint32(10).string(message.sourceSessionId);
+    }
+    if (message.revision !== 0) {
+      writer.uint32(16).uint64(message.revision);
+    }
+    if (message.newSessionId !== "") {
+      writer.uint32(26).string(message.newSessionId);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(34).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForkSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForkSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sourceSessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.newSessionId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ForkSessionRequest>, I>>(base?: I): ForkSessionRequest {
+    return ForkSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ForkSessionRequest>, I>>(object: I): ForkSessionRequest {
+    const message = createBaseForkSessionRequest();
+    message.sourceSessionId = object.sourceSessionId ?? "";
+    message.revision = object.revision ?? 0;
+    message.newSessionId = object.newSessionId ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseForkSessionResponse(): ForkSessionResponse {
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+}
+
+export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
+  encode(message: ForkSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.revision !== 0) {
+      writer.uint32(8).uint64(message.revision);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.messageCount !== 0) {
+      writer.uint32(24).uint64(message.messageCount);
+    }
+    for (const v of message.performedAfter) {
+      LedgerEntry.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.inDoubtAfter) {
+      LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForkSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForkSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.performedAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ForkSessionResponse>, I>>(base?: I): ForkSessionResponse {
+    return ForkSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ForkSessionResponse>, I>>(object: I): ForkSessionResponse {
+    const message = createBaseForkSessionResponse();
+    message.revision = object.revision ?? 0;
+    message.epoch = object.epoch ?? 0;
+    message.messageCount = object.messageCount ?? 0;
+    message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRewindSessionRequest(): RewindSessionRequest {
+  return { sessionId: "", epoch: 0, revision: 0, requestId: "" };
+}
+
+export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
+  encode(message: RewindSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.revision !== 0) {
+      writer.uint32(24).uint64(message.revision);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(34).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RewindSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRewindSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RewindSessionRequest>, I>>(base?: I): RewindSessionRequest {
+    return RewindSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RewindSessionRequest>, I>>(object: I): RewindSessionRequest {
+    const message = createBaseRewindSessionRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.epoch = object.epoch ?? 0;
+    message.revision = object.revision ?? 0;
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseRewindSessionResponse(): RewindSessionResponse {
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+}
+
+export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
+  encode(message: RewindSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.revision !== 0) {
+      writer.uint32(8).uint64(message.revision);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.messageCount !== 0) {
+      writer.uint32(24).uint64(message.messageCount);
+    }
+    for (const v of message.performedAfter) {
+      LedgerEntry.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.inDoubtAfter) {
+      LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RewindSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRewindSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.performedAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RewindSessionResponse>, I>>(base?: I): RewindSessionResponse {
+    return RewindSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RewindSessionResponse>, I>>(object: I): RewindSessionResponse {
+    const message = createBaseRewindSessionResponse();
+    message.revision = object.revision ?? 0;
+    message.epoch = object.epoch ?? 0;
+    message.messageCount = object.messageCount ?? 0;
+    message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 /**
  * SavepointService keeps an agent loop's checkpoints and side-effects ledger
  * so that a long task survives a crash and resumes without repeating or
@@ -3683,6 +4889,66 @@ export const SavepointServiceService = {
       Buffer.from(GetServerInfoResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetServerInfoResponse => GetServerInfoResponse.decode(value),
   },
+  /**
+   * CompleteSession marks a session completed or failed, with its final
+   * output. It is fenced by epoch like a save and makes no revision; a
+   * completed session refuses saves and BeginEffect until a Resume with
+   * reopen set.
+   */
+  completeSession: {
+    path: "/savepoint.v1.SavepointService/CompleteSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CompleteSessionRequest): Buffer =>
+      Buffer.from(CompleteSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CompleteSessionRequest => CompleteSessionRequest.decode(value),
+    responseSerialize: (value: CompleteSessionResponse): Buffer =>
+      Buffer.from(CompleteSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CompleteSessionResponse => CompleteSessionResponse.decode(value),
+  },
+  /**
+   * ListEffects pages through a session's ledger: every tool use that was
+   * begun or has a recorded effect, late records included. It writes
+   * nothing.
+   */
+  listEffects: {
+    path: "/savepoint.v1.SavepointService/ListEffects" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListEffectsRequest): Buffer => Buffer.from(ListEffectsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListEffectsRequest => ListEffectsRequest.decode(value),
+    responseSerialize: (value: ListEffectsResponse): Buffer => Buffer.from(ListEffectsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListEffectsResponse => ListEffectsResponse.decode(value),
+  },
+  /**
+   * ForkSession makes a new session whose history is a kept revision of
+   * another, with the ledger entries of the calls in that history, and
+   * lists the side effects the source performed after that revision.
+   */
+  forkSession: {
+    path: "/savepoint.v1.SavepointService/ForkSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ForkSessionRequest): Buffer => Buffer.from(ForkSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ForkSessionRequest => ForkSessionRequest.decode(value),
+    responseSerialize: (value: ForkSessionResponse): Buffer => Buffer.from(ForkSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ForkSessionResponse => ForkSessionResponse.decode(value),
+  },
+  /**
+   * RewindSession makes a new latest revision equal to a kept older one,
+   * keeping the history of revisions and the ledger; it is fenced by epoch
+   * like a save and lists the side effects performed after that revision.
+   */
+  rewindSession: {
+    path: "/savepoint.v1.SavepointService/RewindSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RewindSessionRequest): Buffer => Buffer.from(RewindSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RewindSessionRequest => RewindSessionRequest.decode(value),
+    responseSerialize: (value: RewindSessionResponse): Buffer =>
+      Buffer.from(RewindSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RewindSessionResponse => RewindSessionResponse.decode(value),
+  },
 } as const;
 
 export interface SavepointServiceServer extends UntypedServiceImplementation {
@@ -3734,6 +5000,31 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
    * the limits it enforces. It writes nothing.
    */
   getServerInfo: handleUnaryCall<GetServerInfoRequest, GetServerInfoResponse>;
+  /**
+   * CompleteSession marks a session completed or failed, with its final
+   * output. It is fenced by epoch like a save and makes no revision; a
+   * completed session refuses saves and BeginEffect until a Resume with
+   * reopen set.
+   */
+  completeSession: handleUnaryCall<CompleteSessionRequest, CompleteSessionResponse>;
+  /**
+   * ListEffects pages through a session's ledger: every tool use that was
+   * begun or has a recorded effect, late records included. It writes
+   * nothing.
+   */
+  listEffects: handleUnaryCall<ListEffectsRequest, ListEffectsResponse>;
+  /**
+   * ForkSession makes a new session whose history is a kept revision of
+   * another, with the ledger entries of the calls in that history, and
+   * lists the side effects the source performed after that revision.
+   */
+  forkSession: handleUnaryCall<ForkSessionRequest, ForkSessionResponse>;
+  /**
+   * RewindSession makes a new latest revision equal to a kept older one,
+   * keeping the history of revisions and the ledger; it is fenced by epoch
+   * like a save and lists the side effects performed after that revision.
+   */
+  rewindSession: handleUnaryCall<RewindSessionRequest, RewindSessionResponse>;
 }
 
 export interface SavepointServiceClient extends Client {
@@ -3938,6 +5229,87 @@ export interface SavepointServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetServerInfoResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CompleteSession marks a session completed or failed, with its final
+   * output. It is fenced by epoch like a save and makes no revision; a
+   * completed session refuses saves and BeginEffect until a Resume with
+   * reopen set.
+   */
+  completeSession(
+    request: CompleteSessionRequest,
+    callback: (error: ServiceError | null, response: CompleteSessionResponse) => void,
+  ): ClientUnaryCall;
+  completeSession(
+    request: CompleteSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CompleteSessionResponse) => void,
+  ): ClientUnaryCall;
+  completeSession(
+    request: CompleteSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CompleteSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListEffects pages through a session's ledger: every tool use that was
+   * begun or has a recorded effect, late records included. It writes
+   * nothing.
+   */
+  listEffects(
+    request: ListEffectsRequest,
+    callback: (error: ServiceError | null, response: ListEffectsResponse) => void,
+  ): ClientUnaryCall;
+  listEffects(
+    request: ListEffectsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListEffectsResponse) => void,
+  ): ClientUnaryCall;
+  listEffects(
+    request: ListEffectsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListEffectsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ForkSession makes a new session whose history is a kept revision of
+   * another, with the ledger entries of the calls in that history, and
+   * lists the side effects the source performed after that revision.
+   */
+  forkSession(
+    request: ForkSessionRequest,
+    callback: (error: ServiceError | null, response: ForkSessionResponse) => void,
+  ): ClientUnaryCall;
+  forkSession(
+    request: ForkSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ForkSessionResponse) => void,
+  ): ClientUnaryCall;
+  forkSession(
+    request: ForkSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ForkSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RewindSession makes a new latest revision equal to a kept older one,
+   * keeping the history of revisions and the ledger; it is fenced by epoch
+   * like a save and lists the side effects performed after that revision.
+   */
+  rewindSession(
+    request: RewindSessionRequest,
+    callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
+  ): ClientUnaryCall;
+  rewindSession(
+    request: RewindSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
+  ): ClientUnaryCall;
+  rewindSession(
+    request: RewindSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,338 @@
+package badgerstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+)
+
+// forkBatch bounds the messages a fork copies per commit, well under
+// Badger's transaction limits.
+const forkBatch = 500
+
+// afterRevision lists the session's calls that are not read-only whose
+// effect was recorded, or which were begun without an effect, after rec was
+// saved, in tool use id order.
+func afterRevision(t *tx, sessionID string, h *storagev1.SessionRecord, rec *storagev1.RevisionRecord) (performed, inDoubt []daemon.LedgerEntry, err error) {
+	since := rec.GetSaveTime().AsTime()
+	err = eachCall(t, sessionID, h, func(id string, call *storagev1.CallRecord) error {
+		if call.ToolUse.GetEffectClass() == storagev1.EffectClass_EFFECT_CLASS_READ_ONLY {
+			return nil
+		}
+		switch {
+		case call.Effect != nil && call.Effect.GetRecordTime().AsTime().After(since):
+			performed = append(performed, ledgerEntry(id, call))
+		case call.Effect == nil && call.Begun && call.GetBeginTime().AsTime().After(since):
+			inDoubt = append(inDoubt, ledgerEntry(id, call))
+		}
+		return nil
+	})
+	return performed, inDoubt, err
+}
+
+// eachCall calls fn with every call record of the session, in tool use id
+// order.
+func eachCall(t *tx, sessionID string, h *storagev1.SessionRecord, fn func(id string, call *storagev1.CallRecord) error) error {
+	prefix := sessionScope(kindCall, sessionID)
+	it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		key := it.Item().KeyCopy(nil)
+		var call storagev1.CallRecord
+		if err := it.Item().Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
+			return corrupt(h, sessionID, err)
+		}
+		if err := fn(string(key[len(prefix):]), &call); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ledgerEntry(id string, call *storagev1.CallRecord) daemon.LedgerEntry {
+	e := daemon.LedgerEntry{
+		ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
+		BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
+		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
+	}
+	if call.BeginTime != nil {
+		e.BeginTime = call.BeginTime.AsTime()
+	}
+	if call.Effect != nil {
+		eff := effectFromRecord(call.Effect)
+		e.Effect = &eff
+	}
+	return e
+}
+
+// sessionRequest looks up a request id of the session: found is true for a
+// retry of the same request (r is its record), and a reuse of the id for
+// another request is ErrRequestIDReused.
+func sessionRequest(t *tx, h *storagev1.SessionRecord, sessionID, requestID string, fp []byte) (r *storagev1.RequestRecord, found bool, err error) {
+	if requestID == "" {
+		return nil, false, nil
+	}
+	r = &storagev1.RequestRecord{}
+	found, err = get(t, h, sessionID, requestKey(sessionID, requestID), r)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	if string(r.Fingerprint) != string(fp) {
+		return nil, false, fmt.Errorf("%w: request id %s was already used for a different request to session %q; make a new id for a new request",
+			daemon.ErrRequestIDReused, requestID, sessionID)
+	}
+	return r, true, nil
+}
+
+func (s *Store) RewindSession(ctx context.Context, req *daemon.RewindRequest) (daemon.BranchResult, error) {
+	if err := ctx.Err(); err != nil {
+		return daemon.BranchResult{}, err
+	}
+	defer s.lock(req.SessionID)()
+	var res daemon.BranchResult
+	err := s.update(func(t *tx) error {
+		sid := req.SessionID
+		h, err := mustHead(t, sid)
+		if err != nil {
+			return err
+		}
+		fp := req.Fingerprint()
+		prev, retry, err := sessionRequest(t, h, sid, req.RequestID, fp)
+		if err != nil {
+			return err
+		}
+		if !retry {
+			if err := fence(h, sid, req.Epoch); err != nil {
+				return err
+			}
+			if err := active(h, sid); err != nil {
+				return err
+			}
+		}
+		old, err := revision(t, sid, h, req.Revision)
+		if err != nil {
+			return err
+		}
+		if res.PerformedAfter, res.InDoubtAfter, err = afterRevision(t, sid, h, old); err != nil {
+			return err
+		}
+		if retry {
+			res.Revision, res.Epoch, res.MessageCount = prev.Revision, prev.Epoch, prev.MessageCount
+			return nil
+		}
+		rev := h.Revision + 1
+		now := timestamppb.New(s.now())
+		rec := proto.CloneOf(old)
+		rec.Revision, rec.Epoch, rec.SaveTime = rev, h.Epoch, now
+		for _, u := range rec.PendingToolUses {
+			var call storagev1.CallRecord
+			key := callKey(sid, u.ToolUseId)
+			if _, err := get(t, h, sid, key, &call); err != nil {
+				return err
+			}
+			if call.ToolUse == nil {
+				call.ToolUse = &storagev1.ToolUse{ToolUseId: u.ToolUseId, Name: u.Name, EffectClass: u.EffectClass, BeginTracked: u.BeginTracked}
+			}
+			call.LastPendingRevision = rev // pending again: BeginEffect works, a recorded effect is reused
+			if err := put(t, key, &call); err != nil {
+				return err
+			}
+		}
+		if err := put(t, revisionKey(sid, rev), rec); err != nil {
+			return err
+		}
+		h.Revision, h.UpdateTime = rev, now
+		h.Task, h.Turn, h.MessageCount = rec.Task, rec.Turn, rec.MessageCount
+		h.PendingToolUseCount = uint32(len(rec.PendingToolUses))
+		h.Labels, h.Segments = maps.Clone(rec.Labels), rec.Segments
+		res.Revision, res.Epoch, res.MessageCount = rev, h.Epoch, rec.MessageCount
+		if req.RequestID != "" {
+			if err := put(t, requestKey(sid, req.RequestID), &storagev1.RequestRecord{
+				RequestId: req.RequestID, Fingerprint: fp, Revision: rev, MessageCount: rec.MessageCount, Epoch: h.Epoch,
+			}); err != nil {
+				return err
+			}
+		}
+		return put(t, sessionKey(sid), h)
+	})
+	return res, err
+}
+
+// forkSource is what a fork reads of its source, from one snapshot.
+type forkSource struct {
+	rec      *storagev1.RevisionRecord
+	messages []*storagev1.Message
+	calls    map[string]*storagev1.CallRecord // the calls pending in revisions up to rec
+	pending  map[string]bool                  // those pending in rec
+	res      daemon.BranchResult
+}
+
+func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (*forkSource, error) {
+	src := &forkSource{calls: map[string]*storagev1.CallRecord{}, pending: map[string]bool{}}
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sid)
+		if err != nil {
+			return err
+		}
+		if src.rec, err = revision(t, sid, h, revNum); err != nil {
+			return err
+		}
+		for _, sg := range src.rec.Segments {
+			for seq := sg.FirstSeq; seq < sg.FirstSeq+sg.Count; seq++ {
+				var m storagev1.Message
+				found, err := get(t, h, sid, messageKey(sid, seq), &m)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return corrupt(h, sid, fmt.Errorf("message %d of revision %d is missing", seq, src.rec.Revision))
+				}
+				src.messages = append(src.messages, &m)
+			}
+		}
+		// The calls of the history: those pending in any kept revision up to
+		// the one forked.
+		inHistory := map[string]bool{}
+		for _, u := range src.rec.PendingToolUses {
+			inHistory[u.ToolUseId], src.pending[u.ToolUseId] = true, true
+		}
+		for r := uint64(1); r < src.rec.Revision; r++ {
+			var old storagev1.RevisionRecord // one no longer kept adds none
+			if _, err := get(t, h, sid, revisionKey(sid, r), &old); err != nil {
+				return err
+			}
+			for _, u := range old.GetPendingToolUses() {
+				inHistory[u.ToolUseId] = true
+			}
+		}
+		err = eachCall(t, sid, h, func(id string, call *storagev1.CallRecord) error {
+			if inHistory[id] {
+				src.calls[id] = call
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		src.res.PerformedAfter, src.res.InDoubtAfter, err = afterRevision(t, sid, h, src.rec)
+		return err
+	})
+	return src, err
+}
+
+func (s *Store) ForkSession(ctx context.Context, req *daemon.ForkRequest) (daemon.BranchResult, error) {
+	if err := ctx.Err(); err != nil {
+		return daemon.BranchResult{}, err
+	}
+	nid := req.NewID
+	defer s.lock(nid)()
+	fp := req.Fingerprint()
+	src, err := s.readForkSource(ctx, req.SourceID, req.Revision)
+	if err != nil {
+		return daemon.BranchResult{}, err
+	}
+	res := src.res
+	var epoch uint64
+	retried := false
+	// (1) The new session: a retry, or a create.
+	err = s.update(func(t *tx) error {
+		h, tomb, err := head(t, nid)
+		if err != nil {
+			return err
+		}
+		if h != nil {
+			prev, retry, err := sessionRequest(t, h, nid, req.RequestID, fp)
+			if err != nil {
+				return err
+			}
+			if retry {
+				retried = true
+				res.Revision, res.Epoch, res.MessageCount = prev.Revision, prev.Epoch, prev.MessageCount
+				return nil
+			}
+			return &daemon.StateError{Err: daemon.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("session %q exists at revision %d; fork into a new id, or delete it first", nid, h.Revision)}
+		}
+		deleted, err := deletedEpoch(t, nid, tomb)
+		if err != nil {
+			return err
+		}
+		epoch = deleted + 1
+		// Until the head is written the copy is unreachable; the purge
+		// record makes the next Open remove a copy a crash interrupted.
+		return put(t, purgeKey(nid), &storagev1.PurgeRecord{Epoch: deleted})
+	})
+	if err != nil || retried {
+		return res, err
+	}
+	fail := func(err error) (daemon.BranchResult, error) {
+		if perr := s.purge(nid); perr != nil {
+			s.log.Error("removing an interrupted fork", "session_id", nid, "err", perr)
+		}
+		return daemon.BranchResult{}, err
+	}
+	// (2) The history, in batches.
+	for start := 0; start < len(src.messages); start += forkBatch {
+		batch := src.messages[start:min(start+forkBatch, len(src.messages))]
+		err := s.update(func(t *tx) error {
+			for i, m := range batch {
+				if err := put(t, messageKey(nid, uint64(start+i)), m); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fail(err)
+		}
+	}
+	// (3) The ledger, the revision and the head, at once.
+	n := uint64(len(src.messages))
+	err = s.update(func(t *tx) error {
+		now := timestamppb.New(s.now())
+		for id, call := range src.calls {
+			c := proto.CloneOf(call)
+			c.LastPendingRevision = 0 // pending before the fork's first revision
+			if src.pending[id] {
+				c.LastPendingRevision = 1
+			}
+			if err := put(t, callKey(nid, id), c); err != nil {
+				return err
+			}
+		}
+		rec := proto.CloneOf(src.rec)
+		rec.Revision, rec.Epoch, rec.SaveTime = 1, epoch, now
+		rec.Segments = nil
+		if n > 0 {
+			rec.Segments = []*storagev1.Segment{{FirstSeq: 0, Count: n}}
+		}
+		if err := put(t, revisionKey(nid, 1), rec); err != nil {
+			return err
+		}
+		if req.RequestID != "" {
+			if err := put(t, requestKey(nid, req.RequestID), &storagev1.RequestRecord{
+				RequestId: req.RequestID, Fingerprint: fp, Revision: 1, MessageCount: n, Epoch: epoch,
+			}); err != nil {
+				return err
+			}
+		}
+		t.delete(purgeKey(nid))
+		return put(t, sessionKey(nid), &storagev1.SessionRecord{
+			Revision: 1, Epoch: epoch, NextSeq: n, CreateTime: now, UpdateTime: now,
+			Task: rec.Task, Turn: rec.Turn, MessageCount: n, PendingToolUseCount: uint32(len(rec.PendingToolUses)),
+			Labels: maps.Clone(rec.Labels), Segments: rec.Segments,
+		})
+	})
+	if err != nil {
+		return fail(err)
+	}
+	res.Revision, res.Epoch, res.MessageCount = 1, epoch, n
+	return res, nil
+}

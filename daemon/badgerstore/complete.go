@@ -1,0 +1,81 @@
+package badgerstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+)
+
+// active refuses a write that needs an active session when h is completed
+// or failed.
+func active(h *storagev1.SessionRecord, sessionID string) error {
+	st := statusFromRecord(h)
+	if st == daemon.StatusActive {
+		return nil
+	}
+	return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+		Msg: fmt.Sprintf("session %q is %s; resume it with reopen to continue it", sessionID, strings.ToLower(st.String()))}
+}
+
+// CompleteSession sets the head's status and final output; the revision
+// stays. A request id is remembered like a save's, in the same records.
+func (s *Store) CompleteSession(ctx context.Context, req *daemon.CompleteRequest) (daemon.CompleteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return daemon.CompleteResult{}, err
+	}
+	defer s.lock(req.SessionID)()
+	var res daemon.CompleteResult
+	err := s.update(func(t *tx) error {
+		sid := req.SessionID
+		h, err := mustHead(t, sid)
+		if err != nil {
+			return err
+		}
+		var fp []byte
+		if req.RequestID != "" {
+			fp = req.Fingerprint()
+			var r storagev1.RequestRecord
+			found, err := get(t, h, sid, requestKey(sid, req.RequestID), &r)
+			if err != nil {
+				return err
+			}
+			if found {
+				if string(r.Fingerprint) != string(fp) {
+					return fmt.Errorf("%w: request id %s was already used for a different request to session %q; make a new id for a new request",
+						daemon.ErrRequestIDReused, req.RequestID, sid)
+				}
+				res = daemon.CompleteResult{Revision: r.Revision, Epoch: r.Epoch, Status: req.Status}
+				return nil
+			}
+		}
+		if err := fence(h, sid, req.Epoch); err != nil {
+			return err
+		}
+		res = daemon.CompleteResult{Revision: h.Revision, Epoch: h.Epoch, Status: req.Status}
+		if st := statusFromRecord(h); st != daemon.StatusActive {
+			if st == req.Status && h.FinalOutput == req.FinalOutput {
+				res.Already = true
+				return nil
+			}
+			return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				Msg: fmt.Sprintf("session %q is %s already, with another status or final output; resume it with reopen to change it", sid, strings.ToLower(st.String()))}
+		}
+		now := timestamppb.New(s.now())
+		h.Status, h.FinalOutput, h.CompleteTime = statusRecord(req.Status), req.FinalOutput, now
+		h.UpdateTime = now
+		if req.RequestID != "" {
+			if err := put(t, requestKey(sid, req.RequestID), &storagev1.RequestRecord{
+				RequestId: req.RequestID, Fingerprint: fp, Revision: res.Revision, Epoch: res.Epoch,
+			}); err != nil {
+				return err
+			}
+		}
+		return put(t, sessionKey(sid), h)
+	})
+	return res, err
+}
