@@ -94,10 +94,10 @@ func TestDamagedRangeServesRest(t *testing.T) {
 	}
 	s.damage.add(keyRange{first: revisionKey("a", 0), last: revisionKey("a", math.MaxUint64)})
 	var se *daemon.StateError
-	if _, err := s.Resume(ctx, "a"); !errors.Is(err, daemon.ErrCorrupt) || !errors.As(err, &se) || se.CurrentEpoch != 1 {
+	if _, err := s.Resume(ctx, "a", false); !errors.Is(err, daemon.ErrCorrupt) || !errors.As(err, &se) || se.CurrentEpoch != 1 {
 		t.Errorf("Resume(a), its revisions in a damaged table: %v, want ErrCorrupt with the epoch", err)
 	}
-	if _, err := s.Resume(ctx, "b"); err != nil {
+	if _, err := s.Resume(ctx, "b", false); err != nil {
 		t.Errorf("Resume(b): %v", err)
 	}
 	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "b", ExpectedRevision: 1, Epoch: 2}); err != nil {
