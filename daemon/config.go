@@ -72,6 +72,10 @@ type Config struct {
 	MetricsAllowRemote bool
 	// LogFormat is "text" or "json"; empty means "text".
 	LogFormat string
+	// RetainIdle deletes the graph threads not written for this long, as
+	// DeleteThread does, sweeping every tenth of it (at least every second,
+	// at most every hour); zero means they are kept until deleted.
+	RetainIdle time.Duration
 }
 
 // DefaultConfig returns the configuration savepointd runs with when nothing
@@ -151,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		add("shutdown timeout: %v is negative", c.ShutdownTimeout)
+	}
+	if c.RetainIdle < 0 {
+		add("retain idle: %v is negative; use 0 to keep idle threads", c.RetainIdle)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -46,6 +46,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad listen", func(c *Config) { c.Listen = "savepoint.sock" }, "neither"},
 		{"negative size", func(c *Config) { c.MaxStateBytes = -1 }, "max state bytes"},
 		{"negative timeout", func(c *Config) { c.ShutdownTimeout = -1 }, "shutdown timeout"},
+		{"negative retain idle", func(c *Config) { c.RetainIdle = -1 }, "retain idle"},
 		{"budget at limit", func(c *Config) { c.ResponseBudgetBytes = 4<<20 - 64<<10 }, ""},
 		{"budget over limit", func(c *Config) { c.ResponseBudgetBytes = 4<<20 - 64<<10 + 1 }, "receive limit"},
 		{"message and state over limit", func(c *Config) { c.MaxMessageBytes = 3 << 20 }, "max message bytes"},

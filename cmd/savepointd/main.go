@@ -246,6 +246,8 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
+	fs.DurationVar(&cfg.RetainIdle, name("retain-idle", "SAVEPOINT_RETAIN_IDLE"), cfg.RetainIdle,
+		"delete graph threads not written for this `duration` (0: keep them) (env SAVEPOINT_RETAIN_IDLE)")
 	lists := addSecurityFlags(fs, &cfg, name)
 
 	showVersion := fs.Bool("version", false, "print the version and exit")
