@@ -40,7 +40,7 @@ request limit is smaller)."""
 # A request's framing and the fields the size estimate leaves out.
 _REQUEST_MARGIN = 4096
 
-PRUNE_STRATEGIES: Mapping[str, int] = {
+PRUNE_STRATEGIES: Mapping[str, gpb.PruneStrategy] = {
     "keep_latest": gpb.PRUNE_STRATEGY_KEEP_LATEST,
     "delete": gpb.PRUNE_STRATEGY_DELETE,
 }
@@ -79,7 +79,7 @@ def put_request(
     new_versions without a value (an empty channel) gets no blob: a version
     without a blob reads back as absent, as the built-in savers' "empty"."""
     thread_id, ns = thread_of(config)
-    c = dict(checkpoint)
+    c: dict[str, Any] = dict(checkpoint)
     values: dict[str, Any] = c.pop("channel_values", None) or {}
     blobs = [
         gpb.ChannelBlob(channel=k, version=str(v), value=typed(serde.dumps_typed(values[k])))
@@ -300,7 +300,7 @@ def to_tuple(serde: SerializerProtocol, raw: RawTuple) -> CheckpointTuple:
     deserialized with ``serde``."""
     cp = raw.checkpoint
     try:
-        metadata = json.loads(cp.metadata_json) if cp.metadata_json else {}
+        metadata: CheckpointMetadata = json.loads(cp.metadata_json) if cp.metadata_json else {}
     except ValueError as e:
         raise SavepointError(f"checkpoint {cp.checkpoint_id!r}: metadata is not JSON: {e}") from e
     checkpoint: Checkpoint = serde.loads_typed((raw.value.type, bytes(raw.value.data)))

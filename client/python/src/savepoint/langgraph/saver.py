@@ -297,9 +297,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                             yield _wire.to_tuple(self.serde, raw)
                             if limit is not None and count >= limit:
                                 return
-                raw = asm.finish()
-                if raw is not None and _keep(raw, wanted):
-                    yield _wire.to_tuple(self.serde, raw)
+                last = asm.finish()
+                if last is not None and _keep(last, wanted):
+                    yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
                 wait = None if count else self._retry_wait("ListCheckpoints", req, e, try_, deadline)
@@ -334,9 +334,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                             yield _wire.to_tuple(self.serde, raw)
                             if limit is not None and count >= limit:
                                 return
-                raw = asm.finish()
-                if raw is not None and _keep(raw, wanted):
-                    yield _wire.to_tuple(self.serde, raw)
+                last = asm.finish()
+                if last is not None and _keep(last, wanted):
+                    yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
                 wait = None if count else self._retry_wait("ListCheckpoints", req, e, try_, deadline)
@@ -511,7 +511,7 @@ def _copy_request(source: str, target: str) -> gpb.CopyThreadRequest:
     return gpb.CopyThreadRequest(source_thread_id=str(source), target_thread_id=str(target))
 
 
-def _strategy(name: str) -> int:
+def _strategy(name: str) -> gpb.PruneStrategy:
     try:
         return _wire.PRUNE_STRATEGIES[name]
     except KeyError:
