@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import threading
+import time
 import uuid
 from collections import Counter
 from typing import Annotated, Any, TypedDict
@@ -18,7 +20,9 @@ from conftest import Daemon
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 
+from savepoint import RetryPolicy
 from savepoint.errors import InvalidGraphKeyError
 from savepoint.langgraph import SavepointSaver
 
@@ -168,5 +172,39 @@ def test_errors_are_savepoint_exceptions(daemon: Daemon) -> None:
         async with SavepointSaver(daemon.addr) as saver:
             with pytest.raises(InvalidGraphKeyError):
                 await saver.aput({"configurable": {"thread_id": "x" * 600, "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
+
+    asyncio.run(run())
+
+
+# -- a daemon restart under the saver ----------------------------------------------
+
+PATIENT = RetryPolicy(max_attempts=100, initial_backoff=0.05, max_backoff=0.2)
+
+
+def _restart_later(d: Daemon) -> threading.Thread:
+    d.kill()
+    t = threading.Thread(target=lambda: (time.sleep(0.5), d.restart()))
+    t.start()
+    return t
+
+
+def test_calls_retried_across_a_restart(fresh_daemon: Daemon) -> None:
+    config = {"configurable": {"thread_id": "restart-" + uuid.uuid4().hex}}
+    with SavepointSaver(fresh_daemon.addr, retry=PATIENT) as saver:
+        graph = lg.build(Counter(), saver)
+        with pytest.raises(lg.WorkerFailed):
+            graph.invoke({"log": ["start"]}, config)
+        t = _restart_later(fresh_daemon)
+        # The daemon is down when the run resumes: the saver's calls wait for it.
+        graph.invoke(None, config)
+        t.join()
+        assert graph.get_state(config).next == ("sub",)
+
+    async def run() -> None:
+        async with SavepointSaver(fresh_daemon.addr, retry=PATIENT) as saver:
+            t = _restart_later(fresh_daemon)
+            out = await lg.build(Counter(), saver).ainvoke(Command(resume="yes"), config)
+            t.join()
+            assert out["answer"] == "yes:done-a,done-b,done-c!"
 
     asyncio.run(run())

@@ -289,8 +289,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         count, try_ = 0, 0
         while True:
             asm = _wire.Assembler()
+            call = stub.ListCheckpoints(req, timeout=self._left(deadline))
             try:
-                for msg in stub.ListCheckpoints(req, timeout=self._left(deadline)):
+                for msg in call:
                     for raw in asm.feed(msg):
                         if _keep(raw, wanted):
                             count += 1
@@ -307,6 +308,8 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                     raise from_rpc_error(e) from None
                 time.sleep(wait)
                 try_ += 1
+            finally:
+                call.cancel()  # a caller that stops early ends the stream
 
     async def alist(
         self,
@@ -345,7 +348,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                 await asyncio.sleep(wait)
                 try_ += 1
             finally:
-                call.cancel()
+                call.cancel()  # a caller that stops early ends the stream
 
     # -- writing ---------------------------------------------------------------
 
