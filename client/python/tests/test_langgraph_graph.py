@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from savepoint import RetryPolicy
-from savepoint.errors import InvalidGraphKeyError
+from savepoint.errors import InvalidArgumentError, InvalidGraphKeyError, MissingFieldError
 from savepoint.langgraph import SavepointSaver
 
 
@@ -167,6 +167,12 @@ def test_errors_are_savepoint_exceptions(daemon: Daemon) -> None:
             saver.copy_thread("same", "same")
         with pytest.raises(InvalidGraphKeyError):
             saver.get_tuple({"configurable": {"thread_id": "t\x00"}})
+
+        # Refused before asking the daemon.
+        with pytest.raises(MissingFieldError):
+            saver.get_tuple({"configurable": {}})
+        with pytest.raises(InvalidArgumentError):
+            saver.prune(["t"], strategy="keep_some")
 
     async def run() -> None:
         async with SavepointSaver(daemon.addr) as saver:

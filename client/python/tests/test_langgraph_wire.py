@@ -9,7 +9,7 @@ from langgraph.checkpoint.base import ERROR, INTERRUPT, empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from savepoint._retry import retry_safe
-from savepoint.errors import CheckpointCorruptError
+from savepoint.errors import CheckpointCorruptError, MissingFieldError
 from savepoint.langgraph import _wire
 from savepoint.v1 import graph_pb2 as gpb
 
@@ -103,7 +103,7 @@ def test_writes_requests_indexes_and_batches() -> None:
     many = _wire.writes_requests(serde, config, [("a", "v" * 100)] * 2500, "task", "", 4 << 20)
     assert [len(r.writes) for r in many] == [1000, 1000, 500]
     assert len({r.request_id for r in many}) == 3
-    with pytest.raises(ValueError):
+    with pytest.raises(MissingFieldError):
         _wire.writes_requests(serde, {"configurable": {"thread_id": "t"}}, [("a", 1)], "task", "", 4 << 20)
 
 

@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from savepoint.errors import CheckpointCorruptError, SavepointError
+from savepoint.errors import CheckpointCorruptError, MissingFieldError
 from savepoint.v1 import graph_pb2 as gpb
 
 MAX_BATCH = 1000
@@ -55,7 +55,7 @@ def thread_of(config: RunnableConfig) -> tuple[str, str]:
     """The (thread_id, checkpoint_ns) a config names; the thread is required."""
     conf = config.get("configurable") or {}
     if "thread_id" not in conf or conf["thread_id"] is None:
-        raise ValueError("savepoint: the config has no configurable.thread_id")
+        raise MissingFieldError("the config has no configurable.thread_id", metadata={"field": "thread_id"})
     return str(conf["thread_id"]), str(conf.get("checkpoint_ns") or "")
 
 
@@ -154,7 +154,9 @@ def writes_requests(
     conf = config.get("configurable") or {}
     checkpoint_id = conf.get("checkpoint_id")
     if not checkpoint_id:
-        raise ValueError("savepoint: put_writes needs a config with configurable.checkpoint_id")
+        raise MissingFieldError(
+            "put_writes needs a config with configurable.checkpoint_id", metadata={"field": "checkpoint_id"}
+        )
     by_idx: dict[int, gpb.ChannelWrite] = {}
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
@@ -254,20 +256,20 @@ class Assembler:
         done: list[RawTuple] = []
         if msg.value_chunk:
             if self._open is None:
-                raise CheckpointCorruptError("savepoint: the stream sent a value_chunk with no value open")
+                raise CheckpointCorruptError("the stream sent a value_chunk with no value open")
             self._open.data += msg.value_chunk
             if len(self._open.data) > self._open.total:
-                raise CheckpointCorruptError("savepoint: the stream sent more bytes than a value's total_size")
+                raise CheckpointCorruptError("the stream sent more bytes than a value's total_size")
             if self._open.complete():
                 self._open = None
         if self._open is not None and (msg.HasField("checkpoint") or msg.blobs or msg.pending_writes):
-            raise CheckpointCorruptError("savepoint: the stream moved on before a value was complete")
+            raise CheckpointCorruptError("the stream moved on before a value was complete")
         if msg.HasField("checkpoint"):
             if self._cur is not None:
                 done.append(self._cur)
             self._cur = RawTuple(msg.checkpoint, self._track(msg.checkpoint.checkpoint))
         if (msg.blobs or msg.pending_writes) and self._cur is None:
-            raise CheckpointCorruptError("savepoint: the stream sent blobs or writes before a checkpoint")
+            raise CheckpointCorruptError("the stream sent blobs or writes before a checkpoint")
         for b in msg.blobs:
             self._need_closed()
             assert self._cur is not None
@@ -280,13 +282,13 @@ class Assembler:
 
     def finish(self) -> RawTuple | None:
         if self._open is not None:
-            raise CheckpointCorruptError("savepoint: the stream ended inside a value")
+            raise CheckpointCorruptError("the stream ended inside a value")
         cur, self._cur = self._cur, None
         return cur
 
     def _need_closed(self) -> None:
         if self._open is not None:
-            raise CheckpointCorruptError("savepoint: a value was cut before another value of the same message")
+            raise CheckpointCorruptError("a value was cut before another value of the same message")
 
     def _track(self, v: gpb.TypedValue) -> _Value:
         val = _value(v)
@@ -302,7 +304,7 @@ def to_tuple(serde: SerializerProtocol, raw: RawTuple) -> CheckpointTuple:
     try:
         metadata: CheckpointMetadata = json.loads(cp.metadata_json) if cp.metadata_json else {}
     except ValueError as e:
-        raise SavepointError(f"checkpoint {cp.checkpoint_id!r}: metadata is not JSON: {e}") from e
+        raise CheckpointCorruptError(f"checkpoint {cp.checkpoint_id!r}: its metadata is not JSON: {e}") from e
     checkpoint: Checkpoint = serde.loads_typed((raw.value.type, bytes(raw.value.data)))
     checkpoint["channel_values"] = {
         channel: serde.loads_typed((v.type, bytes(v.data))) for channel, v in raw.blobs if v.type != "empty"

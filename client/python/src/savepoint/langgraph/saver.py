@@ -29,7 +29,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_safe
 from savepoint.address import TLSConfig
 from savepoint.client import _resolve
-from savepoint.errors import from_rpc_error
+from savepoint.errors import InvalidArgumentError, from_rpc_error
 from savepoint.langgraph import _wire
 from savepoint.v1 import graph_pb2 as gpb
 from savepoint.v1 import graph_pb2_grpc as gpb_grpc
@@ -369,9 +369,8 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         if not _wire.needs_upload(req, limit):
             self._call("PutCheckpoint", req, lambda t: stub.PutCheckpoint(req, timeout=t))
         else:
-            start = req  # retry_safe reads its request_id
             self._call(
-                "UploadCheckpoint", start,
+                "UploadCheckpoint", req,
                 lambda t: stub.UploadCheckpoint(_wire.upload_messages(req, limit), timeout=t),
             )
         return stored
@@ -518,7 +517,7 @@ def _strategy(name: str) -> gpb.PruneStrategy:
     try:
         return _wire.PRUNE_STRATEGIES[name]
     except KeyError:
-        raise ValueError(f"savepoint: unknown prune strategy {name!r} (keep_latest or delete)") from None
+        raise InvalidArgumentError(f"unknown prune strategy {name!r}: keep_latest or delete") from None
 
 
 __all__ = ["SavepointSaver"]
