@@ -8,7 +8,8 @@ own. It prints two tables and the closing name=value lines:
 
 savepointd is the real binary (--savepointd), started on a fresh data
 directory; SQLite is a fresh file. Both are durable stores: savepointd
-fsyncs every write, AsyncSqliteSaver runs SQLite as the package sets it up.
+fsyncs every write, AsyncSqliteSaver runs SQLite as the package sets it up
+(WAL, synchronous left at SQLite's FULL: the WAL is synced at each commit).
 Worker errors (such as "database is locked") are counted and printed, and a
 run in which a system made no progress fails (exit 1). --quick is the short
 form that `make bench-quick` runs.

@@ -121,3 +121,16 @@ def test_graph_calls_retried_when_safe() -> None:
         ("Prune", gpb.PruneRequest()),
     ]:
         assert retry_safe(method, req), method
+
+
+def test_core_package_does_not_need_langgraph() -> None:
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("langgraph")]
+    assert [d for d in project["optional-dependencies"]["langgraph"] if d.startswith("langgraph-checkpoint")]
+    code = "import sys, savepoint, savepoint.aio; sys.exit(any(m.split('.')[0].startswith('lang') for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
