@@ -6,16 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import threading
 import time
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
-import grpc.aio
-from google.protobuf.message import Message as ProtoMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -26,19 +22,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_safe
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from savepoint.address import TLSConfig
-from savepoint.client import _resolve
 from savepoint.errors import InvalidArgumentError, from_rpc_error
 from savepoint.langgraph import _wire
+from savepoint.langgraph._conn import Connection
 from savepoint.v1 import graph_pb2 as gpb
-from savepoint.v1 import graph_pb2_grpc as gpb_grpc
-from savepoint.v1 import savepoint_pb2 as pb
-from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
 
 LOGGER = logging.getLogger("savepoint.langgraph")
-
-T = TypeVar("T")
 
 
 class SavepointSaver(BaseCheckpointSaver[str]):
@@ -75,56 +66,19 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         logger: logging.Logger | None = None,
     ) -> None:
         super().__init__(serde=serde)
-        self.address, self._target, self._opts, self._tls = _resolve(address, tls)
-        self._retry = retry
-        self._timeout = timeout
-        self._logger = logger or LOGGER
-        self._lock = threading.Lock()
-        self._channel: grpc.Channel | None = None
-        self._stub: Any = None
-        self._aio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[grpc.aio.Channel, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._max_request_bytes = 0
+        self._conn = Connection(address, tls, retry, timeout, logger or LOGGER)
+        self.address = self._conn.address
 
-    # -- connections ----------------------------------------------------------
-
-    def _sync_stub(self) -> Any:
-        with self._lock:
-            if self._stub is None:
-                if self._tls is None:
-                    self._channel = grpc.insecure_channel(self._target, options=self._opts)
-                else:
-                    self._channel = grpc.secure_channel(self._target, self._tls.credentials(), options=self._opts)
-                self._stub = gpb_grpc.GraphCheckpointServiceStub(self._channel)  # type: ignore[no-untyped-call]
-            return self._stub
-
-    def _async_stub(self) -> Any:
-        loop = asyncio.get_running_loop()
-        got = self._aio.get(loop)
-        if got is None:
-            if self._tls is None:
-                ch = grpc.aio.insecure_channel(self._target, options=self._opts)
-            else:
-                ch = grpc.aio.secure_channel(self._target, self._tls.credentials(), options=self._opts)
-            got = (ch, gpb_grpc.GraphCheckpointServiceStub(ch))  # type: ignore[no-untyped-call]
-            self._aio[loop] = got
-        return got[1]
+    # -- closing -------------------------------------------------------------
 
     def close(self) -> None:
         """Close the sync connection. The async connections are closed by
         aclose(), or end with their event loop."""
-        with self._lock:
-            if self._channel is not None:
-                self._channel.close()
-            self._channel, self._stub = None, None
+        self._conn.close()
 
     async def aclose(self) -> None:
         """Close the running event loop's connection and the sync one."""
-        got = self._aio.pop(asyncio.get_running_loop(), None)
-        if got is not None:
-            await got[0].close(None)
-        self.close()
+        await self._conn.aclose()
 
     def __enter__(self) -> SavepointSaver:
         return self
@@ -138,103 +92,6 @@ class SavepointSaver(BaseCheckpointSaver[str]):
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         await self.aclose()
 
-    # -- calls with retries -----------------------------------------------------
-
-    def _deadline(self) -> float | None:
-        return None if self._timeout is None else time.monotonic() + self._timeout
-
-    def _retry_wait(self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None) -> float | None:
-        """The wait before retrying a failed call, or None to raise it."""
-        code = err.code() if hasattr(err, "code") else None
-        attempts = max(1, self._retry.max_attempts) if retry_safe(method, req) else 1
-        wait = self._retry.backoff(try_)
-        if (
-            code != grpc.StatusCode.UNAVAILABLE
-            or try_ + 1 >= attempts
-            or (deadline is not None and time.monotonic() + wait >= deadline)
-        ):
-            return None
-        self._logger.warning(
-            "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs)",
-            method, try_ + 2, attempts, wait,
-        )
-        return wait
-
-    @staticmethod
-    def _left(deadline: float | None) -> float | None:
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    def _call(self, method: str, req: ProtoMessage, run: Callable[[float | None], T]) -> T:
-        """Run ``run(timeout)``, one whole call (a stream read to its end
-        included), retrying it while the daemon is unavailable."""
-        deadline = self._deadline()
-        try_ = 0
-        while True:
-            try:
-                return run(self._left(deadline))
-            except grpc.RpcError as e:
-                wait = self._retry_wait(method, req, e, try_, deadline)
-                if wait is None:
-                    raise from_rpc_error(e) from None
-                time.sleep(wait)
-                try_ += 1
-
-    async def _acall(self, method: str, req: ProtoMessage, run: Callable[[float | None], Awaitable[T]]) -> T:
-        deadline = self._deadline()
-        try_ = 0
-        while True:
-            try:
-                return await run(self._left(deadline))
-            except grpc.RpcError as e:
-                wait = self._retry_wait(method, req, e, try_, deadline)
-                if wait is None:
-                    raise from_rpc_error(e) from None
-                await asyncio.sleep(wait)
-                try_ += 1
-
-    def _unary(self, method: str, req: ProtoMessage) -> Any:
-        fn = getattr(self._sync_stub(), method)
-        return self._call(method, req, lambda t: fn(req, timeout=t))
-
-    async def _aunary(self, method: str, req: ProtoMessage) -> Any:
-        fn = getattr(self._async_stub(), method)
-
-        async def run(t: float | None) -> Any:
-            return await fn(req, timeout=t)
-
-        return await self._acall(method, req, run)
-
-    def _request_limit(self) -> int:
-        if not self._max_request_bytes:
-            self._max_request_bytes = _wire.DEFAULT_MAX_REQUEST_BYTES
-            assert self._channel is not None
-            try:
-                info = pb_grpc.SavepointServiceStub(self._channel).GetServerInfo(  # type: ignore[no-untyped-call]
-                    pb.GetServerInfoRequest(), timeout=self._left(self._deadline()) or 10.0
-                )
-                if info.max_request_bytes > 0:
-                    self._max_request_bytes = info.max_request_bytes
-            except grpc.RpcError as e:
-                self._logger.debug("savepoint: GetServerInfo failed, assuming a 4 MiB request limit: %s", e)
-        return self._max_request_bytes
-
-    async def _arequest_limit(self) -> int:
-        if not self._max_request_bytes:
-            limit = _wire.DEFAULT_MAX_REQUEST_BYTES
-            loop = asyncio.get_running_loop()
-            self._async_stub()
-            ch = self._aio[loop][0]
-            try:
-                info = await pb_grpc.SavepointServiceStub(ch).GetServerInfo(  # type: ignore[no-untyped-call]
-                    pb.GetServerInfoRequest(), timeout=self._left(self._deadline()) or 10.0
-                )
-                if info.max_request_bytes > 0:
-                    limit = info.max_request_bytes
-            except grpc.RpcError as e:
-                self._logger.debug("savepoint: GetServerInfo failed, assuming a 4 MiB request limit: %s", e)
-            self._max_request_bytes = limit
-        return self._max_request_bytes
-
     # -- reading ---------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -242,7 +99,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         namespace without a checkpoint_id, with its channel values and
         pending writes (in writes_sort_key order); None if there is none."""
         req = _get_request(config)
-        stub = self._sync_stub()
+        stub = self._conn.stub()
 
         def run(t: float | None) -> _wire.RawTuple | None:
             asm = _wire.Assembler()
@@ -250,13 +107,13 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                 asm.feed(msg)
             return asm.finish()
 
-        raw = self._call("GetCheckpoint", req, run)
+        raw = self._conn.call("GetCheckpoint", req, run)
         return None if raw is None else _wire.to_tuple(self.serde, raw)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """get_tuple on grpc.aio."""
         req = _get_request(config)
-        stub = self._async_stub()
+        stub = self._conn.astub()
 
         async def run(t: float | None) -> _wire.RawTuple | None:
             asm = _wire.Assembler()
@@ -264,7 +121,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                 asm.feed(msg)
             return asm.finish()
 
-        raw = await self._acall("GetCheckpoint", req, run)
+        raw = await self._conn.acall("GetCheckpoint", req, run)
         return None if raw is None else _wire.to_tuple(self.serde, raw)
 
     def list(
@@ -284,12 +141,12 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         if limit is not None and limit <= 0:
             return
         req, wanted = _wire.list_request(config, filter, before, limit)
-        stub = self._sync_stub()
-        deadline = self._deadline()
+        stub = self._conn.stub()
+        deadline = self._conn.deadline()
         count, try_ = 0, 0
         while True:
             asm = _wire.Assembler()
-            call = stub.ListCheckpoints(req, timeout=self._left(deadline))
+            call = stub.ListCheckpoints(req, timeout=self._conn.left(deadline))
             try:
                 for msg in call:
                     for raw in asm.feed(msg):
@@ -303,7 +160,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                     yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
-                wait = None if count else self._retry_wait("ListCheckpoints", req, e, try_, deadline)
+                wait = None if count else self._conn.retry_wait("ListCheckpoints", req, e, try_, deadline)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 time.sleep(wait)
@@ -323,12 +180,12 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         if limit is not None and limit <= 0:
             return
         req, wanted = _wire.list_request(config, filter, before, limit)
-        stub = self._async_stub()
-        deadline = self._deadline()
+        stub = self._conn.astub()
+        deadline = self._conn.deadline()
         count, try_ = 0, 0
         while True:
             asm = _wire.Assembler()
-            call = stub.ListCheckpoints(req, timeout=self._left(deadline))
+            call = stub.ListCheckpoints(req, timeout=self._conn.left(deadline))
             try:
                 async for msg in call:
                     for raw in asm.feed(msg):
@@ -342,7 +199,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                     yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
-                wait = None if count else self._retry_wait("ListCheckpoints", req, e, try_, deadline)
+                wait = None if count else self._conn.retry_wait("ListCheckpoints", req, e, try_, deadline)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 await asyncio.sleep(wait)
@@ -364,12 +221,12 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         UploadCheckpoint when it is over the daemon's request limit); return
         the config that names it."""
         req, stored = _wire.put_request(self.serde, config, checkpoint, metadata, new_versions)
-        stub = self._sync_stub()
-        limit = self._request_limit()
+        stub = self._conn.stub()
+        limit = self._conn.request_limit()
         if not _wire.needs_upload(req, limit):
-            self._call("PutCheckpoint", req, lambda t: stub.PutCheckpoint(req, timeout=t))
+            self._conn.call("PutCheckpoint", req, lambda t: stub.PutCheckpoint(req, timeout=t))
         else:
-            self._call(
+            self._conn.call(
                 "UploadCheckpoint", req,
                 lambda t: stub.UploadCheckpoint(_wire.upload_messages(req, limit), timeout=t),
             )
@@ -384,16 +241,16 @@ class SavepointSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """put on grpc.aio."""
         req, stored = _wire.put_request(self.serde, config, checkpoint, metadata, new_versions)
-        stub = self._async_stub()
-        limit = await self._arequest_limit()
+        stub = self._conn.astub()
+        limit = await self._conn.arequest_limit()
         if not _wire.needs_upload(req, limit):
-            await self._aunary("PutCheckpoint", req)
+            await self._conn.aunary("PutCheckpoint", req)
         else:
 
             async def run(t: float | None) -> Any:
                 return await stub.UploadCheckpoint(_wire.upload_messages(req, limit), timeout=t)
 
-            await self._acall("UploadCheckpoint", req, run)
+            await self._conn.acall("UploadCheckpoint", req, run)
         return stored
 
     def put_writes(
@@ -411,8 +268,8 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         the late-write rule)."""
         if not writes:
             return
-        for req in _wire.writes_requests(self.serde, config, writes, task_id, task_path, self._sync_limit_for_writes()):
-            self._unary("PutWrites", req)
+        for req in _wire.writes_requests(self.serde, config, writes, task_id, task_path, self._conn.request_limit()):
+            self._conn.unary("PutWrites", req)
 
     async def aput_writes(
         self,
@@ -424,44 +281,40 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         """put_writes on grpc.aio."""
         if not writes:
             return
-        limit = await self._arequest_limit()
+        limit = await self._conn.arequest_limit()
         for req in _wire.writes_requests(self.serde, config, writes, task_id, task_path, limit):
-            await self._aunary("PutWrites", req)
-
-    def _sync_limit_for_writes(self) -> int:
-        self._sync_stub()
-        return self._request_limit()
+            await self._conn.aunary("PutWrites", req)
 
     # -- deleting, copying, pruning -------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints, blobs and writes in every
         namespace. Writes sent later for its old checkpoints are dropped."""
-        self._unary("DeleteThread", gpb.DeleteThreadRequest(thread_id=str(thread_id)))
+        self._conn.unary("DeleteThread", gpb.DeleteThreadRequest(thread_id=str(thread_id)))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """delete_thread on grpc.aio."""
-        await self._aunary("DeleteThread", gpb.DeleteThreadRequest(thread_id=str(thread_id)))
+        await self._conn.aunary("DeleteThread", gpb.DeleteThreadRequest(thread_id=str(thread_id)))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete, in every thread, the checkpoints whose metadata run_id is
         one of ``run_ids``, with their writes."""
         for batch in _batches(run_ids):
-            self._unary("DeleteForRuns", gpb.DeleteForRunsRequest(run_ids=batch))
+            self._conn.unary("DeleteForRuns", gpb.DeleteForRunsRequest(run_ids=batch))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """delete_for_runs on grpc.aio."""
         for batch in _batches(run_ids):
-            await self._aunary("DeleteForRuns", gpb.DeleteForRunsRequest(run_ids=batch))
+            await self._conn.aunary("DeleteForRuns", gpb.DeleteForRunsRequest(run_ids=batch))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Replace the target thread with a copy of the source thread: every
         namespace, checkpoint (with the same ids), value and write."""
-        self._unary("CopyThread", _copy_request(source_thread_id, target_thread_id))
+        self._conn.unary("CopyThread", _copy_request(source_thread_id, target_thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """copy_thread on grpc.aio."""
-        await self._aunary("CopyThread", _copy_request(source_thread_id, target_thread_id))
+        await self._conn.aunary("CopyThread", _copy_request(source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's latest checkpoint of the threads, with
@@ -469,13 +322,13 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         ("delete")."""
         strat = _strategy(strategy)
         for batch in _batches(thread_ids):
-            self._unary("Prune", gpb.PruneRequest(thread_ids=batch, strategy=strat))
+            self._conn.unary("Prune", gpb.PruneRequest(thread_ids=batch, strategy=strat))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """prune on grpc.aio."""
         strat = _strategy(strategy)
         for batch in _batches(thread_ids):
-            await self._aunary("Prune", gpb.PruneRequest(thread_ids=batch, strategy=strat))
+            await self._conn.aunary("Prune", gpb.PruneRequest(thread_ids=batch, strategy=strat))
 
     # -- versions --------------------------------------------------------------
 
