@@ -12,7 +12,8 @@ fsyncs every write, AsyncSqliteSaver runs SQLite as the package sets it up
 (WAL, synchronous left at SQLite's FULL: the WAL is synced at each commit).
 Worker errors (such as "database is locked") are counted and printed, and a
 run in which a system made no progress fails (exit 1). --quick is the short
-form that `make bench-quick` runs.
+form that `make bench-quick` runs; --json prints the tables and figures as
+one JSON object instead, which savepoint-bench (bench/langgraph.go) reads.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def main() -> int:
     ap.add_argument("--ops", type=int, default=0, help="put + get_tuple timed per system (default 1000, quick 200)")
     ap.add_argument("--window", type=float, default=0, help="seconds counted at 16 processes (default 10, quick 3)")
     ap.add_argument("--payload", type=int, default=2048, help="bytes of each message in the checkpoint")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (tables and figures), for savepoint-bench")
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -179,33 +181,53 @@ def main() -> int:
 
     tmp = tempfile.mkdtemp(prefix="lgb", dir="/tmp")
     daemon, addr = start_savepointd(args.savepointd, tmp)
+    systems = (("savepoint", "SavepointSaver", addr), ("sqlite", "AsyncSqliteSaver", os.path.join(tmp, "sqlite", "checkpoints.db")))
+    os.makedirs(os.path.join(tmp, "sqlite"))
+    p50: dict[str, float] = {}
+    rate: dict[str, float] = {}
+    lat = {
+        "title": f"LangGraph savers: put + get_tuple latency, one process ({ops} timed, {args.payload}-byte messages)",
+        "header": ["saver", "p50 ms", "p90 ms", "p99 ms"],
+        "rows": [],
+        "notes": ["One async put of a checkpoint with two channels, then aget_tuple of it; a fresh store each."],
+    }
+    tp = {
+        "title": f"LangGraph savers: {PROCS} processes, put + get_tuple each on its own thread ({window:g} s counted)",
+        "header": ["saver", "ops/s", "errors", "first error"],
+        "rows": [],
+        "notes": [f"{PROCS} Python processes on one savepointd, or on one SQLite file (WAL, synchronous FULL)."],
+    }
     try:
-        db = os.path.join(tmp, "sqlite", "checkpoints.db")
-        os.makedirs(os.path.dirname(db))
-        p50: dict[str, float] = {}
-        print(f"## LangGraph savers: put + get_tuple latency, one process ({ops} timed, {args.payload}-byte messages)\n")
-        print("| saver | p50 ms | p90 ms | p99 ms |\n| --- | --- | --- | --- |")
-        for kind, name, where in (("savepoint", "SavepointSaver", addr), ("sqlite", "AsyncSqliteSaver", db)):
+        for kind, name, where in systems:
             took = sorted(asyncio.run(latency(kind, where, ops, payload)))
             p50[kind] = statistics.median(took)
             q = statistics.quantiles(took, n=100)
-            print(f"| {name} | {p50[kind] * 1e3:.3f} | {q[89] * 1e3:.3f} | {q[98] * 1e3:.3f} |")
-        rate: dict[str, float] = {}
-        print(f"\n## LangGraph savers: {PROCS} processes, put + get_tuple each on its own thread ({window:g} s counted)\n")
-        print("| saver | ops/s | errors | first error |\n| --- | --- | --- | --- |")
-        for kind, name, where in (("savepoint", "SavepointSaver", addr), ("sqlite", "AsyncSqliteSaver", db)):
+            lat["rows"].append([name, f"{p50[kind] * 1e3:.3f}", f"{q[89] * 1e3:.3f}", f"{q[98] * 1e3:.3f}"])
+        for kind, name, where in systems:
             rate[kind], errors, first = throughput(kind, where, window, args.payload)
-            print(f"| {name} | {rate[kind]:.1f} | {errors} | {first[:80] or '-'} |")
+            tp["rows"].append([name, f"{rate[kind]:.1f}", str(errors), first[:80] or "-"])
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
-    print()
     if not all(rate.values()) or not all(p50.values()):
         print("langgraph_bench: a saver made no progress", file=sys.stderr)
         return 1
-    print(f"langgraph_put_get_p50_vs_sqlite={p50['savepoint'] / p50['sqlite']:.3f}")
-    print(f"langgraph_16proc_vs_sqlite={rate['savepoint'] / rate['sqlite']:.3f}")
+    summary = {
+        "langgraph_put_get_p50_vs_sqlite": p50["savepoint"] / p50["sqlite"],
+        "langgraph_16proc_vs_sqlite": rate["savepoint"] / rate["sqlite"],
+    }
+    if args.json:
+        print(json.dumps({"tables": [lat, tp], "summary": summary}))
+        return 0
+    for t in (lat, tp):
+        print(f"## {t['title']}\n")
+        print("| " + " | ".join(t["header"]) + " |\n|" + " --- |" * len(t["header"]))
+        for r in t["rows"]:
+            print("| " + " | ".join(r) + " |")
+        print()
+    for name, v in summary.items():
+        print(f"{name}={v:.3f}")
     return 0
 
 
