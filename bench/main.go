@@ -50,6 +50,8 @@ type Config struct {
 	ResumeMessages int           // scenario 4: the session's messages
 	StartSessions  int           // scenario 5: sessions in the start-up store
 	Scenarios      []int         // which scenarios to run (1-6); all by default
+	// The LangGraph savers' benchmark (langgraph.go): both empty skip it.
+	LangGraphPython, LangGraphScript string
 }
 
 // DefaultConfig is the full run, QuickConfig the -quick one.
@@ -76,6 +78,9 @@ func (c Config) Validate() error {
 	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
 	if c.Reps < 1 {
 		bad("-reps %d: need at least 1", c.Reps)
+	}
+	if err := c.validateLangGraph(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MessageBytes < 64 || c.MessageBytes > 1<<20 {
 		bad("message bytes %d: need 64 to 1 MiB", c.MessageBytes)
@@ -147,6 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		cfg.Scenarios = ns
 		return err
 	})
+	langGraphFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -242,6 +248,12 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
 			return fmt.Errorf("scenario 5: %w", err)
 		}
 		b.log("scenario 5b done")
+	}
+	if cfg.LangGraphPython != "" {
+		if err := b.LangGraph(ctx, mode == "quick"); err != nil {
+			return fmt.Errorf("LangGraph savers: %w", err)
+		}
+		b.log("LangGraph savers done")
 	}
 	return nil
 }

@@ -74,6 +74,10 @@ type Config struct {
 	// savepointd sets unless the GOMEMLIMIT environment variable does; zero
 	// means DefaultMemoryLimit.
 	MemoryLimit int64
+	// RetainIdle deletes the graph threads not written for this long, as
+	// DeleteThread does, sweeping every tenth of it (at least every second,
+	// at most every hour); zero means they are kept until deleted.
+	RetainIdle time.Duration
 }
 
 // DefaultMemoryLimit is savepointd's soft memory limit unless configured:
@@ -169,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.MemoryLimit < minMemoryLimit {
 		add("memory limit: %d bytes is below the %d bytes savepointd needs to run without collecting garbage all the time", c.MemoryLimit, minMemoryLimit)
+	}
+	if c.RetainIdle < 0 {
+		add("retain idle: %v is negative; use 0 to keep idle threads", c.RetainIdle)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -48,6 +48,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative timeout", func(c *Config) { c.ShutdownTimeout = -1 }, "shutdown timeout"},
 		{"memory limit at least", func(c *Config) { c.MemoryLimit = 48 << 20 }, ""},
 		{"memory limit too low", func(c *Config) { c.MemoryLimit = 48<<20 - 1 }, "memory limit"},
+		{"negative retain idle", func(c *Config) { c.RetainIdle = -1 }, "retain idle"},
 		{"budget at limit", func(c *Config) { c.ResponseBudgetBytes = 4<<20 - 64<<10 }, ""},
 		{"budget over limit", func(c *Config) { c.ResponseBudgetBytes = 4<<20 - 64<<10 + 1 }, "receive limit"},
 		{"message and state over limit", func(c *Config) { c.MaxMessageBytes = 3 << 20 }, "max message bytes"},

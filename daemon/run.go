@@ -79,6 +79,8 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	}
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
+	stopRetention := startRetention(cfg, store, logger)
+	defer stopRetention()
 	if m != nil {
 		m.rpc.InitializeMetrics(srv)
 	}

@@ -254,6 +254,8 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"the Go runtime's soft memory `limit`, in bytes or with a KiB, MiB or GiB suffix; GOMEMLIMIT, when set, wins (env SAVEPOINT_MEMORY_LIMIT)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
+	fs.DurationVar(&cfg.RetainIdle, name("retain-idle", "SAVEPOINT_RETAIN_IDLE"), cfg.RetainIdle,
+		"delete graph threads not written for this `duration` (0: keep them) (env SAVEPOINT_RETAIN_IDLE)")
 	lists := addSecurityFlags(fs, &cfg, name)
 
 	showVersion := fs.Bool("version", false, "print the version and exit")

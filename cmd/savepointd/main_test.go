@@ -32,6 +32,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"SAVEPOINT_SHUTDOWN_TIMEOUT":      "3s",
 		"SAVEPOINT_LOG_LEVEL":             "debug",
 		"SAVEPOINT_MEMORY_LIMIT":          "96MiB",
+		"SAVEPOINT_RETAIN_IDLE":           "72h",
 	}
 	cfg, err := parseConfig(nil, envOf(env), &bytes.Buffer{})
 	if err != nil {
@@ -40,7 +41,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 	want := daemon.Config{
 		DataDir: "/env/data", Listen: "unix:/env/s.sock", SocketMode: 0o660,
 		MaxRequestBytes: 4000000, MaxMessageBytes: 1000000, MaxStateBytes: 500000, ResponseBudgetBytes: 2000000,
-		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug, MemoryLimit: 96 << 20,
+		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug, MemoryLimit: 96 << 20, RetainIdle: 72 * time.Hour,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("from env: %+v, want %+v", cfg, want)
@@ -51,6 +52,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"--max-request-bytes", "3000000", "--max-message-bytes", "900000", "--max-state-bytes", "400000",
 		"--response-budget-bytes", "1000000", "--shutdown-timeout", "1s", "--log-level", "warn",
 		"--memory-limit", "100000000",
+		"--retain-idle", "30m",
 	}, envOf(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 	want = daemon.Config{
 		DataDir: "/flag/data", Listen: "127.0.0.1:7000", SocketMode: 0o600,
 		MaxRequestBytes: 3000000, MaxMessageBytes: 900000, MaxStateBytes: 400000, ResponseBudgetBytes: 1000000,
-		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn, MemoryLimit: 100000000,
+		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn, MemoryLimit: 100000000, RetainIdle: 30 * time.Minute,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("flags over env: %+v, want %+v", cfg, want)
@@ -137,6 +139,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"extra argument", []string{"--listen", sock, "serve"}, nil, exitConfig, "unexpected"},
 		{"bad env", []string{"--listen", sock}, map[string]string{"SAVEPOINT_MAX_STATE_BYTES": "lots"}, exitConfig, "SAVEPOINT_MAX_STATE_BYTES"},
 		{"bad mode", []string{"--listen", sock, "--socket-mode", "0777"}, nil, exitConfig, "socket mode"},
+		{"negative retain idle", []string{"--listen", sock, "--retain-idle", "-1h"}, nil, exitConfig, "retain idle"},
 		{"not loopback", []string{"--listen", "0.0.0.0:7000"}, nil, exitConfig, "loopback"},
 		{"request over the store's sizing", []string{"--listen", sock, "--max-request-bytes", "8388608"}, nil, exitConfig, "sized for"},
 		{"store fails", []string{"--listen", sock, "--data-dir", file}, nil, exitFail, "open store"},

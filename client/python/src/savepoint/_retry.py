@@ -6,9 +6,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from savepoint.v1 import graph_pb2 as graph_pb
 from savepoint.v1 import savepoint_pb2 as pb
 
 SERVICE = "savepoint.v1.SavepointService"
+GRAPH_SERVICE = "savepoint.v1.GraphCheckpointService"
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,32 @@ _SAFE_WITH_REQUEST_ID: dict[str, type] = {
     "RewindSession": pb.RewindSessionRequest,
 }
 
+# GraphCheckpointService's: its reads, and its deletes, copy and prune, which
+# are idempotent (docs/protocol.md); its puts only with a request id.
+_GRAPH_ALWAYS_SAFE = frozenset(
+    {"GetCheckpoint", "ListCheckpoints", "DeleteThread", "DeleteForRuns", "CopyThread", "Prune"}
+)
+
+_GRAPH_OTHER_REQUESTS = (
+    graph_pb.GetCheckpointRequest,
+    graph_pb.ListCheckpointsRequest,
+    graph_pb.DeleteThreadRequest,
+    graph_pb.DeleteForRunsRequest,
+    graph_pb.CopyThreadRequest,
+    graph_pb.PruneRequest,
+)
+
 
 def retry_safe(method: str, request: object) -> bool:
     """Say whether repeating a call that may have been applied is harmless.
     Methods not listed (DeleteSession, Verify, GetServerInfo, any added later)
-    are not, as in the Go client."""
+    are not, as in the Go client. ``method`` is a SavepointService RPC, or
+    a GraphCheckpointService one when ``request`` is a graph_pb2 message
+    (for UploadCheckpoint, its start)."""
+    if isinstance(request, (graph_pb.PutCheckpointRequest, graph_pb.PutWritesRequest, graph_pb.UploadCheckpointStart)):
+        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint") and request.request_id != ""
+    if isinstance(request, _GRAPH_OTHER_REQUESTS):
+        return method in _GRAPH_ALWAYS_SAFE
     if method == "SaveCheckpoint":
         return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
     if method in _SAFE_WITH_REQUEST_ID:

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os/exec"
+	"slices"
+)
+
+// LangGraphSummaryNames are the closing figures of the LangGraph savers'
+// benchmark (issue 13), printed after SummaryNames when it ran. A ratio is
+// SavepointSaver's figure over AsyncSqliteSaver's.
+var LangGraphSummaryNames = []string{
+	"langgraph_put_get_p50_vs_sqlite", // put + get_tuple p50, one process (below 1: SavepointSaver faster)
+	"langgraph_16proc_vs_sqlite",      // put + get_tuple per second at 16 processes (above 1: SavepointSaver faster)
+}
+
+// langGraphFlags registers the flags that turn the LangGraph savers'
+// benchmark on: a Python with savepoint[langgraph,test] installed and the
+// script (client/python/bench/langgraph_bench.py).
+func langGraphFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.LangGraphPython, "langgraph-python", cfg.LangGraphPython,
+		"the Python `interpreter` that runs -langgraph-script (with savepoint[langgraph,test] installed); empty skips the LangGraph savers")
+	fs.StringVar(&cfg.LangGraphScript, "langgraph-script", cfg.LangGraphScript,
+		"the LangGraph savers' benchmark `script` (client/python/bench/langgraph_bench.py)")
+}
+
+func (c Config) validateLangGraph() error {
+	if (c.LangGraphPython == "") != (c.LangGraphScript == "") {
+		return errors.New("-langgraph-python and -langgraph-script go together")
+	}
+	return nil
+}
+
+// LangGraph runs the LangGraph savers' benchmark, SavepointSaver against
+// AsyncSqliteSaver (its -quick form in a quick run), against cfg.Savepointd,
+// and adds its tables and closing figures to the run's.
+func (b *Bench) LangGraph(ctx context.Context, quick bool) error {
+	args := []string{b.cfg.LangGraphScript, "--json", "--savepointd", b.cfg.Savepointd}
+	if quick {
+		args = append(args, "--quick")
+	}
+	cmd := exec.CommandContext(ctx, b.cfg.LangGraphPython, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%s: %w\n%s", b.cfg.LangGraphScript, err, stderr.String())
+	}
+	tables, figures, err := parseLangGraph(out)
+	if err != nil {
+		return fmt.Errorf("%s: %w", b.cfg.LangGraphScript, err)
+	}
+	b.tables = append(b.tables, tables...)
+	for name, v := range figures {
+		b.summary[name] = v
+	}
+	return nil
+}
+
+// parseLangGraph reads the script's --json output: its last line is one
+// object with the tables and every LangGraphSummaryNames figure.
+func parseLangGraph(out []byte) ([]*Table, Summary, error) {
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	var got struct {
+		Tables []struct {
+			Title  string     `json:"title"`
+			Header []string   `json:"header"`
+			Rows   [][]string `json:"rows"`
+			Notes  []string   `json:"notes"`
+		} `json:"tables"`
+		Summary map[string]float64 `json:"summary"`
+	}
+	if err := json.Unmarshal(lines[len(lines)-1], &got); err != nil {
+		return nil, nil, fmt.Errorf("its last line is not the JSON report: %w", err)
+	}
+	var tables []*Table
+	for _, t := range got.Tables {
+		tab := &Table{Title: t.Title, Header: t.Header, Notes: t.Notes}
+		for _, r := range t.Rows {
+			if len(r) != len(t.Header) {
+				return nil, nil, fmt.Errorf("table %q: a row of %d cells under %d columns", t.Title, len(r), len(t.Header))
+			}
+			tab.Rows = append(tab.Rows, r)
+		}
+		tables = append(tables, tab)
+	}
+	figures := Summary{}
+	for _, name := range LangGraphSummaryNames {
+		v, ok := got.Summary[name]
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+			return nil, nil, fmt.Errorf("figure %s missing or not a positive number", name)
+		}
+		figures[name] = v
+	}
+	for name := range got.Summary {
+		if !slices.Contains(LangGraphSummaryNames, name) {
+			return nil, nil, fmt.Errorf("unknown figure %s", name)
+		}
+	}
+	return tables, figures, nil
+}

@@ -1,0 +1,186 @@
+"""SavepointSaver's connections to savepointd: a grpc channel for the sync
+methods, a grpc.aio channel per event loop for the async ones, and the calls
+on them with the client's retries and error translation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+from google.protobuf.message import Message as ProtoMessage
+
+from savepoint._retry import RetryPolicy, retry_safe
+from savepoint.address import TLSConfig
+from savepoint.client import _resolve
+from savepoint.errors import from_rpc_error
+from savepoint.langgraph import _wire
+from savepoint.v1 import graph_pb2_grpc as gpb_grpc
+from savepoint.v1 import savepoint_pb2 as pb
+from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+
+
+class Connection:
+    """The channels to one daemon, made on first use: stub() is the sync
+    GraphCheckpointService stub, astub() the running loop's grpc.aio one.
+    call() and acall() run one whole call (a stream read to its end
+    included), retried per ``retry`` while the daemon is unavailable and
+    the call is safe to repeat (retry_safe), and raise savepoint.errors
+    exceptions. close() closes the sync channel, aclose() the running
+    loop's too."""
+
+    def __init__(
+        self, address: str | None, tls: TLSConfig | bool | None, retry: RetryPolicy, timeout: float | None, logger: logging.Logger
+    ) -> None:
+        self.address, self._target, self._opts, self._tls = _resolve(address, tls)
+        self._retry = retry
+        self._timeout = timeout
+        self._logger = logger
+        self._lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+        self._stub: Any = None
+        self._aio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[grpc.aio.Channel, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._max_request_bytes = 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._channel is not None:
+                self._channel.close()
+            self._channel, self._stub = None, None
+
+    async def aclose(self) -> None:
+        got = self._aio.pop(asyncio.get_running_loop(), None)
+        if got is not None:
+            await got[0].close(None)
+        self.close()
+
+    def stub(self) -> Any:
+        with self._lock:
+            if self._stub is None:
+                if self._tls is None:
+                    self._channel = grpc.insecure_channel(self._target, options=self._opts)
+                else:
+                    self._channel = grpc.secure_channel(self._target, self._tls.credentials(), options=self._opts)
+                self._stub = gpb_grpc.GraphCheckpointServiceStub(self._channel)  # type: ignore[no-untyped-call]
+            return self._stub
+
+    def astub(self) -> Any:
+        loop = asyncio.get_running_loop()
+        got = self._aio.get(loop)
+        if got is None:
+            if self._tls is None:
+                ch = grpc.aio.insecure_channel(self._target, options=self._opts)
+            else:
+                ch = grpc.aio.secure_channel(self._target, self._tls.credentials(), options=self._opts)
+            got = (ch, gpb_grpc.GraphCheckpointServiceStub(ch))  # type: ignore[no-untyped-call]
+            self._aio[loop] = got
+        return got[1]
+
+    def deadline(self) -> float | None:
+        return None if self._timeout is None else time.monotonic() + self._timeout
+
+    def retry_wait(self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None) -> float | None:
+        """The wait before retrying a failed call, or None to raise it."""
+        code = err.code() if hasattr(err, "code") else None
+        attempts = max(1, self._retry.max_attempts) if retry_safe(method, req) else 1
+        wait = self._retry.backoff(try_)
+        if (
+            code != grpc.StatusCode.UNAVAILABLE
+            or try_ + 1 >= attempts
+            or (deadline is not None and time.monotonic() + wait >= deadline)
+        ):
+            return None
+        self._logger.warning(
+            "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs)",
+            method, try_ + 2, attempts, wait,
+        )
+        return wait
+
+    @staticmethod
+    def left(deadline: float | None) -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def call(self, method: str, req: ProtoMessage, run: Callable[[float | None], T]) -> T:
+        """Run ``run(timeout)``, one whole call (a stream read to its end
+        included), retrying it while the daemon is unavailable."""
+        deadline = self.deadline()
+        try_ = 0
+        while True:
+            try:
+                return run(self.left(deadline))
+            except grpc.RpcError as e:
+                wait = self.retry_wait(method, req, e, try_, deadline)
+                if wait is None:
+                    raise from_rpc_error(e) from None
+                time.sleep(wait)
+                try_ += 1
+
+    async def acall(self, method: str, req: ProtoMessage, run: Callable[[float | None], Awaitable[T]]) -> T:
+        deadline = self.deadline()
+        try_ = 0
+        while True:
+            try:
+                return await run(self.left(deadline))
+            except grpc.RpcError as e:
+                wait = self.retry_wait(method, req, e, try_, deadline)
+                if wait is None:
+                    raise from_rpc_error(e) from None
+                await asyncio.sleep(wait)
+                try_ += 1
+
+    def unary(self, method: str, req: ProtoMessage) -> Any:
+        fn = getattr(self.stub(), method)
+        return self.call(method, req, lambda t: fn(req, timeout=t))
+
+    async def aunary(self, method: str, req: ProtoMessage) -> Any:
+        fn = getattr(self.astub(), method)
+
+        async def run(t: float | None) -> Any:
+            return await fn(req, timeout=t)
+
+        return await self.acall(method, req, run)
+
+    def request_limit(self) -> int:
+        """The daemon's request limit (GetServerInfo's max_request_bytes,
+        asked once), or 4 MiB when it cannot be asked."""
+        self.stub()
+        if not self._max_request_bytes:
+            self._max_request_bytes = _wire.DEFAULT_MAX_REQUEST_BYTES
+            assert self._channel is not None
+            try:
+                info = pb_grpc.SavepointServiceStub(self._channel).GetServerInfo(  # type: ignore[no-untyped-call]
+                    pb.GetServerInfoRequest(), timeout=self.left(self.deadline()) or 10.0
+                )
+                if info.max_request_bytes > 0:
+                    self._max_request_bytes = info.max_request_bytes
+            except grpc.RpcError as e:
+                self._logger.debug("savepoint: GetServerInfo failed, assuming a 4 MiB request limit: %s", e)
+        return self._max_request_bytes
+
+    async def arequest_limit(self) -> int:
+        """request_limit on grpc.aio."""
+        if not self._max_request_bytes:
+            limit = _wire.DEFAULT_MAX_REQUEST_BYTES
+            loop = asyncio.get_running_loop()
+            self.astub()
+            ch = self._aio[loop][0]
+            try:
+                info = await pb_grpc.SavepointServiceStub(ch).GetServerInfo(  # type: ignore[no-untyped-call]
+                    pb.GetServerInfoRequest(), timeout=self.left(self.deadline()) or 10.0
+                )
+                if info.max_request_bytes > 0:
+                    limit = info.max_request_bytes
+            except grpc.RpcError as e:
+                self._logger.debug("savepoint: GetServerInfo failed, assuming a 4 MiB request limit: %s", e)
+            self._max_request_bytes = limit
+        return self._max_request_bytes
