@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -16,7 +17,7 @@ import {
 } from "../index.js";
 import { REPORT_TEXT } from "../demo/model.js";
 import { countWrites, NOTES_FILE, SAMPLE_NOTES } from "../demo/tools.js";
-import { Daemon, describe as show, startDemo } from "./daemon.js";
+import { binary, Daemon, describe as show, shortTempDir, startDemo } from "./daemon.js";
 import { FaultProxy } from "./proxy.js";
 
 const quiet = consoleLogger("error");
@@ -224,5 +225,65 @@ test("TLS from SAVEPOINT_TLS_CA, SAVEPOINT_TLS_CERT and SAVEPOINT_TLS_KEY, again
     }
   } finally {
     await p.close();
+  }
+});
+
+/** A free TCP port on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((res) => srv.listen(0, "127.0.0.1", res));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((res) => srv.close(() => res()));
+  return port;
+}
+
+test("mutual TLS against the real savepointd (--tls-cert, --tls-key, --tls-client-ca)", async (t) => {
+  const certs = certificates();
+  if (!certs) {
+    t.skip("openssl is not installed: cannot make test certificates");
+    return;
+  }
+  chmodSync(certs.serverKey, 0o600);
+  const addr = `127.0.0.1:${await freePort()}`;
+  const dir = shortTempDir();
+  let stderr = "";
+  const p = spawn(binary("SAVEPOINTD", "savepointd"), ["--data-dir", join(dir, "data"), "--listen", addr,
+    "--tls-cert", certs.serverCert, "--tls-key", certs.serverKey, "--tls-client-ca", certs.ca], { stdio: ["ignore", "ignore", "pipe"] });
+  p.stderr!.on("data", (b: Buffer) => (stderr += b.toString()));
+  const noRetry = { maxAttempts: 1, initialBackoffMs: 0, maxBackoffMs: 0 };
+  const tls = { ca: readFileSync(certs.ca), cert: readFileSync(certs.clientCert), key: readFileSync(certs.clientKey) };
+  try {
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      assert.equal(p.exitCode, null, `savepointd exited:\n${stderr}`);
+      const c = await dial(addr, { logger: quiet, retry: noRetry, tls });
+      try {
+        const info = await c.raw.getServerInfo({});
+        assert.equal(info.storeKind, "badger", "the daemon's own answer");
+        break;
+      } catch (err) {
+        if (!(err instanceof UnavailableError) || Date.now() > deadline) throw err;
+        await new Promise((res) => setTimeout(res, 50));
+      } finally {
+        c.close();
+      }
+    }
+    const c = await dial(addr, { logger: quiet, tls });
+    try {
+      const s = await c.start("over-daemon-tls", "t", { messages: [{ role: "user", contentJson: '"hello"' }] });
+      const again = await c.resume("over-daemon-tls");
+      assert.deepEqual(again.messages, s.messages);
+    } finally {
+      c.close();
+    }
+    const bare = await dial(addr, { logger: quiet, retry: noRetry, tls: { ca: tls.ca } });
+    try {
+      await assert.rejects(bare.raw.getServerInfo({}), UnavailableError, "no client certificate");
+    } finally {
+      bare.close();
+    }
+  } finally {
+    p.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
   }
 });
