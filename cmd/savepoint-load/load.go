@@ -271,8 +271,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 			res.WarmRPCs = l.rpcs.Load()
 			if rss != nil {
 				res.RSSWarm, _ = rss.read()
-				res.WarmAnon, _ = rss.readField("RssAnon:")
-				res.AnonMax = max(res.AnonMax, res.WarmAnon)
+				res.WarmAnon, _ = rss.readField("RssAnon:") // joins AnonMax at the end: the sampler owns it
 				res.CPUWarm, _ = rss.cpu()
 			}
 		})
@@ -340,7 +339,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		res.RSSPeak, _ = rss.readField("VmHWM:")
 		res.EndAnon, _ = rss.readField("RssAnon:")
 		res.EndFile, _ = rss.readField("RssFile:")
-		res.AnonMax = max(res.AnonMax, res.EndAnon)
+		res.AnonMax = max(res.AnonMax, res.EndAnon, res.WarmAnon)
 		res.CPUEnd, _ = rss.cpu()
 		if cfg.Settle > 0 {
 			select {
