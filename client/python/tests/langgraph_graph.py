@@ -8,8 +8,11 @@ states, history, call counts) with ids and timestamps left out, so two
 savers' records compare equal.
 
 As a script: ``langgraph_graph.py ADDR THREAD PHASE`` with PHASE "until-
-interrupt" (run until the interrupt), "resume" (resume and fork to the end)
-or "all"; it prints the record as one JSON line.
+interrupt" (run until the interrupt), "resume" (resume and fork to the end),
+"all" or "all-async" (both), "crash-in-fanout" (the process dies in the
+fan-out, after the tasks for "a" and "c" stored their writes) or
+"after-crash" (the run resumed from there, to the end); it prints the record
+as one JSON line.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import os
 import sys
 import threading
 import time
@@ -48,8 +52,12 @@ class WorkerFailed(Exception):
     """The fan-out task for "b" fails on its first run."""
 
 
-def build(calls: Counter[str], checkpointer: BaseCheckpointSaver[Any]) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The graph, counting node runs in ``calls``."""
+def build(
+    calls: Counter[str], checkpointer: BaseCheckpointSaver[Any], crash_thread: str = ""
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The graph, counting node runs in ``calls``. With ``crash_thread``,
+    the task for "b" kills its process on its first run instead of failing,
+    once the other tasks' writes are stored in ``checkpointer``."""
 
     def plan(state: State) -> State:
         calls["plan"] += 1
@@ -72,6 +80,9 @@ def build(calls: Counter[str], checkpointer: BaseCheckpointSaver[Any]) -> Compil
             with others_done:
                 others_done.wait_for(lambda: calls["work:a"] and calls["work:c"], timeout=10)
             time.sleep(0.2)
+            if crash_thread:
+                wait_for_writes(checkpointer, crash_thread, "results", 2)
+                os._exit(CRASH_EXIT)
             raise WorkerFailed("b failed once")
         return {"results": ["done-" + item], "log": ["work-" + item]}
 
@@ -112,6 +123,21 @@ def build(calls: Counter[str], checkpointer: BaseCheckpointSaver[Any]) -> Compil
     g.add_edge("sub", "finish")
     g.add_edge("finish", END)
     return g.compile(checkpointer=checkpointer)
+
+
+CRASH_EXIT = 17
+
+
+def wait_for_writes(saver: BaseCheckpointSaver[Any], thread: str, channel: str, n: int) -> None:
+    """Wait until the thread's latest checkpoint has n pending writes to
+    channel (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        tup = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        if tup is not None and sum(1 for w in tup.pending_writes or () if w[1] == channel) >= n:
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"the thread's latest checkpoint never had {n} writes to {channel}")
 
 
 # -- what a user sees, without ids ---------------------------------------------
@@ -277,6 +303,17 @@ def main(argv: list[str]) -> None:
             rec = resume(saver, thread, calls)
         elif phase == "all":
             rec = run_all(saver, thread)
+        elif phase == "crash-in-fanout":
+            # Exits CRASH_EXIT from inside the fan-out: nothing is printed.
+            build(calls, saver, crash_thread=thread).invoke({"log": ["start"]}, {"configurable": {"thread_id": thread}})
+            raise SystemExit("the crash did not happen")
+        elif phase == "after-crash":
+            calls["work:b"] = 1  # its run in the crashed process
+            graph = build(calls, saver)
+            at = plain(graph.invoke(None, {"configurable": {"thread_id": thread}}))
+            rec = {"at_interrupt": at, "calls_1": dict(sorted(calls.items()))}
+            calls.clear()
+            rec.update(resume(saver, thread, calls))
         elif phase == "all-async":
             rec = asyncio.run(arun_all(saver, thread))
         else:

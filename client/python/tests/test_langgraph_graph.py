@@ -25,6 +25,7 @@ from langgraph.types import Command
 from savepoint import RetryPolicy
 from savepoint.errors import InvalidArgumentError, InvalidGraphKeyError, MissingFieldError
 from savepoint.langgraph import SavepointSaver
+from savepoint.langgraph._conn import Connection
 
 
 def check_record(rec: dict[str, Any]) -> None:
@@ -52,7 +53,18 @@ def test_graph_sync_equals_in_memory(daemon: Daemon) -> None:
     assert got == want
 
 
-def test_graph_async_equals_in_memory(daemon: Daemon) -> None:
+@pytest.fixture
+def no_sync_channel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The async methods must run on grpc.aio, never on the sync channel
+    (say, in a thread pool): using it fails the test."""
+
+    def refuse(self: Connection) -> None:
+        raise AssertionError("an async method used the sync channel")
+
+    monkeypatch.setattr(Connection, "stub", refuse)
+
+
+def test_graph_async_equals_in_memory(daemon: Daemon, no_sync_channel: None) -> None:
     want = asyncio.run(lg.arun_all(InMemorySaver(), "g"))
     check_record(want)
     thread = "g-async-" + uuid.uuid4().hex
@@ -104,7 +116,7 @@ def test_large_checkpoint_sync(daemon: Daemon) -> None:
         check_big(out, saver.get_tuple(config), list(saver.list(config)))
 
 
-def test_large_checkpoint_async(daemon: Daemon) -> None:
+def test_large_checkpoint_async(daemon: Daemon, no_sync_channel: None) -> None:
     config = {"configurable": {"thread_id": "big-async-" + uuid.uuid4().hex}}
 
     async def run() -> None:
@@ -147,10 +159,11 @@ def test_late_write_after_delete_thread_sync(daemon: Daemon) -> None:
 
 def test_late_write_after_delete_thread_async(daemon: Daemon) -> None:
     thread = "late-async-" + uuid.uuid4().hex
+    with SavepointSaver(daemon.addr) as saver:
+        config = _late_write_setup(saver, thread)
 
     async def run() -> None:
         async with SavepointSaver(daemon.addr) as saver:
-            config = _late_write_setup(saver, thread)
             old = [t.config async for t in saver.alist(config)]
             await saver.adelete_thread(thread)
             for c in old:
@@ -214,3 +227,15 @@ def test_calls_retried_across_a_restart(fresh_daemon: Daemon) -> None:
             assert out["answer"] == "yes:done-a,done-b,done-c!"
 
     asyncio.run(run())
+
+
+def test_default_address(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAVEPOINT_ADDR", daemon.addr)
+    thread = "default-addr-" + uuid.uuid4().hex
+    with SavepointSaver() as saver:
+        assert saver.address == daemon.addr
+        graph = lg.build(Counter(), saver)
+        with pytest.raises(lg.WorkerFailed):
+            graph.invoke({"log": ["start"]}, {"configurable": {"thread_id": thread}})
+    with SavepointSaver(daemon.addr) as saver:
+        assert saver.get_tuple({"configurable": {"thread_id": thread}}) is not None

@@ -71,3 +71,28 @@ def test_processes_share_one_daemon(daemon: Daemon) -> None:
                 assert again is not None
                 assert again.checkpoint == tup.checkpoint and again.metadata == tup.metadata
                 assert again.pending_writes == tup.pending_writes
+
+
+def without_errors(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**h, "tasks": sorted(({**t, "error": None} for t in h["tasks"]), key=json.dumps)} for h in history]
+
+
+def test_crash_in_fan_out_reruns_only_the_unfinished_task(fresh_daemon: Daemon) -> None:
+    """The process dies inside the Send fan-out after two of its three tasks
+    stored their writes; savepointd is killed too. A new process reruns only
+    the third task and ends as an uninterrupted run does."""
+    want = lg.run_all(InMemorySaver(), "g")
+    thread = "crash-" + uuid.uuid4().hex
+    p = run_script(fresh_daemon.addr, thread, "crash-in-fanout")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == lg.CRASH_EXIT, err
+    fresh_daemon.kill()
+    fresh_daemon.restart()
+    got = record(run_script(fresh_daemon.addr, thread, "after-crash"))
+    # "work:b" counts its run in the crashed process; "a" and "c" never ran again.
+    assert got["calls_1"] == {"work:b": 2, "collect": 1, "review": 1}
+    assert got["at_interrupt"] == want["at_interrupt"]
+    for k in ("resumed", "done", "fork_interrupt", "fork_done", "final", "namespaces"):
+        assert got[k] == want[k], k
+    # The history is the same but for the error the crashed task never wrote.
+    assert without_errors(got["final_history"]) == without_errors(want["final_history"])

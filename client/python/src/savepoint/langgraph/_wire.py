@@ -107,9 +107,11 @@ def put_request(
 
 
 def needs_upload(req: gpb.PutCheckpointRequest, max_request_bytes: int) -> bool:
-    """Say whether a put is over the daemon's request limit (or its blob
-    count), so that it must go through UploadCheckpoint."""
-    return len(req.blobs) > MAX_BATCH or req.ByteSize() + _REQUEST_MARGIN > max_request_bytes
+    """Say whether a put is over the daemon's request limit, so that it must
+    go through UploadCheckpoint. (The 1,000 blobs a put may carry bind an
+    upload too: a step that changes more channels is refused with
+    FieldTooLargeError.)"""
+    return req.ByteSize() + _REQUEST_MARGIN > max_request_bytes
 
 
 def upload_messages(req: gpb.PutCheckpointRequest, max_request_bytes: int) -> Iterator[gpb.UploadCheckpointRequest]:
