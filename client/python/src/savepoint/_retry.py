@@ -89,6 +89,6 @@ def retry_safe(method: str, request: object) -> bool:
         return method in _GRAPH_ALWAYS_SAFE
     if method == "SaveCheckpoint":
         return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
-    if method in _SAFE_WITH_REQUEST_ID:
-        return isinstance(request, _SAFE_WITH_REQUEST_ID[method]) and request.request_id != ""
+    if isinstance(request, (pb.CompleteSessionRequest, pb.ForkSessionRequest, pb.RewindSessionRequest)):
+        return _SAFE_WITH_REQUEST_ID.get(method) is type(request) and request.request_id != ""
     return method in _ALWAYS_SAFE
