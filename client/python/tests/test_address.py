@@ -47,7 +47,8 @@ def test_parse_addr(addr: str, network: str, address: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "addr", ["unix:", "unix://relative", "localhost", "localhost:", "/run/savepoint/savepoint.sock", "http://localhost:7070"]
+    "addr", ["unix:", "unix://relative", "localhost", "localhost:", "/run/savepoint/savepoint.sock", "http://localhost:7070",
+             "127.0.0.1:http", "127.0.0.1:70000", ":7777"]
 )
 def test_parse_addr_bad(addr: str) -> None:
     with pytest.raises(ValueError):

@@ -40,6 +40,12 @@ export function parseAddr(addr: string): Endpoint {
   if (hp === undefined || hp.port === "" || hp.host.includes("/")) {
     throw new Error(`savepoint: address ${JSON.stringify(addr)} is neither unix:PATH nor HOST:PORT`);
   }
+  if (!/^[0-9]+$/.test(hp.port) || Number(hp.port) > 65535) {
+    throw new Error(`savepoint: address ${JSON.stringify(addr)}: port ${JSON.stringify(hp.port)} is not a number in 0-65535`);
+  }
+  if (hp.host === "") {
+    throw new Error(`savepoint: address ${JSON.stringify(addr)}: the host is empty; give a loopback address such as 127.0.0.1`);
+  }
   return { network: "tcp", ...hp };
 }
 
@@ -63,7 +69,5 @@ function splitHostPort(s: string): { host: string; port: string } | undefined {
 export function grpcTarget(ep: Endpoint): string {
   // grpc-js takes the rest of "unix:PATH" as the path, verbatim.
   if (ep.network === "unix") return "unix:" + ep.path;
-  // An empty host is the local system, as for Go's net.Dial(":PORT").
-  const host = ep.host === "" ? "localhost" : ep.host;
-  return isIP(host) === 6 ? `ipv6:[${host}]:${ep.port}` : `dns:${host}:${ep.port}`;
+  return isIP(ep.host) === 6 ? `ipv6:[${ep.host}]:${ep.port}` : `dns:${ep.host}:${ep.port}`;
 }

@@ -71,6 +71,11 @@ def parse_addr(addr: str) -> Endpoint:
     host = (m.group("v6") if m.group("v6") is not None else m.group("host")) if m else None
     if m is None or host is None or "/" in host or not m.group("port"):
         raise ValueError(f"savepoint: address {addr!r} is neither unix:PATH nor HOST:PORT")
+    port = m.group("port")
+    if not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise ValueError(f"savepoint: address {addr!r}: port {port!r} is not a number in 0-65535")
+    if host == "":
+        raise ValueError(f"savepoint: address {addr!r}: the host is empty; give a loopback address such as 127.0.0.1")
     return Endpoint("tcp", addr, host)
 
 

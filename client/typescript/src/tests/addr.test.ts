@@ -44,7 +44,7 @@ test("parseAddr takes unix:PATH and HOST:PORT only", () => {
     assert.deepEqual(ep, want, addr);
     assert.equal(grpcTarget(ep), target, addr);
   }
-  for (const bad of ["unix:", "unix://relative", "localhost", "localhost:", "/run/savepoint/savepoint.sock", "http://localhost:7070", "::1:7070"]) {
+  for (const bad of ["unix:", "unix://relative", "localhost", "localhost:", "/run/savepoint/savepoint.sock", "http://localhost:7070", "::1:7070", "127.0.0.1:http", "127.0.0.1:70000", ":7777"]) {
     assert.throws(() => parseAddr(bad), /savepoint: address/, bad);
   }
 });
