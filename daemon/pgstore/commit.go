@@ -1,0 +1,304 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// The group commit: write requests queued while the writers are busy are
+// folded into one SQL transaction, with a SAVEPOINT around each request so
+// that one refused request (fenced, a revision mismatch, a failed statement)
+// is rolled back to its savepoint without aborting its neighbours. Each
+// request locks its session's row (SELECT ... FOR UPDATE) before it reads
+// anything, so checks and writes are never a read-then-write race, across
+// daemons too; the requests of a batch run in session id order, so two
+// batches, on one host or two, always lock rows in the same order and cannot
+// deadlock. A request is acknowledged only after COMMIT returns.
+
+// maxBatch bounds the requests folded into one transaction.
+const maxBatch = 128
+
+// op is one write request, or a Ping when fn is nil.
+type op struct {
+	sessionID string
+	fn        func(ctx context.Context, q *query) error
+	done      chan error
+}
+
+// write runs fn for sessionID in the next group commit and returns once the
+// commit's outcome is known. fn may run more than once (a batch retried
+// after a serialization failure): it must set its results afresh each time.
+func (s *Store) write(ctx context.Context, sessionID string, fn func(ctx context.Context, q *query) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{sessionID: sessionID, fn: fn, done: make(chan error, 1)}
+	if err := s.enqueue(ctx, o); err != nil {
+		return err
+	}
+	// Once queued, the request is answered with its commit's outcome, even
+	// when ctx ends first: the batch is bounded by the statement timeout.
+	return <-o.done
+}
+
+func (s *Store) enqueue(ctx context.Context, o *op) error {
+	select {
+	case <-s.stop:
+		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+	default:
+	}
+	select {
+	case s.ops <- o:
+		return nil
+	case <-s.stop:
+		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store) loop() {
+	defer s.wg.Done()
+	for {
+		var first *op
+		select {
+		case first = <-s.ops:
+		case <-s.stop:
+			return
+		}
+		batch := []*op{first}
+	fold:
+		for len(batch) < maxBatch {
+			select {
+			case o := <-s.ops:
+				batch = append(batch, o)
+			default:
+				break fold
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+// drain answers the requests still queued at close.
+func (s *Store) drain() {
+	for {
+		select {
+		case o := <-s.ops:
+			o.done <- fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+		default:
+			return
+		}
+	}
+}
+
+// maxAttempts bounds the runs of one batch after serialization failures,
+// deadlocks, and connections found dead before anything was sent.
+const maxAttempts = 5
+
+func (s *Store) commitBatch(batch []*op) {
+	var writes, probes []*op
+	for _, o := range batch {
+		if o.fn == nil {
+			probes = append(probes, o)
+		} else {
+			writes = append(writes, o)
+		}
+	}
+	// Requests of one session keep their order; sessions go in id order.
+	slices.SortStableFunc(writes, func(a, b *op) int { return strings.Compare(a.sessionID, b.sessionID) })
+	var probeErr error
+	if len(writes) > 0 {
+		var results []error
+		var err error
+		for attempt := 1; ; attempt++ {
+			results, err = s.runBatch(writes)
+			if err == nil || attempt == maxAttempts || !retryBatch(err) {
+				break
+			}
+			time.Sleep(time.Duration(attempt) * 5 * time.Millisecond)
+		}
+		if err != nil {
+			err = s.unavailable(context.Background(), err)
+			probeErr = err
+			for _, o := range writes {
+				o.done <- err
+			}
+		} else {
+			for i, o := range writes {
+				o.done <- results[i]
+			}
+		}
+	}
+	if len(probes) > 0 {
+		if probeErr == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			if err := s.pool.Ping(ctx); err != nil {
+				probeErr = s.unavailable(ctx, err)
+			}
+			cancel()
+		}
+		for _, o := range probes {
+			o.done <- probeErr
+		}
+	}
+}
+
+// retryBatch reports whether a failed batch committed nothing and can run
+// again: a serialization failure or deadlock (the transaction was rolled
+// back), or a connection that failed before anything was sent.
+func retryBatch(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// ambiguousCommit marks an error of COMMIT itself: the transaction may or
+// may not have committed.
+type ambiguousCommit struct{ err error }
+
+func (e *ambiguousCommit) Error() string { return e.err.Error() }
+func (e *ambiguousCommit) Unwrap() error { return e.err }
+
+// runBatch runs the requests in one transaction and commits it. It returns
+// each request's own result, or an error for the whole batch, which then
+// committed nothing (or, for an *ambiguousCommit, may have).
+func (s *Store) runBatch(batch []*op) ([]error, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
+	if err := s.setLocalTimeout(ctx, tx); err != nil {
+		return nil, err
+	}
+	q := &query{s: s, tx: tx}
+	results := make([]error, len(batch))
+	for i, o := range batch {
+		if results[i], err = s.runOne(ctx, q, o); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return nil, err // refused by the server: rolled back
+		}
+		return nil, &ambiguousCommit{err}
+	}
+	return results, nil
+}
+
+// maxRuns bounds the runs of one request that found its session created by
+// a concurrent transaction (a unique violation on the session's row).
+const maxRuns = 3
+
+// runOne runs one request inside a savepoint. A refusal (a domain error) or
+// a failed statement is rolled back to the savepoint and returned as the
+// request's result; an error that breaks the transaction is returned as the
+// batch's.
+func (s *Store) runOne(ctx context.Context, q *query, o *op) (result, batchErr error) {
+	for run := 1; ; run++ {
+		if _, err := q.tx.Exec(ctx, "SAVEPOINT request"); err != nil {
+			return nil, err
+		}
+		err := o.fn(ctx, q)
+		if err == nil {
+			_, err := q.tx.Exec(ctx, "RELEASE SAVEPOINT request")
+			return nil, err
+		}
+		var pe *pgconn.PgError
+		isPG := errors.As(err, &pe)
+		if isPG && (pe.Code == "40001" || pe.Code == "40P01") {
+			return nil, err // the whole transaction must restart
+		}
+		if !isPG && !isRefusal(err) {
+			return nil, err // a connection error, a timeout: the transaction is lost
+		}
+		if _, rbErr := q.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT request"); rbErr != nil {
+			return nil, rbErr
+		}
+		if _, rbErr := q.tx.Exec(ctx, "RELEASE SAVEPOINT request"); rbErr != nil {
+			return nil, rbErr
+		}
+		switch {
+		case isPG && pe.Code == "23505" && run < maxRuns:
+			continue // another transaction created the session: run again to see it
+		case isPG:
+			return s.unavailable(ctx, err), nil
+		default:
+			return err, nil
+		}
+	}
+}
+
+// setLocalTimeout sets the statement timeout for the transaction when the
+// connection could not be given it at startup (pooled mode).
+func (s *Store) setLocalTimeout(ctx context.Context, tx pgx.Tx) error {
+	if !s.pooled {
+		return nil
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", s.timeout.Milliseconds()))
+	return err
+}
+
+// refusals are the errors a request is refused with; anything else a
+// request returns is a failure of the database or the connection.
+var refusals = []error{
+	daemon.ErrInvalidArgument, daemon.ErrSessionNotFound, daemon.ErrSessionExists, daemon.ErrSessionFenced,
+	daemon.ErrRevisionMismatch, daemon.ErrRevisionNotFound, daemon.ErrRequestIDReused, daemon.ErrKeepOutOfRange,
+	daemon.ErrCallAlreadyRecorded, daemon.ErrCallNotPending, daemon.ErrCallUnknown, daemon.ErrToolNameMismatch,
+	daemon.ErrEffectConflict, daemon.ErrCorrupt,
+}
+
+func isRefusal(err error) bool {
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// unavailable translates a failure of the database, the connection or the
+// statement timeout into daemon.ErrUnavailable with what happened; a
+// refusal, and the end of the caller's own ctx, pass through.
+func (s *Store) unavailable(ctx context.Context, err error) error {
+	if err == nil || isRefusal(err) || errors.Is(err, daemon.ErrUnavailable) {
+		return err
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr // the caller's own deadline or cancellation
+	}
+	var ac *ambiguousCommit
+	if errors.As(err, &ac) {
+		return fmt.Errorf("%w: the connection to PostgreSQL (%s) failed during COMMIT, so the write may or may not have been committed; "+
+			"retry it with the same request id, which is safe: %v", daemon.ErrUnavailable, s.target, ac.err)
+	}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "57014":
+		return fmt.Errorf("%w: PostgreSQL (%s) did not finish the statement within the %v statement timeout: %v",
+			daemon.ErrUnavailable, s.target, s.timeout, err)
+	case errors.As(err, &pe):
+		return fmt.Errorf("%w: PostgreSQL (%s) failed the statement: %v", daemon.ErrUnavailable, s.target, err)
+	case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
+		return fmt.Errorf("%w: PostgreSQL (%s) did not answer within the %v statement timeout: %v",
+			daemon.ErrUnavailable, s.target, s.timeout, err)
+	default:
+		return fmt.Errorf("%w: cannot reach PostgreSQL (%s): %v", daemon.ErrUnavailable, s.target, err)
+	}
+}
