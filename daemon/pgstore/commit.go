@@ -157,11 +157,24 @@ func (s *Store) commitBatch(batch []*op) {
 // again: a serialization failure or deadlock (the transaction was rolled
 // back), or a connection that failed before anything was sent.
 func retryBatch(err error) bool {
+	var ac *ambiguousCommit
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01"
+	switch {
+	case errors.As(err, &ac), errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
+		return false
+	case errors.As(err, &pe):
+		// A serialization failure or deadlock, or the server ending the
+		// connection (admin shutdown, a pooler's or an idle timeout) before
+		// COMMIT: the transaction is gone, nothing of it committed.
+		return txGone(pe)
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// txGone reports whether a statement's error ended its whole transaction,
+// not only the statement.
+func txGone(pe *pgconn.PgError) bool {
+	return pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08")
 }
 
 // ambiguousCommit marks an error of COMMIT itself: the transaction may or
@@ -175,7 +188,7 @@ func (e *ambiguousCommit) Unwrap() error { return e.err }
 // each request's own result, or an error for the whole batch, which then
 // committed nothing (or, for an *ambiguousCommit, may have).
 func (s *Store) runBatch(batch []*op) ([]error, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+timeoutGrace)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
@@ -194,13 +207,19 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
+		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
 			return nil, err // refused by the server: rolled back
 		}
 		return nil, &ambiguousCommit{err}
 	}
 	return results, nil
 }
+
+// timeoutGrace is how much longer than the statement timeout a call's
+// context lasts, so that the server's own timeout (57014) ends a statement
+// first: the request is then rolled back to its savepoint and the rest of
+// its batch still commits.
+const timeoutGrace = 500 * time.Millisecond
 
 // maxRuns bounds the runs of one request that found its session created by
 // a concurrent transaction (a unique violation on the session's row).
@@ -222,7 +241,7 @@ func (s *Store) runOne(ctx context.Context, q *query, o *op) (result, batchErr e
 		}
 		var pe *pgconn.PgError
 		isPG := errors.As(err, &pe)
-		if isPG && (pe.Code == "40001" || pe.Code == "40P01") {
+		if isPG && txGone(pe) {
 			return nil, err // the whole transaction must restart
 		}
 		if !isPG && !isRefusal(err) {

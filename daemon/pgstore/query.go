@@ -25,7 +25,7 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q *query)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	tctx, cancel := context.WithTimeout(ctx, s.timeout+timeoutGrace)
 	defer cancel()
 	err := s.readTx(tctx, fn)
 	if err != nil && !isRefusal(err) {
