@@ -103,7 +103,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 
 	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
 	if cfg.StoreURL != "" {
-		store, release, err := openPostgres(cfg, logger)
+		store, release, err := openPostgres(cfg, logger, !verify)
 		opened()
 		if err != nil {
 			return openStoreError(cfg, err, stderr)

@@ -62,10 +62,10 @@ func TestPostgresRefusals(t *testing.T) {
 			}
 		})
 	}
-	// The database unreachable: a failure to start that says so, without the
-	// password.
+	// The database unreachable: verify fails, saying so without the password
+	// (serving waits for the database: TestPostgresDaemons).
 	var stderr bytes.Buffer
-	if code := run(append([]string{"--store-url", url + "?connect_timeout=2"}, common...), envOf(nil), io.Discard, &stderr); code != exitFail ||
+	if code := run(append([]string{"verify", "--store-url", url + "?connect_timeout=2"}, common...), envOf(nil), io.Discard, &stderr); code != exitFail ||
 		!strings.Contains(stderr.String(), "cannot reach PostgreSQL") || strings.Contains(stderr.String(), "s3cret") {
 		t.Errorf("unreachable database: exit %d; stderr:\n%s", code, stderr.String())
 	}
@@ -156,6 +156,21 @@ func TestPostgresDaemons(t *testing.T) {
 	}
 	if strings.Contains(a.Stderr(), "password") {
 		t.Errorf("A logged a password:\n%s", a.Stderr())
+	}
+
+	// A daemon started while the database is down waits for it, then serves.
+	srv.StopServer()
+	restarted := make(chan error, 1)
+	go func() { time.Sleep(3 * time.Second); restarted <- srv.StartServer() }()
+	c := daemontest.StartBinary(t, bin, "--store-url", srv.URL(db))
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Client.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: "s"}); err != nil || got.GetCheckpoint().GetRevision() != 3 {
+		t.Fatalf("read on a daemon that waited for the database: %v %v", got, err)
+	}
+	if !strings.Contains(c.Stderr(), "the database cannot be reached; retrying") {
+		t.Errorf("the waiting daemon did not say why it waits:\n%s", c.Stderr())
 	}
 
 	// savepointd verify reads the same database.

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
@@ -55,22 +57,45 @@ func refusedWithPostgres(sub string) string {
 	return ""
 }
 
+// errStopped is openPostgres's answer to SIGTERM or SIGINT while it waits
+// for the database: a clean stop.
+var errStopped = errors.New("stopped while waiting for the database")
+
 // openPostgres takes the per-host lock in cfg.DataDir, the same file the
 // embedded store locks, so that replacing a stale socket stays safe, and
-// opens the PostgreSQL store. The store's Close does not release the lock:
-// the returned release does, after it.
-func openPostgres(cfg daemon.Config, logger *slog.Logger) (daemon.Store, func(), error) {
+// opens the PostgreSQL store. With wait, a database that cannot be reached
+// is retried, with a growing delay up to 30 s and a warning each time, until
+// it can or a signal stops savepointd (errStopped): a fleet's sidecars must
+// outlast an outage of the database, not fail their unit. The store's Close
+// does not release the lock: the returned release does, after it.
+func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (daemon.Store, func(), error) {
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	logger.Info("opening the PostgreSQL store", "store_url", daemon.RedactURL(cfg.StoreURL), "schema", pgstore.DefaultSchema)
-	s, err := pgstore.Open(context.Background(), cfg.StoreURL, pgstore.Options{Logger: logger})
-	if err != nil {
-		lock.Close()
-		return nil, nil, err
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		s, err := pgstore.Open(ctx, cfg.StoreURL, pgstore.Options{Logger: logger})
+		if err == nil {
+			return s, func() { lock.Close() }, nil
+		}
+		if !wait || !errors.Is(err, daemon.ErrUnavailable) || ctx.Err() != nil {
+			lock.Close()
+			if ctx.Err() != nil {
+				return nil, nil, errStopped
+			}
+			return nil, nil, err
+		}
+		logger.Warn("the database cannot be reached; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			lock.Close()
+			return nil, nil, errStopped
+		case <-time.After(delay):
+		}
 	}
-	return s, func() { lock.Close() }, nil
 }
 
 // lockDataDir takes the flock of badgerstore.LockFile in dir; closing the
@@ -105,6 +130,9 @@ func openStoreError(cfg daemon.Config, err error, stderr io.Writer) int {
 		errors.Is(err, badgerstore.ErrEncryptionKey), errors.Is(err, pgstore.ErrFormat):
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitData
+	case errors.Is(err, errStopped):
+		fmt.Fprintf(stderr, "savepointd: %v\n", err)
+		return exitOK
 	case errors.Is(err, pgstore.ErrConfig):
 		fmt.Fprintf(stderr, "savepointd: %v\n", err)
 		return exitConfig

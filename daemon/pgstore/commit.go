@@ -116,7 +116,6 @@ func (s *Store) commitBatch(batch []*op) {
 	}
 	// Requests of one session keep their order; sessions go in id order.
 	slices.SortStableFunc(writes, func(a, b *op) int { return strings.Compare(a.sessionID, b.sessionID) })
-	var probeErr error
 	if len(writes) > 0 {
 		var results []error
 		var err error
@@ -129,7 +128,6 @@ func (s *Store) commitBatch(batch []*op) {
 		}
 		if err != nil {
 			err = s.unavailable(context.Background(), err)
-			probeErr = err
 			for _, o := range writes {
 				o.done <- err
 			}
@@ -139,17 +137,8 @@ func (s *Store) commitBatch(batch []*op) {
 			}
 		}
 	}
-	if len(probes) > 0 {
-		if probeErr == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-			if err := s.pool.Ping(ctx); err != nil {
-				probeErr = s.unavailable(ctx, err)
-			}
-			cancel()
-		}
-		for _, o := range probes {
-			o.done <- probeErr
-		}
+	for _, o := range probes {
+		o.done <- nil // answered after the writes it was folded with
 	}
 }
 

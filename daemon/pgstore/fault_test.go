@@ -207,7 +207,8 @@ func TestUnavailable(t *testing.T) {
 			if _, err := s.ListSessions(ctx, "", 10, nil); !errors.Is(err, daemon.ErrUnavailable) {
 				t.Errorf("list with the server down: %v", err)
 			}
-			if err := s.Ping(ctx); !errors.Is(err, daemon.ErrUnavailable) {
+			// The group commit still answers: restarting would not help.
+			if err := s.Ping(ctx); err != nil {
 				t.Errorf("ping with the server down: %v", err)
 			}
 			if d := time.Since(start); d > 10*time.Second {
@@ -217,9 +218,6 @@ func TestUnavailable(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The pool reconnects: the next calls succeed.
-			if err := s.Ping(ctx); err != nil {
-				t.Fatalf("ping after the server is back: %v", err)
-			}
 			res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
 			if err != nil || res.Revision != 2 {
 				t.Fatalf("save after the server is back: %+v %v", res, err)

@@ -82,3 +82,22 @@ func TestSchemaVersion(t *testing.T) {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
 }
+
+// TestClosed: after Close every call, Ping included, is ErrUnavailable.
+func TestClosed(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s, err := pgstore.Open(ctx, srv.URL("postgres"), pgstore.Options{Schema: newSchema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	s.Close()
+	if err := s.Ping(ctx); !errors.Is(err, daemon.ErrUnavailable) {
+		t.Errorf("ping after close: %v", err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); !errors.Is(err, daemon.ErrUnavailable) {
+		t.Errorf("save after close: %v", err)
+	}
+}

@@ -173,9 +173,12 @@ func (s *Store) Info() daemon.StoreInfo {
 }
 
 // Ping passes a request through the group commit, which answers it after
-// the batch it joins with a round trip to the database; it fails with
-// daemon.ErrUnavailable when the database does not answer before ctx is done
-// or the statement timeout.
+// the batch it joins, without a round trip to the database: it fails when
+// the group commit is closed or does not answer before ctx is done. The
+// database being unreachable does not fail it, as a full disk does not fail
+// the embedded store's: every call then fails with daemon.ErrUnavailable
+// within the statement timeout, and the pool reconnects by itself once the
+// database is back, so restarting savepointd would not help.
 func (s *Store) Ping(ctx context.Context) error {
 	o := &op{done: make(chan error, 1)}
 	if err := s.enqueue(ctx, o); err != nil {
