@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -133,7 +134,22 @@ func TestPostgresDaemons(t *testing.T) {
 		t.Fatalf("a second daemon on one data directory: %v\n%s", err, out)
 	}
 
+	health := healthpb.NewHealthClient(a.Conn)
+	waitHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: savepointv1.SavepointService_ServiceDesc.ServiceName})
+			if err == nil && res.GetStatus() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health is %v (%v), want %v", res.GetStatus(), err, want)
+			}
+		}
+	}
+	waitHealth(healthpb.HealthCheckResponse_SERVING)
 	srv.StopServer()
+	waitHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	_, err = a.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s", ExpectedRevision: 2, Epoch: 2})
 	if status.Code(err) != codes.Unavailable || reasonOf(err) != "UNAVAILABLE" || !strings.Contains(err.Error(), "PostgreSQL") {
 		t.Fatalf("save with the database down: %v (reason %q)", err, reasonOf(err))
@@ -146,6 +162,10 @@ func TestPostgresDaemons(t *testing.T) {
 	}
 	if _, err := a.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s", ExpectedRevision: 2, Epoch: 2}); err != nil {
 		t.Fatalf("save once the database is back: %v", err)
+	}
+	waitHealth(healthpb.HealthCheckResponse_SERVING)
+	if !strings.Contains(a.Stderr(), "health reports NOT_SERVING") {
+		t.Errorf("A did not log the outage:\n%s", a.Stderr())
 	}
 	got, err := b.Client.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: "s"})
 	if err != nil || got.GetCheckpoint().GetRevision() != 3 {

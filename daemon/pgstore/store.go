@@ -73,7 +73,10 @@ type Store struct {
 	wg        sync.WaitGroup
 }
 
-var _ daemon.Store = (*Store)(nil)
+var (
+	_ daemon.Store   = (*Store)(nil)
+	_ daemon.Reacher = (*Store)(nil)
+)
 
 // Open connects to the database at url (any connection string pgx accepts:
 // postgres:// or postgresql:// URLs, key=value pairs, PG* environment
@@ -190,6 +193,18 @@ func (s *Store) Ping(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: the group commit did not answer: %v", daemon.ErrUnavailable, ctx.Err())
 	}
+}
+
+// Reachable returns nil when a round trip to the database succeeds within
+// ctx and the statement timeout, and daemon.ErrUnavailable saying why
+// otherwise; savepointd's health service reports NOT_SERVING meanwhile.
+func (s *Store) Reachable(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.pool.Ping(pctx); err != nil {
+		return s.unavailable(ctx, err)
+	}
+	return nil
 }
 
 // table is the schema-qualified, quoted name of one of the store's tables.
