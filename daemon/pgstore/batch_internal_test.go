@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
@@ -78,5 +79,38 @@ func TestBatchRefusalIsolated(t *testing.T) {
 		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, daemon.ErrSessionNotFound) {
 			t.Errorf("%s exists after its refused save: %v", id, err)
 		}
+	}
+}
+
+// TestBatchSplitByTime: a batch whose requests together outlast the
+// statement timeout is committed in parts, each within it, and every
+// request succeeds.
+func TestBatchSplitByTime(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_split", StatementTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ops []*op
+	for i := range 12 { // 12 x 80 ms, over the 700 ms a transaction may take
+		req := &daemon.SaveRequest{SessionID: fmt.Sprintf("s%02d", i)}
+		ops = append(ops, &op{sessionID: req.SessionID, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+			if _, err := q.tx.Exec(ctx, "SELECT pg_sleep(0.08)"); err != nil {
+				return err
+			}
+			_, err := s.save(ctx, q, req)
+			return err
+		}})
+	}
+	s.commitBatch(ops)
+	for i, o := range ops {
+		if err := <-o.done; err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	sums, err := s.ListSessions(context.Background(), "", 100, nil)
+	if err != nil || len(sums) != 12 {
+		t.Fatalf("%d sessions after the batch (%v), want 12", len(sums), err)
 	}
 }

@@ -116,7 +116,7 @@ func (s *Store) commitBatch(batch []*op) {
 	}
 	// Requests of one session keep their order; sessions go in id order.
 	slices.SortStableFunc(writes, func(a, b *op) int { return strings.Compare(a.sessionID, b.sessionID) })
-	if len(writes) > 0 {
+	for len(writes) > 0 {
 		var results []error
 		var err error
 		for attempt := 1; ; attempt++ {
@@ -131,11 +131,12 @@ func (s *Store) commitBatch(batch []*op) {
 			for _, o := range writes {
 				o.done <- err
 			}
-		} else {
-			for i, o := range writes {
-				o.done <- results[i]
-			}
+			break
 		}
+		for i, r := range results {
+			writes[i].done <- r
+		}
+		writes = writes[len(results):] // what did not fit in the transaction's time
 	}
 	for _, o := range probes {
 		o.done <- nil // answered after the writes it was folded with
@@ -174,9 +175,13 @@ func (e *ambiguousCommit) Error() string { return e.err.Error() }
 func (e *ambiguousCommit) Unwrap() error { return e.err }
 
 // runBatch runs the requests in one transaction and commits it. It returns
-// each request's own result, or an error for the whole batch, which then
-// committed nothing (or, for an *ambiguousCommit, may have).
+// the results of the requests it ran, the first ones of batch: it commits
+// early when half the statement timeout has passed, leaving the rest for
+// the next transaction, so that a batch of large requests does not outlast
+// the timeout. An error is for the whole transaction, which then committed
+// nothing (or, for an *ambiguousCommit, may have).
 func (s *Store) runBatch(batch []*op) ([]error, error) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+timeoutGrace)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -188,11 +193,16 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 		return nil, err
 	}
 	q := &query{s: s, tx: tx}
-	results := make([]error, len(batch))
-	for i, o := range batch {
-		if results[i], err = s.runOne(ctx, q, o); err != nil {
+	results := make([]error, 0, len(batch))
+	for _, o := range batch {
+		if len(results) > 0 && time.Since(start) > s.timeout/2 {
+			break
+		}
+		r, err := s.runOne(ctx, q, o)
+		if err != nil {
 			return nil, err
 		}
+		results = append(results, r)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		var pe *pgconn.PgError

@@ -359,3 +359,65 @@ func TestCorruptRow(t *testing.T) {
 		t.Fatalf("verify after the deletes: %+v %v", rep, err)
 	}
 }
+
+// TestLargeSessions: the largest save the daemon admits (1,000 messages,
+// 256 pending tool uses) reads back whole through paging, and listing pages
+// past more sessions than one query reads.
+func TestLargeSessions(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := open(t, srv.URL("postgres"), newSchema())
+	var msgs []daemon.Message
+	for i := range daemon.MaxAppendMessages {
+		msgs = append(msgs, daemon.Message{Role: "user", ContentJSON: fmt.Sprintf(`"%0500d"`, i)})
+	}
+	var calls []daemon.ToolUse
+	for i := range daemon.MaxPendingToolUses {
+		calls = append(calls, daemon.ToolUse{ID: fmt.Sprintf("t%d", i), Name: "n", InputJSON: `{}`})
+	}
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "big", AppendMessages: msgs, PendingToolUses: calls}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "big", ExpectedRevision: 1, AppendMessages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	var got []daemon.Message
+	for {
+		page, err := s.Messages(ctx, "big", 0, uint64(len(got)), 64<<10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+	}
+	if len(got) != 2*len(msgs) || got[1500] != msgs[500] {
+		t.Fatalf("read back %d messages, want %d", len(got), 2*len(msgs))
+	}
+	if _, pending, err := s.PendingCalls(ctx, "big"); err != nil || len(pending) != 0 {
+		t.Fatalf("pending after the second save: %d %v", len(pending), err)
+	}
+	if cp, err := s.Checkpoint(ctx, "big", 1); err != nil || len(cp.PendingToolUses) != len(calls) {
+		t.Fatalf("revision 1: %d pending, %v", len(cp.PendingToolUses), err)
+	}
+	for i := range 600 {
+		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("s%04d", i), Labels: map[string]string{"odd": fmt.Sprint(i % 2)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, after := 0, ""
+	for {
+		page, err := s.ListSessions(ctx, after, 7, map[string]string{"odd": "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		n += len(page)
+		after = page[len(page)-1].SessionID
+	}
+	if n != 300 {
+		t.Fatalf("listed %d odd sessions, want 300", n)
+	}
+}

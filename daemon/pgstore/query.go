@@ -160,6 +160,39 @@ func (q *query) mustHead(ctx context.Context, sessionID string, lock bool) (*ses
 	return h, nil
 }
 
+// messagesPerInsert bounds the rows of one INSERT of putMessages (four
+// parameters each, well under PostgreSQL's 65,535).
+const messagesPerInsert = 1000
+
+// putMessages writes msgs as the messages first, first+1, ... of the
+// session, in as few statements as messagesPerInsert allows.
+func (q *query) putMessages(ctx context.Context, sessionID string, first uint64, msgs []daemon.Message) error {
+	for len(msgs) > 0 {
+		n := min(len(msgs), messagesPerInsert)
+		var sql strings.Builder
+		fmt.Fprintf(&sql, "INSERT INTO %s (session_id, seq, record, checksum) VALUES ", q.s.table("messages"))
+		args := make([]any, 0, 4*n)
+		for i, m := range msgs[:n] {
+			k := messageKey(sessionID, first+uint64(i))
+			rec, err := encode(&messageRec{Role: m.Role, ContentJSON: m.ContentJSON})
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				sql.WriteString(", ")
+			}
+			fmt.Fprintf(&sql, "($%d, $%d, $%d, $%d)", len(args)+1, len(args)+2, len(args)+3, len(args)+4)
+			args = append(args, k.args[0], k.args[1], rec, checksum(k.table, k.sum, rec))
+		}
+		sql.WriteString(" ON CONFLICT (session_id, seq) DO UPDATE SET record = excluded.record, checksum = excluded.checksum")
+		if _, err := q.tx.Exec(ctx, sql.String(), args...); err != nil {
+			return err
+		}
+		msgs, first = msgs[n:], first+uint64(n)
+	}
+	return nil
+}
+
 func (q *query) putHead(ctx context.Context, sessionID string, h *sessionRec, insert bool) error {
 	return q.put(ctx, sessionKey(sessionID), h, insert)
 }

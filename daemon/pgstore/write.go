@@ -111,10 +111,8 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 	segments := truncateSegments(prev.Segments, keep)
 	if n := uint64(len(req.AppendMessages)); n > 0 {
 		first := h.NextSeq
-		for i, m := range req.AppendMessages {
-			if err := q.put(ctx, messageKey(id, first+uint64(i)), &messageRec{Role: m.Role, ContentJSON: m.ContentJSON}, false); err != nil {
-				return daemon.SaveResult{}, err
-			}
+		if err := q.putMessages(ctx, id, first, req.AppendMessages); err != nil {
+			return daemon.SaveResult{}, err
 		}
 		h.NextSeq += n
 		if last := len(segments) - 1; last >= 0 && segments[last].FirstSeq+segments[last].Count == first {
