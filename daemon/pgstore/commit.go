@@ -50,17 +50,17 @@ func (s *Store) write(ctx context.Context, sessionID string, fn func(ctx context
 	return <-o.done
 }
 
+// enqueue queues o for the writers, unless the store is closed; Close sets
+// closed under the write lock, so that nothing is queued after its drain.
 func (s *Store) enqueue(ctx context.Context, o *op) error {
-	select {
-	case <-s.stop:
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
 		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
-	default:
 	}
 	select {
 	case s.ops <- o:
 		return nil
-	case <-s.stop:
-		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

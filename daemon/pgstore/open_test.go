@@ -2,9 +2,11 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,5 +101,41 @@ func TestClosed(t *testing.T) {
 	}
 	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); !errors.Is(err, daemon.ErrUnavailable) {
 		t.Errorf("save after close: %v", err)
+	}
+}
+
+// TestCloseUnderLoad: a Close while writers are busy answers every call,
+// with its result or ErrUnavailable; none is left waiting.
+func TestCloseUnderLoad(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s, err := pgstore.Open(ctx, srv.URL("postgres"), pgstore.Options{Schema: newSchema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("w%d.%d", w, i)})
+				if errors.Is(err, daemon.ErrUnavailable) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	s.Close()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("writers still wait 10 s after Close")
 	}
 }

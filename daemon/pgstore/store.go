@@ -68,6 +68,8 @@ type Store struct {
 	target string // user@host:port/database, for errors and logs; never the password
 
 	ops       chan *op
+	mu        sync.RWMutex // held for reading while queueing on ops
+	closed    bool         // set under mu: nothing more is queued
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -162,6 +164,9 @@ func Describe(cfg *pgxpool.Config) string {
 // daemon.ErrUnavailable, and closes the pool.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
 		close(s.stop)
 		s.wg.Wait()
 		s.drain()
