@@ -44,6 +44,7 @@ func TestConformance(t *testing.T) {
 		{"CacheStatement", ""},
 		// PgBouncer's transaction pooling: no prepared statements.
 		{"SimpleProtocol", "default_query_exec_mode=simple_protocol"},
+		{"Exec", "default_query_exec_mode=exec"},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			url := srv.URL("postgres")
