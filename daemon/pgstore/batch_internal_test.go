@@ -109,7 +109,7 @@ func TestBatchSplitByTime(t *testing.T) {
 			t.Errorf("request %d: %v", i, err)
 		}
 	}
-	sums, err := s.ListSessions(context.Background(), "", 100, nil)
+	sums, err := s.ListSessions(context.Background(), "", 100, daemon.SessionFilter{})
 	if err != nil || len(sums) != 12 {
 		t.Fatalf("%d sessions after the batch (%v), want 12", len(sums), err)
 	}

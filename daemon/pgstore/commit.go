@@ -279,7 +279,7 @@ var refusals = []error{
 	daemon.ErrInvalidArgument, daemon.ErrSessionNotFound, daemon.ErrSessionExists, daemon.ErrSessionFenced,
 	daemon.ErrRevisionMismatch, daemon.ErrRevisionNotFound, daemon.ErrRequestIDReused, daemon.ErrKeepOutOfRange,
 	daemon.ErrCallAlreadyRecorded, daemon.ErrCallNotPending, daemon.ErrCallUnknown, daemon.ErrToolNameMismatch,
-	daemon.ErrEffectConflict, daemon.ErrCorrupt,
+	daemon.ErrEffectConflict, daemon.ErrCorrupt, daemon.ErrSessionCompleted,
 }
 
 func isRefusal(err error) bool {

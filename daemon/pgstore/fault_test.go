@@ -99,7 +99,7 @@ func TestTwoStoresResumeRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				cp, err := s.Resume(ctx, "s")
+				cp, err := s.Resume(ctx, "s", false)
 				if err != nil {
 					errs[i] = err
 					return
@@ -204,7 +204,7 @@ func TestUnavailable(t *testing.T) {
 			if _, err := s.Checkpoint(ctx, "s", 0); !errors.Is(err, daemon.ErrUnavailable) {
 				t.Errorf("read with the server down: %v", err)
 			}
-			if _, err := s.ListSessions(ctx, "", 10, nil); !errors.Is(err, daemon.ErrUnavailable) {
+			if _, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{}); !errors.Is(err, daemon.ErrUnavailable) {
 				t.Errorf("list with the server down: %v", err)
 			}
 			// The group commit still answers: restarting would not help.
@@ -345,7 +345,7 @@ func TestCorruptRow(t *testing.T) {
 		!strings.Contains(rep.Damaged[0].Problem, "checksum mismatch") || rep.CheckedSessions != 3 {
 		t.Fatalf("verify: %+v", rep)
 	}
-	sums, err := s.ListSessions(ctx, "", 10, nil)
+	sums, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{})
 	if err != nil || len(sums) != 3 || sums[1].SessionID != "badhead" || sums[1].Revision != 0 {
 		t.Fatalf("list with a damaged head: %+v %v", sums, err)
 	}
@@ -407,7 +407,7 @@ func TestLargeSessions(t *testing.T) {
 	}
 	n, after := 0, ""
 	for {
-		page, err := s.ListSessions(ctx, after, 7, map[string]string{"odd": "1"})
+		page, err := s.ListSessions(ctx, after, 7, daemon.SessionFilter{Labels: map[string]string{"odd": "1"}})
 		if err != nil {
 			t.Fatal(err)
 		}

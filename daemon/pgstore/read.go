@@ -33,6 +33,7 @@ func (q *query) checkpoint(ctx context.Context, sessionID string, h *sessionRec,
 		SessionID: sessionID, Revision: rec.Revision, Epoch: h.Epoch, Task: rec.Task, Turn: rec.Turn,
 		TokensUsed: rec.TokensUsed, MessageCount: rec.MessageCount, StateJSON: rec.StateJSON,
 		Labels: maps.Clone(rec.Labels), SaveTime: fromNanos(rec.SaveTime),
+		Status: h.status(), FinalOutput: h.FinalOutput, CompleteTime: fromNanos(h.CompleteTime),
 	}
 	for _, t := range rec.Pending {
 		cp.PendingToolUses = append(cp.PendingToolUses, t.toolUse())
@@ -185,7 +186,7 @@ func (q *query) inDoubtCount(ctx context.Context, sessionID string, h *sessionRe
 // and sessions the label filter drops are read past.
 const listPage = 256
 
-func (s *Store) ListSessions(ctx context.Context, after string, limit int, labelFilter map[string]string) ([]daemon.SessionSummary, error) {
+func (s *Store) ListSessions(ctx context.Context, after string, limit int, filter daemon.SessionFilter) ([]daemon.SessionSummary, error) {
 	var out []daemon.SessionSummary
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		out = out[:0]
@@ -229,7 +230,7 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, label
 					out = append(out, daemon.SessionSummary{SessionID: id})
 					continue
 				}
-				if h.Deleted || !hasLabels(h.Labels, labelFilter) {
+				if h.Deleted || !selects(filter, &h) {
 					continue
 				}
 				inDoubt, err := q.inDoubtCount(ctx, id, &h)
@@ -239,7 +240,7 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, label
 				out = append(out, daemon.SessionSummary{
 					SessionID: id, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 					MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
-					Labels: maps.Clone(h.Labels), UpdateTime: fromNanos(h.UpdateTime),
+					Labels: maps.Clone(h.Labels), UpdateTime: fromNanos(h.UpdateTime), Status: h.status(),
 				})
 			}
 		}

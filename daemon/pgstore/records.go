@@ -30,6 +30,11 @@ type sessionRec struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	CreateTime   int64             `json:"create_time_ns,omitempty"`
 	UpdateTime   int64             `json:"update_time_ns"`
+	// Status is "completed" or "failed" after CompleteSession; empty is
+	// active (schema version 2 on; see lifecycle.go).
+	Status       string `json:"status,omitempty"`
+	FinalOutput  string `json:"final_output,omitempty"`
+	CompleteTime int64  `json:"complete_time_ns,omitempty"`
 }
 
 type segment struct {

@@ -14,7 +14,7 @@ import (
 // SchemaVersion is the version of the tables this package writes, kept in
 // the schema's schema_version table (one row per migration applied). A
 // schema of a newer version is refused at Open.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v-1] brings the schema from version v-1 to v. Each table holds
 // key columns, a record (JSON, see records.go) and its checksum. Session,
@@ -51,6 +51,11 @@ var migrations = [][]string{
 			checksum   BIGINT NOT NULL,
 			PRIMARY KEY (session_id, request_id))`,
 	},
+	// Version 2: session records gain a status, a final output and a
+	// completion time (CompleteSession), and requests record completions,
+	// rewinds and forks. No table changes; the version keeps an older
+	// savepointd, which would ignore a completion, from opening the schema.
+	{},
 }
 
 // tables are the store's data tables, in the order Verify reads them.

@@ -61,6 +61,9 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 		if err := fence(h, id, req.Epoch); err != nil {
 			return daemon.SaveResult{}, err
 		}
+		if err := active(h, id); err != nil {
+			return daemon.SaveResult{}, err
+		}
 		if req.ExpectedRevision == 0 {
 			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q exists at revision %d; resume it, or delete it to start over", id, h.Revision)}
@@ -194,6 +197,9 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 		if err := fence(h, sessionID, epoch); err != nil {
 			return err
 		}
+		if err := active(h, sessionID); err != nil {
+			return err
+		}
 		var call callRec
 		found, err := q.call(ctx, sessionID, h, toolUseID, &call)
 		if err != nil {
@@ -268,7 +274,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 	return stored, already, err
 }
 
-func (s *Store) Resume(ctx context.Context, sessionID string) (daemon.Checkpoint, error) {
+func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (daemon.Checkpoint, error) {
 	var cp daemon.Checkpoint
 	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, true)
@@ -278,6 +284,12 @@ func (s *Store) Resume(ctx context.Context, sessionID string) (daemon.Checkpoint
 		// Read the revision first: a session that cannot be read is not resumed.
 		if cp, err = q.checkpoint(ctx, sessionID, h, 0); err != nil {
 			return err
+		}
+		if cp.Status != daemon.StatusActive {
+			if !reopen {
+				return nil // returned as it is, not taken over
+			}
+			reactivate(h, &cp)
 		}
 		h.Epoch++
 		h.Resumed = true
