@@ -21,8 +21,13 @@ const responseMargin = 64 << 10
 // Config is savepointd's configuration. A zero field means its default, as
 // DefaultConfig sets it.
 type Config struct {
-	// DataDir is the store's directory; empty means "./data".
+	// DataDir is the store's directory; empty means "./data". With a
+	// StoreURL it holds only the per-host lock.
 	DataDir string
+	// StoreURL selects the store: empty means the embedded Badger store in
+	// DataDir; a postgres:// or postgresql:// URL means that PostgreSQL
+	// database (storekind.go lists what that mode refuses).
+	StoreURL string
 	// Listen is "unix:PATH" or a loopback "HOST:PORT"; empty means the default address every client resolves too ($SAVEPOINT_ADDR, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else unix:/run/savepoint/savepoint.sock).
 	Listen string
 	// SocketMode is the Unix socket's permission bits, 0600 or 0660 (to let a
@@ -152,6 +157,7 @@ func (c Config) Validate() error {
 		errs = append(errs, c.validateAccess(network)...)
 	}
 	errs = append(errs, c.validateObservability()...)
+	errs = append(errs, c.validateStore()...)
 	if c.SocketMode != 0o600 && c.SocketMode != 0o660 {
 		add("socket mode: %#o is not allowed; use 0600, or 0660 to let the socket's group connect", uint32(c.SocketMode))
 	}

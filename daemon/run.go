@@ -78,6 +78,16 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	healthpb.RegisterHealthServer(srv, hs)
+	if r, ok := store.(Reacher); ok {
+		services := []string{"", savepointv1.SavepointService_ServiceDesc.ServiceName}
+		if _, ok := store.(GraphStore); ok {
+			services = append(services, savepointv1.GraphCheckpointService_ServiceDesc.ServiceName)
+		}
+		rctx, stopReach := context.WithCancel(context.Background())
+		reachDone := make(chan struct{})
+		go func() { defer close(reachDone); watchReachable(rctx, r, hs, services, logger) }()
+		defer func() { stopReach(); <-reachDone }()
+	}
 	reflection.Register(srv)
 	stopRetention := startRetention(cfg, store, logger)
 	defer stopRetention()

@@ -1,6 +1,6 @@
 // Command savepointd is the Savepoint daemon: it keeps agent loops'
-// checkpoints and side-effects ledger in a Badger store and serves them over
-// gRPC.
+// checkpoints and side-effects ledger in a Badger store, or a PostgreSQL
+// database shared by a fleet (--store-url), and serves them over gRPC.
 package main
 
 import (
@@ -83,6 +83,10 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	if limit, ok := memoryLimit(cfg, env); ok {
 		debug.SetMemoryLimit(limit)
 	}
+	if why := refusedWithPostgres(sub); cfg.StoreURL != "" && why != "" {
+		fmt.Fprintf(stderr, "savepointd %s: not available with --store-url: %s\n", sub, why)
+		return exitConfig
+	}
 	var key []byte
 	if cfg.EncryptionKeyFile != "" {
 		if key, err = badgerstore.ReadKeyFile(cfg.EncryptionKeyFile); err != nil {
@@ -104,22 +108,26 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	}
 
 	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
+	if cfg.StoreURL != "" {
+		store, release, err := openPostgres(cfg, logger, !verify)
+		opened()
+		if err != nil {
+			return openStoreError(cfg, err, stderr)
+		}
+		defer release()
+		code := serve(cfg, store, verify, logger, stdout, stderr)
+		if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
+			code = exitFail
+		}
+		return code
+	}
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
 		ExitAfterClose: true, EncryptionKey: key,
 	})
 	opened()
-	switch {
-	case errors.Is(err, badgerstore.ErrLocked):
-		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)
-		return exitLocked
-	case errors.Is(err, badgerstore.ErrBehind), errors.Is(err, badgerstore.ErrFormat), errors.Is(err, badgerstore.ErrDamaged),
-		errors.Is(err, badgerstore.ErrEncryptionKey):
-		fmt.Fprintf(stderr, "savepointd: %v\n", err)
-		return exitData
-	case err != nil:
-		fmt.Fprintf(stderr, "savepointd: open store: %v\n", err)
-		return exitFail
+	if err != nil {
+		return openStoreError(cfg, err, stderr)
 	}
 	var code int
 	switch sub {
@@ -137,7 +145,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 }
 
 // serve runs the daemon, or the verification, until a signal or a failure.
-func serve(cfg daemon.Config, store *badgerstore.Store, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
+func serve(cfg daemon.Config, store daemon.Store, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if verify {
@@ -150,23 +158,32 @@ func serve(cfg daemon.Config, store *badgerstore.Store, verify bool, logger *slo
 		}
 		return exitFail
 	}
-	if err := store.Err(); err != nil {
+	if err := storeErr(store); err != nil {
 		logger.Error("savepointd stopped after a storage failure; restart it to recover", "err", err)
 		return exitFail
 	}
 	return exitOK
 }
 
+// storeErr returns the failure that stopped a store that can fail beyond
+// repair (the embedded store), or nil.
+func storeErr(store daemon.Store) error {
+	if f, ok := store.(interface{ Err() error }); ok {
+		return f.Err()
+	}
+	return nil
+}
+
 // closeStore closes the store, giving up after timeout: Badger retries a
 // failing MANIFEST write forever, and its write-ahead log, already synced,
 // replays at the next start.
 // It reports whether the store closed cleanly.
-func closeStore(store *badgerstore.Store, timeout time.Duration, logger *slog.Logger) bool {
+func closeStore(store daemon.Store, timeout time.Duration, logger *slog.Logger) bool {
 	done := make(chan error, 1)
 	go func() { done <- store.Close() }()
 	select {
 	case err := <-done:
-		if err != nil && store.Err() == nil { // a storage failure is already logged
+		if err != nil && storeErr(store) == nil { // a storage failure is already logged
 			logger.Error("close store", "err", err)
 			return false
 		}
@@ -230,8 +247,11 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		envVars[flagName] = envVar
 		return flagName
 	}
+	fs.Usage = usage(fs)
 	fs.StringVar(&cfg.DataDir, name("data-dir", "SAVEPOINT_DATA_DIR"), cfg.DataDir,
-		"store `directory` (env SAVEPOINT_DATA_DIR)")
+		"store `directory`; with --store-url it holds only the per-host lock (env SAVEPOINT_DATA_DIR)")
+	fs.StringVar(&cfg.StoreURL, name("store-url", "SAVEPOINT_STORE_URL"), cfg.StoreURL,
+		"empty: the embedded store in --data-dir; a postgres:// or postgresql:// `URL`: that PostgreSQL database (see Stores below) (env SAVEPOINT_STORE_URL)")
 	fs.StringVar(&cfg.Listen, name("listen", "SAVEPOINT_ADDR"), cfg.Listen,
 		"listen `address`: unix:PATH, a loopback HOST:PORT, or any HOST:PORT with mutual TLS (--tls-cert) (env SAVEPOINT_ADDR)")
 	fs.Var((*modeValue)(&cfg.SocketMode), name("socket-mode", "SAVEPOINT_SOCKET_MODE"),

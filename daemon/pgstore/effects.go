@@ -1,0 +1,113 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// callPage is how many call rows one query of the ledger reads; calls never
+// begun nor recorded are read past.
+const callPage = 256
+
+// eachCall calls fn with the session's call records whose tool use ids are
+// after the given one, in id order, until fn returns false or an error. A
+// row that fails its checksum is daemon.ErrCorrupt.
+func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, after string, fn func(id string, call *callRec) (more bool, err error)) error {
+	cursor := []byte(after)
+	for {
+		type row struct {
+			id, rec []byte
+			sum     int64
+		}
+		var page []row
+		rows, err := q.tx.Query(ctx, "SELECT tool_use_id, record, checksum FROM "+q.s.table("calls")+
+			" WHERE session_id = $1 AND tool_use_id > $2 ORDER BY tool_use_id LIMIT $3", []byte(sessionID), cursor, callPage)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.rec, &r.sum); err != nil {
+				rows.Close()
+				return err
+			}
+			page = append(page, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range page {
+			id := string(r.id)
+			var call callRec
+			if err := decode("calls", callKey(sessionID, id).sum, r.rec, r.sum, &call); err != nil {
+				return corrupt(h, sessionID, err)
+			}
+			more, err := fn(id, &call)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if len(page) < callPage {
+			return nil
+		}
+		cursor = page[len(page)-1].id
+	}
+}
+
+func ledgerEntry(id string, call *callRec) daemon.LedgerEntry {
+	e := daemon.LedgerEntry{
+		ToolUseID: id, Name: call.Name, Class: daemon.EffectClass(call.Class), BeginTracked: call.BeginTracked,
+		LastPendingRevision: call.LastPendingRevision, Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
+		BeginTime: fromNanos(call.BeginTime),
+	}
+	if call.Effect != nil {
+		eff := call.Effect.effect(id)
+		e.Effect = &eff
+	}
+	return e
+}
+
+// Effects returns the ledger of a live session: its call records that were
+// begun or hold an effect, in tool use id order, from one snapshot.
+func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]daemon.LedgerEntry, error) {
+	var out []daemon.LedgerEntry
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		out = out[:0]
+		h, err := q.mustHead(ctx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		if limit <= 0 {
+			return nil
+		}
+		return q.eachCall(ctx, sessionID, h, after, func(id string, call *callRec) (bool, error) {
+			if call.Begun || call.Effect != nil {
+				out = append(out, ledgerEntry(id, call))
+			}
+			return len(out) < limit, nil
+		})
+	})
+	return out, err
+}
+
+// afterRevision lists the session's calls that are not read-only whose
+// effect was recorded, or which were begun without an effect, after rec was
+// saved, in tool use id order.
+func (q *query) afterRevision(ctx context.Context, sessionID string, h *sessionRec, rec *revisionRec) (performed, inDoubt []daemon.LedgerEntry, err error) {
+	since := rec.SaveTime
+	err = q.eachCall(ctx, sessionID, h, "", func(id string, call *callRec) (bool, error) {
+		if daemon.EffectClass(call.Class) == daemon.ReadOnly {
+			return true, nil
+		}
+		switch {
+		case call.Effect != nil && call.Effect.RecordTime > since:
+			performed = append(performed, ledgerEntry(id, call))
+		case call.Effect == nil && call.Begun && call.BeginTime > since:
+			inDoubt = append(inDoubt, ledgerEntry(id, call))
+		}
+		return true, nil
+	})
+	return performed, inDoubt, err
+}

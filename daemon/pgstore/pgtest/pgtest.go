@@ -1,0 +1,330 @@
+// Package pgtest runs a real PostgreSQL server for tests, from the system's
+// binaries (/usr/lib/postgresql/*/bin): initdb into a temporary directory,
+// a Unix socket in a short temporary path, a free loopback port. As root it
+// runs initdb and postgres as the postgres user, since both refuse root. It
+// installs Debian's postgresql package when the binaries are missing and it
+// can (root with apt-get), and otherwise fails the test: it never skips.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is one PostgreSQL server. Stop and Start may be called in turn; the
+// server keeps its data directory and port across them.
+type Server struct {
+	Dir  string // holds data/, the socket and the log
+	Port int
+	bin  string
+	cred *syscall.Credential // nil: run as this process's user
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	// exited is closed when cmd ends.
+	exited chan struct{}
+}
+
+var (
+	installOnce sync.Once
+	installErr  error
+)
+
+// binDir returns the newest /usr/lib/postgresql/*/bin holding initdb and
+// postgres, installing the postgresql package once if there is none.
+func binDir() (string, error) {
+	find := func() string {
+		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+		slices.SortFunc(dirs, func(a, b string) int {
+			va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
+			vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
+			return vb - va
+		})
+		for _, d := range dirs {
+			if isFile(filepath.Join(d, "initdb")) && isFile(filepath.Join(d, "postgres")) {
+				return d
+			}
+		}
+		return ""
+	}
+	if d := find(); d != "" {
+		return d, nil
+	}
+	installOnce.Do(func() {
+		if os.Geteuid() != 0 {
+			installErr = fmt.Errorf("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres) and installing it needs root: apt-get install postgresql")
+			return
+		}
+		out, err := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql").CombinedOutput()
+		if err != nil {
+			installErr = fmt.Errorf("PostgreSQL is not installed, and apt-get install postgresql failed: %v\n%s", err, out)
+		}
+	})
+	if installErr != nil {
+		return "", installErr
+	}
+	if d := find(); d != "" {
+		return d, nil
+	}
+	return "", fmt.Errorf("apt-get installed postgresql, but no /usr/lib/postgresql/*/bin holds initdb and postgres")
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// New starts a server of its own for t and stops and removes it at cleanup.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Remove)
+	return s
+}
+
+// Start initializes and starts a server; the caller calls Remove.
+func Start() (*Server, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pg")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("running as root, PostgreSQL needs the postgres user to run as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, err
+	}
+	out, err := s.command("initdb", "-D", s.dataDir(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	if s.Port, err = freePort(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := s.StartServer(); err != nil {
+		s.Remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) dataDir() string { return filepath.Join(s.Dir, "data") }
+
+func (s *Server) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd.Dir = s.Dir
+	if s.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	}
+	return cmd
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartServer starts postgres on the server's data directory and waits
+// until it accepts connections. fsync is off: the tests stop the server
+// cleanly, never by a crash of the machine.
+func (s *Server) StartServer() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return fmt.Errorf("postgres is running already")
+	}
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := s.command("postgres", "-D", s.dataDir(), "-k", s.Dir, "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
+		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	s.cmd, s.exited = cmd, exited
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := pgx.Connect(ctx, s.URL("postgres"))
+		cancel()
+		if err == nil {
+			c.Close(context.Background())
+			return nil
+		}
+		select {
+		case <-exited:
+			s.cmd = nil
+			return fmt.Errorf("postgres exited at start: %s", s.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres does not accept connections after 60s: %v\n%s", err, s.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StopServer stops postgres with a fast shutdown (SIGINT: open sessions are
+// ended, everything committed is kept) and waits for it to exit.
+func (s *Server) StopServer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.cmd = nil
+}
+
+// Remove stops the server and deletes its directory.
+func (s *Server) Remove() {
+	s.StopServer()
+	os.RemoveAll(s.Dir)
+}
+
+// Log returns the server's log.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "postgres.log"))
+	return string(b)
+}
+
+// URL is the postgres:// URL of database db over the server's Unix socket,
+// as user postgres; extra is appended to its query ("k=v&k2=v2").
+func (s *Server) URL(db string, extra ...string) string {
+	u := fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d", db, s.Dir, s.Port)
+	for _, e := range extra {
+		u += "&" + e
+	}
+	return u
+}
+
+// TCPURL is URL over loopback TCP.
+func (s *Server) TCPURL(db string, extra ...string) string {
+	u := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
+	for _, e := range extra {
+		u += "&" + e
+	}
+	return u
+}
+
+// Exec runs sql in database db.
+func (s *Server) Exec(t testing.TB, db, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.URL(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+var dbSeq atomic.Int64
+
+// NewDatabase creates an empty database for t and returns its name; it is
+// dropped at cleanup.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
+	s.Exec(t, "postgres", "CREATE DATABASE "+name)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, s.URL("postgres")); err == nil {
+			c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	return name
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+)
+
+// Shared returns the test process's shared server, started on first use;
+// Main stops it. Tests that stop or damage a server use New instead.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = Start() })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+// Main runs the tests and then removes the shared server: call it as
+// os.Exit(pgtest.Main(m)) from TestMain.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if shared != nil {
+		if code != 0 && strings.TrimSpace(shared.Log()) != "" {
+			fmt.Fprintf(os.Stderr, "--- the shared PostgreSQL server's log:\n%s\n", tail(shared.Log(), 4000))
+		}
+		shared.Remove()
+	}
+	return code
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

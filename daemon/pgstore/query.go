@@ -1,0 +1,250 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// query reads and writes the rows of one transaction: a group commit's, or
+// a read's.
+type query struct {
+	s  *Store
+	tx pgx.Tx
+}
+
+// read runs fn in a read-only REPEATABLE READ transaction, so that every
+// row it reads is of one snapshot, bounded by the statement timeout.
+func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q *query) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.timeout+timeoutGrace)
+	defer cancel()
+	err := s.readTx(tctx, fn)
+	if err != nil && !isRefusal(err) {
+		return s.unavailable(ctx, err)
+	}
+	return err
+}
+
+func (s *Store) readTx(ctx context.Context, fn func(ctx context.Context, q *query) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
+	if err := s.setLocalTimeout(ctx, tx); err != nil {
+		return err
+	}
+	if err := fn(ctx, &query{s: s, tx: tx}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// get reads the row of table at key (the columns named by cols, in order)
+// into v; found is false when there is none. A row that fails its checksum
+// or does not decode is daemon.ErrCorrupt, with h's revision and epoch when
+// the session's head is known.
+func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowKey, v any, forUpdate bool) (found bool, err error) {
+	sql := "SELECT record, checksum FROM " + q.s.table(k.table) + " WHERE " + k.where()
+	if forUpdate {
+		sql += " FOR UPDATE"
+	}
+	var rec []byte
+	var sum int64
+	if err := q.tx.QueryRow(ctx, sql, k.args...).Scan(&rec, &sum); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err := decode(k.table, k.sum, rec, sum, v); err != nil {
+		return false, corrupt(h, sessionID, err)
+	}
+	return true, nil
+}
+
+// put writes v as the row of table at key, replacing the row there; with
+// insert it fails (23505) when the row exists.
+func (q *query) put(ctx context.Context, k rowKey, v any, insert bool) error {
+	rec, err := encode(v)
+	if err != nil {
+		return err
+	}
+	cols := strings.Join(k.cols, ", ")
+	args := append(slices.Clip(k.args), rec, checksum(k.table, k.sum, rec))
+	ph := ""
+	for i := range k.args {
+		ph += fmt.Sprintf("$%d, ", i+1)
+	}
+	sql := fmt.Sprintf("INSERT INTO %s (%s, record, checksum) VALUES (%s$%d, $%d)", q.s.table(k.table), cols, ph, len(k.args)+1, len(k.args)+2)
+	if !insert {
+		sql += fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET record = excluded.record, checksum = excluded.checksum", cols)
+	}
+	_, err = q.tx.Exec(ctx, sql, args...)
+	return err
+}
+
+// rowKey is the key of one row: its SQL values (args, for cols) and the
+// bytes its checksum covers (sum).
+type rowKey struct {
+	table string
+	cols  []string
+	args  []any
+	sum   [][]byte
+}
+
+func (k rowKey) where() string {
+	var b strings.Builder
+	for i, c := range k.cols {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		fmt.Fprintf(&b, "%s = $%d", c, i+1)
+	}
+	return b.String()
+}
+
+func sessionKey(sessionID string) rowKey {
+	return rowKey{"sessions", []string{"session_id"}, []any{[]byte(sessionID)}, [][]byte{[]byte(sessionID)}}
+}
+
+func revisionKey(sessionID string, rev uint64) rowKey {
+	return rowKey{"revisions", []string{"session_id", "revision"}, []any{[]byte(sessionID), int64(rev)}, [][]byte{[]byte(sessionID), u64key(rev)}}
+}
+
+func messageKey(sessionID string, seq uint64) rowKey {
+	return rowKey{"messages", []string{"session_id", "seq"}, []any{[]byte(sessionID), int64(seq)}, [][]byte{[]byte(sessionID), u64key(seq)}}
+}
+
+func callKey(sessionID, toolUseID string) rowKey {
+	return rowKey{"calls", []string{"session_id", "tool_use_id"}, []any{[]byte(sessionID), []byte(toolUseID)}, [][]byte{[]byte(sessionID), []byte(toolUseID)}}
+}
+
+func requestKey(sessionID, requestID string) rowKey {
+	return rowKey{"requests", []string{"session_id", "request_id"}, []any{[]byte(sessionID), []byte(requestID)}, [][]byte{[]byte(sessionID), []byte(requestID)}}
+}
+
+// head returns the session's row, or nil when it does not exist or is a
+// tombstone; tomb returns the tombstone. lock takes the row's lock (FOR
+// UPDATE) for the rest of the transaction.
+func (q *query) head(ctx context.Context, sessionID string, lock bool) (live, tomb *sessionRec, err error) {
+	var rec sessionRec
+	found, err := q.get(ctx, nil, sessionID, sessionKey(sessionID), &rec, lock)
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	if rec.Deleted {
+		return nil, &rec, nil
+	}
+	return &rec, nil, nil
+}
+
+func (q *query) mustHead(ctx context.Context, sessionID string, lock bool) (*sessionRec, error) {
+	h, _, err := q.head(ctx, sessionID, lock)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
+			daemon.ErrSessionNotFound, sessionID)
+	}
+	return h, nil
+}
+
+// messagesPerInsert bounds the rows of one INSERT of putMessages (four
+// parameters each, well under PostgreSQL's 65,535).
+const messagesPerInsert = 1000
+
+// putMessages writes msgs as the messages first, first+1, ... of the
+// session, in as few statements as messagesPerInsert allows.
+func (q *query) putMessages(ctx context.Context, sessionID string, first uint64, msgs []daemon.Message) error {
+	for len(msgs) > 0 {
+		n := min(len(msgs), messagesPerInsert)
+		var sql strings.Builder
+		fmt.Fprintf(&sql, "INSERT INTO %s (session_id, seq, record, checksum) VALUES ", q.s.table("messages"))
+		args := make([]any, 0, 4*n)
+		for i, m := range msgs[:n] {
+			k := messageKey(sessionID, first+uint64(i))
+			rec, err := encode(&messageRec{Role: m.Role, ContentJSON: m.ContentJSON})
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				sql.WriteString(", ")
+			}
+			fmt.Fprintf(&sql, "($%d, $%d, $%d, $%d)", len(args)+1, len(args)+2, len(args)+3, len(args)+4)
+			args = append(args, k.args[0], k.args[1], rec, checksum(k.table, k.sum, rec))
+		}
+		sql.WriteString(" ON CONFLICT (session_id, seq) DO UPDATE SET record = excluded.record, checksum = excluded.checksum")
+		if _, err := q.tx.Exec(ctx, sql.String(), args...); err != nil {
+			return err
+		}
+		msgs, first = msgs[n:], first+uint64(n)
+	}
+	return nil
+}
+
+func (q *query) putHead(ctx context.Context, sessionID string, h *sessionRec, insert bool) error {
+	return q.put(ctx, sessionKey(sessionID), h, insert)
+}
+
+func (q *query) revision(ctx context.Context, sessionID string, h *sessionRec, rev uint64) (*revisionRec, error) {
+	if rev == 0 {
+		rev = h.Revision
+	}
+	if rev > h.Revision {
+		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			Msg: fmt.Sprintf("session %q has no revision %d; its latest is %d", sessionID, rev, h.Revision)}
+	}
+	var rec revisionRec
+	found, err := q.get(ctx, h, sessionID, revisionKey(sessionID, rev), &rec, false)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			Msg: fmt.Sprintf("session %q no longer keeps revision %d", sessionID, rev)}
+	}
+	return &rec, nil
+}
+
+func (q *query) call(ctx context.Context, sessionID string, h *sessionRec, toolUseID string, c *callRec) (bool, error) {
+	return q.get(ctx, h, sessionID, callKey(sessionID, toolUseID), c, false)
+}
+
+func (q *query) putCall(ctx context.Context, sessionID, toolUseID string, c *callRec) error {
+	return q.put(ctx, callKey(sessionID, toolUseID), c, false)
+}
+
+func corrupt(h *sessionRec, sessionID string, err error) error {
+	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
+		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
+	if h == nil {
+		return fmt.Errorf("%w: %s", daemon.ErrCorrupt, msg)
+	}
+	return &daemon.StateError{Err: daemon.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+}
+
+// fence rejects an epoch that is not the owner's: older than the session's,
+// newer than it, or 0 once the session has been resumed.
+func fence(h *sessionRec, sessionID string, epoch uint64) error {
+	if epoch == h.Epoch || (epoch == 0 && !h.Resumed) {
+		return nil
+	}
+	msg := fmt.Sprintf("session %q is owned by epoch %d, not %d: another process has taken it over (by Resume, or by deleting and re-creating it); stop writing to it",
+		sessionID, h.Epoch, epoch)
+	if epoch == 0 {
+		msg = fmt.Sprintf("session %q has been resumed (epoch %d); epoch 0 is accepted only before the first Resume",
+			sessionID, h.Epoch)
+	}
+	return &daemon.StateError{Err: daemon.ErrSessionFenced, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+}

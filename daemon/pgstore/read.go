@@ -1,0 +1,259 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// Reads run in a read-only snapshot (Store.read), outside the group commit.
+
+func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (daemon.Checkpoint, error) {
+	var cp daemon.Checkpoint
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		h, err := q.mustHead(ctx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		cp, err = q.checkpoint(ctx, sessionID, h, revision)
+		return err
+	})
+	return cp, err
+}
+
+func (q *query) checkpoint(ctx context.Context, sessionID string, h *sessionRec, rev uint64) (daemon.Checkpoint, error) {
+	rec, err := q.revision(ctx, sessionID, h, rev)
+	if err != nil {
+		return daemon.Checkpoint{}, err
+	}
+	cp := daemon.Checkpoint{
+		SessionID: sessionID, Revision: rec.Revision, Epoch: h.Epoch, Task: rec.Task, Turn: rec.Turn,
+		TokensUsed: rec.TokensUsed, MessageCount: rec.MessageCount, StateJSON: rec.StateJSON,
+		Labels: maps.Clone(rec.Labels), SaveTime: fromNanos(rec.SaveTime),
+		Status: h.status(), FinalOutput: h.FinalOutput, CompleteTime: fromNanos(h.CompleteTime),
+	}
+	for _, t := range rec.Pending {
+		cp.PendingToolUses = append(cp.PendingToolUses, t.toolUse())
+	}
+	return cp, nil
+}
+
+// messagePage bounds the rows one query of Messages reads.
+const messagePage = 256
+
+func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]daemon.Message, error) {
+	var out []daemon.Message
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		out = out[:0]
+		h, err := q.mustHead(ctx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		rec, err := q.revision(ctx, sessionID, h, rev)
+		if err != nil {
+			return err
+		}
+		size := 0
+		idx := uint64(0)
+		for _, sg := range rec.Segments {
+			if start >= idx+sg.Count {
+				idx += sg.Count
+				continue
+			}
+			next := sg.FirstSeq + (max(start, idx) - idx)
+			end := sg.FirstSeq + sg.Count
+			for next < end {
+				full, err := q.messages(ctx, sessionID, h, rec.Revision, next, min(end, next+messagePage), func(m daemon.Message) bool {
+					size += daemon.MessageSize(m)
+					if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) >= maxCount)) {
+						return false
+					}
+					out = append(out, m)
+					return true
+				})
+				if err != nil || full {
+					return err
+				}
+				next = min(end, next+messagePage)
+			}
+			idx += sg.Count
+		}
+		return nil
+	})
+	return out, err
+}
+
+// messages passes the messages seq in [from, to) to add in order until add
+// returns false (full); a missing message is daemon.ErrCorrupt.
+func (q *query) messages(ctx context.Context, sessionID string, h *sessionRec, rev, from, to uint64, add func(daemon.Message) bool) (full bool, err error) {
+	rows, err := q.tx.Query(ctx, "SELECT seq, record, checksum FROM "+q.s.table("messages")+
+		" WHERE session_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq", []byte(sessionID), int64(from), int64(to))
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	want := from
+	for rows.Next() {
+		var seq, sum int64
+		var rec []byte
+		if err := rows.Scan(&seq, &rec, &sum); err != nil {
+			return false, err
+		}
+		if uint64(seq) != want {
+			return false, corrupt(h, sessionID, fmt.Errorf("message %d of revision %d is missing", want, rev))
+		}
+		want++
+		var m messageRec
+		if err := decode("messages", messageKey(sessionID, uint64(seq)).sum, rec, sum, &m); err != nil {
+			return false, corrupt(h, sessionID, err)
+		}
+		if !add(daemon.Message{Role: m.Role, ContentJSON: m.ContentJSON}) {
+			return true, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if want != to {
+		return false, corrupt(h, sessionID, fmt.Errorf("message %d of revision %d is missing", want, rev))
+	}
+	return false, nil
+}
+
+func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []daemon.PendingCall, error) {
+	var rev uint64
+	var calls []daemon.PendingCall
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		h, err := q.mustHead(ctx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		rev, calls, err = q.pendingCalls(ctx, sessionID, h)
+		return err
+	})
+	return rev, calls, err
+}
+
+// pendingCalls returns the latest revision of the live session h and its
+// pending calls, each with its begin marker and recorded effect.
+func (q *query) pendingCalls(ctx context.Context, sessionID string, h *sessionRec) (uint64, []daemon.PendingCall, error) {
+	rec, err := q.revision(ctx, sessionID, h, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	var calls []daemon.PendingCall
+	for _, u := range rec.Pending {
+		var call callRec
+		if _, err := q.call(ctx, sessionID, h, u.ID, &call); err != nil {
+			return 0, nil, err
+		}
+		pc := daemon.PendingCall{ToolUse: u.toolUse(), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
+		if call.Effect != nil {
+			e := call.Effect.effect(u.ID)
+			pc.Effect = &e
+		}
+		calls = append(calls, pc)
+	}
+	return rec.Revision, calls, nil
+}
+
+// inDoubtCount is how many of the live session h's pending calls Reconcile
+// decides DecisionInDoubt; damaged pending calls count as all in doubt.
+func (q *query) inDoubtCount(ctx context.Context, sessionID string, h *sessionRec) (uint32, error) {
+	if h.PendingCount == 0 {
+		return 0, nil
+	}
+	_, calls, err := q.pendingCalls(ctx, sessionID, h)
+	if errors.Is(err, daemon.ErrCorrupt) {
+		return h.PendingCount, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint32
+	for _, r := range daemon.Reconcile(calls) {
+		if r.Decision == daemon.DecisionInDoubt {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// listPage is how many session rows ListSessions reads per query; tombstones
+// and sessions the label filter drops are read past.
+const listPage = 256
+
+func (s *Store) ListSessions(ctx context.Context, after string, limit int, filter daemon.SessionFilter) ([]daemon.SessionSummary, error) {
+	var out []daemon.SessionSummary
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		out = out[:0]
+		cursor := []byte(after)
+		for len(out) < limit {
+			type row struct {
+				id  []byte
+				rec []byte
+				sum int64
+			}
+			var page []row
+			rows, err := q.tx.Query(ctx, "SELECT session_id, record, checksum FROM "+s.table("sessions")+
+				" WHERE session_id > $1 ORDER BY session_id LIMIT $2", cursor, max(listPage, limit))
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var r row
+				if err := rows.Scan(&r.id, &r.rec, &r.sum); err != nil {
+					rows.Close()
+					return err
+				}
+				page = append(page, r)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(page) == 0 {
+				return nil
+			}
+			cursor = page[len(page)-1].id
+			for _, r := range page {
+				if len(out) >= limit {
+					break
+				}
+				id := string(r.id)
+				var h sessionRec
+				if err := decode("sessions", sessionKey(id).sum, r.rec, r.sum, &h); err != nil {
+					// A damaged head is listed so an operator can find and delete it.
+					out = append(out, daemon.SessionSummary{SessionID: id})
+					continue
+				}
+				if h.Deleted || !selects(filter, &h) {
+					continue
+				}
+				inDoubt, err := q.inDoubtCount(ctx, id, &h)
+				if err != nil {
+					return err
+				}
+				out = append(out, daemon.SessionSummary{
+					SessionID: id, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
+					MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
+					Labels: maps.Clone(h.Labels), UpdateTime: fromNanos(h.UpdateTime), Status: h.status(),
+				})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func hasLabels(labels, filter map[string]string) bool {
+	for k, v := range filter {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

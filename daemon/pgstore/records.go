@@ -1,0 +1,150 @@
+package pgstore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// The rows of every table are (key columns, record, checksum): record is
+// the JSON encoding of one of the record types below, in bytea, and checksum
+// the CRC-32C of the table's name, the key and the record, so that a record
+// that is damaged, edited, or moved under another key is detected on read.
+// The record types are the store's own, versioned with SchemaVersion; they
+// do not follow the API's messages.
+
+type sessionRec struct {
+	Deleted      bool              `json:"deleted,omitempty"` // a tombstone: only Epoch and UpdateTime are set
+	Epoch        uint64            `json:"epoch"`
+	Resumed      bool              `json:"resumed,omitempty"`
+	Revision     uint64            `json:"revision,omitempty"`
+	NextSeq      uint64            `json:"next_seq,omitempty"`
+	Task         string            `json:"task,omitempty"`
+	Turn         uint32            `json:"turn,omitempty"`
+	MessageCount uint64            `json:"message_count,omitempty"`
+	PendingCount uint32            `json:"pending_count,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	CreateTime   int64             `json:"create_time_ns,omitempty"`
+	UpdateTime   int64             `json:"update_time_ns"`
+	// Status is "completed" or "failed" after CompleteSession; empty is
+	// active (schema version 2 on; see lifecycle.go).
+	Status       string `json:"status,omitempty"`
+	FinalOutput  string `json:"final_output,omitempty"`
+	CompleteTime int64  `json:"complete_time_ns,omitempty"`
+}
+
+type segment struct {
+	FirstSeq uint64 `json:"first_seq"`
+	Count    uint64 `json:"count"`
+}
+
+type toolUseRec struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	InputJSON    string `json:"input_json,omitempty"`
+	Class        int    `json:"class,omitempty"`
+	BeginTracked bool   `json:"begin_tracked,omitempty"`
+}
+
+type revisionRec struct {
+	Revision     uint64            `json:"revision"`
+	Epoch        uint64            `json:"epoch"`
+	Task         string            `json:"task,omitempty"`
+	Turn         uint32            `json:"turn,omitempty"`
+	TokensUsed   uint64            `json:"tokens_used,omitempty"`
+	Segments     []segment         `json:"segments,omitempty"`
+	MessageCount uint64            `json:"message_count,omitempty"`
+	Pending      []toolUseRec      `json:"pending_tool_uses,omitempty"`
+	StateJSON    string            `json:"state_json,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	SaveTime     int64             `json:"save_time_ns"`
+}
+
+type messageRec struct {
+	Role        string `json:"role"`
+	ContentJSON string `json:"content_json"`
+}
+
+type effectRec struct {
+	Name       string `json:"name"`
+	Output     string `json:"output,omitempty"`
+	IsError    bool   `json:"is_error,omitempty"`
+	RecordTime int64  `json:"record_time_ns"`
+	Late       bool   `json:"late,omitempty"`
+}
+
+// callRec is what the ledger knows of one tool use of a session: the call
+// as last made pending (without its input, kept in the revision), its begin
+// marker and its effect.
+type callRec struct {
+	Name                string     `json:"name"`
+	Class               int        `json:"class,omitempty"`
+	BeginTracked        bool       `json:"begin_tracked,omitempty"`
+	LastPendingRevision uint64     `json:"last_pending_revision"`
+	Begun               bool       `json:"begun,omitempty"`
+	IdempotencyKey      string     `json:"idempotency_key,omitempty"`
+	BeginTime           int64      `json:"begin_time_ns,omitempty"`
+	Effect              *effectRec `json:"effect,omitempty"`
+}
+
+type requestRec struct {
+	Fingerprint  []byte `json:"fingerprint"`
+	Revision     uint64 `json:"revision"`
+	MessageCount uint64 `json:"message_count"`
+	Epoch        uint64 `json:"epoch"`
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checksum covers the table, every key part (length-prefixed, so that parts
+// cannot run into each other) and the record.
+func checksum(table string, key [][]byte, record []byte) int64 {
+	c := crc32.Update(0, castagnoli, []byte(table))
+	var n [8]byte
+	for _, k := range key {
+		binary.BigEndian.PutUint64(n[:], uint64(len(k)))
+		c = crc32.Update(c, castagnoli, n[:])
+		c = crc32.Update(c, castagnoli, k)
+	}
+	return int64(crc32.Update(c, castagnoli, record))
+}
+
+func encode(v any) ([]byte, error) { return json.Marshal(v) }
+
+// decode checks a row's checksum and decodes its record into v.
+func decode(table string, key [][]byte, record []byte, sum int64, v any) error {
+	if got := checksum(table, key, record); got != sum {
+		return fmt.Errorf("%s row: checksum mismatch: stored %08x, computed %08x", table, uint32(sum), uint32(got))
+	}
+	if err := json.Unmarshal(record, v); err != nil {
+		return fmt.Errorf("%s row: %v", table, err)
+	}
+	return nil
+}
+
+func u64key(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func toolUseRecOf(u daemon.ToolUse) toolUseRec {
+	return toolUseRec{ID: u.ID, Name: u.Name, InputJSON: u.InputJSON, Class: int(u.Class), BeginTracked: u.BeginTracked}
+}
+
+func (r toolUseRec) toolUse() daemon.ToolUse {
+	return daemon.ToolUse{ID: r.ID, Name: r.Name, InputJSON: r.InputJSON, Class: daemon.EffectClass(r.Class), BeginTracked: r.BeginTracked}
+}
+
+func (r *effectRec) effect(toolUseID string) daemon.Effect {
+	return daemon.Effect{ToolUseID: toolUseID, Name: r.Name, Output: r.Output, IsError: r.IsError, RecordTime: fromNanos(r.RecordTime), Late: r.Late}
+}

@@ -1,0 +1,216 @@
+// Package pgstore is the daemon.Store kept in a PostgreSQL database, so
+// that savepointd on several hosts can share sessions: any host can resume
+// any session, and fencing, revision checks and request-id replay hold
+// across hosts. Open creates and migrates its tables in one schema
+// (DefaultSchema); a Store holds a connection pool from Open until Close.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// DefaultSchema is the PostgreSQL schema that holds the store's tables
+// unless Options.Schema names another.
+const DefaultSchema = "savepoint"
+
+// DefaultStatementTimeout bounds each call to the database unless
+// Options.StatementTimeout sets another bound.
+const DefaultStatementTimeout = 10 * time.Second
+
+// ErrConfig is returned by Open for a URL that pgx does not accept.
+var ErrConfig = errors.New("invalid store URL")
+
+// ErrFormat is returned by Open when the schema was written by a newer
+// savepointd, in a SchemaVersion this one cannot serve.
+var ErrFormat = errors.New("unsupported schema version")
+
+// Options tunes a Store. The zero value is ready to use.
+type Options struct {
+	// Schema is the PostgreSQL schema of the store's tables; empty means
+	// DefaultSchema. It is created when missing.
+	Schema string
+	// Logger receives the store's log lines; nil discards them.
+	Logger *slog.Logger
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// StatementTimeout bounds every call to the database, a whole group
+	// commit included; zero means DefaultStatementTimeout.
+	StatementTimeout time.Duration
+	// Writers is the number of group commits in flight at once, each on its
+	// own connection; zero means 2.
+	Writers int
+}
+
+// Store is a daemon.Store backed by PostgreSQL. Close it to release its
+// connections.
+type Store struct {
+	pool    *pgxpool.Pool
+	schema  string
+	log     *slog.Logger
+	now     func() time.Time
+	timeout time.Duration
+	// pooled is set when the URL asks for a query exec mode without
+	// prepared statements (behind PgBouncer's transaction pooling): the
+	// statement timeout is then set in each transaction, since a pooler
+	// refuses or drops it as a startup parameter.
+	pooled bool
+	target string // user@host:port/database, for errors and logs; never the password
+
+	ops       chan *op
+	mu        sync.RWMutex // held for reading while queueing on ops
+	closed    bool         // set under mu: nothing more is queued
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+var (
+	_ daemon.Store   = (*Store)(nil)
+	_ daemon.Reacher = (*Store)(nil)
+)
+
+// Open connects to the database at url (any connection string pgx accepts:
+// postgres:// or postgresql:// URLs, key=value pairs, PG* environment
+// variables, .pgpass), creates or migrates the schema, and starts the group
+// commit. It fails with ErrConfig for a bad URL, with daemon.ErrUnavailable
+// when the database cannot be reached within the statement timeout, and
+// with ErrFormat when the schema is newer than SchemaVersion. Error texts
+// never hold the password.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err) // pgx masks the password
+	}
+	s := &Store{
+		schema: opts.Schema, log: opts.Logger, now: opts.Now, timeout: opts.StatementTimeout,
+		ops: make(chan *op, 1024), stop: make(chan struct{}),
+	}
+	if s.schema == "" {
+		s.schema = DefaultSchema
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultStatementTimeout
+	}
+	writers := opts.Writers
+	if writers <= 0 {
+		writers = 2
+	}
+	cc := cfg.ConnConfig
+	s.target = Describe(cfg)
+	switch cc.DefaultQueryExecMode {
+	case pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec:
+		s.pooled = true
+	default:
+		if _, set := cc.RuntimeParams["statement_timeout"]; !set {
+			cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(s.timeout.Milliseconds(), 10)
+		}
+	}
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > s.timeout {
+		cc.ConnectTimeout = s.timeout
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = s.timeout
+	}
+	if cfg.MaxConns < int32(writers)+2 {
+		cfg.MaxConns = int32(writers) + 2 // reads keep a connection while every writer holds one
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	s.pool, err = pgxpool.NewWithConfig(cctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if err := s.pool.Ping(cctx); err != nil {
+		s.pool.Close()
+		return nil, s.unavailable(ctx, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	for range writers {
+		s.wg.Add(1)
+		go s.loop()
+	}
+	s.log.Info("PostgreSQL store open", "target", s.target, "schema", s.schema, "schema_version", SchemaVersion, "pooled_mode", s.pooled)
+	return s, nil
+}
+
+// Describe names the database of cfg as user@host:port/database, without
+// the password.
+func Describe(cfg *pgxpool.Config) string {
+	cc := cfg.ConnConfig
+	return fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
+}
+
+// Close stops the group commit, answering what is still queued with
+// daemon.ErrUnavailable, and closes the pool.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+		s.drain()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// Info returns the store's kind, "postgres", and SchemaVersion.
+func (s *Store) Info() daemon.StoreInfo {
+	return daemon.StoreInfo{Kind: "postgres", Format: SchemaVersion}
+}
+
+// Ping passes a request through the group commit, which answers it after
+// the batch it joins, without a round trip to the database: it fails when
+// the group commit is closed or does not answer before ctx is done. The
+// database being unreachable does not fail it, as a full disk does not fail
+// the embedded store's: every call then fails with daemon.ErrUnavailable
+// within the statement timeout, and the pool reconnects by itself once the
+// database is back, so restarting savepointd would not help.
+func (s *Store) Ping(ctx context.Context) error {
+	o := &op{done: make(chan error, 1)}
+	if err := s.enqueue(ctx, o); err != nil {
+		return err
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the group commit did not answer: %v", daemon.ErrUnavailable, ctx.Err())
+	}
+}
+
+// Reachable returns nil when a round trip to the database succeeds within
+// ctx and the statement timeout, and daemon.ErrUnavailable saying why
+// otherwise; savepointd's health service reports NOT_SERVING meanwhile.
+func (s *Store) Reachable(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.pool.Ping(pctx); err != nil {
+		return s.unavailable(ctx, err)
+	}
+	return nil
+}
+
+// table is the schema-qualified, quoted name of one of the store's tables.
+func (s *Store) table(name string) string { return pgx.Identifier{s.schema, name}.Sanitize() }

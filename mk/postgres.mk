@@ -1,0 +1,21 @@
+# The PostgreSQL store (daemon/pgstore, savepointd --store-url). Its tests
+# start a real PostgreSQL from /usr/lib/postgresql/*/bin (daemon/pgstore/pgtest)
+# and fail, never skip, without one; they run in test-go too, since the
+# harness installs Debian's postgresql package itself when it can. test-postgres
+# installs it first, then runs the PostgreSQL tests with the race detector
+# and PG_ROUNDS rounds of the two-store resume race (test-go runs 40).
+
+PG_ROUNDS ?= 300
+
+TEST_TARGETS += test-postgres
+
+.PHONY: postgres-tools
+postgres-tools: ## Install PostgreSQL's server binaries (Debian's postgresql package) when missing
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) || \
+		{ echo "test-postgres: PostgreSQL is not installed under /usr/lib/postgresql/*/bin and cannot be installed here" >&2; exit 1; }
+
+.PHONY: test-postgres
+test-postgres: postgres-tools ## The PostgreSQL store: storetest, faults and races against a real PostgreSQL, and savepointd --store-url over gRPC
+	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) ./daemon/pgstore/... -pg-rounds=$(PG_ROUNDS)
+	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) -run 'Postgres' ./cmd/savepointd
