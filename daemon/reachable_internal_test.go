@@ -29,7 +29,10 @@ func TestWatchReachable(t *testing.T) {
 	r := &flakyReacher{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); watchReachable(ctx, r, hs, []string{"", "svc"}, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		defer close(done)
+		watchReachable(ctx, r, hs, []string{"", "svc"}, slog.New(slog.DiscardHandler))
+	}()
 	defer func() { cancel(); <-done }()
 	wait := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
