@@ -110,6 +110,10 @@ type Options struct {
 	// store it no longer opens when that write fails; the replay is the path
 	// a crash takes. False closes the database normally.
 	ExitAfterClose bool
+	// Retention is what the store removes by itself (retention.go); the
+	// zero value removes nothing but still runs value-log GC every
+	// DefaultMaintenanceInterval.
+	Retention Retention
 	// EncryptionKey, 16, 24 or 32 bytes (see ReadKeyFile), encrypts every
 	// data file with AES; nil stores them in the clear. A directory is opened
 	// only with the setting it was created with (ErrEncryptionKey).
@@ -128,6 +132,7 @@ type Store struct {
 	locks   [64]sync.Mutex // striped by session id: one writer per session
 	keepLog bool           // Options.ExitAfterClose
 	graph   graphState     // the graph API's locks (graph.go)
+	inMem   bool           // Options.InMemory: no value log to collect
 
 	retention time.Duration // Options.TombstoneRetention
 
@@ -144,7 +149,7 @@ var _ daemon.Store = (*Store)(nil)
 // ErrFormat when the directory holds a newer or unknown format, and with
 // ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{})}
+	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{}), inMem: opts.InMemory}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -165,7 +170,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithMemTableSize(MemTableSize).
 		WithNumMemtables(2).
 		WithValueThreshold(ValueThreshold).
-		WithValueLogFileSize(ValueLogFileSize).
+		WithValueLogFileSize(valueLogFileSize).
 		WithBlockCacheSize(BlockCacheSize).
 		WithIndexCacheSize(IndexCacheSize).
 		WithNumCompactors(2).
@@ -261,6 +266,7 @@ func (s *Store) start(dir string, opts Options) error {
 		return err
 	}
 	s.bg.Go(s.sweepTombstones)
+	s.bg.Go(func() { s.maintainEvery(opts.Retention) })
 	return nil
 }
 
