@@ -72,6 +72,18 @@ type Config struct {
 	MetricsAllowRemote bool
 	// LogFormat is "text" or "json"; empty means "text".
 	LogFormat string
+	// RetainCompleted deletes a completed or failed session this long after
+	// its completion; zero keeps it.
+	RetainCompleted time.Duration
+	// RetainIdle deletes a session not updated (saved or completed) for this
+	// long, whatever its status; zero keeps it.
+	RetainIdle time.Duration
+	// RetainRevisions keeps only each session's last RetainRevisions
+	// revisions and the messages they reach; zero keeps every revision.
+	RetainRevisions int
+	// GCInterval is the time between passes of retention and value-log GC;
+	// zero means every 10 minutes.
+	GCInterval time.Duration
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
 	// savepointd sets unless the GOMEMLIMIT environment variable does; zero
 	// means DefaultMemoryLimit.
@@ -168,6 +180,17 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		add("shutdown timeout: %v is negative", c.ShutdownTimeout)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"retain completed", c.RetainCompleted}, {"retain idle", c.RetainIdle}, {"gc interval", c.GCInterval}} {
+		if d.v < 0 {
+			add("%s: %v is negative; 0 turns it off", d.name, d.v)
+		}
+	}
+	if c.RetainRevisions < 0 {
+		add("retain revisions: %d is negative; 0 keeps every revision", c.RetainRevisions)
 	}
 	if c.MemoryLimit < minMemoryLimit {
 		add("memory limit: %d bytes is below the %d bytes savepointd needs to run without collecting garbage all the time", c.MemoryLimit, minMemoryLimit)

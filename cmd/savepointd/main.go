@@ -107,6 +107,9 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
 		ExitAfterClose: true, EncryptionKey: key,
+		Retention: badgerstore.Retention{
+			Completed: cfg.RetainCompleted, Idle: cfg.RetainIdle, Revisions: cfg.RetainRevisions, Interval: cfg.GCInterval,
+		},
 	})
 	opened()
 	switch {
@@ -250,6 +253,14 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"free `bytes` the data directory's filesystem keeps; below it writes get DISK_FULL (0: 144 MiB) (env SAVEPOINT_DISK_RESERVE_BYTES)")
 	fs.BoolVar(&cfg.AcceptDataLoss, name("accept-data-loss", "SAVEPOINT_ACCEPT_DATA_LOSS"), cfg.AcceptDataLoss,
 		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
+	fs.DurationVar(&cfg.RetainCompleted, name("retain-completed", "SAVEPOINT_RETAIN_COMPLETED"), cfg.RetainCompleted,
+		"delete a completed or failed session this `long` after its completion; 0 keeps it (env SAVEPOINT_RETAIN_COMPLETED)")
+	fs.DurationVar(&cfg.RetainIdle, name("retain-idle", "SAVEPOINT_RETAIN_IDLE"), cfg.RetainIdle,
+		"delete a session not updated for this `long`, whatever its status; 0 keeps it (env SAVEPOINT_RETAIN_IDLE)")
+	fs.IntVar(&cfg.RetainRevisions, name("retain-revisions", "SAVEPOINT_RETAIN_REVISIONS"), cfg.RetainRevisions,
+		"keep only each session's last `N` revisions and the messages they reach, the ledger whole; 0 keeps all (env SAVEPOINT_RETAIN_REVISIONS)")
+	fs.DurationVar(&cfg.GCInterval, name("gc-interval", "SAVEPOINT_GC_INTERVAL"), cfg.GCInterval,
+		"time between passes of retention and value-log GC (0: 10m) (env SAVEPOINT_GC_INTERVAL)")
 	fs.Var((*byteSize)(&cfg.MemoryLimit), name("memory-limit", "SAVEPOINT_MEMORY_LIMIT"),
 		"the Go runtime's soft memory `limit`, in bytes or with a KiB, MiB or GiB suffix; GOMEMLIMIT, when set, wins (env SAVEPOINT_MEMORY_LIMIT)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
