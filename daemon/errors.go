@@ -27,6 +27,7 @@ var (
 	ErrInvalidPageToken    = errors.New("invalid page token")
 	ErrUnavailable         = errors.New("store unavailable")
 	ErrSessionCompleted    = errors.New("session completed")
+	ErrPlaintextBackup     = errors.New("plaintext backup refused")
 )
 
 // StateError is a conflict with the session's current state; it carries the

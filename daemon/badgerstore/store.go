@@ -133,6 +133,7 @@ type Store struct {
 	keepLog bool           // Options.ExitAfterClose
 	graph   graphState     // the graph API's locks (graph.go)
 	inMem   bool           // Options.InMemory: no value log to collect
+	key     []byte         // Options.EncryptionKey: backups are encrypted with it
 
 	retention time.Duration // Options.TombstoneRetention
 
@@ -149,7 +150,7 @@ var _ daemon.Store = (*Store)(nil)
 // ErrFormat when the directory holds a newer or unknown format, and with
 // ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{}), inMem: opts.InMemory}
+	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{}), inMem: opts.InMemory, key: opts.EncryptionKey}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
