@@ -52,14 +52,26 @@ func memoryLimit(cfg daemon.Config, env func(string) string) (limit int64, ok bo
 // returns the exit code. "savepointd verify [flags]" checks a stopped
 // daemon's data directory instead of serving it; "savepointd repair-manifest
 // [flags]" repairs the MANIFEST after Badger's failed-flush defect;
-// "savepointd backup FILE [flags]" and "savepointd restore FILE [flags]"
-// copy a stopped daemon's data into a new directory (backup.go).
+// "savepointd backup FILE [flags]" copies a stopped daemon's data to a
+// file, and "savepointd restore [FILE...] [flags]" restores backup files (a
+// full one, then its incrementals in order; "-" or none: stdin) into a new
+// directory (backup.go).
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	sub, file := "", ""
+	var files []string
 	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
 		sub, args = args[0], args[1:]
 	}
-	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
+	if len(args) > 0 && args[0] == "restore" {
+		sub, args = args[0], args[1:]
+		for len(args) > 0 && (args[0] == "-" || !strings.HasPrefix(args[0], "-")) {
+			files, args = append(files, args[0]), args[1:]
+		}
+		if len(files) == 0 {
+			files = []string{"-"}
+		}
+	}
+	if len(args) > 0 && args[0] == "backup" {
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 			fmt.Fprintf(stderr, "savepointd: usage: savepointd %s FILE [flags]\n", args[0])
 			return exitConfig
@@ -129,7 +141,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	case "backup":
 		code = runBackup(store, file, stdout, stderr)
 	case "restore":
-		code = runRestore(store, file, stdout, stderr)
+		code = runRestore(store, files, stdout, stderr)
 	default:
 		code = serve(cfg, store, verify, logger, stdout, stderr)
 	}

@@ -169,7 +169,9 @@ type frameWriter struct {
 	index  uint64
 }
 
-func (f *frameWriter) aad() []byte { return binary.BigEndian.AppendUint64(append([]byte{}, f.header...), f.index) }
+func (f *frameWriter) aad() []byte {
+	return binary.BigEndian.AppendUint64(append([]byte{}, f.header...), f.index)
+}
 
 func (f *frameWriter) Write(p []byte) (int, error) {
 	for off := 0; off < len(p); off += backupFrame {

@@ -68,6 +68,7 @@ __all__ = [
     "UploadAbortedError",
     "SessionCompletedError",
     "InvalidSessionStatusError",
+    "PlaintextBackupError",
     "ToolUsesPendingError",
     "ResultsMismatchError",
     "AlreadyRunError",
@@ -206,6 +207,11 @@ class SessionCompletedError(SavepointError):
     """SESSION_COMPLETED: the session is completed or failed; saves and
     begin_effect need a Resume with reopen first, and completing it with
     another status or final output is refused."""
+
+
+class PlaintextBackupError(SavepointError):
+    """PLAINTEXT_BACKUP: the daemon's store has no encryption key, so its
+    backup would be plaintext; set plaintext on the request to accept that."""
 
 
 class UnavailableError(SavepointError):
@@ -378,6 +384,7 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_UPLOAD_ABORTED: UploadAbortedError,
     pb.ERROR_REASON_SESSION_COMPLETED: SessionCompletedError,
     pb.ERROR_REASON_INVALID_SESSION_STATUS: InvalidSessionStatusError,
+    pb.ERROR_REASON_PLAINTEXT_BACKUP: PlaintextBackupError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

@@ -54,6 +54,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_UPLOAD_ABORTED: _ClassVar[ErrorReason]
     ERROR_REASON_SESSION_COMPLETED: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_SESSION_STATUS: _ClassVar[ErrorReason]
+    ERROR_REASON_PLAINTEXT_BACKUP: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -116,6 +117,7 @@ ERROR_REASON_INVALID_UPLOAD: ErrorReason
 ERROR_REASON_UPLOAD_ABORTED: ErrorReason
 ERROR_REASON_SESSION_COMPLETED: ErrorReason
 ERROR_REASON_INVALID_SESSION_STATUS: ErrorReason
+ERROR_REASON_PLAINTEXT_BACKUP: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus
@@ -626,3 +628,21 @@ class RewindSessionResponse(_message.Message):
     performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
     in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
     def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ("since_version", "plaintext")
+    SINCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
+    since_version: int
+    plaintext: bool
+    def __init__(self, since_version: _Optional[int] = ..., plaintext: _Optional[bool] = ...) -> None: ...
+
+class BackupResponse(_message.Message):
+    __slots__ = ("data", "next_since_version", "encrypted")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SINCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTED_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    next_since_version: int
+    encrypted: bool
+    def __init__(self, data: _Optional[bytes] = ..., next_since_version: _Optional[int] = ..., encrypted: _Optional[bool] = ...) -> None: ...

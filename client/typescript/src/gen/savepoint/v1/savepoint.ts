@@ -11,7 +11,9 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -176,6 +178,11 @@ export enum ErrorReason {
    * (CompleteSession takes COMPLETED or FAILED; a filter any defined value).
    */
   ERROR_REASON_INVALID_SESSION_STATUS = 40,
+  /**
+   * ERROR_REASON_PLAINTEXT_BACKUP - FAILED_PRECONDITION: Backup of a store without an encryption key, whose
+   * backup would be plaintext, without plaintext set to accept that.
+   */
+  ERROR_REASON_PLAINTEXT_BACKUP = 41,
   UNRECOGNIZED = -1,
 }
 
@@ -781,6 +788,35 @@ export interface RewindSessionResponse {
   performedAfter: LedgerEntry[];
   /** As in ForkSessionResponse: calls begun after it with no recorded effect. */
   inDoubtAfter: LedgerEntry[];
+}
+
+export interface BackupRequest {
+  /**
+   * 0 backs up everything; otherwise the version a previous backup's last
+   * response gave: only what was written since is sent (an incremental
+   * backup, restored after the backups before it, in order).
+   */
+  sinceVersion: number;
+  /** Accept a plaintext backup of a store without an encryption key. */
+  plaintext: boolean;
+}
+
+export interface BackupResponse {
+  /**
+   * The next bytes of the backup file; concatenated in order they are the
+   * file savepointd restore reads.
+   */
+  data: Buffer;
+  /**
+   * Set in the last response only: the since_version of the next
+   * incremental backup.
+   */
+  nextSinceVersion: number;
+  /**
+   * Set in the first response: whether the file is encrypted with the
+   * store's key (savepointd restore then needs --encryption-key-file).
+   */
+  encrypted: boolean;
 }
 
 function createBaseMessage(): Message {
@@ -4738,6 +4774,152 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
   },
 };
 
+function createBaseBackupRequest(): BackupRequest {
+  return { sinceVersion: 0, plaintext: false };
+}
+
+export const BackupRequest: MessageFns<BackupRequest> = {
+  encode(message: BackupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sinceVersion !== 0) {
+      writer.uint32(8).uint64(message.sinceVersion);
+    }
+    if (message.plaintext !== false) {
+      writer.uint32(16).bool(message.plaintext);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.sinceVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.plaintext = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BackupRequest>, I>>(base?: I): BackupRequest {
+    return BackupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BackupRequest>, I>>(object: I): BackupRequest {
+    const message = createBaseBackupRequest();
+    message.sinceVersion = object.sinceVersion ?? 0;
+    message.plaintext = object.plaintext ?? false;
+    return message;
+  },
+};
+
+function createBaseBackupResponse(): BackupResponse {
+  return { data: Buffer.alloc(0), nextSinceVersion: 0, encrypted: false };
+}
+
+export const BackupResponse: MessageFns<BackupResponse> = {
+  encode(message: BackupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.nextSinceVersion !== 0) {
+      writer.uint32(16).uint64(message.nextSinceVersion);
+    }
+    if (message.encrypted !== false) {
+      writer.uint32(24).bool(message.encrypted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.nextSinceVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.encrypted = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BackupResponse>, I>>(base?: I): BackupResponse {
+    return BackupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BackupResponse>, I>>(object: I): BackupResponse {
+    const message = createBaseBackupResponse();
+    message.data = object.data ?? Buffer.alloc(0);
+    message.nextSinceVersion = object.nextSinceVersion ?? 0;
+    message.encrypted = object.encrypted ?? false;
+    return message;
+  },
+};
+
 /**
  * SavepointService keeps an agent loop's checkpoints and side-effects ledger
  * so that a long task survives a crash and resumes without repeating or
@@ -4949,6 +5131,21 @@ export const SavepointServiceService = {
       Buffer.from(RewindSessionResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RewindSessionResponse => RewindSessionResponse.decode(value),
   },
+  /**
+   * Backup streams a consistent backup of the whole store, taken while it
+   * serves: every record, or with since_version only those written since an
+   * earlier backup. The stream is encrypted with the store's key; a store
+   * without one is backed up only when plaintext is set.
+   */
+  backup: {
+    path: "/savepoint.v1.SavepointService/Backup" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: BackupRequest): Buffer => Buffer.from(BackupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): BackupRequest => BackupRequest.decode(value),
+    responseSerialize: (value: BackupResponse): Buffer => Buffer.from(BackupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): BackupResponse => BackupResponse.decode(value),
+  },
 } as const;
 
 export interface SavepointServiceServer extends UntypedServiceImplementation {
@@ -5025,6 +5222,13 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
    * like a save and lists the side effects performed after that revision.
    */
   rewindSession: handleUnaryCall<RewindSessionRequest, RewindSessionResponse>;
+  /**
+   * Backup streams a consistent backup of the whole store, taken while it
+   * serves: every record, or with since_version only those written since an
+   * earlier backup. The stream is encrypted with the store's key; a store
+   * without one is backed up only when plaintext is set.
+   */
+  backup: handleServerStreamingCall<BackupRequest, BackupResponse>;
 }
 
 export interface SavepointServiceClient extends Client {
@@ -5311,6 +5515,18 @@ export interface SavepointServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Backup streams a consistent backup of the whole store, taken while it
+   * serves: every record, or with since_version only those written since an
+   * earlier backup. The stream is encrypted with the store's key; a store
+   * without one is backed up only when plaintext is set.
+   */
+  backup(request: BackupRequest, options?: Partial<CallOptions>): ClientReadableStream<BackupResponse>;
+  backup(
+    request: BackupRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<BackupResponse>;
 }
 
 export const SavepointServiceClient = makeGenericClientConstructor(
