@@ -67,5 +67,5 @@ def retry_safe(method: str, request: object) -> bool:
     if method == "SaveCheckpoint":
         return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
     if method in _SAFE_WITH_REQUEST_ID:
-        return isinstance(request, _SAFE_WITH_REQUEST_ID[method]) and request.request_id != ""
+        return isinstance(request, _SAFE_WITH_REQUEST_ID[method]) and getattr(request, "request_id", "") != ""
     return method in _ALWAYS_SAFE
