@@ -3044,9 +3044,12 @@ type ForkSessionResponse struct {
 	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
 	// The source's calls, not read-only, begun after that revision with no
 	// recorded effect: their outcome is unknown (in doubt).
-	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InDoubtAfter []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	// True when the lists were cut to fit the response budget: ListEffects
+	// of the source has every entry.
+	ListsTruncated bool `protobuf:"varint,6,opt,name=lists_truncated,json=listsTruncated,proto3" json:"lists_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ForkSessionResponse) Reset() {
@@ -3112,6 +3115,13 @@ func (x *ForkSessionResponse) GetInDoubtAfter() []*LedgerEntry {
 		return x.InDoubtAfter
 	}
 	return nil
+}
+
+func (x *ForkSessionResponse) GetListsTruncated() bool {
+	if x != nil {
+		return x.ListsTruncated
+	}
+	return false
 }
 
 type RewindSessionRequest struct {
@@ -3199,9 +3209,11 @@ type RewindSessionResponse struct {
 	// to. Those of calls pending again stay recorded: Reconcile reuses them.
 	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
 	// As in ForkSessionResponse: calls begun after it with no recorded effect.
-	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InDoubtAfter []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	// As in ForkSessionResponse.
+	ListsTruncated bool `protobuf:"varint,6,opt,name=lists_truncated,json=listsTruncated,proto3" json:"lists_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RewindSessionResponse) Reset() {
@@ -3267,6 +3279,13 @@ func (x *RewindSessionResponse) GetInDoubtAfter() []*LedgerEntry {
 		return x.InDoubtAfter
 	}
 	return nil
+}
+
+func (x *RewindSessionResponse) GetListsTruncated() bool {
+	if x != nil {
+		return x.ListsTruncated
+	}
+	return false
 }
 
 type BackupRequest struct {
@@ -3629,26 +3648,28 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x12$\n" +
 	"\x0enew_session_id\x18\x03 \x01(\tR\fnewSessionId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\xf1\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x9a\x02\n" +
 	"\x13ForkSessionResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
 	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
 	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
-	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\"\x86\x01\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\x12'\n" +
+	"\x0flists_truncated\x18\x06 \x01(\bR\x0elistsTruncated\"\x86\x01\n" +
 	"\x14RewindSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\xf3\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x9c\x02\n" +
 	"\x15RewindSessionResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
 	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
 	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
-	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\"R\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\x12'\n" +
+	"\x0flists_truncated\x18\x06 \x01(\bR\x0elistsTruncated\"R\n" +
 	"\rBackupRequest\x12#\n" +
 	"\rsince_version\x18\x01 \x01(\x04R\fsinceVersion\x12\x1c\n" +
 	"\tplaintext\x18\x02 \x01(\bR\tplaintext\"p\n" +

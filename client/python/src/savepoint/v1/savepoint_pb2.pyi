@@ -590,18 +590,20 @@ class ForkSessionRequest(_message.Message):
     def __init__(self, source_session_id: _Optional[str] = ..., revision: _Optional[int] = ..., new_session_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ForkSessionResponse(_message.Message):
-    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after", "lists_truncated")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
     IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LISTS_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     revision: int
     epoch: int
     message_count: int
     performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
     in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
-    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...
+    lists_truncated: bool
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., lists_truncated: _Optional[bool] = ...) -> None: ...
 
 class RewindSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch", "revision", "request_id")
@@ -616,18 +618,20 @@ class RewindSessionRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., epoch: _Optional[int] = ..., revision: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RewindSessionResponse(_message.Message):
-    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after", "lists_truncated")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
     IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LISTS_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     revision: int
     epoch: int
     message_count: int
     performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
     in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
-    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...
+    lists_truncated: bool
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., lists_truncated: _Optional[bool] = ...) -> None: ...
 
 class BackupRequest(_message.Message):
     __slots__ = ("since_version", "plaintext")

@@ -758,6 +758,11 @@ export interface ForkSessionResponse {
    * recorded effect: their outcome is unknown (in doubt).
    */
   inDoubtAfter: LedgerEntry[];
+  /**
+   * True when the lists were cut to fit the response budget: ListEffects
+   * of the source has every entry.
+   */
+  listsTruncated: boolean;
 }
 
 export interface RewindSessionRequest {
@@ -788,6 +793,8 @@ export interface RewindSessionResponse {
   performedAfter: LedgerEntry[];
   /** As in ForkSessionResponse: calls begun after it with no recorded effect. */
   inDoubtAfter: LedgerEntry[];
+  /** As in ForkSessionResponse. */
+  listsTruncated: boolean;
 }
 
 export interface BackupRequest {
@@ -4478,7 +4485,7 @@ export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
 };
 
 function createBaseForkSessionResponse(): ForkSessionResponse {
-  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
 }
 
 export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
@@ -4497,6 +4504,9 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
     }
     for (const v of message.inDoubtAfter) {
       LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.listsTruncated !== false) {
+      writer.uint32(48).bool(message.listsTruncated);
     }
     return writer;
   },
@@ -4554,6 +4564,14 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
             message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.listsTruncated = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4576,6 +4594,7 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
     message.messageCount = object.messageCount ?? 0;
     message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.listsTruncated = object.listsTruncated ?? false;
     return message;
   },
 };
@@ -4672,7 +4691,7 @@ export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
 };
 
 function createBaseRewindSessionResponse(): RewindSessionResponse {
-  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
 }
 
 export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
@@ -4691,6 +4710,9 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
     }
     for (const v of message.inDoubtAfter) {
       LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.listsTruncated !== false) {
+      writer.uint32(48).bool(message.listsTruncated);
     }
     return writer;
   },
@@ -4748,6 +4770,14 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
             message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.listsTruncated = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4770,6 +4800,7 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
     message.messageCount = object.messageCount ?? 0;
     message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.listsTruncated = object.listsTruncated ?? false;
     return message;
   },
 };
