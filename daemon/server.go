@@ -383,6 +383,56 @@ func (s *Server) branchLists(res BranchResult) (performed, inDoubt []*savepointv
 	return performed, inDoubt, truncated
 }
 
+// backupChunk is the most file bytes one BackupResponse carries.
+const backupChunk = 1 << 20
+
+// Backup implements SavepointServiceServer: it streams the store's backup
+// file in chunks of at most 1 MiB, the last response carrying the next
+// since version and whether the file is encrypted.
+func (s *Server) Backup(req *savepointv1.BackupRequest, stream savepointv1.SavepointService_BackupServer) error {
+	ctx := stream.Context()
+	w := &chunkSender{send: func(b []byte) error { return stream.Send(&savepointv1.BackupResponse{Data: b}) }}
+	res, err := s.store.BackupSince(ctx, w, req.GetSinceVersion(), req.GetPlaintext())
+	if err == nil {
+		err = w.flush()
+	}
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	return stream.Send(&savepointv1.BackupResponse{NextSinceVersion: res.Next, Encrypted: res.Encrypted})
+}
+
+// chunkSender buffers writes into chunks of backupChunk bytes for send.
+type chunkSender struct {
+	send func([]byte) error
+	buf  []byte
+}
+
+func (c *chunkSender) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		room := backupChunk - len(c.buf)
+		take := min(room, len(p))
+		c.buf = append(c.buf, p[:take]...)
+		p = p[take:]
+		if len(c.buf) == backupChunk {
+			if err := c.flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (c *chunkSender) flush() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	err := c.send(c.buf)
+	c.buf = nil // Send keeps no reference once it returns, but a new buffer is cheap
+	return err
+}
+
 // DeleteSession implements SavepointServiceServer.
 func (s *Server) DeleteSession(ctx context.Context, req *savepointv1.DeleteSessionRequest) (*savepointv1.DeleteSessionResponse, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {

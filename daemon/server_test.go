@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -619,7 +619,9 @@ type fakeBranch struct {
 	res BranchResult
 }
 
-func (f *fakeBranch) ForkSession(context.Context, *ForkRequest) (BranchResult, error) { return f.res, nil }
+func (f *fakeBranch) ForkSession(context.Context, *ForkRequest) (BranchResult, error) {
+	return f.res, nil
+}
 
 // TestServerBranchListsFit checks that a fork's lists are cut to the
 // response budget, large outputs first, and say so.
