@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -166,6 +168,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithChainUnaryInterceptor(c.intercept),
+		grpc.WithChainStreamInterceptor(interceptStream),
 	}
 	conn, err := grpc.NewClient(target, append(dopts, cfg.dialOpts...)...)
 	if err != nil {
@@ -215,6 +218,36 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 		case <-t.C:
 		}
 	}
+}
+
+// interceptStream translates the errors of a streaming call (Backup), as
+// intercept does a unary call's; a stream is never retried.
+func interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return translatedStream{cs}, nil
+}
+
+// translatedStream is a grpc.ClientStream whose errors are translated;
+// io.EOF, the end of the stream, passes unchanged.
+type translatedStream struct{ grpc.ClientStream }
+
+func (s translatedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	return translate(err)
+}
+
+func (s translatedStream) SendMsg(m any) error {
+	err := s.ClientStream.SendMsg(m)
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	return translate(err)
 }
 
 // retrySafe says whether repeating a call that may have been applied is

@@ -85,6 +85,13 @@ var (
 	// failed; saves and BeginEffect need Reopen first, and completing it
 	// with another status or final output is refused.
 	ErrSessionCompleted = errors.New("savepoint: session completed")
+	// ErrPlaintextBackup (PLAINTEXT_BACKUP): the daemon's store has no
+	// encryption key, so its backup would be plaintext; ask for one with
+	// plaintext set to accept that.
+	ErrPlaintextBackup = errors.New("savepoint: plaintext backup refused")
+	// ErrBackupUnsupported (BACKUP_UNSUPPORTED): the daemon's store cannot
+	// stream a backup (PostgreSQL: use the database's own tools, pg_dump).
+	ErrBackupUnsupported = errors.New("savepoint: backup not supported by the daemon's store")
 )
 
 // reasons maps every reason of the ErrorReason enum to its sentinel;
@@ -134,6 +141,8 @@ var reasons = map[savepointv1.ErrorReason]error{
 	// Session status.
 	savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED:      ErrSessionCompleted,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS: ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP:       ErrPlaintextBackup,
+	savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED:     ErrBackupUnsupported,
 }
 
 // Error is a failed Savepoint RPC. It unwraps to the sentinel of its reason

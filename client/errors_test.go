@@ -60,6 +60,8 @@ func TestTranslateReasons(t *testing.T) {
 		{"INVALID_UPLOAD", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"SESSION_COMPLETED", codes.FailedPrecondition, []error{ErrSessionCompleted}},
 		{"INVALID_SESSION_STATUS", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"PLAINTEXT_BACKUP", codes.FailedPrecondition, []error{ErrPlaintextBackup}},
+		{"BACKUP_UNSUPPORTED", codes.Unimplemented, []error{ErrBackupUnsupported}},
 		{"UPLOAD_ABORTED", codes.Aborted, []error{ErrUploadAborted}},
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,

@@ -591,6 +591,13 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		badCase{name: "completed session, epoch 0", req: cs("done", 0, completed, "other"), code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true},
 	)
 
+	// Backup streams its response; its refusals come before any data. The
+	// daemon's store has no encryption key.
+	cases["Backup"] = []badCase{
+		{name: "plaintext not accepted", req: &savepointv1.BackupRequest{}, code: codes.FailedPrecondition, reason: "PLAINTEXT_BACKUP"},
+		{name: "plaintext not accepted, since a version", req: &savepointv1.BackupRequest{SinceVersion: math.MaxUint64}, code: codes.FailedPrecondition, reason: "PLAINTEXT_BACKUP"},
+	}
+
 	// ForkSession.
 	fk := func(src string, rev uint64, dst, rid string) *savepointv1.ForkSessionRequest {
 		return &savepointv1.ForkSessionRequest{SourceSessionId: src, Revision: rev, NewSessionId: dst, RequestId: rid}

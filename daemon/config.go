@@ -75,14 +75,23 @@ type Config struct {
 	MetricsAllowRemote bool
 	// LogFormat is "text" or "json"; empty means "text".
 	LogFormat string
+	// RetainCompleted deletes a completed or failed session this long after
+	// its completion; zero keeps it.
+	RetainCompleted time.Duration
+	// RetainIdle deletes a session not updated (saved or completed) for this
+	// long, whatever its status, and a graph thread not written for this
+	// long, as DeleteThread does; zero keeps both.
+	RetainIdle time.Duration
+	// RetainRevisions keeps only each session's last RetainRevisions
+	// revisions and the messages they reach; zero keeps every revision.
+	RetainRevisions int
+	// GCInterval is the time between passes of retention and value-log GC;
+	// zero means every 10 minutes.
+	GCInterval time.Duration
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
 	// savepointd sets unless the GOMEMLIMIT environment variable does; zero
 	// means DefaultMemoryLimit.
 	MemoryLimit int64
-	// RetainIdle deletes the graph threads not written for this long, as
-	// DeleteThread does, sweeping every tenth of it (at least every second,
-	// at most every hour); zero means they are kept until deleted.
-	RetainIdle time.Duration
 }
 
 // DefaultMemoryLimit is savepointd's soft memory limit unless configured:
@@ -177,11 +186,19 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		add("shutdown timeout: %v is negative", c.ShutdownTimeout)
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"retain completed", c.RetainCompleted}, {"retain idle", c.RetainIdle}, {"gc interval", c.GCInterval}} {
+		if d.v < 0 {
+			add("%s: %v is negative; 0 turns it off", d.name, d.v)
+		}
+	}
+	if c.RetainRevisions < 0 {
+		add("retain revisions: %d is negative; 0 keeps every revision", c.RetainRevisions)
+	}
 	if c.MemoryLimit < minMemoryLimit {
 		add("memory limit: %d bytes is below the %d bytes savepointd needs to run without collecting garbage all the time", c.MemoryLimit, minMemoryLimit)
-	}
-	if c.RetainIdle < 0 {
-		add("retain idle: %v is negative; use 0 to keep idle threads", c.RetainIdle)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -46,6 +47,10 @@ func TestConfigValidate(t *testing.T) {
 		{"bad listen", func(c *Config) { c.Listen = "savepoint.sock" }, "neither"},
 		{"negative size", func(c *Config) { c.MaxStateBytes = -1 }, "max state bytes"},
 		{"negative timeout", func(c *Config) { c.ShutdownTimeout = -1 }, "shutdown timeout"},
+		{"negative retain completed", func(c *Config) { c.RetainCompleted = -time.Hour }, "retain completed"},
+		{"negative retain idle", func(c *Config) { c.RetainIdle = -time.Hour }, "retain idle"},
+		{"negative retain revisions", func(c *Config) { c.RetainRevisions = -1 }, "retain revisions"},
+		{"negative gc interval", func(c *Config) { c.GCInterval = -time.Second }, "gc interval"},
 		{"memory limit at least", func(c *Config) { c.MemoryLimit = 48 << 20 }, ""},
 		{"memory limit too low", func(c *Config) { c.MemoryLimit = 48<<20 - 1 }, "memory limit"},
 		{"negative retain idle", func(c *Config) { c.RetainIdle = -1 }, "retain idle"},

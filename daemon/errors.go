@@ -27,6 +27,8 @@ var (
 	ErrInvalidPageToken    = errors.New("invalid page token")
 	ErrUnavailable         = errors.New("store unavailable")
 	ErrSessionCompleted    = errors.New("session completed")
+	ErrPlaintextBackup     = errors.New("plaintext backup refused")
+	ErrBackupUnsupported   = errors.New("backup not supported by this store")
 )
 
 // StateError is a conflict with the session's current state; it carries the

@@ -335,9 +335,9 @@ func (s *Server) ForkSession(ctx context.Context, req *savepointv1.ForkSessionRe
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	performed, inDoubt := s.branchLists(res)
+	performed, inDoubt, truncated := s.branchLists(res)
 	return &savepointv1.ForkSessionResponse{Revision: res.Revision, Epoch: res.Epoch, MessageCount: res.MessageCount,
-		PerformedAfter: performed, InDoubtAfter: inDoubt}, nil
+		PerformedAfter: performed, InDoubtAfter: inDoubt, ListsTruncated: truncated}, nil
 }
 
 // RewindSession implements SavepointServiceServer.
@@ -350,28 +350,87 @@ func (s *Server) RewindSession(ctx context.Context, req *savepointv1.RewindSessi
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	performed, inDoubt := s.branchLists(res)
+	performed, inDoubt, truncated := s.branchLists(res)
 	return &savepointv1.RewindSessionResponse{Revision: res.Revision, Epoch: res.Epoch, MessageCount: res.MessageCount,
-		PerformedAfter: performed, InDoubtAfter: inDoubt}, nil
+		PerformedAfter: performed, InDoubtAfter: inDoubt, ListsTruncated: truncated}, nil
 }
 
-// branchLists is the wire form of a branch's lists. Outputs are cut to
-// the response budget shared among them, marked by a trailing "…", so the
-// response always fits; ListEffects of the source gives them whole.
-func (s *Server) branchLists(res BranchResult) (performed, inDoubt []*savepointv1.LedgerEntry) {
+// branchLists is the wire form of a branch's lists. An output is cut to
+// its share of the response budget, marked by a trailing "…", and entries
+// past the budget are left out (truncated), so the response always fits;
+// ListEffects of the source gives them whole.
+func (s *Server) branchLists(res BranchResult) (performed, inDoubt []*savepointv1.LedgerEntry, truncated bool) {
 	n := len(res.PerformedAfter) + len(res.InDoubtAfter)
 	per := s.cfg.ResponseBudgetBytes / max(n, 1)
-	for _, e := range res.PerformedAfter {
+	used := 0
+	add := func(dst *[]*savepointv1.LedgerEntry, e LedgerEntry) {
 		pe := ledgerEntryToProto(e)
 		if out := pe.GetEffect().GetOutput(); len(out) > per/2 {
 			pe.Effect.Output = strings.ToValidUTF8(out[:per/2], "") + "…"
 		}
-		performed = append(performed, pe)
+		if used += proto.Size(pe) + 16; used > s.cfg.ResponseBudgetBytes {
+			truncated = true
+			return
+		}
+		*dst = append(*dst, pe)
+	}
+	for _, e := range res.PerformedAfter {
+		add(&performed, e)
 	}
 	for _, e := range res.InDoubtAfter {
-		inDoubt = append(inDoubt, ledgerEntryToProto(e))
+		add(&inDoubt, e)
 	}
-	return performed, inDoubt
+	return performed, inDoubt, truncated
+}
+
+// backupChunk is the most file bytes one BackupResponse carries.
+const backupChunk = 1 << 20
+
+// Backup implements SavepointServiceServer: it streams the store's backup
+// file in chunks of at most 1 MiB, the last response carrying the next
+// since version and whether the file is encrypted.
+func (s *Server) Backup(req *savepointv1.BackupRequest, stream savepointv1.SavepointService_BackupServer) error {
+	ctx := stream.Context()
+	w := &chunkSender{send: func(b []byte) error { return stream.Send(&savepointv1.BackupResponse{Data: b}) }}
+	res, err := s.store.BackupSince(ctx, w, req.GetSinceVersion(), req.GetPlaintext())
+	if err == nil {
+		err = w.flush()
+	}
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	return stream.Send(&savepointv1.BackupResponse{NextSinceVersion: res.Next, Encrypted: res.Encrypted})
+}
+
+// chunkSender buffers writes into chunks of backupChunk bytes for send.
+type chunkSender struct {
+	send func([]byte) error
+	buf  []byte
+}
+
+func (c *chunkSender) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		room := backupChunk - len(c.buf)
+		take := min(room, len(p))
+		c.buf = append(c.buf, p[:take]...)
+		p = p[take:]
+		if len(c.buf) == backupChunk {
+			if err := c.flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (c *chunkSender) flush() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	err := c.send(c.buf)
+	c.buf = nil // Send keeps no reference once it returns, but a new buffer is cheap
+	return err
 }
 
 // DeleteSession implements SavepointServiceServer.

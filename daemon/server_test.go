@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -609,5 +610,48 @@ func TestServerResumeReopen(t *testing.T) {
 	cp := resp.GetCheckpoint()
 	if cp.GetStatus() != savepointv1.SessionStatus_SESSION_STATUS_COMPLETED || cp.GetFinalOutput() != "out" || cp.GetCompleteTime().AsTime().Unix() != 1700000000 {
 		t.Errorf("checkpoint %v", cp)
+	}
+}
+
+// fakeBranch is a fakeStore whose fork answers with res.
+type fakeBranch struct {
+	fakeStore
+	res BranchResult
+}
+
+func (f *fakeBranch) ForkSession(context.Context, *ForkRequest) (BranchResult, error) {
+	return f.res, nil
+}
+
+// TestServerBranchListsFit checks that a fork's lists are cut to the
+// response budget, large outputs first, and say so.
+func TestServerBranchListsFit(t *testing.T) {
+	f := &fakeBranch{}
+	for i := range 3 {
+		f.res.PerformedAfter = append(f.res.PerformedAfter, LedgerEntry{ToolUseID: fmt.Sprintf("p%d", i), Effect: &Effect{Output: strings.Repeat("é", 1<<20)}})
+	}
+	s := NewServer(f, Config{})
+	resp, err := s.ForkSession(bg, &savepointv1.ForkSessionRequest{SourceSessionId: "a", NewSessionId: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetPerformedAfter()) != 3 || resp.GetListsTruncated() || proto.Size(resp) > 3<<20 {
+		t.Fatalf("3 outputs of 2 MiB: %d entries, truncated %v, %d bytes", len(resp.GetPerformedAfter()), resp.GetListsTruncated(), proto.Size(resp))
+	}
+	for _, e := range resp.GetPerformedAfter() {
+		if out := e.GetEffect().GetOutput(); !strings.HasSuffix(out, "…") || !utf8.ValidString(out) {
+			t.Errorf("%s: output of %d bytes not cut on a rune", e.GetToolUseId(), len(out))
+		}
+	}
+	f.res.PerformedAfter = nil
+	for i := range 20000 {
+		f.res.InDoubtAfter = append(f.res.InDoubtAfter, LedgerEntry{ToolUseID: fmt.Sprintf("%0500d", i), Begun: true})
+	}
+	resp, err = s.ForkSession(bg, &savepointv1.ForkSessionRequest{SourceSessionId: "a", NewSessionId: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.GetInDoubtAfter()); !resp.GetListsTruncated() || n == 0 || n == 20000 || proto.Size(resp) > 3<<20 {
+		t.Fatalf("20000 entries of 500-byte ids: %d kept, truncated %v, %d bytes", n, resp.GetListsTruncated(), proto.Size(resp))
 	}
 }

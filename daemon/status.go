@@ -51,6 +51,8 @@ var errorKinds = []errorKind{
 	{ErrInvalidPageToken, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN},
 	{ErrDiskFull, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_DISK_FULL},
 	{ErrSessionCompleted, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED},
+	{ErrPlaintextBackup, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP},
+	{ErrBackupUnsupported, codes.Unimplemented, savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED},
 	{ErrUploadAborted, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED},
 	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},

@@ -218,7 +218,8 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrEffectConflict": ErrEffectConflict, "ErrCorrupt": ErrCorrupt,
 		"ErrInvalidPageToken": ErrInvalidPageToken, "ErrUnavailable": ErrUnavailable,
 		"ErrDiskFull": ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
-		"ErrSessionCompleted": ErrSessionCompleted,
+		"ErrSessionCompleted": ErrSessionCompleted, "ErrPlaintextBackup": ErrPlaintextBackup,
+		"ErrBackupUnsupported": ErrBackupUnsupported,
 	}
 	file, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
 	if err != nil {

@@ -1,6 +1,9 @@
 package daemon
 
-import "context"
+import (
+	"context"
+	"io"
+)
 
 // Store persists sessions as state transitions of the checkpoint protocol.
 // Every method is safe for concurrent use. Errors wrap the sentinel errors of
@@ -59,6 +62,11 @@ type Store interface {
 	// session's latest revision and history are complete. Damage is reported
 	// in the VerifyReport; an error means the check itself could not run.
 	Verify(ctx context.Context) (VerifyReport, error)
+	// BackupSince writes a backup file of the records written at or after
+	// version since (0: all) to w, from one consistent snapshot while the
+	// store serves, encrypted with the store's key; a store without a key
+	// writes a plaintext one only when plaintext is set (ErrPlaintextBackup).
+	BackupSince(ctx context.Context, w io.Writer, since uint64, plaintext bool) (BackupResult, error)
 	// Ping returns nil when the store can take a write request now: the
 	// request passes through the store's commit path without writing, so a
 	// full disk, which still serves reads, does not fail it, while a stopped

@@ -203,6 +203,14 @@ type BranchResult struct {
 	InDoubtAfter []LedgerEntry
 }
 
+// BackupResult is what a backup wrote.
+type BackupResult struct {
+	// Encrypted reports that the file is encrypted with the store's key.
+	Encrypted bool
+	// Next is the since version of the next incremental backup.
+	Next uint64
+}
+
 // SessionFilter selects the sessions ListSessions returns; the zero value
 // selects every live session.
 type SessionFilter struct {

@@ -52,12 +52,12 @@ func setupFork(fs *flag.FlagSet) runFunc {
 		}
 		fmt.Fprintf(e.stdout, "forked %s at %s into %s: revision %d, epoch %d, %d messages\n",
 			args[0], from, args[1], r.GetRevision(), r.GetEpoch(), r.GetMessageCount())
-		return printAfter(e.stdout, args[0], r.GetPerformedAfter(), r.GetInDoubtAfter())
+		return printAfter(e.stdout, args[0], r.GetPerformedAfter(), r.GetInDoubtAfter(), r.GetListsTruncated())
 	}
 }
 
 // printAfter lists the side effects a branch's response names.
-func printAfter(w io.Writer, source string, performed, inDoubt []*savepointv1.LedgerEntry) error {
+func printAfter(w io.Writer, source string, performed, inDoubt []*savepointv1.LedgerEntry, truncated bool) error {
 	if len(performed)+len(inDoubt) == 0 {
 		_, err := fmt.Fprintf(w, "%s performed no side effect after that revision\n", source)
 		return err
@@ -74,6 +74,10 @@ func printAfter(w io.Writer, source string, performed, inDoubt []*savepointv1.Le
 	for _, e := range inDoubt {
 		fmt.Fprintf(w, "  in doubt   %s %s (%s) begun at %s, idempotency key %s, no recorded outcome\n", e.GetToolUseId(), e.GetName(),
 			effectClassText(e.GetEffectClass()), formatTime(e.GetBeginTime()), e.GetIdempotencyKey())
+	}
+	if truncated {
+		_, err := fmt.Fprintf(w, "  (more than one response holds: savepoint effects %s lists them all)\n", source)
+		return err
 	}
 	return nil
 }

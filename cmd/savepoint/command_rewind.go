@@ -63,6 +63,6 @@ func setupRewind(fs *flag.FlagSet) runFunc {
 		}
 		fmt.Fprintf(e.stdout, "rewound %s to revision %d: revision %d, epoch %d, %d messages\n",
 			id, *revision, r.GetRevision(), r.GetEpoch(), r.GetMessageCount())
-		return printAfter(e.stdout, id, r.GetPerformedAfter(), r.GetInDoubtAfter())
+		return printAfter(e.stdout, id, r.GetPerformedAfter(), r.GetInDoubtAfter(), r.GetListsTruncated())
 	}
 }

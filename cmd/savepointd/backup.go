@@ -55,19 +55,30 @@ func checkRestoreDir(dir string, stderr io.Writer) int {
 	return exitData
 }
 
-// runRestore loads a backup into the new store.
-func runRestore(store *badgerstore.Store, path string, stdout, stderr io.Writer) int {
-	f, err := os.Open(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "savepointd restore: %v\n", err)
-		return exitFail
+// runRestore loads backup files into the new store, in order: a full one,
+// then its incrementals. "-" is stdin.
+func runRestore(store *badgerstore.Store, paths []string, stdout, stderr io.Writer) int {
+	total := 0
+	for _, path := range paths {
+		var r io.Reader = os.Stdin
+		name := "stdin"
+		if path != "-" {
+			f, err := os.Open(path)
+			if err != nil {
+				fmt.Fprintf(stderr, "savepointd restore: %v\n", err)
+				return exitFail
+			}
+			defer f.Close()
+			r, name = f, path
+		}
+		n, err := store.Restore(r)
+		total += n
+		if err != nil {
+			fmt.Fprintf(stderr, "savepointd restore: %s: %v (after %d records; remove the directory and restore again)\n", name, err, total)
+			return exitFail
+		}
+		fmt.Fprintf(stdout, "restored %d records from %s\n", n, name)
 	}
-	defer f.Close()
-	n, err := store.Restore(f)
-	if err != nil {
-		fmt.Fprintf(stderr, "savepointd restore: %v (after %d records; remove the directory and restore again)\n", err, n)
-		return exitFail
-	}
-	fmt.Fprintf(stdout, "restored %d records from %s; now run savepointd verify\n", n, path)
+	fmt.Fprintf(stdout, "restored %d records from %d files; now run savepointd verify\n", total, len(paths))
 	return exitOK
 }

@@ -52,14 +52,26 @@ func memoryLimit(cfg daemon.Config, env func(string) string) (limit int64, ok bo
 // returns the exit code. "savepointd verify [flags]" checks a stopped
 // daemon's data directory instead of serving it; "savepointd repair-manifest
 // [flags]" repairs the MANIFEST after Badger's failed-flush defect;
-// "savepointd backup FILE [flags]" and "savepointd restore FILE [flags]"
-// copy a stopped daemon's data into a new directory (backup.go).
+// "savepointd backup FILE [flags]" copies a stopped daemon's data to a
+// file, and "savepointd restore [FILE...] [flags]" restores backup files (a
+// full one, then its incrementals in order; "-" or none: stdin) into a new
+// directory (backup.go).
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	sub, file := "", ""
+	var files []string
 	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
 		sub, args = args[0], args[1:]
 	}
-	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
+	if len(args) > 0 && args[0] == "restore" {
+		sub, args = args[0], args[1:]
+		for len(args) > 0 && (args[0] == "-" || !strings.HasPrefix(args[0], "-")) {
+			files, args = append(files, args[0]), args[1:]
+		}
+		if len(files) == 0 {
+			files = []string{"-"}
+		}
+	}
+	if len(args) > 0 && args[0] == "backup" {
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 			fmt.Fprintf(stderr, "savepointd: usage: savepointd %s FILE [flags]\n", args[0])
 			return exitConfig
@@ -124,6 +136,9 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
 		ExitAfterClose: true, EncryptionKey: key,
+		Retention: badgerstore.Retention{
+			Completed: cfg.RetainCompleted, Idle: cfg.RetainIdle, Revisions: cfg.RetainRevisions, Interval: cfg.GCInterval,
+		},
 	})
 	opened()
 	if err != nil {
@@ -134,7 +149,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	case "backup":
 		code = runBackup(store, file, stdout, stderr)
 	case "restore":
-		code = runRestore(store, file, stdout, stderr)
+		code = runRestore(store, files, stdout, stderr)
 	default:
 		code = serve(cfg, store, verify, logger, stdout, stderr)
 	}
@@ -270,12 +285,18 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"free `bytes` the data directory's filesystem keeps; below it writes get DISK_FULL (0: 144 MiB) (env SAVEPOINT_DISK_RESERVE_BYTES)")
 	fs.BoolVar(&cfg.AcceptDataLoss, name("accept-data-loss", "SAVEPOINT_ACCEPT_DATA_LOSS"), cfg.AcceptDataLoss,
 		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
+	fs.DurationVar(&cfg.RetainCompleted, name("retain-completed", "SAVEPOINT_RETAIN_COMPLETED"), cfg.RetainCompleted,
+		"delete a completed or failed session this `long` after its completion; 0 keeps it (env SAVEPOINT_RETAIN_COMPLETED)")
+	fs.DurationVar(&cfg.RetainIdle, name("retain-idle", "SAVEPOINT_RETAIN_IDLE"), cfg.RetainIdle,
+		"delete a session not updated, and a graph thread not written, for this `long`; 0 keeps them (env SAVEPOINT_RETAIN_IDLE)")
+	fs.IntVar(&cfg.RetainRevisions, name("retain-revisions", "SAVEPOINT_RETAIN_REVISIONS"), cfg.RetainRevisions,
+		"keep only each session's last `N` revisions and the messages they reach, the ledger whole; 0 keeps all (env SAVEPOINT_RETAIN_REVISIONS)")
+	fs.DurationVar(&cfg.GCInterval, name("gc-interval", "SAVEPOINT_GC_INTERVAL"), cfg.GCInterval,
+		"time between passes of retention and value-log GC (0: 10m) (env SAVEPOINT_GC_INTERVAL)")
 	fs.Var((*byteSize)(&cfg.MemoryLimit), name("memory-limit", "SAVEPOINT_MEMORY_LIMIT"),
 		"the Go runtime's soft memory `limit`, in bytes or with a KiB, MiB or GiB suffix; GOMEMLIMIT, when set, wins (env SAVEPOINT_MEMORY_LIMIT)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
-	fs.DurationVar(&cfg.RetainIdle, name("retain-idle", "SAVEPOINT_RETAIN_IDLE"), cfg.RetainIdle,
-		"delete graph threads not written for this `duration` (0: keep them) (env SAVEPOINT_RETAIN_IDLE)")
 	lists := addSecurityFlags(fs, &cfg, name)
 
 	showVersion := fs.Bool("version", false, "print the version and exit")

@@ -32,7 +32,10 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"SAVEPOINT_SHUTDOWN_TIMEOUT":      "3s",
 		"SAVEPOINT_LOG_LEVEL":             "debug",
 		"SAVEPOINT_MEMORY_LIMIT":          "96MiB",
-		"SAVEPOINT_RETAIN_IDLE":           "72h",
+		"SAVEPOINT_RETAIN_COMPLETED":      "168h",
+		"SAVEPOINT_RETAIN_IDLE":           "720h",
+		"SAVEPOINT_RETAIN_REVISIONS":      "20",
+		"SAVEPOINT_GC_INTERVAL":           "5m",
 	}
 	cfg, err := parseConfig(nil, envOf(env), &bytes.Buffer{})
 	if err != nil {
@@ -41,7 +44,8 @@ func TestParseConfigPrecedence(t *testing.T) {
 	want := daemon.Config{
 		DataDir: "/env/data", Listen: "unix:/env/s.sock", SocketMode: 0o660,
 		MaxRequestBytes: 4000000, MaxMessageBytes: 1000000, MaxStateBytes: 500000, ResponseBudgetBytes: 2000000,
-		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug, MemoryLimit: 96 << 20, RetainIdle: 72 * time.Hour,
+		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug, MemoryLimit: 96 << 20,
+		RetainCompleted: 168 * time.Hour, RetainIdle: 720 * time.Hour, RetainRevisions: 20, GCInterval: 5 * time.Minute,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("from env: %+v, want %+v", cfg, want)
@@ -51,8 +55,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"--data-dir", "/flag/data", "--listen", "127.0.0.1:7000", "--socket-mode", "600",
 		"--max-request-bytes", "3000000", "--max-message-bytes", "900000", "--max-state-bytes", "400000",
 		"--response-budget-bytes", "1000000", "--shutdown-timeout", "1s", "--log-level", "warn",
-		"--memory-limit", "100000000",
-		"--retain-idle", "30m",
+		"--memory-limit", "100000000", "--retain-completed", "1h", "--retain-idle", "2h", "--retain-revisions", "3", "--gc-interval", "1m",
 	}, envOf(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +63,8 @@ func TestParseConfigPrecedence(t *testing.T) {
 	want = daemon.Config{
 		DataDir: "/flag/data", Listen: "127.0.0.1:7000", SocketMode: 0o600,
 		MaxRequestBytes: 3000000, MaxMessageBytes: 900000, MaxStateBytes: 400000, ResponseBudgetBytes: 1000000,
-		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn, MemoryLimit: 100000000, RetainIdle: 30 * time.Minute,
+		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn, MemoryLimit: 100000000,
+		RetainCompleted: time.Hour, RetainIdle: 2 * time.Hour, RetainRevisions: 3, GCInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("flags over env: %+v, want %+v", cfg, want)

@@ -3,13 +3,11 @@ package badgerstore
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
 	"google.golang.org/protobuf/proto"
 )
@@ -28,25 +26,29 @@ func (s *Store) Backup(w io.Writer) error {
 	return err
 }
 
-// Restore writes the records of a backup made by Backup into s, which must
-// hold no records but those Open writes (ErrNotEmpty otherwise), and returns
-// how many it wrote. Each batch is durable before the next is read; a
-// Restore that fails midway leaves a partial store, to be removed and
-// restored again.
+// Restore writes the records of a backup into s and returns how many it
+// wrote. It reads a backup file of BackupSince (a full one into a store
+// holding no records but those Open writes, ErrNotEmpty otherwise; an
+// incremental one into the store the restores before it left, in order,
+// ErrBackupOrder otherwise; an encrypted one with the key it was made with,
+// ErrBackupKey otherwise), or Backup's plaintext stream, into an empty
+// store. Each batch is durable before the next is read; a Restore that
+// fails midway leaves a partial store, to be removed and restored again.
 func (s *Store) Restore(r io.Reader) (records int, err error) {
-	err = s.view(context.Background(), func(t *tx) error {
-		it := t.r.NewIterator(badger.IteratorOptions{})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if k := it.Item().Key(); !bytes.Equal(k, formatKey) && !bytes.Equal(k, seqKey) {
-				return fmt.Errorf("%w: restore into a new, empty data directory", ErrNotEmpty)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	br := bufio.NewReaderSize(r, 1<<20)
+	if magic, _ := br.Peek(len(backupMagic)); string(magic) == backupMagic {
+		return s.restoreFile(br)
+	}
+	if err := s.checkEmpty(); err != nil {
 		return 0, err
 	}
+	return s.restoreStream(br, false)
+}
+
+// restoreStream writes the records of Badger's backup stream. A key's
+// newest version counts; a deleted one is deleted when deletes is set (an
+// incremental backup) and left out otherwise.
+func (s *Store) restoreStream(r io.Reader, deletes bool) (records int, err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var batch []write
 	var size int64
@@ -82,18 +84,22 @@ func (s *Store) Restore(r io.Reader) (records int, err error) {
 			return records, fmt.Errorf("read backup: %w", err)
 		}
 		for _, kv := range list.Kv {
-			// A key's versions come newest first; only the newest counts, and
-			// a deleted key is left out. The engine writes its own sequence
-			// number; Badger's internal keys are its own.
+			// A key's versions come newest first; only the newest counts. The
+			// engine writes its own sequence number and restore record;
+			// Badger's internal keys are its own.
 			newest := !bytes.Equal(kv.Key, prev)
 			prev = kv.Key
-			if !newest || (len(kv.Meta) > 0 && kv.Meta[0]&badgerBitDelete != 0) ||
-				bytes.Equal(kv.Key, seqKey) || bytes.HasPrefix(kv.Key, []byte("!badger!")) {
+			deleted := len(kv.Meta) > 0 && kv.Meta[0]&badgerBitDelete != 0
+			if !newest || (deleted && !deletes) || bytes.Equal(kv.Key, seqKey) || bytes.Equal(kv.Key, restoredKey) ||
+				bytes.HasPrefix(kv.Key, []byte("!badger!")) {
 				continue
 			}
 			w := write{key: kv.Key, val: kv.Value}
-			if w.val == nil {
+			if w.val == nil && !deleted {
 				w.val = []byte{}
+			}
+			if deleted {
+				w.val = nil
 			}
 			ws := int64(len(w.key) + len(w.val) + entryOverhead)
 			if size+ws > s.eng.maxSize/2 || int64(len(batch)) >= s.eng.maxCount/2 {

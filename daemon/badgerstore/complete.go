@@ -36,22 +36,14 @@ func (s *Store) CompleteSession(ctx context.Context, req *daemon.CompleteRequest
 		if err != nil {
 			return err
 		}
-		var fp []byte
-		if req.RequestID != "" {
-			fp = req.Fingerprint()
-			var r storagev1.RequestRecord
-			found, err := get(t, h, sid, requestKey(sid, req.RequestID), &r)
-			if err != nil {
-				return err
-			}
-			if found {
-				if string(r.Fingerprint) != string(fp) {
-					return fmt.Errorf("%w: request id %s was already used for a different request to session %q; make a new id for a new request",
-						daemon.ErrRequestIDReused, req.RequestID, sid)
-				}
-				res = daemon.CompleteResult{Revision: r.Revision, Epoch: r.Epoch, Status: req.Status}
-				return nil
-			}
+		fp := req.Fingerprint()
+		prev, retry, err := sessionRequest(t, h, sid, req.RequestID, fp)
+		if err != nil {
+			return err
+		}
+		if retry {
+			res = daemon.CompleteResult{Revision: prev.Revision, Epoch: prev.Epoch, Status: req.Status}
+			return nil
 		}
 		if err := fence(h, sid, req.Epoch); err != nil {
 			return err

@@ -49,7 +49,10 @@ type op struct {
 	writes []write
 	size   int64
 	probe  bool // a Ping: answered by the loop after the batch it joins, writing nothing
-	done   chan error
+	// exclusive, when set, is run by the loop alone, between two commits,
+	// for Badger calls that must not meet a write (DropPrefix).
+	exclusive func() error
+	done      chan error
 }
 
 // Stats counts the engine's work since Open.
@@ -157,8 +160,18 @@ func (e *engine) commit(ws []write) error {
 // ping passes a request through the commit loop that writes and syncs
 // nothing, so it fails when the loop is dead, stuck in a commit past ctx's
 // deadline, or failed, and never for a full disk.
+// runExclusive runs fn in the commit loop with no commit in progress, and
+// returns its error.
+func (e *engine) runExclusive(ctx context.Context, fn func() error) error {
+	return e.send(ctx, &op{exclusive: fn, done: make(chan error, 1)})
+}
+
 func (e *engine) ping(ctx context.Context) error {
-	o := &op{probe: true, done: make(chan error, 1)}
+	return e.send(ctx, &op{probe: true, done: make(chan error, 1)})
+}
+
+// send hands o to the loop and waits for its answer.
+func (e *engine) send(ctx context.Context, o *op) error {
 	select {
 	case <-e.stop: // checked first: ops has room even after the loop ended
 		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
@@ -213,13 +226,17 @@ func (e *engine) loop() {
 				return
 			}
 		}
+		if first.exclusive != nil {
+			first.done <- first.exclusive()
+			continue
+		}
 		batch := []*op{first}
 		size, count := first.size, int64(len(first.writes))
 	fold:
 		for {
 			select {
 			case o := <-e.ops:
-				if size+o.size > e.maxSize || count+int64(len(o.writes)) > e.maxCount {
+				if o.exclusive != nil || size+o.size > e.maxSize || count+int64(len(o.writes)) > e.maxCount {
 					carry = o // batches split only at request boundaries
 					break fold
 				}

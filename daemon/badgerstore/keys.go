@@ -36,6 +36,7 @@ const (
 var (
 	formatKey     = []byte{kindFormat, 'f', 'o', 'r', 'm', 'a', 't'}
 	epochFloorKey = []byte{kindFormat, 'e', 'p', 'o', 'c', 'h'}
+	restoredKey   = []byte{kindFormat, 'r', 'e', 's', 't', 'o', 'r', 'e', 'd'}
 )
 
 // sessionScope is the prefix of every key of one kind for one session.

@@ -110,6 +110,10 @@ type Options struct {
 	// store it no longer opens when that write fails; the replay is the path
 	// a crash takes. False closes the database normally.
 	ExitAfterClose bool
+	// Retention is what the store removes by itself (retention.go); the
+	// zero value removes nothing but still runs value-log GC every
+	// DefaultMaintenanceInterval.
+	Retention Retention
 	// EncryptionKey, 16, 24 or 32 bytes (see ReadKeyFile), encrypts every
 	// data file with AES; nil stores them in the clear. A directory is opened
 	// only with the setting it was created with (ErrEncryptionKey).
@@ -128,6 +132,8 @@ type Store struct {
 	locks   [64]sync.Mutex // striped by session id: one writer per session
 	keepLog bool           // Options.ExitAfterClose
 	graph   graphState     // the graph API's locks (graph.go)
+	inMem   bool           // Options.InMemory: no value log to collect
+	key     []byte         // Options.EncryptionKey: backups are encrypted with it
 
 	retention time.Duration // Options.TombstoneRetention
 	dir       string        // "" in memory
@@ -148,7 +154,8 @@ var _ daemon.Store = (*Store)(nil)
 // ErrFormat when the directory holds a newer or unknown format, and with
 // ErrBehind when acknowledged commits are missing (unless AcceptDataLoss).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{}), damagedIDs: map[uint64]bool{}}
+	s := &Store{log: opts.Logger, now: opts.Now, keepLog: opts.ExitAfterClose, stop: make(chan struct{}), damagedIDs: map[uint64]bool{},
+		inMem: opts.InMemory, key: opts.EncryptionKey}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -169,7 +176,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithMemTableSize(MemTableSize).
 		WithNumMemtables(2).
 		WithValueThreshold(ValueThreshold).
-		WithValueLogFileSize(ValueLogFileSize).
+		WithValueLogFileSize(valueLogFileSize).
 		WithBlockCacheSize(BlockCacheSize).
 		WithIndexCacheSize(IndexCacheSize).
 		WithNumCompactors(2).
@@ -268,6 +275,7 @@ func (s *Store) start(dir string, opts Options) error {
 	if dir != "" {
 		s.bg.Go(s.scrubLoop)
 	}
+	s.bg.Go(func() { s.maintainEvery(opts.Retention) })
 	return nil
 }
 

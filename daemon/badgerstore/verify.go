@@ -44,6 +44,8 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 				rec = &storagev1.FormatRecord{}
 			case bytes.Equal(key, epochFloorKey):
 				rec = &storagev1.EpochFloorRecord{}
+			case bytes.Equal(key, restoredKey):
+				rec = &storagev1.RestoredRecord{}
 			case key[0] == kindExpiry:
 				if _, sid, err = decodeExpiryKey(key); err != nil {
 					note("", fmt.Sprintf("malformed key %x", key))

@@ -38,8 +38,17 @@ import { Session, type StartOptions } from "./session.js";
 import { anthropicToolResults, type ToolEvent, type ToolResult, type ToolResultsFunc, type ToolUse } from "./tool.js";
 
 type Service = typeof SavepointServiceService;
-/** A method of SavepointService, named as the generated client names it (saveCheckpoint, ...). */
-export type Method = keyof Service;
+/**
+ * A unary method of SavepointService, named as the generated client names
+ * it (saveCheckpoint, ...): the raw client's. Backup, which streams its
+ * response, is not one.
+ */
+export type Method = { [K in keyof Service]: Service[K]["responseStream"] extends true ? never : K }[keyof Service];
+
+/** The unary methods of SavepointService, in the generated order. */
+export const unaryMethods = (Object.keys(SavepointServiceService) as (keyof Service)[]).filter(
+  (m) => !SavepointServiceService[m].responseStream,
+) as Method[];
 type Req<M extends Method> = Parameters<Service[M]["requestSerialize"]>[0];
 type Res<M extends Method> = ReturnType<Service[M]["responseDeserialize"]>;
 
@@ -282,7 +291,7 @@ export class Client {
       toolHook: options.toolHook,
     };
     const raw: Partial<Record<Method, unknown>> = {};
-    for (const m of Object.keys(SavepointServiceService) as Method[]) {
+    for (const m of unaryMethods) {
       raw[m] = (request: DeepPartial<Req<typeof m>>, opts?: CallOptions) =>
         this.#invoke(m, requestTypes[m].fromPartial(request as never), opts);
     }

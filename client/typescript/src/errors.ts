@@ -117,6 +117,10 @@ export class PermissionDeniedError extends SavepointError {}
 export class UploadAbortedError extends SavepointError {}
 /** SESSION_COMPLETED: the session is completed or failed; saves and BeginEffect need a Resume with reopen first. */
 export class SessionCompletedError extends SavepointError {}
+/** PLAINTEXT_BACKUP: the daemon's store has no encryption key, so its backup would be plaintext; set plaintext to accept that. */
+export class PlaintextBackupError extends SavepointError {}
+/** BACKUP_UNSUPPORTED: the daemon's store cannot stream a backup (PostgreSQL: use the database's own tools, such as pg_dump). */
+export class BackupUnsupportedError extends SavepointError {}
 /** INTERNAL: a daemon bug or an unexpected store failure. */
 export class InternalError extends SavepointError {}
 /**
@@ -191,6 +195,8 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   // Session status.
   [ErrorReason.ERROR_REASON_SESSION_COMPLETED]: SessionCompletedError,
   [ErrorReason.ERROR_REASON_INVALID_SESSION_STATUS]: InvalidArgumentError,
+  [ErrorReason.ERROR_REASON_PLAINTEXT_BACKUP]: PlaintextBackupError,
+  [ErrorReason.ERROR_REASON_BACKUP_UNSUPPORTED]: BackupUnsupportedError,
 };
 
 /** The classes of errors that carry no reason, by gRPC code. */

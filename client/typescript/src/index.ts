@@ -27,6 +27,7 @@ export {
   retrySafe,
   tlsFromEnv,
   type TlsOptions,
+  unaryMethods,
 } from "./client.js";
 export * from "./errors.js";
 export { consoleLogger, type Level, type Logger } from "./log.js";

@@ -140,6 +140,12 @@ const (
 	// INVALID_ARGUMENT: a session status is not one the field accepts
 	// (CompleteSession takes COMPLETED or FAILED; a filter any defined value).
 	ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS ErrorReason = 40
+	// FAILED_PRECONDITION: Backup of a store without an encryption key, whose
+	// backup would be plaintext, without plaintext set to accept that.
+	ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP ErrorReason = 41
+	// UNIMPLEMENTED: the daemon's store cannot stream a backup (PostgreSQL:
+	// back the database up with its own tools, such as pg_dump).
+	ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED ErrorReason = 42
 )
 
 // Enum value maps for ErrorReason.
@@ -186,6 +192,8 @@ var (
 		38: "ERROR_REASON_UPLOAD_ABORTED",
 		39: "ERROR_REASON_SESSION_COMPLETED",
 		40: "ERROR_REASON_INVALID_SESSION_STATUS",
+		41: "ERROR_REASON_PLAINTEXT_BACKUP",
+		42: "ERROR_REASON_BACKUP_UNSUPPORTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -229,6 +237,8 @@ var (
 		"ERROR_REASON_UPLOAD_ABORTED":             38,
 		"ERROR_REASON_SESSION_COMPLETED":          39,
 		"ERROR_REASON_INVALID_SESSION_STATUS":     40,
+		"ERROR_REASON_PLAINTEXT_BACKUP":           41,
+		"ERROR_REASON_BACKUP_UNSUPPORTED":         42,
 	}
 )
 
@@ -3039,9 +3049,12 @@ type ForkSessionResponse struct {
 	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
 	// The source's calls, not read-only, begun after that revision with no
 	// recorded effect: their outcome is unknown (in doubt).
-	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InDoubtAfter []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	// True when the lists were cut to fit the response budget: ListEffects
+	// of the source has every entry.
+	ListsTruncated bool `protobuf:"varint,6,opt,name=lists_truncated,json=listsTruncated,proto3" json:"lists_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ForkSessionResponse) Reset() {
@@ -3107,6 +3120,13 @@ func (x *ForkSessionResponse) GetInDoubtAfter() []*LedgerEntry {
 		return x.InDoubtAfter
 	}
 	return nil
+}
+
+func (x *ForkSessionResponse) GetListsTruncated() bool {
+	if x != nil {
+		return x.ListsTruncated
+	}
+	return false
 }
 
 type RewindSessionRequest struct {
@@ -3194,9 +3214,11 @@ type RewindSessionResponse struct {
 	// to. Those of calls pending again stay recorded: Reconcile reuses them.
 	PerformedAfter []*LedgerEntry `protobuf:"bytes,4,rep,name=performed_after,json=performedAfter,proto3" json:"performed_after,omitempty"`
 	// As in ForkSessionResponse: calls begun after it with no recorded effect.
-	InDoubtAfter  []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InDoubtAfter []*LedgerEntry `protobuf:"bytes,5,rep,name=in_doubt_after,json=inDoubtAfter,proto3" json:"in_doubt_after,omitempty"`
+	// As in ForkSessionResponse.
+	ListsTruncated bool `protobuf:"varint,6,opt,name=lists_truncated,json=listsTruncated,proto3" json:"lists_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RewindSessionResponse) Reset() {
@@ -3262,6 +3284,135 @@ func (x *RewindSessionResponse) GetInDoubtAfter() []*LedgerEntry {
 		return x.InDoubtAfter
 	}
 	return nil
+}
+
+func (x *RewindSessionResponse) GetListsTruncated() bool {
+	if x != nil {
+		return x.ListsTruncated
+	}
+	return false
+}
+
+type BackupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 backs up everything; otherwise the version a previous backup's last
+	// response gave: only what was written since is sent (an incremental
+	// backup, restored after the backups before it, in order).
+	SinceVersion uint64 `protobuf:"varint,1,opt,name=since_version,json=sinceVersion,proto3" json:"since_version,omitempty"`
+	// Accept a plaintext backup of a store without an encryption key.
+	Plaintext     bool `protobuf:"varint,2,opt,name=plaintext,proto3" json:"plaintext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *BackupRequest) GetSinceVersion() uint64 {
+	if x != nil {
+		return x.SinceVersion
+	}
+	return 0
+}
+
+func (x *BackupRequest) GetPlaintext() bool {
+	if x != nil {
+		return x.Plaintext
+	}
+	return false
+}
+
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the backup file; concatenated in order they are the
+	// file savepointd restore reads.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Set in the last response only: the since_version of the next
+	// incremental backup.
+	NextSinceVersion uint64 `protobuf:"varint,2,opt,name=next_since_version,json=nextSinceVersion,proto3" json:"next_since_version,omitempty"`
+	// Set in the first response: whether the file is encrypted with the
+	// store's key (savepointd restore then needs --encryption-key-file).
+	Encrypted     bool `protobuf:"varint,3,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *BackupResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetNextSinceVersion() uint64 {
+	if x != nil {
+		return x.NextSinceVersion
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
 }
 
 var File_savepoint_v1_savepoint_proto protoreflect.FileDescriptor
@@ -3502,26 +3653,35 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x12$\n" +
 	"\x0enew_session_id\x18\x03 \x01(\tR\fnewSessionId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\xf1\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x9a\x02\n" +
 	"\x13ForkSessionResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
 	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
 	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
-	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\"\x86\x01\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\x12'\n" +
+	"\x0flists_truncated\x18\x06 \x01(\bR\x0elistsTruncated\"\x86\x01\n" +
 	"\x14RewindSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\xf3\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x9c\x02\n" +
 	"\x15RewindSessionResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12#\n" +
 	"\rmessage_count\x18\x03 \x01(\x04R\fmessageCount\x12B\n" +
 	"\x0fperformed_after\x18\x04 \x03(\v2\x19.savepoint.v1.LedgerEntryR\x0eperformedAfter\x12?\n" +
-	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter*\xa1\v\n" +
+	"\x0ein_doubt_after\x18\x05 \x03(\v2\x19.savepoint.v1.LedgerEntryR\finDoubtAfter\x12'\n" +
+	"\x0flists_truncated\x18\x06 \x01(\bR\x0elistsTruncated\"R\n" +
+	"\rBackupRequest\x12#\n" +
+	"\rsince_version\x18\x01 \x01(\x04R\fsinceVersion\x12\x1c\n" +
+	"\tplaintext\x18\x02 \x01(\bR\tplaintext\"p\n" +
+	"\x0eBackupResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
+	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion\x12\x1c\n" +
+	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xe9\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -3564,7 +3724,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1bERROR_REASON_INVALID_UPLOAD\x10%\x12\x1f\n" +
 	"\x1bERROR_REASON_UPLOAD_ABORTED\x10&\x12\"\n" +
 	"\x1eERROR_REASON_SESSION_COMPLETED\x10'\x12'\n" +
-	"#ERROR_REASON_INVALID_SESSION_STATUS\x10(*\x83\x01\n" +
+	"#ERROR_REASON_INVALID_SESSION_STATUS\x10(\x12!\n" +
+	"\x1dERROR_REASON_PLAINTEXT_BACKUP\x10)\x12#\n" +
+	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10**\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATUS_ACTIVE\x10\x01\x12\x1c\n" +
@@ -3579,7 +3741,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x032\x87\n" +
+	"\x11DECISION_IN_DOUBT\x10\x032\xce\n" +
 	"\n" +
 	"\x10SavepointService\x12[\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\x12R\n" +
@@ -3597,7 +3759,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fCompleteSession\x12$.savepoint.v1.CompleteSessionRequest\x1a%.savepoint.v1.CompleteSessionResponse\x12R\n" +
 	"\vListEffects\x12 .savepoint.v1.ListEffectsRequest\x1a!.savepoint.v1.ListEffectsResponse\x12R\n" +
 	"\vForkSession\x12 .savepoint.v1.ForkSessionRequest\x1a!.savepoint.v1.ForkSessionResponse\x12X\n" +
-	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponse\x12E\n" +
+	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse0\x01BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -3612,7 +3775,7 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
@@ -3656,25 +3819,27 @@ var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(*ForkSessionResponse)(nil),     // 39: savepoint.v1.ForkSessionResponse
 	(*RewindSessionRequest)(nil),    // 40: savepoint.v1.RewindSessionRequest
 	(*RewindSessionResponse)(nil),   // 41: savepoint.v1.RewindSessionResponse
-	nil,                             // 42: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 43: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 44: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 45: savepoint.v1.SessionSummary.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 46: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 47: google.protobuf.Duration
+	(*BackupRequest)(nil),           // 42: savepoint.v1.BackupRequest
+	(*BackupResponse)(nil),          // 43: savepoint.v1.BackupResponse
+	nil,                             // 44: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 45: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 46: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 47: savepoint.v1.SessionSummary.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 48: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 49: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	46, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	48, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	4,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
 	5,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	42, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	46, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	44, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	48, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	46, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	48, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
 	4,  // 8: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
 	5,  // 9: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	43, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	45, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
 	6,  // 11: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
 	7,  // 12: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
 	5,  // 13: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
@@ -3683,19 +3848,19 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	17, // 16: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
 	7,  // 17: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
 	4,  // 18: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	44, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	46, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
 	1,  // 20: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	47, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	45, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	46, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	49, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	47, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	48, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 24: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
 	24, // 25: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
 	29, // 26: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	46, // 27: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	48, // 27: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
 	1,  // 28: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
 	1,  // 29: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
 	2,  // 30: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	46, // 31: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	48, // 31: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
 	6,  // 32: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
 	36, // 33: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
 	36, // 34: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
@@ -3717,23 +3882,25 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	35, // 50: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
 	38, // 51: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
 	40, // 52: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	9,  // 53: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	11, // 54: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	13, // 55: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	15, // 56: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	18, // 57: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	20, // 58: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	22, // 59: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	25, // 60: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	27, // 61: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	30, // 62: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	32, // 63: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	34, // 64: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	37, // 65: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	39, // 66: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	41, // 67: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	53, // [53:68] is the sub-list for method output_type
-	38, // [38:53] is the sub-list for method input_type
+	42, // 53: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	9,  // 54: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	11, // 55: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	13, // 56: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	15, // 57: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	18, // 58: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	20, // 59: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	22, // 60: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	25, // 61: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	27, // 62: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	30, // 63: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	32, // 64: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	34, // 65: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	37, // 66: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	39, // 67: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	41, // 68: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	43, // 69: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	54, // [54:70] is the sub-list for method output_type
+	38, // [38:54] is the sub-list for method input_type
 	38, // [38:38] is the sub-list for extension type_name
 	38, // [38:38] is the sub-list for extension extendee
 	0,  // [0:38] is the sub-list for field type_name
@@ -3752,7 +3919,7 @@ func file_savepoint_v1_savepoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

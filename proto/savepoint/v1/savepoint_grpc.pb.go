@@ -34,6 +34,7 @@ const (
 	SavepointService_ListEffects_FullMethodName     = "/savepoint.v1.SavepointService/ListEffects"
 	SavepointService_ForkSession_FullMethodName     = "/savepoint.v1.SavepointService/ForkSession"
 	SavepointService_RewindSession_FullMethodName   = "/savepoint.v1.SavepointService/RewindSession"
+	SavepointService_Backup_FullMethodName          = "/savepoint.v1.SavepointService/Backup"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -94,6 +95,11 @@ type SavepointServiceClient interface {
 	// keeping the history of revisions and the ledger; it is fenced by epoch
 	// like a save and lists the side effects performed after that revision.
 	RewindSession(ctx context.Context, in *RewindSessionRequest, opts ...grpc.CallOption) (*RewindSessionResponse, error)
+	// Backup streams a consistent backup of the whole store, taken while it
+	// serves: every record, or with since_version only those written since an
+	// earlier backup. The stream is encrypted with the store's key; a store
+	// without one is backed up only when plaintext is set.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error)
 }
 
 type savepointServiceClient struct {
@@ -254,6 +260,25 @@ func (c *savepointServiceClient) RewindSession(ctx context.Context, in *RewindSe
 	return out, nil
 }
 
+func (c *savepointServiceClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SavepointService_ServiceDesc.Streams[0], SavepointService_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SavepointService_BackupClient = grpc.ServerStreamingClient[BackupResponse]
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -312,6 +337,11 @@ type SavepointServiceServer interface {
 	// keeping the history of revisions and the ledger; it is fenced by epoch
 	// like a save and lists the side effects performed after that revision.
 	RewindSession(context.Context, *RewindSessionRequest) (*RewindSessionResponse, error)
+	// Backup streams a consistent backup of the whole store, taken while it
+	// serves: every record, or with since_version only those written since an
+	// earlier backup. The stream is encrypted with the store's key; a store
+	// without one is backed up only when plaintext is set.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -366,6 +396,9 @@ func (UnimplementedSavepointServiceServer) ForkSession(context.Context, *ForkSes
 }
 func (UnimplementedSavepointServiceServer) RewindSession(context.Context, *RewindSessionRequest) (*RewindSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RewindSession not implemented")
+}
+func (UnimplementedSavepointServiceServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -658,6 +691,17 @@ func _SavepointService_RewindSession_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SavepointService_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SavepointServiceServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SavepointService_BackupServer = grpc.ServerStreamingServer[BackupResponse]
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -726,6 +770,12 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SavepointService_RewindSession_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _SavepointService_Backup_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "savepoint/v1/savepoint.proto",
 }

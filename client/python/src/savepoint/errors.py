@@ -68,6 +68,8 @@ __all__ = [
     "UploadAbortedError",
     "SessionCompletedError",
     "InvalidSessionStatusError",
+    "PlaintextBackupError",
+    "BackupUnsupportedError",
     "ToolUsesPendingError",
     "ResultsMismatchError",
     "AlreadyRunError",
@@ -206,6 +208,16 @@ class SessionCompletedError(SavepointError):
     """SESSION_COMPLETED: the session is completed or failed; saves and
     begin_effect need a Resume with reopen first, and completing it with
     another status or final output is refused."""
+
+
+class PlaintextBackupError(SavepointError):
+    """PLAINTEXT_BACKUP: the daemon's store has no encryption key, so its
+    backup would be plaintext; set plaintext on the request to accept that."""
+
+
+class BackupUnsupportedError(SavepointError):
+    """BACKUP_UNSUPPORTED: the daemon's store cannot stream a backup
+    (PostgreSQL: back the database up with its own tools, such as pg_dump)."""
 
 
 class UnavailableError(SavepointError):
@@ -378,6 +390,8 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_UPLOAD_ABORTED: UploadAbortedError,
     pb.ERROR_REASON_SESSION_COMPLETED: SessionCompletedError,
     pb.ERROR_REASON_INVALID_SESSION_STATUS: InvalidSessionStatusError,
+    pb.ERROR_REASON_PLAINTEXT_BACKUP: PlaintextBackupError,
+    pb.ERROR_REASON_BACKUP_UNSUPPORTED: BackupUnsupportedError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

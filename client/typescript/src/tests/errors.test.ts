@@ -17,6 +17,8 @@ import {
   InternalError,
   InvalidArgumentError,
   PermissionDeniedError,
+  PlaintextBackupError,
+  BackupUnsupportedError,
   reasonName,
   reasonValue,
   RequestIdReusedError,
@@ -95,6 +97,8 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_INVALID_UTF8, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_SESSION_COMPLETED, Code.FAILED_PRECONDITION, SessionCompletedError],
   [ErrorReason.ERROR_REASON_INVALID_SESSION_STATUS, Code.INVALID_ARGUMENT, InvalidArgumentError],
+  [ErrorReason.ERROR_REASON_PLAINTEXT_BACKUP, Code.FAILED_PRECONDITION, PlaintextBackupError],
+  [ErrorReason.ERROR_REASON_BACKUP_UNSUPPORTED, Code.UNIMPLEMENTED, BackupUnsupportedError],
 ];
 
 /** Every value of the generated ErrorReason enum the daemon can send (all but UNSPECIFIED). */

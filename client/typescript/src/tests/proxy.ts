@@ -18,7 +18,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
-import type { Method } from "../client.js";
+import { type Method, unaryMethods } from "../client.js";
 import { SavepointServiceClient, SavepointServiceService } from "../gen/savepoint/v1/savepoint.js";
 import { shortTempDir } from "./daemon.js";
 
@@ -81,7 +81,7 @@ export class FaultProxy {
 
   #handlers(): UntypedServiceImplementation {
     const impl: UntypedServiceImplementation = {};
-    for (const m of Object.keys(SavepointServiceService) as Method[]) {
+    for (const m of unaryMethods) {
       const def = SavepointServiceService[m];
       impl[m] = (call: { request: Record<string, unknown> }, cb: (err: Partial<ServiceError> | null, resp?: unknown) => void) => {
         this.seen.push({ method: m, request: call.request, at: Date.now() });

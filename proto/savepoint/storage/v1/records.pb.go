@@ -480,6 +480,52 @@ func (x *EpochFloorRecord) GetEpoch() uint64 {
 	return 0
 }
 
+// RestoredRecord is written by a restore of a backup file: the version the
+// next incremental backup file to restore must start at.
+type RestoredRecord struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	NextSinceVersion uint64                 `protobuf:"varint,1,opt,name=next_since_version,json=nextSinceVersion,proto3" json:"next_since_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RestoredRecord) Reset() {
+	*x = RestoredRecord{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoredRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoredRecord) ProtoMessage() {}
+
+func (x *RestoredRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoredRecord.ProtoReflect.Descriptor instead.
+func (*RestoredRecord) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RestoredRecord) GetNextSinceVersion() uint64 {
+	if x != nil {
+		return x.NextSinceVersion
+	}
+	return 0
+}
+
 // RequestRecord remembers one save's request id, a digest of its payload and
 // its response, so that a retry is answered without saving twice.
 type RequestRecord struct {
@@ -495,7 +541,7 @@ type RequestRecord struct {
 
 func (x *RequestRecord) Reset() {
 	*x = RequestRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +553,7 @@ func (x *RequestRecord) String() string {
 func (*RequestRecord) ProtoMessage() {}
 
 func (x *RequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +566,7 @@ func (x *RequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRecord.ProtoReflect.Descriptor instead.
 func (*RequestRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RequestRecord) GetRequestId() string {
@@ -569,7 +615,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +627,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +640,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Segment) GetFirstSeq() uint64 {
@@ -632,7 +678,7 @@ type RevisionRecord struct {
 
 func (x *RevisionRecord) Reset() {
 	*x = RevisionRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +690,7 @@ func (x *RevisionRecord) String() string {
 func (*RevisionRecord) ProtoMessage() {}
 
 func (x *RevisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +703,7 @@ func (x *RevisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionRecord.ProtoReflect.Descriptor instead.
 func (*RevisionRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RevisionRecord) GetRevision() uint64 {
@@ -753,7 +799,7 @@ type CallRecord struct {
 
 func (x *CallRecord) Reset() {
 	*x = CallRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +811,7 @@ func (x *CallRecord) String() string {
 func (*CallRecord) ProtoMessage() {}
 
 func (x *CallRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +824,7 @@ func (x *CallRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRecord.ProtoReflect.Descriptor instead.
 func (*CallRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CallRecord) GetToolUse() *ToolUse {
@@ -834,7 +880,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +892,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +905,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Message) GetRole() string {
@@ -890,7 +936,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +948,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +961,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -968,7 +1014,7 @@ type Effect struct {
 
 func (x *Effect) Reset() {
 	*x = Effect{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1026,7 @@ func (x *Effect) String() string {
 func (*Effect) ProtoMessage() {}
 
 func (x *Effect) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1039,7 @@ func (x *Effect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Effect.ProtoReflect.Descriptor instead.
 func (*Effect) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Effect) GetToolUseId() string {
@@ -1048,7 +1094,7 @@ type FormatRecord struct {
 
 func (x *FormatRecord) Reset() {
 	*x = FormatRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1106,7 @@ func (x *FormatRecord) String() string {
 func (*FormatRecord) ProtoMessage() {}
 
 func (x *FormatRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1119,7 @@ func (x *FormatRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormatRecord.ProtoReflect.Descriptor instead.
 func (*FormatRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FormatRecord) GetVersion() uint32 {
@@ -1120,7 +1166,9 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\fExpiryRecord\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"(\n" +
 	"\x10EpochFloorRecord\x12\x14\n" +
-	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\xa7\x01\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\">\n" +
+	"\x0eRestoredRecord\x12,\n" +
+	"\x12next_since_version\x18\x01 \x01(\x04R\x10nextSinceVersion\"\xa7\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12 \n" +
@@ -1201,7 +1249,7 @@ func file_savepoint_storage_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_storage_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(SessionStatus)(0),            // 0: savepoint.storage.v1.SessionStatus
 	(EffectClass)(0),              // 1: savepoint.storage.v1.EffectClass
@@ -1209,36 +1257,37 @@ var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(*PurgeRecord)(nil),           // 3: savepoint.storage.v1.PurgeRecord
 	(*ExpiryRecord)(nil),          // 4: savepoint.storage.v1.ExpiryRecord
 	(*EpochFloorRecord)(nil),      // 5: savepoint.storage.v1.EpochFloorRecord
-	(*RequestRecord)(nil),         // 6: savepoint.storage.v1.RequestRecord
-	(*Segment)(nil),               // 7: savepoint.storage.v1.Segment
-	(*RevisionRecord)(nil),        // 8: savepoint.storage.v1.RevisionRecord
-	(*CallRecord)(nil),            // 9: savepoint.storage.v1.CallRecord
-	(*Message)(nil),               // 10: savepoint.storage.v1.Message
-	(*ToolUse)(nil),               // 11: savepoint.storage.v1.ToolUse
-	(*Effect)(nil),                // 12: savepoint.storage.v1.Effect
-	(*FormatRecord)(nil),          // 13: savepoint.storage.v1.FormatRecord
-	nil,                           // 14: savepoint.storage.v1.SessionRecord.LabelsEntry
-	nil,                           // 15: savepoint.storage.v1.RevisionRecord.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*RestoredRecord)(nil),        // 6: savepoint.storage.v1.RestoredRecord
+	(*RequestRecord)(nil),         // 7: savepoint.storage.v1.RequestRecord
+	(*Segment)(nil),               // 8: savepoint.storage.v1.Segment
+	(*RevisionRecord)(nil),        // 9: savepoint.storage.v1.RevisionRecord
+	(*CallRecord)(nil),            // 10: savepoint.storage.v1.CallRecord
+	(*Message)(nil),               // 11: savepoint.storage.v1.Message
+	(*ToolUse)(nil),               // 12: savepoint.storage.v1.ToolUse
+	(*Effect)(nil),                // 13: savepoint.storage.v1.Effect
+	(*FormatRecord)(nil),          // 14: savepoint.storage.v1.FormatRecord
+	nil,                           // 15: savepoint.storage.v1.SessionRecord.LabelsEntry
+	nil,                           // 16: savepoint.storage.v1.RevisionRecord.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
-	16, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	16, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
-	14, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
-	7,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	16, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
+	17, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	17, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
+	15, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
+	8,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	17, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: savepoint.storage.v1.SessionRecord.status:type_name -> savepoint.storage.v1.SessionStatus
-	16, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
-	7,  // 8: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	11, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
-	15, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
-	16, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	11, // 12: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
-	16, // 13: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
-	12, // 14: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
+	17, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
+	8,  // 8: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	12, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
+	16, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
+	17, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
+	12, // 12: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	17, // 13: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
+	13, // 14: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
 	1,  // 15: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
-	16, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	17, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -1257,7 +1306,7 @@ func file_savepoint_storage_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_records_proto_rawDesc), len(file_savepoint_storage_v1_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -54,6 +54,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_UPLOAD_ABORTED: _ClassVar[ErrorReason]
     ERROR_REASON_SESSION_COMPLETED: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_SESSION_STATUS: _ClassVar[ErrorReason]
+    ERROR_REASON_PLAINTEXT_BACKUP: _ClassVar[ErrorReason]
+    ERROR_REASON_BACKUP_UNSUPPORTED: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -116,6 +118,8 @@ ERROR_REASON_INVALID_UPLOAD: ErrorReason
 ERROR_REASON_UPLOAD_ABORTED: ErrorReason
 ERROR_REASON_SESSION_COMPLETED: ErrorReason
 ERROR_REASON_INVALID_SESSION_STATUS: ErrorReason
+ERROR_REASON_PLAINTEXT_BACKUP: ErrorReason
+ERROR_REASON_BACKUP_UNSUPPORTED: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus
@@ -588,18 +592,20 @@ class ForkSessionRequest(_message.Message):
     def __init__(self, source_session_id: _Optional[str] = ..., revision: _Optional[int] = ..., new_session_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ForkSessionResponse(_message.Message):
-    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after", "lists_truncated")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
     IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LISTS_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     revision: int
     epoch: int
     message_count: int
     performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
     in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
-    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...
+    lists_truncated: bool
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., lists_truncated: _Optional[bool] = ...) -> None: ...
 
 class RewindSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch", "revision", "request_id")
@@ -614,15 +620,35 @@ class RewindSessionRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., epoch: _Optional[int] = ..., revision: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RewindSessionResponse(_message.Message):
-    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after")
+    __slots__ = ("revision", "epoch", "message_count", "performed_after", "in_doubt_after", "lists_truncated")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     PERFORMED_AFTER_FIELD_NUMBER: _ClassVar[int]
     IN_DOUBT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LISTS_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     revision: int
     epoch: int
     message_count: int
     performed_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
     in_doubt_after: _containers.RepeatedCompositeFieldContainer[LedgerEntry]
-    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ...) -> None: ...
+    lists_truncated: bool
+    def __init__(self, revision: _Optional[int] = ..., epoch: _Optional[int] = ..., message_count: _Optional[int] = ..., performed_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., in_doubt_after: _Optional[_Iterable[_Union[LedgerEntry, _Mapping]]] = ..., lists_truncated: _Optional[bool] = ...) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ("since_version", "plaintext")
+    SINCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
+    since_version: int
+    plaintext: bool
+    def __init__(self, since_version: _Optional[int] = ..., plaintext: _Optional[bool] = ...) -> None: ...
+
+class BackupResponse(_message.Message):
+    __slots__ = ("data", "next_since_version", "encrypted")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SINCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTED_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    next_since_version: int
+    encrypted: bool
+    def __init__(self, data: _Optional[bytes] = ..., next_since_version: _Optional[int] = ..., encrypted: _Optional[bool] = ...) -> None: ...

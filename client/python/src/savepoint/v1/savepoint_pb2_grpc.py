@@ -113,6 +113,11 @@ class SavepointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionResponse.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_stream(
+                '/savepoint.v1.SavepointService/Backup',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.BackupRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.BackupResponse.FromString,
+                _registered_method=True)
 
 
 class SavepointServiceServicer:
@@ -246,6 +251,16 @@ class SavepointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backup(self, request, context):
+        """Backup streams a consistent backup of the whole store, taken while it
+        serves: every record, or with since_version only those written since an
+        earlier backup. The stream is encrypted with the store's key; a store
+        without one is backed up only when plaintext is set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SavepointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -323,6 +338,11 @@ def add_SavepointServiceServicer_to_server(servicer, server):
                     servicer.RewindSession,
                     request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_savepoint__pb2.RewindSessionResponse.SerializeToString,
+            ),
+            'Backup': grpc.unary_stream_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.BackupRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.BackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +754,33 @@ class SavepointService:
             '/savepoint.v1.SavepointService/RewindSession',
             savepoint_dot_v1_dot_savepoint__pb2.RewindSessionRequest.SerializeToString,
             savepoint_dot_v1_dot_savepoint__pb2.RewindSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/Backup',
+            savepoint_dot_v1_dot_savepoint__pb2.BackupRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.BackupResponse.FromString,
             options,
             channel_credentials,
             insecure,

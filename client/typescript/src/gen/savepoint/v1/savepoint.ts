@@ -11,7 +11,9 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -176,6 +178,16 @@ export enum ErrorReason {
    * (CompleteSession takes COMPLETED or FAILED; a filter any defined value).
    */
   ERROR_REASON_INVALID_SESSION_STATUS = 40,
+  /**
+   * ERROR_REASON_PLAINTEXT_BACKUP - FAILED_PRECONDITION: Backup of a store without an encryption key, whose
+   * backup would be plaintext, without plaintext set to accept that.
+   */
+  ERROR_REASON_PLAINTEXT_BACKUP = 41,
+  /**
+   * ERROR_REASON_BACKUP_UNSUPPORTED - UNIMPLEMENTED: the daemon's store cannot stream a backup (PostgreSQL:
+   * back the database up with its own tools, such as pg_dump).
+   */
+  ERROR_REASON_BACKUP_UNSUPPORTED = 42,
   UNRECOGNIZED = -1,
 }
 
@@ -751,6 +763,11 @@ export interface ForkSessionResponse {
    * recorded effect: their outcome is unknown (in doubt).
    */
   inDoubtAfter: LedgerEntry[];
+  /**
+   * True when the lists were cut to fit the response budget: ListEffects
+   * of the source has every entry.
+   */
+  listsTruncated: boolean;
 }
 
 export interface RewindSessionRequest {
@@ -781,6 +798,37 @@ export interface RewindSessionResponse {
   performedAfter: LedgerEntry[];
   /** As in ForkSessionResponse: calls begun after it with no recorded effect. */
   inDoubtAfter: LedgerEntry[];
+  /** As in ForkSessionResponse. */
+  listsTruncated: boolean;
+}
+
+export interface BackupRequest {
+  /**
+   * 0 backs up everything; otherwise the version a previous backup's last
+   * response gave: only what was written since is sent (an incremental
+   * backup, restored after the backups before it, in order).
+   */
+  sinceVersion: number;
+  /** Accept a plaintext backup of a store without an encryption key. */
+  plaintext: boolean;
+}
+
+export interface BackupResponse {
+  /**
+   * The next bytes of the backup file; concatenated in order they are the
+   * file savepointd restore reads.
+   */
+  data: Buffer;
+  /**
+   * Set in the last response only: the since_version of the next
+   * incremental backup.
+   */
+  nextSinceVersion: number;
+  /**
+   * Set in the first response: whether the file is encrypted with the
+   * store's key (savepointd restore then needs --encryption-key-file).
+   */
+  encrypted: boolean;
 }
 
 function createBaseMessage(): Message {
@@ -4442,7 +4490,7 @@ export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
 };
 
 function createBaseForkSessionResponse(): ForkSessionResponse {
-  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
 }
 
 export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
@@ -4461,6 +4509,9 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
     }
     for (const v of message.inDoubtAfter) {
       LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.listsTruncated !== false) {
+      writer.uint32(48).bool(message.listsTruncated);
     }
     return writer;
   },
@@ -4518,6 +4569,14 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
             message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.listsTruncated = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4540,6 +4599,7 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
     message.messageCount = object.messageCount ?? 0;
     message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.listsTruncated = object.listsTruncated ?? false;
     return message;
   },
 };
@@ -4636,7 +4696,7 @@ export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
 };
 
 function createBaseRewindSessionResponse(): RewindSessionResponse {
-  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [] };
+  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
 }
 
 export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
@@ -4655,6 +4715,9 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
     }
     for (const v of message.inDoubtAfter) {
       LedgerEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.listsTruncated !== false) {
+      writer.uint32(48).bool(message.listsTruncated);
     }
     return writer;
   },
@@ -4712,6 +4775,14 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
             message.inDoubtAfter.push(LedgerEntry.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.listsTruncated = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4734,6 +4805,153 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
     message.messageCount = object.messageCount ?? 0;
     message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
+    message.listsTruncated = object.listsTruncated ?? false;
+    return message;
+  },
+};
+
+function createBaseBackupRequest(): BackupRequest {
+  return { sinceVersion: 0, plaintext: false };
+}
+
+export const BackupRequest: MessageFns<BackupRequest> = {
+  encode(message: BackupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sinceVersion !== 0) {
+      writer.uint32(8).uint64(message.sinceVersion);
+    }
+    if (message.plaintext !== false) {
+      writer.uint32(16).bool(message.plaintext);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.sinceVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.plaintext = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BackupRequest>, I>>(base?: I): BackupRequest {
+    return BackupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BackupRequest>, I>>(object: I): BackupRequest {
+    const message = createBaseBackupRequest();
+    message.sinceVersion = object.sinceVersion ?? 0;
+    message.plaintext = object.plaintext ?? false;
+    return message;
+  },
+};
+
+function createBaseBackupResponse(): BackupResponse {
+  return { data: Buffer.alloc(0), nextSinceVersion: 0, encrypted: false };
+}
+
+export const BackupResponse: MessageFns<BackupResponse> = {
+  encode(message: BackupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.nextSinceVersion !== 0) {
+      writer.uint32(16).uint64(message.nextSinceVersion);
+    }
+    if (message.encrypted !== false) {
+      writer.uint32(24).bool(message.encrypted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.nextSinceVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.encrypted = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BackupResponse>, I>>(base?: I): BackupResponse {
+    return BackupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BackupResponse>, I>>(object: I): BackupResponse {
+    const message = createBaseBackupResponse();
+    message.data = object.data ?? Buffer.alloc(0);
+    message.nextSinceVersion = object.nextSinceVersion ?? 0;
+    message.encrypted = object.encrypted ?? false;
     return message;
   },
 };
@@ -4949,6 +5167,21 @@ export const SavepointServiceService = {
       Buffer.from(RewindSessionResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RewindSessionResponse => RewindSessionResponse.decode(value),
   },
+  /**
+   * Backup streams a consistent backup of the whole store, taken while it
+   * serves: every record, or with since_version only those written since an
+   * earlier backup. The stream is encrypted with the store's key; a store
+   * without one is backed up only when plaintext is set.
+   */
+  backup: {
+    path: "/savepoint.v1.SavepointService/Backup" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: BackupRequest): Buffer => Buffer.from(BackupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): BackupRequest => BackupRequest.decode(value),
+    responseSerialize: (value: BackupResponse): Buffer => Buffer.from(BackupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): BackupResponse => BackupResponse.decode(value),
+  },
 } as const;
 
 export interface SavepointServiceServer extends UntypedServiceImplementation {
@@ -5025,6 +5258,13 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
    * like a save and lists the side effects performed after that revision.
    */
   rewindSession: handleUnaryCall<RewindSessionRequest, RewindSessionResponse>;
+  /**
+   * Backup streams a consistent backup of the whole store, taken while it
+   * serves: every record, or with since_version only those written since an
+   * earlier backup. The stream is encrypted with the store's key; a store
+   * without one is backed up only when plaintext is set.
+   */
+  backup: handleServerStreamingCall<BackupRequest, BackupResponse>;
 }
 
 export interface SavepointServiceClient extends Client {
@@ -5311,6 +5551,18 @@ export interface SavepointServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RewindSessionResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Backup streams a consistent backup of the whole store, taken while it
+   * serves: every record, or with since_version only those written since an
+   * earlier backup. The stream is encrypted with the store's key; a store
+   * without one is backed up only when plaintext is set.
+   */
+  backup(request: BackupRequest, options?: Partial<CallOptions>): ClientReadableStream<BackupResponse>;
+  backup(
+    request: BackupRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<BackupResponse>;
 }
 
 export const SavepointServiceClient = makeGenericClientConstructor(

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+)
+
+// TestRestoreFiles restores an encrypted full backup file and an
+// incremental, in order, one from a file and one from stdin, and refuses
+// them in the wrong order or without the key.
+func TestRestoreFiles(t *testing.T) {
+	bin := daemontest.Binary(t)
+	ctx := context.Background()
+	key := bytes.Repeat([]byte{4}, 32)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := badgerstore.Open(t.TempDir(), badgerstore.Options{EncryptionKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := t.TempDir()
+	backup := func(name string, since uint64) (string, uint64) {
+		path := filepath.Join(files, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		res, err := src.BackupSince(ctx, f, since, false)
+		if err != nil || !res.Encrypted {
+			t.Fatalf("backup %s: %+v %v", name, res, err)
+		}
+		return path, res.Next
+	}
+	if _, err := src.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "first", Task: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	full, next := backup("full", 0)
+	if _, err := src.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "second", Task: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	inc, _ := backup("inc", next)
+	src.Close()
+
+	restore := func(dir string, stdin string, args ...string) (int, string) {
+		cmd := exec.Command(bin, append(append([]string{"restore"}, args...), "--data-dir", dir, "--encryption-key-file", keyFile)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if stdin != "" {
+			f, err := os.Open(stdin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd.Stdin = f
+		}
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), stdout.String() + stderr.String()
+	}
+	if code, out := restore(t.TempDir(), "", inc, full); code != exitFail || !strings.Contains(out, "restore the full backup first") {
+		t.Errorf("incremental first: exit %d: %s", code, out)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	if code, out := restore(dir, inc, full, "-"); code != exitOK || !strings.Contains(out, "from 2 files") {
+		t.Fatalf("full, then the incremental on stdin: exit %d: %s", code, out)
+	}
+	st, err := badgerstore.Open(dir, badgerstore.Options{EncryptionKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sums, err := st.ListSessions(ctx, "", 10, daemon.SessionFilter{})
+	if err != nil || len(sums) != 2 || sums[0].SessionID != "first" || sums[1].SessionID != "second" {
+		t.Fatalf("restored %+v %v", sums, err)
+	}
+}

@@ -1,0 +1,293 @@
+package badgerstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/fnv"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+)
+
+// Retention says what the store removes by itself, and how often it looks.
+// The zero value removes nothing.
+type Retention struct {
+	// Completed deletes a completed or failed session this long after its
+	// completion; zero keeps it.
+	Completed time.Duration
+	// Idle deletes a session, whatever its status, not updated (saved or
+	// completed) for this long; zero keeps it.
+	Idle time.Duration
+	// Revisions keeps only each session's last Revisions revisions and the
+	// messages they reach; the ledger is kept whole. Zero keeps them all.
+	Revisions int
+	// Interval is the time between passes of retention and value-log GC;
+	// zero means DefaultMaintenanceInterval.
+	Interval time.Duration
+}
+
+// DefaultMaintenanceInterval is how often retention and value-log GC run
+// unless Retention.Interval says otherwise.
+const DefaultMaintenanceInterval = 10 * time.Minute
+
+// valueLogFileSize is ValueLogFileSize, smaller in tests so that value-log
+// GC has files to collect without writing 64 MiB.
+var valueLogFileSize int64 = ValueLogFileSize
+
+// gcDiscardRatio is the share of a value-log file that must be garbage for
+// GC to rewrite it (Badger's recommendation).
+const gcDiscardRatio = 0.5
+
+// MaintenanceReport is what one pass removed.
+type MaintenanceReport struct {
+	DeletedSessions int // by Retention.Completed or Retention.Idle
+	PrunedRevisions int // by Retention.Revisions
+	PrunedMessages  int // reached only by pruned revisions
+	RewrittenLogs   int // value-log files rewritten by GC
+	Compacted       bool
+}
+
+func (s *Store) maintainEvery(r Retention) {
+	every := r.Interval
+	if every <= 0 {
+		every = DefaultMaintenanceInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		rep, err := s.Maintain(context.Background(), r)
+		if err != nil {
+			s.log.Error("retention and value-log GC", "err", err)
+			continue
+		}
+		if rep != (MaintenanceReport{}) {
+			s.log.Info("retention and value-log GC", "deleted_sessions", rep.DeletedSessions,
+				"pruned_revisions", rep.PrunedRevisions, "pruned_messages", rep.PrunedMessages,
+				"rewritten_value_logs", rep.RewrittenLogs, "compacted", rep.Compacted)
+		}
+	}
+}
+
+// Maintain runs one pass: it deletes the sessions r expires (behind
+// tombstones, as DeleteSession does), prunes old revisions, and then, when
+// it removed anything, compacts the LSM tree so the removed records leave
+// the tables, and runs value-log GC until no file is rewritten.
+func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, error) {
+	var rep MaintenanceReport
+	now := s.now()
+	expired := func(h *storagev1.SessionRecord) bool {
+		if h.Deleted {
+			return false
+		}
+		if r.Idle > 0 && h.GetUpdateTime().AsTime().Before(now.Add(-r.Idle)) {
+			return true
+		}
+		return r.Completed > 0 && statusFromRecord(h) != daemon.StatusActive && h.GetCompleteTime().AsTime().Before(now.Add(-r.Completed))
+	}
+	if r.Idle > 0 || r.Completed > 0 {
+		sids, err := s.sessionsWhere(expired)
+		if err != nil {
+			return rep, err
+		}
+		if rep.DeletedSessions, err = s.expire(ctx, sids, expired); err != nil {
+			return rep, err
+		}
+	}
+	if r.Revisions > 0 {
+		sids, err := s.sessionsWhere(func(h *storagev1.SessionRecord) bool {
+			return !h.Deleted && h.Revision > uint64(r.Revisions)
+		})
+		if err != nil {
+			return rep, err
+		}
+		for _, sid := range sids {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			revs, msgs, err := s.pruneRevisions(sid, uint64(r.Revisions))
+			if err != nil {
+				return rep, err
+			}
+			rep.PrunedRevisions += revs
+			rep.PrunedMessages += msgs
+		}
+	}
+	if s.inMem {
+		return rep, nil
+	}
+	rep.Compacted = rep.DeletedSessions > 0
+	if rep.PrunedRevisions > 0 {
+		// Pruned records leave the tables when a compaction meets their
+		// deletes, once the memtable holding them is flushed (at the latest
+		// by the next pass's Flatten under a steady write load).
+		if err := s.db.Flatten(1); err != nil {
+			return rep, err
+		}
+		rep.Compacted = true
+	}
+	for {
+		err := s.db.RunValueLogGC(gcDiscardRatio)
+		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+			return rep, nil
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.RewrittenLogs++
+	}
+}
+
+// expire deletes those of sids still expired once locked, behind
+// tombstones, and returns how many. The records go by one DropPrefix, which
+// removes them from the memtables and every table at once, so their space
+// returns at the value-log GC that follows; a purge's deletes would stay in
+// the memtable, out of every compaction's reach, until it fills. Badger
+// refuses writes during DropPrefix, so it runs in the commit loop between
+// two commits. The sessions stay locked throughout, so none is re-created
+// before its old records are gone; a crash leaves purge records, which the
+// next Open finishes.
+func (s *Store) expire(ctx context.Context, sids []string, expired func(*storagev1.SessionRecord) bool) (int, error) {
+	defer s.lockAll(sids)()
+	var deleted []string
+	var prefixes [][]byte
+	for _, sid := range sids {
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		err := s.update(func(t *tx) error {
+			h, _, err := head(t, sid)
+			if err != nil || h == nil || !expired(h) {
+				return err // saved, completed or deleted meanwhile
+			}
+			deleted = append(deleted, sid)
+			for _, kind := range []byte{kindRevision, kindMessage, kindCall, kindRequest} {
+				prefixes = append(prefixes, sessionScope(kind, sid))
+			}
+			if err := put(t, purgeKey(sid), &storagev1.PurgeRecord{Epoch: h.Epoch}); err != nil {
+				return err
+			}
+			return put(t, sessionKey(sid), &storagev1.SessionRecord{Deleted: true, Epoch: h.Epoch, UpdateTime: timestamppb.New(s.now())})
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if len(deleted) == 0 {
+		return 0, nil
+	}
+	if err := s.eng.runExclusive(context.Background(), func() error { return s.db.DropPrefix(prefixes...) }); err != nil {
+		return 0, err
+	}
+	for _, sid := range deleted {
+		if err := s.purge(sid); err != nil { // what DropPrefix left: the purge record; the tombstone's expiry
+			return 0, err
+		}
+	}
+	return len(deleted), nil
+}
+
+// lockAll takes the session locks of sids, each stripe once, in order.
+func (s *Store) lockAll(sids []string) func() {
+	var taken [len(Store{}.locks)]bool
+	for _, sid := range sids {
+		h := fnv.New32a()
+		h.Write([]byte(sid))
+		taken[h.Sum32()%uint32(len(s.locks))] = true
+	}
+	for i, t := range taken {
+		if t {
+			s.locks[i].Lock()
+		}
+	}
+	return func() {
+		for i, t := range taken {
+			if t {
+				s.locks[i].Unlock()
+			}
+		}
+	}
+}
+
+// pruneRevisions deletes the revisions of sid older than its last keep and
+// the messages no kept revision reaches. Call records stay: a kept
+// revision's calls, and every recorded effect, keep their ledger entries.
+func (s *Store) pruneRevisions(sid string, keep uint64) (revs, msgs int, err error) {
+	defer s.lock(sid)()
+	var first uint64 // the oldest kept revision
+	var live []*storagev1.Segment
+	err = s.view(context.Background(), func(t *tx) error {
+		h, err := mustHead(t, sid)
+		if err != nil || h.Revision <= keep {
+			return err
+		}
+		first = h.Revision - keep + 1
+		for r := first; r <= h.Revision; r++ {
+			var rec storagev1.RevisionRecord
+			found, err := get(t, h, sid, revisionKey(sid, r), &rec)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return corrupt(h, sid, errors.New("a kept revision is missing"))
+			}
+			live = append(live, rec.Segments...)
+		}
+		return nil
+	})
+	if err != nil || first == 0 {
+		return 0, 0, err
+	}
+	reached := func(seq uint64) bool {
+		for _, sg := range live {
+			if seq >= sg.FirstSeq && seq < sg.FirstSeq+sg.Count {
+				return true
+			}
+		}
+		return false
+	}
+	drop := func(kind byte, gone func(n uint64) bool) (int, error) {
+		prefix := sessionScope(kind, sid)
+		total := 0
+		for more := true; more; {
+			err := s.update(func(t *tx) error {
+				it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix})
+				defer it.Close()
+				n := 0
+				more = false
+				for it.Rewind(); it.Valid(); it.Next() {
+					key := it.Item().Key()
+					if len(key) != len(prefix)+8 || !gone(binary.BigEndian.Uint64(key[len(prefix):])) {
+						continue
+					}
+					if n == purgeBatch {
+						more = true
+						break
+					}
+					t.delete(it.Item().KeyCopy(nil))
+					n++
+				}
+				total += n
+				return nil
+			})
+			if err != nil {
+				return total, err
+			}
+		}
+		return total, nil
+	}
+	if revs, err = drop(kindRevision, func(r uint64) bool { return r < first }); err != nil {
+		return revs, 0, err
+	}
+	msgs, err = drop(kindMessage, func(seq uint64) bool { return !reached(seq) })
+	return revs, msgs, err
+}

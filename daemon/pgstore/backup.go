@@ -1,0 +1,17 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+)
+
+// BackupSince always fails with daemon.ErrBackupUnsupported (UNIMPLEMENTED,
+// reason BACKUP_UNSUPPORTED): a PostgreSQL store is backed up with the
+// database's own tools, which see every daemon's writes, not through one
+// savepointd.
+func (s *Store) BackupSince(ctx context.Context, w io.Writer, since uint64, plaintext bool) (daemon.BackupResult, error) {
+	return daemon.BackupResult{}, fmt.Errorf("%w: the PostgreSQL store is backed up with the database's own tools, such as pg_dump of schema %q", daemon.ErrBackupUnsupported, s.schema)
+}
