@@ -228,3 +228,150 @@ func TestPostgresImmediateShutdown(t *testing.T) {
 	t.Logf("%d probe calls with PostgreSQL down answered UNAVAILABLE", unavailable)
 	checkReport(t, "postgres, pg_ctl stop -m immediate", rep)
 }
+
+// TestPostgresTwoDaemonsKill runs two savepointd, A and B, on one PostgreSQL
+// database, as two hosts of a fleet. Concurrent clients write through A
+// until A is killed with SIGKILL; then every write A acknowledged is read
+// back through B, the writes in flight are settled through B with the same
+// request ids, and every session is resumed on B. A is restarted, and each
+// session's epoch from before B's resume is fenced on A (SESSION_FENCED,
+// changing nothing) before the next cycle loads A again.
+func TestPostgresTwoDaemonsKill(t *testing.T) {
+	srv := pgtest.New(t)
+	db := srv.NewDatabase(t)
+	a := pgProc(t, srv.URL(db))
+	b := pgProc(t, srv.TCPURL(db))
+	fenced := 0
+	cfg := crashConfig{cycles: *flagPGCycles, clients: 8, seed: *flagSeed, maxLoad: *flagMaxLoad, big: true}
+	rep, _ := runPGCrash(t, cfg, func() savepointv1.SavepointServiceClient { return a.client }, pgFault{
+		crash:   a.kill,
+		recover: func() savepointv1.SavepointServiceClient { return b.client },
+		after: func(c savepointv1.SavepointServiceClient, epochs map[*session]uint64) {
+			a.mustStart()
+			ctx, cancel := ctxT()
+			defer cancel()
+			for s, old := range epochs {
+				if s.rev == 0 || old == s.epoch {
+					continue // never created, or not resumed on B
+				}
+				_, err := a.client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: s.id, ExpectedRevision: s.rev, Epoch: old,
+					AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `"stale"`}}})
+				if status.Code(err) != codes.Aborted || reasonOf(err) != "SESSION_FENCED" {
+					t.Errorf("save of %s on A with epoch %d after B resumed it at %d: %v, want ABORTED SESSION_FENCED", s.id, old, s.epoch, err)
+					continue
+				}
+				gs, err := c.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: s.id})
+				if err != nil || gs.Checkpoint.Revision != s.rev || gs.Checkpoint.Epoch != s.epoch {
+					t.Errorf("after A's fenced save %s on B: %v %v, want revision %d epoch %d", s.id, gs.GetCheckpoint().GetRevision(), err, s.rev, s.epoch)
+					continue
+				}
+				fenced++
+			}
+		},
+	})
+	t.Logf("%d stale saves on the restarted A fenced", fenced)
+	if fenced == 0 {
+		t.Error("no session was fenced on A")
+	}
+	checkReport(t, "postgres, two daemons, A killed under 8 writers, read back on B", rep)
+}
+
+// TestPostgresResumeRace races two resumers, one on each of two savepointd
+// sharing one PostgreSQL database, over -pg-race-rounds rounds. Each round
+// both know the session at revision r; each resumes it on its own daemon and
+// saves revision r+1 with the epoch it was given, appending a message that
+// names it and the round. Exactly one save must succeed, the other must be
+// SESSION_FENCED or REVISION_MISMATCH, and the history at the end must hold
+// exactly the winners' messages, one per round, in order.
+func TestPostgresResumeRace(t *testing.T) {
+	srv := pgtest.New(t)
+	db := srv.NewDatabase(t)
+	daemons := []*proc{pgProc(t, srv.URL(db)), pgProc(t, srv.TCPURL(db))}
+	names := []string{"A", "B"}
+	ctx, cancel := ctxT()
+	first, err := daemons[0].client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "race", Task: "race"})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := *flagPGRaceRounds
+	rev := first.Revision
+	var winners []int
+	wins := make([]int, 2)
+	losses := map[string]int{}
+	for round := 1; round <= rounds; round++ {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		for i, d := range daemons {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := ctxT()
+				defer cancel()
+				<-start
+				rr, err := d.client.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "race"})
+				if err != nil {
+					errs[i] = fmt.Errorf("Resume: %w", err)
+					return
+				}
+				_, errs[i] = d.client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "race", ExpectedRevision: rev, Epoch: rr.Epoch,
+					AppendMessages: []*savepointv1.Message{{Role: "assistant", ContentJson: fmt.Sprintf(`{"round":%d,"by":%q}`, round, names[i])}}})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch r := reasonOf(err); {
+			case err == nil && winner == -1:
+				winner = i
+			case err == nil:
+				t.Fatalf("round %d: both saves succeeded", round)
+			case status.Code(err) == codes.Aborted && (r == "SESSION_FENCED" || r == "REVISION_MISMATCH"):
+				losses[r]++
+			default:
+				t.Fatalf("round %d: %s: %v (reason %q), want success or ABORTED SESSION_FENCED/REVISION_MISMATCH", round, names[i], err, r)
+			}
+		}
+		if winner == -1 {
+			t.Fatalf("round %d: neither save succeeded: %v", round, errs)
+		}
+		winners = append(winners, winner)
+		wins[winner]++
+		rev++
+	}
+
+	// The history: one message per round, by that round's winner, read back
+	// through each daemon.
+	for _, d := range daemons {
+		ctx, cancel := ctxT()
+		cp, msgs, err := readRevision(ctx, d.client, "race", rev)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Revision != rev || len(msgs) != rounds {
+			t.Fatalf("the session is at revision %d with %d messages, want %d with %d", cp.Revision, len(msgs), rev, rounds)
+		}
+		for i, m := range msgs {
+			if want := fmt.Sprintf(`{"round":%d,"by":%q}`, i+1, names[winners[i]]); m.ContentJson != want {
+				t.Fatalf("message %d is %s, want %s: the histories interleave", i, m.ContentJson, want)
+			}
+		}
+	}
+	t.Logf("%d rounds: A won %d, B won %d; the losers got SESSION_FENCED %d times, REVISION_MISMATCH %d times",
+		rounds, wins[0], wins[1], losses["SESSION_FENCED"], losses["REVISION_MISMATCH"])
+	fmt.Printf("postgres resume race: rounds=%d winners=%d (A %d, B %d) losers-fenced=%d losers-revision-mismatch=%d\n",
+		rounds, len(winners), wins[0], wins[1], losses["SESSION_FENCED"], losses["REVISION_MISMATCH"])
+}
+
+// reasonOf returns the ErrorInfo reason of err, or "".
+func reasonOf(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(interface{ GetReason() string }); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
