@@ -375,3 +375,27 @@ func reasonOf(err error) string {
 	}
 	return ""
 }
+
+// TestPostgresCrashDriverDetectsLoss is the proof that the PostgreSQL crash
+// driver can fail: A is killed under load as in TestPostgresTwoDaemonsKill,
+// and before the read-back through B the store's tables are emptied behind
+// both daemons' backs (a store that lost what it acknowledged). The driver
+// must report the acknowledged writes as lost.
+func TestPostgresCrashDriverDetectsLoss(t *testing.T) {
+	srv := pgtest.New(t)
+	db := srv.NewDatabase(t)
+	a := pgProc(t, srv.URL(db))
+	b := pgProc(t, srv.TCPURL(db))
+	cfg := crashConfig{cycles: 1, clients: 4, seed: *flagSeed, maxLoad: 400 * time.Millisecond, broken: true}
+	rep, _ := runPGCrash(t, cfg, func() savepointv1.SavepointServiceClient { return a.client }, pgFault{
+		crash: a.kill,
+		recover: func() savepointv1.SavepointServiceClient {
+			srv.Exec(t, db, "TRUNCATE savepoint.sessions, savepoint.revisions, savepoint.messages, savepoint.calls, savepoint.requests")
+			return b.client
+		},
+	})
+	fmt.Printf("postgres, tables emptied after the kill: %s\n", rep.line())
+	if rep.acked == 0 || rep.lost == 0 {
+		t.Fatalf("the driver did not detect the loss of every acknowledged write: %s", rep.line())
+	}
+}
