@@ -33,6 +33,9 @@ type Server struct {
 	Port int
 	bin  string
 	cred *syscall.Credential // nil: run as this process's user
+	// durable: fsync and full_page_writes on (NewDurable); false runs with
+	// both off, for speed.
+	durable bool
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -100,8 +103,22 @@ func New(t testing.TB) *Server {
 	return s
 }
 
+// NewDurable is New with fsync and full_page_writes on, for tests that stop
+// the server with an immediate shutdown (Crash) and count on its WAL.
+func NewDurable(t testing.TB) *Server {
+	t.Helper()
+	s, err := start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Remove)
+	return s
+}
+
 // Start initializes and starts a server; the caller calls Remove.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return start(false) }
+
+func start(durable bool) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -110,7 +127,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Dir: dir, bin: bin}
+	s := &Server{Dir: dir, bin: bin, durable: durable}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -165,8 +182,8 @@ func freePort() (int, error) {
 }
 
 // StartServer starts postgres on the server's data directory and waits
-// until it accepts connections. fsync is off: the tests stop the server
-// cleanly, never by a crash of the machine.
+// until it accepts connections. fsync is off unless the server was made by
+// NewDurable: the other tests stop the server cleanly, never by a crash.
 func (s *Server) StartServer() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,8 +194,12 @@ func (s *Server) StartServer() error {
 	if err != nil {
 		return err
 	}
-	cmd := s.command("postgres", "-D", s.dataDir(), "-k", s.Dir, "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
-		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB")
+	args := []string{"-D", s.dataDir(), "-k", s.Dir, "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
+		"-c", "max_connections=300", "-c", "shared_buffers=32MB"}
+	if !s.durable {
+		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
+	}
+	cmd := s.command("postgres", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -223,6 +244,28 @@ func (s *Server) StopServer() {
 	case <-time.After(30 * time.Second):
 		s.cmd.Process.Kill()
 		<-s.exited
+	}
+	s.cmd = nil
+}
+
+// Crash stops postgres with an immediate shutdown (pg_ctl stop -m
+// immediate: every server process quits at once, without a checkpoint, and
+// the next start replays the WAL) and waits for it to exit. It fails the
+// test when pg_ctl does.
+func (s *Server) Crash(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		t.Fatal("Crash: postgres is not running")
+	}
+	if out, err := s.command("pg_ctl", "stop", "-D", s.dataDir(), "-m", "immediate", "-w", "-t", "30").CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl stop -m immediate: %v\n%s", err, out)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("postgres did not exit after pg_ctl stop -m immediate")
 	}
 	s.cmd = nil
 }
