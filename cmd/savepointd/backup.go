@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 )
@@ -71,7 +72,7 @@ func runRestore(store *badgerstore.Store, paths []string, stdout, stderr io.Writ
 			defer f.Close()
 			r, name = f, path
 		}
-		n, err := store.Restore(r)
+		n, err := store.Restore(&progressReader{r: r, w: stderr, name: name, every: time.Second})
 		total += n
 		if err != nil {
 			fmt.Fprintf(stderr, "savepointd restore: %s: %v (after %d records; remove the directory and restore again)\n", name, err, total)
@@ -81,4 +82,25 @@ func runRestore(store *badgerstore.Store, paths []string, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stdout, "restored %d records from %d files; now run savepointd verify\n", total, len(paths))
 	return exitOK
+}
+
+// progressReader passes r through, writing to w how much of name was read
+// at most once every every (a long restore shows it is moving).
+type progressReader struct {
+	r     io.Reader
+	w     io.Writer
+	name  string
+	every time.Duration
+	n     int64
+	shown time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if now := time.Now(); n > 0 && now.Sub(p.shown) >= p.every {
+		p.shown = now
+		fmt.Fprintf(p.w, "savepointd restore: %s: %.1f MiB read\n", p.name, float64(p.n)/(1<<20))
+	}
+	return n, err
 }

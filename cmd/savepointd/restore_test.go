@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
@@ -83,5 +84,32 @@ func TestRestoreFiles(t *testing.T) {
 	sums, err := st.ListSessions(ctx, "", 10, daemon.SessionFilter{})
 	if err != nil || len(sums) != 2 || sums[0].SessionID != "first" || sums[1].SessionID != "second" {
 		t.Fatalf("restored %+v %v", sums, err)
+	}
+}
+
+// TestRestoreProgress: restore reports how much of each file it has read,
+// at most once per interval, so a long restore shows it is moving.
+func TestRestoreProgress(t *testing.T) {
+	var out bytes.Buffer
+	p := &progressReader{r: strings.NewReader(strings.Repeat("x", 3<<20)), w: &out, name: "full.bak", every: 0}
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := p.Read(buf); err != nil {
+			break
+		}
+	}
+	if !strings.Contains(out.String(), "savepointd restore: full.bak: 3.0 MiB read") {
+		t.Errorf("progress lines:\n%s", out.String())
+	}
+	out.Reset()
+	p = &progressReader{r: strings.NewReader(strings.Repeat("x", 3<<20)), w: &out, name: "full.bak", every: time.Hour}
+	p.shown = time.Now()
+	for {
+		if _, err := p.Read(buf); err != nil {
+			break
+		}
+	}
+	if out.Len() != 0 {
+		t.Errorf("a line within the interval: %q", out.String())
 	}
 }
