@@ -53,9 +53,13 @@ func memoryLimit(cfg daemon.Config, env func(string) string) (limit int64, ok bo
 // daemon's data directory instead of serving it; "savepointd repair-manifest
 // [flags]" repairs the MANIFEST after Badger's failed-flush defect;
 // "savepointd backup FILE [flags]" and "savepointd restore FILE [flags]"
-// copy a stopped daemon's data into a new directory (backup.go).
+// copy a stopped daemon's data into a new directory (backup.go);
+// "savepointd migrate-store [flags]" copies it into PostgreSQL (migrate.go).
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	sub, file := "", ""
+	if len(args) > 0 && args[0] == "migrate-store" {
+		return runMigrate(args[1:], env, stdout, stderr) // migrate.go
+	}
 	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
 		sub, args = args[0], args[1:]
 	}
