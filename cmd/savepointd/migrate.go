@@ -105,7 +105,7 @@ type migration struct {
 	stderr io.Writer
 
 	live, tombs, revisions, messages, calls, requests int
-	ids                                                []string // live sessions copied
+	ids                                               []string // live sessions copied
 }
 
 func (m *migration) fail(format string, args ...any) int {
