@@ -222,3 +222,36 @@ func TestMigrateStoreRefusals(t *testing.T) {
 		t.Errorf("the running daemon's store: %v %v", got, err)
 	}
 }
+
+// TestMigrateStoreGraphThreads: a store holding graph threads is refused,
+// nothing copied; with --skip-graph-threads its sessions are copied and the
+// threads left behind, said on stderr and in the summary.
+func TestMigrateStoreGraphThreads(t *testing.T) {
+	srv := pgtest.New(t)
+	db := srv.NewDatabase(t)
+	dir := t.TempDir()
+	fillStore(t, dir)
+	s, err := badgerstore.Open(dir, badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.PutCheckpoint(context.Background(), &daemon.GraphPut{Checkpoint: daemon.GraphCheckpoint{
+		ThreadID: "thread-1", ID: "1", MetadataJSON: "{}", Value: daemon.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}}})
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db)}, envOf(nil), &stdout, &stderr); code != exitData ||
+		!strings.Contains(stderr.String(), "1 graph threads") || !strings.Contains(stderr.String(), "nothing copied") {
+		t.Fatalf("a store with graph threads: exit %d\n%s", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db), "--skip-graph-threads"}, envOf(nil), &stdout, &stderr); code != exitOK ||
+		!strings.Contains(stderr.String(), "WARNING: skipping 1 graph threads") || !strings.Contains(stdout.String(), "skipped 1 graph threads") ||
+		!strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstones)") {
+		t.Fatalf("--skip-graph-threads: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+}
