@@ -34,8 +34,8 @@ type Server struct {
 	// Durable runs postgres with fsync on, as a production server, for
 	// figures a benchmark can quote; false runs it with fsync off.
 	Durable bool
-	bin  string
-	cred *syscall.Credential // nil: run as this process's user
+	bin     string
+	cred    *syscall.Credential // nil: run as this process's user
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
