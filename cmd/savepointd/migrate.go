@@ -106,6 +106,7 @@ type migration struct {
 
 	live, tombs, revisions, messages, calls, requests int
 	ids                                               []string // live sessions copied
+	tombIDs                                           []string // tombstones copied
 }
 
 func (m *migration) fail(format string, args ...any) int {
@@ -146,6 +147,7 @@ func (m *migration) run(ctx context.Context) int {
 		}
 		if d.Deleted {
 			m.tombs++
+			m.tombIDs = append(m.tombIDs, d.SessionID)
 		} else {
 			m.live++
 			m.ids = append(m.ids, d.SessionID)
@@ -175,6 +177,11 @@ func (m *migration) run(ctx context.Context) int {
 		if time.Since(last) >= time.Second || i == len(m.ids)-1 {
 			last = time.Now()
 			fmt.Fprintf(m.stderr, "savepointd migrate-store: compared %d/%d live sessions\n", i+1, len(m.ids))
+		}
+	}
+	for _, sid := range m.tombIDs {
+		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}
 	rep, err := m.dst.Verify(ctx)
