@@ -27,8 +27,9 @@ type Daemon struct {
 }
 
 // StartDaemon runs the savepointd binary bin on dataDir with its default
-// settings, listening on a socket in sockDir, and returns once it serves.
-func StartDaemon(ctx context.Context, bin, dataDir, sockDir string) (*Daemon, error) {
+// settings and extra flags, listening on a socket in sockDir, and returns
+// once it serves.
+func StartDaemon(ctx context.Context, bin, dataDir, sockDir string, extra ...string) (*Daemon, error) {
 	d := &Daemon{Socket: filepath.Join(sockDir, "s.sock"), log: filepath.Join(sockDir, "savepointd.log"), done: make(chan error, 1)}
 	_ = os.Remove(d.Socket)
 	logf, err := os.Create(d.log)
@@ -36,7 +37,7 @@ func StartDaemon(ctx context.Context, bin, dataDir, sockDir string) (*Daemon, er
 		return nil, err
 	}
 	defer logf.Close()
-	d.cmd = exec.Command(bin, "--data-dir", dataDir, "--listen", "unix:"+d.Socket)
+	d.cmd = exec.Command(bin, append([]string{"--data-dir", dataDir, "--listen", "unix:" + d.Socket}, extra...)...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.Env = daemonEnv()
 	t0 := time.Now()

@@ -50,6 +50,8 @@ type Config struct {
 	ResumeMessages int           // scenario 4: the session's messages
 	StartSessions  int           // scenario 5: sessions in the start-up store
 	Scenarios      []int         // which scenarios to run (1-6); all by default
+	// Postgres runs the PostgreSQL rows (postgres.go); false skips them.
+	Postgres bool
 	// The LangGraph savers' benchmark (langgraph.go): both empty skip it.
 	LangGraphPython, LangGraphScript string
 }
@@ -61,7 +63,7 @@ func DefaultConfig() Config {
 		Reps: 5, MessageBytes: 2048, Cycles: 500,
 		Sessions: []int{1, 8, 64, 256}, Warmup: time.Second, Window: 5 * time.Second,
 		Turns: 2000, ResumeMessages: 10000, StartSessions: 100000,
-		Scenarios: []int{1, 2, 3, 4, 5, 6},
+		Scenarios: []int{1, 2, 3, 4, 5, 6}, Postgres: true,
 	}
 }
 
@@ -152,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		cfg.Scenarios = ns
 		return err
 	})
+	fs.BoolVar(&cfg.Postgres, "postgres", cfg.Postgres, "run the PostgreSQL rows (with scenario 1 or 2): savepointd --store-url against plain SQL inserts, on a server pgtest starts with fsync on")
 	langGraphFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -248,6 +251,12 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
 			return fmt.Errorf("scenario 5: %w", err)
 		}
 		b.log("scenario 5b done")
+	}
+	if cfg.Postgres && (cfg.runs(1) || cfg.runs(2)) {
+		if err := b.Postgres(ctx); err != nil {
+			return fmt.Errorf("PostgreSQL rows: %w", err)
+		}
+		b.log("PostgreSQL rows done")
 	}
 	if cfg.LangGraphPython != "" {
 		if err := b.LangGraph(ctx, mode == "quick"); err != nil {

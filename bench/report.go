@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -119,7 +120,8 @@ var SummaryNames = []string{
 type Summary map[string]float64
 
 // Write prints one name=value line per SummaryNames entry, in that order,
-// then one per LangGraphSummaryNames figure s holds, and returns an error
+// then one per PostgresSummaryNames and LangGraphSummaryNames figure s
+// holds, and returns an error
 // naming every SummaryNames figure that is missing or not a number (each
 // printed as NaN), so a run that lost a figure fails.
 func (s Summary) Write(w io.Writer) error {
@@ -132,7 +134,7 @@ func (s Summary) Write(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%s=%s\n", name, strconv.FormatFloat(v, 'f', 3, 64))
 	}
-	for _, name := range LangGraphSummaryNames { // only when that benchmark ran
+	for _, name := range append(slices.Clone(PostgresSummaryNames), LangGraphSummaryNames...) { // only when they ran
 		if v, ok := s[name]; ok {
 			fmt.Fprintf(w, "%s=%s\n", name, strconv.FormatFloat(v, 'f', 3, 64))
 		}

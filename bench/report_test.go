@@ -136,3 +136,21 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryPostgres: the PostgreSQL figures follow issue 9's, in their
+// order, when they ran, and before the LangGraph ones.
+func TestSummaryPostgres(t *testing.T) {
+	s := fullSummary()
+	s["postgres_throughput64_vs_sql"] = 0.5
+	s["postgres_save_p50_vs_sql"] = 1.25
+	s["langgraph_16proc_vs_sqlite"] = 2
+	var out bytes.Buffer
+	if err := s.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	tail := strings.Join(lines[len(SummaryNames):], " ")
+	if want := "postgres_save_p50_vs_sql=1.250 postgres_throughput64_vs_sql=0.500 langgraph_16proc_vs_sqlite=2.000"; tail != want {
+		t.Errorf("after issue 9's figures: %s\nwant %s", tail, want)
+	}
+}

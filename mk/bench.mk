@@ -32,7 +32,7 @@ bench-tidy: ## go mod tidy in bench/ (after the root module's dependencies chang
 	cd bench && go mod tidy
 
 .PHONY: bench
-bench: bench-build ## The benchmark, full run: savepointd against fsync, Badger, a JSON file, SQLite (docs/benchmarks.md)
+bench: bench-build ## The benchmark, full run: savepointd against fsync, Badger, a JSON file, SQLite; on PostgreSQL against plain SQL (docs/benchmarks.md)
 	$(BIN)/savepoint-bench -savepointd $(BIN)/savepointd -cache $(BENCH_CACHE) $(BENCH_FLAGS)
 
 .PHONY: bench-quick

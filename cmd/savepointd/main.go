@@ -55,10 +55,14 @@ func memoryLimit(cfg daemon.Config, env func(string) string) (limit int64, ok bo
 // "savepointd backup FILE [flags]" copies a stopped daemon's data to a
 // file, and "savepointd restore [FILE...] [flags]" restores backup files (a
 // full one, then its incrementals in order; "-" or none: stdin) into a new
-// directory (backup.go).
+// directory (backup.go); "savepointd migrate-store [flags]" copies a stopped
+// daemon's data into PostgreSQL (migrate.go).
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	sub, file := "", ""
 	var files []string
+	if len(args) > 0 && args[0] == "migrate-store" {
+		return runMigrate(args[1:], env, stdout, stderr) // migrate.go
+	}
 	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
 		sub, args = args[0], args[1:]
 	}

@@ -34,6 +34,9 @@ a postgres:// or postgresql:// URL serves that PostgreSQL database (schema
   repair-manifest              applies           refused: no MANIFEST
   verify, the Verify RPC       records' CRCs     rows' checksums, over SQL
   GraphCheckpointService       served            not served
+
+savepointd migrate-store --data-dir D --to URL copies a stopped embedded
+store into PostgreSQL and verifies the copy (migrate-store -h for its flags).
 `
 
 // usage prints the flags, then storeHelp.

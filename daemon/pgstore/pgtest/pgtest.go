@@ -31,11 +31,11 @@ import (
 type Server struct {
 	Dir  string // holds data/, the socket and the log
 	Port int
-	bin  string
-	cred *syscall.Credential // nil: run as this process's user
-	// durable: fsync and full_page_writes on (NewDurable); false runs with
-	// both off, for speed.
-	durable bool
+	// Durable runs postgres with fsync on, as a production server, for
+	// figures a benchmark can quote; false runs it with fsync off.
+	Durable bool
+	bin     string
+	cred    *syscall.Credential // nil: run as this process's user
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -118,6 +118,9 @@ func NewDurable(t testing.TB) *Server {
 // Start initializes and starts a server; the caller calls Remove.
 func Start() (*Server, error) { return start(false) }
 
+// StartDurable is Start with fsync on (Server.Durable), for benchmarks.
+func StartDurable() (*Server, error) { return start(true) }
+
 func start(durable bool) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
@@ -127,7 +130,7 @@ func start(durable bool) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Dir: dir, bin: bin, durable: durable}
+	s := &Server{Dir: dir, bin: bin, Durable: durable}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -182,8 +185,8 @@ func freePort() (int, error) {
 }
 
 // StartServer starts postgres on the server's data directory and waits
-// until it accepts connections. fsync is off unless the server was made by
-// NewDurable: the other tests stop the server cleanly, never by a crash.
+// until it accepts connections. fsync is off unless s.Durable: the tests
+// stop the server cleanly, never by a crash of the machine.
 func (s *Server) StartServer() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -194,12 +197,12 @@ func (s *Server) StartServer() error {
 	if err != nil {
 		return err
 	}
-	args := []string{"-D", s.dataDir(), "-k", s.Dir, "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
-		"-c", "max_connections=300", "-c", "shared_buffers=32MB"}
-	if !s.durable {
-		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
+	durability := []string{"-c", "fsync=off", "-c", "full_page_writes=off"}
+	if s.Durable {
+		durability = []string{"-c", "fsync=on", "-c", "full_page_writes=on", "-c", "synchronous_commit=on"}
 	}
-	cmd := s.command("postgres", args...)
+	cmd := s.command("postgres", append(append([]string{"-D", s.dataDir(), "-k", s.Dir, "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port)}, durability...),
+		"-c", "max_connections=300", "-c", "shared_buffers=32MB")...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

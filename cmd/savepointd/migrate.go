@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os/signal"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+	"github.com/savepoint-dev/savepoint/daemon/pgstore"
+)
+
+// migrateConfig is what "savepointd migrate-store" is told.
+type migrateConfig struct {
+	DataDir           string // the embedded store to copy; required
+	To                string // the PostgreSQL URL to copy into; required
+	EncryptionKeyFile string // empty: the store is not encrypted
+	AllowNonEmpty     bool   // false: refuse a schema that holds any session
+	SkipGraphThreads  bool   // false: refuse a store holding graph threads
+}
+
+// Validate says what is missing or wrong in c.
+func (c migrateConfig) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("--data-dir is required")
+	case c.To == "":
+		return errors.New("--to is required: the postgres:// or postgresql:// URL to copy into")
+	case !strings.HasPrefix(c.To, "postgres://") && !strings.HasPrefix(c.To, "postgresql://"):
+		return fmt.Errorf("--to %q is not a postgres:// or postgresql:// URL", daemon.RedactURL(c.To))
+	}
+	return nil
+}
+
+func parseMigrateConfig(args []string, env func(string) string, stderr io.Writer) (migrateConfig, error) {
+	c := migrateConfig{DataDir: env("SAVEPOINT_DATA_DIR"), To: env("SAVEPOINT_STORE_URL"), EncryptionKeyFile: env("SAVEPOINT_ENCRYPTION_KEY_FILE")}
+	fs := flag.NewFlagSet("savepointd migrate-store", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "the embedded store's `directory`, its daemon stopped (env SAVEPOINT_DATA_DIR)")
+	fs.StringVar(&c.To, "to", c.To, "the PostgreSQL `URL` to copy into, as --store-url takes it (env SAVEPOINT_STORE_URL)")
+	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", c.EncryptionKeyFile, "the embedded store's key `file`, when it is encrypted (env SAVEPOINT_ENCRYPTION_KEY_FILE)")
+	fs.BoolVar(&c.AllowNonEmpty, "allow-non-empty", false, "copy into a schema that holds sessions already; a session in both is refused")
+	fs.BoolVar(&c.SkipGraphThreads, "skip-graph-threads", false, "copy the sessions of a store that holds graph threads, leaving the threads behind (PostgreSQL does not serve them)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, c.Validate()
+}
+
+// runMigrate is "savepointd migrate-store": it copies the embedded store
+// in --data-dir, which it locks, into the PostgreSQL database --to, then
+// compares every session on both sides and runs the database's Verify.
+func runMigrate(args []string, env func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseMigrateConfig(args, env, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "savepointd migrate-store: %v\n", err)
+		return exitConfig
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var key []byte
+	if cfg.EncryptionKeyFile != "" {
+		if key, err = badgerstore.ReadKeyFile(cfg.EncryptionKeyFile); err != nil {
+			fmt.Fprintf(stderr, "savepointd migrate-store: %v\n", err)
+			return exitConfig
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	src, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{Logger: logger, EncryptionKey: key})
+	if err != nil {
+		return openStoreError(daemon.Config{DataDir: cfg.DataDir}, err, stderr)
+	}
+	defer src.Close()
+	dst, err := pgstore.Open(ctx, cfg.To, pgstore.Options{Logger: logger})
+	if err != nil {
+		return openStoreError(daemon.Config{DataDir: cfg.DataDir}, err, stderr)
+	}
+	defer dst.Close()
+	m := &migration{cfg: cfg, src: src, dst: dst, stdout: stdout, stderr: stderr}
+	return m.run(ctx)
+}
+
+// migration is one run of migrate-store.
+type migration struct {
+	cfg    migrateConfig
+	src    *badgerstore.Store
+	dst    *pgstore.Store
+	stdout io.Writer
+	stderr io.Writer
+
+	live, tombs, revisions, messages, calls, requests int
+	ids                                               []string // live sessions copied
+	tombIDs                                           []string // tombstones copied
+}
+
+func (m *migration) fail(format string, args ...any) int {
+	fmt.Fprintf(m.stderr, "savepointd migrate-store: "+format+"\n", args...)
+	return exitFail
+}
+
+func (m *migration) run(ctx context.Context) int {
+	start := time.Now()
+	info, err := m.src.ExportInfo(ctx)
+	if err != nil {
+		return m.fail("read %s: %v", m.cfg.DataDir, err)
+	}
+	target := daemon.RedactURL(m.cfg.To)
+	switch {
+	case info.GraphThreads > 0 && !m.cfg.SkipGraphThreads:
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: %s holds %d graph threads (GraphCheckpointService), which PostgreSQL does not serve yet; nothing copied (--skip-graph-threads copies the sessions and leaves the threads behind)\n", m.cfg.DataDir, info.GraphThreads)
+		return exitData
+	case info.EpochFloor > 0:
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: %s removed expired tombstones up to epoch %d, and the PostgreSQL store keeps no epoch floor: a deleted session's stale writers would not stay fenced; nothing copied\n", m.cfg.DataDir, info.EpochFloor)
+		return exitData
+	}
+	if info.GraphThreads > 0 {
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: WARNING: skipping %d graph threads (GraphCheckpointService); they stay in %s only\n", info.GraphThreads, m.cfg.DataDir)
+	}
+	empty, err := m.dst.Empty(ctx)
+	if err != nil {
+		return m.fail("read %s: %v", target, err)
+	}
+	if !empty && !m.cfg.AllowNonEmpty {
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: schema %q of %s holds sessions already; nothing copied (--allow-non-empty copies into it, refusing any session in both)\n", pgstore.DefaultSchema, target)
+		return exitData
+	}
+	last := time.Now()
+	err = m.src.Export(ctx, func(d *daemon.SessionDump) error {
+		if err := m.dst.Import(ctx, d); err != nil {
+			return err
+		}
+		if d.Deleted {
+			m.tombs++
+			m.tombIDs = append(m.tombIDs, d.SessionID)
+		} else {
+			m.live++
+			m.ids = append(m.ids, d.SessionID)
+		}
+		m.revisions += len(d.Revisions)
+		m.messages += len(d.Messages)
+		m.calls += len(d.Calls)
+		m.requests += len(d.Requests)
+		if n := m.live + m.tombs; time.Since(last) >= time.Second || n == info.Sessions {
+			last = time.Now()
+			fmt.Fprintf(m.stderr, "savepointd migrate-store: copied %d/%d sessions (%d messages)\n", n, info.Sessions, m.messages)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: copy stopped after %d sessions: %v\n", m.live+m.tombs, err)
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: the sessions copied so far stay in %s; drop schema %q and run migrate-store again\n", target, pgstore.DefaultSchema)
+		if errors.Is(err, daemon.ErrSessionExists) {
+			return exitData
+		}
+		return exitFail
+	}
+	for i, sid := range m.ids {
+		if err := compareSession(ctx, m.src, m.dst, sid); err != nil {
+			return m.fail("verification failed: %v (the copy in %s must not be served)", err, target)
+		}
+		if time.Since(last) >= time.Second || i == len(m.ids)-1 {
+			last = time.Now()
+			fmt.Fprintf(m.stderr, "savepointd migrate-store: compared %d/%d live sessions\n", i+1, len(m.ids))
+		}
+	}
+	for _, sid := range m.tombIDs {
+		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
+		}
+	}
+	rep, err := m.dst.Verify(ctx)
+	if err != nil {
+		return m.fail("verify %s: %v", target, err)
+	}
+	if len(rep.Damaged) > 0 {
+		return m.fail("verify %s: %d damaged sessions after the copy, the first %q: %s", target, len(rep.Damaged), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
+	}
+	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %d sessions (%d live, %d tombstones), %d revisions, %d messages, %d ledger calls, %d request ids; every live session compared equal; verify checked %d records, 0 damaged\n",
+		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), m.live+m.tombs, m.live, m.tombs,
+		m.revisions, m.messages, m.calls, m.requests, rep.CheckedRecords)
+	if info.GraphThreads > 0 {
+		fmt.Fprintf(m.stdout, "skipped %d graph threads: they are not in %s\n", info.GraphThreads, target)
+	}
+	return exitOK
+}
+
+// compareSession reads one live session from both stores through
+// daemon.Store and returns how they differ: every kept revision with all
+// its messages, the pending calls and the ledger.
+func compareSession(ctx context.Context, a, b daemon.Store, sid string) error {
+	latest, err := a.Checkpoint(ctx, sid, 0)
+	if err != nil {
+		return fmt.Errorf("session %q: source: %w", sid, err)
+	}
+	if got, err := b.Checkpoint(ctx, sid, 0); err != nil || !sameCheckpoint(latest, got) {
+		return fmt.Errorf("session %q: the latest checkpoint differs (%v)", sid, err)
+	}
+	for rev := uint64(1); rev <= latest.Revision; rev++ {
+		want, err := a.Checkpoint(ctx, sid, rev)
+		if errors.Is(err, daemon.ErrRevisionNotFound) {
+			if _, err := b.Checkpoint(ctx, sid, rev); !errors.Is(err, daemon.ErrRevisionNotFound) {
+				return fmt.Errorf("session %q revision %d: not kept in the source, but read in the target (%v)", sid, rev, err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("session %q revision %d: source: %w", sid, rev, err)
+		}
+		if got, err := b.Checkpoint(ctx, sid, rev); err != nil || !sameCheckpoint(want, got) {
+			return fmt.Errorf("session %q revision %d: the checkpoint differs (%v)", sid, rev, err)
+		}
+		wm, err := allMessages(ctx, a, sid, rev)
+		if err != nil {
+			return fmt.Errorf("session %q revision %d: source: %w", sid, rev, err)
+		}
+		gm, err := allMessages(ctx, b, sid, rev)
+		if err != nil || !slices.Equal(wm, gm) {
+			return fmt.Errorf("session %q revision %d: the messages differ (%d and %d; %v)", sid, rev, len(wm), len(gm), err)
+		}
+	}
+	wr, wc, err := a.PendingCalls(ctx, sid)
+	if err != nil {
+		return fmt.Errorf("session %q: source: %w", sid, err)
+	}
+	if gr, gc, err := b.PendingCalls(ctx, sid); err != nil || gr != wr || !reflect.DeepEqual(normalizeCalls(wc), normalizeCalls(gc)) {
+		return fmt.Errorf("session %q: the pending calls differ (%v)", sid, err)
+	}
+	we, err := allEffects(ctx, a, sid)
+	if err != nil {
+		return fmt.Errorf("session %q: source: %w", sid, err)
+	}
+	if ge, err := allEffects(ctx, b, sid); err != nil || !reflect.DeepEqual(we, ge) {
+		return fmt.Errorf("session %q: the ledger differs (%d and %d entries; %v)", sid, len(we), len(ge), err)
+	}
+	return nil
+}
+
+// sameCheckpoint compares two checkpoints, times to the nanosecond.
+func sameCheckpoint(a, b daemon.Checkpoint) bool {
+	eq := a.SaveTime.Equal(b.SaveTime) && a.CompleteTime.Equal(b.CompleteTime) && maps.Equal(a.Labels, b.Labels) &&
+		slices.Equal(a.PendingToolUses, b.PendingToolUses)
+	a.SaveTime, b.SaveTime, a.CompleteTime, b.CompleteTime = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	a.Labels, b.Labels, a.PendingToolUses, b.PendingToolUses = nil, nil, nil, nil
+	return eq && reflect.DeepEqual(a, b)
+}
+
+func allMessages(ctx context.Context, s daemon.Store, sid string, rev uint64) ([]daemon.Message, error) {
+	var out []daemon.Message
+	for {
+		page, err := s.Messages(ctx, sid, rev, uint64(len(out)), 4<<20, 0)
+		if err != nil || len(page) == 0 {
+			return out, err
+		}
+		out = append(out, page...)
+	}
+}
+
+func allEffects(ctx context.Context, s daemon.Store, sid string) ([]daemon.LedgerEntry, error) {
+	var out []daemon.LedgerEntry
+	after := ""
+	for {
+		page, err := s.Effects(ctx, sid, after, 500)
+		if err != nil || len(page) == 0 {
+			return normalizeTimes(out), err
+		}
+		out = append(out, page...)
+		after = page[len(page)-1].ToolUseID
+	}
+}
+
+// normalizeTimes puts every time of the entries in UTC, so that
+// reflect.DeepEqual compares instants, not locations.
+func normalizeTimes(es []daemon.LedgerEntry) []daemon.LedgerEntry {
+	for i := range es {
+		es[i].BeginTime = es[i].BeginTime.UTC()
+		if e := es[i].Effect; e != nil {
+			c := *e
+			c.RecordTime = c.RecordTime.UTC()
+			es[i].Effect = &c
+		}
+	}
+	return es
+}
+
+// normalizeCalls puts the calls' effects' times in UTC.
+func normalizeCalls(cs []daemon.PendingCall) []daemon.PendingCall {
+	for i := range cs {
+		if e := cs[i].Effect; e != nil {
+			c := *e
+			c.RecordTime = c.RecordTime.UTC()
+			cs[i].Effect = &c
+		}
+	}
+	return cs
+}
