@@ -297,10 +297,7 @@ func (s *Store) DeleteIdleThreads(ctx context.Context, cutoff time.Time) (int, e
 	if err != nil {
 		return 0, err
 	}
-	if err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "DELETE FROM "+s.table("graph_uploads")+" WHERE start_time < $1", cutoff)
-		return err
-	}); err != nil {
+	if err := s.dropStaleUploads(ctx, cutoff); err != nil {
 		return 0, err
 	}
 	deleted := 0

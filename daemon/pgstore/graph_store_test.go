@@ -161,3 +161,52 @@ func TestGraphDeleteIdle(t *testing.T) {
 		t.Fatalf("%d records after the second sweep, want %d", rep.CheckedRecords, before+1)
 	}
 }
+
+// TestGraphStaleUpload: an upload left staged (its daemon died) is removed
+// with its chunks when a store opens on the schema a day later; one
+// younger than that is left to its daemon.
+func TestGraphStaleUpload(t *testing.T) {
+	srv := pgtest.Shared(t)
+	schema := newSchema()
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func(o *pgstore.Options) { o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now } }
+	s := open(t, srv.URL("postgres"), schema, clock)
+	p := graphPut("t", "1")
+	p.Blobs[0].Value.Data, p.Checkpoint.Value.Data = nil, nil
+	begin := func() daemon.GraphUpload {
+		u, err := s.BeginUpload(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Write(ctx, []byte(`{}"1"`)); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	old := begin()
+	mu.Lock()
+	now = now.Add(25 * time.Hour)
+	mu.Unlock()
+	young := begin()
+	open(t, srv.URL("postgres"), schema, clock)
+	if _, err := old.Commit(ctx); !errors.Is(err, daemon.ErrUploadAborted) {
+		t.Fatalf("commit of the stale upload: %v, want ErrUploadAborted", err)
+	}
+	if _, err := young.Commit(ctx); err != nil {
+		t.Fatalf("commit of the young upload: %v", err)
+	}
+	c, err := pgx.Connect(ctx, srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, "SELECT (SELECT COUNT(*) FROM "+pgx.Identifier{schema, "graph_uploads"}.Sanitize()+
+		") + (SELECT COUNT(*) FROM "+pgx.Identifier{schema, "graph_upload_chunks"}.Sanitize()+")").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d staged rows left (%v), want 0", n, err)
+	}
+	if tp, err := latest(t, s, "t"); err != nil || tp == nil || string(tp.Blobs[0].Value.Data) != `"1"` {
+		t.Fatalf("the young upload's checkpoint: %v %v", tp, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,10 +24,24 @@ import (
 // statement, so the largest value must be read within the statement
 // timeout (a 16 MiB value takes well under a second on a local server).
 // DeleteThread and CopyThread delete the uploads of the thread they
-// replace, whose Commit then fails with daemon.ErrUploadAborted; an upload
-// left by a daemon that died is removed by DeleteIdleThreads once it is
-// older than the idle cutoff.
-const graphChunkBytes = 1 << 20
+// replace, whose Commit then fails with daemon.ErrUploadAborted. An upload
+// left by a daemon that died is removed by the next Open of any daemon on
+// the schema once it is older than staleUpload (uploads of live daemons on
+// other hosts may be running meanwhile), and by DeleteIdleThreads once it
+// is older than the idle cutoff.
+const (
+	graphChunkBytes = 1 << 20
+	staleUpload     = 24 * time.Hour
+)
+
+// dropStaleUploads deletes the uploads started before cutoff, with their
+// chunks.
+func (s *Store) dropStaleUploads(ctx context.Context, cutoff time.Time) error {
+	return s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "DELETE FROM "+s.table("graph_uploads")+" WHERE start_time < $1", cutoff)
+		return err
+	})
+}
 
 type graphUpload struct {
 	s      *Store
@@ -59,7 +74,7 @@ func (s *Store) BeginUpload(ctx context.Context, p *daemon.GraphPut) (daemon.Gra
 	u.chunks = make([]int32, len(u.sizes))
 	u.skipEmpty()
 	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_uploads")+" (upload_id, thread_id) VALUES ($1, $2)", u.id, []byte(u.thread))
+		_, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_uploads")+" (upload_id, thread_id, start_time) VALUES ($1, $2, $3)", u.id, []byte(u.thread), s.now())
 		return err
 	})
 	if err != nil {
