@@ -53,4 +53,26 @@ func TestPostgresGraph(t *testing.T) {
 	if tp, err := graphtest.Get(ctx, ga, &savepointv1.GetCheckpointRequest{ThreadId: "t"}, 0); err != nil || tp != nil {
 		t.Fatalf("the thread came back: %v %v", tp, err)
 	}
+
+	if _, err := ga.PutCheckpoint(ctx, &savepointv1.PutCheckpointRequest{
+		Checkpoint: &savepointv1.GraphCheckpoint{ThreadId: "idle", CheckpointId: "1", MetadataJson: `{}`},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tp, err := graphtest.Get(ctx, ga, &savepointv1.GetCheckpointRequest{ThreadId: "idle"}, 0); err != nil || tp == nil {
+		t.Fatalf("before the sweep: %v %v", tp, err)
+	}
+	daemontest.StartBinary(t, bin, "--store-url", srv.URL(db), "--retain-idle", "1s")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		tp, err := graphtest.Get(ctx, ga, &savepointv1.GetCheckpointRequest{ThreadId: "idle"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tp == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("--retain-idle 1s did not delete the idle thread within 20 s")
+		}
+	}
 }
