@@ -19,17 +19,25 @@ import (
 
 // TestGraphService runs the graph conformance suite against an in-process
 // daemon on a PostgreSQL store, each test in its own schema, with a small
-// response budget. The upload is sized down to four 4 MiB blobs (a 17 MiB
+// response budget, with prepared statements and with the simple protocol. The upload is sized down to four 4 MiB blobs (a 17 MiB
 // checkpoint) to keep go test quick on a shared machine; Restart closes the
 // store and opens the same schema again.
 func TestGraphService(t *testing.T) {
 	srv := pgtest.Shared(t)
 	cfg := daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
-	graphtest.Run(t, func(t *testing.T) *graphtest.Env {
-		e := servePG(t, srv.URL("postgres"), newSchema(), cfg)
-		e.UploadBlobBytes = 4 << 20
-		return e
-	})
+	for _, mode := range []struct{ name, url string }{
+		{"CacheStatement", srv.URL("postgres")},
+		// PgBouncer's transaction pooling: no prepared statements.
+		{"SimpleProtocol", srv.URL("postgres", "default_query_exec_mode=simple_protocol")},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			graphtest.Run(t, func(t *testing.T) *graphtest.Env {
+				e := servePG(t, mode.url, newSchema(), cfg)
+				e.UploadBlobBytes = 4 << 20
+				return e
+			})
+		})
+	}
 }
 
 func servePG(t *testing.T, url, schema string, cfg daemon.Config) *graphtest.Env {
