@@ -23,7 +23,9 @@ var _ daemon.GraphStore = (*Store)(nil)
 // SQL, so a row moved to another thread is not detected. Each write is one
 // transaction that first locks the thread's row (SELECT ... FOR UPDATE), so
 // that writes to a thread, on one host or several, are serialized and never
-// a read-then-write race. PostgreSQL has no transaction size limit like the
+// a read-then-write race. PutCheckpoint and PutWrites join the sessions'
+// group commit (graphWrite); an upload's commit, a delete, a copy and a
+// prune, which may be large, run in their own transactions (graphTx). PostgreSQL has no transaction size limit like the
 // embedded engine's: a delete, copy or prune of a thread is one transaction
 // (bounded by the statement timeout per statement), atomic for readers.
 var graphMigration = []string{
@@ -197,6 +199,15 @@ func (s *Store) graphTxOnce(ctx context.Context, fn func(ctx context.Context, tx
 	return nil
 }
 
+// graphWrite runs fn for thread in the next group commit, as write does
+// for a session: inside a SAVEPOINT of a transaction shared with the
+// requests queued meanwhile, acknowledged once that COMMIT returns. The
+// batch orders its requests by key, and a thread's key cannot be a
+// session's lock: it only orders the batch.
+func (s *Store) graphWrite(ctx context.Context, thread string, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return s.write(ctx, "\x00graph\x00"+thread, func(ctx context.Context, q *query) error { return fn(ctx, q.tx) })
+}
+
 // graphRead runs fn in a read-only snapshot, like read.
 func (s *Store) graphRead(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := ctx.Err(); err != nil {
@@ -303,7 +314,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, p *daemon.GraphPut) (bool, er
 		fp = p.Fingerprint().Sum(nil)
 	}
 	var already bool
-	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.graphWrite(ctx, p.Checkpoint.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		already = false
 		h, _, err := s.lockThread(ctx, tx, p.Checkpoint.ThreadID)
@@ -376,7 +387,7 @@ func (s *Store) PutWrites(ctx context.Context, w *daemon.GraphWrites) (daemon.Gr
 		fp = w.Fingerprint()
 	}
 	var res daemon.GraphWritesResult
-	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.graphWrite(ctx, w.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
 		res = daemon.GraphWritesResult{}
 		h, _, err := s.lockThread(ctx, tx, w.ThreadID)
 		if err != nil {
