@@ -314,22 +314,27 @@ func (s *Store) PutCheckpoint(ctx context.Context, p *daemon.GraphPut) (bool, er
 		fp = p.Fingerprint().Sum(nil)
 	}
 	var already bool
-	err := s.graphWrite(ctx, p.Checkpoint.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.graphWrite(ctx, p.Checkpoint.ThreadID, s.putOp(p, fp, &already))
+	return already, err
+}
+
+// putOp is PutCheckpoint's request in a group commit; it sets *already.
+func (s *Store) putOp(p *daemon.GraphPut, fp []byte, already *bool) func(ctx context.Context, tx pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		already = false
+		*already = false
 		h, _, err := s.lockThread(ctx, tx, p.Checkpoint.ThreadID)
 		if err != nil {
 			return err
 		}
-		if already, err = s.checkRequest(ctx, tx, p.Checkpoint.ThreadID, p.RequestID, fp); err != nil || already {
+		if *already, err = s.checkRequest(ctx, tx, p.Checkpoint.ThreadID, p.RequestID, fp); err != nil || *already {
 			return err
 		}
 		if err := s.putCheckpoint(ctx, tx, p, h); err != nil {
 			return err
 		}
 		return s.putRequest(ctx, tx, p.Checkpoint.ThreadID, p.RequestID, fp)
-	})
-	return already, err
+	}
 }
 
 // putCheckpoint upserts p's checkpoint and inserts its blobs not stored
