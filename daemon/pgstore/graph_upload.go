@@ -15,7 +15,7 @@ import (
 )
 
 // An upload stages each value's bytes in graph_upload_chunks rows of
-// graphChunkBytes, one committed statement per chunk, under a graph_uploads
+// graphChunkBytes, committed a few at a time (graphStageBytes), under a graph_uploads
 // row that readers never look at. Commit then, in one transaction under the
 // thread's lock, assembles each value from its chunks, writes the
 // checkpoint and its blobs as PutCheckpoint does, and deletes the upload
@@ -31,6 +31,7 @@ import (
 // is older than the idle cutoff.
 const (
 	graphChunkBytes = 1 << 20
+	graphStageBytes = 4 << 20
 	staleUpload     = 24 * time.Hour
 )
 
@@ -56,6 +57,14 @@ type graphUpload struct {
 	got    int64
 	buf    []byte
 	done   bool
+
+	pending     []stagedChunk // chunks not yet committed
+	pendingSize int
+}
+
+type stagedChunk struct {
+	value, seq int32
+	data       []byte
 }
 
 // BeginUpload implements daemon.GraphStore.
@@ -116,24 +125,41 @@ func (u *graphUpload) Write(ctx context.Context, p []byte) error {
 	return nil
 }
 
-// stage commits the buffered chunk; the foreign key fails it once the
-// upload row is gone (the thread was deleted or copied over).
+// stage queues the buffered chunk, committing the queue once it holds
+// graphStageBytes.
 func (u *graphUpload) stage(ctx context.Context) error {
-	err := u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+u.s.table("graph_upload_chunks")+" (upload_id, value, seq, data) VALUES ($1, $2, $3, $4)",
-			u.id, int32(u.cur), u.chunks[u.cur], u.buf)
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23503" {
-			return u.aborted()
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
+	u.pending = append(u.pending, stagedChunk{int32(u.cur), u.chunks[u.cur], u.buf})
+	u.pendingSize += len(u.buf)
 	u.chunks[u.cur]++
 	u.buf = nil
+	if u.pendingSize >= graphStageBytes {
+		return u.flush(ctx)
+	}
 	return nil
+}
+
+// flush commits the queued chunks; the foreign key fails it once the
+// upload row is gone (the thread was deleted or copied over).
+func (u *graphUpload) flush(ctx context.Context) error {
+	if len(u.pending) == 0 {
+		return nil
+	}
+	err := u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for _, c := range u.pending {
+			_, err := tx.Exec(ctx, "INSERT INTO "+u.s.table("graph_upload_chunks")+" (upload_id, value, seq, data) VALUES ($1, $2, $3, $4)",
+				u.id, c.value, c.seq, c.data)
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "23503" {
+				return u.aborted()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	u.pending, u.pendingSize = nil, 0
+	return err
 }
 
 func (u *graphUpload) aborted() error {
@@ -147,6 +173,9 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	}
 	if u.cur < len(u.sizes) {
 		return false, fmt.Errorf("%w: the upload ended before every declared byte", daemon.ErrInvalidArgument)
+	}
+	if err := u.flush(ctx); err != nil {
+		return false, err
 	}
 	var fp []byte
 	if u.fp != nil {
@@ -208,6 +237,7 @@ func (u *graphUpload) Abort() {
 		return
 	}
 	u.done = true
+	u.pending = nil
 	err := u.s.graphTx(context.Background(), func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "DELETE FROM "+u.s.table("graph_uploads")+" WHERE upload_id = $1", u.id)
 		return err
