@@ -33,7 +33,7 @@ a postgres:// or postgresql:// URL serves that PostgreSQL database (schema
   backup, restore              apply             refused: use pg_dump, pg_restore
   repair-manifest              applies           refused: no MANIFEST
   verify, the Verify RPC       records' CRCs     rows' checksums, over SQL
-  GraphCheckpointService       served            not served
+  GraphCheckpointService       served            served (schema version 3)
 
 savepointd migrate-store --data-dir D --to URL copies a stopped embedded
 store into PostgreSQL and verifies the copy (migrate-store -h for its flags).

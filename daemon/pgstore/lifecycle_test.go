@@ -156,7 +156,8 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 
 // TestMigrateFromVersion1: a schema of version 1, as savepointd before the
 // session lifecycle left it, is migrated at Open, and its sessions, whose
-// records hold no status, are active and can be completed.
+// records hold no status, are active and can be completed; the graph tables
+// of version 3 are created and take a checkpoint.
 func TestMigrateFromVersion1(t *testing.T) {
 	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
@@ -169,6 +170,9 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	s.Close()
 	srv.Exec(t, db, "DELETE FROM savepoint.schema_version WHERE version > 1")
+	// A version 1 schema has no graph tables (version 3).
+	srv.Exec(t, db, "DROP TABLE savepoint.graph_threads, savepoint.graph_checkpoints, savepoint.graph_blobs, savepoint.graph_writes,"+
+		" savepoint.graph_requests, savepoint.graph_upload_chunks, savepoint.graph_uploads")
 	s = open(t, srv.URL(db), "")
 	c, err := pgx.Connect(ctx, srv.URL(db))
 	if err != nil {
@@ -184,5 +188,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if res, err := s.CompleteSession(ctx, &daemon.CompleteRequest{SessionID: "old", Status: daemon.StatusCompleted}); err != nil || res.Already {
 		t.Fatalf("complete a version 1 session: %+v %v", res, err)
+	}
+	if _, err := s.PutCheckpoint(ctx, graphPut("t", "1")); err != nil {
+		t.Fatalf("graph put after the migration to version 3: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // SchemaVersion is the version of the tables this package writes, kept in
 // the schema's schema_version table (one row per migration applied). A
 // schema of a newer version is refused at Open.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[v-1] brings the schema from version v-1 to v. Each table holds
 // key columns, a record (JSON, see records.go) and its checksum. Session,
@@ -56,10 +57,15 @@ var migrations = [][]string{
 	// rewinds and forks. No table changes; the version keeps an older
 	// savepointd, which would ignore a completion, from opening the schema.
 	{},
+	// Version 3: the graph checkpoint service (graph*.go).
+	graphMigration,
 }
 
 // tables are the store's data tables, in the order Verify reads them.
 var tables = []string{"sessions", "revisions", "messages", "calls", "requests"}
+
+// allTables are every table {name} may name in a migration.
+var allTables = append(slices.Clone(tables), graphTables...)
 
 // migrate creates the schema and applies the migrations it lacks, in one
 // transaction. Daemons starting at once on an empty database race to create
@@ -130,7 +136,7 @@ func (s *Store) migrateOnce(ctx context.Context) (from int, err error) {
 
 // expand replaces {table} with the table's qualified name.
 func (s *Store) expand(stmt string) string {
-	for _, t := range tables {
+	for _, t := range allTables {
 		stmt = strings.ReplaceAll(stmt, "{"+t+"}", s.table(t))
 	}
 	return stmt

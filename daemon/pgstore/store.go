@@ -145,6 +145,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.pool.Close()
 		return nil, err
 	}
+	if err := s.dropStaleUploads(ctx, s.now().Add(-staleUpload)); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
 	for range writers {
 		s.wg.Add(1)
 		go s.loop()

@@ -54,6 +54,10 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 				return err
 			}
 		}
+		// Graph damage is reported outside any session (an empty id).
+		if err := q.s.verifyGraph(ctx, q.tx, func() { rep.CheckedRecords++ }, func(_, problem string) { note("", problem) }); err != nil {
+			return err
+		}
 		for _, id := range slices.Sorted(maps.Keys(heads)) {
 			if _, bad := damaged[id]; bad {
 				continue
