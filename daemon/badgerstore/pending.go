@@ -44,11 +44,5 @@ func inDoubtCount(t *tx, sessionID string, h *storagev1.SessionRecord) (uint32, 
 	if err != nil {
 		return 0, err
 	}
-	var n uint32
-	for _, r := range daemon.Reconcile(calls) {
-		if r.Decision == daemon.DecisionInDoubt {
-			n++
-		}
-	}
-	return n, nil
+	return daemon.InDoubtCount(calls), nil
 }

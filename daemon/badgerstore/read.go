@@ -203,7 +203,7 @@ func selects(f daemon.SessionFilter, h *storagev1.SessionRecord) bool {
 	case !f.UpdatedBefore.IsZero() && !h.UpdateTime.AsTime().Before(f.UpdatedBefore):
 		return false
 	}
-	return hasLabels(h.Labels, f.Labels)
+	return daemon.HasLabels(h.Labels, f.Labels)
 }
 
 // Effects returns the ledger of a live session: its call records that were
@@ -253,13 +253,4 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 		return nil
 	})
 	return out, err
-}
-
-func hasLabels(labels, filter map[string]string) bool {
-	for k, v := range filter {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }

@@ -68,7 +68,7 @@ func selects(f daemon.SessionFilter, h *sessionRec) bool {
 	case !f.UpdatedBefore.IsZero() && !fromNanos(h.UpdateTime).Before(f.UpdatedBefore):
 		return false
 	}
-	return hasLabels(h.Labels, f.Labels)
+	return daemon.HasLabels(h.Labels, f.Labels)
 }
 
 // sessionRequest looks up a request id of the session: found is true for a

@@ -237,14 +237,5 @@ func corrupt(h *sessionRec, sessionID string, err error) error {
 // fence rejects an epoch that is not the owner's: older than the session's,
 // newer than it, or 0 once the session has been resumed.
 func fence(h *sessionRec, sessionID string, epoch uint64) error {
-	if epoch == h.Epoch || (epoch == 0 && !h.Resumed) {
-		return nil
-	}
-	msg := fmt.Sprintf("session %q is owned by epoch %d, not %d: another process has taken it over (by Resume, or by deleting and re-creating it); stop writing to it",
-		sessionID, h.Epoch, epoch)
-	if epoch == 0 {
-		msg = fmt.Sprintf("session %q has been resumed (epoch %d); epoch 0 is accepted only before the first Resume",
-			sessionID, h.Epoch)
-	}
-	return &daemon.StateError{Err: daemon.ErrSessionFenced, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+	return daemon.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
 }

@@ -173,13 +173,7 @@ func (q *query) inDoubtCount(ctx context.Context, sessionID string, h *sessionRe
 	if err != nil {
 		return 0, err
 	}
-	var n uint32
-	for _, r := range daemon.Reconcile(calls) {
-		if r.Decision == daemon.DecisionInDoubt {
-			n++
-		}
-	}
-	return n, nil
+	return daemon.InDoubtCount(calls), nil
 }
 
 // listPage is how many session rows ListSessions reads per query; tombstones
@@ -247,13 +241,4 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 		return nil
 	})
 	return out, err
-}
-
-func hasLabels(labels, filter map[string]string) bool {
-	for k, v := range filter {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
