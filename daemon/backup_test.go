@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -72,7 +74,7 @@ func TestBackupRPC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sums, err := s.ListSessions(ctx, "", 100, daemon.SessionFilter{})
+	sums, err := s.ListSessions(ctx, "", 100, core.SessionFilter{})
 	if err != nil || len(sums) != 21 || sums[20].SessionID != "s19" || sums[0].SessionID != "later" {
 		t.Fatalf("restored %d sessions, %v", len(sums), err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/google/uuid"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -850,7 +852,7 @@ func sameSnapshot(t *testing.T, a, b []proto.Message) bool {
 }
 
 // panickyStore panics on every call: its embedded Store is nil.
-type panickyStore struct{ daemon.Store }
+type panickyStore struct{ core.Store }
 
 // TestHandlerPanic complements TestRunRecoversPanics (which checks the code
 // and that the daemon still serves): a panic in any handler reaches the

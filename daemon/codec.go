@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec requestCodec builds on
@@ -121,7 +123,7 @@ func (c *requestCodec) decodeError(md protoreflect.MessageDescriptor, b []byte, 
 	if fe := c.views.invalidUTF8(md, b); fe != nil {
 		return fe
 	}
-	return fmt.Errorf("%w: the request is not a well-formed %s: %v", ErrInvalidArgument, md.FullName(), err)
+	return fmt.Errorf("%w: the request is not a well-formed %s: %v", core.ErrInvalidArgument, md.FullName(), err)
 }
 
 // refusal returns, once, the error kept for the message m was decoded into;

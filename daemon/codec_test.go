@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -189,7 +191,7 @@ func TestRequestCodecOther(t *testing.T) {
 
 func isMalformed(err error) bool {
 	_, fe := errors.AsType[*FieldError](err)
-	return err != nil && errors.Is(err, ErrInvalidArgument) && !fe
+	return err != nil && errors.Is(err, core.ErrInvalidArgument) && !fe
 }
 
 // nested returns a codectest.Inner nested depth times through its field 2.

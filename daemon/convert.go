@@ -1,13 +1,14 @@
 package daemon
 
 import (
+	"github.com/savepoint-dev/savepoint/daemon/core"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // ToolUseToProto is the wire form of a tool use.
-func ToolUseToProto(t ToolUse) *savepointv1.ToolUse {
+func ToolUseToProto(t core.ToolUse) *savepointv1.ToolUse {
 	return &savepointv1.ToolUse{
 		ToolUseId:    t.ID,
 		Name:         t.Name,
@@ -19,16 +20,16 @@ func ToolUseToProto(t ToolUse) *savepointv1.ToolUse {
 
 // ToolUseFromProto is the domain form of a tool use; an unknown effect class
 // is taken as SideEffect (requests are validated before this).
-func ToolUseFromProto(t *savepointv1.ToolUse) ToolUse {
+func ToolUseFromProto(t *savepointv1.ToolUse) core.ToolUse {
 	class, _ := effectClassFromProto(t.GetEffectClass())
-	return ToolUse{ID: t.GetToolUseId(), Name: t.GetName(), InputJSON: t.GetInputJson(), Class: class, BeginTracked: t.GetBeginTracked()}
+	return core.ToolUse{ID: t.GetToolUseId(), Name: t.GetName(), InputJSON: t.GetInputJson(), Class: class, BeginTracked: t.GetBeginTracked()}
 }
 
-func effectClassToProto(c EffectClass) savepointv1.EffectClass {
+func effectClassToProto(c core.EffectClass) savepointv1.EffectClass {
 	switch c {
-	case ReadOnly:
+	case core.ReadOnly:
 		return savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY
-	case Idempotent:
+	case core.Idempotent:
 		return savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT
 	default:
 		return savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
@@ -37,7 +38,7 @@ func effectClassToProto(c EffectClass) savepointv1.EffectClass {
 
 // EffectToProto is the wire form of an effect; a zero RecordTime is left
 // unset.
-func EffectToProto(e Effect) *savepointv1.Effect {
+func EffectToProto(e core.Effect) *savepointv1.Effect {
 	p := &savepointv1.Effect{
 		ToolUseId: e.ToolUseID,
 		Name:      e.Name,
@@ -52,8 +53,8 @@ func EffectToProto(e Effect) *savepointv1.Effect {
 }
 
 // EffectFromProto is the domain form of an effect.
-func EffectFromProto(e *savepointv1.Effect) Effect {
-	out := Effect{ToolUseID: e.GetToolUseId(), Name: e.GetName(), Output: e.GetOutput(), IsError: e.GetIsError(), Late: e.GetLate()}
+func EffectFromProto(e *savepointv1.Effect) core.Effect {
+	out := core.Effect{ToolUseID: e.GetToolUseId(), Name: e.GetName(), Output: e.GetOutput(), IsError: e.GetIsError(), Late: e.GetLate()}
 	if e.GetRecordTime() != nil {
 		out.RecordTime = e.GetRecordTime().AsTime()
 	}

@@ -1,4 +1,4 @@
-// Package daemon is savepointd: the domain types of Savepoint's checkpoint
-// protocol, the Store interface that persists them, the gRPC adapter that
-// serves a Store, and Run, which serves one until its context is cancelled.
+// Package daemon is savepointd: the gRPC adapter that validates requests,
+// translates them to package core's types and serves a core.Store, and Run,
+// which serves one until its context is cancelled.
 package daemon

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -19,7 +21,7 @@ import (
 type GraphServer struct {
 	savepointv1.UnimplementedGraphCheckpointServiceServer
 
-	store  GraphStore
+	store  core.GraphStore
 	cfg    Config
 	logger *slog.Logger
 }
@@ -27,7 +29,7 @@ type GraphServer struct {
 // NewGraphServer returns a GraphServer over store with the limits of cfg
 // (zero fields take their defaults). It logs internal errors to
 // slog.Default().
-func NewGraphServer(store GraphStore, cfg Config) *GraphServer {
+func NewGraphServer(store core.GraphStore, cfg Config) *GraphServer {
 	return &GraphServer{store: store, cfg: cfg.withDefaults(), logger: slog.Default()}
 }
 
@@ -235,12 +237,12 @@ func (s *GraphServer) Prune(ctx context.Context, req *savepointv1.PruneRequest) 
 	if err := validateGraphIDs("thread_ids", req.GetThreadIds(), maxThreadIDLen); err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	var strategy PruneStrategy
+	var strategy core.PruneStrategy
 	switch req.GetStrategy() {
 	case savepointv1.PruneStrategy_PRUNE_STRATEGY_KEEP_LATEST:
-		strategy = PruneKeepLatest
+		strategy = core.PruneKeepLatest
 	case savepointv1.PruneStrategy_PRUNE_STRATEGY_DELETE:
-		strategy = PruneDelete
+		strategy = core.PruneDelete
 	default:
 		return nil, s.fail(ctx, fieldErr("strategy", reasonMissingField, "is %v; choose KEEP_LATEST or DELETE", req.GetStrategy()))
 	}
@@ -298,7 +300,7 @@ func (w *tupleWriter) room(n int) error {
 	return nil
 }
 
-func (w *tupleWriter) tuple(t *GraphTuple) error {
+func (w *tupleWriter) tuple(t *core.GraphTuple) error {
 	if err := w.flush(); err != nil { // a checkpoint starts a message
 		return err
 	}
@@ -341,7 +343,7 @@ func (w *tupleWriter) tuple(t *GraphTuple) error {
 
 // value fills tv.Data, which the current message holds, with as much of v
 // as fits, and sends the rest as value_chunk messages.
-func (w *tupleWriter) value(tv *savepointv1.TypedValue, v GraphValue) error {
+func (w *tupleWriter) value(tv *savepointv1.TypedValue, v core.GraphValue) error {
 	inPrefix := true
 	return v.Each(func(p []byte) error {
 		for len(p) > 0 {

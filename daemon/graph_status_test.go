@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc/codes"
 )
 
@@ -15,7 +17,7 @@ func TestGraphReasons(t *testing.T) {
 		code   codes.Code
 		reason string
 	}{
-		{fmt.Errorf("commit: %w", ErrUploadAborted), codes.Aborted, "UPLOAD_ABORTED"},
+		{fmt.Errorf("commit: %w", core.ErrUploadAborted), codes.Aborted, "UPLOAD_ABORTED"},
 		{fieldErr("thread_id", reasonInvalidGraphKey, "is empty"), codes.InvalidArgument, "INVALID_GRAPH_KEY"},
 		{fieldErr("chunk", reasonInvalidUpload, "too many bytes"), codes.InvalidArgument, "INVALID_UPLOAD"},
 	} {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -67,18 +69,18 @@ func validateGraphKey(field, s string, max int, required bool) error {
 }
 
 // validateTypedValue checks a value of a unary request and returns it.
-func validateTypedValue(field string, v *savepointv1.TypedValue) (GraphValue, error) {
+func validateTypedValue(field string, v *savepointv1.TypedValue) (core.GraphValue, error) {
 	if len(v.GetType()) > maxValueTypeLen {
-		return GraphValue{}, fieldErr(field+".type", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", len(v.GetType()), maxValueTypeLen)
+		return core.GraphValue{}, fieldErr(field+".type", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", len(v.GetType()), maxValueTypeLen)
 	}
 	if !utf8.ValidString(v.GetType()) {
-		return GraphValue{}, fieldErr(field+".type", reasonInvalidGraphKey, "is not valid UTF-8")
+		return core.GraphValue{}, fieldErr(field+".type", reasonInvalidGraphKey, "is not valid UTF-8")
 	}
 	n := int64(len(v.GetData()))
 	if ts := v.GetTotalSize(); ts != 0 && ts != n {
-		return GraphValue{}, fieldErr(field+".total_size", reasonInvalidArgument, "is %d but data holds %d bytes; send 0 or len(data)", ts, n)
+		return core.GraphValue{}, fieldErr(field+".total_size", reasonInvalidArgument, "is %d but data holds %d bytes; send 0 or len(data)", ts, n)
 	}
-	return GraphValue{Type: v.GetType(), Size: n, Data: v.GetData()}, nil
+	return core.GraphValue{Type: v.GetType(), Size: n, Data: v.GetData()}, nil
 }
 
 // reasonInvalidArgument is the generic INVALID_ARGUMENT reason, for a field
@@ -87,9 +89,9 @@ const reasonInvalidArgument = savepointv1.ErrorReason_ERROR_REASON_INVALID_ARGUM
 
 // validateGraphCheckpoint checks a checkpoint; upload is true for an upload
 // start, whose value holds no data but a declared size.
-func validateGraphCheckpoint(cfg Config, field string, c *savepointv1.GraphCheckpoint, upload bool) (GraphCheckpoint, error) {
+func validateGraphCheckpoint(cfg Config, field string, c *savepointv1.GraphCheckpoint, upload bool) (core.GraphCheckpoint, error) {
 	if c == nil {
-		return GraphCheckpoint{}, fieldErr(field, reasonMissingField, "is required")
+		return core.GraphCheckpoint{}, fieldErr(field, reasonMissingField, "is required")
 	}
 	for _, k := range []struct {
 		name     string
@@ -103,7 +105,7 @@ func validateGraphCheckpoint(cfg Config, field string, c *savepointv1.GraphCheck
 		{"parent_checkpoint_id", c.GetParentCheckpointId(), maxCheckpointIDLen, false},
 	} {
 		if err := validateGraphKey(field+"."+k.name, k.v, k.max, k.required); err != nil {
-			return GraphCheckpoint{}, err
+			return core.GraphCheckpoint{}, err
 		}
 	}
 	md := c.GetMetadataJson()
@@ -112,28 +114,28 @@ func validateGraphCheckpoint(cfg Config, field string, c *savepointv1.GraphCheck
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(md), &obj); err != nil || obj == nil {
-		return GraphCheckpoint{}, fieldErr(field+".metadata_json", reasonInvalidJSON, "is not a JSON object")
+		return core.GraphCheckpoint{}, fieldErr(field+".metadata_json", reasonInvalidJSON, "is not a JSON object")
 	}
 	size := len(c.GetThreadId()) + len(c.GetCheckpointNs()) + len(c.GetCheckpointId()) + len(c.GetParentCheckpointId()) + len(md)
 	for _, ch := range slices.Sorted(maps.Keys(c.GetChannelVersions())) {
 		v := c.GetChannelVersions()[ch]
 		if err := validateGraphKey(field+".channel_versions", ch, maxChannelLen, true); err != nil {
-			return GraphCheckpoint{}, err
+			return core.GraphCheckpoint{}, err
 		}
 		if err := validateGraphKey(fmt.Sprintf("%s.channel_versions[%q]", field, ch), v, maxVersionLen, true); err != nil {
-			return GraphCheckpoint{}, err
+			return core.GraphCheckpoint{}, err
 		}
 		size += len(ch) + len(v) + 8
 	}
 	if limit := graphHeaderLimit(cfg); size > limit {
-		return GraphCheckpoint{}, fieldErr(field, reasonFieldTooLarge,
+		return core.GraphCheckpoint{}, fieldErr(field, reasonFieldTooLarge,
 			"has %d bytes of ids, metadata_json and channel_versions; at most %d are allowed", size, limit)
 	}
 	val, err := graphValue(field+".checkpoint", c.GetCheckpoint(), upload)
 	if err != nil {
-		return GraphCheckpoint{}, err
+		return core.GraphCheckpoint{}, err
 	}
-	return GraphCheckpoint{
+	return core.GraphCheckpoint{
 		ThreadID:        c.GetThreadId(),
 		NS:              c.GetCheckpointNs(),
 		ID:              c.GetCheckpointId(),
@@ -145,15 +147,15 @@ func validateGraphCheckpoint(cfg Config, field string, c *savepointv1.GraphCheck
 }
 
 // graphValue checks a value of a put (upload false) or an upload start.
-func graphValue(field string, v *savepointv1.TypedValue, upload bool) (GraphValue, error) {
+func graphValue(field string, v *savepointv1.TypedValue, upload bool) (core.GraphValue, error) {
 	if !upload {
 		return validateTypedValue(field, v)
 	}
 	if len(v.GetData()) > 0 {
-		return GraphValue{}, fieldErr(field+".data", reasonInvalidUpload, "must be empty in an upload start; send the bytes in chunks")
+		return core.GraphValue{}, fieldErr(field+".data", reasonInvalidUpload, "must be empty in an upload start; send the bytes in chunks")
 	}
 	if v.GetTotalSize() < 0 {
-		return GraphValue{}, fieldErr(field+".total_size", reasonInvalidUpload, "is negative")
+		return core.GraphValue{}, fieldErr(field+".total_size", reasonInvalidUpload, "is negative")
 	}
 	gv, err := validateTypedValue(field, &savepointv1.TypedValue{Type: v.GetType()})
 	gv.Size = v.GetTotalSize()
@@ -161,7 +163,7 @@ func graphValue(field string, v *savepointv1.TypedValue, upload bool) (GraphValu
 }
 
 // validateGraphPut checks a PutCheckpoint request or an upload start.
-func validateGraphPut(cfg Config, c *savepointv1.GraphCheckpoint, blobs []*savepointv1.ChannelBlob, requestID string, upload bool) (*GraphPut, error) {
+func validateGraphPut(cfg Config, c *savepointv1.GraphCheckpoint, blobs []*savepointv1.ChannelBlob, requestID string, upload bool) (*core.GraphPut, error) {
 	cp, err := validateGraphCheckpoint(cfg, "checkpoint", c, upload)
 	if err != nil {
 		return nil, err
@@ -173,7 +175,7 @@ func validateGraphPut(cfg Config, c *savepointv1.GraphCheckpoint, blobs []*savep
 	if len(blobs) > MaxGraphBlobs {
 		return nil, fieldErr("blobs", reasonFieldTooLarge, "has %d blobs; at most %d are allowed", len(blobs), MaxGraphBlobs)
 	}
-	p := &GraphPut{Checkpoint: cp, RequestID: rid}
+	p := &core.GraphPut{Checkpoint: cp, RequestID: rid}
 	seen := map[[2]string]bool{}
 	total := cp.Value.Size
 	for i, b := range blobs {
@@ -194,7 +196,7 @@ func validateGraphPut(cfg Config, c *savepointv1.GraphCheckpoint, blobs []*savep
 			return nil, err
 		}
 		total += v.Size
-		p.Blobs = append(p.Blobs, GraphBlob{Channel: b.GetChannel(), Version: b.GetVersion(), Value: v})
+		p.Blobs = append(p.Blobs, core.GraphBlob{Channel: b.GetChannel(), Version: b.GetVersion(), Value: v})
 	}
 	if upload && total > MaxUploadBytes {
 		return nil, fieldErr("blobs", reasonInvalidUpload, "declare %d bytes in all; at most %d are allowed per upload", total, MaxUploadBytes)
@@ -203,7 +205,7 @@ func validateGraphPut(cfg Config, c *savepointv1.GraphCheckpoint, blobs []*savep
 }
 
 // validatePutWrites checks a PutWrites request and returns it.
-func validatePutWrites(req *savepointv1.PutWritesRequest) (*GraphWrites, error) {
+func validatePutWrites(req *savepointv1.PutWritesRequest) (*core.GraphWrites, error) {
 	for _, k := range []struct {
 		name     string
 		v        string
@@ -235,14 +237,14 @@ func validatePutWrites(req *savepointv1.PutWritesRequest) (*GraphWrites, error) 
 	case n > MaxGraphWrites:
 		return nil, fieldErr("writes", reasonFieldTooLarge, "has %d writes; at most %d are allowed per call", n, MaxGraphWrites)
 	}
-	w := &GraphWrites{
+	w := &core.GraphWrites{
 		ThreadID: req.GetThreadId(), NS: req.GetCheckpointNs(), CheckpointID: req.GetCheckpointId(),
 		TaskID: req.GetTaskId(), TaskPath: req.GetTaskPath(), RequestID: rid,
 	}
 	seen := map[int32]bool{}
 	for i, x := range req.GetWrites() {
 		field := fmt.Sprintf("writes[%d]", i)
-		if x.GetIdx() < GraphIdxResume {
+		if x.GetIdx() < core.GraphIdxResume {
 			return nil, fieldErr(field+".idx", reasonInvalidGraphKey, "is %d; an index is 0 or more, or one of -1 (ERROR), -2 (SCHEDULED), -3 (INTERRUPT), -4 (RESUME)", x.GetIdx())
 		}
 		if seen[x.GetIdx()] {
@@ -256,15 +258,15 @@ func validatePutWrites(req *savepointv1.PutWritesRequest) (*GraphWrites, error) 
 		if err != nil {
 			return nil, err
 		}
-		w.Writes = append(w.Writes, GraphWrite{TaskID: w.TaskID, TaskPath: w.TaskPath, Idx: x.GetIdx(), Channel: x.GetChannel(), Value: v})
+		w.Writes = append(w.Writes, core.GraphWrite{TaskID: w.TaskID, TaskPath: w.TaskPath, Idx: x.GetIdx(), Channel: x.GetChannel(), Value: v})
 	}
 	return w, nil
 }
 
 // validateListCheckpoints checks a ListCheckpoints request and returns its
 // query.
-func validateListCheckpoints(req *savepointv1.ListCheckpointsRequest) (GraphListQuery, error) {
-	q := GraphListQuery{ThreadID: req.GetThreadId(), NS: req.CheckpointNs, Before: req.GetBeforeCheckpointId(), Limit: int(req.GetLimit())}
+func validateListCheckpoints(req *savepointv1.ListCheckpointsRequest) (core.GraphListQuery, error) {
+	q := core.GraphListQuery{ThreadID: req.GetThreadId(), NS: req.CheckpointNs, Before: req.GetBeforeCheckpointId(), Limit: int(req.GetLimit())}
 	if err := validateGraphKey("thread_id", q.ThreadID, maxThreadIDLen, false); err != nil {
 		return q, err
 	}
@@ -281,7 +283,7 @@ func validateListCheckpoints(req *savepointv1.ListCheckpointsRequest) (GraphList
 		return q, fieldErr("metadata_filter", reasonFieldTooLarge, "has %d keys; at most %d are allowed", len(req.GetMetadataFilter()), MaxGraphFilterKeys)
 	}
 	for _, k := range slices.Sorted(maps.Keys(req.GetMetadataFilter())) {
-		v, err := DecodeJSONValue(req.GetMetadataFilter()[k])
+		v, err := core.DecodeJSONValue(req.GetMetadataFilter()[k])
 		if err != nil {
 			return q, fieldErr(fmt.Sprintf("metadata_filter[%q]", k), reasonInvalidJSON, "is not JSON text; send the value as JSON, such as \"input\" (quoted) or 1")
 		}

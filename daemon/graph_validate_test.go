@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/protobuf/proto"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -50,7 +52,7 @@ func FuzzValidateGraph(f *testing.F) {
 			if w, err := validatePutWrites(&pw); err == nil {
 				seen := map[int32]bool{}
 				for _, x := range w.Writes {
-					if x.Idx < GraphIdxResume || seen[x.Idx] || strings.ContainsRune(x.Channel, 0) {
+					if x.Idx < core.GraphIdxResume || seen[x.Idx] || strings.ContainsRune(x.Channel, 0) {
 						t.Fatalf("accepted write %+v", x)
 					}
 					seen[x.Idx] = true

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -66,7 +68,7 @@ type metrics struct {
 	resolutions *prometheus.CounterVec
 }
 
-func newMetrics(store Store) *metrics {
+func newMetrics(store core.Store) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		rpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // Page tokens are opaque to clients (AIP-158): the base64url encoding of a
@@ -48,7 +50,7 @@ func sessionsToken(filter sessionsQuery, lastID string) pageToken {
 // to: min_idle as given, not the cutoff time it makes on each page.
 type sessionsQuery struct {
 	labels     map[string]string
-	status     SessionStatus
+	status     core.SessionStatus
 	hasPending bool
 	minIdle    time.Duration
 }
@@ -64,7 +66,7 @@ func (q sessionsQuery) digest() uint64 {
 		h.Write(binary.AppendUvarint(nil, uint64(len(q.labels[k]))))
 		h.Write([]byte(q.labels[k]))
 	}
-	if q.status != StatusAny || q.hasPending || q.minIdle != 0 {
+	if q.status != core.StatusAny || q.hasPending || q.minIdle != 0 {
 		b := []byte{0xff} // no label key is empty, so no label digest starts like this
 		b = binary.AppendUvarint(b, uint64(q.status))
 		if q.hasPending {
@@ -91,9 +93,9 @@ func decodeEffectsToken(s, sessionID string) (after string, err error) {
 	}
 	switch {
 	case t.kind != tokenEffects:
-		return "", fmt.Errorf("%w: not a ListEffects token", ErrInvalidPageToken)
+		return "", fmt.Errorf("%w: not a ListEffects token", core.ErrInvalidPageToken)
 	case t.id != sessionID:
-		return "", fmt.Errorf("%w: made for another session", ErrInvalidPageToken)
+		return "", fmt.Errorf("%w: made for another session", core.ErrInvalidPageToken)
 	}
 	return t.after, nil
 }
@@ -124,7 +126,7 @@ func (t pageToken) encode() string {
 // wrapping ErrInvalidPageToken.
 func decodePageToken(s string) (pageToken, error) {
 	bad := func(why string) (pageToken, error) {
-		return pageToken{}, fmt.Errorf("%w: %s", ErrInvalidPageToken, why)
+		return pageToken{}, fmt.Errorf("%w: %s", core.ErrInvalidPageToken, why)
 	}
 	if len(s) > maxPageTokenLen {
 		return bad("too long")
@@ -215,11 +217,11 @@ func decodeMessagesToken(s, sessionID string, revision uint64) (pageToken, error
 	}
 	switch {
 	case t.kind != tokenMessages:
-		return pageToken{}, fmt.Errorf("%w: not a ListMessages token", ErrInvalidPageToken)
+		return pageToken{}, fmt.Errorf("%w: not a ListMessages token", core.ErrInvalidPageToken)
 	case t.id != sessionID:
-		return pageToken{}, fmt.Errorf("%w: made for another session", ErrInvalidPageToken)
+		return pageToken{}, fmt.Errorf("%w: made for another session", core.ErrInvalidPageToken)
 	case revision != 0 && t.revision != revision:
-		return pageToken{}, fmt.Errorf("%w: made for revision %d, not %d", ErrInvalidPageToken, t.revision, revision)
+		return pageToken{}, fmt.Errorf("%w: made for revision %d, not %d", core.ErrInvalidPageToken, t.revision, revision)
 	}
 	return t, nil
 }
@@ -237,11 +239,11 @@ func decodeResolutionsToken(s, sessionID string, latest uint64) (next uint64, er
 	}
 	switch {
 	case t.kind != tokenResolved:
-		return 0, fmt.Errorf("%w: not a Reconcile token", ErrInvalidPageToken)
+		return 0, fmt.Errorf("%w: not a Reconcile token", core.ErrInvalidPageToken)
 	case t.id != sessionID:
-		return 0, fmt.Errorf("%w: made for another session", ErrInvalidPageToken)
+		return 0, fmt.Errorf("%w: made for another session", core.ErrInvalidPageToken)
 	case t.revision != latest:
-		return 0, fmt.Errorf("%w: made for revision %d, but the session is at revision %d now; reconcile again from the start", ErrInvalidPageToken, t.revision, latest)
+		return 0, fmt.Errorf("%w: made for revision %d, but the session is at revision %d now; reconcile again from the start", core.ErrInvalidPageToken, t.revision, latest)
 	}
 	return t.next, nil
 }
@@ -255,9 +257,9 @@ func decodeSessionsToken(s string, q sessionsQuery) (after string, err error) {
 	}
 	switch {
 	case t.kind != tokenSessions:
-		return "", fmt.Errorf("%w: not a ListSessions token", ErrInvalidPageToken)
+		return "", fmt.Errorf("%w: not a ListSessions token", core.ErrInvalidPageToken)
 	case t.filter != q.digest():
-		return "", fmt.Errorf("%w: made for other filters (label_filter, status_filter, has_pending_tool_uses, min_idle)", ErrInvalidPageToken)
+		return "", fmt.Errorf("%w: made for other filters (label_filter, status_filter, has_pending_tool_uses, min_idle)", core.ErrInvalidPageToken)
 	}
 	return t.id, nil
 }

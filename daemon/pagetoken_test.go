@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 func TestPageTokenRoundTrip(t *testing.T) {
@@ -51,7 +53,7 @@ func TestDecodePageTokenInvalid(t *testing.T) {
 		"short sessions": enc([]byte{pageTokenVersion, tokenSessions, 1, 2, 3}),
 	}
 	for name, s := range tests {
-		if _, err := decodePageToken(s); !errors.Is(err, ErrInvalidPageToken) {
+		if _, err := decodePageToken(s); !errors.Is(err, core.ErrInvalidPageToken) {
 			t.Errorf("%s: decode(%q) = %v, want ErrInvalidPageToken", name, s, err)
 		}
 	}
@@ -79,7 +81,7 @@ func TestDecodeMessagesToken(t *testing.T) {
 			if err != nil || got.revision != 3 || got.next != 10 {
 				t.Errorf("%s: got %+v, %v", tt.name, got, err)
 			}
-		} else if !errors.Is(err, ErrInvalidPageToken) {
+		} else if !errors.Is(err, core.ErrInvalidPageToken) {
 			t.Errorf("%s: err = %v, want ErrInvalidPageToken", tt.name, err)
 		}
 	}
@@ -107,7 +109,7 @@ func TestDecodeSessionsToken(t *testing.T) {
 			if err != nil || after != "s7" {
 				t.Errorf("%s: got %q, %v", tt.name, after, err)
 			}
-		} else if !errors.Is(err, ErrInvalidPageToken) {
+		} else if !errors.Is(err, core.ErrInvalidPageToken) {
 			t.Errorf("%s: err = %v, want ErrInvalidPageToken", tt.name, err)
 		}
 	}
@@ -123,8 +125,8 @@ func TestSessionsTokenFilters(t *testing.T) {
 	labels := map[string]string{"team": "a"}
 	queries := []sessionsQuery{
 		{labels: labels},
-		{labels: labels, status: StatusCompleted},
-		{labels: labels, status: StatusFailed},
+		{labels: labels, status: core.StatusCompleted},
+		{labels: labels, status: core.StatusFailed},
 		{labels: labels, hasPending: true},
 		{labels: labels, minIdle: time.Hour},
 		{labels: labels, minIdle: 2 * time.Hour},
@@ -161,7 +163,7 @@ func TestDecodeEffectsToken(t *testing.T) {
 		"sessions token": {sessionsToken(sessionsQuery{}, "s1").encode(), "s1"},
 		"garbage":        {"!!", "s1"},
 	} {
-		if _, err := decodeEffectsToken(tt.token, tt.session); !errors.Is(err, ErrInvalidPageToken) {
+		if _, err := decodeEffectsToken(tt.token, tt.session); !errors.Is(err, core.ErrInvalidPageToken) {
 			t.Errorf("%s: err = %v, want ErrInvalidPageToken", name, err)
 		}
 	}
@@ -174,14 +176,14 @@ func FuzzDecodePageToken(f *testing.F) {
 	f.Add(messagesToken("session:a.b", 42, 1000).encode())
 	f.Add(sessionsToken(sessionsQuery{labels: map[string]string{"team": "a"}}, "s9").encode())
 	f.Add(effectsToken("s1", "t1").encode())
-	f.Add(sessionsToken(sessionsQuery{status: StatusCompleted, hasPending: true, minIdle: time.Minute}, "s2").encode())
+	f.Add(sessionsToken(sessionsQuery{status: core.StatusCompleted, hasPending: true, minIdle: time.Minute}, "s2").encode())
 	f.Add("")
 	f.Add("AQ")
 	f.Add("////")
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := decodePageToken(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidPageToken) {
+			if !errors.Is(err, core.ErrInvalidPageToken) {
 				t.Fatalf("decode(%q) = %v, not ErrInvalidPageToken", s, err)
 			}
 			return

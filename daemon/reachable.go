@@ -5,24 +5,17 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
-
-// Reacher is implemented by a Store whose backend can be out of reach while
-// savepointd runs, such as a database server: Reachable returns nil when a
-// round trip to it succeeds within ctx. Run then reports NOT_SERVING on the
-// health service while it fails, and SERVING again once it passes.
-type Reacher interface {
-	Reachable(ctx context.Context) error
-}
 
 // reachInterval is how often Run checks a Reacher.
 var reachInterval = 2 * time.Second
 
 // watchReachable sets services NOT_SERVING while r is unreachable and
 // SERVING once it is reachable again, logging each change, until ctx ends.
-func watchReachable(ctx context.Context, r Reacher, hs *health.Server, services []string, logger *slog.Logger) {
+func watchReachable(ctx context.Context, r core.Reacher, hs *health.Server, services []string, logger *slog.Logger) {
 	t := time.NewTicker(reachInterval)
 	defer t.Stop()
 	reachable := true

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // idleSweeper deletes what was not written since a cutoff; GraphStore's
@@ -24,8 +26,8 @@ func retentionInterval(retain time.Duration) time.Duration {
 // when cfg.RetainIdle is set and store has graph threads; the returned stop
 // ends them and waits until a sweep in progress has returned, so that the
 // store can be closed after it.
-func startRetention(cfg Config, store Store, logger *slog.Logger) (stop func()) {
-	gs, ok := store.(GraphStore)
+func startRetention(cfg Config, store core.Store, logger *slog.Logger) (stop func()) {
+	gs, ok := store.(core.GraphStore)
 	if cfg.RetainIdle <= 0 || !ok {
 		return func() {}
 	}

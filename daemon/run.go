@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -31,7 +33,7 @@ import (
 // owns a stale socket file, and closes it after Run returns. Importing errdetails here and in status.go
 // registers ErrorInfo, so that reflection clients such as grpcurl print
 // error details decoded.
-func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) error {
+func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -71,16 +73,16 @@ func Run(ctx context.Context, cfg Config, store Store, logger *slog.Logger) erro
 	savepointv1.RegisterSavepointServiceServer(srv, s)
 	hs := health.NewServer()
 	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	if gs, ok := store.(GraphStore); ok {
+	if gs, ok := store.(core.GraphStore); ok {
 		g := NewGraphServer(gs, cfg)
 		g.logger = logger
 		savepointv1.RegisterGraphCheckpointServiceServer(srv, g)
 		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	healthpb.RegisterHealthServer(srv, hs)
-	if r, ok := store.(Reacher); ok {
+	if r, ok := store.(core.Reacher); ok {
 		services := []string{"", savepointv1.SavepointService_ServiceDesc.ServiceName}
-		if _, ok := store.(GraphStore); ok {
+		if _, ok := store.(core.GraphStore); ok {
 			services = append(services, savepointv1.GraphCheckpointService_ServiceDesc.ServiceName)
 		}
 		rctx, stopReach := context.WithCancel(context.Background())

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,7 +26,7 @@ import (
 
 // startRun runs Run on a socket in a temporary directory until the test
 // ends, and returns the socket's path and a connection to it.
-func startRun(t *testing.T, store Store, cfg Config) (string, *grpc.ClientConn) {
+func startRun(t *testing.T, store core.Store, cfg Config) (string, *grpc.ClientConn) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "sub", "s.sock")
 	cfg.Listen = "unix:" + sock
@@ -58,7 +60,7 @@ func startRun(t *testing.T, store Store, cfg Config) (string, *grpc.ClientConn) 
 }
 
 func TestRunServes(t *testing.T) {
-	f := &fakeStore{cp: Checkpoint{SessionID: "s", Revision: 1, MessageCount: 1}, msgs: history(1, 1)}
+	f := &fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 1, MessageCount: 1}, msgs: history(1, 1)}
 	sock, conn := startRun(t, f, Config{})
 
 	fi, err := os.Stat(sock)
@@ -118,7 +120,7 @@ func TestRunServes(t *testing.T) {
 }
 
 // panicStore panics on every call: its embedded Store is nil.
-type panicStore struct{ Store }
+type panicStore struct{ core.Store }
 
 func TestRunRecoversPanics(t *testing.T) {
 	_, conn := startRun(t, panicStore{}, Config{})

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,7 +27,7 @@ const (
 type Server struct {
 	savepointv1.UnimplementedSavepointServiceServer
 
-	store  Store
+	store  core.Store
 	cfg    Config
 	logger *slog.Logger
 	start  time.Time // when the server was made; GetServerInfo's start_time
@@ -33,7 +35,7 @@ type Server struct {
 
 // NewServer returns a Server over store with the limits of cfg (zero fields
 // take their defaults). It logs internal errors to slog.Default().
-func NewServer(store Store, cfg Config) *Server {
+func NewServer(store core.Store, cfg Config) *Server {
 	return &Server{store: store, cfg: cfg.withDefaults(), logger: slog.Default(), start: time.Now()}
 }
 
@@ -122,9 +124,9 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 			return nil, s.fail(ctx, err)
 		}
 	}
-	resolutions := Reconcile(calls)
+	resolutions := core.Reconcile(calls)
 	if start > uint64(len(resolutions)) {
-		return nil, s.fail(ctx, ErrInvalidPageToken)
+		return nil, s.fail(ctx, core.ErrInvalidPageToken)
 	}
 	resp := &savepointv1.ReconcileResponse{Revision: rev}
 	size := 0
@@ -170,12 +172,12 @@ func (s *Server) GetSession(ctx context.Context, req *savepointv1.GetSessionRequ
 // firstPage returns cp with as many messages from the first on as fit the
 // response budget left by the rest of the checkpoint, and the token for the
 // remaining messages, if any.
-func (s *Server) firstPage(ctx context.Context, cp Checkpoint) (*savepointv1.Checkpoint, string, error) {
+func (s *Server) firstPage(ctx context.Context, cp core.Checkpoint) (*savepointv1.Checkpoint, string, error) {
 	pcp := checkpointToProto(cp)
 	if cp.MessageCount == 0 {
 		return pcp, "", nil
 	}
-	var msgs []Message
+	var msgs []core.Message
 	budget := s.cfg.ResponseBudgetBytes - fixedSize(cp.Task, cp.StateJSON, cp.Labels, cp.PendingToolUses) - len(cp.FinalOutput)
 	if budget > 0 {
 		var err error
@@ -185,7 +187,7 @@ func (s *Server) firstPage(ctx context.Context, cp Checkpoint) (*savepointv1.Che
 		}
 		// The store returns a first message even when it is over budget;
 		// ListMessages, with the whole budget, returns it instead.
-		if len(msgs) > 0 && MessageSize(msgs[0]) > budget {
+		if len(msgs) > 0 && core.MessageSize(msgs[0]) > budget {
 			msgs = nil
 		}
 	}
@@ -214,7 +216,7 @@ func (s *Server) ListMessages(ctx context.Context, req *savepointv1.ListMessages
 		return nil, s.fail(ctx, err)
 	}
 	if start > cp.MessageCount {
-		return nil, s.fail(ctx, ErrInvalidPageToken)
+		return nil, s.fail(ctx, core.ErrInvalidPageToken)
 	}
 	resp := &savepointv1.ListMessagesResponse{FirstIndex: start, Revision: cp.Revision}
 	if start == cp.MessageCount {
@@ -359,11 +361,11 @@ func (s *Server) RewindSession(ctx context.Context, req *savepointv1.RewindSessi
 // its share of the response budget, marked by a trailing "…", and entries
 // past the budget are left out (truncated), so the response always fits;
 // ListEffects of the source gives them whole.
-func (s *Server) branchLists(res BranchResult) (performed, inDoubt []*savepointv1.LedgerEntry, truncated bool) {
+func (s *Server) branchLists(res core.BranchResult) (performed, inDoubt []*savepointv1.LedgerEntry, truncated bool) {
 	n := len(res.PerformedAfter) + len(res.InDoubtAfter)
 	per := s.cfg.ResponseBudgetBytes / max(n, 1)
 	used := 0
-	add := func(dst *[]*savepointv1.LedgerEntry, e LedgerEntry) {
+	add := func(dst *[]*savepointv1.LedgerEntry, e core.LedgerEntry) {
 		pe := ledgerEntryToProto(e)
 		if out := pe.GetEffect().GetOutput(); len(out) > per/2 {
 			pe.Effect.Output = strings.ToValidUTF8(out[:per/2], "") + "…"
@@ -471,7 +473,7 @@ func (s *Server) GetServerInfo(context.Context, *savepointv1.GetServerInfoReques
 }
 
 // VerifyReportToProto is the wire form of a VerifyReport.
-func VerifyReportToProto(rep VerifyReport) *savepointv1.VerifyResponse {
+func VerifyReportToProto(rep core.VerifyReport) *savepointv1.VerifyResponse {
 	resp := &savepointv1.VerifyResponse{CheckedSessions: rep.CheckedSessions, CheckedRecords: rep.CheckedRecords}
 	for _, d := range rep.Damaged {
 		resp.DamagedSessions = append(resp.DamagedSessions, &savepointv1.DamagedSession{SessionId: d.SessionID, Problem: d.Problem})
@@ -479,7 +481,7 @@ func VerifyReportToProto(rep VerifyReport) *savepointv1.VerifyResponse {
 	return resp
 }
 
-func checkpointToProto(cp Checkpoint) *savepointv1.Checkpoint {
+func checkpointToProto(cp core.Checkpoint) *savepointv1.Checkpoint {
 	p := &savepointv1.Checkpoint{
 		SessionId:    cp.SessionID,
 		Revision:     cp.Revision,
@@ -504,20 +506,20 @@ func checkpointToProto(cp Checkpoint) *savepointv1.Checkpoint {
 	return p
 }
 
-func statusToProto(st SessionStatus) savepointv1.SessionStatus {
+func statusToProto(st core.SessionStatus) savepointv1.SessionStatus {
 	switch st {
-	case StatusActive:
+	case core.StatusActive:
 		return savepointv1.SessionStatus_SESSION_STATUS_ACTIVE
-	case StatusCompleted:
+	case core.StatusCompleted:
 		return savepointv1.SessionStatus_SESSION_STATUS_COMPLETED
-	case StatusFailed:
+	case core.StatusFailed:
 		return savepointv1.SessionStatus_SESSION_STATUS_FAILED
 	default:
 		return savepointv1.SessionStatus_SESSION_STATUS_UNSPECIFIED
 	}
 }
 
-func ledgerEntryToProto(e LedgerEntry) *savepointv1.LedgerEntry {
+func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
 	p := &savepointv1.LedgerEntry{
 		ToolUseId:           e.ToolUseID,
 		Name:                e.Name,
@@ -536,7 +538,7 @@ func ledgerEntryToProto(e LedgerEntry) *savepointv1.LedgerEntry {
 	return p
 }
 
-func summaryToProto(s SessionSummary) *savepointv1.SessionSummary {
+func summaryToProto(s core.SessionSummary) *savepointv1.SessionSummary {
 	p := &savepointv1.SessionSummary{
 		SessionId:           s.SessionID,
 		Revision:            s.Revision,
@@ -555,7 +557,7 @@ func summaryToProto(s SessionSummary) *savepointv1.SessionSummary {
 	return p
 }
 
-func messagesToProto(msgs []Message) []*savepointv1.Message {
+func messagesToProto(msgs []core.Message) []*savepointv1.Message {
 	out := make([]*savepointv1.Message, 0, len(msgs))
 	for _, m := range msgs {
 		out = append(out, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON})
@@ -563,13 +565,13 @@ func messagesToProto(msgs []Message) []*savepointv1.Message {
 	return out
 }
 
-func decisionToProto(d Decision) savepointv1.Decision {
+func decisionToProto(d core.Decision) savepointv1.Decision {
 	switch d {
-	case DecisionReuse:
+	case core.DecisionReuse:
 		return savepointv1.Decision_DECISION_REUSE
-	case DecisionRun:
+	case core.DecisionRun:
 		return savepointv1.Decision_DECISION_RUN
-	case DecisionInDoubt:
+	case core.DecisionInDoubt:
 		return savepointv1.Decision_DECISION_IN_DOUBT
 	default:
 		return savepointv1.Decision_DECISION_UNSPECIFIED

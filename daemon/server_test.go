@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -21,33 +23,33 @@ import (
 // the adapter's translation only. Methods the embedded nil Store leaves out
 // panic.
 type fakeStore struct {
-	Store
+	core.Store
 	err      error // returned by every method when set
 	calls    int   // number of method calls
-	cp       Checkpoint
-	msgs     []Message
-	sessions []SessionSummary
-	pending  []PendingCall
-	saved    *SaveRequest
-	limit    int           // the last ListSessions or Effects limit
-	filter   SessionFilter // the last ListSessions filter
-	ledger   []LedgerEntry
+	cp       core.Checkpoint
+	msgs     []core.Message
+	sessions []core.SessionSummary
+	pending  []core.PendingCall
+	saved    *core.SaveRequest
+	limit    int                // the last ListSessions or Effects limit
+	filter   core.SessionFilter // the last ListSessions filter
+	ledger   []core.LedgerEntry
 	reopen   bool // the last Resume's reopen
 }
 
-func (f *fakeStore) CompleteSession(_ context.Context, req *CompleteRequest) (CompleteResult, error) {
+func (f *fakeStore) CompleteSession(_ context.Context, req *core.CompleteRequest) (core.CompleteResult, error) {
 	if err := f.call(); err != nil {
-		return CompleteResult{}, err
+		return core.CompleteResult{}, err
 	}
-	return CompleteResult{Revision: f.cp.Revision, Epoch: req.Epoch, Status: req.Status}, nil
+	return core.CompleteResult{Revision: f.cp.Revision, Epoch: req.Epoch, Status: req.Status}, nil
 }
 
-func (f *fakeStore) Effects(_ context.Context, sessionID, after string, limit int) ([]LedgerEntry, error) {
+func (f *fakeStore) Effects(_ context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
 	if err := f.call(); err != nil {
 		return nil, err
 	}
 	f.limit = limit
-	var out []LedgerEntry
+	var out []core.LedgerEntry
 	for _, e := range f.ledger {
 		if e.ToolUseID > after && len(out) < limit {
 			out = append(out, e)
@@ -58,56 +60,56 @@ func (f *fakeStore) Effects(_ context.Context, sessionID, after string, limit in
 
 func (f *fakeStore) call() error { f.calls++; return f.err }
 
-func (f *fakeStore) SaveCheckpoint(_ context.Context, req *SaveRequest) (SaveResult, error) {
+func (f *fakeStore) SaveCheckpoint(_ context.Context, req *core.SaveRequest) (core.SaveResult, error) {
 	if err := f.call(); err != nil {
-		return SaveResult{}, err
+		return core.SaveResult{}, err
 	}
 	f.saved = req
-	return SaveResult{Revision: req.ExpectedRevision + 1, MessageCount: uint64(len(req.AppendMessages)), Epoch: 1}, nil
+	return core.SaveResult{Revision: req.ExpectedRevision + 1, MessageCount: uint64(len(req.AppendMessages)), Epoch: 1}, nil
 }
 
-func (f *fakeStore) BeginEffect(_ context.Context, sessionID, toolUseID string, epoch uint64) (BeginResult, error) {
+func (f *fakeStore) BeginEffect(_ context.Context, sessionID, toolUseID string, epoch uint64) (core.BeginResult, error) {
 	if err := f.call(); err != nil {
-		return BeginResult{}, err
+		return core.BeginResult{}, err
 	}
-	return BeginResult{IdempotencyKey: "key-" + toolUseID, AlreadyBegun: true}, nil
+	return core.BeginResult{IdempotencyKey: "key-" + toolUseID, AlreadyBegun: true}, nil
 }
 
-func (f *fakeStore) RecordEffect(_ context.Context, sessionID string, e Effect) (Effect, bool, error) {
+func (f *fakeStore) RecordEffect(_ context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {
 	if err := f.call(); err != nil {
-		return Effect{}, false, err
+		return core.Effect{}, false, err
 	}
 	e.RecordTime, e.Late = time.Unix(1700000000, 5).UTC(), true
 	return e, false, nil
 }
 
-func (f *fakeStore) Resume(_ context.Context, sessionID string, reopen bool) (Checkpoint, error) {
+func (f *fakeStore) Resume(_ context.Context, sessionID string, reopen bool) (core.Checkpoint, error) {
 	if err := f.call(); err != nil {
-		return Checkpoint{}, err
+		return core.Checkpoint{}, err
 	}
 	f.reopen = reopen
 	f.cp.Epoch++
 	return f.cp, nil
 }
 
-func (f *fakeStore) Checkpoint(_ context.Context, sessionID string, revision uint64) (Checkpoint, error) {
+func (f *fakeStore) Checkpoint(_ context.Context, sessionID string, revision uint64) (core.Checkpoint, error) {
 	if err := f.call(); err != nil {
-		return Checkpoint{}, err
+		return core.Checkpoint{}, err
 	}
 	if revision != 0 && revision != f.cp.Revision {
-		return Checkpoint{}, fmt.Errorf("%s@%d: %w", sessionID, revision, ErrRevisionNotFound)
+		return core.Checkpoint{}, fmt.Errorf("%s@%d: %w", sessionID, revision, core.ErrRevisionNotFound)
 	}
 	return f.cp, nil
 }
 
-func (f *fakeStore) Messages(_ context.Context, sessionID string, revision, start uint64, maxBytes, maxCount int) ([]Message, error) {
+func (f *fakeStore) Messages(_ context.Context, sessionID string, revision, start uint64, maxBytes, maxCount int) ([]core.Message, error) {
 	if err := f.call(); err != nil {
 		return nil, err
 	}
-	var out []Message
+	var out []core.Message
 	size := 0
 	for _, m := range f.msgs[start:] {
-		size += MessageSize(m)
+		size += core.MessageSize(m)
 		if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) == maxCount)) {
 			break
 		}
@@ -116,20 +118,20 @@ func (f *fakeStore) Messages(_ context.Context, sessionID string, revision, star
 	return out, nil
 }
 
-func (f *fakeStore) PendingCalls(_ context.Context, sessionID string) (uint64, []PendingCall, error) {
+func (f *fakeStore) PendingCalls(_ context.Context, sessionID string) (uint64, []core.PendingCall, error) {
 	if err := f.call(); err != nil {
 		return 0, nil, err
 	}
 	return f.cp.Revision, f.pending, nil
 }
 
-func (f *fakeStore) ListSessions(_ context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error) {
+func (f *fakeStore) ListSessions(_ context.Context, after string, limit int, filter core.SessionFilter) ([]core.SessionSummary, error) {
 	if err := f.call(); err != nil {
 		return nil, err
 	}
 	f.limit = limit
 	f.filter = filter
-	var out []SessionSummary
+	var out []core.SessionSummary
 	for _, s := range f.sessions {
 		if s.SessionID > after && len(out) < limit {
 			out = append(out, s)
@@ -145,8 +147,8 @@ func (f *fakeStore) DeleteSession(_ context.Context, sessionID string, epoch uin
 	return epoch + 1, nil
 }
 
-func (f *fakeStore) Verify(context.Context) (VerifyReport, error) {
-	return VerifyReport{}, f.call()
+func (f *fakeStore) Verify(context.Context) (core.VerifyReport, error) {
+	return core.VerifyReport{}, f.call()
 }
 
 var bg = context.Background()
@@ -164,7 +166,7 @@ func wantStatus(t *testing.T, err error, code codes.Code, reason string) {
 }
 
 func TestServerStoreErrors(t *testing.T) {
-	f := &fakeStore{err: &StateError{Err: ErrSessionFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
+	f := &fakeStore{err: &core.StateError{Err: core.ErrSessionFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
 	s := NewServer(f, Config{})
 	s.logger = slog.New(slog.DiscardHandler)
 	calls := map[string]func() error{
@@ -270,13 +272,13 @@ func TestServerSaveBeginRecordDelete(t *testing.T) {
 }
 
 func TestServerReconcile(t *testing.T) {
-	sent := &Effect{ToolUseID: "t1", Name: "send", Output: "ok"}
-	f := &fakeStore{cp: Checkpoint{Revision: 9}, pending: []PendingCall{
-		{ToolUse: ToolUse{ID: "t1", Name: "send"}, Begun: true, IdempotencyKey: "k1", Effect: sent},
-		{ToolUse: ToolUse{ID: "t2", Name: "read", Class: ReadOnly}},
-		{ToolUse: ToolUse{ID: "t3", Name: "pay", Class: Idempotent}, Begun: true, IdempotencyKey: "k3"},
-		{ToolUse: ToolUse{ID: "t4", Name: "mail", BeginTracked: true}},
-		{ToolUse: ToolUse{ID: "t5", Name: "mail", BeginTracked: true}, Begun: true, IdempotencyKey: "k5"},
+	sent := &core.Effect{ToolUseID: "t1", Name: "send", Output: "ok"}
+	f := &fakeStore{cp: core.Checkpoint{Revision: 9}, pending: []core.PendingCall{
+		{ToolUse: core.ToolUse{ID: "t1", Name: "send"}, Begun: true, IdempotencyKey: "k1", Effect: sent},
+		{ToolUse: core.ToolUse{ID: "t2", Name: "read", Class: core.ReadOnly}},
+		{ToolUse: core.ToolUse{ID: "t3", Name: "pay", Class: core.Idempotent}, Begun: true, IdempotencyKey: "k3"},
+		{ToolUse: core.ToolUse{ID: "t4", Name: "mail", BeginTracked: true}},
+		{ToolUse: core.ToolUse{ID: "t5", Name: "mail", BeginTracked: true}, Begun: true, IdempotencyKey: "k5"},
 	}}
 	resp, err := NewServer(f, Config{}).Reconcile(bg, &savepointv1.ReconcileRequest{SessionId: "s"})
 	if err != nil {
@@ -311,10 +313,10 @@ func TestServerReconcile(t *testing.T) {
 }
 
 // history returns n messages of about size bytes each.
-func history(n, size int) []Message {
-	var msgs []Message
+func history(n, size int) []core.Message {
+	var msgs []core.Message
 	for i := range n {
-		msgs = append(msgs, Message{Role: "user", ContentJSON: fmt.Sprintf("%q", fmt.Sprintf("%04d", i)+strings.Repeat("x", size))})
+		msgs = append(msgs, core.Message{Role: "user", ContentJSON: fmt.Sprintf("%q", fmt.Sprintf("%04d", i)+strings.Repeat("x", size))})
 	}
 	return msgs
 }
@@ -346,7 +348,7 @@ func readAll(t *testing.T, s *Server, first []*savepointv1.Message, token string
 	return all
 }
 
-func sameHistory(t *testing.T, got []*savepointv1.Message, want []Message) {
+func sameHistory(t *testing.T, got []*savepointv1.Message, want []core.Message) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("read %d messages, want %d", len(got), len(want))
@@ -360,7 +362,7 @@ func sameHistory(t *testing.T, got []*savepointv1.Message, want []Message) {
 
 func TestServerPaging(t *testing.T) {
 	msgs := history(40, 300<<10) // 12 MiB
-	cp := Checkpoint{SessionID: "s", Revision: 3, Epoch: 1, MessageCount: 40, StateJSON: `"` + strings.Repeat("s", 900<<10) + `"`}
+	cp := core.Checkpoint{SessionID: "s", Revision: 3, Epoch: 1, MessageCount: 40, StateJSON: `"` + strings.Repeat("s", 900<<10) + `"`}
 	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Config{})
 
 	resume, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s"})
@@ -396,7 +398,7 @@ func TestServerPaging(t *testing.T) {
 
 func TestServerPagingSmall(t *testing.T) {
 	msgs := history(3, 10)
-	s := NewServer(&fakeStore{cp: Checkpoint{SessionID: "s", Revision: 3, MessageCount: 3}, msgs: msgs}, Config{})
+	s := NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 3}, msgs: msgs}, Config{})
 	get, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +408,7 @@ func TestServerPagingSmall(t *testing.T) {
 	}
 	sameHistory(t, get.GetCheckpoint().GetMessages(), msgs)
 
-	s = NewServer(&fakeStore{cp: Checkpoint{SessionID: "s", Revision: 3}}, Config{})
+	s = NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3}}, Config{})
 	get, err = s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
 	if err != nil || get.GetNextPageToken() != "" || len(get.GetCheckpoint().GetMessages()) != 0 {
 		t.Errorf("empty history: %v, %v", get, err)
@@ -417,7 +419,7 @@ func TestServerPagingSmall(t *testing.T) {
 // fit beside the checkpoint is left to ListMessages.
 func TestServerFirstMessageOverBudget(t *testing.T) {
 	msgs := history(2, 2<<20-100)
-	cp := Checkpoint{SessionID: "s", Revision: 3, MessageCount: 2, StateJSON: `"` + strings.Repeat("s", 1<<20) + `"`}
+	cp := core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 2, StateJSON: `"` + strings.Repeat("s", 1<<20) + `"`}
 	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Config{})
 	get, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
 	if err != nil {
@@ -430,7 +432,7 @@ func TestServerFirstMessageOverBudget(t *testing.T) {
 }
 
 func TestServerListMessagesBadToken(t *testing.T) {
-	s := NewServer(&fakeStore{cp: Checkpoint{SessionID: "s", Revision: 3, MessageCount: 5}, msgs: history(5, 1)}, Config{})
+	s := NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 5}, msgs: history(5, 1)}, Config{})
 	tests := map[string]*savepointv1.ListMessagesRequest{
 		"garbage":        {SessionId: "s", PageToken: "zzz"},
 		"other session":  {SessionId: "s", PageToken: messagesToken("t", 3, 1).encode()},
@@ -456,7 +458,7 @@ func TestServerListMessagesBadToken(t *testing.T) {
 func TestServerListSessions(t *testing.T) {
 	f := &fakeStore{}
 	for i := range 2500 {
-		f.sessions = append(f.sessions, SessionSummary{SessionID: fmt.Sprintf("s%04d", i), Revision: 1, Labels: map[string]string{"team": "a"}})
+		f.sessions = append(f.sessions, core.SessionSummary{SessionID: fmt.Sprintf("s%04d", i), Revision: 1, Labels: map[string]string{"team": "a"}})
 	}
 	s := NewServer(f, Config{})
 	filter := map[string]string{"team": "a"}
@@ -499,7 +501,7 @@ func TestServerListSessions(t *testing.T) {
 func TestServerListSessionsBudget(t *testing.T) {
 	f := &fakeStore{}
 	for i := range 100 {
-		f.sessions = append(f.sessions, SessionSummary{SessionID: fmt.Sprintf("s%03d", i), Task: strings.Repeat("t", 64<<10)})
+		f.sessions = append(f.sessions, core.SessionSummary{SessionID: fmt.Sprintf("s%03d", i), Task: strings.Repeat("t", 64<<10)})
 	}
 	s := NewServer(f, Config{})
 	var total int
@@ -524,9 +526,9 @@ func TestServerListSessionsBudget(t *testing.T) {
 func TestServerListEffects(t *testing.T) {
 	f := &fakeStore{}
 	for i := range 1500 {
-		f.ledger = append(f.ledger, LedgerEntry{ToolUseID: fmt.Sprintf("t%04d", i), Name: "x", Begun: true, IdempotencyKey: "k"})
+		f.ledger = append(f.ledger, core.LedgerEntry{ToolUseID: fmt.Sprintf("t%04d", i), Name: "x", Begun: true, IdempotencyKey: "k"})
 	}
-	f.ledger[3].Effect = &Effect{ToolUseID: "t0003", Output: "out", Late: true, RecordTime: time.Unix(1700000000, 0)}
+	f.ledger[3].Effect = &core.Effect{ToolUseID: "t0003", Output: "out", Late: true, RecordTime: time.Unix(1700000000, 0)}
 	s := NewServer(f, Config{})
 	list := func(size int32, token string) *savepointv1.ListEffectsResponse {
 		t.Helper()
@@ -561,7 +563,7 @@ func TestServerListEffects(t *testing.T) {
 	// Large outputs: a page stops at the response budget, but holds one.
 	f.ledger = nil
 	for i := range 5 {
-		f.ledger = append(f.ledger, LedgerEntry{ToolUseID: fmt.Sprintf("big%d", i), Effect: &Effect{Output: strings.Repeat("o", 2<<20)}})
+		f.ledger = append(f.ledger, core.LedgerEntry{ToolUseID: fmt.Sprintf("big%d", i), Effect: &core.Effect{Output: strings.Repeat("o", 2<<20)}})
 	}
 	var pages int
 	for token := ""; ; pages++ {
@@ -579,7 +581,7 @@ func TestServerListEffects(t *testing.T) {
 }
 
 func TestServerListSessionsFilters(t *testing.T) {
-	f := &fakeStore{sessions: []SessionSummary{{SessionID: "a", Status: StatusFailed}}}
+	f := &fakeStore{sessions: []core.SessionSummary{{SessionID: "a", Status: core.StatusFailed}}}
 	s := NewServer(f, Config{})
 	before := time.Now()
 	resp, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{
@@ -591,14 +593,14 @@ func TestServerListSessionsFilters(t *testing.T) {
 	if got := resp.GetSessions()[0].GetStatus(); got != savepointv1.SessionStatus_SESSION_STATUS_FAILED {
 		t.Errorf("status %v", got)
 	}
-	if f.filter.Status != StatusFailed || !f.filter.HasPendingToolUses ||
+	if f.filter.Status != core.StatusFailed || !f.filter.HasPendingToolUses ||
 		f.filter.UpdatedBefore.Before(before.Add(-time.Hour)) || f.filter.UpdatedBefore.After(time.Now().Add(-time.Hour)) {
 		t.Errorf("store filter %+v", f.filter)
 	}
 }
 
 func TestServerResumeReopen(t *testing.T) {
-	f := &fakeStore{cp: Checkpoint{SessionID: "s", Revision: 1, Status: StatusCompleted, FinalOutput: "out", CompleteTime: time.Unix(1700000000, 0)}}
+	f := &fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 1, Status: core.StatusCompleted, FinalOutput: "out", CompleteTime: time.Unix(1700000000, 0)}}
 	s := NewServer(f, Config{})
 	resp, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s", Reopen: true})
 	if err != nil {
@@ -616,10 +618,10 @@ func TestServerResumeReopen(t *testing.T) {
 // fakeBranch is a fakeStore whose fork answers with res.
 type fakeBranch struct {
 	fakeStore
-	res BranchResult
+	res core.BranchResult
 }
 
-func (f *fakeBranch) ForkSession(context.Context, *ForkRequest) (BranchResult, error) {
+func (f *fakeBranch) ForkSession(context.Context, *core.ForkRequest) (core.BranchResult, error) {
 	return f.res, nil
 }
 
@@ -628,7 +630,7 @@ func (f *fakeBranch) ForkSession(context.Context, *ForkRequest) (BranchResult, e
 func TestServerBranchListsFit(t *testing.T) {
 	f := &fakeBranch{}
 	for i := range 3 {
-		f.res.PerformedAfter = append(f.res.PerformedAfter, LedgerEntry{ToolUseID: fmt.Sprintf("p%d", i), Effect: &Effect{Output: strings.Repeat("é", 1<<20)}})
+		f.res.PerformedAfter = append(f.res.PerformedAfter, core.LedgerEntry{ToolUseID: fmt.Sprintf("p%d", i), Effect: &core.Effect{Output: strings.Repeat("é", 1<<20)}})
 	}
 	s := NewServer(f, Config{})
 	resp, err := s.ForkSession(bg, &savepointv1.ForkSessionRequest{SourceSessionId: "a", NewSessionId: "b"})
@@ -645,7 +647,7 @@ func TestServerBranchListsFit(t *testing.T) {
 	}
 	f.res.PerformedAfter = nil
 	for i := range 20000 {
-		f.res.InDoubtAfter = append(f.res.InDoubtAfter, LedgerEntry{ToolUseID: fmt.Sprintf("%0500d", i), Begun: true})
+		f.res.InDoubtAfter = append(f.res.InDoubtAfter, core.LedgerEntry{ToolUseID: fmt.Sprintf("%0500d", i), Begun: true})
 	}
 	resp, err = s.ForkSession(bg, &savepointv1.ForkSessionRequest{SourceSessionId: "a", NewSessionId: "b"})
 	if err != nil {

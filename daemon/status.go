@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -35,31 +37,31 @@ type errorKind struct {
 // errors.Is.
 var errorKinds = []errorKind{
 	{nil, codes.Internal, savepointv1.ErrorReason_ERROR_REASON_INTERNAL},
-	{ErrSessionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND},
-	{ErrSessionExists, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_SESSION_EXISTS},
-	{ErrSessionFenced, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED},
-	{ErrRevisionMismatch, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_REVISION_MISMATCH},
-	{ErrRevisionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_REVISION_NOT_FOUND},
-	{ErrRequestIDReused, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED},
-	{ErrKeepOutOfRange, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE},
-	{ErrCallAlreadyRecorded, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_ALREADY_RECORDED},
-	{ErrCallNotPending, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_PENDING},
-	{ErrCallUnknown, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_CALL_UNKNOWN},
-	{ErrToolNameMismatch, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_TOOL_NAME_MISMATCH},
-	{ErrEffectConflict, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_EFFECT_CONFLICT},
-	{ErrCorrupt, codes.DataLoss, savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT},
-	{ErrInvalidPageToken, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN},
-	{ErrDiskFull, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_DISK_FULL},
-	{ErrSessionCompleted, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED},
-	{ErrPlaintextBackup, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP},
-	{ErrBackupUnsupported, codes.Unimplemented, savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED},
-	{ErrUploadAborted, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED},
+	{core.ErrSessionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND},
+	{core.ErrSessionExists, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_SESSION_EXISTS},
+	{core.ErrSessionFenced, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED},
+	{core.ErrRevisionMismatch, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_REVISION_MISMATCH},
+	{core.ErrRevisionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_REVISION_NOT_FOUND},
+	{core.ErrRequestIDReused, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED},
+	{core.ErrKeepOutOfRange, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_KEEP_MESSAGES_OUT_OF_RANGE},
+	{core.ErrCallAlreadyRecorded, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_ALREADY_RECORDED},
+	{core.ErrCallNotPending, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_PENDING},
+	{core.ErrCallUnknown, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_CALL_UNKNOWN},
+	{core.ErrToolNameMismatch, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_TOOL_NAME_MISMATCH},
+	{core.ErrEffectConflict, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_EFFECT_CONFLICT},
+	{core.ErrCorrupt, codes.DataLoss, savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT},
+	{core.ErrInvalidPageToken, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN},
+	{core.ErrDiskFull, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_DISK_FULL},
+	{core.ErrSessionCompleted, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED},
+	{core.ErrPlaintextBackup, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP},
+	{core.ErrBackupUnsupported, codes.Unimplemented, savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED},
+	{core.ErrUploadAborted, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED},
 	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
-	{ErrUnavailable, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
+	{core.ErrUnavailable, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
 	{context.Canceled, codes.Canceled, savepointv1.ErrorReason_ERROR_REASON_CANCELED},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, savepointv1.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED},
-	{ErrInvalidArgument, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+	{core.ErrInvalidArgument, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
 	// The reasons of a *FieldError (validation and the request codec).
 	{nil, codes.InvalidArgument, reasonInvalidSessionID},
 	{nil, codes.InvalidArgument, reasonInvalidToolUseID},
@@ -115,7 +117,7 @@ func ToStatus(err error) *status.Status {
 			}
 		}
 	}
-	if se, ok := errors.AsType[*StateError](err); ok {
+	if se, ok := errors.AsType[*core.StateError](err); ok {
 		md["current_revision"] = strconv.FormatUint(se.CurrentRevision, 10)
 		md["current_epoch"] = strconv.FormatUint(se.CurrentEpoch, 10)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,37 +42,37 @@ func TestToStatus(t *testing.T) {
 		reason string
 		md     map[string]string
 	}{
-		{ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND", nil},
-		{ErrSessionExists, codes.AlreadyExists, "SESSION_EXISTS", nil},
-		{ErrSessionFenced, codes.Aborted, "SESSION_FENCED", nil},
-		{ErrRevisionMismatch, codes.Aborted, "REVISION_MISMATCH", nil},
-		{ErrRevisionNotFound, codes.NotFound, "REVISION_NOT_FOUND", nil},
-		{ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED", nil},
-		{ErrKeepOutOfRange, codes.InvalidArgument, "KEEP_MESSAGES_OUT_OF_RANGE", nil},
-		{ErrCallAlreadyRecorded, codes.FailedPrecondition, "CALL_ALREADY_RECORDED", nil},
-		{ErrCallNotPending, codes.FailedPrecondition, "CALL_NOT_PENDING", nil},
-		{ErrCallUnknown, codes.NotFound, "CALL_UNKNOWN", nil},
-		{ErrToolNameMismatch, codes.FailedPrecondition, "TOOL_NAME_MISMATCH", nil},
-		{ErrEffectConflict, codes.AlreadyExists, "EFFECT_CONFLICT", nil},
-		{ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT", nil},
-		{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN", nil},
-		{ErrUnavailable, codes.Unavailable, "UNAVAILABLE", nil},
-		{ErrDiskFull, codes.ResourceExhausted, "DISK_FULL", nil},
-		{ErrInvalidArgument, codes.InvalidArgument, "INVALID_ARGUMENT", nil},
+		{core.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND", nil},
+		{core.ErrSessionExists, codes.AlreadyExists, "SESSION_EXISTS", nil},
+		{core.ErrSessionFenced, codes.Aborted, "SESSION_FENCED", nil},
+		{core.ErrRevisionMismatch, codes.Aborted, "REVISION_MISMATCH", nil},
+		{core.ErrRevisionNotFound, codes.NotFound, "REVISION_NOT_FOUND", nil},
+		{core.ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED", nil},
+		{core.ErrKeepOutOfRange, codes.InvalidArgument, "KEEP_MESSAGES_OUT_OF_RANGE", nil},
+		{core.ErrCallAlreadyRecorded, codes.FailedPrecondition, "CALL_ALREADY_RECORDED", nil},
+		{core.ErrCallNotPending, codes.FailedPrecondition, "CALL_NOT_PENDING", nil},
+		{core.ErrCallUnknown, codes.NotFound, "CALL_UNKNOWN", nil},
+		{core.ErrToolNameMismatch, codes.FailedPrecondition, "TOOL_NAME_MISMATCH", nil},
+		{core.ErrEffectConflict, codes.AlreadyExists, "EFFECT_CONFLICT", nil},
+		{core.ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT", nil},
+		{core.ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN", nil},
+		{core.ErrUnavailable, codes.Unavailable, "UNAVAILABLE", nil},
+		{core.ErrDiskFull, codes.ResourceExhausted, "DISK_FULL", nil},
+		{core.ErrInvalidArgument, codes.InvalidArgument, "INVALID_ARGUMENT", nil},
 		{context.Canceled, codes.Canceled, "CANCELED", nil},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED", nil},
 		{
-			&StateError{Err: ErrSessionFenced, Msg: "epoch 2 < 3", CurrentRevision: 7, CurrentEpoch: 3},
+			&core.StateError{Err: core.ErrSessionFenced, Msg: "epoch 2 < 3", CurrentRevision: 7, CurrentEpoch: 3},
 			codes.Aborted, "SESSION_FENCED",
 			map[string]string{"current_revision": "7", "current_epoch": "3"},
 		},
 		{
-			&StateError{Err: ErrRevisionMismatch, Msg: "expected 4", CurrentRevision: 18446744073709551615, CurrentEpoch: 1},
+			&core.StateError{Err: core.ErrRevisionMismatch, Msg: "expected 4", CurrentRevision: 18446744073709551615, CurrentEpoch: 1},
 			codes.Aborted, "REVISION_MISMATCH",
 			map[string]string{"current_revision": "18446744073709551615", "current_epoch": "1"},
 		},
 		{
-			&StateError{Err: ErrSessionExists, CurrentRevision: 1, CurrentEpoch: 1},
+			&core.StateError{Err: core.ErrSessionExists, CurrentRevision: 1, CurrentEpoch: 1},
 			codes.AlreadyExists, "SESSION_EXISTS",
 			map[string]string{"current_revision": "1", "current_epoch": "1"},
 		},
@@ -209,17 +211,17 @@ func TestFieldReasonsToStatus(t *testing.T) {
 // errors.go has a row.
 func TestErrorKindsCoverSentinels(t *testing.T) {
 	sentinels := map[string]error{
-		"ErrInvalidArgument": ErrInvalidArgument, "ErrSessionNotFound": ErrSessionNotFound,
-		"ErrSessionExists": ErrSessionExists, "ErrSessionFenced": ErrSessionFenced,
-		"ErrRevisionMismatch": ErrRevisionMismatch, "ErrRevisionNotFound": ErrRevisionNotFound,
-		"ErrRequestIDReused": ErrRequestIDReused, "ErrKeepOutOfRange": ErrKeepOutOfRange,
-		"ErrCallAlreadyRecorded": ErrCallAlreadyRecorded, "ErrCallNotPending": ErrCallNotPending,
-		"ErrCallUnknown": ErrCallUnknown, "ErrToolNameMismatch": ErrToolNameMismatch,
-		"ErrEffectConflict": ErrEffectConflict, "ErrCorrupt": ErrCorrupt,
-		"ErrInvalidPageToken": ErrInvalidPageToken, "ErrUnavailable": ErrUnavailable,
-		"ErrDiskFull": ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
-		"ErrSessionCompleted": ErrSessionCompleted, "ErrPlaintextBackup": ErrPlaintextBackup,
-		"ErrBackupUnsupported": ErrBackupUnsupported,
+		"ErrInvalidArgument": core.ErrInvalidArgument, "ErrSessionNotFound": core.ErrSessionNotFound,
+		"ErrSessionExists": core.ErrSessionExists, "ErrSessionFenced": core.ErrSessionFenced,
+		"ErrRevisionMismatch": core.ErrRevisionMismatch, "ErrRevisionNotFound": core.ErrRevisionNotFound,
+		"ErrRequestIDReused": core.ErrRequestIDReused, "ErrKeepOutOfRange": core.ErrKeepOutOfRange,
+		"ErrCallAlreadyRecorded": core.ErrCallAlreadyRecorded, "ErrCallNotPending": core.ErrCallNotPending,
+		"ErrCallUnknown": core.ErrCallUnknown, "ErrToolNameMismatch": core.ErrToolNameMismatch,
+		"ErrEffectConflict": core.ErrEffectConflict, "ErrCorrupt": core.ErrCorrupt,
+		"ErrInvalidPageToken": core.ErrInvalidPageToken, "ErrUnavailable": core.ErrUnavailable,
+		"ErrDiskFull": core.ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
+		"ErrSessionCompleted": core.ErrSessionCompleted, "ErrPlaintextBackup": core.ErrPlaintextBackup,
+		"ErrBackupUnsupported": core.ErrBackupUnsupported,
 	}
 	file, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
 	if err != nil {

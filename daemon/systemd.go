@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/coreos/go-systemd/v22/activation"
 	sd "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/savepoint-dev/savepoint/internal/addr"
@@ -71,7 +73,7 @@ func NotifyStarting(logger *slog.Logger) (stop func()) {
 // the daemon, while a full disk, which Ping passes, does not. It returns at
 // once when the watchdog is off (WATCHDOG_USEC unset, or WATCHDOG_PID naming
 // another process), else when ctx is done.
-func watchdog(ctx context.Context, store Store, logger *slog.Logger) {
+func watchdog(ctx context.Context, store core.Store, logger *slog.Logger) {
 	interval, err := sd.SdWatchdogEnabled(false)
 	if err != nil {
 		logger.Warn("the watchdog settings are unusable; not pinging", "err", err)

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/google/uuid"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -42,10 +44,6 @@ const (
 	maxLabels        = 64
 	maxLabelKeyLen   = 63
 	maxLabelValueLen = 256
-	// MaxAppendMessages and MaxPendingToolUses bound the records one save
-	// writes, which the store must fit in one transaction.
-	MaxAppendMessages  = 1000
-	MaxPendingToolUses = 256
 )
 
 func fieldErr(field string, reason savepointv1.ErrorReason, format string, args ...any) *FieldError {
@@ -160,7 +158,7 @@ func validatePageSize(field string, n int32) error {
 
 // fixedSize is the number of bytes a checkpoint counts for against a
 // response budget, without its messages.
-func fixedSize(task, stateJSON string, labels map[string]string, pending []ToolUse) int {
+func fixedSize(task, stateJSON string, labels map[string]string, pending []core.ToolUse) int {
 	n := 512 + len(task) + len(stateJSON) // 512 for the ids, numbers and framing
 	for k, v := range labels {
 		n += len(k) + len(v) + 16
@@ -171,14 +169,14 @@ func fixedSize(task, stateJSON string, labels map[string]string, pending []ToolU
 	return n
 }
 
-func effectClassFromProto(c savepointv1.EffectClass) (EffectClass, bool) {
+func effectClassFromProto(c savepointv1.EffectClass) (core.EffectClass, bool) {
 	switch c {
 	case savepointv1.EffectClass_EFFECT_CLASS_UNSPECIFIED, savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT:
-		return SideEffect, true
+		return core.SideEffect, true
 	case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
-		return ReadOnly, true
+		return core.ReadOnly, true
 	case savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
-		return Idempotent, true
+		return core.Idempotent, true
 	}
 	return 0, false
 }
@@ -187,7 +185,7 @@ func effectClassFromProto(c savepointv1.EffectClass) (EffectClass, bool) {
 // returns it as a SaveRequest. Beyond each field's own limits, the
 // checkpoint without its messages must fit the response budget, so that
 // Resume can always return it.
-func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequest, error) {
+func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*core.SaveRequest, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return nil, err
 	}
@@ -198,13 +196,13 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequ
 	if len(req.GetTask()) > maxTaskBytes {
 		return nil, fieldErr("task", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", len(req.GetTask()), maxTaskBytes)
 	}
-	if n := len(req.GetAppendMessages()); n > MaxAppendMessages {
-		return nil, fieldErr("append_messages", reasonFieldTooLarge, "has %d messages; at most %d are allowed per save: save in several steps", n, MaxAppendMessages)
+	if n := len(req.GetAppendMessages()); n > core.MaxAppendMessages {
+		return nil, fieldErr("append_messages", reasonFieldTooLarge, "has %d messages; at most %d are allowed per save: save in several steps", n, core.MaxAppendMessages)
 	}
-	if n := len(req.GetPendingToolUses()); n > MaxPendingToolUses {
-		return nil, fieldErr("pending_tool_uses", reasonFieldTooLarge, "has %d tool uses; at most %d are allowed", n, MaxPendingToolUses)
+	if n := len(req.GetPendingToolUses()); n > core.MaxPendingToolUses {
+		return nil, fieldErr("pending_tool_uses", reasonFieldTooLarge, "has %d tool uses; at most %d are allowed", n, core.MaxPendingToolUses)
 	}
-	msgs := make([]Message, 0, len(req.GetAppendMessages()))
+	msgs := make([]core.Message, 0, len(req.GetAppendMessages()))
 	for i, m := range req.GetAppendMessages() {
 		field := fmt.Sprintf("append_messages[%d]", i)
 		if err := validateName(field+".role", m.GetRole(), true); err != nil {
@@ -217,9 +215,9 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequ
 		if err := validateJSON(field+".content_json", m.GetContentJson(), true); err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, Message{Role: m.GetRole(), ContentJSON: m.GetContentJson()})
+		msgs = append(msgs, core.Message{Role: m.GetRole(), ContentJSON: m.GetContentJson()})
 	}
-	pending := make([]ToolUse, 0, len(req.GetPendingToolUses()))
+	pending := make([]core.ToolUse, 0, len(req.GetPendingToolUses()))
 	seen := make(map[string]bool, len(req.GetPendingToolUses()))
 	for i, t := range req.GetPendingToolUses() {
 		field := fmt.Sprintf("pending_tool_uses[%d]", i)
@@ -247,7 +245,7 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequ
 			"with task, state_json and labels makes %d bytes, over the %d-byte response budget; send smaller tool inputs or state",
 			n, cfg.ResponseBudgetBytes)
 	}
-	return &SaveRequest{
+	return &core.SaveRequest{
 		SessionID:        req.GetSessionId(),
 		ExpectedRevision: req.GetExpectedRevision(),
 		Epoch:            req.GetEpoch(),
@@ -266,25 +264,25 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*SaveRequ
 // An input is capped like state_json, so that one Reconcile resolution (the
 // input and a recorded output of at most MaxMessageBytes) always fits a
 // response, as Config.Validate ensures for state and a message.
-func validateToolUse(cfg Config, field string, t *savepointv1.ToolUse) (ToolUse, error) {
+func validateToolUse(cfg Config, field string, t *savepointv1.ToolUse) (core.ToolUse, error) {
 	if err := validateToolUseID(field+".tool_use_id", t.GetToolUseId()); err != nil {
-		return ToolUse{}, err
+		return core.ToolUse{}, err
 	}
 	if err := validateName(field+".name", t.GetName(), true); err != nil {
-		return ToolUse{}, err
+		return core.ToolUse{}, err
 	}
 	if n := len(t.GetInputJson()); n > cfg.MaxStateBytes {
-		return ToolUse{}, fieldErr(field+".input_json", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, cfg.MaxStateBytes)
+		return core.ToolUse{}, fieldErr(field+".input_json", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, cfg.MaxStateBytes)
 	}
 	if err := validateJSON(field+".input_json", t.GetInputJson(), false); err != nil {
-		return ToolUse{}, err
+		return core.ToolUse{}, err
 	}
 	class, ok := effectClassFromProto(t.GetEffectClass())
 	if !ok {
-		return ToolUse{}, fieldErr(field+".effect_class", reasonInvalidEffectClass,
+		return core.ToolUse{}, fieldErr(field+".effect_class", reasonInvalidEffectClass,
 			"%d is not a known effect class", int32(t.GetEffectClass()))
 	}
-	return ToolUse{
+	return core.ToolUse{
 		ID:           t.GetToolUseId(),
 		Name:         t.GetName(),
 		InputJSON:    t.GetInputJson(),
@@ -294,20 +292,20 @@ func validateToolUse(cfg Config, field string, t *savepointv1.ToolUse) (ToolUse,
 }
 
 // validateRecord checks a RecordEffect request and returns its effect.
-func validateRecord(cfg Config, req *savepointv1.RecordEffectRequest) (Effect, error) {
+func validateRecord(cfg Config, req *savepointv1.RecordEffectRequest) (core.Effect, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
-		return Effect{}, err
+		return core.Effect{}, err
 	}
 	if err := validateToolUseID("tool_use_id", req.GetToolUseId()); err != nil {
-		return Effect{}, err
+		return core.Effect{}, err
 	}
 	if err := validateName("name", req.GetName(), false); err != nil {
-		return Effect{}, err
+		return core.Effect{}, err
 	}
 	if n := len(req.GetOutput()); n > cfg.MaxMessageBytes {
-		return Effect{}, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, cfg.MaxMessageBytes)
+		return core.Effect{}, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, cfg.MaxMessageBytes)
 	}
-	return Effect{
+	return core.Effect{
 		ToolUseID: req.GetToolUseId(),
 		Name:      req.GetName(),
 		Output:    req.GetOutput(),
@@ -331,26 +329,26 @@ func validateListMessages(req *savepointv1.ListMessagesRequest) error {
 
 // validateListSessions checks a ListSessions request and returns its
 // filter, with min_idle taken back from now.
-func validateListSessions(req *savepointv1.ListSessionsRequest, now time.Time) (SessionFilter, error) {
+func validateListSessions(req *savepointv1.ListSessionsRequest, now time.Time) (core.SessionFilter, error) {
 	if err := validatePageSize("page_size", req.GetPageSize()); err != nil {
-		return SessionFilter{}, err
+		return core.SessionFilter{}, err
 	}
 	if err := validateLabels("label_filter", req.GetLabelFilter()); err != nil {
-		return SessionFilter{}, err
+		return core.SessionFilter{}, err
 	}
-	f := SessionFilter{Labels: req.GetLabelFilter(), HasPendingToolUses: req.GetHasPendingToolUses()}
+	f := core.SessionFilter{Labels: req.GetLabelFilter(), HasPendingToolUses: req.GetHasPendingToolUses()}
 	var ok bool
 	if f.Status, ok = statusFromProto(req.GetStatusFilter()); !ok {
-		return SessionFilter{}, fieldErr("status_filter", reasonInvalidSessionStatus,
+		return core.SessionFilter{}, fieldErr("status_filter", reasonInvalidSessionStatus,
 			"%d is not a session status", int32(req.GetStatusFilter()))
 	}
 	if d := req.GetMinIdle(); d != nil {
 		if err := d.CheckValid(); err != nil {
-			return SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is not a valid duration: %v", err)
+			return core.SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is not a valid duration: %v", err)
 		}
 		switch idle := d.AsDuration(); {
 		case idle < 0:
-			return SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is negative; give how long a session has not been updated, or leave it unset")
+			return core.SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is negative; give how long a session has not been updated, or leave it unset")
 		case idle > 0:
 			f.UpdatedBefore = now.Add(-idle)
 		}
@@ -360,23 +358,23 @@ func validateListSessions(req *savepointv1.ListSessionsRequest, now time.Time) (
 
 // statusFromProto returns the status a filter names; ok is false for a
 // value the enum does not define.
-func statusFromProto(s savepointv1.SessionStatus) (SessionStatus, bool) {
+func statusFromProto(s savepointv1.SessionStatus) (core.SessionStatus, bool) {
 	switch s {
 	case savepointv1.SessionStatus_SESSION_STATUS_UNSPECIFIED:
-		return StatusAny, true
+		return core.StatusAny, true
 	case savepointv1.SessionStatus_SESSION_STATUS_ACTIVE:
-		return StatusActive, true
+		return core.StatusActive, true
 	case savepointv1.SessionStatus_SESSION_STATUS_COMPLETED:
-		return StatusCompleted, true
+		return core.StatusCompleted, true
 	case savepointv1.SessionStatus_SESSION_STATUS_FAILED:
-		return StatusFailed, true
+		return core.StatusFailed, true
 	}
-	return StatusAny, false
+	return core.StatusAny, false
 }
 
 // validateComplete checks a CompleteSession request and returns it as a
 // CompleteRequest. The final output is capped like state_json.
-func validateComplete(cfg Config, req *savepointv1.CompleteSessionRequest) (*CompleteRequest, error) {
+func validateComplete(cfg Config, req *savepointv1.CompleteSessionRequest) (*core.CompleteRequest, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return nil, err
 	}
@@ -385,14 +383,14 @@ func validateComplete(cfg Config, req *savepointv1.CompleteSessionRequest) (*Com
 		return nil, err
 	}
 	st, _ := statusFromProto(req.GetStatus())
-	if st != StatusCompleted && st != StatusFailed {
+	if st != core.StatusCompleted && st != core.StatusFailed {
 		return nil, fieldErr("status", reasonInvalidSessionStatus,
 			"is %s; give SESSION_STATUS_COMPLETED or SESSION_STATUS_FAILED", req.GetStatus())
 	}
 	if n := len(req.GetFinalOutput()); n > cfg.MaxStateBytes {
 		return nil, fieldErr("final_output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, cfg.MaxStateBytes)
 	}
-	return &CompleteRequest{
+	return &core.CompleteRequest{
 		SessionID: req.GetSessionId(), Epoch: req.GetEpoch(), Status: st,
 		FinalOutput: req.GetFinalOutput(), RequestID: requestID,
 	}, nil
@@ -406,7 +404,7 @@ func validateListEffects(req *savepointv1.ListEffectsRequest) error {
 }
 
 // validateFork checks a ForkSession request.
-func validateFork(req *savepointv1.ForkSessionRequest) (*ForkRequest, error) {
+func validateFork(req *savepointv1.ForkSessionRequest) (*core.ForkRequest, error) {
 	if err := validateSessionID("source_session_id", req.GetSourceSessionId()); err != nil {
 		return nil, err
 	}
@@ -420,11 +418,11 @@ func validateFork(req *savepointv1.ForkSessionRequest) (*ForkRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ForkRequest{SourceID: req.GetSourceSessionId(), Revision: req.GetRevision(), NewID: req.GetNewSessionId(), RequestID: requestID}, nil
+	return &core.ForkRequest{SourceID: req.GetSourceSessionId(), Revision: req.GetRevision(), NewID: req.GetNewSessionId(), RequestID: requestID}, nil
 }
 
 // validateRewind checks a RewindSession request.
-func validateRewind(req *savepointv1.RewindSessionRequest) (*RewindRequest, error) {
+func validateRewind(req *savepointv1.RewindSessionRequest) (*core.RewindRequest, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return nil, err
 	}
@@ -435,5 +433,5 @@ func validateRewind(req *savepointv1.RewindSessionRequest) (*RewindRequest, erro
 	if req.GetRevision() == 0 {
 		return nil, fieldErr("revision", reasonMissingField, "is required: give the kept revision to rewind to")
 	}
-	return &RewindRequest{SessionID: req.GetSessionId(), Epoch: req.GetEpoch(), Revision: req.GetRevision(), RequestID: requestID}, nil
+	return &core.RewindRequest{SessionID: req.GetSessionId(), Epoch: req.GetEpoch(), Revision: req.GetRevision(), RequestID: requestID}, nil
 }

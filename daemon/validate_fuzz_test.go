@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/google/uuid"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -197,13 +199,13 @@ func FuzzValidateSaveCheckpoint(f *testing.F) {
 			t.Fatalf("SaveRequest %+v lost or gained items", sr)
 		}
 		for i, m := range req.AppendMessages {
-			if sr.AppendMessages[i] != (Message{Role: m.Role, ContentJSON: m.ContentJson}) {
+			if sr.AppendMessages[i] != (core.Message{Role: m.Role, ContentJSON: m.ContentJson}) {
 				t.Fatalf("message %d became %+v", i, sr.AppendMessages[i])
 			}
 		}
 		for i, p := range req.PendingToolUses {
 			got := sr.PendingToolUses[i]
-			wantClass := map[savepointv1.EffectClass]EffectClass{0: SideEffect, 1: ReadOnly, 2: Idempotent, 3: SideEffect}[p.EffectClass]
+			wantClass := map[savepointv1.EffectClass]core.EffectClass{0: core.SideEffect, 1: core.ReadOnly, 2: core.Idempotent, 3: core.SideEffect}[p.EffectClass]
 			if got.ID != p.ToolUseId || got.Name != p.Name || got.InputJSON != p.InputJson || got.BeginTracked != p.BeginTracked || got.Class != wantClass {
 				t.Fatalf("tool use %d became %+v", i, got)
 			}
@@ -247,7 +249,7 @@ func FuzzValidateRecordEffect(f *testing.F) {
 		if !ok {
 			t.Fatalf("accepted %q/%q name %d bytes, output %d bytes", sessionID, toolUseID, len(name), len(output))
 		}
-		if want := (Effect{ToolUseID: toolUseID, Name: name, Output: output, IsError: isError}); e != want {
+		if want := (core.Effect{ToolUseID: toolUseID, Name: name, Output: output, IsError: isError}); e != want {
 			t.Fatalf("effect %+v, want %+v", e, want)
 		}
 	})

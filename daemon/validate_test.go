@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -31,7 +33,7 @@ func checkFieldErr(t *testing.T, err error, reason savepointv1.ErrorReason, fiel
 	if fe.Reason != reason || (field != "" && fe.Field != field) {
 		t.Fatalf("err = %s on %q, want %s on %q (%v)", fe.Reason, fe.Field, reason, field, err)
 	}
-	if !errors.Is(err, ErrInvalidArgument) {
+	if !errors.Is(err, core.ErrInvalidArgument) {
 		t.Errorf("%v does not wrap ErrInvalidArgument", err)
 	}
 	if code, ok := Reasons()[wire(fe.Reason)]; !ok || code != codes.InvalidArgument {
@@ -180,7 +182,7 @@ func TestValidateSave(t *testing.T) {
 		{"bad request id", func(r *savepointv1.SaveCheckpointRequest) { r.RequestId = "1" }, reasonInvalidRequestID, "request_id"},
 		{"task too large", func(r *savepointv1.SaveCheckpointRequest) { r.Task = strings.Repeat("t", 64<<10+1) }, reasonFieldTooLarge, "task"},
 		{"too many messages", func(r *savepointv1.SaveCheckpointRequest) {
-			for range MaxAppendMessages {
+			for range core.MaxAppendMessages {
 				r.AppendMessages = append(r.AppendMessages, &savepointv1.Message{Role: "user", ContentJson: "1"})
 			}
 		}, reasonFieldTooLarge, "append_messages"},
@@ -188,7 +190,7 @@ func TestValidateSave(t *testing.T) {
 			r.PendingToolUses[0].InputJson = `"` + strings.Repeat("i", 50) + `"`
 		}, reasonFieldTooLarge, "pending_tool_uses[0].input_json"},
 		{"too many tool uses", func(r *savepointv1.SaveCheckpointRequest) {
-			for i := range MaxPendingToolUses {
+			for i := range core.MaxPendingToolUses {
 				r.PendingToolUses = append(r.PendingToolUses, &savepointv1.ToolUse{ToolUseId: fmt.Sprint("x", i), Name: "n"})
 			}
 		}, reasonFieldTooLarge, "pending_tool_uses"},
@@ -248,12 +250,12 @@ func TestValidateSaveConverts(t *testing.T) {
 	if got.KeepMessages == nil || *got.KeepMessages != 3 {
 		t.Errorf("keep_messages = %v, want 3", got.KeepMessages)
 	}
-	if len(got.AppendMessages) != 2 || got.AppendMessages[1] != (Message{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"t1"}]`}) {
+	if len(got.AppendMessages) != 2 || got.AppendMessages[1] != (core.Message{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"t1"}]`}) {
 		t.Errorf("messages = %+v", got.AppendMessages)
 	}
-	want := []ToolUse{
-		{ID: "t1", Name: "send_email", InputJSON: `{"to":"a"}`, Class: SideEffect, BeginTracked: true},
-		{ID: "t2", Name: "read", Class: SideEffect},
+	want := []core.ToolUse{
+		{ID: "t1", Name: "send_email", InputJSON: `{"to":"a"}`, Class: core.SideEffect, BeginTracked: true},
+		{ID: "t2", Name: "read", Class: core.SideEffect},
 	}
 	if len(got.PendingToolUses) != 2 || got.PendingToolUses[0] != want[0] || got.PendingToolUses[1] != want[1] {
 		t.Errorf("pending = %+v, want %+v", got.PendingToolUses, want)
@@ -263,13 +265,13 @@ func TestValidateSaveConverts(t *testing.T) {
 func TestEffectClassFromProto(t *testing.T) {
 	tests := []struct {
 		in   savepointv1.EffectClass
-		want EffectClass
+		want core.EffectClass
 		ok   bool
 	}{
-		{savepointv1.EffectClass_EFFECT_CLASS_UNSPECIFIED, SideEffect, true},
-		{savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY, ReadOnly, true},
-		{savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT, Idempotent, true},
-		{savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, SideEffect, true},
+		{savepointv1.EffectClass_EFFECT_CLASS_UNSPECIFIED, core.SideEffect, true},
+		{savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY, core.ReadOnly, true},
+		{savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT, core.Idempotent, true},
+		{savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, core.SideEffect, true},
 		{4, 0, false},
 		{-1, 0, false},
 	}
@@ -352,11 +354,11 @@ func TestValidateListSessionsFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Labels["team"] != "a" || f.Status != StatusFailed || !f.HasPendingToolUses || !f.UpdatedBefore.Equal(now.Add(-90*time.Minute)) {
+	if f.Labels["team"] != "a" || f.Status != core.StatusFailed || !f.HasPendingToolUses || !f.UpdatedBefore.Equal(now.Add(-90*time.Minute)) {
 		t.Errorf("filter = %+v", f)
 	}
 	f, err = validateListSessions(&savepointv1.ListSessionsRequest{MinIdle: durationpb.New(0)}, now)
-	if err != nil || !f.UpdatedBefore.IsZero() || f.Status != StatusAny {
+	if err != nil || !f.UpdatedBefore.IsZero() || f.Status != core.StatusAny {
 		t.Errorf("zero min_idle: filter = %+v, %v", f, err)
 	}
 }

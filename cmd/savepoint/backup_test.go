@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -46,7 +48,7 @@ func TestBackupCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sums, err := s.ListSessions(t.Context(), "", 10, daemon.SessionFilter{})
+	sums, err := s.ListSessions(t.Context(), "", 10, core.SessionFilter{})
 	if err != nil || len(sums) != 3 || sums[0].SessionID != "after-backup" || sums[2].SessionID != "report-1" || sums[2].PendingToolUseCount != 6 {
 		t.Fatalf("restored: %+v %v", sums, err)
 	}

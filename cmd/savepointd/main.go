@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/savepoint-dev/savepoint/daemon"
@@ -164,7 +166,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 }
 
 // serve runs the daemon, or the verification, until a signal or a failure.
-func serve(cfg daemon.Config, store daemon.Store, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
+func serve(cfg daemon.Config, store core.Store, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if verify {
@@ -186,7 +188,7 @@ func serve(cfg daemon.Config, store daemon.Store, verify bool, logger *slog.Logg
 
 // storeErr returns the failure that stopped a store that can fail beyond
 // repair (the embedded store), or nil.
-func storeErr(store daemon.Store) error {
+func storeErr(store core.Store) error {
 	if f, ok := store.(interface{ Err() error }); ok {
 		return f.Err()
 	}
@@ -197,7 +199,7 @@ func storeErr(store daemon.Store) error {
 // failing MANIFEST write forever, and its write-ahead log, already synced,
 // replays at the next start.
 // It reports whether the store closed cleanly.
-func closeStore(store daemon.Store, timeout time.Duration, logger *slog.Logger) bool {
+func closeStore(store core.Store, timeout time.Duration, logger *slog.Logger) bool {
 	done := make(chan error, 1)
 	go func() { done <- store.Close() }()
 	select {
@@ -237,7 +239,7 @@ func runRepair(dir string, stdout, stderr io.Writer) int {
 
 // runVerify prints the store's VerifyResponse as JSON, as the Verify RPC
 // returns it; it exits exitData when a session is damaged.
-func runVerify(ctx context.Context, store daemon.Store, stdout, stderr io.Writer) int {
+func runVerify(ctx context.Context, store core.Store, stdout, stderr io.Writer) int {
 	rep, err := store.Verify(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "savepointd verify: %v\n", err)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
@@ -141,7 +143,7 @@ func (m *migration) run(ctx context.Context) int {
 		return exitData
 	}
 	last := time.Now()
-	err = m.src.Export(ctx, func(d *daemon.SessionDump) error {
+	err = m.src.Export(ctx, func(d *core.SessionDump) error {
 		if err := m.dst.Import(ctx, d); err != nil {
 			return err
 		}
@@ -165,7 +167,7 @@ func (m *migration) run(ctx context.Context) int {
 	if err != nil {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: copy stopped after %d sessions: %v\n", m.live+m.tombs, err)
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: the sessions copied so far stay in %s; drop schema %q and run migrate-store again\n", target, pgstore.DefaultSchema)
-		if errors.Is(err, daemon.ErrSessionExists) {
+		if errors.Is(err, core.ErrSessionExists) {
 			return exitData
 		}
 		return exitFail
@@ -180,7 +182,7 @@ func (m *migration) run(ctx context.Context) int {
 		}
 	}
 	for _, sid := range m.tombIDs {
-		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrSessionNotFound) {
 			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}
@@ -201,9 +203,9 @@ func (m *migration) run(ctx context.Context) int {
 }
 
 // compareSession reads one live session from both stores through
-// daemon.Store and returns how they differ: every kept revision with all
+// core.Store and returns how they differ: every kept revision with all
 // its messages, the pending calls and the ledger.
-func compareSession(ctx context.Context, a, b daemon.Store, sid string) error {
+func compareSession(ctx context.Context, a, b core.Store, sid string) error {
 	latest, err := a.Checkpoint(ctx, sid, 0)
 	if err != nil {
 		return fmt.Errorf("session %q: source: %w", sid, err)
@@ -213,8 +215,8 @@ func compareSession(ctx context.Context, a, b daemon.Store, sid string) error {
 	}
 	for rev := uint64(1); rev <= latest.Revision; rev++ {
 		want, err := a.Checkpoint(ctx, sid, rev)
-		if errors.Is(err, daemon.ErrRevisionNotFound) {
-			if _, err := b.Checkpoint(ctx, sid, rev); !errors.Is(err, daemon.ErrRevisionNotFound) {
+		if errors.Is(err, core.ErrRevisionNotFound) {
+			if _, err := b.Checkpoint(ctx, sid, rev); !errors.Is(err, core.ErrRevisionNotFound) {
 				return fmt.Errorf("session %q revision %d: not kept in the source, but read in the target (%v)", sid, rev, err)
 			}
 			continue
@@ -252,7 +254,7 @@ func compareSession(ctx context.Context, a, b daemon.Store, sid string) error {
 }
 
 // sameCheckpoint compares two checkpoints, times to the nanosecond.
-func sameCheckpoint(a, b daemon.Checkpoint) bool {
+func sameCheckpoint(a, b core.Checkpoint) bool {
 	eq := a.SaveTime.Equal(b.SaveTime) && a.CompleteTime.Equal(b.CompleteTime) && maps.Equal(a.Labels, b.Labels) &&
 		slices.Equal(a.PendingToolUses, b.PendingToolUses)
 	a.SaveTime, b.SaveTime, a.CompleteTime, b.CompleteTime = time.Time{}, time.Time{}, time.Time{}, time.Time{}
@@ -260,8 +262,8 @@ func sameCheckpoint(a, b daemon.Checkpoint) bool {
 	return eq && reflect.DeepEqual(a, b)
 }
 
-func allMessages(ctx context.Context, s daemon.Store, sid string, rev uint64) ([]daemon.Message, error) {
-	var out []daemon.Message
+func allMessages(ctx context.Context, s core.Store, sid string, rev uint64) ([]core.Message, error) {
+	var out []core.Message
 	for {
 		page, err := s.Messages(ctx, sid, rev, uint64(len(out)), 4<<20, 0)
 		if err != nil || len(page) == 0 {
@@ -271,8 +273,8 @@ func allMessages(ctx context.Context, s daemon.Store, sid string, rev uint64) ([
 	}
 }
 
-func allEffects(ctx context.Context, s daemon.Store, sid string) ([]daemon.LedgerEntry, error) {
-	var out []daemon.LedgerEntry
+func allEffects(ctx context.Context, s core.Store, sid string) ([]core.LedgerEntry, error) {
+	var out []core.LedgerEntry
 	after := ""
 	for {
 		page, err := s.Effects(ctx, sid, after, 500)
@@ -286,7 +288,7 @@ func allEffects(ctx context.Context, s daemon.Store, sid string) ([]daemon.Ledge
 
 // normalizeTimes puts every time of the entries in UTC, so that
 // reflect.DeepEqual compares instants, not locations.
-func normalizeTimes(es []daemon.LedgerEntry) []daemon.LedgerEntry {
+func normalizeTimes(es []core.LedgerEntry) []core.LedgerEntry {
 	for i := range es {
 		es[i].BeginTime = es[i].BeginTime.UTC()
 		if e := es[i].Effect; e != nil {
@@ -299,7 +301,7 @@ func normalizeTimes(es []daemon.LedgerEntry) []daemon.LedgerEntry {
 }
 
 // normalizeCalls puts the calls' effects' times in UTC.
-func normalizeCalls(cs []daemon.PendingCall) []daemon.PendingCall {
+func normalizeCalls(cs []core.PendingCall) []core.PendingCall {
 	for i := range cs {
 		if e := cs[i].Effect; e != nil {
 			c := *e

@@ -9,16 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/protobuf/proto"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// fillStore writes, through daemon.Store, the sessions the migration tests
+// fillStore writes, through core.Store, the sessions the migration tests
 // copy: a long history with resumes, kept-message cuts and request ids, one
 // with a begun call in doubt and a recorded one, a completed session and a
 // deleted one.
@@ -40,11 +41,11 @@ func fillStore(t *testing.T, dir string) {
 	// every 10 revisions.
 	rev, epoch := uint64(0), uint64(0)
 	for i := range 40 {
-		req := &daemon.SaveRequest{SessionID: "hist", ExpectedRevision: rev, Epoch: epoch, RequestID: requestID(i),
+		req := &core.SaveRequest{SessionID: "hist", ExpectedRevision: rev, Epoch: epoch, RequestID: requestID(i),
 			Task: "long", Turn: uint32(i), TokensUsed: uint64(100 * i), StateJSON: fmt.Sprintf(`{"i":%d}`, i),
 			Labels: map[string]string{"team": "a", "i": fmt.Sprint(i % 3)}}
 		for j := range 3 {
-			req.AppendMessages = append(req.AppendMessages, daemon.Message{Role: "user", ContentJSON: fmt.Sprintf(`"m%d.%d"`, i, j)})
+			req.AppendMessages = append(req.AppendMessages, core.Message{Role: "user", ContentJSON: fmt.Sprintf(`"m%d.%d"`, i, j)})
 		}
 		if i == 15 || i == 30 {
 			keep := uint64(5)
@@ -61,29 +62,29 @@ func fillStore(t *testing.T, dir string) {
 	}
 	// "calls": three pending calls: one begun and recorded, one begun (in
 	// doubt), one never begun.
-	res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "calls", Task: "tools", RequestID: requestID(100),
-		AppendMessages: []daemon.Message{{Role: "assistant", ContentJSON: `"use tools"`}},
-		PendingToolUses: []daemon.ToolUse{
+	res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "calls", Task: "tools", RequestID: requestID(100),
+		AppendMessages: []core.Message{{Role: "assistant", ContentJSON: `"use tools"`}},
+		PendingToolUses: []core.ToolUse{
 			{ID: "t1", Name: "send_email", InputJSON: `{"to":"x"}`, BeginTracked: true},
-			{ID: "t2", Name: "charge", InputJSON: `{"amount":5}`, Class: daemon.Idempotent, BeginTracked: true},
-			{ID: "t3", Name: "search", InputJSON: `{}`, Class: daemon.ReadOnly},
+			{ID: "t2", Name: "charge", InputJSON: `{"amount":5}`, Class: core.Idempotent, BeginTracked: true},
+			{ID: "t3", Name: "search", InputJSON: `{}`, Class: core.ReadOnly},
 		}})
 	must(err)
 	_, err = s.BeginEffect(ctx, "calls", "t1", res.Epoch)
 	must(err)
-	_, _, err = s.RecordEffect(ctx, "calls", daemon.Effect{ToolUseID: "t1", Name: "send_email", Output: `"sent"`})
+	_, _, err = s.RecordEffect(ctx, "calls", core.Effect{ToolUseID: "t1", Name: "send_email", Output: `"sent"`})
 	must(err)
 	_, err = s.BeginEffect(ctx, "calls", "t2", res.Epoch)
 	must(err)
 	// "done": completed with a final output.
-	res, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "done", Task: "short",
-		AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hi"`}}})
+	res, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "done", Task: "short",
+		AppendMessages: []core.Message{{Role: "user", ContentJSON: `"hi"`}}})
 	must(err)
-	_, err = s.CompleteSession(ctx, &daemon.CompleteRequest{SessionID: "done", Epoch: res.Epoch, Status: daemon.StatusCompleted,
+	_, err = s.CompleteSession(ctx, &core.CompleteRequest{SessionID: "done", Epoch: res.Epoch, Status: core.StatusCompleted,
 		FinalOutput: `"bye"`, RequestID: requestID(101)})
 	must(err)
 	// "gone": resumed twice, then deleted: a tombstone at epoch 3.
-	res, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "gone", Task: "x"})
+	res, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "gone", Task: "x"})
 	must(err)
 	_, err = s.Resume(ctx, "gone", false)
 	must(err)
@@ -235,8 +236,8 @@ func TestMigrateStoreGraphThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.PutCheckpoint(context.Background(), &daemon.GraphPut{Checkpoint: daemon.GraphCheckpoint{
-		ThreadID: "thread-1", ID: "1", MetadataJSON: "{}", Value: daemon.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}}})
+	_, err = s.PutCheckpoint(context.Background(), &core.GraphPut{Checkpoint: core.GraphCheckpoint{
+		ThreadID: "thread-1", ID: "1", MetadataJSON: "{}", Value: core.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}}})
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 )
@@ -44,11 +45,11 @@ func TestRestoreFiles(t *testing.T) {
 		}
 		return path, res.Next
 	}
-	if _, err := src.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "first", Task: "a"}); err != nil {
+	if _, err := src.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "first", Task: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	full, next := backup("full", 0)
-	if _, err := src.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "second", Task: "b"}); err != nil {
+	if _, err := src.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "second", Task: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	inc, _ := backup("inc", next)
@@ -81,7 +82,7 @@ func TestRestoreFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	sums, err := st.ListSessions(ctx, "", 10, daemon.SessionFilter{})
+	sums, err := st.ListSessions(ctx, "", 10, core.SessionFilter{})
 	if err != nil || len(sums) != 2 || sums[0].SessionID != "first" || sums[1].SessionID != "second" {
 		t.Fatalf("restored %+v %v", sums, err)
 	}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 )
@@ -76,7 +77,7 @@ func TestEncryptionExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.SaveCheckpoint(context.Background(), &daemon.SaveRequest{SessionID: "s", Task: "converted"}); err != nil {
+	if _, err := st.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: "s", Task: "converted"}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

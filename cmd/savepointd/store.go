@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
@@ -71,7 +73,7 @@ var errStopped = errors.New("stopped while waiting for the database")
 // it can or a signal stops savepointd (errStopped): a fleet's sidecars must
 // outlast an outage of the database, not fail their unit. The store's Close
 // does not release the lock: the returned release does, after it.
-func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (daemon.Store, func(), error) {
+func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (core.Store, func(), error) {
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, nil, err
@@ -84,7 +86,7 @@ func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (daemon.Sto
 		if err == nil {
 			return s, func() { lock.Close() }, nil
 		}
-		if !wait || !errors.Is(err, daemon.ErrUnavailable) || ctx.Err() != nil {
+		if !wait || !errors.Is(err, core.ErrUnavailable) || ctx.Err() != nil {
 			lock.Close()
 			if ctx.Err() != nil {
 				return nil, nil, errStopped

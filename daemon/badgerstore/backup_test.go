@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // TestBackupRestoreConverts is the conversion docs/security.md describes:
@@ -18,16 +18,16 @@ func TestBackupRestoreConverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", Task: "t",
-		AppendMessages:  []daemon.Message{{Role: "user", ContentJSON: `"hello"`}, {Role: "assistant", ContentJSON: `"` + strings.Repeat("y", ValueThreshold+10) + `"`}},
-		PendingToolUses: []daemon.ToolUse{{ID: "c1", Name: "w"}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Task: "t",
+		AppendMessages:  []core.Message{{Role: "user", ContentJSON: `"hello"`}, {Role: "assistant", ContentJSON: `"` + strings.Repeat("y", ValueThreshold+10) + `"`}},
+		PendingToolUses: []core.ToolUse{{ID: "c1", Name: "w"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RecordEffect(ctx, "s", daemon.Effect{ToolUseID: "c1", Output: "done"}); err != nil {
+	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "c1", Output: "done"}); err != nil {
 		t.Fatal(err)
 	}
 	// A deleted session's records must not come back.
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "gone", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"bye"`}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "gone", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"bye"`}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.DeleteSession(ctx, "gone", 0); err != nil {
@@ -74,7 +74,7 @@ func TestBackupRestoreConverts(t *testing.T) {
 			if err != nil || len(calls) != 1 || calls[0].Effect == nil || calls[0].Effect.Output != "done" {
 				t.Fatalf("restored ledger: %+v, %v", calls, err)
 			}
-			if _, err := d.Checkpoint(ctx, "gone", 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+			if _, err := d.Checkpoint(ctx, "gone", 0); !errors.Is(err, core.ErrSessionNotFound) {
 				t.Errorf("deleted session after restore: %v, want ErrSessionNotFound", err)
 			}
 			if files := filesHolding(t, dst, `"bye"`); len(files) > 0 && tt.key == nil {
@@ -85,7 +85,7 @@ func TestBackupRestoreConverts(t *testing.T) {
 				t.Fatalf("verify after restore: %+v, %v", rep, err)
 			}
 			// Writes go on from the restored state.
-			if _, err := d.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1}); err != nil {
+			if _, err := d.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1}); err != nil {
 				t.Fatalf("save after restore: %v", err)
 			}
 		})
@@ -99,7 +99,7 @@ func FuzzRestore(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
 		f.Fatal(err)
 	}
 	var good bytes.Buffer

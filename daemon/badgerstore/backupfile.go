@@ -12,11 +12,12 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -56,14 +57,14 @@ func (s *Store) gcm() (cipher.AEAD, error) {
 // version since (0: all) to w: a consistent snapshot, taken while the store
 // serves. An encrypted store's file is encrypted with its key; a store
 // without a key writes a plaintext file only when plaintext is set
-// (daemon.ErrPlaintextBackup otherwise).
-func (s *Store) BackupSince(ctx context.Context, w io.Writer, since uint64, plaintext bool) (daemon.BackupResult, error) {
+// (core.ErrPlaintextBackup otherwise).
+func (s *Store) BackupSince(ctx context.Context, w io.Writer, since uint64, plaintext bool) (core.BackupResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.BackupResult{}, err
+		return core.BackupResult{}, err
 	}
-	res := daemon.BackupResult{Encrypted: len(s.key) > 0}
+	res := core.BackupResult{Encrypted: len(s.key) > 0}
 	if !res.Encrypted && !plaintext {
-		return res, fmt.Errorf("%w: this store has no encryption key (--encryption-key-file), so its backup would be plaintext; set plaintext to accept that", daemon.ErrPlaintextBackup)
+		return res, fmt.Errorf("%w: this store has no encryption key (--encryption-key-file), so its backup would be plaintext; set plaintext to accept that", core.ErrPlaintextBackup)
 	}
 	header := make([]byte, 0, backupHeaderLen)
 	header = append(header, backupMagic...)

@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // storeView is everything the API shows of a store's sessions.
 func storeView(t *testing.T, s *Store) string {
 	t.Helper()
-	sums, err := s.ListSessions(ctx, "", 10000, daemon.SessionFilter{})
+	sums, err := s.ListSessions(ctx, "", 10000, core.SessionFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func TestBackupWhileServing(t *testing.T) {
 	defer src.Close()
 	for i := range 20 {
 		id := fmt.Sprintf("s%02d", i)
-		mustSave(t, src, &daemon.SaveRequest{SessionID: id, AppendMessages: []daemon.Message{userMsg(strings.Repeat("m", 100*i))},
-			PendingToolUses: []daemon.ToolUse{{ID: "t-" + id, Name: "w"}}})
+		mustSave(t, src, &core.SaveRequest{SessionID: id, AppendMessages: []core.Message{userMsg(strings.Repeat("m", 100*i))},
+			PendingToolUses: []core.ToolUse{{ID: "t-" + id, Name: "w"}}})
 		if i%3 == 0 {
-			if _, _, err := src.RecordEffect(ctx, id, daemon.Effect{ToolUseID: "t-" + id, Output: "out"}); err != nil {
+			if _, _, err := src.RecordEffect(ctx, id, core.Effect{ToolUseID: "t-" + id, Output: "out"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -70,10 +70,10 @@ func TestBackupWhileServing(t *testing.T) {
 	var wg sync.WaitGroup
 	var saves atomic.Int64
 	wg.Go(func() {
-		rev := mustSave(t, src, &daemon.SaveRequest{SessionID: "busy"}).Revision
+		rev := mustSave(t, src, &core.SaveRequest{SessionID: "busy"}).Revision
 		for !stop.Load() {
-			res, err := src.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "busy", ExpectedRevision: rev,
-				AppendMessages: []daemon.Message{userMsg(strings.Repeat("b", 700))}})
+			res, err := src.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "busy", ExpectedRevision: rev,
+				AppendMessages: []core.Message{userMsg(strings.Repeat("b", 700))}})
 			if err != nil {
 				t.Error(err)
 				return
@@ -101,7 +101,7 @@ func TestBackupWhileServing(t *testing.T) {
 	if _, err := src.DeleteSession(ctx, "s05", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.CompleteSession(ctx, &daemon.CompleteRequest{SessionID: "s06", Status: daemon.StatusFailed, FinalOutput: "x"}); err != nil {
+	if _, err := src.CompleteSession(ctx, &core.CompleteRequest{SessionID: "s06", Status: core.StatusFailed, FinalOutput: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	backup() // incremental, during saves
@@ -139,7 +139,7 @@ func TestBackupWhileServing(t *testing.T) {
 	if rep, err := dst.Verify(ctx); err != nil || len(rep.Damaged) != 0 {
 		t.Errorf("verify of the restored store: %+v %v", rep, err)
 	}
-	if _, err := dst.Checkpoint(ctx, "s05", 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+	if _, err := dst.Checkpoint(ctx, "s05", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Errorf("a session deleted between backups came back: %v", err)
 	}
 	t.Logf("%d saves during the backups; files of %d, %d and %d bytes", saves.Load(), files[0].Len(), files[1].Len(), files[2].Len())
@@ -148,9 +148,9 @@ func TestBackupWhileServing(t *testing.T) {
 func TestBackupFileRefusals(t *testing.T) {
 	plain := openT(t, t.TempDir())
 	defer plain.Close()
-	mustSave(t, plain, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{userMsg("secret")}})
+	mustSave(t, plain, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{userMsg("secret")}})
 	var f bytes.Buffer
-	if _, err := plain.BackupSince(ctx, &f, 0, false); !errors.Is(err, daemon.ErrPlaintextBackup) || f.Len() != 0 {
+	if _, err := plain.BackupSince(ctx, &f, 0, false); !errors.Is(err, core.ErrPlaintextBackup) || f.Len() != 0 {
 		t.Fatalf("plaintext backup without consent: %v, %d bytes", err, f.Len())
 	}
 	res, err := plain.BackupSince(ctx, &f, 0, true)
@@ -172,7 +172,7 @@ func TestBackupFileRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer enc.Close()
-	mustSave(t, enc, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{userMsg("secret")}})
+	mustSave(t, enc, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{userMsg("secret")}})
 	var ef bytes.Buffer
 	if _, err := enc.BackupSince(ctx, &ef, 0, false); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 )
 
@@ -31,10 +32,10 @@ func openBench(b *testing.B) *badgerstore.Store {
 	return s
 }
 
-func benchMessage(i int) daemon.Message {
+func benchMessage(i int) core.Message {
 	text := fmt.Sprintf("message %d ", i)
 	text += strings.Repeat("x", max(benchMessageBytes-len(text)-len(`{"text":""}`), 0))
-	return daemon.Message{Role: "user", ContentJSON: `{"text":"` + text + `"}`}
+	return core.Message{Role: "user", ContentJSON: `{"text":"` + text + `"}`}
 }
 
 // populate creates session sid with n messages, saved in batches, and
@@ -45,11 +46,11 @@ func populate(b *testing.B, s *badgerstore.Store, sid string, n int) uint64 {
 	var rev uint64
 	for done := 0; done < n || rev == 0; {
 		k := min(batch, n-done)
-		msgs := make([]daemon.Message, k)
+		msgs := make([]core.Message, k)
 		for i := range msgs {
 			msgs[i] = benchMessage(done + i)
 		}
-		res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{SessionID: sid, ExpectedRevision: rev, AppendMessages: msgs})
+		res, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: sid, ExpectedRevision: rev, AppendMessages: msgs})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -68,9 +69,9 @@ func BenchmarkSaveAppend(b *testing.B) {
 		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) {
 			s := openBench(b)
 			rev := populate(b, s, "append", n)
-			msg := []daemon.Message{benchMessage(n)}
+			msg := []core.Message{benchMessage(n)}
 			for b.Loop() {
-				res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
+				res, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{
 					SessionID: "append", ExpectedRevision: rev, AppendMessages: msg,
 				})
 				if err != nil {
@@ -97,11 +98,11 @@ func BenchmarkConcurrentSaves(b *testing.B) {
 			for w := range writers {
 				sid := fmt.Sprintf("writer-%d", w)
 				rev := populate(b, s, sid, 1)
-				msg := []daemon.Message{benchMessage(w)}
+				msg := []core.Message{benchMessage(w)}
 				wg.Go(func() {
 					for range work {
 						t0 := time.Now()
-						res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
+						res, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{
 							SessionID: sid, ExpectedRevision: rev, AppendMessages: msg,
 						})
 						if err != nil {
@@ -174,8 +175,8 @@ func BenchmarkSaveIndependence(b *testing.B) {
 		revs := map[string]uint64{"small": populate(b, s, "small", 10), "big": populate(b, s, "big", 10)}
 		save := func(sid, state string) time.Duration {
 			t0 := time.Now()
-			res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
-				SessionID: sid, ExpectedRevision: revs[sid], StateJSON: state, AppendMessages: []daemon.Message{benchMessage(0)},
+			res, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{
+				SessionID: sid, ExpectedRevision: revs[sid], StateJSON: state, AppendMessages: []core.Message{benchMessage(0)},
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -202,8 +203,8 @@ func BenchmarkSaveIndependence(b *testing.B) {
 		revs := map[string]uint64{"short": populate(b, s, "short", 10), "long": populate(b, s, "long", 2000)}
 		save := func(sid string) time.Duration {
 			t0 := time.Now()
-			res, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{
-				SessionID: sid, ExpectedRevision: revs[sid], AppendMessages: []daemon.Message{benchMessage(0)},
+			res, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{
+				SessionID: sid, ExpectedRevision: revs[sid], AppendMessages: []core.Message{benchMessage(0)},
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -239,11 +240,11 @@ func BenchmarkOpen(b *testing.B) {
 	for w := range 32 {
 		wg.Go(func() {
 			for i := w; i < 10000; i += 32 {
-				msgs := make([]daemon.Message, 8)
+				msgs := make([]core.Message, 8)
 				for j := range msgs {
 					msgs[j] = benchMessage(j)
 				}
-				if _, err := s.SaveCheckpoint(context.Background(), &daemon.SaveRequest{SessionID: fmt.Sprintf("s%05d", i), AppendMessages: msgs}); err != nil {
+				if _, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: fmt.Sprintf("s%05d", i), AppendMessages: msgs}); err != nil {
 					b.Error(err)
 					return
 				}

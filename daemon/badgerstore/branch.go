@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -20,7 +21,7 @@ const forkBatch = 500
 // afterRevision lists the session's calls that are not read-only whose
 // effect was recorded, or which were begun without an effect, after rec was
 // saved, in tool use id order.
-func afterRevision(t *tx, sessionID string, h *storagev1.SessionRecord, rec *storagev1.RevisionRecord) (performed, inDoubt []daemon.LedgerEntry, err error) {
+func afterRevision(t *tx, sessionID string, h *storagev1.SessionRecord, rec *storagev1.RevisionRecord) (performed, inDoubt []core.LedgerEntry, err error) {
 	since := rec.GetSaveTime().AsTime()
 	err = eachCall(t, sessionID, h, func(id string, call *storagev1.CallRecord) error {
 		if call.ToolUse.GetEffectClass() == storagev1.EffectClass_EFFECT_CLASS_READ_ONLY {
@@ -56,8 +57,8 @@ func eachCall(t *tx, sessionID string, h *storagev1.SessionRecord, fn func(id st
 	return nil
 }
 
-func ledgerEntry(id string, call *storagev1.CallRecord) daemon.LedgerEntry {
-	e := daemon.LedgerEntry{
+func ledgerEntry(id string, call *storagev1.CallRecord) core.LedgerEntry {
+	e := core.LedgerEntry{
 		ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
 		BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
 		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
@@ -86,17 +87,17 @@ func sessionRequest(t *tx, h *storagev1.SessionRecord, sessionID, requestID stri
 	}
 	if string(r.Fingerprint) != string(fp) {
 		return nil, false, fmt.Errorf("%w: request id %s was already used for a different request to session %q; make a new id for a new request",
-			daemon.ErrRequestIDReused, requestID, sessionID)
+			core.ErrRequestIDReused, requestID, sessionID)
 	}
 	return r, true, nil
 }
 
-func (s *Store) RewindSession(ctx context.Context, req *daemon.RewindRequest) (daemon.BranchResult, error) {
+func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (core.BranchResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.BranchResult{}, err
+		return core.BranchResult{}, err
 	}
 	defer s.lock(req.SessionID)()
-	var res daemon.BranchResult
+	var res core.BranchResult
 	err := s.update(func(t *tx) error {
 		sid := req.SessionID
 		h, err := mustHead(t, sid)
@@ -171,7 +172,7 @@ type forkSource struct {
 	messages []*storagev1.Message
 	calls    map[string]*storagev1.CallRecord // the calls pending in revisions up to rec
 	pending  map[string]bool                  // those pending in rec
-	res      daemon.BranchResult
+	res      core.BranchResult
 }
 
 func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (*forkSource, error) {
@@ -227,16 +228,16 @@ func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (
 	return src, err
 }
 
-func (s *Store) ForkSession(ctx context.Context, req *daemon.ForkRequest) (daemon.BranchResult, error) {
+func (s *Store) ForkSession(ctx context.Context, req *core.ForkRequest) (core.BranchResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.BranchResult{}, err
+		return core.BranchResult{}, err
 	}
 	nid := req.NewID
 	defer s.lock(nid)()
 	fp := req.Fingerprint()
 	src, err := s.readForkSource(ctx, req.SourceID, req.Revision)
 	if err != nil {
-		return daemon.BranchResult{}, err
+		return core.BranchResult{}, err
 	}
 	res := src.res
 	var epoch uint64
@@ -257,7 +258,7 @@ func (s *Store) ForkSession(ctx context.Context, req *daemon.ForkRequest) (daemo
 				res.Revision, res.Epoch, res.MessageCount = prev.Revision, prev.Epoch, prev.MessageCount
 				return nil
 			}
-			return &daemon.StateError{Err: daemon.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q exists at revision %d; fork into a new id, or delete it first", nid, h.Revision)}
 		}
 		deleted, err := deletedEpoch(t, nid, tomb)
@@ -272,11 +273,11 @@ func (s *Store) ForkSession(ctx context.Context, req *daemon.ForkRequest) (daemo
 	if err != nil || retried {
 		return res, err
 	}
-	fail := func(err error) (daemon.BranchResult, error) {
+	fail := func(err error) (core.BranchResult, error) {
 		if perr := s.purge(nid); perr != nil {
 			s.log.Error("removing an interrupted fork", "session_id", nid, "err", perr)
 		}
-		return daemon.BranchResult{}, err
+		return core.BranchResult{}, err
 	}
 	// (2) The history, in batches.
 	for start := 0; start < len(src.messages); start += forkBatch {

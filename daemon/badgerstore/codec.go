@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/protobuf/proto"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -65,7 +66,7 @@ func put(t *tx, key []byte, m proto.Message) error {
 }
 
 // get reads key into m; found is false when the key is absent. A value that
-// fails its checksum or does not decode is daemon.ErrCorrupt.
+// fails its checksum or does not decode is core.ErrCorrupt.
 //
 // h is the session's head when it is known, so that the error can carry the
 // session's revision and epoch (a client needs the epoch to delete it).
@@ -91,7 +92,7 @@ func corrupt(h *storagev1.SessionRecord, sessionID string, err error) error {
 	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
 		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
 	if h == nil {
-		return fmt.Errorf("%w: %s", daemon.ErrCorrupt, msg)
+		return fmt.Errorf("%w: %s", core.ErrCorrupt, msg)
 	}
-	return &daemon.StateError{Err: daemon.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+	return &core.StateError{Err: core.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
 }

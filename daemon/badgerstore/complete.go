@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -15,21 +16,21 @@ import (
 // or failed.
 func active(h *storagev1.SessionRecord, sessionID string) error {
 	st := statusFromRecord(h)
-	if st == daemon.StatusActive {
+	if st == core.StatusActive {
 		return nil
 	}
-	return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+	return &core.StateError{Err: core.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 		Msg: fmt.Sprintf("session %q is %s; resume it with reopen to continue it", sessionID, strings.ToLower(st.String()))}
 }
 
 // CompleteSession sets the head's status and final output; the revision
 // stays. A request id is remembered like a save's, in the same records.
-func (s *Store) CompleteSession(ctx context.Context, req *daemon.CompleteRequest) (daemon.CompleteResult, error) {
+func (s *Store) CompleteSession(ctx context.Context, req *core.CompleteRequest) (core.CompleteResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.CompleteResult{}, err
+		return core.CompleteResult{}, err
 	}
 	defer s.lock(req.SessionID)()
-	var res daemon.CompleteResult
+	var res core.CompleteResult
 	err := s.update(func(t *tx) error {
 		sid := req.SessionID
 		h, err := mustHead(t, sid)
@@ -42,19 +43,19 @@ func (s *Store) CompleteSession(ctx context.Context, req *daemon.CompleteRequest
 			return err
 		}
 		if retry {
-			res = daemon.CompleteResult{Revision: prev.Revision, Epoch: prev.Epoch, Status: req.Status}
+			res = core.CompleteResult{Revision: prev.Revision, Epoch: prev.Epoch, Status: req.Status}
 			return nil
 		}
 		if err := fence(h, sid, req.Epoch); err != nil {
 			return err
 		}
-		res = daemon.CompleteResult{Revision: h.Revision, Epoch: h.Epoch, Status: req.Status}
-		if st := statusFromRecord(h); st != daemon.StatusActive {
+		res = core.CompleteResult{Revision: h.Revision, Epoch: h.Epoch, Status: req.Status}
+		if st := statusFromRecord(h); st != core.StatusActive {
 			if st == req.Status && h.FinalOutput == req.FinalOutput {
 				res.Already = true
 				return nil
 			}
-			return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q is %s already, with another status or final output; resume it with reopen to change it", sid, strings.ToLower(st.String()))}
 		}
 		now := timestamppb.New(s.now())

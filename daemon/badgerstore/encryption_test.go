@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // filesHolding returns the files under dir whose bytes contain s.
@@ -64,8 +64,8 @@ func TestEncryptedFilesHoldNoPlaintext(t *testing.T) {
 				t.Fatal(err)
 			}
 			big := `"` + large + strings.Repeat("x", ValueThreshold+1) + `"`
-			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", StateJSON: `{"note":"` + small + `"}`,
-				AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"` + small + `"`}, {Role: "user", ContentJSON: big}}}); err != nil {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", StateJSON: `{"note":"` + small + `"}`,
+				AppendMessages: []core.Message{{Role: "user", ContentJSON: `"` + small + `"`}, {Role: "user", ContentJSON: big}}}); err != nil {
 				t.Fatal(err)
 			}
 			open := map[string][]string{"small": filesHolding(t, dir, small), "large": filesHolding(t, dir, large)}
@@ -119,7 +119,7 @@ func TestEncryptionKeyMismatchRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
 				t.Fatal(err)
 			}
 			s.Close()

@@ -10,10 +10,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // The engine is the store's only writer. Requests that arrive while a commit
@@ -132,7 +132,7 @@ func (e *engine) commit(ws []write) error {
 	}
 	if o.size > e.maxSize || int64(len(ws)) > e.maxCount {
 		return fmt.Errorf("%w: one request writes %d bytes in %d entries, over the store's transaction limit of %d bytes and %d entries",
-			daemon.ErrInvalidArgument, o.size, len(ws), e.maxSize, e.maxCount)
+			core.ErrInvalidArgument, o.size, len(ws), e.maxSize, e.maxCount)
 	}
 	if err := e.err(); err != nil {
 		return err
@@ -140,7 +140,7 @@ func (e *engine) commit(ws []write) error {
 	select {
 	case e.ops <- o:
 	case <-e.stop:
-		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+		return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 	}
 	// ops has room even after the loop ended, so the send above can win
 	// over stop; then nobody takes o, and waiting on done alone would hang.
@@ -152,7 +152,7 @@ func (e *engine) commit(ws []write) error {
 		case err := <-o.done: // drained, or committed, before the loop ended
 			return err
 		default:
-			return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+			return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 		}
 	}
 }
@@ -174,27 +174,27 @@ func (e *engine) ping(ctx context.Context) error {
 func (e *engine) send(ctx context.Context, o *op) error {
 	select {
 	case <-e.stop: // checked first: ops has room even after the loop ended
-		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+		return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 	default:
 	}
 	select {
 	case e.ops <- o:
 	case <-e.stop:
-		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+		return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 	case <-ctx.Done():
-		return fmt.Errorf("%w: the commit loop took no request: %v", daemon.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: the commit loop took no request: %v", core.ErrUnavailable, ctx.Err())
 	}
 	select {
 	case err := <-o.done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: the commit loop did not answer: %v", daemon.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: the commit loop did not answer: %v", core.ErrUnavailable, ctx.Err())
 	}
 }
 
 func (e *engine) err() error {
 	if err, _ := e.failErr.Load().(error); err != nil {
-		return fmt.Errorf("%w: the store failed and savepointd is stopping: %v", daemon.ErrUnavailable, err)
+		return fmt.Errorf("%w: the store failed and savepointd is stopping: %v", core.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -256,7 +256,7 @@ func (e *engine) drain() {
 	for {
 		select {
 		case o := <-e.ops:
-			o.done <- fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+			o.done <- fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 		default:
 			return
 		}
@@ -319,7 +319,7 @@ func (e *engine) checkSpace() error {
 	}
 	if free < e.reserve {
 		return fmt.Errorf("%w: %d bytes free on the data directory's filesystem, %d reserved; free space to resume writes (reads keep working)",
-			daemon.ErrDiskFull, free, e.reserve)
+			core.ErrDiskFull, free, e.reserve)
 	}
 	return nil
 }

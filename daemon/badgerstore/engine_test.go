@@ -12,15 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 func saveN(t *testing.T, s *Store, sid string, n int) {
 	t.Helper()
 	for i := range n {
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: sid, ExpectedRevision: uint64(i),
-			AppendMessages: []daemon.Message{{Role: "user", ContentJSON: fmt.Sprintf("%d", i)}}}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid, ExpectedRevision: uint64(i),
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: fmt.Sprintf("%d", i)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,7 +45,7 @@ func TestGroupCommit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("g%d", i)})
+			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("g%d", i)})
 			errs <- err
 		}()
 	}
@@ -80,7 +81,7 @@ func TestCommitAfterClose(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for i := range 200 {
-			if err := s.eng.commit([]write{{key: []byte(fmt.Sprintf("k%d", i)), val: []byte("v")}}); !errors.Is(err, daemon.ErrUnavailable) {
+			if err := s.eng.commit([]write{{key: []byte(fmt.Sprintf("k%d", i)), val: []byte("v")}}); !errors.Is(err, core.ErrUnavailable) {
 				done <- fmt.Errorf("commit %d after close: %v, want ErrUnavailable", i, err)
 				return
 			}
@@ -102,8 +103,8 @@ func TestSyncFailureIsFatal(t *testing.T) {
 	defer s.Close()
 	saveN(t, s, "ok", 1)
 	s.eng.sync = func() error { return errors.New("EIO") }
-	_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "lost"})
-	if !errors.Is(err, daemon.ErrUnavailable) {
+	_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "lost"})
+	if !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("save whose sync failed: %v, want ErrUnavailable", err)
 	}
 	select {
@@ -112,7 +113,7 @@ func TestSyncFailureIsFatal(t *testing.T) {
 		t.Fatal("Failed not closed after a sync error")
 	}
 	s.eng.sync = s.db.Sync // even if the disk recovers, nothing more is acknowledged
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "later"}); !errors.Is(err, daemon.ErrUnavailable) {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "later"}); !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("save after the failure: %v", err)
 	}
 }
@@ -126,15 +127,15 @@ func TestDiskGuard(t *testing.T) {
 	s.eng.statfs = func(string) (uint64, error) { mu.Lock(); defer mu.Unlock(); return free, nil }
 	setFree := func(n uint64) { mu.Lock(); free = n; mu.Unlock() }
 	setFree(s.eng.reserve - 1)
-	_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
-	if !errors.Is(err, daemon.ErrDiskFull) {
+	_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1})
+	if !errors.Is(err, core.ErrDiskFull) {
 		t.Fatalf("save below the reserve: %v", err)
 	}
 	if cp, err := s.Checkpoint(ctx, "s", 0); err != nil || cp.Revision != 1 {
 		t.Fatalf("read while full: %+v %v", cp, err)
 	}
 	setFree(s.eng.reserve)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1}); err != nil {
 		t.Fatalf("save after space returned: %v", err)
 	}
 }
@@ -164,15 +165,15 @@ func TestDiskGuardTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 3})
-	if !errors.Is(err, daemon.ErrDiskFull) {
+	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3})
+	if !errors.Is(err, core.ErrDiskFull) {
 		t.Fatalf("save on a full tmpfs: %v", err)
 	}
 	if ms, err := s.Messages(ctx, "s", 0, 0, 1<<20, 0); err != nil || len(ms) != 3 {
 		t.Fatalf("read on a full tmpfs: %d messages, %v", len(ms), err)
 	}
 	os.Remove(filler)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 3}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3}); err != nil {
 		t.Fatalf("save after freeing space: %v", err)
 	}
 }
@@ -200,7 +201,7 @@ func TestBehindHighWaterMark(t *testing.T) {
 	s = openT(t, dir)
 	saveN2 := func() {
 		for i := 2; i < 5; i++ {
-			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: uint64(i)}); err != nil {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: uint64(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -267,10 +268,10 @@ func TestMigrateFormat2(t *testing.T) {
 	if n := len(h.RecentRequests); n != 0 { //nolint:staticcheck // the old format's field
 		t.Fatalf("head still holds %d request ids", n)
 	}
-	retry := &daemon.SaveRequest{SessionID: "fixture-1", Task: "report", RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01",
-		AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hello"`}}}
+	retry := &core.SaveRequest{SessionID: "fixture-1", Task: "report", RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01",
+		AppendMessages: []core.Message{{Role: "user", ContentJSON: `"hello"`}}}
 	res, err := s.SaveCheckpoint(ctx, retry)
-	if err != nil || res != (daemon.SaveResult{Revision: 1, MessageCount: 1, Epoch: 1}) {
+	if err != nil || res != (core.SaveResult{Revision: 1, MessageCount: 1, Epoch: 1}) {
 		t.Fatalf("retry of a pre-upgrade save: %+v %v", res, err)
 	}
 	if cp, _ := s.Checkpoint(ctx, "fixture-1", 0); cp.Revision != 2 {

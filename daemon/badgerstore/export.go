@@ -5,11 +5,12 @@ import (
 	"maps"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -49,9 +50,9 @@ func countKind(t *tx, kind byte) int {
 
 // Export passes every session of the store, live or tombstone, to fn in
 // session id order, all read in one consistent view; it stops at fn's first
-// error and returns it. A damaged record is daemon.ErrCorrupt. Graph
+// error and returns it. A damaged record is core.ErrCorrupt. Graph
 // threads are not exported.
-func (s *Store) Export(ctx context.Context, fn func(*daemon.SessionDump) error) error {
+func (s *Store) Export(ctx context.Context, fn func(*core.SessionDump) error) error {
 	return s.view(ctx, func(t *tx) error {
 		var ids []string
 		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}})
@@ -81,12 +82,12 @@ func (s *Store) Export(ctx context.Context, fn func(*daemon.SessionDump) error) 
 }
 
 // exportSession reads one session's records.
-func exportSession(t *tx, sid string) (*daemon.SessionDump, error) {
+func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 	var h storagev1.SessionRecord
 	if _, err := get(t, nil, sid, sessionKey(sid), &h); err != nil {
 		return nil, err
 	}
-	d := &daemon.SessionDump{
+	d := &core.SessionDump{
 		SessionID: sid, Deleted: h.Deleted, Epoch: h.Epoch, Resumed: h.Resumed, Revision: h.Revision, NextSeq: h.NextSeq,
 		Task: h.Task, Turn: h.Turn, MessageCount: h.MessageCount, PendingCount: h.PendingToolUseCount,
 		Labels: maps.Clone(h.Labels), CreateTime: timeOf(h.CreateTime), UpdateTime: timeOf(h.UpdateTime),
@@ -97,12 +98,12 @@ func exportSession(t *tx, sid string) (*daemon.SessionDump, error) {
 	}
 	err := scan(t, sid, kindRevision, func() proto.Message { return &storagev1.RevisionRecord{} }, func(_ []byte, m proto.Message) {
 		r := m.(*storagev1.RevisionRecord)
-		rd := daemon.RevisionDump{
+		rd := core.RevisionDump{
 			Revision: r.Revision, Epoch: r.Epoch, Task: r.Task, Turn: r.Turn, TokensUsed: r.TokensUsed,
 			MessageCount: r.MessageCount, StateJSON: r.StateJson, Labels: maps.Clone(r.Labels), SaveTime: timeOf(r.SaveTime),
 		}
 		for _, sg := range r.Segments {
-			rd.Segments = append(rd.Segments, daemon.Segment{FirstSeq: sg.FirstSeq, Count: sg.Count})
+			rd.Segments = append(rd.Segments, core.Segment{FirstSeq: sg.FirstSeq, Count: sg.Count})
 		}
 		for _, u := range r.PendingToolUses {
 			rd.Pending = append(rd.Pending, toolUseFromRecord(u))
@@ -112,13 +113,13 @@ func exportSession(t *tx, sid string) (*daemon.SessionDump, error) {
 	if err == nil {
 		err = scan(t, sid, kindMessage, func() proto.Message { return &storagev1.Message{} }, func(rest []byte, m proto.Message) {
 			r := m.(*storagev1.Message)
-			d.Messages = append(d.Messages, daemon.SeqMessage{Seq: be64(rest), Message: daemon.Message{Role: r.Role, ContentJSON: r.ContentJson}})
+			d.Messages = append(d.Messages, core.SeqMessage{Seq: be64(rest), Message: core.Message{Role: r.Role, ContentJSON: r.ContentJson}})
 		}, &h)
 	}
 	if err == nil {
 		err = scan(t, sid, kindCall, func() proto.Message { return &storagev1.CallRecord{} }, func(rest []byte, m proto.Message) {
 			r := m.(*storagev1.CallRecord)
-			e := daemon.LedgerEntry{
+			e := core.LedgerEntry{
 				ToolUseID: string(rest), Name: r.GetToolUse().GetName(), Class: effectClassFromRecord(r.GetToolUse().GetEffectClass()),
 				BeginTracked: r.GetToolUse().GetBeginTracked(), LastPendingRevision: r.LastPendingRevision,
 				Begun: r.Begun, IdempotencyKey: r.IdempotencyKey, BeginTime: timeOf(r.BeginTime),
@@ -134,7 +135,7 @@ func exportSession(t *tx, sid string) (*daemon.SessionDump, error) {
 	if err == nil {
 		err = scan(t, sid, kindRequest, func() proto.Message { return &storagev1.RequestRecord{} }, func(rest []byte, m proto.Message) {
 			r := m.(*storagev1.RequestRecord)
-			d.Requests = append(d.Requests, daemon.RequestDump{
+			d.Requests = append(d.Requests, core.RequestDump{
 				RequestID: string(rest), Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
 			})
 		}, &h)

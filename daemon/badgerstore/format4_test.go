@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -46,8 +47,8 @@ func TestMigrateFormat3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "fixture-2", ExpectedRevision: 2, Epoch: 2,
-		AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"d"`}}})
+	res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-2", ExpectedRevision: 2, Epoch: 2,
+		AppendMessages: []core.Message{{Role: "user", ContentJSON: `"d"`}}})
 	if err != nil || res.MessageCount != 3 {
 		t.Fatalf("save after migration: %+v %v", res, err)
 	}
@@ -85,7 +86,7 @@ func TestMigrateFormat3(t *testing.T) {
 	if n := expiries(t, s); !slices.Equal(n, []string{"fixture-3", "fixture-4"}) {
 		t.Errorf("tombstones listed to expire: %q", n)
 	}
-	if res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "fixture-4", Epoch: 1}); !errors.Is(err, daemon.ErrSessionFenced) {
+	if res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-4", Epoch: 1}); !errors.Is(err, core.ErrSessionFenced) {
 		t.Errorf("create of fixture-4 at its deleted epoch: %+v %v", res, err)
 	}
 }
@@ -119,9 +120,9 @@ func TestSaveReadsNoRevision(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	keep := uint64(1)
-	for i, req := range []*daemon.SaveRequest{
-		{SessionID: "s", StateJSON: `{"big":"state"}`, AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"a"`}, {Role: "user", ContentJSON: `"b"`}}},
-		{SessionID: "s", ExpectedRevision: 1, KeepMessages: &keep, AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"c"`}}},
+	for i, req := range []*core.SaveRequest{
+		{SessionID: "s", StateJSON: `{"big":"state"}`, AppendMessages: []core.Message{{Role: "user", ContentJSON: `"a"`}, {Role: "user", ContentJSON: `"b"`}}},
+		{SessionID: "s", ExpectedRevision: 1, KeepMessages: &keep, AppendMessages: []core.Message{{Role: "user", ContentJSON: `"c"`}}},
 	} {
 		if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 			t.Fatalf("save %d: %v", i, err)
@@ -130,7 +131,7 @@ func TestSaveReadsNoRevision(t *testing.T) {
 	if err := s.update(func(t *tx) error { t.delete(revisionKey("s", 2)); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 2, AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"d"`}}})
+	res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, AppendMessages: []core.Message{{Role: "user", ContentJSON: `"d"`}}})
 	if err != nil || res.MessageCount != 3 {
 		t.Fatalf("save over a removed revision: %+v %v", res, err)
 	}
@@ -151,7 +152,7 @@ func TestSaveReadsNoRevision(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 3}); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3}); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("save over an inconsistent head: %v, want ErrCorrupt", err)
 	}
 }
@@ -166,7 +167,7 @@ func TestTombstoneExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	cp, err := s.Resume(ctx, "s", false) // epoch 2
@@ -200,16 +201,16 @@ func TestTombstoneExpiry(t *testing.T) {
 	}
 
 	// The stale owner's create is fenced; a fresh create starts above it.
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", Epoch: cp.Epoch}); !errors.Is(err, daemon.ErrSessionFenced) {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch}); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("create at the expired tombstone's epoch: %v, want ErrSessionFenced", err)
 	}
 	for _, sid := range []string{"s", "new"} {
-		res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: sid})
+		res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid})
 		if err != nil || res.Epoch != cp.Epoch+1 {
 			t.Fatalf("create %s after the expiry: %+v %v, want epoch %d", sid, res, err, cp.Epoch+1)
 		}
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: cp.Epoch}); !errors.Is(err, daemon.ErrSessionFenced) {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: cp.Epoch}); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("the stale owner's save to the re-created session: %v, want ErrSessionFenced", err)
 	}
 
@@ -218,7 +219,7 @@ func TestTombstoneExpiry(t *testing.T) {
 	if _, err := s.DeleteSession(ctx, "new", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "new"}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "new"}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Hour)

@@ -7,15 +7,16 @@ import (
 	"hash/fnv"
 	"sync"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
-var _ daemon.GraphStore = (*Store)(nil)
+var _ core.GraphStore = (*Store)(nil)
 
 // graphState is the graph API's share of a Store: its locks. A thread's
 // lock is held exclusively by what reads and rewrites shared records (a
@@ -62,7 +63,7 @@ func (s *Store) graphShare(thread, task string) func() {
 }
 
 // graphGet reads key into m; a value that fails its checksum or does not
-// decode is daemon.ErrCorrupt.
+// decode is core.ErrCorrupt.
 func graphGet(t *tx, thread string, key []byte, m proto.Message) (found bool, err error) {
 	v, found, err := t.get(key)
 	if err != nil || !found {
@@ -76,7 +77,7 @@ func graphGet(t *tx, thread string, key []byte, m proto.Message) (found bool, er
 
 func graphCorrupt(thread string, err error) error {
 	return fmt.Errorf("%w: graph thread %q: stored data cannot be decoded (%v) and can no longer be trusted; delete the thread with DeleteThread",
-		daemon.ErrCorrupt, thread, err)
+		core.ErrCorrupt, thread, err)
 }
 
 // threadHead returns the thread's head, nil when it has none.
@@ -116,7 +117,7 @@ func checkRequest(t *tx, thread, requestID string, fp []byte) (already bool, err
 	}
 	if !bytes.Equal(r.Fingerprint, fp) {
 		return false, fmt.Errorf("%w: request id %s was already used for a different write to thread %q; make a new id for a new write",
-			daemon.ErrRequestIDReused, requestID, thread)
+			core.ErrRequestIDReused, requestID, thread)
 	}
 	return true, nil
 }
@@ -128,7 +129,7 @@ func putRequest(t *tx, thread, requestID string, fp []byte) error {
 	return put(t, graphRequestKey(thread, requestID), &storagev1.GraphRequestRecord{Fingerprint: fp})
 }
 
-func inlineValue(v daemon.GraphValue) *storagev1.GraphValueRecord {
+func inlineValue(v core.GraphValue) *storagev1.GraphValueRecord {
 	return &storagev1.GraphValueRecord{Type: v.Type, Data: v.Data, Size: int64(len(v.Data))}
 }
 
@@ -156,8 +157,8 @@ func keysWithPrefixLimit(r *badger.Txn, prefix []byte, limit int) [][]byte {
 	return keys
 }
 
-// PutCheckpoint implements daemon.GraphStore.
-func (s *Store) PutCheckpoint(ctx context.Context, p *daemon.GraphPut) (bool, error) {
+// PutCheckpoint implements core.GraphStore.
+func (s *Store) PutCheckpoint(ctx context.Context, p *core.GraphPut) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -188,7 +189,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, p *daemon.GraphPut) (bool, er
 // putCheckpoint writes the checkpoint record with value, replacing a stored
 // one (and its chunks), and each blob not stored yet with its value record;
 // it returns nothing about blobs kept, whose records the caller may discard.
-func (s *Store) putCheckpoint(t *tx, c daemon.GraphCheckpoint, value *storagev1.GraphValueRecord, blobs []daemon.GraphBlob, values []*storagev1.GraphValueRecord) error {
+func (s *Store) putCheckpoint(t *tx, c core.GraphCheckpoint, value *storagev1.GraphValueRecord, blobs []core.GraphBlob, values []*storagev1.GraphValueRecord) error {
 	h, err := threadHead(t, c.ThreadID)
 	if err != nil {
 		return err
@@ -229,20 +230,20 @@ func (s *Store) putCheckpoint(t *tx, c daemon.GraphCheckpoint, value *storagev1.
 	return s.touchThread(t, c.ThreadID, h)
 }
 
-// PutWrites implements daemon.GraphStore. The late-write rule: once a
+// PutWrites implements core.GraphStore. The late-write rule: once a
 // thread has been deleted, a write for a checkpoint id not above the
 // greatest id the thread held then is dropped unless that checkpoint has
 // been stored again.
-func (s *Store) PutWrites(ctx context.Context, w *daemon.GraphWrites) (daemon.GraphWritesResult, error) {
+func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphWritesResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.GraphWritesResult{}, err
+		return core.GraphWritesResult{}, err
 	}
 	defer s.graphShare(w.ThreadID, w.TaskID)()
 	var fp []byte
 	if w.RequestID != "" {
 		fp = w.Fingerprint()
 	}
-	var res daemon.GraphWritesResult
+	var res core.GraphWritesResult
 	err := s.update(func(t *tx) error {
 		already, err := checkRequest(t, w.ThreadID, w.RequestID, fp)
 		if err != nil || already {
@@ -286,7 +287,7 @@ func (s *Store) PutWrites(ctx context.Context, w *daemon.GraphWrites) (daemon.Gr
 		return putRequest(t, w.ThreadID, w.RequestID, fp)
 	})
 	if err != nil {
-		return daemon.GraphWritesResult{}, err
+		return core.GraphWritesResult{}, err
 	}
 	return res, nil
 }

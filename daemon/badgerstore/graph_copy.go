@@ -5,21 +5,22 @@ import (
 	"crypto/rand"
 	"fmt"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
-// CopyThread implements daemon.GraphStore. The source is read from one
+// CopyThread implements core.GraphStore. The source is read from one
 // snapshot, so the copy is of one moment of it; the target is replaced.
 func (s *Store) CopyThread(ctx context.Context, source, target string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	if source == target {
-		return 0, fmt.Errorf("%w: thread %q cannot be copied onto itself", daemon.ErrInvalidArgument, source)
+		return 0, fmt.Errorf("%w: thread %q cannot be copied onto itself", core.ErrInvalidArgument, source)
 	}
 	defer s.graphLock(target)()
 	if _, err := s.deleteThread(target, true); err != nil {

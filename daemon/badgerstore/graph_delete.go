@@ -67,7 +67,7 @@ func (s *Store) deletePrefix(prefix []byte) (int, error) {
 	}
 }
 
-// DeleteThread implements daemon.GraphStore.
+// DeleteThread implements core.GraphStore.
 func (s *Store) DeleteThread(ctx context.Context, thread string) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
-// DeleteIdleThreads implements daemon.GraphStore. A thread's head records
+// DeleteIdleThreads implements core.GraphStore. A thread's head records
 // its last write (a put, writes, a copy into it); a thread idle since before
 // cutoff is deleted behind a tombstone like any other, and a tombstone
 // older than cutoff is removed: by then no late write of the deleted run

@@ -3,14 +3,15 @@ package badgerstore
 import (
 	"context"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
-// Prune implements daemon.GraphStore.
-func (s *Store) Prune(ctx context.Context, threads []string, strategy daemon.PruneStrategy) (int, error) {
+// Prune implements core.GraphStore.
+func (s *Store) Prune(ctx context.Context, threads []string, strategy core.PruneStrategy) (int, error) {
 	total := 0
 	for _, thread := range threads {
 		if err := ctx.Err(); err != nil {
@@ -18,7 +19,7 @@ func (s *Store) Prune(ctx context.Context, threads []string, strategy daemon.Pru
 		}
 		var n int
 		var err error
-		if strategy == daemon.PruneDelete {
+		if strategy == core.PruneDelete {
 			n, err = func() (int, error) {
 				defer s.graphLock(thread)()
 				return s.deleteThread(thread, false)
@@ -66,7 +67,7 @@ func checkpointIDs(t *tx, thread string) []graphCandidate {
 	return out
 }
 
-// DeleteForRuns implements daemon.GraphStore.
+// DeleteForRuns implements core.GraphStore.
 func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int, error) {
 	runs := map[string]bool{}
 	for _, r := range runIDs {
@@ -90,7 +91,7 @@ func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int, error)
 			if err := decodeValue(key, val, &rec); err != nil {
 				return nil, graphCorrupt(thread, err)
 			}
-			if !runs[daemon.MetadataRunID(rec.MetadataJson)] {
+			if !runs[core.MetadataRunID(rec.MetadataJson)] {
 				continue
 			}
 			if out[thread] == nil {

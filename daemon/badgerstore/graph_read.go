@@ -7,19 +7,20 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // readValue returns a stored value; a chunked one is read from t's
 // snapshot when its bytes are asked for.
-func readValue(t *tx, thread string, r *storagev1.GraphValueRecord) daemon.GraphValue {
+func readValue(t *tx, thread string, r *storagev1.GraphValueRecord) core.GraphValue {
 	if len(r.GetChunkOwner()) == 0 {
-		return daemon.GraphValue{Type: r.GetType(), Size: int64(len(r.GetData())), Data: r.GetData()}
+		return core.GraphValue{Type: r.GetType(), Size: int64(len(r.GetData())), Data: r.GetData()}
 	}
-	return daemon.ChunkedGraphValue(r.Type, r.Size, func(yield func([]byte) error) error {
+	return core.ChunkedGraphValue(r.Type, r.Size, func(yield func([]byte) error) error {
 		it := t.r.NewIterator(badger.IteratorOptions{Prefix: graphChunkScope(thread, r.ChunkOwner, r.ChunkValue)})
 		defer it.Close()
 		var n uint32
@@ -49,8 +50,8 @@ func readValue(t *tx, thread string, r *storagev1.GraphValueRecord) daemon.Graph
 
 // tuple reads the checkpoint rec stored under (thread, ns, id) with its
 // blobs and writes.
-func tuple(t *tx, thread, ns, id string, rec *storagev1.GraphCheckpointRecord) (*daemon.GraphTuple, error) {
-	tp := &daemon.GraphTuple{Checkpoint: daemon.GraphCheckpoint{
+func tuple(t *tx, thread, ns, id string, rec *storagev1.GraphCheckpointRecord) (*core.GraphTuple, error) {
+	tp := &core.GraphTuple{Checkpoint: core.GraphCheckpoint{
 		ThreadID: thread, NS: ns, ID: id, ParentID: rec.ParentCheckpointId,
 		Value:           readValue(t, thread, rec.Value),
 		ChannelVersions: rec.ChannelVersions,
@@ -68,7 +69,7 @@ func tuple(t *tx, thread, ns, id string, rec *storagev1.GraphCheckpointRecord) (
 			return nil, err
 		}
 		if found {
-			tp.Blobs = append(tp.Blobs, daemon.GraphBlob{Channel: ch, Version: rec.ChannelVersions[ch], Value: readValue(t, thread, b.Value)})
+			tp.Blobs = append(tp.Blobs, core.GraphBlob{Channel: ch, Version: rec.ChannelVersions[ch], Value: readValue(t, thread, b.Value)})
 		}
 	}
 	it := t.r.NewIterator(badger.IteratorOptions{Prefix: graphScope(kindGraphWrite, thread, ns, id), PrefetchValues: true})
@@ -87,14 +88,14 @@ func tuple(t *tx, thread, ns, id string, rec *storagev1.GraphCheckpointRecord) (
 		if err := decodeValue(key, val, &w); err != nil {
 			return nil, graphCorrupt(thread, err)
 		}
-		tp.Writes = append(tp.Writes, daemon.GraphWrite{TaskID: task, TaskPath: w.TaskPath, Idx: idx, Channel: w.Channel, Value: readValue(t, thread, w.Value)})
+		tp.Writes = append(tp.Writes, core.GraphWrite{TaskID: task, TaskPath: w.TaskPath, Idx: idx, Channel: w.Channel, Value: readValue(t, thread, w.Value)})
 	}
-	daemon.SortGraphWrites(tp.Writes)
+	core.SortGraphWrites(tp.Writes)
 	return tp, nil
 }
 
-// GetCheckpoint implements daemon.GraphStore.
-func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn func(*daemon.GraphTuple) error) (bool, error) {
+// GetCheckpoint implements core.GraphStore.
+func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn func(*core.GraphTuple) error) (bool, error) {
 	var found bool
 	err := s.view(ctx, func(t *tx) error {
 		h, err := threadHead(t, thread)
@@ -133,8 +134,8 @@ func latestID(t *tx, thread, ns string) (string, bool) {
 
 type graphCandidate struct{ thread, ns, id string }
 
-// ListCheckpoints implements daemon.GraphStore.
-func (s *Store) ListCheckpoints(ctx context.Context, q daemon.GraphListQuery, fn func(*daemon.GraphTuple) error) error {
+// ListCheckpoints implements core.GraphStore.
+func (s *Store) ListCheckpoints(ctx context.Context, q core.GraphListQuery, fn func(*core.GraphTuple) error) error {
 	return s.view(ctx, func(t *tx) error {
 		prefix := []byte{kindGraphCheckpoint}
 		switch {
@@ -182,7 +183,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, q daemon.GraphListQuery, fn
 
 // listCandidates returns the checkpoints under prefix that q's bound and
 // filter keep, in threads readers may see.
-func listCandidates(ctx context.Context, t *tx, prefix []byte, q daemon.GraphListQuery) ([]graphCandidate, error) {
+func listCandidates(ctx context.Context, t *tx, prefix []byte, q core.GraphListQuery) ([]graphCandidate, error) {
 	hiddenThreads := map[string]bool{}
 	var cands []graphCandidate
 	it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: len(q.Filter) > 0})
@@ -220,7 +221,7 @@ func listCandidates(ctx context.Context, t *tx, prefix []byte, q daemon.GraphLis
 			if err := decodeValue(key, val, &rec); err != nil {
 				return nil, graphCorrupt(thread, err)
 			}
-			if !daemon.MetadataMatches(rec.MetadataJson, q.Filter) {
+			if !core.MetadataMatches(rec.MetadataJson, q.Filter) {
 				continue
 			}
 		}

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -35,19 +36,19 @@ func countKeys(t *testing.T, s *Store, prefix []byte) int {
 	return n
 }
 
-func graphPut(thread, ns, id string, blobs ...daemon.GraphBlob) *daemon.GraphPut {
+func graphPut(thread, ns, id string, blobs ...core.GraphBlob) *core.GraphPut {
 	versions := map[string]string{}
 	for _, b := range blobs {
 		versions[b.Channel] = b.Version
 	}
-	return &daemon.GraphPut{Checkpoint: daemon.GraphCheckpoint{
+	return &core.GraphPut{Checkpoint: core.GraphCheckpoint{
 		ThreadID: thread, NS: ns, ID: id, MetadataJSON: "{}", ChannelVersions: versions,
-		Value: daemon.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2},
+		Value: core.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2},
 	}, Blobs: blobs}
 }
 
-func gblob(ch, ver string, data []byte) daemon.GraphBlob {
-	return daemon.GraphBlob{Channel: ch, Version: ver, Value: daemon.GraphValue{Type: "bytes", Data: data, Size: int64(len(data))}}
+func gblob(ch, ver string, data []byte) core.GraphBlob {
+	return core.GraphBlob{Channel: ch, Version: ver, Value: core.GraphValue{Type: "bytes", Data: data, Size: int64(len(data))}}
 }
 
 // fillThread writes n checkpoints with a blob and writes each.
@@ -58,9 +59,9 @@ func fillThread(t *testing.T, s *Store, thread string, n, writes int) {
 		if _, err := s.PutCheckpoint(ctx, graphPut(thread, "", id, gblob("a", id, []byte("A")))); err != nil {
 			t.Fatal(err)
 		}
-		w := &daemon.GraphWrites{ThreadID: thread, CheckpointID: id, TaskID: "task"}
+		w := &core.GraphWrites{ThreadID: thread, CheckpointID: id, TaskID: "task"}
 		for j := range writes {
-			w.Writes = append(w.Writes, daemon.GraphWrite{TaskID: "task", Idx: int32(j), Channel: "c", Value: daemon.GraphValue{Data: []byte("1"), Size: 1}})
+			w.Writes = append(w.Writes, core.GraphWrite{TaskID: "task", Idx: int32(j), Channel: "c", Value: core.GraphValue{Data: []byte("1"), Size: 1}})
 		}
 		if _, err := s.PutWrites(ctx, w); err != nil {
 			t.Fatal(err)
@@ -92,7 +93,7 @@ func graphHead(t *testing.T, s *Store, thread string) *storagev1.GraphThreadReco
 func latest(t *testing.T, s *Store, thread string) string {
 	t.Helper()
 	var id string
-	if _, err := s.GetCheckpoint(ctx, thread, "", "", func(tp *daemon.GraphTuple) error { id = tp.Checkpoint.ID; return nil }); err != nil {
+	if _, err := s.GetCheckpoint(ctx, thread, "", "", func(tp *core.GraphTuple) error { id = tp.Checkpoint.ID; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -130,8 +131,8 @@ func TestGraphInterruptedDelete(t *testing.T) {
 		t.Fatalf("the other thread's latest is %q", id)
 	}
 	// The late-write rule holds after the recovery.
-	res, err := s.PutWrites(ctx, &daemon.GraphWrites{ThreadID: "big", CheckpointID: "0010", TaskID: "t",
-		Writes: []daemon.GraphWrite{{TaskID: "t", Idx: 0, Channel: "c"}}})
+	res, err := s.PutWrites(ctx, &core.GraphWrites{ThreadID: "big", CheckpointID: "0010", TaskID: "t",
+		Writes: []core.GraphWrite{{TaskID: "t", Idx: 0, Channel: "c"}}})
 	if err != nil || !res.DroppedLate {
 		t.Fatalf("late write after recovery: %+v %v", res, err)
 	}
@@ -174,7 +175,7 @@ func TestGraphStagedUploadRemovedAtOpen(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
 	p := graphPut("t", "", "1")
-	p.Checkpoint.Value = daemon.GraphValue{Type: "bytes", Size: 8 << 20}
+	p.Checkpoint.Value = core.GraphValue{Type: "bytes", Size: 8 << 20}
 	up, err := s.BeginUpload(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +206,7 @@ func TestGraphDiskGuard(t *testing.T) {
 	defer s.Close()
 	fillThread(t, s, "t", 1, 1)
 	p := graphPut("u", "", "1")
-	p.Checkpoint.Value = daemon.GraphValue{Type: "bytes", Size: 4 << 20}
+	p.Checkpoint.Value = core.GraphValue{Type: "bytes", Size: 4 << 20}
 	up, err := s.BeginUpload(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -218,18 +219,18 @@ func TestGraphDiskGuard(t *testing.T) {
 	writes := map[string]func() error{
 		"put": func() error { _, err := s.PutCheckpoint(ctx, graphPut("t", "", "9")); return err },
 		"writes": func() error {
-			_, err := s.PutWrites(ctx, &daemon.GraphWrites{ThreadID: "t", CheckpointID: "0000", TaskID: "x",
-				Writes: []daemon.GraphWrite{{TaskID: "x", Idx: 0, Channel: "c"}}})
+			_, err := s.PutWrites(ctx, &core.GraphWrites{ThreadID: "t", CheckpointID: "0000", TaskID: "x",
+				Writes: []core.GraphWrite{{TaskID: "x", Idx: 0, Channel: "c"}}})
 			return err
 		},
 		"upload":  func() error { return up.Write(ctx, make([]byte, 4<<20)) },
 		"delete":  func() error { return s.DeleteThread(ctx, "t") },
 		"copy":    func() error { _, err := s.CopyThread(ctx, "t", "t2"); return err },
-		"prune":   func() error { _, err := s.Prune(ctx, []string{"t"}, daemon.PruneDelete); return err },
+		"prune":   func() error { _, err := s.Prune(ctx, []string{"t"}, core.PruneDelete); return err },
 		"by runs": func() error { _, err := s.DeleteForRuns(ctx, []string{"r"}); return err },
 	}
 	for _, name := range []string{"put", "writes", "upload", "delete", "copy", "prune"} {
-		if err := writes[name](); !errors.Is(err, daemon.ErrDiskFull) {
+		if err := writes[name](); !errors.Is(err, core.ErrDiskFull) {
 			t.Errorf("%s below the reserve: %v, want ErrDiskFull", name, err)
 		}
 	}
@@ -307,7 +308,7 @@ func TestGraphVerify(t *testing.T) {
 	if err != nil || len(rep.Damaged) != 1 {
 		t.Fatalf("verify of a damaged checkpoint: %+v %v", rep, err)
 	}
-	if _, err := s.GetCheckpoint(ctx, "t", "", "", func(*daemon.GraphTuple) error { return nil }); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.GetCheckpoint(ctx, "t", "", "", func(*core.GraphTuple) error { return nil }); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("get of a damaged checkpoint: %v, want ErrCorrupt", err)
 	}
 }
@@ -411,8 +412,8 @@ func TestGraphConcurrentWrites(t *testing.T) {
 				defer wg.Done()
 				id := fmt.Sprintf("task%02d", task)
 				v := fmt.Sprintf("%d", call)
-				res, err := s.PutWrites(ctx, &daemon.GraphWrites{ThreadID: "t", CheckpointID: "1", TaskID: id,
-					Writes: []daemon.GraphWrite{{TaskID: id, Idx: 0, Channel: "c", Value: daemon.GraphValue{Data: []byte(v), Size: 1}}}})
+				res, err := s.PutWrites(ctx, &core.GraphWrites{ThreadID: "t", CheckpointID: "1", TaskID: id,
+					Writes: []core.GraphWrite{{TaskID: id, Idx: 0, Channel: "c", Value: core.GraphValue{Data: []byte(v), Size: 1}}}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -426,8 +427,8 @@ func TestGraphConcurrentWrites(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	var tp *daemon.GraphTuple
-	if _, err := s.GetCheckpoint(ctx, "t", "", "1", func(x *daemon.GraphTuple) error { tp = x; return nil }); err != nil {
+	var tp *core.GraphTuple
+	if _, err := s.GetCheckpoint(ctx, "t", "", "1", func(x *core.GraphTuple) error { tp = x; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(tp.Writes) != tasks {

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"hash"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -27,7 +28,7 @@ const (
 
 type graphUpload struct {
 	s      *Store
-	p      *daemon.GraphPut
+	p      *core.GraphPut
 	thread string
 	owner  []byte
 	fp     hash.Hash // nil without a request id
@@ -43,8 +44,8 @@ type graphUpload struct {
 	done        bool
 }
 
-// BeginUpload implements daemon.GraphStore.
-func (s *Store) BeginUpload(ctx context.Context, p *daemon.GraphPut) (daemon.GraphUpload, error) {
+// BeginUpload implements core.GraphStore.
+func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUpload, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func (u *graphUpload) skipEmpty() {
 	}
 }
 
-// Write implements daemon.GraphUpload.
+// Write implements core.GraphUpload.
 func (u *graphUpload) Write(ctx context.Context, p []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -88,7 +89,7 @@ func (u *graphUpload) Write(ctx context.Context, p []byte) error {
 	}
 	for len(p) > 0 {
 		if u.cur >= len(u.sizes) {
-			return fmt.Errorf("%w: the upload sent more bytes than its start declares", daemon.ErrInvalidArgument)
+			return fmt.Errorf("%w: the upload sent more bytes than its start declares", core.ErrInvalidArgument)
 		}
 		n := min(int64(len(p)), u.sizes[u.cur]-u.got, int64(graphChunkBytes-len(u.buf)))
 		u.buf = append(u.buf, p[:n]...)
@@ -148,7 +149,7 @@ func (u *graphUpload) check(t *tx) error {
 		return err
 	}
 	if !found {
-		return fmt.Errorf("%w: thread %q was deleted or copied over during the upload; nothing was stored", daemon.ErrUploadAborted, u.thread)
+		return fmt.Errorf("%w: thread %q was deleted or copied over during the upload; nothing was stored", core.ErrUploadAborted, u.thread)
 	}
 	return nil
 }
@@ -160,13 +161,13 @@ func (u *graphUpload) valueRecord(i int, typ string) *storagev1.GraphValueRecord
 	return &storagev1.GraphValueRecord{Type: typ, ChunkOwner: u.owner, ChunkValue: uint32(i), ChunkCount: u.chunks[i], Size: u.sizes[i]}
 }
 
-// Commit implements daemon.GraphUpload.
+// Commit implements core.GraphUpload.
 func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	if u.cur < len(u.sizes) {
-		return false, fmt.Errorf("%w: the upload ended before every declared byte", daemon.ErrInvalidArgument)
+		return false, fmt.Errorf("%w: the upload ended before every declared byte", core.ErrInvalidArgument)
 	}
 	if err := u.flush(); err != nil {
 		return false, err
@@ -205,7 +206,7 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// Abort implements daemon.GraphUpload.
+// Abort implements core.GraphUpload.
 func (u *graphUpload) Abort() {
 	if u.done {
 		return

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // BenchmarkTurn is one agent turn with a side-effecting tool, the loop every
@@ -19,9 +19,9 @@ func BenchmarkTurn(b *testing.B) {
 	out := benchMessage(0).ContentJSON
 	for turn := 0; b.Loop(); turn++ {
 		id := fmt.Sprintf("toolu_%d", turn)
-		a, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{
-			SessionID: "turn", ExpectedRevision: rev, AppendMessages: []daemon.Message{benchMessage(turn)},
-			PendingToolUses: []daemon.ToolUse{{ID: id, Name: "send_email", InputJSON: `{"n":1}`, BeginTracked: true}},
+		a, err := s.SaveCheckpoint(ctx, &core.SaveRequest{
+			SessionID: "turn", ExpectedRevision: rev, AppendMessages: []core.Message{benchMessage(turn)},
+			PendingToolUses: []core.ToolUse{{ID: id, Name: "send_email", InputJSON: `{"n":1}`, BeginTracked: true}},
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -29,12 +29,12 @@ func BenchmarkTurn(b *testing.B) {
 		if _, err := s.BeginEffect(ctx, "turn", id, a.Epoch); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := s.RecordEffect(ctx, "turn", daemon.Effect{ToolUseID: id, Name: "send_email", Output: out}); err != nil {
+		if _, _, err := s.RecordEffect(ctx, "turn", core.Effect{ToolUseID: id, Name: "send_email", Output: out}); err != nil {
 			b.Fatal(err)
 		}
-		res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{
+		res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{
 			SessionID: "turn", ExpectedRevision: a.Revision, Epoch: a.Epoch,
-			AppendMessages: []daemon.Message{{Role: "user", ContentJSON: out}},
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: out}},
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -52,9 +52,9 @@ func BenchmarkReads(b *testing.B) {
 	ctx := context.Background()
 	s := openBench(b)
 	rev := populate(b, s, "reads", 10000)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{
-		SessionID: "reads", ExpectedRevision: rev, AppendMessages: []daemon.Message{benchMessage(0)},
-		PendingToolUses: []daemon.ToolUse{{ID: "toolu_1", Name: "send_email", InputJSON: `{"n":1}`, BeginTracked: true}},
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{
+		SessionID: "reads", ExpectedRevision: rev, AppendMessages: []core.Message{benchMessage(0)},
+		PendingToolUses: []core.ToolUse{{ID: "toolu_1", Name: "send_email", InputJSON: `{"n":1}`, BeginTracked: true}},
 	}); err != nil {
 		b.Fatal(err)
 	}

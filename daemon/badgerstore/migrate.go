@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -136,7 +137,7 @@ func (s *Store) toFormat4() error {
 			// A session that cannot be migrated is left as it is, for
 			// Verify to report and DeleteSession to remove; the others
 			// are served.
-			if errors.Is(err, daemon.ErrCorrupt) || errors.Is(err, daemon.ErrRevisionNotFound) {
+			if errors.Is(err, core.ErrCorrupt) || errors.Is(err, core.ErrRevisionNotFound) {
 				s.log.Error("a damaged session was left unmigrated", "session_id", sid, "err", err)
 				continue
 			}

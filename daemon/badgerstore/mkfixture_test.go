@@ -4,7 +4,8 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -19,10 +20,10 @@ func TestWriteFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for _, req := range []*daemon.SaveRequest{
-		{SessionID: "fixture-1", Task: "report", RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hello"`}}},
-		{SessionID: "fixture-1", ExpectedRevision: 1, Turn: 1, RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a02", AppendMessages: []daemon.Message{{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"toolu_1","name":"write_report"}]`}},
-			PendingToolUses: []daemon.ToolUse{{ID: "toolu_1", Name: "write_report", BeginTracked: true}}},
+	for _, req := range []*core.SaveRequest{
+		{SessionID: "fixture-1", Task: "report", RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"hello"`}}},
+		{SessionID: "fixture-1", ExpectedRevision: 1, Turn: 1, RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a02", AppendMessages: []core.Message{{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"toolu_1","name":"write_report"}]`}},
+			PendingToolUses: []core.ToolUse{{ID: "toolu_1", Name: "write_report", BeginTracked: true}}},
 	} {
 		if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 			t.Fatal(err)
@@ -31,15 +32,15 @@ func TestWriteFixture(t *testing.T) {
 	if _, err := s.BeginEffect(ctx, "fixture-1", "toolu_1", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RecordEffect(ctx, "fixture-1", daemon.Effect{ToolUseID: "toolu_1", Output: "written"}); err != nil {
+	if _, _, err := s.RecordEffect(ctx, "fixture-1", core.Effect{ToolUseID: "toolu_1", Output: "written"}); err != nil {
 		t.Fatal(err)
 	}
 	// fixture-2: a history of two segments (a save that kept one message of
 	// two, then appended), at epoch 2.
 	keep := uint64(1)
-	for _, req := range []*daemon.SaveRequest{
-		{SessionID: "fixture-2", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"a"`}, {Role: "assistant", ContentJSON: `"b"`}}},
-		{SessionID: "fixture-2", ExpectedRevision: 1, KeepMessages: &keep, AppendMessages: []daemon.Message{{Role: "assistant", ContentJSON: `"c"`}}},
+	for _, req := range []*core.SaveRequest{
+		{SessionID: "fixture-2", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"a"`}, {Role: "assistant", ContentJSON: `"b"`}}},
+		{SessionID: "fixture-2", ExpectedRevision: 1, KeepMessages: &keep, AppendMessages: []core.Message{{Role: "assistant", ContentJSON: `"c"`}}},
 	} {
 		if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 			t.Fatal(err)
@@ -49,14 +50,14 @@ func TestWriteFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	// fixture-3: deleted at epoch 1, its records purged.
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "fixture-3", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-3", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.DeleteSession(ctx, "fixture-3", 0); err != nil {
 		t.Fatal(err)
 	}
 	// fixture-4: a delete interrupted before its purge, at epoch 1.
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "fixture-4", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"y"`}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-4", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"y"`}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := interruptDelete(s, "fixture-4"); err != nil {

@@ -3,7 +3,7 @@ package badgerstore
 import (
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // A session whose pending calls cannot be read is still listed, with every
@@ -12,13 +12,13 @@ func TestListSessionsInDoubtOfDamagedCalls(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	for _, id := range []string{"bad", "good"} {
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id,
-			PendingToolUses: []daemon.ToolUse{{ID: "r", Name: "read", Class: daemon.ReadOnly}}}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id,
+			PendingToolUses: []core.ToolUse{{ID: "r", Name: "read", Class: core.ReadOnly}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	damage(t, s, callKey("bad", "r"))
-	sums, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{})
+	sums, err := s.ListSessions(ctx, "", 10, core.SessionFilter{})
 	if err != nil || len(sums) != 2 {
 		t.Fatalf("list: %+v %v", sums, err)
 	}

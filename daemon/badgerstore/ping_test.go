@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // TestPing checks the liveness probe the systemd watchdog relies on: it
@@ -38,7 +38,7 @@ func TestPing(t *testing.T) {
 		s := openT(t, t.TempDir())
 		defer s.Close()
 		s.eng.statfs = func(string) (uint64, error) { return 0, nil }
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "full"}); !errors.Is(err, daemon.ErrDiskFull) {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "full"}); !errors.Is(err, core.ErrDiskFull) {
 			t.Fatalf("save on a full disk: %v, want ErrDiskFull", err)
 		}
 		if err := s.Ping(ctx); err != nil {
@@ -58,14 +58,14 @@ func TestPing(t *testing.T) {
 		}
 		saved := make(chan error, 1)
 		go func() {
-			_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "stuck"})
+			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "stuck"})
 			saved <- err
 		}()
 		<-entered
 		c, cancel := short()
 		err := s.Ping(c)
 		cancel()
-		if !errors.Is(err, daemon.ErrUnavailable) {
+		if !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("ping while a sync hangs: %v, want ErrUnavailable", err)
 		}
 		close(release)
@@ -81,10 +81,10 @@ func TestPing(t *testing.T) {
 		s := openT(t, t.TempDir())
 		defer s.Close()
 		s.eng.sync = func() error { return errors.New("EIO") }
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "lost"}); err == nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "lost"}); err == nil {
 			t.Fatal("save whose sync failed succeeded")
 		}
-		if err := s.Ping(ctx); !errors.Is(err, daemon.ErrUnavailable) {
+		if err := s.Ping(ctx); !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("ping after a storage failure: %v, want ErrUnavailable", err)
 		}
 	})
@@ -94,7 +94,7 @@ func TestPing(t *testing.T) {
 		s.Close()
 		c, cancel := short()
 		defer cancel()
-		if err := s.Ping(c); !errors.Is(err, daemon.ErrUnavailable) {
+		if err := s.Ping(c); !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("ping after Close: %v, want ErrUnavailable", err)
 		}
 	})

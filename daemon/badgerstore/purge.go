@@ -6,10 +6,11 @@ import (
 	"errors"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -22,7 +23,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 	err := s.update(func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		switch {
-		case errors.Is(err, daemon.ErrCorrupt):
+		case errors.Is(err, core.ErrCorrupt):
 			// A session whose head cannot be decoded can still be deleted.
 			// Its epoch is unknown: the tombstone takes the highest epoch
 			// any readable revision was saved under, or the caller's.

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -32,13 +33,13 @@ func mustHead(t *tx, sessionID string) (*storagev1.SessionRecord, error) {
 	}
 	if h == nil {
 		return nil, fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
-			daemon.ErrSessionNotFound, sessionID)
+			core.ErrSessionNotFound, sessionID)
 	}
 	return h, nil
 }
 
-func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (daemon.Checkpoint, error) {
-	var cp daemon.Checkpoint
+func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (core.Checkpoint, error) {
+	var cp core.Checkpoint
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
@@ -55,7 +56,7 @@ func revision(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (
 		rev = h.Revision
 	}
 	if rev > h.Revision {
-		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+		return nil, &core.StateError{Err: core.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("session %q has no revision %d; its latest is %d", sessionID, rev, h.Revision)}
 	}
 	var rec storagev1.RevisionRecord
@@ -64,18 +65,18 @@ func revision(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (
 		return nil, err
 	}
 	if !found {
-		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+		return nil, &core.StateError{Err: core.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("session %q no longer keeps revision %d", sessionID, rev)}
 	}
 	return &rec, nil
 }
 
-func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (daemon.Checkpoint, error) {
+func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64) (core.Checkpoint, error) {
 	rec, err := revision(t, sessionID, h, rev)
 	if err != nil {
-		return daemon.Checkpoint{}, err
+		return core.Checkpoint{}, err
 	}
-	cp := daemon.Checkpoint{
+	cp := core.Checkpoint{
 		SessionID:    sessionID,
 		Revision:     rec.Revision,
 		Epoch:        h.Epoch,
@@ -98,8 +99,8 @@ func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64)
 	return cp, nil
 }
 
-func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]daemon.Message, error) {
-	var out []daemon.Message
+func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]core.Message, error) {
+	var out []core.Message
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
@@ -125,8 +126,8 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 				if !found {
 					return corrupt(h, sessionID, fmt.Errorf("message %d of revision %d is missing", seq, rec.Revision))
 				}
-				dm := daemon.Message{Role: m.Role, ContentJSON: m.ContentJson}
-				size += daemon.MessageSize(dm)
+				dm := core.Message{Role: m.Role, ContentJSON: m.ContentJson}
+				size += core.MessageSize(dm)
 				if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) >= maxCount)) {
 					return nil
 				}
@@ -139,9 +140,9 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 	return out, err
 }
 
-func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []daemon.PendingCall, error) {
+func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []core.PendingCall, error) {
 	var rev uint64
-	var calls []daemon.PendingCall
+	var calls []core.PendingCall
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
@@ -153,8 +154,8 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 	return rev, calls, err
 }
 
-func (s *Store) ListSessions(ctx context.Context, after string, limit int, filter daemon.SessionFilter) ([]daemon.SessionSummary, error) {
-	var out []daemon.SessionSummary
+func (s *Store) ListSessions(ctx context.Context, after string, limit int, filter core.SessionFilter) ([]core.SessionSummary, error) {
+	var out []core.SessionSummary
 	err := s.view(ctx, func(t *tx) error {
 		it := t.r.NewIterator(badger.IteratorOptions{Prefix: []byte{kindSession}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
@@ -172,7 +173,7 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 			var h storagev1.SessionRecord
 			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &h) }); err != nil {
 				// A damaged head is listed so an operator can find and delete it.
-				out = append(out, daemon.SessionSummary{SessionID: sid})
+				out = append(out, core.SessionSummary{SessionID: sid})
 				continue
 			}
 			if h.Deleted || !selects(filter, &h) {
@@ -182,7 +183,7 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 			if err != nil {
 				return err
 			}
-			out = append(out, daemon.SessionSummary{
+			out = append(out, core.SessionSummary{
 				SessionID: sid, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 				MessageCount: h.MessageCount, PendingToolUseCount: h.PendingToolUseCount, InDoubtToolUseCount: inDoubt,
 				Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime.AsTime(), Status: statusFromRecord(&h),
@@ -194,22 +195,22 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 }
 
 // selects reports whether the live head h passes filter.
-func selects(f daemon.SessionFilter, h *storagev1.SessionRecord) bool {
+func selects(f core.SessionFilter, h *storagev1.SessionRecord) bool {
 	switch {
-	case f.Status != daemon.StatusAny && statusFromRecord(h) != f.Status:
+	case f.Status != core.StatusAny && statusFromRecord(h) != f.Status:
 		return false
 	case f.HasPendingToolUses && h.PendingToolUseCount == 0:
 		return false
 	case !f.UpdatedBefore.IsZero() && !h.UpdateTime.AsTime().Before(f.UpdatedBefore):
 		return false
 	}
-	return daemon.HasLabels(h.Labels, f.Labels)
+	return core.HasLabels(h.Labels, f.Labels)
 }
 
 // Effects returns the ledger of a live session: its call records that were
 // begun or hold an effect, in tool use id order.
-func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]daemon.LedgerEntry, error) {
-	var out []daemon.LedgerEntry
+func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
+	var out []core.LedgerEntry
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
@@ -236,7 +237,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if !call.Begun && call.Effect == nil {
 				continue
 			}
-			e := daemon.LedgerEntry{
+			e := core.LedgerEntry{
 				ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
 				BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
 				Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,

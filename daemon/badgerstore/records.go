@@ -1,16 +1,16 @@
 package badgerstore
 
 import (
+	"github.com/savepoint-dev/savepoint/daemon/core"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // The store keeps its own record types (records.proto), so that the on-disk
 // format does not move with the API. These convert the domain's types.
 
-func toolUseRecord(t daemon.ToolUse) *storagev1.ToolUse {
+func toolUseRecord(t core.ToolUse) *storagev1.ToolUse {
 	return &storagev1.ToolUse{
 		ToolUseId:    t.ID,
 		Name:         t.Name,
@@ -20,8 +20,8 @@ func toolUseRecord(t daemon.ToolUse) *storagev1.ToolUse {
 	}
 }
 
-func toolUseFromRecord(r *storagev1.ToolUse) daemon.ToolUse {
-	return daemon.ToolUse{
+func toolUseFromRecord(r *storagev1.ToolUse) core.ToolUse {
+	return core.ToolUse{
 		ID:           r.GetToolUseId(),
 		Name:         r.GetName(),
 		InputJSON:    r.GetInputJson(),
@@ -30,11 +30,11 @@ func toolUseFromRecord(r *storagev1.ToolUse) daemon.ToolUse {
 	}
 }
 
-func effectClassRecord(c daemon.EffectClass) storagev1.EffectClass {
+func effectClassRecord(c core.EffectClass) storagev1.EffectClass {
 	switch c {
-	case daemon.ReadOnly:
+	case core.ReadOnly:
 		return storagev1.EffectClass_EFFECT_CLASS_READ_ONLY
-	case daemon.Idempotent:
+	case core.Idempotent:
 		return storagev1.EffectClass_EFFECT_CLASS_IDEMPOTENT
 	default:
 		return storagev1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
@@ -43,19 +43,19 @@ func effectClassRecord(c daemon.EffectClass) storagev1.EffectClass {
 
 // effectClassFromRecord takes an unknown class as SideEffect, the safe
 // assumption.
-func effectClassFromRecord(c storagev1.EffectClass) daemon.EffectClass {
+func effectClassFromRecord(c storagev1.EffectClass) core.EffectClass {
 	switch c {
 	case storagev1.EffectClass_EFFECT_CLASS_READ_ONLY:
-		return daemon.ReadOnly
+		return core.ReadOnly
 	case storagev1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
-		return daemon.Idempotent
+		return core.Idempotent
 	default:
-		return daemon.SideEffect
+		return core.SideEffect
 	}
 }
 
 // effectRecord leaves a zero RecordTime unset.
-func effectRecord(e daemon.Effect) *storagev1.Effect {
+func effectRecord(e core.Effect) *storagev1.Effect {
 	r := &storagev1.Effect{ToolUseId: e.ToolUseID, Name: e.Name, Output: e.Output, IsError: e.IsError, Late: e.Late}
 	if !e.RecordTime.IsZero() {
 		r.RecordTime = timestamppb.New(e.RecordTime)
@@ -63,8 +63,8 @@ func effectRecord(e daemon.Effect) *storagev1.Effect {
 	return r
 }
 
-func effectFromRecord(r *storagev1.Effect) daemon.Effect {
-	e := daemon.Effect{ToolUseID: r.GetToolUseId(), Name: r.GetName(), Output: r.GetOutput(), IsError: r.GetIsError(), Late: r.GetLate()}
+func effectFromRecord(r *storagev1.Effect) core.Effect {
+	e := core.Effect{ToolUseID: r.GetToolUseId(), Name: r.GetName(), Output: r.GetOutput(), IsError: r.GetIsError(), Late: r.GetLate()}
 	if r.GetRecordTime() != nil {
 		e.RecordTime = r.GetRecordTime().AsTime()
 	}
@@ -73,22 +73,22 @@ func effectFromRecord(r *storagev1.Effect) daemon.Effect {
 
 // statusFromRecord is a head's status; unspecified, every session before
 // CompleteSession existed, is active.
-func statusFromRecord(h *storagev1.SessionRecord) daemon.SessionStatus {
+func statusFromRecord(h *storagev1.SessionRecord) core.SessionStatus {
 	switch h.GetStatus() {
 	case storagev1.SessionStatus_SESSION_STATUS_COMPLETED:
-		return daemon.StatusCompleted
+		return core.StatusCompleted
 	case storagev1.SessionStatus_SESSION_STATUS_FAILED:
-		return daemon.StatusFailed
+		return core.StatusFailed
 	default:
-		return daemon.StatusActive
+		return core.StatusActive
 	}
 }
 
-func statusRecord(st daemon.SessionStatus) storagev1.SessionStatus {
+func statusRecord(st core.SessionStatus) storagev1.SessionStatus {
 	switch st {
-	case daemon.StatusCompleted:
+	case core.StatusCompleted:
 		return storagev1.SessionStatus_SESSION_STATUS_COMPLETED
-	case daemon.StatusFailed:
+	case core.StatusFailed:
 		return storagev1.SessionStatus_SESSION_STATUS_FAILED
 	default:
 		return storagev1.SessionStatus_SESSION_STATUS_UNSPECIFIED

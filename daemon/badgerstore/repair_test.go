@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // flushedStore writes a session and closes the store, so that Badger has
@@ -15,7 +15,7 @@ func flushedStore(t *testing.T) (dir string, tables []string) {
 	t.Helper()
 	dir = t.TempDir()
 	s := openT(t, dir)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

@@ -7,10 +7,11 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
@@ -92,7 +93,7 @@ func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, e
 		if r.Idle > 0 && h.GetUpdateTime().AsTime().Before(now.Add(-r.Idle)) {
 			return true
 		}
-		return r.Completed > 0 && statusFromRecord(h) != daemon.StatusActive && h.GetCompleteTime().AsTime().Before(now.Add(-r.Completed))
+		return r.Completed > 0 && statusFromRecord(h) != core.StatusActive && h.GetCompleteTime().AsTime().Before(now.Add(-r.Completed))
 	}
 	if r.Idle > 0 || r.Completed > 0 {
 		sids, err := s.sessionsWhere(expired)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // clock is a settable Options.Now.
@@ -22,10 +22,10 @@ type clock struct {
 func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 func newClock() *clock               { return &clock{t: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)} }
-func userMsg(s string) daemon.Message {
-	return daemon.Message{Role: "user", ContentJSON: fmt.Sprintf("%q", s)}
+func userMsg(s string) core.Message {
+	return core.Message{Role: "user", ContentJSON: fmt.Sprintf("%q", s)}
 }
-func mustSave(t *testing.T, s *Store, r *daemon.SaveRequest) daemon.SaveResult {
+func mustSave(t *testing.T, s *Store, r *core.SaveRequest) core.SaveResult {
 	t.Helper()
 	res, err := s.SaveCheckpoint(ctx, r)
 	if err != nil {
@@ -42,20 +42,20 @@ func TestRetentionCompletedAndIdle(t *testing.T) {
 	}
 	defer s.Close()
 	for _, id := range []string{"done", "failed", "old", "fresh"} {
-		mustSave(t, s, &daemon.SaveRequest{SessionID: id, AppendMessages: []daemon.Message{userMsg(id)}})
+		mustSave(t, s, &core.SaveRequest{SessionID: id, AppendMessages: []core.Message{userMsg(id)}})
 	}
-	for id, st := range map[string]daemon.SessionStatus{"done": daemon.StatusCompleted, "failed": daemon.StatusFailed} {
-		if _, err := s.CompleteSession(ctx, &daemon.CompleteRequest{SessionID: id, Status: st}); err != nil {
+	for id, st := range map[string]core.SessionStatus{"done": core.StatusCompleted, "failed": core.StatusFailed} {
+		if _, err := s.CompleteSession(ctx, &core.CompleteRequest{SessionID: id, Status: st}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk.add(2 * time.Hour)
-	mustSave(t, s, &daemon.SaveRequest{SessionID: "fresh", ExpectedRevision: 1})
+	mustSave(t, s, &core.SaveRequest{SessionID: "fresh", ExpectedRevision: 1})
 	r := Retention{Completed: time.Hour, Idle: 3 * time.Hour}
 
 	live := func() string {
 		t.Helper()
-		sums, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{})
+		sums, err := s.ListSessions(ctx, "", 10, core.SessionFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,11 +74,11 @@ func TestRetentionCompletedAndIdle(t *testing.T) {
 		t.Fatalf("idle 4h, retained 3h: %+v %v, left %s", rep, err, live())
 	}
 	// A deleted session stays fenced: its old epoch cannot re-create it.
-	_, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "old", Epoch: 1})
-	if !errors.Is(err, daemon.ErrSessionFenced) {
+	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "old", Epoch: 1})
+	if !errors.Is(err, core.ErrSessionFenced) {
 		t.Errorf("re-create with the deleted epoch: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "done", 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+	if _, err := s.Checkpoint(ctx, "done", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Errorf("deleted session read: %v", err)
 	}
 	// Zero retention removes nothing.
@@ -93,13 +93,13 @@ func TestRetainRevisions(t *testing.T) {
 	defer s.Close()
 	// 8 revisions of one message each; revision 6 rewinds to 2 messages
 	// (keep_messages), so messages 2-4 are reached only by revisions 3-5.
-	rev := mustSave(t, s, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{userMsg("m0")},
-		PendingToolUses: []daemon.ToolUse{{ID: "t1", Name: "write"}}}).Revision
-	if _, _, err := s.RecordEffect(ctx, "s", daemon.Effect{ToolUseID: "t1", Output: "written"}); err != nil {
+	rev := mustSave(t, s, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{userMsg("m0")},
+		PendingToolUses: []core.ToolUse{{ID: "t1", Name: "write"}}}).Revision
+	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t1", Output: "written"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < 8; i++ {
-		req := &daemon.SaveRequest{SessionID: "s", ExpectedRevision: rev, AppendMessages: []daemon.Message{userMsg(fmt.Sprintf("m%d", i))}}
+		req := &core.SaveRequest{SessionID: "s", ExpectedRevision: rev, AppendMessages: []core.Message{userMsg(fmt.Sprintf("m%d", i))}}
 		if i == 5 {
 			keep := uint64(2)
 			req.KeepMessages = &keep
@@ -120,7 +120,7 @@ func TestRetainRevisions(t *testing.T) {
 	}
 	for r := uint64(1); r <= 8; r++ {
 		_, err := s.Checkpoint(ctx, "s", r)
-		if kept := r >= 6; kept != (err == nil) || (!kept && !errors.Is(err, daemon.ErrRevisionNotFound)) {
+		if kept := r >= 6; kept != (err == nil) || (!kept && !errors.Is(err, core.ErrRevisionNotFound)) {
 			t.Errorf("revision %d: %v", r, err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestRetainRevisions(t *testing.T) {
 		t.Errorf("verify after pruning: %+v %v", rep, err)
 	}
 	// Saving goes on; a second pass with nothing to prune removes nothing.
-	mustSave(t, s, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 8, AppendMessages: []daemon.Message{userMsg("m8")}})
+	mustSave(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 8, AppendMessages: []core.Message{userMsg("m8")}})
 	if rep, err := s.Maintain(ctx, Retention{Revisions: 3}); err != nil || rep.PrunedRevisions != 1 || rep.PrunedMessages != 0 {
 		t.Errorf("second pass: %+v %v", rep, err)
 	}
@@ -193,7 +193,7 @@ func TestRetentionReclaimsDisk(t *testing.T) {
 	big, small := strings.Repeat("b", 8<<10), strings.Repeat("s", 200)
 	for i := range 40 {
 		id := fmt.Sprintf("s%02d", i)
-		var ms []daemon.Message
+		var ms []core.Message
 		for j := range 100 {
 			body := small
 			if j%2 == 0 {
@@ -201,9 +201,9 @@ func TestRetentionReclaimsDisk(t *testing.T) {
 			}
 			ms = append(ms, userMsg(fmt.Sprintf("%d %s", j, body)))
 		}
-		mustSave(t, s, &daemon.SaveRequest{SessionID: id, AppendMessages: ms})
+		mustSave(t, s, &core.SaveRequest{SessionID: id, AppendMessages: ms})
 		if i >= 4 { // 36 of 40 finish
-			if _, err := s.CompleteSession(ctx, &daemon.CompleteRequest{SessionID: id, Status: daemon.StatusCompleted}); err != nil {
+			if _, err := s.CompleteSession(ctx, &core.CompleteRequest{SessionID: id, Status: core.StatusCompleted}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -243,11 +243,11 @@ func TestMaintenanceTicker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	mustSave(t, s, &daemon.SaveRequest{SessionID: "idle"})
+	mustSave(t, s, &core.SaveRequest{SessionID: "idle"})
 	clk.add(2 * time.Hour)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := s.Checkpoint(ctx, "idle", 0); errors.Is(err, daemon.ErrSessionNotFound) {
+		if _, err := s.Checkpoint(ctx, "idle", 0); errors.Is(err, core.ErrSessionNotFound) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4/table"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/dgraph-io/badger/v4/table"
 )
 
 // TestVerifyOnlyNewTables: Open verifies only the tables its list does not
@@ -25,8 +25,8 @@ func TestVerifyOnlyNewTables(t *testing.T) {
 	// Enough sessions for a table of many blocks: Badger reads the first
 	// and last at Open.
 	for i := range 300 {
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("s%03d", i), StateJSON: `{"k":1}`,
-			AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"` + strings.Repeat("m", 300) + `"`}}}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("s%03d", i), StateJSON: `{"k":1}`,
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"` + strings.Repeat("m", 300) + `"`}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func TestVerifyOnlyNewTables(t *testing.T) {
 		t.Fatalf("scrub: %d damaged, %v, stats %+v", n, err, s.Stats())
 	}
 	for _, sid := range []string{"s000", "s299"} {
-		if _, err := s.Checkpoint(ctx, sid, 0); !errors.Is(err, daemon.ErrCorrupt) {
+		if _, err := s.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrCorrupt) {
 			t.Errorf("Checkpoint(%s) in a damaged table: %v, want ErrCorrupt", sid, err)
 		}
 	}
@@ -88,19 +88,19 @@ func TestDamagedRangeServesRest(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	for _, sid := range []string{"a", "b"} {
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: sid}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.damage.add(keyRange{first: revisionKey("a", 0), last: revisionKey("a", math.MaxUint64)})
-	var se *daemon.StateError
-	if _, err := s.Resume(ctx, "a", false); !errors.Is(err, daemon.ErrCorrupt) || !errors.As(err, &se) || se.CurrentEpoch != 1 {
+	var se *core.StateError
+	if _, err := s.Resume(ctx, "a", false); !errors.Is(err, core.ErrCorrupt) || !errors.As(err, &se) || se.CurrentEpoch != 1 {
 		t.Errorf("Resume(a), its revisions in a damaged table: %v, want ErrCorrupt with the epoch", err)
 	}
 	if _, err := s.Resume(ctx, "b", false); err != nil {
 		t.Errorf("Resume(b): %v", err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "b", ExpectedRevision: 1, Epoch: 2}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "b", ExpectedRevision: 1, Epoch: 2}); err != nil {
 		t.Errorf("save to b: %v", err)
 	}
 	if _, err := s.DeleteSession(ctx, "a", 1); err != nil {

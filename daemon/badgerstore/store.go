@@ -1,4 +1,4 @@
-// Package badgerstore is the daemon.Store kept in a Badger database on local
+// Package badgerstore is the core.Store kept in a Badger database on local
 // disk. A Store holds the database's directory lock from Open until Close.
 package badgerstore
 
@@ -16,11 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // FormatVersion is the on-disk format this package writes. A data directory
@@ -44,7 +44,7 @@ var ErrBehind = errors.New("store is behind its high-water mark")
 // Badger's sizing. A save writes its messages, its revision record (task,
 // state, labels, pending tool uses), the session's head (task and labels
 // again), a call record per pending tool use (without its input) and a
-// request record: at most daemon.MaxAppendMessages + daemon.MaxPendingToolUses
+// request record: at most core.MaxAppendMessages + core.MaxPendingToolUses
 // + 3 records (1,259). Badger refuses a transaction over 15% of MemTableSize
 // (1.2 MiB), but it counts a value of ValueThreshold bytes or more as a
 // 12-byte pointer into the value log, where the value itself goes. So a
@@ -93,7 +93,7 @@ type Options struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// DiskReserve is the free space below which writes are refused with
-	// daemon.ErrDiskFull; zero means DefaultDiskReserve.
+	// core.ErrDiskFull; zero means DefaultDiskReserve.
 	DiskReserve uint64
 	// TombstoneRetention is how long a deleted session's tombstone is kept
 	// after its records are purged; zero means DefaultTombstoneRetention.
@@ -120,7 +120,7 @@ type Options struct {
 	EncryptionKey []byte
 }
 
-// Store is a daemon.Store backed by Badger. Close it to release the
+// Store is a core.Store backed by Badger. Close it to release the
 // directory lock.
 type Store struct {
 	db      *badger.DB
@@ -147,7 +147,7 @@ type Store struct {
 	bg   sync.WaitGroup // background work
 }
 
-var _ daemon.Store = (*Store)(nil)
+var _ core.Store = (*Store)(nil)
 
 // Open opens or creates the store in dir, migrating an older format. It
 // fails with ErrLocked when another process has the directory open, with
@@ -409,8 +409,8 @@ func (s *Store) Err() error { return s.eng.err() }
 func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
 
 // Info returns the store's kind, "badger", and FormatVersion.
-func (s *Store) Info() daemon.StoreInfo {
-	return daemon.StoreInfo{Kind: "badger", Format: FormatVersion}
+func (s *Store) Info() core.StoreInfo {
+	return core.StoreInfo{Kind: "badger", Format: FormatVersion}
 }
 
 // Stats returns the store's counters.

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/storetest"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -17,7 +18,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Run("InMemory", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) daemon.Store {
+		storetest.Run(t, func(t *testing.T) core.Store {
 			s, err := Open("", Options{InMemory: true})
 			if err != nil {
 				t.Fatal(err)
@@ -26,7 +27,7 @@ func TestConformance(t *testing.T) {
 		})
 	})
 	t.Run("OnDisk", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) daemon.Store { return openT(t, t.TempDir()) })
+		storetest.Run(t, func(t *testing.T) core.Store { return openT(t, t.TempDir()) })
 	})
 }
 
@@ -44,11 +45,11 @@ var ctx = context.Background()
 func TestReopenKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hi"`}},
-		PendingToolUses: []daemon.ToolUse{{ID: "t", Name: "w"}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"hi"`}},
+		PendingToolUses: []core.ToolUse{{ID: "t", Name: "w"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RecordEffect(ctx, "s", daemon.Effect{ToolUseID: "t", Output: "ok"}); err != nil {
+	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t", Output: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -108,8 +109,8 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 			s := openT(t, t.TempDir())
 			defer s.Close()
 			for _, id := range []string{"bad", "good"} {
-				if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}},
-					PendingToolUses: []daemon.ToolUse{{ID: "t", Name: "w"}}}); err != nil {
+				if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id, AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}},
+					PendingToolUses: []core.ToolUse{{ID: "t", Name: "w"}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -130,11 +131,11 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 			found := false
 			epoch := resumed.Epoch
 			for _, err := range errs {
-				if err != nil && !errors.Is(err, daemon.ErrCorrupt) {
+				if err != nil && !errors.Is(err, core.ErrCorrupt) {
 					t.Fatalf("damaged %s: %v, want ErrCorrupt", tc.name, err)
 				}
 				// Where the head is readable, the error carries the epoch.
-				var se *daemon.StateError
+				var se *core.StateError
 				if errors.As(err, &se) {
 					epoch = max(epoch, se.CurrentEpoch)
 				} else if err != nil && tc.name != "head" {
@@ -156,7 +157,7 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 			if tomb < 1 {
 				t.Fatalf("tombstone epoch %d fences nothing", tomb)
 			}
-			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "bad"}); err != nil {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "bad"}); err != nil {
 				t.Fatalf("re-create after delete: %v", err)
 			}
 		})
@@ -181,7 +182,7 @@ func TestNewerFormatRefused(t *testing.T) {
 func TestInterruptedDeleteFinishesAtOpen(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Write the tombstone as DeleteSession does, then "crash" before the purge.
@@ -212,7 +213,7 @@ func TestVerify(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}, {Role: "user", ContentJSON: `"y"`}}}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id, AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}, {Role: "user", ContentJSON: `"y"`}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -242,17 +243,17 @@ func TestLargestSave(t *testing.T) {
 	for i := range 64 {
 		labels[fmt.Sprintf("%063d", i)] = strings.Repeat("v", 256)
 	}
-	req := &daemon.SaveRequest{SessionID: sid, Task: strings.Repeat("t", 64<<10), Labels: labels,
+	req := &core.SaveRequest{SessionID: sid, Task: strings.Repeat("t", 64<<10), Labels: labels,
 		RequestID: "2b0e9c1e-4f1d-4c7a-9a55-0d6f3f1e8a01"}
 	var pendingInput int
-	for i := range daemon.MaxPendingToolUses {
+	for i := range core.MaxPendingToolUses {
 		in := fmt.Sprintf("%q", strings.Repeat("i", 1000))
 		pendingInput += len(in)
-		req.PendingToolUses = append(req.PendingToolUses, daemon.ToolUse{ID: fmt.Sprintf("%0512d", i), Name: strings.Repeat("n", 256), InputJSON: in})
+		req.PendingToolUses = append(req.PendingToolUses, core.ToolUse{ID: fmt.Sprintf("%0512d", i), Name: strings.Repeat("n", 256), InputJSON: in})
 	}
-	per := (MaxRequestBytes - 64<<10 - 64*(63+256) - pendingInput - daemon.MaxPendingToolUses*(512+256)) / daemon.MaxAppendMessages
-	for range daemon.MaxAppendMessages {
-		req.AppendMessages = append(req.AppendMessages, daemon.Message{Role: "user", ContentJSON: fmt.Sprintf("%q", strings.Repeat("m", per-8))})
+	per := (MaxRequestBytes - 64<<10 - 64*(63+256) - pendingInput - core.MaxPendingToolUses*(512+256)) / core.MaxAppendMessages
+	for range core.MaxAppendMessages {
+		req.AppendMessages = append(req.AppendMessages, core.Message{Role: "user", ContentJSON: fmt.Sprintf("%q", strings.Repeat("m", per-8))})
 	}
 	if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 		t.Fatalf("the largest save: %v", err)
@@ -277,14 +278,14 @@ func TestLargestSaveUnderThreshold(t *testing.T) {
 	for size(content) < ValueThreshold-1 {
 		content = content[:len(content)-1] + `m"`
 	}
-	req := &daemon.SaveRequest{SessionID: sid}
-	for range daemon.MaxAppendMessages {
-		req.AppendMessages = append(req.AppendMessages, daemon.Message{Role: "user", ContentJSON: content})
+	req := &core.SaveRequest{SessionID: sid}
+	for range core.MaxAppendMessages {
+		req.AppendMessages = append(req.AppendMessages, core.Message{Role: "user", ContentJSON: content})
 	}
-	for i := range daemon.MaxPendingToolUses {
+	for i := range core.MaxPendingToolUses {
 		// The call record holds the id and the name: together just under the
 		// threshold.
-		req.PendingToolUses = append(req.PendingToolUses, daemon.ToolUse{ID: fmt.Sprintf("%0230d", i), Name: strings.Repeat("n", 240)})
+		req.PendingToolUses = append(req.PendingToolUses, core.ToolUse{ID: fmt.Sprintf("%0230d", i), Name: strings.Repeat("n", 240)})
 	}
 	if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 		t.Fatalf("the largest save under the value threshold: %v", err)

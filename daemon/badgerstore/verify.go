@@ -7,17 +7,18 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // Verify checks every record's checksum and decoding, then that each live
 // session's latest revision and all of its messages are present.
-func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
-	var rep daemon.VerifyReport
+func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
+	var rep core.VerifyReport
 	damaged := map[string]string{}
 	note := func(sid, problem string) {
 		if _, seen := damaged[sid]; !seen {
@@ -94,10 +95,10 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 		return nil
 	})
 	if err != nil {
-		return daemon.VerifyReport{}, err
+		return core.VerifyReport{}, err
 	}
 	for _, sid := range slices.Sorted(maps.Keys(damaged)) {
-		rep.Damaged = append(rep.Damaged, daemon.DamagedSession{SessionID: sid, Problem: damaged[sid]})
+		rep.Damaged = append(rep.Damaged, core.DamagedSession{SessionID: sid, Problem: damaged[sid]})
 	}
 	return rep, nil
 }

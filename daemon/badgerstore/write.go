@@ -7,25 +7,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // fence rejects an epoch that is not the owner's: older than the session's,
 // newer than it, or 0 once the session has been resumed.
 func fence(h *storagev1.SessionRecord, sessionID string, epoch uint64) error {
-	return daemon.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
+	return core.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
 }
 
-func (s *Store) SaveCheckpoint(ctx context.Context, req *daemon.SaveRequest) (daemon.SaveResult, error) {
+func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core.SaveResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.SaveResult{}, err
+		return core.SaveResult{}, err
 	}
 	defer s.lock(req.SessionID)()
-	var res daemon.SaveResult
+	var res core.SaveResult
 	err := s.update(func(t *tx) error {
 		var err error
 		res, err = s.save(t, req)
@@ -34,11 +34,11 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *daemon.SaveRequest) (da
 	return res, err
 }
 
-func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) {
+func (s *Store) save(t *tx, req *core.SaveRequest) (core.SaveResult, error) {
 	sid := req.SessionID
 	h, tomb, err := head(t, sid)
 	if err != nil {
-		return daemon.SaveResult{}, err
+		return core.SaveResult{}, err
 	}
 	var fp []byte // the payload's digest, only for a save with a request id
 	if req.RequestID != "" {
@@ -51,14 +51,14 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		var r storagev1.RequestRecord
 		found, err := get(t, h, sid, requestKey(sid, req.RequestID), &r)
 		if err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if found {
 			if string(r.Fingerprint) != string(fp) {
-				return daemon.SaveResult{}, fmt.Errorf("%w: request id %s was already used for a different save of session %q; make a new id for a new save",
-					daemon.ErrRequestIDReused, req.RequestID, sid)
+				return core.SaveResult{}, fmt.Errorf("%w: request id %s was already used for a different save of session %q; make a new id for a new save",
+					core.ErrRequestIDReused, req.RequestID, sid)
 			}
-			return daemon.SaveResult{Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
+			return core.SaveResult{Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
 		}
 	}
 
@@ -69,29 +69,29 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	switch {
 	case h != nil:
 		if err := fence(h, sid, req.Epoch); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if err := active(h, sid); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if req.ExpectedRevision == 0 {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q exists at revision %d; resume it, or delete it to start over", sid, h.Revision)}
 		}
 		if req.ExpectedRevision != h.Revision {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q is at revision %d, not %d; reload it before saving", sid, h.Revision, req.ExpectedRevision)}
 		}
 	case req.ExpectedRevision != 0:
-		return daemon.SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
-			daemon.ErrSessionNotFound, sid)
+		return core.SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
+			core.ErrSessionNotFound, sid)
 	default: // create, over a tombstone or above the epoch floor
 		deleted, err := deletedEpoch(t, sid, tomb)
 		if err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if req.Epoch != 0 && req.Epoch <= deleted {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionFenced, CurrentEpoch: deleted,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrSessionFenced, CurrentEpoch: deleted,
 				Msg: fmt.Sprintf("session %q was deleted at epoch %d or earlier; epoch %d is stale", sid, deleted, req.Epoch)}
 		}
 		h = &storagev1.SessionRecord{Epoch: deleted + 1, CreateTime: now}
@@ -100,13 +100,13 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 	// History: keep a prefix of the previous revision's segments, then append.
 	count := h.MessageCount
 	if n := segmentsCount(h.Segments); n != count {
-		return daemon.SaveResult{}, corrupt(h, sid, fmt.Errorf("the head lists %d messages in its segments but counts %d", n, count))
+		return core.SaveResult{}, corrupt(h, sid, fmt.Errorf("the head lists %d messages in its segments but counts %d", n, count))
 	}
 	keep := count
 	if req.KeepMessages != nil {
 		keep = *req.KeepMessages
 		if keep > count {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrKeepOutOfRange, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrKeepOutOfRange, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("keep_messages %d is beyond the %d stored messages of session %q", keep, count, sid)}
 		}
 	}
@@ -116,7 +116,7 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		for i, m := range req.AppendMessages {
 			key := messageKey(sid, first+uint64(i))
 			if err := put(t, key, &storagev1.Message{Role: m.Role, ContentJson: m.ContentJSON}); err != nil {
-				return daemon.SaveResult{}, err
+				return core.SaveResult{}, err
 			}
 		}
 		h.NextSeq += n
@@ -136,10 +136,10 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		var call storagev1.CallRecord
 		key := callKey(sid, u.ID)
 		if _, err := get(t, h, sid, key, &call); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if call.Effect != nil {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q already has a recorded effect; append its result instead of making it pending again", u.ID)}
 		}
 		// The revision keeps the whole tool use; the call record needs only
@@ -147,7 +147,7 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		call.ToolUse = &storagev1.ToolUse{ToolUseId: tu.ToolUseId, Name: tu.Name, EffectClass: tu.EffectClass, BeginTracked: tu.BeginTracked}
 		call.LastPendingRevision = rev
 		if err := put(t, key, &call); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		pending = append(pending, tu)
 	}
@@ -166,10 +166,10 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		SaveTime:        now,
 	}
 	if err := put(t, revisionKey(sid, rev), rec); err != nil {
-		return daemon.SaveResult{}, err
+		return core.SaveResult{}, err
 	}
 
-	res := daemon.SaveResult{Revision: rev, MessageCount: newCount, Epoch: h.Epoch}
+	res := core.SaveResult{Revision: rev, MessageCount: newCount, Epoch: h.Epoch}
 	h.Revision = rev
 	h.UpdateTime = now
 	h.Task, h.Turn, h.MessageCount = req.Task, req.Turn, newCount
@@ -180,7 +180,7 @@ func (s *Store) save(t *tx, req *daemon.SaveRequest) (daemon.SaveResult, error) 
 		if err := put(t, requestKey(sid, req.RequestID), &storagev1.RequestRecord{
 			RequestId: req.RequestID, Fingerprint: fp, Revision: res.Revision, MessageCount: res.MessageCount, Epoch: res.Epoch,
 		}); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 	}
 	return res, put(t, sessionKey(sid), h)
@@ -224,12 +224,12 @@ func truncateSegments(segs []*storagev1.Segment, keep uint64) []*storagev1.Segme
 	return out
 }
 
-func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (daemon.BeginResult, error) {
+func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (core.BeginResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.BeginResult{}, err
+		return core.BeginResult{}, err
 	}
 	defer s.lock(sessionID)()
-	var res daemon.BeginResult
+	var res core.BeginResult
 	err := s.update(func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
@@ -248,15 +248,15 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 			return err
 		}
 		if !found || call.LastPendingRevision != h.Revision {
-			return &daemon.StateError{Err: daemon.ErrCallNotPending, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrCallNotPending, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q is not pending in revision %d of session %q; save it as pending at Point A first", toolUseID, h.Revision, sessionID)}
 		}
 		if call.Effect != nil {
-			return &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q already has a recorded effect; reuse it instead of running the tool again", toolUseID)}
 		}
 		if call.Begun {
-			res = daemon.BeginResult{IdempotencyKey: call.IdempotencyKey, AlreadyBegun: true}
+			res = core.BeginResult{IdempotencyKey: call.IdempotencyKey, AlreadyBegun: true}
 			return nil
 		}
 		var b [16]byte
@@ -266,18 +266,18 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 		call.Begun = true
 		call.IdempotencyKey = hex.EncodeToString(b[:])
 		call.BeginTime = timestamppb.New(s.now())
-		res = daemon.BeginResult{IdempotencyKey: call.IdempotencyKey}
+		res = core.BeginResult{IdempotencyKey: call.IdempotencyKey}
 		return put(t, key, &call)
 	})
 	return res, err
 }
 
-func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Effect) (daemon.Effect, bool, error) {
+func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.Effect{}, false, err
+		return core.Effect{}, false, err
 	}
 	defer s.lock(sessionID)()
-	var stored daemon.Effect
+	var stored core.Effect
 	var already bool
 	err := s.update(func(t *tx) error {
 		h, err := mustHead(t, sessionID)
@@ -292,18 +292,18 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 		}
 		if !found {
 			return fmt.Errorf("%w: tool use %q was never pending in session %q; save it as pending at Point A before recording its effect",
-				daemon.ErrCallUnknown, e.ToolUseID, sessionID)
+				core.ErrCallUnknown, e.ToolUseID, sessionID)
 		}
 		if e.Name == "" {
 			e.Name = call.ToolUse.GetName()
 		}
 		if e.Name != call.ToolUse.GetName() {
-			return fmt.Errorf("%w: tool use %q is a call of %q, not %q", daemon.ErrToolNameMismatch, e.ToolUseID, call.ToolUse.GetName(), e.Name)
+			return fmt.Errorf("%w: tool use %q is a call of %q, not %q", core.ErrToolNameMismatch, e.ToolUseID, call.ToolUse.GetName(), e.Name)
 		}
 		if call.Effect != nil {
 			stored = effectFromRecord(call.Effect)
 			if !stored.SameOutcome(e) {
-				return &daemon.StateError{Err: daemon.ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				return &core.StateError{Err: core.ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 					Msg: fmt.Sprintf("tool use %q already has a different recorded effect; the first record stands", e.ToolUseID)}
 			}
 			already = true
@@ -318,12 +318,12 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 	return stored, already, err
 }
 
-func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (daemon.Checkpoint, error) {
+func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core.Checkpoint, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.Checkpoint{}, err
+		return core.Checkpoint{}, err
 	}
 	defer s.lock(sessionID)()
-	var cp daemon.Checkpoint
+	var cp core.Checkpoint
 	err := s.update(func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
@@ -333,12 +333,12 @@ func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (daem
 		if cp, err = checkpoint(t, sessionID, h, 0); err != nil {
 			return err
 		}
-		if cp.Status != daemon.StatusActive {
+		if cp.Status != core.StatusActive {
 			if !reopen {
 				return nil // returned as it is, not taken over
 			}
 			h.Status, h.FinalOutput, h.CompleteTime = storagev1.SessionStatus_SESSION_STATUS_UNSPECIFIED, "", nil
-			cp.Status, cp.FinalOutput, cp.CompleteTime = daemon.StatusActive, "", time.Time{}
+			cp.Status, cp.FinalOutput, cp.CompleteTime = core.StatusActive, "", time.Time{}
 		}
 		h.Epoch++
 		h.Resumed = true

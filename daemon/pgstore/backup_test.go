@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
@@ -16,7 +18,7 @@ func TestBackupUnsupported(t *testing.T) {
 	s := open(t, pgtest.Shared(t).URL("postgres"), newSchema())
 	var buf bytes.Buffer
 	_, err := s.BackupSince(ctx, &buf, 0, true)
-	if !errors.Is(err, daemon.ErrBackupUnsupported) {
+	if !errors.Is(err, core.ErrBackupUnsupported) {
 		t.Fatalf("BackupSince: %v, want ErrBackupUnsupported", err)
 	}
 	if st := daemon.ToStatus(err); st.Code().String() != "Unimplemented" {

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
 
@@ -22,17 +23,17 @@ func TestBatchRefusalIsolated(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "old"}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	var ops []*op
-	results := make([]daemon.SaveResult, 8)
+	results := make([]core.SaveResult, 8)
 	for i := range 8 {
-		req := &daemon.SaveRequest{SessionID: fmt.Sprintf("s%d", i), AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"x"`}}}
+		req := &core.SaveRequest{SessionID: fmt.Sprintf("s%d", i), AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
 		if i%2 == 1 { // refused: a session that exists, then one that does not
-			req = &daemon.SaveRequest{SessionID: "old"}
+			req = &core.SaveRequest{SessionID: "old"}
 			if i%4 == 3 {
-				req = &daemon.SaveRequest{SessionID: fmt.Sprintf("missing%d", i), ExpectedRevision: 1}
+				req = &core.SaveRequest{SessionID: fmt.Sprintf("missing%d", i), ExpectedRevision: 1}
 			}
 		}
 		ops = append(ops, &op{sessionID: req.SessionID, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
@@ -52,7 +53,7 @@ func TestBatchRefusalIsolated(t *testing.T) {
 		err := <-o.done
 		switch {
 		case i == 8:
-			if !errors.Is(err, daemon.ErrUnavailable) {
+			if !errors.Is(err, core.ErrUnavailable) {
 				t.Errorf("failed statement: %v, want ErrUnavailable", err)
 			}
 		case i%2 == 0:
@@ -60,11 +61,11 @@ func TestBatchRefusalIsolated(t *testing.T) {
 				t.Errorf("request %d: %+v %v", i, results[i], err)
 			}
 		case i%4 == 1:
-			if !errors.Is(err, daemon.ErrSessionExists) {
+			if !errors.Is(err, core.ErrSessionExists) {
 				t.Errorf("request %d: %v, want ErrSessionExists", i, err)
 			}
 		default:
-			if !errors.Is(err, daemon.ErrSessionNotFound) {
+			if !errors.Is(err, core.ErrSessionNotFound) {
 				t.Errorf("request %d: %v, want ErrSessionNotFound", i, err)
 			}
 		}
@@ -76,7 +77,7 @@ func TestBatchRefusalIsolated(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"missing3", "missing7"} {
-		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, core.ErrSessionNotFound) {
 			t.Errorf("%s exists after its refused save: %v", id, err)
 		}
 	}
@@ -94,7 +95,7 @@ func TestBatchSplitByTime(t *testing.T) {
 	defer s.Close()
 	var ops []*op
 	for i := range 12 { // 12 x 80 ms, over the 700 ms a transaction may take
-		req := &daemon.SaveRequest{SessionID: fmt.Sprintf("s%02d", i)}
+		req := &core.SaveRequest{SessionID: fmt.Sprintf("s%02d", i)}
 		ops = append(ops, &op{sessionID: req.SessionID, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
 			if _, err := q.tx.Exec(ctx, "SELECT pg_sleep(0.08)"); err != nil {
 				return err
@@ -109,7 +110,7 @@ func TestBatchSplitByTime(t *testing.T) {
 			t.Errorf("request %d: %v", i, err)
 		}
 	}
-	sums, err := s.ListSessions(context.Background(), "", 100, daemon.SessionFilter{})
+	sums, err := s.ListSessions(context.Background(), "", 100, core.SessionFilter{})
 	if err != nil || len(sums) != 12 {
 		t.Fatalf("%d sessions after the batch (%v), want 12", len(sums), err)
 	}

@@ -6,17 +6,17 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // RewindSession writes a copy of an old revision as the new latest, in the
 // group commit under the session's row lock; the calls pending in it are
 // made pending again, keeping their begin markers and effects.
-func (s *Store) RewindSession(ctx context.Context, req *daemon.RewindRequest) (daemon.BranchResult, error) {
-	var res daemon.BranchResult
+func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (core.BranchResult, error) {
+	var res core.BranchResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
 		sid := req.SessionID
-		res = daemon.BranchResult{}
+		res = core.BranchResult{}
 		h, err := q.mustHead(ctx, sid, true)
 		if err != nil {
 			return err
@@ -86,10 +86,10 @@ func (s *Store) RewindSession(ctx context.Context, req *daemon.RewindRequest) (d
 // forkSource is what a fork reads of its source, from one snapshot.
 type forkSource struct {
 	rec      *revisionRec
-	messages []daemon.Message
+	messages []core.Message
 	calls    map[string]*callRec // the calls pending in revisions up to rec
 	pending  map[string]bool     // those pending in rec
-	res      daemon.BranchResult
+	res      core.BranchResult
 }
 
 func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (*forkSource, error) {
@@ -105,7 +105,7 @@ func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (
 		}
 		for _, sg := range src.rec.Segments {
 			for from := sg.FirstSeq; from < sg.FirstSeq+sg.Count; from += messagePage {
-				_, err := q.messages(ctx, sid, h, src.rec.Revision, from, min(sg.FirstSeq+sg.Count, from+messagePage), func(m daemon.Message) bool {
+				_, err := q.messages(ctx, sid, h, src.rec.Revision, from, min(sg.FirstSeq+sg.Count, from+messagePage), func(m core.Message) bool {
 					src.messages = append(src.messages, m)
 					return true
 				})
@@ -169,17 +169,17 @@ func (q *query) eachRevision(ctx context.Context, sessionID string, h *sessionRe
 // ForkSession reads the source from one snapshot, then creates the new
 // session in one transaction of the group commit, under the new session's
 // row lock: the new session is never seen half copied.
-func (s *Store) ForkSession(ctx context.Context, req *daemon.ForkRequest) (daemon.BranchResult, error) {
+func (s *Store) ForkSession(ctx context.Context, req *core.ForkRequest) (core.BranchResult, error) {
 	if err := ctx.Err(); err != nil {
-		return daemon.BranchResult{}, err
+		return core.BranchResult{}, err
 	}
 	nid := req.NewID
 	fp := req.Fingerprint()
 	src, err := s.readForkSource(ctx, req.SourceID, req.Revision)
 	if err != nil {
-		return daemon.BranchResult{}, err
+		return core.BranchResult{}, err
 	}
-	var res daemon.BranchResult
+	var res core.BranchResult
 	err = s.write(ctx, nid, func(ctx context.Context, q *query) error {
 		res = src.res
 		h, tomb, err := q.head(ctx, nid, true)
@@ -195,7 +195,7 @@ func (s *Store) ForkSession(ctx context.Context, req *daemon.ForkRequest) (daemo
 				res.Revision, res.Epoch, res.MessageCount = prev.Revision, prev.Epoch, prev.MessageCount
 				return nil
 			}
-			return &daemon.StateError{Err: daemon.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q exists at revision %d; fork into a new id, or delete it first", nid, h.Revision)}
 		}
 		epoch := uint64(1)
@@ -249,7 +249,7 @@ func (s *Store) ForkSession(ctx context.Context, req *daemon.ForkRequest) (daemo
 		return q.putHead(ctx, nid, head, false)
 	})
 	if err != nil {
-		return daemon.BranchResult{}, err
+		return core.BranchResult{}, err
 	}
 	return res, nil
 }

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // The group commit: write requests queued while the writers are busy are
@@ -56,7 +56,7 @@ func (s *Store) enqueue(ctx context.Context, o *op) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+		return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 	}
 	select {
 	case s.ops <- o:
@@ -94,7 +94,7 @@ func (s *Store) drain() {
 	for {
 		select {
 		case o := <-s.ops:
-			o.done <- fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
+			o.done <- fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 		default:
 			return
 		}
@@ -276,10 +276,10 @@ func (s *Store) setLocalTimeout(ctx context.Context, tx pgx.Tx) error {
 // refusals are the errors a request is refused with; anything else a
 // request returns is a failure of the database or the connection.
 var refusals = []error{
-	daemon.ErrInvalidArgument, daemon.ErrSessionNotFound, daemon.ErrSessionExists, daemon.ErrSessionFenced,
-	daemon.ErrRevisionMismatch, daemon.ErrRevisionNotFound, daemon.ErrRequestIDReused, daemon.ErrKeepOutOfRange,
-	daemon.ErrCallAlreadyRecorded, daemon.ErrCallNotPending, daemon.ErrCallUnknown, daemon.ErrToolNameMismatch,
-	daemon.ErrEffectConflict, daemon.ErrCorrupt, daemon.ErrSessionCompleted,
+	core.ErrInvalidArgument, core.ErrSessionNotFound, core.ErrSessionExists, core.ErrSessionFenced,
+	core.ErrRevisionMismatch, core.ErrRevisionNotFound, core.ErrRequestIDReused, core.ErrKeepOutOfRange,
+	core.ErrCallAlreadyRecorded, core.ErrCallNotPending, core.ErrCallUnknown, core.ErrToolNameMismatch,
+	core.ErrEffectConflict, core.ErrCorrupt, core.ErrSessionCompleted,
 }
 
 func isRefusal(err error) bool {
@@ -292,10 +292,10 @@ func isRefusal(err error) bool {
 }
 
 // unavailable translates a failure of the database, the connection or the
-// statement timeout into daemon.ErrUnavailable with what happened; a
+// statement timeout into core.ErrUnavailable with what happened; a
 // refusal, and the end of the caller's own ctx, pass through.
 func (s *Store) unavailable(ctx context.Context, err error) error {
-	if err == nil || isRefusal(err) || errors.Is(err, daemon.ErrUnavailable) {
+	if err == nil || isRefusal(err) || errors.Is(err, core.ErrUnavailable) {
 		return err
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -304,19 +304,19 @@ func (s *Store) unavailable(ctx context.Context, err error) error {
 	var ac *ambiguousCommit
 	if errors.As(err, &ac) {
 		return fmt.Errorf("%w: the connection to PostgreSQL (%s) failed during COMMIT, so the write may or may not have been committed; "+
-			"retry it with the same request id, which is safe: %v", daemon.ErrUnavailable, s.target, ac.err)
+			"retry it with the same request id, which is safe: %v", core.ErrUnavailable, s.target, ac.err)
 	}
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && pe.Code == "57014":
 		return fmt.Errorf("%w: PostgreSQL (%s) did not finish the statement within the %v statement timeout: %v",
-			daemon.ErrUnavailable, s.target, s.timeout, err)
+			core.ErrUnavailable, s.target, s.timeout, err)
 	case errors.As(err, &pe):
-		return fmt.Errorf("%w: PostgreSQL (%s) failed the statement: %v", daemon.ErrUnavailable, s.target, err)
+		return fmt.Errorf("%w: PostgreSQL (%s) failed the statement: %v", core.ErrUnavailable, s.target, err)
 	case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
 		return fmt.Errorf("%w: PostgreSQL (%s) did not answer within the %v statement timeout: %v",
-			daemon.ErrUnavailable, s.target, s.timeout, err)
+			core.ErrUnavailable, s.target, s.timeout, err)
 	default:
-		return fmt.Errorf("%w: cannot reach PostgreSQL (%s): %v", daemon.ErrUnavailable, s.target, err)
+		return fmt.Errorf("%w: cannot reach PostgreSQL (%s): %v", core.ErrUnavailable, s.target, err)
 	}
 }

@@ -3,7 +3,7 @@ package pgstore
 import (
 	"context"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // callPage is how many call rows one query of the ledger reads; calls never
@@ -12,7 +12,7 @@ const callPage = 256
 
 // eachCall calls fn with the session's call records whose tool use ids are
 // after the given one, in id order, until fn returns false or an error. A
-// row that fails its checksum is daemon.ErrCorrupt.
+// row that fails its checksum is core.ErrCorrupt.
 func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, after string, fn func(id string, call *callRec) (more bool, err error)) error {
 	cursor := []byte(after)
 	for {
@@ -56,9 +56,9 @@ func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, a
 	}
 }
 
-func ledgerEntry(id string, call *callRec) daemon.LedgerEntry {
-	e := daemon.LedgerEntry{
-		ToolUseID: id, Name: call.Name, Class: daemon.EffectClass(call.Class), BeginTracked: call.BeginTracked,
+func ledgerEntry(id string, call *callRec) core.LedgerEntry {
+	e := core.LedgerEntry{
+		ToolUseID: id, Name: call.Name, Class: core.EffectClass(call.Class), BeginTracked: call.BeginTracked,
 		LastPendingRevision: call.LastPendingRevision, Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
 		BeginTime: fromNanos(call.BeginTime),
 	}
@@ -71,8 +71,8 @@ func ledgerEntry(id string, call *callRec) daemon.LedgerEntry {
 
 // Effects returns the ledger of a live session: its call records that were
 // begun or hold an effect, in tool use id order, from one snapshot.
-func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]daemon.LedgerEntry, error) {
-	var out []daemon.LedgerEntry
+func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
+	var out []core.LedgerEntry
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		out = out[:0]
 		h, err := q.mustHead(ctx, sessionID, false)
@@ -95,10 +95,10 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 // afterRevision lists the session's calls that are not read-only whose
 // effect was recorded, or which were begun without an effect, after rec was
 // saved, in tool use id order.
-func (q *query) afterRevision(ctx context.Context, sessionID string, h *sessionRec, rec *revisionRec) (performed, inDoubt []daemon.LedgerEntry, err error) {
+func (q *query) afterRevision(ctx context.Context, sessionID string, h *sessionRec, rec *revisionRec) (performed, inDoubt []core.LedgerEntry, err error) {
 	since := rec.SaveTime
 	err = q.eachCall(ctx, sessionID, h, "", func(id string, call *callRec) (bool, error) {
-		if daemon.EffectClass(call.Class) == daemon.ReadOnly {
+		if core.EffectClass(call.Class) == core.ReadOnly {
 			return true, nil
 		}
 		switch {

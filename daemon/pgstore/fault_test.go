@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
@@ -26,7 +27,7 @@ func TestConcurrentWriters(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := newSchema()
 	s := open(t, srv.URL("postgres"), schema)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	const writers, tries = 16, 15
@@ -43,13 +44,13 @@ func TestConcurrentWriters(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: cp.Revision,
-					AppendMessages: []daemon.Message{{Role: "user", ContentJSON: fmt.Sprintf(`"%d.%d"`, w, i)}}})
+				res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: cp.Revision,
+					AppendMessages: []core.Message{{Role: "user", ContentJSON: fmt.Sprintf(`"%d.%d"`, w, i)}}})
 				switch {
 				case err == nil:
 					wins.Add(1)
 					won[res.Revision].Add(1)
-				case errors.Is(err, daemon.ErrRevisionMismatch):
+				case errors.Is(err, core.ErrRevisionMismatch):
 					mismatches.Add(1)
 				default:
 					t.Error(err)
@@ -85,7 +86,7 @@ func TestTwoStoresResumeRace(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := newSchema()
 	stores := []*pgstore.Store{open(t, srv.URL("postgres"), schema), open(t, srv.TCPURL("postgres"), schema)}
-	if _, err := stores[0].SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
+	if _, err := stores[0].SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := uint64(1)
@@ -104,8 +105,8 @@ func TestTwoStoresResumeRace(t *testing.T) {
 					errs[i] = err
 					return
 				}
-				_, errs[i] = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: rev, Epoch: cp.Epoch,
-					AppendMessages: []daemon.Message{{Role: "user", ContentJSON: fmt.Sprintf(`"%d/%d"`, round, i)}}})
+				_, errs[i] = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: rev, Epoch: cp.Epoch,
+					AppendMessages: []core.Message{{Role: "user", ContentJSON: fmt.Sprintf(`"%d/%d"`, round, i)}}})
 			}()
 		}
 		close(start)
@@ -115,9 +116,9 @@ func TestTwoStoresResumeRace(t *testing.T) {
 			switch {
 			case err == nil:
 				winners++
-			case errors.Is(err, daemon.ErrSessionFenced):
+			case errors.Is(err, core.ErrSessionFenced):
 				fenced++
-			case errors.Is(err, daemon.ErrRevisionMismatch):
+			case errors.Is(err, core.ErrRevisionMismatch):
 				mismatched++
 			default:
 				t.Fatalf("round %d: %v", round, err)
@@ -152,8 +153,8 @@ func TestRestartDurability(t *testing.T) {
 			id := fmt.Sprintf("s%d", i)
 			rev := uint64(0)
 			for j := range 10 {
-				res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, ExpectedRevision: rev, Turn: uint32(j),
-					AppendMessages: []daemon.Message{{Role: "user", ContentJSON: fmt.Sprintf(`"%d"`, j)}}})
+				res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id, ExpectedRevision: rev, Turn: uint32(j),
+					AppendMessages: []core.Message{{Role: "user", ContentJSON: fmt.Sprintf(`"%d"`, j)}}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -192,19 +193,19 @@ func TestUnavailable(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			s := open(t, mode.url, newSchema(), func(o *pgstore.Options) { o.StatementTimeout = 2 * time.Second })
-			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
 				t.Fatal(err)
 			}
 			srv.StopServer()
 			start := time.Now()
-			_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
-			if !errors.Is(err, daemon.ErrUnavailable) || !strings.Contains(err.Error(), "PostgreSQL") {
+			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1})
+			if !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "PostgreSQL") {
 				t.Errorf("save with the server down: %v", err)
 			}
-			if _, err := s.Checkpoint(ctx, "s", 0); !errors.Is(err, daemon.ErrUnavailable) {
+			if _, err := s.Checkpoint(ctx, "s", 0); !errors.Is(err, core.ErrUnavailable) {
 				t.Errorf("read with the server down: %v", err)
 			}
-			if _, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{}); !errors.Is(err, daemon.ErrUnavailable) {
+			if _, err := s.ListSessions(ctx, "", 10, core.SessionFilter{}); !errors.Is(err, core.ErrUnavailable) {
 				t.Errorf("list with the server down: %v", err)
 			}
 			// The group commit still answers: restarting would not help.
@@ -218,7 +219,7 @@ func TestUnavailable(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The pool reconnects: the next calls succeed.
-			res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
+			res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1})
 			if err != nil || res.Revision != 2 {
 				t.Fatalf("save after the server is back: %+v %v", res, err)
 			}
@@ -239,7 +240,7 @@ func TestStatementTimeout(t *testing.T) {
 				url = srv.URL("postgres", extra)
 			}
 			s := open(t, url, schema, func(o *pgstore.Options) { o.StatementTimeout = time.Second })
-			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
 				t.Fatal(err)
 			}
 			c, err := pgx.Connect(ctx, srv.URL("postgres"))
@@ -255,15 +256,15 @@ func TestStatementTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
-			if d := time.Since(start); !errors.Is(err, daemon.ErrUnavailable) || d < 900*time.Millisecond || d > 5*time.Second {
+			_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1})
+			if d := time.Since(start); !errors.Is(err, core.ErrUnavailable) || d < 900*time.Millisecond || d > 5*time.Second {
 				t.Fatalf("save against a held lock: %v after %v", err, d)
 			}
 			if !strings.Contains(err.Error(), "statement timeout") {
 				t.Errorf("the error does not name the timeout: %v", err)
 			}
 			tx.Rollback(ctx)
-			if res, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1}); err != nil || res.Revision != 2 {
+			if res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1}); err != nil || res.Revision != 2 {
 				t.Fatalf("save after the lock's release: %+v %v", res, err)
 			}
 		})
@@ -277,7 +278,7 @@ func TestIdleConnectionsDropped(t *testing.T) {
 	db := srv.NewDatabase(t)
 	s := open(t, srv.URL(db), newSchema())
 	for i := range 4 { // several connections in the pool
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprint(i)}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -287,14 +288,14 @@ func TestIdleConnectionsDropped(t *testing.T) {
 		if _, err := s.Checkpoint(ctx, fmt.Sprint(i), 0); err != nil {
 			t.Fatalf("read after the connections were ended: %v", err)
 		}
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprint(i), ExpectedRevision: 1}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprint(i), ExpectedRevision: 1}); err != nil {
 			t.Fatalf("save after the connections were ended: %v", err)
 		}
 	}
 	// Ended with no idle time: the write path retries a connection found
 	// dead before anything was sent.
 	srv.Exec(t, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", db)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "0", ExpectedRevision: 2}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "0", ExpectedRevision: 2}); err != nil {
 		t.Fatalf("save right after the connections were ended: %v", err)
 	}
 }
@@ -307,8 +308,8 @@ func TestCorruptRow(t *testing.T) {
 	schema := newSchema()
 	s := open(t, srv.URL("postgres"), schema)
 	for _, id := range []string{"good", "bad", "badhead"} {
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, Task: "t",
-			AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hello"`}}}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id, Task: "t",
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"hello"`}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -321,17 +322,17 @@ func TestCorruptRow(t *testing.T) {
 		` SET checksum = checksum + 1 WHERE session_id = $1`, []byte("badhead"))
 
 	_, err := s.Checkpoint(ctx, "bad", 0)
-	var se *daemon.StateError
-	if !errors.Is(err, daemon.ErrCorrupt) || !errors.As(err, &se) || se.CurrentRevision != 1 || se.CurrentEpoch != 1 {
+	var se *core.StateError
+	if !errors.Is(err, core.ErrCorrupt) || !errors.As(err, &se) || se.CurrentRevision != 1 || se.CurrentEpoch != 1 {
 		t.Fatalf("tampered revision: %v", err)
 	}
-	if _, err := s.Messages(ctx, "bad", 0, 0, 1<<20, 0); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.Messages(ctx, "bad", 0, 0, 1<<20, 0); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("messages of a tampered revision: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "badhead", 0); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.Checkpoint(ctx, "badhead", 0); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("tampered head: %v", err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "bad", ExpectedRevision: 1}); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "bad", ExpectedRevision: 1}); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("save over a tampered revision: %v", err)
 	}
 	if cp, err := s.Checkpoint(ctx, "good", 0); err != nil || cp.Task != "t" {
@@ -345,7 +346,7 @@ func TestCorruptRow(t *testing.T) {
 		!strings.Contains(rep.Damaged[0].Problem, "checksum mismatch") || rep.CheckedSessions != 3 {
 		t.Fatalf("verify: %+v", rep)
 	}
-	sums, err := s.ListSessions(ctx, "", 10, daemon.SessionFilter{})
+	sums, err := s.ListSessions(ctx, "", 10, core.SessionFilter{})
 	if err != nil || len(sums) != 3 || sums[1].SessionID != "badhead" || sums[1].Revision != 0 {
 		t.Fatalf("list with a damaged head: %+v %v", sums, err)
 	}
@@ -366,21 +367,21 @@ func TestCorruptRow(t *testing.T) {
 func TestLargeSessions(t *testing.T) {
 	srv := pgtest.Shared(t)
 	s := open(t, srv.URL("postgres"), newSchema())
-	var msgs []daemon.Message
-	for i := range daemon.MaxAppendMessages {
-		msgs = append(msgs, daemon.Message{Role: "user", ContentJSON: fmt.Sprintf(`"%0500d"`, i)})
+	var msgs []core.Message
+	for i := range core.MaxAppendMessages {
+		msgs = append(msgs, core.Message{Role: "user", ContentJSON: fmt.Sprintf(`"%0500d"`, i)})
 	}
-	var calls []daemon.ToolUse
-	for i := range daemon.MaxPendingToolUses {
-		calls = append(calls, daemon.ToolUse{ID: fmt.Sprintf("t%d", i), Name: "n", InputJSON: `{}`})
+	var calls []core.ToolUse
+	for i := range core.MaxPendingToolUses {
+		calls = append(calls, core.ToolUse{ID: fmt.Sprintf("t%d", i), Name: "n", InputJSON: `{}`})
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "big", AppendMessages: msgs, PendingToolUses: calls}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "big", AppendMessages: msgs, PendingToolUses: calls}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "big", ExpectedRevision: 1, AppendMessages: msgs}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "big", ExpectedRevision: 1, AppendMessages: msgs}); err != nil {
 		t.Fatal(err)
 	}
-	var got []daemon.Message
+	var got []core.Message
 	for {
 		page, err := s.Messages(ctx, "big", 0, uint64(len(got)), 64<<10, 0)
 		if err != nil {
@@ -401,13 +402,13 @@ func TestLargeSessions(t *testing.T) {
 		t.Fatalf("revision 1: %d pending, %v", len(cp.PendingToolUses), err)
 	}
 	for i := range 600 {
-		if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("s%04d", i), Labels: map[string]string{"odd": fmt.Sprint(i % 2)}}); err != nil {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("s%04d", i), Labels: map[string]string{"odd": fmt.Sprint(i % 2)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	n, after := 0, ""
 	for {
-		page, err := s.ListSessions(ctx, after, 7, daemon.SessionFilter{Labels: map[string]string{"odd": "1"}})
+		page, err := s.ListSessions(ctx, after, 7, core.SessionFilter{Labels: map[string]string{"odd": "1"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
-var _ daemon.GraphStore = (*Store)(nil)
+var _ core.GraphStore = (*Store)(nil)
 
 // The graph checkpoint service's tables (schema version 3). Every key
 // column is bytea, so that ids sort by their bytes as in the embedded store.
@@ -145,13 +145,13 @@ func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func graphCorrupt(thread string, err error) error {
 	return fmt.Errorf("%w: graph thread %q: stored data cannot be decoded (%v) and can no longer be trusted; delete the thread with DeleteThread",
-		daemon.ErrCorrupt, thread, err)
+		core.ErrCorrupt, thread, err)
 }
 
 // graphRefusals are the refusals of the graph service, passed through as
 // they are.
 func graphRefusal(err error) bool {
-	return isRefusal(err) || errors.Is(err, daemon.ErrUploadAborted) || errors.Is(err, errCallback)
+	return isRefusal(err) || errors.Is(err, core.ErrUploadAborted) || errors.Is(err, errCallback)
 }
 
 // graphTx runs fn in one read-committed transaction bounded by the
@@ -289,7 +289,7 @@ func (s *Store) checkRequest(ctx context.Context, tx pgx.Tx, thread, requestID s
 	}
 	if !bytes.Equal(r.Fingerprint, fp) {
 		return false, fmt.Errorf("%w: request id %s was already used for a different write to thread %q; make a new id for a new write",
-			daemon.ErrRequestIDReused, requestID, thread)
+			core.ErrRequestIDReused, requestID, thread)
 	}
 	return true, nil
 }
@@ -307,8 +307,8 @@ func (s *Store) putRequest(ctx context.Context, tx pgx.Tx, thread, requestID str
 	return err
 }
 
-// PutCheckpoint implements daemon.GraphStore.
-func (s *Store) PutCheckpoint(ctx context.Context, p *daemon.GraphPut) (bool, error) {
+// PutCheckpoint implements core.GraphStore.
+func (s *Store) PutCheckpoint(ctx context.Context, p *core.GraphPut) (bool, error) {
 	var fp []byte
 	if p.RequestID != "" {
 		fp = p.Fingerprint().Sum(nil)
@@ -319,7 +319,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, p *daemon.GraphPut) (bool, er
 }
 
 // putOp is PutCheckpoint's request in a group commit; it sets *already.
-func (s *Store) putOp(p *daemon.GraphPut, fp []byte, already *bool) func(ctx context.Context, tx pgx.Tx) error {
+func (s *Store) putOp(p *core.GraphPut, fp []byte, already *bool) func(ctx context.Context, tx pgx.Tx) error {
 	return func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		*already = false
@@ -339,7 +339,7 @@ func (s *Store) putOp(p *daemon.GraphPut, fp []byte, already *bool) func(ctx con
 
 // putCheckpoint upserts p's checkpoint and inserts its blobs not stored
 // yet, with every value's bytes in Data; the caller holds the thread's lock.
-func (s *Store) putCheckpoint(ctx context.Context, tx pgx.Tx, p *daemon.GraphPut, h *threadRec) error {
+func (s *Store) putCheckpoint(ctx context.Context, tx pgx.Tx, p *core.GraphPut, h *threadRec) error {
 	c := p.Checkpoint
 	rec, err := encode(graphCheckpointRec{
 		ParentID: c.ParentID, Type: c.Value.Type, ChannelVersions: c.ChannelVersions,
@@ -350,7 +350,7 @@ func (s *Store) putCheckpoint(ctx context.Context, tx pgx.Tx, p *daemon.GraphPut
 	}
 	data := nonNil(c.Value.Data)
 	var runID []byte
-	if r := daemon.MetadataRunID(c.MetadataJSON); r != "" {
+	if r := core.MetadataRunID(c.MetadataJSON); r != "" {
 		runID = []byte(r)
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_checkpoints")+
@@ -382,18 +382,18 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// PutWrites implements daemon.GraphStore. The late-write rule: once a
+// PutWrites implements core.GraphStore. The late-write rule: once a
 // thread has been deleted, a write for a checkpoint id not above the
 // greatest id the thread held then is dropped unless that checkpoint has
 // been stored again.
-func (s *Store) PutWrites(ctx context.Context, w *daemon.GraphWrites) (daemon.GraphWritesResult, error) {
+func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphWritesResult, error) {
 	var fp []byte
 	if w.RequestID != "" {
 		fp = w.Fingerprint()
 	}
-	var res daemon.GraphWritesResult
+	var res core.GraphWritesResult
 	err := s.graphWrite(ctx, w.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
-		res = daemon.GraphWritesResult{}
+		res = core.GraphWritesResult{}
 		h, _, err := s.lockThread(ctx, tx, w.ThreadID)
 		if err != nil {
 			return err
@@ -439,7 +439,7 @@ func (s *Store) PutWrites(ctx context.Context, w *daemon.GraphWrites) (daemon.Gr
 		return s.putRequest(ctx, tx, w.ThreadID, w.RequestID, fp)
 	})
 	if err != nil {
-		return daemon.GraphWritesResult{}, err
+		return core.GraphWritesResult{}, err
 	}
 	return res, nil
 }

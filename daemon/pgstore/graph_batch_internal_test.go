@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
 
@@ -23,9 +24,9 @@ func TestGraphBatch(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	put := func(thread, id, rid string) *daemon.GraphPut {
-		return &daemon.GraphPut{RequestID: rid, Checkpoint: daemon.GraphCheckpoint{ThreadID: thread, ID: id, MetadataJSON: `{}`,
-			Value: daemon.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}}}
+	put := func(thread, id, rid string) *core.GraphPut {
+		return &core.GraphPut{RequestID: rid, Checkpoint: core.GraphCheckpoint{ThreadID: thread, ID: id, MetadataJSON: `{}`,
+			Value: core.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}}}
 	}
 	const rid = "00000000-0000-4000-8000-000000000001"
 	if _, err := s.PutCheckpoint(ctx, put("r", "1", rid)); err != nil {
@@ -47,14 +48,14 @@ func TestGraphBatch(t *testing.T) {
 			fn: func(ctx context.Context, q *query) error { return fn(ctx, q.tx) }})
 	}
 	ops = append(ops, &op{sessionID: "s", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
-		_, err := s.save(ctx, q, &daemon.SaveRequest{SessionID: "s"})
+		_, err := s.save(ctx, q, &core.SaveRequest{SessionID: "s"})
 		return err
 	}})
 	s.commitBatch(ops)
 	for i, o := range ops {
 		err := <-o.done
 		if i == 4 {
-			if !errors.Is(err, daemon.ErrRequestIDReused) {
+			if !errors.Is(err, core.ErrRequestIDReused) {
 				t.Errorf("put with a reused request id: %v, want ErrRequestIDReused", err)
 			}
 		} else if err != nil {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/jackc/pgx/v5"
 )
 
-// DeleteThread implements daemon.GraphStore: one transaction deletes the
+// DeleteThread implements core.GraphStore: one transaction deletes the
 // thread's rows and its uploads and leaves its head as the tombstone of the
 // late-write rule.
 func (s *Store) DeleteThread(ctx context.Context, thread string) error {
@@ -61,11 +61,11 @@ func (s *Store) deleteThread(ctx context.Context, tx pgx.Tx, thread string) (int
 	return removed, s.putThread(ctx, tx, thread, &n)
 }
 
-// CopyThread implements daemon.GraphStore: one transaction replaces target
+// CopyThread implements core.GraphStore: one transaction replaces target
 // with the source's rows as of one snapshot, keeping their ids.
 func (s *Store) CopyThread(ctx context.Context, source, target string) (int, error) {
 	if source == target {
-		return 0, fmt.Errorf("%w: thread %q cannot be copied onto itself", daemon.ErrInvalidArgument, source)
+		return 0, fmt.Errorf("%w: thread %q cannot be copied onto itself", core.ErrInvalidArgument, source)
 	}
 	var copied int
 	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -107,14 +107,14 @@ func (s *Store) CopyThread(ctx context.Context, source, target string) (int, err
 	return copied, err
 }
 
-// Prune implements daemon.GraphStore, one transaction per thread.
-func (s *Store) Prune(ctx context.Context, threads []string, strategy daemon.PruneStrategy) (int, error) {
+// Prune implements core.GraphStore, one transaction per thread.
+func (s *Store) Prune(ctx context.Context, threads []string, strategy core.PruneStrategy) (int, error) {
 	total := 0
 	for _, thread := range threads {
 		var n int
 		err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			var err error
-			if strategy == daemon.PruneDelete {
+			if strategy == core.PruneDelete {
 				n, err = s.deleteThread(ctx, tx, thread)
 				return err
 			}
@@ -129,7 +129,7 @@ func (s *Store) Prune(ctx context.Context, threads []string, strategy daemon.Pru
 	return total, nil
 }
 
-// DeleteForRuns implements daemon.GraphStore.
+// DeleteForRuns implements core.GraphStore.
 func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int, error) {
 	runs := map[string]bool{}
 	ids := make([][]byte, len(runIDs))
@@ -167,7 +167,7 @@ func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int, error)
 			}
 			var err error
 			n, err = s.removeCheckpoints(ctx, tx, thread, func(ns, id string, latest bool, c *graphCheckpointRec) bool {
-				return runs[daemon.MetadataRunID(c.MetadataJSON)]
+				return runs[core.MetadataRunID(c.MetadataJSON)]
 			})
 			return err
 		})
@@ -264,7 +264,7 @@ func (s *Store) removeCheckpoints(ctx context.Context, tx pgx.Tx, thread string,
 	return len(gone), nil
 }
 
-// DeleteIdleThreads implements daemon.GraphStore. A thread's head records
+// DeleteIdleThreads implements core.GraphStore. A thread's head records
 // its last write (a put, writes, a copy into it); a thread idle since before
 // cutoff is deleted behind a tombstone like any other, a tombstone older
 // than cutoff is removed (by then no late write of the deleted run is still

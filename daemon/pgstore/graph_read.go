@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/jackc/pgx/v5"
 )
 
 // checkpointRow reads the checkpoint at (thread, ns, id); nil when none.
@@ -32,10 +32,10 @@ func (s *Store) checkpointRow(ctx context.Context, tx pgx.Tx, thread, ns, id str
 
 // tuple reads the blobs and writes of the checkpoint c stored at (thread,
 // ns, id).
-func (s *Store) tuple(ctx context.Context, tx pgx.Tx, thread, ns, id string, c *graphCheckpointRec, data []byte) (*daemon.GraphTuple, error) {
-	tp := &daemon.GraphTuple{Checkpoint: daemon.GraphCheckpoint{
+func (s *Store) tuple(ctx context.Context, tx pgx.Tx, thread, ns, id string, c *graphCheckpointRec, data []byte) (*core.GraphTuple, error) {
+	tp := &core.GraphTuple{Checkpoint: core.GraphCheckpoint{
 		ThreadID: thread, NS: ns, ID: id, ParentID: c.ParentID,
-		Value:           daemon.GraphValue{Type: c.Type, Size: int64(len(data)), Data: data},
+		Value:           core.GraphValue{Type: c.Type, Size: int64(len(data)), Data: data},
 		ChannelVersions: c.ChannelVersions, MetadataJSON: c.MetadataJSON,
 	}}
 	if len(c.ChannelVersions) > 0 {
@@ -68,7 +68,7 @@ func (s *Store) tuple(ctx context.Context, tx pgx.Tx, thread, ns, id string, c *
 				rows.Close()
 				return nil, err
 			}
-			tp.Blobs = append(tp.Blobs, daemon.GraphBlob{Channel: string(ch), Version: string(ver), Value: daemon.GraphValue{Type: b.Type, Size: int64(len(data)), Data: data}})
+			tp.Blobs = append(tp.Blobs, core.GraphBlob{Channel: string(ch), Version: string(ver), Value: core.GraphValue{Type: b.Type, Size: int64(len(data)), Data: data}})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -92,18 +92,18 @@ func (s *Store) tuple(ctx context.Context, tx pgx.Tx, thread, ns, id string, c *
 		if err := gdecode(thread, "graph_writes", rec, data, sum, &w, ns, id, string(task), fmt.Sprint(idx)); err != nil {
 			return nil, err
 		}
-		tp.Writes = append(tp.Writes, daemon.GraphWrite{TaskID: string(task), TaskPath: w.TaskPath, Idx: idx, Channel: w.Channel,
-			Value: daemon.GraphValue{Type: w.Type, Size: int64(len(data)), Data: data}})
+		tp.Writes = append(tp.Writes, core.GraphWrite{TaskID: string(task), TaskPath: w.TaskPath, Idx: idx, Channel: w.Channel,
+			Value: core.GraphValue{Type: w.Type, Size: int64(len(data)), Data: data}})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	daemon.SortGraphWrites(tp.Writes)
+	core.SortGraphWrites(tp.Writes)
 	return tp, nil
 }
 
-// GetCheckpoint implements daemon.GraphStore.
-func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn func(*daemon.GraphTuple) error) (bool, error) {
+// GetCheckpoint implements core.GraphStore.
+func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn func(*core.GraphTuple) error) (bool, error) {
 	var found bool
 	var cbErr error
 	err := s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -142,10 +142,10 @@ func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn fun
 
 type graphCandidate struct{ thread, ns, id string }
 
-// ListCheckpoints implements daemon.GraphStore. The bound and the thread
+// ListCheckpoints implements core.GraphStore. The bound and the thread
 // and namespace are applied in SQL, the metadata filter in Go (its equality
-// is that of daemon.MetadataMatches), before the limit.
-func (s *Store) ListCheckpoints(ctx context.Context, q daemon.GraphListQuery, fn func(*daemon.GraphTuple) error) error {
+// is that of core.MetadataMatches), before the limit.
+func (s *Store) ListCheckpoints(ctx context.Context, q core.GraphListQuery, fn func(*core.GraphTuple) error) error {
 	var cbErr error
 	err := s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var where []string
@@ -195,7 +195,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, q daemon.GraphListQuery, fn
 					rows.Close()
 					return graphCorrupt(string(th), err)
 				}
-				if !daemon.MetadataMatches(c.MetadataJSON, q.Filter) {
+				if !core.MetadataMatches(c.MetadataJSON, q.Filter) {
 					continue
 				}
 			}

@@ -7,30 +7,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
 
-func graphPut(thread, id string) *daemon.GraphPut {
-	return &daemon.GraphPut{
-		Checkpoint: daemon.GraphCheckpoint{ThreadID: thread, ID: id, MetadataJSON: `{}`,
-			Value: daemon.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}, ChannelVersions: map[string]string{"a": id}},
-		Blobs: []daemon.GraphBlob{{Channel: "a", Version: id, Value: daemon.GraphValue{Type: "json", Data: []byte(`"` + id + `"`), Size: 3}}},
+func graphPut(thread, id string) *core.GraphPut {
+	return &core.GraphPut{
+		Checkpoint: core.GraphCheckpoint{ThreadID: thread, ID: id, MetadataJSON: `{}`,
+			Value: core.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}, ChannelVersions: map[string]string{"a": id}},
+		Blobs: []core.GraphBlob{{Channel: "a", Version: id, Value: core.GraphValue{Type: "json", Data: []byte(`"` + id + `"`), Size: 3}}},
 	}
 }
 
-func graphWrites(thread, id string) *daemon.GraphWrites {
-	return &daemon.GraphWrites{ThreadID: thread, CheckpointID: id, TaskID: "task",
-		Writes: []daemon.GraphWrite{{TaskID: "task", Idx: 0, Channel: "c", Value: daemon.GraphValue{Type: "json", Data: []byte(`1`), Size: 1}}}}
+func graphWrites(thread, id string) *core.GraphWrites {
+	return &core.GraphWrites{ThreadID: thread, CheckpointID: id, TaskID: "task",
+		Writes: []core.GraphWrite{{TaskID: "task", Idx: 0, Channel: "c", Value: core.GraphValue{Type: "json", Data: []byte(`1`), Size: 1}}}}
 }
 
-func latest(t *testing.T, s *pgstore.Store, thread string) (*daemon.GraphTuple, error) {
+func latest(t *testing.T, s *pgstore.Store, thread string) (*core.GraphTuple, error) {
 	t.Helper()
-	var got *daemon.GraphTuple
-	_, err := s.GetCheckpoint(ctx, thread, "", "", func(tp *daemon.GraphTuple) error { got = tp; return nil })
+	var got *core.GraphTuple
+	_, err := s.GetCheckpoint(ctx, thread, "", "", func(tp *core.GraphTuple) error { got = tp; return nil })
 	return got, err
 }
 
@@ -107,7 +108,7 @@ func TestGraphCorruptRow(t *testing.T) {
 		t.Fatalf("Verify before the edit: %+v %v", rep, err)
 	}
 	srv.Exec(t, "postgres", "UPDATE "+pgx.Identifier{schema, "graph_blobs"}.Sanitize()+" SET data = '\\x2258220a'::bytea")
-	if _, err := latest(t, s, "t"); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := latest(t, s, "t"); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("read of the edited blob: %v, want ErrCorrupt", err)
 	}
 	rep, err = s.Verify(ctx)
@@ -174,7 +175,7 @@ func TestGraphStaleUpload(t *testing.T) {
 	s := open(t, srv.URL("postgres"), schema, clock)
 	p := graphPut("t", "1")
 	p.Blobs[0].Value.Data, p.Checkpoint.Value.Data = nil, nil
-	begin := func() daemon.GraphUpload {
+	begin := func() core.GraphUpload {
 		u, err := s.BeginUpload(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +191,7 @@ func TestGraphStaleUpload(t *testing.T) {
 	mu.Unlock()
 	young := begin()
 	open(t, srv.URL("postgres"), schema, clock)
-	if _, err := old.Commit(ctx); !errors.Is(err, daemon.ErrUploadAborted) {
+	if _, err := old.Commit(ctx); !errors.Is(err, core.ErrUploadAborted) {
 		t.Fatalf("commit of the stale upload: %v, want ErrUploadAborted", err)
 	}
 	if _, err := young.Commit(ctx); err != nil {

@@ -8,10 +8,10 @@ import (
 	"hash"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // An upload stages each value's bytes in graph_upload_chunks rows of
@@ -24,7 +24,7 @@ import (
 // statement, so the largest value must be read within the statement
 // timeout (a 16 MiB value takes well under a second on a local server).
 // DeleteThread and CopyThread delete the uploads of the thread they
-// replace, whose Commit then fails with daemon.ErrUploadAborted. An upload
+// replace, whose Commit then fails with core.ErrUploadAborted. An upload
 // left by a daemon that died is removed by the next Open of any daemon on
 // the schema once it is older than staleUpload (uploads of live daemons on
 // other hosts may be running meanwhile), and by DeleteIdleThreads once it
@@ -46,7 +46,7 @@ func (s *Store) dropStaleUploads(ctx context.Context, cutoff time.Time) error {
 
 type graphUpload struct {
 	s      *Store
-	p      *daemon.GraphPut
+	p      *core.GraphPut
 	thread string
 	id     []byte
 	fp     hash.Hash // nil without a request id
@@ -67,8 +67,8 @@ type stagedChunk struct {
 	data       []byte
 }
 
-// BeginUpload implements daemon.GraphStore.
-func (s *Store) BeginUpload(ctx context.Context, p *daemon.GraphPut) (daemon.GraphUpload, error) {
+// BeginUpload implements core.GraphStore.
+func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUpload, error) {
 	u := &graphUpload{s: s, p: p, thread: p.Checkpoint.ThreadID, id: make([]byte, 16)}
 	if _, err := rand.Read(u.id); err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func (u *graphUpload) skipEmpty() {
 	}
 }
 
-// Write implements daemon.GraphUpload.
+// Write implements core.GraphUpload.
 func (u *graphUpload) Write(ctx context.Context, p []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -109,7 +109,7 @@ func (u *graphUpload) Write(ctx context.Context, p []byte) error {
 	}
 	for len(p) > 0 {
 		if u.cur >= len(u.sizes) {
-			return fmt.Errorf("%w: the upload sent more bytes than its start declares", daemon.ErrInvalidArgument)
+			return fmt.Errorf("%w: the upload sent more bytes than its start declares", core.ErrInvalidArgument)
 		}
 		n := min(int64(len(p)), u.sizes[u.cur]-u.got, int64(graphChunkBytes-len(u.buf)))
 		u.buf = append(u.buf, p[:n]...)
@@ -163,16 +163,16 @@ func (u *graphUpload) flush(ctx context.Context) error {
 }
 
 func (u *graphUpload) aborted() error {
-	return fmt.Errorf("%w: thread %q was deleted or copied over during the upload; nothing was stored", daemon.ErrUploadAborted, u.thread)
+	return fmt.Errorf("%w: thread %q was deleted or copied over during the upload; nothing was stored", core.ErrUploadAborted, u.thread)
 }
 
-// Commit implements daemon.GraphUpload.
+// Commit implements core.GraphUpload.
 func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	if u.cur < len(u.sizes) {
-		return false, fmt.Errorf("%w: the upload ended before every declared byte", daemon.ErrInvalidArgument)
+		return false, fmt.Errorf("%w: the upload ended before every declared byte", core.ErrInvalidArgument)
 	}
 	if err := u.flush(ctx); err != nil {
 		return false, err
@@ -200,7 +200,7 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 			return err
 		}
 		p := *u.p
-		p.Blobs = append([]daemon.GraphBlob(nil), u.p.Blobs...)
+		p.Blobs = append([]core.GraphBlob(nil), u.p.Blobs...)
 		for i := range u.sizes {
 			var data []byte
 			if err := tx.QueryRow(ctx, "SELECT COALESCE(string_agg(data, ''::bytea ORDER BY seq), ''::bytea) FROM "+s.table("graph_upload_chunks")+
@@ -231,7 +231,7 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// Abort implements daemon.GraphUpload.
+// Abort implements core.GraphUpload.
 func (u *graphUpload) Abort() {
 	if u.done {
 		return

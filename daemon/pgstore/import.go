@@ -7,10 +7,10 @@ import (
 	"maps"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // Empty reports whether the store's schema holds no session, live or
@@ -25,15 +25,15 @@ func (s *Store) Empty(ctx context.Context) (bool, error) {
 
 // Import writes every record of d, as it is (epochs, times, idempotency
 // keys and request ids included), in one transaction; it is
-// daemon.ErrSessionExists when the store has any row of the session
+// core.ErrSessionExists when the store has any row of the session
 // already, and writes nothing then.
-func (s *Store) Import(ctx context.Context, d *daemon.SessionDump) error {
+func (s *Store) Import(ctx context.Context, d *core.SessionDump) error {
 	tctx, cancel := context.WithTimeout(ctx, 4*s.timeout)
 	defer cancel()
 	err := s.importTx(tctx, d)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
-		return fmt.Errorf("%w: session %q is in schema %q already", daemon.ErrSessionExists, d.SessionID, s.schema)
+		return fmt.Errorf("%w: session %q is in schema %q already", core.ErrSessionExists, d.SessionID, s.schema)
 	}
 	if err != nil && !isRefusal(err) {
 		return s.unavailable(ctx, err)
@@ -41,7 +41,7 @@ func (s *Store) Import(ctx context.Context, d *daemon.SessionDump) error {
 	return err
 }
 
-func (s *Store) importTx(ctx context.Context, d *daemon.SessionDump) error {
+func (s *Store) importTx(ctx context.Context, d *core.SessionDump) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func (s *Store) importTx(ctx context.Context, d *daemon.SessionDump) error {
 			return err
 		}
 		if found {
-			return fmt.Errorf("%w: schema %q has %s rows of session %q already", daemon.ErrSessionExists, s.schema, t, sid)
+			return fmt.Errorf("%w: schema %q has %s rows of session %q already", core.ErrSessionExists, s.schema, t, sid)
 		}
 	}
 	h := &sessionRec{Deleted: d.Deleted, Epoch: d.Epoch, UpdateTime: nanos(d.UpdateTime)}

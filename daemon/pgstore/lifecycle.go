@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // A session's status lives in its head record (sessionRec.Status): empty,
@@ -18,22 +18,22 @@ const (
 
 // status is the session's status; anything but completed or failed is
 // active.
-func (h *sessionRec) status() daemon.SessionStatus {
+func (h *sessionRec) status() core.SessionStatus {
 	switch h.Status {
 	case recCompleted:
-		return daemon.StatusCompleted
+		return core.StatusCompleted
 	case recFailed:
-		return daemon.StatusFailed
+		return core.StatusFailed
 	default:
-		return daemon.StatusActive
+		return core.StatusActive
 	}
 }
 
-func statusRec(st daemon.SessionStatus) string {
+func statusRec(st core.SessionStatus) string {
 	switch st {
-	case daemon.StatusCompleted:
+	case core.StatusCompleted:
 		return recCompleted
-	case daemon.StatusFailed:
+	case core.StatusFailed:
 		return recFailed
 	default:
 		return ""
@@ -42,33 +42,33 @@ func statusRec(st daemon.SessionStatus) string {
 
 // reactivate makes the completed or failed head h, and its checkpoint cp,
 // active again, for a Resume with reopen.
-func reactivate(h *sessionRec, cp *daemon.Checkpoint) {
+func reactivate(h *sessionRec, cp *core.Checkpoint) {
 	h.Status, h.FinalOutput, h.CompleteTime = "", "", 0
-	cp.Status, cp.FinalOutput, cp.CompleteTime = daemon.StatusActive, "", time.Time{}
+	cp.Status, cp.FinalOutput, cp.CompleteTime = core.StatusActive, "", time.Time{}
 }
 
 // active refuses a write that needs an active session when h is completed
 // or failed.
 func active(h *sessionRec, sessionID string) error {
 	st := h.status()
-	if st == daemon.StatusActive {
+	if st == core.StatusActive {
 		return nil
 	}
-	return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+	return &core.StateError{Err: core.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 		Msg: fmt.Sprintf("session %q is %s; resume it with reopen to continue it", sessionID, strings.ToLower(st.String()))}
 }
 
 // selects reports whether the live head h passes filter.
-func selects(f daemon.SessionFilter, h *sessionRec) bool {
+func selects(f core.SessionFilter, h *sessionRec) bool {
 	switch {
-	case f.Status != daemon.StatusAny && h.status() != f.Status:
+	case f.Status != core.StatusAny && h.status() != f.Status:
 		return false
 	case f.HasPendingToolUses && h.PendingCount == 0:
 		return false
 	case !f.UpdatedBefore.IsZero() && !fromNanos(h.UpdateTime).Before(f.UpdatedBefore):
 		return false
 	}
-	return daemon.HasLabels(h.Labels, f.Labels)
+	return core.HasLabels(h.Labels, f.Labels)
 }
 
 // sessionRequest looks up a request id of the session: found is true for a
@@ -86,18 +86,18 @@ func (q *query) sessionRequest(ctx context.Context, h *sessionRec, sessionID, re
 	}
 	if string(r.Fingerprint) != string(fp) {
 		return nil, false, fmt.Errorf("%w: request id %s was already used for a different request to session %q; make a new id for a new request",
-			daemon.ErrRequestIDReused, requestID, sessionID)
+			core.ErrRequestIDReused, requestID, sessionID)
 	}
 	return r, true, nil
 }
 
 // CompleteSession sets the head's status and final output; the revision
 // stays. A request id is remembered like a save's, in the same table.
-func (s *Store) CompleteSession(ctx context.Context, req *daemon.CompleteRequest) (daemon.CompleteResult, error) {
-	var res daemon.CompleteResult
+func (s *Store) CompleteSession(ctx context.Context, req *core.CompleteRequest) (core.CompleteResult, error) {
+	var res core.CompleteResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
 		sid := req.SessionID
-		res = daemon.CompleteResult{}
+		res = core.CompleteResult{}
 		h, err := q.mustHead(ctx, sid, true)
 		if err != nil {
 			return err
@@ -111,19 +111,19 @@ func (s *Store) CompleteSession(ctx context.Context, req *daemon.CompleteRequest
 			return err
 		}
 		if retry {
-			res = daemon.CompleteResult{Revision: prev.Revision, Epoch: prev.Epoch, Status: req.Status}
+			res = core.CompleteResult{Revision: prev.Revision, Epoch: prev.Epoch, Status: req.Status}
 			return nil
 		}
 		if err := fence(h, sid, req.Epoch); err != nil {
 			return err
 		}
-		res = daemon.CompleteResult{Revision: h.Revision, Epoch: h.Epoch, Status: req.Status}
-		if st := h.status(); st != daemon.StatusActive {
+		res = core.CompleteResult{Revision: h.Revision, Epoch: h.Epoch, Status: req.Status}
+		if st := h.status(); st != core.StatusActive {
 			if st == req.Status && h.FinalOutput == req.FinalOutput {
 				res.Already = true
 				return nil
 			}
-			return &daemon.StateError{Err: daemon.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q is %s already, with another status or final output; resume it with reopen to change it", sid, strings.ToLower(st.String()))}
 		}
 		now := nanos(s.now())

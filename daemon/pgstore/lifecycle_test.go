@@ -6,9 +6,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
@@ -58,31 +59,31 @@ func TestTwoStoresLifecycle(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := newSchema()
 	a, b := open(t, srv.URL("postgres"), schema), open(t, srv.TCPURL("postgres"), schema)
-	if _, err := a.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hi"`}}}); err != nil {
+	if _, err := a.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"hi"`}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CompleteSession(ctx, &daemon.CompleteRequest{SessionID: "s", Status: daemon.StatusCompleted, FinalOutput: "done"}); err != nil {
+	if _, err := a.CompleteSession(ctx, &core.CompleteRequest{SessionID: "s", Status: core.StatusCompleted, FinalOutput: "done"}); err != nil {
 		t.Fatal(err)
 	}
 	cp, err := b.Resume(ctx, "s", false)
-	if err != nil || cp.Status != daemon.StatusCompleted || cp.FinalOutput != "done" || cp.Epoch != 1 {
+	if err != nil || cp.Status != core.StatusCompleted || cp.FinalOutput != "done" || cp.Epoch != 1 {
 		t.Fatalf("resume on B of a session completed on A: %+v %v", cp, err)
 	}
-	_, err = b.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1})
-	if !errors.Is(err, daemon.ErrSessionCompleted) {
+	_, err = b.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1})
+	if !errors.Is(err, core.ErrSessionCompleted) {
 		t.Fatalf("save on B of a session completed on A: %v", err)
 	}
-	if cp, err = b.Resume(ctx, "s", true); err != nil || cp.Status != daemon.StatusActive || cp.Epoch != 2 {
+	if cp, err = b.Resume(ctx, "s", true); err != nil || cp.Status != core.StatusActive || cp.Epoch != 2 {
 		t.Fatalf("reopen on B: %+v %v", cp, err)
 	}
-	if _, err := b.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 2}); err != nil {
+	if _, err := b.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 2}); err != nil {
 		t.Fatalf("save on B after its reopen: %v", err)
 	}
-	_, err = a.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 1})
-	if !errors.Is(err, daemon.ErrSessionFenced) {
+	_, err = a.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 1})
+	if !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("save on A with the epoch before B's reopen: %v", err)
 	}
-	if _, err := a.RewindSession(ctx, &daemon.RewindRequest{SessionID: "s", Epoch: 1, Revision: 1}); !errors.Is(err, daemon.ErrSessionFenced) {
+	if _, err := a.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 1, Revision: 1}); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("rewind on A with the epoch before B's reopen: %v", err)
 	}
 
@@ -90,25 +91,25 @@ func TestTwoStoresLifecycle(t *testing.T) {
 	for round := range *rounds {
 		// Two owners of one epoch complete it with different outcomes.
 		id := fmt.Sprintf("c%d", round)
-		if _, err := a.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id}); err != nil {
+		if _, err := a.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id}); err != nil {
 			t.Fatal(err)
 		}
 		errs := race(func(i int) error {
-			_, err := stores[i].CompleteSession(ctx, &daemon.CompleteRequest{SessionID: id, Status: daemon.StatusFailed, FinalOutput: fmt.Sprint(i)})
+			_, err := stores[i].CompleteSession(ctx, &core.CompleteRequest{SessionID: id, Status: core.StatusFailed, FinalOutput: fmt.Sprint(i)})
 			return err
 		})
-		w := oneWinner(t, round, errs, daemon.ErrSessionCompleted)
-		if cp, err := stores[1-w].Checkpoint(ctx, id, 0); err != nil || cp.FinalOutput != fmt.Sprint(w) || cp.Status != daemon.StatusFailed {
+		w := oneWinner(t, round, errs, core.ErrSessionCompleted)
+		if cp, err := stores[1-w].Checkpoint(ctx, id, 0); err != nil || cp.FinalOutput != fmt.Sprint(w) || cp.Status != core.StatusFailed {
 			t.Fatalf("round %d: after the completion race won by %d: %+v %v", round, w, cp, err)
 		}
 
 		// Two forks into one new session, of different revisions.
 		fid := fmt.Sprintf("f%d", round)
 		errs = race(func(i int) error {
-			_, err := stores[i].ForkSession(ctx, &daemon.ForkRequest{SourceID: "s", Revision: uint64(1 + i), NewID: fid})
+			_, err := stores[i].ForkSession(ctx, &core.ForkRequest{SourceID: "s", Revision: uint64(1 + i), NewID: fid})
 			return err
 		})
-		w = oneWinner(t, round, errs, daemon.ErrSessionExists)
+		w = oneWinner(t, round, errs, core.ErrSessionExists)
 		if cp, err := stores[1-w].Checkpoint(ctx, fid, 0); err != nil || cp.Revision != 1 || cp.Epoch != 1 {
 			t.Fatalf("round %d: the fork: %+v %v", round, cp, err)
 		}
@@ -122,14 +123,14 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := newSchema()
 	s := open(t, srv.URL("postgres"), schema)
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1,
-		PendingToolUses: []daemon.ToolUse{{ID: "t1", Name: "send"}}}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1,
+		PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RecordEffect(ctx, "s", daemon.Effect{ToolUseID: "t1", Output: "sent"}); err != nil {
+	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t1", Output: "sent"}); err != nil {
 		t.Fatal(err)
 	}
 	if es, err := s.Effects(ctx, "s", "", 10); err != nil || len(es) != 1 {
@@ -137,16 +138,16 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 	}
 	srv.Exec(t, "postgres", "UPDATE "+pgx.Identifier{schema, "calls"}.Sanitize()+
 		` SET record = convert_to(replace(convert_from(record, 'UTF8'), 'sent', 'SENT'), 'UTF8') WHERE session_id = $1`, []byte("s"))
-	if _, err := s.Effects(ctx, "s", "", 10); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.Effects(ctx, "s", "", 10); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("ledger with a tampered call: %v", err)
 	}
-	if _, err := s.ForkSession(ctx, &daemon.ForkRequest{SourceID: "s", NewID: "f"}); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"}); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("fork with a tampered call: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "f", 0); !errors.Is(err, daemon.ErrSessionNotFound) {
+	if _, err := s.Checkpoint(ctx, "f", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Fatalf("the failed fork left a session: %v", err)
 	}
-	if _, err := s.RewindSession(ctx, &daemon.RewindRequest{SessionID: "s", Revision: 1}); !errors.Is(err, daemon.ErrCorrupt) {
+	if _, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 1}); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("rewind with a tampered call: %v", err)
 	}
 	if cp, err := s.Checkpoint(ctx, "s", 0); err != nil || cp.Revision != 2 {
@@ -165,7 +166,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "old"}); err != nil {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -183,10 +184,10 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err := c.QueryRow(ctx, "SELECT MAX(version) FROM savepoint.schema_version").Scan(&v); err != nil || v != pgstore.SchemaVersion || v < 2 {
 		t.Fatalf("schema version after Open: %d %v", v, err)
 	}
-	if cp, err := s.Checkpoint(ctx, "old", 0); err != nil || cp.Status != daemon.StatusActive {
+	if cp, err := s.Checkpoint(ctx, "old", 0); err != nil || cp.Status != core.StatusActive {
 		t.Fatalf("a version 1 session: %+v %v", cp, err)
 	}
-	if res, err := s.CompleteSession(ctx, &daemon.CompleteRequest{SessionID: "old", Status: daemon.StatusCompleted}); err != nil || res.Already {
+	if res, err := s.CompleteSession(ctx, &core.CompleteRequest{SessionID: "old", Status: core.StatusCompleted}); err != nil || res.Already {
 		t.Fatalf("complete a version 1 session: %+v %v", res, err)
 	}
 	if _, err := s.PutCheckpoint(ctx, graphPut("t", "1")); err != nil {

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
@@ -24,8 +25,8 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"postgres://u:s3cret@127.0.0.1:notaport/db", pgstore.ErrConfig},
 		{"postgres://u:s3cret@127.0.0.1/db?sslmode=bogus", pgstore.ErrConfig},
-		{"postgres://u:s3cret@127.0.0.1:1/db?sslmode=disable", daemon.ErrUnavailable},
-		{"postgresql://u:s3cret@/db?host=/nonexistent&port=5", daemon.ErrUnavailable},
+		{"postgres://u:s3cret@127.0.0.1:1/db?sslmode=disable", core.ErrUnavailable},
+		{"postgresql://u:s3cret@/db?host=/nonexistent&port=5", core.ErrUnavailable},
 	} {
 		s, err := pgstore.Open(ctx, tc.url, pgstore.Options{})
 		if err == nil {
@@ -96,10 +97,10 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("ping: %v", err)
 	}
 	s.Close()
-	if err := s.Ping(ctx); !errors.Is(err, daemon.ErrUnavailable) {
+	if err := s.Ping(ctx); !errors.Is(err, core.ErrUnavailable) {
 		t.Errorf("ping after close: %v", err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "s"}); !errors.Is(err, daemon.ErrUnavailable) {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); !errors.Is(err, core.ErrUnavailable) {
 		t.Errorf("save after close: %v", err)
 	}
 }
@@ -118,8 +119,8 @@ func TestCloseUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: fmt.Sprintf("w%d.%d", w, i)})
-				if errors.Is(err, daemon.ErrUnavailable) {
+				_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("w%d.%d", w, i)})
+				if errors.Is(err, core.ErrUnavailable) {
 					return
 				}
 				if err != nil {

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/jackc/pgx/v5"
 )
 
 // query reads and writes the rows of one transaction: a group commit's, or
@@ -51,7 +51,7 @@ func (s *Store) readTx(ctx context.Context, fn func(ctx context.Context, q *quer
 
 // get reads the row of table at key (the columns named by cols, in order)
 // into v; found is false when there is none. A row that fails its checksum
-// or does not decode is daemon.ErrCorrupt, with h's revision and epoch when
+// or does not decode is core.ErrCorrupt, with h's revision and epoch when
 // the session's head is known.
 func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowKey, v any, forUpdate bool) (found bool, err error) {
 	sql := "SELECT record, checksum FROM " + q.s.table(k.table) + " WHERE " + k.where()
@@ -155,7 +155,7 @@ func (q *query) mustHead(ctx context.Context, sessionID string, lock bool) (*ses
 	}
 	if h == nil {
 		return nil, fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
-			daemon.ErrSessionNotFound, sessionID)
+			core.ErrSessionNotFound, sessionID)
 	}
 	return h, nil
 }
@@ -166,7 +166,7 @@ const messagesPerInsert = 1000
 
 // putMessages writes msgs as the messages first, first+1, ... of the
 // session, in as few statements as messagesPerInsert allows.
-func (q *query) putMessages(ctx context.Context, sessionID string, first uint64, msgs []daemon.Message) error {
+func (q *query) putMessages(ctx context.Context, sessionID string, first uint64, msgs []core.Message) error {
 	for len(msgs) > 0 {
 		n := min(len(msgs), messagesPerInsert)
 		var sql strings.Builder
@@ -202,7 +202,7 @@ func (q *query) revision(ctx context.Context, sessionID string, h *sessionRec, r
 		rev = h.Revision
 	}
 	if rev > h.Revision {
-		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+		return nil, &core.StateError{Err: core.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("session %q has no revision %d; its latest is %d", sessionID, rev, h.Revision)}
 	}
 	var rec revisionRec
@@ -211,7 +211,7 @@ func (q *query) revision(ctx context.Context, sessionID string, h *sessionRec, r
 		return nil, err
 	}
 	if !found {
-		return nil, &daemon.StateError{Err: daemon.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+		return nil, &core.StateError{Err: core.ErrRevisionNotFound, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("session %q no longer keeps revision %d", sessionID, rev)}
 	}
 	return &rec, nil
@@ -229,13 +229,13 @@ func corrupt(h *sessionRec, sessionID string, err error) error {
 	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
 		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
 	if h == nil {
-		return fmt.Errorf("%w: %s", daemon.ErrCorrupt, msg)
+		return fmt.Errorf("%w: %s", core.ErrCorrupt, msg)
 	}
-	return &daemon.StateError{Err: daemon.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+	return &core.StateError{Err: core.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
 }
 
 // fence rejects an epoch that is not the owner's: older than the session's,
 // newer than it, or 0 once the session has been resumed.
 func fence(h *sessionRec, sessionID string, epoch uint64) error {
-	return daemon.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
+	return core.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
 }

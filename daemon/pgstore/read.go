@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // Reads run in a read-only snapshot (Store.read), outside the group commit.
 
-func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (daemon.Checkpoint, error) {
-	var cp daemon.Checkpoint
+func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint64) (core.Checkpoint, error) {
+	var cp core.Checkpoint
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, false)
 		if err != nil {
@@ -24,12 +24,12 @@ func (s *Store) Checkpoint(ctx context.Context, sessionID string, revision uint6
 	return cp, err
 }
 
-func (q *query) checkpoint(ctx context.Context, sessionID string, h *sessionRec, rev uint64) (daemon.Checkpoint, error) {
+func (q *query) checkpoint(ctx context.Context, sessionID string, h *sessionRec, rev uint64) (core.Checkpoint, error) {
 	rec, err := q.revision(ctx, sessionID, h, rev)
 	if err != nil {
-		return daemon.Checkpoint{}, err
+		return core.Checkpoint{}, err
 	}
-	cp := daemon.Checkpoint{
+	cp := core.Checkpoint{
 		SessionID: sessionID, Revision: rec.Revision, Epoch: h.Epoch, Task: rec.Task, Turn: rec.Turn,
 		TokensUsed: rec.TokensUsed, MessageCount: rec.MessageCount, StateJSON: rec.StateJSON,
 		Labels: maps.Clone(rec.Labels), SaveTime: fromNanos(rec.SaveTime),
@@ -44,8 +44,8 @@ func (q *query) checkpoint(ctx context.Context, sessionID string, h *sessionRec,
 // messagePage bounds the rows one query of Messages reads.
 const messagePage = 256
 
-func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]daemon.Message, error) {
-	var out []daemon.Message
+func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]core.Message, error) {
+	var out []core.Message
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		out = out[:0]
 		h, err := q.mustHead(ctx, sessionID, false)
@@ -66,8 +66,8 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 			next := sg.FirstSeq + (max(start, idx) - idx)
 			end := sg.FirstSeq + sg.Count
 			for next < end {
-				full, err := q.messages(ctx, sessionID, h, rec.Revision, next, min(end, next+messagePage), func(m daemon.Message) bool {
-					size += daemon.MessageSize(m)
+				full, err := q.messages(ctx, sessionID, h, rec.Revision, next, min(end, next+messagePage), func(m core.Message) bool {
+					size += core.MessageSize(m)
 					if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) >= maxCount)) {
 						return false
 					}
@@ -87,8 +87,8 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 }
 
 // messages passes the messages seq in [from, to) to add in order until add
-// returns false (full); a missing message is daemon.ErrCorrupt.
-func (q *query) messages(ctx context.Context, sessionID string, h *sessionRec, rev, from, to uint64, add func(daemon.Message) bool) (full bool, err error) {
+// returns false (full); a missing message is core.ErrCorrupt.
+func (q *query) messages(ctx context.Context, sessionID string, h *sessionRec, rev, from, to uint64, add func(core.Message) bool) (full bool, err error) {
 	rows, err := q.tx.Query(ctx, "SELECT seq, record, checksum FROM "+q.s.table("messages")+
 		" WHERE session_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq", []byte(sessionID), int64(from), int64(to))
 	if err != nil {
@@ -110,7 +110,7 @@ func (q *query) messages(ctx context.Context, sessionID string, h *sessionRec, r
 		if err := decode("messages", messageKey(sessionID, uint64(seq)).sum, rec, sum, &m); err != nil {
 			return false, corrupt(h, sessionID, err)
 		}
-		if !add(daemon.Message{Role: m.Role, ContentJSON: m.ContentJSON}) {
+		if !add(core.Message{Role: m.Role, ContentJSON: m.ContentJSON}) {
 			return true, nil
 		}
 	}
@@ -123,9 +123,9 @@ func (q *query) messages(ctx context.Context, sessionID string, h *sessionRec, r
 	return false, nil
 }
 
-func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []daemon.PendingCall, error) {
+func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []core.PendingCall, error) {
 	var rev uint64
-	var calls []daemon.PendingCall
+	var calls []core.PendingCall
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, false)
 		if err != nil {
@@ -139,18 +139,18 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []d
 
 // pendingCalls returns the latest revision of the live session h and its
 // pending calls, each with its begin marker and recorded effect.
-func (q *query) pendingCalls(ctx context.Context, sessionID string, h *sessionRec) (uint64, []daemon.PendingCall, error) {
+func (q *query) pendingCalls(ctx context.Context, sessionID string, h *sessionRec) (uint64, []core.PendingCall, error) {
 	rec, err := q.revision(ctx, sessionID, h, 0)
 	if err != nil {
 		return 0, nil, err
 	}
-	var calls []daemon.PendingCall
+	var calls []core.PendingCall
 	for _, u := range rec.Pending {
 		var call callRec
 		if _, err := q.call(ctx, sessionID, h, u.ID, &call); err != nil {
 			return 0, nil, err
 		}
-		pc := daemon.PendingCall{ToolUse: u.toolUse(), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
+		pc := core.PendingCall{ToolUse: u.toolUse(), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
 		if call.Effect != nil {
 			e := call.Effect.effect(u.ID)
 			pc.Effect = &e
@@ -167,21 +167,21 @@ func (q *query) inDoubtCount(ctx context.Context, sessionID string, h *sessionRe
 		return 0, nil
 	}
 	_, calls, err := q.pendingCalls(ctx, sessionID, h)
-	if errors.Is(err, daemon.ErrCorrupt) {
+	if errors.Is(err, core.ErrCorrupt) {
 		return h.PendingCount, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	return daemon.InDoubtCount(calls), nil
+	return core.InDoubtCount(calls), nil
 }
 
 // listPage is how many session rows ListSessions reads per query; tombstones
 // and sessions the label filter drops are read past.
 const listPage = 256
 
-func (s *Store) ListSessions(ctx context.Context, after string, limit int, filter daemon.SessionFilter) ([]daemon.SessionSummary, error) {
-	var out []daemon.SessionSummary
+func (s *Store) ListSessions(ctx context.Context, after string, limit int, filter core.SessionFilter) ([]core.SessionSummary, error) {
+	var out []core.SessionSummary
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		out = out[:0]
 		cursor := []byte(after)
@@ -221,7 +221,7 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 				var h sessionRec
 				if err := decode("sessions", sessionKey(id).sum, r.rec, r.sum, &h); err != nil {
 					// A damaged head is listed so an operator can find and delete it.
-					out = append(out, daemon.SessionSummary{SessionID: id})
+					out = append(out, core.SessionSummary{SessionID: id})
 					continue
 				}
 				if h.Deleted || !selects(filter, &h) {
@@ -231,7 +231,7 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 				if err != nil {
 					return err
 				}
-				out = append(out, daemon.SessionSummary{
+				out = append(out, core.SessionSummary{
 					SessionID: id, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 					MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
 					Labels: maps.Clone(h.Labels), UpdateTime: fromNanos(h.UpdateTime), Status: h.status(),

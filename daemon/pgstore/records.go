@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // The rows of every table are (key columns, record, checksum): record is
@@ -137,14 +137,14 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func toolUseRecOf(u daemon.ToolUse) toolUseRec {
+func toolUseRecOf(u core.ToolUse) toolUseRec {
 	return toolUseRec{ID: u.ID, Name: u.Name, InputJSON: u.InputJSON, Class: int(u.Class), BeginTracked: u.BeginTracked}
 }
 
-func (r toolUseRec) toolUse() daemon.ToolUse {
-	return daemon.ToolUse{ID: r.ID, Name: r.Name, InputJSON: r.InputJSON, Class: daemon.EffectClass(r.Class), BeginTracked: r.BeginTracked}
+func (r toolUseRec) toolUse() core.ToolUse {
+	return core.ToolUse{ID: r.ID, Name: r.Name, InputJSON: r.InputJSON, Class: core.EffectClass(r.Class), BeginTracked: r.BeginTracked}
 }
 
-func (r *effectRec) effect(toolUseID string) daemon.Effect {
-	return daemon.Effect{ToolUseID: toolUseID, Name: r.Name, Output: r.Output, IsError: r.IsError, RecordTime: fromNanos(r.RecordTime), Late: r.Late}
+func (r *effectRec) effect(toolUseID string) core.Effect {
+	return core.Effect{ToolUseID: toolUseID, Name: r.Name, Output: r.Output, IsError: r.IsError, RecordTime: fromNanos(r.RecordTime), Late: r.Late}
 }

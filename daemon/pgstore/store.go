@@ -1,4 +1,4 @@
-// Package pgstore is the daemon.Store kept in a PostgreSQL database, so
+// Package pgstore is the core.Store kept in a PostgreSQL database, so
 // that savepointd on several hosts can share sessions: any host can resume
 // any session, and fencing, revision checks and request-id replay hold
 // across hosts. Open creates and migrates its tables in one schema
@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // DefaultSchema is the PostgreSQL schema that holds the store's tables
@@ -52,7 +52,7 @@ type Options struct {
 	Writers int
 }
 
-// Store is a daemon.Store backed by PostgreSQL. Close it to release its
+// Store is a core.Store backed by PostgreSQL. Close it to release its
 // connections.
 type Store struct {
 	pool    *pgxpool.Pool
@@ -76,14 +76,14 @@ type Store struct {
 }
 
 var (
-	_ daemon.Store   = (*Store)(nil)
-	_ daemon.Reacher = (*Store)(nil)
+	_ core.Store   = (*Store)(nil)
+	_ core.Reacher = (*Store)(nil)
 )
 
 // Open connects to the database at url (any connection string pgx accepts:
 // postgres:// or postgresql:// URLs, key=value pairs, PG* environment
 // variables, .pgpass), creates or migrates the schema, and starts the group
-// commit. It fails with ErrConfig for a bad URL, with daemon.ErrUnavailable
+// commit. It fails with ErrConfig for a bad URL, with core.ErrUnavailable
 // when the database cannot be reached within the statement timeout, and
 // with ErrFormat when the schema is newer than SchemaVersion. Error texts
 // never hold the password.
@@ -165,7 +165,7 @@ func Describe(cfg *pgxpool.Config) string {
 }
 
 // Close stops the group commit, answering what is still queued with
-// daemon.ErrUnavailable, and closes the pool.
+// core.ErrUnavailable, and closes the pool.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -180,15 +180,15 @@ func (s *Store) Close() error {
 }
 
 // Info returns the store's kind, "postgres", and SchemaVersion.
-func (s *Store) Info() daemon.StoreInfo {
-	return daemon.StoreInfo{Kind: "postgres", Format: SchemaVersion}
+func (s *Store) Info() core.StoreInfo {
+	return core.StoreInfo{Kind: "postgres", Format: SchemaVersion}
 }
 
 // Ping passes a request through the group commit, which answers it after
 // the batch it joins, without a round trip to the database: it fails when
 // the group commit is closed or does not answer before ctx is done. The
 // database being unreachable does not fail it, as a full disk does not fail
-// the embedded store's: every call then fails with daemon.ErrUnavailable
+// the embedded store's: every call then fails with core.ErrUnavailable
 // within the statement timeout, and the pool reconnects by itself once the
 // database is back, so restarting savepointd would not help.
 func (s *Store) Ping(ctx context.Context) error {
@@ -200,12 +200,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	case err := <-o.done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: the group commit did not answer: %v", daemon.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: the group commit did not answer: %v", core.ErrUnavailable, ctx.Err())
 	}
 }
 
 // Reachable returns nil when a round trip to the database succeeds within
-// ctx and the statement timeout, and daemon.ErrUnavailable saying why
+// ctx and the statement timeout, and core.ErrUnavailable saying why
 // otherwise; savepointd's health service reports NOT_SERVING meanwhile.
 func (s *Store) Reachable(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)

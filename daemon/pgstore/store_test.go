@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
+
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	"github.com/savepoint-dev/savepoint/daemon/storetest"
@@ -51,7 +52,7 @@ func TestConformance(t *testing.T) {
 			if mode.extra != "" {
 				url = srv.URL("postgres", mode.extra)
 			}
-			storetest.Run(t, func(t *testing.T) daemon.Store {
+			storetest.Run(t, func(t *testing.T) core.Store {
 				s, err := pgstore.Open(ctx, url, pgstore.Options{Schema: newSchema()})
 				if err != nil {
 					t.Fatal(err)

@@ -7,15 +7,15 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // Verify reads every row of the store's tables in one snapshot, checking its
 // checksum and decoding, then that each live session's latest revision and
 // all of its messages are present. It is bounded by ctx, not by the
 // statement timeout.
-func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
-	var rep daemon.VerifyReport
+func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
+	var rep core.VerifyReport
 	damaged := map[string]string{}
 	note := func(sid, problem string) {
 		if _, seen := damaged[sid]; !seen {
@@ -24,7 +24,7 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 	}
 	heads := map[string]*sessionRec{}
 	err := s.verifyTx(ctx, func(ctx context.Context, q *query) error {
-		rep, damaged, heads = daemon.VerifyReport{}, map[string]string{}, map[string]*sessionRec{}
+		rep, damaged, heads = core.VerifyReport{}, map[string]string{}, map[string]*sessionRec{}
 		for _, table := range tables {
 			err := q.scan(ctx, table, func(id string, key [][]byte, rec []byte, sum int64) {
 				rep.CheckedRecords++
@@ -69,10 +69,10 @@ func (s *Store) Verify(ctx context.Context) (daemon.VerifyReport, error) {
 		return nil
 	})
 	if err != nil {
-		return daemon.VerifyReport{}, err
+		return core.VerifyReport{}, err
 	}
 	for _, id := range slices.Sorted(maps.Keys(damaged)) {
-		rep.Damaged = append(rep.Damaged, daemon.DamagedSession{SessionID: id, Problem: damaged[id]})
+		rep.Damaged = append(rep.Damaged, core.DamagedSession{SessionID: id, Problem: damaged[id]})
 	}
 	return rep, nil
 }

@@ -7,15 +7,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // Every write locks its session's row first (FOR UPDATE, through head or
 // mustHead with lock set), then checks and writes under that lock, in the
 // group commit (commit.go).
 
-func (s *Store) SaveCheckpoint(ctx context.Context, req *daemon.SaveRequest) (daemon.SaveResult, error) {
-	var res daemon.SaveResult
+func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core.SaveResult, error) {
+	var res core.SaveResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
 		var err error
 		res, err = s.save(ctx, q, req)
@@ -24,11 +24,11 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *daemon.SaveRequest) (da
 	return res, err
 }
 
-func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (daemon.SaveResult, error) {
+func (s *Store) save(ctx context.Context, q *query, req *core.SaveRequest) (core.SaveResult, error) {
 	id := req.SessionID
 	h, tomb, err := q.head(ctx, id, true)
 	if err != nil {
-		return daemon.SaveResult{}, err
+		return core.SaveResult{}, err
 	}
 	var fp []byte // the payload's digest, only for a save with a request id
 	if req.RequestID != "" {
@@ -41,14 +41,14 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 		var r requestRec
 		found, err := q.get(ctx, h, id, requestKey(id, req.RequestID), &r, false)
 		if err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if found {
 			if string(r.Fingerprint) != string(fp) {
-				return daemon.SaveResult{}, fmt.Errorf("%w: request id %s was already used for a different save of session %q; make a new id for a new save",
-					daemon.ErrRequestIDReused, req.RequestID, id)
+				return core.SaveResult{}, fmt.Errorf("%w: request id %s was already used for a different save of session %q; make a new id for a new save",
+					core.ErrRequestIDReused, req.RequestID, id)
 			}
-			return daemon.SaveResult{Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
+			return core.SaveResult{Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
 		}
 	}
 
@@ -59,35 +59,35 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 	switch {
 	case h != nil:
 		if err := fence(h, id, req.Epoch); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if err := active(h, id); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if req.ExpectedRevision == 0 {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q exists at revision %d; resume it, or delete it to start over", id, h.Revision)}
 		}
 		if req.ExpectedRevision != h.Revision {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrRevisionMismatch, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("session %q is at revision %d, not %d; reload it before saving", id, h.Revision, req.ExpectedRevision)}
 		}
 		found, err := q.get(ctx, h, id, revisionKey(id, h.Revision), &prev, false)
 		if err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if !found {
-			return daemon.SaveResult{}, corrupt(h, id, fmt.Errorf("revision %d is missing", h.Revision))
+			return core.SaveResult{}, corrupt(h, id, fmt.Errorf("revision %d is missing", h.Revision))
 		}
 	case req.ExpectedRevision != 0:
-		return daemon.SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
-			daemon.ErrSessionNotFound, id)
+		return core.SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
+			core.ErrSessionNotFound, id)
 	default: // create, possibly over a tombstone
 		h = &sessionRec{Epoch: 1, CreateTime: now}
 		insert = tomb == nil
 		if tomb != nil {
 			if req.Epoch != 0 && req.Epoch <= tomb.Epoch {
-				return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrSessionFenced, CurrentEpoch: tomb.Epoch,
+				return core.SaveResult{}, &core.StateError{Err: core.ErrSessionFenced, CurrentEpoch: tomb.Epoch,
 					Msg: fmt.Sprintf("session %q was deleted at epoch %d; epoch %d is stale", id, tomb.Epoch, req.Epoch)}
 			}
 			h.Epoch = tomb.Epoch + 1
@@ -97,7 +97,7 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 		// Insert the row first: a concurrent creator then waits on it and
 		// fails with a unique violation, and runs again to find it (runOne).
 		if err := q.putHead(ctx, id, h, true); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 	}
 
@@ -107,7 +107,7 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 	if req.KeepMessages != nil {
 		keep = *req.KeepMessages
 		if keep > count {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrKeepOutOfRange, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrKeepOutOfRange, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("keep_messages %d is beyond the %d stored messages of session %q", keep, count, id)}
 		}
 	}
@@ -115,7 +115,7 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 	if n := uint64(len(req.AppendMessages)); n > 0 {
 		first := h.NextSeq
 		if err := q.putMessages(ctx, id, first, req.AppendMessages); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		h.NextSeq += n
 		if last := len(segments) - 1; last >= 0 && segments[last].FirstSeq+segments[last].Count == first {
@@ -132,10 +132,10 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 	for _, u := range req.PendingToolUses {
 		var call callRec
 		if _, err := q.call(ctx, id, h, u.ID, &call); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		if call.Effect != nil {
-			return daemon.SaveResult{}, &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return core.SaveResult{}, &core.StateError{Err: core.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q already has a recorded effect; append its result instead of making it pending again", u.ID)}
 		}
 		// The revision keeps the whole tool use; the call record needs only
@@ -143,7 +143,7 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 		call.Name, call.Class, call.BeginTracked = u.Name, int(u.Class), u.BeginTracked
 		call.LastPendingRevision = rev
 		if err := q.putCall(ctx, id, u.ID, &call); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 		pending = append(pending, toolUseRecOf(u))
 	}
@@ -154,9 +154,9 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 		Labels: req.Labels, SaveTime: now,
 	}
 	if err := q.put(ctx, revisionKey(id, rev), rec, false); err != nil {
-		return daemon.SaveResult{}, err
+		return core.SaveResult{}, err
 	}
-	res := daemon.SaveResult{Revision: rev, MessageCount: newCount, Epoch: h.Epoch}
+	res := core.SaveResult{Revision: rev, MessageCount: newCount, Epoch: h.Epoch}
 	h.Revision = rev
 	h.UpdateTime = now
 	h.Task, h.Turn, h.MessageCount = req.Task, req.Turn, newCount
@@ -166,7 +166,7 @@ func (s *Store) save(ctx context.Context, q *query, req *daemon.SaveRequest) (da
 		if err := q.put(ctx, requestKey(id, req.RequestID), &requestRec{
 			Fingerprint: fp, Revision: res.Revision, MessageCount: res.MessageCount, Epoch: res.Epoch,
 		}, false); err != nil {
-			return daemon.SaveResult{}, err
+			return core.SaveResult{}, err
 		}
 	}
 	return res, q.putHead(ctx, id, h, false)
@@ -187,8 +187,8 @@ func truncateSegments(segs []segment, keep uint64) []segment {
 	return out
 }
 
-func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (daemon.BeginResult, error) {
-	var res daemon.BeginResult
+func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (core.BeginResult, error) {
+	var res core.BeginResult
 	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, true)
 		if err != nil {
@@ -206,15 +206,15 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 			return err
 		}
 		if !found || call.LastPendingRevision != h.Revision {
-			return &daemon.StateError{Err: daemon.ErrCallNotPending, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrCallNotPending, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q is not pending in revision %d of session %q; save it as pending at Point A first", toolUseID, h.Revision, sessionID)}
 		}
 		if call.Effect != nil {
-			return &daemon.StateError{Err: daemon.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return &core.StateError{Err: core.ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q already has a recorded effect; reuse it instead of running the tool again", toolUseID)}
 		}
 		if call.Begun {
-			res = daemon.BeginResult{IdempotencyKey: call.IdempotencyKey, AlreadyBegun: true}
+			res = core.BeginResult{IdempotencyKey: call.IdempotencyKey, AlreadyBegun: true}
 			return nil
 		}
 		var b [16]byte
@@ -224,14 +224,14 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 		call.Begun = true
 		call.IdempotencyKey = hex.EncodeToString(b[:])
 		call.BeginTime = nanos(s.now())
-		res = daemon.BeginResult{IdempotencyKey: call.IdempotencyKey}
+		res = core.BeginResult{IdempotencyKey: call.IdempotencyKey}
 		return q.putCall(ctx, sessionID, toolUseID, &call)
 	})
 	return res, err
 }
 
-func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Effect) (daemon.Effect, bool, error) {
-	var stored daemon.Effect
+func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {
+	var stored core.Effect
 	var already bool
 	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
 		e := e // a run again starts from the request
@@ -247,18 +247,18 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 		}
 		if !found {
 			return fmt.Errorf("%w: tool use %q was never pending in session %q; save it as pending at Point A before recording its effect",
-				daemon.ErrCallUnknown, e.ToolUseID, sessionID)
+				core.ErrCallUnknown, e.ToolUseID, sessionID)
 		}
 		if e.Name == "" {
 			e.Name = call.Name
 		}
 		if e.Name != call.Name {
-			return fmt.Errorf("%w: tool use %q is a call of %q, not %q", daemon.ErrToolNameMismatch, e.ToolUseID, call.Name, e.Name)
+			return fmt.Errorf("%w: tool use %q is a call of %q, not %q", core.ErrToolNameMismatch, e.ToolUseID, call.Name, e.Name)
 		}
 		if call.Effect != nil {
 			stored = call.Effect.effect(e.ToolUseID)
 			if !stored.SameOutcome(e) {
-				return &daemon.StateError{Err: daemon.ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+				return &core.StateError{Err: core.ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 					Msg: fmt.Sprintf("tool use %q already has a different recorded effect; the first record stands", e.ToolUseID)}
 			}
 			already = true
@@ -274,8 +274,8 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e daemon.Eff
 	return stored, already, err
 }
 
-func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (daemon.Checkpoint, error) {
-	var cp daemon.Checkpoint
+func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core.Checkpoint, error) {
+	var cp core.Checkpoint
 	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, true)
 		if err != nil {
@@ -285,7 +285,7 @@ func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (daem
 		if cp, err = q.checkpoint(ctx, sessionID, h, 0); err != nil {
 			return err
 		}
-		if cp.Status != daemon.StatusActive {
+		if cp.Status != core.StatusActive {
 			if !reopen {
 				return nil // returned as it is, not taken over
 			}
@@ -304,7 +304,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, true)
 		switch {
-		case errors.Is(err, daemon.ErrCorrupt):
+		case errors.Is(err, core.ErrCorrupt):
 			// A session whose head cannot be decoded can still be deleted.
 			// Its epoch is unknown: the tombstone takes the highest epoch
 			// any readable revision was saved under, or the caller's.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
 // seedBranch makes session "s" of five revisions:
@@ -15,13 +15,13 @@ import (
 //     r1 recorded, x1 begun and never recorded
 //  3. message c (the results), nothing pending
 //  4. message d, pending y1 (idempotent), then recorded
-func seedBranch(t *testing.T, s daemon.Store) (keys map[string]string) {
+func seedBranch(t *testing.T, s core.Store) (keys map[string]string) {
 	t.Helper()
 	create(t, s, "s", msg("user", "a"))
-	save(t, s, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 1, Task: "task", Turn: 1, StateJSON: `{"at":2}`,
-		Labels: map[string]string{"team": "a"}, AppendMessages: []daemon.Message{msg("assistant", "b")},
-		PendingToolUses: []daemon.ToolUse{
-			{ID: "w1", Name: "write", BeginTracked: true}, {ID: "r1", Name: "read", Class: daemon.ReadOnly}, {ID: "x1", Name: "send", BeginTracked: true},
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Task: "task", Turn: 1, StateJSON: `{"at":2}`,
+		Labels: map[string]string{"team": "a"}, AppendMessages: []core.Message{msg("assistant", "b")},
+		PendingToolUses: []core.ToolUse{
+			{ID: "w1", Name: "write", BeginTracked: true}, {ID: "r1", Name: "read", Class: core.ReadOnly}, {ID: "x1", Name: "send", BeginTracked: true},
 		}})
 	keys = map[string]string{}
 	for _, id := range []string{"w1", "x1"} {
@@ -31,21 +31,21 @@ func seedBranch(t *testing.T, s daemon.Store) (keys map[string]string) {
 		}
 		keys[id] = b.IdempotencyKey
 	}
-	for _, e := range []daemon.Effect{{ToolUseID: "w1", Output: "written"}, {ToolUseID: "r1", Output: "notes"}} {
+	for _, e := range []core.Effect{{ToolUseID: "w1", Output: "written"}, {ToolUseID: "r1", Output: "notes"}} {
 		if _, _, err := s.RecordEffect(ctx, "s", e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	save(t, s, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 2, Task: "task", Turn: 1, AppendMessages: []daemon.Message{msg("user", "c")}})
-	save(t, s, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 3, Task: "task", Turn: 2, AppendMessages: []daemon.Message{msg("assistant", "d")},
-		PendingToolUses: []daemon.ToolUse{{ID: "y1", Name: "pay", Class: daemon.Idempotent}}})
-	if _, _, err := s.RecordEffect(ctx, "s", daemon.Effect{ToolUseID: "y1", Output: "paid"}); err != nil {
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Task: "task", Turn: 1, AppendMessages: []core.Message{msg("user", "c")}})
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3, Task: "task", Turn: 2, AppendMessages: []core.Message{msg("assistant", "d")},
+		PendingToolUses: []core.ToolUse{{ID: "y1", Name: "pay", Class: core.Idempotent}}})
+	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "y1", Output: "paid"}); err != nil {
 		t.Fatal(err)
 	}
 	return keys
 }
 
-func ids(es []daemon.LedgerEntry) string {
+func ids(es []core.LedgerEntry) string {
 	var out []string
 	for _, e := range es {
 		out = append(out, e.ToolUseID)
@@ -53,16 +53,16 @@ func ids(es []daemon.LedgerEntry) string {
 	return strings.Join(out, ",")
 }
 
-func testRewind(t *testing.T, s daemon.Store) {
+func testRewind(t *testing.T, s core.Store) {
 	keys := seedBranch(t, s)
-	_, err := s.RewindSession(ctx, &daemon.RewindRequest{SessionID: "s", Epoch: 7, Revision: 2})
-	wantState(t, err, daemon.ErrSessionFenced, 4, 1)
-	_, err = s.RewindSession(ctx, &daemon.RewindRequest{SessionID: "s", Revision: 9})
-	wantState(t, err, daemon.ErrRevisionNotFound, 4, 1)
-	_, err = s.RewindSession(ctx, &daemon.RewindRequest{SessionID: "none", Revision: 1})
-	wantErr(t, err, daemon.ErrSessionNotFound)
+	_, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 7, Revision: 2})
+	wantState(t, err, core.ErrSessionFenced, 4, 1)
+	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 9})
+	wantState(t, err, core.ErrRevisionNotFound, 4, 1)
+	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "none", Revision: 1})
+	wantErr(t, err, core.ErrSessionNotFound)
 
-	req := &daemon.RewindRequest{SessionID: "s", Revision: 2, RequestID: reqA}
+	req := &core.RewindRequest{SessionID: "s", Revision: 2, RequestID: reqA}
 	res, err := s.RewindSession(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -94,40 +94,40 @@ func testRewind(t *testing.T, s daemon.Store) {
 	if err != nil || rev != 5 {
 		t.Fatalf("pending calls: %d %v", rev, err)
 	}
-	decisions := map[string]daemon.Decision{}
-	for _, r := range daemon.Reconcile(calls) {
+	decisions := map[string]core.Decision{}
+	for _, r := range core.Reconcile(calls) {
 		decisions[r.Call.ID] = r.Decision
 	}
-	if decisions["w1"] != daemon.DecisionReuse || decisions["r1"] != daemon.DecisionReuse || decisions["x1"] != daemon.DecisionInDoubt {
+	if decisions["w1"] != core.DecisionReuse || decisions["r1"] != core.DecisionReuse || decisions["x1"] != core.DecisionInDoubt {
 		t.Errorf("decisions after rewind: %v", decisions)
 	}
 	if b, err := s.BeginEffect(ctx, "s", "x1", 1); err != nil || !b.AlreadyBegun || b.IdempotencyKey != keys["x1"] {
 		t.Errorf("begin x1 again: %+v %v", b, err)
 	}
 	_, err = s.BeginEffect(ctx, "s", "w1", 1)
-	wantErr(t, err, daemon.ErrCallAlreadyRecorded)
+	wantErr(t, err, core.ErrCallAlreadyRecorded)
 	// A retry answers again; the id with another revision is refused.
 	if again, err := s.RewindSession(ctx, req); err != nil || again.Revision != 5 || ids(again.PerformedAfter) != "w1,y1" {
 		t.Errorf("retry: %+v %v", again, err)
 	}
-	_, err = s.RewindSession(ctx, &daemon.RewindRequest{SessionID: "s", Revision: 1, RequestID: reqA})
-	wantErr(t, err, daemon.ErrRequestIDReused)
+	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 1, RequestID: reqA})
+	wantErr(t, err, core.ErrRequestIDReused)
 	// A Point B answering the pending calls saves normally.
-	save(t, s, &daemon.SaveRequest{SessionID: "s", ExpectedRevision: 5, AppendMessages: []daemon.Message{msg("user", "results")}})
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 5, AppendMessages: []core.Message{msg("user", "results")}})
 	// A completed session is not rewound.
-	complete(t, s, &daemon.CompleteRequest{SessionID: "s", Status: daemon.StatusCompleted})
-	_, err = s.RewindSession(ctx, &daemon.RewindRequest{SessionID: "s", Revision: 1})
-	wantState(t, err, daemon.ErrSessionCompleted, 6, 1)
+	complete(t, s, &core.CompleteRequest{SessionID: "s", Status: core.StatusCompleted})
+	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 1})
+	wantState(t, err, core.ErrSessionCompleted, 6, 1)
 }
 
-func testFork(t *testing.T, s daemon.Store) {
+func testFork(t *testing.T, s core.Store) {
 	keys := seedBranch(t, s)
-	_, err := s.ForkSession(ctx, &daemon.ForkRequest{SourceID: "none", NewID: "f"})
-	wantErr(t, err, daemon.ErrSessionNotFound)
-	_, err = s.ForkSession(ctx, &daemon.ForkRequest{SourceID: "s", Revision: 9, NewID: "f"})
-	wantErr(t, err, daemon.ErrRevisionNotFound)
+	_, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "none", NewID: "f"})
+	wantErr(t, err, core.ErrSessionNotFound)
+	_, err = s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", Revision: 9, NewID: "f"})
+	wantErr(t, err, core.ErrRevisionNotFound)
 
-	req := &daemon.ForkRequest{SourceID: "s", Revision: 2, NewID: "f", RequestID: reqA}
+	req := &core.ForkRequest{SourceID: "s", Revision: 2, NewID: "f", RequestID: reqA}
 	res, err := s.ForkSession(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func testFork(t *testing.T, s daemon.Store) {
 		t.Fatalf("fork: %+v", res)
 	}
 	cp, err := s.Checkpoint(ctx, "f", 0)
-	if err != nil || cp.Revision != 1 || cp.Task != "task" || cp.StateJSON != `{"at":2}` || len(cp.PendingToolUses) != 3 || cp.Status != daemon.StatusActive {
+	if err != nil || cp.Revision != 1 || cp.Task != "task" || cp.StateJSON != `{"at":2}` || len(cp.PendingToolUses) != 3 || cp.Status != core.StatusActive {
 		t.Fatalf("fork's checkpoint: %+v %v", cp, err)
 	}
 	if got := texts(allMessages(t, s, "f", 1)); got != `"a""b"` {
@@ -157,13 +157,13 @@ func testFork(t *testing.T, s daemon.Store) {
 	if err != nil || rev != 1 || len(calls) != 3 {
 		t.Fatalf("fork's pending calls: %d %+v %v", rev, calls, err)
 	}
-	for _, r := range daemon.Reconcile(calls) {
-		if want := map[string]daemon.Decision{"w1": daemon.DecisionReuse, "r1": daemon.DecisionReuse, "x1": daemon.DecisionInDoubt}[r.Call.ID]; r.Decision != want {
+	for _, r := range core.Reconcile(calls) {
+		if want := map[string]core.Decision{"w1": core.DecisionReuse, "r1": core.DecisionReuse, "x1": core.DecisionInDoubt}[r.Call.ID]; r.Decision != want {
 			t.Errorf("fork's %s: %v, want %v", r.Call.ID, r.Decision, want)
 		}
 	}
 	// The fork is a session of its own: it saves, and the source is as it was.
-	save(t, s, &daemon.SaveRequest{SessionID: "f", ExpectedRevision: 1, Epoch: 1, AppendMessages: []daemon.Message{msg("user", "fork")}})
+	save(t, s, &core.SaveRequest{SessionID: "f", ExpectedRevision: 1, Epoch: 1, AppendMessages: []core.Message{msg("user", "fork")}})
 	if got := texts(allMessages(t, s, "s", 0)); got != `"a""b""c""d"` {
 		t.Fatalf("source history %s", got)
 	}
@@ -171,38 +171,38 @@ func testFork(t *testing.T, s daemon.Store) {
 	if again, err := s.ForkSession(ctx, req); err != nil || again.Revision != 1 || again.Epoch != 1 {
 		t.Errorf("retry: %+v %v", again, err)
 	}
-	_, err = s.ForkSession(ctx, &daemon.ForkRequest{SourceID: "s", Revision: 3, NewID: "f", RequestID: reqA})
-	wantErr(t, err, daemon.ErrRequestIDReused)
-	_, err = s.ForkSession(ctx, &daemon.ForkRequest{SourceID: "s", NewID: "f"})
-	wantState(t, err, daemon.ErrSessionExists, 2, 1)
+	_, err = s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", Revision: 3, NewID: "f", RequestID: reqA})
+	wantErr(t, err, core.ErrRequestIDReused)
+	_, err = s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"})
+	wantState(t, err, core.ErrSessionExists, 2, 1)
 	// Revision 0 forks the latest; over a tombstone the epoch goes above it.
 	// y1, pending in revision 4, was recorded after it was saved.
 	if _, err := s.DeleteSession(ctx, "f", 1); err != nil {
 		t.Fatal(err)
 	}
-	res, err = s.ForkSession(ctx, &daemon.ForkRequest{SourceID: "s", NewID: "f"})
+	res, err = s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"})
 	if err != nil || res.Epoch != 2 || res.MessageCount != 4 || ids(res.PerformedAfter) != "y1" || ids(res.InDoubtAfter) != "" {
 		t.Fatalf("fork of the latest over a tombstone: %+v %v", res, err)
 	}
 	if ledger, err := s.Effects(ctx, "f", "", 10); err != nil || ids(ledger) != "r1,w1,x1,y1" {
 		t.Fatalf("fork of the latest: ledger %s, %v", ids(ledger), err)
 	}
-	_, err = s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "f", ExpectedRevision: 1, Epoch: 1})
-	wantErr(t, err, daemon.ErrSessionFenced)
+	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "f", ExpectedRevision: 1, Epoch: 1})
+	wantErr(t, err, core.ErrSessionFenced)
 }
 
 // testForkLongHistory forks a history longer than one copy batch.
-func testForkLongHistory(t *testing.T, s daemon.Store) {
+func testForkLongHistory(t *testing.T, s core.Store) {
 	create(t, s, "long")
 	rev := uint64(1)
 	for i := range 3 {
-		var ms []daemon.Message
+		var ms []core.Message
 		for j := range 400 {
 			ms = append(ms, msg("user", strings.Repeat("x", j%7)+string(rune('a'+i))))
 		}
-		rev = save(t, s, &daemon.SaveRequest{SessionID: "long", ExpectedRevision: rev, AppendMessages: ms}).Revision
+		rev = save(t, s, &core.SaveRequest{SessionID: "long", ExpectedRevision: rev, AppendMessages: ms}).Revision
 	}
-	if _, err := s.ForkSession(ctx, &daemon.ForkRequest{SourceID: "long", NewID: "long-fork"}); err != nil {
+	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "long", NewID: "long-fork"}); err != nil {
 		t.Fatal(err)
 	}
 	src, fork := allMessages(t, s, "long", 0), allMessages(t, s, "long-fork", 0)

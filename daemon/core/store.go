@@ -1,4 +1,4 @@
-package daemon
+package core
 
 import (
 	"context"
@@ -87,3 +87,11 @@ type StoreInfo struct {
 // MessageSize is the number of bytes a message counts for against a
 // response budget: its encoded size plus framing.
 func MessageSize(m Message) int { return len(m.Role) + len(m.ContentJSON) + 16 }
+
+// Reacher is implemented by a Store whose backend can be out of reach while
+// it runs, such as a database server: Reachable returns nil when a round
+// trip to it succeeds within ctx. savepointd reports NOT_SERVING on its
+// health service while it fails, and SERVING again once it passes.
+type Reacher interface {
+	Reachable(ctx context.Context) error
+}

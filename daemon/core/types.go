@@ -1,4 +1,4 @@
-package daemon
+package core
 
 import (
 	"crypto/sha256"
@@ -234,6 +234,13 @@ type LedgerEntry struct {
 	BeginTime           time.Time // zero when not Begun
 	Effect              *Effect   // nil when not recorded
 }
+
+// MaxAppendMessages and MaxPendingToolUses bound the records one save
+// writes, which a store must fit in one transaction.
+const (
+	MaxAppendMessages  = 1000
+	MaxPendingToolUses = 256
+)
 
 // SaveRequest is one SaveCheckpoint call, already validated.
 type SaveRequest struct {
