@@ -68,6 +68,7 @@ func ledgerEntry(id string, call *storagev1.CallRecord) core.LedgerEntry {
 	}
 	if call.Effect != nil {
 		eff := effectFromRecord(call.Effect)
+		eff.ToolUseID = id
 		e.Effect = &eff
 	}
 	return e
@@ -76,20 +77,9 @@ func ledgerEntry(id string, call *storagev1.CallRecord) core.LedgerEntry {
 // sessionRequest looks up a request id of the session: found is true for a
 // retry of the same request (r is its record), and a reuse of the id for
 // another request is ErrRequestIDReused.
-func sessionRequest(t *tx, h *storagev1.SessionRecord, sessionID, requestID string, fp []byte) (r *storagev1.RequestRecord, found bool, err error) {
-	if requestID == "" {
-		return nil, false, nil
-	}
-	r = &storagev1.RequestRecord{}
-	found, err = get(t, h, sessionID, requestKey(sessionID, requestID), r)
-	if err != nil || !found {
-		return nil, false, err
-	}
-	if string(r.Fingerprint) != string(fp) {
-		return nil, false, fmt.Errorf("%w: request id %s was already used for a different request to session %q; make a new id for a new request",
-			core.ErrRequestIDReused, requestID, sessionID)
-	}
-	return r, true, nil
+func sessionRequest(t *tx, h *storagev1.SessionRecord, sessionID, requestID string, fp []byte) (r *core.RequestRecord, found bool, err error) {
+	r, err = core.Replay(&domainTxn{t: t, rec: h}, nil, sessionID, requestID, fp)
+	return r, r != nil, err
 }
 
 func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (core.BranchResult, error) {

@@ -89,10 +89,8 @@ func get(t *tx, h *storagev1.SessionRecord, sessionID string, key []byte, m prot
 }
 
 func corrupt(h *storagev1.SessionRecord, sessionID string, err error) error {
-	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
-		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
 	if h == nil {
-		return fmt.Errorf("%w: %s", core.ErrCorrupt, msg)
+		return core.Corrupt(nil, sessionID, err)
 	}
-	return &core.StateError{Err: core.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+	return core.Corrupt(&core.HeadRecord{Revision: h.Revision, Epoch: h.Epoch}, sessionID, err)
 }

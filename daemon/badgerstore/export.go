@@ -87,27 +87,15 @@ func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 	if _, err := get(t, nil, sid, sessionKey(sid), &h); err != nil {
 		return nil, err
 	}
-	d := &core.SessionDump{
-		SessionID: sid, Deleted: h.Deleted, Epoch: h.Epoch, Resumed: h.Resumed, Revision: h.Revision, NextSeq: h.NextSeq,
-		Task: h.Task, Turn: h.Turn, MessageCount: h.MessageCount, PendingCount: h.PendingToolUseCount,
-		Labels: maps.Clone(h.Labels), CreateTime: timeOf(h.CreateTime), UpdateTime: timeOf(h.UpdateTime),
-		Status: statusFromRecord(&h), FinalOutput: h.FinalOutput, CompleteTime: timeOf(h.CompleteTime),
-	}
+	d := &core.SessionDump{SessionID: sid, Deleted: h.Deleted, HeadRecord: headFromRecord(&h)}
+	d.Labels = maps.Clone(h.Labels)
 	if h.Deleted {
 		return d, nil
 	}
 	err := scan(t, sid, kindRevision, func() proto.Message { return &storagev1.RevisionRecord{} }, func(_ []byte, m proto.Message) {
 		r := m.(*storagev1.RevisionRecord)
-		rd := core.RevisionDump{
-			Revision: r.Revision, Epoch: r.Epoch, Task: r.Task, Turn: r.Turn, TokensUsed: r.TokensUsed,
-			MessageCount: r.MessageCount, StateJSON: r.StateJson, Labels: maps.Clone(r.Labels), SaveTime: timeOf(r.SaveTime),
-		}
-		for _, sg := range r.Segments {
-			rd.Segments = append(rd.Segments, core.Segment{FirstSeq: sg.FirstSeq, Count: sg.Count})
-		}
-		for _, u := range r.PendingToolUses {
-			rd.Pending = append(rd.Pending, toolUseFromRecord(u))
-		}
+		rd := revisionFromRecord(r)
+		rd.Labels = maps.Clone(r.Labels)
 		d.Revisions = append(d.Revisions, rd)
 	}, &h)
 	if err == nil {
@@ -135,7 +123,7 @@ func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 	if err == nil {
 		err = scan(t, sid, kindRequest, func() proto.Message { return &storagev1.RequestRecord{} }, func(rest []byte, m proto.Message) {
 			r := m.(*storagev1.RequestRecord)
-			d.Requests = append(d.Requests, core.RequestDump{
+			d.Requests = append(d.Requests, core.RequestRecord{
 				RequestID: string(rest), Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
 			})
 		}, &h)

@@ -32,8 +32,7 @@ func mustHead(t *tx, sessionID string) (*storagev1.SessionRecord, error) {
 		return nil, err
 	}
 	if h == nil {
-		return nil, fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
-			core.ErrSessionNotFound, sessionID)
+		return nil, core.NotFound(sessionID)
 	}
 	return h, nil
 }

@@ -1,6 +1,8 @@
 package badgerstore
 
 import (
+	"time"
+
 	"github.com/savepoint-dev/savepoint/daemon/core"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -93,4 +95,97 @@ func statusRecord(st core.SessionStatus) storagev1.SessionStatus {
 	default:
 		return storagev1.SessionStatus_SESSION_STATUS_UNSPECIFIED
 	}
+}
+
+// tsOf leaves a zero time unset.
+func tsOf(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func segmentsFromRecord(segs []*storagev1.Segment) []core.Segment {
+	out := make([]core.Segment, len(segs), len(segs)+1)
+	for i, sg := range segs {
+		out[i] = core.Segment{FirstSeq: sg.FirstSeq, Count: sg.Count}
+	}
+	return out
+}
+
+func segmentsRecord(segs []core.Segment) []*storagev1.Segment {
+	out := make([]*storagev1.Segment, len(segs))
+	for i, sg := range segs {
+		out[i] = &storagev1.Segment{FirstSeq: sg.FirstSeq, Count: sg.Count}
+	}
+	return out
+}
+
+// headFromRecord is a head, live or tombstone, in the domain's terms; the
+// labels are shared, not copied.
+func headFromRecord(h *storagev1.SessionRecord) core.HeadRecord {
+	return core.HeadRecord{
+		Epoch: h.Epoch, Resumed: h.Resumed, Revision: h.Revision, NextSeq: h.NextSeq,
+		Task: h.Task, Turn: h.Turn, MessageCount: h.MessageCount, PendingCount: h.PendingToolUseCount,
+		Labels: h.Labels, Segments: segmentsFromRecord(h.Segments),
+		CreateTime: timeOf(h.CreateTime), UpdateTime: timeOf(h.UpdateTime),
+		Status: statusFromRecord(h), FinalOutput: h.FinalOutput, CompleteTime: timeOf(h.CompleteTime),
+	}
+}
+
+// headRecord is a live head as stored.
+func headRecord(h *core.HeadRecord) *storagev1.SessionRecord {
+	return &storagev1.SessionRecord{
+		Epoch: h.Epoch, Resumed: h.Resumed, Revision: h.Revision, NextSeq: h.NextSeq,
+		Task: h.Task, Turn: h.Turn, MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount,
+		Labels: h.Labels, Segments: segmentsRecord(h.Segments),
+		CreateTime: tsOf(h.CreateTime), UpdateTime: tsOf(h.UpdateTime),
+		Status: statusRecord(h.Status), FinalOutput: h.FinalOutput, CompleteTime: tsOf(h.CompleteTime),
+	}
+}
+
+func revisionFromRecord(r *storagev1.RevisionRecord) core.RevisionRecord {
+	rd := core.RevisionRecord{
+		Revision: r.Revision, Epoch: r.Epoch, Task: r.Task, Turn: r.Turn, TokensUsed: r.TokensUsed,
+		Segments: segmentsFromRecord(r.Segments), MessageCount: r.MessageCount, StateJSON: r.StateJson,
+		Labels: r.Labels, SaveTime: timeOf(r.SaveTime),
+	}
+	for _, u := range r.PendingToolUses {
+		rd.Pending = append(rd.Pending, toolUseFromRecord(u))
+	}
+	return rd
+}
+
+func revisionRecord(r *core.RevisionRecord) *storagev1.RevisionRecord {
+	rec := &storagev1.RevisionRecord{
+		Revision: r.Revision, Epoch: r.Epoch, Task: r.Task, Turn: r.Turn, TokensUsed: r.TokensUsed,
+		Segments: segmentsRecord(r.Segments), MessageCount: r.MessageCount, StateJson: r.StateJSON,
+		Labels: r.Labels, SaveTime: tsOf(r.SaveTime),
+		PendingToolUses: make([]*storagev1.ToolUse, len(r.Pending)),
+	}
+	for i, u := range r.Pending {
+		rec.PendingToolUses[i] = toolUseRecord(u)
+	}
+	return rec
+}
+
+// callRecord is a ledger entry as stored: of its tool use, only what
+// RecordEffect checks (the revisions keep the input).
+func callRecord(c *core.LedgerEntry) *storagev1.CallRecord {
+	r := &storagev1.CallRecord{
+		ToolUse:             &storagev1.ToolUse{ToolUseId: c.ToolUseID, Name: c.Name, EffectClass: effectClassRecord(c.Class), BeginTracked: c.BeginTracked},
+		LastPendingRevision: c.LastPendingRevision, Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: tsOf(c.BeginTime),
+	}
+	if c.Effect != nil {
+		r.Effect = effectRecord(*c.Effect)
+	}
+	return r
+}
+
+func requestFromRecord(id string, r *storagev1.RequestRecord) core.RequestRecord {
+	return core.RequestRecord{RequestID: id, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}
+}
+
+func requestRecord(r *core.RequestRecord) *storagev1.RequestRecord {
+	return &storagev1.RequestRecord{RequestId: r.RequestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}
 }

@@ -38,7 +38,7 @@ func TestBatchRefusalIsolated(t *testing.T) {
 		}
 		ops = append(ops, &op{sessionID: req.SessionID, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
 			var err error
-			results[i], err = s.save(ctx, q, req)
+			results[i], err = core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
 			return err
 		}})
 	}
@@ -100,7 +100,7 @@ func TestBatchSplitByTime(t *testing.T) {
 			if _, err := q.tx.Exec(ctx, "SELECT pg_sleep(0.08)"); err != nil {
 				return err
 			}
-			_, err := s.save(ctx, q, req)
+			_, err := core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
 			return err
 		}})
 	}

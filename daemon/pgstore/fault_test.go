@@ -332,8 +332,16 @@ func TestCorruptRow(t *testing.T) {
 	if _, err := s.Checkpoint(ctx, "badhead", 0); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("tampered head: %v", err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "bad", ExpectedRevision: 1}); !errors.Is(err, core.ErrCorrupt) {
+	// A save reads no revision (the head holds the segments), as on the
+	// embedded store: it succeeds, and the tampered revision stays refused.
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "bad", ExpectedRevision: 1}); err != nil {
 		t.Fatalf("save over a tampered revision: %v", err)
+	}
+	if _, err := s.Checkpoint(ctx, "bad", 1); !errors.Is(err, core.ErrCorrupt) {
+		t.Fatalf("tampered revision after a save: %v", err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "badhead", ExpectedRevision: 1}); !errors.Is(err, core.ErrCorrupt) {
+		t.Fatalf("save over a tampered head: %v", err)
 	}
 	if cp, err := s.Checkpoint(ctx, "good", 0); err != nil || cp.Task != "t" {
 		t.Fatalf("untouched session: %+v %v", cp, err)

@@ -48,7 +48,7 @@ func TestGraphBatch(t *testing.T) {
 			fn: func(ctx context.Context, q *query) error { return fn(ctx, q.tx) }})
 	}
 	ops = append(ops, &op{sessionID: "s", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
-		_, err := s.save(ctx, q, &core.SaveRequest{SessionID: "s"})
+		_, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "s"}, s.now())
 		return err
 	}})
 	s.commitBatch(ops)

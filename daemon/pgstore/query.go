@@ -154,8 +154,7 @@ func (q *query) mustHead(ctx context.Context, sessionID string, lock bool) (*ses
 		return nil, err
 	}
 	if h == nil {
-		return nil, fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
-			core.ErrSessionNotFound, sessionID)
+		return nil, core.NotFound(sessionID)
 	}
 	return h, nil
 }
@@ -226,12 +225,10 @@ func (q *query) putCall(ctx context.Context, sessionID, toolUseID string, c *cal
 }
 
 func corrupt(h *sessionRec, sessionID string, err error) error {
-	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
-		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
 	if h == nil {
-		return fmt.Errorf("%w: %s", core.ErrCorrupt, msg)
+		return core.Corrupt(nil, sessionID, err)
 	}
-	return &core.StateError{Err: core.ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+	return core.Corrupt(&core.HeadRecord{Revision: h.Revision, Epoch: h.Epoch}, sessionID, err)
 }
 
 // fence rejects an epoch that is not the owner's: older than the session's,

@@ -35,6 +35,12 @@ type sessionRec struct {
 	Status       string `json:"status,omitempty"`
 	FinalOutput  string `json:"final_output,omitempty"`
 	CompleteTime int64  `json:"complete_time_ns,omitempty"`
+	// Segments locate the history of revision SegmentsRevision, so that a
+	// save need not read the latest revision; a head whose SegmentsRevision
+	// is not its Revision (written by an older savepointd, a rewind, a
+	// fork or an import) has its segments read from the revision.
+	Segments         []segment `json:"segments,omitempty"`
+	SegmentsRevision uint64    `json:"segments_revision,omitempty"`
 }
 
 type segment struct {
@@ -147,4 +153,69 @@ func (r toolUseRec) toolUse() core.ToolUse {
 
 func (r *effectRec) effect(toolUseID string) core.Effect {
 	return core.Effect{ToolUseID: toolUseID, Name: r.Name, Output: r.Output, IsError: r.IsError, RecordTime: fromNanos(r.RecordTime), Late: r.Late}
+}
+
+// headOf is a live head in the domain's terms, with the segments given;
+// the labels are shared, not copied.
+func headOf(h *sessionRec, segs []core.Segment) core.HeadRecord {
+	return core.HeadRecord{
+		Epoch: h.Epoch, Resumed: h.Resumed, Revision: h.Revision, NextSeq: h.NextSeq,
+		Task: h.Task, Turn: h.Turn, MessageCount: h.MessageCount, PendingCount: h.PendingCount,
+		Labels: h.Labels, Segments: segs,
+		CreateTime: fromNanos(h.CreateTime), UpdateTime: fromNanos(h.UpdateTime),
+		Status: h.status(), FinalOutput: h.FinalOutput, CompleteTime: fromNanos(h.CompleteTime),
+	}
+}
+
+// headRecOf is a live head as stored, its segments marked as its latest
+// revision's.
+func headRecOf(h *core.HeadRecord) *sessionRec {
+	return &sessionRec{
+		Epoch: h.Epoch, Resumed: h.Resumed, Revision: h.Revision, NextSeq: h.NextSeq,
+		Task: h.Task, Turn: h.Turn, MessageCount: h.MessageCount, PendingCount: h.PendingCount,
+		Labels: h.Labels, CreateTime: nanosOrZero(h.CreateTime), UpdateTime: nanosOrZero(h.UpdateTime),
+		Status: statusRec(h.Status), FinalOutput: h.FinalOutput, CompleteTime: nanosOrZero(h.CompleteTime),
+		Segments: segmentRecs(h.Segments), SegmentsRevision: h.Revision,
+	}
+}
+
+func segmentRecs(segs []core.Segment) []segment {
+	out := make([]segment, len(segs))
+	for i, sg := range segs {
+		out[i] = segment{FirstSeq: sg.FirstSeq, Count: sg.Count}
+	}
+	return out
+}
+
+func segmentsOf(segs []segment) []core.Segment {
+	out := make([]core.Segment, len(segs), len(segs)+1)
+	for i, sg := range segs {
+		out[i] = core.Segment{FirstSeq: sg.FirstSeq, Count: sg.Count}
+	}
+	return out
+}
+
+func revisionRecOf(r *core.RevisionRecord) *revisionRec {
+	rec := &revisionRec{
+		Revision: r.Revision, Epoch: r.Epoch, Task: r.Task, Turn: r.Turn, TokensUsed: r.TokensUsed,
+		Segments: segmentRecs(r.Segments), MessageCount: r.MessageCount, StateJSON: r.StateJSON,
+		Labels: r.Labels, SaveTime: nanos(r.SaveTime), Pending: make([]toolUseRec, len(r.Pending)),
+	}
+	for i, u := range r.Pending {
+		rec.Pending[i] = toolUseRecOf(u)
+	}
+	return rec
+}
+
+// callRecOf is a ledger entry as stored: of its tool use, only what
+// RecordEffect checks (the revisions keep the input).
+func callRecOf(c *core.LedgerEntry) *callRec {
+	rec := &callRec{
+		Name: c.Name, Class: int(c.Class), BeginTracked: c.BeginTracked, LastPendingRevision: c.LastPendingRevision,
+		Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime),
+	}
+	if e := c.Effect; e != nil {
+		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late}
+	}
+	return rec
 }

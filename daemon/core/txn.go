@@ -1,0 +1,88 @@
+package core
+
+import "time"
+
+// Txn is one read-write transaction of a store over the records of one
+// session, in the domain's terms: the write rules of the protocol (Save,
+// Begin, Record, ResumeHead, Complete) run on it, so that every store applies
+// the same fencing, revision checks and request-id replay. Reads return nil
+// for a record that does not exist and an error wrapping ErrCorrupt for one
+// that cannot be decoded; writes are staged and take effect only if the
+// store commits the transaction. A Txn is used by one goroutine.
+type Txn interface {
+	// Head returns the session's live head, or nil when it has none (never
+	// created, or deleted).
+	Head(sessionID string) (*HeadRecord, error)
+	// DeletedEpoch returns the epoch the session was last deleted at, or 0;
+	// a new session starts above it. Called only when Head returned nil.
+	DeletedEpoch(sessionID string) (uint64, error)
+	// Create claims the id of a session about to be created, before
+	// anything is written under it; a store shared by several daemons fails
+	// here, or at commit, for all but one concurrent creator.
+	Create(sessionID string, h *HeadRecord) error
+	// PutHead writes the session's head.
+	PutHead(sessionID string, h *HeadRecord) error
+	// Call returns the ledger record of one tool use of the session.
+	Call(sessionID, toolUseID string) (*LedgerEntry, error)
+	// PutCall writes c under its ToolUseID.
+	PutCall(sessionID string, c *LedgerEntry) error
+	// Request returns the remembered request id, or nil.
+	Request(sessionID, requestID string) (*RequestRecord, error)
+	// PutRequest remembers r under its RequestID.
+	PutRequest(sessionID string, r *RequestRecord) error
+	// PutMessages stores messages under consecutive sequence numbers from
+	// first.
+	PutMessages(sessionID string, first uint64, msgs []Message) error
+	// PutRevision stores a new revision.
+	PutRevision(sessionID string, r *RevisionRecord) error
+	// Latest returns the checkpoint of the head's latest revision, with the
+	// head's epoch and status.
+	Latest(sessionID string, h *HeadRecord) (Checkpoint, error)
+}
+
+// HeadRecord is a live session's head: what its next write needs to know
+// without reading a revision. Segments locate the latest revision's history.
+type HeadRecord struct {
+	Epoch        uint64
+	Resumed      bool   // the session was resumed at least once
+	Revision     uint64 // the latest revision
+	NextSeq      uint64 // the sequence number the next stored message gets
+	Task         string
+	Turn         uint32
+	MessageCount uint64
+	PendingCount uint32
+	Labels       map[string]string
+	Segments     []Segment
+	CreateTime   time.Time
+	UpdateTime   time.Time
+	Status       SessionStatus // StatusActive, StatusCompleted or StatusFailed
+	FinalOutput  string
+	CompleteTime time.Time // zero while active
+}
+
+// RevisionRecord is one kept revision as stored: its history is the
+// messages in Segments, in order.
+type RevisionRecord struct {
+	Revision     uint64
+	Epoch        uint64 // the epoch it was saved at
+	Task         string
+	Turn         uint32
+	TokensUsed   uint64
+	Segments     []Segment
+	MessageCount uint64
+	Pending      []ToolUse
+	StateJSON    string
+	Labels       map[string]string
+	SaveTime     time.Time
+}
+
+// RequestRecord is a remembered request id and the answer a retry of it
+// gets: the digest of the request it was first used for, and that
+// request's result.
+type RequestRecord struct {
+	RequestID    string
+	Fingerprint  []byte
+	Revision     uint64
+	MessageCount uint64
+	Epoch        uint64
+}

@@ -1,0 +1,111 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/savepoint-dev/savepoint/daemon/core"
+)
+
+// domainTxn is a query seen as a core.Txn, for the protocol's write rules.
+// It serves one session: Head locks the session's row (FOR UPDATE), and the
+// head it read, live or tombstone, answers DeletedEpoch, Create and the
+// revision and epoch of a corruption error.
+type domainTxn struct {
+	ctx  context.Context
+	q    *query
+	rec  *sessionRec // the live head as read, or nil
+	tomb *sessionRec
+}
+
+var _ core.Txn = (*domainTxn)(nil)
+
+func (d *domainTxn) Head(sid string) (*core.HeadRecord, error) {
+	live, tomb, err := d.q.head(d.ctx, sid, true)
+	if err != nil || live == nil {
+		d.rec, d.tomb = nil, tomb
+		return nil, err
+	}
+	d.rec, d.tomb = live, nil
+	segs := live.Segments
+	if live.SegmentsRevision != live.Revision || segmentsCount(segs) != live.MessageCount {
+		// Not this revision's: read them from it.
+		r, err := d.q.revision(d.ctx, sid, live, 0)
+		if err != nil {
+			return nil, err
+		}
+		segs = r.Segments
+	}
+	h := headOf(live, segmentsOf(segs))
+	return &h, nil
+}
+
+func segmentsCount(segs []segment) uint64 {
+	var n uint64
+	for _, sg := range segs {
+		n += sg.Count
+	}
+	return n
+}
+
+// DeletedEpoch is the tombstone's epoch: tombstones here never expire.
+func (d *domainTxn) DeletedEpoch(string) (uint64, error) {
+	if d.tomb == nil {
+		return 0, nil
+	}
+	return d.tomb.Epoch, nil
+}
+
+// Create inserts the session's row first when it has none, so that a
+// concurrent creator, on this daemon or another, waits on it and fails with
+// a unique violation, and runs again to find it (runOne). Over a tombstone
+// the row is locked already.
+func (d *domainTxn) Create(sid string, h *core.HeadRecord) error {
+	d.rec = headRecOf(h)
+	return d.q.putHead(d.ctx, sid, d.rec, d.tomb == nil)
+}
+
+func (d *domainTxn) PutHead(sid string, h *core.HeadRecord) error {
+	d.rec = headRecOf(h)
+	return d.q.putHead(d.ctx, sid, d.rec, false)
+}
+
+func (d *domainTxn) Call(sid, toolUseID string) (*core.LedgerEntry, error) {
+	var c callRec
+	found, err := d.q.call(d.ctx, sid, d.rec, toolUseID, &c)
+	if err != nil || !found {
+		return nil, err
+	}
+	e := ledgerEntry(toolUseID, &c)
+	return &e, nil
+}
+
+func (d *domainTxn) PutCall(sid string, c *core.LedgerEntry) error {
+	return d.q.putCall(d.ctx, sid, c.ToolUseID, callRecOf(c))
+}
+
+func (d *domainTxn) Request(sid, requestID string) (*core.RequestRecord, error) {
+	var r requestRec
+	found, err := d.q.get(d.ctx, d.rec, sid, requestKey(sid, requestID), &r, false)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &core.RequestRecord{RequestID: requestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
+}
+
+func (d *domainTxn) PutRequest(sid string, r *core.RequestRecord) error {
+	return d.q.put(d.ctx, requestKey(sid, r.RequestID), &requestRec{
+		Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
+	}, false)
+}
+
+func (d *domainTxn) PutMessages(sid string, first uint64, msgs []core.Message) error {
+	return d.q.putMessages(d.ctx, sid, first, msgs)
+}
+
+func (d *domainTxn) PutRevision(sid string, r *core.RevisionRecord) error {
+	return d.q.put(d.ctx, revisionKey(sid, r.Revision), revisionRecOf(r), false)
+}
+
+func (d *domainTxn) Latest(sid string, _ *core.HeadRecord) (core.Checkpoint, error) {
+	return d.q.checkpoint(d.ctx, sid, d.rec, 0)
+}
