@@ -73,7 +73,7 @@ func Save(t Txn, req *SaveRequest, now time.Time) (SaveResult, error) {
 			return SaveResult{}, &StateError{Err: ErrSessionFenced, CurrentEpoch: deleted,
 				Msg: fmt.Sprintf("session %q was deleted at epoch %d or earlier; epoch %d is stale", sid, deleted, req.Epoch)}
 		}
-		h = &HeadRecord{Epoch: deleted + 1, CreateTime: now}
+		h = &HeadRecord{Epoch: deleted + 1, CreateTime: now, Status: StatusActive}
 		if err := t.Create(sid, h); err != nil {
 			return SaveResult{}, err
 		}
