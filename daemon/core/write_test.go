@@ -34,11 +34,22 @@ func (m *memTxn) Head(sid string) (*core.HeadRecord, error) {
 	c.Segments = append([]core.Segment(nil), h.Segments...)
 	return &c, nil
 }
-func (m *memTxn) DeletedEpoch(sid string) (uint64, error)          { return m.deleted[sid], nil }
-func (m *memTxn) Create(string, *core.HeadRecord) error            { m.creates++; return nil }
-func (m *memTxn) PutHead(sid string, h *core.HeadRecord) error     { c := *h; m.heads[sid] = &c; return nil }
-func (m *memTxn) PutCall(_ string, c *core.LedgerEntry) error      { x := *c; m.calls[c.ToolUseID] = &x; return nil }
-func (m *memTxn) PutRequest(_ string, r *core.RequestRecord) error { m.requests[r.RequestID] = r; return nil }
+func (m *memTxn) DeletedEpoch(sid string) (uint64, error) { return m.deleted[sid], nil }
+func (m *memTxn) Create(string, *core.HeadRecord) error   { m.creates++; return nil }
+func (m *memTxn) PutHead(sid string, h *core.HeadRecord) error {
+	c := *h
+	m.heads[sid] = &c
+	return nil
+}
+func (m *memTxn) PutCall(_ string, c *core.LedgerEntry) error {
+	x := *c
+	m.calls[c.ToolUseID] = &x
+	return nil
+}
+func (m *memTxn) PutRequest(_ string, r *core.RequestRecord) error {
+	m.requests[r.RequestID] = r
+	return nil
+}
 func (m *memTxn) PutRevision(_ string, r *core.RevisionRecord) error {
 	m.revs[r.Revision] = r
 	return nil
@@ -104,7 +115,9 @@ func TestSaveRules(t *testing.T) {
 		{name: "keep beyond", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, KeepMessages: keep(4)}, want: core.ErrKeepOutOfRange},
 		{name: "segments disagree", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2}, prep: func(m *memTxn) { m.heads["old"].MessageCount = 9 }, want: core.ErrCorrupt},
 		{name: "pending call recorded", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "x"}}},
-			prep: func(m *memTxn) { m.calls["t1"] = &core.LedgerEntry{ToolUseID: "t1", Effect: &core.Effect{ToolUseID: "t1"}} }, want: core.ErrCallAlreadyRecorded},
+			prep: func(m *memTxn) {
+				m.calls["t1"] = &core.LedgerEntry{ToolUseID: "t1", Effect: &core.Effect{ToolUseID: "t1"}}
+			}, want: core.ErrCallAlreadyRecorded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMem()
