@@ -130,7 +130,6 @@ type badFixture struct {
 	effectsToken string // a ListEffects token of beta
 	probes       []*savepointv1.RecordEffectRequest
 	goodSave     func() *savepointv1.SaveCheckpointRequest
-	alphaPrefix  []*savepointv1.Message
 }
 
 // seedBadInput makes:

@@ -65,10 +65,7 @@ func TestUnitWatchdogAbortRestarts(t *testing.T) {
 	sock := daemontest.SocketPath(t)
 	cmd := exec.Command(daemontest.Binary(t), "--data-dir", filepath.Join(dir, "data"), "--listen", "unix:"+sock)
 	cmd.Dir = dir // where a core would go
-	cmd.Env = os.Environ()
-	for _, v := range unitSettings(t, "Environment") {
-		cmd.Env = append(cmd.Env, v)
-	}
+	cmd.Env = append(os.Environ(), unitSettings(t, "Environment")...)
 	stderr := &daemontest.SyncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

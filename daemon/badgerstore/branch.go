@@ -18,24 +18,10 @@ import (
 // Badger's transaction limits.
 const forkBatch = 500
 
-// afterRevision lists the session's calls that are not read-only whose
-// effect was recorded, or which were begun without an effect, after rec was
-// saved, in tool use id order.
+// afterRevision is core.AfterRevision of one of the session's revisions.
 func afterRevision(t *tx, sessionID string, h *storagev1.SessionRecord, rec *storagev1.RevisionRecord) (performed, inDoubt []core.LedgerEntry, err error) {
-	since := rec.GetSaveTime().AsTime()
-	err = eachCall(t, sessionID, h, func(id string, call *storagev1.CallRecord) error {
-		if call.ToolUse.GetEffectClass() == storagev1.EffectClass_EFFECT_CLASS_READ_ONLY {
-			return nil
-		}
-		switch {
-		case call.Effect != nil && call.Effect.GetRecordTime().AsTime().After(since):
-			performed = append(performed, ledgerEntry(id, call))
-		case call.Effect == nil && call.Begun && call.GetBeginTime().AsTime().After(since):
-			inDoubt = append(inDoubt, ledgerEntry(id, call))
-		}
-		return nil
-	})
-	return performed, inDoubt, err
+	r := revisionFromRecord(rec)
+	return core.AfterRevision(&domainTxn{t: t, rec: h}, sessionID, &r)
 }
 
 // eachCall calls fn with every call record of the session, in tool use id
@@ -89,69 +75,9 @@ func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (cor
 	defer s.lock(req.SessionID)()
 	var res core.BranchResult
 	err := s.update(func(t *tx) error {
-		sid := req.SessionID
-		h, err := mustHead(t, sid)
-		if err != nil {
-			return err
-		}
-		fp := req.Fingerprint()
-		prev, retry, err := sessionRequest(t, h, sid, req.RequestID, fp)
-		if err != nil {
-			return err
-		}
-		if !retry {
-			if err := fence(h, sid, req.Epoch); err != nil {
-				return err
-			}
-			if err := active(h, sid); err != nil {
-				return err
-			}
-		}
-		old, err := revision(t, sid, h, req.Revision)
-		if err != nil {
-			return err
-		}
-		if res.PerformedAfter, res.InDoubtAfter, err = afterRevision(t, sid, h, old); err != nil {
-			return err
-		}
-		if retry {
-			res.Revision, res.Epoch, res.MessageCount = prev.Revision, prev.Epoch, prev.MessageCount
-			return nil
-		}
-		rev := h.Revision + 1
-		now := timestamppb.New(s.now())
-		rec := proto.CloneOf(old)
-		rec.Revision, rec.Epoch, rec.SaveTime = rev, h.Epoch, now
-		for _, u := range rec.PendingToolUses {
-			var call storagev1.CallRecord
-			key := callKey(sid, u.ToolUseId)
-			if _, err := get(t, h, sid, key, &call); err != nil {
-				return err
-			}
-			if call.ToolUse == nil {
-				call.ToolUse = &storagev1.ToolUse{ToolUseId: u.ToolUseId, Name: u.Name, EffectClass: u.EffectClass, BeginTracked: u.BeginTracked}
-			}
-			call.LastPendingRevision = rev // pending again: BeginEffect works, a recorded effect is reused
-			if err := put(t, key, &call); err != nil {
-				return err
-			}
-		}
-		if err := put(t, revisionKey(sid, rev), rec); err != nil {
-			return err
-		}
-		h.Revision, h.UpdateTime = rev, now
-		h.Task, h.Turn, h.MessageCount = rec.Task, rec.Turn, rec.MessageCount
-		h.PendingToolUseCount = uint32(len(rec.PendingToolUses))
-		h.Labels, h.Segments = maps.Clone(rec.Labels), rec.Segments
-		res.Revision, res.Epoch, res.MessageCount = rev, h.Epoch, rec.MessageCount
-		if req.RequestID != "" {
-			if err := put(t, requestKey(sid, req.RequestID), &storagev1.RequestRecord{
-				RequestId: req.RequestID, Fingerprint: fp, Revision: rev, MessageCount: rec.MessageCount, Epoch: h.Epoch,
-			}); err != nil {
-				return err
-			}
-		}
-		return put(t, sessionKey(sid), h)
+		var err error
+		res, err = core.Rewind(&domainTxn{t: t}, req, s.now())
+		return err
 	})
 	return res, err
 }

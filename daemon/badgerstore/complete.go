@@ -4,15 +4,7 @@ import (
 	"context"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
-
-	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
-
-// active refuses a write that needs an active session when h is completed
-// or failed.
-func active(h *storagev1.SessionRecord, sessionID string) error {
-	return core.Active(&core.HeadRecord{Revision: h.Revision, Epoch: h.Epoch, Status: statusFromRecord(h)}, sessionID)
-}
 
 // CompleteSession sets the head's status and final output; the revision
 // stays. A request id is remembered like a save's, in the same records.

@@ -1,6 +1,8 @@
 package badgerstore
 
 import (
+	"errors"
+
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
@@ -81,6 +83,29 @@ func (d *domainTxn) PutRevision(sid string, r *core.RevisionRecord) error {
 	return put(d.t, revisionKey(sid, r.Revision), revisionRecord(r))
 }
 
-func (d *domainTxn) Latest(sid string, _ *core.HeadRecord) (core.Checkpoint, error) {
-	return checkpoint(d.t, sid, d.rec, 0)
+func (d *domainTxn) Revision(sid string, _ *core.HeadRecord, rev uint64) (*core.RevisionRecord, error) {
+	r, err := revision(d.t, sid, d.rec, rev)
+	if err != nil {
+		return nil, err
+	}
+	rr := revisionFromRecord(r)
+	return &rr, nil
 }
+
+func (d *domainTxn) EachCall(sid string, fn func(c *core.LedgerEntry) (bool, error)) error {
+	err := eachCall(d.t, sid, d.rec, func(id string, call *storagev1.CallRecord) error {
+		e := ledgerEntry(id, call)
+		more, err := fn(&e)
+		if err == nil && !more {
+			return errStop
+		}
+		return err
+	})
+	if err == errStop {
+		return nil
+	}
+	return err
+}
+
+// errStop ends an iteration early.
+var errStop = errors.New("stop")

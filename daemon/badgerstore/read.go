@@ -75,27 +75,8 @@ func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64)
 	if err != nil {
 		return core.Checkpoint{}, err
 	}
-	cp := core.Checkpoint{
-		SessionID:    sessionID,
-		Revision:     rec.Revision,
-		Epoch:        h.Epoch,
-		Task:         rec.Task,
-		Turn:         rec.Turn,
-		TokensUsed:   rec.TokensUsed,
-		MessageCount: rec.MessageCount,
-		StateJSON:    rec.StateJson,
-		Labels:       maps.Clone(rec.Labels),
-		SaveTime:     rec.SaveTime.AsTime(),
-		Status:       statusFromRecord(h),
-		FinalOutput:  h.FinalOutput,
-	}
-	if h.CompleteTime != nil {
-		cp.CompleteTime = h.CompleteTime.AsTime()
-	}
-	for _, t := range rec.PendingToolUses {
-		cp.PendingToolUses = append(cp.PendingToolUses, toolUseFromRecord(t))
-	}
-	return cp, nil
+	hr, r := headFromRecord(h), revisionFromRecord(rec)
+	return core.CheckpointOf(sessionID, &hr, &r), nil
 }
 
 func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]core.Message, error) {

@@ -4,7 +4,7 @@ import "time"
 
 // Txn is one read-write transaction of a store over the records of one
 // session, in the domain's terms: the write rules of the protocol (Save,
-// Begin, Record, ResumeHead, Complete) run on it, so that every store applies
+// Begin, Record, ResumeHead, Complete, Rewind) run on it, so that every store applies
 // the same fencing, revision checks and request-id replay. Reads return nil
 // for a record that does not exist and an error wrapping ErrCorrupt for one
 // that cannot be decoded; writes are staged and take effect only if the
@@ -35,9 +35,13 @@ type Txn interface {
 	PutMessages(sessionID string, first uint64, msgs []Message) error
 	// PutRevision stores a new revision.
 	PutRevision(sessionID string, r *RevisionRecord) error
-	// Latest returns the checkpoint of the head's latest revision, with the
-	// head's epoch and status.
-	Latest(sessionID string, h *HeadRecord) (Checkpoint, error)
+	// Revision returns a kept revision of the session whose head is h; 0
+	// means the latest. One beyond the head, or no longer kept, is an error
+	// wrapping ErrRevisionNotFound.
+	Revision(sessionID string, h *HeadRecord, rev uint64) (*RevisionRecord, error)
+	// EachCall calls fn with every call record of the session, in tool use
+	// id order, until fn returns false or an error.
+	EachCall(sessionID string, fn func(c *LedgerEntry) (more bool, err error)) error
 }
 
 // HeadRecord is a live session's head: what its next write needs to know

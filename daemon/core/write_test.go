@@ -3,6 +3,7 @@ package core_test
 import (
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,9 +70,24 @@ func (m *memTxn) Call(_, id string) (*core.LedgerEntry, error) {
 	return &x, nil
 }
 func (m *memTxn) Request(_, id string) (*core.RequestRecord, error) { return m.requests[id], nil }
-func (m *memTxn) Latest(sid string, h *core.HeadRecord) (core.Checkpoint, error) {
-	r := m.revs[h.Revision]
-	return core.Checkpoint{SessionID: sid, Revision: r.Revision, Epoch: h.Epoch, Labels: maps.Clone(r.Labels), Status: h.Status}, nil
+func (m *memTxn) Revision(_ string, h *core.HeadRecord, rev uint64) (*core.RevisionRecord, error) {
+	if rev == 0 {
+		rev = h.Revision
+	}
+	r, ok := m.revs[rev]
+	if !ok {
+		return nil, core.ErrRevisionNotFound
+	}
+	return r, nil
+}
+func (m *memTxn) EachCall(_ string, fn func(*core.LedgerEntry) (bool, error)) error {
+	for _, id := range slices.Sorted(maps.Keys(m.calls)) {
+		c := *m.calls[id]
+		if more, err := fn(&c); err != nil || !more {
+			return err
+		}
+	}
+	return nil
 }
 
 var now = time.Unix(1_800_000_000, 0)
@@ -253,5 +269,49 @@ func TestResumeAndComplete(t *testing.T) {
 	}
 	if _, err := core.ResumeHead(m, "gone", false); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Fatalf("resume of a missing session: %v", err)
+	}
+}
+
+// TestRewind: a rewind makes a new revision equal to the old one, its calls
+// pending again, lists what was performed and begun since, and a retry
+// answers the first rewind's result.
+func TestRewind(t *testing.T) {
+	m := newMem()
+	tu := []core.ToolUse{{ID: "pay", Name: "pay"}, {ID: "look", Name: "look", Class: core.ReadOnly}}
+	if _, err := core.Save(m, &core.SaveRequest{SessionID: "s", Task: "t", AppendMessages: msgs(1), PendingToolUses: tu}, now); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Second)
+	for _, id := range []string{"pay", "look"} {
+		if _, _, err := core.Record(m, "s", core.Effect{ToolUseID: id, Output: "ok"}, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := core.Save(m, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 1, AppendMessages: msgs(2)}, later); err != nil {
+		t.Fatal(err)
+	}
+	req := &core.RewindRequest{SessionID: "s", Revision: 1, Epoch: 1, RequestID: "rw"}
+	res, err := core.Rewind(m, req, later)
+	if err != nil || res.Revision != 3 || res.MessageCount != 1 {
+		t.Fatalf("rewind: %+v %v", res, err)
+	}
+	if len(res.PerformedAfter) != 1 || res.PerformedAfter[0].ToolUseID != "pay" || len(res.InDoubtAfter) != 0 {
+		t.Fatalf("after revision 1: performed %+v, in doubt %+v; want the side-effecting call only", res.PerformedAfter, res.InDoubtAfter)
+	}
+	if m.calls["pay"].LastPendingRevision != 3 || m.calls["pay"].Effect == nil || m.heads["s"].PendingCount != 2 {
+		t.Fatalf("calls after the rewind: %+v, head %+v", m.calls["pay"], m.heads["s"])
+	}
+	if got := m.heads["s"].Segments; len(got) != 1 || got[0] != (core.Segment{FirstSeq: 0, Count: 1}) {
+		t.Fatalf("head segments after the rewind: %v", got)
+	}
+	m.heads["s"].Epoch, m.heads["s"].Resumed = 9, true // taken over since: the retry still answers
+	if again, err := core.Rewind(m, req, later); err != nil || again.Revision != 3 {
+		t.Fatalf("retry: %+v %v", again, err)
+	}
+	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 1, Epoch: 1}, later); !errors.Is(err, core.ErrSessionFenced) {
+		t.Fatalf("rewind with a stale epoch: %v", err)
+	}
+	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 7, Epoch: 9}, later); !errors.Is(err, core.ErrRevisionNotFound) {
+		t.Fatalf("rewind to a missing revision: %v", err)
 	}
 }

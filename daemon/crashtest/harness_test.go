@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -86,7 +85,6 @@ type harness struct {
 	t     testing.TB
 	cfg   crashConfig
 	tally *tally
-	conn  *grpc.ClientConn
 }
 
 func runCrash(t *testing.T, bin string, cfg crashConfig) crashReport {

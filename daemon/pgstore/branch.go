@@ -15,70 +15,9 @@ import (
 func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (core.BranchResult, error) {
 	var res core.BranchResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
-		sid := req.SessionID
-		res = core.BranchResult{}
-		h, err := q.mustHead(ctx, sid, true)
-		if err != nil {
-			return err
-		}
-		fp := req.Fingerprint()
-		prev, retry, err := q.sessionRequest(ctx, h, sid, req.RequestID, fp)
-		if err != nil {
-			return err
-		}
-		if !retry {
-			if err := fence(h, sid, req.Epoch); err != nil {
-				return err
-			}
-			if err := active(h, sid); err != nil {
-				return err
-			}
-		}
-		old, err := q.revision(ctx, sid, h, req.Revision)
-		if err != nil {
-			return err
-		}
-		if res.PerformedAfter, res.InDoubtAfter, err = q.afterRevision(ctx, sid, h, old); err != nil {
-			return err
-		}
-		if retry {
-			res.Revision, res.Epoch, res.MessageCount = prev.Revision, prev.Epoch, prev.MessageCount
-			return nil
-		}
-		rev := h.Revision + 1
-		now := nanos(s.now())
-		rec := *old
-		rec.Revision, rec.Epoch, rec.SaveTime = rev, h.Epoch, now
-		for _, u := range rec.Pending {
-			var call callRec
-			found, err := q.call(ctx, sid, h, u.ID, &call)
-			if err != nil {
-				return err
-			}
-			if !found {
-				call.Name, call.Class, call.BeginTracked = u.Name, u.Class, u.BeginTracked
-			}
-			call.LastPendingRevision = rev // pending again: BeginEffect works, a recorded effect is reused
-			if err := q.putCall(ctx, sid, u.ID, &call); err != nil {
-				return err
-			}
-		}
-		if err := q.put(ctx, revisionKey(sid, rev), &rec, false); err != nil {
-			return err
-		}
-		h.Revision, h.UpdateTime = rev, now
-		h.Task, h.Turn, h.MessageCount = rec.Task, rec.Turn, rec.MessageCount
-		h.PendingCount = uint32(len(rec.Pending))
-		h.Labels = maps.Clone(rec.Labels)
-		res.Revision, res.Epoch, res.MessageCount = rev, h.Epoch, rec.MessageCount
-		if req.RequestID != "" {
-			if err := q.put(ctx, requestKey(sid, req.RequestID), &requestRec{
-				Fingerprint: fp, Revision: rev, MessageCount: rec.MessageCount, Epoch: h.Epoch,
-			}, false); err != nil {
-				return err
-			}
-		}
-		return q.putHead(ctx, sid, h, false)
+		var err error
+		res, err = core.Rewind(&domainTxn{ctx: ctx, q: q}, req, s.now())
+		return err
 	})
 	return res, err
 }

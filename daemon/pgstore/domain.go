@@ -106,6 +106,18 @@ func (d *domainTxn) PutRevision(sid string, r *core.RevisionRecord) error {
 	return d.q.put(d.ctx, revisionKey(sid, r.Revision), revisionRecOf(r), false)
 }
 
-func (d *domainTxn) Latest(sid string, _ *core.HeadRecord) (core.Checkpoint, error) {
-	return d.q.checkpoint(d.ctx, sid, d.rec, 0)
+func (d *domainTxn) Revision(sid string, _ *core.HeadRecord, rev uint64) (*core.RevisionRecord, error) {
+	r, err := d.q.revision(d.ctx, sid, d.rec, rev)
+	if err != nil {
+		return nil, err
+	}
+	rr := revisionOf(r)
+	return &rr, nil
+}
+
+func (d *domainTxn) EachCall(sid string, fn func(c *core.LedgerEntry) (bool, error)) error {
+	return d.q.eachCall(d.ctx, sid, d.rec, "", func(id string, call *callRec) (bool, error) {
+		e := ledgerEntry(id, call)
+		return fn(&e)
+	})
 }

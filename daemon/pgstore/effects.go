@@ -92,22 +92,8 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 	return out, err
 }
 
-// afterRevision lists the session's calls that are not read-only whose
-// effect was recorded, or which were begun without an effect, after rec was
-// saved, in tool use id order.
+// afterRevision is core.AfterRevision of one of the session's revisions.
 func (q *query) afterRevision(ctx context.Context, sessionID string, h *sessionRec, rec *revisionRec) (performed, inDoubt []core.LedgerEntry, err error) {
-	since := rec.SaveTime
-	err = q.eachCall(ctx, sessionID, h, "", func(id string, call *callRec) (bool, error) {
-		if core.EffectClass(call.Class) == core.ReadOnly {
-			return true, nil
-		}
-		switch {
-		case call.Effect != nil && call.Effect.RecordTime > since:
-			performed = append(performed, ledgerEntry(id, call))
-		case call.Effect == nil && call.Begun && call.BeginTime > since:
-			inDoubt = append(inDoubt, ledgerEntry(id, call))
-		}
-		return true, nil
-	})
-	return performed, inDoubt, err
+	r := revisionOf(rec)
+	return core.AfterRevision(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &r)
 }

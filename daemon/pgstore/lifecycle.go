@@ -37,12 +37,6 @@ func statusRec(st core.SessionStatus) string {
 	}
 }
 
-// active refuses a write that needs an active session when h is completed
-// or failed.
-func active(h *sessionRec, sessionID string) error {
-	return core.Active(&core.HeadRecord{Revision: h.Revision, Epoch: h.Epoch, Status: h.status()}, sessionID)
-}
-
 // selects reports whether the live head h passes filter.
 func selects(f core.SessionFilter, h *sessionRec) bool {
 	switch {

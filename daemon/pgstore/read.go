@@ -29,16 +29,8 @@ func (q *query) checkpoint(ctx context.Context, sessionID string, h *sessionRec,
 	if err != nil {
 		return core.Checkpoint{}, err
 	}
-	cp := core.Checkpoint{
-		SessionID: sessionID, Revision: rec.Revision, Epoch: h.Epoch, Task: rec.Task, Turn: rec.Turn,
-		TokensUsed: rec.TokensUsed, MessageCount: rec.MessageCount, StateJSON: rec.StateJSON,
-		Labels: maps.Clone(rec.Labels), SaveTime: fromNanos(rec.SaveTime),
-		Status: h.status(), FinalOutput: h.FinalOutput, CompleteTime: fromNanos(h.CompleteTime),
-	}
-	for _, t := range rec.Pending {
-		cp.PendingToolUses = append(cp.PendingToolUses, t.toolUse())
-	}
-	return cp, nil
+	hr, r := headOf(h, nil), revisionOf(rec)
+	return core.CheckpointOf(sessionID, &hr, &r), nil
 }
 
 // messagePage bounds the rows one query of Messages reads.

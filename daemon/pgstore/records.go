@@ -207,6 +207,18 @@ func revisionRecOf(r *core.RevisionRecord) *revisionRec {
 	return rec
 }
 
+func revisionOf(r *revisionRec) core.RevisionRecord {
+	rr := core.RevisionRecord{
+		Revision: r.Revision, Epoch: r.Epoch, Task: r.Task, Turn: r.Turn, TokensUsed: r.TokensUsed,
+		Segments: segmentsOf(r.Segments), MessageCount: r.MessageCount, StateJSON: r.StateJSON,
+		Labels: r.Labels, SaveTime: fromNanos(r.SaveTime),
+	}
+	for _, u := range r.Pending {
+		rr.Pending = append(rr.Pending, u.toolUse())
+	}
+	return rr
+}
+
 // callRecOf is a ledger entry as stored: of its tool use, only what
 // RecordEffect checks (the revisions keep the input).
 func callRecOf(c *core.LedgerEntry) *callRec {
