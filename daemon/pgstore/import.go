@@ -13,12 +13,12 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 )
 
-// Empty reports whether the store's schema holds no session, live or
-// tombstone.
+// Empty reports whether the store's schema holds no session and no graph
+// thread, live or tombstone.
 func (s *Store) Empty(ctx context.Context) (bool, error) {
 	var found bool
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
-		return q.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("sessions")+")").Scan(&found)
+		return q.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("sessions")+") OR EXISTS (SELECT 1 FROM "+s.table("graph_threads")+")").Scan(&found)
 	})
 	return !found, err
 }
