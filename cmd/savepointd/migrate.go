@@ -127,8 +127,8 @@ func (m *migration) run(ctx context.Context) int {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: %s removed expired tombstones up to epoch %d, and the PostgreSQL store keeps no epoch floor: a deleted session's stale writers would not stay fenced; nothing copied\n", m.cfg.DataDir, info.EpochFloor)
 		return exitData
 	}
-	copyGraph := info.GraphThreads > 0 && !m.cfg.SkipGraphThreads
-	if info.GraphThreads > 0 && !copyGraph {
+	withGraph := info.GraphThreads > 0 && !m.cfg.SkipGraphThreads
+	if info.GraphThreads > 0 && !withGraph {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: WARNING: skipping %d graph threads (GraphCheckpointService); they stay in %s only\n", info.GraphThreads, m.cfg.DataDir)
 	}
 	empty, err := m.dst.Empty(ctx)
@@ -169,7 +169,7 @@ func (m *migration) run(ctx context.Context) int {
 		}
 		return exitFail
 	}
-	if copyGraph {
+	if withGraph {
 		if code := m.copyGraph(ctx, info); code != exitOK {
 			return code
 		}
@@ -188,7 +188,7 @@ func (m *migration) run(ctx context.Context) int {
 			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}
-	if copyGraph {
+	if withGraph {
 		if code := m.compareGraph(ctx); code != exitOK {
 			return code
 		}
@@ -203,7 +203,7 @@ func (m *migration) run(ctx context.Context) int {
 	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %d sessions (%d live, %d tombstones), %d revisions, %d messages, %d ledger calls, %d request ids; every live session compared equal; verify checked %d records, 0 damaged\n",
 		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), m.live+m.tombs, m.live, m.tombs,
 		m.revisions, m.messages, m.calls, m.requests, rep.CheckedRecords)
-	if g := m.graph; copyGraph {
+	if g := m.graph; withGraph {
 		fmt.Fprintf(m.stdout, "copied %d graph threads (%d tombstones), %d checkpoints, %d blobs, %d pending writes, %d graph request ids, %d MiB of values; every graph thread compared equal\n",
 			g.threads, g.tombs, g.checkpoints, g.blobs, g.writes, g.requests, g.bytes>>20)
 	} else if info.GraphThreads > 0 {
