@@ -28,7 +28,7 @@ type migrateConfig struct {
 	To                string // the PostgreSQL URL to copy into; required
 	EncryptionKeyFile string // empty: the store is not encrypted
 	AllowNonEmpty     bool   // false: refuse a schema that holds any session
-	SkipGraphThreads  bool   // false: refuse a store holding graph threads
+	SkipGraphThreads  bool   // false: copy the graph threads too
 }
 
 // Validate says what is missing or wrong in c.
@@ -52,7 +52,7 @@ func parseMigrateConfig(args []string, env func(string) string, stderr io.Writer
 	fs.StringVar(&c.To, "to", c.To, "the PostgreSQL `URL` to copy into, as --store-url takes it (env SAVEPOINT_STORE_URL)")
 	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", c.EncryptionKeyFile, "the embedded store's key `file`, when it is encrypted (env SAVEPOINT_ENCRYPTION_KEY_FILE)")
 	fs.BoolVar(&c.AllowNonEmpty, "allow-non-empty", false, "copy into a schema that holds sessions already; a session in both is refused")
-	fs.BoolVar(&c.SkipGraphThreads, "skip-graph-threads", false, "copy the sessions of a store that holds graph threads, leaving the threads behind (PostgreSQL does not serve them)")
+	fs.BoolVar(&c.SkipGraphThreads, "skip-graph-threads", false, "copy the sessions only, leaving the graph threads (GraphCheckpointService) behind")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -64,7 +64,8 @@ func parseMigrateConfig(args []string, env func(string) string, stderr io.Writer
 
 // runMigrate is "savepointd migrate-store": it copies the embedded store
 // in --data-dir, which it locks, into the PostgreSQL database --to, then
-// compares every session on both sides and runs the database's Verify.
+// compares every session and graph thread on both sides and runs the
+// database's Verify.
 func runMigrate(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	cfg, err := parseMigrateConfig(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -109,6 +110,7 @@ type migration struct {
 	live, tombs, revisions, messages, calls, requests int
 	ids                                               []string // live sessions copied
 	tombIDs                                           []string // tombstones copied
+	graph                                             graphCopied
 }
 
 func (m *migration) fail(format string, args ...any) int {
@@ -123,15 +125,12 @@ func (m *migration) run(ctx context.Context) int {
 		return m.fail("read %s: %v", m.cfg.DataDir, err)
 	}
 	target := daemon.RedactURL(m.cfg.To)
-	switch {
-	case info.GraphThreads > 0 && !m.cfg.SkipGraphThreads:
-		fmt.Fprintf(m.stderr, "savepointd migrate-store: %s holds %d graph threads (GraphCheckpointService), which PostgreSQL does not serve yet; nothing copied (--skip-graph-threads copies the sessions and leaves the threads behind)\n", m.cfg.DataDir, info.GraphThreads)
-		return exitData
-	case info.EpochFloor > 0:
+	if info.EpochFloor > 0 {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: %s removed expired tombstones up to epoch %d, and the PostgreSQL store keeps no epoch floor: a deleted session's stale writers would not stay fenced; nothing copied\n", m.cfg.DataDir, info.EpochFloor)
 		return exitData
 	}
-	if info.GraphThreads > 0 {
+	withGraph := info.GraphThreads > 0 && !m.cfg.SkipGraphThreads
+	if info.GraphThreads > 0 && !withGraph {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: WARNING: skipping %d graph threads (GraphCheckpointService); they stay in %s only\n", info.GraphThreads, m.cfg.DataDir)
 	}
 	empty, err := m.dst.Empty(ctx)
@@ -139,7 +138,7 @@ func (m *migration) run(ctx context.Context) int {
 		return m.fail("read %s: %v", target, err)
 	}
 	if !empty && !m.cfg.AllowNonEmpty {
-		fmt.Fprintf(m.stderr, "savepointd migrate-store: schema %q of %s holds sessions already; nothing copied (--allow-non-empty copies into it, refusing any session in both)\n", pgstore.DefaultSchema, target)
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: schema %q of %s holds sessions or graph threads already; nothing copied (--allow-non-empty copies into it, refusing any session or thread in both)\n", pgstore.DefaultSchema, target)
 		return exitData
 	}
 	last := time.Now()
@@ -172,6 +171,11 @@ func (m *migration) run(ctx context.Context) int {
 		}
 		return exitFail
 	}
+	if withGraph {
+		if code := m.copyGraph(ctx, info); code != exitOK {
+			return code
+		}
+	}
 	for i, sid := range m.ids {
 		if err := compareSession(ctx, m.src, m.dst, sid); err != nil {
 			return m.fail("verification failed: %v (the copy in %s must not be served)", err, target)
@@ -186,6 +190,11 @@ func (m *migration) run(ctx context.Context) int {
 			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}
+	if withGraph {
+		if code := m.compareGraph(ctx); code != exitOK {
+			return code
+		}
+	}
 	rep, err := m.dst.Verify(ctx)
 	if err != nil {
 		return m.fail("verify %s: %v", target, err)
@@ -196,7 +205,10 @@ func (m *migration) run(ctx context.Context) int {
 	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %d sessions (%d live, %d tombstones), %d revisions, %d messages, %d ledger calls, %d request ids; every live session compared equal; verify checked %d records, 0 damaged\n",
 		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), m.live+m.tombs, m.live, m.tombs,
 		m.revisions, m.messages, m.calls, m.requests, rep.CheckedRecords)
-	if info.GraphThreads > 0 {
+	if g := m.graph; withGraph {
+		fmt.Fprintf(m.stdout, "copied %d graph threads (%d tombstones), %d checkpoints, %d blobs, %d pending writes, %d graph request ids, %d MiB of values; every graph thread compared equal\n",
+			g.threads, g.tombs, g.checkpoints, g.blobs, g.writes, g.requests, g.bytes>>20)
+	} else if info.GraphThreads > 0 {
 		fmt.Fprintf(m.stdout, "skipped %d graph threads: they are not in %s\n", info.GraphThreads, target)
 	}
 	return exitOK

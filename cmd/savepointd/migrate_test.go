@@ -123,7 +123,7 @@ func TestMigrateStore(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db)}, envOf(nil), &stdout, &stderr); code != exitData ||
-		!strings.Contains(stderr.String(), "holds sessions already") {
+		!strings.Contains(stderr.String(), "holds sessions or graph threads already") {
 		t.Errorf("migrate into a non-empty schema: exit %d\n%s", code, stderr.String())
 	}
 	// With --allow-non-empty a session in both is refused by name.
@@ -224,12 +224,11 @@ func TestMigrateStoreRefusals(t *testing.T) {
 	}
 }
 
-// TestMigrateStoreGraphThreads: a store holding graph threads is refused,
-// nothing copied; with --skip-graph-threads its sessions are copied and the
-// threads left behind, said on stderr and in the summary.
+// TestMigrateStoreGraphThreads: a store holding a graph thread is copied
+// whole; with --skip-graph-threads its sessions are copied and the thread
+// left behind, said on stderr and in the summary.
 func TestMigrateStoreGraphThreads(t *testing.T) {
 	srv := pgtest.New(t)
-	db := srv.NewDatabase(t)
 	dir := t.TempDir()
 	fillStore(t, dir)
 	s, err := badgerstore.Open(dir, badgerstore.Options{})
@@ -245,14 +244,15 @@ func TestMigrateStoreGraphThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db)}, envOf(nil), &stdout, &stderr); code != exitData ||
-		!strings.Contains(stderr.String(), "1 graph threads") || !strings.Contains(stderr.String(), "nothing copied") {
-		t.Fatalf("a store with graph threads: exit %d\n%s", code, stderr.String())
+	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(srv.NewDatabase(t))}, envOf(nil), &stdout, &stderr); code != exitOK ||
+		!strings.Contains(stdout.String(), "copied 1 graph threads (0 tombstones), 1 checkpoints") || !strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstones)") {
+		t.Fatalf("a store with graph threads: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
+	stdout.Reset()
 	stderr.Reset()
-	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db), "--skip-graph-threads"}, envOf(nil), &stdout, &stderr); code != exitOK ||
+	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(srv.NewDatabase(t)), "--skip-graph-threads"}, envOf(nil), &stdout, &stderr); code != exitOK ||
 		!strings.Contains(stderr.String(), "WARNING: skipping 1 graph threads") || !strings.Contains(stdout.String(), "skipped 1 graph threads") ||
-		!strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstones)") {
+		!strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstones)") || strings.Contains(stdout.String(), "copied 1 graph") {
 		t.Fatalf("--skip-graph-threads: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 }

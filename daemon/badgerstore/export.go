@@ -17,12 +17,15 @@ import (
 // ExportInfo is what ExportInfo says of a store before an Export.
 type ExportInfo struct {
 	Sessions     int    // sessions, tombstones included
-	GraphThreads int    // GraphCheckpointService threads, which Export does not copy
+	GraphThreads int    // GraphCheckpointService threads, tombstones included, which ExportGraph passes
 	EpochFloor   uint64 // the highest epoch of the tombstones already removed
+	// The graph records of every kind ExportGraph passes, counted by key.
+	GraphCheckpoints, GraphBlobs, GraphWrites, GraphRequests int
 }
 
-// ExportInfo counts the store's sessions (tombstones included) and graph
-// threads, and reads its epoch floor, in one consistent view.
+// ExportInfo counts the store's sessions (tombstones included), graph
+// threads and graph records, and reads its epoch floor, in one consistent
+// view.
 func (s *Store) ExportInfo(ctx context.Context) (ExportInfo, error) {
 	var info ExportInfo
 	err := s.view(ctx, func(t *tx) error {
@@ -32,6 +35,10 @@ func (s *Store) ExportInfo(ctx context.Context) (ExportInfo, error) {
 		}
 		info.EpochFloor = floor.Epoch
 		info.GraphThreads = countKind(t, kindGraphThread)
+		info.GraphCheckpoints = countKind(t, kindGraphCheckpoint)
+		info.GraphBlobs = countKind(t, kindGraphBlob)
+		info.GraphWrites = countKind(t, kindGraphWrite)
+		info.GraphRequests = countKind(t, kindGraphRequest)
 		info.Sessions = countKind(t, kindSession)
 		return nil
 	})
@@ -51,7 +58,7 @@ func countKind(t *tx, kind byte) int {
 // Export passes every session of the store, live or tombstone, to fn in
 // session id order, all read in one consistent view; it stops at fn's first
 // error and returns it. A damaged record is core.ErrCorrupt. Graph
-// threads are not exported.
+// threads are ExportGraph's.
 func (s *Store) Export(ctx context.Context, fn func(*core.SessionDump) error) error {
 	return s.view(ctx, func(t *tx) error {
 		var ids []string

@@ -105,13 +105,36 @@ func (r *graphRun) note(format string, args ...any) {
 }
 
 func runGraphCrash(t *testing.T, bin string, cycles, clients int, seed uint64) graphReport {
+	p := newProc(t, bin)
+	p.mustStart()
+	return runGraphFaults(t, p, cycles, clients, seed, graphFault{crash: p.kill, recover: func() *proc {
+		if err := p.start(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}})
+}
+
+// graphFault is the fault the graph harness injects each cycle: crash makes
+// it happen (the load stops with it), down, when set, runs while it holds,
+// and recover ends it and returns the daemon the writes in flight are
+// retried, and the acknowledged ones read back, through.
+type graphFault struct {
+	crash   func()
+	down    func(g savepointv1.GraphCheckpointServiceClient)
+	recover func() *proc
+}
+
+// runGraphFaults runs the graph harness on the running daemon p: cycles
+// times it loads p with clients writers, injects f, recovers, retries the
+// writes in flight and reads back every acknowledged write; at the end it
+// runs Verify.
+func runGraphFaults(t *testing.T, p *proc, cycles, clients int, seed uint64, f graphFault) graphReport {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("graph crash harness: %d cycles, %d writers, seed %d (rerun with -seed=%d)", cycles, clients, seed, seed)
 	run := &graphRun{budget: 3 << 20}
-	p := newProc(t, bin)
-	p.mustStart()
 	run.graph = savepointv1.NewGraphCheckpointServiceClient(p.conn)
 	rng := rand.New(rand.NewPCG(seed, 99))
 	ws := make([]*graphWriter, clients)
@@ -137,17 +160,18 @@ func runGraphCrash(t *testing.T, bin string, cycles, clients int, seed uint64) g
 		}
 		loadFor := 200*time.Millisecond + time.Duration(rng.Int64N(int64(600*time.Millisecond)))
 		time.Sleep(loadFor)
-		p.kill()
+		f.crash()
 		stop.Store(true)
 		wg.Wait()
 		done++
-		if err := p.start(); err != nil {
-			t.Fatalf("cycle %d: %v", cycle, err)
+		if f.down != nil {
+			f.down(run.graph)
 		}
+		p = f.recover()
 		run.graph = savepointv1.NewGraphCheckpointServiceClient(p.conn)
 		all(func(w *graphWriter) { run.resolve(w) })
 		all(func(w *graphWriter) { run.verify(w) })
-		t.Logf("cycle %d/%d: killed after %v; %d graph writes acknowledged so far, lost=%d", cycle, cycles,
+		t.Logf("cycle %d/%d: fault after %v; %d graph writes acknowledged so far, lost=%d", cycle, cycles,
 			loadFor.Round(time.Millisecond), run.acked.Load(), run.lost.Load())
 	}
 	if p.running() {

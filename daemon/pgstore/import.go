@@ -13,12 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Empty reports whether the store's schema holds no session, live or
-// tombstone.
+// Empty reports whether the store's schema holds no session and no graph
+// thread, live or tombstone.
 func (s *Store) Empty(ctx context.Context) (bool, error) {
 	var found bool
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
-		return q.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("sessions")+")").Scan(&found)
+		return q.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("sessions")+") OR EXISTS (SELECT 1 FROM "+s.table("graph_threads")+")").Scan(&found)
 	})
 	return !found, err
 }
@@ -63,12 +63,9 @@ func (s *Store) importTx(ctx context.Context, d *core.SessionDump) error {
 	}
 	h := &sessionRec{Deleted: d.Deleted, Epoch: d.Epoch, UpdateTime: nanos(d.UpdateTime)}
 	if !d.Deleted {
-		h = &sessionRec{
-			Epoch: d.Epoch, Resumed: d.Resumed, Revision: d.Revision, NextSeq: d.NextSeq, Task: d.Task, Turn: d.Turn,
-			MessageCount: d.MessageCount, PendingCount: d.PendingCount, Labels: maps.Clone(d.Labels),
-			CreateTime: nanosOrZero(d.CreateTime), UpdateTime: nanos(d.UpdateTime),
-			Status: statusRec(d.Status), FinalOutput: d.FinalOutput, CompleteTime: nanosOrZero(d.CompleteTime),
-		}
+		// With the head's segments: a head whose segments do not count its
+		// messages has them read from its latest revision instead.
+		h = headRecOf(&d.HeadRecord)
 	}
 	if err := q.put(ctx, sessionKey(sid), h, true); err != nil {
 		return err
