@@ -3,7 +3,6 @@ package badgerstore
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -128,7 +127,8 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []c
 		if err != nil {
 			return err
 		}
-		rev, calls, err = pendingCalls(t, sessionID, h)
+		hr := headFromRecord(h)
+		rev, calls, err = core.PendingCalls(&domainTxn{t: t, rec: h}, sessionID, &hr)
 		return err
 	})
 	return rev, calls, err
@@ -156,35 +156,22 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 				out = append(out, core.SessionSummary{SessionID: sid})
 				continue
 			}
-			if h.Deleted || !selects(filter, &h) {
+			if h.Deleted {
 				continue
 			}
-			inDoubt, err := inDoubtCount(t, sid, &h)
+			hr := headFromRecord(&h)
+			if !filter.Selects(&hr) {
+				continue
+			}
+			inDoubt, err := core.InDoubt(&domainTxn{t: t, rec: &h}, sid, &hr)
 			if err != nil {
 				return err
 			}
-			out = append(out, core.SessionSummary{
-				SessionID: sid, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
-				MessageCount: h.MessageCount, PendingToolUseCount: h.PendingToolUseCount, InDoubtToolUseCount: inDoubt,
-				Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime.AsTime(), Status: statusFromRecord(&h),
-			})
+			out = append(out, core.SummaryOf(sid, &hr, inDoubt))
 		}
 		return nil
 	})
 	return out, err
-}
-
-// selects reports whether the live head h passes filter.
-func selects(f core.SessionFilter, h *storagev1.SessionRecord) bool {
-	switch {
-	case f.Status != core.StatusAny && statusFromRecord(h) != f.Status:
-		return false
-	case f.HasPendingToolUses && h.PendingToolUseCount == 0:
-		return false
-	case !f.UpdatedBefore.IsZero() && !h.UpdateTime.AsTime().Before(f.UpdatedBefore):
-		return false
-	}
-	return core.HasLabels(h.Labels, f.Labels)
 }
 
 // Effects returns the ledger of a live session: its call records that were

@@ -37,19 +37,6 @@ func statusRec(st core.SessionStatus) string {
 	}
 }
 
-// selects reports whether the live head h passes filter.
-func selects(f core.SessionFilter, h *sessionRec) bool {
-	switch {
-	case f.Status != core.StatusAny && h.status() != f.Status:
-		return false
-	case f.HasPendingToolUses && h.PendingCount == 0:
-		return false
-	case !f.UpdatedBefore.IsZero() && !fromNanos(h.UpdateTime).Before(f.UpdatedBefore):
-		return false
-	}
-	return core.HasLabels(h.Labels, f.Labels)
-}
-
 // sessionRequest looks up a request id of the session: found is true for a
 // retry of the same request (r is its record), and a reuse of the id for
 // another request is ErrRequestIDReused. Saves, completions, rewinds and

@@ -2,9 +2,7 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
@@ -123,49 +121,11 @@ func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []c
 		if err != nil {
 			return err
 		}
-		rev, calls, err = q.pendingCalls(ctx, sessionID, h)
+		hr := headOf(h, nil)
+		rev, calls, err = core.PendingCalls(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &hr)
 		return err
 	})
 	return rev, calls, err
-}
-
-// pendingCalls returns the latest revision of the live session h and its
-// pending calls, each with its begin marker and recorded effect.
-func (q *query) pendingCalls(ctx context.Context, sessionID string, h *sessionRec) (uint64, []core.PendingCall, error) {
-	rec, err := q.revision(ctx, sessionID, h, 0)
-	if err != nil {
-		return 0, nil, err
-	}
-	var calls []core.PendingCall
-	for _, u := range rec.Pending {
-		var call callRec
-		if _, err := q.call(ctx, sessionID, h, u.ID, &call); err != nil {
-			return 0, nil, err
-		}
-		pc := core.PendingCall{ToolUse: u.toolUse(), Begun: call.Begun, IdempotencyKey: call.IdempotencyKey}
-		if call.Effect != nil {
-			e := call.Effect.effect(u.ID)
-			pc.Effect = &e
-		}
-		calls = append(calls, pc)
-	}
-	return rec.Revision, calls, nil
-}
-
-// inDoubtCount is how many of the live session h's pending calls Reconcile
-// decides DecisionInDoubt; damaged pending calls count as all in doubt.
-func (q *query) inDoubtCount(ctx context.Context, sessionID string, h *sessionRec) (uint32, error) {
-	if h.PendingCount == 0 {
-		return 0, nil
-	}
-	_, calls, err := q.pendingCalls(ctx, sessionID, h)
-	if errors.Is(err, core.ErrCorrupt) {
-		return h.PendingCount, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return core.InDoubtCount(calls), nil
 }
 
 // listPage is how many session rows ListSessions reads per query; tombstones
@@ -216,18 +176,18 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 					out = append(out, core.SessionSummary{SessionID: id})
 					continue
 				}
-				if h.Deleted || !selects(filter, &h) {
+				if h.Deleted {
 					continue
 				}
-				inDoubt, err := q.inDoubtCount(ctx, id, &h)
+				hr := headOf(&h, nil)
+				if !filter.Selects(&hr) {
+					continue
+				}
+				inDoubt, err := core.InDoubt(&domainTxn{ctx: ctx, q: q, rec: &h}, id, &hr)
 				if err != nil {
 					return err
 				}
-				out = append(out, core.SessionSummary{
-					SessionID: id, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
-					MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
-					Labels: maps.Clone(h.Labels), UpdateTime: fromNanos(h.UpdateTime), Status: h.status(),
-				})
+				out = append(out, core.SummaryOf(id, &hr, inDoubt))
 			}
 		}
 		return nil

@@ -1,0 +1,72 @@
+package core_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon/core"
+)
+
+func TestSelects(t *testing.T) {
+	h := &core.HeadRecord{Status: core.StatusActive, PendingCount: 1, UpdateTime: now, Labels: map[string]string{"team": "a", "env": "prod"}}
+	for _, tc := range []struct {
+		name string
+		f    core.SessionFilter
+		want bool
+	}{
+		{"none", core.SessionFilter{}, true},
+		{"status", core.SessionFilter{Status: core.StatusActive}, true},
+		{"other status", core.SessionFilter{Status: core.StatusCompleted}, false},
+		{"pending", core.SessionFilter{HasPendingToolUses: true}, true},
+		{"idle long enough", core.SessionFilter{UpdatedBefore: now.Add(time.Second)}, true},
+		{"updated since", core.SessionFilter{UpdatedBefore: now}, false},
+		{"labels", core.SessionFilter{Labels: map[string]string{"team": "a"}}, true},
+		{"other label", core.SessionFilter{Labels: map[string]string{"team": "b"}}, false},
+	} {
+		if got := tc.f.Selects(h); got != tc.want {
+			t.Errorf("%s: Selects = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (core.SessionFilter{HasPendingToolUses: true}).Selects(&core.HeadRecord{Status: core.StatusActive}) {
+		t.Error("a session without pending tool uses passed HasPendingToolUses")
+	}
+}
+
+// corruptCalls is a memTxn whose call records cannot be read.
+type corruptCalls struct{ *memTxn }
+
+func (corruptCalls) Call(sid, _ string) (*core.LedgerEntry, error) {
+	return nil, core.Corrupt(nil, sid, errors.New("bad checksum"))
+}
+
+// TestPendingCalls: each pending call carries its begin marker and effect;
+// the in-doubt count is Reconcile's, and every pending call when the calls
+// cannot be read.
+func TestPendingCalls(t *testing.T) {
+	m := newMem()
+	tu := []core.ToolUse{{ID: "a", Name: "pay"}, {ID: "b", Name: "pay", BeginTracked: true}, {ID: "c", Name: "look", Class: core.ReadOnly}}
+	if _, err := core.Save(m, &core.SaveRequest{SessionID: "s", PendingToolUses: tu}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.Begin(m, "s", "b", 1, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := core.Record(m, "s", core.Effect{ToolUseID: "a", Output: "ok"}, now); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := m.Head("s")
+	rev, calls, err := core.PendingCalls(m, "s", h)
+	if err != nil || rev != 1 || len(calls) != 3 {
+		t.Fatalf("PendingCalls: %d %+v %v", rev, calls, err)
+	}
+	if calls[0].Effect == nil || !calls[1].Begun || calls[1].IdempotencyKey == "" || calls[2].Begun || calls[2].Effect != nil {
+		t.Fatalf("pending calls: %+v", calls)
+	}
+	if n, err := core.InDoubt(m, "s", h); err != nil || n != 1 {
+		t.Fatalf("InDoubt = %d, %v; want 1 (the begun side effect)", n, err)
+	}
+	if n, err := core.InDoubt(corruptCalls{m}, "s", h); err != nil || n != 3 {
+		t.Fatalf("InDoubt with damaged calls = %d, %v; want all 3", n, err)
+	}
+}
