@@ -1,7 +1,6 @@
 package badgerstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -112,14 +111,10 @@ func checkRequest(t *tx, thread, requestID string, fp []byte) (already bool, err
 	}
 	var r storagev1.GraphRequestRecord
 	found, err := graphGet(t, thread, graphRequestKey(thread, requestID), &r)
-	if err != nil || !found {
+	if err != nil {
 		return false, err
 	}
-	if !bytes.Equal(r.Fingerprint, fp) {
-		return false, fmt.Errorf("%w: request id %s was already used for a different write to thread %q; make a new id for a new write",
-			core.ErrRequestIDReused, requestID, thread)
-	}
-	return true, nil
+	return core.GraphReplay(thread, requestID, r.Fingerprint, found, fp)
 }
 
 func putRequest(t *tx, thread, requestID string, fp []byte) error {
@@ -254,7 +249,7 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 		if err != nil {
 			return err
 		}
-		if h != nil && h.Deleted && w.CheckpointID <= h.DeletedThrough {
+		if h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, w.CheckpointID) {
 			_, exists, err := t.get(graphCheckpointKey(w.ThreadID, w.NS, w.CheckpointID))
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash"
 	"maps"
 	"reflect"
@@ -315,3 +316,27 @@ func writeValue(h hash.Hash, v GraphValue) {
 // ErrUploadAborted is returned by an upload's Commit when the thread was
 // deleted or copied over while the upload was staged: nothing was stored.
 var ErrUploadAborted = errors.New("upload aborted")
+
+// GraphReplay decides a graph write's request id: already is true when the
+// id was applied before with the same fingerprint fp (stored is the
+// fingerprint remembered for it, found whether the id was remembered), and
+// an id used before for another write is an error wrapping
+// ErrRequestIDReused. An empty id is never a retry.
+func GraphReplay(thread, requestID string, stored []byte, found bool, fp []byte) (already bool, err error) {
+	if requestID == "" || !found {
+		return false, nil
+	}
+	if string(stored) != string(fp) {
+		return false, fmt.Errorf("%w: request id %s was already used for a different write to thread %q; make a new id for a new write",
+			ErrRequestIDReused, requestID, thread)
+	}
+	return true, nil
+}
+
+// LateWrite is the late-write rule: once a thread has been deleted holding
+// checkpoint ids up to deletedThrough, a pending write for a checkpoint id
+// not above it is dropped, unless that checkpoint has been stored again
+// (which the caller checks only when LateWrite is true).
+func LateWrite(deleted bool, deletedThrough, checkpointID string) bool {
+	return deleted && checkpointID <= deletedThrough
+}

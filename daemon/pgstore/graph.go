@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -287,11 +286,7 @@ func (s *Store) checkRequest(ctx context.Context, tx pgx.Tx, thread, requestID s
 	if err := gdecode(thread, "graph_requests", rec, nil, sum, &r, requestID); err != nil {
 		return false, err
 	}
-	if !bytes.Equal(r.Fingerprint, fp) {
-		return false, fmt.Errorf("%w: request id %s was already used for a different write to thread %q; make a new id for a new write",
-			core.ErrRequestIDReused, requestID, thread)
-	}
-	return true, nil
+	return core.GraphReplay(thread, requestID, r.Fingerprint, true, fp)
 }
 
 func (s *Store) putRequest(ctx context.Context, tx pgx.Tx, thread, requestID string, fp []byte) error {
@@ -403,7 +398,7 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 			res.AlreadyApplied = already
 			return err
 		}
-		if h != nil && h.Deleted && w.CheckpointID <= h.DeletedThrough {
+		if h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, w.CheckpointID) {
 			var exists bool
 			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3)",
 				[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID)).Scan(&exists); err != nil {
