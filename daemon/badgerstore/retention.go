@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"time"
 
@@ -136,16 +137,41 @@ func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, e
 		}
 		rep.Compacted = true
 	}
+	return rep, s.collectValueLog(&rep)
+}
+
+// collectValueLog runs Badger's value-log GC until it rewrites nothing.
+// Badger deletes a log file right after moving its live values to the head
+// of the log, before they are synced (the store runs it without
+// SyncWrites): a power loss then could lose acknowledged values. An open
+// iterator defers those deletions, so one is held until the engine's sync
+// has made the moved values durable; a failed sync keeps the old files
+// until the process exits, and fails the engine as a failed commit does.
+func (s *Store) collectValueLog(rep *MaintenanceReport) error {
+	hold := s.db.NewTransaction(false)
+	it := hold.NewIterator(badger.IteratorOptions{})
 	for {
 		err := s.db.RunValueLogGC(gcDiscardRatio)
 		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
-			return rep, nil
+			break
 		}
 		if err != nil {
-			return rep, err
+			it.Close()
+			hold.Discard()
+			return err
 		}
 		rep.RewrittenLogs++
 	}
+	if rep.RewrittenLogs > 0 {
+		if err := s.eng.sync(); err != nil {
+			err = fmt.Errorf("value-log GC: syncing the moved values: %w", err)
+			s.eng.fail(err)
+			return err
+		}
+	}
+	it.Close() // the rewritten files go now
+	hold.Discard()
+	return nil
 }
 
 // expire deletes those of sids still expired once locked, behind

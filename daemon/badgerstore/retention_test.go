@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // clock is a settable Options.Now.
@@ -176,12 +177,14 @@ func dataSize(t *testing.T, dir string) int64 {
 // and checks that a pass (retention, compaction, value-log GC) gives most
 // of the disk back. Small and large messages are mixed, so both the LSM tree
 // and the value log hold data.
-func TestRetentionReclaimsDisk(t *testing.T) {
+// fillForGC stores 40 sessions of 100 messages (half of them 8 KiB, in
+// the value log), completes 36, and reopens the store so that everything is
+// in tables and logs; it returns the reopened store.
+func fillForGC(t *testing.T, dir string, clk *clock) *Store {
+	t.Helper()
 	old := valueLogFileSize
 	valueLogFileSize = 4 << 20
 	t.Cleanup(func() { valueLogFileSize = old })
-	dir := t.TempDir()
-	clk := newClock()
 	open := func() *Store {
 		s, err := Open(dir, Options{Now: clk.now, DiskReserve: 1})
 		if err != nil {
@@ -213,7 +216,14 @@ func TestRetentionReclaimsDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = open()
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRetentionReclaimsDisk(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	s := fillForGC(t, dir, clk)
 	full := dataSize(t, dir)
 	clk.add(48 * time.Hour)
 	rep, err := s.Maintain(ctx, Retention{Completed: 24 * time.Hour})
@@ -255,4 +265,69 @@ func TestMaintenanceTicker(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestValueLogGCSyncsBeforeDelete: the value-log files the GC rewrites are
+// deleted only after a sync has made their moved values durable (Badger
+// alone deletes them first, which a power loss would turn into lost
+// acknowledged values).
+func TestValueLogGCSyncsBeforeDelete(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	s := fillForGC(t, dir, clk)
+	var completed []string
+	for i := 4; i < 40; i++ {
+		completed = append(completed, fmt.Sprintf("s%02d", i))
+	}
+	if n, err := s.expire(ctx, completed, func(*storagev1.SessionRecord) bool { return true }); err != nil || n != 36 {
+		t.Fatalf("expire: %d, %v", n, err)
+	}
+	before := vlogFiles(t, dir)
+	var atSync []map[string]bool
+	sync := s.eng.sync
+	s.eng.sync = func() error {
+		atSync = append(atSync, vlogFiles(t, dir))
+		return sync()
+	}
+	var rep MaintenanceReport
+	if err := s.collectValueLog(&rep); err != nil {
+		t.Fatal(err)
+	}
+	after := vlogFiles(t, dir)
+	var removed []string
+	for f := range before {
+		if !after[f] {
+			removed = append(removed, f)
+		}
+	}
+	if rep.RewrittenLogs == 0 || len(removed) == 0 {
+		t.Fatalf("the GC rewrote %d logs and removed %v: nothing to check", rep.RewrittenLogs, removed)
+	}
+	if len(atSync) == 0 {
+		t.Fatalf("the GC rewrote %d logs and removed %v without a sync", rep.RewrittenLogs, removed)
+	}
+	last := atSync[len(atSync)-1]
+	for _, f := range removed {
+		if !last[f] {
+			t.Errorf("%s was deleted before the sync that made its moved values durable", f)
+		}
+	}
+	for i := range 4 {
+		if ms, err := s.Messages(ctx, fmt.Sprintf("s%02d", i), 0, 0, 8<<20, 0); err != nil || len(ms) != 100 {
+			t.Fatalf("kept session s%02d: %d messages, %v", i, len(ms), err)
+		}
+	}
+}
+
+func vlogFiles(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]bool{}
+	for _, n := range names {
+		set[filepath.Base(n)] = true
+	}
+	return set
 }
