@@ -49,6 +49,7 @@ type Config struct {
 	Turns          int           // scenario 3: the agent's turns
 	ResumeMessages int           // scenario 4: the session's messages
 	StartSessions  int           // scenario 5: sessions in the start-up store
+	StartBytes     int64         // scenario 5: message bytes in it, in all (at least one message per session)
 	Scenarios      []int         // which scenarios to run (1-6); all by default
 	// Postgres runs the PostgreSQL rows (postgres.go); false skips them.
 	Postgres bool
@@ -62,7 +63,7 @@ func DefaultConfig() Config {
 		Savepointd: "bin/savepointd", CacheDir: "bin/benchcache",
 		Reps: 5, MessageBytes: 2048, Cycles: 500,
 		Sessions: []int{1, 8, 64, 256}, Warmup: time.Second, Window: 5 * time.Second,
-		Turns: 2000, ResumeMessages: 10000, StartSessions: 100000,
+		Turns: 2000, ResumeMessages: 10000, StartSessions: 100000, StartBytes: 1 << 30,
 		Scenarios: []int{1, 2, 3, 4, 5, 6}, Postgres: true,
 	}
 }
@@ -86,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if c.MessageBytes < 64 || c.MessageBytes > 1<<20 {
 		bad("message bytes %d: need 64 to 1 MiB", c.MessageBytes)
+	}
+	if c.StartBytes < 0 {
+		bad("-start-bytes %d: must not be negative", c.StartBytes)
 	}
 	if c.Cycles < 1 || c.Turns < 30 || c.ResumeMessages < 1 || c.StartSessions < 1 {
 		bad("cycles, turns (>= 30), resume messages and start sessions must be positive")
@@ -154,6 +158,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		cfg.Scenarios = ns
 		return err
 	})
+	fs.Int64Var(&cfg.StartBytes, "start-bytes", cfg.StartBytes, "scenario 5: message bytes of the start-up store in all, spread over its sessions")
 	fs.BoolVar(&cfg.Postgres, "postgres", cfg.Postgres, "run the PostgreSQL rows (with scenario 1 or 2): savepointd --store-url against plain SQL inserts, on a server pgtest starts with fsync on")
 	langGraphFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {

@@ -20,7 +20,8 @@ import (
 // Scenario 5: start with many sessions
 
 // Startup times savepointd from exec to SERVING on a copy of a store of
-// StartSessions sessions, built once and kept in the cache directory.
+// StartSessions sessions holding StartBytes of messages, built once and kept
+// in the cache directory.
 func (b *Bench) Startup(ctx context.Context) error {
 	fixture, err := b.fixture(ctx)
 	if err != nil {
@@ -53,8 +54,8 @@ func (b *Bench) Startup(ctx context.Context) error {
 	t := &Table{
 		Title:  fmt.Sprintf("5b. savepointd start to serving, %d sessions stored (%.0f MiB on disk)", b.cfg.StartSessions, float64(size)/mib),
 		Header: []string{"ms (median)", "min ms", "max ms"},
-		Notes: []string{fmt.Sprintf("From exec to the first health check answering SERVING (polled every 5 ms by client.WaitServing), %d starts on one copy of the cached store (page cache warm), each stopped with SIGTERM; each session holds one %d-byte message.",
-			len(took), b.cfg.MessageBytes)},
+		Notes: []string{fmt.Sprintf("From exec to the first health check answering SERVING (polled every 5 ms by client.WaitServing), %d starts on one copy of the cached store (page cache warm), each stopped with SIGTERM; each session holds %d messages of %d bytes (%.0f MiB of messages in all).",
+			len(took), b.startMessages(), b.cfg.MessageBytes, float64(int64(b.startMessages()*b.cfg.MessageBytes)*int64(b.cfg.StartSessions))/mib)},
 	}
 	t.Add(Median(took), slices.Min(took), slices.Max(took))
 	b.tables = append(b.tables, t)
@@ -63,6 +64,13 @@ func (b *Bench) Startup(ctx context.Context) error {
 }
 
 func fixtureSessionID(i int) string { return fmt.Sprintf("fixture-%06d", i) }
+
+// startMessages is how many messages each session of the start-up store
+// holds: enough for StartBytes in all, at least one.
+func (b *Bench) startMessages() int {
+	per := int64(b.cfg.StartSessions) * int64(b.cfg.MessageBytes)
+	return int(max(1, (b.cfg.StartBytes+per-1)/per))
+}
 
 // checkFixture confirms the daemon serves the store's last session.
 func checkFixture(ctx context.Context, d *Daemon, n int) error {
@@ -83,11 +91,11 @@ func checkFixture(ctx context.Context, d *Daemon, n int) error {
 // format version and the session count; a build that did not finish is
 // never used.
 func (b *Bench) fixture(ctx context.Context) (string, error) {
-	dir := filepath.Join(b.cfg.CacheDir, fmt.Sprintf("sessions-%d-%db-format%d", b.cfg.StartSessions, b.cfg.MessageBytes, badgerstore.FormatVersion))
+	dir := filepath.Join(b.cfg.CacheDir, fmt.Sprintf("sessions-%d-%dx%db-format%d", b.cfg.StartSessions, b.startMessages(), b.cfg.MessageBytes, badgerstore.FormatVersion))
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return filepath.Join(dir, "data"), nil
 	}
-	b.log("scenario 5: building the %d-session store in %s (once; later runs reuse it)", b.cfg.StartSessions, dir)
+	b.log("scenario 5: building the %d-session store of %d messages each in %s (once; later runs reuse it)", b.cfg.StartSessions, b.startMessages(), dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
@@ -122,9 +130,13 @@ func (b *Bench) fixture(ctx context.Context) (string, error) {
 					errs[w] = ctx.Err()
 					return
 				}
+				msgs := make([]*savepointv1.Message, b.startMessages())
+				for j := range msgs {
+					msgs[j] = textMessage(rng, "user", b.cfg.MessageBytes)
+				}
 				if _, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
 					SessionId: fixtureSessionID(i), RequestId: uuid.NewString(), Task: benchTask,
-					AppendMessages: []*savepointv1.Message{textMessage(rng, "user", b.cfg.MessageBytes)},
+					AppendMessages: msgs,
 				}); err != nil {
 					errs[w] = err
 					return
