@@ -123,8 +123,9 @@ func TestPgBouncerDefaultMode(t *testing.T) {
 	}
 }
 
-// saveAndResume saves each session of ids at rev (0 creates it), resumes
-// it, and saves it again with the new epoch, failing t on any error; it
+// saveAndResume, for each session of ids at once, creates it (rev 0) or
+// resumes it and saves it at rev, then resumes it and saves it again, each
+// save with the epoch its resume returned, failing t on any error; it
 // returns the sessions' revision after.
 func saveAndResume(t *testing.T, s *pgstore.Store, ids []string, rev uint64) uint64 {
 	t.Helper()
@@ -133,7 +134,16 @@ func saveAndResume(t *testing.T, s *pgstore.Store, ids []string, rev uint64) uin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, ExpectedRevision: rev,
+			var epoch uint64
+			if rev > 0 {
+				cp, err := s.Resume(ctx, id, false)
+				if err != nil {
+					t.Errorf("resume %s: %v", id, err)
+					return
+				}
+				epoch = cp.Epoch
+			}
+			if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: id, ExpectedRevision: rev, Epoch: epoch,
 				AppendMessages: []daemon.Message{{Role: "user", ContentJSON: `"hi"`}}}); err != nil {
 				t.Errorf("save %s at revision %d: %v", id, rev, err)
 				return
