@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -18,8 +19,8 @@ import (
 // TestPostgresPgBouncer runs savepointd with --store-url through a real
 // PgBouncer in transaction pooling with the simple protocol: a save and
 // resume round trip, the next calls after PgBouncer ended the idle client
-// and server connections, UNAVAILABLE while PgBouncer is down and serving
-// again once it is back. In pgx's default exec mode savepointd exits with
+// and server connections, UNAVAILABLE and NOT_SERVING while PgBouncer is
+// down, and serving again once it is back. In pgx's default exec mode savepointd exits with
 // the configuration exit code, naming the exec mode to use, instead of
 // waiting for a database it can reach.
 func TestPostgresPgBouncer(t *testing.T) {
@@ -63,9 +64,24 @@ func TestPostgresPgBouncer(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || reasonOf(err) != "UNAVAILABLE" {
 		t.Fatalf("save with PgBouncer down: %v (reason %q)", err, reasonOf(err))
 	}
+	health := healthpb.NewHealthClient(d.Conn)
+	waitHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: savepointv1.SavepointService_ServiceDesc.ServiceName})
+			if err == nil && res.GetStatus() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health is %v (%v), want %v", res.GetStatus(), err, want)
+			}
+		}
+	}
+	waitHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	waitHealth(healthpb.HealthCheckResponse_SERVING)
 	if saved, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s", ExpectedRevision: 2, Epoch: 3}); err != nil || saved.GetRevision() != 3 {
 		t.Fatalf("save once PgBouncer is back: %v %v", saved, err)
 	}
