@@ -159,7 +159,8 @@ func (b *Bouncer) writeConfig() error {
 		"pool_mode = " + b.Opts.PoolMode,
 		fmt.Sprintf("default_pool_size = %d", b.Opts.PoolSize),
 		"max_client_conn = 500",
-		"logfile = " + filepath.Join(b.Dir, "pgbouncer.log"),
+		// No logfile: in the foreground PgBouncer logs to stderr, into
+		// pgbouncer.log.
 	}
 	if b.Opts.ServerIdleTimeout > 0 {
 		lines = append(lines, "server_idle_timeout = "+seconds(b.Opts.ServerIdleTimeout))
@@ -186,7 +187,7 @@ func (b *Bouncer) Start() error {
 	if b.cmd != nil {
 		return fmt.Errorf("pgbouncer is running already")
 	}
-	out, err := os.OpenFile(filepath.Join(b.Dir, "pgbouncer.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(filepath.Join(b.Dir, "pgbouncer.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -260,11 +261,10 @@ func (b *Bouncer) Remove() {
 	os.RemoveAll(b.Dir)
 }
 
-// Log returns pgbouncer's log and what it wrote to stdout and stderr.
+// Log returns pgbouncer's log (its stderr and stdout) of every start.
 func (b *Bouncer) Log() string {
 	l, _ := os.ReadFile(filepath.Join(b.Dir, "pgbouncer.log"))
-	o, _ := os.ReadFile(filepath.Join(b.Dir, "pgbouncer.out"))
-	return string(l) + string(o)
+	return string(l)
 }
 
 // URL is the postgres:// URL of database db through pgbouncer's Unix
