@@ -73,7 +73,10 @@ func TestSocketActivation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := savepointv1.NewSavepointServiceClient(conn)
-	if _, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "activated"}); err != nil {
+	// The socket file appears at bind, a moment before systemd-socket-activate
+	// listens on it: wait for the connection instead of failing fast on a
+	// refused dial.
+	if _, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "activated"}, grpc.WaitForReady(true)); err != nil {
 		t.Fatalf("first RPC through the activated socket: %v\nstderr:\n%s", err, stderr)
 	}
 	got, err := c.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: "activated"})

@@ -148,10 +148,13 @@ func (s *Store) commitBatch(batch []*op) {
 // back), or a connection that failed before anything was sent.
 func retryBatch(err error) bool {
 	var ac *ambiguousCommit
+	var bf *beginFailed
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &ac), errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
 		return false
+	case errors.As(err, &bf):
+		return true // no transaction: an idle connection found dead
 	case errors.As(err, &pe):
 		// A serialization failure or deadlock, or the server ending the
 		// connection (admin shutdown, a pooler's or an idle timeout) before
@@ -166,6 +169,16 @@ func retryBatch(err error) bool {
 func txGone(pe *pgconn.PgError) bool {
 	return pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08")
 }
+
+// beginFailed marks an error of BEGIN: no transaction ran, so the call can
+// run again on another connection. It is how a pooled connection that died
+// while idle (PgBouncer or PostgreSQL restarted, an idle timeout) shows;
+// pgx marks such errors safe to retry over a Unix socket but not always over
+// TCP ("conn closed").
+type beginFailed struct{ err error }
+
+func (e *beginFailed) Error() string { return e.err.Error() }
+func (e *beginFailed) Unwrap() error { return e.err }
 
 // ambiguousCommit marks an error of COMMIT itself: the transaction may or
 // may not have committed.
@@ -186,7 +199,7 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return nil, err
+		return nil, &beginFailed{err: err}
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
 	if err := s.setLocalTimeout(ctx, tx); err != nil {

@@ -164,6 +164,9 @@ func (s *Store) graphTx(ctx context.Context, fn func(ctx context.Context, tx pgx
 	for attempt := 1; attempt <= 5; attempt++ {
 		err = s.graphTxOnce(ctx, fn)
 		var pe *pgconn.PgError
+		if retryBegin(ctx, err) {
+			continue // fn has not run
+		}
 		if err == nil || !errors.As(err, &pe) || !(pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "23505") {
 			break
 		}
@@ -180,7 +183,7 @@ func (s *Store) graphTxOnce(ctx context.Context, fn func(ctx context.Context, tx
 	defer cancel()
 	tx, err := s.pool.Begin(tctx)
 	if err != nil {
-		return err
+		return &beginFailed{err: err}
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
 	if err := s.setLocalTimeout(tctx, tx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // query reads and writes the rows of one transaction: a group commit's, or
@@ -28,16 +29,26 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q *query)
 	tctx, cancel := context.WithTimeout(ctx, s.timeout+timeoutGrace)
 	defer cancel()
 	err := s.readTx(tctx, fn)
+	for attempt := 1; attempt < maxAttempts && retryBegin(tctx, err); attempt++ {
+		err = s.readTx(tctx, fn) // fn has not run
+	}
 	if err != nil && !isRefusal(err) {
 		return s.unavailable(ctx, err)
 	}
 	return err
 }
 
+// retryBegin reports whether err is of a BEGIN that failed (beginFailed)
+// while ctx still has time: the call runs again on another connection.
+func retryBegin(ctx context.Context, err error) bool {
+	var bf *beginFailed
+	return errors.As(err, &bf) && ctx.Err() == nil && !pgconn.Timeout(err)
+}
+
 func (s *Store) readTx(ctx context.Context, fn func(ctx context.Context, q *query) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return err
+		return &beginFailed{err: err}
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
 	if err := s.setLocalTimeout(ctx, tx); err != nil {

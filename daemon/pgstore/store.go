@@ -83,7 +83,10 @@ var (
 // Open connects to the database at url (any connection string pgx accepts:
 // postgres:// or postgresql:// URLs, key=value pairs, PG* environment
 // variables, .pgpass), creates or migrates the schema, and starts the group
-// commit. It fails with ErrConfig for a bad URL, with core.ErrUnavailable
+// commit. It fails with ErrConfig for a bad URL, or for pgx's default query
+// exec mode behind a pooler that refuses it (PgBouncer refusing the
+// statement_timeout start-up parameter, or transaction pooling losing
+// prepared statements), with core.ErrUnavailable
 // when the database cannot be reached within the statement timeout, and
 // with ErrFormat when the schema is newer than SchemaVersion. Error texts
 // never hold the password.
@@ -139,7 +142,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if err := s.pool.Ping(cctx); err != nil {
 		s.pool.Close()
+		if cerr := s.refusedStartupParameter(cctx, cc, err); cerr != nil {
+			return nil, cerr
+		}
 		return nil, s.unavailable(ctx, err)
+	}
+	if !s.pooled {
+		if err := s.checkPreparedStatements(cctx); err != nil {
+			s.pool.Close()
+			return nil, err
+		}
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.pool.Close()
