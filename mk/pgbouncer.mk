@@ -9,7 +9,7 @@
 .PHONY: pgbouncer-tools
 pgbouncer-tools: ## Install PgBouncer (Debian's pgbouncer package) when missing
 	@test -x /usr/sbin/pgbouncer || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer) || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq pgbouncer) || \
 		{ echo "pgbouncer-tools: PgBouncer is not installed as /usr/sbin/pgbouncer and cannot be installed here" >&2; exit 1; }
 
 test-postgres: pgbouncer-tools
@@ -17,3 +17,7 @@ test-postgres: pgbouncer-tools
 .PHONY: test-pgbouncer
 test-pgbouncer: postgres-tools pgbouncer-tools ## The PostgreSQL store through a real PgBouncer in transaction pooling
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run 'PgBouncer' ./daemon/pgstore ./cmd/savepointd
+
+# test-go runs the PgBouncer tests too, in several test binaries at once:
+# install first, so that they do not race for apt's lock.
+test-go: pgbouncer-tools

@@ -12,10 +12,14 @@ TEST_TARGETS += test-postgres
 .PHONY: postgres-tools
 postgres-tools: ## Install PostgreSQL's server binaries (Debian's postgresql package) when missing
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq postgresql) || \
 		{ echo "test-postgres: PostgreSQL is not installed under /usr/lib/postgresql/*/bin and cannot be installed here" >&2; exit 1; }
 
 .PHONY: test-postgres
 test-postgres: postgres-tools ## The PostgreSQL store: storetest, faults and races against a real PostgreSQL, and savepointd --store-url over gRPC
 	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) ./daemon/pgstore/... -pg-rounds=$(PG_ROUNDS)
 	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) -run 'Postgres' ./cmd/savepointd
+
+# test-go runs the PostgreSQL tests too, in several test binaries at once:
+# install first, so that they do not race for apt's lock.
+test-go: postgres-tools

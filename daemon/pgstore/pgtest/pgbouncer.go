@@ -73,7 +73,7 @@ func bouncerBin() (string, error) {
 			bouncerInstallErr = fmt.Errorf("PgBouncer is not installed (no %s) and installing it needs root: apt-get install pgbouncer", PgBouncerBin)
 			return
 		}
-		out, err := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer").CombinedOutput()
+		out, err := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq pgbouncer").CombinedOutput()
 		if err != nil {
 			bouncerInstallErr = fmt.Errorf("PgBouncer is not installed, and apt-get install pgbouncer failed: %v\n%s", err, out)
 		}

@@ -73,7 +73,7 @@ func binDir() (string, error) {
 			installErr = fmt.Errorf("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres) and installing it needs root: apt-get install postgresql")
 			return
 		}
-		out, err := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql").CombinedOutput()
+		out, err := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq postgresql").CombinedOutput()
 		if err != nil {
 			installErr = fmt.Errorf("PostgreSQL is not installed, and apt-get install postgresql failed: %v\n%s", err, out)
 		}
