@@ -44,6 +44,12 @@ type Txn interface {
 	EachCall(sessionID string, fn func(c *LedgerEntry) (more bool, err error)) error
 }
 
+// The protocol's write rules, written once for every store: each function
+// reads and stages records through a Txn and returns the operation's result,
+// or an error wrapping one of this package's sentinels, in which case the
+// store must not commit what was staged. The checks run in the documented
+// order: request id, then epoch, then status, then revision.
+
 // HeadRecord is a live session's head: what its next write needs to know
 // without reading a revision. Segments locate the latest revision's history.
 type HeadRecord struct {

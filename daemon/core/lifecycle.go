@@ -1,0 +1,72 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ResumeHead increments the session's epoch and returns its latest
+// revision. A completed or failed session is returned unchanged, writing
+// nothing, unless reopen is set: then it becomes active and is resumed.
+func ResumeHead(t Txn, sessionID string, reopen bool) (Checkpoint, error) {
+	h, err := MustHead(t, sessionID)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	// Read the revision first: a session that cannot be read is not resumed.
+	r, err := t.Revision(sessionID, h, 0)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	cp := CheckpointOf(sessionID, h, r)
+	if cp.Status != StatusActive {
+		if !reopen {
+			return cp, nil // returned as it is, not taken over
+		}
+		h.Status, h.FinalOutput, h.CompleteTime = StatusActive, "", time.Time{}
+		cp.Status, cp.FinalOutput, cp.CompleteTime = StatusActive, "", time.Time{}
+	}
+	h.Epoch++
+	h.Resumed = true
+	cp.Epoch = h.Epoch
+	return cp, t.PutHead(sessionID, h)
+}
+
+// Complete sets the session's status to completed or failed, with its final
+// output, without making a revision.
+func Complete(t Txn, req *CompleteRequest, now time.Time) (CompleteResult, error) {
+	sid := req.SessionID
+	h, err := MustHead(t, sid)
+	if err != nil {
+		return CompleteResult{}, err
+	}
+	fp := req.Fingerprint()
+	prev, err := Replay(t, h, sid, req.RequestID, fp)
+	if err != nil {
+		return CompleteResult{}, err
+	}
+	if prev != nil {
+		return CompleteResult{Revision: prev.Revision, Epoch: prev.Epoch, Status: req.Status}, nil
+	}
+	if err := Fence(sid, h.Epoch, h.Revision, h.Resumed, req.Epoch); err != nil {
+		return CompleteResult{}, err
+	}
+	res := CompleteResult{Revision: h.Revision, Epoch: h.Epoch, Status: req.Status}
+	if h.Status != StatusActive {
+		if h.Status == req.Status && h.FinalOutput == req.FinalOutput {
+			res.Already = true
+			return res, nil
+		}
+		return CompleteResult{}, &StateError{Err: ErrSessionCompleted, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			Msg: fmt.Sprintf("session %q is %s already, with another status or final output; resume it with reopen to change it", sid, strings.ToLower(h.Status.String()))}
+	}
+	h.Status, h.FinalOutput, h.CompleteTime = req.Status, req.FinalOutput, now
+	h.UpdateTime = now
+	if req.RequestID != "" {
+		if err := t.PutRequest(sid, &RequestRecord{RequestID: req.RequestID, Fingerprint: fp, Revision: res.Revision, Epoch: res.Epoch}); err != nil {
+			return CompleteResult{}, err
+		}
+	}
+	return res, t.PutHead(sid, h)
+}
