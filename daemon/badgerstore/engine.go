@@ -82,15 +82,10 @@ type engine struct {
 	onCommit  func(seq uint64)
 	cache     *recordCache // the newest durable heads and call records (cache.go)
 
-	ops chan *op
-	// commitMu is held by whoever commits: the loop, or a request that found
-	// nothing queued and commits in its own goroutine (commit). closed, under
-	// it, ends direct commits once close has waited for the last one.
-	commitMu sync.Mutex
-	closed   bool
-	stop     chan struct{}
-	exited   chan struct{} // closed when loop has drained ops and returned
-	wg       sync.WaitGroup
+	ops    chan *op
+	stop   chan struct{}
+	exited chan struct{} // closed when loop has drained ops and returned
+	wg     sync.WaitGroup
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -146,18 +141,6 @@ func (e *engine) commit(ws []write) error {
 	}
 	if err := e.err(); err != nil {
 		return err
-	}
-	// Nothing queued and no commit in flight: commit here, sparing the hand-off
-	// to the loop's goroutine and back. A request that arrives meanwhile
-	// queues, and the loop folds it with the others once this commit is done.
-	if !brokenAckBeforeSync && len(e.ops) == 0 && e.commitMu.TryLock() {
-		if e.closed {
-			e.commitMu.Unlock()
-			return fmt.Errorf("%w: the store is closing", daemon.ErrUnavailable)
-		}
-		e.commitWrites([]*op{o})
-		e.commitMu.Unlock()
-		return <-o.done
 	}
 	select {
 	case e.ops <- o:
@@ -231,9 +214,6 @@ func (e *engine) fail(err error) {
 func (e *engine) close() {
 	close(e.stop)
 	e.wg.Wait()
-	e.commitMu.Lock() // waits out a direct commit
-	e.closed = true
-	e.commitMu.Unlock()
 }
 
 func (e *engine) loop() {
@@ -251,11 +231,9 @@ func (e *engine) loop() {
 				return
 			}
 		}
-		e.commitMu.Lock()
 		if first.exclusive != nil {
 			e.cache.clear() // it may remove keys without a commit
 			first.done <- first.exclusive()
-			e.commitMu.Unlock()
 			continue
 		}
 		batch := []*op{first}
@@ -276,7 +254,6 @@ func (e *engine) loop() {
 			}
 		}
 		e.commitBatch(batch)
-		e.commitMu.Unlock()
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -276,54 +275,5 @@ func TestMigrateFormat2(t *testing.T) {
 	}
 	if cp, _ := s.Checkpoint(ctx, "fixture-1", 0); cp.Revision != 2 {
 		t.Fatalf("the retry saved again: revision %d", cp.Revision)
-	}
-}
-
-// TestDirectCommit: a request that finds nothing queued commits in its own
-// goroutine, without the hand-off to the commit loop and back.
-func TestDirectCommit(t *testing.T) {
-	s := openT(t, t.TempDir())
-	defer s.Close()
-	sync0 := s.eng.sync
-	var stack string
-	s.eng.sync = func() error { stack = string(debug.Stack()); return sync0() }
-	if _, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "d"}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(stack, "badgerstore.(*Store).SaveCheckpoint(") || strings.Contains(stack, "(*engine).loop(") {
-		t.Fatalf("a lone save was not committed in its own goroutine:\n%s", stack)
-	}
-}
-
-// TestCloseWaitsForDirectCommit: Close returns only after a direct commit in
-// flight is durable (it closes the database next), and commits after it are
-// refused.
-func TestCloseWaitsForDirectCommit(t *testing.T) {
-	s := openT(t, t.TempDir())
-	sync0 := s.eng.sync
-	inSync, release := make(chan struct{}), make(chan struct{})
-	s.eng.sync = func() error { close(inSync); <-release; return sync0() }
-	saved := make(chan error, 1)
-	go func() {
-		_, err := s.SaveCheckpoint(ctx, &daemon.SaveRequest{SessionID: "d"})
-		saved <- err
-	}()
-	<-inSync
-	closed := make(chan error, 1)
-	go func() { closed <- s.Close() }()
-	select {
-	case <-closed:
-		t.Fatal("the engine closed during a commit")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	if err := <-saved; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
-	if err := s.eng.commit([]write{{key: []byte("k"), val: []byte("v")}}); !errors.Is(err, daemon.ErrUnavailable) {
-		t.Fatalf("commit after close: %v, want ErrUnavailable", err)
 	}
 }
