@@ -65,6 +65,9 @@ type Stats struct {
 	WriteReadBytes uint64
 	// DamagedTables counts the tables the background scrub found damaged.
 	DamagedTables uint64
+	// CacheHits counts the reads of session heads and call records that the
+	// record cache answered instead of Badger (cache.go).
+	CacheHits uint64
 }
 
 type engine struct {
@@ -77,6 +80,7 @@ type engine struct {
 	statfs    func(dir string) (free uint64, err error) // replaced in tests
 	sync      func() error                              // replaced in tests
 	onCommit  func(seq uint64)
+	cache     *recordCache // the newest durable heads and call records (cache.go)
 
 	ops    chan *op
 	stop   chan struct{}
@@ -103,6 +107,7 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		statfs:    freeBytes,
 		sync:      db.Sync,
 		onCommit:  onCommit,
+		cache:     newRecordCache(),
 		ops:       make(chan *op, 1024),
 		stop:      make(chan struct{}),
 		exited:    make(chan struct{}),
@@ -227,6 +232,7 @@ func (e *engine) loop() {
 			}
 		}
 		if first.exclusive != nil {
+			e.cache.clear() // it may remove keys without a commit
 			first.done <- first.exclusive()
 			continue
 		}
@@ -326,6 +332,7 @@ func (e *engine) checkSpace() error {
 
 func (e *engine) write(batch []*op) error {
 	seq := e.seq.Load() + 1
+	e.cache.forget(batch) // before Badger makes the batch visible
 	txn := e.db.NewTransaction(true)
 	defer txn.Discard()
 	for _, o := range batch {
@@ -348,15 +355,18 @@ func (e *engine) write(batch []*op) error {
 		return e.err()
 	}
 	if err := txn.Commit(); err != nil {
+		e.cache.clear()
 		e.fail(fmt.Errorf("commit: %w", err))
 		return e.err()
 	}
 	start := time.Now()
 	if err := e.sync(); err != nil {
+		e.cache.clear()
 		e.fail(fmt.Errorf("sync: %w", err))
 		return e.err()
 	}
 	e.syncSeconds.Observe(time.Since(start).Seconds())
+	e.cache.remember(batch, seq)
 	e.seq.Store(seq)
 	return nil
 }

@@ -142,6 +142,7 @@ type Store struct {
 	damagedIDs map[uint64]bool // tables the scrub found damaged; only the scrub's goroutine uses it
 
 	readBytes atomic.Uint64 // Stats.WriteReadBytes
+	cacheHits atomic.Uint64 // Stats.CacheHits
 
 	stop chan struct{}  // closed by Close: background work ends
 	bg   sync.WaitGroup // background work
@@ -418,16 +419,18 @@ func (s *Store) Stats() Stats {
 	st := s.eng.stats()
 	st.WriteReadBytes = s.readBytes.Load()
 	st.DamagedTables = s.damage.tables.Load()
+	st.CacheHits = s.cacheHits.Load()
 	return st
 }
 
 // update runs fn on a snapshot and commits its writes through the engine,
 // durably. Every write of the store goes through here.
 func (s *Store) update(fn func(t *tx) error) error {
-	t := &tx{r: s.db.NewTransaction(false), findings: &s.damage}
+	t := s.newTx()
 	defer t.r.Discard()
 	err := fn(t)
 	s.readBytes.Add(uint64(t.readBytes))
+	s.cacheHits.Add(uint64(t.cacheHits))
 	if err != nil || len(t.writes) == 0 {
 		return err
 	}
@@ -441,9 +444,18 @@ func (s *Store) view(ctx context.Context, fn func(t *tx) error) error {
 	if err := s.eng.err(); err != nil {
 		return err
 	}
-	t := &tx{r: s.db.NewTransaction(false), findings: &s.damage}
+	t := s.newTx()
 	defer t.r.Discard()
-	return fn(t)
+	err := fn(t)
+	s.cacheHits.Add(uint64(t.cacheHits))
+	return err
+}
+
+// newTx starts a transaction on a new snapshot. The sequence number is read
+// first, so every commit it covers is visible in the snapshot.
+func (s *Store) newTx() *tx {
+	seq := s.eng.seq.Load()
+	return &tx{r: s.db.NewTransaction(false), findings: &s.damage, cache: s.eng.cache, seq: seq}
 }
 
 func (s *Store) lock(sessionID string) func() {

@@ -76,8 +76,14 @@ func TestSecondOpenIsLocked(t *testing.T) {
 }
 
 // damage flips one byte of the value stored under key.
+// damage flips a bit of key's stored value, as damage on the disk would. It
+// writes beside the engine, so it also empties the record cache: a process
+// keeps the copies it committed, and damage to the disk reaches it only
+// through what it reads back (or through the scrub's findings, which are
+// checked before the cache).
 func damage(t *testing.T, s *Store, key []byte) {
 	t.Helper()
+	defer s.eng.cache.clear()
 	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
 		if err != nil {

@@ -17,6 +17,9 @@ type tx struct {
 
 	readBytes int            // bytes of stored values read
 	findings  *scrubFindings // the scrub's findings; nil: none
+	cache     *recordCache   // nil: none
+	seq       uint64         // the last durable commit when r was taken: cache entries newer than it are not used
+	cacheHits int
 }
 
 func (t *tx) get(key []byte) (val []byte, found bool, err error) {
@@ -40,6 +43,13 @@ func (t *tx) read(key []byte, fn func(val []byte) error) (found bool, err error)
 	if t.findings != nil {
 		if err := t.findings.check(key); err != nil {
 			return false, err
+		}
+	}
+	if t.cache != nil && cached(key) {
+		if v, ok := t.cache.get(key, t.seq); ok {
+			t.readBytes += len(v)
+			t.cacheHits++
+			return true, fn(v)
 		}
 	}
 	item, err := t.r.Get(key)
