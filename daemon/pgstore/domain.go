@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
@@ -30,6 +32,9 @@ func (d *domainTxn) Head(sid string) (*core.HeadRecord, error) {
 	if live.SegmentsRevision != live.Revision || segmentsCount(segs) != live.MessageCount {
 		// Not this revision's: read them from it.
 		r, err := d.q.revision(d.ctx, sid, live, 0)
+		if errors.Is(err, core.ErrRevisionNotFound) {
+			return nil, corrupt(live, sid, fmt.Errorf("its latest revision %d is missing", live.Revision))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -70,5 +71,38 @@ func TestHeadSegments(t *testing.T) {
 				t.Errorf("history of revision 3: %s, want \"a\"\"b\"\"c\"", got)
 			}
 		})
+	}
+}
+
+// TestHeadSegmentsMissingRevision: a head without its segments whose latest
+// revision is gone is CHECKPOINT_CORRUPT for the next save, as before.
+func TestHeadSegmentsMissingRevision(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "head_segments_missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", AppendMessages: []core.Message{{Role: "user", ContentJSON: `"a"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.write(ctx, "s", func(ctx context.Context, q *query) error {
+		h, err := q.mustHead(ctx, "s", true)
+		if err != nil {
+			return err
+		}
+		h.Segments, h.SegmentsRevision = nil, 0
+		if err := q.putHead(ctx, "s", h, false); err != nil {
+			return err
+		}
+		_, err = q.tx.Exec(ctx, "DELETE FROM "+s.table("revisions")+" WHERE session_id = $1", []byte("s"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1})
+	if !errors.Is(err, core.ErrCorrupt) {
+		t.Fatalf("save over a head whose revision is gone: %v, want CHECKPOINT_CORRUPT", err)
 	}
 }
