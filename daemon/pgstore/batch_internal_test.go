@@ -14,10 +14,19 @@ import (
 
 // TestBatchRefusalIsolated folds good and refused requests into one
 // transaction, as the group commit does under load: each refused request is
-// rolled back to its savepoint and its neighbours commit.
+// rolled back to its savepoint and its neighbours commit, in every query
+// exec mode.
 func TestBatchRefusalIsolated(t *testing.T) {
 	srv := pgtest.Shared(t)
-	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_internal"})
+	for _, mode := range []string{"cache_statement", "simple_protocol", "exec"} {
+		t.Run(mode, func(t *testing.T) {
+			testBatchRefusalIsolated(t, srv.URL("postgres", "default_query_exec_mode="+mode), "batch_"+mode)
+		})
+	}
+}
+
+func testBatchRefusalIsolated(t *testing.T, url, schema string) {
+	s, err := Open(context.Background(), url, Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +57,30 @@ func TestBatchRefusalIsolated(t *testing.T) {
 		_, err := q.tx.Exec(ctx, "SELECT 1/0")
 		return err
 	}})
+	// So is one that fails among a request's queued writes, sent with its
+	// RELEASE SAVEPOINT: the save before it in that request is undone, and
+	// the request after it commits.
+	ops = append(ops, &op{sessionID: "zy", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+		if _, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "zy"}, s.now()); err != nil {
+			return err
+		}
+		return q.exec(ctx, "SELECT 1/0")
+	}})
+	ops = append(ops, &op{sessionID: "zzz", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+		_, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "zzz"}, s.now())
+		return err
+	}})
 	s.commitBatch(ops)
 	for i, o := range ops {
 		err := <-o.done
 		switch {
-		case i == 8:
+		case i == 8 || i == 9:
 			if !errors.Is(err, core.ErrUnavailable) {
-				t.Errorf("failed statement: %v, want ErrUnavailable", err)
+				t.Errorf("failed statement %d: %v, want ErrUnavailable", i, err)
+			}
+		case i == 10:
+			if err != nil {
+				t.Errorf("request after the failed one: %v", err)
 			}
 		case i%2 == 0:
 			if err != nil || results[i].Revision != 1 {
@@ -76,7 +102,10 @@ func TestBatchRefusalIsolated(t *testing.T) {
 			t.Errorf("s%d after the batch: %+v %v", i, ms, err)
 		}
 	}
-	for _, id := range []string{"missing3", "missing7"} {
+	if _, err := s.Checkpoint(ctx, "zzz", 0); err != nil {
+		t.Errorf("zzz after the batch: %v", err)
+	}
+	for _, id := range []string{"missing3", "missing7", "zy"} {
 		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, core.ErrSessionNotFound) {
 			t.Errorf("%s exists after its refused save: %v", id, err)
 		}

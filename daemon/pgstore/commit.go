@@ -224,19 +224,23 @@ const timeoutGrace = 500 * time.Millisecond
 // a concurrent transaction (a unique violation on the session's row).
 const maxRuns = 3
 
-// runOne runs one request inside a savepoint. A refusal (a domain error) or
-// a failed statement is rolled back to the savepoint and returned as the
-// request's result; an error that breaks the transaction is returned as the
-// batch's.
+// runOne runs one request inside a savepoint, its writes queued and sent
+// with its RELEASE SAVEPOINT. A refusal (a domain error) or a failed
+// statement is rolled back to the savepoint and returned as the request's
+// result; an error that breaks the transaction is returned as the batch's.
 func (s *Store) runOne(ctx context.Context, q *query, o *op) (result, batchErr error) {
 	for run := 1; ; run++ {
 		if _, err := q.tx.Exec(ctx, "SAVEPOINT request"); err != nil {
 			return nil, err
 		}
+		q.queued = &pgx.Batch{}
 		err := o.fn(ctx, q)
 		if err == nil {
-			_, err := q.tx.Exec(ctx, "RELEASE SAVEPOINT request")
-			return nil, err
+			err = q.send(ctx, "RELEASE SAVEPOINT request")
+		}
+		q.queued = nil // the writes of a refused request are dropped
+		if err == nil {
+			return nil, nil
 		}
 		var pe *pgconn.PgError
 		isPG := errors.As(err, &pe)

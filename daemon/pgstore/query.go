@@ -13,10 +13,73 @@ import (
 )
 
 // query reads and writes the rows of one transaction: a group commit's, or
-// a read's.
+// a read's. In a group commit (runOne) its writes are queued and sent in
+// one round trip with the request's next read through get or eachCall, or
+// with its RELEASE SAVEPOINT, so that a read always sees the writes before
+// it; a request that uses tx directly reads before it writes.
 type query struct {
 	s  *Store
 	tx pgx.Tx
+	// queued holds the writes not sent yet; nil sends each write at once.
+	queued *pgx.Batch
+}
+
+// exec runs a write, or queues it when the query queues its writes.
+func (q *query) exec(ctx context.Context, sql string, args ...any) error {
+	if q.queued != nil {
+		q.queued.Queue(sql, args...)
+		return nil
+	}
+	_, err := q.tx.Exec(ctx, sql, args...)
+	return err
+}
+
+// send sends the queued writes, and then sql when it is not empty, in one
+// round trip; it returns the first error, after which nothing more of them
+// ran. The queue is empty afterwards.
+func (q *query) send(ctx context.Context, sql string, args ...any) error {
+	b := q.take()
+	if sql != "" {
+		b.Queue(sql, args...)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return q.tx.SendBatch(ctx, b).Close()
+}
+
+// take empties the queue and returns what it held.
+func (q *query) take() *pgx.Batch {
+	b := &pgx.Batch{}
+	if q.queued != nil {
+		b, q.queued = q.queued, &pgx.Batch{}
+	}
+	return b
+}
+
+// row reads one row of sql into dest, after the queued writes and in the
+// same round trip; found is false when there is none.
+func (q *query) row(ctx context.Context, sql string, args []any, dest ...any) (found bool, err error) {
+	b := q.take()
+	if b.Len() == 0 {
+		err = q.tx.QueryRow(ctx, sql, args...).Scan(dest...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	// No row is not the batch's error: pgx drops its cached statements
+	// after a failed batch.
+	b.Queue(sql, args...).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(dest...)
+		found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	err = q.tx.SendBatch(ctx, b).Close()
+	return found && err == nil, err
 }
 
 // read runs fn in a read-only REPEATABLE READ transaction, so that every
@@ -60,10 +123,7 @@ func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowK
 	}
 	var rec []byte
 	var sum int64
-	if err := q.tx.QueryRow(ctx, sql, k.args...).Scan(&rec, &sum); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, nil
-		}
+	if found, err := q.row(ctx, sql, k.args, &rec, &sum); !found {
 		return false, err
 	}
 	if err := decode(k.table, k.sum, rec, sum, v); err != nil {
@@ -73,7 +133,7 @@ func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowK
 }
 
 // put writes v as the row of table at key, replacing the row there; with
-// insert it fails (23505) when the row exists.
+// insert it fails (23505) when the row exists, at once or when sent.
 func (q *query) put(ctx context.Context, k rowKey, v any, insert bool) error {
 	rec, err := encode(v)
 	if err != nil {
@@ -89,8 +149,7 @@ func (q *query) put(ctx context.Context, k rowKey, v any, insert bool) error {
 	if !insert {
 		sql += fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET record = excluded.record, checksum = excluded.checksum", cols)
 	}
-	_, err = q.tx.Exec(ctx, sql, args...)
-	return err
+	return q.exec(ctx, sql, args...)
 }
 
 // rowKey is the key of one row: its SQL values (args, for cols) and the
@@ -184,7 +243,7 @@ func (q *query) putMessages(ctx context.Context, sessionID string, first uint64,
 			args = append(args, k.args[0], k.args[1], rec, checksum(k.table, k.sum, rec))
 		}
 		sql.WriteString(" ON CONFLICT (session_id, seq) DO UPDATE SET record = excluded.record, checksum = excluded.checksum")
-		if _, err := q.tx.Exec(ctx, sql.String(), args...); err != nil {
+		if err := q.exec(ctx, sql.String(), args...); err != nil {
 			return err
 		}
 		msgs, first = msgs[n:], first+uint64(n)

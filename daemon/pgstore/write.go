@@ -76,7 +76,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 			tombEpoch = h.Epoch
 		}
 		for _, t := range tables[1:] {
-			if _, err := q.tx.Exec(ctx, "DELETE FROM "+s.table(t)+" WHERE session_id = $1", []byte(sessionID)); err != nil {
+			if err := q.exec(ctx, "DELETE FROM "+s.table(t)+" WHERE session_id = $1", []byte(sessionID)); err != nil {
 				return err
 			}
 		}
