@@ -57,31 +57,6 @@ func (q *query) take() *pgx.Batch {
 	return b
 }
 
-// row reads one row of sql into dest, after the queued writes and in the
-// same round trip; found is false when there is none.
-func (q *query) row(ctx context.Context, sql string, args []any, dest ...any) (found bool, err error) {
-	b := q.take()
-	if b.Len() == 0 {
-		err = q.tx.QueryRow(ctx, sql, args...).Scan(dest...)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	// No row is not the batch's error: pgx drops its cached statements
-	// after a failed batch.
-	b.Queue(sql, args...).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(dest...)
-		found = err == nil
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		return err
-	})
-	err = q.tx.SendBatch(ctx, b).Close()
-	return found && err == nil, err
-}
-
 // read runs fn in a read-only REPEATABLE READ transaction, so that every
 // row it reads is of one snapshot, bounded by the statement timeout.
 func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q *query) error) error {
@@ -112,24 +87,57 @@ func (s *Store) readTx(ctx context.Context, fn func(ctx context.Context, q *quer
 	return tx.Commit(ctx)
 }
 
-// get reads the row of table at key (the columns named by cols, in order)
-// into v; found is false when there is none. A row that fails its checksum
-// or does not decode is core.ErrCorrupt, with h's revision and epoch when
-// the session's head is known.
-func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowKey, v any, forUpdate bool) (found bool, err error) {
-	sql := "SELECT record, checksum FROM " + q.s.table(k.table) + " WHERE " + k.where()
-	if forUpdate {
-		sql += " FOR UPDATE"
+// rowRead is one row to read by its key: its record and checksum, and
+// whether it exists.
+type rowRead struct {
+	k     rowKey
+	lock  bool // FOR UPDATE
+	found bool
+	rec   []byte
+	sum   int64
+}
+
+// readRows reads rs, in order, after the queued writes, all in one round
+// trip.
+func (q *query) readRows(ctx context.Context, rs ...*rowRead) error {
+	b := q.take()
+	for _, r := range rs {
+		sql := "SELECT record, checksum FROM " + q.s.table(r.k.table) + " WHERE " + r.k.where()
+		if r.lock {
+			sql += " FOR UPDATE"
+		}
+		b.Queue(sql, r.k.args...).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&r.rec, &r.sum)
+			r.found = err == nil
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // not the batch's error: pgx drops its cached statements after one
+			}
+			return err
+		})
 	}
-	var rec []byte
-	var sum int64
-	if found, err := q.row(ctx, sql, k.args, &rec, &sum); !found {
-		return false, err
+	return q.tx.SendBatch(ctx, b).Close()
+}
+
+// decode decodes the row read into v; found is false when there was none.
+// A row that fails its checksum or does not decode is core.ErrCorrupt, with
+// h's revision and epoch when the session's head is known.
+func (r *rowRead) decode(h *sessionRec, sessionID string, v any) (found bool, err error) {
+	if !r.found {
+		return false, nil
 	}
-	if err := decode(k.table, k.sum, rec, sum, v); err != nil {
+	if err := decode(r.k.table, r.k.sum, r.rec, r.sum, v); err != nil {
 		return false, corrupt(h, sessionID, err)
 	}
 	return true, nil
+}
+
+// get reads the row of table at key into v, as rowRead.decode does.
+func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowKey, v any, forUpdate bool) (found bool, err error) {
+	r := &rowRead{k: k, lock: forUpdate}
+	if err := q.readRows(ctx, r); err != nil {
+		return false, err
+	}
+	return r.decode(h, sessionID, v)
 }
 
 // put writes v as the row of table at key, replacing the row there; with
@@ -194,10 +202,15 @@ func requestKey(sessionID, requestID string) rowKey {
 
 // head returns the session's row, or nil when it does not exist or is a
 // tombstone; tomb returns the tombstone. lock takes the row's lock (FOR
-// UPDATE) for the rest of the transaction.
-func (q *query) head(ctx context.Context, sessionID string, lock bool) (live, tomb *sessionRec, err error) {
+// UPDATE) for the rest of the transaction. The rows of with are read after
+// it, under its lock, in the same round trip.
+func (q *query) head(ctx context.Context, sessionID string, lock bool, with ...*rowRead) (live, tomb *sessionRec, err error) {
+	r := &rowRead{k: sessionKey(sessionID), lock: lock}
+	if err := q.readRows(ctx, append([]*rowRead{r}, with...)...); err != nil {
+		return nil, nil, err
+	}
 	var rec sessionRec
-	found, err := q.get(ctx, nil, sessionID, sessionKey(sessionID), &rec, lock)
+	found, err := r.decode(nil, sessionID, &rec)
 	if err != nil || !found {
 		return nil, nil, err
 	}

@@ -33,8 +33,9 @@ func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQ
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // TestWriteRoundTrips: a write request's blind writes are sent with its
-// next read or its RELEASE SAVEPOINT, so that each request costs BEGIN and
-// COMMIT, a SAVEPOINT, one round trip per read, and one for its writes.
+// next read or its RELEASE SAVEPOINT, and its request id is read with the
+// row lock, so that each request costs BEGIN and COMMIT, a SAVEPOINT, the
+// row lock, one round trip per call read, and one for its writes.
 func TestWriteRoundTrips(t *testing.T) {
 	srv := pgtest.Shared(t)
 	rt := &roundTrips{}
@@ -49,7 +50,7 @@ func TestWriteRoundTrips(t *testing.T) {
 			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", RequestID: "r1", AppendMessages: msg})
 			return err
 		}},
-		{"save with a pending call", 7, func() error { // + the request id, the call
+		{"save with a pending call", 6, func() error { // + the call
 			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 1, RequestID: "r2",
 				AppendMessages: msg, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}})
 			return err
@@ -62,7 +63,7 @@ func TestWriteRoundTrips(t *testing.T) {
 			_, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t1", Output: "sent"})
 			return err
 		}},
-		{"save", 6, func() error { // + the request id
+		{"save", 5, func() error {
 			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 1, RequestID: "r3", AppendMessages: msg})
 			return err
 		}},

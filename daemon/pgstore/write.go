@@ -15,7 +15,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core
 	var res core.SaveResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
+		res, err = core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err
 	})
 	return res, err
