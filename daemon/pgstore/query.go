@@ -14,9 +14,10 @@ import (
 
 // query reads and writes the rows of one transaction: a group commit's, or
 // a read's. In a group commit (runOne) its writes are queued and sent in
-// one round trip with the request's next read through get or eachCall, or
-// with its RELEASE SAVEPOINT, so that a read always sees the writes before
-// it; a request that uses tx directly reads before it writes.
+// one round trip with the request's next read through readRows (get, head)
+// or eachCall, or with its RELEASE SAVEPOINT, so that a read always sees
+// the writes before it; a request that uses tx directly reads before it
+// writes, or calls send first.
 type query struct {
 	s  *Store
 	tx pgx.Tx
