@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
@@ -142,5 +145,62 @@ func TestBatchSplitByTime(t *testing.T) {
 	sums, err := s.ListSessions(context.Background(), "", 100, core.SessionFilter{})
 	if err != nil || len(sums) != 12 {
 		t.Fatalf("%d sessions after the batch (%v), want 12", len(sums), err)
+	}
+}
+
+// batchTrips counts the queries and batches the store sends.
+type batchTrips struct{ n atomic.Int64 }
+
+func (r *batchTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *batchTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *batchTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *batchTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *batchTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestBatchRoundTrips: in a group commit, each request's writes, its
+// RELEASE SAVEPOINT and the next request's SAVEPOINT go in one round trip,
+// so that a save with a request id costs two: the row lock with the request
+// id's row, and that.
+func TestBatchRoundTrips(t *testing.T) {
+	srv := pgtest.Shared(t)
+	rt := &batchTrips{}
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_trips", Tracer: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 4
+	var ops []*op
+	for i := range n {
+		sid := fmt.Sprint("s", i)
+		if _, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+		req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1, RequestID: "r",
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
+		ops = append(ops, &op{sessionID: sid, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+			_, err := core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+			return err
+		}})
+	}
+	before := rt.n.Load()
+	s.commitBatch(ops)
+	for i, o := range ops {
+		if err := <-o.done; err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	// BEGIN, the first SAVEPOINT, two a request, COMMIT.
+	if got, want := rt.n.Load()-before, int64(3+2*n); got != want {
+		t.Errorf("%d round trips for %d saves in one batch, want %d", got, n, want)
 	}
 }

@@ -23,6 +23,9 @@ type query struct {
 	tx pgx.Tx
 	// queued holds the writes not sent yet; nil sends each write at once.
 	queued *pgx.Batch
+	// savepoint is set when the previous request of the group commit
+	// opened the next one's savepoint (runOne).
+	savepoint bool
 }
 
 // exec runs a write, or queues it when the query queues its writes.
