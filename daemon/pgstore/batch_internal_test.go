@@ -4,20 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
 
 // TestBatchRefusalIsolated folds good and refused requests into one
 // transaction, as the group commit does under load: each refused request is
-// rolled back to its savepoint and its neighbours commit.
+// rolled back to its savepoint and its neighbours commit, in every query
+// exec mode.
 func TestBatchRefusalIsolated(t *testing.T) {
 	srv := pgtest.Shared(t)
-	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_internal"})
+	for _, mode := range []string{"cache_statement", "simple_protocol", "exec"} {
+		t.Run(mode, func(t *testing.T) {
+			testBatchRefusalIsolated(t, srv.URL("postgres", "default_query_exec_mode="+mode), "batch_"+mode)
+		})
+	}
+}
+
+func testBatchRefusalIsolated(t *testing.T, url, schema string) {
+	s, err := Open(context.Background(), url, Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +60,30 @@ func TestBatchRefusalIsolated(t *testing.T) {
 		_, err := q.tx.Exec(ctx, "SELECT 1/0")
 		return err
 	}})
+	// So is one that fails among a request's queued writes, sent with its
+	// RELEASE SAVEPOINT: the save before it in that request is undone, and
+	// the request after it commits.
+	ops = append(ops, &op{sessionID: "zy", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+		if _, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "zy"}, s.now()); err != nil {
+			return err
+		}
+		return q.exec(ctx, "SELECT 1/0")
+	}})
+	ops = append(ops, &op{sessionID: "zzz", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+		_, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "zzz"}, s.now())
+		return err
+	}})
 	s.commitBatch(ops)
 	for i, o := range ops {
 		err := <-o.done
 		switch {
-		case i == 8:
+		case i == 8 || i == 9:
 			if !errors.Is(err, core.ErrUnavailable) {
-				t.Errorf("failed statement: %v, want ErrUnavailable", err)
+				t.Errorf("failed statement %d: %v, want ErrUnavailable", i, err)
+			}
+		case i == 10:
+			if err != nil {
+				t.Errorf("request after the failed one: %v", err)
 			}
 		case i%2 == 0:
 			if err != nil || results[i].Revision != 1 {
@@ -76,7 +105,10 @@ func TestBatchRefusalIsolated(t *testing.T) {
 			t.Errorf("s%d after the batch: %+v %v", i, ms, err)
 		}
 	}
-	for _, id := range []string{"missing3", "missing7"} {
+	if _, err := s.Checkpoint(ctx, "zzz", 0); err != nil {
+		t.Errorf("zzz after the batch: %v", err)
+	}
+	for _, id := range []string{"missing3", "missing7", "zy"} {
 		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, core.ErrSessionNotFound) {
 			t.Errorf("%s exists after its refused save: %v", id, err)
 		}
@@ -113,5 +145,62 @@ func TestBatchSplitByTime(t *testing.T) {
 	sums, err := s.ListSessions(context.Background(), "", 100, core.SessionFilter{})
 	if err != nil || len(sums) != 12 {
 		t.Fatalf("%d sessions after the batch (%v), want 12", len(sums), err)
+	}
+}
+
+// batchTrips counts the queries and batches the store sends.
+type batchTrips struct{ n atomic.Int64 }
+
+func (r *batchTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *batchTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *batchTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *batchTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *batchTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestBatchRoundTrips: in a group commit, each request's writes, its
+// RELEASE SAVEPOINT and the next request's SAVEPOINT go in one round trip,
+// so that a save with a request id costs two: the row lock with the request
+// id's row, and that.
+func TestBatchRoundTrips(t *testing.T) {
+	srv := pgtest.Shared(t)
+	rt := &batchTrips{}
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_trips", Tracer: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 4
+	var ops []*op
+	for i := range n {
+		sid := fmt.Sprint("s", i)
+		if _, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+		req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1, RequestID: "r",
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
+		ops = append(ops, &op{sessionID: sid, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+			_, err := core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+			return err
+		}})
+	}
+	before := rt.n.Load()
+	s.commitBatch(ops)
+	for i, o := range ops {
+		if err := <-o.done; err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	// BEGIN, the first SAVEPOINT, two a request, COMMIT.
+	if got, want := rt.n.Load()-before, int64(3+2*n); got != want {
+		t.Errorf("%d round trips for %d saves in one batch, want %d", got, n, want)
 	}
 }

@@ -16,7 +16,7 @@ func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (cor
 	var res core.BranchResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = core.Rewind(&domainTxn{ctx: ctx, q: q}, req, s.now())
+		res, err = core.Rewind(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err
 	})
 	return res, err

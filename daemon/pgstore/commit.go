@@ -207,11 +207,11 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 	}
 	q := &query{s: s, tx: tx}
 	results := make([]error, 0, len(batch))
-	for _, o := range batch {
+	for i, o := range batch {
 		if len(results) > 0 && time.Since(start) > s.timeout/2 {
 			break
 		}
-		r, err := s.runOne(ctx, q, o)
+		r, err := s.runOne(ctx, q, o, i < len(batch)-1)
 		if err != nil {
 			return nil, err
 		}
@@ -237,19 +237,32 @@ const timeoutGrace = 500 * time.Millisecond
 // a concurrent transaction (a unique violation on the session's row).
 const maxRuns = 3
 
-// runOne runs one request inside a savepoint. A refusal (a domain error) or
-// a failed statement is rolled back to the savepoint and returned as the
-// request's result; an error that breaks the transaction is returned as the
-// batch's.
-func (s *Store) runOne(ctx context.Context, q *query, o *op) (result, batchErr error) {
+// runOne runs one request inside a savepoint, its writes queued and sent
+// with its RELEASE SAVEPOINT and, when more requests follow, the next one's
+// SAVEPOINT. A refusal (a domain error) or a failed statement is rolled
+// back to the savepoint and returned as the request's result; an error that
+// breaks the transaction is returned as the batch's.
+func (s *Store) runOne(ctx context.Context, q *query, o *op, more bool) (result, batchErr error) {
 	for run := 1; ; run++ {
-		if _, err := q.tx.Exec(ctx, "SAVEPOINT request"); err != nil {
-			return nil, err
+		if !q.savepoint {
+			if _, err := q.tx.Exec(ctx, "SAVEPOINT request"); err != nil {
+				return nil, err
+			}
 		}
+		q.savepoint = false
+		q.queued = &pgx.Batch{}
 		err := o.fn(ctx, q)
 		if err == nil {
-			_, err := q.tx.Exec(ctx, "RELEASE SAVEPOINT request")
-			return nil, err
+			q.queued.Queue("RELEASE SAVEPOINT request")
+			if more {
+				q.queued.Queue("SAVEPOINT request")
+			}
+			err = q.send(ctx, "")
+			q.savepoint = err == nil && more
+		}
+		q.queued = nil // the writes of a refused request are dropped
+		if err == nil {
+			return nil, nil
 		}
 		var pe *pgconn.PgError
 		isPG := errors.As(err, &pe)

@@ -13,16 +13,27 @@ import (
 // head it read, live or tombstone, answers DeletedEpoch, Create and the
 // revision and epoch of a corruption error.
 type domainTxn struct {
-	ctx  context.Context
-	q    *query
-	rec  *sessionRec // the live head as read, or nil
-	tomb *sessionRec
+	ctx context.Context
+	q   *query
+	// requestID, when set, is the request id the operation checks first:
+	// Head reads its row too, under the lock and in the same round trip,
+	// and Request answers from that read.
+	requestID string
+	request   *rowRead
+	rec       *sessionRec // the live head as read, or nil
+	tomb      *sessionRec
 }
 
 var _ core.Txn = (*domainTxn)(nil)
 
 func (d *domainTxn) Head(sid string) (*core.HeadRecord, error) {
-	live, tomb, err := d.q.head(d.ctx, sid, true)
+	d.request = nil
+	var with []*rowRead
+	if d.requestID != "" {
+		d.request = &rowRead{k: requestKey(sid, d.requestID)}
+		with = append(with, d.request)
+	}
+	live, tomb, err := d.q.head(d.ctx, sid, true, with...)
 	if err != nil || live == nil {
 		d.rec, d.tomb = nil, tomb
 		return nil, err
@@ -89,8 +100,15 @@ func (d *domainTxn) PutCall(sid string, c *core.LedgerEntry) error {
 }
 
 func (d *domainTxn) Request(sid, requestID string) (*core.RequestRecord, error) {
+	read := d.request
+	if read == nil || requestID != d.requestID {
+		read = &rowRead{k: requestKey(sid, requestID)}
+		if err := d.q.readRows(d.ctx, read); err != nil {
+			return nil, err
+		}
+	}
 	var r requestRec
-	found, err := d.q.get(d.ctx, d.rec, sid, requestKey(sid, requestID), &r, false)
+	found, err := read.decode(d.rec, sid, &r)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -98,6 +116,7 @@ func (d *domainTxn) Request(sid, requestID string) (*core.RequestRecord, error) 
 }
 
 func (d *domainTxn) PutRequest(sid string, r *core.RequestRecord) error {
+	d.request = nil // read afresh from now on
 	return d.q.put(d.ctx, requestKey(sid, r.RequestID), &requestRec{
 		Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
 	}, false)

@@ -14,6 +14,9 @@ const callPage = 256
 // after the given one, in id order, until fn returns false or an error. A
 // row that fails its checksum is core.ErrCorrupt.
 func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, after string, fn func(id string, call *callRec) (more bool, err error)) error {
+	if err := q.send(ctx, ""); err != nil { // the writes queued before it
+		return err
+	}
 	cursor := []byte(after)
 	for {
 		type row struct {

@@ -136,6 +136,47 @@ func TestTwoStoresResumeRace(t *testing.T) {
 	t.Logf("%d rounds: the losers were fenced %d times, mismatched %d times", *rounds, fenced, mismatched)
 }
 
+// TestTwoStoresRequestIDRace: two stores on one schema, as savepointd on
+// two hosts, send the same save (one request id) at once each round, as a
+// client retrying on another host does: exactly one revision is made, and
+// both get its answer, the loser's read of the request id under the row
+// lock the winner held.
+func TestTwoStoresRequestIDRace(t *testing.T) {
+	srv := pgtest.Shared(t)
+	schema := newSchema()
+	stores := []*pgstore.Store{open(t, srv.URL("postgres"), schema), open(t, srv.TCPURL("postgres"), schema)}
+	if _, err := stores[0].SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	rev := uint64(1)
+	for round := range *rounds {
+		req := &core.SaveRequest{SessionID: "s", ExpectedRevision: rev, RequestID: fmt.Sprint("r", round),
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: fmt.Sprintf(`"%d"`, round)}}}
+		var wg sync.WaitGroup
+		res := make([]core.SaveResult, 2)
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		for i, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res[i], errs[i] = s.SaveCheckpoint(ctx, req)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil || res[0] != res[1] || res[0].Revision != rev+1 {
+			t.Fatalf("round %d: %+v %v, %+v %v; want revision %d twice", round, res[0], errs[0], res[1], errs[1], rev+1)
+		}
+		rev++
+	}
+	cp, err := stores[1].Checkpoint(ctx, "s", 0)
+	if err != nil || cp.Revision != rev || cp.MessageCount != uint64(*rounds) {
+		t.Fatalf("after %d rounds: %+v %v", *rounds, cp, err)
+	}
+}
+
 // TestRestartDurability: what was acknowledged is there after the store and
 // the server restart, and verifies clean.
 func TestRestartDurability(t *testing.T) {

@@ -52,7 +52,7 @@ func (s *Store) CompleteSession(ctx context.Context, req *core.CompleteRequest) 
 	var res core.CompleteResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = core.Complete(&domainTxn{ctx: ctx, q: q}, req, s.now())
+		res, err = core.Complete(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err
 	})
 	return res, err

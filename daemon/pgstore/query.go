@@ -14,10 +14,52 @@ import (
 )
 
 // query reads and writes the rows of one transaction: a group commit's, or
-// a read's.
+// a read's. In a group commit (runOne) its writes are queued and sent in
+// one round trip with the request's next read through readRows (get, head)
+// or eachCall, or with its RELEASE SAVEPOINT, so that a read always sees
+// the writes before it; a request that uses tx directly reads before it
+// writes, or calls send first.
 type query struct {
 	s  *Store
 	tx pgx.Tx
+	// queued holds the writes not sent yet; nil sends each write at once.
+	queued *pgx.Batch
+	// savepoint is set when the previous request of the group commit
+	// opened the next one's savepoint (runOne).
+	savepoint bool
+}
+
+// exec runs a write, or queues it when the query queues its writes.
+func (q *query) exec(ctx context.Context, sql string, args ...any) error {
+	if q.queued != nil {
+		q.queued.Queue(sql, args...)
+		return nil
+	}
+	_, err := q.tx.Exec(ctx, sql, args...)
+	return err
+}
+
+// send sends the queued writes, and then sql when it is not empty, in one
+// round trip; it returns the first error, after which nothing more of them
+// ran. The queue is empty afterwards.
+func (q *query) send(ctx context.Context, sql string, args ...any) error {
+	b := q.take()
+	if sql != "" {
+		b.Queue(sql, args...)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return q.tx.SendBatch(ctx, b).Close()
+}
+
+// take empties the queue and returns what it held.
+func (q *query) take() *pgx.Batch {
+	b := &pgx.Batch{}
+	if q.queued != nil {
+		b, q.queued = q.queued, &pgx.Batch{}
+	}
+	return b
 }
 
 // read runs fn in a read-only REPEATABLE READ transaction, so that every
@@ -60,31 +102,61 @@ func (s *Store) readTx(ctx context.Context, fn func(ctx context.Context, q *quer
 	return tx.Commit(ctx)
 }
 
-// get reads the row of table at key (the columns named by cols, in order)
-// into v; found is false when there is none. A row that fails its checksum
-// or does not decode is core.ErrCorrupt, with h's revision and epoch when
-// the session's head is known.
-func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowKey, v any, forUpdate bool) (found bool, err error) {
-	sql := "SELECT record, checksum FROM " + q.s.table(k.table) + " WHERE " + k.where()
-	if forUpdate {
-		sql += " FOR UPDATE"
-	}
-	var rec []byte
-	var sum int64
-	if err := q.tx.QueryRow(ctx, sql, k.args...).Scan(&rec, &sum); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, nil
+// rowRead is one row to read by its key: its record and checksum, and
+// whether it exists.
+type rowRead struct {
+	k     rowKey
+	lock  bool // FOR UPDATE
+	found bool
+	rec   []byte
+	sum   int64
+}
+
+// readRows reads rs, in order, after the queued writes, all in one round
+// trip.
+func (q *query) readRows(ctx context.Context, rs ...*rowRead) error {
+	b := q.take()
+	for _, r := range rs {
+		sql := "SELECT record, checksum FROM " + q.s.table(r.k.table) + " WHERE " + r.k.where()
+		if r.lock {
+			sql += " FOR UPDATE"
 		}
-		return false, err
+		b.Queue(sql, r.k.args...).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&r.rec, &r.sum)
+			r.found = err == nil
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // not the batch's error: pgx drops its cached statements after one
+			}
+			return err
+		})
 	}
-	if err := decode(k.table, k.sum, rec, sum, v); err != nil {
+	return q.tx.SendBatch(ctx, b).Close()
+}
+
+// decode decodes the row read into v; found is false when there was none.
+// A row that fails its checksum or does not decode is core.ErrCorrupt, with
+// h's revision and epoch when the session's head is known.
+func (r *rowRead) decode(h *sessionRec, sessionID string, v any) (found bool, err error) {
+	if !r.found {
+		return false, nil
+	}
+	if err := decode(r.k.table, r.k.sum, r.rec, r.sum, v); err != nil {
 		return false, corrupt(h, sessionID, err)
 	}
 	return true, nil
 }
 
+// get reads the row of table at key into v, as rowRead.decode does.
+func (q *query) get(ctx context.Context, h *sessionRec, sessionID string, k rowKey, v any, forUpdate bool) (found bool, err error) {
+	r := &rowRead{k: k, lock: forUpdate}
+	if err := q.readRows(ctx, r); err != nil {
+		return false, err
+	}
+	return r.decode(h, sessionID, v)
+}
+
 // put writes v as the row of table at key, replacing the row there; with
-// insert it fails (23505) when the row exists.
+// insert it fails (23505) when the row exists, at once or when sent.
 func (q *query) put(ctx context.Context, k rowKey, v any, insert bool) error {
 	rec, err := encode(v)
 	if err != nil {
@@ -100,8 +172,7 @@ func (q *query) put(ctx context.Context, k rowKey, v any, insert bool) error {
 	if !insert {
 		sql += fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET record = excluded.record, checksum = excluded.checksum", cols)
 	}
-	_, err = q.tx.Exec(ctx, sql, args...)
-	return err
+	return q.exec(ctx, sql, args...)
 }
 
 // rowKey is the key of one row: its SQL values (args, for cols) and the
@@ -146,10 +217,15 @@ func requestKey(sessionID, requestID string) rowKey {
 
 // head returns the session's row, or nil when it does not exist or is a
 // tombstone; tomb returns the tombstone. lock takes the row's lock (FOR
-// UPDATE) for the rest of the transaction.
-func (q *query) head(ctx context.Context, sessionID string, lock bool) (live, tomb *sessionRec, err error) {
+// UPDATE) for the rest of the transaction. The rows of with are read after
+// it, under its lock, in the same round trip.
+func (q *query) head(ctx context.Context, sessionID string, lock bool, with ...*rowRead) (live, tomb *sessionRec, err error) {
+	r := &rowRead{k: sessionKey(sessionID), lock: lock}
+	if err := q.readRows(ctx, append([]*rowRead{r}, with...)...); err != nil {
+		return nil, nil, err
+	}
 	var rec sessionRec
-	found, err := q.get(ctx, nil, sessionID, sessionKey(sessionID), &rec, lock)
+	found, err := r.decode(nil, sessionID, &rec)
 	if err != nil || !found {
 		return nil, nil, err
 	}
@@ -195,7 +271,7 @@ func (q *query) putMessages(ctx context.Context, sessionID string, first uint64,
 			args = append(args, k.args[0], k.args[1], rec, checksum(k.table, k.sum, rec))
 		}
 		sql.WriteString(" ON CONFLICT (session_id, seq) DO UPDATE SET record = excluded.record, checksum = excluded.checksum")
-		if _, err := q.tx.Exec(ctx, sql.String(), args...); err != nil {
+		if err := q.exec(ctx, sql.String(), args...); err != nil {
 			return err
 		}
 		msgs, first = msgs[n:], first+uint64(n)

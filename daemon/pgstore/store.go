@@ -50,6 +50,9 @@ type Options struct {
 	// Writers is the number of group commits in flight at once, each on its
 	// own connection; zero means 2.
 	Writers int
+	// Tracer is given every query of the pool's connections, and every
+	// batch when it is a pgx.BatchTracer too; nil traces nothing.
+	Tracer pgx.QueryTracer
 }
 
 // Store is a core.Store backed by PostgreSQL. Close it to release its
@@ -116,6 +119,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		writers = 2
 	}
 	cc := cfg.ConnConfig
+	if opts.Tracer != nil {
+		cc.Tracer = opts.Tracer
+	}
 	s.target = Describe(cfg)
 	switch cc.DefaultQueryExecMode {
 	case pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec:

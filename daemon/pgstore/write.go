@@ -15,7 +15,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core
 	var res core.SaveResult
 	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
+		res, err = core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err
 	})
 	return res, err
@@ -76,7 +76,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 			tombEpoch = h.Epoch
 		}
 		for _, t := range tables[1:] {
-			if _, err := q.tx.Exec(ctx, "DELETE FROM "+s.table(t)+" WHERE session_id = $1", []byte(sessionID)); err != nil {
+			if err := q.exec(ctx, "DELETE FROM "+s.table(t)+" WHERE session_id = $1", []byte(sessionID)); err != nil {
 				return err
 			}
 		}
