@@ -64,24 +64,11 @@ func TestPostgresPgBouncer(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || reasonOf(err) != "UNAVAILABLE" {
 		t.Fatalf("save with PgBouncer down: %v (reason %q)", err, reasonOf(err))
 	}
-	health := healthpb.NewHealthClient(d.Conn)
-	waitHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
-		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: savepointv1.SavepointService_ServiceDesc.ServiceName})
-			if err == nil && res.GetStatus() == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health is %v (%v), want %v", res.GetStatus(), err, want)
-			}
-		}
-	}
-	waitHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	daemontest.WaitHealth(t, d.Conn, healthpb.HealthCheckResponse_NOT_SERVING)
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitHealth(healthpb.HealthCheckResponse_SERVING)
+	daemontest.WaitHealth(t, d.Conn, healthpb.HealthCheckResponse_SERVING)
 	if saved, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s", ExpectedRevision: 2, Epoch: 3}); err != nil || saved.GetRevision() != 3 {
 		t.Fatalf("save once PgBouncer is back: %v %v", saved, err)
 	}

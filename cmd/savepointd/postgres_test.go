@@ -134,22 +134,9 @@ func TestPostgresDaemons(t *testing.T) {
 		t.Fatalf("a second daemon on one data directory: %v\n%s", err, out)
 	}
 
-	health := healthpb.NewHealthClient(a.Conn)
-	waitHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
-		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: savepointv1.SavepointService_ServiceDesc.ServiceName})
-			if err == nil && res.GetStatus() == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health is %v (%v), want %v", res.GetStatus(), err, want)
-			}
-		}
-	}
-	waitHealth(healthpb.HealthCheckResponse_SERVING)
+	daemontest.WaitHealth(t, a.Conn, healthpb.HealthCheckResponse_SERVING)
 	srv.StopServer()
-	waitHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	daemontest.WaitHealth(t, a.Conn, healthpb.HealthCheckResponse_NOT_SERVING)
 	_, err = a.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s", ExpectedRevision: 2, Epoch: 2})
 	if status.Code(err) != codes.Unavailable || reasonOf(err) != "UNAVAILABLE" || !strings.Contains(err.Error(), "PostgreSQL") {
 		t.Fatalf("save with the database down: %v (reason %q)", err, reasonOf(err))
@@ -163,7 +150,7 @@ func TestPostgresDaemons(t *testing.T) {
 	if _, err := a.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s", ExpectedRevision: 2, Epoch: 2}); err != nil {
 		t.Fatalf("save once the database is back: %v", err)
 	}
-	waitHealth(healthpb.HealthCheckResponse_SERVING)
+	daemontest.WaitHealth(t, a.Conn, healthpb.HealthCheckResponse_SERVING)
 	if !strings.Contains(a.Stderr(), "health reports NOT_SERVING") {
 		t.Errorf("A did not log the outage:\n%s", a.Stderr())
 	}
