@@ -57,8 +57,9 @@ var ErrBehind = errors.New("store is behind its high-water mark")
 // memtables, each an arena of MemTableSize plus room for one transaction
 // (10.4 MiB), the caches below (12 MiB) and a table builder's buffers (up to
 // 4 MiB); messages and large states are read from the memory-mapped value
-// log, which is file-backed. The value log's space is not reclaimed while
-// savepointd runs (docs/profiles.md, "Known limits").
+// log, which is file-backed. The retention pass reclaims the value log's
+// space (collectValueLog, which deletes a rewritten file only once the
+// moved values are synced).
 const (
 	MemTableSize     = 8 << 20
 	ValueThreshold   = 512
