@@ -79,7 +79,7 @@ func checkpoint(t *tx, sessionID string, h *storagev1.SessionRecord, rev uint64)
 }
 
 func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]core.Message, error) {
-	var out []core.Message
+	var page core.MessagePage
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
@@ -89,14 +89,9 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 		if err != nil {
 			return err
 		}
-		size := 0
-		idx := uint64(0)
-		for _, sg := range rec.Segments {
-			if start >= idx+sg.Count {
-				idx += sg.Count
-				continue
-			}
-			for seq := sg.FirstSeq + (max(start, idx) - idx); seq < sg.FirstSeq+sg.Count; seq++ {
+		page = core.MessagePage{MaxBytes: maxBytes, MaxCount: maxCount} // afresh if fn runs again
+		for first, end := range core.SeqRanges(segmentsFromRecord(rec.Segments), start) {
+			for seq := first; seq < end; seq++ {
 				var m storagev1.Message
 				found, err := get(t, h, sessionID, messageKey(sessionID, seq), &m)
 				if err != nil {
@@ -105,18 +100,14 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 				if !found {
 					return corrupt(h, sessionID, fmt.Errorf("message %d of revision %d is missing", seq, rec.Revision))
 				}
-				dm := core.Message{Role: m.Role, ContentJSON: m.ContentJson}
-				size += core.MessageSize(dm)
-				if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) >= maxCount)) {
+				if !page.Add(core.Message{Role: m.Role, ContentJSON: m.ContentJson}) {
 					return nil
 				}
-				out = append(out, dm)
 			}
-			idx += sg.Count
 		}
 		return nil
 	})
-	return out, err
+	return page.Messages, err
 }
 
 func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []core.PendingCall, error) {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"iter"
 	"maps"
 )
 
@@ -67,4 +68,39 @@ func SummaryOf(sessionID string, h *HeadRecord, inDoubt uint32) SessionSummary {
 		MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
 		Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime, Status: h.Status,
 	}
+}
+
+// SeqRanges yields, in order, the ranges [first, end) of sequence numbers
+// holding the messages of a history stored in segs, from message index
+// start on.
+func SeqRanges(segs []Segment, start uint64) iter.Seq2[uint64, uint64] {
+	return func(yield func(uint64, uint64) bool) {
+		idx := uint64(0)
+		for _, sg := range segs {
+			if start < idx+sg.Count && !yield(sg.FirstSeq+(max(start, idx)-idx), sg.FirstSeq+sg.Count) {
+				return
+			}
+			idx += sg.Count
+		}
+	}
+}
+
+// MessagePage is the answer of one Store.Messages call being filled: at
+// least one message, then as many as fit MaxBytes (by MessageSize) and
+// MaxCount (0: no count limit).
+type MessagePage struct {
+	MaxBytes, MaxCount int
+	Messages           []Message
+	size               int
+}
+
+// Add appends m and returns true, or returns false, appending nothing, when
+// the page is full.
+func (p *MessagePage) Add(m Message) bool {
+	p.size += MessageSize(m)
+	if len(p.Messages) > 0 && (p.size > p.MaxBytes || (p.MaxCount > 0 && len(p.Messages) >= p.MaxCount)) {
+		return false
+	}
+	p.Messages = append(p.Messages, m)
+	return true
 }

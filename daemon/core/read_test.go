@@ -70,3 +70,25 @@ func TestPendingCalls(t *testing.T) {
 		t.Fatalf("InDoubt with damaged calls = %d, %v; want all 3", n, err)
 	}
 }
+
+// TestMessagePage: the history's ranges from an index, and a page that
+// always takes one message, then stops before its byte or count budget.
+func TestMessagePage(t *testing.T) {
+	segs := []core.Segment{{FirstSeq: 0, Count: 2}, {FirstSeq: 10, Count: 3}}
+	var got [][2]uint64
+	for first, end := range core.SeqRanges(segs, 3) {
+		got = append(got, [2]uint64{first, end})
+	}
+	if len(got) != 1 || got[0] != [2]uint64{11, 13} {
+		t.Fatalf("ranges from index 3: %v, want [[11 13]]", got)
+	}
+	m := core.Message{Role: "user", ContentJSON: `"0123456789"`} // 32 bytes by MessageSize
+	p := core.MessagePage{MaxBytes: 1}
+	if !p.Add(m) || p.Add(m) || len(p.Messages) != 1 {
+		t.Fatalf("a page over budget took %d messages, want exactly the first", len(p.Messages))
+	}
+	p = core.MessagePage{MaxBytes: 1 << 20, MaxCount: 2}
+	if !p.Add(m) || !p.Add(m) || p.Add(m) {
+		t.Fatalf("a page of count 2 took %d messages", len(p.Messages))
+	}
+}

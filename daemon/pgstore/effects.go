@@ -19,30 +19,13 @@ func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, a
 	}
 	cursor := []byte(after)
 	for {
-		type row struct {
-			id, rec []byte
-			sum     int64
-		}
-		var page []row
-		rows, err := q.tx.Query(ctx, "SELECT tool_use_id, record, checksum FROM "+q.s.table("calls")+
+		page, err := q.keyedRows(ctx, "SELECT tool_use_id, record, checksum FROM "+q.s.table("calls")+
 			" WHERE session_id = $1 AND tool_use_id > $2 ORDER BY tool_use_id LIMIT $3", []byte(sessionID), cursor, callPage)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.id, &r.rec, &r.sum); err != nil {
-				rows.Close()
-				return err
-			}
-			page = append(page, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
 		for _, r := range page {
-			id := string(r.id)
+			id := string(r.key)
 			var call callRec
 			if err := decode("calls", callKey(sessionID, id).sum, r.rec, r.sum, &call); err != nil {
 				return corrupt(h, sessionID, err)
@@ -55,7 +38,7 @@ func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, a
 		if len(page) < callPage {
 			return nil
 		}
-		cursor = page[len(page)-1].id
+		cursor = page[len(page)-1].key
 	}
 }
 

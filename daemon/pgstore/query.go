@@ -323,3 +323,23 @@ func corrupt(h *sessionRec, sessionID string, err error) error {
 func fence(h *sessionRec, sessionID string, epoch uint64) error {
 	return core.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
 }
+
+// keyedRow is a row of a query that selects one key column, then the record
+// and its checksum.
+type keyedRow struct {
+	key, rec []byte
+	sum      int64
+}
+
+// keyedRows runs such a query and reads every row it returns.
+func (q *query) keyedRows(ctx context.Context, sql string, args ...any) ([]keyedRow, error) {
+	rows, err := q.tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (keyedRow, error) {
+		var k keyedRow
+		err := r.Scan(&k.key, &k.rec, &k.sum)
+		return k, err
+	})
+}

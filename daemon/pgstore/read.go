@@ -35,9 +35,8 @@ func (q *query) checkpoint(ctx context.Context, sessionID string, h *sessionRec,
 const messagePage = 256
 
 func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint64, maxBytes, maxCount int) ([]core.Message, error) {
-	var out []core.Message
+	var page core.MessagePage
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
-		out = out[:0]
 		h, err := q.mustHead(ctx, sessionID, false)
 		if err != nil {
 			return err
@@ -46,34 +45,19 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 		if err != nil {
 			return err
 		}
-		size := 0
-		idx := uint64(0)
-		for _, sg := range rec.Segments {
-			if start >= idx+sg.Count {
-				idx += sg.Count
-				continue
-			}
-			next := sg.FirstSeq + (max(start, idx) - idx)
-			end := sg.FirstSeq + sg.Count
+		page = core.MessagePage{MaxBytes: maxBytes, MaxCount: maxCount} // afresh if fn runs again
+		for next, end := range core.SeqRanges(segmentsOf(rec.Segments), start) {
 			for next < end {
-				full, err := q.messages(ctx, sessionID, h, rec.Revision, next, min(end, next+messagePage), func(m core.Message) bool {
-					size += core.MessageSize(m)
-					if len(out) > 0 && (size > maxBytes || (maxCount > 0 && len(out) >= maxCount)) {
-						return false
-					}
-					out = append(out, m)
-					return true
-				})
+				full, err := q.messages(ctx, sessionID, h, rec.Revision, next, min(end, next+messagePage), page.Add)
 				if err != nil || full {
 					return err
 				}
 				next = min(end, next+messagePage)
 			}
-			idx += sg.Count
 		}
 		return nil
 	})
-	return out, err
+	return page.Messages, err
 }
 
 // messages passes the messages seq in [from, to) to add in order until add
@@ -138,38 +122,20 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 		out = out[:0]
 		cursor := []byte(after)
 		for len(out) < limit {
-			type row struct {
-				id  []byte
-				rec []byte
-				sum int64
-			}
-			var page []row
-			rows, err := q.tx.Query(ctx, "SELECT session_id, record, checksum FROM "+s.table("sessions")+
+			page, err := q.keyedRows(ctx, "SELECT session_id, record, checksum FROM "+s.table("sessions")+
 				" WHERE session_id > $1 ORDER BY session_id LIMIT $2", cursor, max(listPage, limit))
 			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var r row
-				if err := rows.Scan(&r.id, &r.rec, &r.sum); err != nil {
-					rows.Close()
-					return err
-				}
-				page = append(page, r)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
 				return err
 			}
 			if len(page) == 0 {
 				return nil
 			}
-			cursor = page[len(page)-1].id
+			cursor = page[len(page)-1].key
 			for _, r := range page {
 				if len(out) >= limit {
 					break
 				}
-				id := string(r.id)
+				id := string(r.key)
 				var h sessionRec
 				if err := decode("sessions", sessionKey(id).sum, r.rec, r.sum, &h); err != nil {
 					// A damaged head is listed so an operator can find and delete it.
