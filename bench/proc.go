@@ -178,3 +178,52 @@ func (p Proc) WriteBytes() (int64, error) {
 	}
 	return parseIOWriteBytes(b)
 }
+
+// MachineCPU is the machine's CPU time from the first line of /proc/stat,
+// summed over every CPU.
+type MachineCPU struct {
+	Total time.Duration // every state, steal included
+	Idle  time.Duration // idle and iowait: time no process wanted a CPU
+}
+
+// Busy is the share of m's CPU time, since an earlier reading, that was not
+// idle: used by some process, the kernel, or stolen by the hypervisor.
+func (m MachineCPU) Busy(since MachineCPU) float64 {
+	total := m.Total - since.Total
+	if total <= 0 {
+		return 0
+	}
+	return 1 - float64(m.Idle-since.Idle)/float64(total)
+}
+
+// parseMachineCPU reads the "cpu" line of /proc/stat: user nice system idle
+// iowait irq softirq steal (guest time is already counted in user).
+func parseMachineCPU(b []byte) (MachineCPU, error) {
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return MachineCPU{}, fmt.Errorf("/proc/stat: first line %q is not the cpu line with at least 8 counters", line)
+	}
+	var m MachineCPU
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return MachineCPU{}, fmt.Errorf("/proc/stat: counter %q is not a tick count", v)
+		}
+		d := time.Duration(n) * clockTick
+		m.Total += d
+		if i == 3 || i == 4 {
+			m.Idle += d
+		}
+	}
+	return m, nil
+}
+
+// ReadMachineCPU returns the machine's CPU time so far.
+func ReadMachineCPU() (MachineCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return MachineCPU{}, err
+	}
+	return parseMachineCPU(b)
+}

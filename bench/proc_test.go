@@ -119,3 +119,31 @@ func TestProcSelf(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestParseMachineCPU(t *testing.T) {
+	m, err := parseMachineCPU(readTestdata(t, "machine_stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cpu  1856562 0 781238 955581 60146 0 34655 98836 0 0
+	wantTotal := time.Duration(1856562+781238+955581+60146+34655+98836) * clockTick
+	wantIdle := time.Duration(955581+60146) * clockTick
+	if m.Total != wantTotal || m.Idle != wantIdle {
+		t.Errorf("parseMachineCPU = %+v, want Total %v Idle %v", m, wantTotal, wantIdle)
+	}
+	later := MachineCPU{Total: m.Total + 400*clockTick, Idle: m.Idle + 100*clockTick}
+	if got := later.Busy(m); got != 0.75 {
+		t.Errorf("Busy = %v, want 0.75 (300 of 400 ticks not idle)", got)
+	}
+	if got := m.Busy(m); got != 0 {
+		t.Errorf("Busy over no time = %v, want 0", got)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu 1 2 3 x 5 6 7 8"} {
+		if _, err := parseMachineCPU([]byte(bad)); err == nil {
+			t.Errorf("parseMachineCPU(%q) succeeded", bad)
+		}
+	}
+	if _, err := ReadMachineCPU(); err != nil {
+		t.Error(err)
+	}
+}
