@@ -11,9 +11,11 @@ import (
 // Scenario 1: save latency, one session
 
 // SaveLatency times the SaveCheckpoint calls of Point A + Point B cycles in
-// one session against the same bytes written durably by each baseline.
-func (b *Bench) SaveLatency(ctx context.Context, spd Target) error {
-	targets := append([]Target{spd}, latencyBaselines()...)
+// one session against the same bytes written durably by each baseline, and
+// against empty, an RPC to the same daemon that does nothing: the round
+// trip every save pays before it stores anything.
+func (b *Bench) SaveLatency(ctx context.Context, spd, empty Target) error {
+	targets := append([]Target{spd, empty}, latencyBaselines()...)
 	n := b.cfg.Cycles
 	saves := make([]*Save, 0, 2*(n+warmCycles))
 	for i := range n + warmCycles {
@@ -40,6 +42,7 @@ func (b *Bench) SaveLatency(ctx context.Context, spd Target) error {
 			fmt.Sprintf("%d saves (%d cycles) per system per repetition after %d warm-up cycles; %d repetitions, systems interleaved; each figure the median over repetitions, each ratio the median of the per-repetition ratios.",
 				2*n, n, warmCycles, b.cfg.Reps),
 			fmt.Sprintf("Each save appends one %d-byte message (Point A also leaves one tool use pending); the baselines write the %d-byte encoded SaveCheckpointRequest.", b.cfg.MessageBytes, len(saves[0].Bytes)),
+			"Empty RPC: grpc.health.v1 Check on the same daemon, over a connection of its own, in place of each save: the gRPC round trip alone, with nothing stored or synced.",
 		},
 	}
 	for _, tg := range targets {

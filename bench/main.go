@@ -224,7 +224,7 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
 		spd := &savepointdTarget{d: d, prefix: "lat"}
 		err = func() error {
 			if cfg.runs(1) {
-				if err := b.SaveLatency(ctx, spd); err != nil {
+				if err := b.SaveLatency(ctx, spd, emptyRPCTarget{d: d}); err != nil {
 					return fmt.Errorf("scenario 1: %w", err)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
@@ -76,5 +77,51 @@ func (w *savepointdWriter) Save(ctx context.Context, s *Save) error {
 		return fmt.Errorf("SaveCheckpoint %s at revision %d: %w", w.id, w.rev, err)
 	}
 	w.rev = resp.GetRevision()
+	return nil
+}
+
+// emptyRPCTarget calls the gRPC health Check of a running savepointd instead
+// of saving: an RPC that reads and writes nothing, so its CPU per call is
+// what gRPC's transport and the daemon's interceptors cost alone.
+type emptyRPCTarget struct{ d *Daemon }
+
+func (t emptyRPCTarget) Name() string { return "savepointd, empty RPC (health Check)" }
+
+func (t emptyRPCTarget) Open(context.Context, string) (Store, error) {
+	return &emptyRPCStore{d: t.d}, nil
+}
+
+type emptyRPCStore struct {
+	d     *Daemon
+	conns []*grpc.ClientConn
+}
+
+func (s *emptyRPCStore) Session(context.Context, int) (Writer, error) {
+	conn, err := s.d.Dial()
+	if err != nil {
+		return nil, err
+	}
+	s.conns = append(s.conns, conn)
+	return emptyRPCWriter{healthpb.NewHealthClient(conn)}, nil
+}
+
+func (s *emptyRPCStore) Close() error {
+	var errs []error
+	for _, c := range s.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type emptyRPCWriter struct{ c healthpb.HealthClient }
+
+func (w emptyRPCWriter) Save(ctx context.Context, _ *Save) error {
+	resp, err := w.c.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return fmt.Errorf("health Check: %w", err)
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("health Check: %v", resp.GetStatus())
+	}
 	return nil
 }

@@ -47,7 +47,8 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 	}
 	peak := map[int]Memory{}
 	var cpuPerSave []float64 // savepointd's, at 64 sessions
-	cpu64 := map[string]*cpuSamples{}
+	empty := emptyRPCTarget{d: d}
+	cpu64 := map[string]*cpuSamples{empty.Name(): {}}
 	for _, t := range targets {
 		cpu64[t.Name()] = &cpuSamples{}
 	}
@@ -75,6 +76,13 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 				}
 			}
 		}
+		// Scenario 6's floor: the same 64 loops calling an RPC that does
+		// nothing, on the same daemon.
+		r, err := b.saveLoops(ctx, empty, 64, pool, &d.Proc)
+		if err != nil {
+			return fmt.Errorf("%s, 64 sessions: %w", empty.Name(), err)
+		}
+		cpu64[empty.Name()].add(r)
 		b.log("scenario 2: repetition %d of %d done", rep+1, b.cfg.Reps)
 	}
 	end, err := d.Proc.Memory()
@@ -147,16 +155,17 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 		Header: []string{"system", "µs in savepointd", "µs in this process", "µs in all", "all: min", "all: max", "machine not idle"},
 		Notes: []string{
 			"utime + stime from /proc/PID/stat (10 ms ticks) over each scenario-2 window at 64 sessions, over the saves completed in that window; medians over repetitions. This process is the load generator for savepointd (64 gRPC clients) and the embedded store itself for the baselines.",
+			"Empty RPC: the same 64 loops on the same daemon, each calling grpc.health.v1 Check instead of SaveCheckpoint (no store, no validation, no log line), once per repetition after the others: what gRPC's transport and the interceptors cost a call on each side.",
 			"Machine not idle: the share of all CPUs' time, from /proc/stat, that was neither idle nor iowait in the window (other processes and the hypervisor's steal included); near 100% the figures above are bound by the cores.",
 		},
 	}
-	for _, tg := range targets {
+	for _, tg := range append(targets, Target(empty)) {
 		cs := cpu64[tg.Name()]
 		if len(cs.all) == 0 {
 			continue
 		}
 		daemon := any("")
-		if tg == spd {
+		if tg == spd || tg == empty {
 			daemon = Median(cs.daemon)
 		}
 		c.Add(tg.Name(), daemon, Median(cs.self), Median(cs.all), slices.Min(cs.all), slices.Max(cs.all), fmt.Sprintf("%.0f%%", 100*Median(cs.busy)))
