@@ -22,7 +22,11 @@ var ErrNotEmpty = errors.New("the store is not empty")
 // The backup is not encrypted, whatever the store's key: keep it as safe as
 // the key. Restore reads it back, into a store with any key or none.
 func (s *Store) Backup(w io.Writer) error {
-	_, err := s.db.Backup(w, 0)
+	v := s.eng.snaps.open()
+	defer s.eng.snaps.close(v)
+	stream := s.db.NewStreamAt(v) // every range read at one version
+	stream.LogPrefix = "Backup"
+	_, err := stream.Backup(w, 0)
 	return err
 }
 

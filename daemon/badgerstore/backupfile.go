@@ -105,8 +105,8 @@ func (s *Store) BackupSince(ctx context.Context, w io.Writer, since uint64, plai
 // each key range in a transaction of its own, so a backup taken while
 // writes go on would mix moments (a head without the messages it names).
 func (s *Store) snapshotBackup(ctx context.Context, w io.Writer, since uint64) (uint64, error) {
-	txn := s.db.NewTransaction(false)
-	defer txn.Discard()
+	txn := s.readTxn()
+	defer s.discardReadTxn(txn)
 	opts := badger.IteratorOptions{AllVersions: true, PrefetchValues: true, PrefetchSize: 100}
 	if since > 0 {
 		opts.SinceTs = since - 1 // Badger reads versions above SinceTs

@@ -46,7 +46,7 @@ func TestCacheNotNewerThanSnapshot(t *testing.T) {
 	defer s.Close()
 	saveN(t, s, "c", 2)
 	old := s.newTx()
-	defer old.r.Discard()
+	defer s.closeTx(old)
 	saveN2 := func() {
 		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 2}); err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestCacheNotNewerThanSnapshot(t *testing.T) {
 		t.Fatalf("a snapshot of revision 2 read revision %d of its head", h.Revision)
 	}
 	now := s.newTx()
-	defer now.r.Discard()
+	defer s.closeTx(now)
 	hits := now.cacheHits
 	if h, _, err = head(now, "c"); err != nil || h.Revision != 3 {
 		t.Fatalf("a new snapshot: revision %d, %v; want 3", h.GetRevision(), err)
@@ -71,9 +71,9 @@ func TestCacheNotNewerThanSnapshot(t *testing.T) {
 	}
 }
 
-// TestCacheNotUsedWhileCommitUnsynced: while a commit is visible in Badger
-// but not yet synced, its keys are read from the snapshot, never from an
-// older cached copy.
+// TestCacheNotUsedWhileCommitUnsynced: while a commit is in Badger but not
+// yet synced, a snapshot and the cache agree on its keys (both the last
+// durable value: snapshot.go).
 func TestCacheNotUsedWhileCommitUnsynced(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
@@ -90,7 +90,7 @@ func TestCacheNotUsedWhileCommitUnsynced(t *testing.T) {
 	x := s.newTx()
 	h, _, err := head(x, "c")
 	snap := snapshotHead(t, x, "c")
-	x.r.Discard()
+	s.closeTx(x)
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,10 +20,12 @@ import (
 // The engine is the store's only writer. Requests that arrive while a commit
 // is in flight are folded into the next Badger transaction, which is then
 // made durable by one db.Sync covering both Badger's write-ahead log and its
-// value log; each request is acknowledged only after that sync. Badger runs
-// with SyncWrites off so that its value-log sync errors, which it would only
-// log, are returned by db.Sync instead. Any commit or sync failure is fatal:
-// the engine stops acknowledging and reports on Failed.
+// value log; each request is acknowledged, and the commit made readable
+// (snapshot.go), only after that sync. Badger runs with SyncWrites off so
+// that its value-log sync errors, which it would only log, are returned by
+// db.Sync instead, and in managed mode, with the engine numbering the
+// commits. Any commit or sync failure is fatal: the engine stops
+// acknowledging and reports on Failed.
 
 // seqKey holds the sequence number of the last commit.
 var seqKey = []byte{kindFormat, 's', 'e', 'q'}
@@ -81,6 +84,8 @@ type engine struct {
 	sync      func() error                              // replaced in tests
 	onCommit  func(seq uint64)
 	cache     *recordCache // the newest durable heads and call records (cache.go)
+	snaps     *snapshots   // read versions (snapshot.go)
+	version   uint64       // Badger version of the last commit; owned by the loop
 
 	ops    chan *op
 	stop   chan struct{}
@@ -108,6 +113,8 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		sync:      db.Sync,
 		onCommit:  onCommit,
 		cache:     newRecordCache(),
+		snaps:     newSnapshots(db.MaxVersion()),
+		version:   db.MaxVersion(),
 		ops:       make(chan *op, 1024),
 		stop:      make(chan struct{}),
 		exited:    make(chan struct{}),
@@ -124,6 +131,7 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		}),
 	}
 	e.seq.Store(seq)
+	db.SetDiscardTs(e.version) // no reader yet: older versions are for compaction to drop
 	e.wg.Add(1)
 	go e.loop()
 	return e
@@ -333,7 +341,8 @@ func (e *engine) checkSpace() error {
 func (e *engine) write(batch []*op) error {
 	seq := e.seq.Load() + 1
 	e.cache.forget(batch) // before Badger makes the batch visible
-	txn := e.db.NewTransaction(true)
+	version := e.version + 1
+	txn := e.db.NewTransactionAt(e.version, true)
 	defer txn.Discard()
 	for _, o := range batch {
 		for _, w := range o.writes {
@@ -354,7 +363,7 @@ func (e *engine) write(batch []*op) error {
 		e.fail(err)
 		return e.err()
 	}
-	if err := txn.Commit(); err != nil {
+	if err := txn.CommitAt(version, nil); err != nil {
 		e.cache.clear()
 		e.fail(fmt.Errorf("commit: %w", err))
 		return e.err()
@@ -366,8 +375,10 @@ func (e *engine) write(batch []*op) error {
 		return e.err()
 	}
 	e.syncSeconds.Observe(time.Since(start).Seconds())
+	e.version = version
 	e.cache.remember(batch, seq)
-	e.seq.Store(seq)
+	e.db.SetDiscardTs(e.snaps.advance(version))
+	e.seq.Store(seq) // after advance: a reader of seq reads at version or later (newTx)
 	return nil
 }
 
@@ -388,7 +399,9 @@ var errNoSeq = errors.New("no commit sequence number")
 // readSeq returns the sequence number of the last commit in db.
 func readSeq(db *badger.DB) (uint64, error) {
 	var seq uint64
-	err := db.View(func(txn *badger.Txn) error {
+	txn := db.NewTransactionAt(math.MaxUint64, false)
+	defer txn.Discard()
+	err := func() error {
 		item, err := txn.Get(seqKey)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return errNoSeq
@@ -403,6 +416,6 @@ func readSeq(db *badger.DB) (uint64, error) {
 			seq = binary.BigEndian.Uint64(v)
 			return nil
 		})
-	})
+	}()
 	return seq, err
 }

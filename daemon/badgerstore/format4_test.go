@@ -69,7 +69,7 @@ func TestMigrateFormat3(t *testing.T) {
 	}
 
 	// fixture-4's delete was finished; both tombstones are listed to expire.
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = rawView(s, func(txn *badger.Txn) error {
 		for _, p := range [][]byte{sessionScope(kindMessage, "fixture-4"), sessionScope(kindRevision, "fixture-4"), {kindPurge}} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 			it.Rewind()
@@ -94,7 +94,7 @@ func TestMigrateFormat3(t *testing.T) {
 func expiries(t *testing.T, s *Store) []string {
 	t.Helper()
 	var sids []string
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := rawView(s, func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindExpiry}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

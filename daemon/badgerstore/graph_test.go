@@ -22,7 +22,7 @@ import (
 func countKeys(t *testing.T, s *Store, prefix []byte) int {
 	t.Helper()
 	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := rawView(s, func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

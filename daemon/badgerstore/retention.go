@@ -148,7 +148,7 @@ func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, e
 // has made the moved values durable; a failed sync keeps the old files
 // until the process exits, and fails the engine as a failed commit does.
 func (s *Store) collectValueLog(rep *MaintenanceReport) error {
-	hold := s.db.NewTransaction(false)
+	hold := s.readTxn()
 	it := hold.NewIterator(badger.IteratorOptions{})
 	for {
 		err := s.db.RunValueLogGC(gcDiscardRatio)
@@ -157,7 +157,7 @@ func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 		}
 		if err != nil {
 			it.Close()
-			hold.Discard()
+			s.discardReadTxn(hold)
 			return err
 		}
 		rep.RewrittenLogs++
@@ -170,7 +170,7 @@ func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 		}
 	}
 	it.Close() // the rewritten files go now
-	hold.Discard()
+	s.discardReadTxn(hold)
 	return nil
 }
 

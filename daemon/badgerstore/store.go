@@ -213,7 +213,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	db, err := badger.Open(bopts)
+	db, err := badger.OpenManaged(bopts)
 	if err != nil {
 		s.unlockDir()
 		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. If it names a table file that does not exist, "+
@@ -428,7 +428,7 @@ func (s *Store) Stats() Stats {
 // durably. Every write of the store goes through here.
 func (s *Store) update(fn func(t *tx) error) error {
 	t := s.newTx()
-	defer t.r.Discard()
+	defer s.closeTx(t)
 	err := fn(t)
 	s.readBytes.Add(uint64(t.readBytes))
 	s.cacheHits.Add(uint64(t.cacheHits))
@@ -446,17 +446,31 @@ func (s *Store) view(ctx context.Context, fn func(t *tx) error) error {
 		return err
 	}
 	t := s.newTx()
-	defer t.r.Discard()
+	defer s.closeTx(t)
 	err := fn(t)
 	s.cacheHits.Add(uint64(t.cacheHits))
 	return err
 }
 
-// newTx starts a transaction on a new snapshot. The sequence number is read
-// first, so every commit it covers is visible in the snapshot.
+// newTx starts a transaction on a snapshot of the last durable commit; the
+// caller ends it with closeTx. The sequence number is read first, so every
+// commit it covers is in the snapshot.
 func (s *Store) newTx() *tx {
 	seq := s.eng.seq.Load()
-	return &tx{r: s.db.NewTransaction(false), findings: &s.damage, cache: s.eng.cache, seq: seq}
+	return &tx{r: s.readTxn(), findings: &s.damage, cache: s.eng.cache, seq: seq}
+}
+
+func (s *Store) closeTx(t *tx) { s.discardReadTxn(t.r) }
+
+// readTxn returns a read-only Badger transaction at the version of the last
+// durable commit, which Badger keeps readable until discardReadTxn ends it.
+func (s *Store) readTxn() *badger.Txn {
+	return s.db.NewTransactionAt(s.eng.snaps.open(), false)
+}
+
+func (s *Store) discardReadTxn(txn *badger.Txn) {
+	txn.Discard()
+	s.eng.snaps.close(txn.ReadTs())
 }
 
 func (s *Store) lock(sessionID string) func() {

@@ -81,10 +81,40 @@ func TestSecondOpenIsLocked(t *testing.T) {
 // keeps the copies it committed, and damage to the disk reaches it only
 // through what it reads back (or through the scrub's findings, which are
 // checked before the cache).
+// rawView runs fn in a Badger read transaction at the last durable commit.
+func rawView(s *Store, fn func(txn *badger.Txn) error) error {
+	txn := s.readTxn()
+	defer s.discardReadTxn(txn)
+	return fn(txn)
+}
+
+// rawUpdate runs fn in a Badger transaction of its own, between two of the
+// engine's commits, and makes it durable and readable as the engine makes a
+// commit (without a commit sequence number).
+func rawUpdate(s *Store, fn func(txn *badger.Txn) error) error {
+	return s.eng.runExclusive(context.Background(), func() error {
+		v := s.eng.version + 1
+		txn := s.db.NewTransactionAt(s.eng.version, true)
+		defer txn.Discard()
+		if err := fn(txn); err != nil {
+			return err
+		}
+		if err := txn.CommitAt(v, nil); err != nil {
+			return err
+		}
+		if err := s.db.Sync(); err != nil {
+			return err
+		}
+		s.eng.version = v
+		s.db.SetDiscardTs(s.eng.snaps.advance(v))
+		return nil
+	})
+}
+
 func damage(t *testing.T, s *Store, key []byte) {
 	t.Helper()
 	defer s.eng.cache.clear()
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := rawUpdate(s, func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
 		if err != nil {
 			return err
@@ -198,7 +228,7 @@ func TestInterruptedDeleteFinishesAtOpen(t *testing.T) {
 	s.Close()
 	s = openT(t, dir)
 	defer s.Close()
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := rawView(s, func(txn *badger.Txn) error {
 		for _, kind := range []byte{kindRevision, kindMessage, kindPurge} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: sessionScope(kind, "s")})
 			it.Rewind()
@@ -228,7 +258,7 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("clean store: %+v %v", rep, err)
 	}
 	damage(t, s, revisionKey("b", 1))
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(messageKey("c", 1)) }); err != nil {
+	if err := rawUpdate(s, func(txn *badger.Txn) error { return txn.Delete(messageKey("c", 1)) }); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = s.Verify(ctx)

@@ -1,0 +1,142 @@
+package badgerstore
+
+import (
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/savepoint-dev/savepoint/daemon/core"
+)
+
+func TestSnapshots(t *testing.T) {
+	s := newSnapshots(10)
+	if d := s.advance(11); d != 11 {
+		t.Fatalf("no reader: discard %d, want the latest version 11", d)
+	}
+	a := s.open()
+	b := s.open()
+	if a != 11 || b != 11 {
+		t.Fatalf("readers opened at %d and %d, want 11", a, b)
+	}
+	if d := s.advance(12); d != 11 {
+		t.Fatalf("two readers of 11: discard %d, want 11", d)
+	}
+	c := s.open()
+	if c != 12 {
+		t.Fatalf("reader opened at %d after advance(12)", c)
+	}
+	s.close(a)
+	if d := s.advance(13); d != 11 {
+		t.Fatalf("one reader of 11 left: discard %d, want 11", d)
+	}
+	s.close(b)
+	if d := s.advance(14); d != 12 {
+		t.Fatalf("oldest reader 12: discard %d, want 12", d)
+	}
+	s.close(c)
+	if d := s.advance(15); d != 15 || len(s.readers) != 0 || s.current() != 15 {
+		t.Fatalf("no reader left: discard %d, %d versions still counted, current %d", d, len(s.readers), s.current())
+	}
+}
+
+// TestReadersSeeOnlyDurableCommits: a commit is read by nobody until its
+// sync returns, not even by a reader that starts after Badger took it.
+func TestReadersSeeOnlyDurableCommits(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	saveN(t, s, "c", 1)
+	inSync, release := make(chan struct{}), make(chan struct{})
+	sync0 := s.eng.sync
+	s.eng.sync = func() error { close(inSync); <-release; return sync0() }
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 1})
+		done <- err
+	}()
+	<-inSync
+	s.eng.cache.clear() // read from Badger, not from the cache
+	during := s.newTx()
+	snap := snapshotHead(t, during, "c")
+	s.closeTx(during)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if snap.Revision != 1 {
+		t.Fatalf("a reader during the sync of revision 2 read revision %d, want 1", snap.Revision)
+	}
+	s.eng.cache.clear()
+	after := s.newTx()
+	defer s.closeTx(after)
+	if snap := snapshotHead(t, after, "c"); snap.Revision != 2 {
+		t.Fatalf("after the sync: revision %d, want 2", snap.Revision)
+	}
+}
+
+// TestDiscardFollowsOldestReader: the engine lets Badger discard a version
+// only once no reader reads at it or before it.
+func TestDiscardFollowsOldestReader(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	saveN(t, s, "c", 1)
+	held := s.readTxn()
+	v := held.ReadTs()
+	saveN2 := func() {
+		t.Helper()
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "d"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saveN2()
+	if d := s.eng.snaps.advance(s.eng.snaps.current()); d != v {
+		t.Fatalf("with a reader at %d open: discard %d", v, d)
+	}
+	s.discardReadTxn(held)
+	if d := s.eng.snaps.advance(s.eng.snaps.current()); d != s.eng.snaps.current() || d <= v {
+		t.Fatalf("no reader: discard %d, want the latest version %d", d, s.eng.snaps.current())
+	}
+}
+
+// TestSupersededVersionsCompacted: once no reader needs them, the versions a
+// save overwrote go at compaction, as in Badger's default mode; a store that
+// never advanced Badger's discard timestamp would keep every one.
+func TestSupersededVersionsCompacted(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	rev := uint64(0)
+	for range 3 { // three tables, each holding three versions of the head
+		for range 3 {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: rev}); err != nil {
+				t.Fatal(err)
+			}
+			rev++
+		}
+		s.Close() // the memtable becomes a table
+		s = openT(t, dir)
+	}
+	defer s.Close()
+	saveN(t, s, "d", 1)
+	if err := s.db.Flatten(1); err != nil { // compacts the three tables into one
+		t.Fatal(err)
+	}
+	versions := 0
+	err := rawView(s, func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: sessionKey("c")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if string(it.Item().Key()) == string(sessionKey("c")) {
+				versions++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tables := len(s.db.Tables()); tables != 1 {
+		t.Fatalf("%d tables after Flatten, want 1: nothing was compacted", tables)
+	}
+	if versions != 1 {
+		t.Fatalf("%d versions of the head after compaction, want 1", versions)
+	}
+}
