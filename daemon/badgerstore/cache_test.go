@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -78,21 +79,12 @@ func TestCacheNotUsedWhileCommitUnsynced(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	saveN(t, s, "c", 1)
-	inSync, release := make(chan struct{}), make(chan struct{})
-	sync0 := s.eng.sync
-	s.eng.sync = func() error { close(inSync); <-release; return sync0() }
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 1})
-		done <- err
-	}()
-	<-inSync
+	finish := saveSyncHeld(s, "c", 1)
 	x := s.newTx()
 	h, _, err := head(x, "c")
 	snap := snapshotHead(t, x, "c")
 	s.closeTx(x)
-	close(release)
-	if err := <-done; err != nil {
+	if err := finish(); err != nil {
 		t.Fatal(err)
 	}
 	if err != nil {
@@ -100,6 +92,29 @@ func TestCacheNotUsedWhileCommitUnsynced(t *testing.T) {
 	}
 	if h.Revision != snap.Revision {
 		t.Fatalf("head read as revision %d while the snapshot holds revision %d", h.Revision, snap.Revision)
+	}
+}
+
+// saveSyncHeld starts a save of session sid at revision expected and
+// returns once its commit is in Badger and its sync is held; finish lets the
+// sync go and returns the save's error. Later syncs are not held.
+func saveSyncHeld(s *Store, sid string, expected uint64) (finish func() error) {
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	sync0 := s.eng.sync
+	s.eng.sync = func() error {
+		once.Do(func() { close(inSync); <-release })
+		return sync0()
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid, ExpectedRevision: expected})
+		done <- err
+	}()
+	<-inSync
+	return func() error {
+		close(release)
+		return <-done
 	}
 }
 

@@ -45,21 +45,12 @@ func TestReadersSeeOnlyDurableCommits(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	saveN(t, s, "c", 1)
-	inSync, release := make(chan struct{}), make(chan struct{})
-	sync0 := s.eng.sync
-	s.eng.sync = func() error { close(inSync); <-release; return sync0() }
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 1})
-		done <- err
-	}()
-	<-inSync
+	finish := saveSyncHeld(s, "c", 1)
 	s.eng.cache.clear() // read from Badger, not from the cache
 	during := s.newTx()
 	snap := snapshotHead(t, during, "c")
 	s.closeTx(during)
-	close(release)
-	if err := <-done; err != nil {
+	if err := finish(); err != nil {
 		t.Fatal(err)
 	}
 	if snap.Revision != 1 {
