@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -15,41 +18,50 @@ func TestDefaultAddr(t *testing.T) {
 	}
 }
 
+// addrCases is internal/addr's shared address cases, found before TestMain
+// changes the working directory.
+var addrCases, _ = filepath.Abs("../internal/addr/testdata/addresses.json")
+
+// TestParseAddr runs internal/addr's shared cases through the client's
+// wrappers: the same endpoints, the same errors with the package's prefix.
 func TestParseAddr(t *testing.T) {
-	tests := []struct {
-		addr    string
-		network string
-		address string
-		bad     bool
-	}{
-		{addr: "unix:/run/savepoint/savepoint.sock", network: "unix", address: "/run/savepoint/savepoint.sock"},
-		{addr: "unix:relative/sp.sock", network: "unix", address: "relative/sp.sock"},
-		{addr: "unix:///tmp/sp.sock", network: "unix", address: "/tmp/sp.sock"},
-		{addr: "unix:/tmp/odd #%?.sock", network: "unix", address: "/tmp/odd #%?.sock"},
-		{addr: "127.0.0.1:7070", network: "tcp", address: "127.0.0.1:7070"},
-		{addr: "localhost:7070", network: "tcp", address: "localhost:7070"},
-		{addr: "[::1]:7070", network: "tcp", address: "[::1]:7070"},
-		{addr: "unix:", bad: true},
-		{addr: "unix://relative", bad: true},
-		{addr: "localhost", bad: true},
-		{addr: "localhost:", bad: true},
-		{addr: "/run/savepoint/savepoint.sock", bad: true},
-		{addr: "http://localhost:7070", bad: true},
+	b, err := os.ReadFile(addrCases)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.addr, func(t *testing.T) {
-			ep, err := parseAddr(tt.addr)
-			if verr := ValidateAddr(tt.addr); (verr != nil) != tt.bad {
-				t.Errorf("ValidateAddr(%q) = %v", tt.addr, verr)
+	var cases struct {
+		Parse []struct {
+			Input string `json:"input"`
+			OK    bool   `json:"ok"`
+			Want  struct {
+				Network string `json:"network"`
+				Address string `json:"address"`
+			} `json:"want"`
+			Error string `json:"error"`
+		} `json:"parse"`
+	}
+	if err := json.Unmarshal(b, &cases); err != nil || len(cases.Parse) == 0 {
+		t.Fatalf("the shared address cases: %v, %d cases", err, len(cases.Parse))
+	}
+	for _, tt := range cases.Parse {
+		t.Run(tt.Input, func(t *testing.T) {
+			ep, err := parseAddr(tt.Input)
+			verr := ValidateAddr(tt.Input)
+			if tt.Input == "" {
+				if verr != nil {
+					t.Errorf("ValidateAddr(\"\") = %v, want nil (the default address)", verr)
+				}
+			} else if (verr == nil) != tt.OK {
+				t.Errorf("ValidateAddr(%q) = %v, want ok=%v", tt.Input, verr, tt.OK)
 			}
-			if tt.bad {
-				if err == nil {
-					t.Fatalf("got %+v, want an error", ep)
+			if !tt.OK {
+				if want := "savepoint: " + tt.Error; err == nil || err.Error() != want {
+					t.Errorf("parseAddr(%q) = %+v, %v; want the error %q", tt.Input, ep, err, want)
 				}
 				return
 			}
-			if err != nil || ep.network != tt.network || ep.address != tt.address {
-				t.Errorf("got %+v, %v; want %s %s", ep, err, tt.network, tt.address)
+			if err != nil || ep.network != tt.Want.Network || ep.address != tt.Want.Address {
+				t.Errorf("parseAddr(%q) = %+v, %v; want %s %s", tt.Input, ep, err, tt.Want.Network, tt.Want.Address)
 			}
 		})
 	}

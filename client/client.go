@@ -195,10 +195,15 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Its calls go through the same retries and error translation.
 func (c *Client) Raw() savepointv1.SavepointServiceClient { return c.raw }
 
-// intercept retries a retry-safe call that failed with UNAVAILABLE and
-// translates the final error. The request message is sent unchanged, so a
-// SaveCheckpoint retry carries its original request_id.
+// intercept refuses a request gRPC could not encode (a string that is not
+// UTF-8: INVALID_UTF8, as the daemon would answer), retries a retry-safe call
+// that failed with UNAVAILABLE and translates the final error. The request
+// message is sent unchanged, so a SaveCheckpoint retry carries its original
+// request_id.
 func (c *Client) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := refuseInvalidUTF8(req); err != nil {
+		return err
+	}
 	attempts := 1
 	if retrySafe(method, req) {
 		attempts = max(1, c.cfg.retry.MaxAttempts)
@@ -221,7 +226,8 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 }
 
 // interceptStream translates the errors of a streaming call (Backup), as
-// intercept does a unary call's; a stream is never retried.
+// intercept does a unary call's, INVALID_UTF8 included; a stream is never
+// retried.
 func interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
@@ -231,7 +237,9 @@ func interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Client
 }
 
 // translatedStream is a grpc.ClientStream whose errors are translated;
-// io.EOF, the end of the stream, passes unchanged.
+// io.EOF, the end of the stream, passes unchanged. A message SendMsg could
+// not encode for a string that is not UTF-8 is INVALID_UTF8; gRPC has then
+// ended the stream, as it does on any send it refuses.
 type translatedStream struct{ grpc.ClientStream }
 
 func (s translatedStream) RecvMsg(m any) error {
@@ -246,6 +254,9 @@ func (s translatedStream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
 	if err == nil || errors.Is(err, io.EOF) {
 		return err
+	}
+	if uerr := refuseInvalidUTF8(m); uerr != nil {
+		return uerr
 	}
 	return translate(err)
 }

@@ -40,7 +40,10 @@
 // sentinels (ErrFenced, ErrRevisionMismatch, ErrNotFound, ...) and errors.As
 // with *Error for the details. Calls that are safe to repeat are retried when
 // the daemon is unavailable; a retried SaveCheckpoint carries the same
-// request_id, so the daemon applies it once.
+// request_id, so the daemon applies it once. A request holding a string that
+// is not valid UTF-8, which gRPC cannot encode, is never sent: it gets the
+// daemon's own refusal, ErrInvalidArgument with reason INVALID_UTF8 and the
+// field's path.
 //
 // WithToolHook observes each stage of a tool use (decided by Reconcile,
 // begun, ran, recorded) without changing it, for logging, tracing, and

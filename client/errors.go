@@ -154,6 +154,11 @@ var reasons = map[savepointv1.ErrorReason]error{
 //	if errors.As(err, &e) && e.Reason == "REVISION_MISMATCH" { ... e.CurrentRevision ... }
 //
 // status.Code and status.FromError still see the original gRPC status.
+//
+// One refusal comes from the client itself, with the shape the daemon gives
+// it: a request holding a string field that is not valid UTF-8, which gRPC
+// cannot encode, is INVALID_ARGUMENT with reason INVALID_UTF8 and metadata
+// "field" naming the string, and was never sent.
 type Error struct {
 	// Code is the gRPC status code.
 	Code codes.Code
@@ -173,6 +178,7 @@ type Error struct {
 
 	status    *status.Status
 	sentinels []error
+	unsent    bool // refused by the client: the daemon never saw the request
 }
 
 func (e *Error) Error() string {
@@ -231,6 +237,13 @@ func translate(err error) error {
 		e.sentinels = append(e.sentinels, byCode)
 	}
 	return e
+}
+
+// unsent says whether err is a refusal of the client's own, for a request
+// it never sent (see Error).
+func unsent(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.unsent
 }
 
 func parseUint(s string) uint64 {

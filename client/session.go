@@ -368,7 +368,8 @@ func (s *Session) Save(ctx context.Context, o SaveOptions) error {
 // makes the new revision the session's. The request_id of a save whose
 // outcome is unknown is reused when the same save is tried again, so the
 // daemon applies it once; within one call the client's retries resend it
-// unchanged.
+// unchanged. A save refused before it was sent (INVALID_UTF8) changes
+// nothing.
 func (s *Session) save(ctx context.Context, m meta, keep *uint64, app []Message, pending []*savepointv1.ToolUse) error {
 	req := &savepointv1.SaveCheckpointRequest{
 		SessionId:        s.id,
@@ -388,9 +389,13 @@ func (s *Session) save(ctx context.Context, m meta, keep *uint64, app []Message,
 	req.RequestId = s.requestID(req)
 	resp, err := s.c.raw.SaveCheckpoint(ctx, req)
 	if err != nil {
-		s.failed = nil
-		if outcomeUnknown(err) {
-			s.failed = req
+		// A save the client refused to send tells nothing of an earlier
+		// save whose outcome is unknown: that one keeps its request_id.
+		if !unsent(err) {
+			s.failed = nil
+			if outcomeUnknown(err) {
+				s.failed = req
+			}
 		}
 		return err
 	}

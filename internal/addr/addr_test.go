@@ -1,58 +1,78 @@
 package addr
 
-import "testing"
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"testing"
+)
+
+// cases are the address cases of testdata/addresses.json, which the Python
+// and TypeScript clients' tests read too, so that every parser accepts and
+// refuses the same addresses with the same errors.
+type cases struct {
+	Parse []struct {
+		Input string `json:"input"`
+		OK    bool   `json:"ok"`
+		Want  struct {
+			Network string `json:"network"`
+			Address string `json:"address"`
+			Host    string `json:"host"`
+			Port    string `json:"port"`
+		} `json:"want"`
+		Error string `json:"error"`
+	} `json:"parse"`
+	Default []struct {
+		Name string            `json:"name"`
+		Env  map[string]string `json:"env"`
+		Want string            `json:"want"`
+	} `json:"default"`
+}
+
+func loadCases(t *testing.T) cases {
+	t.Helper()
+	b, err := os.ReadFile("testdata/addresses.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c cases
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Parse) == 0 || len(c.Default) == 0 {
+		t.Fatal("testdata/addresses.json holds no cases")
+	}
+	return c
+}
 
 func TestDefault(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		want string
-	}{
-		{"nothing set", nil, "unix:/run/savepoint/savepoint.sock"},
-		{"xdg", map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"}, "unix:/run/user/1000/savepoint/savepoint.sock"},
-		{"xdg trailing slash", map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000/"}, "unix:/run/user/1000/savepoint/savepoint.sock"},
-		{"SAVEPOINT_ADDR wins", map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "SAVEPOINT_ADDR": "127.0.0.1:7070"}, "127.0.0.1:7070"},
-		{"SAVEPOINT_ADDR unix", map[string]string{"SAVEPOINT_ADDR": "unix:/tmp/sp.sock"}, "unix:/tmp/sp.sock"},
-		{"empty values ignored", map[string]string{"SAVEPOINT_ADDR": "", "XDG_RUNTIME_DIR": ""}, "unix:/run/savepoint/savepoint.sock"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Default(func(k string) string { return tt.env[k] }); got != tt.want {
-				t.Errorf("Default(%v) = %q, want %q", tt.env, got, tt.want)
+	for _, tt := range loadCases(t).Default {
+		t.Run(tt.Name, func(t *testing.T) {
+			if got := Default(func(k string) string { return tt.Env[k] }); got != tt.Want {
+				t.Errorf("Default(%v) = %q, want %q", tt.Env, got, tt.Want)
 			}
 		})
 	}
 }
 
 func TestParse(t *testing.T) {
-	tests := []struct {
-		addr, network, address string
-		ok                     bool
-	}{
-		{"unix:/run/savepoint/savepoint.sock", "unix", "/run/savepoint/savepoint.sock", true},
-		{"unix:relative/sp.sock", "unix", "relative/sp.sock", true},
-		{"unix:///tmp/sp.sock", "unix", "/tmp/sp.sock", true},
-		{"unix:/tmp/odd #%?.sock", "unix", "/tmp/odd #%?.sock", true},
-		{"127.0.0.1:7070", "tcp", "127.0.0.1:7070", true},
-		{"localhost:7070", "tcp", "localhost:7070", true},
-		{"[::1]:0", "tcp", "[::1]:0", true},
-		{"unix:", "", "", false},
-		{"unix://relative", "", "", false},
-		{"localhost", "", "", false},
-		{"localhost:", "", "", false},
-		{"127.0.0.1:http", "", "", false},
-		{"127.0.0.1:70000", "", "", false},
-		{":7777", "", "", false},
-		{"", "", "", false},
-		{"/run/savepoint/savepoint.sock", "", "", false},
-		{"http://localhost:7070", "", "", false},
-		{"a/b:7070", "", "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.addr, func(t *testing.T) {
-			network, address, err := Parse(tt.addr)
-			if (err == nil) != tt.ok || network != tt.network || address != tt.address {
-				t.Errorf("Parse(%q) = %q, %q, %v; want %q, %q, ok=%v", tt.addr, network, address, err, tt.network, tt.address, tt.ok)
+	for _, tt := range loadCases(t).Parse {
+		t.Run(tt.Input, func(t *testing.T) {
+			network, address, err := Parse(tt.Input)
+			if !tt.OK {
+				if err == nil || err.Error() != tt.Error || network != "" || address != "" {
+					t.Errorf("Parse(%q) = %q, %q, %v; want the error %q", tt.Input, network, address, err, tt.Error)
+				}
+				return
+			}
+			if err != nil || network != tt.Want.Network || address != tt.Want.Address {
+				t.Fatalf("Parse(%q) = %q, %q, %v; want %q, %q", tt.Input, network, address, err, tt.Want.Network, tt.Want.Address)
+			}
+			if network == "tcp" {
+				host, port, err := net.SplitHostPort(address)
+				if err != nil || host != tt.Want.Host || port != tt.Want.Port {
+					t.Errorf("the address %q splits into %q, %q, %v; want host %q, port %q", address, host, port, err, tt.Want.Host, tt.Want.Port)
+				}
 			}
 		})
 	}

@@ -23,46 +23,83 @@ export type Endpoint = { network: "unix"; path: string } | { network: "tcp"; hos
 
 /**
  * Parses "unix:PATH" (also "unix://PATH" with an absolute PATH) or
- * "HOST:PORT" (an IPv6 host in brackets), the syntax of every Savepoint
- * client and of savepointd's --listen; anything else throws.
+ * "HOST:PORT" (an IPv6 host in brackets, a port in 0-65535), exactly as
+ * savepointd and the Go client do (internal/addr); anything else throws an
+ * Error whose message quotes the address and says what is wrong.
  */
 export function parseAddr(addr: string): Endpoint {
   if (addr.startsWith("unix:")) {
     let path = addr.slice("unix:".length);
     if (path.startsWith("//")) {
       path = path.slice(2);
-      if (!path.startsWith("/")) throw new Error(`savepoint: address ${JSON.stringify(addr)}: unix://PATH needs an absolute PATH`);
+      if (!path.startsWith("/")) throw new Error(`savepoint: address ${quote(addr)}: unix:// must be followed by an absolute path`);
     }
-    if (path === "") throw new Error(`savepoint: address ${JSON.stringify(addr)}: empty socket path`);
+    if (path === "") throw new Error(`savepoint: address ${quote(addr)}: the socket path is empty`);
     return { network: "unix", path };
   }
   const hp = splitHostPort(addr);
-  if (hp === undefined || hp.port === "" || hp.host.includes("/")) {
-    throw new Error(`savepoint: address ${JSON.stringify(addr)} is neither unix:PATH nor HOST:PORT`);
+  if (hp === undefined || hp.host.includes("/")) {
+    throw new Error(`savepoint: address ${quote(addr)} is neither unix:PATH nor HOST:PORT`);
   }
   if (!/^[0-9]+$/.test(hp.port) || Number(hp.port) > 65535) {
-    throw new Error(`savepoint: address ${JSON.stringify(addr)}: port ${JSON.stringify(hp.port)} is not a number in 0-65535`);
+    throw new Error(`savepoint: address ${quote(addr)}: port ${quote(hp.port)} is not a number in 0-65535`);
   }
   if (hp.host === "") {
-    throw new Error(`savepoint: address ${JSON.stringify(addr)}: the host is empty; give a loopback address such as 127.0.0.1`);
+    throw new Error(`savepoint: address ${quote(addr)}: the host is empty; give a loopback address such as 127.0.0.1`);
   }
   return { network: "tcp", ...hp };
 }
 
-/** Go's net.SplitHostPort: "host:port" or "[host]:port", undefined if malformed. */
+/**
+ * Go's net.SplitHostPort: "HOST:PORT" or "[HOST]:PORT" (the port may be
+ * empty), undefined when malformed.
+ */
 function splitHostPort(s: string): { host: string; port: string } | undefined {
   const i = s.lastIndexOf(":");
   if (i < 0) return undefined;
-  let host = s.slice(0, i);
-  const port = s.slice(i + 1);
-  if (host.startsWith("[")) {
-    if (!host.endsWith("]")) return undefined;
-    host = host.slice(1, -1);
-    if (host.includes("[") || host.includes("]")) return undefined;
-  } else if (host.includes(":") || host.includes("[") || host.includes("]") || port.includes("]")) {
-    return undefined;
+  let host: string;
+  let j = 0;
+  let k = 0;
+  if (s.startsWith("[")) {
+    const end = s.indexOf("]");
+    if (end < 0 || end + 1 !== i) return undefined; // the "]" must come just before the last ":"
+    host = s.slice(1, end);
+    j = 1;
+    k = end + 1;
+  } else {
+    host = s.slice(0, i);
+    if (host.includes(":")) return undefined;
   }
-  return { host, port };
+  if (s.slice(j).includes("[") || s.slice(k).includes("]")) return undefined;
+  return { host, port: s.slice(i + 1) };
+}
+
+const ESCAPES: Record<string, string> = {
+  '"': '\\"',
+  "\\": "\\\\",
+  "\x07": "\\a",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t",
+  "\v": "\\v",
+};
+
+/**
+ * Quotes s as Go's %q does, for the error texts every client shares: in
+ * double quotes, with backslash escapes for quotes, backslashes and ASCII
+ * control characters.
+ */
+function quote(s: string): string {
+  let out = '"';
+  for (const ch of s) {
+    const c = ch.charCodeAt(0);
+    if (ESCAPES[ch] !== undefined) out += ESCAPES[ch];
+    else if (c < 0x20 || c === 0x7f) out += "\\x" + c.toString(16).padStart(2, "0");
+    else out += ch;
+  }
+  return out + '"';
 }
 
 /** The grpc-js target for an endpoint. */

@@ -5,7 +5,6 @@ from the environment."""
 from __future__ import annotations
 
 import os
-import re
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,8 +27,15 @@ def default_addr(getenv: Callable[[str], str | None] = os.environ.get) -> str:
     if a := getenv(ENV_ADDR):
         return a
     if d := getenv("XDG_RUNTIME_DIR"):
-        return "unix:" + os.path.normpath(os.path.join(d, "savepoint", "savepoint.sock"))
+        return "unix:" + _clean(os.path.join(d, "savepoint", "savepoint.sock"))
     return "unix:/run/savepoint/savepoint.sock"
+
+
+def _clean(path: str) -> str:
+    """Go's filepath.Clean: os.path.normpath, which keeps two leading
+    slashes (POSIX leaves their meaning open) where Go keeps one."""
+    path = os.path.normpath(path)
+    return path[1:] if path.startswith("//") else path
 
 
 @dataclass(frozen=True)
@@ -51,32 +57,73 @@ class Endpoint:
         return self.address
 
 
-_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[^\]]*)\]|(?P<host>[^:\[\]]*)):(?P<port>[^:]+)$")
-
-
 def parse_addr(addr: str) -> Endpoint:
     """Parse "unix:PATH" (also "unix://PATH" with an absolute PATH) or
-    "HOST:PORT" (an IPv6 host in brackets). Raises ValueError for anything
-    else."""
+    "HOST:PORT" (an IPv6 host in brackets, a port in 0-65535), exactly as
+    savepointd and the Go client do (internal/addr). Raises ValueError, whose
+    text quotes the address and says what is wrong, for anything else."""
     if addr.startswith("unix:"):
         path = addr[len("unix:") :]
         if path.startswith("//"):
             path = path[2:]
             if not path.startswith("/"):
-                raise ValueError(f"savepoint: address {addr!r}: unix://PATH needs an absolute PATH")
+                raise ValueError(f"savepoint: address {_quote(addr)}: unix:// must be followed by an absolute path")
         if not path:
-            raise ValueError(f"savepoint: address {addr!r}: empty socket path")
+            raise ValueError(f"savepoint: address {_quote(addr)}: the socket path is empty")
         return Endpoint("unix", path)
-    m = _HOST_PORT.match(addr)
-    host = (m.group("v6") if m.group("v6") is not None else m.group("host")) if m else None
-    if m is None or host is None or "/" in host or not m.group("port"):
-        raise ValueError(f"savepoint: address {addr!r} is neither unix:PATH nor HOST:PORT")
-    port = m.group("port")
-    if not (port.isascii() and port.isdigit()) or int(port) > 65535:
-        raise ValueError(f"savepoint: address {addr!r}: port {port!r} is not a number in 0-65535")
+    hp = _split_host_port(addr)
+    if hp is None or "/" in hp[0]:
+        raise ValueError(f"savepoint: address {_quote(addr)} is neither unix:PATH nor HOST:PORT")
+    host, port = hp
+    if not (port and port.isascii() and port.isdigit() and int(port) <= 65535):
+        raise ValueError(f"savepoint: address {_quote(addr)}: port {_quote(port)} is not a number in 0-65535")
     if host == "":
-        raise ValueError(f"savepoint: address {addr!r}: the host is empty; give a loopback address such as 127.0.0.1")
+        raise ValueError(f"savepoint: address {_quote(addr)}: the host is empty; give a loopback address such as 127.0.0.1")
     return Endpoint("tcp", addr, host)
+
+
+def _split_host_port(s: str) -> tuple[str, str] | None:
+    """Go's net.SplitHostPort: "HOST:PORT" or "[HOST]:PORT" (the port may be
+    empty) as (host, port), or None when malformed."""
+    i = s.rfind(":")
+    if i < 0:
+        return None
+    j = k = 0
+    if s.startswith("["):
+        end = s.find("]")
+        if end < 0 or end + 1 != i:  # the "]" must come just before the last ":"
+            return None
+        host = s[1:end]
+        j, k = 1, end + 1
+    else:
+        host = s[:i]
+        if ":" in host:
+            return None
+    if "[" in s[j:] or "]" in s[k:]:
+        return None
+    return host, s[i + 1 :]
+
+
+def _quote(s: str) -> str:
+    """Quote s as Go's %q does, for the error texts every client shares: in
+    double quotes, with backslash escapes for quotes, backslashes, ASCII
+    control characters and the bytes that were not UTF-8 (an environment
+    variable's, decoded by os.environ with surrogateescape)."""
+    out = ['"']
+    for ch in s:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch < " " or ch == "\x7f":
+            out.append(f"\\x{ord(ch):02x}")
+        elif "\udc80" <= ch <= "\udcff":
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import {
   DEFAULT_RETRY_POLICY,
@@ -17,36 +18,47 @@ import {
 } from "../index.js";
 import { grpcTarget } from "../addr.js";
 
-test("defaultAddr resolves as the daemon and the Go client do", () => {
-  const cases: [string, Record<string, string>, string][] = [
-    ["nothing set", {}, "unix:/run/savepoint/savepoint.sock"],
-    ["xdg", { XDG_RUNTIME_DIR: "/run/user/1000" }, "unix:/run/user/1000/savepoint/savepoint.sock"],
-    ["xdg trailing slash", { XDG_RUNTIME_DIR: "/run/user/1000/" }, "unix:/run/user/1000/savepoint/savepoint.sock"],
-    ["SAVEPOINT_ADDR wins", { XDG_RUNTIME_DIR: "/run/user/1000", SAVEPOINT_ADDR: "127.0.0.1:7070" }, "127.0.0.1:7070"],
-    ["SAVEPOINT_ADDR unix", { SAVEPOINT_ADDR: "unix:/tmp/sp.sock" }, "unix:/tmp/sp.sock"],
-    ["empty values ignored", { SAVEPOINT_ADDR: "", XDG_RUNTIME_DIR: "" }, "unix:/run/savepoint/savepoint.sock"],
-  ];
-  for (const [name, env, want] of cases) assert.equal(defaultAddr(env), want, name);
+// The address cases every parser shares with savepointd and the Go client.
+type AddrCases = {
+  parse: (
+    | { input: string; ok: true; want: { network: string; address: string; host?: string; port?: string } }
+    | { input: string; ok: false; error: string }
+  )[];
+  default: { name: string; env: Record<string, string>; want: string }[];
+};
+const cases: AddrCases = JSON.parse(
+  readFileSync(fileURLToPath(new URL("../../../../internal/addr/testdata/addresses.json", import.meta.url)), "utf8"),
+);
+
+test("defaultAddr resolves as the daemon and the Go client do (internal/addr/testdata/addresses.json)", () => {
+  assert.ok(cases.default.length > 0);
+  for (const c of cases.default) assert.equal(defaultAddr(c.env), c.want, c.name);
 });
 
-test("parseAddr takes unix:PATH and HOST:PORT only", () => {
-  const good: [string, object, string][] = [
-    ["unix:/run/savepoint/savepoint.sock", { network: "unix", path: "/run/savepoint/savepoint.sock" }, "unix:/run/savepoint/savepoint.sock"],
-    ["unix:relative/sp.sock", { network: "unix", path: "relative/sp.sock" }, "unix:relative/sp.sock"],
-    ["unix:///tmp/sp.sock", { network: "unix", path: "/tmp/sp.sock" }, "unix:/tmp/sp.sock"],
-    ["unix:/tmp/odd #%?.sock", { network: "unix", path: "/tmp/odd #%?.sock" }, "unix:/tmp/odd #%?.sock"],
-    ["127.0.0.1:7070", { network: "tcp", host: "127.0.0.1", port: "7070" }, "dns:127.0.0.1:7070"],
-    ["localhost:7070", { network: "tcp", host: "localhost", port: "7070" }, "dns:localhost:7070"],
-    ["[::1]:7070", { network: "tcp", host: "::1", port: "7070" }, "ipv6:[::1]:7070"],
+test("parseAddr accepts and refuses what internal/addr does, with the same errors", () => {
+  assert.ok(cases.parse.length > 0);
+  for (const c of cases.parse) {
+    const name = JSON.stringify(c.input);
+    if (!c.ok) {
+      assert.throws(() => parseAddr(c.input), { message: "savepoint: " + c.error }, name);
+      continue;
+    }
+    const ep = parseAddr(c.input);
+    if (c.want.network === "unix") assert.deepEqual(ep, { network: "unix", path: c.want.address }, name);
+    else assert.deepEqual(ep, { network: "tcp", host: c.want.host, port: c.want.port }, name);
+  }
+});
+
+test("grpcTarget names each endpoint for grpc-js", () => {
+  const targets: [string, string][] = [
+    ["unix:/run/savepoint/savepoint.sock", "unix:/run/savepoint/savepoint.sock"],
+    ["unix:///tmp/sp.sock", "unix:/tmp/sp.sock"],
+    ["unix:/tmp/odd #%?.sock", "unix:/tmp/odd #%?.sock"],
+    ["127.0.0.1:7070", "dns:127.0.0.1:7070"],
+    ["localhost:7070", "dns:localhost:7070"],
+    ["[::1]:7070", "ipv6:[::1]:7070"],
   ];
-  for (const [addr, want, target] of good) {
-    const ep = parseAddr(addr);
-    assert.deepEqual(ep, want, addr);
-    assert.equal(grpcTarget(ep), target, addr);
-  }
-  for (const bad of ["unix:", "unix://relative", "localhost", "localhost:", "/run/savepoint/savepoint.sock", "http://localhost:7070", "::1:7070", "127.0.0.1:http", "127.0.0.1:70000", ":7777"]) {
-    assert.throws(() => parseAddr(bad), /savepoint: address/, bad);
-  }
+  for (const [addr, target] of targets) assert.equal(grpcTarget(parseAddr(addr)), target, addr);
 });
 
 test("dial refuses a bad address, and waitReady fails on a missing daemon", async () => {
