@@ -2,9 +2,7 @@ package daemon
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -12,6 +10,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/savepoint-dev/savepoint/internal/protoutf8"
 )
 
 // bytesViews holds copies of proto files in which every string field is a
@@ -39,7 +39,10 @@ func (v *bytesViews) invalidUTF8(md protoreflect.MessageDescriptor, b []byte) *F
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil
 	}
-	return firstInvalidUTF8(md, m, "")
+	if f := protoutf8.First(md, m); f != nil {
+		return fieldErr(f.Field, reasonInvalidUTF8, "%s", f.Msg)
+	}
+	return nil
 }
 
 // message returns the copy of md in which strings are bytes.
@@ -97,92 +100,4 @@ func stringsToBytes(m *descriptorpb.DescriptorProto) {
 	for _, n := range m.GetNestedType() {
 		stringsToBytes(n)
 	}
-}
-
-// firstInvalidUTF8 walks m, a bytes view of a message of type md, for the
-// first string that is not UTF-8; path is m's own path ("" at the top).
-func firstInvalidUTF8(md protoreflect.MessageDescriptor, m protoreflect.Message, path string) *FieldError {
-	fields := md.Fields()
-	viewFields := m.Descriptor().Fields()
-	for i := range fields.Len() {
-		f := fields.Get(i)
-		vf := viewFields.ByNumber(f.Number())
-		if vf == nil || !m.Has(vf) {
-			continue
-		}
-		name := string(f.Name())
-		if path != "" {
-			name = path + "." + name
-		}
-		val := m.Get(vf)
-		switch {
-		case f.IsMap():
-			list := val.List()
-			for j := range list.Len() {
-				if fe := mapEntryUTF8(f, list.Get(j).Message(), name); fe != nil {
-					return fe
-				}
-			}
-		case f.IsList():
-			list := val.List()
-			for j := range list.Len() {
-				if fe := valueUTF8(f, list.Get(j), fmt.Sprintf("%s[%d]", name, j)); fe != nil {
-					return fe
-				}
-			}
-		default:
-			if fe := valueUTF8(f, val, name); fe != nil {
-				return fe
-			}
-		}
-	}
-	return nil
-}
-
-// valueUTF8 checks one value of field f: a string, or a message to walk.
-func valueUTF8(f protoreflect.FieldDescriptor, v protoreflect.Value, path string) *FieldError {
-	switch {
-	case f.Kind() == protoreflect.StringKind:
-		if !utf8.Valid(v.Bytes()) {
-			return fieldErr(path, reasonInvalidUTF8, "is not valid UTF-8; a string field must be, so send other data base64-encoded")
-		}
-	case f.Message() != nil:
-		return firstInvalidUTF8(f.Message(), v.Message(), path)
-	}
-	return nil
-}
-
-// mapEntryUTF8 checks one entry, e, of the map field f named path.
-func mapEntryUTF8(f protoreflect.FieldDescriptor, e protoreflect.Message, path string) *FieldError {
-	kf, vf := e.Descriptor().Fields().ByNumber(1), e.Descriptor().Fields().ByNumber(2)
-	k := e.Get(kf)
-	key := fmt.Sprint(k.Interface())
-	if f.MapKey().Kind() == protoreflect.StringKind {
-		if !utf8.Valid(k.Bytes()) {
-			return fieldErr(path, reasonInvalidUTF8, "has a key that is not valid UTF-8; a string must be")
-		}
-		key = quoteKey(k.Bytes())
-	}
-	switch val := f.MapValue(); {
-	case val.Kind() == protoreflect.StringKind:
-		if !utf8.Valid(e.Get(vf).Bytes()) {
-			return fieldErr(path, reasonInvalidUTF8, "value of key %s is not valid UTF-8; a string must be", key)
-		}
-	case val.Message() != nil:
-		return firstInvalidUTF8(val.Message(), e.Get(vf).Message(), path+"["+key+"]")
-	}
-	return nil
-}
-
-// quoteKey quotes a map key for a path or message, cut to 64 bytes.
-func quoteKey(b []byte) string {
-	const max = 64
-	if len(b) <= max {
-		return strconv.Quote(string(b))
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(b[n]) {
-		n--
-	}
-	return strconv.Quote(string(b[:n])) + "..."
 }
