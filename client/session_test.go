@@ -92,9 +92,11 @@ func TestSaveRetryReusesRequestID(t *testing.T) {
 	}
 }
 
-// A save whose outcome is unknown after all retries keeps its request_id
-// when the caller tries the same save again, so it is still applied once.
-func TestSaveRetryAcrossCalls(t *testing.T) {
+// unknownPointA starts session s1 on a fake daemon, without retries, and
+// makes its first PointA (of calls) fail after the fake applied it: an
+// outcome unknown to the Session.
+func unknownPointA(t *testing.T) (*fake, *Session, []ToolUse) {
+	t.Helper()
 	f := newFake()
 	c := serve(t, f, WithRetry(RetryPolicy{MaxAttempts: 1}))
 	s, err := c.Start(t.Context(), "s1", "task", nil)
@@ -108,6 +110,13 @@ func TestSaveRetryAcrossCalls(t *testing.T) {
 	if err := s.PointA(t.Context(), assistantMsg, calls); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("PointA: %v, want ErrUnavailable", err)
 	}
+	return f, s, calls
+}
+
+// A save whose outcome is unknown after all retries keeps its request_id
+// when the caller tries the same save again, so it is still applied once.
+func TestSaveRetryAcrossCalls(t *testing.T) {
+	f, s, calls := unknownPointA(t)
 	if s.Revision() != 1 || len(s.Pending()) != 0 {
 		t.Fatalf("a failed save changed the session: revision %d, pending %v", s.Revision(), s.Pending())
 	}

@@ -121,20 +121,8 @@ func TestSaveRefusedInvalidUTF8(t *testing.T) {
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			c := serve(t, f, WithRetry(RetryPolicy{MaxAttempts: 1}))
-			s, err := c.Start(t.Context(), "s1", "task", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.mu.Lock()
-			f.saveFailAfterApply = 1
-			f.mu.Unlock()
-			calls := []ToolUse{{ID: "t1", Name: "read_notes", Class: ReadOnly}}
-			if err := s.PointA(t.Context(), assistantMsg, calls); !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("PointA: %v, want ErrUnavailable", err)
-			}
-			err = tt.op(t.Context(), s)
+			f, s, calls := unknownPointA(t)
+			err := tt.op(t.Context(), s)
 			if e, ok := errors.AsType[*Error](err); !ok || !errors.Is(err, ErrInvalidArgument) || e.Reason != "INVALID_UTF8" {
 				t.Fatalf("the save with invalid UTF-8: %v, want ErrInvalidArgument with reason INVALID_UTF8", err)
 			}
