@@ -58,10 +58,3 @@ func (s *snapshots) advance(v uint64) (discard uint64) {
 	}
 	return discard
 }
-
-// current returns the version of the last durable commit.
-func (s *snapshots) current() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.latest
-}

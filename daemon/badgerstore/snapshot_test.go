@@ -72,13 +72,7 @@ func TestDiscardFollowsOldestReader(t *testing.T) {
 	saveN(t, s, "c", 1)
 	held := s.readTxn()
 	v := held.ReadTs()
-	saveN2 := func() {
-		t.Helper()
-		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "d"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	saveN2()
+	saveN(t, s, "d", 1)
 	if d := s.eng.snaps.advance(s.eng.snaps.current()); d != v {
 		t.Fatalf("with a reader at %d open: discard %d", v, d)
 	}
@@ -130,4 +124,11 @@ func TestSupersededVersionsCompacted(t *testing.T) {
 	if versions != 1 {
 		t.Fatalf("%d versions of the head after compaction, want 1", versions)
 	}
+}
+
+// current returns the version of the last durable commit.
+func (s *snapshots) current() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latest
 }
