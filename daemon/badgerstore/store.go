@@ -284,8 +284,8 @@ func (s *Store) start(dir string, opts Options) error {
 // sweepInterval is how often expired tombstones are removed.
 const sweepInterval = time.Hour
 
-// sweepTombstones removes expired tombstones, at start and then every
-// sweepInterval, until Close.
+// sweepTombstones removes expired tombstones a minute after start (off the
+// start-up path) and then every sweepInterval, until Close.
 func (s *Store) sweepTombstones() {
 	t := time.NewTimer(time.Minute)
 	defer t.Stop()
