@@ -15,6 +15,7 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
@@ -221,6 +222,52 @@ func TestMigrateStoreRefusals(t *testing.T) {
 	}
 	if got, err := running.Client.ListSessions(context.Background(), &savepointv1.ListSessionsRequest{PageSize: 1}); err != nil || len(got.GetSessions()) != 0 {
 		t.Errorf("the running daemon's store: %v %v", got, err)
+	}
+}
+
+// TestMigrateStoreRefusesEpochFloor: a store that has removed expired
+// tombstones keeps their epochs only as its epoch floor, which the
+// PostgreSQL store has no place for, so the copy is refused and nothing
+// reaches the schema.
+func TestMigrateStoreRefusesEpochFloor(t *testing.T) {
+	srv := pgtest.New(t)
+	db := srv.NewDatabase(t)
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	src, err := badgerstore.Open(dir, badgerstore.Options{Now: func() time.Time { return now }, TombstoneRetention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := src.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.DeleteSession(ctx, "gone", 0); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+	if rep, err := src.Maintain(ctx, badgerstore.Retention{}); err != nil || rep.ExpiredTombstones != 1 {
+		t.Fatalf("maintenance pass: %+v, %v; want the tombstone removed", rep, err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var stderr bytes.Buffer
+	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db)}, envOf(nil), io.Discard, &stderr); code != exitData ||
+		!strings.Contains(stderr.String(), "removed expired tombstones up to epoch 1") || !strings.Contains(stderr.String(), "nothing copied") {
+		t.Fatalf("migrate-store of a store with an epoch floor: exit %d, want %d\n%s", code, exitData, stderr.String())
+	}
+	dst, err := pgstore.Open(ctx, srv.URL(db), pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if got, err := dst.ListSessions(ctx, "", 10, core.SessionFilter{}); err != nil || len(got) != 0 {
+		t.Fatalf("the schema after the refusal: %v %v; want no session", got, err)
 	}
 }
 

@@ -157,9 +157,10 @@ func TestSaveReadsNoRevision(t *testing.T) {
 	}
 }
 
-// TestTombstoneExpiry removes a tombstone once its retention has passed,
-// and a writer of the deleted session stays fenced: its epoch is at or
-// below the epoch floor, which also places every new session above it.
+// TestTombstoneExpiry: a maintenance pass removes a tombstone once its
+// retention has passed, and a writer of the deleted session stays fenced:
+// its epoch is at or below the epoch floor, which also places every new
+// session above it.
 func TestTombstoneExpiry(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return now }, TombstoneRetention: time.Hour})
@@ -179,12 +180,15 @@ func TestTombstoneExpiry(t *testing.T) {
 	}
 
 	now = now.Add(59 * time.Minute)
-	if n, err := s.expireTombstones(); err != nil || n != 0 {
-		t.Fatalf("sweep before the retention ends: %d removed, %v", n, err)
+	if rep, err := s.Maintain(ctx, Retention{}); err != nil || rep.ExpiredTombstones != 0 {
+		t.Fatalf("pass before the retention ends: %+v, %v", rep, err)
 	}
 	now = now.Add(2 * time.Minute)
-	if n, err := s.expireTombstones(); err != nil || n != 1 {
-		t.Fatalf("sweep after the retention: %d removed, %v", n, err)
+	if rep, err := s.Maintain(ctx, Retention{}); err != nil || rep.ExpiredTombstones != 1 {
+		t.Fatalf("pass after the retention: %+v, %v", rep, err)
+	}
+	if info, err := s.ExportInfo(ctx); err != nil || info.EpochFloor != cp.Epoch {
+		t.Fatalf("epoch floor %d, %v; want the tombstone's epoch %d", info.EpochFloor, err, cp.Epoch)
 	}
 	if got := expiries(t, s); len(got) != 0 {
 		t.Errorf("expiry entries left: %q", got)
@@ -223,8 +227,8 @@ func TestTombstoneExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Hour)
-	if n, err := s.expireTombstones(); err != nil || n != 0 {
-		t.Fatalf("sweep over a re-created session: %d removed, %v", n, err)
+	if rep, err := s.Maintain(ctx, Retention{}); err != nil || rep.ExpiredTombstones != 0 {
+		t.Fatalf("pass over a re-created session: %+v, %v", rep, err)
 	}
 	if _, err := s.Checkpoint(ctx, "new", 0); err != nil {
 		t.Fatalf("the re-created session after the sweep: %v", err)

@@ -47,11 +47,12 @@ const gcDiscardRatio = 0.5
 
 // MaintenanceReport is what one pass removed.
 type MaintenanceReport struct {
-	DeletedSessions int // by Retention.Completed or Retention.Idle
-	PrunedRevisions int // by Retention.Revisions
-	PrunedMessages  int // reached only by pruned revisions
-	RewrittenLogs   int // value-log files rewritten by GC
-	Compacted       bool
+	ExpiredTombstones int // removed a tombstone retention after their purge
+	DeletedSessions   int // by Retention.Completed or Retention.Idle
+	PrunedRevisions   int // by Retention.Revisions
+	PrunedMessages    int // reached only by pruned revisions
+	RewrittenLogs     int // value-log files rewritten by GC
+	Compacted         bool
 }
 
 func (s *Store) maintainEvery(r Retention) {
@@ -73,19 +74,24 @@ func (s *Store) maintainEvery(r Retention) {
 			continue
 		}
 		if rep != (MaintenanceReport{}) {
-			s.log.Info("retention and value-log GC", "deleted_sessions", rep.DeletedSessions,
+			s.log.Info("retention and value-log GC", "expired_tombstones", rep.ExpiredTombstones, "deleted_sessions", rep.DeletedSessions,
 				"pruned_revisions", rep.PrunedRevisions, "pruned_messages", rep.PrunedMessages,
 				"rewritten_value_logs", rep.RewrittenLogs, "compacted", rep.Compacted)
 		}
 	}
 }
 
-// Maintain runs one pass: it deletes the sessions r expires (behind
+// Maintain runs one pass: it removes the tombstones whose retention has
+// passed (raising the epoch floor), deletes the sessions r expires (behind
 // tombstones, as DeleteSession does), prunes old revisions, and then, when
 // it removed anything, compacts the LSM tree so the removed records leave
 // the tables, and runs value-log GC until no file is rewritten.
 func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, error) {
 	var rep MaintenanceReport
+	var err error
+	if rep.ExpiredTombstones, err = s.expireTombstones(); err != nil {
+		return rep, err
+	}
 	now := s.now()
 	expired := func(h *storagev1.SessionRecord) bool {
 		if h.Deleted {

@@ -273,35 +273,11 @@ func (s *Store) start(dir string, opts Options) error {
 	if err := s.finishGraph(); err != nil {
 		return err
 	}
-	s.bg.Go(s.sweepTombstones)
 	if dir != "" {
 		s.bg.Go(s.scrubLoop)
 	}
 	s.bg.Go(func() { s.maintainEvery(opts.Retention) })
 	return nil
-}
-
-// sweepInterval is how often expired tombstones are removed.
-const sweepInterval = time.Hour
-
-// sweepTombstones removes expired tombstones a minute after start (off the
-// start-up path) and then every sweepInterval, until Close.
-func (s *Store) sweepTombstones() {
-	t := time.NewTimer(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		if n, err := s.expireTombstones(); err != nil {
-			s.log.Error("removing expired tombstones", "err", err)
-		} else if n > 0 {
-			s.log.Info("removed expired tombstones", "count", n)
-		}
-		t.Reset(sweepInterval)
-	}
 }
 
 // removeEmptyWALs deletes write-ahead log files of zero bytes. Badger
