@@ -2,13 +2,12 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/savepoint-dev/savepoint/internal/addr/addrtest"
 )
 
 func TestDefaultAddr(t *testing.T) {
@@ -18,32 +17,10 @@ func TestDefaultAddr(t *testing.T) {
 	}
 }
 
-// addrCases is internal/addr's shared address cases, found before TestMain
-// changes the working directory.
-var addrCases, _ = filepath.Abs("../internal/addr/testdata/addresses.json")
-
 // TestParseAddr runs internal/addr's shared cases through the client's
 // wrappers: the same endpoints, the same errors with the package's prefix.
 func TestParseAddr(t *testing.T) {
-	b, err := os.ReadFile(addrCases)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases struct {
-		Parse []struct {
-			Input string `json:"input"`
-			OK    bool   `json:"ok"`
-			Want  struct {
-				Network string `json:"network"`
-				Address string `json:"address"`
-			} `json:"want"`
-			Error string `json:"error"`
-		} `json:"parse"`
-	}
-	if err := json.Unmarshal(b, &cases); err != nil || len(cases.Parse) == 0 {
-		t.Fatalf("the shared address cases: %v, %d cases", err, len(cases.Parse))
-	}
-	for _, tt := range cases.Parse {
+	for _, tt := range addrtest.Load(t).Parse {
 		t.Run(tt.Input, func(t *testing.T) {
 			ep, err := parseAddr(tt.Input)
 			verr := ValidateAddr(tt.Input)

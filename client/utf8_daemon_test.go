@@ -25,19 +25,6 @@ const utf8Hole = "#HOLE#"
 
 var brokenUTF8 = string([]byte{'#', 'H', 0xff, 0xc0, 'E', '#'})
 
-// rawFrame and rawCodec send bytes that the proto codec would refuse to
-// marshal, to see what the daemon answers them.
-type rawFrame struct{ b []byte }
-
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return v.(*rawFrame).b, nil }
-func (rawCodec) Unmarshal(b []byte, v any) error {
-	v.(*rawFrame).b = bytes.Clone(b)
-	return nil
-}
-func (rawCodec) Name() string { return "proto" }
-
 // TestDaemonInvalidUTF8: a request holding a string that is not UTF-8,
 // which grpc-go cannot marshal, gets from the client the very status the
 // daemon answers the same request's bytes with (INVALID_ARGUMENT,
@@ -125,7 +112,7 @@ func TestDaemonInvalidUTF8(t *testing.T) {
 				t.Fatal(err)
 			}
 			b = bytes.ReplaceAll(b, []byte(utf8Hole), []byte(brokenUTF8))
-			derr := d.Conn.Invoke(ctx, tt.method, &rawFrame{b}, &rawFrame{}, grpc.ForceCodec(rawCodec{}))
+			derr := d.Conn.Invoke(ctx, tt.method, &daemontest.RawFrame{B: b}, &daemontest.RawFrame{}, grpc.ForceCodec(daemontest.RawCodec{}))
 			want := status.Convert(derr)
 			if want.Code() != codes.InvalidArgument || info(want).GetReason() != "INVALID_UTF8" || info(want).GetMetadata()["field"] != tt.field {
 				t.Fatalf("the daemon answered %v %v, want INVALID_UTF8 on %s (a broken case)", want.Code(), want.Proto(), tt.field)

@@ -716,19 +716,6 @@ func invoke(t *testing.T, conn *grpc.ClientConn, m protoreflect.MethodDescriptor
 	return conn.Invoke(ctx, full, bc.req, mt.New().Interface())
 }
 
-// rawFrame and rawCodec send bytes that the proto codec would refuse to
-// marshal.
-type rawFrame struct{ b []byte }
-
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return v.(*rawFrame).b, nil }
-func (rawCodec) Unmarshal(b []byte, v any) error {
-	v.(*rawFrame).b = bytes.Clone(b)
-	return nil
-}
-func (rawCodec) Name() string { return "proto" }
-
 // checkStatus checks err against bc's code, reason and metadata.
 func checkStatus(t *testing.T, err error, bc badCase) {
 	t.Helper()

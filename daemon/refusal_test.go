@@ -29,24 +29,24 @@ const (
 
 // rawInvoke sends b as the request of a unary method and returns the error.
 func rawInvoke(conn *grpc.ClientConn, method string, b []byte) error {
-	return conn.Invoke(ctx, method, &rawFrame{b}, &rawFrame{}, grpc.ForceCodec(rawCodec{}))
+	return conn.Invoke(ctx, method, &daemontest.RawFrame{B: b}, &daemontest.RawFrame{}, grpc.ForceCodec(daemontest.RawCodec{}))
 }
 
 // rawStream sends b as the first request of a streaming method and returns
 // the error the stream ends with.
 func rawStream(conn *grpc.ClientConn, method string, b []byte) error {
-	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(rawCodec{}))
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(daemontest.RawCodec{}))
 	if err != nil {
 		return err
 	}
-	if err := s.SendMsg(&rawFrame{b}); err != nil {
+	if err := s.SendMsg(&daemontest.RawFrame{B: b}); err != nil {
 		return err
 	}
 	if err := s.CloseSend(); err != nil {
 		return err
 	}
 	for {
-		if err := s.RecvMsg(&rawFrame{}); err != nil {
+		if err := s.RecvMsg(&daemontest.RawFrame{}); err != nil {
 			return err
 		}
 	}

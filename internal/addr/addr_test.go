@@ -1,52 +1,14 @@
 package addr
 
 import (
-	"encoding/json"
 	"net"
-	"os"
 	"testing"
+
+	"github.com/savepoint-dev/savepoint/internal/addr/addrtest"
 )
 
-// cases are the address cases of testdata/addresses.json, which the Python
-// and TypeScript clients' tests read too, so that every parser accepts and
-// refuses the same addresses with the same errors.
-type cases struct {
-	Parse []struct {
-		Input string `json:"input"`
-		OK    bool   `json:"ok"`
-		Want  struct {
-			Network string `json:"network"`
-			Address string `json:"address"`
-			Host    string `json:"host"`
-			Port    string `json:"port"`
-		} `json:"want"`
-		Error string `json:"error"`
-	} `json:"parse"`
-	Default []struct {
-		Name string            `json:"name"`
-		Env  map[string]string `json:"env"`
-		Want string            `json:"want"`
-	} `json:"default"`
-}
-
-func loadCases(t *testing.T) cases {
-	t.Helper()
-	b, err := os.ReadFile("testdata/addresses.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c cases
-	if err := json.Unmarshal(b, &c); err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Parse) == 0 || len(c.Default) == 0 {
-		t.Fatal("testdata/addresses.json holds no cases")
-	}
-	return c
-}
-
 func TestDefault(t *testing.T) {
-	for _, tt := range loadCases(t).Default {
+	for _, tt := range addrtest.Load(t).Default {
 		t.Run(tt.Name, func(t *testing.T) {
 			if got := Default(func(k string) string { return tt.Env[k] }); got != tt.Want {
 				t.Errorf("Default(%v) = %q, want %q", tt.Env, got, tt.Want)
@@ -56,7 +18,7 @@ func TestDefault(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	for _, tt := range loadCases(t).Parse {
+	for _, tt := range addrtest.Load(t).Parse {
 		t.Run(tt.Input, func(t *testing.T) {
 			network, address, err := Parse(tt.Input)
 			if !tt.OK {
