@@ -138,9 +138,16 @@ clients: $(CLIENT_TARGETS) ## Build the Python and TypeScript clients (./.venv, 
 .PHONY: test
 test: checkgenerate lint test-go $(TEST_TARGETS) ## checkgenerate, lint, then every test suite
 
+# go test prints a package only when it finishes; test-go pipes its events
+# through testprogress (internal/testprogress), which prints each package as
+# it starts and finishes, every failed test's output, and each minute the
+# packages still running.
+$(BIN)/testprogress: $(wildcard internal/testprogress/*.go tools/testprogress/*.go)
+	go build -o $@ ./tools/testprogress
+
 .PHONY: test-go
-test-go: strace ## Go tests with the race detector
-	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+test-go: strace $(BIN)/testprogress ## Go tests with the race detector
+	go test -json -race -count=1 -timeout $(GO_TEST_TIMEOUT) ./... 2>&1 | $(BIN)/testprogress
 
 .PHONY: crashtest
 crashtest: strace ## Crash durability: kill -9 savepointd CYCLES times under CLIENTS clients (defaults 50, 32)
