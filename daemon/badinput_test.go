@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+	"github.com/savepoint-dev/savepoint/daemon/rpc"
 
 	"github.com/google/uuid"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -741,10 +742,10 @@ func checkStatus(t *testing.T, err error, bc badCase) {
 		t.Fatalf("%d ErrorInfo details in %v, want 1", len(infos), err)
 	}
 	info := infos[0]
-	if info.Domain != daemon.ErrorDomain || info.Reason != bc.reason {
-		t.Fatalf("ErrorInfo %s/%s (%v), want %s/%s", info.Domain, info.Reason, err, daemon.ErrorDomain, bc.reason)
+	if info.Domain != rpc.ErrorDomain || info.Reason != bc.reason {
+		t.Fatalf("ErrorInfo %s/%s (%v), want %s/%s", info.Domain, info.Reason, err, rpc.ErrorDomain, bc.reason)
 	}
-	if want := daemon.Reasons()[bc.reason]; want != bc.code {
+	if want := rpc.Reasons()[bc.reason]; want != bc.code {
 		t.Errorf("the reasons table gives %s code %v, the case expects %v", bc.reason, want, bc.code)
 	}
 	if st.Message() == "" || len(st.Message()) > 1024 {
@@ -878,7 +879,7 @@ func TestHandlerPanic(t *testing.T) {
 	}
 	for name, call := range calls {
 		err := call()
-		checkStatus(t, err, badCase{code: codes.Internal, reason: daemon.ReasonInternal})
+		checkStatus(t, err, badCase{code: codes.Internal, reason: rpc.ReasonInternal})
 		if msg := status.Convert(err).Message(); strings.Contains(msg, "nil pointer") || strings.Contains(msg, "panic") || strings.Contains(msg, ".go:") {
 			t.Errorf("%s: the panic reached the client: %q", name, msg)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/rpc"
 	"github.com/savepoint-dev/savepoint/internal/addr"
 )
 
@@ -106,14 +107,15 @@ const minMemoryLimit = 48 << 20
 // DefaultConfig returns the configuration savepointd runs with when nothing
 // is set.
 func DefaultConfig() Config {
+	lim := rpc.DefaultLimits()
 	return Config{
 		DataDir:             "./data",
 		Listen:              addr.Default(os.Getenv),
 		SocketMode:          0o600,
-		MaxRequestBytes:     4 << 20,
-		MaxMessageBytes:     2 << 20,
-		MaxStateBytes:       1 << 20,
-		ResponseBudgetBytes: 3 << 20,
+		MaxRequestBytes:     lim.MaxRequestBytes,
+		MaxMessageBytes:     lim.MaxMessageBytes,
+		MaxStateBytes:       lim.MaxStateBytes,
+		ResponseBudgetBytes: lim.ResponseBudgetBytes,
 		ShutdownTimeout:     10 * time.Second,
 		LogLevel:            slog.LevelInfo,
 		MemoryLimit:         DefaultMemoryLimit,
@@ -221,4 +223,16 @@ func (c Config) Validate() error {
 			c.ResponseBudgetBytes, c.MaxStateBytes)
 	}
 	return errors.Join(errs...)
+}
+
+// Limits returns the sizes of c that the services enforce, zero fields
+// taken as their defaults.
+func (c Config) Limits() rpc.Limits {
+	c = c.withDefaults()
+	return rpc.Limits{
+		MaxRequestBytes:     c.MaxRequestBytes,
+		MaxMessageBytes:     c.MaxMessageBytes,
+		MaxStateBytes:       c.MaxStateBytes,
+		ResponseBudgetBytes: c.ResponseBudgetBytes,
+	}
 }

@@ -1,4 +1,5 @@
-// Package daemon is savepointd: the gRPC adapter that validates requests,
-// translates them to package core's types and serves a core.Store, and Run,
-// which serves one until its context is cancelled.
+// Package daemon is savepointd's host: Run serves a core.Store over gRPC
+// (through the services of package rpc) until its context is cancelled,
+// with the listener, TLS and peer-credential access, logging, metrics,
+// retention and systemd integration around them.
 package daemon

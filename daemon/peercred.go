@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/savepoint-dev/savepoint/daemon/rpc"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -77,7 +79,7 @@ func (a allowList) admits(pc PeerCred) bool {
 // whichever user they run as.
 var healthService = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
 
-// check returns ErrPermissionDenied for a call that the list does not admit.
+// check returns rpc.ErrPermissionDenied for a call that the list does not admit.
 func (a allowList) check(ctx context.Context, method string) error {
 	if a.empty() || strings.HasPrefix(method, healthService) {
 		return nil
@@ -88,33 +90,28 @@ func (a allowList) check(ctx context.Context, method string) error {
 		pc, ok = p.AuthInfo.(PeerCred)
 	}
 	if !ok {
-		return fmt.Errorf("%w: the caller's peer credentials are unknown", ErrPermissionDenied)
+		return fmt.Errorf("%w: the caller's peer credentials are unknown", rpc.ErrPermissionDenied)
 	}
 	if a.admits(pc) {
 		return nil
 	}
 	return fmt.Errorf("%w: uid %d (gid %d) is not among the uids and gids this daemon allows (--allow-uid, --allow-gid)",
-		ErrPermissionDenied, pc.UID, pc.GID)
+		rpc.ErrPermissionDenied, pc.UID, pc.GID)
 }
 
 func (a allowList) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := a.check(ctx, info.FullMethod); err != nil {
-		return nil, ToStatus(err).Err()
+		return nil, rpc.ToStatus(err).Err()
 	}
 	return handler(ctx, req)
 }
 
 func (a allowList) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := a.check(ss.Context(), info.FullMethod); err != nil {
-		return ToStatus(err).Err()
+		return rpc.ToStatus(err).Err()
 	}
 	return handler(srv, ss)
 }
-
-// ErrPermissionDenied is returned when the caller's peer credentials are not
-// among those the daemon allows (Config.AllowUIDs, Config.AllowGIDs); it
-// maps to PERMISSION_DENIED.
-var ErrPermissionDenied = errors.New("permission denied")
 
 // errNoPeerCred is readPeerCred's error where the system has no way to tell.
 var errNoPeerCred = errors.New("peer credentials are read on Linux only")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+	"github.com/savepoint-dev/savepoint/daemon/rpc"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
@@ -60,18 +61,14 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 		return err
 	}
 
-	rc := newRequestCodec(cfg.MaxRequestBytes)
 	unary, stream := interceptors(cfg, m, logger)
-	srv := grpc.NewServer(serverOptions(creds, rc, unary, stream)...)
-	s := NewServer(store, cfg)
-	s.logger = logger
-	savepointv1.RegisterSavepointServiceServer(srv, s)
+	srv := grpc.NewServer(serverOptions(creds, cfg.MaxRequestBytes, unary, stream)...)
+	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: Version()}
+	savepointv1.RegisterSavepointServiceServer(srv, rpc.NewServer(store, opts))
 	hs := health.NewServer()
 	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if gs, ok := store.(core.GraphStore); ok {
-		g := NewGraphServer(gs, cfg)
-		g.logger = logger
-		savepointv1.RegisterGraphCheckpointServiceServer(srv, g)
+		savepointv1.RegisterGraphCheckpointServiceServer(srv, rpc.NewGraphServer(gs, opts))
 		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	healthpb.RegisterHealthServer(srv, hs)
@@ -204,16 +201,16 @@ func listen(cfg Config) (net.Listener, error) {
 const streamWorkers = 256
 
 // serverOptions are the gRPC server's options: the transport credentials,
-// the request codec and its size limit, the interceptors and the workers.
-func serverOptions(creds credentials.TransportCredentials, rc *requestCodec, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
-	return []grpc.ServerOption{
+// the interceptors, the request codec refusing requests over maxRequestBytes
+// (its interceptors innermost), and the workers.
+func serverOptions(creds credentials.TransportCredentials, maxRequestBytes int, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
 		grpc.Creds(creds),
-		grpc.ForceServerCodecV2(rc),
-		grpc.MaxRecvMsgSize(rc.transportLimit()),
-		grpc.ChainUnaryInterceptor(append(unary, rc.unary)...),
-		grpc.ChainStreamInterceptor(append(stream, rc.stream)...),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 		grpc.NumStreamWorkers(streamWorkers),
 	}
+	return append(opts, rpc.CodecOptions(maxRequestBytes)...)
 }
 
 func interceptors(cfg Config, m *metrics, logger *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
@@ -239,6 +236,6 @@ func interceptors(cfg Config, m *metrics, logger *slog.Logger) ([]grpc.UnaryServ
 func recoverPanic(logger *slog.Logger) recovery.RecoveryHandlerFuncContext {
 	return func(ctx context.Context, p any) error {
 		logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
-		return ToStatus(errors.New("panic")).Err()
+		return rpc.ToStatus(errors.New("panic")).Err()
 	}
 }

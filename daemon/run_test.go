@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"google.golang.org/grpc"
@@ -26,13 +27,13 @@ import (
 
 // startRun runs Run on a socket in a temporary directory until the test
 // ends, and returns the socket's path and a connection to it.
-func startRun(t *testing.T, store core.Store, cfg Config) (string, *grpc.ClientConn) {
+func startRun(t *testing.T, store core.Store, cfg daemon.Config) (string, *grpc.ClientConn) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "sub", "s.sock")
 	cfg.Listen = "unix:" + sock
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, store, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() { done <- daemon.Run(ctx, cfg, store, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -60,8 +61,7 @@ func startRun(t *testing.T, store core.Store, cfg Config) (string, *grpc.ClientC
 }
 
 func TestRunServes(t *testing.T) {
-	f := &fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 1, MessageCount: 1}, msgs: history(1, 1)}
-	sock, conn := startRun(t, f, Config{})
+	sock, conn := startRun(t, oneSession{}, daemon.Config{})
 
 	fi, err := os.Stat(sock)
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -111,29 +111,46 @@ func TestRunServes(t *testing.T) {
 		t.Errorf("GetSession = %v, %v", got, err)
 	}
 	_, err = client.GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: "s", Revision: proto.Uint64(9)})
-	wantStatus(t, err, codes.NotFound, "REVISION_NOT_FOUND")
+	wantReason(t, err, codes.NotFound, "REVISION_NOT_FOUND")
 
-	big := validSave()
-	big.StateJson = `"` + strings.Repeat("x", 5<<20) + `"`
+	big := &savepointv1.SaveCheckpointRequest{SessionId: "s", StateJson: `"` + strings.Repeat("x", 5<<20) + `"`}
 	_, err = client.SaveCheckpoint(ctx, big)
-	wantStatus(t, err, codes.ResourceExhausted, "REQUEST_TOO_LARGE")
+	wantReason(t, err, codes.ResourceExhausted, "REQUEST_TOO_LARGE")
+}
+
+// oneSession is a store holding session "s" at revision 1 with one
+// message; the methods its embedded nil Store leaves out panic.
+type oneSession struct{ core.Store }
+
+func (oneSession) Checkpoint(_ context.Context, sessionID string, revision uint64) (core.Checkpoint, error) {
+	if sessionID != "s" {
+		return core.Checkpoint{}, core.ErrSessionNotFound
+	}
+	if revision != 0 && revision != 1 {
+		return core.Checkpoint{}, core.ErrRevisionNotFound
+	}
+	return core.Checkpoint{SessionID: "s", Revision: 1, MessageCount: 1}, nil
+}
+
+func (oneSession) Messages(context.Context, string, uint64, uint64, int, int) ([]core.Message, error) {
+	return []core.Message{{Role: "user", ContentJSON: `"hi"`}}, nil
 }
 
 // panicStore panics on every call: its embedded Store is nil.
 type panicStore struct{ core.Store }
 
 func TestRunRecoversPanics(t *testing.T) {
-	_, conn := startRun(t, panicStore{}, Config{})
+	_, conn := startRun(t, panicStore{}, daemon.Config{})
 	_, err := savepointv1.NewSavepointServiceClient(conn).Resume(context.Background(), &savepointv1.ResumeRequest{SessionId: "s"})
-	wantStatus(t, err, codes.Internal, ReasonInternal)
+	wantReason(t, err, codes.Internal, "INTERNAL")
 	// The daemon still serves.
 	_, err = savepointv1.NewSavepointServiceClient(conn).Resume(context.Background(), &savepointv1.ResumeRequest{SessionId: "-"})
-	wantStatus(t, err, codes.InvalidArgument, "INVALID_SESSION_ID")
+	wantReason(t, err, codes.InvalidArgument, "INVALID_SESSION_ID")
 }
 
 func TestRunReplacesStaleSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	cfg := Config{Listen: "unix:" + sock}
+	cfg := daemon.Config{Listen: "unix:" + sock}
 
 	// A daemon that died leaves its socket file, with no one listening.
 	lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
@@ -144,7 +161,7 @@ func TestRunReplacesStaleSocket(t *testing.T) {
 	lis.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, &fakeStore{}, slog.New(slog.DiscardHandler)) }()
+	go func() { done <- daemon.Run(ctx, cfg, oneSession{}, slog.New(slog.DiscardHandler)) }()
 	conn, err := grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +179,7 @@ func TestRunReplacesStaleSocket(t *testing.T) {
 	if err := os.WriteFile(sock, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = Run(context.Background(), cfg, &fakeStore{}, slog.New(slog.DiscardHandler))
+	err = daemon.Run(context.Background(), cfg, oneSession{}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("Run over a regular file = %v, want a refusal", err)
 	}
@@ -172,12 +189,12 @@ func TestRunReplacesStaleSocket(t *testing.T) {
 }
 
 func TestRunStopsWithOpenStream(t *testing.T) {
-	f := &fakeStore{}
+	f := oneSession{}
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	cfg := Config{Listen: "unix:" + sock, ShutdownTimeout: 300 * time.Millisecond, SocketMode: 0o660}
-	go func() { done <- Run(ctx, cfg, f, slog.New(slog.DiscardHandler)) }()
+	cfg := daemon.Config{Listen: "unix:" + sock, ShutdownTimeout: 300 * time.Millisecond, SocketMode: 0o660}
+	go func() { done <- daemon.Run(ctx, cfg, f, slog.New(slog.DiscardHandler)) }()
 
 	conn, err := grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -217,7 +234,7 @@ func TestRunStopsWithOpenStream(t *testing.T) {
 }
 
 func TestRunInvalidConfig(t *testing.T) {
-	err := Run(context.Background(), Config{Listen: "0.0.0.0:1"}, &fakeStore{}, nil)
+	err := daemon.Run(context.Background(), daemon.Config{Listen: "0.0.0.0:1"}, oneSession{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("Run = %v, want a config error", err)
 	}
@@ -230,7 +247,7 @@ func TestRunRefusesLiveSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lis.Close()
-	err = Run(context.Background(), Config{Listen: "unix:" + sock}, &fakeStore{}, slog.New(slog.DiscardHandler))
+	err = daemon.Run(context.Background(), daemon.Config{Listen: "unix:" + sock}, oneSession{}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "another server is listening") {
 		t.Fatalf("Run over a live socket = %v, want a refusal", err)
 	}
@@ -241,7 +258,7 @@ func TestRunRefusesLiveSocket(t *testing.T) {
 
 // failingStore is a store whose Failed channel the test closes.
 type failingStore struct {
-	fakeStore
+	oneSession
 	failed chan struct{}
 }
 
@@ -252,7 +269,7 @@ func TestRunStopsWhenStoreFails(t *testing.T) {
 	sock := filepath.Join(shortDir(t), "s.sock")
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(context.Background(), Config{Listen: "unix:" + sock}, f, slog.New(slog.DiscardHandler))
+		done <- daemon.Run(context.Background(), daemon.Config{Listen: "unix:" + sock}, f, slog.New(slog.DiscardHandler))
 	}()
 	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -28,7 +28,7 @@ func TestCallsRunOnStreamWorkers(t *testing.T) {
 		stacks <- string(debug.Stack())
 		return handler(ctx, req)
 	}
-	srv := grpc.NewServer(serverOptions(insecure.NewCredentials(), newRequestCodec(1<<20), []grpc.UnaryServerInterceptor{capture}, nil)...)
+	srv := grpc.NewServer(serverOptions(insecure.NewCredentials(), 1<<20, []grpc.UnaryServerInterceptor{capture}, nil)...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go srv.Serve(lis)
 	defer srv.Stop()

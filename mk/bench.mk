@@ -14,7 +14,7 @@ BENCH_CACHE ?= $(BIN)/benchcache
 BENCH_FLAGS ?=
 # benchstat is installed at a pinned version, outside go.mod (it has no tags).
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
-GOBENCH_PKGS := ./daemon ./daemon/badgerstore
+GOBENCH_PKGS := ./daemon/rpc ./daemon/badgerstore
 GOBENCH_PATTERN ?= .
 GOBENCH_COUNT ?= 6
 GOBENCH_TIME ?= 1s

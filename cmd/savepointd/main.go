@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+	"github.com/savepoint-dev/savepoint/daemon/rpc"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -245,7 +246,7 @@ func runVerify(ctx context.Context, store core.Store, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "savepointd verify: %v\n", err)
 		return exitFail
 	}
-	out, _ := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(daemon.VerifyReportToProto(rep))
+	out, _ := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(rpc.VerifyReportToProto(rep))
 	fmt.Fprintf(stdout, "%s\n", out)
 	if len(rep.Damaged) > 0 {
 		fmt.Fprintf(stderr, "savepointd verify: %d damaged sessions\n", len(rep.Damaged))

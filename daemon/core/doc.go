@@ -5,6 +5,6 @@
 // Save, Begin, Record, ResumeHead, Complete and Rewind run on a store's
 // transaction through the small Txn interface, so the stores cannot disagree
 // on fencing, revision checks, request-id replay or the ledger's first-wins.
-// It imports no transport: the gRPC adapter in package daemon translates the
+// It imports no transport: the gRPC adapter in package rpc translates the
 // API's messages to these types and back.
 package core

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+	"github.com/savepoint-dev/savepoint/daemon/rpc"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
 
@@ -21,7 +21,7 @@ func TestBackupUnsupported(t *testing.T) {
 	if !errors.Is(err, core.ErrBackupUnsupported) {
 		t.Fatalf("BackupSince: %v, want ErrBackupUnsupported", err)
 	}
-	if st := daemon.ToStatus(err); st.Code().String() != "Unimplemented" {
+	if st := rpc.ToStatus(err); st.Code().String() != "Unimplemented" {
 		t.Errorf("status %v, want Unimplemented", st.Code())
 	}
 	if buf.Len() != 0 {

@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ func FuzzValidateGraph(f *testing.F) {
 	f.Add(seed)
 	w, _ := proto.Marshal(&savepointv1.PutWritesRequest{ThreadId: "t", CheckpointId: "1", TaskId: "x", Writes: []*savepointv1.ChannelWrite{{Idx: -1, Channel: "c"}}})
 	f.Add(w)
-	cfg := DefaultConfig()
+	cfg := DefaultLimits()
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var put savepointv1.PutCheckpointRequest
 		if proto.Unmarshal(raw, &put) == nil {

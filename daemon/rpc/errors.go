@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"errors"
@@ -37,3 +37,7 @@ func (e *RequestSizeError) Error() string {
 }
 
 func (e *RequestSizeError) Unwrap() error { return ErrRequestTooLarge }
+
+// ErrPermissionDenied is a call whose caller the server does not admit
+// (its peer credentials are unknown or not on the allow list).
+var ErrPermissionDenied = errors.New("permission denied")

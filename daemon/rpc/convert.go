@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"github.com/savepoint-dev/savepoint/daemon/core"

@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"context"
@@ -22,15 +22,15 @@ type GraphServer struct {
 	savepointv1.UnimplementedGraphCheckpointServiceServer
 
 	store  core.GraphStore
-	cfg    Config
+	lim    Limits
 	logger *slog.Logger
 }
 
-// NewGraphServer returns a GraphServer over store with the limits of cfg
-// (zero fields take their defaults). It logs internal errors to
-// slog.Default().
-func NewGraphServer(store core.GraphStore, cfg Config) *GraphServer {
-	return &GraphServer{store: store, cfg: cfg.withDefaults(), logger: slog.Default()}
+// NewGraphServer returns a GraphServer over store configured by opts (zero
+// fields take their defaults).
+func NewGraphServer(store core.GraphStore, opts Options) *GraphServer {
+	opts = opts.withDefaults()
+	return &GraphServer{store: store, lim: opts.Limits, logger: opts.Logger}
 }
 
 func (s *GraphServer) fail(ctx context.Context, err error) error {
@@ -43,7 +43,7 @@ func (s *GraphServer) fail(ctx context.Context, err error) error {
 
 // PutCheckpoint implements GraphCheckpointServiceServer.
 func (s *GraphServer) PutCheckpoint(ctx context.Context, req *savepointv1.PutCheckpointRequest) (*savepointv1.PutCheckpointResponse, error) {
-	p, err := validateGraphPut(s.cfg, req.GetCheckpoint(), req.GetBlobs(), req.GetRequestId(), false)
+	p, err := validateGraphPut(s.lim, req.GetCheckpoint(), req.GetBlobs(), req.GetRequestId(), false)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -65,7 +65,7 @@ func (s *GraphServer) UploadCheckpoint(stream grpc.ClientStreamingServer[savepoi
 	if start == nil {
 		return s.fail(ctx, fieldErr("start", reasonInvalidUpload, "must be the first message of an upload"))
 	}
-	p, err := validateGraphPut(s.cfg, start.GetCheckpoint(), start.GetBlobs(), start.GetRequestId(), true)
+	p, err := validateGraphPut(s.lim, start.GetCheckpoint(), start.GetBlobs(), start.GetRequestId(), true)
 	if err != nil {
 		return s.fail(ctx, err)
 	}
@@ -270,7 +270,7 @@ type tupleWriter struct {
 const graphFrameMargin = 4 << 10
 
 func (s *GraphServer) tupleWriter(send func(*savepointv1.GetCheckpointResponse) error) *tupleWriter {
-	return &tupleWriter{budget: s.cfg.ResponseBudgetBytes - graphFrameMargin, send: send}
+	return &tupleWriter{budget: s.lim.ResponseBudgetBytes - graphFrameMargin, send: send}
 }
 
 func (w *tupleWriter) flush() error {

@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"errors"
@@ -167,7 +167,7 @@ func validSave() *savepointv1.SaveCheckpointRequest {
 }
 
 func TestValidateSave(t *testing.T) {
-	cfg := Config{MaxMessageBytes: 100, MaxStateBytes: 50, ResponseBudgetBytes: 2000}.withDefaults()
+	cfg := Limits{MaxMessageBytes: 100, MaxStateBytes: 50, ResponseBudgetBytes: 2000}.withDefaults()
 	tests := []struct {
 		name   string
 		edit   func(r *savepointv1.SaveCheckpointRequest)
@@ -236,7 +236,7 @@ func TestValidateSaveConverts(t *testing.T) {
 	req.ExpectedRevision, req.Epoch, req.Turn, req.TokensUsed = 4, 2, 7, 1234
 	req.KeepMessages = proto.Uint64(3)
 	req.PendingToolUses[1].EffectClass = savepointv1.EffectClass_EFFECT_CLASS_UNSPECIFIED
-	got, err := validateSave(DefaultConfig(), req)
+	got, err := validateSave(DefaultLimits(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestEffectClassFromProto(t *testing.T) {
 }
 
 func TestValidateRecord(t *testing.T) {
-	cfg := Config{MaxMessageBytes: 10}.withDefaults()
+	cfg := Limits{MaxMessageBytes: 10}.withDefaults()
 	tests := []struct {
 		name   string
 		req    *savepointv1.RecordEffectRequest
@@ -364,7 +364,7 @@ func TestValidateListSessionsFilter(t *testing.T) {
 }
 
 func TestValidateComplete(t *testing.T) {
-	cfg := Config{}.withDefaults()
+	cfg := Limits{}.withDefaults()
 	ok := func() *savepointv1.CompleteSessionRequest {
 		return &savepointv1.CompleteSessionRequest{SessionId: "s", Epoch: 3, Status: savepointv1.SessionStatus_SESSION_STATUS_COMPLETED,
 			FinalOutput: "done", RequestId: "3F2504E0-4F89-11D3-9A0C-0305E82C3301"}

@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"encoding/json"
@@ -181,11 +181,11 @@ func effectClassFromProto(c savepointv1.EffectClass) (core.EffectClass, bool) {
 	return 0, false
 }
 
-// validateSave checks a SaveCheckpoint request against cfg's limits and
+// validateSave checks a SaveCheckpoint request against lim and
 // returns it as a SaveRequest. Beyond each field's own limits, the
 // checkpoint without its messages must fit the response budget, so that
 // Resume can always return it.
-func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*core.SaveRequest, error) {
+func validateSave(lim Limits, req *savepointv1.SaveCheckpointRequest) (*core.SaveRequest, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return nil, err
 	}
@@ -208,9 +208,9 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*core.Sav
 		if err := validateName(field+".role", m.GetRole(), true); err != nil {
 			return nil, err
 		}
-		if n := len(m.GetContentJson()); n > cfg.MaxMessageBytes {
+		if n := len(m.GetContentJson()); n > lim.MaxMessageBytes {
 			return nil, fieldErr(field+".content_json", reasonMessageTooLarge,
-				"is %d bytes; at most %d are allowed per message", n, cfg.MaxMessageBytes)
+				"is %d bytes; at most %d are allowed per message", n, lim.MaxMessageBytes)
 		}
 		if err := validateJSON(field+".content_json", m.GetContentJson(), true); err != nil {
 			return nil, err
@@ -221,7 +221,7 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*core.Sav
 	seen := make(map[string]bool, len(req.GetPendingToolUses()))
 	for i, t := range req.GetPendingToolUses() {
 		field := fmt.Sprintf("pending_tool_uses[%d]", i)
-		tu, err := validateToolUse(cfg, field, t)
+		tu, err := validateToolUse(lim, field, t)
 		if err != nil {
 			return nil, err
 		}
@@ -231,8 +231,8 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*core.Sav
 		seen[tu.ID] = true
 		pending = append(pending, tu)
 	}
-	if n := len(req.GetStateJson()); n > cfg.MaxStateBytes {
-		return nil, fieldErr("state_json", reasonStateTooLarge, "is %d bytes; at most %d are allowed", n, cfg.MaxStateBytes)
+	if n := len(req.GetStateJson()); n > lim.MaxStateBytes {
+		return nil, fieldErr("state_json", reasonStateTooLarge, "is %d bytes; at most %d are allowed", n, lim.MaxStateBytes)
 	}
 	if err := validateJSON("state_json", req.GetStateJson(), false); err != nil {
 		return nil, err
@@ -240,10 +240,10 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*core.Sav
 	if err := validateLabels("labels", req.GetLabels()); err != nil {
 		return nil, err
 	}
-	if n := fixedSize(req.GetTask(), req.GetStateJson(), req.GetLabels(), pending); n > cfg.ResponseBudgetBytes {
+	if n := fixedSize(req.GetTask(), req.GetStateJson(), req.GetLabels(), pending); n > lim.ResponseBudgetBytes {
 		return nil, fieldErr("pending_tool_uses", reasonFieldTooLarge,
 			"with task, state_json and labels makes %d bytes, over the %d-byte response budget; send smaller tool inputs or state",
-			n, cfg.ResponseBudgetBytes)
+			n, lim.ResponseBudgetBytes)
 	}
 	return &core.SaveRequest{
 		SessionID:        req.GetSessionId(),
@@ -264,15 +264,15 @@ func validateSave(cfg Config, req *savepointv1.SaveCheckpointRequest) (*core.Sav
 // An input is capped like state_json, so that one Reconcile resolution (the
 // input and a recorded output of at most MaxMessageBytes) always fits a
 // response, as Config.Validate ensures for state and a message.
-func validateToolUse(cfg Config, field string, t *savepointv1.ToolUse) (core.ToolUse, error) {
+func validateToolUse(lim Limits, field string, t *savepointv1.ToolUse) (core.ToolUse, error) {
 	if err := validateToolUseID(field+".tool_use_id", t.GetToolUseId()); err != nil {
 		return core.ToolUse{}, err
 	}
 	if err := validateName(field+".name", t.GetName(), true); err != nil {
 		return core.ToolUse{}, err
 	}
-	if n := len(t.GetInputJson()); n > cfg.MaxStateBytes {
-		return core.ToolUse{}, fieldErr(field+".input_json", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, cfg.MaxStateBytes)
+	if n := len(t.GetInputJson()); n > lim.MaxStateBytes {
+		return core.ToolUse{}, fieldErr(field+".input_json", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, lim.MaxStateBytes)
 	}
 	if err := validateJSON(field+".input_json", t.GetInputJson(), false); err != nil {
 		return core.ToolUse{}, err
@@ -292,7 +292,7 @@ func validateToolUse(cfg Config, field string, t *savepointv1.ToolUse) (core.Too
 }
 
 // validateRecord checks a RecordEffect request and returns its effect.
-func validateRecord(cfg Config, req *savepointv1.RecordEffectRequest) (core.Effect, error) {
+func validateRecord(lim Limits, req *savepointv1.RecordEffectRequest) (core.Effect, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return core.Effect{}, err
 	}
@@ -302,8 +302,8 @@ func validateRecord(cfg Config, req *savepointv1.RecordEffectRequest) (core.Effe
 	if err := validateName("name", req.GetName(), false); err != nil {
 		return core.Effect{}, err
 	}
-	if n := len(req.GetOutput()); n > cfg.MaxMessageBytes {
-		return core.Effect{}, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, cfg.MaxMessageBytes)
+	if n := len(req.GetOutput()); n > lim.MaxMessageBytes {
+		return core.Effect{}, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, lim.MaxMessageBytes)
 	}
 	return core.Effect{
 		ToolUseID: req.GetToolUseId(),
@@ -374,7 +374,7 @@ func statusFromProto(s savepointv1.SessionStatus) (core.SessionStatus, bool) {
 
 // validateComplete checks a CompleteSession request and returns it as a
 // CompleteRequest. The final output is capped like state_json.
-func validateComplete(cfg Config, req *savepointv1.CompleteSessionRequest) (*core.CompleteRequest, error) {
+func validateComplete(lim Limits, req *savepointv1.CompleteSessionRequest) (*core.CompleteRequest, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return nil, err
 	}
@@ -387,8 +387,8 @@ func validateComplete(cfg Config, req *savepointv1.CompleteSessionRequest) (*cor
 		return nil, fieldErr("status", reasonInvalidSessionStatus,
 			"is %s; give SESSION_STATUS_COMPLETED or SESSION_STATUS_FAILED", req.GetStatus())
 	}
-	if n := len(req.GetFinalOutput()); n > cfg.MaxStateBytes {
-		return nil, fieldErr("final_output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, cfg.MaxStateBytes)
+	if n := len(req.GetFinalOutput()); n > lim.MaxStateBytes {
+		return nil, fieldErr("final_output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, lim.MaxStateBytes)
 	}
 	return &core.CompleteRequest{
 		SessionID: req.GetSessionId(), Epoch: req.GetEpoch(), Status: st,

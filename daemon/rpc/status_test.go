@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"context"
@@ -171,7 +171,7 @@ func TestReasonsAreTheEnum(t *testing.T) {
 // TestAPIDocListsEveryReason checks that the error tables of docs/api.md
 // have one row for each reason the service returns, and no other.
 func TestAPIDocListsEveryReason(t *testing.T) {
-	doc, err := os.ReadFile("../docs/api.md")
+	doc, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +207,8 @@ func TestFieldReasonsToStatus(t *testing.T) {
 	}
 }
 
-// TestErrorKindsCoverSentinels makes sure each sentinel declared in
-// errors.go has a row.
+// TestErrorKindsCoverSentinels makes sure each sentinel declared in core's
+// errors.go and in this package's has a row.
 func TestErrorKindsCoverSentinels(t *testing.T) {
 	sentinels := map[string]error{
 		"ErrInvalidArgument": core.ErrInvalidArgument, "ErrSessionNotFound": core.ErrSessionNotFound,
@@ -221,9 +221,27 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrInvalidPageToken": core.ErrInvalidPageToken, "ErrUnavailable": core.ErrUnavailable,
 		"ErrDiskFull": core.ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
 		"ErrSessionCompleted": core.ErrSessionCompleted, "ErrPlaintextBackup": core.ErrPlaintextBackup,
-		"ErrBackupUnsupported": core.ErrBackupUnsupported,
+		"ErrBackupUnsupported": core.ErrBackupUnsupported, "ErrPermissionDenied": ErrPermissionDenied,
 	}
-	file, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	for _, path := range []string{"../core/errors.go", "errors.go"} {
+		checkSentinelsListed(t, path, sentinels)
+	}
+	for name, s := range sentinels {
+		found := false
+		for _, k := range errorKinds {
+			found = found || k.err == s
+		}
+		if !found {
+			t.Errorf("no errorKinds row for %s", name)
+		}
+	}
+}
+
+// checkSentinelsListed fails for each Err variable the file at path declares
+// that sentinels does not name.
+func checkSentinelsListed(t *testing.T, path string, sentinels map[string]error) {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,18 +253,9 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		for _, spec := range gd.Specs {
 			for _, name := range spec.(*ast.ValueSpec).Names {
 				if _, ok := sentinels[name.Name]; !ok && strings.HasPrefix(name.Name, "Err") {
-					t.Errorf("errors.go declares %s: add it to errorKinds in status.go and to this test", name.Name)
+					t.Errorf("%s declares %s: add it to errorKinds in status.go and to this test", path, name.Name)
 				}
 			}
-		}
-	}
-	for name, s := range sentinels {
-		found := false
-		for _, k := range errorKinds {
-			found = found || k.err == s
-		}
-		if !found {
-			t.Errorf("no errorKinds row for %s", name)
 		}
 	}
 }

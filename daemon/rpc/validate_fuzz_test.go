@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ func docJSONOK(s string, required bool) bool {
 }
 
 // fuzzCfg has small limits so that the fuzzer reaches them.
-var fuzzCfg = Config{MaxMessageBytes: 64, MaxStateBytes: 48, ResponseBudgetBytes: 1024}.withDefaults()
+var fuzzCfg = Limits{MaxMessageBytes: 64, MaxStateBytes: 48, ResponseBudgetBytes: 1024}.withDefaults()
 
 // checkRefusal checks that err is a field error the service can return.
 func checkRefusal(t *testing.T, err error) {

@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"crypto/sha256"

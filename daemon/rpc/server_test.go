@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"context"
@@ -167,7 +167,7 @@ func wantStatus(t *testing.T, err error, code codes.Code, reason string) {
 
 func TestServerStoreErrors(t *testing.T) {
 	f := &fakeStore{err: &core.StateError{Err: core.ErrSessionFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	s.logger = slog.New(slog.DiscardHandler)
 	calls := map[string]func() error{
 		"SaveCheckpoint": func() error { _, err := s.SaveCheckpoint(bg, validSave()); return err },
@@ -217,7 +217,7 @@ func TestServerStoreErrors(t *testing.T) {
 
 func TestServerValidatesFirst(t *testing.T) {
 	f := &fakeStore{}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	_, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "../etc"})
 	wantStatus(t, err, codes.InvalidArgument, "INVALID_SESSION_ID")
 	req := validSave()
@@ -236,7 +236,7 @@ func TestServerValidatesFirst(t *testing.T) {
 
 func TestServerSaveBeginRecordDelete(t *testing.T) {
 	f := &fakeStore{}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	req := validSave()
 	req.ExpectedRevision = 2
 	resp, err := s.SaveCheckpoint(bg, req)
@@ -280,7 +280,7 @@ func TestServerReconcile(t *testing.T) {
 		{ToolUse: core.ToolUse{ID: "t4", Name: "mail", BeginTracked: true}},
 		{ToolUse: core.ToolUse{ID: "t5", Name: "mail", BeginTracked: true}, Begun: true, IdempotencyKey: "k5"},
 	}}
-	resp, err := NewServer(f, Config{}).Reconcile(bg, &savepointv1.ReconcileRequest{SessionId: "s"})
+	resp, err := NewServer(f, Options{}).Reconcile(bg, &savepointv1.ReconcileRequest{SessionId: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func sameHistory(t *testing.T, got []*savepointv1.Message, want []core.Message) 
 func TestServerPaging(t *testing.T) {
 	msgs := history(40, 300<<10) // 12 MiB
 	cp := core.Checkpoint{SessionID: "s", Revision: 3, Epoch: 1, MessageCount: 40, StateJSON: `"` + strings.Repeat("s", 900<<10) + `"`}
-	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Config{})
+	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Options{})
 
 	resume, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s"})
 	if err != nil {
@@ -398,7 +398,7 @@ func TestServerPaging(t *testing.T) {
 
 func TestServerPagingSmall(t *testing.T) {
 	msgs := history(3, 10)
-	s := NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 3}, msgs: msgs}, Config{})
+	s := NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 3}, msgs: msgs}, Options{})
 	get, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -408,7 +408,7 @@ func TestServerPagingSmall(t *testing.T) {
 	}
 	sameHistory(t, get.GetCheckpoint().GetMessages(), msgs)
 
-	s = NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3}}, Config{})
+	s = NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3}}, Options{})
 	get, err = s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
 	if err != nil || get.GetNextPageToken() != "" || len(get.GetCheckpoint().GetMessages()) != 0 {
 		t.Errorf("empty history: %v, %v", get, err)
@@ -420,7 +420,7 @@ func TestServerPagingSmall(t *testing.T) {
 func TestServerFirstMessageOverBudget(t *testing.T) {
 	msgs := history(2, 2<<20-100)
 	cp := core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 2, StateJSON: `"` + strings.Repeat("s", 1<<20) + `"`}
-	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Config{})
+	s := NewServer(&fakeStore{cp: cp, msgs: msgs}, Options{})
 	get, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -432,7 +432,7 @@ func TestServerFirstMessageOverBudget(t *testing.T) {
 }
 
 func TestServerListMessagesBadToken(t *testing.T) {
-	s := NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 5}, msgs: history(5, 1)}, Config{})
+	s := NewServer(&fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 3, MessageCount: 5}, msgs: history(5, 1)}, Options{})
 	tests := map[string]*savepointv1.ListMessagesRequest{
 		"garbage":        {SessionId: "s", PageToken: "zzz"},
 		"other session":  {SessionId: "s", PageToken: messagesToken("t", 3, 1).encode()},
@@ -460,7 +460,7 @@ func TestServerListSessions(t *testing.T) {
 	for i := range 2500 {
 		f.sessions = append(f.sessions, core.SessionSummary{SessionID: fmt.Sprintf("s%04d", i), Revision: 1, Labels: map[string]string{"team": "a"}})
 	}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	filter := map[string]string{"team": "a"}
 
 	list := func(size int32, token string) *savepointv1.ListSessionsResponse {
@@ -503,7 +503,7 @@ func TestServerListSessionsBudget(t *testing.T) {
 	for i := range 100 {
 		f.sessions = append(f.sessions, core.SessionSummary{SessionID: fmt.Sprintf("s%03d", i), Task: strings.Repeat("t", 64<<10)})
 	}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	var total int
 	for token := ""; ; {
 		resp, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{PageSize: 1000, PageToken: token})
@@ -529,7 +529,7 @@ func TestServerListEffects(t *testing.T) {
 		f.ledger = append(f.ledger, core.LedgerEntry{ToolUseID: fmt.Sprintf("t%04d", i), Name: "x", Begun: true, IdempotencyKey: "k"})
 	}
 	f.ledger[3].Effect = &core.Effect{ToolUseID: "t0003", Output: "out", Late: true, RecordTime: time.Unix(1700000000, 0)}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	list := func(size int32, token string) *savepointv1.ListEffectsResponse {
 		t.Helper()
 		resp, err := s.ListEffects(bg, &savepointv1.ListEffectsRequest{SessionId: "s", PageSize: size, PageToken: token})
@@ -582,7 +582,7 @@ func TestServerListEffects(t *testing.T) {
 
 func TestServerListSessionsFilters(t *testing.T) {
 	f := &fakeStore{sessions: []core.SessionSummary{{SessionID: "a", Status: core.StatusFailed}}}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	before := time.Now()
 	resp, err := s.ListSessions(bg, &savepointv1.ListSessionsRequest{
 		StatusFilter: savepointv1.SessionStatus_SESSION_STATUS_FAILED, HasPendingToolUses: true, MinIdle: durationpb.New(time.Hour),
@@ -601,7 +601,7 @@ func TestServerListSessionsFilters(t *testing.T) {
 
 func TestServerResumeReopen(t *testing.T) {
 	f := &fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 1, Status: core.StatusCompleted, FinalOutput: "out", CompleteTime: time.Unix(1700000000, 0)}}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	resp, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s", Reopen: true})
 	if err != nil {
 		t.Fatal(err)
@@ -632,7 +632,7 @@ func TestServerBranchListsFit(t *testing.T) {
 	for i := range 3 {
 		f.res.PerformedAfter = append(f.res.PerformedAfter, core.LedgerEntry{ToolUseID: fmt.Sprintf("p%d", i), Effect: &core.Effect{Output: strings.Repeat("é", 1<<20)}})
 	}
-	s := NewServer(f, Config{})
+	s := NewServer(f, Options{})
 	resp, err := s.ForkSession(bg, &savepointv1.ForkSessionRequest{SourceSessionId: "a", NewSessionId: "b"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ func benchContent(n int) string {
 // and the benchmark send it, and a save appending 100 such messages. Its
 // cost is O(bytes of the request): JSON validation of each message.
 func BenchmarkValidateSave(b *testing.B) {
-	cfg := DefaultConfig().withDefaults()
+	cfg := DefaultLimits()
 	for _, n := range []int{1, 100} {
 		msgs := make([]*savepointv1.Message, n)
 		for i := range msgs {
@@ -49,7 +49,7 @@ func BenchmarkValidateSave(b *testing.B) {
 // BenchmarkValidateRecord is the validation of a RecordEffect carrying a
 // 2 KiB tool output.
 func BenchmarkValidateRecord(b *testing.B) {
-	cfg := DefaultConfig().withDefaults()
+	cfg := DefaultLimits()
 	req := &savepointv1.RecordEffectRequest{
 		SessionId: "bench-session-1", ToolUseId: "toolu_01A09q90qw90lq917835lq9", Name: "send_email", Output: benchContent(2048),
 	}

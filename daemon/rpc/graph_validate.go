@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"encoding/json"
@@ -50,7 +50,7 @@ const (
 // graphHeaderLimit is the cap on a checkpoint's ids, metadata and channel
 // versions: MaxGraphHeaderBytes, or half the response budget when that is
 // less.
-func graphHeaderLimit(cfg Config) int { return min(MaxGraphHeaderBytes, cfg.ResponseBudgetBytes/2) }
+func graphHeaderLimit(lim Limits) int { return min(MaxGraphHeaderBytes, lim.ResponseBudgetBytes/2) }
 
 // validateGraphKey checks one key field: valid UTF-8 without NUL, at most
 // max bytes, and non-empty when required.
@@ -89,7 +89,7 @@ const reasonInvalidArgument = savepointv1.ErrorReason_ERROR_REASON_INVALID_ARGUM
 
 // validateGraphCheckpoint checks a checkpoint; upload is true for an upload
 // start, whose value holds no data but a declared size.
-func validateGraphCheckpoint(cfg Config, field string, c *savepointv1.GraphCheckpoint, upload bool) (core.GraphCheckpoint, error) {
+func validateGraphCheckpoint(lim Limits, field string, c *savepointv1.GraphCheckpoint, upload bool) (core.GraphCheckpoint, error) {
 	if c == nil {
 		return core.GraphCheckpoint{}, fieldErr(field, reasonMissingField, "is required")
 	}
@@ -127,7 +127,7 @@ func validateGraphCheckpoint(cfg Config, field string, c *savepointv1.GraphCheck
 		}
 		size += len(ch) + len(v) + 8
 	}
-	if limit := graphHeaderLimit(cfg); size > limit {
+	if limit := graphHeaderLimit(lim); size > limit {
 		return core.GraphCheckpoint{}, fieldErr(field, reasonFieldTooLarge,
 			"has %d bytes of ids, metadata_json and channel_versions; at most %d are allowed", size, limit)
 	}
@@ -163,8 +163,8 @@ func graphValue(field string, v *savepointv1.TypedValue, upload bool) (core.Grap
 }
 
 // validateGraphPut checks a PutCheckpoint request or an upload start.
-func validateGraphPut(cfg Config, c *savepointv1.GraphCheckpoint, blobs []*savepointv1.ChannelBlob, requestID string, upload bool) (*core.GraphPut, error) {
-	cp, err := validateGraphCheckpoint(cfg, "checkpoint", c, upload)
+func validateGraphPut(lim Limits, c *savepointv1.GraphCheckpoint, blobs []*savepointv1.ChannelBlob, requestID string, upload bool) (*core.GraphPut, error) {
+	cp, err := validateGraphCheckpoint(lim, "checkpoint", c, upload)
 	if err != nil {
 		return nil, err
 	}

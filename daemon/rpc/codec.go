@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const transportLimitFactor = 4
 // codec error with a bare INTERNAL, before interceptors run; so requestCodec
 // succeeds instead, leaves the message empty and keeps the refusal, which its
 // interceptors return, as a status with an ErrorInfo reason, in place of the
-// handler's answer. Run installs it with grpc.ForceServerCodecV2,
+// handler's answer. CodecOptions installs it with grpc.ForceServerCodecV2,
 // grpc.MaxRecvMsgSize(transportLimit()) and its unary and stream interceptors
 // last in their chains, so that the call log sees the refusals.
 type requestCodec struct {
@@ -163,4 +163,19 @@ func (s *refusingStream) RecvMsg(m any) error {
 		return ToStatus(err).Err()
 	}
 	return nil
+}
+
+// CodecOptions returns the server options that install the request codec
+// refusing requests over maxBytes: the codec, the transport's receive limit,
+// and its interceptors. Pass them after every other interceptor option, so
+// that the codec's interceptors run innermost, after the call log and the
+// access check.
+func CodecOptions(maxBytes int) []grpc.ServerOption {
+	c := newRequestCodec(maxBytes)
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(c),
+		grpc.MaxRecvMsgSize(c.transportLimit()),
+		grpc.ChainUnaryInterceptor(c.unary),
+		grpc.ChainStreamInterceptor(c.stream),
+	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package rpc
 
 import (
 	"context"
@@ -27,16 +27,18 @@ const (
 type Server struct {
 	savepointv1.UnimplementedSavepointServiceServer
 
-	store  core.Store
-	cfg    Config
-	logger *slog.Logger
-	start  time.Time // when the server was made; GetServerInfo's start_time
+	store   core.Store
+	lim     Limits
+	logger  *slog.Logger
+	version string
+	start   time.Time // when the server was made; GetServerInfo's start_time
 }
 
-// NewServer returns a Server over store with the limits of cfg (zero fields
-// take their defaults). It logs internal errors to slog.Default().
-func NewServer(store core.Store, cfg Config) *Server {
-	return &Server{store: store, cfg: cfg.withDefaults(), logger: slog.Default(), start: time.Now()}
+// NewServer returns a Server over store configured by opts (zero fields
+// take their defaults).
+func NewServer(store core.Store, opts Options) *Server {
+	opts = opts.withDefaults()
+	return &Server{store: store, lim: opts.Limits, logger: opts.Logger, version: opts.Version, start: time.Now()}
 }
 
 // fail translates err for the client, logging it when it is internal.
@@ -50,7 +52,7 @@ func (s *Server) fail(ctx context.Context, err error) error {
 
 // SaveCheckpoint implements SavepointServiceServer.
 func (s *Server) SaveCheckpoint(ctx context.Context, req *savepointv1.SaveCheckpointRequest) (*savepointv1.SaveCheckpointResponse, error) {
-	sr, err := validateSave(s.cfg, req)
+	sr, err := validateSave(s.lim, req)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -82,7 +84,7 @@ func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRe
 
 // RecordEffect implements SavepointServiceServer.
 func (s *Server) RecordEffect(ctx context.Context, req *savepointv1.RecordEffectRequest) (*savepointv1.RecordEffectResponse, error) {
-	e, err := validateRecord(s.cfg, req)
+	e, err := validateRecord(s.lim, req)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -143,7 +145,7 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 		}
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.
-		if size += proto.Size(pr) + 16; i > 0 && size > s.cfg.ResponseBudgetBytes {
+		if size += proto.Size(pr) + 16; i > 0 && size > s.lim.ResponseBudgetBytes {
 			resp.NextPageToken = resolutionsToken(req.GetSessionId(), rev, start+uint64(i)).encode()
 			break
 		}
@@ -178,7 +180,7 @@ func (s *Server) firstPage(ctx context.Context, cp core.Checkpoint) (*savepointv
 		return pcp, "", nil
 	}
 	var msgs []core.Message
-	budget := s.cfg.ResponseBudgetBytes - fixedSize(cp.Task, cp.StateJSON, cp.Labels, cp.PendingToolUses) - len(cp.FinalOutput)
+	budget := s.lim.ResponseBudgetBytes - fixedSize(cp.Task, cp.StateJSON, cp.Labels, cp.PendingToolUses) - len(cp.FinalOutput)
 	if budget > 0 {
 		var err error
 		msgs, err = s.store.Messages(ctx, cp.SessionID, cp.Revision, 0, budget, 0)
@@ -222,7 +224,7 @@ func (s *Server) ListMessages(ctx context.Context, req *savepointv1.ListMessages
 	if start == cp.MessageCount {
 		return resp, nil
 	}
-	msgs, err := s.store.Messages(ctx, cp.SessionID, cp.Revision, start, s.cfg.ResponseBudgetBytes, int(req.GetPageSize()))
+	msgs, err := s.store.Messages(ctx, cp.SessionID, cp.Revision, start, s.lim.ResponseBudgetBytes, int(req.GetPageSize()))
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -254,7 +256,7 @@ func (s *Server) ListSessions(ctx context.Context, req *savepointv1.ListSessions
 		return nil, s.fail(ctx, err)
 	}
 	resp := &savepointv1.ListSessionsResponse{}
-	budget := s.cfg.ResponseBudgetBytes
+	budget := s.lim.ResponseBudgetBytes
 	for i, sum := range sums {
 		n := len(sum.SessionID) + fixedSize(sum.Task, "", sum.Labels, nil)
 		if i == size || (i > 0 && n > budget) {
@@ -281,7 +283,7 @@ func pageSize(n int32) int {
 
 // CompleteSession implements SavepointServiceServer.
 func (s *Server) CompleteSession(ctx context.Context, req *savepointv1.CompleteSessionRequest) (*savepointv1.CompleteSessionResponse, error) {
-	cr, err := validateComplete(s.cfg, req)
+	cr, err := validateComplete(s.lim, req)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -318,7 +320,7 @@ func (s *Server) ListEffects(ctx context.Context, req *savepointv1.ListEffectsRe
 	for i, e := range entries {
 		pe := ledgerEntryToProto(e)
 		used += proto.Size(pe) + 16
-		if i == size || (i > 0 && used > s.cfg.ResponseBudgetBytes) {
+		if i == size || (i > 0 && used > s.lim.ResponseBudgetBytes) {
 			resp.NextPageToken = effectsToken(req.GetSessionId(), entries[i-1].ToolUseID).encode()
 			break
 		}
@@ -363,14 +365,14 @@ func (s *Server) RewindSession(ctx context.Context, req *savepointv1.RewindSessi
 // ListEffects of the source gives them whole.
 func (s *Server) branchLists(res core.BranchResult) (performed, inDoubt []*savepointv1.LedgerEntry, truncated bool) {
 	n := len(res.PerformedAfter) + len(res.InDoubtAfter)
-	per := s.cfg.ResponseBudgetBytes / max(n, 1)
+	per := s.lim.ResponseBudgetBytes / max(n, 1)
 	used := 0
 	add := func(dst *[]*savepointv1.LedgerEntry, e core.LedgerEntry) {
 		pe := ledgerEntryToProto(e)
 		if out := pe.GetEffect().GetOutput(); len(out) > per/2 {
 			pe.Effect.Output = strings.ToValidUTF8(out[:per/2], "") + "…"
 		}
-		if used += proto.Size(pe) + 16; used > s.cfg.ResponseBudgetBytes {
+		if used += proto.Size(pe) + 16; used > s.lim.ResponseBudgetBytes {
 			truncated = true
 			return
 		}
@@ -461,13 +463,13 @@ func (s *Server) Verify(ctx context.Context, _ *savepointv1.VerifyRequest) (*sav
 func (s *Server) GetServerInfo(context.Context, *savepointv1.GetServerInfoRequest) (*savepointv1.GetServerInfoResponse, error) {
 	info := s.store.Info()
 	return &savepointv1.GetServerInfoResponse{
-		Version:             Version(),
+		Version:             s.version,
 		StoreKind:           info.Kind,
 		StoreFormat:         info.Format,
-		MaxRequestBytes:     int64(s.cfg.MaxRequestBytes),
-		MaxMessageBytes:     int64(s.cfg.MaxMessageBytes),
-		MaxStateBytes:       int64(s.cfg.MaxStateBytes),
-		ResponseBudgetBytes: int64(s.cfg.ResponseBudgetBytes),
+		MaxRequestBytes:     int64(s.lim.MaxRequestBytes),
+		MaxMessageBytes:     int64(s.lim.MaxMessageBytes),
+		MaxStateBytes:       int64(s.lim.MaxStateBytes),
+		ResponseBudgetBytes: int64(s.lim.ResponseBudgetBytes),
 		StartTime:           timestamppb.New(s.start),
 	}, nil
 }
