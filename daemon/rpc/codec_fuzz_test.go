@@ -66,7 +66,7 @@ func FuzzRequestCodec(f *testing.F) {
 		}
 		m := &savepointv1.SaveCheckpointRequest{}
 		err := decode(t, c, b, m)
-		switch fe, _ := errors.AsType[*FieldError](err); {
+		switch fe, _ := errors.AsType[*fieldError](err); {
 		case len(b) > limit:
 			if !errors.Is(err, ErrRequestTooLarge) {
 				t.Fatalf("%d bytes over a %d-byte limit: refusal %v", len(b), limit, err)

@@ -132,7 +132,7 @@ func TestRequestCodecInvalidUTF8(t *testing.T) {
 			c := newRequestCodec(1 << 20)
 			m := tt.msg.ProtoReflect().New().Interface()
 			err := decode(t, c, breakUTF8(t, tt.msg), m)
-			fe, ok := errors.AsType[*FieldError](err)
+			fe, ok := errors.AsType[*fieldError](err)
 			if !ok || fe.Reason != reasonInvalidUTF8 || fe.Field != tt.field {
 				t.Fatalf("refusal %#v, want INVALID_UTF8 on %q", err, tt.field)
 			}
@@ -159,7 +159,7 @@ func TestRequestCodecOther(t *testing.T) {
 		{"valid", validBytes, func(err error) bool { return err == nil }},
 		{"empty", nil, func(err error) bool { return err == nil }},
 		{"over the limit, invalid UTF-8 too", breakUTF8(t, big), func(err error) bool {
-			se, ok := errors.AsType[*RequestSizeError](err)
+			se, ok := errors.AsType[*requestSizeError](err)
 			return ok && se.Limit == limit && se.Size == proto.Size(big) && errors.Is(err, ErrRequestTooLarge)
 		}},
 		{"truncated", validBytes[:len(validBytes)-1], isMalformed},
@@ -190,7 +190,7 @@ func TestRequestCodecOther(t *testing.T) {
 }
 
 func isMalformed(err error) bool {
-	_, fe := errors.AsType[*FieldError](err)
+	_, fe := errors.AsType[*fieldError](err)
 	return err != nil && errors.Is(err, core.ErrInvalidArgument) && !fe
 }
 

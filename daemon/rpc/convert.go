@@ -7,8 +7,8 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// ToolUseToProto is the wire form of a tool use.
-func ToolUseToProto(t core.ToolUse) *savepointv1.ToolUse {
+// toolUseToProto is the wire form of a tool use.
+func toolUseToProto(t core.ToolUse) *savepointv1.ToolUse {
 	return &savepointv1.ToolUse{
 		ToolUseId:    t.ID,
 		Name:         t.Name,
@@ -18,9 +18,9 @@ func ToolUseToProto(t core.ToolUse) *savepointv1.ToolUse {
 	}
 }
 
-// ToolUseFromProto is the domain form of a tool use; an unknown effect class
+// toolUseFromProto is the domain form of a tool use; an unknown effect class
 // is taken as SideEffect (requests are validated before this).
-func ToolUseFromProto(t *savepointv1.ToolUse) core.ToolUse {
+func toolUseFromProto(t *savepointv1.ToolUse) core.ToolUse {
 	class, _ := effectClassFromProto(t.GetEffectClass())
 	return core.ToolUse{ID: t.GetToolUseId(), Name: t.GetName(), InputJSON: t.GetInputJson(), Class: class, BeginTracked: t.GetBeginTracked()}
 }
@@ -36,9 +36,9 @@ func effectClassToProto(c core.EffectClass) savepointv1.EffectClass {
 	}
 }
 
-// EffectToProto is the wire form of an effect; a zero RecordTime is left
+// effectToProto is the wire form of an effect; a zero RecordTime is left
 // unset.
-func EffectToProto(e core.Effect) *savepointv1.Effect {
+func effectToProto(e core.Effect) *savepointv1.Effect {
 	p := &savepointv1.Effect{
 		ToolUseId: e.ToolUseID,
 		Name:      e.Name,
@@ -52,8 +52,8 @@ func EffectToProto(e core.Effect) *savepointv1.Effect {
 	return p
 }
 
-// EffectFromProto is the domain form of an effect.
-func EffectFromProto(e *savepointv1.Effect) core.Effect {
+// effectFromProto is the domain form of an effect.
+func effectFromProto(e *savepointv1.Effect) core.Effect {
 	out := core.Effect{ToolUseID: e.GetToolUseId(), Name: e.GetName(), Output: e.GetOutput(), IsError: e.GetIsError(), Late: e.GetLate()}
 	if e.GetRecordTime() != nil {
 		out.RecordTime = e.GetRecordTime().AsTime()

@@ -13,7 +13,7 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// The reasons of GraphCheckpointService's own *FieldError values.
+// The reasons of GraphCheckpointService's own *fieldError values.
 const (
 	reasonInvalidGraphKey = savepointv1.ErrorReason_ERROR_REASON_INVALID_GRAPH_KEY
 	reasonInvalidUpload   = savepointv1.ErrorReason_ERROR_REASON_INVALID_UPLOAD
@@ -30,10 +30,10 @@ const (
 	maxVersionLen      = 256
 	maxValueTypeLen    = 64
 	maxRunIDLen        = 256
-	// MaxGraphHeaderBytes caps a checkpoint's ids, metadata and channel
+	// maxGraphHeaderBytes caps a checkpoint's ids, metadata and channel
 	// versions together, so that its first response message always fits the
 	// response budget.
-	MaxGraphHeaderBytes = 1 << 20
+	maxGraphHeaderBytes = 1 << 20
 	// MaxGraphBlobs and MaxGraphWrites cap the records one put or PutWrites
 	// call writes.
 	MaxGraphBlobs  = 1000
@@ -48,9 +48,9 @@ const (
 )
 
 // graphHeaderLimit is the cap on a checkpoint's ids, metadata and channel
-// versions: MaxGraphHeaderBytes, or half the response budget when that is
+// versions: maxGraphHeaderBytes, or half the response budget when that is
 // less.
-func graphHeaderLimit(lim Limits) int { return min(MaxGraphHeaderBytes, lim.ResponseBudgetBytes/2) }
+func graphHeaderLimit(lim Limits) int { return min(maxGraphHeaderBytes, lim.ResponseBudgetBytes/2) }
 
 // validateGraphKey checks one key field: valid UTF-8 without NUL, at most
 // max bytes, and non-empty when required.

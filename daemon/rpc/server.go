@@ -92,7 +92,7 @@ func (s *Server) RecordEffect(ctx context.Context, req *savepointv1.RecordEffect
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &savepointv1.RecordEffectResponse{Effect: EffectToProto(stored), AlreadyRecorded: already}, nil
+	return &savepointv1.RecordEffectResponse{Effect: effectToProto(stored), AlreadyRecorded: already}, nil
 }
 
 // Resume implements SavepointServiceServer.
@@ -134,14 +134,14 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 	size := 0
 	for i, r := range resolutions[start:] {
 		pr := &savepointv1.Resolution{
-			ToolUse:        ToolUseToProto(r.Call.ToolUse),
+			ToolUse:        toolUseToProto(r.Call.ToolUse),
 			Decision:       decisionToProto(r.Decision),
 			IdempotencyKey: r.Call.IdempotencyKey,
 			ToolResultText: r.ToolResultText,
 			Begun:          r.Call.Begun,
 		}
 		if r.Call.Effect != nil {
-			pr.Effect = EffectToProto(*r.Call.Effect)
+			pr.Effect = effectToProto(*r.Call.Effect)
 		}
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.
@@ -496,7 +496,7 @@ func checkpointToProto(cp core.Checkpoint) *savepointv1.Checkpoint {
 		Labels:       cp.Labels,
 	}
 	for _, t := range cp.PendingToolUses {
-		p.PendingToolUses = append(p.PendingToolUses, ToolUseToProto(t))
+		p.PendingToolUses = append(p.PendingToolUses, toolUseToProto(t))
 	}
 	if !cp.SaveTime.IsZero() {
 		p.SaveTime = timestamppb.New(cp.SaveTime)
@@ -535,7 +535,7 @@ func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
 		p.BeginTime = timestamppb.New(e.BeginTime)
 	}
 	if e.Effect != nil {
-		p.Effect = EffectToProto(*e.Effect)
+		p.Effect = effectToProto(*e.Effect)
 	}
 	return p
 }

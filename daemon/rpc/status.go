@@ -27,7 +27,7 @@ var ReasonInternal = reason.String(savepointv1.ErrorReason_ERROR_REASON_INTERNAL
 // error stands for it, that error. The error's own text, written where it
 // arose, says what to do next.
 type errorKind struct {
-	err    error // nil: reached through a *FieldError, or the fallback INTERNAL
+	err    error // nil: reached through a *fieldError, or the fallback INTERNAL
 	code   codes.Code
 	reason savepointv1.ErrorReason
 }
@@ -62,7 +62,7 @@ var errorKinds = []errorKind{
 	{context.Canceled, codes.Canceled, savepointv1.ErrorReason_ERROR_REASON_CANCELED},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, savepointv1.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED},
 	{core.ErrInvalidArgument, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
-	// The reasons of a *FieldError (validation and the request codec).
+	// The reasons of a *fieldError (validation and the request codec).
 	{nil, codes.InvalidArgument, reasonInvalidSessionID},
 	{nil, codes.InvalidArgument, reasonInvalidToolUseID},
 	{nil, codes.InvalidArgument, reasonInvalidRequestID},
@@ -93,8 +93,8 @@ func Reasons() map[string]codes.Code {
 
 // ToStatus translates an error from validation or a Store into the status
 // the service returns, with an ErrorInfo in domain ErrorDomain. A
-// *FieldError adds metadata "field"; a *StateError adds "current_revision"
-// and "current_epoch"; a *RequestSizeError adds "request_bytes" and
+// *fieldError adds metadata "field"; a *StateError adds "current_revision"
+// and "current_epoch"; a *requestSizeError adds "request_bytes" and
 // "max_request_bytes". An error matching nothing known is INTERNAL with a
 // generic message, so its text never reaches the client: log it.
 func ToStatus(err error) *status.Status {
@@ -106,7 +106,7 @@ func ToStatus(err error) *status.Status {
 		msg  = "internal error; see the daemon's log"
 		md   = map[string]string{}
 	)
-	if fe, ok := errors.AsType[*FieldError](err); ok {
+	if fe, ok := errors.AsType[*fieldError](err); ok {
 		kind, msg = errorKind{code: codes.InvalidArgument, reason: fe.Reason}, fe.Error()
 		md["field"] = fe.Field
 	} else {
@@ -121,7 +121,7 @@ func ToStatus(err error) *status.Status {
 		md["current_revision"] = strconv.FormatUint(se.CurrentRevision, 10)
 		md["current_epoch"] = strconv.FormatUint(se.CurrentEpoch, 10)
 	}
-	if re, ok := errors.AsType[*RequestSizeError](err); ok {
+	if re, ok := errors.AsType[*requestSizeError](err); ok {
 		md["request_bytes"] = strconv.Itoa(re.Size)
 		md["max_request_bytes"] = strconv.Itoa(re.Limit)
 	}

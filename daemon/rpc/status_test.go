@@ -78,17 +78,17 @@ func TestToStatus(t *testing.T) {
 		},
 		{ErrRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE", nil},
 		{
-			&RequestSizeError{Size: 4194305, Limit: 4194304},
+			&requestSizeError{Size: 4194305, Limit: 4194304},
 			codes.ResourceExhausted, "REQUEST_TOO_LARGE",
 			map[string]string{"request_bytes": "4194305", "max_request_bytes": "4194304"},
 		},
 		{
-			&FieldError{Field: "labels", Reason: reasonInvalidUTF8, Msg: "has a key that is not valid UTF-8"},
+			&fieldError{Field: "labels", Reason: reasonInvalidUTF8, Msg: "has a key that is not valid UTF-8"},
 			codes.InvalidArgument, "INVALID_UTF8",
 			map[string]string{"field": "labels"},
 		},
 		{
-			&FieldError{Field: "append_messages[0].content_json", Reason: reasonInvalidJSON, Msg: "is not valid JSON"},
+			&fieldError{Field: "append_messages[0].content_json", Reason: reasonInvalidJSON, Msg: "is not valid JSON"},
 			codes.InvalidArgument, "INVALID_JSON",
 			map[string]string{"field": "append_messages[0].content_json"},
 		},
@@ -193,13 +193,13 @@ func TestAPIDocListsEveryReason(t *testing.T) {
 }
 
 // TestFieldReasonsToStatus checks that every reason without a sentinel of
-// its own reaches the client, through a *FieldError, with its row's code.
+// its own reaches the client, through a *fieldError, with its row's code.
 func TestFieldReasonsToStatus(t *testing.T) {
 	for _, k := range errorKinds {
 		if k.err != nil || k.reason == savepointv1.ErrorReason_ERROR_REASON_INTERNAL {
 			continue
 		}
-		st := ToStatus(&FieldError{Field: "f", Reason: k.reason, Msg: "is bad"})
+		st := ToStatus(&fieldError{Field: "f", Reason: k.reason, Msg: "is bad"})
 		info := errorInfo(t, st)
 		if st.Code() != k.code || info.Reason != wire(k.reason) || info.Metadata["field"] != "f" {
 			t.Errorf("%v: status %v %s %v, want %v", k.reason, st.Code(), info.Reason, info.Metadata, k.code)

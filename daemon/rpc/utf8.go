@@ -23,14 +23,14 @@ type bytesViews struct {
 	files protoregistry.Files // the copies, under the originals' paths and names
 }
 
-// invalidUTF8 returns the *FieldError (INVALID_UTF8) naming the first string
+// invalidUTF8 returns the *fieldError (INVALID_UTF8) naming the first string
 // field of b, decoded as md, that is not valid UTF-8: first in declaration
 // order, depth first, with the path in validation's style
 // ("append_messages[0].content_json"; a map is named as a whole, "labels",
 // unless the string is inside a message value, `m["key"].name`). It returns
 // nil when every string is UTF-8 or b does not decode even with strings read
 // as bytes.
-func (v *bytesViews) invalidUTF8(md protoreflect.MessageDescriptor, b []byte) *FieldError {
+func (v *bytesViews) invalidUTF8(md protoreflect.MessageDescriptor, b []byte) *fieldError {
 	view, err := v.message(md)
 	if err != nil {
 		return nil

@@ -16,7 +16,7 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// The reasons of the *FieldError values validation and the request codec
+// The reasons of the *fieldError values validation and the request codec
 // return.
 const (
 	reasonInvalidSessionID     = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_ID
@@ -46,8 +46,8 @@ const (
 	maxLabelValueLen = 256
 )
 
-func fieldErr(field string, reason savepointv1.ErrorReason, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Reason: reason, Msg: fmt.Sprintf(format, args...)}
+func fieldErr(field string, reason savepointv1.ErrorReason, format string, args ...any) *fieldError {
+	return &fieldError{Field: field, Reason: reason, Msg: fmt.Sprintf(format, args...)}
 }
 
 // validateSessionID checks a session id: 1-128 characters of

@@ -56,9 +56,9 @@ var fuzzCfg = Limits{MaxMessageBytes: 64, MaxStateBytes: 48, ResponseBudgetBytes
 // checkRefusal checks that err is a field error the service can return.
 func checkRefusal(t *testing.T, err error) {
 	t.Helper()
-	var fe *FieldError
+	var fe *fieldError
 	if !errors.As(err, &fe) {
-		t.Fatalf("refused with %T %v, want a *FieldError", err, err)
+		t.Fatalf("refused with %T %v, want a *fieldError", err, err)
 	}
 	if Reasons()[wire(fe.Reason)] != codes.InvalidArgument || fe.Field == "" || fe.Msg == "" {
 		t.Fatalf("field error %+v", fe)
@@ -167,7 +167,7 @@ func FuzzValidateSaveCheckpoint(f *testing.F) {
 			checkRefusal(t, err)
 			if len(why) == 0 {
 				// Only the response budget is left to explain the refusal.
-				var fe *FieldError
+				var fe *fieldError
 				errors.As(err, &fe)
 				if fe.Reason != reasonFieldTooLarge || fe.Field != "pending_tool_uses" {
 					t.Fatalf("refused a request that meets every documented invariant: %v", err)

@@ -16,7 +16,7 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// checkFieldErr fails unless err is a *FieldError with the given reason and
+// checkFieldErr fails unless err is a *fieldError with the given reason and
 // field; reason 0 (UNSPECIFIED) wants no error.
 func checkFieldErr(t *testing.T, err error, reason savepointv1.ErrorReason, field string) {
 	t.Helper()
@@ -26,9 +26,9 @@ func checkFieldErr(t *testing.T, err error, reason savepointv1.ErrorReason, fiel
 		}
 		return
 	}
-	var fe *FieldError
+	var fe *fieldError
 	if !errors.As(err, &fe) {
-		t.Fatalf("err = %v, want a *FieldError %s", err, reason)
+		t.Fatalf("err = %v, want a *fieldError %s", err, reason)
 	}
 	if fe.Reason != reason || (field != "" && fe.Field != field) {
 		t.Fatalf("err = %s on %q, want %s on %q (%v)", fe.Reason, fe.Field, reason, field, err)
