@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Decision tells a resuming client what to do with one pending tool use.
 type Decision int
@@ -56,6 +59,24 @@ func Reconcile(calls []PendingCall) []Resolution {
 		out = append(out, r)
 	}
 	return out
+}
+
+// Reconciliation is the answer to a session's Reconcile: its latest
+// revision and one resolution for each of that revision's pending tool uses,
+// in their order.
+type Reconciliation struct {
+	Revision    uint64
+	Resolutions []Resolution
+}
+
+// ReconcileSession reads the session's pending tool uses from s and decides
+// each as Reconcile does. It changes nothing in the store.
+func ReconcileSession(ctx context.Context, s Store, sessionID string) (Reconciliation, error) {
+	rev, calls, err := s.PendingCalls(ctx, sessionID)
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	return Reconciliation{Revision: rev, Resolutions: Reconcile(calls)}, nil
 }
 
 // InDoubtText is the is_error tool result telling the model that a

@@ -116,17 +116,17 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	rev, calls, err := s.store.PendingCalls(ctx, req.GetSessionId())
+	rec, err := core.ReconcileSession(ctx, s.store, req.GetSessionId())
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
+	rev, resolutions := rec.Revision, rec.Resolutions
 	start := uint64(0)
 	if req.GetPageToken() != "" {
 		if start, err = decodeResolutionsToken(req.GetPageToken(), req.GetSessionId(), rev); err != nil {
 			return nil, s.fail(ctx, err)
 		}
 	}
-	resolutions := core.Reconcile(calls)
 	if start > uint64(len(resolutions)) {
 		return nil, s.fail(ctx, core.ErrInvalidPageToken)
 	}
