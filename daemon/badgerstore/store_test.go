@@ -11,7 +11,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/savepoint-dev/savepoint/daemon/storetest"
+	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )

@@ -1,6 +1,9 @@
 // Package daemontest starts savepointd for tests: the real binary as a child
 // process, or the same server in-process, each on a short Unix socket path
-// and a data directory that the test owns.
+// and a data directory that the test owns. It serves the tests of every
+// package that needs a whole daemon (the host, the stores' end-to-end
+// tests, the clients and the commands), so it sits beside the host it
+// starts rather than beside one of them.
 package daemontest
 
 import (

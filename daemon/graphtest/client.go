@@ -1,6 +1,9 @@
 // Package graphtest is the conformance suite of GraphCheckpointService,
 // run through gRPC against a serving daemon, and the client-side helpers it
 // uses: reassembling streamed checkpoint tuples and uploading large ones.
+// It checks the service as clients see it, whichever store serves it, so it
+// sits beside the host that serves it; the store-level suite is
+// core/storetest.
 package graphtest
 
 import (
