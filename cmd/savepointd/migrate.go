@@ -186,7 +186,7 @@ func (m *migration) run(ctx context.Context) int {
 		}
 	}
 	for _, sid := range m.tombIDs {
-		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrSessionNotFound) {
+		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrNotFound) {
 			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}

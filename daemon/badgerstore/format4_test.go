@@ -86,7 +86,7 @@ func TestMigrateFormat3(t *testing.T) {
 	if n := expiries(t, s); !slices.Equal(n, []string{"fixture-3", "fixture-4"}) {
 		t.Errorf("tombstones listed to expire: %q", n)
 	}
-	if res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-4", Epoch: 1}); !errors.Is(err, core.ErrSessionFenced) {
+	if res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-4", Epoch: 1}); !errors.Is(err, core.ErrFenced) {
 		t.Errorf("create of fixture-4 at its deleted epoch: %+v %v", res, err)
 	}
 }
@@ -205,8 +205,8 @@ func TestTombstoneExpiry(t *testing.T) {
 	}
 
 	// The stale owner's create is fenced; a fresh create starts above it.
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch}); !errors.Is(err, core.ErrSessionFenced) {
-		t.Fatalf("create at the expired tombstone's epoch: %v, want ErrSessionFenced", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch}); !errors.Is(err, core.ErrFenced) {
+		t.Fatalf("create at the expired tombstone's epoch: %v, want ErrFenced", err)
 	}
 	for _, sid := range []string{"s", "new"} {
 		res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid})
@@ -214,8 +214,8 @@ func TestTombstoneExpiry(t *testing.T) {
 			t.Fatalf("create %s after the expiry: %+v %v, want epoch %d", sid, res, err, cp.Epoch+1)
 		}
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: cp.Epoch}); !errors.Is(err, core.ErrSessionFenced) {
-		t.Fatalf("the stale owner's save to the re-created session: %v, want ErrSessionFenced", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: cp.Epoch}); !errors.Is(err, core.ErrFenced) {
+		t.Fatalf("the stale owner's save to the re-created session: %v, want ErrFenced", err)
 	}
 
 	// A session re-created before its old tombstone's entry comes due keeps

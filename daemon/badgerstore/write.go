@@ -80,7 +80,7 @@ func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core
 	var cp core.Checkpoint
 	err := s.update(func(t *tx) error {
 		var err error
-		cp, err = core.ResumeHead(&domainTxn{t: t}, sessionID, reopen)
+		cp, err = core.Resume(&domainTxn{t: t}, sessionID, reopen)
 		return err
 	})
 	return cp, err

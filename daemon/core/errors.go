@@ -9,9 +9,9 @@ import (
 // maps to one gRPC code and ErrorInfo reason (see docs/api.md).
 var (
 	ErrInvalidArgument     = errors.New("invalid argument")
-	ErrSessionNotFound     = errors.New("session not found")
+	ErrNotFound            = errors.New("session not found")
 	ErrSessionExists       = errors.New("session already exists")
-	ErrSessionFenced       = errors.New("session fenced")
+	ErrFenced              = errors.New("session fenced")
 	ErrRevisionMismatch    = errors.New("revision mismatch")
 	ErrRevisionNotFound    = errors.New("revision not found")
 	ErrRequestIDReused     = errors.New("request id reused")
@@ -27,6 +27,10 @@ var (
 	ErrSessionCompleted    = errors.New("session completed")
 	ErrPlaintextBackup     = errors.New("plaintext backup refused")
 	ErrBackupUnsupported   = errors.New("backup not supported by this store")
+	// ErrUploadAborted is returned by a graph upload's Commit when the
+	// thread was deleted or copied over while the upload was staged:
+	// nothing was stored.
+	ErrUploadAborted = errors.New("upload aborted")
 )
 
 // StateError is a conflict with the session's current state; it carries the

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"maps"
@@ -312,10 +311,6 @@ func writeValue(h hash.Hash, v GraphValue) {
 	h.Write(binary.BigEndian.AppendUint64(nil, uint64(v.Size)))
 	h.Write(v.Data)
 }
-
-// ErrUploadAborted is returned by an upload's Commit when the thread was
-// deleted or copied over while the upload was staged: nothing was stored.
-var ErrUploadAborted = errors.New("upload aborted")
 
 // GraphReplay decides a graph write's request id: already is true when the
 // id was applied before with the same fingerprint fp (stored is the

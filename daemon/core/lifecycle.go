@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// ResumeHead increments the session's epoch and returns its latest
+// Resume increments the session's epoch and returns its latest
 // revision. A completed or failed session is returned unchanged, writing
 // nothing, unless reopen is set: then it becomes active and is resumed.
-func ResumeHead(t Txn, sessionID string, reopen bool) (Checkpoint, error) {
+func Resume(t Txn, sessionID string, reopen bool) (Checkpoint, error) {
 	h, err := MustHead(t, sessionID)
 	if err != nil {
 		return Checkpoint{}, err

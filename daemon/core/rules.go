@@ -7,7 +7,7 @@ import (
 
 // Fence returns nil when epoch may write to session sessionID, whose owner
 // is epoch owner at revision (resumed: Resume has run on it at least once),
-// and otherwise a *StateError wrapping ErrSessionFenced: an epoch older or
+// and otherwise a *StateError wrapping ErrFenced: an epoch older or
 // newer than the owner's, or 0 once the session has been resumed. Every
 // store applies it, so that they cannot disagree on fencing.
 func Fence(sessionID string, owner, revision uint64, resumed bool, epoch uint64) error {
@@ -20,7 +20,7 @@ func Fence(sessionID string, owner, revision uint64, resumed bool, epoch uint64)
 		msg = fmt.Sprintf("session %q has been resumed (epoch %d); epoch 0 is accepted only before the first Resume",
 			sessionID, owner)
 	}
-	return &StateError{Err: ErrSessionFenced, Msg: msg, CurrentRevision: revision, CurrentEpoch: owner}
+	return &StateError{Err: ErrFenced, Msg: msg, CurrentRevision: revision, CurrentEpoch: owner}
 }
 
 // InDoubtCount returns how many of calls Reconcile decides DecisionInDoubt,
@@ -65,7 +65,7 @@ func Replay(t Txn, h *HeadRecord, sessionID, requestID string, fp []byte) (*Requ
 }
 
 // MustHead returns the session's live head, or an error wrapping
-// ErrSessionNotFound when it has none.
+// ErrNotFound when it has none.
 func MustHead(t Txn, sessionID string) (*HeadRecord, error) {
 	h, err := t.Head(sessionID)
 	if err != nil {
@@ -80,7 +80,7 @@ func MustHead(t Txn, sessionID string) (*HeadRecord, error) {
 // NotFound is the error for a session that has no live head.
 func NotFound(sessionID string) error {
 	return fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
-		ErrSessionNotFound, sessionID)
+		ErrNotFound, sessionID)
 }
 
 // Active returns nil for an active session and an error wrapping

@@ -54,14 +54,14 @@ func Save(t Txn, req *SaveRequest, now time.Time) (SaveResult, error) {
 		}
 	case req.ExpectedRevision != 0:
 		return SaveResult{}, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
-			ErrSessionNotFound, sid)
+			ErrNotFound, sid)
 	default: // create, over a tombstone or above the epoch floor
 		deleted, err := t.DeletedEpoch(sid)
 		if err != nil {
 			return SaveResult{}, err
 		}
 		if req.Epoch != 0 && req.Epoch <= deleted {
-			return SaveResult{}, &StateError{Err: ErrSessionFenced, CurrentEpoch: deleted,
+			return SaveResult{}, &StateError{Err: ErrFenced, CurrentEpoch: deleted,
 				Msg: fmt.Sprintf("session %q was deleted at epoch %d or earlier; epoch %d is stale", sid, deleted, req.Epoch)}
 		}
 		h = &HeadRecord{Epoch: deleted + 1, CreateTime: now, Status: StatusActive}

@@ -7,7 +7,7 @@ import (
 
 // Store persists sessions as state transitions of the checkpoint protocol.
 // Every method is safe for concurrent use. Errors wrap the sentinel errors of
-// this package (ErrSessionFenced, ErrCorrupt, ...) so callers branch with
+// this package (ErrFenced, ErrCorrupt, ...) so callers branch with
 // errors.Is; a *StateError adds the session's current revision and epoch.
 type Store interface {
 	// SaveCheckpoint makes a new revision, durable before it returns. It checks

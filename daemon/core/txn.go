@@ -4,7 +4,7 @@ import "time"
 
 // Txn is one read-write transaction of a store over the records of one
 // session, in the domain's terms: the write rules of the protocol (Save,
-// Begin, Record, ResumeHead, Complete, Rewind) run on it, so that every store applies
+// Begin, Record, Resume, Complete, Rewind) run on it, so that every store applies
 // the same fencing, revision checks and request-id replay. Reads return nil
 // for a record that does not exist and an error wrapping ErrCorrupt for one
 // that cannot be decoded; writes are staged and take effect only if the

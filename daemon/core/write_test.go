@@ -113,12 +113,12 @@ func TestSaveRules(t *testing.T) {
 		rev  uint64
 	}{
 		{name: "create", req: core.SaveRequest{SessionID: "s"}, rev: 1},
-		{name: "create above a deletion", req: core.SaveRequest{SessionID: "s", Epoch: 3}, prep: func(m *memTxn) { m.deleted["s"] = 3 }, want: core.ErrSessionFenced},
-		{name: "missing", req: core.SaveRequest{SessionID: "s", ExpectedRevision: 1}, want: core.ErrSessionNotFound},
+		{name: "create above a deletion", req: core.SaveRequest{SessionID: "s", Epoch: 3}, prep: func(m *memTxn) { m.deleted["s"] = 3 }, want: core.ErrFenced},
+		{name: "missing", req: core.SaveRequest{SessionID: "s", ExpectedRevision: 1}, want: core.ErrNotFound},
 		{name: "exists", req: core.SaveRequest{SessionID: "old"}, want: core.ErrSessionExists},
 		{name: "next", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, Epoch: 1}, rev: 3},
 		{name: "behind", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, Epoch: 1}, want: core.ErrRevisionMismatch},
-		{name: "stale epoch before revision", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, Epoch: 7}, want: core.ErrSessionFenced},
+		{name: "stale epoch before revision", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, Epoch: 7}, want: core.ErrFenced},
 		{name: "retry answers even when fenced", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, RequestID: "r1"},
 			prep: func(m *memTxn) {
 				r := core.SaveRequest{SessionID: "old", ExpectedRevision: 1, RequestID: "r1"}
@@ -203,7 +203,7 @@ func TestEffectRules(t *testing.T) {
 	if b2, err := core.Begin(m, "s", "t1", 1, now); err != nil || !b2.AlreadyBegun || b2.IdempotencyKey != b1.IdempotencyKey {
 		t.Fatalf("second begin: %+v %v", b2, err)
 	}
-	if _, err := core.Begin(m, "s", "t1", 2, now); !errors.Is(err, core.ErrSessionFenced) {
+	if _, err := core.Begin(m, "s", "t1", 2, now); !errors.Is(err, core.ErrFenced) {
 		t.Fatalf("begin with another epoch: %v", err)
 	}
 	if _, err := core.Begin(m, "s", "nope", 1, now); !errors.Is(err, core.ErrCallNotPending) {
@@ -244,11 +244,11 @@ func TestResumeAndComplete(t *testing.T) {
 	if _, err := core.Save(m, &core.SaveRequest{SessionID: "s"}, now); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := core.ResumeHead(m, "s", false)
+	cp, err := core.Resume(m, "s", false)
 	if err != nil || cp.Epoch != 2 || !m.heads["s"].Resumed {
 		t.Fatalf("resume: %+v %v", cp, err)
 	}
-	if _, err := core.Complete(m, &core.CompleteRequest{SessionID: "s", Epoch: 1, Status: core.StatusCompleted}, now); !errors.Is(err, core.ErrSessionFenced) {
+	if _, err := core.Complete(m, &core.CompleteRequest{SessionID: "s", Epoch: 1, Status: core.StatusCompleted}, now); !errors.Is(err, core.ErrFenced) {
 		t.Fatalf("complete with the old epoch: %v", err)
 	}
 	req := &core.CompleteRequest{SessionID: "s", Epoch: 2, Status: core.StatusCompleted, FinalOutput: "done", RequestID: "c1"}
@@ -261,13 +261,13 @@ func TestResumeAndComplete(t *testing.T) {
 	if _, err := core.Complete(m, &core.CompleteRequest{SessionID: "s", Epoch: 2, Status: core.StatusFailed}, now); !errors.Is(err, core.ErrSessionCompleted) {
 		t.Fatalf("complete otherwise: %v", err)
 	}
-	if cp, err := core.ResumeHead(m, "s", false); err != nil || cp.Epoch != 2 || cp.Status != core.StatusCompleted {
+	if cp, err := core.Resume(m, "s", false); err != nil || cp.Epoch != 2 || cp.Status != core.StatusCompleted {
 		t.Fatalf("resume of a completed session: %+v %v", cp, err)
 	}
-	if cp, err := core.ResumeHead(m, "s", true); err != nil || cp.Epoch != 3 || cp.Status != core.StatusActive || m.heads["s"].FinalOutput != "" {
+	if cp, err := core.Resume(m, "s", true); err != nil || cp.Epoch != 3 || cp.Status != core.StatusActive || m.heads["s"].FinalOutput != "" {
 		t.Fatalf("reopen: %+v %v", cp, err)
 	}
-	if _, err := core.ResumeHead(m, "gone", false); !errors.Is(err, core.ErrSessionNotFound) {
+	if _, err := core.Resume(m, "gone", false); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("resume of a missing session: %v", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestRewind(t *testing.T) {
 	if again, err := core.Rewind(m, req, later); err != nil || again.Revision != 3 {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
-	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 1, Epoch: 1}, later); !errors.Is(err, core.ErrSessionFenced) {
+	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 1, Epoch: 1}, later); !errors.Is(err, core.ErrFenced) {
 		t.Fatalf("rewind with a stale epoch: %v", err)
 	}
 	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 7, Epoch: 9}, later); !errors.Is(err, core.ErrRevisionNotFound) {

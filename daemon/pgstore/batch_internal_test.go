@@ -94,8 +94,8 @@ func testBatchRefusalIsolated(t *testing.T, url, schema string) {
 				t.Errorf("request %d: %v, want ErrSessionExists", i, err)
 			}
 		default:
-			if !errors.Is(err, core.ErrSessionNotFound) {
-				t.Errorf("request %d: %v, want ErrSessionNotFound", i, err)
+			if !errors.Is(err, core.ErrNotFound) {
+				t.Errorf("request %d: %v, want ErrNotFound", i, err)
 			}
 		}
 	}
@@ -109,7 +109,7 @@ func testBatchRefusalIsolated(t *testing.T, url, schema string) {
 		t.Errorf("zzz after the batch: %v", err)
 	}
 	for _, id := range []string{"missing3", "missing7", "zy"} {
-		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, core.ErrSessionNotFound) {
+		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, core.ErrNotFound) {
 			t.Errorf("%s exists after its refused save: %v", id, err)
 		}
 	}

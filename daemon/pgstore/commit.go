@@ -302,7 +302,7 @@ func (s *Store) setLocalTimeout(ctx context.Context, tx pgx.Tx) error {
 // refusals are the errors a request is refused with; anything else a
 // request returns is a failure of the database or the connection.
 var refusals = []error{
-	core.ErrInvalidArgument, core.ErrSessionNotFound, core.ErrSessionExists, core.ErrSessionFenced,
+	core.ErrInvalidArgument, core.ErrNotFound, core.ErrSessionExists, core.ErrFenced,
 	core.ErrRevisionMismatch, core.ErrRevisionNotFound, core.ErrRequestIDReused, core.ErrKeepOutOfRange,
 	core.ErrCallAlreadyRecorded, core.ErrCallNotPending, core.ErrCallUnknown, core.ErrToolNameMismatch,
 	core.ErrEffectConflict, core.ErrCorrupt, core.ErrSessionCompleted,

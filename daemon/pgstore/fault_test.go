@@ -116,7 +116,7 @@ func TestTwoStoresResumeRace(t *testing.T) {
 			switch {
 			case err == nil:
 				winners++
-			case errors.Is(err, core.ErrSessionFenced):
+			case errors.Is(err, core.ErrFenced):
 				fenced++
 			case errors.Is(err, core.ErrRevisionMismatch):
 				mismatched++

@@ -80,10 +80,10 @@ func TestTwoStoresLifecycle(t *testing.T) {
 		t.Fatalf("save on B after its reopen: %v", err)
 	}
 	_, err = a.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 1})
-	if !errors.Is(err, core.ErrSessionFenced) {
+	if !errors.Is(err, core.ErrFenced) {
 		t.Fatalf("save on A with the epoch before B's reopen: %v", err)
 	}
-	if _, err := a.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 1, Revision: 1}); !errors.Is(err, core.ErrSessionFenced) {
+	if _, err := a.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 1, Revision: 1}); !errors.Is(err, core.ErrFenced) {
 		t.Fatalf("rewind on A with the epoch before B's reopen: %v", err)
 	}
 
@@ -144,7 +144,7 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"}); !errors.Is(err, core.ErrCorrupt) {
 		t.Fatalf("fork with a tampered call: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "f", 0); !errors.Is(err, core.ErrSessionNotFound) {
+	if _, err := s.Checkpoint(ctx, "f", 0); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("the failed fork left a session: %v", err)
 	}
 	if _, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 1}); !errors.Is(err, core.ErrCorrupt) {

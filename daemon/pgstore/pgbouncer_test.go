@@ -10,10 +10,10 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
 	"github.com/savepoint-dev/savepoint/daemon/graphtest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
-	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
 )
 
 // The query exec modes that need no prepared statement kept across

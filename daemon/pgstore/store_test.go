@@ -10,9 +10,9 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
+	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
-	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

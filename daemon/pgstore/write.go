@@ -46,7 +46,7 @@ func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core
 	var cp core.Checkpoint
 	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
 		var err error
-		cp, err = core.ResumeHead(&domainTxn{ctx: ctx, q: q}, sessionID, reopen)
+		cp, err = core.Resume(&domainTxn{ctx: ctx, q: q}, sessionID, reopen)
 		return err
 	})
 	return cp, err

@@ -166,7 +166,7 @@ func wantStatus(t *testing.T, err error, code codes.Code, reason string) {
 }
 
 func TestServerStoreErrors(t *testing.T) {
-	f := &fakeStore{err: &core.StateError{Err: core.ErrSessionFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
+	f := &fakeStore{err: &core.StateError{Err: core.ErrFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
 	s := NewServer(f, Options{})
 	s.logger = slog.New(slog.DiscardHandler)
 	calls := map[string]func() error{

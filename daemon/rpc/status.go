@@ -37,9 +37,9 @@ type errorKind struct {
 // errors.Is.
 var errorKinds = []errorKind{
 	{nil, codes.Internal, savepointv1.ErrorReason_ERROR_REASON_INTERNAL},
-	{core.ErrSessionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND},
+	{core.ErrNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND},
 	{core.ErrSessionExists, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_SESSION_EXISTS},
-	{core.ErrSessionFenced, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED},
+	{core.ErrFenced, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED},
 	{core.ErrRevisionMismatch, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_REVISION_MISMATCH},
 	{core.ErrRevisionNotFound, codes.NotFound, savepointv1.ErrorReason_ERROR_REASON_REVISION_NOT_FOUND},
 	{core.ErrRequestIDReused, codes.InvalidArgument, savepointv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED},

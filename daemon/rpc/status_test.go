@@ -42,9 +42,9 @@ func TestToStatus(t *testing.T) {
 		reason string
 		md     map[string]string
 	}{
-		{core.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND", nil},
+		{core.ErrNotFound, codes.NotFound, "SESSION_NOT_FOUND", nil},
 		{core.ErrSessionExists, codes.AlreadyExists, "SESSION_EXISTS", nil},
-		{core.ErrSessionFenced, codes.Aborted, "SESSION_FENCED", nil},
+		{core.ErrFenced, codes.Aborted, "SESSION_FENCED", nil},
 		{core.ErrRevisionMismatch, codes.Aborted, "REVISION_MISMATCH", nil},
 		{core.ErrRevisionNotFound, codes.NotFound, "REVISION_NOT_FOUND", nil},
 		{core.ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED", nil},
@@ -62,7 +62,7 @@ func TestToStatus(t *testing.T) {
 		{context.Canceled, codes.Canceled, "CANCELED", nil},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED", nil},
 		{
-			&core.StateError{Err: core.ErrSessionFenced, Msg: "epoch 2 < 3", CurrentRevision: 7, CurrentEpoch: 3},
+			&core.StateError{Err: core.ErrFenced, Msg: "epoch 2 < 3", CurrentRevision: 7, CurrentEpoch: 3},
 			codes.Aborted, "SESSION_FENCED",
 			map[string]string{"current_revision": "7", "current_epoch": "3"},
 		},
@@ -211,8 +211,8 @@ func TestFieldReasonsToStatus(t *testing.T) {
 // errors.go and in this package's has a row.
 func TestErrorKindsCoverSentinels(t *testing.T) {
 	sentinels := map[string]error{
-		"ErrInvalidArgument": core.ErrInvalidArgument, "ErrSessionNotFound": core.ErrSessionNotFound,
-		"ErrSessionExists": core.ErrSessionExists, "ErrSessionFenced": core.ErrSessionFenced,
+		"ErrInvalidArgument": core.ErrInvalidArgument, "ErrNotFound": core.ErrNotFound,
+		"ErrSessionExists": core.ErrSessionExists, "ErrFenced": core.ErrFenced,
 		"ErrRevisionMismatch": core.ErrRevisionMismatch, "ErrRevisionNotFound": core.ErrRevisionNotFound,
 		"ErrRequestIDReused": core.ErrRequestIDReused, "ErrKeepOutOfRange": core.ErrKeepOutOfRange,
 		"ErrCallAlreadyRecorded": core.ErrCallAlreadyRecorded, "ErrCallNotPending": core.ErrCallNotPending,
@@ -222,6 +222,7 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrDiskFull": core.ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
 		"ErrSessionCompleted": core.ErrSessionCompleted, "ErrPlaintextBackup": core.ErrPlaintextBackup,
 		"ErrBackupUnsupported": core.ErrBackupUnsupported, "ErrPermissionDenied": ErrPermissionDenied,
+		"ErrUploadAborted": core.ErrUploadAborted,
 	}
 	for _, path := range []string{"../core/errors.go", "errors.go"} {
 		checkSentinelsListed(t, path, sentinels)

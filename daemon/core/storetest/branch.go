@@ -56,11 +56,11 @@ func ids(es []core.LedgerEntry) string {
 func testRewind(t *testing.T, s core.Store) {
 	keys := seedBranch(t, s)
 	_, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 7, Revision: 2})
-	wantState(t, err, core.ErrSessionFenced, 4, 1)
+	wantState(t, err, core.ErrFenced, 4, 1)
 	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 9})
 	wantState(t, err, core.ErrRevisionNotFound, 4, 1)
 	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "none", Revision: 1})
-	wantErr(t, err, core.ErrSessionNotFound)
+	wantErr(t, err, core.ErrNotFound)
 
 	req := &core.RewindRequest{SessionID: "s", Revision: 2, RequestID: reqA}
 	res, err := s.RewindSession(ctx, req)
@@ -123,7 +123,7 @@ func testRewind(t *testing.T, s core.Store) {
 func testFork(t *testing.T, s core.Store) {
 	keys := seedBranch(t, s)
 	_, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "none", NewID: "f"})
-	wantErr(t, err, core.ErrSessionNotFound)
+	wantErr(t, err, core.ErrNotFound)
 	_, err = s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", Revision: 9, NewID: "f"})
 	wantErr(t, err, core.ErrRevisionNotFound)
 
@@ -188,7 +188,7 @@ func testFork(t *testing.T, s core.Store) {
 		t.Fatalf("fork of the latest: ledger %s, %v", ids(ledger), err)
 	}
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "f", ExpectedRevision: 1, Epoch: 1})
-	wantErr(t, err, core.ErrSessionFenced)
+	wantErr(t, err, core.ErrFenced)
 }
 
 // testForkLongHistory forks a history longer than one copy batch.

@@ -133,7 +133,7 @@ func testCreateAndRead(t *testing.T, s core.Store) {
 		cp.StateJSON != `{"k":1}` || cp.Labels["team"] != "a" || cp.MessageCount != 1 || cp.SaveTime.IsZero() {
 		t.Fatalf("checkpoint %+v", cp)
 	}
-	if _, err := s.Checkpoint(ctx, "nope", 0); !errors.Is(err, core.ErrSessionNotFound) {
+	if _, err := s.Checkpoint(ctx, "nope", 0); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("missing session: %v", err)
 	}
 	_, err = s.Checkpoint(ctx, "s1", 2)
@@ -147,7 +147,7 @@ func testSaveChecks(t *testing.T, s core.Store) {
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 5})
 	wantState(t, err, core.ErrRevisionMismatch, 1, 1)
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "other", ExpectedRevision: 1})
-	wantErr(t, err, core.ErrSessionNotFound)
+	wantErr(t, err, core.ErrNotFound)
 	keep := uint64(2)
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, KeepMessages: &keep})
 	wantState(t, err, core.ErrKeepOutOfRange, 1, 1)
@@ -211,16 +211,16 @@ func testFencing(t *testing.T, s core.Store) {
 	}
 	for _, epoch := range []uint64{0, 1, 2, 4} {
 		_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: epoch})
-		wantState(t, err, core.ErrSessionFenced, 2, 3)
+		wantState(t, err, core.ErrFenced, 2, 3)
 		// Fencing wins over a revision mismatch.
 		_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 9, Epoch: epoch})
-		wantState(t, err, core.ErrSessionFenced, 2, 3)
+		wantState(t, err, core.ErrFenced, 2, 3)
 		_, err = s.DeleteSession(ctx, "s", epoch)
-		wantState(t, err, core.ErrSessionFenced, 2, 3)
+		wantState(t, err, core.ErrFenced, 2, 3)
 	}
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 3, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "x"}}})
 	_, err = s.BeginEffect(ctx, "s", "t1", 2)
-	wantState(t, err, core.ErrSessionFenced, 3, 3)
+	wantState(t, err, core.ErrFenced, 3, 3)
 	if _, err := s.BeginEffect(ctx, "s", "t1", 3); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func testBeginEffect(t *testing.T, s core.Store) {
 	_, err := s.BeginEffect(ctx, "s", "w", 0)
 	wantState(t, err, core.ErrCallNotPending, 1, 1)
 	_, err = s.BeginEffect(ctx, "nope", "w", 0)
-	wantErr(t, err, core.ErrSessionNotFound)
+	wantErr(t, err, core.ErrNotFound)
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}}})
 	b1, err := s.BeginEffect(ctx, "s", "w", 0)
 	if err != nil || b1.IdempotencyKey == "" || b1.AlreadyBegun {
@@ -312,7 +312,7 @@ func testRecordEffect(t *testing.T, s core.Store) {
 	_, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "x"})
 	wantErr(t, err, core.ErrCallUnknown)
 	_, _, err = s.RecordEffect(ctx, "nope", core.Effect{ToolUseID: "w", Output: "x"})
-	wantErr(t, err, core.ErrSessionNotFound)
+	wantErr(t, err, core.ErrNotFound)
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}, {ID: "v", Name: "count_words"}}})
 	_, _, err = s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Name: "other", Output: "x"})
 	wantErr(t, err, core.ErrToolNameMismatch)
@@ -459,12 +459,12 @@ func testDelete(t *testing.T, s core.Store) {
 		t.Fatalf("delete: %d %v", tomb, err)
 	}
 	_, err = s.DeleteSession(ctx, "s", 3)
-	wantErr(t, err, core.ErrSessionNotFound)
+	wantErr(t, err, core.ErrNotFound)
 	_, err = s.Resume(ctx, "s", false)
-	wantErr(t, err, core.ErrSessionNotFound)
+	wantErr(t, err, core.ErrNotFound)
 	// A stale process cannot re-create it.
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Epoch: 2})
-	wantErr(t, err, core.ErrSessionFenced)
+	wantErr(t, err, core.ErrFenced)
 	res := save(t, s, &core.SaveRequest{SessionID: "s"})
 	if res.Revision != 1 || res.Epoch != 4 || res.MessageCount != 0 {
 		t.Fatalf("re-created: %+v", res)
@@ -476,7 +476,7 @@ func testDelete(t *testing.T, s core.Store) {
 	_, _, err = s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "x"})
 	wantErr(t, err, core.ErrCallUnknown)
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 3})
-	wantErr(t, err, core.ErrSessionFenced)
+	wantErr(t, err, core.ErrFenced)
 }
 
 func testKeyIsolation(t *testing.T, s core.Store) {
