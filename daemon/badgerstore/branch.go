@@ -3,13 +3,10 @@ package badgerstore
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
@@ -82,26 +79,24 @@ func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (cor
 	return res, err
 }
 
-// forkSource is what a fork reads of its source, from one snapshot.
-type forkSource struct {
-	rec      *storagev1.RevisionRecord
-	messages []*storagev1.Message
-	calls    map[string]*storagev1.CallRecord // the calls pending in revisions up to rec
-	pending  map[string]bool                  // those pending in rec
-	res      core.BranchResult
-}
-
-func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (*forkSource, error) {
-	src := &forkSource{calls: map[string]*storagev1.CallRecord{}, pending: map[string]bool{}}
+// readForkSource reads what a fork of the session's revision revNum copies,
+// from one snapshot: the history as the records it copies, apart.
+func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (*core.ForkSource, []*storagev1.Message, error) {
+	var src *core.ForkSource
+	var messages []*storagev1.Message
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sid)
 		if err != nil {
 			return err
 		}
-		if src.rec, err = revision(t, sid, h, revNum); err != nil {
+		rec, err := revision(t, sid, h, revNum)
+		if err != nil {
 			return err
 		}
-		for _, sg := range src.rec.Segments {
+		r := revisionFromRecord(rec)
+		src = &core.ForkSource{Revision: &r}
+		messages = nil
+		for _, sg := range rec.Segments {
 			for seq := sg.FirstSeq; seq < sg.FirstSeq+sg.Count; seq++ {
 				var m storagev1.Message
 				found, err := get(t, h, sid, messageKey(sid, seq), &m)
@@ -109,18 +104,18 @@ func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (
 					return err
 				}
 				if !found {
-					return corrupt(h, sid, fmt.Errorf("message %d of revision %d is missing", seq, src.rec.Revision))
+					return corrupt(h, sid, fmt.Errorf("message %d of revision %d is missing", seq, rec.Revision))
 				}
-				src.messages = append(src.messages, &m)
+				messages = append(messages, &m)
 			}
 		}
 		// The calls of the history: those pending in any kept revision up to
 		// the one forked.
 		inHistory := map[string]bool{}
-		for _, u := range src.rec.PendingToolUses {
-			inHistory[u.ToolUseId], src.pending[u.ToolUseId] = true, true
+		for _, u := range rec.PendingToolUses {
+			inHistory[u.ToolUseId] = true
 		}
-		for r := uint64(1); r < src.rec.Revision; r++ {
+		for r := uint64(1); r < rec.Revision; r++ {
 			var old storagev1.RevisionRecord // one no longer kept adds none
 			if _, err := get(t, h, sid, revisionKey(sid, r), &old); err != nil {
 				return err
@@ -131,60 +126,49 @@ func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (
 		}
 		err = eachCall(t, sid, h, func(id string, call *storagev1.CallRecord) error {
 			if inHistory[id] {
-				src.calls[id] = call
+				src.Calls = append(src.Calls, ledgerEntry(id, call))
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		src.res.PerformedAfter, src.res.InDoubtAfter, err = afterRevision(t, sid, h, src.rec)
+		src.PerformedAfter, src.InDoubtAfter, err = afterRevision(t, sid, h, rec)
 		return err
 	})
-	return src, err
+	return src, messages, err
 }
 
+// ForkSession creates the new session in three steps under its lock: the
+// target's check and a purge record, the history in batches of forkBatch,
+// then the ledger, the revision and the head at once. Until the head is
+// written the copy is unreachable, and the purge record makes the next Open
+// remove a copy a crash interrupted.
 func (s *Store) ForkSession(ctx context.Context, req *core.ForkRequest) (core.BranchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return core.BranchResult{}, err
 	}
 	nid := req.NewID
 	defer s.lock(nid)()
-	fp := req.Fingerprint()
-	src, err := s.readForkSource(ctx, req.SourceID, req.Revision)
+	src, messages, err := s.readForkSource(ctx, req.SourceID, req.Revision)
 	if err != nil {
 		return core.BranchResult{}, err
 	}
-	res := src.res
 	var epoch uint64
+	var res core.BranchResult
 	retried := false
 	// (1) The new session: a retry, or a create.
 	err = s.update(func(t *tx) error {
-		h, tomb, err := head(t, nid)
-		if err != nil {
+		var prev *core.RequestRecord
+		var err error
+		if epoch, prev, err = core.ForkTarget(&domainTxn{t: t}, req); err != nil {
 			return err
 		}
-		if h != nil {
-			prev, retry, err := sessionRequest(t, h, nid, req.RequestID, fp)
-			if err != nil {
-				return err
-			}
-			if retry {
-				retried = true
-				res.Revision, res.Epoch, res.MessageCount = prev.Revision, prev.Epoch, prev.MessageCount
-				return nil
-			}
-			return &core.StateError{Err: core.ErrSessionExists, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
-				Msg: fmt.Sprintf("session %q exists at revision %d; fork into a new id, or delete it first", nid, h.Revision)}
+		if prev != nil {
+			res, retried = core.ForkRetried(src, prev), true
+			return nil
 		}
-		deleted, err := deletedEpoch(t, nid, tomb)
-		if err != nil {
-			return err
-		}
-		epoch = deleted + 1
-		// Until the head is written the copy is unreachable; the purge
-		// record makes the next Open remove a copy a crash interrupted.
-		return put(t, purgeKey(nid), &storagev1.PurgeRecord{Epoch: deleted})
+		return put(t, purgeKey(nid), &storagev1.PurgeRecord{Epoch: epoch - 1})
 	})
 	if err != nil || retried {
 		return res, err
@@ -196,8 +180,8 @@ func (s *Store) ForkSession(ctx context.Context, req *core.ForkRequest) (core.Br
 		return core.BranchResult{}, err
 	}
 	// (2) The history, in batches.
-	for start := 0; start < len(src.messages); start += forkBatch {
-		batch := src.messages[start:min(start+forkBatch, len(src.messages))]
+	for start := 0; start < len(messages); start += forkBatch {
+		batch := messages[start:min(start+forkBatch, len(messages))]
 		err := s.update(func(t *tx) error {
 			for i, m := range batch {
 				if err := put(t, messageKey(nid, uint64(start+i)), m); err != nil {
@@ -211,45 +195,16 @@ func (s *Store) ForkSession(ctx context.Context, req *core.ForkRequest) (core.Br
 		}
 	}
 	// (3) The ledger, the revision and the head, at once.
-	n := uint64(len(src.messages))
 	err = s.update(func(t *tx) error {
-		now := timestamppb.New(s.now())
-		for id, call := range src.calls {
-			c := proto.CloneOf(call)
-			c.LastPendingRevision = 0 // pending before the fork's first revision
-			if src.pending[id] {
-				c.LastPendingRevision = 1
-			}
-			if err := put(t, callKey(nid, id), c); err != nil {
-				return err
-			}
-		}
-		rec := proto.CloneOf(src.rec)
-		rec.Revision, rec.Epoch, rec.SaveTime = 1, epoch, now
-		rec.Segments = nil
-		if n > 0 {
-			rec.Segments = []*storagev1.Segment{{FirstSeq: 0, Count: n}}
-		}
-		if err := put(t, revisionKey(nid, 1), rec); err != nil {
+		var err error
+		if res, err = core.ForkWrite(&domainTxn{t: t}, req, src, epoch, s.now()); err != nil {
 			return err
 		}
-		if req.RequestID != "" {
-			if err := put(t, requestKey(nid, req.RequestID), &storagev1.RequestRecord{
-				RequestId: req.RequestID, Fingerprint: fp, Revision: 1, MessageCount: n, Epoch: epoch,
-			}); err != nil {
-				return err
-			}
-		}
 		t.delete(purgeKey(nid))
-		return put(t, sessionKey(nid), &storagev1.SessionRecord{
-			Revision: 1, Epoch: epoch, NextSeq: n, CreateTime: now, UpdateTime: now,
-			Task: rec.Task, Turn: rec.Turn, MessageCount: n, PendingToolUseCount: uint32(len(rec.PendingToolUses)),
-			Labels: maps.Clone(rec.Labels), Segments: rec.Segments,
-		})
+		return nil
 	})
 	if err != nil {
 		return fail(err)
 	}
-	res.Revision, res.Epoch, res.MessageCount = 1, epoch, n
 	return res, nil
 }
