@@ -3,7 +3,6 @@ package badgerstore
 import (
 	"bytes"
 	"context"
-	"errors"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -21,20 +20,12 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint6
 	defer s.lock(sessionID)()
 	var tombEpoch uint64
 	err := s.update(func(t *tx) error {
-		h, err := mustHead(t, sessionID)
-		switch {
-		case errors.Is(err, core.ErrCorrupt):
-			// A session whose head cannot be decoded can still be deleted.
-			// Its epoch is unknown: the tombstone takes the highest epoch
-			// any readable revision was saved under, or the caller's.
-			tombEpoch = max(epoch, savedEpoch(t, sessionID))
-		case err != nil:
+		var err error
+		tombEpoch, err = core.TombstoneEpoch(&domainTxn{t: t}, sessionID, epoch, func() (uint64, error) {
+			return savedEpoch(t, sessionID), nil
+		})
+		if err != nil {
 			return err
-		default:
-			if err := fence(h, sessionID, epoch); err != nil {
-				return err
-			}
-			tombEpoch = h.Epoch
 		}
 		if err := put(t, purgeKey(sessionID), &storagev1.PurgeRecord{Epoch: tombEpoch}); err != nil {
 			return err

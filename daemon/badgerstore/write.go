@@ -8,12 +8,6 @@ import (
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
-// fence rejects an epoch that is not the owner's: older than the session's,
-// newer than it, or 0 once the session has been resumed.
-func fence(h *storagev1.SessionRecord, sessionID string, epoch uint64) error {
-	return core.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
-}
-
 func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core.SaveResult, error) {
 	if err := ctx.Err(); err != nil {
 		return core.SaveResult{}, err

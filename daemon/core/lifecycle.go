@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -69,4 +70,28 @@ func Complete(t Txn, req *CompleteRequest, now time.Time) (CompleteResult, error
 		}
 	}
 	return res, t.PutHead(sid, h)
+}
+
+// TombstoneEpoch decides a DeleteSession by a writer at epoch: the epoch the
+// session's tombstone keeps, so that every writer of the deleted session
+// stays fenced from the id. A live session is fenced as a save is and keeps
+// its epoch. A session whose head cannot be decoded can still be deleted:
+// its tombstone takes the higher of epoch and savedEpoch(), the highest
+// epoch a readable revision of it was saved under.
+func TombstoneEpoch(t Txn, sessionID string, epoch uint64, savedEpoch func() (uint64, error)) (uint64, error) {
+	h, err := MustHead(t, sessionID)
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		saved, err := savedEpoch()
+		if err != nil {
+			return 0, err
+		}
+		return max(epoch, saved), nil
+	case err != nil:
+		return 0, err
+	}
+	if err := Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch); err != nil {
+		return 0, err
+	}
+	return h.Epoch, nil
 }

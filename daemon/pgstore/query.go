@@ -318,12 +318,6 @@ func corrupt(h *sessionRec, sessionID string, err error) error {
 	return core.Corrupt(&core.HeadRecord{Revision: h.Revision, Epoch: h.Epoch}, sessionID, err)
 }
 
-// fence rejects an epoch that is not the owner's: older than the session's,
-// newer than it, or 0 once the session has been resumed.
-func fence(h *sessionRec, sessionID string, epoch uint64) error {
-	return core.Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch)
-}
-
 // keyedRow is a row of a query that selects one key column, then the record
 // and its checksum.
 type keyedRow struct {

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
@@ -55,25 +54,14 @@ func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core
 func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint64) (uint64, error) {
 	var tombEpoch uint64
 	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
-		h, err := q.mustHead(ctx, sessionID, true)
-		switch {
-		case errors.Is(err, core.ErrCorrupt):
-			// A session whose head cannot be decoded can still be deleted.
-			// Its epoch is unknown: the tombstone takes the highest epoch
-			// any readable revision was saved under, or the caller's.
-			// The row is locked: the lock is taken before the record is decoded.
-			saved, err := q.savedEpoch(ctx, sessionID)
-			if err != nil {
-				return err
-			}
-			tombEpoch = max(epoch, saved)
-		case err != nil:
+		// The head's row is locked before its record is decoded, so that a
+		// corrupt head is deleted under the lock too.
+		var err error
+		tombEpoch, err = core.TombstoneEpoch(&domainTxn{ctx: ctx, q: q}, sessionID, epoch, func() (uint64, error) {
+			return q.savedEpoch(ctx, sessionID)
+		})
+		if err != nil {
 			return err
-		default:
-			if err := fence(h, sessionID, epoch); err != nil {
-				return err
-			}
-			tombEpoch = h.Epoch
 		}
 		for _, t := range tables[1:] {
 			if err := q.exec(ctx, "DELETE FROM "+s.table(t)+" WHERE session_id = $1", []byte(sessionID)); err != nil {
