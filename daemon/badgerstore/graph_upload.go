@@ -3,8 +3,6 @@ package badgerstore
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
-	"hash"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -27,21 +25,12 @@ const (
 )
 
 type graphUpload struct {
+	*core.UploadStager
 	s      *Store
 	p      *core.GraphPut
 	thread string
 	owner  []byte
-	fp     hash.Hash // nil without a request id
-
-	sizes  []int64  // declared: the checkpoint's value, then each blob's
-	chunks []uint32 // chunks staged per value
-	cur    int      // the value being received
-	got    int64    // its bytes received
-	buf    []byte   // its bytes not yet in a chunk
-
-	pending     []write
-	pendingSize int
-	done        bool
+	done   bool
 }
 
 // BeginUpload implements core.GraphStore.
@@ -53,15 +42,7 @@ func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUp
 	if _, err := rand.Read(u.owner); err != nil {
 		return nil, err
 	}
-	if p.RequestID != "" {
-		u.fp = p.Fingerprint()
-	}
-	u.sizes = append(u.sizes, p.Checkpoint.Value.Size)
-	for _, b := range p.Blobs {
-		u.sizes = append(u.sizes, b.Value.Size)
-	}
-	u.chunks = make([]uint32, len(u.sizes))
-	u.skipEmpty()
+	u.UploadStager = core.NewUploadStager(p, graphChunkBytes, graphBatchBytes, u.stage)
 	defer s.graphShare(u.thread, "")()
 	err := s.update(func(t *tx) error {
 		return put(t, graphUploadKey(u.thread, u.owner), &storagev1.GraphUploadRecord{StartTime: timestamppb.New(s.now())})
@@ -72,73 +53,28 @@ func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUp
 	return u, nil
 }
 
-func (u *graphUpload) skipEmpty() {
-	for u.cur < len(u.sizes) && u.got == u.sizes[u.cur] {
-		u.cur++
-		u.got = 0
-	}
-}
-
-// Write implements core.GraphUpload.
-func (u *graphUpload) Write(ctx context.Context, p []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if u.fp != nil {
-		u.fp.Write(p)
-	}
-	for len(p) > 0 {
-		if u.cur >= len(u.sizes) {
-			return fmt.Errorf("%w: the upload sent more bytes than its start declares", core.ErrInvalidArgument)
-		}
-		n := min(int64(len(p)), u.sizes[u.cur]-u.got, int64(graphChunkBytes-len(u.buf)))
-		u.buf = append(u.buf, p[:n]...)
-		u.got += n
-		p = p[n:]
-		if len(u.buf) == graphChunkBytes || u.got == u.sizes[u.cur] {
-			if err := u.stageChunk(); err != nil {
-				return err
-			}
-		}
-		u.skipEmpty()
-	}
-	return nil
-}
-
-func (u *graphUpload) stageChunk() error {
-	key := graphChunkKey(u.thread, u.owner, uint32(u.cur), u.chunks[u.cur])
-	val, err := encodeValue(key, &storagev1.GraphChunkRecord{Data: u.buf})
-	if err != nil {
-		return err
-	}
-	u.chunks[u.cur]++
-	u.buf = nil
-	u.pending = append(u.pending, write{key: key, val: val})
-	u.pendingSize += len(key) + len(val)
-	if u.pendingSize >= graphBatchBytes {
-		return u.flush()
-	}
-	return nil
-}
-
-// flush commits the staged chunks, under the thread's shared lock so that
+// stage commits a batch of chunks, under the thread's shared lock so that
 // a delete of the thread cannot run between the check and the commit.
-func (u *graphUpload) flush() error {
-	if len(u.pending) == 0 {
-		return nil
+func (u *graphUpload) stage(_ context.Context, chunks []core.UploadChunk) error {
+	writes := make([]write, 0, len(chunks))
+	for _, c := range chunks {
+		key := graphChunkKey(u.thread, u.owner, c.Value, c.Seq)
+		val, err := encodeValue(key, &storagev1.GraphChunkRecord{Data: c.Data})
+		if err != nil {
+			return err
+		}
+		writes = append(writes, write{key: key, val: val})
 	}
 	defer u.s.graphShare(u.thread, "")()
-	err := u.s.update(func(t *tx) error {
+	return u.s.update(func(t *tx) error {
 		if err := u.check(t); err != nil {
 			return err
 		}
-		for _, w := range u.pending {
+		for _, w := range writes {
 			t.set(w.key, w.val)
 		}
 		return nil
 	})
-	u.pending, u.pendingSize = nil, 0
-	return err
 }
 
 // check fails when the upload record is gone: the thread was deleted or
@@ -149,36 +85,27 @@ func (u *graphUpload) check(t *tx) error {
 		return err
 	}
 	if !found {
-		return fmt.Errorf("%w: thread %q was deleted or copied over during the upload; nothing was stored", core.ErrUploadAborted, u.thread)
+		return core.UploadAborted(u.thread)
 	}
 	return nil
 }
 
 func (u *graphUpload) valueRecord(i int, typ string) *storagev1.GraphValueRecord {
-	if u.sizes[i] == 0 {
+	if u.Size(i) == 0 {
 		return &storagev1.GraphValueRecord{Type: typ}
 	}
-	return &storagev1.GraphValueRecord{Type: typ, ChunkOwner: u.owner, ChunkValue: uint32(i), ChunkCount: u.chunks[i], Size: u.sizes[i]}
+	return &storagev1.GraphValueRecord{Type: typ, ChunkOwner: u.owner, ChunkValue: uint32(i), ChunkCount: u.Chunks(i), Size: u.Size(i)}
 }
 
 // Commit implements core.GraphUpload.
 func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	fp, err := u.Finish(ctx)
+	if err != nil {
 		return false, err
-	}
-	if u.cur < len(u.sizes) {
-		return false, fmt.Errorf("%w: the upload ended before every declared byte", core.ErrInvalidArgument)
-	}
-	if err := u.flush(); err != nil {
-		return false, err
-	}
-	var fp []byte
-	if u.fp != nil {
-		fp = u.fp.Sum(nil)
 	}
 	c := u.p.Checkpoint
 	var already bool
-	err := func() error {
+	err = func() error {
 		defer u.s.graphLock(u.thread)()
 		return u.s.update(func(t *tx) error {
 			if err := u.check(t); err != nil {
@@ -212,7 +139,7 @@ func (u *graphUpload) Abort() {
 		return
 	}
 	u.done = true
-	u.pending = nil
+	u.Discard()
 	if err := u.s.dropUpload(u.thread, u.owner); err != nil {
 		u.s.log.Error("remove an aborted upload's staged chunks; the next start removes them", "thread_id", u.thread, "err", err)
 	}

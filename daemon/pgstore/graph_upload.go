@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"hash"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -45,26 +44,12 @@ func (s *Store) dropStaleUploads(ctx context.Context, cutoff time.Time) error {
 }
 
 type graphUpload struct {
+	*core.UploadStager
 	s      *Store
 	p      *core.GraphPut
 	thread string
 	id     []byte
-	fp     hash.Hash // nil without a request id
-
-	sizes  []int64 // declared: the checkpoint's value, then each blob's
-	chunks []int32 // chunks staged per value
-	cur    int
-	got    int64
-	buf    []byte
 	done   bool
-
-	pending     []stagedChunk // chunks not yet committed
-	pendingSize int
-}
-
-type stagedChunk struct {
-	value, seq int32
-	data       []byte
 }
 
 // BeginUpload implements core.GraphStore.
@@ -73,15 +58,7 @@ func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUp
 	if _, err := rand.Read(u.id); err != nil {
 		return nil, err
 	}
-	if p.RequestID != "" {
-		u.fp = p.Fingerprint()
-	}
-	u.sizes = append(u.sizes, p.Checkpoint.Value.Size)
-	for _, b := range p.Blobs {
-		u.sizes = append(u.sizes, b.Value.Size)
-	}
-	u.chunks = make([]int32, len(u.sizes))
-	u.skipEmpty()
+	u.UploadStager = core.NewUploadStager(p, graphChunkBytes, graphStageBytes, u.stage)
 	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_uploads")+" (upload_id, thread_id, start_time) VALUES ($1, $2, $3)", u.id, []byte(u.thread), s.now())
 		return err
@@ -92,65 +69,16 @@ func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUp
 	return u, nil
 }
 
-func (u *graphUpload) skipEmpty() {
-	for u.cur < len(u.sizes) && u.got == u.sizes[u.cur] {
-		u.cur++
-		u.got = 0
-	}
-}
-
-// Write implements core.GraphUpload.
-func (u *graphUpload) Write(ctx context.Context, p []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if u.fp != nil {
-		u.fp.Write(p)
-	}
-	for len(p) > 0 {
-		if u.cur >= len(u.sizes) {
-			return fmt.Errorf("%w: the upload sent more bytes than its start declares", core.ErrInvalidArgument)
-		}
-		n := min(int64(len(p)), u.sizes[u.cur]-u.got, int64(graphChunkBytes-len(u.buf)))
-		u.buf = append(u.buf, p[:n]...)
-		u.got += n
-		p = p[n:]
-		if len(u.buf) == graphChunkBytes || u.got == u.sizes[u.cur] {
-			if err := u.stage(ctx); err != nil {
-				return err
-			}
-		}
-		u.skipEmpty()
-	}
-	return nil
-}
-
-// stage queues the buffered chunk, committing the queue once it holds
-// graphStageBytes.
-func (u *graphUpload) stage(ctx context.Context) error {
-	u.pending = append(u.pending, stagedChunk{int32(u.cur), u.chunks[u.cur], u.buf})
-	u.pendingSize += len(u.buf)
-	u.chunks[u.cur]++
-	u.buf = nil
-	if u.pendingSize >= graphStageBytes {
-		return u.flush(ctx)
-	}
-	return nil
-}
-
-// flush commits the queued chunks; the foreign key fails it once the
+// stage commits a batch of chunks; the foreign key fails it once the
 // upload row is gone (the thread was deleted or copied over).
-func (u *graphUpload) flush(ctx context.Context) error {
-	if len(u.pending) == 0 {
-		return nil
-	}
-	err := u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		for _, c := range u.pending {
+func (u *graphUpload) stage(ctx context.Context, chunks []core.UploadChunk) error {
+	return u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for _, c := range chunks {
 			_, err := tx.Exec(ctx, "INSERT INTO "+u.s.table("graph_upload_chunks")+" (upload_id, value, seq, data) VALUES ($1, $2, $3, $4)",
-				u.id, c.value, c.seq, c.data)
+				u.id, int32(c.Value), int32(c.Seq), c.Data)
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Code == "23503" {
-				return u.aborted()
+				return core.UploadAborted(u.thread)
 			}
 			if err != nil {
 				return err
@@ -158,32 +86,17 @@ func (u *graphUpload) flush(ctx context.Context) error {
 		}
 		return nil
 	})
-	u.pending, u.pendingSize = nil, 0
-	return err
-}
-
-func (u *graphUpload) aborted() error {
-	return fmt.Errorf("%w: thread %q was deleted or copied over during the upload; nothing was stored", core.ErrUploadAborted, u.thread)
 }
 
 // Commit implements core.GraphUpload.
 func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	fp, err := u.Finish(ctx)
+	if err != nil {
 		return false, err
-	}
-	if u.cur < len(u.sizes) {
-		return false, fmt.Errorf("%w: the upload ended before every declared byte", core.ErrInvalidArgument)
-	}
-	if err := u.flush(ctx); err != nil {
-		return false, err
-	}
-	var fp []byte
-	if u.fp != nil {
-		fp = u.fp.Sum(nil)
 	}
 	s := u.s
 	var already bool
-	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		already = false
 		h, _, err := s.lockThread(ctx, tx, u.thread)
 		if err != nil {
@@ -192,7 +105,7 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 		var one int
 		if err := tx.QueryRow(ctx, "SELECT 1 FROM "+s.table("graph_uploads")+" WHERE upload_id = $1 FOR UPDATE", u.id).Scan(&one); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return u.aborted()
+				return core.UploadAborted(u.thread)
 			}
 			return err
 		}
@@ -201,14 +114,14 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 		}
 		p := *u.p
 		p.Blobs = append([]core.GraphBlob(nil), u.p.Blobs...)
-		for i := range u.sizes {
+		for i := range u.Values() {
 			var data []byte
 			if err := tx.QueryRow(ctx, "SELECT COALESCE(string_agg(data, ''::bytea ORDER BY seq), ''::bytea) FROM "+s.table("graph_upload_chunks")+
 				" WHERE upload_id = $1 AND value = $2", u.id, int32(i)).Scan(&data); err != nil {
 				return err
 			}
-			if int64(len(data)) != u.sizes[i] {
-				return fmt.Errorf("upload of thread %q: value %d has %d bytes staged, %d declared", u.thread, i, len(data), u.sizes[i])
+			if int64(len(data)) != u.Size(i) {
+				return fmt.Errorf("upload of thread %q: value %d has %d bytes staged, %d declared", u.thread, i, len(data), u.Size(i))
 			}
 			if i == 0 {
 				p.Checkpoint.Value.Data = data
@@ -237,7 +150,7 @@ func (u *graphUpload) Abort() {
 		return
 	}
 	u.done = true
-	u.pending = nil
+	u.Discard()
 	err := u.s.graphTx(context.Background(), func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "DELETE FROM "+u.s.table("graph_uploads")+" WHERE upload_id = $1", u.id)
 		return err
