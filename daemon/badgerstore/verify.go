@@ -18,13 +18,8 @@ import (
 // Verify checks every record's checksum and decoding, then that each live
 // session's latest revision and all of its messages are present.
 func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
-	var rep core.VerifyReport
-	damaged := map[string]string{}
-	note := func(sid, problem string) {
-		if _, seen := damaged[sid]; !seen {
-			damaged[sid] = problem
-		}
-	}
+	var c core.VerifyCollector
+	note := c.Note
 	heads := map[string]*storagev1.SessionRecord{}
 	err := s.view(ctx, func(t *tx) error {
 		it := t.r.NewIterator(badger.IteratorOptions{})
@@ -33,7 +28,7 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			rep.CheckedRecords++
+			c.Record()
 			key := it.Item().KeyCopy(nil)
 			if bytes.Equal(key, seqKey) {
 				continue // a bare sequence number, checked at Open
@@ -60,7 +55,7 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 				continue
 			case kind == kindSession:
 				rec = &storagev1.SessionRecord{}
-				rep.CheckedSessions++
+				c.Session()
 			case kind == kindRevision:
 				rec = &storagev1.RevisionRecord{}
 			case kind == kindMessage:
@@ -84,23 +79,13 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 				heads[sid] = h
 			}
 		}
-		for sid, h := range heads {
-			if _, bad := damaged[sid]; bad {
-				continue
-			}
-			if err := checkHistory(t, sid, h); err != nil {
-				note(sid, err.Error())
-			}
-		}
+		c.Check(slices.Collect(maps.Keys(heads)), func(sid string) error { return checkHistory(t, sid, heads[sid]) })
 		return nil
 	})
 	if err != nil {
 		return core.VerifyReport{}, err
 	}
-	for _, sid := range slices.Sorted(maps.Keys(damaged)) {
-		rep.Damaged = append(rep.Damaged, core.DamagedSession{SessionID: sid, Problem: damaged[sid]})
-	}
-	return rep, nil
+	return c.Report(), nil
 }
 
 // checkHistory reports a missing latest revision or message, or a head

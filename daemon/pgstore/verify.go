@@ -15,23 +15,18 @@ import (
 // all of its messages are present. It is bounded by ctx, not by the
 // statement timeout.
 func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
-	var rep core.VerifyReport
-	damaged := map[string]string{}
-	note := func(sid, problem string) {
-		if _, seen := damaged[sid]; !seen {
-			damaged[sid] = problem
-		}
-	}
-	heads := map[string]*sessionRec{}
+	var c *core.VerifyCollector
 	err := s.verifyTx(ctx, func(ctx context.Context, q *query) error {
-		rep, damaged, heads = core.VerifyReport{}, map[string]string{}, map[string]*sessionRec{}
+		c = &core.VerifyCollector{} // the transaction may run again
+		note := c.Note
+		heads := map[string]*sessionRec{}
 		for _, table := range tables {
 			err := q.scan(ctx, table, func(id string, key [][]byte, rec []byte, sum int64) {
-				rep.CheckedRecords++
+				c.Record()
 				var v any
 				switch table {
 				case "sessions":
-					rep.CheckedSessions++
+					c.Session()
 					v = &sessionRec{}
 				case "revisions":
 					v = &revisionRec{}
@@ -55,26 +50,16 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 			}
 		}
 		// Graph damage is reported outside any session (an empty id).
-		if err := q.s.verifyGraph(ctx, q.tx, func() { rep.CheckedRecords++ }, func(_, problem string) { note("", problem) }); err != nil {
+		if err := q.s.verifyGraph(ctx, q.tx, c.Record, func(_, problem string) { note("", problem) }); err != nil {
 			return err
 		}
-		for _, id := range slices.Sorted(maps.Keys(heads)) {
-			if _, bad := damaged[id]; bad {
-				continue
-			}
-			if err := q.checkHistory(ctx, id, heads[id]); err != nil {
-				note(id, err.Error())
-			}
-		}
+		c.Check(slices.Collect(maps.Keys(heads)), func(id string) error { return q.checkHistory(ctx, id, heads[id]) })
 		return nil
 	})
 	if err != nil {
 		return core.VerifyReport{}, err
 	}
-	for _, id := range slices.Sorted(maps.Keys(damaged)) {
-		rep.Damaged = append(rep.Damaged, core.DamagedSession{SessionID: id, Problem: damaged[id]})
-	}
-	return rep, nil
+	return c.Report(), nil
 }
 
 // verifyTx is read without the statement timeout, which a full scan of a
