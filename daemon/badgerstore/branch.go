@@ -6,56 +6,12 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/dgraph-io/badger/v4"
-
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // forkBatch bounds the messages a fork copies per commit, well under
 // Badger's transaction limits.
 const forkBatch = 500
-
-// afterRevision is core.AfterRevision of one of the session's revisions.
-func afterRevision(t *tx, sessionID string, h *storagev1.SessionRecord, rec *storagev1.RevisionRecord) (performed, inDoubt []core.LedgerEntry, err error) {
-	r := revisionFromRecord(rec)
-	return core.AfterRevision(&domainTxn{t: t, rec: h}, sessionID, &r)
-}
-
-// eachCall calls fn with every call record of the session, in tool use id
-// order.
-func eachCall(t *tx, sessionID string, h *storagev1.SessionRecord, fn func(id string, call *storagev1.CallRecord) error) error {
-	prefix := sessionScope(kindCall, sessionID)
-	it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		key := it.Item().KeyCopy(nil)
-		var call storagev1.CallRecord
-		if err := it.Item().Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
-			return corrupt(h, sessionID, err)
-		}
-		if err := fn(string(key[len(prefix):]), &call); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func ledgerEntry(id string, call *storagev1.CallRecord) core.LedgerEntry {
-	e := core.LedgerEntry{
-		ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
-		BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
-		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
-	}
-	if call.BeginTime != nil {
-		e.BeginTime = call.BeginTime.AsTime()
-	}
-	if call.Effect != nil {
-		eff := effectFromRecord(call.Effect)
-		eff.ToolUseID = id
-		e.Effect = &eff
-	}
-	return e
-}
 
 // sessionRequest looks up a request id of the session: found is true for a
 // retry of the same request (r is its record), and a reuse of the id for

@@ -13,6 +13,10 @@ import (
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
+// DeleteSession implements core.Store: it writes the tombstone, at the
+// epoch core.TombstoneEpoch decides, with a purge record in one commit, then
+// deletes the session's records in batches (purge); Open finishes a purge a
+// crash interrupted.
 func (s *Store) DeleteSession(ctx context.Context, sessionID string, epoch uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
