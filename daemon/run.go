@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -60,43 +61,13 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 	if err != nil {
 		return err
 	}
-
-	unary, stream := interceptors(cfg, m, logger)
-	srv := grpc.NewServer(serverOptions(creds, cfg.MaxRequestBytes, unary, stream)...)
-	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: Version()}
-	savepointv1.RegisterSavepointServiceServer(srv, rpc.NewServer(store, opts))
-	hs := health.NewServer()
-	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	if gs, ok := store.(core.GraphStore); ok {
-		savepointv1.RegisterGraphCheckpointServiceServer(srv, rpc.NewGraphServer(gs, opts))
-		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	}
-	healthpb.RegisterHealthServer(srv, hs)
-	if r, ok := store.(core.Reacher); ok {
-		services := []string{"", savepointv1.SavepointService_ServiceDesc.ServiceName}
-		if _, ok := store.(core.GraphStore); ok {
-			services = append(services, savepointv1.GraphCheckpointService_ServiceDesc.ServiceName)
-		}
-		rctx, stopReach := context.WithCancel(context.Background())
-		reachDone := make(chan struct{})
-		go func() { defer close(reachDone); watchReachable(rctx, r, hs, services, logger) }()
-		defer func() { stopReach(); <-reachDone }()
-	}
-	reflection.Register(srv)
-	stopRetention := startRetention(cfg, store, logger)
-	defer stopRetention()
-	if m != nil {
-		m.rpc.InitializeMetrics(srv)
-	}
+	srv, hs := newServer(cfg, creds, store, m, logger)
+	defer startBackground(cfg, store, hs, logger)()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	logger.Info("serving", "listen", cfg.Listen, "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 	notify(logger, "READY=1\nSTATUS=serving on "+cfg.Listen)
-	wdCtx, stopWatchdog := context.WithCancel(context.Background())
-	wdDone := make(chan struct{})
-	go func() { defer close(wdDone); watchdog(wdCtx, store, logger) }()
-	defer func() { stopWatchdog(); <-wdDone }()
 
 	var failed <-chan struct{} // nil: never
 	if f, ok := store.(Failer); ok {
@@ -109,7 +80,60 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 	case <-failed:
 		logger.Error("the store failed: no more writes are acknowledged; stopping so that the supervisor restarts savepointd")
 	}
+	stop(cfg, srv, hs, logger)
+	<-serveErr
+	logger.Info("stopped")
+	return nil
+}
 
+// newServer returns the gRPC server with savepointd's services registered
+// over store (the graph service when the store has one), their health
+// SERVING, and reflection.
+func newServer(cfg Config, creds credentials.TransportCredentials, store core.Store, m *metrics, logger *slog.Logger) (*grpc.Server, *health.Server) {
+	unary, stream := interceptors(cfg, m, logger)
+	srv := grpc.NewServer(serverOptions(creds, cfg.MaxRequestBytes, unary, stream)...)
+	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: Version()}
+	savepointv1.RegisterSavepointServiceServer(srv, rpc.NewServer(store, opts))
+	hs := health.NewServer()
+	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if gs, ok := store.(core.GraphStore); ok {
+		savepointv1.RegisterGraphCheckpointServiceServer(srv, rpc.NewGraphServer(gs, opts))
+		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	if m != nil {
+		m.rpc.InitializeMetrics(srv)
+	}
+	return srv, hs
+}
+
+// startBackground starts what runs beside the server: the watch of the
+// store's reachability (for a store that can become unreachable), retention,
+// and the systemd watchdog. The function it returns stops them all and
+// waits for them.
+func startBackground(cfg Config, store core.Store, hs *health.Server, logger *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if r, ok := store.(core.Reacher); ok {
+		services := []string{"", savepointv1.SavepointService_ServiceDesc.ServiceName}
+		if _, ok := store.(core.GraphStore); ok {
+			services = append(services, savepointv1.GraphCheckpointService_ServiceDesc.ServiceName)
+		}
+		wg.Go(func() { watchReachable(ctx, r, hs, services, logger) })
+	}
+	stopRetention := startRetention(cfg, store, logger)
+	wg.Go(func() { watchdog(ctx, store, logger) })
+	return func() {
+		cancel()
+		wg.Wait()
+		stopRetention()
+	}
+}
+
+// stop reports NOT_SERVING and stops srv gracefully, cutting the calls and
+// streams still open after cfg.ShutdownTimeout.
+func stop(cfg Config, srv *grpc.Server, hs *health.Server, logger *slog.Logger) {
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	notify(logger, "STOPPING=1\nSTATUS=stopping: draining open calls")
 	hs.Shutdown()
@@ -127,9 +151,6 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 		srv.Stop()
 		<-stopped
 	}
-	<-serveErr
-	logger.Info("stopped")
-	return nil
 }
 
 // Failer is implemented by a Store that can fail beyond repair: Failed is
