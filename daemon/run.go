@@ -68,6 +68,9 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 	go func() { serveErr <- srv.Serve(lis) }()
 	logger.Info("serving", "listen", cfg.Listen, "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 	notify(logger, "READY=1\nSTATUS=serving on "+cfg.Listen)
+	recovered := make(chan struct{})
+	go func() { defer close(recovered); logRecovered(ctx, store, logger) }()
+	defer func() { <-recovered }()
 
 	var failed <-chan struct{} // nil: never
 	if f, ok := store.(Failer); ok {
@@ -85,6 +88,24 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 	logger.Info("stopped")
 	return nil
 }
+
+// logRecovered logs, in one line, what the store held when it opened: its
+// sessions, those with a tool use in doubt, and the last commit, so that an
+// operator sees what a restart after a crash recovered. It reads every
+// session's head, so it runs beside serving, within recoverTimeout.
+func logRecovered(ctx context.Context, store core.Store, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+	defer cancel()
+	r, err := core.Recover(ctx, store)
+	if err != nil {
+		logger.Warn("could not count the sessions recovered", "err", err)
+		return
+	}
+	logger.Info("recovered", "sessions", r.Sessions, "sessions_in_doubt", r.SessionsInDoubt, "last_commit", r.LastCommit)
+}
+
+// recoverTimeout bounds logRecovered's count.
+const recoverTimeout = time.Minute
 
 // newServer returns the gRPC server with savepointd's services registered
 // over store (the graph service when the store has one), their health

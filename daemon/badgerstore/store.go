@@ -126,6 +126,7 @@ type Options struct {
 type Store struct {
 	db      *badger.DB
 	eng     *engine
+	openSeq uint64   // the last commit's sequence number at Open
 	hwm     *hwm     // nil in memory
 	dirLock *os.File // holds the flock on LockFile; nil in memory
 	log     *slog.Logger
@@ -263,6 +264,7 @@ func (s *Store) start(dir string, opts Options) error {
 	if s.hwm != nil {
 		onCommit = s.hwm.latest.Store
 	}
+	s.openSeq = seq
 	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit)
 	if err := s.migrate(); err != nil {
 		return err
@@ -386,9 +388,10 @@ func (s *Store) Err() error { return s.eng.err() }
 // does not answer before ctx is done. A full disk does not fail it.
 func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
 
-// Info returns the store's kind, "badger", and FormatVersion.
+// Info returns the store's kind, "badger", FormatVersion and the sequence
+// number of the last commit found at Open.
 func (s *Store) Info() core.StoreInfo {
-	return core.StoreInfo{Kind: "badger", Format: FormatVersion}
+	return core.StoreInfo{Kind: "badger", Format: FormatVersion, LastCommit: s.openSeq}
 }
 
 // Stats returns the store's counters.

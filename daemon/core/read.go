@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"iter"
 	"maps"
@@ -103,4 +104,35 @@ func (p *MessagePage) Add(m Message) bool {
 	}
 	p.Messages = append(p.Messages, m)
 	return true
+}
+
+// Recovered is what a store holds when it opens: how many live sessions, how
+// many of them have a pending tool use that Reconcile decides in doubt, and
+// the last commit's sequence number (StoreInfo.LastCommit).
+type Recovered struct {
+	Sessions, SessionsInDoubt int
+	LastCommit                uint64
+}
+
+// Recover counts what s holds, reading every live session's head a page at
+// a time; it changes nothing.
+func Recover(ctx context.Context, s Store) (Recovered, error) {
+	r := Recovered{LastCommit: s.Info().LastCommit}
+	after := ""
+	for {
+		page, err := s.ListSessions(ctx, after, 1000, SessionFilter{})
+		if err != nil {
+			return Recovered{}, err
+		}
+		for _, ss := range page {
+			r.Sessions++
+			if ss.InDoubtToolUseCount > 0 {
+				r.SessionsInDoubt++
+			}
+		}
+		if len(page) < 1000 {
+			return r, nil
+		}
+		after = page[len(page)-1].SessionID
+	}
 }

@@ -82,6 +82,9 @@ type Store interface {
 type StoreInfo struct {
 	Kind   string // such as "badger"
 	Format uint32 // the on-disk format version it writes
+	// LastCommit is the sequence number of the last commit the store found
+	// durable when it opened; zero for a store that numbers none.
+	LastCommit uint64
 }
 
 // MessageSize is the number of bytes a message counts for against a
