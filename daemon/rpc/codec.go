@@ -83,7 +83,7 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	if n := data.Len(); n > c.maxBytes {
 		proto.Reset(m)
-		c.refuse(v, &requestSizeError{Size: n, Limit: c.maxBytes})
+		c.refuse(v, &requestSizeError{Size: n, Limit: c.maxBytes, Request: v})
 		return nil
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())

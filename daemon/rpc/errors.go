@@ -26,14 +26,35 @@ func (e *fieldError) Unwrap() error { return core.ErrInvalidArgument }
 var ErrRequestTooLarge = errors.New("request too large")
 
 // requestSizeError is a request of Size bytes refused for being over Limit,
-// the configured MaxRequestBytes. It unwraps to ErrRequestTooLarge.
+// the configured MaxRequestBytes; Request is the refused message, which
+// chooses the hint. It unwraps to ErrRequestTooLarge.
 type requestSizeError struct {
 	Size, Limit int
+	Request     any
 }
 
 func (e *requestSizeError) Error() string {
-	return fmt.Sprintf("%v: the request is %d bytes; at most %d are accepted (--max-request-bytes): send less per call, such as fewer messages per save",
-		ErrRequestTooLarge, e.Size, e.Limit)
+	return fmt.Sprintf("%v: the request is %d bytes; at most %d are accepted (--max-request-bytes): %s",
+		ErrRequestTooLarge, e.Size, e.Limit, sizeHint(e.Request))
+}
+
+// sizeHint says what to do about a request too large, for its kind of
+// request.
+func sizeHint(req any) string {
+	switch req.(type) {
+	case *savepointv1.PutCheckpointRequest:
+		return "send a large checkpoint with UploadCheckpoint, which streams it in chunks"
+	case *savepointv1.PutWritesRequest:
+		return "send fewer writes per call"
+	case *savepointv1.SaveCheckpointRequest:
+		return "append fewer messages per save; a single message, state or tool input this large is over its own limit " +
+			"(--max-message-bytes, --max-state-bytes) anyway, so keep such a value outside the session and save a reference to it"
+	case *savepointv1.RecordEffectRequest, *savepointv1.CompleteSessionRequest:
+		return "an output this large is over its own limit (--max-message-bytes, --max-state-bytes) anyway; " +
+			"keep it outside the session and record a reference to it"
+	default:
+		return "send less per call"
+	}
 }
 
 func (e *requestSizeError) Unwrap() error { return ErrRequestTooLarge }
