@@ -240,10 +240,33 @@ func (s *Store) ReadGraphThread(ctx context.Context, thread string, fn func(*cor
 const inlineBytes = 64 << 10
 
 func (s *Store) readGraphThread(ctx context.Context, tx pgx.Tx, thread string) (*core.GraphThreadDump, error) {
-	th := []byte(thread)
+	r := &threadReader{ctx: ctx, tx: tx, s: s, thread: thread, th: []byte(thread)}
+	d, err := r.head()
+	if err != nil || d == nil {
+		return nil, err
+	}
+	for _, read := range []func(*core.GraphThreadDump) error{r.checkpoints, r.blobs, r.writes, r.requests} {
+		if err := read(d); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// threadReader reads one graph thread's rows in a transaction.
+type threadReader struct {
+	ctx    context.Context
+	tx     pgx.Tx
+	s      *Store
+	thread string
+	th     []byte // thread, as the key column holds it
+}
+
+// head returns the dump of the thread's head alone, or nil when it has none.
+func (r *threadReader) head() (*core.GraphThreadDump, error) {
 	var rec []byte
 	var sum int64
-	err := tx.QueryRow(ctx, "SELECT record, checksum FROM "+s.table("graph_threads")+" WHERE thread_id = $1", th).Scan(&rec, &sum)
+	err := r.tx.QueryRow(r.ctx, "SELECT record, checksum FROM "+r.s.table("graph_threads")+" WHERE thread_id = $1", r.th).Scan(&rec, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -251,123 +274,136 @@ func (s *Store) readGraphThread(ctx context.Context, tx pgx.Tx, thread string) (
 		return nil, err
 	}
 	var h threadRec
-	if err := gdecode(thread, "graph_threads", rec, nil, sum, &h); err != nil {
+	if err := gdecode(r.thread, "graph_threads", rec, nil, sum, &h); err != nil {
 		return nil, err
 	}
-	d := &core.GraphThreadDump{ThreadID: thread, UpdateTime: fromNanos(h.UpdateTime), Deleted: h.Deleted, DeletedThrough: h.DeletedThrough}
-	// rows reads table's rows of the thread ordered by keys, each with its
-	// key parts (as gsum takes them), its record and its value.
-	rows := func(table, keys, order string, fn func(key []string, rec []byte, v func(typ string) core.GraphValue) error) error {
-		r, err := tx.Query(ctx, "SELECT "+keys+", record, checksum, length(data), CASE WHEN length(data) <= $2 THEN data END FROM "+
-			s.table(table)+" WHERE thread_id = $1 ORDER BY "+order, th, inlineBytes)
+	return &core.GraphThreadDump{ThreadID: r.thread, UpdateTime: fromNanos(h.UpdateTime), Deleted: h.Deleted, DeletedThrough: h.DeletedThrough}, nil
+}
+
+// rows reads table's rows of the thread ordered by order, each with its key
+// parts (the columns keys names, as gsum takes them), its record and its
+// value: in memory up to inlineBytes, read when asked above.
+func (r *threadReader) rows(table, keys, order string, fn func(key []string, rec []byte, v func(typ string) core.GraphValue) error) error {
+	rs, err := r.tx.Query(r.ctx, "SELECT "+keys+", record, checksum, length(data), CASE WHEN length(data) <= $2 THEN data END FROM "+
+		r.s.table(table)+" WHERE thread_id = $1 ORDER BY "+order, r.th, inlineBytes)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		vals, err := rs.Values()
 		if err != nil {
 			return err
 		}
-		defer r.Close()
-		for r.Next() {
-			vals, err := r.Values()
-			if err != nil {
-				return err
-			}
-			n := len(vals) - 4
-			key := make([]string, n)
-			for i := range n {
-				b, _ := vals[i].([]byte)
-				key[i] = string(b)
-			}
-			rec, _ := vals[n].([]byte)
-			sum, _ := vals[n+1].(int64)
-			size, _ := vals[n+2].(int32)
-			data, _ := vals[n+3].([]byte)
-			var value func(typ string) core.GraphValue
-			if data != nil || size == 0 {
-				if err := gdecode(thread, table, rec, data, sum, new(any), key...); err != nil {
-					return err
-				}
-				value = func(typ string) core.GraphValue {
-					return core.GraphValue{Type: typ, Size: int64(len(data)), Data: data}
-				}
-			} else {
-				where := "thread_id = $1"
-				args := []any{th}
-				for i, c := range strings.Split(keys, ", ") {
-					args = append(args, []byte(key[i]))
-					where += fmt.Sprintf(" AND %s = $%d", c, len(args))
-				}
-				value = func(typ string) core.GraphValue {
-					return core.ChunkedGraphValue(typ, int64(size), func(yield func([]byte) error) error {
-						var data []byte
-						if err := tx.QueryRow(ctx, "SELECT data FROM "+s.table(table)+" WHERE "+where, args...).Scan(&data); err != nil {
-							return err
-						}
-						if err := gdecode(thread, table, rec, data, sum, new(any), key...); err != nil {
-							return err
-						}
-						return yield(data)
-					})
-				}
-			}
-			if err := fn(key, rec, value); err != nil {
-				return err
-			}
+		n := len(vals) - 4
+		key := make([]string, n)
+		for i := range n {
+			b, _ := vals[i].([]byte)
+			key[i] = string(b)
 		}
-		return r.Err()
+		rec, _ := vals[n].([]byte)
+		sum, _ := vals[n+1].(int64)
+		size, _ := vals[n+2].(int32)
+		data, _ := vals[n+3].([]byte)
+		var value func(typ string) core.GraphValue
+		if data != nil || size == 0 {
+			if err := gdecode(r.thread, table, rec, data, sum, new(any), key...); err != nil {
+				return err
+			}
+			value = func(typ string) core.GraphValue {
+				return core.GraphValue{Type: typ, Size: int64(len(data)), Data: data}
+			}
+		} else {
+			value = r.largeValue(table, keys, key, rec, sum, int64(size))
+		}
+		if err := fn(key, rec, value); err != nil {
+			return err
+		}
 	}
-	err = rows("graph_checkpoints", "ns, checkpoint_id", "ns, checkpoint_id", func(key []string, rec []byte, v func(string) core.GraphValue) error {
+	return rs.Err()
+}
+
+// largeValue returns the value of the row of table at key, read from the
+// database when its bytes are asked for and checked against its checksum.
+func (r *threadReader) largeValue(table, keys string, key []string, rec []byte, sum, size int64) func(typ string) core.GraphValue {
+	where := "thread_id = $1"
+	args := []any{r.th}
+	for i, c := range strings.Split(keys, ", ") {
+		args = append(args, []byte(key[i]))
+		where += fmt.Sprintf(" AND %s = $%d", c, len(args))
+	}
+	return func(typ string) core.GraphValue {
+		return core.ChunkedGraphValue(typ, size, func(yield func([]byte) error) error {
+			var data []byte
+			if err := r.tx.QueryRow(r.ctx, "SELECT data FROM "+r.s.table(table)+" WHERE "+where, args...).Scan(&data); err != nil {
+				return err
+			}
+			if err := gdecode(r.thread, table, rec, data, sum, new(any), key...); err != nil {
+				return err
+			}
+			return yield(data)
+		})
+	}
+}
+
+func (r *threadReader) checkpoints(d *core.GraphThreadDump) error {
+	return r.rows("graph_checkpoints", "ns, checkpoint_id", "ns, checkpoint_id", func(key []string, rec []byte, v func(string) core.GraphValue) error {
 		var c graphCheckpointRec
 		if err := decodeJSON(rec, &c); err != nil {
-			return graphCorrupt(thread, err)
+			return graphCorrupt(r.thread, err)
 		}
 		d.Checkpoints = append(d.Checkpoints, core.GraphCheckpointDump{GraphCheckpoint: core.GraphCheckpoint{
-			ThreadID: thread, NS: key[0], ID: key[1], ParentID: c.ParentID, Value: v(c.Type),
+			ThreadID: r.thread, NS: key[0], ID: key[1], ParentID: c.ParentID, Value: v(c.Type),
 			ChannelVersions: c.ChannelVersions, MetadataJSON: c.MetadataJSON,
 		}, PutTime: fromNanos(c.PutTime)})
 		return nil
 	})
-	if err == nil {
-		err = rows("graph_blobs", "ns, channel, version", "ns, channel, version", func(key []string, rec []byte, v func(string) core.GraphValue) error {
-			var b graphBlobRec
-			if err := decodeJSON(rec, &b); err != nil {
-				return graphCorrupt(thread, err)
-			}
-			d.Blobs = append(d.Blobs, core.GraphBlobDump{NS: key[0], GraphBlob: core.GraphBlob{Channel: key[1], Version: key[2], Value: v(b.Type)}})
-			return nil
-		})
-	}
-	if err == nil {
-		err = rows("graph_writes", "ns, checkpoint_id, task_id, idx::text::bytea", "ns, checkpoint_id, task_id, idx", func(key []string, rec []byte, v func(string) core.GraphValue) error {
-			var w graphWriteRec
-			if err := decodeJSON(rec, &w); err != nil {
-				return graphCorrupt(thread, err)
-			}
-			var idx int32
-			if _, err := fmt.Sscan(key[3], &idx); err != nil {
-				return graphCorrupt(thread, fmt.Errorf("write index %q: %v", key[3], err))
-			}
-			d.Writes = append(d.Writes, core.GraphWriteDump{NS: key[0], CheckpointID: key[1], GraphWrite: core.GraphWrite{
-				TaskID: key[2], TaskPath: w.TaskPath, Idx: idx, Channel: w.Channel, Value: v(w.Type)}})
-			return nil
-		})
-	}
+}
+
+func (r *threadReader) blobs(d *core.GraphThreadDump) error {
+	return r.rows("graph_blobs", "ns, channel, version", "ns, channel, version", func(key []string, rec []byte, v func(string) core.GraphValue) error {
+		var b graphBlobRec
+		if err := decodeJSON(rec, &b); err != nil {
+			return graphCorrupt(r.thread, err)
+		}
+		d.Blobs = append(d.Blobs, core.GraphBlobDump{NS: key[0], GraphBlob: core.GraphBlob{Channel: key[1], Version: key[2], Value: v(b.Type)}})
+		return nil
+	})
+}
+
+func (r *threadReader) writes(d *core.GraphThreadDump) error {
+	return r.rows("graph_writes", "ns, checkpoint_id, task_id, idx::text::bytea", "ns, checkpoint_id, task_id, idx", func(key []string, rec []byte, v func(string) core.GraphValue) error {
+		var w graphWriteRec
+		if err := decodeJSON(rec, &w); err != nil {
+			return graphCorrupt(r.thread, err)
+		}
+		var idx int32
+		if _, err := fmt.Sscan(key[3], &idx); err != nil {
+			return graphCorrupt(r.thread, fmt.Errorf("write index %q: %v", key[3], err))
+		}
+		d.Writes = append(d.Writes, core.GraphWriteDump{NS: key[0], CheckpointID: key[1], GraphWrite: core.GraphWrite{
+			TaskID: key[2], TaskPath: w.TaskPath, Idx: idx, Channel: w.Channel, Value: v(w.Type)}})
+		return nil
+	})
+}
+
+func (r *threadReader) requests(d *core.GraphThreadDump) error {
+	rs, err := r.tx.Query(r.ctx, "SELECT request_id, record, checksum FROM "+r.s.table("graph_requests")+" WHERE thread_id = $1 ORDER BY request_id", r.th)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r, err := tx.Query(ctx, "SELECT request_id, record, checksum FROM "+s.table("graph_requests")+" WHERE thread_id = $1 ORDER BY request_id", th)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	for r.Next() {
+	defer rs.Close()
+	for rs.Next() {
 		var id, rec []byte
 		var sum int64
-		if err := r.Scan(&id, &rec, &sum); err != nil {
-			return nil, err
+		if err := rs.Scan(&id, &rec, &sum); err != nil {
+			return err
 		}
 		var g graphRequestRec
-		if err := gdecode(thread, "graph_requests", rec, nil, sum, &g, string(id)); err != nil {
-			return nil, err
+		if err := gdecode(r.thread, "graph_requests", rec, nil, sum, &g, string(id)); err != nil {
+			return err
 		}
 		d.Requests = append(d.Requests, core.GraphRequestDump{RequestID: string(id), Fingerprint: g.Fingerprint})
 	}
-	return d, r.Err()
+	return rs.Err()
 }
