@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 // command is one subcommand. Each lives in its own command_NAME.go file and
@@ -106,7 +107,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	fs.SetOutput(io.Discard)
 	cfg.register(fs)
 	runCmd := cmd.setup(fs)
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.Interspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		a.commandHelp(a.stdout, cmd)
 		return exitOK
@@ -128,28 +129,6 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.failAt(name, pos, e.addr(), err)
 	}
 	return exitOK
-}
-
-// parseInterspersed parses fs from args, allowing flags after positional
-// arguments (`savepoint show ID --revision 2`); "--" ends the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		// Parse stops before the first positional argument, or just after a
-		// "--", which it consumes.
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }
 
 func (a *app) usage(w io.Writer) {

@@ -20,6 +20,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 // migrateConfig is what "savepointd migrate-store" is told.
@@ -44,20 +45,31 @@ func (c migrateConfig) Validate() error {
 	return nil
 }
 
-func parseMigrateConfig(args []string, env func(string) string, stderr io.Writer) (migrateConfig, error) {
-	c := migrateConfig{DataDir: env("SAVEPOINT_DATA_DIR"), To: env("SAVEPOINT_STORE_URL"), EncryptionKeyFile: env("SAVEPOINT_ENCRYPTION_KEY_FILE")}
+// migrateFlags defines migrate-store's flags on a new flag set, each
+// setting its field of c, whose values are the defaults.
+func migrateFlags(c *migrateConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("savepointd migrate-store", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "the embedded store's `directory`, its daemon stopped (env SAVEPOINT_DATA_DIR)")
 	fs.StringVar(&c.To, "to", c.To, "the PostgreSQL `URL` to copy into, as --store-url takes it (env SAVEPOINT_STORE_URL)")
 	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", c.EncryptionKeyFile, "the embedded store's key `file`, when it is encrypted (env SAVEPOINT_ENCRYPTION_KEY_FILE)")
 	fs.BoolVar(&c.AllowNonEmpty, "allow-non-empty", false, "copy into a schema that holds sessions already; a session in both is refused")
 	fs.BoolVar(&c.SkipGraphThreads, "skip-graph-threads", false, "copy the sessions only, leaving the graph threads (GraphCheckpointService) behind")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+// parseMigrateConfig reads migrate-store's configuration from flags, in any
+// order, then the environment.
+func parseMigrateConfig(sub *subcommand, args []string, env func(string) string) (migrateConfig, error) {
+	c := migrateConfig{DataDir: env("SAVEPOINT_DATA_DIR"), To: env("SAVEPOINT_STORE_URL"), EncryptionKeyFile: env("SAVEPOINT_ENCRYPTION_KEY_FILE")}
+	pos, err := cli.Interspersed(migrateFlags(&c), args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return c, flagError{err}
+	} else if err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := sub.checkArgs(pos); err != nil {
+		return c, err
 	}
 	return c, c.Validate()
 }
@@ -66,13 +78,14 @@ func parseMigrateConfig(args []string, env func(string) string, stderr io.Writer
 // in --data-dir, which it locks, into the PostgreSQL database --to, then
 // compares every session and graph thread on both sides and runs the
 // database's Verify.
-func runMigrate(args []string, env func(string) string, stdout, stderr io.Writer) int {
-	cfg, err := parseMigrateConfig(args, env, stderr)
+func runMigrate(sub *subcommand, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseMigrateConfig(sub, args, env)
 	if errors.Is(err, flag.ErrHelp) {
+		printCommandHelp(stdout, sub, migrateFlags(&migrateConfig{}))
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "savepointd migrate-store: %v\n", err)
+		fmt.Fprintln(stderr, errorLine(sub, err))
 		return exitConfig
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,15 +39,6 @@ a postgres:// or postgresql:// URL serves that PostgreSQL database (schema
 savepointd migrate-store --data-dir D --to URL copies a stopped embedded
 store into PostgreSQL and verifies the copy (migrate-store -h for its flags).
 `
-
-// usage prints the flags, then storeHelp.
-func usage(fs *flag.FlagSet) func() {
-	return func() {
-		fmt.Fprintf(fs.Output(), "Usage of savepointd:\n")
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), storeHelp)
-	}
-}
 
 // refusedWithPostgres says why a subcommand does not run with a store URL;
 // empty when it does.
