@@ -56,6 +56,26 @@ func checkRestoreDir(dir string, stderr io.Writer) int {
 	return exitData
 }
 
+// checkBackupFiles refuses backup files that do not exist, before restore
+// creates anything; "-" is stdin.
+func checkBackupFiles(paths []string) error {
+	for _, path := range paths {
+		if path == "-" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("backup file %s does not exist; nothing was restored", path)
+		case err != nil:
+			return fmt.Errorf("%v; nothing was restored", err)
+		case fi.IsDir():
+			return fmt.Errorf("backup file %s is a directory; nothing was restored", path)
+		}
+	}
+	return nil
+}
+
 // runRestore loads backup files into the new store, in order: a full one,
 // then its incrementals. "-" is stdin.
 func runRestore(store *badgerstore.Store, paths []string, stdout, stderr io.Writer) int {

@@ -117,6 +117,10 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 			return exitConfig
 		}
 	}
+	if err := checkOffline(name, cfg, files); err != nil {
+		fmt.Fprintf(stderr, "savepointd %s: %v\n", name, err)
+		return exitConfig
+	}
 	switch name {
 	case "repair-manifest":
 		if err := badgerstore.CheckEncryptionKey(cfg.DataDir, key); err != nil {
@@ -168,6 +172,24 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		code = exitFail
 	}
 	return code
+}
+
+// checkOffline refuses what a command that reads a stopped daemon's store
+// or backup files would otherwise create: a store where --data-dir names
+// none, or a restored store from files that do not exist.
+func checkOffline(name string, cfg daemon.Config, files []string) error {
+	switch name {
+	case "verify":
+		if cfg.StoreURL != "" {
+			return nil
+		}
+		return checkStoreDir(cfg.DataDir)
+	case "repair-manifest", "backup":
+		return checkStoreDir(cfg.DataDir)
+	case "restore":
+		return checkBackupFiles(files)
+	}
+	return nil
 }
 
 // serve runs the daemon, or the verification, until a signal or a failure.

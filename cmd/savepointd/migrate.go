@@ -96,6 +96,10 @@ func runMigrate(sub *subcommand, args []string, env func(string) string, stdout,
 			return exitConfig
 		}
 	}
+	if err := checkStoreDir(cfg.DataDir); err != nil {
+		fmt.Fprintf(stderr, "savepointd migrate-store: %v\n", err)
+		return exitConfig
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	src, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{Logger: logger, EncryptionKey: key})

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -50,6 +53,25 @@ func refusedWithPostgres(sub string) string {
 		return "repair-manifest repairs the embedded store's Badger MANIFEST; a PostgreSQL store has none"
 	}
 	return ""
+}
+
+// checkStoreDir refuses a data directory that holds no embedded store, for
+// the commands that read a stopped daemon's store: they must not create
+// one where a typo points.
+func checkStoreDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("data directory %s does not exist; give the --data-dir of the stopped daemon", dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("data directory %s is not a directory; give the --data-dir of the stopped daemon", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data directory %s holds no store (it has no %s); give the --data-dir of the stopped daemon", dir, badger.ManifestFilename)
+	}
+	return nil
 }
 
 // errStopped is openPostgres's answer to SIGTERM or SIGINT while it waits
