@@ -35,6 +35,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		{"rewind", []string{"report-1"}, []string{"--revision", "1", "--epoch", "3"}, exitFenced},
 		{"complete", []string{"notes-2"}, []string{"--epoch", "7", "--output", "done"}, exitFenced},
 		{"rm", []string{"notes-2"}, []string{"--epoch", "7"}, exitFenced},
+		{"version", nil, []string{"--timeout", "20s"}, exitOK},
 	} {
 		tested[tc.name] = true
 		first := runCLI(t, slices.Concat([]string{"--addr", addr, tc.name}, tc.flags, tc.args)...)

@@ -21,6 +21,7 @@ type command struct {
 	synopsis string // the arguments after the name, as in "SESSION [--revision N]"
 	summary  string // one line for the command list
 	help     string // the paragraphs of `savepoint help NAME`
+	example  string // a command line for `savepoint help NAME`
 	// setup registers the command's own flags on fs and returns the function
 	// that runs it with the positional arguments once fs is parsed.
 	setup func(fs *flag.FlagSet) runFunc
@@ -83,12 +84,17 @@ func (a *app) run(ctx context.Context, args []string) int {
 	top := flag.NewFlagSet("savepoint", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	cfg.register(top)
+	showVersion := top.Bool("version", false, "print the version and exit")
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			a.usage(a.stdout)
 			return exitOK
 		}
 		return a.fail("", usagef("%v", err))
+	}
+	if *showVersion {
+		fmt.Fprintln(a.stdout, versionLine())
+		return exitOK
 	}
 	args = top.Args()
 	if len(args) == 0 {
@@ -135,14 +141,15 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprint(w, `savepoint inspects the sessions of a running savepointd.
 
 Usage:
-  savepoint [--addr ADDR] [--timeout D] COMMAND [ARGS]
+  savepoint [--addr ADDR] [--timeout D] COMMAND [ARGS]   flags and arguments in any order
+  savepoint --version
 
 Commands:
 `)
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, `  help     describe a command: savepoint help COMMAND
+	fmt.Fprint(w, `  help     describe a command, with its flags and an example: savepoint help COMMAND (or COMMAND -h)
 
 Every command takes --addr (default: $SAVEPOINT_ADDR, else
 unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else
@@ -166,7 +173,7 @@ func (a *app) help(args []string) int {
 }
 
 func (a *app) commandHelp(w io.Writer, cmd *command) {
-	fmt.Fprintf(w, "Usage: savepoint %s %s\n\n%s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
+	fmt.Fprintf(w, "Usage: savepoint %s %s\n\n%s\n\nExample:\n  %s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help), cmd.example)
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	cfg := DefaultConfig()
 	cfg.register(fs)

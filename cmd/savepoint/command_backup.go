@@ -14,6 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:     "backup",
+		example:  `savepoint backup > full.bak`,
 		synopsis: "[--since V] [--plaintext] > FILE",
 		summary:  "write a consistent backup of the running daemon's store to stdout",
 		help: `

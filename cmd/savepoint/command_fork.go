@@ -14,6 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:     "fork",
+		example:  `savepoint fork report-1 report-1-retry --revision 1`,
 		synopsis: "SESSION NEW_SESSION [--revision N]",
 		summary:  "copy a session at a revision into a new session, listing what it did since",
 		help: `

@@ -13,6 +13,7 @@ import (
 func init() {
 	register(&command{
 		name:     "rewind",
+		example:  `savepoint rewind report-1 --revision 1 --take-over`,
 		synopsis: "SESSION --revision N (--epoch N | --take-over)",
 		summary:  "make an old revision of a session its latest again, listing what it did since",
 		help: `

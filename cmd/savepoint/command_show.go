@@ -15,6 +15,7 @@ import (
 func init() {
 	register(&command{
 		name:     "show",
+		example:  `savepoint show report-1 --revision 2`,
 		synopsis: "SESSION [--revision N]",
 		summary:  "print a session as a transcript, with its pending tool uses and what Reconcile decides",
 		help: `

@@ -11,6 +11,7 @@ import (
 func init() {
 	register(&command{
 		name:     "verify",
+		example:  `savepoint verify`,
 		synopsis: "",
 		summary:  "check every stored record of the running daemon (the Verify RPC)",
 		help: `

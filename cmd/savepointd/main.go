@@ -74,9 +74,9 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		if sub == nil {
-			printUsage(stdout, newFlags(&daemon.Config{}).fs)
+			printUsage(stdout, helpFlags())
 		} else {
-			printCommandHelp(stdout, sub, sub.subFlags(newFlags(&daemon.Config{}).fs))
+			printCommandHelp(stdout, sub, sub.subFlags(helpFlags()))
 		}
 		return exitOK
 	case errors.Is(err, errVersion):
@@ -311,7 +311,7 @@ func runVersion(sub *subcommand, args []string, stdout, stderr io.Writer) int {
 func parseConfig(args []string, env func(string) string, stderr io.Writer) (daemon.Config, error) {
 	cfg, _, err := parseArgs(nil, args, env)
 	if errors.Is(err, flag.ErrHelp) {
-		printUsage(stderr, newFlags(&daemon.Config{}).fs)
+		printUsage(stderr, helpFlags())
 	}
 	return cfg, err
 }
@@ -379,6 +379,12 @@ func validate(cfg daemon.Config) error {
 			cfg.MaxRequestBytes, badgerstore.MaxRequestBytes)
 	}
 	return nil
+}
+
+// helpFlags is the flag set the help lists, with the defaults.
+func helpFlags() *flag.FlagSet {
+	cfg := daemon.DefaultConfig()
+	return newFlags(&cfg).fs
 }
 
 // newFlags defines every flag of savepointd on a new flag set, each
