@@ -30,7 +30,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		{"effects", []string{"report-1"}, []string{"--timeout", "20s"}, exitOK},
 		{"info", nil, []string{"--timeout", "20s"}, exitOK},
 		{"verify", nil, []string{"--timeout", "20s"}, exitOK},
-		{"backup", nil, []string{"--since", "1", "--plaintext"}, exitOK},
+		{"backup", nil, []string{"--since", "1"}, exitOK},
 		{"fork", []string{"report-1", "notes-2"}, []string{"--revision", "1"}, exitFail},
 		{"rewind", []string{"report-1"}, []string{"--revision", "1", "--epoch", "3"}, exitFenced},
 		{"complete", []string{"notes-2"}, []string{"--epoch", "7", "--output", "done"}, exitFenced},
