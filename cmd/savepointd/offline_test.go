@@ -22,8 +22,12 @@ func TestOfflineCommandsCreateNothing(t *testing.T) {
 	}{
 		{"verify", func(dir string) []string { return []string{"verify", "--data-dir", dir} }},
 		{"repair-manifest", func(dir string) []string { return []string{"repair-manifest", "--data-dir", dir} }},
-		{"backup", func(dir string) []string { return []string{"backup", filepath.Join(t.TempDir(), "b"), "--data-dir", dir} }},
-		{"migrate-store", func(dir string) []string { return []string{"migrate-store", "--data-dir", dir, "--to", "postgres://127.0.0.1:1/db"} }},
+		{"backup", func(dir string) []string {
+			return []string{"backup", filepath.Join(t.TempDir(), "b"), "--data-dir", dir}
+		}},
+		{"migrate-store", func(dir string) []string {
+			return []string{"migrate-store", "--data-dir", dir, "--to", "postgres://127.0.0.1:1/db"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			missing := filepath.Join(t.TempDir(), "typo")
