@@ -275,7 +275,7 @@ func runVerify(ctx context.Context, store core.Store, stdout, stderr io.Writer) 
 	out, _ := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(daemon.VerifyReportToProto(rep))
 	fmt.Fprintf(stdout, "%s\n", out)
 	if len(rep.Damaged) > 0 {
-		fmt.Fprintf(stderr, "savepointd verify: %d damaged sessions\n", len(rep.Damaged))
+		fmt.Fprintf(stderr, "savepointd verify: %s\n", cli.Count(len(rep.Damaged), "damaged session"))
 		return exitData
 	}
 	return exitOK

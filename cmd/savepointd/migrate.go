@@ -217,7 +217,7 @@ func (m *migration) run(ctx context.Context) int {
 		return m.fail("verify %s: %v", target, err)
 	}
 	if len(rep.Damaged) > 0 {
-		return m.fail("verify %s: %d damaged sessions after the copy, the first %q: %s", target, len(rep.Damaged), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
+		return m.fail("verify %s: %s after the copy, the first %q: %s", target, cli.Count(len(rep.Damaged), "damaged session"), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
 	}
 	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %d sessions (%d live, %d tombstones), %d revisions, %d messages, %d ledger calls, %d request ids; every live session compared equal; verify checked %d records, 0 damaged\n",
 		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), m.live+m.tombs, m.live, m.tombs,
