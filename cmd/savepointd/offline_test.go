@@ -5,10 +5,14 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 )
 
 // TestOfflineCommandsCreateNothing: the commands that read a stopped
@@ -64,4 +68,21 @@ func TestOfflineCommandsCreateNothing(t *testing.T) {
 			t.Errorf("%s was created: %v", target, err)
 		}
 	})
+}
+
+// TestPostgresTakesTheDataDirLock: with --store-url, savepointd takes the
+// same per-host lock in --data-dir as the embedded store
+// (badgerstore.LockDir), before it reaches for the database.
+func TestPostgresTakesTheDataDirLock(t *testing.T) {
+	dir := t.TempDir()
+	held, err := badgerstore.LockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cfg := daemon.Config{DataDir: dir, StoreURL: "postgres://127.0.0.1:1/db?connect_timeout=1"}
+	_, _, err = openPostgres(cfg, slog.New(slog.DiscardHandler), false)
+	if !errors.Is(err, badgerstore.ErrLocked) || !strings.Contains(err.Error(), filepath.Join(dir, badgerstore.LockFile)) {
+		t.Fatalf("openPostgres with the lock held: %v, want ErrLocked naming %s", err, badgerstore.LockFile)
+	}
 }

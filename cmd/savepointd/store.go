@@ -86,7 +86,7 @@ var errStopped = errors.New("stopped while waiting for the database")
 // outlast an outage of the database, not fail their unit. The store's Close
 // does not release the lock: the returned release does, after it.
 func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (core.Store, func(), error) {
-	lock, err := lockDataDir(cfg.DataDir)
+	lock, err := badgerstore.LockDir(cfg.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,27 +113,6 @@ func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (core.Store
 		case <-time.After(delay):
 		}
 	}
-}
-
-// lockDataDir takes the flock of badgerstore.LockFile in dir; closing the
-// file releases it.
-func lockDataDir(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, badgerstore.LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is held; stop the other savepointd using %s first", badgerstore.ErrLocked, path, dir)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return f, nil
 }
 
 // openStoreError maps an error of opening a store to savepointd's exit
