@@ -71,6 +71,36 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return runVersion(sub, args, stdout, stderr)
 	}
 	cfg, pos, err := parseArgs(sub, args, env)
+	if code, done := answerParse(sub, err, stdout, stderr); done {
+		return code
+	}
+	name := ""
+	if sub != nil {
+		name = sub.name
+	}
+	files := pos
+	if name == "restore" && len(files) == 0 {
+		files = []string{"-"}
+	}
+	logger, _ := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel) // the format is validated
+	if limit, ok := memoryLimit(cfg, env); ok {
+		debug.SetMemoryLimit(limit)
+	}
+	key, code, done := readyToOpen(name, cfg, files, stderr)
+	switch {
+	case done:
+		return code
+	case name == "repair-manifest":
+		return runRepair(cfg.DataDir, key, stdout, stderr)
+	case cfg.StoreURL != "":
+		return runPostgres(cfg, name == "verify", logger, stdout, stderr)
+	}
+	return runEmbedded(cfg, name, key, files, logger, stdout, stderr)
+}
+
+// answerParse answers --help, --version and a command line parseArgs
+// refused (err); done is false when err is nil and run goes on.
+func answerParse(sub *subcommand, err error, stdout, stderr io.Writer) (code int, done bool) {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		if sub == nil {
@@ -78,76 +108,67 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		} else {
 			printCommandHelp(stdout, sub, sub.subFlags(helpFlags()))
 		}
-		return exitOK
+		return exitOK, true
 	case errors.Is(err, errVersion):
 		fmt.Fprintln(stdout, "savepointd", daemon.Version())
-		return exitOK
+		return exitOK, true
 	case err != nil:
 		fmt.Fprintln(stderr, errorLine(sub, err))
-		return exitConfig
+		return exitConfig, true
 	}
-	name := ""
-	if sub != nil {
-		name = sub.name
-	}
-	verify := name == "verify"
-	var file string
-	var files []string
-	switch name {
-	case "backup":
-		file = pos[0]
-	case "restore":
-		files = pos
-		if len(files) == 0 {
-			files = []string{"-"}
-		}
-	}
-	logger, _ := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel) // the format is validated
-	if limit, ok := memoryLimit(cfg, env); ok {
-		debug.SetMemoryLimit(limit)
-	}
+	return exitOK, false
+}
+
+// readyToOpen refuses, before any store is opened, what must not open one:
+// a command the PostgreSQL store does not offer, a key file that cannot be
+// read, what checkOffline refuses, and a restore into a directory that
+// holds anything. It returns the encryption key; done is true, with the
+// exit code, when run must stop.
+func readyToOpen(name string, cfg daemon.Config, files []string, stderr io.Writer) (key []byte, code int, done bool) {
 	if why := refusedWithPostgres(name); cfg.StoreURL != "" && why != "" {
 		fmt.Fprintf(stderr, "savepointd %s: not available with --store-url: %s\n", name, why)
-		return exitConfig
+		return nil, exitConfig, true
 	}
-	var key []byte
 	if cfg.EncryptionKeyFile != "" {
+		var err error
 		if key, err = badgerstore.ReadKeyFile(cfg.EncryptionKeyFile); err != nil {
 			fmt.Fprintf(stderr, "savepointd: %v\n", err)
-			return exitConfig
+			return nil, exitConfig, true
 		}
 	}
 	if err := checkOffline(name, cfg, files); err != nil {
 		fmt.Fprintf(stderr, "savepointd %s: %v\n", name, err)
-		return exitConfig
+		return nil, exitConfig, true
 	}
-	switch name {
-	case "repair-manifest":
-		if err := badgerstore.CheckEncryptionKey(cfg.DataDir, key); err != nil {
-			fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
-			return exitData
-		}
-		return runRepair(cfg.DataDir, stdout, stderr)
-	case "restore":
+	if name == "restore" {
 		if code := checkRestoreDir(cfg.DataDir, stderr); code != exitOK {
-			return code
+			return nil, code, true
 		}
 	}
+	return key, exitOK, false
+}
 
-	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
-	if cfg.StoreURL != "" {
-		store, release, err := openPostgres(cfg, logger, !verify)
-		opened()
-		if err != nil {
-			return openStoreError(cfg, err, stderr)
-		}
-		defer release()
-		code := serve(cfg, store, verify, logger, stdout, stderr)
-		if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
-			code = exitFail
-		}
-		return code
+// runPostgres serves the PostgreSQL store cfg.StoreURL, or verifies it.
+func runPostgres(cfg daemon.Config, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
+	opened := daemon.NotifyStarting(logger) // a long wait for the database must not hit systemd's start timeout
+	store, release, err := openPostgres(cfg, logger, !verify)
+	opened()
+	if err != nil {
+		return openStoreError(cfg, err, stderr)
 	}
+	defer release()
+	code := serve(cfg, store, verify, logger, stdout, stderr)
+	if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
+		code = exitFail
+	}
+	return code
+}
+
+// runEmbedded opens the embedded store in cfg.DataDir and serves it, or
+// runs the command name on it: verify, backup (to files[0]) or restore
+// (from files).
+func runEmbedded(cfg daemon.Config, name string, key []byte, files []string, logger *slog.Logger, stdout, stderr io.Writer) int {
+	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
 		ExitAfterClose: true, EncryptionKey: key,
@@ -162,11 +183,11 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	var code int
 	switch name {
 	case "backup":
-		code = runBackup(store, file, stdout, stderr)
+		code = runBackup(store, files[0], stdout, stderr)
 	case "restore":
 		code = runRestore(store, files, stdout, stderr)
 	default:
-		code = serve(cfg, store, verify, logger, stdout, stderr)
+		code = serve(cfg, store, name == "verify", logger, stdout, stderr)
 	}
 	if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
 		code = exitFail
@@ -242,9 +263,14 @@ func closeStore(store core.Store, timeout time.Duration, logger *slog.Logger) bo
 	}
 }
 
-// runRepair removes the records of missing tables from Badger's MANIFEST
-// (see badgerstore.RepairManifest) and says what it removed.
-func runRepair(dir string, stdout, stderr io.Writer) int {
+// runRepair checks the key against the store in dir, removes the records of
+// missing tables from Badger's MANIFEST (see badgerstore.RepairManifest) and
+// says what it removed.
+func runRepair(dir string, key []byte, stdout, stderr io.Writer) int {
+	if err := badgerstore.CheckEncryptionKey(dir, key); err != nil {
+		fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
+		return exitData
+	}
 	dropped, err := badgerstore.RepairManifest(dir)
 	switch {
 	case errors.Is(err, badgerstore.ErrLocked):
