@@ -26,11 +26,17 @@ SAVEPOINT_ADDR ?=
 RUN_SOCKET = $(abspath $(DATA_DIR))/savepoint.sock
 RUN_FLAGS ?=
 
-# The version savepointd reports (--version, GetServerInfo). Empty: the one
-# Go records from git in the build info, a pseudo-version such as
-# v0.0.0-20261203081759-09f947d1a2b3+dirty.
+# The version the binaries report (savepointd --version and version,
+# GetServerInfo, savepoint --version). Empty: the checkout's
+# `git describe --tags --always --dirty` (as containerd's Makefile does), so
+# that the commit shows even where Go's VCS stamping is off
+# (GOFLAGS=-buildvcs=false); outside a git checkout, NO_GIT_VERSION, and the
+# build says so.
 VERSION ?=
-VERSION_LDFLAGS = $(if $(VERSION),-ldflags '-X github.com/savepoint-dev/savepoint/daemon.version=$(VERSION)')
+NO_GIT_VERSION := unknown (not built from a git checkout)
+BUILD_VERSION := $(or $(VERSION),$(shell git describe --tags --always --dirty 2>/dev/null),$(NO_GIT_VERSION))
+VERSION_VARS := github.com/savepoint-dev/savepoint/daemon.version github.com/savepoint-dev/savepoint/internal/version.version
+VERSION_LDFLAGS = -ldflags "$(foreach v,$(VERSION_VARS),-X '$(v)=$(BUILD_VERSION)')"
 
 GO_TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
@@ -184,8 +190,11 @@ fuzz: ## Run every Fuzz target for FUZZTIME (default 30s) each
 # Build and run
 
 .PHONY: build
-build: ## Build every cmd/* binary into ./bin (VERSION=v1.2.3 sets the version they report)
+build: ## Build every cmd/* binary into ./bin (version: VERSION=v1.2.3, else git describe)
 ifneq ($(CMDS),)
+	@if [[ '$(BUILD_VERSION)' == '$(NO_GIT_VERSION)' ]]; then \
+		echo "build: not a git checkout, so the binaries report version \"$(NO_GIT_VERSION)\"; VERSION=v1.2.3 names it" >&2; \
+	fi
 	go build $(VERSION_LDFLAGS) -o $(BIN)/ $(addprefix ./,$(CMDS))
 else
 	@echo "build: nothing under cmd/ yet"

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 // command is one subcommand. Each lives in its own command_NAME.go file and
@@ -20,6 +21,7 @@ type command struct {
 	synopsis string // the arguments after the name, as in "SESSION [--revision N]"
 	summary  string // one line for the command list
 	help     string // the paragraphs of `savepoint help NAME`
+	example  string // a command line for `savepoint help NAME`
 	// setup registers the command's own flags on fs and returns the function
 	// that runs it with the positional arguments once fs is parsed.
 	setup func(fs *flag.FlagSet) runFunc
@@ -82,12 +84,17 @@ func (a *app) run(ctx context.Context, args []string) int {
 	top := flag.NewFlagSet("savepoint", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	cfg.register(top)
+	showVersion := top.Bool("version", false, "print the version and exit")
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			a.usage(a.stdout)
 			return exitOK
 		}
 		return a.fail("", usagef("%v", err))
+	}
+	if *showVersion {
+		fmt.Fprintln(a.stdout, versionLine())
+		return exitOK
 	}
 	args = top.Args()
 	if len(args) == 0 {
@@ -106,7 +113,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	fs.SetOutput(io.Discard)
 	cfg.register(fs)
 	runCmd := cmd.setup(fs)
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.Interspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		a.commandHelp(a.stdout, cmd)
 		return exitOK
@@ -130,40 +137,19 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-// parseInterspersed parses fs from args, allowing flags after positional
-// arguments (`savepoint show ID --revision 2`); "--" ends the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		// Parse stops before the first positional argument, or just after a
-		// "--", which it consumes.
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 func (a *app) usage(w io.Writer) {
 	fmt.Fprint(w, `savepoint inspects the sessions of a running savepointd.
 
 Usage:
-  savepoint [--addr ADDR] [--timeout D] COMMAND [ARGS]
+  savepoint [--addr ADDR] [--timeout D] COMMAND [ARGS]   flags and arguments in any order
+  savepoint --version
 
 Commands:
 `)
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, `  help     describe a command: savepoint help COMMAND
+	fmt.Fprint(w, `  help     describe a command, with its flags and an example: savepoint help COMMAND (or COMMAND -h)
 
 Every command takes --addr (default: $SAVEPOINT_ADDR, else
 unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else
@@ -187,7 +173,7 @@ func (a *app) help(args []string) int {
 }
 
 func (a *app) commandHelp(w io.Writer, cmd *command) {
-	fmt.Fprintf(w, "Usage: savepoint %s %s\n\n%s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
+	fmt.Fprintf(w, "Usage: savepoint %s %s\n\n%s\n\nExample:\n  %s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help), cmd.example)
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	cfg := DefaultConfig()
 	cfg.register(fs)

@@ -14,6 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:     "complete",
+		example:  `savepoint complete report-1 --take-over --output "report.md written and mailed"`,
 		synopsis: "SESSION (--epoch N | --take-over) [--failed] [--output TEXT]",
 		summary:  "mark a session completed or failed, with its final output",
 		help: `

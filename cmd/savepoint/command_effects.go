@@ -12,6 +12,7 @@ import (
 func init() {
 	register(&command{
 		name:     "effects",
+		example:  `savepoint effects report-1`,
 		synopsis: "SESSION",
 		summary:  "list a session's ledger: begin markers, recorded effects, late records",
 		help: `

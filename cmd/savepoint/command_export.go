@@ -13,6 +13,7 @@ import (
 func init() {
 	register(&command{
 		name:     "export",
+		example:  `savepoint export report-1 --revision 2 > report-1.json`,
 		synopsis: "SESSION [--revision N]",
 		summary:  "print a session as JSON: the checkpoint with its whole history, and the reconcile view",
 		help: `

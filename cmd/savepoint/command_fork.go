@@ -9,11 +9,14 @@ import (
 	"github.com/google/uuid"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 func init() {
 	register(&command{
 		name:     "fork",
+		example:  `savepoint fork report-1 report-1-retry --revision 1`,
 		synopsis: "SESSION NEW_SESSION [--revision N]",
 		summary:  "copy a session at a revision into a new session, listing what it did since",
 		help: `
@@ -34,7 +37,7 @@ func setupFork(fs *flag.FlagSet) runFunc {
 	revision := fs.Uint64("revision", 0, "the kept revision `N` to fork from (default: the latest)")
 	return func(ctx context.Context, e *env, args []string) error {
 		if len(args) != 2 {
-			return usagef("want SESSION NEW_SESSION, got %d arguments", len(args))
+			return usagef("want SESSION NEW_SESSION, got %s", cli.Count(len(args), "argument"))
 		}
 		c, err := e.client(ctx)
 		if err != nil {
@@ -50,8 +53,8 @@ func setupFork(fs *flag.FlagSet) runFunc {
 		if *revision != 0 {
 			from = fmt.Sprintf("revision %d", *revision)
 		}
-		fmt.Fprintf(e.stdout, "forked %s at %s into %s: revision %d, epoch %d, %d messages\n",
-			args[0], from, args[1], r.GetRevision(), r.GetEpoch(), r.GetMessageCount())
+		fmt.Fprintf(e.stdout, "forked %s at %s into %s: revision %d, epoch %d, %s\n",
+			args[0], from, args[1], r.GetRevision(), r.GetEpoch(), cli.Count(r.GetMessageCount(), "message"))
 		return printAfter(e.stdout, args[0], r.GetPerformedAfter(), r.GetInDoubtAfter(), r.GetListsTruncated())
 	}
 }

@@ -11,6 +11,7 @@ import (
 func init() {
 	register(&command{
 		name:     "info",
+		example:  `savepoint info`,
 		synopsis: "",
 		summary:  "describe the running daemon: version, store, limits (GetServerInfo)",
 		help: `

@@ -15,6 +15,7 @@ import (
 func init() {
 	register(&command{
 		name:     "ls",
+		example:  `savepoint ls --status active --idle 10m`,
 		synopsis: "[--label KEY=VALUE]... [--status STATUS] [--pending] [--idle D]",
 		summary:  "list the sessions: status, turn, revision, pending and in-doubt tool uses, last update",
 		help: `

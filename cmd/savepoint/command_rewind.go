@@ -8,11 +8,14 @@ import (
 	"github.com/google/uuid"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 func init() {
 	register(&command{
 		name:     "rewind",
+		example:  `savepoint rewind report-1 --revision 1 --take-over`,
 		synopsis: "SESSION --revision N (--epoch N | --take-over)",
 		summary:  "make an old revision of a session its latest again, listing what it did since",
 		help: `
@@ -61,8 +64,8 @@ func setupRewind(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "rewound %s to revision %d: revision %d, epoch %d, %d messages\n",
-			id, *revision, r.GetRevision(), r.GetEpoch(), r.GetMessageCount())
+		fmt.Fprintf(e.stdout, "rewound %s to revision %d: revision %d, epoch %d, %s\n",
+			id, *revision, r.GetRevision(), r.GetEpoch(), cli.Count(r.GetMessageCount(), "message"))
 		return printAfter(e.stdout, id, r.GetPerformedAfter(), r.GetInDoubtAfter(), r.GetListsTruncated())
 	}
 }

@@ -11,6 +11,7 @@ import (
 func init() {
 	register(&command{
 		name:     "rm",
+		example:  `savepoint rm report-1 --epoch 3`,
 		synopsis: "SESSION (--epoch N | --take-over)",
 		summary:  "delete a session: its checkpoints, history and ledger",
 		help: `

@@ -10,11 +10,14 @@ import (
 	"strings"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 func init() {
 	register(&command{
 		name:     "show",
+		example:  `savepoint show report-1 --revision 2`,
 		synopsis: "SESSION [--revision N]",
 		summary:  "print a session as a transcript, with its pending tool uses and what Reconcile decides",
 		help: `
@@ -60,7 +63,7 @@ func sessionArg(args []string) (string, error) {
 	case 1:
 		return args[0], nil
 	}
-	return "", usagef("want one SESSION, got %d arguments", len(args))
+	return "", usagef("want one SESSION, got %s", cli.Count(len(args), "argument"))
 }
 
 func printTranscript(w io.Writer, v *sessionView) error {
@@ -92,7 +95,7 @@ func printTranscript(w io.Writer, v *sessionView) error {
 	}
 
 	p.line("")
-	p.line("History (%d messages)", len(cp.GetMessages()))
+	p.line("History (%s)", cli.Count(len(cp.GetMessages()), "message"))
 	turn := 0
 	for i, m := range cp.GetMessages() {
 		if m.GetRole() == "assistant" {

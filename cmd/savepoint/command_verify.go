@@ -6,11 +6,14 @@ import (
 	"fmt"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 func init() {
 	register(&command{
 		name:     "verify",
+		example:  `savepoint verify`,
 		synopsis: "",
 		summary:  "check every stored record of the running daemon (the Verify RPC)",
 		help: `
@@ -37,7 +40,7 @@ func setupVerify(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		p := &printer{w: e.stdout}
-		p.line("checked %d sessions, %d records", r.GetCheckedSessions(), r.GetCheckedRecords())
+		p.line("checked %s, %s", cli.Count(r.GetCheckedSessions(), "session"), cli.Count(r.GetCheckedRecords(), "record"))
 		for _, d := range r.GetDamagedSessions() {
 			id := d.GetSessionId()
 			if id == "" {
@@ -49,7 +52,7 @@ func setupVerify(fs *flag.FlagSet) runFunc {
 			return p.err
 		}
 		if n := len(r.GetDamagedSessions()); n > 0 {
-			return fmt.Errorf("%w (%d entries above); read what you can with savepoint show or export, then savepoint rm the sessions", errDamage, n)
+			return fmt.Errorf("%w (%s above); read what you can with savepoint show or export, then savepoint rm the sessions", errDamage, cli.Count(n, "entry"))
 		}
 		p.line("no damage found")
 		return p.err

@@ -49,9 +49,14 @@ type docCommand struct {
 
 var exitComment = regexp.MustCompile(`#\s*exit (\d+)\s*$`)
 
-// docCommands extracts the commands of the section of docs/operations.md
+// docCommandRE matches the first line of a documented command: savepoint,
+// grpcurl or grpc_health_probe, from $PATH or, as the README runs them, from
+// ./bin.
+var docCommandRE = regexp.MustCompile(`^(bin/)?(savepoint|grpcurl|grpc_health_probe) `)
+
+// docCommands extracts the commands of the section of the Markdown file path
 // that starts with heading: every line of its ```sh blocks that runs
-// savepoint, grpcurl or grpc_health_probe, each with the block after it as
+// savepoint, grpcurl or grpc_health_probe (docCommandRE), each with the block after it as
 // its output when that block is not itself a command block.
 func docCommands(t *testing.T, path, heading string) []docCommand {
 	t.Helper()
@@ -103,7 +108,7 @@ func docCommands(t *testing.T, path, heading string) []docCommand {
 		for sc.Scan() {
 			n++
 			l := sc.Text()
-			if !regexp.MustCompile(`^(savepoint|grpcurl|grpc_health_probe) `).MatchString(l) {
+			if !docCommandRE.MatchString(l) {
 				continue
 			}
 			c := docCommand{line: n, text: l}
@@ -220,20 +225,7 @@ func seedDoc(t *testing.T, raw savepointv1.SavepointServiceClient) {
 // live daemon holding the state the section describes, and checks each
 // command's exit status and the output the doc shows for it.
 func TestOperationsDoc(t *testing.T) {
-	bin := t.TempDir()
-	for _, tool := range docTools {
-		p := findTool(t, tool.env, tool.name)
-		if p == "" {
-			t.Skipf("%s is not in ./bin: make test-cli installs it and runs this test", tool.name)
-		}
-		if err := os.Symlink(p, filepath.Join(bin, tool.name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cli := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepoint")
-	if err := os.Symlink(cli, filepath.Join(bin, "savepoint")); err != nil {
-		t.Fatal(err)
-	}
+	bin := docToolDir(t)
 	cmds := docCommands(t, operationsDoc, docSection)
 	counts := map[string]int{}
 	for _, c := range cmds {
@@ -247,39 +239,80 @@ func TestOperationsDoc(t *testing.T) {
 
 	d := daemontest.StartInProcess(t, daemon.Config{})
 	seedDoc(t, d.Client)
-	work := t.TempDir()
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "SAVEPOINT_ADDR=unix:" + d.Socket}
+	checkDocCommands(t, operationsDoc, cmds, t.TempDir(), d.Socket, env, nil)
+	t.Logf("ran %d documented commands: %v", len(cmds), fmt.Sprint(counts))
+}
+
+// docToolDir returns a directory holding the programs the documented
+// commands run: grpcurl and grpc_health_probe (docTools), and savepoint
+// built from this tree. The test skips when a tool is not to be had.
+func docToolDir(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, tool := range docTools {
+		p := findTool(t, tool.env, tool.name)
+		if p == "" {
+			t.Skipf("%s is not in ./bin: make test-cli installs it and runs this test", tool.name)
+		}
+		if err := os.Symlink(p, filepath.Join(bin, tool.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	linkSavepoint(t, bin)
+	return bin
+}
+
+// linkSavepoint puts savepoint, built from this tree, into dir.
+func linkSavepoint(t *testing.T, dir string) {
+	t.Helper()
+	cli := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepoint")
+	if err := os.Symlink(cli, filepath.Join(dir, "savepoint")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkDocCommands runs the commands of the doc path in order, each with
+// bash in dir with env added, the doc's socket replaced by the test's, and
+// checks each one's exit status and the output the doc shows for it; with
+// -update it rewrites the doc's outputs instead. before, when not nil, runs
+// before each command.
+func checkDocCommands(t *testing.T, path string, cmds []docCommand, dir, socket string, env []string, before func(docCommand)) {
+	t.Helper()
 	outputs := map[int]string{} // with -update: doc line of the output block -> the real output
 	for _, c := range cmds {
+		if before != nil {
+			before(c)
+		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		sh := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", strings.ReplaceAll(c.text, docSocket, d.Socket))
-		sh.Dir = work
-		sh.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "SAVEPOINT_ADDR=unix:"+d.Socket)
+		sh := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", strings.ReplaceAll(c.text, docSocket, socket))
+		sh.Dir = dir
+		sh.Env = append(os.Environ(), env...)
 		out, err := sh.CombinedOutput()
 		cancel()
 		code := 0
 		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 			code = ee.ExitCode()
 		} else if err != nil {
-			t.Fatalf("%s:%d: %v", operationsDoc, c.line, err)
+			t.Fatalf("%s:%d: %v", path, c.line, err)
 		}
 		if code != c.exit {
-			t.Errorf("%s:%d: %s\nexit %d, the doc says %d; output:\n%s", operationsDoc, c.line, c.text, code, c.exit, out)
+			t.Errorf("%s:%d: %s\nexit %d, the doc says %d; output:\n%s", path, c.line, c.text, code, c.exit, out)
 			continue
 		}
 		if !c.shown {
 			continue
 		}
 		if *update {
-			outputs[c.outLines[0]] = strings.TrimRight(strings.ReplaceAll(string(out), d.Socket, docSocket), "\n")
+			outputs[c.outLines[0]] = strings.TrimRight(strings.ReplaceAll(string(out), socket, docSocket), "\n")
 			continue
 		}
-		if got, want := normalizeDoc(string(out), d.Socket), normalizeDoc(c.output, d.Socket); got != want {
-			t.Errorf("%s:%d: %s\nprints (normalised):\n%s\nthe doc shows (normalised):\n%s", operationsDoc, c.line, c.text, got, want)
+		if got, want := normalizeDoc(string(out), socket), normalizeDoc(c.output, socket); got != want {
+			t.Errorf("%s:%d: %s\nprints (normalised):\n%s\nthe doc shows (normalised):\n%s (go test -update rewrites it)", path, c.line, c.text, got, want)
 		}
 	}
-	t.Logf("ran %d documented commands: %v", len(cmds), fmt.Sprint(counts))
 	if *update {
-		rewriteOutputs(t, operationsDoc, cmds, outputs)
+		rewriteOutputs(t, path, cmds, outputs)
 	}
 }
 

@@ -62,8 +62,25 @@ func (a *app) failAt(name string, args []string, addr string, err error) int {
 	}
 	what := strings.Join(append([]string{name}, args...), " ")
 	code, reason := classify(err, addr)
+	if len(args) > 0 {
+		reason = forPeople(err, args[0], reason)
+	}
 	fmt.Fprintf(a.stderr, "savepoint: %s: %s\n", what, reason)
 	return code
+}
+
+// forPeople replaces the daemon's text of an error, written for the program
+// that made the call, with what a person at the command line types next:
+// session is the command's SESSION argument.
+func forPeople(err error, session, reason string) string {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return reason
+	}
+	if ce.Reason == "SESSION_NOT_FOUND" {
+		return fmt.Sprintf("no session %q: it was never saved, or it was deleted; savepoint ls lists the sessions kept (SESSION_NOT_FOUND)", session)
+	}
+	return reason
 }
 
 // classify maps a command's error to its exit code and a one-line reason.

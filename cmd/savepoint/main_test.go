@@ -177,6 +177,7 @@ func TestGolden(t *testing.T) {
 		{"rm-stale-epoch", []string{"rm", "notes-2", "--epoch", "7"}},
 		{"rm", []string{"rm", "notes-2", "--epoch", "0"}},
 		{"rm-notfound", []string{"rm", "notes-2", "--take-over"}},
+		{"show-deleted", []string{"show", "notes-2"}},
 		{"ls-after-rm", []string{"ls"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,7 +218,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"complete", "a"}, "savepoint: complete: a write needs --epoch N"},
 		{[]string{"effects"}, "savepoint: effects: missing SESSION"},
 		{[]string{"backup", "out.bak"}, `savepoint: backup: backup takes no arguments, got "out.bak"`},
-		{[]string{"fork", "a"}, "savepoint: fork: want SESSION NEW_SESSION, got 1 arguments"},
+		{[]string{"fork", "a"}, "savepoint: fork: want SESSION NEW_SESSION, got 1 argument ("},
 		{[]string{"rewind", "a", "--epoch", "1"}, "savepoint: rewind: rewind needs --revision N"},
 		{[]string{"rewind", "a", "--revision", "1"}, "savepoint: rewind: a write needs --epoch N"},
 		{[]string{"complete"}, "savepoint: complete: missing SESSION"},

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 // runBackup writes the store's records to a new file, readable by its owner
@@ -56,6 +58,26 @@ func checkRestoreDir(dir string, stderr io.Writer) int {
 	return exitData
 }
 
+// checkBackupFiles refuses backup files that do not exist, before restore
+// creates anything; "-" is stdin.
+func checkBackupFiles(paths []string) error {
+	for _, path := range paths {
+		if path == "-" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("backup file %s does not exist; nothing was restored", path)
+		case err != nil:
+			return fmt.Errorf("%v; nothing was restored", err)
+		case fi.IsDir():
+			return fmt.Errorf("backup file %s is a directory; nothing was restored", path)
+		}
+	}
+	return nil
+}
+
 // runRestore loads backup files into the new store, in order: a full one,
 // then its incrementals. "-" is stdin.
 func runRestore(store *badgerstore.Store, paths []string, stdout, stderr io.Writer) int {
@@ -75,12 +97,12 @@ func runRestore(store *badgerstore.Store, paths []string, stdout, stderr io.Writ
 		n, err := store.Restore(&progressReader{r: r, w: stderr, name: name, every: time.Second})
 		total += n
 		if err != nil {
-			fmt.Fprintf(stderr, "savepointd restore: %s: %v (after %d records; remove the directory and restore again)\n", name, err, total)
+			fmt.Fprintf(stderr, "savepointd restore: %s: %v (after %s; remove the directory and restore again)\n", name, err, cli.Count(total, "record"))
 			return exitFail
 		}
-		fmt.Fprintf(stdout, "restored %d records from %s\n", n, name)
+		fmt.Fprintf(stdout, "restored %s from %s\n", cli.Count(n, "record"), name)
 	}
-	fmt.Fprintf(stdout, "restored %d records from %d files; now run savepointd verify\n", total, len(paths))
+	fmt.Fprintf(stdout, "restored %s from %s; now run savepointd verify\n", cli.Count(total, "record"), cli.Count(len(paths), "file"))
 	return exitOK
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 // Exit codes.
@@ -52,94 +53,123 @@ func memoryLimit(cfg daemon.Config, env func(string) string) (limit int64, ok bo
 }
 
 // run is savepointd with its arguments, environment, stdout and stderr; it
-// returns the exit code. "savepointd verify [flags]" checks a stopped
-// daemon's data directory instead of serving it; "savepointd repair-manifest
-// [flags]" repairs the MANIFEST after Badger's failed-flush defect;
-// "savepointd backup FILE [flags]" copies a stopped daemon's data to a
-// file, and "savepointd restore [FILE...] [flags]" restores backup files (a
-// full one, then its incrementals in order; "-" or none: stdin) into a new
-// directory (backup.go); "savepointd migrate-store [flags]" copies a stopped
-// daemon's data into PostgreSQL (migrate.go).
+// returns the exit code. Without a command it serves the store; the
+// commands (commands.go) check, repair, back up, restore (backup.go) and
+// migrate (migrate.go) a stopped daemon's store. Flags and arguments may
+// come in any order after the command's name.
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
-	sub, file := "", ""
-	var files []string
-	if len(args) > 0 && args[0] == "migrate-store" {
-		return runMigrate(args[1:], env, stdout, stderr) // migrate.go
-	}
-	if len(args) > 0 && (args[0] == "verify" || args[0] == "repair-manifest") {
-		sub, args = args[0], args[1:]
-	}
-	if len(args) > 0 && args[0] == "restore" {
-		sub, args = args[0], args[1:]
-		for len(args) > 0 && (args[0] == "-" || !strings.HasPrefix(args[0], "-")) {
-			files, args = append(files, args[0]), args[1:]
-		}
-		if len(files) == 0 {
-			files = []string{"-"}
+	var sub *subcommand
+	if len(args) > 0 {
+		if sub = lookupSubcommand(args[0]); sub != nil {
+			args = args[1:]
 		}
 	}
-	if len(args) > 0 && args[0] == "backup" {
-		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
-			fmt.Fprintf(stderr, "savepointd: usage: savepointd %s FILE [flags]\n", args[0])
-			return exitConfig
-		}
-		sub, file, args = args[0], args[1], args[2:]
+	switch {
+	case sub == nil:
+	case sub.name == "migrate-store":
+		return runMigrate(sub, args, env, stdout, stderr) // migrate.go
+	case sub.name == "version":
+		return runVersion(sub, args, stdout, stderr)
 	}
-	verify := sub == "verify"
-	cfg, err := parseConfig(args, env, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	cfg, pos, err := parseArgs(sub, args, env)
+	if code, done := answerParse(sub, err, stdout, stderr); done {
+		return code
 	}
-	if errors.Is(err, errVersion) {
-		fmt.Fprintln(stdout, "savepointd", daemon.Version())
-		return exitOK
+	name := ""
+	if sub != nil {
+		name = sub.name
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "savepointd: %v\n", err)
-		return exitConfig
+	files := pos
+	if name == "restore" && len(files) == 0 {
+		files = []string{"-"}
 	}
 	logger, _ := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel) // the format is validated
 	if limit, ok := memoryLimit(cfg, env); ok {
 		debug.SetMemoryLimit(limit)
 	}
-	if why := refusedWithPostgres(sub); cfg.StoreURL != "" && why != "" {
-		fmt.Fprintf(stderr, "savepointd %s: not available with --store-url: %s\n", sub, why)
-		return exitConfig
+	key, code, done := readyToOpen(name, cfg, files, stderr)
+	switch {
+	case done:
+		return code
+	case name == "repair-manifest":
+		return runRepair(cfg.DataDir, key, stdout, stderr)
+	case cfg.StoreURL != "":
+		return runPostgres(cfg, name == "verify", logger, stdout, stderr)
 	}
-	var key []byte
+	return runEmbedded(cfg, name, key, files, logger, stdout, stderr)
+}
+
+// answerParse answers --help, --version and a command line parseArgs
+// refused (err); done is false when err is nil and run goes on.
+func answerParse(sub *subcommand, err error, stdout, stderr io.Writer) (code int, done bool) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if sub == nil {
+			printUsage(stdout, helpFlags())
+		} else {
+			printCommandHelp(stdout, sub, sub.subFlags(helpFlags()))
+		}
+		return exitOK, true
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, "savepointd", daemon.Version())
+		return exitOK, true
+	case err != nil:
+		fmt.Fprintln(stderr, errorLine(sub, err))
+		return exitConfig, true
+	}
+	return exitOK, false
+}
+
+// readyToOpen refuses, before any store is opened, what must not open one:
+// a command the PostgreSQL store does not offer, a key file that cannot be
+// read, what checkOffline refuses, and a restore into a directory that
+// holds anything. It returns the encryption key; done is true, with the
+// exit code, when run must stop.
+func readyToOpen(name string, cfg daemon.Config, files []string, stderr io.Writer) (key []byte, code int, done bool) {
+	if why := refusedWithPostgres(name); cfg.StoreURL != "" && why != "" {
+		fmt.Fprintf(stderr, "savepointd %s: not available with --store-url: %s\n", name, why)
+		return nil, exitConfig, true
+	}
 	if cfg.EncryptionKeyFile != "" {
+		var err error
 		if key, err = badgerstore.ReadKeyFile(cfg.EncryptionKeyFile); err != nil {
 			fmt.Fprintf(stderr, "savepointd: %v\n", err)
-			return exitConfig
+			return nil, exitConfig, true
 		}
 	}
-	switch sub {
-	case "repair-manifest":
-		if err := badgerstore.CheckEncryptionKey(cfg.DataDir, key); err != nil {
-			fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
-			return exitData
-		}
-		return runRepair(cfg.DataDir, stdout, stderr)
-	case "restore":
+	if err := checkOffline(name, cfg, files); err != nil {
+		fmt.Fprintf(stderr, "savepointd %s: %v\n", name, err)
+		return nil, exitConfig, true
+	}
+	if name == "restore" {
 		if code := checkRestoreDir(cfg.DataDir, stderr); code != exitOK {
-			return code
+			return nil, code, true
 		}
 	}
+	return key, exitOK, false
+}
 
-	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
-	if cfg.StoreURL != "" {
-		store, release, err := openPostgres(cfg, logger, !verify)
-		opened()
-		if err != nil {
-			return openStoreError(cfg, err, stderr)
-		}
-		defer release()
-		code := serve(cfg, store, verify, logger, stdout, stderr)
-		if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
-			code = exitFail
-		}
-		return code
+// runPostgres serves the PostgreSQL store cfg.StoreURL, or verifies it.
+func runPostgres(cfg daemon.Config, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
+	opened := daemon.NotifyStarting(logger) // a long wait for the database must not hit systemd's start timeout
+	store, release, err := openPostgres(cfg, logger, !verify)
+	opened()
+	if err != nil {
+		return openStoreError(cfg, err, stderr)
 	}
+	defer release()
+	code := serve(cfg, store, verify, logger, stdout, stderr)
+	if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
+		code = exitFail
+	}
+	return code
+}
+
+// runEmbedded opens the embedded store in cfg.DataDir and serves it, or
+// runs the command name on it: verify, backup (to files[0]) or restore
+// (from files).
+func runEmbedded(cfg daemon.Config, name string, key []byte, files []string, logger *slog.Logger, stdout, stderr io.Writer) int {
+	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
 		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
 		ExitAfterClose: true, EncryptionKey: key,
@@ -152,18 +182,36 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return openStoreError(cfg, err, stderr)
 	}
 	var code int
-	switch sub {
+	switch name {
 	case "backup":
-		code = runBackup(store, file, stdout, stderr)
+		code = runBackup(store, files[0], stdout, stderr)
 	case "restore":
 		code = runRestore(store, files, stdout, stderr)
 	default:
-		code = serve(cfg, store, verify, logger, stdout, stderr)
+		code = serve(cfg, store, name == "verify", logger, stdout, stderr)
 	}
 	if !closeStore(store, cfg.ShutdownTimeout, logger) && code == exitOK {
 		code = exitFail
 	}
 	return code
+}
+
+// checkOffline refuses what a command that reads a stopped daemon's store
+// or backup files would otherwise create: a store where --data-dir names
+// none, or a restored store from files that do not exist.
+func checkOffline(name string, cfg daemon.Config, files []string) error {
+	switch name {
+	case "verify":
+		if cfg.StoreURL != "" {
+			return nil
+		}
+		return checkStoreDir(cfg.DataDir)
+	case "repair-manifest", "backup":
+		return checkStoreDir(cfg.DataDir)
+	case "restore":
+		return checkBackupFiles(files)
+	}
+	return nil
 }
 
 // serve runs the daemon, or the verification, until a signal or a failure.
@@ -216,9 +264,14 @@ func closeStore(store core.Store, timeout time.Duration, logger *slog.Logger) bo
 	}
 }
 
-// runRepair removes the records of missing tables from Badger's MANIFEST
-// (see badgerstore.RepairManifest) and says what it removed.
-func runRepair(dir string, stdout, stderr io.Writer) int {
+// runRepair checks the key against the store in dir, removes the records of
+// missing tables from Badger's MANIFEST (see badgerstore.RepairManifest) and
+// says what it removed.
+func runRepair(dir string, key []byte, stdout, stderr io.Writer) int {
+	if err := badgerstore.CheckEncryptionKey(dir, key); err != nil {
+		fmt.Fprintf(stderr, "savepointd repair-manifest: %v\n", err)
+		return exitData
+	}
 	dropped, err := badgerstore.RepairManifest(dir)
 	switch {
 	case errors.Is(err, badgerstore.ErrLocked):
@@ -249,27 +302,128 @@ func runVerify(ctx context.Context, store core.Store, stdout, stderr io.Writer) 
 	out, _ := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(rpc.VerifyReportToProto(rep))
 	fmt.Fprintf(stdout, "%s\n", out)
 	if len(rep.Damaged) > 0 {
-		fmt.Fprintf(stderr, "savepointd verify: %d damaged sessions\n", len(rep.Damaged))
+		fmt.Fprintf(stderr, "savepointd verify: %s\n", cli.Count(len(rep.Damaged), "damaged session"))
 		return exitData
 	}
 	return exitOK
 }
 
-// errVersion is parseConfig's answer to --version.
+// errVersion is parseArgs's answer to --version.
 var errVersion = errors.New("version requested")
 
-// parseConfig reads the configuration from flags, then environment
+// runVersion is "savepointd version".
+func runVersion(sub *subcommand, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(sub.prefix(), flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	pos, err := cli.Interspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printCommandHelp(stdout, sub, nil)
+		return exitOK
+	} else if err != nil {
+		err = flagError{err}
+	}
+	if err == nil {
+		err = sub.checkArgs(pos)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, errorLine(sub, err))
+		return exitConfig
+	}
+	fmt.Fprintln(stdout, "savepointd", daemon.Version())
+	return exitOK
+}
+
+// parseConfig reads serving's configuration from flags, then environment
 // variables, then defaults, in that order of precedence, and validates it.
 func parseConfig(args []string, env func(string) string, stderr io.Writer) (daemon.Config, error) {
+	cfg, _, err := parseArgs(nil, args, env)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stderr, helpFlags())
+	}
+	return cfg, err
+}
+
+// daemonFlags is the flag set of every setting, with the environment
+// variable of each flag.
+type daemonFlags struct {
+	fs      *flag.FlagSet
+	envVars map[string]string // flag name -> environment variable
+	lists   []*idList
+	version *bool
+}
+
+// parseArgs reads the configuration of sub (nil: serving) as parseConfig
+// does, taking only the flags sub names, and returns the positional
+// arguments, checked against what sub takes.
+func parseArgs(sub *subcommand, args []string, env func(string) string) (daemon.Config, []string, error) {
 	cfg := daemon.DefaultConfig()
+	f := newFlags(&cfg)
+	parse := f.fs
+	if sub != nil {
+		parse = sub.subFlags(f.fs) // before the environment sets them: the defaults its help shows
+	}
+	var envErr error // reported after --version, which needs no valid environment
+	for flagName, envVar := range f.envVars {
+		if v := env(envVar); v != "" {
+			if err := f.fs.Set(flagName, v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %v", envVar, v, err)
+			}
+		}
+	}
+	for _, l := range f.lists {
+		l.replace = true // a flag replaces what the environment set
+	}
+	pos, err := cli.Interspersed(parse, args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return cfg, nil, flagError{err}
+	} else if err != nil {
+		return cfg, nil, err
+	}
+	if *f.version {
+		return cfg, nil, errVersion
+	}
+	if envErr != nil {
+		return cfg, nil, envErr
+	}
+	if err := sub.checkArgs(pos); err != nil {
+		return cfg, nil, err
+	}
+	return cfg, pos, validate(cfg)
+}
+
+// validate checks a parsed configuration.
+func validate(cfg daemon.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	if cfg.TLSCertFile != "" && cfg.TLSKeyFile != "" && cfg.TLSClientCAFile != "" {
+		if _, err := daemon.ServerTLSConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
+			return fmt.Errorf("invalid configuration: %w", err)
+		}
+	}
+	if cfg.MaxRequestBytes > badgerstore.MaxRequestBytes {
+		return fmt.Errorf("invalid configuration: --max-request-bytes %d is over the %d bytes the store's transactions are sized for",
+			cfg.MaxRequestBytes, badgerstore.MaxRequestBytes)
+	}
+	return nil
+}
+
+// helpFlags is the flag set the help lists, with the defaults.
+func helpFlags() *flag.FlagSet {
+	cfg := daemon.DefaultConfig()
+	return newFlags(&cfg).fs
+}
+
+// newFlags defines every flag of savepointd on a new flag set, each
+// setting its field of cfg, whose values are the defaults.
+func newFlags(cfg *daemon.Config) daemonFlags {
 	fs := flag.NewFlagSet("savepointd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	envVars := map[string]string{} // flag name -> environment variable
 	name := func(flagName, envVar string) string {
 		envVars[flagName] = envVar
 		return flagName
 	}
-	fs.Usage = usage(fs)
 	fs.StringVar(&cfg.DataDir, name("data-dir", "SAVEPOINT_DATA_DIR"), cfg.DataDir,
 		"store `directory`; with --store-url it holds only the per-host lock (env SAVEPOINT_DATA_DIR)")
 	fs.StringVar(&cfg.StoreURL, name("store-url", "SAVEPOINT_STORE_URL"), cfg.StoreURL,
@@ -304,46 +458,9 @@ func parseConfig(args []string, env func(string) string, stderr io.Writer) (daem
 		"the Go runtime's soft memory `limit`, in bytes or with a KiB, MiB or GiB suffix; GOMEMLIMIT, when set, wins (env SAVEPOINT_MEMORY_LIMIT)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
-	lists := addSecurityFlags(fs, &cfg, name)
-
+	lists := addSecurityFlags(fs, cfg, name)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-
-	var envErr error // reported after --version, which needs no valid environment
-	for flagName, envVar := range envVars {
-		if v := env(envVar); v != "" {
-			if err := fs.Set(flagName, v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %v", envVar, v, err)
-			}
-		}
-	}
-	for _, l := range lists {
-		l.replace = true // a flag replaces what the environment set
-	}
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
-	}
-	if *showVersion {
-		return cfg, errVersion
-	}
-	if envErr != nil {
-		return cfg, envErr
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("invalid configuration: %w", err)
-	}
-	if cfg.TLSCertFile != "" && cfg.TLSKeyFile != "" && cfg.TLSClientCAFile != "" {
-		if _, err := daemon.ServerTLSConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
-			return cfg, fmt.Errorf("invalid configuration: %w", err)
-		}
-	}
-	if cfg.MaxRequestBytes > badgerstore.MaxRequestBytes {
-		return cfg, fmt.Errorf("invalid configuration: --max-request-bytes %d is over the %d bytes the store's transactions are sized for",
-			cfg.MaxRequestBytes, badgerstore.MaxRequestBytes)
-	}
-	return cfg, nil
+	return daemonFlags{fs: fs, envVars: envVars, lists: lists, version: showVersion}
 }
 
 // modeValue is a flag.Value for permission bits written in octal.

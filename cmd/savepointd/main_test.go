@@ -138,9 +138,9 @@ func TestRunExitCodes(t *testing.T) {
 		code int
 		says string
 	}{
-		{"help", []string{"-h"}, nil, exitOK, "-data-dir"},
 		{"unknown flag", []string{"--nope"}, nil, exitConfig, "nope"},
-		{"extra argument", []string{"--listen", sock, "serve"}, nil, exitConfig, "unexpected"},
+		{"extra argument", []string{"--listen", sock, "serve"}, nil, exitConfig, `unexpected arguments ["serve"]`},
+		{"a daemon flag to a command", []string{"verify", "--listen", sock}, nil, exitConfig, "savepointd verify: flag provided but not defined: -listen (savepointd verify -h lists the flags)"},
 		{"bad env", []string{"--listen", sock}, map[string]string{"SAVEPOINT_MAX_STATE_BYTES": "lots"}, exitConfig, "SAVEPOINT_MAX_STATE_BYTES"},
 		{"bad mode", []string{"--listen", sock, "--socket-mode", "0777"}, nil, exitConfig, "socket mode"},
 		{"negative retain idle", []string{"--listen", sock, "--retain-idle", "-1h"}, nil, exitConfig, "retain idle"},

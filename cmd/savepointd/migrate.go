@@ -20,6 +20,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
 // migrateConfig is what "savepointd migrate-store" is told.
@@ -44,20 +45,31 @@ func (c migrateConfig) Validate() error {
 	return nil
 }
 
-func parseMigrateConfig(args []string, env func(string) string, stderr io.Writer) (migrateConfig, error) {
-	c := migrateConfig{DataDir: env("SAVEPOINT_DATA_DIR"), To: env("SAVEPOINT_STORE_URL"), EncryptionKeyFile: env("SAVEPOINT_ENCRYPTION_KEY_FILE")}
+// migrateFlags defines migrate-store's flags on a new flag set, each
+// setting its field of c, whose values are the defaults.
+func migrateFlags(c *migrateConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("savepointd migrate-store", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "the embedded store's `directory`, its daemon stopped (env SAVEPOINT_DATA_DIR)")
 	fs.StringVar(&c.To, "to", c.To, "the PostgreSQL `URL` to copy into, as --store-url takes it (env SAVEPOINT_STORE_URL)")
 	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", c.EncryptionKeyFile, "the embedded store's key `file`, when it is encrypted (env SAVEPOINT_ENCRYPTION_KEY_FILE)")
 	fs.BoolVar(&c.AllowNonEmpty, "allow-non-empty", false, "copy into a schema that holds sessions already; a session in both is refused")
 	fs.BoolVar(&c.SkipGraphThreads, "skip-graph-threads", false, "copy the sessions only, leaving the graph threads (GraphCheckpointService) behind")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+// parseMigrateConfig reads migrate-store's configuration from flags, in any
+// order, then the environment.
+func parseMigrateConfig(sub *subcommand, args []string, env func(string) string) (migrateConfig, error) {
+	c := migrateConfig{DataDir: env("SAVEPOINT_DATA_DIR"), To: env("SAVEPOINT_STORE_URL"), EncryptionKeyFile: env("SAVEPOINT_ENCRYPTION_KEY_FILE")}
+	pos, err := cli.Interspersed(migrateFlags(&c), args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return c, flagError{err}
+	} else if err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := sub.checkArgs(pos); err != nil {
+		return c, err
 	}
 	return c, c.Validate()
 }
@@ -66,13 +78,14 @@ func parseMigrateConfig(args []string, env func(string) string, stderr io.Writer
 // in --data-dir, which it locks, into the PostgreSQL database --to, then
 // compares every session and graph thread on both sides and runs the
 // database's Verify.
-func runMigrate(args []string, env func(string) string, stdout, stderr io.Writer) int {
-	cfg, err := parseMigrateConfig(args, env, stderr)
+func runMigrate(sub *subcommand, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseMigrateConfig(sub, args, env)
 	if errors.Is(err, flag.ErrHelp) {
+		printCommandHelp(stdout, sub, migrateFlags(&migrateConfig{}))
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "savepointd migrate-store: %v\n", err)
+		fmt.Fprintln(stderr, errorLine(sub, err))
 		return exitConfig
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -82,6 +95,10 @@ func runMigrate(args []string, env func(string) string, stdout, stderr io.Writer
 			fmt.Fprintf(stderr, "savepointd migrate-store: %v\n", err)
 			return exitConfig
 		}
+	}
+	if err := checkStoreDir(cfg.DataDir); err != nil {
+		fmt.Fprintf(stderr, "savepointd migrate-store: %v\n", err)
+		return exitConfig
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -200,7 +217,7 @@ func (m *migration) run(ctx context.Context) int {
 		return m.fail("verify %s: %v", target, err)
 	}
 	if len(rep.Damaged) > 0 {
-		return m.fail("verify %s: %d damaged sessions after the copy, the first %q: %s", target, len(rep.Damaged), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
+		return m.fail("verify %s: %s after the copy, the first %q: %s", target, cli.Count(len(rep.Damaged), "damaged session"), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
 	}
 	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %d sessions (%d live, %d tombstones), %d revisions, %d messages, %d ledger calls, %d request ids; every live session compared equal; verify checked %d records, 0 damaged\n",
 		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), m.live+m.tombs, m.live, m.tombs,

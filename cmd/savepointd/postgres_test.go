@@ -52,8 +52,8 @@ func TestPostgresRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 			args := append(append([]string{}, tc.args...), common...)
-			if args[0] == "backup" || args[0] == "restore" {
-				args = append(tc.args[:2:2], append(tc.args[2:], common...)...)
+			if lookupSubcommand(args[0]) != nil { // a command takes no --listen
+				args = append(append([]string{}, tc.args...), "--data-dir", dir)
 			}
 			if code := run(args, envOf(tc.env), io.Discard, &stderr); code != exitConfig {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitConfig, stderr.String())
@@ -66,12 +66,12 @@ func TestPostgresRefusals(t *testing.T) {
 	// The database unreachable: verify fails, saying so without the password
 	// (serving waits for the database: TestPostgresDaemons).
 	var stderr bytes.Buffer
-	if code := run(append([]string{"verify", "--store-url", url + "?connect_timeout=2"}, common...), envOf(nil), io.Discard, &stderr); code != exitFail ||
+	if code := run([]string{"verify", "--store-url", url + "?connect_timeout=2", "--data-dir", dir}, envOf(nil), io.Discard, &stderr); code != exitFail ||
 		!strings.Contains(stderr.String(), "cannot reach PostgreSQL") || strings.Contains(stderr.String(), "s3cret") {
 		t.Errorf("unreachable database: exit %d; stderr:\n%s", code, stderr.String())
 	}
 	var out bytes.Buffer
-	if code := run([]string{"-h"}, envOf(nil), io.Discard, &out); code != exitOK || !strings.Contains(out.String(), "PostgreSQL (--store-url)") {
+	if code := run([]string{"-h"}, envOf(nil), &out, io.Discard); code != exitOK || !strings.Contains(out.String(), "PostgreSQL (--store-url)") {
 		t.Errorf("--help lacks the store table (exit %d):\n%s", code, out.String())
 	}
 }

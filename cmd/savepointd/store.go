@@ -3,15 +3,17 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -41,15 +43,6 @@ savepointd migrate-store --data-dir D --to URL copies a stopped embedded
 store into PostgreSQL and verifies the copy (migrate-store -h for its flags).
 `
 
-// usage prints the flags, then storeHelp.
-func usage(fs *flag.FlagSet) func() {
-	return func() {
-		fmt.Fprintf(fs.Output(), "Usage of savepointd:\n")
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), storeHelp)
-	}
-}
-
 // refusedWithPostgres says why a subcommand does not run with a store URL;
 // empty when it does.
 func refusedWithPostgres(sub string) string {
@@ -60,6 +53,25 @@ func refusedWithPostgres(sub string) string {
 		return "repair-manifest repairs the embedded store's Badger MANIFEST; a PostgreSQL store has none"
 	}
 	return ""
+}
+
+// checkStoreDir refuses a data directory that holds no embedded store, for
+// the commands that read a stopped daemon's store: they must not create
+// one where a typo points.
+func checkStoreDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("data directory %s does not exist; give the --data-dir of the stopped daemon", dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("data directory %s is not a directory; give the --data-dir of the stopped daemon", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data directory %s holds no store (it has no %s); give the --data-dir of the stopped daemon", dir, badger.ManifestFilename)
+	}
+	return nil
 }
 
 // errStopped is openPostgres's answer to SIGTERM or SIGINT while it waits
@@ -74,7 +86,7 @@ var errStopped = errors.New("stopped while waiting for the database")
 // outlast an outage of the database, not fail their unit. The store's Close
 // does not release the lock: the returned release does, after it.
 func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (core.Store, func(), error) {
-	lock, err := lockDataDir(cfg.DataDir)
+	lock, err := badgerstore.LockDir(cfg.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,27 +113,6 @@ func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (core.Store
 		case <-time.After(delay):
 		}
 	}
-}
-
-// lockDataDir takes the flock of badgerstore.LockFile in dir; closing the
-// file releases it.
-func lockDataDir(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, badgerstore.LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is held; stop the other savepointd using %s first", badgerstore.ErrLocked, path, dir)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return f, nil
 }
 
 // openStoreError maps an error of opening a store to savepointd's exit

@@ -33,7 +33,7 @@ var ErrUnsafeRepair = errors.New("the MANIFEST cannot be repaired safely")
 // sign of another failure. The daemon must be stopped: RepairManifest takes
 // the directory lock. Run Verify after it.
 func RepairManifest(dir string) ([]string, error) {
-	lock, err := lockDir(dir)
+	lock, err := LockDir(dir)
 	if err != nil {
 		return nil, err
 	}

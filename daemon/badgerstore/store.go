@@ -198,7 +198,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		bopts = bopts.WithMemTableSize(inMemoryMemTableSize).WithValueThreshold(inMemoryValueThreshold)
 		bopts.Dir, bopts.ValueDir, dir = "", "", ""
 	} else {
-		f, err := lockDir(dir)
+		f, err := LockDir(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -323,7 +323,10 @@ func verifyTables(db *badger.DB) (err error) {
 // LockFile is the file in the data directory whose flock marks a live owner.
 const LockFile = "savepointd.lock"
 
-func lockDir(dir string) (*os.File, error) {
+// LockDir takes the flock of LockFile in dir, creating dir when missing, so
+// that one process at a time owns the directory; closing the returned file
+// releases it. A lock held elsewhere is ErrLocked, naming the file.
+func LockDir(dir string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}

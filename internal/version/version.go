@@ -1,0 +1,23 @@
+// Package version is the version the savepoint command line reports: the
+// one `make build` stamps at link time, as it stamps savepointd's
+// (daemon.Version), else the one Go records in the build info.
+package version
+
+import "runtime/debug"
+
+// version is set at link time, as `make build` does with
+// -ldflags "-X github.com/savepoint-dev/savepoint/internal/version.version=v1.2.3".
+var version string
+
+// String returns the version: the one set at link time, else the main
+// module's version from the build info ("(devel)" when the build recorded
+// none), else "unknown".
+func String() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "unknown"
+}
