@@ -35,7 +35,7 @@ RUN_FLAGS ?=
 VERSION ?=
 NO_GIT_VERSION := unknown (not built from a git checkout)
 BUILD_VERSION := $(or $(VERSION),$(shell git describe --tags --always --dirty 2>/dev/null),$(NO_GIT_VERSION))
-VERSION_VARS := github.com/savepoint-dev/savepoint/daemon.version github.com/savepoint-dev/savepoint/internal/version.version
+VERSION_VARS := github.com/savepoint-dev/savepoint/internal/version.version
 VERSION_LDFLAGS = -ldflags "$(foreach v,$(VERSION_VARS),-X '$(v)=$(BUILD_VERSION)')"
 
 GO_TEST_TIMEOUT ?= 15m

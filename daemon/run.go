@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/savepoint-dev/savepoint/internal/addr"
+	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -96,6 +97,11 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 func logRecovered(ctx context.Context, store core.Store, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
 	defer cancel()
+	defer func() {
+		if p := recover(); p != nil { // a store's bug must not stop the daemon it does not serve
+			logger.Error("panic while counting the sessions recovered", "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	r, err := core.Recover(ctx, store)
 	if err != nil {
 		logger.Warn("could not count the sessions recovered", "err", err)
@@ -113,7 +119,7 @@ const recoverTimeout = time.Minute
 func newServer(cfg Config, creds credentials.TransportCredentials, store core.Store, m *metrics, logger *slog.Logger) (*grpc.Server, *health.Server) {
 	unary, stream := interceptors(cfg, m, logger)
 	srv := grpc.NewServer(serverOptions(creds, cfg.MaxRequestBytes, unary, stream)...)
-	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: Version()}
+	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: version.String()}
 	savepointv1.RegisterSavepointServiceServer(srv, rpc.NewServer(store, opts))
 	hs := health.NewServer()
 	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

@@ -7,6 +7,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -27,8 +28,8 @@ func TestGetServerInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.GetVersion() == "" || info.GetVersion() != daemon.Version() {
-		t.Errorf("version %q, want daemon.Version() %q", info.GetVersion(), daemon.Version())
+	if info.GetVersion() == "" || info.GetVersion() != version.String() {
+		t.Errorf("version %q, want version.String() %q", info.GetVersion(), version.String())
 	}
 	if info.GetStoreKind() != "badger" || info.GetStoreFormat() != badgerstore.FormatVersion {
 		t.Errorf("store %q format %d, want badger format %d", info.GetStoreKind(), info.GetStoreFormat(), badgerstore.FormatVersion)

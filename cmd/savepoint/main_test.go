@@ -16,6 +16,7 @@ import (
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -45,7 +46,7 @@ func normalize(s, socket string) string {
 	s = strings.ReplaceAll(s, socket, "SOCKET")
 	s = timeRE.ReplaceAllString(s, "TIME")
 	s = keyRE.ReplaceAllString(s, "KEY")
-	if v := daemon.Version(); v != "" {
+	if v := version.String(); v != "" {
 		s = strings.ReplaceAll(s, `"`+v+`"`, `"VERSION"`)
 		s = regexp.MustCompile(`(?m)^(version +)`+regexp.QuoteMeta(v)+`$`).ReplaceAllString(s, "${1}VERSION")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/internal/version"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the commands' output")
@@ -79,7 +80,7 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("version: exit %d", code)
 	}
 	run([]string{"--version"}, envOf(nil), &b, os.Stderr)
-	if a.String() != "savepointd "+daemon.Version()+"\n" || a.String() != b.String() {
+	if a.String() != "savepointd "+version.String()+"\n" || a.String() != b.String() {
 		t.Errorf("version printed %q, --version %q", a.String(), b.String())
 	}
 }

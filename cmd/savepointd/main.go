@@ -27,6 +27,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/internal/cli"
+	"github.com/savepoint-dev/savepoint/internal/version"
 )
 
 // Exit codes.
@@ -111,7 +112,7 @@ func answerParse(sub *subcommand, err error, stdout, stderr io.Writer) (code int
 		}
 		return exitOK, true
 	case errors.Is(err, errVersion):
-		fmt.Fprintln(stdout, "savepointd", daemon.Version())
+		fmt.Fprintln(stdout, "savepointd", version.String())
 		return exitOK, true
 	case err != nil:
 		fmt.Fprintln(stderr, errorLine(sub, err))
@@ -329,7 +330,7 @@ func runVersion(sub *subcommand, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, errorLine(sub, err))
 		return exitConfig
 	}
-	fmt.Fprintln(stdout, "savepointd", daemon.Version())
+	fmt.Fprintln(stdout, "savepointd", version.String())
 	return exitOK
 }
 

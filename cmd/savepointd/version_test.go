@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -22,7 +22,7 @@ func TestVersionFlag(t *testing.T) {
 		if code := run([]string{"--version"}, envOf(env), &stdout, &stderr); code != exitOK {
 			t.Fatalf("--version with env %v: exit %d; stderr:\n%s", env, code, stderr.String())
 		}
-		if got, want := stdout.String(), "savepointd "+daemon.Version()+"\n"; got != want {
+		if got, want := stdout.String(), "savepointd "+version.String()+"\n"; got != want {
 			t.Errorf("--version with env %v printed %q, want %q", env, got, want)
 		}
 	}
@@ -33,7 +33,7 @@ func TestVersionFlag(t *testing.T) {
 func TestLinkTimeVersion(t *testing.T) {
 	const v = "v0.0.0-linktest.1"
 	bin := filepath.Join(t.TempDir(), "savepointd")
-	build := exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/savepoint-dev/savepoint/daemon.version="+v, ".")
+	build := exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/savepoint-dev/savepoint/internal/version.version="+v, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -1,6 +1,6 @@
-// Package version is the version the savepoint command line reports: the
-// one `make build` stamps at link time, as it stamps savepointd's
-// (daemon.Version), else the one Go records in the build info.
+// Package version is the version every binary of the repository reports
+// (savepointd, GetServerInfo, savepoint, the inspector): the one `make
+// build` stamps at link time, else the one Go records in the build info.
 package version
 
 import "runtime/debug"
