@@ -59,10 +59,10 @@ export class SavepointError extends Error {
   readonly details: string;
   /** The ErrorInfo metadata, such as current_revision; empty when none. */
   readonly metadata: Readonly<Record<string, string>>;
-  /** The session's revision from the metadata (conflicts, fencing), else 0. */
-  readonly currentRevision: number;
-  /** The session's epoch from the metadata (conflicts, fencing), else 0. */
-  readonly currentEpoch: number;
+  /** The session's revision from the metadata (conflicts, fencing), else 0n. */
+  readonly currentRevision: bigint;
+  /** The session's epoch from the metadata (conflicts, fencing), else 0n. */
+  readonly currentEpoch: bigint;
 
   constructor(init: SavepointErrorInit) {
     const reason = init.reason ?? "";
@@ -285,10 +285,11 @@ function errorInfo(details: Any[]): ErrorInfo | undefined {
   return undefined;
 }
 
-function parseUint(s: string | undefined): number {
-  if (s === undefined || !/^[0-9]+$/.test(s)) return 0;
-  const n = Number(s);
-  return Number.isSafeInteger(n) ? n : 0;
+/** A uint64 from ErrorInfo metadata; 0n when absent, not decimal digits, or above 2^64-1. */
+function parseUint(s: string | undefined): bigint {
+  if (s === undefined || !/^[0-9]{1,20}$/.test(s)) return 0n;
+  const n = BigInt(s);
+  return n <= 0xffff_ffff_ffff_ffffn ? n : 0n;
 }
 
 /** The agent's own errors, found before asking the daemon. */

@@ -20,7 +20,7 @@ export function consoleLogger(min: Level = "info"): Logger {
     if (levels[level] < levels[min]) return;
     let line = `time=${new Date().toISOString()} level=${level.toUpperCase()} msg=${JSON.stringify(msg)}`;
     for (const [k, v] of Object.entries(attrs)) {
-      const s = v instanceof Error ? v.message : typeof v === "string" ? v : JSON.stringify(v);
+      const s = v instanceof Error ? v.message : typeof v === "string" || typeof v === "bigint" ? String(v) : JSON.stringify(v);
       line += ` ${k}=${/^[^\s"=]+$/.test(s ?? "") ? s : JSON.stringify(s)}`;
     }
     process.stderr.write(line + "\n");

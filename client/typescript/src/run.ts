@@ -35,7 +35,7 @@ export class ToolRuns {
    */
   async execute(
     p: PbToolUse,
-    epoch: number,
+    epoch: bigint,
     key: string,
     fn: (key: string, signal?: AbortSignal) => Promise<string> | string,
     options: CallOptions = {},

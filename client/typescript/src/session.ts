@@ -55,13 +55,14 @@ export interface StartOptions {
 export interface SaveOptions {
   task?: string;
   turn?: number;
-  tokensUsed?: number;
+  /** A uint64 on the wire, so a bigint. */
+  tokensUsed?: bigint;
   /** Opaque client state as JSON text; "" removes it. */
   stateJson?: string;
   /** Replaces the labels when set ({} removes them). */
   labels?: Record<string, string>;
   /** Rewinds or compacts: only the first keepMessages messages are kept before append. Older revisions stay readable as they were. */
-  keepMessages?: number;
+  keepMessages?: bigint;
   /** Messages appended to the history. */
   append?: Message[];
 }
@@ -70,7 +71,7 @@ export interface SaveOptions {
 interface Meta {
   task: string;
   turn: number;
-  tokensUsed: number;
+  tokensUsed: bigint;
   stateJson: string;
   labels: Record<string, string>;
 }
@@ -87,11 +88,11 @@ export class Session {
   /** The session id. */
   readonly id: string;
   readonly #c: Client;
-  #revision = 0;
-  #epoch = 0;
+  #revision = 0n;
+  #epoch = 0n;
   #meta: Meta;
   #messages: Message[] = [];
-  #count = 0;
+  #count = 0n;
   #pending: PbToolUse[] = [];
   /** The last save whose outcome is unknown. */
   #failed: SaveCheckpointRequest | undefined;
@@ -109,7 +110,7 @@ export class Session {
 
   /** @internal Client.start. */
   static async start(c: Client, id: string, task: string, options: StartOptions, call?: CallOptions): Promise<Session> {
-    const meta: Meta = { task, turn: 0, tokensUsed: 0, stateJson: options.stateJson ?? "", labels: { ...options.labels } };
+    const meta: Meta = { task, turn: 0, tokensUsed: 0n, stateJson: options.stateJson ?? "", labels: { ...options.labels } };
     const s = new Session(c, id, meta);
     const create = () => s.#save(meta, undefined, options.messages ?? [], [], call);
     try {
@@ -151,7 +152,7 @@ export class Session {
       } catch (err) {
         throw annotate(err, `savepoint: loading the history of ${JSON.stringify(id)}`);
       }
-      if (page.firstIndex !== msgs.length || (page.messages.length === 0 && page.nextPageToken !== "")) {
+      if (page.firstIndex !== BigInt(msgs.length) || (page.messages.length === 0 && page.nextPageToken !== "")) {
         throw new Error(
           `savepoint: loading the history of ${JSON.stringify(id)}: page at index ${page.firstIndex} with ${page.messages.length} messages after ${msgs.length} loaded`,
         );
@@ -159,7 +160,7 @@ export class Session {
       msgs.push(...page.messages.map(toMessage));
       token = page.nextPageToken;
     }
-    if (msgs.length !== cp.messageCount) {
+    if (BigInt(msgs.length) !== cp.messageCount) {
       throw new Error(
         `savepoint: loading the history of ${JSON.stringify(id)}: got ${msgs.length} messages, revision ${cp.revision} has ${cp.messageCount}`,
       );
@@ -179,16 +180,16 @@ export class Session {
     return s;
   }
 
-  /** The revision the session's last save made or loaded. */
-  get revision(): number {
+  /** The revision the session's last save made or loaded (a uint64, so a bigint). */
+  get revision(): bigint {
     return this.#revision;
   }
-  /** The epoch the session owns. */
-  get epoch(): number {
+  /** The epoch the session owns (a uint64, so a bigint). */
+  get epoch(): bigint {
     return this.#epoch;
   }
-  /** The number of messages in the history, as the daemon counted them. */
-  get messageCount(): number {
+  /** The number of messages in the history, as the daemon counted them (a uint64, so a bigint). */
+  get messageCount(): bigint {
     return this.#count;
   }
   /** The task description. */
@@ -199,8 +200,8 @@ export class Session {
   get turn(): number {
     return this.#meta.turn;
   }
-  /** The tokens used so far. */
-  get tokensUsed(): number {
+  /** The tokens used so far (a uint64, so a bigint). */
+  get tokensUsed(): bigint {
     return this.#meta.tokensUsed;
   }
   /** The opaque client state, "" when none. */
@@ -220,9 +221,9 @@ export class Session {
     return this.#pending.map(fullToolUse);
   }
 
-  /** Adds n to the tokens used, sent with the next save. */
-  addTokens(n: number): void {
-    this.#meta.tokensUsed += n;
+  /** Adds n to the tokens used, sent with the next save; n must be a non-negative integer. */
+  addTokens(n: number | bigint): void {
+    this.#meta.tokensUsed += BigInt(n);
   }
 
   /**
@@ -477,7 +478,7 @@ export class Session {
    * applies it once; within one call the client's retries resend it
    * unchanged.
    */
-  async #save(m: Meta, keep: number | undefined, append: Message[], pending: PbToolUse[], call?: CallOptions): Promise<void> {
+  async #save(m: Meta, keep: bigint | undefined, append: Message[], pending: PbToolUse[], call?: CallOptions): Promise<void> {
     const req = SaveCheckpointRequest.fromPartial({
       sessionId: this.id,
       expectedRevision: this.#revision,
@@ -503,10 +504,10 @@ export class Session {
     this.#revision = resp.revision;
     this.#epoch = resp.epoch;
     this.#meta = { ...m, labels: { ...m.labels } };
-    if (keep !== undefined && keep < this.#messages.length) this.#messages = this.#messages.slice(0, keep);
+    if (keep !== undefined && keep < BigInt(this.#messages.length)) this.#messages = this.#messages.slice(0, Number(keep));
     this.#messages.push(...append.map((msg) => ({ role: msg.role, contentJson: msg.contentJson })));
     this.#count = resp.messageCount;
-    if (this.#count !== this.#messages.length) {
+    if (this.#count !== BigInt(this.#messages.length)) {
       this.#c.config.logger.error("savepoint: the daemon's message count differs from the history this session holds", {
         session: this.id,
         revision: this.#revision,
@@ -555,7 +556,7 @@ function outcomeUnknown(err: unknown): boolean {
  * error reports.
  */
 async function deleteSession(c: Client, id: string, call?: CallOptions): Promise<void> {
-  let epoch: number;
+  let epoch: bigint;
   try {
     epoch = (await c.raw.resume({ sessionId: id }, call)).epoch;
   } catch (err) {

@@ -135,8 +135,8 @@ test("translate picks the class of each reason", () => {
     assert.equal(e.code, code);
     assert.equal(e.reason, name);
     assert.equal(e.details, "the message");
-    assert.equal(e.currentRevision, 7);
-    assert.equal(e.currentEpoch, 3);
+    assert.equal(e.currentRevision, 7n);
+    assert.equal(e.currentEpoch, 3n);
     assert.equal(e.metadata.field, "f");
     assert.equal(e.message, `savepoint: ${name} (${codeName(code)}): the message`);
     assert.equal(e.name, cls.name);

@@ -48,7 +48,7 @@ test("resume pages through a large history", async () => {
     assert.ok(first.nextPageToken !== "", "the history does not fit one response");
     assert.ok(first.checkpoint!.messages.length < 60, `first page holds ${first.checkpoint!.messages.length}`);
     const r = await c.resume("paged");
-    assert.equal(r.messageCount, 150);
+    assert.equal(r.messageCount, 150n);
     assert.deepEqual(r.messages, msgs);
   } finally {
     c.close();
@@ -192,7 +192,7 @@ test("TLS from SAVEPOINT_TLS_CA, SAVEPOINT_TLS_CERT and SAVEPOINT_TLS_KEY, again
       const c = await dial(p.addr, { logger: quiet });
       try {
         const s = await c.start("over-tls", "t", {});
-        assert.equal(s.revision, 1);
+        assert.equal(s.revision, 1n);
         assert.equal(p.calls("saveCheckpoint").length, 1, "the call went through the TLS server");
       } finally {
         c.close();

@@ -71,14 +71,14 @@ async function history(id: string): Promise<Message[]> {
 
 test("the session cycle: start, Point A, run, Point B, final answer, resume", async () => {
   const s = await c.start("cycle", "write a report", { messages: [prompt], labels: { team: "ts" }, stateJson: '{"k":1}' });
-  assert.equal(s.revision, 1);
-  assert.ok(s.epoch >= 1);
+  assert.equal(s.revision, 1n);
+  assert.ok(s.epoch >= 1n);
   assert.equal(s.turn, 0);
   const tools = new Tools();
   const calls = [ro("c1"), side("c2")];
   s.addTokens(120);
   await s.pointA(assistantFor(...calls), calls);
-  assert.equal(s.revision, 2);
+  assert.equal(s.revision, 2n);
   assert.equal(s.turn, 1);
   assert.deepEqual(
     s.pending.map((p) => [p.id, p.class]),
@@ -107,11 +107,11 @@ test("the session cycle: start, Point A, run, Point B, final answer, resume", as
   assert.equal(tools.keys[0], "", "a read-only tool gets no idempotency key");
   assert.match(tools.keys[1], /^[0-9a-f]{16,}$/, "a side-effecting tool gets beginEffect's key");
   await s.pointB(results);
-  assert.equal(s.revision, 3);
+  assert.equal(s.revision, 3n);
   assert.equal(s.pending.length, 0);
   await s.pointA({ role: "assistant", contentJson: '[{"type":"text","text":"done"}]' }, []);
   assert.equal(s.turn, 2);
-  assert.equal(s.messageCount, 4);
+  assert.equal(s.messageCount, 4n);
   assert.deepEqual(await history("cycle"), s.messages);
   const last = JSON.parse(s.messages[2].contentJson);
   assert.deepEqual(last, [
@@ -121,22 +121,22 @@ test("the session cycle: start, Point A, run, Point B, final answer, resume", as
 
   const r = await c.resume("cycle");
   assert.equal(r.revision, s.revision);
-  assert.equal(r.epoch, s.epoch + 1, "resume takes ownership: the epoch goes up");
+  assert.equal(r.epoch, s.epoch + 1n, "resume takes ownership: the epoch goes up");
   assert.deepEqual(r.messages, s.messages);
   assert.equal(r.turn, 2);
-  assert.equal(r.tokensUsed, 120);
+  assert.equal(r.tokensUsed, 120n);
   assert.equal(r.task, "write a report");
   assert.equal(r.stateJson, '{"k":1}');
   assert.deepEqual(r.labels, { team: "ts" });
   assert.deepEqual(await r.reconcile(), [], "nothing pending");
   await r.pointB([]); // nothing pending, nothing to do
   assert.equal(r.revision, s.revision);
-  await r.save({ tokensUsed: 200, labels: {} });
-  assert.equal(r.revision, s.revision + 1);
-  assert.equal(r.tokensUsed, 200);
+  await r.save({ tokensUsed: 200n, labels: {} });
+  assert.equal(r.revision, s.revision + 1n);
+  assert.equal(r.tokensUsed, 200n);
   assert.deepEqual((await c.raw.getSession({ sessionId: "cycle" })).checkpoint!.labels, {});
-  await r.save({ keepMessages: 2, append: [{ role: "user", contentJson: '"rewound"' }] });
-  assert.equal(r.messageCount, 3);
+  await r.save({ keepMessages: 2n, append: [{ role: "user", contentJson: '"rewound"' }] });
+  assert.equal(r.messageCount, 3n);
   assert.deepEqual(await history("cycle"), r.messages);
   await r.delete();
   await assert.rejects(c.resume("cycle"), SessionNotFoundError);
@@ -148,7 +148,7 @@ test("the session refuses what the protocol forbids, before asking the daemon", 
   await s.pointA(assistantFor(...calls), calls);
   await assert.rejects(s.pointA(assistantFor(ro("g3")), [ro("g3")]), ToolUsesPendingError);
   await assert.rejects(s.save({ append: [prompt] }), ToolUsesPendingError);
-  await assert.rejects(s.save({ keepMessages: 1 }), ToolUsesPendingError);
+  await assert.rejects(s.save({ keepMessages: 1n }), ToolUsesPendingError);
   await assert.rejects(s.runTool(ro("nope"), () => "x"), CallNotPendingError);
   await assert.rejects(s.runTool({ id: "g1", name: "other" }, () => "x"), ToolNameMismatchError);
   const tools = new Tools();
@@ -166,7 +166,7 @@ test("the session refuses what the protocol forbids, before asking the daemon", 
   await assert.rejects(s.pointB([{ ...r1, content: "null", ledgerError: new Error("record me") }, failed]), NotRunError);
   const rev = s.revision;
   await s.pointB([failed, r1]); // any order; saved in the order named
-  assert.equal(s.revision, rev + 1);
+  assert.equal(s.revision, rev + 1n);
   assert.deepEqual(
     JSON.parse(s.messages.at(-1)!.contentJson).map((b: { tool_use_id: string; is_error?: boolean }) => [b.tool_use_id, b.is_error]),
     [
@@ -185,11 +185,11 @@ test("start: an existing session is SessionExistsError unless replaced", async (
   // Once resumed, a create (epoch 0) is fenced: still SessionExistsError.
   await assert.rejects(c.start("exists", "t"), (e: unknown) => e instanceof SessionExistsError && e.reason === "SESSION_FENCED");
   const s2 = await c.start("exists", "t2", { replace: true, messages: [prompt] });
-  assert.equal(s2.revision, 1);
+  assert.equal(s2.revision, 1n);
   assert.ok(s2.epoch > owner.epoch, "the new session starts above the deleted one's epoch");
   // Both earlier owners are fenced.
   for (const old of [s1, owner]) {
-    await assert.rejects(old.save({ tokensUsed: 1 }), (e: unknown) => e instanceof SessionFencedError && e.currentEpoch === s2.epoch);
+    await assert.rejects(old.save({ tokensUsed: 1n }), (e: unknown) => e instanceof SessionFencedError && e.currentEpoch === s2.epoch);
   }
   await assert.rejects(c.resume("never-was"), SessionNotFoundError);
 });
@@ -210,15 +210,15 @@ test("fencing and revision errors arrive as classes, with the session's revision
   });
   assert.equal(tools.runs.size, 0, "no tool ran");
   await assert.rejects(s.pointB([]), ResultsMismatchError);
-  await assert.rejects(s.save({ tokensUsed: 5 }), SessionFencedError);
+  await assert.rejects(s.save({ tokensUsed: 5n }), SessionFencedError);
   // A stale revision under the right epoch.
   await assert.rejects(
-    c.raw.saveCheckpoint({ sessionId: "fence", expectedRevision: 1, epoch: other.epoch, task: "t" }),
+    c.raw.saveCheckpoint({ sessionId: "fence", expectedRevision: 1n, epoch: other.epoch, task: "t" }),
     (e: unknown) => e instanceof RevisionMismatchError && e.currentRevision === other.revision && e.code === 10,
   );
   // Another process writes after this one's resume: reconcile says so.
   const third = await c.resume("fence");
-  await third.save({ tokensUsed: 9 });
+  await third.save({ tokensUsed: 9n });
   await assert.rejects(other.reconcile(tools.run), RevisionMismatchError);
   // Bad input: the field reasons are InvalidArgumentError, metadata naming the field.
   await assert.rejects(c.start("bad id!", "t"), (e: unknown) => {
@@ -391,7 +391,7 @@ test("a socket path with odd characters dials as given", async () => {
     const c2 = await dial(`unix://${odd.socket}`, { logger: quiet });
     try {
       const s = await c2.start("odd", "t", {});
-      assert.equal(s.revision, 1);
+      assert.equal(s.revision, 1n);
     } finally {
       c2.close();
     }
