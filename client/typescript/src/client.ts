@@ -34,40 +34,28 @@ import {
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
 import { consoleLogger, type Logger } from "./log.js";
-import { Session, type StartOptions } from "./session.js";
-import { anthropicToolResults, type ToolEvent, type ToolResult, type ToolResultsFunc, type ToolUse } from "./tool.js";
+import { Session } from "./session.js";
+import { anthropicToolResults } from "./tool.js";
+import type {
+  CallOptions,
+  ClientConfig,
+  Method,
+  RawClient,
+  Req,
+  Res,
+  StartOptions,
+  ToolEvent,
+  ToolResult,
+  ToolResultsFunc,
+  ToolUse,
+} from "./types.js";
 
 type Service = typeof SavepointServiceService;
-/**
- * A unary method of SavepointService, named as the generated client names
- * it (saveCheckpoint, ...): the raw client's. Backup, which streams its
- * response, is not one.
- */
-export type Method = { [K in keyof Service]: Service[K]["responseStream"] extends true ? never : K }[keyof Service];
 
 /** The unary methods of SavepointService, in the generated order. */
 export const unaryMethods = (Object.keys(SavepointServiceService) as (keyof Service)[]).filter(
   (m) => !SavepointServiceService[m].responseStream,
 ) as Method[];
-type Req<M extends Method> = Parameters<Service[M]["requestSerialize"]>[0];
-type Res<M extends Method> = ReturnType<Service[M]["responseDeserialize"]>;
-
-/** Per-call options. */
-export interface CallOptions {
-  /** Cancels the call (and its retries): it then fails with CanceledError. */
-  signal?: AbortSignal;
-  /** The call's deadline, retries included; past it the call fails with DeadlineExceededError. */
-  deadline?: Date | number;
-}
-
-/**
- * The generated service's methods as promises, through the Client's retries
- * and error translation: for the calls a Session does not cover. Requests
- * may leave fields out; they take their zero values.
- */
-export type RawClient = {
-  [M in Method]: (request: DeepPartial<Req<M>>, options?: CallOptions) => Promise<Res<M>>;
-};
 
 /**
  * How often a call that failed with UNAVAILABLE (the daemon is down or
@@ -206,14 +194,6 @@ export interface DialOptions {
    * once its step succeeded.
    */
   toolHook?: (ev: ToolEvent) => void;
-}
-
-/** What sessions need of their client. */
-export interface ClientConfig {
-  readonly logger: Logger;
-  readonly toolResults: ToolResultsFunc;
-  readonly onLedgerError?: (call: ToolUse, result: ToolResult, err: unknown) => void;
-  readonly toolHook?: (ev: ToolEvent) => void;
 }
 
 const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<M> } } = {

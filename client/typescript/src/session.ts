@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 
 import { status as Code } from "@grpc/grpc-js";
 
-import type { CallOptions, Client } from "./client.js";
 import {
   AlreadyRunError,
   CheckpointCorruptError,
@@ -24,48 +23,8 @@ import {
   type ToolUse as PbToolUse,
 } from "./gen/savepoint/v1/savepoint.js";
 import { annotate, ToolRuns } from "./run.js";
-import { effectiveClass, fullToolUse, type ToolFunc, type ToolResult, type ToolUse } from "./tool.js";
-
-/**
- * One entry of a session's history: the provider's role and its content as
- * JSON text (for Anthropic, the content array or a string).
- */
-export interface Message {
-  role: string;
-  contentJson: string;
-}
-
-/** The optional parts of a new session. */
-export interface StartOptions {
-  /**
-   * Deletes an existing session with the same id (history and ledger)
-   * before creating the new one. Without it, an existing session makes start
-   * throw SessionExistsError.
-   */
-  replace?: boolean;
-  /** The initial history, such as the user's prompt. */
-  messages?: Message[];
-  /** Opaque client state as JSON text, kept until a save changes it. */
-  stateJson?: string;
-  /** Labels for listSessions filtering, kept until a save changes them. */
-  labels?: Record<string, string>;
-}
-
-/** A generic save: unset fields keep their value. */
-export interface SaveOptions {
-  task?: string;
-  turn?: number;
-  /** A uint64 on the wire, so a bigint. */
-  tokensUsed?: bigint;
-  /** Opaque client state as JSON text; "" removes it. */
-  stateJson?: string;
-  /** Replaces the labels when set ({} removes them). */
-  labels?: Record<string, string>;
-  /** Rewinds or compacts: only the first keepMessages messages are kept before append. Older revisions stay readable as they were. */
-  keepMessages?: bigint;
-  /** Messages appended to the history. */
-  append?: Message[];
-}
+import { effectiveClass, fullToolUse } from "./tool.js";
+import type { CallOptions, Message, SaveOptions, SessionHost, StartOptions, ToolFunc, ToolResult, ToolUse } from "./types.js";
 
 /** What each save sends whole and the session keeps between saves. */
 interface Meta {
@@ -87,7 +46,7 @@ interface Meta {
 export class Session {
   /** The session id. */
   readonly id: string;
-  readonly #c: Client;
+  readonly #c: SessionHost;
   #revision = 0n;
   #epoch = 0n;
   #meta: Meta;
@@ -101,7 +60,7 @@ export class Session {
   /** The tail of the chain of saves, so that they run one at a time. */
   #lock: Promise<unknown> = Promise.resolve();
 
-  private constructor(c: Client, id: string, meta: Meta) {
+  private constructor(c: SessionHost, id: string, meta: Meta) {
     this.#c = c;
     this.id = id;
     this.#meta = meta;
@@ -109,7 +68,7 @@ export class Session {
   }
 
   /** @internal Client.start. */
-  static async start(c: Client, id: string, task: string, options: StartOptions, call?: CallOptions): Promise<Session> {
+  static async start(c: SessionHost, id: string, task: string, options: StartOptions, call?: CallOptions): Promise<Session> {
     const meta: Meta = { task, turn: 0, tokensUsed: 0n, stateJson: options.stateJson ?? "", labels: { ...options.labels } };
     const s = new Session(c, id, meta);
     const create = () => s.#save(meta, undefined, options.messages ?? [], [], call);
@@ -140,7 +99,7 @@ export class Session {
   }
 
   /** @internal Client.resume. */
-  static async resume(c: Client, id: string, call?: CallOptions): Promise<Session> {
+  static async resume(c: SessionHost, id: string, call?: CallOptions): Promise<Session> {
     const r = await c.raw.resume({ sessionId: id }, call);
     const cp = r.checkpoint;
     if (!cp) throw new Error(`savepoint: resume of ${JSON.stringify(id)} answered no checkpoint`);
@@ -555,7 +514,7 @@ function outcomeUnknown(err: unknown): boolean {
  * fenced. A session that cannot be decoded is deleted under the epoch its
  * error reports.
  */
-async function deleteSession(c: Client, id: string, call?: CallOptions): Promise<void> {
+async function deleteSession(c: SessionHost, id: string, call?: CallOptions): Promise<void> {
   let epoch: bigint;
   try {
     epoch = (await c.raw.resume({ sessionId: id }, call)).epoch;
