@@ -12,7 +12,7 @@ import {
 } from "@grpc/grpc-js";
 
 import { defaultAddr, grpcTarget, parseAddr } from "./addr.js";
-import { translate, UnavailableError } from "./errors.js";
+import { sentence, translate, UnavailableError } from "./errors.js";
 import {
   BeginEffectRequest,
   CompleteSessionRequest,
@@ -33,7 +33,7 @@ import {
   SavepointServiceService,
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
-import { consoleLogger, type Logger } from "./log.js";
+import { discardLogger, type Logger } from "./log.js";
 import { Session } from "./session.js";
 import { anthropicToolResults } from "./tool.js";
 import type {
@@ -148,13 +148,13 @@ export function tlsFromEnv(env: NodeJS.ProcessEnv = process.env): TlsOptions | u
   const cert = env[ENV_TLS_CERT] || undefined;
   const key = env[ENV_TLS_KEY] || undefined;
   if (!ca && !cert && !key) return undefined;
-  if (!cert !== !key) throw new Error(`savepoint: ${ENV_TLS_CERT} and ${ENV_TLS_KEY} must be set together`);
+  if (!cert !== !key) throw new Error(`savepoint: ${ENV_TLS_CERT} and ${ENV_TLS_KEY} must be set together.`);
   const read = (name: string, path: string | undefined) => {
     if (path === undefined) return undefined;
     try {
       return readFileSync(path);
     } catch (err) {
-      throw new Error(`savepoint: ${name}=${path}: ${(err as Error).message}`, { cause: err });
+      throw new Error(`savepoint: ${name}=${path}: ${sentence((err as Error).message)}`, { cause: err });
     }
   };
   return { ca: read(ENV_TLS_CA, ca), cert: read(ENV_TLS_CERT, cert), key: read(ENV_TLS_KEY, key) };
@@ -176,7 +176,11 @@ export interface DialOptions {
   tls?: TlsOptions | false;
   /** grpc-js channel options, applied after the client's own (a short reconnect backoff), so they can override them. */
   channelOptions?: ChannelOptions;
-  /** The logger for retries and ledger failures (default: info and above to stderr). The client never logs payloads. */
+  /**
+   * Where the client reports retries, reconcile decisions and ledger
+   * failures. The default, discardLogger, writes nothing; consoleLogger()
+   * writes lines to stderr. The client never logs payloads.
+   */
   logger?: Logger;
   /** How sessions turn tool results into the message(s) pointB appends (default anthropicToolResults). */
   toolResults?: ToolResultsFunc;
@@ -265,7 +269,7 @@ export class Client {
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.config = {
-      logger: options.logger ?? consoleLogger("info"),
+      logger: options.logger ?? discardLogger,
       toolResults: options.toolResults ?? anthropicToolResults,
       onLedgerError: options.onLedgerError,
       toolHook: options.toolHook,

@@ -27,7 +27,7 @@ export {
   unaryMethods,
 } from "./client.js";
 export * from "./errors.js";
-export { consoleLogger, type Level, type Logger } from "./log.js";
+export { consoleLogger, discardLogger, type Level, type Logger } from "./log.js";
 export { Session } from "./session.js";
 export {
   anthropicToolResults,

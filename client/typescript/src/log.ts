@@ -5,6 +5,13 @@ export interface Logger {
   error(msg: string, attrs?: Record<string, unknown>): void;
 }
 
+/**
+ * The Logger a client has unless DialOptions.logger names another: it
+ * discards every entry, since a library writes nothing the application did
+ * not ask for.
+ */
+export const discardLogger: Logger = Object.freeze({ info() {}, warn() {}, error() {} });
+
 /** The levels of consoleLogger, from the most verbose. */
 export type Level = "info" | "warn" | "error";
 

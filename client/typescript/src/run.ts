@@ -1,3 +1,4 @@
+import { sentence } from "./errors.js";
 import { Decision, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
 import { effectiveClass, fullToolUse } from "./tool.js";
 import type { CallOptions, SessionHost, ToolEvent, ToolResult } from "./types.js";
@@ -98,8 +99,8 @@ export class ToolRuns {
  */
 export function annotate(err: unknown, context: string): Error {
   if (err instanceof Error) {
-    err.message = `${context}: ${err.message}`;
+    err.message = `${context}: ${sentence(err.message)}`;
     return err;
   }
-  return new Error(`${context}: ${String(err)}`, { cause: err });
+  return new Error(`${context}: ${sentence(String(err))}`, { cause: err });
 }

@@ -11,6 +11,7 @@ import {
   SavepointError,
   SessionExistsError,
   SessionFencedError,
+  sentence,
   SessionNotFoundError,
   ToolUsesPendingError,
 } from "./errors.js";
@@ -91,7 +92,7 @@ export class Session {
       try {
         await deleteSession(c, id, call);
       } catch (e) {
-        throw new Error(`savepoint: replacing session ${JSON.stringify(id)}: ${(e as Error).message}`, { cause: e });
+        throw new Error(`savepoint: replacing session ${JSON.stringify(id)}: ${sentence((e as Error).message)}`, { cause: e });
       }
       await create();
     }
@@ -102,7 +103,7 @@ export class Session {
   static async resume(c: SessionHost, id: string, call?: CallOptions): Promise<Session> {
     const r = await c.raw.resume({ sessionId: id }, call);
     const cp = r.checkpoint;
-    if (!cp) throw new Error(`savepoint: resume of ${JSON.stringify(id)} answered no checkpoint`);
+    if (!cp) throw new Error(`savepoint: resume of ${JSON.stringify(id)} answered no checkpoint.`);
     const msgs: Message[] = cp.messages.map(toMessage);
     for (let token = r.nextPageToken; token !== ""; ) {
       let page;
@@ -113,7 +114,7 @@ export class Session {
       }
       if (page.firstIndex !== BigInt(msgs.length) || (page.messages.length === 0 && page.nextPageToken !== "")) {
         throw new Error(
-          `savepoint: loading the history of ${JSON.stringify(id)}: page at index ${page.firstIndex} with ${page.messages.length} messages after ${msgs.length} loaded`,
+          `savepoint: loading the history of ${JSON.stringify(id)}: page at index ${page.firstIndex} with ${page.messages.length} messages after ${msgs.length} loaded.`,
         );
       }
       msgs.push(...page.messages.map(toMessage));
@@ -121,7 +122,7 @@ export class Session {
     }
     if (BigInt(msgs.length) !== cp.messageCount) {
       throw new Error(
-        `savepoint: loading the history of ${JSON.stringify(id)}: got ${msgs.length} messages, revision ${cp.revision} has ${cp.messageCount}`,
+        `savepoint: loading the history of ${JSON.stringify(id)}: got ${msgs.length} messages, revision ${cp.revision} has ${cp.messageCount}.`,
       );
     }
     const s = new Session(c, id, {
@@ -369,7 +370,7 @@ export class Session {
     const results: ToolResult[] = [];
     for (const res of resolutions) {
       const tu = res.toolUse;
-      if (!tu) throw new Error("savepoint: reconcile: a resolution without its tool use");
+      if (!tu) throw new Error("savepoint: reconcile: a resolution without its tool use.");
       const id = tu.toolUseId;
       const attrs = { session: this.id, tool_use_id: id, name: tu.name, decision: Decision[res.decision] };
       this.#runs.hook({ stage: "decided", call: fullToolUse(tu), decision: res.decision, begun: res.begun });
@@ -401,7 +402,7 @@ export class Session {
           }
           if (started) throw new AlreadyRunError(`reconcile: tool use ${JSON.stringify(id)} (${tu.name}) not run`);
           if (!run) {
-            throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)} (${tu.name}) must run, but no run function was given`);
+            throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)} (${tu.name}) must run, but no run function was given.`);
           }
           this.#runs.started.add(id);
           log.info("savepoint: reconcile: safe to run, running the tool", attrs);
@@ -411,7 +412,7 @@ export class Session {
           break;
         }
         default:
-          throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)}: unknown decision ${res.decision}`);
+          throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)}: unknown decision ${res.decision}.`);
       }
       results.push(r);
     }

@@ -17,6 +17,7 @@ import {
   UnavailableError,
 } from "../index.js";
 import { grpcTarget } from "../addr.js";
+import { sentence } from "../errors.js";
 
 // The address cases every parser shares with savepointd and the Go client.
 type AddrCases = {
@@ -40,7 +41,8 @@ test("parseAddr accepts and refuses what internal/addr does, with the same error
   for (const c of cases.parse) {
     const name = JSON.stringify(c.input);
     if (!c.ok) {
-      assert.throws(() => parseAddr(c.input), { message: "savepoint: " + c.error }, name);
+      // The shared text, as a full sentence.
+      assert.throws(() => parseAddr(c.input), { message: "savepoint: " + sentence(c.error) }, name);
       continue;
     }
     const ep = parseAddr(c.input);

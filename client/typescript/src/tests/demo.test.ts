@@ -111,7 +111,9 @@ test("the TypeScript demo prints what the Go demo prints, and leaves the same hi
           const norm = (t: string) => t.replaceAll(dir, "DIR").replaceAll(session, "SESSION").replace(/^time=\S+ /gm, "");
           lines.push(`exit ${r.code}`, ...norm(r.stdout).split("\n"));
           // stderr differs in the details of gRPC's messages; its last line says what to do.
-          lines.push("stderr: " + (norm(r.stderr).trim().split("\n").at(-1) ?? ""));
+          // The TypeScript client ends each error message with a period (a full
+          // sentence); the Go client's errors end without one.
+          lines.push("stderr: " + (norm(r.stderr).trim().split("\n").at(-1) ?? "").replace(/\.$/, ""));
         }
         let report = "";
         try {
