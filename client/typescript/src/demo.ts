@@ -92,7 +92,7 @@ class Harness {
     const turn = this.session?.turn ?? 0;
     switch (ev.stage) {
       case "decided":
-        out(`[resume][reconcile] tool_use_id=${ev.call.id} name=${ev.call.name} ${decisionText(ev)}`);
+        out(`[resume][reconcile] tool_use_id=${ev.call.toolUseId} name=${ev.call.name} ${decisionText(ev)}`);
         break;
       case "begun":
         this.at("after-begin", turn, ev.call.name);
@@ -204,7 +204,7 @@ function checkReply(response: Response): Response {
 /** The response's tool_use blocks as the client's tool uses, each with the effect class its tool declares. */
 function toolUsesOf(response: Response): ToolUse[] {
   return response.content.flatMap((b) =>
-    b.type === "tool_use" ? [{ id: b.id, name: b.name, inputJson: goJSON(b.input), class: classOf(b.name) }] : [],
+    b.type === "tool_use" ? [{ toolUseId: b.id, name: b.name, inputJson: goJSON(b.input), effectClass: classOf(b.name) }] : [],
   );
 }
 
@@ -226,7 +226,7 @@ function decisionText(ev: ToolEvent): string {
     case Decision.DECISION_REUSE:
       return "ledger hit, reusing result, not re-running";
     case Decision.DECISION_RUN:
-      switch (ev.call.class) {
+      switch (ev.call.effectClass) {
         case EffectClass.EFFECT_CLASS_READ_ONLY:
           return "ledger miss, read-only tool, re-running";
         case EffectClass.EFFECT_CLASS_IDEMPOTENT:
@@ -435,7 +435,7 @@ async function main(): Promise<number> {
       toolHook: h.hook,
       onLedgerError: (call, _result, e) =>
         err(
-          `[ledger write failed] tool_use_id=${call.id} name=${call.name}: the tool ran and its side effect may have happened, ` +
+          `[ledger write failed] tool_use_id=${call.toolUseId} name=${call.name}: the tool ran and its side effect may have happened, ` +
             `but its outcome is not recorded; if this run stops before Point B, resume reports it in doubt: ${(e as Error).message}`,
         ),
     });

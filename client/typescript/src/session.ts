@@ -196,9 +196,9 @@ export class Session {
     return this.#serialized(async () => {
       if (this.#pending.length > 0) throw new ToolUsesPendingError();
       const pending: PbToolUse[] = calls.map((c) => {
-        const cls = effectiveClass(c.class);
+        const cls = effectiveClass(c.effectClass);
         return {
-          toolUseId: c.id,
+          toolUseId: c.toolUseId,
           name: c.name,
           inputJson: c.inputJson ?? "",
           effectClass: cls,
@@ -305,23 +305,23 @@ export class Session {
    * pending tool use runs at most once per session.
    */
   async runTool(call: ToolUse, fn: (key: string, signal?: AbortSignal) => Promise<string> | string, options?: CallOptions): Promise<ToolResult> {
-    const p = this.#pendingCall(call.id);
+    const p = this.#pendingCall(call.toolUseId);
     if (!p) {
       throw newError(
         ErrorReason.ERROR_REASON_CALL_NOT_PENDING,
         Code.FAILED_PRECONDITION,
-        `tool use ${JSON.stringify(call.id)} (${call.name}) not run: name it with pointA first`,
+        `tool use ${JSON.stringify(call.toolUseId)} (${call.name}) not run: name it with pointA first`,
       );
     }
     if (call.name !== p.name) {
       throw newError(
         ErrorReason.ERROR_REASON_TOOL_NAME_MISMATCH,
         Code.FAILED_PRECONDITION,
-        `tool use ${JSON.stringify(call.id)} not run: named ${JSON.stringify(p.name)} at pointA, ${JSON.stringify(call.name)} here`,
+        `tool use ${JSON.stringify(call.toolUseId)} not run: named ${JSON.stringify(p.name)} at pointA, ${JSON.stringify(call.name)} here`,
       );
     }
-    if (this.#runs.started.has(call.id)) throw new AlreadyRunError(`tool use ${JSON.stringify(call.id)} (${call.name}) not run again`);
-    this.#runs.started.add(call.id);
+    if (this.#runs.started.has(call.toolUseId)) throw new AlreadyRunError(`tool use ${JSON.stringify(call.toolUseId)} (${call.name}) not run again`);
+    this.#runs.started.add(call.toolUseId);
     return this.#runs.execute(p, this.#epoch, "", fn, options);
   }
 
@@ -332,7 +332,7 @@ export class Session {
   async runTools(calls: ToolUse[], run: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
     const results: ToolResult[] = [];
     for (const call of calls) {
-      const full = { id: call.id, name: call.name, inputJson: call.inputJson ?? "", class: effectiveClass(call.class) };
+      const full = { toolUseId: call.toolUseId, name: call.name, inputJson: call.inputJson ?? "", effectClass: effectiveClass(call.effectClass) };
       results.push(await this.runTool(call, (key, signal) => run(full, key, signal), options));
     }
     return results;

@@ -55,5 +55,5 @@ export function escapeLineSeparators(json: string): string {
 
 /** A tool use with every field set, as hooks and tool functions see it. */
 export function fullToolUse(u: { toolUseId: string; name: string; inputJson: string; effectClass: EffectClass }): Required<ToolUse> {
-  return { id: u.toolUseId, name: u.name, inputJson: u.inputJson, class: effectiveClass(u.effectClass) };
+  return { toolUseId: u.toolUseId, name: u.name, inputJson: u.inputJson, effectClass: effectiveClass(u.effectClass) };
 }

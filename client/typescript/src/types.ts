@@ -48,15 +48,20 @@ export interface SaveOptions {
   append?: Message[];
 }
 
-/** A tool call the model named. It is pending from pointA until pointB answers it. */
+/**
+ * A tool call the model named, with the proto's field names. It is pending
+ * from pointA until pointB answers it. A tool function receives it with
+ * every field set (Required<ToolUse>).
+ */
 export interface ToolUse {
-  /** The provider's tool_use_id. */
-  id: string;
+  /** The provider's id of the call (Anthropic's tool_use id, OpenAI's call_id): the proto's tool_use_id. */
+  toolUseId: string;
+  /** The tool's name, as the model named it. */
   name: string;
-  /** The tool's input as JSON text; "" means {}. */
+  /** The tool's input as JSON text; "" (or unset) means {}. */
   inputJson?: string;
   /** What running the tool does; unset or UNSPECIFIED means SIDE_EFFECT. */
-  class?: EffectClass;
+  effectClass?: EffectClass;
 }
 
 /** Answers one tool use. */

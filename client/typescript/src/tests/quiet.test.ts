@@ -111,11 +111,11 @@ async function refusal(p: Promise<unknown>): Promise<Error> {
 test("the daemon's refusals and the session's own errors end in a sentence", async () => {
   await assert.rejects(c.resume("nobody"), (e: unknown) => e instanceof SessionNotFoundError && endsInSentence.test(e.message));
   const s = await c.start("quiet", "t", { messages: [{ role: "user", contentJson: '"go"' }] });
-  await s.pointA({ role: "assistant", contentJson: "[]" }, [{ id: "t1", name: "tool" }]);
+  await s.pointA({ role: "assistant", contentJson: "[]" }, [{ toolUseId: "t1", name: "tool" }]);
   const errors: Error[] = [
     await refusal(s.pointA({ role: "assistant", contentJson: "[]" }, [])),
     await refusal(s.pointB([])),
-    await refusal(s.runTool({ id: "nope", name: "tool" }, () => "x")),
+    await refusal(s.runTool({ toolUseId: "nope", name: "tool" }, () => "x")),
     new ToolUsesPendingError(),
     new ResultsMismatchError("detail"),
     new AlreadyRunError("detail"),

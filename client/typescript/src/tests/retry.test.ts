@@ -21,7 +21,7 @@ const quiet = consoleLogger("error");
 const fast = { maxAttempts: 5, initialBackoffMs: 1, maxBackoffMs: 2 };
 const prompt: Message = { role: "user", contentJson: '"go"' };
 const assistant: Message = { role: "assistant", contentJson: '[{"type":"tool_use","id":"t1","name":"write_report","input":{}}]' };
-const call = { id: "t1", name: "write_report", class: EffectClass.EFFECT_CLASS_SIDE_EFFECT };
+const call = { toolUseId: "t1", name: "write_report", effectClass: EffectClass.EFFECT_CLASS_SIDE_EFFECT };
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 let d: Daemon;
@@ -170,7 +170,7 @@ test("a save whose outcome stayed unknown keeps its request id when tried again;
     const s = await c.start("retry-across", "t", { messages: [prompt] });
     const before = p.calls("saveCheckpoint").length;
     p.faults.saveCheckpoint = { after: 1 };
-    const calls = [{ id: "t1", name: "read_notes", class: EffectClass.EFFECT_CLASS_READ_ONLY }];
+    const calls = [{ toolUseId: "t1", name: "read_notes", effectClass: EffectClass.EFFECT_CLASS_READ_ONLY }];
     await assert.rejects(s.pointA(assistant, calls), UnavailableError);
     assert.equal(s.revision, 1n, "a failed save changes nothing in the session");
     assert.equal(s.pending.length, 0);
@@ -192,7 +192,7 @@ test("epochs and idempotency keys are passed as the Go client passes them", asyn
   try {
     const s = await c.start("epochs", "t", { messages: [prompt] });
     const before = p.seen.length;
-    const idem = { ...call, class: EffectClass.EFFECT_CLASS_IDEMPOTENT };
+    const idem = { ...call, effectClass: EffectClass.EFFECT_CLASS_IDEMPOTENT };
     await s.pointA(assistant, [idem]);
     // The record is lost: the tool ran, begun, its outcome not in the ledger.
     p.faults.recordEffect = { before: 100 };

@@ -12,6 +12,7 @@ import {
   InvalidArgumentError,
   type Message,
   NotRunError,
+  pb,
   ResultsMismatchError,
   RevisionMismatchError,
   SavepointError,
@@ -40,11 +41,11 @@ after(async () => {
 
 const prompt: Message = { role: "user", contentJson: '[{"type":"text","text":"go"}]' };
 function assistantFor(...calls: ToolUse[]): Message {
-  return { role: "assistant", contentJson: JSON.stringify(calls.map((u) => ({ type: "tool_use", id: u.id, name: u.name, input: {} }))) };
+  return { role: "assistant", contentJson: JSON.stringify(calls.map((u) => ({ type: "tool_use", id: u.toolUseId, name: u.name, input: {} }))) };
 }
-const ro = (id: string, name = "read_notes"): ToolUse => ({ id, name, class: EffectClass.EFFECT_CLASS_READ_ONLY });
-const side = (id: string, name = "write_report"): ToolUse => ({ id, name, class: EffectClass.EFFECT_CLASS_SIDE_EFFECT });
-const idem = (id: string, name = "send_mail"): ToolUse => ({ id, name, class: EffectClass.EFFECT_CLASS_IDEMPOTENT });
+const ro = (id: string, name = "read_notes"): ToolUse => ({ toolUseId: id, name, effectClass: EffectClass.EFFECT_CLASS_READ_ONLY });
+const side = (id: string, name = "write_report"): ToolUse => ({ toolUseId: id, name, effectClass: EffectClass.EFFECT_CLASS_SIDE_EFFECT });
+const idem = (id: string, name = "send_mail"): ToolUse => ({ toolUseId: id, name, effectClass: EffectClass.EFFECT_CLASS_IDEMPOTENT });
 
 /** Counts real runs, so a repeated side effect shows, and remembers the keys. */
 class Tools {
@@ -81,7 +82,7 @@ test("the session cycle: start, Point A, run, Point B, final answer, resume", as
   assert.equal(s.revision, 2n);
   assert.equal(s.turn, 1);
   assert.deepEqual(
-    s.pending.map((p) => [p.id, p.class]),
+    s.pending.map((p) => [p.toolUseId, p.effectClass]),
     [
       ["c1", EffectClass.EFFECT_CLASS_READ_ONLY],
       ["c2", EffectClass.EFFECT_CLASS_SIDE_EFFECT],
@@ -150,7 +151,7 @@ test("the session refuses what the protocol forbids, before asking the daemon", 
   await assert.rejects(s.save({ append: [prompt] }), ToolUsesPendingError);
   await assert.rejects(s.save({ keepMessages: 1n }), ToolUsesPendingError);
   await assert.rejects(s.runTool(ro("nope"), () => "x"), CallNotPendingError);
-  await assert.rejects(s.runTool({ id: "g1", name: "other" }, () => "x"), ToolNameMismatchError);
+  await assert.rejects(s.runTool({ toolUseId: "g1", name: "other" }, () => "x"), ToolNameMismatchError);
   const tools = new Tools();
   const [r1] = await s.runTools([calls[0]], tools.run);
   await assert.rejects(s.runTool(calls[0], () => "again"), AlreadyRunError);
@@ -288,12 +289,12 @@ test("every reconcile rule", async () => {
     assert.equal(tools.keys[1], begun.idempotencyKey, "a begun idempotent tool runs again with its key");
     assert.ok(tools.keys[2] !== "" && tools.keys[3] !== "", "never-begun tools are begun before they run");
     assert.deepEqual(
-      events.filter((e) => e.stage === "decided").map((e) => [e.call.id, e.begun]),
-      calls.map((u) => [u.id, ["recorded", "failed", "idem-begun", "begun"].includes(u.id)]),
+      events.filter((e) => e.stage === "decided").map((e) => [e.call.toolUseId, e.begun]),
+      calls.map((u) => [u.toolUseId, ["recorded", "failed", "idem-begun", "begun"].includes(u.toolUseId)]),
       "begun: every tool use beginEffect marked, the recorded ones included",
     );
     assert.deepEqual(
-      events.filter((e) => e.stage !== "decided").map((e) => `${e.stage}:${e.call.id}`),
+      events.filter((e) => e.stage !== "decided").map((e) => `${e.stage}:${e.call.toolUseId}`),
       ["ran:ro", "recorded:ro", "begun:idem-begun", "ran:idem-begun", "recorded:idem-begun", "begun:idem-new", "ran:idem-new",
         "recorded:idem-new", "begun:never", "ran:never", "recorded:never"],
     );
@@ -327,7 +328,7 @@ test("every reconcile rule", async () => {
 
 test("a ledger write that fails keeps the real result, and pointB records it", async () => {
   const failures: string[] = [];
-  const c2 = await dial(d.addr, { logger: quiet, onLedgerError: (call) => failures.push(call.id) });
+  const c2 = await dial(d.addr, { logger: quiet, onLedgerError: (call) => failures.push(call.toolUseId) });
   try {
     const s = await c2.start("ledger", "t", { messages: [prompt] });
     await s.pointA(assistantFor(side("l1")), [side("l1")]);
@@ -352,7 +353,7 @@ test("a ledger write that fails keeps the real result, and pointB records it", a
 
 test("the tools of one turn may run at once; the hook sees each stage once it happened", async () => {
   const events: string[] = [];
-  const c2 = await dial(d.addr, { logger: quiet, toolHook: (ev) => events.push(`${ev.stage}:${ev.call.id}`) });
+  const c2 = await dial(d.addr, { logger: quiet, toolHook: (ev) => events.push(`${ev.stage}:${ev.call.toolUseId}`) });
   try {
     const s = await c2.start("concurrent", "t", { messages: [prompt] });
     const calls = [ro("p1"), side("p2"), ro("p3")];
@@ -365,7 +366,7 @@ test("the tools of one turn may run at once; the hook sees each stage once it ha
           most = Math.max(most, ++running);
           await new Promise((r) => setTimeout(r, 50));
           running--;
-          return `${call.id} out`;
+          return `${call.toolUseId} out`;
         }),
       ),
     );
@@ -376,10 +377,39 @@ test("the tools of one turn may run at once; the hook sees each stage once it ha
       ["p1 out", "p2 out", "p3 out"],
     );
     for (const call of calls) {
-      const mine = events.filter((e) => e.endsWith(`:${call.id}`));
-      const want = call.class === EffectClass.EFFECT_CLASS_READ_ONLY ? ["ran", "recorded"] : ["begun", "ran", "recorded"];
-      assert.deepEqual(mine, want.map((st) => `${st}:${call.id}`));
+      const mine = events.filter((e) => e.endsWith(`:${call.toolUseId}`));
+      const want = call.effectClass === EffectClass.EFFECT_CLASS_READ_ONLY ? ["ran", "recorded"] : ["begun", "ran", "recorded"];
+      assert.deepEqual(mine, want.map((st) => `${st}:${call.toolUseId}`));
     }
+  } finally {
+    c2.close();
+  }
+});
+
+test("a tool function, a hook and a result name the call by the proto's fields (toolUseId, effectClass)", async () => {
+  // The proto's ToolUse fields, but beginTracked, which the session sets itself.
+  const protoFields = Object.keys(pb.ToolUse.fromPartial({})).filter((k) => k !== "beginTracked").sort();
+  const seen: Record<string, unknown>[] = [];
+  const c2 = await dial(d.addr, { logger: quiet, toolHook: (ev) => seen.push({ ...ev.call }) });
+  try {
+    const s = await c2.start("names", "t", { messages: [prompt] });
+    const calls = [idem("n1"), { toolUseId: "n2", name: "bare" }];
+    await s.pointA(assistantFor(...calls), calls);
+    const results = await s.runTools(calls, (call, key) => {
+      seen.push({ ...call });
+      return key;
+    });
+    await s.pointB(results);
+    assert.deepEqual(Object.keys(results[0]).sort(), ["content", "decision", "isError", "toolUseId"]);
+    assert.deepEqual(results.map((r) => r.toolUseId), ["n1", "n2"]);
+    assert.ok(seen.length >= 4);
+    for (const call of seen) assert.deepEqual(Object.keys(call).sort(), protoFields);
+    assert.deepEqual(seen.find((c) => c.toolUseId === "n2"), {
+      toolUseId: "n2",
+      name: "bare",
+      inputJson: "",
+      effectClass: EffectClass.EFFECT_CLASS_SIDE_EFFECT,
+    });
   } finally {
     c2.close();
   }
