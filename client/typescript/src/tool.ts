@@ -22,7 +22,9 @@ export interface ToolAnnotations {
 /**
  * The effect class of an MCP tool from its annotations: readOnlyHint gives
  * READ_ONLY, else idempotentHint gives IDEMPOTENT, else (no annotations, or
- * neither hint) SIDE_EFFECT, the safe assumption.
+ * neither hint) SIDE_EFFECT, the safe assumption. A hint counts only when it
+ * is the boolean true, as in the cases every client shares
+ * (client/testdata/mcp_annotations.json).
  */
 export function effectClassFromAnnotations(annotations?: ToolAnnotations | null): EffectClass {
   if (annotations?.readOnlyHint === true) return EffectClass.EFFECT_CLASS_READ_ONLY;
