@@ -18,6 +18,8 @@
  *
  * Exit status: 0 when the task is complete, 1 on an error (the message says
  * what to do), 2 for bad flags or environment, 137 after a simulated kill.
+ * At the end it completes the session with the final answer, so that
+ * `savepoint ls` shows the task done.
  */
 import { existsSync, mkdirSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -33,6 +35,7 @@ import {
   type Session,
   SessionFencedError,
   SessionNotFoundError,
+  SessionStatus,
   type ToolEvent,
   type ToolUse,
   UnavailableError,
@@ -137,7 +140,7 @@ async function runAgent(sp: Client, h: Harness, opts: Options): Promise<string> 
       h.at("after-save-b", session.turn);
     }
     const done = finished(session.messages);
-    if (done !== undefined) return done; // it died after saving the final answer
+    if (done !== undefined) return finish(session, done); // it died after saving the final answer
   } else {
     prepare(opts.workdir);
     session = await step(`starting session ${JSON.stringify(opts.session)}`, () =>
@@ -180,7 +183,13 @@ async function runAgent(sp: Client, h: Harness, opts: Options): Promise<string> 
   const turn = session.turn + 1;
   await step(`turn ${turn}: saving Point A`, () => session.pointA(assistantMessage(response), []));
   h.at("after-save-a", turn);
-  return responseText(response);
+  return finish(session, responseText(response));
+}
+
+/** Completes the session with the final answer, so that `savepoint ls` shows the task done, and returns the answer. */
+async function finish(session: Session, answer: string): Promise<string> {
+  await step(`completing session ${JSON.stringify(session.id)}`, () => session.complete(SessionStatus.SESSION_STATUS_COMPLETED, answer));
+  return answer;
 }
 
 /** Runs f, saying which step of the agent failed; the cause keeps the client's error class. */

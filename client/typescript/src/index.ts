@@ -52,4 +52,5 @@ export type {
   ToolUse,
 } from "./types.js";
 /** The generated messages and service of savepoint.v1, for raw calls. */
+export { SessionStatus } from "./gen/savepoint/v1/savepoint.js";
 export * as pb from "./gen/savepoint/v1/savepoint.js";

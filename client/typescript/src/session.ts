@@ -21,6 +21,7 @@ import {
   ErrorReason,
   type Resolution,
   SaveCheckpointRequest,
+  SessionStatus,
   type ToolUse as PbToolUse,
 } from "./gen/savepoint/v1/savepoint.js";
 import { annotate, ToolRuns } from "./run.js";
@@ -54,6 +55,8 @@ export class Session {
   #messages: Message[] = [];
   #count = 0n;
   #pending: PbToolUse[] = [];
+  #status = SessionStatus.SESSION_STATUS_ACTIVE;
+  #finalOutput = "";
   /** The last save whose outcome is unknown. */
   #failed: SaveCheckpointRequest | undefined;
   /** The pending tool uses this process began or ran, and their results. */
@@ -137,6 +140,8 @@ export class Session {
     s.#messages = msgs;
     s.#count = cp.messageCount;
     s.#pending = cp.pendingToolUses.map((p) => ({ ...p }));
+    s.#status = cp.status;
+    s.#finalOutput = cp.finalOutput;
     return s;
   }
 
@@ -179,6 +184,33 @@ export class Session {
   /** The pending tool uses, in the order they were named. */
   get pending(): Required<ToolUse>[] {
     return this.#pending.map(fullToolUse);
+  }
+
+  /** The session's status: ACTIVE until complete, or as the resume loaded it. */
+  get status(): SessionStatus {
+    return this.#status;
+  }
+  /** The final output complete stored, "" while the session is active. */
+  get finalOutput(): string {
+    return this.#finalOutput;
+  }
+
+  /**
+   * Ends the session with status COMPLETED (the task is done) or FAILED
+   * (the agent gave up), storing finalOutput, under the epoch the session
+   * owns; `savepoint ls` then shows it so. The history stays readable; saves
+   * and beginEffect are refused until a resume with reopen. Completing again
+   * with the same status and output changes nothing.
+   */
+  complete(status: SessionStatus.SESSION_STATUS_COMPLETED | SessionStatus.SESSION_STATUS_FAILED, finalOutput: string, call?: CallOptions): Promise<void> {
+    return this.#serialized(async () => {
+      const r = await this.#c.raw.completeSession(
+        { sessionId: this.id, epoch: this.#epoch, status, finalOutput, requestId: randomUUID() },
+        call,
+      );
+      this.#status = r.status;
+      this.#finalOutput = finalOutput;
+    });
   }
 
   /** Adds n to the tokens used, sent with the next save; n must be a non-negative integer. */

@@ -16,9 +16,11 @@ import {
   ResultsMismatchError,
   RevisionMismatchError,
   SavepointError,
+  SessionCompletedError,
   SessionExistsError,
   SessionFencedError,
   SessionNotFoundError,
+  SessionStatus,
   type ToolEvent,
   ToolNameMismatchError,
   type ToolUse,
@@ -413,6 +415,20 @@ test("a tool function, a hook and a result name the call by the proto's fields (
   } finally {
     c2.close();
   }
+});
+
+test("complete ends the session: its status, its final output, and saves refused after it", async () => {
+  const s = await c.start("complete", "t", { messages: [prompt] });
+  assert.equal(s.status, SessionStatus.SESSION_STATUS_ACTIVE);
+  await s.pointA({ role: "assistant", contentJson: '"done"' }, []);
+  await s.complete(SessionStatus.SESSION_STATUS_COMPLETED, "the answer");
+  assert.equal(s.status, SessionStatus.SESSION_STATUS_COMPLETED);
+  assert.equal(s.finalOutput, "the answer");
+  await assert.rejects(s.save({ task: "more" }), SessionCompletedError);
+  await s.complete(SessionStatus.SESSION_STATUS_COMPLETED, "the answer"); // again: no change
+  const r = await c.resume("complete");
+  assert.equal(r.status, SessionStatus.SESSION_STATUS_COMPLETED);
+  assert.equal(r.finalOutput, "the answer");
 });
 
 test("a socket path with odd characters dials as given", async () => {
