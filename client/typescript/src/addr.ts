@@ -32,20 +32,20 @@ export function parseAddr(addr: string): Endpoint {
     let path = addr.slice("unix:".length);
     if (path.startsWith("//")) {
       path = path.slice(2);
-      if (!path.startsWith("/")) throw new Error(`savepoint: address ${quote(addr)}: unix:// must be followed by an absolute path`);
+      if (!path.startsWith("/")) throw new Error(`savepoint: address ${quote(addr)}: unix:// must be followed by an absolute path.`);
     }
-    if (path === "") throw new Error(`savepoint: address ${quote(addr)}: the socket path is empty`);
+    if (path === "") throw new Error(`savepoint: address ${quote(addr)}: the socket path is empty.`);
     return { network: "unix", path };
   }
   const hp = splitHostPort(addr);
   if (hp === undefined || hp.host.includes("/")) {
-    throw new Error(`savepoint: address ${quote(addr)} is neither unix:PATH nor HOST:PORT`);
+    throw new Error(`savepoint: address ${quote(addr)} is neither unix:PATH nor HOST:PORT.`);
   }
   if (!/^[0-9]+$/.test(hp.port) || Number(hp.port) > 65535) {
-    throw new Error(`savepoint: address ${quote(addr)}: port ${quote(hp.port)} is not a number in 0-65535`);
+    throw new Error(`savepoint: address ${quote(addr)}: port ${quote(hp.port)} is not a number in 0-65535.`);
   }
   if (hp.host === "") {
-    throw new Error(`savepoint: address ${quote(addr)}: the host is empty; give a loopback address such as 127.0.0.1`);
+    throw new Error(`savepoint: address ${quote(addr)}: the host is empty; give a loopback address such as 127.0.0.1.`);
   }
   return { network: "tcp", ...hp };
 }

@@ -12,7 +12,7 @@ import {
 } from "@grpc/grpc-js";
 
 import { defaultAddr, grpcTarget, parseAddr } from "./addr.js";
-import { translate, UnavailableError } from "./errors.js";
+import { sentence, translate, UnavailableError } from "./errors.js";
 import {
   BeginEffectRequest,
   CompleteSessionRequest,
@@ -33,41 +33,29 @@ import {
   SavepointServiceService,
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
-import { consoleLogger, type Logger } from "./log.js";
-import { Session, type StartOptions } from "./session.js";
-import { anthropicToolResults, type ToolEvent, type ToolResult, type ToolResultsFunc, type ToolUse } from "./tool.js";
+import { discardLogger, type Logger } from "./log.js";
+import { Session } from "./session.js";
+import { anthropicToolResults } from "./tool.js";
+import type {
+  CallOptions,
+  ClientConfig,
+  Method,
+  RawClient,
+  Req,
+  Res,
+  StartOptions,
+  ToolEvent,
+  ToolResult,
+  ToolResultsFunc,
+  ToolUse,
+} from "./types.js";
 
 type Service = typeof SavepointServiceService;
-/**
- * A unary method of SavepointService, named as the generated client names
- * it (saveCheckpoint, ...): the raw client's. Backup, which streams its
- * response, is not one.
- */
-export type Method = { [K in keyof Service]: Service[K]["responseStream"] extends true ? never : K }[keyof Service];
 
 /** The unary methods of SavepointService, in the generated order. */
 export const unaryMethods = (Object.keys(SavepointServiceService) as (keyof Service)[]).filter(
   (m) => !SavepointServiceService[m].responseStream,
 ) as Method[];
-type Req<M extends Method> = Parameters<Service[M]["requestSerialize"]>[0];
-type Res<M extends Method> = ReturnType<Service[M]["responseDeserialize"]>;
-
-/** Per-call options. */
-export interface CallOptions {
-  /** Cancels the call (and its retries): it then fails with CanceledError. */
-  signal?: AbortSignal;
-  /** The call's deadline, retries included; past it the call fails with DeadlineExceededError. */
-  deadline?: Date | number;
-}
-
-/**
- * The generated service's methods as promises, through the Client's retries
- * and error translation: for the calls a Session does not cover. Requests
- * may leave fields out; they take their zero values.
- */
-export type RawClient = {
-  [M in Method]: (request: DeepPartial<Req<M>>, options?: CallOptions) => Promise<Res<M>>;
-};
 
 /**
  * How often a call that failed with UNAVAILABLE (the daemon is down or
@@ -160,13 +148,13 @@ export function tlsFromEnv(env: NodeJS.ProcessEnv = process.env): TlsOptions | u
   const cert = env[ENV_TLS_CERT] || undefined;
   const key = env[ENV_TLS_KEY] || undefined;
   if (!ca && !cert && !key) return undefined;
-  if (!cert !== !key) throw new Error(`savepoint: ${ENV_TLS_CERT} and ${ENV_TLS_KEY} must be set together`);
+  if (!cert !== !key) throw new Error(`savepoint: ${ENV_TLS_CERT} and ${ENV_TLS_KEY} must be set together.`);
   const read = (name: string, path: string | undefined) => {
     if (path === undefined) return undefined;
     try {
       return readFileSync(path);
     } catch (err) {
-      throw new Error(`savepoint: ${name}=${path}: ${(err as Error).message}`, { cause: err });
+      throw new Error(`savepoint: ${name}=${path}: ${sentence((err as Error).message)}`, { cause: err });
     }
   };
   return { ca: read(ENV_TLS_CA, ca), cert: read(ENV_TLS_CERT, cert), key: read(ENV_TLS_KEY, key) };
@@ -188,7 +176,11 @@ export interface DialOptions {
   tls?: TlsOptions | false;
   /** grpc-js channel options, applied after the client's own (a short reconnect backoff), so they can override them. */
   channelOptions?: ChannelOptions;
-  /** The logger for retries and ledger failures (default: info and above to stderr). The client never logs payloads. */
+  /**
+   * Where the client reports retries, reconcile decisions and ledger
+   * failures. The default, discardLogger, writes nothing; consoleLogger()
+   * writes lines to stderr. The client never logs payloads.
+   */
   logger?: Logger;
   /** How sessions turn tool results into the message(s) pointB appends (default anthropicToolResults). */
   toolResults?: ToolResultsFunc;
@@ -206,14 +198,6 @@ export interface DialOptions {
    * once its step succeeded.
    */
   toolHook?: (ev: ToolEvent) => void;
-}
-
-/** What sessions need of their client. */
-export interface ClientConfig {
-  readonly logger: Logger;
-  readonly toolResults: ToolResultsFunc;
-  readonly onLedgerError?: (call: ToolUse, result: ToolResult, err: unknown) => void;
-  readonly toolHook?: (ev: ToolEvent) => void;
 }
 
 const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<M> } } = {
@@ -285,7 +269,7 @@ export class Client {
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.config = {
-      logger: options.logger ?? consoleLogger("info"),
+      logger: options.logger ?? discardLogger,
       toolResults: options.toolResults ?? anthropicToolResults,
       onLedgerError: options.onLedgerError,
       toolHook: options.toolHook,

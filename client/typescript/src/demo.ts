@@ -18,6 +18,8 @@
  *
  * Exit status: 0 when the task is complete, 1 on an error (the message says
  * what to do), 2 for bad flags or environment, 137 after a simulated kill.
+ * At the end it completes the session with the final answer, so that
+ * `savepoint ls` shows the task done.
  */
 import { existsSync, mkdirSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -33,6 +35,7 @@ import {
   type Session,
   SessionFencedError,
   SessionNotFoundError,
+  SessionStatus,
   type ToolEvent,
   type ToolUse,
   UnavailableError,
@@ -92,7 +95,7 @@ class Harness {
     const turn = this.session?.turn ?? 0;
     switch (ev.stage) {
       case "decided":
-        out(`[resume][reconcile] tool_use_id=${ev.call.id} name=${ev.call.name} ${decisionText(ev)}`);
+        out(`[resume][reconcile] tool_use_id=${ev.call.toolUseId} name=${ev.call.name} ${decisionText(ev)}`);
         break;
       case "begun":
         this.at("after-begin", turn, ev.call.name);
@@ -137,7 +140,7 @@ async function runAgent(sp: Client, h: Harness, opts: Options): Promise<string> 
       h.at("after-save-b", session.turn);
     }
     const done = finished(session.messages);
-    if (done !== undefined) return done; // it died after saving the final answer
+    if (done !== undefined) return finish(session, done); // it died after saving the final answer
   } else {
     prepare(opts.workdir);
     session = await step(`starting session ${JSON.stringify(opts.session)}`, () =>
@@ -180,7 +183,13 @@ async function runAgent(sp: Client, h: Harness, opts: Options): Promise<string> 
   const turn = session.turn + 1;
   await step(`turn ${turn}: saving Point A`, () => session.pointA(assistantMessage(response), []));
   h.at("after-save-a", turn);
-  return responseText(response);
+  return finish(session, responseText(response));
+}
+
+/** Completes the session with the final answer, so that `savepoint ls` shows the task done, and returns the answer. */
+async function finish(session: Session, answer: string): Promise<string> {
+  await step(`completing session ${JSON.stringify(session.id)}`, () => session.complete(SessionStatus.SESSION_STATUS_COMPLETED, answer));
+  return answer;
 }
 
 /** Runs f, saying which step of the agent failed; the cause keeps the client's error class. */
@@ -204,7 +213,7 @@ function checkReply(response: Response): Response {
 /** The response's tool_use blocks as the client's tool uses, each with the effect class its tool declares. */
 function toolUsesOf(response: Response): ToolUse[] {
   return response.content.flatMap((b) =>
-    b.type === "tool_use" ? [{ id: b.id, name: b.name, inputJson: goJSON(b.input), class: classOf(b.name) }] : [],
+    b.type === "tool_use" ? [{ toolUseId: b.id, name: b.name, inputJson: goJSON(b.input), effectClass: classOf(b.name) }] : [],
   );
 }
 
@@ -226,7 +235,7 @@ function decisionText(ev: ToolEvent): string {
     case Decision.DECISION_REUSE:
       return "ledger hit, reusing result, not re-running";
     case Decision.DECISION_RUN:
-      switch (ev.call.class) {
+      switch (ev.call.effectClass) {
         case EffectClass.EFFECT_CLASS_READ_ONLY:
           return "ledger miss, read-only tool, re-running";
         case EffectClass.EFFECT_CLASS_IDEMPOTENT:
@@ -435,7 +444,7 @@ async function main(): Promise<number> {
       toolHook: h.hook,
       onLedgerError: (call, _result, e) =>
         err(
-          `[ledger write failed] tool_use_id=${call.id} name=${call.name}: the tool ran and its side effect may have happened, ` +
+          `[ledger write failed] tool_use_id=${call.toolUseId} name=${call.name}: the tool ran and its side effect may have happened, ` +
             `but its outcome is not recorded; if this run stops before Point B, resume reports it in doubt: ${(e as Error).message}`,
         ),
     });

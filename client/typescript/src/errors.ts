@@ -29,6 +29,18 @@ export function codeName(code: Code): string {
     .join("");
 }
 
+/**
+ * Returns text as the end of an error message: a full sentence. It drops
+ * the empty "Resolution note:" that grpc-js appends to a connection
+ * failure, trims, and adds a period unless text ends with ".", "!" or "?";
+ * empty text says that no details were given.
+ */
+export function sentence(text: string): string {
+  const s = text.replace(/\s*Resolution note:\s*$/, "").trim();
+  if (s === "") return "No details were given.";
+  return /[.!?]$/.test(s) ? s : s + ".";
+}
+
 /** The fields of a Savepoint error, as translate fills them in. */
 export interface SavepointErrorInit {
   code: Code;
@@ -55,25 +67,26 @@ export class SavepointError extends Error {
    * of the savepoint.v1 domain (a transport error).
    */
   readonly reason: string;
-  /** The status message, meant for people. */
+  /** The status message, meant for people (without grpc-js's empty "Resolution note:"). */
   readonly details: string;
   /** The ErrorInfo metadata, such as current_revision; empty when none. */
   readonly metadata: Readonly<Record<string, string>>;
-  /** The session's revision from the metadata (conflicts, fencing), else 0. */
-  readonly currentRevision: number;
-  /** The session's epoch from the metadata (conflicts, fencing), else 0. */
-  readonly currentEpoch: number;
+  /** The session's revision from the metadata (conflicts, fencing), else 0n. */
+  readonly currentRevision: bigint;
+  /** The session's epoch from the metadata (conflicts, fencing), else 0n. */
+  readonly currentEpoch: bigint;
 
   constructor(init: SavepointErrorInit) {
     const reason = init.reason ?? "";
     const code = codeName(init.code);
-    super(reason === "" ? `savepoint: ${code}: ${init.message}` : `savepoint: ${reason} (${code}): ${init.message}`, {
+    const text = sentence(init.message);
+    super(reason === "" ? `savepoint: ${code}: ${text}` : `savepoint: ${reason} (${code}): ${text}`, {
       cause: init.cause,
     });
     this.name = new.target.name;
     this.code = init.code;
     this.reason = reason;
-    this.details = init.message;
+    this.details = init.message.replace(/\s*Resolution note:\s*$/, "");
     this.metadata = { ...init.metadata };
     this.currentRevision = parseUint(this.metadata.current_revision);
     this.currentEpoch = parseUint(this.metadata.current_epoch);
@@ -285,18 +298,19 @@ function errorInfo(details: Any[]): ErrorInfo | undefined {
   return undefined;
 }
 
-function parseUint(s: string | undefined): number {
-  if (s === undefined || !/^[0-9]+$/.test(s)) return 0;
-  const n = Number(s);
-  return Number.isSafeInteger(n) ? n : 0;
+/** A uint64 from ErrorInfo metadata; 0n when absent, not decimal digits, or above 2^64-1. */
+function parseUint(s: string | undefined): bigint {
+  if (s === undefined || !/^[0-9]{1,20}$/.test(s)) return 0n;
+  const n = BigInt(s);
+  return n <= 0xffff_ffff_ffff_ffffn ? n : 0n;
 }
 
 /** The agent's own errors, found before asking the daemon. */
 
 /** The session has pending tool uses that pointB has not answered, so it cannot name new ones or change its history. */
 export class ToolUsesPendingError extends Error {
-  constructor(message = "savepoint: tool uses still pending; answer them with pointB first") {
-    super(message);
+  constructor(message = "savepoint: tool uses still pending; answer them with pointB first.") {
+    super(sentence(message));
     this.name = "ToolUsesPendingError";
   }
 }
@@ -304,7 +318,7 @@ export class ToolUsesPendingError extends Error {
 /** The results given to pointB do not answer every pending tool use exactly once. */
 export class ResultsMismatchError extends Error {
   constructor(detail: string) {
-    super(`savepoint: tool results do not answer the pending tool uses exactly once: ${detail}`);
+    super(`savepoint: tool results do not answer the pending tool uses exactly once: ${sentence(detail)}`);
     this.name = "ResultsMismatchError";
   }
 }
@@ -312,7 +326,7 @@ export class ResultsMismatchError extends Error {
 /** The session ran this tool use already; it never runs one twice. */
 export class AlreadyRunError extends Error {
   constructor(detail: string) {
-    super(`savepoint: tool use already run by this session: ${detail}`);
+    super(`savepoint: tool use already run by this session: ${sentence(detail)}`);
     this.name = "AlreadyRunError";
   }
 }
@@ -320,7 +334,7 @@ export class AlreadyRunError extends Error {
 /** A result given to pointB to record claims an outcome that no tool of this session returned. */
 export class NotRunError extends Error {
   constructor(detail: string) {
-    super(`savepoint: result not produced by running the tool: ${detail}`);
+    super(`savepoint: result not produced by running the tool: ${sentence(detail)}`);
     this.name = "NotRunError";
   }
 }

@@ -12,7 +12,6 @@
  */
 export { defaultAddr, ENV_ADDR, parseAddr, type Endpoint } from "./addr.js";
 export {
-  type CallOptions,
   Client,
   DEFAULT_RETRY_POLICY,
   dial,
@@ -20,8 +19,6 @@ export {
   ENV_TLS_CA,
   ENV_TLS_CERT,
   ENV_TLS_KEY,
-  type Method,
-  type RawClient,
   retryBackoff,
   type RetryPolicy,
   retrySafe,
@@ -30,8 +27,8 @@ export {
   unaryMethods,
 } from "./client.js";
 export * from "./errors.js";
-export { consoleLogger, type Level, type Logger } from "./log.js";
-export { type Message, type SaveOptions, Session, type StartOptions } from "./session.js";
+export { consoleLogger, discardLogger, type Level, type Logger } from "./log.js";
+export { Session } from "./session.js";
 export {
   anthropicToolResults,
   Decision,
@@ -39,12 +36,21 @@ export {
   effectClassFromAnnotations,
   effectiveClass,
   type ToolAnnotations,
-  type ToolEvent,
-  type ToolFunc,
-  type ToolResult,
-  type ToolResultsFunc,
-  type ToolStage,
-  type ToolUse,
 } from "./tool.js";
+export type {
+  CallOptions,
+  Message,
+  Method,
+  RawClient,
+  SaveOptions,
+  StartOptions,
+  ToolEvent,
+  ToolFunc,
+  ToolResult,
+  ToolResultsFunc,
+  ToolStage,
+  ToolUse,
+} from "./types.js";
 /** The generated messages and service of savepoint.v1, for raw calls. */
+export { SessionStatus } from "./gen/savepoint/v1/savepoint.js";
 export * as pb from "./gen/savepoint/v1/savepoint.js";

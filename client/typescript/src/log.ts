@@ -5,6 +5,13 @@ export interface Logger {
   error(msg: string, attrs?: Record<string, unknown>): void;
 }
 
+/**
+ * The Logger a client has unless DialOptions.logger names another: it
+ * discards every entry, since a library writes nothing the application did
+ * not ask for.
+ */
+export const discardLogger: Logger = Object.freeze({ info() {}, warn() {}, error() {} });
+
 /** The levels of consoleLogger, from the most verbose. */
 export type Level = "info" | "warn" | "error";
 
@@ -20,7 +27,7 @@ export function consoleLogger(min: Level = "info"): Logger {
     if (levels[level] < levels[min]) return;
     let line = `time=${new Date().toISOString()} level=${level.toUpperCase()} msg=${JSON.stringify(msg)}`;
     for (const [k, v] of Object.entries(attrs)) {
-      const s = v instanceof Error ? v.message : typeof v === "string" ? v : JSON.stringify(v);
+      const s = v instanceof Error ? v.message : typeof v === "string" || typeof v === "bigint" ? String(v) : JSON.stringify(v);
       line += ` ${k}=${/^[^\s"=]+$/.test(s ?? "") ? s : JSON.stringify(s)}`;
     }
     process.stderr.write(line + "\n");

@@ -1,6 +1,7 @@
-import type { CallOptions, Client } from "./client.js";
+import { sentence } from "./errors.js";
 import { Decision, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
-import { effectiveClass, fullToolUse, type ToolEvent, type ToolResult } from "./tool.js";
+import { effectiveClass, fullToolUse } from "./tool.js";
+import type { CallOptions, SessionHost, ToolEvent, ToolResult } from "./types.js";
 
 /** How long a recordEffect may take. It runs even when the caller's signal has fired: the tool ran, and its outcome is a fact worth keeping. */
 const RECORD_TIMEOUT_MS = 30_000;
@@ -15,10 +16,10 @@ export class ToolRuns {
   readonly started = new Set<string>();
   /** Their results, once run. */
   readonly ran = new Map<string, ToolResult>();
-  readonly #c: Client;
+  readonly #c: SessionHost;
   readonly #id: string;
 
-  constructor(c: Client, sessionId: string) {
+  constructor(c: SessionHost, sessionId: string) {
     this.#c = c;
     this.#id = sessionId;
   }
@@ -35,7 +36,7 @@ export class ToolRuns {
    */
   async execute(
     p: PbToolUse,
-    epoch: number,
+    epoch: bigint,
     key: string,
     fn: (key: string, signal?: AbortSignal) => Promise<string> | string,
     options: CallOptions = {},
@@ -98,8 +99,8 @@ export class ToolRuns {
  */
 export function annotate(err: unknown, context: string): Error {
   if (err instanceof Error) {
-    err.message = `${context}: ${err.message}`;
+    err.message = `${context}: ${sentence(err.message)}`;
     return err;
   }
-  return new Error(`${context}: ${String(err)}`, { cause: err });
+  return new Error(`${context}: ${sentence(String(err))}`, { cause: err });
 }

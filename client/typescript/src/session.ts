@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 
 import { status as Code } from "@grpc/grpc-js";
 
-import type { CallOptions, Client } from "./client.js";
 import {
   AlreadyRunError,
   CheckpointCorruptError,
@@ -12,6 +11,7 @@ import {
   SavepointError,
   SessionExistsError,
   SessionFencedError,
+  sentence,
   SessionNotFoundError,
   ToolUsesPendingError,
 } from "./errors.js";
@@ -21,56 +21,18 @@ import {
   ErrorReason,
   type Resolution,
   SaveCheckpointRequest,
+  SessionStatus,
   type ToolUse as PbToolUse,
 } from "./gen/savepoint/v1/savepoint.js";
 import { annotate, ToolRuns } from "./run.js";
-import { effectiveClass, fullToolUse, type ToolFunc, type ToolResult, type ToolUse } from "./tool.js";
-
-/**
- * One entry of a session's history: the provider's role and its content as
- * JSON text (for Anthropic, the content array or a string).
- */
-export interface Message {
-  role: string;
-  contentJson: string;
-}
-
-/** The optional parts of a new session. */
-export interface StartOptions {
-  /**
-   * Deletes an existing session with the same id (history and ledger)
-   * before creating the new one. Without it, an existing session makes start
-   * throw SessionExistsError.
-   */
-  replace?: boolean;
-  /** The initial history, such as the user's prompt. */
-  messages?: Message[];
-  /** Opaque client state as JSON text, kept until a save changes it. */
-  stateJson?: string;
-  /** Labels for listSessions filtering, kept until a save changes them. */
-  labels?: Record<string, string>;
-}
-
-/** A generic save: unset fields keep their value. */
-export interface SaveOptions {
-  task?: string;
-  turn?: number;
-  tokensUsed?: number;
-  /** Opaque client state as JSON text; "" removes it. */
-  stateJson?: string;
-  /** Replaces the labels when set ({} removes them). */
-  labels?: Record<string, string>;
-  /** Rewinds or compacts: only the first keepMessages messages are kept before append. Older revisions stay readable as they were. */
-  keepMessages?: number;
-  /** Messages appended to the history. */
-  append?: Message[];
-}
+import { effectiveClass, fullToolUse } from "./tool.js";
+import type { CallOptions, Message, SaveOptions, SessionHost, StartOptions, ToolFunc, ToolResult, ToolUse } from "./types.js";
 
 /** What each save sends whole and the session keeps between saves. */
 interface Meta {
   task: string;
   turn: number;
-  tokensUsed: number;
+  tokensUsed: bigint;
   stateJson: string;
   labels: Record<string, string>;
 }
@@ -86,13 +48,15 @@ interface Meta {
 export class Session {
   /** The session id. */
   readonly id: string;
-  readonly #c: Client;
-  #revision = 0;
-  #epoch = 0;
+  readonly #c: SessionHost;
+  #revision = 0n;
+  #epoch = 0n;
   #meta: Meta;
   #messages: Message[] = [];
-  #count = 0;
+  #count = 0n;
   #pending: PbToolUse[] = [];
+  #status = SessionStatus.SESSION_STATUS_ACTIVE;
+  #finalOutput = "";
   /** The last save whose outcome is unknown. */
   #failed: SaveCheckpointRequest | undefined;
   /** The pending tool uses this process began or ran, and their results. */
@@ -100,7 +64,7 @@ export class Session {
   /** The tail of the chain of saves, so that they run one at a time. */
   #lock: Promise<unknown> = Promise.resolve();
 
-  private constructor(c: Client, id: string, meta: Meta) {
+  private constructor(c: SessionHost, id: string, meta: Meta) {
     this.#c = c;
     this.id = id;
     this.#meta = meta;
@@ -108,8 +72,8 @@ export class Session {
   }
 
   /** @internal Client.start. */
-  static async start(c: Client, id: string, task: string, options: StartOptions, call?: CallOptions): Promise<Session> {
-    const meta: Meta = { task, turn: 0, tokensUsed: 0, stateJson: options.stateJson ?? "", labels: { ...options.labels } };
+  static async start(c: SessionHost, id: string, task: string, options: StartOptions, call?: CallOptions): Promise<Session> {
+    const meta: Meta = { task, turn: 0, tokensUsed: 0n, stateJson: options.stateJson ?? "", labels: { ...options.labels } };
     const s = new Session(c, id, meta);
     const create = () => s.#save(meta, undefined, options.messages ?? [], [], call);
     try {
@@ -131,7 +95,7 @@ export class Session {
       try {
         await deleteSession(c, id, call);
       } catch (e) {
-        throw new Error(`savepoint: replacing session ${JSON.stringify(id)}: ${(e as Error).message}`, { cause: e });
+        throw new Error(`savepoint: replacing session ${JSON.stringify(id)}: ${sentence((e as Error).message)}`, { cause: e });
       }
       await create();
     }
@@ -139,10 +103,10 @@ export class Session {
   }
 
   /** @internal Client.resume. */
-  static async resume(c: Client, id: string, call?: CallOptions): Promise<Session> {
+  static async resume(c: SessionHost, id: string, call?: CallOptions): Promise<Session> {
     const r = await c.raw.resume({ sessionId: id }, call);
     const cp = r.checkpoint;
-    if (!cp) throw new Error(`savepoint: resume of ${JSON.stringify(id)} answered no checkpoint`);
+    if (!cp) throw new Error(`savepoint: resume of ${JSON.stringify(id)} answered no checkpoint.`);
     const msgs: Message[] = cp.messages.map(toMessage);
     for (let token = r.nextPageToken; token !== ""; ) {
       let page;
@@ -151,17 +115,17 @@ export class Session {
       } catch (err) {
         throw annotate(err, `savepoint: loading the history of ${JSON.stringify(id)}`);
       }
-      if (page.firstIndex !== msgs.length || (page.messages.length === 0 && page.nextPageToken !== "")) {
+      if (page.firstIndex !== BigInt(msgs.length) || (page.messages.length === 0 && page.nextPageToken !== "")) {
         throw new Error(
-          `savepoint: loading the history of ${JSON.stringify(id)}: page at index ${page.firstIndex} with ${page.messages.length} messages after ${msgs.length} loaded`,
+          `savepoint: loading the history of ${JSON.stringify(id)}: page at index ${page.firstIndex} with ${page.messages.length} messages after ${msgs.length} loaded.`,
         );
       }
       msgs.push(...page.messages.map(toMessage));
       token = page.nextPageToken;
     }
-    if (msgs.length !== cp.messageCount) {
+    if (BigInt(msgs.length) !== cp.messageCount) {
       throw new Error(
-        `savepoint: loading the history of ${JSON.stringify(id)}: got ${msgs.length} messages, revision ${cp.revision} has ${cp.messageCount}`,
+        `savepoint: loading the history of ${JSON.stringify(id)}: got ${msgs.length} messages, revision ${cp.revision} has ${cp.messageCount}.`,
       );
     }
     const s = new Session(c, id, {
@@ -176,19 +140,21 @@ export class Session {
     s.#messages = msgs;
     s.#count = cp.messageCount;
     s.#pending = cp.pendingToolUses.map((p) => ({ ...p }));
+    s.#status = cp.status;
+    s.#finalOutput = cp.finalOutput;
     return s;
   }
 
-  /** The revision the session's last save made or loaded. */
-  get revision(): number {
+  /** The revision the session's last save made or loaded (a uint64, so a bigint). */
+  get revision(): bigint {
     return this.#revision;
   }
-  /** The epoch the session owns. */
-  get epoch(): number {
+  /** The epoch the session owns (a uint64, so a bigint). */
+  get epoch(): bigint {
     return this.#epoch;
   }
-  /** The number of messages in the history, as the daemon counted them. */
-  get messageCount(): number {
+  /** The number of messages in the history, as the daemon counted them (a uint64, so a bigint). */
+  get messageCount(): bigint {
     return this.#count;
   }
   /** The task description. */
@@ -199,8 +165,8 @@ export class Session {
   get turn(): number {
     return this.#meta.turn;
   }
-  /** The tokens used so far. */
-  get tokensUsed(): number {
+  /** The tokens used so far (a uint64, so a bigint). */
+  get tokensUsed(): bigint {
     return this.#meta.tokensUsed;
   }
   /** The opaque client state, "" when none. */
@@ -220,9 +186,36 @@ export class Session {
     return this.#pending.map(fullToolUse);
   }
 
-  /** Adds n to the tokens used, sent with the next save. */
-  addTokens(n: number): void {
-    this.#meta.tokensUsed += n;
+  /** The session's status: ACTIVE until complete, or as the resume loaded it. */
+  get status(): SessionStatus {
+    return this.#status;
+  }
+  /** The final output complete stored, "" while the session is active. */
+  get finalOutput(): string {
+    return this.#finalOutput;
+  }
+
+  /**
+   * Ends the session with status COMPLETED (the task is done) or FAILED
+   * (the agent gave up), storing finalOutput, under the epoch the session
+   * owns; `savepoint ls` then shows it so. The history stays readable; saves
+   * and beginEffect are refused until a resume with reopen. Completing again
+   * with the same status and output changes nothing.
+   */
+  complete(status: SessionStatus.SESSION_STATUS_COMPLETED | SessionStatus.SESSION_STATUS_FAILED, finalOutput: string, call?: CallOptions): Promise<void> {
+    return this.#serialized(async () => {
+      const r = await this.#c.raw.completeSession(
+        { sessionId: this.id, epoch: this.#epoch, status, finalOutput, requestId: randomUUID() },
+        call,
+      );
+      this.#status = r.status;
+      this.#finalOutput = finalOutput;
+    });
+  }
+
+  /** Adds n to the tokens used, sent with the next save; n must be a non-negative integer. */
+  addTokens(n: number | bigint): void {
+    this.#meta.tokensUsed += BigInt(n);
   }
 
   /**
@@ -235,9 +228,9 @@ export class Session {
     return this.#serialized(async () => {
       if (this.#pending.length > 0) throw new ToolUsesPendingError();
       const pending: PbToolUse[] = calls.map((c) => {
-        const cls = effectiveClass(c.class);
+        const cls = effectiveClass(c.effectClass);
         return {
-          toolUseId: c.id,
+          toolUseId: c.toolUseId,
           name: c.name,
           inputJson: c.inputJson ?? "",
           effectClass: cls,
@@ -344,23 +337,23 @@ export class Session {
    * pending tool use runs at most once per session.
    */
   async runTool(call: ToolUse, fn: (key: string, signal?: AbortSignal) => Promise<string> | string, options?: CallOptions): Promise<ToolResult> {
-    const p = this.#pendingCall(call.id);
+    const p = this.#pendingCall(call.toolUseId);
     if (!p) {
       throw newError(
         ErrorReason.ERROR_REASON_CALL_NOT_PENDING,
         Code.FAILED_PRECONDITION,
-        `tool use ${JSON.stringify(call.id)} (${call.name}) not run: name it with pointA first`,
+        `tool use ${JSON.stringify(call.toolUseId)} (${call.name}) not run: name it with pointA first`,
       );
     }
     if (call.name !== p.name) {
       throw newError(
         ErrorReason.ERROR_REASON_TOOL_NAME_MISMATCH,
         Code.FAILED_PRECONDITION,
-        `tool use ${JSON.stringify(call.id)} not run: named ${JSON.stringify(p.name)} at pointA, ${JSON.stringify(call.name)} here`,
+        `tool use ${JSON.stringify(call.toolUseId)} not run: named ${JSON.stringify(p.name)} at pointA, ${JSON.stringify(call.name)} here`,
       );
     }
-    if (this.#runs.started.has(call.id)) throw new AlreadyRunError(`tool use ${JSON.stringify(call.id)} (${call.name}) not run again`);
-    this.#runs.started.add(call.id);
+    if (this.#runs.started.has(call.toolUseId)) throw new AlreadyRunError(`tool use ${JSON.stringify(call.toolUseId)} (${call.name}) not run again`);
+    this.#runs.started.add(call.toolUseId);
     return this.#runs.execute(p, this.#epoch, "", fn, options);
   }
 
@@ -371,7 +364,7 @@ export class Session {
   async runTools(calls: ToolUse[], run: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
     const results: ToolResult[] = [];
     for (const call of calls) {
-      const full = { id: call.id, name: call.name, inputJson: call.inputJson ?? "", class: effectiveClass(call.class) };
+      const full = { toolUseId: call.toolUseId, name: call.name, inputJson: call.inputJson ?? "", effectClass: effectiveClass(call.effectClass) };
       results.push(await this.runTool(call, (key, signal) => run(full, key, signal), options));
     }
     return results;
@@ -409,7 +402,7 @@ export class Session {
     const results: ToolResult[] = [];
     for (const res of resolutions) {
       const tu = res.toolUse;
-      if (!tu) throw new Error("savepoint: reconcile: a resolution without its tool use");
+      if (!tu) throw new Error("savepoint: reconcile: a resolution without its tool use.");
       const id = tu.toolUseId;
       const attrs = { session: this.id, tool_use_id: id, name: tu.name, decision: Decision[res.decision] };
       this.#runs.hook({ stage: "decided", call: fullToolUse(tu), decision: res.decision, begun: res.begun });
@@ -441,7 +434,7 @@ export class Session {
           }
           if (started) throw new AlreadyRunError(`reconcile: tool use ${JSON.stringify(id)} (${tu.name}) not run`);
           if (!run) {
-            throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)} (${tu.name}) must run, but no run function was given`);
+            throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)} (${tu.name}) must run, but no run function was given.`);
           }
           this.#runs.started.add(id);
           log.info("savepoint: reconcile: safe to run, running the tool", attrs);
@@ -451,7 +444,7 @@ export class Session {
           break;
         }
         default:
-          throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)}: unknown decision ${res.decision}`);
+          throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)}: unknown decision ${res.decision}.`);
       }
       results.push(r);
     }
@@ -477,7 +470,7 @@ export class Session {
    * applies it once; within one call the client's retries resend it
    * unchanged.
    */
-  async #save(m: Meta, keep: number | undefined, append: Message[], pending: PbToolUse[], call?: CallOptions): Promise<void> {
+  async #save(m: Meta, keep: bigint | undefined, append: Message[], pending: PbToolUse[], call?: CallOptions): Promise<void> {
     const req = SaveCheckpointRequest.fromPartial({
       sessionId: this.id,
       expectedRevision: this.#revision,
@@ -503,10 +496,10 @@ export class Session {
     this.#revision = resp.revision;
     this.#epoch = resp.epoch;
     this.#meta = { ...m, labels: { ...m.labels } };
-    if (keep !== undefined && keep < this.#messages.length) this.#messages = this.#messages.slice(0, keep);
+    if (keep !== undefined && keep < BigInt(this.#messages.length)) this.#messages = this.#messages.slice(0, Number(keep));
     this.#messages.push(...append.map((msg) => ({ role: msg.role, contentJson: msg.contentJson })));
     this.#count = resp.messageCount;
-    if (this.#count !== this.#messages.length) {
+    if (this.#count !== BigInt(this.#messages.length)) {
       this.#c.config.logger.error("savepoint: the daemon's message count differs from the history this session holds", {
         session: this.id,
         revision: this.#revision,
@@ -554,8 +547,8 @@ function outcomeUnknown(err: unknown): boolean {
  * fenced. A session that cannot be decoded is deleted under the epoch its
  * error reports.
  */
-async function deleteSession(c: Client, id: string, call?: CallOptions): Promise<void> {
-  let epoch: number;
+async function deleteSession(c: SessionHost, id: string, call?: CallOptions): Promise<void> {
+  let epoch: bigint;
   try {
     epoch = (await c.raw.resume({ sessionId: id }, call)).epoch;
   } catch (err) {

@@ -9,14 +9,13 @@ import {
   DEFAULT_RETRY_POLICY,
   defaultAddr,
   dial,
-  EffectClass,
-  effectClassFromAnnotations,
   parseAddr,
   retryBackoff,
   tlsFromEnv,
   UnavailableError,
 } from "../index.js";
 import { grpcTarget } from "../addr.js";
+import { sentence } from "../errors.js";
 
 // The address cases every parser shares with savepointd and the Go client.
 type AddrCases = {
@@ -40,7 +39,8 @@ test("parseAddr accepts and refuses what internal/addr does, with the same error
   for (const c of cases.parse) {
     const name = JSON.stringify(c.input);
     if (!c.ok) {
-      assert.throws(() => parseAddr(c.input), { message: "savepoint: " + c.error }, name);
+      // The shared text, as a full sentence.
+      assert.throws(() => parseAddr(c.input), { message: "savepoint: " + sentence(c.error) }, name);
       continue;
     }
     const ep = parseAddr(c.input);
@@ -92,14 +92,4 @@ test("the retry backoff doubles from 100 ms to 1 s, less up to 20% jitter, as th
   }
   assert.equal(retryBackoff({ maxAttempts: 3, initialBackoffMs: 0, maxBackoffMs: 0 }, 2), 0);
   assert.deepEqual(DEFAULT_RETRY_POLICY, { maxAttempts: 5, initialBackoffMs: 100, maxBackoffMs: 1000 });
-});
-
-test("effect classes from MCP tool annotations", () => {
-  assert.equal(effectClassFromAnnotations({ readOnlyHint: true }), EffectClass.EFFECT_CLASS_READ_ONLY);
-  assert.equal(effectClassFromAnnotations({ readOnlyHint: true, idempotentHint: true }), EffectClass.EFFECT_CLASS_READ_ONLY);
-  assert.equal(effectClassFromAnnotations({ idempotentHint: true, destructiveHint: true }), EffectClass.EFFECT_CLASS_IDEMPOTENT);
-  assert.equal(effectClassFromAnnotations({ readOnlyHint: false, idempotentHint: false }), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
-  assert.equal(effectClassFromAnnotations({ destructiveHint: false }), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
-  assert.equal(effectClassFromAnnotations(undefined), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
-  assert.equal(effectClassFromAnnotations(null), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
 });

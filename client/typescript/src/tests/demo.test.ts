@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { type Client, consoleLogger, dial } from "../index.js";
+import { type Client, consoleLogger, dial, SessionStatus } from "../index.js";
 import { FINAL_ANSWER, REPORT_TEXT, scripts } from "../demo/model.js";
 import { countWrites, NOTES_FILE, REPORT_FILE, SAMPLE_NOTES } from "../demo/tools.js";
 import { Daemon, describe as show, pool, repoRoot, runDemo, type RunOptions, startDemo } from "./daemon.js";
@@ -76,6 +76,34 @@ test("the seed's two transcripts, line for line", async () => {
   assert.equal(readFileSync(join(dir, REPORT_FILE), "utf8"), REPORT_TEXT);
 });
 
+test("the demo completes its session at the end, so it is listed as completed, after a crash and resume too", async () => {
+  const completed = async () =>
+    (await c.raw.listSessions({ statusFilter: SessionStatus.SESSION_STATUS_COMPLETED, pageSize: 1000 })).sessions.map((x) => x.sessionId);
+  for (const [session, steps] of [
+    ["done-fresh", [{}]],
+    ["done-resumed", [{ crash: "after-effect-write:3" }, { resume: true }]],
+    ["done-final-saved", [{ crash: "after-save-a:4" }, { resume: true }]],
+  ] as const) {
+    const dir = workdir();
+    for (const [i, step] of steps.entries()) {
+      const r = await runDemo({ addr: d.addr, dir, session, ...step });
+      assert.equal(r.code, i === steps.length - 1 ? 0 : 137, show(r));
+      if (i < steps.length - 1) {
+        const g = await c.raw.getSession({ sessionId: session });
+        assert.equal(SessionStatus[g.checkpoint!.status], "SESSION_STATUS_ACTIVE", `${session}: a crashed run leaves it active`);
+      }
+    }
+    const cp = (await c.raw.getSession({ sessionId: session })).checkpoint!;
+    assert.equal(SessionStatus[cp.status], "SESSION_STATUS_COMPLETED", session);
+    assert.equal(cp.finalOutput, FINAL_ANSWER, session);
+    assert.ok((await completed()).includes(session), `${session}: listSessions with the completed filter (savepoint ls) lists it`);
+  }
+  // Resuming a completed session finds the answer and completes it again, changing nothing.
+  const r = await runDemo({ addr: d.addr, dir: workdir(), session: "done-fresh", resume: true });
+  assert.equal(r.code, 0, show(r));
+  assert.equal(SessionStatus[(await c.raw.getSession({ sessionId: "done-fresh" })).checkpoint!.status], "SESSION_STATUS_COMPLETED");
+});
+
 /**
  * The same runs of both demos, each against its own session and work
  * directory on one daemon: every line they print, their exit codes, their
@@ -111,7 +139,9 @@ test("the TypeScript demo prints what the Go demo prints, and leaves the same hi
           const norm = (t: string) => t.replaceAll(dir, "DIR").replaceAll(session, "SESSION").replace(/^time=\S+ /gm, "");
           lines.push(`exit ${r.code}`, ...norm(r.stdout).split("\n"));
           // stderr differs in the details of gRPC's messages; its last line says what to do.
-          lines.push("stderr: " + (norm(r.stderr).trim().split("\n").at(-1) ?? ""));
+          // The TypeScript client ends each error message with a period (a full
+          // sentence); the Go client's errors end without one.
+          lines.push("stderr: " + (norm(r.stderr).trim().split("\n").at(-1) ?? "").replace(/\.$/, ""));
         }
         let report = "";
         try {

@@ -135,10 +135,10 @@ test("translate picks the class of each reason", () => {
     assert.equal(e.code, code);
     assert.equal(e.reason, name);
     assert.equal(e.details, "the message");
-    assert.equal(e.currentRevision, 7);
-    assert.equal(e.currentEpoch, 3);
+    assert.equal(e.currentRevision, 7n);
+    assert.equal(e.currentEpoch, 3n);
     assert.equal(e.metadata.field, "f");
-    assert.equal(e.message, `savepoint: ${name} (${codeName(code)}): the message`);
+    assert.equal(e.message, `savepoint: ${name} (${codeName(code)}): the message.`);
     assert.equal(e.name, cls.name);
     assert.ok((e as Error).cause, "the original grpc-js error is the cause");
   }
@@ -167,7 +167,7 @@ test("an error without a reason gets the class of its code", () => {
     const e = translate(statusError(code, "transport says no"));
     assert.ok(e instanceof SavepointError && e.constructor === cls, `${Code[code]}: ${(e as Error).constructor.name}, want ${cls.name}`);
     assert.equal(e.reason, "");
-    assert.equal(e.message, `savepoint: ${codeName(code)}: transport says no`);
+    assert.equal(e.message, `savepoint: ${codeName(code)}: transport says no.`);
   }
   // Another domain's ErrorInfo is not Savepoint's reason; an unknown reason falls back to the code.
   const other = translate(statusError(Code.ABORTED, "x", { reason: "SESSION_FENCED", domain: "example.com" }));

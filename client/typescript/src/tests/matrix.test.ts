@@ -109,7 +109,7 @@ async function history(id: string): Promise<{ role: string; contentJson: string 
     msgs.push(...p.messages);
     token = p.nextPageToken;
   }
-  assert.equal(msgs.length, g.checkpoint!.messageCount);
+  assert.equal(BigInt(msgs.length), g.checkpoint!.messageCount);
   return msgs;
 }
 

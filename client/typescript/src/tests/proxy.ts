@@ -18,7 +18,8 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
-import { type Method, unaryMethods } from "../client.js";
+import { unaryMethods } from "../client.js";
+import type { Method } from "../types.js";
 import { SavepointServiceClient, SavepointServiceService } from "../gen/savepoint/v1/savepoint.js";
 import { shortTempDir } from "./daemon.js";
 

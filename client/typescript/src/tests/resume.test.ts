@@ -32,7 +32,7 @@ after(async () => {
 });
 
 function assistantFor(...calls: ToolUse[]): Message {
-  return { role: "assistant", contentJson: JSON.stringify(calls.map((u) => ({ type: "tool_use", id: u.id, name: u.name, input: {} }))) };
+  return { role: "assistant", contentJson: JSON.stringify(calls.map((u) => ({ type: "tool_use", id: u.toolUseId, name: u.name, input: {} }))) };
 }
 
 test("resume pages through a large history", async () => {
@@ -48,7 +48,7 @@ test("resume pages through a large history", async () => {
     assert.ok(first.nextPageToken !== "", "the history does not fit one response");
     assert.ok(first.checkpoint!.messages.length < 60, `first page holds ${first.checkpoint!.messages.length}`);
     const r = await c.resume("paged");
-    assert.equal(r.messageCount, 150);
+    assert.equal(r.messageCount, 150n);
     assert.deepEqual(r.messages, msgs);
   } finally {
     c.close();
@@ -58,12 +58,12 @@ test("resume pages through a large history", async () => {
 test("reconcile pages through large recorded outputs", async () => {
   const c = await dial(d.addr, { logger: quiet });
   try {
-    const calls: ToolUse[] = ["o1", "o2", "o3"].map((id) => ({ id, name: "fetch", class: EffectClass.EFFECT_CLASS_READ_ONLY }));
+    const calls: ToolUse[] = ["o1", "o2", "o3"].map((id) => ({ toolUseId: id, name: "fetch", effectClass: EffectClass.EFFECT_CLASS_READ_ONLY }));
     const s = await c.start("paged-reconcile", "fetch three pages", {});
     await s.pointA(assistantFor(...calls), calls);
     const big = (id: string) => id + "o".repeat(150_000);
     for (const call of calls) {
-      const r = await s.runTool(call, () => big(call.id));
+      const r = await s.runTool(call, () => big(call.toolUseId));
       assert.equal(r.ledgerError, undefined);
     }
     const page = await c.raw.reconcile({ sessionId: "paged-reconcile" });
@@ -77,7 +77,7 @@ test("reconcile pages through large recorded outputs", async () => {
     assert.equal(runs, 0, "every output was recorded: nothing runs");
     assert.deepEqual(
       results.map((x) => [x.toolUseId, Decision[x.decision], x.content === big(x.toolUseId)]),
-      calls.map((u) => [u.id, "DECISION_REUSE", true]),
+      calls.map((u) => [u.toolUseId, "DECISION_REUSE", true]),
     );
     await r.pointB(results);
   } finally {
@@ -122,7 +122,7 @@ test("kill -9 of the agent after the ledger write, then resume: a ledger hit, no
 test("kill -9 of the daemon: every answered save survives, calls fail clearly while it is down", async () => {
   const c = await dial(d.addr, { logger: quiet, retry: { maxAttempts: 2, initialBackoffMs: 10, maxBackoffMs: 10 } });
   try {
-    const calls: ToolUse[] = [{ id: "k1", name: "write_report" }];
+    const calls: ToolUse[] = [{ toolUseId: "k1", name: "write_report" }];
     const s = await c.start("daemon-kill9", "t", { messages: [{ role: "user", contentJson: '"go"' }] });
     await s.pointA(assistantFor(...calls), calls);
     await d.kill();
@@ -132,7 +132,7 @@ test("kill -9 of the daemon: every answered save survives, calls fail clearly wh
     const c2 = await dial(d.addr, { logger: quiet });
     const r = await c2.resume("daemon-kill9");
     assert.equal(r.revision, s.revision);
-    assert.deepEqual(r.pending.map((p) => [p.id, p.class]), [["k1", EffectClass.EFFECT_CLASS_SIDE_EFFECT]]);
+    assert.deepEqual(r.pending.map((p) => [p.toolUseId, p.effectClass]), [["k1", EffectClass.EFFECT_CLASS_SIDE_EFFECT]]);
     // BeginEffect failed, so the tool never started: reconcile runs it.
     const results = await r.reconcile(() => "written");
     assert.deepEqual(results.map((x) => Decision[x.decision]), ["DECISION_RUN"]);
@@ -192,7 +192,7 @@ test("TLS from SAVEPOINT_TLS_CA, SAVEPOINT_TLS_CERT and SAVEPOINT_TLS_KEY, again
       const c = await dial(p.addr, { logger: quiet });
       try {
         const s = await c.start("over-tls", "t", {});
-        assert.equal(s.revision, 1);
+        assert.equal(s.revision, 1n);
         assert.equal(p.calls("saveCheckpoint").length, 1, "the call went through the TLS server");
       } finally {
         c.close();

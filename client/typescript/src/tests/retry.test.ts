@@ -21,7 +21,7 @@ const quiet = consoleLogger("error");
 const fast = { maxAttempts: 5, initialBackoffMs: 1, maxBackoffMs: 2 };
 const prompt: Message = { role: "user", contentJson: '"go"' };
 const assistant: Message = { role: "assistant", contentJson: '[{"type":"tool_use","id":"t1","name":"write_report","input":{}}]' };
-const call = { id: "t1", name: "write_report", class: EffectClass.EFFECT_CLASS_SIDE_EFFECT };
+const call = { toolUseId: "t1", name: "write_report", effectClass: EffectClass.EFFECT_CLASS_SIDE_EFFECT };
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 let d: Daemon;
@@ -81,7 +81,7 @@ test("calls that failed with UNAVAILABLE are retried exactly when retrySafe says
       getSession: () => c.raw.getSession({ sessionId: "retry-table" }),
       listMessages: () => c.raw.listMessages({ sessionId: "retry-table" }),
       listSessions: () => c.raw.listSessions({}),
-      deleteSession: () => c.raw.deleteSession({ sessionId: "nobody", epoch: 1 }),
+      deleteSession: () => c.raw.deleteSession({ sessionId: "nobody", epoch: 1n }),
       verify: () => c.raw.verify({}),
       getServerInfo: () => c.raw.getServerInfo({}),
       listEffects: () => c.raw.listEffects({ sessionId: "retry-table" }),
@@ -109,7 +109,7 @@ test("calls that failed with UNAVAILABLE are retried exactly when retrySafe says
     }
     // A failure that is not UNAVAILABLE is never retried.
     const n = p.calls("beginEffect").length;
-    await assert.rejects(c.raw.beginEffect({ sessionId: "retry-table", toolUseId: "t1", epoch: 999 }), SessionFencedError);
+    await assert.rejects(c.raw.beginEffect({ sessionId: "retry-table", toolUseId: "t1", epoch: 999n }), SessionFencedError);
     assert.equal(p.calls("beginEffect").length - n, 1);
   } finally {
     c.close();
@@ -117,15 +117,15 @@ test("calls that failed with UNAVAILABLE are retried exactly when retrySafe says
 });
 
 test("a save applied but answered UNAVAILABLE is retried with the same request id and applied once", async () => {
-  const ops: [string, number, (c: Client, id: string) => Promise<unknown>][] = [
-    ["start", 1, (c, id) => c.start(id, "t", { messages: [prompt] })],
-    ["pointA", 2, async (c, id) => {
+  const ops: [string, bigint, (c: Client, id: string) => Promise<unknown>][] = [
+    ["start", 1n, (c, id) => c.start(id, "t", { messages: [prompt] })],
+    ["pointA", 2n, async (c, id) => {
       const s = await c.start(id, "t", { messages: [prompt] });
       p.faults.saveCheckpoint = { after: 1 };
       await s.pointA(assistant, [call]);
       return s;
     }],
-    ["pointB", 3, async (c, id) => {
+    ["pointB", 3n, async (c, id) => {
       const s = await c.start(id, "t", { messages: [prompt] });
       await s.pointA(assistant, [call]);
       const r = await s.runTool(call, () => "done");
@@ -133,11 +133,11 @@ test("a save applied but answered UNAVAILABLE is retried with the same request i
       await s.pointB([r]);
       return s;
     }],
-    ["save", 3, async (c, id) => {
+    ["save", 3n, async (c, id) => {
       const s = await c.start(id, "t", { messages: [prompt] });
       await s.pointA(assistant, [call]);
       p.faults.saveCheckpoint = { after: 1 };
-      await s.save({ tokensUsed: 42 });
+      await s.save({ tokensUsed: 42n });
       return s;
     }],
   ];
@@ -147,7 +147,7 @@ test("a save applied but answered UNAVAILABLE is retried with the same request i
       const id = `retry-${name}`;
       if (name === "start") p.faults.saveCheckpoint = { after: 1 };
       const before = p.calls("saveCheckpoint").length;
-      const s = (await op(c, id)) as { revision: number };
+      const s = (await op(c, id)) as { revision: bigint };
       const all = p.calls("saveCheckpoint");
       const last2 = all.slice(-2);
       assert.ok(all.length - before >= 2, name);
@@ -170,18 +170,18 @@ test("a save whose outcome stayed unknown keeps its request id when tried again;
     const s = await c.start("retry-across", "t", { messages: [prompt] });
     const before = p.calls("saveCheckpoint").length;
     p.faults.saveCheckpoint = { after: 1 };
-    const calls = [{ id: "t1", name: "read_notes", class: EffectClass.EFFECT_CLASS_READ_ONLY }];
+    const calls = [{ toolUseId: "t1", name: "read_notes", effectClass: EffectClass.EFFECT_CLASS_READ_ONLY }];
     await assert.rejects(s.pointA(assistant, calls), UnavailableError);
-    assert.equal(s.revision, 1, "a failed save changes nothing in the session");
+    assert.equal(s.revision, 1n, "a failed save changes nothing in the session");
     assert.equal(s.pending.length, 0);
     await s.pointA(assistant, calls);
-    await s.save({ tokensUsed: 5 });
+    await s.save({ tokensUsed: 5n });
     const ids = p.calls("saveCheckpoint").slice(before).map((x) => x.request.requestId);
     assert.equal(ids.length, 3);
     assert.equal(ids[0], ids[1], "the repeated pointA reuses its request id");
     assert.notEqual(ids[2], ids[1], "a different save gets a new one");
-    assert.equal((await direct.raw.getSession({ sessionId: "retry-across" })).checkpoint!.revision, 3);
-    assert.equal(s.revision, 3);
+    assert.equal((await direct.raw.getSession({ sessionId: "retry-across" })).checkpoint!.revision, 3n);
+    assert.equal(s.revision, 3n);
   } finally {
     c.close();
   }
@@ -192,7 +192,7 @@ test("epochs and idempotency keys are passed as the Go client passes them", asyn
   try {
     const s = await c.start("epochs", "t", { messages: [prompt] });
     const before = p.seen.length;
-    const idem = { ...call, class: EffectClass.EFFECT_CLASS_IDEMPOTENT };
+    const idem = { ...call, effectClass: EffectClass.EFFECT_CLASS_IDEMPOTENT };
     await s.pointA(assistant, [idem]);
     // The record is lost: the tool ran, begun, its outcome not in the ledger.
     p.faults.recordEffect = { before: 100 };
@@ -204,7 +204,7 @@ test("epochs and idempotency keys are passed as the Go client passes them", asyn
     p.faults.recordEffect = {};
     assert.ok(r.ledgerError instanceof UnavailableError);
     const r2 = await c.resume("epochs");
-    assert.equal(r2.epoch, s.epoch + 1);
+    assert.equal(r2.epoch, s.epoch + 1n);
     const results = await r2.reconcile((_call, key) => {
       keys.push(key);
       return "sent";
@@ -215,10 +215,10 @@ test("epochs and idempotency keys are passed as the Go client passes them", asyn
     assert.deepEqual(
       seen.filter(([m]) => m === "saveCheckpoint" || m === "beginEffect"),
       [
-        ["saveCheckpoint", s.epoch, 1],
+        ["saveCheckpoint", s.epoch, 1n],
         ["beginEffect", s.epoch, "-"],
         ["beginEffect", r2.epoch, "-"],
-        ["saveCheckpoint", r2.epoch, 2],
+        ["saveCheckpoint", r2.epoch, 2n],
       ],
     );
     // The pending tool use was begun, so the run after the resume repeats its key.

@@ -12,12 +12,15 @@ import {
   InvalidArgumentError,
   type Message,
   NotRunError,
+  pb,
   ResultsMismatchError,
   RevisionMismatchError,
   SavepointError,
+  SessionCompletedError,
   SessionExistsError,
   SessionFencedError,
   SessionNotFoundError,
+  SessionStatus,
   type ToolEvent,
   ToolNameMismatchError,
   type ToolUse,
@@ -40,11 +43,11 @@ after(async () => {
 
 const prompt: Message = { role: "user", contentJson: '[{"type":"text","text":"go"}]' };
 function assistantFor(...calls: ToolUse[]): Message {
-  return { role: "assistant", contentJson: JSON.stringify(calls.map((u) => ({ type: "tool_use", id: u.id, name: u.name, input: {} }))) };
+  return { role: "assistant", contentJson: JSON.stringify(calls.map((u) => ({ type: "tool_use", id: u.toolUseId, name: u.name, input: {} }))) };
 }
-const ro = (id: string, name = "read_notes"): ToolUse => ({ id, name, class: EffectClass.EFFECT_CLASS_READ_ONLY });
-const side = (id: string, name = "write_report"): ToolUse => ({ id, name, class: EffectClass.EFFECT_CLASS_SIDE_EFFECT });
-const idem = (id: string, name = "send_mail"): ToolUse => ({ id, name, class: EffectClass.EFFECT_CLASS_IDEMPOTENT });
+const ro = (id: string, name = "read_notes"): ToolUse => ({ toolUseId: id, name, effectClass: EffectClass.EFFECT_CLASS_READ_ONLY });
+const side = (id: string, name = "write_report"): ToolUse => ({ toolUseId: id, name, effectClass: EffectClass.EFFECT_CLASS_SIDE_EFFECT });
+const idem = (id: string, name = "send_mail"): ToolUse => ({ toolUseId: id, name, effectClass: EffectClass.EFFECT_CLASS_IDEMPOTENT });
 
 /** Counts real runs, so a repeated side effect shows, and remembers the keys. */
 class Tools {
@@ -71,17 +74,17 @@ async function history(id: string): Promise<Message[]> {
 
 test("the session cycle: start, Point A, run, Point B, final answer, resume", async () => {
   const s = await c.start("cycle", "write a report", { messages: [prompt], labels: { team: "ts" }, stateJson: '{"k":1}' });
-  assert.equal(s.revision, 1);
-  assert.ok(s.epoch >= 1);
+  assert.equal(s.revision, 1n);
+  assert.ok(s.epoch >= 1n);
   assert.equal(s.turn, 0);
   const tools = new Tools();
   const calls = [ro("c1"), side("c2")];
   s.addTokens(120);
   await s.pointA(assistantFor(...calls), calls);
-  assert.equal(s.revision, 2);
+  assert.equal(s.revision, 2n);
   assert.equal(s.turn, 1);
   assert.deepEqual(
-    s.pending.map((p) => [p.id, p.class]),
+    s.pending.map((p) => [p.toolUseId, p.effectClass]),
     [
       ["c1", EffectClass.EFFECT_CLASS_READ_ONLY],
       ["c2", EffectClass.EFFECT_CLASS_SIDE_EFFECT],
@@ -107,11 +110,11 @@ test("the session cycle: start, Point A, run, Point B, final answer, resume", as
   assert.equal(tools.keys[0], "", "a read-only tool gets no idempotency key");
   assert.match(tools.keys[1], /^[0-9a-f]{16,}$/, "a side-effecting tool gets beginEffect's key");
   await s.pointB(results);
-  assert.equal(s.revision, 3);
+  assert.equal(s.revision, 3n);
   assert.equal(s.pending.length, 0);
   await s.pointA({ role: "assistant", contentJson: '[{"type":"text","text":"done"}]' }, []);
   assert.equal(s.turn, 2);
-  assert.equal(s.messageCount, 4);
+  assert.equal(s.messageCount, 4n);
   assert.deepEqual(await history("cycle"), s.messages);
   const last = JSON.parse(s.messages[2].contentJson);
   assert.deepEqual(last, [
@@ -121,22 +124,22 @@ test("the session cycle: start, Point A, run, Point B, final answer, resume", as
 
   const r = await c.resume("cycle");
   assert.equal(r.revision, s.revision);
-  assert.equal(r.epoch, s.epoch + 1, "resume takes ownership: the epoch goes up");
+  assert.equal(r.epoch, s.epoch + 1n, "resume takes ownership: the epoch goes up");
   assert.deepEqual(r.messages, s.messages);
   assert.equal(r.turn, 2);
-  assert.equal(r.tokensUsed, 120);
+  assert.equal(r.tokensUsed, 120n);
   assert.equal(r.task, "write a report");
   assert.equal(r.stateJson, '{"k":1}');
   assert.deepEqual(r.labels, { team: "ts" });
   assert.deepEqual(await r.reconcile(), [], "nothing pending");
   await r.pointB([]); // nothing pending, nothing to do
   assert.equal(r.revision, s.revision);
-  await r.save({ tokensUsed: 200, labels: {} });
-  assert.equal(r.revision, s.revision + 1);
-  assert.equal(r.tokensUsed, 200);
+  await r.save({ tokensUsed: 200n, labels: {} });
+  assert.equal(r.revision, s.revision + 1n);
+  assert.equal(r.tokensUsed, 200n);
   assert.deepEqual((await c.raw.getSession({ sessionId: "cycle" })).checkpoint!.labels, {});
-  await r.save({ keepMessages: 2, append: [{ role: "user", contentJson: '"rewound"' }] });
-  assert.equal(r.messageCount, 3);
+  await r.save({ keepMessages: 2n, append: [{ role: "user", contentJson: '"rewound"' }] });
+  assert.equal(r.messageCount, 3n);
   assert.deepEqual(await history("cycle"), r.messages);
   await r.delete();
   await assert.rejects(c.resume("cycle"), SessionNotFoundError);
@@ -148,9 +151,9 @@ test("the session refuses what the protocol forbids, before asking the daemon", 
   await s.pointA(assistantFor(...calls), calls);
   await assert.rejects(s.pointA(assistantFor(ro("g3")), [ro("g3")]), ToolUsesPendingError);
   await assert.rejects(s.save({ append: [prompt] }), ToolUsesPendingError);
-  await assert.rejects(s.save({ keepMessages: 1 }), ToolUsesPendingError);
+  await assert.rejects(s.save({ keepMessages: 1n }), ToolUsesPendingError);
   await assert.rejects(s.runTool(ro("nope"), () => "x"), CallNotPendingError);
-  await assert.rejects(s.runTool({ id: "g1", name: "other" }, () => "x"), ToolNameMismatchError);
+  await assert.rejects(s.runTool({ toolUseId: "g1", name: "other" }, () => "x"), ToolNameMismatchError);
   const tools = new Tools();
   const [r1] = await s.runTools([calls[0]], tools.run);
   await assert.rejects(s.runTool(calls[0], () => "again"), AlreadyRunError);
@@ -166,7 +169,7 @@ test("the session refuses what the protocol forbids, before asking the daemon", 
   await assert.rejects(s.pointB([{ ...r1, content: "null", ledgerError: new Error("record me") }, failed]), NotRunError);
   const rev = s.revision;
   await s.pointB([failed, r1]); // any order; saved in the order named
-  assert.equal(s.revision, rev + 1);
+  assert.equal(s.revision, rev + 1n);
   assert.deepEqual(
     JSON.parse(s.messages.at(-1)!.contentJson).map((b: { tool_use_id: string; is_error?: boolean }) => [b.tool_use_id, b.is_error]),
     [
@@ -185,11 +188,11 @@ test("start: an existing session is SessionExistsError unless replaced", async (
   // Once resumed, a create (epoch 0) is fenced: still SessionExistsError.
   await assert.rejects(c.start("exists", "t"), (e: unknown) => e instanceof SessionExistsError && e.reason === "SESSION_FENCED");
   const s2 = await c.start("exists", "t2", { replace: true, messages: [prompt] });
-  assert.equal(s2.revision, 1);
+  assert.equal(s2.revision, 1n);
   assert.ok(s2.epoch > owner.epoch, "the new session starts above the deleted one's epoch");
   // Both earlier owners are fenced.
   for (const old of [s1, owner]) {
-    await assert.rejects(old.save({ tokensUsed: 1 }), (e: unknown) => e instanceof SessionFencedError && e.currentEpoch === s2.epoch);
+    await assert.rejects(old.save({ tokensUsed: 1n }), (e: unknown) => e instanceof SessionFencedError && e.currentEpoch === s2.epoch);
   }
   await assert.rejects(c.resume("never-was"), SessionNotFoundError);
 });
@@ -210,15 +213,15 @@ test("fencing and revision errors arrive as classes, with the session's revision
   });
   assert.equal(tools.runs.size, 0, "no tool ran");
   await assert.rejects(s.pointB([]), ResultsMismatchError);
-  await assert.rejects(s.save({ tokensUsed: 5 }), SessionFencedError);
+  await assert.rejects(s.save({ tokensUsed: 5n }), SessionFencedError);
   // A stale revision under the right epoch.
   await assert.rejects(
-    c.raw.saveCheckpoint({ sessionId: "fence", expectedRevision: 1, epoch: other.epoch, task: "t" }),
+    c.raw.saveCheckpoint({ sessionId: "fence", expectedRevision: 1n, epoch: other.epoch, task: "t" }),
     (e: unknown) => e instanceof RevisionMismatchError && e.currentRevision === other.revision && e.code === 10,
   );
   // Another process writes after this one's resume: reconcile says so.
   const third = await c.resume("fence");
-  await third.save({ tokensUsed: 9 });
+  await third.save({ tokensUsed: 9n });
   await assert.rejects(other.reconcile(tools.run), RevisionMismatchError);
   // Bad input: the field reasons are InvalidArgumentError, metadata naming the field.
   await assert.rejects(c.start("bad id!", "t"), (e: unknown) => {
@@ -288,12 +291,12 @@ test("every reconcile rule", async () => {
     assert.equal(tools.keys[1], begun.idempotencyKey, "a begun idempotent tool runs again with its key");
     assert.ok(tools.keys[2] !== "" && tools.keys[3] !== "", "never-begun tools are begun before they run");
     assert.deepEqual(
-      events.filter((e) => e.stage === "decided").map((e) => [e.call.id, e.begun]),
-      calls.map((u) => [u.id, ["recorded", "failed", "idem-begun", "begun"].includes(u.id)]),
+      events.filter((e) => e.stage === "decided").map((e) => [e.call.toolUseId, e.begun]),
+      calls.map((u) => [u.toolUseId, ["recorded", "failed", "idem-begun", "begun"].includes(u.toolUseId)]),
       "begun: every tool use beginEffect marked, the recorded ones included",
     );
     assert.deepEqual(
-      events.filter((e) => e.stage !== "decided").map((e) => `${e.stage}:${e.call.id}`),
+      events.filter((e) => e.stage !== "decided").map((e) => `${e.stage}:${e.call.toolUseId}`),
       ["ran:ro", "recorded:ro", "begun:idem-begun", "ran:idem-begun", "recorded:idem-begun", "begun:idem-new", "ran:idem-new",
         "recorded:idem-new", "begun:never", "ran:never", "recorded:never"],
     );
@@ -327,7 +330,7 @@ test("every reconcile rule", async () => {
 
 test("a ledger write that fails keeps the real result, and pointB records it", async () => {
   const failures: string[] = [];
-  const c2 = await dial(d.addr, { logger: quiet, onLedgerError: (call) => failures.push(call.id) });
+  const c2 = await dial(d.addr, { logger: quiet, onLedgerError: (call) => failures.push(call.toolUseId) });
   try {
     const s = await c2.start("ledger", "t", { messages: [prompt] });
     await s.pointA(assistantFor(side("l1")), [side("l1")]);
@@ -352,7 +355,7 @@ test("a ledger write that fails keeps the real result, and pointB records it", a
 
 test("the tools of one turn may run at once; the hook sees each stage once it happened", async () => {
   const events: string[] = [];
-  const c2 = await dial(d.addr, { logger: quiet, toolHook: (ev) => events.push(`${ev.stage}:${ev.call.id}`) });
+  const c2 = await dial(d.addr, { logger: quiet, toolHook: (ev) => events.push(`${ev.stage}:${ev.call.toolUseId}`) });
   try {
     const s = await c2.start("concurrent", "t", { messages: [prompt] });
     const calls = [ro("p1"), side("p2"), ro("p3")];
@@ -365,7 +368,7 @@ test("the tools of one turn may run at once; the hook sees each stage once it ha
           most = Math.max(most, ++running);
           await new Promise((r) => setTimeout(r, 50));
           running--;
-          return `${call.id} out`;
+          return `${call.toolUseId} out`;
         }),
       ),
     );
@@ -376,13 +379,56 @@ test("the tools of one turn may run at once; the hook sees each stage once it ha
       ["p1 out", "p2 out", "p3 out"],
     );
     for (const call of calls) {
-      const mine = events.filter((e) => e.endsWith(`:${call.id}`));
-      const want = call.class === EffectClass.EFFECT_CLASS_READ_ONLY ? ["ran", "recorded"] : ["begun", "ran", "recorded"];
-      assert.deepEqual(mine, want.map((st) => `${st}:${call.id}`));
+      const mine = events.filter((e) => e.endsWith(`:${call.toolUseId}`));
+      const want = call.effectClass === EffectClass.EFFECT_CLASS_READ_ONLY ? ["ran", "recorded"] : ["begun", "ran", "recorded"];
+      assert.deepEqual(mine, want.map((st) => `${st}:${call.toolUseId}`));
     }
   } finally {
     c2.close();
   }
+});
+
+test("a tool function, a hook and a result name the call by the proto's fields (toolUseId, effectClass)", async () => {
+  // The proto's ToolUse fields, but beginTracked, which the session sets itself.
+  const protoFields = Object.keys(pb.ToolUse.fromPartial({})).filter((k) => k !== "beginTracked").sort();
+  const seen: Record<string, unknown>[] = [];
+  const c2 = await dial(d.addr, { logger: quiet, toolHook: (ev) => seen.push({ ...ev.call }) });
+  try {
+    const s = await c2.start("names", "t", { messages: [prompt] });
+    const calls = [idem("n1"), { toolUseId: "n2", name: "bare" }];
+    await s.pointA(assistantFor(...calls), calls);
+    const results = await s.runTools(calls, (call, key) => {
+      seen.push({ ...call });
+      return key;
+    });
+    await s.pointB(results);
+    assert.deepEqual(Object.keys(results[0]).sort(), ["content", "decision", "isError", "toolUseId"]);
+    assert.deepEqual(results.map((r) => r.toolUseId), ["n1", "n2"]);
+    assert.ok(seen.length >= 4);
+    for (const call of seen) assert.deepEqual(Object.keys(call).sort(), protoFields);
+    assert.deepEqual(seen.find((c) => c.toolUseId === "n2"), {
+      toolUseId: "n2",
+      name: "bare",
+      inputJson: "",
+      effectClass: EffectClass.EFFECT_CLASS_SIDE_EFFECT,
+    });
+  } finally {
+    c2.close();
+  }
+});
+
+test("complete ends the session: its status, its final output, and saves refused after it", async () => {
+  const s = await c.start("complete", "t", { messages: [prompt] });
+  assert.equal(s.status, SessionStatus.SESSION_STATUS_ACTIVE);
+  await s.pointA({ role: "assistant", contentJson: '"done"' }, []);
+  await s.complete(SessionStatus.SESSION_STATUS_COMPLETED, "the answer");
+  assert.equal(s.status, SessionStatus.SESSION_STATUS_COMPLETED);
+  assert.equal(s.finalOutput, "the answer");
+  await assert.rejects(s.save({ task: "more" }), SessionCompletedError);
+  await s.complete(SessionStatus.SESSION_STATUS_COMPLETED, "the answer"); // again: no change
+  const r = await c.resume("complete");
+  assert.equal(r.status, SessionStatus.SESSION_STATUS_COMPLETED);
+  assert.equal(r.finalOutput, "the answer");
 });
 
 test("a socket path with odd characters dials as given", async () => {
@@ -391,7 +437,7 @@ test("a socket path with odd characters dials as given", async () => {
     const c2 = await dial(`unix://${odd.socket}`, { logger: quiet });
     try {
       const s = await c2.start("odd", "t", {});
-      assert.equal(s.revision, 1);
+      assert.equal(s.revision, 1n);
     } finally {
       c2.close();
     }

@@ -201,7 +201,7 @@ export interface QuotaFailure_Violation {
    * `QuotaFailure` on the number of CPUs is "10", then the value of this
    * field would reflect this quantity.
    */
-  quotaValue: number;
+  quotaValue: bigint;
   /**
    * The new quota value being rolled out at the time of the violation. At the
    * completion of the rollout, this value will be enforced in place of
@@ -212,7 +212,7 @@ export interface QuotaFailure_Violation {
    * changing the number of CPUs quota from 10 to 20, 20 would be the value of
    * this field.
    */
-  futureQuotaValue?: number | undefined;
+  futureQuotaValue?: bigint | undefined;
 }
 
 export interface QuotaFailure_Violation_QuotaDimensionsEntry {
@@ -749,7 +749,7 @@ function createBaseQuotaFailure_Violation(): QuotaFailure_Violation {
     quotaMetric: "",
     quotaId: "",
     quotaDimensions: {},
-    quotaValue: 0,
+    quotaValue: 0n,
     futureQuotaValue: undefined,
   };
 }
@@ -774,10 +774,16 @@ export const QuotaFailure_Violation: MessageFns<QuotaFailure_Violation> = {
     globalThis.Object.entries(message.quotaDimensions).forEach(([key, value]: [string, string]) => {
       QuotaFailure_Violation_QuotaDimensionsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
     });
-    if (message.quotaValue !== 0) {
+    if (message.quotaValue !== 0n) {
+      if (BigInt.asIntN(64, message.quotaValue) !== message.quotaValue) {
+        throw new globalThis.Error("value provided for field message.quotaValue of type int64 too large");
+      }
       writer.uint32(56).int64(message.quotaValue);
     }
     if (message.futureQuotaValue !== undefined) {
+      if (BigInt.asIntN(64, message.futureQuotaValue) !== message.futureQuotaValue) {
+        throw new globalThis.Error("value provided for field message.futureQuotaValue of type int64 too large");
+      }
       writer.uint32(64).int64(message.futureQuotaValue);
     }
     return writer;
@@ -852,7 +858,7 @@ export const QuotaFailure_Violation: MessageFns<QuotaFailure_Violation> = {
               break;
             }
 
-            message.quotaValue = longToNumber(reader.int64());
+            message.quotaValue = reader.int64() as bigint;
             continue;
           }
           case 8: {
@@ -860,7 +866,7 @@ export const QuotaFailure_Violation: MessageFns<QuotaFailure_Violation> = {
               break;
             }
 
-            message.futureQuotaValue = longToNumber(reader.int64());
+            message.futureQuotaValue = reader.int64() as bigint;
             continue;
           }
         }
@@ -894,8 +900,12 @@ export const QuotaFailure_Violation: MessageFns<QuotaFailure_Violation> = {
       },
       {},
     );
-    message.quotaValue = object.quotaValue ?? 0;
-    message.futureQuotaValue = object.futureQuotaValue ?? undefined;
+    message.quotaValue = (object.quotaValue !== undefined && object.quotaValue !== null)
+      ? BigInt(object.quotaValue)
+      : 0n;
+    message.futureQuotaValue = (object.futureQuotaValue !== undefined && object.futureQuotaValue !== null)
+      ? BigInt(object.futureQuotaValue)
+      : undefined;
     return message;
   },
 };
@@ -1605,10 +1615,10 @@ export const LocalizedMessage: MessageFns<LocalizedMessage> = {
   },
 };
 
-type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
+type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 
-export type DeepPartial<T> = T extends Builtin ? T
-  : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
+export type DeepPartial<T> = T extends bigint ? string | number | bigint
+  : T extends Builtin ? T : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
   : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
   : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
   : Partial<T>;
@@ -1616,17 +1626,6 @@ export type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
-
-function longToNumber(int64: { toString(): string }): number {
-  const num = globalThis.Number(int64.toString());
-  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
-    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
-  }
-  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
-    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
-  }
-  return num;
-}
 
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

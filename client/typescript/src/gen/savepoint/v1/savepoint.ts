@@ -283,17 +283,17 @@ export interface Checkpoint {
   /** The session this revision belongs to. */
   sessionId: string;
   /** The revision number; the first save is revision 1. */
-  revision: number;
+  revision: bigint;
   /** The session's current epoch (ownership counter). */
-  epoch: number;
+  epoch: bigint;
   /** The task description, as saved. */
   task: string;
   /** The agent's turn counter, as saved. */
   turn: number;
   /** The tokens used so far, as saved. */
-  tokensUsed: number;
+  tokensUsed: bigint;
   /** The total number of messages in this revision's history. */
-  messageCount: number;
+  messageCount: bigint;
   /**
    * The first messages of the history, as many as fit the response budget;
    * ListMessages returns the rest.
@@ -329,12 +329,12 @@ export interface SaveCheckpointRequest {
    */
   sessionId: string;
   /** The revision this save builds on; 0 creates the session. */
-  expectedRevision: number;
+  expectedRevision: bigint;
   /**
    * The caller's epoch, from the create or the last Resume. 0 is accepted only
    * while the session has never been resumed.
    */
-  epoch: number;
+  epoch: bigint;
   /**
    * A client-made UUID (AIP-155). A retry with the same id and payload
    * returns the original response; empty disables retry detection.
@@ -345,13 +345,13 @@ export interface SaveCheckpointRequest {
   /** The agent's turn counter. */
   turn: number;
   /** The tokens used so far. */
-  tokensUsed: number;
+  tokensUsed: bigint;
   /**
    * How many stored messages to keep before appending; unset keeps them all.
    * Smaller values rewind or compact the history of the new revision only.
    */
   keepMessages?:
-    | number
+    | bigint
     | undefined;
   /** Messages appended after the kept ones. */
   appendMessages: Message[];
@@ -370,11 +370,11 @@ export interface SaveCheckpointRequest_LabelsEntry {
 
 export interface SaveCheckpointResponse {
   /** The new revision. */
-  revision: number;
+  revision: bigint;
   /** The number of messages in the new revision's history. */
-  messageCount: number;
+  messageCount: bigint;
   /** The session's epoch. */
-  epoch: number;
+  epoch: bigint;
 }
 
 export interface BeginEffectRequest {
@@ -383,7 +383,7 @@ export interface BeginEffectRequest {
   /** A tool use pending in the latest revision. */
   toolUseId: string;
   /** The caller's epoch, fenced exactly like a save. */
-  epoch: number;
+  epoch: bigint;
 }
 
 export interface BeginEffectResponse {
@@ -435,7 +435,7 @@ export interface ResumeResponse {
     | Checkpoint
     | undefined;
   /** The new epoch: pass it to every later write. */
-  epoch: number;
+  epoch: bigint;
   /** Pass to ListMessages for the rest of the history; empty when complete. */
   nextPageToken: string;
 }
@@ -472,7 +472,7 @@ export interface Resolution {
 
 export interface ReconcileResponse {
   /** The revision whose pending tool uses were reconciled. */
-  revision: number;
+  revision: bigint;
   /**
    * One resolution per pending tool use, in the saved order, as many as fit
    * the response budget (recorded outputs can be large).
@@ -486,7 +486,7 @@ export interface GetSessionRequest {
   /** The session. */
   sessionId: string;
   /** A kept revision; unset reads the latest. */
-  revision?: number | undefined;
+  revision?: bigint | undefined;
 }
 
 export interface GetSessionResponse {
@@ -502,7 +502,7 @@ export interface ListMessagesRequest {
   /** The session. */
   sessionId: string;
   /** The revision to read; 0 means the latest, or the page token's revision. */
-  revision: number;
+  revision: bigint;
   /**
    * The maximum number of messages to return; 0 means as many as fit the
    * response budget.
@@ -519,9 +519,9 @@ export interface ListMessagesResponse {
   /** The messages of this page, in history order. */
   messages: Message[];
   /** The index in the history of the first message of this page. */
-  firstIndex: number;
+  firstIndex: bigint;
   /** The revision read. */
-  revision: number;
+  revision: bigint;
   /** Pass back for the next page; empty when this page is the last. */
   nextPageToken: string;
 }
@@ -556,11 +556,11 @@ export interface ListSessionsRequest_LabelFilterEntry {
 /** SessionSummary describes a session's latest revision. */
 export interface SessionSummary {
   sessionId: string;
-  revision: number;
-  epoch: number;
+  revision: bigint;
+  epoch: bigint;
   task: string;
   turn: number;
-  messageCount: number;
+  messageCount: bigint;
   /** The tool uses pending in the latest revision. */
   pendingToolUseCount: number;
   labels: { [key: string]: string };
@@ -594,7 +594,7 @@ export interface DeleteSessionRequest {
   /** The session. */
   sessionId: string;
   /** The caller's epoch, fenced like a save. */
-  epoch: number;
+  epoch: bigint;
 }
 
 export interface DeleteSessionResponse {
@@ -602,7 +602,7 @@ export interface DeleteSessionResponse {
    * The epoch recorded in the tombstone; a re-created session starts above
    * it.
    */
-  tombstoneEpoch: number;
+  tombstoneEpoch: bigint;
 }
 
 export interface VerifyRequest {
@@ -618,9 +618,9 @@ export interface DamagedSession {
 
 export interface VerifyResponse {
   /** The sessions checked, tombstones included. */
-  checkedSessions: number;
+  checkedSessions: bigint;
   /** The records read. */
-  checkedRecords: number;
+  checkedRecords: bigint;
   /** The damaged sessions; empty when everything verified. */
   damagedSessions: DamagedSession[];
 }
@@ -636,13 +636,13 @@ export interface GetServerInfoResponse {
   /** The store's on-disk format version. */
   storeFormat: number;
   /** The largest request the daemon accepts, in bytes. */
-  maxRequestBytes: number;
+  maxRequestBytes: bigint;
   /** The largest message content the daemon accepts, in bytes. */
-  maxMessageBytes: number;
+  maxMessageBytes: bigint;
   /** The largest state_json the daemon accepts, in bytes. */
-  maxStateBytes: number;
+  maxStateBytes: bigint;
   /** The size past which a paged response is cut, in bytes. */
-  responseBudgetBytes: number;
+  responseBudgetBytes: bigint;
   /** When the daemon started serving. */
   startTime: Timestamp | undefined;
 }
@@ -651,7 +651,7 @@ export interface CompleteSessionRequest {
   /** The session. */
   sessionId: string;
   /** The caller's epoch, fenced like a save. */
-  epoch: number;
+  epoch: bigint;
   /** SESSION_STATUS_COMPLETED or SESSION_STATUS_FAILED. */
   status: SessionStatus;
   /**
@@ -668,9 +668,9 @@ export interface CompleteSessionRequest {
 
 export interface CompleteSessionResponse {
   /** The session's latest revision, unchanged. */
-  revision: number;
+  revision: bigint;
   /** The session's epoch, unchanged. */
-  epoch: number;
+  epoch: bigint;
   /** The status now stored. */
   status: SessionStatus;
   /** True when the session had this status and final output already. */
@@ -703,7 +703,7 @@ export interface LedgerEntry {
   /** Whether the client promised BeginEffect calls for it. */
   beginTracked: boolean;
   /** The last revision in which the tool use was pending. */
-  lastPendingRevision: number;
+  lastPendingRevision: bigint;
   /** True when BeginEffect marked it as dispatched. */
   begun: boolean;
   /** The key BeginEffect returned; empty when not begun. */
@@ -731,7 +731,7 @@ export interface ForkSessionRequest {
   /** The session to fork. */
   sourceSessionId: string;
   /** The source's revision the fork starts from; 0 means its latest. */
-  revision: number;
+  revision: bigint;
   /**
    * The new session: it must not exist (a deleted one's epochs stay
    * fenced, as for any create).
@@ -746,11 +746,11 @@ export interface ForkSessionRequest {
 
 export interface ForkSessionResponse {
   /** The new session's revision: 1. */
-  revision: number;
+  revision: bigint;
   /** The new session's epoch; it has not been resumed. */
-  epoch: number;
+  epoch: bigint;
   /** The number of messages in its history. */
-  messageCount: number;
+  messageCount: bigint;
   /**
    * The source's recorded effects of calls that are not read-only,
    * recorded after the revision forked from, in tool_use_id order: the
@@ -774,9 +774,9 @@ export interface RewindSessionRequest {
   /** The session. */
   sessionId: string;
   /** The caller's epoch, fenced like a save. */
-  epoch: number;
+  epoch: bigint;
   /** The kept revision to make the latest again; required. */
-  revision: number;
+  revision: bigint;
   /**
    * A client-made UUID (AIP-155). A retry with the same id and payload
    * returns the original revision; empty disables retry detection.
@@ -786,11 +786,11 @@ export interface RewindSessionRequest {
 
 export interface RewindSessionResponse {
   /** The new latest revision, equal to the one rewound to. */
-  revision: number;
+  revision: bigint;
   /** The session's epoch. */
-  epoch: number;
+  epoch: bigint;
   /** The number of messages in the new revision's history. */
-  messageCount: number;
+  messageCount: bigint;
   /**
    * As in ForkSessionResponse: effects recorded after the revision rewound
    * to. Those of calls pending again stay recorded: Reconcile reuses them.
@@ -808,7 +808,7 @@ export interface BackupRequest {
    * response gave: only what was written since is sent (an incremental
    * backup, restored after the backups before it, in order).
    */
-  sinceVersion: number;
+  sinceVersion: bigint;
   /** Accept a plaintext backup of a store without an encryption key. */
   plaintext: boolean;
 }
@@ -823,7 +823,7 @@ export interface BackupResponse {
    * Set in the last response only: the since_version of the next
    * incremental backup.
    */
-  nextSinceVersion: number;
+  nextSinceVersion: bigint;
   /**
    * Set in the first response: whether the file is encrypted with the
    * store's key (savepointd restore then needs --encryption-key-file).
@@ -1121,12 +1121,12 @@ export const Effect: MessageFns<Effect> = {
 function createBaseCheckpoint(): Checkpoint {
   return {
     sessionId: "",
-    revision: 0,
-    epoch: 0,
+    revision: 0n,
+    epoch: 0n,
     task: "",
     turn: 0,
-    tokensUsed: 0,
-    messageCount: 0,
+    tokensUsed: 0n,
+    messageCount: 0n,
     messages: [],
     pendingToolUses: [],
     stateJson: "",
@@ -1143,10 +1143,16 @@ export const Checkpoint: MessageFns<Checkpoint> = {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
     }
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.revision);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.epoch);
     }
     if (message.task !== "") {
@@ -1155,10 +1161,16 @@ export const Checkpoint: MessageFns<Checkpoint> = {
     if (message.turn !== 0) {
       writer.uint32(40).uint32(message.turn);
     }
-    if (message.tokensUsed !== 0) {
+    if (message.tokensUsed !== 0n) {
+      if (BigInt.asUintN(64, message.tokensUsed) !== message.tokensUsed) {
+        throw new globalThis.Error("value provided for field message.tokensUsed of type uint64 too large");
+      }
       writer.uint32(48).uint64(message.tokensUsed);
     }
-    if (message.messageCount !== 0) {
+    if (message.messageCount !== 0n) {
+      if (BigInt.asUintN(64, message.messageCount) !== message.messageCount) {
+        throw new globalThis.Error("value provided for field message.messageCount of type uint64 too large");
+      }
       writer.uint32(56).uint64(message.messageCount);
     }
     for (const v of message.messages) {
@@ -1214,7 +1226,7 @@ export const Checkpoint: MessageFns<Checkpoint> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -1222,7 +1234,7 @@ export const Checkpoint: MessageFns<Checkpoint> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 4: {
@@ -1246,7 +1258,7 @@ export const Checkpoint: MessageFns<Checkpoint> = {
               break;
             }
 
-            message.tokensUsed = longToNumber(reader.uint64());
+            message.tokensUsed = reader.uint64() as bigint;
             continue;
           }
           case 7: {
@@ -1254,7 +1266,7 @@ export const Checkpoint: MessageFns<Checkpoint> = {
               break;
             }
 
-            message.messageCount = longToNumber(reader.uint64());
+            message.messageCount = reader.uint64() as bigint;
             continue;
           }
           case 8: {
@@ -1342,12 +1354,16 @@ export const Checkpoint: MessageFns<Checkpoint> = {
   fromPartial<I extends Exact<DeepPartial<Checkpoint>, I>>(object: I): Checkpoint {
     const message = createBaseCheckpoint();
     message.sessionId = object.sessionId ?? "";
-    message.revision = object.revision ?? 0;
-    message.epoch = object.epoch ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.task = object.task ?? "";
     message.turn = object.turn ?? 0;
-    message.tokensUsed = object.tokensUsed ?? 0;
-    message.messageCount = object.messageCount ?? 0;
+    message.tokensUsed = (object.tokensUsed !== undefined && object.tokensUsed !== null)
+      ? BigInt(object.tokensUsed)
+      : 0n;
+    message.messageCount = (object.messageCount !== undefined && object.messageCount !== null)
+      ? BigInt(object.messageCount)
+      : 0n;
     message.messages = object.messages?.map((e) => Message.fromPartial(e)) || [];
     message.pendingToolUses = object.pendingToolUses?.map((e) => ToolUse.fromPartial(e)) || [];
     message.stateJson = object.stateJson ?? "";
@@ -1442,12 +1458,12 @@ export const Checkpoint_LabelsEntry: MessageFns<Checkpoint_LabelsEntry> = {
 function createBaseSaveCheckpointRequest(): SaveCheckpointRequest {
   return {
     sessionId: "",
-    expectedRevision: 0,
-    epoch: 0,
+    expectedRevision: 0n,
+    epoch: 0n,
     requestId: "",
     task: "",
     turn: 0,
-    tokensUsed: 0,
+    tokensUsed: 0n,
     keepMessages: undefined,
     appendMessages: [],
     pendingToolUses: [],
@@ -1461,10 +1477,16 @@ export const SaveCheckpointRequest: MessageFns<SaveCheckpointRequest> = {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
     }
-    if (message.expectedRevision !== 0) {
+    if (message.expectedRevision !== 0n) {
+      if (BigInt.asUintN(64, message.expectedRevision) !== message.expectedRevision) {
+        throw new globalThis.Error("value provided for field message.expectedRevision of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.expectedRevision);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.epoch);
     }
     if (message.requestId !== "") {
@@ -1476,10 +1498,16 @@ export const SaveCheckpointRequest: MessageFns<SaveCheckpointRequest> = {
     if (message.turn !== 0) {
       writer.uint32(48).uint32(message.turn);
     }
-    if (message.tokensUsed !== 0) {
+    if (message.tokensUsed !== 0n) {
+      if (BigInt.asUintN(64, message.tokensUsed) !== message.tokensUsed) {
+        throw new globalThis.Error("value provided for field message.tokensUsed of type uint64 too large");
+      }
       writer.uint32(56).uint64(message.tokensUsed);
     }
     if (message.keepMessages !== undefined) {
+      if (BigInt.asUintN(64, message.keepMessages) !== message.keepMessages) {
+        throw new globalThis.Error("value provided for field message.keepMessages of type uint64 too large");
+      }
       writer.uint32(64).uint64(message.keepMessages);
     }
     for (const v of message.appendMessages) {
@@ -1523,7 +1551,7 @@ export const SaveCheckpointRequest: MessageFns<SaveCheckpointRequest> = {
               break;
             }
 
-            message.expectedRevision = longToNumber(reader.uint64());
+            message.expectedRevision = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -1531,7 +1559,7 @@ export const SaveCheckpointRequest: MessageFns<SaveCheckpointRequest> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 4: {
@@ -1563,7 +1591,7 @@ export const SaveCheckpointRequest: MessageFns<SaveCheckpointRequest> = {
               break;
             }
 
-            message.tokensUsed = longToNumber(reader.uint64());
+            message.tokensUsed = reader.uint64() as bigint;
             continue;
           }
           case 8: {
@@ -1571,7 +1599,7 @@ export const SaveCheckpointRequest: MessageFns<SaveCheckpointRequest> = {
               break;
             }
 
-            message.keepMessages = longToNumber(reader.uint64());
+            message.keepMessages = reader.uint64() as bigint;
             continue;
           }
           case 9: {
@@ -1627,13 +1655,19 @@ export const SaveCheckpointRequest: MessageFns<SaveCheckpointRequest> = {
   fromPartial<I extends Exact<DeepPartial<SaveCheckpointRequest>, I>>(object: I): SaveCheckpointRequest {
     const message = createBaseSaveCheckpointRequest();
     message.sessionId = object.sessionId ?? "";
-    message.expectedRevision = object.expectedRevision ?? 0;
-    message.epoch = object.epoch ?? 0;
+    message.expectedRevision = (object.expectedRevision !== undefined && object.expectedRevision !== null)
+      ? BigInt(object.expectedRevision)
+      : 0n;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.requestId = object.requestId ?? "";
     message.task = object.task ?? "";
     message.turn = object.turn ?? 0;
-    message.tokensUsed = object.tokensUsed ?? 0;
-    message.keepMessages = object.keepMessages ?? undefined;
+    message.tokensUsed = (object.tokensUsed !== undefined && object.tokensUsed !== null)
+      ? BigInt(object.tokensUsed)
+      : 0n;
+    message.keepMessages = (object.keepMessages !== undefined && object.keepMessages !== null)
+      ? BigInt(object.keepMessages)
+      : undefined;
     message.appendMessages = object.appendMessages?.map((e) => Message.fromPartial(e)) || [];
     message.pendingToolUses = object.pendingToolUses?.map((e) => ToolUse.fromPartial(e)) || [];
     message.stateJson = object.stateJson ?? "";
@@ -1722,18 +1756,27 @@ export const SaveCheckpointRequest_LabelsEntry: MessageFns<SaveCheckpointRequest
 };
 
 function createBaseSaveCheckpointResponse(): SaveCheckpointResponse {
-  return { revision: 0, messageCount: 0, epoch: 0 };
+  return { revision: 0n, messageCount: 0n, epoch: 0n };
 }
 
 export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
   encode(message: SaveCheckpointResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.revision);
     }
-    if (message.messageCount !== 0) {
+    if (message.messageCount !== 0n) {
+      if (BigInt.asUintN(64, message.messageCount) !== message.messageCount) {
+        throw new globalThis.Error("value provided for field message.messageCount of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.messageCount);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.epoch);
     }
     return writer;
@@ -1757,7 +1800,7 @@ export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 2: {
@@ -1765,7 +1808,7 @@ export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
               break;
             }
 
-            message.messageCount = longToNumber(reader.uint64());
+            message.messageCount = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -1773,7 +1816,7 @@ export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
         }
@@ -1793,15 +1836,17 @@ export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<SaveCheckpointResponse>, I>>(object: I): SaveCheckpointResponse {
     const message = createBaseSaveCheckpointResponse();
-    message.revision = object.revision ?? 0;
-    message.messageCount = object.messageCount ?? 0;
-    message.epoch = object.epoch ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
+    message.messageCount = (object.messageCount !== undefined && object.messageCount !== null)
+      ? BigInt(object.messageCount)
+      : 0n;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     return message;
   },
 };
 
 function createBaseBeginEffectRequest(): BeginEffectRequest {
-  return { sessionId: "", toolUseId: "", epoch: 0 };
+  return { sessionId: "", toolUseId: "", epoch: 0n };
 }
 
 export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
@@ -1812,7 +1857,10 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
     if (message.toolUseId !== "") {
       writer.uint32(18).string(message.toolUseId);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.epoch);
     }
     return writer;
@@ -1852,7 +1900,7 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
         }
@@ -1874,7 +1922,7 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
     const message = createBaseBeginEffectRequest();
     message.sessionId = object.sessionId ?? "";
     message.toolUseId = object.toolUseId ?? "";
-    message.epoch = object.epoch ?? 0;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     return message;
   },
 };
@@ -2186,7 +2234,7 @@ export const ResumeRequest: MessageFns<ResumeRequest> = {
 };
 
 function createBaseResumeResponse(): ResumeResponse {
-  return { checkpoint: undefined, epoch: 0, nextPageToken: "" };
+  return { checkpoint: undefined, epoch: 0n, nextPageToken: "" };
 }
 
 export const ResumeResponse: MessageFns<ResumeResponse> = {
@@ -2194,7 +2242,10 @@ export const ResumeResponse: MessageFns<ResumeResponse> = {
     if (message.checkpoint !== undefined) {
       Checkpoint.encode(message.checkpoint, writer.uint32(10).fork()).join();
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.epoch);
     }
     if (message.nextPageToken !== "") {
@@ -2229,7 +2280,7 @@ export const ResumeResponse: MessageFns<ResumeResponse> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -2260,7 +2311,7 @@ export const ResumeResponse: MessageFns<ResumeResponse> = {
     message.checkpoint = (object.checkpoint !== undefined && object.checkpoint !== null)
       ? Checkpoint.fromPartial(object.checkpoint)
       : undefined;
-    message.epoch = object.epoch ?? 0;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
@@ -2453,12 +2504,15 @@ export const Resolution: MessageFns<Resolution> = {
 };
 
 function createBaseReconcileResponse(): ReconcileResponse {
-  return { revision: 0, resolutions: [], nextPageToken: "" };
+  return { revision: 0n, resolutions: [], nextPageToken: "" };
 }
 
 export const ReconcileResponse: MessageFns<ReconcileResponse> = {
   encode(message: ReconcileResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.revision);
     }
     for (const v of message.resolutions) {
@@ -2488,7 +2542,7 @@ export const ReconcileResponse: MessageFns<ReconcileResponse> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 2: {
@@ -2524,7 +2578,7 @@ export const ReconcileResponse: MessageFns<ReconcileResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<ReconcileResponse>, I>>(object: I): ReconcileResponse {
     const message = createBaseReconcileResponse();
-    message.revision = object.revision ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
     message.resolutions = object.resolutions?.map((e) => Resolution.fromPartial(e)) || [];
     message.nextPageToken = object.nextPageToken ?? "";
     return message;
@@ -2541,6 +2595,9 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
       writer.uint32(10).string(message.sessionId);
     }
     if (message.revision !== undefined) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.revision);
     }
     return writer;
@@ -2572,7 +2629,7 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
         }
@@ -2593,7 +2650,9 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
   fromPartial<I extends Exact<DeepPartial<GetSessionRequest>, I>>(object: I): GetSessionRequest {
     const message = createBaseGetSessionRequest();
     message.sessionId = object.sessionId ?? "";
-    message.revision = object.revision ?? undefined;
+    message.revision = (object.revision !== undefined && object.revision !== null)
+      ? BigInt(object.revision)
+      : undefined;
     return message;
   },
 };
@@ -2668,7 +2727,7 @@ export const GetSessionResponse: MessageFns<GetSessionResponse> = {
 };
 
 function createBaseListMessagesRequest(): ListMessagesRequest {
-  return { sessionId: "", revision: 0, pageSize: 0, pageToken: "" };
+  return { sessionId: "", revision: 0n, pageSize: 0, pageToken: "" };
 }
 
 export const ListMessagesRequest: MessageFns<ListMessagesRequest> = {
@@ -2676,7 +2735,10 @@ export const ListMessagesRequest: MessageFns<ListMessagesRequest> = {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
     }
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.revision);
     }
     if (message.pageSize !== 0) {
@@ -2714,7 +2776,7 @@ export const ListMessagesRequest: MessageFns<ListMessagesRequest> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -2751,7 +2813,7 @@ export const ListMessagesRequest: MessageFns<ListMessagesRequest> = {
   fromPartial<I extends Exact<DeepPartial<ListMessagesRequest>, I>>(object: I): ListMessagesRequest {
     const message = createBaseListMessagesRequest();
     message.sessionId = object.sessionId ?? "";
-    message.revision = object.revision ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
     return message;
@@ -2759,7 +2821,7 @@ export const ListMessagesRequest: MessageFns<ListMessagesRequest> = {
 };
 
 function createBaseListMessagesResponse(): ListMessagesResponse {
-  return { messages: [], firstIndex: 0, revision: 0, nextPageToken: "" };
+  return { messages: [], firstIndex: 0n, revision: 0n, nextPageToken: "" };
 }
 
 export const ListMessagesResponse: MessageFns<ListMessagesResponse> = {
@@ -2767,10 +2829,16 @@ export const ListMessagesResponse: MessageFns<ListMessagesResponse> = {
     for (const v of message.messages) {
       Message.encode(v!, writer.uint32(10).fork()).join();
     }
-    if (message.firstIndex !== 0) {
+    if (message.firstIndex !== 0n) {
+      if (BigInt.asUintN(64, message.firstIndex) !== message.firstIndex) {
+        throw new globalThis.Error("value provided for field message.firstIndex of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.firstIndex);
     }
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.revision);
     }
     if (message.nextPageToken !== "") {
@@ -2805,7 +2873,7 @@ export const ListMessagesResponse: MessageFns<ListMessagesResponse> = {
               break;
             }
 
-            message.firstIndex = longToNumber(reader.uint64());
+            message.firstIndex = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -2813,7 +2881,7 @@ export const ListMessagesResponse: MessageFns<ListMessagesResponse> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 4: {
@@ -2842,8 +2910,10 @@ export const ListMessagesResponse: MessageFns<ListMessagesResponse> = {
   fromPartial<I extends Exact<DeepPartial<ListMessagesResponse>, I>>(object: I): ListMessagesResponse {
     const message = createBaseListMessagesResponse();
     message.messages = object.messages?.map((e) => Message.fromPartial(e)) || [];
-    message.firstIndex = object.firstIndex ?? 0;
-    message.revision = object.revision ?? 0;
+    message.firstIndex = (object.firstIndex !== undefined && object.firstIndex !== null)
+      ? BigInt(object.firstIndex)
+      : 0n;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
     message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
@@ -3058,11 +3128,11 @@ export const ListSessionsRequest_LabelFilterEntry: MessageFns<ListSessionsReques
 function createBaseSessionSummary(): SessionSummary {
   return {
     sessionId: "",
-    revision: 0,
-    epoch: 0,
+    revision: 0n,
+    epoch: 0n,
     task: "",
     turn: 0,
-    messageCount: 0,
+    messageCount: 0n,
     pendingToolUseCount: 0,
     labels: {},
     updateTime: undefined,
@@ -3076,10 +3146,16 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
     }
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.revision);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.epoch);
     }
     if (message.task !== "") {
@@ -3088,7 +3164,10 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     if (message.turn !== 0) {
       writer.uint32(40).uint32(message.turn);
     }
-    if (message.messageCount !== 0) {
+    if (message.messageCount !== 0n) {
+      if (BigInt.asUintN(64, message.messageCount) !== message.messageCount) {
+        throw new globalThis.Error("value provided for field message.messageCount of type uint64 too large");
+      }
       writer.uint32(48).uint64(message.messageCount);
     }
     if (message.pendingToolUseCount !== 0) {
@@ -3135,7 +3214,7 @@ export const SessionSummary: MessageFns<SessionSummary> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -3143,7 +3222,7 @@ export const SessionSummary: MessageFns<SessionSummary> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 4: {
@@ -3167,7 +3246,7 @@ export const SessionSummary: MessageFns<SessionSummary> = {
               break;
             }
 
-            message.messageCount = longToNumber(reader.uint64());
+            message.messageCount = reader.uint64() as bigint;
             continue;
           }
           case 7: {
@@ -3231,11 +3310,13 @@ export const SessionSummary: MessageFns<SessionSummary> = {
   fromPartial<I extends Exact<DeepPartial<SessionSummary>, I>>(object: I): SessionSummary {
     const message = createBaseSessionSummary();
     message.sessionId = object.sessionId ?? "";
-    message.revision = object.revision ?? 0;
-    message.epoch = object.epoch ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.task = object.task ?? "";
     message.turn = object.turn ?? 0;
-    message.messageCount = object.messageCount ?? 0;
+    message.messageCount = (object.messageCount !== undefined && object.messageCount !== null)
+      ? BigInt(object.messageCount)
+      : 0n;
     message.pendingToolUseCount = object.pendingToolUseCount ?? 0;
     message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
       (acc: { [key: string]: string }, [key, value]: [string, string]) => {
@@ -3390,7 +3471,7 @@ export const ListSessionsResponse: MessageFns<ListSessionsResponse> = {
 };
 
 function createBaseDeleteSessionRequest(): DeleteSessionRequest {
-  return { sessionId: "", epoch: 0 };
+  return { sessionId: "", epoch: 0n };
 }
 
 export const DeleteSessionRequest: MessageFns<DeleteSessionRequest> = {
@@ -3398,7 +3479,10 @@ export const DeleteSessionRequest: MessageFns<DeleteSessionRequest> = {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.epoch);
     }
     return writer;
@@ -3430,7 +3514,7 @@ export const DeleteSessionRequest: MessageFns<DeleteSessionRequest> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
         }
@@ -3451,18 +3535,21 @@ export const DeleteSessionRequest: MessageFns<DeleteSessionRequest> = {
   fromPartial<I extends Exact<DeepPartial<DeleteSessionRequest>, I>>(object: I): DeleteSessionRequest {
     const message = createBaseDeleteSessionRequest();
     message.sessionId = object.sessionId ?? "";
-    message.epoch = object.epoch ?? 0;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     return message;
   },
 };
 
 function createBaseDeleteSessionResponse(): DeleteSessionResponse {
-  return { tombstoneEpoch: 0 };
+  return { tombstoneEpoch: 0n };
 }
 
 export const DeleteSessionResponse: MessageFns<DeleteSessionResponse> = {
   encode(message: DeleteSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.tombstoneEpoch !== 0) {
+    if (message.tombstoneEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.tombstoneEpoch) !== message.tombstoneEpoch) {
+        throw new globalThis.Error("value provided for field message.tombstoneEpoch of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.tombstoneEpoch);
     }
     return writer;
@@ -3486,7 +3573,7 @@ export const DeleteSessionResponse: MessageFns<DeleteSessionResponse> = {
               break;
             }
 
-            message.tombstoneEpoch = longToNumber(reader.uint64());
+            message.tombstoneEpoch = reader.uint64() as bigint;
             continue;
           }
         }
@@ -3506,7 +3593,9 @@ export const DeleteSessionResponse: MessageFns<DeleteSessionResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<DeleteSessionResponse>, I>>(object: I): DeleteSessionResponse {
     const message = createBaseDeleteSessionResponse();
-    message.tombstoneEpoch = object.tombstoneEpoch ?? 0;
+    message.tombstoneEpoch = (object.tombstoneEpoch !== undefined && object.tombstoneEpoch !== null)
+      ? BigInt(object.tombstoneEpoch)
+      : 0n;
     return message;
   },
 };
@@ -3622,15 +3711,21 @@ export const DamagedSession: MessageFns<DamagedSession> = {
 };
 
 function createBaseVerifyResponse(): VerifyResponse {
-  return { checkedSessions: 0, checkedRecords: 0, damagedSessions: [] };
+  return { checkedSessions: 0n, checkedRecords: 0n, damagedSessions: [] };
 }
 
 export const VerifyResponse: MessageFns<VerifyResponse> = {
   encode(message: VerifyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.checkedSessions !== 0) {
+    if (message.checkedSessions !== 0n) {
+      if (BigInt.asUintN(64, message.checkedSessions) !== message.checkedSessions) {
+        throw new globalThis.Error("value provided for field message.checkedSessions of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.checkedSessions);
     }
-    if (message.checkedRecords !== 0) {
+    if (message.checkedRecords !== 0n) {
+      if (BigInt.asUintN(64, message.checkedRecords) !== message.checkedRecords) {
+        throw new globalThis.Error("value provided for field message.checkedRecords of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.checkedRecords);
     }
     for (const v of message.damagedSessions) {
@@ -3657,7 +3752,7 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
               break;
             }
 
-            message.checkedSessions = longToNumber(reader.uint64());
+            message.checkedSessions = reader.uint64() as bigint;
             continue;
           }
           case 2: {
@@ -3665,7 +3760,7 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
               break;
             }
 
-            message.checkedRecords = longToNumber(reader.uint64());
+            message.checkedRecords = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -3693,8 +3788,12 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<VerifyResponse>, I>>(object: I): VerifyResponse {
     const message = createBaseVerifyResponse();
-    message.checkedSessions = object.checkedSessions ?? 0;
-    message.checkedRecords = object.checkedRecords ?? 0;
+    message.checkedSessions = (object.checkedSessions !== undefined && object.checkedSessions !== null)
+      ? BigInt(object.checkedSessions)
+      : 0n;
+    message.checkedRecords = (object.checkedRecords !== undefined && object.checkedRecords !== null)
+      ? BigInt(object.checkedRecords)
+      : 0n;
     message.damagedSessions = object.damagedSessions?.map((e) => DamagedSession.fromPartial(e)) || [];
     return message;
   },
@@ -3748,10 +3847,10 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     version: "",
     storeKind: "",
     storeFormat: 0,
-    maxRequestBytes: 0,
-    maxMessageBytes: 0,
-    maxStateBytes: 0,
-    responseBudgetBytes: 0,
+    maxRequestBytes: 0n,
+    maxMessageBytes: 0n,
+    maxStateBytes: 0n,
+    responseBudgetBytes: 0n,
     startTime: undefined,
   };
 }
@@ -3767,16 +3866,28 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     if (message.storeFormat !== 0) {
       writer.uint32(24).uint32(message.storeFormat);
     }
-    if (message.maxRequestBytes !== 0) {
+    if (message.maxRequestBytes !== 0n) {
+      if (BigInt.asIntN(64, message.maxRequestBytes) !== message.maxRequestBytes) {
+        throw new globalThis.Error("value provided for field message.maxRequestBytes of type int64 too large");
+      }
       writer.uint32(32).int64(message.maxRequestBytes);
     }
-    if (message.maxMessageBytes !== 0) {
+    if (message.maxMessageBytes !== 0n) {
+      if (BigInt.asIntN(64, message.maxMessageBytes) !== message.maxMessageBytes) {
+        throw new globalThis.Error("value provided for field message.maxMessageBytes of type int64 too large");
+      }
       writer.uint32(40).int64(message.maxMessageBytes);
     }
-    if (message.maxStateBytes !== 0) {
+    if (message.maxStateBytes !== 0n) {
+      if (BigInt.asIntN(64, message.maxStateBytes) !== message.maxStateBytes) {
+        throw new globalThis.Error("value provided for field message.maxStateBytes of type int64 too large");
+      }
       writer.uint32(48).int64(message.maxStateBytes);
     }
-    if (message.responseBudgetBytes !== 0) {
+    if (message.responseBudgetBytes !== 0n) {
+      if (BigInt.asIntN(64, message.responseBudgetBytes) !== message.responseBudgetBytes) {
+        throw new globalThis.Error("value provided for field message.responseBudgetBytes of type int64 too large");
+      }
       writer.uint32(56).int64(message.responseBudgetBytes);
     }
     if (message.startTime !== undefined) {
@@ -3827,7 +3938,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
               break;
             }
 
-            message.maxRequestBytes = longToNumber(reader.int64());
+            message.maxRequestBytes = reader.int64() as bigint;
             continue;
           }
           case 5: {
@@ -3835,7 +3946,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
               break;
             }
 
-            message.maxMessageBytes = longToNumber(reader.int64());
+            message.maxMessageBytes = reader.int64() as bigint;
             continue;
           }
           case 6: {
@@ -3843,7 +3954,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
               break;
             }
 
-            message.maxStateBytes = longToNumber(reader.int64());
+            message.maxStateBytes = reader.int64() as bigint;
             continue;
           }
           case 7: {
@@ -3851,7 +3962,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
               break;
             }
 
-            message.responseBudgetBytes = longToNumber(reader.int64());
+            message.responseBudgetBytes = reader.int64() as bigint;
             continue;
           }
           case 8: {
@@ -3882,10 +3993,18 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     message.version = object.version ?? "";
     message.storeKind = object.storeKind ?? "";
     message.storeFormat = object.storeFormat ?? 0;
-    message.maxRequestBytes = object.maxRequestBytes ?? 0;
-    message.maxMessageBytes = object.maxMessageBytes ?? 0;
-    message.maxStateBytes = object.maxStateBytes ?? 0;
-    message.responseBudgetBytes = object.responseBudgetBytes ?? 0;
+    message.maxRequestBytes = (object.maxRequestBytes !== undefined && object.maxRequestBytes !== null)
+      ? BigInt(object.maxRequestBytes)
+      : 0n;
+    message.maxMessageBytes = (object.maxMessageBytes !== undefined && object.maxMessageBytes !== null)
+      ? BigInt(object.maxMessageBytes)
+      : 0n;
+    message.maxStateBytes = (object.maxStateBytes !== undefined && object.maxStateBytes !== null)
+      ? BigInt(object.maxStateBytes)
+      : 0n;
+    message.responseBudgetBytes = (object.responseBudgetBytes !== undefined && object.responseBudgetBytes !== null)
+      ? BigInt(object.responseBudgetBytes)
+      : 0n;
     message.startTime = (object.startTime !== undefined && object.startTime !== null)
       ? Timestamp.fromPartial(object.startTime)
       : undefined;
@@ -3894,7 +4013,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
 };
 
 function createBaseCompleteSessionRequest(): CompleteSessionRequest {
-  return { sessionId: "", epoch: 0, status: 0, finalOutput: "", requestId: "" };
+  return { sessionId: "", epoch: 0n, status: 0, finalOutput: "", requestId: "" };
 }
 
 export const CompleteSessionRequest: MessageFns<CompleteSessionRequest> = {
@@ -3902,7 +4021,10 @@ export const CompleteSessionRequest: MessageFns<CompleteSessionRequest> = {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.epoch);
     }
     if (message.status !== 0) {
@@ -3943,7 +4065,7 @@ export const CompleteSessionRequest: MessageFns<CompleteSessionRequest> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -3988,7 +4110,7 @@ export const CompleteSessionRequest: MessageFns<CompleteSessionRequest> = {
   fromPartial<I extends Exact<DeepPartial<CompleteSessionRequest>, I>>(object: I): CompleteSessionRequest {
     const message = createBaseCompleteSessionRequest();
     message.sessionId = object.sessionId ?? "";
-    message.epoch = object.epoch ?? 0;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.status = object.status ?? 0;
     message.finalOutput = object.finalOutput ?? "";
     message.requestId = object.requestId ?? "";
@@ -3997,15 +4119,21 @@ export const CompleteSessionRequest: MessageFns<CompleteSessionRequest> = {
 };
 
 function createBaseCompleteSessionResponse(): CompleteSessionResponse {
-  return { revision: 0, epoch: 0, status: 0, alreadyCompleted: false };
+  return { revision: 0n, epoch: 0n, status: 0, alreadyCompleted: false };
 }
 
 export const CompleteSessionResponse: MessageFns<CompleteSessionResponse> = {
   encode(message: CompleteSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.revision);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.epoch);
     }
     if (message.status !== 0) {
@@ -4035,7 +4163,7 @@ export const CompleteSessionResponse: MessageFns<CompleteSessionResponse> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 2: {
@@ -4043,7 +4171,7 @@ export const CompleteSessionResponse: MessageFns<CompleteSessionResponse> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -4079,8 +4207,8 @@ export const CompleteSessionResponse: MessageFns<CompleteSessionResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<CompleteSessionResponse>, I>>(object: I): CompleteSessionResponse {
     const message = createBaseCompleteSessionResponse();
-    message.revision = object.revision ?? 0;
-    message.epoch = object.epoch ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.status = object.status ?? 0;
     message.alreadyCompleted = object.alreadyCompleted ?? false;
     return message;
@@ -4172,7 +4300,7 @@ function createBaseLedgerEntry(): LedgerEntry {
     name: "",
     effectClass: 0,
     beginTracked: false,
-    lastPendingRevision: 0,
+    lastPendingRevision: 0n,
     begun: false,
     idempotencyKey: "",
     beginTime: undefined,
@@ -4194,7 +4322,10 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     if (message.beginTracked !== false) {
       writer.uint32(32).bool(message.beginTracked);
     }
-    if (message.lastPendingRevision !== 0) {
+    if (message.lastPendingRevision !== 0n) {
+      if (BigInt.asUintN(64, message.lastPendingRevision) !== message.lastPendingRevision) {
+        throw new globalThis.Error("value provided for field message.lastPendingRevision of type uint64 too large");
+      }
       writer.uint32(40).uint64(message.lastPendingRevision);
     }
     if (message.begun !== false) {
@@ -4262,7 +4393,7 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
               break;
             }
 
-            message.lastPendingRevision = longToNumber(reader.uint64());
+            message.lastPendingRevision = reader.uint64() as bigint;
             continue;
           }
           case 6: {
@@ -4318,7 +4449,9 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     message.name = object.name ?? "";
     message.effectClass = object.effectClass ?? 0;
     message.beginTracked = object.beginTracked ?? false;
-    message.lastPendingRevision = object.lastPendingRevision ?? 0;
+    message.lastPendingRevision = (object.lastPendingRevision !== undefined && object.lastPendingRevision !== null)
+      ? BigInt(object.lastPendingRevision)
+      : 0n;
     message.begun = object.begun ?? false;
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.beginTime = (object.beginTime !== undefined && object.beginTime !== null)
@@ -4399,7 +4532,7 @@ export const ListEffectsResponse: MessageFns<ListEffectsResponse> = {
 };
 
 function createBaseForkSessionRequest(): ForkSessionRequest {
-  return { sourceSessionId: "", revision: 0, newSessionId: "", requestId: "" };
+  return { sourceSessionId: "", revision: 0n, newSessionId: "", requestId: "" };
 }
 
 export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
@@ -4407,7 +4540,10 @@ export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
     if (message.sourceSessionId !== "") {
       writer.uint32(10).string(message.sourceSessionId);
     }
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.revision);
     }
     if (message.newSessionId !== "") {
@@ -4445,7 +4581,7 @@ export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -4482,7 +4618,7 @@ export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
   fromPartial<I extends Exact<DeepPartial<ForkSessionRequest>, I>>(object: I): ForkSessionRequest {
     const message = createBaseForkSessionRequest();
     message.sourceSessionId = object.sourceSessionId ?? "";
-    message.revision = object.revision ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
     message.newSessionId = object.newSessionId ?? "";
     message.requestId = object.requestId ?? "";
     return message;
@@ -4490,18 +4626,27 @@ export const ForkSessionRequest: MessageFns<ForkSessionRequest> = {
 };
 
 function createBaseForkSessionResponse(): ForkSessionResponse {
-  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
+  return { revision: 0n, epoch: 0n, messageCount: 0n, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
 }
 
 export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
   encode(message: ForkSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.revision);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.epoch);
     }
-    if (message.messageCount !== 0) {
+    if (message.messageCount !== 0n) {
+      if (BigInt.asUintN(64, message.messageCount) !== message.messageCount) {
+        throw new globalThis.Error("value provided for field message.messageCount of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.messageCount);
     }
     for (const v of message.performedAfter) {
@@ -4534,7 +4679,7 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 2: {
@@ -4542,7 +4687,7 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -4550,7 +4695,7 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
               break;
             }
 
-            message.messageCount = longToNumber(reader.uint64());
+            message.messageCount = reader.uint64() as bigint;
             continue;
           }
           case 4: {
@@ -4594,9 +4739,11 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<ForkSessionResponse>, I>>(object: I): ForkSessionResponse {
     const message = createBaseForkSessionResponse();
-    message.revision = object.revision ?? 0;
-    message.epoch = object.epoch ?? 0;
-    message.messageCount = object.messageCount ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.messageCount = (object.messageCount !== undefined && object.messageCount !== null)
+      ? BigInt(object.messageCount)
+      : 0n;
     message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.listsTruncated = object.listsTruncated ?? false;
@@ -4605,7 +4752,7 @@ export const ForkSessionResponse: MessageFns<ForkSessionResponse> = {
 };
 
 function createBaseRewindSessionRequest(): RewindSessionRequest {
-  return { sessionId: "", epoch: 0, revision: 0, requestId: "" };
+  return { sessionId: "", epoch: 0n, revision: 0n, requestId: "" };
 }
 
 export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
@@ -4613,10 +4760,16 @@ export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.epoch);
     }
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.revision);
     }
     if (message.requestId !== "") {
@@ -4651,7 +4804,7 @@ export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -4659,7 +4812,7 @@ export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 4: {
@@ -4688,26 +4841,35 @@ export const RewindSessionRequest: MessageFns<RewindSessionRequest> = {
   fromPartial<I extends Exact<DeepPartial<RewindSessionRequest>, I>>(object: I): RewindSessionRequest {
     const message = createBaseRewindSessionRequest();
     message.sessionId = object.sessionId ?? "";
-    message.epoch = object.epoch ?? 0;
-    message.revision = object.revision ?? 0;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
     message.requestId = object.requestId ?? "";
     return message;
   },
 };
 
 function createBaseRewindSessionResponse(): RewindSessionResponse {
-  return { revision: 0, epoch: 0, messageCount: 0, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
+  return { revision: 0n, epoch: 0n, messageCount: 0n, performedAfter: [], inDoubtAfter: [], listsTruncated: false };
 }
 
 export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
   encode(message: RewindSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.revision !== 0) {
+    if (message.revision !== 0n) {
+      if (BigInt.asUintN(64, message.revision) !== message.revision) {
+        throw new globalThis.Error("value provided for field message.revision of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.revision);
     }
-    if (message.epoch !== 0) {
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.epoch);
     }
-    if (message.messageCount !== 0) {
+    if (message.messageCount !== 0n) {
+      if (BigInt.asUintN(64, message.messageCount) !== message.messageCount) {
+        throw new globalThis.Error("value provided for field message.messageCount of type uint64 too large");
+      }
       writer.uint32(24).uint64(message.messageCount);
     }
     for (const v of message.performedAfter) {
@@ -4740,7 +4902,7 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
               break;
             }
 
-            message.revision = longToNumber(reader.uint64());
+            message.revision = reader.uint64() as bigint;
             continue;
           }
           case 2: {
@@ -4748,7 +4910,7 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
               break;
             }
 
-            message.epoch = longToNumber(reader.uint64());
+            message.epoch = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -4756,7 +4918,7 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
               break;
             }
 
-            message.messageCount = longToNumber(reader.uint64());
+            message.messageCount = reader.uint64() as bigint;
             continue;
           }
           case 4: {
@@ -4800,9 +4962,11 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<RewindSessionResponse>, I>>(object: I): RewindSessionResponse {
     const message = createBaseRewindSessionResponse();
-    message.revision = object.revision ?? 0;
-    message.epoch = object.epoch ?? 0;
-    message.messageCount = object.messageCount ?? 0;
+    message.revision = (object.revision !== undefined && object.revision !== null) ? BigInt(object.revision) : 0n;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.messageCount = (object.messageCount !== undefined && object.messageCount !== null)
+      ? BigInt(object.messageCount)
+      : 0n;
     message.performedAfter = object.performedAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.inDoubtAfter = object.inDoubtAfter?.map((e) => LedgerEntry.fromPartial(e)) || [];
     message.listsTruncated = object.listsTruncated ?? false;
@@ -4811,12 +4975,15 @@ export const RewindSessionResponse: MessageFns<RewindSessionResponse> = {
 };
 
 function createBaseBackupRequest(): BackupRequest {
-  return { sinceVersion: 0, plaintext: false };
+  return { sinceVersion: 0n, plaintext: false };
 }
 
 export const BackupRequest: MessageFns<BackupRequest> = {
   encode(message: BackupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.sinceVersion !== 0) {
+    if (message.sinceVersion !== 0n) {
+      if (BigInt.asUintN(64, message.sinceVersion) !== message.sinceVersion) {
+        throw new globalThis.Error("value provided for field message.sinceVersion of type uint64 too large");
+      }
       writer.uint32(8).uint64(message.sinceVersion);
     }
     if (message.plaintext !== false) {
@@ -4843,7 +5010,7 @@ export const BackupRequest: MessageFns<BackupRequest> = {
               break;
             }
 
-            message.sinceVersion = longToNumber(reader.uint64());
+            message.sinceVersion = reader.uint64() as bigint;
             continue;
           }
           case 2: {
@@ -4871,14 +5038,16 @@ export const BackupRequest: MessageFns<BackupRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<BackupRequest>, I>>(object: I): BackupRequest {
     const message = createBaseBackupRequest();
-    message.sinceVersion = object.sinceVersion ?? 0;
+    message.sinceVersion = (object.sinceVersion !== undefined && object.sinceVersion !== null)
+      ? BigInt(object.sinceVersion)
+      : 0n;
     message.plaintext = object.plaintext ?? false;
     return message;
   },
 };
 
 function createBaseBackupResponse(): BackupResponse {
-  return { data: Buffer.alloc(0), nextSinceVersion: 0, encrypted: false };
+  return { data: Buffer.alloc(0), nextSinceVersion: 0n, encrypted: false };
 }
 
 export const BackupResponse: MessageFns<BackupResponse> = {
@@ -4886,7 +5055,10 @@ export const BackupResponse: MessageFns<BackupResponse> = {
     if (message.data.length !== 0) {
       writer.uint32(10).bytes(message.data);
     }
-    if (message.nextSinceVersion !== 0) {
+    if (message.nextSinceVersion !== 0n) {
+      if (BigInt.asUintN(64, message.nextSinceVersion) !== message.nextSinceVersion) {
+        throw new globalThis.Error("value provided for field message.nextSinceVersion of type uint64 too large");
+      }
       writer.uint32(16).uint64(message.nextSinceVersion);
     }
     if (message.encrypted !== false) {
@@ -4921,7 +5093,7 @@ export const BackupResponse: MessageFns<BackupResponse> = {
               break;
             }
 
-            message.nextSinceVersion = longToNumber(reader.uint64());
+            message.nextSinceVersion = reader.uint64() as bigint;
             continue;
           }
           case 3: {
@@ -4950,7 +5122,9 @@ export const BackupResponse: MessageFns<BackupResponse> = {
   fromPartial<I extends Exact<DeepPartial<BackupResponse>, I>>(object: I): BackupResponse {
     const message = createBaseBackupResponse();
     message.data = object.data ?? Buffer.alloc(0);
-    message.nextSinceVersion = object.nextSinceVersion ?? 0;
+    message.nextSinceVersion = (object.nextSinceVersion !== undefined && object.nextSinceVersion !== null)
+      ? BigInt(object.nextSinceVersion)
+      : 0n;
     message.encrypted = object.encrypted ?? false;
     return message;
   },
@@ -5574,10 +5748,10 @@ export const SavepointServiceClient = makeGenericClientConstructor(
   serviceName: string;
 };
 
-type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
+type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 
-export type DeepPartial<T> = T extends Builtin ? T
-  : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
+export type DeepPartial<T> = T extends bigint ? string | number | bigint
+  : T extends Builtin ? T : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
   : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
   : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
   : Partial<T>;
@@ -5585,17 +5759,6 @@ export type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
-
-function longToNumber(int64: { toString(): string }): number {
-  const num = globalThis.Number(int64.toString());
-  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
-    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
-  }
-  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
-    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
-  }
-  return num;
-}
 
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;
