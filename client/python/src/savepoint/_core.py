@@ -5,10 +5,12 @@ drive the calls."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
 from savepoint import errors
@@ -18,10 +20,13 @@ from savepoint.errors import (
     NotRunError,
     ResultsMismatchError,
     SavepointError,
+    SessionExistsError,
+    SessionFencedError,
     ToolNameMismatchError,
     ToolUsesPendingError,
 )
 from savepoint.types import (
+    Decision,
     EffectClass,
     LedgerErrorHandler,
     Message,
@@ -322,6 +327,92 @@ class SessionState:
         self._started.add(call.id)
         return p, self._epoch
 
+    def _guard(self) -> AbstractContextManager[object]:
+        """The lock over the tool bookkeeping (_started, _ran): the sync
+        Session's lock; none for the asyncio one, whose steps between awaits
+        cannot interleave."""
+        return contextlib.nullcontext()
+
+    def _reconcile_page(self, rev: int, resp: pb.ReconcileResponse, into: list[pb.Resolution]) -> str:
+        """Check that a Reconcile page is of revision ``rev``, add its
+        resolutions to ``into`` and return the next page's token."""
+        if resp.revision != rev:
+            raise reconcile_mismatch(rev, resp.revision)
+        into.extend(resp.resolutions)
+        return resp.next_page_token
+
+    def _decide(self, res: pb.Resolution, can_run: bool) -> ToolResult | pb.ToolUse:
+        """Act on one of Reconcile's resolutions without I/O: the result for
+        REUSE, IN_DOUBT and a tool this session already ran, or the pending
+        tool use to run (marked started) for RUN. ``can_run`` says whether a
+        run function was given; RUN without one raises."""
+        tu = res.tool_use
+        tid = tu.tool_use_id
+        log = self._opts.logger
+        self._event(ToolStage.DECIDED, tu, decision=Decision(res.decision), begun=res.begun)
+        if res.decision == pb.DECISION_REUSE:
+            log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool (session=%s tool_use_id=%s)", self._id, tid)
+            return ToolResult(tool_use_id=tid, content=res.effect.output, is_error=res.effect.is_error)
+        if res.decision == pb.DECISION_IN_DOUBT:
+            log.warning("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result (session=%s tool_use_id=%s name=%s)", self._id, tid, tu.name)
+            return ToolResult(tool_use_id=tid, content=res.tool_result_text, is_error=True)
+        if res.decision != pb.DECISION_RUN:
+            raise SavepointError(f"reconcile: tool use {q(tid)}: unknown decision {res.decision}")
+        with self._guard():
+            p = self._pending_call(tid)
+            prev = self._ran.get(tid)
+            started = tid in self._started
+            if prev is None and p is not None and not started and can_run:
+                self._started.add(tid)
+        if prev is not None:
+            log.info("savepoint: reconcile: this session ran the tool already, reusing its result (session=%s tool_use_id=%s)", self._id, tid)
+            return prev
+        if p is None:
+            raise CallNotPendingError(f"reconcile: tool use {q(tid)} is not pending in this session: tool use not pending")
+        if started:
+            raise AlreadyRunError(f"reconcile: tool use {q(tid)} ({tu.name}) not run: tool use already run by this session")
+        if not can_run:
+            raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
+        log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
+        return p
+
+    def _unstart(self, tid: str) -> None:
+        with self._guard():
+            self._started.discard(tid)
+
+    def _begin_request(self, p: pb.ToolUse, epoch: int) -> pb.BeginEffectRequest:
+        return pb.BeginEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch)
+
+    def _begin_failed(self, p: pb.ToolUse, err: SavepointError) -> SavepointError:
+        """Forget that p was started (its BeginEffect failed, so it did not
+        run) and return the error to raise."""
+        self._unstart(p.tool_use_id)
+        return err.with_context(f"tool use {q(p.tool_use_id)} ({p.name}) not run: BeginEffect")
+
+    def _after_run(self, p: pb.ToolUse, output: str | None, exc: BaseException | None) -> ToolResult:
+        """The result of running p's tool, reported to the hook as RAN."""
+        r = self._ran_result(p, output, exc)
+        self._event(ToolStage.RAN, p, result=r)
+        return r
+
+    def _record_request(self, p: pb.ToolUse, r: ToolResult) -> pb.RecordEffectRequest:
+        return pb.RecordEffectRequest(
+            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=r.content, is_error=r.is_error
+        )
+
+    def _after_record(self, p: pb.ToolUse, r: ToolResult, err: SavepointError | None) -> ToolResult:
+        """Keep the result of a tool this session ran, with its ledger error
+        when its RecordEffect failed (``err``), reported as such; else report
+        it RECORDED."""
+        if err is not None:
+            r = replace(r, ledger_error=err.with_context(f"tool use {q(p.tool_use_id)} ({p.name}) ran but its outcome is not in the ledger"))
+            self._report_ledger_error(p, r, err)
+        else:
+            self._event(ToolStage.RECORDED, p, result=r)
+        with self._guard():
+            self._ran[p.tool_use_id] = r
+        return r
+
     def _hook(self, ev: ToolEvent) -> None:
         if self._opts.tool_hook is not None:
             self._opts.tool_hook(replace(ev, session_id=self._id))
@@ -372,6 +463,13 @@ def check_count(session_id: str, cp: pb.Checkpoint, loaded: int) -> None:
 
 def to_messages(src: Sequence[pb.Message]) -> list[Message]:
     return [Message(role=m.role, content_json=m.content_json) for m in src]
+
+
+def exists_error(session_id: str, e: SessionFencedError) -> SessionExistsError:
+    """The error of a create that the daemon fenced: a create carries epoch
+    0, which the daemon fences once the existing session has been resumed,
+    so the session exists."""
+    return SessionExistsError(f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata)
 
 
 def reconcile_mismatch(rev: int, got: int) -> errors.RevisionMismatchError:
