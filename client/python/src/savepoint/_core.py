@@ -1,12 +1,12 @@
 """What the sync and asyncio Sessions share: the bookkeeping of one session
 (revision, epoch, history, metadata, pending tool uses, the save whose outcome
 is unknown) and every decision that needs no I/O. The two Session classes only
-drive the calls."""
+drive the calls: the operations of several calls are written once, as
+Steps (savepoint._steps)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
 from savepoint import errors
+from savepoint._steps import Step, Steps, delete_steps, history_steps, q
 from savepoint.errors import (
     AlreadyRunError,
     CallNotPendingError,
@@ -306,6 +307,71 @@ class SessionState:
             m.labels = dict(labels)
         return m
 
+    def _save_steps(self, m: Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> Steps[None]:
+        """The one place a Session writes a revision: the whole meta, on the
+        session's revision, under its epoch. A save whose outcome is unknown
+        keeps its request_id for the same save tried again."""
+        req = self._save_request(m, keep, app, pending)
+        try:
+            resp = yield Step("SaveCheckpoint", req)
+        except BaseException as e:
+            self._save_failed(req, e)
+            raise
+        self._save_done(m, keep, app, pending, resp)
+
+    def _start_steps(self, m: Meta, messages: Sequence[Message], replace: bool) -> Steps[None]:
+        """Create the session with ``messages``; an existing one raises
+        SessionExistsError unless ``replace``, which deletes it first."""
+        try:
+            try:
+                yield from self._save_steps(m, None, messages, [])
+            except SessionFencedError as e:
+                raise exists_error(self._id, e) from e
+        except SessionExistsError:
+            if not replace:
+                raise
+            try:
+                yield from delete_steps(self._id)
+            except SavepointError as e:
+                raise e.with_context(f"replacing session {q(self._id)}") from e
+            yield from self._save_steps(m, None, messages, [])
+
+    def _resume_steps(self) -> Steps[None]:
+        """Take ownership of the session and load it whole."""
+        r = yield Step("Resume", pb.ResumeRequest(session_id=self._id))
+        self._load(r, (yield from history_steps(self._id, r.checkpoint, r.next_page_token)))
+
+    def _point_b_steps(self, results: Sequence[ToolResult]) -> Steps[None]:
+        """point_b: record once more each result whose outcome missed the
+        ledger, then save the results' messages with nothing pending."""
+        ordered = self._point_b_order(results)
+        if ordered is None:
+            return
+        for i, r in enumerate(ordered):
+            if r.ledger_error is not None:
+                p = self._rerecord_check(i, r)
+                try:
+                    yield Step("RecordEffect", self._record_request(p, r), RECORD_TIMEOUT)
+                except SavepointError as e:
+                    self._report_ledger_error(p, r, e)
+                else:
+                    ordered[i] = replace(r, ledger_error=None)
+        yield from self._save_steps(self._meta, None, self._results_messages(ordered), [])
+
+    def _reconcile_steps(self, rev: int) -> Steps[list[pb.Resolution]]:
+        """Every page of Reconcile's resolutions, checked to be of revision
+        ``rev``."""
+        resolutions: list[pb.Resolution] = []
+        token = ""
+        while True:
+            resp = yield Step("Reconcile", pb.ReconcileRequest(session_id=self._id, page_token=token))
+            if resp.revision != rev:
+                raise reconcile_mismatch(rev, resp.revision)
+            resolutions.extend(resp.resolutions)
+            token = resp.next_page_token
+            if not token:
+                return resolutions
+
     # -- tools -------------------------------------------------------------------
 
     def _pending_call(self, tool_use_id: str) -> pb.ToolUse | None:
@@ -332,14 +398,6 @@ class SessionState:
         Session's lock; none for the asyncio one, whose steps between awaits
         cannot interleave."""
         return contextlib.nullcontext()
-
-    def _reconcile_page(self, rev: int, resp: pb.ReconcileResponse, into: list[pb.Resolution]) -> str:
-        """Check that a Reconcile page is of revision ``rev``, add its
-        resolutions to ``into`` and return the next page's token."""
-        if resp.revision != rev:
-            raise reconcile_mismatch(rev, resp.revision)
-        into.extend(resp.resolutions)
-        return resp.next_page_token
 
     def _decide(self, res: pb.Resolution, can_run: bool) -> ToolResult | pb.ToolUse:
         """Act on one of Reconcile's resolutions without I/O: the result for
@@ -436,33 +494,8 @@ class SessionState:
         return ToolResult(tool_use_id=p.tool_use_id, content=output or "")
 
 
-def q(s: str) -> str:
-    """s quoted as Go's %q quotes it, for messages that match the Go client's."""
-    return json.dumps(s, ensure_ascii=False)
-
-
 def is_read_only(p: pb.ToolUse) -> bool:
     return EffectClass(p.effect_class).effective == EffectClass.READ_ONLY
-
-
-def check_page(session_id: str, page: pb.ListMessagesResponse, loaded: int) -> None:
-    """Check that a history page continues the messages loaded so far."""
-    if page.first_index != loaded or (not page.messages and page.next_page_token):
-        raise SavepointError(
-            f"loading the history of {q(session_id)}: page at index {page.first_index} with "
-            f"{len(page.messages)} messages after {loaded} loaded"
-        )
-
-
-def check_count(session_id: str, cp: pb.Checkpoint, loaded: int) -> None:
-    if loaded != cp.message_count:
-        raise SavepointError(
-            f"loading the history of {q(session_id)}: got {loaded} messages, revision {cp.revision} has {cp.message_count}"
-        )
-
-
-def to_messages(src: Sequence[pb.Message]) -> list[Message]:
-    return [Message(role=m.role, content_json=m.content_json) for m in src]
 
 
 def exists_error(session_id: str, e: SessionFencedError) -> SessionExistsError:

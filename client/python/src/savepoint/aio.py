@@ -11,22 +11,18 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint._core import q
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, retry_wait
+from savepoint._steps import Steps, get_session_steps
 from savepoint.address import TLSConfig, resolve
 from savepoint.errors import (
-    CheckpointCorruptError,
     SavepointError,
-    SessionExistsError,
-    SessionFencedError,
-    SessionNotFoundError,
     UnavailableError,
     from_rpc_error,
 )
@@ -48,6 +44,27 @@ AsyncToolFunc = Callable[[ToolUse, str], Awaitable[str] | str]
 """Runs a tool: given the call and its idempotency key ("" for read-only
 tools), it returns (or a coroutine returns) the tool's output; an exception
 is the tool's failure."""
+
+
+T = TypeVar("T")
+
+
+async def arun_steps(raw: AsyncRaw, steps: Steps[T]) -> T:
+    """Drive ``steps`` over AsyncRaw as run_steps does over Raw. A
+    RecordEffect is shielded: a tool that ran is recorded even when the
+    caller's task is cancelled meanwhile."""
+    try:
+        step = next(steps)
+        while True:
+            try:
+                call = getattr(raw, step.method)(step.request, step.timeout)
+                resp = await (asyncio.shield(call) if step.method == "RecordEffect" else call)
+            except BaseException as e:
+                step = steps.throw(e)
+            else:
+                step = steps.send(resp)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
 
 
 class AsyncRaw:
@@ -187,48 +204,19 @@ class AsyncClient:
         """Create a fresh session and own it; see savepoint.Client.start."""
         s = AsyncSession(self, session_id)
         m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
-        try:
-            try:
-                await s._save(m, None, messages, [])
-            except SessionFencedError as e:
-                raise _core.exists_error(session_id, e) from e
-        except SessionExistsError:
-            if not replace:
-                raise
-            try:
-                await self._delete_session(session_id)
-            except SavepointError as e:
-                raise e.with_context(f"replacing session {q(session_id)}") from e
-            await s._save(m, None, messages, [])
+        await arun_steps(self.raw, s._start_steps(m, messages, replace))
         return s
-
-    async def _delete_session(self, session_id: str) -> None:
-        try:
-            epoch = (await self.raw.Resume(pb.ResumeRequest(session_id=session_id))).epoch
-        except SessionNotFoundError:
-            return
-        except CheckpointCorruptError as e:
-            epoch = e.current_epoch
-        try:
-            await self.raw.DeleteSession(pb.DeleteSessionRequest(session_id=session_id, epoch=epoch))
-        except SessionNotFoundError:
-            pass
 
     async def resume(self, session_id: str) -> AsyncSession:
         """Take ownership of a session and load it whole; see
         savepoint.Client.resume."""
-        r = await self.raw.Resume(pb.ResumeRequest(session_id=session_id))
         s = AsyncSession(self, session_id)
-        s._load(r, await self._history(session_id, r.checkpoint, r.next_page_token))
+        await arun_steps(self.raw, s._resume_steps())
         return s
 
     async def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
         """See savepoint.Client.get_session."""
-        req = pb.GetSessionRequest(session_id=session_id)
-        if revision is not None:
-            req.revision = revision
-        r = await self.raw.GetSession(req)
-        return r.checkpoint, await self._history(session_id, r.checkpoint, r.next_page_token)
+        return await arun_steps(self.raw, get_session_steps(session_id, revision))
 
     async def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> AsyncIterator[pb.SessionSummary]:
         """See savepoint.Client.list_sessions; iterate with ``async for``."""
@@ -240,21 +228,6 @@ class AsyncClient:
             token = r.next_page_token
             if not token:
                 return
-
-    async def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
-        msgs = _core.to_messages(cp.messages)
-        while token:
-            try:
-                page = await self.raw.ListMessages(
-                    pb.ListMessagesRequest(session_id=session_id, revision=cp.revision, page_token=token)
-                )
-            except SavepointError as e:
-                raise e.with_context(f"loading the history of {q(session_id)}") from e
-            _core.check_page(session_id, page, len(msgs))
-            msgs.extend(_core.to_messages(page.messages))
-            token = page.next_page_token
-        _core.check_count(session_id, cp, len(msgs))
-        return msgs
 
 
 class AsyncSession(_core.SessionState):
@@ -268,13 +241,7 @@ class AsyncSession(_core.SessionState):
         self._lock = asyncio.Lock()
 
     async def _save(self, m: _core.Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> None:
-        req = self._save_request(m, keep, app, pending)
-        try:
-            resp = await self._raw.SaveCheckpoint(req)
-        except BaseException as e:
-            self._save_failed(req, e)
-            raise
-        self._save_done(m, keep, app, pending, resp)
+        await arun_steps(self._raw, self._save_steps(m, keep, app, pending))
 
     async def point_a(self, assistant: Message, calls: Sequence[ToolUse] = ()) -> None:
         """See savepoint.Session.point_a."""
@@ -285,19 +252,7 @@ class AsyncSession(_core.SessionState):
     async def point_b(self, results: Sequence[ToolResult]) -> None:
         """See savepoint.Session.point_b."""
         async with self._lock:
-            ordered = self._point_b_order(results)
-            if ordered is None:
-                return
-            for i, r in enumerate(ordered):
-                if r.ledger_error is not None:
-                    p = self._rerecord_check(i, r)
-                    try:
-                        await self._record(p, r)
-                    except SavepointError as e:
-                        self._report_ledger_error(p, r, e)
-                    else:
-                        ordered[i] = replace(r, ledger_error=None)
-            await self._save(self._meta, None, self._results_messages(ordered), [])
+            await arun_steps(self._raw, self._point_b_steps(results))
 
     async def save(
         self,
@@ -336,13 +291,7 @@ class AsyncSession(_core.SessionState):
     async def reconcile(self, run: AsyncToolFunc | None = None) -> list[ToolResult]:
         """See savepoint.Session.reconcile; run may be a coroutine function."""
         rev, epoch = self._revision, self._epoch
-        resolutions: list[pb.Resolution] = []
-        token = ""
-        while True:
-            resp = await self._raw.Reconcile(pb.ReconcileRequest(session_id=self._id, page_token=token))
-            token = self._reconcile_page(rev, resp, resolutions)
-            if not token:
-                break
+        resolutions = await arun_steps(self._raw, self._reconcile_steps(rev))
         results: list[ToolResult] = []
         for res in resolutions:
             d = self._decide(res, run is not None)

@@ -15,15 +15,11 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint._core import q
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, retry_wait
+from savepoint._steps import get_session_steps, run_steps
 from savepoint.address import TLSConfig, resolve
 from savepoint.errors import (
-    CheckpointCorruptError,
     SavepointError,
-    SessionExistsError,
-    SessionFencedError,
-    SessionNotFoundError,
     UnavailableError,
     from_rpc_error,
 )
@@ -199,35 +195,8 @@ class Client:
         ledger, fencing its owner) first."""
         s = Session(self, session_id)
         m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
-        try:
-            try:
-                s._save(m, None, messages, [])
-            except SessionFencedError as e:
-                raise _core.exists_error(session_id, e) from e
-        except SessionExistsError:
-            if not replace:
-                raise
-            try:
-                self._delete_session(session_id)
-            except SavepointError as e:
-                raise e.with_context(f"replacing session {q(session_id)}") from e
-            s._save(m, None, messages, [])
+        run_steps(self.raw, s._start_steps(m, messages, replace))
         return s
-
-    def _delete_session(self, session_id: str) -> None:
-        """Take ownership of a session and delete it, so that its old owner is
-        fenced. A session that cannot be decoded is deleted under the epoch
-        its error reports."""
-        try:
-            epoch = self.raw.Resume(pb.ResumeRequest(session_id=session_id)).epoch
-        except SessionNotFoundError:
-            return
-        except CheckpointCorruptError as e:
-            epoch = e.current_epoch
-        try:
-            self.raw.DeleteSession(pb.DeleteSessionRequest(session_id=session_id, epoch=epoch))
-        except SessionNotFoundError:
-            pass
 
     def resume(self, session_id: str) -> Session:
         """Take ownership of an existing session (fencing any process that
@@ -235,19 +204,14 @@ class Client:
         A session that does not exist raises SessionNotFoundError. If the
         revision has pending tool uses, call reconcile and then point_b with
         its results."""
-        r = self.raw.Resume(pb.ResumeRequest(session_id=session_id))
         s = Session(self, session_id)
-        s._load(r, self._history(session_id, r.checkpoint, r.next_page_token))
+        run_steps(self.raw, s._resume_steps())
         return s
 
     def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
         """Read a kept revision (None: the latest) with its whole history,
         without taking ownership: the checkpoint and every message."""
-        req = pb.GetSessionRequest(session_id=session_id)
-        if revision is not None:
-            req.revision = revision
-        r = self.raw.GetSession(req)
-        return r.checkpoint, self._history(session_id, r.checkpoint, r.next_page_token)
+        return run_steps(self.raw, get_session_steps(session_id, revision))
 
     def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> Iterator[pb.SessionSummary]:
         """Yield every session whose labels include all of label_filter's
@@ -260,23 +224,6 @@ class Client:
             token = r.next_page_token
             if not token:
                 return
-
-    def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
-        """The whole history of cp: its first page, then ListMessages pages,
-        checked to continue each other and to add up to its message count."""
-        msgs = _core.to_messages(cp.messages)
-        while token:
-            try:
-                page = self.raw.ListMessages(
-                    pb.ListMessagesRequest(session_id=session_id, revision=cp.revision, page_token=token)
-                )
-            except SavepointError as e:
-                raise e.with_context(f"loading the history of {q(session_id)}") from e
-            _core.check_page(session_id, page, len(msgs))
-            msgs.extend(_core.to_messages(page.messages))
-            token = page.next_page_token
-        _core.check_count(session_id, cp, len(msgs))
-        return msgs
 
 
 class Session(_core.SessionState):
@@ -294,16 +241,7 @@ class Session(_core.SessionState):
         self._lock = threading.RLock()
 
     def _save(self, m: _core.Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> None:
-        """The one place a Session writes a revision: the whole meta, on the
-        session's revision, under its epoch. A save whose outcome is unknown
-        keeps its request_id for the same save tried again."""
-        req = self._save_request(m, keep, app, pending)
-        try:
-            resp = self._raw.SaveCheckpoint(req)
-        except BaseException as e:
-            self._save_failed(req, e)
-            raise
-        self._save_done(m, keep, app, pending, resp)
+        run_steps(self._raw, self._save_steps(m, keep, app, pending))
 
     def point_a(self, assistant: Message, calls: Sequence[ToolUse] = ()) -> None:
         """Save the assistant message that names calls and make calls the
@@ -323,19 +261,7 @@ class Session(_core.SessionState):
         ledger is recorded once more first. With nothing pending and no
         results, it does nothing."""
         with self._lock:
-            ordered = self._point_b_order(results)
-            if ordered is None:
-                return
-            for i, r in enumerate(ordered):
-                if r.ledger_error is not None:
-                    p = self._rerecord_check(i, r)
-                    try:
-                        self._record(p, r)
-                    except SavepointError as e:
-                        self._report_ledger_error(p, r, e)
-                    else:
-                        ordered[i] = replace(r, ledger_error=None)
-            self._save(self._meta, None, self._results_messages(ordered), [])
+            run_steps(self._raw, self._point_b_steps(results))
 
     def save(
         self,
@@ -396,13 +322,7 @@ class Session(_core.SessionState):
         tool use needs to run. With nothing pending it returns no results."""
         with self._lock:
             rev, epoch = self._revision, self._epoch
-        resolutions: list[pb.Resolution] = []
-        token = ""
-        while True:
-            resp = self._raw.Reconcile(pb.ReconcileRequest(session_id=self._id, page_token=token))
-            token = self._reconcile_page(rev, resp, resolutions)
-            if not token:
-                break
+        resolutions = run_steps(self._raw, self._reconcile_steps(rev))
         results: list[ToolResult] = []
         for res in resolutions:
             d = self._decide(res, run is not None)
