@@ -1,4 +1,4 @@
-"""python -m savepoint.demo against a real savepointd: the seed's transcript,
+"""python -m savepoint_demo against a real savepointd: the seed's transcript,
 line for line equal to the Go demo's for the same runs, a real kill -9, a
 daemon killed under it, and sessions handed between the two languages."""
 
@@ -16,10 +16,10 @@ from demo_helpers import PY_DEMO, check_pairing, count_writes, history, run_demo
 
 import savepoint
 from savepoint import Decision
-from savepoint.demo.__main__ import main
-from savepoint.demo.model import FINAL_ANSWER, REPORT_TEXT, SCRIPTS
-from savepoint.demo.points import parse_point
-from savepoint.demo.tools import run_tool, sample_notes
+from savepoint_demo.__main__ import main
+from savepoint_demo.model import FINAL_ANSWER, REPORT_TEXT, SCRIPTS
+from savepoint_demo.points import parse_point
+from savepoint_demo.tools import run_tool, sample_notes
 
 
 def test_seed_transcript(daemon: Daemon, tmp_path: Path) -> None:

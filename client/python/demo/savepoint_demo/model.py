@@ -11,7 +11,7 @@ from typing import Any
 from savepoint import Message, ToolUse
 from savepoint.types import compact_json
 
-from savepoint.demo.tools import class_of
+from savepoint_demo.tools import class_of
 
 
 def text_block(s: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""python -m savepoint.demo: the seed's agent on Savepoint.
+"""python -m savepoint_demo: the seed's agent on Savepoint.
 
 It turns sales-notes.txt into a short report with three tools, read_notes
 and count_words (read-only) and write_report (side-effecting),
@@ -26,9 +26,9 @@ from typing import Any, TextIO
 
 import savepoint
 from savepoint import Client, Decision, EffectClass, Message, Session, ToolEvent, ToolResult, ToolStage, ToolUse
-from savepoint.demo.model import Scripted, script_names, SCRIPTS, text_block
-from savepoint.demo.points import LABELS, Point, matches, parse_point
-from savepoint.demo.tools import NOTES_FILE, WRITES_FILE, run_tool, sample_notes
+from savepoint_demo.model import Scripted, script_names, SCRIPTS, text_block
+from savepoint_demo.points import LABELS, Point, matches, parse_point
+from savepoint_demo.tools import NOTES_FILE, WRITES_FILE, run_tool, sample_notes
 from savepoint.types import compact_json
 
 TASK = "Turn sales-notes.txt into a short report and write it to report.txt."
@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 
     handler = logging.StreamHandler(stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logger = logging.getLogger("savepoint.demo.client")
+    logger = logging.getLogger("savepoint_demo.client")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.WARNING)
     logger.propagate = False
