@@ -154,7 +154,7 @@ def test_kill_9_and_resume_with_a_ledger_hit(daemon: Daemon, tmp_path: Path) -> 
     with savepoint.Client(daemon.addr, tool_hook=lambda ev: decided.append((ev.call.name, ev.decision))) as c:
         s = c.resume(sid)
         ran: list[str] = []
-        results = s.reconcile(lambda call, key: ran.append(call.id) or "ran again")  # type: ignore[func-returns-value]
+        results = s.reconcile(lambda call, key: ran.append(call.tool_use_id) or "ran again")  # type: ignore[func-returns-value]
         assert decided == [("write_report", Decision.REUSE)] and ran == []
         assert results[0].content == f"Wrote {len(REPORT_TEXT)} bytes to report.txt"
     r = run_demo(PY_DEMO, daemon.addr, wd, sid, resume=True)

@@ -101,7 +101,7 @@ def decisions(stdout: str) -> list[str]:
 
 
 def tool_ids(script: str) -> dict[str, str]:
-    return {c.name: c.id for r in SCRIPTS[script] for c in r.tool_uses()}
+    return {c.name: c.tool_use_id for r in SCRIPTS[script] for c in r.tool_uses()}
 
 
 def play(addr: str, tmp: Path, want: Row, base: dict[str, list]) -> Row:  # type: ignore[type-arg]

@@ -46,3 +46,11 @@ def test_anthropic_tool_results() -> None:
         '[{"type":"tool_result","tool_use_id":"a","content":"ok <&>"},'
         '{"type":"tool_result","tool_use_id":"b","content":"boom","is_error":true}]'
     )
+
+
+def test_tool_use_and_result_share_tool_use_id() -> None:
+    call = ToolUse(tool_use_id="toolu_1", name="send")
+    assert call.tool_use_id == ToolResult(tool_use_id="toolu_1", content="").tool_use_id
+    assert call.to_proto().tool_use_id == "toolu_1"
+    with pytest.warns(DeprecationWarning, match="tool_use_id"):
+        assert call.id == "toolu_1"  # the old name, kept as a deprecated alias

@@ -135,7 +135,7 @@ class Demo:
         inside run_tool and reconcile."""
         turn = self.sess.turn if self.sess is not None else 0
         if ev.stage == ToolStage.DECIDED:
-            self.say(f"[resume][reconcile] tool_use_id={ev.call.id} name={ev.call.name} {decision_text(ev)}")
+            self.say(f"[resume][reconcile] tool_use_id={ev.call.tool_use_id} name={ev.call.name} {decision_text(ev)}")
         elif ev.stage == ToolStage.BEGUN:
             self.at("after-begin", turn, ev.call.name)
         elif ev.stage == ToolStage.RAN:
@@ -158,7 +158,7 @@ class Demo:
 
     def ledger_failed(self, call: ToolUse, _r: ToolResult, err: BaseException) -> None:
         self.err.write(
-            f"[ledger write failed] tool_use_id={call.id} name={call.name}: the tool ran and its side effect may have happened, "
+            f"[ledger write failed] tool_use_id={call.tool_use_id} name={call.name}: the tool ran and its side effect may have happened, "
             f"but its outcome is not recorded; if this run stops before Point B, resume reports it in doubt: {err}\n"
         )
         self.err.flush()

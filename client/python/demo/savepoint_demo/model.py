@@ -48,7 +48,7 @@ class Reply:
     def tool_uses(self) -> list[ToolUse]:
         """The tool_use blocks as tool uses, each with its tool's effect class."""
         return [
-            ToolUse(id=b["id"], name=b["name"], input_json=str(b["input"]), effect_class=class_of(b["name"]))
+            ToolUse(tool_use_id=b["id"], name=b["name"], input_json=str(b["input"]), effect_class=class_of(b["name"]))
             for b in self.content
             if b["type"] == "tool_use"
         ]

@@ -383,14 +383,14 @@ class SessionState:
     def _claim(self, call: ToolUse) -> tuple[pb.ToolUse, int]:
         """Mark a pending tool use as started by run_tool, or raise why it may
         not run; return it with the epoch to begin it under."""
-        p = self._pending_call(call.id)
+        p = self._pending_call(call.tool_use_id)
         if p is None:
-            raise CallNotPendingError(f"tool use {q(call.id)} ({call.name}) not run: tool use not pending: name it with point_a first")
+            raise CallNotPendingError(f"tool use {q(call.tool_use_id)} ({call.name}) not run: tool use not pending: name it with point_a first")
         if call.name != p.name:
-            raise ToolNameMismatchError(f"tool use {q(call.id)} not run: tool name mismatch: named {q(p.name)} at point_a, {q(call.name)} here")
-        if call.id in self._started:
-            raise AlreadyRunError(f"tool use {q(call.id)} ({call.name}) not run again: tool use already run by this session")
-        self._started.add(call.id)
+            raise ToolNameMismatchError(f"tool use {q(call.tool_use_id)} not run: tool name mismatch: named {q(p.name)} at point_a, {q(call.name)} here")
+        if call.tool_use_id in self._started:
+            raise AlreadyRunError(f"tool use {q(call.tool_use_id)} ({call.name}) not run again: tool use already run by this session")
+        self._started.add(call.tool_use_id)
         return p, self._epoch
 
     def _guard(self) -> AbstractContextManager[object]:
