@@ -9,7 +9,7 @@ import pytest
 from conftest import Daemon
 
 import savepoint
-from savepoint import Decision, EffectClass, Message, ToolEvent, ToolStage, ToolUse
+from savepoint import Decision, EffectClass, Message, SessionStatus, ToolEvent, ToolStage, ToolUse
 from savepoint.aio import AsyncClient
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -58,6 +58,9 @@ def test_async_loop_and_resume(daemon: Daemon) -> None:
             await r.point_b([res])
             await r.point_a(Message("assistant", '"done"'))
             assert json.loads(r.messages[-2].content_json)[0]["content"] == "charged"
+            await r.complete(SessionStatus.COMPLETED, "done")
+            assert (r.status, r.final_output) == (SessionStatus.COMPLETED, "done")
+            assert (await c.resume("aio.loop")).status == SessionStatus.COMPLETED
             await r.delete()
             with pytest.raises(savepoint.SessionNotFoundError):
                 await c.resume("aio.loop")

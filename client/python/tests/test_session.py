@@ -11,7 +11,7 @@ import pytest
 from conftest import Daemon
 
 import savepoint
-from savepoint import Decision, EffectClass, Message, ToolEvent, ToolResult, ToolStage, ToolUse
+from savepoint import Decision, EffectClass, Message, SessionStatus, ToolEvent, ToolResult, ToolStage, ToolUse
 from savepoint.v1 import savepoint_pb2 as pb
 
 PROMPT = Message("user", '[{"type":"text","text":"do the task"}]')
@@ -335,3 +335,25 @@ def test_tools_of_one_turn_in_threads(client: savepoint.Client, sid: str) -> Non
     s.point_b(results)
     assert client.resume(sid).reconcile(None) == []  # nothing pending after Point B
     assert len({r.content.split(" with ")[1] for r in results}) == 8, "each tool use has its own idempotency key"
+
+
+def test_complete(client: savepoint.Client, sid: str) -> None:
+    s = client.start(sid, "report", messages=[PROMPT])
+    assert (s.status, s.final_output) == (SessionStatus.ACTIVE, "")
+    s.complete(SessionStatus.COMPLETED, "the report")
+    assert (s.status, s.final_output) == (SessionStatus.COMPLETED, "the report")
+    s.complete(SessionStatus.COMPLETED, "the report")  # the same completion again
+    with pytest.raises(savepoint.SessionCompletedError):
+        s.complete(SessionStatus.FAILED, "oops")
+    with pytest.raises(savepoint.SessionCompletedError):
+        s.save(append=[PROMPT])
+    cp, _ = client.get_session(sid)
+    assert (cp.status, cp.final_output) == (pb.SESSION_STATUS_COMPLETED, "the report")
+    # Resume loads it without taking it over.
+    r = client.resume(sid)
+    assert (r.status, r.final_output, r.epoch, len(r.messages)) == (SessionStatus.COMPLETED, "the report", s.epoch, 1)
+    # A completed session exists: start refuses it, and replaces it when asked.
+    with pytest.raises(savepoint.SessionExistsError):
+        client.start(sid, "again")
+    fresh = client.start(sid, "again", replace=True)
+    assert (fresh.status, fresh.revision, fresh.task) == (SessionStatus.ACTIVE, 1, "again")

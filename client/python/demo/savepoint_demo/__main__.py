@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 import savepoint
-from savepoint import Client, Decision, EffectClass, Message, Session, ToolEvent, ToolResult, ToolStage, ToolUse
+from savepoint import Client, Decision, EffectClass, Message, Session, SessionStatus, ToolEvent, ToolResult, ToolStage, ToolUse
 from savepoint_demo.model import Scripted, script_names, SCRIPTS, text_block
 from savepoint_demo.points import LABELS, Point, matches, parse_point
 from savepoint_demo.tools import NOTES_FILE, WRITES_FILE, run_tool, sample_notes
@@ -129,6 +129,17 @@ class Demo:
             self.say(f"[turn {turn}][save B]")
             self.at("after-save-b", turn, "")
         raise _AgentError(f"reached the limit of {MAX_TURNS} turns, stopping")
+
+    def complete(self, sid: str, text: str) -> None:
+        """Mark the finished session completed with the final answer, as a
+        real agent does when its task is done, so that savepoint ls shows it
+        completed. Completing an already completed session (a resume after
+        the task was done) with the same answer succeeds."""
+        assert self.sess is not None
+        try:
+            self.sess.complete(SessionStatus.COMPLETED, text)
+        except savepoint.SavepointError as e:
+            raise _AgentError(f'completing session "{sid}": {e}') from e
 
     def hook(self, ev: ToolEvent) -> None:
         """Print the reconcile decisions and fire the crash points that happen
@@ -329,6 +340,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     with c:
         try:
             text = d.run_agent(c, a.session, a.script, a.resume)
+            d.complete(a.session, text)
         except (_AgentError, savepoint.SavepointError, RuntimeError, OSError, ValueError) as e:
             d.fail(e, a.session)
             return 1

@@ -21,6 +21,7 @@ from savepoint.errors import (
     NotRunError,
     ResultsMismatchError,
     SavepointError,
+    SessionCompletedError,
     SessionExistsError,
     SessionFencedError,
     ToolNameMismatchError,
@@ -29,6 +30,7 @@ from savepoint.errors import (
 from savepoint.types import (
     Decision,
     EffectClass,
+    SessionStatus,
     LedgerErrorHandler,
     Message,
     ToolEvent,
@@ -91,6 +93,8 @@ class SessionState:
         self._failed: pb.SaveCheckpointRequest | None = None  # last save whose outcome is unknown
         self._started: set[str] = set()  # pending tool uses this process began or ran
         self._ran: dict[str, ToolResult] = {}  # their results, once run
+        self._status = SessionStatus.ACTIVE
+        self._output = ""  # the final output, once completed or failed
 
     # -- getters -----------------------------------------------------------
 
@@ -148,6 +152,16 @@ class SessionState:
         """The pending tool uses, in the order they were named."""
         return [ToolUse.from_proto(p) for p in self._pending]
 
+    @property
+    def status(self) -> SessionStatus:
+        """The session's status as last loaded or set by complete."""
+        return self._status
+
+    @property
+    def final_output(self) -> str:
+        """The output complete stored; "" while the session is active."""
+        return self._output
+
     def add_tokens(self, n: int) -> None:
         """Add n to the tokens used, sent with the next save."""
         self._meta.tokens_used += n
@@ -168,6 +182,8 @@ class SessionState:
         self._messages = msgs
         self._count = cp.message_count
         self._pending = [_copy(p) for p in cp.pending_tool_uses]
+        self._status = SessionStatus(cp.status or SessionStatus.ACTIVE)
+        self._output = cp.final_output
 
     # -- saves -----------------------------------------------------------------
 
@@ -325,7 +341,10 @@ class SessionState:
         try:
             try:
                 yield from self._save_steps(m, None, messages, [])
-            except SessionFencedError as e:
+            except (SessionFencedError, SessionCompletedError) as e:
+                # A create carries epoch 0, which the daemon fences once the
+                # existing session has been resumed, and refuses on a
+                # completed session: either way the session exists.
                 raise exists_error(self._id, e) from e
         except SessionExistsError:
             if not replace:
@@ -357,6 +376,15 @@ class SessionState:
                 else:
                     ordered[i] = replace(r, ledger_error=None)
         yield from self._save_steps(self._meta, None, self._results_messages(ordered), [])
+
+    def _complete_steps(self, status: SessionStatus, final_output: str) -> Steps[None]:
+        """Mark the session COMPLETED or FAILED with its final output, under
+        its epoch; the request id makes a retry apply it once."""
+        req = pb.CompleteSessionRequest(
+            session_id=self._id, epoch=self._epoch, status=int(status), final_output=final_output, request_id=str(uuid.uuid4())  # type: ignore[arg-type]
+        )
+        resp = yield Step("CompleteSession", req)
+        self._status, self._output = SessionStatus(resp.status), final_output
 
     def _reconcile_steps(self, rev: int) -> Steps[list[pb.Resolution]]:
         """Every page of Reconcile's resolutions, checked to be of revision
@@ -498,10 +526,9 @@ def is_read_only(p: pb.ToolUse) -> bool:
     return EffectClass(p.effect_class).effective == EffectClass.READ_ONLY
 
 
-def exists_error(session_id: str, e: SessionFencedError) -> SessionExistsError:
-    """The error of a create that the daemon fenced: a create carries epoch
-    0, which the daemon fences once the existing session has been resumed,
-    so the session exists."""
+def exists_error(session_id: str, e: SavepointError) -> SessionExistsError:
+    """The SessionExistsError of a create that the daemon fenced or found
+    completed: the session exists."""
     return SessionExistsError(f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata)
 
 

@@ -30,6 +30,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    SessionStatus,
     ToolHook,
     ToolResult,
     ToolResultsFunc,
@@ -269,6 +270,11 @@ class AsyncSession(_core.SessionState):
         async with self._lock:
             m = self._save_options(task, turn, tokens_used, state_json, labels, keep_messages, append)
             await self._save(m, keep_messages, append, self._pending)
+
+    async def complete(self, status: SessionStatus = SessionStatus.COMPLETED, final_output: str = "") -> None:
+        """See savepoint.Session.complete."""
+        async with self._lock:
+            await arun_steps(self._raw, self._complete_steps(status, final_output))
 
     async def delete(self) -> None:
         """See savepoint.Session.delete."""

@@ -27,6 +27,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    SessionStatus,
     ToolHook,
     ToolResult,
     ToolResultsFunc,
@@ -283,6 +284,17 @@ class Session(_core.SessionState):
         with self._lock:
             m = self._save_options(task, turn, tokens_used, state_json, labels, keep_messages, append)
             self._save(m, keep_messages, append, self._pending)
+
+    def complete(self, status: SessionStatus = SessionStatus.COMPLETED, final_output: str = "") -> None:
+        """Mark the session COMPLETED (the task is done) or FAILED with its
+        final output, under the epoch it owns, without making a revision, as
+        an agent does when it finishes: ``savepoint ls`` shows it so, the
+        daemon refuses its saves and BeginEffect from then on
+        (SessionCompletedError), and a later resume loads it without taking
+        it over. Completing it again with the same status and output
+        succeeds; another raises SessionCompletedError."""
+        with self._lock:
+            run_steps(self._raw, self._complete_steps(status, final_output))
 
     def delete(self) -> None:
         """Delete the session (checkpoints, history and ledger) under the

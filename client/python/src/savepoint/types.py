@@ -1,5 +1,5 @@
 """The values a Session takes and returns: messages, tool uses, results,
-effect classes, decisions and tool events."""
+effect classes, decisions, session statuses and tool events."""
 
 from __future__ import annotations
 
@@ -56,6 +56,16 @@ class EffectClass(enum.IntEnum):
         if get(annotations, "idempotentHint") is True:
             return cls.IDEMPOTENT
         return cls.SIDE_EFFECT
+
+
+class SessionStatus(enum.IntEnum):
+    """Where a session's task stands: ACTIVE until Session.complete makes it
+    COMPLETED (the task is done) or FAILED (the agent gave up)."""
+
+    UNSPECIFIED = pb.SESSION_STATUS_UNSPECIFIED
+    ACTIVE = pb.SESSION_STATUS_ACTIVE
+    COMPLETED = pb.SESSION_STATUS_COMPLETED
+    FAILED = pb.SESSION_STATUS_FAILED
 
 
 class Decision(enum.IntEnum):
