@@ -45,6 +45,11 @@
 // daemon's own refusal, ErrInvalidArgument with reason INVALID_UTF8 and the
 // field's path.
 //
+// A tool's effect class comes from the application's tool registry, never
+// from the model; for an MCP tool, EffectClassFromMCP maps its annotations
+// (readOnlyHint, idempotentHint) to one, as the Python and TypeScript
+// clients do.
+//
 // WithToolHook observes each stage of a tool use (decided by Reconcile,
 // begun, ran, recorded) without changing it, for logging, tracing, and
 // crash tests that stop the process at an exact moment of the protocol.

@@ -407,4 +407,16 @@ func TestDaemonComplete(t *testing.T) {
 	if err := o.Complete(ctx, client.StatusFailed, "gave up"); err != nil {
 		t.Fatal(err)
 	}
+
+	// A completed session exists: Start refuses it, and replaces it when asked.
+	if _, err := c.Start(ctx, "job", "again", nil); !errors.Is(err, client.ErrSessionExists) {
+		t.Errorf("Start over a completed session: %v, want ErrSessionExists", err)
+	}
+	fresh, err := c.Start(ctx, "job", "again", &client.StartOptions{Replace: true})
+	if err != nil {
+		t.Fatalf("Start with Replace over a completed session: %v", err)
+	}
+	if fresh.Status() != client.StatusActive || fresh.Revision() != 1 || fresh.Task() != "again" {
+		t.Errorf("replaced: status %v revision %d task %q", fresh.Status(), fresh.Revision(), fresh.Task())
+	}
 }

@@ -116,8 +116,8 @@ func (c *Client) newSession(id string) *Session {
 // StartOptions are the optional parts of a new session.
 type StartOptions struct {
 	// Replace deletes an existing session with the same id (history and
-	// ledger) before creating the new one. Without it, an existing session
-	// makes Start fail with ErrSessionExists.
+	// ledger), a completed one too, before creating the new one. Without
+	// it, an existing session makes Start fail with ErrSessionExists.
 	Replace bool
 	// Messages is the initial history, such as the user's prompt.
 	Messages []Message
@@ -136,9 +136,10 @@ func (c *Client) Start(ctx context.Context, id, task string, opts *StartOptions)
 	s := c.newSession(id)
 	m := meta{task: task, stateJSON: opts.StateJSON, labels: maps.Clone(opts.Labels)}
 	err := s.save(ctx, m, nil, opts.Messages, nil)
-	if errors.Is(err, ErrFenced) {
+	if errors.Is(err, ErrFenced) || errors.Is(err, ErrSessionCompleted) {
 		// A create carries epoch 0, which the daemon fences once the
-		// existing session has been resumed: the session exists.
+		// existing session has been resumed, and refuses on a completed
+		// session: either way the session exists.
 		err = fmt.Errorf("%w: %w", ErrSessionExists, err)
 	}
 	if errors.Is(err, ErrSessionExists) && opts.Replace {

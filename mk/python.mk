@@ -35,16 +35,19 @@ generate-python: $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) ## Regenerate th
 		--python_out=../$(PY_DIR)/src --pyi_out=../$(PY_DIR)/src --grpc_python_out=../$(PY_DIR)/src \
 		savepoint/v1/*.proto
 
-# ./.venv with the client installed in editable mode, rebuilt only when the
-# package's pyproject.toml changes.
-$(VENV)/.savepoint-stamp: $(PY_DIR)/pyproject.toml
+# ./.venv with the client installed in editable mode, and beside it the
+# demo (client/python/demo, python -m savepoint_demo), which is not part of
+# the client's wheel; rebuilt only when either pyproject.toml changes. The
+# demo is built with the setuptools the test extra installed.
+$(VENV)/.savepoint-stamp: $(PY_DIR)/pyproject.toml $(PY_DIR)/demo/pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e './$(PY_DIR)/demo'
 	@touch $@
 
 .PHONY: clients-python
-clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python client installed (editable, with its langgraph and test extras)
+clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python client installed (editable, with its langgraph and test extras) and its demo
 
 # pytest exits 5 when it collected no test: that fails the build like any
 # other non-zero status, with a word saying why.

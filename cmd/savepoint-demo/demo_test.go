@@ -51,6 +51,7 @@ func TestSeedTranscript(t *testing.T) {
 	if err != nil || string(report) != reportText {
 		t.Errorf("report.txt: %q, %v", report, err)
 	}
+	checkCompleted(t, addr, "seed-transcript")
 
 	// The other two reconcile lines of the seed.
 	o = runOpts{addr: addr, dir: workdir(t), session: "seed-lines", script: "seed", crash: "after-tool:1"}
@@ -98,11 +99,37 @@ func TestFreshStart(t *testing.T) {
 	if n := writes(t, dir); n != 1 {
 		t.Errorf("%d writes after starting over, want 1", n)
 	}
+	checkCompleted(t, addr, "fresh")
 	// Resuming a finished session only reports it done.
 	o.resume = true
 	r = runDemo(t, o)
 	if want := "[resume] read turn=4 pending=none\n[done] " + finalAnswer + "\n"; r.code != 0 || r.stdout != want {
 		t.Errorf("resume of a finished session: %s\nwant:\n%s", r, want)
+	}
+	checkCompleted(t, addr, "fresh")
+	// Starting over replaces the completed session, and completes the new one.
+	o.resume = false
+	if r = runDemo(t, o); r.code != 0 || !strings.HasPrefix(r.stdout, "[turn 1][save A]") {
+		t.Errorf("start over a completed session: %s", r)
+	}
+	checkCompleted(t, addr, "fresh")
+}
+
+// checkCompleted fails the test unless the session is completed with the
+// final answer as its output, as savepoint ls shows it.
+func checkCompleted(t *testing.T, addr, id string) {
+	t.Helper()
+	c, err := client.Dial(t.Context(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g, err := c.Raw().GetSession(t.Context(), &savepointv1.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := g.GetCheckpoint(); cp.GetStatus() != savepointv1.SessionStatus_SESSION_STATUS_COMPLETED || cp.GetFinalOutput() != finalAnswer {
+		t.Errorf("session %q: status %v, final output %q; want completed with %q", id, cp.GetStatus(), cp.GetFinalOutput(), finalAnswer)
 	}
 }
 

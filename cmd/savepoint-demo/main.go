@@ -133,6 +133,9 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	defer c.Close()
 
 	text, err := d.runAgent(ctx, c, *session, *script, *resume)
+	if err == nil {
+		err = d.complete(ctx, *session, text)
+	}
 	if err != nil {
 		d.fail(err, *session)
 		return 1
@@ -140,6 +143,17 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	fmt.Fprintf(stdout, "[done] %s\n", text)
 	d.check()
 	return 0
+}
+
+// complete marks the finished session completed with the final answer, as
+// a real agent does when its task is done, so that savepoint ls shows it
+// completed. Completing an already completed session (a resume after the
+// task was done) with the same answer succeeds.
+func (d *demo) complete(ctx context.Context, id, text string) error {
+	if err := d.sess.Complete(ctx, client.StatusCompleted, text); err != nil {
+		return fmt.Errorf("completing session %q: %w", id, err)
+	}
+	return nil
 }
 
 // runAgent is the seed's runAgent on a Session: start (or resume and

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import savepoint
-from savepoint.demo.tools import NOTES_FILE, sample_notes
+from savepoint_demo.tools import NOTES_FILE, sample_notes
 from savepoint.v1 import savepoint_pb2 as pb
 
-PY_DEMO = [sys.executable, "-m", "savepoint.demo"]
+PY_DEMO = [sys.executable, "-m", "savepoint_demo"]
 
 
 @dataclass

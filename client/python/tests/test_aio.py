@@ -9,7 +9,7 @@ import pytest
 from conftest import Daemon
 
 import savepoint
-from savepoint import Decision, EffectClass, Message, ToolEvent, ToolStage, ToolUse
+from savepoint import Decision, EffectClass, Message, SessionStatus, ToolEvent, ToolStage, ToolUse
 from savepoint.aio import AsyncClient
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -29,7 +29,7 @@ def test_async_loop_and_resume(daemon: Daemon) -> None:
 
             async def run(call: ToolUse, key: str) -> str:
                 await asyncio.sleep(0)
-                ran.append((call.id, key))
+                ran.append((call.tool_use_id, key))
                 return call.name + " ok"
 
             # Two tools of one turn at once.
@@ -37,12 +37,12 @@ def test_async_loop_and_resume(daemon: Daemon) -> None:
                 s.run_tool(READ, lambda key: run(READ, key)), s.run_tool(SIDE, lambda key: run(SIDE, key))
             )
             assert [r.content for r in results] == ["read ok", "send ok"]
-            assert ran[0][1] == "" if ran[0][0] == READ.id else ran[1][1] == ""
+            assert ran[0][1] == "" if ran[0][0] == READ.tool_use_id else ran[1][1] == ""
             assert {e.stage for e in events} == {ToolStage.RAN, ToolStage.RECORDED, ToolStage.BEGUN}
             await s.point_b(results)
             await s.point_a(Message("assistant", '"next"'), [IDEM])
             # Killed after BeginEffect of the idempotent tool.
-            key = (await c.raw.BeginEffect(pb.BeginEffectRequest(session_id="aio.loop", tool_use_id=IDEM.id, epoch=s.epoch))).idempotency_key
+            key = (await c.raw.BeginEffect(pb.BeginEffectRequest(session_id="aio.loop", tool_use_id=IDEM.tool_use_id, epoch=s.epoch))).idempotency_key
 
             r = await c.resume("aio.loop")
             assert r.messages == s.messages and r.turn == 2 and r.epoch == s.epoch + 1
@@ -50,14 +50,17 @@ def test_async_loop_and_resume(daemon: Daemon) -> None:
                 await s.save(task="stale")
 
             def sync_run(call: ToolUse, k: str) -> str:  # a plain function works too
-                ran.append((call.id, k))
+                ran.append((call.tool_use_id, k))
                 return "charged"
 
             (res,) = await r.reconcile(sync_run)
-            assert (res.decision, res.content, ran[-1]) == (Decision.RUN, "charged", (IDEM.id, key))
+            assert (res.decision, res.content, ran[-1]) == (Decision.RUN, "charged", (IDEM.tool_use_id, key))
             await r.point_b([res])
             await r.point_a(Message("assistant", '"done"'))
             assert json.loads(r.messages[-2].content_json)[0]["content"] == "charged"
+            await r.complete(SessionStatus.COMPLETED, "done")
+            assert (r.status, r.final_output) == (SessionStatus.COMPLETED, "done")
+            assert (await c.resume("aio.loop")).status == SessionStatus.COMPLETED
             await r.delete()
             with pytest.raises(savepoint.SessionNotFoundError):
                 await c.resume("aio.loop")
@@ -71,19 +74,19 @@ def test_async_reconcile_rules(daemon: Daemon) -> None:
             s = await c.start("aio.rules", "t", messages=[PROMPT], replace=True)
             await s.point_a(Message("assistant", '"go"'), [READ, IDEM, SIDE])
             await s.run_tool(IDEM, lambda key: "recorded")
-            await c.raw.BeginEffect(pb.BeginEffectRequest(session_id="aio.rules", tool_use_id=SIDE.id, epoch=s.epoch))
+            await c.raw.BeginEffect(pb.BeginEffectRequest(session_id="aio.rules", tool_use_id=SIDE.tool_use_id, epoch=s.epoch))
             r = await c.resume("aio.rules")
             runs: list[str] = []
 
             async def run(call: ToolUse, key: str) -> str:
-                runs.append(call.id)
+                runs.append(call.tool_use_id)
                 return "again"
 
             results = await r.reconcile(run)
             assert [(x.tool_use_id, x.decision, x.is_error) for x in results] == [
-                (READ.id, Decision.RUN, False), (IDEM.id, Decision.REUSE, False), (SIDE.id, Decision.IN_DOUBT, True),
+                (READ.tool_use_id, Decision.RUN, False), (IDEM.tool_use_id, Decision.REUSE, False), (SIDE.tool_use_id, Decision.IN_DOUBT, True),
             ]
-            assert runs == [READ.id]
+            assert runs == [READ.tool_use_id]
             await r.point_b(results)
             assert r.pending == []
             await r.point_a(Message("assistant", '"x"'), [ToolUse("toolu_new", "read", "{}", EffectClass.READ_ONLY)])

@@ -1,4 +1,4 @@
-"""python -m savepoint.demo against a real savepointd: the seed's transcript,
+"""python -m savepoint_demo against a real savepointd: the seed's transcript,
 line for line equal to the Go demo's for the same runs, a real kill -9, a
 daemon killed under it, and sessions handed between the two languages."""
 
@@ -16,10 +16,11 @@ from demo_helpers import PY_DEMO, check_pairing, count_writes, history, run_demo
 
 import savepoint
 from savepoint import Decision
-from savepoint.demo.__main__ import main
-from savepoint.demo.model import FINAL_ANSWER, REPORT_TEXT, SCRIPTS
-from savepoint.demo.points import parse_point
-from savepoint.demo.tools import run_tool, sample_notes
+from savepoint_demo.__main__ import main
+from savepoint_demo.model import FINAL_ANSWER, REPORT_TEXT, SCRIPTS
+from savepoint_demo.points import parse_point
+from savepoint_demo.tools import run_tool, sample_notes
+from savepoint.v1 import savepoint_pb2 as pb
 
 
 def test_seed_transcript(daemon: Daemon, tmp_path: Path) -> None:
@@ -42,6 +43,17 @@ def test_seed_transcript(daemon: Daemon, tmp_path: Path) -> None:
     )), r
     assert count_writes(wd) == 1
     assert (wd / "report.txt").read_text() == REPORT_TEXT
+    check_completed(daemon.addr, "py.seed-transcript")
+    # A fresh run over the completed session replaces it, and completes the new one.
+    r = run_demo(PY_DEMO, daemon.addr, wd, "py.seed-transcript")
+    assert r.code == 0 and r.stdout.startswith("[turn 1][save A]"), r
+    check_completed(daemon.addr, "py.seed-transcript")
+
+
+def check_completed(addr: str, sid: str) -> None:
+    """The session is completed with the final answer, as savepoint ls shows it."""
+    cp, _ = history(addr, sid)
+    assert (cp.status, cp.final_output) == (pb.SESSION_STATUS_COMPLETED, FINAL_ANSWER), cp
 
 
 # Each scenario: the CRASH_AFTER of the first (fresh) run, then of each
@@ -154,7 +166,7 @@ def test_kill_9_and_resume_with_a_ledger_hit(daemon: Daemon, tmp_path: Path) -> 
     with savepoint.Client(daemon.addr, tool_hook=lambda ev: decided.append((ev.call.name, ev.decision))) as c:
         s = c.resume(sid)
         ran: list[str] = []
-        results = s.reconcile(lambda call, key: ran.append(call.id) or "ran again")  # type: ignore[func-returns-value]
+        results = s.reconcile(lambda call, key: ran.append(call.tool_use_id) or "ran again")  # type: ignore[func-returns-value]
         assert decided == [("write_report", Decision.REUSE)] and ran == []
         assert results[0].content == f"Wrote {len(REPORT_TEXT)} bytes to report.txt"
     r = run_demo(PY_DEMO, daemon.addr, wd, sid, resume=True)
@@ -211,6 +223,8 @@ def test_session_handed_between_languages(daemon: Daemon, binaries: tuple[str, s
         r = run_demo(cmds[second], daemon.addr, wd, sid, resume=True)
         assert r.code == 0 and want in r.stdout and f"[done] {FINAL_ANSWER}" in r.stdout, r
         assert count_writes(wd) == 1
+        if second != "ts":  # the TypeScript demo does not complete its session yet
+            check_completed(daemon.addr, sid)
         _, msgs = history(daemon.addr, sid)
         assert check_pairing(msgs) == []
         if not in_doubt:

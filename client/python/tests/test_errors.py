@@ -101,7 +101,25 @@ def test_translate_each_reason(value: int) -> None:
     assert type(e) is errors.REASON_CLASSES[value]
     assert (e.reason, e.code, e.current_revision, e.current_epoch) == (reason, grpc.StatusCode.ABORTED, 7, 3)
     assert e.metadata == {"current_revision": "7", "current_epoch": "3"}
-    assert str(e) == f"savepoint: {reason} (ABORTED): msg"
+    assert str(e) == f"savepoint: {reason} (ABORTED): msg."
+
+
+@pytest.mark.parametrize(
+    ("err", "want"),
+    [
+        (errors.SavepointError("tool uses still pending; answer them with point_b first"),
+         "savepoint: tool uses still pending; answer them with point_b first."),
+        (errors.SavepointError("it failed."), "savepoint: it failed."),
+        (errors.SavepointError("", code=grpc.StatusCode.INTERNAL), "savepoint: INTERNAL."),
+        (errors.SavepointError("note: ", code=grpc.StatusCode.INTERNAL, reason="INTERNAL"), "savepoint: INTERNAL (INTERNAL): note."),
+        (errors.SavepointError("x").with_context("loading it"), "loading it: savepoint: x."),
+        (errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: unix:/x: No such file or directory")),
+         "savepoint: UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: unix:/x: No such file or directory. " + errors.UNREACHABLE_HINT),
+        (errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "")), "savepoint: UNAVAILABLE: " + errors.UNREACHABLE_HINT),
+    ],
+)
+def test_text_ends_in_a_sentence(err: errors.SavepointError, want: str) -> None:
+    assert str(err) == want
 
 
 @pytest.mark.parametrize(
@@ -133,7 +151,7 @@ def test_field_and_context() -> None:
     assert isinstance(e, savepoint.FieldError) and e.field == "state_json"
     c = e.with_context("turn 3")
     assert type(c) is type(e) and c.field == "state_json" and c.__cause__ is e
-    assert str(c) == "turn 3: savepoint: INVALID_JSON (INVALID_ARGUMENT): msg"
+    assert str(c) == "turn 3: savepoint: INVALID_JSON (INVALID_ARGUMENT): msg."
 
 
 def test_outcome_unknown() -> None:

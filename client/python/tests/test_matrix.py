@@ -17,9 +17,9 @@ from conftest import REPO, Daemon
 from demo_helpers import PY_DEMO, check_pairing, compare_history, count_writes, history, run_demo, workdir
 
 from savepoint import EffectClass
-from savepoint.demo.__main__ import content_blocks, finished
-from savepoint.demo.model import FINAL_ANSWER, SCRIPTS
-from savepoint.demo.points import LABELS
+from savepoint_demo.__main__ import content_blocks, finished
+from savepoint_demo.model import FINAL_ANSWER, SCRIPTS
+from savepoint_demo.points import LABELS
 from savepoint.types import Message
 
 GOLDEN = REPO / "cmd" / "savepoint-demo" / "testdata" / "crash-matrix.txt"
@@ -101,7 +101,7 @@ def decisions(stdout: str) -> list[str]:
 
 
 def tool_ids(script: str) -> dict[str, str]:
-    return {c.name: c.id for r in SCRIPTS[script] for c in r.tool_uses()}
+    return {c.name: c.tool_use_id for r in SCRIPTS[script] for c in r.tool_uses()}
 
 
 def play(addr: str, tmp: Path, want: Row, base: dict[str, list]) -> Row:  # type: ignore[type-arg]

@@ -59,12 +59,12 @@ def test_reconcile_pages(small: Daemon) -> None:
         s = c.start("paging.reconcile", "t", messages=[Message("user", '"go"')], replace=True)
         s.point_a(Message("assistant", '"fetching"'), calls)
         for call in calls:
-            s.run_tool(call, lambda key, call=call: f"{call.id}:" + "y" * 15000)  # type: ignore[misc]
+            s.run_tool(call, lambda key, call=call: f"{call.tool_use_id}:" + "y" * 15000)  # type: ignore[misc]
         first = c.raw.Reconcile(pb.ReconcileRequest(session_id="paging.reconcile"))
         assert first.next_page_token and len(first.resolutions) < CALLS / 2, "one page holds every resolution: no paging tested"
         r = c.resume("paging.reconcile")
         results = r.reconcile(None)
-        assert [x.tool_use_id for x in results] == [call.id for call in calls]
+        assert [x.tool_use_id for x in results] == [call.tool_use_id for call in calls]
         assert all(x.decision == Decision.REUSE and x.content.startswith(x.tool_use_id + ":") for x in results)
         r.point_b(results)
         assert r.pending == []
@@ -74,11 +74,11 @@ def test_reconcile_pages(small: Daemon) -> None:
             s2 = await ac.start("paging.reconcile.aio", "t", messages=[Message("user", '"go"')], replace=True)
             await s2.point_a(Message("assistant", '"fetching"'), calls)
             for call in calls:
-                await s2.run_tool(call, lambda key, call=call: f"{call.id}:" + "z" * 15000)  # type: ignore[misc]
+                await s2.run_tool(call, lambda key, call=call: f"{call.tool_use_id}:" + "z" * 15000)  # type: ignore[misc]
             res = await (await ac.resume("paging.reconcile.aio")).reconcile(None)
             return [x.tool_use_id for x in res if x.decision == Decision.REUSE]
 
-    assert asyncio.run(areconcile()) == [call.id for call in calls]
+    assert asyncio.run(areconcile()) == [call.tool_use_id for call in calls]
 
 
 def test_list_sessions_pages(small: Daemon) -> None:

@@ -11,7 +11,7 @@ import pytest
 from conftest import Daemon
 
 import savepoint
-from savepoint import Decision, EffectClass, Message, ToolEvent, ToolResult, ToolStage, ToolUse
+from savepoint import Decision, EffectClass, Message, SessionStatus, ToolEvent, ToolResult, ToolStage, ToolUse
 from savepoint.v1 import savepoint_pb2 as pb
 
 PROMPT = Message("user", '[{"type":"text","text":"do the task"}]')
@@ -19,7 +19,7 @@ PROMPT = Message("user", '[{"type":"text","text":"do the task"}]')
 
 def assistant(text: str, *calls: ToolUse) -> Message:
     blocks: list[dict[str, object]] = [{"type": "text", "text": text}]
-    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": json.loads(c.input_json or "{}")} for c in calls]
+    blocks += [{"type": "tool_use", "id": c.tool_use_id, "name": c.name, "input": json.loads(c.input_json or "{}")} for c in calls]
     return Message("assistant", json.dumps(blocks))
 
 
@@ -35,7 +35,7 @@ class Tools:
         self.runs: list[tuple[str, str]] = []
 
     def __call__(self, call: ToolUse, key: str) -> str:
-        self.runs.append((call.id, key))
+        self.runs.append((call.tool_use_id, key))
         if call.name == "fail":
             raise RuntimeError("tool failed: no such thing")
         return f"{call.name} done"
@@ -55,12 +55,12 @@ def test_agent_loop(client: savepoint.Client, sid: str) -> None:
         tools = Tools()
         s.add_tokens(10)
         s.point_a(assistant("reading", READ, SIDE), [READ, SIDE])
-        assert (s.revision, s.turn, [p.id for p in s.pending]) == (2, 1, ["toolu_r", "toolu_s"])
+        assert (s.revision, s.turn, [p.tool_use_id for p in s.pending]) == (2, 1, ["toolu_r", "toolu_s"])
         results = s.run_tools([READ, SIDE], tools)
         assert [r.content for r in results] == ["read done", "send done"]
         # The read-only tool gets no key; the side-effecting one its BeginEffect key.
         assert tools.runs[0] == ("toolu_r", "") and tools.runs[1][0] == "toolu_s" and len(tools.runs[1][1]) > 0
-        assert [(e.stage, e.call.id) for e in events] == [
+        assert [(e.stage, e.call.tool_use_id) for e in events] == [
             (ToolStage.RAN, "toolu_r"), (ToolStage.RECORDED, "toolu_r"),
             (ToolStage.BEGUN, "toolu_s"), (ToolStage.RAN, "toolu_s"), (ToolStage.RECORDED, "toolu_s"),
         ]
@@ -122,7 +122,7 @@ def test_fencing(client: savepoint.Client, sid: str) -> None:
     assert e.value.current_epoch == other.epoch
     assert "not run: BeginEffect" in str(e.value)
     with pytest.raises(savepoint.SessionFencedError) as e:
-        s.point_b([ToolResult(SIDE.id, "made up")])
+        s.point_b([ToolResult(SIDE.tool_use_id, "made up")])
     assert e.value.code is not None and e.value.code.name == "ABORTED"
     # The new owner runs it (never begun) and finishes the turn.
     results = other.reconcile(tools)
@@ -173,7 +173,7 @@ def test_local_errors(client: savepoint.Client, sid: str) -> None:
     with pytest.raises(savepoint.ToolUsesPendingError):
         s.save(append=[Message("user", '"x"')])
     with pytest.raises(savepoint.ToolNameMismatchError):
-        s.run_tool(ToolUse(READ.id, "other"), lambda k: "x")
+        s.run_tool(ToolUse(READ.tool_use_id, "other"), lambda k: "x")
     r1 = s.run_tool(READ, lambda k: tools(READ, k))
     with pytest.raises(savepoint.AlreadyRunError):
         s.run_tool(READ, lambda k: tools(READ, k))
@@ -182,12 +182,12 @@ def test_local_errors(client: savepoint.Client, sid: str) -> None:
     with pytest.raises(savepoint.ResultsMismatchError):
         s.point_b([r1, r1])
     with pytest.raises(savepoint.ResultsMismatchError):
-        s.point_b([r1, ToolResult(SIDE.id, "x"), ToolResult("toolu_other", "y")])
+        s.point_b([r1, ToolResult(SIDE.tool_use_id, "x"), ToolResult("toolu_other", "y")])
     # A hand-made result claiming a ledger error is never recorded.
     with pytest.raises(savepoint.NotRunError):
-        s.point_b([r1, ToolResult(SIDE.id, "fake", ledger_error=RuntimeError("record me"))])
+        s.point_b([r1, ToolResult(SIDE.tool_use_id, "fake", ledger_error=RuntimeError("record me"))])
     assert len(tools.runs) == 1
-    s.point_b([r1, ToolResult(SIDE.id, "answered by hand")])  # results may come from elsewhere
+    s.point_b([r1, ToolResult(SIDE.tool_use_id, "answered by hand")])  # results may come from elsewhere
     assert s.pending == []
 
 
@@ -205,21 +205,21 @@ def test_ledger_error(client: savepoint.Client, sid: str) -> None:
     """A tool that ran but whose record fails keeps its real result, is
     reported, and point_b tries the record once more."""
     reported: list[tuple[str, str]] = []
-    with savepoint.Client(client.address, on_ledger_error=lambda call, r, err: reported.append((call.id, type(err).__name__))) as c:
+    with savepoint.Client(client.address, on_ledger_error=lambda call, r, err: reported.append((call.tool_use_id, type(err).__name__))) as c:
         s = c.start(sid, "t", messages=[PROMPT])
         s.point_a(assistant("send", SIDE), [SIDE])
 
         def tool(key: str) -> str:
             # Someone records another outcome first: the session's record
             # conflicts.
-            c.raw.RecordEffect(pb.RecordEffectRequest(session_id=sid, tool_use_id=SIDE.id, output="other"))
+            c.raw.RecordEffect(pb.RecordEffectRequest(session_id=sid, tool_use_id=SIDE.tool_use_id, output="other"))
             return "real output"
 
         r = s.run_tool(SIDE, tool)
         assert r.content == "real output" and isinstance(r.ledger_error, savepoint.EffectConflictError)
         assert "ran but its outcome is not in the ledger" in str(r.ledger_error)
         s.point_b([r])  # tries once more (conflicts again), then saves the real result
-        assert reported == [(SIDE.id, "EffectConflictError"), (SIDE.id, "EffectConflictError")]
+        assert reported == [(SIDE.tool_use_id, "EffectConflictError"), (SIDE.tool_use_id, "EffectConflictError")]
         assert json.loads(s.messages[-1].content_json)[0]["content"] == "real output"
 
 
@@ -241,18 +241,18 @@ def test_reconcile_read_only_runs(client: savepoint.Client, sid: str) -> None:
     crash_after_point_a(client, sid, READ)
     tools = Tools()
     (r,) = client.resume(sid).reconcile(tools)
-    assert (r.decision, r.content, tools.runs) == (Decision.RUN, "read done", [(READ.id, "")])
+    assert (r.decision, r.content, tools.runs) == (Decision.RUN, "read done", [(READ.tool_use_id, "")])
 
 
 def test_reconcile_idempotent_reruns_with_its_key(client: savepoint.Client, sid: str) -> None:
     s = crash_after_point_a(client, sid, IDEMPOTENT := IDEM)
     # Begun, then killed while the tool ran.
-    key = client.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id=IDEMPOTENT.id, epoch=s.epoch)).idempotency_key
+    key = client.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id=IDEMPOTENT.tool_use_id, epoch=s.epoch)).idempotency_key
     events: list[ToolEvent] = []
     with savepoint.Client(client.address, tool_hook=events.append) as c:
         tools = Tools()
         (r,) = c.resume(sid).reconcile(tools)
-    assert (r.decision, tools.runs) == (Decision.RUN, [(IDEMPOTENT.id, key)])
+    assert (r.decision, tools.runs) == (Decision.RUN, [(IDEMPOTENT.tool_use_id, key)])
     assert events[0].stage == ToolStage.DECIDED and events[0].begun and events[0].decision == Decision.RUN
 
 
@@ -269,7 +269,7 @@ def test_reconcile_side_effect_never_begun_runs_and_is_begun(client: savepoint.C
 
 def test_reconcile_side_effect_begun_is_in_doubt(client: savepoint.Client, sid: str) -> None:
     s = crash_after_point_a(client, sid, SIDE)
-    client.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id=SIDE.id, epoch=s.epoch))
+    client.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id=SIDE.tool_use_id, epoch=s.epoch))
     tools = Tools()
     r = client.resume(sid)
     (res,) = r.reconcile(tools)
@@ -307,7 +307,7 @@ def test_reconcile_several_in_order(client: savepoint.Client, sid: str) -> None:
     tools = Tools()
     results = client.resume(sid).reconcile(tools)
     assert [(r.tool_use_id, r.decision) for r in results] == [
-        (READ.id, Decision.RUN), (IDEM.id, Decision.REUSE), (SIDE.id, Decision.RUN),
+        (READ.tool_use_id, Decision.RUN), (IDEM.tool_use_id, Decision.REUSE), (SIDE.tool_use_id, Decision.RUN),
     ]
 
 
@@ -330,8 +330,30 @@ def test_tools_of_one_turn_in_threads(client: savepoint.Client, sid: str) -> Non
     s = client.start(sid, "t", messages=[PROMPT])
     s.point_a(assistant("all at once", *calls), calls)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(lambda c: s.run_tool(c, lambda key: f"{c.id} with {key}"), calls))
+        results = list(pool.map(lambda c: s.run_tool(c, lambda key: f"{c.tool_use_id} with {key}"), calls))
     assert all(r.ledger_error is None and r.content.startswith(r.tool_use_id) for r in results)
     s.point_b(results)
     assert client.resume(sid).reconcile(None) == []  # nothing pending after Point B
     assert len({r.content.split(" with ")[1] for r in results}) == 8, "each tool use has its own idempotency key"
+
+
+def test_complete(client: savepoint.Client, sid: str) -> None:
+    s = client.start(sid, "report", messages=[PROMPT])
+    assert (s.status, s.final_output) == (SessionStatus.ACTIVE, "")
+    s.complete(SessionStatus.COMPLETED, "the report")
+    assert (s.status, s.final_output) == (SessionStatus.COMPLETED, "the report")
+    s.complete(SessionStatus.COMPLETED, "the report")  # the same completion again
+    with pytest.raises(savepoint.SessionCompletedError):
+        s.complete(SessionStatus.FAILED, "oops")
+    with pytest.raises(savepoint.SessionCompletedError):
+        s.save(append=[PROMPT])
+    cp, _ = client.get_session(sid)
+    assert (cp.status, cp.final_output) == (pb.SESSION_STATUS_COMPLETED, "the report")
+    # Resume loads it without taking it over.
+    r = client.resume(sid)
+    assert (r.status, r.final_output, r.epoch, len(r.messages)) == (SessionStatus.COMPLETED, "the report", s.epoch, 1)
+    # A completed session exists: start refuses it, and replaces it when asked.
+    with pytest.raises(savepoint.SessionExistsError):
+        client.start(sid, "again")
+    fresh = client.start(sid, "again", replace=True)
+    assert (fresh.status, fresh.revision, fresh.task) == (SessionStatus.ACTIVE, 1, "again")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
+from conftest import REPO
 
 from savepoint import EffectClass, ToolResult, ToolUse, anthropic_tool_results
 
@@ -46,3 +48,19 @@ def test_anthropic_tool_results() -> None:
         '[{"type":"tool_result","tool_use_id":"a","content":"ok <&>"},'
         '{"type":"tool_result","tool_use_id":"b","content":"boom","is_error":true}]'
     )
+
+
+def test_tool_use_and_result_share_tool_use_id() -> None:
+    call = ToolUse(tool_use_id="toolu_1", name="send")
+    assert call.tool_use_id == ToolResult(tool_use_id="toolu_1", content="").tool_use_id
+    assert call.to_proto().tool_use_id == "toolu_1"
+    with pytest.warns(DeprecationWarning, match="tool_use_id"):
+        assert call.id == "toolu_1"  # the old name, kept as a deprecated alias
+
+
+def test_effect_class_from_mcp_shared_cases() -> None:
+    """The MCP annotation cases every client's mapping is tested against."""
+    cases = json.loads((REPO / "client" / "testdata" / "mcp_annotations.json").read_text())["cases"]
+    assert cases
+    for c in cases:
+        assert EffectClass.from_mcp(c["annotations"]) == EffectClass[c["effect"]], c["name"]

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_mypy_strict() -> None:
-    p = subprocess.run([sys.executable, "-m", "mypy", "src/savepoint"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    p = subprocess.run([sys.executable, "-m", "mypy", "src/savepoint", "demo/savepoint_demo"], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stdout + p.stderr
 
 

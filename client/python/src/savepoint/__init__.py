@@ -21,6 +21,8 @@ pending with ``s.point_b(s.reconcile(run_tool))``. Errors are SavepointError
 subclasses chosen by the daemon's ErrorInfo reason (savepoint.errors).
 """
 
+import logging as _logging
+
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from savepoint.address import TLSConfig, default_addr, parse_addr
 from savepoint.client import Client, Raw, Session, ToolFunc
@@ -30,12 +32,17 @@ from savepoint.types import (
     Decision,
     EffectClass,
     Message,
+    SessionStatus,
     ToolEvent,
     ToolResult,
     ToolStage,
     ToolUse,
     anthropic_tool_results,
 )
+
+# A library is silent unless the application configures logging: without
+# this handler Python's last-resort handler prints warnings to stderr.
+_logging.getLogger("savepoint").addHandler(_logging.NullHandler())
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -46,6 +53,7 @@ __all__ = [
     "Raw",
     "RetryPolicy",
     "Session",
+    "SessionStatus",
     "TLSConfig",
     "ToolEvent",
     "ToolFunc",

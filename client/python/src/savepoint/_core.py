@@ -1,28 +1,36 @@
 """What the sync and asyncio Sessions share: the bookkeeping of one session
 (revision, epoch, history, metadata, pending tool uses, the save whose outcome
 is unknown) and every decision that needs no I/O. The two Session classes only
-drive the calls."""
+drive the calls: the operations of several calls are written once, as
+Steps (savepoint._steps)."""
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
 from savepoint import errors
+from savepoint._steps import Step, Steps, delete_steps, history_steps, q
 from savepoint.errors import (
     AlreadyRunError,
     CallNotPendingError,
     NotRunError,
     ResultsMismatchError,
     SavepointError,
+    SessionCompletedError,
+    SessionExistsError,
+    SessionFencedError,
     ToolNameMismatchError,
     ToolUsesPendingError,
 )
 from savepoint.types import (
+    Decision,
     EffectClass,
+    SessionStatus,
     LedgerErrorHandler,
     Message,
     ToolEvent,
@@ -85,6 +93,8 @@ class SessionState:
         self._failed: pb.SaveCheckpointRequest | None = None  # last save whose outcome is unknown
         self._started: set[str] = set()  # pending tool uses this process began or ran
         self._ran: dict[str, ToolResult] = {}  # their results, once run
+        self._status = SessionStatus.ACTIVE
+        self._output = ""  # the final output, once completed or failed
 
     # -- getters -----------------------------------------------------------
 
@@ -142,6 +152,16 @@ class SessionState:
         """The pending tool uses, in the order they were named."""
         return [ToolUse.from_proto(p) for p in self._pending]
 
+    @property
+    def status(self) -> SessionStatus:
+        """The session's status as last loaded or set by complete."""
+        return self._status
+
+    @property
+    def final_output(self) -> str:
+        """The output complete stored; "" while the session is active."""
+        return self._output
+
     def add_tokens(self, n: int) -> None:
         """Add n to the tokens used, sent with the next save."""
         self._meta.tokens_used += n
@@ -162,6 +182,8 @@ class SessionState:
         self._messages = msgs
         self._count = cp.message_count
         self._pending = [_copy(p) for p in cp.pending_tool_uses]
+        self._status = SessionStatus(cp.status or SessionStatus.ACTIVE)
+        self._output = cp.final_output
 
     # -- saves -----------------------------------------------------------------
 
@@ -301,6 +323,83 @@ class SessionState:
             m.labels = dict(labels)
         return m
 
+    def _save_steps(self, m: Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> Steps[None]:
+        """The one place a Session writes a revision: the whole meta, on the
+        session's revision, under its epoch. A save whose outcome is unknown
+        keeps its request_id for the same save tried again."""
+        req = self._save_request(m, keep, app, pending)
+        try:
+            resp = yield Step("SaveCheckpoint", req)
+        except BaseException as e:
+            self._save_failed(req, e)
+            raise
+        self._save_done(m, keep, app, pending, resp)
+
+    def _start_steps(self, m: Meta, messages: Sequence[Message], replace: bool) -> Steps[None]:
+        """Create the session with ``messages``; an existing one raises
+        SessionExistsError unless ``replace``, which deletes it first."""
+        try:
+            try:
+                yield from self._save_steps(m, None, messages, [])
+            except (SessionFencedError, SessionCompletedError) as e:
+                # A create carries epoch 0, which the daemon fences once the
+                # existing session has been resumed, and refuses on a
+                # completed session: either way the session exists.
+                raise exists_error(self._id, e) from e
+        except SessionExistsError:
+            if not replace:
+                raise
+            try:
+                yield from delete_steps(self._id)
+            except SavepointError as e:
+                raise e.with_context(f"replacing session {q(self._id)}") from e
+            yield from self._save_steps(m, None, messages, [])
+
+    def _resume_steps(self) -> Steps[None]:
+        """Take ownership of the session and load it whole."""
+        r = yield Step("Resume", pb.ResumeRequest(session_id=self._id))
+        self._load(r, (yield from history_steps(self._id, r.checkpoint, r.next_page_token)))
+
+    def _point_b_steps(self, results: Sequence[ToolResult]) -> Steps[None]:
+        """point_b: record once more each result whose outcome missed the
+        ledger, then save the results' messages with nothing pending."""
+        ordered = self._point_b_order(results)
+        if ordered is None:
+            return
+        for i, r in enumerate(ordered):
+            if r.ledger_error is not None:
+                p = self._rerecord_check(i, r)
+                try:
+                    yield Step("RecordEffect", self._record_request(p, r), RECORD_TIMEOUT)
+                except SavepointError as e:
+                    self._report_ledger_error(p, r, e)
+                else:
+                    ordered[i] = replace(r, ledger_error=None)
+        yield from self._save_steps(self._meta, None, self._results_messages(ordered), [])
+
+    def _complete_steps(self, status: SessionStatus, final_output: str) -> Steps[None]:
+        """Mark the session COMPLETED or FAILED with its final output, under
+        its epoch; the request id makes a retry apply it once."""
+        req = pb.CompleteSessionRequest(
+            session_id=self._id, epoch=self._epoch, status=int(status), final_output=final_output, request_id=str(uuid.uuid4())  # type: ignore[arg-type]
+        )
+        resp = yield Step("CompleteSession", req)
+        self._status, self._output = SessionStatus(resp.status), final_output
+
+    def _reconcile_steps(self, rev: int) -> Steps[list[pb.Resolution]]:
+        """Every page of Reconcile's resolutions, checked to be of revision
+        ``rev``."""
+        resolutions: list[pb.Resolution] = []
+        token = ""
+        while True:
+            resp = yield Step("Reconcile", pb.ReconcileRequest(session_id=self._id, page_token=token))
+            if resp.revision != rev:
+                raise reconcile_mismatch(rev, resp.revision)
+            resolutions.extend(resp.resolutions)
+            token = resp.next_page_token
+            if not token:
+                return resolutions
+
     # -- tools -------------------------------------------------------------------
 
     def _pending_call(self, tool_use_id: str) -> pb.ToolUse | None:
@@ -312,15 +411,93 @@ class SessionState:
     def _claim(self, call: ToolUse) -> tuple[pb.ToolUse, int]:
         """Mark a pending tool use as started by run_tool, or raise why it may
         not run; return it with the epoch to begin it under."""
-        p = self._pending_call(call.id)
+        p = self._pending_call(call.tool_use_id)
         if p is None:
-            raise CallNotPendingError(f"tool use {q(call.id)} ({call.name}) not run: tool use not pending: name it with point_a first")
+            raise CallNotPendingError(f"tool use {q(call.tool_use_id)} ({call.name}) not run: tool use not pending: name it with point_a first")
         if call.name != p.name:
-            raise ToolNameMismatchError(f"tool use {q(call.id)} not run: tool name mismatch: named {q(p.name)} at point_a, {q(call.name)} here")
-        if call.id in self._started:
-            raise AlreadyRunError(f"tool use {q(call.id)} ({call.name}) not run again: tool use already run by this session")
-        self._started.add(call.id)
+            raise ToolNameMismatchError(f"tool use {q(call.tool_use_id)} not run: tool name mismatch: named {q(p.name)} at point_a, {q(call.name)} here")
+        if call.tool_use_id in self._started:
+            raise AlreadyRunError(f"tool use {q(call.tool_use_id)} ({call.name}) not run again: tool use already run by this session")
+        self._started.add(call.tool_use_id)
         return p, self._epoch
+
+    def _guard(self) -> AbstractContextManager[object]:
+        """The lock over the tool bookkeeping (_started, _ran): the sync
+        Session's lock; none for the asyncio one, whose steps between awaits
+        cannot interleave."""
+        return contextlib.nullcontext()
+
+    def _decide(self, res: pb.Resolution, can_run: bool) -> ToolResult | pb.ToolUse:
+        """Act on one of Reconcile's resolutions without I/O: the result for
+        REUSE, IN_DOUBT and a tool this session already ran, or the pending
+        tool use to run (marked started) for RUN. ``can_run`` says whether a
+        run function was given; RUN without one raises."""
+        tu = res.tool_use
+        tid = tu.tool_use_id
+        log = self._opts.logger
+        self._event(ToolStage.DECIDED, tu, decision=Decision(res.decision), begun=res.begun)
+        if res.decision == pb.DECISION_REUSE:
+            log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool (session=%s tool_use_id=%s)", self._id, tid)
+            return ToolResult(tool_use_id=tid, content=res.effect.output, is_error=res.effect.is_error)
+        if res.decision == pb.DECISION_IN_DOUBT:
+            log.warning("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result (session=%s tool_use_id=%s name=%s)", self._id, tid, tu.name)
+            return ToolResult(tool_use_id=tid, content=res.tool_result_text, is_error=True)
+        if res.decision != pb.DECISION_RUN:
+            raise SavepointError(f"reconcile: tool use {q(tid)}: unknown decision {res.decision}")
+        with self._guard():
+            p = self._pending_call(tid)
+            prev = self._ran.get(tid)
+            started = tid in self._started
+            if prev is None and p is not None and not started and can_run:
+                self._started.add(tid)
+        if prev is not None:
+            log.info("savepoint: reconcile: this session ran the tool already, reusing its result (session=%s tool_use_id=%s)", self._id, tid)
+            return prev
+        if p is None:
+            raise CallNotPendingError(f"reconcile: tool use {q(tid)} is not pending in this session: tool use not pending")
+        if started:
+            raise AlreadyRunError(f"reconcile: tool use {q(tid)} ({tu.name}) not run: tool use already run by this session")
+        if not can_run:
+            raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
+        log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
+        return p
+
+    def _unstart(self, tid: str) -> None:
+        with self._guard():
+            self._started.discard(tid)
+
+    def _begin_request(self, p: pb.ToolUse, epoch: int) -> pb.BeginEffectRequest:
+        return pb.BeginEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch)
+
+    def _begin_failed(self, p: pb.ToolUse, err: SavepointError) -> SavepointError:
+        """Forget that p was started (its BeginEffect failed, so it did not
+        run) and return the error to raise."""
+        self._unstart(p.tool_use_id)
+        return err.with_context(f"tool use {q(p.tool_use_id)} ({p.name}) not run: BeginEffect")
+
+    def _after_run(self, p: pb.ToolUse, output: str | None, exc: BaseException | None) -> ToolResult:
+        """The result of running p's tool, reported to the hook as RAN."""
+        r = self._ran_result(p, output, exc)
+        self._event(ToolStage.RAN, p, result=r)
+        return r
+
+    def _record_request(self, p: pb.ToolUse, r: ToolResult) -> pb.RecordEffectRequest:
+        return pb.RecordEffectRequest(
+            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=r.content, is_error=r.is_error
+        )
+
+    def _after_record(self, p: pb.ToolUse, r: ToolResult, err: SavepointError | None) -> ToolResult:
+        """Keep the result of a tool this session ran, with its ledger error
+        when its RecordEffect failed (``err``), reported as such; else report
+        it RECORDED."""
+        if err is not None:
+            r = replace(r, ledger_error=err.with_context(f"tool use {q(p.tool_use_id)} ({p.name}) ran but its outcome is not in the ledger"))
+            self._report_ledger_error(p, r, err)
+        else:
+            self._event(ToolStage.RECORDED, p, result=r)
+        with self._guard():
+            self._ran[p.tool_use_id] = r
+        return r
 
     def _hook(self, ev: ToolEvent) -> None:
         if self._opts.tool_hook is not None:
@@ -345,33 +522,14 @@ class SessionState:
         return ToolResult(tool_use_id=p.tool_use_id, content=output or "")
 
 
-def q(s: str) -> str:
-    """s quoted as Go's %q quotes it, for messages that match the Go client's."""
-    return json.dumps(s, ensure_ascii=False)
-
-
 def is_read_only(p: pb.ToolUse) -> bool:
     return EffectClass(p.effect_class).effective == EffectClass.READ_ONLY
 
 
-def check_page(session_id: str, page: pb.ListMessagesResponse, loaded: int) -> None:
-    """Check that a history page continues the messages loaded so far."""
-    if page.first_index != loaded or (not page.messages and page.next_page_token):
-        raise SavepointError(
-            f"loading the history of {q(session_id)}: page at index {page.first_index} with "
-            f"{len(page.messages)} messages after {loaded} loaded"
-        )
-
-
-def check_count(session_id: str, cp: pb.Checkpoint, loaded: int) -> None:
-    if loaded != cp.message_count:
-        raise SavepointError(
-            f"loading the history of {q(session_id)}: got {loaded} messages, revision {cp.revision} has {cp.message_count}"
-        )
-
-
-def to_messages(src: Sequence[pb.Message]) -> list[Message]:
-    return [Message(role=m.role, content_json=m.content_json) for m in src]
+def exists_error(session_id: str, e: SavepointError) -> SessionExistsError:
+    """The SessionExistsError of a create that the daemon fenced or found
+    completed: the session exists."""
+    return SessionExistsError(f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata)
 
 
 def reconcile_mismatch(rev: int, got: int) -> errors.RevisionMismatchError:

@@ -3,8 +3,13 @@ retrySafe and RetryPolicy say."""
 
 from __future__ import annotations
 
+import logging
 import random
+import time
 from dataclasses import dataclass
+from typing import Any
+
+import grpc
 
 from savepoint.v1 import graph_pb2 as graph_pb
 from savepoint.v1 import savepoint_pb2 as pb
@@ -92,3 +97,30 @@ def retry_safe(method: str, request: object) -> bool:
     if isinstance(request, (pb.CompleteSessionRequest, pb.ForkSessionRequest, pb.RewindSessionRequest)):
         return _SAFE_WITH_REQUEST_ID.get(method) is type(request) and request.request_id != ""
     return method in _ALWAYS_SAFE
+
+
+def retry_wait(
+    policy: RetryPolicy, logger: logging.Logger, method: str, request: object, err: Any, try_: int, deadline: float | None
+) -> float | None:
+    """Return the seconds to wait before trying a failed call again, or None
+    when it must not be tried again: its error ``err`` (a grpc.RpcError) is
+    not UNAVAILABLE, the call is not retry_safe, ``try_`` (0 for the first
+    try) used up the policy's attempts, or the wait would pass the call's
+    ``deadline`` (time.monotonic(), None for none). A retry is logged as a
+    warning on ``logger``."""
+    code = err.code() if hasattr(err, "code") else None
+    attempts = max(1, policy.max_attempts) if retry_safe(method, request) else 1
+    wait = policy.backoff(try_)
+    if code != grpc.StatusCode.UNAVAILABLE or try_ + 1 >= attempts or (deadline is not None and time.monotonic() + wait >= deadline):
+        return None
+    logger.warning(
+        "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs err=%s)",
+        method, try_ + 2, attempts, wait, err.details() if hasattr(err, "details") else err,
+    )
+    return wait
+
+
+def left(deadline: float | None) -> float | None:
+    """The seconds until ``deadline`` (time.monotonic()), at least 0; None
+    for no deadline."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import grpc
+
+if TYPE_CHECKING:
+    import grpc.aio
 
 ENV_ADDR = "SAVEPOINT_ADDR"
 """The environment variable that overrides the default address."""
@@ -193,3 +197,49 @@ def channel_args(ep: Endpoint, tls: TLSConfig | None) -> list[tuple[str, str | i
         opts.append(("grpc.ssl_target_name_override", name))
         opts.append(("grpc.default_authority", name))
     return opts
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Where a client connects and how: ``address`` as given (or
+    default_addr()), the gRPC ``target``, the channel ``options`` and the
+    ``tls`` configuration (None: plaintext)."""
+
+    address: str
+    target: str
+    options: list[tuple[str, Any]]
+    tls: TLSConfig | None
+
+    def channel(self) -> grpc.Channel:
+        """A new grpc channel to the daemon."""
+        if self.tls is None:
+            return grpc.insecure_channel(self.target, options=self.options)
+        return grpc.secure_channel(self.target, self.tls.credentials(), options=self.options)
+
+    def aio_channel(self) -> grpc.aio.Channel:
+        """A new grpc.aio channel to the daemon, for the running event loop."""
+        import grpc.aio  # only the asyncio clients pay for its import
+
+        if self.tls is None:
+            return grpc.aio.insecure_channel(self.target, options=self.options)
+        return grpc.aio.secure_channel(self.target, self.tls.credentials(), options=self.options)
+
+
+def resolve(address: str | None, tls: TLSConfig | bool | None, extra_options: Sequence[tuple[str, Any]] = ()) -> Resolved:
+    """Resolve a client's ``address`` and ``tls`` arguments as every Savepoint
+    client takes them: None for the default address; for tls, None takes
+    TLS from the environment (TLSConfig.from_env), True the same or else the
+    system's roots, False plaintext, a TLSConfig itself. ``extra_options``
+    are appended to the channel options."""
+    addr = address or default_addr()
+    ep = parse_addr(addr)
+    cfg: TLSConfig | None
+    if tls is True or tls is None:
+        cfg = TLSConfig.from_env()
+        if tls is True and cfg is None:
+            cfg = TLSConfig()
+    elif tls is False:
+        cfg = None
+    else:
+        cfg = tls
+    return Resolved(addr, ep.target, [*channel_args(ep, cfg), *extra_options], cfg)

@@ -11,25 +11,18 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint._core import q
-from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_safe
-from savepoint.address import TLSConfig
-from savepoint.client import _resolve
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, retry_wait
+from savepoint._steps import Steps, get_session_steps
+from savepoint.address import TLSConfig, resolve
 from savepoint.errors import (
-    AlreadyRunError,
-    CallNotPendingError,
-    CheckpointCorruptError,
     SavepointError,
-    SessionExistsError,
-    SessionFencedError,
-    SessionNotFoundError,
     UnavailableError,
     from_rpc_error,
 )
@@ -37,6 +30,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    SessionStatus,
     ToolHook,
     ToolResult,
     ToolResultsFunc,
@@ -53,6 +47,27 @@ tools), it returns (or a coroutine returns) the tool's output; an exception
 is the tool's failure."""
 
 
+T = TypeVar("T")
+
+
+async def arun_steps(raw: AsyncRaw, steps: Steps[T]) -> T:
+    """Drive ``steps`` over AsyncRaw as run_steps does over Raw. A
+    RecordEffect is shielded: a tool that ran is recorded even when the
+    caller's task is cancelled meanwhile."""
+    try:
+        step = next(steps)
+        while True:
+            try:
+                call = getattr(raw, step.method)(step.request, step.timeout)
+                resp = await (asyncio.shield(call) if step.method == "RecordEffect" else call)
+            except BaseException as e:
+                step = steps.throw(e)
+            else:
+                step = steps.send(resp)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
 class AsyncRaw:
     """The generated grpc.aio stub's calls with the client's retries and
     error translation, as Raw is for the sync client."""
@@ -66,25 +81,15 @@ class AsyncRaw:
     async def _call(self, method: str, req: ProtoMessage, timeout: float | None = None) -> Any:
         timeout = self._timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        attempts = max(1, self._retry.max_attempts) if retry_safe(method, req) else 1
         fn = getattr(self._stub, method)
         try_ = 0
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                return await fn(req, timeout=left)
+                return await fn(req, timeout=left(deadline))
             except grpc.aio.AioRpcError as e:
-                wait = self._retry.backoff(try_)
-                if (
-                    e.code() != grpc.StatusCode.UNAVAILABLE
-                    or try_ + 1 >= attempts
-                    or (deadline is not None and time.monotonic() + wait >= deadline)
-                ):
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                if wait is None:
                     raise from_rpc_error(e) from None
-                self._logger.warning(
-                    "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs err=%s)",
-                    method, try_ + 2, attempts, wait, e.details(),
-                )
                 await asyncio.sleep(wait)
                 try_ += 1
 
@@ -154,12 +159,9 @@ class AsyncClient:
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        self.address, target, opts, tls_cfg = _resolve(address, tls)
-        opts = opts + list(channel_options)
-        if tls_cfg is None:
-            self._channel = grpc.aio.insecure_channel(target, options=opts)
-        else:
-            self._channel = grpc.aio.secure_channel(target, tls_cfg.credentials(), options=opts)
+        to = resolve(address, tls, channel_options)
+        self.address = to.address
+        self._channel = to.aio_channel()
         self._wait_ready = wait_ready
         self._opts = _core.Options(
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
@@ -203,50 +205,19 @@ class AsyncClient:
         """Create a fresh session and own it; see savepoint.Client.start."""
         s = AsyncSession(self, session_id)
         m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
-        try:
-            try:
-                await s._save(m, None, messages, [])
-            except SessionFencedError as e:
-                raise SessionExistsError(
-                    f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata
-                ) from e
-        except SessionExistsError:
-            if not replace:
-                raise
-            try:
-                await self._delete_session(session_id)
-            except SavepointError as e:
-                raise e.with_context(f"replacing session {q(session_id)}") from e
-            await s._save(m, None, messages, [])
+        await arun_steps(self.raw, s._start_steps(m, messages, replace))
         return s
-
-    async def _delete_session(self, session_id: str) -> None:
-        try:
-            epoch = (await self.raw.Resume(pb.ResumeRequest(session_id=session_id))).epoch
-        except SessionNotFoundError:
-            return
-        except CheckpointCorruptError as e:
-            epoch = e.current_epoch
-        try:
-            await self.raw.DeleteSession(pb.DeleteSessionRequest(session_id=session_id, epoch=epoch))
-        except SessionNotFoundError:
-            pass
 
     async def resume(self, session_id: str) -> AsyncSession:
         """Take ownership of a session and load it whole; see
         savepoint.Client.resume."""
-        r = await self.raw.Resume(pb.ResumeRequest(session_id=session_id))
         s = AsyncSession(self, session_id)
-        s._load(r, await self._history(session_id, r.checkpoint, r.next_page_token))
+        await arun_steps(self.raw, s._resume_steps())
         return s
 
     async def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
         """See savepoint.Client.get_session."""
-        req = pb.GetSessionRequest(session_id=session_id)
-        if revision is not None:
-            req.revision = revision
-        r = await self.raw.GetSession(req)
-        return r.checkpoint, await self._history(session_id, r.checkpoint, r.next_page_token)
+        return await arun_steps(self.raw, get_session_steps(session_id, revision))
 
     async def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> AsyncIterator[pb.SessionSummary]:
         """See savepoint.Client.list_sessions; iterate with ``async for``."""
@@ -258,21 +229,6 @@ class AsyncClient:
             token = r.next_page_token
             if not token:
                 return
-
-    async def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
-        msgs = _core.to_messages(cp.messages)
-        while token:
-            try:
-                page = await self.raw.ListMessages(
-                    pb.ListMessagesRequest(session_id=session_id, revision=cp.revision, page_token=token)
-                )
-            except SavepointError as e:
-                raise e.with_context(f"loading the history of {q(session_id)}") from e
-            _core.check_page(session_id, page, len(msgs))
-            msgs.extend(_core.to_messages(page.messages))
-            token = page.next_page_token
-        _core.check_count(session_id, cp, len(msgs))
-        return msgs
 
 
 class AsyncSession(_core.SessionState):
@@ -286,13 +242,7 @@ class AsyncSession(_core.SessionState):
         self._lock = asyncio.Lock()
 
     async def _save(self, m: _core.Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> None:
-        req = self._save_request(m, keep, app, pending)
-        try:
-            resp = await self._raw.SaveCheckpoint(req)
-        except BaseException as e:
-            self._save_failed(req, e)
-            raise
-        self._save_done(m, keep, app, pending, resp)
+        await arun_steps(self._raw, self._save_steps(m, keep, app, pending))
 
     async def point_a(self, assistant: Message, calls: Sequence[ToolUse] = ()) -> None:
         """See savepoint.Session.point_a."""
@@ -303,19 +253,7 @@ class AsyncSession(_core.SessionState):
     async def point_b(self, results: Sequence[ToolResult]) -> None:
         """See savepoint.Session.point_b."""
         async with self._lock:
-            ordered = self._point_b_order(results)
-            if ordered is None:
-                return
-            for i, r in enumerate(ordered):
-                if r.ledger_error is not None:
-                    p = self._rerecord_check(i, r)
-                    try:
-                        await self._record(p, r)
-                    except SavepointError as e:
-                        self._report_ledger_error(p, r, e)
-                    else:
-                        ordered[i] = replace(r, ledger_error=None)
-            await self._save(self._meta, None, self._results_messages(ordered), [])
+            await arun_steps(self._raw, self._point_b_steps(results))
 
     async def save(
         self,
@@ -332,6 +270,11 @@ class AsyncSession(_core.SessionState):
         async with self._lock:
             m = self._save_options(task, turn, tokens_used, state_json, labels, keep_messages, append)
             await self._save(m, keep_messages, append, self._pending)
+
+    async def complete(self, status: SessionStatus = SessionStatus.COMPLETED, final_output: str = "") -> None:
+        """See savepoint.Session.complete."""
+        async with self._lock:
+            await arun_steps(self._raw, self._complete_steps(status, final_output))
 
     async def delete(self) -> None:
         """See savepoint.Session.delete."""
@@ -354,62 +297,25 @@ class AsyncSession(_core.SessionState):
     async def reconcile(self, run: AsyncToolFunc | None = None) -> list[ToolResult]:
         """See savepoint.Session.reconcile; run may be a coroutine function."""
         rev, epoch = self._revision, self._epoch
-        resolutions: list[pb.Resolution] = []
-        token = ""
-        while True:
-            resp = await self._raw.Reconcile(pb.ReconcileRequest(session_id=self._id, page_token=token))
-            if resp.revision != rev:
-                raise _core.reconcile_mismatch(rev, resp.revision)
-            resolutions.extend(resp.resolutions)
-            token = resp.next_page_token
-            if not token:
-                break
+        resolutions = await arun_steps(self._raw, self._reconcile_steps(rev))
         results: list[ToolResult] = []
-        log = self._opts.logger
         for res in resolutions:
-            tu = res.tool_use
-            tid = tu.tool_use_id
-            self._event(ToolStage.DECIDED, tu, decision=Decision(res.decision), begun=res.begun)
-            if res.decision == pb.DECISION_REUSE:
-                log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool (session=%s tool_use_id=%s)", self._id, tid)
-                r = ToolResult(tool_use_id=tid, content=res.effect.output, is_error=res.effect.is_error)
-            elif res.decision == pb.DECISION_IN_DOUBT:
-                log.warning("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result (session=%s tool_use_id=%s name=%s)", self._id, tid, tu.name)
-                r = ToolResult(tool_use_id=tid, content=res.tool_result_text, is_error=True)
-            elif res.decision == pb.DECISION_RUN:
-                p = self._pending_call(tid)
-                prev = self._ran.get(tid)
-                started = tid in self._started
-                if p is not None and not started:
-                    self._started.add(tid)
-                if prev is not None:
-                    log.info("savepoint: reconcile: this session ran the tool already, reusing its result (session=%s tool_use_id=%s)", self._id, tid)
-                    r = prev
-                elif p is None:
-                    raise CallNotPendingError(f"reconcile: tool use {q(tid)} is not pending in this session: tool use not pending")
-                elif started:
-                    raise AlreadyRunError(f"reconcile: tool use {q(tid)} ({tu.name}) not run: tool use already run by this session")
-                elif run is None:
-                    self._started.discard(tid)
-                    raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
-                else:
-                    log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
-                    call = ToolUse.from_proto(p)
-                    r = await self._execute(p, epoch, res.idempotency_key, lambda key: run(call, key))
+            d = self._decide(res, run is not None)
+            if isinstance(d, ToolResult):
+                r = d
             else:
-                raise SavepointError(f"reconcile: tool use {q(tid)}: unknown decision {res.decision}")
+                assert run is not None
+                call = ToolUse.from_proto(d)
+                r = await self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
             results.append(replace(r, decision=Decision(res.decision)))
         return results
 
     async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[str] | str]) -> ToolResult:
-        tid = p.tool_use_id
         if not _core.is_read_only(p):
             try:
-                b = await self._raw.BeginEffect(pb.BeginEffectRequest(session_id=self._id, tool_use_id=tid, epoch=epoch))
+                key = (await self._raw.BeginEffect(self._begin_request(p, epoch))).idempotency_key
             except SavepointError as e:
-                self._started.discard(tid)
-                raise e.with_context(f"tool use {q(tid)} ({p.name}) not run: BeginEffect") from e
-            key = b.idempotency_key
+                raise self._begin_failed(p, e) from e
             self._event(ToolStage.BEGUN, p)
         output: str | None = None
         exc: BaseException | None = None
@@ -418,26 +324,14 @@ class AsyncSession(_core.SessionState):
             output = await out if inspect.isawaitable(out) else out
         except Exception as e:
             exc = e
-        r = self._ran_result(p, output, exc)
-        self._event(ToolStage.RAN, p, result=r)
+        r = self._after_run(p, output, exc)
         try:
             await self._record(p, r)
         except SavepointError as e:
-            r = replace(r, ledger_error=e.with_context(f"tool use {q(tid)} ({p.name}) ran but its outcome is not in the ledger"))
-            self._report_ledger_error(p, r, e)
-        else:
-            self._event(ToolStage.RECORDED, p, result=r)
-        self._ran[tid] = r
-        return r
+            return self._after_record(p, r, e)
+        return self._after_record(p, r, None)
 
     async def _record(self, p: pb.ToolUse, r: ToolResult) -> None:
         # Shielded: a tool that ran is recorded even when the caller's task is
         # cancelled meanwhile.
-        await asyncio.shield(
-            self._raw.RecordEffect(
-                pb.RecordEffectRequest(
-                    session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=r.content, is_error=r.is_error
-                ),
-                timeout=_core.RECORD_TIMEOUT,
-            )
-        )
+        await asyncio.shield(self._raw.RecordEffect(self._record_request(p, r), timeout=_core.RECORD_TIMEOUT))

@@ -15,17 +15,11 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint._core import q
-from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_safe
-from savepoint.address import TLSConfig, channel_args, default_addr, parse_addr
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, retry_wait
+from savepoint._steps import get_session_steps, run_steps
+from savepoint.address import TLSConfig, resolve
 from savepoint.errors import (
-    CallNotPendingError,
-    AlreadyRunError,
-    CheckpointCorruptError,
     SavepointError,
-    SessionExistsError,
-    SessionFencedError,
-    SessionNotFoundError,
     UnavailableError,
     from_rpc_error,
 )
@@ -33,6 +27,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    SessionStatus,
     ToolHook,
     ToolResult,
     ToolResultsFunc,
@@ -66,26 +61,15 @@ class Raw:
     def _call(self, method: str, req: ProtoMessage, timeout: float | None = None) -> Any:
         timeout = self._timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        attempts = max(1, self._retry.max_attempts) if retry_safe(method, req) else 1
         fn = getattr(self._stub, method)
         try_ = 0
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                return fn(req, timeout=left)
+                return fn(req, timeout=left(deadline))
             except grpc.RpcError as e:
-                code = e.code() if hasattr(e, "code") else None
-                wait = self._retry.backoff(try_)
-                if (
-                    code != grpc.StatusCode.UNAVAILABLE
-                    or try_ + 1 >= attempts
-                    or (deadline is not None and time.monotonic() + wait >= deadline)
-                ):
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                if wait is None:
                     raise from_rpc_error(e) from None
-                self._logger.warning(
-                    "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs err=%s)",
-                    method, try_ + 2, attempts, wait, e.details() if hasattr(e, "details") else e,
-                )
                 time.sleep(wait)
                 try_ += 1
 
@@ -135,21 +119,6 @@ class Raw:
         return self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
 
 
-def _resolve(address: str | None, tls: TLSConfig | None | bool) -> tuple[str, str, list[tuple[str, str | int]], TLSConfig | None]:
-    addr = address or default_addr()
-    ep = parse_addr(addr)
-    cfg: TLSConfig | None
-    if tls is True or tls is None:
-        cfg = TLSConfig.from_env()
-        if tls is True and cfg is None:
-            cfg = TLSConfig()
-    elif tls is False:
-        cfg = None
-    else:
-        cfg = tls
-    return addr, ep.target, channel_args(ep, cfg), cfg
-
-
 class Client:
     """A connection to savepointd; safe for use from several threads.
 
@@ -184,12 +153,9 @@ class Client:
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        self.address, target, opts, tls_cfg = _resolve(address, tls)
-        opts = opts + list(channel_options)
-        if tls_cfg is None:
-            self._channel = grpc.insecure_channel(target, options=opts)
-        else:
-            self._channel = grpc.secure_channel(target, tls_cfg.credentials(), options=opts)
+        to = resolve(address, tls, channel_options)
+        self.address = to.address
+        self._channel = to.channel()
         self._opts = _core.Options(
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
         )
@@ -230,39 +196,8 @@ class Client:
         ledger, fencing its owner) first."""
         s = Session(self, session_id)
         m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
-        try:
-            try:
-                s._save(m, None, messages, [])
-            except SessionFencedError as e:
-                # A create carries epoch 0, which the daemon fences once the
-                # existing session has been resumed: the session exists.
-                raise SessionExistsError(
-                    f"session {q(session_id)} exists: {e.message}", code=e.code, reason=e.reason, metadata=e.metadata
-                ) from e
-        except SessionExistsError:
-            if not replace:
-                raise
-            try:
-                self._delete_session(session_id)
-            except SavepointError as e:
-                raise e.with_context(f"replacing session {q(session_id)}") from e
-            s._save(m, None, messages, [])
+        run_steps(self.raw, s._start_steps(m, messages, replace))
         return s
-
-    def _delete_session(self, session_id: str) -> None:
-        """Take ownership of a session and delete it, so that its old owner is
-        fenced. A session that cannot be decoded is deleted under the epoch
-        its error reports."""
-        try:
-            epoch = self.raw.Resume(pb.ResumeRequest(session_id=session_id)).epoch
-        except SessionNotFoundError:
-            return
-        except CheckpointCorruptError as e:
-            epoch = e.current_epoch
-        try:
-            self.raw.DeleteSession(pb.DeleteSessionRequest(session_id=session_id, epoch=epoch))
-        except SessionNotFoundError:
-            pass
 
     def resume(self, session_id: str) -> Session:
         """Take ownership of an existing session (fencing any process that
@@ -270,19 +205,14 @@ class Client:
         A session that does not exist raises SessionNotFoundError. If the
         revision has pending tool uses, call reconcile and then point_b with
         its results."""
-        r = self.raw.Resume(pb.ResumeRequest(session_id=session_id))
         s = Session(self, session_id)
-        s._load(r, self._history(session_id, r.checkpoint, r.next_page_token))
+        run_steps(self.raw, s._resume_steps())
         return s
 
     def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:
         """Read a kept revision (None: the latest) with its whole history,
         without taking ownership: the checkpoint and every message."""
-        req = pb.GetSessionRequest(session_id=session_id)
-        if revision is not None:
-            req.revision = revision
-        r = self.raw.GetSession(req)
-        return r.checkpoint, self._history(session_id, r.checkpoint, r.next_page_token)
+        return run_steps(self.raw, get_session_steps(session_id, revision))
 
     def list_sessions(self, label_filter: Mapping[str, str] | None = None, *, page_size: int = 0) -> Iterator[pb.SessionSummary]:
         """Yield every session whose labels include all of label_filter's
@@ -295,23 +225,6 @@ class Client:
             token = r.next_page_token
             if not token:
                 return
-
-    def _history(self, session_id: str, cp: pb.Checkpoint, token: str) -> list[Message]:
-        """The whole history of cp: its first page, then ListMessages pages,
-        checked to continue each other and to add up to its message count."""
-        msgs = _core.to_messages(cp.messages)
-        while token:
-            try:
-                page = self.raw.ListMessages(
-                    pb.ListMessagesRequest(session_id=session_id, revision=cp.revision, page_token=token)
-                )
-            except SavepointError as e:
-                raise e.with_context(f"loading the history of {q(session_id)}") from e
-            _core.check_page(session_id, page, len(msgs))
-            msgs.extend(_core.to_messages(page.messages))
-            token = page.next_page_token
-        _core.check_count(session_id, cp, len(msgs))
-        return msgs
 
 
 class Session(_core.SessionState):
@@ -329,16 +242,7 @@ class Session(_core.SessionState):
         self._lock = threading.RLock()
 
     def _save(self, m: _core.Meta, keep: int | None, app: Sequence[Message], pending: Sequence[pb.ToolUse]) -> None:
-        """The one place a Session writes a revision: the whole meta, on the
-        session's revision, under its epoch. A save whose outcome is unknown
-        keeps its request_id for the same save tried again."""
-        req = self._save_request(m, keep, app, pending)
-        try:
-            resp = self._raw.SaveCheckpoint(req)
-        except BaseException as e:
-            self._save_failed(req, e)
-            raise
-        self._save_done(m, keep, app, pending, resp)
+        run_steps(self._raw, self._save_steps(m, keep, app, pending))
 
     def point_a(self, assistant: Message, calls: Sequence[ToolUse] = ()) -> None:
         """Save the assistant message that names calls and make calls the
@@ -358,19 +262,7 @@ class Session(_core.SessionState):
         ledger is recorded once more first. With nothing pending and no
         results, it does nothing."""
         with self._lock:
-            ordered = self._point_b_order(results)
-            if ordered is None:
-                return
-            for i, r in enumerate(ordered):
-                if r.ledger_error is not None:
-                    p = self._rerecord_check(i, r)
-                    try:
-                        self._record(p, r)
-                    except SavepointError as e:
-                        self._report_ledger_error(p, r, e)
-                    else:
-                        ordered[i] = replace(r, ledger_error=None)
-            self._save(self._meta, None, self._results_messages(ordered), [])
+            run_steps(self._raw, self._point_b_steps(results))
 
     def save(
         self,
@@ -392,6 +284,17 @@ class Session(_core.SessionState):
         with self._lock:
             m = self._save_options(task, turn, tokens_used, state_json, labels, keep_messages, append)
             self._save(m, keep_messages, append, self._pending)
+
+    def complete(self, status: SessionStatus = SessionStatus.COMPLETED, final_output: str = "") -> None:
+        """Mark the session COMPLETED (the task is done) or FAILED with its
+        final output, under the epoch it owns, without making a revision, as
+        an agent does when it finishes: ``savepoint ls`` shows it so, the
+        daemon refuses its saves and BeginEffect from then on
+        (SessionCompletedError), and a later resume loads it without taking
+        it over. Completing it again with the same status and output
+        succeeds; another raises SessionCompletedError."""
+        with self._lock:
+            run_steps(self._raw, self._complete_steps(status, final_output))
 
     def delete(self) -> None:
         """Delete the session (checkpoints, history and ledger) under the
@@ -431,69 +334,30 @@ class Session(_core.SessionState):
         tool use needs to run. With nothing pending it returns no results."""
         with self._lock:
             rev, epoch = self._revision, self._epoch
-        resolutions: list[pb.Resolution] = []
-        token = ""
-        while True:
-            resp = self._raw.Reconcile(pb.ReconcileRequest(session_id=self._id, page_token=token))
-            if resp.revision != rev:
-                raise _core.reconcile_mismatch(rev, resp.revision)
-            resolutions.extend(resp.resolutions)
-            token = resp.next_page_token
-            if not token:
-                break
+        resolutions = run_steps(self._raw, self._reconcile_steps(rev))
         results: list[ToolResult] = []
         for res in resolutions:
-            tu = res.tool_use
-            tid = tu.tool_use_id
-            log = self._opts.logger
-            self._event(ToolStage.DECIDED, tu, decision=Decision(res.decision), begun=res.begun)
-            if res.decision == pb.DECISION_REUSE:
-                log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool (session=%s tool_use_id=%s)", self._id, tid)
-                r = ToolResult(tool_use_id=tid, content=res.effect.output, is_error=res.effect.is_error)
-            elif res.decision == pb.DECISION_IN_DOUBT:
-                log.warning("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result (session=%s tool_use_id=%s name=%s)", self._id, tid, tu.name)
-                r = ToolResult(tool_use_id=tid, content=res.tool_result_text, is_error=True)
-            elif res.decision == pb.DECISION_RUN:
-                with self._lock:
-                    p = self._pending_call(tid)
-                    prev = self._ran.get(tid)
-                    started = tid in self._started
-                    if p is not None and not started:
-                        self._started.add(tid)
-                if prev is not None:
-                    log.info("savepoint: reconcile: this session ran the tool already, reusing its result (session=%s tool_use_id=%s)", self._id, tid)
-                    r = prev
-                elif p is None:
-                    raise CallNotPendingError(f"reconcile: tool use {q(tid)} is not pending in this session: tool use not pending")
-                elif started:
-                    raise AlreadyRunError(f"reconcile: tool use {q(tid)} ({tu.name}) not run: tool use already run by this session")
-                elif run is None:
-                    self._unstart(tid)
-                    raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
-                else:
-                    log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
-                    call = ToolUse.from_proto(p)
-                    r = self._execute(p, epoch, res.idempotency_key, lambda key: run(call, key))
+            d = self._decide(res, run is not None)
+            if isinstance(d, ToolResult):
+                r = d
             else:
-                raise SavepointError(f"reconcile: tool use {q(tid)}: unknown decision {res.decision}")
+                assert run is not None
+                call = ToolUse.from_proto(d)
+                r = self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
             results.append(replace(r, decision=Decision(res.decision)))
         return results
 
-    def _unstart(self, tid: str) -> None:
-        with self._lock:
-            self._started.discard(tid)
+    def _guard(self) -> threading.RLock:
+        return self._lock
 
     def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], str]) -> ToolResult:
         """The one place a tool runs: BeginEffect unless READ_ONLY, then fn,
         then RecordEffect of fn's real outcome. The caller marked p started."""
-        tid = p.tool_use_id
         if not _core.is_read_only(p):
             try:
-                b = self._raw.BeginEffect(pb.BeginEffectRequest(session_id=self._id, tool_use_id=tid, epoch=epoch))
+                key = self._raw.BeginEffect(self._begin_request(p, epoch)).idempotency_key
             except SavepointError as e:
-                self._unstart(tid)
-                raise e.with_context(f"tool use {q(tid)} ({p.name}) not run: BeginEffect") from e
-            key = b.idempotency_key
+                raise self._begin_failed(p, e) from e
             self._event(ToolStage.BEGUN, p)
         output: str | None = None
         exc: BaseException | None = None
@@ -501,23 +365,12 @@ class Session(_core.SessionState):
             output = fn(key)
         except Exception as e:
             exc = e
-        r = self._ran_result(p, output, exc)
-        self._event(ToolStage.RAN, p, result=r)
+        r = self._after_run(p, output, exc)
         try:
             self._record(p, r)
         except SavepointError as e:
-            r = replace(r, ledger_error=e.with_context(f"tool use {q(tid)} ({p.name}) ran but its outcome is not in the ledger"))
-            self._report_ledger_error(p, r, e)
-        else:
-            self._event(ToolStage.RECORDED, p, result=r)
-        with self._lock:
-            self._ran[tid] = r
-        return r
+            return self._after_record(p, r, e)
+        return self._after_record(p, r, None)
 
     def _record(self, p: pb.ToolUse, r: ToolResult) -> None:
-        self._raw.RecordEffect(
-            pb.RecordEffectRequest(
-                session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=r.content, is_error=r.is_error
-            ),
-            timeout=_core.RECORD_TIMEOUT,
-        )
+        self._raw.RecordEffect(self._record_request(p, r), timeout=_core.RECORD_TIMEOUT)

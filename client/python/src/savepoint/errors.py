@@ -112,13 +112,15 @@ class SavepointError(Exception):
         self.context = ""
 
     def __str__(self) -> str:
+        """The error's text, which ends in a full sentence: the context, the
+        reason and code, and the message."""
         if self.code is None:
             text = f"savepoint: {self.message}"
         elif self.reason:
             text = f"savepoint: {self.reason} ({self.code.name}): {self.message}"
         else:
             text = f"savepoint: {self.code.name}: {self.message}"
-        return f"{self.context}: {text}" if self.context else text
+        return sentence(f"{self.context}: {text}" if self.context else text)
 
     def with_context(self, context: str) -> SavepointError:
         """Return a copy of this error, of the same class, whose text starts
@@ -396,6 +398,18 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 
 
+def sentence(text: str) -> str:
+    """Return ``text`` ending as a sentence does: without a dangling ":",
+    ";" or "," and with a full stop unless it ends with ".", "!" or "?"."""
+    t = text.rstrip().rstrip(":;,").rstrip()
+    return t if t.endswith((".", "!", "?")) else t + "."
+
+
+UNREACHABLE_HINT = "savepointd did not answer: check that it is running and that the address is the one it listens on."
+"""The sentence that ends the text of an UNAVAILABLE error that did not come
+from the daemon (no ErrorInfo): the connection itself failed."""
+
+
 def reason_name(value: int) -> str:
     """Return the wire reason of an ErrorReason value: its name without the
     ``ERROR_REASON_`` prefix, as in ``"SESSION_FENCED"``."""
@@ -433,6 +447,8 @@ def from_rpc_error(err: grpc.RpcError) -> SavepointError:
     info = _error_info(trailing)
     if info is not None:
         reason, metadata = info.reason, dict(info.metadata)
+    if code == grpc.StatusCode.UNAVAILABLE and not reason:
+        message = f"{sentence(message)} {UNREACHABLE_HINT}" if message else UNREACHABLE_HINT
     cls = error_class(reason, code)
     e = cls(message, code=code or grpc.StatusCode.UNKNOWN, reason=reason, metadata=metadata)
     e.__cause__ = err

@@ -1,10 +1,11 @@
 """The values a Session takes and returns: messages, tool uses, results,
-effect classes, decisions and tool events."""
+effect classes, decisions, session statuses and tool events."""
 
 from __future__ import annotations
 
 import enum
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -57,6 +58,16 @@ class EffectClass(enum.IntEnum):
         return cls.SIDE_EFFECT
 
 
+class SessionStatus(enum.IntEnum):
+    """Where a session's task stands: ACTIVE until Session.complete makes it
+    COMPLETED (the task is done) or FAILED (the agent gave up)."""
+
+    UNSPECIFIED = pb.SESSION_STATUS_UNSPECIFIED
+    ACTIVE = pb.SESSION_STATUS_ACTIVE
+    COMPLETED = pb.SESSION_STATUS_COMPLETED
+    FAILED = pb.SESSION_STATUS_FAILED
+
+
 class Decision(enum.IntEnum):
     """Reconcile's answer for one pending tool use."""
 
@@ -82,20 +93,29 @@ class Message:
 @dataclass(frozen=True)
 class ToolUse:
     """A tool call the model named; pending from point_a until point_b
-    answers it. ``input_json`` empty means {}; ``effect_class`` UNSPECIFIED
-    means SIDE_EFFECT."""
+    answers it. ``tool_use_id`` is the provider's id of the call (Anthropic's
+    tool_use block ``id``), which the ToolResult answering it carries too;
+    ``input_json`` is its input as JSON text, empty meaning {};
+    ``effect_class`` UNSPECIFIED means SIDE_EFFECT."""
 
-    id: str
+    tool_use_id: str
     name: str
     input_json: str = ""
     effect_class: EffectClass = EffectClass.SIDE_EFFECT
+
+    @property
+    def id(self) -> str:
+        """Deprecated: use tool_use_id, the name every client and the
+        protocol use."""
+        warnings.warn("ToolUse.id is deprecated; use ToolUse.tool_use_id", DeprecationWarning, stacklevel=2)
+        return self.tool_use_id
 
     def to_proto(self) -> pb.ToolUse:
         cls = EffectClass(self.effect_class).effective
         # The Session calls BeginEffect before running any tool that is not
         # read-only, so a call never begun is safe to run after a crash.
         return pb.ToolUse(
-            tool_use_id=self.id,
+            tool_use_id=self.tool_use_id,
             name=self.name,
             input_json=self.input_json,
             effect_class=cast(pb.EffectClass, int(cls)),
@@ -105,7 +125,7 @@ class ToolUse:
     @classmethod
     def from_proto(cls, p: pb.ToolUse) -> ToolUse:
         return cls(
-            id=p.tool_use_id,
+            tool_use_id=p.tool_use_id,
             name=p.name,
             input_json=p.input_json,
             effect_class=EffectClass(p.effect_class).effective,

@@ -16,9 +16,9 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
-from savepoint._retry import RetryPolicy, retry_safe
-from savepoint.address import TLSConfig
-from savepoint.client import _resolve
+from savepoint import _retry
+from savepoint._retry import RetryPolicy
+from savepoint.address import TLSConfig, resolve
 from savepoint.errors import from_rpc_error
 from savepoint.langgraph import _wire
 from savepoint.v1 import graph_pb2_grpc as gpb_grpc
@@ -40,7 +40,8 @@ class Connection:
     def __init__(
         self, address: str | None, tls: TLSConfig | bool | None, retry: RetryPolicy, timeout: float | None, logger: logging.Logger
     ) -> None:
-        self.address, self._target, self._opts, self._tls = _resolve(address, tls)
+        self._to = resolve(address, tls)
+        self.address = self._to.address
         self._retry = retry
         self._timeout = timeout
         self._logger = logger
@@ -67,10 +68,7 @@ class Connection:
     def stub(self) -> Any:
         with self._lock:
             if self._stub is None:
-                if self._tls is None:
-                    self._channel = grpc.insecure_channel(self._target, options=self._opts)
-                else:
-                    self._channel = grpc.secure_channel(self._target, self._tls.credentials(), options=self._opts)
+                self._channel = self._to.channel()
                 self._stub = gpb_grpc.GraphCheckpointServiceStub(self._channel)  # type: ignore[no-untyped-call]
             return self._stub
 
@@ -78,10 +76,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         got = self._aio.get(loop)
         if got is None:
-            if self._tls is None:
-                ch = grpc.aio.insecure_channel(self._target, options=self._opts)
-            else:
-                ch = grpc.aio.secure_channel(self._target, self._tls.credentials(), options=self._opts)
+            ch = self._to.aio_channel()
             got = (ch, gpb_grpc.GraphCheckpointServiceStub(ch))  # type: ignore[no-untyped-call]
             self._aio[loop] = got
         return got[1]
@@ -91,24 +86,9 @@ class Connection:
 
     def retry_wait(self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None) -> float | None:
         """The wait before retrying a failed call, or None to raise it."""
-        code = err.code() if hasattr(err, "code") else None
-        attempts = max(1, self._retry.max_attempts) if retry_safe(method, req) else 1
-        wait = self._retry.backoff(try_)
-        if (
-            code != grpc.StatusCode.UNAVAILABLE
-            or try_ + 1 >= attempts
-            or (deadline is not None and time.monotonic() + wait >= deadline)
-        ):
-            return None
-        self._logger.warning(
-            "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs)",
-            method, try_ + 2, attempts, wait,
-        )
-        return wait
+        return _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline)
 
-    @staticmethod
-    def left(deadline: float | None) -> float | None:
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
+    left = staticmethod(_retry.left)
 
     def call(self, method: str, req: ProtoMessage, run: Callable[[float | None], T]) -> T:
         """Run ``run(timeout)``, one whole call (a stream read to its end

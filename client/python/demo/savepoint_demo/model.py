@@ -11,7 +11,7 @@ from typing import Any
 from savepoint import Message, ToolUse
 from savepoint.types import compact_json
 
-from savepoint.demo.tools import class_of
+from savepoint_demo.tools import class_of
 
 
 def text_block(s: str) -> dict[str, Any]:
@@ -48,7 +48,7 @@ class Reply:
     def tool_uses(self) -> list[ToolUse]:
         """The tool_use blocks as tool uses, each with its tool's effect class."""
         return [
-            ToolUse(id=b["id"], name=b["name"], input_json=str(b["input"]), effect_class=class_of(b["name"]))
+            ToolUse(tool_use_id=b["id"], name=b["name"], input_json=str(b["input"]), effect_class=class_of(b["name"]))
             for b in self.content
             if b["type"] == "tool_use"
         ]

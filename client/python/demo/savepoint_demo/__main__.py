@@ -1,4 +1,4 @@
-"""python -m savepoint.demo: the seed's agent on Savepoint.
+"""python -m savepoint_demo: the seed's agent on Savepoint.
 
 It turns sales-notes.txt into a short report with three tools, read_notes
 and count_words (read-only) and write_report (side-effecting),
@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 import savepoint
-from savepoint import Client, Decision, EffectClass, Message, Session, ToolEvent, ToolResult, ToolStage, ToolUse
-from savepoint.demo.model import Scripted, script_names, SCRIPTS, text_block
-from savepoint.demo.points import LABELS, Point, matches, parse_point
-from savepoint.demo.tools import NOTES_FILE, WRITES_FILE, run_tool, sample_notes
+from savepoint import Client, Decision, EffectClass, Message, Session, SessionStatus, ToolEvent, ToolResult, ToolStage, ToolUse
+from savepoint_demo.model import Scripted, script_names, SCRIPTS, text_block
+from savepoint_demo.points import LABELS, Point, matches, parse_point
+from savepoint_demo.tools import NOTES_FILE, WRITES_FILE, run_tool, sample_notes
 from savepoint.types import compact_json
 
 TASK = "Turn sales-notes.txt into a short report and write it to report.txt."
@@ -130,12 +130,23 @@ class Demo:
             self.at("after-save-b", turn, "")
         raise _AgentError(f"reached the limit of {MAX_TURNS} turns, stopping")
 
+    def complete(self, sid: str, text: str) -> None:
+        """Mark the finished session completed with the final answer, as a
+        real agent does when its task is done, so that savepoint ls shows it
+        completed. Completing an already completed session (a resume after
+        the task was done) with the same answer succeeds."""
+        assert self.sess is not None
+        try:
+            self.sess.complete(SessionStatus.COMPLETED, text)
+        except savepoint.SavepointError as e:
+            raise _AgentError(f'completing session "{sid}": {e}') from e
+
     def hook(self, ev: ToolEvent) -> None:
         """Print the reconcile decisions and fire the crash points that happen
         inside run_tool and reconcile."""
         turn = self.sess.turn if self.sess is not None else 0
         if ev.stage == ToolStage.DECIDED:
-            self.say(f"[resume][reconcile] tool_use_id={ev.call.id} name={ev.call.name} {decision_text(ev)}")
+            self.say(f"[resume][reconcile] tool_use_id={ev.call.tool_use_id} name={ev.call.name} {decision_text(ev)}")
         elif ev.stage == ToolStage.BEGUN:
             self.at("after-begin", turn, ev.call.name)
         elif ev.stage == ToolStage.RAN:
@@ -158,7 +169,7 @@ class Demo:
 
     def ledger_failed(self, call: ToolUse, _r: ToolResult, err: BaseException) -> None:
         self.err.write(
-            f"[ledger write failed] tool_use_id={call.id} name={call.name}: the tool ran and its side effect may have happened, "
+            f"[ledger write failed] tool_use_id={call.tool_use_id} name={call.name}: the tool ran and its side effect may have happened, "
             f"but its outcome is not recorded; if this run stops before Point B, resume reports it in doubt: {err}\n"
         )
         self.err.flush()
@@ -315,7 +326,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 
     handler = logging.StreamHandler(stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logger = logging.getLogger("savepoint.demo.client")
+    logger = logging.getLogger("savepoint_demo.client")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.WARNING)
     logger.propagate = False
@@ -329,6 +340,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     with c:
         try:
             text = d.run_agent(c, a.session, a.script, a.resume)
+            d.complete(a.session, text)
         except (_AgentError, savepoint.SavepointError, RuntimeError, OSError, ValueError) as e:
             d.fail(e, a.session)
             return 1

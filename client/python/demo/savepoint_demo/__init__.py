@@ -1,4 +1,4 @@
-"""The seed's agent on Savepoint, in Python: ``python -m savepoint.demo``.
+"""The seed's agent on Savepoint, in Python: ``python -m savepoint_demo``.
 
 It is cmd/savepoint-demo ported line for line: the same flags (--addr,
 --session, --workdir, --resume, --script), the same CRASH_AFTER and

@@ -17,7 +17,7 @@ WRITES_FILE = "report.writes"
 
 def sample_notes() -> str:
     """The sample sales-notes.txt written at a fresh start when missing."""
-    return (resources.files("savepoint.demo") / NOTES_FILE).read_text(encoding="utf-8")
+    return (resources.files("savepoint_demo") / NOTES_FILE).read_text(encoding="utf-8")
 
 
 def _path(d: str, name: str) -> str:
