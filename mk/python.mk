@@ -40,11 +40,11 @@ generate-python: $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) ## Regenerate th
 $(VENV)/.savepoint-stamp: $(PY_DIR)/pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,test]'
 	@touch $@
 
 .PHONY: clients-python
-clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python client installed (editable, with its langgraph and test extras)
+clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python client installed (editable, with its langgraph, openai-agents and test extras)
 
 # pytest exits 5 when it collected no test: that fails the build like any
 # other non-zero status, with a word saying why.
