@@ -28,6 +28,7 @@ from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from savepoint.address import TLSConfig
 from savepoint.aio import AsyncClient
 from savepoint.errors import (
+    CallAlreadyRecordedError,
     RevisionMismatchError,
     SavepointError,
     SessionExistsError,
@@ -66,7 +67,7 @@ class View:
     pending: list[pb.ToolUse] = field(default_factory=list)
     items: list[TResponseInputItem] | None = None  # the whole history, when the change needs it
 
-    def calls(self) -> dict[str, Any]:
+    def part(self) -> dict[str, Any]:
         """The durable tools' part of state_json (see _tools.py): a dict,
         empty when the session holds none."""
         try:
@@ -74,19 +75,20 @@ class View:
         except ValueError:
             return {}
         part = st.get(STATE_KEY) if isinstance(st, dict) else None
-        return dict(part) if isinstance(part, dict) else {}
+        return json.loads(json.dumps(part)) if isinstance(part, dict) else {}
 
-    def with_calls(self, calls: Mapping[str, Any]) -> str:
-        """state_json with the durable tools' part replaced by calls (removed
-        when empty); any other key a user stored is kept."""
+    def with_part(self, part: Mapping[str, Any]) -> str:
+        """state_json with the durable tools' part replaced (removed when it
+        holds nothing); any other key a user stored is kept."""
         try:
             st = json.loads(self.state_json) if self.state_json else {}
         except ValueError:
             st = {}
         if not isinstance(st, dict):
             st = {}
-        if calls:
-            st[STATE_KEY] = dict(calls)
+        part = {k: v for k, v in part.items() if v}
+        if part:
+            st[STATE_KEY] = part
         else:
             st.pop(STATE_KEY, None)
         return json.dumps(st, separators=(",", ":"), sort_keys=True) if st else ""
@@ -171,7 +173,13 @@ class SavepointSession:
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
             raise ValueError(f"get_items: limit must be zero or more, not {n}.")
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
         view = await self._load(history=True)
+        if ids := _tools.interrupted(self, view):
+            await _tools.resolve_interrupted(self, wrapper, ids)
+            view = await self._load(history=True)
         items = view.items or []
         if n is None:
             return items
@@ -180,18 +188,51 @@ class SavepointSession:
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Append ``items`` after every item already stored, in one atomic
         save: they are all durable when this returns, or none is."""
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
         if not items:
             return
-        msgs = [encode(it) for it in items]  # refuse a bad item before any I/O
-        del msgs
+        for it in items:
+            encode(it)  # refuse a bad item before any I/O
         batch = list(items)
-        await self.mutate(lambda v: Change(append=batch))
+
+        def plan(v: View) -> Change | None:
+            part = v.part()
+            if not part:
+                return Change(append=batch)
+            calls, resolved = part.get("calls", {}), list(part.get("resolved", []))
+            keep: list[TResponseInputItem] = []
+            answered: set[str] = set()
+            for it in batch:
+                kind, cid = it.get("type"), it.get("call_id")
+                if kind in ("function_call", "function_call_output") and cid in resolved:
+                    if kind == "function_call_output":  # answered on resume already: the SDK's late copy
+                        resolved.remove(cid)
+                    continue
+                if kind == "function_call_output" and cid in calls:
+                    answered.add(str(cid))
+                keep.append(it)
+            for cid in answered:
+                calls.pop(cid, None)
+            part["resolved"] = resolved
+            return Change(
+                append=keep,
+                pending=[p for p in v.pending if p.tool_use_id not in answered],
+                state_json=v.with_part(part),
+            )
+
+        await self.mutate(plan)
 
     async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None) -> TResponseInputItem | None:
         """Remove and return the latest item, or return None when the session
         is empty. The removal is one save made on the revision the item was
         read from, so two processes popping at once never remove one item
         twice or an item neither returned."""
+
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
 
         def plan(v: View) -> Change | None:
             assert v.items is not None
@@ -205,11 +246,14 @@ class SavepointSession:
         """Remove every item. The savepointd session and its side-effects
         ledger are kept, so a tool call recorded before the clear is still
         known to the durable tools."""
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
 
         def plan(v: View) -> Change | None:
             if v.revision == 0 or (v.count == 0 and not v.pending):
                 return None
-            return Change(keep=0, pending=(), state_json=v.with_calls({}))
+            return Change(keep=0, pending=(), state_json=v.with_part({}))
 
         await self.mutate(plan)
 
@@ -313,6 +357,16 @@ class SavepointSession:
             except _STALE:
                 fresh = True
                 await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * (attempt + 1))))
+                continue
+            except CallAlreadyRecordedError:
+                # A pending tool use was recorded by a process that died
+                # before the save that stops it pending: settle it, then
+                # plan again; when there is none, the refused one is new.
+                from savepoint.openai_agents._tools import settle_recorded
+
+                if not await settle_recorded(self):
+                    raise
+                fresh = True
                 continue
             self._remember(
                 View(
