@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner
+from agents import Agent, RunConfig, Runner, set_tracing_disabled
 from agents.memory import Session, SessionSettings
 from agents.testing import ScriptedModel, assistant_message
 
 from savepoint import Client, InvalidSessionIdError
 from savepoint.openai_agents import SavepointSession
 from savepoint.v1 import savepoint_pb2 as pb
+
+set_tracing_disabled(True)  # no network: the SDK would try to export traces
 
 RUNNERS = ["run", "run_sync", "run_streamed"]
 

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, SQLiteSession, UserError
+from agents import Agent, Runner, SQLiteSession, UserError, set_tracing_disabled
 from agents.tool import default_tool_error_function
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from savepoint import Client
 from savepoint.openai_agents import DurableToolError, SavepointSession, durable_function_tool, idempotency_key
 from savepoint.v1 import savepoint_pb2 as pb
+
+set_tracing_disabled(True)  # no network: the SDK would try to export traces
 
 IN_DOUBT = "is unknown"  # in the in-doubt output the model is given
 DONE = "did report"  # the tool's real output
@@ -201,6 +203,102 @@ def test_parallel_calls_and_call_id_reuse(daemon: Any, sid: str) -> None:
         assert sorted(ran) == ["a", "b"]
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("method", ["run_sync", "run_streamed"])
+def test_sync_and_streamed_runs(daemon: Any, sid: str, method: str) -> None:
+    """Runner.run_sync and Runner.run_streamed give the session its run too:
+    the durable tool runs under the ledger (recorded, nothing left pending)."""
+
+    @durable_function_tool(effect="idempotent")
+    def charge(amount: int) -> str:
+        """Charge."""
+        return f"charged {amount} with key {idempotency_key()}"
+
+    async def go() -> None:
+        model = ScriptedModel([[function_call("charge", {"amount": 5}, call_id="c1")], [assistant_message("ok")]])
+        agent = Agent(name="a", model=model, tools=[charge])
+        s = SavepointSession(sid, daemon.addr)
+        if method == "run_sync":
+            await asyncio.to_thread(Runner.run_sync, agent, "go", session=s)
+        else:
+            res = Runner.run_streamed(agent, "go", session=s)
+            async for _ in res.stream_events():
+                pass
+        (out,) = _calls(await s.get_items(), "function_call_output")
+        assert out["output"].startswith("charged 5 with key ") and len(out["output"]) > len("charged 5 with key ")
+
+    asyncio.run(go())
+    with Client(daemon.addr) as c:
+        (e,) = c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries
+        cp, _ = c.get_session(sid)
+    assert e.begun and e.effect.output == f"charged 5 with key {e.idempotency_key}"
+    assert list(cp.pending_tool_uses) == [] and cp.state_json == ""
+
+
+def _listed_call(daemon: Any, sid: str, owner: dict[str, Any]) -> None:
+    """A session whose call c1 (side_effect, begun) is listed as run by owner."""
+    state = {"openai_agents": {"calls": {"c1": {"name": "act", "arguments": "{}", "owner": owner}}}}
+    tu = pb.ToolUse(tool_use_id="c1", name="act", input_json="{}", effect_class=pb.EFFECT_CLASS_SIDE_EFFECT, begin_tracked=True)
+    with Client(daemon.addr) as c:
+        r = c.raw.SaveCheckpoint(pb.SaveCheckpointRequest(
+            session_id=sid, expected_revision=0, request_id="00000000-0000-4000-8000-000000000001", task="t",
+            append_messages=[pb.Message(role="user", content_json=json.dumps({"role": "user", "content": "go"}))],
+            pending_tool_uses=[tu], state_json=json.dumps(state),
+        ))
+        c.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id="c1", epoch=r.epoch))
+
+
+def test_call_of_a_live_process_is_left_to_it(daemon: Any, sid: str) -> None:
+    """A call listed by a process still running on this host is not answered
+    by another process's get_items; once that process is gone, it is (in
+    doubt, since it had begun)."""
+    import socket
+
+    from savepoint.openai_agents._tools import _start_time
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _listed_call(daemon, sid, {"host": socket.gethostname(), "pid": other.pid, "start": _start_time(other.pid)})
+        s = SavepointSession(sid, daemon.addr)
+        assert asyncio.run(s.get_items()) == [{"role": "user", "content": "go"}]
+    finally:
+        other.kill()
+        other.wait()
+    items = asyncio.run(s.get_items())
+    assert [it.get("type") for it in items[1:]] == ["function_call", "function_call_output"]
+    assert IN_DOUBT in items[2]["output"] and "it was started" in items[2]["output"]
+
+
+def test_recorded_pending_call_is_settled_by_any_writer(daemon: Any, sid: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after RecordEffect, before the save that stops the call
+    pending: a plain add_items from another process (which the daemon first
+    refuses with CALL_ALREADY_RECORDED) settles it and lands, and the next
+    get_items answers the call with its recorded output."""
+    first = _spawn(daemon, "run", sid, str(tmp_path), "after-record", "side_effect")
+    assert first.returncode == -signal.SIGKILL, first.stderr
+
+    from savepoint.openai_agents import _tools
+
+    settled: list[bool] = []
+    orig = _tools.settle_recorded
+
+    async def counting(s: SavepointSession) -> bool:
+        settled.append(await orig(s))
+        return settled[-1]
+
+    monkeypatch.setattr(_tools, "settle_recorded", counting)
+
+    async def go() -> None:
+        s = SavepointSession(sid, daemon.addr)
+        await s.add_items([{"role": "user", "content": "meanwhile"}])
+        assert settled == [True]
+        items = await s.get_items()
+        assert [it.get("content") or it.get("type") for it in items] == ["go", "meanwhile", "function_call", "function_call_output"]
+        assert items[3] == {"type": "function_call_output", "call_id": "call_1", "output": DONE}
+
+    asyncio.run(go())
+    assert len((tmp_path / "effects").read_text().splitlines()) == 1
 
 
 # -- the agent process --------------------------------------------------------
