@@ -301,6 +301,27 @@ def test_recorded_pending_call_is_settled_by_any_writer(daemon: Any, sid: str, t
     assert len((tmp_path / "effects").read_text().splitlines()) == 1
 
 
+def test_two_agent_processes_share_a_session(daemon: Any, sid: str, tmp_path: Path) -> None:
+    """Two agent processes running turns with durable tools on one session at
+    once: every turn of each is in the history, every call with exactly one
+    output, its real one (neither process took the other's running call for
+    an interrupted one), and each tool ran once per call."""
+    env = dict(os.environ, SAVEPOINT_ADDR=daemon.addr)
+    procs = [subprocess.Popen([sys.executable, __file__, "share", sid, str(tmp_path), name, "side_effect"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("p", "q")]
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+    items = asyncio.run(SavepointSession(sid, daemon.addr).get_items())
+    calls = [it["call_id"] for it in _calls(items, "function_call")]
+    outputs = {it["call_id"]: it["output"] for it in _calls(items, "function_call_output")}
+    want = {f"{n}{k}" for n in "pq" for k in range(4)}
+    assert sorted(calls) == sorted(want) and outputs.keys() == want
+    assert all(outputs[c] == DONE for c in want), outputs
+    assert len(_calls(items, "function_call_output")) == len(want)
+    assert sorted((tmp_path / "effects").read_text().split()) == sorted(want)
+
+
 # -- the agent process --------------------------------------------------------
 
 
@@ -350,6 +371,21 @@ async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str) -> 
         SavepointSession.add_items = add  # type: ignore[method-assign]
 
     session = SavepointSession(sid)
+    if mode == "share":  # point is this process's name: four turns, each with one slow call
+
+        async def slow(text: str) -> str:
+            """Do the thing slowly."""
+            await asyncio.sleep(0.2)
+            with open(os.path.join(workdir, "effects"), "a") as f:
+                f.write(text + "\n")
+            return DONE
+
+        share = durable_function_tool(slow, effect=effect)  # type: ignore[arg-type]
+        for k in range(4):
+            cid = f"{point}{k}"
+            model = ScriptedModel([[function_call("slow", {"text": cid}, call_id=cid)], [assistant_message(f"{cid} done")]])
+            await Runner.run(Agent(name="a", model=model, tools=[share]), f"turn {cid}", session=session)
+        return
     if mode == "run":
         model = ScriptedModel([[function_call("act", {"text": "report"}, call_id="call_1")], [assistant_message("done")]])
         await Runner.run(Agent(name="a", model=model, tools=[tool]), "go", session=session)

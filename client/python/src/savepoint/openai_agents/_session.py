@@ -24,8 +24,7 @@ from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 from agents.run_context import RunContextWrapper
 
-from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from savepoint.address import TLSConfig
+from savepoint import DEFAULT_RETRY_POLICY, RetryPolicy, TLSConfig
 from savepoint.aio import AsyncClient
 from savepoint.errors import (
     CallAlreadyRecordedError,

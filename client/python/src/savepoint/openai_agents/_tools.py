@@ -30,9 +30,8 @@ from agents.run_context import RunContextWrapper
 from agents.tool import ToolErrorFunction, default_tool_error_function
 from agents.tool_context import ToolContext
 
-from savepoint.errors import SavepointError, SessionFencedError
+from savepoint import EffectClass, SavepointError, SessionFencedError
 from savepoint.openai_agents._session import Change, SavepointSession, View
-from savepoint.types import EffectClass
 from savepoint.v1 import savepoint_pb2 as pb
 
 Effect = Literal["read_only", "idempotent", "side_effect"]
