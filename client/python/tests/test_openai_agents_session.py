@@ -22,7 +22,7 @@ from agents import Agent, RunConfig, Runner, set_tracing_disabled
 from agents.memory import Session, SessionSettings
 from agents.testing import ScriptedModel, assistant_message
 
-from savepoint import Client, InvalidSessionIdError
+from savepoint import Client, InvalidSessionIdError, SavepointError
 from savepoint.openai_agents import SavepointSession
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -311,6 +311,27 @@ def test_no_fencing_and_resumed_session(daemon: Any, sid: str) -> None:
             assert c.raw.Resume(pb.ResumeRequest(session_id=sid)).epoch == 2  # a takeover by another tool
         await s.add_items([{"role": "user", "content": "three"}])  # cached epoch 1 is fenced: reload, retry
         assert contents(await s.get_items()) == ["two", "three"]
+
+    run(go())
+
+
+def test_gives_up_after_max_attempts(daemon: Any, sid: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer whose every attempt finds the session changed gives up with
+    a clear error after MAX_ATTEMPTS (here 1) instead of looping forever."""
+    from savepoint.openai_agents import _session
+
+    async def go() -> None:
+        stale = SavepointSession(sid, daemon.addr)
+        await stale.add_items([{"role": "user", "content": "one"}])
+        await SavepointSession(sid, daemon.addr).add_items([{"role": "user", "content": "two"}])
+        monkeypatch.setattr(_session, "MAX_ATTEMPTS", 1)
+        with pytest.raises(SavepointError, match="changed under every one of 1 attempts"):
+            await stale.add_items([{"role": "user", "content": "three"}])
+        monkeypatch.setattr(_session, "MAX_ATTEMPTS", 200)
+        await stale.add_items([{"role": "user", "content": "three"}])
+        assert contents(await stale.get_items()) == ["one", "two", "three"]
+        await stale.close()
+        assert contents(await stale.get_items()) == ["one", "two", "three"]  # usable after close: reconnects
 
     run(go())
 

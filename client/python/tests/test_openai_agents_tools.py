@@ -236,17 +236,60 @@ def test_sync_and_streamed_runs(daemon: Any, sid: str, method: str) -> None:
     assert list(cp.pending_tool_uses) == [] and cp.state_json == ""
 
 
-def _listed_call(daemon: Any, sid: str, owner: dict[str, Any]) -> None:
-    """A session whose call c1 (side_effect, begun) is listed as run by owner."""
-    state = {"openai_agents": {"calls": {"c1": {"name": "act", "arguments": "{}", "owner": owner}}}}
-    tu = pb.ToolUse(tool_use_id="c1", name="act", input_json="{}", effect_class=pb.EFFECT_CLASS_SIDE_EFFECT, begin_tracked=True)
+def _listed_call(daemon: Any, sid: str, owner: dict[str, Any], *, name: str = "act", begun: bool = True) -> None:
+    """A session whose call c1 (side_effect, begun unless told) is listed as
+    run by owner."""
+    state = {"openai_agents": {"calls": {"c1": {"name": name, "arguments": "{}", "owner": owner}}}}
+    tu = pb.ToolUse(tool_use_id="c1", name=name, input_json="{}", effect_class=pb.EFFECT_CLASS_SIDE_EFFECT, begin_tracked=True)
     with Client(daemon.addr) as c:
         r = c.raw.SaveCheckpoint(pb.SaveCheckpointRequest(
             session_id=sid, expected_revision=0, request_id="00000000-0000-4000-8000-000000000001", task="t",
             append_messages=[pb.Message(role="user", content_json=json.dumps({"role": "user", "content": "go"}))],
             pending_tool_uses=[tu], state_json=json.dumps(state),
         ))
-        c.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id="c1", epoch=r.epoch))
+        if begun:
+            c.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id="c1", epoch=r.epoch))
+
+
+def test_interrupted_call_of_an_unknown_tool(daemon: Any, sid: str) -> None:
+    """A call that never started, of a tool this process does not have, is
+    answered with an error output saying it was not run, not run blindly."""
+    _listed_call(daemon, sid, {"host": "elsewhere", "pid": 1, "start": ""}, name="no_such_tool", begun=False)
+    items = asyncio.run(SavepointSession(sid, daemon.addr).get_items())
+    assert items[2]["call_id"] == "c1" and "was interrupted before it ran and was not run again" in items[2]["output"]
+    with Client(daemon.addr) as c:
+        assert list(c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries) == []  # never begun, nothing recorded
+
+
+def test_clear_session_forgets_listed_calls_keeps_ledger(daemon: Any, sid: str) -> None:
+    _listed_call(daemon, sid, {"host": "elsewhere", "pid": 1, "start": ""})
+    s = SavepointSession(sid, daemon.addr)
+    asyncio.run(s.clear_session())
+    with Client(daemon.addr) as c:
+        cp, msgs = c.get_session(sid)
+        (e,) = c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries
+    assert msgs == [] and list(cp.pending_tool_uses) == [] and cp.state_json == ""
+    assert e.tool_use_id == "c1" and e.begun  # the ledger still knows the call began
+    assert asyncio.run(s.get_items()) == []  # nothing left to answer
+
+
+def test_non_text_output_is_recorded_as_json(daemon: Any, sid: str) -> None:
+    @durable_function_tool(effect="read_only")
+    def stats() -> dict[str, int]:
+        """Count."""
+        return {"words": 3}
+
+    async def go() -> None:
+        model = ScriptedModel([[function_call("stats", {}, call_id="c1")], [assistant_message("ok")]])
+        s = SavepointSession(sid, daemon.addr)
+        await Runner.run(Agent(name="a", model=model, tools=[stats]), "go", session=s)
+        (out,) = _calls(await s.get_items(), "function_call_output")
+        assert out["output"] == '{"words": 3}'
+
+    asyncio.run(go())
+    with Client(daemon.addr) as c:
+        (e,) = c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries
+    assert e.effect.output == '{"words": 3}' and not e.begun  # read-only: never begun
 
 
 def test_call_of_a_live_process_is_left_to_it(daemon: Any, sid: str) -> None:
