@@ -22,7 +22,7 @@ from agents import Agent, RunConfig, Runner, set_tracing_disabled
 from agents.memory import Session, SessionSettings
 from agents.testing import ScriptedModel, assistant_message
 
-from savepoint import Client, InvalidSessionIdError, SavepointError
+from savepoint import Client, InvalidSessionIdError, MessageTooLargeError, RequestTooLargeError, SavepointError
 from savepoint.openai_agents import SavepointSession
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -177,6 +177,22 @@ def test_bad_input(daemon: Any) -> None:
             await s.add_items([{"role": "user", "content": "x"}])
         with pytest.raises(TypeError, match="must be a dict"):
             await SavepointSession("t.bad-item", daemon.addr).add_items(["not an item"])  # type: ignore[list-item]
+
+    run(go())
+
+
+def test_too_large_stores_nothing(daemon: Any, sid: str) -> None:
+    """An item over the daemon's message limit, or a batch over its request
+    limit, is refused whole: none of the batch is stored."""
+
+    async def go() -> None:
+        s = SavepointSession(sid, daemon.addr)
+        await s.add_items([{"role": "user", "content": "kept"}])
+        with pytest.raises(MessageTooLargeError):
+            await s.add_items([{"role": "user", "content": "small"}, {"role": "user", "content": "x" * (2 << 20)}])
+        with pytest.raises(RequestTooLargeError):
+            await s.add_items([{"role": "user", "content": "y" * (3 << 19)} for _ in range(3)])
+        assert contents(await s.get_items()) == ["kept"]
 
     run(go())
 
