@@ -101,6 +101,21 @@ def test_killed_and_resumed(daemon: Any, sid: str, tmp_path: Path, point: str, e
         assert entries[0].effect.output == DONE and not entries[0].effect.is_error
 
 
+def test_killed_again_while_resuming(daemon: Any, sid: str, tmp_path: Path) -> None:
+    """A crash during a resume is just another crash: the call the first
+    resume began to run (it had never started) is in doubt at the second
+    resume, never run a third time."""
+    assert _spawn(daemon, "run", sid, str(tmp_path), "before-begin", "side_effect").returncode == -signal.SIGKILL
+    assert _spawn(daemon, "resume", sid, str(tmp_path), "during", "side_effect").returncode == -signal.SIGKILL
+    last = _spawn(daemon, "resume", sid, str(tmp_path), "none", "side_effect")
+    assert last.returncode == 0, last.stderr
+    out = json.loads(last.stdout.splitlines()[-1])
+    outputs = _calls(out["items"], "function_call_output")
+    assert len(outputs) == 1 and IN_DOUBT in outputs[0]["output"]
+    assert len(_calls(out["items"], "function_call")) == 1
+    assert len((tmp_path / "effects").read_text().splitlines()) == 1  # the first resume's run, once
+
+
 def test_failed_tool_is_recorded_not_in_doubt(daemon: Any, sid: str) -> None:
     """A tool that raises ran and failed: the model gets function_tool's
     error output, the ledger records the failure (is_error), and a resume
