@@ -1,0 +1,380 @@
+"""SavepointSession: the OpenAI Agents SDK's Session protocol on savepointd.
+
+Every SDK item is one message of a savepointd session (its role is the item's
+role, else its type; its content the item as JSON). Every change is one
+SaveCheckpoint made under expected_revision: a writer that finds the session
+changed since it last read it reloads and tries again, so several processes
+can share one session without losing or reordering each other's items and
+without fencing each other (none of them calls Resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.items import TResponseInputItem
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+from agents.run_context import RunContextWrapper
+
+from savepoint import DEFAULT_RETRY_POLICY, RetryPolicy, TLSConfig
+from savepoint.aio import AsyncClient
+from savepoint.errors import (
+    CallAlreadyRecordedError,
+    RevisionMismatchError,
+    SavepointError,
+    SessionExistsError,
+    SessionFencedError,
+    SessionNotFoundError,
+)
+from savepoint.v1 import savepoint_pb2 as pb
+
+TASK = "openai-agents session"
+"""The task a SavepointSession gives the savepointd session it creates."""
+
+MAX_ATTEMPTS = 200
+"""How many times one change is tried against a session that keeps changing
+under it before SavepointSession gives up."""
+
+# The state_json key under which the durable tools keep their calls.
+STATE_KEY = "openai_agents"
+
+# Errors that mean another writer changed (or created, deleted, resumed) the
+# session since this process last read it: reload and try again.
+_STALE = (RevisionMismatchError, SessionFencedError, SessionExistsError, SessionNotFoundError)
+
+
+@dataclass
+class View:
+    """One revision of the session as a change is planned on it."""
+
+    revision: int = 0
+    epoch: int = 0
+    count: int = 0
+    task: str = TASK
+    turn: int = 0
+    tokens_used: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    state_json: str = ""
+    pending: list[pb.ToolUse] = field(default_factory=list)
+    items: list[TResponseInputItem] | None = None  # the whole history, when the change needs it
+
+    def part(self) -> dict[str, Any]:
+        """The durable tools' part of state_json (see _tools.py): a dict,
+        empty when the session holds none."""
+        try:
+            st = json.loads(self.state_json) if self.state_json else {}
+        except ValueError:
+            return {}
+        part = st.get(STATE_KEY) if isinstance(st, dict) else None
+        return json.loads(json.dumps(part)) if isinstance(part, dict) else {}
+
+    def with_part(self, part: Mapping[str, Any]) -> str:
+        """state_json with the durable tools' part replaced (removed when it
+        holds nothing); any other key a user stored is kept."""
+        try:
+            st = json.loads(self.state_json) if self.state_json else {}
+        except ValueError:
+            st = {}
+        if not isinstance(st, dict):
+            st = {}
+        part = {k: v for k, v in part.items() if v}
+        if part:
+            st[STATE_KEY] = part
+        else:
+            st.pop(STATE_KEY, None)
+        return json.dumps(st, separators=(",", ":"), sort_keys=True) if st else ""
+
+
+@dataclass
+class Change:
+    """What one save does: keep the first ``keep`` messages (None: all), append
+    ``append``, set the pending tool uses and state_json; ``result`` is what
+    the operation returns once it is saved."""
+
+    keep: int | None = None
+    append: Sequence[TResponseInputItem] = ()
+    pending: Sequence[pb.ToolUse] | None = None  # None: unchanged
+    state_json: str | None = None  # None: unchanged
+    result: Any = None
+
+
+Planner = Callable[[View], "Awaitable[Change | None] | Change | None"]
+
+
+def encode(item: TResponseInputItem) -> pb.Message:
+    """One SDK item as a savepointd message: its role, else its type, and the
+    item as JSON text."""
+    if not isinstance(item, Mapping):
+        raise TypeError(f"a session item must be a dict (a TResponseInputItem), not {type(item).__name__}.")
+    role = item.get("role") or item.get("type") or "item"
+    if not isinstance(role, str):
+        role = "item"
+    return pb.Message(role=role, content_json=json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+
+
+def decode(content_json: str) -> TResponseInputItem:
+    """The SDK item a message holds."""
+    return json.loads(content_json)  # type: ignore[no-any-return]
+
+
+class SavepointSession:
+    """The OpenAI Agents SDK's ``Session`` on savepointd: pass it as
+    ``Runner.run(agent, input, session=SavepointSession("my-id"))``. Items
+    are durable once a method returns, survive restarts of the agent and of
+    the daemon, and may be shared by several processes.
+
+    ``session_id`` is the savepointd session id (1-128 characters of
+    ``[A-Za-z0-9._:-]``, starting with a letter or digit); ``address`` the
+    daemon's, resolved as ``savepoint.Client`` resolves it when None.
+    ``session_settings`` is the SDK's (its ``limit`` is get_items' default).
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        address: str | None = None,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        tls: TLSConfig | bool | None = None,
+        timeout: float | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+    ) -> None:
+        self.session_id = session_id
+        self.address = address
+        self.session_settings = (
+            coerce_session_settings(dict(session_settings) if isinstance(session_settings, Mapping) else session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self._tls = tls
+        self._timeout = timeout
+        self._retry = retry
+        self._lock = threading.Lock()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = weakref.WeakKeyDictionary()
+        self._cached: View | None = None  # the revision this process last saved or read, without items
+
+    # -- the Session protocol ----------------------------------------------
+
+    async def get_items(self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None) -> list[TResponseInputItem]:
+        """Return the session's items in order, or the latest ``limit`` of
+        them (``session_settings.limit`` when None; 0 returns none). Items
+        are read from one revision."""
+        n = resolve_session_limit(limit, self.session_settings)
+        if n is not None and n < 0:
+            raise ValueError(f"get_items: limit must be zero or more, not {n}.")
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
+        view = await self._load(history=True)
+        if ids := _tools.interrupted(self, view):
+            await _tools.resolve_interrupted(self, wrapper, ids)
+            view = await self._load(history=True)
+        items = view.items or []
+        if n is None:
+            return items
+        return items[-n:] if n else []
+
+    async def add_items(self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None) -> None:
+        """Append ``items`` after every item already stored, in one atomic
+        save: they are all durable when this returns, or none is."""
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
+        if not items:
+            return
+        for it in items:
+            encode(it)  # refuse a bad item before any I/O
+        batch = list(items)
+
+        def plan(v: View) -> Change | None:
+            part = v.part()
+            if not part:
+                return Change(append=batch)
+            calls, resolved = part.get("calls", {}), list(part.get("resolved", []))
+            keep: list[TResponseInputItem] = []
+            answered: set[str] = set()
+            for it in batch:
+                kind, cid = it.get("type"), it.get("call_id")
+                if kind in ("function_call", "function_call_output") and cid in resolved:
+                    if kind == "function_call_output":  # answered on resume already: the SDK's late copy
+                        resolved.remove(cid)
+                    continue
+                if kind == "function_call_output" and cid in calls:
+                    answered.add(str(cid))
+                keep.append(it)
+            for cid in answered:
+                calls.pop(cid, None)
+            part["resolved"] = resolved
+            return Change(
+                append=keep,
+                pending=[p for p in v.pending if p.tool_use_id not in answered],
+                state_json=v.with_part(part),
+            )
+
+        await self.mutate(plan)
+
+    async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None) -> TResponseInputItem | None:
+        """Remove and return the latest item, or return None when the session
+        is empty. The removal is one save made on the revision the item was
+        read from, so two processes popping at once never remove one item
+        twice or an item neither returned."""
+
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
+
+        def plan(v: View) -> Change | None:
+            assert v.items is not None
+            if not v.items:
+                return None
+            return Change(keep=len(v.items) - 1, result=v.items[-1])
+
+        return await self.mutate(plan, history=True)  # type: ignore[no-any-return]
+
+    async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
+        """Remove every item. The savepointd session and its side-effects
+        ledger are kept, so a tool call recorded before the clear is still
+        known to the durable tools."""
+        from savepoint.openai_agents import _tools
+
+        _tools.bind_run(wrapper, self)
+
+        def plan(v: View) -> Change | None:
+            if v.revision == 0 or (v.count == 0 and not v.pending):
+                return None
+            return Change(keep=0, pending=(), state_json=v.with_part({}))
+
+        await self.mutate(plan)
+
+    async def close(self) -> None:
+        """Close this event loop's connection to the daemon (the session can
+        still be used: the next call connects again)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            c = self._clients.pop(loop, None)
+        if c is not None:
+            await c.close()
+
+    # -- the compare-and-set loop ------------------------------------------
+
+    def client(self) -> AsyncClient:
+        """This event loop's connection to the daemon (grpc.aio channels
+        belong to one loop)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            c = self._clients.get(loop)
+            if c is None:
+                c = AsyncClient(self.address, tls=self._tls, timeout=self._timeout, retry=self._retry)
+                self._clients[loop] = c
+            return c
+
+    async def _load(self, *, history: bool) -> View:
+        """Read the latest revision (with its whole history when asked); an
+        absent session reads as revision 0 with no item."""
+        c = self.client()
+        try:
+            if history:
+                cp, msgs = await c.get_session(self.session_id)
+            else:
+                cp, msgs = (await c.raw.GetSession(pb.GetSessionRequest(session_id=self.session_id))).checkpoint, []
+        except SessionNotFoundError:
+            return View(items=[] if history else None)
+        v = View(
+            revision=cp.revision,
+            epoch=cp.epoch,
+            count=cp.message_count,
+            task=cp.task,
+            turn=cp.turn,
+            tokens_used=cp.tokens_used,
+            labels=dict(cp.labels),
+            state_json=cp.state_json,
+            pending=list(cp.pending_tool_uses),
+            items=[decode(m.content_json) for m in msgs] if history else None,
+        )
+        self._remember(v)
+        return v
+
+    def _remember(self, v: View) -> None:
+        with self._lock:
+            if self._cached is None or v.revision >= self._cached.revision:
+                self._cached = View(
+                    revision=v.revision, epoch=v.epoch, count=v.count, task=v.task, turn=v.turn,
+                    tokens_used=v.tokens_used, labels=dict(v.labels), state_json=v.state_json, pending=list(v.pending),
+                )
+
+    async def mutate(self, plan: Planner, *, history: bool = False) -> Any:
+        """Make one change: plan it on the latest revision this process knows
+        (reading the session first when ``history`` is needed or nothing is
+        known), save it under that revision, and when another writer got
+        there first, reload and plan again. Returns the change's result;
+        a plan that returns None writes nothing and returns None."""
+        c = self.client()
+        fresh = history
+        for attempt in range(MAX_ATTEMPTS):
+            with self._lock:
+                cached = self._cached
+            if fresh or cached is None:
+                v = await self._load(history=history)
+            else:
+                v = View(**{k: getattr(cached, k) for k in View.__dataclass_fields__})
+                v.pending, v.labels = list(cached.pending), dict(cached.labels)
+            ch = plan(v)
+            if asyncio.iscoroutine(ch):
+                ch = await ch
+            if ch is None:
+                return None
+            assert isinstance(ch, Change)
+            pending = list(v.pending if ch.pending is None else ch.pending)
+            state = v.state_json if ch.state_json is None else ch.state_json
+            req = pb.SaveCheckpointRequest(
+                session_id=self.session_id,
+                expected_revision=v.revision,
+                epoch=v.epoch,
+                request_id=str(uuid.uuid4()),
+                task=v.task or TASK,
+                turn=v.turn,
+                tokens_used=v.tokens_used,
+                append_messages=[encode(it) for it in ch.append],
+                pending_tool_uses=pending,
+                state_json=state,
+                labels=v.labels,
+            )
+            if ch.keep is not None:
+                req.keep_messages = ch.keep
+            try:
+                r = await c.raw.SaveCheckpoint(req)
+            except _STALE:
+                fresh = True
+                await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * (attempt + 1))))
+                continue
+            except CallAlreadyRecordedError:
+                # A pending tool use was recorded by a process that died
+                # before the save that stops it pending: settle it, then
+                # plan again; when there is none, the refused one is new.
+                from savepoint.openai_agents._tools import settle_recorded
+
+                if not await settle_recorded(self):
+                    raise
+                fresh = True
+                continue
+            self._remember(
+                View(
+                    revision=r.revision, epoch=r.epoch, count=r.message_count, task=req.task, turn=req.turn,
+                    tokens_used=req.tokens_used, labels=dict(req.labels), state_json=state, pending=pending,
+                )
+            )
+            return ch.result
+        raise SavepointError(
+            f"session {self.session_id!r} changed under every one of {MAX_ATTEMPTS} attempts to save; "
+            "too many writers are contending for it."
+        )

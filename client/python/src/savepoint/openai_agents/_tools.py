@@ -1,0 +1,437 @@
+"""durable_function_tool: the SDK's function tools with savepointd's
+side-effects ledger, in a run whose session is a SavepointSession.
+
+Each call follows docs/protocol.md for its own tool use: saved pending (and
+listed in the session's state_json with the process running it) before the
+tool starts, BeginEffect unless read-only, the tool, RecordEffect of its real
+outcome, then a save that stops it pending. The SDK saves the call and its
+output to the session after its tools return; a process killed before that
+leaves the call listed, and the next get_items by any process answers it
+(the recorded output, a re-run where that is safe, or the in-doubt text) and
+appends the call with its answer, so the history never holds a
+function_call without exactly one function_call_output.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import socket
+import weakref
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal, cast, overload
+
+from agents import FunctionTool, function_tool
+from agents.run_context import RunContextWrapper
+from agents.tool import ToolErrorFunction, default_tool_error_function
+from agents.tool_context import ToolContext
+
+from savepoint import EffectClass, SavepointError, SessionFencedError
+from savepoint.openai_agents._session import Change, SavepointSession, View
+from savepoint.v1 import savepoint_pb2 as pb
+
+Effect = Literal["read_only", "idempotent", "side_effect"]
+"""What running a tool does: re-running a read-only tool is always safe, an
+idempotent one is safe with the same idempotency key, a side-effecting one
+must not run twice."""
+
+_CLASSES = {"read_only": EffectClass.READ_ONLY, "idempotent": EffectClass.IDEMPOTENT, "side_effect": EffectClass.SIDE_EFFECT}
+_RESOLVED_KEPT = 100  # calls answered on resume, remembered to drop the SDK's late copy of them
+LOGGER = logging.getLogger("savepoint.openai_agents")
+
+_KEY: ContextVar[str] = ContextVar("savepoint_openai_agents_idempotency_key", default="")
+
+
+def idempotency_key() -> str:
+    """The idempotency key of the durable tool call running in this context:
+    the same on every run of one call (pass it to an API that accepts one),
+    empty for a read-only tool or outside a durable tool."""
+    return _KEY.get()
+
+
+class DurableToolError(SavepointError):
+    """A durable tool could not be run under the ledger: its run's session is
+    not a SavepointSession, or its call id is already in use."""
+
+
+@dataclass
+class _Durable:
+    tool: FunctionTool
+    invoke: Callable[[ToolContext[Any], str], Awaitable[Any]]  # the SDK's own invoker, raising on failure
+    effect: EffectClass
+    on_error: ToolErrorFunction | None
+
+
+_REGISTRY: dict[str, _Durable] = {}  # by tool name: what a resume may re-run
+_LIVE: set[tuple[str, str]] = set()  # (session_id, call_id) of the calls this process is running
+_RUNS: dict[int, tuple[weakref.ref[Any], SavepointSession]] = {}  # id(run's Usage) -> its session
+
+
+# -- which session a tool call belongs to -------------------------------------
+
+
+def bind_run(wrapper: RunContextWrapper[Any] | None, session: SavepointSession) -> None:
+    """Remember that the run of ``wrapper`` uses ``session``: the SDK gives
+    the session its RunContextWrapper, and each ToolContext of the run shares
+    the wrapper's Usage object."""
+    if wrapper is None:
+        return
+    usage = wrapper.usage
+    key = id(usage)
+    ref = _RUNS.get(key)
+    if ref is not None and ref[0]() is usage and ref[1] is session:
+        return
+    _RUNS[key] = (weakref.ref(usage, lambda _r, k=key: _RUNS.pop(k, None)), session)  # type: ignore[misc]
+
+
+def _session_of(ctx: ToolContext[Any]) -> SavepointSession | None:
+    ref = _RUNS.get(id(ctx.usage))
+    if ref is None or ref[0]() is not ctx.usage:
+        return None
+    return ref[1]
+
+
+# -- which process runs a call ------------------------------------------------
+
+
+def _start_time(pid: int) -> str:
+    """The start time of process pid (in clock ticks since boot), which with
+    the pid names one process; empty when it is not running or unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start": _start_time(pid)}
+
+
+def _interrupted(session_id: str, call_id: str, c: dict[str, Any]) -> bool:
+    """Whether a listed call's process stopped without the SDK saving it: its
+    process is this one and no longer runs it, or is gone from this host. A
+    call listed by a process on another host counts as interrupted (its
+    answer is then the in-doubt text or the recorded output, never a second
+    run of a side effect: see _begin's already_begun check)."""
+    o = c.get("owner") or {}
+    me = _owner()
+    if o.get("host") != me["host"]:
+        return True
+    if o.get("pid") == me["pid"] and o.get("start") == me["start"]:
+        return (session_id, call_id) not in _LIVE
+    pid = o.get("pid")
+    return not isinstance(pid, int) or _start_time(pid) != o.get("start")
+
+
+# -- the ledger calls ---------------------------------------------------------
+
+
+def _in_doubt(name: str, call_id: str, why: str) -> str:
+    return (
+        f"The outcome of this {name} call (tool_use_id {call_id}) is unknown: {why}. "
+        "It was not run again, to avoid repeating a side effect. Check whether it took effect before retrying it."
+    )
+
+
+def _text(out: Any) -> str:
+    """A tool's return value as the text recorded and given to the model."""
+    if isinstance(out, str):
+        return out
+    dump = getattr(out, "model_dump_json", None)
+    if callable(dump):
+        return cast(str, dump())
+    try:
+        return json.dumps(out, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(out)
+
+
+async def _epoch(s: SavepointSession) -> int:
+    v = s._cached
+    if v is None:
+        v = await s._load(history=False)
+    return v.epoch
+
+
+async def _begin(s: SavepointSession, call_id: str) -> tuple[str, bool]:
+    """BeginEffect with the session's current epoch (a SavepointSession
+    never owns the session, so a takeover by Resume is followed, not
+    obeyed). Returns the idempotency key and already_begun."""
+    for _ in range(5):
+        try:
+            r = await s.client().raw.BeginEffect(
+                pb.BeginEffectRequest(session_id=s.session_id, tool_use_id=call_id, epoch=await _epoch(s))
+            )
+            return r.idempotency_key, r.already_begun
+        except SessionFencedError:
+            await s._load(history=False)
+    raise DurableToolError(f"BeginEffect of tool use {call_id!r} was fenced five times in a row; it was not run.")
+
+
+async def _record(s: SavepointSession, call_id: str, name: str, text: str, is_error: bool) -> bool:
+    """RecordEffect of a tool's real outcome, tried twice; a record that
+    still fails is logged (the tool ran: its result is kept and returned, and
+    a resume will answer the call in doubt)."""
+    req = pb.RecordEffectRequest(session_id=s.session_id, tool_use_id=call_id, name=name, output=text, is_error=is_error)
+    for attempt in (1, 2):
+        try:
+            await s.client().raw.RecordEffect(req)
+            return True
+        except SavepointError as e:
+            if attempt == 2:
+                LOGGER.error(
+                    "savepoint: the outcome of tool use %s (%s) could not be recorded; it ran, and a resume will report it "
+                    "in doubt: %s", call_id, name, e,
+                )
+    return False
+
+
+async def _execute(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call_id: str, args: str, key: str) -> tuple[str, Exception | None]:
+    """Run the tool with its key, record its outcome, and stop it pending."""
+    token = _KEY.set(key)
+    err: Exception | None = None
+    try:
+        text = _text(await d.invoke(ctx, args))
+    except Exception as e:  # the tool ran and failed: a fact, recorded as such
+        err = e
+        msg: Any = (d.on_error or default_tool_error_function)(ctx, e)
+        if inspect.isawaitable(msg):
+            msg = await msg
+        text = _text(msg)
+    finally:
+        _KEY.reset(token)
+    if await _record(s, call_id, d.tool.name, text, err is not None):
+
+        def recorded(v: View) -> Change | None:
+            part = v.part()
+            calls = part.get("calls", {})
+            if call_id not in calls:
+                return None
+            calls[call_id]["recorded"] = True
+            return Change(pending=[p for p in v.pending if p.tool_use_id != call_id], state_json=v.with_part(part))
+
+        await s.mutate(recorded)
+    return text, err
+
+
+async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call_id: str, args: str) -> Any:
+    name = d.tool.name
+    tu = pb.ToolUse(
+        tool_use_id=call_id, name=name, input_json=args or "{}", effect_class=cast(pb.EffectClass, int(d.effect)),
+        begin_tracked=d.effect != EffectClass.READ_ONLY,
+    )
+
+    def point_a(v: View) -> Change:
+        part = v.part()
+        calls = part.setdefault("calls", {})
+        if call_id in calls or any(p.tool_use_id == call_id for p in v.pending):
+            raise DurableToolError(f"tool use {call_id!r} of session {s.session_id!r} is already running or interrupted; it was not run again.")
+        calls[call_id] = {"name": name, "arguments": args, "owner": _owner()}
+        return Change(pending=[*v.pending, tu], state_json=v.with_part(part))
+
+    _LIVE.add((s.session_id, call_id))
+    try:
+        try:
+            await s.mutate(point_a)
+        except SavepointError as e:
+            if e.reason == "CALL_ALREADY_RECORDED":
+                raise DurableToolError(
+                    f"tool use {call_id!r} already has a recorded outcome in session {s.session_id!r} (a reused call id); it was not run again."
+                ) from e
+            raise
+        key = ""
+        if d.effect != EffectClass.READ_ONLY:
+            key, already = await _begin(s, call_id)
+            if already and d.effect == EffectClass.SIDE_EFFECT:
+                return _in_doubt(name, call_id, "another process started it")
+        text, err = await _execute(s, d, ctx, call_id, args, key)
+        if err is not None and d.on_error is None:
+            raise err
+        return text
+    finally:
+        _LIVE.discard((s.session_id, call_id))
+
+
+# -- answering interrupted calls ---------------------------------------------
+
+
+def interrupted(s: SavepointSession, v: View) -> list[str]:
+    """The calls listed in v whose process stopped before the SDK saved them."""
+    calls = v.part().get("calls", {})
+    return [cid for cid, c in calls.items() if _interrupted(s.session_id, cid, c)]
+
+
+async def _resolutions(s: SavepointSession) -> dict[str, pb.Resolution]:
+    out: dict[str, pb.Resolution] = {}
+    token = ""
+    while True:
+        r = await s.client().raw.Reconcile(pb.ReconcileRequest(session_id=s.session_id, page_token=token))
+        for res in r.resolutions:
+            out[res.tool_use.tool_use_id] = res
+        token = r.next_page_token
+        if not token:
+            return out
+
+
+async def _effects(s: SavepointSession, ids: set[str]) -> dict[str, pb.Effect]:
+    out: dict[str, pb.Effect] = {}
+    token = ""
+    while ids - out.keys():
+        r = await s.client().raw.ListEffects(pb.ListEffectsRequest(session_id=s.session_id, page_token=token))
+        for e in r.entries:
+            if e.tool_use_id in ids and e.HasField("effect"):
+                out[e.tool_use_id] = e.effect
+        token = r.next_page_token
+        if not token:
+            break
+    return out
+
+
+async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, cid: str, c: dict[str, Any], res: pb.Resolution | None, effect: pb.Effect | None) -> str:
+    """The output an interrupted call gets: its recorded outcome, a re-run's,
+    or the in-doubt text."""
+    name, args = str(c.get("name", "")), str(c.get("arguments", ""))
+    if effect is not None:
+        return effect.output
+    if res is None:
+        return _in_doubt(name, cid, "the agent stopped before its outcome was recorded")
+    if res.decision == pb.DECISION_REUSE:
+        return res.effect.output
+    if res.decision != pb.DECISION_RUN:
+        return res.tool_result_text or _in_doubt(name, cid, "the agent stopped before its outcome was recorded")
+    d = _REGISTRY.get(name)
+    if d is None:
+        return (
+            f"This {name} call (tool_use_id {cid}) was interrupted before it ran and was not run again: "
+            "the resumed agent has no durable tool of that name. Call it again if it is still needed."
+        )
+    key = res.idempotency_key
+    if d.effect != EffectClass.READ_ONLY:
+        key, already = await _begin(s, cid)
+        if already and not res.begun and d.effect == EffectClass.SIDE_EFFECT:
+            return _in_doubt(name, cid, "another process started it")
+    if wrapper is not None:
+        ctx: ToolContext[Any] = ToolContext.from_agent_context(wrapper, cid, tool_name=name, tool_arguments=args)
+    else:
+        ctx = ToolContext(context=None, tool_name=name, tool_call_id=cid, tool_arguments=args)
+    _LIVE.add((s.session_id, cid))
+    try:
+        text, _ = await _execute(s, d, ctx, cid, args, key)
+    finally:
+        _LIVE.discard((s.session_id, cid))
+    return text
+
+
+async def resolve_interrupted(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, ids: list[str]) -> None:
+    """Answer the interrupted calls ``ids`` and append each with its output
+    (only the output when the history holds the call already) in one save;
+    a call another process answered first is left to it."""
+    v = await s._load(history=False)
+    calls = v.part().get("calls", {})
+    ids = [cid for cid in ids if cid in calls]
+    if not ids:
+        return
+    pending = {p.tool_use_id for p in v.pending}
+    res = await _resolutions(s) if pending & set(ids) else {}
+    effects = await _effects(s, {cid for cid in ids if cid not in pending})
+    outputs = {cid: await _answer(s, wrapper, cid, calls[cid], res.get(cid), effects.get(cid)) for cid in ids}
+
+    def append(v: View) -> Change | None:
+        part = v.part()
+        calls = part.get("calls", {})
+        todo = [cid for cid in outputs if cid in calls]
+        if not todo:
+            return None
+        assert v.items is not None
+        have = {it.get("call_id") for it in v.items if it.get("type") == "function_call"}
+        items: list[Any] = []
+        for cid in todo:
+            c = calls.pop(cid)
+            if cid not in have:
+                items.append({"type": "function_call", "call_id": cid, "name": c.get("name", ""), "arguments": c.get("arguments", "")})
+            items.append({"type": "function_call_output", "call_id": cid, "output": outputs[cid]})
+        part["resolved"] = (list(part.get("resolved", [])) + todo)[-_RESOLVED_KEPT:]
+        return Change(append=items, pending=[p for p in v.pending if p.tool_use_id not in todo], state_json=v.with_part(part))
+
+    await s.mutate(append, history=True)
+
+
+async def settle_recorded(s: SavepointSession) -> bool:
+    """Stop pending every pending tool use that has a recorded outcome (its
+    process died between RecordEffect and the save after it, so every save
+    carrying it is refused with CALL_ALREADY_RECORDED). Returns whether any
+    was found."""
+    res = await _resolutions(s)
+    done = {cid for cid, r in res.items() if r.decision == pb.DECISION_REUSE}
+    if not done:
+        return False
+
+    def settle(v: View) -> Change | None:
+        part = v.part()
+        for cid in done & part.get("calls", {}).keys():
+            part["calls"][cid]["recorded"] = True
+        return Change(pending=[p for p in v.pending if p.tool_use_id not in done], state_json=v.with_part(part))
+
+    await s.mutate(settle)
+    return True
+
+
+# -- the decorator ------------------------------------------------------------
+
+
+def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[str, Any]) -> FunctionTool:
+    if effect not in _CLASSES:
+        raise ValueError(f"durable_function_tool: effect must be 'read_only', 'idempotent' or 'side_effect', not {effect!r}.")
+    tool = function_tool(func, failure_error_function=None, **kwargs)
+    d = _Durable(tool=tool, invoke=tool.on_invoke_tool, effect=_CLASSES[effect],
+                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error)
+
+    async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
+        s = _session_of(ctx)
+        if s is None:
+            raise DurableToolError(
+                f"durable tool {tool.name!r} ran in a run whose session is not a SavepointSession; "
+                "pass session=SavepointSession(...) to Runner.run."
+            )
+        return await _run_call(s, d, ctx, ctx.tool_call_id, input)
+
+    tool.on_invoke_tool = on_invoke_tool
+    _REGISTRY[tool.name] = d
+    return tool
+
+
+_DEFAULT: Any = object()
+
+
+@overload
+def durable_function_tool(func: Callable[..., Any], *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., **kwargs: Any) -> FunctionTool: ...
+@overload
+def durable_function_tool(func: None = None, *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., **kwargs: Any) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def durable_function_tool(
+    func: Callable[..., Any] | None = None,
+    *,
+    effect: Effect = "side_effect",
+    failure_error_function: ToolErrorFunction | None = _DEFAULT,
+    **kwargs: Any,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """The SDK's ``function_tool`` (as a decorator, with or without
+    arguments, or a call; its keyword arguments are passed on) whose calls go
+    through savepointd's ledger when the run's session is a SavepointSession:
+    a call is never run twice unless ``effect`` says that is safe
+    ("read_only", "idempotent"; "side_effect" is the default), and a call
+    interrupted by a crash is answered on resume by its recorded output, a
+    re-run, or an error output saying its outcome is unknown. The output is
+    text: a non-string return value is recorded as JSON (or str()). A failed
+    call is recorded and answered by ``failure_error_function`` as
+    function_tool does (None re-raises, after recording)."""
+    if func is not None:
+        return _make(func, effect, failure_error_function, kwargs)
+    return lambda f: _make(f, effect, failure_error_function, kwargs)
