@@ -22,13 +22,9 @@ const responseMargin = 64 << 10
 // Config is savepointd's configuration. A zero field means its default, as
 // DefaultConfig sets it.
 type Config struct {
-	// DataDir is the store's directory; empty means "./data". With a
-	// StoreURL it holds only the per-host lock.
+	// DataDir is the data directory: the embedded store's, or, with a
+	// PostgreSQL store, only the per-host lock's; empty means "./data".
 	DataDir string
-	// StoreURL selects the store: empty means the embedded Badger store in
-	// DataDir; a postgres:// or postgresql:// URL means that PostgreSQL
-	// database (storekind.go lists what that mode refuses).
-	StoreURL string
 	// Listen is "unix:PATH" or a loopback "HOST:PORT"; empty means the default address every client resolves too ($SAVEPOINT_ADDR, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else unix:/run/savepoint/savepoint.sock).
 	Listen string
 	// SocketMode is the Unix socket's permission bits, 0600 or 0660 (to let a
@@ -49,13 +45,6 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// LogLevel is the least level logged; zero means slog.LevelInfo.
 	LogLevel slog.Level
-	// DiskReserveBytes is the free space on the data directory's filesystem
-	// below which writes are refused with DISK_FULL; zero means the store's
-	// default (two memtables, one value log file and 64 MiB: 144 MiB).
-	DiskReserveBytes uint64
-	// AcceptDataLoss serves a store that is behind its high-water mark,
-	// logging what was lost; false refuses to start.
-	AcceptDataLoss bool
 	// AllowUIDs and AllowGIDs restrict the Unix socket's callers to these
 	// uids and gids (primary or supplementary), read from the socket's peer
 	// credentials; both empty admit every process that can open the socket.
@@ -65,9 +54,6 @@ type Config struct {
 	// (TLS 1.3, mutual). All empty means plaintext, allowed only on a Unix
 	// socket or loopback TCP; a TCP listener beyond loopback needs all three.
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
-	// EncryptionKeyFile holds the store's AES key (16, 24 or 32 raw bytes);
-	// empty means the data files are not encrypted.
-	EncryptionKeyFile string
 	// MetricsAddr is the HOST:PORT serving Prometheus /metrics and
 	// /debug/pprof/; empty serves neither. It must be a loopback address
 	// unless MetricsAllowRemote.
@@ -168,7 +154,6 @@ func (c Config) Validate() error {
 		errs = append(errs, c.validateAccess(network)...)
 	}
 	errs = append(errs, c.validateObservability()...)
-	errs = append(errs, c.validateStore()...)
 	if c.SocketMode != 0o600 && c.SocketMode != 0o660 {
 		add("socket mode: %#o is not allowed; use 0600, or 0660 to let the socket's group connect", uint32(c.SocketMode))
 	}

@@ -46,7 +46,7 @@ func main() {
 // memoryLimit returns the soft memory limit savepointd sets: the
 // configured one, unless GOMEMLIMIT is set, in which case the runtime has
 // already taken that one and ok is false.
-func memoryLimit(cfg daemon.Config, env func(string) string) (limit int64, ok bool) {
+func memoryLimit(cfg config, env func(string) string) (limit int64, ok bool) {
 	if env("GOMEMLIMIT") != "" {
 		return 0, false
 	}
@@ -94,7 +94,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return code
 	case name == "repair-manifest":
 		return runRepair(cfg.DataDir, key, stdout, stderr)
-	case cfg.StoreURL != "":
+	case cfg.Store.URL != "":
 		return runPostgres(cfg, name == "verify", logger, stdout, stderr)
 	}
 	return runEmbedded(cfg, name, key, files, logger, stdout, stderr)
@@ -126,14 +126,14 @@ func answerParse(sub *subcommand, err error, stdout, stderr io.Writer) (code int
 // read, what checkOffline refuses, and a restore into a directory that
 // holds anything. It returns the encryption key; done is true, with the
 // exit code, when run must stop.
-func readyToOpen(name string, cfg daemon.Config, files []string, stderr io.Writer) (key []byte, code int, done bool) {
-	if why := refusedWithPostgres(name); cfg.StoreURL != "" && why != "" {
+func readyToOpen(name string, cfg config, files []string, stderr io.Writer) (key []byte, code int, done bool) {
+	if why := refusedWithPostgres(name); cfg.Store.URL != "" && why != "" {
 		fmt.Fprintf(stderr, "savepointd %s: not available with --store-url: %s\n", name, why)
 		return nil, exitConfig, true
 	}
-	if cfg.EncryptionKeyFile != "" {
+	if cfg.Store.EncryptionKeyFile != "" {
 		var err error
-		if key, err = badgerstore.ReadKeyFile(cfg.EncryptionKeyFile); err != nil {
+		if key, err = badgerstore.ReadKeyFile(cfg.Store.EncryptionKeyFile); err != nil {
 			fmt.Fprintf(stderr, "savepointd: %v\n", err)
 			return nil, exitConfig, true
 		}
@@ -150,8 +150,8 @@ func readyToOpen(name string, cfg daemon.Config, files []string, stderr io.Write
 	return key, exitOK, false
 }
 
-// runPostgres serves the PostgreSQL store cfg.StoreURL, or verifies it.
-func runPostgres(cfg daemon.Config, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
+// runPostgres serves the PostgreSQL store cfg.Store.URL, or verifies it.
+func runPostgres(cfg config, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
 	opened := daemon.NotifyStarting(logger) // a long wait for the database must not hit systemd's start timeout
 	store, release, err := openPostgres(cfg, logger, !verify)
 	opened()
@@ -169,10 +169,10 @@ func runPostgres(cfg daemon.Config, verify bool, logger *slog.Logger, stdout, st
 // runEmbedded opens the embedded store in cfg.DataDir and serves it, or
 // runs the command name on it: verify, backup (to files[0]) or restore
 // (from files).
-func runEmbedded(cfg daemon.Config, name string, key []byte, files []string, logger *slog.Logger, stdout, stderr io.Writer) int {
+func runEmbedded(cfg config, name string, key []byte, files []string, logger *slog.Logger, stdout, stderr io.Writer) int {
 	opened := daemon.NotifyStarting(logger) // a long log replay must not hit systemd's start timeout
 	store, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{
-		Logger: logger, DiskReserve: cfg.DiskReserveBytes, AcceptDataLoss: cfg.AcceptDataLoss,
+		Logger: logger, DiskReserve: cfg.Store.DiskReserveBytes, AcceptDataLoss: cfg.Store.AcceptDataLoss,
 		ExitAfterClose: true, EncryptionKey: key,
 		Retention: badgerstore.Retention{
 			Completed: cfg.RetainCompleted, Idle: cfg.RetainIdle, Revisions: cfg.RetainRevisions, Interval: cfg.GCInterval,
@@ -200,10 +200,10 @@ func runEmbedded(cfg daemon.Config, name string, key []byte, files []string, log
 // checkOffline refuses what a command that reads a stopped daemon's store
 // or backup files would otherwise create: a store where --data-dir names
 // none, or a restored store from files that do not exist.
-func checkOffline(name string, cfg daemon.Config, files []string) error {
+func checkOffline(name string, cfg config, files []string) error {
 	switch name {
 	case "verify":
-		if cfg.StoreURL != "" {
+		if cfg.Store.URL != "" {
 			return nil
 		}
 		return checkStoreDir(cfg.DataDir)
@@ -216,13 +216,13 @@ func checkOffline(name string, cfg daemon.Config, files []string) error {
 }
 
 // serve runs the daemon, or the verification, until a signal or a failure.
-func serve(cfg daemon.Config, store core.Store, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
+func serve(cfg config, store core.Store, verify bool, logger *slog.Logger, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if verify {
 		return runVerify(ctx, store, stdout, stderr)
 	}
-	if err := daemon.Run(ctx, cfg, store, logger); err != nil {
+	if err := daemon.Run(ctx, cfg.Config, store, logger); err != nil {
 		logger.Error("savepointd failed", "err", err)
 		if errors.Is(err, daemon.ErrConfig) {
 			return exitConfig
@@ -336,7 +336,7 @@ func runVersion(sub *subcommand, args []string, stdout, stderr io.Writer) int {
 
 // parseConfig reads serving's configuration from flags, then environment
 // variables, then defaults, in that order of precedence, and validates it.
-func parseConfig(args []string, env func(string) string, stderr io.Writer) (daemon.Config, error) {
+func parseConfig(args []string, env func(string) string, stderr io.Writer) (config, error) {
 	cfg, _, err := parseArgs(nil, args, env)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stderr, helpFlags())
@@ -356,8 +356,8 @@ type daemonFlags struct {
 // parseArgs reads the configuration of sub (nil: serving) as parseConfig
 // does, taking only the flags sub names, and returns the positional
 // arguments, checked against what sub takes.
-func parseArgs(sub *subcommand, args []string, env func(string) string) (daemon.Config, []string, error) {
-	cfg := daemon.DefaultConfig()
+func parseArgs(sub *subcommand, args []string, env func(string) string) (config, []string, error) {
+	cfg := defaultConfig()
 	f := newFlags(&cfg)
 	parse := f.fs
 	if sub != nil {
@@ -393,8 +393,8 @@ func parseArgs(sub *subcommand, args []string, env func(string) string) (daemon.
 }
 
 // validate checks a parsed configuration.
-func validate(cfg daemon.Config) error {
-	if err := cfg.Validate(); err != nil {
+func validate(cfg config) error {
+	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	if cfg.TLSCertFile != "" && cfg.TLSKeyFile != "" && cfg.TLSClientCAFile != "" {
@@ -411,13 +411,13 @@ func validate(cfg daemon.Config) error {
 
 // helpFlags is the flag set the help lists, with the defaults.
 func helpFlags() *flag.FlagSet {
-	cfg := daemon.DefaultConfig()
+	cfg := defaultConfig()
 	return newFlags(&cfg).fs
 }
 
 // newFlags defines every flag of savepointd on a new flag set, each
 // setting its field of cfg, whose values are the defaults.
-func newFlags(cfg *daemon.Config) daemonFlags {
+func newFlags(cfg *config) daemonFlags {
 	fs := flag.NewFlagSet("savepointd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	envVars := map[string]string{} // flag name -> environment variable
@@ -427,7 +427,7 @@ func newFlags(cfg *daemon.Config) daemonFlags {
 	}
 	fs.StringVar(&cfg.DataDir, name("data-dir", "SAVEPOINT_DATA_DIR"), cfg.DataDir,
 		"store `directory`; with --store-url it holds only the per-host lock (env SAVEPOINT_DATA_DIR)")
-	fs.StringVar(&cfg.StoreURL, name("store-url", "SAVEPOINT_STORE_URL"), cfg.StoreURL,
+	fs.StringVar(&cfg.Store.URL, name("store-url", "SAVEPOINT_STORE_URL"), cfg.Store.URL,
 		"empty: the embedded store in --data-dir; a postgres:// or postgresql:// `URL`: that PostgreSQL database (see Stores below) (env SAVEPOINT_STORE_URL)")
 	fs.StringVar(&cfg.Listen, name("listen", "SAVEPOINT_ADDR"), cfg.Listen,
 		"listen `address`: unix:PATH, a loopback HOST:PORT, or any HOST:PORT with mutual TLS (--tls-cert) (env SAVEPOINT_ADDR)")
@@ -443,9 +443,9 @@ func newFlags(cfg *daemon.Config) daemonFlags {
 		"`bytes` of checkpoint and messages in one response before the rest is paged (env SAVEPOINT_RESPONSE_BUDGET_BYTES)")
 	fs.DurationVar(&cfg.ShutdownTimeout, name("shutdown-timeout", "SAVEPOINT_SHUTDOWN_TIMEOUT"), cfg.ShutdownTimeout,
 		"graceful stop deadline (env SAVEPOINT_SHUTDOWN_TIMEOUT)")
-	fs.Uint64Var(&cfg.DiskReserveBytes, name("disk-reserve-bytes", "SAVEPOINT_DISK_RESERVE_BYTES"), cfg.DiskReserveBytes,
+	fs.Uint64Var(&cfg.Store.DiskReserveBytes, name("disk-reserve-bytes", "SAVEPOINT_DISK_RESERVE_BYTES"), cfg.Store.DiskReserveBytes,
 		"free `bytes` the data directory's filesystem keeps; below it writes get DISK_FULL (0: 144 MiB) (env SAVEPOINT_DISK_RESERVE_BYTES)")
-	fs.BoolVar(&cfg.AcceptDataLoss, name("accept-data-loss", "SAVEPOINT_ACCEPT_DATA_LOSS"), cfg.AcceptDataLoss,
+	fs.BoolVar(&cfg.Store.AcceptDataLoss, name("accept-data-loss", "SAVEPOINT_ACCEPT_DATA_LOSS"), cfg.Store.AcceptDataLoss,
 		"serve a store that is behind its high-water mark, logging what was lost (env SAVEPOINT_ACCEPT_DATA_LOSS)")
 	fs.DurationVar(&cfg.RetainCompleted, name("retain-completed", "SAVEPOINT_RETAIN_COMPLETED"), cfg.RetainCompleted,
 		"delete a completed or failed session this `long` after its completion; 0 keeps it (env SAVEPOINT_RETAIN_COMPLETED)")

@@ -41,12 +41,12 @@ func TestParseConfigPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := daemon.Config{
+	want := config{Config: daemon.Config{
 		DataDir: "/env/data", Listen: "unix:/env/s.sock", SocketMode: 0o660,
 		MaxRequestBytes: 4000000, MaxMessageBytes: 1000000, MaxStateBytes: 500000, ResponseBudgetBytes: 2000000,
 		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug, MemoryLimit: 96 << 20,
 		RetainCompleted: 168 * time.Hour, RetainIdle: 720 * time.Hour, RetainRevisions: 20, GCInterval: 5 * time.Minute,
-	}
+	}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("from env: %+v, want %+v", cfg, want)
 	}
@@ -60,12 +60,12 @@ func TestParseConfigPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = daemon.Config{
+	want = config{Config: daemon.Config{
 		DataDir: "/flag/data", Listen: "127.0.0.1:7000", SocketMode: 0o600,
 		MaxRequestBytes: 3000000, MaxMessageBytes: 900000, MaxStateBytes: 400000, ResponseBudgetBytes: 1000000,
 		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn, MemoryLimit: 100000000,
 		RetainCompleted: time.Hour, RetainIdle: 2 * time.Hour, RetainRevisions: 3, GCInterval: time.Minute,
-	}
+	}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("flags over env: %+v, want %+v", cfg, want)
 	}
@@ -75,7 +75,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if def := daemon.DefaultConfig(); !reflect.DeepEqual(cfg, def) {
+	if def := defaultConfig(); !reflect.DeepEqual(cfg, def) {
 		t.Errorf("defaults: %+v, want %+v", cfg, def)
 	}
 }

@@ -40,7 +40,7 @@ func (c migrateConfig) Validate() error {
 	case c.To == "":
 		return errors.New("--to is required: the postgres:// or postgresql:// URL to copy into")
 	case !strings.HasPrefix(c.To, "postgres://") && !strings.HasPrefix(c.To, "postgresql://"):
-		return fmt.Errorf("--to %q is not a postgres:// or postgresql:// URL", daemon.RedactURL(c.To))
+		return fmt.Errorf("--to %q is not a postgres:// or postgresql:// URL", redactURL(c.To))
 	}
 	return nil
 }
@@ -104,12 +104,12 @@ func runMigrate(sub *subcommand, args []string, env func(string) string, stdout,
 	defer stop()
 	src, err := badgerstore.Open(cfg.DataDir, badgerstore.Options{Logger: logger, EncryptionKey: key})
 	if err != nil {
-		return openStoreError(daemon.Config{DataDir: cfg.DataDir}, err, stderr)
+		return openStoreError(config{Config: daemon.Config{DataDir: cfg.DataDir}}, err, stderr)
 	}
 	defer src.Close()
 	dst, err := pgstore.Open(ctx, cfg.To, pgstore.Options{Logger: logger})
 	if err != nil {
-		return openStoreError(daemon.Config{DataDir: cfg.DataDir}, err, stderr)
+		return openStoreError(config{Config: daemon.Config{DataDir: cfg.DataDir}}, err, stderr)
 	}
 	defer dst.Close()
 	m := &migration{cfg: cfg, src: src, dst: dst, stdout: stdout, stderr: stderr}
@@ -141,7 +141,7 @@ func (m *migration) run(ctx context.Context) int {
 	if err != nil {
 		return m.fail("read %s: %v", m.cfg.DataDir, err)
 	}
-	target := daemon.RedactURL(m.cfg.To)
+	target := redactURL(m.cfg.To)
 	if info.EpochFloor > 0 {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: %s removed expired tombstones up to epoch %d, and the PostgreSQL store keeps no epoch floor: a deleted session's stale writers would not stay fenced; nothing copied\n", m.cfg.DataDir, info.EpochFloor)
 		return exitData

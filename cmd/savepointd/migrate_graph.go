@@ -11,7 +11,6 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 )
@@ -25,7 +24,7 @@ type graphCopied struct {
 // copyGraph copies every graph thread of the source, one transaction per
 // thread, and checks that every graph record the source holds was copied.
 func (m *migration) copyGraph(ctx context.Context, info badgerstore.ExportInfo) int {
-	target := daemon.RedactURL(m.cfg.To)
+	target := redactURL(m.cfg.To)
 	g := &m.graph
 	last := time.Now()
 	err := m.src.ExportGraph(ctx, func(d *core.GraphThreadDump) error {
@@ -86,7 +85,7 @@ func (m *migration) copyGraph(ctx context.Context, info badgerstore.ExportInfo) 
 // core.GraphStore (every checkpoint tuple listed, and each namespace's
 // latest).
 func (m *migration) compareGraph(ctx context.Context) int {
-	target := daemon.RedactURL(m.cfg.To)
+	target := redactURL(m.cfg.To)
 	n := 0
 	last := time.Now()
 	err := m.src.ExportGraph(ctx, func(want *core.GraphThreadDump) error {

@@ -80,7 +80,7 @@ func TestPostgresTakesTheDataDirLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	cfg := daemon.Config{DataDir: dir, StoreURL: "postgres://127.0.0.1:1/db?connect_timeout=1"}
+	cfg := config{Config: daemon.Config{DataDir: dir}, Store: storeConfig{URL: "postgres://127.0.0.1:1/db?connect_timeout=1"}}
 	_, _, err = openPostgres(cfg, slog.New(slog.DiscardHandler), false)
 	if !errors.Is(err, badgerstore.ErrLocked) || !strings.Contains(err.Error(), filepath.Join(dir, badgerstore.LockFile)) {
 		t.Fatalf("openPostgres with the lock held: %v, want ErrLocked naming %s", err, badgerstore.LockFile)

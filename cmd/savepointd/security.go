@@ -6,15 +6,13 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
-
-	"github.com/savepoint-dev/savepoint/daemon"
 )
 
 // addSecurityFlags defines the access control, TLS, encryption, metrics and
 // log format flags; name records each flag's environment variable. It
 // returns the list flags, which parseConfig marks so that a flag replaces
 // the environment's list instead of adding to it.
-func addSecurityFlags(fs *flag.FlagSet, cfg *daemon.Config, name func(flagName, envVar string) string) []*idList {
+func addSecurityFlags(fs *flag.FlagSet, cfg *config, name func(flagName, envVar string) string) []*idList {
 	uids := &idList{ids: &cfg.AllowUIDs, lookup: lookupUser}
 	gids := &idList{ids: &cfg.AllowGIDs, lookup: lookupGroup}
 	fs.Var(uids, name("allow-uid", "SAVEPOINT_ALLOW_UID"),
@@ -27,7 +25,7 @@ func addSecurityFlags(fs *flag.FlagSet, cfg *daemon.Config, name func(flagName, 
 		"server private key PEM `file` (env SAVEPOINT_SERVER_TLS_KEY)")
 	fs.StringVar(&cfg.TLSClientCAFile, name("tls-client-ca", "SAVEPOINT_SERVER_TLS_CLIENT_CA"), cfg.TLSClientCAFile,
 		"PEM `file` of the CAs client certificates must chain to (env SAVEPOINT_SERVER_TLS_CLIENT_CA)")
-	fs.StringVar(&cfg.EncryptionKeyFile, name("encryption-key-file", "SAVEPOINT_ENCRYPTION_KEY_FILE"), cfg.EncryptionKeyFile,
+	fs.StringVar(&cfg.Store.EncryptionKeyFile, name("encryption-key-file", "SAVEPOINT_ENCRYPTION_KEY_FILE"), cfg.Store.EncryptionKeyFile,
 		"`file` of 16, 24 or 32 raw bytes: the AES key that encrypts the data directory (env SAVEPOINT_ENCRYPTION_KEY_FILE)")
 	fs.StringVar(&cfg.MetricsAddr, name("metrics-addr", "SAVEPOINT_METRICS_ADDR"), cfg.MetricsAddr,
 		"serve Prometheus /metrics and /debug/pprof/ on this loopback `HOST:PORT` (env SAVEPOINT_METRICS_ADDR)")

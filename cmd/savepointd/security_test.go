@@ -29,7 +29,7 @@ func TestParseSecurityFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(cfg.AllowUIDs, []uint32{5, 6}) || !slices.Equal(cfg.AllowGIDs, []uint32{7}) ||
-		cfg.EncryptionKeyFile != "/env/key" || cfg.MetricsAddr != "127.0.0.1:9100" || cfg.LogFormat != "json" {
+		cfg.Store.EncryptionKeyFile != "/env/key" || cfg.MetricsAddr != "127.0.0.1:9100" || cfg.LogFormat != "json" {
 		t.Errorf("from env: %+v", cfg)
 	}
 	// Flags replace the environment's lists; repeats and commas add up; names resolve.

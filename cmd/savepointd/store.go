@@ -17,7 +17,6 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 )
@@ -85,16 +84,16 @@ var errStopped = errors.New("stopped while waiting for the database")
 // it can or a signal stops savepointd (errStopped): a fleet's sidecars must
 // outlast an outage of the database, not fail their unit. The store's Close
 // does not release the lock: the returned release does, after it.
-func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (core.Store, func(), error) {
+func openPostgres(cfg config, logger *slog.Logger, wait bool) (core.Store, func(), error) {
 	lock, err := badgerstore.LockDir(cfg.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	logger.Info("opening the PostgreSQL store", "store_url", daemon.RedactURL(cfg.StoreURL), "schema", pgstore.DefaultSchema)
+	logger.Info("opening the PostgreSQL store", "store_url", redactURL(cfg.Store.URL), "schema", pgstore.DefaultSchema)
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-		s, err := pgstore.Open(ctx, cfg.StoreURL, pgstore.Options{Logger: logger})
+		s, err := pgstore.Open(ctx, cfg.Store.URL, pgstore.Options{Logger: logger})
 		if err == nil {
 			return s, func() { lock.Close() }, nil
 		}
@@ -117,7 +116,7 @@ func openPostgres(cfg daemon.Config, logger *slog.Logger, wait bool) (core.Store
 
 // openStoreError maps an error of opening a store to savepointd's exit
 // code, printing it.
-func openStoreError(cfg daemon.Config, err error, stderr io.Writer) int {
+func openStoreError(cfg config, err error, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, badgerstore.ErrLocked):
 		fmt.Fprintf(stderr, "savepointd: cannot lock data directory %s: %v\n", cfg.DataDir, err)

@@ -9,6 +9,7 @@ import {
   NotRunError,
   ResultsMismatchError,
   SavepointError,
+  SessionCompletedError,
   SessionExistsError,
   SessionFencedError,
   sentence,
@@ -80,13 +81,14 @@ export class Session {
       await create();
     } catch (err) {
       let exists = err;
-      if (err instanceof SessionFencedError) {
+      if (err instanceof SessionFencedError || err instanceof SessionCompletedError) {
         // A create carries epoch 0, which the daemon fences once the
-        // existing session has been resumed: the session exists.
+        // existing session has been resumed, and refuses on a completed
+        // session: either way the session exists.
         exists = new SessionExistsError({
           code: err.code,
           reason: err.reason,
-          message: `session ${JSON.stringify(id)} exists and has been resumed: ${err.details}`,
+          message: `session ${JSON.stringify(id)} exists (resumed or completed): ${err.details}`,
           metadata: { ...err.metadata },
           cause: err,
         });
