@@ -220,45 +220,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	target, socket, _ := dialTarget(cfg.Addr)
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, socket, err := connect(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	wctx, wcancel := context.WithTimeout(ctx, cfg.Wait)
-	err = client.WaitServing(wctx, cfg.Addr)
-	wcancel()
-	if err != nil {
-		return nil, fmt.Errorf("savepointd at %s: %w", cfg.Addr, err)
-	}
 	res := &Result{Config: cfg}
-	pid, how := cfg.PID, "--pid"
-	if pid == 0 && socket != "" {
-		if p, err := peerPID(socket); err == nil && p > 0 {
-			pid, how = p, "the socket's peer"
-		}
+	rss, how, err := sampleIdle(cfg, socket, res)
+	if err != nil {
+		return nil, err
 	}
-	var rss *rssSampler
-	if pid > 0 {
-		rss = &rssSampler{pid: pid}
-		if res.RSSIdle, err = rss.read(); err != nil {
-			return nil, fmt.Errorf("savepointd pid %d (from %s): %w", pid, how, err)
-		}
-		res.IdleAnon, _ = rss.readField("RssAnon:")
-		res.PID = pid
-	}
-
-	fmt.Fprintf(out, "savepoint-load: %d sessions, %v", cfg.Sessions, cfg.Duration)
-	if cfg.MaxSaves > 0 {
-		fmt.Fprintf(out, " or %d saves", cfg.MaxSaves)
-	}
-	fmt.Fprintf(out, ", %d message(s) of %d bytes per save, against %s\n", cfg.History, cfg.MessageBytes, cfg.Addr)
-	if pid > 0 {
-		fmt.Fprintf(out, "savepointd pid %d (from %s): RSS %s before the load\n", pid, how, mib(res.RSSIdle))
-	} else {
-		fmt.Fprintln(out, "savepointd's pid unknown (no --pid, not a Unix socket): RSS not sampled")
-	}
+	printStart(out, cfg, res.PID, how, res.RSSIdle)
 
 	l := &load{cfg: cfg, client: savepointv1.NewSavepointServiceClient(conn), stop: make(chan struct{}),
 		runID: uuid.NewString()[:8]}
@@ -288,7 +260,79 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		}
 	}()
 
-	// Sample RSS every second and print progress every ten.
+	samplerDone := l.sample(out, rss, res)
+	workers := l.runWorkers(start)
+	res.Elapsed = time.Since(start)
+	l.halt()
+	<-samplerDone
+	l.markWarm() // a run too short to reach its warm-up end
+	if rss != nil && res.RSSErr == nil {
+		sampleEnd(ctx, cfg, rss, res)
+	}
+	res.Saves, res.Turns = l.saves.Load(), l.turns.Load()
+	collect(res, cfg, workers)
+	res.Print(out)
+	return res, nil
+}
+
+// connect dials cfg.Addr and waits, up to cfg.Wait, until savepointd
+// serves; socket is the Unix socket's path, or "".
+func connect(ctx context.Context, cfg Config) (conn *grpc.ClientConn, socket string, err error) {
+	target, socket, _ := dialTarget(cfg.Addr)
+	conn, err = grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, "", err
+	}
+	wctx, wcancel := context.WithTimeout(ctx, cfg.Wait)
+	err = client.WaitServing(wctx, cfg.Addr)
+	wcancel()
+	if err != nil {
+		conn.Close()
+		return nil, "", fmt.Errorf("savepointd at %s: %w", cfg.Addr, err)
+	}
+	return conn, socket, nil
+}
+
+// sampleIdle finds savepointd's pid, from --pid or else the socket's peer,
+// and records its idle RSS in res; rss is nil when the pid is unknown, and
+// how says where the pid came from.
+func sampleIdle(cfg Config, socket string, res *Result) (rss *rssSampler, how string, err error) {
+	pid, how := cfg.PID, "--pid"
+	if pid == 0 && socket != "" {
+		if p, err := peerPID(socket); err == nil && p > 0 {
+			pid, how = p, "the socket's peer"
+		}
+	}
+	if pid <= 0 {
+		return nil, how, nil
+	}
+	rss = &rssSampler{pid: pid}
+	if res.RSSIdle, err = rss.read(); err != nil {
+		return nil, how, fmt.Errorf("savepointd pid %d (from %s): %w", pid, how, err)
+	}
+	res.IdleAnon, _ = rss.readField("RssAnon:")
+	res.PID = pid
+	return rss, how, nil
+}
+
+// printStart says what the run will do, and savepointd's RSS before it.
+func printStart(out io.Writer, cfg Config, pid int, how string, idle int64) {
+	fmt.Fprintf(out, "savepoint-load: %d sessions, %v", cfg.Sessions, cfg.Duration)
+	if cfg.MaxSaves > 0 {
+		fmt.Fprintf(out, " or %d saves", cfg.MaxSaves)
+	}
+	fmt.Fprintf(out, ", %d message(s) of %d bytes per save, against %s\n", cfg.History, cfg.MessageBytes, cfg.Addr)
+	if pid > 0 {
+		fmt.Fprintf(out, "savepointd pid %d (from %s): RSS %s before the load\n", pid, how, mib(idle))
+	} else {
+		fmt.Fprintln(out, "savepointd's pid unknown (no --pid, not a Unix socket): RSS not sampled")
+	}
+}
+
+// sample samples RSS (when rss is not nil) every second into res, and
+// prints progress every ten, until the load stops; the channel it returns
+// is closed when it has.
+func (l *load) sample(out io.Writer, rss *rssSampler, res *Result) <-chan struct{} {
 	samplerDone := make(chan struct{})
 	go func() {
 		defer close(samplerDone)
@@ -318,8 +362,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 			}
 		}
 	}()
+	return samplerDone
+}
 
-	workers := make([]*worker, cfg.Sessions)
+// runWorkers runs one agent loop per session until the load stops.
+func (l *load) runWorkers(start time.Time) []*worker {
+	workers := make([]*worker, l.cfg.Sessions)
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &worker{load: l, id: i, rng: rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano()))), errs: map[errKey]*ErrorCount{}}
@@ -327,31 +375,34 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		wg.Go(w.run)
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	l.halt()
-	<-samplerDone
-	l.markWarm() // a run too short to reach its warm-up end
-	if rss != nil && res.RSSErr == nil {
-		if res.RSSEnd, err = rss.read(); err != nil {
-			res.RSSErr = err
-		}
-		res.RSSMax = max(res.RSSMax, res.RSSEnd, res.RSSWarm)
-		res.RSSPeak, _ = rss.readField("VmHWM:")
-		res.EndAnon, _ = rss.readField("RssAnon:")
-		res.EndFile, _ = rss.readField("RssFile:")
-		res.AnonMax = max(res.AnonMax, res.EndAnon, res.WarmAnon)
-		res.CPUEnd, _ = rss.cpu()
-		if cfg.Settle > 0 {
-			select {
-			case <-time.After(cfg.Settle):
-			case <-ctx.Done():
-			}
-			res.RSSSettled, _ = rss.read()
-			res.SettledAnon, _ = rss.readField("RssAnon:")
-		}
-	}
+	return workers
+}
 
-	res.Saves, res.Turns = l.saves.Load(), l.turns.Load()
+// sampleEnd records savepointd's RSS, peak and CPU at the end of the load,
+// and, after cfg.Settle, its settled RSS.
+func sampleEnd(ctx context.Context, cfg Config, rss *rssSampler, res *Result) {
+	var err error
+	if res.RSSEnd, err = rss.read(); err != nil {
+		res.RSSErr = err
+	}
+	res.RSSMax = max(res.RSSMax, res.RSSEnd, res.RSSWarm)
+	res.RSSPeak, _ = rss.readField("VmHWM:")
+	res.EndAnon, _ = rss.readField("RssAnon:")
+	res.EndFile, _ = rss.readField("RssFile:")
+	res.AnonMax = max(res.AnonMax, res.EndAnon, res.WarmAnon)
+	res.CPUEnd, _ = rss.cpu()
+	if cfg.Settle > 0 {
+		select {
+		case <-time.After(cfg.Settle):
+		case <-ctx.Done():
+		}
+		res.RSSSettled, _ = rss.read()
+		res.SettledAnon, _ = rss.readField("RssAnon:")
+	}
+}
+
+// collect sums the workers' latencies per RPC and their errors into res.
+func collect(res *Result, cfg Config, workers []*worker) {
 	errs := map[errKey]*ErrorCount{}
 	for i := range numRPCs {
 		st := RPCStats{Name: rpcNames[i]}
@@ -375,8 +426,6 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		res.Errors = append(res.Errors, *e)
 	}
 	slices.SortFunc(res.Errors, func(a, b ErrorCount) int { return b.Count - a.Count })
-	res.Print(out)
-	return res, nil
 }
 
 // Print writes the report.
