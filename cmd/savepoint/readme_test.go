@@ -67,4 +67,3 @@ func TestReadmeCLI(t *testing.T) {
 	seedDoc(t, d.Client)
 	checkDocCommands(t, readme, cmds, work, d.Socket, []string{"SAVEPOINT_ADDR=unix:" + d.Socket}, nil)
 }
-
