@@ -366,3 +366,27 @@ func TestOperationsDocExitCodes(t *testing.T) {
 		t.Errorf("%s lists exit codes %v; the help lists %v", operationsDoc, got, want)
 	}
 }
+
+// TestOperationsBackupDoc runs the savepoint commands of docs/operations.md's
+// "Backup and restore", in order, against a live daemon, and checks that each
+// one succeeds and writes its file.
+func TestOperationsBackupDoc(t *testing.T) {
+	bin := t.TempDir()
+	linkSavepoint(t, bin)
+	cmds := docCommands(t, operationsDoc, "## Backup and restore")
+	if len(cmds) < 2 {
+		t.Fatalf("%s's backup section has %d savepoint commands", operationsDoc, len(cmds))
+	}
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	seedDoc(t, d.Client)
+	work := t.TempDir()
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "SAVEPOINT_ADDR=unix:" + d.Socket}
+	checkDocCommands(t, operationsDoc, cmds, work, d.Socket, env, nil)
+	for _, c := range cmds {
+		if f := strings.Fields(c.text); len(f) > 2 && f[len(f)-2] == "-o" {
+			if fi, err := os.Stat(filepath.Join(work, f[len(f)-1])); err != nil || fi.Size() == 0 {
+				t.Errorf("%s:%d: %s wrote no file: %v", operationsDoc, c.line, c.text, err)
+			}
+		}
+	}
+}

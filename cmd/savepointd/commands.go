@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/savepoint-dev/savepoint/internal/cli"
+	"github.com/savepoint-dev/savepoint/internal/version"
 )
 
 // subcommand is one of savepointd's commands besides serving: its name, its
@@ -200,4 +204,26 @@ func errorLine(s *subcommand, err error) string {
 		help = "savepointd " + s.name + " -h"
 	}
 	return fmt.Sprintf("%s: %s (%s lists the flags)", s.prefix(), strings.TrimSpace(err.Error()), help)
+}
+
+// runVersion is "savepointd version".
+func runVersion(sub *subcommand, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(sub.prefix(), flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	pos, err := cli.Interspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printCommandHelp(stdout, sub, nil)
+		return exitOK
+	} else if err != nil {
+		err = flagError{err}
+	}
+	if err == nil {
+		err = sub.checkArgs(pos)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, errorLine(sub, err))
+		return exitConfig
+	}
+	fmt.Fprintln(stdout, "savepointd", version.String())
+	return exitOK
 }

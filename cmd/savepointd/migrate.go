@@ -148,7 +148,7 @@ func (m *migration) run(ctx context.Context) int {
 	}
 	withGraph := info.GraphThreads > 0 && !m.cfg.SkipGraphThreads
 	if info.GraphThreads > 0 && !withGraph {
-		fmt.Fprintf(m.stderr, "savepointd migrate-store: WARNING: skipping %d graph threads (GraphCheckpointService); they stay in %s only\n", info.GraphThreads, m.cfg.DataDir)
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: WARNING: skipping %s (GraphCheckpointService); they stay in %s only\n", cli.Count(info.GraphThreads, "graph thread"), m.cfg.DataDir)
 	}
 	empty, err := m.dst.Empty(ctx)
 	if err != nil {
@@ -219,14 +219,16 @@ func (m *migration) run(ctx context.Context) int {
 	if len(rep.Damaged) > 0 {
 		return m.fail("verify %s: %s after the copy, the first %q: %s", target, cli.Count(len(rep.Damaged), "damaged session"), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
 	}
-	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %d sessions (%d live, %d tombstones), %d revisions, %d messages, %d ledger calls, %d request ids; every live session compared equal; verify checked %d records, 0 damaged\n",
-		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), m.live+m.tombs, m.live, m.tombs,
-		m.revisions, m.messages, m.calls, m.requests, rep.CheckedRecords)
+	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %s (%d live, %s), %s, %s, %s, %s; every live session compared equal; verify checked %s, 0 damaged\n",
+		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), cli.Count(m.live+m.tombs, "session"), m.live,
+		cli.Count(m.tombs, "tombstone"), cli.Count(m.revisions, "revision"), cli.Count(m.messages, "message"), cli.Count(m.calls, "ledger call"),
+		cli.Count(m.requests, "request id"), cli.Count(rep.CheckedRecords, "record"))
 	if g := m.graph; withGraph {
-		fmt.Fprintf(m.stdout, "copied %d graph threads (%d tombstones), %d checkpoints, %d blobs, %d pending writes, %d graph request ids, %d MiB of values; every graph thread compared equal\n",
-			g.threads, g.tombs, g.checkpoints, g.blobs, g.writes, g.requests, g.bytes>>20)
+		fmt.Fprintf(m.stdout, "copied %s (%s), %s, %s, %s, %s, %d MiB of values; every graph thread compared equal\n",
+			cli.Count(g.threads, "graph thread"), cli.Count(g.tombs, "tombstone"), cli.Count(g.checkpoints, "checkpoint"), cli.Count(g.blobs, "blob"),
+			cli.Count(g.writes, "pending write"), cli.Count(g.requests, "graph request id"), g.bytes>>20)
 	} else if info.GraphThreads > 0 {
-		fmt.Fprintf(m.stdout, "skipped %d graph threads: they are not in %s\n", info.GraphThreads, target)
+		fmt.Fprintf(m.stdout, "skipped %s: they are not in %s\n", cli.Count(info.GraphThreads, "graph thread"), target)
 	}
 	return exitOK
 }

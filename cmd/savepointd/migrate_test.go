@@ -111,7 +111,7 @@ func TestMigrateStore(t *testing.T) {
 	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db)}, envOf(nil), &stdout, &stderr); code != exitOK {
 		t.Fatalf("migrate-store: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"4 sessions (3 live, 1 tombstones)", "every live session compared equal", "0 damaged"} {
+	for _, want := range []string{"4 sessions (3 live, 1 tombstone)", "every live session compared equal", "0 damaged"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
 		}
@@ -292,14 +292,14 @@ func TestMigrateStoreGraphThreads(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(srv.NewDatabase(t))}, envOf(nil), &stdout, &stderr); code != exitOK ||
-		!strings.Contains(stdout.String(), "copied 1 graph threads (0 tombstones), 1 checkpoints") || !strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstones)") {
+		!strings.Contains(stdout.String(), "copied 1 graph thread (0 tombstones), 1 checkpoint") || !strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstone)") {
 		t.Fatalf("a store with graph threads: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 	stdout.Reset()
 	stderr.Reset()
 	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(srv.NewDatabase(t)), "--skip-graph-threads"}, envOf(nil), &stdout, &stderr); code != exitOK ||
-		!strings.Contains(stderr.String(), "WARNING: skipping 1 graph threads") || !strings.Contains(stdout.String(), "skipped 1 graph threads") ||
-		!strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstones)") || strings.Contains(stdout.String(), "copied 1 graph") {
+		!strings.Contains(stderr.String(), "WARNING: skipping 1 graph thread") || !strings.Contains(stdout.String(), "skipped 1 graph thread") ||
+		!strings.Contains(stdout.String(), "4 sessions (3 live, 1 tombstone)") || strings.Contains(stdout.String(), "copied 1 graph") {
 		t.Fatalf("--skip-graph-threads: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 }

@@ -98,9 +98,10 @@ func TestMakeBuildVersion(t *testing.T) {
 		t.Errorf("in the checkout: %q, want both to report %q", got, want)
 	}
 
-	// The tree's Go sources and build files, copied where no git repository encloses them.
+	// The Go sources and build files of the working tree, untracked ones too,
+	// copied where no git repository encloses them.
 	copyDir := t.TempDir()
-	files, err := exec.Command("git", "-C", root, "ls-files", "-z", "--", "Makefile", "mk", "go.mod", "go.sum", "*.go").Output()
+	files, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "Makefile", "mk", "go.mod", "go.sum", "*.go").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
