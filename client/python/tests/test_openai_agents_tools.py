@@ -266,6 +266,36 @@ def _listed_call(daemon: Any, sid: str, owner: dict[str, Any], *, name: str = "a
             c.raw.BeginEffect(pb.BeginEffectRequest(session_id=sid, tool_use_id="c1", epoch=r.epoch))
 
 
+def test_recorded_call_saved_by_its_owner_meanwhile(daemon: Any, sid: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save refused with CALL_ALREADY_RECORDED for a call whose owner then
+    saves it as no longer pending (before this writer can settle it) is
+    planned again on the new revision, not failed."""
+    from savepoint.openai_agents import _tools
+
+    _listed_call(daemon, sid, {"host": "elsewhere", "pid": 1, "start": ""})
+    with Client(daemon.addr) as c:
+        c.raw.RecordEffect(pb.RecordEffectRequest(session_id=sid, tool_use_id="c1", name="act", output="done"))
+    s = SavepointSession(sid, daemon.addr)
+    asyncio.run(s._load(history=False))  # s now plans on the revision with c1 pending and recorded
+    orig = _tools._resolutions
+
+    async def owner_saves_first(sess: SavepointSession) -> dict[str, pb.Resolution]:
+        with Client(daemon.addr) as c:
+            cp, _ = c.get_session(sid)
+            c.raw.SaveCheckpoint(pb.SaveCheckpointRequest(
+                session_id=sid, expected_revision=cp.revision, epoch=cp.epoch, request_id="00000000-0000-4000-8000-000000000002",
+                task=cp.task, state_json=cp.state_json,
+            ))
+        return await orig(sess)
+
+    monkeypatch.setattr(_tools, "_resolutions", owner_saves_first)
+    asyncio.run(s.add_items([{"role": "user", "content": "meanwhile"}]))
+    monkeypatch.setattr(_tools, "_resolutions", orig)
+    items = asyncio.run(s.get_items())
+    assert [it.get("content") for it in items[:2]] == ["go", "meanwhile"]
+    assert items[3] == {"type": "function_call_output", "call_id": "c1", "output": "done"}
+
+
 def test_interrupted_call_of_an_unknown_tool(daemon: Any, sid: str) -> None:
     """A call that never started, of a tool this process does not have, is
     answered with an error output saying it was not run, not run blindly."""

@@ -17,7 +17,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agents.items import TResponseInputItem
@@ -307,10 +307,7 @@ class SavepointSession:
     def _remember(self, v: View) -> None:
         with self._lock:
             if self._cached is None or v.revision >= self._cached.revision:
-                self._cached = View(
-                    revision=v.revision, epoch=v.epoch, count=v.count, task=v.task, turn=v.turn,
-                    tokens_used=v.tokens_used, labels=dict(v.labels), state_json=v.state_json, pending=list(v.pending),
-                )
+                self._cached = replace(v, labels=dict(v.labels), pending=list(v.pending), items=None)
 
     async def mutate(self, plan: Planner, *, history: bool = False) -> Any:
         """Make one change: plan it on the latest revision this process knows
@@ -326,8 +323,7 @@ class SavepointSession:
             if fresh or cached is None:
                 v = await self._load(history=history)
             else:
-                v = View(**{k: getattr(cached, k) for k in View.__dataclass_fields__})
-                v.pending, v.labels = list(cached.pending), dict(cached.labels)
+                v = replace(cached, pending=list(cached.pending), labels=dict(cached.labels))
             ch = plan(v)
             if asyncio.iscoroutine(ch):
                 ch = await ch
@@ -358,12 +354,14 @@ class SavepointSession:
                 await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * (attempt + 1))))
                 continue
             except CallAlreadyRecordedError:
-                # A pending tool use was recorded by a process that died
-                # before the save that stops it pending: settle it, then
-                # plan again; when there is none, the refused one is new.
+                # A pending tool use was recorded and its process has not
+                # (yet, or ever) saved it as no longer pending: settle it and
+                # plan again. When none is left to settle and the session has
+                # not moved on (its owner saved it meanwhile), the refused
+                # tool use is one this change adds.
                 from savepoint.openai_agents._tools import settle_recorded
 
-                if not await settle_recorded(self):
+                if not await settle_recorded(self) and (await self._load(history=False)).revision == v.revision:
                     raise
                 fresh = True
                 continue
