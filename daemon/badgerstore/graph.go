@@ -128,6 +128,57 @@ func inlineValue(v core.GraphValue) *storagev1.GraphValueRecord {
 	return &storagev1.GraphValueRecord{Type: v.Type, Data: v.Data, Size: int64(len(v.Data))}
 }
 
+// putWrites stages w's writes in t as PutWrites stores them, value(i) being
+// the stored value of w.Writes[i]. The chunks of a value not stored (its
+// write already is) and of a write it replaces are deleted.
+func (s *Store) putWrites(t *tx, w *core.GraphWrites, fp []byte, value func(i int) *storagev1.GraphValueRecord) (core.GraphWritesResult, error) {
+	var res core.GraphWritesResult
+	already, err := checkRequest(t, w.ThreadID, w.RequestID, fp)
+	if err != nil || already {
+		res.AlreadyApplied = already
+		return res, err
+	}
+	h, err := threadHead(t, w.ThreadID)
+	if err != nil {
+		return res, err
+	}
+	if h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, w.CheckpointID) {
+		_, exists, err := t.get(graphCheckpointKey(w.ThreadID, w.NS, w.CheckpointID))
+		if err != nil {
+			return res, err
+		}
+		if !exists {
+			res.DroppedLate = true
+			return res, nil
+		}
+	}
+	upsert := w.IsUpsert()
+	for i, x := range w.Writes {
+		key := graphWriteKey(w.ThreadID, w.NS, w.CheckpointID, w.TaskID, x.Idx)
+		v := value(i)
+		raw, exists, err := t.get(key)
+		if err != nil {
+			return res, err
+		}
+		if exists && !upsert {
+			deleteChunks(t, w.ThreadID, v) // staged by an upload, not needed
+			continue
+		}
+		var old storagev1.GraphWriteRecord
+		if exists && decodeValue(key, raw, &old) == nil { // a damaged one is replaced all the same
+			deleteChunks(t, w.ThreadID, old.Value)
+		}
+		if err := put(t, key, &storagev1.GraphWriteRecord{TaskPath: w.TaskPath, Channel: x.Channel, Value: v}); err != nil {
+			return res, err
+		}
+		res.Written++
+	}
+	if err := s.touchThread(t, w.ThreadID, h); err != nil {
+		return res, err
+	}
+	return res, putRequest(t, w.ThreadID, w.RequestID, fp)
+}
+
 // deleteChunks deletes the chunks of a stored value, if it has any.
 func deleteChunks(t *tx, thread string, v *storagev1.GraphValueRecord) {
 	if v == nil || len(v.ChunkOwner) == 0 {
@@ -240,46 +291,9 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 	}
 	var res core.GraphWritesResult
 	err := s.update(func(t *tx) error {
-		already, err := checkRequest(t, w.ThreadID, w.RequestID, fp)
-		if err != nil || already {
-			res.AlreadyApplied = already
-			return err
-		}
-		h, err := threadHead(t, w.ThreadID)
-		if err != nil {
-			return err
-		}
-		if h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, w.CheckpointID) {
-			_, exists, err := t.get(graphCheckpointKey(w.ThreadID, w.NS, w.CheckpointID))
-			if err != nil {
-				return err
-			}
-			if !exists {
-				res.DroppedLate = true
-				return nil
-			}
-		}
-		upsert := w.IsUpsert()
-		for _, x := range w.Writes {
-			key := graphWriteKey(w.ThreadID, w.NS, w.CheckpointID, w.TaskID, x.Idx)
-			if !upsert {
-				_, exists, err := t.get(key)
-				if err != nil {
-					return err
-				}
-				if exists {
-					continue
-				}
-			}
-			if err := put(t, key, &storagev1.GraphWriteRecord{TaskPath: w.TaskPath, Channel: x.Channel, Value: inlineValue(x.Value)}); err != nil {
-				return err
-			}
-			res.Written++
-		}
-		if err := s.touchThread(t, w.ThreadID, h); err != nil {
-			return err
-		}
-		return putRequest(t, w.ThreadID, w.RequestID, fp)
+		var err error
+		res, err = s.putWrites(t, w, fp, func(i int) *storagev1.GraphValueRecord { return inlineValue(w.Writes[i].Value) })
+		return err
 	})
 	if err != nil {
 		return core.GraphWritesResult{}, err

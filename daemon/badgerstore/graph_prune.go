@@ -164,7 +164,11 @@ func (s *Store) removeCheckpoints(thread string, pick func(t *tx) (map[string]ma
 				if ids[c.id] {
 					keys = append(keys, key)
 					chunkScopes = appendChunkScope(chunkScopes, thread, rec.Value)
-					writes = append(writes, keysWithPrefix(t.r, graphScope(kindGraphWrite, thread, ns, c.id))...)
+					wk, scopes, err := writesOf(t, thread, ns, c.id)
+					if err != nil {
+						return err
+					}
+					writes, chunkScopes = append(writes, wk...), append(chunkScopes, scopes...)
 					removed++
 					continue
 				}
@@ -213,6 +217,26 @@ func (s *Store) removeCheckpoints(thread string, pick func(t *tx) (map[string]ma
 		}
 	}
 	return removed, nil
+}
+
+// writesOf returns the keys of a checkpoint's pending writes and the chunk
+// scopes of those written by an upload.
+func writesOf(t *tx, thread, ns, id string) (keys, chunkScopes [][]byte, err error) {
+	it := t.r.NewIterator(badger.IteratorOptions{Prefix: graphScope(kindGraphWrite, thread, ns, id), PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		key := it.Item().KeyCopy(nil)
+		keys = append(keys, key)
+		val, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		var w storagev1.GraphWriteRecord
+		if decodeValue(key, val, &w) == nil { // a damaged one is deleted all the same
+			chunkScopes = appendChunkScope(chunkScopes, thread, w.Value)
+		}
+	}
+	return keys, chunkScopes, nil
 }
 
 func appendChunkScope(scopes [][]byte, thread string, v *storagev1.GraphValueRecord) [][]byte {

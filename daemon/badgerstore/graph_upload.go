@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"context"
 	"crypto/rand"
+	"hash"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -24,28 +25,31 @@ const (
 	graphBatchBytes = 3 << 20
 )
 
-type graphUpload struct {
+// stagedUpload is what the uploads of a checkpoint and of writes share:
+// chunks staged under a random owner, and the upload record that marks them
+// as not yet visible.
+type stagedUpload struct {
 	*core.UploadStager
 	s      *Store
-	p      *core.GraphPut
 	thread string
 	owner  []byte
 	done   bool
 }
 
-// BeginUpload implements core.GraphStore.
-func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUpload, error) {
+// beginStaged writes the upload record of a new upload of values of the
+// given sizes to thread.
+func (s *Store) beginStaged(ctx context.Context, thread string, sizes []int64, digest hash.Hash) (*stagedUpload, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	u := &graphUpload{s: s, p: p, thread: p.Checkpoint.ThreadID, owner: make([]byte, 16)}
+	u := &stagedUpload{s: s, thread: thread, owner: make([]byte, 16)}
 	if _, err := rand.Read(u.owner); err != nil {
 		return nil, err
 	}
-	u.UploadStager = core.NewUploadStager(p, graphChunkBytes, graphBatchBytes, u.stage)
-	defer s.graphShare(u.thread, "")()
+	u.UploadStager = core.NewUploadStager(sizes, digest, graphChunkBytes, graphBatchBytes, u.stage)
+	defer s.graphShare(thread, "")()
 	err := s.update(func(t *tx) error {
-		return put(t, graphUploadKey(u.thread, u.owner), &storagev1.GraphUploadRecord{StartTime: timestamppb.New(s.now())})
+		return put(t, graphUploadKey(thread, u.owner), &storagev1.GraphUploadRecord{StartTime: timestamppb.New(s.now())})
 	})
 	if err != nil {
 		return nil, err
@@ -53,9 +57,23 @@ func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUp
 	return u, nil
 }
 
+type graphUpload struct {
+	*stagedUpload
+	p *core.GraphPut
+}
+
+// BeginUpload implements core.GraphStore.
+func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUpload, error) {
+	u, err := s.beginStaged(ctx, p.Checkpoint.ThreadID, p.UploadSizes(), p.UploadDigest())
+	if err != nil {
+		return nil, err
+	}
+	return &graphUpload{stagedUpload: u, p: p}, nil
+}
+
 // stage commits a batch of chunks, under the thread's shared lock so that
 // a delete of the thread cannot run between the check and the commit.
-func (u *graphUpload) stage(_ context.Context, chunks []core.UploadChunk) error {
+func (u *stagedUpload) stage(_ context.Context, chunks []core.UploadChunk) error {
 	writes := make([]write, 0, len(chunks))
 	for _, c := range chunks {
 		key := graphChunkKey(u.thread, u.owner, c.Value, c.Seq)
@@ -79,7 +97,7 @@ func (u *graphUpload) stage(_ context.Context, chunks []core.UploadChunk) error 
 
 // check fails when the upload record is gone: the thread was deleted or
 // copied over meanwhile.
-func (u *graphUpload) check(t *tx) error {
+func (u *stagedUpload) check(t *tx) error {
 	_, found, err := t.get(graphUploadKey(u.thread, u.owner))
 	if err != nil {
 		return err
@@ -90,7 +108,7 @@ func (u *graphUpload) check(t *tx) error {
 	return nil
 }
 
-func (u *graphUpload) valueRecord(i int, typ string) *storagev1.GraphValueRecord {
+func (u *stagedUpload) valueRecord(i int, typ string) *storagev1.GraphValueRecord {
 	if u.Size(i) == 0 {
 		return &storagev1.GraphValueRecord{Type: typ}
 	}
@@ -133,8 +151,8 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// Abort implements core.GraphUpload.
-func (u *graphUpload) Abort() {
+// Abort implements core.GraphUpload and core.GraphWritesUpload.
+func (u *stagedUpload) Abort() {
 	if u.done {
 		return
 	}
@@ -143,6 +161,55 @@ func (u *graphUpload) Abort() {
 	if err := u.s.dropUpload(u.thread, u.owner); err != nil {
 		u.s.log.Error("remove an aborted upload's staged chunks; the next start removes them", "thread_id", u.thread, "err", err)
 	}
+}
+
+type writesUpload struct {
+	*stagedUpload
+	w *core.GraphWrites
+}
+
+// BeginWritesUpload implements core.GraphStore.
+func (s *Store) BeginWritesUpload(ctx context.Context, w *core.GraphWrites) (core.GraphWritesUpload, error) {
+	u, err := s.beginStaged(ctx, w.ThreadID, w.UploadSizes(), w.UploadDigest())
+	if err != nil {
+		return nil, err
+	}
+	return &writesUpload{stagedUpload: u, w: w}, nil
+}
+
+// Commit implements core.GraphWritesUpload: the writes pointing at their
+// staged chunks, in one commit that deletes the upload record, as
+// PutWrites stores them.
+func (u *writesUpload) Commit(ctx context.Context) (core.GraphWritesResult, error) {
+	fp, err := u.Finish(ctx)
+	if err != nil {
+		return core.GraphWritesResult{}, err
+	}
+	var res core.GraphWritesResult
+	err = func() error {
+		defer u.s.graphShare(u.thread, u.w.TaskID)()
+		return u.s.update(func(t *tx) error {
+			if err := u.check(t); err != nil {
+				return err
+			}
+			var err error
+			if res, err = u.s.putWrites(t, u.w, fp, func(i int) *storagev1.GraphValueRecord {
+				return u.valueRecord(i, u.w.Writes[i].Value.Type)
+			}); err != nil {
+				return err
+			}
+			if res.AlreadyApplied || res.DroppedLate {
+				return nil // nothing stored: Abort removes the staged chunks
+			}
+			t.delete(graphUploadKey(u.thread, u.owner))
+			return nil
+		})
+	}()
+	if err != nil || res.AlreadyApplied || res.DroppedLate {
+		return res, err
+	}
+	u.done = true
+	return res, nil
 }
 
 // dropUpload deletes an upload's staged chunks and then its record.

@@ -31,6 +31,10 @@ type GraphStore interface {
 	// PutWrites stores w's writes: an upsert when every index is special
 	// (negative), otherwise an insert of each (task id, index) not stored.
 	PutWrites(ctx context.Context, w *GraphWrites) (GraphWritesResult, error)
+	// BeginWritesUpload starts staging w, whose values hold no data but
+	// their declared Size; the caller writes the values' bytes in order and
+	// then commits, which stores them as PutWrites would, or aborts.
+	BeginWritesUpload(ctx context.Context, w *GraphWrites) (GraphWritesUpload, error)
 	// GetCheckpoint calls fn with the checkpoint, an empty id meaning the
 	// latest; found is false, and fn is not called, when there is none. The
 	// tuple's chunked values can be read only until fn returns.
@@ -68,6 +72,18 @@ type GraphUpload interface {
 	// once every declared byte has been written. already is as for
 	// PutCheckpoint.
 	Commit(ctx context.Context) (already bool, err error)
+	// Abort removes what was staged.
+	Abort()
+}
+
+// GraphWritesUpload is an upload of writes being staged, as GraphUpload is
+// of a checkpoint; Commit's result is PutWrites'.
+type GraphWritesUpload interface {
+	// Write stages the next bytes of the values, in order.
+	Write(ctx context.Context, p []byte) error
+	// Commit stores the writes in one commit, once every declared byte has
+	// been written.
+	Commit(ctx context.Context) (GraphWritesResult, error)
 	// Abort removes what was staged.
 	Abort()
 }
@@ -289,7 +305,9 @@ func (p *GraphPut) Fingerprint() hash.Hash {
 }
 
 // Fingerprint returns a digest of the call's payload for retry detection.
-func (w *GraphWrites) Fingerprint() []byte {
+func (w *GraphWrites) Fingerprint() []byte { return w.digest().Sum(nil) }
+
+func (w *GraphWrites) digest() hash.Hash {
 	h := sha256.New()
 	writeStrings(h, "writes", w.ThreadID, w.NS, w.CheckpointID, w.TaskID, w.TaskPath)
 	for _, x := range w.Writes {
@@ -297,7 +315,7 @@ func (w *GraphWrites) Fingerprint() []byte {
 		writeStrings(h, x.Channel, x.Value.Type)
 		writeValue(h, x.Value)
 	}
-	return h.Sum(nil)
+	return h
 }
 
 func writeStrings(h hash.Hash, ss ...string) {

@@ -36,20 +36,53 @@ type UploadStager struct {
 	batchSize int
 }
 
-// NewUploadStager returns the stager of p's upload, which calls stage with
-// each batch of chunks in order; a stage error ends the upload.
-func NewUploadStager(p *GraphPut, chunkBytes, batchBytes int, stage func(ctx context.Context, chunks []UploadChunk) error) *UploadStager {
-	u := &UploadStager{stage: stage, chunkBytes: chunkBytes, batchBytes: batchBytes}
-	if p.RequestID != "" {
-		u.fp = p.Fingerprint()
-	}
-	u.sizes = append(u.sizes, p.Checkpoint.Value.Size)
-	for _, b := range p.Blobs {
-		u.sizes = append(u.sizes, b.Value.Size)
-	}
+// NewUploadStager returns the stager of an upload of values of the given
+// sizes, in order, which calls stage with each batch of chunks in order (a
+// stage error ends the upload) and adds the bytes to digest, the request
+// id's fingerprint, unless it is nil.
+func NewUploadStager(sizes []int64, digest hash.Hash, chunkBytes, batchBytes int, stage func(ctx context.Context, chunks []UploadChunk) error) *UploadStager {
+	u := &UploadStager{stage: stage, chunkBytes: chunkBytes, batchBytes: batchBytes, fp: digest, sizes: sizes}
 	u.chunks = make([]uint32, len(u.sizes))
 	u.skipEmpty()
 	return u
+}
+
+// UploadSizes are the declared sizes of p's values, in the order an upload
+// sends them: the checkpoint's, then each blob's.
+func (p *GraphPut) UploadSizes() []int64 {
+	sizes := []int64{p.Checkpoint.Value.Size}
+	for _, b := range p.Blobs {
+		sizes = append(sizes, b.Value.Size)
+	}
+	return sizes
+}
+
+// UploadDigest is the digest an upload of p adds its bytes to, for its
+// request id; nil without one.
+func (p *GraphPut) UploadDigest() hash.Hash {
+	if p.RequestID == "" {
+		return nil
+	}
+	return p.Fingerprint()
+}
+
+// UploadSizes are the declared sizes of w's values, in the order an upload
+// sends them: each write's.
+func (w *GraphWrites) UploadSizes() []int64 {
+	sizes := make([]int64, 0, len(w.Writes))
+	for _, x := range w.Writes {
+		sizes = append(sizes, x.Value.Size)
+	}
+	return sizes
+}
+
+// UploadDigest is the digest an upload of w adds its bytes to, for its
+// request id; nil without one.
+func (w *GraphWrites) UploadDigest() hash.Hash {
+	if w.RequestID == "" {
+		return nil
+	}
+	return w.digest()
 }
 
 func (u *UploadStager) skipEmpty() {

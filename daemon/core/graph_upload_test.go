@@ -32,7 +32,7 @@ func TestUploadStager(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var batches [][]UploadChunk
-			u := NewUploadStager(put("r"), 4, 6, func(_ context.Context, c []UploadChunk) error {
+			u := NewUploadStager(put("r").UploadSizes(), put("r").UploadDigest(), 4, 6, func(_ context.Context, c []UploadChunk) error {
 				batches = append(batches, c)
 				return nil
 			})
@@ -80,18 +80,18 @@ func TestUploadStager(t *testing.T) {
 	}
 
 	stage := func(context.Context, []UploadChunk) error { return nil }
-	u := NewUploadStager(put(""), 4, 6, stage)
+	u := NewUploadStager(put("").UploadSizes(), put("").UploadDigest(), 4, 6, stage)
 	if err := u.Write(context.Background(), append(data, 'x')); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("a byte beyond the declared sizes: %v, want ErrInvalidArgument", err)
 	}
-	u = NewUploadStager(put(""), 4, 6, stage)
+	u = NewUploadStager(put("").UploadSizes(), put("").UploadDigest(), 4, 6, stage)
 	if err := u.Write(context.Background(), data[:16]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := u.Finish(context.Background()); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("a byte short: %v, want ErrInvalidArgument", err)
 	}
-	u = NewUploadStager(put(""), 4, 6, func(context.Context, []UploadChunk) error { return ErrUploadAborted })
+	u = NewUploadStager(put("").UploadSizes(), put("").UploadDigest(), 4, 6, func(context.Context, []UploadChunk) error { return ErrUploadAborted })
 	if err := u.Write(context.Background(), data); !errors.Is(err, ErrUploadAborted) {
 		t.Errorf("a failing stage: %v, want its error", err)
 	}

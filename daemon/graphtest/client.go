@@ -172,3 +172,40 @@ func Upload(ctx context.Context, c savepointv1.GraphCheckpointServiceClient, req
 	}
 	return st.CloseAndRecv()
 }
+
+// UploadWrites sends a PutWrites request as an UploadWrites stream in chunks
+// of chunk bytes.
+func UploadWrites(ctx context.Context, c savepointv1.GraphCheckpointServiceClient, req *savepointv1.PutWritesRequest, chunk int) (*savepointv1.UploadWritesResponse, error) {
+	st, err := c.UploadWrites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start := &savepointv1.UploadWritesStart{ThreadId: req.GetThreadId(), CheckpointNs: req.GetCheckpointNs(), CheckpointId: req.GetCheckpointId(),
+		TaskId: req.GetTaskId(), TaskPath: req.GetTaskPath(), RequestId: req.GetRequestId()}
+	var data []byte
+	for _, w := range req.GetWrites() {
+		v := w.GetValue()
+		start.Writes = append(start.Writes, &savepointv1.ChannelWrite{Idx: w.GetIdx(), Channel: w.GetChannel(),
+			Value: &savepointv1.TypedValue{Type: v.GetType(), TotalSize: int64(len(v.GetData()))}})
+		data = append(data, v.GetData()...)
+	}
+	// A Send that fails with io.EOF means the server ended the call; its
+	// status comes from CloseAndRecv.
+	send := func(m *savepointv1.UploadWritesRequest) error {
+		if err := st.Send(m); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		return nil
+	}
+	if err := send(&savepointv1.UploadWritesRequest{Part: &savepointv1.UploadWritesRequest_Start{Start: start}}); err != nil {
+		return nil, err
+	}
+	for len(data) > 0 {
+		n := min(chunk, len(data))
+		if err := send(&savepointv1.UploadWritesRequest{Part: &savepointv1.UploadWritesRequest_Chunk{Chunk: data[:n]}}); err != nil {
+			return nil, err
+		}
+		data = data[n:]
+	}
+	return st.CloseAndRecv()
+}

@@ -50,6 +50,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"BudgetChunking", testBudgetChunking},
 		{"Upload", testUpload},
 		{"UploadErrors", testUploadErrors},
+		{"UploadWrites", testUploadWrites},
 		{"AtomicVisibility", testAtomicVisibility},
 		{"BigDelete", testBigDelete},
 		{"Restart", testRestart},

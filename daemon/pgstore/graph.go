@@ -391,53 +391,65 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 	}
 	var res core.GraphWritesResult
 	err := s.graphWrite(ctx, w.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
-		res = core.GraphWritesResult{}
-		h, _, err := s.lockThread(ctx, tx, w.ThreadID)
-		if err != nil {
-			return err
-		}
-		already, err := s.checkRequest(ctx, tx, w.ThreadID, w.RequestID, fp)
-		if err != nil || already {
-			res.AlreadyApplied = already
-			return err
-		}
-		if h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, w.CheckpointID) {
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3)",
-				[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID)).Scan(&exists); err != nil {
-				return err
-			}
-			if !exists {
-				res.DroppedLate = true
-				return nil
-			}
-		}
-		conflict := " ON CONFLICT DO NOTHING"
-		if w.IsUpsert() {
-			conflict = " ON CONFLICT (thread_id, ns, checkpoint_id, task_id, idx) DO UPDATE SET record = EXCLUDED.record, data = EXCLUDED.data, checksum = EXCLUDED.checksum"
-		}
-		for _, x := range w.Writes {
-			rec, err := encode(graphWriteRec{TaskPath: w.TaskPath, Channel: x.Channel, Type: x.Value.Type})
-			if err != nil {
-				return err
-			}
-			data := nonNil(x.Value.Data)
-			tag, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_writes")+
-				" (thread_id, ns, checkpoint_id, task_id, idx, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"+conflict,
-				[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID), []byte(w.TaskID), x.Idx, rec, data,
-				gsum("graph_writes", rec, data, w.NS, w.CheckpointID, w.TaskID, fmt.Sprint(x.Idx)))
-			if err != nil {
-				return err
-			}
-			res.Written += int(tag.RowsAffected())
-		}
-		if err := s.putThread(ctx, tx, w.ThreadID, h); err != nil {
-			return err
-		}
-		return s.putRequest(ctx, tx, w.ThreadID, w.RequestID, fp)
+		var err error
+		res, err = s.putWrites(ctx, tx, w, fp, func(i int) ([]byte, error) { return w.Writes[i].Value.Data, nil })
+		return err
 	})
 	if err != nil {
 		return core.GraphWritesResult{}, err
 	}
 	return res, nil
+}
+
+// putWrites stores w's writes in tx under the thread's lock, as PutWrites
+// does, data(i) giving the bytes of w.Writes[i]'s value.
+func (s *Store) putWrites(ctx context.Context, tx pgx.Tx, w *core.GraphWrites, fp []byte, data func(i int) ([]byte, error)) (core.GraphWritesResult, error) {
+	var res core.GraphWritesResult
+	h, _, err := s.lockThread(ctx, tx, w.ThreadID)
+	if err != nil {
+		return res, err
+	}
+	already, err := s.checkRequest(ctx, tx, w.ThreadID, w.RequestID, fp)
+	if err != nil || already {
+		res.AlreadyApplied = already
+		return res, err
+	}
+	if h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, w.CheckpointID) {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3)",
+			[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID)).Scan(&exists); err != nil {
+			return res, err
+		}
+		if !exists {
+			res.DroppedLate = true
+			return res, nil
+		}
+	}
+	conflict := " ON CONFLICT DO NOTHING"
+	if w.IsUpsert() {
+		conflict = " ON CONFLICT (thread_id, ns, checkpoint_id, task_id, idx) DO UPDATE SET record = EXCLUDED.record, data = EXCLUDED.data, checksum = EXCLUDED.checksum"
+	}
+	for i, x := range w.Writes {
+		rec, err := encode(graphWriteRec{TaskPath: w.TaskPath, Channel: x.Channel, Type: x.Value.Type})
+		if err != nil {
+			return res, err
+		}
+		b, err := data(i)
+		if err != nil {
+			return res, err
+		}
+		b = nonNil(b)
+		tag, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_writes")+
+			" (thread_id, ns, checkpoint_id, task_id, idx, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"+conflict,
+			[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID), []byte(w.TaskID), x.Idx, rec, b,
+			gsum("graph_writes", rec, b, w.NS, w.CheckpointID, w.TaskID, fmt.Sprint(x.Idx)))
+		if err != nil {
+			return res, err
+		}
+		res.Written += int(tag.RowsAffected())
+	}
+	if err := s.putThread(ctx, tx, w.ThreadID, h); err != nil {
+		return res, err
+	}
+	return res, s.putRequest(ctx, tx, w.ThreadID, w.RequestID, fp)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -43,22 +44,24 @@ func (s *Store) dropStaleUploads(ctx context.Context, cutoff time.Time) error {
 	})
 }
 
-type graphUpload struct {
+// stagedUpload is what the uploads of a checkpoint and of writes share:
+// chunks staged under a graph_uploads row that readers never look at.
+type stagedUpload struct {
 	*core.UploadStager
 	s      *Store
-	p      *core.GraphPut
 	thread string
 	id     []byte
 	done   bool
 }
 
-// BeginUpload implements core.GraphStore.
-func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUpload, error) {
-	u := &graphUpload{s: s, p: p, thread: p.Checkpoint.ThreadID, id: make([]byte, 16)}
+// beginStaged inserts the graph_uploads row of a new upload of values of
+// the given sizes to thread.
+func (s *Store) beginStaged(ctx context.Context, thread string, sizes []int64, digest hash.Hash) (*stagedUpload, error) {
+	u := &stagedUpload{s: s, thread: thread, id: make([]byte, 16)}
 	if _, err := rand.Read(u.id); err != nil {
 		return nil, err
 	}
-	u.UploadStager = core.NewUploadStager(p, graphChunkBytes, graphStageBytes, u.stage)
+	u.UploadStager = core.NewUploadStager(sizes, digest, graphChunkBytes, graphStageBytes, u.stage)
 	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_uploads")+" (upload_id, thread_id, start_time) VALUES ($1, $2, $3)", u.id, []byte(u.thread), s.now())
 		return err
@@ -69,9 +72,23 @@ func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUp
 	return u, nil
 }
 
+type graphUpload struct {
+	*stagedUpload
+	p *core.GraphPut
+}
+
+// BeginUpload implements core.GraphStore.
+func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUpload, error) {
+	u, err := s.beginStaged(ctx, p.Checkpoint.ThreadID, p.UploadSizes(), p.UploadDigest())
+	if err != nil {
+		return nil, err
+	}
+	return &graphUpload{stagedUpload: u, p: p}, nil
+}
+
 // stage commits a batch of chunks; the foreign key fails it once the
 // upload row is gone (the thread was deleted or copied over).
-func (u *graphUpload) stage(ctx context.Context, chunks []core.UploadChunk) error {
+func (u *stagedUpload) stage(ctx context.Context, chunks []core.UploadChunk) error {
 	return u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		for _, c := range chunks {
 			_, err := tx.Exec(ctx, "INSERT INTO "+u.s.table("graph_upload_chunks")+" (upload_id, value, seq, data) VALUES ($1, $2, $3, $4)",
@@ -88,6 +105,37 @@ func (u *graphUpload) stage(ctx context.Context, chunks []core.UploadChunk) erro
 	})
 }
 
+// lockRow locks the upload's row, failing when it is gone: the thread was
+// deleted or copied over meanwhile.
+func (u *stagedUpload) lockRow(ctx context.Context, tx pgx.Tx) error {
+	var one int
+	err := tx.QueryRow(ctx, "SELECT 1 FROM "+u.s.table("graph_uploads")+" WHERE upload_id = $1 FOR UPDATE", u.id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return core.UploadAborted(u.thread)
+	}
+	return err
+}
+
+// value assembles the staged bytes of value i, one statement, checked
+// against its declared size.
+func (u *stagedUpload) value(ctx context.Context, tx pgx.Tx, i int) ([]byte, error) {
+	var data []byte
+	if err := tx.QueryRow(ctx, "SELECT COALESCE(string_agg(data, ''::bytea ORDER BY seq), ''::bytea) FROM "+u.s.table("graph_upload_chunks")+
+		" WHERE upload_id = $1 AND value = $2", u.id, int32(i)).Scan(&data); err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != u.Size(i) {
+		return nil, fmt.Errorf("upload of thread %q: value %d has %d bytes staged, %d declared", u.thread, i, len(data), u.Size(i))
+	}
+	return data, nil
+}
+
+// deleteRow deletes the upload's row, and its chunks with it.
+func (u *stagedUpload) deleteRow(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "DELETE FROM "+u.s.table("graph_uploads")+" WHERE upload_id = $1", u.id)
+	return err
+}
+
 // Commit implements core.GraphUpload.
 func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	fp, err := u.Finish(ctx)
@@ -102,11 +150,7 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 		if err != nil {
 			return err
 		}
-		var one int
-		if err := tx.QueryRow(ctx, "SELECT 1 FROM "+s.table("graph_uploads")+" WHERE upload_id = $1 FOR UPDATE", u.id).Scan(&one); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return core.UploadAborted(u.thread)
-			}
+		if err := u.lockRow(ctx, tx); err != nil {
 			return err
 		}
 		if already, err = s.checkRequest(ctx, tx, u.thread, u.p.RequestID, fp); err != nil || already {
@@ -115,13 +159,9 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 		p := *u.p
 		p.Blobs = append([]core.GraphBlob(nil), u.p.Blobs...)
 		for i := range u.Values() {
-			var data []byte
-			if err := tx.QueryRow(ctx, "SELECT COALESCE(string_agg(data, ''::bytea ORDER BY seq), ''::bytea) FROM "+s.table("graph_upload_chunks")+
-				" WHERE upload_id = $1 AND value = $2", u.id, int32(i)).Scan(&data); err != nil {
+			data, err := u.value(ctx, tx, i)
+			if err != nil {
 				return err
-			}
-			if int64(len(data)) != u.Size(i) {
-				return fmt.Errorf("upload of thread %q: value %d has %d bytes staged, %d declared", u.thread, i, len(data), u.Size(i))
 			}
 			if i == 0 {
 				p.Checkpoint.Value.Data = data
@@ -132,7 +172,7 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 		if err := s.putCheckpoint(ctx, tx, &p, h); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM "+s.table("graph_uploads")+" WHERE upload_id = $1", u.id); err != nil {
+		if err := u.deleteRow(ctx, tx); err != nil {
 			return err
 		}
 		return s.putRequest(ctx, tx, u.thread, u.p.RequestID, fp)
@@ -144,8 +184,51 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// Abort implements core.GraphUpload.
-func (u *graphUpload) Abort() {
+type writesUpload struct {
+	*stagedUpload
+	w *core.GraphWrites
+}
+
+// BeginWritesUpload implements core.GraphStore.
+func (s *Store) BeginWritesUpload(ctx context.Context, w *core.GraphWrites) (core.GraphWritesUpload, error) {
+	u, err := s.beginStaged(ctx, w.ThreadID, w.UploadSizes(), w.UploadDigest())
+	if err != nil {
+		return nil, err
+	}
+	return &writesUpload{stagedUpload: u, w: w}, nil
+}
+
+// Commit implements core.GraphWritesUpload: in one transaction under the
+// thread's lock, each write's value assembled from its chunks and stored as
+// PutWrites stores it, and the upload row deleted with its chunks.
+func (u *writesUpload) Commit(ctx context.Context) (core.GraphWritesResult, error) {
+	fp, err := u.Finish(ctx)
+	if err != nil {
+		return core.GraphWritesResult{}, err
+	}
+	var res core.GraphWritesResult
+	err = u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if _, _, err := u.s.lockThread(ctx, tx, u.thread); err != nil {
+			return err
+		}
+		if err := u.lockRow(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		if res, err = u.s.putWrites(ctx, tx, u.w, fp, func(i int) ([]byte, error) { return u.value(ctx, tx, i) }); err != nil {
+			return err
+		}
+		return u.deleteRow(ctx, tx)
+	})
+	if err != nil {
+		return core.GraphWritesResult{}, err
+	}
+	u.done = true
+	return res, nil
+}
+
+// Abort implements core.GraphUpload and core.GraphWritesUpload.
+func (u *stagedUpload) Abort() {
 	if u.done {
 		return
 	}

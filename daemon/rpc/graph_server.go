@@ -78,35 +78,48 @@ func (s *GraphServer) UploadCheckpoint(stream grpc.ClientStreamingServer[savepoi
 		return s.fail(ctx, err)
 	}
 	defer up.Abort()
-	var received int64
-	for {
+	received, err := s.receiveUpload(ctx, declared, up.Write, func() ([]byte, bool, error) {
 		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return s.recvErr(ctx, err)
-		}
-		if msg.GetStart() != nil {
-			return s.fail(ctx, fieldErr("start", reasonInvalidUpload, "was sent twice; send it once, first"))
-		}
-		chunk := msg.GetChunk()
-		if received+int64(len(chunk)) > declared {
-			return s.fail(ctx, fieldErr("chunk", reasonInvalidUpload, "brings the upload past the %d bytes its start declares", declared))
-		}
-		if err := up.Write(ctx, chunk); err != nil {
-			return s.fail(ctx, err)
-		}
-		received += int64(len(chunk))
-	}
-	if received != declared {
-		return s.fail(ctx, fieldErr("chunk", reasonInvalidUpload, "the upload ended after %d of the %d bytes its start declares", received, declared))
+		return msg.GetChunk(), msg.GetStart() != nil, err
+	})
+	if err != nil {
+		return err
 	}
 	already, err := up.Commit(ctx)
 	if err != nil {
 		return s.fail(ctx, err)
 	}
 	return stream.SendAndClose(&savepointv1.UploadCheckpointResponse{ReceivedBytes: received, AlreadyApplied: already})
+}
+
+// receiveUpload passes the chunks recv returns to write until the stream
+// ends, refusing a second start and any byte beyond or short of declared,
+// and returns how many bytes it received; its error is a status.
+func (s *GraphServer) receiveUpload(ctx context.Context, declared int64, write func(context.Context, []byte) error, recv func() (chunk []byte, start bool, err error)) (int64, error) {
+	var received int64
+	for {
+		chunk, start, err := recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, s.recvErr(ctx, err)
+		}
+		if start {
+			return 0, s.fail(ctx, fieldErr("start", reasonInvalidUpload, "was sent twice; send it once, first"))
+		}
+		if received+int64(len(chunk)) > declared {
+			return 0, s.fail(ctx, fieldErr("chunk", reasonInvalidUpload, "brings the upload past the %d bytes its start declares", declared))
+		}
+		if err := write(ctx, chunk); err != nil {
+			return 0, s.fail(ctx, err)
+		}
+		received += int64(len(chunk))
+	}
+	if received != declared {
+		return 0, s.fail(ctx, fieldErr("chunk", reasonInvalidUpload, "the upload ended after %d of the %d bytes its start declares", received, declared))
+	}
+	return received, nil
 }
 
 // recvErr translates a failed Recv: the call's own end, or a transport
@@ -123,7 +136,7 @@ func (s *GraphServer) recvErr(ctx context.Context, err error) error {
 
 // PutWrites implements GraphCheckpointServiceServer.
 func (s *GraphServer) PutWrites(ctx context.Context, req *savepointv1.PutWritesRequest) (*savepointv1.PutWritesResponse, error) {
-	w, err := validatePutWrites(req)
+	w, err := validatePutWrites(req, false)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -132,6 +145,45 @@ func (s *GraphServer) PutWrites(ctx context.Context, req *savepointv1.PutWritesR
 		return nil, s.fail(ctx, err)
 	}
 	return &savepointv1.PutWritesResponse{WrittenCount: int32(res.Written), DroppedLate: res.DroppedLate, AlreadyApplied: res.AlreadyApplied}, nil
+}
+
+// UploadWrites implements GraphCheckpointServiceServer.
+func (s *GraphServer) UploadWrites(stream grpc.ClientStreamingServer[savepointv1.UploadWritesRequest, savepointv1.UploadWritesResponse]) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return s.recvErr(ctx, err)
+	}
+	start := first.GetStart()
+	if start == nil {
+		return s.fail(ctx, fieldErr("start", reasonInvalidUpload, "must be the first message of an upload"))
+	}
+	w, err := validatePutWrites(start, true)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	var declared int64
+	for _, x := range w.Writes {
+		declared += x.Value.Size
+	}
+	up, err := s.store.BeginWritesUpload(ctx, w)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	defer up.Abort()
+	received, err := s.receiveUpload(ctx, declared, up.Write, func() ([]byte, bool, error) {
+		msg, err := stream.Recv()
+		return msg.GetChunk(), msg.GetStart() != nil, err
+	})
+	if err != nil {
+		return err
+	}
+	res, err := up.Commit(ctx)
+	if err != nil {
+		return s.fail(ctx, err)
+	}
+	return stream.SendAndClose(&savepointv1.UploadWritesResponse{ReceivedBytes: received,
+		WrittenCount: int32(res.Written), DroppedLate: res.DroppedLate, AlreadyApplied: res.AlreadyApplied})
 }
 
 // GetCheckpoint implements GraphCheckpointServiceServer.

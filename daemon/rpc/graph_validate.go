@@ -204,8 +204,20 @@ func validateGraphPut(lim Limits, c *savepointv1.GraphCheckpoint, blobs []*savep
 	return p, nil
 }
 
-// validatePutWrites checks a PutWrites request and returns it.
-func validatePutWrites(req *savepointv1.PutWritesRequest) (*core.GraphWrites, error) {
+// writesRequest is a PutWrites request or an UploadWrites start.
+type writesRequest interface {
+	GetThreadId() string
+	GetCheckpointNs() string
+	GetCheckpointId() string
+	GetTaskId() string
+	GetTaskPath() string
+	GetRequestId() string
+	GetWrites() []*savepointv1.ChannelWrite
+}
+
+// validatePutWrites checks a PutWrites request, or an UploadWrites start
+// when upload is set, and returns it.
+func validatePutWrites(req writesRequest, upload bool) (*core.GraphWrites, error) {
 	for _, k := range []struct {
 		name     string
 		v        string
@@ -242,6 +254,7 @@ func validatePutWrites(req *savepointv1.PutWritesRequest) (*core.GraphWrites, er
 		TaskID: req.GetTaskId(), TaskPath: req.GetTaskPath(), RequestID: rid,
 	}
 	seen := map[int32]bool{}
+	var total int64
 	for i, x := range req.GetWrites() {
 		field := fmt.Sprintf("writes[%d]", i)
 		if x.GetIdx() < core.GraphIdxResume {
@@ -254,11 +267,15 @@ func validatePutWrites(req *savepointv1.PutWritesRequest) (*core.GraphWrites, er
 		if err := validateGraphKey(field+".channel", x.GetChannel(), maxChannelLen, true); err != nil {
 			return nil, err
 		}
-		v, err := validateTypedValue(field+".value", x.GetValue())
+		v, err := graphValue(field+".value", x.GetValue(), upload)
 		if err != nil {
 			return nil, err
 		}
+		total += v.Size
 		w.Writes = append(w.Writes, core.GraphWrite{TaskID: w.TaskID, TaskPath: w.TaskPath, Idx: x.GetIdx(), Channel: x.GetChannel(), Value: v})
+	}
+	if upload && total > MaxUploadBytes {
+		return nil, fieldErr("writes", reasonInvalidUpload, "declare %d bytes in all; at most %d are allowed per upload", total, MaxUploadBytes)
 	}
 	return w, nil
 }

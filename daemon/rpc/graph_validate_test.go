@@ -49,7 +49,7 @@ func FuzzValidateGraph(f *testing.F) {
 		}
 		var pw savepointv1.PutWritesRequest
 		if proto.Unmarshal(raw, &pw) == nil {
-			if w, err := validatePutWrites(&pw); err == nil {
+			if w, err := validatePutWrites(&pw, false); err == nil {
 				seen := map[int32]bool{}
 				for _, x := range w.Writes {
 					if x.Idx < core.GraphIdxResume || seen[x.Idx] || strings.ContainsRune(x.Channel, 0) {

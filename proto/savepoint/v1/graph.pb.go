@@ -875,6 +875,267 @@ func (x *PutWritesRequest) GetRequestId() string {
 	return ""
 }
 
+type UploadWritesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first message is a start; every later one a chunk.
+	//
+	// Types that are valid to be assigned to Part:
+	//
+	//	*UploadWritesRequest_Start
+	//	*UploadWritesRequest_Chunk
+	Part          isUploadWritesRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadWritesRequest) Reset() {
+	*x = UploadWritesRequest{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadWritesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadWritesRequest) ProtoMessage() {}
+
+func (x *UploadWritesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadWritesRequest.ProtoReflect.Descriptor instead.
+func (*UploadWritesRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *UploadWritesRequest) GetPart() isUploadWritesRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *UploadWritesRequest) GetStart() *UploadWritesStart {
+	if x != nil {
+		if x, ok := x.Part.(*UploadWritesRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *UploadWritesRequest) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*UploadWritesRequest_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isUploadWritesRequest_Part interface {
+	isUploadWritesRequest_Part()
+}
+
+type UploadWritesRequest_Start struct {
+	// What the upload stores, with every value's data empty and its
+	// total_size set.
+	Start *UploadWritesStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type UploadWritesRequest_Chunk struct {
+	// The next bytes of the values, in order: each write's, in the start's
+	// order. At most the request limit per message.
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*UploadWritesRequest_Start) isUploadWritesRequest_Part() {}
+
+func (*UploadWritesRequest_Chunk) isUploadWritesRequest_Part() {}
+
+// UploadWritesStart describes an upload of writes, as a PutWritesRequest
+// does, each value's data empty and its total_size set.
+type UploadWritesStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As PutWritesRequest.thread_id.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// As PutWritesRequest.checkpoint_ns.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// As PutWritesRequest.checkpoint_id.
+	CheckpointId string `protobuf:"bytes,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// As PutWritesRequest.task_id.
+	TaskId string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// As PutWritesRequest.task_path.
+	TaskPath string `protobuf:"bytes,5,opt,name=task_path,json=taskPath,proto3" json:"task_path,omitempty"`
+	// As PutWritesRequest.writes, each value's data empty.
+	Writes []*ChannelWrite `protobuf:"bytes,6,rep,name=writes,proto3" json:"writes,omitempty"`
+	// As PutWritesRequest.request_id; the digest covers the bytes too.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadWritesStart) Reset() {
+	*x = UploadWritesStart{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadWritesStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadWritesStart) ProtoMessage() {}
+
+func (x *UploadWritesStart) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadWritesStart.ProtoReflect.Descriptor instead.
+func (*UploadWritesStart) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *UploadWritesStart) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *UploadWritesStart) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *UploadWritesStart) GetCheckpointId() string {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return ""
+}
+
+func (x *UploadWritesStart) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *UploadWritesStart) GetTaskPath() string {
+	if x != nil {
+		return x.TaskPath
+	}
+	return ""
+}
+
+func (x *UploadWritesStart) GetWrites() []*ChannelWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *UploadWritesStart) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type UploadWritesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bytes received.
+	ReceivedBytes int64 `protobuf:"varint,1,opt,name=received_bytes,json=receivedBytes,proto3" json:"received_bytes,omitempty"`
+	// As PutWritesResponse.written_count.
+	WrittenCount int32 `protobuf:"varint,2,opt,name=written_count,json=writtenCount,proto3" json:"written_count,omitempty"`
+	// As PutWritesResponse.dropped_late.
+	DroppedLate bool `protobuf:"varint,3,opt,name=dropped_late,json=droppedLate,proto3" json:"dropped_late,omitempty"`
+	// As PutWritesResponse.already_applied.
+	AlreadyApplied bool `protobuf:"varint,4,opt,name=already_applied,json=alreadyApplied,proto3" json:"already_applied,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UploadWritesResponse) Reset() {
+	*x = UploadWritesResponse{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadWritesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadWritesResponse) ProtoMessage() {}
+
+func (x *UploadWritesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadWritesResponse.ProtoReflect.Descriptor instead.
+func (*UploadWritesResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UploadWritesResponse) GetReceivedBytes() int64 {
+	if x != nil {
+		return x.ReceivedBytes
+	}
+	return 0
+}
+
+func (x *UploadWritesResponse) GetWrittenCount() int32 {
+	if x != nil {
+		return x.WrittenCount
+	}
+	return 0
+}
+
+func (x *UploadWritesResponse) GetDroppedLate() bool {
+	if x != nil {
+		return x.DroppedLate
+	}
+	return false
+}
+
+func (x *UploadWritesResponse) GetAlreadyApplied() bool {
+	if x != nil {
+		return x.AlreadyApplied
+	}
+	return false
+}
+
 type PutWritesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The writes stored or replaced; writes ignored because their (task_id,
@@ -891,7 +1152,7 @@ type PutWritesResponse struct {
 
 func (x *PutWritesResponse) Reset() {
 	*x = PutWritesResponse{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[11]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1164,7 @@ func (x *PutWritesResponse) String() string {
 func (*PutWritesResponse) ProtoMessage() {}
 
 func (x *PutWritesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[11]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1177,7 @@ func (x *PutWritesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutWritesResponse.ProtoReflect.Descriptor instead.
 func (*PutWritesResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PutWritesResponse) GetWrittenCount() int32 {
@@ -954,7 +1215,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[12]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1227,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[12]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1240,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetCheckpointRequest) GetThreadId() string {
@@ -1023,7 +1284,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[13]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1296,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[13]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1309,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() *GraphCheckpoint {
@@ -1099,7 +1360,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[14]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1372,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[14]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1385,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{14}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListCheckpointsRequest) GetThreadId() string {
@@ -1181,7 +1442,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[15]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1454,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[15]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1467,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{15}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoint() *GraphCheckpoint {
@@ -1247,7 +1508,7 @@ type DeleteThreadRequest struct {
 
 func (x *DeleteThreadRequest) Reset() {
 	*x = DeleteThreadRequest{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[16]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1520,7 @@ func (x *DeleteThreadRequest) String() string {
 func (*DeleteThreadRequest) ProtoMessage() {}
 
 func (x *DeleteThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[16]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1533,7 @@ func (x *DeleteThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteThreadRequest.ProtoReflect.Descriptor instead.
 func (*DeleteThreadRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{16}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteThreadRequest) GetThreadId() string {
@@ -1290,7 +1551,7 @@ type DeleteThreadResponse struct {
 
 func (x *DeleteThreadResponse) Reset() {
 	*x = DeleteThreadResponse{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[17]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1563,7 @@ func (x *DeleteThreadResponse) String() string {
 func (*DeleteThreadResponse) ProtoMessage() {}
 
 func (x *DeleteThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[17]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1576,7 @@ func (x *DeleteThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteThreadResponse.ProtoReflect.Descriptor instead.
 func (*DeleteThreadResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{17}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{20}
 }
 
 type DeleteForRunsRequest struct {
@@ -1329,7 +1590,7 @@ type DeleteForRunsRequest struct {
 
 func (x *DeleteForRunsRequest) Reset() {
 	*x = DeleteForRunsRequest{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[18]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1602,7 @@ func (x *DeleteForRunsRequest) String() string {
 func (*DeleteForRunsRequest) ProtoMessage() {}
 
 func (x *DeleteForRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[18]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1615,7 @@ func (x *DeleteForRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteForRunsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteForRunsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{18}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteForRunsRequest) GetRunIds() []string {
@@ -1374,7 +1635,7 @@ type DeleteForRunsResponse struct {
 
 func (x *DeleteForRunsResponse) Reset() {
 	*x = DeleteForRunsResponse{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[19]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1647,7 @@ func (x *DeleteForRunsResponse) String() string {
 func (*DeleteForRunsResponse) ProtoMessage() {}
 
 func (x *DeleteForRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[19]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1660,7 @@ func (x *DeleteForRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteForRunsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteForRunsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{19}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteForRunsResponse) GetDeletedCheckpoints() int64 {
@@ -1421,7 +1682,7 @@ type CopyThreadRequest struct {
 
 func (x *CopyThreadRequest) Reset() {
 	*x = CopyThreadRequest{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[20]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1694,7 @@ func (x *CopyThreadRequest) String() string {
 func (*CopyThreadRequest) ProtoMessage() {}
 
 func (x *CopyThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[20]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1707,7 @@ func (x *CopyThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyThreadRequest.ProtoReflect.Descriptor instead.
 func (*CopyThreadRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{20}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CopyThreadRequest) GetSourceThreadId() string {
@@ -1473,7 +1734,7 @@ type CopyThreadResponse struct {
 
 func (x *CopyThreadResponse) Reset() {
 	*x = CopyThreadResponse{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[21]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1746,7 @@ func (x *CopyThreadResponse) String() string {
 func (*CopyThreadResponse) ProtoMessage() {}
 
 func (x *CopyThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[21]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1759,7 @@ func (x *CopyThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyThreadResponse.ProtoReflect.Descriptor instead.
 func (*CopyThreadResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{21}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CopyThreadResponse) GetCopiedCheckpoints() int64 {
@@ -1520,7 +1781,7 @@ type PruneRequest struct {
 
 func (x *PruneRequest) Reset() {
 	*x = PruneRequest{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[22]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1793,7 @@ func (x *PruneRequest) String() string {
 func (*PruneRequest) ProtoMessage() {}
 
 func (x *PruneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[22]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1806,7 @@ func (x *PruneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneRequest.ProtoReflect.Descriptor instead.
 func (*PruneRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{22}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PruneRequest) GetThreadIds() []string {
@@ -1572,7 +1833,7 @@ type PruneResponse struct {
 
 func (x *PruneResponse) Reset() {
 	*x = PruneResponse{}
-	mi := &file_savepoint_v1_graph_proto_msgTypes[23]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1845,7 @@ func (x *PruneResponse) String() string {
 func (*PruneResponse) ProtoMessage() {}
 
 func (x *PruneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_graph_proto_msgTypes[23]
+	mi := &file_savepoint_v1_graph_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1858,7 @@ func (x *PruneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneResponse.ProtoReflect.Descriptor instead.
 func (*PruneResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{23}
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PruneResponse) GetDeletedCheckpoints() int64 {
@@ -1676,7 +1937,25 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\ttask_path\x18\x05 \x01(\tR\btaskPath\x122\n" +
 	"\x06writes\x18\x06 \x03(\v2\x1a.savepoint.v1.ChannelWriteR\x06writes\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"\x84\x01\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"n\n" +
+	"\x13UploadWritesRequest\x127\n" +
+	"\x05start\x18\x01 \x01(\v2\x1f.savepoint.v1.UploadWritesStartH\x00R\x05start\x12\x16\n" +
+	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +
+	"\x04part\"\x83\x02\n" +
+	"\x11UploadWritesStart\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\tR\fcheckpointId\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x1b\n" +
+	"\ttask_path\x18\x05 \x01(\tR\btaskPath\x122\n" +
+	"\x06writes\x18\x06 \x03(\v2\x1a.savepoint.v1.ChannelWriteR\x06writes\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\xae\x01\n" +
+	"\x14UploadWritesResponse\x12%\n" +
+	"\x0ereceived_bytes\x18\x01 \x01(\x03R\rreceivedBytes\x12#\n" +
+	"\rwritten_count\x18\x02 \x01(\x05R\fwrittenCount\x12!\n" +
+	"\fdropped_late\x18\x03 \x01(\bR\vdroppedLate\x12'\n" +
+	"\x0falready_applied\x18\x04 \x01(\bR\x0ealreadyApplied\"\x84\x01\n" +
 	"\x11PutWritesResponse\x12#\n" +
 	"\rwritten_count\x18\x01 \x01(\x05R\fwrittenCount\x12!\n" +
 	"\fdropped_late\x18\x02 \x01(\bR\vdroppedLate\x12'\n" +
@@ -1732,11 +2011,12 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\rPruneStrategy\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x19\n" +
-	"\x15PRUNE_STRATEGY_DELETE\x10\x022\xa7\x06\n" +
+	"\x15PRUNE_STRATEGY_DELETE\x10\x022\x80\a\n" +
 	"\x16GraphCheckpointService\x12X\n" +
 	"\rPutCheckpoint\x12\".savepoint.v1.PutCheckpointRequest\x1a#.savepoint.v1.PutCheckpointResponse\x12c\n" +
 	"\x10UploadCheckpoint\x12%.savepoint.v1.UploadCheckpointRequest\x1a&.savepoint.v1.UploadCheckpointResponse(\x01\x12L\n" +
-	"\tPutWrites\x12\x1e.savepoint.v1.PutWritesRequest\x1a\x1f.savepoint.v1.PutWritesResponse\x12Z\n" +
+	"\tPutWrites\x12\x1e.savepoint.v1.PutWritesRequest\x1a\x1f.savepoint.v1.PutWritesResponse\x12W\n" +
+	"\fUploadWrites\x12!.savepoint.v1.UploadWritesRequest\x1a\".savepoint.v1.UploadWritesResponse(\x01\x12Z\n" +
 	"\rGetCheckpoint\x12\".savepoint.v1.GetCheckpointRequest\x1a#.savepoint.v1.GetCheckpointResponse0\x01\x12`\n" +
 	"\x0fListCheckpoints\x12$.savepoint.v1.ListCheckpointsRequest\x1a%.savepoint.v1.ListCheckpointsResponse0\x01\x12U\n" +
 	"\fDeleteThread\x12!.savepoint.v1.DeleteThreadRequest\x1a\".savepoint.v1.DeleteThreadResponse\x12X\n" +
@@ -1758,7 +2038,7 @@ func file_savepoint_v1_graph_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_graph_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_savepoint_v1_graph_proto_goTypes = []any{
 	(PruneStrategy)(0),               // 0: savepoint.v1.PruneStrategy
 	(*TypedValue)(nil),               // 1: savepoint.v1.TypedValue
@@ -1772,25 +2052,28 @@ var file_savepoint_v1_graph_proto_goTypes = []any{
 	(*UploadCheckpointStart)(nil),    // 9: savepoint.v1.UploadCheckpointStart
 	(*UploadCheckpointResponse)(nil), // 10: savepoint.v1.UploadCheckpointResponse
 	(*PutWritesRequest)(nil),         // 11: savepoint.v1.PutWritesRequest
-	(*PutWritesResponse)(nil),        // 12: savepoint.v1.PutWritesResponse
-	(*GetCheckpointRequest)(nil),     // 13: savepoint.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),    // 14: savepoint.v1.GetCheckpointResponse
-	(*ListCheckpointsRequest)(nil),   // 15: savepoint.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),  // 16: savepoint.v1.ListCheckpointsResponse
-	(*DeleteThreadRequest)(nil),      // 17: savepoint.v1.DeleteThreadRequest
-	(*DeleteThreadResponse)(nil),     // 18: savepoint.v1.DeleteThreadResponse
-	(*DeleteForRunsRequest)(nil),     // 19: savepoint.v1.DeleteForRunsRequest
-	(*DeleteForRunsResponse)(nil),    // 20: savepoint.v1.DeleteForRunsResponse
-	(*CopyThreadRequest)(nil),        // 21: savepoint.v1.CopyThreadRequest
-	(*CopyThreadResponse)(nil),       // 22: savepoint.v1.CopyThreadResponse
-	(*PruneRequest)(nil),             // 23: savepoint.v1.PruneRequest
-	(*PruneResponse)(nil),            // 24: savepoint.v1.PruneResponse
-	nil,                              // 25: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
-	nil,                              // 26: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	(*UploadWritesRequest)(nil),      // 12: savepoint.v1.UploadWritesRequest
+	(*UploadWritesStart)(nil),        // 13: savepoint.v1.UploadWritesStart
+	(*UploadWritesResponse)(nil),     // 14: savepoint.v1.UploadWritesResponse
+	(*PutWritesResponse)(nil),        // 15: savepoint.v1.PutWritesResponse
+	(*GetCheckpointRequest)(nil),     // 16: savepoint.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),    // 17: savepoint.v1.GetCheckpointResponse
+	(*ListCheckpointsRequest)(nil),   // 18: savepoint.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),  // 19: savepoint.v1.ListCheckpointsResponse
+	(*DeleteThreadRequest)(nil),      // 20: savepoint.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),     // 21: savepoint.v1.DeleteThreadResponse
+	(*DeleteForRunsRequest)(nil),     // 22: savepoint.v1.DeleteForRunsRequest
+	(*DeleteForRunsResponse)(nil),    // 23: savepoint.v1.DeleteForRunsResponse
+	(*CopyThreadRequest)(nil),        // 24: savepoint.v1.CopyThreadRequest
+	(*CopyThreadResponse)(nil),       // 25: savepoint.v1.CopyThreadResponse
+	(*PruneRequest)(nil),             // 26: savepoint.v1.PruneRequest
+	(*PruneResponse)(nil),            // 27: savepoint.v1.PruneResponse
+	nil,                              // 28: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	nil,                              // 29: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
 }
 var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	1,  // 0: savepoint.v1.GraphCheckpoint.checkpoint:type_name -> savepoint.v1.TypedValue
-	25, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	28, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
 	1,  // 2: savepoint.v1.ChannelBlob.value:type_name -> savepoint.v1.TypedValue
 	1,  // 3: savepoint.v1.ChannelWrite.value:type_name -> savepoint.v1.TypedValue
 	1,  // 4: savepoint.v1.PendingWrite.value:type_name -> savepoint.v1.TypedValue
@@ -1800,37 +2083,41 @@ var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	2,  // 8: savepoint.v1.UploadCheckpointStart.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
 	3,  // 9: savepoint.v1.UploadCheckpointStart.blobs:type_name -> savepoint.v1.ChannelBlob
 	4,  // 10: savepoint.v1.PutWritesRequest.writes:type_name -> savepoint.v1.ChannelWrite
-	2,  // 11: savepoint.v1.GetCheckpointResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
-	3,  // 12: savepoint.v1.GetCheckpointResponse.blobs:type_name -> savepoint.v1.ChannelBlob
-	5,  // 13: savepoint.v1.GetCheckpointResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
-	26, // 14: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
-	2,  // 15: savepoint.v1.ListCheckpointsResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
-	3,  // 16: savepoint.v1.ListCheckpointsResponse.blobs:type_name -> savepoint.v1.ChannelBlob
-	5,  // 17: savepoint.v1.ListCheckpointsResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
-	0,  // 18: savepoint.v1.PruneRequest.strategy:type_name -> savepoint.v1.PruneStrategy
-	6,  // 19: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	8,  // 20: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	11, // 21: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	13, // 22: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	15, // 23: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	17, // 24: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	19, // 25: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	21, // 26: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	23, // 27: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	7,  // 28: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	10, // 29: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	12, // 30: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	14, // 31: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	16, // 32: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	18, // 33: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	20, // 34: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	22, // 35: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	24, // 36: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	28, // [28:37] is the sub-list for method output_type
-	19, // [19:28] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	13, // 11: savepoint.v1.UploadWritesRequest.start:type_name -> savepoint.v1.UploadWritesStart
+	4,  // 12: savepoint.v1.UploadWritesStart.writes:type_name -> savepoint.v1.ChannelWrite
+	2,  // 13: savepoint.v1.GetCheckpointResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
+	3,  // 14: savepoint.v1.GetCheckpointResponse.blobs:type_name -> savepoint.v1.ChannelBlob
+	5,  // 15: savepoint.v1.GetCheckpointResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
+	29, // 16: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	2,  // 17: savepoint.v1.ListCheckpointsResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
+	3,  // 18: savepoint.v1.ListCheckpointsResponse.blobs:type_name -> savepoint.v1.ChannelBlob
+	5,  // 19: savepoint.v1.ListCheckpointsResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
+	0,  // 20: savepoint.v1.PruneRequest.strategy:type_name -> savepoint.v1.PruneStrategy
+	6,  // 21: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	8,  // 22: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	11, // 23: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	12, // 24: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
+	16, // 25: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	18, // 26: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	20, // 27: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	22, // 28: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	24, // 29: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	26, // 30: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	7,  // 31: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	10, // 32: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	15, // 33: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	14, // 34: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
+	17, // 35: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	19, // 36: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	21, // 37: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	23, // 38: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	25, // 39: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	27, // 40: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }
@@ -1842,14 +2129,18 @@ func file_savepoint_v1_graph_proto_init() {
 		(*UploadCheckpointRequest_Start)(nil),
 		(*UploadCheckpointRequest_Chunk)(nil),
 	}
-	file_savepoint_v1_graph_proto_msgTypes[14].OneofWrappers = []any{}
+	file_savepoint_v1_graph_proto_msgTypes[11].OneofWrappers = []any{
+		(*UploadWritesRequest_Start)(nil),
+		(*UploadWritesRequest_Chunk)(nil),
+	}
+	file_savepoint_v1_graph_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_graph_proto_rawDesc), len(file_savepoint_v1_graph_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	GraphCheckpointService_PutCheckpoint_FullMethodName    = "/savepoint.v1.GraphCheckpointService/PutCheckpoint"
 	GraphCheckpointService_UploadCheckpoint_FullMethodName = "/savepoint.v1.GraphCheckpointService/UploadCheckpoint"
 	GraphCheckpointService_PutWrites_FullMethodName        = "/savepoint.v1.GraphCheckpointService/PutWrites"
+	GraphCheckpointService_UploadWrites_FullMethodName     = "/savepoint.v1.GraphCheckpointService/UploadWrites"
 	GraphCheckpointService_GetCheckpoint_FullMethodName    = "/savepoint.v1.GraphCheckpointService/GetCheckpoint"
 	GraphCheckpointService_ListCheckpoints_FullMethodName  = "/savepoint.v1.GraphCheckpointService/ListCheckpoints"
 	GraphCheckpointService_DeleteThread_FullMethodName     = "/savepoint.v1.GraphCheckpointService/DeleteThread"
@@ -59,6 +60,11 @@ type GraphCheckpointServiceClient interface {
 	// replaces them; any other call inserts each (task_id, idx) not stored yet
 	// and ignores the rest.
 	PutWrites(ctx context.Context, in *PutWritesRequest, opts ...grpc.CallOption) (*PutWritesResponse, error)
+	// UploadWrites is PutWrites for writes of any size up to the upload
+	// limit: the first message describes them, the following messages carry
+	// their values' bytes, staged as they arrive and made visible in one
+	// commit when the client closes the stream, as UploadCheckpoint does.
+	UploadWrites(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadWritesRequest, UploadWritesResponse], error)
 	// GetCheckpoint streams one checkpoint, its channel blobs resolved through
 	// its channel_versions, and its pending writes sorted by (task_path,
 	// task_id, idx); no message is over the response budget. An empty stream
@@ -123,9 +129,22 @@ func (c *graphCheckpointServiceClient) PutWrites(ctx context.Context, in *PutWri
 	return out, nil
 }
 
+func (c *graphCheckpointServiceClient) UploadWrites(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadWritesRequest, UploadWritesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GraphCheckpointService_ServiceDesc.Streams[1], GraphCheckpointService_UploadWrites_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UploadWritesRequest, UploadWritesResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GraphCheckpointService_UploadWritesClient = grpc.ClientStreamingClient[UploadWritesRequest, UploadWritesResponse]
+
 func (c *graphCheckpointServiceClient) GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetCheckpointResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &GraphCheckpointService_ServiceDesc.Streams[1], GraphCheckpointService_GetCheckpoint_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &GraphCheckpointService_ServiceDesc.Streams[2], GraphCheckpointService_GetCheckpoint_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +163,7 @@ type GraphCheckpointService_GetCheckpointClient = grpc.ServerStreamingClient[Get
 
 func (c *graphCheckpointServiceClient) ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListCheckpointsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &GraphCheckpointService_ServiceDesc.Streams[2], GraphCheckpointService_ListCheckpoints_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &GraphCheckpointService_ServiceDesc.Streams[3], GraphCheckpointService_ListCheckpoints_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +249,11 @@ type GraphCheckpointServiceServer interface {
 	// replaces them; any other call inserts each (task_id, idx) not stored yet
 	// and ignores the rest.
 	PutWrites(context.Context, *PutWritesRequest) (*PutWritesResponse, error)
+	// UploadWrites is PutWrites for writes of any size up to the upload
+	// limit: the first message describes them, the following messages carry
+	// their values' bytes, staged as they arrive and made visible in one
+	// commit when the client closes the stream, as UploadCheckpoint does.
+	UploadWrites(grpc.ClientStreamingServer[UploadWritesRequest, UploadWritesResponse]) error
 	// GetCheckpoint streams one checkpoint, its channel blobs resolved through
 	// its channel_versions, and its pending writes sorted by (task_path,
 	// task_id, idx); no message is over the response budget. An empty stream
@@ -269,6 +293,9 @@ func (UnimplementedGraphCheckpointServiceServer) UploadCheckpoint(grpc.ClientStr
 }
 func (UnimplementedGraphCheckpointServiceServer) PutWrites(context.Context, *PutWritesRequest) (*PutWritesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PutWrites not implemented")
+}
+func (UnimplementedGraphCheckpointServiceServer) UploadWrites(grpc.ClientStreamingServer[UploadWritesRequest, UploadWritesResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadWrites not implemented")
 }
 func (UnimplementedGraphCheckpointServiceServer) GetCheckpoint(*GetCheckpointRequest, grpc.ServerStreamingServer[GetCheckpointResponse]) error {
 	return status.Error(codes.Unimplemented, "method GetCheckpoint not implemented")
@@ -352,6 +379,13 @@ func _GraphCheckpointService_PutWrites_Handler(srv interface{}, ctx context.Cont
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _GraphCheckpointService_UploadWrites_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(GraphCheckpointServiceServer).UploadWrites(&grpc.GenericServerStream[UploadWritesRequest, UploadWritesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GraphCheckpointService_UploadWritesServer = grpc.ClientStreamingServer[UploadWritesRequest, UploadWritesResponse]
 
 func _GraphCheckpointService_GetCheckpoint_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(GetCheckpointRequest)
@@ -483,6 +517,11 @@ var GraphCheckpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "UploadCheckpoint",
 			Handler:       _GraphCheckpointService_UploadCheckpoint_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "UploadWrites",
+			Handler:       _GraphCheckpointService_UploadWrites_Handler,
 			ClientStreams: true,
 		},
 		{

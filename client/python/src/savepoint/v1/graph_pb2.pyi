@@ -145,6 +145,44 @@ class PutWritesRequest(_message.Message):
     request_id: str
     def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_path: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[ChannelWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
+class UploadWritesRequest(_message.Message):
+    __slots__ = ("start", "chunk")
+    START_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    start: UploadWritesStart
+    chunk: bytes
+    def __init__(self, start: _Optional[_Union[UploadWritesStart, _Mapping]] = ..., chunk: _Optional[bytes] = ...) -> None: ...
+
+class UploadWritesStart(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "writes", "request_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_PATH_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    writes: _containers.RepeatedCompositeFieldContainer[ChannelWrite]
+    request_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_path: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[ChannelWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UploadWritesResponse(_message.Message):
+    __slots__ = ("received_bytes", "written_count", "dropped_late", "already_applied")
+    RECEIVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LATE_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    received_bytes: int
+    written_count: int
+    dropped_late: bool
+    already_applied: bool
+    def __init__(self, received_bytes: _Optional[int] = ..., written_count: _Optional[int] = ..., dropped_late: _Optional[bool] = ..., already_applied: _Optional[bool] = ...) -> None: ...
+
 class PutWritesResponse(_message.Message):
     __slots__ = ("written_count", "dropped_late", "already_applied")
     WRITTEN_COUNT_FIELD_NUMBER: _ClassVar[int]

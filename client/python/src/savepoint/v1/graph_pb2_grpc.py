@@ -56,6 +56,11 @@ class GraphCheckpointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_graph__pb2.PutWritesRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_graph__pb2.PutWritesResponse.FromString,
                 _registered_method=True)
+        self.UploadWrites = channel.stream_unary(
+                '/savepoint.v1.GraphCheckpointService/UploadWrites',
+                request_serializer=savepoint_dot_v1_dot_graph__pb2.UploadWritesRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_graph__pb2.UploadWritesResponse.FromString,
+                _registered_method=True)
         self.GetCheckpoint = channel.unary_stream(
                 '/savepoint.v1.GraphCheckpointService/GetCheckpoint',
                 request_serializer=savepoint_dot_v1_dot_graph__pb2.GetCheckpointRequest.SerializeToString,
@@ -130,6 +135,16 @@ class GraphCheckpointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadWrites(self, request_iterator, context):
+        """UploadWrites is PutWrites for writes of any size up to the upload
+        limit: the first message describes them, the following messages carry
+        their values' bytes, staged as they arrive and made visible in one
+        commit when the client closes the stream, as UploadCheckpoint does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetCheckpoint(self, request, context):
         """GetCheckpoint streams one checkpoint, its channel blobs resolved through
         its channel_versions, and its pending writes sorted by (task_path,
@@ -198,6 +213,11 @@ def add_GraphCheckpointServiceServicer_to_server(servicer, server):
                     servicer.PutWrites,
                     request_deserializer=savepoint_dot_v1_dot_graph__pb2.PutWritesRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_graph__pb2.PutWritesResponse.SerializeToString,
+            ),
+            'UploadWrites': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadWrites,
+                    request_deserializer=savepoint_dot_v1_dot_graph__pb2.UploadWritesRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_graph__pb2.UploadWritesResponse.SerializeToString,
             ),
             'GetCheckpoint': grpc.unary_stream_rpc_method_handler(
                     servicer.GetCheckpoint,
@@ -318,6 +338,33 @@ class GraphCheckpointService:
             '/savepoint.v1.GraphCheckpointService/PutWrites',
             savepoint_dot_v1_dot_graph__pb2.PutWritesRequest.SerializeToString,
             savepoint_dot_v1_dot_graph__pb2.PutWritesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadWrites(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/savepoint.v1.GraphCheckpointService/UploadWrites',
+            savepoint_dot_v1_dot_graph__pb2.UploadWritesRequest.SerializeToString,
+            savepoint_dot_v1_dot_graph__pb2.UploadWritesResponse.FromString,
             options,
             channel_credentials,
             insecure,
