@@ -160,10 +160,24 @@ export function tlsFromEnv(env: NodeJS.ProcessEnv = process.env): TlsOptions | u
   return { ca: read(ENV_TLS_CA, ca), cert: read(ENV_TLS_CERT, cert), key: read(ENV_TLS_KEY, key) };
 }
 
+/** How long a call waits for the connection to the daemon to be (re)established, unless DialOptions.reconnectWaitMs says otherwise. */
+export const DEFAULT_RECONNECT_WAIT_MS = 5000;
+
 /** Options of dial. */
 export interface DialOptions {
   /** The policy for calls that fail with UNAVAILABLE (default DEFAULT_RETRY_POLICY). */
   retry?: RetryPolicy;
+  /**
+   * How long, in ms, a call waits for the connection to be ready before it
+   * is sent (wait-for-ready), counted once per call across its retries and
+   * cut short by the call's deadline or signal (default
+   * DEFAULT_RECONNECT_WAIT_MS; 0 sends at once). After a daemon restart
+   * gRPC reconnects only after its backoff (up to 2 s), which can outlast
+   * the retries; the wait covers it, so the first call after an outage
+   * succeeds. Waiting is safe for every call: nothing is sent until the
+   * connection is ready.
+   */
+  reconnectWaitMs?: number;
   /**
    * Makes dial wait until the daemon accepts the connection, or signal
    * fires (then dial throws UnavailableError). By default dial returns at
@@ -262,12 +276,14 @@ export class Client {
   readonly config: ClientConfig;
   readonly #stub: SavepointServiceClient;
   readonly #retry: RetryPolicy;
+  readonly #reconnectWaitMs: number;
 
   /** @internal Use dial. */
   constructor(stub: SavepointServiceClient, addr: string, options: DialOptions) {
     this.#stub = stub;
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
+    this.#reconnectWaitMs = Math.max(0, options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
     this.config = {
       logger: options.logger ?? discardLogger,
       toolResults: options.toolResults ?? anthropicToolResults,
@@ -308,18 +324,27 @@ export class Client {
 
   /** Waits until the connection is ready, or signal fires (UnavailableError). */
   async waitReady(signal?: AbortSignal): Promise<void> {
+    const state = await this.#ready(Infinity, signal);
+    if (state !== connectivityState.READY) {
+      throw new UnavailableError({
+        code: Code.UNAVAILABLE,
+        message: `savepointd at ${this.addr} not ready (last state ${connectivityState[state]})`,
+      });
+    }
+  }
+
+  /**
+   * Waits until the connection is READY, the time by (ms since the epoch)
+   * passes, or signal fires, asking the channel to connect; returns the
+   * last state seen.
+   */
+  async #ready(by: number, signal?: AbortSignal): Promise<connectivityState> {
     const channel = this.#stub.getChannel();
     for (;;) {
       const state = channel.getConnectivityState(true);
-      if (state === connectivityState.READY) return;
-      if (signal?.aborted || state === connectivityState.SHUTDOWN) {
-        throw new UnavailableError({
-          code: Code.UNAVAILABLE,
-          message: `savepointd at ${this.addr} not ready (last state ${connectivityState[state]})`,
-        });
-      }
+      if (state === connectivityState.READY || state === connectivityState.SHUTDOWN || signal?.aborted || Date.now() >= by) return state;
       // Wake at least every 100 ms to notice signal.
-      await new Promise<void>((resolve) => channel.watchConnectivityState(state, Date.now() + 100, () => resolve()));
+      await new Promise<void>((resolve) => channel.watchConnectivityState(state, Math.min(by, Date.now() + 100), () => resolve()));
     }
   }
 
@@ -331,7 +356,11 @@ export class Client {
   async #invoke<M extends Method>(method: M, request: Req<M>, options: CallOptions = {}): Promise<Res<M>> {
     const def = SavepointServiceService[method];
     const attempts = retrySafe(def.path, request) ? Math.max(1, this.#retry.maxAttempts) : 1;
+    // One bound for the whole call: its wait for the connection, before each try.
+    let readyBy = Date.now() + this.#reconnectWaitMs;
+    if (options.deadline !== undefined) readyBy = Math.min(readyBy, new Date(options.deadline).getTime());
     for (let attempt = 0; ; attempt++) {
+      if (this.#reconnectWaitMs > 0) await this.#ready(readyBy, options.signal);
       try {
         return await this.#unary(method, request, options);
       } catch (err) {

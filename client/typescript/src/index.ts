@@ -13,6 +13,7 @@
 export { defaultAddr, ENV_ADDR, parseAddr, type Endpoint } from "./addr.js";
 export {
   Client,
+  DEFAULT_RECONNECT_WAIT_MS,
   DEFAULT_RETRY_POLICY,
   dial,
   type DialOptions,
