@@ -10,7 +10,7 @@
  * what was pending, and goes on. Errors are SavepointError subclasses chosen
  * by the ErrorInfo reason the daemon sends. README.md shows the loop.
  */
-export { defaultAddr, ENV_ADDR, parseAddr, type Endpoint } from "./addr.js";
+export { defaultAddr, ENV_ADDR, grpcTarget, parseAddr, type Endpoint } from "./addr.js";
 export {
   Client,
   DEFAULT_RECONNECT_WAIT_MS,
@@ -55,3 +55,5 @@ export type {
 /** The generated messages and service of savepoint.v1, for raw calls. */
 export { SessionStatus } from "./gen/savepoint/v1/savepoint.js";
 export * as pb from "./gen/savepoint/v1/savepoint.js";
+/** The generated messages and service of GraphCheckpointService (LangGraph checkpoints), for @savepoint-dev/langgraph. */
+export * as graphPb from "./gen/savepoint/v1/graph.js";
