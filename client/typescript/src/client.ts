@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 
 import {
   type ChannelCredentials,
+  type Client as GrpcClient,
   type ChannelOptions,
   type ClientUnaryCall,
   connectivityState,
@@ -232,15 +233,18 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   rewindSession: RewindSessionRequest,
 } as never;
 
+/** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
+export type ServiceClientConstructor<T> = new (address: string, credentials: ChannelCredentials, options?: ChannelOptions) => T;
+
 /**
- * Connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" or
- * undefined means defaultAddr(). The connection is plaintext unless TLS is
- * given or set in the environment (tlsFromEnv). Unless waitReady is set,
- * dial does not wait for the daemon. Close the client when done.
+ * Makes a grpc-js client of any generated service of savepointd, such as
+ * graphPb.GraphCheckpointServiceClient, connected as dial connects: addr
+ * ("" or undefined: defaultAddr()) parsed and resolved as every Savepoint
+ * client does, TLS from options or the environment, the same short
+ * reconnect backoff. It does not wait for the daemon; close it when done.
  */
-export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
-  const address = addr || defaultAddr();
-  const ep = parseAddr(address);
+export function serviceClient<T>(ctor: ServiceClientConstructor<T>, addr?: string, options: Pick<DialOptions, "tls" | "channelOptions"> = {}): T {
+  const ep = parseAddr(addr || defaultAddr());
   const tls = options.tls === undefined ? tlsFromEnv() : options.tls || undefined;
   let creds: ChannelCredentials = credentials.createInsecure();
   const channelOptions: ChannelOptions = {
@@ -253,7 +257,18 @@ export async function dial(addr?: string, options: DialOptions = {}): Promise<Cl
     creds = credentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null);
     if (tls.serverName) channelOptions["grpc.ssl_target_name_override"] = tls.serverName;
   }
-  const stub = new SavepointServiceClient(grpcTarget(ep), creds, { ...channelOptions, ...options.channelOptions });
+  return new ctor(grpcTarget(ep), creds, { ...channelOptions, ...options.channelOptions });
+}
+
+/**
+ * Connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" or
+ * undefined means defaultAddr(). The connection is plaintext unless TLS is
+ * given or set in the environment (tlsFromEnv). Unless waitReady is set,
+ * dial does not wait for the daemon. Close the client when done.
+ */
+export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
+  const address = addr || defaultAddr();
+  const stub = serviceClient(SavepointServiceClient, address, options);
   const c = new Client(stub, address, options);
   if (options.waitReady) {
     try {
@@ -333,19 +348,8 @@ export class Client {
     }
   }
 
-  /**
-   * Waits until the connection is READY, the time by (ms since the epoch)
-   * passes, or signal fires, asking the channel to connect; returns the
-   * last state seen.
-   */
-  async #ready(by: number, signal?: AbortSignal): Promise<connectivityState> {
-    const channel = this.#stub.getChannel();
-    for (;;) {
-      const state = channel.getConnectivityState(true);
-      if (state === connectivityState.READY || state === connectivityState.SHUTDOWN || signal?.aborted || Date.now() >= by) return state;
-      // Wake at least every 100 ms to notice signal.
-      await new Promise<void>((resolve) => channel.watchConnectivityState(state, Math.min(by, Date.now() + 100), () => resolve()));
-    }
+  #ready(by: number, signal?: AbortSignal): Promise<connectivityState> {
+    return channelReady(this.#stub.getChannel(), by, signal);
   }
 
   /**
@@ -399,6 +403,20 @@ export class Client {
       if (options.signal?.aborted) call.cancel();
       else options.signal?.addEventListener("abort", cancel, { once: true });
     });
+  }
+}
+
+/**
+ * Waits until a grpc-js channel is READY, the time by (ms since the epoch)
+ * passes, or signal fires, asking the channel to connect; returns the last
+ * state seen. Client calls wait so before each try (reconnectWaitMs).
+ */
+export async function channelReady(channel: ReturnType<GrpcClient["getChannel"]>, by: number, signal?: AbortSignal): Promise<connectivityState> {
+  for (;;) {
+    const state = channel.getConnectivityState(true);
+    if (state === connectivityState.READY || state === connectivityState.SHUTDOWN || signal?.aborted || Date.now() >= by) return state;
+    // Wake at least every 100 ms to notice signal.
+    await new Promise<void>((resolve) => channel.watchConnectivityState(state, Math.min(by, Date.now() + 100), () => resolve()));
   }
 }
 

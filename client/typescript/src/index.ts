@@ -12,6 +12,7 @@
  */
 export { defaultAddr, ENV_ADDR, grpcTarget, parseAddr, type Endpoint } from "./addr.js";
 export {
+  channelReady,
   Client,
   DEFAULT_RECONNECT_WAIT_MS,
   DEFAULT_RETRY_POLICY,
@@ -23,6 +24,8 @@ export {
   retryBackoff,
   type RetryPolicy,
   retrySafe,
+  serviceClient,
+  type ServiceClientConstructor,
   tlsFromEnv,
   type TlsOptions,
   unaryMethods,
