@@ -72,7 +72,8 @@ clients-langgraphjs: $(LG_DIR)/dist/.built ## Build @savepoint-dev/langgraph, th
 # @langchain/langgraph-checkpoint-validation in full, by its validate() under
 # vitest (its CLI of 1.1.1 cannot load an initializer), against a real
 # savepointd per checkpointer; a run in which no test ran, or one was
-# skipped, fails.
+# skipped, fails. Then the saver's own tests (node --test): uploads, split
+# writes, the first call after an outage.
 .PHONY: test-langgraphjs
 test-langgraphjs: clients-langgraphjs ## The LangGraph.js saver against @langchain/langgraph-checkpoint-validation, on a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd
@@ -83,4 +84,5 @@ test-langgraphjs: clients-langgraphjs ## The LangGraph.js saver against @langcha
 		read -r passed total skipped <<<"$$counts"; \
 		echo "test-langgraphjs: $$passed of $$total validation tests passed, $$skipped skipped"; \
 		if [[ "$$total" == 0 || "$$skipped" != 0 ]]; then echo "test-langgraphjs: want every test to run, none skipped" >&2; exit 1; fi; \
-		exit $$rc
+		[[ $$rc == 0 ]] || exit $$rc; \
+		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-reporter=spec dist/tests/*.test.js

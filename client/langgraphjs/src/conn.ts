@@ -1,6 +1,8 @@
-import { type ServiceError, status as Code } from "@grpc/grpc-js";
+import { connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
 import {
   channelReady,
+  type Client,
+  dial,
   DEFAULT_RECONNECT_WAIT_MS,
   DEFAULT_RETRY_POLICY,
   defaultAddr,
@@ -10,7 +12,11 @@ import {
   serviceClient,
   type TlsOptions,
   translate,
+  UnavailableError,
 } from "@savepoint-dev/client";
+
+/** The daemon's default --max-request-bytes. */
+export const DEFAULT_MAX_REQUEST_BYTES = 4 << 20;
 
 /** How the saver reaches savepointd. */
 export interface SaverOptions {
@@ -30,17 +36,39 @@ export class Connection {
   readonly stub: graphPb.GraphCheckpointServiceClient;
   readonly #retry: RetryPolicy;
   readonly #waitMs: number;
+  readonly #tls: TlsOptions | false | undefined;
+  #limit: number | undefined;
 
   constructor(o: SaverOptions = {}) {
     this.address = o.address || defaultAddr();
     // The client's grpc-js makes the channel, so that one copy of grpc-js serves both.
     this.stub = serviceClient(graphPb.GraphCheckpointServiceClient, this.address, { tls: o.tls });
+    this.#tls = o.tls;
     this.#retry = { ...(o.retry ?? DEFAULT_RETRY_POLICY) };
     this.#waitMs = Math.max(0, o.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
   }
 
   close(): void {
     this.stub.close();
+  }
+
+  /**
+   * The daemon's --max-request-bytes, asked once with GetServerInfo;
+   * MAX_REQUEST_BYTES, the default, while it cannot be asked.
+   */
+  async requestLimit(): Promise<number> {
+    if (this.#limit !== undefined) return this.#limit;
+    let c: Client | undefined;
+    try {
+      c = await dial(this.address, { tls: this.#tls, retry: this.#retry, reconnectWaitMs: this.#waitMs });
+      const n = Number((await c.raw.getServerInfo({})).maxRequestBytes);
+      if (n > 0) this.#limit = n;
+      return n > 0 ? n : DEFAULT_MAX_REQUEST_BYTES;
+    } catch {
+      return DEFAULT_MAX_REQUEST_BYTES;
+    } finally {
+      c?.close();
+    }
   }
 
   /**
@@ -70,5 +98,13 @@ export class Connection {
 
   async #ready(by: number): Promise<void> {
     await channelReady(this.stub.getChannel(), by);
+  }
+
+  /** Waits until the connection is ready, or signal fires (then it throws UnavailableError). */
+  async waitReady(signal?: AbortSignal): Promise<void> {
+    const state = await channelReady(this.stub.getChannel(), Infinity, signal);
+    if (state !== connectivityState.READY) {
+      throw new UnavailableError({ code: Code.UNAVAILABLE, message: `savepointd at ${this.address} not ready (last state ${connectivityState[state]})` });
+    }
   }
 }

@@ -15,7 +15,7 @@ import {
 import { graphPb } from "@savepoint-dev/client";
 
 import { Connection, type SaverOptions } from "./conn.js";
-import { Assembler, listRequest, putRequest, type RawTuple, threadOf, toTuple, writesRequests } from "./wire.js";
+import { Assembler, listRequest, needsUpload, putRequest, type RawTuple, threadOf, toTuple, uploadMessages, writesRequests } from "./wire.js";
 
 /** The options of a SavepointSaver: where the daemon is, and how values are serialized. */
 export interface SavepointSaverOptions extends SaverOptions {
@@ -42,6 +42,11 @@ export class SavepointSaver extends BaseCheckpointSaver {
     super(options.serde);
     this.#conn = new Connection(options);
     this.address = this.#conn.address;
+  }
+
+  /** Waits until the daemon accepts the connection, or signal fires (then it throws UnavailableError): for a process that starts before its daemon. */
+  waitReady(signal?: AbortSignal): Promise<void> {
+    return this.#conn.waitReady(signal);
   }
 
   /** Closes the connection; calls in flight fail. */
@@ -145,12 +150,25 @@ export class SavepointSaver extends BaseCheckpointSaver {
 
   /**
    * Stores a checkpoint as the child of the config's checkpoint, with the
-   * values of the channels in newVersions, in one commit; returns the config
-   * that names it.
+   * values of the channels in newVersions, in one commit (through
+   * UploadCheckpoint, in chunks, when it is over the daemon's request
+   * limit); returns the config that names it.
    */
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const [req, stored] = await putRequest(this.serde, config, checkpoint, metadata, newVersions);
-    await this.#conn.unary(this.#conn.stub.putCheckpoint, req);
+    const limit = await this.#conn.requestLimit();
+    if (!needsUpload(req, limit)) {
+      await this.#conn.unary(this.#conn.stub.putCheckpoint, req);
+      return stored;
+    }
+    await this.#conn.call(
+      () =>
+        new Promise<graphPb.UploadCheckpointResponse>((resolve, reject) => {
+          const call = this.#conn.stub.uploadCheckpoint((err, res) => (err ? reject(err) : resolve(res)));
+          for (const msg of uploadMessages(req, limit)) call.write(msg);
+          call.end();
+        }),
+    );
     return stored;
   }
 
@@ -163,7 +181,8 @@ export class SavepointSaver extends BaseCheckpointSaver {
    */
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
     if (writes.length === 0) return;
-    for (const req of await writesRequests(this.serde, config, writes, taskId, taskPath)) {
+    const limit = await this.#conn.requestLimit();
+    for (const req of await writesRequests(this.serde, config, writes, taskId, taskPath, limit)) {
       await this.#conn.unary(this.#conn.stub.putWrites, req);
     }
   }

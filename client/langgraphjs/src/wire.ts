@@ -23,9 +23,53 @@ import { status as Code } from "@grpc/grpc-js";
 /** The most blobs per put and writes per PutWrites the daemon accepts (docs/api.md). */
 export const MAX_BATCH = 1000;
 
-/** The daemon's default --max-request-bytes: a PutWrites is split to stay under it. */
-export const MAX_REQUEST_BYTES = 4 << 20;
+/** A request's framing and the fields the size estimates leave out. */
 const REQUEST_MARGIN = 4096;
+
+/** The bytes per UploadCheckpoint chunk message (less when the daemon's request limit is smaller). */
+export const UPLOAD_CHUNK_BYTES = 1 << 20;
+
+/**
+ * Says whether a put is over the daemon's request limit, so that it must go
+ * through UploadCheckpoint.
+ */
+export function needsUpload(req: graphPb.PutCheckpointRequest, maxRequestBytes: number): boolean {
+  return graphPb.PutCheckpointRequest.encode(req).finish().length + REQUEST_MARGIN > maxRequestBytes;
+}
+
+/**
+ * The UploadCheckpoint messages of a put: the start, every value's data
+ * emptied and its total_size kept, then the checkpoint's bytes and each
+ * blob's, in the start's order, in chunks under the request limit.
+ */
+export function* uploadMessages(req: graphPb.PutCheckpointRequest, maxRequestBytes: number): Generator<graphPb.UploadCheckpointRequest> {
+  const empty = (v: graphPb.TypedValue | undefined) => (v ? { ...v, data: Buffer.alloc(0) } : v);
+  const cp = req.checkpoint!;
+  yield graphPb.UploadCheckpointRequest.fromPartial({
+    start: {
+      checkpoint: { ...cp, checkpoint: empty(cp.checkpoint) },
+      blobs: req.blobs.map((b) => ({ ...b, value: empty(b.value) })),
+      requestId: req.requestId,
+    },
+  });
+  const size = Math.max(1, Math.min(UPLOAD_CHUNK_BYTES, maxRequestBytes - REQUEST_MARGIN));
+  let buf: Buffer[] = [];
+  let have = 0;
+  for (const data of [cp.checkpoint?.data ?? Buffer.alloc(0), ...req.blobs.map((b) => b.value?.data ?? Buffer.alloc(0))]) {
+    for (let off = 0; off < data.length; ) {
+      const take = Math.min(size - have, data.length - off);
+      buf.push(data.subarray(off, off + take));
+      have += take;
+      off += take;
+      if (have === size) {
+        yield graphPb.UploadCheckpointRequest.fromPartial({ chunk: Buffer.concat(buf) });
+        buf = [];
+        have = 0;
+      }
+    }
+  }
+  if (have > 0) yield graphPb.UploadCheckpointRequest.fromPartial({ chunk: Buffer.concat(buf) });
+}
 
 function missing(field: string, message: string): Error {
   return newError(ErrorReason.ERROR_REASON_MISSING_FIELD, Code.INVALID_ARGUMENT, message, { field });
@@ -94,6 +138,7 @@ export async function writesRequests(
   writes: PendingWrite[],
   taskId: string,
   taskPath: string,
+  maxRequestBytes: number,
 ): Promise<graphPb.PutWritesRequest[]> {
   const [threadId, ns] = threadOf(config);
   const checkpointId = config.configurable?.checkpoint_id;
@@ -108,7 +153,7 @@ export async function writesRequests(
   let size = 0;
   for (const w of byIdx.values()) {
     const n = w.value!.data.length + w.channel.length + 32;
-    if (!cur || cur.writes.length >= MAX_BATCH || (cur.writes.length > 0 && size + n > MAX_REQUEST_BYTES - REQUEST_MARGIN)) {
+    if (!cur || cur.writes.length >= MAX_BATCH || (cur.writes.length > 0 && size + n > maxRequestBytes - REQUEST_MARGIN)) {
       cur = graphPb.PutWritesRequest.fromPartial({
         threadId,
         checkpointNs: ns,
