@@ -5,7 +5,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { status as Code } from "@grpc/grpc-js";
