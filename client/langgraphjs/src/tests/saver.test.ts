@@ -26,6 +26,23 @@ function checkpoint(i: number, values: Record<string, unknown>, versions: Record
   return { ...emptyCheckpoint(), id: uuid6(i), channel_values: values, channel_versions: versions };
 }
 
+test("new SavepointSaver() resolves the address as every client does ($SAVEPOINT_ADDR)", async () => {
+  const saved = process.env.SAVEPOINT_ADDR;
+  process.env.SAVEPOINT_ADDR = d.addr;
+  try {
+    const saver = new SavepointSaver();
+    try {
+      assert.equal(saver.address, d.addr);
+      assert.equal(await saver.getTuple({ configurable: { thread_id: "nobody" } }), undefined);
+    } finally {
+      saver.close();
+    }
+  } finally {
+    if (saved === undefined) delete process.env.SAVEPOINT_ADDR;
+    else process.env.SAVEPOINT_ADDR = saved;
+  }
+});
+
 test("a checkpoint over the daemon's request limit is uploaded in chunks and reads back whole", async () => {
   const saver = new SavepointSaver({ address: d.addr });
   try {
