@@ -1,5 +1,6 @@
-# The TypeScript client (client/typescript): its generated code, its build
-# and its tests. ts-proto is pinned by tools/tsgen/package-lock.json and
+# The TypeScript client (client/typescript) and the LangGraph.js saver on it
+# (client/langgraphjs, @savepoint-dev/langgraph): the generated code, the
+# builds and the tests. ts-proto is pinned by tools/tsgen/package-lock.json and
 # installed into bin/tsgen, never into the client's node_modules; buf runs
 # it with buf.gen.ts.yaml.
 
@@ -7,13 +8,15 @@ TS_DIR := client/typescript
 TSGEN_DIR := $(BIN)/tsgen
 TS_PROTOC_GEN := $(TSGEN_DIR)/node_modules/.bin/protoc-gen-ts_proto
 TS_SOURCES := $(shell find $(TS_DIR)/src -name '*.ts' 2>/dev/null)
+LG_DIR := client/langgraphjs
+LG_SOURCES := $(shell find $(LG_DIR)/src -name '*.ts' 2>/dev/null)
 # Where the tests find the binaries they run (built by test-typescript).
 TS_TEST_ENV := SAVEPOINTD=$(abspath $(BIN))/savepointd SAVEPOINT_DEMO_GO=$(abspath $(BIN))/savepoint-demo
 
 GENERATE_TARGETS += generate-ts
 GENERATED_PATHS += $(TS_DIR)/src/gen
-CLIENT_TARGETS += clients-typescript
-TEST_TARGETS += test-typescript
+CLIENT_TARGETS += clients-typescript clients-langgraphjs
+TEST_TARGETS += test-typescript test-langgraphjs
 
 $(TS_PROTOC_GEN): tools/tsgen/package.json tools/tsgen/package-lock.json
 	mkdir -p $(TSGEN_DIR)
@@ -51,3 +54,35 @@ test-typescript: clients-typescript ## TypeScript client tests (node --test) aga
 		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-typescript: no test ran" >&2; exit 1; fi; \
 		echo "test-typescript: $$n tests ran"; \
 		exit $$rc
+
+# @savepoint-dev/langgraph depends on the client through a file: link
+# (../typescript), so the client is built first; npm ci installs LangGraph.js
+# and the validation suite from its lockfile.
+$(LG_DIR)/node_modules/.package-lock.json: $(LG_DIR)/package.json $(LG_DIR)/package-lock.json $(TS_DIR)/dist/.built
+	cd $(LG_DIR) && npm ci --no-audit --no-fund
+	@touch $@
+
+$(LG_DIR)/dist/.built: $(LG_DIR)/node_modules/.package-lock.json $(LG_DIR)/tsconfig.json $(LG_SOURCES) $(TS_DIR)/dist/.built
+	cd $(LG_DIR) && npm run build
+	@touch $@
+
+.PHONY: clients-langgraphjs
+clients-langgraphjs: $(LG_DIR)/dist/.built ## Build @savepoint-dev/langgraph, the LangGraph.js saver (client/langgraphjs)
+
+# @langchain/langgraph-checkpoint-validation in full, by its validate() under
+# vitest (its CLI of 1.1.1 cannot load an initializer), against a real
+# savepointd per checkpointer; a run in which no test ran, or one was
+# skipped, fails. Then the saver's own tests (node --test): uploads, split
+# writes, the first call after an outage.
+.PHONY: test-langgraphjs
+test-langgraphjs: clients-langgraphjs ## The LangGraph.js saver against @langchain/langgraph-checkpoint-validation, on a real savepointd
+	go build -o $(BIN)/ ./cmd/savepointd
+	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; cd $(LG_DIR) && rc=0 && \
+		SAVEPOINTD=$(abspath $(BIN))/savepointd node_modules/.bin/vitest run --globals --reporter=dot \
+			--reporter=json --outputFile.json="$$out" dist/tests/validation.spec.js || rc=$$?; \
+		counts="$$(node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")); console.log(r.numPassedTests, r.numTotalTests, r.numPendingTests + r.numTodoTests)' "$$out")"; \
+		read -r passed total skipped <<<"$$counts"; \
+		echo "test-langgraphjs: $$passed of $$total validation tests passed, $$skipped skipped"; \
+		if [[ "$$total" == 0 || "$$skipped" != 0 ]]; then echo "test-langgraphjs: want every test to run, none skipped" >&2; exit 1; fi; \
+		[[ $$rc == 0 ]] || exit $$rc; \
+		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-reporter=spec dist/tests/*.test.js

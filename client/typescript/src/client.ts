@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 
 import {
   type ChannelCredentials,
+  type Client as GrpcClient,
   type ChannelOptions,
   type ClientUnaryCall,
   connectivityState,
@@ -160,10 +161,24 @@ export function tlsFromEnv(env: NodeJS.ProcessEnv = process.env): TlsOptions | u
   return { ca: read(ENV_TLS_CA, ca), cert: read(ENV_TLS_CERT, cert), key: read(ENV_TLS_KEY, key) };
 }
 
+/** How long a call waits for the connection to the daemon to be (re)established, unless DialOptions.reconnectWaitMs says otherwise. */
+export const DEFAULT_RECONNECT_WAIT_MS = 5000;
+
 /** Options of dial. */
 export interface DialOptions {
   /** The policy for calls that fail with UNAVAILABLE (default DEFAULT_RETRY_POLICY). */
   retry?: RetryPolicy;
+  /**
+   * How long, in ms, a call waits for the connection to be ready before it
+   * is sent (wait-for-ready), counted once per call across its retries and
+   * cut short by the call's deadline or signal (default
+   * DEFAULT_RECONNECT_WAIT_MS; 0 sends at once). After a daemon restart
+   * gRPC reconnects only after its backoff (up to 2 s), which can outlast
+   * the retries; the wait covers it, so the first call after an outage
+   * succeeds. Waiting is safe for every call: nothing is sent until the
+   * connection is ready.
+   */
+  reconnectWaitMs?: number;
   /**
    * Makes dial wait until the daemon accepts the connection, or signal
    * fires (then dial throws UnavailableError). By default dial returns at
@@ -218,15 +233,18 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   rewindSession: RewindSessionRequest,
 } as never;
 
+/** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
+export type ServiceClientConstructor<T> = new (address: string, credentials: ChannelCredentials, options?: ChannelOptions) => T;
+
 /**
- * Connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" or
- * undefined means defaultAddr(). The connection is plaintext unless TLS is
- * given or set in the environment (tlsFromEnv). Unless waitReady is set,
- * dial does not wait for the daemon. Close the client when done.
+ * Makes a grpc-js client of any generated service of savepointd, such as
+ * graphPb.GraphCheckpointServiceClient, connected as dial connects: addr
+ * ("" or undefined: defaultAddr()) parsed and resolved as every Savepoint
+ * client does, TLS from options or the environment, the same short
+ * reconnect backoff. It does not wait for the daemon; close it when done.
  */
-export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
-  const address = addr || defaultAddr();
-  const ep = parseAddr(address);
+export function serviceClient<T>(ctor: ServiceClientConstructor<T>, addr?: string, options: Pick<DialOptions, "tls" | "channelOptions"> = {}): T {
+  const ep = parseAddr(addr || defaultAddr());
   const tls = options.tls === undefined ? tlsFromEnv() : options.tls || undefined;
   let creds: ChannelCredentials = credentials.createInsecure();
   const channelOptions: ChannelOptions = {
@@ -239,7 +257,18 @@ export async function dial(addr?: string, options: DialOptions = {}): Promise<Cl
     creds = credentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null);
     if (tls.serverName) channelOptions["grpc.ssl_target_name_override"] = tls.serverName;
   }
-  const stub = new SavepointServiceClient(grpcTarget(ep), creds, { ...channelOptions, ...options.channelOptions });
+  return new ctor(grpcTarget(ep), creds, { ...channelOptions, ...options.channelOptions });
+}
+
+/**
+ * Connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" or
+ * undefined means defaultAddr(). The connection is plaintext unless TLS is
+ * given or set in the environment (tlsFromEnv). Unless waitReady is set,
+ * dial does not wait for the daemon. Close the client when done.
+ */
+export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
+  const address = addr || defaultAddr();
+  const stub = serviceClient(SavepointServiceClient, address, options);
   const c = new Client(stub, address, options);
   if (options.waitReady) {
     try {
@@ -262,12 +291,14 @@ export class Client {
   readonly config: ClientConfig;
   readonly #stub: SavepointServiceClient;
   readonly #retry: RetryPolicy;
+  readonly #reconnectWaitMs: number;
 
   /** @internal Use dial. */
   constructor(stub: SavepointServiceClient, addr: string, options: DialOptions) {
     this.#stub = stub;
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
+    this.#reconnectWaitMs = Math.max(0, options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
     this.config = {
       logger: options.logger ?? discardLogger,
       toolResults: options.toolResults ?? anthropicToolResults,
@@ -308,19 +339,17 @@ export class Client {
 
   /** Waits until the connection is ready, or signal fires (UnavailableError). */
   async waitReady(signal?: AbortSignal): Promise<void> {
-    const channel = this.#stub.getChannel();
-    for (;;) {
-      const state = channel.getConnectivityState(true);
-      if (state === connectivityState.READY) return;
-      if (signal?.aborted || state === connectivityState.SHUTDOWN) {
-        throw new UnavailableError({
-          code: Code.UNAVAILABLE,
-          message: `savepointd at ${this.addr} not ready (last state ${connectivityState[state]})`,
-        });
-      }
-      // Wake at least every 100 ms to notice signal.
-      await new Promise<void>((resolve) => channel.watchConnectivityState(state, Date.now() + 100, () => resolve()));
+    const state = await this.#ready(Infinity, signal);
+    if (state !== connectivityState.READY) {
+      throw new UnavailableError({
+        code: Code.UNAVAILABLE,
+        message: `savepointd at ${this.addr} not ready (last state ${connectivityState[state]})`,
+      });
     }
+  }
+
+  #ready(by: number, signal?: AbortSignal): Promise<connectivityState> {
+    return channelReady(this.#stub.getChannel(), by, signal);
   }
 
   /**
@@ -331,7 +360,11 @@ export class Client {
   async #invoke<M extends Method>(method: M, request: Req<M>, options: CallOptions = {}): Promise<Res<M>> {
     const def = SavepointServiceService[method];
     const attempts = retrySafe(def.path, request) ? Math.max(1, this.#retry.maxAttempts) : 1;
+    // One bound for the whole call: its wait for the connection, before each try.
+    let readyBy = Date.now() + this.#reconnectWaitMs;
+    if (options.deadline !== undefined) readyBy = Math.min(readyBy, new Date(options.deadline).getTime());
     for (let attempt = 0; ; attempt++) {
+      if (this.#reconnectWaitMs > 0) await this.#ready(readyBy, options.signal);
       try {
         return await this.#unary(method, request, options);
       } catch (err) {
@@ -370,6 +403,20 @@ export class Client {
       if (options.signal?.aborted) call.cancel();
       else options.signal?.addEventListener("abort", cancel, { once: true });
     });
+  }
+}
+
+/**
+ * Waits until a grpc-js channel is READY, the time by (ms since the epoch)
+ * passes, or signal fires, asking the channel to connect; returns the last
+ * state seen. Client calls wait so before each try (reconnectWaitMs).
+ */
+export async function channelReady(channel: ReturnType<GrpcClient["getChannel"]>, by: number, signal?: AbortSignal): Promise<connectivityState> {
+  for (;;) {
+    const state = channel.getConnectivityState(true);
+    if (state === connectivityState.READY || state === connectivityState.SHUTDOWN || signal?.aborted || Date.now() >= by) return state;
+    // Wake at least every 100 ms to notice signal.
+    await new Promise<void>((resolve) => channel.watchConnectivityState(state, Math.min(by, Date.now() + 100), () => resolve()));
   }
 }
 

@@ -10,9 +10,11 @@
  * what was pending, and goes on. Errors are SavepointError subclasses chosen
  * by the ErrorInfo reason the daemon sends. README.md shows the loop.
  */
-export { defaultAddr, ENV_ADDR, parseAddr, type Endpoint } from "./addr.js";
+export { defaultAddr, ENV_ADDR, grpcTarget, parseAddr, type Endpoint } from "./addr.js";
 export {
+  channelReady,
   Client,
+  DEFAULT_RECONNECT_WAIT_MS,
   DEFAULT_RETRY_POLICY,
   dial,
   type DialOptions,
@@ -22,6 +24,8 @@ export {
   retryBackoff,
   type RetryPolicy,
   retrySafe,
+  serviceClient,
+  type ServiceClientConstructor,
   tlsFromEnv,
   type TlsOptions,
   unaryMethods,
@@ -54,3 +58,5 @@ export type {
 /** The generated messages and service of savepoint.v1, for raw calls. */
 export { SessionStatus } from "./gen/savepoint/v1/savepoint.js";
 export * as pb from "./gen/savepoint/v1/savepoint.js";
+/** The generated messages and service of GraphCheckpointService (LangGraph checkpoints), for @savepoint-dev/langgraph. */
+export * as graphPb from "./gen/savepoint/v1/graph.js";

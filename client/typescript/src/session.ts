@@ -17,14 +17,13 @@ import {
   ToolUsesPendingError,
 } from "./errors.js";
 import {
-  Decision,
   EffectClass,
   ErrorReason,
-  type Resolution,
   SaveCheckpointRequest,
   SessionStatus,
   type ToolUse as PbToolUse,
 } from "./gen/savepoint/v1/savepoint.js";
+import { reconcileSession } from "./reconcile.js";
 import { annotate, ToolRuns } from "./run.js";
 import { effectiveClass, fullToolUse } from "./tool.js";
 import type { CallOptions, Message, SaveOptions, SessionHost, StartOptions, ToolFunc, ToolResult, ToolUse } from "./types.js";
@@ -382,75 +381,9 @@ export class Session {
    * may be omitted only if no tool use needs to run. With nothing pending it
    * returns no results.
    */
-  async reconcile(run?: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
-    const rev = this.#revision;
-    const epoch = this.#epoch;
-    const resolutions: Resolution[] = [];
-    for (let token = ""; ; ) {
-      const resp = await this.#c.raw.reconcile({ sessionId: this.id, pageToken: token }, options);
-      if (resp.revision !== rev) {
-        throw newError(
-          ErrorReason.ERROR_REASON_REVISION_MISMATCH,
-          Code.ABORTED,
-          `reconcile: the daemon's latest revision is ${resp.revision}, this session's ${rev}`,
-          { current_revision: String(resp.revision) },
-        );
-      }
-      resolutions.push(...resp.resolutions);
-      token = resp.nextPageToken;
-      if (token === "") break;
-    }
-    const log = this.#c.config.logger;
-    const results: ToolResult[] = [];
-    for (const res of resolutions) {
-      const tu = res.toolUse;
-      if (!tu) throw new Error("savepoint: reconcile: a resolution without its tool use.");
-      const id = tu.toolUseId;
-      const attrs = { session: this.id, tool_use_id: id, name: tu.name, decision: Decision[res.decision] };
-      this.#runs.hook({ stage: "decided", call: fullToolUse(tu), decision: res.decision, begun: res.begun });
-      let r: ToolResult;
-      switch (res.decision) {
-        case Decision.DECISION_REUSE:
-          log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool", attrs);
-          r = { toolUseId: id, content: res.effect?.output ?? "", isError: res.effect?.isError ?? false, decision: res.decision };
-          break;
-        case Decision.DECISION_IN_DOUBT:
-          log.warn("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result", attrs);
-          r = { toolUseId: id, content: res.toolResultText, isError: true, decision: res.decision };
-          break;
-        case Decision.DECISION_RUN: {
-          const p = this.#pendingCall(id);
-          const prev = this.#runs.ran.get(id);
-          const started = this.#runs.started.has(id);
-          if (prev) {
-            log.info("savepoint: reconcile: this session ran the tool already, reusing its result", attrs);
-            r = { ...prev, decision: res.decision };
-            break;
-          }
-          if (!p) {
-            throw newError(
-              ErrorReason.ERROR_REASON_CALL_NOT_PENDING,
-              Code.FAILED_PRECONDITION,
-              `reconcile: tool use ${JSON.stringify(id)} is not pending in this session`,
-            );
-          }
-          if (started) throw new AlreadyRunError(`reconcile: tool use ${JSON.stringify(id)} (${tu.name}) not run`);
-          if (!run) {
-            throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)} (${tu.name}) must run, but no run function was given.`);
-          }
-          this.#runs.started.add(id);
-          log.info("savepoint: reconcile: safe to run, running the tool", attrs);
-          const call = fullToolUse(p);
-          r = await this.#runs.execute(p, epoch, res.idempotencyKey, (key, signal) => run(call, key, signal), options);
-          r = { ...r, decision: res.decision };
-          break;
-        }
-        default:
-          throw new Error(`savepoint: reconcile: tool use ${JSON.stringify(id)}: unknown decision ${res.decision}.`);
-      }
-      results.push(r);
-    }
-    return results;
+  reconcile(run?: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
+    const state = { host: this.#c, sessionId: this.id, revision: this.#revision, epoch: this.#epoch, pending: this.#pending, runs: this.#runs };
+    return reconcileSession(state, run, options);
   }
 
   #pendingCall(id: string): PbToolUse | undefined {

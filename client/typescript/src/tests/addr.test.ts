@@ -64,7 +64,7 @@ test("grpcTarget names each endpoint for grpc-js", () => {
 test("dial refuses a bad address, and waitReady fails on a missing daemon", async () => {
   await assert.rejects(dial("nonsense"), /neither unix:PATH nor HOST:PORT/);
   const dir = mkdtempSync(join(tmpdir(), "sp"));
-  const c0 = await dial(`unix:${dir}/none.sock`, { tls: false });
+  const c0 = await dial(`unix:${dir}/none.sock`, { tls: false, reconnectWaitMs: 0 });
   // Without waitReady, dial does not wait: the first call reports the missing daemon.
   await assert.rejects(c0.raw.getServerInfo({}), UnavailableError);
   c0.close();

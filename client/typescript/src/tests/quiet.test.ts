@@ -5,7 +5,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { status as Code } from "@grpc/grpc-js";
@@ -28,6 +27,8 @@ import {
 import { Daemon, shortTempDir } from "./daemon.js";
 
 const fast = { maxAttempts: 3, initialBackoffMs: 5, maxBackoffMs: 5 };
+/** No wait for a daemon that never comes. */
+const noWait = { reconnectWaitMs: 0 };
 const endsInSentence = /[^\s:][.!?]$/;
 
 let d: Daemon;
@@ -58,7 +59,7 @@ function stderrOf(program: string): string {
 
 test("without a logger the client writes nothing, even when it retries; consoleLogger() writes the retries", () => {
   const program = (logger: string) => `
-    const c = await sp.dial(${JSON.stringify(`unix:${dir}/none.sock`)}, { retry: ${JSON.stringify(fast)}${logger} });
+    const c = await sp.dial(${JSON.stringify(`unix:${dir}/none.sock`)}, { retry: ${JSON.stringify(fast)}, reconnectWaitMs: 0${logger} });
     try { await c.raw.getSession({ sessionId: "s" }); } catch (e) { if (!(e instanceof sp.UnavailableError)) throw e; }
     c.close();`;
   assert.equal(stderrOf(program("")), "");
@@ -73,7 +74,7 @@ test("the logger option receives the retries", async () => {
     warn: (m) => got.push(`warn ${m}`),
     error: (m) => got.push(`error ${m}`),
   };
-  const u = await dial(`unix:${dir}/none.sock`, { retry: fast, logger });
+  const u = await dial(`unix:${dir}/none.sock`, { retry: fast, ...noWait, logger });
   try {
     await assert.rejects(u.raw.getSession({ sessionId: "s" }), UnavailableError);
   } finally {
@@ -83,7 +84,7 @@ test("the logger option receives the retries", async () => {
 });
 
 test("an unreachable daemon's error ends in a sentence, without grpc-js's empty resolution note", async () => {
-  const u = await dial(`unix:${dir}/none.sock`, { retry: { ...fast, maxAttempts: 1 } });
+  const u = await dial(`unix:${dir}/none.sock`, { retry: { ...fast, maxAttempts: 1 }, ...noWait });
   try {
     await assert.rejects(u.raw.getSession({ sessionId: "s" }), (e: unknown) => {
       assert.ok(e instanceof UnavailableError);

@@ -120,7 +120,7 @@ test("kill -9 of the agent after the ledger write, then resume: a ledger hit, no
 });
 
 test("kill -9 of the daemon: every answered save survives, calls fail clearly while it is down", async () => {
-  const c = await dial(d.addr, { logger: quiet, retry: { maxAttempts: 2, initialBackoffMs: 10, maxBackoffMs: 10 } });
+  const c = await dial(d.addr, { logger: quiet, retry: { maxAttempts: 2, initialBackoffMs: 10, maxBackoffMs: 10 }, reconnectWaitMs: 0 });
   try {
     const calls: ToolUse[] = [{ toolUseId: "k1", name: "write_report" }];
     const s = await c.start("daemon-kill9", "t", { messages: [{ role: "user", contentJson: '"go"' }] });
@@ -128,7 +128,7 @@ test("kill -9 of the daemon: every answered save survives, calls fail clearly wh
     await d.kill();
     await assert.rejects(s.runTool(calls[0], () => "x"), (e: unknown) => e instanceof UnavailableError && /not run: BeginEffect/.test(e.message));
     await d.restart();
-    // The client reconnects within its default retries once the daemon is back.
+    // A new client reconnects once the daemon is back.
     const c2 = await dial(d.addr, { logger: quiet });
     const r = await c2.resume("daemon-kill9");
     assert.equal(r.revision, s.revision);
@@ -205,7 +205,7 @@ test("TLS from SAVEPOINT_TLS_CA, SAVEPOINT_TLS_CERT and SAVEPOINT_TLS_KEY, again
     ];
     for (const [why, env] of refused) {
       await withEnv(env, async () => {
-        const c = await dial(p.addr, { logger: quiet, retry: noRetry });
+        const c = await dial(p.addr, { logger: quiet, retry: noRetry, reconnectWaitMs: 0 });
         try {
           await assert.rejects(c.raw.listSessions({}), UnavailableError, why);
         } finally {
@@ -256,7 +256,7 @@ test("mutual TLS against the real savepointd (--tls-cert, --tls-key, --tls-clien
     const deadline = Date.now() + 20_000;
     for (;;) {
       assert.equal(p.exitCode, null, `savepointd exited:\n${stderr}`);
-      const c = await dial(addr, { logger: quiet, retry: noRetry, tls });
+      const c = await dial(addr, { logger: quiet, retry: noRetry, reconnectWaitMs: 0, tls });
       try {
         const info = await c.raw.getServerInfo({});
         assert.equal(info.storeKind, "badger", "the daemon's own answer");
@@ -276,7 +276,7 @@ test("mutual TLS against the real savepointd (--tls-cert, --tls-key, --tls-clien
     } finally {
       c.close();
     }
-    const bare = await dial(addr, { logger: quiet, retry: noRetry, tls: { ca: tls.ca } });
+    const bare = await dial(addr, { logger: quiet, retry: noRetry, reconnectWaitMs: 0, tls: { ca: tls.ca } });
     try {
       await assert.rejects(bare.raw.getServerInfo({}), UnavailableError, "no client certificate");
     } finally {

@@ -330,7 +330,7 @@ test("every reconcile rule", async () => {
 
 test("a ledger write that fails keeps the real result, and pointB records it", async () => {
   const failures: string[] = [];
-  const c2 = await dial(d.addr, { logger: quiet, onLedgerError: (call) => failures.push(call.toolUseId) });
+  const c2 = await dial(d.addr, { logger: quiet, reconnectWaitMs: 0, onLedgerError: (call) => failures.push(call.toolUseId) });
   try {
     const s = await c2.start("ledger", "t", { messages: [prompt] });
     await s.pointA(assistantFor(side("l1")), [side("l1")]);

@@ -1,0 +1,110 @@
+import { connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
+import {
+  channelReady,
+  type Client,
+  dial,
+  DEFAULT_RECONNECT_WAIT_MS,
+  DEFAULT_RETRY_POLICY,
+  defaultAddr,
+  graphPb,
+  retryBackoff,
+  type RetryPolicy,
+  serviceClient,
+  type TlsOptions,
+  translate,
+  UnavailableError,
+} from "@savepoint-dev/client";
+
+/** The daemon's default --max-request-bytes. */
+export const DEFAULT_MAX_REQUEST_BYTES = 4 << 20;
+
+/** How the saver reaches savepointd. */
+export interface SaverOptions {
+  /** "unix:PATH" or "HOST:PORT"; unset resolves as every Savepoint client does ($SAVEPOINT_ADDR, else the XDG runtime socket, else /run/savepoint/savepoint.sock). */
+  address?: string;
+  /** TLS; false forces plaintext. Unset: the SAVEPOINT_TLS_* environment variables, plaintext when none is set. */
+  tls?: TlsOptions | false;
+  /** The policy for calls that fail with UNAVAILABLE (default: the client's DEFAULT_RETRY_POLICY); every call is safe to repeat, since writes carry a request id. */
+  retry?: RetryPolicy;
+  /** How long a call waits for the connection to be ready before each try, in ms, counted once per call (default 5000; 0 sends at once). */
+  reconnectWaitMs?: number;
+}
+
+/** One grpc-js channel to the daemon's GraphCheckpointService, with the client's retries and error classes. */
+export class Connection {
+  readonly address: string;
+  readonly stub: graphPb.GraphCheckpointServiceClient;
+  readonly #retry: RetryPolicy;
+  readonly #waitMs: number;
+  readonly #tls: TlsOptions | false | undefined;
+  #limit: number | undefined;
+
+  constructor(o: SaverOptions = {}) {
+    this.address = o.address || defaultAddr();
+    // The client's grpc-js makes the channel, so that one copy of grpc-js serves both.
+    this.stub = serviceClient(graphPb.GraphCheckpointServiceClient, this.address, { tls: o.tls });
+    this.#tls = o.tls;
+    this.#retry = { ...(o.retry ?? DEFAULT_RETRY_POLICY) };
+    this.#waitMs = Math.max(0, o.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
+  }
+
+  close(): void {
+    this.stub.close();
+  }
+
+  /**
+   * The daemon's --max-request-bytes, asked once with GetServerInfo;
+   * MAX_REQUEST_BYTES, the default, while it cannot be asked.
+   */
+  async requestLimit(): Promise<number> {
+    if (this.#limit !== undefined) return this.#limit;
+    let c: Client | undefined;
+    try {
+      c = await dial(this.address, { tls: this.#tls, retry: this.#retry, reconnectWaitMs: this.#waitMs });
+      const n = Number((await c.raw.getServerInfo({})).maxRequestBytes);
+      if (n > 0) this.#limit = n;
+      return n > 0 ? n : DEFAULT_MAX_REQUEST_BYTES;
+    } catch {
+      return DEFAULT_MAX_REQUEST_BYTES;
+    } finally {
+      c?.close();
+    }
+  }
+
+  /**
+   * Runs attempt until it succeeds, retrying while it fails with
+   * UNAVAILABLE (the same request each time), after waiting for the
+   * connection; the final error is a SavepointError of its reason's class.
+   * attempt must not have yielded anything to the caller before it failed.
+   */
+  async call<T>(attempt: () => Promise<T>): Promise<T> {
+    const readyBy = Date.now() + this.#waitMs;
+    const attempts = Math.max(1, this.#retry.maxAttempts);
+    for (let i = 0; ; i++) {
+      if (this.#waitMs > 0) await this.#ready(readyBy);
+      try {
+        return await attempt();
+      } catch (err) {
+        if (i + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
+        await new Promise((r) => setTimeout(r, retryBackoff(this.#retry, i)));
+      }
+    }
+  }
+
+  /** A unary call of the stub's method, as a promise. */
+  unary<Req, Res>(method: (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
+    return this.call(() => new Promise<Res>((resolve, reject) => method.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res)))));
+  }
+
+  async #ready(by: number): Promise<void> {
+    await channelReady(this.stub.getChannel(), by);
+  }
+
+  /** Waits until the connection is ready, or signal fires (then it throws UnavailableError). */
+  async waitReady(signal?: AbortSignal): Promise<void> {
+    const state = await channelReady(this.stub.getChannel(), Infinity, signal);
+    if (state !== connectivityState.READY) {
+      throw new UnavailableError({ code: Code.UNAVAILABLE, message: `savepointd at ${this.address} not ready (last state ${connectivityState[state]})` });
+    }
+  }
+}
