@@ -3,10 +3,8 @@ GraphCheckpointService."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from types import TracebackType
 from typing import Any
@@ -144,6 +142,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         stub = self._conn.stub()
         deadline = self._conn.deadline()
         count, try_ = 0, 0
+        until: float | None = None
         while True:
             asm = _wire.Assembler()
             call = stub.ListCheckpoints(req, timeout=self._conn.left(deadline))
@@ -160,10 +159,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                     yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
-                wait = None if count else self._conn.retry_wait("ListCheckpoints", req, e, try_, deadline)
-                if wait is None:
+                until = None if count else self._conn.backoff("ListCheckpoints", req, e, try_, deadline, until)
+                if until is None:
                     raise from_rpc_error(e) from None
-                time.sleep(wait)
                 try_ += 1
             finally:
                 call.cancel()  # a caller that stops early ends the stream
@@ -183,6 +181,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         stub = self._conn.astub()
         deadline = self._conn.deadline()
         count, try_ = 0, 0
+        until: float | None = None
         while True:
             asm = _wire.Assembler()
             call = stub.ListCheckpoints(req, timeout=self._conn.left(deadline))
@@ -199,10 +198,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                     yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
-                wait = None if count else self._conn.retry_wait("ListCheckpoints", req, e, try_, deadline)
-                if wait is None:
+                until = None if count else await self._conn.abackoff("ListCheckpoints", req, e, try_, deadline, until)
+                if until is None:
                     raise from_rpc_error(e) from None
-                await asyncio.sleep(wait)
                 try_ += 1
             finally:
                 call.cancel()  # a caller that stops early ends the stream
