@@ -61,3 +61,29 @@ def test_first_call_after_an_outage_succeeds(fresh_daemon: Daemon) -> None:
                 await saver.aclose()
 
     asyncio.run(main())
+
+
+def test_retry_waits_for_reconnect(fresh_daemon: Daemon) -> None:
+    """With a retry budget of a few milliseconds, a call made while the
+    daemon is down still succeeds once it is back a second later, because
+    the retry waits for the connection (reconnect_wait); without that wait
+    it fails."""
+    policy = savepoint.RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.01, reconnect_wait=10)
+
+    async def main() -> None:
+        with savepoint.Client(fresh_daemon.addr, retry=policy) as c, SavepointSaver(fresh_daemon.addr, retry=policy) as saver:
+            async with AsyncClient(fresh_daemon.addr, retry=policy) as ac:
+                c.start("reconnect", "t")
+                calls = [
+                    asyncio.to_thread(c.raw.GetSession, REQ), ac.raw.GetSession(REQ),
+                    asyncio.to_thread(saver.get_tuple, CONFIG), saver.aget_tuple(CONFIG),
+                ]
+                fresh_daemon.kill()
+                waiting = asyncio.gather(*calls)
+                await asyncio.sleep(1.0)
+                await asyncio.to_thread(fresh_daemon.restart)
+                got = await waiting
+                assert [g is None or g.checkpoint.revision for g in got] == [1, 1, True, True]  # type: ignore[attr-defined]
+                await saver.aclose()
+
+    asyncio.run(main())
