@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -95,7 +96,10 @@ class SavepointSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint the config names, or the latest of its thread and
         namespace without a checkpoint_id, with its channel values and
-        pending writes (in writes_sort_key order); None if there is none."""
+        pending writes (in writes_sort_key order); None if there is none.
+        With a checkpoint_id the tuple's config is the caller's config, as
+        the reference savers return it; without one it names the latest
+        checkpoint."""
         req = _get_request(config)
         stub = self._conn.stub()
 
@@ -106,7 +110,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
             return asm.finish()
 
         raw = self._conn.call("GetCheckpoint", req, run)
-        return None if raw is None else _wire.to_tuple(self.serde, raw)
+        return None if raw is None else _echo(config, _wire.to_tuple(self.serde, raw))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """get_tuple on grpc.aio."""
@@ -120,7 +124,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
             return asm.finish()
 
         raw = await self._conn.acall("GetCheckpoint", req, run)
-        return None if raw is None else _wire.to_tuple(self.serde, raw)
+        return None if raw is None else _echo(config, _wire.to_tuple(self.serde, raw))
 
     def list(
         self,
@@ -348,6 +352,13 @@ def _get_request(config: RunnableConfig) -> gpb.GetCheckpointRequest:
     return gpb.GetCheckpointRequest(
         thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=str((config.get("configurable") or {}).get("checkpoint_id") or "")
     )
+
+
+def _echo(config: RunnableConfig, t: CheckpointTuple) -> CheckpointTuple:
+    """The tuple that get_tuple returns: with the caller's config when it
+    named the checkpoint (its checkpoint_ns and other keys as given), as
+    InMemorySaver and SqliteSaver do."""
+    return t._replace(config=config) if get_checkpoint_id(config) else t
 
 
 def _keep(raw: _wire.RawTuple, wanted: str | None) -> bool:
