@@ -11,7 +11,6 @@ from typing import Any
 
 import grpc
 
-from savepoint.v1 import graph_pb2 as graph_pb
 from savepoint.v1 import savepoint_pb2 as pb
 
 SERVICE = "savepoint.v1.SavepointService"
@@ -82,13 +81,20 @@ _GRAPH_ALWAYS_SAFE = frozenset(
     {"GetCheckpoint", "ListCheckpoints", "DeleteThread", "DeleteForRuns", "CopyThread", "Prune"}
 )
 
-_GRAPH_OTHER_REQUESTS = (
-    graph_pb.GetCheckpointRequest,
-    graph_pb.ListCheckpointsRequest,
-    graph_pb.DeleteThreadRequest,
-    graph_pb.DeleteForRunsRequest,
-    graph_pb.CopyThreadRequest,
-    graph_pb.PruneRequest,
+# GraphCheckpointService's requests, by full name, so that the client does
+# not import the graph stubs (savepoint.v1.graph_pb2) unless it uses them.
+_GRAPH_PUTS = frozenset(
+    {"savepoint.v1.PutCheckpointRequest", "savepoint.v1.PutWritesRequest", "savepoint.v1.UploadCheckpointStart"}
+)
+_GRAPH_OTHER_REQUESTS = frozenset(
+    {
+        "savepoint.v1.GetCheckpointRequest",
+        "savepoint.v1.ListCheckpointsRequest",
+        "savepoint.v1.DeleteThreadRequest",
+        "savepoint.v1.DeleteForRunsRequest",
+        "savepoint.v1.CopyThreadRequest",
+        "savepoint.v1.PruneRequest",
+    }
 )
 
 
@@ -98,9 +104,10 @@ def retry_safe(method: str, request: object) -> bool:
     are not, as in the Go client. ``method`` is a SavepointService RPC, or
     a GraphCheckpointService one when ``request`` is a graph_pb2 message
     (for UploadCheckpoint, its start)."""
-    if isinstance(request, (graph_pb.PutCheckpointRequest, graph_pb.PutWritesRequest, graph_pb.UploadCheckpointStart)):
-        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint") and request.request_id != ""
-    if isinstance(request, _GRAPH_OTHER_REQUESTS):
+    kind = getattr(getattr(request, "DESCRIPTOR", None), "full_name", "")
+    if kind in _GRAPH_PUTS:
+        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint") and getattr(request, "request_id", "") != ""
+    if kind in _GRAPH_OTHER_REQUESTS:
         return method in _GRAPH_ALWAYS_SAFE
     if method == "SaveCheckpoint":
         return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
