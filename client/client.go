@@ -45,11 +45,19 @@ type RetryPolicy struct {
 	// retry up to MaxBackoff, with up to 20% random jitter.
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
+	// ReconnectWait bounds the wait for the connection: after a failed try
+	// and its backoff, a retry waits until the connection is ready again, at
+	// most ReconnectWait after the call's first failure and never past its
+	// context's deadline, then fails with the last error if it is still
+	// down. gRPC's reconnect backoff (up to 2 s) can outlast the retries'
+	// backoff, so without it the first call after a restart may fail
+	// although the daemon is back. Zero disables the wait.
+	ReconnectWait time.Duration
 }
 
 // DefaultRetryPolicy is used unless WithRetry says otherwise: 5 attempts over
-// about 1.5 seconds.
-var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+// about 1.5 seconds, waiting up to 5 seconds for the connection.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ReconnectWait: 5 * time.Second}
 
 func (p RetryPolicy) backoff(retry int) time.Duration {
 	d := p.InitialBackoff
@@ -208,10 +216,14 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 	if retrySafe(method, req) {
 		attempts = max(1, c.cfg.retry.MaxAttempts)
 	}
+	var readyBy time.Time
 	for try := 0; ; try++ {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if err == nil || try+1 >= attempts || status.Code(err) != codes.Unavailable {
 			return translate(err)
+		}
+		if readyBy.IsZero() {
+			readyBy = time.Now().Add(c.cfg.retry.ReconnectWait)
 		}
 		wait := c.cfg.retry.backoff(try)
 		c.cfg.logger.Warn("savepoint: daemon unavailable, retrying", "method", method, "attempt", try+2, "of", attempts, "in", wait, "err", status.Convert(err).Message())
@@ -221,6 +233,34 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 			t.Stop()
 			return translate(err)
 		case <-t.C:
+		}
+		if !c.cfg.retry.reconnected(ctx, cc, readyBy) {
+			return translate(err)
+		}
+	}
+}
+
+// reconnected waits until cc is connected again, at most until readyBy and
+// the end of ctx, and says whether to retry; with ReconnectWait zero it says
+// yes at once.
+func (p RetryPolicy) reconnected(ctx context.Context, cc *grpc.ClientConn, readyBy time.Time) bool {
+	if p.ReconnectWait <= 0 {
+		return true
+	}
+	wctx, cancel := context.WithDeadline(ctx, readyBy)
+	defer cancel()
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return true
+		case connectivity.Shutdown:
+			return false
+		case connectivity.Idle:
+			cc.Connect()
+		}
+		if !cc.WaitForStateChange(wctx, s) {
+			return false
 		}
 	}
 }

@@ -39,7 +39,9 @@
 // the daemon sends, never from message text: use errors.Is with the
 // sentinels (ErrFenced, ErrRevisionMismatch, ErrNotFound, ...) and errors.As
 // with *Error for the details. Calls that are safe to repeat are retried when
-// the daemon is unavailable; a retried SaveCheckpoint carries the same
+// the daemon is unavailable, waiting for the connection to come back (up to
+// RetryPolicy.ReconnectWait, 5 s by default) so that the first call after a
+// daemon restart succeeds; a retried SaveCheckpoint carries the same
 // request_id, so the daemon applies it once. A request holding a string that
 // is not valid UTF-8, which gRPC cannot encode, is never sent: it gets the
 // daemon's own refusal, ErrInvalidArgument with reason INVALID_UTF8 and the

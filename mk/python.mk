@@ -38,12 +38,13 @@ generate-python: $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) ## Regenerate th
 # ./.venv with the client installed in editable mode, and beside it the
 # demo (client/python/demo, python -m savepoint_demo), which is not part of
 # the client's wheel; rebuilt only when either pyproject.toml changes. The
-# demo is built with the setuptools the test extra installed.
+# demo is built with the setuptools the test extra installed, as a path in a
+# .pth file (compat mode) rather than an import hook every interpreter loads.
 $(VENV)/.savepoint-stamp: $(PY_DIR)/pyproject.toml $(PY_DIR)/demo/pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,test]'
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e './$(PY_DIR)/demo'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps --config-settings editable_mode=compat -e './$(PY_DIR)/demo'
 	@touch $@
 
 .PHONY: clients-python

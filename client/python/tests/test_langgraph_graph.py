@@ -239,3 +239,39 @@ def test_default_address(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> Non
             graph.invoke({"log": ["start"]}, {"configurable": {"thread_id": thread}})
     with SavepointSaver(daemon.addr) as saver:
         assert saver.get_tuple({"configurable": {"thread_id": thread}}) is not None
+
+
+def test_get_tuple_with_checkpoint_id_echoes_the_config(daemon: Daemon) -> None:
+    """Named by checkpoint_id, get_tuple (and so graph.get_state) returns the
+    caller's config, its checkpoint_ns and other keys as given, as
+    InMemorySaver does; without one, the config names the latest checkpoint."""
+    thread = f"echo-{uuid.uuid4()}"
+
+    def views(saver: Any) -> list[Any]:
+        cp = empty_checkpoint()
+        saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": "sub"}}, cp, {}, {})
+        asked = [
+            {"configurable": {"thread_id": thread, "checkpoint_ns": "sub", "checkpoint_id": cp["id"], "extra": 1}},
+            {"configurable": {"thread_id": thread, "checkpoint_ns": "sub"}},
+        ]
+        got = [saver.get_tuple(a).config for a in asked]
+        got += [asyncio.run(saver.aget_tuple(a)).config for a in asked]
+        return [asked[0], {"configurable": {"thread_id": thread, "checkpoint_ns": "sub", "checkpoint_id": cp["id"]}}] * 2 + [got]
+
+    with SavepointSaver(daemon.addr) as saver:
+        *want, got = views(saver)
+    assert got == want
+    *want, got = views(InMemorySaver())
+    assert got == want
+
+    # What a user sees: graph.get_state at a checkpoint_id without a namespace.
+    class S(TypedDict):
+        n: int
+
+    for saver in (SavepointSaver(daemon.addr), InMemorySaver()):
+        g = StateGraph(S).add_node("inc", lambda s: {"n": s["n"] + 1}).add_edge(START, "inc").add_edge("inc", END).compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": f"{thread}-{type(saver).__name__}"}}
+        g.invoke({"n": 1}, config)
+        first = list(g.get_state_history(config))[-1].config["configurable"]["checkpoint_id"]
+        at = {"configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_id": first}}
+        assert g.get_state(at).config == at, type(saver).__name__

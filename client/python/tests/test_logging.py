@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 # Each program makes a call on a socket nobody listens on, with a policy that
-# retries twice at once: two retry warnings, then UnavailableError.
+# retries twice at once without waiting for the connection: two retry
+# warnings, then UnavailableError.
 CLIENT = """
 import savepoint
 from savepoint.v1 import savepoint_pb2 as pb
-c = savepoint.Client("unix:{sock}", retry=savepoint.RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.01))
+c = savepoint.Client("unix:{sock}", retry=savepoint.RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.01, reconnect_wait=0))
 try:
     c.raw.GetSession(pb.GetSessionRequest(session_id="x"))
 except savepoint.UnavailableError:
@@ -28,7 +29,7 @@ import savepoint
 from savepoint.aio import AsyncClient
 from savepoint.v1 import savepoint_pb2 as pb
 async def main():
-    async with AsyncClient("unix:{sock}", retry=savepoint.RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.01)) as c:
+    async with AsyncClient("unix:{sock}", retry=savepoint.RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.01, reconnect_wait=0)) as c:
         try:
             await c.raw.GetSession(pb.GetSessionRequest(session_id="x"))
         except savepoint.UnavailableError:
@@ -39,7 +40,7 @@ asyncio.run(main())
 SAVER = """
 import savepoint
 from savepoint.langgraph import SavepointSaver
-s = SavepointSaver("unix:{sock}", retry=savepoint.RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.01))
+s = SavepointSaver("unix:{sock}", retry=savepoint.RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.01, reconnect_wait=0))
 try:
     s.get_tuple({{"configurable": {{"thread_id": "t"}}}})
 except savepoint.UnavailableError:

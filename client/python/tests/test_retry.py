@@ -297,3 +297,31 @@ def test_timeout(fake: tuple[Fake, str]) -> None:
         assert time.monotonic() - t < 0.9 and f.count("GetSession") == 1
         f.delay = 0.0
         c.raw.GetSession(pb.GetSessionRequest(session_id="s"), timeout=5)
+
+
+def test_reconnect_wait_is_bounded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """On a daemon that stays down, a retry-safe call waits for the
+    connection at most reconnect_wait after its first failure, and never
+    past its deadline; a call that is not retry-safe does not wait."""
+    addr = f"unix:{tmp_path}/nobody.sock"
+    policy = RetryPolicy(max_attempts=50, initial_backoff=0.01, max_backoff=0.01, reconnect_wait=0.5)
+    for timeout, low, high in ((None, 0.5, 2.0), (0.2, 0.0, 0.6)):
+        with savepoint.Client(addr, retry=policy, timeout=timeout) as c:
+            t = time.monotonic()
+            with pytest.raises((savepoint.UnavailableError, savepoint.DeadlineExceededError)):
+                c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+            assert low <= time.monotonic() - t < high, timeout
+    with savepoint.Client(addr, retry=policy) as c:
+        t = time.monotonic()
+        with pytest.raises(savepoint.UnavailableError):
+            c.raw.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+        assert time.monotonic() - t < 0.4
+
+    async def main() -> None:
+        async with savepoint.aio.AsyncClient(addr, retry=policy) as ac:
+            t = time.monotonic()
+            with pytest.raises(savepoint.UnavailableError):
+                await ac.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+            assert 0.5 <= time.monotonic() - t < 2.0
+
+    asyncio.run(main())

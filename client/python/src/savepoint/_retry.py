@@ -11,7 +11,6 @@ from typing import Any
 
 import grpc
 
-from savepoint.v1 import graph_pb2 as graph_pb
 from savepoint.v1 import savepoint_pb2 as pb
 
 SERVICE = "savepoint.v1.SavepointService"
@@ -31,11 +30,20 @@ class RetryPolicy:
     ``max_attempts`` counts the first try (1 or less disables retries);
     ``initial_backoff`` is the wait in seconds before the first retry, doubling
     on each retry up to ``max_backoff``, less up to 20% random jitter.
+
+    ``reconnect_wait`` bounds the wait for the connection: after a failed
+    try and its backoff, a retry waits until the channel has reconnected,
+    at most ``reconnect_wait`` seconds after the call's first failure and
+    never past the call's deadline, then fails with the last error if the
+    channel is still down. gRPC's own reconnect backoff (up to 2 s) can
+    outlast the retries' backoff, so without it the first call after a
+    restart may fail although the daemon is back. 0 disables the wait.
     """
 
     max_attempts: int = 5
     initial_backoff: float = 0.1
     max_backoff: float = 1.0
+    reconnect_wait: float = 5.0
 
     def backoff(self, retry: int) -> float:
         """The wait before retry number ``retry`` (0 for the first)."""
@@ -51,7 +59,8 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
-"""5 attempts over about 1.5 seconds, as the Go client's DefaultRetryPolicy."""
+"""5 attempts over about 1.5 seconds, waiting up to 5 seconds for the
+connection, as the Go client's DefaultRetryPolicy."""
 
 # The methods whose repeat is always harmless.
 _ALWAYS_SAFE = frozenset(
@@ -72,13 +81,20 @@ _GRAPH_ALWAYS_SAFE = frozenset(
     {"GetCheckpoint", "ListCheckpoints", "DeleteThread", "DeleteForRuns", "CopyThread", "Prune"}
 )
 
-_GRAPH_OTHER_REQUESTS = (
-    graph_pb.GetCheckpointRequest,
-    graph_pb.ListCheckpointsRequest,
-    graph_pb.DeleteThreadRequest,
-    graph_pb.DeleteForRunsRequest,
-    graph_pb.CopyThreadRequest,
-    graph_pb.PruneRequest,
+# GraphCheckpointService's requests, by full name, so that the client does
+# not import the graph stubs (savepoint.v1.graph_pb2) unless it uses them.
+_GRAPH_PUTS = frozenset(
+    {"savepoint.v1.PutCheckpointRequest", "savepoint.v1.PutWritesRequest", "savepoint.v1.UploadCheckpointStart"}
+)
+_GRAPH_OTHER_REQUESTS = frozenset(
+    {
+        "savepoint.v1.GetCheckpointRequest",
+        "savepoint.v1.ListCheckpointsRequest",
+        "savepoint.v1.DeleteThreadRequest",
+        "savepoint.v1.DeleteForRunsRequest",
+        "savepoint.v1.CopyThreadRequest",
+        "savepoint.v1.PruneRequest",
+    }
 )
 
 
@@ -88,9 +104,10 @@ def retry_safe(method: str, request: object) -> bool:
     are not, as in the Go client. ``method`` is a SavepointService RPC, or
     a GraphCheckpointService one when ``request`` is a graph_pb2 message
     (for UploadCheckpoint, its start)."""
-    if isinstance(request, (graph_pb.PutCheckpointRequest, graph_pb.PutWritesRequest, graph_pb.UploadCheckpointStart)):
-        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint") and request.request_id != ""
-    if isinstance(request, _GRAPH_OTHER_REQUESTS):
+    kind = getattr(getattr(request, "DESCRIPTOR", None), "full_name", "")
+    if kind in _GRAPH_PUTS:
+        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint") and getattr(request, "request_id", "") != ""
+    if kind in _GRAPH_OTHER_REQUESTS:
         return method in _GRAPH_ALWAYS_SAFE
     if method == "SaveCheckpoint":
         return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
@@ -124,3 +141,57 @@ def left(deadline: float | None) -> float | None:
     """The seconds until ``deadline`` (time.monotonic()), at least 0; None
     for no deadline."""
     return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def ready_by(policy: RetryPolicy, started: float | None) -> float:
+    """The time (time.monotonic()) until which a call whose first failure was
+    at ``started`` (None: now) waits for its channel to reconnect."""
+    return (time.monotonic() if started is None else started) + max(0.0, policy.reconnect_wait)
+
+
+def _wait_bound(policy: RetryPolicy, until: float, deadline: float | None) -> float | None:
+    """The seconds to wait for the channel, or None for no wait (disabled)."""
+    if policy.reconnect_wait <= 0:
+        return None
+    end = until if deadline is None else min(until, deadline)
+    return end - time.monotonic()
+
+
+# The call that waits for the connection: the standard health check, sent
+# with wait_for_ready, whose answer (any answer, UNIMPLEMENTED included)
+# shows that the channel is connected. gRPC's connectivity watchers would
+# need a polling thread per channel; a call needs nothing more.
+_PROBE = "/grpc.health.v1.Health/Check"
+_NOT_CONNECTED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def reconnected(policy: RetryPolicy, channel: grpc.Channel, until: float, deadline: float | None) -> bool:
+    """Wait until ``channel`` is connected again, at most until ``until``
+    and ``deadline`` (time.monotonic()); say whether to retry. With the wait
+    disabled (reconnect_wait 0) it says yes at once."""
+    bound = _wait_bound(policy, until, deadline)
+    if bound is None:
+        return True
+    if bound <= 0:
+        return False
+    probe = channel.unary_unary(_PROBE, request_serializer=None, response_deserializer=None)
+    try:
+        probe(b"", timeout=bound, wait_for_ready=True)
+    except grpc.RpcError as e:
+        return e.code() not in _NOT_CONNECTED
+    return True
+
+
+async def areconnected(policy: RetryPolicy, channel: Any, until: float, deadline: float | None) -> bool:
+    """reconnected for a grpc.aio channel."""
+    bound = _wait_bound(policy, until, deadline)
+    if bound is None:
+        return True
+    if bound <= 0:
+        return False
+    probe = channel.unary_unary(_PROBE, request_serializer=None, response_deserializer=None)
+    try:
+        await probe(b"", timeout=bound, wait_for_ready=True)
+    except grpc.RpcError as e:
+        return e.code() not in _NOT_CONNECTED
+    return True

@@ -18,7 +18,7 @@ import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, retry_wait
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, areconnected, left, ready_by, retry_wait
 from savepoint._steps import Steps, get_session_steps
 from savepoint.address import TLSConfig, resolve
 from savepoint.errors import (
@@ -73,6 +73,7 @@ class AsyncRaw:
     error translation, as Raw is for the sync client."""
 
     def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+        self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
         self._logger = logger
@@ -83,6 +84,7 @@ class AsyncRaw:
         deadline = None if timeout is None else time.monotonic() + timeout
         fn = getattr(self._stub, method)
         try_ = 0
+        until: float | None = None
         while True:
             try:
                 return await fn(req, timeout=left(deadline))
@@ -90,7 +92,11 @@ class AsyncRaw:
                 wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
                 if wait is None:
                     raise from_rpc_error(e) from None
+                if until is None:
+                    until = ready_by(self._retry, None)
                 await asyncio.sleep(wait)
+                if not await areconnected(self._retry, self._channel, until, deadline):
+                    raise from_rpc_error(e) from None
                 try_ += 1
 
     async def SaveCheckpoint(self, request: pb.SaveCheckpointRequest, timeout: float | None = None) -> pb.SaveCheckpointResponse:

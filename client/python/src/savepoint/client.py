@@ -15,7 +15,7 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, retry_wait
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, ready_by, reconnected, retry_wait
 from savepoint._steps import get_session_steps, run_steps
 from savepoint.address import TLSConfig, resolve
 from savepoint.errors import (
@@ -53,6 +53,7 @@ class Raw:
     call raises a SavepointError subclass. Method names are the RPCs'."""
 
     def __init__(self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+        self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
         self._logger = logger
@@ -63,6 +64,7 @@ class Raw:
         deadline = None if timeout is None else time.monotonic() + timeout
         fn = getattr(self._stub, method)
         try_ = 0
+        until: float | None = None
         while True:
             try:
                 return fn(req, timeout=left(deadline))
@@ -70,7 +72,11 @@ class Raw:
                 wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
                 if wait is None:
                     raise from_rpc_error(e) from None
+                if until is None:
+                    until = ready_by(self._retry, None)
                 time.sleep(wait)
+                if not reconnected(self._retry, self._channel, until, deadline):
+                    raise from_rpc_error(e) from None
                 try_ += 1
 
     def SaveCheckpoint(self, request: pb.SaveCheckpointRequest, timeout: float | None = None) -> pb.SaveCheckpointResponse:

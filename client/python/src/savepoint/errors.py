@@ -13,68 +13,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
 
+from savepoint._errnames import NAMES
+
+if TYPE_CHECKING:
+    from google.rpc import error_details_pb2
 from savepoint.v1 import savepoint_pb2 as pb
 
-__all__ = [
-    "DOMAIN",
-    "REASON_CLASSES",
-    "error_class",
-    "from_rpc_error",
-    "reason_name",
-    "SavepointError",
-    "InternalError",
-    "SessionNotFoundError",
-    "SessionExistsError",
-    "SessionFencedError",
-    "RevisionMismatchError",
-    "RevisionNotFoundError",
-    "CallAlreadyRecordedError",
-    "CallNotPendingError",
-    "CallUnknownError",
-    "ToolNameMismatchError",
-    "EffectConflictError",
-    "CheckpointCorruptError",
-    "DiskFullError",
-    "RequestTooLargeError",
-    "PermissionDeniedError",
-    "UnavailableError",
-    "CanceledError",
-    "DeadlineExceededError",
-    "InvalidArgumentError",
-    "RequestIdReusedError",
-    "KeepMessagesOutOfRangeError",
-    "InvalidPageTokenError",
-    "FieldError",
-    "InvalidSessionIdError",
-    "InvalidToolUseIdError",
-    "InvalidRequestIdError",
-    "MissingFieldError",
-    "InvalidJsonError",
-    "MessageTooLargeError",
-    "StateTooLargeError",
-    "InvalidEffectClassError",
-    "DuplicateToolUseIdError",
-    "InvalidLabelError",
-    "InvalidPageSizeError",
-    "FieldTooLargeError",
-    "InvalidUtf8Error",
-    "InvalidGraphKeyError",
-    "InvalidUploadError",
-    "UploadAbortedError",
-    "SessionCompletedError",
-    "InvalidSessionStatusError",
-    "PlaintextBackupError",
-    "BackupUnsupportedError",
-    "ToolUsesPendingError",
-    "ResultsMismatchError",
-    "AlreadyRunError",
-    "NotRunError",
-]
+__all__ = list(NAMES)
 
 DOMAIN = "savepoint.v1"
 """The google.rpc.ErrorInfo domain of every Savepoint error."""
@@ -456,6 +405,9 @@ def from_rpc_error(err: grpc.RpcError) -> SavepointError:
 
 
 def _error_info(trailing: Any) -> error_details_pb2.ErrorInfo | None:
+    # Imported here: only an error with status details needs them.
+    from google.rpc import error_details_pb2, status_pb2
+
     for key, value in trailing or ():
         if key != _STATUS_DETAILS_KEY:
             continue

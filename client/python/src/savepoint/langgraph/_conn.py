@@ -84,9 +84,36 @@ class Connection:
     def deadline(self) -> float | None:
         return None if self._timeout is None else time.monotonic() + self._timeout
 
-    def retry_wait(self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None) -> float | None:
-        """The wait before retrying a failed call, or None to raise it."""
-        return _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline)
+    def backoff(
+        self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None, until: float | None
+    ) -> float | None:
+        """Wait before retrying a failed call: its backoff, then until the
+        sync channel has reconnected (RetryPolicy.reconnect_wait, counted
+        from ``until``, the wait's end, or now for the first failure).
+        Return the wait's end to pass to the next failure, or None when the
+        call must not be retried and its error is to be raised."""
+        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline)
+        if wait is None:
+            return None
+        until = _retry.ready_by(self._retry, None) if until is None else until
+        time.sleep(wait)
+        if self._channel is None or not _retry.reconnected(self._retry, self._channel, until, deadline):
+            return None
+        return until
+
+    async def abackoff(
+        self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None, until: float | None
+    ) -> float | None:
+        """backoff for the running loop's grpc.aio channel."""
+        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline)
+        if wait is None:
+            return None
+        until = _retry.ready_by(self._retry, None) if until is None else until
+        await asyncio.sleep(wait)
+        got = self._aio.get(asyncio.get_running_loop())
+        if got is None or not await _retry.areconnected(self._retry, got[0], until, deadline):
+            return None
+        return until
 
     left = staticmethod(_retry.left)
 
@@ -94,28 +121,26 @@ class Connection:
         """Run ``run(timeout)``, one whole call (a stream read to its end
         included), retrying it while the daemon is unavailable."""
         deadline = self.deadline()
-        try_ = 0
+        try_, until = 0, None
         while True:
             try:
                 return run(self.left(deadline))
             except grpc.RpcError as e:
-                wait = self.retry_wait(method, req, e, try_, deadline)
-                if wait is None:
+                until = self.backoff(method, req, e, try_, deadline, until)
+                if until is None:
                     raise from_rpc_error(e) from None
-                time.sleep(wait)
                 try_ += 1
 
     async def acall(self, method: str, req: ProtoMessage, run: Callable[[float | None], Awaitable[T]]) -> T:
         deadline = self.deadline()
-        try_ = 0
+        try_, until = 0, None
         while True:
             try:
                 return await run(self.left(deadline))
             except grpc.RpcError as e:
-                wait = self.retry_wait(method, req, e, try_, deadline)
-                if wait is None:
+                until = await self.abackoff(method, req, e, try_, deadline, until)
+                if until is None:
                     raise from_rpc_error(e) from None
-                await asyncio.sleep(wait)
                 try_ += 1
 
     def unary(self, method: str, req: ProtoMessage) -> Any:

@@ -3,10 +3,8 @@ GraphCheckpointService."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from types import TracebackType
 from typing import Any
@@ -19,6 +17,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -97,7 +96,10 @@ class SavepointSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint the config names, or the latest of its thread and
         namespace without a checkpoint_id, with its channel values and
-        pending writes (in writes_sort_key order); None if there is none."""
+        pending writes (in writes_sort_key order); None if there is none.
+        With a checkpoint_id the tuple's config is the caller's config, as
+        the reference savers return it; without one it names the latest
+        checkpoint."""
         req = _get_request(config)
         stub = self._conn.stub()
 
@@ -108,7 +110,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
             return asm.finish()
 
         raw = self._conn.call("GetCheckpoint", req, run)
-        return None if raw is None else _wire.to_tuple(self.serde, raw)
+        return None if raw is None else _echo(config, _wire.to_tuple(self.serde, raw))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """get_tuple on grpc.aio."""
@@ -122,7 +124,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
             return asm.finish()
 
         raw = await self._conn.acall("GetCheckpoint", req, run)
-        return None if raw is None else _wire.to_tuple(self.serde, raw)
+        return None if raw is None else _echo(config, _wire.to_tuple(self.serde, raw))
 
     def list(
         self,
@@ -144,6 +146,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         stub = self._conn.stub()
         deadline = self._conn.deadline()
         count, try_ = 0, 0
+        until: float | None = None
         while True:
             asm = _wire.Assembler()
             call = stub.ListCheckpoints(req, timeout=self._conn.left(deadline))
@@ -160,10 +163,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                     yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
-                wait = None if count else self._conn.retry_wait("ListCheckpoints", req, e, try_, deadline)
-                if wait is None:
+                until = None if count else self._conn.backoff("ListCheckpoints", req, e, try_, deadline, until)
+                if until is None:
                     raise from_rpc_error(e) from None
-                time.sleep(wait)
                 try_ += 1
             finally:
                 call.cancel()  # a caller that stops early ends the stream
@@ -183,6 +185,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         stub = self._conn.astub()
         deadline = self._conn.deadline()
         count, try_ = 0, 0
+        until: float | None = None
         while True:
             asm = _wire.Assembler()
             call = stub.ListCheckpoints(req, timeout=self._conn.left(deadline))
@@ -199,10 +202,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
                     yield _wire.to_tuple(self.serde, last)
                 return
             except grpc.RpcError as e:
-                wait = None if count else self._conn.retry_wait("ListCheckpoints", req, e, try_, deadline)
-                if wait is None:
+                until = None if count else await self._conn.abackoff("ListCheckpoints", req, e, try_, deadline, until)
+                if until is None:
                     raise from_rpc_error(e) from None
-                await asyncio.sleep(wait)
                 try_ += 1
             finally:
                 call.cancel()  # a caller that stops early ends the stream
@@ -350,6 +352,13 @@ def _get_request(config: RunnableConfig) -> gpb.GetCheckpointRequest:
     return gpb.GetCheckpointRequest(
         thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=str((config.get("configurable") or {}).get("checkpoint_id") or "")
     )
+
+
+def _echo(config: RunnableConfig, t: CheckpointTuple) -> CheckpointTuple:
+    """The tuple that get_tuple returns: with the caller's config when it
+    named the checkpoint (its checkpoint_ns and other keys as given), as
+    InMemorySaver and SqliteSaver do."""
+    return t._replace(config=config) if get_checkpoint_id(config) else t
 
 
 def _keep(raw: _wire.RawTuple, wanted: str | None) -> bool:
