@@ -556,6 +556,9 @@ func summaryToProto(s core.SessionSummary) *savepointv1.SessionSummary {
 	if !s.UpdateTime.IsZero() {
 		p.UpdateTime = timestamppb.New(s.UpdateTime)
 	}
+	if !s.CreateTime.IsZero() {
+		p.CreateTime = timestamppb.New(s.CreateTime)
+	}
 	return p
 }
 

@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ReconcileInputs", testReconcileInputs},
 		{"Messages", testMessages},
 		{"ListSessions", testListSessions},
+		{"CreateTime", testCreateTime},
 		{"Delete", testDelete},
 		{"KeyIsolation", testKeyIsolation},
 		{"Complete", testComplete},

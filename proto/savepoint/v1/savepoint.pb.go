@@ -2002,7 +2002,10 @@ type SessionSummary struct {
 	// (damaged) counts every pending tool use as in doubt.
 	InDoubtToolUseCount uint32 `protobuf:"varint,10,opt,name=in_doubt_tool_use_count,json=inDoubtToolUseCount,proto3" json:"in_doubt_tool_use_count,omitempty"`
 	// The session's status.
-	Status        SessionStatus `protobuf:"varint,11,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	Status SessionStatus `protobuf:"varint,11,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	// When the session was created (by its first save or a fork); a session
+	// re-created after DeleteSession has its new creation time.
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2112,6 +2115,13 @@ func (x *SessionSummary) GetStatus() SessionStatus {
 		return x.Status
 	}
 	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *SessionSummary) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
 }
 
 type ListSessionsResponse struct {
@@ -3566,7 +3576,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\bmin_idle\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aminIdle\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x04\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -3581,7 +3591,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"updateTime\x124\n" +
 	"\x17in_doubt_tool_use_count\x18\n" +
 	" \x01(\rR\x13inDoubtToolUseCount\x123\n" +
-	"\x06status\x18\v \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x1a9\n" +
+	"\x06status\x18\v \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x12;\n" +
+	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
@@ -3854,56 +3866,57 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	47, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
 	48, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 24: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	24, // 25: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	29, // 26: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	48, // 27: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	1,  // 28: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 29: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 30: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	48, // 31: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	6,  // 32: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	36, // 33: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	36, // 34: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	36, // 35: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	36, // 36: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	36, // 37: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	8,  // 38: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	10, // 39: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	12, // 40: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	14, // 41: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	16, // 42: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	19, // 43: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	21, // 44: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	23, // 45: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	26, // 46: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	28, // 47: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	31, // 48: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	33, // 49: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	35, // 50: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	38, // 51: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	40, // 52: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	42, // 53: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	9,  // 54: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	11, // 55: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	13, // 56: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	15, // 57: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	18, // 58: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	20, // 59: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	22, // 60: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	25, // 61: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	27, // 62: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	30, // 63: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	32, // 64: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	34, // 65: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	37, // 66: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	39, // 67: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	41, // 68: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	43, // 69: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	54, // [54:70] is the sub-list for method output_type
-	38, // [38:54] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	48, // 25: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	24, // 26: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	29, // 27: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	48, // 28: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	1,  // 29: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 30: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 31: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	48, // 32: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	6,  // 33: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	36, // 34: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	36, // 35: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 36: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 37: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	36, // 38: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	8,  // 39: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	10, // 40: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	12, // 41: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	14, // 42: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	16, // 43: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	19, // 44: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	21, // 45: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	23, // 46: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	26, // 47: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	28, // 48: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	31, // 49: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	33, // 50: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	35, // 51: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	38, // 52: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	40, // 53: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	42, // 54: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	9,  // 55: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	11, // 56: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	13, // 57: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	15, // 58: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	18, // 59: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	20, // 60: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	22, // 61: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	25, // 62: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	27, // 63: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	30, // 64: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	32, // 65: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	34, // 66: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	37, // 67: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	39, // 68: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	41, // 69: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	43, // 70: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	55, // [55:71] is the sub-list for method output_type
+	39, // [39:55] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }

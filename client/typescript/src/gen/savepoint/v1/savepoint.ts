@@ -576,6 +576,11 @@ export interface SessionSummary {
   inDoubtToolUseCount: number;
   /** The session's status. */
   status: SessionStatus;
+  /**
+   * When the session was created (by its first save or a fork); a session
+   * re-created after DeleteSession has its new creation time.
+   */
+  createTime: Timestamp | undefined;
 }
 
 export interface SessionSummary_LabelsEntry {
@@ -3138,6 +3143,7 @@ function createBaseSessionSummary(): SessionSummary {
     updateTime: undefined,
     inDoubtToolUseCount: 0,
     status: 0,
+    createTime: undefined,
   };
 }
 
@@ -3184,6 +3190,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     }
     if (message.status !== 0) {
       writer.uint32(88).int32(message.status);
+    }
+    if (message.createTime !== undefined) {
+      Timestamp.encode(message.createTime, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -3292,6 +3301,14 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             message.status = reader.int32() as any;
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.createTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3332,6 +3349,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
       : undefined;
     message.inDoubtToolUseCount = object.inDoubtToolUseCount ?? 0;
     message.status = object.status ?? 0;
+    message.createTime = (object.createTime !== undefined && object.createTime !== null)
+      ? Timestamp.fromPartial(object.createTime)
+      : undefined;
     return message;
   },
 };
