@@ -71,3 +71,34 @@ func testCreateTime(t *testing.T, s core.Store) {
 		t.Fatalf("re-created: create time %v, not after the deleted session's last update %v", again.CreateTime, got.UpdateTime)
 	}
 }
+
+// testSummary checks Store.Summary: ListSessions' entry, unfiltered;
+// ErrNotFound for a session never made or deleted.
+func testSummary(t *testing.T, s core.Store) {
+	create(t, s, "a", msg("user", "x"))
+	save(t, s, &core.SaveRequest{SessionID: "a", ExpectedRevision: 1, Labels: map[string]string{"k": "v"},
+		PendingToolUses: []core.ToolUse{{ID: "t", Name: "n"}}})
+	complete(t, s, &core.CompleteRequest{SessionID: "a", Status: core.StatusFailed})
+	got, err := s.Summary(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summary(t, s, "a")
+	if !sameSummary(got, want) || got.Status != core.StatusFailed || got.InDoubtToolUseCount != 1 || got.Labels["k"] != "v" {
+		t.Fatalf("Summary %+v, ListSessions %+v", got, want)
+	}
+	_, err = s.Summary(ctx, "none")
+	wantErr(t, err, core.ErrNotFound)
+	if _, err := s.DeleteSession(ctx, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Summary(ctx, "a")
+	wantErr(t, err, core.ErrNotFound)
+}
+
+func sameSummary(a, b core.SessionSummary) bool {
+	return a.SessionID == b.SessionID && a.Revision == b.Revision && a.Epoch == b.Epoch && a.Task == b.Task &&
+		a.Turn == b.Turn && a.MessageCount == b.MessageCount && a.PendingToolUseCount == b.PendingToolUseCount &&
+		a.InDoubtToolUseCount == b.InDoubtToolUseCount && a.Status == b.Status &&
+		a.CreateTime.Equal(b.CreateTime) && a.UpdateTime.Equal(b.UpdateTime) && len(a.Labels) == len(b.Labels)
+}
