@@ -41,6 +41,10 @@ type Store interface {
 	// ListSessions returns up to limit live sessions with ids after the given
 	// one, in id order, that filter selects.
 	ListSessions(ctx context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error)
+	// Summary returns ListSessions' entry for one live session, unfiltered:
+	// ErrNotFound when it has no live head, and only its id when its head
+	// cannot be decoded.
+	Summary(ctx context.Context, sessionID string) (SessionSummary, error)
 	// Effects returns up to limit entries of a live session's ledger with
 	// tool use ids after the given one, in id order: every call that was
 	// begun or has a recorded effect.

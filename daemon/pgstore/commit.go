@@ -253,6 +253,10 @@ func (s *Store) runOne(ctx context.Context, q *query, o *op, more bool) (result,
 		q.queued = &pgx.Batch{}
 		err := o.fn(ctx, q)
 		if err == nil {
+			if !strings.HasPrefix(o.sessionID, graphOpPrefix) {
+				// For ChangeReader: the session changed in this transaction.
+				q.queued.Queue("UPDATE "+s.table("sessions")+" SET changed_xid = pg_current_xact_id() WHERE session_id = $1", []byte(o.sessionID))
+			}
 			q.queued.Queue("RELEASE SAVEPOINT request")
 			if more {
 				q.queued.Queue("SAVEPOINT request")

@@ -27,19 +27,31 @@ const (
 type Server struct {
 	savepointv1.UnimplementedSavepointServiceServer
 
-	store   core.Store
-	lim     Limits
-	logger  *slog.Logger
-	version string
-	start   time.Time // when the server was made; GetServerInfo's start_time
+	store    core.Store // notifies hub of each acknowledged write
+	hub      *core.Hub
+	lim      Limits
+	logger   *slog.Logger
+	version  string
+	start    time.Time       // when the server was made; GetServerInfo's start_time
+	shutdown context.Context // done once Shutdown is called
+	stop     context.CancelFunc
 }
 
 // NewServer returns a Server over store configured by opts (zero fields
-// take their defaults).
+// take their defaults). Its writes are watched by WatchSessions; a store
+// that is a core.ChangePoller is polled every opts.PollInterval for the
+// writes of other processes while anyone watches.
 func NewServer(store core.Store, opts Options) *Server {
 	opts = opts.withDefaults()
-	return &Server{store: store, lim: opts.Limits, logger: opts.Logger, version: opts.Version, start: time.Now()}
+	hub := core.NewHub(store, opts.PollInterval)
+	shutdown, stop := context.WithCancel(context.Background())
+	return &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, hub: hub, lim: opts.Limits,
+		logger: opts.Logger, version: opts.Version, start: time.Now(), shutdown: shutdown, stop: stop}
 }
+
+// Shutdown ends every WatchSessions stream with UNAVAILABLE, so that a
+// graceful stop need not wait for them; later watches end at once.
+func (s *Server) Shutdown() { s.stop() }
 
 // fail translates err for the client, logging it when it is internal.
 func (s *Server) fail(ctx context.Context, err error) error {
@@ -555,6 +567,9 @@ func summaryToProto(s core.SessionSummary) *savepointv1.SessionSummary {
 	}
 	if !s.UpdateTime.IsZero() {
 		p.UpdateTime = timestamppb.New(s.UpdateTime)
+	}
+	if !s.CreateTime.IsZero() {
+		p.CreateTime = timestamppb.New(s.CreateTime)
 	}
 	return p
 }
