@@ -208,6 +208,53 @@ export interface PutWritesRequest {
   requestId: string;
 }
 
+export interface UploadWritesRequest {
+  /**
+   * What the upload stores, with every value's data empty and its
+   * total_size set.
+   */
+  start?:
+    | UploadWritesStart
+    | undefined;
+  /**
+   * The next bytes of the values, in order: each write's, in the start's
+   * order. At most the request limit per message.
+   */
+  chunk?: Buffer | undefined;
+}
+
+/**
+ * UploadWritesStart describes an upload of writes, as a PutWritesRequest
+ * does, each value's data empty and its total_size set.
+ */
+export interface UploadWritesStart {
+  /** As PutWritesRequest.thread_id. */
+  threadId: string;
+  /** As PutWritesRequest.checkpoint_ns. */
+  checkpointNs: string;
+  /** As PutWritesRequest.checkpoint_id. */
+  checkpointId: string;
+  /** As PutWritesRequest.task_id. */
+  taskId: string;
+  /** As PutWritesRequest.task_path. */
+  taskPath: string;
+  /** As PutWritesRequest.writes, each value's data empty. */
+  writes: ChannelWrite[];
+  /** As PutWritesRequest.request_id; the digest covers the bytes too. */
+  requestId: string;
+}
+
+export interface UploadWritesResponse {
+  /** The bytes received. */
+  receivedBytes: bigint;
+  /** As PutWritesResponse.written_count. */
+  writtenCount: number;
+  /** As PutWritesResponse.dropped_late. */
+  droppedLate: boolean;
+  /** As PutWritesResponse.already_applied. */
+  alreadyApplied: boolean;
+}
+
 export interface PutWritesResponse {
   /**
    * The writes stored or replaced; writes ignored because their (task_id,
@@ -1393,6 +1440,298 @@ export const PutWritesRequest: MessageFns<PutWritesRequest> = {
   },
 };
 
+function createBaseUploadWritesRequest(): UploadWritesRequest {
+  return { start: undefined, chunk: undefined };
+}
+
+export const UploadWritesRequest: MessageFns<UploadWritesRequest> = {
+  encode(message: UploadWritesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.start !== undefined) {
+      UploadWritesStart.encode(message.start, writer.uint32(10).fork()).join();
+    }
+    if (message.chunk !== undefined) {
+      writer.uint32(18).bytes(message.chunk);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UploadWritesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUploadWritesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.start = UploadWritesStart.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.chunk = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UploadWritesRequest>, I>>(base?: I): UploadWritesRequest {
+    return UploadWritesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UploadWritesRequest>, I>>(object: I): UploadWritesRequest {
+    const message = createBaseUploadWritesRequest();
+    message.start = (object.start !== undefined && object.start !== null)
+      ? UploadWritesStart.fromPartial(object.start)
+      : undefined;
+    message.chunk = object.chunk ?? undefined;
+    return message;
+  },
+};
+
+function createBaseUploadWritesStart(): UploadWritesStart {
+  return { threadId: "", checkpointNs: "", checkpointId: "", taskId: "", taskPath: "", writes: [], requestId: "" };
+}
+
+export const UploadWritesStart: MessageFns<UploadWritesStart> = {
+  encode(message: UploadWritesStart, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.checkpointNs !== "") {
+      writer.uint32(18).string(message.checkpointNs);
+    }
+    if (message.checkpointId !== "") {
+      writer.uint32(26).string(message.checkpointId);
+    }
+    if (message.taskId !== "") {
+      writer.uint32(34).string(message.taskId);
+    }
+    if (message.taskPath !== "") {
+      writer.uint32(42).string(message.taskPath);
+    }
+    for (const v of message.writes) {
+      ChannelWrite.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.requestId !== "") {
+      writer.uint32(58).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UploadWritesStart {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUploadWritesStart();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpointNs = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.checkpointId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.taskPath = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.writes.push(ChannelWrite.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UploadWritesStart>, I>>(base?: I): UploadWritesStart {
+    return UploadWritesStart.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UploadWritesStart>, I>>(object: I): UploadWritesStart {
+    const message = createBaseUploadWritesStart();
+    message.threadId = object.threadId ?? "";
+    message.checkpointNs = object.checkpointNs ?? "";
+    message.checkpointId = object.checkpointId ?? "";
+    message.taskId = object.taskId ?? "";
+    message.taskPath = object.taskPath ?? "";
+    message.writes = object.writes?.map((e) => ChannelWrite.fromPartial(e)) || [];
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseUploadWritesResponse(): UploadWritesResponse {
+  return { receivedBytes: 0n, writtenCount: 0, droppedLate: false, alreadyApplied: false };
+}
+
+export const UploadWritesResponse: MessageFns<UploadWritesResponse> = {
+  encode(message: UploadWritesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.receivedBytes !== 0n) {
+      if (BigInt.asIntN(64, message.receivedBytes) !== message.receivedBytes) {
+        throw new globalThis.Error("value provided for field message.receivedBytes of type int64 too large");
+      }
+      writer.uint32(8).int64(message.receivedBytes);
+    }
+    if (message.writtenCount !== 0) {
+      writer.uint32(16).int32(message.writtenCount);
+    }
+    if (message.droppedLate !== false) {
+      writer.uint32(24).bool(message.droppedLate);
+    }
+    if (message.alreadyApplied !== false) {
+      writer.uint32(32).bool(message.alreadyApplied);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UploadWritesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUploadWritesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.receivedBytes = reader.int64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.writtenCount = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.droppedLate = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.alreadyApplied = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UploadWritesResponse>, I>>(base?: I): UploadWritesResponse {
+    return UploadWritesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UploadWritesResponse>, I>>(object: I): UploadWritesResponse {
+    const message = createBaseUploadWritesResponse();
+    message.receivedBytes = (object.receivedBytes !== undefined && object.receivedBytes !== null)
+      ? BigInt(object.receivedBytes)
+      : 0n;
+    message.writtenCount = object.writtenCount ?? 0;
+    message.droppedLate = object.droppedLate ?? false;
+    message.alreadyApplied = object.alreadyApplied ?? false;
+    return message;
+  },
+};
+
 function createBasePutWritesResponse(): PutWritesResponse {
   return { writtenCount: 0, droppedLate: false, alreadyApplied: false };
 }
@@ -2451,6 +2790,22 @@ export const GraphCheckpointServiceService = {
     responseDeserialize: (value: Buffer): PutWritesResponse => PutWritesResponse.decode(value),
   },
   /**
+   * UploadWrites is PutWrites for writes of any size up to the upload
+   * limit: the first message describes them, the following messages carry
+   * their values' bytes, staged as they arrive and made visible in one
+   * commit when the client closes the stream, as UploadCheckpoint does.
+   */
+  uploadWrites: {
+    path: "/savepoint.v1.GraphCheckpointService/UploadWrites" as const,
+    requestStream: true as const,
+    responseStream: false as const,
+    requestSerialize: (value: UploadWritesRequest): Buffer => Buffer.from(UploadWritesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UploadWritesRequest => UploadWritesRequest.decode(value),
+    responseSerialize: (value: UploadWritesResponse): Buffer =>
+      Buffer.from(UploadWritesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UploadWritesResponse => UploadWritesResponse.decode(value),
+  },
+  /**
    * GetCheckpoint streams one checkpoint, its channel blobs resolved through
    * its channel_versions, and its pending writes sorted by (task_path,
    * task_id, idx); no message is over the response budget. An empty stream
@@ -2563,6 +2918,13 @@ export interface GraphCheckpointServiceServer extends UntypedServiceImplementati
    */
   putWrites: handleUnaryCall<PutWritesRequest, PutWritesResponse>;
   /**
+   * UploadWrites is PutWrites for writes of any size up to the upload
+   * limit: the first message describes them, the following messages carry
+   * their values' bytes, staged as they arrive and made visible in one
+   * commit when the client closes the stream, as UploadCheckpoint does.
+   */
+  uploadWrites: handleClientStreamingCall<UploadWritesRequest, UploadWritesResponse>;
+  /**
    * GetCheckpoint streams one checkpoint, its channel blobs resolved through
    * its channel_versions, and its pending writes sorted by (task_path,
    * task_id, idx); no message is over the response budget. An empty stream
@@ -2664,6 +3026,28 @@ export interface GraphCheckpointServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PutWritesResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * UploadWrites is PutWrites for writes of any size up to the upload
+   * limit: the first message describes them, the following messages carry
+   * their values' bytes, staged as they arrive and made visible in one
+   * commit when the client closes the stream, as UploadCheckpoint does.
+   */
+  uploadWrites(
+    callback: (error: ServiceError | null, response: UploadWritesResponse) => void,
+  ): ClientWritableStream<UploadWritesRequest>;
+  uploadWrites(
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UploadWritesResponse) => void,
+  ): ClientWritableStream<UploadWritesRequest>;
+  uploadWrites(
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UploadWritesResponse) => void,
+  ): ClientWritableStream<UploadWritesRequest>;
+  uploadWrites(
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UploadWritesResponse) => void,
+  ): ClientWritableStream<UploadWritesRequest>;
   /**
    * GetCheckpoint streams one checkpoint, its channel blobs resolved through
    * its channel_versions, and its pending writes sorted by (task_path,
