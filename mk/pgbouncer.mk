@@ -1,10 +1,10 @@
 # PgBouncer in front of the test PostgreSQL (daemon/pgstore/pgtest
 # Bouncer): the PgBouncer tests (daemon/pgstore TestPgBouncer*,
 # cmd/savepointd TestPostgresPgBouncer) run /usr/sbin/pgbouncer, a process of
-# their own per test, never Debian's pgbouncer service. Like the PostgreSQL
-# binaries, the harness installs Debian's pgbouncer package itself when it can
-# and otherwise fails those tests, never skips them; test-postgres installs it
-# first.
+# their own per test, never Debian's pgbouncer service. This target is the
+# one place that installs it: the harness fails those tests, never skips
+# them, when /usr/sbin/pgbouncer is missing, saying to run it; test-go and
+# test-postgres run it first.
 #
 # Debian's package enables and starts a pgbouncer service when installed.
 # The tests need only the binary, so the install runs under a policy-rc.d that

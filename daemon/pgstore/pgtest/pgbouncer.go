@@ -55,34 +55,13 @@ type Bouncer struct {
 	exited chan struct{}
 }
 
-var (
-	bouncerInstallOnce sync.Once
-	bouncerInstallErr  error
-)
-
-// bouncerBin returns PgBouncerBin, installing Debian's pgbouncer package
-// once when it is missing (as root; without root it fails, saying so). The
-// package's own service is not started here: installing it in a container
-// does not start it, and the tests never use it.
+// bouncerBin returns PgBouncerBin, or an error saying how to install it:
+// `make pgbouncer-tools` (which make test runs first) installs Debian's
+// package without enabling or starting its service, which a plain apt-get
+// install would leave enabled.
 func bouncerBin() (string, error) {
-	if isFile(PgBouncerBin) {
-		return PgBouncerBin, nil
-	}
-	bouncerInstallOnce.Do(func() {
-		if os.Geteuid() != 0 {
-			bouncerInstallErr = fmt.Errorf("PgBouncer is not installed (no %s) and installing it needs root: apt-get install pgbouncer", PgBouncerBin)
-			return
-		}
-		out, err := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq pgbouncer").CombinedOutput()
-		if err != nil {
-			bouncerInstallErr = fmt.Errorf("PgBouncer is not installed, and apt-get install pgbouncer failed: %v\n%s", err, out)
-		}
-	})
-	if bouncerInstallErr != nil {
-		return "", bouncerInstallErr
-	}
 	if !isFile(PgBouncerBin) {
-		return "", fmt.Errorf("apt-get installed pgbouncer, but there is no %s", PgBouncerBin)
+		return "", fmt.Errorf("PgBouncer is not installed (no %s): run make pgbouncer-tools, which installs it without enabling its service", PgBouncerBin)
 	}
 	return PgBouncerBin, nil
 }
