@@ -176,7 +176,7 @@ func ExampleSession_Reconcile() {
 func ExampleSession_RunTool() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, "", client.WithLedgerErrorHandler(func(call client.ToolUse, _ client.ToolResult, err error) {
-		fmt.Fprintf(os.Stderr, "[ledger write failed] tool_use_id=%s: the side effect already happened, check by hand: %v\n", call.ID, err)
+		fmt.Fprintf(os.Stderr, "[ledger write failed] tool_use_id=%s: the side effect already happened, check by hand: %v\n", call.ToolUseID, err)
 	}))
 	if err != nil {
 		log.Fatal(err)
@@ -186,7 +186,7 @@ func ExampleSession_RunTool() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	call := client.ToolUse{ID: "toolu_03", Name: "write_report", InputJSON: `{"text":"..."}`, Class: classOf("write_report")}
+	call := client.ToolUse{ToolUseID: "toolu_03", Name: "write_report", InputJSON: `{"text":"..."}`, EffectClass: classOf("write_report")}
 	assistant := client.Message{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"toolu_03","name":"write_report","input":{"text":"..."}}]`}
 	if err := s.PointA(ctx, assistant, []client.ToolUse{call}); err != nil {
 		log.Fatal(err)
@@ -215,7 +215,7 @@ func ExampleClient_Resume() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	call := client.ToolUse{ID: "toolu_07", Name: "write_report", InputJSON: `{"text":"Q3"}`, Class: client.SideEffect}
+	call := client.ToolUse{ToolUseID: "toolu_07", Name: "write_report", InputJSON: `{"text":"Q3"}`, EffectClass: client.SideEffect}
 	first, err := c.Start(ctx, "killed-agent", "write the report", &client.StartOptions{Replace: true})
 	if err != nil {
 		log.Fatal(err)

@@ -25,7 +25,7 @@ func (h *hookLog) hook(ev ToolEvent) {
 	h.mu.Lock()
 	h.ev = append(h.ev, ev)
 	h.mu.Unlock()
-	e := "hook:" + string(ev.Stage) + ":" + ev.Call.ID
+	e := "hook:" + string(ev.Stage) + ":" + ev.Call.ToolUseID
 	if ev.Stage == StageDecided {
 		e += fmt.Sprintf(":%v:begun=%v", ev.Decision, ev.Begun)
 	}
@@ -55,7 +55,7 @@ func TestToolHookRunTool(t *testing.T) {
 			f := newFake()
 			h := &hookLog{f: f}
 			c := serve(t, f, WithToolHook(h.hook))
-			call := ToolUse{ID: "t1", Name: "write_report", Class: tt.class}
+			call := ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: tt.class}
 			s := startWithCall(t, c, call)
 			f.mu.Lock()
 			f.events = nil
@@ -89,9 +89,9 @@ func TestToolHookReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := []ToolUse{
-		{ID: "r1", Name: "read_notes", Class: ReadOnly},
-		{ID: "w1", Name: "write_report", Class: SideEffect},
-		{ID: "w2", Name: "send_mail", Class: SideEffect},
+		{ToolUseID: "r1", Name: "read_notes", EffectClass: ReadOnly},
+		{ToolUseID: "w1", Name: "write_report", EffectClass: SideEffect},
+		{ToolUseID: "w2", Name: "send_mail", EffectClass: SideEffect},
 	}
 	if err := s.PointA(t.Context(), Message{Role: "assistant", ContentJSON: `[]`}, calls); err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestToolHookReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := r.Reconcile(t.Context(), func(_ context.Context, call ToolUse, _ string) (string, error) {
-		f.event("run:" + call.ID)
+		f.event("run:" + call.ToolUseID)
 		return "ok", nil
 	}); err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func (tl *tools) run(_ context.Context, call client.ToolUse, _ string) (string, 
 func assistantFor(calls ...client.ToolUse) client.Message {
 	var blocks []string
 	for _, c := range calls {
-		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"input":{}}`, c.ID, c.Name))
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"input":{}}`, c.ToolUseID, c.Name))
 	}
 	return client.Message{Role: "assistant", ContentJSON: "[" + strings.Join(blocks, ",") + "]"}
 }
@@ -62,8 +62,8 @@ func TestDaemonAgentLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	turns := [][]client.ToolUse{
-		{{ID: "toolu_01", Name: "read_notes", Class: client.ReadOnly}},
-		{{ID: "toolu_02", Name: "count_words", Class: client.ReadOnly}, {ID: "toolu_03", Name: "write_report", Class: client.SideEffect}},
+		{{ToolUseID: "toolu_01", Name: "read_notes", EffectClass: client.ReadOnly}},
+		{{ToolUseID: "toolu_02", Name: "count_words", EffectClass: client.ReadOnly}, {ToolUseID: "toolu_03", Name: "write_report", EffectClass: client.SideEffect}},
 	}
 	for _, calls := range turns {
 		if err := s.PointA(ctx, assistantFor(calls...), calls); err != nil {
@@ -126,7 +126,7 @@ func TestDaemonCrashMoments(t *testing.T) {
 			id := fmt.Sprintf("crash-%d", i)
 			runs := 0
 			var keys []string
-			call := client.ToolUse{ID: "toolu_03", Name: "write_report", Class: tt.class}
+			call := client.ToolUse{ToolUseID: "toolu_03", Name: "write_report", EffectClass: tt.class}
 			died := func(at string) {
 				if tt.moment == at {
 					runtime.Goexit()
@@ -296,9 +296,9 @@ func TestDaemonRawClient(t *testing.T) {
 func TestReconcileLargeOutputs(t *testing.T) {
 	c := dial(t, startDaemon(t, daemon.Config{}))
 	calls := []client.ToolUse{
-		{ID: "t0", Name: "fetch", Class: client.ReadOnly},
-		{ID: "t1", Name: "fetch", Class: client.ReadOnly},
-		{ID: "t2", Name: "fetch", Class: client.ReadOnly},
+		{ToolUseID: "t0", Name: "fetch", EffectClass: client.ReadOnly},
+		{ToolUseID: "t1", Name: "fetch", EffectClass: client.ReadOnly},
+		{ToolUseID: "t2", Name: "fetch", EffectClass: client.ReadOnly},
 	}
 	s, err := c.Start(t.Context(), "large", "fetch three pages", nil)
 	if err != nil {
@@ -310,7 +310,7 @@ func TestReconcileLargeOutputs(t *testing.T) {
 	big := strings.Repeat("o", 1900<<10)
 	for _, call := range calls {
 		if r := s.RunTool(t.Context(), call, func(context.Context, string) (string, error) { return big, nil }); r.Err != nil || r.LedgerErr != nil {
-			t.Fatalf("run %s: %v %v", call.ID, r.Err, r.LedgerErr)
+			t.Fatalf("run %s: %v %v", call.ToolUseID, r.Err, r.LedgerErr)
 		}
 	}
 	// The process dies before Point B; another resumes.
@@ -327,7 +327,7 @@ func TestReconcileLargeOutputs(t *testing.T) {
 		t.Fatalf("%d results, %d runs", len(results), tl.runs["fetch"])
 	}
 	for i, res := range results {
-		if res.ToolUseID != calls[i].ID || res.Decision != client.DecisionReuse || res.Content != big {
+		if res.ToolUseID != calls[i].ToolUseID || res.Decision != client.DecisionReuse || res.Content != big {
 			t.Fatalf("result %d: %s %v %d bytes", i, res.ToolUseID, res.Decision, len(res.Content))
 		}
 	}

@@ -20,7 +20,7 @@ import (
 func TestPointBRecordsOnlyWhatRan(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
-	call := ToolUse{ID: "t1", Name: "write_report", Class: SideEffect}
+	call := ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: SideEffect}
 	s := startWithCall(t, c, call)
 	f.mu.Lock()
 	f.events = nil

@@ -51,13 +51,14 @@ const (
 // ToolUse is a tool call the model named. It is pending from PointA until
 // PointB answers it.
 type ToolUse struct {
-	// ID is the provider's tool_use_id.
-	ID   string
-	Name string
+	// ToolUseID is the provider's tool_use_id.
+	ToolUseID string
+	Name      string
 	// InputJSON is the tool's input as JSON text; empty means {}.
 	InputJSON string
-	// Class is what running the tool does; unspecified means SideEffect.
-	Class EffectClass
+	// EffectClass is what running the tool does; unspecified means
+	// SideEffect.
+	EffectClass EffectClass
 }
 
 // Errors the Session reports without asking the daemon.
@@ -241,9 +242,9 @@ func (s *Session) PointA(ctx context.Context, assistant Message, calls []ToolUse
 	}
 	pending := make([]*savepointv1.ToolUse, 0, len(calls))
 	for _, c := range calls {
-		class := effectiveClass(c.Class)
+		class := effectiveClass(c.EffectClass)
 		pending = append(pending, &savepointv1.ToolUse{
-			ToolUseId: c.ID, Name: c.Name, InputJson: c.InputJSON, EffectClass: class,
+			ToolUseId: c.ToolUseID, Name: c.Name, InputJson: c.InputJSON, EffectClass: class,
 			// RunTool and Reconcile call BeginEffect before running any tool
 			// that is not read-only, so a call never begun is safe to run.
 			BeginTracked: class != ReadOnly,
@@ -536,5 +537,5 @@ func (s *Session) Pending() []ToolUse {
 }
 
 func toolUse(p *savepointv1.ToolUse) ToolUse {
-	return ToolUse{ID: p.GetToolUseId(), Name: p.GetName(), InputJSON: p.GetInputJson(), Class: effectiveClass(p.GetEffectClass())}
+	return ToolUse{ToolUseID: p.GetToolUseId(), Name: p.GetName(), InputJSON: p.GetInputJson(), EffectClass: effectiveClass(p.GetEffectClass())}
 }

@@ -30,7 +30,7 @@ func startWithCall(t *testing.T, c *Client, call ToolUse) *Session {
 }
 
 func TestSaveRetryReusesRequestID(t *testing.T) {
-	call := ToolUse{ID: "t1", Name: "write_report"}
+	call := ToolUse{ToolUseID: "t1", Name: "write_report"}
 	tests := []struct {
 		name    string
 		prepare func(t *testing.T, c *Client) *Session
@@ -106,7 +106,7 @@ func unknownPointA(t *testing.T) (*fake, *Session, []ToolUse) {
 	f.mu.Lock()
 	f.saveFailAfterApply = 1
 	f.mu.Unlock()
-	calls := []ToolUse{{ID: "t1", Name: "read_notes", Class: ReadOnly}}
+	calls := []ToolUse{{ToolUseID: "t1", Name: "read_notes", EffectClass: ReadOnly}}
 	if err := s.PointA(t.Context(), assistantMsg, calls); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("PointA: %v, want ErrUnavailable", err)
 	}
@@ -181,9 +181,9 @@ func TestRunTool(t *testing.T) {
 			wantEvents:    []string{"begin:t1", "run:t1", "record:t1:true"},
 			wantKey:       "key-1",
 			wantLedgerErr: ErrEffectConflict, wantContent: "boom", wantIsError: true},
-		{name: "not pending: not run", class: SideEffect, call: ToolUse{ID: "t9", Name: "write_report"},
+		{name: "not pending: not run", class: SideEffect, call: ToolUse{ToolUseID: "t9", Name: "write_report"},
 			wantErr: ErrCallNotPending},
-		{name: "other name: not run", class: SideEffect, call: ToolUse{ID: "t1", Name: "rm_rf"},
+		{name: "other name: not run", class: SideEffect, call: ToolUse{ToolUseID: "t1", Name: "rm_rf"},
 			wantErr: ErrToolNameMismatch},
 	}
 	for _, tt := range tests {
@@ -193,18 +193,18 @@ func TestRunTool(t *testing.T) {
 			c := serve(t, f, WithLedgerErrorHandler(func(call ToolUse, r ToolResult, err error) {
 				ledgerCalls = append(ledgerCalls, r)
 			}))
-			pending := ToolUse{ID: "t1", Name: "write_report", Class: tt.class}
+			pending := ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: tt.class}
 			s := startWithCall(t, c, pending)
 			f.mu.Lock()
 			f.beginErr, f.recordErr = tt.beginErr, tt.recordErr
 			f.mu.Unlock()
 			call := tt.call
-			if call.ID == "" {
+			if call.ToolUseID == "" {
 				call = pending
 			}
 			var gotKey string
 			r := s.RunTool(t.Context(), call, func(ctx context.Context, key string) (string, error) {
-				f.event("run:" + call.ID)
+				f.event("run:" + call.ToolUseID)
 				gotKey = key
 				if tt.toolErr != nil {
 					return "partial", tt.toolErr
@@ -217,7 +217,7 @@ func TestRunTool(t *testing.T) {
 			if gotKey != tt.wantKey {
 				t.Errorf("key %q, want %q", gotKey, tt.wantKey)
 			}
-			if r.ToolUseID != call.ID {
+			if r.ToolUseID != call.ToolUseID {
 				t.Errorf("ToolUseID %q", r.ToolUseID)
 			}
 			if tt.wantErr != nil {
@@ -274,7 +274,7 @@ func TestRunTool(t *testing.T) {
 func TestRunToolAfterFailedBegin(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
-	call := ToolUse{ID: "t1", Name: "write_report"}
+	call := ToolUse{ToolUseID: "t1", Name: "write_report"}
 	s := startWithCall(t, c, call)
 	f.beginErr = status.Error(codes.Unavailable, "down")
 	run := func(context.Context, string) (string, error) { f.event("run:t1"); return "ok", nil }
@@ -332,7 +332,7 @@ func TestReconcile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
 			c := serve(t, f)
-			call := ToolUse{ID: "t1", Name: "write_report", InputJSON: `{"path":"report.txt"}`, Class: tt.class}
+			call := ToolUse{ToolUseID: "t1", Name: "write_report", InputJSON: `{"path":"report.txt"}`, EffectClass: tt.class}
 			old := startWithCall(t, c, call)
 			switch tt.crash {
 			case afterBegin:
@@ -364,7 +364,7 @@ func TestReconcile(t *testing.T) {
 			var ran bool
 			var gotKey string
 			results, err := s.Reconcile(t.Context(), func(ctx context.Context, got ToolUse, key string) (string, error) {
-				f.event("run:" + got.ID)
+				f.event("run:" + got.ToolUseID)
 				if got != call {
 					t.Errorf("run got %+v, want %+v", got, call)
 				}
@@ -406,7 +406,7 @@ func TestReconcile(t *testing.T) {
 func TestReconcileFencedDoesNotRun(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
-	startWithCall(t, c, ToolUse{ID: "t1", Name: "write_report", Class: SideEffect})
+	startWithCall(t, c, ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: SideEffect})
 	s, err := c.Resume(t.Context(), "s1")
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +440,7 @@ func TestResumeLoadsWholeHistory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			call := ToolUse{ID: "t1", Name: "read_notes", Class: ReadOnly}
+			call := ToolUse{ToolUseID: "t1", Name: "read_notes", EffectClass: ReadOnly}
 			if err := s.PointA(t.Context(), assistantMsg, []ToolUse{call}); err != nil {
 				t.Fatal(err)
 			}
@@ -488,7 +488,7 @@ func TestPointBChecksResults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls := []ToolUse{{ID: "t1", Name: "a", Class: ReadOnly}, {ID: "t2", Name: "b", Class: ReadOnly}}
+			calls := []ToolUse{{ToolUseID: "t1", Name: "a", EffectClass: ReadOnly}, {ToolUseID: "t2", Name: "b", EffectClass: ReadOnly}}
 			if err := s.PointA(t.Context(), assistantMsg, calls); err != nil {
 				t.Fatal(err)
 			}
@@ -515,7 +515,7 @@ func TestPointBChecksResults(t *testing.T) {
 
 func TestPendingGuards(t *testing.T) {
 	c := serve(t, newFake())
-	s := startWithCall(t, c, ToolUse{ID: "t1", Name: "write_report"})
+	s := startWithCall(t, c, ToolUse{ToolUseID: "t1", Name: "write_report"})
 	tests := []struct {
 		name string
 		op   func() error
@@ -613,7 +613,7 @@ func TestRunToolConcurrent(t *testing.T) {
 	}
 	var calls []ToolUse
 	for i := range 8 {
-		calls = append(calls, ToolUse{ID: fmt.Sprint("t", i), Name: "tool", Class: EffectClass(i%3 + 1)})
+		calls = append(calls, ToolUse{ToolUseID: fmt.Sprint("t", i), Name: "tool", EffectClass: EffectClass(i%3 + 1)})
 	}
 	if err := s.PointA(t.Context(), assistantMsg, calls); err != nil {
 		t.Fatal(err)
@@ -622,7 +622,7 @@ func TestRunToolConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, call := range calls {
 		wg.Go(func() {
-			results[i] = s.RunTool(t.Context(), call, func(context.Context, string) (string, error) { return call.ID, nil })
+			results[i] = s.RunTool(t.Context(), call, func(context.Context, string) (string, error) { return call.ToolUseID, nil })
 		})
 	}
 	wg.Wait()
@@ -660,8 +660,8 @@ func TestCustomToolResults(t *testing.T) {
 		}
 		return out, nil
 	}))
-	s := startWithCall(t, c, ToolUse{ID: "t1", Name: "write_report"})
-	r := s.RunTool(t.Context(), ToolUse{ID: "t1", Name: "write_report"}, func(context.Context, string) (string, error) { return "x", nil })
+	s := startWithCall(t, c, ToolUse{ToolUseID: "t1", Name: "write_report"})
+	r := s.RunTool(t.Context(), ToolUse{ToolUseID: "t1", Name: "write_report"}, func(context.Context, string) (string, error) { return "x", nil })
 	if err := s.PointB(t.Context(), []ToolResult{r}); err != nil {
 		t.Fatal(err)
 	}

@@ -105,22 +105,22 @@ type ToolFunc func(ctx context.Context, call ToolUse, key string) (output string
 // runs at most once per session.
 func (s *Session) RunTool(ctx context.Context, call ToolUse, fn func(ctx context.Context, key string) (output string, err error)) ToolResult {
 	s.mu.Lock()
-	p := s.pendingCall(call.ID)
+	p := s.pendingCall(call.ToolUseID)
 	var err error
 	switch {
 	case p == nil:
-		err = fmt.Errorf("savepoint: tool use %q (%s) not run: %w: name it with PointA first", call.ID, call.Name, ErrCallNotPending)
+		err = fmt.Errorf("savepoint: tool use %q (%s) not run: %w: name it with PointA first", call.ToolUseID, call.Name, ErrCallNotPending)
 	case call.Name != p.GetName():
-		err = fmt.Errorf("savepoint: tool use %q not run: %w: named %q at PointA, %q here", call.ID, ErrToolNameMismatch, p.GetName(), call.Name)
-	case s.started[call.ID]:
-		err = fmt.Errorf("savepoint: tool use %q (%s) not run again: %w", call.ID, call.Name, ErrAlreadyRun)
+		err = fmt.Errorf("savepoint: tool use %q not run: %w: named %q at PointA, %q here", call.ToolUseID, ErrToolNameMismatch, p.GetName(), call.Name)
+	case s.started[call.ToolUseID]:
+		err = fmt.Errorf("savepoint: tool use %q (%s) not run again: %w", call.ToolUseID, call.Name, ErrAlreadyRun)
 	default:
-		s.started[call.ID] = true
+		s.started[call.ToolUseID] = true
 	}
 	epoch := s.epoch
 	s.mu.Unlock()
 	if err != nil {
-		return ToolResult{ToolUseID: call.ID, Err: err}
+		return ToolResult{ToolUseID: call.ToolUseID, Err: err}
 	}
 	return s.execute(ctx, p, epoch, "", fn)
 }

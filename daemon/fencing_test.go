@@ -368,7 +368,7 @@ func TestClientRetryAfterLostReply(t *testing.T) {
 	check("cli-1", 1, 1)
 
 	drop.drops.Store(1)
-	calls := []client.ToolUse{{ID: "t1", Name: "read", Class: client.ReadOnly}}
+	calls := []client.ToolUse{{ToolUseID: "t1", Name: "read", EffectClass: client.ReadOnly}}
 	if err := s.PointA(ctx, client.Message{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"t1"}]`}, calls); err != nil {
 		t.Fatalf("PointA with its first reply lost: %v", err)
 	}
@@ -392,7 +392,7 @@ func TestClientRetryAfterLostReply(t *testing.T) {
 	}
 	drop.drops.Store(1)
 	assistant := client.Message{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"t2"}]`}
-	calls = []client.ToolUse{{ID: "t2", Name: "send", Class: client.SideEffect}}
+	calls = []client.ToolUse{{ToolUseID: "t2", Name: "send", EffectClass: client.SideEffect}}
 	if err := s2.PointA(ctx, assistant, calls); !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("PointA with its reply lost and no retries: %v, want ErrUnavailable", err)
 	}

@@ -365,7 +365,7 @@ func TestLevel2RecordBeforeExecute(t *testing.T) {
 		}
 		msgs = append(msgs, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON})
 		if i < 2 {
-			res, _ := client.AnthropicToolResults([]client.ToolResult{{ToolUseID: reply.ToolUses()[0].ID, Content: "earlier result"}})
+			res, _ := client.AnthropicToolResults([]client.ToolResult{{ToolUseID: reply.ToolUses()[0].ToolUseID, Content: "earlier result"}})
 			msgs = append(msgs, &savepointv1.Message{Role: "user", ContentJson: res[0].ContentJSON})
 		}
 	}
@@ -450,7 +450,7 @@ func TestSessionRecordsOnlyAfterRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A placeholder handed to PointB to record is refused.
-	placeholder := client.ToolResult{ToolUseID: call.ID, Content: "null", LedgerErr: errors.New("record me")}
+	placeholder := client.ToolResult{ToolUseID: call.ToolUseID, Content: "null", LedgerErr: errors.New("record me")}
 	if err := s.PointB(ctx, []client.ToolResult{placeholder}); !errors.Is(err, client.ErrNotRun) {
 		t.Fatalf("PointB of a placeholder: %v, want ErrNotRun", err)
 	}

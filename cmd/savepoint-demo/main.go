@@ -265,7 +265,7 @@ func (d *demo) hook(ev client.ToolEvent) {
 	turn := d.sess.Turn()
 	switch ev.Stage {
 	case client.StageDecided:
-		fmt.Fprintf(d.out, "[resume][reconcile] tool_use_id=%s name=%s %s\n", ev.Call.ID, ev.Call.Name, decisionText(ev))
+		fmt.Fprintf(d.out, "[resume][reconcile] tool_use_id=%s name=%s %s\n", ev.Call.ToolUseID, ev.Call.Name, decisionText(ev))
 	case client.StageBegun:
 		d.at("after-begin", turn, ev.Call.Name)
 	case client.StageRan:
@@ -280,7 +280,7 @@ func decisionText(ev client.ToolEvent) string {
 	case client.DecisionReuse:
 		return "ledger hit, reusing result, not re-running"
 	case client.DecisionRun:
-		switch ev.Call.Class {
+		switch ev.Call.EffectClass {
 		case client.ReadOnly:
 			return "ledger miss, read-only tool, re-running"
 		case client.Idempotent:
@@ -312,7 +312,7 @@ func (d *demo) at(label string, turn uint32, tool string) {
 
 func (d *demo) ledgerFailed(call client.ToolUse, _ client.ToolResult, err error) {
 	fmt.Fprintf(d.errw, "[ledger write failed] tool_use_id=%s name=%s: the tool ran and its side effect may have happened, "+
-		"but its outcome is not recorded; if this run stops before Point B, resume reports it in doubt: %v\n", call.ID, call.Name, err)
+		"but its outcome is not recorded; if this run stops before Point B, resume reports it in doubt: %v\n", call.ToolUseID, call.Name, err)
 }
 
 // fail explains an error and what to do next.

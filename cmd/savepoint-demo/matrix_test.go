@@ -89,14 +89,14 @@ func matrixCases(script string) []*matrixCase {
 			case label == "after-save-b":
 				add(spec, "")
 			case len(calls) == 1:
-				if label == "after-begin" && calls[0].Class == client.ReadOnly {
+				if label == "after-begin" && calls[0].EffectClass == client.ReadOnly {
 					add(spec, calls[0].Name+" is read-only: never begun")
 				} else {
 					add(spec, "")
 				}
 			default:
 				for _, call := range calls {
-					if label == "after-begin" && call.Class == client.ReadOnly {
+					if label == "after-begin" && call.EffectClass == client.ReadOnly {
 						add(spec+":"+call.Name, call.Name+" is read-only: never begun")
 					} else {
 						add(spec+":"+call.Name, "")
@@ -145,7 +145,7 @@ func simulate(script string, crashes []string) (expected, error) {
 		}
 		hit := func(label, tool string) bool { return p.matches(label, turn, tool) }
 		exec := func(c *call) bool {
-			if c.use.Class != client.ReadOnly {
+			if c.use.EffectClass != client.ReadOnly {
 				c.begun = true
 				if hit("after-begin", c.use.Name) {
 					return true
@@ -171,7 +171,7 @@ func simulate(script string, crashes []string) (expected, error) {
 				switch {
 				case c.recorded:
 					ds = append(ds, c.use.Name+"=REUSE")
-				case c.use.Class == client.ReadOnly:
+				case c.use.EffectClass == client.ReadOnly:
 					ds = append(ds, c.use.Name+"=RUN(read-only)")
 					crashed = exec(c)
 				case !c.begun:
@@ -179,7 +179,7 @@ func simulate(script string, crashes []string) (expected, error) {
 					crashed = exec(c)
 				default:
 					ds = append(ds, c.use.Name+"=IN_DOUBT")
-					exp.inDoubt[c.use.ID] = true
+					exp.inDoubt[c.use.ToolUseID] = true
 				}
 				if crashed {
 					break

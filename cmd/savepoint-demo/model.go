@@ -51,7 +51,7 @@ func (r Reply) ToolUses() []client.ToolUse {
 	var out []client.ToolUse
 	for _, b := range r.Content {
 		if b.Type == "tool_use" {
-			out = append(out, client.ToolUse{ID: b.ID, Name: b.Name, InputJSON: string(b.Input), Class: classOf(b.Name)})
+			out = append(out, client.ToolUse{ToolUseID: b.ID, Name: b.Name, InputJSON: string(b.Input), EffectClass: classOf(b.Name)})
 		}
 	}
 	return out
