@@ -120,18 +120,9 @@ func (c Config) withDefaults() Config {
 	if c.SocketMode == 0 {
 		c.SocketMode = d.SocketMode
 	}
-	if c.MaxRequestBytes == 0 {
-		c.MaxRequestBytes = d.MaxRequestBytes
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = d.MaxMessageBytes
-	}
-	if c.MaxStateBytes == 0 {
-		c.MaxStateBytes = d.MaxStateBytes
-	}
-	if c.ResponseBudgetBytes == 0 {
-		c.ResponseBudgetBytes = d.ResponseBudgetBytes
-	}
+	lim := c.Limits()
+	c.MaxRequestBytes, c.MaxMessageBytes, c.MaxStateBytes, c.ResponseBudgetBytes =
+		lim.MaxRequestBytes, lim.MaxMessageBytes, lim.MaxStateBytes, lim.ResponseBudgetBytes
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout
 	}
@@ -213,11 +204,10 @@ func (c Config) Validate() error {
 // Limits returns the sizes of c that the services enforce, zero fields
 // taken as their defaults.
 func (c Config) Limits() rpc.Limits {
-	c = c.withDefaults()
 	return rpc.Limits{
 		MaxRequestBytes:     c.MaxRequestBytes,
 		MaxMessageBytes:     c.MaxMessageBytes,
 		MaxStateBytes:       c.MaxStateBytes,
 		ResponseBudgetBytes: c.ResponseBudgetBytes,
-	}
+	}.WithDefaults()
 }

@@ -32,8 +32,8 @@ func DefaultLimits() Limits {
 	}
 }
 
-// withDefaults returns l with each zero field set to its default.
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with each zero field set to its default.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxRequestBytes == 0 {
 		l.MaxRequestBytes = d.MaxRequestBytes
@@ -67,7 +67,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Limits = o.Limits.withDefaults()
+	o.Limits = o.Limits.WithDefaults()
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

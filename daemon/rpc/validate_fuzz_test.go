@@ -51,7 +51,7 @@ func docJSONOK(s string, required bool) bool {
 }
 
 // fuzzCfg has small limits so that the fuzzer reaches them.
-var fuzzCfg = Limits{MaxMessageBytes: 64, MaxStateBytes: 48, ResponseBudgetBytes: 1024}.withDefaults()
+var fuzzCfg = Limits{MaxMessageBytes: 64, MaxStateBytes: 48, ResponseBudgetBytes: 1024}.WithDefaults()
 
 // checkRefusal checks that err is a field error the service can return.
 func checkRefusal(t *testing.T, err error) {

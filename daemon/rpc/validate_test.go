@@ -167,7 +167,7 @@ func validSave() *savepointv1.SaveCheckpointRequest {
 }
 
 func TestValidateSave(t *testing.T) {
-	cfg := Limits{MaxMessageBytes: 100, MaxStateBytes: 50, ResponseBudgetBytes: 2000}.withDefaults()
+	cfg := Limits{MaxMessageBytes: 100, MaxStateBytes: 50, ResponseBudgetBytes: 2000}.WithDefaults()
 	tests := []struct {
 		name   string
 		edit   func(r *savepointv1.SaveCheckpointRequest)
@@ -287,7 +287,7 @@ func TestEffectClassFromProto(t *testing.T) {
 }
 
 func TestValidateRecord(t *testing.T) {
-	cfg := Limits{MaxMessageBytes: 10}.withDefaults()
+	cfg := Limits{MaxMessageBytes: 10}.WithDefaults()
 	tests := []struct {
 		name   string
 		req    *savepointv1.RecordEffectRequest
@@ -364,7 +364,7 @@ func TestValidateListSessionsFilter(t *testing.T) {
 }
 
 func TestValidateComplete(t *testing.T) {
-	cfg := Limits{}.withDefaults()
+	cfg := Limits{}.WithDefaults()
 	ok := func() *savepointv1.CompleteSessionRequest {
 		return &savepointv1.CompleteSessionRequest{SessionId: "s", Epoch: 3, Status: savepointv1.SessionStatus_SESSION_STATUS_COMPLETED,
 			FinalOutput: "done", RequestId: "3F2504E0-4F89-11D3-9A0C-0305E82C3301"}
