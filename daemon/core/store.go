@@ -86,9 +86,20 @@ type Store interface {
 type StoreInfo struct {
 	Kind   string // such as "badger"
 	Format uint32 // the on-disk format version it writes
+	// Location is where the store is, for a person: a data directory, or a
+	// database and schema; never a password.
+	Location string
+	// Commits counts the transactions committed since the store opened.
+	Commits uint64
 	// LastCommit is the sequence number of the last commit the store found
 	// durable when it opened; zero for a store that numbers none.
 	LastCommit uint64
+}
+
+// Sizer is implemented by a Store that can say how many bytes it holds.
+type Sizer interface {
+	// Size returns the bytes the store takes where it keeps its data.
+	Size(ctx context.Context) (int64, error)
 }
 
 // MessageSize is the number of bytes a message counts for against a

@@ -224,6 +224,7 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 		}
 		return nil, &ambiguousCommit{err}
 	}
+	s.commits.Add(1)
 	return results, nil
 }
 

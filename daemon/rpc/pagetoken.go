@@ -22,6 +22,7 @@ const (
 	tokenSessions byte = 2 // ListSessions: label filter digest, last id
 	tokenResolved byte = 3 // Reconcile: session, revision, next index
 	tokenEffects  byte = 4 // ListEffects: session, last tool use id
+	tokenThreads  byte = 5 // ListThreads: last thread id
 
 	maxPageTokenLen = 1024
 )
@@ -35,7 +36,7 @@ type pageToken struct {
 	revision uint64 // tokenMessages
 	next     uint64 // tokenMessages: index of the next message
 	filter   uint64 // tokenSessions: filterDigest of the filter
-	after    string // tokenEffects: the last tool use id returned
+	after    string // tokenEffects: the last tool use id returned; tokenThreads: the last thread id
 }
 
 func messagesToken(sessionID string, revision, next uint64) pageToken {
@@ -84,6 +85,23 @@ func effectsToken(sessionID, lastToolUseID string) pageToken {
 	return pageToken{kind: tokenEffects, id: sessionID, after: lastToolUseID}
 }
 
+func threadsToken(lastThreadID string) pageToken {
+	return pageToken{kind: tokenThreads, after: lastThreadID}
+}
+
+// decodeThreadsToken decodes a ListThreads token and returns the last
+// thread id it had returned.
+func decodeThreadsToken(s string) (after string, err error) {
+	t, err := decodePageToken(s)
+	if err != nil {
+		return "", err
+	}
+	if t.kind != tokenThreads {
+		return "", fmt.Errorf("%w: not a ListThreads token", core.ErrInvalidPageToken)
+	}
+	return t.after, nil
+}
+
 // decodeEffectsToken decodes a ListEffects token, checks that it was made
 // for sessionID, and returns the last tool use id it had returned.
 func decodeEffectsToken(s, sessionID string) (after string, err error) {
@@ -118,6 +136,9 @@ func (t pageToken) encode() string {
 		b = append(b, t.id...)
 		b = binary.AppendUvarint(b, uint64(len(t.after)))
 		b = append(b, t.after...)
+	case tokenThreads:
+		b = binary.AppendUvarint(b, uint64(len(t.after)))
+		b = append(b, t.after...)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
@@ -150,6 +171,8 @@ func decodePageToken(s string) (pageToken, error) {
 		t.id = d.string()
 	case tokenEffects:
 		t.id = d.string()
+		t.after = d.string()
+	case tokenThreads:
 		t.after = d.string()
 	default:
 		return bad("unknown kind")

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -27,7 +29,8 @@ const (
 type Server struct {
 	savepointv1.UnimplementedSavepointServiceServer
 
-	store    core.Store // notifies hub of each acknowledged write
+	store    core.Store // raw, wrapped to notify hub of each acknowledged write
+	raw      core.Store // as given to NewServer, for its optional interfaces
 	hub      *core.Hub
 	lim      Limits
 	logger   *slog.Logger
@@ -35,6 +38,9 @@ type Server struct {
 	start    time.Time       // when the server was made; GetServerInfo's start_time
 	shutdown context.Context // done once Shutdown is called
 	stop     context.CancelFunc
+	commit   string
+
+	saves atomic.Uint64 // SaveCheckpoint calls acknowledged
 }
 
 // NewServer returns a Server over store configured by opts (zero fields
@@ -45,8 +51,8 @@ func NewServer(store core.Store, opts Options) *Server {
 	opts = opts.withDefaults()
 	hub := core.NewHub(store, opts.PollInterval)
 	shutdown, stop := context.WithCancel(context.Background())
-	return &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, hub: hub, lim: opts.Limits,
-		logger: opts.Logger, version: opts.Version, start: time.Now(), shutdown: shutdown, stop: stop}
+	return &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, raw: store, hub: hub, lim: opts.Limits,
+		logger: opts.Logger, version: opts.Version, commit: opts.Commit, start: time.Now(), shutdown: shutdown, stop: stop}
 }
 
 // Shutdown ends every WatchSessions stream with UNAVAILABLE, so that a
@@ -72,6 +78,7 @@ func (s *Server) SaveCheckpoint(ctx context.Context, req *savepointv1.SaveCheckp
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
+	s.saves.Add(1)
 	return &savepointv1.SaveCheckpointResponse{
 		Revision:     res.Revision,
 		MessageCount: res.MessageCount,
@@ -470,20 +477,32 @@ func (s *Server) Verify(ctx context.Context, _ *savepointv1.VerifyRequest) (*sav
 	return VerifyReportToProto(rep), nil
 }
 
-// GetServerInfo implements SavepointServiceServer: the version, the store's
-// kind and format, and the limits of the configuration the server runs with.
-func (s *Server) GetServerInfo(context.Context, *savepointv1.GetServerInfoRequest) (*savepointv1.GetServerInfoResponse, error) {
+// GetServerInfo implements SavepointServiceServer: the version and commit,
+// the store's kind, format, location and size, the limits of the
+// configuration the server runs with, its uptime and counters.
+func (s *Server) GetServerInfo(ctx context.Context, _ *savepointv1.GetServerInfoRequest) (*savepointv1.GetServerInfoResponse, error) {
 	info := s.store.Info()
-	return &savepointv1.GetServerInfoResponse{
+	resp := &savepointv1.GetServerInfoResponse{
 		Version:             s.version,
+		Commit:              s.commit,
 		StoreKind:           info.Kind,
 		StoreFormat:         info.Format,
+		StoreLocation:       info.Location,
 		MaxRequestBytes:     int64(s.lim.MaxRequestBytes),
 		MaxMessageBytes:     int64(s.lim.MaxMessageBytes),
 		MaxStateBytes:       int64(s.lim.MaxStateBytes),
 		ResponseBudgetBytes: int64(s.lim.ResponseBudgetBytes),
 		StartTime:           timestamppb.New(s.start),
-	}, nil
+		Uptime:              durationpb.New(time.Since(s.start)),
+		Saves:               s.saves.Load(),
+		Commits:             info.Commits,
+	}
+	if sz, ok := s.raw.(core.Sizer); ok {
+		if n, err := sz.Size(ctx); err == nil {
+			resp.StoreBytes = &n
+		}
+	}
+	return resp, nil
 }
 
 // VerifyReportToProto is the wire form of a VerifyReport.

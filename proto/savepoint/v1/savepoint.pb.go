@@ -2705,7 +2705,25 @@ type GetServerInfoResponse struct {
 	// The size past which a paged response is cut, in bytes.
 	ResponseBudgetBytes int64 `protobuf:"varint,7,opt,name=response_budget_bytes,json=responseBudgetBytes,proto3" json:"response_budget_bytes,omitempty"`
 	// When the daemon started serving.
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The commit the daemon was built from, as Go recorded it (with "-dirty"
+	// when the checkout had changes); empty when the build recorded none.
+	Commit string `protobuf:"bytes,9,opt,name=commit,proto3" json:"commit,omitempty"`
+	// Where the store is: its data directory, "(in memory)", or for
+	// PostgreSQL user@host:port/database and the schema, never a password.
+	StoreLocation string `protobuf:"bytes,10,opt,name=store_location,json=storeLocation,proto3" json:"store_location,omitempty"`
+	// The store's size in bytes: the embedded store's files, or the
+	// PostgreSQL schema's tables with their indexes; unset when it could not
+	// be read.
+	StoreBytes *int64 `protobuf:"varint,11,opt,name=store_bytes,json=storeBytes,proto3,oneof" json:"store_bytes,omitempty"`
+	// How long the daemon has served, at the time of the response.
+	Uptime *durationpb.Duration `protobuf:"bytes,12,opt,name=uptime,proto3" json:"uptime,omitempty"`
+	// The SaveCheckpoint calls acknowledged since the daemon started.
+	Saves uint64 `protobuf:"varint,13,opt,name=saves,proto3" json:"saves,omitempty"`
+	// The store's commits since the daemon started: the transactions that
+	// made the acknowledged writes durable, the group commit folding several
+	// writes into one.
+	Commits       uint64 `protobuf:"varint,14,opt,name=commits,proto3" json:"commits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2794,6 +2812,48 @@ func (x *GetServerInfoResponse) GetStartTime() *timestamppb.Timestamp {
 		return x.StartTime
 	}
 	return nil
+}
+
+func (x *GetServerInfoResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStoreLocation() string {
+	if x != nil {
+		return x.StoreLocation
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStoreBytes() int64 {
+	if x != nil && x.StoreBytes != nil {
+		return *x.StoreBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetUptime() *durationpb.Duration {
+	if x != nil {
+		return x.Uptime
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetSaves() uint64 {
+	if x != nil {
+		return x.Saves
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetCommits() uint64 {
+	if x != nil {
+		return x.Commits
+	}
+	return 0
 }
 
 type CompleteSessionRequest struct {
@@ -3850,7 +3910,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
 	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xe2\x02\n" +
+	"\x14GetServerInfoRequest\"\xba\x04\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -3861,7 +3921,16 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fmax_state_bytes\x18\x06 \x01(\x03R\rmaxStateBytes\x122\n" +
 	"\x15response_budget_bytes\x18\a \x01(\x03R\x13responseBudgetBytes\x129\n" +
 	"\n" +
-	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"\xc4\x01\n" +
+	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12\x16\n" +
+	"\x06commit\x18\t \x01(\tR\x06commit\x12%\n" +
+	"\x0estore_location\x18\n" +
+	" \x01(\tR\rstoreLocation\x12$\n" +
+	"\vstore_bytes\x18\v \x01(\x03H\x00R\n" +
+	"storeBytes\x88\x01\x01\x121\n" +
+	"\x06uptime\x18\f \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12\x14\n" +
+	"\x05saves\x18\r \x01(\x04R\x05saves\x12\x18\n" +
+	"\acommits\x18\x0e \x01(\x04R\acommitsB\x0e\n" +
+	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -4122,55 +4191,56 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	52, // 33: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
 	32, // 34: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
 	52, // 35: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	1,  // 36: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 37: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 38: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	52, // 39: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	7,  // 40: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	39, // 41: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	39, // 42: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 43: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 44: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 45: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	9,  // 46: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	11, // 47: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	13, // 48: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	15, // 49: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	17, // 50: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	20, // 51: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	22, // 52: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	24, // 53: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	29, // 54: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	31, // 55: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	34, // 56: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	36, // 57: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	38, // 58: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	41, // 59: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	43, // 60: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	45, // 61: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	27, // 62: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	10, // 63: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	12, // 64: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	14, // 65: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	16, // 66: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	19, // 67: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	21, // 68: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	23, // 69: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	26, // 70: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	30, // 71: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	33, // 72: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	35, // 73: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	37, // 74: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	40, // 75: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	42, // 76: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	44, // 77: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	46, // 78: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	28, // 79: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	63, // [63:80] is the sub-list for method output_type
-	46, // [46:63] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	53, // 36: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 37: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 38: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 39: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	52, // 40: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	7,  // 41: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	39, // 42: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	39, // 43: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 44: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 45: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 46: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	9,  // 47: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	11, // 48: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	13, // 49: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	15, // 50: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	17, // 51: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	20, // 52: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	22, // 53: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	24, // 54: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	29, // 55: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	31, // 56: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	34, // 57: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	36, // 58: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	38, // 59: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	41, // 60: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	43, // 61: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	45, // 62: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	27, // 63: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	10, // 64: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	12, // 65: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	14, // 66: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	16, // 67: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	19, // 68: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	21, // 69: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	23, // 70: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	26, // 71: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	30, // 72: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	33, // 73: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	35, // 74: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	37, // 75: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	40, // 76: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	42, // 77: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	44, // 78: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	46, // 79: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	28, // 80: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	64, // [64:81] is the sub-list for method output_type
+	47, // [47:64] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -4180,6 +4250,7 @@ func file_savepoint_v1_savepoint_proto_init() {
 	}
 	file_savepoint_v1_savepoint_proto_msgTypes[4].OneofWrappers = []any{}
 	file_savepoint_v1_savepoint_proto_msgTypes[15].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -22,6 +22,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Timestamp } from "../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "savepoint.v1";
 
@@ -385,6 +386,37 @@ export interface PruneRequest {
 export interface PruneResponse {
   /** The checkpoints removed. */
   deletedCheckpoints: bigint;
+}
+
+export interface ListThreadsRequest {
+  /**
+   * The maximum number of threads to return; 0 means 100, more than 1000
+   * means 1000. Negative is refused.
+   */
+  pageSize: number;
+  /**
+   * A next_page_token from a previous response; empty starts at the first
+   * thread.
+   */
+  pageToken: string;
+}
+
+/** GraphThread describes one thread. */
+export interface GraphThread {
+  /** The thread. */
+  threadId: string;
+  /**
+   * When the thread was last written: a checkpoint put, writes, or a copy
+   * into it.
+   */
+  updateTime: Timestamp | undefined;
+}
+
+export interface ListThreadsResponse {
+  /** The threads of this page, in thread_id order. */
+  threads: GraphThread[];
+  /** Pass back for the next page; empty when this page is the last. */
+  nextPageToken: string;
 }
 
 function createBaseTypedValue(): TypedValue {
@@ -2728,6 +2760,209 @@ export const PruneResponse: MessageFns<PruneResponse> = {
   },
 };
 
+function createBaseListThreadsRequest(): ListThreadsRequest {
+  return { pageSize: 0, pageToken: "" };
+}
+
+export const ListThreadsRequest: MessageFns<ListThreadsRequest> = {
+  encode(message: ListThreadsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pageSize !== 0) {
+      writer.uint32(8).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(18).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListThreadsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListThreadsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListThreadsRequest>, I>>(base?: I): ListThreadsRequest {
+    return ListThreadsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListThreadsRequest>, I>>(object: I): ListThreadsRequest {
+    const message = createBaseListThreadsRequest();
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseGraphThread(): GraphThread {
+  return { threadId: "", updateTime: undefined };
+}
+
+export const GraphThread: MessageFns<GraphThread> = {
+  encode(message: GraphThread, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.updateTime !== undefined) {
+      Timestamp.encode(message.updateTime, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GraphThread {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGraphThread();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.updateTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GraphThread>, I>>(base?: I): GraphThread {
+    return GraphThread.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GraphThread>, I>>(object: I): GraphThread {
+    const message = createBaseGraphThread();
+    message.threadId = object.threadId ?? "";
+    message.updateTime = (object.updateTime !== undefined && object.updateTime !== null)
+      ? Timestamp.fromPartial(object.updateTime)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseListThreadsResponse(): ListThreadsResponse {
+  return { threads: [], nextPageToken: "" };
+}
+
+export const ListThreadsResponse: MessageFns<ListThreadsResponse> = {
+  encode(message: ListThreadsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.threads) {
+      GraphThread.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListThreadsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListThreadsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threads.push(GraphThread.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListThreadsResponse>, I>>(base?: I): ListThreadsResponse {
+    return ListThreadsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListThreadsResponse>, I>>(object: I): ListThreadsResponse {
+    const message = createBaseListThreadsResponse();
+    message.threads = object.threads?.map((e) => GraphThread.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 /**
  * GraphCheckpointService stores LangGraph-style checkpoints: keyed by
  * (thread_id, checkpoint_ns, checkpoint_id), each with a parent id, opaque
@@ -2891,6 +3126,19 @@ export const GraphCheckpointServiceService = {
     responseSerialize: (value: PruneResponse): Buffer => Buffer.from(PruneResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PruneResponse => PruneResponse.decode(value),
   },
+  /**
+   * ListThreads pages through the threads that hold a checkpoint, in
+   * thread_id order (byte order). It writes nothing.
+   */
+  listThreads: {
+    path: "/savepoint.v1.GraphCheckpointService/ListThreads" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListThreadsRequest): Buffer => Buffer.from(ListThreadsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListThreadsRequest => ListThreadsRequest.decode(value),
+    responseSerialize: (value: ListThreadsResponse): Buffer => Buffer.from(ListThreadsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListThreadsResponse => ListThreadsResponse.decode(value),
+  },
 } as const;
 
 export interface GraphCheckpointServiceServer extends UntypedServiceImplementation {
@@ -2957,6 +3205,11 @@ export interface GraphCheckpointServiceServer extends UntypedServiceImplementati
    * (with its writes and blobs) and removes the rest, or removes the threads.
    */
   prune: handleUnaryCall<PruneRequest, PruneResponse>;
+  /**
+   * ListThreads pages through the threads that hold a checkpoint, in
+   * thread_id order (byte order). It writes nothing.
+   */
+  listThreads: handleUnaryCall<ListThreadsRequest, ListThreadsResponse>;
 }
 
 export interface GraphCheckpointServiceClient extends Client {
@@ -3152,6 +3405,25 @@ export interface GraphCheckpointServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PruneResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListThreads pages through the threads that hold a checkpoint, in
+   * thread_id order (byte order). It writes nothing.
+   */
+  listThreads(
+    request: ListThreadsRequest,
+    callback: (error: ServiceError | null, response: ListThreadsResponse) => void,
+  ): ClientUnaryCall;
+  listThreads(
+    request: ListThreadsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListThreadsResponse) => void,
+  ): ClientUnaryCall;
+  listThreads(
+    request: ListThreadsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListThreadsResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -715,7 +715,39 @@ export interface GetServerInfoResponse {
   /** The size past which a paged response is cut, in bytes. */
   responseBudgetBytes: bigint;
   /** When the daemon started serving. */
-  startTime: Timestamp | undefined;
+  startTime:
+    | Timestamp
+    | undefined;
+  /**
+   * The commit the daemon was built from, as Go recorded it (with "-dirty"
+   * when the checkout had changes); empty when the build recorded none.
+   */
+  commit: string;
+  /**
+   * Where the store is: its data directory, "(in memory)", or for
+   * PostgreSQL user@host:port/database and the schema, never a password.
+   */
+  storeLocation: string;
+  /**
+   * The store's size in bytes: the embedded store's files, or the
+   * PostgreSQL schema's tables with their indexes; unset when it could not
+   * be read.
+   */
+  storeBytes?:
+    | bigint
+    | undefined;
+  /** How long the daemon has served, at the time of the response. */
+  uptime:
+    | Duration
+    | undefined;
+  /** The SaveCheckpoint calls acknowledged since the daemon started. */
+  saves: bigint;
+  /**
+   * The store's commits since the daemon started: the transactions that
+   * made the acknowledged writes durable, the group commit folding several
+   * writes into one.
+   */
+  commits: bigint;
 }
 
 export interface CompleteSessionRequest {
@@ -4228,6 +4260,12 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     maxStateBytes: 0n,
     responseBudgetBytes: 0n,
     startTime: undefined,
+    commit: "",
+    storeLocation: "",
+    storeBytes: undefined,
+    uptime: undefined,
+    saves: 0n,
+    commits: 0n,
   };
 }
 
@@ -4268,6 +4306,33 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     }
     if (message.startTime !== undefined) {
       Timestamp.encode(message.startTime, writer.uint32(66).fork()).join();
+    }
+    if (message.commit !== "") {
+      writer.uint32(74).string(message.commit);
+    }
+    if (message.storeLocation !== "") {
+      writer.uint32(82).string(message.storeLocation);
+    }
+    if (message.storeBytes !== undefined) {
+      if (BigInt.asIntN(64, message.storeBytes) !== message.storeBytes) {
+        throw new globalThis.Error("value provided for field message.storeBytes of type int64 too large");
+      }
+      writer.uint32(88).int64(message.storeBytes);
+    }
+    if (message.uptime !== undefined) {
+      Duration.encode(message.uptime, writer.uint32(98).fork()).join();
+    }
+    if (message.saves !== 0n) {
+      if (BigInt.asUintN(64, message.saves) !== message.saves) {
+        throw new globalThis.Error("value provided for field message.saves of type uint64 too large");
+      }
+      writer.uint32(104).uint64(message.saves);
+    }
+    if (message.commits !== 0n) {
+      if (BigInt.asUintN(64, message.commits) !== message.commits) {
+        throw new globalThis.Error("value provided for field message.commits of type uint64 too large");
+      }
+      writer.uint32(112).uint64(message.commits);
     }
     return writer;
   },
@@ -4349,6 +4414,54 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
             message.startTime = Timestamp.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.commit = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.storeLocation = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.storeBytes = reader.int64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.uptime = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.saves = reader.uint64() as bigint;
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.commits = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4384,6 +4497,16 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     message.startTime = (object.startTime !== undefined && object.startTime !== null)
       ? Timestamp.fromPartial(object.startTime)
       : undefined;
+    message.commit = object.commit ?? "";
+    message.storeLocation = object.storeLocation ?? "";
+    message.storeBytes = (object.storeBytes !== undefined && object.storeBytes !== null)
+      ? BigInt(object.storeBytes)
+      : undefined;
+    message.uptime = (object.uptime !== undefined && object.uptime !== null)
+      ? Duration.fromPartial(object.uptime)
+      : undefined;
+    message.saves = (object.saves !== undefined && object.saves !== null) ? BigInt(object.saves) : 0n;
+    message.commits = (object.commits !== undefined && object.commits !== null) ? BigInt(object.commits) : 0n;
     return message;
   },
 };
