@@ -274,3 +274,23 @@ func TestBatchSameSession(t *testing.T) {
 		t.Errorf("the effect after the batch: %+v already %v, %v; want it recorded", e, already, err)
 	}
 }
+
+// TestWritersFollowPool: the group commits in flight default to the pool's
+// size less one, kept for reads, and an explicit Writers grows the pool.
+func TestWritersFollowPool(t *testing.T) {
+	srv := pgtest.Shared(t)
+	for _, tc := range []struct {
+		extra            string
+		writers          int
+		wantW, wantConns int
+	}{{"pool_max_conns=9", 0, 8, 9}, {"pool_max_conns=2", 0, 1, 2}, {"pool_max_conns=2", 5, 5, 6}} {
+		s, err := Open(context.Background(), srv.URL("postgres", tc.extra), Options{Schema: "batch_writers", Writers: tc.writers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.writers != tc.wantW || int(s.pool.Config().MaxConns) != tc.wantConns {
+			t.Errorf("%s, Writers %d: %d writers, %d connections; want %d, %d", tc.extra, tc.writers, s.writers, s.pool.Config().MaxConns, tc.wantW, tc.wantConns)
+		}
+		s.Close()
+	}
+}
