@@ -74,7 +74,7 @@ type Store struct {
 	target string // user@host:port/database, for errors and logs; never the password
 
 	ops       chan *op
-	writers   int // group commits in flight at most (Options.Writers)
+	writers   int          // group commits in flight at most (Options.Writers)
 	mu        sync.RWMutex // held for reading while queueing on ops
 	closed    bool         // set under mu: nothing more is queued
 	stop      chan struct{}
