@@ -11,13 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// One group commit's transaction, pipelined: its requests' statements are
-// queued in one pgx.Batch across requests and sent when a request must
-// read what is not read yet, or at the end, so that a group commit of N
-// saves costs BEGIN, one round trip that locks and reads every session's
+// One group commit's transaction, pipelined: its statements are queued in
+// one pgx.Batch across requests and sent when a request must read what is
+// not read yet, or at the end, so that a group commit of N saves costs two
+// round trips, not 2N + 3: BEGIN with the reads that lock every session's
 // row in session id order (with each request's request id row and the
-// rows of the calls it names), one with all the writes, and COMMIT: four
-// round trips, not 2N + 3.
+// rows of the calls it names), then all the writes with COMMIT.
 //
 // Each request still runs between a SAVEPOINT and its RELEASE, both
 // queued. A request refused before any of its statements was sent is
@@ -39,8 +38,13 @@ const timeoutGrace = 500 * time.Millisecond
 // a concurrent transaction (a unique violation on the session's row).
 const maxRuns = 3
 
-// prefetchOwner is the owner of the statements that read ahead.
-const prefetchOwner = -1
+// The owners of the statements that are no request's: those that read
+// ahead, the transaction's BEGIN (and SET LOCAL), and its COMMIT.
+const (
+	prefetchOwner = -1
+	beginOwner    = -2
+	commitOwner   = -3
+)
 
 // stmtFailure is a queued statement that failed, with the request it was
 // queued for (prefetchOwner for the read ahead).
@@ -84,32 +88,28 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+timeoutGrace)
 	defer cancel()
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, &beginFailed{err: err}
 	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
-	if err := s.setLocalTimeout(ctx, tx); err != nil {
-		return nil, err
+	defer c.Release()
+	tx := &connTx{c: c}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after COMMIT
+	q := &query{s: s, tx: tx, queued: &pgx.Batch{}, cur: beginOwner}
+	q.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	if s.pooled {
+		q.queue(fmt.Sprintf("SET LOCAL statement_timeout = %d", s.timeout.Milliseconds()))
 	}
-	g := &groupCommit{s: s, q: &query{s: s, tx: tx, queued: &pgx.Batch{}}, ops: batch,
-		results: make([]error, len(batch)), runs: make([]int, len(batch))}
+	g := &groupCommit{s: s, q: q, ops: batch, results: make([]error, len(batch)), runs: make([]int, len(batch))}
 	n, err := g.run(ctx, start)
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
-			return nil, err // refused by the server: rolled back
-		}
-		return nil, &ambiguousCommit{err}
-	}
 	return g.results[:n], nil
 }
 
-// run runs the requests and sends the last of their statements; it returns
-// how many requests the transaction holds.
+// run runs the requests, then sends the last of their statements with
+// COMMIT; it returns how many requests the transaction held.
 func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 	n := len(g.ops)
 	i := 0
@@ -132,9 +132,23 @@ func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 				return 0, err
 			}
 		}
-		err := g.q.send(ctx, "")
+		g.q.cur = commitOwner
+		err := g.q.send(ctx, "COMMIT")
 		if err == nil {
 			return n, nil
+		}
+		var pe *pgconn.PgError
+		f := g.q.failed
+		switch {
+		case f != nil && f.owner == beginOwner:
+			return 0, &beginFailed{err: err} // nothing ran
+		case f != nil && f.owner == commitOwner:
+			if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
+				return 0, err // refused by the server: rolled back
+			}
+			return 0, &ambiguousCommit{err}
+		case !errors.As(err, &pe):
+			return 0, &ambiguousCommit{err} // COMMIT went with them
 		}
 		if i, err = g.recover(ctx, err); err != nil {
 			return 0, err
@@ -265,6 +279,9 @@ func (g *groupCommit) recover(ctx context.Context, err error) (int, error) {
 	var pe *pgconn.PgError
 	if f == nil {
 		return 0, err
+	}
+	if f.owner == beginOwner {
+		return 0, &beginFailed{err: f.err} // nothing ran: a connection found dead, or refused
 	}
 	if !errors.As(f.err, &pe) || txGone(pe) {
 		return 0, f.err
