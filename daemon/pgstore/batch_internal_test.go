@@ -22,13 +22,17 @@ import (
 func TestBatchRefusalIsolated(t *testing.T) {
 	srv := pgtest.Shared(t)
 	for _, mode := range []string{"cache_statement", "simple_protocol", "exec"} {
-		t.Run(mode, func(t *testing.T) {
-			testBatchRefusalIsolated(t, srv.URL("postgres", "default_query_exec_mode="+mode), "batch_"+mode)
-		})
+		for _, pipelined := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/pipelined=%v", mode, pipelined), func(t *testing.T) {
+				testBatchRefusalIsolated(t, srv.URL("postgres", "default_query_exec_mode="+mode), fmt.Sprintf("batch_%s_%v", mode, pipelined), pipelined)
+			})
+		}
 	}
 }
 
-func testBatchRefusalIsolated(t *testing.T, url, schema string) {
+// testBatchRefusalIsolated runs the batch with its requests through the
+// protocol's rules pipelined, or each on its own round trips.
+func testBatchRefusalIsolated(t *testing.T, url, schema string, pipelined bool) {
 	s, err := Open(context.Background(), url, Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +52,7 @@ func testBatchRefusalIsolated(t *testing.T, url, schema string) {
 				req = &core.SaveRequest{SessionID: fmt.Sprintf("missing%d", i), ExpectedRevision: 1}
 			}
 		}
-		ops = append(ops, &op{sessionID: req.SessionID, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+		ops = append(ops, &op{sessionID: req.SessionID, done: make(chan error, 1), pipelined: pipelined, fn: func(ctx context.Context, q *query) error {
 			var err error
 			results[i], err = core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
 			return err
@@ -63,13 +67,13 @@ func testBatchRefusalIsolated(t *testing.T, url, schema string) {
 	// So is one that fails among a request's queued writes, sent with its
 	// RELEASE SAVEPOINT: the save before it in that request is undone, and
 	// the request after it commits.
-	ops = append(ops, &op{sessionID: "zy", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+	ops = append(ops, &op{sessionID: "zy", done: make(chan error, 1), pipelined: pipelined, fn: func(ctx context.Context, q *query) error {
 		if _, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "zy"}, s.now()); err != nil {
 			return err
 		}
 		return q.exec(ctx, "SELECT 1/0")
 	}})
-	ops = append(ops, &op{sessionID: "zzz", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+	ops = append(ops, &op{sessionID: "zzz", done: make(chan error, 1), pipelined: pipelined, fn: func(ctx context.Context, q *query) error {
 		_, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "zzz"}, s.now())
 		return err
 	}})
@@ -166,10 +170,10 @@ func (r *batchTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *batchTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *batchTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// TestBatchRoundTrips: in a group commit, each request's writes, its
-// RELEASE SAVEPOINT and the next request's SAVEPOINT go in one round trip,
-// so that a save with a request id costs two: the row lock with the request
-// id's row, and that.
+// TestBatchRoundTrips: a group commit of n saves with request ids costs
+// two round trips whatever n: BEGIN with the session rows locked and read
+// with the request ids' rows, then every request's writes with their
+// savepoints and COMMIT. Requests not pipelined still cost two each.
 func TestBatchRoundTrips(t *testing.T) {
 	srv := pgtest.Shared(t)
 	rt := &batchTrips{}
@@ -178,29 +182,115 @@ func TestBatchRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	const n = 4
-	var ops []*op
-	for i := range n {
-		sid := fmt.Sprint("s", i)
-		if _, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: sid}); err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		n         int
+		pipelined bool
+		want      int64
+	}{{1, true, 2}, {16, true, 2}, {4, false, 1 + 2*4}} {
+		var ops []*op
+		for i := range tc.n {
+			sid := fmt.Sprintf("s%v-%d-%d", tc.pipelined, tc.n, i)
+			if _, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: sid}); err != nil {
+				t.Fatal(err)
+			}
+			req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1, RequestID: "r",
+				AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
+			ops = append(ops, &op{sessionID: sid, done: make(chan error, 1), pipelined: tc.pipelined, requestID: req.RequestID,
+				fn: func(ctx context.Context, q *query) error {
+					_, err := core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+					return err
+				}})
 		}
-		req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1, RequestID: "r",
-			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
-		ops = append(ops, &op{sessionID: sid, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
-			_, err := core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+		before := rt.n.Load()
+		s.commitBatch(ops)
+		for i, o := range ops {
+			if err := <-o.done; err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+		}
+		if got := rt.n.Load() - before; got != tc.want {
+			t.Errorf("%d round trips for %d saves in one batch (pipelined %v), want %d", got, tc.n, tc.pipelined, tc.want)
+		}
+		for _, o := range ops {
+			if r, err := s.Checkpoint(context.Background(), o.sessionID, 0); err != nil || r.Revision != 2 {
+				t.Errorf("%s after the batch: revision %d, %v; want 2", o.sessionID, r.Revision, err)
+			}
+		}
+	}
+}
+
+// TestBatchSameSession: pipelined requests of one session in one batch
+// each see the writes of those before it, though only the first had its
+// rows read ahead: a create, a save on it, a pending call begun and its
+// effect recorded, in one transaction.
+func TestBatchSameSession(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_same"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	reqs := []*core.SaveRequest{
+		{SessionID: "s", RequestID: "r1", PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
+		{SessionID: "s", RequestID: "r2", ExpectedRevision: 1, Epoch: 1, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
+	}
+	var ops []*op
+	var saved []core.SaveResult
+	for _, req := range reqs {
+		saved = append(saved, core.SaveResult{})
+		i := len(saved) - 1
+		ops = append(ops, &op{sessionID: "s", requestID: req.RequestID, toolUseIDs: []string{"t1"}, pipelined: true, done: make(chan error, 1),
+			fn: func(ctx context.Context, q *query) error {
+				var err error
+				saved[i], err = core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+				return err
+			}})
+	}
+	ops = append(ops, &op{sessionID: "s", toolUseIDs: []string{"t1"}, pipelined: true, done: make(chan error, 1),
+		fn: func(ctx context.Context, q *query) error {
+			_, err := core.Begin(&domainTxn{ctx: ctx, q: q}, "s", "t1", 1, s.now())
 			return err
 		}})
-	}
-	before := rt.n.Load()
+	ops = append(ops, &op{sessionID: "s", toolUseIDs: []string{"t1"}, pipelined: true, done: make(chan error, 1),
+		fn: func(ctx context.Context, q *query) error {
+			_, _, err := core.Record(&domainTxn{ctx: ctx, q: q}, "s", core.Effect{ToolUseID: "t1", Output: "sent"}, s.now())
+			return err
+		}})
 	s.commitBatch(ops)
 	for i, o := range ops {
 		if err := <-o.done; err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
-	// BEGIN, the first SAVEPOINT, two a request, COMMIT.
-	if got, want := rt.n.Load()-before, int64(3+2*n); got != want {
-		t.Errorf("%d round trips for %d saves in one batch, want %d", got, n, want)
+	if saved[1].Revision != 2 {
+		t.Errorf("second save: revision %d, want 2", saved[1].Revision)
+	}
+	cp, err := s.Checkpoint(context.Background(), "s", 0)
+	if err != nil || cp.Revision != 2 {
+		t.Fatalf("after the batch: revision %d, %v; want 2", cp.Revision, err)
+	}
+	e, already, err := s.RecordEffect(context.Background(), "s", core.Effect{ToolUseID: "t1", Output: "sent"})
+	if err != nil || !already || e.Output != "sent" {
+		t.Errorf("the effect after the batch: %+v already %v, %v; want it recorded", e, already, err)
+	}
+}
+
+// TestWritersFollowPool: the group commits in flight default to the pool's
+// size less one, kept for reads, and an explicit Writers grows the pool.
+func TestWritersFollowPool(t *testing.T) {
+	srv := pgtest.Shared(t)
+	for _, tc := range []struct {
+		extra            string
+		writers          int
+		wantW, wantConns int
+	}{{"pool_max_conns=9", 0, 8, 9}, {"pool_max_conns=2", 0, 1, 2}, {"pool_max_conns=2", 5, 5, 6}} {
+		s, err := Open(context.Background(), srv.URL("postgres", tc.extra), Options{Schema: "batch_writers", Writers: tc.writers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.writers != tc.wantW || int(s.pool.Config().MaxConns) != tc.wantConns {
+			t.Errorf("%s, Writers %d: %d writers, %d connections; want %d, %d", tc.extra, tc.writers, s.writers, s.pool.Config().MaxConns, tc.wantW, tc.wantConns)
+		}
+		s.Close()
 	}
 }

@@ -32,16 +32,36 @@ type op struct {
 	sessionID string
 	fn        func(ctx context.Context, q *query) error
 	done      chan error
+	// pipelined is set for a request whose fn reads only through the
+	// query's readRows, get, head or eachCall and writes only through
+	// exec (a domainTxn): its statements then go with its neighbours' in
+	// the group commit's round trips, and its session's row is locked and
+	// read ahead (pipeline.go), with requestID's row when set and the rows
+	// of the calls of toolUseIDs.
+	pipelined  bool
+	requestID  string
+	toolUseIDs []string
 }
 
 // write runs fn for sessionID in the next group commit and returns once the
 // commit's outcome is known. fn may run more than once (a batch retried
 // after a serialization failure): it must set its results afresh each time.
 func (s *Store) write(ctx context.Context, sessionID string, fn func(ctx context.Context, q *query) error) error {
+	return s.writeOp(ctx, &op{sessionID: sessionID, fn: fn})
+}
+
+// writeSession is write for a request of the protocol's write rules on one
+// session (a domainTxn of requestID, reading the calls of toolUseIDs): it
+// is pipelined with its neighbours (op.pipelined).
+func (s *Store) writeSession(ctx context.Context, sessionID, requestID string, toolUseIDs []string, fn func(ctx context.Context, q *query) error) error {
+	return s.writeOp(ctx, &op{sessionID: sessionID, fn: fn, pipelined: true, requestID: requestID, toolUseIDs: toolUseIDs})
+}
+
+func (s *Store) writeOp(ctx context.Context, o *op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{sessionID: sessionID, fn: fn, done: make(chan error, 1)}
+	o.done = make(chan error, 1)
 	if err := s.enqueue(ctx, o); err != nil {
 		return err
 	}
@@ -186,113 +206,6 @@ type ambiguousCommit struct{ err error }
 
 func (e *ambiguousCommit) Error() string { return e.err.Error() }
 func (e *ambiguousCommit) Unwrap() error { return e.err }
-
-// runBatch runs the requests in one transaction and commits it. It returns
-// the results of the requests it ran, the first ones of batch: it commits
-// early when half the statement timeout has passed, leaving the rest for
-// the next transaction, so that a batch of large requests does not outlast
-// the timeout. An error is for the whole transaction, which then committed
-// nothing (or, for an *ambiguousCommit, may have).
-func (s *Store) runBatch(batch []*op) ([]error, error) {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+timeoutGrace)
-	defer cancel()
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return nil, &beginFailed{err: err}
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
-	if err := s.setLocalTimeout(ctx, tx); err != nil {
-		return nil, err
-	}
-	q := &query{s: s, tx: tx}
-	results := make([]error, 0, len(batch))
-	for i, o := range batch {
-		if len(results) > 0 && time.Since(start) > s.timeout/2 {
-			break
-		}
-		r, err := s.runOne(ctx, q, o, i < len(batch)-1)
-		if err != nil {
-			return nil, err
-		}
-		results = append(results, r)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
-			return nil, err // refused by the server: rolled back
-		}
-		return nil, &ambiguousCommit{err}
-	}
-	s.commits.Add(1)
-	return results, nil
-}
-
-// timeoutGrace is how much longer than the statement timeout a call's
-// context lasts, so that the server's own timeout (57014) ends a statement
-// first: the request is then rolled back to its savepoint and the rest of
-// its batch still commits.
-const timeoutGrace = 500 * time.Millisecond
-
-// maxRuns bounds the runs of one request that found its session created by
-// a concurrent transaction (a unique violation on the session's row).
-const maxRuns = 3
-
-// runOne runs one request inside a savepoint, its writes queued and sent
-// with its RELEASE SAVEPOINT and, when more requests follow, the next one's
-// SAVEPOINT. A refusal (a domain error) or a failed statement is rolled
-// back to the savepoint and returned as the request's result; an error that
-// breaks the transaction is returned as the batch's.
-func (s *Store) runOne(ctx context.Context, q *query, o *op, more bool) (result, batchErr error) {
-	for run := 1; ; run++ {
-		if !q.savepoint {
-			if _, err := q.tx.Exec(ctx, "SAVEPOINT request"); err != nil {
-				return nil, err
-			}
-		}
-		q.savepoint = false
-		q.queued = &pgx.Batch{}
-		err := o.fn(ctx, q)
-		if err == nil {
-			if !strings.HasPrefix(o.sessionID, graphOpPrefix) {
-				// For ChangeReader: the session changed in this transaction.
-				q.queued.Queue("UPDATE "+s.table("sessions")+" SET changed_xid = pg_current_xact_id() WHERE session_id = $1", []byte(o.sessionID))
-			}
-			q.queued.Queue("RELEASE SAVEPOINT request")
-			if more {
-				q.queued.Queue("SAVEPOINT request")
-			}
-			err = q.send(ctx, "")
-			q.savepoint = err == nil && more
-		}
-		q.queued = nil // the writes of a refused request are dropped
-		if err == nil {
-			return nil, nil
-		}
-		var pe *pgconn.PgError
-		isPG := errors.As(err, &pe)
-		if isPG && txGone(pe) {
-			return nil, err // the whole transaction must restart
-		}
-		if !isPG && !isRefusal(err) {
-			return nil, err // a connection error, a timeout: the transaction is lost
-		}
-		if _, rbErr := q.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT request"); rbErr != nil {
-			return nil, rbErr
-		}
-		if _, rbErr := q.tx.Exec(ctx, "RELEASE SAVEPOINT request"); rbErr != nil {
-			return nil, rbErr
-		}
-		switch {
-		case isPG && pe.Code == "23505" && run < maxRuns:
-			continue // another transaction created the session: run again to see it
-		case isPG:
-			return s.unavailable(ctx, err), nil
-		default:
-			return err, nil
-		}
-	}
-}
 
 // setLocalTimeout sets the statement timeout for the transaction when the
 // connection could not be given it at startup (pooled mode).

@@ -20,20 +20,30 @@ type domainTxn struct {
 	// and Request answers from that read.
 	requestID string
 	request   *rowRead
-	rec       *sessionRec // the live head as read, or nil
-	tomb      *sessionRec
+	// calls are the call rows read ahead with the head (pipeline.go), each
+	// answering Call once.
+	calls map[string]*rowRead
+	rec   *sessionRec // the live head as read, or nil
+	tomb  *sessionRec
 }
 
 var _ core.Txn = (*domainTxn)(nil)
 
 func (d *domainTxn) Head(sid string) (*core.HeadRecord, error) {
 	d.request = nil
-	var with []*rowRead
-	if d.requestID != "" {
-		d.request = &rowRead{k: requestKey(sid, d.requestID)}
-		with = append(with, d.request)
+	var live, tomb *sessionRec
+	var err error
+	if a := d.q.ahead(sid, d.requestID); a != nil {
+		d.request, d.calls = a.request, a.calls
+		live, tomb, err = a.head.sessionHead(sid)
+	} else {
+		var with []*rowRead
+		if d.requestID != "" {
+			d.request = &rowRead{k: requestKey(sid, d.requestID)}
+			with = append(with, d.request)
+		}
+		live, tomb, err = d.q.head(d.ctx, sid, true, with...)
 	}
-	live, tomb, err := d.q.head(d.ctx, sid, true, with...)
 	if err != nil || live == nil {
 		d.rec, d.tomb = nil, tomb
 		return nil, err
@@ -87,7 +97,14 @@ func (d *domainTxn) PutHead(sid string, h *core.HeadRecord) error {
 
 func (d *domainTxn) Call(sid, toolUseID string) (*core.LedgerEntry, error) {
 	var c callRec
-	found, err := d.q.call(d.ctx, sid, d.rec, toolUseID, &c)
+	var found bool
+	var err error
+	if r := d.calls[toolUseID]; r != nil {
+		delete(d.calls, toolUseID) // later reads see this request's writes
+		found, err = r.decode(d.rec, sid, &c)
+	} else {
+		found, err = d.q.call(d.ctx, sid, d.rec, toolUseID, &c)
+	}
 	if err != nil || !found {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (q *query) sessionRequest(ctx context.Context, h *sessionRec, sessionID, re
 // stays. A request id is remembered like a save's, in the same table.
 func (s *Store) CompleteSession(ctx context.Context, req *core.CompleteRequest) (core.CompleteResult, error) {
 	var res core.CompleteResult
-	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, req.SessionID, req.RequestID, nil, func(ctx context.Context, q *query) error {
 		var err error
 		res, err = core.Complete(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err

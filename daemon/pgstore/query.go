@@ -14,52 +14,98 @@ import (
 )
 
 // query reads and writes the rows of one transaction: a group commit's, or
-// a read's. In a group commit (runOne) its writes are queued and sent in
-// one round trip with the request's next read through readRows (get, head)
-// or eachCall, or with its RELEASE SAVEPOINT, so that a read always sees
-// the writes before it; a request that uses tx directly reads before it
-// writes, or calls send first.
+// a read's. In a group commit (pipeline.go) its writes are queued, across
+// the requests of the transaction, and sent in one round trip with the
+// next read through readRows (get, head) or eachCall, or at the end, so
+// that a read always sees the writes before it; a request that uses tx
+// directly reads before it writes, or calls send first.
 type query struct {
 	s  *Store
 	tx pgx.Tx
 	// queued holds the writes not sent yet; nil sends each write at once.
 	queued *pgx.Batch
-	// savepoint is set when the previous request of the group commit
-	// opened the next one's savepoint (runOne).
-	savepoint bool
+	// The group commit's: owners[k] is the request that queued statement
+	// k of queued (cur, the request running, when it was queued); sends
+	// counts the batches sent; failed is the queued statement that failed
+	// in the last send, when one did; pre holds what was read ahead for
+	// the first request of each session (readAhead).
+	owners []int
+	cur    int
+	sends  int
+	failed *stmtFailure
+	pre    map[string]*ahead
 }
 
 // exec runs a write, or queues it when the query queues its writes.
 func (q *query) exec(ctx context.Context, sql string, args ...any) error {
 	if q.queued != nil {
-		q.queued.Queue(sql, args...)
+		q.queue(sql, args...)
 		return nil
 	}
 	_, err := q.tx.Exec(ctx, sql, args...)
 	return err
 }
 
+// queue queues sql for the request running.
+func (q *query) queue(sql string, args ...any) *pgx.QueuedQuery {
+	q.owners = append(q.owners, q.cur)
+	return q.queued.Queue(sql, args...)
+}
+
+// truncate drops the statements queued from the n-th on.
+func (q *query) truncate(n int) {
+	q.queued.QueuedQueries = q.queued.QueuedQueries[:n]
+	q.owners = q.owners[:n]
+}
+
 // send sends the queued writes, and then sql when it is not empty, in one
 // round trip; it returns the first error, after which nothing more of them
 // ran. The queue is empty afterwards.
 func (q *query) send(ctx context.Context, sql string, args ...any) error {
-	b := q.take()
-	if sql != "" {
-		b.Queue(sql, args...)
+	if q.queued == nil {
+		if sql == "" {
+			return nil
+		}
+		_, err := q.tx.Exec(ctx, sql, args...)
+		return err
 	}
+	if sql != "" {
+		q.queue(sql, args...)
+	}
+	return q.flush(ctx)
+}
+
+// flush sends the queue in one round trip and empties it. When a statement
+// fails, failed is set to it and its owner: PostgreSQL ran the statements
+// before it and none after.
+func (q *query) flush(ctx context.Context) error {
+	b, owners := q.queued, q.owners
+	q.queued, q.owners = &pgx.Batch{}, nil
 	if b.Len() == 0 {
 		return nil
 	}
-	return q.tx.SendBatch(ctx, b).Close()
-}
-
-// take empties the queue and returns what it held.
-func (q *query) take() *pgx.Batch {
-	b := &pgx.Batch{}
-	if q.queued != nil {
-		b, q.queued = q.queued, &pgx.Batch{}
+	ran := 0
+	for _, qq := range b.QueuedQueries {
+		fn := qq.Fn
+		qq.Fn = func(br pgx.BatchResults) error {
+			var err error
+			if fn != nil {
+				err = fn(br)
+			} else {
+				_, err = br.Exec()
+			}
+			if err == nil {
+				ran++
+			}
+			return err
+		}
 	}
-	return b
+	q.sends++
+	err := q.tx.SendBatch(ctx, b).Close()
+	if err != nil && ran < len(owners) {
+		q.failed = &stmtFailure{owner: owners[ran], err: err}
+	}
+	return err
 }
 
 // read runs fn in a read-only REPEATABLE READ transaction, so that every
@@ -115,22 +161,39 @@ type rowRead struct {
 // readRows reads rs, in order, after the queued writes, all in one round
 // trip.
 func (q *query) readRows(ctx context.Context, rs ...*rowRead) error {
-	b := q.take()
-	for _, r := range rs {
-		sql := "SELECT record, checksum FROM " + q.s.table(r.k.table) + " WHERE " + r.k.where()
-		if r.lock {
-			sql += " FOR UPDATE"
+	if q.queued == nil {
+		b := &pgx.Batch{}
+		for _, r := range rs {
+			r.queue(q.s, b)
 		}
-		b.Queue(sql, r.k.args...).QueryRow(func(row pgx.Row) error {
-			err := row.Scan(&r.rec, &r.sum)
-			r.found = err == nil
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil // not the batch's error: pgx drops its cached statements after one
-			}
-			return err
-		})
+		return q.tx.SendBatch(ctx, b).Close()
 	}
-	return q.tx.SendBatch(ctx, b).Close()
+	q.queueReads(rs)
+	return q.flush(ctx)
+}
+
+// queueReads queues the reads of rs for the request running.
+func (q *query) queueReads(rs []*rowRead) {
+	for _, r := range rs {
+		q.owners = append(q.owners, q.cur)
+		r.queue(q.s, q.queued)
+	}
+}
+
+// queue queues r's read in b.
+func (r *rowRead) queue(s *Store, b *pgx.Batch) {
+	sql := "SELECT record, checksum FROM " + s.table(r.k.table) + " WHERE " + r.k.where()
+	if r.lock {
+		sql += " FOR UPDATE"
+	}
+	b.Queue(sql, r.k.args...).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&r.rec, &r.sum)
+		r.found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // not the batch's error: pgx drops its cached statements after one
+		}
+		return err
+	})
 }
 
 // decode decodes the row read into v; found is false when there was none.
@@ -224,6 +287,22 @@ func (q *query) head(ctx context.Context, sessionID string, lock bool, with ...*
 	if err := q.readRows(ctx, append([]*rowRead{r}, with...)...); err != nil {
 		return nil, nil, err
 	}
+	return r.sessionHead(sessionID)
+}
+
+// ahead returns what was read ahead for the request running, on its
+// session and request id, once; nil when nothing was.
+func (q *query) ahead(sessionID, requestID string) *ahead {
+	a := q.pre[sessionID]
+	if a == nil || a.owner != q.cur || a.requestID != requestID {
+		return nil
+	}
+	delete(q.pre, sessionID)
+	return a
+}
+
+// sessionHead decodes the session's row read by r as head does.
+func (r *rowRead) sessionHead(sessionID string) (live, tomb *sessionRec, err error) {
 	var rec sessionRec
 	found, err := r.decode(nil, sessionID, &rec)
 	if err != nil || !found {

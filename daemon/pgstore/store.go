@@ -48,8 +48,11 @@ type Options struct {
 	// StatementTimeout bounds every call to the database, a whole group
 	// commit included; zero means DefaultStatementTimeout.
 	StatementTimeout time.Duration
-	// Writers is the number of group commits in flight at once, each on its
-	// own connection; zero means 2.
+	// Writers bounds the group commits in flight at once, each on its own
+	// connection of the pool; zero means the pool's size (the URL's
+	// pool_max_conns, pgx's default otherwise) less one, kept for reads.
+	// A request queued while every writer is busy joins the next group
+	// commit, so the commits in flight follow the load.
 	Writers int
 	// Tracer is given every query of the pool's connections, and every
 	// batch when it is a pgx.BatchTracer too; nil traces nothing.
@@ -72,6 +75,7 @@ type Store struct {
 	target string // user@host:port/database, for errors and logs; never the password
 
 	ops       chan *op
+	writers   int          // group commits in flight at most (Options.Writers)
 	mu        sync.RWMutex // held for reading while queueing on ops
 	closed    bool         // set under mu: nothing more is queued
 	stop      chan struct{}
@@ -120,7 +124,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	writers := opts.Writers
 	if writers <= 0 {
-		writers = 2
+		writers = max(1, int(cfg.MaxConns)-1)
 	}
 	cc := cfg.ConnConfig
 	if opts.Tracer != nil {
@@ -141,8 +145,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.PingTimeout == 0 {
 		cfg.PingTimeout = s.timeout
 	}
-	if cfg.MaxConns < int32(writers)+2 {
-		cfg.MaxConns = int32(writers) + 2 // reads keep a connection while every writer holds one
+	if cfg.MaxConns < int32(writers)+1 {
+		cfg.MaxConns = int32(writers) + 1 // reads keep a connection while every writer holds one
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -171,6 +175,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.pool.Close()
 		return nil, err
 	}
+	s.writers = writers
 	for range writers {
 		s.wg.Add(1)
 		go s.loop()

@@ -12,7 +12,11 @@ import (
 
 func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core.SaveResult, error) {
 	var res core.SaveResult
-	err := s.write(ctx, req.SessionID, func(ctx context.Context, q *query) error {
+	ids := make([]string, len(req.PendingToolUses))
+	for i, u := range req.PendingToolUses {
+		ids[i] = u.ID
+	}
+	err := s.writeSession(ctx, req.SessionID, req.RequestID, ids, func(ctx context.Context, q *query) error {
 		var err error
 		res, err = core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err
@@ -22,7 +26,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core
 
 func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (core.BeginResult, error) {
 	var res core.BeginResult
-	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, sessionID, "", []string{toolUseID}, func(ctx context.Context, q *query) error {
 		var err error
 		res, err = core.Begin(&domainTxn{ctx: ctx, q: q}, sessionID, toolUseID, epoch, s.now())
 		return err
@@ -33,7 +37,7 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {
 	var stored core.Effect
 	var already bool
-	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, sessionID, "", []string{e.ToolUseID}, func(ctx context.Context, q *query) error {
 		var err error
 		stored, already, err = core.Record(&domainTxn{ctx: ctx, q: q}, sessionID, e, s.now())
 		return err
@@ -43,7 +47,7 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effec
 
 func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core.Checkpoint, error) {
 	var cp core.Checkpoint
-	err := s.write(ctx, sessionID, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, sessionID, "", nil, func(ctx context.Context, q *query) error {
 		var err error
 		cp, err = core.Resume(&domainTxn{ctx: ctx, q: q}, sessionID, reopen)
 		return err
