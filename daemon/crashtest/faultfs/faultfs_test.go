@@ -18,12 +18,18 @@ func mount(t *testing.T) (fsys *FS, backing, mnt string) {
 		t.Skip(err)
 	}
 	dir := t.TempDir()
-	backing, mnt = filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
-	for _, d := range []string{backing, mnt} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	must(t, os.Mkdir(filepath.Join(dir, "backing"), 0o755))
+	return mountOn(t, dir)
+}
+
+// mountOn mounts a file system over dir/backing on dir/mnt.
+func mountOn(t *testing.T, dir string) (fsys *FS, backing, mnt string) {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skip(err)
 	}
+	backing, mnt = filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
 	fsys, err := Mount(backing, mnt, filepath.Join(dir, "shadow"))
 	if err != nil {
 		t.Fatal(err)
@@ -164,3 +170,28 @@ func TestCutAtSync(t *testing.T) {
 		t.Errorf("f holds %q after the cut, want %q", got, "one")
 	}
 }
+
+// TestTruncatingOpen checks that a truncation (an open with O_TRUNC reaches
+// the file system as a setattr) drops the old contents from the durable
+// image once the file is synced: the hole a later write leaves reads as
+// zeros, not as the old bytes.
+func TestTruncatingOpen(t *testing.T) {
+	fsys, backing, mnt := mount(t)
+	p := filepath.Join(mnt, "f")
+	must(t, os.WriteFile(p, []byte("0123456789old"), 0o644))
+	syncPath(t, p)
+	syncPath(t, mnt)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte("ab"), 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte("z"), 10)
+	must(t, err)
+	must(t, f.Sync())
+	f.Close()
+	cut(t, fsys)
+	if got, _ := read(t, filepath.Join(backing, "f")); got != "ab\x00\x00\x00\x00\x00\x00\x00\x00z" {
+		t.Errorf("f holds %q after the cut, want %q", got, "ab\x00\x00\x00\x00\x00\x00\x00\x00z")
+	}
+}
+
