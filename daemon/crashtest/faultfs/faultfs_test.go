@@ -194,4 +194,3 @@ func TestTruncatingOpen(t *testing.T) {
 		t.Errorf("f holds %q after the cut, want %q", got, "ab\x00\x00\x00\x00\x00\x00\x00\x00z")
 	}
 }
-
