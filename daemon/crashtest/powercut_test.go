@@ -131,7 +131,7 @@ func runPowerCut(t *testing.T, bin string, cfg crashConfig) powerReport {
 			n := 1 + rng.IntN(200)
 			fsys.CutAtSync(n)
 			loadFor = 10 * cfg.maxLoad // the cut comes first, unless the load is slow
-			how = fmt.Sprintf("at the %d-th sync", n)
+			how = fmt.Sprintf("at sync %d of the cycle", n)
 		}
 		var wg sync.WaitGroup
 		for _, w := range workers {
