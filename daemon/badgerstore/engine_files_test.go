@@ -46,10 +46,17 @@ func TestDataFilesSyncsTheDirectoryOnlyWhenItChanged(t *testing.T) {
 	if f.dirSyncs != 2 || f.vlogFid != 2 {
 		t.Fatalf("after a new value-log file: %d directory syncs, value log %d; want 2 and 2", f.dirSyncs, f.vlogFid)
 	}
-	// Within dirChangeWindow of the change, an unchanged mtime proves
-	// nothing (a coarse clock tick), so the directory is synced again.
+	// A sync begun within dirChangeWindow of the change proves nothing
+	// about a later change in the same coarse clock tick, so the directory
+	// is synced again; once a sync began later than that, it is not.
 	commit()
 	if f.dirSyncs != 3 {
-		t.Fatalf("a commit within %v of the directory's change did not sync it (%d syncs)", dirChangeWindow, f.dirSyncs)
+		t.Fatalf("a commit after a sync begun within %v of the directory's change did not sync it (%d syncs)", dirChangeWindow, f.dirSyncs)
+	}
+	time.Sleep(2 * dirChangeWindow)
+	commit()
+	commit()
+	if f.dirSyncs != 4 {
+		t.Fatalf("after a sync begun %v after the change: %d directory syncs, want 4", 2*dirChangeWindow, f.dirSyncs)
 	}
 }
