@@ -82,6 +82,7 @@ type engine struct {
 	threshold int                                       // Badger's value threshold
 	statfs    func(dir string) (free uint64, err error) // replaced in tests
 	sync      func() error                              // replaced in tests
+	files     *dataFiles                                // nil in memory (engine_files.go)
 	onCommit  func(seq uint64)
 	cache     *recordCache // the newest durable heads and call records (cache.go)
 	snaps     *snapshots   // read versions (snapshot.go)
@@ -129,6 +130,12 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 			Help:    "Time of the sync that makes one commit durable.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
 		}),
+	}
+	if dir != "" {
+		e.files = &dataFiles{dir: dir}
+	}
+	if skipSync {
+		e.sync = func() error { return nil }
 	}
 	e.seq.Store(seq)
 	db.SetDiscardTs(e.version) // no reader yet: older versions are for compaction to drop
@@ -222,6 +229,9 @@ func (e *engine) fail(err error) {
 func (e *engine) close() {
 	close(e.stop)
 	e.wg.Wait()
+	if e.files != nil {
+		e.files.close()
+	}
 }
 
 func (e *engine) loop() {
@@ -344,9 +354,11 @@ func (e *engine) write(batch []*op) error {
 	version := e.version + 1
 	txn := e.db.NewTransactionAt(e.version, true)
 	defer txn.Discard()
+	wroteValues := false // a value went to the value log
 	for _, o := range batch {
 		for _, w := range o.writes {
 			var err error
+			wroteValues = wroteValues || len(w.val) >= e.threshold
 			if w.val == nil {
 				err = txn.Delete(w.key)
 			} else {
@@ -369,10 +381,24 @@ func (e *engine) write(batch []*op) error {
 		return e.err()
 	}
 	start := time.Now()
+	if e.files != nil {
+		if err := e.files.beforeSync(start, wroteValues); err != nil {
+			e.cache.clear()
+			e.fail(err)
+			return e.err()
+		}
+	}
 	if err := e.sync(); err != nil {
 		e.cache.clear()
 		e.fail(fmt.Errorf("sync: %w", err))
 		return e.err()
+	}
+	if e.files != nil {
+		if err := e.files.afterSync(); err != nil {
+			e.cache.clear()
+			e.fail(err)
+			return e.err()
+		}
 	}
 	e.syncSeconds.Observe(time.Since(start).Seconds())
 	e.version = version

@@ -1,0 +1,62 @@
+package badgerstore
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestDataFilesSyncsTheDirectoryOnlyWhenItChanged checks the contract of
+// dataFiles: the first commit syncs the directory, a commit after which
+// the directory is unchanged (and its mtime old) does not, and one after
+// Badger created a file does, following a new value-log file.
+func TestDataFilesSyncsTheDirectoryOnlyWhenItChanged(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "000001.vlog"), []byte("v"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	f := &dataFiles{dir: dir}
+	defer f.close()
+	commit := func() {
+		t.Helper()
+		if err := f.beforeSync(time.Now(), true); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.afterSync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit()
+	if f.dirSyncs != 1 || f.vlogFid != 1 {
+		t.Fatalf("after the first commit: %d directory syncs, value log %d; want 1 and 1", f.dirSyncs, f.vlogFid)
+	}
+	commit()
+	if f.dirSyncs != 1 {
+		t.Fatalf("a commit with the directory unchanged synced it (%d syncs)", f.dirSyncs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "000002.vlog"), []byte("v"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	if f.dirSyncs != 2 || f.vlogFid != 2 {
+		t.Fatalf("after a new value-log file: %d directory syncs, value log %d; want 2 and 2", f.dirSyncs, f.vlogFid)
+	}
+	// A sync begun within dirChangeWindow of the change proves nothing
+	// about a later change in the same coarse clock tick, so the directory
+	// is synced again; once a sync began later than that, it is not.
+	commit()
+	if f.dirSyncs != 3 {
+		t.Fatalf("a commit after a sync begun within %v of the directory's change did not sync it (%d syncs)", dirChangeWindow, f.dirSyncs)
+	}
+	time.Sleep(2 * dirChangeWindow)
+	commit()
+	commit()
+	if f.dirSyncs != 4 {
+		t.Fatalf("after a sync begun %v after the change: %d directory syncs, want 4", 2*dirChangeWindow, f.dirSyncs)
+	}
+}

@@ -1,0 +1,27 @@
+# The power-cut tests (daemon/crashtest TestPowerCut*): savepointd on
+# faultfs, a FUSE file system that keeps only what was fsynced, with power
+# cut at random moments and at injected syncs (docs/reliability.md). The
+# short form (4 cycles, and the proof against a build that skips its syncs)
+# runs in `make test`; `make powercut POWERCUT_CYCLES=N` runs the long one.
+# They need /dev/fuse; where it is missing they skip, saying so. As root
+# they mount with mount(2); otherwise go-fuse needs fusermount3 (fuse3).
+
+POWERCUT_CYCLES ?= 100
+
+TEST_TARGETS += test-powercut
+
+# fusermount3, installed when missing and possible (Debian, root), as the
+# strace target does for the fault-injection tests.
+.PHONY: fuse
+fuse:
+	@command -v fusermount3 >/dev/null || (apt-get update -qq && apt-get install -y -qq fuse3) || \
+		echo "fuse: fusermount3 not installed and cannot be installed here; the power-cut tests need root or it" >&2
+
+.PHONY: test-powercut
+test-powercut: fuse ## Power-cut tests, short form (4 cuts, and the build without syncs must lose writes)
+	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
+
+.PHONY: powercut
+powercut: fuse ## Power-cut test, long form: POWERCUT_CYCLES power cuts (default 100), 0 acknowledged writes lost
+	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut$$' ./daemon/crashtest \
+		-powercut-cycles=$(POWERCUT_CYCLES)
