@@ -71,6 +71,19 @@ const runs = new WeakMap<object, SavepointSession>();
 const keyStore = new AsyncLocalStorage<string>();
 
 /**
+ * A stage of one durable call: listed pending, begun, ran (the tool
+ * returned, nothing recorded yet), recorded (RecordEffect returned), settled
+ * (saved as no longer pending).
+ */
+export type Stage = "listed" | "begun" | "ran" | "recorded" | "settled";
+let stageHook: ((stage: Stage, callId: string) => void) | undefined;
+
+/** Observes each stage of every durable call this process runs, synchronously (for crash tests); undefined removes the hook. */
+export function setStageHook(hook: ((stage: Stage, callId: string) => void) | undefined): void {
+  stageHook = hook;
+}
+
+/**
  * Returns the idempotency key of the durable tool call running in this
  * async context: the same on every run of one call (pass it to an API that
  * accepts one), "" for a read-only tool or outside a durable tool.
@@ -246,7 +259,9 @@ export async function execute(
   run: () => Promise<{ output: string; isError: boolean }>,
 ): Promise<{ output: string; isError: boolean }> {
   const out = await withKey(key, run);
+  stageHook?.("ran", callId);
   if (await record(s, callId, name, out.output, out.isError)) {
+    stageHook?.("recorded", callId);
     await s.mutate((v) => {
       const part = partOf(v);
       const c = part.calls?.[callId];
@@ -254,6 +269,7 @@ export async function execute(
       c.recorded = true;
       return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
     });
+    stageHook?.("settled", callId);
   }
   return out;
 }
@@ -292,6 +308,7 @@ export async function runCall(
         calls[callId] = { name: d.name, arguments: call.arguments, owner: owner() };
         return { pending: [...v.pending, tu], stateJson: withPart(v, part) };
       });
+      stageHook?.("listed", callId);
     } catch (err) {
       if (err instanceof SavepointError && err.reason === "CALL_ALREADY_RECORDED") {
         throw new DurableToolError(
@@ -304,6 +321,7 @@ export async function runCall(
     if (d.effect !== "read_only") {
       const b = await begin(s, callId);
       key = b.key;
+      stageHook?.("begun", callId);
       if (b.already && d.effect === "side_effect") return { output: inDoubt(d.name, callId, "another process started it"), isError: true };
     }
     return await execute(s, callId, d.name, key, run);

@@ -2,7 +2,7 @@
  * durableTool: the SDK's tool() with savepointd's side-effects ledger, for
  * runs whose session is a SavepointSession.
  */
-import { type FunctionTool, type RunContext, tool, type ToolOptions } from "@openai/agents-core";
+import { type FunctionTool, type RunContext, tool, type ToolInputParameters, type ToolOptions } from "@openai/agents-core";
 
 import { DurableToolError, type Effect, EFFECT_CLASSES, registry, runCall, sessionOf, text, withKey } from "./ledger.js";
 
@@ -13,7 +13,7 @@ export const DEFAULT_ERROR_OUTPUT = "An error occurred while running the tool. P
 const RAISED = new WeakSet<object>();
 
 /** The options of durableTool: tool()'s, and what running the tool does. */
-export type DurableToolOptions<TParameters, Context> = ToolOptions<TParameters & Parameters<typeof tool>[0]["parameters"], Context> & {
+export type DurableToolOptions<TParameters extends ToolInputParameters, Context> = ToolOptions<TParameters, Context> & {
   /** "read_only", "idempotent" or "side_effect" (the default, the safe one): whether a call interrupted by a crash may be run again. */
   effect?: Effect;
 };
@@ -37,7 +37,9 @@ type AnyOptions = {
  * run whose session is not a SavepointSession the tool throws
  * DurableToolError, which fails the run.
  */
-export function durableTool<TParameters, Context = unknown>(options: DurableToolOptions<TParameters, Context>): FunctionTool<Context, any, string> {
+export function durableTool<TParameters extends ToolInputParameters = undefined, Context = unknown>(
+  options: DurableToolOptions<TParameters, Context>,
+): FunctionTool<Context, TParameters, string> {
   const o = options as unknown as AnyOptions;
   const effect: Effect = o.effect ?? "side_effect";
   if (!(effect in EFFECT_CLASSES)) {
@@ -99,7 +101,7 @@ export function durableTool<TParameters, Context = unknown>(options: DurableTool
       });
       return rethrow({ output: out.output, error: raised });
     },
-  } as never) as FunctionTool<Context, any, string>;
+  } as never) as FunctionTool<Context, TParameters, string>;
   name = t.name;
   registry.set(name, {
     name,
