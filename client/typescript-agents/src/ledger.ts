@@ -17,7 +17,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 
-import type { AgentInputItem, RunContext } from "@openai/agents-core";
+import { type AgentInputItem, RunContext } from "@openai/agents-core";
 import { Decision, EffectClass, type pb, SavepointError, SessionFencedError } from "@savepoint-dev/client";
 
 import { type Change, partOf, type SavepointSession, type View, withPart } from "./session.js";
@@ -386,8 +386,7 @@ async function answer(
     key = b.key;
     if (b.already && !res.begun && d.effect === "side_effect") return inDoubt(name, callId, "another process started it");
   }
-  const { RunContext: Ctx } = await import("@openai/agents-core");
-  const ctx = runContext ?? new Ctx();
+  const ctx = runContext ?? new RunContext();
   live.add(liveKey(s, callId));
   try {
     const out = await execute(s, callId, name, key, async () => {

@@ -5,7 +5,7 @@ import { Agent, type AgentInputItem, run, setTracingDisabled } from "@openai/age
 import { assistantMessage, ScriptedModel } from "@openai/agents-core/testing";
 import { dial } from "@savepoint-dev/client";
 
-import { SavepointSession, TASK } from "../index.js";
+import { MAX_ATTEMPTS, SavepointSession, SessionContentionError, TASK } from "../index.js";
 import { Daemon, runNode } from "./daemon.js";
 
 setTracingDisabled(true);
@@ -224,6 +224,109 @@ test("the SDK's Runner keeps a conversation in a SavepointSession across runs", 
     await shared.close();
     await c.raw.getServerInfo({}); // still open
     c.close();
+  } finally {
+    await s.close();
+  }
+});
+
+test("sessions with different ids are separate", async () => {
+  const a = fresh();
+  const b = fresh();
+  try {
+    await a.addItems([user("for a")]);
+    await b.addItems([user("for b")]);
+    assert.deepEqual(texts(await a.getItems()), ["for a"]);
+    assert.deepEqual(texts(await b.getItems()), ["for b"]);
+    await a.clearSession();
+    assert.deepEqual(texts(await b.getItems()), ["for b"]);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test("an item over the daemon's message limit is refused with its reason, and the batch stores nothing", async () => {
+  const s = fresh();
+  try {
+    await s.addItems([user("kept")]);
+    await assert.rejects(s.addItems([user("small"), user("x".repeat(3 << 20))]), (err: unknown) => {
+      const e = err as { reason?: string; message: string };
+      assert.match(e.reason ?? "", /MESSAGE_TOO_LARGE|REQUEST_TOO_LARGE/, e.message);
+      return true;
+    });
+    assert.deepEqual(texts(await s.getItems()), ["kept"]);
+  } finally {
+    await s.close();
+  }
+});
+
+test("concurrent writers keep each batch whole and in order", async () => {
+  const writers = Array.from({ length: 4 }, () => fresh());
+  const id = writers[0].sessionId;
+  const ss = [writers[0], ...writers.slice(1).map(() => new SavepointSession(id, { address: d.addr }))];
+  try {
+    await Promise.all(ss.map(async (s, w) => {
+      for (let b = 0; b < 5; b++) await s.addItems([0, 1, 2].map((i) => user(`w${w}-b${b}-${i}`)));
+    }));
+    const got = texts(await ss[0].getItems());
+    assert.equal(got.length, 60);
+    for (let i = 0; i < got.length; i += 3) {
+      const m = /^(w\d-b\d)-0$/.exec(got[i]);
+      assert.ok(m, `a batch starts at ${i}: ${got[i]}`);
+      assert.deepEqual(got.slice(i, i + 3), [0, 1, 2].map((k) => `${m[1]}-${k}`));
+    }
+  } finally {
+    await Promise.all([...ss, ...writers.slice(1)].map((s) => s.close()));
+  }
+});
+
+test("a session another client resumed (a new epoch) is followed, not fenced", async () => {
+  const s = fresh();
+  try {
+    await s.addItems([user("a")]);
+    const c = await s.client();
+    const r = await c.raw.resume({ sessionId: s.sessionId });
+    assert.ok(r.epoch > 0n);
+    await s.addItems([user("b")]);
+    assert.equal(await s.popItem().then((it) => (it as { content: string }).content), "b");
+    assert.deepEqual(texts(await s.getItems()), ["a"]);
+  } finally {
+    await s.close();
+  }
+});
+
+test("a change the session keeps moving under gives up after MAX_ATTEMPTS with SessionContentionError", async () => {
+  const s = fresh();
+  const other = new SavepointSession(s.sessionId, { address: d.addr });
+  try {
+    await s.addItems([user("start")]);
+    let tries = 0;
+    await assert.rejects(
+      s.mutate(async () => {
+        tries++;
+        await other.addItems([user(`in the way ${tries}`)]);
+        return { append: [user("never")] };
+      }),
+      (err: unknown) => err instanceof SessionContentionError && /changed under every one of 200 attempts/.test((err as Error).message),
+    );
+    assert.equal(tries, MAX_ATTEMPTS);
+    assert.ok(!texts(await s.getItems()).includes("never"));
+  } finally {
+    await s.close();
+    await other.close();
+  }
+});
+
+test("a streamed run keeps its conversation in the session", async () => {
+  const s = fresh();
+  try {
+    const agent = new Agent({ name: "streamer", model: new ScriptedModel([[assistantMessage("streamed hello")]]) });
+    const r = await run(agent, "hi", { session: s, stream: true });
+    for await (const _ of r) void _;
+    await r.completed;
+    const items = await s.getItems();
+    assert.equal(items.length, 2);
+    assert.equal((items[0] as { content: string }).content, "hi");
   } finally {
     await s.close();
   }

@@ -4,8 +4,10 @@
  * durable tool of class EFFECT that appends a line with its idempotency key
  * to LOG) once and then answers; CRASH=STAGE kills the process with SIGKILL
  * at that stage of the call (listed, begun, ran, recorded, settled; "tool" inside the
- * tool after its side effect). The resume runs with an empty input and
- * prints, as JSON, the items the resumed model was sent and the session's items.
+ * tool after its side effect). CALL_ID names the call (call_1 by default);
+ * NO_TOOL=1 leaves the tool out of the agent (and of this process). The
+ * resume runs with an empty input and prints, as JSON, the items the resumed
+ * model was sent and the session's items.
  */
 import { appendFileSync } from "node:fs";
 
@@ -19,8 +21,9 @@ import { setStageHook } from "../ledger.js";
 setTracingDisabled(true);
 const [addr, id, effect, mode, log] = process.argv.slice(2);
 const crash = process.env.CRASH ?? "";
+const callId = process.env.CALL_ID || "call_1";
 
-const send = durableTool({
+const send = process.env.NO_TOOL === "1" ? undefined : durableTool({
   name: "send",
   description: "Send an invoice.",
   parameters: z.object({ customer: z.string(), amount: z.number() }),
@@ -36,13 +39,14 @@ setStageHook((stage) => {
 });
 
 const session = new SavepointSession(id, { address: addr });
+const tools = send ? [send] : [];
 if (mode === "first") {
-  const model = new ScriptedModel([[functionCall("send", { customer: "acme", amount: 120 }, { callId: "call_1" })], [assistantMessage("The invoice is sent.")]]);
-  const r = await run(new Agent({ name: "billing", model, tools: [send] }), "Invoice acme for 120.", { session });
+  const model = new ScriptedModel([[functionCall("send", { customer: "acme", amount: 120 }, { callId })], [assistantMessage("The invoice is sent.")]]);
+  const r = await run(new Agent({ name: "billing", model, tools }), "Invoice acme for 120.", { session });
   process.stdout.write(JSON.stringify({ final: r.finalOutput }) + "\n");
 } else {
   const model = new ScriptedModel([[assistantMessage("Resumed.")]]);
-  const r = await run(new Agent({ name: "billing", model, tools: [send] }), [], { session });
+  const r = await run(new Agent({ name: "billing", model, tools }), [], { session });
   process.stdout.write(JSON.stringify({ final: r.finalOutput, sent: model.lastCall!.request.input, items: await session.getItems() }) + "\n");
 }
 await session.close();

@@ -182,3 +182,127 @@ test("addItems drops the SDK's late copy of a call a resume already answered", (
   assert.deepEqual(ch.append, [msg]);
   assert.equal(ch.stateJson, JSON.stringify({ mine: 1 }), "the resolved id is forgotten once its late output came; a user's key is kept");
 });
+
+/** Runs the worker's first run and resume for session id; returns the resume's output. */
+async function resumeOf(id: string, env: Record<string, string> = {}): Promise<{ final: string; sent: AgentInputItem[]; items: AgentInputItem[] }> {
+  const r = await runNode("tool-worker.js", [d.addr, id, "side_effect", "resume", join(dir, id + ".log")], env);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+test("a resume killed again while re-running the call leaves it in doubt for the next one, run once", async () => {
+  const id = "killed-twice";
+  const log = join(dir, id + ".log");
+  const first = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", log], { CRASH: "listed" });
+  assert.equal(first.signal, "SIGKILL");
+  const second = await runNode("tool-worker.js", [d.addr, id, "side_effect", "resume", log], { CRASH: "tool" });
+  assert.equal(second.signal, "SIGKILL", "the resume re-ran the never-begun call and was killed in it");
+  const out = await resumeOf(id);
+  assertPaired(out.items);
+  assert.match(outputOf(out.sent, "call_1") ?? "", /is unknown/);
+  assert.equal(lines(log).length, 1);
+});
+
+test("an interrupted call of a tool the resumed agent lacks is answered, not left without an output", async () => {
+  const id = "unknown-tool";
+  const first = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", join(dir, id + ".log")], { CRASH: "listed" });
+  assert.equal(first.signal, "SIGKILL");
+  const out = await resumeOf(id, { NO_TOOL: "1" });
+  assertPaired(out.items);
+  assert.match(outputOf(out.sent, "call_1") ?? "", /^This send call \(tool_use_id call_1\) was interrupted before it ran and was not run again: the resumed agent has no durable tool of that name\./);
+  assert.deepEqual(lines(join(dir, id + ".log")), []);
+});
+
+test("two agent processes running durable calls on one session each get their own outputs", async () => {
+  const id = "two-agents";
+  const runs = await Promise.all(
+    ["a1", "b1"].map((callId) => runNode("tool-worker.js", [d.addr, id, "side_effect", "first", join(dir, `${id}-${callId}.log`)], { CALL_ID: callId })),
+  );
+  for (const r of runs) assert.equal(r.code, 0, r.stderr);
+  const s = new SavepointSession(id, { address: d.addr });
+  const items = await s.getItems();
+  assertPaired(items);
+  assert.equal(outputOf(items, "a1"), REAL);
+  assert.equal(outputOf(items, "b1"), REAL);
+  for (const c of ["a1", "b1"]) assert.equal(lines(join(dir, `${id}-${c}.log`)).length, 1);
+  assert.equal(items.filter((i) => (i as Item).role === "user").length, 2);
+  await s.close();
+});
+
+test("a call whose process is still running it is left to that process by another reader", async () => {
+  const s = new SavepointSession("live-call", { address: d.addr });
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let started!: () => void;
+  const running = new Promise<void>((r) => (started = r));
+  const t = invoice(async () => {
+    started();
+    await gate;
+    return "sent";
+  });
+  const done = run(new Agent({ name: "a", model: callThenAnswer("l1"), tools: [t] }), "go", { session: s });
+  await running;
+  const reader = new SavepointSession("live-call", { address: d.addr });
+  assert.deepEqual(await reader.getItems(), [], "nothing answered while the call runs");
+  release();
+  await done;
+  const items = await reader.getItems();
+  assertPaired(items);
+  assert.equal(outputOf(items, "l1"), "sent");
+  await reader.close();
+  await s.close();
+});
+
+test("parallel calls in one model response are each run once and answered once; a non-text output is recorded as JSON", async () => {
+  const s = new SavepointSession("parallel", { address: d.addr });
+  const seen: string[] = [];
+  const t = durableTool({
+    name: "quote",
+    description: "Quote a price.",
+    parameters: z.object({ sku: z.string() }),
+    effect: "idempotent",
+    execute: async ({ sku }) => (seen.push(sku), { sku, price: sku.length }),
+  });
+  const model = new ScriptedModel([
+    [functionCall("quote", { sku: "ab" }, { callId: "q1" }), functionCall("quote", { sku: "abc" }, { callId: "q2" })],
+    [assistantMessage("Quoted.")],
+  ]);
+  await run(new Agent({ name: "a", model, tools: [t] }), "quote", { session: s });
+  const items = await s.getItems();
+  assertPaired(items);
+  assert.deepEqual(seen.sort(), ["ab", "abc"]);
+  assert.equal(outputOf(items, "q1"), '{"sku":"ab","price":2}');
+  assert.equal(outputOf(items, "q2"), '{"sku":"abc","price":3}');
+  await s.close();
+});
+
+test("a streamed run goes through the ledger too", async () => {
+  const s = new SavepointSession("streamed", { address: d.addr });
+  const t = invoice(() => "sent");
+  const r = await run(new Agent({ name: "a", model: callThenAnswer("st1"), tools: [t] }), "go", { session: s, stream: true });
+  for await (const _ of r) void _;
+  await r.completed;
+  assert.equal(r.finalOutput, "Done.");
+  const c = await s.client();
+  assert.equal((await c.raw.listEffects({ sessionId: s.sessionId })).entries[0]?.effect?.output, "sent");
+  assertPaired(await s.getItems());
+  await s.close();
+});
+
+test("clearSession forgets listed calls but keeps the ledger: a recorded call id is still refused", async () => {
+  const id = "clear-listed";
+  const first = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", join(dir, id + ".log")], { CRASH: "recorded" });
+  assert.equal(first.signal, "SIGKILL");
+  const s = new SavepointSession(id, { address: d.addr });
+  const c = await s.client();
+  await s.clearSession();
+  assert.deepEqual(await s.getItems(), [], "a cleared session answers no call");
+  const cp = (await c.raw.getSession({ sessionId: id })).checkpoint!;
+  assert.deepEqual(cp.pendingToolUses, []);
+  assert.equal((await c.raw.listEffects({ sessionId: id })).entries[0]?.effect?.output, REAL);
+  const again = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", join(dir, id + ".log")]);
+  assert.notEqual(again.code, 0, "the reused call id call_1 is refused");
+  assert.match(again.stderr, /already has a recorded outcome/);
+  assert.equal(lines(join(dir, id + ".log")).length, 1);
+  await s.close();
+});
