@@ -306,3 +306,20 @@ test("clearSession forgets listed calls but keeps the ledger: a recorded call id
   assert.equal(lines(join(dir, id + ".log")).length, 1);
   await s.close();
 });
+
+test("a call recorded by a process killed before it saved it as done is settled by any writer's save", async () => {
+  const id = "settle-by-writer";
+  const first = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", join(dir, id + ".log")], { CRASH: "recorded" });
+  assert.equal(first.signal, "SIGKILL");
+  const s = new SavepointSession(id, { address: d.addr });
+  const c = await s.client();
+  assert.equal((await c.raw.getSession({ sessionId: id })).checkpoint!.pendingToolUses.length, 1, "still pending after its record");
+  // Not a getItems (which would answer it): a plain append, whose save carries the recorded pending tool use.
+  await s.addItems([{ role: "user", content: "meanwhile" } as AgentInputItem]);
+  assert.deepEqual((await c.raw.getSession({ sessionId: id })).checkpoint!.pendingToolUses, []);
+  const items = await s.getItems();
+  assertPaired(items);
+  assert.equal(outputOf(items, "call_1"), REAL);
+  assert.equal(lines(join(dir, id + ".log")).length, 1);
+  await s.close();
+});
