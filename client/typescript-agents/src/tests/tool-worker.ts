@@ -5,7 +5,8 @@
  * to LOG) once and then answers; CRASH=STAGE kills the process with SIGKILL
  * at that stage of the call (listed, begun, ran, recorded, settled; "tool" inside the
  * tool after its side effect). CALL_ID names the call (call_1 by default);
- * NO_TOOL=1 leaves the tool out of the agent (and of this process). The
+ * NO_TOOL=1 leaves the tool out of the agent (and of this process);
+ * STREAM=1 makes the first run a streamed one. The
  * resume runs with an empty input and prints, as JSON, the items the resumed
  * model was sent and the session's items.
  */
@@ -42,8 +43,16 @@ const session = new SavepointSession(id, { address: addr });
 const tools = send ? [send] : [];
 if (mode === "first") {
   const model = new ScriptedModel([[functionCall("send", { customer: "acme", amount: 120 }, { callId })], [assistantMessage("The invoice is sent.")]]);
-  const r = await run(new Agent({ name: "billing", model, tools }), "Invoice acme for 120.", { session });
-  process.stdout.write(JSON.stringify({ final: r.finalOutput }) + "\n");
+  const agent = new Agent({ name: "billing", model, tools });
+  if (process.env.STREAM === "1") {
+    const r = await run(agent, "Invoice acme for 120.", { session, stream: true });
+    for await (const _ of r) void _;
+    await r.completed;
+    process.stdout.write(JSON.stringify({ final: r.finalOutput }) + "\n");
+  } else {
+    const r = await run(agent, "Invoice acme for 120.", { session });
+    process.stdout.write(JSON.stringify({ final: r.finalOutput }) + "\n");
+  }
 } else {
   const model = new ScriptedModel([[assistantMessage("Resumed.")]]);
   const r = await run(new Agent({ name: "billing", model, tools }), [], { session });

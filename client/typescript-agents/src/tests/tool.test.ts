@@ -323,3 +323,14 @@ test("a call recorded by a process killed before it saved it as done is settled 
   assert.equal(lines(join(dir, id + ".log")).length, 1);
   await s.close();
 });
+
+test("a streamed run killed in a side-effecting tool is resumed like any other: in doubt, run once", async () => {
+  const id = "streamed-crash";
+  const log = join(dir, id + ".log");
+  const first = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", log], { CRASH: "tool", STREAM: "1" });
+  assert.equal(first.signal, "SIGKILL");
+  const out = await resumeOf(id);
+  assertPaired(out.items);
+  assert.match(outputOf(out.sent, "call_1") ?? "", /is unknown/);
+  assert.equal(lines(log).length, 1);
+});
