@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 
 import { Agent, type AgentInputItem, run, setTracingDisabled } from "@openai/agents-core";
 import { assistantMessage, ScriptedModel } from "@openai/agents-core/testing";
-import { dial } from "@savepoint-dev/client";
+import { dial, InvalidArgumentError, RequestTooLargeError } from "@savepoint-dev/client";
 
 import { MAX_ATTEMPTS, SavepointSession, SessionContentionError, TASK } from "../index.js";
 import { Daemon, runNode } from "./daemon.js";
@@ -245,13 +245,19 @@ test("sessions with different ids are separate", async () => {
   }
 });
 
-test("an item over the daemon's message limit is refused with its reason, and the batch stores nothing", async () => {
+test("an item over the daemon's message limit, or a batch over its request limit, is refused with its reason and stores nothing", async () => {
   const s = fresh();
   try {
     await s.addItems([user("kept")]);
     await assert.rejects(s.addItems([user("small"), user("x".repeat(3 << 20))]), (err: unknown) => {
-      const e = err as { reason?: string; message: string };
-      assert.match(e.reason ?? "", /MESSAGE_TOO_LARGE|REQUEST_TOO_LARGE/, e.message);
+      assert.ok(err instanceof InvalidArgumentError, String(err));
+      assert.equal(err.reason, "MESSAGE_TOO_LARGE");
+      return true;
+    });
+    const third = "y".repeat(1.5 * (1 << 20));
+    await assert.rejects(s.addItems([user(third), user(third), user(third)]), (err: unknown) => {
+      assert.ok(err instanceof RequestTooLargeError, String(err));
+      assert.equal(err.reason, "REQUEST_TOO_LARGE");
       return true;
     });
     assert.deepEqual(texts(await s.getItems()), ["kept"]);
