@@ -1,0 +1,460 @@
+/**
+ * The durable tools' bookkeeping in a SavepointSession: which calls are
+ * running and in which process, the ledger calls around each, and the
+ * answer a resumed run gives to a call whose process died.
+ *
+ * Each call follows docs/protocol.md for its own tool use: saved pending (and
+ * listed in the session's stateJson with the process running it) before the
+ * tool starts, BeginEffect unless read-only, the tool, RecordEffect of its
+ * real outcome, then a save that stops it pending. A process killed before
+ * the SDK saved the call's output leaves the call listed, and the next
+ * getItems by any process answers it (the recorded output, a re-run where
+ * that is safe, or the in-doubt text) and appends what the history lacks of
+ * the call and its output, so the history never holds a function_call
+ * without exactly one function_call_result.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+
+import { type AgentInputItem, RunContext } from "@openai/agents-core";
+import { Decision, EffectClass, type pb, SavepointError, SessionFencedError } from "@savepoint-dev/client";
+
+import { type Change, partOf, type SavepointSession, type View, withPart } from "./session.js";
+
+/** What running a tool does: re-running a read-only tool is always safe, an idempotent one is safe with the same idempotency key, a side-effecting one must not run twice. */
+export type Effect = "read_only" | "idempotent" | "side_effect";
+
+export const EFFECT_CLASSES: Record<Effect, EffectClass> = {
+  read_only: EffectClass.EFFECT_CLASS_READ_ONLY,
+  idempotent: EffectClass.EFFECT_CLASS_IDEMPOTENT,
+  side_effect: EffectClass.EFFECT_CLASS_SIDE_EFFECT,
+};
+
+/** How many calls answered on resume are remembered, to drop the SDK's late copy of them. */
+const RESOLVED_KEPT = 100;
+
+/** The process that runs a call: with the pid, the start time names one process on its host. */
+export interface Owner {
+  host: string;
+  pid: number;
+  start: string;
+}
+
+/** A durable call listed in the session's stateJson while it runs. */
+export interface CallRecord {
+  name: string;
+  arguments: string;
+  owner: Owner;
+  recorded?: boolean;
+}
+
+/** A durable tool could not be run under the ledger: its run's session is not a SavepointSession, or its call id is already in use. */
+export class DurableToolError extends Error {
+  override name = "DurableToolError";
+}
+
+/** How a durable tool runs one call, outside the ledger: the registry's entry for its name. */
+export interface Durable {
+  name: string;
+  effect: Effect;
+  /** Runs the tool (the SDK parses the arguments) with key as the idempotency key and returns its output as text, and whether it is a failure's. */
+  rerun(runContext: RunContext<unknown>, call: { callId: string; name: string; arguments: string }, key: string): Promise<{ output: string; isError: boolean }>;
+}
+
+/** By tool name: what a resume may re-run. */
+export const registry = new Map<string, Durable>();
+/** The calls this process is running, as sessionId + "\0" + callId. */
+const live = new Set<string>();
+/** Each run's RunContext to its session: the SDK passes the run's context to the session's methods and to each tool. */
+const runs = new WeakMap<object, SavepointSession>();
+const keyStore = new AsyncLocalStorage<string>();
+
+/**
+ * A stage of one durable call: listed pending, begun, ran (the tool
+ * returned, nothing recorded yet), recorded (RecordEffect returned), settled
+ * (saved as no longer pending).
+ */
+export type Stage = "listed" | "begun" | "ran" | "recorded" | "settled";
+let stageHook: ((stage: Stage, callId: string) => void) | undefined;
+
+/** Observes each stage of every durable call this process runs, synchronously (for crash tests); undefined removes the hook. */
+export function setStageHook(hook: ((stage: Stage, callId: string) => void) | undefined): void {
+  stageHook = hook;
+}
+
+/**
+ * Returns the idempotency key of the durable tool call running in this
+ * async context: the same on every run of one call (pass it to an API that
+ * accepts one), "" for a read-only tool or outside a durable tool.
+ */
+export function idempotencyKey(): string {
+  return keyStore.getStore() ?? "";
+}
+
+/** Runs fn with key as the idempotency key its durable tool call sees. */
+export function withKey<T>(key: string, fn: () => T): T {
+  return keyStore.run(key, fn);
+}
+
+/** Remembers that the run of runContext uses session. */
+export function bindRun(runContext: RunContext<unknown> | undefined, session: SavepointSession): void {
+  if (runContext && typeof runContext === "object") runs.set(runContext, session);
+}
+
+/** The SavepointSession of the run a tool call belongs to, if any. */
+export function sessionOf(runContext: RunContext<unknown> | undefined): SavepointSession | undefined {
+  return runContext && typeof runContext === "object" ? runs.get(runContext) : undefined;
+}
+
+const liveKey = (s: SavepointSession, callId: string) => `${s.sessionId}\0${callId}`;
+
+// -- which process runs a call ------------------------------------------------
+
+/** The start time of process pid in clock ticks since boot (field 22 of /proc/PID/stat); "" when it is not running or unknown. */
+export function startTime(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 1).trim().split(/\s+/)[19] ?? "";
+  } catch {
+    return "";
+  }
+}
+
+function owner(): Owner {
+  return { host: hostname(), pid: process.pid, start: startTime(process.pid) };
+}
+
+/**
+ * Whether a listed call's process stopped without the SDK saving it: its
+ * process is this one and no longer runs it, or is gone from this host. A
+ * call listed by a process on another host counts as interrupted (its answer
+ * is then the in-doubt text or the recorded output, never a second run of a
+ * side effect: BeginEffect's alreadyBegun decides).
+ */
+function isInterrupted(s: SavepointSession, callId: string, c: CallRecord): boolean {
+  const o = c.owner ?? ({} as Partial<Owner>);
+  const me = owner();
+  if (o.host !== me.host) return true;
+  if (o.pid === me.pid && o.start === me.start) return !live.has(liveKey(s, callId));
+  return typeof o.pid !== "number" || startTime(o.pid) !== o.start;
+}
+
+/** The calls listed in v whose process stopped before the SDK saved them. */
+export function interrupted(s: SavepointSession, v: View): string[] {
+  const calls = partOf(v).calls ?? {};
+  return Object.entries(calls)
+    .filter(([id, c]) => isInterrupted(s, id, c))
+    .map(([id]) => id);
+}
+
+// -- the session's side of the ledger -----------------------------------------
+
+const callIdOf = (it: AgentInputItem): string | undefined => {
+  const r = it as { type?: unknown; callId?: unknown };
+  return (r.type === "function_call" || r.type === "function_call_result") && typeof r.callId === "string" ? r.callId : undefined;
+};
+
+/**
+ * Plans addItems' save of batch: the items as they are, less the SDK's late
+ * copy of a call a resume already answered; an output of a listed call stops
+ * that call pending.
+ */
+export function planAppend(v: View, batch: AgentInputItem[]): Change {
+  const part = partOf(v);
+  if (!part.calls && !part.resolved) return { append: batch };
+  const calls = part.calls ?? {};
+  const resolved = [...(part.resolved ?? [])];
+  const keep: AgentInputItem[] = [];
+  const answered = new Set<string>();
+  for (const it of batch) {
+    const cid = callIdOf(it);
+    const kind = (it as { type?: string }).type;
+    if (cid !== undefined && resolved.includes(cid)) {
+      if (kind === "function_call_result") resolved.splice(resolved.indexOf(cid), 1); // answered on resume already: the SDK's late copy
+      continue;
+    }
+    if (cid !== undefined && kind === "function_call_result" && cid in calls) answered.add(cid);
+    keep.push(it);
+  }
+  for (const cid of answered) delete calls[cid];
+  return {
+    append: keep,
+    pending: v.pending.filter((p) => !answered.has(p.toolUseId)),
+    stateJson: withPart(v, { calls, resolved }),
+  };
+}
+
+// -- the ledger calls ---------------------------------------------------------
+
+/** The output a call whose outcome is unknown gets. */
+export function inDoubt(name: string, callId: string, why: string): string {
+  return (
+    `The outcome of this ${name} call (tool_use_id ${callId}) is unknown: ${why}. ` +
+    "It was not run again, to avoid repeating a side effect. Check whether it took effect before retrying it."
+  );
+}
+
+/** A tool's return value as the text recorded and given to the model. */
+export function text(out: unknown): string {
+  if (typeof out === "string") return out;
+  if (out === undefined) return "";
+  try {
+    return JSON.stringify(out) ?? String(out);
+  } catch {
+    return String(out);
+  }
+}
+
+/**
+ * BeginEffect with the session's current epoch (a SavepointSession never
+ * owns the session, so a takeover by Resume is followed, not obeyed).
+ * Returns the idempotency key and alreadyBegun.
+ */
+async function begin(s: SavepointSession, callId: string): Promise<{ key: string; already: boolean }> {
+  const c = await s.client();
+  for (let i = 0; i < 5; i++) {
+    try {
+      const r = await c.raw.beginEffect({ sessionId: s.sessionId, toolUseId: callId, epoch: (await s.known()).epoch });
+      return { key: r.idempotencyKey, already: r.alreadyBegun };
+    } catch (err) {
+      if (!(err instanceof SessionFencedError)) throw err;
+      await s.load(false);
+    }
+  }
+  throw new DurableToolError(`BeginEffect of tool use ${JSON.stringify(callId)} was fenced five times in a row; it was not run.`);
+}
+
+/**
+ * RecordEffect of a tool's real outcome, tried twice. A record that still
+ * fails is reported through the client's logger (the tool ran: its output is
+ * kept and returned, and a resume will answer the call in doubt).
+ */
+async function record(s: SavepointSession, callId: string, name: string, output: string, isError: boolean): Promise<boolean> {
+  const c = await s.client();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await c.raw.recordEffect({ sessionId: s.sessionId, toolUseId: callId, name, output, isError });
+      return true;
+    } catch (err) {
+      if (!(err instanceof SavepointError) || attempt === 2) {
+        c.config.logger.error("the outcome of a durable tool use could not be recorded; it ran, and a resume will report it in doubt.", {
+          session: s.sessionId,
+          tool_use_id: callId,
+          name,
+          error: String(err),
+        });
+        return false;
+      }
+    }
+  }
+}
+
+/** Records the outcome run produced, and stops the call pending. run returns the text and whether it is a failure. */
+export async function execute(
+  s: SavepointSession,
+  callId: string,
+  name: string,
+  key: string,
+  run: () => Promise<{ output: string; isError: boolean }>,
+): Promise<{ output: string; isError: boolean }> {
+  const out = await withKey(key, run);
+  stageHook?.("ran", callId);
+  if (await record(s, callId, name, out.output, out.isError)) {
+    stageHook?.("recorded", callId);
+    await s.mutate((v) => {
+      const part = partOf(v);
+      const c = part.calls?.[callId];
+      if (!c) return undefined;
+      c.recorded = true;
+      return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
+    });
+    stageHook?.("settled", callId);
+  }
+  return out;
+}
+
+/**
+ * Runs one call of a durable tool under the ledger: lists it pending (Point
+ * A), begins it unless read-only, runs it through run and records its
+ * outcome. A side-effecting call another process began is not run: it is
+ * answered with the in-doubt text.
+ */
+export async function runCall(
+  s: SavepointSession,
+  d: { name: string; effect: Effect },
+  call: { callId: string; arguments: string },
+  run: () => Promise<{ output: string; isError: boolean }>,
+): Promise<{ output: string; isError: boolean }> {
+  const { callId } = call;
+  const tu: pb.ToolUse = {
+    toolUseId: callId,
+    name: d.name,
+    inputJson: call.arguments || "{}",
+    effectClass: EFFECT_CLASSES[d.effect],
+    beginTracked: d.effect !== "read_only",
+  };
+  live.add(liveKey(s, callId));
+  try {
+    try {
+      await s.mutate((v) => {
+        const part = partOf(v);
+        const calls = (part.calls ??= {});
+        if (callId in calls || v.pending.some((p) => p.toolUseId === callId)) {
+          throw new DurableToolError(
+            `tool use ${JSON.stringify(callId)} of session ${JSON.stringify(s.sessionId)} is already running or interrupted; it was not run again.`,
+          );
+        }
+        calls[callId] = { name: d.name, arguments: call.arguments, owner: owner() };
+        return { pending: [...v.pending, tu], stateJson: withPart(v, part) };
+      });
+      stageHook?.("listed", callId);
+    } catch (err) {
+      if (err instanceof SavepointError && err.reason === "CALL_ALREADY_RECORDED") {
+        throw new DurableToolError(
+          `tool use ${JSON.stringify(callId)} already has a recorded outcome in session ${JSON.stringify(s.sessionId)} (a reused call id); it was not run again.`,
+        );
+      }
+      throw err;
+    }
+    let key = "";
+    if (d.effect !== "read_only") {
+      const b = await begin(s, callId);
+      key = b.key;
+      stageHook?.("begun", callId);
+      if (b.already && d.effect === "side_effect") return { output: inDoubt(d.name, callId, "another process started it"), isError: true };
+    }
+    return await execute(s, callId, d.name, key, run);
+  } finally {
+    live.delete(liveKey(s, callId));
+  }
+}
+
+// -- answering interrupted calls ---------------------------------------------
+
+async function resolutions(s: SavepointSession): Promise<Map<string, pb.Resolution>> {
+  const c = await s.client();
+  const out = new Map<string, pb.Resolution>();
+  for (let token = ""; ; ) {
+    const r = await c.raw.reconcile({ sessionId: s.sessionId, pageToken: token });
+    for (const res of r.resolutions) if (res.toolUse) out.set(res.toolUse.toolUseId, res);
+    token = r.nextPageToken;
+    if (token === "") return out;
+  }
+}
+
+async function effects(s: SavepointSession, ids: Set<string>): Promise<Map<string, pb.Effect>> {
+  const out = new Map<string, pb.Effect>();
+  if (ids.size === 0) return out;
+  const c = await s.client();
+  for (let token = ""; out.size < ids.size; ) {
+    const r = await c.raw.listEffects({ sessionId: s.sessionId, pageToken: token });
+    for (const e of r.entries) if (ids.has(e.toolUseId) && e.effect) out.set(e.toolUseId, e.effect);
+    token = r.nextPageToken;
+    if (token === "") break;
+  }
+  return out;
+}
+
+const STOPPED = "the agent stopped before its outcome was recorded";
+
+/** The output an interrupted call gets: its recorded outcome, a re-run's, or the in-doubt text. */
+async function answer(
+  s: SavepointSession,
+  runContext: RunContext<unknown> | undefined,
+  callId: string,
+  c: CallRecord,
+  res: pb.Resolution | undefined,
+  effect: pb.Effect | undefined,
+): Promise<string> {
+  const name = String(c.name ?? "");
+  const args = String(c.arguments ?? "");
+  if (effect) return effect.output;
+  if (!res) return inDoubt(name, callId, STOPPED);
+  if (res.decision === Decision.DECISION_REUSE) return res.effect?.output ?? "";
+  if (res.decision !== Decision.DECISION_RUN) return res.toolResultText || inDoubt(name, callId, STOPPED);
+  const d = registry.get(name);
+  if (!d) {
+    return (
+      `This ${name} call (tool_use_id ${callId}) was interrupted before it ran and was not run again: ` +
+      "the resumed agent has no durable tool of that name. Call it again if it is still needed."
+    );
+  }
+  let key = res.idempotencyKey;
+  if (d.effect !== "read_only") {
+    const b = await begin(s, callId);
+    key = b.key;
+    if (b.already && !res.begun && d.effect === "side_effect") return inDoubt(name, callId, "another process started it");
+  }
+  const ctx = runContext ?? new RunContext();
+  live.add(liveKey(s, callId));
+  try {
+    const out = await execute(s, callId, name, key, async () => {
+      try {
+        return await d.rerun(ctx, { callId, name, arguments: args }, key);
+      } catch (err) {
+        return { output: err instanceof Error ? err.message : String(err), isError: true };
+      }
+    });
+    return out.output;
+  } finally {
+    live.delete(liveKey(s, callId));
+  }
+}
+
+/**
+ * Answers the interrupted calls ids and appends each one's output (and the
+ * call, when the history lacks it) in one save; a call another process
+ * answered first is left to it.
+ */
+export async function resolveInterrupted(s: SavepointSession, runContext: RunContext<unknown> | undefined, ids: string[]): Promise<void> {
+  const v = await s.load(false);
+  const calls = partOf(v).calls ?? {};
+  const todo = ids.filter((id) => id in calls);
+  if (todo.length === 0) return;
+  const pending = new Set(v.pending.map((p) => p.toolUseId));
+  const res = todo.some((id) => pending.has(id)) ? await resolutions(s) : new Map<string, pb.Resolution>();
+  const recorded = await effects(s, new Set(todo.filter((id) => !pending.has(id))));
+  const outputs = new Map<string, string>();
+  for (const id of todo) outputs.set(id, await answer(s, runContext, id, calls[id], res.get(id), recorded.get(id)));
+  await s.mutate(
+    (v) => {
+      const part = partOf(v);
+      const listed = part.calls ?? {};
+      const now = [...outputs.keys()].filter((id) => id in listed);
+      if (now.length === 0) return undefined;
+      const items = v.items ?? [];
+      const have = new Set(items.filter((it) => (it as { type?: string }).type === "function_call").map(callIdOf));
+      const answered = new Set(items.filter((it) => (it as { type?: string }).type === "function_call_result").map(callIdOf));
+      const append: AgentInputItem[] = [];
+      for (const id of now) {
+        const c = listed[id];
+        delete listed[id];
+        if (answered.has(id)) continue;
+        if (!have.has(id)) append.push({ type: "function_call", callId: id, name: c.name, arguments: c.arguments, status: "completed" } as AgentInputItem);
+        append.push({ type: "function_call_result", callId: id, name: c.name, status: "completed", output: { type: "text", text: outputs.get(id)! } } as AgentInputItem);
+      }
+      part.resolved = [...(part.resolved ?? []), ...now].slice(-RESOLVED_KEPT);
+      return { append, pending: v.pending.filter((p) => !now.includes(p.toolUseId)), stateJson: withPart(v, part) };
+    },
+    { history: true },
+  );
+}
+
+/**
+ * Stops pending every pending tool use that has a recorded outcome (its
+ * process died between RecordEffect and the save after it, so every save
+ * carrying it is refused with CALL_ALREADY_RECORDED). Returns whether any
+ * was found.
+ */
+export async function settleRecorded(s: SavepointSession): Promise<boolean> {
+  const res = await resolutions(s);
+  const done = new Set([...res].filter(([, r]) => r.decision === Decision.DECISION_REUSE).map(([id]) => id));
+  if (done.size === 0) return false;
+  await s.mutate((v) => {
+    const part = partOf(v);
+    for (const id of done) if (part.calls?.[id]) part.calls[id].recorded = true;
+    return { pending: v.pending.filter((p) => !done.has(p.toolUseId)), stateJson: withPart(v, part) };
+  });
+  return true;
+}

@@ -1,0 +1,380 @@
+/**
+ * SavepointSession: the OpenAI Agents SDK's Session on savepointd.
+ *
+ * Every SDK item is one message of a savepointd session (its role is the
+ * item's role, else its type; its content the item as JSON). Every change is
+ * one SaveCheckpoint made under expectedRevision: a writer that finds the
+ * session changed since it last read it reloads and tries again, so several
+ * processes can share one session without losing or reordering each other's
+ * items and without fencing each other (none of them calls Resume).
+ */
+import { randomUUID } from "node:crypto";
+
+import type { AgentInputItem, RunContext, RunContextAwareSession } from "@openai/agents-core";
+import {
+  CallAlreadyRecordedError,
+  type Client,
+  dial,
+  type DialOptions,
+  type pb,
+  RevisionMismatchError,
+  SessionExistsError,
+  SessionFencedError,
+  SessionNotFoundError,
+} from "@savepoint-dev/client";
+
+import * as ledger from "./ledger.js";
+
+/** The task a SavepointSession gives the savepointd session it creates. */
+export const TASK = "openai-agents session";
+
+/** How many times one change is tried against a session that keeps changing under it before SavepointSession gives up. */
+export const MAX_ATTEMPTS = 200;
+
+/** The stateJson key under which the durable tools keep their calls (the Python package's key too). */
+export const STATE_KEY = "openai_agents";
+
+/** The options of a SavepointSession. */
+export interface SavepointSessionOptions {
+  /** The daemon's address; unset, it is resolved as dial resolves it ($SAVEPOINT_ADDR, then the default sockets). */
+  address?: string;
+  /** A connection to use instead of dialing one; the session then never closes it. */
+  client?: Client;
+  /** Options for the connection the session dials (TLS, retries, logger). */
+  dial?: DialOptions;
+  /** The number of latest items getItems returns when called without a limit; unset returns them all. */
+  limit?: number;
+}
+
+/** A change could not be saved because other writers changed the session under every attempt. */
+export class SessionContentionError extends Error {
+  override name = "SessionContentionError";
+}
+
+/** The durable tools' part of stateJson: the calls they are running, and the calls a resume answered. */
+export interface LedgerPart {
+  calls?: Record<string, ledger.CallRecord>;
+  resolved?: string[];
+}
+
+/** One revision of the session as a change is planned on it. */
+export interface View {
+  revision: bigint;
+  epoch: bigint;
+  count: bigint;
+  task: string;
+  turn: number;
+  tokensUsed: bigint;
+  labels: Record<string, string>;
+  stateJson: string;
+  pending: pb.ToolUse[];
+  /** The whole history, when the change needs it. */
+  items?: AgentInputItem[];
+}
+
+/** What one save does; unset fields keep the revision's value. */
+export interface Change<T = unknown> {
+  /** Keep only the first keep messages before appending. */
+  keep?: bigint;
+  append?: AgentInputItem[];
+  pending?: pb.ToolUse[];
+  stateJson?: string;
+  /** What the operation returns once the change is saved. */
+  result?: T;
+}
+
+/** Plans one change on a revision; undefined writes nothing. */
+export type Planner<T> = (v: View) => Change<T> | undefined | Promise<Change<T> | undefined>;
+
+const STALE = [RevisionMismatchError, SessionFencedError, SessionExistsError, SessionNotFoundError];
+
+/** The durable tools' part of v's stateJson: a fresh copy, empty when the session holds none. */
+export function partOf(v: View): LedgerPart {
+  let st: unknown;
+  try {
+    st = v.stateJson ? JSON.parse(v.stateJson) : {};
+  } catch {
+    return {};
+  }
+  const part = st && typeof st === "object" ? (st as Record<string, unknown>)[STATE_KEY] : undefined;
+  return part && typeof part === "object" && !Array.isArray(part) ? (structuredClone(part) as LedgerPart) : {};
+}
+
+/** v's stateJson with the durable tools' part replaced (removed when it holds nothing); any other key a user stored is kept. */
+export function withPart(v: View, part: LedgerPart): string {
+  let st: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = v.stateJson ? JSON.parse(v.stateJson) : {};
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) st = parsed as Record<string, unknown>;
+  } catch {
+    st = {};
+  }
+  const kept: Record<string, unknown> = {};
+  if (part.calls && Object.keys(part.calls).length > 0) kept.calls = part.calls;
+  if (part.resolved && part.resolved.length > 0) kept.resolved = part.resolved;
+  if (Object.keys(kept).length > 0) st[STATE_KEY] = kept;
+  else delete st[STATE_KEY];
+  const keys = Object.keys(st).sort();
+  return keys.length === 0 ? "" : JSON.stringify(Object.fromEntries(keys.map((k) => [k, st[k]])));
+}
+
+/** One SDK item as a savepointd message: its role, else its type, and the item as JSON text. */
+export function encode(item: AgentInputItem): { role: string; contentJson: string } {
+  if (!item || typeof item !== "object" || Array.isArray(item)) {
+    throw new TypeError(`a session item must be an object (an AgentInputItem), not ${item === null ? "null" : typeof item}.`);
+  }
+  const rec = item as Record<string, unknown>;
+  const role = typeof rec.role === "string" && rec.role ? rec.role : typeof rec.type === "string" && rec.type ? rec.type : "item";
+  return { role, contentJson: JSON.stringify(item) };
+}
+
+/** The SDK item a message holds. */
+export function decode(contentJson: string): AgentInputItem {
+  return JSON.parse(contentJson) as AgentInputItem;
+}
+
+/**
+ * The OpenAI Agents SDK's Session on savepointd: pass it as
+ * `run(agent, input, { session: new SavepointSession("my-id") })`. Items are
+ * durable once a method returns, survive restarts of the agent and of the
+ * daemon, and may be shared by several processes. The session id is the
+ * savepointd session id (1-128 characters of [A-Za-z0-9._:-], starting with
+ * a letter or digit).
+ */
+export class SavepointSession implements RunContextAwareSession {
+  /** Tells the SDK's runner to pass its RunContext to every method, which is how durable tools find their session. */
+  readonly acceptsRunContext = true as const;
+  readonly sessionId: string;
+  readonly #options: SavepointSessionOptions;
+  #client: Promise<Client> | undefined;
+  /** The revision this process last saved or read, without items. */
+  #cached: View | undefined;
+
+  constructor(sessionId: string, options: SavepointSessionOptions = {}) {
+    if (options.limit !== undefined && (!Number.isInteger(options.limit) || options.limit < 0)) {
+      throw new RangeError(`SavepointSession: limit must be a whole number of zero or more, not ${options.limit}.`);
+    }
+    this.sessionId = sessionId;
+    this.#options = options;
+  }
+
+  /** Returns the savepointd session id. */
+  async getSessionId(): Promise<string> {
+    return this.sessionId;
+  }
+
+  /**
+   * Returns the session's items in order, or the latest limit of them (the
+   * limit option when not given; 0 returns none), read from one revision.
+   * Durable tool calls whose process died are answered first.
+   */
+  async getItems(limit?: number, runContext?: RunContext<unknown>): Promise<AgentInputItem[]> {
+    const n = limit ?? this.#options.limit;
+    if (n !== undefined && (!Number.isInteger(n) || n < 0)) {
+      throw new RangeError(`getItems: limit must be a whole number of zero or more, not ${n}.`);
+    }
+    ledger.bindRun(runContext, this);
+    let v = await this.load(true);
+    const ids = ledger.interrupted(this, v);
+    if (ids.length > 0) {
+      await ledger.resolveInterrupted(this, runContext, ids);
+      v = await this.load(true);
+    }
+    const items = v.items ?? [];
+    if (n === undefined) return items;
+    return n === 0 ? [] : items.slice(-n);
+  }
+
+  /** Appends items after every item already stored, in one atomic save: all are durable when this returns, or none is. */
+  async addItems(items: AgentInputItem[], runContext?: RunContext<unknown>): Promise<void> {
+    ledger.bindRun(runContext, this);
+    if (items.length === 0) return;
+    for (const it of items) encode(it); // refuse a bad item before any I/O
+    const batch = items.map((it) => structuredClone(it));
+    await this.mutate((v) => ledger.planAppend(v, batch));
+  }
+
+  /**
+   * Removes and returns the latest item, or returns undefined when the
+   * session is empty. The removal is one save made on the revision the item
+   * was read from, so two processes popping at once never remove one item
+   * twice or an item neither returned.
+   */
+  async popItem(runContext?: RunContext<unknown>): Promise<AgentInputItem | undefined> {
+    ledger.bindRun(runContext, this);
+    return this.mutate<AgentInputItem>(
+      (v) => {
+        const items = v.items ?? [];
+        if (items.length === 0) return undefined;
+        return { keep: BigInt(items.length - 1), result: items[items.length - 1] };
+      },
+      { history: true },
+    );
+  }
+
+  /**
+   * Removes every item. The savepointd session and its side-effects ledger
+   * are kept, so a tool call recorded before the clear is still known to the
+   * durable tools.
+   */
+  async clearSession(runContext?: RunContext<unknown>): Promise<void> {
+    ledger.bindRun(runContext, this);
+    await this.mutate((v) => {
+      if (v.revision === 0n || (v.count === 0n && v.pending.length === 0)) return undefined;
+      return { keep: 0n, pending: [], stateJson: withPart(v, {}) };
+    });
+  }
+
+  /** Closes the connection the session dialed (a later call dials again); a client given in the options is left open. */
+  async close(): Promise<void> {
+    const c = this.#client;
+    this.#client = undefined;
+    if (c && !this.#options.client) (await c).close();
+  }
+
+  /** The session's connection to the daemon, dialed on first use. */
+  client(): Promise<Client> {
+    if (this.#options.client) return Promise.resolve(this.#options.client);
+    if (!this.#client) {
+      const p = dial(this.#options.address, this.#options.dial);
+      p.catch(() => {
+        if (this.#client === p) this.#client = undefined;
+      });
+      this.#client = p;
+    }
+    return this.#client;
+  }
+
+  /** The latest revision this process saved or read, reading it when none is known. */
+  async known(): Promise<View> {
+    return this.#cached ? copyView(this.#cached) : this.load(false);
+  }
+
+  /** Reads the latest revision (with its whole history when asked); an absent session reads as revision 0 with no item. */
+  async load(history: boolean): Promise<View> {
+    const c = await this.client();
+    let r: pb.GetSessionResponse;
+    try {
+      r = await c.raw.getSession({ sessionId: this.sessionId });
+    } catch (err) {
+      if (err instanceof SessionNotFoundError) return emptyView(history);
+      throw err;
+    }
+    const cp = r.checkpoint;
+    if (!cp) throw new Error(`GetSession of ${JSON.stringify(this.sessionId)} answered no checkpoint.`);
+    const v: View = {
+      revision: cp.revision,
+      epoch: cp.epoch,
+      count: cp.messageCount,
+      task: cp.task,
+      turn: cp.turn,
+      tokensUsed: cp.tokensUsed,
+      labels: { ...cp.labels },
+      stateJson: cp.stateJson,
+      pending: [...cp.pendingToolUses],
+    };
+    if (history) {
+      const msgs = [...cp.messages];
+      for (let token = r.nextPageToken; token !== ""; ) {
+        const page = await c.raw.listMessages({ sessionId: this.sessionId, revision: cp.revision, pageToken: token });
+        if (page.firstIndex !== BigInt(msgs.length)) {
+          throw new Error(`the history of ${JSON.stringify(this.sessionId)} came back out of order: a page at index ${page.firstIndex} after ${msgs.length} messages.`);
+        }
+        msgs.push(...page.messages);
+        token = page.nextPageToken;
+      }
+      v.items = msgs.map((m) => decode(m.contentJson));
+    }
+    this.#remember(v);
+    return v;
+  }
+
+  #remember(v: View): void {
+    if (!this.#cached || v.revision >= this.#cached.revision) {
+      const { items: _items, ...rest } = v;
+      this.#cached = copyView(rest);
+    }
+  }
+
+  /**
+   * Makes one change: plans it on the latest revision this process knows
+   * (reading the session first when the history is needed or nothing is
+   * known), saves it under that revision, and when another writer got there
+   * first, reloads and plans again. Returns the change's result; a plan
+   * that returns undefined writes nothing and returns undefined.
+   */
+  async mutate<T>(plan: Planner<T>, options: { history?: boolean } = {}): Promise<T | undefined> {
+    const history = options.history ?? false;
+    const c = await this.client();
+    let fresh = history;
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const v = fresh || !this.#cached ? await this.load(history) : copyView(this.#cached);
+      const ch = await plan(v);
+      if (ch === undefined) return undefined;
+      const pending = ch.pending ?? v.pending;
+      const stateJson = ch.stateJson ?? v.stateJson;
+      const req = {
+        sessionId: this.sessionId,
+        expectedRevision: v.revision,
+        epoch: v.epoch,
+        requestId: randomUUID(),
+        task: v.task || TASK,
+        turn: v.turn,
+        tokensUsed: v.tokensUsed,
+        keepMessages: ch.keep,
+        appendMessages: (ch.append ?? []).map(encode),
+        pendingToolUses: pending,
+        stateJson,
+        labels: v.labels,
+      };
+      let r: pb.SaveCheckpointResponse;
+      try {
+        r = await c.raw.saveCheckpoint(req);
+      } catch (err) {
+        if (STALE.some((k) => err instanceof k)) {
+          fresh = true;
+          await sleep(Math.random() * Math.min(50, attempt + 1));
+          continue;
+        }
+        if (err instanceof CallAlreadyRecordedError) {
+          // A pending tool use was recorded and its process has not (yet, or
+          // ever) saved it as no longer pending: settle it and plan again.
+          // When none is left to settle and the session has not moved on,
+          // the refused tool use is one this change adds.
+          if (!(await ledger.settleRecorded(this)) && (await this.load(false)).revision === v.revision) throw err;
+          fresh = true;
+          continue;
+        }
+        throw err;
+      }
+      this.#remember({ ...v, items: undefined, revision: r.revision, epoch: r.epoch, count: r.messageCount, task: req.task, pending, stateJson });
+      return ch.result;
+    }
+    throw new SessionContentionError(
+      `session ${JSON.stringify(this.sessionId)} changed under every one of ${MAX_ATTEMPTS} attempts to save; too many writers are contending for it.`,
+    );
+  }
+}
+
+function emptyView(history: boolean): View {
+  return {
+    revision: 0n,
+    epoch: 0n,
+    count: 0n,
+    task: TASK,
+    turn: 0,
+    tokensUsed: 0n,
+    labels: {},
+    stateJson: "",
+    pending: [],
+    items: history ? [] : undefined,
+  };
+}
+
+function copyView(v: View): View {
+  return { ...v, labels: { ...v.labels }, pending: [...v.pending], items: v.items ? [...v.items] : undefined };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,61 @@
+/**
+ * An agent process for the crash tests: `node tool-worker.js ADDR SESSION
+ * EFFECT first|resume LOG`. The first run's scripted model calls send (a
+ * durable tool of class EFFECT that appends a line with its idempotency key
+ * to LOG) once and then answers; CRASH=STAGE kills the process with SIGKILL
+ * at that stage of the call (listed, begun, ran, recorded, settled; "tool" inside the
+ * tool after its side effect). CALL_ID names the call (call_1 by default);
+ * NO_TOOL=1 leaves the tool out of the agent (and of this process);
+ * STREAM=1 makes the first run a streamed one. The
+ * resume runs with an empty input and prints, as JSON, the items the resumed
+ * model was sent and the session's items.
+ */
+import { appendFileSync } from "node:fs";
+
+import { Agent, run, setTracingDisabled } from "@openai/agents-core";
+import { assistantMessage, functionCall, ScriptedModel } from "@openai/agents-core/testing";
+import { z } from "zod";
+
+import { durableTool, type Effect, idempotencyKey, SavepointSession } from "../index.js";
+import { setStageHook } from "../ledger.js";
+
+setTracingDisabled(true);
+const [addr, id, effect, mode, log] = process.argv.slice(2);
+const crash = process.env.CRASH ?? "";
+const callId = process.env.CALL_ID || "call_1";
+
+const send = process.env.NO_TOOL === "1" ? undefined : durableTool({
+  name: "send",
+  description: "Send an invoice.",
+  parameters: z.object({ customer: z.string(), amount: z.number() }),
+  effect: effect as Effect,
+  execute: async ({ customer, amount }) => {
+    appendFileSync(log, `${customer} ${amount} key=${idempotencyKey()}\n`);
+    if (crash === "tool") process.kill(process.pid, "SIGKILL");
+    return `invoice for ${amount} sent to ${customer}`;
+  },
+});
+setStageHook((stage) => {
+  if (stage === crash) process.kill(process.pid, "SIGKILL");
+});
+
+const session = new SavepointSession(id, { address: addr });
+const tools = send ? [send] : [];
+if (mode === "first") {
+  const model = new ScriptedModel([[functionCall("send", { customer: "acme", amount: 120 }, { callId })], [assistantMessage("The invoice is sent.")]]);
+  const agent = new Agent({ name: "billing", model, tools });
+  if (process.env.STREAM === "1") {
+    const r = await run(agent, "Invoice acme for 120.", { session, stream: true });
+    for await (const _ of r) void _;
+    await r.completed;
+    process.stdout.write(JSON.stringify({ final: r.finalOutput }) + "\n");
+  } else {
+    const r = await run(agent, "Invoice acme for 120.", { session });
+    process.stdout.write(JSON.stringify({ final: r.finalOutput }) + "\n");
+  }
+} else {
+  const model = new ScriptedModel([[assistantMessage("Resumed.")]]);
+  const r = await run(new Agent({ name: "billing", model, tools }), [], { session });
+  process.stdout.write(JSON.stringify({ final: r.finalOutput, sent: model.lastCall!.request.input, items: await session.getItems() }) + "\n");
+}
+await session.close();

@@ -1,0 +1,116 @@
+/**
+ * durableTool: the SDK's tool() with savepointd's side-effects ledger, for
+ * runs whose session is a SavepointSession.
+ */
+import { type FunctionTool, type RunContext, tool, type ToolInputParameters, type ToolOptions } from "@openai/agents-core";
+
+import { DurableToolError, type Effect, EFFECT_CLASSES, registry, runCall, sessionOf, text, withKey } from "./ledger.js";
+
+/** The SDK's error output for a failed tool when no errorFunction is given (the SDK's own default text). */
+export const DEFAULT_ERROR_OUTPUT = "An error occurred while running the tool. Please try again.";
+
+/** A thrown error that was already recorded and must reach the SDK as it is. */
+const RAISED = new WeakSet<object>();
+
+/** The options of durableTool: tool()'s, and what running the tool does. */
+export type DurableToolOptions<TParameters extends ToolInputParameters, Context> = ToolOptions<TParameters, Context> & {
+  /** "read_only", "idempotent" or "side_effect" (the default, the safe one): whether a call interrupted by a crash may be run again. */
+  effect?: Effect;
+};
+
+type AnyOptions = {
+  name?: string;
+  execute: (input: unknown, context?: RunContext<unknown>, details?: { toolCall?: { callId: string; name: string; arguments: string } }) => unknown;
+  errorFunction?: ((context: RunContext<unknown>, error: unknown, details?: unknown) => unknown) | null;
+  effect?: Effect;
+  outputSchema?: unknown;
+};
+
+/**
+ * The SDK's tool() (the same options, and effect) whose calls go through
+ * savepointd's ledger when the run's session is a SavepointSession: a call is
+ * never run twice unless effect says that is safe, and a call interrupted by
+ * a crash is answered on resume by its recorded output, a re-run, or an error
+ * output saying its outcome is unknown. The output is text: a non-string
+ * return value is recorded as JSON. A failed call is recorded and answered by
+ * errorFunction as tool() answers it (null rethrows, after recording). In a
+ * run whose session is not a SavepointSession the tool throws
+ * DurableToolError, which fails the run.
+ */
+export function durableTool<TParameters extends ToolInputParameters = undefined, Context = unknown>(
+  options: DurableToolOptions<TParameters, Context>,
+): FunctionTool<Context, TParameters, string> {
+  const o = options as unknown as AnyOptions;
+  const effect: Effect = o.effect ?? "side_effect";
+  if (!(effect in EFFECT_CLASSES)) {
+    throw new TypeError(`durableTool: effect must be "read_only", "idempotent" or "side_effect", not ${JSON.stringify(effect)}.`);
+  }
+  if (o.outputSchema !== undefined) throw new TypeError("durableTool: an outputSchema is not supported: a durable tool's output is text.");
+  const onError =
+    o.errorFunction === undefined ? () => DEFAULT_ERROR_OUTPUT : o.errorFunction === null ? null : o.errorFunction;
+  let name = "";
+
+  /** Runs the user's execute and turns its outcome into the recorded text; a failure the user wants rethrown is marked so. */
+  const run = async (input: unknown, ctx: RunContext<unknown>, details: unknown): Promise<{ output: string; isError: boolean; error?: unknown }> => {
+    try {
+      return { output: text(await o.execute(input, ctx, details as never)), isError: false };
+    } catch (err) {
+      if (onError === null) return { output: err instanceof Error ? err.message : String(err), isError: true, error: err };
+      return { output: text(await onError(ctx, err, details)), isError: true };
+    }
+  };
+  const rethrow = (out: { output: string; error?: unknown }) => {
+    if (out.error !== undefined) {
+      if (out.error && typeof out.error === "object") RAISED.add(out.error);
+      throw out.error;
+    }
+    return out.output;
+  };
+
+  /** A re-run by a resume: the SDK's invoke parses the arguments; RERUN tells execute to skip the ledger (the resume does it). */
+  const RERUN = Symbol("savepoint rerun");
+
+  const t = tool({
+    ...(options as object),
+    errorFunction: (ctx: RunContext<unknown>, err: unknown, details: unknown) => {
+      if (err instanceof DurableToolError || (err && typeof err === "object" && RAISED.has(err))) throw err;
+      if (onError === null) throw err;
+      return onError(ctx, err, details);
+    },
+    execute: async (input: unknown, ctx?: RunContext<unknown>, details?: Record<string | symbol, unknown>) => {
+      const runContext = ctx!;
+      const rerun = details?.[RERUN] as { key: string; isError: boolean } | undefined;
+      if (rerun) {
+        const r = await withKey(rerun.key, () => run(input, runContext, details));
+        rerun.isError = r.isError;
+        return rethrow(r);
+      }
+      const s = sessionOf(runContext);
+      if (!s) {
+        throw new DurableToolError(
+          `durable tool ${JSON.stringify(name)} ran in a run whose session is not a SavepointSession; pass { session: new SavepointSession(...) } to run().`,
+        );
+      }
+      const call = (details?.toolCall ?? {}) as { callId?: string; arguments?: string };
+      if (!call.callId) throw new DurableToolError(`durable tool ${JSON.stringify(name)} was called without a call id; it was not run.`);
+      let raised: unknown;
+      const out = await runCall(s, { name, effect }, { callId: call.callId, arguments: call.arguments ?? "" }, async () => {
+        const r = await run(input, runContext, details);
+        raised = r.error;
+        return r;
+      });
+      return rethrow({ output: out.output, error: raised });
+    },
+  } as never) as FunctionTool<Context, TParameters, string>;
+  name = t.name;
+  registry.set(name, {
+    name,
+    effect,
+    rerun: async (ctx, call, key) => {
+      const slot = { key, isError: false };
+      const out = await t.invoke(ctx as RunContext<Context>, call.arguments, { toolCall: { type: "function_call", ...call }, [RERUN]: slot } as never);
+      return { output: text(out), isError: slot.isError };
+    },
+  });
+  return t;
+}
