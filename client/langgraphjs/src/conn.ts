@@ -100,7 +100,8 @@ export class Connection {
    * A client-streaming call of the stub's method (UploadCheckpoint,
    * UploadWrites), as a promise: each try sends the messages of a new
    * messages() one after another, waiting while grpc-js's buffer is full,
-   * so that a large upload is never held in memory more than once.
+   * so that only a few chunks are queued at a time however large the
+   * upload is; it stops sending once the daemon has answered.
    */
   upload<Req, Res>(method: (cb: (err: ServiceError | null, res?: Res) => void) => ClientWritableStream<Req>, messages: () => Iterator<Req>): Promise<Res> {
     return this.call(

@@ -8,6 +8,8 @@ import { after, before, test } from "node:test";
 
 import { type Checkpoint, emptyCheckpoint, INTERRUPT, uuid6 } from "@langchain/langgraph-checkpoint";
 
+import { InvalidArgumentError } from "@savepoint-dev/client";
+
 import { SavepointSaver } from "../index.js";
 import { type Daemon, haltDaemon, startDaemon, stopDaemon } from "./initializer.js";
 
@@ -111,6 +113,23 @@ test("an interrupt three times the request limit is uploaded, and a later interr
       t2?.pendingWrites?.map(([task, ch, v]) => [task, ch, (v as string).length, (v as string).at(-1)]),
       [["task-ask", INTERRUPT, second.length, "2"]],
     );
+  } finally {
+    saver.close();
+  }
+});
+
+test("an upload the daemon refuses at its start fails with the daemon's reason, after which the saver still works", async () => {
+  const saver = new SavepointSaver({ address: d.addr });
+  try {
+    const cfg = { configurable: { thread_id: "refused", checkpoint_ns: "", checkpoint_id: uuid6(5) } };
+    // 20 chunks, more than grpc-js queues before it asks the saver to wait: the refusal arrives while the saver is still sending.
+    const big = "z".repeat(20 * LIMIT);
+    await assert.rejects(saver.putWrites(cfg, [["big", big]], ""), (err: Error & { reason?: string }) => {
+      assert.ok(err instanceof InvalidArgumentError, `${err.name}: ${err.message}`);
+      assert.equal(err.reason, "INVALID_GRAPH_KEY");
+      return true;
+    });
+    await saver.putWrites(cfg, [["big", big]], "task-1"); // the same upload with a task id is stored
   } finally {
     saver.close();
   }
