@@ -72,8 +72,9 @@ clients-langgraphjs: $(LG_DIR)/dist/.built ## Build @savepoint-dev/langgraph, th
 # @langchain/langgraph-checkpoint-validation in full, by its validate() under
 # vitest (its CLI of 1.1.1 cannot load an initializer), against a real
 # savepointd per checkpointer; a run in which no test ran, or one was
-# skipped, fails. Then the saver's own tests (node --test): uploads, split
-# writes, the first call after an outage.
+# skipped, fails. Then the saver's own tests (node --test): uploads of
+# checkpoints and writes, the first call after an outage, a graph resumed
+# after SIGKILL, and docs/frameworks/langgraphjs.md's example.
 .PHONY: test-langgraphjs
 test-langgraphjs: clients-langgraphjs ## The LangGraph.js saver against @langchain/langgraph-checkpoint-validation, on a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd

@@ -1,4 +1,4 @@
-import { connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
+import { type ClientWritableStream, connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
 import {
   channelReady,
   type Client,
@@ -94,6 +94,42 @@ export class Connection {
   /** A unary call of the stub's method, as a promise. */
   unary<Req, Res>(method: (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
     return this.call(() => new Promise<Res>((resolve, reject) => method.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res)))));
+  }
+
+  /**
+   * A client-streaming call of the stub's method (UploadCheckpoint,
+   * UploadWrites), as a promise: each try sends the messages of a new
+   * messages() one after another, waiting while grpc-js's buffer is full,
+   * so that only a few chunks are queued at a time however large the
+   * upload is; it stops sending once the daemon has answered.
+   */
+  upload<Req, Res>(method: (cb: (err: ServiceError | null, res?: Res) => void) => ClientWritableStream<Req>, messages: () => Iterator<Req>): Promise<Res> {
+    return this.call(
+      () =>
+        new Promise<Res>((resolve, reject) => {
+          let done = false;
+          const call = method.call(this.stub, (err, res) => {
+            done = true;
+            if (err) reject(err);
+            else resolve(res as Res);
+          });
+          const it = messages();
+          const pump = (): void => {
+            while (!done) {
+              const next = it.next();
+              if (next.done) {
+                call.end();
+                return;
+              }
+              if (!call.write(next.value)) {
+                call.once("drain", pump);
+                return;
+              }
+            }
+          };
+          pump();
+        }),
+    );
   }
 
   async #ready(by: number): Promise<void> {

@@ -15,7 +15,19 @@ import {
 import { graphPb } from "@savepoint-dev/client";
 
 import { Connection, type SaverOptions } from "./conn.js";
-import { Assembler, listRequest, needsUpload, putRequest, type RawTuple, threadOf, toTuple, uploadMessages, writesRequests } from "./wire.js";
+import {
+  Assembler,
+  listRequest,
+  needsUpload,
+  putRequest,
+  type RawTuple,
+  threadOf,
+  toTuple,
+  uploadMessages,
+  writesNeedUpload,
+  writesRequests,
+  writesUploadMessages,
+} from "./wire.js";
 
 /** The options of a SavepointSaver: where the daemon is, and how values are serialized. */
 export interface SavepointSaverOptions extends SaverOptions {
@@ -161,29 +173,26 @@ export class SavepointSaver extends BaseCheckpointSaver {
       await this.#conn.unary(this.#conn.stub.putCheckpoint, req);
       return stored;
     }
-    await this.#conn.call(
-      () =>
-        new Promise<graphPb.UploadCheckpointResponse>((resolve, reject) => {
-          const call = this.#conn.stub.uploadCheckpoint((err, res) => (err ? reject(err) : resolve(res)));
-          for (const msg of uploadMessages(req, limit)) call.write(msg);
-          call.end();
-        }),
-    );
+    await this.#conn.upload(this.#conn.stub.uploadCheckpoint, () => uploadMessages(req, limit));
     return stored;
   }
 
   /**
    * Stores a task's pending writes for the config's checkpoint (which need
-   * not be stored yet). A write already stored for its (taskId, idx) stays
-   * as it is, unless every write of the call is a special one (an error,
-   * interrupt, ...), which replaces it. A write for a checkpoint of a thread
-   * deleted since is dropped (docs/protocol.md, the late-write rule).
+   * not be stored yet), in one commit (through UploadWrites, in chunks, when
+   * they are over the daemon's request limit; a call of more than 1,000
+   * writes, or of more than 1 GiB, in several). A write already stored for
+   * its (taskId, idx) stays as it is, unless every write of the call is a
+   * special one (an error, interrupt, ...), which replaces it. A write for a
+   * checkpoint of a thread deleted since is dropped (docs/protocol.md, the
+   * late-write rule).
    */
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
     if (writes.length === 0) return;
     const limit = await this.#conn.requestLimit();
-    for (const req of await writesRequests(this.serde, config, writes, taskId, taskPath, limit)) {
-      await this.#conn.unary(this.#conn.stub.putWrites, req);
+    for (const req of await writesRequests(this.serde, config, writes, taskId, taskPath)) {
+      if (writesNeedUpload(req, limit)) await this.#conn.upload(this.#conn.stub.uploadWrites, () => writesUploadMessages(req, limit));
+      else await this.#conn.unary(this.#conn.stub.putWrites, req);
     }
   }
 

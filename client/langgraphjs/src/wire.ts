@@ -26,8 +26,11 @@ export const MAX_BATCH = 1000;
 /** A request's framing and the fields the size estimates leave out. */
 const REQUEST_MARGIN = 4096;
 
-/** The bytes per UploadCheckpoint chunk message (less when the daemon's request limit is smaller). */
+/** The bytes per upload chunk message (less when the daemon's request limit is smaller). */
 export const UPLOAD_CHUNK_BYTES = 1 << 20;
+
+/** The most bytes one UploadCheckpoint or UploadWrites may declare (docs/api.md). */
+export const MAX_UPLOAD_BYTES = 2 ** 30;
 
 /**
  * Says whether a put is over the daemon's request limit, so that it must go
@@ -37,38 +40,77 @@ export function needsUpload(req: graphPb.PutCheckpointRequest, maxRequestBytes: 
   return graphPb.PutCheckpointRequest.encode(req).finish().length + REQUEST_MARGIN > maxRequestBytes;
 }
 
+/** A value with its data emptied and its total_size kept, as an upload's start carries it. */
+function emptied(v: graphPb.TypedValue | undefined): graphPb.TypedValue | undefined {
+  return v ? { ...v, data: Buffer.alloc(0), totalSize: BigInt(v.data.length) } : v;
+}
+
 /**
- * The UploadCheckpoint messages of a put: the start, every value's data
- * emptied and its total_size kept, then the checkpoint's bytes and each
- * blob's, in the start's order, in chunks under the request limit.
+ * The bytes of values, concatenated and cut into chunks of at most the
+ * upload chunk size under the request limit; each chunk is a view of its
+ * value where it can be, a copy only where it joins two values.
  */
-export function* uploadMessages(req: graphPb.PutCheckpointRequest, maxRequestBytes: number): Generator<graphPb.UploadCheckpointRequest> {
-  const empty = (v: graphPb.TypedValue | undefined) => (v ? { ...v, data: Buffer.alloc(0) } : v);
-  const cp = req.checkpoint!;
-  yield graphPb.UploadCheckpointRequest.fromPartial({
-    start: {
-      checkpoint: { ...cp, checkpoint: empty(cp.checkpoint) },
-      blobs: req.blobs.map((b) => ({ ...b, value: empty(b.value) })),
-      requestId: req.requestId,
-    },
-  });
+function* chunks(values: Uint8Array[], maxRequestBytes: number): Generator<Buffer> {
   const size = Math.max(1, Math.min(UPLOAD_CHUNK_BYTES, maxRequestBytes - REQUEST_MARGIN));
-  let buf: Buffer[] = [];
+  let buf: Uint8Array[] = [];
   let have = 0;
-  for (const data of [cp.checkpoint?.data ?? Buffer.alloc(0), ...req.blobs.map((b) => b.value?.data ?? Buffer.alloc(0))]) {
+  for (const data of values) {
     for (let off = 0; off < data.length; ) {
       const take = Math.min(size - have, data.length - off);
       buf.push(data.subarray(off, off + take));
       have += take;
       off += take;
       if (have === size) {
-        yield graphPb.UploadCheckpointRequest.fromPartial({ chunk: Buffer.concat(buf) });
+        yield buf.length === 1 ? Buffer.from(buf[0].buffer, buf[0].byteOffset, buf[0].length) : Buffer.concat(buf);
         buf = [];
         have = 0;
       }
     }
   }
-  if (have > 0) yield graphPb.UploadCheckpointRequest.fromPartial({ chunk: Buffer.concat(buf) });
+  if (have > 0) yield Buffer.concat(buf);
+}
+
+/**
+ * The UploadCheckpoint messages of a put: the start, every value's data
+ * emptied and its total_size kept, then the checkpoint's bytes and each
+ * blob's, in the start's order, in chunks under the request limit.
+ */
+export function* uploadMessages(req: graphPb.PutCheckpointRequest, maxRequestBytes: number): Generator<graphPb.UploadCheckpointRequest> {
+  const cp = req.checkpoint!;
+  yield graphPb.UploadCheckpointRequest.fromPartial({
+    start: {
+      checkpoint: { ...cp, checkpoint: emptied(cp.checkpoint) },
+      blobs: req.blobs.map((b) => ({ ...b, value: emptied(b.value) })),
+      requestId: req.requestId,
+    },
+  });
+  const values = [cp.checkpoint?.data ?? Buffer.alloc(0), ...req.blobs.map((b) => b.value?.data ?? Buffer.alloc(0))];
+  for (const chunk of chunks(values, maxRequestBytes)) yield graphPb.UploadCheckpointRequest.fromPartial({ chunk });
+}
+
+/**
+ * Says whether a PutWrites request is over the daemon's request limit, so
+ * that it must go through UploadWrites; it counts the values' bytes and
+ * keys without encoding them.
+ */
+export function writesNeedUpload(req: graphPb.PutWritesRequest, maxRequestBytes: number): boolean {
+  let n = req.threadId.length + req.checkpointNs.length + req.checkpointId.length + req.taskId.length + req.taskPath.length + req.requestId.length;
+  for (const w of req.writes) n += writeSize(w);
+  return n + REQUEST_MARGIN > maxRequestBytes;
+}
+
+/**
+ * The UploadWrites messages of a PutWrites request: the start, every
+ * value's data emptied and its total_size kept, then each write's bytes in
+ * the start's order, in chunks under the request limit.
+ */
+export function* writesUploadMessages(req: graphPb.PutWritesRequest, maxRequestBytes: number): Generator<graphPb.UploadWritesRequest> {
+  yield graphPb.UploadWritesRequest.fromPartial({
+    start: { ...req, writes: req.writes.map((w) => ({ ...w, value: emptied(w.value) })) },
+  });
+  for (const chunk of chunks(req.writes.map((w) => w.value?.data ?? Buffer.alloc(0)), maxRequestBytes)) {
+    yield graphPb.UploadWritesRequest.fromPartial({ chunk });
+  }
 }
 
 function missing(field: string, message: string): Error {
@@ -125,12 +167,20 @@ export async function putRequest(
   return [req, { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } }];
 }
 
+/** A write's bytes in a request, its framing estimated. */
+function writeSize(w: graphPb.ChannelWrite): number {
+  return (w.value?.data.length ?? 0) + (w.value?.type.length ?? 0) + w.channel.length + 32;
+}
+
 /**
- * The PutWrites requests of one putWrites: one, unless the writes are over
- * the count or size limit of a request, each with its own request id. A
- * write to one of LangGraph's special channels (ERROR, INTERRUPT, ...) gets
- * its negative index from WRITES_IDX_MAP, any other its position; a special
- * channel written twice in one call keeps the last value.
+ * The requests of one putWrites: one, unless the call has more writes than
+ * one request may carry (MAX_BATCH) or declares more than one upload may
+ * (MAX_UPLOAD_BYTES), each with its own request id. A request over the
+ * daemon's request limit goes through UploadWrites (writesNeedUpload), so
+ * no size of value splits a call. A write to one of LangGraph's special
+ * channels (ERROR, INTERRUPT, ...) gets its negative index from
+ * WRITES_IDX_MAP, any other its position; a special channel written twice
+ * in one call keeps the last value.
  */
 export async function writesRequests(
   serde: SerializerProtocol,
@@ -138,7 +188,6 @@ export async function writesRequests(
   writes: PendingWrite[],
   taskId: string,
   taskPath: string,
-  maxRequestBytes: number,
 ): Promise<graphPb.PutWritesRequest[]> {
   const [threadId, ns] = threadOf(config);
   const checkpointId = config.configurable?.checkpoint_id;
@@ -152,8 +201,8 @@ export async function writesRequests(
   let cur: graphPb.PutWritesRequest | undefined;
   let size = 0;
   for (const w of byIdx.values()) {
-    const n = w.value!.data.length + w.channel.length + 32;
-    if (!cur || cur.writes.length >= MAX_BATCH || (cur.writes.length > 0 && size + n > maxRequestBytes - REQUEST_MARGIN)) {
+    const n = w.value!.data.length;
+    if (!cur || cur.writes.length >= MAX_BATCH || (cur.writes.length > 0 && size + n > MAX_UPLOAD_BYTES)) {
       cur = graphPb.PutWritesRequest.fromPartial({
         threadId,
         checkpointNs: ns,

@@ -1,12 +1,14 @@
 /**
  * SavepointSaver beyond the validation suite: values over the daemon's
- * request limit (UploadCheckpoint, split PutWrites), and the first call
- * after a daemon outage.
+ * request limit (UploadCheckpoint, UploadWrites), and the first call after
+ * a daemon outage.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { type Checkpoint, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
+import { type Checkpoint, emptyCheckpoint, INTERRUPT, uuid6 } from "@langchain/langgraph-checkpoint";
+
+import { InvalidArgumentError } from "@savepoint-dev/client";
 
 import { SavepointSaver } from "../index.js";
 import { type Daemon, haltDaemon, startDaemon, stopDaemon } from "./initializer.js";
@@ -69,7 +71,7 @@ test("a checkpoint over the daemon's request limit is uploaded in chunks and rea
   }
 });
 
-test("writes over the request limit in all go in several PutWrites and read back in order", async () => {
+test("writes over the request limit in all go in one UploadWrites and read back in order", async () => {
   const saver = new SavepointSaver({ address: d.addr });
   try {
     const cfg = await saver.put(
@@ -85,6 +87,49 @@ test("writes over the request limit in all go in several PutWrites and read back
       t?.pendingWrites?.map(([task, ch, v]) => [task, ch, (v as string).length, (v as string)[0]]),
       values.map((v, i) => ["task-1", `ch${i}`, v.length, v[0]]),
     );
+  } finally {
+    saver.close();
+  }
+});
+
+test("an interrupt three times the request limit is uploaded, and a later interrupt of the task replaces it as PutWrites would", async () => {
+  const saver = new SavepointSaver({ address: d.addr });
+  try {
+    const cfg = await saver.put(
+      { configurable: { thread_id: "big-interrupt", checkpoint_ns: "" } },
+      checkpoint(4, {}, {}),
+      { source: "loop", step: 0, parents: {} },
+      {},
+    );
+    const first = "q".repeat(3 * LIMIT) + "1";
+    const second = "r".repeat(3 * LIMIT) + "2";
+    await saver.putWrites(cfg, [[INTERRUPT, first]], "task-ask");
+    const t1 = await saver.getTuple(cfg);
+    assert.equal(t1?.pendingWrites?.length, 1);
+    assert.ok(t1?.pendingWrites?.[0][2] === first, "the interrupt reads back whole");
+    await saver.putWrites(cfg, [[INTERRUPT, second]], "task-ask");
+    const t2 = await saver.getTuple(cfg);
+    assert.deepEqual(
+      t2?.pendingWrites?.map(([task, ch, v]) => [task, ch, (v as string).length, (v as string).at(-1)]),
+      [["task-ask", INTERRUPT, second.length, "2"]],
+    );
+  } finally {
+    saver.close();
+  }
+});
+
+test("an upload the daemon refuses at its start fails with the daemon's reason, after which the saver still works", async () => {
+  const saver = new SavepointSaver({ address: d.addr });
+  try {
+    const cfg = { configurable: { thread_id: "refused", checkpoint_ns: "", checkpoint_id: uuid6(5) } };
+    // 20 chunks, more than grpc-js queues before it asks the saver to wait: the refusal arrives while the saver is still sending.
+    const big = "z".repeat(20 * LIMIT);
+    await assert.rejects(saver.putWrites(cfg, [["big", big]], ""), (err: Error & { reason?: string }) => {
+      assert.ok(err instanceof InvalidArgumentError, `${err.name}: ${err.message}`);
+      assert.equal(err.reason, "INVALID_GRAPH_KEY");
+      return true;
+    });
+    await saver.putWrites(cfg, [["big", big]], "task-1"); // the same upload with a task id is stored
   } finally {
     saver.close();
   }
