@@ -22,6 +22,9 @@ type command struct {
 	summary  string // one line for the command list
 	help     string // the paragraphs of `savepoint help NAME`
 	example  string // a command line for `savepoint help NAME`
+	// perRPCTimeout makes --timeout bound each RPC rather than the whole
+	// command, for the commands that run until interrupted (ui).
+	perRPCTimeout bool
 	// setup registers the command's own flags on fs and returns the function
 	// that runs it with the positional arguments once fs is parsed.
 	setup func(fs *flag.FlagSet) runFunc
@@ -124,7 +127,12 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail(name, &usageError{msg: err.Error()})
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	var cancel context.CancelFunc
+	if cmd.perRPCTimeout {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+	}
 	defer cancel()
 	e := &env{cfg: cfg, stdout: a.stdout, stderr: a.stderr}
 	err = runCmd(ctx, e, pos)
@@ -153,8 +161,8 @@ Commands:
 
 Every command takes --addr (default: $SAVEPOINT_ADDR, else
 unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else
-unix:/run/savepoint/savepoint.sock) and --timeout (default 30s).
-savepointd verify is the offline check of a stopped daemon's data directory.
+unix:/run/savepoint/savepoint.sock) and --timeout (default 30s; it bounds
+the whole command, but each RPC of ui). savepointd verify is the offline check of a stopped daemon's data directory.
 
 `+exitCodesHelp)
 }

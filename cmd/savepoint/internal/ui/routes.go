@@ -1,0 +1,20 @@
+package ui
+
+import (
+	"io/fs"
+	"net/http"
+)
+
+// routes registers every page. GET pages only read; each action is a GET
+// that shows its confirmation and a POST that takes it.
+func (s *Server) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/sessions", http.StatusSeeOther)
+	})
+	s.mux.HandleFunc("GET /sessions", s.sessions)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_PAGE", "The inspector has no page at "+r.URL.Path+".")
+	})
+}
