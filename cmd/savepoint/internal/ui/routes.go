@@ -14,6 +14,8 @@ func (s *Server) routes() {
 		http.Redirect(w, r, "/sessions", http.StatusSeeOther)
 	})
 	s.mux.HandleFunc("GET /sessions", s.sessions)
+	s.mux.HandleFunc("GET /sessions/{id}", s.session)
+	s.mux.HandleFunc("GET /sessions/{id}/messages/{index}", s.message)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_PAGE", "The inspector has no page at "+r.URL.Path+".")
 	})
