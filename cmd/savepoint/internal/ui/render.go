@@ -42,10 +42,10 @@ func parsePages() map[string]*template.Template {
 	}
 	out := map[string]*template.Template{}
 	for _, n := range names {
-		if n == "templates/layout.html" {
+		if n == "templates/layout.html" || n == "templates/partials.html" {
 			continue
 		}
-		t := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n))
+		t := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", n))
 		out[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
 	}
 	return out

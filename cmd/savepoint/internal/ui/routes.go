@@ -16,6 +16,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /sessions", s.sessions)
 	s.mux.HandleFunc("GET /sessions/{id}", s.session)
 	s.mux.HandleFunc("GET /sessions/{id}/messages/{index}", s.message)
+	s.mux.HandleFunc("GET /sessions/{id}/diff", s.diff)
+	s.mux.HandleFunc("GET /sessions/{id}/export", s.export)
+	s.mux.HandleFunc("GET /sessions/{id}/{action}", s.confirm)
+	s.mux.HandleFunc("POST /sessions/{id}/{action}", s.act)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_PAGE", "The inspector has no page at "+r.URL.Path+".")
 	})
