@@ -595,6 +595,27 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 
 	// Backup streams its response; its refusals come before any data. The
 	// daemon's store has no encryption key.
+	// WatchSessions: ListSessions' filters, and the heartbeat interval.
+	wr := func(m func(*savepointv1.WatchSessionsRequest)) *savepointv1.WatchSessionsRequest {
+		r := &savepointv1.WatchSessionsRequest{}
+		m(r)
+		return r
+	}
+	cases["WatchSessions"] = []badCase{
+		{name: "label_filter key upper case", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.LabelFilter = map[string]string{"Team": "red"} }), code: inval, reason: "INVALID_LABEL", field: "label_filter"},
+		{name: "label_filter value invalid UTF-8", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.LabelFilter = map[string]string{"team": utf8Hole} }), invalidUTF8: true, code: inval, reason: utf8Reason, field: "label_filter"},
+		{name: "65 labels in label_filter", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.LabelFilter = manyLabels }), code: inval, reason: "INVALID_LABEL", field: "label_filter"},
+		{name: "status_filter not a status", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.StatusFilter = 99 }), code: inval, reason: "INVALID_SESSION_STATUS", field: "status_filter"},
+		{name: "min_idle negative", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.MinIdle = durationpb.New(-time.Minute) }), code: inval, reason: "INVALID_ARGUMENT", field: "min_idle"},
+		{name: "min_idle out of range", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.MinIdle = &durationpb.Duration{Seconds: math.MaxInt64} }), code: inval, reason: "INVALID_ARGUMENT", field: "min_idle"},
+		{name: "heartbeat_interval negative", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.HeartbeatInterval = durationpb.New(-time.Second) }), code: inval, reason: "INVALID_ARGUMENT", field: "heartbeat_interval"},
+		{name: "heartbeat_interval 1ms", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.HeartbeatInterval = durationpb.New(time.Millisecond) }), code: inval, reason: "INVALID_ARGUMENT", field: "heartbeat_interval"},
+		{name: "heartbeat_interval 2h", req: wr(func(r *savepointv1.WatchSessionsRequest) { r.HeartbeatInterval = durationpb.New(2 * time.Hour) }), code: inval, reason: "INVALID_ARGUMENT", field: "heartbeat_interval"},
+		{name: "heartbeat_interval with mixed signs", req: wr(func(r *savepointv1.WatchSessionsRequest) {
+			r.HeartbeatInterval = &durationpb.Duration{Seconds: 5, Nanos: -1}
+		}), code: inval, reason: "INVALID_ARGUMENT", field: "heartbeat_interval"},
+	}
+
 	cases["Backup"] = []badCase{
 		{name: "plaintext not accepted", req: &savepointv1.BackupRequest{}, code: codes.FailedPrecondition, reason: "PLAINTEXT_BACKUP"},
 		{name: "plaintext not accepted, since a version", req: &savepointv1.BackupRequest{SinceVersion: math.MaxUint64}, code: codes.FailedPrecondition, reason: "PLAINTEXT_BACKUP"},

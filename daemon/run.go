@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 	if err != nil {
 		return err
 	}
-	srv, hs := newServer(cfg, creds, store, m, logger)
+	srv, hs, api := newServer(cfg, creds, store, m, logger)
 	defer startBackground(cfg, store, hs, logger)()
 
 	serveErr := make(chan error, 1)
@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 	case <-failed:
 		logger.Error("the store failed: no more writes are acknowledged; stopping so that the supervisor restarts savepointd")
 	}
-	stop(cfg, srv, hs, logger)
+	stop(cfg, srv, hs, api, logger)
 	<-serveErr
 	logger.Info("stopped")
 	return nil
@@ -115,12 +115,13 @@ const recoverTimeout = time.Minute
 
 // newServer returns the gRPC server with savepointd's services registered
 // over store (the graph service when the store has one), their health
-// SERVING, and reflection.
-func newServer(cfg Config, creds credentials.TransportCredentials, store core.Store, m *metrics, logger *slog.Logger) (*grpc.Server, *health.Server) {
+// SERVING, and reflection, and the SavepointService it serves.
+func newServer(cfg Config, creds credentials.TransportCredentials, store core.Store, m *metrics, logger *slog.Logger) (*grpc.Server, *health.Server, *rpc.Server) {
 	unary, stream := interceptors(cfg, m, logger)
 	srv := grpc.NewServer(serverOptions(creds, cfg.MaxRequestBytes, unary, stream)...)
-	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: version.String()}
-	savepointv1.RegisterSavepointServiceServer(srv, rpc.NewServer(store, opts))
+	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: version.String(), Commit: version.Commit()}
+	api := rpc.NewServer(store, opts)
+	savepointv1.RegisterSavepointServiceServer(srv, api)
 	hs := health.NewServer()
 	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if gs, ok := store.(core.GraphStore); ok {
@@ -132,7 +133,7 @@ func newServer(cfg Config, creds credentials.TransportCredentials, store core.St
 	if m != nil {
 		m.rpc.InitializeMetrics(srv)
 	}
-	return srv, hs
+	return srv, hs, api
 }
 
 // startBackground starts what runs beside the server: the watch of the
@@ -158,12 +159,14 @@ func startBackground(cfg Config, store core.Store, hs *health.Server, logger *sl
 	}
 }
 
-// stop reports NOT_SERVING and stops srv gracefully, cutting the calls and
-// streams still open after cfg.ShutdownTimeout.
-func stop(cfg Config, srv *grpc.Server, hs *health.Server, logger *slog.Logger) {
+// stop reports NOT_SERVING, ends the WatchSessions streams, which never end
+// by themselves, and stops srv gracefully, cutting the calls and streams
+// still open after cfg.ShutdownTimeout.
+func stop(cfg Config, srv *grpc.Server, hs *health.Server, api *rpc.Server, logger *slog.Logger) {
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	notify(logger, "STOPPING=1\nSTATUS=stopping: draining open calls")
 	hs.Shutdown()
+	api.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

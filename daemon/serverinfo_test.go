@@ -11,12 +11,14 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// TestGetServerInfo checks that GetServerInfo reports the version, the
-// store, the limits of the configuration the daemon runs with (not the
-// defaults) and when it started.
+// TestGetServerInfo checks that GetServerInfo reports the version and
+// commit, the store and where it is and its size, the limits of the
+// configuration the daemon runs with (not the defaults), when it started,
+// its uptime, and its counters of saves and commits.
 func TestGetServerInfo(t *testing.T) {
 	before := time.Now()
 	cfg := daemon.Config{
+		DataDir:             t.TempDir(),
 		MaxRequestBytes:     3 << 20,
 		MaxMessageBytes:     1 << 20,
 		MaxStateBytes:       512 << 10,
@@ -41,5 +43,37 @@ func TestGetServerInfo(t *testing.T) {
 	}
 	if st := info.GetStartTime().AsTime(); st.Before(before.Truncate(time.Microsecond)) || st.After(after) {
 		t.Errorf("start_time %v, want between %v and %v", st, before, after)
+	}
+	if info.GetCommit() != version.Commit() {
+		t.Errorf("commit %q, want version.Commit() %q", info.GetCommit(), version.Commit())
+	}
+	if info.GetStoreLocation() != cfg.DataDir {
+		t.Errorf("store_location %q, want the data directory %q", info.GetStoreLocation(), cfg.DataDir)
+	}
+	if info.StoreBytes == nil || info.GetStoreBytes() <= 0 {
+		t.Errorf("store_bytes %v, want the files' size", info.StoreBytes)
+	}
+	if up := info.GetUptime().AsDuration(); up <= 0 || up > time.Since(before) {
+		t.Errorf("uptime %v, want within %v", up, time.Since(before))
+	}
+
+	// Three saves acknowledged, one refused: three saves, and commits.
+	for i := range 3 {
+		if _, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "info", ExpectedRevision: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "info"}); err == nil {
+		t.Fatal("a second create succeeded")
+	}
+	later, err := d.Client.GetServerInfo(ctx, &savepointv1.GetServerInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later.GetSaves() != info.GetSaves()+3 || later.GetCommits() < info.GetCommits()+1 {
+		t.Errorf("after three saves: saves %d (was %d), commits %d (was %d)", later.GetSaves(), info.GetSaves(), later.GetCommits(), info.GetCommits())
+	}
+	if later.GetUptime().AsDuration() <= info.GetUptime().AsDuration() {
+		t.Errorf("uptime %v, then %v", info.GetUptime().AsDuration(), later.GetUptime().AsDuration())
 	}
 }

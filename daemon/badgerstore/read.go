@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -160,6 +161,28 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 			}
 			out = append(out, core.SummaryOf(sid, &hr, inDoubt))
 		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSummary, error) {
+	var out core.SessionSummary
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if errors.Is(err, core.ErrCorrupt) {
+			out = core.SessionSummary{SessionID: sessionID} // as ListSessions lists it
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		hr := headFromRecord(h)
+		inDoubt, err := core.InDoubt(&domainTxn{t: t, rec: h}, sessionID, &hr)
+		if err != nil {
+			return err
+		}
+		out = core.SummaryOf(sessionID, &hr, inDoubt)
 		return nil
 	})
 	return out, err

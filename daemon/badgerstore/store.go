@@ -150,7 +150,10 @@ type Store struct {
 	bg   sync.WaitGroup // background work
 }
 
-var _ core.Store = (*Store)(nil)
+var (
+	_ core.Store = (*Store)(nil)
+	_ core.Sizer = (*Store)(nil)
+)
 
 // Open opens or creates the store in dir, migrating an older format. It
 // fails with ErrLocked when another process has the directory open, with
@@ -391,10 +394,29 @@ func (s *Store) Err() error { return s.eng.err() }
 // does not answer before ctx is done. A full disk does not fail it.
 func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
 
-// Info returns the store's kind, "badger", FormatVersion and the sequence
-// number of the last commit found at Open.
+// Info returns the store's kind, "badger", FormatVersion, its data
+// directory ("(in memory)" without one), the commits since Open and the
+// sequence number of the last commit found at Open.
 func (s *Store) Info() core.StoreInfo {
-	return core.StoreInfo{Kind: "badger", Format: FormatVersion, LastCommit: s.openSeq}
+	loc := "(in memory)"
+	if s.eng.dir != "" {
+		loc = s.eng.dir
+	}
+	return core.StoreInfo{Kind: "badger", Format: FormatVersion, Location: loc, Commits: s.eng.commits.Load(), LastCommit: s.openSeq}
+}
+
+// Size returns the disk space the store's files take (tables, value log,
+// write-ahead log), or in memory what Badger reports it holds.
+func (s *Store) Size(context.Context) (int64, error) {
+	if s.eng.dir == "" {
+		lsm, vlog := s.eng.db.Size()
+		return lsm + vlog, nil
+	}
+	var n int64
+	for _, glob := range []string{"*.sst", "*.vlog", "*.mem"} {
+		n += globBytes(s.eng.dir, glob)
+	}
+	return n, nil
 }
 
 // Stats returns the store's counters.

@@ -67,7 +67,7 @@ func SummaryOf(sessionID string, h *HeadRecord, inDoubt uint32) SessionSummary {
 	return SessionSummary{
 		SessionID: sessionID, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 		MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
-		Labels: maps.Clone(h.Labels), UpdateTime: h.UpdateTime, Status: h.Status,
+		Labels: maps.Clone(h.Labels), CreateTime: h.CreateTime, UpdateTime: h.UpdateTime, Status: h.Status,
 	}
 }
 

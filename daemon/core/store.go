@@ -41,6 +41,10 @@ type Store interface {
 	// ListSessions returns up to limit live sessions with ids after the given
 	// one, in id order, that filter selects.
 	ListSessions(ctx context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error)
+	// Summary returns ListSessions' entry for one live session, unfiltered:
+	// ErrNotFound when it has no live head, and only its id when its head
+	// cannot be decoded.
+	Summary(ctx context.Context, sessionID string) (SessionSummary, error)
 	// Effects returns up to limit entries of a live session's ledger with
 	// tool use ids after the given one, in id order: every call that was
 	// begun or has a recorded effect.
@@ -82,9 +86,20 @@ type Store interface {
 type StoreInfo struct {
 	Kind   string // such as "badger"
 	Format uint32 // the on-disk format version it writes
+	// Location is where the store is, for a person: a data directory, or a
+	// database and schema; never a password.
+	Location string
+	// Commits counts the transactions committed since the store opened.
+	Commits uint64
 	// LastCommit is the sequence number of the last commit the store found
 	// durable when it opened; zero for a store that numbers none.
 	LastCommit uint64
+}
+
+// Sizer is implemented by a Store that can say how many bytes it holds.
+type Sizer interface {
+	// Size returns the bytes the store takes where it keeps its data.
+	Size(ctx context.Context) (int64, error)
 }
 
 // MessageSize is the number of bytes a message counts for against a

@@ -355,6 +355,7 @@ type SessionSummary struct {
 	// DecisionInDoubt now; every pending call when they cannot be read.
 	InDoubtToolUseCount uint32
 	Labels              map[string]string
+	CreateTime          time.Time
 	UpdateTime          time.Time
 	Status              SessionStatus
 }

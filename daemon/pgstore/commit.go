@@ -224,6 +224,7 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 		}
 		return nil, &ambiguousCommit{err}
 	}
+	s.commits.Add(1)
 	return results, nil
 }
 
@@ -253,6 +254,10 @@ func (s *Store) runOne(ctx context.Context, q *query, o *op, more bool) (result,
 		q.queued = &pgx.Batch{}
 		err := o.fn(ctx, q)
 		if err == nil {
+			if !strings.HasPrefix(o.sessionID, graphOpPrefix) {
+				// For ChangeReader: the session changed in this transaction.
+				q.queued.Queue("UPDATE "+s.table("sessions")+" SET changed_xid = pg_current_xact_id() WHERE session_id = $1", []byte(o.sessionID))
+			}
 			q.queued.Queue("RELEASE SAVEPOINT request")
 			if more {
 				q.queued.Queue("SAVEPOINT request")

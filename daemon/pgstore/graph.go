@@ -206,8 +206,12 @@ func (s *Store) graphTxOnce(ctx context.Context, fn func(ctx context.Context, tx
 // requests queued meanwhile, acknowledged once that COMMIT returns. The
 // batch orders its requests by key, and a thread's key cannot be a
 // session's lock: it only orders the batch.
+// graphOpPrefix starts the key of a graph write in the group commit; no
+// session id starts with NUL.
+const graphOpPrefix = "\x00graph\x00"
+
 func (s *Store) graphWrite(ctx context.Context, thread string, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return s.write(ctx, "\x00graph\x00"+thread, func(ctx context.Context, q *query) error { return fn(ctx, q.tx) })
+	return s.write(ctx, graphOpPrefix+thread, func(ctx context.Context, q *query) error { return fn(ctx, q.tx) })
 }
 
 // graphRead runs fn in a read-only snapshot, like read.

@@ -158,7 +158,8 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 // TestMigrateFromVersion1: a schema of version 1, as savepointd before the
 // session lifecycle left it, is migrated at Open, and its sessions, whose
 // records hold no status, are active and can be completed; the graph tables
-// of version 3 are created and take a checkpoint.
+// of version 3 are created and take a checkpoint; the changed_xid column of
+// version 4 is added and a write sets it.
 func TestMigrateFromVersion1(t *testing.T) {
 	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
@@ -174,6 +175,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	// A version 1 schema has no graph tables (version 3).
 	srv.Exec(t, db, "DROP TABLE savepoint.graph_threads, savepoint.graph_checkpoints, savepoint.graph_blobs, savepoint.graph_writes,"+
 		" savepoint.graph_requests, savepoint.graph_upload_chunks, savepoint.graph_uploads")
+	// Nor the sessions' changed_xid (version 4).
+	srv.Exec(t, db, "ALTER TABLE savepoint.sessions DROP COLUMN changed_xid")
 	s = open(t, srv.URL(db), "")
 	c, err := pgx.Connect(ctx, srv.URL(db))
 	if err != nil {
@@ -192,5 +195,9 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if _, err := s.PutCheckpoint(ctx, graphPut("t", "1")); err != nil {
 		t.Fatalf("graph put after the migration to version 3: %v", err)
+	}
+	var stamped bool
+	if err := c.QueryRow(ctx, "SELECT changed_xid <> '0' FROM savepoint.sessions WHERE session_id = 'old'").Scan(&stamped); err != nil || !stamped {
+		t.Fatalf("changed_xid after a completion: %v %v", stamped, err)
 	}
 }

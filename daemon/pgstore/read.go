@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -156,6 +157,28 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 				out = append(out, core.SummaryOf(id, &hr, inDoubt))
 			}
 		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSummary, error) {
+	var out core.SessionSummary
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		h, err := q.mustHead(ctx, sessionID, false)
+		if errors.Is(err, core.ErrCorrupt) {
+			out = core.SessionSummary{SessionID: sessionID} // as ListSessions lists it
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		hr := headOf(h, nil)
+		inDoubt, err := core.InDoubt(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &hr)
+		if err != nil {
+			return err
+		}
+		out = core.SummaryOf(sessionID, &hr, inDoubt)
 		return nil
 	})
 	return out, err

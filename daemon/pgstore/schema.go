@@ -15,7 +15,7 @@ import (
 // SchemaVersion is the version of the tables this package writes, kept in
 // the schema's schema_version table (one row per migration applied). A
 // schema of a newer version is refused at Open.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[v-1] brings the schema from version v-1 to v. Each table holds
 // key columns, a record (JSON, see records.go) and its checksum. Session,
@@ -59,6 +59,12 @@ var migrations = [][]string{
 	{},
 	// Version 3: the graph checkpoint service (graph*.go).
 	graphMigration,
+	// Version 4: each session row names the transaction that last changed
+	// it, so that WatchSessions polls the changes of other daemons (watch.go).
+	{
+		`ALTER TABLE {sessions} ADD COLUMN changed_xid xid8 NOT NULL DEFAULT '0'`,
+		`CREATE INDEX ON {sessions} (changed_xid)`,
+	},
 }
 
 // tables are the store's data tables, in the order Verify reads them.

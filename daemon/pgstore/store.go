@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -76,11 +77,14 @@ type Store struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+	commits   atomic.Uint64 // transactions the group commit committed
 }
 
 var (
-	_ core.Store   = (*Store)(nil)
-	_ core.Reacher = (*Store)(nil)
+	_ core.Store        = (*Store)(nil)
+	_ core.Reacher      = (*Store)(nil)
+	_ core.Sizer        = (*Store)(nil)
+	_ core.ChangePoller = (*Store)(nil)
 )
 
 // Open connects to the database at url (any connection string pgx accepts:
@@ -197,9 +201,21 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Info returns the store's kind, "postgres", and SchemaVersion.
+// Info returns the store's kind, "postgres", SchemaVersion, the database
+// and schema, and the transactions the group commit committed since Open.
 func (s *Store) Info() core.StoreInfo {
-	return core.StoreInfo{Kind: "postgres", Format: SchemaVersion}
+	return core.StoreInfo{Kind: "postgres", Format: SchemaVersion, Location: s.target + " schema " + s.schema, Commits: s.commits.Load()}
+}
+
+// Size returns the bytes of the schema's tables, with their indexes and
+// TOAST, as PostgreSQL counts them.
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		return q.tx.QueryRow(ctx, "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c"+
+			" JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = $1 AND c.relkind = 'r'", s.schema).Scan(&n)
+	})
+	return n, err
 }
 
 // Ping passes a request through the group commit, which answers it after

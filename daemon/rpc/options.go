@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"log/slog"
+	"time"
 )
 
 // Limits are the sizes the services enforce and report. A zero field means
@@ -59,6 +60,13 @@ type Options struct {
 	// Version is what GetServerInfo reports as the server's version; empty
 	// means "unknown".
 	Version string
+	// Commit is what GetServerInfo reports as the commit the server was
+	// built from; empty when unknown.
+	Commit string
+	// PollInterval is how often a store shared with other processes
+	// (core.ChangePoller) is read for their changes while anyone watches;
+	// zero means core.DefaultPollInterval.
+	PollInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -27,19 +29,35 @@ const (
 type Server struct {
 	savepointv1.UnimplementedSavepointServiceServer
 
-	store   core.Store
-	lim     Limits
-	logger  *slog.Logger
-	version string
-	start   time.Time // when the server was made; GetServerInfo's start_time
+	store    core.Store // raw, wrapped to notify hub of each acknowledged write
+	raw      core.Store // as given to NewServer, for its optional interfaces
+	hub      *core.Hub
+	lim      Limits
+	logger   *slog.Logger
+	version  string
+	start    time.Time       // when the server was made; GetServerInfo's start_time
+	shutdown context.Context // done once Shutdown is called
+	stop     context.CancelFunc
+	commit   string
+
+	saves atomic.Uint64 // SaveCheckpoint calls acknowledged
 }
 
 // NewServer returns a Server over store configured by opts (zero fields
-// take their defaults).
+// take their defaults). Its writes are watched by WatchSessions; a store
+// that is a core.ChangePoller is polled every opts.PollInterval for the
+// writes of other processes while anyone watches.
 func NewServer(store core.Store, opts Options) *Server {
 	opts = opts.withDefaults()
-	return &Server{store: store, lim: opts.Limits, logger: opts.Logger, version: opts.Version, start: time.Now()}
+	hub := core.NewHub(store, opts.PollInterval)
+	shutdown, stop := context.WithCancel(context.Background())
+	return &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, raw: store, hub: hub, lim: opts.Limits,
+		logger: opts.Logger, version: opts.Version, commit: opts.Commit, start: time.Now(), shutdown: shutdown, stop: stop}
 }
+
+// Shutdown ends every WatchSessions stream with UNAVAILABLE, so that a
+// graceful stop need not wait for them; later watches end at once.
+func (s *Server) Shutdown() { s.stop() }
 
 // fail translates err for the client, logging it when it is internal.
 func (s *Server) fail(ctx context.Context, err error) error {
@@ -60,6 +78,7 @@ func (s *Server) SaveCheckpoint(ctx context.Context, req *savepointv1.SaveCheckp
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
+	s.saves.Add(1)
 	return &savepointv1.SaveCheckpointResponse{
 		Revision:     res.Revision,
 		MessageCount: res.MessageCount,
@@ -458,20 +477,32 @@ func (s *Server) Verify(ctx context.Context, _ *savepointv1.VerifyRequest) (*sav
 	return VerifyReportToProto(rep), nil
 }
 
-// GetServerInfo implements SavepointServiceServer: the version, the store's
-// kind and format, and the limits of the configuration the server runs with.
-func (s *Server) GetServerInfo(context.Context, *savepointv1.GetServerInfoRequest) (*savepointv1.GetServerInfoResponse, error) {
+// GetServerInfo implements SavepointServiceServer: the version and commit,
+// the store's kind, format, location and size, the limits of the
+// configuration the server runs with, its uptime and counters.
+func (s *Server) GetServerInfo(ctx context.Context, _ *savepointv1.GetServerInfoRequest) (*savepointv1.GetServerInfoResponse, error) {
 	info := s.store.Info()
-	return &savepointv1.GetServerInfoResponse{
+	resp := &savepointv1.GetServerInfoResponse{
 		Version:             s.version,
+		Commit:              s.commit,
 		StoreKind:           info.Kind,
 		StoreFormat:         info.Format,
+		StoreLocation:       info.Location,
 		MaxRequestBytes:     int64(s.lim.MaxRequestBytes),
 		MaxMessageBytes:     int64(s.lim.MaxMessageBytes),
 		MaxStateBytes:       int64(s.lim.MaxStateBytes),
 		ResponseBudgetBytes: int64(s.lim.ResponseBudgetBytes),
 		StartTime:           timestamppb.New(s.start),
-	}, nil
+		Uptime:              durationpb.New(time.Since(s.start)),
+		Saves:               s.saves.Load(),
+		Commits:             info.Commits,
+	}
+	if sz, ok := s.raw.(core.Sizer); ok {
+		if n, err := sz.Size(ctx); err == nil {
+			resp.StoreBytes = &n
+		}
+	}
+	return resp, nil
 }
 
 // VerifyReportToProto is the wire form of a VerifyReport.
@@ -555,6 +586,9 @@ func summaryToProto(s core.SessionSummary) *savepointv1.SessionSummary {
 	}
 	if !s.UpdateTime.IsZero() {
 		p.UpdateTime = timestamppb.New(s.UpdateTime)
+	}
+	if !s.CreateTime.IsZero() {
+		p.CreateTime = timestamppb.New(s.CreateTime)
 	}
 	return p
 }

@@ -657,3 +657,24 @@ func TestServerBranchListsFit(t *testing.T) {
 		t.Fatalf("20000 entries of 500-byte ids: %d kept, truncated %v, %d bytes", n, resp.GetListsTruncated(), proto.Size(resp))
 	}
 }
+
+// TestServerSummaryTimes checks that a summary carries the session's create
+// and update times, and leaves an unknown one unset.
+func TestServerSummaryTimes(t *testing.T) {
+	created, updated := time.Unix(1700000000, 1).UTC(), time.Unix(1700000100, 2).UTC()
+	f := &fakeStore{sessions: []core.SessionSummary{
+		{SessionID: "a", CreateTime: created, UpdateTime: updated},
+		{SessionID: "b"}, // a damaged head: id only
+	}}
+	resp, err := NewServer(f, Options{}).ListSessions(bg, &savepointv1.ListSessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := resp.GetSessions()[0], resp.GetSessions()[1]
+	if !a.GetCreateTime().AsTime().Equal(created) || !a.GetUpdateTime().AsTime().Equal(updated) {
+		t.Errorf("a: create time %v, update time %v", a.GetCreateTime().AsTime(), a.GetUpdateTime().AsTime())
+	}
+	if b.GetCreateTime() != nil || b.GetUpdateTime() != nil {
+		t.Errorf("b: create time %v, update time %v, want unset", b.GetCreateTime(), b.GetUpdateTime())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
@@ -333,27 +334,39 @@ func validateListSessions(req *savepointv1.ListSessionsRequest, now time.Time) (
 	if err := validatePageSize("page_size", req.GetPageSize()); err != nil {
 		return core.SessionFilter{}, err
 	}
-	if err := validateLabels("label_filter", req.GetLabelFilter()); err != nil {
+	f, idle, err := validateFilter(req.GetLabelFilter(), req.GetStatusFilter(), req.GetHasPendingToolUses(), req.GetMinIdle())
+	if err != nil {
 		return core.SessionFilter{}, err
 	}
-	f := core.SessionFilter{Labels: req.GetLabelFilter(), HasPendingToolUses: req.GetHasPendingToolUses()}
-	var ok bool
-	if f.Status, ok = statusFromProto(req.GetStatusFilter()); !ok {
-		return core.SessionFilter{}, fieldErr("status_filter", reasonInvalidSessionStatus,
-			"%d is not a session status", int32(req.GetStatusFilter()))
-	}
-	if d := req.GetMinIdle(); d != nil {
-		if err := d.CheckValid(); err != nil {
-			return core.SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is not a valid duration: %v", err)
-		}
-		switch idle := d.AsDuration(); {
-		case idle < 0:
-			return core.SessionFilter{}, fieldErr("min_idle", reasonInvalidArgument, "is negative; give how long a session has not been updated, or leave it unset")
-		case idle > 0:
-			f.UpdatedBefore = now.Add(-idle)
-		}
+	if idle > 0 {
+		f.UpdatedBefore = now.Add(-idle)
 	}
 	return f, nil
+}
+
+// validateFilter checks the session filters ListSessions and WatchSessions
+// share and returns them, with min_idle apart (0: unset).
+func validateFilter(labels map[string]string, status savepointv1.SessionStatus, hasPending bool, minIdle *durationpb.Duration) (core.SessionFilter, time.Duration, error) {
+	if err := validateLabels("label_filter", labels); err != nil {
+		return core.SessionFilter{}, 0, err
+	}
+	f := core.SessionFilter{Labels: labels, HasPendingToolUses: hasPending}
+	var ok bool
+	if f.Status, ok = statusFromProto(status); !ok {
+		return core.SessionFilter{}, 0, fieldErr("status_filter", reasonInvalidSessionStatus,
+			"%d is not a session status", int32(status))
+	}
+	if minIdle == nil {
+		return f, 0, nil
+	}
+	if err := minIdle.CheckValid(); err != nil {
+		return core.SessionFilter{}, 0, fieldErr("min_idle", reasonInvalidArgument, "is not a valid duration: %v", err)
+	}
+	idle := minIdle.AsDuration()
+	if idle < 0 {
+		return core.SessionFilter{}, 0, fieldErr("min_idle", reasonInvalidArgument, "is negative; give how long a session has not been updated, or leave it unset")
+	}
+	return f, idle, nil
 }
 
 // statusFromProto returns the status a filter names; ok is false for a

@@ -21,3 +21,30 @@ func String() string {
 	}
 	return "unknown"
 }
+
+// Commit returns the commit the binary was built from, as Go recorded it
+// in the build info (vcs.revision, with "-dirty" when vcs.modified), or ""
+// when the build recorded none (GOFLAGS=-buildvcs=false, or no checkout).
+func Commit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	return commitOf(bi.Settings)
+}
+
+func commitOf(settings []debug.BuildSetting) string {
+	var rev, dirty string
+	for _, s := range settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
+}

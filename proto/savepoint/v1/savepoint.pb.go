@@ -440,6 +440,71 @@ func (Decision) EnumDescriptor() ([]byte, []int) {
 	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{3}
 }
 
+// WatchEventType says what one WatchSessionsResponse reports.
+type WatchEventType int32
+
+const (
+	// Never sent.
+	WatchEventType_WATCH_EVENT_TYPE_UNSPECIFIED WatchEventType = 0
+	// The session changed durably, or its idle time reached min_idle, and the
+	// filters select it: session holds its summary.
+	WatchEventType_WATCH_EVENT_TYPE_CHANGED WatchEventType = 1
+	// The session changed durably and the filters do not select it (deleted,
+	// or no longer matching): session_id only.
+	WatchEventType_WATCH_EVENT_TYPE_REMOVED WatchEventType = 2
+	// Nothing else to send. The first response of every stream is one, sent
+	// once the watch is registered: every change durable after it is sent.
+	WatchEventType_WATCH_EVENT_TYPE_HEARTBEAT WatchEventType = 3
+	// The watcher fell behind and some events were dropped: read the sessions
+	// again with ListSessions. Every change durable after it is sent.
+	WatchEventType_WATCH_EVENT_TYPE_RESYNC WatchEventType = 4
+)
+
+// Enum value maps for WatchEventType.
+var (
+	WatchEventType_name = map[int32]string{
+		0: "WATCH_EVENT_TYPE_UNSPECIFIED",
+		1: "WATCH_EVENT_TYPE_CHANGED",
+		2: "WATCH_EVENT_TYPE_REMOVED",
+		3: "WATCH_EVENT_TYPE_HEARTBEAT",
+		4: "WATCH_EVENT_TYPE_RESYNC",
+	}
+	WatchEventType_value = map[string]int32{
+		"WATCH_EVENT_TYPE_UNSPECIFIED": 0,
+		"WATCH_EVENT_TYPE_CHANGED":     1,
+		"WATCH_EVENT_TYPE_REMOVED":     2,
+		"WATCH_EVENT_TYPE_HEARTBEAT":   3,
+		"WATCH_EVENT_TYPE_RESYNC":      4,
+	}
+)
+
+func (x WatchEventType) Enum() *WatchEventType {
+	p := new(WatchEventType)
+	*p = x
+	return p
+}
+
+func (x WatchEventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_savepoint_proto_enumTypes[4].Descriptor()
+}
+
+func (WatchEventType) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_savepoint_proto_enumTypes[4]
+}
+
+func (x WatchEventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WatchEventType.Descriptor instead.
+func (WatchEventType) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{4}
+}
+
 // Message is one entry of a session's history.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2002,7 +2067,10 @@ type SessionSummary struct {
 	// (damaged) counts every pending tool use as in doubt.
 	InDoubtToolUseCount uint32 `protobuf:"varint,10,opt,name=in_doubt_tool_use_count,json=inDoubtToolUseCount,proto3" json:"in_doubt_tool_use_count,omitempty"`
 	// The session's status.
-	Status        SessionStatus `protobuf:"varint,11,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	Status SessionStatus `protobuf:"varint,11,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
+	// When the session was created (by its first save or a fork); a session
+	// re-created after DeleteSession has its new creation time.
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2114,6 +2182,13 @@ func (x *SessionSummary) GetStatus() SessionStatus {
 	return SessionStatus_SESSION_STATUS_UNSPECIFIED
 }
 
+func (x *SessionSummary) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The sessions of this page, in session_id order.
@@ -2168,6 +2243,161 @@ func (x *ListSessionsResponse) GetNextPageToken() string {
 	return ""
 }
 
+type WatchSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As in ListSessionsRequest.
+	LabelFilter map[string]string `protobuf:"bytes,1,rep,name=label_filter,json=labelFilter,proto3" json:"label_filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// As in ListSessionsRequest.
+	StatusFilter SessionStatus `protobuf:"varint,2,opt,name=status_filter,json=statusFilter,proto3,enum=savepoint.v1.SessionStatus" json:"status_filter,omitempty"`
+	// As in ListSessionsRequest.
+	HasPendingToolUses bool `protobuf:"varint,3,opt,name=has_pending_tool_uses,json=hasPendingToolUses,proto3" json:"has_pending_tool_uses,omitempty"`
+	// As in ListSessionsRequest, evaluated when a session changes and again,
+	// without a change, when its idle time reaches min_idle.
+	MinIdle *durationpb.Duration `protobuf:"bytes,4,opt,name=min_idle,json=minIdle,proto3" json:"min_idle,omitempty"`
+	// How often a heartbeat is sent; unset or zero means 10 seconds. Between
+	// 100 milliseconds and 1 hour; anything else is refused.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,5,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *WatchSessionsRequest) Reset() {
+	*x = WatchSessionsRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionsRequest) ProtoMessage() {}
+
+func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
+func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *WatchSessionsRequest) GetLabelFilter() map[string]string {
+	if x != nil {
+		return x.LabelFilter
+	}
+	return nil
+}
+
+func (x *WatchSessionsRequest) GetStatusFilter() SessionStatus {
+	if x != nil {
+		return x.StatusFilter
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *WatchSessionsRequest) GetHasPendingToolUses() bool {
+	if x != nil {
+		return x.HasPendingToolUses
+	}
+	return false
+}
+
+func (x *WatchSessionsRequest) GetMinIdle() *durationpb.Duration {
+	if x != nil {
+		return x.MinIdle
+	}
+	return nil
+}
+
+func (x *WatchSessionsRequest) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+type WatchSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What this response reports.
+	Type WatchEventType `protobuf:"varint,1,opt,name=type,proto3,enum=savepoint.v1.WatchEventType" json:"type,omitempty"`
+	// The session, for CHANGED and REMOVED.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The session's summary, as ListSessions gives it, for CHANGED.
+	Session *SessionSummary `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
+	// When the daemon sent the response.
+	SendTime      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=send_time,json=sendTime,proto3" json:"send_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionsResponse) Reset() {
+	*x = WatchSessionsResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionsResponse) ProtoMessage() {}
+
+func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
+func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *WatchSessionsResponse) GetType() WatchEventType {
+	if x != nil {
+		return x.Type
+	}
+	return WatchEventType_WATCH_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *WatchSessionsResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WatchSessionsResponse) GetSession() *SessionSummary {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *WatchSessionsResponse) GetSendTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SendTime
+	}
+	return nil
+}
+
 type DeleteSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -2180,7 +2410,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2422,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2435,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2233,7 +2463,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2475,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2488,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteSessionResponse) GetTombstoneEpoch() uint64 {
@@ -2276,7 +2506,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2518,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2531,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
 }
 
 // DamagedSession is a session Verify found damaged.
@@ -2317,7 +2547,7 @@ type DamagedSession struct {
 
 func (x *DamagedSession) Reset() {
 	*x = DamagedSession{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2559,7 @@ func (x *DamagedSession) String() string {
 func (*DamagedSession) ProtoMessage() {}
 
 func (x *DamagedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2572,7 @@ func (x *DamagedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedSession.ProtoReflect.Descriptor instead.
 func (*DamagedSession) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DamagedSession) GetSessionId() string {
@@ -2373,7 +2603,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2615,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2628,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VerifyResponse) GetCheckedSessions() uint64 {
@@ -2430,7 +2660,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2672,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2685,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
 }
 
 type GetServerInfoResponse struct {
@@ -2475,14 +2705,32 @@ type GetServerInfoResponse struct {
 	// The size past which a paged response is cut, in bytes.
 	ResponseBudgetBytes int64 `protobuf:"varint,7,opt,name=response_budget_bytes,json=responseBudgetBytes,proto3" json:"response_budget_bytes,omitempty"`
 	// When the daemon started serving.
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The commit the daemon was built from, as Go recorded it (with "-dirty"
+	// when the checkout had changes); empty when the build recorded none.
+	Commit string `protobuf:"bytes,9,opt,name=commit,proto3" json:"commit,omitempty"`
+	// Where the store is: its data directory, "(in memory)", or for
+	// PostgreSQL user@host:port/database and the schema, never a password.
+	StoreLocation string `protobuf:"bytes,10,opt,name=store_location,json=storeLocation,proto3" json:"store_location,omitempty"`
+	// The store's size in bytes: the embedded store's files, or the
+	// PostgreSQL schema's tables with their indexes; unset when it could not
+	// be read.
+	StoreBytes *int64 `protobuf:"varint,11,opt,name=store_bytes,json=storeBytes,proto3,oneof" json:"store_bytes,omitempty"`
+	// How long the daemon has served, at the time of the response.
+	Uptime *durationpb.Duration `protobuf:"bytes,12,opt,name=uptime,proto3" json:"uptime,omitempty"`
+	// The SaveCheckpoint calls acknowledged since the daemon started.
+	Saves uint64 `protobuf:"varint,13,opt,name=saves,proto3" json:"saves,omitempty"`
+	// The store's commits since the daemon started: the transactions that
+	// made the acknowledged writes durable, the group commit folding several
+	// writes into one.
+	Commits       uint64 `protobuf:"varint,14,opt,name=commits,proto3" json:"commits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2742,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2755,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -2566,6 +2814,48 @@ func (x *GetServerInfoResponse) GetStartTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *GetServerInfoResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStoreLocation() string {
+	if x != nil {
+		return x.StoreLocation
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStoreBytes() int64 {
+	if x != nil && x.StoreBytes != nil {
+		return *x.StoreBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetUptime() *durationpb.Duration {
+	if x != nil {
+		return x.Uptime
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetSaves() uint64 {
+	if x != nil {
+		return x.Saves
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetCommits() uint64 {
+	if x != nil {
+		return x.Commits
+	}
+	return 0
+}
+
 type CompleteSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -2586,7 +2876,7 @@ type CompleteSessionRequest struct {
 
 func (x *CompleteSessionRequest) Reset() {
 	*x = CompleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2888,7 @@ func (x *CompleteSessionRequest) String() string {
 func (*CompleteSessionRequest) ProtoMessage() {}
 
 func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2901,7 @@ func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CompleteSessionRequest) GetSessionId() string {
@@ -2665,7 +2955,7 @@ type CompleteSessionResponse struct {
 
 func (x *CompleteSessionResponse) Reset() {
 	*x = CompleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2967,7 @@ func (x *CompleteSessionResponse) String() string {
 func (*CompleteSessionResponse) ProtoMessage() {}
 
 func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2980,7 @@ func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompleteSessionResponse) GetRevision() uint64 {
@@ -2737,7 +3027,7 @@ type ListEffectsRequest struct {
 
 func (x *ListEffectsRequest) Reset() {
 	*x = ListEffectsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +3039,7 @@ func (x *ListEffectsRequest) String() string {
 func (*ListEffectsRequest) ProtoMessage() {}
 
 func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +3052,7 @@ func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsRequest.ProtoReflect.Descriptor instead.
 func (*ListEffectsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListEffectsRequest) GetSessionId() string {
@@ -2815,7 +3105,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3117,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3130,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LedgerEntry) GetToolUseId() string {
@@ -2918,7 +3208,7 @@ type ListEffectsResponse struct {
 
 func (x *ListEffectsResponse) Reset() {
 	*x = ListEffectsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3220,7 @@ func (x *ListEffectsResponse) String() string {
 func (*ListEffectsResponse) ProtoMessage() {}
 
 func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3233,7 @@ func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsResponse.ProtoReflect.Descriptor instead.
 func (*ListEffectsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListEffectsResponse) GetEntries() []*LedgerEntry {
@@ -2978,7 +3268,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3280,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3293,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ForkSessionRequest) GetSourceSessionId() string {
@@ -3059,7 +3349,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3361,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3374,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ForkSessionResponse) GetRevision() uint64 {
@@ -3146,7 +3436,7 @@ type RewindSessionRequest struct {
 
 func (x *RewindSessionRequest) Reset() {
 	*x = RewindSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +3448,7 @@ func (x *RewindSessionRequest) String() string {
 func (*RewindSessionRequest) ProtoMessage() {}
 
 func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +3461,7 @@ func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
 func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RewindSessionRequest) GetSessionId() string {
@@ -3223,7 +3513,7 @@ type RewindSessionResponse struct {
 
 func (x *RewindSessionResponse) Reset() {
 	*x = RewindSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3525,7 @@ func (x *RewindSessionResponse) String() string {
 func (*RewindSessionResponse) ProtoMessage() {}
 
 func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3538,7 @@ func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
 func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RewindSessionResponse) GetRevision() uint64 {
@@ -3307,7 +3597,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3609,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3622,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BackupRequest) GetSinceVersion() uint64 {
@@ -3366,7 +3656,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3668,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3681,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3566,7 +3856,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\bmin_idle\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aminIdle\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x04\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -3581,13 +3871,30 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"updateTime\x124\n" +
 	"\x17in_doubt_tool_use_count\x18\n" +
 	" \x01(\rR\x13inDoubtToolUseCount\x123\n" +
-	"\x06status\x18\v \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x1a9\n" +
+	"\x06status\x18\v \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x12;\n" +
+	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
 	"\x14ListSessionsResponse\x128\n" +
 	"\bsessions\x18\x01 \x03(\v2\x1c.savepoint.v1.SessionSummaryR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"K\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa3\x03\n" +
+	"\x14WatchSessionsRequest\x12V\n" +
+	"\flabel_filter\x18\x01 \x03(\v23.savepoint.v1.WatchSessionsRequest.LabelFilterEntryR\vlabelFilter\x12@\n" +
+	"\rstatus_filter\x18\x02 \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\fstatusFilter\x121\n" +
+	"\x15has_pending_tool_uses\x18\x03 \x01(\bR\x12hasPendingToolUses\x124\n" +
+	"\bmin_idle\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aminIdle\x12H\n" +
+	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x1a>\n" +
+	"\x10LabelFilterEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x01\n" +
+	"\x15WatchSessionsResponse\x120\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1c.savepoint.v1.WatchEventTypeR\x04type\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x126\n" +
+	"\asession\x18\x03 \x01(\v2\x1c.savepoint.v1.SessionSummaryR\asession\x127\n" +
+	"\tsend_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\"K\n" +
 	"\x14DeleteSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -3603,7 +3910,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
 	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xe2\x02\n" +
+	"\x14GetServerInfoRequest\"\xba\x04\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -3614,7 +3921,16 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fmax_state_bytes\x18\x06 \x01(\x03R\rmaxStateBytes\x122\n" +
 	"\x15response_budget_bytes\x18\a \x01(\x03R\x13responseBudgetBytes\x129\n" +
 	"\n" +
-	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"\xc4\x01\n" +
+	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12\x16\n" +
+	"\x06commit\x18\t \x01(\tR\x06commit\x12%\n" +
+	"\x0estore_location\x18\n" +
+	" \x01(\tR\rstoreLocation\x12$\n" +
+	"\vstore_bytes\x18\v \x01(\x03H\x00R\n" +
+	"storeBytes\x88\x01\x01\x121\n" +
+	"\x06uptime\x18\f \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12\x14\n" +
+	"\x05saves\x18\r \x01(\x04R\x05saves\x12\x18\n" +
+	"\acommits\x18\x0e \x01(\x04R\acommitsB\x0e\n" +
+	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -3741,8 +4057,13 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x032\xce\n" +
-	"\n" +
+	"\x11DECISION_IN_DOUBT\x10\x03*\xab\x01\n" +
+	"\x0eWatchEventType\x12 \n" +
+	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x01\x12\x1c\n" +
+	"\x18WATCH_EVENT_TYPE_REMOVED\x10\x02\x12\x1e\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x03\x12\x1b\n" +
+	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\xaa\v\n" +
 	"\x10SavepointService\x12[\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\x12R\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\x12U\n" +
@@ -3760,7 +4081,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vListEffects\x12 .savepoint.v1.ListEffectsRequest\x1a!.savepoint.v1.ListEffectsResponse\x12R\n" +
 	"\vForkSession\x12 .savepoint.v1.ForkSessionRequest\x1a!.savepoint.v1.ForkSessionResponse\x12X\n" +
 	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponse\x12E\n" +
-	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse0\x01BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse0\x01\x12Z\n" +
+	"\rWatchSessions\x12\".savepoint.v1.WatchSessionsRequest\x1a#.savepoint.v1.WatchSessionsResponse0\x01BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -3774,136 +4096,151 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_savepoint_v1_savepoint_proto_rawDescData
 }
 
-var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
 	(EffectClass)(0),                // 2: savepoint.v1.EffectClass
 	(Decision)(0),                   // 3: savepoint.v1.Decision
-	(*Message)(nil),                 // 4: savepoint.v1.Message
-	(*ToolUse)(nil),                 // 5: savepoint.v1.ToolUse
-	(*Effect)(nil),                  // 6: savepoint.v1.Effect
-	(*Checkpoint)(nil),              // 7: savepoint.v1.Checkpoint
-	(*SaveCheckpointRequest)(nil),   // 8: savepoint.v1.SaveCheckpointRequest
-	(*SaveCheckpointResponse)(nil),  // 9: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectRequest)(nil),      // 10: savepoint.v1.BeginEffectRequest
-	(*BeginEffectResponse)(nil),     // 11: savepoint.v1.BeginEffectResponse
-	(*RecordEffectRequest)(nil),     // 12: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),    // 13: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),           // 14: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),          // 15: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),        // 16: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),              // 17: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),       // 18: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),       // 19: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 20: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),     // 21: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),    // 22: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),     // 23: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),          // 24: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),    // 25: savepoint.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),    // 26: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 27: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),           // 28: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),          // 29: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),          // 30: savepoint.v1.VerifyResponse
-	(*GetServerInfoRequest)(nil),    // 31: savepoint.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 32: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionRequest)(nil),  // 33: savepoint.v1.CompleteSessionRequest
-	(*CompleteSessionResponse)(nil), // 34: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsRequest)(nil),      // 35: savepoint.v1.ListEffectsRequest
-	(*LedgerEntry)(nil),             // 36: savepoint.v1.LedgerEntry
-	(*ListEffectsResponse)(nil),     // 37: savepoint.v1.ListEffectsResponse
-	(*ForkSessionRequest)(nil),      // 38: savepoint.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),     // 39: savepoint.v1.ForkSessionResponse
-	(*RewindSessionRequest)(nil),    // 40: savepoint.v1.RewindSessionRequest
-	(*RewindSessionResponse)(nil),   // 41: savepoint.v1.RewindSessionResponse
-	(*BackupRequest)(nil),           // 42: savepoint.v1.BackupRequest
-	(*BackupResponse)(nil),          // 43: savepoint.v1.BackupResponse
-	nil,                             // 44: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 45: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 46: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 47: savepoint.v1.SessionSummary.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 48: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 49: google.protobuf.Duration
+	(WatchEventType)(0),             // 4: savepoint.v1.WatchEventType
+	(*Message)(nil),                 // 5: savepoint.v1.Message
+	(*ToolUse)(nil),                 // 6: savepoint.v1.ToolUse
+	(*Effect)(nil),                  // 7: savepoint.v1.Effect
+	(*Checkpoint)(nil),              // 8: savepoint.v1.Checkpoint
+	(*SaveCheckpointRequest)(nil),   // 9: savepoint.v1.SaveCheckpointRequest
+	(*SaveCheckpointResponse)(nil),  // 10: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectRequest)(nil),      // 11: savepoint.v1.BeginEffectRequest
+	(*BeginEffectResponse)(nil),     // 12: savepoint.v1.BeginEffectResponse
+	(*RecordEffectRequest)(nil),     // 13: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),    // 14: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),           // 15: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 16: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),        // 17: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),              // 18: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),       // 19: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),       // 20: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 21: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),     // 22: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),    // 23: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),     // 24: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),          // 25: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),    // 26: savepoint.v1.ListSessionsResponse
+	(*WatchSessionsRequest)(nil),    // 27: savepoint.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),   // 28: savepoint.v1.WatchSessionsResponse
+	(*DeleteSessionRequest)(nil),    // 29: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 30: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),           // 31: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),          // 32: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),          // 33: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),    // 34: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 35: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionRequest)(nil),  // 36: savepoint.v1.CompleteSessionRequest
+	(*CompleteSessionResponse)(nil), // 37: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsRequest)(nil),      // 38: savepoint.v1.ListEffectsRequest
+	(*LedgerEntry)(nil),             // 39: savepoint.v1.LedgerEntry
+	(*ListEffectsResponse)(nil),     // 40: savepoint.v1.ListEffectsResponse
+	(*ForkSessionRequest)(nil),      // 41: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 42: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 43: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 44: savepoint.v1.RewindSessionResponse
+	(*BackupRequest)(nil),           // 45: savepoint.v1.BackupRequest
+	(*BackupResponse)(nil),          // 46: savepoint.v1.BackupResponse
+	nil,                             // 47: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 48: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 49: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 50: savepoint.v1.SessionSummary.LabelsEntry
+	nil,                             // 51: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	(*timestamppb.Timestamp)(nil),   // 52: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 53: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	48, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	4,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
-	5,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	44, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	48, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	52, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	5,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
+	6,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	47, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	52, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	48, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
-	4,  // 8: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
-	5,  // 9: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	45, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	6,  // 11: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	7,  // 12: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	5,  // 13: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	52, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	5,  // 8: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
+	6,  // 9: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	48, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	7,  // 11: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	8,  // 12: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	6,  // 13: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
 	3,  // 14: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	6,  // 15: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	17, // 16: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	7,  // 17: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	4,  // 18: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	46, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	7,  // 15: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	18, // 16: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	8,  // 17: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	5,  // 18: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	49, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
 	1,  // 20: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	49, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	47, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	48, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	53, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	50, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	52, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 24: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	24, // 25: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	29, // 26: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	48, // 27: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	1,  // 28: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 29: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 30: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	48, // 31: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	6,  // 32: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	36, // 33: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	36, // 34: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	36, // 35: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	36, // 36: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	36, // 37: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	8,  // 38: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	10, // 39: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	12, // 40: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	14, // 41: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	16, // 42: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	19, // 43: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	21, // 44: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	23, // 45: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	26, // 46: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	28, // 47: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	31, // 48: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	33, // 49: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	35, // 50: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	38, // 51: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	40, // 52: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	42, // 53: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	9,  // 54: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	11, // 55: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	13, // 56: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	15, // 57: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	18, // 58: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	20, // 59: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	22, // 60: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	25, // 61: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	27, // 62: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	30, // 63: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	32, // 64: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	34, // 65: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	37, // 66: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	39, // 67: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	41, // 68: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	43, // 69: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	54, // [54:70] is the sub-list for method output_type
-	38, // [38:54] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	52, // 25: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	25, // 26: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	51, // 27: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 28: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	53, // 29: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	53, // 30: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	4,  // 31: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	25, // 32: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	52, // 33: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	32, // 34: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	52, // 35: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	53, // 36: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 37: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 38: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 39: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	52, // 40: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	7,  // 41: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	39, // 42: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	39, // 43: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 44: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 45: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 46: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	9,  // 47: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	11, // 48: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	13, // 49: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	15, // 50: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	17, // 51: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	20, // 52: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	22, // 53: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	24, // 54: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	29, // 55: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	31, // 56: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	34, // 57: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	36, // 58: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	38, // 59: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	41, // 60: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	43, // 61: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	45, // 62: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	27, // 63: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	10, // 64: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	12, // 65: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	14, // 66: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	16, // 67: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	19, // 68: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	21, // 69: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	23, // 70: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	26, // 71: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	30, // 72: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	33, // 73: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	35, // 74: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	37, // 75: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	40, // 76: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	42, // 77: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	44, // 78: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	46, // 79: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	28, // 80: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	64, // [64:81] is the sub-list for method output_type
+	47, // [47:64] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -3913,13 +4250,14 @@ func file_savepoint_v1_savepoint_proto_init() {
 	}
 	file_savepoint_v1_savepoint_proto_msgTypes[4].OneofWrappers = []any{}
 	file_savepoint_v1_savepoint_proto_msgTypes[15].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   44,
+			NumEnums:      5,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	SavepointService_ForkSession_FullMethodName     = "/savepoint.v1.SavepointService/ForkSession"
 	SavepointService_RewindSession_FullMethodName   = "/savepoint.v1.SavepointService/RewindSession"
 	SavepointService_Backup_FullMethodName          = "/savepoint.v1.SavepointService/Backup"
+	SavepointService_WatchSessions_FullMethodName   = "/savepoint.v1.SavepointService/WatchSessions"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -100,6 +101,10 @@ type SavepointServiceClient interface {
 	// earlier backup. The stream is encrypted with the store's key; a store
 	// without one is backed up only when plaintext is set.
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error)
+	// WatchSessions streams, with ListSessions' filters, each session that
+	// changes once the change is durable, and a heartbeat while nothing does.
+	// It writes nothing; docs/api.md says what each event means.
+	WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionsResponse], error)
 }
 
 type savepointServiceClient struct {
@@ -279,6 +284,25 @@ func (c *savepointServiceClient) Backup(ctx context.Context, in *BackupRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SavepointService_BackupClient = grpc.ServerStreamingClient[BackupResponse]
 
+func (c *savepointServiceClient) WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SavepointService_ServiceDesc.Streams[1], SavepointService_WatchSessions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSessionsRequest, WatchSessionsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SavepointService_WatchSessionsClient = grpc.ServerStreamingClient[WatchSessionsResponse]
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -342,6 +366,10 @@ type SavepointServiceServer interface {
 	// earlier backup. The stream is encrypted with the store's key; a store
 	// without one is backed up only when plaintext is set.
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error
+	// WatchSessions streams, with ListSessions' filters, each session that
+	// changes once the change is durable, and a heartbeat while nothing does.
+	// It writes nothing; docs/api.md says what each event means.
+	WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -399,6 +427,9 @@ func (UnimplementedSavepointServiceServer) RewindSession(context.Context, *Rewin
 }
 func (UnimplementedSavepointServiceServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error {
 	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedSavepointServiceServer) WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchSessions not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -702,6 +733,17 @@ func _SavepointService_Backup_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SavepointService_BackupServer = grpc.ServerStreamingServer[BackupResponse]
 
+func _SavepointService_WatchSessions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSessionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SavepointServiceServer).WatchSessions(m, &grpc.GenericServerStream[WatchSessionsRequest, WatchSessionsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SavepointService_WatchSessionsServer = grpc.ServerStreamingServer[WatchSessionsResponse]
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -774,6 +816,11 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Backup",
 			Handler:       _SavepointService_Backup_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSessions",
+			Handler:       _SavepointService_WatchSessions_Handler,
 			ServerStreams: true,
 		},
 	},

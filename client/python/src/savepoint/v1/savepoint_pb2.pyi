@@ -77,6 +77,14 @@ class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DECISION_REUSE: _ClassVar[Decision]
     DECISION_RUN: _ClassVar[Decision]
     DECISION_IN_DOUBT: _ClassVar[Decision]
+
+class WatchEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WATCH_EVENT_TYPE_UNSPECIFIED: _ClassVar[WatchEventType]
+    WATCH_EVENT_TYPE_CHANGED: _ClassVar[WatchEventType]
+    WATCH_EVENT_TYPE_REMOVED: _ClassVar[WatchEventType]
+    WATCH_EVENT_TYPE_HEARTBEAT: _ClassVar[WatchEventType]
+    WATCH_EVENT_TYPE_RESYNC: _ClassVar[WatchEventType]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_INTERNAL: ErrorReason
 ERROR_REASON_SESSION_NOT_FOUND: ErrorReason
@@ -132,6 +140,11 @@ DECISION_UNSPECIFIED: Decision
 DECISION_REUSE: Decision
 DECISION_RUN: Decision
 DECISION_IN_DOUBT: Decision
+WATCH_EVENT_TYPE_UNSPECIFIED: WatchEventType
+WATCH_EVENT_TYPE_CHANGED: WatchEventType
+WATCH_EVENT_TYPE_REMOVED: WatchEventType
+WATCH_EVENT_TYPE_HEARTBEAT: WatchEventType
+WATCH_EVENT_TYPE_RESYNC: WatchEventType
 
 class Message(_message.Message):
     __slots__ = ("role", "content_json")
@@ -413,7 +426,7 @@ class ListSessionsRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ..., status_filter: _Optional[_Union[SessionStatus, str]] = ..., has_pending_tool_uses: _Optional[bool] = ..., min_idle: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status")
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status", "create_time")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -432,6 +445,7 @@ class SessionSummary(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     IN_DOUBT_TOOL_USE_COUNT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     revision: int
     epoch: int
@@ -443,7 +457,8 @@ class SessionSummary(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     in_doubt_tool_use_count: int
     status: SessionStatus
-    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ...) -> None: ...
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ("sessions", "next_page_token")
@@ -452,6 +467,39 @@ class ListSessionsResponse(_message.Message):
     sessions: _containers.RepeatedCompositeFieldContainer[SessionSummary]
     next_page_token: str
     def __init__(self, sessions: _Optional[_Iterable[_Union[SessionSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class WatchSessionsRequest(_message.Message):
+    __slots__ = ("label_filter", "status_filter", "has_pending_tool_uses", "min_idle", "heartbeat_interval")
+    class LabelFilterEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABEL_FILTER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FILTER_FIELD_NUMBER: _ClassVar[int]
+    HAS_PENDING_TOOL_USES_FIELD_NUMBER: _ClassVar[int]
+    MIN_IDLE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    label_filter: _containers.ScalarMap[str, str]
+    status_filter: SessionStatus
+    has_pending_tool_uses: bool
+    min_idle: _duration_pb2.Duration
+    heartbeat_interval: _duration_pb2.Duration
+    def __init__(self, label_filter: _Optional[_Mapping[str, str]] = ..., status_filter: _Optional[_Union[SessionStatus, str]] = ..., has_pending_tool_uses: _Optional[bool] = ..., min_idle: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class WatchSessionsResponse(_message.Message):
+    __slots__ = ("type", "session_id", "session", "send_time")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    SEND_TIME_FIELD_NUMBER: _ClassVar[int]
+    type: WatchEventType
+    session_id: str
+    session: SessionSummary
+    send_time: _timestamp_pb2.Timestamp
+    def __init__(self, type: _Optional[_Union[WatchEventType, str]] = ..., session_id: _Optional[str] = ..., session: _Optional[_Union[SessionSummary, _Mapping]] = ..., send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeleteSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch")
@@ -494,7 +542,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time")
+    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_KIND_FIELD_NUMBER: _ClassVar[int]
     STORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -503,6 +551,12 @@ class GetServerInfoResponse(_message.Message):
     MAX_STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    STORE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    STORE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_FIELD_NUMBER: _ClassVar[int]
+    SAVES_FIELD_NUMBER: _ClassVar[int]
+    COMMITS_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_kind: str
     store_format: int
@@ -511,7 +565,13 @@ class GetServerInfoResponse(_message.Message):
     max_state_bytes: int
     response_budget_bytes: int
     start_time: _timestamp_pb2.Timestamp
-    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    commit: str
+    store_location: str
+    store_bytes: int
+    uptime: _duration_pb2.Duration
+    saves: int
+    commits: int
+    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ...) -> None: ...
 
 class CompleteSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch", "status", "final_output", "request_id")

@@ -118,6 +118,11 @@ class SavepointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_savepoint__pb2.BackupRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.BackupResponse.FromString,
                 _registered_method=True)
+        self.WatchSessions = channel.unary_stream(
+                '/savepoint.v1.SavepointService/WatchSessions',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class SavepointServiceServicer:
@@ -261,6 +266,15 @@ class SavepointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchSessions(self, request, context):
+        """WatchSessions streams, with ListSessions' filters, each session that
+        changes once the change is durable, and a heartbeat while nothing does.
+        It writes nothing; docs/api.md says what each event means.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SavepointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -343,6 +357,11 @@ def add_SavepointServiceServicer_to_server(servicer, server):
                     servicer.Backup,
                     request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.BackupRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_savepoint__pb2.BackupResponse.SerializeToString,
+            ),
+            'WatchSessions': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchSessions,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -781,6 +800,33 @@ class SavepointService:
             '/savepoint.v1.SavepointService/Backup',
             savepoint_dot_v1_dot_savepoint__pb2.BackupRequest.SerializeToString,
             savepoint_dot_v1_dot_savepoint__pb2.BackupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/WatchSessions',
+            savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

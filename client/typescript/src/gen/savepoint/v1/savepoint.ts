@@ -232,6 +232,33 @@ export enum Decision {
   UNRECOGNIZED = -1,
 }
 
+/** WatchEventType says what one WatchSessionsResponse reports. */
+export enum WatchEventType {
+  /** WATCH_EVENT_TYPE_UNSPECIFIED - Never sent. */
+  WATCH_EVENT_TYPE_UNSPECIFIED = 0,
+  /**
+   * WATCH_EVENT_TYPE_CHANGED - The session changed durably, or its idle time reached min_idle, and the
+   * filters select it: session holds its summary.
+   */
+  WATCH_EVENT_TYPE_CHANGED = 1,
+  /**
+   * WATCH_EVENT_TYPE_REMOVED - The session changed durably and the filters do not select it (deleted,
+   * or no longer matching): session_id only.
+   */
+  WATCH_EVENT_TYPE_REMOVED = 2,
+  /**
+   * WATCH_EVENT_TYPE_HEARTBEAT - Nothing else to send. The first response of every stream is one, sent
+   * once the watch is registered: every change durable after it is sent.
+   */
+  WATCH_EVENT_TYPE_HEARTBEAT = 3,
+  /**
+   * WATCH_EVENT_TYPE_RESYNC - The watcher fell behind and some events were dropped: read the sessions
+   * again with ListSessions. Every change durable after it is sent.
+   */
+  WATCH_EVENT_TYPE_RESYNC = 4,
+  UNRECOGNIZED = -1,
+}
+
 /** Message is one entry of a session's history. */
 export interface Message {
   /** The provider's role, such as "user" or "assistant". Required. */
@@ -576,6 +603,11 @@ export interface SessionSummary {
   inDoubtToolUseCount: number;
   /** The session's status. */
   status: SessionStatus;
+  /**
+   * When the session was created (by its first save or a fork); a session
+   * re-created after DeleteSession has its new creation time.
+   */
+  createTime: Timestamp | undefined;
 }
 
 export interface SessionSummary_LabelsEntry {
@@ -588,6 +620,45 @@ export interface ListSessionsResponse {
   sessions: SessionSummary[];
   /** Pass back for the next page; empty when this page is the last. */
   nextPageToken: string;
+}
+
+export interface WatchSessionsRequest {
+  /** As in ListSessionsRequest. */
+  labelFilter: { [key: string]: string };
+  /** As in ListSessionsRequest. */
+  statusFilter: SessionStatus;
+  /** As in ListSessionsRequest. */
+  hasPendingToolUses: boolean;
+  /**
+   * As in ListSessionsRequest, evaluated when a session changes and again,
+   * without a change, when its idle time reaches min_idle.
+   */
+  minIdle:
+    | Duration
+    | undefined;
+  /**
+   * How often a heartbeat is sent; unset or zero means 10 seconds. Between
+   * 100 milliseconds and 1 hour; anything else is refused.
+   */
+  heartbeatInterval: Duration | undefined;
+}
+
+export interface WatchSessionsRequest_LabelFilterEntry {
+  key: string;
+  value: string;
+}
+
+export interface WatchSessionsResponse {
+  /** What this response reports. */
+  type: WatchEventType;
+  /** The session, for CHANGED and REMOVED. */
+  sessionId: string;
+  /** The session's summary, as ListSessions gives it, for CHANGED. */
+  session:
+    | SessionSummary
+    | undefined;
+  /** When the daemon sent the response. */
+  sendTime: Timestamp | undefined;
 }
 
 export interface DeleteSessionRequest {
@@ -644,7 +715,39 @@ export interface GetServerInfoResponse {
   /** The size past which a paged response is cut, in bytes. */
   responseBudgetBytes: bigint;
   /** When the daemon started serving. */
-  startTime: Timestamp | undefined;
+  startTime:
+    | Timestamp
+    | undefined;
+  /**
+   * The commit the daemon was built from, as Go recorded it (with "-dirty"
+   * when the checkout had changes); empty when the build recorded none.
+   */
+  commit: string;
+  /**
+   * Where the store is: its data directory, "(in memory)", or for
+   * PostgreSQL user@host:port/database and the schema, never a password.
+   */
+  storeLocation: string;
+  /**
+   * The store's size in bytes: the embedded store's files, or the
+   * PostgreSQL schema's tables with their indexes; unset when it could not
+   * be read.
+   */
+  storeBytes?:
+    | bigint
+    | undefined;
+  /** How long the daemon has served, at the time of the response. */
+  uptime:
+    | Duration
+    | undefined;
+  /** The SaveCheckpoint calls acknowledged since the daemon started. */
+  saves: bigint;
+  /**
+   * The store's commits since the daemon started: the transactions that
+   * made the acknowledged writes durable, the group commit folding several
+   * writes into one.
+   */
+  commits: bigint;
 }
 
 export interface CompleteSessionRequest {
@@ -3138,6 +3241,7 @@ function createBaseSessionSummary(): SessionSummary {
     updateTime: undefined,
     inDoubtToolUseCount: 0,
     status: 0,
+    createTime: undefined,
   };
 }
 
@@ -3184,6 +3288,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     }
     if (message.status !== 0) {
       writer.uint32(88).int32(message.status);
+    }
+    if (message.createTime !== undefined) {
+      Timestamp.encode(message.createTime, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -3292,6 +3399,14 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             message.status = reader.int32() as any;
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.createTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3332,6 +3447,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
       : undefined;
     message.inDoubtToolUseCount = object.inDoubtToolUseCount ?? 0;
     message.status = object.status ?? 0;
+    message.createTime = (object.createTime !== undefined && object.createTime !== null)
+      ? Timestamp.fromPartial(object.createTime)
+      : undefined;
     return message;
   },
 };
@@ -3466,6 +3584,296 @@ export const ListSessionsResponse: MessageFns<ListSessionsResponse> = {
     const message = createBaseListSessionsResponse();
     message.sessions = object.sessions?.map((e) => SessionSummary.fromPartial(e)) || [];
     message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseWatchSessionsRequest(): WatchSessionsRequest {
+  return {
+    labelFilter: {},
+    statusFilter: 0,
+    hasPendingToolUses: false,
+    minIdle: undefined,
+    heartbeatInterval: undefined,
+  };
+}
+
+export const WatchSessionsRequest: MessageFns<WatchSessionsRequest> = {
+  encode(message: WatchSessionsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    globalThis.Object.entries(message.labelFilter).forEach(([key, value]: [string, string]) => {
+      WatchSessionsRequest_LabelFilterEntry.encode({ key: key as any, value }, writer.uint32(10).fork()).join();
+    });
+    if (message.statusFilter !== 0) {
+      writer.uint32(16).int32(message.statusFilter);
+    }
+    if (message.hasPendingToolUses !== false) {
+      writer.uint32(24).bool(message.hasPendingToolUses);
+    }
+    if (message.minIdle !== undefined) {
+      Duration.encode(message.minIdle, writer.uint32(34).fork()).join();
+    }
+    if (message.heartbeatInterval !== undefined) {
+      Duration.encode(message.heartbeatInterval, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchSessionsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchSessionsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            const entry1 = WatchSessionsRequest_LabelFilterEntry.decode(reader, reader.uint32());
+            if (entry1.value !== undefined) {
+              message.labelFilter[entry1.key] = entry1.value;
+            }
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.statusFilter = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.hasPendingToolUses = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.minIdle = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.heartbeatInterval = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchSessionsRequest>, I>>(base?: I): WatchSessionsRequest {
+    return WatchSessionsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchSessionsRequest>, I>>(object: I): WatchSessionsRequest {
+    const message = createBaseWatchSessionsRequest();
+    message.labelFilter = (globalThis.Object.entries(object.labelFilter ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.statusFilter = object.statusFilter ?? 0;
+    message.hasPendingToolUses = object.hasPendingToolUses ?? false;
+    message.minIdle = (object.minIdle !== undefined && object.minIdle !== null)
+      ? Duration.fromPartial(object.minIdle)
+      : undefined;
+    message.heartbeatInterval = (object.heartbeatInterval !== undefined && object.heartbeatInterval !== null)
+      ? Duration.fromPartial(object.heartbeatInterval)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseWatchSessionsRequest_LabelFilterEntry(): WatchSessionsRequest_LabelFilterEntry {
+  return { key: "", value: "" };
+}
+
+export const WatchSessionsRequest_LabelFilterEntry: MessageFns<WatchSessionsRequest_LabelFilterEntry> = {
+  encode(message: WatchSessionsRequest_LabelFilterEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchSessionsRequest_LabelFilterEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchSessionsRequest_LabelFilterEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchSessionsRequest_LabelFilterEntry>, I>>(
+    base?: I,
+  ): WatchSessionsRequest_LabelFilterEntry {
+    return WatchSessionsRequest_LabelFilterEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchSessionsRequest_LabelFilterEntry>, I>>(
+    object: I,
+  ): WatchSessionsRequest_LabelFilterEntry {
+    const message = createBaseWatchSessionsRequest_LabelFilterEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseWatchSessionsResponse(): WatchSessionsResponse {
+  return { type: 0, sessionId: "", session: undefined, sendTime: undefined };
+}
+
+export const WatchSessionsResponse: MessageFns<WatchSessionsResponse> = {
+  encode(message: WatchSessionsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== 0) {
+      writer.uint32(8).int32(message.type);
+    }
+    if (message.sessionId !== "") {
+      writer.uint32(18).string(message.sessionId);
+    }
+    if (message.session !== undefined) {
+      SessionSummary.encode(message.session, writer.uint32(26).fork()).join();
+    }
+    if (message.sendTime !== undefined) {
+      Timestamp.encode(message.sendTime, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchSessionsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchSessionsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.type = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.session = SessionSummary.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.sendTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchSessionsResponse>, I>>(base?: I): WatchSessionsResponse {
+    return WatchSessionsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchSessionsResponse>, I>>(object: I): WatchSessionsResponse {
+    const message = createBaseWatchSessionsResponse();
+    message.type = object.type ?? 0;
+    message.sessionId = object.sessionId ?? "";
+    message.session = (object.session !== undefined && object.session !== null)
+      ? SessionSummary.fromPartial(object.session)
+      : undefined;
+    message.sendTime = (object.sendTime !== undefined && object.sendTime !== null)
+      ? Timestamp.fromPartial(object.sendTime)
+      : undefined;
     return message;
   },
 };
@@ -3852,6 +4260,12 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     maxStateBytes: 0n,
     responseBudgetBytes: 0n,
     startTime: undefined,
+    commit: "",
+    storeLocation: "",
+    storeBytes: undefined,
+    uptime: undefined,
+    saves: 0n,
+    commits: 0n,
   };
 }
 
@@ -3892,6 +4306,33 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     }
     if (message.startTime !== undefined) {
       Timestamp.encode(message.startTime, writer.uint32(66).fork()).join();
+    }
+    if (message.commit !== "") {
+      writer.uint32(74).string(message.commit);
+    }
+    if (message.storeLocation !== "") {
+      writer.uint32(82).string(message.storeLocation);
+    }
+    if (message.storeBytes !== undefined) {
+      if (BigInt.asIntN(64, message.storeBytes) !== message.storeBytes) {
+        throw new globalThis.Error("value provided for field message.storeBytes of type int64 too large");
+      }
+      writer.uint32(88).int64(message.storeBytes);
+    }
+    if (message.uptime !== undefined) {
+      Duration.encode(message.uptime, writer.uint32(98).fork()).join();
+    }
+    if (message.saves !== 0n) {
+      if (BigInt.asUintN(64, message.saves) !== message.saves) {
+        throw new globalThis.Error("value provided for field message.saves of type uint64 too large");
+      }
+      writer.uint32(104).uint64(message.saves);
+    }
+    if (message.commits !== 0n) {
+      if (BigInt.asUintN(64, message.commits) !== message.commits) {
+        throw new globalThis.Error("value provided for field message.commits of type uint64 too large");
+      }
+      writer.uint32(112).uint64(message.commits);
     }
     return writer;
   },
@@ -3973,6 +4414,54 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
             message.startTime = Timestamp.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.commit = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.storeLocation = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.storeBytes = reader.int64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.uptime = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.saves = reader.uint64() as bigint;
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.commits = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4008,6 +4497,16 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     message.startTime = (object.startTime !== undefined && object.startTime !== null)
       ? Timestamp.fromPartial(object.startTime)
       : undefined;
+    message.commit = object.commit ?? "";
+    message.storeLocation = object.storeLocation ?? "";
+    message.storeBytes = (object.storeBytes !== undefined && object.storeBytes !== null)
+      ? BigInt(object.storeBytes)
+      : undefined;
+    message.uptime = (object.uptime !== undefined && object.uptime !== null)
+      ? Duration.fromPartial(object.uptime)
+      : undefined;
+    message.saves = (object.saves !== undefined && object.saves !== null) ? BigInt(object.saves) : 0n;
+    message.commits = (object.commits !== undefined && object.commits !== null) ? BigInt(object.commits) : 0n;
     return message;
   },
 };
@@ -5356,6 +5855,21 @@ export const SavepointServiceService = {
     responseSerialize: (value: BackupResponse): Buffer => Buffer.from(BackupResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): BackupResponse => BackupResponse.decode(value),
   },
+  /**
+   * WatchSessions streams, with ListSessions' filters, each session that
+   * changes once the change is durable, and a heartbeat while nothing does.
+   * It writes nothing; docs/api.md says what each event means.
+   */
+  watchSessions: {
+    path: "/savepoint.v1.SavepointService/WatchSessions" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchSessionsRequest): Buffer => Buffer.from(WatchSessionsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchSessionsRequest => WatchSessionsRequest.decode(value),
+    responseSerialize: (value: WatchSessionsResponse): Buffer =>
+      Buffer.from(WatchSessionsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchSessionsResponse => WatchSessionsResponse.decode(value),
+  },
 } as const;
 
 export interface SavepointServiceServer extends UntypedServiceImplementation {
@@ -5439,6 +5953,12 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
    * without one is backed up only when plaintext is set.
    */
   backup: handleServerStreamingCall<BackupRequest, BackupResponse>;
+  /**
+   * WatchSessions streams, with ListSessions' filters, each session that
+   * changes once the change is durable, and a heartbeat while nothing does.
+   * It writes nothing; docs/api.md says what each event means.
+   */
+  watchSessions: handleServerStreamingCall<WatchSessionsRequest, WatchSessionsResponse>;
 }
 
 export interface SavepointServiceClient extends Client {
@@ -5737,6 +6257,20 @@ export interface SavepointServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<BackupResponse>;
+  /**
+   * WatchSessions streams, with ListSessions' filters, each session that
+   * changes once the change is durable, and a heartbeat while nothing does.
+   * It writes nothing; docs/api.md says what each event means.
+   */
+  watchSessions(
+    request: WatchSessionsRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchSessionsResponse>;
+  watchSessions(
+    request: WatchSessionsRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchSessionsResponse>;
 }
 
 export const SavepointServiceClient = makeGenericClientConstructor(

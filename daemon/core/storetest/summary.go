@@ -1,0 +1,104 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon/core"
+)
+
+// summary returns ListSessions' entry for id.
+func summary(t *testing.T, s core.Store, id string) core.SessionSummary {
+	t.Helper()
+	for _, ss := range listAll(t, s) {
+		if ss.SessionID == id {
+			return ss
+		}
+	}
+	t.Fatalf("ListSessions does not list %q", id)
+	return core.SessionSummary{}
+}
+
+// listAll returns every live session ListSessions lists, in id order.
+func listAll(t *testing.T, s core.Store) []core.SessionSummary {
+	t.Helper()
+	sums, err := s.ListSessions(ctx, "", 1000, core.SessionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sums
+}
+
+// testCreateTime checks SessionSummary.CreateTime: set by the first save or
+// a fork, kept by later saves, completions and resumes, new after a delete
+// and re-create.
+func testCreateTime(t *testing.T, s core.Store) {
+	before := time.Now()
+	create(t, s, "s", msg("user", "a"))
+	after := time.Now()
+	first := summary(t, s, "s")
+	if first.CreateTime.Before(before.Add(-time.Millisecond)) || first.CreateTime.After(after.Add(time.Millisecond)) {
+		t.Fatalf("create time %v, not within [%v, %v]", first.CreateTime, before, after)
+	}
+	if !first.CreateTime.Equal(first.UpdateTime) {
+		t.Fatalf("a new session: create time %v, update time %v", first.CreateTime, first.UpdateTime)
+	}
+	time.Sleep(5 * time.Millisecond)
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, AppendMessages: []core.Message{msg("assistant", "b")}})
+	if _, err := s.Resume(ctx, "s", false); err != nil {
+		t.Fatal(err)
+	}
+	complete(t, s, &core.CompleteRequest{SessionID: "s", Epoch: 2, Status: core.StatusCompleted})
+	got := summary(t, s, "s")
+	if !got.CreateTime.Equal(first.CreateTime) || !got.UpdateTime.After(got.CreateTime) {
+		t.Fatalf("after a save and a completion: create time %v (was %v), update time %v", got.CreateTime, first.CreateTime, got.UpdateTime)
+	}
+
+	time.Sleep(5 * time.Millisecond)
+	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := summary(t, s, "f"); !f.CreateTime.After(first.CreateTime) || !f.CreateTime.Equal(f.UpdateTime) {
+		t.Fatalf("fork: create time %v, source's %v, update time %v", f.CreateTime, first.CreateTime, f.UpdateTime)
+	}
+
+	if _, err := s.DeleteSession(ctx, "s", 2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	save(t, s, &core.SaveRequest{SessionID: "s"})
+	if again := summary(t, s, "s"); !again.CreateTime.After(got.UpdateTime) {
+		t.Fatalf("re-created: create time %v, not after the deleted session's last update %v", again.CreateTime, got.UpdateTime)
+	}
+}
+
+// testSummary checks Store.Summary: ListSessions' entry, unfiltered;
+// ErrNotFound for a session never made or deleted.
+func testSummary(t *testing.T, s core.Store) {
+	create(t, s, "a", msg("user", "x"))
+	save(t, s, &core.SaveRequest{SessionID: "a", ExpectedRevision: 1, Labels: map[string]string{"k": "v"},
+		PendingToolUses: []core.ToolUse{{ID: "t", Name: "n"}}})
+	complete(t, s, &core.CompleteRequest{SessionID: "a", Status: core.StatusFailed})
+	got, err := s.Summary(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summary(t, s, "a")
+	if !sameSummary(got, want) || got.Status != core.StatusFailed || got.InDoubtToolUseCount != 1 || got.Labels["k"] != "v" {
+		t.Fatalf("Summary %+v, ListSessions %+v", got, want)
+	}
+	_, err = s.Summary(ctx, "none")
+	wantErr(t, err, core.ErrNotFound)
+	if _, err := s.DeleteSession(ctx, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Summary(ctx, "a")
+	wantErr(t, err, core.ErrNotFound)
+}
+
+func sameSummary(a, b core.SessionSummary) bool {
+	return a.SessionID == b.SessionID && a.Revision == b.Revision && a.Epoch == b.Epoch && a.Task == b.Task &&
+		a.Turn == b.Turn && a.MessageCount == b.MessageCount && a.PendingToolUseCount == b.PendingToolUseCount &&
+		a.InDoubtToolUseCount == b.InDoubtToolUseCount && a.Status == b.Status &&
+		a.CreateTime.Equal(b.CreateTime) && a.UpdateTime.Equal(b.UpdateTime) && len(a.Labels) == len(b.Labels)
+}
