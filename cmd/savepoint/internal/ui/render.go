@@ -31,6 +31,7 @@ var funcs = template.FuncMap{
 	"class":      effectClassText,
 	"prettyJSON": prettyJSON,
 	"bytes":      formatBytes,
+	"bytes64":    func(n int64) string { return formatBytes(int(n)) },
 	"join":       strings.Join,
 	"add":        func(a, b int) int { return a + b },
 }

@@ -20,6 +20,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /sessions/{id}/export", s.export)
 	s.mux.HandleFunc("GET /sessions/{id}/{action}", s.confirm)
 	s.mux.HandleFunc("POST /sessions/{id}/{action}", s.act)
+	s.mux.HandleFunc("GET /graph", s.threads)
+	s.mux.HandleFunc("GET /graph/thread", s.thread)
+	s.mux.HandleFunc("GET /graph/{action}", s.graphConfirm)
+	s.mux.HandleFunc("POST /graph/{action}", s.graphAct)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_PAGE", "The inspector has no page at "+r.URL.Path+".")
 	})

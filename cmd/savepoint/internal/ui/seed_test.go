@@ -91,3 +91,33 @@ func seedSessions(t *testing.T, raw savepointv1.SavepointServiceClient) {
 	}))
 	must(raw.CompleteSession(ctx, &savepointv1.CompleteSessionRequest{SessionId: "done-3", Status: savepointv1.SessionStatus_SESSION_STATUS_COMPLETED, FinalOutput: "Hello."}))
 }
+
+// seedThread saves graph thread "thread-1": checkpoint 1 (a msgpack
+// checkpoint value) and its child 2 with a msgpack channel value, a JSON
+// channel value, a pickled one that must not be decoded, and a pending
+// write of task "task-a".
+func seedThread(t *testing.T, g savepointv1.GraphCheckpointServiceClient) {
+	t.Helper()
+	ctx := t.Context()
+	// {"messages": ["hi"], "n": 3} in MessagePack.
+	mp := []byte{0x82, 0xa8, 'm', 'e', 's', 's', 'a', 'g', 'e', 's', 0x91, 0xa2, 'h', 'i', 0xa1, 'n', 0x03}
+	for _, req := range []*savepointv1.PutCheckpointRequest{
+		{Checkpoint: &savepointv1.GraphCheckpoint{ThreadId: "thread-1", CheckpointId: "1", MetadataJson: `{"source":"input","step":-1}`,
+			Checkpoint: &savepointv1.TypedValue{Type: "msgpack", Data: mp}}},
+		{Checkpoint: &savepointv1.GraphCheckpoint{ThreadId: "thread-1", CheckpointId: "2", ParentCheckpointId: "1", MetadataJson: `{"source":"loop","step":0}`,
+			ChannelVersions: map[string]string{"messages": "2", "plan": "1", "secret": "1"}},
+			Blobs: []*savepointv1.ChannelBlob{
+				{Channel: "messages", Version: "2", Value: &savepointv1.TypedValue{Type: "msgpack", Data: mp}},
+				{Channel: "plan", Version: "1", Value: &savepointv1.TypedValue{Type: "json", Data: []byte(`{"steps":["draft","send"]}`)}},
+				{Channel: "secret", Version: "1", Value: &savepointv1.TypedValue{Type: "pickle", Data: []byte("\x80\x04cos\nsystem\n")}},
+			}},
+	} {
+		if _, err := g.PutCheckpoint(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.PutWrites(ctx, &savepointv1.PutWritesRequest{ThreadId: "thread-1", CheckpointId: "2", TaskId: "task-a", TaskPath: "~__pregel_pull, agent",
+		Writes: []*savepointv1.ChannelWrite{{Idx: 0, Channel: "messages", Value: &savepointv1.TypedValue{Type: "json", Data: []byte(`["tool call"]`)}}}}); err != nil {
+		t.Fatal(err)
+	}
+}
