@@ -1,12 +1,14 @@
 package ui
 
 import (
+	"encoding/json"
 	stdhtml "html"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func fetch(t *testing.T, c *http.Client, u string) (int, string) {
@@ -42,7 +44,7 @@ func TestSessionsPage(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("sessions: %d\n%s", code, body)
 	}
-	wantText(t, "sessions", body, "done-3 completed", "notes-2 active", "report-1 in doubt Write the weekly report 2 2 1 4 2", "team=infra")
+	wantText(t, "sessions", body, "done-3 completed", "notes-2 active", "report-1 in doubt Write the weekly report 2 2 1 4 2 20", "team=infra")
 	_, body = fetch(t, c, base+"/sessions?status=completed")
 	if strings.Contains(body, "report-1") || !strings.Contains(body, "done-3") {
 		t.Errorf("status=completed:\n%s", text(body))
@@ -122,5 +124,20 @@ func TestDaemonDownIs503(t *testing.T) {
 	d.Restart()
 	if code, body := fetch(t, c, base+"/sessions"); code != 200 || !strings.Contains(body, "report-1") {
 		t.Errorf("daemon back: %d %s", code, text(body))
+	}
+}
+
+func TestServerPage(t *testing.T) {
+	_, base, c, d := inspector(t, false)
+	code, body := fetch(t, c, base+"/server")
+	if code != 200 {
+		t.Fatalf("server: %d %s", code, text(body))
+	}
+	wantText(t, "server", body, "Health serving", "Store badger (format", d.DataDir, "Saves since start 4", "Saves per second (last minute) (measuring)")
+	time.Sleep(1100 * time.Millisecond)
+	code, body = fetch(t, c, base+"/server/figures")
+	var f map[string]string
+	if code != 200 || json.Unmarshal([]byte(body), &f) != nil || f["saves"] != "4" || f["savesPerSecond"] != "0.0" || f["health"] != "serving" {
+		t.Errorf("figures: %d %s", code, body)
 	}
 }

@@ -24,6 +24,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /graph/thread", s.thread)
 	s.mux.HandleFunc("GET /graph/{action}", s.graphConfirm)
 	s.mux.HandleFunc("POST /graph/{action}", s.graphAct)
+	s.mux.HandleFunc("GET /server", s.server)
+	s.mux.HandleFunc("GET /server/figures", s.figures)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_PAGE", "The inspector has no page at "+r.URL.Path+".")
 	})

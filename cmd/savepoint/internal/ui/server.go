@@ -42,9 +42,10 @@ type Options struct {
 
 // Server is the inspector's HTTP handler.
 type Server struct {
-	opts Options
-	csrf string
-	mux  *http.ServeMux
+	opts  Options
+	csrf  string
+	mux   *http.ServeMux
+	rates rates // the Server page's counter readings
 }
 
 // New returns the inspector for o.Client, with a random token unless

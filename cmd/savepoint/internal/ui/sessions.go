@@ -32,7 +32,7 @@ type sessionFilters struct {
 }
 
 type sessionRow struct {
-	ID, Task, State, Updated, Labels string
+	ID, Task, State, Created, Updated, Labels string
 	Turn                             uint32
 	Revision, Epoch                  uint64
 	Pending, InDoubt                 uint32
@@ -140,7 +140,7 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			data.Rows = append(data.Rows, sessionRow{ID: x.GetSessionId(), Task: x.GetTask(), State: sessionState(x),
-				Updated: formatTime(x.GetUpdateTime()), Labels: labelText(x.GetLabels()), Turn: x.GetTurn(),
+				Created: formatTime(x.GetCreateTime()), Updated: formatTime(x.GetUpdateTime()), Labels: labelText(x.GetLabels()), Turn: x.GetTurn(),
 				Revision: x.GetRevision(), Epoch: x.GetEpoch(), Pending: x.GetPendingToolUseCount(), InDoubt: x.GetInDoubtToolUseCount()})
 		}
 		req.PageToken = resp.GetNextPageToken()
