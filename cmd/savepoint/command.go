@@ -22,9 +22,6 @@ type command struct {
 	summary  string // one line for the command list
 	help     string // the paragraphs of `savepoint help NAME`
 	example  string // a command line for `savepoint help NAME`
-	// perRPCTimeout makes --timeout bound each RPC rather than the whole
-	// command, for the commands that run until interrupted (ui).
-	perRPCTimeout bool
 	// setup registers the command's own flags on fs and returns the function
 	// that runs it with the positional arguments once fs is parsed.
 	setup func(fs *flag.FlagSet) runFunc
@@ -54,6 +51,10 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer // for progress lines; errors are app.run's to print
 	c      *client.Client
+	// untimed is the command's context without --timeout, for the commands
+	// that run until interrupted (ui, ls --watch): their --timeout bounds
+	// each RPC instead.
+	untimed context.Context
 }
 
 // client dials the daemon on first use; the connection is closed by app.run.
@@ -127,14 +128,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail(name, &usageError{msg: err.Error()})
 	}
-	var cancel context.CancelFunc
-	if cmd.perRPCTimeout {
-		ctx, cancel = context.WithCancel(ctx)
-	} else {
-		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
-	}
+	untimed := ctx
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	e := &env{cfg: cfg, stdout: a.stdout, stderr: a.stderr}
+	e := &env{cfg: cfg, stdout: a.stdout, stderr: a.stderr, untimed: untimed}
 	err = runCmd(ctx, e, pos)
 	if e.c != nil {
 		e.c.Close()

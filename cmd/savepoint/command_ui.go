@@ -16,11 +16,10 @@ import (
 
 func init() {
 	register(&command{
-		name:          "ui",
-		perRPCTimeout: true,
-		example:       `savepoint ui --open`,
-		synopsis:      "[--listen HOST:PORT] [--open] [--read-only]",
-		summary:       "serve the web inspector on loopback: sessions, timelines, ledger, graph threads, actions",
+		name:     "ui",
+		example:  `savepoint ui --open`,
+		synopsis: "[--listen HOST:PORT] [--open] [--read-only]",
+		summary:  "serve the web inspector on loopback: sessions, timelines, ledger, graph threads, actions",
 		help: `
 Serves the web inspector on a loopback address (--listen, default
 127.0.0.1:0, a free port) until interrupted, and prints one line: its URL,
@@ -67,7 +66,9 @@ func setupUI(fs *flag.FlagSet) runFunc {
 				defer os.Remove(path)
 			}
 		}
-		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+		ctx = e.untimed
+		// Requests see the interrupt, so live event streams end with it.
+		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 		done := make(chan error, 1)
 		go func() { done <- hs.Serve(ln) }()
 		select {

@@ -1,7 +1,9 @@
 package ui
 
 import (
+	"bufio"
 	"encoding/json"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 	stdhtml "html"
 	"io"
 	"net/http"
@@ -139,5 +141,63 @@ func TestServerPage(t *testing.T) {
 	var f map[string]string
 	if code != 200 || json.Unmarshal([]byte(body), &f) != nil || f["saves"] != "4" || f["savesPerSecond"] != "0.0" || f["health"] != "serving" {
 		t.Errorf("figures: %d %s", code, body)
+	}
+}
+
+// TestEventsRelayWatchSessions: /events sends a new session's row within
+// 2 s of its save, and a deleted one's removal.
+func TestEventsRelayWatchSessions(t *testing.T) {
+	_, base, c, d := inspector(t, false)
+	resp, err := c.Get(base + "/events?status=active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, ct)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func(want string) string {
+		t.Helper()
+		deadline := time.After(2 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the stream ended before %q", want)
+				}
+				if strings.Contains(l, want) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("no %q within 2s", want)
+			}
+		}
+	}
+	next("event: heartbeat")
+	start := time.Now()
+	if _, err := d.Client.SaveCheckpoint(t.Context(), &savepointv1.SaveCheckpointRequest{SessionId: "new-4", Task: "Arrive live",
+		AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `"hi"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	next("event: changed")
+	l := next("data: ")
+	if !strings.Contains(l, `"ID":"new-4"`) || !strings.Contains(l, `"State":"active"`) || !strings.Contains(l, `"Task":"Arrive live"`) {
+		t.Errorf("changed event: %s", l)
+	}
+	t.Logf("a new session reached the event stream in %v", time.Since(start))
+	if _, err := d.Client.DeleteSession(t.Context(), &savepointv1.DeleteSessionRequest{SessionId: "new-4"}); err != nil {
+		t.Fatal(err)
+	}
+	next("event: removed")
+	if l := next("data: "); l != `data: {"id":"new-4"}` {
+		t.Errorf("removed event: %s", l)
 	}
 }

@@ -26,6 +26,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /graph/{action}", s.graphAct)
 	s.mux.HandleFunc("GET /server", s.server)
 	s.mux.HandleFunc("GET /server/figures", s.figures)
+	s.mux.HandleFunc("GET /events", s.events)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_PAGE", "The inspector has no page at "+r.URL.Path+".")
 	})

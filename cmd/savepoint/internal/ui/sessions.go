@@ -33,9 +33,9 @@ type sessionFilters struct {
 
 type sessionRow struct {
 	ID, Task, State, Created, Updated, Labels string
-	Turn                             uint32
-	Revision, Epoch                  uint64
-	Pending, InDoubt                 uint32
+	Turn                                      uint32
+	Revision, Epoch                           uint64
+	Pending, InDoubt                          uint32
 }
 
 type sessionsData struct {
@@ -43,6 +43,7 @@ type sessionsData struct {
 	Rows     []sessionRow
 	NextPage string // the next page's URL; empty on the last page
 	Scanned  int    // sessions read to fill the page with an id prefix
+	Query    string // the filters as a query, for the live updates
 }
 
 // maxPrefixScan bounds the sessions one page reads to find those with an
@@ -124,6 +125,9 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.rpc(r)
 	defer cancel()
 	data := sessionsData{Filters: f}
+	live := r.URL.Query()
+	live.Del("page")
+	data.Query = live.Encode()
 	// Without a prefix, one ListSessions page is the page. With one, pages
 	// are read, each no larger than what is still missing, until the page
 	// is full, the list ends or maxPrefixScan sessions were read.
@@ -139,9 +143,7 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 			if !strings.HasPrefix(x.GetSessionId(), f.Prefix) {
 				continue
 			}
-			data.Rows = append(data.Rows, sessionRow{ID: x.GetSessionId(), Task: x.GetTask(), State: sessionState(x),
-				Created: formatTime(x.GetCreateTime()), Updated: formatTime(x.GetUpdateTime()), Labels: labelText(x.GetLabels()), Turn: x.GetTurn(),
-				Revision: x.GetRevision(), Epoch: x.GetEpoch(), Pending: x.GetPendingToolUseCount(), InDoubt: x.GetInDoubtToolUseCount()})
+			data.Rows = append(data.Rows, row(x))
 		}
 		req.PageToken = resp.GetNextPageToken()
 		if req.PageToken == "" || len(data.Rows) >= f.Size || f.Prefix == "" || data.Scanned >= maxPrefixScan {
