@@ -36,6 +36,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		{"complete", []string{"notes-2"}, []string{"--epoch", "7", "--output", "done"}, exitFenced},
 		{"rm", []string{"notes-2"}, []string{"--epoch", "7"}, exitFenced},
 		{"version", nil, []string{"--timeout", "20s"}, exitOK},
+		{"ui", nil, []string{"--listen", "0.0.0.0:0", "--read-only"}, exitUsage},
 	} {
 		tested[tc.name] = true
 		first := runCLI(t, slices.Concat([]string{"--addr", addr, tc.name}, tc.flags, tc.args)...)

@@ -51,6 +51,10 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer // for progress lines; errors are app.run's to print
 	c      *client.Client
+	// untimed is the command's context without --timeout, for the commands
+	// that run until interrupted (ui, ls --watch): their --timeout bounds
+	// each RPC instead.
+	untimed context.Context
 }
 
 // client dials the daemon on first use; the connection is closed by app.run.
@@ -124,9 +128,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.fail(name, &usageError{msg: err.Error()})
 	}
+	untimed := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	e := &env{cfg: cfg, stdout: a.stdout, stderr: a.stderr}
+	e := &env{cfg: cfg, stdout: a.stdout, stderr: a.stderr, untimed: untimed}
 	err = runCmd(ctx, e, pos)
 	if e.c != nil {
 		e.c.Close()
@@ -153,8 +158,8 @@ Commands:
 
 Every command takes --addr (default: $SAVEPOINT_ADDR, else
 unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else
-unix:/run/savepoint/savepoint.sock) and --timeout (default 30s).
-savepointd verify is the offline check of a stopped daemon's data directory.
+unix:/run/savepoint/savepoint.sock) and --timeout (default 30s; it bounds
+the whole command, but each RPC of ui). savepointd verify is the offline check of a stopped daemon's data directory.
 
 `+exitCodesHelp)
 }

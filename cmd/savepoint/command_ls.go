@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/savepoint-dev/savepoint/client"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -31,7 +32,13 @@ The filters combine: --label keeps the sessions carrying every given label,
 --status those of one status, --pending those with pending tool uses, and
 --idle D those not updated (saved or completed) for at least D, such as 10m.
 "ls --status active --idle 10m" finds the sessions whose agent has probably
-died, to resume them.`,
+died, to resume them.
+
+--watch then prints one line per session that changes (CHANGED, with its
+status, turn, revision, pending and in-doubt tool uses) or leaves the
+filters (REMOVED, deleted or no longer matching), as WatchSessions reports
+them once durable, until interrupted; --timeout then bounds each RPC, not
+the command.`,
 		setup: setupLs,
 	})
 }
@@ -56,6 +63,7 @@ func setupLs(fs *flag.FlagSet) runFunc {
 	status := fs.String("status", "", "only sessions of this `STATUS`: active, completed or failed")
 	pending := fs.Bool("pending", false, "only sessions with pending tool uses")
 	idle := fs.Duration("idle", 0, "only sessions not updated for at least `D`, such as 10m")
+	watch := fs.Bool("watch", false, "after the list, print each session that changes, until interrupted (--timeout bounds each RPC)")
 	return func(ctx context.Context, e *env, args []string) error {
 		if len(args) > 0 {
 			return usagef("ls takes no arguments, got %q", args[0])
@@ -81,20 +89,28 @@ func setupLs(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		sums, err := c.ListSessionsMatching(ctx, req)
-		if err != nil {
-			return err
+		if *watch {
+			return watchSessions(e, c, req)
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SESSION\tSTATUS\tTURN\tREVISION\tPENDING\tIN DOUBT\tUPDATED")
-		for _, s := range sums {
-			if s.GetRevision() == 0 { // a head that could not be decoded
-				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
-				continue
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.GetSessionId(), statusName(s.GetStatus()), s.GetTurn(), s.GetRevision(),
-				s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), formatTime(s.GetUpdateTime()))
-		}
-		return tw.Flush()
+		return printSessions(ctx, e, c, req)
 	}
+}
+
+// printSessions prints the table of the sessions req selects.
+func printSessions(ctx context.Context, e *env, c *client.Client, req *savepointv1.ListSessionsRequest) error {
+	sums, err := c.ListSessionsMatching(ctx, req)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURN\tREVISION\tPENDING\tIN DOUBT\tUPDATED")
+	for _, s := range sums {
+		if s.GetRevision() == 0 { // a head that could not be decoded
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.GetSessionId(), statusName(s.GetStatus()), s.GetTurn(), s.GetRevision(),
+			s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), formatTime(s.GetUpdateTime()))
+	}
+	return tw.Flush()
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+)
+
+// startUI runs savepoint ui with args until the test ends and returns the
+// URL it printed and a function that interrupts it and returns its exit
+// code.
+func startUI(t *testing.T, args ...string) (string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var out, errb daemontest.SyncBuffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, append([]string{"ui"}, args...), &out, &errb) }()
+	urlRE := regexp.MustCompile(`^http://127\.0\.0\.1:\d+/\?token=[A-Z0-9]+\n$`)
+	deadline := time.Now().Add(10 * time.Second)
+	for !urlRE.MatchString(out.String()) {
+		select {
+		case c := <-code:
+			t.Fatalf("savepoint ui exited %d: stdout %q, stderr %q", c, out.String(), errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("savepoint ui printed no URL line in 10s: stdout %q, stderr %q", out.String(), errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop := sync.OnceValue(func() int { cancel(); return <-code })
+	t.Cleanup(func() { stop() })
+	return strings.TrimSpace(out.String()), stop
+}
+
+// TestUIServesPastItsTimeout: --timeout bounds each RPC of savepoint ui, not
+// the command; the printed URL is the only line on stdout and lets a
+// browser in; an interrupt stops it with exit 0.
+func TestUIServesPastItsTimeout(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	seed(t, d.Client)
+	url, stop := startUI(t, "--addr", "unix:"+d.Socket, "--timeout", "300ms")
+	time.Sleep(700 * time.Millisecond)
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.RawQuery != "" || !strings.Contains(string(body), "report-1") {
+		t.Errorf("GET %s after the timeout: %d at %s\n%s", url, resp.StatusCode, resp.Request.URL, body)
+	}
+	if c := stop(); c != exitOK {
+		t.Errorf("interrupted savepoint ui exited %d, want 0", c)
+	}
+}
+
+func TestUIRefusesNonLoopbackListen(t *testing.T) {
+	for _, l := range []string{"0.0.0.0:0", "192.0.2.1:8080", ":0"} {
+		r := runCLI(t, "ui", "--addr", "unix:/nonexistent/s.sock", "--listen", l)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "not a loopback address") || r.stdout != "" {
+			t.Errorf("--listen %s: %+v, want exit %d saying it is not loopback", l, r, exitUsage)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// maxGraphRead bounds the checkpoints one graph page reads.
+const maxGraphRead = 5000
+
+// tuple is one checkpoint as ListCheckpoints streams it, its values whole.
+type tuple struct {
+	CP     *savepointv1.GraphCheckpoint
+	Blobs  []*savepointv1.ChannelBlob
+	Writes []*savepointv1.PendingWrite
+}
+
+// readTuples reads a ListCheckpoints stream into tuples, joining each value
+// continued in value_chunk, and stops after limit tuples (cut is then true).
+func readTuples(stream grpc.ServerStreamingClient[savepointv1.ListCheckpointsResponse], limit int) (out []*tuple, cut bool, err error) {
+	var open *savepointv1.TypedValue // the last value, while incomplete
+	track := func(v *savepointv1.TypedValue) {
+		if v != nil && int64(len(v.GetData())) < v.GetTotalSize() {
+			open = v
+		}
+	}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if c := m.GetValueChunk(); len(c) > 0 && open != nil {
+			open.Data = append(open.Data, c...)
+			if int64(len(open.Data)) >= open.GetTotalSize() {
+				open = nil
+			}
+			continue
+		}
+		if m.GetCheckpoint() != nil {
+			if len(out) == limit {
+				return out, true, nil
+			}
+			out = append(out, &tuple{CP: m.GetCheckpoint()})
+			track(m.GetCheckpoint().GetCheckpoint())
+		}
+		if len(out) == 0 {
+			continue
+		}
+		t := out[len(out)-1]
+		for _, b := range m.GetBlobs() {
+			t.Blobs = append(t.Blobs, b)
+			track(b.GetValue())
+		}
+		for _, w := range m.GetPendingWrites() {
+			t.Writes = append(t.Writes, w)
+			track(w.GetValue())
+		}
+	}
+}
+
+type threadRow struct {
+	ID          string
+	Namespaces  []string
+	Checkpoints int
+	Latest      string
+}
+
+func (s *Server) threads(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.rpc(r)
+	defer cancel()
+	stream, err := s.opts.Client.Graph().ListCheckpoints(ctx, &savepointv1.ListCheckpointsRequest{})
+	var tuples []*tuple
+	var cut bool
+	if err == nil {
+		tuples, cut, err = readTuples(stream, maxGraphRead)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	byID := map[string]*threadRow{}
+	var rows []*threadRow
+	for _, t := range tuples {
+		id := t.CP.GetThreadId()
+		row := byID[id]
+		if row == nil {
+			row = &threadRow{ID: id, Latest: t.CP.GetCheckpointId()}
+			byID[id] = row
+			rows = append(rows, row)
+		}
+		row.Checkpoints++
+		if ns := nsName(t.CP.GetCheckpointNs()); !slices.Contains(row.Namespaces, ns) {
+			row.Namespaces = append(row.Namespaces, ns)
+		}
+		if t.CP.GetCheckpointId() > row.Latest {
+			row.Latest = t.CP.GetCheckpointId()
+		}
+	}
+	slices.SortFunc(rows, func(a, b *threadRow) int { return strings.Compare(a.ID, b.ID) })
+	s.render(w, r, http.StatusOK, "threads", "Graph threads", "graph", struct {
+		Rows []*threadRow
+		Cut  bool
+		Max  int
+	}{rows, cut, maxGraphRead})
+}
+
+func nsName(ns string) string {
+	if ns == "" {
+		return "(root)"
+	}
+	return ns
+}
+
+type blobView struct {
+	Channel, Version string
+	Value            decodedValue
+}
+
+type writeView struct {
+	Idx     int32
+	Channel string
+	Value   decodedValue
+}
+
+type taskView struct {
+	TaskID, TaskPath string
+	Writes           []writeView
+}
+
+type checkpointView struct {
+	ID, Parent, Metadata string
+	Versions             string
+	Value                decodedValue
+	Blobs                []blobView
+	Tasks                []taskView
+}
+
+type namespaceView struct {
+	Name        string
+	Checkpoints []checkpointView
+}
+
+func (s *Server) thread(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		s.refuse(w, r, http.StatusBadRequest, "MISSING_THREAD", "Name the thread: /graph/thread?id=THREAD.")
+		return
+	}
+	ctx, cancel := s.rpc(r)
+	defer cancel()
+	stream, err := s.opts.Client.Graph().ListCheckpoints(ctx, &savepointv1.ListCheckpointsRequest{ThreadId: id})
+	var tuples []*tuple
+	var cut bool
+	if err == nil {
+		tuples, cut, err = readTuples(stream, maxGraphRead)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(tuples) == 0 {
+		s.refuse(w, r, http.StatusNotFound, "THREAD_NOT_FOUND", fmt.Sprintf("No checkpoint is stored for thread %q.", id))
+		return
+	}
+	var nss []*namespaceView
+	byNS := map[string]*namespaceView{}
+	for _, t := range tuples {
+		ns := nsName(t.CP.GetCheckpointNs())
+		nv := byNS[ns]
+		if nv == nil {
+			nv = &namespaceView{Name: ns}
+			byNS[ns] = nv
+			nss = append(nss, nv)
+		}
+		cv := checkpointView{ID: t.CP.GetCheckpointId(), Parent: t.CP.GetParentCheckpointId(), Metadata: prettyJSON(t.CP.GetMetadataJson()),
+			Versions: labelText(t.CP.GetChannelVersions())}
+		if v := t.CP.GetCheckpoint(); v != nil {
+			cv.Value = decodeValue(v.GetType(), v.GetData(), v.GetTotalSize())
+		}
+		for _, b := range t.Blobs {
+			cv.Blobs = append(cv.Blobs, blobView{b.GetChannel(), b.GetVersion(), decodeValue(b.GetValue().GetType(), b.GetValue().GetData(), b.GetValue().GetTotalSize())})
+		}
+		for _, pw := range t.Writes {
+			n := len(cv.Tasks)
+			if n == 0 || cv.Tasks[n-1].TaskID != pw.GetTaskId() || cv.Tasks[n-1].TaskPath != pw.GetTaskPath() {
+				cv.Tasks = append(cv.Tasks, taskView{TaskID: pw.GetTaskId(), TaskPath: pw.GetTaskPath()})
+				n++
+			}
+			cv.Tasks[n-1].Writes = append(cv.Tasks[n-1].Writes, writeView{pw.GetIdx(), pw.GetChannel(), decodeValue(pw.GetValue().GetType(), pw.GetValue().GetData(), pw.GetValue().GetTotalSize())})
+		}
+		nv.Checkpoints = append(nv.Checkpoints, cv)
+	}
+	s.render(w, r, http.StatusOK, "thread", "Thread "+id, "graph", struct {
+		ID         string
+		Namespaces []*namespaceView
+		Cut        bool
+	}{id, nss, cut})
+}
+
+var graphActions = map[string]string{"copy": "Copy thread", "prune": "Prune thread", "delete": "Delete thread"}
+
+func (s *Server) graphConfirm(w http.ResponseWriter, r *http.Request) {
+	action, id := r.PathValue("action"), r.URL.Query().Get("id")
+	if graphActions[action] == "" {
+		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_PAGE", "The inspector has no page at "+r.URL.Path+".")
+		return
+	}
+	if s.opts.ReadOnly {
+		s.refuse(w, r, http.StatusForbidden, "READ_ONLY", "This inspector was started with --read-only: it takes no action.")
+		return
+	}
+	s.render(w, r, http.StatusOK, "graphconfirm", graphActions[action]+" "+id, "graph", struct{ ID, Action string }{id, action})
+}
+
+func (s *Server) graphAct(w http.ResponseWriter, r *http.Request) {
+	action, id := r.PathValue("action"), r.PostFormValue("id")
+	if graphActions[action] == "" || id == "" {
+		s.refuse(w, r, http.StatusBadRequest, "BAD_FORM", "A graph action needs its thread and one of copy, prune or delete.")
+		return
+	}
+	ctx, cancel := s.rpc(r)
+	defer cancel()
+	g := s.opts.Client.Graph()
+	res := &resultData{ID: id, Action: action, Next: "/graph"}
+	switch action {
+	case "copy":
+		target := strings.TrimSpace(r.PostFormValue("target"))
+		if target == "" {
+			s.refuse(w, r, http.StatusBadRequest, "BAD_FORM", "A copy needs the id of the target thread.")
+			return
+		}
+		resp, err := g.CopyThread(ctx, &savepointv1.CopyThreadRequest{SourceThreadId: id, TargetThreadId: target})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		res.Lines = []string{fmt.Sprintf("Copied %d checkpoints of thread %s into thread %s.", resp.GetCopiedCheckpoints(), id, target)}
+	case "prune":
+		st := savepointv1.PruneStrategy_PRUNE_STRATEGY_KEEP_LATEST
+		if r.PostFormValue("strategy") == "delete" {
+			st = savepointv1.PruneStrategy_PRUNE_STRATEGY_DELETE
+		}
+		resp, err := g.Prune(ctx, &savepointv1.PruneRequest{ThreadIds: []string{id}, Strategy: st})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		res.Lines = []string{fmt.Sprintf("Pruned thread %s: %d checkpoints deleted.", id, resp.GetDeletedCheckpoints())}
+	case "delete":
+		if _, err := g.DeleteThread(ctx, &savepointv1.DeleteThreadRequest{ThreadId: id}); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		res.Lines = []string{fmt.Sprintf("Deleted thread %s: its checkpoints and writes are gone.", id)}
+	}
+	s.render(w, r, http.StatusOK, "result", graphActions[action]+" "+id, "graph", res)
+}
