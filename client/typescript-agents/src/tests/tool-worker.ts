@@ -6,7 +6,9 @@
  * at that stage of the call (listed, begun, ran, recorded, settled; "tool" inside the
  * tool after its side effect). CALL_ID names the call (call_1 by default);
  * NO_TOOL=1 leaves the tool out of the agent (and of this process);
- * STREAM=1 makes the first run a streamed one. The
+ * STREAM=1 makes the first run a streamed one; CALLS=2 makes its model
+ * call send twice at once (call_1 for acme, call_2 for globex), and
+ * CRASH_NTH=N kills at the Nth time the stage is reached (1 by default). The
  * resume runs with an empty input and prints, as JSON, the items the resumed
  * model was sent and the session's items.
  */
@@ -23,6 +25,10 @@ setTracingDisabled(true);
 const [addr, id, effect, mode, log] = process.argv.slice(2);
 const crash = process.env.CRASH ?? "";
 const callId = process.env.CALL_ID || "call_1";
+let reached = 0;
+const killAt = (stage: string) => {
+  if (stage === crash && ++reached === Number(process.env.CRASH_NTH || "1")) process.kill(process.pid, "SIGKILL");
+};
 
 const send = process.env.NO_TOOL === "1" ? undefined : durableTool({
   name: "send",
@@ -31,18 +37,18 @@ const send = process.env.NO_TOOL === "1" ? undefined : durableTool({
   effect: effect as Effect,
   execute: async ({ customer, amount }) => {
     appendFileSync(log, `${customer} ${amount} key=${idempotencyKey()}\n`);
-    if (crash === "tool") process.kill(process.pid, "SIGKILL");
+    killAt("tool");
     return `invoice for ${amount} sent to ${customer}`;
   },
 });
-setStageHook((stage) => {
-  if (stage === crash) process.kill(process.pid, "SIGKILL");
-});
+setStageHook(killAt);
 
 const session = new SavepointSession(id, { address: addr });
 const tools = send ? [send] : [];
 if (mode === "first") {
-  const model = new ScriptedModel([[functionCall("send", { customer: "acme", amount: 120 }, { callId })], [assistantMessage("The invoice is sent.")]]);
+  const calls = [functionCall("send", { customer: "acme", amount: 120 }, { callId })];
+  if (process.env.CALLS === "2") calls.push(functionCall("send", { customer: "globex", amount: 80 }, { callId: "call_2" }));
+  const model = new ScriptedModel([calls, [assistantMessage("The invoice is sent.")]]);
   const agent = new Agent({ name: "billing", model, tools });
   if (process.env.STREAM === "1") {
     const r = await run(agent, "Invoice acme for 120.", { session, stream: true });

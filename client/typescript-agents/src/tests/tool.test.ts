@@ -334,3 +334,22 @@ test("a streamed run killed in a side-effecting tool is resumed like any other: 
   assert.match(outputOf(out.sent, "call_1") ?? "", /is unknown/);
   assert.equal(lines(log).length, 1);
 });
+
+test("killed inside the second of two parallel side-effecting calls, a resume answers both once and runs neither twice", async () => {
+  const id = "parallel-crash";
+  const log = join(dir, id + ".log");
+  const first = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", log], { CRASH: "tool", CRASH_NTH: "2", CALLS: "2" });
+  assert.equal(first.signal, "SIGKILL");
+  const out = await resumeOf(id);
+  assertPaired(out.sent);
+  assertPaired(out.items);
+  const answered = (out.items as Item[]).filter((i) => i.type === "function_call").map((i) => i.callId);
+  assert.deepEqual([...answered].sort(), ["call_1", "call_2"]);
+  const runs = lines(log);
+  assert.deepEqual(runs.map((r) => r.split(" ")[0]).sort(), ["acme", "globex"], "each invoice sent once");
+  // The call that ran first may have been recorded before the kill (its real output) or not (in doubt); the one that ran second was killed in its tool.
+  const callOf = (who: string) => (who === "acme" ? "call_1" : "call_2");
+  const [firstRan, secondRan] = runs.map((r) => r.split(" ")[0]);
+  assert.match(outputOf(out.items, callOf(firstRan)) ?? "", /^(invoice for \d+ sent to \w+|The outcome of this send call .* is unknown: .*)$/);
+  assert.match(outputOf(out.items, callOf(secondRan)) ?? "", new RegExp(`^The outcome of this send call \\(tool_use_id ${callOf(secondRan)}\\) is unknown: `));
+});
