@@ -63,12 +63,12 @@ func Run(ctx context.Context, cfg Config, store core.Store, logger *slog.Logger)
 		return err
 	}
 	srv, hs, api := newServer(cfg, creds, store, m, logger)
-	defer startBackground(cfg, store, hs, logger)()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	logger.Info("serving", "listen", cfg.Listen, "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 	notify(logger, "READY=1\nSTATUS=serving on "+cfg.Listen)
+	defer startBackground(cfg, store, hs, logger)() // after READY=1: systemd takes no watchdog ping before it
 	recovered := make(chan struct{})
 	go func() { defer close(recovered); logRecovered(ctx, store, logger) }()
 	defer func() { <-recovered }()
