@@ -181,26 +181,31 @@ func sameSummary(a, b SessionSummary) bool {
 
 // seedIdle queues every session the filter selects but for MinIdle, which
 // reaches MinIdle later: changed before the watch, it will be selected
-// without a change.
+// without a change. It reads the sessions updated within MinIdle, newest
+// first, by the store's index by update time.
 func (ws *watchState) seedIdle(ctx context.Context) error {
 	f := ws.req.Filter
 	f.UpdatedBefore = time.Time{}
 	cutoff := time.Now().Add(-ws.req.MinIdle)
-	after := ""
+	var after UpdateCursor
 	for {
-		page, err := ws.s.ListSessions(ctx, after, 1000, f)
+		page, err := ws.s.ListSessionsByUpdate(ctx, after, 1000, f)
 		if err != nil {
 			return err
 		}
 		for _, sum := range page {
-			if sum.Revision > 0 && sum.UpdateTime.After(cutoff) {
+			if !sum.UpdateTime.After(cutoff) {
+				return nil // this one and all after it are idle already
+			}
+			if sum.Revision > 0 {
 				ws.queueIdle(sum.SessionID, sum.UpdateTime.Add(ws.req.MinIdle))
 			}
 		}
 		if len(page) < 1000 {
 			return nil
 		}
-		after = page[len(page)-1].SessionID
+		last := page[len(page)-1]
+		after = UpdateCursor{UpdateTime: last.UpdateTime, SessionID: last.SessionID}
 	}
 }
 
