@@ -43,10 +43,10 @@ type WatchEvent struct {
 	Summary   SessionSummary // for WatchChanged
 }
 
-// Selected reports whether the filter selects a session summarised by s
-// at time now, with minIdle as in WatchRequest. A damaged session (a
-// summary holding only its id) is always selected, as ListSessions lists it.
-func (f SessionFilter) Selected(s SessionSummary, minIdle time.Duration, now time.Time) bool {
+// SelectsSummary reports whether the filter, but for UpdatedBefore, selects
+// a session summarised by s. A damaged session (a summary holding only its
+// id) is always selected, as ListSessions lists it.
+func (f SessionFilter) SelectsSummary(s SessionSummary) bool {
 	if s.Revision == 0 {
 		return true
 	}
@@ -54,8 +54,6 @@ func (f SessionFilter) Selected(s SessionSummary, minIdle time.Duration, now tim
 	case f.Status != StatusAny && s.Status != f.Status:
 		return false
 	case f.HasPendingToolUses && s.PendingToolUseCount == 0:
-		return false
-	case minIdle > 0 && now.Sub(s.UpdateTime) < minIdle:
 		return false
 	}
 	return HasLabels(s.Labels, f.Labels)
@@ -149,7 +147,7 @@ func (ws *watchState) evaluate(ctx context.Context, sessionID string) error {
 		return err
 	}
 	now := time.Now()
-	selected := found && ws.req.Filter.Selected(sum, 0, now)
+	selected := found && ws.req.Filter.SelectsSummary(sum)
 	if selected && ws.req.MinIdle > 0 && sum.Revision > 0 && now.Sub(sum.UpdateTime) < ws.req.MinIdle {
 		selected = false
 		ws.queueIdle(sessionID, sum.UpdateTime.Add(ws.req.MinIdle))
