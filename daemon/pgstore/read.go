@@ -208,12 +208,13 @@ func (s *Store) ListSessionsByUpdate(ctx context.Context, after core.UpdateCurso
 		out = out[:0]
 		curNs, curID := negNs, id
 		for len(out) < limit {
-			cond := "(neg_update_ns, session_id) > ($1, $2)"
+			// After the cursor; with no id (the min_idle bound), after its time.
+			cond, args := "(neg_update_ns, session_id) > ($2, $3)", []any{max(listPage, limit), curNs, curID}
 			if curID == nil {
-				cond = "neg_update_ns > $1 AND $2::bytea IS NULL"
+				cond, args = "neg_update_ns > $2", args[:2]
 			}
 			rows, err := q.tx.Query(ctx, "SELECT session_id, record, checksum, neg_update_ns FROM "+s.table("sessions")+
-				" WHERE neg_update_ns IS NOT NULL AND "+cond+" ORDER BY neg_update_ns, session_id LIMIT $3", curNs, curID, max(listPage, limit))
+				" WHERE neg_update_ns IS NOT NULL AND "+cond+" ORDER BY neg_update_ns, session_id LIMIT $1", args...)
 			if err != nil {
 				return err
 			}
