@@ -47,6 +47,7 @@ NAMES = (
     "InvalidUtf8Error",
     "InvalidGraphKeyError",
     "InvalidUploadError",
+    "InvalidOrderByError",
     "UploadAbortedError",
     "SessionCompletedError",
     "InvalidSessionStatusError",
