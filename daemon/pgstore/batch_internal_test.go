@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,16 +186,22 @@ func TestBatchRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		n         int
 		pipelined bool
+		msgBytes  int
 		want      int64
-	}{{1, true, 2}, {16, true, 2}, {4, false, 1 + 2*4}} {
+	}{
+		{1, true, 1, 2}, {16, true, 1, 2}, {4, false, 1, 1 + 2*4},
+		// Over flushBytes, the queue goes before the next request's
+		// writes: after the second and the fourth save of 600 KB.
+		{5, true, 600 << 10, 4},
+	} {
 		var ops []*op
 		for i := range tc.n {
-			sid := fmt.Sprintf("s%v-%d-%d", tc.pipelined, tc.n, i)
+			sid := fmt.Sprintf("s%v-%d-%d-%d", tc.pipelined, tc.n, tc.msgBytes, i)
 			if _, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: sid}); err != nil {
 				t.Fatal(err)
 			}
 			req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1, RequestID: "r",
-				AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
+				AppendMessages: []core.Message{{Role: "user", ContentJSON: `"` + strings.Repeat("x", tc.msgBytes) + `"`}}}
 			ops = append(ops, &op{sessionID: sid, done: make(chan error, 1), pipelined: tc.pipelined, requestID: req.RequestID,
 				fn: func(ctx context.Context, q *query) error {
 					_, err := core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())

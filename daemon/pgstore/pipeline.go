@@ -34,6 +34,12 @@ import (
 // its batch still commits.
 const timeoutGrace = 500 * time.Millisecond
 
+// flushBytes is how many bytes of arguments the queue holds before the
+// next request's are sent after them, so that the writes of large requests
+// go in parts, each within the statement timeout, and the batch's time
+// check (runBatch) sees them.
+const flushBytes = 1 << 20
+
 // maxRuns bounds the runs of one request that found its session created by
 // a concurrent transaction (a unique violation on the session's row).
 const maxRuns = 3
@@ -128,6 +134,14 @@ func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 					continue
 				}
 			}
+			if g.q.size >= flushBytes {
+				if err = g.q.send(ctx, ""); err != nil {
+					if i, err = g.recover(ctx, err); err != nil {
+						return 0, err
+					}
+					continue
+				}
+			}
 			if i, err = g.runOne(ctx, i); err != nil {
 				return 0, err
 			}
@@ -140,8 +154,6 @@ func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 		var pe *pgconn.PgError
 		f := g.q.failed
 		switch {
-		case f != nil && f.owner == beginOwner:
-			return 0, &beginFailed{err: err} // nothing ran
 		case f != nil && f.owner == commitOwner:
 			if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
 				return 0, err // refused by the server: rolled back

@@ -30,6 +30,7 @@ type query struct {
 	// in the last send, when one did; pre holds what was read ahead for
 	// the first request of each session (readAhead).
 	owners []int
+	size   int // bytes of the queued statements' arguments
 	cur    int
 	sends  int
 	failed *stmtFailure
@@ -49,6 +50,11 @@ func (q *query) exec(ctx context.Context, sql string, args ...any) error {
 // queue queues sql for the request running.
 func (q *query) queue(sql string, args ...any) *pgx.QueuedQuery {
 	q.owners = append(q.owners, q.cur)
+	for _, a := range args {
+		if b, ok := a.([]byte); ok {
+			q.size += len(b)
+		}
+	}
 	return q.queued.Queue(sql, args...)
 }
 
@@ -80,7 +86,7 @@ func (q *query) send(ctx context.Context, sql string, args ...any) error {
 // before it and none after.
 func (q *query) flush(ctx context.Context) error {
 	b, owners := q.queued, q.owners
-	q.queued, q.owners = &pgx.Batch{}, nil
+	q.queued, q.owners, q.size = &pgx.Batch{}, nil, 0
 	if b.Len() == 0 {
 		return nil
 	}
