@@ -301,3 +301,52 @@ func TestWritersFollowPool(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestBatchAheadTimesOut: when the read ahead of a group commit waits past
+// the statement timeout on a session's row locked elsewhere, that session's
+// request fails alone with ErrUnavailable and the others commit.
+func TestBatchAheadTimesOut(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.URL("postgres"), Options{Schema: "batch_ahead", StatementTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, sid := range []string{"a", "b"} {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := pgx.Connect(ctx, srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	lock, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) //nolint:errcheck
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM batch_ahead.sessions WHERE session_id = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var ops []*op
+	for _, sid := range []string{"a", "b"} {
+		req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1}
+		ops = append(ops, &op{sessionID: sid, pipelined: true, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+			_, err := core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
+			return err
+		}})
+	}
+	s.commitBatch(ops)
+	if err := <-ops[0].done; !errors.Is(err, core.ErrUnavailable) {
+		t.Errorf("the save of the locked session: %v, want ErrUnavailable", err)
+	}
+	if err := <-ops[1].done; err != nil {
+		t.Errorf("the other save: %v", err)
+	}
+	if cp, err := s.Checkpoint(ctx, "b", 0); err != nil || cp.Revision != 2 {
+		t.Errorf("b after the batch: revision %d, %v; want 2", cp.Revision, err)
+	}
+}
