@@ -350,3 +350,55 @@ func TestBatchAheadTimesOut(t *testing.T) {
 		t.Errorf("b after the batch: revision %d, %v; want 2", cp.Revision, err)
 	}
 }
+
+// TestBatchRefusedAfterSend: a request refused after some of its writes
+// were sent is rolled back to its savepoint, and the writes it queued
+// since are dropped, not sent with the next request's.
+func TestBatchRefusedAfterSend(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	for _, pipelined := range []bool{false, true} {
+		s, err := Open(ctx, srv.URL("postgres"), Options{Schema: fmt.Sprintf("batch_refused_%v", pipelined)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		put := func(ctx context.Context, q *query, sid string) error {
+			return q.putHead(ctx, sid, headRecOf(&core.HeadRecord{Epoch: 1}), true)
+		}
+		ops := []*op{
+			{sessionID: "a", pipelined: pipelined, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+				if err := put(ctx, q, "a1"); err != nil {
+					return err
+				}
+				if err := q.send(ctx, ""); err != nil {
+					return err
+				}
+				if err := put(ctx, q, "a2"); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: refused after a send.", core.ErrInvalidArgument)
+			}},
+			{sessionID: "b", pipelined: pipelined, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+				_, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "b"}, s.now())
+				return err
+			}},
+		}
+		s.commitBatch(ops)
+		if err := <-ops[0].done; !errors.Is(err, core.ErrInvalidArgument) {
+			t.Errorf("pipelined %v: the refused request: %v, want ErrInvalidArgument", pipelined, err)
+		}
+		if err := <-ops[1].done; err != nil {
+			t.Errorf("pipelined %v: the next request: %v", pipelined, err)
+		}
+		for _, sid := range []string{"a1", "a2"} {
+			var n int
+			if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+s.table("sessions")+" WHERE session_id = $1", []byte(sid)).Scan(&n); err != nil || n != 0 {
+				t.Errorf("pipelined %v: %d rows of %s after its request was refused (%v), want 0", pipelined, n, sid, err)
+			}
+		}
+		if _, err := s.Checkpoint(ctx, "b", 0); err != nil {
+			t.Errorf("pipelined %v: b after the batch: %v", pipelined, err)
+		}
+	}
+}

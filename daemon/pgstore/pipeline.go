@@ -247,6 +247,7 @@ func (g *groupCommit) runOne(ctx context.Context, i int) (next int, batchErr err
 		g.results[i] = err
 		return i + 1, nil
 	}
+	q.truncate(0) // what it queued since its last send: all its own
 	if err := q.rollbackTo(ctx, "request"); err != nil {
 		return 0, err
 	}
