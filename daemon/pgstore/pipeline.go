@@ -47,13 +47,13 @@ const maxRuns = 3
 // The owners of the statements that are no request's: those that read
 // ahead, the transaction's BEGIN (and SET LOCAL), and its COMMIT.
 const (
-	prefetchOwner = -1
-	beginOwner    = -2
-	commitOwner   = -3
+	aheadOwner  = -1
+	beginOwner  = -2
+	commitOwner = -3
 )
 
 // stmtFailure is a queued statement that failed, with the request it was
-// queued for (prefetchOwner for the read ahead).
+// queued for (or aheadOwner, beginOwner, commitOwner).
 type stmtFailure struct {
 	owner int
 	err   error
@@ -170,8 +170,8 @@ func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 
 // readAhead locks and reads, in one round trip with the statements queued
 // before, the session row of every session in the run of pipelined
-// requests from i, and the request id's row of the first request of each
-// session, inside a savepoint of their own.
+// requests from i, with the request id's row and the call rows of the
+// first request of each session, inside a savepoint of their own.
 func (g *groupCommit) readAhead(ctx context.Context, i int) error {
 	q := g.q
 	end := i
@@ -179,8 +179,8 @@ func (g *groupCommit) readAhead(ctx context.Context, i int) error {
 		end++
 	}
 	g.aheadAt, g.aheadTo = i, end
-	q.pre = map[string]*ahead{}
-	q.cur = prefetchOwner
+	q.aheads = map[string]*ahead{}
+	q.cur = aheadOwner
 	q.queue("SAVEPOINT ahead")
 	var rs []*rowRead
 	for k := i; k < end; k++ {
@@ -203,7 +203,7 @@ func (g *groupCommit) readAhead(ctx context.Context, i int) error {
 				rs = append(rs, a.calls[id])
 			}
 		}
-		q.pre[o.sessionID] = a
+		q.aheads[o.sessionID] = a
 	}
 	q.queueReads(rs)
 	q.queue("RELEASE SAVEPOINT ahead")
@@ -302,9 +302,9 @@ func (g *groupCommit) recover(ctx context.Context, err error) (int, error) {
 	if g.recoveries++; g.recoveries > 2*maxRuns*len(g.ops)+2 {
 		return 0, fmt.Errorf("the group commit did not settle after %d failed statements: %w", g.recoveries, f.err)
 	}
-	q.pre, g.aheadTo = nil, 0 // what was read ahead after the failure was not read
+	q.aheads, g.aheadTo = nil, 0 // what was read ahead after the failure was not read
 	q.truncate(0)
-	if f.owner == prefetchOwner {
+	if f.owner == aheadOwner {
 		if err := q.rollbackTo(ctx, "ahead"); err != nil {
 			return 0, err
 		}

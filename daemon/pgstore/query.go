@@ -27,14 +27,14 @@ type query struct {
 	// The group commit's: owners[k] is the request that queued statement
 	// k of queued (cur, the request running, when it was queued); sends
 	// counts the batches sent; failed is the queued statement that failed
-	// in the last send, when one did; pre holds what was read ahead for
-	// the first request of each session (readAhead).
+	// in the last send, when one did; aheads holds what was read ahead
+	// for the first request of each session (readAhead), by session id.
 	owners []int
 	size   int // bytes of the queued statements' arguments
 	cur    int
 	sends  int
 	failed *stmtFailure
-	pre    map[string]*ahead
+	aheads map[string]*ahead
 }
 
 // exec runs a write, or queues it when the query queues its writes.
@@ -299,11 +299,11 @@ func (q *query) head(ctx context.Context, sessionID string, lock bool, with ...*
 // ahead returns what was read ahead for the request running, on its
 // session and request id, once; nil when nothing was.
 func (q *query) ahead(sessionID, requestID string) *ahead {
-	a := q.pre[sessionID]
+	a := q.aheads[sessionID]
 	if a == nil || a.owner != q.cur || a.requestID != requestID {
 		return nil
 	}
-	delete(q.pre, sessionID)
+	delete(q.aheads, sessionID)
 	return a
 }
 
