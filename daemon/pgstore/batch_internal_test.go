@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,16 +186,22 @@ func TestBatchRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		n         int
 		pipelined bool
+		msgBytes  int
 		want      int64
-	}{{1, true, 2}, {16, true, 2}, {4, false, 1 + 2*4}} {
+	}{
+		{1, true, 1, 2}, {16, true, 1, 2}, {4, false, 1, 1 + 2*4},
+		// Over flushBytes, the queue goes before the next request's
+		// writes: after the second and the fourth save of 600 KB.
+		{5, true, 600 << 10, 4},
+	} {
 		var ops []*op
 		for i := range tc.n {
-			sid := fmt.Sprintf("s%v-%d-%d", tc.pipelined, tc.n, i)
+			sid := fmt.Sprintf("s%v-%d-%d-%d", tc.pipelined, tc.n, tc.msgBytes, i)
 			if _, err := s.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: sid}); err != nil {
 				t.Fatal(err)
 			}
 			req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1, RequestID: "r",
-				AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
+				AppendMessages: []core.Message{{Role: "user", ContentJSON: `"` + strings.Repeat("x", tc.msgBytes) + `"`}}}
 			ops = append(ops, &op{sessionID: sid, done: make(chan error, 1), pipelined: tc.pipelined, requestID: req.RequestID,
 				fn: func(ctx context.Context, q *query) error {
 					_, err := core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
@@ -292,5 +299,106 @@ func TestWritersFollowPool(t *testing.T) {
 			t.Errorf("%s, Writers %d: %d writers, %d connections; want %d, %d", tc.extra, tc.writers, s.writers, s.pool.Config().MaxConns, tc.wantW, tc.wantConns)
 		}
 		s.Close()
+	}
+}
+
+// TestBatchAheadTimesOut: when the read ahead of a group commit waits past
+// the statement timeout on a session's row locked elsewhere, that session's
+// request fails alone with ErrUnavailable and the others commit.
+func TestBatchAheadTimesOut(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.URL("postgres"), Options{Schema: "batch_ahead", StatementTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, sid := range []string{"a", "b"} {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := pgx.Connect(ctx, srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	lock, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) //nolint:errcheck
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM batch_ahead.sessions WHERE session_id = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var ops []*op
+	for _, sid := range []string{"a", "b"} {
+		req := &core.SaveRequest{SessionID: sid, ExpectedRevision: 1, Epoch: 1}
+		ops = append(ops, &op{sessionID: sid, pipelined: true, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+			_, err := core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
+			return err
+		}})
+	}
+	s.commitBatch(ops)
+	if err := <-ops[0].done; !errors.Is(err, core.ErrUnavailable) {
+		t.Errorf("the save of the locked session: %v, want ErrUnavailable", err)
+	}
+	if err := <-ops[1].done; err != nil {
+		t.Errorf("the other save: %v", err)
+	}
+	if cp, err := s.Checkpoint(ctx, "b", 0); err != nil || cp.Revision != 2 {
+		t.Errorf("b after the batch: revision %d, %v; want 2", cp.Revision, err)
+	}
+}
+
+// TestBatchRefusedAfterSend: a request refused after some of its writes
+// were sent is rolled back to its savepoint, and the writes it queued
+// since are dropped, not sent with the next request's.
+func TestBatchRefusedAfterSend(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	for _, pipelined := range []bool{false, true} {
+		s, err := Open(ctx, srv.URL("postgres"), Options{Schema: fmt.Sprintf("batch_refused_%v", pipelined)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		put := func(ctx context.Context, q *query, sid string) error {
+			return q.putHead(ctx, sid, headRecOf(&core.HeadRecord{Epoch: 1}), true)
+		}
+		ops := []*op{
+			{sessionID: "a", pipelined: pipelined, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+				if err := put(ctx, q, "a1"); err != nil {
+					return err
+				}
+				if err := q.send(ctx, ""); err != nil {
+					return err
+				}
+				if err := put(ctx, q, "a2"); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: refused after a send.", core.ErrInvalidArgument)
+			}},
+			{sessionID: "b", pipelined: pipelined, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+				_, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "b"}, s.now())
+				return err
+			}},
+		}
+		s.commitBatch(ops)
+		if err := <-ops[0].done; !errors.Is(err, core.ErrInvalidArgument) {
+			t.Errorf("pipelined %v: the refused request: %v, want ErrInvalidArgument", pipelined, err)
+		}
+		if err := <-ops[1].done; err != nil {
+			t.Errorf("pipelined %v: the next request: %v", pipelined, err)
+		}
+		for _, sid := range []string{"a1", "a2"} {
+			var n int
+			if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+s.table("sessions")+" WHERE session_id = $1", []byte(sid)).Scan(&n); err != nil || n != 0 {
+				t.Errorf("pipelined %v: %d rows of %s after its request was refused (%v), want 0", pipelined, n, sid, err)
+			}
+		}
+		if _, err := s.Checkpoint(ctx, "b", 0); err != nil {
+			t.Errorf("pipelined %v: b after the batch: %v", pipelined, err)
+		}
 	}
 }

@@ -22,7 +22,9 @@ import (
 // anything, so checks and writes are never a read-then-write race, across
 // daemons too; the requests of a batch run in session id order, so two
 // batches, on one host or two, always lock rows in the same order and cannot
-// deadlock. A request is acknowledged only after COMMIT returns.
+// deadlock. A request is acknowledged only after COMMIT returns. The
+// transaction's statements are pipelined across its requests
+// (pipeline.go): a batch of N saves costs two round trips.
 
 // maxBatch bounds the requests folded into one transaction.
 const maxBatch = 128

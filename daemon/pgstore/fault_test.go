@@ -471,3 +471,48 @@ func TestLargeSessions(t *testing.T) {
 		t.Fatalf("listed %d odd sessions, want 300", n)
 	}
 }
+
+// TestTwoStoresCreateRace: two stores race to create one session with one
+// request id, round after round. The loser's insert of the session's row
+// waits for the winner's commit and fails with a unique violation; its
+// request runs again, reads the row afresh and replays the request id, so
+// both get revision 1, and without a request id the loser gets
+// SESSION_EXISTS.
+func TestTwoStoresCreateRace(t *testing.T) {
+	srv := pgtest.Shared(t)
+	schema := newSchema()
+	stores := []*pgstore.Store{open(t, srv.URL("postgres"), schema), open(t, srv.TCPURL("postgres"), schema)}
+	for round := range *rounds {
+		for _, requestID := range []string{"r", ""} {
+			sid := fmt.Sprintf("c%d-%q", round, requestID)
+			req := &core.SaveRequest{SessionID: sid, RequestID: requestID, AppendMessages: []core.Message{{Role: "user", ContentJSON: `"x"`}}}
+			var wg sync.WaitGroup
+			res := make([]core.SaveResult, 2)
+			errs := make([]error, 2)
+			start := make(chan struct{})
+			for i, s := range stores {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					res[i], errs[i] = s.SaveCheckpoint(ctx, req)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			switch {
+			case requestID != "":
+				if errs[0] != nil || errs[1] != nil || res[0] != res[1] || res[0].Revision != 1 {
+					t.Fatalf("round %d: %+v %v, %+v %v; want revision 1 twice", round, res[0], errs[0], res[1], errs[1])
+				}
+			case (errs[0] == nil) == (errs[1] == nil):
+				t.Fatalf("round %d without a request id: %v, %v; want one winner", round, errs[0], errs[1])
+			case !errors.Is(errors.Join(errs[0], errs[1]), core.ErrSessionExists):
+				t.Fatalf("round %d without a request id: %v, %v; want SESSION_EXISTS for the loser", round, errs[0], errs[1])
+			}
+			if cp, err := stores[1].Checkpoint(ctx, sid, 0); err != nil || cp.Revision != 1 || cp.MessageCount != 1 {
+				t.Fatalf("round %d: %s after the race: %+v %v", round, sid, cp, err)
+			}
+		}
+	}
+}

@@ -34,6 +34,12 @@ import (
 // its batch still commits.
 const timeoutGrace = 500 * time.Millisecond
 
+// flushBytes is how many bytes of arguments the queue holds before the
+// next request's are sent after them, so that the writes of large requests
+// go in parts, each within the statement timeout, and the batch's time
+// check (runBatch) sees them.
+const flushBytes = 1 << 20
+
 // maxRuns bounds the runs of one request that found its session created by
 // a concurrent transaction (a unique violation on the session's row).
 const maxRuns = 3
@@ -41,13 +47,13 @@ const maxRuns = 3
 // The owners of the statements that are no request's: those that read
 // ahead, the transaction's BEGIN (and SET LOCAL), and its COMMIT.
 const (
-	prefetchOwner = -1
-	beginOwner    = -2
-	commitOwner   = -3
+	aheadOwner  = -1
+	beginOwner  = -2
+	commitOwner = -3
 )
 
 // stmtFailure is a queued statement that failed, with the request it was
-// queued for (prefetchOwner for the read ahead).
+// queued for (or aheadOwner, beginOwner, commitOwner).
 type stmtFailure struct {
 	owner int
 	err   error
@@ -128,6 +134,14 @@ func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 					continue
 				}
 			}
+			if g.q.size >= flushBytes {
+				if err = g.q.send(ctx, ""); err != nil {
+					if i, err = g.recover(ctx, err); err != nil {
+						return 0, err
+					}
+					continue
+				}
+			}
 			if i, err = g.runOne(ctx, i); err != nil {
 				return 0, err
 			}
@@ -141,8 +155,6 @@ func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 		var pe *pgconn.PgError
 		f := g.q.failed
 		switch {
-		case f != nil && f.owner == beginOwner:
-			return 0, &beginFailed{err: err} // nothing ran
 		case f != nil && f.owner == commitOwner:
 			if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
 				return 0, err // refused by the server: rolled back
@@ -159,8 +171,8 @@ func (g *groupCommit) run(ctx context.Context, start time.Time) (int, error) {
 
 // readAhead locks and reads, in one round trip with the statements queued
 // before, the session row of every session in the run of pipelined
-// requests from i, and the request id's row of the first request of each
-// session, inside a savepoint of their own.
+// requests from i, with the request id's row and the call rows of the
+// first request of each session, inside a savepoint of their own.
 func (g *groupCommit) readAhead(ctx context.Context, i int) error {
 	q := g.q
 	end := i
@@ -168,8 +180,8 @@ func (g *groupCommit) readAhead(ctx context.Context, i int) error {
 		end++
 	}
 	g.aheadAt, g.aheadTo = i, end
-	q.pre = map[string]*ahead{}
-	q.cur = prefetchOwner
+	q.aheads = map[string]*ahead{}
+	q.cur = aheadOwner
 	q.queue("SAVEPOINT ahead")
 	var rs []*rowRead
 	for k := i; k < end; k++ {
@@ -192,7 +204,7 @@ func (g *groupCommit) readAhead(ctx context.Context, i int) error {
 				rs = append(rs, a.calls[id])
 			}
 		}
-		q.pre[o.sessionID] = a
+		q.aheads[o.sessionID] = a
 	}
 	q.queueReads(rs)
 	q.queue("RELEASE SAVEPOINT ahead")
@@ -240,6 +252,7 @@ func (g *groupCommit) runOne(ctx context.Context, i int) (next int, batchErr err
 		g.results[i] = err
 		return i + 1, nil
 	}
+	q.truncate(0) // what it queued since its last send: all its own
 	if err := q.rollbackTo(ctx, "request"); err != nil {
 		return 0, err
 	}
@@ -294,9 +307,9 @@ func (g *groupCommit) recover(ctx context.Context, err error) (int, error) {
 	if g.recoveries++; g.recoveries > 2*maxRuns*len(g.ops)+2 {
 		return 0, fmt.Errorf("the group commit did not settle after %d failed statements: %w", g.recoveries, f.err)
 	}
-	q.pre, g.aheadTo = nil, 0 // what was read ahead after the failure was not read
+	q.aheads, g.aheadTo = nil, 0 // what was read ahead after the failure was not read
 	q.truncate(0)
-	if f.owner == prefetchOwner {
+	if f.owner == aheadOwner {
 		if err := q.rollbackTo(ctx, "ahead"); err != nil {
 			return 0, err
 		}

@@ -27,13 +27,14 @@ type query struct {
 	// The group commit's: owners[k] is the request that queued statement
 	// k of queued (cur, the request running, when it was queued); sends
 	// counts the batches sent; failed is the queued statement that failed
-	// in the last send, when one did; pre holds what was read ahead for
-	// the first request of each session (readAhead).
+	// in the last send, when one did; aheads holds what was read ahead
+	// for the first request of each session (readAhead), by session id.
 	owners []int
+	size   int // bytes of the queued statements' arguments
 	cur    int
 	sends  int
 	failed *stmtFailure
-	pre    map[string]*ahead
+	aheads map[string]*ahead
 }
 
 // exec runs a write, or queues it when the query queues its writes.
@@ -49,6 +50,11 @@ func (q *query) exec(ctx context.Context, sql string, args ...any) error {
 // queue queues sql for the request running.
 func (q *query) queue(sql string, args ...any) *pgx.QueuedQuery {
 	q.owners = append(q.owners, q.cur)
+	for _, a := range args {
+		if b, ok := a.([]byte); ok {
+			q.size += len(b)
+		}
+	}
 	return q.queued.Queue(sql, args...)
 }
 
@@ -80,7 +86,7 @@ func (q *query) send(ctx context.Context, sql string, args ...any) error {
 // before it and none after.
 func (q *query) flush(ctx context.Context) error {
 	b, owners := q.queued, q.owners
-	q.queued, q.owners = &pgx.Batch{}, nil
+	q.queued, q.owners, q.size = &pgx.Batch{}, nil, 0
 	if b.Len() == 0 {
 		return nil
 	}
@@ -305,11 +311,11 @@ func (q *query) head(ctx context.Context, sessionID string, lock bool, with ...*
 // ahead returns what was read ahead for the request running, on its
 // session and request id, once; nil when nothing was.
 func (q *query) ahead(sessionID, requestID string) *ahead {
-	a := q.pre[sessionID]
+	a := q.aheads[sessionID]
 	if a == nil || a.owner != q.cur || a.requestID != requestID {
 		return nil
 	}
-	delete(q.pre, sessionID)
+	delete(q.aheads, sessionID)
 	return a
 }
 
