@@ -99,9 +99,10 @@ func TestMakeBuildVersion(t *testing.T) {
 	}
 
 	// The Go sources and build files of the working tree, untracked ones too,
-	// copied where no git repository encloses them.
+	// with everything under cmd/ (the files binaries embed), copied where no
+	// git repository encloses them.
 	copyDir := t.TempDir()
-	files, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "Makefile", "mk", "go.mod", "go.sum", "*.go").Output()
+	files, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "Makefile", "mk", "go.mod", "go.sum", "*.go", "cmd").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
