@@ -56,6 +56,15 @@ func TestDiffAndExport(t *testing.T) {
 
 func TestActions(t *testing.T) {
 	s, base, c, d := inspector(t, false)
+	// Every confirmation page renders and asks for ownership where it writes.
+	for path, want := range map[string]string{
+		"/sessions/report-1/rewind?revision=1": "as revision 3", "/sessions/report-1/complete": "Write under epoch",
+		"/sessions/report-1/delete": "Take over", "/graph/copy?id=t": "Target thread", "/graph/prune?id=t": "Keep only the latest",
+	} {
+		if code, body := fetch(t, c, base+path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %s", path, code, text(body))
+		}
+	}
 	// Fork: the confirmation lists the inherited effect, the answer the
 	// daemon's.
 	code, body := fetch(t, c, base+"/sessions/report-1/fork?revision=2")

@@ -33,7 +33,7 @@ var funcs = template.FuncMap{
 	"bytes":      formatBytes,
 	"bytes64":    func(n int64) string { return formatBytes(int(n)) },
 	"join":       strings.Join,
-	"add":        func(a, b int) int { return a + b },
+	"next":       func(n uint64) uint64 { return n + 1 },
 }
 
 func parsePages() map[string]*template.Template {

@@ -131,11 +131,19 @@ type refusal struct{ reason, msg string }
 // to a read-only inspector.
 func (s *Server) checkPost(r *http.Request) *refusal {
 	own := "http://" + r.Host
-	if o := r.Header.Get("Origin"); o != "" && o != own {
-		return &refusal{"CROSS_ORIGIN", fmt.Sprintf("This request comes from %q, not from the inspector's own page (%s), so it was refused.", o, own)}
-	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+	origin, site := r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")
+	switch {
+	case site != "" && site != "same-origin" && site != "none":
 		return &refusal{"CROSS_ORIGIN", fmt.Sprintf("This request comes from a %s page, not from the inspector's own, so it was refused.", site)}
+	case origin == own, origin == "" && site != "":
+	// Under Referrer-Policy: no-referrer a browser sends "Origin: null" with
+	// a form of the inspector's own page; Sec-Fetch-Site says it is one.
+	case origin == "null" && site == "same-origin":
+	case origin == "":
+		// No browser: a program holding the token, which the CSRF token
+		// check below still applies to.
+	default:
+		return &refusal{"CROSS_ORIGIN", fmt.Sprintf("This request comes from %q, not from the inspector's own page (%s), so it was refused.", origin, own)}
 	}
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) != 1 {
 		return &refusal{"BAD_CSRF_TOKEN", "This form lacks the inspector's CSRF token, so it was refused. Reload the page and submit it again."}

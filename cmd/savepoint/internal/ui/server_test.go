@@ -180,6 +180,9 @@ func TestPostsNeedTheCSRFTokenAndTheOwnOrigin(t *testing.T) {
 		{"another origin", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "http://evil.example"}, 403, "CROSS_ORIGIN"},
 		{"another port", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "http://127.0.0.1:1"}, 403, "CROSS_ORIGIN"},
 		{"cross-site fetch", url.Values{"csrf": {s.csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, "CROSS_ORIGIN"},
+		{"null origin, not same-origin", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-site"}, 403, "CROSS_ORIGIN"},
+		{"null origin, no fetch metadata", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "null"}, 403, "CROSS_ORIGIN"},
+		{"accepted, the own page's form under no-referrer", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, 200, ""},
 		{"accepted", url.Values{"csrf": {s.csrf}}, own, 200, ""},
 		{"accepted, same-origin fetch", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": ts.URL, "Sec-Fetch-Site": "same-origin"}, 200, ""},
 	} {
