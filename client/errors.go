@@ -143,6 +143,7 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS: ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP:       ErrPlaintextBackup,
 	savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED:     ErrBackupUnsupported,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_ORDER_BY:       ErrInvalidArgument,
 }
 
 // Error is a failed Savepoint RPC. It unwraps to the sentinel of its reason

@@ -62,6 +62,7 @@ func TestTranslateReasons(t *testing.T) {
 		{"INVALID_SESSION_STATUS", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"PLAINTEXT_BACKUP", codes.FailedPrecondition, []error{ErrPlaintextBackup}},
 		{"BACKUP_UNSUPPORTED", codes.Unimplemented, []error{ErrBackupUnsupported}},
+		{"INVALID_ORDER_BY", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"UPLOAD_ABORTED", codes.Aborted, []error{ErrUploadAborted}},
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,

@@ -563,6 +563,10 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		{name: "page_token of another status_filter", req: &savepointv1.ListSessionsRequest{PageToken: fx.sessToken, StatusFilter: savepointv1.SessionStatus_SESSION_STATUS_ACTIVE}, code: inval, reason: "INVALID_PAGE_TOKEN"},
 		{name: "page_token of another has_pending_tool_uses", req: &savepointv1.ListSessionsRequest{PageToken: fx.sessToken, HasPendingToolUses: true}, code: inval, reason: "INVALID_PAGE_TOKEN"},
 		{name: "page_token of another min_idle", req: &savepointv1.ListSessionsRequest{PageToken: fx.sessToken, MinIdle: durationpb.New(time.Hour)}, code: inval, reason: "INVALID_PAGE_TOKEN"},
+		{name: "order_by unknown", req: &savepointv1.ListSessionsRequest{OrderBy: "create_time"}, code: inval, reason: "INVALID_ORDER_BY", field: "order_by"},
+		{name: "order_by ascending update", req: &savepointv1.ListSessionsRequest{OrderBy: "update_time"}, code: inval, reason: "INVALID_ORDER_BY", field: "order_by"},
+		{name: "order_by invalid UTF-8", req: &savepointv1.ListSessionsRequest{OrderBy: utf8Hole}, invalidUTF8: true, code: inval, reason: utf8Reason, field: "order_by"},
+		{name: "page_token of the other order", req: &savepointv1.ListSessionsRequest{PageToken: fx.sessToken, OrderBy: "update_time desc"}, code: inval, reason: "INVALID_PAGE_TOKEN"},
 		{name: "ListEffects page_token", req: ls(0, fx.effectsToken, nil), code: inval, reason: "INVALID_PAGE_TOKEN"},
 	}
 

@@ -69,9 +69,11 @@ func TestWatchSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := recv()
-	if delay := time.Since(saved); delay > 2*time.Second {
+	delay := time.Since(saved)
+	if delay > 2*time.Second {
 		t.Errorf("the change took %v to arrive", delay)
 	}
+	t.Logf("from the save's call to its event: %v", delay)
 	if r.GetType() != savepointv1.WatchEventType_WATCH_EVENT_TYPE_CHANGED || r.GetSessionId() != "x" ||
 		r.GetSession().GetRevision() != 1 || r.GetSession().GetTask() != "t" || r.GetSession().GetCreateTime() == nil ||
 		r.GetSession().GetStatus() != savepointv1.SessionStatus_SESSION_STATUS_ACTIVE {

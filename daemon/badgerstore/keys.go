@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -19,6 +20,7 @@ import (
 //	kindRequest  sid 0x00 request_id        -> RequestRecord
 //	kindPurge    sid 0x00                   -> PurgeRecord (a delete to finish)
 //	kindExpiry   expiry(8, BE) sid          -> ExpiryRecord (a tombstone to remove)
+//	kindUpdated  ^update(8, BE) sid         -> UpdateIndexRecord (a live head by last update)
 //
 // kindFormat also holds the commit sequence number (engine.go) and the
 // epoch floor of removed tombstones.
@@ -31,6 +33,7 @@ const (
 	kindRequest  byte = 0x05
 	kindPurge    byte = 0x06
 	kindExpiry   byte = 0x07
+	kindUpdated  byte = 0x08
 )
 
 var (
@@ -81,6 +84,31 @@ func decodeExpiryKey(k []byte) (at time.Time, sessionID string, err error) {
 		return time.Time{}, "", errBadKey
 	}
 	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
+}
+
+// updatedKey orders live heads by update time, newest first (the time in
+// Unix nanoseconds subtracted from 2^64-1), then by session id.
+func updatedKey(at time.Time, sessionID string) []byte {
+	k := make([]byte, 0, 9+len(sessionID))
+	k = append(k, kindUpdated)
+	k = binary.BigEndian.AppendUint64(k, math.MaxUint64-uint64(unixNanos(at)))
+	return append(k, sessionID...)
+}
+
+// unixNanos is t in Unix nanoseconds, 0 for a zero or earlier time.
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.UnixNano(), 0)
+}
+
+// decodeUpdatedKey inverts updatedKey.
+func decodeUpdatedKey(k []byte) (at time.Time, sessionID string, err error) {
+	if len(k) < 10 || k[0] != kindUpdated {
+		return time.Time{}, "", errBadKey
+	}
+	return time.Unix(0, int64(math.MaxUint64-binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
 }
 
 var errBadKey = errors.New("badgerstore: malformed key")

@@ -57,6 +57,11 @@ func (s *Store) migrate() error {
 			return fmt.Errorf("migrate to format 4: %w", err)
 		}
 	}
+	if version < 5 && !empty {
+		if err := s.indexByUpdate(); err != nil {
+			return fmt.Errorf("migrate to format 5: %w", err)
+		}
+	}
 	return s.update(func(t *tx) error {
 		return put(t, formatKey, &storagev1.FormatRecord{Version: FormatVersion})
 	})
@@ -141,6 +146,36 @@ func (s *Store) toFormat4() error {
 				s.log.Error("a damaged session was left unmigrated", "session_id", sid, "err", err)
 				continue
 			}
+			return err
+		}
+	}
+	return nil
+}
+
+// indexByUpdate is the migration to format 5: each live head gets its entry
+// in the index by update time, a thousand sessions per commit. Run again
+// after an interruption, it writes the same entries.
+func (s *Store) indexByUpdate() error {
+	sids, err := s.sessionsWhere(func(h *storagev1.SessionRecord) bool { return !h.Deleted })
+	if err != nil {
+		return err
+	}
+	for len(sids) > 0 {
+		batch := sids[:min(len(sids), 1000)]
+		sids = sids[len(batch):]
+		err := s.update(func(t *tx) error {
+			for _, sid := range batch {
+				h, _, err := head(t, sid)
+				if err != nil || h == nil {
+					continue // damaged or deleted since: Verify reports the one
+				}
+				if err := put(t, updatedKey(timeOf(h.UpdateTime), sid), &storagev1.UpdateIndexRecord{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,7 @@ import (
 
 // FormatVersion is the on-disk format this package writes. A data directory
 // written in a newer format is refused at Open.
-const FormatVersion = 4
+const FormatVersion = 5
 
 // ErrLocked is returned by Open when another process holds the directory.
 var ErrLocked = errors.New("data directory is locked by another process")
@@ -437,6 +437,9 @@ func (s *Store) update(fn func(t *tx) error) error {
 	s.readBytes.Add(uint64(t.readBytes))
 	s.cacheHits.Add(uint64(t.cacheHits))
 	if err != nil || len(t.writes) == 0 {
+		return err
+	}
+	if err := t.indexUpdates(); err != nil {
 		return err
 	}
 	return s.eng.commit(t.writes)

@@ -40,6 +40,12 @@ func (t *tx) read(key []byte, fn func(val []byte) error) (found bool, err error)
 		}
 		return true, fn(w.val)
 	}
+	return t.readBase(key, fn)
+}
+
+// readBase is read without the transaction's own writes: the value at the
+// snapshot.
+func (t *tx) readBase(key []byte, fn func(val []byte) error) (found bool, err error) {
 	if t.findings != nil {
 		if err := t.findings.check(key); err != nil {
 			return false, err

@@ -48,6 +48,12 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 					continue
 				}
 				rec = &storagev1.ExpiryRecord{}
+			case key[0] == kindUpdated:
+				if _, sid, err = decodeUpdatedKey(key); err != nil {
+					note("", fmt.Sprintf("malformed key %x", key))
+					continue
+				}
+				rec = &storagev1.UpdateIndexRecord{}
 			case isGraphKey(key):
 				rec = graphRecord(key)
 			case err != nil:
@@ -129,6 +135,8 @@ func kindName(key []byte) string {
 		return "purge"
 	case kindExpiry:
 		return "expiry"
+	case kindUpdated:
+		return "update index"
 	default:
 		if n := graphKindName(key[0]); n != "" {
 			return n

@@ -57,6 +57,16 @@ type GraphStore interface {
 	// before it; it returns how many threads it deleted. It is the graph
 	// side of --retain-idle.
 	DeleteIdleThreads(ctx context.Context, cutoff time.Time) (int, error)
+	// ListThreads returns up to limit threads that hold a checkpoint, with
+	// ids after the given one, in id (byte) order.
+	ListThreads(ctx context.Context, after string, limit int) ([]GraphThread, error)
+}
+
+// GraphThread describes one thread of a GraphStore.
+type GraphThread struct {
+	ThreadID string
+	// UpdateTime is the thread's last write: a put, writes, a copy into it.
+	UpdateTime time.Time
 }
 
 // GraphUpload is an upload being staged. Exactly one of Commit and Abort

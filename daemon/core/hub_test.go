@@ -102,3 +102,51 @@ func TestWatchResync(t *testing.T) {
 		t.Fatalf("event %+v, want after", e)
 	}
 }
+
+// failingPoller is a ChangePoller whose reads fail while fail is set.
+type failingPoller struct {
+	core.Store
+	fail chan bool // the result of each read after the first: true fails
+}
+
+func (p *failingPoller) ChangeReader() core.ChangeReader { return p }
+
+func (p *failingPoller) Changed(ctx context.Context) ([]string, error) {
+	select {
+	case f := <-p.fail:
+		if f {
+			return nil, fmt.Errorf("poll failed")
+		}
+		return []string{"polled"}, nil
+	default:
+		return nil, nil
+	}
+}
+
+// TestHubPoll checks a Hub over a ChangePoller: what a poll reads reaches
+// the watchers, and after a failed poll, whose changes are unknown, every
+// watcher is told to resync.
+func TestHubPoll(t *testing.T) {
+	p := &failingPoller{fail: make(chan bool)}
+	hub := core.NewHub(p, 10*time.Millisecond)
+	w := hub.Watch()
+	defer w.Close()
+	take := func() ([]string, bool) {
+		t.Helper()
+		select {
+		case <-w.Ready():
+		case <-time.After(5 * time.Second):
+			t.Fatal("nothing from the poll within 5s")
+		}
+		return w.Take()
+	}
+	p.fail <- false
+	if ids, resync := take(); !slices.Equal(ids, []string{"polled"}) || resync {
+		t.Fatalf("after a poll: %v, resync %v", ids, resync)
+	}
+	p.fail <- true
+	p.fail <- false // the next poll succeeds: the failure is reported with it
+	if _, resync := take(); !resync {
+		t.Fatal("no resync after a failed poll")
+	}
+}

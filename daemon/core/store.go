@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Store persists sessions as state transitions of the checkpoint protocol.
@@ -41,6 +42,11 @@ type Store interface {
 	// ListSessions returns up to limit live sessions with ids after the given
 	// one, in id order, that filter selects.
 	ListSessions(ctx context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error)
+	// ListSessionsByUpdate returns up to limit live sessions that filter
+	// selects, the last updated first (sessions updated at the same time in
+	// id order), starting after the given position (zero: the newest). It
+	// reads an index by update time, not every head.
+	ListSessionsByUpdate(ctx context.Context, after UpdateCursor, limit int, filter SessionFilter) ([]SessionSummary, error)
 	// Summary returns ListSessions' entry for one live session, unfiltered:
 	// ErrNotFound when it has no live head, and only its id when its head
 	// cannot be decoded.
@@ -80,6 +86,14 @@ type Store interface {
 	Info() StoreInfo
 	// Close releases the store; no method may be called after it.
 	Close() error
+}
+
+// UpdateCursor is a position in the sessions ordered by last update,
+// newest first: the update time and id of the last session returned. The
+// zero value is the start.
+type UpdateCursor struct {
+	UpdateTime time.Time
+	SessionID  string
 }
 
 // StoreInfo is what a Store says about itself.

@@ -43,10 +43,10 @@ type WatchEvent struct {
 	Summary   SessionSummary // for WatchChanged
 }
 
-// Selected reports whether the filter selects a session summarised by s
-// at time now, with minIdle as in WatchRequest. A damaged session (a
-// summary holding only its id) is always selected, as ListSessions lists it.
-func (f SessionFilter) Selected(s SessionSummary, minIdle time.Duration, now time.Time) bool {
+// SelectsSummary reports whether the filter, but for UpdatedBefore, selects
+// a session summarised by s. A damaged session (a summary holding only its
+// id) is always selected, as ListSessions lists it.
+func (f SessionFilter) SelectsSummary(s SessionSummary) bool {
 	if s.Revision == 0 {
 		return true
 	}
@@ -54,8 +54,6 @@ func (f SessionFilter) Selected(s SessionSummary, minIdle time.Duration, now tim
 	case f.Status != StatusAny && s.Status != f.Status:
 		return false
 	case f.HasPendingToolUses && s.PendingToolUseCount == 0:
-		return false
-	case minIdle > 0 && now.Sub(s.UpdateTime) < minIdle:
 		return false
 	}
 	return HasLabels(s.Labels, f.Labels)
@@ -149,7 +147,7 @@ func (ws *watchState) evaluate(ctx context.Context, sessionID string) error {
 		return err
 	}
 	now := time.Now()
-	selected := found && ws.req.Filter.Selected(sum, 0, now)
+	selected := found && ws.req.Filter.SelectsSummary(sum)
 	if selected && ws.req.MinIdle > 0 && sum.Revision > 0 && now.Sub(sum.UpdateTime) < ws.req.MinIdle {
 		selected = false
 		ws.queueIdle(sessionID, sum.UpdateTime.Add(ws.req.MinIdle))
@@ -181,26 +179,31 @@ func sameSummary(a, b SessionSummary) bool {
 
 // seedIdle queues every session the filter selects but for MinIdle, which
 // reaches MinIdle later: changed before the watch, it will be selected
-// without a change.
+// without a change. It reads the sessions updated within MinIdle, newest
+// first, by the store's index by update time.
 func (ws *watchState) seedIdle(ctx context.Context) error {
 	f := ws.req.Filter
 	f.UpdatedBefore = time.Time{}
 	cutoff := time.Now().Add(-ws.req.MinIdle)
-	after := ""
+	var after UpdateCursor
 	for {
-		page, err := ws.s.ListSessions(ctx, after, 1000, f)
+		page, err := ws.s.ListSessionsByUpdate(ctx, after, 1000, f)
 		if err != nil {
 			return err
 		}
 		for _, sum := range page {
-			if sum.Revision > 0 && sum.UpdateTime.After(cutoff) {
+			if !sum.UpdateTime.After(cutoff) {
+				return nil // this one and all after it are idle already
+			}
+			if sum.Revision > 0 {
 				ws.queueIdle(sum.SessionID, sum.UpdateTime.Add(ws.req.MinIdle))
 			}
 		}
 		if len(page) < 1000 {
 			return nil
 		}
-		after = page[len(page)-1].SessionID
+		last := page[len(page)-1]
+		after = UpdateCursor{UpdateTime: last.UpdateTime, SessionID: last.SessionID}
 	}
 }
 

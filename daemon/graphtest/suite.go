@@ -40,6 +40,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"PutWrites", testPutWrites},
 		{"WriteOrder", testWriteOrder},
 		{"List", testList},
+		{"ListThreads", testListThreads},
 		{"DeleteThread", testDeleteThread},
 		{"LateWrite", testLateWrite},
 		{"DeleteForRuns", testDeleteForRuns},

@@ -159,7 +159,8 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 // session lifecycle left it, is migrated at Open, and its sessions, whose
 // records hold no status, are active and can be completed; the graph tables
 // of version 3 are created and take a checkpoint; the changed_xid column of
-// version 4 is added and a write sets it.
+// version 4 is added and a write sets it; version 5's neg_update_ns is
+// filled from the records.
 func TestMigrateFromVersion1(t *testing.T) {
 	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
@@ -177,6 +178,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		" savepoint.graph_requests, savepoint.graph_upload_chunks, savepoint.graph_uploads")
 	// Nor the sessions' changed_xid (version 4).
 	srv.Exec(t, db, "ALTER TABLE savepoint.sessions DROP COLUMN changed_xid")
+	// Nor neg_update_ns (version 5), filled from the records.
+	srv.Exec(t, db, "ALTER TABLE savepoint.sessions DROP COLUMN neg_update_ns")
 	s = open(t, srv.URL(db), "")
 	c, err := pgx.Connect(ctx, srv.URL(db))
 	if err != nil {
@@ -186,6 +189,9 @@ func TestMigrateFromVersion1(t *testing.T) {
 	var v int
 	if err := c.QueryRow(ctx, "SELECT MAX(version) FROM savepoint.schema_version").Scan(&v); err != nil || v != pgstore.SchemaVersion || v < 2 {
 		t.Fatalf("schema version after Open: %d %v", v, err)
+	}
+	if sums, err := s.ListSessionsByUpdate(ctx, core.UpdateCursor{}, 10, core.SessionFilter{}); err != nil || len(sums) != 1 || sums[0].SessionID != "old" {
+		t.Fatalf("by update after the migration to version 5: %+v %v", sums, err)
 	}
 	if cp, err := s.Checkpoint(ctx, "old", 0); err != nil || cp.Status != core.StatusActive {
 		t.Fatalf("a version 1 session: %+v %v", cp, err)

@@ -168,9 +168,21 @@ func (q *query) put(ctx context.Context, k rowKey, v any, insert bool) error {
 	for i := range k.args {
 		ph += fmt.Sprintf("$%d, ", i+1)
 	}
-	sql := fmt.Sprintf("INSERT INTO %s (%s, record, checksum) VALUES (%s$%d, $%d)", q.s.table(k.table), cols, ph, len(k.args)+1, len(k.args)+2)
+	extra, extraPh, extraSet := "", "", ""
+	if h, ok := v.(*sessionRec); ok {
+		// A head's row carries its index by update time (ListSessionsByUpdate);
+		// a tombstone's is NULL.
+		var neg *int64
+		if !h.Deleted {
+			n := -h.UpdateTime
+			neg = &n
+		}
+		args = append(args, neg)
+		extra, extraPh, extraSet = ", neg_update_ns", fmt.Sprintf(", $%d", len(args)), ", neg_update_ns = excluded.neg_update_ns"
+	}
+	sql := fmt.Sprintf("INSERT INTO %s (%s, record, checksum%s) VALUES (%s$%d, $%d%s)", q.s.table(k.table), cols, extra, ph, len(k.args)+1, len(k.args)+2, extraPh)
 	if !insert {
-		sql += fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET record = excluded.record, checksum = excluded.checksum", cols)
+		sql += fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET record = excluded.record, checksum = excluded.checksum%s", cols, extraSet)
 	}
 	return q.exec(ctx, sql, args...)
 }

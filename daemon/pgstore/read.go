@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
@@ -182,4 +186,90 @@ func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSumm
 		return nil
 	})
 	return out, err
+}
+
+// ListSessionsByUpdate implements core.Store, reading the index on
+// (neg_update_ns, session_id) from the cursor, or with filter.UpdatedBefore
+// from the first session updated before it, whichever is further; a head
+// that cannot be decoded is listed with its id and its row's time.
+func (s *Store) ListSessionsByUpdate(ctx context.Context, after core.UpdateCursor, limit int, filter core.SessionFilter) ([]core.SessionSummary, error) {
+	negNs, id := int64(math.MinInt64), []byte{}
+	if after != (core.UpdateCursor{}) {
+		negNs, id = -unixNanos(after.UpdateTime), []byte(after.SessionID)
+	}
+	if !filter.UpdatedBefore.IsZero() {
+		// Rows with neg_update_ns > -before, none of which ties with it.
+		if first := -unixNanos(filter.UpdatedBefore); first > negNs || (first == negNs && len(id) == 0) {
+			negNs, id = first, nil
+		}
+	}
+	var out []core.SessionSummary
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		out = out[:0]
+		curNs, curID := negNs, id
+		for len(out) < limit {
+			// After the cursor; with no id (the min_idle bound), after its time.
+			cond, args := "(neg_update_ns, session_id) > ($2, $3)", []any{max(listPage, limit), curNs, curID}
+			if curID == nil {
+				cond, args = "neg_update_ns > $2", args[:2]
+			}
+			rows, err := q.tx.Query(ctx, "SELECT session_id, record, checksum, neg_update_ns FROM "+s.table("sessions")+
+				" WHERE neg_update_ns IS NOT NULL AND "+cond+" ORDER BY neg_update_ns, session_id LIMIT $1", args...)
+			if err != nil {
+				return err
+			}
+			type row struct {
+				id, rec []byte
+				sum     int64
+				neg     int64
+			}
+			page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+				var x row
+				err := r.Scan(&x.id, &x.rec, &x.sum, &x.neg)
+				return x, err
+			})
+			if err != nil {
+				return err
+			}
+			if len(page) == 0 {
+				return nil
+			}
+			last := page[len(page)-1]
+			curNs, curID = last.neg, last.id
+			for _, r := range page {
+				if len(out) >= limit {
+					break
+				}
+				sid := string(r.id)
+				var h sessionRec
+				if err := decode("sessions", sessionKey(sid).sum, r.rec, r.sum, &h); err != nil {
+					// A damaged head is listed so an operator can find and delete it.
+					out = append(out, core.SessionSummary{SessionID: sid, UpdateTime: fromNanos(-r.neg)})
+					continue
+				}
+				if h.Deleted {
+					continue
+				}
+				hr := headOf(&h, nil)
+				if !filter.Selects(&hr) {
+					continue
+				}
+				inDoubt, err := core.InDoubt(&domainTxn{ctx: ctx, q: q, rec: &h}, sid, &hr)
+				if err != nil {
+					return err
+				}
+				out = append(out, core.SummaryOf(sid, &hr, inDoubt))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// unixNanos is t in Unix nanoseconds, 0 for a zero time, as records hold it.
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }

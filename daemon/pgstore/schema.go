@@ -15,7 +15,7 @@ import (
 // SchemaVersion is the version of the tables this package writes, kept in
 // the schema's schema_version table (one row per migration applied). A
 // schema of a newer version is refused at Open.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[v-1] brings the schema from version v-1 to v. Each table holds
 // key columns, a record (JSON, see records.go) and its checksum. Session,
@@ -65,6 +65,55 @@ var migrations = [][]string{
 		`ALTER TABLE {sessions} ADD COLUMN changed_xid xid8 NOT NULL DEFAULT '0'`,
 		`CREATE INDEX ON {sessions} (changed_xid)`,
 	},
+	// Version 5: each live head's row carries its update time, negated, in
+	// an index with the session id, for ListSessions by last update; the
+	// rows are filled from their records (backfillUpdateOrder).
+	{
+		`ALTER TABLE {sessions} ADD COLUMN neg_update_ns BIGINT`,
+		`CREATE INDEX ON {sessions} (neg_update_ns, session_id) WHERE neg_update_ns IS NOT NULL`,
+	},
+}
+
+// migrationSteps[v] runs after the statements of migration v, in the same
+// transaction, for what SQL alone cannot do safely.
+var migrationSteps = map[int]func(ctx context.Context, s *Store, tx pgx.Tx) error{
+	5: backfillUpdateOrder,
+}
+
+// backfillUpdateOrder sets neg_update_ns from each live head's record; a
+// record that does not decode is left for Verify to report, and unlisted by
+// update time until it is written again.
+func backfillUpdateOrder(ctx context.Context, s *Store, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, "SELECT session_id, record FROM "+s.table("sessions"))
+	if err != nil {
+		return err
+	}
+	type fill struct {
+		id  []byte
+		neg int64
+	}
+	var fills []fill
+	for rows.Next() {
+		var id, rec []byte
+		if err := rows.Scan(&id, &rec); err != nil {
+			rows.Close()
+			return err
+		}
+		var h sessionRec
+		if decodeJSON(rec, &h) == nil && !h.Deleted {
+			fills = append(fills, fill{id, -h.UpdateTime})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, f := range fills {
+		if _, err := tx.Exec(ctx, "UPDATE "+s.table("sessions")+" SET neg_update_ns = $2 WHERE session_id = $1", f.id, f.neg); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tables are the store's data tables, in the order Verify reads them.
@@ -130,6 +179,11 @@ func (s *Store) migrateOnce(ctx context.Context) (from int, err error) {
 	for v := from + 1; v <= SchemaVersion; v++ {
 		for _, st := range migrations[v-1] {
 			if _, err := tx.Exec(ctx, s.expand(st)); err != nil {
+				return from, fmt.Errorf("migration to version %d: %w", v, err)
+			}
+		}
+		if step := migrationSteps[v]; step != nil {
+			if err := step(ctx, s, tx); err != nil {
 				return from, fmt.Errorf("migration to version %d: %w", v, err)
 			}
 		}

@@ -2,13 +2,16 @@ package pgstore_test
 
 import (
 	"net"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/savepoint-dev/savepoint/daemon/core"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	"github.com/savepoint-dev/savepoint/daemon/rpc"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -118,5 +121,53 @@ func testWatchAcrossDaemons(t *testing.T, url string) {
 	case r := <-events:
 		t.Fatalf("the save through a arrived again: %v", r)
 	case <-time.After(2 * time.Second): // two polls
+	}
+}
+
+// TestChangeReaderLongTransaction checks the poll's bound: a change made by
+// a transaction that stays open across several polls, then commits, is
+// read once it commits, though polls after it began moved on; a change
+// seen is not returned again.
+func TestChangeReaderLongTransaction(t *testing.T) {
+	srv := pgtest.Shared(t)
+	url, schema := srv.URL("postgres"), newSchema()
+	s := open(t, url, schema)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	r := s.ChangeReader()
+	if ids, err := r.Changed(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("first read: %v %v", ids, err)
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// As runOne stamps a write, in a transaction left open.
+	if _, err := tx.Exec(ctx, `UPDATE "`+schema+`".sessions SET changed_xid = pg_current_xact_id() WHERE session_id = 'long'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "quick"}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := r.Changed(ctx); err != nil || !slices.Equal(ids, []string{"quick"}) {
+		t.Fatalf("while the long transaction runs: %v %v, want quick", ids, err)
+	}
+	for range 2 {
+		if ids, err := r.Changed(ctx); err != nil || len(ids) != 0 {
+			t.Fatalf("nothing new: %v %v", ids, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := r.Changed(ctx); err != nil || !slices.Equal(ids, []string{"long"}) {
+		t.Fatalf("after the long transaction committed: %v %v, want long", ids, err)
 	}
 }

@@ -22,6 +22,8 @@ const (
 	tokenSessions byte = 2 // ListSessions: label filter digest, last id
 	tokenResolved byte = 3 // Reconcile: session, revision, next index
 	tokenEffects  byte = 4 // ListEffects: session, last tool use id
+	tokenThreads  byte = 5 // ListThreads: last thread id
+	tokenByUpdate byte = 6 // ListSessions by last update: filter digest, last update time, last id
 
 	maxPageTokenLen = 1024
 )
@@ -34,8 +36,9 @@ type pageToken struct {
 	id       string
 	revision uint64 // tokenMessages
 	next     uint64 // tokenMessages: index of the next message
-	filter   uint64 // tokenSessions: filterDigest of the filter
-	after    string // tokenEffects: the last tool use id returned
+	filter   uint64 // tokenSessions, tokenByUpdate: filterDigest of the filter
+	updateNs int64  // tokenByUpdate: the last session's update time, Unix nanoseconds
+	after    string // tokenEffects: the last tool use id returned; tokenThreads: the last thread id
 }
 
 func messagesToken(sessionID string, revision, next uint64) pageToken {
@@ -84,6 +87,23 @@ func effectsToken(sessionID, lastToolUseID string) pageToken {
 	return pageToken{kind: tokenEffects, id: sessionID, after: lastToolUseID}
 }
 
+func threadsToken(lastThreadID string) pageToken {
+	return pageToken{kind: tokenThreads, after: lastThreadID}
+}
+
+// decodeThreadsToken decodes a ListThreads token and returns the last
+// thread id it had returned.
+func decodeThreadsToken(s string) (after string, err error) {
+	t, err := decodePageToken(s)
+	if err != nil {
+		return "", err
+	}
+	if t.kind != tokenThreads {
+		return "", fmt.Errorf("%w: not a ListThreads token", core.ErrInvalidPageToken)
+	}
+	return t.after, nil
+}
+
 // decodeEffectsToken decodes a ListEffects token, checks that it was made
 // for sessionID, and returns the last tool use id it had returned.
 func decodeEffectsToken(s, sessionID string) (after string, err error) {
@@ -118,6 +138,14 @@ func (t pageToken) encode() string {
 		b = append(b, t.id...)
 		b = binary.AppendUvarint(b, uint64(len(t.after)))
 		b = append(b, t.after...)
+	case tokenThreads:
+		b = binary.AppendUvarint(b, uint64(len(t.after)))
+		b = append(b, t.after...)
+	case tokenByUpdate:
+		b = binary.BigEndian.AppendUint64(b, t.filter)
+		b = binary.AppendVarint(b, t.updateNs)
+		b = binary.AppendUvarint(b, uint64(len(t.id)))
+		b = append(b, t.id...)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
@@ -151,6 +179,12 @@ func decodePageToken(s string) (pageToken, error) {
 	case tokenEffects:
 		t.id = d.string()
 		t.after = d.string()
+	case tokenThreads:
+		t.after = d.string()
+	case tokenByUpdate:
+		t.filter = d.uint64()
+		t.updateNs = d.varint()
+		t.id = d.string()
 	default:
 		return bad("unknown kind")
 	}
@@ -179,6 +213,16 @@ func (d *tokenDecoder) byte() byte {
 
 func (d *tokenDecoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *tokenDecoder) varint() int64 {
+	v, n := binary.Varint(d.b)
 	if n <= 0 {
 		d.err = true
 		return 0
@@ -248,6 +292,33 @@ func decodeResolutionsToken(s, sessionID string, latest uint64) (next uint64, er
 	return t.next, nil
 }
 
+func byUpdateToken(filter sessionsQuery, last core.SessionSummary) pageToken {
+	var ns int64 // a damaged head's unknown time sorts as 0
+	if !last.UpdateTime.IsZero() {
+		ns = last.UpdateTime.UnixNano()
+	}
+	return pageToken{kind: tokenByUpdate, filter: filter.digest(), updateNs: ns, id: last.SessionID}
+}
+
+// decodeByUpdateToken decodes a ListSessions token of the order by last
+// update, checks that it was made for the query, and returns the position
+// after which the next page starts.
+func decodeByUpdateToken(s string, q sessionsQuery) (core.UpdateCursor, error) {
+	t, err := decodePageToken(s)
+	if err != nil {
+		return core.UpdateCursor{}, err
+	}
+	switch {
+	case t.kind == tokenSessions:
+		return core.UpdateCursor{}, fmt.Errorf("%w: made for order_by %q, not %q", core.ErrInvalidPageToken, orderBySessionID, orderByUpdateDesc)
+	case t.kind != tokenByUpdate:
+		return core.UpdateCursor{}, fmt.Errorf("%w: not a ListSessions token", core.ErrInvalidPageToken)
+	case t.filter != q.digest():
+		return core.UpdateCursor{}, fmt.Errorf("%w: made for other filters (label_filter, status_filter, has_pending_tool_uses, min_idle)", core.ErrInvalidPageToken)
+	}
+	return core.UpdateCursor{UpdateTime: time.Unix(0, t.updateNs), SessionID: t.id}, nil
+}
+
 // decodeSessionsToken decodes a ListSessions token, checks that it was made
 // for the query, and returns the last session id it had returned.
 func decodeSessionsToken(s string, q sessionsQuery) (after string, err error) {
@@ -256,6 +327,8 @@ func decodeSessionsToken(s string, q sessionsQuery) (after string, err error) {
 		return "", err
 	}
 	switch {
+	case t.kind == tokenByUpdate:
+		return "", fmt.Errorf("%w: made for order_by %q, not %q", core.ErrInvalidPageToken, orderByUpdateDesc, orderBySessionID)
 	case t.kind != tokenSessions:
 		return "", fmt.Errorf("%w: not a ListSessions token", core.ErrInvalidPageToken)
 	case t.filter != q.digest():

@@ -262,15 +262,30 @@ func (s *Server) ListSessions(ctx context.Context, req *savepointv1.ListSessions
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
+	byUpdate, err := validateOrderBy(req.GetOrderBy())
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
 	size := pageSize(req.GetPageSize())
 	query := sessionsQuery{labels: filter.Labels, status: filter.Status, hasPending: filter.HasPendingToolUses, minIdle: req.GetMinIdle().AsDuration()}
-	var after string
-	if req.GetPageToken() != "" {
-		if after, err = decodeSessionsToken(req.GetPageToken(), query); err != nil {
-			return nil, s.fail(ctx, err)
+	var sums []core.SessionSummary
+	if byUpdate {
+		var after core.UpdateCursor
+		if req.GetPageToken() != "" {
+			if after, err = decodeByUpdateToken(req.GetPageToken(), query); err != nil {
+				return nil, s.fail(ctx, err)
+			}
 		}
+		sums, err = s.store.ListSessionsByUpdate(ctx, after, size+1, filter)
+	} else {
+		var after string
+		if req.GetPageToken() != "" {
+			if after, err = decodeSessionsToken(req.GetPageToken(), query); err != nil {
+				return nil, s.fail(ctx, err)
+			}
+		}
+		sums, err = s.store.ListSessions(ctx, after, size+1, filter)
 	}
-	sums, err := s.store.ListSessions(ctx, after, size+1, filter)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -279,7 +294,11 @@ func (s *Server) ListSessions(ctx context.Context, req *savepointv1.ListSessions
 	for i, sum := range sums {
 		n := len(sum.SessionID) + fixedSize(sum.Task, "", sum.Labels, nil)
 		if i == size || (i > 0 && n > budget) {
-			resp.NextPageToken = sessionsToken(query, sums[i-1].SessionID).encode()
+			if byUpdate {
+				resp.NextPageToken = byUpdateToken(query, sums[i-1]).encode()
+			} else {
+				resp.NextPageToken = sessionsToken(query, sums[i-1].SessionID).encode()
+			}
 			break
 		}
 		budget -= n

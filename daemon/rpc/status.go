@@ -79,6 +79,7 @@ var errorKinds = []errorKind{
 	{nil, codes.InvalidArgument, reasonInvalidGraphKey},
 	{nil, codes.InvalidArgument, reasonInvalidUpload},
 	{nil, codes.InvalidArgument, reasonInvalidSessionStatus},
+	{nil, codes.InvalidArgument, reasonInvalidOrderBy},
 }
 
 // Reasons returns every ErrorInfo reason the service can return, as it goes

@@ -34,6 +34,7 @@ const (
 	reasonFieldTooLarge        = savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE
 	reasonInvalidUTF8          = savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8
 	reasonInvalidSessionStatus = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS
+	reasonInvalidOrderBy       = savepointv1.ErrorReason_ERROR_REASON_INVALID_ORDER_BY
 )
 
 // Caps on fields that no sane client comes near.
@@ -342,6 +343,24 @@ func validateListSessions(req *savepointv1.ListSessionsRequest, now time.Time) (
 		f.UpdatedBefore = now.Add(-idle)
 	}
 	return f, nil
+}
+
+// The orders ListSessions' order_by names.
+const (
+	orderBySessionID  = "session_id"
+	orderByUpdateDesc = "update_time desc"
+)
+
+// validateOrderBy checks ListSessions' order_by and reports whether it asks
+// for the last update first.
+func validateOrderBy(orderBy string) (byUpdate bool, err error) {
+	switch orderBy {
+	case "", orderBySessionID:
+		return false, nil
+	case orderByUpdateDesc:
+		return true, nil
+	}
+	return false, fieldErr("order_by", reasonInvalidOrderBy, "is %q; give %q (the default) or %q", orderBy, orderBySessionID, orderByUpdateDesc)
 }
 
 // validateFilter checks the session filters ListSessions and WatchSessions

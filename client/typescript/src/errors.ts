@@ -210,6 +210,7 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_INVALID_SESSION_STATUS]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_PLAINTEXT_BACKUP]: PlaintextBackupError,
   [ErrorReason.ERROR_REASON_BACKUP_UNSUPPORTED]: BackupUnsupportedError,
+  [ErrorReason.ERROR_REASON_INVALID_ORDER_BY]: InvalidArgumentError,
 };
 
 /** The classes of errors that carry no reason, by gRPC code. */

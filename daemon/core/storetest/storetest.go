@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ListSessions", testListSessions},
 		{"CreateTime", testCreateTime},
 		{"Summary", testSummary},
+		{"ListByUpdate", testListByUpdate},
 		{"Watch", testWatch},
 		{"WatchIdle", testWatchIdle},
 		{"Delete", testDelete},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +102,73 @@ func sameSummary(a, b core.SessionSummary) bool {
 		a.Turn == b.Turn && a.MessageCount == b.MessageCount && a.PendingToolUseCount == b.PendingToolUseCount &&
 		a.InDoubtToolUseCount == b.InDoubtToolUseCount && a.Status == b.Status &&
 		a.CreateTime.Equal(b.CreateTime) && a.UpdateTime.Equal(b.UpdateTime) && len(a.Labels) == len(b.Labels)
+}
+
+// testListByUpdate checks ListSessionsByUpdate: live sessions, the last
+// updated first, by each save, completion or fork, not by a delete; pages
+// from a cursor without repeats; filters, UpdatedBefore included.
+func testListByUpdate(t *testing.T, s core.Store) {
+	step := func() { time.Sleep(3 * time.Millisecond) }
+	for _, id := range []string{"a", "b", "c", "d"} {
+		create(t, s, id)
+		step()
+	}
+	save(t, s, &core.SaveRequest{SessionID: "b", ExpectedRevision: 1})
+	step()
+	bSaved := summary(t, s, "b").UpdateTime
+	complete(t, s, &core.CompleteRequest{SessionID: "a", Status: core.StatusCompleted})
+	step()
+	if _, err := s.DeleteSession(ctx, "d", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "c", NewID: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(after core.UpdateCursor, limit int, f core.SessionFilter) []core.SessionSummary {
+		t.Helper()
+		sums, err := s.ListSessionsByUpdate(ctx, after, limit, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sums
+	}
+	ids := func(ss []core.SessionSummary) string {
+		var out []string
+		for _, x := range ss {
+			out = append(out, x.SessionID)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := ids(list(core.UpdateCursor{}, 10, core.SessionFilter{})); got != "f,a,b,c" {
+		t.Fatalf("by update: %s, want f,a,b,c", got)
+	}
+	var paged []core.SessionSummary
+	for after := (core.UpdateCursor{}); ; {
+		page := list(after, 1, core.SessionFilter{})
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = core.UpdateCursor{UpdateTime: page[0].UpdateTime, SessionID: page[0].SessionID}
+		if len(paged) > 10 {
+			t.Fatal("paging never ends")
+		}
+	}
+	if got := ids(paged); got != "f,a,b,c" {
+		t.Fatalf("paged one at a time: %s", got)
+	}
+	if got := ids(list(core.UpdateCursor{}, 10, core.SessionFilter{Status: core.StatusActive})); got != "f,b,c" {
+		t.Fatalf("active: %s", got)
+	}
+	if got := ids(list(core.UpdateCursor{}, 10, core.SessionFilter{UpdatedBefore: bSaved})); got != "c" {
+		t.Fatalf("updated before b's save: %s", got)
+	}
+	if got := ids(list(core.UpdateCursor{}, 2, core.SessionFilter{})); got != "f,a" {
+		t.Fatalf("limit 2: %s", got)
+	}
+	// A re-created session is listed once, as the newest.
+	save(t, s, &core.SaveRequest{SessionID: "d"})
+	if got := ids(list(core.UpdateCursor{}, 10, core.SessionFilter{})); got != "d,f,a,b,c" {
+		t.Fatalf("after re-creating d: %s", got)
+	}
 }

@@ -9,6 +9,7 @@ package savepointv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1607,11 +1608,177 @@ func (x *PruneResponse) GetDeletedCheckpoints() int64 {
 	return 0
 }
 
+type ListThreadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The maximum number of threads to return; 0 means 100, more than 1000
+	// means 1000. Negative is refused.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A next_page_token from a previous response; empty starts at the first
+	// thread.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadsRequest) Reset() {
+	*x = ListThreadsRequest{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadsRequest) ProtoMessage() {}
+
+func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
+func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListThreadsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListThreadsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GraphThread describes one thread.
+type GraphThread struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// When the thread was last written: a checkpoint put, writes, or a copy
+	// into it.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GraphThread) Reset() {
+	*x = GraphThread{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GraphThread) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GraphThread) ProtoMessage() {}
+
+func (x *GraphThread) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GraphThread.ProtoReflect.Descriptor instead.
+func (*GraphThread) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GraphThread) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *GraphThread) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+type ListThreadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The threads of this page, in thread_id order.
+	Threads []*GraphThread `protobuf:"bytes,1,rep,name=threads,proto3" json:"threads,omitempty"`
+	// Pass back for the next page; empty when this page is the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadsResponse) Reset() {
+	*x = ListThreadsResponse{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadsResponse) ProtoMessage() {}
+
+func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
+func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListThreadsResponse) GetThreads() []*GraphThread {
+	if x != nil {
+		return x.Threads
+	}
+	return nil
+}
+
+func (x *ListThreadsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_savepoint_v1_graph_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\n" +
-	"\x18savepoint/v1/graph.proto\x12\fsavepoint.v1\"S\n" +
+	"\x18savepoint/v1/graph.proto\x12\fsavepoint.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n" +
 	"\n" +
 	"TypedValue\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
@@ -1728,11 +1895,22 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"thread_ids\x18\x01 \x03(\tR\tthreadIds\x127\n" +
 	"\bstrategy\x18\x02 \x01(\x0e2\x1b.savepoint.v1.PruneStrategyR\bstrategy\"@\n" +
 	"\rPruneResponse\x12/\n" +
-	"\x13deleted_checkpoints\x18\x01 \x01(\x03R\x12deletedCheckpoints*j\n" +
+	"\x13deleted_checkpoints\x18\x01 \x01(\x03R\x12deletedCheckpoints\"P\n" +
+	"\x12ListThreadsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"g\n" +
+	"\vGraphThread\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12;\n" +
+	"\vupdate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"r\n" +
+	"\x13ListThreadsResponse\x123\n" +
+	"\athreads\x18\x01 \x03(\v2\x19.savepoint.v1.GraphThreadR\athreads\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*j\n" +
 	"\rPruneStrategy\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x19\n" +
-	"\x15PRUNE_STRATEGY_DELETE\x10\x022\xa7\x06\n" +
+	"\x15PRUNE_STRATEGY_DELETE\x10\x022\xfb\x06\n" +
 	"\x16GraphCheckpointService\x12X\n" +
 	"\rPutCheckpoint\x12\".savepoint.v1.PutCheckpointRequest\x1a#.savepoint.v1.PutCheckpointResponse\x12c\n" +
 	"\x10UploadCheckpoint\x12%.savepoint.v1.UploadCheckpointRequest\x1a&.savepoint.v1.UploadCheckpointResponse(\x01\x12L\n" +
@@ -1743,7 +1921,8 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\rDeleteForRuns\x12\".savepoint.v1.DeleteForRunsRequest\x1a#.savepoint.v1.DeleteForRunsResponse\x12O\n" +
 	"\n" +
 	"CopyThread\x12\x1f.savepoint.v1.CopyThreadRequest\x1a .savepoint.v1.CopyThreadResponse\x12@\n" +
-	"\x05Prune\x12\x1a.savepoint.v1.PruneRequest\x1a\x1b.savepoint.v1.PruneResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\x05Prune\x12\x1a.savepoint.v1.PruneRequest\x1a\x1b.savepoint.v1.PruneResponse\x12R\n" +
+	"\vListThreads\x12 .savepoint.v1.ListThreadsRequest\x1a!.savepoint.v1.ListThreadsResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_graph_proto_rawDescOnce sync.Once
@@ -1758,7 +1937,7 @@ func file_savepoint_v1_graph_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_graph_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_savepoint_v1_graph_proto_goTypes = []any{
 	(PruneStrategy)(0),               // 0: savepoint.v1.PruneStrategy
 	(*TypedValue)(nil),               // 1: savepoint.v1.TypedValue
@@ -1785,12 +1964,16 @@ var file_savepoint_v1_graph_proto_goTypes = []any{
 	(*CopyThreadResponse)(nil),       // 22: savepoint.v1.CopyThreadResponse
 	(*PruneRequest)(nil),             // 23: savepoint.v1.PruneRequest
 	(*PruneResponse)(nil),            // 24: savepoint.v1.PruneResponse
-	nil,                              // 25: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
-	nil,                              // 26: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	(*ListThreadsRequest)(nil),       // 25: savepoint.v1.ListThreadsRequest
+	(*GraphThread)(nil),              // 26: savepoint.v1.GraphThread
+	(*ListThreadsResponse)(nil),      // 27: savepoint.v1.ListThreadsResponse
+	nil,                              // 28: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	nil,                              // 29: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
 }
 var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	1,  // 0: savepoint.v1.GraphCheckpoint.checkpoint:type_name -> savepoint.v1.TypedValue
-	25, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	28, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
 	1,  // 2: savepoint.v1.ChannelBlob.value:type_name -> savepoint.v1.TypedValue
 	1,  // 3: savepoint.v1.ChannelWrite.value:type_name -> savepoint.v1.TypedValue
 	1,  // 4: savepoint.v1.PendingWrite.value:type_name -> savepoint.v1.TypedValue
@@ -1803,34 +1986,38 @@ var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	2,  // 11: savepoint.v1.GetCheckpointResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
 	3,  // 12: savepoint.v1.GetCheckpointResponse.blobs:type_name -> savepoint.v1.ChannelBlob
 	5,  // 13: savepoint.v1.GetCheckpointResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
-	26, // 14: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	29, // 14: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
 	2,  // 15: savepoint.v1.ListCheckpointsResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
 	3,  // 16: savepoint.v1.ListCheckpointsResponse.blobs:type_name -> savepoint.v1.ChannelBlob
 	5,  // 17: savepoint.v1.ListCheckpointsResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
 	0,  // 18: savepoint.v1.PruneRequest.strategy:type_name -> savepoint.v1.PruneStrategy
-	6,  // 19: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	8,  // 20: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	11, // 21: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	13, // 22: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	15, // 23: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	17, // 24: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	19, // 25: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	21, // 26: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	23, // 27: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	7,  // 28: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	10, // 29: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	12, // 30: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	14, // 31: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	16, // 32: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	18, // 33: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	20, // 34: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	22, // 35: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	24, // 36: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	28, // [28:37] is the sub-list for method output_type
-	19, // [19:28] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	30, // 19: savepoint.v1.GraphThread.update_time:type_name -> google.protobuf.Timestamp
+	26, // 20: savepoint.v1.ListThreadsResponse.threads:type_name -> savepoint.v1.GraphThread
+	6,  // 21: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	8,  // 22: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	11, // 23: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	13, // 24: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	15, // 25: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	17, // 26: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	19, // 27: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	21, // 28: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	23, // 29: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	25, // 30: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
+	7,  // 31: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	10, // 32: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	12, // 33: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	14, // 34: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	16, // 35: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	18, // 36: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	20, // 37: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	22, // 38: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	24, // 39: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	27, // 40: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }
@@ -1849,7 +2036,7 @@ func file_savepoint_v1_graph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_graph_proto_rawDesc), len(file_savepoint_v1_graph_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

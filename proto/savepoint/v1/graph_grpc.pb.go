@@ -28,6 +28,7 @@ const (
 	GraphCheckpointService_DeleteForRuns_FullMethodName    = "/savepoint.v1.GraphCheckpointService/DeleteForRuns"
 	GraphCheckpointService_CopyThread_FullMethodName       = "/savepoint.v1.GraphCheckpointService/CopyThread"
 	GraphCheckpointService_Prune_FullMethodName            = "/savepoint.v1.GraphCheckpointService/Prune"
+	GraphCheckpointService_ListThreads_FullMethodName      = "/savepoint.v1.GraphCheckpointService/ListThreads"
 )
 
 // GraphCheckpointServiceClient is the client API for GraphCheckpointService service.
@@ -80,6 +81,9 @@ type GraphCheckpointServiceClient interface {
 	// Prune keeps the latest checkpoint of each namespace of the given threads
 	// (with its writes and blobs) and removes the rest, or removes the threads.
 	Prune(ctx context.Context, in *PruneRequest, opts ...grpc.CallOption) (*PruneResponse, error)
+	// ListThreads pages through the threads that hold a checkpoint, in
+	// thread_id order (byte order). It writes nothing.
+	ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error)
 }
 
 type graphCheckpointServiceClient struct {
@@ -201,6 +205,16 @@ func (c *graphCheckpointServiceClient) Prune(ctx context.Context, in *PruneReque
 	return out, nil
 }
 
+func (c *graphCheckpointServiceClient) ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListThreadsResponse)
+	err := c.cc.Invoke(ctx, GraphCheckpointService_ListThreads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GraphCheckpointServiceServer is the server API for GraphCheckpointService service.
 // All implementations must embed UnimplementedGraphCheckpointServiceServer
 // for forward compatibility.
@@ -251,6 +265,9 @@ type GraphCheckpointServiceServer interface {
 	// Prune keeps the latest checkpoint of each namespace of the given threads
 	// (with its writes and blobs) and removes the rest, or removes the threads.
 	Prune(context.Context, *PruneRequest) (*PruneResponse, error)
+	// ListThreads pages through the threads that hold a checkpoint, in
+	// thread_id order (byte order). It writes nothing.
+	ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error)
 	mustEmbedUnimplementedGraphCheckpointServiceServer()
 }
 
@@ -287,6 +304,9 @@ func (UnimplementedGraphCheckpointServiceServer) CopyThread(context.Context, *Co
 }
 func (UnimplementedGraphCheckpointServiceServer) Prune(context.Context, *PruneRequest) (*PruneResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Prune not implemented")
+}
+func (UnimplementedGraphCheckpointServiceServer) ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListThreads not implemented")
 }
 func (UnimplementedGraphCheckpointServiceServer) mustEmbedUnimplementedGraphCheckpointServiceServer() {
 }
@@ -447,6 +467,24 @@ func _GraphCheckpointService_Prune_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GraphCheckpointService_ListThreads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListThreadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GraphCheckpointServiceServer).ListThreads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GraphCheckpointService_ListThreads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GraphCheckpointServiceServer).ListThreads(ctx, req.(*ListThreadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GraphCheckpointService_ServiceDesc is the grpc.ServiceDesc for GraphCheckpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -477,6 +515,10 @@ var GraphCheckpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Prune",
 			Handler:    _GraphCheckpointService_Prune_Handler,
+		},
+		{
+			MethodName: "ListThreads",
+			Handler:    _GraphCheckpointService_ListThreads_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

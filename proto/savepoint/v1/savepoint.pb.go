@@ -146,6 +146,9 @@ const (
 	// UNIMPLEMENTED: the daemon's store cannot stream a backup (PostgreSQL:
 	// back the database up with its own tools, such as pg_dump).
 	ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED ErrorReason = 42
+	// INVALID_ARGUMENT: ListSessions' order_by is not one it knows
+	// ("session_id" or "update_time desc").
+	ErrorReason_ERROR_REASON_INVALID_ORDER_BY ErrorReason = 43
 )
 
 // Enum value maps for ErrorReason.
@@ -194,6 +197,7 @@ var (
 		40: "ERROR_REASON_INVALID_SESSION_STATUS",
 		41: "ERROR_REASON_PLAINTEXT_BACKUP",
 		42: "ERROR_REASON_BACKUP_UNSUPPORTED",
+		43: "ERROR_REASON_INVALID_ORDER_BY",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -239,6 +243,7 @@ var (
 		"ERROR_REASON_INVALID_SESSION_STATUS":     40,
 		"ERROR_REASON_PLAINTEXT_BACKUP":           41,
 		"ERROR_REASON_BACKUP_UNSUPPORTED":         42,
+		"ERROR_REASON_INVALID_ORDER_BY":           43,
 	}
 )
 
@@ -1971,7 +1976,12 @@ type ListSessionsRequest struct {
 	// Only sessions not updated (saved, completed) for at least this long; a
 	// supervisor finds sessions whose process died with it. Unset or zero
 	// means any; negative is refused.
-	MinIdle       *durationpb.Duration `protobuf:"bytes,6,opt,name=min_idle,json=minIdle,proto3" json:"min_idle,omitempty"`
+	MinIdle *durationpb.Duration `protobuf:"bytes,6,opt,name=min_idle,json=minIdle,proto3" json:"min_idle,omitempty"`
+	// The order (AIP-132): empty or "session_id" is session_id order;
+	// "update_time desc" is the last update first (newest first), sessions
+	// updated at the same time in session_id order. Anything else is refused
+	// with INVALID_ORDER_BY.
+	OrderBy       string `protobuf:"bytes,7,opt,name=order_by,json=orderBy,proto3" json:"order_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2046,6 +2056,13 @@ func (x *ListSessionsRequest) GetMinIdle() *durationpb.Duration {
 		return x.MinIdle
 	}
 	return nil
+}
+
+func (x *ListSessionsRequest) GetOrderBy() string {
+	if x != nil {
+		return x.OrderBy
+	}
+	return ""
 }
 
 // SessionSummary describes a session's latest revision.
@@ -2191,7 +2208,7 @@ func (x *SessionSummary) GetCreateTime() *timestamppb.Timestamp {
 
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sessions of this page, in session_id order.
+	// The sessions of this page, in the order asked for.
 	Sessions []*SessionSummary `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	// Pass back for the next page; empty when this page is the last.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
@@ -3845,7 +3862,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vfirst_index\x18\x02 \x01(\x04R\n" +
 	"firstIndex\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"\x93\x03\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"\xae\x03\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -3853,7 +3870,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\flabel_filter\x18\x03 \x03(\v22.savepoint.v1.ListSessionsRequest.LabelFilterEntryR\vlabelFilter\x12@\n" +
 	"\rstatus_filter\x18\x04 \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\fstatusFilter\x121\n" +
 	"\x15has_pending_tool_uses\x18\x05 \x01(\bR\x12hasPendingToolUses\x124\n" +
-	"\bmin_idle\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aminIdle\x1a>\n" +
+	"\bmin_idle\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aminIdle\x12\x19\n" +
+	"\border_by\x18\a \x01(\tR\aorderBy\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x04\n" +
@@ -3997,7 +4015,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
 	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion\x12\x1c\n" +
-	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xe9\v\n" +
+	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\x8c\f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4042,7 +4060,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1eERROR_REASON_SESSION_COMPLETED\x10'\x12'\n" +
 	"#ERROR_REASON_INVALID_SESSION_STATUS\x10(\x12!\n" +
 	"\x1dERROR_REASON_PLAINTEXT_BACKUP\x10)\x12#\n" +
-	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10**\x83\x01\n" +
+	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10*\x12!\n" +
+	"\x1dERROR_REASON_INVALID_ORDER_BY\x10+*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATUS_ACTIVE\x10\x01\x12\x1c\n" +

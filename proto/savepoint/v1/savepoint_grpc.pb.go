@@ -67,7 +67,8 @@ type SavepointServiceClient interface {
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// ListMessages pages through the message history of one revision.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
-	// ListSessions pages through the sessions in session_id order.
+	// ListSessions pages through the sessions in session_id order, or by last
+	// update, newest first.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// DeleteSession removes a session's checkpoints, history and ledger
 	// together, leaving a tombstone that keeps stale epochs fenced.
@@ -332,7 +333,8 @@ type SavepointServiceServer interface {
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// ListMessages pages through the message history of one revision.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
-	// ListSessions pages through the sessions in session_id order.
+	// ListSessions pages through the sessions in session_id order, or by last
+	// update, newest first.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// DeleteSession removes a session's checkpoints, history and ledger
 	// together, leaving a tombstone that keeps stale epochs fenced.

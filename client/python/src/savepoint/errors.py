@@ -70,6 +70,7 @@ __all__ = [
     "InvalidSessionStatusError",
     "PlaintextBackupError",
     "BackupUnsupportedError",
+    "InvalidOrderByError",
     "ToolUsesPendingError",
     "ResultsMismatchError",
     "AlreadyRunError",
@@ -329,6 +330,11 @@ class InvalidSessionStatusError(FieldError):
     (CompleteSession takes COMPLETED or FAILED)."""
 
 
+class InvalidOrderByError(FieldError):
+    """INVALID_ORDER_BY: ListSessions' order_by is neither "session_id" nor
+    "update_time desc"."""
+
+
 # -- raised by the Session without asking the daemon ---------------------------
 
 
@@ -394,6 +400,7 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_INVALID_SESSION_STATUS: InvalidSessionStatusError,
     pb.ERROR_REASON_PLAINTEXT_BACKUP: PlaintextBackupError,
     pb.ERROR_REASON_BACKUP_UNSUPPORTED: BackupUnsupportedError,
+    pb.ERROR_REASON_INVALID_ORDER_BY: InvalidOrderByError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

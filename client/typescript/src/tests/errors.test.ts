@@ -99,6 +99,7 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_INVALID_SESSION_STATUS, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_PLAINTEXT_BACKUP, Code.FAILED_PRECONDITION, PlaintextBackupError],
   [ErrorReason.ERROR_REASON_BACKUP_UNSUPPORTED, Code.UNIMPLEMENTED, BackupUnsupportedError],
+  [ErrorReason.ERROR_REASON_INVALID_ORDER_BY, Code.INVALID_ARGUMENT, InvalidArgumentError],
 ];
 
 /** Every value of the generated ErrorReason enum the daemon can send (all but UNSPECIFIED). */

@@ -433,6 +433,46 @@ func (x *ExpiryRecord) GetEpoch() uint64 {
 	return 0
 }
 
+// UpdateIndexRecord lists a live session by its last update, for
+// ListSessions ordered by it (key: kind 0x08, the update time in Unix
+// nanoseconds subtracted from 2^64-1 (8, BE), session id); written in the
+// commit that writes the session's head.
+type UpdateIndexRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateIndexRecord) Reset() {
+	*x = UpdateIndexRecord{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateIndexRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateIndexRecord) ProtoMessage() {}
+
+func (x *UpdateIndexRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateIndexRecord.ProtoReflect.Descriptor instead.
+func (*UpdateIndexRecord) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{3}
+}
+
 // EpochFloorRecord is the highest epoch of any removed tombstone: a session
 // created without a tombstone starts above it, and a create naming an epoch
 // at or below it is fenced, as a tombstone would fence it.
@@ -445,7 +485,7 @@ type EpochFloorRecord struct {
 
 func (x *EpochFloorRecord) Reset() {
 	*x = EpochFloorRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +497,7 @@ func (x *EpochFloorRecord) String() string {
 func (*EpochFloorRecord) ProtoMessage() {}
 
 func (x *EpochFloorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[3]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +510,7 @@ func (x *EpochFloorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochFloorRecord.ProtoReflect.Descriptor instead.
 func (*EpochFloorRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EpochFloorRecord) GetEpoch() uint64 {
@@ -491,7 +531,7 @@ type RestoredRecord struct {
 
 func (x *RestoredRecord) Reset() {
 	*x = RestoredRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +543,7 @@ func (x *RestoredRecord) String() string {
 func (*RestoredRecord) ProtoMessage() {}
 
 func (x *RestoredRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[4]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +556,7 @@ func (x *RestoredRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoredRecord.ProtoReflect.Descriptor instead.
 func (*RestoredRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RestoredRecord) GetNextSinceVersion() uint64 {
@@ -541,7 +581,7 @@ type RequestRecord struct {
 
 func (x *RequestRecord) Reset() {
 	*x = RequestRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +593,7 @@ func (x *RequestRecord) String() string {
 func (*RequestRecord) ProtoMessage() {}
 
 func (x *RequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[5]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +606,7 @@ func (x *RequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRecord.ProtoReflect.Descriptor instead.
 func (*RequestRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RequestRecord) GetRequestId() string {
@@ -615,7 +655,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +667,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[6]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +680,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Segment) GetFirstSeq() uint64 {
@@ -678,7 +718,7 @@ type RevisionRecord struct {
 
 func (x *RevisionRecord) Reset() {
 	*x = RevisionRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +730,7 @@ func (x *RevisionRecord) String() string {
 func (*RevisionRecord) ProtoMessage() {}
 
 func (x *RevisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[7]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +743,7 @@ func (x *RevisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionRecord.ProtoReflect.Descriptor instead.
 func (*RevisionRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RevisionRecord) GetRevision() uint64 {
@@ -799,7 +839,7 @@ type CallRecord struct {
 
 func (x *CallRecord) Reset() {
 	*x = CallRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +851,7 @@ func (x *CallRecord) String() string {
 func (*CallRecord) ProtoMessage() {}
 
 func (x *CallRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[8]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +864,7 @@ func (x *CallRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRecord.ProtoReflect.Descriptor instead.
 func (*CallRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CallRecord) GetToolUse() *ToolUse {
@@ -880,7 +920,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +932,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +945,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Message) GetRole() string {
@@ -936,7 +976,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +988,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1001,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -1014,7 +1054,7 @@ type Effect struct {
 
 func (x *Effect) Reset() {
 	*x = Effect{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1066,7 @@ func (x *Effect) String() string {
 func (*Effect) ProtoMessage() {}
 
 func (x *Effect) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1079,7 @@ func (x *Effect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Effect.ProtoReflect.Descriptor instead.
 func (*Effect) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Effect) GetToolUseId() string {
@@ -1094,7 +1134,7 @@ type FormatRecord struct {
 
 func (x *FormatRecord) Reset() {
 	*x = FormatRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1146,7 @@ func (x *FormatRecord) String() string {
 func (*FormatRecord) ProtoMessage() {}
 
 func (x *FormatRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1159,7 @@ func (x *FormatRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormatRecord.ProtoReflect.Descriptor instead.
 func (*FormatRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FormatRecord) GetVersion() uint32 {
@@ -1164,7 +1204,8 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\vPurgeRecord\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"$\n" +
 	"\fExpiryRecord\x12\x14\n" +
-	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"(\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x13\n" +
+	"\x11UpdateIndexRecord\"(\n" +
 	"\x10EpochFloorRecord\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\">\n" +
 	"\x0eRestoredRecord\x12,\n" +
@@ -1249,45 +1290,46 @@ func file_savepoint_storage_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_storage_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(SessionStatus)(0),            // 0: savepoint.storage.v1.SessionStatus
 	(EffectClass)(0),              // 1: savepoint.storage.v1.EffectClass
 	(*SessionRecord)(nil),         // 2: savepoint.storage.v1.SessionRecord
 	(*PurgeRecord)(nil),           // 3: savepoint.storage.v1.PurgeRecord
 	(*ExpiryRecord)(nil),          // 4: savepoint.storage.v1.ExpiryRecord
-	(*EpochFloorRecord)(nil),      // 5: savepoint.storage.v1.EpochFloorRecord
-	(*RestoredRecord)(nil),        // 6: savepoint.storage.v1.RestoredRecord
-	(*RequestRecord)(nil),         // 7: savepoint.storage.v1.RequestRecord
-	(*Segment)(nil),               // 8: savepoint.storage.v1.Segment
-	(*RevisionRecord)(nil),        // 9: savepoint.storage.v1.RevisionRecord
-	(*CallRecord)(nil),            // 10: savepoint.storage.v1.CallRecord
-	(*Message)(nil),               // 11: savepoint.storage.v1.Message
-	(*ToolUse)(nil),               // 12: savepoint.storage.v1.ToolUse
-	(*Effect)(nil),                // 13: savepoint.storage.v1.Effect
-	(*FormatRecord)(nil),          // 14: savepoint.storage.v1.FormatRecord
-	nil,                           // 15: savepoint.storage.v1.SessionRecord.LabelsEntry
-	nil,                           // 16: savepoint.storage.v1.RevisionRecord.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*UpdateIndexRecord)(nil),     // 5: savepoint.storage.v1.UpdateIndexRecord
+	(*EpochFloorRecord)(nil),      // 6: savepoint.storage.v1.EpochFloorRecord
+	(*RestoredRecord)(nil),        // 7: savepoint.storage.v1.RestoredRecord
+	(*RequestRecord)(nil),         // 8: savepoint.storage.v1.RequestRecord
+	(*Segment)(nil),               // 9: savepoint.storage.v1.Segment
+	(*RevisionRecord)(nil),        // 10: savepoint.storage.v1.RevisionRecord
+	(*CallRecord)(nil),            // 11: savepoint.storage.v1.CallRecord
+	(*Message)(nil),               // 12: savepoint.storage.v1.Message
+	(*ToolUse)(nil),               // 13: savepoint.storage.v1.ToolUse
+	(*Effect)(nil),                // 14: savepoint.storage.v1.Effect
+	(*FormatRecord)(nil),          // 15: savepoint.storage.v1.FormatRecord
+	nil,                           // 16: savepoint.storage.v1.SessionRecord.LabelsEntry
+	nil,                           // 17: savepoint.storage.v1.RevisionRecord.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
-	17, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	17, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
-	15, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
-	8,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	17, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
+	18, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	18, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
+	16, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
+	9,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	18, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: savepoint.storage.v1.SessionRecord.status:type_name -> savepoint.storage.v1.SessionStatus
-	17, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
-	8,  // 8: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	12, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
-	16, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
-	17, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	12, // 12: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
-	17, // 13: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
-	13, // 14: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
+	18, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
+	9,  // 8: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
+	13, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
+	17, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
+	18, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
+	13, // 12: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	18, // 13: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
+	14, // 14: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
 	1,  // 15: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
-	17, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	18, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -1306,7 +1348,7 @@ func file_savepoint_storage_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_records_proto_rawDesc), len(file_savepoint_storage_v1_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

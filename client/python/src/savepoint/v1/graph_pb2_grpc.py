@@ -86,6 +86,11 @@ class GraphCheckpointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_graph__pb2.PruneRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_graph__pb2.PruneResponse.FromString,
                 _registered_method=True)
+        self.ListThreads = channel.unary_unary(
+                '/savepoint.v1.GraphCheckpointService/ListThreads',
+                request_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsResponse.FromString,
+                _registered_method=True)
 
 
 class GraphCheckpointServiceServicer:
@@ -181,6 +186,14 @@ class GraphCheckpointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListThreads(self, request, context):
+        """ListThreads pages through the threads that hold a checkpoint, in
+        thread_id order (byte order). It writes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphCheckpointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -228,6 +241,11 @@ def add_GraphCheckpointServiceServicer_to_server(servicer, server):
                     servicer.Prune,
                     request_deserializer=savepoint_dot_v1_dot_graph__pb2.PruneRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_graph__pb2.PruneResponse.SerializeToString,
+            ),
+            'ListThreads': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListThreads,
+                    request_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -480,6 +498,33 @@ class GraphCheckpointService:
             '/savepoint.v1.GraphCheckpointService/Prune',
             savepoint_dot_v1_dot_graph__pb2.PruneRequest.SerializeToString,
             savepoint_dot_v1_dot_graph__pb2.PruneResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListThreads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.GraphCheckpointService/ListThreads',
+            savepoint_dot_v1_dot_graph__pb2.ListThreadsRequest.SerializeToString,
+            savepoint_dot_v1_dot_graph__pb2.ListThreadsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_INVALID_SESSION_STATUS: _ClassVar[ErrorReason]
     ERROR_REASON_PLAINTEXT_BACKUP: _ClassVar[ErrorReason]
     ERROR_REASON_BACKUP_UNSUPPORTED: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_ORDER_BY: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -128,6 +129,7 @@ ERROR_REASON_SESSION_COMPLETED: ErrorReason
 ERROR_REASON_INVALID_SESSION_STATUS: ErrorReason
 ERROR_REASON_PLAINTEXT_BACKUP: ErrorReason
 ERROR_REASON_BACKUP_UNSUPPORTED: ErrorReason
+ERROR_REASON_INVALID_ORDER_BY: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus
@@ -403,7 +405,7 @@ class ListMessagesResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., first_index: _Optional[int] = ..., revision: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "label_filter", "status_filter", "has_pending_tool_uses", "min_idle")
+    __slots__ = ("page_size", "page_token", "label_filter", "status_filter", "has_pending_tool_uses", "min_idle", "order_by")
     class LabelFilterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -417,13 +419,15 @@ class ListSessionsRequest(_message.Message):
     STATUS_FILTER_FIELD_NUMBER: _ClassVar[int]
     HAS_PENDING_TOOL_USES_FIELD_NUMBER: _ClassVar[int]
     MIN_IDLE_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     label_filter: _containers.ScalarMap[str, str]
     status_filter: SessionStatus
     has_pending_tool_uses: bool
     min_idle: _duration_pb2.Duration
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ..., status_filter: _Optional[_Union[SessionStatus, str]] = ..., has_pending_tool_uses: _Optional[bool] = ..., min_idle: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    order_by: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ..., status_filter: _Optional[_Union[SessionStatus, str]] = ..., has_pending_tool_uses: _Optional[bool] = ..., min_idle: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., order_by: _Optional[str] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
     __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status", "create_time")

@@ -188,7 +188,8 @@ class SavepointServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSessions(self, request, context):
-        """ListSessions pages through the sessions in session_id order.
+        """ListSessions pages through the sessions in session_id order, or by last
+        update, newest first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

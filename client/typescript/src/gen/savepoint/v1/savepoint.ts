@@ -188,6 +188,11 @@ export enum ErrorReason {
    * back the database up with its own tools, such as pg_dump).
    */
   ERROR_REASON_BACKUP_UNSUPPORTED = 42,
+  /**
+   * ERROR_REASON_INVALID_ORDER_BY - INVALID_ARGUMENT: ListSessions' order_by is not one it knows
+   * ("session_id" or "update_time desc").
+   */
+  ERROR_REASON_INVALID_ORDER_BY = 43,
   UNRECOGNIZED = -1,
 }
 
@@ -572,7 +577,16 @@ export interface ListSessionsRequest {
    * supervisor finds sessions whose process died with it. Unset or zero
    * means any; negative is refused.
    */
-  minIdle: Duration | undefined;
+  minIdle:
+    | Duration
+    | undefined;
+  /**
+   * The order (AIP-132): empty or "session_id" is session_id order;
+   * "update_time desc" is the last update first (newest first), sessions
+   * updated at the same time in session_id order. Anything else is refused
+   * with INVALID_ORDER_BY.
+   */
+  orderBy: string;
 }
 
 export interface ListSessionsRequest_LabelFilterEntry {
@@ -616,7 +630,7 @@ export interface SessionSummary_LabelsEntry {
 }
 
 export interface ListSessionsResponse {
-  /** The sessions of this page, in session_id order. */
+  /** The sessions of this page, in the order asked for. */
   sessions: SessionSummary[];
   /** Pass back for the next page; empty when this page is the last. */
   nextPageToken: string;
@@ -3030,6 +3044,7 @@ function createBaseListSessionsRequest(): ListSessionsRequest {
     statusFilter: 0,
     hasPendingToolUses: false,
     minIdle: undefined,
+    orderBy: "",
   };
 }
 
@@ -3052,6 +3067,9 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
     }
     if (message.minIdle !== undefined) {
       Duration.encode(message.minIdle, writer.uint32(50).fork()).join();
+    }
+    if (message.orderBy !== "") {
+      writer.uint32(58).string(message.orderBy);
     }
     return writer;
   },
@@ -3120,6 +3138,14 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
             message.minIdle = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.orderBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3153,6 +3179,7 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
     message.minIdle = (object.minIdle !== undefined && object.minIdle !== null)
       ? Duration.fromPartial(object.minIdle)
       : undefined;
+    message.orderBy = object.orderBy ?? "";
     return message;
   },
 };
@@ -5727,7 +5754,10 @@ export const SavepointServiceService = {
       Buffer.from(ListMessagesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListMessagesResponse => ListMessagesResponse.decode(value),
   },
-  /** ListSessions pages through the sessions in session_id order. */
+  /**
+   * ListSessions pages through the sessions in session_id order, or by last
+   * update, newest first.
+   */
   listSessions: {
     path: "/savepoint.v1.SavepointService/ListSessions" as const,
     requestStream: false as const,
@@ -5903,7 +5933,10 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
   getSession: handleUnaryCall<GetSessionRequest, GetSessionResponse>;
   /** ListMessages pages through the message history of one revision. */
   listMessages: handleUnaryCall<ListMessagesRequest, ListMessagesResponse>;
-  /** ListSessions pages through the sessions in session_id order. */
+  /**
+   * ListSessions pages through the sessions in session_id order, or by last
+   * update, newest first.
+   */
   listSessions: handleUnaryCall<ListSessionsRequest, ListSessionsResponse>;
   /**
    * DeleteSession removes a session's checkpoints, history and ledger
@@ -6090,7 +6123,10 @@ export interface SavepointServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListMessagesResponse) => void,
   ): ClientUnaryCall;
-  /** ListSessions pages through the sessions in session_id order. */
+  /**
+   * ListSessions pages through the sessions in session_id order, or by last
+   * update, newest first.
+   */
   listSessions(
     request: ListSessionsRequest,
     callback: (error: ServiceError | null, response: ListSessionsResponse) => void,
