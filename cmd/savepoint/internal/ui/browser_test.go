@@ -327,7 +327,7 @@ func TestBrowser(t *testing.T) {
 
 	// Graph threads: decoded msgpack and JSON, pickle left alone.
 	b.do(chromedp.Navigate(base+"/graph"), chromedp.WaitVisible(chromedp.CSS("#threads")))
-	b.want(`tr[data-thread="thread-1"]`, "thread-1", "2", "(root)")
+	b.want(`tr[data-thread="thread-1"]`, "thread-1", " UTC")
 	b.shot("graph-threads")
 	b.do(chromedp.Click(chromedp.CSS(`a[href="/graph/thread?id=thread-1"]`)), loaded("thread?id=thread-1"), chromedp.WaitVisible(chromedp.CSS("#cp-2")))
 	b.want("#cp-2", "parent 1", `"source": "loop"`, `"messages": [`, `"hi"`, "msgpack", `"steps": [`, "pickle", "never unpickles", "task-a", `"tool call"`)

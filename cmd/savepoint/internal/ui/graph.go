@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
+	"net/url"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -69,50 +69,24 @@ func readTuples(stream grpc.ServerStreamingClient[savepointv1.ListCheckpointsRes
 	}
 }
 
-type threadRow struct {
-	ID          string
-	Namespaces  []string
-	Checkpoints int
-	Latest      string
-}
-
+// threads lists the graph threads a page at a time (ListThreads), with
+// when each was last written.
 func (s *Server) threads(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.rpc(r)
 	defer cancel()
-	stream, err := s.opts.Client.Graph().ListCheckpoints(ctx, &savepointv1.ListCheckpointsRequest{})
-	var tuples []*tuple
-	var cut bool
-	if err == nil {
-		tuples, cut, err = readTuples(stream, maxGraphRead)
-	}
+	resp, err := s.opts.Client.Graph().ListThreads(ctx, &savepointv1.ListThreadsRequest{PageSize: 100, PageToken: r.URL.Query().Get("page")})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	byID := map[string]*threadRow{}
-	var rows []*threadRow
-	for _, t := range tuples {
-		id := t.CP.GetThreadId()
-		row := byID[id]
-		if row == nil {
-			row = &threadRow{ID: id, Latest: t.CP.GetCheckpointId()}
-			byID[id] = row
-			rows = append(rows, row)
-		}
-		row.Checkpoints++
-		if ns := nsName(t.CP.GetCheckpointNs()); !slices.Contains(row.Namespaces, ns) {
-			row.Namespaces = append(row.Namespaces, ns)
-		}
-		if t.CP.GetCheckpointId() > row.Latest {
-			row.Latest = t.CP.GetCheckpointId()
-		}
+	next := ""
+	if t := resp.GetNextPageToken(); t != "" {
+		next = "/graph?" + url.Values{"page": {t}}.Encode()
 	}
-	slices.SortFunc(rows, func(a, b *threadRow) int { return strings.Compare(a.ID, b.ID) })
 	s.render(w, r, http.StatusOK, "threads", "Graph threads", "graph", struct {
-		Rows []*threadRow
-		Cut  bool
-		Max  int
-	}{rows, cut, maxGraphRead})
+		Threads  []*savepointv1.GraphThread
+		NextPage string
+	}{resp.GetThreads(), next})
 }
 
 func nsName(ns string) string {

@@ -17,7 +17,7 @@ func TestGraphPages(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("graph: %d %s", code, text(body))
 	}
-	wantText(t, "threads", body, "thread-1 2 (root) 2")
+	wantText(t, "threads", body, "thread-1 20", "Last page")
 	code, body = fetch(t, c, base+"/graph/thread?id=thread-1")
 	if code != 200 {
 		t.Fatalf("thread: %d %s", code, text(body))

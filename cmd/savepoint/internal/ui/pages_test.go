@@ -69,6 +69,14 @@ func TestSessionsPage(t *testing.T) {
 	if !strings.Contains(body, "notes-2") || strings.Contains(body, ">done-3<") {
 		t.Errorf("second page of one:\n%s", text(body))
 	}
+	// Last update first: done-3 was completed last, report-1 saved first.
+	_, body = fetch(t, c, base+"/sessions?order=updated")
+	if i, j, k := strings.Index(body, ">done-3<"), strings.Index(body, ">notes-2<"), strings.Index(body, ">report-1<"); !(0 < i && i < j && j < k) {
+		t.Errorf("order=updated: done-3 at %d, notes-2 at %d, report-1 at %d:\n%s", i, j, k, text(body))
+	}
+	if code, body := fetch(t, c, base+"/sessions?order=task"); code != 400 || !strings.Contains(body, "BAD_FILTER") {
+		t.Errorf("bad order: %d %s", code, text(body))
+	}
 	if code, body := fetch(t, c, base+"/sessions?idle=soon"); code != 400 || !strings.Contains(body, "BAD_FILTER") {
 		t.Errorf("bad idle: %d %s", code, text(body))
 	}

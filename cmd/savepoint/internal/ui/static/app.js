@@ -38,7 +38,12 @@ function liveSessions(table) {
     const s = JSON.parse(e.data);
     const tr = sessionRow(s);
     const old = body.querySelector('tr[data-session="' + CSS.escape(s.ID) + '"]');
-    if (old) {
+    if (table.dataset.order === "updated") {
+      // Last update first: a changed session moves to the top.
+      if (old) old.remove();
+      body.querySelectorAll("tr:not([data-session])").forEach((r) => r.remove());
+      body.insertBefore(tr, body.firstChild);
+    } else if (old) {
       old.replaceWith(tr);
     } else {
       const rows = [...body.querySelectorAll("tr[data-session]")];
