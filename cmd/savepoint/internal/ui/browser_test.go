@@ -365,12 +365,41 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("notes-2 after the refused cross-origin delete: %v", err)
 	}
 
-	// The daemon goes away: a readable 503; it comes back: the page works.
+	// The daemon goes away under an open Sessions page: the page says its
+	// live updates paused, and once the daemon is back it reconnects by
+	// itself and shows new sessions again.
+	b.do(chromedp.Navigate(base+"/sessions"), chromedp.WaitVisible(chromedp.CSS(`tr[data-session="report-1"]`)))
+	liveSays := func(prefix string, within time.Duration) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(b.ctx, within+5*time.Second)
+		defer cancel()
+		js := fmt.Sprintf(`document.getElementById("live").innerText.startsWith(%q)`, prefix)
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(within))); err != nil {
+			t.Fatalf("the Sessions page never said %q: %v\n%s", prefix, err, b.body())
+		}
+	}
+	liveSays("Live:", 5*time.Second)
+	d.Kill()
+	liveSays("Live updates paused", 10*time.Second)
+	b.want("#live", "savepointd is not answering")
+	b.shot("sessions-paused")
+	d.Restart()
+	liveSays("Live:", 15*time.Second)
+	if _, err := d.Client.SaveCheckpoint(t.Context(), &savepointv1.SaveCheckpointRequest{SessionId: "zz-after-restart", Task: "After the restart",
+		AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `"again"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(b.ctx, 2*time.Second)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`tr[data-session="zz-after-restart"]`))); err != nil {
+		t.Errorf("a session saved after the restart did not appear within 2 s: %v\n%s", err, b.body())
+	}
+	cancel()
+
+	// A page loaded while the daemon is away is a readable 503.
 	d.Kill()
 	b.do(chromedp.Navigate(base+"/sessions"), chromedp.WaitVisible(chromedp.CSS("#error-reason")))
 	b.want("h1", "503")
 	b.want("#error-message", "savepointd is not answering")
 	b.shot("refused-unavailable")
 	d.Restart()
-	b.do(chromedp.Navigate(base+"/sessions"), chromedp.WaitVisible(chromedp.CSS(`tr[data-session="report-1"]`)))
 }

@@ -70,7 +70,7 @@ function liveSessions(table) {
   });
   es.addEventListener("unavailable", (e) => {
     connected = false;
-    live.textContent = "Live updates paused: " + JSON.parse(e.data).message + " Reconnecting.";
+    live.textContent = "Live updates paused: " + JSON.parse(e.data).message;
   });
 }
 
