@@ -88,7 +88,7 @@ func TestActions(t *testing.T) {
 		t.Errorf("rewind without ownership: %d %s", code, text(body))
 	}
 	code, body = submit(t, s, c, base, "/sessions/report-1/rewind", url.Values{"revision": {"1"}, "own": {"epoch"}, "epoch": {"7"}})
-	if code != 409 || !strings.Contains(body, "SESSION_FENCED") {
+	if code != 409 || !strings.Contains(body, "SESSION_FENCED") || !strings.Contains(body, "current_epoch=1") {
 		t.Errorf("rewind under a stale epoch: %d %s", code, text(body))
 	}
 	code, body = submit(t, s, c, base, "/sessions/report-1/rewind", url.Values{"revision": {"1"}, "own": {"epoch"}, "epoch": {"1"}})

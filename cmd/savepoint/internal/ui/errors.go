@@ -3,7 +3,9 @@ package ui
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +19,8 @@ type errorData struct {
 	Reason string // the ErrorInfo reason, or the inspector's own
 	Code   string // the gRPC code, when the daemon answered
 	Msg    string
+	// Meta is the ErrorInfo metadata, such as current_epoch, as "key=value".
+	Meta []string
 }
 
 // refuse writes the inspector's own refusal as an error page.
@@ -37,6 +41,9 @@ func describe(err error) errorData {
 	d := errorData{Code: st.Code().String(), Msg: st.Message()}
 	if e, ok := errors.AsType[*client.Error](err); ok {
 		d.Reason, d.Msg = e.Reason, e.Message
+		for _, k := range slices.Sorted(maps.Keys(e.Metadata)) {
+			d.Meta = append(d.Meta, k+"="+e.Metadata[k])
+		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) && st.Code() == codes.Unknown {
 		d.Code = codes.DeadlineExceeded.String()

@@ -106,8 +106,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			// The token leaves the address bar (and the history) at once.
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
+			u := url.URL{Path: "/" + strings.TrimLeft(r.URL.Path, "/"), RawQuery: q.Encode()} // never "//host": no open redirect
 			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 			return
 		}

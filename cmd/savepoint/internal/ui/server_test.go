@@ -106,6 +106,11 @@ func TestFirstVisitMovesTheTokenIntoACookie(t *testing.T) {
 	if c == nil || c.Value != testToken || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
 		t.Fatalf("cookie %+v, want %s=token, HttpOnly, SameSite=Strict, Path=/", c, tokenCookie(ts).Name)
 	}
+	// A path that would make a protocol-relative Location stays on the
+	// inspector.
+	if resp, _ := get(t, ts.URL+"//evil.example/x?token="+testToken, nil); resp.Header.Get("Location") != "/evil.example/x" {
+		t.Errorf("//evil.example/x redirects to %q", resp.Header.Get("Location"))
+	}
 	resp, body := get(t, ts.URL+"/test/ok", c)
 	if resp.StatusCode != 200 || body != "ok" {
 		t.Errorf("with the cookie: %d %q", resp.StatusCode, body)
