@@ -222,6 +222,25 @@ func TestBrowser(t *testing.T) {
 	t.Logf("a new session appeared on the Sessions page %v after its save", time.Since(start).Round(time.Millisecond))
 	b.want(`tr[data-session="live-5"]`, "live-5", "active", "Appear live")
 
+	// An open Session page says when the session changes under it.
+	b.do(chromedp.Navigate(base+"/sessions/live-5"), chromedp.WaitVisible(chromedp.CSS("#header")))
+	cctx, ccancel := context.WithTimeout(b.ctx, 10*time.Second)
+	if _, err := chromedp.Run(cctx, chromedp.Poll[bool](`document.getElementById("session-live").dataset.connected === "true"`)); err != nil {
+		t.Fatalf("the Session page's live updates never connected: %v", err)
+	}
+	ccancel()
+	if _, err := d.Client.SaveCheckpoint(t.Context(), &savepointv1.SaveCheckpointRequest{SessionId: "live-5", ExpectedRevision: 1, Task: "Appear live", Turn: 1,
+		AppendMessages: []*savepointv1.Message{{Role: "assistant", ContentJson: `"hello back"`}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(b.ctx, 2*time.Second)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#session-live"))); err != nil {
+		t.Errorf("the Session page did not say within 2 s that live-5 changed: %v", err)
+	}
+	cancel()
+	b.want("#session-live", "This session changed: revision 2, epoch 1, active.", "Reload")
+	b.do(chromedp.Navigate(base + "/sessions"))
+
 	// Filters, from the form.
 	b.do(chromedp.SetValue(chromedp.CSS(`select[name=status]`), "completed"), chromedp.Click(chromedp.CSS(`form.filters button[type=submit]`)),
 		loaded("status=completed"), chromedp.WaitVisible(chromedp.CSS(`tr[data-session="done-3"]`)))

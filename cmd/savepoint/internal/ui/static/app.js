@@ -83,6 +83,8 @@ function liveSession(el) {
     el.hidden = false;
     el.querySelector("span").textContent = "This session changed: revision " + s.Revision + ", epoch " + s.Epoch + ", " + s.State + ".";
   });
+  es.addEventListener("heartbeat", () => { el.dataset.connected = "true"; });
+  es.addEventListener("unavailable", () => { el.dataset.connected = "false"; });
   es.addEventListener("removed", (e) => {
     if (JSON.parse(e.data).id !== id) return;
     el.hidden = false;
