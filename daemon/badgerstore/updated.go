@@ -92,8 +92,8 @@ func (s *Store) ListSessionsByUpdate(ctx context.Context, after core.UpdateCurso
 				out = append(out, core.SessionSummary{SessionID: sid, UpdateTime: at})
 				continue
 			}
-			if !found || h.Deleted {
-				continue // not written with its head: never so, but an index must not invent sessions
+			if !found || h.Deleted || unixNanos(timeOf(h.UpdateTime)) != at.UnixNano() {
+				continue // an entry its head does not name: never so, but an index must not invent or repeat sessions
 			}
 			hr := headFromRecord(&h)
 			if !filter.Selects(&hr) {

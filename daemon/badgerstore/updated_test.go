@@ -55,3 +55,27 @@ func TestMigrateFormat4(t *testing.T) {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
 }
+
+// TestByUpdateSkipsStrayEntries checks that an index entry its head does
+// not name (a stale time, or no live head) lists nothing: the index never
+// invents or repeats a session.
+func TestByUpdateSkipsStrayEntries(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.update(func(t *tx) error {
+		if err := put(t, updatedKey(time.Now().Add(time.Hour), "a"), &storagev1.UpdateIndexRecord{}); err != nil {
+			return err
+		}
+		return put(t, updatedKey(time.Now(), "ghost"), &storagev1.UpdateIndexRecord{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := s.ListSessionsByUpdate(ctx, core.UpdateCursor{}, 10, core.SessionFilter{})
+	if err != nil || len(sums) != 1 || sums[0].SessionID != "a" {
+		t.Fatalf("with stray entries: %+v %v, want a once", sums, err)
+	}
+}

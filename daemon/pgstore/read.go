@@ -208,13 +208,11 @@ func (s *Store) ListSessionsByUpdate(ctx context.Context, after core.UpdateCurso
 		out = out[:0]
 		curNs, curID := negNs, id
 		for len(out) < limit {
-			// After the cursor; with no id (the min_idle bound), after its time.
-			cond, args := "(neg_update_ns, session_id) > ($2, $3)", []any{max(listPage, limit), curNs, curID}
+			args := []any{max(listPage, limit), curNs, curID}
 			if curID == nil {
-				cond, args = "neg_update_ns > $2", args[:2]
+				args = args[:2]
 			}
-			rows, err := q.tx.Query(ctx, "SELECT session_id, record, checksum, neg_update_ns FROM "+s.table("sessions")+
-				" WHERE neg_update_ns IS NOT NULL AND "+cond+" ORDER BY neg_update_ns, session_id LIMIT $1", args...)
+			rows, err := q.tx.Query(ctx, s.byUpdateSQL(curID != nil), args...)
 			if err != nil {
 				return err
 			}
@@ -264,6 +262,18 @@ func (s *Store) ListSessionsByUpdate(ctx context.Context, after core.UpdateCurso
 		return nil
 	})
 	return out, err
+}
+
+// byUpdateSQL is ListSessionsByUpdate's query of one page ($1 rows): after
+// the cursor ($2, $3), or without an id (the min_idle bound) after the time
+// $2. Both read the partial index on (neg_update_ns, session_id) in order.
+func (s *Store) byUpdateSQL(withID bool) string {
+	cond := "neg_update_ns > $2"
+	if withID {
+		cond = "(neg_update_ns, session_id) > ($2, $3)"
+	}
+	return "SELECT session_id, record, checksum, neg_update_ns FROM " + s.table("sessions") +
+		" WHERE neg_update_ns IS NOT NULL AND " + cond + " ORDER BY neg_update_ns, session_id LIMIT $1"
 }
 
 // unixNanos is t in Unix nanoseconds, 0 for a zero time, as records hold it.
