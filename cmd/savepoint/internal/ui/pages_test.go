@@ -43,11 +43,12 @@ func wantText(t *testing.T, page, body string, wants ...string) {
 }
 
 func TestSessionsPage(t *testing.T) {
-	_, base, c, _ := inspector(t, false)
+	_, base, c, d := inspector(t, false)
 	code, body := fetch(t, c, base+"/sessions")
 	if code != 200 {
 		t.Fatalf("sessions: %d\n%s", code, body)
 	}
+	wantText(t, "sessions", body, "unix:"+d.Socket) // the daemon, in the header
 	wantText(t, "sessions", body, "done-3 completed", "notes-2 active", "report-1 in doubt Write the weekly report 2 2 1 4 2 20", "team=infra")
 	_, body = fetch(t, c, base+"/sessions?status=completed")
 	if strings.Contains(body, "report-1") || !strings.Contains(body, "done-3") {

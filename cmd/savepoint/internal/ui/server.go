@@ -153,6 +153,19 @@ func (s *Server) checkPost(r *http.Request) *refusal {
 	return nil
 }
 
+// authorized says whether r passed the Host and token checks: a loopback
+// Host, and the token as the cookie or the query parameter.
+func (s *Server) authorized(r *http.Request) bool {
+	if !loopbackHost(r.Host) {
+		return false
+	}
+	if r.URL.Query().Has("token") {
+		return s.validToken(r.URL.Query().Get("token"))
+	}
+	c, err := r.Cookie(cookieName(r.Host))
+	return err == nil && s.validToken(c.Value)
+}
+
 func (s *Server) validToken(t string) bool {
 	return subtle.ConstantTimeCompare([]byte(t), []byte(s.opts.Token)) == 1
 }

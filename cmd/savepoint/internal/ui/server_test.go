@@ -24,7 +24,7 @@ func guarded(t *testing.T, readOnly bool) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	s, err := New(Options{Client: c, Token: testToken, ReadOnly: readOnly})
+	s, err := New(Options{Client: c, Token: testToken, ReadOnly: readOnly, DaemonAddr: "unix:/nonexistent/savepoint-ui-test.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +72,9 @@ func TestRequestsWithoutTheTokenGet401(t *testing.T) {
 	resp, body := get(t, ts.URL+"/test/ok", nil)
 	if resp.StatusCode != 401 || !strings.Contains(body, "NO_TOKEN") || !strings.Contains(body, "savepoint ui printed") {
 		t.Errorf("no token: %d %q", resp.StatusCode, body)
+	}
+	if strings.Contains(body, "savepoint-ui-test.sock") {
+		t.Errorf("the 401 page names the daemon's address:\n%s", body)
 	}
 	resp, body = get(t, ts.URL+"/test/ok?token=wrong", nil)
 	if resp.StatusCode != 401 || !strings.Contains(body, "BAD_TOKEN") {
@@ -152,7 +155,7 @@ func TestHostHeaderMustBeLoopback(t *testing.T) {
 		req.Host = host
 		req.AddCookie(&http.Cookie{Name: cookieName(host), Value: testToken})
 		resp, body := do(t, req)
-		if resp.StatusCode != want || (want == 403 && !strings.Contains(body, "HOST_NOT_LOOPBACK")) {
+		if resp.StatusCode != want || (want == 403 && (!strings.Contains(body, "HOST_NOT_LOOPBACK") || strings.Contains(body, "savepoint-ui-test.sock"))) {
 			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
 		}
 	}
