@@ -21,6 +21,9 @@ type errorData struct {
 	Msg    string
 	// Meta is the ErrorInfo metadata, such as current_epoch, as "key=value".
 	Meta []string
+	// Damaged is the session whose stored data cannot be read, which the
+	// page offers to delete.
+	Damaged string
 }
 
 // refuse writes the inspector's own refusal as an error page.
@@ -32,6 +35,16 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, reason
 // its gRPC code maps to (httpStatus).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	d := describe(err)
+	s.render(w, r, d.Status, "error", http.StatusText(d.Status), "", d)
+}
+
+// failSession is fail for an error reading session id: a damaged session
+// gets a link to its deletion, the one thing left to do with it.
+func (s *Server) failSession(w http.ResponseWriter, r *http.Request, err error, id string) {
+	d := describe(err)
+	if errors.Is(err, client.ErrCorrupt) && !s.opts.ReadOnly {
+		d.Damaged = id
+	}
 	s.render(w, r, d.Status, "error", http.StatusText(d.Status), "", d)
 }
 

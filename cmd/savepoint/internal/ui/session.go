@@ -207,7 +207,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	cp, err := s.opts.Client.GetSession(ctx, id, rev)
 	if err != nil {
-		s.fail(w, r, err)
+		s.failSession(w, r, err, id)
 		return
 	}
 	rec, err := s.opts.Client.ReconcileView(ctx, id)
