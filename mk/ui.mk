@@ -3,7 +3,9 @@
 # missing (apt-get update once), then runs the inspector's tests, the
 # real-browser ones included (TestBrowser: headless Chromium driven by
 # chromedp against a real savepointd), writing their screenshots of each
-# screen into docs/ui/, which docs/operations.md shows. The test is given the
+# screen into a temporary directory; `make ui-screenshots` writes them into
+# docs/ui/, which docs/operations.md shows (times and socket paths change
+# with every run, so make test leaves the committed ones alone). The test is given the
 # browser's path, so it fails, rather than skips, when Chromium is missing.
 # (Under plain `go test ./...` the browser tests run when /usr/bin/chromium
 # exists and skip otherwise.)
@@ -18,5 +20,10 @@ chromium:
 TEST_TARGETS += test-ui
 
 .PHONY: test-ui
-test-ui: chromium ## Run the web inspector's tests, with headless Chromium, writing the screenshots into docs/ui/
-	SAVEPOINT_CHROMIUM=$(CHROMIUM) go test -race -count=1 ./cmd/savepoint/internal/ui -screenshots $(abspath docs/ui)
+test-ui: chromium ## Run the web inspector's tests, with headless Chromium
+	@shots="$$(mktemp -d)"; trap 'rm -rf "$$shots"' EXIT; \
+	SAVEPOINT_CHROMIUM=$(CHROMIUM) go test -race -count=1 ./cmd/savepoint/internal/ui -screenshots "$$shots"
+
+.PHONY: ui-screenshots
+ui-screenshots: chromium ## Rewrite docs/ui/*.png, the inspector's screenshots, from TestBrowser
+	SAVEPOINT_CHROMIUM=$(CHROMIUM) go test -count=1 -run '^TestBrowser$$' ./cmd/savepoint/internal/ui -screenshots $(abspath docs/ui)
