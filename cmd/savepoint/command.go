@@ -159,7 +159,7 @@ Commands:
 Every command takes --addr (default: $SAVEPOINT_ADDR, else
 unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else
 unix:/run/savepoint/savepoint.sock) and --timeout (default 30s; it bounds
-the whole command, but each RPC of ui). savepointd verify is the offline check of a stopped daemon's data directory.
+the whole command, but each RPC of ui and ls --watch). savepointd verify is the offline check of a stopped daemon's data directory.
 
 `+exitCodesHelp)
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -72,5 +74,48 @@ func TestUIRefusesNonLoopbackListen(t *testing.T) {
 		if r.code != exitUsage || !strings.Contains(r.stderr, "not a loopback address") || r.stdout != "" {
 			t.Errorf("--listen %s: %+v, want exit %d saying it is not loopback", l, r, exitUsage)
 		}
+	}
+}
+
+// TestUIOpen: --open starts $BROWSER on a 0600 redirect file holding the
+// URL; the browser's command line holds the file, never the token, and the
+// file is gone once the inspector stops.
+func TestUIOpen(t *testing.T) {
+	d := daemontest.StartInProcess(t, daemon.Config{})
+	dir := t.TempDir()
+	script := filepath.Join(dir, "browser")
+	argsFile := filepath.Join(dir, "args")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$@\" > "+argsFile+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROWSER", script)
+	url, stop := startUI(t, "--addr", "unix:"+d.Socket, "--open")
+	var args []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(argsFile); err == nil && len(b) > 0 {
+			args = b
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("$BROWSER was not started")
+		}
+	}
+	token := url[strings.Index(url, "token=")+len("token="):]
+	path, ok := strings.CutPrefix(strings.TrimSpace(string(args)), "file://")
+	if !ok || strings.Contains(string(args), token) {
+		t.Fatalf("the browser was started with %q, want file://PATH without the token", args)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("redirect file %s: %v %v, want mode 0600", path, fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), url) {
+		t.Errorf("the redirect file does not send the browser to %s:\n%s", url, b)
+	}
+	if c := stop(); c != exitOK {
+		t.Errorf("exit %d", c)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the redirect file outlived the inspector: %v", err)
 	}
 }

@@ -56,6 +56,15 @@ func TestDiffAndExport(t *testing.T) {
 
 func TestActions(t *testing.T) {
 	s, base, c, d := inspector(t, false)
+	// Every confirmation page renders and asks for ownership where it writes.
+	for path, want := range map[string]string{
+		"/sessions/report-1/rewind?revision=1": "as revision 3", "/sessions/report-1/complete": "Write under epoch",
+		"/sessions/report-1/delete": "Take over", "/graph/copy?id=t": "Target thread", "/graph/prune?id=t": "Keep only the latest",
+	} {
+		if code, body := fetch(t, c, base+path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %s", path, code, text(body))
+		}
+	}
 	// Fork: the confirmation lists the inherited effect, the answer the
 	// daemon's.
 	code, body := fetch(t, c, base+"/sessions/report-1/fork?revision=2")
@@ -79,7 +88,7 @@ func TestActions(t *testing.T) {
 		t.Errorf("rewind without ownership: %d %s", code, text(body))
 	}
 	code, body = submit(t, s, c, base, "/sessions/report-1/rewind", url.Values{"revision": {"1"}, "own": {"epoch"}, "epoch": {"7"}})
-	if code != 409 || !strings.Contains(body, "SESSION_FENCED") {
+	if code != 409 || !strings.Contains(body, "SESSION_FENCED") || !strings.Contains(body, "current_epoch=1") {
 		t.Errorf("rewind under a stale epoch: %d %s", code, text(body))
 	}
 	code, body = submit(t, s, c, base, "/sessions/report-1/rewind", url.Values{"revision": {"1"}, "own": {"epoch"}, "epoch": {"1"}})

@@ -3,7 +3,9 @@ package ui
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +19,11 @@ type errorData struct {
 	Reason string // the ErrorInfo reason, or the inspector's own
 	Code   string // the gRPC code, when the daemon answered
 	Msg    string
+	// Meta is the ErrorInfo metadata, such as current_epoch, as "key=value".
+	Meta []string
+	// Damaged is the session whose stored data cannot be read, which the
+	// page offers to delete.
+	Damaged string
 }
 
 // refuse writes the inspector's own refusal as an error page.
@@ -31,12 +38,25 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.render(w, r, d.Status, "error", http.StatusText(d.Status), "", d)
 }
 
+// failSession is fail for an error reading session id: a damaged session
+// gets a link to its deletion, the one thing left to do with it.
+func (s *Server) failSession(w http.ResponseWriter, r *http.Request, err error, id string) {
+	d := describe(err)
+	if errors.Is(err, client.ErrCorrupt) && !s.opts.ReadOnly {
+		d.Damaged = id
+	}
+	s.render(w, r, d.Status, "error", http.StatusText(d.Status), "", d)
+}
+
 // describe turns a daemon error into what a page shows of it.
 func describe(err error) errorData {
 	st, _ := status.FromError(err)
 	d := errorData{Code: st.Code().String(), Msg: st.Message()}
 	if e, ok := errors.AsType[*client.Error](err); ok {
 		d.Reason, d.Msg = e.Reason, e.Message
+		for _, k := range slices.Sorted(maps.Keys(e.Metadata)) {
+			d.Meta = append(d.Meta, k+"="+e.Metadata[k])
+		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) && st.Code() == codes.Unknown {
 		d.Code = codes.DeadlineExceeded.String()

@@ -1,11 +1,13 @@
 package ui
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"slices"
+	"net/url"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -23,9 +25,21 @@ type tuple struct {
 	Writes []*savepointv1.PendingWrite
 }
 
-// readTuples reads a ListCheckpoints stream into tuples, joining each value
-// continued in value_chunk, and stops after limit tuples (cut is then true).
-func readTuples(stream grpc.ServerStreamingClient[savepointv1.ListCheckpointsResponse], limit int) (out []*tuple, cut bool, err error) {
+// tuplePart is a message of a GetCheckpoint or ListCheckpoints stream.
+type tuplePart interface {
+	GetCheckpoint() *savepointv1.GraphCheckpoint
+	GetBlobs() []*savepointv1.ChannelBlob
+	GetPendingWrites() []*savepointv1.PendingWrite
+	GetValueChunk() []byte
+}
+
+// readTuples reads a GetCheckpoint or ListCheckpoints stream into tuples,
+// joining each value continued in value_chunk, and stops after limit
+// tuples (cut is then true).
+func readTuples[M any, PM interface {
+	*M
+	tuplePart
+}](stream grpc.ServerStreamingClient[M], limit int) (out []*tuple, cut bool, err error) {
 	var open *savepointv1.TypedValue // the last value, while incomplete
 	track := func(v *savepointv1.TypedValue) {
 		if v != nil && int64(len(v.GetData())) < v.GetTotalSize() {
@@ -33,7 +47,8 @@ func readTuples(stream grpc.ServerStreamingClient[savepointv1.ListCheckpointsRes
 		}
 	}
 	for {
-		m, err := stream.Recv()
+		msg, err := stream.Recv()
+		m := PM(msg)
 		if errors.Is(err, io.EOF) {
 			return out, false, nil
 		}
@@ -69,50 +84,24 @@ func readTuples(stream grpc.ServerStreamingClient[savepointv1.ListCheckpointsRes
 	}
 }
 
-type threadRow struct {
-	ID          string
-	Namespaces  []string
-	Checkpoints int
-	Latest      string
-}
-
+// threads lists the graph threads a page at a time (ListThreads), with
+// when each was last written.
 func (s *Server) threads(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.rpc(r)
 	defer cancel()
-	stream, err := s.opts.Client.Graph().ListCheckpoints(ctx, &savepointv1.ListCheckpointsRequest{})
-	var tuples []*tuple
-	var cut bool
-	if err == nil {
-		tuples, cut, err = readTuples(stream, maxGraphRead)
-	}
+	resp, err := s.opts.Client.Graph().ListThreads(ctx, &savepointv1.ListThreadsRequest{PageSize: 100, PageToken: r.URL.Query().Get("page")})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	byID := map[string]*threadRow{}
-	var rows []*threadRow
-	for _, t := range tuples {
-		id := t.CP.GetThreadId()
-		row := byID[id]
-		if row == nil {
-			row = &threadRow{ID: id, Latest: t.CP.GetCheckpointId()}
-			byID[id] = row
-			rows = append(rows, row)
-		}
-		row.Checkpoints++
-		if ns := nsName(t.CP.GetCheckpointNs()); !slices.Contains(row.Namespaces, ns) {
-			row.Namespaces = append(row.Namespaces, ns)
-		}
-		if t.CP.GetCheckpointId() > row.Latest {
-			row.Latest = t.CP.GetCheckpointId()
-		}
+	next := ""
+	if t := resp.GetNextPageToken(); t != "" {
+		next = "/graph?" + url.Values{"page": {t}}.Encode()
 	}
-	slices.SortFunc(rows, func(a, b *threadRow) int { return strings.Compare(a.ID, b.ID) })
 	s.render(w, r, http.StatusOK, "threads", "Graph threads", "graph", struct {
-		Rows []*threadRow
-		Cut  bool
-		Max  int
-	}{rows, cut, maxGraphRead})
+		Threads  []*savepointv1.GraphThread
+		NextPage string
+	}{resp.GetThreads(), next})
 }
 
 func nsName(ns string) string {
@@ -125,12 +114,14 @@ func nsName(ns string) string {
 type blobView struct {
 	Channel, Version string
 	Value            decodedValue
+	All              string // the whole value's URL, when Value was cut
 }
 
 type writeView struct {
 	Idx     int32
 	Channel string
 	Value   decodedValue
+	All     string
 }
 
 type taskView struct {
@@ -142,6 +133,7 @@ type checkpointView struct {
 	ID, Parent, Metadata string
 	Versions             string
 	Value                decodedValue
+	All                  string
 	Blobs                []blobView
 	Tasks                []taskView
 }
@@ -185,11 +177,25 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request) {
 		}
 		cv := checkpointView{ID: t.CP.GetCheckpointId(), Parent: t.CP.GetParentCheckpointId(), Metadata: prettyJSON(t.CP.GetMetadataJson()),
 			Versions: labelText(t.CP.GetChannelVersions())}
+		at := url.Values{"id": {id}, "ns": {t.CP.GetCheckpointNs()}, "checkpoint": {t.CP.GetCheckpointId()}}
+		all := func(v decodedValue, extra ...string) string {
+			if !v.Cut {
+				return ""
+			}
+			u := maps.Clone(at)
+			for i := 0; i+1 < len(extra); i += 2 {
+				u.Set(extra[i], extra[i+1])
+			}
+			return "/graph/value?" + u.Encode()
+		}
 		if v := t.CP.GetCheckpoint(); v != nil {
 			cv.Value = decodeValue(v.GetType(), v.GetData(), v.GetTotalSize())
+			cv.All = all(cv.Value)
 		}
 		for _, b := range t.Blobs {
-			cv.Blobs = append(cv.Blobs, blobView{b.GetChannel(), b.GetVersion(), decodeValue(b.GetValue().GetType(), b.GetValue().GetData(), b.GetValue().GetTotalSize())})
+			bv := blobView{Channel: b.GetChannel(), Version: b.GetVersion(), Value: decodeValue(b.GetValue().GetType(), b.GetValue().GetData(), b.GetValue().GetTotalSize())}
+			bv.All = all(bv.Value, "channel", b.GetChannel(), "version", b.GetVersion())
+			cv.Blobs = append(cv.Blobs, bv)
 		}
 		for _, pw := range t.Writes {
 			n := len(cv.Tasks)
@@ -197,7 +203,9 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request) {
 				cv.Tasks = append(cv.Tasks, taskView{TaskID: pw.GetTaskId(), TaskPath: pw.GetTaskPath()})
 				n++
 			}
-			cv.Tasks[n-1].Writes = append(cv.Tasks[n-1].Writes, writeView{pw.GetIdx(), pw.GetChannel(), decodeValue(pw.GetValue().GetType(), pw.GetValue().GetData(), pw.GetValue().GetTotalSize())})
+			wv := writeView{Idx: pw.GetIdx(), Channel: pw.GetChannel(), Value: decodeValue(pw.GetValue().GetType(), pw.GetValue().GetData(), pw.GetValue().GetTotalSize())}
+			wv.All = all(wv.Value, "task", pw.GetTaskId(), "idx", fmt.Sprint(pw.GetIdx()))
+			cv.Tasks[n-1].Writes = append(cv.Tasks[n-1].Writes, wv)
 		}
 		nv.Checkpoints = append(nv.Checkpoints, cv)
 	}
@@ -265,4 +273,63 @@ func (s *Server) graphAct(w http.ResponseWriter, r *http.Request) {
 		res.Lines = []string{fmt.Sprintf("Deleted thread %s: its checkpoints and writes are gone.", id)}
 	}
 	s.render(w, r, http.StatusOK, "result", graphActions[action]+" "+id, "graph", res)
+}
+
+// value serves one whole value of a checkpoint, decoded as the thread page
+// decodes it, for the "show all" of a value the page cut: the checkpoint's
+// own value, a channel's (channel, version) or a pending write's (task,
+// idx).
+func (s *Server) value(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ctx, cancel := s.rpc(r)
+	defer cancel()
+	stream, err := s.opts.Client.Graph().GetCheckpoint(ctx, &savepointv1.GetCheckpointRequest{ThreadId: q.Get("id"), CheckpointNs: q.Get("ns"), CheckpointId: q.Get("checkpoint")})
+	var tuples []*tuple
+	if err == nil {
+		tuples, _, err = readTuples(stream, 1)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var v *savepointv1.TypedValue
+	if len(tuples) == 1 {
+		t := tuples[0]
+		switch {
+		case q.Has("channel"):
+			for _, b := range t.Blobs {
+				if b.GetChannel() == q.Get("channel") && b.GetVersion() == q.Get("version") {
+					v = b.GetValue()
+				}
+			}
+		case q.Has("task"):
+			for _, pw := range t.Writes {
+				if pw.GetTaskId() == q.Get("task") && fmt.Sprint(pw.GetIdx()) == q.Get("idx") {
+					v = pw.GetValue()
+				}
+			}
+		default:
+			v = t.CP.GetCheckpoint()
+		}
+	}
+	if v == nil {
+		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_VALUE", "The checkpoint has no such value.")
+		return
+	}
+	d := decodeValue(v.GetType(), v.GetData(), v.GetTotalSize())
+	text := string(v.GetData())
+	if d.Decoded {
+		switch v.GetType() {
+		case "msgpack":
+			x, _ := decodeMsgpack(v.GetData())
+			b, _ := json.MarshalIndent(x, "", "  ")
+			text = string(b)
+		default:
+			text = prettyJSON(text)
+		}
+	} else {
+		text = fmt.Sprintf("%s, %d bytes: %s", v.GetType(), v.GetTotalSize(), d.Note)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, text+"\n")
 }

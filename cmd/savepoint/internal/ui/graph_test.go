@@ -2,7 +2,9 @@ package ui
 
 import (
 	"encoding/json"
+	stdhtml "html"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,7 +19,7 @@ func TestGraphPages(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("graph: %d %s", code, text(body))
 	}
-	wantText(t, "threads", body, "thread-1 2 (root) 2")
+	wantText(t, "threads", body, "thread-1 20", "Last page")
 	code, body = fetch(t, c, base+"/graph/thread?id=thread-1")
 	if code != 200 {
 		t.Fatalf("thread: %d %s", code, text(body))
@@ -27,6 +29,24 @@ func TestGraphPages(t *testing.T) {
 		`plan 1 { "steps": [ "draft", "send" ] } json`,
 		"secret 1 pickle, 13 B: serde type pickle is not decoded (the inspector never unpickles)",
 		"Task task-a (~__pregel_pull, agent)", `0 messages [ "tool call" ] json`)
+	// A value over 16 KiB is cut, with a link to the whole of it.
+	big := `"` + strings.Repeat("x", 40<<10) + `"`
+	if _, err := g.PutCheckpoint(t.Context(), &savepointv1.PutCheckpointRequest{
+		Checkpoint: &savepointv1.GraphCheckpoint{ThreadId: "big/1", CheckpointNs: "sub", CheckpointId: "1", MetadataJson: "{}", ChannelVersions: map[string]string{"doc": "1"}},
+		Blobs:      []*savepointv1.ChannelBlob{{Channel: "doc", Version: "1", Value: &savepointv1.TypedValue{Type: "json", Data: []byte(big)}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, body = fetch(t, c, base+"/graph/thread?id=big%2F1")
+	wantText(t, "big value", body, "Namespace sub", "cut at 16 KiB Show all")
+	all := regexp.MustCompile(`href="(/graph/value\?[^"]+)"`).FindStringSubmatch(body)
+	if all == nil {
+		t.Fatalf("no show-all link:\n%s", body)
+	}
+	code, body = fetch(t, c, base+stdhtml.UnescapeString(all[1]))
+	if code != 200 || strings.TrimSpace(body) != big {
+		t.Errorf("the whole value: %d, %d bytes, want %d", code, len(body), len(big))
+	}
 	if code, body := fetch(t, c, base+"/graph/thread?id=nothing"); code != 404 || !strings.Contains(body, "THREAD_NOT_FOUND") {
 		t.Errorf("unknown thread: %d %s", code, text(body))
 	}

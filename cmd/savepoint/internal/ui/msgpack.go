@@ -212,6 +212,7 @@ type decodedValue struct {
 	Text    string // the decoded value as indented JSON; empty when not decoded
 	Note    string // why it is not decoded, or that it was cut
 	Decoded bool
+	Cut     bool // Text holds the first 16 KiB only
 }
 
 // decodeValue decodes JSON and MessagePack values (LangGraph's serde types
@@ -246,7 +247,7 @@ func decodeValue(typ string, data []byte, total int64) decodedValue {
 	}
 	if v.Decoded {
 		if t, c := cut(v.Text); c {
-			v.Text, v.Note = t, "cut at 16 KiB"
+			v.Text, v.Note, v.Cut = t, "cut at 16 KiB", true
 		}
 	}
 	return v

@@ -3,6 +3,7 @@ package ui
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 	stdhtml "html"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func fetch(t *testing.T, c *http.Client, u string) (int, string) {
@@ -41,11 +43,12 @@ func wantText(t *testing.T, page, body string, wants ...string) {
 }
 
 func TestSessionsPage(t *testing.T) {
-	_, base, c, _ := inspector(t, false)
+	_, base, c, d := inspector(t, false)
 	code, body := fetch(t, c, base+"/sessions")
 	if code != 200 {
 		t.Fatalf("sessions: %d\n%s", code, body)
 	}
+	wantText(t, "sessions", body, "unix:"+d.Socket) // the daemon, in the header
 	wantText(t, "sessions", body, "done-3 completed", "notes-2 active", "report-1 in doubt Write the weekly report 2 2 1 4 2 20", "team=infra")
 	_, body = fetch(t, c, base+"/sessions?status=completed")
 	if strings.Contains(body, "report-1") || !strings.Contains(body, "done-3") {
@@ -68,6 +71,14 @@ func TestSessionsPage(t *testing.T) {
 	_, body = fetch(t, c, base+strings.ReplaceAll(next[1], "&amp;", "&"))
 	if !strings.Contains(body, "notes-2") || strings.Contains(body, ">done-3<") {
 		t.Errorf("second page of one:\n%s", text(body))
+	}
+	// Last update first: done-3 was completed last, report-1 saved first.
+	_, body = fetch(t, c, base+"/sessions?order=updated")
+	if i, j, k := strings.Index(body, ">done-3<"), strings.Index(body, ">notes-2<"), strings.Index(body, ">report-1<"); !(0 < i && i < j && j < k) {
+		t.Errorf("order=updated: done-3 at %d, notes-2 at %d, report-1 at %d:\n%s", i, j, k, text(body))
+	}
+	if code, body := fetch(t, c, base+"/sessions?order=task"); code != 400 || !strings.Contains(body, "BAD_FILTER") {
+		t.Errorf("bad order: %d %s", code, text(body))
 	}
 	if code, body := fetch(t, c, base+"/sessions?idle=soon"); code != 400 || !strings.Contains(body, "BAD_FILTER") {
 		t.Errorf("bad idle: %d %s", code, text(body))
@@ -199,5 +210,57 @@ func TestEventsRelayWatchSessions(t *testing.T) {
 	next("event: removed")
 	if l := next("data: "); l != `data: {"id":"new-4"}` {
 		t.Errorf("removed event: %s", l)
+	}
+}
+
+// TestLongContentIsCut: a 40 KiB message is cut at 16 KiB with a link to
+// the whole of it, and a history of 250 messages shows 200 until "Show
+// all".
+func TestLongContentIsCut(t *testing.T) {
+	_, base, c, d := inspector(t, false)
+	long := strings.Repeat("é", 20<<10) // 40 KiB of two-byte runes
+	msgs := []*savepointv1.Message{{Role: "user", ContentJson: `"` + long + `"`}}
+	for i := 1; i < 250; i++ {
+		msgs = append(msgs, &savepointv1.Message{Role: "assistant", ContentJson: fmt.Sprintf(`"reply %d"`, i)})
+	}
+	if _, err := d.Client.SaveCheckpoint(t.Context(), &savepointv1.SaveCheckpointRequest{SessionId: "long-6", Task: "Long", AppendMessages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := fetch(t, c, base+"/sessions/long-6")
+	if code != 200 {
+		t.Fatalf("long session: %d", code)
+	}
+	wantText(t, "long session", body, "Cut at 16 KiB.", "Showing the first 200 of 250 messages.", "reply 199")
+	if strings.Contains(body, long) || strings.Contains(body, "reply 200<") || !utf8.ValidString(body) {
+		t.Errorf("the long message or the 201st message is on the page, or the cut split a rune")
+	}
+	_, body = fetch(t, c, base+"/sessions/long-6?revision=1&all=1")
+	wantText(t, "show all", body, "reply 249")
+	code, body = fetch(t, c, base+"/sessions/long-6/messages/0?revision=1")
+	if code != 200 || !strings.Contains(body, long) {
+		t.Errorf("whole message 0: %d, %d bytes", code, len(body))
+	}
+}
+
+// TestEventsSayTheDaemonWentAway: when savepointd goes away, the event
+// stream says so and ends, for the browser to connect again.
+func TestEventsSayTheDaemonWentAway(t *testing.T) {
+	_, base, c, d := inspector(t, false)
+	resp, err := c.Get(base + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != "event: heartbeat" {
+	}
+	d.Kill()
+	var got []string
+	for sc.Scan() {
+		got = append(got, sc.Text())
+	}
+	all := strings.Join(got, "\n")
+	if !strings.Contains(all, "event: unavailable") || !strings.Contains(all, "savepointd is not answering") {
+		t.Errorf("after the daemon went away the stream sent:\n%s", all)
 	}
 }

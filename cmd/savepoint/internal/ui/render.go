@@ -33,7 +33,7 @@ var funcs = template.FuncMap{
 	"bytes":      formatBytes,
 	"bytes64":    func(n int64) string { return formatBytes(int(n)) },
 	"join":       strings.Join,
-	"add":        func(a, b int) int { return a + b },
+	"next":       func(n uint64) uint64 { return n + 1 },
 }
 
 func parsePages() map[string]*template.Template {
@@ -65,7 +65,14 @@ type page struct {
 // render writes the named page with status.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name, title, nav string, data any) {
 	var buf bytes.Buffer
-	err := pages[name].Execute(&buf, page{Title: title, Nav: nav, CSRF: s.csrf, ReadOnly: s.opts.ReadOnly, Daemon: s.opts.DaemonAddr, Data: data})
+	p := page{Title: title, Nav: nav, CSRF: s.csrf, ReadOnly: s.opts.ReadOnly, Daemon: s.opts.DaemonAddr, Data: data}
+	if !s.authorized(r) {
+		// A request without the token, or to a Host that is not loopback
+		// (a DNS-rebinding page can read the answer), learns nothing of
+		// the daemon or the CSRF token.
+		p.CSRF, p.Daemon = "", ""
+	}
+	err := pages[name].Execute(&buf, p)
 	if err != nil {
 		// A template bug: say so in plain text rather than half a page.
 		http.Error(w, fmt.Sprintf("The inspector could not render the %s page: %v.", name, err), http.StatusInternalServerError)

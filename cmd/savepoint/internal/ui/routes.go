@@ -22,6 +22,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /sessions/{id}/{action}", s.act)
 	s.mux.HandleFunc("GET /graph", s.threads)
 	s.mux.HandleFunc("GET /graph/thread", s.thread)
+	s.mux.HandleFunc("GET /graph/value", s.value)
 	s.mux.HandleFunc("GET /graph/{action}", s.graphConfirm)
 	s.mux.HandleFunc("POST /graph/{action}", s.graphAct)
 	s.mux.HandleFunc("GET /server", s.server)

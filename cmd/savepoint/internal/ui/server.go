@@ -106,8 +106,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			// The token leaves the address bar (and the history) at once.
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
+			u := url.URL{Path: "/" + strings.TrimLeft(r.URL.Path, "/"), RawQuery: q.Encode()} // never "//host": no open redirect
 			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 			return
 		}
@@ -131,11 +130,19 @@ type refusal struct{ reason, msg string }
 // to a read-only inspector.
 func (s *Server) checkPost(r *http.Request) *refusal {
 	own := "http://" + r.Host
-	if o := r.Header.Get("Origin"); o != "" && o != own {
-		return &refusal{"CROSS_ORIGIN", fmt.Sprintf("This request comes from %q, not from the inspector's own page (%s), so it was refused.", o, own)}
-	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+	origin, site := r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")
+	switch {
+	case site != "" && site != "same-origin" && site != "none":
 		return &refusal{"CROSS_ORIGIN", fmt.Sprintf("This request comes from a %s page, not from the inspector's own, so it was refused.", site)}
+	case origin == own, origin == "" && site != "":
+	// Under Referrer-Policy: no-referrer a browser sends "Origin: null" with
+	// a form of the inspector's own page; Sec-Fetch-Site says it is one.
+	case origin == "null" && site == "same-origin":
+	case origin == "":
+		// No browser: a program holding the token, which the CSRF token
+		// check below still applies to.
+	default:
+		return &refusal{"CROSS_ORIGIN", fmt.Sprintf("This request comes from %q, not from the inspector's own page (%s), so it was refused.", origin, own)}
 	}
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) != 1 {
 		return &refusal{"BAD_CSRF_TOKEN", "This form lacks the inspector's CSRF token, so it was refused. Reload the page and submit it again."}
@@ -144,6 +151,19 @@ func (s *Server) checkPost(r *http.Request) *refusal {
 		return &refusal{"READ_ONLY", "This inspector was started with --read-only: it takes no action."}
 	}
 	return nil
+}
+
+// authorized says whether r passed the Host and token checks: a loopback
+// Host, and the token as the cookie or the query parameter.
+func (s *Server) authorized(r *http.Request) bool {
+	if !loopbackHost(r.Host) {
+		return false
+	}
+	if r.URL.Query().Has("token") {
+		return s.validToken(r.URL.Query().Get("token"))
+	}
+	c, err := r.Cookie(cookieName(r.Host))
+	return err == nil && s.validToken(c.Value)
 }
 
 func (s *Server) validToken(t string) bool {

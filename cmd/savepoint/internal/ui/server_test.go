@@ -24,7 +24,7 @@ func guarded(t *testing.T, readOnly bool) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	s, err := New(Options{Client: c, Token: testToken, ReadOnly: readOnly})
+	s, err := New(Options{Client: c, Token: testToken, ReadOnly: readOnly, DaemonAddr: "unix:/nonexistent/savepoint-ui-test.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +73,9 @@ func TestRequestsWithoutTheTokenGet401(t *testing.T) {
 	if resp.StatusCode != 401 || !strings.Contains(body, "NO_TOKEN") || !strings.Contains(body, "savepoint ui printed") {
 		t.Errorf("no token: %d %q", resp.StatusCode, body)
 	}
+	if strings.Contains(body, "savepoint-ui-test.sock") {
+		t.Errorf("the 401 page names the daemon's address:\n%s", body)
+	}
 	resp, body = get(t, ts.URL+"/test/ok?token=wrong", nil)
 	if resp.StatusCode != 401 || !strings.Contains(body, "BAD_TOKEN") {
 		t.Errorf("wrong token: %d %q", resp.StatusCode, body)
@@ -105,6 +108,11 @@ func TestFirstVisitMovesTheTokenIntoACookie(t *testing.T) {
 	}
 	if c == nil || c.Value != testToken || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
 		t.Fatalf("cookie %+v, want %s=token, HttpOnly, SameSite=Strict, Path=/", c, tokenCookie(ts).Name)
+	}
+	// A path that would make a protocol-relative Location stays on the
+	// inspector.
+	if resp, _ := get(t, ts.URL+"//evil.example/x?token="+testToken, nil); resp.Header.Get("Location") != "/evil.example/x" {
+		t.Errorf("//evil.example/x redirects to %q", resp.Header.Get("Location"))
 	}
 	resp, body := get(t, ts.URL+"/test/ok", c)
 	if resp.StatusCode != 200 || body != "ok" {
@@ -147,7 +155,7 @@ func TestHostHeaderMustBeLoopback(t *testing.T) {
 		req.Host = host
 		req.AddCookie(&http.Cookie{Name: cookieName(host), Value: testToken})
 		resp, body := do(t, req)
-		if resp.StatusCode != want || (want == 403 && !strings.Contains(body, "HOST_NOT_LOOPBACK")) {
+		if resp.StatusCode != want || (want == 403 && (!strings.Contains(body, "HOST_NOT_LOOPBACK") || strings.Contains(body, "savepoint-ui-test.sock"))) {
 			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
 		}
 	}
@@ -180,6 +188,9 @@ func TestPostsNeedTheCSRFTokenAndTheOwnOrigin(t *testing.T) {
 		{"another origin", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "http://evil.example"}, 403, "CROSS_ORIGIN"},
 		{"another port", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "http://127.0.0.1:1"}, 403, "CROSS_ORIGIN"},
 		{"cross-site fetch", url.Values{"csrf": {s.csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, "CROSS_ORIGIN"},
+		{"null origin, not same-origin", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-site"}, 403, "CROSS_ORIGIN"},
+		{"null origin, no fetch metadata", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "null"}, 403, "CROSS_ORIGIN"},
+		{"accepted, the own page's form under no-referrer", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, 200, ""},
 		{"accepted", url.Values{"csrf": {s.csrf}}, own, 200, ""},
 		{"accepted, same-origin fetch", url.Values{"csrf": {s.csrf}}, map[string]string{"Origin": ts.URL, "Sec-Fetch-Site": "same-origin"}, 200, ""},
 	} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -39,6 +40,7 @@ type pendingView struct {
 	ToolUse             *savepointv1.ToolUse
 	InputJSON           string
 	Decision, Reason    string
+	Class               string // the decision as a CSS class
 	ToolResultText, Key string
 	Begun               bool
 }
@@ -123,15 +125,18 @@ func (s *Server) ledger(ctx context.Context, id string) ([]ledgerRow, bool, erro
 	}
 }
 
-// timeline reads the kept revisions up to cp's, at most maxTimeline of
-// them, and places cp's messages at the revision that appended them.
-func (s *Server) timeline(ctx context.Context, cp *savepointv1.Checkpoint, msgs []messageView) ([]turnGroup, []uint64, error) {
+// timeline reads the kept revisions up to latest, at most maxTimeline of
+// them, and returns them (newest first) with the timeline up to cp's
+// revision, where cp's messages are placed at the revision that appended
+// them.
+func (s *Server) timeline(ctx context.Context, cp *savepointv1.Checkpoint, latest uint64, msgs []messageView) ([]turnGroup, []uint64, error) {
 	var revs []revisionEntry
+	var kept []uint64
 	first := uint64(1)
-	if cp.GetRevision() > maxTimeline {
-		first = cp.GetRevision() - maxTimeline + 1
+	if latest > maxTimeline {
+		first = latest - maxTimeline + 1
 	}
-	for r := first; r <= cp.GetRevision(); r++ {
+	for r := first; r <= latest; r++ {
 		rc := r
 		resp, err := s.opts.Client.Raw().GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: cp.GetSessionId(), Revision: &rc})
 		if errors.Is(err, client.ErrRevisionNotFound) {
@@ -139,6 +144,10 @@ func (s *Server) timeline(ctx context.Context, cp *savepointv1.Checkpoint, msgs 
 		}
 		if err != nil {
 			return nil, nil, err
+		}
+		kept = append([]uint64{r}, kept...)
+		if r > cp.GetRevision() {
+			continue
 		}
 		c := resp.GetCheckpoint()
 		revs = append(revs, revisionEntry{Revision: r, Turn: c.GetTurn(), MessageCount: c.GetMessageCount(), Pending: len(c.GetPendingToolUses())})
@@ -164,9 +173,7 @@ func (s *Server) timeline(ctx context.Context, cp *savepointv1.Checkpoint, msgs 
 		prev, prevPending = e.MessageCount, e.Pending
 	}
 	var groups []turnGroup
-	var kept []uint64
 	for _, e := range revs {
-		kept = append([]uint64{e.Revision}, kept...)
 		if n := len(groups); n > 0 && groups[n-1].Turn == e.Turn {
 			groups[n-1].Revisions = append(groups[n-1].Revisions, e)
 			continue
@@ -200,7 +207,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	cp, err := s.opts.Client.GetSession(ctx, id, rev)
 	if err != nil {
-		s.fail(w, r, err)
+		s.failSession(w, r, err, id)
 		return
 	}
 	rec, err := s.opts.Client.ReconcileView(ctx, id)
@@ -233,6 +240,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 		pv.InputJSON, _ = cut(prettyJSON(p.GetInputJson()))
 		if res := decisions[p.GetToolUseId()]; res != nil {
 			pv.Decision, pv.Reason = decisionReason(res)
+			pv.Class = "decision-" + strings.ReplaceAll(pv.Decision, " ", "-")
 			pv.ToolResultText, pv.Key, pv.Begun = res.GetToolResultText(), res.GetIdempotencyKey(), res.GetBegun()
 			if res.GetDecision() == savepointv1.Decision_DECISION_IN_DOUBT {
 				inDoubt++
@@ -248,7 +256,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 			d.State = "waiting"
 		}
 	}
-	if d.Turns, d.Kept, err = s.timeline(ctx, cp, msgs); err != nil {
+	if d.Turns, d.Kept, err = s.timeline(ctx, cp, d.Latest, msgs); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -28,6 +28,7 @@ type sessionFilters struct {
 	Pending bool
 	Idle    string
 	Prefix  string
+	Order   string // "" (session id) or "updated" (last update first)
 	Size    int
 }
 
@@ -55,6 +56,14 @@ func parseSessionFilters(q url.Values) (sessionFilters, *savepointv1.ListSession
 	f := sessionFilters{Status: q.Get("status"), Labels: strings.TrimSpace(q.Get("labels")), Pending: q.Get("pending") != "",
 		Idle: strings.TrimSpace(q.Get("idle")), Prefix: strings.TrimSpace(q.Get("prefix")), Size: 50}
 	req := &savepointv1.ListSessionsRequest{HasPendingToolUses: f.Pending, PageToken: q.Get("page")}
+	switch f.Order = q.Get("order"); f.Order {
+	case "", "id":
+		f.Order = ""
+	case "updated":
+		req.OrderBy = "update_time desc"
+	default:
+		return f, nil, fmt.Errorf("The order %q is not id or updated.", f.Order)
+	}
 	if v := q.Get("size"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -83,9 +85,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Context().Err() == nil {
 		d := describe(err)
+		if st, _ := status.FromError(err); st.Code() == codes.Unavailable {
+			d.Msg = "savepointd is not answering (" + st.Message() + ")."
+		}
 		if ctx.Err() != nil {
 			d.Msg = "savepointd sent nothing, not even a heartbeat, within " + (heartbeat + s.opts.Timeout).String() + ". The page reconnects by itself."
 		}
-		send("unavailable", map[string]string{"reason": d.Reason, "code": d.Code, "message": d.Msg})
+		send("unavailable", map[string]string{"reason": d.Reason, "code": d.Code, "message": d.Msg + " Live updates resume by themselves once it is back."})
 	}
 }

@@ -38,7 +38,12 @@ function liveSessions(table) {
     const s = JSON.parse(e.data);
     const tr = sessionRow(s);
     const old = body.querySelector('tr[data-session="' + CSS.escape(s.ID) + '"]');
-    if (old) {
+    if (table.dataset.order === "updated") {
+      // Last update first: a changed session moves to the top.
+      if (old) old.remove();
+      body.querySelectorAll("tr:not([data-session])").forEach((r) => r.remove());
+      body.insertBefore(tr, body.firstChild);
+    } else if (old) {
       old.replaceWith(tr);
     } else {
       const rows = [...body.querySelectorAll("tr[data-session]")];
@@ -65,7 +70,7 @@ function liveSessions(table) {
   });
   es.addEventListener("unavailable", (e) => {
     connected = false;
-    live.textContent = "Live updates paused: " + JSON.parse(e.data).message + " Reconnecting.";
+    live.textContent = "Live updates paused: " + JSON.parse(e.data).message;
   });
 }
 
@@ -78,6 +83,8 @@ function liveSession(el) {
     el.hidden = false;
     el.querySelector("span").textContent = "This session changed: revision " + s.Revision + ", epoch " + s.Epoch + ", " + s.State + ".";
   });
+  es.addEventListener("heartbeat", () => { el.dataset.connected = "true"; });
+  es.addEventListener("unavailable", () => { el.dataset.connected = "false"; });
   es.addEventListener("removed", (e) => {
     if (JSON.parse(e.data).id !== id) return;
     el.hidden = false;
