@@ -85,7 +85,7 @@ func (f *dataFiles) beforeSync(now time.Time, wroteValues bool) error {
 
 // afterSync syncs the directory when beforeSync saw that it may have changed.
 func (f *dataFiles) afterSync() error {
-	if !f.changed {
+	if !f.changed || skipDirSync {
 		return nil
 	}
 	if err := f.d.Sync(); err != nil {
