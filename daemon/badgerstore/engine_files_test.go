@@ -10,7 +10,8 @@ import (
 // TestDataFilesSyncsTheDirectoryOnlyWhenItChanged checks the contract of
 // dataFiles: the first commit syncs the directory, a commit after which
 // the directory is unchanged (and its mtime old) does not, and one after
-// Badger created a file does, following a new value-log file.
+// Badger created a file does, following a new value-log file and syncing
+// the one Badger left (the commit that filled it is in it).
 func TestDataFilesSyncsTheDirectoryOnlyWhenItChanged(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "000001.vlog"), []byte("v"), 0o600); err != nil {
@@ -20,7 +21,11 @@ func TestDataFilesSyncsTheDirectoryOnlyWhenItChanged(t *testing.T) {
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
 	}
-	f := &dataFiles{dir: dir}
+	var synced []string
+	f := &dataFiles{dir: dir, datasync: func(v *os.File) error {
+		synced = append(synced, filepath.Base(v.Name()))
+		return nil
+	}}
 	defer f.close()
 	commit := func() {
 		t.Helper()
@@ -42,7 +47,11 @@ func TestDataFilesSyncsTheDirectoryOnlyWhenItChanged(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "000002.vlog"), []byte("v"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	synced = nil
 	commit()
+	if len(synced) != 2 || synced[0] != "000001.vlog" || synced[1] != "000002.vlog" {
+		t.Fatalf("the commit after a rotation synced %v, want the old value log, then the new one", synced)
+	}
 	if f.dirSyncs != 2 || f.vlogFid != 2 {
 		t.Fatalf("after a new value-log file: %d directory syncs, value log %d; want 2 and 2", f.dirSyncs, f.vlogFid)
 	}

@@ -58,6 +58,21 @@ func TestPowerCutDetectsSkippedSync(t *testing.T) {
 	}
 }
 
+// TestPowerCutDetectsSkippedDirSync is the second proof: savepointd built
+// with -tags savepoint_nodirsync does not sync the data directory after
+// Badger creates a file (a value-log file, a memtable's log), so a power
+// cut takes the file and the acknowledged writes in it, and the harness
+// must say so: writes lost or unreadable, or a restart refused.
+func TestPowerCutDetectsSkippedDirSync(t *testing.T) {
+	bin := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd", "savepoint_nodirsync")
+	cfg := crashConfig{cycles: 3, clients: 8, seed: *flagSeed, maxLoad: 500 * time.Millisecond, broken: true}
+	rep := runPowerCut(t, bin, cfg)
+	fmt.Printf("power cut, build without the directory sync (-tags savepoint_nodirsync): %s\n", rep.line())
+	if rep.lost+rep.torn+rep.unread+rep.refused == 0 {
+		t.Fatalf("the power-cut harness did not detect the losses of the build that skips the directory sync: %s", rep.line())
+	}
+}
+
 type powerReport struct {
 	crashReport
 	atSync  int // cuts made at an injected sync rather than at a random moment

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -100,10 +101,16 @@ func Mount(backing, mountpoint, shadow string) (*FS, error) {
 	return f, nil
 }
 
-// Available says why FUSE cannot be mounted here, or returns nil.
+// Available says why FUSE cannot be mounted here, or returns nil: it needs
+// /dev/fuse, and either root (mount(2)) or fusermount3 (fuse3).
 func Available() error {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("no /dev/fuse (%v), so the power-loss tests cannot mount their file system", err)
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			return fmt.Errorf("not root and no fusermount3 (install fuse3), so the power-loss tests cannot mount their file system")
+		}
 	}
 	return nil
 }
