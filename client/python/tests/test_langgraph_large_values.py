@@ -14,11 +14,14 @@ from typing import Any, TypedDict
 
 import pytest
 from conftest import Daemon
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from savepoint.langgraph import SavepointSaver
+from savepoint.errors import InvalidArgumentError, InvalidUploadError
+from savepoint.langgraph import SavepointSaver, _wire
 from savepoint.langgraph._conn import Connection
 
 SIZE = 5_000_000  # 5 MB a value: over the 4 MiB request limit
@@ -203,3 +206,25 @@ def test_64_mib_value_within_the_daemons_memory(fresh_daemon: Daemon) -> None:
     # The binary's own mapped pages (idle RssFile) are resident from the start.
     bound = SOFT_LIMIT + MARGIN + MAPPED + idle["RssFile"]
     assert end["VmHWM"] < bound, f"savepointd's VmHWM is {mib(end['VmHWM'])}, over {mib(bound)}"
+
+
+def test_upload_over_1_gib_refused(daemon: Daemon) -> None:
+    """The upload cap of docs/frameworks/langgraph.md: writes declaring more
+    than 1 GiB in all are refused from the start, before any byte is sent,
+    with InvalidUploadError, and nothing is stored."""
+    config = {"configurable": {"thread_id": "cap-" + uuid.uuid4().hex, "checkpoint_ns": "", "checkpoint_id": "c1"}}
+    (req,) = _wire.writes_requests(JsonPlusSerializer(), config, [("a", 1), ("b", 2)], "task", "")
+    start = next(_wire.upload_writes_messages(req, 4 << 20))
+    start.start.writes[0].value.total_size = 1 << 29
+    start.start.writes[1].value.total_size = (1 << 29) + 1
+    with SavepointSaver(daemon.addr) as saver:
+        stub = saver._conn.stub()
+        with pytest.raises(InvalidUploadError) as e:
+            saver._conn.call("UploadWrites", req, lambda t: stub.UploadWrites(iter([start]), timeout=t))
+        assert isinstance(e.value, InvalidArgumentError) and "at most 1073741824" in str(e.value)
+        assert saver.get_tuple(config) is None
+        cp = empty_checkpoint()
+        cp["id"] = "c1"
+        saver.put({"configurable": {"thread_id": config["configurable"]["thread_id"]}}, cp, {}, {})
+        stored = saver.get_tuple(config)
+        assert stored is not None and stored.pending_writes == []
