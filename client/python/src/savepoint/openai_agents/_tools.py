@@ -30,7 +30,8 @@ from agents.run_context import RunContextWrapper
 from agents.tool import ToolErrorFunction, default_tool_error_function
 from agents.tool_context import ToolContext
 
-from savepoint import EffectClass, SavepointError, SessionFencedError
+from savepoint import EffectClass
+from savepoint.errors import SavepointError, SessionFencedError
 from savepoint.openai_agents._revision import Change, View
 from savepoint.v1 import savepoint_pb2 as pb
 
