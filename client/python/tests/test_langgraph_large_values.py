@@ -2,13 +2,15 @@
 channel value, input, Command(resume=...) or interrupt() value over the
 daemon's 4 MiB request limit goes through UploadWrites, under durability
 "async" and "sync", sync and async; a 64 MiB value is stored without the
-daemon holding it in memory (docs/frameworks/langgraph.md, "Sizes")."""
+daemon holding it in memory; an upload is retried across a daemon restart;
+more than the 1 GiB upload cap is refused (docs/frameworks/langgraph.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import threading
+import time
 import uuid
 from typing import Any, TypedDict
 
@@ -20,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
+from savepoint import RetryPolicy
 from savepoint.errors import InvalidArgumentError, InvalidUploadError
 from savepoint.langgraph import SavepointSaver, _wire
 from savepoint.langgraph._conn import Connection
@@ -228,3 +231,37 @@ def test_upload_over_1_gib_refused(daemon: Daemon) -> None:
         saver.put({"configurable": {"thread_id": config["configurable"]["thread_id"]}}, cp, {}, {})
         stored = saver.get_tuple(config)
         assert stored is not None and stored.pending_writes == []
+
+
+def test_upload_retried_across_a_restart(fresh_daemon: Daemon) -> None:
+    """A put_writes over the request limit sent while the daemon is down is
+    retried with its request id, the whole stream sent again, sync and
+    async, and reads back once."""
+    patient = RetryPolicy(max_attempts=100, initial_backoff=0.05, max_backoff=0.2)
+    thread = "retry-up-" + uuid.uuid4().hex
+    big = [os.urandom(SIZE // 2).hex() for _ in range(2)]
+
+    def restart_later() -> threading.Thread:
+        fresh_daemon.kill()
+        t = threading.Thread(target=lambda: (time.sleep(0.5), fresh_daemon.restart()))
+        t.start()
+        return t
+
+    with SavepointSaver(fresh_daemon.addr, retry=patient) as saver:
+        cp = empty_checkpoint()
+        config = saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp, {}, {})
+        t = restart_later()
+        saver.put_writes(config, [("a", big[0])], "task-sync", "")
+        t.join()
+
+        async def run() -> None:
+            async with SavepointSaver(fresh_daemon.addr, retry=patient) as asaver:
+                await asaver.aget_tuple(config)  # connect before the outage
+                t = restart_later()
+                await asaver.aput_writes(config, [("b", big[1])], "task-async", "")
+                t.join()
+
+        asyncio.run(run())
+        stored = saver.get_tuple(config)
+    assert stored is not None
+    assert sorted(stored.pending_writes) == [("task-async", "b", big[1]), ("task-sync", "a", big[0])]
