@@ -94,20 +94,49 @@ def test_upload_messages_carry_every_byte_in_order() -> None:
 def test_writes_requests_indexes_and_batches() -> None:
     serde = JsonPlusSerializer()
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1"}}
-    (req,) = _wire.writes_requests(serde, config, [("a", 1), ("b", 2)], "task", "~p", 4 << 20)
+    (req,) = _wire.writes_requests(serde, config, [("a", 1), ("b", 2)], "task", "~p")
     assert [(w.idx, w.channel) for w in req.writes] == [(0, "a"), (1, "b")] and req.request_id
-    (req,) = _wire.writes_requests(serde, config, [(INTERRUPT, "first"), (INTERRUPT, "second")], "task", "", 4 << 20)
+    (req,) = _wire.writes_requests(serde, config, [(INTERRUPT, "first"), (INTERRUPT, "second")], "task", "")
     assert [(w.idx, serde.loads_typed((w.value.type, w.value.data))) for w in req.writes] == [(-3, "second")]
-    (req,) = _wire.writes_requests(serde, config, [(ERROR, "boom")], "task", "", 4 << 20)
+    (req,) = _wire.writes_requests(serde, config, [(ERROR, "boom")], "task", "")
     assert [w.idx for w in req.writes] == [-1]
-    many = _wire.writes_requests(serde, config, [("a", "v" * 100)] * 2500, "task", "", 4 << 20)
+    many = _wire.writes_requests(serde, config, [("a", "v" * 100)] * 2500, "task", "")
     assert [len(r.writes) for r in many] == [1000, 1000, 500]
     assert len({r.request_id for r in many}) == 3
     with pytest.raises(MissingFieldError):
-        _wire.writes_requests(serde, {"configurable": {"thread_id": "t"}}, [("a", 1)], "task", "", 4 << 20)
+        _wire.writes_requests(serde, {"configurable": {"thread_id": "t"}}, [("a", 1)], "task", "")
+
+
+def test_upload_writes_messages_carry_every_byte_in_order() -> None:
+    serde = JsonPlusSerializer()
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": "ns", "checkpoint_id": "c1"}}
+    (req,) = _wire.writes_requests(serde, config, [("a", "x" * 5000), ("b", "y" * 3000), (INTERRUPT, "z")], "task", "~p")
+    assert _wire.needs_upload(req, 4096 + 1000) and not _wire.needs_upload(req, 4 << 20)
+    msgs = list(_wire.upload_writes_messages(req, 4096 + 1000))
+    start = msgs[0].start
+    assert (start.thread_id, start.checkpoint_ns, start.checkpoint_id, start.task_id, start.task_path) == ("t", "ns", "c1", "task", "~p")
+    assert start.request_id == req.request_id
+    assert [(w.idx, w.channel, w.value.type, w.value.data) for w in start.writes] == [
+        (w.idx, w.channel, w.value.type, b"") for w in req.writes
+    ]
+    assert [w.value.total_size for w in start.writes] == [len(w.value.data) for w in req.writes]
+    chunks = [m.chunk for m in msgs[1:]]
+    assert all(0 < len(c) <= 1000 for c in chunks) and len(chunks) == 9
+    assert b"".join(chunks) == b"".join(w.value.data for w in req.writes)
+    # The request given is unchanged (a retry streams it again).
+    assert all(w.value.data for w in req.writes)
+
+
+def test_writes_requests_one_per_call_whatever_its_size() -> None:
+    serde = JsonPlusSerializer()
+    config = {"configurable": {"thread_id": "t", "checkpoint_id": "c1"}}
+    (req,) = _wire.writes_requests(serde, config, [("a", "v" * (3 << 20)), ("b", "w" * (3 << 20))], "task", "")
+    assert [w.idx for w in req.writes] == [0, 1] and _wire.needs_upload(req, 4 << 20)
 
 
 def test_graph_calls_retried_when_safe() -> None:
+    assert retry_safe("UploadWrites", gpb.PutWritesRequest(request_id="id"))
+    assert not retry_safe("UploadWrites", gpb.PutWritesRequest())
     assert retry_safe("PutCheckpoint", gpb.PutCheckpointRequest(request_id="id"))
     assert not retry_safe("PutCheckpoint", gpb.PutCheckpointRequest())
     assert retry_safe("PutWrites", gpb.PutWritesRequest(request_id="id"))

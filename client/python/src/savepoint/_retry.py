@@ -103,10 +103,11 @@ def retry_safe(method: str, request: object) -> bool:
     Methods not listed (DeleteSession, Verify, GetServerInfo, any added later)
     are not, as in the Go client. ``method`` is a SavepointService RPC, or
     a GraphCheckpointService one when ``request`` is a graph_pb2 message
-    (for UploadCheckpoint, its start)."""
+    (for UploadCheckpoint, its start; for UploadCheckpoint and
+    UploadWrites, the PutCheckpoint or PutWrites request they stream)."""
     kind = getattr(getattr(request, "DESCRIPTOR", None), "full_name", "")
     if kind in _GRAPH_PUTS:
-        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint") and getattr(request, "request_id", "") != ""
+        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint", "UploadWrites") and getattr(request, "request_id", "") != ""
     if kind in _GRAPH_OTHER_REQUESTS:
         return method in _GRAPH_ALWAYS_SAFE
     if method == "SaveCheckpoint":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +34,8 @@ DEFAULT_MAX_REQUEST_BYTES = 4 << 20
 """The daemon's default --max-request-bytes, used when it cannot be asked."""
 
 UPLOAD_CHUNK_BYTES = 1 << 20
-"""The bytes per UploadCheckpoint chunk message (less when the daemon's
-request limit is smaller)."""
+"""The bytes per UploadCheckpoint or UploadWrites chunk message (less when
+the daemon's request limit is smaller)."""
 
 # A request's framing and the fields the size estimate leaves out.
 _REQUEST_MARGIN = 4096
@@ -106,11 +106,11 @@ def put_request(
     return req, stored
 
 
-def needs_upload(req: gpb.PutCheckpointRequest, max_request_bytes: int) -> bool:
-    """Say whether a put is over the daemon's request limit, so that it must
-    go through UploadCheckpoint. (The 1,000 blobs a put may carry bind an
-    upload too: a step that changes more channels is refused with
-    FieldTooLargeError.)"""
+def needs_upload(req: gpb.PutCheckpointRequest | gpb.PutWritesRequest, max_request_bytes: int) -> bool:
+    """Say whether a put or a PutWrites is over the daemon's request limit,
+    so that it must go through UploadCheckpoint or UploadWrites. (The 1,000
+    blobs a put may carry bind an upload too: a step that changes more
+    channels is refused with FieldTooLargeError.)"""
     return req.ByteSize() + _REQUEST_MARGIN > max_request_bytes
 
 
@@ -123,19 +123,47 @@ def upload_messages(req: gpb.PutCheckpointRequest, max_request_bytes: int) -> It
     for b in start.blobs:
         b.value.data = b""
     yield gpb.UploadCheckpointRequest(start=start)
+    for chunk in _chunks((req.checkpoint.checkpoint.data, *(b.value.data for b in req.blobs)), max_request_bytes):
+        yield gpb.UploadCheckpointRequest(chunk=chunk)
+
+
+def upload_writes_messages(req: gpb.PutWritesRequest, max_request_bytes: int) -> Iterator[gpb.UploadWritesRequest]:
+    """The UploadWrites stream of a PutWrites request: the start, every
+    write's data emptied and its total_size kept, then each write's bytes in
+    the start's order, in chunks under the request limit."""
+    start = gpb.UploadWritesStart(
+        thread_id=req.thread_id,
+        checkpoint_ns=req.checkpoint_ns,
+        checkpoint_id=req.checkpoint_id,
+        task_id=req.task_id,
+        task_path=req.task_path,
+        writes=req.writes,
+        request_id=req.request_id,
+    )
+    for w in start.writes:
+        w.value.data = b""
+    yield gpb.UploadWritesRequest(start=start)
+    for chunk in _chunks([w.value.data for w in req.writes], max_request_bytes):
+        yield gpb.UploadWritesRequest(chunk=chunk)
+
+
+def _chunks(datas: Iterable[bytes], max_request_bytes: int) -> Iterator[bytes]:
+    """The bytes of ``datas`` concatenated and cut into chunks of
+    UPLOAD_CHUNK_BYTES (less when the request limit is smaller), the last
+    one shorter; no chunk is empty."""
     size = max(1, min(UPLOAD_CHUNK_BYTES, max_request_bytes - _REQUEST_MARGIN))
     buf = bytearray()
-    for data in (req.checkpoint.checkpoint.data, *(b.value.data for b in req.blobs)):
+    for data in datas:
         view = memoryview(data)
         while view:
             take = size - len(buf)
             buf += view[:take]
             view = view[take:]
             if len(buf) == size:
-                yield gpb.UploadCheckpointRequest(chunk=bytes(buf))
+                yield bytes(buf)
                 buf.clear()
     if buf:
-        yield gpb.UploadCheckpointRequest(chunk=bytes(buf))
+        yield bytes(buf)
 
 
 def writes_requests(
@@ -144,14 +172,14 @@ def writes_requests(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-    max_request_bytes: int,
 ) -> list[gpb.PutWritesRequest]:
-    """The PutWrites requests of one put_writes: one, unless the writes are
-    over the count or size limit of a request, each with its own request id.
-    A write to one of LangGraph's special channels (ERROR, INTERRUPT, ...)
-    gets its negative index, any other its position, as
-    BaseCheckpointSaver's WRITES_IDX_MAP says; a special channel written
-    twice in one call keeps the last value, as InMemorySaver does."""
+    """The PutWrites requests of one put_writes: one per MAX_BATCH writes,
+    each with its own request id, whatever its size (one over the daemon's
+    request limit is sent with UploadWrites, needs_upload). A write to one
+    of LangGraph's special channels (ERROR, INTERRUPT, ...) gets its
+    negative index, any other its position, as BaseCheckpointSaver's
+    WRITES_IDX_MAP says; a special channel written twice in one call keeps
+    the last value, as InMemorySaver does."""
     thread_id, ns = thread_of(config)
     conf = config.get("configurable") or {}
     checkpoint_id = conf.get("checkpoint_id")
@@ -163,31 +191,19 @@ def writes_requests(
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
         by_idx[idx] = gpb.ChannelWrite(idx=idx, channel=channel, value=typed(serde.dumps_typed(value)))
-    budget = max_request_bytes - _REQUEST_MARGIN
-    out: list[gpb.PutWritesRequest] = []
-
-    def new() -> gpb.PutWritesRequest:
-        r = gpb.PutWritesRequest(
+    ws = list(by_idx.values())
+    return [
+        gpb.PutWritesRequest(
             thread_id=thread_id,
             checkpoint_ns=ns,
             checkpoint_id=str(checkpoint_id),
             task_id=task_id,
             task_path=task_path,
+            writes=ws[i : i + MAX_BATCH],
             request_id=request_id(),
         )
-        out.append(r)
-        return r
-
-    cur: gpb.PutWritesRequest | None = None
-    size = 0
-    for w in by_idx.values():
-        n = w.ByteSize() + 8
-        if cur is None or len(cur.writes) >= MAX_BATCH or (cur.writes and size + n > budget):
-            cur = new()
-            size = cur.ByteSize()
-        cur.writes.append(w)
-        size += n
-    return out
+        for i in range(0, len(ws), MAX_BATCH)
+    ]
 
 
 def list_request(

@@ -267,11 +267,21 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         idx) stays as it is, unless every write of the call is a special
         one (an error, interrupt, ...), which replaces it. A write for a
         checkpoint of a thread deleted since is dropped (docs/protocol.md,
-        the late-write rule)."""
+        the late-write rule). Writes over the daemon's request limit go
+        through UploadWrites, in one commit per 1,000 writes as a PutWrites."""
         if not writes:
             return
-        for req in _wire.writes_requests(self.serde, config, writes, task_id, task_path, self._conn.request_limit()):
-            self._conn.unary("PutWrites", req)
+        stub = self._conn.stub()
+        limit = self._conn.request_limit()
+        for req in _wire.writes_requests(self.serde, config, writes, task_id, task_path):
+            if not _wire.needs_upload(req, limit):
+                self._conn.unary("PutWrites", req)
+            else:
+
+                def run(t: float | None, r: gpb.PutWritesRequest = req) -> Any:
+                    return stub.UploadWrites(_wire.upload_writes_messages(r, limit), timeout=t)
+
+                self._conn.call("UploadWrites", req, run)
 
     async def aput_writes(
         self,
@@ -283,9 +293,17 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         """put_writes on grpc.aio."""
         if not writes:
             return
+        stub = self._conn.astub()
         limit = await self._conn.arequest_limit()
-        for req in _wire.writes_requests(self.serde, config, writes, task_id, task_path, limit):
-            await self._conn.aunary("PutWrites", req)
+        for req in _wire.writes_requests(self.serde, config, writes, task_id, task_path):
+            if not _wire.needs_upload(req, limit):
+                await self._conn.aunary("PutWrites", req)
+            else:
+
+                async def run(t: float | None, r: gpb.PutWritesRequest = req) -> Any:
+                    return await stub.UploadWrites(_wire.upload_writes_messages(r, limit), timeout=t)
+
+                await self._conn.acall("UploadWrites", req, run)
 
     # -- deleting, copying, pruning -------------------------------------------
 

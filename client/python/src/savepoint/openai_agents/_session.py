@@ -16,8 +16,8 @@ import random
 import threading
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from agents.items import TResponseInputItem
@@ -34,76 +34,17 @@ from savepoint.errors import (
     SessionFencedError,
     SessionNotFoundError,
 )
+from savepoint.openai_agents import _tools
+from savepoint.openai_agents._revision import TASK, Change, View
 from savepoint.v1 import savepoint_pb2 as pb
-
-TASK = "openai-agents session"
-"""The task a SavepointSession gives the savepointd session it creates."""
 
 MAX_ATTEMPTS = 200
 """How many times one change is tried against a session that keeps changing
 under it before SavepointSession gives up."""
 
-# The state_json key under which the durable tools keep their calls.
-STATE_KEY = "openai_agents"
-
 # Errors that mean another writer changed (or created, deleted, resumed) the
 # session since this process last read it: reload and try again.
 _STALE = (RevisionMismatchError, SessionFencedError, SessionExistsError, SessionNotFoundError)
-
-
-@dataclass
-class View:
-    """One revision of the session as a change is planned on it."""
-
-    revision: int = 0
-    epoch: int = 0
-    count: int = 0
-    task: str = TASK
-    turn: int = 0
-    tokens_used: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
-    state_json: str = ""
-    pending: list[pb.ToolUse] = field(default_factory=list)
-    items: list[TResponseInputItem] | None = None  # the whole history, when the change needs it
-
-    def part(self) -> dict[str, Any]:
-        """The durable tools' part of state_json (see _tools.py): a dict,
-        empty when the session holds none."""
-        try:
-            st = json.loads(self.state_json) if self.state_json else {}
-        except ValueError:
-            return {}
-        part = st.get(STATE_KEY) if isinstance(st, dict) else None
-        return json.loads(json.dumps(part)) if isinstance(part, dict) else {}
-
-    def with_part(self, part: Mapping[str, Any]) -> str:
-        """state_json with the durable tools' part replaced (removed when it
-        holds nothing); any other key a user stored is kept."""
-        try:
-            st = json.loads(self.state_json) if self.state_json else {}
-        except ValueError:
-            st = {}
-        if not isinstance(st, dict):
-            st = {}
-        part = {k: v for k, v in part.items() if v}
-        if part:
-            st[STATE_KEY] = part
-        else:
-            st.pop(STATE_KEY, None)
-        return json.dumps(st, separators=(",", ":"), sort_keys=True) if st else ""
-
-
-@dataclass
-class Change:
-    """What one save does: keep the first ``keep`` messages (None: all), append
-    ``append``, set the pending tool uses and state_json; ``result`` is what
-    the operation returns once it is saved."""
-
-    keep: int | None = None
-    append: Sequence[TResponseInputItem] = ()
-    pending: Sequence[pb.ToolUse] | None = None  # None: unchanged
-    state_json: str | None = None  # None: unchanged
-    result: Any = None
 
 
 Planner = Callable[[View], "Awaitable[Change | None] | Change | None"]
@@ -172,8 +113,6 @@ class SavepointSession:
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
             raise ValueError(f"get_items: limit must be zero or more, not {n}.")
-        from savepoint.openai_agents import _tools
-
         _tools.bind_run(wrapper, self)
         view = await self._load(history=True)
         if ids := _tools.interrupted(self, view):
@@ -187,8 +126,6 @@ class SavepointSession:
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Append ``items`` after every item already stored, in one atomic
         save: they are all durable when this returns, or none is."""
-        from savepoint.openai_agents import _tools
-
         _tools.bind_run(wrapper, self)
         if not items:
             return
@@ -229,8 +166,6 @@ class SavepointSession:
         read from, so two processes popping at once never remove one item
         twice or an item neither returned."""
 
-        from savepoint.openai_agents import _tools
-
         _tools.bind_run(wrapper, self)
 
         def plan(v: View) -> Change | None:
@@ -245,8 +180,6 @@ class SavepointSession:
         """Remove every item. The savepointd session and its side-effects
         ledger are kept, so a tool call recorded before the clear is still
         known to the durable tools."""
-        from savepoint.openai_agents import _tools
-
         _tools.bind_run(wrapper, self)
 
         def plan(v: View) -> Change | None:
@@ -359,9 +292,7 @@ class SavepointSession:
                 # plan again. When none is left to settle and the session has
                 # not moved on (its owner saved it meanwhile), the refused
                 # tool use is one this change adds.
-                from savepoint.openai_agents._tools import settle_recorded
-
-                if not await settle_recorded(self) and (await self._load(history=False)).revision == v.revision:
+                if not await _tools.settle_recorded(self) and (await self._load(history=False)).revision == v.revision:
                     raise
                 fresh = True
                 continue

@@ -23,16 +23,20 @@ import weakref
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from agents import FunctionTool, function_tool
 from agents.run_context import RunContextWrapper
 from agents.tool import ToolErrorFunction, default_tool_error_function
 from agents.tool_context import ToolContext
 
-from savepoint import EffectClass, SavepointError, SessionFencedError
-from savepoint.openai_agents._session import Change, SavepointSession, View
+from savepoint import EffectClass
+from savepoint.errors import SavepointError, SessionFencedError
+from savepoint.openai_agents._revision import Change, View
 from savepoint.v1 import savepoint_pb2 as pb
+
+if TYPE_CHECKING:  # for annotations only: _session imports this module
+    from savepoint.openai_agents._session import SavepointSession
 
 Effect = Literal["read_only", "idempotent", "side_effect"]
 """What running a tool does: re-running a read-only tool is always safe, an
