@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -89,29 +90,40 @@ func writeVerified(dir string, set map[tableStamp]bool) error {
 // reading the file through its own read-only mapping. Badger's check
 // dereferences a nil block on some damage (table.go:711 in v4.9.6); that
 // panic is reported as an error.
-func verifyTable(dir string, id uint64, bopts badger.Options) (err error) {
+func verifyTable(dir string, id uint64, bopts badger.Options) error {
 	path := filepath.Join(dir, table.IDToFilename(id))
 	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
 	if err != nil && !errors.Is(err, z.NewFile) {
 		return err
 	}
 	defer mf.Close(-1)
+	return faultsAsErrors(func() error {
+		t, err := table.OpenTable(mf, table.Options{
+			ReadOnly:           true,
+			ChkMode:            options.NoVerification,
+			BlockSize:          bopts.BlockSize,
+			BloomFalsePositive: bopts.BloomFalsePositive,
+			Compression:        bopts.Compression,
+		})
+		if err != nil {
+			return err
+		}
+		return t.VerifyChecksum()
+	})
+}
+
+// faultsAsErrors runs fn, which reads a memory-mapped file, and returns a
+// panic of fn's, or a fault reading a page the file no longer has (Badger
+// truncates a table it deletes after a compaction, which can happen while
+// the file is mapped here), as an error instead of the crash a SIGBUS is.
+func faultsAsErrors(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("Badger's checksum verification failed with %v", p)
 		}
 	}()
-	t, err := table.OpenTable(mf, table.Options{
-		ReadOnly:           true,
-		ChkMode:            options.NoVerification,
-		BlockSize:          bopts.BlockSize,
-		BloomFalsePositive: bopts.BloomFalsePositive,
-		Compression:        bopts.Compression,
-	})
-	if err != nil {
-		return err
-	}
-	return t.VerifyChecksum()
+	return fn()
 }
 
 // verifyAtOpen verifies the tables the list does not name, or all of them
@@ -130,6 +142,9 @@ func verifyAtOpen(db *badger.DB, dir string) error {
 		}
 		if !known[st] {
 			if err := verifyTable(dir, ti.ID, db.Opts()); err != nil {
+				if now, serr := stampOf(dir, ti.ID); serr != nil || now != st {
+					continue // compacted away while being read: no longer a table
+				}
 				return fmt.Errorf("table %s is damaged: %v", table.IDToFilename(ti.ID), err)
 			}
 		}
@@ -206,8 +221,8 @@ func (s *Store) scrub(all bool) (int, error) {
 			continue // already reported
 		}
 		if err := verifyTable(s.dir, ti.ID, s.db.Opts()); err != nil {
-			if _, gone := stampOf(s.dir, ti.ID); gone != nil {
-				continue // compacted away while being read
+			if now, serr := stampOf(s.dir, ti.ID); serr != nil || now != st {
+				continue // compacted away while being read (Badger truncates it first)
 			}
 			found++
 			s.damagedIDs[ti.ID] = true
