@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
@@ -169,6 +172,11 @@ func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 		rep.RewrittenLogs++
 	}
 	if rep.RewrittenLogs > 0 {
+		if err := s.syncValueLogs(); err != nil {
+			err = fmt.Errorf("value-log GC: syncing the moved values: %w", err)
+			s.eng.fail(err)
+			return err
+		}
 		if err := s.eng.sync(); err != nil {
 			err = fmt.Errorf("value-log GC: syncing the moved values: %w", err)
 			s.eng.fail(err)
@@ -323,4 +331,48 @@ func (s *Store) pruneRevisions(sid string, keep uint64) (revs, msgs int, err err
 	}
 	msgs, err = drop(kindMessage, func(seq uint64) bool { return !reached(seq) })
 	return revs, msgs, err
+}
+
+// syncValueLogs makes every value-log file of the store durable, and the
+// directory naming them, before the engine's sync makes durable the keys
+// pointing into them: db.Sync alone syncs the memtable's log first, and
+// the value-log GC's moved values can be in any file it wrote. An in-memory
+// store has none.
+func (s *Store) syncValueLogs() error {
+	if s.syncVlogs != nil {
+		return s.syncVlogs()
+	}
+	return syncVlogFiles(s.dir)
+}
+
+// syncVlogFiles fdatasyncs every value-log file in dir, then dir; an empty
+// dir (an in-memory store) has none.
+func syncVlogFiles(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		f, err := os.Open(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted meanwhile: nothing of it is read any more
+		}
+		if err != nil {
+			return err
+		}
+		err = unix.Fdatasync(int(f.Fd()))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("sync of value log %s: %w", name, err)
+		}
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

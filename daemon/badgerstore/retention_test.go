@@ -284,10 +284,16 @@ func TestValueLogGCSyncsBeforeDelete(t *testing.T) {
 	}
 	before := vlogFiles(t, dir)
 	var atSync []map[string]bool
+	var order []string
 	sync := s.eng.sync
 	s.eng.sync = func() error {
+		order = append(order, "keys")
 		atSync = append(atSync, vlogFiles(t, dir))
 		return sync()
+	}
+	s.syncVlogs = func() error {
+		order = append(order, "values")
+		return syncVlogFiles(dir)
 	}
 	var rep MaintenanceReport
 	if err := s.collectValueLog(&rep); err != nil {
@@ -305,6 +311,11 @@ func TestValueLogGCSyncsBeforeDelete(t *testing.T) {
 	}
 	if len(atSync) == 0 {
 		t.Fatalf("the GC rewrote %d logs and removed %v without a sync", rep.RewrittenLogs, removed)
+	}
+	// The moved values are durable before the keys pointing at them
+	// (defect 12 of docs/reliability.md).
+	if len(order) < 2 || order[0] != "values" || order[1] != "keys" {
+		t.Errorf("the GC's syncs ran in the order %v, want the value logs before the keys", order)
 	}
 	last := atSync[len(atSync)-1]
 	for _, f := range removed {

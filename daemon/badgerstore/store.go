@@ -126,16 +126,18 @@ type Options struct {
 type Store struct {
 	db      *badger.DB
 	eng     *engine
-	openSeq uint64   // the last commit's sequence number at Open
-	hwm     *hwm     // nil in memory
-	dirLock *os.File // holds the flock on LockFile; nil in memory
-	log     *slog.Logger
-	now     func() time.Time
-	locks   [64]sync.Mutex // striped by session id: one writer per session
-	keepLog bool           // Options.ExitAfterClose
-	graph   graphState     // the graph API's locks (graph.go)
-	inMem   bool           // Options.InMemory: no value log to collect
-	key     []byte         // Options.EncryptionKey: backups are encrypted with it
+	openSeq uint64 // the last commit's sequence number at Open
+
+	syncVlogs func() error // replaces syncValueLogs in tests
+	hwm       *hwm         // nil in memory
+	dirLock   *os.File     // holds the flock on LockFile; nil in memory
+	log       *slog.Logger
+	now       func() time.Time
+	locks     [64]sync.Mutex // striped by session id: one writer per session
+	keepLog   bool           // Options.ExitAfterClose
+	graph     graphState     // the graph API's locks (graph.go)
+	inMem     bool           // Options.InMemory: no value log to collect
+	key       []byte         // Options.EncryptionKey: backups are encrypted with it
 
 	retention time.Duration // Options.TombstoneRetention
 	dir       string        // "" in memory
