@@ -3664,8 +3664,9 @@ type BackupResponse struct {
 	// Set in the last response only: the since_version of the next
 	// incremental backup.
 	NextSinceVersion uint64 `protobuf:"varint,2,opt,name=next_since_version,json=nextSinceVersion,proto3" json:"next_since_version,omitempty"`
-	// Set in the first response: whether the file is encrypted with the
-	// store's key (savepointd restore then needs --encryption-key-file).
+	// Set in the last response only, with next_since_version: whether the
+	// file is encrypted with the store's key (savepointd restore then needs
+	// --encryption-key-file).
 	Encrypted     bool `protobuf:"varint,3,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

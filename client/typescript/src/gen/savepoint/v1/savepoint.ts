@@ -942,8 +942,9 @@ export interface BackupResponse {
    */
   nextSinceVersion: bigint;
   /**
-   * Set in the first response: whether the file is encrypted with the
-   * store's key (savepointd restore then needs --encryption-key-file).
+   * Set in the last response only, with next_since_version: whether the
+   * file is encrypted with the store's key (savepointd restore then needs
+   * --encryption-key-file).
    */
   encrypted: boolean;
 }
