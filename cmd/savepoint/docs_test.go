@@ -179,8 +179,17 @@ func normalizeDoc(s, socket string) string {
 	s = keyRE.ReplaceAllString(s, "KEY")
 	s = versionLineRE.ReplaceAllString(s, "${1}VERSION")
 	s = versionJSONRE.ReplaceAllString(s, `"version": "VERSION"`)
+	s = storeLocationRE.ReplaceAllString(s, `"storeLocation": "DATA_DIR"`)
+	s = uptimeRE.ReplaceAllString(s, `"uptime": "UPTIME"`)
 	return strings.TrimRight(s, "\n")
 }
+
+// What GetServerInfo says of the run rather than of the commands: where
+// the test's store is and how long it has served.
+var (
+	storeLocationRE = regexp.MustCompile(`"storeLocation": "[^"]*"`)
+	uptimeRE        = regexp.MustCompile(`"uptime": "[0-9.]+s"`)
+)
 
 // seedDoc makes the state the doc's walk-through starts from: the agent of
 // report-1 died in its first turn after recording write_report and
