@@ -148,22 +148,32 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 				out = append(out, core.SessionSummary{SessionID: sid})
 				continue
 			}
-			if h.Deleted {
-				continue
-			}
-			hr := headFromRecord(&h)
-			if !filter.Selects(&hr) {
-				continue
-			}
-			inDoubt, err := core.InDoubt(&domainTxn{t: t, rec: &h}, sid, &hr)
-			if err != nil {
+			if ss, ok, err := listed(t, sid, &h, filter); err != nil {
 				return err
+			} else if ok {
+				out = append(out, ss)
 			}
-			out = append(out, core.SummaryOf(sid, &hr, inDoubt))
 		}
 		return nil
 	})
 	return out, err
+}
+
+// listed returns the summary of the session whose head is h when ListSessions
+// lists it: live, and passing filter.
+func listed(t *tx, sid string, h *storagev1.SessionRecord, filter core.SessionFilter) (core.SessionSummary, bool, error) {
+	if h.Deleted {
+		return core.SessionSummary{}, false, nil
+	}
+	hr := headFromRecord(h)
+	if !filter.Selects(&hr) {
+		return core.SessionSummary{}, false, nil
+	}
+	inDoubt, err := core.InDoubt(&domainTxn{t: t, rec: h}, sid, &hr)
+	if err != nil {
+		return core.SessionSummary{}, false, err
+	}
+	return core.SummaryOf(sid, &hr, inDoubt), true, nil
 }
 
 func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSummary, error) {

@@ -92,18 +92,14 @@ func (s *Store) ListSessionsByUpdate(ctx context.Context, after core.UpdateCurso
 				out = append(out, core.SessionSummary{SessionID: sid, UpdateTime: at})
 				continue
 			}
-			if !found || h.Deleted || unixNanos(timeOf(h.UpdateTime)) != at.UnixNano() {
+			if !found || unixNanos(timeOf(h.UpdateTime)) != at.UnixNano() {
 				continue // an entry its head does not name: never so, but an index must not invent or repeat sessions
 			}
-			hr := headFromRecord(&h)
-			if !filter.Selects(&hr) {
-				continue
-			}
-			inDoubt, err := core.InDoubt(&domainTxn{t: t, rec: &h}, sid, &hr)
-			if err != nil {
+			if ss, ok, err := listed(t, sid, &h, filter); err != nil {
 				return err
+			} else if ok {
+				out = append(out, ss)
 			}
-			out = append(out, core.SummaryOf(sid, &hr, inDoubt))
 		}
 		return nil
 	})

@@ -147,23 +147,33 @@ func (s *Store) ListSessions(ctx context.Context, after string, limit int, filte
 					out = append(out, core.SessionSummary{SessionID: id})
 					continue
 				}
-				if h.Deleted {
-					continue
-				}
-				hr := headOf(&h, nil)
-				if !filter.Selects(&hr) {
-					continue
-				}
-				inDoubt, err := core.InDoubt(&domainTxn{ctx: ctx, q: q, rec: &h}, id, &hr)
-				if err != nil {
+				if ss, ok, err := q.listed(ctx, id, &h, filter); err != nil {
 					return err
+				} else if ok {
+					out = append(out, ss)
 				}
-				out = append(out, core.SummaryOf(id, &hr, inDoubt))
 			}
 		}
 		return nil
 	})
 	return out, err
+}
+
+// listed returns the summary of the session whose head is h when ListSessions
+// lists it: live, and passing filter.
+func (q *query) listed(ctx context.Context, sid string, h *sessionRec, filter core.SessionFilter) (core.SessionSummary, bool, error) {
+	if h.Deleted {
+		return core.SessionSummary{}, false, nil
+	}
+	hr := headOf(h, nil)
+	if !filter.Selects(&hr) {
+		return core.SessionSummary{}, false, nil
+	}
+	inDoubt, err := core.InDoubt(&domainTxn{ctx: ctx, q: q, rec: h}, sid, &hr)
+	if err != nil {
+		return core.SessionSummary{}, false, err
+	}
+	return core.SummaryOf(sid, &hr, inDoubt), true, nil
 }
 
 func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSummary, error) {
@@ -245,18 +255,11 @@ func (s *Store) ListSessionsByUpdate(ctx context.Context, after core.UpdateCurso
 					out = append(out, core.SessionSummary{SessionID: sid, UpdateTime: fromNanos(-r.neg)})
 					continue
 				}
-				if h.Deleted {
-					continue
-				}
-				hr := headOf(&h, nil)
-				if !filter.Selects(&hr) {
-					continue
-				}
-				inDoubt, err := core.InDoubt(&domainTxn{ctx: ctx, q: q, rec: &h}, sid, &hr)
-				if err != nil {
+				if ss, ok, err := q.listed(ctx, sid, &h, filter); err != nil {
 					return err
+				} else if ok {
+					out = append(out, ss)
 				}
-				out = append(out, core.SummaryOf(sid, &hr, inDoubt))
 			}
 		}
 		return nil
