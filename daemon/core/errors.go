@@ -31,6 +31,12 @@ var (
 	// thread was deleted or copied over while the upload was staged:
 	// nothing was stored.
 	ErrUploadAborted = errors.New("upload aborted")
+	// ErrEffectInputMismatch is returned by a thread effect's begin when
+	// the tool use id was begun before with another name or input.
+	ErrEffectInputMismatch = errors.New("tool use begun with another name or input")
+	// ErrEffectNotBegun is returned by a thread effect's record when the
+	// tool use was never begun or the attempt is not the latest one.
+	ErrEffectNotBegun = errors.New("tool use attempt not begun")
 )
 
 // StateError is a conflict with the session's current state; it carries the

@@ -56,6 +56,8 @@ var errorKinds = []errorKind{
 	{core.ErrPlaintextBackup, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP},
 	{core.ErrBackupUnsupported, codes.Unimplemented, savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED},
 	{core.ErrUploadAborted, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED},
+	{core.ErrEffectInputMismatch, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_EFFECT_INPUT_MISMATCH},
+	{core.ErrEffectNotBegun, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN},
 	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
 	{core.ErrUnavailable, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE},

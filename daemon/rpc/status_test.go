@@ -222,7 +222,8 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrDiskFull": core.ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
 		"ErrSessionCompleted": core.ErrSessionCompleted, "ErrPlaintextBackup": core.ErrPlaintextBackup,
 		"ErrBackupUnsupported": core.ErrBackupUnsupported, "ErrPermissionDenied": ErrPermissionDenied,
-		"ErrUploadAborted": core.ErrUploadAborted,
+		"ErrUploadAborted": core.ErrUploadAborted, "ErrEffectInputMismatch": core.ErrEffectInputMismatch,
+		"ErrEffectNotBegun": core.ErrEffectNotBegun,
 	}
 	for _, path := range []string{"../core/errors.go", "errors.go"} {
 		checkSentinelsListed(t, path, sentinels)

@@ -128,6 +128,10 @@ export class RequestTooLargeError extends SavepointError {}
 export class PermissionDeniedError extends SavepointError {}
 /** UPLOAD_ABORTED: the thread was deleted or copied over while the upload was staged; nothing was stored. */
 export class UploadAbortedError extends SavepointError {}
+/** EFFECT_INPUT_MISMATCH: the thread's tool use id was begun before with another tool name or input; nothing was written. */
+export class EffectInputMismatchError extends SavepointError {}
+/** EFFECT_NOT_BEGUN: a record for a thread's tool use never begun, or for an attempt other than the latest one begun. */
+export class EffectNotBegunError extends SavepointError {}
 /** SESSION_COMPLETED: the session is completed or failed; saves and BeginEffect need a Resume with reopen first. */
 export class SessionCompletedError extends SavepointError {}
 /** PLAINTEXT_BACKUP: the daemon's store has no encryption key, so its backup would be plaintext; set plaintext to accept that. */
@@ -211,6 +215,8 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_PLAINTEXT_BACKUP]: PlaintextBackupError,
   [ErrorReason.ERROR_REASON_BACKUP_UNSUPPORTED]: BackupUnsupportedError,
   [ErrorReason.ERROR_REASON_INVALID_ORDER_BY]: InvalidArgumentError,
+  [ErrorReason.ERROR_REASON_EFFECT_INPUT_MISMATCH]: EffectInputMismatchError,
+  [ErrorReason.ERROR_REASON_EFFECT_NOT_BEGUN]: EffectNotBegunError,
 };
 
 /** The classes of errors that carry no reason, by gRPC code. */

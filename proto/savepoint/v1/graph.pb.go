@@ -75,6 +75,64 @@ func (PruneStrategy) EnumDescriptor() ([]byte, []int) {
 	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{0}
 }
 
+// ThreadEffectState is where the latest attempt of a thread's tool call is.
+type ThreadEffectState int32
+
+const (
+	// Never sent.
+	ThreadEffectState_THREAD_EFFECT_STATE_UNSPECIFIED ThreadEffectState = 0
+	// Begun and nothing recorded: running now, or in doubt if its process
+	// died.
+	ThreadEffectState_THREAD_EFFECT_STATE_BEGUN ThreadEffectState = 1
+	// The tool returned; output holds its result.
+	ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED ThreadEffectState = 2
+	// The tool raised; output holds the error as the client recorded it.
+	ThreadEffectState_THREAD_EFFECT_STATE_FAILED ThreadEffectState = 3
+)
+
+// Enum value maps for ThreadEffectState.
+var (
+	ThreadEffectState_name = map[int32]string{
+		0: "THREAD_EFFECT_STATE_UNSPECIFIED",
+		1: "THREAD_EFFECT_STATE_BEGUN",
+		2: "THREAD_EFFECT_STATE_SUCCEEDED",
+		3: "THREAD_EFFECT_STATE_FAILED",
+	}
+	ThreadEffectState_value = map[string]int32{
+		"THREAD_EFFECT_STATE_UNSPECIFIED": 0,
+		"THREAD_EFFECT_STATE_BEGUN":       1,
+		"THREAD_EFFECT_STATE_SUCCEEDED":   2,
+		"THREAD_EFFECT_STATE_FAILED":      3,
+	}
+)
+
+func (x ThreadEffectState) Enum() *ThreadEffectState {
+	p := new(ThreadEffectState)
+	*p = x
+	return p
+}
+
+func (x ThreadEffectState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ThreadEffectState) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_graph_proto_enumTypes[1].Descriptor()
+}
+
+func (ThreadEffectState) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_graph_proto_enumTypes[1]
+}
+
+func (x ThreadEffectState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ThreadEffectState.Descriptor instead.
+func (ThreadEffectState) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{1}
+}
+
 // TypedValue is one serialized value: the serializer's type tag and bytes.
 type TypedValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2035,11 +2093,652 @@ func (x *ListThreadsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// ThreadEffect is what a thread's ledger knows of one tool call.
+type ThreadEffect struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The namespace of the node that made the call; empty is the root graph.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// The model's id for the call (LangGraph's tool_call_id).
+	ToolUseId string `protobuf:"bytes,3,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The tool's name.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// The call's arguments as JSON text, as first begun.
+	InputJson string `protobuf:"bytes,5,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	// SHA-256 of the name and the canonical form of input_json (object keys
+	// sorted, no insignificant space): what a later begin must match.
+	InputDigest []byte `protobuf:"bytes,6,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// The tool's effect class, as first begun; UNSPECIFIED is stored as
+	// SIDE_EFFECT.
+	EffectClass EffectClass `protobuf:"varint,7,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.v1.EffectClass" json:"effect_class,omitempty"`
+	// A random key, the same for every attempt, to pass to external APIs that
+	// accept an idempotency key.
+	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// The attempts begun: 1 for the first.
+	Attempts uint32 `protobuf:"varint,9,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The latest attempt's state.
+	State ThreadEffectState `protobuf:"varint,10,opt,name=state,proto3,enum=savepoint.v1.ThreadEffectState" json:"state,omitempty"`
+	// The latest attempt's outcome, serialized by the client; unset while
+	// BEGUN.
+	Output *TypedValue `protobuf:"bytes,11,opt,name=output,proto3" json:"output,omitempty"`
+	// SHA-256 of output's data; empty while BEGUN.
+	OutputDigest []byte `protobuf:"bytes,12,opt,name=output_digest,json=outputDigest,proto3" json:"output_digest,omitempty"`
+	// When the latest attempt began.
+	BeginTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=begin_time,json=beginTime,proto3" json:"begin_time,omitempty"`
+	// When the latest attempt's outcome was recorded; unset while BEGUN.
+	RecordTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
+	// The checkpoint the first attempt's task ran from, as begun; empty when
+	// not given.
+	CheckpointId  string `protobuf:"bytes,15,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadEffect) Reset() {
+	*x = ThreadEffect{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadEffect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadEffect) ProtoMessage() {}
+
+func (x *ThreadEffect) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadEffect.ProtoReflect.Descriptor instead.
+func (*ThreadEffect) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ThreadEffect) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *ThreadEffect) GetEffectClass() EffectClass {
+	if x != nil {
+		return x.EffectClass
+	}
+	return EffectClass_EFFECT_CLASS_UNSPECIFIED
+}
+
+func (x *ThreadEffect) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *ThreadEffect) GetState() ThreadEffectState {
+	if x != nil {
+		return x.State
+	}
+	return ThreadEffectState_THREAD_EFFECT_STATE_UNSPECIFIED
+}
+
+func (x *ThreadEffect) GetOutput() *TypedValue {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ThreadEffect) GetOutputDigest() []byte {
+	if x != nil {
+		return x.OutputDigest
+	}
+	return nil
+}
+
+func (x *ThreadEffect) GetBeginTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BeginTime
+	}
+	return nil
+}
+
+func (x *ThreadEffect) GetRecordTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordTime
+	}
+	return nil
+}
+
+func (x *ThreadEffect) GetCheckpointId() string {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return ""
+}
+
+type BeginThreadEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread. Required.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The namespace of the node making the call; empty is the root graph.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// The model's id for the call. Required; at most 256 bytes.
+	ToolUseId string `protobuf:"bytes,3,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The tool's name. Required; at most 256 bytes.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// The call's arguments as JSON text; empty means {}.
+	InputJson string `protobuf:"bytes,5,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	// The tool's effect class; UNSPECIFIED means SIDE_EFFECT.
+	EffectClass EffectClass `protobuf:"varint,6,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.v1.EffectClass" json:"effect_class,omitempty"`
+	// The checkpoint the calling task runs from (its config's checkpoint_id),
+	// for the late-write rule: a begin for a checkpoint made before the thread
+	// was deleted is dropped. Empty skips the rule.
+	CheckpointId string `protobuf:"bytes,7,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// A client-made UUID (AIP-155): a retry with the same id and payload
+	// returns the first call's answer without starting another attempt.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginThreadEffectRequest) Reset() {
+	*x = BeginThreadEffectRequest{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginThreadEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginThreadEffectRequest) ProtoMessage() {}
+
+func (x *BeginThreadEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginThreadEffectRequest.ProtoReflect.Descriptor instead.
+func (*BeginThreadEffectRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *BeginThreadEffectRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *BeginThreadEffectRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *BeginThreadEffectRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *BeginThreadEffectRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BeginThreadEffectRequest) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *BeginThreadEffectRequest) GetEffectClass() EffectClass {
+	if x != nil {
+		return x.EffectClass
+	}
+	return EffectClass_EFFECT_CLASS_UNSPECIFIED
+}
+
+func (x *BeginThreadEffectRequest) GetCheckpointId() string {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return ""
+}
+
+func (x *BeginThreadEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type BeginThreadEffectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the caller does: RUN the tool (then record its outcome), REUSE
+	// effect.output without running it, or, for IN_DOUBT, not run it and tell
+	// the model the call may have happened.
+	Decision Decision `protobuf:"varint,1,opt,name=decision,proto3,enum=savepoint.v1.Decision" json:"decision,omitempty"`
+	// The entry after this call; for RUN, effect.attempts is the attempt to
+	// record.
+	Effect *ThreadEffect `protobuf:"bytes,2,opt,name=effect,proto3" json:"effect,omitempty"`
+	// True when the late-write rule dropped the begin: nothing was stored and
+	// decision is RUN.
+	DroppedLate   bool `protobuf:"varint,3,opt,name=dropped_late,json=droppedLate,proto3" json:"dropped_late,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginThreadEffectResponse) Reset() {
+	*x = BeginThreadEffectResponse{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginThreadEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginThreadEffectResponse) ProtoMessage() {}
+
+func (x *BeginThreadEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginThreadEffectResponse.ProtoReflect.Descriptor instead.
+func (*BeginThreadEffectResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *BeginThreadEffectResponse) GetDecision() Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return Decision_DECISION_UNSPECIFIED
+}
+
+func (x *BeginThreadEffectResponse) GetEffect() *ThreadEffect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
+func (x *BeginThreadEffectResponse) GetDroppedLate() bool {
+	if x != nil {
+		return x.DroppedLate
+	}
+	return false
+}
+
+type RecordThreadEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread. Required.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The namespace, as begun.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// The call, as begun. Required.
+	ToolUseId string `protobuf:"bytes,3,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The attempt recorded: BeginThreadEffectResponse.effect.attempts.
+	// Required.
+	Attempt uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// What the tool returned, or the error it raised, serialized by the
+	// client. Required.
+	Output *TypedValue `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	// True when the tool raised: the attempt failed and may be retried.
+	IsError bool `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// A client-made UUID (AIP-155), as for BeginThreadEffect.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordThreadEffectRequest) Reset() {
+	*x = RecordThreadEffectRequest{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordThreadEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordThreadEffectRequest) ProtoMessage() {}
+
+func (x *RecordThreadEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordThreadEffectRequest.ProtoReflect.Descriptor instead.
+func (*RecordThreadEffectRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RecordThreadEffectRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *RecordThreadEffectRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *RecordThreadEffectRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *RecordThreadEffectRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *RecordThreadEffectRequest) GetOutput() *TypedValue {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *RecordThreadEffectRequest) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *RecordThreadEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RecordThreadEffectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry after this call.
+	Effect *ThreadEffect `protobuf:"bytes,1,opt,name=effect,proto3" json:"effect,omitempty"`
+	// True when this outcome had been recorded before.
+	AlreadyRecorded bool `protobuf:"varint,2,opt,name=already_recorded,json=alreadyRecorded,proto3" json:"already_recorded,omitempty"`
+	// True when the late-write rule dropped the record: the thread was
+	// deleted after the call began.
+	DroppedLate   bool `protobuf:"varint,3,opt,name=dropped_late,json=droppedLate,proto3" json:"dropped_late,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordThreadEffectResponse) Reset() {
+	*x = RecordThreadEffectResponse{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordThreadEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordThreadEffectResponse) ProtoMessage() {}
+
+func (x *RecordThreadEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordThreadEffectResponse.ProtoReflect.Descriptor instead.
+func (*RecordThreadEffectResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RecordThreadEffectResponse) GetEffect() *ThreadEffect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
+func (x *RecordThreadEffectResponse) GetAlreadyRecorded() bool {
+	if x != nil {
+		return x.AlreadyRecorded
+	}
+	return false
+}
+
+func (x *RecordThreadEffectResponse) GetDroppedLate() bool {
+	if x != nil {
+		return x.DroppedLate
+	}
+	return false
+}
+
+type ListThreadEffectsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread. Required.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The maximum number of entries to return; 0 means 100, more than 1000
+	// means 1000. Negative is refused.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A next_page_token from a previous response; empty starts at the first
+	// entry.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadEffectsRequest) Reset() {
+	*x = ListThreadEffectsRequest{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadEffectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadEffectsRequest) ProtoMessage() {}
+
+func (x *ListThreadEffectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadEffectsRequest.ProtoReflect.Descriptor instead.
+func (*ListThreadEffectsRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListThreadEffectsRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ListThreadEffectsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListThreadEffectsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListThreadEffectsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entries of this page, in (checkpoint_ns, tool_use_id) order, with
+	// no more output bytes than the response budget holds: an output over it
+	// has its data left empty (total_size still says its length).
+	Effects []*ThreadEffect `protobuf:"bytes,1,rep,name=effects,proto3" json:"effects,omitempty"`
+	// Pass back for the next page; empty when this page is the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadEffectsResponse) Reset() {
+	*x = ListThreadEffectsResponse{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadEffectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadEffectsResponse) ProtoMessage() {}
+
+func (x *ListThreadEffectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadEffectsResponse.ProtoReflect.Descriptor instead.
+func (*ListThreadEffectsResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListThreadEffectsResponse) GetEffects() []*ThreadEffect {
+	if x != nil {
+		return x.Effects
+	}
+	return nil
+}
+
+func (x *ListThreadEffectsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_savepoint_v1_graph_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\n" +
-	"\x18savepoint/v1/graph.proto\x12\fsavepoint.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n" +
+	"\x18savepoint/v1/graph.proto\x12\fsavepoint.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1csavepoint/v1/savepoint.proto\"S\n" +
 	"\n" +
 	"TypedValue\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
@@ -2185,11 +2884,73 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"updateTime\"r\n" +
 	"\x13ListThreadsResponse\x123\n" +
 	"\athreads\x18\x01 \x03(\v2\x19.savepoint.v1.GraphThreadR\athreads\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf4\x04\n" +
+	"\fThreadEffect\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
+	"\vtool_use_id\x18\x03 \x01(\tR\ttoolUseId\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x05 \x01(\tR\tinputJson\x12!\n" +
+	"\finput_digest\x18\x06 \x01(\fR\vinputDigest\x12<\n" +
+	"\feffect_class\x18\a \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12'\n" +
+	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12\x1a\n" +
+	"\battempts\x18\t \x01(\rR\battempts\x125\n" +
+	"\x05state\x18\n" +
+	" \x01(\x0e2\x1f.savepoint.v1.ThreadEffectStateR\x05state\x120\n" +
+	"\x06output\x18\v \x01(\v2\x18.savepoint.v1.TypedValueR\x06output\x12#\n" +
+	"\routput_digest\x18\f \x01(\fR\foutputDigest\x129\n" +
+	"\n" +
+	"begin_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12;\n" +
+	"\vrecord_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordTime\x12#\n" +
+	"\rcheckpoint_id\x18\x0f \x01(\tR\fcheckpointId\"\xb1\x02\n" +
+	"\x18BeginThreadEffectRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
+	"\vtool_use_id\x18\x03 \x01(\tR\ttoolUseId\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x05 \x01(\tR\tinputJson\x12<\n" +
+	"\feffect_class\x18\x06 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
+	"\rcheckpoint_id\x18\a \x01(\tR\fcheckpointId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\xa6\x01\n" +
+	"\x19BeginThreadEffectResponse\x122\n" +
+	"\bdecision\x18\x01 \x01(\x0e2\x16.savepoint.v1.DecisionR\bdecision\x122\n" +
+	"\x06effect\x18\x02 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12!\n" +
+	"\fdropped_late\x18\x03 \x01(\bR\vdroppedLate\"\x83\x02\n" +
+	"\x19RecordThreadEffectRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
+	"\vtool_use_id\x18\x03 \x01(\tR\ttoolUseId\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x120\n" +
+	"\x06output\x18\x05 \x01(\v2\x18.savepoint.v1.TypedValueR\x06output\x12\x19\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\x9e\x01\n" +
+	"\x1aRecordThreadEffectResponse\x122\n" +
+	"\x06effect\x18\x01 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12)\n" +
+	"\x10already_recorded\x18\x02 \x01(\bR\x0falreadyRecorded\x12!\n" +
+	"\fdropped_late\x18\x03 \x01(\bR\vdroppedLate\"s\n" +
+	"\x18ListThreadEffectsRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"y\n" +
+	"\x19ListThreadEffectsResponse\x124\n" +
+	"\aeffects\x18\x01 \x03(\v2\x1a.savepoint.v1.ThreadEffectR\aeffects\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*j\n" +
 	"\rPruneStrategy\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x19\n" +
-	"\x15PRUNE_STRATEGY_DELETE\x10\x022\xd4\a\n" +
+	"\x15PRUNE_STRATEGY_DELETE\x10\x02*\x9a\x01\n" +
+	"\x11ThreadEffectState\x12#\n" +
+	"\x1fTHREAD_EFFECT_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19THREAD_EFFECT_STATE_BEGUN\x10\x01\x12!\n" +
+	"\x1dTHREAD_EFFECT_STATE_SUCCEEDED\x10\x02\x12\x1e\n" +
+	"\x1aTHREAD_EFFECT_STATE_FAILED\x10\x032\x89\n" +
+	"\n" +
 	"\x16GraphCheckpointService\x12X\n" +
 	"\rPutCheckpoint\x12\".savepoint.v1.PutCheckpointRequest\x1a#.savepoint.v1.PutCheckpointResponse\x12c\n" +
 	"\x10UploadCheckpoint\x12%.savepoint.v1.UploadCheckpointRequest\x1a&.savepoint.v1.UploadCheckpointResponse(\x01\x12L\n" +
@@ -2202,7 +2963,10 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\n" +
 	"CopyThread\x12\x1f.savepoint.v1.CopyThreadRequest\x1a .savepoint.v1.CopyThreadResponse\x12@\n" +
 	"\x05Prune\x12\x1a.savepoint.v1.PruneRequest\x1a\x1b.savepoint.v1.PruneResponse\x12R\n" +
-	"\vListThreads\x12 .savepoint.v1.ListThreadsRequest\x1a!.savepoint.v1.ListThreadsResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\vListThreads\x12 .savepoint.v1.ListThreadsRequest\x1a!.savepoint.v1.ListThreadsResponse\x12d\n" +
+	"\x11BeginThreadEffect\x12&.savepoint.v1.BeginThreadEffectRequest\x1a'.savepoint.v1.BeginThreadEffectResponse\x12g\n" +
+	"\x12RecordThreadEffect\x12'.savepoint.v1.RecordThreadEffectRequest\x1a(.savepoint.v1.RecordThreadEffectResponse\x12d\n" +
+	"\x11ListThreadEffects\x12&.savepoint.v1.ListThreadEffectsRequest\x1a'.savepoint.v1.ListThreadEffectsResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_graph_proto_rawDescOnce sync.Once
@@ -2216,95 +2980,122 @@ func file_savepoint_v1_graph_proto_rawDescGZIP() []byte {
 	return file_savepoint_v1_graph_proto_rawDescData
 }
 
-var file_savepoint_v1_graph_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_savepoint_v1_graph_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_savepoint_v1_graph_proto_goTypes = []any{
-	(PruneStrategy)(0),               // 0: savepoint.v1.PruneStrategy
-	(*TypedValue)(nil),               // 1: savepoint.v1.TypedValue
-	(*GraphCheckpoint)(nil),          // 2: savepoint.v1.GraphCheckpoint
-	(*ChannelBlob)(nil),              // 3: savepoint.v1.ChannelBlob
-	(*ChannelWrite)(nil),             // 4: savepoint.v1.ChannelWrite
-	(*PendingWrite)(nil),             // 5: savepoint.v1.PendingWrite
-	(*PutCheckpointRequest)(nil),     // 6: savepoint.v1.PutCheckpointRequest
-	(*PutCheckpointResponse)(nil),    // 7: savepoint.v1.PutCheckpointResponse
-	(*UploadCheckpointRequest)(nil),  // 8: savepoint.v1.UploadCheckpointRequest
-	(*UploadCheckpointStart)(nil),    // 9: savepoint.v1.UploadCheckpointStart
-	(*UploadCheckpointResponse)(nil), // 10: savepoint.v1.UploadCheckpointResponse
-	(*PutWritesRequest)(nil),         // 11: savepoint.v1.PutWritesRequest
-	(*UploadWritesRequest)(nil),      // 12: savepoint.v1.UploadWritesRequest
-	(*UploadWritesStart)(nil),        // 13: savepoint.v1.UploadWritesStart
-	(*UploadWritesResponse)(nil),     // 14: savepoint.v1.UploadWritesResponse
-	(*PutWritesResponse)(nil),        // 15: savepoint.v1.PutWritesResponse
-	(*GetCheckpointRequest)(nil),     // 16: savepoint.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),    // 17: savepoint.v1.GetCheckpointResponse
-	(*ListCheckpointsRequest)(nil),   // 18: savepoint.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),  // 19: savepoint.v1.ListCheckpointsResponse
-	(*DeleteThreadRequest)(nil),      // 20: savepoint.v1.DeleteThreadRequest
-	(*DeleteThreadResponse)(nil),     // 21: savepoint.v1.DeleteThreadResponse
-	(*DeleteForRunsRequest)(nil),     // 22: savepoint.v1.DeleteForRunsRequest
-	(*DeleteForRunsResponse)(nil),    // 23: savepoint.v1.DeleteForRunsResponse
-	(*CopyThreadRequest)(nil),        // 24: savepoint.v1.CopyThreadRequest
-	(*CopyThreadResponse)(nil),       // 25: savepoint.v1.CopyThreadResponse
-	(*PruneRequest)(nil),             // 26: savepoint.v1.PruneRequest
-	(*PruneResponse)(nil),            // 27: savepoint.v1.PruneResponse
-	(*ListThreadsRequest)(nil),       // 28: savepoint.v1.ListThreadsRequest
-	(*GraphThread)(nil),              // 29: savepoint.v1.GraphThread
-	(*ListThreadsResponse)(nil),      // 30: savepoint.v1.ListThreadsResponse
-	nil,                              // 31: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
-	nil,                              // 32: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
-	(*timestamppb.Timestamp)(nil),    // 33: google.protobuf.Timestamp
+	(PruneStrategy)(0),                 // 0: savepoint.v1.PruneStrategy
+	(ThreadEffectState)(0),             // 1: savepoint.v1.ThreadEffectState
+	(*TypedValue)(nil),                 // 2: savepoint.v1.TypedValue
+	(*GraphCheckpoint)(nil),            // 3: savepoint.v1.GraphCheckpoint
+	(*ChannelBlob)(nil),                // 4: savepoint.v1.ChannelBlob
+	(*ChannelWrite)(nil),               // 5: savepoint.v1.ChannelWrite
+	(*PendingWrite)(nil),               // 6: savepoint.v1.PendingWrite
+	(*PutCheckpointRequest)(nil),       // 7: savepoint.v1.PutCheckpointRequest
+	(*PutCheckpointResponse)(nil),      // 8: savepoint.v1.PutCheckpointResponse
+	(*UploadCheckpointRequest)(nil),    // 9: savepoint.v1.UploadCheckpointRequest
+	(*UploadCheckpointStart)(nil),      // 10: savepoint.v1.UploadCheckpointStart
+	(*UploadCheckpointResponse)(nil),   // 11: savepoint.v1.UploadCheckpointResponse
+	(*PutWritesRequest)(nil),           // 12: savepoint.v1.PutWritesRequest
+	(*UploadWritesRequest)(nil),        // 13: savepoint.v1.UploadWritesRequest
+	(*UploadWritesStart)(nil),          // 14: savepoint.v1.UploadWritesStart
+	(*UploadWritesResponse)(nil),       // 15: savepoint.v1.UploadWritesResponse
+	(*PutWritesResponse)(nil),          // 16: savepoint.v1.PutWritesResponse
+	(*GetCheckpointRequest)(nil),       // 17: savepoint.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),      // 18: savepoint.v1.GetCheckpointResponse
+	(*ListCheckpointsRequest)(nil),     // 19: savepoint.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),    // 20: savepoint.v1.ListCheckpointsResponse
+	(*DeleteThreadRequest)(nil),        // 21: savepoint.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),       // 22: savepoint.v1.DeleteThreadResponse
+	(*DeleteForRunsRequest)(nil),       // 23: savepoint.v1.DeleteForRunsRequest
+	(*DeleteForRunsResponse)(nil),      // 24: savepoint.v1.DeleteForRunsResponse
+	(*CopyThreadRequest)(nil),          // 25: savepoint.v1.CopyThreadRequest
+	(*CopyThreadResponse)(nil),         // 26: savepoint.v1.CopyThreadResponse
+	(*PruneRequest)(nil),               // 27: savepoint.v1.PruneRequest
+	(*PruneResponse)(nil),              // 28: savepoint.v1.PruneResponse
+	(*ListThreadsRequest)(nil),         // 29: savepoint.v1.ListThreadsRequest
+	(*GraphThread)(nil),                // 30: savepoint.v1.GraphThread
+	(*ListThreadsResponse)(nil),        // 31: savepoint.v1.ListThreadsResponse
+	(*ThreadEffect)(nil),               // 32: savepoint.v1.ThreadEffect
+	(*BeginThreadEffectRequest)(nil),   // 33: savepoint.v1.BeginThreadEffectRequest
+	(*BeginThreadEffectResponse)(nil),  // 34: savepoint.v1.BeginThreadEffectResponse
+	(*RecordThreadEffectRequest)(nil),  // 35: savepoint.v1.RecordThreadEffectRequest
+	(*RecordThreadEffectResponse)(nil), // 36: savepoint.v1.RecordThreadEffectResponse
+	(*ListThreadEffectsRequest)(nil),   // 37: savepoint.v1.ListThreadEffectsRequest
+	(*ListThreadEffectsResponse)(nil),  // 38: savepoint.v1.ListThreadEffectsResponse
+	nil,                                // 39: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	nil,                                // 40: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	(*timestamppb.Timestamp)(nil),      // 41: google.protobuf.Timestamp
+	(EffectClass)(0),                   // 42: savepoint.v1.EffectClass
+	(Decision)(0),                      // 43: savepoint.v1.Decision
 }
 var file_savepoint_v1_graph_proto_depIdxs = []int32{
-	1,  // 0: savepoint.v1.GraphCheckpoint.checkpoint:type_name -> savepoint.v1.TypedValue
-	31, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
-	1,  // 2: savepoint.v1.ChannelBlob.value:type_name -> savepoint.v1.TypedValue
-	1,  // 3: savepoint.v1.ChannelWrite.value:type_name -> savepoint.v1.TypedValue
-	1,  // 4: savepoint.v1.PendingWrite.value:type_name -> savepoint.v1.TypedValue
-	2,  // 5: savepoint.v1.PutCheckpointRequest.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
-	3,  // 6: savepoint.v1.PutCheckpointRequest.blobs:type_name -> savepoint.v1.ChannelBlob
-	9,  // 7: savepoint.v1.UploadCheckpointRequest.start:type_name -> savepoint.v1.UploadCheckpointStart
-	2,  // 8: savepoint.v1.UploadCheckpointStart.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
-	3,  // 9: savepoint.v1.UploadCheckpointStart.blobs:type_name -> savepoint.v1.ChannelBlob
-	4,  // 10: savepoint.v1.PutWritesRequest.writes:type_name -> savepoint.v1.ChannelWrite
-	13, // 11: savepoint.v1.UploadWritesRequest.start:type_name -> savepoint.v1.UploadWritesStart
-	4,  // 12: savepoint.v1.UploadWritesStart.writes:type_name -> savepoint.v1.ChannelWrite
-	2,  // 13: savepoint.v1.GetCheckpointResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
-	3,  // 14: savepoint.v1.GetCheckpointResponse.blobs:type_name -> savepoint.v1.ChannelBlob
-	5,  // 15: savepoint.v1.GetCheckpointResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
-	32, // 16: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
-	2,  // 17: savepoint.v1.ListCheckpointsResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
-	3,  // 18: savepoint.v1.ListCheckpointsResponse.blobs:type_name -> savepoint.v1.ChannelBlob
-	5,  // 19: savepoint.v1.ListCheckpointsResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
+	2,  // 0: savepoint.v1.GraphCheckpoint.checkpoint:type_name -> savepoint.v1.TypedValue
+	39, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	2,  // 2: savepoint.v1.ChannelBlob.value:type_name -> savepoint.v1.TypedValue
+	2,  // 3: savepoint.v1.ChannelWrite.value:type_name -> savepoint.v1.TypedValue
+	2,  // 4: savepoint.v1.PendingWrite.value:type_name -> savepoint.v1.TypedValue
+	3,  // 5: savepoint.v1.PutCheckpointRequest.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
+	4,  // 6: savepoint.v1.PutCheckpointRequest.blobs:type_name -> savepoint.v1.ChannelBlob
+	10, // 7: savepoint.v1.UploadCheckpointRequest.start:type_name -> savepoint.v1.UploadCheckpointStart
+	3,  // 8: savepoint.v1.UploadCheckpointStart.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
+	4,  // 9: savepoint.v1.UploadCheckpointStart.blobs:type_name -> savepoint.v1.ChannelBlob
+	5,  // 10: savepoint.v1.PutWritesRequest.writes:type_name -> savepoint.v1.ChannelWrite
+	14, // 11: savepoint.v1.UploadWritesRequest.start:type_name -> savepoint.v1.UploadWritesStart
+	5,  // 12: savepoint.v1.UploadWritesStart.writes:type_name -> savepoint.v1.ChannelWrite
+	3,  // 13: savepoint.v1.GetCheckpointResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
+	4,  // 14: savepoint.v1.GetCheckpointResponse.blobs:type_name -> savepoint.v1.ChannelBlob
+	6,  // 15: savepoint.v1.GetCheckpointResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
+	40, // 16: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	3,  // 17: savepoint.v1.ListCheckpointsResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
+	4,  // 18: savepoint.v1.ListCheckpointsResponse.blobs:type_name -> savepoint.v1.ChannelBlob
+	6,  // 19: savepoint.v1.ListCheckpointsResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
 	0,  // 20: savepoint.v1.PruneRequest.strategy:type_name -> savepoint.v1.PruneStrategy
-	33, // 21: savepoint.v1.GraphThread.update_time:type_name -> google.protobuf.Timestamp
-	29, // 22: savepoint.v1.ListThreadsResponse.threads:type_name -> savepoint.v1.GraphThread
-	6,  // 23: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	8,  // 24: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	11, // 25: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	12, // 26: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
-	16, // 27: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	18, // 28: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	20, // 29: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	22, // 30: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	24, // 31: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	26, // 32: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	28, // 33: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
-	7,  // 34: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	10, // 35: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	15, // 36: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	14, // 37: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
-	17, // 38: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	19, // 39: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	21, // 40: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	23, // 41: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	25, // 42: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	27, // 43: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	30, // 44: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
-	34, // [34:45] is the sub-list for method output_type
-	23, // [23:34] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	41, // 21: savepoint.v1.GraphThread.update_time:type_name -> google.protobuf.Timestamp
+	30, // 22: savepoint.v1.ListThreadsResponse.threads:type_name -> savepoint.v1.GraphThread
+	42, // 23: savepoint.v1.ThreadEffect.effect_class:type_name -> savepoint.v1.EffectClass
+	1,  // 24: savepoint.v1.ThreadEffect.state:type_name -> savepoint.v1.ThreadEffectState
+	2,  // 25: savepoint.v1.ThreadEffect.output:type_name -> savepoint.v1.TypedValue
+	41, // 26: savepoint.v1.ThreadEffect.begin_time:type_name -> google.protobuf.Timestamp
+	41, // 27: savepoint.v1.ThreadEffect.record_time:type_name -> google.protobuf.Timestamp
+	42, // 28: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
+	43, // 29: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
+	32, // 30: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	2,  // 31: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	32, // 32: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	32, // 33: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
+	7,  // 34: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	9,  // 35: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	12, // 36: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	13, // 37: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
+	17, // 38: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	19, // 39: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	21, // 40: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	23, // 41: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	25, // 42: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	27, // 43: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	29, // 44: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
+	33, // 45: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
+	35, // 46: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
+	37, // 47: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
+	8,  // 48: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	11, // 49: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	16, // 50: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	15, // 51: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
+	18, // 52: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	20, // 53: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	22, // 54: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	24, // 55: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	26, // 56: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	28, // 57: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	31, // 58: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
+	34, // 59: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
+	36, // 60: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
+	38, // 61: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
+	48, // [48:62] is the sub-list for method output_type
+	34, // [34:48] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }
@@ -2312,6 +3103,7 @@ func file_savepoint_v1_graph_proto_init() {
 	if File_savepoint_v1_graph_proto != nil {
 		return
 	}
+	file_savepoint_v1_savepoint_proto_init()
 	file_savepoint_v1_graph_proto_msgTypes[7].OneofWrappers = []any{
 		(*UploadCheckpointRequest_Start)(nil),
 		(*UploadCheckpointRequest_Chunk)(nil),
@@ -2326,8 +3118,8 @@ func file_savepoint_v1_graph_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_graph_proto_rawDesc), len(file_savepoint_v1_graph_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   32,
+			NumEnums:      2,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

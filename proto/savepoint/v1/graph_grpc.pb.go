@@ -19,17 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GraphCheckpointService_PutCheckpoint_FullMethodName    = "/savepoint.v1.GraphCheckpointService/PutCheckpoint"
-	GraphCheckpointService_UploadCheckpoint_FullMethodName = "/savepoint.v1.GraphCheckpointService/UploadCheckpoint"
-	GraphCheckpointService_PutWrites_FullMethodName        = "/savepoint.v1.GraphCheckpointService/PutWrites"
-	GraphCheckpointService_UploadWrites_FullMethodName     = "/savepoint.v1.GraphCheckpointService/UploadWrites"
-	GraphCheckpointService_GetCheckpoint_FullMethodName    = "/savepoint.v1.GraphCheckpointService/GetCheckpoint"
-	GraphCheckpointService_ListCheckpoints_FullMethodName  = "/savepoint.v1.GraphCheckpointService/ListCheckpoints"
-	GraphCheckpointService_DeleteThread_FullMethodName     = "/savepoint.v1.GraphCheckpointService/DeleteThread"
-	GraphCheckpointService_DeleteForRuns_FullMethodName    = "/savepoint.v1.GraphCheckpointService/DeleteForRuns"
-	GraphCheckpointService_CopyThread_FullMethodName       = "/savepoint.v1.GraphCheckpointService/CopyThread"
-	GraphCheckpointService_Prune_FullMethodName            = "/savepoint.v1.GraphCheckpointService/Prune"
-	GraphCheckpointService_ListThreads_FullMethodName      = "/savepoint.v1.GraphCheckpointService/ListThreads"
+	GraphCheckpointService_PutCheckpoint_FullMethodName      = "/savepoint.v1.GraphCheckpointService/PutCheckpoint"
+	GraphCheckpointService_UploadCheckpoint_FullMethodName   = "/savepoint.v1.GraphCheckpointService/UploadCheckpoint"
+	GraphCheckpointService_PutWrites_FullMethodName          = "/savepoint.v1.GraphCheckpointService/PutWrites"
+	GraphCheckpointService_UploadWrites_FullMethodName       = "/savepoint.v1.GraphCheckpointService/UploadWrites"
+	GraphCheckpointService_GetCheckpoint_FullMethodName      = "/savepoint.v1.GraphCheckpointService/GetCheckpoint"
+	GraphCheckpointService_ListCheckpoints_FullMethodName    = "/savepoint.v1.GraphCheckpointService/ListCheckpoints"
+	GraphCheckpointService_DeleteThread_FullMethodName       = "/savepoint.v1.GraphCheckpointService/DeleteThread"
+	GraphCheckpointService_DeleteForRuns_FullMethodName      = "/savepoint.v1.GraphCheckpointService/DeleteForRuns"
+	GraphCheckpointService_CopyThread_FullMethodName         = "/savepoint.v1.GraphCheckpointService/CopyThread"
+	GraphCheckpointService_Prune_FullMethodName              = "/savepoint.v1.GraphCheckpointService/Prune"
+	GraphCheckpointService_ListThreads_FullMethodName        = "/savepoint.v1.GraphCheckpointService/ListThreads"
+	GraphCheckpointService_BeginThreadEffect_FullMethodName  = "/savepoint.v1.GraphCheckpointService/BeginThreadEffect"
+	GraphCheckpointService_RecordThreadEffect_FullMethodName = "/savepoint.v1.GraphCheckpointService/RecordThreadEffect"
+	GraphCheckpointService_ListThreadEffects_FullMethodName  = "/savepoint.v1.GraphCheckpointService/ListThreadEffects"
 )
 
 // GraphCheckpointServiceClient is the client API for GraphCheckpointService service.
@@ -90,6 +93,24 @@ type GraphCheckpointServiceClient interface {
 	// ListThreads pages through the threads that hold a checkpoint, in
 	// thread_id order (byte order). It writes nothing.
 	ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error)
+	// BeginThreadEffect is the ledger's begin marker for one tool call of a
+	// thread, keyed by (thread_id, checkpoint_ns, tool_use_id), and says
+	// whether the caller may run the tool. It starts a new attempt (decision
+	// RUN) when the call has no entry, when its latest attempt failed, or when
+	// its latest attempt began without an outcome and the effect class allows
+	// a re-run; it starts nothing and returns REUSE when a result is recorded,
+	// IN_DOUBT when the latest attempt began without an outcome and the tool
+	// is side-effecting. Every attempt of one call shares one idempotency key.
+	BeginThreadEffect(ctx context.Context, in *BeginThreadEffectRequest, opts ...grpc.CallOption) (*BeginThreadEffectResponse, error)
+	// RecordThreadEffect records the outcome of the latest attempt the moment
+	// the tool returns or raises: a result (later begins return REUSE) or a
+	// failure (a later begin starts a new attempt). Recording the same outcome
+	// again changes nothing; another outcome for an attempt with one is
+	// refused with EFFECT_CONFLICT.
+	RecordThreadEffect(ctx context.Context, in *RecordThreadEffectRequest, opts ...grpc.CallOption) (*RecordThreadEffectResponse, error)
+	// ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
+	// tool_use_id) order. It writes nothing.
+	ListThreadEffects(ctx context.Context, in *ListThreadEffectsRequest, opts ...grpc.CallOption) (*ListThreadEffectsResponse, error)
 }
 
 type graphCheckpointServiceClient struct {
@@ -234,6 +255,36 @@ func (c *graphCheckpointServiceClient) ListThreads(ctx context.Context, in *List
 	return out, nil
 }
 
+func (c *graphCheckpointServiceClient) BeginThreadEffect(ctx context.Context, in *BeginThreadEffectRequest, opts ...grpc.CallOption) (*BeginThreadEffectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeginThreadEffectResponse)
+	err := c.cc.Invoke(ctx, GraphCheckpointService_BeginThreadEffect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *graphCheckpointServiceClient) RecordThreadEffect(ctx context.Context, in *RecordThreadEffectRequest, opts ...grpc.CallOption) (*RecordThreadEffectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordThreadEffectResponse)
+	err := c.cc.Invoke(ctx, GraphCheckpointService_RecordThreadEffect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *graphCheckpointServiceClient) ListThreadEffects(ctx context.Context, in *ListThreadEffectsRequest, opts ...grpc.CallOption) (*ListThreadEffectsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListThreadEffectsResponse)
+	err := c.cc.Invoke(ctx, GraphCheckpointService_ListThreadEffects_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GraphCheckpointServiceServer is the server API for GraphCheckpointService service.
 // All implementations must embed UnimplementedGraphCheckpointServiceServer
 // for forward compatibility.
@@ -292,6 +343,24 @@ type GraphCheckpointServiceServer interface {
 	// ListThreads pages through the threads that hold a checkpoint, in
 	// thread_id order (byte order). It writes nothing.
 	ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error)
+	// BeginThreadEffect is the ledger's begin marker for one tool call of a
+	// thread, keyed by (thread_id, checkpoint_ns, tool_use_id), and says
+	// whether the caller may run the tool. It starts a new attempt (decision
+	// RUN) when the call has no entry, when its latest attempt failed, or when
+	// its latest attempt began without an outcome and the effect class allows
+	// a re-run; it starts nothing and returns REUSE when a result is recorded,
+	// IN_DOUBT when the latest attempt began without an outcome and the tool
+	// is side-effecting. Every attempt of one call shares one idempotency key.
+	BeginThreadEffect(context.Context, *BeginThreadEffectRequest) (*BeginThreadEffectResponse, error)
+	// RecordThreadEffect records the outcome of the latest attempt the moment
+	// the tool returns or raises: a result (later begins return REUSE) or a
+	// failure (a later begin starts a new attempt). Recording the same outcome
+	// again changes nothing; another outcome for an attempt with one is
+	// refused with EFFECT_CONFLICT.
+	RecordThreadEffect(context.Context, *RecordThreadEffectRequest) (*RecordThreadEffectResponse, error)
+	// ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
+	// tool_use_id) order. It writes nothing.
+	ListThreadEffects(context.Context, *ListThreadEffectsRequest) (*ListThreadEffectsResponse, error)
 	mustEmbedUnimplementedGraphCheckpointServiceServer()
 }
 
@@ -334,6 +403,15 @@ func (UnimplementedGraphCheckpointServiceServer) Prune(context.Context, *PruneRe
 }
 func (UnimplementedGraphCheckpointServiceServer) ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListThreads not implemented")
+}
+func (UnimplementedGraphCheckpointServiceServer) BeginThreadEffect(context.Context, *BeginThreadEffectRequest) (*BeginThreadEffectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BeginThreadEffect not implemented")
+}
+func (UnimplementedGraphCheckpointServiceServer) RecordThreadEffect(context.Context, *RecordThreadEffectRequest) (*RecordThreadEffectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordThreadEffect not implemented")
+}
+func (UnimplementedGraphCheckpointServiceServer) ListThreadEffects(context.Context, *ListThreadEffectsRequest) (*ListThreadEffectsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListThreadEffects not implemented")
 }
 func (UnimplementedGraphCheckpointServiceServer) mustEmbedUnimplementedGraphCheckpointServiceServer() {
 }
@@ -519,6 +597,60 @@ func _GraphCheckpointService_ListThreads_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GraphCheckpointService_BeginThreadEffect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeginThreadEffectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GraphCheckpointServiceServer).BeginThreadEffect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GraphCheckpointService_BeginThreadEffect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GraphCheckpointServiceServer).BeginThreadEffect(ctx, req.(*BeginThreadEffectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GraphCheckpointService_RecordThreadEffect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordThreadEffectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GraphCheckpointServiceServer).RecordThreadEffect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GraphCheckpointService_RecordThreadEffect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GraphCheckpointServiceServer).RecordThreadEffect(ctx, req.(*RecordThreadEffectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GraphCheckpointService_ListThreadEffects_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListThreadEffectsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GraphCheckpointServiceServer).ListThreadEffects(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GraphCheckpointService_ListThreadEffects_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GraphCheckpointServiceServer).ListThreadEffects(ctx, req.(*ListThreadEffectsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GraphCheckpointService_ServiceDesc is the grpc.ServiceDesc for GraphCheckpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -553,6 +685,18 @@ var GraphCheckpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListThreads",
 			Handler:    _GraphCheckpointService_ListThreads_Handler,
+		},
+		{
+			MethodName: "BeginThreadEffect",
+			Handler:    _GraphCheckpointService_BeginThreadEffect_Handler,
+		},
+		{
+			MethodName: "RecordThreadEffect",
+			Handler:    _GraphCheckpointService_RecordThreadEffect_Handler,
+		},
+		{
+			MethodName: "ListThreadEffects",
+			Handler:    _GraphCheckpointService_ListThreadEffects_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

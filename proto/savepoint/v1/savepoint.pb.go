@@ -149,6 +149,13 @@ const (
 	// INVALID_ARGUMENT: ListSessions' order_by is not one it knows
 	// ("session_id" or "update_time desc").
 	ErrorReason_ERROR_REASON_INVALID_ORDER_BY ErrorReason = 43
+	// FAILED_PRECONDITION: BeginThreadEffect of a tool use id that was begun
+	// before with another tool name or input (some models reuse ids such as
+	// "call_0"); metadata "field" names which differs. Nothing is written.
+	ErrorReason_ERROR_REASON_EFFECT_INPUT_MISMATCH ErrorReason = 44
+	// FAILED_PRECONDITION: RecordThreadEffect of a tool use that was never
+	// begun, or of an attempt other than the latest one begun.
+	ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN ErrorReason = 45
 )
 
 // Enum value maps for ErrorReason.
@@ -198,6 +205,8 @@ var (
 		41: "ERROR_REASON_PLAINTEXT_BACKUP",
 		42: "ERROR_REASON_BACKUP_UNSUPPORTED",
 		43: "ERROR_REASON_INVALID_ORDER_BY",
+		44: "ERROR_REASON_EFFECT_INPUT_MISMATCH",
+		45: "ERROR_REASON_EFFECT_NOT_BEGUN",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -244,6 +253,8 @@ var (
 		"ERROR_REASON_PLAINTEXT_BACKUP":           41,
 		"ERROR_REASON_BACKUP_UNSUPPORTED":         42,
 		"ERROR_REASON_INVALID_ORDER_BY":           43,
+		"ERROR_REASON_EFFECT_INPUT_MISMATCH":      44,
+		"ERROR_REASON_EFFECT_NOT_BEGUN":           45,
 	}
 )
 
@@ -4016,7 +4027,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
 	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion\x12\x1c\n" +
-	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\x8c\f\n" +
+	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xd7\f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4062,7 +4073,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"#ERROR_REASON_INVALID_SESSION_STATUS\x10(\x12!\n" +
 	"\x1dERROR_REASON_PLAINTEXT_BACKUP\x10)\x12#\n" +
 	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10*\x12!\n" +
-	"\x1dERROR_REASON_INVALID_ORDER_BY\x10+*\x83\x01\n" +
+	"\x1dERROR_REASON_INVALID_ORDER_BY\x10+\x12&\n" +
+	"\"ERROR_REASON_EFFECT_INPUT_MISMATCH\x10,\x12!\n" +
+	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATUS_ACTIVE\x10\x01\x12\x1c\n" +

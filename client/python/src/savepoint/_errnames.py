@@ -49,6 +49,8 @@ NAMES = (
     "InvalidUploadError",
     "InvalidOrderByError",
     "UploadAbortedError",
+    "EffectInputMismatchError",
+    "EffectNotBegunError",
     "SessionCompletedError",
     "InvalidSessionStatusError",
     "PlaintextBackupError",

@@ -155,6 +155,17 @@ class UploadAbortedError(SavepointError):
     was staged; nothing was stored. Upload again."""
 
 
+class EffectInputMismatchError(SavepointError):
+    """EFFECT_INPUT_MISMATCH: the thread's tool use id was begun before with
+    another tool name or input (some models reuse ids such as "call_0");
+    nothing was written."""
+
+
+class EffectNotBegunError(SavepointError):
+    """EFFECT_NOT_BEGUN: a record for a thread's tool use that was never
+    begun, or for an attempt other than the latest one begun."""
+
+
 class SessionCompletedError(SavepointError):
     """SESSION_COMPLETED: the session is completed or failed; saves and
     begin_effect need a Resume with reopen first, and completing it with
@@ -349,6 +360,8 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_PLAINTEXT_BACKUP: PlaintextBackupError,
     pb.ERROR_REASON_BACKUP_UNSUPPORTED: BackupUnsupportedError,
     pb.ERROR_REASON_INVALID_ORDER_BY: InvalidOrderByError,
+    pb.ERROR_REASON_EFFECT_INPUT_MISMATCH: EffectInputMismatchError,
+    pb.ERROR_REASON_EFFECT_NOT_BEGUN: EffectNotBegunError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

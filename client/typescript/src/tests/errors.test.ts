@@ -13,6 +13,8 @@ import {
   DeadlineExceededError,
   DiskFullError,
   EffectConflictError,
+  EffectInputMismatchError,
+  EffectNotBegunError,
   ErrorReason,
   InternalError,
   InvalidArgumentError,
@@ -100,6 +102,8 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_PLAINTEXT_BACKUP, Code.FAILED_PRECONDITION, PlaintextBackupError],
   [ErrorReason.ERROR_REASON_BACKUP_UNSUPPORTED, Code.UNIMPLEMENTED, BackupUnsupportedError],
   [ErrorReason.ERROR_REASON_INVALID_ORDER_BY, Code.INVALID_ARGUMENT, InvalidArgumentError],
+  [ErrorReason.ERROR_REASON_EFFECT_INPUT_MISMATCH, Code.FAILED_PRECONDITION, EffectInputMismatchError],
+  [ErrorReason.ERROR_REASON_EFFECT_NOT_BEGUN, Code.FAILED_PRECONDITION, EffectNotBegunError],
 ];
 
 /** Every value of the generated ErrorReason enum the daemon can send (all but UNSPECIFIED). */

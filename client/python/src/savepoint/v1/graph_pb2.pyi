@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from savepoint.v1 import savepoint_pb2 as _savepoint_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -15,9 +16,20 @@ class PruneStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PRUNE_STRATEGY_UNSPECIFIED: _ClassVar[PruneStrategy]
     PRUNE_STRATEGY_KEEP_LATEST: _ClassVar[PruneStrategy]
     PRUNE_STRATEGY_DELETE: _ClassVar[PruneStrategy]
+
+class ThreadEffectState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    THREAD_EFFECT_STATE_UNSPECIFIED: _ClassVar[ThreadEffectState]
+    THREAD_EFFECT_STATE_BEGUN: _ClassVar[ThreadEffectState]
+    THREAD_EFFECT_STATE_SUCCEEDED: _ClassVar[ThreadEffectState]
+    THREAD_EFFECT_STATE_FAILED: _ClassVar[ThreadEffectState]
 PRUNE_STRATEGY_UNSPECIFIED: PruneStrategy
 PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy
 PRUNE_STRATEGY_DELETE: PruneStrategy
+THREAD_EFFECT_STATE_UNSPECIFIED: ThreadEffectState
+THREAD_EFFECT_STATE_BEGUN: ThreadEffectState
+THREAD_EFFECT_STATE_SUCCEEDED: ThreadEffectState
+THREAD_EFFECT_STATE_FAILED: ThreadEffectState
 
 class TypedValue(_message.Message):
     __slots__ = ("type", "data", "total_size")
@@ -324,3 +336,113 @@ class ListThreadsResponse(_message.Message):
     threads: _containers.RepeatedCompositeFieldContainer[GraphThread]
     next_page_token: str
     def __init__(self, threads: _Optional[_Iterable[_Union[GraphThread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ThreadEffect(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    INPUT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
+    RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    tool_use_id: str
+    name: str
+    input_json: str
+    input_digest: bytes
+    effect_class: _savepoint_pb2.EffectClass
+    idempotency_key: str
+    attempts: int
+    state: ThreadEffectState
+    output: TypedValue
+    output_digest: bytes
+    begin_time: _timestamp_pb2.Timestamp
+    record_time: _timestamp_pb2.Timestamp
+    checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class BeginThreadEffectRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "effect_class", "checkpoint_id", "request_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    tool_use_id: str
+    name: str
+    input_json: str
+    effect_class: _savepoint_pb2.EffectClass
+    checkpoint_id: str
+    request_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., checkpoint_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class BeginThreadEffectResponse(_message.Message):
+    __slots__ = ("decision", "effect", "dropped_late")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LATE_FIELD_NUMBER: _ClassVar[int]
+    decision: _savepoint_pb2.Decision
+    effect: ThreadEffect
+    dropped_late: bool
+    def __init__(self, decision: _Optional[_Union[_savepoint_pb2.Decision, str]] = ..., effect: _Optional[_Union[ThreadEffect, _Mapping]] = ..., dropped_late: _Optional[bool] = ...) -> None: ...
+
+class RecordThreadEffectRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "attempt", "output", "is_error", "request_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    tool_use_id: str
+    attempt: int
+    output: TypedValue
+    is_error: bool
+    request_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., is_error: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RecordThreadEffectResponse(_message.Message):
+    __slots__ = ("effect", "already_recorded", "dropped_late")
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LATE_FIELD_NUMBER: _ClassVar[int]
+    effect: ThreadEffect
+    already_recorded: bool
+    dropped_late: bool
+    def __init__(self, effect: _Optional[_Union[ThreadEffect, _Mapping]] = ..., already_recorded: _Optional[bool] = ..., dropped_late: _Optional[bool] = ...) -> None: ...
+
+class ListThreadEffectsRequest(_message.Message):
+    __slots__ = ("thread_id", "page_size", "page_token")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, thread_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListThreadEffectsResponse(_message.Message):
+    __slots__ = ("effects", "next_page_token")
+    EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    effects: _containers.RepeatedCompositeFieldContainer[ThreadEffect]
+    next_page_token: str
+    def __init__(self, effects: _Optional[_Iterable[_Union[ThreadEffect, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

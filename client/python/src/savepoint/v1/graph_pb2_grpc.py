@@ -96,6 +96,21 @@ class GraphCheckpointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsResponse.FromString,
                 _registered_method=True)
+        self.BeginThreadEffect = channel.unary_unary(
+                '/savepoint.v1.GraphCheckpointService/BeginThreadEffect',
+                request_serializer=savepoint_dot_v1_dot_graph__pb2.BeginThreadEffectRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_graph__pb2.BeginThreadEffectResponse.FromString,
+                _registered_method=True)
+        self.RecordThreadEffect = channel.unary_unary(
+                '/savepoint.v1.GraphCheckpointService/RecordThreadEffect',
+                request_serializer=savepoint_dot_v1_dot_graph__pb2.RecordThreadEffectRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_graph__pb2.RecordThreadEffectResponse.FromString,
+                _registered_method=True)
+        self.ListThreadEffects = channel.unary_unary(
+                '/savepoint.v1.GraphCheckpointService/ListThreadEffects',
+                request_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsResponse.FromString,
+                _registered_method=True)
 
 
 class GraphCheckpointServiceServicer:
@@ -209,6 +224,39 @@ class GraphCheckpointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BeginThreadEffect(self, request, context):
+        """BeginThreadEffect is the ledger's begin marker for one tool call of a
+        thread, keyed by (thread_id, checkpoint_ns, tool_use_id), and says
+        whether the caller may run the tool. It starts a new attempt (decision
+        RUN) when the call has no entry, when its latest attempt failed, or when
+        its latest attempt began without an outcome and the effect class allows
+        a re-run; it starts nothing and returns REUSE when a result is recorded,
+        IN_DOUBT when the latest attempt began without an outcome and the tool
+        is side-effecting. Every attempt of one call shares one idempotency key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordThreadEffect(self, request, context):
+        """RecordThreadEffect records the outcome of the latest attempt the moment
+        the tool returns or raises: a result (later begins return REUSE) or a
+        failure (a later begin starts a new attempt). Recording the same outcome
+        again changes nothing; another outcome for an attempt with one is
+        refused with EFFECT_CONFLICT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListThreadEffects(self, request, context):
+        """ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
+        tool_use_id) order. It writes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphCheckpointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -266,6 +314,21 @@ def add_GraphCheckpointServiceServicer_to_server(servicer, server):
                     servicer.ListThreads,
                     request_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadsResponse.SerializeToString,
+            ),
+            'BeginThreadEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginThreadEffect,
+                    request_deserializer=savepoint_dot_v1_dot_graph__pb2.BeginThreadEffectRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_graph__pb2.BeginThreadEffectResponse.SerializeToString,
+            ),
+            'RecordThreadEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordThreadEffect,
+                    request_deserializer=savepoint_dot_v1_dot_graph__pb2.RecordThreadEffectRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_graph__pb2.RecordThreadEffectResponse.SerializeToString,
+            ),
+            'ListThreadEffects': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListThreadEffects,
+                    request_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -572,6 +635,87 @@ class GraphCheckpointService:
             '/savepoint.v1.GraphCheckpointService/ListThreads',
             savepoint_dot_v1_dot_graph__pb2.ListThreadsRequest.SerializeToString,
             savepoint_dot_v1_dot_graph__pb2.ListThreadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginThreadEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.GraphCheckpointService/BeginThreadEffect',
+            savepoint_dot_v1_dot_graph__pb2.BeginThreadEffectRequest.SerializeToString,
+            savepoint_dot_v1_dot_graph__pb2.BeginThreadEffectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordThreadEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.GraphCheckpointService/RecordThreadEffect',
+            savepoint_dot_v1_dot_graph__pb2.RecordThreadEffectRequest.SerializeToString,
+            savepoint_dot_v1_dot_graph__pb2.RecordThreadEffectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListThreadEffects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.GraphCheckpointService/ListThreadEffects',
+            savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsRequest.SerializeToString,
+            savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_PLAINTEXT_BACKUP: _ClassVar[ErrorReason]
     ERROR_REASON_BACKUP_UNSUPPORTED: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_ORDER_BY: _ClassVar[ErrorReason]
+    ERROR_REASON_EFFECT_INPUT_MISMATCH: _ClassVar[ErrorReason]
+    ERROR_REASON_EFFECT_NOT_BEGUN: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -130,6 +132,8 @@ ERROR_REASON_INVALID_SESSION_STATUS: ErrorReason
 ERROR_REASON_PLAINTEXT_BACKUP: ErrorReason
 ERROR_REASON_BACKUP_UNSUPPORTED: ErrorReason
 ERROR_REASON_INVALID_ORDER_BY: ErrorReason
+ERROR_REASON_EFFECT_INPUT_MISMATCH: ErrorReason
+ERROR_REASON_EFFECT_NOT_BEGUN: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus

@@ -23,6 +23,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
+import { Decision, EffectClass } from "./savepoint.js";
 
 export const protobufPackage = "savepoint.v1";
 
@@ -36,6 +37,22 @@ export enum PruneStrategy {
   PRUNE_STRATEGY_KEEP_LATEST = 1,
   /** PRUNE_STRATEGY_DELETE - Remove the threads, as DeleteThread does. */
   PRUNE_STRATEGY_DELETE = 2,
+  UNRECOGNIZED = -1,
+}
+
+/** ThreadEffectState is where the latest attempt of a thread's tool call is. */
+export enum ThreadEffectState {
+  /** THREAD_EFFECT_STATE_UNSPECIFIED - Never sent. */
+  THREAD_EFFECT_STATE_UNSPECIFIED = 0,
+  /**
+   * THREAD_EFFECT_STATE_BEGUN - Begun and nothing recorded: running now, or in doubt if its process
+   * died.
+   */
+  THREAD_EFFECT_STATE_BEGUN = 1,
+  /** THREAD_EFFECT_STATE_SUCCEEDED - The tool returned; output holds its result. */
+  THREAD_EFFECT_STATE_SUCCEEDED = 2,
+  /** THREAD_EFFECT_STATE_FAILED - The tool raised; output holds the error as the client recorded it. */
+  THREAD_EFFECT_STATE_FAILED = 3,
   UNRECOGNIZED = -1,
 }
 
@@ -415,6 +432,173 @@ export interface GraphThread {
 export interface ListThreadsResponse {
   /** The threads of this page, in thread_id order. */
   threads: GraphThread[];
+  /** Pass back for the next page; empty when this page is the last. */
+  nextPageToken: string;
+}
+
+/** ThreadEffect is what a thread's ledger knows of one tool call. */
+export interface ThreadEffect {
+  /** The thread. */
+  threadId: string;
+  /** The namespace of the node that made the call; empty is the root graph. */
+  checkpointNs: string;
+  /** The model's id for the call (LangGraph's tool_call_id). */
+  toolUseId: string;
+  /** The tool's name. */
+  name: string;
+  /** The call's arguments as JSON text, as first begun. */
+  inputJson: string;
+  /**
+   * SHA-256 of the name and the canonical form of input_json (object keys
+   * sorted, no insignificant space): what a later begin must match.
+   */
+  inputDigest: Buffer;
+  /**
+   * The tool's effect class, as first begun; UNSPECIFIED is stored as
+   * SIDE_EFFECT.
+   */
+  effectClass: EffectClass;
+  /**
+   * A random key, the same for every attempt, to pass to external APIs that
+   * accept an idempotency key.
+   */
+  idempotencyKey: string;
+  /** The attempts begun: 1 for the first. */
+  attempts: number;
+  /** The latest attempt's state. */
+  state: ThreadEffectState;
+  /**
+   * The latest attempt's outcome, serialized by the client; unset while
+   * BEGUN.
+   */
+  output:
+    | TypedValue
+    | undefined;
+  /** SHA-256 of output's data; empty while BEGUN. */
+  outputDigest: Buffer;
+  /** When the latest attempt began. */
+  beginTime:
+    | Timestamp
+    | undefined;
+  /** When the latest attempt's outcome was recorded; unset while BEGUN. */
+  recordTime:
+    | Timestamp
+    | undefined;
+  /**
+   * The checkpoint the first attempt's task ran from, as begun; empty when
+   * not given.
+   */
+  checkpointId: string;
+}
+
+export interface BeginThreadEffectRequest {
+  /** The thread. Required. */
+  threadId: string;
+  /** The namespace of the node making the call; empty is the root graph. */
+  checkpointNs: string;
+  /** The model's id for the call. Required; at most 256 bytes. */
+  toolUseId: string;
+  /** The tool's name. Required; at most 256 bytes. */
+  name: string;
+  /** The call's arguments as JSON text; empty means {}. */
+  inputJson: string;
+  /** The tool's effect class; UNSPECIFIED means SIDE_EFFECT. */
+  effectClass: EffectClass;
+  /**
+   * The checkpoint the calling task runs from (its config's checkpoint_id),
+   * for the late-write rule: a begin for a checkpoint made before the thread
+   * was deleted is dropped. Empty skips the rule.
+   */
+  checkpointId: string;
+  /**
+   * A client-made UUID (AIP-155): a retry with the same id and payload
+   * returns the first call's answer without starting another attempt.
+   */
+  requestId: string;
+}
+
+export interface BeginThreadEffectResponse {
+  /**
+   * What the caller does: RUN the tool (then record its outcome), REUSE
+   * effect.output without running it, or, for IN_DOUBT, not run it and tell
+   * the model the call may have happened.
+   */
+  decision: Decision;
+  /**
+   * The entry after this call; for RUN, effect.attempts is the attempt to
+   * record.
+   */
+  effect:
+    | ThreadEffect
+    | undefined;
+  /**
+   * True when the late-write rule dropped the begin: nothing was stored and
+   * decision is RUN.
+   */
+  droppedLate: boolean;
+}
+
+export interface RecordThreadEffectRequest {
+  /** The thread. Required. */
+  threadId: string;
+  /** The namespace, as begun. */
+  checkpointNs: string;
+  /** The call, as begun. Required. */
+  toolUseId: string;
+  /**
+   * The attempt recorded: BeginThreadEffectResponse.effect.attempts.
+   * Required.
+   */
+  attempt: number;
+  /**
+   * What the tool returned, or the error it raised, serialized by the
+   * client. Required.
+   */
+  output:
+    | TypedValue
+    | undefined;
+  /** True when the tool raised: the attempt failed and may be retried. */
+  isError: boolean;
+  /** A client-made UUID (AIP-155), as for BeginThreadEffect. */
+  requestId: string;
+}
+
+export interface RecordThreadEffectResponse {
+  /** The entry after this call. */
+  effect:
+    | ThreadEffect
+    | undefined;
+  /** True when this outcome had been recorded before. */
+  alreadyRecorded: boolean;
+  /**
+   * True when the late-write rule dropped the record: the thread was
+   * deleted after the call began.
+   */
+  droppedLate: boolean;
+}
+
+export interface ListThreadEffectsRequest {
+  /** The thread. Required. */
+  threadId: string;
+  /**
+   * The maximum number of entries to return; 0 means 100, more than 1000
+   * means 1000. Negative is refused.
+   */
+  pageSize: number;
+  /**
+   * A next_page_token from a previous response; empty starts at the first
+   * entry.
+   */
+  pageToken: string;
+}
+
+export interface ListThreadEffectsResponse {
+  /**
+   * The entries of this page, in (checkpoint_ns, tool_use_id) order, with
+   * no more output bytes than the response budget holds: an output over it
+   * has its data left empty (total_size still says its length).
+   */
+  effects: ThreadEffect[];
   /** Pass back for the next page; empty when this page is the last. */
   nextPageToken: string;
 }
@@ -2963,6 +3147,844 @@ export const ListThreadsResponse: MessageFns<ListThreadsResponse> = {
   },
 };
 
+function createBaseThreadEffect(): ThreadEffect {
+  return {
+    threadId: "",
+    checkpointNs: "",
+    toolUseId: "",
+    name: "",
+    inputJson: "",
+    inputDigest: Buffer.alloc(0),
+    effectClass: 0,
+    idempotencyKey: "",
+    attempts: 0,
+    state: 0,
+    output: undefined,
+    outputDigest: Buffer.alloc(0),
+    beginTime: undefined,
+    recordTime: undefined,
+    checkpointId: "",
+  };
+}
+
+export const ThreadEffect: MessageFns<ThreadEffect> = {
+  encode(message: ThreadEffect, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.checkpointNs !== "") {
+      writer.uint32(18).string(message.checkpointNs);
+    }
+    if (message.toolUseId !== "") {
+      writer.uint32(26).string(message.toolUseId);
+    }
+    if (message.name !== "") {
+      writer.uint32(34).string(message.name);
+    }
+    if (message.inputJson !== "") {
+      writer.uint32(42).string(message.inputJson);
+    }
+    if (message.inputDigest.length !== 0) {
+      writer.uint32(50).bytes(message.inputDigest);
+    }
+    if (message.effectClass !== 0) {
+      writer.uint32(56).int32(message.effectClass);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(66).string(message.idempotencyKey);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(72).uint32(message.attempts);
+    }
+    if (message.state !== 0) {
+      writer.uint32(80).int32(message.state);
+    }
+    if (message.output !== undefined) {
+      TypedValue.encode(message.output, writer.uint32(90).fork()).join();
+    }
+    if (message.outputDigest.length !== 0) {
+      writer.uint32(98).bytes(message.outputDigest);
+    }
+    if (message.beginTime !== undefined) {
+      Timestamp.encode(message.beginTime, writer.uint32(106).fork()).join();
+    }
+    if (message.recordTime !== undefined) {
+      Timestamp.encode(message.recordTime, writer.uint32(114).fork()).join();
+    }
+    if (message.checkpointId !== "") {
+      writer.uint32(122).string(message.checkpointId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ThreadEffect {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseThreadEffect();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpointNs = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inputJson = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.inputDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.effectClass = reader.int32() as any;
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.state = reader.int32() as any;
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.output = TypedValue.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.outputDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.beginTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.recordTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.checkpointId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ThreadEffect>, I>>(base?: I): ThreadEffect {
+    return ThreadEffect.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ThreadEffect>, I>>(object: I): ThreadEffect {
+    const message = createBaseThreadEffect();
+    message.threadId = object.threadId ?? "";
+    message.checkpointNs = object.checkpointNs ?? "";
+    message.toolUseId = object.toolUseId ?? "";
+    message.name = object.name ?? "";
+    message.inputJson = object.inputJson ?? "";
+    message.inputDigest = object.inputDigest ?? Buffer.alloc(0);
+    message.effectClass = object.effectClass ?? 0;
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.state = object.state ?? 0;
+    message.output = (object.output !== undefined && object.output !== null)
+      ? TypedValue.fromPartial(object.output)
+      : undefined;
+    message.outputDigest = object.outputDigest ?? Buffer.alloc(0);
+    message.beginTime = (object.beginTime !== undefined && object.beginTime !== null)
+      ? Timestamp.fromPartial(object.beginTime)
+      : undefined;
+    message.recordTime = (object.recordTime !== undefined && object.recordTime !== null)
+      ? Timestamp.fromPartial(object.recordTime)
+      : undefined;
+    message.checkpointId = object.checkpointId ?? "";
+    return message;
+  },
+};
+
+function createBaseBeginThreadEffectRequest(): BeginThreadEffectRequest {
+  return {
+    threadId: "",
+    checkpointNs: "",
+    toolUseId: "",
+    name: "",
+    inputJson: "",
+    effectClass: 0,
+    checkpointId: "",
+    requestId: "",
+  };
+}
+
+export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
+  encode(message: BeginThreadEffectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.checkpointNs !== "") {
+      writer.uint32(18).string(message.checkpointNs);
+    }
+    if (message.toolUseId !== "") {
+      writer.uint32(26).string(message.toolUseId);
+    }
+    if (message.name !== "") {
+      writer.uint32(34).string(message.name);
+    }
+    if (message.inputJson !== "") {
+      writer.uint32(42).string(message.inputJson);
+    }
+    if (message.effectClass !== 0) {
+      writer.uint32(48).int32(message.effectClass);
+    }
+    if (message.checkpointId !== "") {
+      writer.uint32(58).string(message.checkpointId);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(66).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BeginThreadEffectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBeginThreadEffectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpointNs = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inputJson = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.effectClass = reader.int32() as any;
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.checkpointId = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BeginThreadEffectRequest>, I>>(base?: I): BeginThreadEffectRequest {
+    return BeginThreadEffectRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BeginThreadEffectRequest>, I>>(object: I): BeginThreadEffectRequest {
+    const message = createBaseBeginThreadEffectRequest();
+    message.threadId = object.threadId ?? "";
+    message.checkpointNs = object.checkpointNs ?? "";
+    message.toolUseId = object.toolUseId ?? "";
+    message.name = object.name ?? "";
+    message.inputJson = object.inputJson ?? "";
+    message.effectClass = object.effectClass ?? 0;
+    message.checkpointId = object.checkpointId ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseBeginThreadEffectResponse(): BeginThreadEffectResponse {
+  return { decision: 0, effect: undefined, droppedLate: false };
+}
+
+export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = {
+  encode(message: BeginThreadEffectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.decision !== 0) {
+      writer.uint32(8).int32(message.decision);
+    }
+    if (message.effect !== undefined) {
+      ThreadEffect.encode(message.effect, writer.uint32(18).fork()).join();
+    }
+    if (message.droppedLate !== false) {
+      writer.uint32(24).bool(message.droppedLate);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BeginThreadEffectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBeginThreadEffectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.decision = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.effect = ThreadEffect.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.droppedLate = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BeginThreadEffectResponse>, I>>(base?: I): BeginThreadEffectResponse {
+    return BeginThreadEffectResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BeginThreadEffectResponse>, I>>(object: I): BeginThreadEffectResponse {
+    const message = createBaseBeginThreadEffectResponse();
+    message.decision = object.decision ?? 0;
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? ThreadEffect.fromPartial(object.effect)
+      : undefined;
+    message.droppedLate = object.droppedLate ?? false;
+    return message;
+  },
+};
+
+function createBaseRecordThreadEffectRequest(): RecordThreadEffectRequest {
+  return {
+    threadId: "",
+    checkpointNs: "",
+    toolUseId: "",
+    attempt: 0,
+    output: undefined,
+    isError: false,
+    requestId: "",
+  };
+}
+
+export const RecordThreadEffectRequest: MessageFns<RecordThreadEffectRequest> = {
+  encode(message: RecordThreadEffectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.checkpointNs !== "") {
+      writer.uint32(18).string(message.checkpointNs);
+    }
+    if (message.toolUseId !== "") {
+      writer.uint32(26).string(message.toolUseId);
+    }
+    if (message.attempt !== 0) {
+      writer.uint32(32).uint32(message.attempt);
+    }
+    if (message.output !== undefined) {
+      TypedValue.encode(message.output, writer.uint32(42).fork()).join();
+    }
+    if (message.isError !== false) {
+      writer.uint32(48).bool(message.isError);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(58).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordThreadEffectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordThreadEffectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpointNs = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.attempt = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.output = TypedValue.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.isError = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordThreadEffectRequest>, I>>(base?: I): RecordThreadEffectRequest {
+    return RecordThreadEffectRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordThreadEffectRequest>, I>>(object: I): RecordThreadEffectRequest {
+    const message = createBaseRecordThreadEffectRequest();
+    message.threadId = object.threadId ?? "";
+    message.checkpointNs = object.checkpointNs ?? "";
+    message.toolUseId = object.toolUseId ?? "";
+    message.attempt = object.attempt ?? 0;
+    message.output = (object.output !== undefined && object.output !== null)
+      ? TypedValue.fromPartial(object.output)
+      : undefined;
+    message.isError = object.isError ?? false;
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseRecordThreadEffectResponse(): RecordThreadEffectResponse {
+  return { effect: undefined, alreadyRecorded: false, droppedLate: false };
+}
+
+export const RecordThreadEffectResponse: MessageFns<RecordThreadEffectResponse> = {
+  encode(message: RecordThreadEffectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.effect !== undefined) {
+      ThreadEffect.encode(message.effect, writer.uint32(10).fork()).join();
+    }
+    if (message.alreadyRecorded !== false) {
+      writer.uint32(16).bool(message.alreadyRecorded);
+    }
+    if (message.droppedLate !== false) {
+      writer.uint32(24).bool(message.droppedLate);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordThreadEffectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordThreadEffectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.effect = ThreadEffect.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.alreadyRecorded = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.droppedLate = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordThreadEffectResponse>, I>>(base?: I): RecordThreadEffectResponse {
+    return RecordThreadEffectResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordThreadEffectResponse>, I>>(object: I): RecordThreadEffectResponse {
+    const message = createBaseRecordThreadEffectResponse();
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? ThreadEffect.fromPartial(object.effect)
+      : undefined;
+    message.alreadyRecorded = object.alreadyRecorded ?? false;
+    message.droppedLate = object.droppedLate ?? false;
+    return message;
+  },
+};
+
+function createBaseListThreadEffectsRequest(): ListThreadEffectsRequest {
+  return { threadId: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListThreadEffectsRequest: MessageFns<ListThreadEffectsRequest> = {
+  encode(message: ListThreadEffectsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListThreadEffectsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListThreadEffectsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListThreadEffectsRequest>, I>>(base?: I): ListThreadEffectsRequest {
+    return ListThreadEffectsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListThreadEffectsRequest>, I>>(object: I): ListThreadEffectsRequest {
+    const message = createBaseListThreadEffectsRequest();
+    message.threadId = object.threadId ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListThreadEffectsResponse(): ListThreadEffectsResponse {
+  return { effects: [], nextPageToken: "" };
+}
+
+export const ListThreadEffectsResponse: MessageFns<ListThreadEffectsResponse> = {
+  encode(message: ListThreadEffectsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.effects) {
+      ThreadEffect.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListThreadEffectsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListThreadEffectsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.effects.push(ThreadEffect.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListThreadEffectsResponse>, I>>(base?: I): ListThreadEffectsResponse {
+    return ListThreadEffectsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListThreadEffectsResponse>, I>>(object: I): ListThreadEffectsResponse {
+    const message = createBaseListThreadEffectsResponse();
+    message.effects = object.effects?.map((e) => ThreadEffect.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 /**
  * GraphCheckpointService stores LangGraph-style checkpoints: keyed by
  * (thread_id, checkpoint_ns, checkpoint_id), each with a parent id, opaque
@@ -3139,6 +4161,60 @@ export const GraphCheckpointServiceService = {
     responseSerialize: (value: ListThreadsResponse): Buffer => Buffer.from(ListThreadsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListThreadsResponse => ListThreadsResponse.decode(value),
   },
+  /**
+   * BeginThreadEffect is the ledger's begin marker for one tool call of a
+   * thread, keyed by (thread_id, checkpoint_ns, tool_use_id), and says
+   * whether the caller may run the tool. It starts a new attempt (decision
+   * RUN) when the call has no entry, when its latest attempt failed, or when
+   * its latest attempt began without an outcome and the effect class allows
+   * a re-run; it starts nothing and returns REUSE when a result is recorded,
+   * IN_DOUBT when the latest attempt began without an outcome and the tool
+   * is side-effecting. Every attempt of one call shares one idempotency key.
+   */
+  beginThreadEffect: {
+    path: "/savepoint.v1.GraphCheckpointService/BeginThreadEffect" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: BeginThreadEffectRequest): Buffer =>
+      Buffer.from(BeginThreadEffectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): BeginThreadEffectRequest => BeginThreadEffectRequest.decode(value),
+    responseSerialize: (value: BeginThreadEffectResponse): Buffer =>
+      Buffer.from(BeginThreadEffectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): BeginThreadEffectResponse => BeginThreadEffectResponse.decode(value),
+  },
+  /**
+   * RecordThreadEffect records the outcome of the latest attempt the moment
+   * the tool returns or raises: a result (later begins return REUSE) or a
+   * failure (a later begin starts a new attempt). Recording the same outcome
+   * again changes nothing; another outcome for an attempt with one is
+   * refused with EFFECT_CONFLICT.
+   */
+  recordThreadEffect: {
+    path: "/savepoint.v1.GraphCheckpointService/RecordThreadEffect" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecordThreadEffectRequest): Buffer =>
+      Buffer.from(RecordThreadEffectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecordThreadEffectRequest => RecordThreadEffectRequest.decode(value),
+    responseSerialize: (value: RecordThreadEffectResponse): Buffer =>
+      Buffer.from(RecordThreadEffectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordThreadEffectResponse => RecordThreadEffectResponse.decode(value),
+  },
+  /**
+   * ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
+   * tool_use_id) order. It writes nothing.
+   */
+  listThreadEffects: {
+    path: "/savepoint.v1.GraphCheckpointService/ListThreadEffects" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListThreadEffectsRequest): Buffer =>
+      Buffer.from(ListThreadEffectsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListThreadEffectsRequest => ListThreadEffectsRequest.decode(value),
+    responseSerialize: (value: ListThreadEffectsResponse): Buffer =>
+      Buffer.from(ListThreadEffectsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListThreadEffectsResponse => ListThreadEffectsResponse.decode(value),
+  },
 } as const;
 
 export interface GraphCheckpointServiceServer extends UntypedServiceImplementation {
@@ -3210,6 +4286,30 @@ export interface GraphCheckpointServiceServer extends UntypedServiceImplementati
    * thread_id order (byte order). It writes nothing.
    */
   listThreads: handleUnaryCall<ListThreadsRequest, ListThreadsResponse>;
+  /**
+   * BeginThreadEffect is the ledger's begin marker for one tool call of a
+   * thread, keyed by (thread_id, checkpoint_ns, tool_use_id), and says
+   * whether the caller may run the tool. It starts a new attempt (decision
+   * RUN) when the call has no entry, when its latest attempt failed, or when
+   * its latest attempt began without an outcome and the effect class allows
+   * a re-run; it starts nothing and returns REUSE when a result is recorded,
+   * IN_DOUBT when the latest attempt began without an outcome and the tool
+   * is side-effecting. Every attempt of one call shares one idempotency key.
+   */
+  beginThreadEffect: handleUnaryCall<BeginThreadEffectRequest, BeginThreadEffectResponse>;
+  /**
+   * RecordThreadEffect records the outcome of the latest attempt the moment
+   * the tool returns or raises: a result (later begins return REUSE) or a
+   * failure (a later begin starts a new attempt). Recording the same outcome
+   * again changes nothing; another outcome for an attempt with one is
+   * refused with EFFECT_CONFLICT.
+   */
+  recordThreadEffect: handleUnaryCall<RecordThreadEffectRequest, RecordThreadEffectResponse>;
+  /**
+   * ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
+   * tool_use_id) order. It writes nothing.
+   */
+  listThreadEffects: handleUnaryCall<ListThreadEffectsRequest, ListThreadEffectsResponse>;
 }
 
 export interface GraphCheckpointServiceClient extends Client {
@@ -3424,6 +4524,72 @@ export interface GraphCheckpointServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListThreadsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * BeginThreadEffect is the ledger's begin marker for one tool call of a
+   * thread, keyed by (thread_id, checkpoint_ns, tool_use_id), and says
+   * whether the caller may run the tool. It starts a new attempt (decision
+   * RUN) when the call has no entry, when its latest attempt failed, or when
+   * its latest attempt began without an outcome and the effect class allows
+   * a re-run; it starts nothing and returns REUSE when a result is recorded,
+   * IN_DOUBT when the latest attempt began without an outcome and the tool
+   * is side-effecting. Every attempt of one call shares one idempotency key.
+   */
+  beginThreadEffect(
+    request: BeginThreadEffectRequest,
+    callback: (error: ServiceError | null, response: BeginThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  beginThreadEffect(
+    request: BeginThreadEffectRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: BeginThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  beginThreadEffect(
+    request: BeginThreadEffectRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: BeginThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RecordThreadEffect records the outcome of the latest attempt the moment
+   * the tool returns or raises: a result (later begins return REUSE) or a
+   * failure (a later begin starts a new attempt). Recording the same outcome
+   * again changes nothing; another outcome for an attempt with one is
+   * refused with EFFECT_CONFLICT.
+   */
+  recordThreadEffect(
+    request: RecordThreadEffectRequest,
+    callback: (error: ServiceError | null, response: RecordThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  recordThreadEffect(
+    request: RecordThreadEffectRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  recordThreadEffect(
+    request: RecordThreadEffectRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
+   * tool_use_id) order. It writes nothing.
+   */
+  listThreadEffects(
+    request: ListThreadEffectsRequest,
+    callback: (error: ServiceError | null, response: ListThreadEffectsResponse) => void,
+  ): ClientUnaryCall;
+  listThreadEffects(
+    request: ListThreadEffectsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListThreadEffectsResponse) => void,
+  ): ClientUnaryCall;
+  listThreadEffects(
+    request: ListThreadEffectsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListThreadEffectsResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -193,6 +193,17 @@ export enum ErrorReason {
    * ("session_id" or "update_time desc").
    */
   ERROR_REASON_INVALID_ORDER_BY = 43,
+  /**
+   * ERROR_REASON_EFFECT_INPUT_MISMATCH - FAILED_PRECONDITION: BeginThreadEffect of a tool use id that was begun
+   * before with another tool name or input (some models reuse ids such as
+   * "call_0"); metadata "field" names which differs. Nothing is written.
+   */
+  ERROR_REASON_EFFECT_INPUT_MISMATCH = 44,
+  /**
+   * ERROR_REASON_EFFECT_NOT_BEGUN - FAILED_PRECONDITION: RecordThreadEffect of a tool use that was never
+   * begun, or of an attempt other than the latest one begun.
+   */
+  ERROR_REASON_EFFECT_NOT_BEGUN = 45,
   UNRECOGNIZED = -1,
 }
 
