@@ -92,6 +92,13 @@ var (
 	// ErrBackupUnsupported (BACKUP_UNSUPPORTED): the daemon's store cannot
 	// stream a backup (PostgreSQL: use the database's own tools, pg_dump).
 	ErrBackupUnsupported = errors.New("savepoint: backup not supported by the daemon's store")
+	// ErrEffectInputMismatch (EFFECT_INPUT_MISMATCH): a graph thread's tool
+	// use id was begun before with another tool name or input (some models
+	// reuse ids such as "call_0"); nothing was written.
+	ErrEffectInputMismatch = errors.New("savepoint: tool use begun with another name or input")
+	// ErrEffectNotBegun (EFFECT_NOT_BEGUN): a graph thread's tool use was
+	// never begun, or the attempt recorded is not the latest one begun.
+	ErrEffectNotBegun = errors.New("savepoint: tool use attempt not begun")
 )
 
 // reasons maps every reason of the ErrorReason enum to its sentinel;
@@ -135,9 +142,11 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE:       ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8:          ErrInvalidArgument,
 	// GraphCheckpointService's own reasons.
-	savepointv1.ErrorReason_ERROR_REASON_INVALID_GRAPH_KEY: ErrInvalidArgument,
-	savepointv1.ErrorReason_ERROR_REASON_INVALID_UPLOAD:    ErrInvalidArgument,
-	savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED:    ErrUploadAborted,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_GRAPH_KEY:     ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_UPLOAD:        ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED:        ErrUploadAborted,
+	savepointv1.ErrorReason_ERROR_REASON_EFFECT_INPUT_MISMATCH: ErrEffectInputMismatch,
+	savepointv1.ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN:      ErrEffectNotBegun,
 	// Session status.
 	savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED:      ErrSessionCompleted,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS: ErrInvalidArgument,

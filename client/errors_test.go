@@ -64,11 +64,13 @@ func TestTranslateReasons(t *testing.T) {
 		{"BACKUP_UNSUPPORTED", codes.Unimplemented, []error{ErrBackupUnsupported}},
 		{"INVALID_ORDER_BY", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"UPLOAD_ABORTED", codes.Aborted, []error{ErrUploadAborted}},
+		{"EFFECT_INPUT_MISMATCH", codes.FailedPrecondition, []error{ErrEffectInputMismatch}},
+		{"EFFECT_NOT_BEGUN", codes.FailedPrecondition, []error{ErrEffectNotBegun}},
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
 		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
-		ErrUploadAborted, context.Canceled, context.DeadlineExceeded}
+		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {
