@@ -20,7 +20,7 @@ type ExportInfo struct {
 	GraphThreads int    // GraphCheckpointService threads, tombstones included, which ExportGraph passes
 	EpochFloor   uint64 // the highest epoch of the tombstones already removed
 	// The graph records of every kind ExportGraph passes, counted by key.
-	GraphCheckpoints, GraphBlobs, GraphWrites, GraphRequests int
+	GraphCheckpoints, GraphBlobs, GraphWrites, GraphRequests, GraphEffects int
 }
 
 // ExportInfo counts the store's sessions (tombstones included), graph
@@ -39,6 +39,7 @@ func (s *Store) ExportInfo(ctx context.Context) (ExportInfo, error) {
 		info.GraphBlobs = countKind(t, kindGraphBlob)
 		info.GraphWrites = countKind(t, kindGraphWrite)
 		info.GraphRequests = countKind(t, kindGraphRequest)
+		info.GraphEffects = countKind(t, kindGraphEffect)
 		info.Sessions = countKind(t, kindSession)
 		return nil
 	})

@@ -34,7 +34,7 @@ func (s *Store) CopyThread(ctx context.Context, source, target string) (int, err
 		}
 		b := &batcher{s: s}
 		owners := map[string][]byte{} // source chunk owner -> target's
-		for _, kind := range []byte{kindGraphBlob, kindGraphWrite, kindGraphCheckpoint} {
+		for _, kind := range []byte{kindGraphBlob, kindGraphWrite, kindGraphEffect, kindGraphCheckpoint} {
 			n, err := s.copyKind(t, b, kind, source, target, owners)
 			if err != nil {
 				return err

@@ -88,7 +88,14 @@ func exportThread(t *tx, thread string) (*core.GraphThreadDump, error) {
 	}
 	if err == nil {
 		err = graphScan(t, kindGraphRequest, thread, 1, func() proto.Message { return &storagev1.GraphRequestRecord{} }, func(key []byte, parts []string, m proto.Message) error {
-			d.Requests = append(d.Requests, core.GraphRequestDump{RequestID: parts[0], Fingerprint: m.(*storagev1.GraphRequestRecord).Fingerprint})
+			r := m.(*storagev1.GraphRequestRecord)
+			d.Requests = append(d.Requests, core.GraphRequestDump{RequestID: parts[0], Fingerprint: r.Fingerprint, EffectAttempt: r.EffectAttempt})
+			return nil
+		})
+	}
+	if err == nil {
+		err = graphScan(t, kindGraphEffect, thread, 2, func() proto.Message { return &storagev1.GraphEffectRecord{} }, func(key []byte, parts []string, m proto.Message) error {
+			d.Effects = append(d.Effects, threadEffect(thread, parts[0], parts[1], m.(*storagev1.GraphEffectRecord)))
 			return nil
 		})
 	}

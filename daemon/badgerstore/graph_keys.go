@@ -21,6 +21,7 @@ import (
 //	kindGraphRequest    thread 0x00 request_id                   -> GraphRequestRecord
 //	kindGraphUpload     thread 0x00 owner(16)                    -> GraphUploadRecord
 //	kindGraphChunk      thread 0x00 owner(16) value(4) seq(4)    -> GraphChunkRecord
+//	kindGraphEffect     thread 0x00 ns 0x00 tool_use_id          -> GraphEffectRecord
 //
 // idx is stored as uint32(idx) with its sign bit flipped, big-endian, so
 // negative indexes sort first.
@@ -32,13 +33,14 @@ const (
 	kindGraphRequest    byte = 0x24
 	kindGraphUpload     byte = 0x25
 	kindGraphChunk      byte = 0x26
+	kindGraphEffect     byte = 0x27
 )
 
 // graphDataKinds are the kinds a thread's delete removes, its head aside.
-var graphDataKinds = []byte{kindGraphCheckpoint, kindGraphWrite, kindGraphBlob, kindGraphRequest, kindGraphUpload, kindGraphChunk}
+var graphDataKinds = []byte{kindGraphCheckpoint, kindGraphWrite, kindGraphBlob, kindGraphRequest, kindGraphUpload, kindGraphChunk, kindGraphEffect}
 
 func isGraphKey(k []byte) bool {
-	return len(k) > 0 && k[0] >= kindGraphThread && k[0] <= kindGraphChunk
+	return len(k) > 0 && k[0] >= kindGraphThread && k[0] <= kindGraphEffect
 }
 
 // graphRecord returns an empty record of the kind key holds.
@@ -56,6 +58,8 @@ func graphRecord(key []byte) proto.Message {
 		return &storagev1.GraphRequestRecord{}
 	case kindGraphUpload:
 		return &storagev1.GraphUploadRecord{}
+	case kindGraphEffect:
+		return &storagev1.GraphEffectRecord{}
 	default:
 		return &storagev1.GraphChunkRecord{}
 	}
@@ -77,6 +81,8 @@ func graphKindName(kind byte) string {
 		return "graph upload"
 	case kindGraphChunk:
 		return "graph chunk"
+	case kindGraphEffect:
+		return "graph effect"
 	}
 	return ""
 }
@@ -127,6 +133,10 @@ func graphWriteKey(thread, ns, id, task string, idx int32) []byte {
 
 func graphRequestKey(thread, requestID string) []byte {
 	return graphKey(kindGraphRequest, thread, requestID)
+}
+
+func graphEffectKey(thread, ns, toolUseID string) []byte {
+	return graphKey(kindGraphEffect, thread, ns, toolUseID)
 }
 
 func graphUploadKey(thread string, owner []byte) []byte {

@@ -64,6 +64,21 @@ type GraphStore interface {
 	// ListThreads returns up to limit threads that hold a checkpoint, with
 	// ids after the given one, in id (byte) order.
 	ListThreads(ctx context.Context, after string, limit int) ([]GraphThread, error)
+	// BeginThreadEffect applies b to the thread's ledger, as
+	// ApplyThreadEffectBegin says, in one commit. A request id that started
+	// an attempt before is answered as ReplayThreadEffectBegin says; a begin
+	// that the late-write rule drops (its checkpoint was removed by the
+	// thread's delete) stores nothing and is DecisionRun with DroppedLate.
+	BeginThreadEffect(ctx context.Context, b *ThreadEffectBegin) (ThreadEffectBeginResult, error)
+	// RecordThreadEffect applies r to the thread's ledger, as
+	// ApplyThreadEffectRecord says, in one commit. A record of a call with
+	// no entry in a thread deleted since is DroppedLate, not an error.
+	RecordThreadEffect(ctx context.Context, r *ThreadEffectRecord) (ThreadEffectRecordResult, error)
+	// ListThreadEffects returns up to limit entries of the thread's ledger
+	// whose keys sort after the given one (the zero key: from the first), in
+	// key order. DeleteThread and DeleteIdleThreads remove a thread's
+	// ledger, CopyThread copies it, Prune with PruneKeepLatest keeps it.
+	ListThreadEffects(ctx context.Context, thread string, after ThreadEffectKey, limit int) ([]ThreadEffect, error)
 }
 
 // GraphThread describes one thread of a GraphStore.

@@ -19,6 +19,7 @@ type GraphThreadDump struct {
 	Blobs          []GraphBlobDump       // in (namespace, channel, version) order
 	Writes         []GraphWriteDump      // in (namespace, checkpoint id, task id, index) order
 	Requests       []GraphRequestDump    // in request id order
+	Effects        []ThreadEffect        // the ledger, in (namespace, tool use id) order
 }
 
 // GraphCheckpointDump is one stored checkpoint and when it was put.
@@ -45,4 +46,7 @@ type GraphWriteDump struct {
 type GraphRequestDump struct {
 	RequestID   string
 	Fingerprint []byte
+	// EffectAttempt is the attempt a BeginThreadEffect under this id
+	// started; 0 for other writes.
+	EffectAttempt uint32
 }

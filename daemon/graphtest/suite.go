@@ -55,6 +55,13 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"AtomicVisibility", testAtomicVisibility},
 		{"BigDelete", testBigDelete},
 		{"Restart", testRestart},
+		{"ThreadEffectSideEffect", testThreadEffectSideEffect},
+		{"ThreadEffectAttempts", testThreadEffectAttempts},
+		{"ThreadEffectKeys", testThreadEffectKeys},
+		{"ThreadEffectRequestID", testThreadEffectRequestID},
+		{"ThreadEffectList", testThreadEffectList},
+		{"ThreadEffectLifecycle", testThreadEffectLifecycle},
+		{"ThreadEffectBadInput", testThreadEffectBadInput},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
 	}

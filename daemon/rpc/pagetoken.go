@@ -18,12 +18,13 @@ import (
 const (
 	pageTokenVersion = 1
 
-	tokenMessages byte = 1 // ListMessages: session, revision, next index
-	tokenSessions byte = 2 // ListSessions: label filter digest, last id
-	tokenResolved byte = 3 // Reconcile: session, revision, next index
-	tokenEffects  byte = 4 // ListEffects: session, last tool use id
-	tokenThreads  byte = 5 // ListThreads: last thread id
-	tokenByUpdate byte = 6 // ListSessions by last update: filter digest, last update time, last id
+	tokenMessages      byte = 1 // ListMessages: session, revision, next index
+	tokenSessions      byte = 2 // ListSessions: label filter digest, last id
+	tokenResolved      byte = 3 // Reconcile: session, revision, next index
+	tokenEffects       byte = 4 // ListEffects: session, last tool use id
+	tokenThreads       byte = 5 // ListThreads: last thread id
+	tokenByUpdate      byte = 6 // ListSessions by last update: filter digest, last update time, last id
+	tokenThreadEffects byte = 7 // ListThreadEffects: thread, last namespace, last tool use id
 
 	maxPageTokenLen = 1024
 )
@@ -38,7 +39,8 @@ type pageToken struct {
 	next     uint64 // tokenMessages: index of the next message
 	filter   uint64 // tokenSessions, tokenByUpdate: filterDigest of the filter
 	updateNs int64  // tokenByUpdate: the last session's update time, Unix nanoseconds
-	after    string // tokenEffects: the last tool use id returned; tokenThreads: the last thread id
+	after    string // tokenEffects, tokenThreadEffects: the last tool use id returned; tokenThreads: the last thread id
+	ns       string // tokenThreadEffects: the last namespace returned
 }
 
 func messagesToken(sessionID string, revision, next uint64) pageToken {
@@ -141,6 +143,11 @@ func (t pageToken) encode() string {
 	case tokenThreads:
 		b = binary.AppendUvarint(b, uint64(len(t.after)))
 		b = append(b, t.after...)
+	case tokenThreadEffects:
+		for _, s := range []string{t.id, t.ns, t.after} {
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			b = append(b, s...)
+		}
 	case tokenByUpdate:
 		b = binary.BigEndian.AppendUint64(b, t.filter)
 		b = binary.AppendVarint(b, t.updateNs)
@@ -180,6 +187,10 @@ func decodePageToken(s string) (pageToken, error) {
 		t.id = d.string()
 		t.after = d.string()
 	case tokenThreads:
+		t.after = d.string()
+	case tokenThreadEffects:
+		t.id = d.string()
+		t.ns = d.string()
 		t.after = d.string()
 	case tokenByUpdate:
 		t.filter = d.uint64()

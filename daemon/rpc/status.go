@@ -96,7 +96,7 @@ func Reasons() map[string]codes.Code {
 
 // ToStatus translates an error from validation or a Store into the status
 // the service returns, with an ErrorInfo in domain ErrorDomain. A
-// *fieldError adds metadata "field"; a *StateError adds "current_revision"
+// *fieldError or a *core.FieldMismatchError adds metadata "field"; a *StateError adds "current_revision"
 // and "current_epoch"; a *requestSizeError adds "request_bytes" and
 // "max_request_bytes". An error matching nothing known is INTERNAL with a
 // generic message, so its text never reaches the client: log it.
@@ -119,6 +119,9 @@ func ToStatus(err error) *status.Status {
 				break
 			}
 		}
+	}
+	if me, ok := errors.AsType[*core.FieldMismatchError](err); ok {
+		md["field"] = me.Field
 	}
 	if se, ok := errors.AsType[*core.StateError](err); ok {
 		md["current_revision"] = strconv.FormatUint(se.CurrentRevision, 10)

@@ -471,8 +471,10 @@ func (x *GraphUploadRecord) GetStartTime() *timestamppb.Timestamp {
 // GraphRequestRecord remembers a graph write's request id and the digest of
 // its payload.
 type GraphRequestRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fingerprint   []byte                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint []byte                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// For a BeginThreadEffect that started an attempt: its number.
+	EffectAttempt uint32 `protobuf:"varint,2,opt,name=effect_attempt,json=effectAttempt,proto3" json:"effect_attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,6 +514,149 @@ func (x *GraphRequestRecord) GetFingerprint() []byte {
 		return x.Fingerprint
 	}
 	return nil
+}
+
+func (x *GraphRequestRecord) GetEffectAttempt() uint32 {
+	if x != nil {
+		return x.EffectAttempt
+	}
+	return 0
+}
+
+// GraphEffectRecord is a thread's ledger entry for one tool call (the key
+// holds thread, namespace and tool use id).
+type GraphEffectRecord struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	InputJson   string                 `protobuf:"bytes,2,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	InputDigest []byte                 `protobuf:"bytes,3,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// core.EffectClass: 0 side effect, 1 read-only, 2 idempotent.
+	EffectClass    int32  `protobuf:"varint,4,opt,name=effect_class,json=effectClass,proto3" json:"effect_class,omitempty"`
+	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	Attempts       uint32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// core.ThreadEffectState: 1 begun, 2 succeeded, 3 failed.
+	State         int32                  `protobuf:"varint,7,opt,name=state,proto3" json:"state,omitempty"`
+	Output        *GraphValueRecord      `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
+	OutputDigest  []byte                 `protobuf:"bytes,9,opt,name=output_digest,json=outputDigest,proto3" json:"output_digest,omitempty"`
+	BeginTime     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=begin_time,json=beginTime,proto3" json:"begin_time,omitempty"`
+	RecordTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
+	CheckpointId  string                 `protobuf:"bytes,12,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GraphEffectRecord) Reset() {
+	*x = GraphEffectRecord{}
+	mi := &file_savepoint_storage_v1_graph_records_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GraphEffectRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GraphEffectRecord) ProtoMessage() {}
+
+func (x *GraphEffectRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_graph_records_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GraphEffectRecord.ProtoReflect.Descriptor instead.
+func (*GraphEffectRecord) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_graph_records_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GraphEffectRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GraphEffectRecord) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *GraphEffectRecord) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *GraphEffectRecord) GetEffectClass() int32 {
+	if x != nil {
+		return x.EffectClass
+	}
+	return 0
+}
+
+func (x *GraphEffectRecord) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *GraphEffectRecord) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *GraphEffectRecord) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *GraphEffectRecord) GetOutput() *GraphValueRecord {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *GraphEffectRecord) GetOutputDigest() []byte {
+	if x != nil {
+		return x.OutputDigest
+	}
+	return nil
+}
+
+func (x *GraphEffectRecord) GetBeginTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BeginTime
+	}
+	return nil
+}
+
+func (x *GraphEffectRecord) GetRecordTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordTime
+	}
+	return nil
+}
+
+func (x *GraphEffectRecord) GetCheckpointId() string {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return ""
 }
 
 var File_savepoint_storage_v1_graph_records_proto protoreflect.FileDescriptor
@@ -555,9 +700,27 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"N\n" +
 	"\x11GraphUploadRecord\x129\n" +
 	"\n" +
-	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"6\n" +
+	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"]\n" +
 	"\x12GraphRequestRecord\x12 \n" +
-	"\vfingerprint\x18\x01 \x01(\fR\vfingerprintBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
+	"\vfingerprint\x18\x01 \x01(\fR\vfingerprint\x12%\n" +
+	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xe9\x03\n" +
+	"\x11GraphEffectRecord\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x02 \x01(\tR\tinputJson\x12!\n" +
+	"\finput_digest\x18\x03 \x01(\fR\vinputDigest\x12!\n" +
+	"\feffect_class\x18\x04 \x01(\x05R\veffectClass\x12'\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\rR\battempts\x12\x14\n" +
+	"\x05state\x18\a \x01(\x05R\x05state\x12>\n" +
+	"\x06output\x18\b \x01(\v2&.savepoint.storage.v1.GraphValueRecordR\x06output\x12#\n" +
+	"\routput_digest\x18\t \x01(\fR\foutputDigest\x129\n" +
+	"\n" +
+	"begin_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12;\n" +
+	"\vrecord_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordTime\x12#\n" +
+	"\rcheckpoint_id\x18\f \x01(\tR\fcheckpointIdBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_savepoint_storage_v1_graph_records_proto_rawDescOnce sync.Once
@@ -571,7 +734,7 @@ func file_savepoint_storage_v1_graph_records_proto_rawDescGZIP() []byte {
 	return file_savepoint_storage_v1_graph_records_proto_rawDescData
 }
 
-var file_savepoint_storage_v1_graph_records_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_savepoint_storage_v1_graph_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_savepoint_storage_v1_graph_records_proto_goTypes = []any{
 	(*GraphThreadRecord)(nil),     // 0: savepoint.storage.v1.GraphThreadRecord
 	(*GraphValueRecord)(nil),      // 1: savepoint.storage.v1.GraphValueRecord
@@ -581,22 +744,26 @@ var file_savepoint_storage_v1_graph_records_proto_goTypes = []any{
 	(*GraphChunkRecord)(nil),      // 5: savepoint.storage.v1.GraphChunkRecord
 	(*GraphUploadRecord)(nil),     // 6: savepoint.storage.v1.GraphUploadRecord
 	(*GraphRequestRecord)(nil),    // 7: savepoint.storage.v1.GraphRequestRecord
-	nil,                           // 8: savepoint.storage.v1.GraphCheckpointRecord.ChannelVersionsEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*GraphEffectRecord)(nil),     // 8: savepoint.storage.v1.GraphEffectRecord
+	nil,                           // 9: savepoint.storage.v1.GraphCheckpointRecord.ChannelVersionsEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_savepoint_storage_v1_graph_records_proto_depIdxs = []int32{
-	9, // 0: savepoint.storage.v1.GraphThreadRecord.update_time:type_name -> google.protobuf.Timestamp
-	1, // 1: savepoint.storage.v1.GraphCheckpointRecord.value:type_name -> savepoint.storage.v1.GraphValueRecord
-	8, // 2: savepoint.storage.v1.GraphCheckpointRecord.channel_versions:type_name -> savepoint.storage.v1.GraphCheckpointRecord.ChannelVersionsEntry
-	9, // 3: savepoint.storage.v1.GraphCheckpointRecord.put_time:type_name -> google.protobuf.Timestamp
-	1, // 4: savepoint.storage.v1.GraphBlobRecord.value:type_name -> savepoint.storage.v1.GraphValueRecord
-	1, // 5: savepoint.storage.v1.GraphWriteRecord.value:type_name -> savepoint.storage.v1.GraphValueRecord
-	9, // 6: savepoint.storage.v1.GraphUploadRecord.start_time:type_name -> google.protobuf.Timestamp
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	10, // 0: savepoint.storage.v1.GraphThreadRecord.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 1: savepoint.storage.v1.GraphCheckpointRecord.value:type_name -> savepoint.storage.v1.GraphValueRecord
+	9,  // 2: savepoint.storage.v1.GraphCheckpointRecord.channel_versions:type_name -> savepoint.storage.v1.GraphCheckpointRecord.ChannelVersionsEntry
+	10, // 3: savepoint.storage.v1.GraphCheckpointRecord.put_time:type_name -> google.protobuf.Timestamp
+	1,  // 4: savepoint.storage.v1.GraphBlobRecord.value:type_name -> savepoint.storage.v1.GraphValueRecord
+	1,  // 5: savepoint.storage.v1.GraphWriteRecord.value:type_name -> savepoint.storage.v1.GraphValueRecord
+	10, // 6: savepoint.storage.v1.GraphUploadRecord.start_time:type_name -> google.protobuf.Timestamp
+	1,  // 7: savepoint.storage.v1.GraphEffectRecord.output:type_name -> savepoint.storage.v1.GraphValueRecord
+	10, // 8: savepoint.storage.v1.GraphEffectRecord.begin_time:type_name -> google.protobuf.Timestamp
+	10, // 9: savepoint.storage.v1.GraphEffectRecord.record_time:type_name -> google.protobuf.Timestamp
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_graph_records_proto_init() }
@@ -610,7 +777,7 @@ func file_savepoint_storage_v1_graph_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_graph_records_proto_rawDesc), len(file_savepoint_storage_v1_graph_records_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

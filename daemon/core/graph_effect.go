@@ -1,0 +1,283 @@
+package core
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// A graph thread's ledger records, for each tool call a graph node makes
+// (keyed by thread, namespace and tool use id), a begin marker before the
+// tool runs and its outcome the moment it returns or raises: the seed's
+// protocol for agents written as graphs, whose threads are not sessions.
+// ApplyThreadEffectBegin and ApplyThreadEffectRecord hold its rules; a
+// GraphStore reads the entry, applies one of them and writes the result in
+// one commit.
+
+// ThreadEffectState is where the latest attempt of a thread's tool call is.
+type ThreadEffectState int
+
+const (
+	// ThreadEffectBegun: begun, no outcome recorded: running now, or in
+	// doubt if its process died.
+	ThreadEffectBegun ThreadEffectState = iota + 1
+	// ThreadEffectSucceeded: the tool returned; Output is its result.
+	ThreadEffectSucceeded
+	// ThreadEffectFailed: the tool raised; Output is the error as recorded.
+	ThreadEffectFailed
+)
+
+// ThreadEffect is a thread's ledger entry for one tool call.
+type ThreadEffect struct {
+	ThreadID  string
+	NS        string
+	ToolUseID string
+	Name      string
+	// InputJSON is the call's arguments as first begun.
+	InputJSON string
+	// InputDigest is ThreadEffectDigest of Name and InputJSON.
+	InputDigest []byte
+	// Class is the effect class as first begun.
+	Class EffectClass
+	// IdempotencyKey is the same for every attempt of the call.
+	IdempotencyKey string
+	// Attempts counts the attempts begun; the latest is number Attempts.
+	Attempts uint32
+	State    ThreadEffectState
+	// Output is the latest attempt's outcome; zero while Begun.
+	Output GraphValue
+	// OutputDigest is the SHA-256 of Output.Data; nil while Begun.
+	OutputDigest []byte
+	BeginTime    time.Time
+	RecordTime   time.Time // zero while Begun
+	// CheckpointID is the checkpoint the first attempt's task ran from; ""
+	// when the begin named none.
+	CheckpointID string
+}
+
+// ThreadEffectBegin is a BeginThreadEffect call.
+type ThreadEffectBegin struct {
+	ThreadID  string
+	NS        string
+	ToolUseID string
+	Name      string
+	// InputJSON is valid JSON text; "" means {}.
+	InputJSON string
+	Class     EffectClass
+	// CheckpointID, when set, subjects the begin to the late-write rule.
+	CheckpointID string
+	// RequestID is a canonical UUID, or "" for no retry detection.
+	RequestID string
+}
+
+// ThreadEffectRecord is a RecordThreadEffect call.
+type ThreadEffectRecord struct {
+	ThreadID  string
+	NS        string
+	ToolUseID string
+	Attempt   uint32
+	// Output is held in memory (Data).
+	Output    GraphValue
+	IsError   bool
+	RequestID string
+}
+
+// ThreadEffectBeginResult is what a begin answers.
+type ThreadEffectBeginResult struct {
+	Decision Decision
+	// Effect is the entry after the call; for DecisionRun, Effect.Attempts
+	// is the attempt to record. Zero when DroppedLate.
+	Effect ThreadEffect
+	// DroppedLate: the late-write rule dropped the begin; nothing stored.
+	DroppedLate bool
+}
+
+// ThreadEffectRecordResult is what a record answers.
+type ThreadEffectRecordResult struct {
+	Effect ThreadEffect
+	// AlreadyRecorded: this outcome had been recorded before.
+	AlreadyRecorded bool
+	// DroppedLate: the thread was deleted since the call began; nothing
+	// stored.
+	DroppedLate bool
+}
+
+// ThreadEffectKey orders a thread's ledger: by namespace, then tool use id.
+type ThreadEffectKey struct {
+	NS        string
+	ToolUseID string
+}
+
+// Less reports whether k sorts before o.
+func (k ThreadEffectKey) Less(o ThreadEffectKey) bool {
+	if k.NS != o.NS {
+		return k.NS < o.NS
+	}
+	return k.ToolUseID < o.ToolUseID
+}
+
+// FieldMismatchError is ErrEffectInputMismatch naming the begin's field that
+// differs from the entry ("name" or "input_json").
+type FieldMismatchError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldMismatchError) Error() string { return fmt.Sprintf("%v: %s", ErrEffectInputMismatch, e.Msg) }
+func (e *FieldMismatchError) Unwrap() error { return ErrEffectInputMismatch }
+
+// CanonicalJSON returns s with object keys sorted and no insignificant
+// space; numbers keep their text. "" is {}.
+func CanonicalJSON(s string) (string, error) {
+	if s == "" {
+		return "{}", nil
+	}
+	d := json.NewDecoder(bytes.NewReader([]byte(s)))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return "", err
+	}
+	if d.More() {
+		return "", fmt.Errorf("text after the JSON value")
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n"))), nil
+}
+
+// ThreadEffectDigest returns the SHA-256 of name and the canonical form of
+// inputJSON, which must be valid JSON ("" is {}).
+func ThreadEffectDigest(name, inputJSON string) ([]byte, error) {
+	c, err := CanonicalJSON(inputJSON)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	writeStrings(h, "thread-effect", name, c)
+	return h.Sum(nil), nil
+}
+
+// Fingerprint returns a digest of the begin's payload for retry detection.
+func (b *ThreadEffectBegin) Fingerprint() []byte {
+	h := sha256.New()
+	writeStrings(h, "begin-effect", b.ThreadID, b.NS, b.ToolUseID, b.Name, b.InputJSON, b.Class.String(), b.CheckpointID)
+	return h.Sum(nil)
+}
+
+// Fingerprint returns a digest of the record's payload for retry detection.
+func (r *ThreadEffectRecord) Fingerprint() []byte {
+	h := sha256.New()
+	writeStrings(h, "record-effect", r.ThreadID, r.NS, r.ToolUseID, fmt.Sprint(r.Attempt, r.IsError), r.Output.Type)
+	writeValue(h, r.Output)
+	return h.Sum(nil)
+}
+
+// ApplyThreadEffectBegin applies b to the stored entry cur (nil when the
+// call has none) at now. It returns the entry to store, nil when nothing
+// changes, and the answer: DecisionRun with a new attempt when the call has
+// no entry, when its latest attempt failed, or when it began without an
+// outcome and its class allows a re-run; DecisionReuse when a result is
+// recorded; DecisionInDoubt when a side-effecting call began without an
+// outcome. A begin whose name or input differs from the entry's is a
+// *FieldMismatchError.
+func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Time) (*ThreadEffect, ThreadEffectBeginResult, error) {
+	digest, err := ThreadEffectDigest(b.Name, b.InputJSON)
+	if err != nil {
+		return nil, ThreadEffectBeginResult{}, fmt.Errorf("%w: input_json: %v", ErrInvalidArgument, err)
+	}
+	if cur == nil {
+		var key [16]byte
+		if _, err := rand.Read(key[:]); err != nil {
+			return nil, ThreadEffectBeginResult{}, err
+		}
+		input := b.InputJSON
+		if input == "" {
+			input = "{}"
+		}
+		e := &ThreadEffect{
+			ThreadID: b.ThreadID, NS: b.NS, ToolUseID: b.ToolUseID, Name: b.Name, InputJSON: input,
+			InputDigest: digest, Class: b.Class, IdempotencyKey: hex.EncodeToString(key[:]),
+			Attempts: 1, State: ThreadEffectBegun, BeginTime: now, CheckpointID: b.CheckpointID,
+		}
+		return e, ThreadEffectBeginResult{Decision: DecisionRun, Effect: *e}, nil
+	}
+	if !bytes.Equal(cur.InputDigest, digest) {
+		field, what := "input_json", "input"
+		if cur.Name != b.Name {
+			field, what = "name", "tool name"
+		}
+		return nil, ThreadEffectBeginResult{}, &FieldMismatchError{Field: field,
+			Msg: fmt.Sprintf("tool use %q of thread %q (namespace %q) was begun as a call of %q with another %s; the model reused a tool use id: give the new call its own id",
+				b.ToolUseID, b.ThreadID, b.NS, cur.Name, what)}
+	}
+	switch {
+	case cur.State == ThreadEffectSucceeded:
+		return nil, ThreadEffectBeginResult{Decision: DecisionReuse, Effect: *cur}, nil
+	case cur.State == ThreadEffectBegun && cur.Class == SideEffect:
+		return nil, ThreadEffectBeginResult{Decision: DecisionInDoubt, Effect: *cur}, nil
+	}
+	// A failed attempt, or a re-runnable one that began without an outcome:
+	// a new attempt under the same idempotency key.
+	e := *cur
+	e.Attempts++
+	e.State = ThreadEffectBegun
+	e.Output, e.OutputDigest, e.RecordTime = GraphValue{}, nil, time.Time{}
+	e.BeginTime = now
+	return &e, ThreadEffectBeginResult{Decision: DecisionRun, Effect: e}, nil
+}
+
+// ApplyThreadEffectRecord applies r to the stored entry cur (nil when the
+// call has none) at now. It returns the entry to store, nil when nothing
+// changes, and the answer. Recording the latest attempt's outcome again
+// changes nothing; another outcome for it is ErrEffectConflict; a record of
+// a call never begun, or of an attempt other than the latest, is
+// ErrEffectNotBegun.
+func ApplyThreadEffectRecord(cur *ThreadEffect, r *ThreadEffectRecord, now time.Time) (*ThreadEffect, ThreadEffectRecordResult, error) {
+	if cur == nil {
+		return nil, ThreadEffectRecordResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) was never begun; call BeginThreadEffect before running the tool",
+			ErrEffectNotBegun, r.ToolUseID, r.ThreadID, r.NS)
+	}
+	if r.Attempt != cur.Attempts {
+		return nil, ThreadEffectRecordResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) is at attempt %d, not %d; record the attempt BeginThreadEffect returned",
+			ErrEffectNotBegun, r.ToolUseID, r.ThreadID, r.NS, cur.Attempts, r.Attempt)
+	}
+	sum := sha256.Sum256(r.Output.Data)
+	state := ThreadEffectSucceeded
+	if r.IsError {
+		state = ThreadEffectFailed
+	}
+	if cur.State != ThreadEffectBegun {
+		if cur.State == state && cur.Output.Type == r.Output.Type && bytes.Equal(cur.OutputDigest, sum[:]) {
+			return nil, ThreadEffectRecordResult{Effect: *cur, AlreadyRecorded: true}, nil
+		}
+		return nil, ThreadEffectRecordResult{}, fmt.Errorf("%w: attempt %d of tool use %q of thread %q (namespace %q) has another outcome recorded; the first record stands",
+			ErrEffectConflict, r.Attempt, r.ToolUseID, r.ThreadID, r.NS)
+	}
+	e := *cur
+	e.State = state
+	e.Output = GraphValue{Type: r.Output.Type, Size: int64(len(r.Output.Data)), Data: r.Output.Data}
+	e.OutputDigest = sum[:]
+	e.RecordTime = now
+	return &e, ThreadEffectRecordResult{Effect: e}, nil
+}
+
+// ReplayThreadEffectBegin answers a begin whose request id started attempt
+// of the entry cur before: DecisionRun for that attempt, with the entry as
+// it is now.
+func ReplayThreadEffectBegin(cur *ThreadEffect, attempt uint32) ThreadEffectBeginResult {
+	res := ThreadEffectBeginResult{Decision: DecisionRun}
+	if cur != nil {
+		res.Effect = *cur
+		res.Effect.Attempts = attempt
+	}
+	return res
+}
