@@ -127,7 +127,9 @@ type FieldMismatchError struct {
 	Msg   string
 }
 
-func (e *FieldMismatchError) Error() string { return fmt.Sprintf("%v: %s", ErrEffectInputMismatch, e.Msg) }
+func (e *FieldMismatchError) Error() string {
+	return fmt.Sprintf("%v: %s", ErrEffectInputMismatch, e.Msg)
+}
 func (e *FieldMismatchError) Unwrap() error { return ErrEffectInputMismatch }
 
 // CanonicalJSON returns s with object keys sorted and no insignificant
