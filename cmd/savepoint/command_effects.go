@@ -13,21 +13,44 @@ func init() {
 	register(&command{
 		name:     "effects",
 		example:  `savepoint effects report-1`,
-		synopsis: "SESSION",
-		summary:  "list a session's ledger: begin markers, recorded effects, late records",
+		synopsis: "SESSION | --thread THREAD",
+		summary:  "list a session's or a graph thread's ledger: begin markers, recorded effects, late records",
 		help: `
 Lists the ledger of a session (ListEffects), one line per tool use that was
 begun or has a recorded effect, in tool use id order: its name and effect
 class, the last revision in which it was pending, whether it was begun (and
 when), and its recorded outcome, "late" when the record arrived after the
 call stopped being pending. A begun call with no outcome that is still
-pending is in doubt; show says what Reconcile decides for it. It reads only.`,
+pending is in doubt; show says what Reconcile decides for it. It reads only.
+
+--thread THREAD lists a LangGraph thread's ledger instead (ListThreadEffects:
+the calls DurableToolNode and @durable ran), in namespace and tool use id
+order: each call's effect class, its latest attempt and that attempt's state
+(begun, succeeded, failed), and NEXT, what a node running the call again is
+answered: REUSE the recorded result, RUN it (a failed attempt, or a
+read-only or idempotent call begun without an outcome), or IN_DOUBT (a
+side-effecting call begun without an outcome).`,
 		setup: setupEffects,
 	})
 }
 
-func setupEffects(*flag.FlagSet) runFunc {
+func setupEffects(fs *flag.FlagSet) runFunc {
+	thread := fs.String("thread", "", "list the ledger of the graph thread `THREAD` instead of a session's")
 	return func(ctx context.Context, e *env, args []string) error {
+		if *thread != "" {
+			if len(args) > 0 {
+				return usagef("give SESSION or --thread, not both")
+			}
+			c, err := e.client(ctx)
+			if err != nil {
+				return err
+			}
+			effects, err := c.ThreadEffects(ctx, *thread)
+			if err != nil {
+				return err
+			}
+			return printThreadEffects(e.stdout, effects)
+		}
 		id, err := sessionArg(args)
 		if err != nil {
 			return err

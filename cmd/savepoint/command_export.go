@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -14,7 +15,7 @@ func init() {
 	register(&command{
 		name:     "export",
 		example:  `savepoint export report-1 --revision 2 > report-1.json`,
-		synopsis: "SESSION [--revision N]",
+		synopsis: "SESSION [--revision N] | --thread THREAD",
 		summary:  "print a session as JSON: the checkpoint with its whole history, and the reconcile view",
 		help: `
 Prints one revision of a session as a JSON object on stdout:
@@ -27,6 +28,11 @@ Prints one revision of a session as a JSON object on stdout:
                   (savepoint.v1.ReconcileResponse, every page), with the
                   recorded effects; absent for an older --revision, since
                   Reconcile decides only the latest
+
+--thread THREAD prints a LangGraph thread instead: {"threadId", "checkpoints"
+(every checkpoint's savepoint.v1.GraphCheckpoint, newest first, without the
+checkpoint's serialized value), "effects" (its ledger, savepoint.v1.
+ThreadEffect each, outputs included)}.
 
 It reads only: it takes no ownership and runs nothing.`,
 		setup: setupExport,
@@ -42,7 +48,19 @@ type export struct {
 
 func setupExport(fs *flag.FlagSet) runFunc {
 	revision := fs.Uint64("revision", 0, "the kept revision `N` to export (default: the latest)")
+	thread := fs.String("thread", "", "export the graph thread `THREAD` instead of a session")
 	return func(ctx context.Context, e *env, args []string) error {
+		if *thread != "" {
+			v, err := threadArg(ctx, e, args, *revision, *thread)
+			if err != nil {
+				return err
+			}
+			out, err := exportThread(v)
+			if err != nil {
+				return err
+			}
+			return printJSON(e.stdout, out)
+		}
 		id, err := sessionArg(args)
 		if err != nil {
 			return err
@@ -64,16 +82,21 @@ func setupExport(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		// protojson's spacing is deliberately unstable; the encoder
-		// re-indents it into a stable, readable document.
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return err
-		}
-		_, err = buf.WriteTo(e.stdout)
+		return printJSON(e.stdout, out)
+	}
+}
+
+// printJSON writes v indented. protojson's spacing is deliberately
+// unstable; the encoder re-indents the proto JSON v holds into a stable,
+// readable document.
+func printJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
+	_, err := buf.WriteTo(w)
+	return err
 }

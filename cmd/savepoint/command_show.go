@@ -18,8 +18,8 @@ func init() {
 	register(&command{
 		name:     "show",
 		example:  `savepoint show report-1 --revision 2`,
-		synopsis: "SESSION [--revision N]",
-		summary:  "print a session as a transcript, with its pending tool uses and what Reconcile decides",
+		synopsis: "SESSION [--revision N] | --thread THREAD",
+		summary:  "print a session as a transcript, with its pending tool uses and what Reconcile decides; or a graph thread",
 		help: `
 Prints one revision of a session for a person to read: its task, turn,
 epoch and labels; its whole history, message by message (text, tool_use and
@@ -31,14 +31,28 @@ and the ledger entries of those calls (their recorded effects), as Reconcile
 reports them. It reads only: it takes no ownership and runs nothing.
 
 --revision reads an older kept revision; Reconcile decides only the latest
-revision's pending tool uses, so an older one's are listed without decisions.`,
+revision's pending tool uses, so an older one's are listed without decisions.
+
+--thread THREAD prints a LangGraph thread instead: its checkpoints, newest
+first, in every namespace (id, parent, pending writes, metadata), and its
+ledger, each call with its input, idempotency key, latest attempt and
+outcome, and what a node running it again is answered and why (the rules
+savepoint help effects lists).`,
 		setup: setupShow,
 	})
 }
 
 func setupShow(fs *flag.FlagSet) runFunc {
 	revision := fs.Uint64("revision", 0, "the kept revision `N` to show (default: the latest)")
+	thread := fs.String("thread", "", "show the graph thread `THREAD` instead of a session")
 	return func(ctx context.Context, e *env, args []string) error {
+		if *thread != "" {
+			v, err := threadArg(ctx, e, args, *revision, *thread)
+			if err != nil {
+				return err
+			}
+			return printThread(e.stdout, v)
+		}
 		id, err := sessionArg(args)
 		if err != nil {
 			return err
@@ -53,6 +67,22 @@ func setupShow(fs *flag.FlagSet) runFunc {
 		}
 		return printTranscript(e.stdout, v)
 	}
+}
+
+// threadArg loads the graph thread of a --thread command, which takes no
+// SESSION and no --revision.
+func threadArg(ctx context.Context, e *env, args []string, revision uint64, thread string) (*threadView, error) {
+	if len(args) > 0 {
+		return nil, usagef("give SESSION or --thread, not both")
+	}
+	if revision != 0 {
+		return nil, usagef("--revision is a session's; a thread's checkpoints are all shown")
+	}
+	c, err := e.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return loadThread(ctx, c, thread)
 }
 
 // sessionArg returns the one SESSION argument of a command.

@@ -14,7 +14,7 @@ const (
 	exitOK          = 0
 	exitFail        = 1 // the daemon refused or failed the request, or output failed
 	exitUsage       = 2 // bad flags or arguments
-	exitNotFound    = 3 // no such session, or the revision is not kept
+	exitNotFound    = 3 // no such session or graph thread, or the revision is not kept
 	exitDamaged     = 4 // verify found damage, or the session's data is corrupt
 	exitUnavailable = 5 // the daemon cannot be reached, or the timeout passed
 	exitFenced      = 6 // a write's --epoch is stale: another process resumed the session
@@ -24,7 +24,7 @@ const exitCodesHelp = `Exit codes:
   0  success
   1  the daemon refused or failed the request
   2  usage: bad flags or arguments
-  3  no such session, or the revision is not kept
+  3  no such session or graph thread, or the revision is not kept
   4  verify found damage, or the session's stored data is corrupt
   5  the daemon cannot be reached, or --timeout passed
   6  fenced: --epoch is stale (another process resumed the session)
@@ -98,7 +98,7 @@ func classify(err error, addr string) (int, string) {
 	switch {
 	case errors.Is(err, errDamage):
 		return exitDamaged, reason
-	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrRevisionNotFound):
+	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrRevisionNotFound), errors.Is(err, errThreadNotFound):
 		return exitNotFound, reason
 	case errors.Is(err, client.ErrCorrupt):
 		return exitDamaged, reason

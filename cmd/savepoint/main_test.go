@@ -131,11 +131,59 @@ func seed(t *testing.T, raw savepointv1.SavepointServiceClient) {
 	}))
 }
 
+// seedThread makes the graph thread agent-7 the golden files show: two
+// checkpoints, one with a pending write, and a ledger of one call of each
+// kind: a side-effecting call recorded (REUSE), one begun without an
+// outcome (IN_DOUBT), a read-only one begun without an outcome (RUN), and
+// one whose attempt raised (RUN, attempt 2), one in a subgraph.
+func seedThread(t *testing.T, g savepointv1.GraphCheckpointServiceClient) {
+	t.Helper()
+	ctx := t.Context()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := func(typ, data string) *savepointv1.TypedValue {
+		return &savepointv1.TypedValue{Type: typ, Data: []byte(data)}
+	}
+	for i, id := range []string{"1ef-a", "1ef-b"} {
+		parent := ""
+		if i > 0 {
+			parent = "1ef-a"
+		}
+		must(g.PutCheckpoint(ctx, &savepointv1.PutCheckpointRequest{Checkpoint: &savepointv1.GraphCheckpoint{
+			ThreadId: "agent-7", CheckpointId: id, ParentCheckpointId: parent, Checkpoint: value("json", `{"v":4}`),
+			MetadataJson: fmt.Sprintf(`{"source": "loop", "step": %d}`, i),
+		}}))
+	}
+	must(g.PutWrites(ctx, &savepointv1.PutWritesRequest{ThreadId: "agent-7", CheckpointId: "1ef-b", TaskId: "task-1",
+		Writes: []*savepointv1.ChannelWrite{{Channel: "messages", Value: value("json", `[]`)}}}))
+	begin := func(ns, id, name, input string, class savepointv1.EffectClass) {
+		t.Helper()
+		must(g.BeginThreadEffect(ctx, &savepointv1.BeginThreadEffectRequest{ThreadId: "agent-7", CheckpointNs: ns, ToolUseId: id,
+			Name: name, InputJson: input, EffectClass: class, CheckpointId: "1ef-b"}))
+	}
+	record := func(ns, id, out string, isError bool) {
+		t.Helper()
+		must(g.RecordThreadEffect(ctx, &savepointv1.RecordThreadEffectRequest{ThreadId: "agent-7", CheckpointNs: ns, ToolUseId: id,
+			Attempt: 1, Output: value("json", out), IsError: isError}))
+	}
+	begin("", "call_1", "send_invoice", `{"to": "acme", "cents": 1200}`, savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT)
+	record("", "call_1", `"invoice 881 sent"`, false)
+	begin("", "call_2", "charge_card", `{"cents": 1200}`, savepointv1.EffectClass_EFFECT_CLASS_UNSPECIFIED)
+	begin("", "call_3", "get_weather", `{"city": "Oslo"}`, savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY)
+	begin("research:1", "call_1", "fetch_page", `{"url": "https://example.com"}`, savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT)
+	record("research:1", "call_1", `"timeout after 30s"`, true)
+}
+
 // The golden files hold each command's output against a seeded daemon, in
 // the order of this table (rm last, since it changes what ls shows).
 func TestGolden(t *testing.T) {
 	d := daemontest.StartInProcess(t, daemon.Config{})
 	seed(t, d.Client)
+	seedThread(t, savepointv1.NewGraphCheckpointServiceClient(d.Conn))
 	addr := "unix:" + d.Socket
 	for _, tc := range []struct {
 		name string
@@ -159,6 +207,10 @@ func TestGolden(t *testing.T) {
 		{"verify", []string{"verify"}},
 		{"effects", []string{"effects", "report-1"}},
 		{"effects-notfound", []string{"effects", "nope"}},
+		{"effects-thread", []string{"effects", "--thread", "agent-7"}},
+		{"show-thread", []string{"show", "--thread", "agent-7"}},
+		{"show-thread-notfound", []string{"show", "--thread", "nope"}},
+		{"export-thread", []string{"export", "--thread", "agent-7"}},
 		{"help-backup", []string{"help", "backup"}},
 		{"help-fork", []string{"help", "fork"}},
 		{"help-rewind", []string{"rewind", "--help"}},
@@ -212,6 +264,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"show"}, "savepoint: show: missing SESSION"},
 		{[]string{"show", "a", "b"}, "savepoint: show: want one SESSION, got 2 arguments"},
 		{[]string{"show", "a", "--revision", "x"}, `invalid value "x" for flag -revision`},
+		{[]string{"show", "a", "--thread", "t"}, "savepoint: show: give SESSION or --thread, not both"},
+		{[]string{"show", "--revision", "2", "--thread", "t"}, "savepoint: show: --revision is a session's"},
+		{[]string{"effects", "a", "--thread", "t"}, "savepoint: effects: give SESSION or --thread, not both"},
 		{[]string{"export"}, "savepoint: export: missing SESSION"},
 		{[]string{"rm", "a"}, "savepoint: rm: a write needs --epoch N"},
 		{[]string{"rm", "a", "--epoch", "1", "--take-over"}, "savepoint: rm: give --epoch or --take-over, not both"},
@@ -283,6 +338,7 @@ func TestDefaultAddress(t *testing.T) {
 func TestFlagPlacement(t *testing.T) {
 	d := daemontest.StartInProcess(t, daemon.Config{})
 	seed(t, d.Client)
+	seedThread(t, savepointv1.NewGraphCheckpointServiceClient(d.Conn))
 	addr := "unix:" + d.Socket
 	want := runCLI(t, "--addr", addr, "show", "--revision", "1", "report-1")
 	if want.code != exitOK {

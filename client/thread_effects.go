@@ -1,0 +1,45 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// ThreadEffects returns the whole ledger of a graph thread, every page of
+// ListThreadEffects, in (checkpoint_ns, tool_use_id) order; a thread
+// without one has none. Like the RPC, it writes nothing.
+func (c *Client) ThreadEffects(ctx context.Context, thread string) ([]*savepointv1.ThreadEffect, error) {
+	g := c.Graph()
+	var out []*savepointv1.ThreadEffect
+	for token, first := "", true; first || token != ""; first = false {
+		page, err := g.ListThreadEffects(ctx, &savepointv1.ListThreadEffectsRequest{ThreadId: thread, PageSize: 1000, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.GetEffects()...)
+		token = page.GetNextPageToken()
+	}
+	return out, nil
+}
+
+// NextBegin says what BeginThreadEffect would answer now for the call e
+// records, a graph node running it again after a crash or a replay, and
+// why, in one sentence: the thread ledger's rules (docs/api.md) applied to
+// one entry.
+func NextBegin(e *savepointv1.ThreadEffect) (savepointv1.Decision, string) {
+	switch e.GetState() {
+	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED:
+		return savepointv1.Decision_DECISION_REUSE, fmt.Sprintf("attempt %d returned a result; it is returned without running the tool", e.GetAttempts())
+	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED:
+		return savepointv1.Decision_DECISION_RUN, fmt.Sprintf("attempt %d raised; a retry runs attempt %d under the same idempotency key", e.GetAttempts(), e.GetAttempts()+1)
+	}
+	switch e.GetEffectClass() {
+	case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
+		return savepointv1.Decision_DECISION_RUN, fmt.Sprintf("attempt %d began without an outcome; the tool is read-only, so it runs again", e.GetAttempts())
+	case savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT:
+		return savepointv1.Decision_DECISION_RUN, fmt.Sprintf("attempt %d began without an outcome; the tool is idempotent, so it runs again under the same idempotency key", e.GetAttempts())
+	}
+	return savepointv1.Decision_DECISION_IN_DOUBT, fmt.Sprintf("attempt %d began without an outcome and the tool has side effects: it may have run; the model is told to check before retrying", e.GetAttempts())
+}
