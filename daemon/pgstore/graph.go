@@ -84,8 +84,8 @@ var graphMigration = []string{
 // graphTables are the graph tables; graphDataTables those a thread's delete
 // empties and Verify reads (staged uploads are neither).
 var (
-	graphTables     = []string{"graph_threads", "graph_checkpoints", "graph_blobs", "graph_writes", "graph_requests", "graph_uploads", "graph_upload_chunks"}
-	graphDataTables = []string{"graph_checkpoints", "graph_blobs", "graph_writes", "graph_requests"}
+	graphTables     = []string{"graph_threads", "graph_checkpoints", "graph_blobs", "graph_writes", "graph_requests", "graph_uploads", "graph_upload_chunks", "graph_effects"}
+	graphDataTables = []string{"graph_checkpoints", "graph_blobs", "graph_writes", "graph_requests", "graph_effects"}
 )
 
 // threadRec is a thread's head: its last write, for --retain-idle, and the
@@ -118,6 +118,9 @@ type graphWriteRec struct {
 
 type graphRequestRec struct {
 	Fingerprint []byte `json:"fingerprint"`
+	// EffectAttempt is the attempt a BeginThreadEffect under this id started
+	// (schema version 6 on); 0 for other writes.
+	EffectAttempt uint32 `json:"effect_attempt,omitempty"`
 }
 
 // gsum is the checksum of a graph row: data is its last key part.
@@ -279,28 +282,45 @@ func (s *Store) checkRequest(ctx context.Context, tx pgx.Tx, thread, requestID s
 	if requestID == "" {
 		return false, nil
 	}
+	r, err := s.requestRow(ctx, tx, thread, requestID)
+	if err != nil {
+		return false, err
+	}
+	if r == nil {
+		return false, nil
+	}
+	return core.GraphReplay(thread, requestID, r.Fingerprint, true, fp)
+}
+
+// requestRow reads the thread's record of requestID; nil when it has none.
+func (s *Store) requestRow(ctx context.Context, tx pgx.Tx, thread, requestID string) (*graphRequestRec, error) {
 	var rec []byte
 	var sum int64
 	err := tx.QueryRow(ctx, "SELECT record, checksum FROM "+s.table("graph_requests")+" WHERE thread_id = $1 AND request_id = $2",
 		[]byte(thread), []byte(requestID)).Scan(&rec, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	var r graphRequestRec
 	if err := gdecode(thread, "graph_requests", rec, nil, sum, &r, requestID); err != nil {
-		return false, err
+		return nil, err
 	}
-	return core.GraphReplay(thread, requestID, r.Fingerprint, true, fp)
+	return &r, nil
 }
 
 func (s *Store) putRequest(ctx context.Context, tx pgx.Tx, thread, requestID string, fp []byte) error {
+	return s.putRequestRec(ctx, tx, thread, requestID, graphRequestRec{Fingerprint: fp})
+}
+
+// putRequestRec remembers requestID with r; nothing for no request id.
+func (s *Store) putRequestRec(ctx context.Context, tx pgx.Tx, thread, requestID string, r graphRequestRec) error {
 	if requestID == "" {
 		return nil
 	}
-	rec, err := encode(graphRequestRec{Fingerprint: fp})
+	rec, err := encode(r)
 	if err != nil {
 		return err
 	}

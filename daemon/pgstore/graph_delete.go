@@ -62,7 +62,8 @@ func (s *Store) deleteThread(ctx context.Context, tx pgx.Tx, thread string) (int
 }
 
 // CopyThread implements core.GraphStore: one transaction replaces target
-// with the source's rows as of one snapshot, keeping their ids.
+// with the source's rows as of one snapshot (its ledger included, request
+// ids not), keeping their ids.
 func (s *Store) CopyThread(ctx context.Context, source, target string) (int, error) {
 	if source == target {
 		return 0, fmt.Errorf("%w: thread %q cannot be copied onto itself", core.ErrInvalidArgument, source)
@@ -86,9 +87,10 @@ func (s *Store) CopyThread(ctx context.Context, source, target string) (int, err
 		cols := map[string]string{
 			"graph_blobs":       "ns, channel, version, record, data, checksum",
 			"graph_writes":      "ns, checkpoint_id, task_id, idx, record, data, checksum",
+			"graph_effects":     "ns, tool_use_id, record, data, checksum",
 			"graph_checkpoints": "ns, checkpoint_id, run_id, record, data, checksum",
 		}
-		for _, t := range []string{"graph_blobs", "graph_writes", "graph_checkpoints"} {
+		for _, t := range []string{"graph_blobs", "graph_writes", "graph_effects", "graph_checkpoints"} {
 			tag, err := tx.Exec(ctx, "INSERT INTO "+s.table(t)+" (thread_id, "+cols[t]+") SELECT $2, "+cols[t]+" FROM "+s.table(t)+" WHERE thread_id = $1",
 				[]byte(source), []byte(target))
 			if err != nil {
@@ -265,11 +267,12 @@ func (s *Store) removeCheckpoints(ctx context.Context, tx pgx.Tx, thread string,
 }
 
 // DeleteIdleThreads implements core.GraphStore. A thread's head records
-// its last write (a put, writes, a copy into it); a thread idle since before
-// cutoff is deleted behind a tombstone like any other, a tombstone older
-// than cutoff is removed (by then no late write of the deleted run is still
-// on its way), and so is an upload started before cutoff, left by a
-// savepointd that died.
+// its last write (a put, writes, a ledger entry's begin or record, a copy
+// into it); a thread idle since before cutoff is deleted behind a tombstone
+// like any other, its ledger with it, a tombstone older than cutoff is
+// removed (by then no late write of the deleted run is still on its way),
+// and so is an upload started before cutoff, left by a savepointd that
+// died.
 func (s *Store) DeleteIdleThreads(ctx context.Context, cutoff time.Time) (int, error) {
 	var idle []string
 	err := s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -315,7 +318,8 @@ func (s *Store) DeleteIdleThreads(ctx context.Context, cutoff time.Time) (int, e
 			var has bool
 			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1)"+
 				" OR EXISTS (SELECT 1 FROM "+s.table("graph_writes")+" WHERE thread_id = $1)"+
-				" OR EXISTS (SELECT 1 FROM "+s.table("graph_blobs")+" WHERE thread_id = $1)", []byte(thread)).Scan(&has); err != nil {
+				" OR EXISTS (SELECT 1 FROM "+s.table("graph_blobs")+" WHERE thread_id = $1)"+
+				" OR EXISTS (SELECT 1 FROM "+s.table("graph_effects")+" WHERE thread_id = $1)", []byte(thread)).Scan(&has); err != nil {
 				return err
 			}
 			if !has {

@@ -5,22 +5,297 @@ import (
 	"errors"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// TODO(pgstore ledger): placeholder until the PostgreSQL graph ledger lands.
-var errNoLedger = errors.New("the graph-thread ledger is not implemented on PostgreSQL yet")
+// The graph-thread ledger (schema version 6): one graph_effects row per
+// tool call of a thread, keyed by namespace and tool use id. Its record
+// holds the entry's fields and data the latest attempt's output bytes, both
+// covered by the checksum as in the other graph tables. A begin that
+// started an attempt remembers the attempt in its graph_requests record
+// (graphRequestRec.EffectAttempt), so that its retry answers that attempt.
+// BeginThreadEffect and RecordThreadEffect join the group commit as
+// PutWrites does and first lock the thread's row, so the read, the rule of
+// core and the write of one entry are serialized on every host.
+var graphEffectsMigration = []string{
+	`CREATE TABLE {graph_effects} (
+		thread_id   BYTEA NOT NULL,
+		ns          BYTEA NOT NULL,
+		tool_use_id BYTEA NOT NULL,
+		record      BYTEA NOT NULL,
+		data        BYTEA NOT NULL,
+		checksum    BIGINT NOT NULL,
+		PRIMARY KEY (thread_id, ns, tool_use_id))`,
+}
 
-// BeginThreadEffect implements core.GraphStore.
+// graphEffectRec is a ledger entry as stored, but for its key and its
+// output's bytes (the row's data).
+type graphEffectRec struct {
+	Name           string `json:"name"`
+	InputJSON      string `json:"input_json"`
+	InputDigest    []byte `json:"input_digest"`
+	Class          int    `json:"effect_class"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Attempts       uint32 `json:"attempts"`
+	State          int    `json:"state"`
+	// OutputType and OutputDigest describe the latest attempt's output;
+	// empty while it is begun.
+	OutputType   string `json:"output_type,omitempty"`
+	OutputDigest []byte `json:"output_digest,omitempty"`
+	BeginTime    int64  `json:"begin_time_ns"`
+	RecordTime   int64  `json:"record_time_ns,omitempty"`
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+}
+
+// graphEffectRecOf is e as stored: its record and its output's bytes,
+// which are read when e's output is read in pieces.
+func graphEffectRecOf(e *core.ThreadEffect) (graphEffectRec, []byte, error) {
+	r := graphEffectRec{
+		Name: e.Name, InputJSON: e.InputJSON, InputDigest: e.InputDigest, Class: int(e.Class),
+		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int(e.State),
+		BeginTime: nanosOrZero(e.BeginTime), CheckpointID: e.CheckpointID,
+	}
+	if e.State == core.ThreadEffectBegun {
+		return r, []byte{}, nil
+	}
+	data, err := valueBytes(e.Output)
+	if err != nil {
+		return r, nil, err
+	}
+	r.OutputType, r.OutputDigest, r.RecordTime = e.Output.Type, e.OutputDigest, nanosOrZero(e.RecordTime)
+	return r, data, nil
+}
+
+// threadEffectOf is the entry stored at (thread, ns, toolUseID) with
+// record r, its output's value being output(r.OutputType).
+func threadEffectOf(thread, ns, toolUseID string, r *graphEffectRec, output func(typ string) core.GraphValue) core.ThreadEffect {
+	e := core.ThreadEffect{
+		ThreadID: thread, NS: ns, ToolUseID: toolUseID, Name: r.Name, InputJSON: r.InputJSON, InputDigest: r.InputDigest,
+		Class: core.EffectClass(r.Class), IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
+		State: core.ThreadEffectState(r.State), OutputDigest: r.OutputDigest,
+		BeginTime: fromNanos(r.BeginTime), RecordTime: fromNanos(r.RecordTime), CheckpointID: r.CheckpointID,
+	}
+	if e.State != core.ThreadEffectBegun {
+		e.Output = output(r.OutputType)
+	}
+	return e
+}
+
+func inlineOutput(data []byte) func(typ string) core.GraphValue {
+	return func(typ string) core.GraphValue {
+		return core.GraphValue{Type: typ, Size: int64(len(data)), Data: data}
+	}
+}
+
+// effectRow reads the ledger entry of one call; nil when it has none.
+func (s *Store) effectRow(ctx context.Context, tx pgx.Tx, thread, ns, toolUseID string) (*core.ThreadEffect, error) {
+	var rec, data []byte
+	var sum int64
+	err := tx.QueryRow(ctx, "SELECT record, data, checksum FROM "+s.table("graph_effects")+" WHERE thread_id = $1 AND ns = $2 AND tool_use_id = $3",
+		[]byte(thread), []byte(ns), []byte(toolUseID)).Scan(&rec, &data, &sum)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r graphEffectRec
+	if err := gdecode(thread, "graph_effects", rec, data, sum, &r, ns, toolUseID); err != nil {
+		return nil, err
+	}
+	e := threadEffectOf(thread, ns, toolUseID, &r, inlineOutput(data))
+	return &e, nil
+}
+
+// putEffect writes e's row, replacing the entry's previous one.
+func (s *Store) putEffect(ctx context.Context, tx pgx.Tx, e *core.ThreadEffect) error {
+	r, data, err := graphEffectRecOf(e)
+	if err != nil {
+		return err
+	}
+	rec, err := encode(r)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO "+s.table("graph_effects")+" (thread_id, ns, tool_use_id, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6)"+
+		" ON CONFLICT (thread_id, ns, tool_use_id) DO UPDATE SET record = EXCLUDED.record, data = EXCLUDED.data, checksum = EXCLUDED.checksum",
+		[]byte(e.ThreadID), []byte(e.NS), []byte(e.ToolUseID), rec, data, gsum("graph_effects", rec, data, e.NS, e.ToolUseID))
+	return err
+}
+
+// BeginThreadEffect implements core.GraphStore. It runs in the group commit
+// under the thread's lock, as PutWrites does, so that two daemons beginning
+// one call never both start an attempt of it.
 func (s *Store) BeginThreadEffect(ctx context.Context, b *core.ThreadEffectBegin) (core.ThreadEffectBeginResult, error) {
-	return core.ThreadEffectBeginResult{}, errNoLedger
+	var fp []byte
+	if b.RequestID != "" {
+		fp = b.Fingerprint()
+	}
+	var res core.ThreadEffectBeginResult
+	err := s.graphWrite(ctx, b.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		res, err = s.beginThreadEffect(ctx, tx, b, fp)
+		return err
+	})
+	if err != nil {
+		return core.ThreadEffectBeginResult{}, err
+	}
+	return res, nil
 }
 
-// RecordThreadEffect implements core.GraphStore.
+// beginThreadEffect applies b in tx, fp being its fingerprint when it has a
+// request id.
+func (s *Store) beginThreadEffect(ctx context.Context, tx pgx.Tx, b *core.ThreadEffectBegin, fp []byte) (core.ThreadEffectBeginResult, error) {
+	h, _, err := s.lockThread(ctx, tx, b.ThreadID)
+	if err != nil {
+		return core.ThreadEffectBeginResult{}, err
+	}
+	cur, err := s.effectRow(ctx, tx, b.ThreadID, b.NS, b.ToolUseID)
+	if err != nil {
+		return core.ThreadEffectBeginResult{}, err
+	}
+	if b.RequestID != "" {
+		r, err := s.requestRow(ctx, tx, b.ThreadID, b.RequestID)
+		if err != nil {
+			return core.ThreadEffectBeginResult{}, err
+		}
+		var stored []byte
+		var attempt uint32
+		if r != nil {
+			stored, attempt = r.Fingerprint, r.EffectAttempt
+		}
+		already, err := core.GraphReplay(b.ThreadID, b.RequestID, stored, r != nil, fp)
+		if err != nil {
+			return core.ThreadEffectBeginResult{}, err
+		}
+		if already {
+			return core.ReplayThreadEffectBegin(cur, attempt), nil
+		}
+	}
+	if cur == nil && b.CheckpointID != "" && h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, b.CheckpointID) {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3)",
+			[]byte(b.ThreadID), []byte(b.NS), []byte(b.CheckpointID)).Scan(&exists); err != nil {
+			return core.ThreadEffectBeginResult{}, err
+		}
+		if !exists {
+			return core.ThreadEffectBeginResult{Decision: core.DecisionRun, DroppedLate: true}, nil
+		}
+	}
+	next, res, err := core.ApplyThreadEffectBegin(cur, b, s.now())
+	if err != nil {
+		return core.ThreadEffectBeginResult{}, err
+	}
+	if next == nil {
+		return res, nil
+	}
+	if err := s.putEffect(ctx, tx, next); err != nil {
+		return core.ThreadEffectBeginResult{}, err
+	}
+	if err := s.putThread(ctx, tx, b.ThreadID, h); err != nil {
+		return core.ThreadEffectBeginResult{}, err
+	}
+	if err := s.putRequestRec(ctx, tx, b.ThreadID, b.RequestID, graphRequestRec{Fingerprint: fp, EffectAttempt: next.Attempts}); err != nil {
+		return core.ThreadEffectBeginResult{}, err
+	}
+	return res, nil
+}
+
+// RecordThreadEffect implements core.GraphStore, in the group commit under
+// the thread's lock as BeginThreadEffect is.
 func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectRecord) (core.ThreadEffectRecordResult, error) {
-	return core.ThreadEffectRecordResult{}, errNoLedger
+	var fp []byte
+	if r.RequestID != "" {
+		fp = r.Fingerprint()
+	}
+	var res core.ThreadEffectRecordResult
+	err := s.graphWrite(ctx, r.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		res, err = s.recordThreadEffect(ctx, tx, r, fp)
+		return err
+	})
+	if err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	return res, nil
 }
 
-// ListThreadEffects implements core.GraphStore.
+// recordThreadEffect applies r in tx, fp being its fingerprint when it has
+// a request id.
+func (s *Store) recordThreadEffect(ctx context.Context, tx pgx.Tx, r *core.ThreadEffectRecord, fp []byte) (core.ThreadEffectRecordResult, error) {
+	h, _, err := s.lockThread(ctx, tx, r.ThreadID)
+	if err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	cur, err := s.effectRow(ctx, tx, r.ThreadID, r.NS, r.ToolUseID)
+	if err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	already, err := s.checkRequest(ctx, tx, r.ThreadID, r.RequestID, fp)
+	if err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	if already {
+		if cur == nil {
+			return core.ThreadEffectRecordResult{}, nil
+		}
+		return core.ThreadEffectRecordResult{Effect: *cur, AlreadyRecorded: true}, nil
+	}
+	if cur == nil && h != nil && h.Deleted {
+		return core.ThreadEffectRecordResult{DroppedLate: true}, nil
+	}
+	next, res, err := core.ApplyThreadEffectRecord(cur, r, s.now())
+	if err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	if next == nil {
+		return res, nil
+	}
+	if err := s.putEffect(ctx, tx, next); err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	if err := s.putThread(ctx, tx, r.ThreadID, h); err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	if err := s.putRequest(ctx, tx, r.ThreadID, r.RequestID, fp); err != nil {
+		return core.ThreadEffectRecordResult{}, err
+	}
+	return res, nil
+}
+
+// ListThreadEffects implements core.GraphStore, reading one snapshot by the
+// primary key of graph_effects; a damaged row is core.ErrCorrupt.
 func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit int) ([]core.ThreadEffect, error) {
-	return nil, errNoLedger
+	if limit <= 0 {
+		return nil, ctx.Err()
+	}
+	var out []core.ThreadEffect
+	err := s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		out = nil
+		rows, err := tx.Query(ctx, "SELECT ns, tool_use_id, record, data, checksum FROM "+s.table("graph_effects")+
+			" WHERE thread_id = $1 AND (thread_id, ns, tool_use_id) > ($1, $2, $3) ORDER BY ns, tool_use_id LIMIT $4",
+			[]byte(thread), []byte(after.NS), []byte(after.ToolUseID), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ns, id, rec, data []byte
+			var sum int64
+			if err := rows.Scan(&ns, &id, &rec, &data, &sum); err != nil {
+				return err
+			}
+			var r graphEffectRec
+			if err := gdecode(thread, "graph_effects", rec, data, sum, &r, string(ns), string(id)); err != nil {
+				return err
+			}
+			out = append(out, threadEffectOf(thread, string(ns), string(id), &r, inlineOutput(data)))
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -32,10 +32,10 @@ func (e *errSource) Error() string { return e.err.Error() }
 func (e *errSource) Unwrap() error { return e.err }
 
 // ImportGraphThread writes every record of d, as it is (put and update
-// times, tombstone and request ids included), in one transaction; it is
-// ErrThreadExists when the schema has any row of the thread already, and
-// writes nothing then. An error reading one of d's values is returned as
-// it is, nothing written.
+// times, tombstone, request ids and the ledger included), in one
+// transaction; it is ErrThreadExists when the schema has any row of the
+// thread already, and writes nothing then. An error reading one of d's
+// values is returned as it is, nothing written.
 func (s *Store) ImportGraphThread(ctx context.Context, d *core.GraphThreadDump) error {
 	err := s.importGraphTx(ctx, d)
 	var pe *pgconn.PgError
@@ -135,12 +135,28 @@ func (s *Store) importGraphTx(ctx context.Context, d *core.GraphThreadDump) erro
 		}
 	}
 	for _, r := range d.Requests {
-		rec, err := encode(graphRequestRec{Fingerprint: r.Fingerprint})
+		rec, err := encode(graphRequestRec{Fingerprint: r.Fingerprint, EffectAttempt: r.EffectAttempt})
 		if err != nil {
 			return err
 		}
 		if err := b.add(ctx, len(rec), "INSERT INTO "+s.table("graph_requests")+" (thread_id, request_id, record, checksum) VALUES ($1, $2, $3, $4)",
 			th, []byte(r.RequestID), rec, gsum("graph_requests", rec, nil, r.RequestID)); err != nil {
+			return err
+		}
+	}
+	for i := range d.Effects {
+		e := &d.Effects[i]
+		r, data, err := graphEffectRecOf(e)
+		if err != nil {
+			return err
+		}
+		rec, err := encode(r)
+		if err != nil {
+			return err
+		}
+		if err := b.add(ctx, len(rec)+len(data), "INSERT INTO "+s.table("graph_effects")+
+			" (thread_id, ns, tool_use_id, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6)",
+			th, []byte(e.NS), []byte(e.ToolUseID), rec, data, gsum("graph_effects", rec, data, e.NS, e.ToolUseID)); err != nil {
 			return err
 		}
 	}
@@ -245,7 +261,7 @@ func (s *Store) readGraphThread(ctx context.Context, tx pgx.Tx, thread string) (
 	if err != nil || d == nil {
 		return nil, err
 	}
-	for _, read := range []func(*core.GraphThreadDump) error{r.checkpoints, r.blobs, r.writes, r.requests} {
+	for _, read := range []func(*core.GraphThreadDump) error{r.checkpoints, r.blobs, r.writes, r.requests, r.effects} {
 		if err := read(d); err != nil {
 			return nil, err
 		}
@@ -403,7 +419,18 @@ func (r *threadReader) requests(d *core.GraphThreadDump) error {
 		if err := gdecode(r.thread, "graph_requests", rec, nil, sum, &g, string(id)); err != nil {
 			return err
 		}
-		d.Requests = append(d.Requests, core.GraphRequestDump{RequestID: string(id), Fingerprint: g.Fingerprint})
+		d.Requests = append(d.Requests, core.GraphRequestDump{RequestID: string(id), Fingerprint: g.Fingerprint, EffectAttempt: g.EffectAttempt})
 	}
 	return rs.Err()
+}
+
+func (r *threadReader) effects(d *core.GraphThreadDump) error {
+	return r.rows("graph_effects", "ns, tool_use_id", "ns, tool_use_id", func(key []string, rec []byte, v func(string) core.GraphValue) error {
+		var g graphEffectRec
+		if err := decodeJSON(rec, &g); err != nil {
+			return graphCorrupt(r.thread, err)
+		}
+		d.Effects = append(d.Effects, threadEffectOf(r.thread, key[0], key[1], &g, v))
+		return nil
+	})
 }

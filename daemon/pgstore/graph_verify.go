@@ -15,6 +15,7 @@ var graphKeyCols = map[string]string{
 	"graph_blobs":       "ns, channel, version",
 	"graph_writes":      "ns, checkpoint_id, task_id, idx::text::bytea",
 	"graph_requests":    "request_id",
+	"graph_effects":     "ns, tool_use_id",
 }
 
 // verifyGraph checks the checksum and record of every graph row, calling
@@ -60,6 +61,8 @@ func (s *Store) verifyGraph(ctx context.Context, tx pgx.Tx, count func(), note f
 				v = &graphBlobRec{}
 			case "graph_writes":
 				v = &graphWriteRec{}
+			case "graph_effects":
+				v = &graphEffectRec{}
 			default:
 				v = &graphRequestRec{}
 			}

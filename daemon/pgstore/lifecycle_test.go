@@ -160,7 +160,7 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 // records hold no status, are active and can be completed; the graph tables
 // of version 3 are created and take a checkpoint; the changed_xid column of
 // version 4 is added and a write sets it; version 5's neg_update_ns is
-// filled from the records.
+// filled from the records; version 6's graph ledger takes a begin.
 func TestMigrateFromVersion1(t *testing.T) {
 	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
@@ -176,6 +176,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	// A version 1 schema has no graph tables (version 3).
 	srv.Exec(t, db, "DROP TABLE savepoint.graph_threads, savepoint.graph_checkpoints, savepoint.graph_blobs, savepoint.graph_writes,"+
 		" savepoint.graph_requests, savepoint.graph_upload_chunks, savepoint.graph_uploads")
+	// Nor the graph ledger (version 6).
+	srv.Exec(t, db, "DROP TABLE savepoint.graph_effects")
 	// Nor the sessions' changed_xid (version 4).
 	srv.Exec(t, db, "ALTER TABLE savepoint.sessions DROP COLUMN changed_xid")
 	// Nor neg_update_ns (version 5), filled from the records.
@@ -201,6 +203,9 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if _, err := s.PutCheckpoint(ctx, graphPut("t", "1")); err != nil {
 		t.Fatalf("graph put after the migration to version 3: %v", err)
+	}
+	if res, err := s.BeginThreadEffect(ctx, &core.ThreadEffectBegin{ThreadID: "t", ToolUseID: "c", Name: "f", CheckpointID: "1"}); err != nil || res.Decision != core.DecisionRun {
+		t.Fatalf("ledger begin after the migration to version 6: %+v %v", res, err)
 	}
 	var stamped bool
 	if err := c.QueryRow(ctx, "SELECT changed_xid <> '0' FROM savepoint.sessions WHERE session_id = 'old'").Scan(&stamped); err != nil || !stamped {

@@ -15,7 +15,7 @@ import (
 // SchemaVersion is the version of the tables this package writes, kept in
 // the schema's schema_version table (one row per migration applied). A
 // schema of a newer version is refused at Open.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[v-1] brings the schema from version v-1 to v. Each table holds
 // key columns, a record (JSON, see records.go) and its checksum. Session,
@@ -72,6 +72,9 @@ var migrations = [][]string{
 		`ALTER TABLE {sessions} ADD COLUMN neg_update_ns BIGINT`,
 		`CREATE INDEX ON {sessions} (neg_update_ns, session_id) WHERE neg_update_ns IS NOT NULL`,
 	},
+	// Version 6: the graph-thread ledger, graph_effects (graph_effect.go);
+	// a graph request record may name the attempt its begin started.
+	graphEffectsMigration,
 }
 
 // migrationSteps[v] runs after the statements of migration v, in the same
