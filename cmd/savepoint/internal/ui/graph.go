@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/savepoint-dev/savepoint/client"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -161,8 +162,13 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if len(tuples) == 0 {
-		s.refuse(w, r, http.StatusNotFound, "THREAD_NOT_FOUND", fmt.Sprintf("No checkpoint is stored for thread %q.", id))
+	effects, err := s.opts.Client.ThreadEffects(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(tuples) == 0 && len(effects) == 0 {
+		s.refuse(w, r, http.StatusNotFound, "THREAD_NOT_FOUND", fmt.Sprintf("No checkpoint and no ledger entry is stored for thread %q.", id))
 		return
 	}
 	var nss []*namespaceView
@@ -213,7 +219,40 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request) {
 		ID         string
 		Namespaces []*namespaceView
 		Cut        bool
-	}{id, nss, cut})
+		Ledger     []threadEffectView
+	}{id, nss, cut, threadEffectViews(effects)})
+}
+
+// threadEffectView is one row of a thread's ledger: the entry and what a
+// node running the call again is answered (client.NextBegin).
+type threadEffectView struct {
+	E        *savepointv1.ThreadEffect
+	NS       string
+	Class    string
+	State    string
+	Begun    string
+	Recorded string
+	Value    decodedValue // the recorded output
+	All      string       // always empty: an output is at most a message's size
+	Next     string
+	Why      string
+}
+
+func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
+	var out []threadEffectView
+	for _, e := range effects {
+		d, why := client.NextBegin(e)
+		next := map[savepointv1.Decision]string{savepointv1.Decision_DECISION_REUSE: "reuse",
+			savepointv1.Decision_DECISION_RUN: "re-run", savepointv1.Decision_DECISION_IN_DOUBT: "in doubt"}[d]
+		v := threadEffectView{E: e, NS: nsName(e.GetCheckpointNs()), Class: effectClassText(e.GetEffectClass()),
+			State: strings.ToLower(strings.TrimPrefix(e.GetState().String(), "THREAD_EFFECT_STATE_")),
+			Begun: formatTime(e.GetBeginTime()), Recorded: formatTime(e.GetRecordTime()), Next: next, Why: why}
+		if o := e.GetOutput(); o != nil {
+			v.Value = decodeValue(o.GetType(), o.GetData(), o.GetTotalSize())
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 var graphActions = map[string]string{"copy": "Copy thread", "prune": "Prune thread", "delete": "Delete thread"}

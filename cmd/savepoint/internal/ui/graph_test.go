@@ -28,7 +28,9 @@ func TestGraphPages(t *testing.T) {
 		`messages 2 { "messages": [ "hi" ], "n": 3 } msgpack, 17 B`,
 		`plan 1 { "steps": [ "draft", "send" ] } json`,
 		"secret 1 pickle, 13 B: serde type pickle is not decoded (the inspector never unpickles)",
-		"Task task-a (~__pregel_pull, agent)", `0 messages [ "tool call" ] json`)
+		"Task task-a (~__pregel_pull, agent)", `0 messages [ "tool call" ] json`,
+		`(root) call_doubt send_email side effect 1 begun`, `none recorded in doubt: attempt 1 began without an outcome and the tool has side effects`,
+		`(root) call_sent send_email side effect 1 succeeded`, `"sent #42" json, 10 B reuse: attempt 1 returned a result`)
 	// A value over 16 KiB is cut, with a link to the whole of it.
 	big := `"` + strings.Repeat("x", 40<<10) + `"`
 	if _, err := g.PutCheckpoint(t.Context(), &savepointv1.PutCheckpointRequest{

@@ -120,4 +120,16 @@ func seedThread(t *testing.T, g savepointv1.GraphCheckpointServiceClient) {
 		Writes: []*savepointv1.ChannelWrite{{Idx: 0, Channel: "messages", Value: &savepointv1.TypedValue{Type: "json", Data: []byte(`["tool call"]`)}}}}); err != nil {
 		t.Fatal(err)
 	}
+	// The ledger: a recorded call (reuse) and one begun without an outcome
+	// (in doubt).
+	for _, id := range []string{"call_sent", "call_doubt"} {
+		if _, err := g.BeginThreadEffect(ctx, &savepointv1.BeginThreadEffectRequest{ThreadId: "thread-1", ToolUseId: id, Name: "send_email",
+			InputJson: `{"to":"` + id + `"}`, CheckpointId: "2"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.RecordThreadEffect(ctx, &savepointv1.RecordThreadEffectRequest{ThreadId: "thread-1", ToolUseId: "call_sent", Attempt: 1,
+		Output: &savepointv1.TypedValue{Type: "json", Data: []byte(`"sent #42"`)}}); err != nil {
+		t.Fatal(err)
+	}
 }
