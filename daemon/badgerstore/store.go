@@ -240,19 +240,27 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// start checks the high-water mark, starts the engine, and migrates.
+// start opens the write-ahead log and replays it into Badger, checks the
+// high-water mark against the log's last LSN, starts the engine, and
+// migrates.
 func (s *Store) start(dir string, opts Options) error {
 	seq, err := readSeq(s.db)
 	if err != nil && !errors.Is(err, errNoSeq) {
 		return fmt.Errorf("%w: %v", ErrFormat, err)
 	}
+	var w *wal
 	if dir != "" {
+		if w, seq, err = s.openLog(dir, seq); err != nil {
+			return err
+		}
 		mark, found, err := readHWM(dir)
 		if err != nil {
+			w.close()
 			return err
 		}
 		if found && seq < mark {
 			if !opts.AcceptDataLoss {
+				w.close()
 				return fmt.Errorf("%w: the data in %s ends at commit %d but commit %d was acknowledged; "+
 					"commits %d to %d are lost. Restore a backup, or start with --accept-data-loss to serve what is left",
 					ErrBehind, dir, seq, mark, seq+1, mark)
@@ -260,6 +268,7 @@ func (s *Store) start(dir string, opts Options) error {
 			s.log.Error("serving a store behind its high-water mark: acknowledged commits are lost",
 				"data_dir", dir, "last_commit", seq, "high_water_mark", mark, "lost_commits", mark-seq)
 			if err := writeHWM(dir, seq); err != nil {
+				w.close()
 				return err
 			}
 		}
@@ -270,7 +279,7 @@ func (s *Store) start(dir string, opts Options) error {
 		onCommit = s.hwm.latest.Store
 	}
 	s.openSeq = seq
-	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit)
+	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit, w)
 	if err := s.migrate(); err != nil {
 		return err
 	}
@@ -285,6 +294,61 @@ func (s *Store) start(dir string, opts Options) error {
 	}
 	s.bg.Go(func() { s.maintainEvery(opts.Retention) })
 	return nil
+}
+
+// openLog opens the write-ahead log, replays the records after its mark
+// into Badger (which a power cut routinely leaves behind the log), makes
+// Badger durable and moves the mark to the end, and returns the log and
+// the last commit's sequence number: the log's last LSN, or Badger's own
+// when a store written before the log existed has none.
+func (s *Store) openLog(dir string, badgerSeq uint64) (*wal, uint64, error) {
+	version := s.db.MaxVersion()
+	w, res, err := openWAL(filepath.Join(dir, WALDir), s.key, badgerSeq, func(lsn uint64, payload []byte) error {
+		v, ws, err := decodeCommitPayload(payload)
+		if err != nil {
+			return fmt.Errorf("%w: write-ahead log record %d: %v", ErrDamaged, lsn, err)
+		}
+		version = max(version, v)
+		return applyCommit(s.db, v-1, v, lsn, [][]write{ws})
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	last := res.end.lsn
+	if badgerSeq > last {
+		// Badger holds commits the log does not: the log lost records it
+		// had synced (the high-water mark check decides what that means).
+		s.log.Warn("the write-ahead log ends before the data", "log_last_commit", last, "data_last_commit", badgerSeq)
+		last = badgerSeq
+	}
+	if res.replayed > 0 || res.cut {
+		s.log.Info("replayed the write-ahead log", "from_commit", res.mark.lsn, "records", res.replayed, "last_commit", res.end.lsn,
+			"tail_cut", res.cut)
+	}
+	files := &dataFiles{dir: dir}
+	defer files.close()
+	err = files.beforeSync(s.now(), true)
+	if err == nil {
+		err = files.syncMemtables()
+	}
+	if err == nil && !skipSync {
+		err = s.db.Sync()
+	}
+	if err == nil {
+		err = files.afterSync()
+	}
+	if err == nil {
+		end := res.end
+		end.lsn = last
+		w.next = last + 1
+		w.applied = end
+		err = w.writeMark(end) // also makes this Open's epoch durable before any record
+	}
+	if err != nil {
+		w.close()
+		return nil, 0, fmt.Errorf("making the replayed write-ahead log durable: %w", err)
+	}
+	return w, last, nil
 }
 
 // removeEmptyWALs deletes write-ahead log files of zero bytes. Badger
@@ -415,7 +479,7 @@ func (s *Store) Size(context.Context) (int64, error) {
 		return lsm + vlog, nil
 	}
 	var n int64
-	for _, glob := range []string{"*.sst", "*.vlog", "*.mem"} {
+	for _, glob := range []string{"*.sst", "*.vlog", "*.mem", filepath.Join(WALDir, "*.seg"), filepath.Join(WALDir, "spare-*")} {
 		n += globBytes(s.eng.dir, glob)
 	}
 	return n, nil

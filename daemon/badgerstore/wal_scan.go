@@ -1,0 +1,112 @@
+package badgerstore
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// walScanner reads the log's records in order from a position. It takes a
+// record only when its header fits, its CRC32C matches and its LSN is the
+// one expected next; the first record that fails ends the log, so neither a
+// torn record nor anything written after it, nor an old record left in a
+// recycled segment (whose CRC is good but whose LSN is from before), is
+// ever taken.
+type walScanner struct {
+	dir    string
+	cipher *walCipher
+	// why says why the last scan ended, for savepointd verify.
+	why string
+}
+
+// scan passes each record after from to fn, in order, and returns the
+// position after the last one taken and how many were taken. An error of
+// fn, or one reading a segment that exists, ends the scan with that error.
+func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) error) (walPos, int, error) {
+	pos := from
+	taken := 0
+	data, err := sc.readSegment(pos.seg)
+	if err != nil {
+		return pos, 0, err
+	}
+	if data == nil {
+		sc.why = fmt.Sprintf("segment %s is missing", segName(pos.seg))
+		return pos, 0, nil
+	}
+	for {
+		rec, h, why := sc.record(data, pos)
+		if why != "" {
+			sc.why = why
+			return pos, taken, nil
+		}
+		if h.kind == walKindEnd {
+			next, err := sc.readSegment(pos.seg + 1)
+			if err != nil {
+				return pos, taken, err
+			}
+			if next == nil {
+				sc.why = fmt.Sprintf("segment %s ends, and segment %s is missing", segName(pos.seg), segName(pos.seg+1))
+				return pos, taken, nil
+			}
+			if _, _, why := sc.record(next, walPos{lsn: pos.lsn, seg: pos.seg + 1}); why != "" {
+				// The next segment was made ready but holds no record yet:
+				// the log ends at this end-of-segment record.
+				sc.why = why
+				return pos, taken, nil
+			}
+			data, pos = next, walPos{lsn: pos.lsn, seg: pos.seg + 1}
+			continue
+		}
+		payload, err := openWALPayload(sc.cipher, h, rec)
+		if err != nil {
+			return pos, taken, fmt.Errorf("%w: write-ahead log segment %s at %d: %v", ErrDamaged, segName(pos.seg), pos.off, err)
+		}
+		if err := fn(h.lsn, payload); err != nil {
+			return pos, taken, err
+		}
+		taken++
+		pos = walPos{lsn: h.lsn, seg: pos.seg, off: pos.off + int64(len(rec))}
+	}
+}
+
+// record returns the record at pos in data, the segment pos.seg, or why
+// there is none: the log ends there.
+func (sc *walScanner) record(data []byte, pos walPos) ([]byte, walHeader, string) {
+	at := fmt.Sprintf("segment %s at offset %d", segName(pos.seg), pos.off)
+	if pos.off+walHeaderLen > int64(len(data)) {
+		return nil, walHeader{}, "no room for a record header at " + at
+	}
+	h := readWALHeader(data[pos.off:])
+	if h.crc == 0 && h.length == 0 && h.lsn == 0 && h.kind == 0 {
+		return nil, h, "zeros at " + at
+	}
+	end := pos.off + walHeaderLen + int64(h.length)
+	if end > int64(len(data)) || (h.kind == walKindEnd && h.length != 0) || (h.kind != walKindEnd && h.kind != walKindCommit) {
+		return nil, h, "no whole record at " + at
+	}
+	rec := data[pos.off:end]
+	if sealed := h.crc; sealed != crcOf(rec) {
+		return nil, h, "a record whose CRC does not match (torn) at " + at
+	}
+	if h.lsn != pos.lsn+1 {
+		return nil, h, fmt.Sprintf("a record of LSN %d where %d was due (left from the segment's earlier use) at %s", h.lsn, pos.lsn+1, at)
+	}
+	return rec, h, ""
+}
+
+func crcOf(rec []byte) uint32 { return crc32.Checksum(rec[4:], castagnoli) }
+
+// readSegment returns the whole of segment n, or nil when it does not exist.
+func (sc *walScanner) readSegment(n uint64) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(sc.dir, segName(n)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading write-ahead log segment %s: %w", segName(n), err)
+	}
+	return b, nil
+}
