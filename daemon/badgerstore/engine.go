@@ -311,7 +311,12 @@ func (e *engine) close() {
 	e.drain()
 	if e.wal != nil {
 		if e.err() == nil {
-			if err := e.checkpoint(false); err != nil {
+			err := e.checkpoint(false)
+			if err == nil {
+				_, applied := e.wal.positions()
+				err = e.wal.writeMarkClean(applied, true)
+			}
+			if err != nil {
 				e.fail(fmt.Errorf("checkpoint at close: %w", err))
 			}
 		}

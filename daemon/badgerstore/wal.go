@@ -104,7 +104,7 @@ func openWAL(dir string, key []byte, badgerSeq uint64, replay func(lsn uint64, p
 		return nil, res, err
 	}
 	res.end, res.replayed = end, n
-	if res.cut, err = w.openAt(end, m.seg); err != nil {
+	if res.cut, err = w.openAt(end, m.seg, m.clean && end == m.walPos); err != nil {
 		return nil, res, err
 	}
 	w.mark, w.applied = m.walPos, end
@@ -136,9 +136,11 @@ func (w *wal) start(lsn uint64) error {
 }
 
 // openAt leaves the writer at end: the segments before the mark's become
-// spares, those after end's are removed, and end's is zeroed past end. It
-// says whether anything had to be zeroed or removed.
-func (w *wal) openAt(end walPos, markSeg uint64) (cut bool, err error) {
+// spares, those after end's are removed, and end's is zeroed past end
+// unless clean (Close wrote the mark at end, after the last record: only
+// a recycled segment's old records can follow). It says whether anything
+// had to be zeroed or removed.
+func (w *wal) openAt(end walPos, markSeg uint64, clean bool) (cut bool, err error) {
 	files, err := listWAL(w.dir)
 	if err != nil {
 		return false, err
@@ -178,7 +180,7 @@ func (w *wal) openAt(end walPos, markSeg uint64) (cut bool, err error) {
 		return false, err
 	}
 	st, err := f.Stat()
-	if err == nil {
+	if err == nil && !clean {
 		var before int64
 		before, err = nonZeroAfter(f, end.off)
 		if err == nil && before > 0 {
@@ -214,8 +216,11 @@ func nonZeroAfter(f *os.File, off int64) (int64, error) {
 
 // writeMark makes pos the durable mark (Badger holds every commit up to
 // pos.lsn durably) with this Open's epoch.
-func (w *wal) writeMark(pos walPos) error {
-	if err := writeWALMark(w.dir, walMark{walPos: pos, epoch: w.epoch, salt: w.salt}); err != nil {
+func (w *wal) writeMark(pos walPos) error { return w.writeMarkClean(pos, false) }
+
+// writeMarkClean writes the mark, clean when nothing is appended after it.
+func (w *wal) writeMarkClean(pos walPos, clean bool) error {
+	if err := writeWALMark(w.dir, walMark{walPos: pos, epoch: w.epoch, clean: clean, salt: w.salt}); err != nil {
 		return err
 	}
 	w.mu.Lock()

@@ -14,13 +14,14 @@ import (
 // commit durably, and where the record after it starts, written only after
 // a db.Sync that covered that LSN; with the log's salt and the epoch of
 // the Open that wrote it. Open replays the log from the mark, and only
-// segments wholly before the mark's segment are recycled.
+// segments wholly before the mark's segment are recycled. A mark written by
+// Close, after the last record, is clean: nothing follows it in the log.
 //
-//	"SPWALMK1" | lsn (8) | segment (8) | offset (8) | epoch (4) | salt (16) | crc32c (4)
+//	"SPWALMK1" | lsn (8) | segment (8) | offset (8) | epoch (4) | clean (1) | salt (16) | crc32c (4)
 const (
 	walMarkFile  = "mark"
 	walMarkMagic = "SPWALMK1"
-	walMarkLen   = 8 + 8 + 8 + 8 + 4 + 16 + 4
+	walMarkLen   = 8 + 8 + 8 + 8 + 4 + 1 + 16 + 4
 	walSaltLen   = 16
 )
 
@@ -36,6 +37,7 @@ type walPos struct {
 type walMark struct {
 	walPos
 	epoch uint32
+	clean bool
 	salt  []byte
 }
 
@@ -46,6 +48,11 @@ func encodeWALMark(m walMark) []byte {
 	b = binary.LittleEndian.AppendUint64(b, m.seg)
 	b = binary.LittleEndian.AppendUint64(b, uint64(m.off))
 	b = binary.LittleEndian.AppendUint32(b, m.epoch)
+	if m.clean {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
 	b = append(b, m.salt...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -67,7 +74,8 @@ func readWALMark(dir string) (m walMark, found bool, err error) {
 	m.seg = binary.LittleEndian.Uint64(b[16:])
 	m.off = int64(binary.LittleEndian.Uint64(b[24:]))
 	m.epoch = binary.LittleEndian.Uint32(b[32:])
-	m.salt = append([]byte(nil), b[36:36+walSaltLen]...)
+	m.clean = b[36] == 1
+	m.salt = append([]byte(nil), b[37:37+walSaltLen]...)
 	return m, true, nil
 }
 

@@ -18,6 +18,7 @@ import (
 type walScanner struct {
 	dir    string
 	cipher *walCipher
+	until  uint64 // when not 0, the scan ends once it took the record of this LSN
 	// why says why the last scan ended, for savepointd verify.
 	why string
 }
@@ -28,6 +29,9 @@ type walScanner struct {
 func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) error) (walPos, int, error) {
 	pos := from
 	taken := 0
+	if sc.until > 0 && pos.lsn >= sc.until {
+		return pos, 0, nil
+	}
 	data, err := sc.readSegment(pos.seg)
 	if err != nil {
 		return pos, 0, err
@@ -69,6 +73,9 @@ func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) erro
 		}
 		taken++
 		pos = walPos{lsn: h.lsn, seg: pos.seg, off: pos.off + int64(len(rec))}
+		if sc.until > 0 && pos.lsn >= sc.until {
+			return pos, taken, nil
+		}
 	}
 }
 
