@@ -52,10 +52,10 @@ type write struct {
 }
 
 type op struct {
-	writes []write
+	writes   []write
 	size     int64 // what it counts for in a Badger transaction
 	logBytes int64 // a bound on its share of a log record
-	probe    bool // a Ping: answered by the loop after the batch it joins, writing nothing
+	probe    bool  // a Ping: answered by the loop after the batch it joins, writing nothing
 	// exclusive, when set, is run by the loop alone, between two commits,
 	// for Badger calls that must not meet a write (DropPrefix).
 	exclusive func() error

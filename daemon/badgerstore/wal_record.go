@@ -31,7 +31,6 @@ const (
 	walFlagSealed = 1
 )
 
-
 // walHeader is a record's header, decoded.
 type walHeader struct {
 	crc    uint32
