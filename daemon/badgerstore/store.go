@@ -240,9 +240,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// start opens the write-ahead log and replays it into Badger, checks the
-// high-water mark against the log's last LSN, starts the engine, and
-// migrates.
+// start opens the write-ahead log and replays it into Badger, checks that
+// Badger then holds every commit the log and the high-water mark know of,
+// starts the engine, and migrates.
 func (s *Store) start(dir string, opts Options) error {
 	seq, err := readSeq(s.db)
 	if err != nil && !errors.Is(err, errNoSeq) {
@@ -250,27 +250,16 @@ func (s *Store) start(dir string, opts Options) error {
 	}
 	var w *wal
 	if dir != "" {
-		if w, seq, err = s.openLog(dir, seq); err != nil {
+		var res walOpen
+		if w, res, err = s.replayLog(dir, seq); err != nil {
 			return err
 		}
-		mark, found, err := readHWM(dir)
+		if seq, err = s.checkBehind(dir, w, res, opts.AcceptDataLoss); err == nil {
+			err = s.markLog(w, res.end, seq)
+		}
 		if err != nil {
 			w.close()
 			return err
-		}
-		if found && seq < mark {
-			if !opts.AcceptDataLoss {
-				w.close()
-				return fmt.Errorf("%w: the data in %s ends at commit %d but commit %d was acknowledged; "+
-					"commits %d to %d are lost. Restore a backup, or start with --accept-data-loss to serve what is left",
-					ErrBehind, dir, seq, mark, seq+1, mark)
-			}
-			s.log.Error("serving a store behind its high-water mark: acknowledged commits are lost",
-				"data_dir", dir, "last_commit", seq, "high_water_mark", mark, "lost_commits", mark-seq)
-			if err := writeHWM(dir, seq); err != nil {
-				w.close()
-				return err
-			}
 		}
 		s.hwm = startHWM(dir, seq, func(err error) { s.log.Error("write high-water mark", "err", err) })
 	}
@@ -296,38 +285,75 @@ func (s *Store) start(dir string, opts Options) error {
 	return nil
 }
 
-// openLog opens the write-ahead log, replays the records after its mark
-// into Badger (which a power cut routinely leaves behind the log), makes
-// Badger durable and moves the mark to the end, and returns the log and
-// the last commit's sequence number: the log's last LSN, or Badger's own
-// when a store written before the log existed has none.
-func (s *Store) openLog(dir string, badgerSeq uint64) (*wal, uint64, error) {
-	version := s.db.MaxVersion()
+// replayLog opens the write-ahead log and replays the records after its
+// mark into Badger, which a power cut routinely leaves behind the log.
+func (s *Store) replayLog(dir string, badgerSeq uint64) (*wal, walOpen, error) {
 	w, res, err := openWAL(filepath.Join(dir, WALDir), s.key, badgerSeq, func(lsn uint64, payload []byte) error {
 		v, ws, err := decodeCommitPayload(payload)
 		if err != nil {
 			return fmt.Errorf("%w: write-ahead log record %d: %v", ErrDamaged, lsn, err)
 		}
-		version = max(version, v)
 		return applyCommit(s.db, v-1, v, lsn, [][]write{ws})
 	})
 	if err != nil {
-		return nil, 0, err
-	}
-	last := res.end.lsn
-	if badgerSeq > last {
-		// Badger holds commits the log does not: the log lost records it
-		// had synced (the high-water mark check decides what that means).
-		s.log.Warn("the write-ahead log ends before the data", "log_last_commit", last, "data_last_commit", badgerSeq)
-		last = badgerSeq
+		return nil, res, err
 	}
 	if res.replayed > 0 || res.cut {
-		s.log.Info("replayed the write-ahead log", "from_commit", res.mark.lsn, "records", res.replayed, "last_commit", res.end.lsn,
-			"tail_cut", res.cut)
+		s.log.Info("replayed the write-ahead log", "from_commit", res.mark.lsn, "records", res.replayed,
+			"last_commit", res.end.lsn, "tail_cut", res.cut)
 	}
-	files := &dataFiles{dir: dir}
+	return w, res, nil
+}
+
+// checkBehind returns the sequence number the store goes on from, once
+// the replay is done. Badger must then hold every commit of the log (up to
+// its last LSN: the replay applied those after the mark, a checkpoint had
+// synced those before) and every commit the high-water mark recorded, which
+// is how a log or a Badger rolled back is told apart from a power cut; a
+// store behind either is refused with ErrBehind, or served with
+// acceptLoss, the loss logged.
+func (s *Store) checkBehind(dir string, w *wal, res walOpen, acceptLoss bool) (uint64, error) {
+	data, err := readSeq(s.db)
+	if err != nil && !errors.Is(err, errNoSeq) {
+		return 0, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	acked, what := res.end.lsn, "was acknowledged or is in the write-ahead log"
+	mark, found, err := readHWM(dir)
+	if err != nil {
+		return 0, err
+	}
+	if found && mark >= acked {
+		acked, what = mark, "was acknowledged"
+	}
+	if data >= acked {
+		if data > res.end.lsn {
+			// Badger holds commits the log lost; nothing acknowledged is missing.
+			s.log.Warn("the write-ahead log ends before the data", "log_last_commit", res.end.lsn, "data_last_commit", data)
+		}
+		return data, nil
+	}
+	if !acceptLoss {
+		return 0, fmt.Errorf("%w: the data in %s ends at commit %d but commit %d %s; "+
+			"commits %d to %d are lost. Restore a backup, or start with --accept-data-loss to serve what is left",
+			ErrBehind, dir, data, acked, what, data+1, acked)
+	}
+	s.log.Error("serving a store behind its high-water mark: acknowledged commits are lost",
+		"data_dir", dir, "last_commit", data, "high_water_mark", acked, "lost_commits", acked-data)
+	// The log goes on after its own last LSN; the lost numbers stay unused.
+	last := max(data, res.end.lsn)
+	if err := writeHWM(dir, last); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// markLog makes Badger durable after the replay and moves the mark to the
+// log's end, with seq as its LSN: the writer goes on with seq+1. The mark
+// also makes this Open's epoch durable before any record is written.
+func (s *Store) markLog(w *wal, end walPos, seq uint64) error {
+	files := &dataFiles{dir: s.dir}
 	defer files.close()
-	err = files.beforeSync(s.now(), true)
+	err := files.beforeSync(s.now(), true)
 	if err == nil {
 		err = files.syncMemtables()
 	}
@@ -338,17 +364,14 @@ func (s *Store) openLog(dir string, badgerSeq uint64) (*wal, uint64, error) {
 		err = files.afterSync()
 	}
 	if err == nil {
-		end := res.end
-		end.lsn = last
-		w.next = last + 1
-		w.applied = end
-		err = w.writeMark(end) // also makes this Open's epoch durable before any record
+		end.lsn = seq
+		w.next, w.applied = seq+1, end
+		err = w.writeMark(end)
 	}
 	if err != nil {
-		w.close()
-		return nil, 0, fmt.Errorf("making the replayed write-ahead log durable: %w", err)
+		return fmt.Errorf("making the replayed write-ahead log durable: %w", err)
 	}
-	return w, last, nil
+	return nil
 }
 
 // removeEmptyWALs deletes write-ahead log files of zero bytes. Badger
