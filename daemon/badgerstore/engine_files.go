@@ -179,7 +179,11 @@ func (f *dataFiles) syncMemtables() error {
 		if err != nil {
 			return err
 		}
-		err = unix.Fdatasync(int(m.Fd()))
+		if f.datasync != nil {
+			err = f.datasync(m)
+		} else {
+			err = unix.Fdatasync(int(m.Fd()))
+		}
 		m.Close()
 		if err != nil {
 			return fmt.Errorf("sync of memtable log %s: %w", name, err)
