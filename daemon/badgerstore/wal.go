@@ -39,7 +39,8 @@ type wal struct {
 	segLen int64
 	off    int64  // where the next record goes
 	next   uint64 // its LSN
-	buf    []byte
+	buf    []byte // the record being written
+	sealed []byte // its sealed form, with a key
 
 	mu       sync.Mutex
 	spares   []string // spare segment files, ready to be renamed into use
@@ -155,7 +156,7 @@ func (w *wal) openAt(end walPos, markSeg uint64, clean bool) (cut bool, err erro
 		}
 		w.spares = w.spares[1:]
 	}
-	w.oldest = end.seg
+	w.oldest = markSeg
 	for _, n := range files.segs {
 		switch {
 		case n < markSeg:
@@ -199,7 +200,7 @@ func (w *wal) openAt(end walPos, markSeg uint64, clean bool) (cut bool, err erro
 // nonZeroAfter returns how many bytes after off in f are not zero, counted
 // only up to the first one (0 or 1).
 func nonZeroAfter(f *os.File, off int64) (int64, error) {
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, 64<<10)
 	for at := off; ; {
 		n, err := f.ReadAt(buf, at)
 		for _, b := range buf[:n] {
@@ -229,18 +230,50 @@ func (w *wal) writeMarkClean(pos walPos, clean bool) error {
 	return nil
 }
 
-// append writes the commit record of lsn w.next with payload after the
-// last one, moving to a new segment when it does not fit, and returns the
-// position after it. The record is durable only after sync.
+// walKeepBuf is the largest record buffer kept between commits: a larger
+// one (a big save's) is let go once written.
+const walKeepBuf = 1 << 20
+
+var zeroHeader [walHeaderLen]byte
+
+// recordBuf returns the writer's buffer holding room for a record's header,
+// for the committer to append the record's payload to, in place.
+func (w *wal) recordBuf() []byte { return append(w.buf[:0], zeroHeader[:]...) }
+
+// append writes the commit record of payload; see appendRecord.
 func (w *wal) append(payload []byte) (walPos, error) {
-	w.buf = encodeWALRecord(w.buf[:0], w.cipher, walKindCommit, w.epoch, w.next, payload)
-	need := int64(len(w.buf))
+	return w.appendRecord(append(w.recordBuf(), payload...))
+}
+
+// appendRecord writes rec, room for a header and a commit payload (from
+// recordBuf), as the record of LSN w.next after the last one, sealed with
+// the log's key if it has one, moving to a new segment when it does not
+// fit, and returns the position after it. It is durable only after sync.
+func (w *wal) appendRecord(rec []byte) (walPos, error) {
+	w.buf = rec
+	out := rec
+	if w.cipher != nil {
+		w.sealed = encodeWALRecord(w.sealed[:0], w.cipher, walKindCommit, w.epoch, w.next, rec[walHeaderLen:])
+		out = w.sealed
+	} else {
+		putWALHeader(rec, walHeader{length: uint32(len(rec) - walHeaderLen), lsn: w.next, epoch: w.epoch, kind: walKindCommit})
+		sealCRC(rec)
+	}
+	defer func() {
+		if cap(w.buf) > walKeepBuf {
+			w.buf = nil
+		}
+		if cap(w.sealed) > walKeepBuf {
+			w.sealed = nil
+		}
+	}()
+	need := int64(len(out))
 	if w.off+need+walHeaderLen > w.segLen {
 		if err := w.nextSegment(need + 2*walHeaderLen); err != nil {
 			return walPos{}, err
 		}
 	}
-	if _, err := w.seg.WriteAt(w.buf, w.off); err != nil {
+	if _, err := w.seg.WriteAt(out, w.off); err != nil {
 		return walPos{}, fmt.Errorf("write-ahead log: %w", err)
 	}
 	w.off += need

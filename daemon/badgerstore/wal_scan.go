@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // walScanner reads the log's records in order from a position. It takes a
@@ -19,6 +20,7 @@ type walScanner struct {
 	dir    string
 	cipher *walCipher
 	until  uint64 // when not 0, the scan ends once it took the record of this LSN
+	buf    []byte // the record read last
 	// why says why the last scan ended, for savepointd verify.
 	why string
 }
@@ -26,28 +28,34 @@ type walScanner struct {
 // scan passes each record after from to fn, in order, and returns the
 // position after the last one taken and how many were taken. An error of
 // fn, or one reading a segment that exists, ends the scan with that error.
+// The payload passed to fn is valid only until fn returns. Records are
+// read one at a time, never a whole segment into memory.
 func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) error) (walPos, int, error) {
 	pos := from
 	taken := 0
 	if sc.until > 0 && pos.lsn >= sc.until {
 		return pos, 0, nil
 	}
-	data, err := sc.readSegment(pos.seg)
+	seg, err := sc.openSegment(pos.seg)
 	if err != nil {
 		return pos, 0, err
 	}
-	if data == nil {
+	if seg == nil {
 		sc.why = fmt.Sprintf("segment %s is missing", segName(pos.seg))
 		return pos, 0, nil
 	}
+	defer func() { seg.Close() }()
 	for {
-		rec, h, why := sc.record(data, pos)
+		rec, h, why, err := sc.record(seg, pos)
+		if err != nil {
+			return pos, taken, err
+		}
 		if why != "" {
 			sc.why = why
 			return pos, taken, nil
 		}
 		if h.kind == walKindEnd {
-			next, err := sc.readSegment(pos.seg + 1)
+			next, err := sc.openSegment(pos.seg + 1)
 			if err != nil {
 				return pos, taken, err
 			}
@@ -55,13 +63,15 @@ func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) erro
 				sc.why = fmt.Sprintf("segment %s ends, and segment %s is missing", segName(pos.seg), segName(pos.seg+1))
 				return pos, taken, nil
 			}
-			if _, _, why := sc.record(next, walPos{lsn: pos.lsn, seg: pos.seg + 1}); why != "" {
+			if _, _, why, err := sc.record(next, walPos{lsn: pos.lsn, seg: pos.seg + 1}); why != "" || err != nil {
 				// The next segment was made ready but holds no record yet:
 				// the log ends at this end-of-segment record.
+				next.Close()
 				sc.why = why
-				return pos, taken, nil
+				return pos, taken, err
 			}
-			data, pos = next, walPos{lsn: pos.lsn, seg: pos.seg + 1}
+			seg.Close()
+			seg, pos = next, walPos{lsn: pos.lsn, seg: pos.seg + 1}
 			continue
 		}
 		payload, err := openWALPayload(sc.cipher, h, rec)
@@ -79,41 +89,60 @@ func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) erro
 	}
 }
 
-// record returns the record at pos in data, the segment pos.seg, or why
-// there is none: the log ends there.
-func (sc *walScanner) record(data []byte, pos walPos) ([]byte, walHeader, string) {
+// walSegmentFile is a segment open for reading.
+type walSegmentFile struct {
+	*os.File
+	size int64
+}
+
+// record reads the record at pos in seg, the segment pos.seg, or says why
+// there is none: the log ends there. The record is valid until the next
+// call.
+func (sc *walScanner) record(seg *walSegmentFile, pos walPos) ([]byte, walHeader, string, error) {
 	at := fmt.Sprintf("segment %s at offset %d", segName(pos.seg), pos.off)
-	if pos.off+walHeaderLen > int64(len(data)) {
-		return nil, walHeader{}, "no room for a record header at " + at
+	if pos.off+walHeaderLen > seg.size {
+		return nil, walHeader{}, "no room for a record header at " + at, nil
 	}
-	h := readWALHeader(data[pos.off:])
+	sc.buf = append(sc.buf[:0], zeroHeader[:]...)
+	if _, err := seg.ReadAt(sc.buf, pos.off); err != nil {
+		return nil, walHeader{}, "", fmt.Errorf("reading write-ahead log %s: %w", at, err)
+	}
+	h := readWALHeader(sc.buf)
 	if h.crc == 0 && h.length == 0 && h.lsn == 0 && h.kind == 0 {
-		return nil, h, "zeros at " + at
+		return nil, h, "zeros at " + at, nil
 	}
 	end := pos.off + walHeaderLen + int64(h.length)
-	if end > int64(len(data)) || (h.kind == walKindEnd && h.length != 0) || (h.kind != walKindEnd && h.kind != walKindCommit) {
-		return nil, h, "no whole record at " + at
+	if end > seg.size || (h.kind == walKindEnd && h.length != 0) || (h.kind != walKindEnd && h.kind != walKindCommit) {
+		return nil, h, "no whole record at " + at, nil
 	}
-	rec := data[pos.off:end]
-	if sealed := h.crc; sealed != crcOf(rec) {
-		return nil, h, "a record whose CRC does not match (torn) at " + at
+	sc.buf = slices.Grow(sc.buf, int(h.length))[:walHeaderLen+int(h.length)]
+	if _, err := seg.ReadAt(sc.buf[walHeaderLen:], pos.off+walHeaderLen); err != nil {
+		return nil, h, "", fmt.Errorf("reading write-ahead log %s: %w", at, err)
+	}
+	rec := sc.buf
+	if h.crc != crcOf(rec) {
+		return nil, h, "a record whose CRC does not match (torn) at " + at, nil
 	}
 	if h.lsn != pos.lsn+1 {
-		return nil, h, fmt.Sprintf("a record of LSN %d where %d was due (left from the segment's earlier use) at %s", h.lsn, pos.lsn+1, at)
+		return nil, h, fmt.Sprintf("a record of LSN %d where %d was due (left from the segment's earlier use) at %s", h.lsn, pos.lsn+1, at), nil
 	}
-	return rec, h, ""
+	return rec, h, "", nil
 }
 
 func crcOf(rec []byte) uint32 { return crc32.Checksum(rec[4:], castagnoli) }
 
-// readSegment returns the whole of segment n, or nil when it does not exist.
-func (sc *walScanner) readSegment(n uint64) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(sc.dir, segName(n)))
+// openSegment opens segment n, or returns nil when it does not exist.
+func (sc *walScanner) openSegment(n uint64) (*walSegmentFile, error) {
+	f, err := os.Open(filepath.Join(sc.dir, segName(n)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading write-ahead log segment %s: %w", segName(n), err)
+	if err == nil {
+		var st os.FileInfo
+		if st, err = f.Stat(); err == nil {
+			return &walSegmentFile{File: f, size: st.Size()}, nil
+		}
+		f.Close()
 	}
-	return b, nil
+	return nil, fmt.Errorf("reading write-ahead log segment %s: %w", segName(n), err)
 }

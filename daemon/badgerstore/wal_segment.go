@@ -106,7 +106,7 @@ func fillZeros(f *os.File, from, to int64, allocate bool) error {
 			return err
 		}
 	}
-	zeros := make([]byte, min(1<<20, to-from))
+	zeros := make([]byte, min(256<<10, to-from))
 	for off := from; off < to; {
 		n, err := f.WriteAt(zeros[:min(int64(len(zeros)), to-off)], off)
 		if err != nil {
@@ -126,7 +126,7 @@ func zeroTail(f *os.File, off int64) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, 64<<10)
 	last := int64(-1) // the end of the last chunk holding a non-zero byte
 	for at := off; at < st.Size(); {
 		n, err := f.ReadAt(buf[:min(int64(len(buf)), st.Size()-at)], at)
