@@ -155,4 +155,3 @@ func (e *engine) drain() {
 		o.done <- errClosing
 	}
 }
-

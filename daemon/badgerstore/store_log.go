@@ -98,4 +98,3 @@ func (s *Store) markLog(w *wal, end walPos, seq uint64) error {
 	}
 	return nil
 }
-
