@@ -65,7 +65,7 @@ type op struct {
 // Stats counts the engine's work since Open.
 type Stats struct {
 	Requests uint64 // write requests acknowledged
-	Commits  uint64 // Badger transactions committed, each followed by one sync
+	Commits  uint64 // commits: each one log record and its sync, then one Badger transaction
 	Seq      uint64 // sequence number of the last durable commit
 	// WriteReadBytes counts the bytes of stored values that writes (saves,
 	// effects, resumes, deletes) read before writing.
