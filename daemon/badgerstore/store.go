@@ -254,7 +254,7 @@ func (s *Store) start(dir string, opts Options) error {
 		if w, res, err = s.replayLog(dir, seq); err != nil {
 			return err
 		}
-		if seq, err = s.checkBehind(dir, w, res, opts.AcceptDataLoss); err == nil {
+		if seq, err = s.checkBehind(dir, seq, res, opts.AcceptDataLoss); err == nil {
 			err = s.markLog(w, res.end, seq)
 		}
 		if err != nil {

@@ -31,16 +31,23 @@ func (s *Store) replayLog(dir string, badgerSeq uint64) (*wal, walOpen, error) {
 }
 
 // checkBehind returns the sequence number the store goes on from, once
-// the replay is done. Badger must then hold every commit of the log (up to
-// its last LSN: the replay applied those after the mark, a checkpoint had
-// synced those before) and every commit the high-water mark recorded, which
-// is how a log or a Badger rolled back is told apart from a power cut; a
-// store behind either is refused with ErrBehind, or served with
-// acceptLoss, the loss logged.
-func (s *Store) checkBehind(dir string, w *wal, res walOpen, acceptLoss bool) (uint64, error) {
+// the replay is done. Badger must then hold every commit of the log: before
+// the replay, every commit up to the mark (a checkpoint synced them; the
+// replay rewrites the commit number, so a Badger rolled back behind its
+// mark is told by badgerSeq, its number before the replay), and after it,
+// every commit up to the log's last LSN and every commit the high-water
+// mark recorded. This is how a log or a Badger rolled back is told apart
+// from a power cut, which leaves Badger behind the log but not its mark. A
+// store behind is refused with ErrBehind, or served with acceptLoss, the
+// loss logged.
+func (s *Store) checkBehind(dir string, badgerSeq uint64, res walOpen, acceptLoss bool) (uint64, error) {
 	data, err := readSeq(s.db)
 	if err != nil && !errors.Is(err, errNoSeq) {
 		return 0, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	lostTo := uint64(0) // set when Badger lost commits the replay cannot give back
+	if badgerSeq < res.mark.lsn {
+		data, lostTo = badgerSeq, res.mark.lsn // the replay added what followed the mark, not what preceded it
 	}
 	acked, what := res.end.lsn, "was acknowledged or is in the write-ahead log"
 	mark, found, err := readHWM(dir)
@@ -57,13 +64,16 @@ func (s *Store) checkBehind(dir string, w *wal, res walOpen, acceptLoss bool) (u
 		}
 		return data, nil
 	}
+	if lostTo == 0 {
+		lostTo = acked
+	}
 	if !acceptLoss {
 		return 0, fmt.Errorf("%w: the data in %s ends at commit %d but commit %d %s; "+
 			"commits %d to %d are lost. Restore a backup, or start with --accept-data-loss to serve what is left",
-			ErrBehind, dir, data, acked, what, data+1, acked)
+			ErrBehind, dir, data, acked, what, data+1, lostTo)
 	}
 	s.log.Error("serving a store behind its high-water mark: acknowledged commits are lost",
-		"data_dir", dir, "last_commit", data, "high_water_mark", acked, "lost_commits", acked-data)
+		"data_dir", dir, "last_commit", data, "high_water_mark", acked, "lost_commits", lostTo-data)
 	// The log goes on after its own last LSN; the lost numbers stay unused.
 	last := max(data, res.end.lsn)
 	if err := writeHWM(dir, last); err != nil {

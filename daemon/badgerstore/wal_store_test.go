@@ -161,8 +161,9 @@ func TestHighWaterMarkOnTheLogsLSN(t *testing.T) {
 		}
 		return m.lsn
 	}
-	lost := t.TempDir()
+	lost, pristine := t.TempDir(), t.TempDir()
 	copyTree(t, image, lost, all)
+	copyTree(t, image, pristine, all) // opening image moves its mark
 	if b := badgerSeq(image); b >= seq {
 		t.Fatalf("the image's Badger is at commit %d, not behind the last commit %d", b, seq)
 	}
@@ -196,6 +197,26 @@ func TestHighWaterMarkOnTheLogsLSN(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Checkpoint(ctx, "b", 0); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("session b of the lost commits: %v", err)
+	}
+
+	// Badger rolled back behind the mark (its files those of a store that
+	// never saw session a), the log whole: the replay of the records after
+	// the mark must not hide that the commits before it are gone.
+	empty := t.TempDir()
+	s2, err := Open(empty, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rolled := t.TempDir()
+	copyTree(t, empty, rolled, func(rel string) bool { return !strings.HasPrefix(rel, WALDir) && rel != HWMFile })
+	copyTree(t, pristine, rolled, func(rel string) bool { return strings.HasPrefix(rel, WALDir) || rel == HWMFile })
+	_, err = Open(rolled, Options{})
+	t.Logf("Badger behind the mark: %v", err)
+	if !errors.Is(err, ErrBehind) {
+		t.Fatalf("a store whose Badger lost the commits before the log's mark opened: %v, want ErrBehind", err)
 	}
 }
 
