@@ -224,9 +224,9 @@ func (m *migration) run(ctx context.Context) int {
 		cli.Count(m.tombs, "tombstone"), cli.Count(m.revisions, "revision"), cli.Count(m.messages, "message"), cli.Count(m.calls, "ledger call"),
 		cli.Count(m.requests, "request id"), cli.Count(rep.CheckedRecords, "record"))
 	if g := m.graph; withGraph {
-		fmt.Fprintf(m.stdout, "copied %s (%s), %s, %s, %s, %s, %d MiB of values; every graph thread compared equal\n",
+		fmt.Fprintf(m.stdout, "copied %s (%s), %s, %s, %s, %s, %s, %d MiB of values; every graph thread compared equal\n",
 			cli.Count(g.threads, "graph thread"), cli.Count(g.tombs, "tombstone"), cli.Count(g.checkpoints, "checkpoint"), cli.Count(g.blobs, "blob"),
-			cli.Count(g.writes, "pending write"), cli.Count(g.requests, "graph request id"), g.bytes>>20)
+			cli.Count(g.writes, "pending write"), cli.Count(g.requests, "graph request id"), cli.Count(g.effects, "graph ledger entry"), g.bytes>>20)
 	} else if info.GraphThreads > 0 {
 		fmt.Fprintf(m.stdout, "skipped %s: they are not in %s\n", cli.Count(info.GraphThreads, "graph thread"), target)
 	}
