@@ -4,19 +4,20 @@
  * begun and never recorded, a read-only or idempotent call re-run with its
  * idempotency key, a tool that throws and then succeeds (a failed attempt,
  * then a result), ToolNode's outputs and handleToolErrors kept, a Command
- * rebuilt on reuse, and a reused tool_call_id refused.
+ * rebuilt on reuse, a tool's interrupt() resumed in a graph, and a reused
+ * tool_call_id refused.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
 import { AIMessage, ToolMessage } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
-import { Command, isCommand, Send } from "@langchain/langgraph";
+import { Command, END, interrupt, isCommand, MessagesAnnotation, Send, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
 import { EffectInputMismatchError, graphPb, pb } from "@savepoint-dev/client";
 
 import { Connection } from "../conn.js";
-import { DurableToolNode, IDEMPOTENCY_KEY, inDoubtText } from "../index.js";
+import { DurableToolNode, IDEMPOTENCY_KEY, inDoubtText, SavepointSaver } from "../index.js";
 import { type Daemon, startDaemon, stopDaemon } from "./initializer.js";
 
 let d: Daemon;
@@ -243,4 +244,39 @@ test("a call without a thread_id, and a tool with an unknown effect class, are r
   assert.equal(m.status, "error");
   assert.match(String(m.content), /Tool "nope" not found/);
   assert.deepEqual(await ledger("unknown"), []);
+});
+
+test("a tool that calls interrupt() is a failed attempt, run again on resume with the answer, in a graph on SavepointSaver", async () => {
+  const sent: string[] = [];
+  const t = tool(
+    async ({ to }: { to: string }) => {
+      const answer = interrupt({ question: `send to ${to}?` }) as string;
+      sent.push(answer);
+      return `sent to ${to} (${answer})`;
+    },
+    { name: "send_invoice", description: "send", schema, metadata: { savepoint_effect: "side_effect" } },
+  );
+  const saver = new SavepointSaver({ address: d.addr });
+  try {
+    const graph = new StateGraph(MessagesAnnotation).addNode("tools", node([t])).addEdge(START, "tools").addEdge("tools", END).compile({ checkpointer: saver });
+    const config = cfg("interrupted");
+    const first = await graph.invoke(call("c1", "send_invoice"), config);
+    assert.deepEqual(
+      ((first as { __interrupt__?: { value: unknown }[] }).__interrupt__ ?? []).map((i) => i.value),
+      [{ question: "send to acme?" }],
+    );
+    let [e] = await ledger("interrupted");
+    assert.equal(e.state, graphPb.ThreadEffectState.THREAD_EFFECT_STATE_FAILED, "the interrupted attempt ended without a result");
+    // Keyed by the graph's namespace ("" at the root), not the task's ("tools:<task id>"), and the task's checkpoint.
+    assert.equal(e.checkpointNs, "");
+    assert.equal(e.checkpointId, (await saver.getTuple(config))?.checkpoint.id);
+    const out = await graph.invoke(new Command({ resume: "yes" }), config);
+    assert.equal(out.messages.at(-1)?.content, "sent to acme (yes)");
+    assert.deepEqual(sent, ["yes"]);
+    [e] = await ledger("interrupted");
+    assert.equal(e.state, graphPb.ThreadEffectState.THREAD_EFFECT_STATE_SUCCEEDED);
+    assert.equal(e.attempts, 2);
+  } finally {
+    saver.close();
+  }
 });
