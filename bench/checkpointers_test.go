@@ -446,3 +446,21 @@ func TestParseStatPPID(t *testing.T) {
 		t.Errorf("this process (%d) is not among its parent's children %v", os.Getpid(), kids)
 	}
 }
+
+// TestWriteChars: wchar, what the checkpointer rows written through write
+// calls count, parses, and grows by what this process writes.
+func TestWriteChars(t *testing.T) {
+	if got, err := parseIOField(readTestdata(t, "io"), "wchar"); err != nil || got != 11689 {
+		t.Errorf("wchar = %d, %v; want 11689", got, err)
+	}
+	before, err := Proc{}.WriteChars()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(t.TempDir(), "f"), make([]byte, 10000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := (Proc{}).WriteChars(); err != nil || after-before < 10000 {
+		t.Errorf("wchar grew by %d, %v, after a write of 10000 bytes", after-before, err)
+	}
+}

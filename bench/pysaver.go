@@ -223,14 +223,15 @@ func (s *pyStore) Session(ctx context.Context, i int) (Writer, error) {
 	return w, w.start(ctx)
 }
 
-// WriteBytes is what the Python process, and the store's server, wrote.
+// WriteBytes is what the store's server wrote (its writes counter), or
+// without one what the Python process passed to write calls (SQLite
+// writes its files with pwrite; the process's answers on its standard
+// output, some 60 bytes each, are counted too).
 func (s *pyStore) WriteBytes() (int64, error) {
-	n, err := Proc{PID: s.t.proc.pid}.WriteBytes()
-	if err != nil || s.t.writes == nil {
-		return n, err
+	if s.t.writes != nil {
+		return s.t.writes.WriteBytes()
 	}
-	m, err := s.t.writes.WriteBytes()
-	return n + m, err
+	return Proc{PID: s.t.proc.pid}.WriteChars()
 }
 
 // Resume puts msgs as one checkpoint of a new thread and times aget_tuple
@@ -339,10 +340,15 @@ func (s *pgServer) checkpoint(ctx context.Context) error {
 	return err
 }
 
-// WriteBytes is the write_bytes the postmaster and its children (backends,
-// WAL writer, checkpointer, background writer) added since the first call,
-// counted per process between readings: a process that ended between two
-// readings loses what it wrote after the first of them.
+// WriteBytes is what the postmaster and its children (backends, WAL
+// writer, checkpointer, background writer) passed to write calls since the
+// first call (wchar: PostgreSQL writes its WAL and data files with pwrite,
+// never through a mapping; the replies a backend sends its client are
+// counted too), counted per process between readings: a process that ended
+// between two readings loses what it wrote after the first of them. Not
+// write_bytes: this kernel counts a whole large folio each time PostgreSQL
+// rewrites its partly filled 8 KiB WAL page after a sync, 256 KiB a commit
+// (parseIOWriteBytes).
 func (s *pgServer) WriteBytes() (int64, error) {
 	b, err := os.ReadFile(filepath.Join(s.dataDir, "postmaster.pid"))
 	if err != nil {
@@ -359,7 +365,7 @@ func (s *pgServer) WriteBytes() (int64, error) {
 	}
 	now := map[int]int64{}
 	for _, pid := range append(pids, pm) {
-		n, err := Proc{PID: pid}.WriteBytes()
+		n, err := Proc{PID: pid}.WriteChars()
 		if err != nil {
 			continue // ended since it was listed
 		}
