@@ -180,7 +180,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return err
 	})
 	fs.Int64Var(&cfg.StartBytes, "start-bytes", cfg.StartBytes, "scenario 5: message bytes of the start-up store in all, spread over its sessions")
-	fs.BoolVar(&cfg.Postgres, "postgres", cfg.Postgres, "run the PostgreSQL rows (with scenario 1 or 2): savepointd --store-url against plain SQL inserts, on a server pgtest starts with fsync on")
+	fs.BoolVar(&cfg.Postgres, "postgres", cfg.Postgres, "run the PostgreSQL rows (with scenario 1 or 2): savepointd --store-url against plain SQL inserts, on a server pgtest starts with fsync on; also the LangGraph savers' comparison with PostgresSaver and the -checkpointers PostgreSQL rows")
 	langGraphFlags(fs, &cfg)
 	fs.BoolVar(&cfg.Checkpointers, "checkpointers", cfg.Checkpointers, "run the checkpointer comparison (one table: savepointd on Badger and PostgreSQL, SQLite, LangGraph's savers, the seed's JSON file) instead of the scenarios")
 	fs.StringVar(&cfg.CheckpointersScript, "checkpointers-script", cfg.CheckpointersScript, "-checkpointers: the `script` holding LangGraph's savers (client/python/bench/checkpointers.py), run by -langgraph-python; empty leaves their rows out")
