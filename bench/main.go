@@ -39,6 +39,7 @@ func main() {
 // Config is one benchmark run.
 type Config struct {
 	Savepointd     string        // the savepointd binary
+	Savepoint      string        // the savepoint CLI, for scenario 5c (savepoint ui); "" skips it (make bench passes bin/savepoint)
 	CacheDir       string        // where built fixtures are kept between runs
 	TempDir        string        // where data directories and sockets go; "" is $TMPDIR
 	Reps           int           // repetitions of every measurement
@@ -124,6 +125,11 @@ func (c Config) Validate() error {
 	if _, err := os.Stat(c.Savepointd); err != nil {
 		bad("-savepointd: %v (make bench builds it into ./bin)", err)
 	}
+	if c.Savepoint != "" {
+		if _, err := os.Stat(c.Savepoint); err != nil {
+			bad("-savepoint: %v (make bench builds it into ./bin)", err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -164,6 +170,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.SetOutput(stderr)
 	fs.Bool("quick", false, "the short run: fewer repetitions, shorter windows (set before the others)")
 	fs.StringVar(&cfg.Savepointd, "savepointd", cfg.Savepointd, "the savepointd `binary` to measure")
+	fs.StringVar(&cfg.Savepoint, "savepoint", cfg.Savepoint, "the savepoint CLI `binary` whose web inspector scenario 5c measures (make bench passes bin/savepoint); empty skips it")
 	fs.StringVar(&cfg.CacheDir, "cache", cfg.CacheDir, "`directory` keeping built fixtures between runs")
 	fs.StringVar(&cfg.TempDir, "tmp", cfg.TempDir, "`directory` for data directories and sockets (default $TMPDIR); keep it short and on the disk to measure")
 	fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "repetitions of every measurement")

@@ -23,8 +23,8 @@ GOBENCH_BASELINE := bench/testdata/gobench-baseline.txt
 TEST_TARGETS += test-bench
 
 .PHONY: bench-build
-bench-build: ## Build savepointd and the benchmark program into ./bin
-	go build -o $(BIN)/ ./cmd/savepointd
+bench-build: ## Build savepointd, the savepoint CLI (its web inspector is measured) and the benchmark program into ./bin
+	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint
 	cd bench && go build -mod=mod -o ../$(BIN)/savepoint-bench .
 
 .PHONY: bench-tidy
@@ -33,11 +33,11 @@ bench-tidy: ## go mod tidy in bench/ (after the root module's dependencies chang
 
 .PHONY: bench
 bench: bench-build ## The benchmark, full run: savepointd against fsync, Badger, a JSON file, SQLite; on PostgreSQL against plain SQL (docs/benchmarks.md)
-	$(BIN)/savepoint-bench -savepointd $(BIN)/savepointd -cache $(BENCH_CACHE) $(BENCH_FLAGS)
+	$(BIN)/savepoint-bench -savepointd $(BIN)/savepointd -savepoint $(BIN)/savepoint -cache $(BENCH_CACHE) $(BENCH_FLAGS)
 
 .PHONY: bench-quick
 bench-quick: bench-build ## The benchmark, short run (-quick); ends with the name=value figures
-	$(BIN)/savepoint-bench -quick -savepointd $(BIN)/savepointd -cache $(BENCH_CACHE) $(BENCH_FLAGS)
+	$(BIN)/savepoint-bench -quick -savepointd $(BIN)/savepointd -savepoint $(BIN)/savepoint -cache $(BENCH_CACHE) $(BENCH_FLAGS)
 
 # The checkpointer comparison (docs/benchmarks.md, "Checkpointers
 # compared"): savepointd on Badger and on PostgreSQL, SQLite, LangGraph's
