@@ -286,9 +286,10 @@ func compareSession(ctx context.Context, a, b core.Store, sid string) error {
 
 // sameCheckpoint compares two checkpoints, times to the nanosecond.
 func sameCheckpoint(a, b core.Checkpoint) bool {
-	eq := a.SaveTime.Equal(b.SaveTime) && a.CompleteTime.Equal(b.CompleteTime) && maps.Equal(a.Labels, b.Labels) &&
-		slices.Equal(a.PendingToolUses, b.PendingToolUses)
+	eq := a.SaveTime.Equal(b.SaveTime) && a.CompleteTime.Equal(b.CompleteTime) && a.CreateTime.Equal(b.CreateTime) &&
+		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.PendingToolUses, b.PendingToolUses)
 	a.SaveTime, b.SaveTime, a.CompleteTime, b.CompleteTime = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	a.CreateTime, b.CreateTime = time.Time{}, time.Time{}
 	a.Labels, b.Labels, a.PendingToolUses, b.PendingToolUses = nil, nil, nil, nil
 	return eq && reflect.DeepEqual(a, b)
 }
