@@ -62,7 +62,7 @@ func (b *Bench) inspector(ctx context.Context, d *Daemon, cli string) error {
 	t := &Table{
 		Title:  fmt.Sprintf("5c. the web inspector over %d sessions (savepoint ui)", b.cfg.StartSessions),
 		Header: []string{"what", "p50 ms", "min ms", "max ms"},
-		Notes: []string{fmt.Sprintf("Time to first byte of the Sessions page (50 rows) through savepoint ui on loopback, %d requests each, after one warm-up; the page reads one ListSessions page and renders it server-side. WatchSessions: the time from a SaveCheckpoint's call to the stream's event for that session (which includes the save itself: the event follows its durable commit), %d saves.", reps, reps)},
+		Notes:  []string{fmt.Sprintf("Time to first byte of the Sessions page (50 rows) through savepoint ui on loopback, %d requests each, after one warm-up; the page reads one ListSessions page and renders it server-side. WatchSessions: the time from a SaveCheckpoint's call to the stream's event for that session (which includes the save itself: the event follows its durable commit), %d saves.", reps, reps)},
 	}
 	for _, p := range []struct{ what, path string }{
 		{"Sessions page, by id", "/"},
