@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -115,10 +118,17 @@ func (w *badgerWriter) Save(_ context.Context, s *Save) error {
 // jsonTarget writes a session's checkpoint as one JSON file, replaced
 // atomically on every save. With whole set it rewrites the whole history
 // each time, as a file-per-session store must; without, each file holds
-// only the save's own messages (the same bytes as the other rows).
-type jsonTarget struct{ whole bool }
+// only the save's own messages (the same bytes as the other rows). With
+// seed set (and whole), the file is the seed's checkpoint
+// (../shared/seed: {version, task, turns, tokensUsed, messages,
+// pendingToolUse}, indented as JSON.stringify(cp, null, 2) does), with the
+// fsyncs the seed leaves out.
+type jsonTarget struct{ whole, seed bool }
 
 func (t jsonTarget) Name() string {
+	if t.seed {
+		return "JSON file (the seed's)"
+	}
 	if t.whole {
 		return "JSON file, whole history"
 	}
@@ -130,13 +140,13 @@ func (t jsonTarget) Open(ctx context.Context, dir string) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &jsonStore{whole: t.whole, dirPath: dir, dir: d}, nil
+	return &jsonStore{whole: t.whole || t.seed, seed: t.seed, dirPath: dir, dir: d}, nil
 }
 
 type jsonStore struct {
-	whole   bool
-	dirPath string
-	dir     *os.File
+	whole, seed bool
+	dirPath     string
+	dir         *os.File
 }
 
 func (s *jsonStore) Session(_ context.Context, i int) (Writer, error) {
@@ -150,6 +160,94 @@ type jsonWriter struct {
 	id       string
 	revision uint64
 	history  []*savepointv1.Message
+	restarts int
+}
+
+// seedCheckpoint is the seed's checkpoint file (Lesson 6's saveCheckpoint).
+type seedCheckpoint struct {
+	Version        int               `json:"version"`
+	Task           string            `json:"task"`
+	Turns          uint64            `json:"turns"`
+	TokensUsed     int               `json:"tokensUsed"`
+	Messages       []json.RawMessage `json:"messages"`
+	PendingToolUse json.RawMessage   `json:"pendingToolUse"`
+}
+
+// seedMessage is one message of the seed's history: its role and content
+// blocks, here the one block of the message's content_json.
+func seedMessage(m *savepointv1.Message) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}{m.GetRole(), json.RawMessage("[" + m.GetContentJson() + "]")})
+	return b
+}
+
+// Prefill is prefill, for grow.
+func (w *jsonWriter) Prefill(msgs []*savepointv1.Message) error {
+	w.prefill(msgs)
+	return nil
+}
+
+// Restart starts a new conversation in a new file.
+func (w *jsonWriter) Restart(context.Context) error {
+	w.restarts++
+	base, _, _ := strings.Cut(w.id, "-c")
+	w.id = fmt.Sprintf("%s-c%d", base, w.restarts)
+	w.revision, w.history = 0, nil
+	return nil
+}
+
+// encode is the file's content for a save of s.
+func (w *jsonWriter) encode(s *Save, msgs []*savepointv1.Message) ([]byte, error) {
+	if w.s.seed {
+		cp := seedCheckpoint{Version: 1, Task: benchTask, Turns: w.revision, Messages: make([]json.RawMessage, len(msgs)), PendingToolUse: json.RawMessage("null")}
+		for i, m := range msgs {
+			cp.Messages[i] = seedMessage(m)
+		}
+		if len(s.Pending) > 0 {
+			p := s.Pending[0]
+			cp.PendingToolUse = json.RawMessage(fmt.Sprintf(`{"id":%q,"name":%q,"input":%s}`, p.GetToolUseId(), p.GetName(), p.GetInputJson()))
+		}
+		return json.MarshalIndent(cp, "", "  ")
+	}
+	cp := jsonCheckpoint{Session: w.id, Revision: w.revision, Messages: make([]jsonMessage, len(msgs))}
+	for i, m := range msgs {
+		cp.Messages[i] = jsonMessage{Role: m.GetRole(), Content: json.RawMessage(m.GetContentJson())}
+	}
+	for _, p := range s.Pending {
+		cp.Pending = append(cp.Pending, json.RawMessage(fmt.Sprintf(`{"id":%q,"name":%q,"input":%s}`, p.GetToolUseId(), p.GetName(), p.GetInputJson())))
+	}
+	return json.Marshal(cp)
+}
+
+// Resume writes msgs as one checkpoint file and times reading it back as
+// the seed's loadCheckpoint does: the file read and parsed whole.
+func (s *jsonStore) Resume(ctx context.Context, msgs []*savepointv1.Message) (time.Duration, error) {
+	w := &jsonWriter{s: s, id: "resume"}
+	w.prefill(msgs[:len(msgs)-1])
+	if err := w.Save(ctx, newSave(msgs[len(msgs)-1:], nil)); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	b, err := os.ReadFile(filepath.Join(s.dirPath, w.id+".json"))
+	if err != nil {
+		return 0, err
+	}
+	var cp struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return 0, err
+	}
+	took := time.Since(t0)
+	if len(cp.Messages) != len(msgs) {
+		return 0, fmt.Errorf("resumed %d messages, want %d", len(cp.Messages), len(msgs))
+	}
+	return took, nil
 }
 
 // jsonCheckpoint is the file's content.
@@ -178,14 +276,7 @@ func (w *jsonWriter) Save(_ context.Context, s *Save) error {
 		w.history = append(w.history, s.Messages...)
 		msgs = w.history
 	}
-	cp := jsonCheckpoint{Session: w.id, Revision: w.revision, Messages: make([]jsonMessage, len(msgs))}
-	for i, m := range msgs {
-		cp.Messages[i] = jsonMessage{Role: m.GetRole(), Content: json.RawMessage(m.GetContentJson())}
-	}
-	for _, p := range s.Pending {
-		cp.Pending = append(cp.Pending, json.RawMessage(fmt.Sprintf(`{"id":%q,"name":%q,"input":%s}`, p.GetToolUseId(), p.GetName(), p.GetInputJson())))
-	}
-	b, err := json.Marshal(cp)
+	b, err := w.encode(s, msgs)
 	if err != nil {
 		return err
 	}
@@ -266,9 +357,56 @@ func (s *sqliteStore) Session(_ context.Context, i int) (Writer, error) {
 func (s *sqliteStore) Close() error { return s.db.Close() }
 
 type sqliteWriter struct {
-	db  *sql.DB
-	id  string
-	rev int64
+	db       *sql.DB
+	id       string
+	rev      int64
+	restarts int
+}
+
+// Restart starts a new conversation under a new session key.
+func (w *sqliteWriter) Restart(context.Context) error {
+	w.restarts++
+	base, _, _ := strings.Cut(w.id, "-c")
+	w.id, w.rev = fmt.Sprintf("%s-c%d", base, w.restarts), 0
+	return nil
+}
+
+// Resume stores msgs as savepointd's resume session is built (saves of
+// 1,000 messages, one row each) and times reading the session's rows back
+// and decoding them.
+func (s *sqliteStore) Resume(ctx context.Context, msgs []*savepointv1.Message) (time.Duration, error) {
+	w := &sqliteWriter{db: s.db, id: "resume"}
+	for i := 0; i < len(msgs); i += 1000 {
+		if err := w.Save(ctx, newSave(msgs[i:min(i+1000, len(msgs))], nil)); err != nil {
+			return 0, err
+		}
+	}
+	t0 := time.Now()
+	rows, err := s.db.QueryContext(ctx, `SELECT data FROM checkpoints WHERE session = ? ORDER BY revision`, w.id)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return 0, err
+		}
+		var req savepointv1.SaveCheckpointRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			return 0, err
+		}
+		n += len(req.GetAppendMessages())
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	took := time.Since(t0)
+	if n != len(msgs) {
+		return 0, fmt.Errorf("resumed %d messages, want %d", n, len(msgs))
+	}
+	return took, nil
 }
 
 func (w *sqliteWriter) Save(ctx context.Context, s *Save) error {

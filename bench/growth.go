@@ -75,18 +75,18 @@ type windowResult struct{ p50ms, bytesPerSave float64 }
 
 // measure saves history[w.from:w.to] through wr and returns their median
 // latency and the write_bytes of p per save.
-func measure(ctx context.Context, wr Writer, history []*Save, w window, p Proc) (windowResult, error) {
+func measure(ctx context.Context, wr Writer, history []*Save, w window, p writeCounter) (windowResult, error) {
 	wb0, err := p.WriteBytes()
 	if err != nil {
 		return windowResult{}, err
 	}
 	var lat []time.Duration
 	for _, s := range history[w.from:w.to] {
-		t0 := time.Now()
-		if err := wr.Save(ctx, s); err != nil {
+		took, err := timedSave(ctx, wr, s)
+		if err != nil {
 			return windowResult{}, err
 		}
-		lat = append(lat, time.Since(t0))
+		lat = append(lat, took)
 	}
 	wb1, err := p.WriteBytes()
 	if err != nil {
@@ -95,15 +95,28 @@ func measure(ctx context.Context, wr Writer, history []*Save, w window, p Proc) 
 	return windowResult{p50ms: ms(Percentile(lat, 50)), bytesPerSave: float64(wb1-wb0) / float64(w.to-w.from)}, nil
 }
 
-func (b *Bench) growSavepointd(ctx context.Context, spd *savepointdTarget, history []*Save, early, late window) (e, l windowResult, err error) {
-	st, err := spd.Open(ctx, "")
+// grow opens t in a new directory and saves history in one session,
+// measuring the early and late windows. Between them it saves every turn,
+// unless the writer is a prefiller (a store that writes the whole history
+// each time), which is handed those turns without writing them. Bytes are
+// the store's writeCounter's, or this process's.
+func (b *Bench) grow(ctx context.Context, t Target, history []*Save, early, late window) (e, l windowResult, err error) {
+	dir, err := b.dir()
 	if err != nil {
 		return e, l, err
 	}
-	defer func() { err = errors.Join(err, st.Close()) }()
+	st, err := t.Open(ctx, dir)
+	if err != nil {
+		return e, l, err
+	}
+	defer func() { err = errors.Join(err, st.Close(), os.RemoveAll(dir)) }()
 	w, err := st.Session(ctx, 0)
 	if err != nil {
 		return e, l, err
+	}
+	var wc writeCounter = Proc{}
+	if c, ok := st.(writeCounter); ok {
+		wc = c
 	}
 	plain := func(from, to int) error {
 		for _, s := range history[from:to] {
@@ -116,42 +129,26 @@ func (b *Bench) growSavepointd(ctx context.Context, spd *savepointdTarget, histo
 	if err := plain(0, early.from); err != nil {
 		return e, l, err
 	}
-	if e, err = measure(ctx, w, history, early, spd.d.Proc); err != nil {
+	if e, err = measure(ctx, w, history, early, wc); err != nil {
 		return e, l, err
 	}
-	if err := plain(early.to, late.from); err != nil {
+	if p, ok := w.(prefiller); ok {
+		for _, s := range history[early.to:late.from] {
+			if err := p.Prefill(s.Messages); err != nil {
+				return e, l, err
+			}
+		}
+	} else if err := plain(early.to, late.from); err != nil {
 		return e, l, err
 	}
-	l, err = measure(ctx, w, history, late, spd.d.Proc)
+	l, err = measure(ctx, w, history, late, wc)
 	return e, l, err
 }
 
+func (b *Bench) growSavepointd(ctx context.Context, spd *savepointdTarget, history []*Save, early, late window) (e, l windowResult, err error) {
+	return b.grow(ctx, spd, history, early, late)
+}
+
 func (b *Bench) growRewrite(ctx context.Context, t jsonTarget, history []*Save, early, late window) (e, l windowResult, err error) {
-	dir, err := b.dir()
-	if err != nil {
-		return e, l, err
-	}
-	st, err := t.Open(ctx, dir)
-	if err != nil {
-		return e, l, err
-	}
-	defer func() { err = errors.Join(err, st.Close(), os.RemoveAll(dir)) }()
-	wr, err := st.Session(ctx, 0)
-	if err != nil {
-		return e, l, err
-	}
-	w := wr.(*jsonWriter)
-	for _, s := range history[:early.from] {
-		if err := w.Save(ctx, s); err != nil {
-			return e, l, err
-		}
-	}
-	if e, err = measure(ctx, w, history, early, Proc{}); err != nil {
-		return e, l, err
-	}
-	for _, s := range history[early.to:late.from] {
-		w.prefill(s.Messages)
-	}
-	l, err = measure(ctx, w, history, late, Proc{})
-	return e, l, err
+	return b.grow(ctx, t, history, early, late)
 }

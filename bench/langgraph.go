@@ -10,6 +10,8 @@ import (
 	"math"
 	"os/exec"
 	"slices"
+
+	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
 
 // LangGraphSummaryNames are the closing figures of the LangGraph savers'
@@ -18,6 +20,15 @@ import (
 var LangGraphSummaryNames = []string{
 	"langgraph_put_get_p50_vs_sqlite", // put + get_tuple p50, one process (below 1: SavepointSaver faster)
 	"langgraph_16proc_vs_sqlite",      // put + get_tuple per second at 16 processes (above 1: SavepointSaver faster)
+}
+
+// LangGraphPostgresSummaryNames are the closing figures of the LangGraph
+// savers on PostgreSQL (issue 21), printed after LangGraphSummaryNames when
+// they ran: SavepointSaver on a savepointd with --store-url over LangGraph's
+// own PostgreSQL savers on the same server.
+var LangGraphPostgresSummaryNames = []string{
+	"langgraph_pg_put_get_p50_vs_postgressaver", // put + get_tuple p50 against AsyncPostgresSaver (below 1: SavepointSaver faster)
+	"langgraph_pg_16proc_vs_postgressaver",      // put + get_tuple per second at 16 processes against PostgresSaver (above 1: SavepointSaver faster)
 }
 
 // langGraphFlags registers the flags that turn the LangGraph savers'
@@ -31,8 +42,8 @@ func langGraphFlags(fs *flag.FlagSet, cfg *Config) {
 }
 
 func (c Config) validateLangGraph() error {
-	if (c.LangGraphPython == "") != (c.LangGraphScript == "") {
-		return errors.New("-langgraph-python and -langgraph-script go together")
+	if (c.LangGraphPython == "") != (c.LangGraphScript == "" && c.CheckpointersScript == "") {
+		return errors.New("-langgraph-python and -langgraph-script (or -checkpointers-script) go together")
 	}
 	return nil
 }
@@ -40,10 +51,28 @@ func (c Config) validateLangGraph() error {
 // LangGraph runs the LangGraph savers' benchmark, SavepointSaver against
 // AsyncSqliteSaver (its -quick form in a quick run), against cfg.Savepointd,
 // and adds its tables and closing figures to the run's.
+//
+// With cfg.Postgres it also starts a PostgreSQL server (fsync on) with a
+// database for savepointd --store-url and one for LangGraph's PostgreSQL
+// savers, and the script compares them as well.
 func (b *Bench) LangGraph(ctx context.Context, quick bool) error {
 	args := []string{b.cfg.LangGraphScript, "--json", "--savepointd", b.cfg.Savepointd}
 	if quick {
 		args = append(args, "--quick")
+	}
+	if b.cfg.Postgres {
+		srv, err := pgtest.StartDurable()
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer srv.Remove()
+		pg := &pgServer{url: func(db string) string { return srv.URL(db) }}
+		for _, db := range []string{"savepointd", "langgraph"} {
+			if err := pg.createDatabase(ctx, db); err != nil {
+				return err
+			}
+		}
+		args = append(args, "--postgres-url", srv.URL("langgraph"), "--postgres-store-url", srv.URL("savepointd"))
 	}
 	cmd := exec.CommandContext(ctx, b.cfg.LangGraphPython, args...)
 	var stderr bytes.Buffer
@@ -55,6 +84,9 @@ func (b *Bench) LangGraph(ctx context.Context, quick bool) error {
 	tables, figures, err := parseLangGraph(out)
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.cfg.LangGraphScript, err)
+	}
+	if _, ok := figures[LangGraphPostgresSummaryNames[0]]; b.cfg.Postgres && !ok {
+		return fmt.Errorf("%s: no PostgreSQL figures, though PostgreSQL was given", b.cfg.LangGraphScript)
 	}
 	b.tables = append(b.tables, tables...)
 	for name, v := range figures {
@@ -91,7 +123,16 @@ func parseLangGraph(out []byte) ([]*Table, Summary, error) {
 		tables = append(tables, tab)
 	}
 	figures := Summary{}
-	for _, name := range LangGraphSummaryNames {
+	// The PostgreSQL figures come together or not at all.
+	_, pg := got.Summary[LangGraphPostgresSummaryNames[0]]
+	if _, pg1 := got.Summary[LangGraphPostgresSummaryNames[1]]; pg1 {
+		pg = true
+	}
+	want := LangGraphSummaryNames
+	if pg {
+		want = append(slices.Clone(want), LangGraphPostgresSummaryNames...)
+	}
+	for _, name := range want {
 		v, ok := got.Summary[name]
 		if !ok || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 			return nil, nil, fmt.Errorf("figure %s missing or not a positive number", name)
@@ -99,7 +140,7 @@ func parseLangGraph(out []byte) ([]*Table, Summary, error) {
 		figures[name] = v
 	}
 	for name := range got.Summary {
-		if !slices.Contains(LangGraphSummaryNames, name) {
+		if !slices.Contains(want, name) {
 			return nil, nil, fmt.Errorf("unknown figure %s", name)
 		}
 	}

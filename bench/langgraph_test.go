@@ -64,3 +64,37 @@ func TestLangGraphFlagsGoTogether(t *testing.T) {
 		t.Errorf("parseFlags: %+v, %v", cfg, err)
 	}
 }
+
+// TestParseLangGraphPostgres: the PostgreSQL figures (issue 21) come both
+// or neither, and print after the SQLite ones.
+func TestParseLangGraphPostgres(t *testing.T) {
+	const base = `"langgraph_put_get_p50_vs_sqlite": 0.5, "langgraph_16proc_vs_sqlite": 2.5`
+	_, figures, err := parseLangGraph([]byte(`{"tables": [], "summary": {` + base +
+		`, "langgraph_pg_put_get_p50_vs_postgressaver": 1.5, "langgraph_pg_16proc_vs_postgressaver": 1.25}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if figures["langgraph_pg_put_get_p50_vs_postgressaver"] != 1.5 || figures["langgraph_pg_16proc_vs_postgressaver"] != 1.25 {
+		t.Errorf("figures: %v", figures)
+	}
+	if _, _, err := parseLangGraph([]byte(`{"tables": [], "summary": {` + base + `, "langgraph_pg_16proc_vs_postgressaver": 1}}`)); err == nil ||
+		!strings.Contains(err.Error(), "langgraph_pg_put_get_p50_vs_postgressaver missing") {
+		t.Errorf("one PostgreSQL figure without the other: %v", err)
+	}
+	s := fullSummary()
+	for k, v := range figures {
+		s[k] = v
+	}
+	s["postgres_save_p50_vs_sql"] = 3
+	var out bytes.Buffer
+	if err := s.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	tail := strings.Join(lines[len(SummaryNames):], " ")
+	want := "postgres_save_p50_vs_sql=3.000 langgraph_put_get_p50_vs_sqlite=0.500 langgraph_16proc_vs_sqlite=2.500 " +
+		"langgraph_pg_put_get_p50_vs_postgressaver=1.500 langgraph_pg_16proc_vs_postgressaver=1.250"
+	if tail != want {
+		t.Errorf("closing lines after issue 9's: %s\nwant %s", tail, want)
+	}
+}

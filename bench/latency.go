@@ -74,12 +74,12 @@ func (b *Bench) timeSaves(ctx context.Context, t Target, saves []*Save) (lat []t
 		return nil, err
 	}
 	for i, s := range saves {
-		t0 := time.Now()
-		if err := w.Save(ctx, s); err != nil {
+		took, err := timedSave(ctx, w, s)
+		if err != nil {
 			return nil, err
 		}
 		if i >= 2*warmCycles {
-			lat = append(lat, time.Since(t0))
+			lat = append(lat, took)
 		}
 	}
 	return lat, nil

@@ -39,6 +39,7 @@ func main() {
 // Config is one benchmark run.
 type Config struct {
 	Savepointd     string        // the savepointd binary
+	Savepoint      string        // the savepoint CLI, for scenario 5c (savepoint ui); "" skips it (make bench passes bin/savepoint)
 	CacheDir       string        // where built fixtures are kept between runs
 	TempDir        string        // where data directories and sockets go; "" is $TMPDIR
 	Reps           int           // repetitions of every measurement
@@ -55,6 +56,12 @@ type Config struct {
 	Postgres bool
 	// The LangGraph savers' benchmark (langgraph.go): both empty skip it.
 	LangGraphPython, LangGraphScript string
+	// Checkpointers runs the checkpointer comparison (checkpointers.go)
+	// in place of the scenarios; CheckpointersScript is its Python side
+	// (client/python/bench/checkpointers.py, run by LangGraphPython), and
+	// PlotDir, when set, where it draws its PNGs.
+	Checkpointers                bool
+	CheckpointersScript, PlotDir string
 }
 
 // DefaultConfig is the full run, QuickConfig the -quick one.
@@ -72,6 +79,16 @@ func DefaultConfig() Config {
 func QuickConfig() Config {
 	c := DefaultConfig()
 	c.Reps, c.Cycles, c.Warmup, c.Window = 3, 150, 300*time.Millisecond, 1500*time.Millisecond
+	return c
+}
+
+// CheckpointersConfig is the -checkpointers run without -quick: fewer
+// repetitions and shorter windows than the full run, so that it fits in
+// ten minutes on a 2-core machine.
+func CheckpointersConfig() Config {
+	c := DefaultConfig()
+	c.Checkpointers = true
+	c.Reps, c.Cycles, c.Warmup, c.Window = 3, 250, time.Second, 3*time.Second
 	return c
 }
 
@@ -108,6 +125,11 @@ func (c Config) Validate() error {
 	if _, err := os.Stat(c.Savepointd); err != nil {
 		bad("-savepointd: %v (make bench builds it into ./bin)", err)
 	}
+	if c.Savepoint != "" {
+		if _, err := os.Stat(c.Savepoint); err != nil {
+			bad("-savepoint: %v (make bench builds it into ./bin)", err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -138,11 +160,17 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return a == "quick" || a == "quick=true" || a == "quick=1"
 	}) {
 		cfg = QuickConfig()
+	} else if slices.ContainsFunc(args, func(a string) bool {
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		return a == "checkpointers" || a == "checkpointers=true" || a == "checkpointers=1"
+	}) {
+		cfg = CheckpointersConfig()
 	}
 	fs := flag.NewFlagSet("savepoint-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Bool("quick", false, "the short run: fewer repetitions, shorter windows (set before the others)")
 	fs.StringVar(&cfg.Savepointd, "savepointd", cfg.Savepointd, "the savepointd `binary` to measure")
+	fs.StringVar(&cfg.Savepoint, "savepoint", cfg.Savepoint, "the savepoint CLI `binary` whose web inspector scenario 5c measures (make bench passes bin/savepoint); empty skips it")
 	fs.StringVar(&cfg.CacheDir, "cache", cfg.CacheDir, "`directory` keeping built fixtures between runs")
 	fs.StringVar(&cfg.TempDir, "tmp", cfg.TempDir, "`directory` for data directories and sockets (default $TMPDIR); keep it short and on the disk to measure")
 	fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "repetitions of every measurement")
@@ -159,8 +187,11 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return err
 	})
 	fs.Int64Var(&cfg.StartBytes, "start-bytes", cfg.StartBytes, "scenario 5: message bytes of the start-up store in all, spread over its sessions")
-	fs.BoolVar(&cfg.Postgres, "postgres", cfg.Postgres, "run the PostgreSQL rows (with scenario 1 or 2): savepointd --store-url against plain SQL inserts, on a server pgtest starts with fsync on")
+	fs.BoolVar(&cfg.Postgres, "postgres", cfg.Postgres, "run the PostgreSQL rows (with scenario 1 or 2): savepointd --store-url against plain SQL inserts, on a server pgtest starts with fsync on; also the LangGraph savers' comparison with PostgresSaver and the -checkpointers PostgreSQL rows")
 	langGraphFlags(fs, &cfg)
+	fs.BoolVar(&cfg.Checkpointers, "checkpointers", cfg.Checkpointers, "run the checkpointer comparison (one table: savepointd on Badger and PostgreSQL, SQLite, LangGraph's savers, the seed's JSON file) instead of the scenarios")
+	fs.StringVar(&cfg.CheckpointersScript, "checkpointers-script", cfg.CheckpointersScript, "-checkpointers: the `script` holding LangGraph's savers (client/python/bench/checkpointers.py), run by -langgraph-python; empty leaves their rows out")
+	fs.StringVar(&cfg.PlotDir, "plots", cfg.PlotDir, "-checkpointers: the `directory` to draw the latency CDF and throughput PNGs into")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -211,11 +242,18 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
 		}
 		fmt.Fprintf(out, "\nload average at the end: %s\n", loadavg())
 		fmt.Fprintf(out, "took %.0fs\n\n", time.Since(start).Seconds())
-		if err == nil && len(cfg.Scenarios) == 6 {
+		if err == nil && len(cfg.Scenarios) == 6 && !cfg.Checkpointers {
 			err = b.summary.Write(out)
 		}
 	}()
 
+	if cfg.Checkpointers {
+		if err := b.Checkpointers(ctx); err != nil {
+			return fmt.Errorf("checkpointers: %w", err)
+		}
+		b.log("checkpointers done")
+		return nil
+	}
 	if cfg.runs(1) || cfg.runs(3) || cfg.runs(4) {
 		d, err := b.startDaemon(ctx)
 		if err != nil {
@@ -263,7 +301,7 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
 		}
 		b.log("PostgreSQL rows done")
 	}
-	if cfg.LangGraphPython != "" {
+	if cfg.LangGraphPython != "" && cfg.LangGraphScript != "" {
 		if err := b.LangGraph(ctx, mode == "quick"); err != nil {
 			return fmt.Errorf("LangGraph savers: %w", err)
 		}

@@ -120,8 +120,8 @@ var SummaryNames = []string{
 type Summary map[string]float64
 
 // Write prints one name=value line per SummaryNames entry, in that order,
-// then one per PostgresSummaryNames and LangGraphSummaryNames figure s
-// holds, and returns an error
+// then one per PostgresSummaryNames, LangGraphSummaryNames,
+// LangGraphPostgresSummaryNames and InspectorSummaryNames figure s holds, and returns an error
 // naming every SummaryNames figure that is missing or not a number (each
 // printed as NaN), so a run that lost a figure fails.
 func (s Summary) Write(w io.Writer) error {
@@ -134,7 +134,8 @@ func (s Summary) Write(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%s=%s\n", name, strconv.FormatFloat(v, 'f', 3, 64))
 	}
-	for _, name := range append(slices.Clone(PostgresSummaryNames), LangGraphSummaryNames...) { // only when they ran
+	later := append(append(append(slices.Clone(PostgresSummaryNames), LangGraphSummaryNames...), LangGraphPostgresSummaryNames...), InspectorSummaryNames...)
+	for _, name := range later { // only when they ran
 		if v, ok := s[name]; ok {
 			fmt.Fprintf(w, "%s=%s\n", name, strconv.FormatFloat(v, 'f', 3, 64))
 		}

@@ -118,8 +118,11 @@ func TestParseFlags(t *testing.T) {
 	if cfg.Reps != 2 || cfg.Window != q.Window || cfg.Cycles != q.Cycles || len(cfg.Sessions) != 2 {
 		t.Errorf("-quick with -reps 2: %+v; want the quick settings with 2 repetitions", cfg)
 	}
-	if cfg, _ := parseFlags([]string{"-savepointd", bin}, &stderr); cfg.Window != 5*time.Second {
-		t.Errorf("full run window %v, want 5s", cfg.Window)
+	if cfg, _ := parseFlags([]string{"-savepointd", bin}, &stderr); cfg.Window != 5*time.Second || cfg.Savepoint != "" {
+		t.Errorf("full run window %v, savepoint %q; want 5s and no inspector", cfg.Window, cfg.Savepoint)
+	}
+	if cfg, err := parseFlags([]string{"-savepointd", bin, "-savepoint", bin}, &stderr); err != nil || cfg.Savepoint != bin {
+		t.Errorf("-savepoint %s: %q, %v", bin, cfg.Savepoint, err)
 	}
 	if cfg, _ := parseFlags([]string{"--quick=true", "-savepointd", bin}, &stderr); cfg.Window != q.Window {
 		t.Errorf("--quick=true: window %v, want the quick %v", cfg.Window, q.Window)
@@ -129,6 +132,7 @@ func TestParseFlags(t *testing.T) {
 		{"-savepointd", bin, "-scenarios", "7"},
 		{"-savepointd", bin, "-reps", "0"},
 		{"-savepointd", filepath.Join(t.TempDir(), "none")},
+		{"-savepointd", bin, "-savepoint", filepath.Join(t.TempDir(), "none")},
 		{"-savepointd", bin, "extra"},
 	} {
 		if _, err := parseFlags(args, &stderr); err == nil {

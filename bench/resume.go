@@ -24,22 +24,14 @@ func (b *Bench) Resume(ctx context.Context, d *Daemon) error {
 	defer conn.Close()
 	raw := savepointv1.NewSavepointServiceClient(conn)
 	const sid = "bench-resume"
-	var rev, epoch uint64
+	msgs := make([]*savepointv1.Message, b.cfg.ResumeMessages)
 	var bytes int64
-	for done := 0; done < b.cfg.ResumeMessages || rev == 0; {
-		k := min(1000, b.cfg.ResumeMessages-done)
-		msgs := make([]*savepointv1.Message, k)
-		for i := range msgs {
-			msgs[i] = textMessage(b.rng, []string{"assistant", "user"}[(done+i)%2], b.cfg.MessageBytes)
-			bytes += int64(len(msgs[i].GetRole()) + len(msgs[i].GetContentJson()))
-		}
-		resp, err := raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
-			SessionId: sid, ExpectedRevision: rev, Epoch: epoch, RequestId: uuid.NewString(), Task: benchTask, AppendMessages: msgs,
-		})
-		if err != nil {
-			return fmt.Errorf("building the session to resume: %w", err)
-		}
-		rev, epoch, done = resp.GetRevision(), resp.GetEpoch(), done+k
+	for i := range msgs {
+		msgs[i] = textMessage(b.rng, []string{"assistant", "user"}[i%2], b.cfg.MessageBytes)
+		bytes += int64(len(msgs[i].GetRole()) + len(msgs[i].GetContentJson()))
+	}
+	if err := buildSession(ctx, raw, sid, msgs); err != nil {
+		return fmt.Errorf("building the session to resume: %w", err)
 	}
 	c, err := client.Dial(ctx, "unix:"+d.Socket)
 	if err != nil {
@@ -68,5 +60,21 @@ func (b *Bench) Resume(ctx context.Context, d *Daemon) error {
 	t.Add(med, slices.Min(took), slices.Max(took), float64(bytes)/1e6/(med/1000))
 	b.tables = append(b.tables, t)
 	b.summary["resume_20mib_ms"] = med
+	return nil
+}
+
+// buildSession saves msgs as session sid, in saves of at most 1,000.
+func buildSession(ctx context.Context, raw savepointv1.SavepointServiceClient, sid string, msgs []*savepointv1.Message) error {
+	var rev, epoch uint64
+	for done := 0; done < len(msgs) || rev == 0; {
+		k := min(1000, len(msgs)-done)
+		resp, err := raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+			SessionId: sid, ExpectedRevision: rev, Epoch: epoch, RequestId: uuid.NewString(), Task: benchTask, AppendMessages: msgs[done : done+k],
+		})
+		if err != nil {
+			return err
+		}
+		rev, epoch, done = resp.GetRevision(), resp.GetEpoch(), done+k
+	}
 	return nil
 }

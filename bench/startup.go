@@ -60,7 +60,14 @@ func (b *Bench) Startup(ctx context.Context) error {
 	t.Add(Median(took), slices.Min(took), slices.Max(took))
 	b.tables = append(b.tables, t)
 	b.summary["startup_100k_ms"] = Median(took)
-	return nil
+	if b.cfg.Savepoint == "" {
+		return nil
+	}
+	dm, err := StartDaemon(ctx, b.cfg.Savepointd, data, d)
+	if err != nil {
+		return err
+	}
+	return errors.Join(b.inspector(ctx, dm, b.cfg.Savepoint), dm.Stop())
 }
 
 func fixtureSessionID(i int) string { return fmt.Sprintf("fixture-%06d", i) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
@@ -46,6 +47,50 @@ type Store interface {
 type Writer interface {
 	// Save makes s durable, returning when it is.
 	Save(ctx context.Context, s *Save) error
+}
+
+// What a Store or Writer may do besides saving, which the checkpointer
+// comparison (checkpointers.go) uses where a system has it.
+type (
+	// timedWriter is a Writer that times its saves itself: a store in
+	// another process, whose own figure leaves out the pipe to it.
+	timedWriter interface {
+		SaveTimed(ctx context.Context, s *Save) (time.Duration, error)
+	}
+	// restarter is a Writer that can start a new conversation (a new
+	// session, thread or file, empty) in place of the one it saves to.
+	restarter interface {
+		Restart(ctx context.Context) error
+	}
+	// prefiller is a Writer of a store that writes the whole conversation
+	// at every save: Prefill appends msgs to it without writing them, so a
+	// long conversation is reached without writing every turn of it.
+	prefiller interface {
+		Prefill(msgs []*savepointv1.Message) error
+	}
+	// resumer is a Store that can hold a conversation of msgs (made
+	// without timing) and read it back whole as an agent resuming it
+	// would, returning how long that reading took.
+	resumer interface {
+		Resume(ctx context.Context, msgs []*savepointv1.Message) (time.Duration, error)
+	}
+	// writeCounter is a Store whose writes are done by other processes
+	// (savepointd, PostgreSQL): WriteBytes is their write_bytes so far.
+	// A Store without it writes from this process.
+	writeCounter interface {
+		WriteBytes() (int64, error)
+	}
+)
+
+// timedSave saves s through w and returns how long the save took: the
+// writer's own figure when it is a timedWriter, else the time Save took.
+func timedSave(ctx context.Context, w Writer, s *Save) (time.Duration, error) {
+	if tw, ok := w.(timedWriter); ok {
+		return tw.SaveTimed(ctx, s)
+	}
+	t0 := time.Now()
+	err := w.Save(ctx, s)
+	return time.Since(t0), err
 }
 
 // Save is one checkpoint: the messages it appends, the tool uses it leaves

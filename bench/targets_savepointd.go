@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/savepoint-dev/savepoint/client"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -20,9 +22,19 @@ type savepointdTarget struct {
 	d      *Daemon
 	prefix string // makes session ids unique across Opens on one daemon
 	opens  int
+	// name, when set, is the row's name in place of "savepointd".
+	name string
+	// store, when set, counts the write_bytes of the daemon's store
+	// beside the daemon's own (a PostgreSQL server's processes).
+	store writeCounter
 }
 
-func (t *savepointdTarget) Name() string { return "savepointd" }
+func (t *savepointdTarget) Name() string {
+	if t.name != "" {
+		return t.name
+	}
+	return "savepointd"
+}
 
 func (t *savepointdTarget) Open(ctx context.Context, _ string) (Store, error) {
 	t.opens++
@@ -50,6 +62,45 @@ func (s *savepointdStore) Session(ctx context.Context, i int) (Writer, error) {
 	return w, nil
 }
 
+// WriteBytes is what the daemon, and its store's processes, wrote.
+func (s *savepointdStore) WriteBytes() (int64, error) {
+	n, err := s.t.d.Proc.WriteBytes()
+	if err != nil || s.t.store == nil {
+		return n, err
+	}
+	m, err := s.t.store.WriteBytes()
+	return n + m, err
+}
+
+// Resume builds a session of msgs as scenario 4 does and times the Go
+// client's Resume of it to the last message.
+func (s *savepointdStore) Resume(ctx context.Context, msgs []*savepointv1.Message) (time.Duration, error) {
+	conn, err := s.t.d.Dial()
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	sid := fmt.Sprintf("bench-%s-resume", s.run)
+	if err := buildSession(ctx, savepointv1.NewSavepointServiceClient(conn), sid, msgs); err != nil {
+		return 0, err
+	}
+	c, err := client.Dial(ctx, "unix:"+s.t.d.Socket)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	t0 := time.Now()
+	sess, err := c.Resume(ctx, sid)
+	if err != nil {
+		return 0, err
+	}
+	took := time.Since(t0)
+	if got := len(sess.Messages()); got != len(msgs) {
+		return 0, fmt.Errorf("resumed %d messages, want %d", got, len(msgs))
+	}
+	return took, nil
+}
+
 func (s *savepointdStore) Close() error {
 	var errs []error
 	for _, c := range s.conns {
@@ -63,6 +114,23 @@ type savepointdWriter struct {
 	id         string
 	rev, epoch uint64
 	turn       uint32
+	base       string
+	restarts   int
+}
+
+// Restart creates a new session on the same connection and saves to it.
+func (w *savepointdWriter) Restart(ctx context.Context) error {
+	if w.base == "" {
+		w.base = w.id
+	}
+	w.restarts++
+	w.id = fmt.Sprintf("%s-c%d", w.base, w.restarts)
+	resp, err := w.c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: w.id, RequestId: uuid.NewString(), Task: benchTask})
+	if err != nil {
+		return fmt.Errorf("creating session %s: %w", w.id, err)
+	}
+	w.rev, w.epoch, w.turn = resp.GetRevision(), resp.GetEpoch(), 0
+	return nil
 }
 
 func (w *savepointdWriter) Save(ctx context.Context, s *Save) error {

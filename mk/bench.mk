@@ -23,8 +23,8 @@ GOBENCH_BASELINE := bench/testdata/gobench-baseline.txt
 TEST_TARGETS += test-bench
 
 .PHONY: bench-build
-bench-build: ## Build savepointd and the benchmark program into ./bin
-	go build -o $(BIN)/ ./cmd/savepointd
+bench-build: ## Build savepointd, the savepoint CLI (its web inspector is measured) and the benchmark program into ./bin
+	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint
 	cd bench && go build -mod=mod -o ../$(BIN)/savepoint-bench .
 
 .PHONY: bench-tidy
@@ -33,11 +33,26 @@ bench-tidy: ## go mod tidy in bench/ (after the root module's dependencies chang
 
 .PHONY: bench
 bench: bench-build ## The benchmark, full run: savepointd against fsync, Badger, a JSON file, SQLite; on PostgreSQL against plain SQL (docs/benchmarks.md)
-	$(BIN)/savepoint-bench -savepointd $(BIN)/savepointd -cache $(BENCH_CACHE) $(BENCH_FLAGS)
+	$(BIN)/savepoint-bench -savepointd $(BIN)/savepointd -savepoint $(BIN)/savepoint -cache $(BENCH_CACHE) $(BENCH_FLAGS)
 
 .PHONY: bench-quick
 bench-quick: bench-build ## The benchmark, short run (-quick); ends with the name=value figures
-	$(BIN)/savepoint-bench -quick -savepointd $(BIN)/savepointd -cache $(BENCH_CACHE) $(BENCH_FLAGS)
+	$(BIN)/savepoint-bench -quick -savepointd $(BIN)/savepointd -savepoint $(BIN)/savepoint -cache $(BENCH_CACHE) $(BENCH_FLAGS)
+
+# The checkpointer comparison (docs/benchmarks.md, "Checkpointers
+# compared"): savepointd on Badger and on PostgreSQL, SQLite, LangGraph's
+# AsyncSqliteSaver and AsyncPostgresSaver (client/python/bench/checkpointers.py
+# in ./.venv) and the seed's JSON file, in one run and one table; it draws
+# its latency CDF and throughput plots into CHECKPOINTERS_PLOTS. About 6
+# minutes on the 2-core machine. PY_DIR and VENV come from mk/python.mk.
+CHECKPOINTERS_PLOTS ?= docs/benchmarks
+CHECKPOINTERS_FLAGS ?=
+
+.PHONY: bench-checkpointers
+bench-checkpointers: bench-build clients-python ## Checkpointers compared: savepointd (Badger, PostgreSQL), SQLite, LangGraph's savers, the seed's JSON file; one table and two plots
+	$(BIN)/savepoint-bench -checkpointers -savepointd $(BIN)/savepointd -cache $(BENCH_CACHE) \
+		-langgraph-python $(VENV)/bin/python -checkpointers-script $(PY_DIR)/bench/checkpointers.py \
+		-plots $(CHECKPOINTERS_PLOTS) $(CHECKPOINTERS_FLAGS)
 
 $(BIN)/.benchstat-$(BENCHSTAT_VERSION):
 	GOBIN=$(abspath $(BIN)) go install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
@@ -64,7 +79,7 @@ bench-baseline: ## Rewrite GOBENCH_BASELINE from a run of the micro-benchmarks (
 # or go.sum, not among the packages the root module builds. (`go list -m
 # all` cannot serve here: it fails on two buf.build modules the proxy does
 # not serve.)
-BENCH_ONLY_MODULES := modernc.org/sqlite modernc.org/libc
+BENCH_ONLY_MODULES := modernc.org/sqlite modernc.org/libc gonum.org/v1/plot
 
 .PHONY: test-bench
 test-bench: ## vet and test the bench/ module; fail if its baselines entered the root module

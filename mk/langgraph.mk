@@ -4,7 +4,11 @@
 # (client/python/bench/langgraph_bench.py) is run by the benchmark program
 # in `make bench` and `make bench-quick` (bench/langgraph.go), which adds
 # its tables and the closing langgraph_put_get_p50_vs_sqlite= and
-# langgraph_16proc_vs_sqlite= lines; `make bench-langgraph` runs it alone.
+# langgraph_16proc_vs_sqlite= lines, and, on a PostgreSQL server it starts,
+# langgraph_pg_put_get_p50_vs_postgressaver= and
+# langgraph_pg_16proc_vs_postgressaver= (SavepointSaver on savepointd
+# --store-url against LangGraph's PostgresSaver, from the bench extra);
+# `make bench-langgraph` runs it alone, without PostgreSQL.
 
 # Recursive: PY_DIR and VENV are set by mk/python.mk, included after this file.
 LANGGRAPH_BENCH = $(PY_DIR)/bench/langgraph_bench.py

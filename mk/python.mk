@@ -43,12 +43,12 @@ generate-python: $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) ## Regenerate th
 $(VENV)/.savepoint-stamp: $(PY_DIR)/pyproject.toml $(PY_DIR)/demo/pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,test,bench]'
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps --config-settings editable_mode=compat -e './$(PY_DIR)/demo'
 	@touch $@
 
 .PHONY: clients-python
-clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python client installed (editable, with its langgraph, openai-agents and test extras) and its demo
+clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python client installed (editable, with its langgraph, openai-agents, test and bench extras) and its demo
 
 # pytest exits 5 when it collected no test: that fails the build like any
 # other non-zero status, with a word saying why.

@@ -72,9 +72,11 @@ clients-langgraphjs: $(LG_DIR)/dist/.built ## Build @savepoint-dev/langgraph, th
 # @langchain/langgraph-checkpoint-validation in full, by its validate() under
 # vitest (its CLI of 1.1.1 cannot load an initializer), against a real
 # savepointd per checkpointer; a run in which no test ran, or one was
-# skipped, fails. Then the saver's own tests (node --test): uploads of
+# skipped, fails. Then the package's own tests (node --test): uploads of
 # checkpoints and writes, the first call after an outage, a graph resumed
-# after SIGKILL, and docs/frameworks/langgraphjs.md's example.
+# after SIGKILL, DurableToolNode (tools.test.js, and durable.test.js: an
+# agent killed before, during and after its tool), and
+# docs/frameworks/langgraphjs.md's examples.
 .PHONY: test-langgraphjs
 test-langgraphjs: clients-langgraphjs ## The LangGraph.js saver against @langchain/langgraph-checkpoint-validation, on a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd

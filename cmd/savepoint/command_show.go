@@ -112,6 +112,7 @@ func printTranscript(w io.Writer, v *sessionView) error {
 	}
 	p.line("task      %s", cp.GetTask())
 	p.line("turn      %d, %d tokens used", cp.GetTurn(), cp.GetTokensUsed())
+	p.line("created   %s", formatTime(cp.GetCreateTime()))
 	p.line("saved     %s", formatTime(cp.GetSaveTime()))
 	if len(cp.GetLabels()) > 0 {
 		var ls []string

@@ -224,9 +224,9 @@ func (m *migration) run(ctx context.Context) int {
 		cli.Count(m.tombs, "tombstone"), cli.Count(m.revisions, "revision"), cli.Count(m.messages, "message"), cli.Count(m.calls, "ledger call"),
 		cli.Count(m.requests, "request id"), cli.Count(rep.CheckedRecords, "record"))
 	if g := m.graph; withGraph {
-		fmt.Fprintf(m.stdout, "copied %s (%s), %s, %s, %s, %s, %d MiB of values; every graph thread compared equal\n",
+		fmt.Fprintf(m.stdout, "copied %s (%s), %s, %s, %s, %s, %s, %d MiB of values; every graph thread compared equal\n",
 			cli.Count(g.threads, "graph thread"), cli.Count(g.tombs, "tombstone"), cli.Count(g.checkpoints, "checkpoint"), cli.Count(g.blobs, "blob"),
-			cli.Count(g.writes, "pending write"), cli.Count(g.requests, "graph request id"), g.bytes>>20)
+			cli.Count(g.writes, "pending write"), cli.Count(g.requests, "graph request id"), cli.Count(g.effects, "graph ledger entry"), g.bytes>>20)
 	} else if info.GraphThreads > 0 {
 		fmt.Fprintf(m.stdout, "skipped %s: they are not in %s\n", cli.Count(info.GraphThreads, "graph thread"), target)
 	}
@@ -286,9 +286,10 @@ func compareSession(ctx context.Context, a, b core.Store, sid string) error {
 
 // sameCheckpoint compares two checkpoints, times to the nanosecond.
 func sameCheckpoint(a, b core.Checkpoint) bool {
-	eq := a.SaveTime.Equal(b.SaveTime) && a.CompleteTime.Equal(b.CompleteTime) && maps.Equal(a.Labels, b.Labels) &&
-		slices.Equal(a.PendingToolUses, b.PendingToolUses)
+	eq := a.SaveTime.Equal(b.SaveTime) && a.CompleteTime.Equal(b.CompleteTime) && a.CreateTime.Equal(b.CreateTime) &&
+		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.PendingToolUses, b.PendingToolUses)
 	a.SaveTime, b.SaveTime, a.CompleteTime, b.CompleteTime = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	a.CreateTime, b.CreateTime = time.Time{}, time.Time{}
 	a.Labels, b.Labels, a.PendingToolUses, b.PendingToolUses = nil, nil, nil, nil
 	return eq && reflect.DeepEqual(a, b)
 }

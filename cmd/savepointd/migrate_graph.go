@@ -17,8 +17,8 @@ import (
 
 // graphCopied counts what copyGraph copied.
 type graphCopied struct {
-	threads, tombs, checkpoints, blobs, writes, requests int
-	bytes                                                int64
+	threads, tombs, checkpoints, blobs, writes, requests, effects int
+	bytes                                                         int64
 }
 
 // copyGraph copies every graph thread of the source, one transaction per
@@ -32,13 +32,14 @@ func (m *migration) copyGraph(ctx context.Context, info badgerstore.ExportInfo) 
 			return fmt.Errorf("graph thread %q: %w", d.ThreadID, err)
 		}
 		g.threads++
-		if d.Deleted && len(d.Checkpoints)+len(d.Blobs)+len(d.Writes) == 0 {
+		if d.Deleted && len(d.Checkpoints)+len(d.Blobs)+len(d.Writes)+len(d.Effects) == 0 {
 			g.tombs++
 		}
 		g.checkpoints += len(d.Checkpoints)
 		g.blobs += len(d.Blobs)
 		g.writes += len(d.Writes)
 		g.requests += len(d.Requests)
+		g.effects += len(d.Effects)
 		for _, c := range d.Checkpoints {
 			g.bytes += c.Value.Size
 		}
@@ -47,6 +48,9 @@ func (m *migration) copyGraph(ctx context.Context, info badgerstore.ExportInfo) 
 		}
 		for _, w := range d.Writes {
 			g.bytes += w.Value.Size
+		}
+		for _, e := range d.Effects {
+			g.bytes += e.Output.Size
 		}
 		if time.Since(last) >= time.Second || g.threads == info.GraphThreads {
 			last = time.Now()
@@ -70,7 +74,7 @@ func (m *migration) copyGraph(ctx context.Context, info badgerstore.ExportInfo) 
 	}{
 		{"graph threads", info.GraphThreads, g.threads}, {"graph checkpoints", info.GraphCheckpoints, g.checkpoints},
 		{"graph blobs", info.GraphBlobs, g.blobs}, {"graph pending writes", info.GraphWrites, g.writes},
-		{"graph request ids", info.GraphRequests, g.requests},
+		{"graph request ids", info.GraphRequests, g.requests}, {"graph ledger entries", info.GraphEffects, g.effects},
 	} {
 		if c.stored != c.copied {
 			return m.fail("verification failed: %s holds %d %s, %d were copied (the copy in %s must not be served)", m.cfg.DataDir, c.stored, c.what, c.copied, target)
@@ -81,9 +85,9 @@ func (m *migration) copyGraph(ctx context.Context, info badgerstore.ExportInfo) 
 
 // compareGraph reads every graph thread again from both stores and
 // compares them: record by record (heads, checkpoints, blobs, pending
-// writes and request ids, every value's bytes), then through
-// core.GraphStore (every checkpoint tuple listed, and each namespace's
-// latest).
+// writes, request ids and ledger entries, every value's bytes), then
+// through core.GraphStore (every checkpoint tuple listed, each namespace's
+// latest, and the ledger listed).
 func (m *migration) compareGraph(ctx context.Context) int {
 	target := redactURL(m.cfg.To)
 	n := 0
@@ -124,8 +128,8 @@ func (m *migration) compareGraph(ctx context.Context) int {
 }
 
 // compareGraphReads compares what a and b answer for the thread of d
-// through core.GraphStore: the listing of every checkpoint, and the
-// latest checkpoint of each namespace.
+// through core.GraphStore: the listing of every checkpoint, the latest
+// checkpoint of each namespace, and the listing of the thread's ledger.
 func compareGraphReads(ctx context.Context, a, b core.GraphStore, d *core.GraphThreadDump) error {
 	list := func(s core.GraphStore) ([]string, error) {
 		var out []string
@@ -174,7 +178,55 @@ func compareGraphReads(ctx context.Context, a, b core.GraphStore, d *core.GraphT
 			return fmt.Errorf("graph thread %q namespace %q: the latest checkpoint differs (%v)", d.ThreadID, ns, err)
 		}
 	}
+	wl, err = listedEffects(ctx, a, d.ThreadID)
+	if err != nil {
+		return fmt.Errorf("graph thread %q: source: %w", d.ThreadID, err)
+	}
+	gl, err = listedEffects(ctx, b, d.ThreadID)
+	if err != nil {
+		return fmt.Errorf("graph thread %q: %w", d.ThreadID, err)
+	}
+	if i := firstDifference(wl, gl); i >= 0 {
+		return fmt.Errorf("graph thread %q: ListThreadEffects differs from the %d-th entry on (%d and %d entries; %s)", d.ThreadID, i+1, len(wl), len(gl), describeAt(wl, gl, i))
+	}
 	return nil
+}
+
+// listedEffects describes each entry ListThreadEffects gives of the
+// thread's ledger, as graphRecordDigests does.
+func listedEffects(ctx context.Context, s core.GraphStore, thread string) ([]string, error) {
+	const page = 500
+	var out []string
+	var after core.ThreadEffectKey
+	for {
+		es, err := s.ListThreadEffects(ctx, thread, after, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			sum, err := effectDigest(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sum)
+			after = core.ThreadEffectKey{NS: e.NS, ToolUseID: e.ToolUseID}
+		}
+		if len(es) < page {
+			return out, nil
+		}
+	}
+}
+
+// effectDigest describes a ledger entry with a digest of all its fields
+// and its output's bytes.
+func effectDigest(e core.ThreadEffect) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q", []any{e.NS, e.ToolUseID, e.Name, e.InputJSON, fmt.Sprintf("%x", e.InputDigest), e.Class.String(), e.IdempotencyKey,
+		fmt.Sprint(e.Attempts), fmt.Sprint(int(e.State)), fmt.Sprintf("%x", e.OutputDigest), instant(e.BeginTime), instant(e.RecordTime), e.CheckpointID})
+	if err := digestValue(h, e.Output); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("effect %q/%q %x", e.NS, e.ToolUseID, h.Sum(nil)), nil
 }
 
 // graphRecordDigests describes each record of d, with a digest of all its
@@ -210,9 +262,16 @@ func graphRecordDigests(d *core.GraphThreadDump) ([]string, error) {
 		}
 	}
 	for _, r := range d.Requests {
-		if err := add(fmt.Sprintf("request %q", r.RequestID), nil, r.RequestID, fmt.Sprintf("%x", r.Fingerprint)); err != nil {
+		if err := add(fmt.Sprintf("request %q", r.RequestID), nil, r.RequestID, fmt.Sprintf("%x", r.Fingerprint), fmt.Sprint(r.EffectAttempt)); err != nil {
 			return nil, err
 		}
+	}
+	for _, e := range d.Effects {
+		sum, err := effectDigest(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sum)
 	}
 	return out, nil
 }

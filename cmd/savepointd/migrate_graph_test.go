@@ -41,10 +41,13 @@ func graphRequestID(i int) string { return fmt.Sprintf("00000000-0000-4000-9000-
 // fillGraph writes, through core.GraphStore, the graph threads the
 // migration tests copy: "main" with two namespaces, parent chains, blobs,
 // request ids and pending writes (special indexes among them), one run's
-// checkpoints deleted; "big" uploaded in chunks (values of several MiB, an
-// empty one) with a 100 KiB pending write; "copy", a CopyThread of "big";
-// "gone", deleted (a tombstone); "pruned"; and "orphan", writes to a
-// checkpoint never stored.
+// checkpoints deleted, and a ledger (a call in doubt, one recorded, one
+// failed at its second attempt, a 100 KiB output, begins and a record
+// with request ids); "big" uploaded in chunks (values of several MiB, an
+// empty one) with a 100 KiB pending write and a ledger entry; "copy", a
+// CopyThread of "big"; "gone", deleted (a tombstone, its ledger gone);
+// "pruned", its ledger kept; and "orphan", writes to a checkpoint never
+// stored.
 func fillGraph(t *testing.T, dir string) {
 	t.Helper()
 	ctx := context.Background()
@@ -106,6 +109,29 @@ func fillGraph(t *testing.T, dir string) {
 	if n, err := s.DeleteForRuns(ctx, []string{"run-b"}); err != nil || n != 2 {
 		t.Fatalf("DeleteForRuns: %d %v", n, err)
 	}
+	effect := func(thread, ns, id, name string, class core.EffectClass, checkpoint, req string) core.ThreadEffectBeginResult {
+		t.Helper()
+		res, err := s.BeginThreadEffect(ctx, &core.ThreadEffectBegin{ThreadID: thread, NS: ns, ToolUseID: id, Name: name,
+			InputJSON: `{"call":"` + id + `"}`, Class: class, CheckpointID: checkpoint, RequestID: req})
+		must(err)
+		return res
+	}
+	record := func(thread, ns, id string, attempt uint32, out string, isError bool, req string) {
+		t.Helper()
+		_, err := s.RecordThreadEffect(ctx, &core.ThreadEffectRecord{ThreadID: thread, NS: ns, ToolUseID: id, Attempt: attempt,
+			Output: gval("json", out), IsError: isError, RequestID: req})
+		must(err)
+	}
+	effect("main", "", "pay", "pay", core.SideEffect, "12", graphRequestID(500))
+	effect("main", "", "send", "send_email", core.SideEffect, "12", "")
+	record("main", "", "send", 1, `"sent"`, false, graphRequestID(501))
+	effect("main", "child:x", "fetch", "fetch", core.Idempotent, "02a", graphRequestID(502))
+	if res := effect("main", "child:x", "fetch", "fetch", core.Idempotent, "02a", graphRequestID(503)); res.Effect.Attempts != 2 {
+		t.Fatalf("a second attempt: %+v", res)
+	}
+	record("main", "child:x", "fetch", 2, `"timeout"`, true, "")
+	effect("main", "", "read", "read", core.ReadOnly, "", "")
+	record("main", "", "read", 1, `"`+strings.Repeat("r", 100<<10)+`"`, false, "")
 
 	// "big": 2.5 MiB checkpoint value, a 3 MiB blob and an empty one, in
 	// 700 KiB upload pieces.
@@ -125,18 +151,22 @@ func fillGraph(t *testing.T, dir string) {
 	_, err = u.Commit(ctx)
 	must(err)
 	writes("big", "", "1", "task-big", "big", "", core.GraphWrite{Idx: 0, Channel: "doc", Value: core.GraphValue{Type: "bytes", Data: randomBytes(3, 100<<10), Size: 100 << 10}})
+	effect("big", "", "upload", "upload", core.SideEffect, "1", "")
+	record("big", "", "upload", 1, `"uploaded"`, false, "")
 	_, err = s.CopyThread(ctx, "big", "copy")
 	must(err)
 
 	put("gone", "", "01", "", `{}`, nil, nil, graphRequestID(300))
 	put("gone", "", "02", "01", `{}`, nil, nil, "")
 	writes("gone", "", "02", "t", "", "", core.GraphWrite{Idx: 0, Channel: "c", Value: gval("json", `1`)})
+	effect("gone", "", "doomed", "pay", core.SideEffect, "02", "")
 	must(s.DeleteThread(ctx, "gone"))
 
 	for i := 1; i <= 3; i++ {
 		put("pruned", "", fmt.Sprint(i), "", `{}`, map[string]string{"c": fmt.Sprint(i)},
 			[]core.GraphBlob{{Channel: "c", Version: fmt.Sprint(i), Value: gval("json", fmt.Sprint(i))}}, "")
 	}
+	effect("pruned", "", "kept", "pay", core.SideEffect, "1", "")
 	if _, err := s.Prune(ctx, []string{"pruned"}, core.PruneKeepLatest); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +253,8 @@ func TestMigrateStoreGraph(t *testing.T) {
 		t.Fatalf("migrate-store: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 	t.Logf("%s%s", stdout.String(), stderr.String())
-	for _, want := range []string{"4 sessions (3 live, 1 tombstone)", "copied 6 graph threads (1 tombstone), 15 checkpoints, ", "every graph thread compared equal", "0 damaged"} {
+	for _, want := range []string{"4 sessions (3 live, 1 tombstone)", "copied 6 graph threads (1 tombstone), 15 checkpoints, ", ", 7 graph ledger entries, ",
+		"every graph thread compared equal", "0 damaged"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
 		}
@@ -276,6 +307,20 @@ func TestMigrateStoreGraph(t *testing.T) {
 		}
 		if tn[0] == "big" && (w == nil || w.Checkpoint.Value.Size != 5<<19 || len(w.Blobs) != 2 || w.Blobs[0].Value.Size != 3<<20 || len(w.Writes) != 1) {
 			t.Errorf("the uploaded checkpoint is not as written: %+v", w)
+		}
+	}
+	// The ledgers, through core.GraphStore, entry by entry.
+	for _, tc := range []struct {
+		thread string
+		n      int
+	}{{"main", 4}, {"big", 1}, {"copy", 1}, {"gone", 0}, {"pruned", 1}, {"orphan", 0}, {"none", 0}} {
+		want, err := src.ListThreadEffects(ctx, tc.thread, core.ThreadEffectKey{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dst.ListThreadEffects(ctx, tc.thread, core.ThreadEffectKey{}, 100)
+		if err != nil || len(want) != tc.n || !reflect.DeepEqual(want, got) {
+			t.Errorf("ListThreadEffects(%q): badger %d entries, postgres %d (%v), want %d and equal:\n%+v\n%+v", tc.thread, len(want), len(got), err, tc.n, want, got)
 		}
 	}
 	dst.Close()
@@ -344,6 +389,30 @@ func TestMigrateStoreGraph(t *testing.T) {
 		return c.PutWrites(ctx, &savepointv1.PutWritesRequest{ThreadId: "gone", CheckpointId: "03", TaskId: "new",
 			Writes: []*savepointv1.ChannelWrite{{Idx: 0, Channel: "c", Value: &savepointv1.TypedValue{Type: "json", Data: []byte(`3`)}}}})
 	})
+	begin := func(ns, id, name string, class savepointv1.EffectClass, checkpoint, req string) func(c savepointv1.GraphCheckpointServiceClient) (any, error) {
+		return func(c savepointv1.GraphCheckpointServiceClient) (any, error) {
+			return c.BeginThreadEffect(ctx, &savepointv1.BeginThreadEffectRequest{ThreadId: "main", CheckpointNs: ns, ToolUseId: id, Name: name,
+				InputJson: `{"call":"` + id + `"}`, EffectClass: class, CheckpointId: checkpoint, RequestId: req})
+		}
+	}
+	same("retried begin of a first attempt", begin("child:x", "fetch", "fetch", savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT, "02a", graphRequestID(502)))
+	same("retried begin of the call in doubt", begin("", "pay", "pay", savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, "12", graphRequestID(500)))
+	same("begin of the call in doubt", begin("", "pay", "pay", savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, "12", ""))
+	same("begin of a recorded call", begin("", "send", "send_email", savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT, "12", ""))
+	same("begin with another input", func(c savepointv1.GraphCheckpointServiceClient) (any, error) {
+		return c.BeginThreadEffect(ctx, &savepointv1.BeginThreadEffectRequest{ThreadId: "main", ToolUseId: "send", Name: "send_email", InputJson: `{}`})
+	})
+	same("retried record", func(c savepointv1.GraphCheckpointServiceClient) (any, error) {
+		return c.RecordThreadEffect(ctx, &savepointv1.RecordThreadEffectRequest{ThreadId: "main", ToolUseId: "send", Attempt: 1,
+			Output: &savepointv1.TypedValue{Type: "json", Data: []byte(`"sent"`)}, RequestId: graphRequestID(501)})
+	})
+	same("late begin in the deleted thread", func(c savepointv1.GraphCheckpointServiceClient) (any, error) {
+		return c.BeginThreadEffect(ctx, &savepointv1.BeginThreadEffectRequest{ThreadId: "gone", ToolUseId: "doomed", Name: "pay",
+			InputJson: `{"call":"doomed"}`, CheckpointId: "02"})
+	})
+	same("ListThreadEffects main", func(c savepointv1.GraphCheckpointServiceClient) (any, error) {
+		return c.ListThreadEffects(ctx, &savepointv1.ListThreadEffectsRequest{ThreadId: "main"})
+	})
 	same("delete for runs", func(c savepointv1.GraphCheckpointServiceClient) (any, error) {
 		return c.DeleteForRuns(ctx, &savepointv1.DeleteForRunsRequest{RunIds: []string{"run-a"}})
 	})
@@ -352,9 +421,10 @@ func TestMigrateStoreGraph(t *testing.T) {
 	})
 }
 
-// TestMigrateStoreGraphVerification: a copy that lost a pending write is
-// not equal, and compareGraph says which thread and record; a thread the
-// target holds already is refused by name under --allow-non-empty.
+// TestMigrateStoreGraphVerification: a copy that lost a ledger entry or a
+// pending write is not equal, and compareGraph says which thread and
+// record; a thread the target holds already is refused by name under
+// --allow-non-empty.
 func TestMigrateStoreGraphVerification(t *testing.T) {
 	srv := pgtest.New(t)
 	db := srv.NewDatabase(t)
@@ -369,7 +439,6 @@ func TestMigrateStoreGraphVerification(t *testing.T) {
 		t.Errorf("migrate over a copied thread: exit %d\n%s", code, stderr.String())
 	}
 
-	srv.Exec(t, db, "DELETE FROM savepoint.graph_writes WHERE thread_id = 'main' AND task_id = 'task-2'")
 	ctx := context.Background()
 	src, err := badgerstore.Open(dir, badgerstore.Options{})
 	if err != nil {
@@ -381,8 +450,22 @@ func TestMigrateStoreGraphVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	stderr.Reset()
 	m := &migration{cfg: migrateConfig{DataDir: dir, To: srv.URL(db)}, src: src, dst: dst, stdout: io.Discard, stderr: &stderr, graph: graphCopied{threads: 6}}
+
+	// A copy that lost a ledger entry.
+	srv.Exec(t, db, "DELETE FROM savepoint.graph_effects WHERE thread_id = 'main' AND tool_use_id = 'send'")
+	stderr.Reset()
+	if code := m.compareGraph(ctx); code != exitFail || !strings.Contains(stderr.String(), `graph thread "main": the records differ`) ||
+		!strings.Contains(stderr.String(), `effect ""/"send"`) {
+		t.Errorf("compareGraph over a lost ledger entry: exit %d\n%s", code, stderr.String())
+	}
+	if err := compareGraphReads(ctx, src, dst, &core.GraphThreadDump{ThreadID: "main"}); err == nil || !strings.Contains(err.Error(), "ListThreadEffects differs") {
+		t.Errorf("compareGraphReads over a lost ledger entry: %v", err)
+	}
+
+	// A copy that lost a pending write.
+	srv.Exec(t, db, "DELETE FROM savepoint.graph_writes WHERE thread_id = 'main' AND task_id = 'task-2'")
+	stderr.Reset()
 	if code := m.compareGraph(ctx); code != exitFail || !strings.Contains(stderr.String(), `graph thread "main": the records differ`) ||
 		!strings.Contains(stderr.String(), `"task-2"`) {
 		t.Errorf("compareGraph over a lost write: exit %d\n%s", code, stderr.String())

@@ -95,12 +95,13 @@ func AfterRevision(t Txn, sessionID string, r *RevisionRecord) (performed, inDou
 }
 
 // CheckpointOf is revision r of the session whose head is h: its epoch and
-// status are the session's now, not the revision's.
+// status are the session's now, not the revision's, and its create time the
+// session's.
 func CheckpointOf(sessionID string, h *HeadRecord, r *RevisionRecord) Checkpoint {
 	return Checkpoint{
 		SessionID: sessionID, Revision: r.Revision, Epoch: h.Epoch, Task: r.Task, Turn: r.Turn,
 		TokensUsed: r.TokensUsed, MessageCount: r.MessageCount, PendingToolUses: r.Pending,
 		StateJSON: r.StateJSON, Labels: maps.Clone(r.Labels), SaveTime: r.SaveTime,
-		Status: h.Status, FinalOutput: h.FinalOutput, CompleteTime: h.CompleteTime,
+		Status: h.Status, FinalOutput: h.FinalOutput, CompleteTime: h.CompleteTime, CreateTime: h.CreateTime,
 	}
 }

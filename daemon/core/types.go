@@ -88,6 +88,9 @@ type Checkpoint struct {
 	Status       SessionStatus
 	FinalOutput  string
 	CompleteTime time.Time // zero while active
+	// CreateTime is the session's, as SessionSummary.CreateTime: the same
+	// for every revision; zero when the store holds none.
+	CreateTime time.Time
 }
 
 // SessionStatus is where a session is in its life. The zero value,

@@ -27,7 +27,8 @@ var (
 
 // TestGraphCrashDurability runs concurrent GraphCheckpointService writers
 // (checkpoints with blobs, pending writes, special-index upserts, streamed
-// uploads of several MiB, thread deletes) against the real savepointd while
+// uploads of several MiB, thread deletes, the thread ledger's begins and
+// records) against the real savepointd while
 // it is killed with SIGKILL at random moments. After each restart every
 // writer retries its write in flight at the kill (the same request id), and
 // every write acknowledged so far is read back and compared byte for byte;
@@ -56,11 +57,12 @@ type graphReport struct {
 	unexpected        int64
 	notes             []string
 	uploads, inDoubts int64
+	ledger            int64
 }
 
 func (r graphReport) line() string {
-	return fmt.Sprintf("graph crash-cycles=%d acked-graph-writes=%d (uploads %d, in doubt at a kill %d) lost=%d",
-		r.cycles, r.acked, r.uploads, r.inDoubts, r.lost)
+	return fmt.Sprintf("graph crash-cycles=%d acked-graph-writes=%d (uploads %d, ledger begins and records %d, in doubt at a kill %d) lost=%d",
+		r.cycles, r.acked, r.uploads, r.ledger, r.inDoubts, r.lost)
 }
 
 // graphWriter owns one thread and the model of what it must hold.
@@ -72,6 +74,19 @@ type graphWriter struct {
 	model  map[string]*graphModel // checkpoint id -> acknowledged content
 	dead   map[string]bool        // ids acknowledged deleted (by DeleteThread)
 	flight *graphOp               // the write in flight at the kill
+	// The thread's ledger as acknowledged: tool use id -> entry; open is
+	// the call begun and not yet recorded ("" for none); calls numbers them.
+	effects map[string]*effectModel
+	open    string
+	calls   int
+}
+
+type effectModel struct {
+	attempts uint32
+	state    savepointv1.ThreadEffectState
+	output   string
+	input    string
+	class    savepointv1.EffectClass
 }
 
 type graphModel struct {
@@ -85,6 +100,11 @@ type graphOp struct {
 	upload bool
 	writes *savepointv1.PutWritesRequest
 	delete bool
+	begin  *savepointv1.BeginThreadEffectRequest
+	record *savepointv1.RecordThreadEffectRequest
+	// The answers of an acknowledged begin or record.
+	begun    *savepointv1.BeginThreadEffectResponse
+	recorded *savepointv1.RecordThreadEffectResponse
 }
 
 type graphRun struct {
@@ -92,6 +112,7 @@ type graphRun struct {
 	notes                   []string
 	acked, lost, unexpected atomic.Int64
 	uploads, inDoubts       atomic.Int64
+	ledger                  atomic.Int64
 	graph                   savepointv1.GraphCheckpointServiceClient
 	budget                  int
 }
@@ -140,7 +161,7 @@ func runGraphFaults(t *testing.T, p *proc, cycles, clients int, seed uint64, f g
 	ws := make([]*graphWriter, clients)
 	for i := range ws {
 		ws[i] = &graphWriter{id: i, thread: fmt.Sprintf("g%d-%s", i, uuid.NewString()[:8]), rng: rand.New(rand.NewPCG(seed, uint64(i)+1000)),
-			model: map[string]*graphModel{}, dead: map[string]bool{}}
+			model: map[string]*graphModel{}, dead: map[string]bool{}, effects: map[string]*effectModel{}}
 	}
 	all := func(fn func(w *graphWriter)) {
 		var wg sync.WaitGroup
@@ -187,7 +208,7 @@ func runGraphFaults(t *testing.T, p *proc, cycles, clients int, seed uint64, f g
 		t.Log(n)
 	}
 	return graphReport{cycles: done, acked: run.acked.Load(), lost: run.lost.Load(), unexpected: run.unexpected.Load(),
-		notes: run.notes, uploads: run.uploads.Load(), inDoubts: run.inDoubts.Load()}
+		notes: run.notes, uploads: run.uploads.Load(), inDoubts: run.inDoubts.Load(), ledger: run.ledger.Load()}
 }
 
 func graphData(rng *rand.Rand, n int) []byte {
@@ -207,6 +228,8 @@ func (w *graphWriter) nextOp() *graphOp {
 	switch r := w.rng.IntN(20); {
 	case r == 0 && len(w.model) > 0:
 		return &graphOp{delete: true}
+	case r >= 16:
+		return w.effectOp()
 	case r < 7 && w.next > 0:
 		// Writes to the latest checkpoint, deleted or not: plain indexes,
 		// or an upsert of special ones.
@@ -243,8 +266,37 @@ func (w *graphWriter) nextOp() *graphOp {
 	return &graphOp{put: req, upload: upload}
 }
 
+// effectOp makes the writer's next ledger write: the record of its open
+// call, a new attempt of a failed call, or the begin of a new call.
+func (w *graphWriter) effectOp() *graphOp {
+	if id := w.open; id != "" {
+		e := w.effects[id]
+		out := fmt.Sprintf(`"out %d"`, w.rng.IntN(1000))
+		return &graphOp{record: &savepointv1.RecordThreadEffectRequest{ThreadId: w.thread, ToolUseId: id, Attempt: e.attempts,
+			Output: &savepointv1.TypedValue{Type: "json", Data: []byte(out)}, IsError: w.rng.IntN(3) == 0, RequestId: uuid.NewString()}}
+	}
+	for id, e := range w.effects {
+		if e.state == savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED && w.rng.IntN(2) == 0 {
+			return &graphOp{begin: &savepointv1.BeginThreadEffectRequest{ThreadId: w.thread, ToolUseId: id, Name: "tool",
+				InputJson: e.input, EffectClass: e.class, RequestId: uuid.NewString()}}
+		}
+	}
+	w.calls++
+	return &graphOp{begin: &savepointv1.BeginThreadEffectRequest{ThreadId: w.thread, ToolUseId: fmt.Sprintf("call_%d", w.calls),
+		Name: "tool", InputJson: fmt.Sprintf(`{"n": %d}`, w.calls), EffectClass: savepointv1.EffectClass(w.rng.IntN(4)),
+		RequestId: uuid.NewString()}}
+}
+
 func (r *graphRun) send(ctx context.Context, w *graphWriter, o *graphOp) error {
 	switch {
+	case o.begin != nil:
+		res, err := r.graph.BeginThreadEffect(ctx, o.begin)
+		o.begun = res
+		return err
+	case o.record != nil:
+		res, err := r.graph.RecordThreadEffect(ctx, o.record)
+		o.recorded = res
+		return err
 	case o.delete:
 		_, err := r.graph.DeleteThread(ctx, &savepointv1.DeleteThreadRequest{ThreadId: w.thread})
 		return err
@@ -269,6 +321,33 @@ func (r *graphRun) ack(w *graphWriter, o *graphOp) {
 			w.dead[id] = true
 		}
 		clear(w.model)
+		clear(w.effects)
+		w.open = ""
+	case o.begin != nil:
+		r.ledger.Add(1)
+		if o.begun.GetDecision() != savepointv1.Decision_DECISION_RUN || o.begun.GetDroppedLate() {
+			r.unexpected.Add(1)
+			r.note("writer %d: begin of %s answered %v (dropped late %v), want RUN", w.id, o.begin.ToolUseId, o.begun.GetDecision(), o.begun.GetDroppedLate())
+			return
+		}
+		class := o.begin.EffectClass
+		if class == savepointv1.EffectClass_EFFECT_CLASS_UNSPECIFIED {
+			class = savepointv1.EffectClass_EFFECT_CLASS_SIDE_EFFECT
+		}
+		w.effects[o.begin.ToolUseId] = &effectModel{attempts: o.begun.GetEffect().GetAttempts(),
+			state: savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_BEGUN, input: o.begin.InputJson, class: class}
+		w.open = o.begin.ToolUseId
+	case o.record != nil:
+		r.ledger.Add(1)
+		w.open = ""
+		e := w.effects[o.record.ToolUseId]
+		if e == nil || o.recorded.GetDroppedLate() {
+			return // the thread was deleted after the begin
+		}
+		e.state, e.output = savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED, string(o.record.Output.Data)
+		if o.record.IsError {
+			e.state = savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED
+		}
 	case o.writes != nil:
 		m := w.model[o.writes.CheckpointId]
 		if m == nil {
@@ -368,6 +447,7 @@ func (r *graphRun) verify(w *graphWriter) {
 			r.note("writer %d: checkpoint %s differs from what was acknowledged", w.id, id)
 		}
 	}
+	r.verifyEffects(ctx, w)
 	for id := range w.dead {
 		if _, alive := w.model[id]; alive {
 			continue
@@ -377,5 +457,41 @@ func (r *graphRun) verify(w *graphWriter) {
 			r.lost.Add(1) // a delete that did not hold is a lost write too
 			r.note("writer %d: deleted checkpoint %s is back", w.id, id)
 		}
+	}
+}
+
+// verifyEffects reads back the thread's ledger: every acknowledged begin
+// and record, with its attempt, state and output, and nothing else (the
+// write in flight at the kill has been retried and acknowledged by now).
+func (r *graphRun) verifyEffects(ctx context.Context, w *graphWriter) {
+	got := map[string]*savepointv1.ThreadEffect{}
+	for token, first := "", true; first || token != ""; first = false {
+		page, err := r.graph.ListThreadEffects(ctx, &savepointv1.ListThreadEffectsRequest{ThreadId: w.thread, PageToken: token})
+		if err != nil {
+			r.unexpected.Add(1)
+			r.note("writer %d: list effects: %v", w.id, err)
+			return
+		}
+		for _, e := range page.GetEffects() {
+			got[e.GetToolUseId()] = e
+		}
+		token = page.GetNextPageToken()
+	}
+	for id, m := range w.effects {
+		e := got[id]
+		switch {
+		case e == nil:
+			r.lost.Add(1)
+			r.note("writer %d: acknowledged ledger entry %s is gone", w.id, id)
+		case e.GetAttempts() != m.attempts || e.GetState() != m.state || string(e.GetOutput().GetData()) != m.output || e.GetEffectClass() != m.class:
+			r.lost.Add(1)
+			r.note("writer %d: ledger entry %s is attempt %d %v %q, acknowledged attempt %d %v %q", w.id, id,
+				e.GetAttempts(), e.GetState(), e.GetOutput().GetData(), m.attempts, m.state, m.output)
+		}
+		delete(got, id)
+	}
+	for id := range got {
+		r.unexpected.Add(1)
+		r.note("writer %d: ledger entry %s was never acknowledged", w.id, id)
 	}
 }

@@ -555,6 +555,9 @@ func checkpointToProto(cp core.Checkpoint) *savepointv1.Checkpoint {
 	if !cp.CompleteTime.IsZero() {
 		p.CompleteTime = timestamppb.New(cp.CompleteTime)
 	}
+	if !cp.CreateTime.IsZero() {
+		p.CreateTime = timestamppb.New(cp.CreateTime)
+	}
 	return p
 }
 

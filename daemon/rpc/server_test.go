@@ -678,3 +678,30 @@ func TestServerSummaryTimes(t *testing.T) {
 		t.Errorf("b: create time %v, update time %v, want unset", b.GetCreateTime(), b.GetUpdateTime())
 	}
 }
+
+// TestServerCheckpointCreateTime: GetSession's and Resume's checkpoint
+// carries the session's create time, and leaves it unset when the store has
+// none.
+func TestServerCheckpointCreateTime(t *testing.T) {
+	created := time.Unix(1700000000, 1).UTC()
+	f := &fakeStore{cp: core.Checkpoint{SessionID: "s", Revision: 1, CreateTime: created}}
+	s := NewServer(f, Options{})
+	g, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.GetCheckpoint().GetCreateTime(); got == nil || !got.AsTime().Equal(created) {
+		t.Errorf("GetSession: create time %v, want %v", got, created)
+	}
+	r, err := s.Resume(bg, &savepointv1.ResumeRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.GetCheckpoint().GetCreateTime(); got == nil || !got.AsTime().Equal(created) {
+		t.Errorf("Resume: create time %v, want %v", got, created)
+	}
+	f.cp.CreateTime = time.Time{}
+	if g, err := s.GetSession(bg, &savepointv1.GetSessionRequest{SessionId: "s"}); err != nil || g.GetCheckpoint().GetCreateTime() != nil {
+		t.Errorf("GetSession without a create time: %v, %v; want it unset", g.GetCheckpoint().GetCreateTime(), err)
+	}
+}

@@ -6,6 +6,17 @@ own. It prints two tables and the closing name=value lines:
     langgraph_put_get_p50_vs_sqlite  SavepointSaver p50 / AsyncSqliteSaver p50 (below 1: faster)
     langgraph_16proc_vs_sqlite       SavepointSaver ops/s / AsyncSqliteSaver ops/s at 16 processes (above 1: faster)
 
+With --postgres-url (a database for LangGraph's PostgresSaver) and
+--postgres-store-url (one for savepointd --store-url) on the same
+PostgreSQL server, it also measures SavepointSaver on a second savepointd
+storing into PostgreSQL against LangGraph's own PostgreSQL savers, the peer
+a fleet would pick: the same latency against AsyncPostgresSaver (one
+connection, as from_conn_string opens it), and 16 processes of the sync
+savers (put + get_tuple) against PostgresSaver (a connection each):
+
+    langgraph_pg_put_get_p50_vs_postgressaver  SavepointSaver p50 / AsyncPostgresSaver p50 (below 1: faster)
+    langgraph_pg_16proc_vs_postgressaver       SavepointSaver ops/s / PostgresSaver ops/s at 16 processes (above 1: faster)
+
 savepointd is the real binary (--savepointd), started on a fresh data
 directory; SQLite is a fresh file. Both are durable stores: savepointd
 fsyncs every write, AsyncSqliteSaver runs SQLite as the package sets it up
@@ -58,23 +69,38 @@ async def put_get(saver: BaseCheckpointSaver[Any], thread: str, parent: str | No
     return str(stored["configurable"]["checkpoint_id"])
 
 
+def put_get_sync(saver: BaseCheckpointSaver[Any], thread: str, parent: str | None, step: int, payload: str) -> str:
+    """put_get with the sync API."""
+    stored = saver.put(*checkpoint_args(thread, parent, step, payload))
+    tup = saver.get_tuple(stored)
+    if tup is None or tup.checkpoint["channel_values"].get("step") != step:
+        raise RuntimeError("the checkpoint just put did not read back")
+    return str(stored["configurable"]["checkpoint_id"])
+
+
 class open_saver:
     """An async context manager opening the saver of ``kind`` on ``where``
-    (a savepointd address or a SQLite file)."""
+    (a savepointd address, a SQLite file or a PostgreSQL URL)."""
 
     def __init__(self, kind: str, where: str) -> None:
         self.kind, self.where = kind, where
 
     async def __aenter__(self) -> BaseCheckpointSaver[Any]:
-        if self.kind == "savepoint":
+        if self.kind.startswith("savepoint"):
             from savepoint.langgraph import SavepointSaver
 
             self._cm: Any = SavepointSaver(self.where)
+        elif self.kind == "postgres":
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            self._cm = AsyncPostgresSaver.from_conn_string(self.where)
         else:
             from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
             self._cm = AsyncSqliteSaver.from_conn_string(self.where)
         saver: BaseCheckpointSaver[Any] = await self._cm.__aenter__()
+        if self.kind == "postgres":
+            await saver.setup()  # type: ignore[attr-defined]
         return saver
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -118,6 +144,39 @@ async def worker(kind: str, where: str, window: float, payload: str) -> dict[str
         return {"ops": done, "errors": errors, "first_error": first_error}
 
 
+def worker_sync(kind: str, where: str, window: float, payload: str) -> dict[str, Any]:
+    """worker with the sync savers: SavepointSaver's put and get_tuple, or
+    LangGraph's PostgresSaver on a connection of its own."""
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        saver: BaseCheckpointSaver[Any]
+        if kind == "postgres-sync":
+            from langgraph.checkpoint.postgres import PostgresSaver
+
+            saver = stack.enter_context(PostgresSaver.from_conn_string(where))
+        else:
+            from savepoint.langgraph import SavepointSaver
+
+            saver = stack.enter_context(SavepointSaver(where))
+        thread, parent, step = "tp-" + uuid.uuid4().hex, None, 0
+        parent = put_get_sync(saver, thread, parent, step, payload)
+        print("ready", flush=True)
+        start_at = float(sys.stdin.readline())
+        time.sleep(max(0.0, start_at - time.time()))
+        done, errors, first_error = 0, 0, ""
+        end = start_at + window
+        while time.time() < end:
+            step += 1
+            try:
+                parent = put_get_sync(saver, thread, parent, step, payload)
+                done += 1
+            except Exception as e:  # counted: the figure is what got through
+                errors += 1
+                first_error = first_error or f"{type(e).__name__}: {e}"
+        return {"ops": done, "errors": errors, "first_error": first_error}
+
+
 def throughput(kind: str, where: str, window: float, payload_size: int) -> tuple[float, int, str]:
     procs = [
         subprocess.Popen(
@@ -149,10 +208,11 @@ def throughput(kind: str, where: str, window: float, payload_size: int) -> tuple
     return ops / window, errors, first
 
 
-def start_savepointd(binary: str, tmp: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_savepointd(binary: str, tmp: str, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    os.makedirs(tmp, exist_ok=True)
     sock = os.path.join(tmp, "s.sock")
     log = open(os.path.join(tmp, "savepointd.log"), "wb")
-    p = subprocess.Popen([binary, "--data-dir", os.path.join(tmp, "data"), "--listen", "unix:" + sock], stderr=log, stdout=log)
+    p = subprocess.Popen([binary, "--data-dir", os.path.join(tmp, "data"), "--listen", "unix:" + sock, *extra], stderr=log, stdout=log)
     deadline = time.monotonic() + 20
     while not os.path.exists(sock):
         if p.poll() is not None or time.monotonic() > deadline:
@@ -169,19 +229,39 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=0, help="seconds counted at 16 processes (default 10, quick 3)")
     ap.add_argument("--payload", type=int, default=2048, help="bytes of each message in the checkpoint")
     ap.add_argument("--json", action="store_true", help="print one JSON object (tables and figures), for savepoint-bench")
+    ap.add_argument("--postgres-url", default="", help="a PostgreSQL database for LangGraph's PostgresSaver (with --postgres-store-url)")
+    ap.add_argument("--postgres-store-url", default="", help="a database of the same server for savepointd --store-url")
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         kind, where, window, size = args.worker
-        print(json.dumps(asyncio.run(worker(kind, where, float(window), "m" * int(size)))))
+        if kind.endswith("-sync"):
+            print(json.dumps(worker_sync(kind, where, float(window), "m" * int(size))))
+        else:
+            print(json.dumps(asyncio.run(worker(kind, where, float(window), "m" * int(size)))))
         return 0
+    if bool(args.postgres_url) != bool(args.postgres_store_url):
+        ap.error("--postgres-url and --postgres-store-url go together")
     ops = args.ops or (200 if args.quick else 1000)
     window = args.window or (3.0 if args.quick else 10.0)
     payload = "m" * args.payload
 
     tmp = tempfile.mkdtemp(prefix="lgb", dir="/tmp")
+    daemons = []
     daemon, addr = start_savepointd(args.savepointd, tmp)
-    systems = (("savepoint", "SavepointSaver", addr), ("sqlite", "AsyncSqliteSaver", os.path.join(tmp, "sqlite", "checkpoints.db")))
+    daemons.append(daemon)
+    # (kind in the latency run, kind in the 16 processes, row name, where)
+    systems = [
+        ("savepoint", "savepoint", "SavepointSaver", addr),
+        ("sqlite", "sqlite", "AsyncSqliteSaver", os.path.join(tmp, "sqlite", "checkpoints.db")),
+    ]
+    if args.postgres_url:
+        pg_daemon, pg_addr = start_savepointd(args.savepointd, os.path.join(tmp, "pg"), "--store-url", args.postgres_store_url)
+        daemons.append(pg_daemon)
+        systems += [
+            ("savepoint-pg", "savepoint-pg-sync", "SavepointSaver, savepointd --store-url", pg_addr),
+            ("postgres", "postgres-sync", "AsyncPostgresSaver | PostgresSaver", args.postgres_url),
+        ]
     os.makedirs(os.path.join(tmp, "sqlite"))
     p50: dict[str, float] = {}
     rate: dict[str, float] = {}
@@ -197,18 +277,30 @@ def main() -> int:
         "rows": [],
         "notes": [f"{PROCS} Python processes on one savepointd, or on one SQLite file (WAL, synchronous FULL)."],
     }
+    if args.postgres_url:
+        lat["notes"].append(
+            "On PostgreSQL: SavepointSaver on a second savepointd started with --store-url, against AsyncPostgresSaver"
+            " (from_conn_string: one connection, autocommit) on another database of the same server (fsync on)."
+        )
+        tp["notes"].append(
+            "On PostgreSQL: the sync savers, put + get_tuple: SavepointSaver on the savepointd with --store-url,"
+            " against PostgresSaver (from_conn_string: a connection per process)."
+        )
     try:
-        for kind, name, where in systems:
+        for kind, _, name, where in systems:
             took = sorted(asyncio.run(latency(kind, where, ops, payload)))
             p50[kind] = statistics.median(took)
             q = statistics.quantiles(took, n=100)
-            lat["rows"].append([name, f"{p50[kind] * 1e3:.3f}", f"{q[89] * 1e3:.3f}", f"{q[98] * 1e3:.3f}"])
-        for kind, name, where in systems:
-            rate[kind], errors, first = throughput(kind, where, window, args.payload)
+            lat["rows"].append([name.split(" | ")[0], f"{p50[kind] * 1e3:.3f}", f"{q[89] * 1e3:.3f}", f"{q[98] * 1e3:.3f}"])
+        for kind, tkind, name, where in systems:
+            rate[kind], errors, first = throughput(tkind, where, window, args.payload)
+            if tkind.endswith("-sync"):
+                name = name.split(" | ")[-1] + (" (sync)" if kind.startswith("savepoint") else "")
             tp["rows"].append([name, f"{rate[kind]:.1f}", str(errors), first[:80] or "-"])
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=30)
+        for d in daemons:
+            d.send_signal(signal.SIGTERM)
+            d.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
     if not all(rate.values()) or not all(p50.values()):
         print("langgraph_bench: a saver made no progress", file=sys.stderr)
@@ -217,6 +309,9 @@ def main() -> int:
         "langgraph_put_get_p50_vs_sqlite": p50["savepoint"] / p50["sqlite"],
         "langgraph_16proc_vs_sqlite": rate["savepoint"] / rate["sqlite"],
     }
+    if args.postgres_url:
+        summary["langgraph_pg_put_get_p50_vs_postgressaver"] = p50["savepoint-pg"] / p50["postgres"]
+        summary["langgraph_pg_16proc_vs_postgressaver"] = rate["savepoint-pg"] / rate["postgres"]
     if args.json:
         print(json.dumps({"tables": [lat, tp], "summary": summary}))
         return 0

@@ -37,6 +37,7 @@ import {
 import { discardLogger, type Logger } from "./log.js";
 import { Session } from "./session.js";
 import { anthropicToolResults } from "./tool.js";
+import { SessionWatch, type WatchOptions } from "./watch.js";
 import type {
   CallOptions,
   ClientConfig,
@@ -335,6 +336,23 @@ export class Client {
    */
   resume(id: string, call?: CallOptions): Promise<Session> {
     return Session.resume(this, id, call);
+  }
+
+  /**
+   * Watches the sessions that change (WatchSessions, docs/api.md): for
+   * `for await`, a HEARTBEAT first, once the daemon has registered the
+   * watch (list the sessions after it and apply the events from there),
+   * then CHANGED with a selected session's summary after each durable
+   * change, REMOVED when the filters stop selecting a session or it is
+   * deleted, RESYNC when events were dropped, and a HEARTBEAT every
+   * heartbeatIntervalMs in which nothing else was sent. The filters are
+   * ListSessions'; the daemon checks them when the iteration starts. The
+   * watch has no deadline and is not retried: it ends with UnavailableError
+   * when the daemon stops (watch again once it is back), or when the loop
+   * is left, close() is called, or options.signal fires (CanceledError).
+   */
+  watchSessions(options: WatchOptions = {}): SessionWatch {
+    return new SessionWatch((request) => this.#stub.watchSessions(request), options);
   }
 
   /** Waits until the connection is ready, or signal fires (UnavailableError). */

@@ -34,6 +34,15 @@ export * from "./errors.js";
 export { consoleLogger, discardLogger, type Level, type Logger } from "./log.js";
 export { Session } from "./session.js";
 export {
+  SessionWatch,
+  type WatchChanged,
+  type WatchEvent,
+  WatchEventType,
+  type WatchOptions,
+  type WatchRemoved,
+  type WatchSignal,
+} from "./watch.js";
+export {
   anthropicToolResults,
   Decision,
   EffectClass,

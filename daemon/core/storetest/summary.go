@@ -32,7 +32,8 @@ func listAll(t *testing.T, s core.Store) []core.SessionSummary {
 
 // testCreateTime checks SessionSummary.CreateTime: set by the first save or
 // a fork, kept by later saves, completions and resumes, new after a delete
-// and re-create.
+// and re-create; and that every Checkpoint of the session, of any revision,
+// from Checkpoint or Resume, carries the same.
 func testCreateTime(t *testing.T, s core.Store) {
 	before := time.Now()
 	create(t, s, "s", msg("user", "a"))
@@ -54,22 +55,44 @@ func testCreateTime(t *testing.T, s core.Store) {
 	if !got.CreateTime.Equal(first.CreateTime) || !got.UpdateTime.After(got.CreateTime) {
 		t.Fatalf("after a save and a completion: create time %v (was %v), update time %v", got.CreateTime, first.CreateTime, got.UpdateTime)
 	}
+	wantCheckpointCreateTime(t, s, "s", 1, first.CreateTime)
+	wantCheckpointCreateTime(t, s, "s", 2, first.CreateTime)
+	if cp, err := s.Resume(ctx, "s", false); err != nil || !cp.CreateTime.Equal(first.CreateTime) {
+		t.Fatalf("Resume: create time %v, %v; want %v", cp.CreateTime, err, first.CreateTime)
+	}
 
 	time.Sleep(5 * time.Millisecond)
 	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"}); err != nil {
 		t.Fatal(err)
 	}
-	if f := summary(t, s, "f"); !f.CreateTime.After(first.CreateTime) || !f.CreateTime.Equal(f.UpdateTime) {
+	f := summary(t, s, "f")
+	if !f.CreateTime.After(first.CreateTime) || !f.CreateTime.Equal(f.UpdateTime) {
 		t.Fatalf("fork: create time %v, source's %v, update time %v", f.CreateTime, first.CreateTime, f.UpdateTime)
 	}
+	wantCheckpointCreateTime(t, s, "f", 1, f.CreateTime)
 
 	if _, err := s.DeleteSession(ctx, "s", 2); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond)
 	save(t, s, &core.SaveRequest{SessionID: "s"})
-	if again := summary(t, s, "s"); !again.CreateTime.After(got.UpdateTime) {
+	again := summary(t, s, "s")
+	if !again.CreateTime.After(got.UpdateTime) {
 		t.Fatalf("re-created: create time %v, not after the deleted session's last update %v", again.CreateTime, got.UpdateTime)
+	}
+	wantCheckpointCreateTime(t, s, "s", 0, again.CreateTime)
+}
+
+// wantCheckpointCreateTime checks the CreateTime of revision rev (0: the
+// latest) of sessionID.
+func wantCheckpointCreateTime(t *testing.T, s core.Store, sessionID string, rev uint64, want time.Time) {
+	t.Helper()
+	cp, err := s.Checkpoint(ctx, sessionID, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.IsZero() || !cp.CreateTime.Equal(want) {
+		t.Fatalf("the checkpoint of %q at revision %d (asked %d): create time %v, want %v", sessionID, cp.Revision, rev, cp.CreateTime, want)
 	}
 }
 

@@ -784,7 +784,13 @@ type Checkpoint struct {
 	// The final output given to CompleteSession; empty while active.
 	FinalOutput string `protobuf:"bytes,14,opt,name=final_output,json=finalOutput,proto3" json:"final_output,omitempty"`
 	// When CompleteSession completed or failed the session; unset while active.
-	CompleteTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	CompleteTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	// When the session was created (its first save, or the fork that made
+	// it), as SessionSummary.create_time: the session's, the same for every
+	// revision; a session re-created after DeleteSession has its new creation
+	// time. Unset only when the store holds no creation time for the session,
+	// which savepointd always records.
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -920,6 +926,13 @@ func (x *Checkpoint) GetFinalOutput() string {
 func (x *Checkpoint) GetCompleteTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CompleteTime
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
 	}
 	return nil
 }
@@ -3756,7 +3769,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12;\n" +
 	"\vrecord_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12\x12\n" +
-	"\x04late\x18\x06 \x01(\bR\x04late\"\xab\x05\n" +
+	"\x04late\x18\x06 \x01(\bR\x04late\"\xe8\x05\n" +
 	"\n" +
 	"Checkpoint\x12\x1d\n" +
 	"\n" +
@@ -3777,7 +3790,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\tsave_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x123\n" +
 	"\x06status\x18\r \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x12!\n" +
 	"\ffinal_output\x18\x0e \x01(\tR\vfinalOutput\x12?\n" +
-	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x1a9\n" +
+	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12;\n" +
+	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x04\n" +
@@ -4196,84 +4211,85 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	52, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
 	52, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
-	5,  // 8: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
-	6,  // 9: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	48, // 10: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	7,  // 11: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	8,  // 12: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	6,  // 13: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	3,  // 14: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	7,  // 15: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	18, // 16: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	8,  // 17: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	5,  // 18: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	49, // 19: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 20: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	53, // 21: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	50, // 22: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	52, // 23: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 24: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	52, // 25: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	25, // 26: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	51, // 27: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 28: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	53, // 29: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	53, // 30: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	4,  // 31: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	25, // 32: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	52, // 33: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	32, // 34: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	52, // 35: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	53, // 36: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 37: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 38: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 39: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	52, // 40: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	7,  // 41: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	39, // 42: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	39, // 43: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 44: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 45: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 46: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	9,  // 47: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	11, // 48: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	13, // 49: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	15, // 50: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	17, // 51: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	20, // 52: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	22, // 53: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	24, // 54: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	29, // 55: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	31, // 56: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	34, // 57: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	36, // 58: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	38, // 59: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	41, // 60: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	43, // 61: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	45, // 62: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	27, // 63: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	10, // 64: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	12, // 65: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	14, // 66: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	16, // 67: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	19, // 68: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	21, // 69: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	23, // 70: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	26, // 71: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	30, // 72: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	33, // 73: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	35, // 74: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	37, // 75: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	40, // 76: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	42, // 77: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	44, // 78: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	46, // 79: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	28, // 80: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	64, // [64:81] is the sub-list for method output_type
-	47, // [47:64] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	52, // 8: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	5,  // 9: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
+	6,  // 10: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	48, // 11: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	7,  // 12: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	8,  // 13: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	6,  // 14: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	3,  // 15: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	7,  // 16: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	18, // 17: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	8,  // 18: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	5,  // 19: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	49, // 20: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 21: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	53, // 22: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	50, // 23: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	52, // 24: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 25: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	52, // 26: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	25, // 27: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	51, // 28: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 29: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	53, // 30: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	53, // 31: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	4,  // 32: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	25, // 33: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	52, // 34: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	32, // 35: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	52, // 36: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	53, // 37: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 38: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 39: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 40: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	52, // 41: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	7,  // 42: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	39, // 43: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	39, // 44: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 45: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 46: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 47: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	9,  // 48: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	11, // 49: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	13, // 50: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	15, // 51: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	17, // 52: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	20, // 53: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	22, // 54: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	24, // 55: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	29, // 56: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	31, // 57: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	34, // 58: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	36, // 59: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	38, // 60: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	41, // 61: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	43, // 62: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	45, // 63: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	27, // 64: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	10, // 65: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	12, // 66: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	14, // 67: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	16, // 68: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	19, // 69: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	21, // 70: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	23, // 71: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	26, // 72: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	30, // 73: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	33, // 74: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	35, // 75: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	37, // 76: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	40, // 77: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	42, // 78: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	44, // 79: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	46, // 80: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	28, // 81: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	65, // [65:82] is the sub-list for method output_type
+	48, // [48:65] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }

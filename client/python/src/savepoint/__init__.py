@@ -37,10 +37,10 @@ _logging.getLogger("savepoint").addHandler(_logging.NullHandler())
 _MODULES = {
     "savepoint._retry": ("DEFAULT_RETRY_POLICY", "RetryPolicy"),
     "savepoint.address": ("TLSConfig", "default_addr", "parse_addr"),
-    "savepoint.client": ("Client", "Raw", "Session", "ToolFunc"),
+    "savepoint.client": ("Client", "Raw", "Session", "SessionWatch", "ToolFunc"),
     "savepoint.types": (
         "Decision", "EffectClass", "Message", "SessionStatus", "ToolEvent", "ToolResult", "ToolStage", "ToolUse",
-        "anthropic_tool_results",
+        "WatchEvent", "WatchEventType", "anthropic_tool_results",
     ),
     "savepoint.errors": _ERROR_NAMES,
 }
@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # "X as X": the explicit re-exports mypy --strict wants
     from savepoint.client import Client as Client
     from savepoint.client import Raw as Raw
     from savepoint.client import Session as Session
+    from savepoint.client import SessionWatch as SessionWatch
     from savepoint.client import ToolFunc as ToolFunc
     from savepoint.errors import *  # noqa: F403
     from savepoint.types import Decision as Decision
@@ -65,6 +66,8 @@ if TYPE_CHECKING:  # "X as X": the explicit re-exports mypy --strict wants
     from savepoint.types import ToolResult as ToolResult
     from savepoint.types import ToolStage as ToolStage
     from savepoint.types import ToolUse as ToolUse
+    from savepoint.types import WatchEvent as WatchEvent
+    from savepoint.types import WatchEventType as WatchEventType
     from savepoint.types import anthropic_tool_results as anthropic_tool_results
 
 def __getattr__(name: str) -> Any:

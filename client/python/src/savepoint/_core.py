@@ -12,6 +12,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+from google.protobuf.duration_pb2 import Duration
 
 from savepoint import errors
 from savepoint._steps import Step, Steps, delete_steps, history_steps, q
@@ -520,6 +523,37 @@ class SessionState:
         if exc is not None:
             return ToolResult(tool_use_id=p.tool_use_id, content=str(exc), is_error=True)
         return ToolResult(tool_use_id=p.tool_use_id, content=output or "")
+
+
+def watch_request(
+    label_filter: Mapping[str, str] | None,
+    status_filter: SessionStatus | None,
+    has_pending_tool_uses: bool,
+    min_idle: float | timedelta | None,
+    heartbeat_interval: float | timedelta | None,
+) -> pb.WatchSessionsRequest:
+    """The WatchSessionsRequest of Client.watch_sessions' arguments; the
+    daemon checks them (InvalidArgumentError and its subclasses)."""
+    req = pb.WatchSessionsRequest(
+        label_filter=dict(label_filter or {}),
+        status_filter=int(status_filter or SessionStatus.UNSPECIFIED),  # type: ignore[arg-type]
+        has_pending_tool_uses=has_pending_tool_uses,
+    )
+    if min_idle is not None:
+        req.min_idle.CopyFrom(duration(min_idle))
+    if heartbeat_interval is not None:
+        req.heartbeat_interval.CopyFrom(duration(heartbeat_interval))
+    return req
+
+
+def duration(d: float | timedelta) -> Duration:
+    """A Duration of seconds or a timedelta, to the nanosecond."""
+    out = Duration()
+    if isinstance(d, timedelta):
+        out.FromTimedelta(d)
+    else:
+        out.FromNanoseconds(round(d * 1e9))
+    return out
 
 
 def is_read_only(p: pb.ToolUse) -> bool:

@@ -78,7 +78,7 @@ _SAFE_WITH_REQUEST_ID: dict[str, type] = {
 # GraphCheckpointService's: its reads, and its deletes, copy and prune, which
 # are idempotent (docs/protocol.md); its puts only with a request id.
 _GRAPH_ALWAYS_SAFE = frozenset(
-    {"GetCheckpoint", "ListCheckpoints", "DeleteThread", "DeleteForRuns", "CopyThread", "Prune"}
+    {"GetCheckpoint", "ListCheckpoints", "DeleteThread", "DeleteForRuns", "CopyThread", "Prune", "ListThreadEffects"}
 )
 
 # GraphCheckpointService's requests, by full name, so that the client does
@@ -86,6 +86,12 @@ _GRAPH_ALWAYS_SAFE = frozenset(
 _GRAPH_PUTS = frozenset(
     {"savepoint.v1.PutCheckpointRequest", "savepoint.v1.PutWritesRequest", "savepoint.v1.UploadCheckpointStart"}
 )
+# The graph-thread ledger's writes: a repeat with the same request id returns
+# the first call's answer (a begin starts no second attempt).
+_GRAPH_EFFECT_WRITES = {
+    "savepoint.v1.BeginThreadEffectRequest": "BeginThreadEffect",
+    "savepoint.v1.RecordThreadEffectRequest": "RecordThreadEffect",
+}
 _GRAPH_OTHER_REQUESTS = frozenset(
     {
         "savepoint.v1.GetCheckpointRequest",
@@ -94,6 +100,7 @@ _GRAPH_OTHER_REQUESTS = frozenset(
         "savepoint.v1.DeleteForRunsRequest",
         "savepoint.v1.CopyThreadRequest",
         "savepoint.v1.PruneRequest",
+        "savepoint.v1.ListThreadEffectsRequest",
     }
 )
 
@@ -104,10 +111,14 @@ def retry_safe(method: str, request: object) -> bool:
     are not, as in the Go client. ``method`` is a SavepointService RPC, or
     a GraphCheckpointService one when ``request`` is a graph_pb2 message
     (for UploadCheckpoint, its start; for UploadCheckpoint and
-    UploadWrites, the PutCheckpoint or PutWrites request they stream)."""
+    UploadWrites, the PutCheckpoint or PutWrites request they stream).
+    BeginThreadEffect and RecordThreadEffect are safe with a request id,
+    ListThreadEffects always."""
     kind = getattr(getattr(request, "DESCRIPTOR", None), "full_name", "")
     if kind in _GRAPH_PUTS:
         return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint", "UploadWrites") and getattr(request, "request_id", "") != ""
+    if kind in _GRAPH_EFFECT_WRITES:
+        return method == _GRAPH_EFFECT_WRITES[kind] and getattr(request, "request_id", "") != ""
     if kind in _GRAPH_OTHER_REQUESTS:
         return method in _GRAPH_ALWAYS_SAFE
     if method == "SaveCheckpoint":

@@ -5,11 +5,13 @@ idempotency keys and exceptions."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -36,6 +38,7 @@ from savepoint.types import (
     ToolResultsFunc,
     ToolStage,
     ToolUse,
+    WatchEvent,
     anthropic_tool_results,
 )
 from savepoint.v1 import savepoint_pb2 as pb
@@ -235,6 +238,79 @@ class AsyncClient:
             token = r.next_page_token
             if not token:
                 return
+
+    def watch_sessions(
+        self,
+        label_filter: Mapping[str, str] | None = None,
+        *,
+        status_filter: SessionStatus | None = None,
+        has_pending_tool_uses: bool = False,
+        min_idle: float | timedelta | None = None,
+        heartbeat_interval: float | timedelta | None = None,
+    ) -> AsyncSessionWatch:
+        """See savepoint.Client.watch_sessions; iterate with ``async for``,
+        in an ``async with`` block (or ``await watch.close()``) to end the
+        call. The call starts at the first iteration."""
+        req = _core.watch_request(label_filter, status_filter, has_pending_tool_uses, min_idle, heartbeat_interval)
+        return AsyncSessionWatch(self.raw._stub, req)
+
+
+class AsyncSessionWatch:
+    """The events of one AsyncClient.watch_sessions call: an async iterator
+    of WatchEvent that ends only with close() (quietly) or an error (a
+    SavepointError: UnavailableError when the daemon stops). A cancelled
+    task's CancelledError passes through."""
+
+    def __init__(self, stub: Any, req: pb.WatchSessionsRequest) -> None:
+        self._stub = stub
+        self._req = req
+        self._call: Any = None
+        self._closed = False
+
+    def __aiter__(self) -> AsyncSessionWatch:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        if self._call is None:
+            self._call = self._stub.WatchSessions(self._req)
+        while True:
+            try:
+                r = await self._call.read()
+            except asyncio.CancelledError:
+                # grpc.aio raises it also when close() cancelled the call.
+                task = asyncio.current_task()
+                if self._closed and (task is None or not task.cancelling()):
+                    raise StopAsyncIteration from None
+                raise
+            except grpc.aio.AioRpcError as e:
+                if self._closed:
+                    raise StopAsyncIteration from None
+                raise from_rpc_error(e) from None
+            if r is grpc.aio.EOF:  # type: ignore[attr-defined]
+                raise StopAsyncIteration
+            ev = WatchEvent.from_proto(r)
+            if ev is not None:
+                return ev
+
+    async def close(self) -> None:
+        """End the call; the iteration ends, also one waiting in another
+        task."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    async def __aenter__(self) -> AsyncSessionWatch:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        if not self._closed and self._call is not None:
+            with contextlib.suppress(Exception):  # the loop may be closed
+                self._call.cancel()
 
 
 class AsyncSession(_core.SessionState):

@@ -3,11 +3,13 @@ protocol's bookkeeping. savepoint.aio has the same API on grpc.aio."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -33,6 +35,7 @@ from savepoint.types import (
     ToolResultsFunc,
     ToolStage,
     ToolUse,
+    WatchEvent,
     anthropic_tool_results,
 )
 from savepoint.v1 import savepoint_pb2 as pb
@@ -231,6 +234,84 @@ class Client:
             token = r.next_page_token
             if not token:
                 return
+
+    def watch_sessions(
+        self,
+        label_filter: Mapping[str, str] | None = None,
+        *,
+        status_filter: SessionStatus | None = None,
+        has_pending_tool_uses: bool = False,
+        min_idle: float | timedelta | None = None,
+        heartbeat_interval: float | timedelta | None = None,
+    ) -> SessionWatch:
+        """Watch the sessions that change (WatchSessions): iterate the
+        returned SessionWatch for a WatchEvent per durable change, CHANGED
+        with the session's summary while the filters select it, REMOVED when
+        they stop selecting it or it is deleted, RESYNC when events were
+        dropped, and a HEARTBEAT first (once the watch is registered: list
+        the sessions after it and apply the events from there) and then
+        every ``heartbeat_interval`` in which nothing else was sent.
+
+        The filters are list_sessions' and ListSessions': ``label_filter``
+        keeps sessions whose labels include every pair, ``status_filter``
+        one status (None: any), ``has_pending_tool_uses`` sessions with a
+        pending tool use, ``min_idle`` sessions not updated for that long
+        (seconds or a timedelta; a session becomes CHANGED when its idle
+        time reaches it). ``heartbeat_interval`` is seconds or a timedelta,
+        None for the daemon's 10 s; 0.1 s to 1 h. A filter the daemon
+        refuses raises InvalidArgumentError (or a subclass) from the first
+        next().
+
+        The watch never ends by itself and has no deadline (the client's
+        ``timeout`` does not apply) and is not retried: when the daemon
+        stops, the next next() raises UnavailableError; watch again once it
+        is back. close() it, or use it in a with block, to end the call;
+        after close() the iteration ends quietly, also in another thread."""
+        req = _core.watch_request(label_filter, status_filter, has_pending_tool_uses, min_idle, heartbeat_interval)
+        return SessionWatch(self.raw._stub.WatchSessions(req))
+
+
+class SessionWatch:
+    """The events of one Client.watch_sessions call: an iterator of
+    WatchEvent that ends only with close() (quietly) or an error (a
+    SavepointError: UnavailableError when the daemon stops). Closed when
+    it is garbage-collected too, so a loop that drops it stops the call."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._closed = False
+
+    def __iter__(self) -> SessionWatch:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        while True:
+            try:
+                r = next(self._call)
+            except grpc.RpcError as e:
+                if self._closed:
+                    raise StopIteration from None
+                raise from_rpc_error(e) from None
+            ev = WatchEvent.from_proto(r)
+            if ev is not None:
+                return ev
+
+    def close(self) -> None:
+        """End the call; the iteration ends, also one waiting in another
+        thread."""
+        self._closed = True
+        self._call.cancel()
+
+    def __enter__(self) -> SessionWatch:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not self._closed:
+            with contextlib.suppress(Exception):  # at exit, grpc may be gone
+                self.close()
 
 
 class Session(_core.SessionState):

@@ -1,5 +1,6 @@
 """The values a Session takes and returns: messages, tool uses, results,
-effect classes, decisions, session statuses and tool events."""
+effect classes, decisions, session statuses and tool events; and the events
+of a watch of the sessions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, cast
 
 from savepoint.v1 import savepoint_pb2 as pb
@@ -79,6 +81,60 @@ class Decision(enum.IntEnum):
     #: The outcome is unknown; the result is the daemon's is_error text
     #: telling the model to check before any retry.
     IN_DOUBT = pb.DECISION_IN_DOUBT
+
+
+class WatchEventType(enum.IntEnum):
+    """What a WatchEvent of Client.watch_sessions reports (docs/api.md,
+    WatchSessions)."""
+
+    UNSPECIFIED = pb.WATCH_EVENT_TYPE_UNSPECIFIED
+    #: The session changed durably (a save, a begin or record, a resume, a
+    #: completion, a rewind, or the fork that made it), or its idle time
+    #: reached min_idle, and the filters select it: ``session`` holds its
+    #: summary as list_sessions gives it, read after the change.
+    CHANGED = pb.WATCH_EVENT_TYPE_CHANGED
+    #: The session changed durably, or was deleted, and the filters do not
+    #: select it: ``session_id`` only. Drop it if you show it.
+    REMOVED = pb.WATCH_EVENT_TYPE_REMOVED
+    #: Nothing else to send. The first event of every watch, once the daemon
+    #: has registered it: every change durable after it is sent, so list the
+    #: sessions after it and apply the events from there.
+    HEARTBEAT = pb.WATCH_EVENT_TYPE_HEARTBEAT
+    #: The watch fell behind and events were dropped (more than 1024
+    #: distinct sessions changed while it was not read, or a poll of a
+    #: shared PostgreSQL database failed): list the sessions again. Every
+    #: change durable after it is sent.
+    RESYNC = pb.WATCH_EVENT_TYPE_RESYNC
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of Client.watch_sessions: its ``type``, the session it is
+    about (``session_id``, for CHANGED and REMOVED), the session's summary
+    (``session``, for CHANGED only) and when the daemon sent it
+    (``send_time``, timezone-aware UTC)."""
+
+    type: WatchEventType
+    session_id: str = ""
+    session: pb.SessionSummary | None = None
+    send_time: datetime | None = None
+
+    @classmethod
+    def from_proto(cls, r: pb.WatchSessionsResponse) -> WatchEvent | None:
+        """The event of a WatchSessionsResponse; None for a type this client
+        does not know, which a watch skips."""
+        try:
+            t = WatchEventType(r.type)
+        except ValueError:
+            return None
+        if t == WatchEventType.UNSPECIFIED:
+            return None
+        return cls(
+            type=t,
+            session_id=r.session_id,
+            session=r.session if t == WatchEventType.CHANGED and r.HasField("session") else None,
+            send_time=r.send_time.ToDatetime(tzinfo=timezone.utc) if r.HasField("send_time") else None,
+        )
 
 
 @dataclass(frozen=True)

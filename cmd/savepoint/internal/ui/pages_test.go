@@ -86,13 +86,28 @@ func TestSessionsPage(t *testing.T) {
 }
 
 func TestSessionPage(t *testing.T) {
-	_, base, c, _ := inspector(t, false)
+	_, base, c, d := inspector(t, false)
+	// The header's create time is the session's, as ListSessions has it, on
+	// every revision's page.
+	list, err := d.Client.ListSessions(t.Context(), &savepointv1.ListSessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := ""
+	for _, s := range list.GetSessions() {
+		if s.GetSessionId() == "report-1" && s.GetCreateTime() != nil {
+			created = "Created " + formatTime(s.GetCreateTime()) + " Saved "
+		}
+	}
+	if created == "" {
+		t.Fatalf("ListSessions has no create time of report-1: %v", list)
+	}
 	code, body := fetch(t, c, base+"/sessions/report-1")
 	if code != 200 {
 		t.Fatalf("session: %d\n%s", code, body)
 	}
 	wantText(t, "session", body,
-		"State in doubt", "Epoch 1", "Revision 2",
+		"State in doubt", "Epoch 1", "Revision 2", created,
 		"toolu_01 write_report side effect yes reuse its effect is recorded",
 		"toolu_02 send_email side effect yes in doubt side-effecting, begun and never recorded",
 		"toolu_03 post_slack side effect yes re-run begin-tracked and never begun",
@@ -113,7 +128,7 @@ func TestSessionPage(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("revision 1: %d", code)
 	}
-	wantText(t, "revision 1", body, "Revision 1 (the latest is 2)", "Reconcile decides only the latest revision", "toolu_00 read_notes read-only no -")
+	wantText(t, "revision 1", body, "Revision 1 (the latest is 2)", "Reconcile decides only the latest revision", "toolu_00 read_notes read-only no -", created)
 	if code, body := fetch(t, c, base+"/sessions/nobody"); code != 404 || !strings.Contains(body, "SESSION_NOT_FOUND") {
 		t.Errorf("unknown session: %d %s", code, text(body))
 	}

@@ -191,7 +191,7 @@ class Effect(_message.Message):
     def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time", "status", "final_output", "complete_time")
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time", "status", "final_output", "complete_time", "create_time")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,7 @@ class Checkpoint(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     FINAL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     revision: int
     epoch: int
@@ -229,7 +230,8 @@ class Checkpoint(_message.Message):
     status: SessionStatus
     final_output: str
     complete_time: _timestamp_pb2.Timestamp
-    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., tokens_used: _Optional[int] = ..., message_count: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., pending_tool_uses: _Optional[_Iterable[_Union[ToolUse, _Mapping]]] = ..., state_json: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., save_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., final_output: _Optional[str] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., tokens_used: _Optional[int] = ..., message_count: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., pending_tool_uses: _Optional[_Iterable[_Union[ToolUse, _Mapping]]] = ..., state_json: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., save_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., final_output: _Optional[str] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SaveCheckpointRequest(_message.Message):
     __slots__ = ("session_id", "expected_revision", "epoch", "request_id", "task", "turn", "tokens_used", "keep_messages", "append_messages", "pending_tool_uses", "state_json", "labels")

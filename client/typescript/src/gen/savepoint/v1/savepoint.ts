@@ -357,7 +357,17 @@ export interface Checkpoint {
   /** The final output given to CompleteSession; empty while active. */
   finalOutput: string;
   /** When CompleteSession completed or failed the session; unset while active. */
-  completeTime: Timestamp | undefined;
+  completeTime:
+    | Timestamp
+    | undefined;
+  /**
+   * When the session was created (its first save, or the fork that made
+   * it), as SessionSummary.create_time: the session's, the same for every
+   * revision; a session re-created after DeleteSession has its new creation
+   * time. Unset only when the store holds no creation time for the session,
+   * which savepointd always records.
+   */
+  createTime: Timestamp | undefined;
 }
 
 export interface Checkpoint_LabelsEntry {
@@ -1264,6 +1274,7 @@ function createBaseCheckpoint(): Checkpoint {
     status: 0,
     finalOutput: "",
     completeTime: undefined,
+    createTime: undefined,
   };
 }
 
@@ -1325,6 +1336,9 @@ export const Checkpoint: MessageFns<Checkpoint> = {
     }
     if (message.completeTime !== undefined) {
       Timestamp.encode(message.completeTime, writer.uint32(122).fork()).join();
+    }
+    if (message.createTime !== undefined) {
+      Timestamp.encode(message.createTime, writer.uint32(130).fork()).join();
     }
     return writer;
   },
@@ -1465,6 +1479,14 @@ export const Checkpoint: MessageFns<Checkpoint> = {
             message.completeTime = Timestamp.decode(reader, reader.uint32());
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.createTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1512,6 +1534,9 @@ export const Checkpoint: MessageFns<Checkpoint> = {
     message.finalOutput = object.finalOutput ?? "";
     message.completeTime = (object.completeTime !== undefined && object.completeTime !== null)
       ? Timestamp.fromPartial(object.completeTime)
+      : undefined;
+    message.createTime = (object.createTime !== undefined && object.createTime !== null)
+      ? Timestamp.fromPartial(object.createTime)
       : undefined;
     return message;
   },

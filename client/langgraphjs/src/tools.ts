@@ -1,0 +1,249 @@
+import { randomUUID } from "node:crypto";
+
+import { isBaseMessage, type ToolCall, ToolMessage } from "@langchain/core/messages";
+import * as langgraph from "@langchain/langgraph";
+import { Command, type CommandParams, isCommand, isGraphInterrupt, type LangGraphRunnableConfig, Send, type SendOptions } from "@langchain/langgraph";
+import { ToolNode, type ToolNodeOptions } from "@langchain/langgraph/prebuilt";
+import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { graphPb, pb } from "@savepoint-dev/client";
+
+import { Connection, type SaverOptions } from "./conn.js";
+
+/**
+ * The key of the run config's `configurable` under which a tool run by a
+ * DurableToolNode finds its call's idempotency key: the same for every
+ * attempt of one tool call, to pass to an API that accepts one.
+ */
+export const IDEMPOTENCY_KEY = "savepoint_idempotency_key";
+
+/** A tool's effect class, from its metadata's `savepoint_effect`; `side_effect` when it has none. */
+export type EffectClassName = "read_only" | "idempotent" | "side_effect";
+
+const CLASSES: Record<EffectClassName, pb.EffectClass> = {
+  read_only: pb.EffectClass.EFFECT_CLASS_READ_ONLY,
+  idempotent: pb.EffectClass.EFFECT_CLASS_IDEMPOTENT,
+  side_effect: pb.EffectClass.EFFECT_CLASS_SIDE_EFFECT,
+};
+
+/** The options of a DurableToolNode: ToolNode's, where the daemon is (as for SavepointSaver), and how outcomes are serialized. */
+export interface DurableToolNodeOptions extends ToolNodeOptions, SaverOptions {
+  /** Serializes the recorded ToolMessages and Commands (default LangGraph's JsonPlusSerializer). */
+  serde?: SerializerProtocol;
+}
+
+type Tool = ToolNode["tools"][number];
+
+/** The text of the error ToolMessage a DurableToolNode answers for a side-effecting call begun and never recorded. */
+export function inDoubtText(name: string, toolCallId: string): string {
+  return (
+    `The outcome of this ${name} call (tool_use_id ${toolCallId}) is unknown: it was started, but the agent ` +
+    "stopped before its outcome was recorded. It was not run again, to avoid repeating a side effect. Check " +
+    "whether it took effect before retrying it."
+  );
+}
+
+/** The effect class of a tool, from its metadata's `savepoint_effect` (unset: side_effect); anything else throws. */
+export function effectClassOf(tool: Tool): EffectClassName {
+  const v = (tool as { metadata?: Record<string, unknown> }).metadata?.savepoint_effect;
+  if (v === undefined || v === null) return "side_effect";
+  if (typeof v === "string" && Object.hasOwn(CLASSES, v)) return v as EffectClassName;
+  throw new Error(`tool ${JSON.stringify(tool.name)} has metadata savepoint_effect ${JSON.stringify(v)}; want "read_only", "idempotent" or "side_effect"`);
+}
+
+/** Where a tool call is in a thread's ledger. */
+interface CallKey {
+  threadId: string;
+  ns: string;
+  toolUseId: string;
+  checkpointId: string;
+}
+
+/**
+ * The ledger's key of a call made by a node running with config: its
+ * thread, the namespace of the graph the node runs in (the task's
+ * checkpoint_ns without the task's own last segment: "" in the root
+ * graph), and the checkpoint the task runs from.
+ */
+function callKey(call: ToolCall, config: LangGraphRunnableConfig): CallKey {
+  const c = (config.configurable ?? {}) as Record<string, unknown>;
+  const threadId = c.thread_id;
+  if (threadId === undefined || threadId === null || threadId === "") {
+    throw new Error("DurableToolNode needs configurable.thread_id: run it in a graph compiled with a checkpointer, or pass one in the config");
+  }
+  if (!call.id) throw new Error(`DurableToolNode: the call of tool ${JSON.stringify(call.name)} has no id; the ledger keys a call by its tool_call_id`);
+  let ns = typeof c.checkpoint_ns === "string" ? c.checkpoint_ns : "";
+  const task = c.__pregel_task_id;
+  if (typeof task === "string" && task !== "" && ns.endsWith(`:${task}`)) {
+    const bar = ns.lastIndexOf("|");
+    ns = bar < 0 ? "" : ns.slice(0, bar);
+  }
+  const map = c.checkpoint_map as Record<string, unknown> | undefined;
+  const cp = map?.[ns] ?? c.checkpoint_id;
+  return { threadId: String(threadId), ns, toolUseId: call.id, checkpointId: typeof cp === "string" ? cp : "" };
+}
+
+/**
+ * A drop-in for LangGraph.js's ToolNode (same arguments, same outputs,
+ * handleToolErrors included) whose tool calls go through savepointd's
+ * graph-thread ledger, keyed by (thread_id, namespace, tool_call_id): each
+ * call is begun (BeginThreadEffect) before its tool runs and its outcome
+ * recorded (RecordThreadEffect) the moment the tool returns or throws. A
+ * call whose result is recorded is answered with it without running the
+ * tool; a side-effecting call begun and never recorded (its process died
+ * mid-call) is answered with an error ToolMessage saying so (inDoubtText),
+ * never run again; a read-only or idempotent one is run again, with the
+ * same idempotency key (configurable.savepoint_idempotency_key). A tool's
+ * effect class comes from its metadata's `savepoint_effect`.
+ *
+ * `new DurableToolNode(tools)` resolves the daemon's address as
+ * `new SavepointSaver()` does; close() it when done. Ledger calls that fail
+ * throw the client's SavepointError classes (EffectInputMismatchError when
+ * a tool_call_id is reused for another call), whatever handleToolErrors
+ * says.
+ */
+export class DurableToolNode<T = any> extends ToolNode<T> {
+  /** The daemon's address. */
+  readonly address: string;
+  readonly #conn: Connection;
+  readonly #serde: SerializerProtocol;
+
+  constructor(tools: Tool[], options: DurableToolNodeOptions = {}) {
+    const { name, tags, handleToolErrors, serde, ...conn } = options;
+    super(tools, { name, tags, handleToolErrors });
+    for (const t of tools) effectClassOf(t);
+    this.#conn = new Connection(conn);
+    this.address = this.#conn.address;
+    this.#serde = serde ?? new JsonPlusSerializer();
+  }
+
+  /** Waits until the daemon accepts the connection, or signal fires (then it throws UnavailableError). */
+  waitReady(signal?: AbortSignal): Promise<void> {
+    return this.#conn.waitReady(signal);
+  }
+
+  /** Closes the connection; calls in flight fail. */
+  close(): void {
+    this.#conn.close();
+  }
+
+  protected override async runTool(call: ToolCall, config: LangGraphRunnableConfig, state: unknown): Promise<ToolMessage | Command> {
+    const tool = this.tools.find((t) => t.name === call.name);
+    // No such tool: nothing runs, so ToolNode answers as it does.
+    if (tool === undefined) return super.runTool(call, config, state);
+    const cls = effectClassOf(tool);
+    const key = callKey(call, config);
+    const begun = await this.#conn.unary<graphPb.BeginThreadEffectRequest, graphPb.BeginThreadEffectResponse>(
+      this.#conn.stub.beginThreadEffect,
+      graphPb.BeginThreadEffectRequest.fromPartial({
+        threadId: key.threadId,
+        checkpointNs: key.ns,
+        toolUseId: key.toolUseId,
+        name: call.name,
+        inputJson: JSON.stringify(call.args ?? {}),
+        effectClass: CLASSES[cls],
+        checkpointId: key.checkpointId,
+        requestId: randomUUID(),
+      }),
+    );
+    const effect = begun.effect;
+    switch (begun.decision) {
+      case pb.Decision.DECISION_REUSE:
+        if (!effect?.output) throw new Error(`BeginThreadEffect answered REUSE for tool use ${key.toolUseId} without its output`);
+        return this.#load(effect.output);
+      case pb.Decision.DECISION_IN_DOUBT:
+        return new ToolMessage({ status: "error", name: call.name, tool_call_id: key.toolUseId, content: inDoubtText(call.name, key.toolUseId) });
+      case pb.Decision.DECISION_RUN:
+        break;
+      default:
+        throw new Error(`BeginThreadEffect answered decision ${begun.decision} for tool use ${key.toolUseId}`);
+    }
+    // A begin the late-write rule dropped (the thread was deleted since its
+    // checkpoint) stored nothing: the tool runs, and nothing is recorded.
+    const attempt = begun.droppedLate ? 0 : (effect?.attempts ?? 0);
+    const runConfig: LangGraphRunnableConfig = {
+      ...config,
+      configurable: { ...config.configurable, [IDEMPOTENCY_KEY]: effect?.idempotencyKey ?? "" },
+    };
+    let out: ToolMessage | Command;
+    try {
+      // ToolNode's own runTool runs the tool and wraps its output, on a view
+      // of this node that holds only this tool and lets its errors through.
+      const view = Object.create(this, { tools: { value: [tool] }, handleToolErrors: { value: false } }) as this;
+      out = await super.runTool.call(view, call, runConfig, state);
+    } catch (e) {
+      if (attempt > 0) await this.#record(key, attempt, await this.#serde.dumpsTyped({ error: errorValue(e) }), true);
+      // As ToolNode: an interrupt() or a drain passes through, other errors are answered when handleToolErrors.
+      if (!this.handleToolErrors || isGraphInterrupt(e) || isDrained(e)) throw e;
+      return new ToolMessage({
+        status: "error",
+        content: `Error: ${(e as Error).message}\n Please fix your mistakes.`,
+        name: call.name,
+        tool_call_id: call.id ?? "",
+      });
+    }
+    if (attempt > 0) await this.#record(key, attempt, await this.#dump(out), false);
+    return out;
+  }
+
+  /**
+   * Records the attempt's outcome. A record that fails (after the
+   * connection's retries) is a warning, not an error: the tool ran, and its
+   * result is returned; the ledger keeps the attempt begun, so a later
+   * begin of a side-effecting call answers it in doubt.
+   */
+  async #record(key: CallKey, attempt: number, [type, data]: [string, Uint8Array], isError: boolean): Promise<void> {
+    try {
+      await this.#conn.unary<graphPb.RecordThreadEffectRequest, graphPb.RecordThreadEffectResponse>(
+        this.#conn.stub.recordThreadEffect,
+        graphPb.RecordThreadEffectRequest.fromPartial({
+          threadId: key.threadId,
+          checkpointNs: key.ns,
+          toolUseId: key.toolUseId,
+          attempt,
+          output: { type, data: Buffer.from(data), totalSize: data.length },
+          isError,
+          requestId: randomUUID(),
+        }),
+      );
+    } catch (e) {
+      process.emitWarning(
+        `savepoint: the outcome of tool use ${key.toolUseId} of thread ${key.threadId} could not be recorded (${(e as Error).message}); ` +
+          "it ran, and a later run of a side-effecting call will report it in doubt",
+        { code: "SAVEPOINT_RECORD_FAILED" },
+      );
+    }
+  }
+
+  /** A tool's ToolMessage or Command, serialized so that #load rebuilds it. */
+  #dump(out: ToolMessage | Command): Promise<[string, Uint8Array]> {
+    if (!isCommand(out)) return this.#serde.dumpsTyped({ message: out });
+    const gotos = out.goto === undefined ? [] : Array.isArray(out.goto) ? out.goto : [out.goto];
+    const goto = gotos.map((g) => (typeof g === "string" ? { node: g } : { send: { node: g.node, args: g.args, timeout: g.timeout } }));
+    return this.#serde.dumpsTyped({ command: { graph: out.graph, update: out.update, resume: out.resume, goto } });
+  }
+
+  /** The ToolMessage or Command a recorded output holds. */
+  async #load(v: graphPb.TypedValue): Promise<ToolMessage | Command> {
+    const got = (await this.#serde.loadsTyped(v.type, v.data)) as { message?: unknown; command?: Record<string, unknown> };
+    if (got?.command) {
+      const c = got.command;
+      const goto = ((c.goto as { node?: string; send?: { node: string; args: unknown; timeout?: unknown } }[]) ?? []).map((g) =>
+        g.send ? new Send(g.send.node, g.send.args, { timeout: g.send.timeout as SendOptions["timeout"] }) : (g.node as string),
+      );
+      return new Command({ graph: c.graph as string | undefined, update: c.update as CommandParams["update"], resume: c.resume, goto });
+    }
+    if (isBaseMessage(got?.message) && got.message.getType() === "tool") return got.message as ToolMessage;
+    throw new Error(`a recorded tool output of type ${v.type} is neither a ToolMessage nor a Command`);
+  }
+}
+
+/** LangGraph's isGraphDrained, where the installed version has it. */
+function isDrained(e: unknown): boolean {
+  const f = (langgraph as Record<string, unknown>).isGraphDrained;
+  return typeof f === "function" && Boolean(f(e));
+}
+
+/** An error as recorded: its name and message. */
+function errorValue(e: unknown): { name: string; message: string } {
+  return e instanceof Error ? { name: e.name, message: e.message } : { name: "Error", message: String(e) };
+}

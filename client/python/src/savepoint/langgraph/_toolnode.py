@@ -1,0 +1,304 @@
+"""DurableToolNode: LangGraph's ToolNode whose tool calls go through
+savepointd's graph-thread ledger.
+
+It is a ToolNode given two tool-call wrappers of its own (ToolNode's
+``wrap_tool_call`` and ``awrap_tool_call`` hooks, the way ToolNode lets a
+caller run code around each call's execution), with the user's wrappers, if
+any, around them. ToolNode's own error handling is turned off underneath
+(``handle_tool_errors=False``) so that the wrapper sees every exception a
+tool raises, records it as a failed attempt and then handles it as ToolNode
+would with the ``handle_tool_errors`` the caller gave (the same helpers
+ToolNode uses)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt.tool_node import (
+    AsyncToolCallWrapper,
+    ToolCallRequest,
+    ToolCallWrapper,
+    ToolNode,
+    _default_handle_tool_errors,
+    _handle_tool_error,
+    _infer_handled_types,
+)
+from langgraph.types import Command
+
+from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from savepoint.address import TLSConfig
+from savepoint.langgraph import _ledger
+from savepoint.langgraph._durable import DurableTool
+from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, CallKey, DurableToolError, Effect, Ledger
+
+try:
+    from langgraph.errors import is_invalid_resume
+except ImportError:  # a langgraph without it never marks a resume error
+
+    def is_invalid_resume(error: BaseException) -> bool:
+        return False
+
+
+Result = ToolMessage | Command[Any]
+Execute = Callable[[ToolCallRequest], Result]
+AExecute = Callable[[ToolCallRequest], Awaitable[Result]]
+HandleToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
+
+
+class DurableToolNode(ToolNode):
+    """A drop-in for LangGraph's ``ToolNode`` (the same arguments, inputs,
+    outputs and ``handle_tool_errors``) whose tool calls go through
+    savepointd's graph-thread ledger, keyed by (thread_id, the graph's
+    checkpoint namespace, tool_call_id) from the run config::
+
+        tools = DurableToolNode([send_invoice, lookup])   # was ToolNode([...])
+
+    Each call is begun (BeginThreadEffect) before its tool runs and its
+    outcome recorded (RecordThreadEffect) the moment the tool returns or
+    raises. A call whose result is recorded is answered with that result (the
+    same ToolMessage or Command) without running the tool; a side-effecting
+    call that was begun and never recorded (its process died mid-call) is
+    answered with an error ToolMessage saying the call may have happened
+    (in_doubt_text), never run again; a read-only or idempotent one is run
+    again with the same idempotency key. A tool that raises is recorded as a
+    failed attempt, so a RetryPolicy or a later run tries it again; the
+    exception is then raised or answered as ToolNode does.
+
+    The effect class of a tool is, in order: ``effects[name]``, its
+    metadata's ``savepoint_effect`` ("read_only", "idempotent" or
+    "side_effect"), its MCP annotations when ``trust_annotations`` is True
+    (or names it: a collection of tool names) (readOnlyHint, idempotentHint),
+    else "side_effect". A tool run through the ledger finds its call's
+    idempotency key in ``config["configurable"]["savepoint_idempotency_key"]``
+    (a tool with a ``config: RunnableConfig`` or ``runtime: ToolRuntime``
+    parameter) and from savepoint.langgraph.idempotency_key().
+
+    ``address`` is the daemon's; None uses the graph's checkpointer when it
+    is a SavepointSaver, else resolves the address as SavepointSaver() does
+    ($SAVEPOINT_ADDR, ...). ``tls``, ``retry`` and ``timeout`` are as for
+    SavepointSaver; ``serde`` serializes the recorded results (LangGraph's
+    JsonPlusSerializer by default). The run needs a thread_id. Ledger calls
+    that fail raise savepoint.errors exceptions whatever
+    ``handle_tool_errors`` says: EffectInputMismatchError when a
+    tool_call_id is reused for a call with another name or arguments; a
+    record that fails after the tool ran is logged and the tool's result
+    returned.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool | Callable[..., Any]],
+        *,
+        name: str = "tools",
+        tags: list[str] | None = None,
+        handle_tool_errors: HandleToolErrors = _default_handle_tool_errors,
+        messages_key: str = "messages",
+        wrap_tool_call: ToolCallWrapper | None = None,
+        awrap_tool_call: AsyncToolCallWrapper | None = None,
+        address: str | None = None,
+        tls: TLSConfig | bool | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+        timeout: float | None = None,
+        serde: SerializerProtocol | None = None,
+        trust_annotations: bool | Collection[str] = False,
+        effects: Mapping[str, Effect] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        # A @durable tool given here is unwrapped: the node keeps its ledger.
+        given: dict[str, Effect] = {}
+        plain: list[BaseTool | Callable[..., Any]] = []
+        for t in tools:
+            if isinstance(t, DurableTool):
+                given[t.name] = _ledger.check_effect(t.effect, f"tool {t.name!r}")
+                plain.append(t.inner)
+            else:
+                plain.append(t)
+        self._sp_errors = handle_tool_errors
+        self._sp_wrap = wrap_tool_call
+        self._sp_awrap = awrap_tool_call
+        self._sp_ledger = Ledger(address, tls, retry, timeout, serde, logger)
+        self._sp_trust = trust_annotations
+        super().__init__(
+            plain,
+            name=name,
+            tags=tags,
+            handle_tool_errors=False,
+            messages_key=messages_key,
+            wrap_tool_call=self._wrap,
+            # A sync wrapper alone runs under ainvoke as ToolNode runs it:
+            # synchronously, with the sync execution.
+            awrap_tool_call=self._awrap if awrap_tool_call is not None or wrap_tool_call is None else None,
+        )
+        self._sp_effects: dict[str, Effect] = {}
+        for tname, tool in self.tools_by_name.items():
+            self._sp_effects[tname] = given.get(tname) or _ledger.effect_from_metadata(
+                tname, tool.metadata, _ledger.trusts(trust_annotations, tname)
+            )
+        for tname, eff in (effects or {}).items():
+            if tname not in self.tools_by_name:
+                raise ValueError(f"DurableToolNode: effects names {tname!r}, which is not one of its tools")
+            self._sp_effects[tname] = _ledger.check_effect(eff, f"DurableToolNode: effects[{tname!r}]")
+
+    # -- what the node knows ----------------------------------------------------
+
+    def effect_of(self, tool: BaseTool) -> Effect:
+        """The effect class the node gives ``tool``."""
+        got = self._sp_effects.get(tool.name)
+        if got is not None and self.tools_by_name.get(tool.name) is tool:
+            return got
+        return _ledger.effect_from_metadata(tool.name, tool.metadata, _ledger.trusts(self._sp_trust, tool.name))
+
+    def close(self) -> None:
+        """Close the node's own connection (made when it has an address, or
+        when its graph's checkpointer is not a SavepointSaver)."""
+        self._sp_ledger.close()
+
+    async def aclose(self) -> None:
+        """close() and the running event loop's connection."""
+        await self._sp_ledger.aclose()
+
+    # -- the wrappers -----------------------------------------------------------
+
+    def _wrap(self, req: ToolCallRequest, execute: Execute) -> Result:
+        if self._sp_wrap is None:
+            return self._run(req, execute)
+        try:
+            return self._sp_wrap(req, lambda r: self._run(r, execute))
+        except GraphBubbleUp:
+            raise
+        except Exception as e:
+            return self._wrapper_error(e, req)
+
+    async def _awrap(self, req: ToolCallRequest, execute: AExecute) -> Result:
+        if self._sp_awrap is None:
+            return await self._arun(req, execute)
+
+        async def run(r: ToolCallRequest) -> Result:
+            return await self._arun(r, execute)
+
+        try:
+            return await self._sp_awrap(req, run)
+        except GraphBubbleUp:
+            raise
+        except Exception as e:
+            return self._wrapper_error(e, req)
+
+    def _wrapper_error(self, e: Exception, req: ToolCallRequest) -> ToolMessage:
+        """What ToolNode answers for an exception out of a user's wrapper (a
+        ledger call's error is raised)."""
+        if not self._sp_errors or is_invalid_resume(e) or _ledger.is_ledger_error(e):
+            raise e
+        content = _handle_tool_error(e, flag=self._sp_errors)
+        call = req.tool_call
+        return ToolMessage(content=content, name=call["name"], tool_call_id=call["id"], status="error")
+
+    def _handled(self, e: Exception, call: ToolCall) -> ToolMessage | None:
+        """The error ToolMessage ToolNode answers for exception ``e`` of a
+        tool, or None when ToolNode raises it."""
+        if isinstance(e, GraphBubbleUp) or is_invalid_resume(e):
+            return None
+        flag = self._sp_errors
+        handled: tuple[type[Exception], ...]
+        if isinstance(flag, type) and issubclass(flag, Exception):
+            handled = (flag,)
+        elif isinstance(flag, tuple):
+            handled = flag
+        elif callable(flag) and not isinstance(flag, type):
+            handled = _infer_handled_types(flag)
+        else:
+            handled = (Exception,)
+        if not flag or not isinstance(e, handled):
+            return None
+        content = _handle_tool_error(e, flag=flag)
+        return ToolMessage(content=content, name=call["name"], tool_call_id=call["id"], status="error")
+
+    # -- one call -----------------------------------------------------------------
+
+    def _prepare(self, req: ToolCallRequest) -> tuple[ToolCall, CallKey, Effect, Any]:
+        call = req.tool_call
+        assert req.tool is not None
+        config = getattr(req.runtime, "config", None)
+        key = _ledger.call_key(config, call.get("id") or "", f"DurableToolNode (tool {call['name']!r})")
+        return call, key, self.effect_of(req.tool), config
+
+    def _answer(self, resp: Any, call: ToolCall, key: CallKey) -> Result | None:
+        """The answer of a REUSE or IN_DOUBT begin; None for RUN."""
+        if resp.decision == _ledger.REUSE:
+            out = self._sp_ledger.load(key, resp.effect)
+            if not isinstance(out, (ToolMessage, Command, list)):
+                raise DurableToolError(
+                    f"the recorded outcome of tool use {key.tool_use_id!r} is a {type(out).__name__}, not a ToolMessage "
+                    "or Command"
+                )
+            return out  # type: ignore[return-value]
+        if resp.decision == _ledger.IN_DOUBT:
+            return ToolMessage(
+                content=_ledger.in_doubt_text(call["name"], key.tool_use_id),
+                name=call["name"],
+                tool_call_id=key.tool_use_id,
+                status="error",
+            )
+        if resp.decision != _ledger.RUN:
+            raise _ledger.unexpected(resp, key)
+        return None
+
+    def _run(self, req: ToolCallRequest, execute: Execute) -> Result:
+        if req.tool is None:
+            return execute(req)  # no such tool: nothing runs, ToolNode answers
+        with _ledger.ledger_errors():
+            call, key, effect, config = self._prepare(req)
+            resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect)
+        with _ledger.ledger_errors():
+            answer = self._answer(resp, call, key)
+        if answer is not None:
+            return answer
+        attempt = _ledger.attempt_of(resp)
+        idem = resp.effect.idempotency_key
+        if config is not None:
+            config.setdefault("configurable", {})[IDEMPOTENCY_KEY] = idem
+        try:
+            with _ledger.key_set(idem):
+                out = execute(req)
+        except Exception as e:
+            self._sp_ledger.record(config, key, attempt, _ledger.error_value(e), True)
+            msg = self._handled(e, call)
+            if msg is None:
+                raise
+            return msg
+        self._sp_ledger.record(config, key, attempt, out, False)
+        return out
+
+    async def _arun(self, req: ToolCallRequest, execute: AExecute) -> Result:
+        if req.tool is None:
+            return await execute(req)
+        with _ledger.ledger_errors():
+            call, key, effect, config = self._prepare(req)
+            resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect)
+        with _ledger.ledger_errors():
+            answer = self._answer(resp, call, key)
+        if answer is not None:
+            return answer
+        attempt = _ledger.attempt_of(resp)
+        idem = resp.effect.idempotency_key
+        if config is not None:
+            config.setdefault("configurable", {})[IDEMPOTENCY_KEY] = idem
+        try:
+            with _ledger.key_set(idem):
+                out = await execute(req)
+        except Exception as e:
+            await self._sp_ledger.arecord(config, key, attempt, _ledger.error_value(e), True)
+            msg = self._handled(e, call)
+            if msg is None:
+                raise
+            return msg
+        await self._sp_ledger.arecord(config, key, attempt, out, False)
+        return out
+
+
+__all__ = ["DurableToolNode"]
