@@ -71,6 +71,10 @@ func listWAL(dir string) (walFiles, error) {
 	return f, nil
 }
 
+// createSegment makes a new segment file; createSegmentFile, replaced in
+// tests.
+var createSegment = createSegmentFile
+
 // createSegmentFile makes a file of size bytes at path, allocated and
 // filled with zeros and fdatasynced, through a temporary name. The caller
 // syncs the directory.
@@ -189,7 +193,7 @@ func (w *wal) takeSegment(n uint64, size int64) (*os.File, int64, error) {
 	if spare != "" {
 		err = os.Rename(filepath.Join(w.dir, spare), name)
 	} else {
-		err = createSegmentFile(w.dir, segName(n), max(size, w.segSize))
+		err = createSegment(w.dir, segName(n), max(size, w.segSize))
 	}
 	if err == nil {
 		err = w.syncDir()
@@ -252,7 +256,7 @@ func (w *wal) prepareSpare() error {
 		return nil
 	}
 	name := fmt.Sprintf("spare-new-%d", time.Now().UnixNano())
-	if err := createSegmentFile(w.dir, name, w.segSize); err != nil {
+	if err := createSegment(w.dir, name, w.segSize); err != nil {
 		return err
 	}
 	w.mu.Lock()

@@ -2,11 +2,13 @@ package badgerstore
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,4 +311,53 @@ func TestVerifyChecksTheLog(t *testing.T) {
 		t.Fatalf("verify after damaging the log's last record: %+v", rep.Damaged)
 	}
 	t.Logf("verify: %s", rep.Damaged[0].Problem)
+}
+
+// TestNewSegmentOnAFullDisk: a full disk met making the next segment
+// answers the save that needed it ErrDiskFull and leaves the store serving;
+// once there is room, saves go on, and everything acknowledged reads back
+// after a reopen.
+func TestNewSegmentOnAFullDisk(t *testing.T) {
+	setSegmentSize(t, 64<<10)
+	setCheckpointInterval(t, time.Hour) // no spare prepared in the background
+	var full atomic.Bool
+	create := createSegment
+	createSegment = func(dir, name string, size int64) error {
+		if full.Load() {
+			return fmt.Errorf("fallocate: %w", syscall.ENOSPC)
+		}
+		return create(dir, name, size)
+	}
+	t.Cleanup(func() { createSegment = create })
+	dir := t.TempDir()
+	s := openT(t, dir)
+	full.Store(true)
+	msg := strings.Repeat("m", 3000)
+	rev := uint64(0)
+	var refused error
+	for i := 0; i < 100 && refused == nil; i++ {
+		_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "f", ExpectedRevision: rev,
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"` + msg + `"`}}})
+		if err != nil {
+			refused = err
+			break
+		}
+		rev++
+	}
+	if !errors.Is(refused, core.ErrDiskFull) {
+		t.Fatalf("saves past a segment with no room for the next: %v, want ErrDiskFull", refused)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the store failed on a full disk: %v", err)
+	}
+	full.Store(false)
+	saveN2(t, s, "f", int(rev), 3)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir)
+	defer s.Close()
+	if cp, err := s.Checkpoint(ctx, "f", 0); err != nil || cp.Revision != rev+3 {
+		t.Fatalf("after a reopen: %v, %v; want revision %d", cp, err, rev+3)
+	}
 }
