@@ -1,7 +1,8 @@
 # The power-cut tests (daemon/crashtest TestPowerCut*): savepointd on
 # faultfs, a FUSE file system that keeps only what was fsynced, with power
-# cut at random moments and at injected syncs (docs/reliability.md). The
-# short form (4 cycles, and the proofs against builds that skip their syncs
+# cut at random moments, at injected syncs and at the write-ahead log's named
+# points (docs/reliability.md). The short form (4 cycles, two cuts at each
+# of the log's points, and the proofs against builds that skip their syncs
 # or their directory syncs) runs in `make test`; `make powercut POWERCUT_CYCLES=N` runs the long one.
 # They need /dev/fuse; where it is missing they skip, saying so. As root
 # they mount with mount(2); otherwise go-fuse needs fusermount3 (fuse3).
@@ -18,7 +19,7 @@ fuse:
 		echo "fuse: fusermount3 not installed and cannot be installed here; the power-cut tests need root or it" >&2
 
 .PHONY: test-powercut
-test-powercut: fuse ## Power-cut tests, short form (4 cuts; builds without syncs, or directory syncs, must lose writes)
+test-powercut: fuse ## Power-cut tests, short form (4 cuts, 6 at the log's points; builds without syncs, or directory syncs, must lose writes)
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
 
 .PHONY: powercut

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +87,9 @@ func TestEncryptedFilesHoldNoPlaintext(t *testing.T) {
 						t.Errorf("encrypted: the %s message's text is in the clear in %v", what, files)
 					}
 				}
+			}
+			if tt.key == nil && !slices.ContainsFunc(open["large"], func(f string) bool { return strings.HasSuffix(f, ".seg") }) {
+				t.Errorf("unencrypted: the large message's text is in no segment of the write-ahead log (%v); the search does not cover the log", open["large"])
 			}
 			t.Logf("plaintext found while open: %v; after close: %v", open, closed)
 

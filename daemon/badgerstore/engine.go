@@ -18,14 +18,17 @@ import (
 )
 
 // The engine is the store's only writer. Requests that arrive while a commit
-// is in flight are folded into the next Badger transaction, which is then
-// made durable by one db.Sync covering both Badger's write-ahead log and its
-// value log; each request is acknowledged, and the commit made readable
-// (snapshot.go), only after that sync. Badger runs with SyncWrites off so
-// that its value-log sync errors, which it would only log, are returned by
-// db.Sync instead, and in managed mode, with the engine numbering the
-// commits. Any commit or sync failure is fatal: the engine stops
-// acknowledging and reports on Failed.
+// is in flight are folded into the next one. Each commit is one record of
+// the write-ahead log (wal.go), made durable by one fdatasync of its
+// segment, and only then applied to Badger as one transaction, with no
+// sync: Badger is made durable in the background (checkpoint.go). Each
+// request is acknowledged, and the commit made readable (snapshot.go), only
+// after both. A request that finds no commit in flight and none waiting is
+// committed in its own goroutine, with no hand-off to the commit loop; the
+// loop takes the requests that queue behind it. Badger runs with
+// SyncWrites off and in managed mode, with the engine numbering the
+// commits. Any log write, sync, apply or checkpoint failure is fatal: the
+// engine stops acknowledging and reports on Failed.
 
 // seqKey holds the sequence number of the last commit.
 var seqKey = []byte{kindFormat, 's', 'e', 'q'}
@@ -49,9 +52,10 @@ type write struct {
 }
 
 type op struct {
-	writes []write
-	size   int64
-	probe  bool // a Ping: answered by the loop after the batch it joins, writing nothing
+	writes   []write
+	size     int64 // what it counts for in a Badger transaction
+	logBytes int64 // a bound on its share of a log record
+	probe    bool  // a Ping: answered by the loop after the batch it joins, writing nothing
 	// exclusive, when set, is run by the loop alone, between two commits,
 	// for Badger calls that must not meet a write (DropPrefix).
 	exclusive func() error
@@ -61,7 +65,7 @@ type op struct {
 // Stats counts the engine's work since Open.
 type Stats struct {
 	Requests uint64 // write requests acknowledged
-	Commits  uint64 // Badger transactions committed, each followed by one sync
+	Commits  uint64 // commits: each one log record and its sync, then one Badger transaction
 	Seq      uint64 // sequence number of the last durable commit
 	// WriteReadBytes counts the bytes of stored values that writes (saves,
 	// effects, resumes, deletes) read before writing.
@@ -74,24 +78,36 @@ type Stats struct {
 }
 
 type engine struct {
-	db        *badger.DB
-	dir       string // "" in memory: no disk guard
-	reserve   uint64 // free bytes a commit needs on the data directory's filesystem
-	maxSize   int64  // Badger's transaction limits, with room for seqKey
-	maxCount  int64
-	threshold int                                       // Badger's value threshold
-	statfs    func(dir string) (free uint64, err error) // replaced in tests
-	sync      func() error                              // replaced in tests
-	files     *dataFiles                                // nil in memory (engine_files.go)
-	onCommit  func(seq uint64)
-	cache     *recordCache // the newest durable heads and call records (cache.go)
-	snaps     *snapshots   // read versions (snapshot.go)
-	version   uint64       // Badger version of the last commit; owned by the loop
+	db         *badger.DB
+	dir        string // "" in memory: no disk guard, no log
+	reserve    uint64 // free bytes a commit needs on the data directory's filesystem
+	maxSize    int64  // Badger's transaction limits, with room for seqKey
+	maxCount   int64
+	threshold  int                                       // Badger's value threshold
+	statfs     func(dir string) (free uint64, err error) // replaced in tests
+	sync       func() error                              // makes a commit's log record durable; replaced in tests
+	badgerSync func() error                              // db.Sync, at a checkpoint; replaced in tests
+	wal        *wal                                      // nil in memory
+	files      *dataFiles                                // nil in memory (engine_files.go)
+	onCommit   func(seq uint64)
+	cache      *recordCache // the newest durable heads and call records (cache.go)
+	snaps      *snapshots   // read versions (snapshot.go)
+	version    uint64       // Badger version of the last commit; owned by the committer
 
-	ops    chan *op
-	stop   chan struct{}
-	exited chan struct{} // closed when loop has drained ops and returned
-	wg     sync.WaitGroup
+	// mu guards the queue and the right to commit: busy is set while a
+	// committer (a request's own goroutine, or the loop) holds it.
+	mu     sync.Mutex
+	queue  []*op
+	busy   bool
+	closed bool
+	wake   chan struct{} // capacity 1: hands the right to commit to the loop
+	direct sync.WaitGroup
+
+	stop chan struct{}
+	wg   sync.WaitGroup // the loop and the checkpointer
+
+	ckptMu sync.Mutex    // one checkpoint at a time
+	kick   chan struct{} // capacity 1: the log grew past checkpointBytes
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -100,53 +116,62 @@ type engine struct {
 	requests, commits, seq atomic.Uint64
 
 	batchSizes  prometheus.Histogram // requests per commit
-	syncSeconds prometheus.Histogram // db.Sync latency
+	syncSeconds prometheus.Histogram // log sync latency
 	sessions    cachedCount          // the savepoint_sessions gauge (metrics.go)
 }
 
-func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64)) *engine {
+// newEngine starts the engine of db after commit seq; w is the log (nil in
+// memory), opened and marked.
+func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64), w *wal) *engine {
 	e := &engine{
 		db: db, dir: dir, reserve: reserve,
-		maxSize:   db.MaxBatchSize() - int64(len(seqKey)+8+entryOverhead),
-		maxCount:  db.MaxBatchCount() - 1,
-		threshold: int(db.Opts().ValueThreshold),
-		statfs:    freeBytes,
-		sync:      db.Sync,
-		onCommit:  onCommit,
-		cache:     newRecordCache(),
-		snaps:     newSnapshots(db.MaxVersion()),
-		version:   db.MaxVersion(),
-		ops:       make(chan *op, 1024),
-		stop:      make(chan struct{}),
-		exited:    make(chan struct{}),
-		failed:    make(chan struct{}),
+		maxSize:    db.MaxBatchSize() - int64(len(seqKey)+8+entryOverhead),
+		maxCount:   db.MaxBatchCount() - 1,
+		threshold:  int(db.Opts().ValueThreshold),
+		statfs:     freeBytes,
+		sync:       func() error { return nil },
+		badgerSync: db.Sync,
+		wal:        w,
+		onCommit:   onCommit,
+		cache:      newRecordCache(),
+		snaps:      newSnapshots(db.MaxVersion()),
+		version:    db.MaxVersion(),
+		wake:       make(chan struct{}, 1),
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		failed:     make(chan struct{}),
 		batchSizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "savepoint_store_commit_batch_requests",
-			Help:    "Write requests folded into one Badger commit and its sync.",
+			Help:    "Write requests folded into one commit and its sync.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "savepoint_store_sync_seconds",
-			Help:    "Time of the sync that makes one commit durable.",
+			Help:    "Time of the sync that makes one commit durable (the write-ahead log's fdatasync).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
 		}),
 	}
-	if dir != "" {
+	if w != nil {
+		e.sync = w.sync
 		e.files = &dataFiles{dir: dir}
 	}
 	if skipSync {
-		e.sync = func() error { return nil }
+		e.badgerSync = func() error { return nil }
 	}
 	e.seq.Store(seq)
 	db.SetDiscardTs(e.version) // no reader yet: older versions are for compaction to drop
 	e.wg.Add(1)
 	go e.loop()
+	if w != nil {
+		e.wg.Add(1)
+		go e.checkpointLoop()
+	}
 	return e
 }
 
 // commit writes ws atomically and returns once they are durable.
 func (e *engine) commit(ws []write) error {
-	o := &op{writes: ws, done: make(chan error, 1)}
+	o := &op{writes: ws, done: make(chan error, 1), logBytes: int64(commitPayloadSize(ws))}
 	for _, w := range ws {
 		o.size += int64(len(w.key) + e.inTxn(len(w.val)) + entryOverhead)
 	}
@@ -157,59 +182,30 @@ func (e *engine) commit(ws []write) error {
 	if err := e.err(); err != nil {
 		return err
 	}
-	select {
-	case e.ops <- o:
-	case <-e.stop:
-		return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
-	}
-	// ops has room even after the loop ended, so the send above can win
-	// over stop; then nobody takes o, and waiting on done alone would hang.
-	select {
-	case err := <-o.done:
-		return err
-	case <-e.exited:
-		select {
-		case err := <-o.done: // drained, or committed, before the loop ended
+	return e.send(context.Background(), o)
+}
+
+// runExclusive runs fn in the commit loop with no commit in progress, then
+// checkpoints (fn changes Badger outside the log, so the log must not be
+// replayed over it), and returns the first error.
+func (e *engine) runExclusive(ctx context.Context, fn func() error) error {
+	return e.send(ctx, &op{exclusive: func() error {
+		if err := fn(); err != nil {
 			return err
-		default:
-			return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 		}
-	}
+		if err := e.checkpoint(true); err != nil {
+			e.fail(fmt.Errorf("checkpoint: %w", err))
+			return e.err()
+		}
+		return nil
+	}, done: make(chan error, 1)})
 }
 
 // ping passes a request through the commit loop that writes and syncs
 // nothing, so it fails when the loop is dead, stuck in a commit past ctx's
 // deadline, or failed, and never for a full disk.
-// runExclusive runs fn in the commit loop with no commit in progress, and
-// returns its error.
-func (e *engine) runExclusive(ctx context.Context, fn func() error) error {
-	return e.send(ctx, &op{exclusive: fn, done: make(chan error, 1)})
-}
-
 func (e *engine) ping(ctx context.Context) error {
 	return e.send(ctx, &op{probe: true, done: make(chan error, 1)})
-}
-
-// send hands o to the loop and waits for its answer.
-func (e *engine) send(ctx context.Context, o *op) error {
-	select {
-	case <-e.stop: // checked first: ops has room even after the loop ended
-		return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
-	default:
-	}
-	select {
-	case e.ops <- o:
-	case <-e.stop:
-		return fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the commit loop took no request: %v", core.ErrUnavailable, ctx.Err())
-	}
-	select {
-	case err := <-o.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the commit loop did not answer: %v", core.ErrUnavailable, ctx.Err())
-	}
 }
 
 func (e *engine) err() error {
@@ -224,67 +220,6 @@ func (e *engine) fail(err error) {
 		e.failErr.Store(err)
 		close(e.failed)
 	})
-}
-
-func (e *engine) close() {
-	close(e.stop)
-	e.wg.Wait()
-	if e.files != nil {
-		e.files.close()
-	}
-}
-
-func (e *engine) loop() {
-	defer e.wg.Done()
-	defer close(e.exited)
-	var carry *op
-	for {
-		first := carry
-		carry = nil
-		if first == nil {
-			select {
-			case first = <-e.ops:
-			case <-e.stop:
-				e.drain()
-				return
-			}
-		}
-		if first.exclusive != nil {
-			e.cache.clear() // it may remove keys without a commit
-			first.done <- first.exclusive()
-			continue
-		}
-		batch := []*op{first}
-		size, count := first.size, int64(len(first.writes))
-	fold:
-		for {
-			select {
-			case o := <-e.ops:
-				if o.exclusive != nil || size+o.size > e.maxSize || count+int64(len(o.writes)) > e.maxCount {
-					carry = o // batches split only at request boundaries
-					break fold
-				}
-				batch = append(batch, o)
-				size += o.size
-				count += int64(len(o.writes))
-			default:
-				break fold
-			}
-		}
-		e.commitBatch(batch)
-	}
-}
-
-// drain answers the requests still queued at close.
-func (e *engine) drain() {
-	for {
-		select {
-		case o := <-e.ops:
-			o.done <- fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
-		default:
-			return
-		}
-	}
 }
 
 func (e *engine) commitBatch(batch []*op) {
@@ -348,17 +283,67 @@ func (e *engine) checkSpace() error {
 	return nil
 }
 
+// write commits batch: its record appended to the log and synced, then
+// applied to Badger. A full disk met making a new segment refuses the batch
+// and leaves the engine serving; every other failure is fatal.
 func (e *engine) write(batch []*op) error {
 	seq := e.seq.Load() + 1
 	e.cache.forget(batch) // before Badger makes the batch visible
 	version := e.version + 1
-	txn := e.db.NewTransactionAt(e.version, true)
+	var pos walPos
+	if e.wal != nil {
+		var err error
+		if pos, err = e.wal.appendRecord(appendCommitPayload(e.wal.recordBuf(), version, batch)); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return fmt.Errorf("%w: %v; free space to resume writes (reads keep working)", core.ErrDiskFull, err)
+			}
+			e.cache.clear()
+			e.fail(err)
+			return e.err()
+		}
+	}
+	start := time.Now()
+	if err := e.sync(); err != nil {
+		e.cache.clear()
+		e.fail(fmt.Errorf("sync: %w", err))
+		return e.err()
+	}
+	e.syncSeconds.Observe(time.Since(start).Seconds())
+	ws := make([][]write, len(batch))
+	for i, o := range batch {
+		ws[i] = o.writes
+	}
+	if err := applyCommit(e.db, e.version, version, seq, ws); err != nil {
+		e.cache.clear()
+		e.fail(err)
+		return e.err()
+	}
+	e.version = version
+	e.cache.remember(batch, seq)
+	e.db.SetDiscardTs(e.snaps.advance(version))
+	e.seq.Store(seq) // after advance: a reader of seq reads at version or later (newTx)
+	if e.wal != nil {
+		e.wal.setApplied(pos)
+		if e.wal.sinceMark.Load() >= checkpointBytes {
+			select {
+			case e.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return nil
+}
+
+// applyCommit writes the commit seq of ws to db as one transaction at
+// version, read at readTs, with the commit's sequence number; it does not
+// sync. The engine applies each commit so after its log record is durable,
+// and Open so again each record after the mark.
+func applyCommit(db *badger.DB, readTs, version, seq uint64, ws [][]write) error {
+	txn := db.NewTransactionAt(readTs, true)
 	defer txn.Discard()
-	wroteValues := false // a value went to the value log
-	for _, o := range batch {
-		for _, w := range o.writes {
+	for _, part := range ws {
+		for _, w := range part {
 			var err error
-			wroteValues = wroteValues || len(w.val) >= e.threshold
 			if w.val == nil {
 				err = txn.Delete(w.key)
 			} else {
@@ -366,45 +351,16 @@ func (e *engine) write(batch []*op) error {
 			}
 			if err != nil {
 				// Sized against the limits above, so this is not ErrTxnTooBig.
-				e.fail(err)
-				return e.err()
+				return err
 			}
 		}
 	}
 	if err := txn.Set(seqKey, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
-		e.fail(err)
-		return e.err()
+		return err
 	}
 	if err := txn.CommitAt(version, nil); err != nil {
-		e.cache.clear()
-		e.fail(fmt.Errorf("commit: %w", err))
-		return e.err()
+		return fmt.Errorf("commit: %w", err)
 	}
-	start := time.Now()
-	if e.files != nil {
-		if err := e.files.beforeSync(start, wroteValues); err != nil {
-			e.cache.clear()
-			e.fail(err)
-			return e.err()
-		}
-	}
-	if err := e.sync(); err != nil {
-		e.cache.clear()
-		e.fail(fmt.Errorf("sync: %w", err))
-		return e.err()
-	}
-	if e.files != nil {
-		if err := e.files.afterSync(); err != nil {
-			e.cache.clear()
-			e.fail(err)
-			return e.err()
-		}
-	}
-	e.syncSeconds.Observe(time.Since(start).Seconds())
-	e.version = version
-	e.cache.remember(batch, seq)
-	e.db.SetDiscardTs(e.snaps.advance(version))
-	e.seq.Store(seq) // after advance: a reader of seq reads at version or later (newTx)
 	return nil
 }
 

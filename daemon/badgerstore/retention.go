@@ -153,8 +153,8 @@ func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, e
 // Badger deletes a log file right after moving its live values to the head
 // of the log, before they are synced (the store runs it without
 // SyncWrites): a power loss then could lose acknowledged values. An open
-// iterator defers those deletions, so one is held until the engine's sync
-// has made the moved values durable; a failed sync keeps the old files
+// iterator defers those deletions, so one is held until a checkpoint
+// (checkpoint.go) has made the moved values, and Badger, durable; a failed sync keeps the old files
 // until the process exits, and fails the engine as a failed commit does.
 func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 	hold := s.readTxn()
@@ -177,7 +177,7 @@ func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 			s.eng.fail(err)
 			return err
 		}
-		if err := s.eng.sync(); err != nil {
+		if err := s.eng.checkpoint(true); err != nil {
 			err = fmt.Errorf("value-log GC: syncing the moved values: %w", err)
 			s.eng.fail(err)
 			return err

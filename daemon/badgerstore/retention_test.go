@@ -285,8 +285,8 @@ func TestValueLogGCSyncsBeforeDelete(t *testing.T) {
 	before := vlogFiles(t, dir)
 	var atSync []map[string]bool
 	var order []string
-	sync := s.eng.sync
-	s.eng.sync = func() error {
+	sync := s.eng.badgerSync
+	s.eng.badgerSync = func() error {
 		order = append(order, "keys")
 		atSync = append(atSync, vlogFiles(t, dir))
 		return sync()

@@ -240,28 +240,26 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// start checks the high-water mark, starts the engine, and migrates.
+// start opens the write-ahead log and replays it into Badger, checks that
+// Badger then holds every commit the log and the high-water mark know of,
+// starts the engine, and migrates.
 func (s *Store) start(dir string, opts Options) error {
 	seq, err := readSeq(s.db)
 	if err != nil && !errors.Is(err, errNoSeq) {
 		return fmt.Errorf("%w: %v", ErrFormat, err)
 	}
+	var w *wal
 	if dir != "" {
-		mark, found, err := readHWM(dir)
-		if err != nil {
+		var res walOpen
+		if w, res, err = s.replayLog(dir, seq); err != nil {
 			return err
 		}
-		if found && seq < mark {
-			if !opts.AcceptDataLoss {
-				return fmt.Errorf("%w: the data in %s ends at commit %d but commit %d was acknowledged; "+
-					"commits %d to %d are lost. Restore a backup, or start with --accept-data-loss to serve what is left",
-					ErrBehind, dir, seq, mark, seq+1, mark)
-			}
-			s.log.Error("serving a store behind its high-water mark: acknowledged commits are lost",
-				"data_dir", dir, "last_commit", seq, "high_water_mark", mark, "lost_commits", mark-seq)
-			if err := writeHWM(dir, seq); err != nil {
-				return err
-			}
+		if seq, err = s.checkBehind(dir, seq, res, opts.AcceptDataLoss); err == nil {
+			err = s.markLog(w, res.end, seq)
+		}
+		if err != nil {
+			w.close()
+			return err
 		}
 		s.hwm = startHWM(dir, seq, func(err error) { s.log.Error("write high-water mark", "err", err) })
 	}
@@ -270,7 +268,7 @@ func (s *Store) start(dir string, opts Options) error {
 		onCommit = s.hwm.latest.Store
 	}
 	s.openSeq = seq
-	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit)
+	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit, w)
 	if err := s.migrate(); err != nil {
 		return err
 	}
@@ -415,7 +413,7 @@ func (s *Store) Size(context.Context) (int64, error) {
 		return lsm + vlog, nil
 	}
 	var n int64
-	for _, glob := range []string{"*.sst", "*.vlog", "*.mem"} {
+	for _, glob := range []string{"*.sst", "*.vlog", "*.mem", filepath.Join(WALDir, "*.seg"), filepath.Join(WALDir, "spare-*")} {
 		n += globBytes(s.eng.dir, glob)
 	}
 	return n, nil

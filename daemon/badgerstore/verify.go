@@ -16,7 +16,9 @@ import (
 )
 
 // Verify checks every record's checksum and decoding, then that each live
-// session's latest revision and all of its messages are present.
+// session's latest revision and all of its messages are present, then the
+// write-ahead log (its records' CRCs and LSN continuity, wal_verify.go);
+// a problem of the log is reported outside any session.
 func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 	var c core.VerifyCollector
 	note := c.Note
@@ -91,6 +93,7 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 	if err != nil {
 		return core.VerifyReport{}, err
 	}
+	s.eng.verifyLog(func(problem string) { note("", problem) })
 	return c.Report(), nil
 }
 

@@ -28,24 +28,27 @@ import (
 // exits non-zero, and that after a restart every earlier acknowledged write
 // is intact.
 //
-// What strace showed (strace -f -y -e trace=fsync,fdatasync,msync): Badger's
-// db.Sync, which the engine calls once per commit, is two msync(MS_SYNC)
-// calls, always in this order: the active memtable's write-ahead log
-// (NNNNN.mem, mapped at 2*MemTableSize) and then the current value log
-// (NNNNNN.vlog). A commit makes no fsync, fdatasync or write call: Badger
-// writes both logs through shared memory maps. fsync is used only for the
-// high-water mark file, the directory, and the MANIFEST at a memtable flush.
+// The sync points (docs/reliability.md, "The commit path"): each commit is
+// one record of savepointd's write-ahead log, made durable by one
+// fdatasync of the current segment (data/wal/NNNNNNNNNNNNNNNN.seg) before
+// it is applied to Badger and acknowledged; Badger is made durable in the
+// background, at a checkpoint about once a second: an fdatasync of the
+// current value log (NNNNNN.vlog), of every memtable's log (NNNNN.mem),
+// then Badger's db.Sync, two msync(MS_SYNC) calls (the active memtable's
+// log, then the value log), then the write of the log's mark. A failure of
+// the log's sync must fail the write it was for; a failure of a
+// checkpoint's sync must stop every later acknowledgement; either way
+// savepointd must exit non-zero, and after a restart (which replays the log
+// into Badger) every acknowledged write must be intact.
 //
 // strace counts `when=N` per syscall *and per thread*, and Go runs the
-// commit loop on whichever thread is free, so a `when=N` counted from
-// process start does not name one commit. The tests therefore start
-// savepointd, make some acknowledged writes, and then attach strace to the
-// running process (strace -f -p PID): counting starts at the attach, so
-// when=1 fails the first msync after it, which is the write-ahead log sync of
-// the next commit; when=2 fails the second msync of a thread, which is that
-// commit's value log sync when both run on one thread. Which mapping an
-// injected msync hit is read from the trace and /proc/PID/maps, never
-// assumed.
+// commit on whichever thread is free, so a `when=N` counted from process
+// start does not name one commit. The tests therefore start savepointd,
+// make some acknowledged writes, and then attach strace to the running
+// process (strace -f -p PID), filtered by -P to the one file whose sync is
+// to fail where the call names a file (fdatasync); msync names a mapping,
+// read from /proc/PID/maps. Which file an injected call hit is read from
+// the trace, never assumed.
 
 func needStrace(t *testing.T) string {
 	t.Helper()
@@ -206,48 +209,100 @@ func (w *worker) bigSave() *op {
 	}}
 }
 
-// TestSyncFailureWAL fails the msync of Badger's write-ahead log (the
-// memtable's .mem file, where small values live) under one small save.
-func TestSyncFailureWAL(t *testing.T) {
-	syncFailure(t, "1", ".mem", false)
+// syncFault is one injected sync failure.
+type syncFault struct {
+	call string // fdatasync or msync
+	when string // the when= of the injection
+	// path returns the file the call is filtered to (fdatasync), given the
+	// data directory; nil for msync.
+	path func(t *testing.T, dir string) string
+	want string // the suffix of the file the injected call must hit
+	big  bool   // each write is a save with a 1.5 MiB message (the value log)
+	// background: the sync is a checkpoint's, not a write's; the writes go
+	// on until one is refused.
+	background bool
 }
 
-// TestSyncFailureValueLog fails the msync of Badger's value log under a save
-// whose 1.5 MiB message went to the value log.
+// TestSyncFailureLog fails the fdatasync of the write-ahead log's segment
+// under one small save: the save must not be acknowledged.
+func TestSyncFailureLog(t *testing.T) {
+	syncFailure(t, syncFault{call: "fdatasync", when: "1", path: currentSegment, want: ".seg"})
+}
+
+// TestSyncFailureLogValue fails the fdatasync of the write-ahead log's
+// segment under a save whose 1.5 MiB message goes to Badger's value log:
+// the log's record holds it, so it is that sync that must fail the save.
+func TestSyncFailureLogValue(t *testing.T) {
+	syncFailure(t, syncFault{call: "fdatasync", when: "1", path: currentSegment, want: ".seg", big: true})
+}
+
+// TestSyncFailureValueLog fails the fdatasync of Badger's value log at a
+// background checkpoint, after saves whose 1.5 MiB messages went there.
 func TestSyncFailureValueLog(t *testing.T) {
-	syncFailure(t, "2", ".vlog", true)
+	syncFailure(t, syncFault{call: "fdatasync", when: "1", path: newestFile(".vlog"), want: ".vlog", big: true, background: true})
 }
 
-func syncFailure(t *testing.T, when, wantFile string, big bool) {
+// TestSyncFailureMemtable fails the first msync of a background
+// checkpoint's db.Sync, that of Badger's memtable log (.mem).
+func TestSyncFailureMemtable(t *testing.T) {
+	syncFailure(t, syncFault{call: "msync", when: "1", want: ".mem", background: true})
+}
+
+// TestSyncFailureBadgerValueLog fails the second msync of a thread, which
+// is that of the value log when db.Sync runs on one thread.
+func TestSyncFailureBadgerValueLog(t *testing.T) {
+	syncFailure(t, syncFault{call: "msync", when: "2", want: ".vlog", big: true, background: true})
+}
+
+// currentSegment is the newest segment of the write-ahead log in dir.
+func currentSegment(t *testing.T, dir string) string {
+	return newestFile(".seg")(t, filepath.Join(dir, "wal"))
+}
+
+// newestFile returns a function naming the file with suffix whose name
+// sorts last in a directory.
+func newestFile(suffix string) func(t *testing.T, dir string) string {
+	return func(t *testing.T, dir string) string {
+		t.Helper()
+		names, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
+		if err != nil || len(names) == 0 {
+			t.Fatalf("no %s file in %s (%v)", suffix, dir, err)
+		}
+		return names[len(names)-1]
+	}
+}
+
+func syncFailure(t *testing.T, f syncFault) {
 	strace := needStrace(t)
 	for attempt := 1; attempt <= 4; attempt++ {
-		if syncFailureOnce(t, strace, when, wantFile, big, uint64(attempt)) {
+		if syncFailureOnce(t, strace, f, uint64(attempt)) {
 			return
 		}
-		t.Logf("attempt %d: the injected msync hit the other log (the commit changed threads); trying again", attempt)
+		t.Logf("attempt %d: the injected %s hit another file (the checkpoint changed threads); trying again", attempt, f.call)
 	}
-	t.Fatalf("no attempt failed the msync of the %s file", wantFile)
+	t.Fatalf("no attempt failed the %s of the %s file", f.call, f.want)
 }
 
 // syncFailureOnce returns false when the injected fault hit a file other
-// than wantFile, so that the caller tries again.
-func syncFailureOnce(t *testing.T, strace, when, wantFile string, big bool, seed uint64) bool {
+// than f.want, so that the caller tries again.
+func syncFailureOnce(t *testing.T, strace string, f syncFault, seed uint64) bool {
 	p, w := faultSetup(t, seed)
 	earlier := w.h.tally.acked.Load()
 	maps := mappings(t, p.pid())
-	// Only msync, the one sync call a commit makes: injecting fsync too
-	// would also fail the MANIFEST fsync of the memtable flush at shutdown,
-	// which is TestSyncFailureManifestAtStop's case (a Badger defect).
-	tr := attach(t, strace, p.pid(), "-e", "trace=msync,fsync,fdatasync",
-		"-e", "inject=msync:error=EIO:when="+when)
+	args := []string{"-y", "-e", "trace=" + f.call, "-e", "inject=" + f.call + ":error=EIO:when=" + f.when}
+	if f.path != nil {
+		args = append([]string{"-P", f.path(t, p.dir)}, args...)
+	}
+	tr := attach(t, strace, p.pid(), args...)
 
-	// Write until a write fails: the first write after the attach with
-	// when=1; the first or second with when=2.
+	// Write until a write fails: the first write after the attach when the
+	// log's sync fails; the first after the next checkpoint when Badger's.
 	var failed *op
 	var failErr error
-	for i := 0; i < 5 && failed == nil; i++ {
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; failed == nil && (i < 5 || f.background && time.Now().Before(deadline)); i++ {
 		o := w.next()
-		if big {
+		if f.big {
 			o = w.bigSave()
 		}
 		ctx, cancel := ctxT()
@@ -256,11 +311,14 @@ func syncFailureOnce(t *testing.T, strace, when, wantFile string, big bool, seed
 		if err != nil {
 			failed, failErr = o, err
 		}
+		if f.background {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	if failed == nil {
-		t.Fatalf("no write failed with msync failing (when=%s)", when)
+		t.Fatalf("no write failed with %s failing (when=%s)", f.call, f.when)
 	}
-	t.Logf("the write whose sync failed (%s of %s) was answered: %v", kindNames[failed.kind], failed.s.id, failErr)
+	t.Logf("the write refused after the failed sync (%s of %s) was answered: %v", kindNames[failed.kind], failed.s.id, failErr)
 	if status.Code(failErr) != codes.Unavailable {
 		t.Errorf("the failed write was answered %v, want UNAVAILABLE", status.Code(failErr))
 	}
@@ -286,19 +344,22 @@ func syncFailureOnce(t *testing.T, strace, when, wantFile string, big bool, seed
 	if len(inj) == 0 {
 		t.Fatalf("strace injected nothing; its stderr: %s", tr.stderr)
 	}
-	hit := msyncTarget(inj[0], maps)
+	hit := syncTarget(inj[0], maps)
 	t.Logf("strace: %s", strings.TrimSpace(inj[0]))
-	t.Logf("that msync synced %s; savepointd exited %d; it logged:\n%s", hit, code, lastLines(p.stderr.String(), 4))
-	if !strings.HasSuffix(hit, wantFile) {
+	t.Logf("that %s synced %s; savepointd exited %d; it logged:\n%s", f.call, hit, code, lastLines(p.stderr.String(), 4))
+	if !strings.HasSuffix(hit, f.want) {
 		return false
+	}
+	if f.background && !strings.Contains(p.stderr.String(), "checkpoint: ") {
+		t.Errorf("savepointd did not report the failed checkpoint as the reason it stopped")
 	}
 
 	// After a restart every earlier acknowledged write is intact, and the
 	// failed write is either absent or whole (the retry then applies it).
 	if err := p.start(); err != nil {
 		if strings.Contains(err.Error(), "file does not exist for table") && knownManifestDefect {
-			fmt.Printf("%s: KNOWN DEFECT (see TestSyncFailureManifestAtStop): after the injected msync failure the store cannot be opened: %s\n",
-				t.Name(), lastLines(err.Error(), 1))
+			fmt.Printf("%s: KNOWN DEFECT (see TestSyncFailureManifestAtStop): after the injected %s failure the store cannot be opened: %s\n",
+				t.Name(), f.call, lastLines(err.Error(), 1))
 			return true
 		}
 		t.Fatal(err)
@@ -308,8 +369,8 @@ func syncFailureOnce(t *testing.T, strace, when, wantFile string, big bool, seed
 	w.verifyAll(p.client)
 	w.resume(p.client)
 	lost, torn, unread := w.h.tally.counts()
-	fmt.Printf("%s: msync of %s failed with EIO (when=%s): client got %s, savepointd exited %d; after restart earlier-acked=%d lost=%d torn=%d unreadable=%d (the failed write had been applied: %t)\n",
-		t.Name(), hit, when, status.Code(failErr), code, earlier, lost, torn, unread, w.h.tally.hadApplied.Load() > 0)
+	fmt.Printf("%s: %s of %s failed with EIO (when=%s): client got %s, savepointd exited %d; after restart earlier-acked=%d acked=%d lost=%d torn=%d unreadable=%d (the failed write had been applied: %t)\n",
+		t.Name(), f.call, hit, f.when, status.Code(failErr), code, earlier, w.h.tally.acked.Load(), lost, torn, unread, w.h.tally.hadApplied.Load() > 0)
 	if lost+torn+unread > 0 || w.h.tally.unexpected.Load() > 0 {
 		for _, n := range w.h.tally.notes {
 			t.Log(n)
@@ -317,6 +378,19 @@ func syncFailureOnce(t *testing.T, strace, when, wantFile string, big bool, seed
 		t.Fatalf("lost=%d torn=%d unreadable=%d unexpected=%d", lost, torn, unread, w.h.tally.unexpected.Load())
 	}
 	return true
+}
+
+// syncTarget names the file an injected sync line synced: the path strace
+// -y printed for an fdatasync, the mapping of an msync's address.
+func syncTarget(line string, maps map[string]string) string {
+	if _, rest, ok := strings.Cut(line, "fdatasync("); ok {
+		if _, path, ok := strings.Cut(rest, "<"); ok {
+			path, _, _ = strings.Cut(path, ">")
+			return filepath.Base(path)
+		}
+		return "?"
+	}
+	return msyncTarget(line, maps)
 }
 
 // knownManifestDefect records a defect of Badger v4.9.6 that this package

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,19 +74,62 @@ func TestPowerCutDetectsSkippedDirSync(t *testing.T) {
 	}
 }
 
+// TestPowerCutAtLogPoints cuts the power once at each of the places of
+// the commit path that concern the write-ahead log (logPoints): right after
+// a segment's sync made a record durable and before the commit reaches
+// Badger or is acknowledged; during a checkpoint's sync of Badger; and
+// during the write of the mark that follows it. No acknowledged write may
+// be lost, torn or unreadable.
+func TestPowerCutAtLogPoints(t *testing.T) {
+	cfg := crashConfig{cycles: 2 * len(logPoints), clients: *flagPowerClients, seed: *flagSeed, maxLoad: *flagMaxLoad, big: true}
+	rep := runPowerCutAt(t, binary(t, false), cfg, logPoints)
+	fmt.Println("power cut at the log's points: " + rep.line())
+	if rep.lost+rep.torn+rep.unread > 0 || rep.unexpected > 0 || rep.acked == 0 || rep.refused > 0 || rep.atPoint != cfg.cycles {
+		t.Fatalf("%s unexpected=%d", rep.line(), rep.unexpected)
+	}
+}
+
+// logPoints are the named power-cut points of the write-ahead log, each
+// with how many of its syncs may pass before the cut (one of them at
+// random): a segment's sync comes once per commit, Badger's and the
+// mark's once per checkpoint (about a second).
+var logPoints = []logPoint{
+	{faultfs.SyncPoint{Name: "after a log segment's sync, before the Badger apply", After: true,
+		Match: func(n string) bool { return strings.HasSuffix(n, ".seg") }}, 100},
+	{faultfs.SyncPoint{Name: "during a checkpoint's sync of Badger",
+		Match: func(n string) bool { return strings.HasSuffix(n, ".vlog") || strings.HasSuffix(n, ".mem") }}, 3},
+	{faultfs.SyncPoint{Name: "during the write of the mark after a checkpoint",
+		Match: func(n string) bool { return n == "mark.tmp" }}, 2},
+}
+
+// logPoint is a named point and how many of its syncs may pass before the
+// cut (one of them at random).
+type logPoint struct {
+	faultfs.SyncPoint
+	upTo int
+}
+
 type powerReport struct {
 	crashReport
 	atSync  int // cuts made at an injected sync rather than at a random moment
+	atPoint int // of which at a named point (logPoints)
 	refused int // restarts refused (behind the high-water mark), then served with --accept-data-loss
 	syncs   faultfs.Stats
 }
 
 func (r powerReport) line() string {
-	return fmt.Sprintf("%s cuts-at-a-sync=%d restarts-refused=%d file-syncs=%d dir-syncs=%d",
-		r.crashReport.line(), r.atSync, r.refused, r.syncs.FileSyncs, r.syncs.DirSyncs)
+	return fmt.Sprintf("%s cuts-at-a-sync=%d cuts-at-a-log-point=%d restarts-refused=%d file-syncs=%d dir-syncs=%d",
+		r.crashReport.line(), r.atSync, r.atPoint, r.refused, r.syncs.FileSyncs, r.syncs.DirSyncs)
 }
 
 func runPowerCut(t *testing.T, bin string, cfg crashConfig) powerReport {
+	return runPowerCutAt(t, bin, cfg, nil)
+}
+
+// runPowerCutAt runs the harness; with points, cycle i cuts at the point
+// i modulo their number, else each cycle cuts at a random moment, at a
+// random sync, or at a random one of logPoints.
+func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint) powerReport {
 	if err := faultfs.Available(); err != nil {
 		t.Skipf("power-cut harness skipped: %v", err)
 	}
@@ -142,11 +186,23 @@ func runPowerCut(t *testing.T, bin string, cfg crashConfig) powerReport {
 		acked0 := h.tally.acked.Load()
 		loadFor := time.Duration(rng.Int64N(int64(cfg.maxLoad)))
 		how := fmt.Sprintf("after %v of load", loadFor.Round(time.Millisecond))
-		if rng.IntN(2) == 0 {
+		var point *logPoint
+		switch {
+		case len(points) > 0:
+			point = &points[(cycle-1)%len(points)]
+		case rng.IntN(2) == 0:
 			n := 1 + rng.IntN(200)
 			fsys.CutAtSync(n)
 			loadFor = 10 * cfg.maxLoad // the cut comes first, unless the load is slow
 			how = fmt.Sprintf("at sync %d of the cycle", n)
+		case rng.IntN(2) == 0:
+			point = &logPoints[rng.IntN(len(logPoints))]
+		}
+		if point != nil {
+			n := 1 + rng.IntN(point.upTo)
+			fsys.CutAtSyncOf(point.SyncPoint, n)
+			loadFor = 5 * time.Second // checkpoints come about once a second
+			how = fmt.Sprintf("%s (sync %d of it)", point.Name, n)
 		}
 		var wg sync.WaitGroup
 		for _, w := range workers {
@@ -156,6 +212,9 @@ func runPowerCut(t *testing.T, bin string, cfg crashConfig) powerReport {
 		select {
 		case <-fsys.Cut():
 			rep.atSync++
+			if point != nil {
+				rep.atPoint++
+			}
 		case <-time.After(loadFor):
 			fsys.PowerCut()
 		}

@@ -40,6 +40,9 @@ type FS struct {
 	nextID  int
 	isCut   bool
 	cutAt   int // cut power at this fsync (1-based); 0 never
+	point   *SyncPoint
+	left    int  // syncs of point to go before the cut
+	after   bool // the sync under way is point's: cut once it completes
 	stats   Stats
 	cutOnce sync.Once
 	cut     chan struct{}
@@ -122,6 +125,26 @@ func (f *FS) CutAtSync(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cutAt = f.stats.FileSyncs + f.stats.DirSyncs + n
+}
+
+// SyncPoint names a place to cut the power by the file a sync is of: a
+// log's segment, Badger's value log, a mark being written.
+type SyncPoint struct {
+	Name string
+	// Match is given the base name of the file synced (of the directory,
+	// for a directory's sync).
+	Match func(name string) bool
+	// After cuts the power right after the sync has made the file durable,
+	// instead of failing it: between that sync and whatever the program
+	// does next.
+	After bool
+}
+
+// CutAtSyncOf cuts the power at the n-th sync from now that p matches.
+func (f *FS) CutAtSyncOf(p SyncPoint, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.point, f.left = &p, n
 }
 
 // PowerCut freezes the durable image: from now on every write and sync
@@ -358,11 +381,21 @@ func (f *FS) syncDir(in *inode, path string) syscall.Errno {
 	return 0
 }
 
-// beginSync counts one sync and says whether it may go on (0) or the power
-// is cut.
-func (f *FS) beginSync(dir bool) syscall.Errno {
+// beginSync counts one sync of the file or directory name and says
+// whether it may go on (0) or the power is cut; when it may go on and is
+// the SyncPoint's with After, endSync cuts the power.
+func (f *FS) beginSync(dir bool, name string) syscall.Errno {
 	if f.isCut {
 		return syscall.EIO
+	}
+	if f.point != nil && f.point.Match(name) {
+		if f.left--; f.left == 0 {
+			if !f.point.After {
+				f.cutLocked()
+				return syscall.EIO
+			}
+			f.after = true
+		}
 	}
 	if dir {
 		f.stats.DirSyncs++
@@ -374,6 +407,16 @@ func (f *FS) beginSync(dir bool) syscall.Errno {
 		return syscall.EIO
 	}
 	return 0
+}
+
+// endSync ends a sync that beginSync let go on, cutting the power when it
+// was the SyncPoint's with After.
+func (f *FS) endSync(errno syscall.Errno) syscall.Errno {
+	if f.after {
+		f.after = false
+		f.cutLocked()
+	}
+	return errno
 }
 
 func (in *inode) wrote(off, n int64) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -192,5 +193,54 @@ func TestTruncatingOpen(t *testing.T) {
 	cut(t, fsys)
 	if got, _ := read(t, filepath.Join(backing, "f")); got != "ab\x00\x00\x00\x00\x00\x00\x00\x00z" {
 		t.Errorf("f holds %q after the cut, want %q", got, "ab\x00\x00\x00\x00\x00\x00\x00\x00z")
+	}
+}
+
+// TestCutAtSyncOf checks the named sync points: syncs of other files pass,
+// the n-th of a matching file cuts the power, either failing (nothing of it
+// durable) or, with After, once it completed (all of it durable, nothing
+// after).
+func TestCutAtSyncOf(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		fsys, backing, mnt := mount(t)
+		other, err := os.Create(filepath.Join(mnt, "other"))
+		must(t, err)
+		f, err := os.Create(filepath.Join(mnt, "x.seg"))
+		must(t, err)
+		syncPath(t, mnt)
+		fsys.CutAtSyncOf(SyncPoint{Name: "segment", Match: func(n string) bool { return strings.HasSuffix(n, ".seg") }, After: after}, 2)
+		_, err = f.WriteString("one")
+		must(t, err)
+		must(t, f.Sync())
+		_, err = other.WriteString("o")
+		must(t, err)
+		must(t, other.Sync()) // another file: not counted
+		_, err = f.WriteString(" two")
+		must(t, err)
+		err = f.Sync()
+		if after && err != nil {
+			t.Fatalf("After: the point's sync failed: %v", err)
+		}
+		if !after && err == nil {
+			t.Fatal("the point's sync succeeded; want EIO, the power cut")
+		}
+		select {
+		case <-fsys.Cut():
+		default:
+			t.Fatal("Cut is not closed after the point's sync")
+		}
+		if err := other.Sync(); err == nil {
+			t.Error("a sync after the cut succeeded")
+		}
+		f.Close()
+		other.Close()
+		cut(t, fsys)
+		want := "one"
+		if after {
+			want = "one two"
+		}
+		if got, _ := read(t, filepath.Join(backing, "x.seg")); got != want {
+			t.Errorf("After=%t: x.seg holds %q after the cut, want %q", after, got, want)
+		}
 	}
 }

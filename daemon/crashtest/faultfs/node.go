@@ -42,6 +42,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	h, errno := n.fsys.newHandle(fh, true)
+	if h != nil {
+		h.name = name
+	}
 	return ch, h, fuseFlags, errno
 }
 
@@ -71,6 +74,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, errno
 	}
 	h, errno := n.fsys.newHandle(fh, false)
+	if h != nil {
+		h.name = filepath.Base(n.backingPath())
+	}
 	return h, fuseFlags, errno
 }
 
@@ -143,6 +149,7 @@ type handle struct {
 	fd   int // lf's descriptor
 	in   *inode
 	fsys *FS
+	name string // the file's base name when opened
 }
 
 var (
@@ -174,10 +181,10 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	h.fsys.mu.Lock()
 	defer h.fsys.mu.Unlock()
-	if errno := h.fsys.beginSync(false); errno != 0 {
+	if errno := h.fsys.beginSync(false, h.name); errno != 0 {
 		return errno
 	}
-	return h.fsys.syncFile(h.in, h.fd)
+	return h.fsys.endSync(h.fsys.syncFile(h.in, h.fd))
 }
 
 func (h *handle) Flush(ctx context.Context) syscall.Errno   { return h.lf.Flush(ctx) }
@@ -236,13 +243,13 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	f := d.n.fsys
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if errno := f.beginSync(true); errno != 0 {
+	p := d.n.backingPath()
+	if errno := f.beginSync(true, filepath.Base(p)); errno != 0 {
 		return errno
 	}
-	p := d.n.backingPath()
 	in, err := f.lookup(p, false)
 	if err != nil {
-		return fs.ToErrno(err)
+		return f.endSync(fs.ToErrno(err))
 	}
-	return f.syncDir(in, p)
+	return f.endSync(f.syncDir(in, p))
 }
