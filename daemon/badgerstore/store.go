@@ -24,8 +24,11 @@ import (
 )
 
 // FormatVersion is the on-disk format this package writes. A data directory
-// written in a newer format is refused at Open.
-const FormatVersion = 5
+// written in a newer format is refused at Open. Format 6 added the
+// write-ahead log (wal/) in front of Badger and the graph threads' ledger;
+// an older savepointd, which would neither replay the log nor know the
+// ledger's records, refuses it.
+const FormatVersion = 6
 
 // ErrLocked is returned by Open when another process holds the directory.
 var ErrLocked = errors.New("data directory is locked by another process")
