@@ -118,6 +118,9 @@ type engine struct {
 	batchSizes  prometheus.Histogram // requests per commit
 	syncSeconds prometheus.Histogram // log sync latency
 	sessions    cachedCount          // the savepoint_sessions gauge (metrics.go)
+	// markFull is set while the high-water mark cannot be written for lack
+	// of space: writes are refused with core.ErrDiskFull (Store.markWritten).
+	markFull atomic.Bool
 }
 
 // newEngine starts the engine of db after commit seq; w is the log (nil in
@@ -252,6 +255,10 @@ func (e *engine) commitWrites(batch []*op) {
 		return
 	}
 	err := e.err()
+	if err == nil && e.markFull.Load() {
+		err = fmt.Errorf("%w: the high-water mark file %s cannot be written for lack of space; free space to resume writes (reads keep working)",
+			core.ErrDiskFull, HWMFile)
+	}
 	if err == nil && e.dir != "" {
 		err = e.checkSpace()
 	}

@@ -22,22 +22,35 @@ const HWMFile = "savepoint.hwm"
 const hwmInterval = time.Second
 
 // hwm rewrites the high-water mark file off the commit path: at most once an
-// interval, and only with a sequence number already durable in Badger.
+// interval, and only with a sequence number already durable. A failed
+// write is retried every interval until one succeeds; report is told the
+// outcome of every attempt.
 type hwm struct {
 	dir     string
 	latest  atomic.Uint64
 	written uint64
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	onError func(error)
+	report  func(error) // nil for a written mark
+	// write replaces the file; writeHWM, or a failing stand-in in tests.
+	write atomic.Pointer[func(dir string, seq uint64) error]
 }
 
-func startHWM(dir string, seq uint64, onError func(error)) *hwm {
-	h := &hwm{dir: dir, written: seq, stop: make(chan struct{}), onError: onError}
+// newHWM returns the mark of dir, last written at seq; start begins its
+// rewrites.
+func newHWM(dir string, seq uint64) *hwm {
+	h := &hwm{dir: dir, written: seq, stop: make(chan struct{})}
 	h.latest.Store(seq)
+	w := writeHWM
+	h.write.Store(&w)
+	return h
+}
+
+// start begins the rewrites, each outcome passed to report.
+func (h *hwm) start(report func(error)) {
+	h.report = report
 	h.wg.Add(1)
 	go h.loop()
-	return h
 }
 
 func (h *hwm) loop() {
@@ -60,11 +73,12 @@ func (h *hwm) flush() {
 	if seq == h.written {
 		return
 	}
-	if err := writeHWM(h.dir, seq); err != nil {
-		h.onError(err)
+	if err := (*h.write.Load())(h.dir, seq); err != nil {
+		h.report(err)
 		return
 	}
 	h.written = seq
+	h.report(nil)
 }
 
 func (h *hwm) close() {

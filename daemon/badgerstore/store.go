@@ -264,7 +264,7 @@ func (s *Store) start(dir string, opts Options) error {
 			w.close()
 			return err
 		}
-		s.hwm = startHWM(dir, seq, func(err error) { s.log.Error("write high-water mark", "err", err) })
+		s.hwm = newHWM(dir, seq)
 	}
 	onCommit := func(uint64) {}
 	if s.hwm != nil {
@@ -272,6 +272,9 @@ func (s *Store) start(dir string, opts Options) error {
 	}
 	s.openSeq = seq
 	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit, w)
+	if s.hwm != nil {
+		s.hwm.start(s.markWritten)
+	}
 	if err := s.migrate(); err != nil {
 		return err
 	}
@@ -383,6 +386,27 @@ func (s *Store) Close() error {
 	err := s.db.Close()
 	s.unlockDir()
 	return err
+}
+
+// markWritten applies the outcome of a high-water mark write, which keeps
+// the check against a store rolled back behind its acknowledged commits:
+// a full disk (ENOSPC) refuses writes with core.ErrDiskFull until a later
+// write of the mark succeeds, reads still served; any other failure is
+// fatal, as a failed sync is.
+func (s *Store) markWritten(err error) {
+	switch {
+	case err == nil:
+		if s.eng.markFull.Swap(false) {
+			s.log.Info("the high-water mark is written again; writes resume", "file", HWMFile)
+		}
+	case errors.Is(err, syscall.ENOSPC):
+		if !s.eng.markFull.Swap(true) {
+			s.log.Error("write high-water mark: no space; writes are refused with DISK_FULL until it can be written (reads keep working)", "err", err)
+		}
+	default:
+		s.log.Error("write high-water mark: the store stops acknowledging writes", "err", err)
+		s.eng.fail(fmt.Errorf("writing the high-water mark %s: %w", HWMFile, err))
+	}
 }
 
 // Failed is closed when a commit or sync has failed: the store acknowledges

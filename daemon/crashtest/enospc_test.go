@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"fmt"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,17 +11,18 @@ import (
 	"time"
 )
 
-// ENOSPC on write. A commit makes no write(2) or pwrite64(2) call: Badger
-// writes its logs and tables through shared memory maps (on a full disk that
-// is a SIGBUS, which the engine's disk-space guard exists to prevent). The
-// store's only write(2) calls are the high-water mark file, once a second,
-// and Badger's MANIFEST, when a memtable is flushed to a table (at the latest
-// at a clean stop). Both are failed here with strace -P FILE.
+// ENOSPC on write. Besides the write-ahead log's preallocated segments
+// (pwrite64 into blocks already allocated) and Badger's memory-mapped files
+// (on a full disk a SIGBUS, which the engine's disk-space guard exists to
+// prevent), the store's write(2) calls are the high-water mark file, once a
+// second, and Badger's MANIFEST, when a memtable is flushed to a table (at
+// the latest at a clean stop). Both are failed here with strace -P FILE.
 
-// TestENOSPCHighWaterMark fails every write of the high-water mark file: the
-// daemon logs it and keeps acknowledging (the acknowledged writes are durable
-// in Badger's synced log; only the rollback check falls behind), and after a
-// kill -9 and restart every acknowledged write is intact.
+// TestENOSPCHighWaterMark fails every write of the high-water mark file:
+// the daemon refuses writes with DISK_FULL while the mark cannot be
+// written (the rollback check would otherwise fall behind), serves reads,
+// and acknowledges again once the mark is written; after a kill -9 and a
+// restart every acknowledged write is intact.
 func TestENOSPCHighWaterMark(t *testing.T) {
 	strace := needStrace(t)
 	p, w := faultSetup(t, 11)
@@ -31,18 +33,52 @@ func TestENOSPCHighWaterMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := attach(t, strace, p.pid(), "-P", hwmPath+".tmp", "-e", "trace=write", "-e", "inject=write:error=ENOSPC")
-	end := time.Now().Add(2500 * time.Millisecond)
+	// Write until a write is refused: the first one after a failed write
+	// of the mark.
+	var refused *op
 	n := 0
-	for time.Now().Before(end) {
-		w.steps(t, p.client, 10)
-		n += 10
+	for end := time.Now().Add(10 * time.Second); refused == nil && time.Now().Before(end); {
+		o := w.next()
+		ctx, cancel := ctxT()
+		err := w.do(ctx, p.client, o)
+		cancel()
+		switch {
+		case err == nil:
+			n++
+		case reasonOf(err) == "DISK_FULL":
+			refused = o
+		default:
+			t.Fatalf("%s of %s while the mark cannot be written: %v", kindNames[o.kind], o.s.id, err)
+		}
+	}
+	if refused == nil {
+		t.Fatalf("%d writes acknowledged in 10 s while every write of the high-water mark failed; none refused with DISK_FULL", n)
+	}
+	if _, err := p.client.GetSession(t.Context(), &savepointv1.GetSessionRequest{SessionId: refused.s.id}); err != nil && reasonOf(err) != "SESSION_NOT_FOUND" {
+		t.Errorf("a read while writes are refused: %v", err)
 	}
 	after, _ := os.ReadFile(hwmPath)
-	logged := strings.Contains(p.stderr.String(), "write high-water mark")
+	inj := tr.injected(t) // detaches strace: the mark can be written again
+	// The refused write is retried until the mark is written again.
+	var resumed time.Duration
+	for t0, end := time.Now(), time.Now().Add(10*time.Second); ; {
+		ctx, cancel := ctxT()
+		err := w.do(ctx, p.client, refused)
+		cancel()
+		if err == nil {
+			resumed = time.Since(t0)
+			break
+		}
+		if reasonOf(err) != "DISK_FULL" || time.Now().After(end) {
+			t.Fatalf("the refused %s after the mark could be written again: %v", kindNames[refused.kind], err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.steps(t, p.client, 10)
+	logged := strings.Contains(p.stderr.String(), "write high-water mark: no space")
 	p.kill()
-	inj := tr.injected(t)
-	t.Logf("%d writes acknowledged while every write of %s failed; %d injected; mark %q before and %q after; logged: %t",
-		n, filepath.Base(hwmPath)+".tmp", len(inj), strings.TrimSpace(string(before)), strings.TrimSpace(string(after)), logged)
+	t.Logf("%d writes acknowledged before the first refusal; %d writes of %s failed; mark %q before and %q while failing; writes resumed %v after strace detached; logged: %t",
+		n, len(inj), filepath.Base(hwmPath)+".tmp", strings.TrimSpace(string(before)), strings.TrimSpace(string(after)), resumed.Round(time.Millisecond), logged)
 	if len(inj) == 0 {
 		t.Fatalf("strace injected nothing: %s", tr.stderr)
 	}
@@ -56,8 +92,8 @@ func TestENOSPCHighWaterMark(t *testing.T) {
 	w.verifyAll(p.client)
 	w.resume(p.client)
 	lost, torn, unread := w.h.tally.counts()
-	fmt.Printf("%s: write(2) of savepoint.hwm.tmp failed with ENOSPC %d times: savepointd kept serving (logged it), mark stayed at %s; after kill -9 and restart acked=%d lost=%d torn=%d unreadable=%d\n",
-		t.Name(), len(inj), strings.TrimSpace(string(before)), w.h.tally.acked.Load(), lost, torn, unread)
+	fmt.Printf("%s: write(2) of savepoint.hwm.tmp failed with ENOSPC %d times: writes refused with DISK_FULL after %d acknowledged, reads served, writes resumed %v after the mark could be written; after kill -9 and restart acked=%d lost=%d torn=%d unreadable=%d\n",
+		t.Name(), len(inj), n, resumed.Round(time.Millisecond), w.h.tally.acked.Load(), lost, torn, unread)
 	if lost+torn+unread > 0 || w.h.tally.unexpected.Load() > 0 {
 		t.Fatalf("%v", w.h.tally.notes)
 	}
