@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -133,15 +135,27 @@ func verifyAtOpen(db *badger.DB, dir string) error {
 	if dir == "" || len(db.Opts().EncryptionKey) > 0 {
 		return verifyTables(db)
 	}
+	return verifyListed(dir, db.Tables, db.Opts())
+}
+
+// verifyListed is verifyAtOpen over the tables tables lists. Badger's
+// compactions run from Open on, so a listed table can be deleted before its
+// file is read: one gone and no longer listed was compacted away and is
+// skipped (Badger opened every table its MANIFEST names, so a missing file
+// still listed is damage).
+func verifyListed(dir string, tables func() []badger.TableInfo, opts badger.Options) error {
 	known := readVerified(dir)
 	verified := map[tableStamp]bool{}
-	for _, ti := range db.Tables() {
+	for _, ti := range tables() {
 		st, err := stampOf(dir, ti.ID)
+		if errors.Is(err, fs.ErrNotExist) && !slices.ContainsFunc(tables(), func(t badger.TableInfo) bool { return t.ID == ti.ID }) {
+			continue // compacted away since it was listed
+		}
 		if err != nil {
 			return err
 		}
 		if !known[st] {
-			if err := verifyTable(dir, ti.ID, db.Opts()); err != nil {
+			if err := verifyTable(dir, ti.ID, opts); err != nil {
 				if now, serr := stampOf(dir, ti.ID); serr != nil || now != st {
 					continue // compacted away while being read: no longer a table
 				}
