@@ -148,7 +148,7 @@ func verifyListed(dir string, tables func() []badger.TableInfo, opts badger.Opti
 	verified := map[tableStamp]bool{}
 	for _, ti := range tables() {
 		st, err := stampOf(dir, ti.ID)
-		if errors.Is(err, fs.ErrNotExist) && !slices.ContainsFunc(tables(), func(t badger.TableInfo) bool { return t.ID == ti.ID }) {
+		if errors.Is(err, fs.ErrNotExist) && !stillListed(tables, ti.ID) {
 			continue // compacted away since it was listed
 		}
 		if err != nil {
@@ -156,7 +156,7 @@ func verifyListed(dir string, tables func() []badger.TableInfo, opts badger.Opti
 		}
 		if !known[st] {
 			if err := verifyTable(dir, ti.ID, opts); err != nil {
-				if now, serr := stampOf(dir, ti.ID); serr != nil || now != st {
+				if now, serr := stampOf(dir, ti.ID); serr != nil || now != st || !stillListed(tables, ti.ID) {
 					continue // compacted away while being read: no longer a table
 				}
 				return fmt.Errorf("table %s is damaged: %v", table.IDToFilename(ti.ID), err)
@@ -165,6 +165,14 @@ func verifyListed(dir string, tables func() []badger.TableInfo, opts badger.Opti
 		verified[st] = true
 	}
 	return writeVerified(dir, verified)
+}
+
+// stillListed reports whether tables still lists the table id. Badger
+// takes a compacted table off its levels before it truncates and removes
+// the file, so a table whose file is gone, empty or changed and that is no
+// longer listed was compacted away, not damaged.
+func stillListed(tables func() []badger.TableInfo, id uint64) bool {
+	return slices.ContainsFunc(tables(), func(t badger.TableInfo) bool { return t.ID == id })
 }
 
 // keyRange is a damaged table's span of user keys.
@@ -235,7 +243,7 @@ func (s *Store) scrub(all bool) (int, error) {
 			continue // already reported
 		}
 		if err := verifyTable(s.dir, ti.ID, s.db.Opts()); err != nil {
-			if now, serr := stampOf(s.dir, ti.ID); serr != nil || now != st {
+			if now, serr := stampOf(s.dir, ti.ID); serr != nil || now != st || !stillListed(s.db.Tables, ti.ID) {
 				continue // compacted away while being read (Badger truncates it first)
 			}
 			found++
