@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
 
@@ -152,28 +153,16 @@ func nsText(ns string) string {
 	return ns
 }
 
+// threadEffectStateText is the state's enum name without its prefix, in
+// lower case: "begun", "succeeded", "failed".
 func threadEffectStateText(s savepointv1.ThreadEffectState) string {
-	switch s {
-	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_BEGUN:
-		return "begun"
-	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED:
-		return "succeeded"
-	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED:
-		return "failed"
-	}
-	return "unknown"
+	return strings.ToLower(strings.TrimPrefix(s.String(), "THREAD_EFFECT_STATE_"))
 }
 
+// decisionName is the decision's enum name without its prefix: "REUSE",
+// "RUN", "IN_DOUBT".
 func decisionName(d savepointv1.Decision) string {
-	switch d {
-	case savepointv1.Decision_DECISION_REUSE:
-		return "REUSE"
-	case savepointv1.Decision_DECISION_RUN:
-		return "RUN"
-	case savepointv1.Decision_DECISION_IN_DOUBT:
-		return "IN_DOUBT"
-	}
-	return d.String()
+	return strings.TrimPrefix(d.String(), "DECISION_")
 }
 
 // outputText shows a recorded output: JSON compacted, other UTF-8 text

@@ -35,12 +35,12 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	if c.Begun {
 		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true}, nil
 	}
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	key, err := newIdempotencyKey()
+	if err != nil {
 		return BeginResult{}, err
 	}
 	c.Begun = true
-	c.IdempotencyKey = hex.EncodeToString(b[:])
+	c.IdempotencyKey = key
 	c.BeginTime = now
 	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutCall(sessionID, c)
 }
@@ -79,4 +79,14 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	e.Late = c.LastPendingRevision != h.Revision
 	c.Effect = &e
 	return e, false, t.PutCall(sessionID, c)
+}
+
+// newIdempotencyKey returns a fresh idempotency key for a begun call: 16
+// random bytes in hex. An error means the system's random source failed.
+func newIdempotencyKey() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }

@@ -2,9 +2,7 @@ package core
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -197,8 +195,8 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		return nil, ThreadEffectBeginResult{}, fmt.Errorf("%w: input_json: %v", ErrInvalidArgument, err)
 	}
 	if cur == nil {
-		var key [16]byte
-		if _, err := rand.Read(key[:]); err != nil {
+		key, err := newIdempotencyKey()
+		if err != nil {
 			return nil, ThreadEffectBeginResult{}, err
 		}
 		input := b.InputJSON
@@ -207,7 +205,7 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		}
 		e := &ThreadEffect{
 			ThreadID: b.ThreadID, NS: b.NS, ToolUseID: b.ToolUseID, Name: b.Name, InputJSON: input,
-			InputDigest: digest, Class: b.Class, IdempotencyKey: hex.EncodeToString(key[:]),
+			InputDigest: digest, Class: b.Class, IdempotencyKey: key,
 			Attempts: 1, State: ThreadEffectBegun, BeginTime: now, CheckpointID: b.CheckpointID,
 		}
 		return e, ThreadEffectBeginResult{Decision: DecisionRun, Effect: *e}, nil
