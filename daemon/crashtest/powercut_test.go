@@ -18,9 +18,9 @@ import (
 )
 
 // The short form runs in `go test ./daemon/crashtest` (make test); make
-// powercut passes -powercut-cycles=$(POWERCUT_CYCLES) for the long one.
+// powerloss passes -powercut-cycles=$(CYCLES) for the long one.
 var (
-	flagPowerCycles  = flag.Int("powercut-cycles", 4, "power cuts of the power-cut harness (make powercut: POWERCUT_CYCLES)")
+	flagPowerCycles  = flag.Int("powercut-cycles", 4, "power cuts of the power-cut harness (make powerloss: CYCLES)")
 	flagPowerClients = flag.Int("powercut-clients", 8, "concurrent clients of the power-cut harness")
 )
 

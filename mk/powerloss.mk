@@ -3,13 +3,12 @@
 # cut at random moments, at injected syncs and at the write-ahead log's named
 # points (docs/reliability.md). The short form (4 cycles, two cuts at each
 # of the log's points, and the proofs against builds that skip their syncs
-# or their directory syncs) runs in `make test`; `make powercut POWERCUT_CYCLES=N` runs the long one.
+# or their directory syncs) runs in `make test`; `make powerloss CYCLES=N` runs the long one
+# (CYCLES defaults to 50, as for make crashtest).
 # They need /dev/fuse; where it is missing they skip, saying so. As root
 # they mount with mount(2); otherwise go-fuse needs fusermount3 (fuse3).
 
-POWERCUT_CYCLES ?= 100
-
-TEST_TARGETS += test-powercut
+TEST_TARGETS += test-powerloss
 
 # fusermount3, installed when missing and possible (Debian, root), as the
 # strace target does for the fault-injection tests.
@@ -18,11 +17,11 @@ fuse:
 	@command -v fusermount3 >/dev/null || (apt-get update -qq && apt-get install -y -qq fuse3) || \
 		echo "fuse: fusermount3 not installed and cannot be installed here; the power-cut tests need root or it" >&2
 
-.PHONY: test-powercut
-test-powercut: fuse ## Power-cut tests, short form (4 cuts, 6 at the log's points; builds without syncs, or directory syncs, must lose writes)
+.PHONY: test-powerloss
+test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 6 at the log's points; builds without syncs, or directory syncs, must lose writes)
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
 
-.PHONY: powercut
-powercut: fuse ## Power-cut test, long form: POWERCUT_CYCLES power cuts (default 100), 0 acknowledged writes lost
+.PHONY: powerloss
+powerloss: fuse ## Power-loss test, long form: CYCLES power cuts (default 50), 0 acknowledged writes lost
 	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut$$' ./daemon/crashtest \
-		-powercut-cycles=$(POWERCUT_CYCLES)
+		-powercut-cycles=$(CYCLES)
