@@ -44,35 +44,10 @@ func RepairManifest(dir string) ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	m, valid, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	var missing []uint64
-	for id := range m.Tables {
-		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) == 0 {
-		return nil, nil
-	}
-	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
-	if err != nil {
+	missing, valid, err := manifestMissing(f, dir)
+	if err != nil || len(missing) == 0 {
 		return nil, err
 	}
-	var orphans []string
-	for _, p := range ssts {
-		id, ok := table.ParseFileID(filepath.Base(p))
-		if _, listed := m.Tables[id]; ok && !listed {
-			orphans = append(orphans, filepath.Base(p))
-		}
-	}
-	if len(orphans) > 0 {
-		return nil, fmt.Errorf("%w: tables %s are on disk but not in the MANIFEST; restore the directory from a backup",
-			ErrUnsafeRepair, strings.Join(orphans, ", "))
-	}
-	slices.Sort(missing)
 	set := &pb.ManifestChangeSet{}
 	var names []string
 	for _, id := range missing {
@@ -98,4 +73,64 @@ func RepairManifest(dir string) ([]string, error) {
 		return nil, err
 	}
 	return names, syncDir(dir)
+}
+
+// manifestMissing reads the MANIFEST f of dir and returns the ids of the
+// tables it names whose files do not exist, and the length of its valid
+// prefix. It returns ErrUnsafeRepair when a table on disk is not named.
+func manifestMissing(f *os.File, dir string) (missing []uint64, valid int64, err error) {
+	m, valid, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	for id := range m.Tables {
+		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, valid, nil
+	}
+	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		return nil, 0, err
+	}
+	var orphans []string
+	for _, p := range ssts {
+		id, ok := table.ParseFileID(filepath.Base(p))
+		if _, listed := m.Tables[id]; ok && !listed {
+			orphans = append(orphans, filepath.Base(p))
+		}
+	}
+	if len(orphans) > 0 {
+		return nil, 0, fmt.Errorf("%w: tables %s are on disk but not in the MANIFEST; restore the directory from a backup",
+			ErrUnsafeRepair, strings.Join(orphans, ", "))
+	}
+	slices.Sort(missing)
+	return missing, valid, nil
+}
+
+// openAdvice says what to do about a directory Badger cannot open: the
+// exact repair-manifest and verify commands when its MANIFEST names tables
+// that do not exist and every table on disk is named (the trace of
+// Badger's failed-flush defect), else to restore it from a backup.
+func openAdvice(dir string) string {
+	const restore = "Restore the directory from a backup, or move it aside to start empty"
+	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
+	if err != nil {
+		return restore
+	}
+	defer f.Close()
+	missing, _, err := manifestMissing(f, dir)
+	if err != nil || len(missing) == 0 {
+		return restore
+	}
+	names := make([]string, len(missing))
+	for i, id := range missing {
+		names[i] = table.IDToFilename(id)
+	}
+	return fmt.Sprintf("Its MANIFEST names %s, which does not exist, and lists every table on disk: the trace of Badger's "+
+		"failed-flush defect (docs/reliability.md). With savepointd stopped, run: savepointd repair-manifest --data-dir %s, "+
+		"then: savepointd verify --data-dir %s. If the repair refuses, restore the directory from a backup",
+		strings.Join(names, ", "), dir, dir)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -37,8 +38,16 @@ func TestRepairManifest(t *testing.T) {
 	t.Run("missing table", func(t *testing.T) {
 		dir, tables := flushedStore(t)
 		os.Remove(tables[0])
-		if _, err := Open(dir, Options{}); !errors.Is(err, ErrDamaged) {
+		_, err := Open(dir, Options{})
+		if !errors.Is(err, ErrDamaged) {
 			t.Fatalf("open with a missing table: %v", err)
+		}
+		// The refusal names the table and the exact commands.
+		for _, want := range []string{filepath.Base(tables[0]), "savepointd repair-manifest --data-dir " + dir,
+			"savepointd verify --data-dir " + dir} {
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("open with a missing table: %v\nwant it to say %q", err, want)
+			}
 		}
 		got, err := RepairManifest(dir)
 		if err != nil || len(got) != 1 || got[0] != filepath.Base(tables[0]) {
@@ -57,6 +66,12 @@ func TestRepairManifest(t *testing.T) {
 		}
 		if _, err := RepairManifest(dir); !errors.Is(err, ErrUnsafeRepair) {
 			t.Fatalf("repair with a table the MANIFEST does not list: %v", err)
+		}
+		// The open's refusal does not send the operator to a repair that
+		// would refuse: it says to restore.
+		_, err := Open(dir, Options{})
+		if !errors.Is(err, ErrDamaged) || strings.Contains(err.Error(), "repair-manifest") || !strings.Contains(err.Error(), "Restore the directory from a backup") {
+			t.Fatalf("open with an unlisted table and a missing one: %v", err)
 		}
 	})
 	t.Run("daemon running", func(t *testing.T) {

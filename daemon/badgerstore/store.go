@@ -225,9 +225,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := badger.OpenManaged(bopts)
 	if err != nil {
 		s.unlockDir()
-		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. If it names a table file that does not exist, "+
-			"'savepointd repair-manifest' may recover it (docs/reliability.md); otherwise restore the directory from a backup, or move it aside to start empty",
-			ErrDamaged, dir, err)
+		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. %s", ErrDamaged, dir, err, openAdvice(dir))
 	}
 	if err := verifyAtOpen(db, dir); err != nil {
 		// The database is left open: closing it could trip on the same

@@ -502,7 +502,11 @@ func TestSyncFailureManifestRunning(t *testing.T) {
 		if !strings.Contains(err.Error(), "file does not exist for table") {
 			t.Fatal(err)
 		}
-		// Badger's defect: the way back is savepointd repair-manifest.
+		// Badger's defect: the refusal names the way back, savepointd
+		// repair-manifest, as the exact command to run.
+		if want := "savepointd repair-manifest --data-dir " + p.dir; !strings.Contains(err.Error(), want) {
+			t.Fatalf("the refusal does not say %q: %v", want, err)
+		}
 		code, out, errOut := runBin(p.bin, "repair-manifest", "--data-dir", p.dir)
 		fmt.Printf("%s: savepointd repair-manifest: exit %d: %s%s\n", t.Name(), code, strings.TrimSpace(out), strings.TrimSpace(errOut))
 		if code != 0 {
