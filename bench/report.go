@@ -114,6 +114,7 @@ var SummaryNames = []string{
 	"rss_peak_anon_mib",      // peak RssAnon under scenario 2 (scenario 5)
 	"startup_100k_ms",        // start to SERVING with 100,000 sessions (scenario 5)
 	"cpu_us_per_save",        // savepointd utime+stime per save at 64 sessions (scenario 6)
+	"cpu_save_vs_empty_rpc",  // savepointd CPU per save / its CPU per empty RPC, 64 sessions (scenario 6, issue 22)
 }
 
 // Summary holds the closing figures by name.

@@ -168,6 +168,7 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 	}
 	b.tables = append(b.tables, c)
 	b.summary["cpu_us_per_save"] = Median(cpu64[spd.Name()].daemon)
+	b.summary["cpu_save_vs_empty_rpc"] = MedianRatio(cpu64[spd.Name()].daemon, cpu64[empty.Name()].daemon)
 	return nil
 }
 
