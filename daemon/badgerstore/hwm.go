@@ -105,13 +105,20 @@ func readHWM(dir string) (seq uint64, found bool, err error) {
 
 // writeHWM replaces the file atomically and durably.
 func writeHWM(dir string, seq uint64) error {
-	path := filepath.Join(dir, HWMFile)
+	return replaceFile(dir, HWMFile, fmt.Appendf(nil, "%d\n", seq))
+}
+
+// replaceFile replaces the file name in dir with data, atomically and
+// durably: a temporary file written and synced, renamed over it, and the
+// directory synced.
+func replaceFile(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(f, "%d\n", seq)
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -48,9 +48,16 @@ func RepairManifest(dir string) ([]string, error) {
 	if err != nil || len(missing) == 0 {
 		return nil, err
 	}
+	return removeTables(f, dir, valid, missing)
+}
+
+// removeTables appends to the MANIFEST f of dir, after its valid prefix
+// (dropping a torn tail, as Badger would at open), one change set deleting
+// the tables ids, syncs it and the directory, and returns their file names.
+func removeTables(f *os.File, dir string, valid int64, ids []uint64) ([]string, error) {
 	set := &pb.ManifestChangeSet{}
 	var names []string
-	for _, id := range missing {
+	for _, id := range ids {
 		set.Changes = append(set.Changes, &pb.ManifestChange{Id: id, Op: pb.ManifestChange_DELETE})
 		names = append(names, table.IDToFilename(id))
 	}

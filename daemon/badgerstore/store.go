@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -223,6 +224,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	db, err := badger.OpenManaged(bopts)
+	if err != nil && dir != "" {
+		// Badger's failed-flush defect, seen while running: heal it.
+		if healed, herr := healManifest(dir); herr != nil {
+			s.log.Error("healing the MANIFEST", "err", herr)
+		} else if len(healed) > 0 {
+			s.log.Warn("removed the MANIFEST records of tables Badger's failed flush deleted (docs/reliability.md)",
+				"tables", strings.Join(healed, ","), "err", err)
+			db, err = badger.OpenManaged(bopts)
+		}
+	}
 	if err != nil {
 		s.unlockDir()
 		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. %s", ErrDamaged, dir, err, openAdvice(dir))
@@ -284,6 +295,10 @@ func (s *Store) start(dir string, opts Options) error {
 	}
 	if dir != "" {
 		s.bg.Go(s.scrubLoop)
+		if err := os.Remove(filepath.Join(dir, HealFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err // Badger opened: every table its MANIFEST names is there
+		}
+		s.bg.Go(s.manifestWatchLoop)
 	}
 	s.bg.Go(func() { s.maintainEvery(opts.Retention) })
 	return nil
