@@ -1,7 +1,10 @@
 package badgerstore
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"syscall"
 	"time"
 )
 
@@ -66,7 +69,11 @@ func (e *engine) checkpoint(force bool) error {
 		return nil
 	}
 	e.wal.sinceMark.Store(0)
+	tables := tableIDs(e.db) // before the directory sync that makes their entries durable
 	if err := e.syncBadger(); err != nil {
+		return err
+	}
+	if err := e.recordTables(tables); err != nil {
 		return err
 	}
 	if applied != mark {
@@ -96,5 +103,21 @@ func (e *engine) syncBadger() error {
 	if e.files != nil {
 		return e.files.afterSync()
 	}
+	return nil
+}
+
+// recordTables writes TablesFile when the tables differ from those it
+// holds: the tables in Badger's levels before the checkpoint's directory
+// sync, whose entries that sync made durable (manifest_heal.go).
+func (e *engine) recordTables(ids []uint64) error {
+	if e.files == nil || e.tablesWritten && slices.Equal(ids, e.tables) {
+		return nil
+	}
+	if err := writeTables(e.files.dir, ids); errors.Is(err, syscall.ENOSPC) {
+		return nil // a full disk: the file as it was still lists only durable tables; the next checkpoint tries again
+	} else if err != nil {
+		return fmt.Errorf("write %s: %w", TablesFile, err)
+	}
+	e.tables, e.tablesWritten = ids, true
 	return nil
 }

@@ -106,8 +106,11 @@ type engine struct {
 	stop chan struct{}
 	wg   sync.WaitGroup // the loop and the checkpointer
 
-	ckptMu sync.Mutex    // one checkpoint at a time
-	kick   chan struct{} // capacity 1: the log grew past checkpointBytes
+	ckptMu sync.Mutex // one checkpoint at a time
+	// tables are the ids TablesFile holds, once written (tablesWritten).
+	tables        []uint64
+	tablesWritten bool
+	kick          chan struct{} // capacity 1: the log grew past checkpointBytes
 
 	failOnce sync.Once
 	failed   chan struct{}

@@ -3,144 +3,61 @@ package badgerstore
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/badger/v4/table"
+	"google.golang.org/protobuf/proto"
 )
 
-// Healing Badger's failed-flush defect. When the MANIFEST's fsync fails
-// during a memtable flush, Badger v4.9.6 deletes the new table but its
-// MANIFEST record stays, and the next Open fails on the missing file
-// (docs/reliability.md, defect 1). While savepointd runs, the watch below
-// sees that trace: a table the MANIFEST names before and after its file was
-// found missing (a table Badger deletes on purpose has its DELETE record
-// written first), and that Badger never took into its levels. Such a table
-// never served a read: its memtable stays in memory and in its memtable log
-// until a retried flush succeeds, so its data is in another table or is
-// replayed at Open. The watch records its id in HealFile, durably; Open
-// removes the MANIFEST records of missing tables when every one of them is
-// recorded there and every table on disk is listed, and otherwise refuses
-// with the repair-manifest command to run by hand.
+// Healing a MANIFEST that names missing tables. Two failures leave one:
+// Badger's failed flush (when the MANIFEST's fsync fails, Badger v4.9.6
+// deletes the new table but its record stays; docs/reliability.md, defect
+// 1) and a power cut right after a flush synced the MANIFEST, before any
+// directory sync made the new table's entry durable (Badger's flush syncs
+// no directory; defect 16). Neither loses data: a failed flush keeps the
+// memtable, in memory and in its log, until a retried flush succeeds; and
+// a table whose directory entry was lost was created after the last
+// directory sync, so the removal of its memtable's log, which came after,
+// was not made durable either, and Open replays that log (and savepointd's
+// own log the commits after the last checkpoint).
+//
+// What tells such a table from one that held data alone: every checkpoint
+// writes to TablesFile, after the directory sync, the tables that were in
+// Badger's levels before it, whose entries that sync made durable (and a
+// Close that flushes Badger writes there every table then named). A table
+// the MANIFEST names, whose file is missing and that TablesFile does not
+// list, was never in the levels at a checkpoint: Open removes its record.
+// A missing table TablesFile lists held data of its own; Open refuses, with
+// the repair-manifest command when every table on disk is listed. Without
+// TablesFile (a directory no checkpoint of this version wrote) nothing is
+// removed.
 
-// HealFile in the data directory lists, one id a line, the tables whose
-// MANIFEST records the next Open may remove.
-const HealFile = "savepoint.manifest-heal"
+// TablesFile in the data directory lists, one id a line, the tables in
+// Badger's levels at the last checkpoint, their directory entries durable.
+const TablesFile = "savepoint.tables"
 
-// manifestWatchEvery is how often the watch looks at the MANIFEST when it
-// or the directory changed. A variable for tests.
-var manifestWatchEvery = time.Second
-
-// manifestWatch holds what the watch saw last.
-type manifestWatch struct {
-	stamp [3]int64 // MANIFEST size and mtime, the directory's mtime
+// tableIDs returns the ids of the tables in db's levels, sorted.
+func tableIDs(db *badger.DB) []uint64 {
+	var ids []uint64
+	for _, ti := range db.Tables() {
+		ids = append(ids, ti.ID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
-func (s *Store) manifestWatchLoop() {
-	t := time.NewTicker(manifestWatchEvery)
-	defer t.Stop()
-	var w manifestWatch
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		if err := s.watchManifest(&w); err != nil {
-			s.log.Warn("watching the MANIFEST for Badger's failed-flush defect", "err", err)
-		}
-	}
-}
-
-// watchManifest records in HealFile the tables the MANIFEST names whose
-// files Badger deleted without a DELETE record and that are not in its
-// levels. It reads the MANIFEST only when it or the directory changed
-// since the last look.
-func (s *Store) watchManifest(w *manifestWatch) error {
-	mfi, err := os.Stat(filepath.Join(s.dir, badger.ManifestFilename))
-	if err != nil {
-		return err
-	}
-	dfi, err := os.Stat(s.dir)
-	if err != nil {
-		return err
-	}
-	stamp := [3]int64{mfi.Size(), mfi.ModTime().UnixNano(), dfi.ModTime().UnixNano()}
-	if stamp == w.stamp {
-		return nil
-	}
-	if err := noteFailedFlushes(s.dir, s.levels, s.log); err != nil {
-		return err
-	}
-	w.stamp = stamp
-	return nil
-}
-
-// levels returns the ids of the tables in Badger's levels.
-func (s *Store) levels() map[uint64]bool {
-	ids := map[uint64]bool{}
-	for _, ti := range s.db.Tables() {
-		ids[ti.ID] = true
-	}
-	return ids
-}
-
-// noteFailedFlushes adds to HealFile in dir the tables the MANIFEST names
-// before and after their files were found missing and that are not among
-// levels' (read in between).
-func noteFailedFlushes(dir string, levels func() map[uint64]bool, log *slog.Logger) error {
-	before, err := namedTables(dir)
-	if err != nil {
-		return err
-	}
-	var gone []uint64
-	for id := range before {
-		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
-			gone = append(gone, id)
-		}
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	in := levels()
-	after, err := namedTables(dir)
-	if err != nil {
-		return err
-	}
-	noted, err := readHealFile(dir)
-	if err != nil {
-		return err
-	}
-	var add []uint64
-	for _, id := range gone {
-		if after[id] && !in[id] && !slices.Contains(noted, id) {
-			add = append(add, id)
-		}
-	}
-	if len(add) == 0 {
-		return nil
-	}
-	slices.Sort(add)
-	if err := writeHealFile(dir, append(noted, add...)); err != nil {
-		return err
-	}
-	for _, id := range add {
-		log.Error("Badger's MANIFEST names a table its failed flush deleted; the next start removes that record",
-			"table", table.IDToFilename(id), "file", HealFile)
-	}
-	return nil
-}
-
-// namedTables returns the ids of the tables the MANIFEST of dir names.
-func namedTables(dir string) (map[uint64]bool, error) {
+// manifestTables returns the ids of the tables the MANIFEST of dir names,
+// sorted.
+func manifestTables(dir string) ([]uint64, error) {
 	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
 	if err != nil {
 		return nil, err
@@ -150,20 +67,25 @@ func namedTables(dir string) (map[uint64]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := make(map[uint64]bool, len(m.Tables))
+	ids := make([]uint64, 0, len(m.Tables))
 	for id := range m.Tables {
-		ids[id] = true
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
 	return ids, nil
 }
 
 // healManifest removes from the MANIFEST of dir the records of missing
-// tables when HealFile lists every one of them and every table on disk is
-// listed; it returns their file names, none when it changed nothing. The
+// tables when TablesFile exists and lists none of them and each was created
+// by a change set of its own that deleted nothing (a flush's, not a
+// compaction's, whose inputs it would leave deleted); it returns their file
+// names, none when it changed nothing. Tables on disk that the MANIFEST
+// does not name are left to Badger, which deletes them at open: a power cut
+// brings back the tables a compaction deleted after recording it. The
 // caller holds the directory lock.
 func healManifest(dir string) ([]string, error) {
-	noted, err := readHealFile(dir)
-	if err != nil || len(noted) == 0 {
+	durable, found, err := readIDs(filepath.Join(dir, TablesFile))
+	if err != nil || !found {
 		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, badger.ManifestFilename), os.O_RDWR, 0)
@@ -171,43 +93,87 @@ func healManifest(dir string) ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	missing, valid, err := manifestMissing(f, dir)
-	if err != nil || len(missing) == 0 {
-		return nil, err
-	}
-	for _, id := range missing {
-		if !slices.Contains(noted, id) {
-			return nil, nil
-		}
-	}
-	return removeTables(f, dir, valid, missing)
-}
-
-func readHealFile(dir string) ([]uint64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, HealFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	m, valid, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
 	if err != nil {
 		return nil, err
 	}
-	var ids []uint64
+	var missing []uint64
+	for id := range m.Tables {
+		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	flushed, err := flushedTables(f, valid)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range missing {
+		if _, ok := slices.BinarySearch(durable, id); ok || !flushed[id] {
+			return nil, nil // it held data of its own, or a compaction's inputs were deleted for it
+		}
+	}
+	slices.Sort(missing)
+	return removeTables(f, dir, valid, missing)
+}
+
+// flushedTables returns the tables created by a change set of the MANIFEST
+// f (its first valid bytes) that created nothing else and deleted nothing:
+// a memtable flush's.
+func flushedTables(f *os.File, valid int64) (map[uint64]bool, error) {
+	b := make([]byte, valid)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, err
+	}
+	out := map[uint64]bool{}
+	for off := 8; off+8 <= len(b); { // past the magic: length, CRC32C, change set
+		n := int(binary.BigEndian.Uint32(b[off:]))
+		if off+8+n > len(b) {
+			break
+		}
+		var set pb.ManifestChangeSet
+		if err := proto.Unmarshal(b[off+8:off+8+n], &set); err != nil {
+			return nil, err
+		}
+		if c := set.Changes; len(c) == 1 && c[0].Op == pb.ManifestChange_CREATE && c[0].Level == 0 {
+			out[c[0].Id] = true
+		}
+		off += 8 + n
+	}
+	return out, nil
+}
+
+// readIDs reads a file of ids, one a line, and returns them sorted; found
+// is false when the file does not exist.
+func readIDs(path string) (ids []uint64, found bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		id, err := strconv.ParseUint(sc.Text(), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", HealFile, err)
+			return nil, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
 		}
 		ids = append(ids, id)
 	}
-	return ids, nil
+	slices.Sort(ids)
+	return ids, true, nil
 }
 
-func writeHealFile(dir string, ids []uint64) error {
+// writeTables replaces TablesFile in dir with ids, durably. A variable for
+// tests.
+var writeTables = func(dir string, ids []uint64) error {
 	var b []byte
 	for _, id := range ids {
 		b = strconv.AppendUint(b, id, 10)
 		b = append(b, '\n')
 	}
-	return replaceFile(dir, HealFile, b)
+	return replaceFile(dir, TablesFile, b)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -225,11 +224,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	db, err := badger.OpenManaged(bopts)
 	if err != nil && dir != "" {
-		// Badger's failed-flush defect, seen while running: heal it.
+		// A MANIFEST naming tables that never held data alone: heal it
+		// (manifest_heal.go).
 		if healed, herr := healManifest(dir); herr != nil {
 			s.log.Error("healing the MANIFEST", "err", herr)
 		} else if len(healed) > 0 {
-			s.log.Warn("removed the MANIFEST records of tables Badger's failed flush deleted (docs/reliability.md)",
+			s.log.Warn("removed the MANIFEST records of missing tables that never held data alone: a failed flush, or a power cut during one (docs/reliability.md)",
 				"tables", strings.Join(healed, ","), "err", err)
 			db, err = badger.OpenManaged(bopts)
 		}
@@ -295,10 +295,6 @@ func (s *Store) start(dir string, opts Options) error {
 	}
 	if dir != "" {
 		s.bg.Go(s.scrubLoop)
-		if err := os.Remove(filepath.Join(dir, HealFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err // Badger opened: every table its MANIFEST names is there
-		}
-		s.bg.Go(s.manifestWatchLoop)
 	}
 	s.bg.Go(func() { s.maintainEvery(opts.Retention) })
 	return nil
@@ -397,6 +393,14 @@ func (s *Store) Close() error {
 		return nil
 	}
 	err := s.db.Close()
+	if err == nil && s.dir != "" {
+		// Badger flushed its memtables into tables and synced the
+		// directory: every table its MANIFEST names is durable.
+		var ids []uint64
+		if ids, err = manifestTables(s.dir); err == nil {
+			err = writeTables(s.dir, ids)
+		}
+	}
 	s.unlockDir()
 	return err
 }

@@ -95,18 +95,26 @@ func TestPowerCutAtLogPoints(t *testing.T) {
 // mark's once per checkpoint (about a second).
 var logPoints = []logPoint{
 	{faultfs.SyncPoint{Name: "after a log segment's sync, before the Badger apply", After: true,
-		Match: func(n string) bool { return strings.HasSuffix(n, ".seg") }}, 100},
+		Match: func(n string) bool { return strings.HasSuffix(n, ".seg") }}, 100, false},
 	{faultfs.SyncPoint{Name: "during a checkpoint's sync of Badger",
-		Match: func(n string) bool { return strings.HasSuffix(n, ".vlog") || strings.HasSuffix(n, ".mem") }}, 3},
+		Match: func(n string) bool { return strings.HasSuffix(n, ".vlog") || strings.HasSuffix(n, ".mem") }}, 3, false},
 	{faultfs.SyncPoint{Name: "during the write of the mark after a checkpoint",
-		Match: func(n string) bool { return n == "mark.tmp" }}, 2},
+		Match: func(n string) bool { return n == "mark.tmp" }}, 2, false},
+	// A memtable flush writes and syncs the new table, then adds it to the
+	// MANIFEST and syncs that; the filler makes one come within the cycle.
+	{faultfs.SyncPoint{Name: "during a memtable flush, at the new table's sync",
+		Match: func(n string) bool { return strings.HasSuffix(n, ".sst") }}, 1, true},
+	{faultfs.SyncPoint{Name: "during a memtable flush, right after the MANIFEST's sync", After: true,
+		Match: func(n string) bool { return n == "MANIFEST" }}, 1, true},
 }
 
 // logPoint is a named point and how many of its syncs may pass before the
-// cut (one of them at random).
+// cut (one of them at random); fill writes filler saves of many small
+// messages during the cycle, so that a memtable fills and is flushed.
 type logPoint struct {
 	faultfs.SyncPoint
 	upTo int
+	fill bool
 }
 
 type powerReport struct {
@@ -209,6 +217,11 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 			wg.Add(1)
 			go func() { defer wg.Done(); w.load(c, &stop) }()
 		}
+		if point != nil && point.fill {
+			loadFor = 30 * time.Second // a flush comes first, unless the disk is slow
+			wg.Add(1)
+			go func() { defer wg.Done(); fill(c, fmt.Sprint("fill-", cycle, "-"), &stop) }()
+		}
 		select {
 		case <-fsys.Cut():
 			rep.atSync++
@@ -295,4 +308,24 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 		elapsed: time.Since(begin),
 	}
 	return rep
+}
+
+// fill saves, until stop, sessions of 1,000 messages of 400 bytes each, which
+// stay in the memtable (under the value threshold): about 0.5 MiB a save, so
+// that a memtable fills within seconds. Its writes are not the oracle's; a
+// failed save ends it (the power cut).
+func fill(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool) {
+	text := fmt.Sprintf("%q", strings.Repeat("f", 400))
+	msgs := make([]*savepointv1.Message, 1000)
+	for i := range msgs {
+		msgs[i] = &savepointv1.Message{Role: "user", ContentJson: text}
+	}
+	for i := 0; !stop.Load(); i++ {
+		ctx, cancel := ctxT()
+		_, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: fmt.Sprint(prefix, i), AppendMessages: msgs})
+		cancel()
+		if err != nil {
+			return
+		}
+	}
 }
