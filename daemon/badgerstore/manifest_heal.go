@@ -14,7 +14,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/table"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -97,12 +96,7 @@ func healManifest(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var missing []uint64
-	for id := range m.Tables {
-		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
-			missing = append(missing, id)
-		}
-	}
+	missing := absentTables(dir, m)
 	if len(missing) == 0 {
 		return nil, nil
 	}
@@ -115,7 +109,6 @@ func healManifest(dir string) ([]string, error) {
 			return nil, nil // it held data of its own, or a compaction's inputs were deleted for it
 		}
 	}
-	slices.Sort(missing)
 	return removeTables(f, dir, valid, missing)
 }
 

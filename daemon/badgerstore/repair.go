@@ -90,12 +90,7 @@ func manifestMissing(f *os.File, dir string) (missing []uint64, valid int64, err
 	if err != nil {
 		return nil, 0, fmt.Errorf("read %s: %w", f.Name(), err)
 	}
-	for id := range m.Tables {
-		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) == 0 {
+	if missing = absentTables(dir, m); len(missing) == 0 {
 		return nil, valid, nil
 	}
 	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
@@ -113,7 +108,6 @@ func manifestMissing(f *os.File, dir string) (missing []uint64, valid int64, err
 		return nil, 0, fmt.Errorf("%w: tables %s are on disk but not in the MANIFEST; restore the directory from a backup",
 			ErrUnsafeRepair, strings.Join(orphans, ", "))
 	}
-	slices.Sort(missing)
 	return missing, valid, nil
 }
 
@@ -140,4 +134,17 @@ func openAdvice(dir string) string {
 		"failed-flush defect (docs/reliability.md). With savepointd stopped, run: savepointd repair-manifest --data-dir %s, "+
 		"then: savepointd verify --data-dir %s. If the repair refuses, restore the directory from a backup",
 		strings.Join(names, ", "), dir, dir)
+}
+
+// absentTables returns, sorted, the tables m names whose files are not in
+// dir.
+func absentTables(dir string, m badger.Manifest) []uint64 {
+	var ids []uint64
+	for id := range m.Tables {
+		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); errors.Is(err, fs.ErrNotExist) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
