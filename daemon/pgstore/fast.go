@@ -29,13 +29,18 @@ import (
 // INSERT ... ON CONFLICT DO UPDATE may not touch a row twice), and go with
 // COMMIT, each table's as one INSERT ... SELECT FROM unnest(...). The
 // changed_xid of a session (ChangeReader) is set by its head's write, or by
-// one UPDATE for the sessions whose heads were not written.
+// one UPDATE for the sessions whose heads were not written. As on the
+// per-request path, once the coalesced records pass flushBytes they go
+// before the next request runs (each table's again one statement), and the
+// transaction commits early at half the statement timeout.
 //
 // Any statement of the fast path that fails, and any request that does what
 // the fast path does not serve (a statement of its own, a range read, a
 // row inserted twice), sends the transaction back: it is rolled back and
 // the batch runs again on the per-request path (pipeline.go), whose
-// savepoints give each request its own outcome.
+// savepoints give each request its own outcome; after a read ahead that
+// failed (a row's lock waited past the statement timeout), each request
+// there reads for itself.
 
 // errNotFast is what a request does that the fast path does not serve.
 var errNotFast = errors.New("pgstore: a request the fast path does not serve")
