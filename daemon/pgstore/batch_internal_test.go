@@ -578,3 +578,41 @@ func TestBatchFastRefusals(t *testing.T) {
 		t.Errorf("e after the batch: revision %d, %v; want 1", cp.Revision, err)
 	}
 }
+
+// TestBatchFastSplitByTime: on the fast path too, a batch whose requests
+// together outlast half the statement timeout is committed in parts, each
+// its own transaction, and every request succeeds.
+func TestBatchFastSplitByTime(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_fast_split", StatementTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ops []*op
+	for i := range 6 { // 6 x 60 ms in the rules, over the 100 ms a fast path runs them before it commits
+		req := &core.SaveRequest{SessionID: fmt.Sprintf("s%02d", i)}
+		ops = append(ops, &op{sessionID: req.SessionID, pipelined: true, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+			time.Sleep(60 * time.Millisecond)
+			_, err := core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
+			return err
+		}})
+	}
+	commits := s.commits.Load()
+	s.commitBatch(ops)
+	for i, o := range ops {
+		if err := <-o.done; err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	if n := s.commits.Load() - commits; n < 2 {
+		t.Errorf("%d transactions for the batch, want it split", n)
+	}
+	if n := s.fallbacks.Load(); n != 0 {
+		t.Errorf("the batch left the fast path %d times", n)
+	}
+	sums, err := s.ListSessions(context.Background(), "", 100, core.SessionFilter{})
+	if err != nil || len(sums) != 6 {
+		t.Fatalf("%d sessions after the batch (%v), want 6", len(sums), err)
+	}
+}
