@@ -153,11 +153,13 @@ func TestBatchSplitByTime(t *testing.T) {
 	}
 }
 
-// batchTrips counts the queries and batches the store sends.
-type batchTrips struct{ n atomic.Int64 }
+// batchTrips counts the queries and batches the store sends (n, round
+// trips), and the statements in them (stmts).
+type batchTrips struct{ n, stmts atomic.Int64 }
 
 func (r *batchTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	r.n.Add(1)
+	r.stmts.Add(1)
 	return ctx
 }
 
@@ -168,13 +170,19 @@ func (r *batchTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	return ctx
 }
 
-func (r *batchTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *batchTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (r *batchTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	r.stmts.Add(1)
+}
+func (r *batchTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // TestBatchRoundTrips: a group commit of n saves with request ids costs
 // two round trips whatever n: BEGIN with the session rows locked and read
-// with the request ids' rows, then every request's writes with their
-// savepoints and COMMIT. Requests not pipelined still cost two each.
+// with the request ids' rows, then every request's writes and COMMIT.
+// Requests not pipelined still cost two each. On the fast path (fast.go)
+// the statements do not grow with n either: BEGIN, SET LOCAL
+// plan_cache_mode, one SELECT for the session rows and one for the request
+// id rows, one INSERT each for the heads, revisions, messages and request
+// ids, and COMMIT.
 func TestBatchRoundTrips(t *testing.T) {
 	srv := pgtest.Shared(t)
 	rt := &batchTrips{}
@@ -188,11 +196,13 @@ func TestBatchRoundTrips(t *testing.T) {
 		pipelined bool
 		msgBytes  int
 		want      int64
+		stmts     int64 // 0: not counted
 	}{
-		{1, true, 1, 2}, {16, true, 1, 2}, {4, false, 1, 1 + 2*4},
+		{1, true, 1, 2, 9}, {16, true, 1, 2, 9}, {4, false, 1, 1 + 2*4, 0},
 		// Over flushBytes, the queue goes before the next request's
-		// writes: after the second and the fourth save of 600 KB.
-		{5, true, 600 << 10, 4},
+		// writes: after the second and the fourth save of 600 KB, each
+		// time one statement per table.
+		{5, true, 600 << 10, 4, 4 + 3*4 + 1},
 	} {
 		var ops []*op
 		for i := range tc.n {
@@ -208,7 +218,7 @@ func TestBatchRoundTrips(t *testing.T) {
 					return err
 				}})
 		}
-		before := rt.n.Load()
+		before, stmts, fallbacks := rt.n.Load(), rt.stmts.Load(), s.fallbacks.Load()
 		s.commitBatch(ops)
 		for i, o := range ops {
 			if err := <-o.done; err != nil {
@@ -217,6 +227,12 @@ func TestBatchRoundTrips(t *testing.T) {
 		}
 		if got := rt.n.Load() - before; got != tc.want {
 			t.Errorf("%d round trips for %d saves in one batch (pipelined %v), want %d", got, tc.n, tc.pipelined, tc.want)
+		}
+		if got := rt.stmts.Load() - stmts; tc.stmts != 0 && got != tc.stmts {
+			t.Errorf("%d statements for %d saves of %d bytes in one batch, want %d", got, tc.n, tc.msgBytes, tc.stmts)
+		}
+		if got := s.fallbacks.Load() - fallbacks; got != 0 {
+			t.Errorf("%d saves in one batch (pipelined %v) left the fast path", tc.n, tc.pipelined)
 		}
 		for _, o := range ops {
 			if r, err := s.Checkpoint(context.Background(), o.sessionID, 0); err != nil || r.Revision != 2 {
@@ -228,18 +244,32 @@ func TestBatchRoundTrips(t *testing.T) {
 
 // TestBatchSameSession: pipelined requests of one session in one batch
 // each see the writes of those before it, though only the first had its
-// rows read ahead: a create, a save on it, a pending call begun and its
-// effect recorded, in one transaction.
+// rows read ahead: a create, a save on it, a retry of that save (its
+// request id replayed), a pending call begun and its effect recorded, in
+// one transaction. On the fast path the session's row, and the call's, are
+// written by several requests, which one INSERT ... ON CONFLICT DO UPDATE
+// may not do twice: the last write of each row goes, and the batch does
+// not leave the fast path.
 func TestBatchSameSession(t *testing.T) {
 	srv := pgtest.Shared(t)
-	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_same"})
+	for _, mode := range []string{"cache_statement", "simple_protocol", "exec"} {
+		t.Run(mode, func(t *testing.T) {
+			testBatchSameSession(t, srv.URL("postgres", "default_query_exec_mode="+mode), "batch_same_"+mode)
+		})
+	}
+}
+
+func testBatchSameSession(t *testing.T, url, schema string) {
+	s, err := Open(context.Background(), url, Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	msg := []core.Message{{Role: "user", ContentJSON: `"x"`}}
 	reqs := []*core.SaveRequest{
-		{SessionID: "s", RequestID: "r1", PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
-		{SessionID: "s", RequestID: "r2", ExpectedRevision: 1, Epoch: 1, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
+		{SessionID: "s", RequestID: "r1", AppendMessages: msg, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
+		{SessionID: "s", RequestID: "r2", ExpectedRevision: 1, Epoch: 1, AppendMessages: msg, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
+		{SessionID: "s", RequestID: "r2", ExpectedRevision: 1, Epoch: 1, AppendMessages: msg, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
 	}
 	var ops []*op
 	var saved []core.SaveResult
@@ -269,12 +299,18 @@ func TestBatchSameSession(t *testing.T) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
-	if saved[1].Revision != 2 {
-		t.Errorf("second save: revision %d, want 2", saved[1].Revision)
+	if n := s.fallbacks.Load(); n != 0 {
+		t.Errorf("the batch left the fast path %d times", n)
+	}
+	if saved[1].Revision != 2 || saved[1].MessageCount != 2 || saved[2] != saved[1] {
+		t.Errorf("second save %+v, its retry %+v; want revision 2 with 2 messages for both", saved[1], saved[2])
 	}
 	cp, err := s.Checkpoint(context.Background(), "s", 0)
-	if err != nil || cp.Revision != 2 {
-		t.Fatalf("after the batch: revision %d, %v; want 2", cp.Revision, err)
+	if err != nil || cp.Revision != 2 || cp.MessageCount != 2 {
+		t.Fatalf("after the batch: revision %d, %d messages, %v; want 2, 2", cp.Revision, cp.MessageCount, err)
+	}
+	if ms, err := s.Messages(context.Background(), "s", 0, 0, 1<<20, 0); err != nil || len(ms) != 2 {
+		t.Errorf("messages after the batch: %+v %v; want 2", ms, err)
 	}
 	e, already, err := s.RecordEffect(context.Background(), "s", core.Effect{ToolUseID: "t1", Output: "sent"})
 	if err != nil || !already || e.Output != "sent" {
@@ -400,5 +436,183 @@ func TestBatchRefusedAfterSend(t *testing.T) {
 		if _, err := s.Checkpoint(ctx, "b", 0); err != nil {
 			t.Errorf("pipelined %v: b after the batch: %v", pipelined, err)
 		}
+	}
+}
+
+// TestBatchFastFallback: when a statement of the fast path fails (here a
+// trigger refuses one save's message), the transaction is rolled back and
+// the batch runs again on the per-request path: the failing save alone is
+// answered with ErrUnavailable, and every other request, two of one
+// session among them, commits with its own result.
+func TestBatchFastFallback(t *testing.T) {
+	srv := pgtest.Shared(t)
+	for _, mode := range []string{"cache_statement", "simple_protocol", "exec"} {
+		t.Run(mode, func(t *testing.T) {
+			testBatchFastFallback(t, srv.URL("postgres", "default_query_exec_mode="+mode), "batch_fallback_"+mode)
+		})
+	}
+}
+
+func testBatchFastFallback(t *testing.T, url, schema string) {
+	ctx := context.Background()
+	s, err := Open(ctx, url, Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, stmt := range []string{
+		`CREATE FUNCTION ` + schema + `.boom() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF position('boom' in convert_from(NEW.record, 'UTF8')) > 0 THEN RAISE EXCEPTION 'boom'; END IF;
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER boom BEFORE INSERT OR UPDATE ON ` + schema + `.messages FOR EACH ROW EXECUTE FUNCTION ` + schema + `.boom()`,
+	} {
+		if _, err := s.pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sids := []string{"a", "b", "b", "c", "d"}
+	for _, sid := range []string{"a", "b", "c", "d"} {
+		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results := make([]core.SaveResult, len(sids))
+	var ops []*op
+	for i, sid := range sids {
+		content := `"fine"`
+		if sid == "c" {
+			content = `"boom"`
+		}
+		rev := uint64(1)
+		if i == 2 {
+			rev = 2 // b's second save, on its first
+		}
+		req := &core.SaveRequest{SessionID: sid, ExpectedRevision: rev, Epoch: 1, RequestID: fmt.Sprintf("r%d", i),
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: content}}}
+		ops = append(ops, &op{sessionID: sid, requestID: req.RequestID, pipelined: true, done: make(chan error, 1),
+			fn: func(ctx context.Context, q *query) error {
+				var err error
+				results[i], err = core.Save(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+				return err
+			}})
+	}
+	s.commitBatch(ops)
+	for i, o := range ops {
+		err := <-o.done
+		switch {
+		case sids[i] == "c":
+			if !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "boom") {
+				t.Errorf("the save refused by the trigger: %v, want ErrUnavailable with boom", err)
+			}
+		case err != nil:
+			t.Errorf("request %d (%s): %v", i, sids[i], err)
+		case results[i].Revision != map[bool]uint64{false: 2, true: 3}[i == 2]:
+			t.Errorf("request %d (%s): revision %d", i, sids[i], results[i].Revision)
+		}
+	}
+	if n := s.fallbacks.Load(); n != 1 {
+		t.Errorf("the batch left the fast path %d times, want 1", n)
+	}
+	for sid, want := range map[string]uint64{"a": 2, "b": 3, "c": 1, "d": 2} {
+		if cp, err := s.Checkpoint(ctx, sid, 0); err != nil || cp.Revision != want {
+			t.Errorf("%s after the batch: revision %d, %v; want %d", sid, cp.Revision, err, want)
+		}
+	}
+}
+
+// TestBatchFastRefusals: on the fast path, requests refused by the rules
+// are answered with their refusals and the others commit, without leaving
+// the fast path; a request refused after it staged writes (a save whose
+// pending call has its effect recorded already, refused after its
+// messages) has none of them committed.
+func TestBatchFastRefusals(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.URL("postgres"), Options{Schema: "batch_fast_refusals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	msg := []core.Message{{Role: "user", ContentJSON: `"x"`}}
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "e", AppendMessages: msg,
+		PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecordEffect(ctx, "e", core.Effect{ToolUseID: "t1", Output: "sent"}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []*core.SaveRequest{
+		{SessionID: "a", AppendMessages: msg},
+		{SessionID: "e", AppendMessages: msg}, // exists: ErrSessionExists
+		{SessionID: "e", ExpectedRevision: 1, Epoch: 1, AppendMessages: msg, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
+		{SessionID: "m", ExpectedRevision: 1}, // missing: ErrNotFound
+		{SessionID: "z", AppendMessages: msg},
+	}
+	want := []error{nil, core.ErrSessionExists, core.ErrCallAlreadyRecorded, core.ErrNotFound, nil}
+	var ops []*op
+	for _, req := range reqs {
+		ops = append(ops, &op{sessionID: req.SessionID, pipelined: true, done: make(chan error, 1), toolUseIDs: []string{"t1"},
+			fn: func(ctx context.Context, q *query) error {
+				_, err := core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
+				return err
+			}})
+	}
+	s.commitBatch(ops)
+	for i, o := range ops {
+		if err := <-o.done; !errors.Is(err, want[i]) || (err == nil) != (want[i] == nil) {
+			t.Errorf("request %d (%s): %v, want %v", i, reqs[i].SessionID, err, want[i])
+		}
+	}
+	if n := s.fallbacks.Load(); n != 0 {
+		t.Errorf("the batch left the fast path %d times", n)
+	}
+	for sid, want := range map[string]int{"a": 1, "e": 1, "m": 0, "z": 1} {
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+s.table("messages")+" WHERE session_id = $1", []byte(sid)).Scan(&n); err != nil || n != want {
+			t.Errorf("%s: %d messages after the batch (%v), want %d", sid, n, err, want)
+		}
+	}
+	if cp, err := s.Checkpoint(ctx, "e", 0); err != nil || cp.Revision != 1 {
+		t.Errorf("e after the batch: revision %d, %v; want 1", cp.Revision, err)
+	}
+}
+
+// TestBatchFastSplitByTime: on the fast path too, a batch whose requests
+// together outlast half the statement timeout is committed in parts, each
+// its own transaction, and every request succeeds.
+func TestBatchFastSplitByTime(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_fast_split", StatementTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ops []*op
+	for i := range 6 { // 6 x 60 ms in the rules, over the 100 ms a fast path runs them before it commits
+		req := &core.SaveRequest{SessionID: fmt.Sprintf("s%02d", i)}
+		ops = append(ops, &op{sessionID: req.SessionID, pipelined: true, done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
+			time.Sleep(60 * time.Millisecond)
+			_, err := core.Save(&domainTxn{ctx: ctx, q: q}, req, s.now())
+			return err
+		}})
+	}
+	commits := s.commits.Load()
+	s.commitBatch(ops)
+	for i, o := range ops {
+		if err := <-o.done; err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	if n := s.commits.Load() - commits; n < 2 {
+		t.Errorf("%d transactions for the batch, want it split", n)
+	}
+	if n := s.fallbacks.Load(); n != 0 {
+		t.Errorf("the batch left the fast path %d times", n)
+	}
+	sums, err := s.ListSessions(context.Background(), "", 100, core.SessionFilter{})
+	if err != nil || len(sums) != 6 {
+		t.Fatalf("%d sessions after the batch (%v), want 6", len(sums), err)
 	}
 }

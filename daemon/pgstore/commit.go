@@ -24,7 +24,12 @@ import (
 // batches, on one host or two, always lock rows in the same order and cannot
 // deadlock. A request is acknowledged only after COMMIT returns. The
 // transaction's statements are pipelined across its requests
-// (pipeline.go): a batch of N saves costs two round trips.
+// (pipeline.go): a batch of N saves costs two round trips. A batch of
+// requests of the protocol's write rules only goes first on the fast path
+// (fast.go): the same two round trips, with one statement per table for
+// the whole batch and no savepoint per request; when a statement fails
+// there, the transaction is rolled back and the batch runs again on the
+// per-request path described here.
 
 // maxBatch bounds the requests folded into one transaction.
 const maxBatch = 128

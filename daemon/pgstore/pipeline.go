@@ -90,7 +90,26 @@ type groupCommit struct {
 // the next transaction, so that a batch of large requests does not outlast
 // the timeout. An error is for the whole transaction, which then committed
 // nothing (or, for an *ambiguousCommit, may have).
+//
+// A batch of requests of the protocol's write rules only runs on the fast
+// path first (fast.go); when that sends it back, it runs here, each
+// request between its savepoint and its release.
 func (s *Store) runBatch(batch []*op) ([]error, error) {
+	noAhead := false
+	if fastBatch(batch) {
+		results, how, err := s.runFast(batch)
+		if how == fastDone {
+			return results, err
+		}
+		s.fallbacks.Add(1)
+		noAhead = how == fastFallbackNoAhead
+	}
+	return s.runSlow(batch, noAhead)
+}
+
+// runSlow is runBatch on the per-request path; with noAhead, each request
+// reads for itself.
+func (s *Store) runSlow(batch []*op, noAhead bool) ([]error, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+timeoutGrace)
 	defer cancel()
@@ -106,7 +125,7 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 	if s.pooled {
 		q.queue(fmt.Sprintf("SET LOCAL statement_timeout = %d", s.timeout.Milliseconds()))
 	}
-	g := &groupCommit{s: s, q: q, ops: batch, results: make([]error, len(batch)), runs: make([]int, len(batch))}
+	g := &groupCommit{s: s, q: q, ops: batch, results: make([]error, len(batch)), runs: make([]int, len(batch)), noAhead: noAhead}
 	n, err := g.run(ctx, start)
 	if err != nil {
 		return nil, err

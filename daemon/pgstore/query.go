@@ -35,10 +35,17 @@ type query struct {
 	sends  int
 	failed *stmtFailure
 	aheads map[string]*ahead
+	// fast is set on a group commit's fast path (fast.go): reads are
+	// served from its rows, writes are staged there, and a statement of
+	// the request's own is errNotFast.
+	fast *fastTx
 }
 
 // exec runs a write, or queues it when the query queues its writes.
 func (q *query) exec(ctx context.Context, sql string, args ...any) error {
+	if q.fast != nil {
+		return errNotFast
+	}
 	if q.queued != nil {
 		q.queue(sql, args...)
 		return nil
@@ -68,6 +75,9 @@ func (q *query) truncate(n int) {
 // round trip; it returns the first error, after which nothing more of them
 // ran. The queue is empty afterwards.
 func (q *query) send(ctx context.Context, sql string, args ...any) error {
+	if q.fast != nil && q.cur >= 0 {
+		return errNotFast // a request's own: on the fast path, its writes are not queued
+	}
 	if q.queued == nil {
 		if sql == "" {
 			return nil
@@ -167,6 +177,9 @@ type rowRead struct {
 // readRows reads rs, in order, after the queued writes, all in one round
 // trip.
 func (q *query) readRows(ctx context.Context, rs ...*rowRead) error {
+	if q.fast != nil {
+		return q.fast.read(ctx, q, rs)
+	}
 	if q.queued == nil {
 		b := &pgx.Batch{}
 		for _, r := range rs {
@@ -248,6 +261,13 @@ func (q *query) put(ctx context.Context, k rowKey, v any, insert bool) error {
 		}
 		args = append(args, neg)
 		extra, extraPh, extraSet = ", neg_update_ns", fmt.Sprintf(", $%d", len(args)), ", neg_update_ns = excluded.neg_update_ns"
+	}
+	if q.fast != nil {
+		w := &rowWrite{k: k, rec: rec, sum: args[len(k.args)+1].(int64), insert: insert}
+		if len(args) > len(k.args)+2 {
+			w.neg = args[len(k.args)+2].(*int64)
+		}
+		return q.fast.write(w)
 	}
 	sql := fmt.Sprintf("INSERT INTO %s (%s, record, checksum%s) VALUES (%s$%d, $%d%s)", q.s.table(k.table), cols, extra, ph, len(k.args)+1, len(k.args)+2, extraPh)
 	if !insert {
@@ -350,6 +370,19 @@ const messagesPerInsert = 1000
 // putMessages writes msgs as the messages first, first+1, ... of the
 // session, in as few statements as messagesPerInsert allows.
 func (q *query) putMessages(ctx context.Context, sessionID string, first uint64, msgs []core.Message) error {
+	if q.fast != nil {
+		for i, m := range msgs {
+			k := messageKey(sessionID, first+uint64(i))
+			rec, err := encode(&messageRec{Role: m.Role, ContentJSON: m.ContentJSON})
+			if err != nil {
+				return err
+			}
+			if err := q.fast.write(&rowWrite{k: k, rec: rec, sum: checksum(k.table, k.sum, rec)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for len(msgs) > 0 {
 		n := min(len(msgs), messagesPerInsert)
 		var sql strings.Builder

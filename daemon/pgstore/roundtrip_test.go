@@ -35,7 +35,7 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // TestWriteRoundTrips: a request of the protocol's write rules costs two
 // round trips alone, whatever its calls: BEGIN with the session's row
 // locked and read with its request id's row and its calls' rows, then its
-// writes between its SAVEPOINT and RELEASE with COMMIT. A delete, not
+// writes with COMMIT (fast.go: no SAVEPOINT, one statement per table). A delete, not
 // pipelined, sends BEGIN and its SAVEPOINT before it reads.
 func TestWriteRoundTrips(t *testing.T) {
 	srv := pgtest.Shared(t)

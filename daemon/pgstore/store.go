@@ -82,6 +82,7 @@ type Store struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 	commits   atomic.Uint64 // transactions the group commit committed
+	fallbacks atomic.Uint64 // fast paths sent back to the per-request path (fast.go)
 }
 
 var (
