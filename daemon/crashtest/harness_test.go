@@ -158,7 +158,7 @@ func runCrash(t *testing.T, bin string, cfg crashConfig) crashReport {
 		t0 := time.Now()
 		c := p.client
 		all(func(w *worker) { w.verifyAll(c) })
-		ctx, cancel := ctxT()
+		ctx, cancel := ctxVerify()
 		vr, err := c.Verify(ctx, &savepointv1.VerifyRequest{})
 		cancel()
 		switch {

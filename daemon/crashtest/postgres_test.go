@@ -111,7 +111,7 @@ func runPGCrash(t *testing.T, cfg crashConfig, load func() savepointv1.Savepoint
 			time.Since(t0).Round(time.Millisecond), lost, torn, unread)
 	}
 	all(func(w *worker) { w.verifyAll(c) })
-	ctx, cancel := ctxT()
+	ctx, cancel := ctxVerify()
 	vr, err := c.Verify(ctx, &savepointv1.VerifyRequest{})
 	cancel()
 	switch {

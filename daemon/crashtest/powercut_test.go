@@ -282,7 +282,7 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 	if p.running() {
 		c := p.client
 		all(func(w *worker) { w.verifyAll(c) })
-		ctx, cancel := ctxT()
+		ctx, cancel := ctxVerify()
 		vr, err := c.Verify(ctx, &savepointv1.VerifyRequest{})
 		cancel()
 		switch {
