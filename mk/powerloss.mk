@@ -18,7 +18,7 @@ fuse:
 		echo "fuse: fusermount3 not installed and cannot be installed here; the power-cut tests need root or it" >&2
 
 .PHONY: test-powerloss
-test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 6 at the log's points; builds without syncs, or directory syncs, must lose writes)
+test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 10 at the named points of the log and of a memtable flush; builds without syncs, or directory syncs, must lose writes)
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
 
 .PHONY: powerloss
