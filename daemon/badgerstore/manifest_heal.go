@@ -3,7 +3,6 @@ package badgerstore
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
-	"google.golang.org/protobuf/proto"
 )
 
 // Healing a MANIFEST that names missing tables. Two failures leave one:
@@ -62,7 +60,7 @@ func manifestTables(dir string) ([]uint64, error) {
 		return nil, err
 	}
 	defer f.Close()
-	m, _, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
+	m, _, err := replayManifest(f, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +90,7 @@ func healManifest(dir string) ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	m, valid, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
+	m, valid, err := replayManifest(f, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,20 +118,15 @@ func flushedTables(f *os.File, valid int64) (map[uint64]bool, error) {
 	if _, err := f.ReadAt(b, 0); err != nil {
 		return nil, err
 	}
+	sets, err := manifestSets(b)
+	if err != nil {
+		return nil, err
+	}
 	out := map[uint64]bool{}
-	for off := 8; off+8 <= len(b); { // past the magic: length, CRC32C, change set
-		n := int(binary.BigEndian.Uint32(b[off:]))
-		if off+8+n > len(b) {
-			break
-		}
-		var set pb.ManifestChangeSet
-		if err := proto.Unmarshal(b[off+8:off+8+n], &set); err != nil {
-			return nil, err
-		}
+	for _, set := range sets {
 		if c := set.Changes; len(c) == 1 && c[0].Op == pb.ManifestChange_CREATE && c[0].Level == 0 {
 			out[c[0].Id] = true
 		}
-		off += 8 + n
 	}
 	return out, nil
 }

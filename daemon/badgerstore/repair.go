@@ -65,12 +65,8 @@ func removeTables(f *os.File, dir string, valid int64, ids []uint64) ([]string, 
 	if err != nil {
 		return nil, err
 	}
-	// A change set is framed as length, CRC32C and the encoded set; a torn
-	// tail after the valid prefix is dropped, as Badger would at open.
-	rec := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
-	rec = binary.BigEndian.AppendUint32(rec, crc32.Checksum(data, castagnoli))
-	rec = append(rec, data...)
-	if err := f.Truncate(valid); err != nil {
+	rec := manifestFrame(data)
+	if err := f.Truncate(valid); err != nil { // a torn tail goes, as Badger would drop it at open
 		return nil, err
 	}
 	if _, err := f.WriteAt(rec, valid); err != nil {
@@ -82,11 +78,45 @@ func removeTables(f *os.File, dir string, valid int64, ids []uint64) ([]string, 
 	return names, syncDir(dir)
 }
 
+// replayManifest reads the MANIFEST f of dir as Badger does at open and
+// returns it with the length of its valid prefix, past which a torn tail
+// is ignored.
+func replayManifest(f *os.File, dir string) (badger.Manifest, int64, error) {
+	return badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
+}
+
+// manifestFrame frames data, an encoded change set, as a record of the
+// MANIFEST: its length, its CRC32C, then data.
+func manifestFrame(data []byte) []byte {
+	rec := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+	rec = binary.BigEndian.AppendUint32(rec, crc32.Checksum(data, castagnoli))
+	return append(rec, data...)
+}
+
+// manifestSets decodes the change sets of b, the valid prefix of a
+// MANIFEST as replayManifest returned it (so their CRCs were checked).
+func manifestSets(b []byte) ([]*pb.ManifestChangeSet, error) {
+	var sets []*pb.ManifestChangeSet
+	for off := 8; off+8 <= len(b); { // past the magic
+		n := int(binary.BigEndian.Uint32(b[off:]))
+		if off+8+n > len(b) {
+			break
+		}
+		set := &pb.ManifestChangeSet{}
+		if err := proto.Unmarshal(b[off+8:off+8+n], set); err != nil {
+			return nil, err
+		}
+		sets = append(sets, set)
+		off += 8 + n
+	}
+	return sets, nil
+}
+
 // manifestMissing reads the MANIFEST f of dir and returns the ids of the
 // tables it names whose files do not exist, and the length of its valid
 // prefix. It returns ErrUnsafeRepair when a table on disk is not named.
 func manifestMissing(f *os.File, dir string) (missing []uint64, valid int64, err error) {
-	m, valid, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
+	m, valid, err := replayManifest(f, dir)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read %s: %w", f.Name(), err)
 	}
