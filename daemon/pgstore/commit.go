@@ -45,7 +45,12 @@ type op struct {
 	// the group commit's round trips, and its session's row is locked and
 	// read ahead (pipeline.go), with requestID's row when set and the rows
 	// of the calls of toolUseIDs.
-	pipelined  bool
+	pipelined bool
+	// queues is set for a request whose fn reads and writes only through
+	// the query (readRows, exec, execTag, execCount), so that the
+	// statements queued before it need not be sent before it runs: they
+	// go with its first read.
+	queues     bool
 	requestID  string
 	toolUseIDs []string
 }

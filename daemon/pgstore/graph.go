@@ -22,11 +22,16 @@ var _ core.GraphStore = (*Store)(nil)
 // SQL, so a row moved to another thread is not detected. Each write is one
 // transaction that first locks the thread's row (SELECT ... FOR UPDATE), so
 // that writes to a thread, on one host or several, are serialized and never
-// a read-then-write race. PutCheckpoint and PutWrites join the sessions'
-// group commit (graphWrite); an upload's commit, a delete, a copy and a
-// prune, which may be large, run in their own transactions (graphTx). PostgreSQL has no transaction size limit like the
-// embedded engine's: a delete, copy or prune of a thread is one transaction
-// (bounded by the statement timeout per statement), atomic for readers.
+// a read-then-write race. PutCheckpoint, PutWrites and the ledger's
+// BeginThreadEffect and RecordThreadEffect join the sessions' group commit
+// (graphQueued): each reads the thread's lock with the rows it needs in
+// one round trip, with the statements queued before it, and queues its
+// writes, so that it costs the group commit one round trip. An upload's
+// commit, a delete, a copy and a prune, which may be large, run in their
+// own transactions (graphTx). PostgreSQL has no transaction size limit
+// like the embedded engine's: a delete, copy or prune of a thread is one
+// transaction (bounded by the statement timeout per statement), atomic for
+// readers.
 var graphMigration = []string{
 	`CREATE TABLE {graph_threads} (
 		thread_id BYTEA PRIMARY KEY,
@@ -204,17 +209,20 @@ func (s *Store) graphTxOnce(ctx context.Context, fn func(ctx context.Context, tx
 	return nil
 }
 
-// graphWrite runs fn for thread in the next group commit, as write does
-// for a session: inside a SAVEPOINT of a transaction shared with the
-// requests queued meanwhile, acknowledged once that COMMIT returns. The
-// batch orders its requests by key, and a thread's key cannot be a
-// session's lock: it only orders the batch.
 // graphOpPrefix starts the key of a graph write in the group commit; no
 // session id starts with NUL.
 const graphOpPrefix = "\x00graph\x00"
 
-func (s *Store) graphWrite(ctx context.Context, thread string, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return s.write(ctx, graphOpPrefix+thread, func(ctx context.Context, q *query) error { return fn(ctx, q.tx) })
+// graphQueued runs fn for thread in the next group commit, as write does
+// for a session: inside a SAVEPOINT of a transaction shared with the
+// requests queued meanwhile, acknowledged once that COMMIT returns. The
+// batch orders its requests by key, and a thread's key cannot be a
+// session's lock: it only orders the batch. fn reads and writes only
+// through q (op.queues): its reads go in one round trip with the
+// statements queued before them, and its writes with the next request's
+// reads or with COMMIT.
+func (s *Store) graphQueued(ctx context.Context, thread string, fn func(ctx context.Context, q *query) error) error {
+	return s.writeOp(ctx, &op{sessionID: graphOpPrefix + thread, fn: fn, queues: true})
 }
 
 // graphRead runs fn in a read-only snapshot, like read.
@@ -231,27 +239,47 @@ func (s *Store) graphRead(ctx context.Context, fn func(ctx context.Context, tx p
 	return err
 }
 
+func threadKey(thread string) rowKey {
+	return rowKey{table: "graph_threads", cols: []string{"thread_id"}, args: []any{[]byte(thread)}}
+}
+
+// requestRead is the read of the thread's record of requestID; nil for no
+// request id.
+func requestRead(thread, requestID string) *rowRead {
+	if requestID == "" {
+		return nil
+	}
+	return &rowRead{k: rowKey{table: "graph_requests", cols: []string{"thread_id", "request_id"}, args: []any{[]byte(thread), []byte(requestID)}}}
+}
+
 // lockThread locks the thread's row, creating a placeholder when it has
 // none (created is then true), and returns its head, nil for a placeholder.
-func (s *Store) lockThread(ctx context.Context, tx pgx.Tx, thread string) (h *threadRec, created bool, err error) {
+// The reads of also, when not nil, go in the same round trip, after the
+// lock.
+func (s *Store) lockThread(ctx context.Context, q *query, thread string, also ...*rowRead) (h *threadRec, created bool, err error) {
+	head := &rowRead{k: threadKey(thread), lock: true}
+	rs := []*rowRead{head}
+	for _, r := range also {
+		if r != nil {
+			rs = append(rs, r)
+		}
+	}
 	for range 2 {
-		var rec []byte
-		var sum int64
-		err := tx.QueryRow(ctx, "SELECT record, checksum FROM "+s.table("graph_threads")+" WHERE thread_id = $1 FOR UPDATE", []byte(thread)).Scan(&rec, &sum)
+		if err := q.readRows(ctx, rs...); err != nil {
+			return nil, false, err
+		}
 		switch {
-		case err == nil && created:
+		case head.found && created:
 			return nil, true, nil
-		case err == nil:
+		case head.found:
 			h = &threadRec{}
-			if err := gdecode(thread, "graph_threads", rec, nil, sum, h); err != nil {
+			if err := gdecode(thread, "graph_threads", head.rec, nil, head.sum, h); err != nil {
 				return nil, false, err
 			}
 			return h, false, nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return nil, false, err
 		}
-		rec, _ = encode(threadRec{})
-		tag, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_threads")+" (thread_id, record, checksum) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+		rec, _ := encode(threadRec{})
+		tag, err := q.execTag(ctx, "INSERT INTO "+s.table("graph_threads")+" (thread_id, record, checksum) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
 			[]byte(thread), rec, gsum("graph_threads", rec, nil))
 		if err != nil {
 			return nil, false, err
@@ -263,7 +291,7 @@ func (s *Store) lockThread(ctx context.Context, tx pgx.Tx, thread string) (h *th
 
 // putThread writes the thread's head with the current time, keeping h's
 // tombstone fields.
-func (s *Store) putThread(ctx context.Context, tx pgx.Tx, thread string, h *threadRec) error {
+func (s *Store) putThread(ctx context.Context, q *query, thread string, h *threadRec) error {
 	n := threadRec{UpdateTime: nanos(s.now())}
 	if h != nil {
 		n.Deleted, n.DeletedThrough = h.Deleted, h.DeletedThrough
@@ -272,51 +300,62 @@ func (s *Store) putThread(ctx context.Context, tx pgx.Tx, thread string, h *thre
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, "UPDATE "+s.table("graph_threads")+" SET record = $2, checksum = $3 WHERE thread_id = $1",
+	return q.exec(ctx, "UPDATE "+s.table("graph_threads")+" SET record = $2, checksum = $3 WHERE thread_id = $1",
 		[]byte(thread), rec, gsum("graph_threads", rec, nil))
-	return err
 }
 
 // checkRequest: already is true when requestID was applied with fp.
-func (s *Store) checkRequest(ctx context.Context, tx pgx.Tx, thread, requestID string, fp []byte) (bool, error) {
-	if requestID == "" {
-		return false, nil
-	}
-	r, err := s.requestRow(ctx, tx, thread, requestID)
-	if err != nil {
-		return false, err
-	}
+func (s *Store) checkRequest(ctx context.Context, q *query, thread, requestID string, fp []byte) (bool, error) {
+	r := requestRead(thread, requestID)
 	if r == nil {
 		return false, nil
 	}
-	return core.GraphReplay(thread, requestID, r.Fingerprint, true, fp)
+	if err := q.readRows(ctx, r); err != nil {
+		return false, err
+	}
+	return replayed(thread, requestID, fp, r)
+}
+
+// replayed is checkRequest on the row r read: already is true when
+// requestID was applied with fp.
+func replayed(thread, requestID string, fp []byte, r *rowRead) (bool, error) {
+	if r == nil {
+		return false, nil
+	}
+	rec, err := decodeRequest(thread, requestID, r)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	return core.GraphReplay(thread, requestID, rec.Fingerprint, true, fp)
 }
 
 // requestRow reads the thread's record of requestID; nil when it has none.
-func (s *Store) requestRow(ctx context.Context, tx pgx.Tx, thread, requestID string) (*graphRequestRec, error) {
-	var rec []byte
-	var sum int64
-	err := tx.QueryRow(ctx, "SELECT record, checksum FROM "+s.table("graph_requests")+" WHERE thread_id = $1 AND request_id = $2",
-		[]byte(thread), []byte(requestID)).Scan(&rec, &sum)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
+func (s *Store) requestRow(ctx context.Context, q *query, thread, requestID string) (*graphRequestRec, error) {
+	r := requestRead(thread, requestID)
+	if err := q.readRows(ctx, r); err != nil {
 		return nil, err
 	}
-	var r graphRequestRec
-	if err := gdecode(thread, "graph_requests", rec, nil, sum, &r, requestID); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return decodeRequest(thread, requestID, r)
 }
 
-func (s *Store) putRequest(ctx context.Context, tx pgx.Tx, thread, requestID string, fp []byte) error {
-	return s.putRequestRec(ctx, tx, thread, requestID, graphRequestRec{Fingerprint: fp})
+// decodeRequest decodes the request row r read; nil when there was none.
+func decodeRequest(thread, requestID string, r *rowRead) (*graphRequestRec, error) {
+	if !r.found {
+		return nil, nil
+	}
+	var rec graphRequestRec
+	if err := gdecode(thread, "graph_requests", r.rec, nil, r.sum, &rec, requestID); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+func (s *Store) putRequest(ctx context.Context, q *query, thread, requestID string, fp []byte) error {
+	return s.putRequestRec(ctx, q, thread, requestID, graphRequestRec{Fingerprint: fp})
 }
 
 // putRequestRec remembers requestID with r; nothing for no request id.
-func (s *Store) putRequestRec(ctx context.Context, tx pgx.Tx, thread, requestID string, r graphRequestRec) error {
+func (s *Store) putRequestRec(ctx context.Context, q *query, thread, requestID string, r graphRequestRec) error {
 	if requestID == "" {
 		return nil
 	}
@@ -324,9 +363,8 @@ func (s *Store) putRequestRec(ctx context.Context, tx pgx.Tx, thread, requestID 
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, "INSERT INTO "+s.table("graph_requests")+" (thread_id, request_id, record, checksum) VALUES ($1, $2, $3, $4)",
+	return q.exec(ctx, "INSERT INTO "+s.table("graph_requests")+" (thread_id, request_id, record, checksum) VALUES ($1, $2, $3, $4)",
 		[]byte(thread), []byte(requestID), rec, gsum("graph_requests", rec, nil, requestID))
-	return err
 }
 
 // PutCheckpoint implements core.GraphStore.
@@ -336,32 +374,35 @@ func (s *Store) PutCheckpoint(ctx context.Context, p *core.GraphPut) (bool, erro
 		fp = p.Fingerprint().Sum(nil)
 	}
 	var already bool
-	err := s.graphWrite(ctx, p.Checkpoint.ThreadID, s.putOp(p, fp, &already))
+	err := s.graphQueued(ctx, p.Checkpoint.ThreadID, s.putOp(p, fp, &already))
 	return already, err
 }
 
 // putOp is PutCheckpoint's request in a group commit; it sets *already.
-func (s *Store) putOp(p *core.GraphPut, fp []byte, already *bool) func(ctx context.Context, tx pgx.Tx) error {
-	return func(ctx context.Context, tx pgx.Tx) error {
+// The thread's lock and its request id's row are read in one round trip;
+// the writes are queued.
+func (s *Store) putOp(p *core.GraphPut, fp []byte, already *bool) func(ctx context.Context, q *query) error {
+	return func(ctx context.Context, q *query) error {
 		var err error
 		*already = false
-		h, _, err := s.lockThread(ctx, tx, p.Checkpoint.ThreadID)
+		req := requestRead(p.Checkpoint.ThreadID, p.RequestID)
+		h, _, err := s.lockThread(ctx, q, p.Checkpoint.ThreadID, req)
 		if err != nil {
 			return err
 		}
-		if *already, err = s.checkRequest(ctx, tx, p.Checkpoint.ThreadID, p.RequestID, fp); err != nil || *already {
+		if *already, err = replayed(p.Checkpoint.ThreadID, p.RequestID, fp, req); err != nil || *already {
 			return err
 		}
-		if err := s.putCheckpoint(ctx, tx, p, h); err != nil {
+		if err := s.putCheckpoint(ctx, q, p, h); err != nil {
 			return err
 		}
-		return s.putRequest(ctx, tx, p.Checkpoint.ThreadID, p.RequestID, fp)
+		return s.putRequest(ctx, q, p.Checkpoint.ThreadID, p.RequestID, fp)
 	}
 }
 
 // putCheckpoint upserts p's checkpoint and inserts its blobs not stored
 // yet, with every value's bytes in Data; the caller holds the thread's lock.
-func (s *Store) putCheckpoint(ctx context.Context, tx pgx.Tx, p *core.GraphPut, h *threadRec) error {
+func (s *Store) putCheckpoint(ctx context.Context, q *query, p *core.GraphPut, h *threadRec) error {
 	c := p.Checkpoint
 	rec, err := encode(graphCheckpointRec{
 		ParentID: c.ParentID, Type: c.Value.Type, ChannelVersions: c.ChannelVersions,
@@ -375,7 +416,7 @@ func (s *Store) putCheckpoint(ctx context.Context, tx pgx.Tx, p *core.GraphPut, 
 	if r := core.MetadataRunID(c.MetadataJSON); r != "" {
 		runID = []byte(r)
 	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_checkpoints")+
+	if err := q.exec(ctx, "INSERT INTO "+s.table("graph_checkpoints")+
 		" (thread_id, ns, checkpoint_id, run_id, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7)"+
 		" ON CONFLICT (thread_id, ns, checkpoint_id) DO UPDATE SET run_id = EXCLUDED.run_id, record = EXCLUDED.record, data = EXCLUDED.data, checksum = EXCLUDED.checksum",
 		[]byte(c.ThreadID), []byte(c.NS), []byte(c.ID), runID, rec, data, gsum("graph_checkpoints", rec, data, c.NS, c.ID)); err != nil {
@@ -387,14 +428,14 @@ func (s *Store) putCheckpoint(ctx context.Context, tx pgx.Tx, p *core.GraphPut, 
 			return err
 		}
 		data := nonNil(b.Value.Data)
-		if _, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_blobs")+
+		if err := q.exec(ctx, "INSERT INTO "+s.table("graph_blobs")+
 			" (thread_id, ns, channel, version, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
 			[]byte(c.ThreadID), []byte(c.NS), []byte(b.Channel), []byte(b.Version), rec, data,
 			gsum("graph_blobs", rec, data, c.NS, b.Channel, b.Version)); err != nil {
 			return err
 		}
 	}
-	return s.putThread(ctx, tx, c.ThreadID, h)
+	return s.putThread(ctx, q, c.ThreadID, h)
 }
 
 func nonNil(b []byte) []byte {
@@ -414,10 +455,8 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 		fp = w.Fingerprint()
 	}
 	var res core.GraphWritesResult
-	err := s.graphWrite(ctx, w.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		res, err = s.putWrites(ctx, tx, w, fp, func(i int) ([]byte, error) { return w.Writes[i].Value.Data, nil })
-		return err
+	err := s.graphQueued(ctx, w.ThreadID, func(ctx context.Context, q *query) error {
+		return s.putWrites(ctx, q, w, fp, func(i int) ([]byte, error) { return w.Writes[i].Value.Data, nil }, &res)
 	})
 	if err != nil {
 		return core.GraphWritesResult{}, err
@@ -425,28 +464,29 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 	return res, nil
 }
 
-// putWrites stores w's writes in tx under the thread's lock, as PutWrites
-// does, data(i) giving the bytes of w.Writes[i]'s value.
-func (s *Store) putWrites(ctx context.Context, tx pgx.Tx, w *core.GraphWrites, fp []byte, data func(i int) ([]byte, error)) (core.GraphWritesResult, error) {
-	var res core.GraphWritesResult
-	h, _, err := s.lockThread(ctx, tx, w.ThreadID)
+// putWrites stores w's writes under the thread's lock, as PutWrites does,
+// data(i) giving the bytes of w.Writes[i]'s value, and sets *res afresh;
+// res.Written counts the rows written once q has sent its writes.
+func (s *Store) putWrites(ctx context.Context, q *query, w *core.GraphWrites, fp []byte, data func(i int) ([]byte, error), res *core.GraphWritesResult) error {
+	*res = core.GraphWritesResult{}
+	req := requestRead(w.ThreadID, w.RequestID)
+	h, _, err := s.lockThread(ctx, q, w.ThreadID, req)
 	if err != nil {
-		return res, err
+		return err
 	}
-	already, err := s.checkRequest(ctx, tx, w.ThreadID, w.RequestID, fp)
+	already, err := replayed(w.ThreadID, w.RequestID, fp, req)
 	if err != nil || already {
 		res.AlreadyApplied = already
-		return res, err
+		return err
 	}
 	if h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, w.CheckpointID) {
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3)",
-			[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID)).Scan(&exists); err != nil {
-			return res, err
+		exists, err := s.checkpointExists(ctx, q, w.ThreadID, w.NS, w.CheckpointID)
+		if err != nil {
+			return err
 		}
 		if !exists {
 			res.DroppedLate = true
-			return res, nil
+			return nil
 		}
 	}
 	conflict := " ON CONFLICT DO NOTHING"
@@ -456,24 +496,32 @@ func (s *Store) putWrites(ctx context.Context, tx pgx.Tx, w *core.GraphWrites, f
 	for i, x := range w.Writes {
 		rec, err := encode(graphWriteRec{TaskPath: w.TaskPath, Channel: x.Channel, Type: x.Value.Type})
 		if err != nil {
-			return res, err
+			return err
 		}
 		b, err := data(i)
 		if err != nil {
-			return res, err
+			return err
 		}
 		b = nonNil(b)
-		tag, err := tx.Exec(ctx, "INSERT INTO "+s.table("graph_writes")+
+		if err := q.execCount(ctx, &res.Written, "INSERT INTO "+s.table("graph_writes")+
 			" (thread_id, ns, checkpoint_id, task_id, idx, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"+conflict,
 			[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID), []byte(w.TaskID), x.Idx, rec, b,
-			gsum("graph_writes", rec, b, w.NS, w.CheckpointID, w.TaskID, fmt.Sprint(x.Idx)))
-		if err != nil {
-			return res, err
+			gsum("graph_writes", rec, b, w.NS, w.CheckpointID, w.TaskID, fmt.Sprint(x.Idx))); err != nil {
+			return err
 		}
-		res.Written += int(tag.RowsAffected())
 	}
-	if err := s.putThread(ctx, tx, w.ThreadID, h); err != nil {
-		return res, err
+	if err := s.putThread(ctx, q, w.ThreadID, h); err != nil {
+		return err
 	}
-	return res, s.putRequest(ctx, tx, w.ThreadID, w.RequestID, fp)
+	return s.putRequest(ctx, q, w.ThreadID, w.RequestID, fp)
+}
+
+// checkpointExists reports whether the thread holds the checkpoint.
+func (s *Store) checkpointExists(ctx context.Context, q *query, thread, ns, checkpointID string) (bool, error) {
+	r := &rowRead{k: rowKey{table: "graph_checkpoints", cols: []string{"thread_id", "ns", "checkpoint_id"},
+		args: []any{[]byte(thread), []byte(ns), []byte(checkpointID)}}}
+	if err := q.readRows(ctx, r); err != nil {
+		return false, err
+	}
+	return r.found, nil
 }

@@ -43,9 +43,8 @@ func TestGraphBatch(t *testing.T) {
 		if p.RequestID != "" {
 			fp = p.Fingerprint().Sum(nil)
 		}
-		fn := s.putOp(p, fp, &already[i])
-		ops = append(ops, &op{sessionID: "\x00graph\x00" + p.Checkpoint.ThreadID, done: make(chan error, 1),
-			fn: func(ctx context.Context, q *query) error { return fn(ctx, q.tx) }})
+		ops = append(ops, &op{sessionID: graphOpPrefix + p.Checkpoint.ThreadID, done: make(chan error, 1),
+			fn: s.putOp(p, fp, &already[i]), queues: true})
 	}
 	ops = append(ops, &op{sessionID: "s", done: make(chan error, 1), fn: func(ctx context.Context, q *query) error {
 		_, err := core.Save(&domainTxn{ctx: ctx, q: q}, &core.SaveRequest{SessionID: "s"}, s.now())
@@ -68,5 +67,116 @@ func TestGraphBatch(t *testing.T) {
 	}
 	if _, err := s.Checkpoint(ctx, "s", 0); err != nil {
 		t.Fatalf("the batch's session save: %v", err)
+	}
+}
+
+// TestGraphBatchRoundTrips: a graph put, put of writes, or begin or
+// record of a ledger entry on a thread that exists costs its group commit
+// one round trip, whatever its blobs and writes: the thread's lock, its
+// request id's row and the entry are read with the statements queued
+// before them, and its own writes go with the next request's reads or
+// with COMMIT. A batch of six is seven round trips (puts took eight each,
+// one statement apiece, before the writes were queued), and each
+// request's outcome is its own: a replayed request id, the number of
+// writes stored, a record that sees the begin before it.
+func TestGraphBatchRoundTrips(t *testing.T) {
+	srv := pgtest.Shared(t)
+	rt := &batchTrips{}
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "graph_batch_trips", Tracer: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	value := core.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}
+	put := func(thread, id, rid string) *core.GraphPut {
+		return &core.GraphPut{RequestID: rid, Checkpoint: core.GraphCheckpoint{ThreadID: thread, ID: id, MetadataJSON: `{}`, Value: value,
+			ChannelVersions: map[string]string{"a": id, "b": id}},
+			Blobs: []core.GraphBlob{{Channel: "a", Version: id, Value: value}, {Channel: "b", Version: id, Value: value}}}
+	}
+	writes := func(thread, rid string) *core.GraphWrites {
+		return &core.GraphWrites{ThreadID: thread, CheckpointID: "1", TaskID: "task", RequestID: rid,
+			Writes: []core.GraphWrite{{Idx: 0, Channel: "a", Value: value}, {Idx: 1, Channel: "b", Value: value}, {Idx: 2, Channel: "c", Value: value}}}
+	}
+	const replayedID = "00000000-0000-4000-8000-000000000001"
+	for _, th := range []string{"t0", "t1"} {
+		if _, err := s.PutCheckpoint(ctx, put(th, "1", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PutWrites(ctx, writes("t1", replayedID)); err != nil {
+		t.Fatal(err)
+	}
+
+	var already [2]bool
+	var res [2]core.GraphWritesResult
+	var ops []*op
+	for i, th := range []string{"t0", "t1"} {
+		p := put(th, "2", fmt.Sprintf("00000000-0000-4000-8000-00000000001%d", i))
+		ops = append(ops, &op{sessionID: graphOpPrefix + th, done: make(chan error, 1), queues: true,
+			fn: s.putOp(p, p.Fingerprint().Sum(nil), &already[i])})
+	}
+	for i, w := range []*core.GraphWrites{writes("t0", "00000000-0000-4000-8000-000000000020"), writes("t1", replayedID)} {
+		ops = append(ops, &op{sessionID: graphOpPrefix + w.ThreadID, done: make(chan error, 1), queues: true,
+			fn: func(ctx context.Context, q *query) error {
+				return s.putWrites(ctx, q, w, w.Fingerprint(), func(i int) ([]byte, error) { return w.Writes[i].Value.Data, nil }, &res[i])
+			}})
+	}
+	// A call of the ledger begun and recorded in the same batch: the
+	// record reads what the begin queued.
+	var begun core.ThreadEffectBeginResult
+	var recorded core.ThreadEffectRecordResult
+	ops = append(ops,
+		&op{sessionID: graphOpPrefix + "t0", done: make(chan error, 1), queues: true, fn: func(ctx context.Context, q *query) error {
+			b := &core.ThreadEffectBegin{ThreadID: "t0", ToolUseID: "call", Name: "pay", InputJSON: `{}`, Class: core.SideEffect,
+				RequestID: "00000000-0000-4000-8000-000000000030"}
+			var err error
+			begun, err = s.beginThreadEffect(ctx, q, b, b.Fingerprint())
+			return err
+		}},
+		&op{sessionID: graphOpPrefix + "t0", done: make(chan error, 1), queues: true, fn: func(ctx context.Context, q *query) error {
+			r := &core.ThreadEffectRecord{ThreadID: "t0", ToolUseID: "call", Attempt: 1, Output: value,
+				RequestID: "00000000-0000-4000-8000-000000000031"}
+			var err error
+			recorded, err = s.recordThreadEffect(ctx, q, r, r.Fingerprint())
+			return err
+		}})
+	before, stmts := rt.n.Load(), rt.stmts.Load()
+	s.commitBatch(ops)
+	for i, o := range ops {
+		if err := <-o.done; err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if got := rt.n.Load() - before; got != int64(len(ops)+1) {
+		t.Errorf("%d round trips (%d statements) for a batch of %d graph requests, want %d", got, rt.stmts.Load()-stmts, len(ops), len(ops)+1)
+	}
+	if already != [2]bool{} {
+		t.Errorf("puts with new request ids: already applied %v, want neither", already)
+	}
+	if want := [2]core.GraphWritesResult{{Written: 3}, {AlreadyApplied: true}}; res != want {
+		t.Errorf("put of writes, new and replayed: %+v, want %+v", res, want)
+	}
+	if begun.Decision != core.DecisionRun || begun.Effect.Attempts != 1 {
+		t.Errorf("begin of a new call: %+v, want DecisionRun with attempt 1", begun)
+	}
+	if recorded.Effect.State != core.ThreadEffectSucceeded || recorded.AlreadyRecorded {
+		t.Errorf("record of the call begun earlier in the batch: %+v, want it recorded", recorded)
+	}
+	tuple := func(thread, id string) *core.GraphTuple {
+		var tu *core.GraphTuple
+		found, err := s.GetCheckpoint(ctx, thread, "", id, func(x *core.GraphTuple) error { tu = x; return nil })
+		if err != nil || !found {
+			t.Fatalf("thread %s, checkpoint %s after the batch: found %v, %v", thread, id, found, err)
+		}
+		return tu
+	}
+	for _, th := range []string{"t0", "t1"} {
+		if tu := tuple(th, "2"); len(tu.Blobs) != 2 {
+			t.Errorf("thread %s, checkpoint 2 after the batch: %d blobs, want 2", th, len(tu.Blobs))
+		}
+	}
+	if tu := tuple("t0", "1"); len(tu.Writes) != 3 {
+		t.Errorf("thread t0, checkpoint 1 after the batch: %d pending writes, want 3", len(tu.Writes))
 	}
 }

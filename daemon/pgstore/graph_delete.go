@@ -24,7 +24,7 @@ func (s *Store) DeleteThread(ctx context.Context, thread string) error {
 // checkpoint id it held in its tombstone, and returns how many checkpoints
 // it removed. A thread with no head and nothing stored keeps none.
 func (s *Store) deleteThread(ctx context.Context, tx pgx.Tx, thread string) (int, error) {
-	h, created, err := s.lockThread(ctx, tx, thread)
+	h, created, err := s.lockThread(ctx, s.direct(tx), thread)
 	if err != nil {
 		return 0, err
 	}
@@ -58,7 +58,7 @@ func (s *Store) deleteThread(ctx context.Context, tx pgx.Tx, thread string) (int
 		n.Deleted = true
 		n.DeletedThrough = max(n.DeletedThrough, string(top))
 	}
-	return removed, s.putThread(ctx, tx, thread, &n)
+	return removed, s.putThread(ctx, s.direct(tx), thread, &n)
 }
 
 // CopyThread implements core.GraphStore: one transaction replaces target
@@ -77,7 +77,7 @@ func (s *Store) CopyThread(ctx context.Context, source, target string) (int, err
 			first, second = second, first
 		}
 		for _, th := range []string{first, second} {
-			if _, _, err := s.lockThread(ctx, tx, th); err != nil {
+			if _, _, err := s.lockThread(ctx, s.direct(tx), th); err != nil {
 				return err
 			}
 		}
@@ -100,11 +100,11 @@ func (s *Store) CopyThread(ctx context.Context, source, target string) (int, err
 				copied = int(tag.RowsAffected())
 			}
 		}
-		h, _, err := s.lockThread(ctx, tx, target)
+		h, _, err := s.lockThread(ctx, s.direct(tx), target)
 		if err != nil {
 			return err
 		}
-		return s.putThread(ctx, tx, target, h)
+		return s.putThread(ctx, s.direct(tx), target, h)
 	})
 	return copied, err
 }
@@ -164,7 +164,7 @@ func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int, error)
 		var n int
 		// Matched again under the thread's lock, from the records.
 		err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			if _, _, err := s.lockThread(ctx, tx, thread); err != nil {
+			if _, _, err := s.lockThread(ctx, s.direct(tx), thread); err != nil {
 				return err
 			}
 			var err error
@@ -186,7 +186,7 @@ func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int, error)
 // checkpoint references, in one transaction; it returns how many
 // checkpoints it removed.
 func (s *Store) removeCheckpoints(ctx context.Context, tx pgx.Tx, thread string, doomed func(ns, id string, latest bool, c *graphCheckpointRec) bool) (int, error) {
-	if _, created, err := s.lockThread(ctx, tx, thread); err != nil || created {
+	if _, created, err := s.lockThread(ctx, s.direct(tx), thread); err != nil || created {
 		if created {
 			_, err = tx.Exec(ctx, "DELETE FROM "+s.table("graph_threads")+" WHERE thread_id = $1", []byte(thread))
 		}
@@ -308,7 +308,7 @@ func (s *Store) DeleteIdleThreads(ctx context.Context, cutoff time.Time) (int, e
 		var n int
 		err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			n = 0
-			h, created, err := s.lockThread(ctx, tx, thread)
+			h, created, err := s.lockThread(ctx, s.direct(tx), thread)
 			if err != nil || h == nil || created || !fromNanos(h.UpdateTime).Before(cutoff) {
 				if created {
 					_, err = tx.Exec(ctx, "DELETE FROM "+s.table("graph_threads")+" WHERE thread_id = $1", []byte(thread))

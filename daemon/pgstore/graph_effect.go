@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -88,28 +87,27 @@ func inlineOutput(data []byte) func(typ string) core.GraphValue {
 	}
 }
 
-// effectRow reads the ledger entry of one call; nil when it has none.
-func (s *Store) effectRow(ctx context.Context, tx pgx.Tx, thread, ns, toolUseID string) (*core.ThreadEffect, error) {
-	var rec, data []byte
-	var sum int64
-	err := tx.QueryRow(ctx, "SELECT record, data, checksum FROM "+s.table("graph_effects")+" WHERE thread_id = $1 AND ns = $2 AND tool_use_id = $3",
-		[]byte(thread), []byte(ns), []byte(toolUseID)).Scan(&rec, &data, &sum)
-	if errors.Is(err, pgx.ErrNoRows) {
+// effectRead is the read of the ledger entry of one call.
+func effectRead(thread, ns, toolUseID string) *rowRead {
+	return &rowRead{withData: true, k: rowKey{table: "graph_effects", cols: []string{"thread_id", "ns", "tool_use_id"},
+		args: []any{[]byte(thread), []byte(ns), []byte(toolUseID)}}}
+}
+
+// effectOf decodes the ledger entry r read; nil when there was none.
+func effectOf(thread, ns, toolUseID string, r *rowRead) (*core.ThreadEffect, error) {
+	if !r.found {
 		return nil, nil
 	}
-	if err != nil {
+	var rec graphEffectRec
+	if err := gdecode(thread, "graph_effects", r.rec, r.data, r.sum, &rec, ns, toolUseID); err != nil {
 		return nil, err
 	}
-	var r graphEffectRec
-	if err := gdecode(thread, "graph_effects", rec, data, sum, &r, ns, toolUseID); err != nil {
-		return nil, err
-	}
-	e := threadEffectOf(thread, ns, toolUseID, &r, inlineOutput(data))
+	e := threadEffectOf(thread, ns, toolUseID, &rec, inlineOutput(r.data))
 	return &e, nil
 }
 
 // putEffect writes e's row, replacing the entry's previous one.
-func (s *Store) putEffect(ctx context.Context, tx pgx.Tx, e *core.ThreadEffect) error {
+func (s *Store) putEffect(ctx context.Context, q *query, e *core.ThreadEffect) error {
 	r, data, err := graphEffectRecOf(e)
 	if err != nil {
 		return err
@@ -118,10 +116,9 @@ func (s *Store) putEffect(ctx context.Context, tx pgx.Tx, e *core.ThreadEffect) 
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, "INSERT INTO "+s.table("graph_effects")+" (thread_id, ns, tool_use_id, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6)"+
+	return q.exec(ctx, "INSERT INTO "+s.table("graph_effects")+" (thread_id, ns, tool_use_id, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6)"+
 		" ON CONFLICT (thread_id, ns, tool_use_id) DO UPDATE SET record = EXCLUDED.record, data = EXCLUDED.data, checksum = EXCLUDED.checksum",
 		[]byte(e.ThreadID), []byte(e.NS), []byte(e.ToolUseID), rec, data, gsum("graph_effects", rec, data, e.NS, e.ToolUseID))
-	return err
 }
 
 // BeginThreadEffect implements core.GraphStore. It runs in the group commit
@@ -133,9 +130,9 @@ func (s *Store) BeginThreadEffect(ctx context.Context, b *core.ThreadEffectBegin
 		fp = b.Fingerprint()
 	}
 	var res core.ThreadEffectBeginResult
-	err := s.graphWrite(ctx, b.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.graphQueued(ctx, b.ThreadID, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = s.beginThreadEffect(ctx, tx, b, fp)
+		res, err = s.beginThreadEffect(ctx, q, b, fp)
 		return err
 	})
 	if err != nil {
@@ -144,19 +141,21 @@ func (s *Store) BeginThreadEffect(ctx context.Context, b *core.ThreadEffectBegin
 	return res, nil
 }
 
-// beginThreadEffect applies b in tx, fp being its fingerprint when it has a
-// request id.
-func (s *Store) beginThreadEffect(ctx context.Context, tx pgx.Tx, b *core.ThreadEffectBegin, fp []byte) (core.ThreadEffectBeginResult, error) {
-	h, _, err := s.lockThread(ctx, tx, b.ThreadID)
+// beginThreadEffect applies b, fp being its fingerprint when it has a
+// request id. The thread's lock, the entry and the request id's row are
+// read in one round trip; the writes are queued.
+func (s *Store) beginThreadEffect(ctx context.Context, q *query, b *core.ThreadEffectBegin, fp []byte) (core.ThreadEffectBeginResult, error) {
+	er, req := effectRead(b.ThreadID, b.NS, b.ToolUseID), requestRead(b.ThreadID, b.RequestID)
+	h, _, err := s.lockThread(ctx, q, b.ThreadID, er, req)
 	if err != nil {
 		return core.ThreadEffectBeginResult{}, err
 	}
-	cur, err := s.effectRow(ctx, tx, b.ThreadID, b.NS, b.ToolUseID)
+	cur, err := effectOf(b.ThreadID, b.NS, b.ToolUseID, er)
 	if err != nil {
 		return core.ThreadEffectBeginResult{}, err
 	}
-	if b.RequestID != "" {
-		r, err := s.requestRow(ctx, tx, b.ThreadID, b.RequestID)
+	if req != nil {
+		r, err := decodeRequest(b.ThreadID, b.RequestID, req)
 		if err != nil {
 			return core.ThreadEffectBeginResult{}, err
 		}
@@ -174,9 +173,8 @@ func (s *Store) beginThreadEffect(ctx context.Context, tx pgx.Tx, b *core.Thread
 		}
 	}
 	if cur == nil && b.CheckpointID != "" && h != nil && core.LateWrite(h.Deleted, h.DeletedThrough, b.CheckpointID) {
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3)",
-			[]byte(b.ThreadID), []byte(b.NS), []byte(b.CheckpointID)).Scan(&exists); err != nil {
+		exists, err := s.checkpointExists(ctx, q, b.ThreadID, b.NS, b.CheckpointID)
+		if err != nil {
 			return core.ThreadEffectBeginResult{}, err
 		}
 		if !exists {
@@ -190,13 +188,13 @@ func (s *Store) beginThreadEffect(ctx context.Context, tx pgx.Tx, b *core.Thread
 	if next == nil {
 		return res, nil
 	}
-	if err := s.putEffect(ctx, tx, next); err != nil {
+	if err := s.putEffect(ctx, q, next); err != nil {
 		return core.ThreadEffectBeginResult{}, err
 	}
-	if err := s.putThread(ctx, tx, b.ThreadID, h); err != nil {
+	if err := s.putThread(ctx, q, b.ThreadID, h); err != nil {
 		return core.ThreadEffectBeginResult{}, err
 	}
-	if err := s.putRequestRec(ctx, tx, b.ThreadID, b.RequestID, graphRequestRec{Fingerprint: fp, EffectAttempt: next.Attempts}); err != nil {
+	if err := s.putRequestRec(ctx, q, b.ThreadID, b.RequestID, graphRequestRec{Fingerprint: fp, EffectAttempt: next.Attempts}); err != nil {
 		return core.ThreadEffectBeginResult{}, err
 	}
 	return res, nil
@@ -210,9 +208,9 @@ func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectReco
 		fp = r.Fingerprint()
 	}
 	var res core.ThreadEffectRecordResult
-	err := s.graphWrite(ctx, r.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.graphQueued(ctx, r.ThreadID, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = s.recordThreadEffect(ctx, tx, r, fp)
+		res, err = s.recordThreadEffect(ctx, q, r, fp)
 		return err
 	})
 	if err != nil {
@@ -221,18 +219,19 @@ func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectReco
 	return res, nil
 }
 
-// recordThreadEffect applies r in tx, fp being its fingerprint when it has
-// a request id.
-func (s *Store) recordThreadEffect(ctx context.Context, tx pgx.Tx, r *core.ThreadEffectRecord, fp []byte) (core.ThreadEffectRecordResult, error) {
-	h, _, err := s.lockThread(ctx, tx, r.ThreadID)
+// recordThreadEffect applies r, fp being its fingerprint when it has a
+// request id, reading and writing as beginThreadEffect does.
+func (s *Store) recordThreadEffect(ctx context.Context, q *query, r *core.ThreadEffectRecord, fp []byte) (core.ThreadEffectRecordResult, error) {
+	er, req := effectRead(r.ThreadID, r.NS, r.ToolUseID), requestRead(r.ThreadID, r.RequestID)
+	h, _, err := s.lockThread(ctx, q, r.ThreadID, er, req)
 	if err != nil {
 		return core.ThreadEffectRecordResult{}, err
 	}
-	cur, err := s.effectRow(ctx, tx, r.ThreadID, r.NS, r.ToolUseID)
+	cur, err := effectOf(r.ThreadID, r.NS, r.ToolUseID, er)
 	if err != nil {
 		return core.ThreadEffectRecordResult{}, err
 	}
-	already, err := s.checkRequest(ctx, tx, r.ThreadID, r.RequestID, fp)
+	already, err := replayed(r.ThreadID, r.RequestID, fp, req)
 	if err != nil {
 		return core.ThreadEffectRecordResult{}, err
 	}
@@ -252,13 +251,13 @@ func (s *Store) recordThreadEffect(ctx context.Context, tx pgx.Tx, r *core.Threa
 	if next == nil {
 		return res, nil
 	}
-	if err := s.putEffect(ctx, tx, next); err != nil {
+	if err := s.putEffect(ctx, q, next); err != nil {
 		return core.ThreadEffectRecordResult{}, err
 	}
-	if err := s.putThread(ctx, tx, r.ThreadID, h); err != nil {
+	if err := s.putThread(ctx, q, r.ThreadID, h); err != nil {
 		return core.ThreadEffectRecordResult{}, err
 	}
-	if err := s.putRequest(ctx, tx, r.ThreadID, r.RequestID, fp); err != nil {
+	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
 		return core.ThreadEffectRecordResult{}, err
 	}
 	return res, nil

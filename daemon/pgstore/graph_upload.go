@@ -146,14 +146,15 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 	var already bool
 	err = s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		already = false
-		h, _, err := s.lockThread(ctx, tx, u.thread)
+		q := s.direct(tx)
+		h, _, err := s.lockThread(ctx, q, u.thread)
 		if err != nil {
 			return err
 		}
 		if err := u.lockRow(ctx, tx); err != nil {
 			return err
 		}
-		if already, err = s.checkRequest(ctx, tx, u.thread, u.p.RequestID, fp); err != nil || already {
+		if already, err = s.checkRequest(ctx, q, u.thread, u.p.RequestID, fp); err != nil || already {
 			return err
 		}
 		p := *u.p
@@ -169,13 +170,13 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 				p.Blobs[i-1].Value.Data = data
 			}
 		}
-		if err := s.putCheckpoint(ctx, tx, &p, h); err != nil {
+		if err := s.putCheckpoint(ctx, q, &p, h); err != nil {
 			return err
 		}
 		if err := u.deleteRow(ctx, tx); err != nil {
 			return err
 		}
-		return s.putRequest(ctx, tx, u.thread, u.p.RequestID, fp)
+		return s.putRequest(ctx, q, u.thread, u.p.RequestID, fp)
 	})
 	if err != nil || already {
 		return already, err // Abort removes the staged chunks
@@ -208,14 +209,14 @@ func (u *writesUpload) Commit(ctx context.Context) (core.GraphWritesResult, erro
 	}
 	var res core.GraphWritesResult
 	err = u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if _, _, err := u.s.lockThread(ctx, tx, u.thread); err != nil {
+		q := u.s.direct(tx)
+		if _, _, err := u.s.lockThread(ctx, q, u.thread); err != nil {
 			return err
 		}
 		if err := u.lockRow(ctx, tx); err != nil {
 			return err
 		}
-		var err error
-		if res, err = u.s.putWrites(ctx, tx, u.w, fp, func(i int) ([]byte, error) { return u.value(ctx, tx, i) }); err != nil {
+		if err := u.s.putWrites(ctx, q, u.w, fp, func(i int) ([]byte, error) { return u.value(ctx, tx, i) }, &res); err != nil {
 			return err
 		}
 		return u.deleteRow(ctx, tx)

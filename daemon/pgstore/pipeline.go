@@ -239,7 +239,7 @@ func (g *groupCommit) runOne(ctx context.Context, i int) (next int, batchErr err
 	q.cur = i
 	mark, sends := len(q.queued.QueuedQueries), q.sends
 	q.queue("SAVEPOINT request")
-	if !o.pipelined {
+	if !o.pipelined && !o.queues {
 		// It may use tx directly: everything before it goes first.
 		if err := q.send(ctx, ""); err != nil {
 			return g.recover(ctx, err)

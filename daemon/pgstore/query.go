@@ -54,6 +54,38 @@ func (q *query) exec(ctx context.Context, sql string, args ...any) error {
 	return err
 }
 
+// execTag runs a write and returns its command tag: at once, or, when the
+// query queues its writes, in one round trip with those queued before it.
+func (q *query) execTag(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if q.fast != nil {
+		return pgconn.CommandTag{}, errNotFast
+	}
+	if q.queued == nil {
+		return q.tx.Exec(ctx, sql, args...)
+	}
+	var tag pgconn.CommandTag
+	q.queue(sql, args...).Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	return tag, q.flush(ctx)
+}
+
+// execCount is exec that adds the number of rows the write affected to *n
+// once it has run: at once, or when the queue is sent.
+func (q *query) execCount(ctx context.Context, n *int, sql string, args ...any) error {
+	if q.fast != nil {
+		return errNotFast
+	}
+	if q.queued == nil {
+		tag, err := q.tx.Exec(ctx, sql, args...)
+		*n += int(tag.RowsAffected())
+		return err
+	}
+	q.queue(sql, args...).Exec(func(ct pgconn.CommandTag) error { *n += int(ct.RowsAffected()); return nil })
+	return nil
+}
+
+// direct is a query on tx that sends each statement as it is made.
+func (s *Store) direct(tx pgx.Tx) *query { return &query{s: s, tx: tx} }
+
 // queue queues sql for the request running.
 func (q *query) queue(sql string, args ...any) *pgx.QueuedQuery {
 	q.owners = append(q.owners, q.cur)
@@ -172,6 +204,10 @@ type rowRead struct {
 	found bool
 	rec   []byte
 	sum   int64
+	// withData reads the row's data column too, into data (the graph
+	// tables').
+	withData bool
+	data     []byte
 }
 
 // readRows reads rs, in order, after the queued writes, all in one round
@@ -201,12 +237,16 @@ func (q *query) queueReads(rs []*rowRead) {
 
 // queue queues r's read in b.
 func (r *rowRead) queue(s *Store, b *pgx.Batch) {
-	sql := "SELECT record, checksum FROM " + s.table(r.k.table) + " WHERE " + r.k.where()
+	cols, dest := "record, checksum", []any{&r.rec, &r.sum}
+	if r.withData {
+		cols, dest = "record, data, checksum", []any{&r.rec, &r.data, &r.sum}
+	}
+	sql := "SELECT " + cols + " FROM " + s.table(r.k.table) + " WHERE " + r.k.where()
 	if r.lock {
 		sql += " FOR UPDATE"
 	}
 	b.Queue(sql, r.k.args...).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&r.rec, &r.sum)
+		err := row.Scan(dest...)
 		r.found = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // not the batch's error: pgx drops its cached statements after one
