@@ -180,3 +180,49 @@ func TestGraphBatchRoundTrips(t *testing.T) {
 		t.Errorf("thread t0, checkpoint 1 after the batch: %d pending writes, want 3", len(tu.Writes))
 	}
 }
+
+// TestGraphReadRoundTrips: GetCheckpoint reads a tuple in two round trips,
+// the namespace's latest or one by id (six before: BEGIN, the latest id,
+// the checkpoint, its blobs, its writes, COMMIT), with its blobs and
+// writes, and answers a missing one in two.
+func TestGraphReadRoundTrips(t *testing.T) {
+	srv := pgtest.Shared(t)
+	rt := &batchTrips{}
+	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "graph_read_trips", Tracer: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	value := func(v string) core.GraphValue { return core.GraphValue{Type: "json", Data: []byte(v), Size: int64(len(v))} }
+	for _, id := range []string{"1", "2"} {
+		if _, err := s.PutCheckpoint(ctx, &core.GraphPut{Checkpoint: core.GraphCheckpoint{ThreadID: "t", ID: id, MetadataJSON: `{}`,
+			Value: value(`"cp` + id + `"`), ChannelVersions: map[string]string{"a": id, "b": "1"}},
+			Blobs: []core.GraphBlob{{Channel: "a", Version: id, Value: value(`"a` + id + `"`)}, {Channel: "b", Version: "1", Value: value(`"b"`)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.PutWrites(ctx, &core.GraphWrites{ThreadID: "t", CheckpointID: id, TaskID: "task",
+			Writes: []core.GraphWrite{{Idx: 1, Channel: "a", Value: value(`"w1"`)}, {Idx: 0, Channel: "b", Value: value(`"w0` + id + `"`)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ id, want string }{{"", "2"}, {"1", "1"}, {"2", "2"}, {"3", ""}} {
+		before := rt.n.Load()
+		var tu *core.GraphTuple
+		found, err := s.GetCheckpoint(ctx, "t", "", tc.id, func(x *core.GraphTuple) error { tu = x; return nil })
+		if got := rt.n.Load() - before; got != 2 {
+			t.Errorf("GetCheckpoint(%q): %d round trips, want 2", tc.id, got)
+		}
+		if err != nil || found != (tc.want != "") {
+			t.Fatalf("GetCheckpoint(%q): found %v, %v; want found %v", tc.id, found, err, tc.want != "")
+		}
+		if !found {
+			continue
+		}
+		c := tu.Checkpoint
+		if c.ID != tc.want || string(c.Value.Data) != `"cp`+tc.want+`"` || len(tu.Blobs) != 2 || string(tu.Blobs[0].Value.Data) != `"a`+tc.want+`"` ||
+			len(tu.Writes) != 2 || tu.Writes[0].Idx != 0 || string(tu.Writes[0].Value.Data) != `"w0`+tc.want+`"` {
+			t.Errorf("GetCheckpoint(%q): %+v, want checkpoint %s with its 2 blobs and 2 writes in order", tc.id, tu, tc.want)
+		}
+	}
+}
