@@ -125,10 +125,7 @@ func testBatchRefusalIsolated(t *testing.T, url, schema string, pipelined bool) 
 // request succeeds.
 func TestBatchSplitByTime(t *testing.T) {
 	srv := pgtest.Shared(t)
-	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_split", StatementTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShortTimeout(t, srv.URL("postgres"), "batch_split", 200*time.Millisecond)
 	defer s.Close()
 	var ops []*op
 	for i := range 12 { // 12 x 80 ms, over the 700 ms a transaction may take
@@ -151,6 +148,22 @@ func TestBatchSplitByTime(t *testing.T) {
 	if err != nil || len(sums) != 12 {
 		t.Fatalf("%d sessions after the batch (%v), want 12", len(sums), err)
 	}
+}
+
+// openShortTimeout opens schema with a short statement timeout, after
+// creating it with the default one: a migration under the short timeout
+// fails on a loaded machine.
+func openShortTimeout(t *testing.T, url, schema string, timeout time.Duration) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), url, Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(context.Background(), url, Options{Schema: schema, StatementTimeout: timeout}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // batchTrips counts the queries and batches the store sends (n, round
@@ -344,10 +357,7 @@ func TestWritersFollowPool(t *testing.T) {
 func TestBatchAheadTimesOut(t *testing.T) {
 	srv := pgtest.Shared(t)
 	ctx := context.Background()
-	s, err := Open(ctx, srv.URL("postgres"), Options{Schema: "batch_ahead", StatementTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShortTimeout(t, srv.URL("postgres"), "batch_ahead", 300*time.Millisecond)
 	defer s.Close()
 	for _, sid := range []string{"a", "b"} {
 		if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid}); err != nil {
@@ -584,10 +594,7 @@ func TestBatchFastRefusals(t *testing.T) {
 // its own transaction, and every request succeeds.
 func TestBatchFastSplitByTime(t *testing.T) {
 	srv := pgtest.Shared(t)
-	s, err := Open(context.Background(), srv.URL("postgres"), Options{Schema: "batch_fast_split", StatementTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShortTimeout(t, srv.URL("postgres"), "batch_fast_split", 200*time.Millisecond)
 	defer s.Close()
 	var ops []*op
 	for i := range 6 { // 6 x 60 ms in the rules, over the 100 ms a fast path runs them before it commits
