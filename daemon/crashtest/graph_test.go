@@ -73,6 +73,7 @@ type graphWriter struct {
 	next   int                    // next checkpoint number; ids only grow
 	model  map[string]*graphModel // checkpoint id -> acknowledged content
 	dead   map[string]bool        // ids acknowledged deleted (by DeleteThread)
+	fresh  map[string]bool        // ids written or deleted since the last verify
 	flight *graphOp               // the write in flight at the kill
 	// The thread's ledger as acknowledged: tool use id -> entry; open is
 	// the call begun and not yet recorded ("" for none); calls numbers them.
@@ -161,7 +162,7 @@ func runGraphFaults(t *testing.T, p *proc, cycles, clients int, seed uint64, f g
 	ws := make([]*graphWriter, clients)
 	for i := range ws {
 		ws[i] = &graphWriter{id: i, thread: fmt.Sprintf("g%d-%s", i, uuid.NewString()[:8]), rng: rand.New(rand.NewPCG(seed, uint64(i)+1000)),
-			model: map[string]*graphModel{}, dead: map[string]bool{}, effects: map[string]*effectModel{}}
+			model: map[string]*graphModel{}, dead: map[string]bool{}, fresh: map[string]bool{}, effects: map[string]*effectModel{}}
 	}
 	all := func(fn func(w *graphWriter)) {
 		var wg sync.WaitGroup
@@ -191,12 +192,13 @@ func runGraphFaults(t *testing.T, p *proc, cycles, clients int, seed uint64, f g
 		p = f.recover()
 		run.graph = savepointv1.NewGraphCheckpointServiceClient(p.conn)
 		all(func(w *graphWriter) { run.resolve(w) })
-		all(func(w *graphWriter) { run.verify(w) })
+		all(func(w *graphWriter) { run.verify(w, false) })
 		t.Logf("cycle %d/%d: fault after %v; %d graph writes acknowledged so far, lost=%d", cycle, cycles,
 			loadFor.Round(time.Millisecond), run.acked.Load(), run.lost.Load())
 	}
 	if p.running() {
-		ctx, cancel := ctxT()
+		all(func(w *graphWriter) { run.verify(w, true) })
+		ctx, cancel := ctxVerify()
 		vr, err := p.client.Verify(ctx, &savepointv1.VerifyRequest{})
 		cancel()
 		if err != nil || len(vr.DamagedSessions) > 0 {
@@ -318,7 +320,7 @@ func (r *graphRun) ack(w *graphWriter, o *graphOp) {
 	switch {
 	case o.delete:
 		for id := range w.model {
-			w.dead[id] = true
+			w.dead[id], w.fresh[id] = true, true
 		}
 		clear(w.model)
 		clear(w.effects)
@@ -353,6 +355,7 @@ func (r *graphRun) ack(w *graphWriter, o *graphOp) {
 		if m == nil {
 			return // the checkpoint was deleted: the write was dropped late
 		}
+		w.fresh[o.writes.CheckpointId] = true
 		upsert := o.writes.Writes[0].Idx < 0
 		for _, x := range o.writes.Writes {
 			k := fmt.Sprintf("%s/%d", o.writes.TaskId, x.Idx)
@@ -370,6 +373,7 @@ func (r *graphRun) ack(w *graphWriter, o *graphOp) {
 			m.blobs[b.Channel] = sha256.Sum256(b.Value.Data)
 		}
 		w.model[o.put.Checkpoint.CheckpointId] = m
+		w.fresh[o.put.Checkpoint.CheckpointId] = true
 	}
 }
 
@@ -412,12 +416,31 @@ func (r *graphRun) resolve(w *graphWriter) {
 	r.ack(w, o)
 }
 
-// verify reads back everything the writer's model holds, and checks that
-// deleted checkpoints stay deleted.
-func (r *graphRun) verify(w *graphWriter) {
+// verify reads back what the writer's model holds of the checkpoints
+// written or deleted since the last verify (all of them with all), checks
+// that deleted checkpoints stay deleted, and reads back the ledger.
+func (r *graphRun) verify(w *graphWriter, all bool) {
 	ctx, cancel := ctxT()
+	if all {
+		ctx, cancel = ctxVerify()
+	}
 	defer cancel()
-	for id, m := range w.model {
+	ids := w.fresh
+	if all {
+		ids = map[string]bool{}
+		for id := range w.model {
+			ids[id] = true
+		}
+		for id := range w.dead {
+			ids[id] = true
+		}
+	}
+	w.fresh = map[string]bool{}
+	for id := range ids {
+		m := w.model[id]
+		if m == nil {
+			continue // deleted: checked below
+		}
 		tp, err := graphtest.Get(ctx, r.graph, &savepointv1.GetCheckpointRequest{ThreadId: w.thread, CheckpointId: id}, r.budget)
 		if err != nil {
 			r.unexpected.Add(1)
@@ -448,8 +471,8 @@ func (r *graphRun) verify(w *graphWriter) {
 		}
 	}
 	r.verifyEffects(ctx, w)
-	for id := range w.dead {
-		if _, alive := w.model[id]; alive {
+	for id := range ids {
+		if _, alive := w.model[id]; alive || !w.dead[id] {
 			continue
 		}
 		tp, err := graphtest.Get(ctx, r.graph, &savepointv1.GetCheckpointRequest{ThreadId: w.thread, CheckpointId: id}, r.budget)
