@@ -73,8 +73,8 @@ type crashConfig struct {
 	retain int
 	args   []string // extra savepointd flags (the power-cut harness)
 	// verifyEach runs the Verify RPC after each restart of the power-cut
-	// harness, keeping each durable image (in the system's temporary
-	// directory) for a look at what it found.
+	// harness, keeping the durable image (in the system's temporary
+	// directory) when it finds damage, for a look at what the restart found.
 	verifyEach bool
 }
 

@@ -341,6 +341,8 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 				h.tally.weird("cycle %d: Verify RPC: %v", cycle, err)
 			case len(vr.DamagedSessions) > 0:
 				h.tally.weird("cycle %d: the Verify RPC lists damaged sessions after the restart (durable image kept in %s): %v", cycle, image, vr.DamagedSessions)
+			default:
+				os.RemoveAll(image)
 			}
 		}
 		lost, torn, unread := h.tally.counts()
