@@ -43,8 +43,9 @@ var gcPoints = []logPoint{
 // filler makes memtable flushes so that the pass's compaction sees it. No
 // acknowledged write may be lost, torn or unreadable (a revision older than
 // a session's last may be pruned, but reads exactly if read), no restart
-// may be refused, and the run fails unless Badger rewrote value-log files
-// and most cuts came while a GC was in progress.
+// may be refused, and the run fails unless Badger ended a value-log
+// rewrite and at least half as many cuts as gcPoints has (2) came while a
+// GC was in progress.
 func TestPowerCutDuringValueLogGC(t *testing.T) {
 	bin := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd", "savepoint_smallvlog")
 	cfg := crashConfig{cycles: *flagGCCycles, clients: 4, seed: *flagSeed, maxLoad: *flagMaxLoad, retain: 1, verifyEach: true,
@@ -55,7 +56,9 @@ func TestPowerCutDuringValueLogGC(t *testing.T) {
 	if rep.lost+rep.torn+rep.unread > 0 || rep.unexpected > 0 || rep.acked == 0 || rep.refused > 0 {
 		t.Fatalf("%s unexpected=%d", rep.line(), rep.unexpected)
 	}
-	if rep.gcRewritten == 0 || rep.inProgress < (cfg.cycles+1)/2 {
+	// Within one store GCs become rarer after a few cuts (a long run's later
+	// cycles may see none), so the bar is half of the first len(gcPoints).
+	if rep.gcRewritten == 0 || rep.inProgress < (min(cfg.cycles, len(gcPoints))+1)/2 {
 		t.Fatalf("Badger's value-log GC began %d rewrites and ended %d, and %d of %d cuts came while one was in progress: the test reached too little",
 			rep.gcBegun, rep.gcRewritten, rep.inProgress, cfg.cycles)
 	}
