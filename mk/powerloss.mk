@@ -2,9 +2,11 @@
 # faultfs, a FUSE file system that keeps only what was fsynced, with power
 # cut at random moments, at injected syncs and at the write-ahead log's named
 # points (docs/reliability.md). The short form (4 cycles, two cuts at each
-# of the log's points, and the proofs against builds that skip their syncs
-# or their directory syncs) runs in `make test`; `make powerloss CYCLES=N` runs the long one
-# (CYCLES defaults to 50, as for make crashtest).
+# of the log's points, a cut during and one right after each sync of a new
+# store's first start, 4 cuts during value-log GC, and the proofs against
+# builds that skip their syncs or their directory syncs) runs in `make test`;
+# `make powerloss CYCLES=N` runs the long one (CYCLES defaults to 50, as for
+# make crashtest), `make powerloss-gc CYCLES=N` the value-log GC's.
 # They need /dev/fuse; where it is missing they skip, saying so. As root
 # they mount with mount(2); otherwise go-fuse needs fusermount3 (fuse3).
 
@@ -18,10 +20,15 @@ fuse:
 		echo "fuse: fusermount3 not installed and cannot be installed here; the power-cut tests need root or it" >&2
 
 .PHONY: test-powerloss
-test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 10 at the named points of the log and of a memtable flush; builds without syncs, or directory syncs, must lose writes)
+test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 10 at the named points of the log and of a memtable flush, every sync of a first start, 4 during value-log GC; builds without syncs, or directory syncs, must lose writes)
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
 
 .PHONY: powerloss
 powerloss: fuse ## Power-loss test, long form: CYCLES power cuts (default 50), 0 acknowledged writes lost
 	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut$$' ./daemon/crashtest \
 		-powercut-cycles=$(CYCLES)
+
+.PHONY: powerloss-gc
+powerloss-gc: fuse ## Power-loss test during value-log GC, long form: CYCLES power cuts (default 50) while a GC is in progress, 0 acknowledged writes lost
+	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCutDuringValueLogGC$$' ./daemon/crashtest \
+		-powercut-gc-cycles=$(CYCLES)

@@ -41,8 +41,9 @@ type Retention struct {
 const DefaultMaintenanceInterval = 10 * time.Minute
 
 // valueLogFileSize is ValueLogFileSize, smaller in tests so that value-log
-// GC has files to collect without writing 64 MiB.
-var valueLogFileSize int64 = ValueLogFileSize
+// GC has files to collect without writing 64 MiB: set by unit tests, and 1
+// MiB in the savepoint_smallvlog build (engine_smallvlog_on.go).
+var valueLogFileSize int64 = builtValueLogFileSize
 
 // gcDiscardRatio is the share of a value-log file that must be garbage for
 // GC to rewrite it (Badger's recommendation).

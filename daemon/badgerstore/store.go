@@ -217,7 +217,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			s.unlockDir()
 			return nil, err
 		}
-		if err := s.removeEmptyWALs(dir); err != nil {
+		if err := s.removeEmptyLogs(dir); err != nil {
 			s.unlockDir()
 			return nil, err
 		}
@@ -300,19 +300,25 @@ func (s *Store) start(dir string, opts Options) error {
 	return nil
 }
 
-// removeEmptyWALs deletes write-ahead log files of zero bytes. Badger
-// deletes a flushed memtable's log by truncating it to zero and then
-// removing it; a process that ends between the two (a kill, or savepointd's
-// exit without a flush) leaves an empty file that Badger then refuses to
-// open ("Create a new file"). An empty log holds nothing to replay.
-func (s *Store) removeEmptyWALs(dir string) error {
-	mems, err := filepath.Glob(filepath.Join(dir, "*.mem"))
-	if err != nil {
-		return err
+// removeEmptyLogs deletes memtable logs (.mem) and value-log files (.vlog)
+// of zero bytes, which Badger refuses to open ("Create a new file") and
+// which hold nothing. Badger deletes such a file by truncating it to zero
+// and then removing it, so a process that ends between the two (a kill, or
+// savepointd's exit without a flush) leaves one; and a power cut after a
+// directory sync made a new file's entry durable, before anything synced
+// its data, leaves one too (its size was never made durable).
+func (s *Store) removeEmptyLogs(dir string) error {
+	var logs []string
+	for _, pattern := range []string{"*.mem", "*.vlog"} {
+		names, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return err
+		}
+		logs = append(logs, names...)
 	}
-	for _, p := range mems {
+	for _, p := range logs {
 		if fi, err := os.Stat(p); err == nil && fi.Size() == 0 {
-			s.log.Info("removing an empty write-ahead log file left by an interrupted delete", "file", p)
+			s.log.Info("removing an empty log file left by an interrupted delete or a power cut", "file", p)
 			if err := os.Remove(p); err != nil {
 				return err
 			}

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/savepoint-dev/savepoint/daemon/crashtest/faultfs"
 	"github.com/savepoint-dev/savepoint/daemon/daemontest"
@@ -94,18 +97,18 @@ func TestPowerCutAtLogPoints(t *testing.T) {
 // random): a segment's sync comes once per commit, Badger's and the
 // mark's once per checkpoint (about a second).
 var logPoints = []logPoint{
-	{faultfs.SyncPoint{Name: "after a log segment's sync, before the Badger apply", After: true,
-		Match: func(n string) bool { return strings.HasSuffix(n, ".seg") }}, 100, false},
-	{faultfs.SyncPoint{Name: "during a checkpoint's sync of Badger",
-		Match: func(n string) bool { return strings.HasSuffix(n, ".vlog") || strings.HasSuffix(n, ".mem") }}, 3, false},
-	{faultfs.SyncPoint{Name: "during the write of the mark after a checkpoint",
-		Match: func(n string) bool { return n == "mark.tmp" }}, 2, false},
+	{SyncPoint: faultfs.SyncPoint{Name: "after a log segment's sync, before the Badger apply", After: true,
+		Match: func(n string) bool { return strings.HasSuffix(n, ".seg") }}, upTo: 100},
+	{SyncPoint: faultfs.SyncPoint{Name: "during a checkpoint's sync of Badger",
+		Match: func(n string) bool { return strings.HasSuffix(n, ".vlog") || strings.HasSuffix(n, ".mem") }}, upTo: 3},
+	{SyncPoint: faultfs.SyncPoint{Name: "during the write of the mark after a checkpoint",
+		Match: func(n string) bool { return n == "mark.tmp" }}, upTo: 2},
 	// A memtable flush writes and syncs the new table, then adds it to the
 	// MANIFEST and syncs that; the filler makes one come within the cycle.
-	{faultfs.SyncPoint{Name: "during a memtable flush, at the new table's sync",
-		Match: func(n string) bool { return strings.HasSuffix(n, ".sst") }}, 1, true},
-	{faultfs.SyncPoint{Name: "during a memtable flush, right after the MANIFEST's sync", After: true,
-		Match: func(n string) bool { return n == "MANIFEST" }}, 1, true},
+	{SyncPoint: faultfs.SyncPoint{Name: "during a memtable flush, at the new table's sync",
+		Match: func(n string) bool { return strings.HasSuffix(n, ".sst") }}, upTo: 1, fill: true},
+	{SyncPoint: faultfs.SyncPoint{Name: "during a memtable flush, right after the MANIFEST's sync", After: true,
+		Match: func(n string) bool { return n == "MANIFEST" }}, upTo: 1, fill: true},
 }
 
 // logPoint is a named point and how many of its syncs may pass before the
@@ -115,6 +118,15 @@ type logPoint struct {
 	faultfs.SyncPoint
 	upTo int
 	fill bool
+	// churn writes, during the cycle, saves that each replace a session's
+	// history with new messages for the value log: with --retain-revisions
+	// 1, garbage for the value-log GC.
+	churn bool
+	// afterLog, when set, arms the point only once savepointd logs a line
+	// holding it during the cycle (until then no sync counts); the cut was
+	// made while that work was in progress when no line holding doneLog
+	// follows the last such line in the log.
+	afterLog, doneLog string
 }
 
 type powerReport struct {
@@ -123,6 +135,13 @@ type powerReport struct {
 	atPoint int // of which at a named point (logPoints)
 	refused int // restarts refused (behind the high-water mark), then served with --accept-data-loss
 	syncs   faultfs.Stats
+	// inProgress counts the cuts at a point with afterLog made while the
+	// work it logs was in progress (its doneLog not yet logged).
+	inProgress int
+	// gcBegun and gcRewritten count Badger's value-log rewrites begun and
+	// ended (savepointd's log at debug level), gcDone the files the
+	// maintenance passes that completed reported rewritten.
+	gcBegun, gcRewritten, gcDone int
 }
 
 func (r powerReport) line() string {
@@ -158,7 +177,7 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 			fsys.Unmount()
 		}
 	})
-	p := newProc(t, bin)
+	p := newProc(t, bin, cfg.args...)
 	p.dir = filepath.Join(root, "data") // the mount point; root outlives the unmount above
 	if err := os.Mkdir(p.dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -206,13 +225,25 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 		case rng.IntN(2) == 0:
 			point = &logPoints[rng.IntN(len(logPoints))]
 		}
+		var wg sync.WaitGroup
+		var armed atomic.Bool
 		if point != nil {
 			n := 1 + rng.IntN(point.upTo)
-			fsys.CutAtSyncOf(point.SyncPoint, n)
 			loadFor = 5 * time.Second // checkpoints come about once a second
 			how = fmt.Sprintf("%s (sync %d of it)", point.Name, n)
+			if point.afterLog == "" {
+				fsys.CutAtSyncOf(point.SyncPoint, n)
+			} else {
+				wg.Add(1)
+				go func(fsys *faultfs.FS, log *daemontest.SyncBuffer, sp faultfs.SyncPoint) {
+					defer wg.Done()
+					if armOnLog(log, point.afterLog, &stop) {
+						fsys.CutAtSyncOf(sp, n)
+						armed.Store(true)
+					}
+				}(fsys, p.stderr, point.SyncPoint)
+			}
 		}
-		var wg sync.WaitGroup
 		for _, w := range workers {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.load(c, &stop) }()
@@ -222,8 +253,19 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 			wg.Add(1)
 			go func() { defer wg.Done(); fill(c, fmt.Sprint("fill-", cycle, "-"), &stop) }()
 		}
+		if point != nil && point.churn {
+			for i := range 2 {
+				wg.Add(1)
+				go func() { defer wg.Done(); churn(c, fmt.Sprint("churn-", cycle, "-", i, "-"), &stop) }()
+			}
+		}
+		if point != nil && point.afterLog != "" {
+			loadFor = 90 * time.Second // the logged work, then the cut, come first unless the disk is slow
+		}
+		cutAtSync := false
 		select {
 		case <-fsys.Cut():
+			cutAtSync = true
 			rep.atSync++
 			if point != nil {
 				rep.atPoint++
@@ -235,6 +277,18 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 		stop.Store(true)
 		wg.Wait()
 		cycles++
+		log := p.stderr.String() // whole: the process is gone
+		gcBegun, gcRewritten, gcDone := gcCounts(log)
+		rep.gcBegun += gcBegun
+		rep.gcRewritten += gcRewritten
+		rep.gcDone += gcDone
+		if point != nil && point.afterLog != "" {
+			inProgress := armed.Load() && strings.LastIndex(log, point.afterLog) > strings.LastIndex(log, point.doneLog)
+			if inProgress && cutAtSync {
+				rep.inProgress++
+			}
+			how += fmt.Sprintf(", armed %t, in progress at the cut %t; value-log rewrites: %d begun, %d ended by Badger, %d reported by a completed pass", armed.Load(), inProgress, gcBegun, gcRewritten, gcDone)
+		}
 		inFlight := 0
 		for _, w := range workers {
 			if w.inDoubt != nil {
@@ -252,6 +306,10 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 			t.Fatal(err)
 		}
 		fsys = nil
+		image := ""
+		if cfg.verifyEach {
+			image = keepImage(t, backing, cycle)
+		}
 		mount(cycle)
 
 		// Restart on what was durable; resolve the writes in flight at the
@@ -272,6 +330,21 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 		all(func(w *worker) { w.resolve(c) })
 		all(func(w *worker) { w.verifyAcks(c) })
 		all(func(w *worker) { w.resume(c) })
+		if cfg.verifyEach {
+			// The Verify RPC reads every record, the writes of the churn and
+			// the filler included, which the oracle does not check.
+			ctx, cancel := ctxVerify()
+			vr, err := c.Verify(ctx, &savepointv1.VerifyRequest{})
+			cancel()
+			switch {
+			case err != nil:
+				h.tally.weird("cycle %d: Verify RPC: %v", cycle, err)
+			case len(vr.DamagedSessions) > 0:
+				h.tally.weird("cycle %d: the Verify RPC lists damaged sessions after the restart (durable image kept in %s): %v", cycle, image, vr.DamagedSessions)
+			default:
+				os.RemoveAll(image)
+			}
+		}
 		lost, torn, unread := h.tally.counts()
 		t.Logf("cycle %d/%d: power cut %s, %d writes acknowledged, %d in flight, %d file and %d directory syncs; restarted in %v; resolved, read back and resumed in %v (lost=%d torn=%d unreadable=%d so far)",
 			cycle, cfg.cycles, how, h.tally.acked.Load()-acked0, inFlight, st.FileSyncs, st.DirSyncs,
@@ -294,6 +367,10 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 		if code := p.stop(); code != 0 && !cfg.broken {
 			h.tally.weird("savepointd exited %d on SIGTERM", code)
 		}
+		gcBegun, gcRewritten, gcDone := gcCounts(p.stderr.String())
+		rep.gcBegun += gcBegun
+		rep.gcRewritten += gcRewritten
+		rep.gcDone += gcDone
 		if code, out, errOut := runBin(bin, "verify", "--data-dir", p.dir); code != 0 && !cfg.broken {
 			h.tally.weird("savepointd verify exited %d: %s %s", code, out, errOut)
 		}
@@ -328,4 +405,88 @@ func fill(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool
 			return
 		}
 	}
+}
+
+// churn saves, until stop, sessions of 50 revisions each replacing the
+// history with 8 messages of 1.5 KiB (over the 512-byte value threshold:
+// they go to the value log), so that with --retain-revisions 1 each save
+// leaves the previous one's 12 KiB of values as garbage. Its writes are
+// not the oracle's; a failed save ends it (the power cut).
+func churn(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool) {
+	text := fmt.Sprintf("%q", strings.Repeat("g", 1536))
+	msgs := make([]*savepointv1.Message, 8)
+	for i := range msgs {
+		msgs[i] = &savepointv1.Message{Role: "assistant", ContentJson: text}
+	}
+	for i := 0; !stop.Load(); i++ {
+		sid := fmt.Sprint(prefix, i)
+		for rev := uint64(0); rev < 50 && !stop.Load(); rev++ {
+			ctx, cancel := ctxT()
+			_, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: sid, ExpectedRevision: rev,
+				KeepMessages: proto.Uint64(0), AppendMessages: msgs})
+			cancel()
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// armOnLog waits until log holds, after what it held when called, a line
+// with text, and says whether it did before stop.
+func armOnLog(log *daemontest.SyncBuffer, text string, stop *atomic.Bool) bool {
+	off := len(log.String())
+	for !stop.Load() {
+		rest := log.From(off)
+		if strings.Contains(rest, text) {
+			return true
+		}
+		off += max(0, len(rest)-len(text))
+		time.Sleep(2 * time.Millisecond)
+	}
+	return false
+}
+
+// gcBegins is Badger's log line (at debug level) as it begins to rewrite a
+// value-log file; gcDone savepointd's as a maintenance pass that did
+// something completes (retention.go maintainEvery), once the moved values
+// are synced and the rewritten files deleted.
+const (
+	gcBegins    = "badger: Rewriting fid"
+	gcRewritten = "badger: Removing fid" // the file rewritten, its deletion deferred while collectValueLog syncs
+	gcDone      = `level=INFO msg="retention and value-log GC"`
+)
+
+// gcCounts counts in savepointd's log the value-log rewrites begun and
+// ended by Badger, and the files the completed maintenance passes report
+// rewritten.
+func gcCounts(log string) (begun, rewritten, done int) {
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case strings.Contains(line, gcBegins):
+			begun++
+		case strings.Contains(line, gcRewritten):
+			rewritten++
+		case strings.Contains(line, gcDone):
+			if _, n, ok := strings.Cut(line, "rewritten_value_logs="); ok {
+				k := 0
+				fmt.Sscan(n, &k)
+				done += k
+			}
+		}
+	}
+	return begun, rewritten, done
+}
+
+// keepImage copies the durable image in backing to a directory that
+// outlives the test, for a look at what a restart found, and returns it.
+func keepImage(t *testing.T, backing string, cycle int) string {
+	dir, err := os.MkdirTemp("", fmt.Sprintf("powercut-image-%d-", cycle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", backing+"/.", dir).CombinedOutput(); err != nil {
+		t.Fatalf("keeping the durable image: %v %s", err, out)
+	}
+	return dir
 }

@@ -116,6 +116,17 @@ func (b *SyncBuffer) String() string {
 	return b.buf.String()
 }
 
+// From returns what was written from byte off on ("" when off is past the
+// end), so that a poller need not copy the whole buffer each time.
+func (b *SyncBuffer) From(off int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if off >= b.buf.Len() {
+		return ""
+	}
+	return string(b.buf.Bytes()[off:])
+}
+
 // Start starts savepointd with a new data directory and extra flags, waits
 // until it serves, and stops it at cleanup.
 func Start(t testing.TB, args ...string) *Daemon {

@@ -40,10 +40,12 @@ type FS struct {
 	nextID  int
 	isCut   bool
 	cutAt   int // cut power at this fsync (1-based); 0 never
+	cutPast int // cut power once this fsync (1-based) completes; 0 never
 	point   *SyncPoint
 	left    int  // syncs of point to go before the cut
 	after   bool // the sync under way is point's: cut once it completes
 	stats   Stats
+	synced  []string // the names of the syncs counted in stats, in order
 	cutOnce sync.Once
 	cut     chan struct{}
 }
@@ -125,6 +127,24 @@ func (f *FS) CutAtSync(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cutAt = f.stats.FileSyncs + f.stats.DirSyncs + n
+}
+
+// CutAfterSync makes the n-th fsync from now (a file's or a directory's)
+// complete, making its file or entries durable, and then cut the power:
+// between that sync and whatever the program does next.
+func (f *FS) CutAfterSync(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cutPast = f.stats.FileSyncs + f.stats.DirSyncs + n
+}
+
+// Syncs returns the base names of the files and directories synced since
+// Mount, in order, a directory's with a trailing "/"; a sync the power cut
+// is among them.
+func (f *FS) Syncs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.synced...)
 }
 
 // SyncPoint names a place to cut the power by the file a sync is of: a
@@ -383,7 +403,7 @@ func (f *FS) syncDir(in *inode, path string) syscall.Errno {
 
 // beginSync counts one sync of the file or directory name and says
 // whether it may go on (0) or the power is cut; when it may go on and is
-// the SyncPoint's with After, endSync cuts the power.
+// the SyncPoint's with After, or CutAfterSync's, endSync cuts the power.
 func (f *FS) beginSync(dir bool, name string) syscall.Errno {
 	if f.isCut {
 		return syscall.EIO
@@ -399,12 +419,18 @@ func (f *FS) beginSync(dir bool, name string) syscall.Errno {
 	}
 	if dir {
 		f.stats.DirSyncs++
+		f.synced = append(f.synced, name+"/")
 	} else {
 		f.stats.FileSyncs++
+		f.synced = append(f.synced, name)
 	}
-	if f.cutAt > 0 && f.stats.FileSyncs+f.stats.DirSyncs >= f.cutAt {
+	n := f.stats.FileSyncs + f.stats.DirSyncs
+	if f.cutAt > 0 && n >= f.cutAt {
 		f.cutLocked()
 		return syscall.EIO
+	}
+	if f.cutPast > 0 && n >= f.cutPast {
+		f.after = true
 	}
 	return 0
 }

@@ -244,3 +244,39 @@ func TestCutAtSyncOf(t *testing.T) {
 		}
 	}
 }
+
+// TestCutAfterSync checks that the n-th sync completes, its data durable,
+// before the power is cut, and that Syncs names every sync counted in
+// order, a directory's with a trailing slash.
+func TestCutAfterSync(t *testing.T) {
+	fsys, backing, mnt := mount(t)
+	f, err := os.Create(filepath.Join(mnt, "f"))
+	must(t, err)
+	defer f.Close()
+	syncPath(t, mnt)
+	fsys.CutAfterSync(2)
+	_, err = f.WriteString("one")
+	must(t, err)
+	must(t, f.Sync())
+	_, err = f.WriteString(" two")
+	must(t, err)
+	if err := f.Sync(); err != nil {
+		t.Fatalf("the second sync failed: %v; want it to complete before the cut", err)
+	}
+	select {
+	case <-fsys.Cut():
+	default:
+		t.Fatal("Cut is not closed after the second sync")
+	}
+	if _, err := f.WriteString(" three"); err == nil {
+		t.Error("a write after the cut succeeded; want EIO")
+	}
+	if got, want := strings.Join(fsys.Syncs(), " "), filepath.Base(backing)+"/ f f"; got != want {
+		t.Errorf("Syncs() = %q, want %q", got, want)
+	}
+	f.Close()
+	cut(t, fsys)
+	if got, _ := read(t, filepath.Join(backing, "f")); got != "one two" {
+		t.Errorf("f holds %q after the cut, want %q", got, "one two")
+	}
+}
