@@ -157,21 +157,29 @@ func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, e
 // iterator defers those deletions, so one is held until a checkpoint
 // (checkpoint.go) has made the moved values, and Badger, durable; a failed sync keeps the old files
 // until the process exits, and fails the engine as a failed commit does.
+//
+// No checkpoint runs while the GC rewrites: a checkpoint syncs the value
+// log before the memtable logs, so a move written between the two would
+// have its key durable and its value not, and a move, unlike a commit, is
+// not in savepointd's log to be replayed.
 func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 	hold := s.readTxn()
 	it := hold.NewIterator(badger.IteratorOptions{})
+	s.eng.ckptMu.Lock()
 	for {
 		err := s.db.RunValueLogGC(gcDiscardRatio)
 		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
 			break
 		}
 		if err != nil {
+			s.eng.ckptMu.Unlock()
 			it.Close()
 			s.discardReadTxn(hold)
 			return err
 		}
 		rep.RewrittenLogs++
 	}
+	s.eng.ckptMu.Unlock()
 	if rep.RewrittenLogs > 0 {
 		if err := s.syncValueLogs(); err != nil {
 			err = fmt.Errorf("value-log GC: syncing the moved values: %w", err)
