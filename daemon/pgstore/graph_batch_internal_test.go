@@ -194,7 +194,9 @@ func TestGraphReadRoundTrips(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	value := func(v string) core.GraphValue { return core.GraphValue{Type: "json", Data: []byte(v), Size: int64(len(v))} }
+	value := func(v string) core.GraphValue {
+		return core.GraphValue{Type: "json", Data: []byte(v), Size: int64(len(v))}
+	}
 	for _, id := range []string{"1", "2"} {
 		if _, err := s.PutCheckpoint(ctx, &core.GraphPut{Checkpoint: core.GraphCheckpoint{ThreadID: "t", ID: id, MetadataJSON: `{}`,
 			Value: value(`"cp` + id + `"`), ChannelVersions: map[string]string{"a": id, "b": "1"}},
