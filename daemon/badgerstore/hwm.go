@@ -34,6 +34,11 @@ type hwm struct {
 	report  func(error) // nil for a written mark
 	// write replaces the file; writeHWM, or a failing stand-in in tests.
 	write atomic.Pointer[func(dir string, seq uint64) error]
+	// lock, when set, is held while the file is replaced: the engine's
+	// checkpoint lock, so that the directory sync that ends the rewrite
+	// never comes while a value-log GC moves values (a table a memtable
+	// flush made then would become durable before the moved values).
+	lock sync.Locker
 }
 
 // newHWM returns the mark of dir, last written at seq; start begins its
@@ -72,6 +77,10 @@ func (h *hwm) flush() {
 	seq := h.latest.Load()
 	if seq == h.written {
 		return
+	}
+	if h.lock != nil {
+		h.lock.Lock()
+		defer h.lock.Unlock()
 	}
 	if err := (*h.write.Load())(h.dir, seq); err != nil {
 		h.report(err)

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"errors"
 	"io/fs"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -87,4 +88,33 @@ func TestMarkEIOIsFatal(t *testing.T) {
 	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "u"}); !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("save after the mark's failure: %v, want ErrUnavailable", err)
 	}
+}
+
+// TestMarkWaitsForTheCheckpointLock: the high-water mark is not rewritten
+// (nor its directory synced) while the checkpoint lock is held, as it is
+// during a value-log GC's rewrite, and is rewritten once it is released.
+func TestMarkWaitsForTheCheckpointLock(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	saveN(t, s, "a", 1)
+	var writes atomic.Int32
+	w := func(dir string, seq uint64) error { writes.Add(1); return writeHWM(dir, seq) }
+	s.hwm.write.Store(&w)
+	s.eng.ckptMu.Lock()
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "b"}); err != nil {
+		s.eng.ckptMu.Unlock()
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two intervals of the mark
+	n := writes.Load()
+	s.eng.ckptMu.Unlock()
+	if n != 0 {
+		t.Fatalf("the mark was rewritten %d times while the checkpoint lock was held", n)
+	}
+	eventually(t, "the mark rewritten once the lock is released", func() error {
+		if writes.Load() == 0 {
+			return errors.New("not rewritten")
+		}
+		return nil
+	})
 }

@@ -282,6 +282,7 @@ func (s *Store) start(dir string, opts Options) error {
 	s.openSeq = seq
 	s.eng = newEngine(s.db, dir, opts.DiskReserve, seq, onCommit, w)
 	if s.hwm != nil {
+		s.hwm.lock = &s.eng.ckptMu
 		s.hwm.start(s.markWritten)
 	}
 	if err := s.migrate(); err != nil {
