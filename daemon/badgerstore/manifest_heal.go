@@ -34,9 +34,10 @@ import (
 // the MANIFEST names, whose file is missing and that TablesFile does not
 // list, was never in the levels at a checkpoint: Open removes its record.
 // A missing table TablesFile lists held data of its own; Open refuses, with
-// the repair-manifest command when every table on disk is listed. Without
-// TablesFile (a directory no checkpoint of this version wrote) nothing is
-// removed.
+// the repair-manifest command when every table on disk is listed. A new
+// store writes an empty TablesFile before Badger creates anything, so a
+// power cut before its first checkpoint heals too; without TablesFile (a
+// directory an older version created) nothing is removed.
 
 // TablesFile in the data directory lists, one id a line, the tables in
 // Badger's levels at the last checkpoint, their directory entries durable.
@@ -50,6 +51,18 @@ func tableIDs(db *badger.DB) []uint64 {
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// listNoTables writes an empty TablesFile, durably, in dir when it holds no
+// MANIFEST and no table: a new store, in which no table is durable yet.
+func listNoTables(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if ssts, err := filepath.Glob(filepath.Join(dir, "*.sst")); err != nil || len(ssts) > 0 {
+		return err
+	}
+	return writeTables(dir, nil)
 }
 
 // manifestTables returns the ids of the tables the MANIFEST of dir names,

@@ -106,6 +106,37 @@ func TestManifestHeal(t *testing.T) {
 		}
 	})
 
+	t.Run("a new store before its first checkpoint: healed", func(t *testing.T) {
+		// A copy of a running store, made before any checkpoint, is what a
+		// power cut leaves: its sessions are in savepointd's log alone.
+		dir := t.TempDir()
+		s := openT(t, dir)
+		listed, found, err := readIDs(filepath.Join(dir, TablesFile))
+		if err != nil || !found || len(listed) != 0 {
+			t.Fatalf("%s of a new store: %v %v %v, want it empty", TablesFile, listed, found, err)
+		}
+		for i := range 20 {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprint("s", i),
+				AppendMessages: []core.Message{{Role: "user", ContentJSON: `"m"`}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cut := t.TempDir()
+		copyDir(t, dir, cut)
+		s.Close()
+		addTableRecord(t, cut, bogus)
+		s, err = Open(cut, Options{})
+		if err != nil {
+			t.Fatalf("open with a missing table before any checkpoint: %v", err)
+		}
+		defer s.Close()
+		for i := range 20 {
+			if cp, err := s.Checkpoint(ctx, fmt.Sprint("s", i), 0); err != nil || cp.Revision != 1 {
+				t.Fatalf("session s%d after the heal: %v %+v", i, err, cp)
+			}
+		}
+	})
+
 	t.Run("no tables file", func(t *testing.T) {
 		dir, _ := store(t)
 		if err := os.Remove(filepath.Join(dir, TablesFile)); err != nil {

@@ -221,6 +221,10 @@ func Open(dir string, opts Options) (*Store, error) {
 			s.unlockDir()
 			return nil, err
 		}
+		if err := listNoTables(dir); err != nil {
+			s.unlockDir()
+			return nil, fmt.Errorf("write %s: %w", TablesFile, err)
+		}
 	}
 	db, err := badger.OpenManaged(bopts)
 	if err != nil && dir != "" {
