@@ -158,7 +158,7 @@ func graphCorrupt(thread string, err error) error {
 // graphRefusals are the refusals of the graph service, passed through as
 // they are.
 func graphRefusal(err error) bool {
-	return isRefusal(err) || errors.Is(err, core.ErrUploadAborted) || errors.Is(err, errCallback)
+	return isRefusal(err) || errors.Is(err, core.ErrUploadAborted) || errors.As(err, new(*callbackError))
 }
 
 // graphTx runs fn in one read-committed transaction bounded by the
@@ -393,7 +393,7 @@ func (s *Store) putOp(p *core.GraphPut, fp []byte, already *bool) func(ctx conte
 		if *already, err = replayed(p.Checkpoint.ThreadID, p.RequestID, fp, req); err != nil || *already {
 			return err
 		}
-		if err := s.putCheckpoint(ctx, q, p, h); err != nil {
+		if err := s.putCheckpoint(ctx, q, p, h, inMemory(p)); err != nil {
 			return err
 		}
 		return s.putRequest(ctx, q, p.Checkpoint.ThreadID, p.RequestID, fp)
@@ -401,8 +401,9 @@ func (s *Store) putOp(p *core.GraphPut, fp []byte, already *bool) func(ctx conte
 }
 
 // putCheckpoint upserts p's checkpoint and inserts its blobs not stored
-// yet, with every value's bytes in Data; the caller holds the thread's lock.
-func (s *Store) putCheckpoint(ctx context.Context, q *query, p *core.GraphPut, h *threadRec) error {
+// yet, data(0) giving the checkpoint value's bytes and data(i) those of
+// p.Blobs[i-1]; the caller holds the thread's lock.
+func (s *Store) putCheckpoint(ctx context.Context, q *query, p *core.GraphPut, h *threadRec, data func(i int) rowData) error {
 	c := p.Checkpoint
 	rec, err := encode(graphCheckpointRec{
 		ParentID: c.ParentID, Type: c.Value.Type, ChannelVersions: c.ChannelVersions,
@@ -411,27 +412,29 @@ func (s *Store) putCheckpoint(ctx context.Context, q *query, p *core.GraphPut, h
 	if err != nil {
 		return err
 	}
-	data := nonNil(c.Value.Data)
 	var runID []byte
 	if r := core.MetadataRunID(c.MetadataJSON); r != "" {
 		runID = []byte(r)
 	}
+	d := data(0)
+	expr, args := d.expr(7)
 	if err := q.exec(ctx, "INSERT INTO "+s.table("graph_checkpoints")+
-		" (thread_id, ns, checkpoint_id, run_id, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7)"+
+		" (thread_id, ns, checkpoint_id, run_id, record, checksum, data) VALUES ($1, $2, $3, $4, $5, $6, "+expr+")"+
 		" ON CONFLICT (thread_id, ns, checkpoint_id) DO UPDATE SET run_id = EXCLUDED.run_id, record = EXCLUDED.record, data = EXCLUDED.data, checksum = EXCLUDED.checksum",
-		[]byte(c.ThreadID), []byte(c.NS), []byte(c.ID), runID, rec, data, gsum("graph_checkpoints", rec, data, c.NS, c.ID)); err != nil {
+		append([]any{[]byte(c.ThreadID), []byte(c.NS), []byte(c.ID), runID, rec, d.checksum(checkpointKey(c.ThreadID, c.NS, c.ID), rec)}, args...)...); err != nil {
 		return err
 	}
-	for _, b := range p.Blobs {
+	for i, b := range p.Blobs {
 		rec, err := encode(graphBlobRec{Type: b.Value.Type})
 		if err != nil {
 			return err
 		}
-		data := nonNil(b.Value.Data)
+		d := data(i + 1)
+		expr, args := d.expr(7)
 		if err := q.exec(ctx, "INSERT INTO "+s.table("graph_blobs")+
-			" (thread_id, ns, channel, version, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-			[]byte(c.ThreadID), []byte(c.NS), []byte(b.Channel), []byte(b.Version), rec, data,
-			gsum("graph_blobs", rec, data, c.NS, b.Channel, b.Version)); err != nil {
+			" (thread_id, ns, channel, version, record, checksum, data) VALUES ($1, $2, $3, $4, $5, $6, "+expr+") ON CONFLICT DO NOTHING",
+			append([]any{[]byte(c.ThreadID), []byte(c.NS), []byte(b.Channel), []byte(b.Version), rec,
+				d.checksum(blobKey(c.ThreadID, c.NS, b.Channel, b.Version), rec)}, args...)...); err != nil {
 			return err
 		}
 	}
@@ -456,7 +459,7 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 	}
 	var res core.GraphWritesResult
 	err := s.graphQueued(ctx, w.ThreadID, func(ctx context.Context, q *query) error {
-		return s.putWrites(ctx, q, w, fp, func(i int) ([]byte, error) { return w.Writes[i].Value.Data, nil }, &res)
+		return s.putWrites(ctx, q, w, fp, func(i int) rowData { return rowData{bytes: w.Writes[i].Value.Data} }, &res)
 	})
 	if err != nil {
 		return core.GraphWritesResult{}, err
@@ -467,7 +470,7 @@ func (s *Store) PutWrites(ctx context.Context, w *core.GraphWrites) (core.GraphW
 // putWrites stores w's writes under the thread's lock, as PutWrites does,
 // data(i) giving the bytes of w.Writes[i]'s value, and sets *res afresh;
 // res.Written counts the rows written once q has sent its writes.
-func (s *Store) putWrites(ctx context.Context, q *query, w *core.GraphWrites, fp []byte, data func(i int) ([]byte, error), res *core.GraphWritesResult) error {
+func (s *Store) putWrites(ctx context.Context, q *query, w *core.GraphWrites, fp []byte, data func(i int) rowData, res *core.GraphWritesResult) error {
 	*res = core.GraphWritesResult{}
 	req := requestRead(w.ThreadID, w.RequestID)
 	h, _, err := s.lockThread(ctx, q, w.ThreadID, req)
@@ -498,15 +501,12 @@ func (s *Store) putWrites(ctx context.Context, q *query, w *core.GraphWrites, fp
 		if err != nil {
 			return err
 		}
-		b, err := data(i)
-		if err != nil {
-			return err
-		}
-		b = nonNil(b)
+		d := data(i)
+		expr, args := d.expr(8)
 		if err := q.execCount(ctx, &res.Written, "INSERT INTO "+s.table("graph_writes")+
-			" (thread_id, ns, checkpoint_id, task_id, idx, record, data, checksum) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"+conflict,
-			[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID), []byte(w.TaskID), x.Idx, rec, b,
-			gsum("graph_writes", rec, b, w.NS, w.CheckpointID, w.TaskID, fmt.Sprint(x.Idx))); err != nil {
+			" (thread_id, ns, checkpoint_id, task_id, idx, record, checksum, data) VALUES ($1, $2, $3, $4, $5, $6, $7, "+expr+")"+conflict,
+			append([]any{[]byte(w.ThreadID), []byte(w.NS), []byte(w.CheckpointID), []byte(w.TaskID), x.Idx, rec,
+				d.checksum(writeKey(w.ThreadID, w.NS, w.CheckpointID, w.TaskID, x.Idx), rec)}, args...)...); err != nil {
 			return err
 		}
 	}

@@ -119,7 +119,7 @@ func TestGraphBatchRoundTrips(t *testing.T) {
 	for i, w := range []*core.GraphWrites{writes("t0", "00000000-0000-4000-8000-000000000020"), writes("t1", replayedID)} {
 		ops = append(ops, &op{sessionID: graphOpPrefix + w.ThreadID, done: make(chan error, 1), queues: true,
 			fn: func(ctx context.Context, q *query) error {
-				return s.putWrites(ctx, q, w, w.Fingerprint(), func(i int) ([]byte, error) { return w.Writes[i].Value.Data, nil }, &res[i])
+				return s.putWrites(ctx, q, w, w.Fingerprint(), func(i int) rowData { return rowData{bytes: w.Writes[i].Value.Data} }, &res[i])
 			}})
 	}
 	// A call of the ledger begun and recorded in the same batch: the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -230,7 +229,6 @@ func (b *importBatch) flush(ctx context.Context) error {
 // value's bytes are read, and its checksum checked, when its Each is
 // called, and only while fn runs; fn's error is returned as it is.
 func (s *Store) ReadGraphThread(ctx context.Context, thread string, fn func(*core.GraphThreadDump) error) (found bool, err error) {
-	var cbErr error
 	err = s.readTx(ctx, func(ctx context.Context, q *query) error {
 		found = false
 		d, err := s.readGraphThread(ctx, q.tx, thread)
@@ -238,18 +236,12 @@ func (s *Store) ReadGraphThread(ctx context.Context, thread string, fn func(*cor
 			return err
 		}
 		found = true
-		if cbErr = fn(d); cbErr != nil {
-			return errCallback
-		}
-		return nil
+		return callback(fn(d))
 	})
-	switch {
-	case errors.Is(err, errCallback):
-		return found, cbErr
-	case err != nil && !graphRefusal(err):
+	if err != nil && !graphRefusal(err) {
 		return found, s.unavailable(ctx, err)
 	}
-	return found, err
+	return found, uncallback(err)
 }
 
 // inlineBytes is the largest value readGraphThread reads with its row.
@@ -298,68 +290,39 @@ func (r *threadReader) head() (*core.GraphThreadDump, error) {
 
 // rows reads table's rows of the thread ordered by order, each with its key
 // parts (the columns keys names, as gsum takes them), its record and its
-// value: in memory up to inlineBytes, read when asked above.
+// value: in memory up to inlineBytes, read in pieces when asked above.
 func (r *threadReader) rows(table, keys, order string, fn func(key []string, rec []byte, v func(typ string) core.GraphValue) error) error {
-	rs, err := r.tx.Query(r.ctx, "SELECT "+keys+", record, checksum, length(data), CASE WHEN length(data) <= $2 THEN data END FROM "+
-		r.s.table(table)+" WHERE thread_id = $1 ORDER BY "+order, r.th, inlineBytes)
+	rs, err := r.tx.Query(r.ctx, "SELECT "+keys+", record, checksum, "+valueSQL("data", inlineBytes)+" FROM "+
+		r.s.table(table)+" WHERE thread_id = $1 ORDER BY "+order, r.th)
 	if err != nil {
 		return err
 	}
 	defer rs.Close()
+	vr := &valueReader{ctx: r.ctx, tx: r.tx, s: r.s}
 	for rs.Next() {
 		vals, err := rs.Values()
 		if err != nil {
 			return err
 		}
 		n := len(vals) - 4
-		key := make([]string, n)
+		key, parts := make([]string, n), make([][]byte, n)
 		for i := range n {
-			b, _ := vals[i].([]byte)
-			key[i] = string(b)
+			parts[i], _ = vals[i].([]byte)
+			key[i] = string(parts[i])
 		}
 		rec, _ := vals[n].([]byte)
 		sum, _ := vals[n+1].(int64)
-		size, _ := vals[n+2].(int32)
-		data, _ := vals[n+3].([]byte)
-		var value func(typ string) core.GraphValue
-		if data != nil || size == 0 {
-			if err := gdecode(r.thread, table, rec, data, sum, new(any), key...); err != nil {
-				return err
-			}
-			value = func(typ string) core.GraphValue {
-				return core.GraphValue{Type: typ, Size: int64(len(data)), Data: data}
-			}
-		} else {
-			value = r.largeValue(table, keys, key, rec, sum, int64(size))
+		data, _ := vals[n+2].([]byte)
+		size, _ := vals[n+3].(int32)
+		value, err := vr.decode(r.thread, graphRowKey(table, keys, r.th, parts), rec, sum, storedValue{data: data, size: size}, new(any))
+		if err != nil {
+			return err
 		}
 		if err := fn(key, rec, value); err != nil {
 			return err
 		}
 	}
 	return rs.Err()
-}
-
-// largeValue returns the value of the row of table at key, read from the
-// database when its bytes are asked for and checked against its checksum.
-func (r *threadReader) largeValue(table, keys string, key []string, rec []byte, sum, size int64) func(typ string) core.GraphValue {
-	where := "thread_id = $1"
-	args := []any{r.th}
-	for i, c := range strings.Split(keys, ", ") {
-		args = append(args, []byte(key[i]))
-		where += fmt.Sprintf(" AND %s = $%d", c, len(args))
-	}
-	return func(typ string) core.GraphValue {
-		return core.ChunkedGraphValue(typ, size, func(yield func([]byte) error) error {
-			var data []byte
-			if err := r.tx.QueryRow(r.ctx, "SELECT data FROM "+r.s.table(table)+" WHERE "+where, args...).Scan(&data); err != nil {
-				return err
-			}
-			if err := gdecode(r.thread, table, rec, data, sum, new(any), key...); err != nil {
-				return err
-			}
-			return yield(data)
-		})
-	}
 }
 
 func (r *threadReader) checkpoints(d *core.GraphThreadDump) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -14,33 +13,55 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// checkpointRow reads the checkpoint at (thread, ns, id); nil when none.
-func (s *Store) checkpointRow(ctx context.Context, tx pgx.Tx, thread, ns, id string) (*graphCheckpointRec, []byte, error) {
-	var rec, data []byte
-	var sum int64
-	err := tx.QueryRow(ctx, "SELECT record, data, checksum FROM "+s.table("graph_checkpoints")+" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3",
-		[]byte(thread), []byte(ns), []byte(id)).Scan(&rec, &data, &sum)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	var c graphCheckpointRec
-	if err := gdecode(thread, "graph_checkpoints", rec, data, sum, &c, ns, id); err != nil {
-		return nil, nil, err
-	}
-	return &c, data, nil
+func checkpointKey(thread, ns, id string) rowKey {
+	return rowKey{table: "graph_checkpoints", cols: []string{"thread_id", "ns", "checkpoint_id"},
+		args: []any{[]byte(thread), []byte(ns), []byte(id)}, sum: [][]byte{[]byte(ns), []byte(id)}}
 }
 
-// tupleOf is the tuple of the checkpoint c stored at (thread, ns, id),
-// with data its value's bytes, before its blobs and writes are read.
-func tupleOf(thread, ns, id string, c *graphCheckpointRec, data []byte) *core.GraphTuple {
+func blobKey(thread, ns, channel, version string) rowKey {
+	return rowKey{table: "graph_blobs", cols: []string{"thread_id", "ns", "channel", "version"},
+		args: []any{[]byte(thread), []byte(ns), []byte(channel), []byte(version)}, sum: [][]byte{[]byte(ns), []byte(channel), []byte(version)}}
+}
+
+func writeKey(thread, ns, id, task string, idx int32) rowKey {
+	return rowKey{table: "graph_writes", cols: []string{"thread_id", "ns", "checkpoint_id", "task_id", "idx"},
+		args: []any{[]byte(thread), []byte(ns), []byte(id), []byte(task), idx}, sum: [][]byte{[]byte(ns), []byte(id), []byte(task), []byte(fmt.Sprint(idx))}}
+}
+
+// checkpointSQL selects the checkpoint of thread $1 in namespace $2 with
+// id $3, the latest when id is empty.
+func (s *Store) checkpointSQL(id string) string {
+	sql := "SELECT checkpoint_id, record, " + valueSQL("data", graphInlineBytes) + ", checksum FROM " + s.table("graph_checkpoints") + " WHERE thread_id = $1 AND ns = $2"
+	if id != "" {
+		return sql + " AND checkpoint_id = $3"
+	}
+	return sql + " ORDER BY checkpoint_id DESC LIMIT 1"
+}
+
+// checkpointRow is a row of checkpointSQL.
+type checkpointRow struct {
+	id, rec []byte
+	v       storedValue
+	sum     int64
+}
+
+func (c *checkpointRow) scan(row pgx.Row) error {
+	return row.Scan(&c.id, &c.rec, &c.v.data, &c.v.size, &c.sum)
+}
+
+// tuple decodes the row c of the checkpoint of thread in ns, before its
+// blobs and writes are read; its value is read through r when large.
+func (r *valueReader) tuple(thread, ns string, c *checkpointRow) (*core.GraphTuple, error) {
+	id := string(c.id)
+	var rec graphCheckpointRec
+	value, err := r.decode(thread, checkpointKey(thread, ns, id), c.rec, c.sum, c.v, &rec)
+	if err != nil {
+		return nil, err
+	}
 	return &core.GraphTuple{Checkpoint: core.GraphCheckpoint{
-		ThreadID: thread, NS: ns, ID: id, ParentID: c.ParentID,
-		Value:           core.GraphValue{Type: c.Type, Size: int64(len(data)), Data: data},
-		ChannelVersions: c.ChannelVersions, MetadataJSON: c.MetadataJSON,
-	}}
+		ThreadID: thread, NS: ns, ID: id, ParentID: rec.ParentID, Value: value(rec.Type),
+		ChannelVersions: rec.ChannelVersions, MetadataJSON: rec.MetadataJSON,
+	}}, nil
 }
 
 // blobsQuery is the query of the blobs of tp's channel versions; empty
@@ -55,26 +76,29 @@ func (s *Store) blobsQuery(tp *core.GraphTuple) (string, []any) {
 	for i, ch := range channels {
 		chs[i], vers[i] = []byte(ch), []byte(c.ChannelVersions[ch])
 	}
-	return "SELECT b.channel, b.version, b.record, b.data, b.checksum FROM " + s.table("graph_blobs") +
+	return "SELECT b.channel, b.version, b.record, " + valueSQL("b.data", graphInlineBytes) + ", b.checksum FROM " + s.table("graph_blobs") +
 		" b JOIN unnest($3::bytea[], $4::bytea[]) AS u(channel, version) ON b.channel = u.channel AND b.version = u.version" +
 		" WHERE b.thread_id = $1 AND b.ns = $2 ORDER BY b.channel", []any{[]byte(c.ThreadID), []byte(c.NS), chs, vers}
 }
 
-// scanBlobs adds the blobs of rows, of blobsQuery, to tp.
-func scanBlobs(rows pgx.Rows, tp *core.GraphTuple) error {
+// scanBlobs adds the blobs of rows, of blobsQuery, to tp; their values are
+// read through r when large.
+func (r *valueReader) scanBlobs(rows pgx.Rows, tp *core.GraphTuple) error {
 	defer rows.Close()
 	thread, ns := tp.Checkpoint.ThreadID, tp.Checkpoint.NS
 	for rows.Next() {
-		var ch, ver, rec, data []byte
+		var ch, ver, rec []byte
+		var v storedValue
 		var sum int64
-		if err := rows.Scan(&ch, &ver, &rec, &data, &sum); err != nil {
+		if err := rows.Scan(&ch, &ver, &rec, &v.data, &v.size, &sum); err != nil {
 			return err
 		}
 		var b graphBlobRec
-		if err := gdecode(thread, "graph_blobs", rec, data, sum, &b, ns, string(ch), string(ver)); err != nil {
+		value, err := r.decode(thread, blobKey(thread, ns, string(ch), string(ver)), rec, sum, v, &b)
+		if err != nil {
 			return err
 		}
-		tp.Blobs = append(tp.Blobs, core.GraphBlob{Channel: string(ch), Version: string(ver), Value: core.GraphValue{Type: b.Type, Size: int64(len(data)), Data: data}})
+		tp.Blobs = append(tp.Blobs, core.GraphBlob{Channel: string(ch), Version: string(ver), Value: value(b.Type)})
 	}
 	return rows.Err()
 }
@@ -82,15 +106,16 @@ func scanBlobs(rows pgx.Rows, tp *core.GraphTuple) error {
 // writesSQL selects the pending writes of the checkpoint at (thread $1,
 // ns $2, id), id being an SQL expression.
 func (s *Store) writesSQL(id string) string {
-	return "SELECT task_id, idx, record, data, checksum FROM " + s.table("graph_writes") +
+	return "SELECT task_id, idx, record, " + valueSQL("data", graphInlineBytes) + ", checksum FROM " + s.table("graph_writes") +
 		" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = " + id
 }
 
 // writeRow is a row of writesSQL, decoded once its checkpoint is known.
 type writeRow struct {
-	task, rec, data []byte
-	idx             int32
-	sum             int64
+	task, rec []byte
+	idx       int32
+	v         storedValue
+	sum       int64
 }
 
 func scanWriteRows(rows pgx.Rows) ([]writeRow, error) {
@@ -98,7 +123,7 @@ func scanWriteRows(rows pgx.Rows) ([]writeRow, error) {
 	var out []writeRow
 	for rows.Next() {
 		var w writeRow
-		if err := rows.Scan(&w.task, &w.idx, &w.rec, &w.data, &w.sum); err != nil {
+		if err := rows.Scan(&w.task, &w.idx, &w.rec, &w.v.data, &w.v.size, &w.sum); err != nil {
 			return nil, err
 		}
 		out = append(out, w)
@@ -106,35 +131,51 @@ func scanWriteRows(rows pgx.Rows) ([]writeRow, error) {
 	return out, rows.Err()
 }
 
-// addWrites decodes the rows of tp's checkpoint's writes into tp.
-func addWrites(tp *core.GraphTuple, ws []writeRow) error {
+// addWrites decodes the rows of tp's checkpoint's writes into tp; their
+// values are read through r when large.
+func (r *valueReader) addWrites(tp *core.GraphTuple, ws []writeRow) error {
 	c := tp.Checkpoint
-	for _, r := range ws {
+	for _, row := range ws {
 		var w graphWriteRec
-		if err := gdecode(c.ThreadID, "graph_writes", r.rec, r.data, r.sum, &w, c.NS, c.ID, string(r.task), fmt.Sprint(r.idx)); err != nil {
+		value, err := r.decode(c.ThreadID, writeKey(c.ThreadID, c.NS, c.ID, string(row.task), row.idx), row.rec, row.sum, row.v, &w)
+		if err != nil {
 			return err
 		}
-		tp.Writes = append(tp.Writes, core.GraphWrite{TaskID: string(r.task), TaskPath: w.TaskPath, Idx: r.idx, Channel: w.Channel,
-			Value: core.GraphValue{Type: w.Type, Size: int64(len(r.data)), Data: r.data}})
+		tp.Writes = append(tp.Writes, core.GraphWrite{TaskID: string(row.task), TaskPath: w.TaskPath, Idx: row.idx, Channel: w.Channel, Value: value(w.Type)})
 	}
 	core.SortGraphWrites(tp.Writes)
 	return nil
 }
 
-// tuple reads the blobs and writes of the checkpoint c stored at (thread,
-// ns, id).
-func (s *Store) tuple(ctx context.Context, tx pgx.Tx, thread, ns, id string, c *graphCheckpointRec, data []byte) (*core.GraphTuple, error) {
-	tp := tupleOf(thread, ns, id, c, data)
+// readTuple reads, in tx, the tuple of thread in ns with id, the latest
+// when id is empty; nil when there is none. Its large values are read
+// in tx when asked for.
+func (s *Store) readTuple(ctx context.Context, tx pgx.Tx, thread, ns, id string) (*core.GraphTuple, error) {
+	args := []any{[]byte(thread), []byte(ns)}
+	if id != "" {
+		args = append(args, []byte(id))
+	}
+	var c checkpointRow
+	if err := c.scan(tx.QueryRow(ctx, s.checkpointSQL(id), args...)); errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	r := &valueReader{ctx: ctx, tx: tx, s: s}
+	tp, err := r.tuple(thread, ns, &c)
+	if err != nil {
+		return nil, err
+	}
 	if sql, args := s.blobsQuery(tp); sql != "" {
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, err
 		}
-		if err := scanBlobs(rows, tp); err != nil {
+		if err := r.scanBlobs(rows, tp); err != nil {
 			return nil, err
 		}
 	}
-	rows, err := tx.Query(ctx, s.writesSQL("$3"), []byte(thread), []byte(ns), []byte(id))
+	rows, err := tx.Query(ctx, s.writesSQL("$3"), []byte(thread), []byte(ns), c.id)
 	if err != nil {
 		return nil, err
 	}
@@ -142,21 +183,34 @@ func (s *Store) tuple(ctx context.Context, tx pgx.Tx, thread, ns, id string, c *
 	if err != nil {
 		return nil, err
 	}
-	return tp, addWrites(tp, ws)
+	return tp, r.addWrites(tp, ws)
 }
 
 // GetCheckpoint implements core.GraphStore. The tuple is read on one
-// snapshot in two round trips (readTuple), and fn runs after its
-// transaction has ended.
+// snapshot in two round trips (quickTuple) and fn runs after its
+// transaction has ended; a tuple with a large value is read again, in a
+// transaction that stays open while fn reads its values.
 func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn func(*core.GraphTuple) error) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	tctx, cancel := context.WithTimeout(ctx, 4*s.timeout+timeoutGrace)
 	defer cancel()
-	tp, err := s.readTuple(tctx, thread, ns, id)
+	tp, err := s.quickTuple(tctx, thread, ns, id)
 	for attempt := 1; attempt < maxAttempts && retryBegin(tctx, err); attempt++ {
-		tp, err = s.readTuple(tctx, thread, ns, id) // nothing was read
+		tp, err = s.quickTuple(tctx, thread, ns, id) // nothing was read
+	}
+	if errors.Is(err, errHold) {
+		found := false
+		err = s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			tp, err := s.readTuple(ctx, tx, thread, ns, id)
+			if err != nil || tp == nil {
+				return err
+			}
+			found = true
+			return callback(fn(tp))
+		})
+		return found, uncallback(err)
 	}
 	switch {
 	case err != nil && !graphRefusal(err):
@@ -167,12 +221,13 @@ func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn fun
 	return true, fn(tp)
 }
 
-// readTuple reads the tuple at (thread, ns, id), the namespace's latest
+// quickTuple reads the tuple at (thread, ns, id), the namespace's latest
 // when id is empty, in a read-only REPEATABLE READ transaction of two
 // round trips: BEGIN with the checkpoint's row and its writes, then its
-// blobs with COMMIT. It returns nil when there is no such checkpoint, and
-// a *beginFailed when the first round trip failed short of the server.
-func (s *Store) readTuple(ctx context.Context, thread, ns, id string) (*core.GraphTuple, error) {
+// blobs with COMMIT. It returns nil when there is no such checkpoint,
+// errHold when a value is too large to read with its row, and a
+// *beginFailed when the first round trip failed short of the server.
+func (s *Store) quickTuple(ctx context.Context, thread, ns, id string) (*core.GraphTuple, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, &beginFailed{err: err}
@@ -185,21 +240,17 @@ func (s *Store) readTuple(ctx context.Context, thread, ns, id string) (*core.Gra
 	if s.pooled {
 		b.Queue(fmt.Sprintf("SET LOCAL statement_timeout = %d", s.timeout.Milliseconds()))
 	}
-	cpSQL := "SELECT checkpoint_id, record, data, checksum FROM " + s.table("graph_checkpoints") + " WHERE thread_id = $1 AND ns = $2"
 	args := []any{[]byte(thread), []byte(ns)}
 	idSQL := "$3"
 	if id != "" {
-		cpSQL += " AND checkpoint_id = $3"
 		args = append(args, []byte(id))
 	} else {
-		cpSQL += " ORDER BY checkpoint_id DESC LIMIT 1"
-		idSQL = "(" + strings.Replace(cpSQL, "checkpoint_id, record, data, checksum", "checkpoint_id", 1) + ")"
+		idSQL = "(SELECT checkpoint_id FROM " + s.table("graph_checkpoints") + " WHERE thread_id = $1 AND ns = $2 ORDER BY checkpoint_id DESC LIMIT 1)"
 	}
-	var cid, rec, data []byte
-	var sum int64
+	var cp checkpointRow
 	found := false
-	b.Queue(cpSQL, args...).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&cid, &rec, &data, &sum)
+	b.Queue(s.checkpointSQL(id), args...).QueryRow(func(row pgx.Row) error {
+		err := cp.scan(row)
 		found = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -222,17 +273,17 @@ func (s *Store) readTuple(ctx context.Context, thread, ns, id string) (*core.Gra
 	if !found {
 		return nil, nil
 	}
-	var cr graphCheckpointRec
-	if err := gdecode(thread, "graph_checkpoints", rec, data, sum, &cr, ns, string(cid)); err != nil {
+	var r *valueReader // the transaction ends before fn runs
+	tp, err := r.tuple(thread, ns, &cp)
+	if err != nil {
 		return nil, err
 	}
-	tp := tupleOf(thread, ns, string(cid), &cr, data)
-	if err := addWrites(tp, ws); err != nil {
+	if err := r.addWrites(tp, ws); err != nil {
 		return nil, err
 	}
 	b = &pgx.Batch{}
 	if sql, args := s.blobsQuery(tp); sql != "" {
-		b.Queue(sql, args...).Query(func(rows pgx.Rows) error { return scanBlobs(rows, tp) })
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error { return r.scanBlobs(rows, tp) })
 	}
 	b.Queue("COMMIT")
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -247,7 +298,6 @@ type graphCandidate struct{ thread, ns, id string }
 // and namespace are applied in SQL, the metadata filter in Go (its equality
 // is that of core.MetadataMatches), before the limit.
 func (s *Store) ListCheckpoints(ctx context.Context, q core.GraphListQuery, fn func(*core.GraphTuple) error) error {
-	var cbErr error
 	err := s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var where []string
 		var args []any
@@ -310,28 +360,40 @@ func (s *Store) ListCheckpoints(ctx context.Context, q core.GraphListQuery, fn f
 			return err
 		}
 		for _, c := range cands {
-			rec, data, err := s.checkpointRow(ctx, tx, c.thread, c.ns, c.id)
+			tp, err := s.readTuple(ctx, tx, c.thread, c.ns, c.id)
 			if err != nil {
 				return err
 			}
-			if rec == nil {
+			if tp == nil {
 				continue
 			}
-			tp, err := s.tuple(ctx, tx, c.thread, c.ns, c.id, rec, data)
-			if err != nil {
+			if err := callback(fn(tp)); err != nil {
 				return err
-			}
-			if cbErr = fn(tp); cbErr != nil {
-				return errCallback
 			}
 		}
 		return nil
 	})
-	if errors.Is(err, errCallback) {
-		return cbErr
+	return uncallback(err)
+}
+
+// callbackError carries the error of a read's callback out of the read's
+// transaction, to be returned as it is (uncallback).
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+
+// callback wraps err, a read's callback's, in a callbackError; nil stays nil.
+func callback(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &callbackError{err}
+}
+
+// uncallback returns the callback's error err carries, else err.
+func uncallback(err error) error {
+	if ce, ok := errors.AsType[*callbackError](err); ok {
+		return ce.err
 	}
 	return err
 }
-
-// errCallback stands for the error of a read's callback, returned as it is.
-var errCallback = errors.New("the callback failed")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -20,9 +21,11 @@ import (
 // thread's lock, assembles each value from its chunks, writes the
 // checkpoint and its blobs as PutCheckpoint does, and deletes the upload
 // row (its chunks go with it, ON DELETE CASCADE): the checkpoint becomes
-// visible with all its blobs at once. Each value is assembled by one
-// statement, so the largest value must be read within the statement
-// timeout (a 16 MiB value takes well under a second on a local server).
+// visible with all its blobs at once. Each value is assembled by the
+// statement that writes its row, in the server, so that the daemon never
+// holds it whole (its checksum is computed as its chunks are staged); the
+// largest value must be assembled within the statement timeout (a 16 MiB
+// value takes well under a second on a local server).
 // DeleteThread and CopyThread delete the uploads of the thread they
 // replace, whose Commit then fails with core.ErrUploadAborted. An upload
 // left by a daemon that died is removed by the next Open of any daemon on
@@ -44,6 +47,45 @@ func (s *Store) dropStaleUploads(ctx context.Context, cutoff time.Time) error {
 	})
 }
 
+// rowData is how a value's bytes reach its row: as a parameter, or, for an
+// upload's value, assembled from its staged chunks by the statement that
+// writes the row, so that the daemon never holds them whole.
+type rowData struct {
+	bytes []byte
+	up    *stagedUpload // when not nil, value i of up
+	i     int
+}
+
+// expr returns the SQL of the data column, its placeholders numbered from
+// n, and their arguments.
+func (d rowData) expr(n int) (string, []any) {
+	if d.up == nil {
+		return fmt.Sprintf("$%d", n), []any{nonNil(d.bytes)}
+	}
+	return fmt.Sprintf("(SELECT COALESCE(string_agg(data, ''::bytea ORDER BY seq), ''::bytea) FROM %s WHERE upload_id = $%d AND value = $%d)",
+		d.up.s.table("graph_upload_chunks"), n, n+1), []any{d.up.id, int32(d.i)}
+}
+
+// checksum returns the checksum of the row at k with the record rec and
+// these bytes.
+func (d rowData) checksum(k rowKey, rec []byte) int64 {
+	if d.up == nil {
+		return checksum(k.table, append(k.sum[:len(k.sum):len(k.sum)], nonNil(d.bytes)), rec)
+	}
+	return int64(crc32.Update(d.up.sums[d.i], castagnoli, rec))
+}
+
+// inMemory gives the bytes of p's values, the checkpoint's first, as
+// putCheckpoint takes them.
+func inMemory(p *core.GraphPut) func(i int) rowData {
+	return func(i int) rowData {
+		if i == 0 {
+			return rowData{bytes: p.Checkpoint.Value.Data}
+		}
+		return rowData{bytes: p.Blobs[i-1].Value.Data}
+	}
+}
+
 // stagedUpload is what the uploads of a checkpoint and of writes share:
 // chunks staged under a graph_uploads row that readers never look at.
 type stagedUpload struct {
@@ -52,14 +94,21 @@ type stagedUpload struct {
 	thread string
 	id     []byte
 	done   bool
+	// sums are the checksums of the values' rows so far: each row's table
+	// and key, then the value's bytes as they are staged; the record is
+	// added when the row is written (rowData.checksum).
+	sums []uint32
 }
 
-// beginStaged inserts the graph_uploads row of a new upload of values of
-// the given sizes to thread.
-func (s *Store) beginStaged(ctx context.Context, thread string, sizes []int64, digest hash.Hash) (*stagedUpload, error) {
-	u := &stagedUpload{s: s, thread: thread, id: make([]byte, 16)}
+// beginStaged inserts the graph_uploads row of a new upload to thread of
+// values of the given sizes, to be stored in the rows at keys.
+func (s *Store) beginStaged(ctx context.Context, thread string, sizes []int64, keys []rowKey, digest hash.Hash) (*stagedUpload, error) {
+	u := &stagedUpload{s: s, thread: thread, id: make([]byte, 16), sums: make([]uint32, len(sizes))}
 	if _, err := rand.Read(u.id); err != nil {
 		return nil, err
+	}
+	for i, k := range keys {
+		u.sums[i] = sumLength(checksumKey(k.table, k.sum), sizes[i])
 	}
 	u.UploadStager = core.NewUploadStager(sizes, digest, graphChunkBytes, graphStageBytes, u.stage)
 	err := s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -79,16 +128,25 @@ type graphUpload struct {
 
 // BeginUpload implements core.GraphStore.
 func (s *Store) BeginUpload(ctx context.Context, p *core.GraphPut) (core.GraphUpload, error) {
-	u, err := s.beginStaged(ctx, p.Checkpoint.ThreadID, p.UploadSizes(), p.UploadDigest())
+	c := p.Checkpoint
+	keys := []rowKey{checkpointKey(c.ThreadID, c.NS, c.ID)}
+	for _, b := range p.Blobs {
+		keys = append(keys, blobKey(c.ThreadID, c.NS, b.Channel, b.Version))
+	}
+	u, err := s.beginStaged(ctx, c.ThreadID, p.UploadSizes(), keys, p.UploadDigest())
 	if err != nil {
 		return nil, err
 	}
 	return &graphUpload{stagedUpload: u, p: p}, nil
 }
 
-// stage commits a batch of chunks; the foreign key fails it once the
-// upload row is gone (the thread was deleted or copied over).
+// stage commits a batch of chunks, adding their bytes to their values'
+// checksums; the foreign key fails it once the upload row is gone (the
+// thread was deleted or copied over).
 func (u *stagedUpload) stage(ctx context.Context, chunks []core.UploadChunk) error {
+	for _, c := range chunks {
+		u.sums[c.Value] = crc32.Update(u.sums[c.Value], castagnoli, c.Data)
+	}
 	return u.s.graphTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		for _, c := range chunks {
 			_, err := tx.Exec(ctx, "INSERT INTO "+u.s.table("graph_upload_chunks")+" (upload_id, value, seq, data) VALUES ($1, $2, $3, $4)",
@@ -116,19 +174,30 @@ func (u *stagedUpload) lockRow(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// value assembles the staged bytes of value i, one statement, checked
-// against its declared size.
-func (u *stagedUpload) value(ctx context.Context, tx pgx.Tx, i int) ([]byte, error) {
-	var data []byte
-	if err := tx.QueryRow(ctx, "SELECT COALESCE(string_agg(data, ''::bytea ORDER BY seq), ''::bytea) FROM "+u.s.table("graph_upload_chunks")+
-		" WHERE upload_id = $1 AND value = $2", u.id, int32(i)).Scan(&data); err != nil {
-		return nil, err
+// checkSizes fails when the chunks staged of a value do not add up to its
+// declared size.
+func (u *stagedUpload) checkSizes(ctx context.Context, tx pgx.Tx) error {
+	n := len(u.sums)
+	idx, sizes := make([]int32, n), make([]int64, n)
+	for i := range n {
+		idx[i], sizes[i] = int32(i), u.Size(i)
 	}
-	if int64(len(data)) != u.Size(i) {
-		return nil, fmt.Errorf("upload of thread %q: value %d has %d bytes staged, %d declared", u.thread, i, len(data), u.Size(i))
+	var i int32
+	var got int64
+	err := tx.QueryRow(ctx, "SELECT v.i, COALESCE(c.n, 0) FROM unnest($2::int[], $3::bigint[]) AS v(i, size) LEFT JOIN"+
+		" (SELECT value, sum(octet_length(data)) AS n FROM "+u.s.table("graph_upload_chunks")+" WHERE upload_id = $1 GROUP BY value) c"+
+		" ON c.value = v.i WHERE COALESCE(c.n, 0) <> v.size LIMIT 1", u.id, idx, sizes).Scan(&i, &got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
 	}
-	return data, nil
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("upload of thread %q: value %d has %d bytes staged, %d declared", u.thread, i, got, u.Size(int(i)))
 }
+
+// data gives the values as the rows' statements assemble them.
+func (u *stagedUpload) data(i int) rowData { return rowData{up: u, i: i} }
 
 // deleteRow deletes the upload's row, and its chunks with it.
 func (u *stagedUpload) deleteRow(ctx context.Context, tx pgx.Tx) error {
@@ -157,20 +226,10 @@ func (u *graphUpload) Commit(ctx context.Context) (bool, error) {
 		if already, err = s.checkRequest(ctx, q, u.thread, u.p.RequestID, fp); err != nil || already {
 			return err
 		}
-		p := *u.p
-		p.Blobs = append([]core.GraphBlob(nil), u.p.Blobs...)
-		for i := range u.Values() {
-			data, err := u.value(ctx, tx, i)
-			if err != nil {
-				return err
-			}
-			if i == 0 {
-				p.Checkpoint.Value.Data = data
-			} else {
-				p.Blobs[i-1].Value.Data = data
-			}
+		if err := u.checkSizes(ctx, tx); err != nil {
+			return err
 		}
-		if err := s.putCheckpoint(ctx, q, &p, h); err != nil {
+		if err := s.putCheckpoint(ctx, q, u.p, h, u.data); err != nil {
 			return err
 		}
 		if err := u.deleteRow(ctx, tx); err != nil {
@@ -192,7 +251,11 @@ type writesUpload struct {
 
 // BeginWritesUpload implements core.GraphStore.
 func (s *Store) BeginWritesUpload(ctx context.Context, w *core.GraphWrites) (core.GraphWritesUpload, error) {
-	u, err := s.beginStaged(ctx, w.ThreadID, w.UploadSizes(), w.UploadDigest())
+	keys := make([]rowKey, len(w.Writes))
+	for i, x := range w.Writes {
+		keys[i] = writeKey(w.ThreadID, w.NS, w.CheckpointID, w.TaskID, x.Idx)
+	}
+	u, err := s.beginStaged(ctx, w.ThreadID, w.UploadSizes(), keys, w.UploadDigest())
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +279,10 @@ func (u *writesUpload) Commit(ctx context.Context) (core.GraphWritesResult, erro
 		if err := u.lockRow(ctx, tx); err != nil {
 			return err
 		}
-		if err := u.s.putWrites(ctx, q, u.w, fp, func(i int) ([]byte, error) { return u.value(ctx, tx, i) }, &res); err != nil {
+		if err := u.checkSizes(ctx, tx); err != nil {
+			return err
+		}
+		if err := u.s.putWrites(ctx, q, u.w, fp, u.data, &res); err != nil {
 			return err
 		}
 		return u.deleteRow(ctx, tx)

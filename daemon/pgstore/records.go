@@ -109,14 +109,25 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // checksum covers the table, every key part (length-prefixed, so that parts
 // cannot run into each other) and the record.
 func checksum(table string, key [][]byte, record []byte) int64 {
+	return int64(crc32.Update(checksumKey(table, key), castagnoli, record))
+}
+
+// checksumKey is the checksum of table and key before the record, to
+// which a caller may add a last key part of its own in pieces: its length
+// (sumLength), then its bytes.
+func checksumKey(table string, key [][]byte) uint32 {
 	c := crc32.Update(0, castagnoli, []byte(table))
-	var n [8]byte
 	for _, k := range key {
-		binary.BigEndian.PutUint64(n[:], uint64(len(k)))
-		c = crc32.Update(c, castagnoli, n[:])
-		c = crc32.Update(c, castagnoli, k)
+		c = crc32.Update(sumLength(c, int64(len(k))), castagnoli, k)
 	}
-	return int64(crc32.Update(c, castagnoli, record))
+	return c
+}
+
+// sumLength adds the length n of a key part to the checksum c.
+func sumLength(c uint32, n int64) uint32 {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	return crc32.Update(c, castagnoli, b[:])
 }
 
 func encode(v any) ([]byte, error) { return json.Marshal(v) }
