@@ -387,40 +387,13 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 	return rep
 }
 
-// fill saves, until stop, sessions of 1,000 messages of 400 bytes each, which
-// stay in the memtable (under the value threshold): about 0.5 MiB a save, so
-// that a memtable fills within seconds. Its writes are not the oracle's; a
-// failed save ends it (the power cut).
-func fill(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool) {
-	text := fmt.Sprintf("%q", strings.Repeat("f", 400))
-	msgs := make([]*savepointv1.Message, 1000)
-	for i := range msgs {
-		msgs[i] = &savepointv1.Message{Role: "user", ContentJson: text}
-	}
-	for i := 0; !stop.Load(); i++ {
-		ctx, cancel := ctxT()
-		_, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: fmt.Sprint(prefix, i), AppendMessages: msgs})
-		cancel()
-		if err != nil {
-			return
-		}
-	}
-}
-
-// churn saves, until stop, sessions of 50 revisions each replacing the
-// history with 8 messages of 1.5 KiB (over the 512-byte value threshold:
-// they go to the value log), so that with --retain-revisions 1 each save
-// leaves the previous one's 12 KiB of values as garbage. Its writes are
-// not the oracle's; a failed save ends it (the power cut).
-func churn(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool) {
-	text := fmt.Sprintf("%q", strings.Repeat("g", 1536))
-	msgs := make([]*savepointv1.Message, 8)
-	for i := range msgs {
-		msgs[i] = &savepointv1.Message{Role: "assistant", ContentJson: text}
-	}
+// background saves, until stop, sessions of revisions revisions, each
+// replacing the session's history with msgs. Its writes are not the
+// oracle's; a failed save ends it (the power cut).
+func background(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool, msgs []*savepointv1.Message, revisions uint64) {
 	for i := 0; !stop.Load(); i++ {
 		sid := fmt.Sprint(prefix, i)
-		for rev := uint64(0); rev < 50 && !stop.Load(); rev++ {
+		for rev := uint64(0); rev < revisions && !stop.Load(); rev++ {
 			ctx, cancel := ctxT()
 			_, err := c.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: sid, ExpectedRevision: rev,
 				KeepMessages: proto.Uint64(0), AppendMessages: msgs})
@@ -430,6 +403,32 @@ func churn(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Boo
 			}
 		}
 	}
+}
+
+// messages returns n messages of role whose content is a JSON string of
+// size bytes.
+func messages(n int, role string, size int) []*savepointv1.Message {
+	text := fmt.Sprintf("%q", strings.Repeat("f", size))
+	msgs := make([]*savepointv1.Message, n)
+	for i := range msgs {
+		msgs[i] = &savepointv1.Message{Role: role, ContentJson: text}
+	}
+	return msgs
+}
+
+// fill saves sessions of 1,000 messages of 400 bytes each, which stay in
+// the memtable (under the value threshold): about 0.5 MiB a save, so that a
+// memtable fills within seconds.
+func fill(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool) {
+	background(c, prefix, stop, messages(1000, "user", 400), 1)
+}
+
+// churn saves sessions of 50 revisions each replacing the history with 8
+// messages of 1.5 KiB (over the 512-byte value threshold: they go to the
+// value log), so that with --retain-revisions 1 each save leaves the
+// previous one's 12 KiB of values as garbage.
+func churn(c savepointv1.SavepointServiceClient, prefix string, stop *atomic.Bool) {
+	background(c, prefix, stop, messages(8, "assistant", 1536), 50)
 }
 
 // armOnLog waits until log holds, after what it held when called, a line

@@ -518,8 +518,7 @@ func (s *Store) putWrites(ctx context.Context, q *query, w *core.GraphWrites, fp
 
 // checkpointExists reports whether the thread holds the checkpoint.
 func (s *Store) checkpointExists(ctx context.Context, q *query, thread, ns, checkpointID string) (bool, error) {
-	r := &rowRead{k: rowKey{table: "graph_checkpoints", cols: []string{"thread_id", "ns", "checkpoint_id"},
-		args: []any{[]byte(thread), []byte(ns), []byte(checkpointID)}}}
+	r := &rowRead{k: checkpointKey(thread, ns, checkpointID)}
 	if err := q.readRows(ctx, r); err != nil {
 		return false, err
 	}

@@ -24,7 +24,8 @@ func (s *Store) DeleteThread(ctx context.Context, thread string) error {
 // checkpoint id it held in its tombstone, and returns how many checkpoints
 // it removed. A thread with no head and nothing stored keeps none.
 func (s *Store) deleteThread(ctx context.Context, tx pgx.Tx, thread string) (int, error) {
-	h, created, err := s.lockThread(ctx, s.direct(tx), thread)
+	q := s.direct(tx)
+	h, created, err := s.lockThread(ctx, q, thread)
 	if err != nil {
 		return 0, err
 	}
@@ -58,7 +59,7 @@ func (s *Store) deleteThread(ctx context.Context, tx pgx.Tx, thread string) (int
 		n.Deleted = true
 		n.DeletedThrough = max(n.DeletedThrough, string(top))
 	}
-	return removed, s.putThread(ctx, s.direct(tx), thread, &n)
+	return removed, s.putThread(ctx, q, thread, &n)
 }
 
 // CopyThread implements core.GraphStore: one transaction replaces target
@@ -100,11 +101,12 @@ func (s *Store) CopyThread(ctx context.Context, source, target string) (int, err
 				copied = int(tag.RowsAffected())
 			}
 		}
-		h, _, err := s.lockThread(ctx, s.direct(tx), target)
+		q := s.direct(tx)
+		h, _, err := s.lockThread(ctx, q, target)
 		if err != nil {
 			return err
 		}
-		return s.putThread(ctx, s.direct(tx), target, h)
+		return s.putThread(ctx, q, target, h)
 	})
 	return copied, err
 }
