@@ -39,6 +39,9 @@ VERSION_VARS := github.com/savepoint-dev/savepoint/internal/version.version
 VERSION_LDFLAGS = -ldflags "$(foreach v,$(VERSION_VARS),-X '$(v)=$(BUILD_VERSION)')"
 
 GO_TEST_TIMEOUT ?= 15m
+# The long forms (crashtest, powerloss, soak and the like) run for as long
+# as their CYCLES take, past the unit tests' timeout.
+SOAK_TIMEOUT ?= 4h
 FUZZTIME ?= 30s
 # make crashtest: kill -9 cycles and concurrent clients (`make test` runs 5).
 CYCLES ?= 50
@@ -157,7 +160,7 @@ test-go: strace $(BIN)/testprogress ## Go tests with the race detector
 
 .PHONY: crashtest
 crashtest: strace ## Crash durability: kill -9 savepointd CYCLES times under CLIENTS clients (defaults 50, 32)
-	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestCrashDurability$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestCrashDurability$$' ./daemon/crashtest \
 		-cycles=$(CYCLES) -clients=$(CLIENTS)
 
 .PHONY: loadtest

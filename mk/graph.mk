@@ -3,5 +3,5 @@
 
 .PHONY: crashtest-graph
 crashtest-graph: strace ## Graph crash durability: kill -9 savepointd CYCLES times under CLIENTS graph writers
-	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestGraphCrashDurability$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestGraphCrashDurability$$' ./daemon/crashtest \
 		-graph-cycles=$(CYCLES) -graph-clients=$(CLIENTS)

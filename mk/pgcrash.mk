@@ -11,5 +11,5 @@ PG_RACE_ROUNDS ?= 1000
 
 .PHONY: crashtest-postgres
 crashtest-postgres: postgres-tools ## PostgreSQL crash tests (sessions and graph): PG_CYCLES kill -9 / immediate-shutdown cycles, PG_RACE_ROUNDS resume-race rounds
-	go test -count=1 -v -timeout $(GO_TEST_TIMEOUT) -run '^TestPostgres' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPostgres' ./daemon/crashtest \
 		-pg-cycles=$(PG_CYCLES) -pg-race-rounds=$(PG_RACE_ROUNDS)

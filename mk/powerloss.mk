@@ -24,16 +24,12 @@ fuse:
 test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 10 at the named points of the log and of a memtable flush, every sync of a first start; builds without syncs, or directory syncs, must lose writes)
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
 
-# The long forms run for as long as CYCLES takes (about 2 to 4 s a cut on
-# 2 cores), past the unit tests' GO_TEST_TIMEOUT.
-POWERLOSS_TIMEOUT ?= 4h
-
 .PHONY: powerloss
 powerloss: fuse ## Power-loss test, long form: CYCLES power cuts (default 50), 0 acknowledged writes lost
-	go test -count=1 -v -timeout $(POWERLOSS_TIMEOUT) -run '^TestPowerCut$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPowerCut$$' ./daemon/crashtest \
 		-powercut-cycles=$(CYCLES)
 
 .PHONY: powerloss-gc
 powerloss-gc: fuse ## Power-loss test during value-log GC, long form: CYCLES power cuts (default 50) while a GC is in progress, 0 acknowledged writes lost
-	go test -count=1 -v -timeout $(POWERLOSS_TIMEOUT) -run '^TestPowerCutDuringValueLogGC$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPowerCutDuringValueLogGC$$' ./daemon/crashtest \
 		-powercut-gc-cycles=$(CYCLES)

@@ -5,8 +5,6 @@
 # records a run. Hours, not minutes: it is not part of make test.
 
 SOAK_CYCLES ?= 1000
-SOAK_TIMEOUT ?= 4h
-
 .PHONY: soak
 soak: strace postgres-tools ## Soak: SOAK_CYCLES kill -9 cycles on Badger, then on PostgreSQL (default 1000 each; hours)
 	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestCrashDurability$$' ./daemon/crashtest \
