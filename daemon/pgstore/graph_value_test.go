@@ -87,6 +87,21 @@ func TestGraphLargeValuesInPieces(t *testing.T) {
 			}
 		})
 	}
+	t.Run("only a blob large", func(t *testing.T) {
+		// The read finds it in its second round trip, with COMMIT queued.
+		p := graphPut("b", "1")
+		p.Blobs[0].Value = value(random)
+		if _, err := s.PutCheckpoint(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		found, err := s.GetCheckpoint(ctx, "b", "", "", func(tp *core.GraphTuple) error {
+			check(t, "blob", tp.Blobs[0].Value, random)
+			return nil
+		})
+		if err != nil || !found {
+			t.Fatalf("GetCheckpoint: %v %v", found, err)
+		}
+	})
 	t.Run("ListCheckpoints", func(t *testing.T) {
 		n := 0
 		err := s.ListCheckpoints(ctx, core.GraphListQuery{ThreadID: "t"}, func(tp *core.GraphTuple) error { n++; checkTuple(t, tp); return nil })
@@ -116,8 +131,8 @@ func TestGraphLargeValuesInPieces(t *testing.T) {
 	})
 	t.Run("Verify", func(t *testing.T) {
 		rep, err := s.Verify(ctx)
-		if err != nil || len(rep.Damaged) != 0 || rep.CheckedRecords != 5 {
-			t.Fatalf("Verify: %+v %v, want 5 rows checked (thread, checkpoint, 2 blobs, write), none damaged", rep, err)
+		if err != nil || len(rep.Damaged) != 0 || rep.CheckedRecords != 8 {
+			t.Fatalf("Verify: %+v %v, want 8 rows checked (threads t and b, their checkpoints, 3 blobs, a write), none damaged", rep, err)
 		}
 	})
 	t.Run("edited", func(t *testing.T) {
