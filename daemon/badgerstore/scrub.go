@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -135,15 +136,45 @@ func verifyAtOpen(db *badger.DB, dir string) error {
 	if dir == "" || len(db.Opts().EncryptionKey) > 0 {
 		return verifyTables(db)
 	}
-	return verifyListed(dir, db.Tables, db.Opts())
+	return verifyListed(dir, db.Tables, func() func() { return pinTables(db) }, db.Opts())
 }
 
-// verifyListed is verifyAtOpen over the tables tables lists. Badger's
-// compactions run from Open on, so a listed table can be deleted before its
-// file is read: one gone and no longer listed was compacted away and is
-// skipped (Badger opened every table its MANIFEST names, so a missing file
-// still listed is damage).
-func verifyListed(dir string, tables func() []badger.TableInfo, opts badger.Options) error {
+// pinTables keeps the files of the tables in db's levels until the
+// returned release is called: Badger truncates and removes a compacted
+// table's file only once no iterator holds the table, and an iterator
+// holds every table in the levels when it is made. So a table listed
+// before pinTables and still listed after it is read whole, never through
+// a mapping its deletion shrinks (a SIGBUS, which Go cannot always turn
+// into an error: not within the assembly of a decompressor).
+func pinTables(db *badger.DB) (release func()) {
+	txn := db.NewTransactionAt(math.MaxUint64, false)
+	it := txn.NewIterator(badger.IteratorOptions{})
+	return func() {
+		it.Close()
+		txn.Discard()
+	}
+}
+
+// verifyTablePinned verifies the table ti of dir, listed by tables before
+// the call, with its file pinned (pin, as pinTables); it returns
+// errCompacted when the table is no longer listed once pinned.
+func verifyTablePinned(dir string, ti badger.TableInfo, tables func() []badger.TableInfo, pin func() func(), opts badger.Options) error {
+	defer pin()()
+	if !stillListed(tables, ti.ID) {
+		return errCompacted
+	}
+	return verifyTable(dir, ti.ID, opts)
+}
+
+var errCompacted = errors.New("compacted away")
+
+// verifyListed is verifyAtOpen over the tables tables lists, each verified
+// with its file pinned by pin (as pinTables). Badger's compactions run
+// from Open on, so a listed table can be deleted before its file is
+// pinned: one gone and no longer listed was compacted away and is skipped
+// (Badger opened every table its MANIFEST names, so a missing file still
+// listed is damage).
+func verifyListed(dir string, tables func() []badger.TableInfo, pin func() func(), opts badger.Options) error {
 	known := readVerified(dir)
 	verified := map[tableStamp]bool{}
 	for _, ti := range tables() {
@@ -155,9 +186,9 @@ func verifyListed(dir string, tables func() []badger.TableInfo, opts badger.Opti
 			return err
 		}
 		if !known[st] {
-			if err := verifyTable(dir, ti.ID, opts); err != nil {
-				if now, serr := stampOf(dir, ti.ID); serr != nil || now != st || !stillListed(tables, ti.ID) {
-					continue // compacted away while being read: no longer a table
+			if err := verifyTablePinned(dir, ti, tables, pin, opts); err != nil {
+				if now, serr := stampOf(dir, ti.ID); errors.Is(err, errCompacted) || serr != nil || now != st || !stillListed(tables, ti.ID) {
+					continue // compacted away before it was pinned: no longer a table
 				}
 				return fmt.Errorf("table %s is damaged: %v", table.IDToFilename(ti.ID), err)
 			}
@@ -242,9 +273,9 @@ func (s *Store) scrub(all bool) (int, error) {
 		if s.damagedIDs[ti.ID] {
 			continue // already reported
 		}
-		if err := verifyTable(s.dir, ti.ID, s.db.Opts()); err != nil {
-			if now, serr := stampOf(s.dir, ti.ID); serr != nil || now != st || !stillListed(s.db.Tables, ti.ID) {
-				continue // compacted away while being read (Badger truncates it first)
+		if err := verifyTablePinned(s.dir, ti, s.db.Tables, func() func() { return pinTables(s.db) }, s.db.Opts()); err != nil {
+			if now, serr := stampOf(s.dir, ti.ID); errors.Is(err, errCompacted) || serr != nil || now != st || !stillListed(s.db.Tables, ti.ID) {
+				continue // compacted away before it was pinned
 			}
 			found++
 			s.damagedIDs[ti.ID] = true

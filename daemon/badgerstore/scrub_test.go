@@ -136,11 +136,11 @@ func TestVerifyAtOpenSkipsCompactedTables(t *testing.T) {
 		}
 		return real
 	}
-	if err := verifyListed(dir, compacted, opts); err != nil {
+	if err := verifyListed(dir, compacted, noPin, opts); err != nil {
 		t.Fatalf("a table compacted away during the verification: %v", err)
 	}
 	stillListed := func() []badger.TableInfo { return append([]badger.TableInfo{gone}, real...) }
-	if err := verifyListed(dir, stillListed, opts); !errors.Is(err, fs.ErrNotExist) {
+	if err := verifyListed(dir, stillListed, noPin, opts); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a listed table without its file: %v, want fs.ErrNotExist", err)
 	}
 	// Badger truncates a compacted table's file to 0 before removing it (cut
@@ -159,11 +159,63 @@ func TestVerifyAtOpenSkipsCompactedTables(t *testing.T) {
 		}
 		return real
 	}
-	if err := verifyListed(dir, truncated, opts); err != nil {
+	if err := verifyListed(dir, truncated, noPin, opts); err != nil {
 		t.Fatalf("a table truncated by its deletion during the verification: %v", err)
 	}
 	emptyListed := func() []badger.TableInfo { return append([]badger.TableInfo{empty}, real...) }
-	if err := verifyListed(dir, emptyListed, opts); err == nil || !strings.Contains(err.Error(), "is damaged") {
+	if err := verifyListed(dir, emptyListed, noPin, opts); err == nil || !strings.Contains(err.Error(), "is damaged") {
 		t.Fatalf("a listed table whose file is empty: %v, want damage", err)
+	}
+}
+
+// noPin pins nothing: the tests of verifyListed's listing rules.
+func noPin() func() { return func() {} }
+
+// TestPinTablesKeepsCompactedFiles: a table Badger compacts away while it
+// is pinned keeps its file, whole, until the pin is released, so the
+// verification never reads a file its deletion truncates (defect 20).
+func TestPinTablesKeepsCompactedFiles(t *testing.T) {
+	dir := t.TempDir()
+	for run := range 3 { // three runs: three tables, flushed by each Close
+		s := openT(t, dir)
+		saveN(t, s, fmt.Sprint("s", run), 20)
+		s.Close()
+	}
+	s := openT(t, dir)
+	defer s.Close()
+	sizes := map[uint64]int64{}
+	for _, ti := range s.db.Tables() {
+		fi, err := os.Stat(filepath.Join(dir, table.IDToFilename(ti.ID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[ti.ID] = fi.Size()
+	}
+	release := pinTables(s.db)
+	if err := s.db.Flatten(1); err != nil {
+		t.Fatal(err)
+	}
+	var gone []uint64
+	for id, size := range sizes {
+		if stillListed(s.db.Tables, id) {
+			continue
+		}
+		gone = append(gone, id)
+		if fi, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); err != nil || fi.Size() != size {
+			t.Errorf("table %d, compacted away while pinned: %v %v, want its file whole (%d bytes)", id, fi, err, size)
+			continue
+		}
+		if err := verifyTable(dir, id, s.db.Opts()); err != nil {
+			t.Errorf("table %d, compacted away while pinned, fails its verification: %v", id, err)
+		}
+	}
+	if len(gone) == 0 {
+		t.Fatalf("Flatten compacted none of the tables %v away: the test proves nothing", sizes)
+	}
+	release()
+	for _, id := range gone {
+		if _, err := os.Stat(filepath.Join(dir, table.IDToFilename(id))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("table %d still has its file once released: %v", id, err)
+		}
 	}
 }
