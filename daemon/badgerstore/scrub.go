@@ -156,14 +156,22 @@ func pinTables(db *badger.DB) (release func()) {
 }
 
 // verifyTablePinned verifies the table ti of dir, listed by tables before
-// the call, with its file pinned (pin, as pinTables); it returns
-// errCompacted when the table is no longer listed once pinned.
-func verifyTablePinned(dir string, ti badger.TableInfo, tables func() []badger.TableInfo, pin func() func(), opts badger.Options) error {
+// the call with its file stamped st, with its file pinned (pin, as
+// pinTables). It returns errCompacted when the table is no longer a table:
+// no longer listed once pinned, or failing with its file changed or gone
+// or no longer listed.
+func verifyTablePinned(dir string, ti badger.TableInfo, st tableStamp, tables func() []badger.TableInfo, pin func() func(), opts badger.Options) error {
 	defer pin()()
 	if !stillListed(tables, ti.ID) {
 		return errCompacted
 	}
-	return verifyTable(dir, ti.ID, opts)
+	err := verifyTable(dir, ti.ID, opts)
+	if err != nil {
+		if now, serr := stampOf(dir, ti.ID); serr != nil || now != st || !stillListed(tables, ti.ID) {
+			return errCompacted
+		}
+	}
+	return err
 }
 
 var errCompacted = errors.New("compacted away")
@@ -186,10 +194,9 @@ func verifyListed(dir string, tables func() []badger.TableInfo, pin func() func(
 			return err
 		}
 		if !known[st] {
-			if err := verifyTablePinned(dir, ti, tables, pin, opts); err != nil {
-				if now, serr := stampOf(dir, ti.ID); errors.Is(err, errCompacted) || serr != nil || now != st || !stillListed(tables, ti.ID) {
-					continue // compacted away before it was pinned: no longer a table
-				}
+			if err := verifyTablePinned(dir, ti, st, tables, pin, opts); errors.Is(err, errCompacted) {
+				continue // no longer a table
+			} else if err != nil {
 				return fmt.Errorf("table %s is damaged: %v", table.IDToFilename(ti.ID), err)
 			}
 		}
@@ -273,10 +280,9 @@ func (s *Store) scrub(all bool) (int, error) {
 		if s.damagedIDs[ti.ID] {
 			continue // already reported
 		}
-		if err := verifyTablePinned(s.dir, ti, s.db.Tables, func() func() { return pinTables(s.db) }, s.db.Opts()); err != nil {
-			if now, serr := stampOf(s.dir, ti.ID); errors.Is(err, errCompacted) || serr != nil || now != st || !stillListed(s.db.Tables, ti.ID) {
-				continue // compacted away before it was pinned
-			}
+		if err := verifyTablePinned(s.dir, ti, st, s.db.Tables, func() func() { return pinTables(s.db) }, s.db.Opts()); errors.Is(err, errCompacted) {
+			continue // no longer a table
+		} else if err != nil {
 			found++
 			s.damagedIDs[ti.ID] = true
 			s.damage.add(keyRange{first: y.ParseKey(ti.Left), last: y.ParseKey(ti.Right)})
