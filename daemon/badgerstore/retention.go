@@ -161,8 +161,13 @@ func (s *Store) Maintain(ctx context.Context, r Retention) (MaintenanceReport, e
 // No checkpoint runs while the GC rewrites: a checkpoint syncs the value
 // log before the memtable logs, so a move written between the two would
 // have its key durable and its value not, and a move, unlike a commit, is
-// not in savepointd's log to be replayed.
+// not in savepointd's log to be replayed. Badger's own memtable flushes
+// and compactions cannot be kept out, so GCFile marks the GC in progress
+// for Open to recover moves a power cut lost (gc_recover.go).
 func (s *Store) collectValueLog(rep *MaintenanceReport) error {
+	if err := beginGC(s.dir); err != nil {
+		return fmt.Errorf("value-log GC: %w", err)
+	}
 	hold := s.readTxn()
 	it := hold.NewIterator(badger.IteratorOptions{})
 	s.eng.ckptMu.Lock()
@@ -191,6 +196,11 @@ func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 			s.eng.fail(err)
 			return err
 		}
+	}
+	if err := endGC(s.dir); err != nil {
+		// The moves are durable: the next Open only reads every value
+		// again, and finds nothing to recover.
+		s.log.Warn("value-log GC: removing its marker", "file", GCFile, "err", err)
 	}
 	it.Close() // the rewritten files go now
 	s.discardReadTxn(hold)

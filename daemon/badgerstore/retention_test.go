@@ -182,11 +182,20 @@ func dataSize(t *testing.T, dir string) int64 {
 // in tables and logs; it returns the reopened store.
 func fillForGC(t *testing.T, dir string, clk *clock) *Store {
 	t.Helper()
+	s := fillForGCWith(t, dir, Options{Now: clk.now, DiskReserve: 1})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// fillForGCWith is fillForGC with the store opened with opts, which the
+// caller closes.
+func fillForGCWith(t *testing.T, dir string, opts Options) *Store {
+	t.Helper()
 	old := valueLogFileSize
 	valueLogFileSize = 4 << 20
 	t.Cleanup(func() { valueLogFileSize = old })
 	open := func() *Store {
-		s, err := Open(dir, Options{Now: clk.now, DiskReserve: 1})
+		s, err := Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,9 +224,7 @@ func fillForGC(t *testing.T, dir string, clk *clock) *Store {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = open()
-	t.Cleanup(func() { s.Close() })
-	return s
+	return open()
 }
 
 func TestRetentionReclaimsDisk(t *testing.T) {

@@ -249,6 +249,17 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: %v. Restore the directory from a backup, or move it aside to start empty", ErrDamaged, dir, err)
 	}
 	s.db, s.dir = db, dir
+	if dir != "" {
+		recovered, lost, err := recoverMovedValues(db, dir, opts.EncryptionKey)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("recovering the values a value-log GC was moving at the last stop: %w", err)
+		}
+		if recovered+lost > 0 {
+			s.log.Warn("wrote back the values a value-log GC was moving when the power was cut (docs/reliability.md, defect 18)",
+				"recovered", recovered, "without_a_copy", lost)
+		}
+	}
 	if err := s.start(dir, opts); err != nil {
 		s.Close()
 		return nil, err
