@@ -6,8 +6,8 @@
 # store's first start, and the proofs against builds that skip their syncs
 # or their directory syncs) runs in `make test`; `make powerloss CYCLES=N`
 # runs the long one (CYCLES defaults to 50, as for make crashtest), and
-# `make powerloss-gc CYCLES=N` the cuts during value-log GC, which are not
-# in make test while defect 18 (docs/reliability.md) is open.
+# `make powerloss-gc CYCLES=N` the long form of the cuts during value-log
+# GC, whose short form (4 cuts) runs in `make test`.
 # They need /dev/fuse; where it is missing they skip, saying so. As root
 # they mount with mount(2); otherwise go-fuse needs fusermount3 (fuse3).
 
@@ -21,7 +21,7 @@ fuse:
 		echo "fuse: fusermount3 not installed and cannot be installed here; the power-cut tests need root or it" >&2
 
 .PHONY: test-powerloss
-test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 10 at the named points of the log and of a memtable flush, every sync of a first start; builds without syncs, or directory syncs, must lose writes)
+test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 10 at the named points of the log and of a memtable flush, every sync of a first start, 4 during value-log GC; builds without syncs, or directory syncs, must lose writes)
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
 
 .PHONY: powerloss
