@@ -58,9 +58,9 @@ func TestPowerCutDuringValueLogGC(t *testing.T) {
 	cfg := crashConfig{cycles: *flagGCCycles, clients: 4, seed: *flagSeed, maxLoad: *flagMaxLoad, retain: 1, verifyEach: true,
 		args: []string{"--gc-interval", "1s", "--retain-revisions", "1", "--log-level", "debug"}}
 	rep := runPowerCutAt(t, bin, cfg, gcPoints)
-	fmt.Printf("power cut during value-log GC: %s cuts-during-a-gc=%d gc-rewrites-begun=%d gc-rewrites-ended=%d gc-rewrites-reported=%d\n",
-		rep.line(), rep.inProgress, rep.gcBegun, rep.gcRewritten, rep.gcDone)
-	if rep.lost+rep.torn+rep.unread > 0 || rep.unexpected > 0 || rep.acked == 0 || rep.refused > 0 {
+	fmt.Printf("power cut during value-log GC: %s cuts-during-a-gc=%d gc-rewrites-begun=%d gc-rewrites-ended=%d gc-rewrites-reported=%d moved-values-written-back=%d moved-values-without-a-copy=%d\n",
+		rep.line(), rep.inProgress, rep.gcBegun, rep.gcRewritten, rep.gcDone, rep.writtenBack, rep.noCopy)
+	if rep.lost+rep.torn+rep.unread > 0 || rep.unexpected > 0 || rep.acked == 0 || rep.refused > 0 || rep.noCopy > 0 {
 		t.Fatalf("%s unexpected=%d", rep.line(), rep.unexpected)
 	}
 	// Within one store GCs become rarer after a few cuts (a long run's later

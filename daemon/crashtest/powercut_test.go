@@ -138,10 +138,17 @@ type powerReport struct {
 	// inProgress counts the cuts at a point with afterLog made while the
 	// work it logs was in progress (its doneLog not yet logged).
 	inProgress int
-	// gcBegun and gcRewritten count Badger's value-log rewrites begun and
-	// ended (savepointd's log at debug level), gcDone the files the
-	// maintenance passes that completed reported rewritten.
+	gcStats
+}
+
+// gcStats counts, in savepointd's logs, Badger's value-log rewrites begun
+// and ended (at debug level), the files the maintenance passes that
+// completed reported rewritten, and the values moved by a GC a cut
+// interrupted that a restart wrote back, or found without a copy
+// (daemon/badgerstore/gc_recover.go).
+type gcStats struct {
 	gcBegun, gcRewritten, gcDone int
+	writtenBack, noCopy          int
 }
 
 func (r powerReport) line() string {
@@ -278,16 +285,14 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 		wg.Wait()
 		cycles++
 		log := p.stderr.String() // whole: the process is gone
-		gcBegun, gcRewritten, gcDone := gcCounts(log)
-		rep.gcBegun += gcBegun
-		rep.gcRewritten += gcRewritten
-		rep.gcDone += gcDone
+		gc := gcCounts(log)
+		rep.gcStats = rep.gcStats.add(gc)
 		if point != nil && point.afterLog != "" {
 			inProgress := armed.Load() && strings.LastIndex(log, point.afterLog) > strings.LastIndex(log, point.doneLog)
 			if inProgress && cutAtSync {
 				rep.inProgress++
 			}
-			how += fmt.Sprintf(", armed %t, in progress at the cut %t; value-log rewrites: %d begun, %d ended by Badger, %d reported by a completed pass", armed.Load(), inProgress, gcBegun, gcRewritten, gcDone)
+			how += fmt.Sprintf(", armed %t, in progress at the cut %t; value-log rewrites: %d begun, %d ended by Badger, %d reported by a completed pass", armed.Load(), inProgress, gc.gcBegun, gc.gcRewritten, gc.gcDone)
 		}
 		inFlight := 0
 		for _, w := range workers {
@@ -367,10 +372,7 @@ func runPowerCutAt(t *testing.T, bin string, cfg crashConfig, points []logPoint)
 		if code := p.stop(); code != 0 && !cfg.broken {
 			h.tally.weird("savepointd exited %d on SIGTERM", code)
 		}
-		gcBegun, gcRewritten, gcDone := gcCounts(p.stderr.String())
-		rep.gcBegun += gcBegun
-		rep.gcRewritten += gcRewritten
-		rep.gcDone += gcDone
+		rep.gcStats = rep.gcStats.add(gcCounts(p.stderr.String()))
 		if code, out, errOut := runBin(bin, "verify", "--data-dir", p.dir); code != 0 && !cfg.broken {
 			h.tally.weird("savepointd verify exited %d: %s %s", code, out, errOut)
 		}
@@ -451,30 +453,40 @@ func armOnLog(log *daemontest.SyncBuffer, text string, stop *atomic.Bool) bool {
 // something completes (retention.go maintainEvery), once the moved values
 // are synced and the rewritten files deleted.
 const (
-	gcBegins    = "badger: Rewriting fid"
-	gcRewritten = "badger: Removing fid" // the file rewritten, its deletion deferred while collectValueLog syncs
-	gcDone      = `level=INFO msg="retention and value-log GC"`
+	gcBegins      = "badger: Rewriting fid"
+	gcRewritten   = "badger: Removing fid" // the file rewritten, its deletion deferred while collectValueLog syncs
+	gcDone        = `level=INFO msg="retention and value-log GC"`
+	gcWrittenBack = "wrote back the values a value-log GC was moving"
 )
 
-// gcCounts counts in savepointd's log the value-log rewrites begun and
-// ended by Badger, and the files the completed maintenance passes report
-// rewritten.
-func gcCounts(log string) (begun, rewritten, done int) {
+// gcCounts counts the gcStats of one savepointd's log.
+func gcCounts(log string) gcStats {
+	var st gcStats
+	field := func(line, name string) int {
+		k := 0
+		if _, n, ok := strings.Cut(line, " "+name+"="); ok {
+			fmt.Sscan(n, &k)
+		}
+		return k
+	}
 	for _, line := range strings.Split(log, "\n") {
 		switch {
 		case strings.Contains(line, gcBegins):
-			begun++
+			st.gcBegun++
 		case strings.Contains(line, gcRewritten):
-			rewritten++
+			st.gcRewritten++
 		case strings.Contains(line, gcDone):
-			if _, n, ok := strings.Cut(line, "rewritten_value_logs="); ok {
-				k := 0
-				fmt.Sscan(n, &k)
-				done += k
-			}
+			st.gcDone += field(line, "rewritten_value_logs")
+		case strings.Contains(line, gcWrittenBack):
+			st.writtenBack += field(line, "recovered")
+			st.noCopy += field(line, "without_a_copy")
 		}
 	}
-	return begun, rewritten, done
+	return st
+}
+
+func (a gcStats) add(b gcStats) gcStats {
+	return gcStats{a.gcBegun + b.gcBegun, a.gcRewritten + b.gcRewritten, a.gcDone + b.gcDone, a.writtenBack + b.writtenBack, a.noCopy + b.noCopy}
 }
 
 // keepImage copies the durable image in backing to a directory that
