@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
 // TestGCMovesRecoveredAtOpen leaves a store as a power cut during a
@@ -28,13 +26,7 @@ func TestGCMovesRecoveredAtOpen(t *testing.T) {
 			dir := t.TempDir()
 			opts := Options{Now: newClock().now, DiskReserve: 1, EncryptionKey: tc.key}
 			s := fillForGCWith(t, dir, opts)
-			var completed []string
-			for i := 4; i < 40; i++ {
-				completed = append(completed, fmt.Sprintf("s%02d", i))
-			}
-			if n, err := s.expire(ctx, completed, func(*storagev1.SessionRecord) bool { return true }); err != nil || n != 36 {
-				t.Fatalf("expire: %d, %v", n, err)
-			}
+			expireFinished(t, s)
 			// The value-log files as they are before the GC: the cut
 			// leaves them so, but for the moves, which it loses.
 			before := map[string][]byte{}

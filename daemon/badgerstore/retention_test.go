@@ -187,6 +187,19 @@ func fillForGC(t *testing.T, dir string, clk *clock) *Store {
 	return s
 }
 
+// expireFinished expires the 36 sessions of fillForGC that finished, s04
+// to s39, leaving their values in the value log as garbage.
+func expireFinished(t *testing.T, s *Store) {
+	t.Helper()
+	var completed []string
+	for i := 4; i < 40; i++ {
+		completed = append(completed, fmt.Sprintf("s%02d", i))
+	}
+	if n, err := s.expire(ctx, completed, func(*storagev1.SessionRecord) bool { return true }); err != nil || n != 36 {
+		t.Fatalf("expire: %d, %v", n, err)
+	}
+}
+
 // fillForGCWith is fillForGC with the store opened with opts, which the
 // caller closes.
 func fillForGCWith(t *testing.T, dir string, opts Options) *Store {
@@ -282,13 +295,7 @@ func TestValueLogGCSyncsBeforeDelete(t *testing.T) {
 	dir := t.TempDir()
 	clk := newClock()
 	s := fillForGC(t, dir, clk)
-	var completed []string
-	for i := 4; i < 40; i++ {
-		completed = append(completed, fmt.Sprintf("s%02d", i))
-	}
-	if n, err := s.expire(ctx, completed, func(*storagev1.SessionRecord) bool { return true }); err != nil || n != 36 {
-		t.Fatalf("expire: %d, %v", n, err)
-	}
+	expireFinished(t, s)
 	before := vlogFiles(t, dir)
 	var atSync []map[string]bool
 	var order []string
