@@ -27,8 +27,9 @@ import (
 // deletes it only once the iterator collectValueLog holds is closed, after
 // the moves are durable. So GCFile is written, durably, before a GC and
 // removed after its moves are synced, and an Open that finds it reads every
-// value, and writes each it cannot read back from the copy a value-log
-// file still holds, at its key and version.
+// value once the write-ahead log is replayed (which gives back the commits
+// a cut lost the same way), and writes each it cannot read back from the
+// copy a value-log file still holds, at its key and version.
 
 // GCFile in the data directory exists while a value-log GC may have moved
 // values that are not yet durable; Open then recovers them
@@ -48,7 +49,26 @@ func endGC(dir string) error {
 	return syncDir(dir)
 }
 
-// recoverMovedValues runs at Open, before anything is written, when
+// recoverMoves recovers, when GCFile is in dir, the values an interrupted
+// value-log GC moved (recoverMovedValues) and logs what it did.
+func (s *Store) recoverMoves(dir string, encryptionKey []byte) error {
+	recovered, lost, err := recoverMovedValues(s.db, dir, encryptionKey)
+	if err != nil {
+		return fmt.Errorf("recovering the values a value-log GC was moving at the last stop: %w", err)
+	}
+	if recovered > 0 {
+		s.log.Warn("wrote back the values a value-log GC was moving when the power was cut (docs/reliability.md, defect 18)",
+			"recovered", recovered)
+	}
+	if lost > 0 {
+		s.log.Error("values found damaged after a value-log GC was interrupted, with no intact copy in any value-log file: savepointd verify lists their sessions",
+			"without_a_copy", lost)
+	}
+	return nil
+}
+
+// recoverMovedValues runs at Open, once the write-ahead log's replay has
+// given back every commit it holds and before the engine starts, when
 // GCFile is in dir: it finds every value that cannot be read or fails its
 // checksum, writes back at its key and version the intact copy a value-log
 // file of dir holds, syncs, and removes GCFile. It returns how many values

@@ -249,17 +249,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: %v. Restore the directory from a backup, or move it aside to start empty", ErrDamaged, dir, err)
 	}
 	s.db, s.dir = db, dir
-	if dir != "" {
-		recovered, lost, err := recoverMovedValues(db, dir, opts.EncryptionKey)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("recovering the values a value-log GC was moving at the last stop: %w", err)
-		}
-		if recovered+lost > 0 {
-			s.log.Warn("wrote back the values a value-log GC was moving when the power was cut (docs/reliability.md, defect 18)",
-				"recovered", recovered, "without_a_copy", lost)
-		}
-	}
 	if err := s.start(dir, opts); err != nil {
 		s.Close()
 		return nil, err
@@ -269,7 +258,8 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // start opens the write-ahead log and replays it into Badger, checks that
 // Badger then holds every commit the log and the high-water mark know of,
-// starts the engine, and migrates.
+// recovers the moves of an interrupted value-log GC, starts the engine,
+// and migrates.
 func (s *Store) start(dir string, opts Options) error {
 	seq, err := readSeq(s.db)
 	if err != nil && !errors.Is(err, errNoSeq) {
@@ -283,6 +273,9 @@ func (s *Store) start(dir string, opts Options) error {
 		}
 		if seq, err = s.checkBehind(dir, seq, res, opts.AcceptDataLoss); err == nil {
 			err = s.markLog(w, res.end, seq)
+		}
+		if err == nil {
+			err = s.recoverMoves(dir, opts.EncryptionKey)
 		}
 		if err != nil {
 			w.close()

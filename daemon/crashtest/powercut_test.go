@@ -457,6 +457,7 @@ const (
 	gcRewritten   = "badger: Removing fid" // the file rewritten, its deletion deferred while collectValueLog syncs
 	gcDone        = `level=INFO msg="retention and value-log GC"`
 	gcWrittenBack = "wrote back the values a value-log GC was moving"
+	gcNoCopy      = "values found damaged after a value-log GC was interrupted"
 )
 
 // gcCounts counts the gcStats of one savepointd's log.
@@ -479,6 +480,7 @@ func gcCounts(log string) gcStats {
 			st.gcDone += field(line, "rewritten_value_logs")
 		case strings.Contains(line, gcWrittenBack):
 			st.writtenBack += field(line, "recovered")
+		case strings.Contains(line, gcNoCopy):
 			st.noCopy += field(line, "without_a_copy")
 		}
 	}
