@@ -166,7 +166,7 @@ func valueLogCopies(dir string, encryptionKey []byte, want map[string]uint64) (m
 	}
 	found := map[string][]byte{}
 	for _, name := range names {
-		err := scanValueLog(name, kr, func(key, val []byte) {
+		err := scanValueLog(name, kr, func(_ int64, key, val []byte) {
 			if _, ok := want[string(key)]; ok && checkFrame(y.ParseKey(key), val) == nil {
 				found[string(key)] = bytes.Clone(val)
 			}
@@ -182,15 +182,15 @@ func valueLogCopies(dir string, encryptionKey []byte, want map[string]uint64) (m
 // data key that encrypts it (0: none) and the base of its entries' IVs.
 const vlogHeaderSize = 20
 
-// scanValueLog calls fn with the key (with its version) and the value of
-// each entry of the value-log file at path, in order, up to its first
+// scanValueLog calls fn with the offset, the key (with its version) and
+// the value of each entry of the value-log file at path, in order, up to its first
 // entry that is zero, cut short or fails its CRC. kr holds the data keys
 // of an encrypted store, nil otherwise. The layout is Badger v4's
 // (logFile.encodeEntry): per entry meta, user meta, then the key's length,
 // the value's length and the expiry as uvarints, then the key and value
 // (AES-CTR encrypted from the base IV and the entry's offset, when the file
 // is), then a big-endian CRC32C of all of them as written.
-func scanValueLog(path string, kr *badger.KeyRegistry, fn func(key, val []byte)) error {
+func scanValueLog(path string, kr *badger.KeyRegistry, fn func(offset int64, key, val []byte)) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -244,7 +244,7 @@ func scanValueLog(path string, kr *badger.KeyRegistry, fn func(key, val []byte))
 				return err
 			}
 		}
-		fn(kv[:klen], kv[klen:])
+		fn(offset, kv[:klen], kv[klen:])
 		offset = end
 	}
 }
