@@ -43,17 +43,25 @@ func encodeValue(key []byte, m proto.Message) ([]byte, error) {
 
 // decodeValue verifies a framed value and unmarshals it into m.
 func decodeValue(key, val []byte, m proto.Message) error {
+	if err := checkFrame(key, val); err != nil {
+		return err
+	}
+	return proto.Unmarshal(val[5:], m)
+}
+
+// checkFrame returns nil when val is a value framed for key whose checksum
+// holds, and what is wrong with it otherwise.
+func checkFrame(key, val []byte) error {
 	if len(val) < 5 {
 		return fmt.Errorf("value of %d bytes is shorter than its header", len(val))
 	}
 	if val[0] != valueVersion {
 		return fmt.Errorf("unknown value version %d", val[0])
 	}
-	payload := val[5:]
-	if want, got := binary.BigEndian.Uint32(val[1:5]), checksum(key, payload); want != got {
+	if want, got := binary.BigEndian.Uint32(val[1:5]), checksum(key, val[5:]); want != got {
 		return fmt.Errorf("checksum mismatch: stored %08x, computed %08x", want, got)
 	}
-	return proto.Unmarshal(payload, m)
+	return nil
 }
 
 func put(t *tx, key []byte, m proto.Message) error {

@@ -81,11 +81,7 @@ func recoverMovedValues(db *badger.DB, dir string, encryptionKey []byte) (recove
 	} else if err != nil {
 		return 0, 0, err
 	}
-	damaged, err := unreadableValues(db)
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(damaged) > 0 {
+	if damaged := unreadableValues(db); len(damaged) > 0 {
 		copies, err := valueLogCopies(dir, encryptionKey, damaged)
 		if err != nil {
 			return 0, 0, err
@@ -97,8 +93,7 @@ func recoverMovedValues(db *badger.DB, dir string, encryptionKey []byte) (recove
 				lost++
 				continue
 			}
-			key := []byte(k)[:len(k)-8]
-			if err := wb.SetEntryAt(badger.NewEntry(key, val), version); err != nil {
+			if err := wb.SetEntryAt(badger.NewEntry(y.ParseKey([]byte(k)), val), version); err != nil {
 				wb.Cancel()
 				return 0, 0, err
 			}
@@ -117,7 +112,7 @@ func recoverMovedValues(db *badger.DB, dir string, encryptionKey []byte) (recove
 // unreadableValues returns, by Badger's key (the key and its version,
 // y.KeyWithTs), the version of every stored value, of any version, that
 // Badger cannot read or whose frame (codec.go) fails.
-func unreadableValues(db *badger.DB) (map[string]uint64, error) {
+func unreadableValues(db *badger.DB) map[string]uint64 {
 	txn := db.NewTransactionAt(math.MaxUint64, false)
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{AllVersions: true})
@@ -133,19 +128,7 @@ func unreadableValues(db *badger.DB) (map[string]uint64, error) {
 			damaged[string(y.KeyWithTs(item.KeyCopy(nil), item.Version()))] = item.Version()
 		}
 	}
-	return damaged, nil
-}
-
-// checkFrame reports whether val is a framed value (codec.go) of key whose
-// checksum holds.
-func checkFrame(key, val []byte) error {
-	if len(val) < 5 || val[0] != valueVersion {
-		return fmt.Errorf("value of %d bytes is not a framed value", len(val))
-	}
-	if binary.BigEndian.Uint32(val[1:5]) != checksum(key, val[5:]) {
-		return errors.New("checksum mismatch")
-	}
-	return nil
+	return damaged
 }
 
 // valueLogCopies reads every value-log file of dir and returns, for each
