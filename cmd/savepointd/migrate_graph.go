@@ -199,7 +199,7 @@ func listedEffects(ctx context.Context, s core.GraphStore, thread string) ([]str
 	var out []string
 	var after core.ThreadEffectKey
 	for {
-		es, err := s.ListThreadEffects(ctx, thread, after, page)
+		es, err := s.ListThreadEffects(ctx, thread, after, page, 0)
 		if err != nil {
 			return nil, err
 		}

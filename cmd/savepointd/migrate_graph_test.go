@@ -314,11 +314,11 @@ func TestMigrateStoreGraph(t *testing.T) {
 		thread string
 		n      int
 	}{{"main", 4}, {"big", 1}, {"copy", 1}, {"gone", 0}, {"pruned", 1}, {"orphan", 0}, {"none", 0}} {
-		want, err := src.ListThreadEffects(ctx, tc.thread, core.ThreadEffectKey{}, 100)
+		want, err := src.ListThreadEffects(ctx, tc.thread, core.ThreadEffectKey{}, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := dst.ListThreadEffects(ctx, tc.thread, core.ThreadEffectKey{}, 100)
+		got, err := dst.ListThreadEffects(ctx, tc.thread, core.ThreadEffectKey{}, 100, 0)
 		if err != nil || len(want) != tc.n || !reflect.DeepEqual(want, got) {
 			t.Errorf("ListThreadEffects(%q): badger %d entries, postgres %d (%v), want %d and equal:\n%+v\n%+v", tc.thread, len(want), len(got), err, tc.n, want, got)
 		}

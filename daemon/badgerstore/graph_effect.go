@@ -132,18 +132,19 @@ func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectReco
 	return res, nil
 }
 
-// ListThreadEffects implements core.GraphStore. A thread a delete or copy
-// hides has no entries.
-func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit int) ([]core.ThreadEffect, error) {
+// ListThreadEffects implements core.GraphStore, reading the entries' values
+// one at a time. A thread a delete or copy hides has no entries.
+func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit, maxOutputBytes int) ([]core.ThreadEffect, error) {
 	var out []core.ThreadEffect
 	err := s.view(ctx, func(t *tx) error {
 		out = out[:0]
+		budget := core.OutputBudget{Bytes: maxOutputBytes}
 		h, err := threadHead(t, thread)
 		if err != nil || hidden(h) {
 			return err
 		}
 		prefix := graphKey(kindGraphEffect, thread)
-		it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		seek := prefix
 		if after != (core.ThreadEffectKey{}) {
@@ -158,6 +159,7 @@ func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core
 			if (core.ThreadEffectKey{NS: e.NS, ToolUseID: e.ToolUseID}) == after {
 				continue
 			}
+			budget.Trim(&e)
 			out = append(out, e)
 		}
 		return nil

@@ -76,9 +76,12 @@ type GraphStore interface {
 	RecordThreadEffect(ctx context.Context, r *ThreadEffectRecord) (ThreadEffectRecordResult, error)
 	// ListThreadEffects returns up to limit entries of the thread's ledger
 	// whose keys sort after the given one (the zero key: from the first), in
-	// key order. DeleteThread and DeleteIdleThreads remove a thread's
-	// ledger, CopyThread copies it, Prune with PruneKeepLatest keeps it.
-	ListThreadEffects(ctx context.Context, thread string, after ThreadEffectKey, limit int) ([]ThreadEffect, error)
+	// key order, their outputs trimmed to maxOutputBytes as OutputBudget
+	// says (0: every output whole), so that a listing holds at most that
+	// many bytes of outputs. DeleteThread and DeleteIdleThreads remove a
+	// thread's ledger, CopyThread copies it, Prune with PruneKeepLatest
+	// keeps it.
+	ListThreadEffects(ctx context.Context, thread string, after ThreadEffectKey, limit, maxOutputBytes int) ([]ThreadEffect, error)
 }
 
 // GraphThread describes one thread of a GraphStore.

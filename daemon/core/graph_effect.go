@@ -281,3 +281,28 @@ func ReplayThreadEffectBegin(cur *ThreadEffect, attempt uint32) ThreadEffectBegi
 	}
 	return res
 }
+
+// OutputBudget bounds the bytes of outputs a listing of ledger entries
+// holds: Trim, called on the entries in order, keeps an output's bytes
+// while those kept add up to at most Bytes, and drops the bytes of one
+// that would pass it (its Size is kept). The zero OutputBudget keeps every
+// output whole.
+type OutputBudget struct {
+	// Bytes is the budget; 0 means no limit.
+	Bytes int
+	used  int
+}
+
+// Trim drops e's output's bytes when they do not fit in what is left of b.
+func (b *OutputBudget) Trim(e *ThreadEffect) {
+	n := len(e.Output.Data)
+	if b.Bytes <= 0 || n == 0 {
+		return
+	}
+	if b.used+n > b.Bytes {
+		e.Output.Size = int64(n)
+		e.Output.Data = nil
+		return
+	}
+	b.used += n
+}

@@ -264,14 +264,16 @@ func (s *Store) recordThreadEffect(ctx context.Context, q *query, r *core.Thread
 }
 
 // ListThreadEffects implements core.GraphStore, reading one snapshot by the
-// primary key of graph_effects; a damaged row is core.ErrCorrupt.
-func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit int) ([]core.ThreadEffect, error) {
+// primary key of graph_effects a row at a time; a damaged row is
+// core.ErrCorrupt.
+func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit, maxOutputBytes int) ([]core.ThreadEffect, error) {
 	if limit <= 0 {
 		return nil, ctx.Err()
 	}
 	var out []core.ThreadEffect
 	err := s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		out = nil
+		budget := core.OutputBudget{Bytes: maxOutputBytes}
 		rows, err := tx.Query(ctx, "SELECT ns, tool_use_id, record, data, checksum FROM "+s.table("graph_effects")+
 			" WHERE thread_id = $1 AND (thread_id, ns, tool_use_id) > ($1, $2, $3) ORDER BY ns, tool_use_id LIMIT $4",
 			[]byte(thread), []byte(after.NS), []byte(after.ToolUseID), limit)
@@ -289,7 +291,9 @@ func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core
 			if err := gdecode(thread, "graph_effects", rec, data, sum, &r, string(ns), string(id)); err != nil {
 				return err
 			}
-			out = append(out, threadEffectOf(thread, string(ns), string(id), &r, inlineOutput(data)))
+			e := threadEffectOf(thread, string(ns), string(id), &r, inlineOutput(data))
+			budget.Trim(&e)
+			out = append(out, e)
 		}
 		return rows.Err()
 	})

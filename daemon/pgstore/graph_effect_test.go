@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -112,7 +113,7 @@ func TestGraphEffectTwoStores(t *testing.T) {
 			t.Fatalf("round %d: neither outcome recorded", round)
 		}
 		for _, s := range stores {
-			es, err := s.ListThreadEffects(ctx, thread, core.ThreadEffectKey{}, 10)
+			es, err := s.ListThreadEffects(ctx, thread, core.ThreadEffectKey{}, 10, 0)
 			if err != nil || len(es) != 1 || string(es[0].Output.Data) != fmt.Sprintf(`"from %d"`, won) || es[0].State != core.ThreadEffectSucceeded {
 				t.Fatalf("round %d: the ledger after the racing records: %+v %v", round, es, err)
 			}
@@ -162,7 +163,7 @@ func TestGraphEffectCorruptRow(t *testing.T) {
 	if _, err := s.RecordThreadEffect(ctx, effectRecord("t", "call", 1, `"sent"`)); !errors.Is(err, core.ErrCorrupt) {
 		t.Errorf("record over the edited entry: %v, want ErrCorrupt", err)
 	}
-	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10, 0); !errors.Is(err, core.ErrCorrupt) {
 		t.Errorf("ListThreadEffects of the edited entry: %v, want ErrCorrupt", err)
 	}
 	if _, err := s.ReadGraphThread(ctx, "t", func(*core.GraphThreadDump) error { return nil }); !errors.Is(err, core.ErrCorrupt) {
@@ -180,7 +181,7 @@ func TestGraphEffectCorruptRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Exec(t, "postgres", "UPDATE "+pgx.Identifier{schema, "graph_effects"}.Sanitize()+" SET tool_use_id = 'b'::bytea")
-	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10, 0); !errors.Is(err, core.ErrCorrupt) {
 		t.Errorf("ListThreadEffects of a moved entry: %v, want ErrCorrupt", err)
 	}
 }
@@ -198,7 +199,7 @@ func TestGraphEffectLifecycle(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	list := func(thread string) []core.ThreadEffect {
 		t.Helper()
-		es, err := s.ListThreadEffects(ctx, thread, core.ThreadEffectKey{}, 100)
+		es, err := s.ListThreadEffects(ctx, thread, core.ThreadEffectKey{}, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +276,7 @@ func TestGraphEffectDump(t *testing.T) {
 	if _, err := a.BeginThreadEffect(ctx, &core.ThreadEffectBegin{ThreadID: "t", ToolUseID: "zz", Name: "f", Class: core.Idempotent}); err != nil {
 		t.Fatal(err)
 	}
-	want, err := a.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 100)
+	want, err := a.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 100, 0)
 	if err != nil || len(want) != 3 {
 		t.Fatalf("the source's ledger: %d %v", len(want), err)
 	}
@@ -288,7 +289,7 @@ func TestGraphEffectDump(t *testing.T) {
 	if err != nil || !found {
 		t.Fatalf("dump and import: %v %v", found, err)
 	}
-	got, err := b.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 100)
+	got, err := b.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 100, 0)
 	if err != nil || !reflect.DeepEqual(want, got) {
 		t.Fatalf("the imported ledger differs:\n%+v\n%+v (%v)", want, got, err)
 	}
@@ -305,4 +306,8 @@ func TestGraphEffectDump(t *testing.T) {
 	if rep, err := b.Verify(ctx); err != nil || len(rep.Damaged) != 0 {
 		t.Fatalf("Verify of the import: %+v %v", rep, err)
 	}
+}
+
+func TestThreadEffectOutputBudget(t *testing.T) {
+	storetest.ThreadEffectOutputBudget(t, open(t, pgtest.Shared(t).URL("postgres"), newSchema()))
 }

@@ -67,12 +67,12 @@ func (s *GraphServer) ListThreadEffects(ctx context.Context, req *savepointv1.Li
 		}
 	}
 	size := pageSize(req.GetPageSize())
-	effects, err := s.store.ListThreadEffects(ctx, req.GetThreadId(), after, size+1)
+	budget := s.lim.ResponseBudgetBytes - graphFrameMargin
+	effects, err := s.store.ListThreadEffects(ctx, req.GetThreadId(), after, size+1, budget)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
 	resp := &savepointv1.ListThreadEffectsResponse{}
-	budget := s.lim.ResponseBudgetBytes - graphFrameMargin
 	for i, e := range effects {
 		if i == size {
 			last := effects[i-1]
@@ -183,7 +183,7 @@ func threadEffectToProto(e core.ThreadEffect) *savepointv1.ThreadEffect {
 		p.BeginTime = timestamppb.New(e.BeginTime)
 	}
 	if e.State != core.ThreadEffectBegun {
-		p.Output = &savepointv1.TypedValue{Type: e.Output.Type, Data: e.Output.Data, TotalSize: int64(len(e.Output.Data))}
+		p.Output = &savepointv1.TypedValue{Type: e.Output.Type, Data: e.Output.Data, TotalSize: max(e.Output.Size, int64(len(e.Output.Data)))}
 		if !e.RecordTime.IsZero() {
 			p.RecordTime = timestamppb.New(e.RecordTime)
 		}
