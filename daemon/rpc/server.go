@@ -31,6 +31,7 @@ type Server struct {
 
 	store    core.Store // raw, wrapped to notify hub of each acknowledged write
 	raw      core.Store // as given to NewServer, for its optional interfaces
+	size     core.Sizer // raw's size, read at most once per core.SizeMaxAge; nil when raw has none
 	hub      *core.Hub
 	lim      Limits
 	logger   *slog.Logger
@@ -51,8 +52,12 @@ func NewServer(store core.Store, opts Options) *Server {
 	opts = opts.withDefaults()
 	hub := core.NewHub(store, opts.PollInterval)
 	shutdown, stop := context.WithCancel(context.Background())
-	return &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, raw: store, hub: hub, lim: opts.Limits,
+	s := &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, raw: store, hub: hub, lim: opts.Limits,
 		logger: opts.Logger, version: opts.Version, commit: opts.Commit, start: time.Now(), shutdown: shutdown, stop: stop}
+	if sz, ok := store.(core.Sizer); ok {
+		s.size = &core.CachedSizer{Source: sz}
+	}
+	return s
 }
 
 // Shutdown ends every WatchSessions stream with UNAVAILABLE, so that a
@@ -516,8 +521,8 @@ func (s *Server) GetServerInfo(ctx context.Context, _ *savepointv1.GetServerInfo
 		Saves:               s.saves.Load(),
 		Commits:             info.Commits,
 	}
-	if sz, ok := s.raw.(core.Sizer); ok {
-		if n, err := sz.Size(ctx); err == nil {
+	if s.size != nil {
+		if n, err := s.size.Size(ctx); err == nil {
 			resp.StoreBytes = &n
 		}
 	}

@@ -705,3 +705,36 @@ func TestServerCheckpointCreateTime(t *testing.T) {
 		t.Errorf("GetSession without a create time: %v, %v; want it unset", g.GetCheckpoint().GetCreateTime(), err)
 	}
 }
+
+// sizedStore is a fakeStore that says its size, counting the reads.
+type sizedStore struct {
+	fakeStore
+	sizes int
+}
+
+func (s *sizedStore) Info() core.StoreInfo { return core.StoreInfo{Kind: "fake"} }
+
+func (s *sizedStore) Size(context.Context) (int64, error) {
+	s.sizes++
+	return int64(100 * s.sizes), nil
+}
+
+// TestGetServerInfoSizeAge checks that GetServerInfo reads the store's size
+// once for the calls of a core.SizeMaxAge, since reading it walks a
+// directory or queries a catalog.
+func TestGetServerInfoSizeAge(t *testing.T) {
+	f := &sizedStore{}
+	s := NewServer(f, Options{})
+	for i := range 3 {
+		resp, err := s.GetServerInfo(context.Background(), &savepointv1.GetServerInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StoreBytes == nil || resp.GetStoreBytes() != 100 {
+			t.Fatalf("call %d: store_bytes %v, want the first read's 100", i, resp.StoreBytes)
+		}
+	}
+	if f.sizes != 1 {
+		t.Fatalf("three calls read the size %d times, want once", f.sizes)
+	}
+}

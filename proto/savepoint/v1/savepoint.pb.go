@@ -2754,8 +2754,8 @@ type GetServerInfoResponse struct {
 	// PostgreSQL user@host:port/database and the schema, never a password.
 	StoreLocation string `protobuf:"bytes,10,opt,name=store_location,json=storeLocation,proto3" json:"store_location,omitempty"`
 	// The store's size in bytes: the embedded store's files, or the
-	// PostgreSQL schema's tables with their indexes; unset when it could not
-	// be read.
+	// PostgreSQL schema's tables with their indexes, as read at most a second
+	// before; unset when it could not be read.
 	StoreBytes *int64 `protobuf:"varint,11,opt,name=store_bytes,json=storeBytes,proto3,oneof" json:"store_bytes,omitempty"`
 	// How long the daemon has served, at the time of the response.
 	Uptime *durationpb.Duration `protobuf:"bytes,12,opt,name=uptime,proto3" json:"uptime,omitempty"`

@@ -765,8 +765,8 @@ export interface GetServerInfoResponse {
   storeLocation: string;
   /**
    * The store's size in bytes: the embedded store's files, or the
-   * PostgreSQL schema's tables with their indexes; unset when it could not
-   * be read.
+   * PostgreSQL schema's tables with their indexes, as read at most a second
+   * before; unset when it could not be read.
    */
   storeBytes?:
     | bigint
