@@ -547,10 +547,18 @@ func (s *Store) lock(sessionID string) func() {
 	return m.Unlock
 }
 
-// badgerLogger sends Badger's log lines to slog.
+// badgerLogger sends Badger's log lines to slog, Badger's info lines at
+// debug level. A line below the logger's level is not formatted: Badger
+// logs a few debug lines per write.
 type badgerLogger struct{ l *slog.Logger }
 
-func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + fmt.Sprintf(f, a...)) }
-func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + fmt.Sprintf(f, a...)) }
-func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug("badger: " + fmt.Sprintf(f, a...)) }
-func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Debug("badger: " + fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug, f, a) }
+
+func (b badgerLogger) log(level slog.Level, f string, a []any) {
+	if b.l.Enabled(context.Background(), level) {
+		b.l.Log(context.Background(), level, "badger: "+fmt.Sprintf(f, a...))
+	}
+}
