@@ -172,6 +172,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.pool.Close()
 		return nil, err
 	}
+	s.useLZ4(ctx)
 	if err := s.dropStaleUploads(ctx, s.now().Add(-staleUpload)); err != nil {
 		s.pool.Close()
 		return nil, err
