@@ -60,3 +60,115 @@ func effectFromProto(e *savepointv1.Effect) core.Effect {
 	}
 	return out
 }
+
+// VerifyReportToProto is the wire form of a VerifyReport.
+func VerifyReportToProto(rep core.VerifyReport) *savepointv1.VerifyResponse {
+	resp := &savepointv1.VerifyResponse{CheckedSessions: rep.CheckedSessions, CheckedRecords: rep.CheckedRecords}
+	for _, d := range rep.Damaged {
+		resp.DamagedSessions = append(resp.DamagedSessions, &savepointv1.DamagedSession{SessionId: d.SessionID, Problem: d.Problem})
+	}
+	return resp
+}
+
+func checkpointToProto(cp core.Checkpoint) *savepointv1.Checkpoint {
+	p := &savepointv1.Checkpoint{
+		SessionId:    cp.SessionID,
+		Revision:     cp.Revision,
+		Epoch:        cp.Epoch,
+		Task:         cp.Task,
+		Turn:         cp.Turn,
+		TokensUsed:   cp.TokensUsed,
+		MessageCount: cp.MessageCount,
+		StateJson:    cp.StateJSON,
+		Labels:       cp.Labels,
+	}
+	for _, t := range cp.PendingToolUses {
+		p.PendingToolUses = append(p.PendingToolUses, toolUseToProto(t))
+	}
+	if !cp.SaveTime.IsZero() {
+		p.SaveTime = timestamppb.New(cp.SaveTime)
+	}
+	p.Status, p.FinalOutput = statusToProto(cp.Status), cp.FinalOutput
+	if !cp.CompleteTime.IsZero() {
+		p.CompleteTime = timestamppb.New(cp.CompleteTime)
+	}
+	if !cp.CreateTime.IsZero() {
+		p.CreateTime = timestamppb.New(cp.CreateTime)
+	}
+	return p
+}
+
+func statusToProto(st core.SessionStatus) savepointv1.SessionStatus {
+	switch st {
+	case core.StatusActive:
+		return savepointv1.SessionStatus_SESSION_STATUS_ACTIVE
+	case core.StatusCompleted:
+		return savepointv1.SessionStatus_SESSION_STATUS_COMPLETED
+	case core.StatusFailed:
+		return savepointv1.SessionStatus_SESSION_STATUS_FAILED
+	default:
+		return savepointv1.SessionStatus_SESSION_STATUS_UNSPECIFIED
+	}
+}
+
+func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
+	p := &savepointv1.LedgerEntry{
+		ToolUseId:           e.ToolUseID,
+		Name:                e.Name,
+		EffectClass:         effectClassToProto(e.Class),
+		BeginTracked:        e.BeginTracked,
+		LastPendingRevision: e.LastPendingRevision,
+		Begun:               e.Begun,
+		IdempotencyKey:      e.IdempotencyKey,
+	}
+	if !e.BeginTime.IsZero() {
+		p.BeginTime = timestamppb.New(e.BeginTime)
+	}
+	if e.Effect != nil {
+		p.Effect = effectToProto(*e.Effect)
+	}
+	return p
+}
+
+func summaryToProto(s core.SessionSummary) *savepointv1.SessionSummary {
+	p := &savepointv1.SessionSummary{
+		SessionId:           s.SessionID,
+		Revision:            s.Revision,
+		Epoch:               s.Epoch,
+		Task:                s.Task,
+		Turn:                s.Turn,
+		MessageCount:        s.MessageCount,
+		PendingToolUseCount: s.PendingToolUseCount,
+		InDoubtToolUseCount: s.InDoubtToolUseCount,
+		Labels:              s.Labels,
+		Status:              statusToProto(s.Status),
+	}
+	if !s.UpdateTime.IsZero() {
+		p.UpdateTime = timestamppb.New(s.UpdateTime)
+	}
+	if !s.CreateTime.IsZero() {
+		p.CreateTime = timestamppb.New(s.CreateTime)
+	}
+	return p
+}
+
+func messagesToProto(msgs []core.Message) []*savepointv1.Message {
+	out := make([]*savepointv1.Message, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, &savepointv1.Message{Role: m.Role, ContentJson: m.ContentJSON})
+	}
+	return out
+}
+
+func decisionToProto(d core.Decision) savepointv1.Decision {
+	switch d {
+	case core.DecisionReuse:
+		return savepointv1.Decision_DECISION_REUSE
+	case core.DecisionRun:
+		return savepointv1.Decision_DECISION_RUN
+	case core.DecisionInDoubt:
+		return savepointv1.Decision_DECISION_IN_DOUBT
+	default:
+		return savepointv1.Decision_DECISION_UNSPECIFIED
+	}
+}
