@@ -33,7 +33,7 @@ func (c *CachedSizer) Size(ctx context.Context) (int64, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t := now(); c.at.IsZero() || t.Sub(c.at) >= SizeMaxAge || t.Before(c.at) {
+	if t := now(); t.Sub(c.at) >= SizeMaxAge || t.Before(c.at) { // the zero at is long past
 		c.n, c.err = c.Source.Size(ctx)
 		c.at = now()
 	}

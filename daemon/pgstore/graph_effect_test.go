@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
-	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -306,8 +305,4 @@ func TestGraphEffectDump(t *testing.T) {
 	if rep, err := b.Verify(ctx); err != nil || len(rep.Damaged) != 0 {
 		t.Fatalf("Verify of the import: %+v %v", rep, err)
 	}
-}
-
-func TestThreadEffectOutputBudget(t *testing.T) {
-	storetest.ThreadEffectOutputBudget(t, open(t, pgtest.Shared(t).URL("postgres"), newSchema()))
 }

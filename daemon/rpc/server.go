@@ -23,7 +23,8 @@ const (
 
 // Server serves SavepointService over a Store: it validates each request,
 // translates it to the Store's terms, and translates the result or error
-// back. It holds no state of its own.
+// back. Its only state is its counters and the store's size, read at most
+// once per core.SizeMaxAge.
 type Server struct {
 	savepointv1.UnimplementedSavepointServiceServer
 

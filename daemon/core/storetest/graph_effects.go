@@ -7,11 +7,15 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
-// ThreadEffectOutputBudget checks that s's ListThreadEffects trims the
-// outputs of the entries it lists to maxOutputBytes, as core.OutputBudget
-// says, and keeps them whole with 0.
-func ThreadEffectOutputBudget(t *testing.T, s core.GraphStore) {
-	t.Helper()
+// testThreadEffectOutputBudget checks that the store's ListThreadEffects
+// trims the outputs of the entries it lists to maxOutputBytes, as
+// core.OutputBudget says, and keeps them whole with 0. Every store of
+// savepointd serves the graph service.
+func testThreadEffectOutputBudget(t *testing.T, store core.Store) {
+	s, ok := store.(core.GraphStore)
+	if !ok {
+		t.Fatalf("%T is not a core.GraphStore", store)
+	}
 	sizes := map[string]int{"a": 100, "b": 300, "c": 50}
 	for _, id := range []string{"a", "b", "c"} {
 		if _, err := s.BeginThreadEffect(ctx, &core.ThreadEffectBegin{ThreadID: "budget", ToolUseID: id, Name: "fetch",

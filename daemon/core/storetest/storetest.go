@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"Rewind", testRewind},
 		{"Fork", testFork},
 		{"ForkLongHistory", testForkLongHistory},
+		{"ThreadEffectOutputBudget", testThreadEffectOutputBudget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
