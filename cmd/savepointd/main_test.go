@@ -80,7 +80,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 	}
 }
 
-// TestMemoryLimit checks that --memory-limit (default 64 MiB) is the soft
+// TestMemoryLimit checks that --memory-limit (default 80 MiB) is the soft
 // limit savepointd sets, unless GOMEMLIMIT is set, and what sizes it takes.
 func TestMemoryLimit(t *testing.T) {
 	tests := []struct {

@@ -133,7 +133,7 @@ def test_large_values_async(daemon: Daemon, five_mb: dict[str, str], durability:
 # -- 64 MiB, with the daemon's memory checked -------------------------------------
 
 HUGE = 64 << 20
-SOFT_LIMIT = 64 << 20  # savepointd's default --memory-limit
+SOFT_LIMIT = 64 << 20  # the --memory-limit the test gives its daemon
 MARGIN = 16 << 20  # the Go runtime and Badger's tables beside the heap
 # Badger maps its value log: each byte written is a file-backed page in the
 # daemon's resident set (page cache the kernel can drop, not the heap the
@@ -183,24 +183,30 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
 
-def test_64_mib_value_within_the_daemons_memory(fresh_daemon: Daemon) -> None:
+def test_64_mib_value_within_the_daemons_memory(start_daemon) -> None:  # type: ignore[no-untyped-def]
     """A node returning a 64 MiB value: its write (UploadWrites) and the
     checkpoint that holds it (UploadCheckpoint) are staged in chunks, never
     held whole, so the daemon's anonymous memory stays under its soft limit
     plus MARGIN and its VmHWM under that plus the mapped pages of the value
-    log and of its binary; the value reads back whole, its interrupt too."""
-    assert fresh_daemon.proc is not None
-    pid = fresh_daemon.proc.pid
-    idle = proc_status(pid)
-    v = {"inp": "i", "out": os.urandom(HUGE // 2).hex(), "question": "q", "resume": "r"}
-    sampler = Sampler(pid)
+    log and of its binary; the value reads back whole, its interrupt too.
+    The daemon runs with a 64 MiB soft limit, under the default, so that a
+    value held whole (64 MiB) could not stay under the bound."""
+    d = start_daemon("--memory-limit", "64MiB")
     try:
-        with SavepointSaver(fresh_daemon.addr) as saver:
-            got = run_sync(saver, v, "sync")
+        assert d.proc is not None
+        pid = d.proc.pid
+        idle = proc_status(pid)
+        v = {"inp": "i", "out": os.urandom(HUGE // 2).hex(), "question": "q", "resume": "r"}
+        sampler = Sampler(pid)
+        try:
+            with SavepointSaver(d.addr) as saver:
+                got = run_sync(saver, v, "sync")
+        finally:
+            sampler.stop()
+        check(got, v)
+        end = proc_status(pid)
     finally:
-        sampler.stop()
-    check(got, v)
-    end = proc_status(pid)
+        d.close()
     print(
         f"savepointd: VmHWM idle {mib(idle['VmHWM'])}, after the 64 MiB run {mib(end['VmHWM'])}; "
         f"RssAnon peak sampled {mib(sampler.peak_anon)}; RssFile at the end {mib(end['RssFile'])}"

@@ -17,13 +17,13 @@ import { emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import { SavepointSaver } from "../index.js";
 import { type Daemon, startDaemon, stopDaemon } from "./initializer.js";
 
-/** savepointd's default --memory-limit (daemon/config.go DefaultMemoryLimit). */
+/** The --memory-limit the test gives its daemons: under the default, so that a value held whole could not stay under the bound. */
 const MEMORY_LIMIT = 64 << 20;
 let d: Daemon;
 let saver: SavepointSaver;
 
 before(async () => {
-  d = await startDaemon(); // the default flags: a 4 MiB request limit, a 64 MiB memory limit
+  d = await startDaemon(["--memory-limit", "64MiB"]); // and the default 4 MiB request limit
   saver = new SavepointSaver({ address: d.addr });
 });
 after(async () => {
@@ -109,7 +109,7 @@ test("a 5 MB interrupt() value and a 5 MB Command({ resume }) of a StateGraph ar
 });
 
 test("a 64 MiB channel write is uploaded in chunks and read back whole by getTuple, the daemon's anonymous memory under its memory limit", async (t) => {
-  const own = await startDaemon(); // a daemon of its own, so that its figures are this test's
+  const own = await startDaemon(["--memory-limit", "64MiB"]); // a daemon of its own, so that its figures are this test's
   const s = new SavepointSaver({ address: own.addr });
   try {
     const cfg = await s.put(
