@@ -88,6 +88,14 @@ type Config struct {
 // few tens of milliseconds (docs/profiles.md, "Seventh pass").
 const DefaultMemoryLimit = 80 << 20
 
+// PostgresGCPercent is the collector's target percentage (GOGC) savepointd
+// sets when it serves the PostgreSQL store, unless the GOGC environment
+// variable is set. That daemon's live heap is 3-4 MB, so with Go's 100 it
+// collected after every 1-2 MB of allocation; the memory limit still bounds
+// the heap. With the embedded store Badger's buffers keep 17-60 MB live,
+// and Go's 100 is left (docs/profiles.md, "Seventh pass").
+const PostgresGCPercent = 400
+
 // minMemoryLimit is the least soft limit accepted: below it the garbage
 // collector would run without pause under load.
 const minMemoryLimit = 48 << 20

@@ -51,6 +51,16 @@ func memoryLimit(cfg config, env func(string) string) (limit int64, ok bool) {
 	return cfg.MemoryLimit, true
 }
 
+// gcPercent returns the collector's target percentage savepointd sets:
+// daemon.PostgresGCPercent on the PostgreSQL store. ok is false where it
+// leaves the runtime's own: on the embedded store, and whenever GOGC is set.
+func gcPercent(cfg config, env func(string) string) (percent int, ok bool) {
+	if env("GOGC") != "" || cfg.Store.URL == "" {
+		return 0, false
+	}
+	return daemon.PostgresGCPercent, true
+}
+
 // run is savepointd with its arguments, environment, stdout and stderr; it
 // returns the exit code. Without a command it serves the store; the
 // commands (commands.go) check, repair, back up, restore (backup.go) and
@@ -85,6 +95,9 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	logger, _ := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel) // the format is validated
 	if limit, ok := memoryLimit(cfg, env); ok {
 		debug.SetMemoryLimit(limit)
+	}
+	if percent, ok := gcPercent(cfg, env); ok {
+		debug.SetGCPercent(percent)
 	}
 	key, code, done := readyToOpen(name, cfg, files, stderr)
 	switch {
