@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,5 +146,43 @@ func TestParseMachineCPU(t *testing.T) {
 	}
 	if _, err := ReadMachineCPU(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestParseSectorsWritten(t *testing.T) {
+	for _, tt := range []struct {
+		stat string
+		want int64
+		err  bool
+	}{
+		{"  123 0 4000 10 456 7 8192 90 0 100 100 0 0 0 0 0 0\n", 8192 * 512, false},
+		{"1 2 3 4 5 6\n", 0, true},
+		{"1 2 3 4 5 6 x 8\n", 0, true},
+	} {
+		got, err := parseSectorsWritten([]byte(tt.stat))
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("parseSectorsWritten(%q) = %d, %v; want %d, error %v", tt.stat, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+// TestDeviceWrites: a file written and not synced is counted, because the
+// count syncs the filesystem first.
+func TestDeviceWrites(t *testing.T) {
+	dir := t.TempDir()
+	d := deviceWrites{dir}
+	before, err := d.WriteBytes()
+	if err != nil {
+		t.Skipf("the device under %s cannot be counted here: %v", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), bytes.Repeat([]byte{7}, 4<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after, err := d.WriteBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 4<<20 {
+		t.Errorf("the device wrote %d bytes for a 4 MiB file, want at least 4 MiB", after-before)
 	}
 }

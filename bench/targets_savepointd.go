@@ -27,6 +27,9 @@ type savepointdTarget struct {
 	// store, when set, counts the write_bytes of the daemon's store
 	// beside the daemon's own (a PostgreSQL server's processes).
 	store writeCounter
+	// written, when set, counts the row's bytes written in place of the
+	// daemon's write_bytes and store (the device under its data directory).
+	written writeCounter
 }
 
 func (t *savepointdTarget) Name() string {
@@ -64,6 +67,9 @@ func (s *savepointdStore) Session(ctx context.Context, i int) (Writer, error) {
 
 // WriteBytes is what the daemon, and its store's processes, wrote.
 func (s *savepointdStore) WriteBytes() (int64, error) {
+	if s.t.written != nil {
+		return s.t.written.WriteBytes()
+	}
 	n, err := s.t.d.Proc.WriteBytes()
 	if err != nil || s.t.store == nil {
 		return n, err
