@@ -277,8 +277,8 @@ func TestBinaryFlags(t *testing.T) {
 	d := daemontest.Start(t, "--allow-uid", "4242424", "--log-format", "json", "--metrics-addr", metrics) // health stays open: Start waits on it
 	_, err := d.Client.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{SessionId: "s"})
 	wantReason(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
-	fams := scrape(t, metrics)
-	if v, ok := value(fams, "grpc_server_handled_total", map[string]string{"grpc_method": "SaveCheckpoint", "grpc_code": "PermissionDenied"}); !ok || v != 1 {
+	fams := daemontest.Scrape(t, metrics)
+	if v, ok := daemontest.Value(fams, "grpc_server_handled_total", map[string]string{"grpc_method": "SaveCheckpoint", "grpc_code": "PermissionDenied"}); !ok || v != 1 {
 		t.Errorf("denied saves counted %v (present %v), want 1", v, ok)
 	}
 	if line := findLog(t, d.Stderr(), savepointv1.SavepointService_SaveCheckpoint_FullMethodName); line["reason"] != "PERMISSION_DENIED" {

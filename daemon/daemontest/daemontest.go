@@ -89,6 +89,7 @@ type Daemon struct {
 	DataDir string
 	Socket  string
 	Args    []string // extra flags
+	Env     []string // added to the test's environment, later entries winning; nil adds nothing
 	Conn    *grpc.ClientConn
 	Client  savepointv1.SavepointServiceClient
 
@@ -137,7 +138,14 @@ func Start(t testing.TB, args ...string) *Daemon {
 // StartBinary is Start with the savepointd binary bin.
 func StartBinary(t testing.TB, bin string, args ...string) *Daemon {
 	t.Helper()
-	d := &Daemon{t: t, Bin: bin, DataDir: t.TempDir(), Socket: SocketPath(t), Args: args}
+	return StartBinaryEnv(t, bin, nil, args...)
+}
+
+// StartBinaryEnv is StartBinary with env added to the test's environment
+// (Daemon.Env).
+func StartBinaryEnv(t testing.TB, bin string, env []string, args ...string) *Daemon {
+	t.Helper()
+	d := &Daemon{t: t, Bin: bin, DataDir: t.TempDir(), Socket: SocketPath(t), Args: args, Env: env}
 	d.Restart()
 	conn, err := grpc.NewClient("unix:"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -157,6 +165,9 @@ func (d *Daemon) Restart() {
 	d.t.Helper()
 	args := append([]string{"--data-dir", d.DataDir, "--listen", "unix:" + d.Socket}, d.Args...)
 	d.cmd = exec.Command(d.Bin, args...)
+	if d.Env != nil {
+		d.cmd.Env = append(os.Environ(), d.Env...)
+	}
 	d.stderr = &SyncBuffer{}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
