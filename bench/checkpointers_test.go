@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -462,5 +463,49 @@ func TestWriteChars(t *testing.T) {
 	}
 	if after, err := (Proc{}).WriteChars(); err != nil || after-before < 10000 {
 		t.Errorf("wchar grew by %d, %v, after a write of 10000 bytes", after-before, err)
+	}
+}
+
+// TestGrowthTargets: scenario 3 counts bytes as the checkpointers table
+// does: savepointd's at its data directory's block device, so that what
+// another process writes there is counted once synced (write_bytes of a
+// process would not see it), and the rewrite store's as this process's
+// wchar.
+func TestGrowthTargets(t *testing.T) {
+	d := &Daemon{DataDir: t.TempDir()}
+	spd, rewrite := growthTargets(d)
+	if _, ok := rewrite.(selfChars); !ok {
+		t.Errorf("the rewrite store is %T, want its bytes counted as wchar (selfChars)", rewrite)
+	}
+	st, err := spd.Open(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := st.(writeCounter)
+	before, err := wc.WriteBytes()
+	if err != nil {
+		t.Skipf("the device under %s cannot be counted here: %v", d.DataDir, err)
+	}
+	// Another process, not this one's child (a reaped child's I/O is added
+	// to its parent's), writes 4 MiB into the data directory, not synced.
+	f := filepath.Join(d.DataDir, "f")
+	script := `(dd if=/dev/zero of="$1" bs=1M count=4 status=none && touch "$1.done") &`
+	if out, err := exec.Command("sh", "-c", script, "sh", f).CombinedOutput(); err != nil {
+		t.Fatalf("sh: %v: %s", err, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(f + ".done"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not finish in 30 s")
+		}
+	}
+	after, err := wc.WriteBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 4<<20 {
+		t.Errorf("savepointd's row counted %d bytes after another process wrote 4 MiB in its data directory, want at least 4 MiB", after-before)
 	}
 }

@@ -19,6 +19,7 @@ import (
 // socket. Stop ends it; its log is kept in its directory.
 type Daemon struct {
 	Socket  string        // the socket's path
+	DataDir string        // the data directory it serves
 	Started time.Duration // from exec to the health check answering SERVING
 	Proc    Proc
 	cmd     *exec.Cmd
@@ -30,7 +31,7 @@ type Daemon struct {
 // settings and extra flags, listening on a socket in sockDir, and returns
 // once it serves.
 func StartDaemon(ctx context.Context, bin, dataDir, sockDir string, extra ...string) (*Daemon, error) {
-	d := &Daemon{Socket: filepath.Join(sockDir, "s.sock"), log: filepath.Join(sockDir, "savepointd.log"), done: make(chan error, 1)}
+	d := &Daemon{Socket: filepath.Join(sockDir, "s.sock"), DataDir: dataDir, log: filepath.Join(sockDir, "savepointd.log"), done: make(chan error, 1)}
 	_ = os.Remove(d.Socket)
 	logf, err := os.Create(d.log)
 	if err != nil {

@@ -12,11 +12,11 @@ import (
 
 // Scenario 3: history growth
 
-// HistoryGrowth runs an agent of Turns saves, each appending one message,
+// HistoryGrowth runs an agent of Turns saves on d, each appending one message,
 // and compares save latency and bytes written per save around turn 10 and
 // at the last turns, for savepointd and a store that rewrites the whole
 // history on every save.
-func (b *Bench) HistoryGrowth(ctx context.Context, spd *savepointdTarget) error {
+func (b *Bench) HistoryGrowth(ctx context.Context, d *Daemon) error {
 	turns := b.cfg.Turns
 	history := make([]*Save, turns)
 	for i := range history {
@@ -28,18 +28,12 @@ func (b *Bench) HistoryGrowth(ctx context.Context, spd *savepointdTarget) error 
 	}
 	// The windows: turns 6..15 ("turn 10") and the last ten turns.
 	early, late := window{5, 15}, window{turns - 10, turns}
-	rewrite := jsonTarget{whole: true}
+	spd, rewrite := growthTargets(d)
 	type figs struct{ early, late, earlyBytes, lateBytes []float64 }
 	got := map[string]*figs{spd.Name(): {}, rewrite.Name(): {}}
 	for rep := range b.cfg.Reps {
 		for _, t := range []Target{spd, rewrite} {
-			var e, l windowResult
-			var err error
-			if t == spd {
-				e, l, err = b.growSavepointd(ctx, spd, history, early, late)
-			} else {
-				e, l, err = b.growRewrite(ctx, rewrite, history, early, late)
-			}
+			e, l, err := b.grow(ctx, t, history, early, late)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.Name(), err)
 			}
@@ -55,7 +49,7 @@ func (b *Bench) HistoryGrowth(ctx context.Context, spd *savepointdTarget) error 
 			"KiB written per save at 10", fmt.Sprintf("KiB written per save at %d", turns)},
 		Notes: []string{
 			fmt.Sprintf("Turn 10: the saves of turns 6-15; turn %d: turns %d-%d. Medians over %d repetitions, each a new session.", turns, late.from+1, late.to, b.cfg.Reps),
-			"Bytes written: write_bytes of /proc/PID/io over the window (page-cache bytes dirtied, in whole 4 KiB pages), per save; savepointd's own, and this process's for the rewrite store.",
+			"Bytes written per save over the window, counted as in the checkpointers table: for savepointd, the sectors its data directory's block device wrote, read after a syncfs of that filesystem (every writer on the device is counted: the machine's other processes too); for the rewrite store, what this process passed to write calls (wchar of /proc/self/io). Not write_bytes: this kernel counts a whole large folio each time a synced page is written again.",
 			fmt.Sprintf("savepointd saves every turn through the socket; the rewrite store saves turns 1-15, then is given the history of turn %d without writing it and saves the last ten turns.", late.from),
 		},
 	}
@@ -74,7 +68,7 @@ type window struct{ from, to int }
 type windowResult struct{ p50ms, bytesPerSave float64 }
 
 // measure saves history[w.from:w.to] through wr and returns their median
-// latency and the write_bytes of p per save.
+// latency and the bytes p counts per save.
 func measure(ctx context.Context, wr Writer, history []*Save, w window, p writeCounter) (windowResult, error) {
 	wb0, err := p.WriteBytes()
 	if err != nil {
@@ -145,10 +139,11 @@ func (b *Bench) grow(ctx context.Context, t Target, history []*Save, early, late
 	return e, l, err
 }
 
-func (b *Bench) growSavepointd(ctx context.Context, spd *savepointdTarget, history []*Save, early, late window) (e, l windowResult, err error) {
-	return b.grow(ctx, spd, history, early, late)
-}
-
-func (b *Bench) growRewrite(ctx context.Context, t jsonTarget, history []*Save, early, late window) (e, l windowResult, err error) {
-	return b.grow(ctx, t, history, early, late)
+// growthTargets are scenario 3's two rows: savepointd on d, its bytes
+// counted at its data directory's block device (write_bytes would count a
+// whole large folio each time its log rewrites a synced page), and the
+// store that rewrites the whole history as one JSON file, its bytes counted
+// as this process's wchar.
+func growthTargets(d *Daemon) (spd, rewrite Target) {
+	return &savepointdTarget{d: d, prefix: "growth", written: deviceWrites{d.DataDir}}, charsCounted(jsonTarget{whole: true})
 }

@@ -267,7 +267,7 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
 				}
 			}
 			if cfg.runs(3) {
-				if err := b.HistoryGrowth(ctx, spd); err != nil {
+				if err := b.HistoryGrowth(ctx, d); err != nil {
 					return fmt.Errorf("scenario 3: %w", err)
 				}
 			}
