@@ -61,19 +61,12 @@ func (b *Bench) Checkpointers(ctx context.Context) (err error) {
 		}
 	}()
 
-	dir, err := b.dir()
-	if err != nil {
-		return err
-	}
-	d, err := StartDaemon(ctx, b.cfg.Savepointd, filepath.Join(dir, "data"), dir)
+	d, err := b.startDaemon(ctx)
 	if err != nil {
 		return err
 	}
 	closers = append(closers, d.Stop)
-	// Badger writes its files through memory maps and savepointd its log by
-	// rewriting a synced page, both of which write_bytes overcounts
-	// (parseIOWriteBytes): the device's own count stands in for it.
-	targets = append(targets, &savepointdTarget{d: d, prefix: "cp", name: "savepointd (Badger)", written: deviceWrites{dir}})
+	targets = append(targets, deviceCounted(d, "cp", "savepointd (Badger)"))
 
 	var pg *pgServer
 	pgVer := ""

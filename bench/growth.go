@@ -140,10 +140,9 @@ func (b *Bench) grow(ctx context.Context, t Target, history []*Save, early, late
 }
 
 // growthTargets are scenario 3's two rows: savepointd on d, its bytes
-// counted at its data directory's block device (write_bytes would count a
-// whole large folio each time its log rewrites a synced page), and the
+// counted at its data directory's block device (deviceCounted), and the
 // store that rewrites the whole history as one JSON file, its bytes counted
-// as this process's wchar.
+// as this process's wchar (charsCounted).
 func growthTargets(d *Daemon) (spd, rewrite Target) {
-	return &savepointdTarget{d: d, prefix: "growth", written: deviceWrites{d.DataDir}}, charsCounted(jsonTarget{whole: true})
+	return deviceCounted(d, "growth", ""), charsCounted(jsonTarget{whole: true})
 }
