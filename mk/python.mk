@@ -43,7 +43,7 @@ generate-python: $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) ## Regenerate th
 $(VENV)/.savepoint-stamp: $(PY_DIR)/pyproject.toml $(PY_DIR)/demo/pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,test,bench]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,anthropic,test,bench]'
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps --config-settings editable_mode=compat -e './$(PY_DIR)/demo'
 	@touch $@
 
