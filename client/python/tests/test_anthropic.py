@@ -195,3 +195,29 @@ def test_history_ending_in_final_answer_completes(daemon: Daemon, sid: str) -> N
         assert DurableAgent(model, sid, savepoint=sp).run("go", model="m", max_tokens=5) == "all done"
         assert model.calls == []
         assert sp.resume(sid).status == SessionStatus.COMPLETED
+
+
+TS_AGENT = Path(__file__).resolve().parents[2] / "anthropic/dist/tests/agent.js"
+
+
+@pytest.mark.parametrize("first_lang", ["python", "typescript"])
+def test_cross_language_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, first_lang: str) -> None:
+    """A session started by one language's DurableAgent, killed inside
+    write_report after RecordEffect, is finished by the other's: REUSE, no
+    second write, one history both sides read the same."""
+    if not TS_AGENT.is_file():
+        pytest.fail(f"{TS_AGENT} is not built: run make clients-anthropic")
+    (tmp_path / "sales-notes.txt").write_text(NOTES)
+
+    def run(lang: str, crash: str = "") -> subprocess.CompletedProcess[str]:
+        if lang == "python":
+            return run_agent(daemon, fake, tmp_path, sid, False, crash)
+        return subprocess.run(["node", str(TS_AGENT), daemon.addr, fake.url, str(tmp_path), sid],
+                              env={**os.environ, "CRASH_AT": crash}, capture_output=True, text=True, timeout=60)
+
+    assert run(first_lang, "after-record:3").returncode == -9
+    second = run("typescript" if first_lang == "python" else "python")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (tmp_path / "report.txt").read_text().splitlines() == [REPORT]
+    cp, msgs = transcript(daemon, sid)
+    assert cp.status == SessionStatus.COMPLETED and cp.final_output == FINAL and pairing_error(msgs) == ""
