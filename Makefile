@@ -130,7 +130,7 @@ checkgenerate: generate ## Fail if the committed generated code is stale
 # Checks
 
 .PHONY: lint
-lint: $(BIN)/buf breaking ## buf lint, buf format, buf breaking (mk/api.mk), go vet, gofmt
+lint: $(BIN)/buf breaking ## buf lint, buf format, buf breaking (mk/api.mk), go vet, gofmt, checkfiles (mk/files.mk)
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code
 	go vet ./...

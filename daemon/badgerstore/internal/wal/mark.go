@@ -1,4 +1,4 @@
-package badgerstore
+package wal
 
 import (
 	"encoding/binary"
@@ -25,23 +25,32 @@ const (
 	walSaltLen   = 16
 )
 
-// walPos is a place in the log: every record up to lsn comes before it, and
+// Pos is a place in the log: every record up to lsn comes before it, and
 // the record lsn+1 starts at offset off of segment seg.
-type walPos struct {
+type Pos struct {
 	lsn uint64
 	seg uint64
 	off int64
 }
 
-// walMark is the mark file's contents.
-type walMark struct {
-	walPos
+// LSN returns the LSN of the last record before p.
+func (p Pos) LSN() uint64 { return p.lsn }
+
+// Segment returns the number of the segment p is in.
+func (p Pos) Segment() uint64 { return p.seg }
+
+// Offset returns where in its segment p is.
+func (p Pos) Offset() int64 { return p.off }
+
+// Mark is the mark file's contents.
+type Mark struct {
+	Pos
 	epoch uint32
 	clean bool
 	salt  []byte
 }
 
-func encodeWALMark(m walMark) []byte {
+func encodeWALMark(m Mark) []byte {
 	b := make([]byte, 0, walMarkLen)
 	b = append(b, walMarkMagic...)
 	b = binary.LittleEndian.AppendUint64(b, m.lsn)
@@ -57,8 +66,8 @@ func encodeWALMark(m walMark) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// readWALMark returns the mark in dir; found is false when there is none.
-func readWALMark(dir string) (m walMark, found bool, err error) {
+// ReadMark returns the mark in dir; found is false when there is none.
+func ReadMark(dir string) (m Mark, found bool, err error) {
 	b, err := os.ReadFile(filepath.Join(dir, walMarkFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, false, nil
@@ -79,10 +88,10 @@ func readWALMark(dir string) (m walMark, found bool, err error) {
 	return m, true, nil
 }
 
-// writeWALMark replaces the mark in dir atomically and durably: a
+// writeMarkFile replaces the mark in dir atomically and durably: a
 // temporary file, synced, renamed over the mark, and the directory synced
 // (skipped only by the savepoint_nodirsync build).
-func writeWALMark(dir string, m walMark) error {
+func writeMarkFile(dir string, m Mark) error {
 	path := filepath.Join(dir, walMarkFile)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

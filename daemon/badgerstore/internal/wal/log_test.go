@@ -1,4 +1,4 @@
-package badgerstore
+package wal
 
 import (
 	"bytes"
@@ -20,33 +20,34 @@ type logRecord struct {
 // openLogT opens the log in dir as Open does, collecting the records after
 // the mark instead of applying them to Badger, and makes the new epoch
 // durable with the mark left where it was (as if Badger were never synced).
-func openLogT(t *testing.T, dir string, key []byte) (*wal, []logRecord, walOpen) {
+func openLogT(t *testing.T, dir string, key []byte) (*Log, []logRecord, Opened) {
 	t.Helper()
 	var got []logRecord
-	w, res, err := openWAL(dir, key, 0, func(lsn uint64, p []byte) error {
+	w, res, err := Open(dir, key, 0, func(lsn uint64, p []byte) error {
 		got = append(got, logRecord{lsn, slices.Clone(p)})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.writeMark(res.mark); err != nil {
+	if err := w.WriteMark(res.Mark); err != nil {
 		t.Fatal(err)
 	}
 	return w, got, res
 }
 
+// testPayload is a payload of n bytes and more, told apart by i.
 func testPayload(i int, n int) []byte {
-	return appendCommitPayload(nil, uint64(i), []*op{{writes: []write{{key: []byte(fmt.Sprintf("k%06d", i)), val: bytes.Repeat([]byte{byte(i)}, n)}}}})
+	return append([]byte(fmt.Sprintf("k%06d", i)), bytes.Repeat([]byte{byte(i)}, n)...)
 }
 
-func appendT(t *testing.T, w *wal, p []byte) walPos {
+func appendT(t *testing.T, w *Log, p []byte) Pos {
 	t.Helper()
-	pos, err := w.append(p)
+	pos, err := w.Append(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.sync(); err != nil {
+	if err := w.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	return pos
@@ -61,9 +62,9 @@ func lsns(rs []logRecord) []uint64 {
 }
 
 func setSegmentSize(t *testing.T, n int64) {
-	old := walSegmentSize
-	walSegmentSize = n
-	t.Cleanup(func() { walSegmentSize = old })
+	old := SegmentSize
+	SegmentSize = n
+	t.Cleanup(func() { SegmentSize = old })
 }
 
 func patchFile(t *testing.T, path string, off int64, b []byte) {
@@ -87,18 +88,18 @@ func TestWALTornTailCut(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("a new log replayed %v", lsns(got))
 	}
-	var ends []walPos
+	var ends []Pos
 	for i := 1; i <= 5; i++ {
 		ends = append(ends, appendT(t, w, testPayload(i, 100)))
 	}
-	w.close()
-	seg := filepath.Join(dir, segName(1))
+	w.Close()
+	seg := filepath.Join(dir, SegmentName(1))
 	patchFile(t, seg, ends[2].off+walHeaderLen+20, []byte{0xff}) // inside record 4's payload
 
 	w, got, res := openLogT(t, dir, nil)
-	if !slices.Equal(lsns(got), []uint64{1, 2, 3}) || res.end != ends[2] || !res.cut {
+	if !slices.Equal(lsns(got), []uint64{1, 2, 3}) || res.End != ends[2] || !res.Cut {
 		t.Fatalf("after tearing record 4: replayed %v, end %+v (want %+v), cut %t; want 1-3, the end of 3, cut",
-			lsns(got), res.end, ends[2], res.cut)
+			lsns(got), res.End, ends[2], res.Cut)
 	}
 	data, err := os.ReadFile(seg)
 	if err != nil {
@@ -109,7 +110,7 @@ func TestWALTornTailCut(t *testing.T) {
 	}
 	appendT(t, w, testPayload(40, 30))
 	appendT(t, w, testPayload(50, 30))
-	w.close()
+	w.Close()
 	_, got, _ = openLogT(t, dir, nil)
 	if !slices.Equal(lsns(got), []uint64{1, 2, 3, 4, 5}) || !bytes.Equal(got[3].payload, testPayload(40, 30)) ||
 		!bytes.Equal(got[4].payload, testPayload(50, 30)) {
@@ -125,15 +126,15 @@ func TestWALStaleRecordsOfARecycledSegmentAreIgnored(t *testing.T) {
 	setSegmentSize(t, 64<<10)
 	dir := t.TempDir()
 	w, _, _ := openLogT(t, dir, nil)
-	var ends []walPos
+	var ends []Pos
 	for i := 1; i <= 200; i++ {
 		ends = append(ends, appendT(t, w, testPayload(i, 1000)))
 	}
 	mark := ends[149] // record 150
-	if err := w.writeMark(mark); err != nil {
+	if err := w.WriteMark(mark); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.recycle(mark.seg); err != nil {
+	if err := w.Recycle(mark.seg); err != nil {
 		t.Fatal(err)
 	}
 	if w.recycled == 0 {
@@ -149,7 +150,7 @@ func TestWALStaleRecordsOfARecycledSegmentAreIgnored(t *testing.T) {
 		appendT(t, w, testPayload(int(last+1), 1000))
 		last++
 	}
-	w.close() // a crash: the mark stays at 150
+	w.Close() // a crash: the mark stays at 150
 
 	sc := &walScanner{dir: dir}
 	var seen []uint64
@@ -176,39 +177,39 @@ func TestWALRecyclesOnlyBelowTheMark(t *testing.T) {
 	setSegmentSize(t, 64<<10)
 	dir := t.TempDir()
 	w, _, _ := openLogT(t, dir, nil)
-	var ends []walPos
+	var ends []Pos
 	for i := 1; i <= 200; i++ {
 		ends = append(ends, appendT(t, w, testPayload(i, 1000)))
 	}
 	segs := func() []uint64 {
-		f, err := listWAL(dir)
+		f, err := List(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return f.segs
+		return f.Segs
 	}
 	before := segs()
 	if len(before) < 4 {
 		t.Fatalf("200 records of 1 KiB made segments %v; want at least 4", before)
 	}
-	if err := w.recycle(1); err != nil { // the mark is still at the start
+	if err := w.Recycle(1); err != nil { // the mark is still at the start
 		t.Fatal(err)
 	}
 	if !slices.Equal(segs(), before) || w.recycled != 0 {
 		t.Fatalf("segments %v became %v with the mark at the start", before, segs())
 	}
 	mark := ends[99]
-	if err := w.writeMark(mark); err != nil {
+	if err := w.WriteMark(mark); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.recycle(mark.seg); err != nil {
+	if err := w.Recycle(mark.seg); err != nil {
 		t.Fatal(err)
 	}
 	after := segs()
 	if after[0] != mark.seg || after[len(after)-1] != before[len(before)-1] {
 		t.Fatalf("with the mark in segment %d, segments %v became %v; want those from %d on", mark.seg, before, after, mark.seg)
 	}
-	w.close()
+	w.Close()
 	_, got, _ := openLogT(t, dir, nil)
 	if len(got) != 100 || got[0].lsn != 101 || got[99].lsn != 200 {
 		t.Fatalf("replayed %d records from %v; want 101-200", len(got), lsns(got)[:min(3, len(got))])
@@ -225,7 +226,7 @@ func TestWALNoncesNeverRepeat(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	plain := testPayload(1, 200)
 	record := func(dir string) []byte {
-		data, err := os.ReadFile(filepath.Join(dir, segName(1)))
+		data, err := os.ReadFile(filepath.Join(dir, SegmentName(1)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,18 +236,18 @@ func TestWALNoncesNeverRepeat(t *testing.T) {
 	dir := t.TempDir()
 	w, _, _ := openLogT(t, dir, key)
 	appendT(t, w, plain)
-	w.close()
+	w.Close()
 	first := record(dir)
 	if bytes.Contains(first, plain[16:]) {
 		t.Fatal("the plaintext is in the log")
 	}
-	patchFile(t, filepath.Join(dir, segName(1)), walHeaderLen+5, []byte{first[walHeaderLen+5] ^ 1}) // torn
+	patchFile(t, filepath.Join(dir, SegmentName(1)), walHeaderLen+5, []byte{first[walHeaderLen+5] ^ 1}) // torn
 	w, got, _ := openLogT(t, dir, key)
 	if len(got) != 0 {
 		t.Fatalf("the torn record was replayed")
 	}
 	appendT(t, w, plain) // LSN 1 again, at the same place
-	w.close()
+	w.Close()
 	again := record(dir)
 	if readWALHeader(again).lsn != 1 {
 		t.Fatalf("the record written again has LSN %d", readWALHeader(again).lsn)
@@ -263,11 +264,11 @@ func TestWALNoncesNeverRepeat(t *testing.T) {
 	other := t.TempDir()
 	w, _, _ = openLogT(t, other, key)
 	appendT(t, w, plain)
-	w.close()
+	w.Close()
 	if bytes.Equal(body(record(other)), body(first)) {
 		t.Fatal("two logs under one key sealed the same record alike")
 	}
-	if _, _, err := openWAL(dir, nil, 0, func(uint64, []byte) error { return nil }); !errors.Is(err, ErrDamaged) {
+	if _, _, err := Open(dir, nil, 0, func(uint64, []byte) error { return nil }); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("an encrypted log opened without its key: %v", err)
 	}
 }
@@ -282,21 +283,9 @@ func TestWALBigRecordGetsItsOwnSegment(t *testing.T) {
 	big := testPayload(2, 200<<10)
 	appendT(t, w, big)
 	appendT(t, w, testPayload(3, 10))
-	w.close()
+	w.Close()
 	_, got, _ := openLogT(t, dir, nil)
 	if !slices.Equal(lsns(got), []uint64{1, 2, 3}) || !bytes.Equal(got[1].payload, big) {
 		t.Fatalf("replayed %v", lsns(got))
-	}
-}
-
-func TestCommitPayloadRoundTrip(t *testing.T) {
-	ws := []write{{key: []byte("a"), val: []byte("1")}, {key: []byte("b")}, {key: []byte("c"), val: []byte{}}}
-	p := appendCommitPayload(nil, 42, []*op{{writes: ws[:2]}, {writes: ws[2:]}})
-	v, got, err := decodeCommitPayload(p)
-	if err != nil || v != 42 || len(got) != 3 || string(got[0].val) != "1" || got[1].val != nil || got[2].val == nil {
-		t.Fatalf("decoded %d %+v %v", v, got, err)
-	}
-	if _, _, err := decodeCommitPayload(p[:len(p)-1]); err == nil {
-		t.Fatal("a cut payload decoded")
 	}
 }

@@ -1,4 +1,4 @@
-package badgerstore
+package wal
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ type walScanner struct {
 // fn, or one reading a segment that exists, ends the scan with that error.
 // The payload passed to fn is valid only until fn returns. Records are
 // read one at a time, never a whole segment into memory.
-func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) error) (walPos, int, error) {
+func (sc *walScanner) scan(from Pos, fn func(lsn uint64, payload []byte) error) (Pos, int, error) {
 	pos := from
 	taken := 0
 	if sc.until > 0 && pos.lsn >= sc.until {
@@ -41,7 +41,7 @@ func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) erro
 		return pos, 0, err
 	}
 	if seg == nil {
-		sc.why = fmt.Sprintf("segment %s is missing", segName(pos.seg))
+		sc.why = fmt.Sprintf("segment %s is missing", SegmentName(pos.seg))
 		return pos, 0, nil
 	}
 	defer func() { seg.Close() }()
@@ -60,10 +60,10 @@ func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) erro
 				return pos, taken, err
 			}
 			if next == nil {
-				sc.why = fmt.Sprintf("segment %s ends, and segment %s is missing", segName(pos.seg), segName(pos.seg+1))
+				sc.why = fmt.Sprintf("segment %s ends, and segment %s is missing", SegmentName(pos.seg), SegmentName(pos.seg+1))
 				return pos, taken, nil
 			}
-			if _, _, why, err := sc.record(next, walPos{lsn: pos.lsn, seg: pos.seg + 1}); why != "" || err != nil {
+			if _, _, why, err := sc.record(next, Pos{lsn: pos.lsn, seg: pos.seg + 1}); why != "" || err != nil {
 				// The next segment was made ready but holds no record yet:
 				// the log ends at this end-of-segment record.
 				next.Close()
@@ -71,18 +71,18 @@ func (sc *walScanner) scan(from walPos, fn func(lsn uint64, payload []byte) erro
 				return pos, taken, err
 			}
 			seg.Close()
-			seg, pos = next, walPos{lsn: pos.lsn, seg: pos.seg + 1}
+			seg, pos = next, Pos{lsn: pos.lsn, seg: pos.seg + 1}
 			continue
 		}
 		payload, err := openWALPayload(sc.cipher, h, rec)
 		if err != nil {
-			return pos, taken, fmt.Errorf("%w: write-ahead log segment %s at %d: %v", ErrDamaged, segName(pos.seg), pos.off, err)
+			return pos, taken, fmt.Errorf("%w: segment %s at %d: %v", ErrDamaged, SegmentName(pos.seg), pos.off, err)
 		}
 		if err := fn(h.lsn, payload); err != nil {
 			return pos, taken, err
 		}
 		taken++
-		pos = walPos{lsn: h.lsn, seg: pos.seg, off: pos.off + int64(len(rec))}
+		pos = Pos{lsn: h.lsn, seg: pos.seg, off: pos.off + int64(len(rec))}
 		if sc.until > 0 && pos.lsn >= sc.until {
 			return pos, taken, nil
 		}
@@ -98,8 +98,8 @@ type walSegmentFile struct {
 // record reads the record at pos in seg, the segment pos.seg, or says why
 // there is none: the log ends there. The record is valid until the next
 // call.
-func (sc *walScanner) record(seg *walSegmentFile, pos walPos) ([]byte, walHeader, string, error) {
-	at := fmt.Sprintf("segment %s at offset %d", segName(pos.seg), pos.off)
+func (sc *walScanner) record(seg *walSegmentFile, pos Pos) ([]byte, walHeader, string, error) {
+	at := fmt.Sprintf("segment %s at offset %d", SegmentName(pos.seg), pos.off)
 	if pos.off+walHeaderLen > seg.size {
 		return nil, walHeader{}, "no room for a record header at " + at, nil
 	}
@@ -133,7 +133,7 @@ func crcOf(rec []byte) uint32 { return crc32.Checksum(rec[4:], castagnoli) }
 
 // openSegment opens segment n, or returns nil when it does not exist.
 func (sc *walScanner) openSegment(n uint64) (*walSegmentFile, error) {
-	f, err := os.Open(filepath.Join(sc.dir, segName(n)))
+	f, err := os.Open(filepath.Join(sc.dir, SegmentName(n)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -144,5 +144,5 @@ func (sc *walScanner) openSegment(n uint64) (*walSegmentFile, error) {
 		}
 		f.Close()
 	}
-	return nil, fmt.Errorf("reading write-ahead log segment %s: %w", segName(n), err)
+	return nil, fmt.Errorf("reading write-ahead log segment %s: %w", SegmentName(n), err)
 }

@@ -1,4 +1,4 @@
-package badgerstore
+package wal
 
 import (
 	"errors"
@@ -23,16 +23,17 @@ import (
 // its number (the directory synced before a record goes into it), their
 // old records left in place for the LSN check to reject.
 
-// walSegmentSize is the size of a segment, and so the most that one
+// SegmentSize is the size of a segment, and so the most that one
 // record of standard size may take; a larger record gets a segment of its
 // own size. A variable for tests.
-var walSegmentSize int64 = 16 << 20
+var SegmentSize int64 = 16 << 20
 
-// walMaxSpares is how many recycled or preallocated segments are kept
+// MaxSpares is how many recycled or preallocated segments are kept
 // ready; the rest are removed.
-const walMaxSpares = 2
+const MaxSpares = 2
 
-func segName(n uint64) string { return fmt.Sprintf("%016x.seg", n) }
+// SegmentName is the file name of segment n.
+func SegmentName(n uint64) string { return fmt.Sprintf("%016x.seg", n) }
 
 // parseSegName returns the number of a segment file name.
 func parseSegName(name string) (uint64, bool) {
@@ -44,15 +45,16 @@ func parseSegName(name string) (uint64, bool) {
 	return n, err == nil
 }
 
-// walFiles is what a listing of the log's directory found.
-type walFiles struct {
-	segs   []uint64 // segment numbers, ascending
-	spares []string
-	temps  []string
+// Files is what a listing of the log's directory found.
+type Files struct {
+	Segs   []uint64 // segment numbers, ascending
+	Spares []string // recycled or preallocated segments, by file name
+	Temps  []string // files left by a crash while a segment or the mark was made
 }
 
-func listWAL(dir string) (walFiles, error) {
-	var f walFiles
+// List lists the log's directory dir.
+func List(dir string) (Files, error) {
+	var f Files
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return f, err
@@ -60,20 +62,20 @@ func listWAL(dir string) (walFiles, error) {
 	for _, e := range ents {
 		name := e.Name()
 		if n, ok := parseSegName(name); ok {
-			f.segs = append(f.segs, n)
+			f.Segs = append(f.Segs, n)
 		} else if strings.HasPrefix(name, "spare-") {
-			f.spares = append(f.spares, name)
+			f.Spares = append(f.Spares, name)
 		} else if strings.HasSuffix(name, ".tmp") {
-			f.temps = append(f.temps, name)
+			f.Temps = append(f.Temps, name)
 		}
 	}
-	sort.Slice(f.segs, func(i, j int) bool { return f.segs[i] < f.segs[j] })
+	sort.Slice(f.Segs, func(i, j int) bool { return f.Segs[i] < f.Segs[j] })
 	return f, nil
 }
 
-// createSegment makes a new segment file; createSegmentFile, replaced in
+// CreateSegment makes a new segment file; createSegmentFile, replaced in
 // tests.
-var createSegment = createSegmentFile
+var CreateSegment = createSegmentFile
 
 // createSegmentFile makes a file of size bytes at path, allocated and
 // filled with zeros and fdatasynced, through a temporary name. The caller
@@ -167,7 +169,7 @@ func datasync(f *os.File) error {
 
 // syncWALDir syncs the log's directory; the savepoint_nodirsync build
 // skips it.
-func (w *wal) syncDir() error {
+func (w *Log) syncDir() error {
 	if skipDirSync {
 		return nil
 	}
@@ -177,8 +179,8 @@ func (w *wal) syncDir() error {
 // takeSegment makes segment number n, of at least size bytes, from a spare
 // when one is large enough or else a new file, and returns it open, its
 // name durable in the directory.
-func (w *wal) takeSegment(n uint64, size int64) (*os.File, int64, error) {
-	name := filepath.Join(w.dir, segName(n))
+func (w *Log) takeSegment(n uint64, size int64) (*os.File, int64, error) {
+	name := filepath.Join(w.dir, SegmentName(n))
 	w.mu.Lock()
 	var spare string
 	for i, s := range w.spares {
@@ -193,7 +195,7 @@ func (w *wal) takeSegment(n uint64, size int64) (*os.File, int64, error) {
 	if spare != "" {
 		err = os.Rename(filepath.Join(w.dir, spare), name)
 	} else {
-		err = createSegment(w.dir, segName(n), max(size, w.segSize))
+		err = CreateSegment(w.dir, SegmentName(n), max(size, w.segSize))
 	}
 	if err == nil {
 		err = w.syncDir()
@@ -214,14 +216,14 @@ func (w *wal) takeSegment(n uint64, size int64) (*os.File, int64, error) {
 }
 
 // recycle turns the segments before segment upTo into spares, or removes
-// them past walMaxSpares or when they are not of the standard size. Their
+// them past MaxSpares or when they are not of the standard size. Their
 // renames need no directory sync: a segment whose rename is lost is still
 // before the mark at the next Open, which recycles it again.
-func (w *wal) recycle(upTo uint64) error {
+func (w *Log) Recycle(upTo uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ; w.oldest < upTo; w.oldest++ {
-		path := filepath.Join(w.dir, segName(w.oldest))
+		path := filepath.Join(w.dir, SegmentName(w.oldest))
 		st, err := os.Stat(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -229,7 +231,7 @@ func (w *wal) recycle(upTo uint64) error {
 		if err != nil {
 			return err
 		}
-		if len(w.spares) < walMaxSpares && st.Size() == w.segSize {
+		if len(w.spares) < MaxSpares && st.Size() == w.segSize {
 			spare := fmt.Sprintf("spare-%016x", w.oldest)
 			if err := os.Rename(path, filepath.Join(w.dir, spare)); err != nil {
 				return err
@@ -248,7 +250,7 @@ func (w *wal) recycle(upTo uint64) error {
 // prepareSpare creates a new zero-filled spare when none is ready, so that
 // the commit that fills a segment finds its successor ready. It runs in
 // the background, off the commit path.
-func (w *wal) prepareSpare() error {
+func (w *Log) PrepareSpare() error {
 	w.mu.Lock()
 	have := len(w.spares)
 	w.mu.Unlock()
@@ -256,7 +258,7 @@ func (w *wal) prepareSpare() error {
 		return nil
 	}
 	name := fmt.Sprintf("spare-new-%d", time.Now().UnixNano())
-	if err := createSegment(w.dir, name, w.segSize); err != nil {
+	if err := CreateSegment(w.dir, name, w.segSize); err != nil {
 		return err
 	}
 	w.mu.Lock()
