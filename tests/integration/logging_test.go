@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"encoding/json"
@@ -16,8 +16,8 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // logLines returns the JSON log lines of calls to method.

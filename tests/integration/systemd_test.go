@@ -1,14 +1,12 @@
-package daemon_test
+package integration_test
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,8 +16,8 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // probeStore is a real store whose liveness probe the test can fail.
@@ -148,38 +146,5 @@ func TestSystemdWatchdogOtherPID(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestNotifyStarting checks that the start timeout is extended while the
-// store opens, and no longer once the open has returned.
-func TestNotifyStarting(t *testing.T) {
-	n := daemontest.StartNotify(t)
-	defer daemon.SetExtendPeriod(50 * time.Millisecond)()
-	stop := daemon.NotifyStarting(nil)
-	time.Sleep(300 * time.Millisecond)
-	stop()
-	// What was sent before stop returned is queued before this marker.
-	c, err := net.Dial("unixgram", n.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Write([]byte("MARKER=1"))
-	c.Close()
-	got := n.Wait(t, "MARKER=1", 5*time.Second)
-	extends := 0
-	for _, a := range got {
-		if v, ok := strings.CutPrefix(a, "EXTEND_TIMEOUT_USEC="); ok {
-			extends++
-			if v != "150000" {
-				t.Errorf("%s, want three periods: EXTEND_TIMEOUT_USEC=150000", a)
-			}
-		}
-	}
-	if extends < 3 {
-		t.Errorf("%d extensions in 300ms every 50ms: %q", extends, got)
-	}
-	if after := n.Drain(200 * time.Millisecond); len(after) > 0 {
-		t.Errorf("notifications after stop: %q", after)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/daemon/graphtest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestRetainIdleDeletesIdleThreads runs savepointd with --retain-idle 1s: a

@@ -1,8 +1,11 @@
-package pgstore_test
+package integration_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,19 +13,28 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/daemon/graphtest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
-// TestGraphService runs the graph conformance suite against an in-process
+// TestMain stops the shared PostgreSQL server (pgtest.Shared) the
+// PostgreSQL tests start.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var schemaSeq atomic.Int64
+
+// newSchema returns a schema name no other test uses.
+func newSchema() string { return fmt.Sprintf("t%d", schemaSeq.Add(1)) }
+
+// TestPostgresGraphService runs the graph conformance suite against an in-process
 // daemon on a PostgreSQL store, each test in its own schema, with a small
 // response budget, with prepared statements and with the simple protocol. The upload is sized down to four 4 MiB blobs (a 17 MiB
 // checkpoint) to keep go test quick on a shared machine; Restart closes the
 // store and opens the same schema again.
-func TestGraphService(t *testing.T) {
+func TestPostgresGraphService(t *testing.T) {
 	srv := pgtest.Shared(t)
 	cfg := daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
 	for _, mode := range []struct{ name, url string }{
@@ -38,6 +50,21 @@ func TestGraphService(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPgBouncerGraphService runs the graph conformance suite on a store
+// opened through PgBouncer's transaction pooling with the simple protocol,
+// sized down as TestPostgresGraphService is.
+func TestPgBouncerGraphService(t *testing.T) {
+	srv := pgtest.Shared(t)
+	b := pgtest.NewBouncer(t, srv, pgtest.BouncerOptions{PoolSize: 8})
+	cfg := daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
+	url := b.URL("postgres", "default_query_exec_mode=simple_protocol")
+	graphtest.Run(t, func(t *testing.T) *graphtest.Env {
+		e := servePG(t, url, newSchema(), cfg)
+		e.UploadBlobBytes = 4 << 20
+		return e
+	})
 }
 
 func servePG(t *testing.T, url, schema string, cfg daemon.Config) *graphtest.Env {

@@ -1,9 +1,10 @@
 // Package daemontest starts savepointd for tests: the real binary as a child
 // process, or the same server in-process, each on a short Unix socket path
 // and a data directory that the test owns. It serves the tests of every
-// package that needs a whole daemon (the host, the stores' end-to-end
-// tests, the clients and the commands), so it sits beside the host it
-// starts rather than beside one of them.
+// package that needs a whole daemon (tests/integration, tests/crashtest, the
+// clients and the commands). It lives under tests/, as etcd's harnesses do,
+// because it drives the daemon through the Go client: nothing under daemon/
+// may import it.
 package daemontest
 
 import (

@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"slices"
@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestListSessionsByUpdate pages ListSessions with order_by "update_time

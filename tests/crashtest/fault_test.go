@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // Fault injection on the sync path. A kill -9 test passes even with syncs

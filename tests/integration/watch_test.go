@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/core"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestWatchSessions watches through a running savepointd: the first

@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/savepoint-dev/savepoint/client"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // dialAgent opens a connection of its own to the daemon on socket, as a

@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"testing"
@@ -6,9 +6,9 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestGetServerInfo checks that GetServerInfo reports the version and

@@ -15,12 +15,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/savepoint-dev/savepoint/daemon/crashtest/faultfs"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/crashtest/faultfs"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
-// The short form runs in `go test ./daemon/crashtest` (make test); make
+// The short form runs in `go test ./tests/crashtest` (make test); make
 // powerloss passes -powercut-cycles=$(CYCLES) for the long one.
 var (
 	flagPowerCycles  = flag.Int("powercut-cycles", 4, "power cuts of the power-cut harness (make powerloss: CYCLES)")

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon/crashtest/faultfs"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/crashtest/faultfs"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 var flagGCCycles = flag.Int("powercut-gc-cycles", 4, "power cuts during value-log GC (make powerloss-gc: CYCLES); 0 skips TestPowerCutDuringValueLogGC")

@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/savepoint-dev/savepoint/daemon/crashtest/faultfs"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/crashtest/faultfs"
 )
 
 // manifestRewrite is the file Badger writes, syncs and renames over

@@ -1,4 +1,4 @@
-package daemon_test
+package integration_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/core"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestStartLogsWhatWasRecovered checks the one line a start logs about the

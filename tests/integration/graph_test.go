@@ -1,4 +1,4 @@
-package graphtest_test
+package integration_test
 
 import (
 	"testing"
@@ -8,9 +8,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/daemon/graphtest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // smallBudget makes the daemon cut responses at 256 KiB, so that values of
