@@ -18,3 +18,4 @@ export {
   SessionFailedError,
   StopReasonError,
 } from "./agent.js";
+export { DurableToolRunner, type DurableToolRunnerOptions, durableBetaTool, durableToolRunner } from "./runner.js";

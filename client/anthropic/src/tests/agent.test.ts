@@ -25,9 +25,9 @@ after(async () => {
   await fake.close();
 });
 
-function runAgent(work: string, sid: string, crash = ""): Promise<{ code: number | null; signal: string | null; out: string }> {
+function runAgent(work: string, sid: string, crash = "", mode = ""): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((res) => {
-    const p = spawn(process.execPath, [AGENT, d.addr, fake.url, work, sid], { env: { ...process.env, CRASH_AT: crash } });
+    const p = spawn(process.execPath, [AGENT, d.addr, fake.url, work, sid], { env: { ...process.env, CRASH_AT: crash, AGENT_MODE: mode } });
     let out = "";
     p.stdout.on("data", (b) => (out += b));
     p.stderr.on("data", (b) => (out += b));
@@ -46,14 +46,17 @@ const MOMENTS: [string, number, boolean][] = [
   ["after-point-a:4", 1, false],
 ];
 
-for (const [crash, writes, inDoubt] of MOMENTS) {
-  test(`DurableAgent: SIGKILL at ${crash}, resumed by a new process`, async () => {
+const RUNNER_MOMENTS = new Set(["after-point-a:3", "after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4"]);
+const CASES = [...MOMENTS.map((m) => [...m, ""] as const), ...MOMENTS.filter((m) => RUNNER_MOMENTS.has(m[0])).map((m) => [...m, "runner"] as const)];
+
+for (const [crash, writes, inDoubt, mode] of CASES) {
+  test(`${mode ? "durableToolRunner" : "DurableAgent"}: SIGKILL at ${crash}, resumed by a new process`, async () => {
     const work = mkdtempSync(join(tmpdir(), "spa"));
     writeFileSync(join(work, "sales-notes.txt"), "Closed deals with Acme, Globex and Initech this week.");
-    const sid = `ts-${crash}`;
-    const first = await runAgent(work, sid, crash);
+    const sid = `ts-${mode}-${crash}`;
+    const first = await runAgent(work, sid, crash, mode);
     assert.equal(first.signal, "SIGKILL", first.out);
-    const second = await runAgent(work, sid);
+    const second = await runAgent(work, sid, "", mode);
     assert.equal(second.code, 0, second.out);
     const report = join(work, "report.txt");
     assert.deepEqual(existsSync(report) ? readFileSync(report, "utf8").split("\n").filter(Boolean) : [], Array(writes).fill(REPORT));
@@ -72,8 +75,17 @@ for (const [crash, writes, inDoubt] of MOMENTS) {
     }
     assert.deepEqual(fake.errors, []);
     const n = fake.requests.length;
-    const third = await runAgent(work, sid);
+    const third = await runAgent(work, sid, "", mode);
     assert.equal(third.out.trim(), `[done] ${inDoubt ? UNSURE : FINAL}`);
     assert.equal(fake.requests.length, n, "a completed session does not call the model");
   });
 }
+
+test("durableToolRunner refuses runToolsEagerly and stream", async () => {
+  const { default: Anthropic } = await import("@anthropic-ai/sdk");
+  const { durableToolRunner } = await import("../index.js");
+  const client = new Anthropic({ apiKey: "x" });
+  const base = { model: "m", max_tokens: 5, messages: [{ role: "user", content: "go" }], tools: [] };
+  assert.throws(() => durableToolRunner(client, "s", { ...base, runToolsEagerly: true }), /runToolsEagerly is refused/);
+  assert.throws(() => durableToolRunner(client, "s", { ...base, stream: true }), /stream is refused/);
+});

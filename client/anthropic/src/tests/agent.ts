@@ -13,7 +13,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
 import { dial, Session } from "@savepoint-dev/client";
 
-import { DurableAgent, durable } from "../index.js";
+import { DurableAgent, durable, durableToolRunner } from "../index.js";
 
 const [addr, baseURL, workdir, sessionId] = process.argv.slice(2) as [string, string, string, string];
 const crash = process.env.CRASH_AT ?? "";
@@ -75,6 +75,23 @@ const sp = await dial(addr, {
   },
 });
 try {
+  if (process.env.AGENT_MODE === "runner") {
+    // The SDK's own tool runner, through the ledger.
+    const runner = durableToolRunner(
+      new Anthropic({ baseURL, apiKey: "test", maxRetries: 0 }),
+      sessionId,
+      {
+        model: "claude-fake",
+        max_tokens: 1024,
+        messages: [{ role: "user", content: "Turn sales-notes.txt into a short report and write it to report.txt." }],
+        tools: [readNotes, countWords, writeReport],
+      },
+      { savepoint: sp },
+    );
+    const final = await runner.runUntilDone();
+    process.stdout.write(`[done] ${final.content.map((b: { text?: string }) => b.text ?? "").join("")}\n`);
+    process.exit(0);
+  }
   const agent = new DurableAgent(new Anthropic({ baseURL, apiKey: "test", maxRetries: 0 }), sessionId, {
     tools: [readNotes, countWords, writeReport],
     savepoint: sp,
