@@ -20,7 +20,7 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	if err := Active(h, sessionID); err != nil {
 		return BeginResult{}, err
 	}
-	c, err := t.Call(sessionID, toolUseID)
+	c, err := t.LedgerEntry(sessionID, toolUseID)
 	if err != nil {
 		return BeginResult{}, err
 	}
@@ -42,7 +42,7 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	c.Begun = true
 	c.IdempotencyKey = key
 	c.BeginTime = now
-	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutCall(sessionID, c)
+	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutLedgerEntry(sessionID, c)
 }
 
 // Record adds e to the ledger unless an effect is recorded for its call
@@ -54,7 +54,7 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	if err != nil {
 		return Effect{}, false, err
 	}
-	c, err := t.Call(sessionID, e.ToolUseID)
+	c, err := t.LedgerEntry(sessionID, e.ToolUseID)
 	if err != nil {
 		return Effect{}, false, err
 	}
@@ -78,7 +78,7 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	e.RecordTime = now
 	e.Late = c.LastPendingRevision != h.Revision
 	c.Effect = &e
-	return e, false, t.PutCall(sessionID, c)
+	return e, false, t.PutLedgerEntry(sessionID, c)
 }
 
 // newIdempotencyKey returns a fresh idempotency key for a begun call: 16

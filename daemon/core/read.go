@@ -7,20 +7,20 @@ import (
 	"maps"
 )
 
-// PendingCalls returns the latest revision of the session whose head is h
-// and its pending calls, each with its begin marker and recorded effect.
-func PendingCalls(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingCall, error) {
+// PendingToolUses returns the latest revision of the session whose head is h
+// and its pending tool uses, each with its begin marker and recorded effect.
+func PendingToolUses(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingToolUse, error) {
 	r, err := t.Revision(sessionID, h, 0)
 	if err != nil {
 		return 0, nil, err
 	}
-	var calls []PendingCall
+	var calls []PendingToolUse
 	for _, u := range r.Pending {
-		c, err := t.Call(sessionID, u.ID)
+		c, err := t.LedgerEntry(sessionID, u.ID)
 		if err != nil {
 			return 0, nil, err
 		}
-		pc := PendingCall{ToolUse: u}
+		pc := PendingToolUse{ToolUse: u}
 		if c != nil {
 			pc.Begun, pc.IdempotencyKey, pc.Effect = c.Begun, c.IdempotencyKey, c.Effect
 		}
@@ -29,15 +29,15 @@ func PendingCalls(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingCall
 	return r.Revision, calls, nil
 }
 
-// InDoubt is how many of the session's pending calls Reconcile decides
-// DecisionInDoubt. Damaged pending calls count as all in doubt, so that
+// InDoubt is how many of the session's pending tool uses Reconcile decides
+// DecisionInDoubt. Damaged pending tool uses count as all in doubt, so that
 // ListSessions still lists the session for an operator to find.
 func InDoubt(t Txn, sessionID string, h *HeadRecord) (uint32, error) {
 	if h.PendingCount == 0 {
 		return 0, nil
 	}
-	_, calls, err := PendingCalls(t, sessionID, h)
-	if errors.Is(err, ErrCorrupt) {
+	_, calls, err := PendingToolUses(t, sessionID, h)
+	if errors.Is(err, ErrCheckpointCorrupt) {
 		return h.PendingCount, nil
 	}
 	if err != nil {
@@ -62,7 +62,7 @@ func (f SessionFilter) Selects(h *HeadRecord) bool {
 }
 
 // SummaryOf is the ListSessions entry of the live session whose head is h,
-// inDoubt of its pending calls in doubt.
+// inDoubt of its pending tool uses in doubt.
 func SummaryOf(sessionID string, h *HeadRecord, inDoubt uint32) SessionSummary {
 	return SessionSummary{
 		SessionID: sessionID, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,

@@ -90,15 +90,15 @@ func (s *Store) importTx(ctx context.Context, d *core.SessionDump) error {
 			return err
 		}
 	}
-	for _, c := range d.Calls {
-		rec := callRec{
+	for _, c := range d.Ledger {
+		rec := ledgerEntryRec{
 			Name: c.Name, Class: int(c.Class), BeginTracked: c.BeginTracked, LastPendingRevision: c.LastPendingRevision,
 			Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime),
 		}
 		if e := c.Effect; e != nil {
 			rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late}
 		}
-		if err := q.put(ctx, callKey(sid, c.ToolUseID), &rec, true); err != nil {
+		if err := q.put(ctx, ledgerEntryKey(sid, c.ToolUseID), &rec, true); err != nil {
 			return err
 		}
 	}

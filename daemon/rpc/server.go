@@ -157,14 +157,14 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 	size := 0
 	for i, r := range resolutions[start:] {
 		pr := &savepointv1.Resolution{
-			ToolUse:        toolUseToProto(r.Call.ToolUse),
+			ToolUse:        toolUseToProto(r.ToolUse.ToolUse),
 			Decision:       decisionToProto(r.Decision),
-			IdempotencyKey: r.Call.IdempotencyKey,
+			IdempotencyKey: r.ToolUse.IdempotencyKey,
 			ToolResultText: r.ToolResultText,
-			Begun:          r.Call.Begun,
+			Begun:          r.ToolUse.Begun,
 		}
-		if r.Call.Effect != nil {
-			pr.Effect = effectToProto(*r.Call.Effect)
+		if r.ToolUse.Effect != nil {
+			pr.Effect = effectToProto(*r.ToolUse.Effect)
 		}
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.
