@@ -14,8 +14,8 @@ import (
 
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // These tests drive the real server (in-process, on a Badger store and a

@@ -171,6 +171,9 @@ func printTranscript(w io.Writer, v *sessionView) error {
 		if eff.GetIsError() {
 			flags = append(flags, "error")
 		}
+		if eff.GetRefused() {
+			flags = append(flags, "refused, never ran")
+		}
 		if eff.GetLate() {
 			flags = append(flags, "late")
 		}

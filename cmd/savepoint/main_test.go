@@ -15,9 +15,9 @@ import (
 
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the commands' output")

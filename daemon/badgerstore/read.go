@@ -197,3 +197,18 @@ func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSumm
 	})
 	return out, err
 }
+
+func (s *Store) LedgerToolUses(ctx context.Context, sessionID string, ids []string) (uint64, []core.PendingToolUse, error) {
+	var rev uint64
+	var calls []core.PendingToolUse
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if err != nil {
+			return err
+		}
+		hr := headFromRecord(h)
+		rev, calls, err = core.LedgerToolUses(&domainTxn{t: t, rec: h}, sessionID, &hr, ids)
+		return err
+	})
+	return rev, calls, err
+}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/wal"
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
@@ -265,20 +266,20 @@ func (s *Store) start(dir string, opts Options) error {
 	if err != nil && !errors.Is(err, errNoSeq) {
 		return fmt.Errorf("%w: %v", ErrFormat, err)
 	}
-	var w *wal
+	var w *wal.Log
 	if dir != "" {
-		var res walOpen
+		var res wal.Opened
 		if w, res, err = s.replayLog(dir, seq); err != nil {
 			return err
 		}
 		if seq, err = s.checkBehind(dir, seq, res, opts.AcceptDataLoss); err == nil {
-			err = s.markLog(w, res.end, seq)
+			err = s.markLog(w, res.End, seq)
 		}
 		if err == nil {
 			err = s.recoverMoves(dir, opts.EncryptionKey)
 		}
 		if err != nil {
-			w.close()
+			w.Close()
 			return err
 		}
 		s.hwm = newHWM(dir, seq)

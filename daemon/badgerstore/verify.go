@@ -17,7 +17,7 @@ import (
 
 // Verify checks every record's checksum and decoding, then that each live
 // session's latest revision and all of its messages are present, then the
-// write-ahead log (its records' CRCs and LSN continuity, wal_verify.go);
+// write-ahead log (its records' CRCs and LSN continuity, internal/wal/verify.go);
 // a problem of the log is reported outside any session.
 func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 	var c core.VerifyCollector

@@ -29,8 +29,30 @@ func PendingToolUses(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingT
 	return r.Revision, calls, nil
 }
 
-// InDoubt is how many of the session's pending tool uses Reconcile decides
-// DecisionInDoubt. Damaged pending tool uses count as all in doubt, so that
+// LedgerToolUses returns the latest revision of the session whose head is h
+// and the calls ids name, in their order, each as its ledger entry knows
+// it; a call the ledger does not know is returned as a begin-tracked call
+// never begun, since the caller promises every call is begun before it
+// runs.
+func LedgerToolUses(t Txn, sessionID string, h *HeadRecord, ids []string) (uint64, []PendingToolUse, error) {
+	calls := make([]PendingToolUse, 0, len(ids))
+	for _, id := range ids {
+		c, err := t.LedgerEntry(sessionID, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		pc := PendingToolUse{ToolUse: ToolUse{ID: id, BeginTracked: true}}
+		if c != nil {
+			pc.ToolUse = ToolUse{ID: id, Name: c.Name, Class: c.Class, BeginTracked: c.BeginTracked}
+			pc.Begun, pc.IdempotencyKey, pc.Effect = c.Begun, c.IdempotencyKey, c.Effect
+		}
+		calls = append(calls, pc)
+	}
+	return h.Revision, calls, nil
+}
+
+// InDoubt is how many of the session's pending calls Reconcile decides
+// DecisionInDoubt. Damaged pending calls count as all in doubt, so that
 // ListSessions still lists the session for an operator to find.
 func InDoubt(t Txn, sessionID string, h *HeadRecord) (uint32, error) {
 	if h.PendingCount == 0 {

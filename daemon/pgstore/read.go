@@ -286,3 +286,18 @@ func unixNanos(t time.Time) int64 {
 	}
 	return t.UnixNano()
 }
+
+func (s *Store) LedgerToolUses(ctx context.Context, sessionID string, ids []string) (uint64, []core.PendingToolUse, error) {
+	var rev uint64
+	var calls []core.PendingToolUse
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		h, err := q.mustHead(ctx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		hr := headOf(h, nil)
+		rev, calls, err = core.LedgerToolUses(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &hr, ids)
+		return err
+	})
+	return rev, calls, err
+}
