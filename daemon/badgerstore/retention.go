@@ -212,8 +212,8 @@ func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 // removes them from the memtables and every table at once, so their space
 // returns at the value-log GC that follows; a purge's deletes would stay in
 // the memtable, out of every compaction's reach, until it fills. Badger
-// refuses writes during DropPrefix, so it runs in the commit loop between
-// two commits. The sessions stay locked throughout, so none is re-created
+// refuses writes during DropPrefix, so it runs alone in the commit queue,
+// between two commits. The sessions stay locked throughout, so none is re-created
 // before its old records are gone; a crash leaves purge records, which the
 // next Open finishes.
 func (s *Store) expire(ctx context.Context, sids []string, expired func(*storagev1.SessionRecord) bool) (int, error) {
