@@ -141,7 +141,7 @@ func (f *dataFiles) followVlog() error {
 func (f *dataFiles) syncVlog() error {
 	datasync := f.datasync
 	if datasync == nil {
-		datasync = func(v *os.File) error { return unix.Fdatasync(int(v.Fd())) }
+		datasync = fdatasync
 	}
 	if err := datasync(f.vlog); err != nil {
 		return fmt.Errorf("sync of value log %s: %w", f.vlog.Name(), err)
@@ -182,7 +182,7 @@ func (f *dataFiles) syncMemtables() error {
 		if f.datasync != nil {
 			err = f.datasync(m)
 		} else {
-			err = unix.Fdatasync(int(m.Fd()))
+			err = fdatasync(m)
 		}
 		m.Close()
 		if err != nil {

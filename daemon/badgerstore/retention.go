@@ -13,7 +13,6 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
@@ -382,7 +381,7 @@ func syncVlogFiles(dir string) error {
 		if err != nil {
 			return err
 		}
-		err = unix.Fdatasync(int(f.Fd()))
+		err = fdatasync(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("sync of value log %s: %w", name, err)

@@ -86,7 +86,7 @@ func createSegmentFile(dir, name string, size int64) error {
 	}
 	err = fillZeros(f, 0, size, true)
 	if err == nil {
-		err = unix.Fdatasync(int(f.Fd()))
+		err = fdatasync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -105,7 +105,7 @@ func createSegmentFile(dir, name string, size int64) error {
 // alone, which allocate as well).
 func fillZeros(f *os.File, from, to int64, allocate bool) error {
 	if allocate {
-		if err := unix.Fallocate(int(f.Fd()), 0, from, to-from); err != nil &&
+		if err := fallocate(f, from, to-from); err != nil &&
 			!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 			return err
 		}
@@ -162,7 +162,7 @@ func datasync(f *os.File) error {
 	if skipSync {
 		return nil
 	}
-	return unix.Fdatasync(int(f.Fd()))
+	return fdatasync(f)
 }
 
 // syncWALDir syncs the log's directory; the savepoint_nodirsync build
