@@ -13,10 +13,11 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
 )
 
 // Retention says what the store removes by itself, and how often it looks.
@@ -382,7 +383,7 @@ func syncVlogFiles(dir string) error {
 		if err != nil {
 			return err
 		}
-		err = unix.Fdatasync(int(f.Fd()))
+		err = sysfile.Fdatasync(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("sync of value log %s: %w", name, err)
