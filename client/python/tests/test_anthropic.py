@@ -238,3 +238,18 @@ def test_tool_runner_refusals() -> None:
         durable_tool_runner(client, "s", stream=True, **base)
     with pytest.raises(TypeError, match="thread=False"):
         durable_tool_runner(client, "s", thread=None, **base)
+
+
+def test_refusal_fails_the_session(daemon: Daemon, sid: str) -> None:
+    from savepoint.anthropic import RefusalError, SessionFailedError
+
+    model = Scripted({"content": [{"type": "text", "text": "I can't help with that."}], "stop_reason": "refusal"})
+    with savepoint.Client(daemon.addr) as sp:
+        agent = DurableAgent(model, sid, savepoint=sp)
+        with pytest.raises(RefusalError, match="can't help"):
+            agent.run("go", model="m", max_tokens=5)
+        s = sp.resume(sid)
+        assert s.status == SessionStatus.FAILED and s.final_output == "I can't help with that." and len(s.messages) == 1
+        with pytest.raises(SessionFailedError):
+            agent.run("go", model="m", max_tokens=5)
+        assert len(model.calls) == 1
