@@ -137,6 +137,7 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_STATE_TOO_LARGE:       ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS:  ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID: ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_TOOL_USE_ID_MISMATCH:  ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_LABEL:         ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE:     ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE:       ErrInvalidArgument,

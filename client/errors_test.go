@@ -52,6 +52,7 @@ func TestTranslateReasons(t *testing.T) {
 		{"STATE_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_EFFECT_CLASS", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"DUPLICATE_TOOL_USE_ID", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"TOOL_USE_ID_MISMATCH", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_LABEL", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_PAGE_SIZE", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"FIELD_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},

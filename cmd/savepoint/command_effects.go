@@ -77,6 +77,9 @@ func setupEffects(fs *flag.FlagSet) runFunc {
 					if eff.GetIsError() {
 						outcome = "error " + quoteLine(eff.GetOutput())
 					}
+					if eff.GetRefused() {
+						outcome = "refused, never ran: " + quoteLine(eff.GetOutput())
+					}
 					if eff.GetLate() {
 						outcome += " (late)"
 					}

@@ -198,6 +198,9 @@ func (p *printer) effect(eff *savepointv1.Effect) {
 	if eff.GetIsError() {
 		flags = append(flags, "error")
 	}
+	if eff.GetRefused() {
+		flags = append(flags, "refused, never ran")
+	}
 	if eff.GetLate() {
 		flags = append(flags, "late")
 	}

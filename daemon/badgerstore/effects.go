@@ -39,7 +39,7 @@ func ledgerEntry(id string, call *storagev1.CallRecord) core.LedgerEntry {
 	e := core.LedgerEntry{
 		ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
 		BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
-		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
+		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey, Registered: call.Registered,
 	}
 	if call.BeginTime != nil {
 		e.BeginTime = call.BeginTime.AsTime()
@@ -82,19 +82,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if !call.Begun && call.Effect == nil {
 				continue
 			}
-			e := core.LedgerEntry{
-				ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
-				BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
-				Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
-			}
-			if call.BeginTime != nil {
-				e.BeginTime = call.BeginTime.AsTime()
-			}
-			if call.Effect != nil {
-				eff := effectFromRecord(call.Effect)
-				e.Effect = &eff
-			}
-			out = append(out, e)
+			out = append(out, ledgerEntry(id, &call))
 		}
 		return nil
 	})

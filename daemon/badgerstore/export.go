@@ -115,17 +115,7 @@ func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 	if err == nil {
 		err = scan(t, sid, kindCall, func() proto.Message { return &storagev1.CallRecord{} }, func(rest []byte, m proto.Message) {
 			r := m.(*storagev1.CallRecord)
-			e := core.LedgerEntry{
-				ToolUseID: string(rest), Name: r.GetToolUse().GetName(), Class: effectClassFromRecord(r.GetToolUse().GetEffectClass()),
-				BeginTracked: r.GetToolUse().GetBeginTracked(), LastPendingRevision: r.LastPendingRevision,
-				Begun: r.Begun, IdempotencyKey: r.IdempotencyKey, BeginTime: timeOf(r.BeginTime),
-			}
-			if r.Effect != nil {
-				eff := effectFromRecord(r.Effect)
-				eff.ToolUseID = string(rest)
-				e.Effect = &eff
-			}
-			d.Calls = append(d.Calls, e)
+			d.Calls = append(d.Calls, ledgerEntry(string(rest), r))
 		}, &h)
 	}
 	if err == nil {
@@ -133,6 +123,7 @@ func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 			r := m.(*storagev1.RequestRecord)
 			d.Requests = append(d.Requests, core.RequestRecord{
 				RequestID: string(rest), Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
+				AlreadyBegun: r.AlreadyBegun,
 			})
 		}, &h)
 	}

@@ -197,3 +197,18 @@ func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSumm
 	})
 	return out, err
 }
+
+func (s *Store) LedgerCalls(ctx context.Context, sessionID string, ids []string) (uint64, []core.PendingCall, error) {
+	var rev uint64
+	var calls []core.PendingCall
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if err != nil {
+			return err
+		}
+		hr := headFromRecord(h)
+		rev, calls, err = core.LedgerCalls(&domainTxn{t: t, rec: h}, sessionID, &hr, ids)
+		return err
+	})
+	return rev, calls, err
+}

@@ -29,6 +29,28 @@ func PendingCalls(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingCall
 	return r.Revision, calls, nil
 }
 
+// LedgerCalls returns the latest revision of the session whose head is h
+// and the calls ids name, in their order, each as its ledger entry knows
+// it; a call the ledger does not know is returned as a begin-tracked call
+// never begun, since the caller promises every call is begun before it
+// runs.
+func LedgerCalls(t Txn, sessionID string, h *HeadRecord, ids []string) (uint64, []PendingCall, error) {
+	calls := make([]PendingCall, 0, len(ids))
+	for _, id := range ids {
+		c, err := t.Call(sessionID, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		pc := PendingCall{ToolUse: ToolUse{ID: id, BeginTracked: true}}
+		if c != nil {
+			pc.ToolUse = ToolUse{ID: id, Name: c.Name, Class: c.Class, BeginTracked: c.BeginTracked}
+			pc.Begun, pc.IdempotencyKey, pc.Effect = c.Begun, c.IdempotencyKey, c.Effect
+		}
+		calls = append(calls, pc)
+	}
+	return h.Revision, calls, nil
+}
+
 // InDoubt is how many of the session's pending calls Reconcile decides
 // DecisionInDoubt. Damaged pending calls count as all in doubt, so that
 // ListSessions still lists the session for an operator to find.

@@ -79,6 +79,16 @@ func ReconcileSession(ctx context.Context, s Store, sessionID string) (Reconcili
 	return Reconciliation{Revision: rev, Resolutions: Reconcile(calls)}, nil
 }
 
+// ReconcileCalls decides the session's calls ids name, as the ledger knows
+// them (LedgerCalls), as Reconcile does. It changes nothing in the store.
+func ReconcileCalls(ctx context.Context, s Store, sessionID string, ids []string) (Reconciliation, error) {
+	rev, calls, err := s.LedgerCalls(ctx, sessionID, ids)
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	return Reconciliation{Revision: rev, Resolutions: Reconcile(calls)}, nil
+}
+
 // InDoubtText is the is_error tool result telling the model that a
 // side-effecting call's outcome is unknown.
 func InDoubtText(t ToolUse, begun bool) string {

@@ -39,6 +39,12 @@ type Store interface {
 	// PendingCalls returns the latest revision and its pending calls, each
 	// with its begin marker and recorded effect.
 	PendingCalls(ctx context.Context, sessionID string) (revision uint64, calls []PendingCall, err error)
+	// RegisterEffect enters a call in the ledger, when it is not there, and
+	// begins it, in one durable write without making a revision (Register).
+	RegisterEffect(ctx context.Context, req *RegisterRequest) (BeginResult, error)
+	// LedgerCalls returns the latest revision and the calls ids name, as
+	// the ledger knows them (LedgerCalls).
+	LedgerCalls(ctx context.Context, sessionID string, ids []string) (revision uint64, calls []PendingCall, err error)
 	// ListSessions returns up to limit live sessions with ids after the given
 	// one, in id order, that filter selects.
 	ListSessions(ctx context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error)

@@ -95,4 +95,6 @@ type RequestRecord struct {
 	Revision     uint64
 	MessageCount uint64
 	Epoch        uint64
+	// AlreadyBegun is a BeginEffect's answer: the call was begun before.
+	AlreadyBegun bool
 }

@@ -129,13 +129,13 @@ func (d *domainTxn) Request(sid, requestID string) (*core.RequestRecord, error) 
 	if err != nil || !found {
 		return nil, err
 	}
-	return &core.RequestRecord{RequestID: requestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
+	return &core.RequestRecord{RequestID: requestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch, AlreadyBegun: r.AlreadyBegun}, nil
 }
 
 func (d *domainTxn) PutRequest(sid string, r *core.RequestRecord) error {
 	d.request = nil // read afresh from now on
 	return d.q.put(d.ctx, requestKey(sid, r.RequestID), &requestRec{
-		Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
+		Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch, AlreadyBegun: r.AlreadyBegun,
 	}, false)
 }
 

@@ -46,7 +46,7 @@ func ledgerEntry(id string, call *callRec) core.LedgerEntry {
 	e := core.LedgerEntry{
 		ToolUseID: id, Name: call.Name, Class: core.EffectClass(call.Class), BeginTracked: call.BeginTracked,
 		LastPendingRevision: call.LastPendingRevision, Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
-		BeginTime: fromNanos(call.BeginTime),
+		BeginTime: fromNanos(call.BeginTime), Registered: call.Registered,
 	}
 	if call.Effect != nil {
 		eff := call.Effect.effect(id)

@@ -286,3 +286,18 @@ func unixNanos(t time.Time) int64 {
 	}
 	return t.UnixNano()
 }
+
+func (s *Store) LedgerCalls(ctx context.Context, sessionID string, ids []string) (uint64, []core.PendingCall, error) {
+	var rev uint64
+	var calls []core.PendingCall
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		h, err := q.mustHead(ctx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		hr := headOf(h, nil)
+		rev, calls, err = core.LedgerCalls(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &hr, ids)
+		return err
+	})
+	return rev, calls, err
+}

@@ -74,6 +74,7 @@ var errorKinds = []errorKind{
 	{nil, codes.InvalidArgument, reasonStateTooLarge},
 	{nil, codes.InvalidArgument, reasonInvalidEffectClass},
 	{nil, codes.InvalidArgument, reasonDuplicateToolUseID},
+	{nil, codes.InvalidArgument, reasonToolUseIDMismatch},
 	{nil, codes.InvalidArgument, reasonInvalidLabel},
 	{nil, codes.InvalidArgument, reasonInvalidPageSize},
 	{nil, codes.InvalidArgument, reasonFieldTooLarge},
