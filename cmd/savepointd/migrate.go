@@ -214,7 +214,7 @@ func (m *migration) copySessions(ctx context.Context, info badgerstore.ExportInf
 		}
 		m.revisions += len(d.Revisions)
 		m.messages += len(d.Messages)
-		m.calls += len(d.Calls)
+		m.calls += len(d.Ledger)
 		m.requests += len(d.Requests)
 		if n := m.live + m.tombs; time.Since(last) >= time.Second || n == info.Sessions {
 			last = time.Now()
@@ -249,7 +249,7 @@ func (m *migration) compareSessions(ctx context.Context) int {
 		}
 	}
 	for _, sid := range m.tombIDs {
-		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrNotFound) {
+		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrSessionNotFound) {
 			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}

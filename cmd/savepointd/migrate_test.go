@@ -61,7 +61,7 @@ func fillStore(t *testing.T, dir string) {
 			epoch = cp.Epoch
 		}
 	}
-	// "calls": three pending calls: one begun and recorded, one begun (in
+	// "calls": three pending tool uses: one begun and recorded, one begun (in
 	// doubt), one never begun.
 	res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "calls", Task: "tools", RequestID: requestID(100),
 		AppendMessages: []core.Message{{Role: "assistant", ContentJSON: `"use tools"`}},

@@ -20,7 +20,7 @@ import (
 
 // Session reads one live session from both stores through core.Store and
 // returns how they differ, nil when they do not: every kept revision with
-// all its messages, the pending calls and the ledger.
+// all its messages, the pending tool uses and the ledger.
 func Session(ctx context.Context, a, b core.Store, sid string) error {
 	latest, err := a.Checkpoint(ctx, sid, 0)
 	if err != nil {
@@ -52,12 +52,12 @@ func Session(ctx context.Context, a, b core.Store, sid string) error {
 			return fmt.Errorf("session %q revision %d: the messages differ (%d and %d; %v)", sid, rev, len(wm), len(gm), err)
 		}
 	}
-	wr, wc, err := a.PendingCalls(ctx, sid)
+	wr, wc, err := a.PendingToolUses(ctx, sid)
 	if err != nil {
 		return fmt.Errorf("session %q: source: %w", sid, err)
 	}
-	if gr, gc, err := b.PendingCalls(ctx, sid); err != nil || gr != wr || !reflect.DeepEqual(normalizeCalls(wc), normalizeCalls(gc)) {
-		return fmt.Errorf("session %q: the pending calls differ (%v)", sid, err)
+	if gr, gc, err := b.PendingToolUses(ctx, sid); err != nil || gr != wr || !reflect.DeepEqual(normalizePending(wc), normalizePending(gc)) {
+		return fmt.Errorf("session %q: the pending tool uses differ (%v)", sid, err)
 	}
 	we, err := allEffects(ctx, a, sid)
 	if err != nil {
@@ -117,8 +117,8 @@ func normalizeTimes(es []core.LedgerEntry) []core.LedgerEntry {
 	return es
 }
 
-// normalizeCalls puts the calls' effects' times in UTC.
-func normalizeCalls(cs []core.PendingCall) []core.PendingCall {
+// normalizePending puts the pending tool uses' effects' times in UTC.
+func normalizePending(cs []core.PendingToolUse) []core.PendingToolUse {
 	for i := range cs {
 		if e := cs[i].Effect; e != nil {
 			c := *e

@@ -124,7 +124,7 @@ type oneSession struct{ core.Store }
 
 func (oneSession) Checkpoint(_ context.Context, sessionID string, revision uint64) (core.Checkpoint, error) {
 	if sessionID != "s" {
-		return core.Checkpoint{}, core.ErrNotFound
+		return core.Checkpoint{}, core.ErrSessionNotFound
 	}
 	if revision != 0 && revision != 1 {
 		return core.Checkpoint{}, core.ErrRevisionNotFound

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
 	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 )
 
@@ -90,7 +91,7 @@ func createSegmentFile(dir, name string, size int64) error {
 	}
 	err = fillZeros(f, 0, size, true)
 	if err == nil {
-		err = unix.Fdatasync(int(f.Fd()))
+		err = sysfile.Fdatasync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -109,7 +110,7 @@ func createSegmentFile(dir, name string, size int64) error {
 // alone, which allocate as well).
 func fillZeros(f *os.File, from, to int64, allocate bool) error {
 	if allocate {
-		if err := unix.Fallocate(int(f.Fd()), 0, from, to-from); err != nil &&
+		if err := sysfile.Fallocate(f, from, to-from); err != nil &&
 			!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 			return err
 		}
@@ -166,7 +167,7 @@ func datasync(f *os.File) error {
 	if faults.SkipSync {
 		return nil
 	}
-	return unix.Fdatasync(int(f.Fd()))
+	return sysfile.Fdatasync(f)
 }
 
 // syncWALDir syncs the log's directory; a build with the nodirsync fault
