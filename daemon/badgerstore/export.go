@@ -114,17 +114,7 @@ func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 	}
 	if err == nil {
 		err = scan(t, sid, kindCall, func() proto.Message { return &storagev1.CallRecord{} }, func(rest []byte, m proto.Message) {
-			r := m.(*storagev1.CallRecord)
-			e := core.LedgerEntry{
-				ToolUseID: string(rest), Name: r.GetToolUse().GetName(), Class: effectClassFromRecord(r.GetToolUse().GetEffectClass()),
-				BeginTracked: r.GetToolUse().GetBeginTracked(), LastPendingRevision: r.LastPendingRevision,
-				Begun: r.Begun, IdempotencyKey: r.IdempotencyKey, BeginTime: timeOf(r.BeginTime),
-			}
-			if r.Effect != nil {
-				eff := effectFromRecord(r.Effect)
-				eff.ToolUseID = string(rest)
-				e.Effect = &eff
-			}
+			e := ledgerEntry(string(rest), m.(*storagev1.CallRecord))
 			d.Calls = append(d.Calls, e)
 		}, &h)
 	}

@@ -38,9 +38,11 @@ type Resolution struct {
 	ToolResultText string
 }
 
-// Reconcile decides each pending call: a recorded effect is reused; a
-// read-only or idempotent call is run; a side-effecting call is run only when
-// it is begin-tracked and was never begun, and is in doubt otherwise.
+// Reconcile decides each pending call: a recorded effect is reused (a DONE
+// resolution recorded one); a call resolved NOT_DONE is run, with its
+// idempotency key; a read-only or idempotent call is run; a side-effecting
+// call is run only when it is begin-tracked and was never begun, and is in
+// doubt otherwise.
 func Reconcile(calls []PendingCall) []Resolution {
 	out := make([]Resolution, 0, len(calls))
 	for _, c := range calls {
@@ -48,6 +50,8 @@ func Reconcile(calls []PendingCall) []Resolution {
 		switch {
 		case c.Effect != nil:
 			r.Decision = DecisionReuse
+		case c.Resolution != nil && c.Resolution.Outcome == ResolvedNotDone:
+			r.Decision = DecisionRun
 		case c.Class == ReadOnly || c.Class == Idempotent:
 			r.Decision = DecisionRun
 		case c.BeginTracked && !c.Begun:

@@ -63,6 +63,9 @@ type Effect struct {
 	// Late reports that the record arrived after the call stopped being
 	// pending; set by the store.
 	Late bool
+	// Resolution is set when a DONE resolution recorded the effect; nil for
+	// one RecordEffect recorded. Stores keep it in the call's record.
+	Resolution *EffectResolution
 }
 
 // SameOutcome reports whether e and o record the same outcome of one call.
@@ -236,6 +239,9 @@ type LedgerEntry struct {
 	IdempotencyKey      string    // set when Begun
 	BeginTime           time.Time // zero when not Begun
 	Effect              *Effect   // nil when not recorded
+	// Resolution is how the call was settled while in doubt; nil when it
+	// never was. With a DONE resolution Effect holds the output found.
+	Resolution *EffectResolution
 }
 
 // MaxAppendMessages and MaxPendingToolUses bound the records one save
@@ -343,6 +349,7 @@ type PendingCall struct {
 	Begun          bool
 	IdempotencyKey string // set when Begun
 	Effect         *Effect
+	Resolution     *EffectResolution // nil when never resolved
 }
 
 // SessionSummary describes a session's latest revision.
@@ -361,6 +368,9 @@ type SessionSummary struct {
 	CreateTime          time.Time
 	UpdateTime          time.Time
 	Status              SessionStatus
+	// ResolvedByVerify and ResolvedByPerson count the calls in doubt
+	// ResolveEffect settled in the session, by resolver kind.
+	ResolvedByVerify, ResolvedByPerson uint32
 }
 
 // VerifyReport is what a full check of a store found.

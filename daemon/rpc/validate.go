@@ -35,6 +35,7 @@ const (
 	reasonInvalidUTF8          = savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8
 	reasonInvalidSessionStatus = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS
 	reasonInvalidOrderBy       = savepointv1.ErrorReason_ERROR_REASON_INVALID_ORDER_BY
+	reasonInvalidResolution    = savepointv1.ErrorReason_ERROR_REASON_INVALID_RESOLUTION
 )
 
 // Caps on fields that no sane client comes near.
@@ -46,6 +47,7 @@ const (
 	maxLabels        = 64
 	maxLabelKeyLen   = 63
 	maxLabelValueLen = 256
+	maxNoteBytes     = 4096 // a resolution's note
 )
 
 func fieldErr(field string, reason savepointv1.ErrorReason, format string, args ...any) *fieldError {
@@ -313,6 +315,64 @@ func validateRecord(lim Limits, req *savepointv1.RecordEffectRequest) (core.Effe
 		Output:    req.GetOutput(),
 		IsError:   req.GetIsError(),
 	}, nil
+}
+
+// validateResolve checks a ResolveEffect request and returns it in the
+// domain's terms.
+func validateResolve(lim Limits, req *savepointv1.ResolveEffectRequest) (*core.ResolveRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := validateToolUseID("tool_use_id", req.GetToolUseId()); err != nil {
+		return nil, err
+	}
+	r := &core.ResolveRequest{
+		SessionID: req.GetSessionId(), ToolUseID: req.GetToolUseId(), Epoch: req.Epoch,
+		Output: req.GetOutput(), IsError: req.GetIsError(), Note: req.GetNote(), ResolvedBy: req.GetResolvedBy(),
+		RequestID: req.GetRequestId(),
+	}
+	switch req.GetOutcome() {
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED:
+		return nil, fieldErr("outcome", reasonMissingField, "is unspecified; give DONE or NOT_DONE")
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE:
+		r.Outcome = core.ResolvedDone
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE:
+		r.Outcome = core.ResolvedNotDone
+	default:
+		return nil, fieldErr("outcome", reasonInvalidResolution, "%d is not a known outcome", int32(req.GetOutcome()))
+	}
+	switch req.GetResolverKind() {
+	case savepointv1.ResolverKind_RESOLVER_KIND_UNSPECIFIED:
+		return nil, fieldErr("resolver_kind", reasonMissingField, "is unspecified; give VERIFY or PERSON")
+	case savepointv1.ResolverKind_RESOLVER_KIND_VERIFY:
+		r.ResolverKind = core.ResolverVerify
+	case savepointv1.ResolverKind_RESOLVER_KIND_PERSON:
+		r.ResolverKind = core.ResolverPerson
+	default:
+		return nil, fieldErr("resolver_kind", reasonInvalidResolution, "%d is not a known resolver kind", int32(req.GetResolverKind()))
+	}
+	if r.Outcome == core.ResolvedNotDone {
+		if r.Output != "" {
+			return nil, fieldErr("output", reasonInvalidResolution, "is set with outcome NOT_DONE; a call that did not take effect has no output")
+		}
+		if r.IsError {
+			return nil, fieldErr("is_error", reasonInvalidResolution, "is set with outcome NOT_DONE; a call that did not take effect did not fail")
+		}
+	}
+	if n := len(r.Output); n > lim.MaxMessageBytes {
+		return nil, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, lim.MaxMessageBytes)
+	}
+	if n := len(r.Note); n > maxNoteBytes {
+		return nil, fieldErr("note", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNoteBytes)
+	}
+	if n := len(r.ResolvedBy); n > maxNameBytes {
+		return nil, fieldErr("resolved_by", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNameBytes)
+	}
+	var err error
+	if r.RequestID, err = validateRequestID("request_id", r.RequestID); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func validateBegin(req *savepointv1.BeginEffectRequest) error {
