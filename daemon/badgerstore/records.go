@@ -183,7 +183,7 @@ func callRecord(c *core.LedgerEntry) *storagev1.CallRecord {
 	}
 	if res := c.Resolution; res != nil {
 		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
-			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime)}
+			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
 	}
 	return r
 }
@@ -194,7 +194,7 @@ func resolutionFromRecord(r *storagev1.Resolution) *core.EffectResolution {
 		return nil
 	}
 	return &core.EffectResolution{Outcome: core.ResolutionOutcome(r.Outcome), ResolverKind: core.ResolverKind(r.ResolverKind),
-		ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: timeOf(r.ResolveTime)}
+		ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: timeOf(r.ResolveTime), RetryBegun: r.RetryBegun}
 }
 
 func requestFromRecord(id string, r *storagev1.RequestRecord) core.RequestRecord {

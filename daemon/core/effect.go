@@ -32,6 +32,15 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 		return BeginResult{}, &StateError{Err: ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("tool use %q already has a recorded effect; reuse it instead of running the tool again", toolUseID)}
 	}
+	if r := c.Resolution; r != nil && r.Outcome == ResolvedNotDone && !r.RetryBegun {
+		// The new attempt a NOT_DONE resolution allowed: from now on its
+		// outcome is unknown again until recorded.
+		r.RetryBegun = true
+		if c.Begun {
+			c.BeginTime = now
+			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true}, t.PutCall(sessionID, c)
+		}
+	}
 	if c.Begun {
 		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true}, nil
 	}

@@ -40,7 +40,7 @@ type Resolution struct {
 
 // Reconcile decides each pending call: a recorded effect is reused (a DONE
 // resolution recorded one); a call resolved NOT_DONE is run, with its
-// idempotency key; a read-only or idempotent call is run; a side-effecting
+// idempotency key until its new attempt is begun; a read-only or idempotent call is run; a side-effecting
 // call is run only when it is begin-tracked and was never begun, and is in
 // doubt otherwise.
 func Reconcile(calls []PendingCall) []Resolution {
@@ -50,7 +50,7 @@ func Reconcile(calls []PendingCall) []Resolution {
 		switch {
 		case c.Effect != nil:
 			r.Decision = DecisionReuse
-		case c.Resolution != nil && c.Resolution.Outcome == ResolvedNotDone:
+		case c.Resolution != nil && c.Resolution.Outcome == ResolvedNotDone && !c.Resolution.RetryBegun:
 			r.Decision = DecisionRun
 		case c.Class == ReadOnly || c.Class == Idempotent:
 			r.Decision = DecisionRun

@@ -56,6 +56,10 @@ type EffectResolution struct {
 	Note         string
 	// ResolveTime is set by the store; zero on input.
 	ResolveTime time.Time
+	// RetryBegun is set, for a NOT_DONE resolution, by the BeginEffect of
+	// the new attempt it allowed: if that attempt's outcome is not recorded
+	// either, the call is in doubt again, and may be resolved again.
+	RetryBegun bool
 }
 
 // ResolveRequest is one ResolveEffect call, already validated.
@@ -95,7 +99,9 @@ type ResolveResult struct {
 	AlreadyResolved bool
 }
 
-// Resolve settles a call in doubt. A DONE finding records its output as
+// Resolve settles a call in doubt, once per attempt: a call resolved
+// NOT_DONE whose new attempt was begun and left no record is in doubt again,
+// and its new resolution replaces the old one. A DONE finding records its output as
 // the call's effect, marked with the resolution; a NOT_DONE one is kept on
 // the call, and Reconcile then answers RUN with the call's idempotency key.
 // The checks run in order: request id, epoch (when given), the call, a
@@ -131,7 +137,7 @@ func Resolve(t Txn, req *ResolveRequest, now time.Time) (ResolveResult, error) {
 		// since any other finding since would have been refused.
 		return ResolveResult{Entry: *c}, nil
 	}
-	if r := c.Resolution; r != nil {
+	if r := c.Resolution; r != nil && !(r.Outcome == ResolvedNotDone && r.RetryBegun && c.Effect == nil) {
 		if r.Outcome != req.Outcome || (req.Outcome == ResolvedDone && (c.Effect == nil || c.Effect.Output != req.Output || c.Effect.IsError != req.IsError)) {
 			return ResolveResult{}, &StateError{Err: ErrResolutionConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q was resolved %s already by %s %q at %s, with another finding; the first resolution stands",

@@ -109,6 +109,7 @@ type resolutionRec struct {
 	ResolvedBy   string `json:"resolved_by,omitempty"`
 	Note         string `json:"note,omitempty"`
 	ResolveTime  int64  `json:"resolve_time_ns"`
+	RetryBegun   bool   `json:"retry_begun,omitempty"`
 }
 
 func (r *resolutionRec) resolution() *core.EffectResolution {
@@ -116,7 +117,7 @@ func (r *resolutionRec) resolution() *core.EffectResolution {
 		return nil
 	}
 	return &core.EffectResolution{Outcome: core.ResolutionOutcome(r.Outcome), ResolverKind: core.ResolverKind(r.ResolverKind),
-		ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: fromNanos(r.ResolveTime)}
+		ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: fromNanos(r.ResolveTime), RetryBegun: r.RetryBegun}
 }
 
 type requestRec struct {
@@ -266,7 +267,7 @@ func callRecOf(c *core.LedgerEntry) *callRec {
 	}
 	if r := c.Resolution; r != nil {
 		rec.Resolution = &resolutionRec{Outcome: int(r.Outcome), ResolverKind: int(r.ResolverKind), ResolvedBy: r.ResolvedBy,
-			Note: r.Note, ResolveTime: nanosOrZero(r.ResolveTime)}
+			Note: r.Note, ResolveTime: nanosOrZero(r.ResolveTime), RetryBegun: r.RetryBegun}
 	}
 	return rec
 }

@@ -58,7 +58,7 @@ func resolutionToProto(r *core.EffectResolution) *savepointv1.EffectResolution {
 	if r == nil {
 		return nil
 	}
-	p := &savepointv1.EffectResolution{ResolvedBy: r.ResolvedBy, Note: r.Note}
+	p := &savepointv1.EffectResolution{ResolvedBy: r.ResolvedBy, Note: r.Note, RetryBegun: r.RetryBegun}
 	switch r.Outcome {
 	case core.ResolvedDone:
 		p.Outcome = savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE

@@ -128,10 +128,6 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 	if sum.InDoubtToolUseCount != 1 || sum.ResolvedByVerify != 1 || sum.ResolvedByPerson != 0 {
 		t.Fatalf("summary: %+v", sum)
 	}
-	b, err := s.BeginEffect(ctx, "s", "w", cp.Epoch)
-	if err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
-		t.Fatalf("begin after NOT_DONE: %+v %v", b, err)
-	}
 	// A DONE finding now conflicts; the same NOT_DONE again is accepted.
 	_, err = s.ResolveEffect(ctx, &core.ResolveRequest{SessionID: "s", ToolUseID: "w", Outcome: core.ResolvedDone, Output: "x", ResolverKind: core.ResolverPerson})
 	wantState(t, err, core.ErrResolutionConflict, 2, cp.Epoch)
@@ -139,12 +135,46 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 	if err != nil || !res.AlreadyResolved {
 		t.Fatalf("same NOT_DONE again: %+v %v", res, err)
 	}
-	// The new attempt's record is reused from then on.
+	// The new attempt is begun under the same key; from then on, until its
+	// outcome is recorded, the call is in doubt again.
+	b, err := s.BeginEffect(ctx, "s", "w", cp.Epoch)
+	if err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
+		t.Fatalf("begin after NOT_DONE: %+v %v", b, err)
+	}
+	if d := decisions(t, s, "s")["w"]; d.Decision != core.DecisionInDoubt || d.Call.Resolution == nil || !d.Call.Resolution.RetryBegun {
+		t.Fatalf("reconcile after the new attempt began: %+v", d)
+	}
+	if b, err := s.BeginEffect(ctx, "s", "w", cp.Epoch); err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
+		t.Fatalf("begin again: %+v %v", b, err)
+	}
+	// Its record is reused from then on.
 	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "paid: 5"}); err != nil {
 		t.Fatal(err)
 	}
 	if d := decisions(t, s, "s")["w"]; d.Decision != core.DecisionReuse || d.Call.Effect.Resolution != nil || d.Call.Resolution == nil {
 		t.Fatalf("reconcile after the new attempt: %+v", d)
+	}
+	// The call never begun (not begin-tracked) resolved NOT_DONE: RUN, then
+	// in doubt again once begun, and resolvable again, replacing the first
+	// resolution.
+	if _, err := s.ResolveEffect(ctx, &core.ResolveRequest{SessionID: "s", ToolUseID: "u", Outcome: core.ResolvedNotDone, ResolverKind: core.ResolverPerson, ResolvedBy: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := decisions(t, s, "s")["u"]; d.Decision != core.DecisionRun {
+		t.Fatalf("reconcile of u after NOT_DONE: %+v", d)
+	}
+	if b, err := s.BeginEffect(ctx, "s", "u", cp.Epoch); err != nil || b.AlreadyBegun || b.IdempotencyKey == "" {
+		t.Fatalf("begin of u: %+v %v", b, err)
+	}
+	if d := decisions(t, s, "s")["u"]; d.Decision != core.DecisionInDoubt {
+		t.Fatalf("reconcile of u after its new attempt began: %+v", d)
+	}
+	res, err = s.ResolveEffect(ctx, &core.ResolveRequest{SessionID: "s", ToolUseID: "u", Outcome: core.ResolvedDone, Output: "sent", ResolverKind: core.ResolverPerson, ResolvedBy: "bob"})
+	if err != nil || res.AlreadyResolved || res.Entry.Resolution.ResolvedBy != "bob" || res.Entry.Effect == nil {
+		t.Fatalf("second resolution of u: %+v %v", res, err)
+	}
+	if sum, _ := s.Summary(ctx, "s"); sum.ResolvedByPerson != 2 || sum.ResolvedByVerify != 1 {
+		t.Fatalf("summary: %+v", sum)
 	}
 }
 

@@ -900,7 +900,11 @@ type EffectResolution struct {
 	// A free-text note, such as where the finding came from.
 	Note string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
 	// When the daemon recorded the resolution.
-	ResolveTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	// For NOT_DONE: true once BeginEffect began the new attempt it allowed.
+	// If that attempt's outcome is not recorded either, the call is in doubt
+	// again and may be resolved again, the new resolution replacing this one.
+	RetryBegun    bool `protobuf:"varint,6,opt,name=retry_begun,json=retryBegun,proto3" json:"retry_begun,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +972,13 @@ func (x *EffectResolution) GetResolveTime() *timestamppb.Timestamp {
 		return x.ResolveTime
 	}
 	return nil
+}
+
+func (x *EffectResolution) GetRetryBegun() bool {
+	if x != nil {
+		return x.RetryBegun
+	}
+	return false
 }
 
 // Checkpoint is one revision of a session.
@@ -4219,14 +4230,16 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x04late\x18\x06 \x01(\bR\x04late\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"\x82\x02\n" +
+	"resolution\"\xa3\x02\n" +
 	"\x10EffectResolution\x129\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x1f.savepoint.v1.ResolutionOutcomeR\aoutcome\x12?\n" +
 	"\rresolver_kind\x18\x02 \x01(\x0e2\x1a.savepoint.v1.ResolverKindR\fresolverKind\x12\x1f\n" +
 	"\vresolved_by\x18\x03 \x01(\tR\n" +
 	"resolvedBy\x12\x12\n" +
 	"\x04note\x18\x04 \x01(\tR\x04note\x12=\n" +
-	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\"\xe8\x05\n" +
+	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12\x1f\n" +
+	"\vretry_begun\x18\x06 \x01(\bR\n" +
+	"retryBegun\"\xe8\x05\n" +
 	"\n" +
 	"Checkpoint\x12\x1d\n" +
 	"\n" +

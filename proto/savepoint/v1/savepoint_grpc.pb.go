@@ -87,8 +87,8 @@ type SavepointServiceClient interface {
 	// reopen set.
 	CompleteSession(ctx context.Context, in *CompleteSessionRequest, opts ...grpc.CallOption) (*CompleteSessionResponse, error)
 	// ListEffects pages through a session's ledger: every tool use that was
-	// begun or has a recorded effect, late records included. It writes
-	// nothing.
+	// begun, has a recorded effect or was resolved, late records included. It
+	// writes nothing.
 	ListEffects(ctx context.Context, in *ListEffectsRequest, opts ...grpc.CallOption) (*ListEffectsResponse, error)
 	// ForkSession makes a new session whose history is a kept revision of
 	// another, with the ledger entries of the calls in that history, and
@@ -370,8 +370,8 @@ type SavepointServiceServer interface {
 	// reopen set.
 	CompleteSession(context.Context, *CompleteSessionRequest) (*CompleteSessionResponse, error)
 	// ListEffects pages through a session's ledger: every tool use that was
-	// begun or has a recorded effect, late records included. It writes
-	// nothing.
+	// begun, has a recorded effect or was resolved, late records included. It
+	// writes nothing.
 	ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error)
 	// ForkSession makes a new session whose history is a kept revision of
 	// another, with the ledger entries of the calls in that history, and

@@ -945,6 +945,7 @@ type Resolution struct {
 	ResolvedBy    string                 `protobuf:"bytes,3,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
 	Note          string                 `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
 	ResolveTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	RetryBegun    bool                   `protobuf:"varint,6,opt,name=retry_begun,json=retryBegun,proto3" json:"retry_begun,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1012,6 +1013,13 @@ func (x *Resolution) GetResolveTime() *timestamppb.Timestamp {
 		return x.ResolveTime
 	}
 	return nil
+}
+
+func (x *Resolution) GetRetryBegun() bool {
+	if x != nil {
+		return x.RetryBegun
+	}
+	return false
 }
 
 // Message is one stored message of a session's history.
@@ -1356,7 +1364,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\x06effect\x18\x06 \x01(\v2\x1c.savepoint.storage.v1.EffectR\x06effect\x12@\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
-	"resolution\"\xbf\x01\n" +
+	"resolution\"\xe0\x01\n" +
 	"\n" +
 	"Resolution\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\x05R\aoutcome\x12#\n" +
@@ -1364,7 +1372,9 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\vresolved_by\x18\x03 \x01(\tR\n" +
 	"resolvedBy\x12\x12\n" +
 	"\x04note\x18\x04 \x01(\tR\x04note\x12=\n" +
-	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\"@\n" +
+	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12\x1f\n" +
+	"\vretry_begun\x18\x06 \x01(\bR\n" +
+	"retryBegun\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
 	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xc7\x01\n" +

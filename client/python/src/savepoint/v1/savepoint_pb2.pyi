@@ -217,18 +217,20 @@ class Effect(_message.Message):
     def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ...) -> None: ...
 
 class EffectResolution(_message.Message):
-    __slots__ = ("outcome", "resolver_kind", "resolved_by", "note", "resolve_time")
+    __slots__ = ("outcome", "resolver_kind", "resolved_by", "note", "resolve_time", "retry_begun")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     RESOLVER_KIND_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     RESOLVE_TIME_FIELD_NUMBER: _ClassVar[int]
+    RETRY_BEGUN_FIELD_NUMBER: _ClassVar[int]
     outcome: ResolutionOutcome
     resolver_kind: ResolverKind
     resolved_by: str
     note: str
     resolve_time: _timestamp_pb2.Timestamp
-    def __init__(self, outcome: _Optional[_Union[ResolutionOutcome, str]] = ..., resolver_kind: _Optional[_Union[ResolverKind, str]] = ..., resolved_by: _Optional[str] = ..., note: _Optional[str] = ..., resolve_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    retry_begun: bool
+    def __init__(self, outcome: _Optional[_Union[ResolutionOutcome, str]] = ..., resolver_kind: _Optional[_Union[ResolverKind, str]] = ..., resolved_by: _Optional[str] = ..., note: _Optional[str] = ..., resolve_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_begun: _Optional[bool] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time", "status", "final_output", "complete_time", "create_time")

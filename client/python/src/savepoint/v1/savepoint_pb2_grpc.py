@@ -237,8 +237,8 @@ class SavepointServiceServicer:
 
     def ListEffects(self, request, context):
         """ListEffects pages through a session's ledger: every tool use that was
-        begun or has a recorded effect, late records included. It writes
-        nothing.
+        begun, has a recorded effect or was resolved, late records included. It
+        writes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

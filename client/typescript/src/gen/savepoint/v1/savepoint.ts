@@ -386,7 +386,15 @@ export interface EffectResolution {
   /** A free-text note, such as where the finding came from. */
   note: string;
   /** When the daemon recorded the resolution. */
-  resolveTime: Timestamp | undefined;
+  resolveTime:
+    | Timestamp
+    | undefined;
+  /**
+   * For NOT_DONE: true once BeginEffect began the new attempt it allowed.
+   * If that attempt's outcome is not recorded either, the call is in doubt
+   * again and may be resolved again, the new resolution replacing this one.
+   */
+  retryBegun: boolean;
 }
 
 /** Checkpoint is one revision of a session. */
@@ -1424,7 +1432,7 @@ export const Effect: MessageFns<Effect> = {
 };
 
 function createBaseEffectResolution(): EffectResolution {
-  return { outcome: 0, resolverKind: 0, resolvedBy: "", note: "", resolveTime: undefined };
+  return { outcome: 0, resolverKind: 0, resolvedBy: "", note: "", resolveTime: undefined, retryBegun: false };
 }
 
 export const EffectResolution: MessageFns<EffectResolution> = {
@@ -1443,6 +1451,9 @@ export const EffectResolution: MessageFns<EffectResolution> = {
     }
     if (message.resolveTime !== undefined) {
       Timestamp.encode(message.resolveTime, writer.uint32(42).fork()).join();
+    }
+    if (message.retryBegun !== false) {
+      writer.uint32(48).bool(message.retryBegun);
     }
     return writer;
   },
@@ -1500,6 +1511,14 @@ export const EffectResolution: MessageFns<EffectResolution> = {
             message.resolveTime = Timestamp.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.retryBegun = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1524,6 +1543,7 @@ export const EffectResolution: MessageFns<EffectResolution> = {
     message.resolveTime = (object.resolveTime !== undefined && object.resolveTime !== null)
       ? Timestamp.fromPartial(object.resolveTime)
       : undefined;
+    message.retryBegun = object.retryBegun ?? false;
     return message;
   },
 };
@@ -6446,8 +6466,8 @@ export const SavepointServiceService = {
   },
   /**
    * ListEffects pages through a session's ledger: every tool use that was
-   * begun or has a recorded effect, late records included. It writes
-   * nothing.
+   * begun, has a recorded effect or was resolved, late records included. It
+   * writes nothing.
    */
   listEffects: {
     path: "/savepoint.v1.SavepointService/ListEffects" as const,
@@ -6598,8 +6618,8 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
   completeSession: handleUnaryCall<CompleteSessionRequest, CompleteSessionResponse>;
   /**
    * ListEffects pages through a session's ledger: every tool use that was
-   * begun or has a recorded effect, late records included. It writes
-   * nothing.
+   * begun, has a recorded effect or was resolved, late records included. It
+   * writes nothing.
    */
   listEffects: handleUnaryCall<ListEffectsRequest, ListEffectsResponse>;
   /**
@@ -6867,8 +6887,8 @@ export interface SavepointServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * ListEffects pages through a session's ledger: every tool use that was
-   * begun or has a recorded effect, late records included. It writes
-   * nothing.
+   * begun, has a recorded effect or was resolved, late records included. It
+   * writes nothing.
    */
   listEffects(
     request: ListEffectsRequest,
