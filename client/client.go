@@ -320,6 +320,9 @@ func retrySafe(method string, req any) bool {
 	case savepointv1.SavepointService_ResolveEffect_FullMethodName:
 		r, ok := req.(*savepointv1.ResolveEffectRequest)
 		return ok && r.GetRequestId() != ""
+	case savepointv1.GraphCheckpointService_ResolveThreadEffect_FullMethodName:
+		r, ok := req.(*savepointv1.ResolveThreadEffectRequest)
+		return ok && r.GetRequestId() != ""
 	case savepointv1.SavepointService_BeginEffect_FullMethodName,
 		savepointv1.SavepointService_RecordEffect_FullMethodName,
 		savepointv1.SavepointService_Resume_FullMethodName,

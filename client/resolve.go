@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 
@@ -46,4 +47,26 @@ func (f Finding) request(sessionID, toolUseID string, kind savepointv1.ResolverK
 // already, ErrResolutionConflict.
 func (c *Client) ResolveEffect(ctx context.Context, sessionID, toolUseID string, f Finding) (*savepointv1.ResolveEffectResponse, error) {
 	return c.raw.ResolveEffect(ctx, f.request(sessionID, toolUseID, savepointv1.ResolverKind_RESOLVER_KIND_PERSON))
+}
+
+// ResolveThreadEffect records a person's finding about a graph thread's
+// call in doubt (namespace ns, "" for the root graph), as ResolveEffect
+// does for a session's. A done call's Output is recorded as a JSON string
+// (TypedValue type "json"), which LangGraph's serializer reads back as the
+// text. It returns the daemon's answer: the entry after it, and whether the
+// same finding was recorded before.
+func (c *Client) ResolveThreadEffect(ctx context.Context, thread, ns, toolUseID string, f Finding) (*savepointv1.ResolveThreadEffectResponse, error) {
+	r := f.request("", toolUseID, savepointv1.ResolverKind_RESOLVER_KIND_PERSON)
+	req := &savepointv1.ResolveThreadEffectRequest{
+		ThreadId: thread, CheckpointNs: ns, ToolUseId: toolUseID, Outcome: r.Outcome, IsError: f.IsError,
+		Note: f.Note, ResolverKind: r.ResolverKind, ResolvedBy: f.ResolvedBy, RequestId: r.RequestId,
+	}
+	if f.Done {
+		data, err := json.Marshal(f.Output)
+		if err != nil {
+			return nil, err
+		}
+		req.Output = &savepointv1.TypedValue{Type: "json", Data: data}
+	}
+	return c.Graph().ResolveThreadEffect(ctx, req)
 }

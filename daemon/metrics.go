@@ -132,6 +132,10 @@ func (m *metrics) observe(method string, req, resp any, err error) {
 		if res := r.GetEntry().GetResolution(); res != nil && !r.GetAlreadyResolved() {
 			m.resolved.WithLabelValues(resolverLabel(res.GetResolverKind()), outcomeLabel(res.GetOutcome())).Inc()
 		}
+	case *savepointv1.ResolveThreadEffectResponse:
+		if res := r.GetEffect().GetResolution(); res != nil && !r.GetAlreadyResolved() {
+			m.resolved.WithLabelValues(resolverLabel(res.GetResolverKind()), outcomeLabel(res.GetOutcome())).Inc()
+		}
 	case *savepointv1.ReconcileResponse:
 		for _, res := range r.GetResolutions() {
 			switch res.GetDecision() {

@@ -16,7 +16,7 @@ func init() {
 	register(&command{
 		name:     "resolve",
 		example:  `savepoint resolve report-1 toolu_02 --done --output "sent to team@example.com" --note "in the mail server's log"`,
-		synopsis: "SESSION TOOL_USE_ID (--done [--output TEXT | --output-file F] [--error] | --not-done) [--note TEXT] [--by NAME]",
+		synopsis: "(SESSION | --thread THREAD [--ns NS]) TOOL_USE_ID (--done [--output TEXT | --output-file F] [--error] | --not-done) [--note TEXT] [--by NAME]",
 		summary:  "record what a person found about a tool use in doubt: done, with its output, or not done",
 		help: `
 Records what you found about a tool use in doubt (ResolveEffect): a
@@ -36,7 +36,13 @@ The resolution is kept with --note and --by (default: your user name) and
 the daemon's time; "savepoint effects" and "savepoint show" print it. It is
 a finding, not a write of the agent's, so it needs no epoch and fences no
 one. The first resolution stands: the same finding again succeeds and says
-so, another one is refused. A call that is not in doubt is refused.`,
+so, another one is refused. A call that is not in doubt is refused.
+
+--thread THREAD resolves a call of a LangGraph thread's ledger instead
+(ResolveThreadEffect), in namespace --ns (empty: the root graph): the next
+run of the node that made the call reuses the output (recorded as a JSON
+string), or, for --not-done, runs it again as a new attempt under the same
+idempotency key. "savepoint effects --thread" lists the calls in doubt.`,
 		setup: setupResolve,
 	})
 }
@@ -49,11 +55,22 @@ func setupResolve(fs *flag.FlagSet) runFunc {
 	isError := fs.Bool("error", false, "with --done: the call took effect and failed; the output is its error text")
 	note := fs.String("note", "", "a `TEXT` kept with the resolution, such as where you looked")
 	by := fs.String("by", "", "who resolved the call (default: your user name)")
+	thread := fs.String("thread", "", "resolve a call of the graph thread `THREAD`'s ledger instead of a session's")
+	ns := fs.String("ns", "", "with --thread: the call's checkpoint namespace `NS` (empty: the root graph)")
 	return func(ctx context.Context, e *env, args []string) error {
-		if len(args) != 2 {
+		var id, toolUseID string
+		switch {
+		case *thread != "" && len(args) == 1:
+			toolUseID = args[0]
+		case *thread != "":
+			return usagef("with --thread, want TOOL_USE_ID, got %d arguments", len(args))
+		case *ns != "":
+			return usagef("--ns goes with --thread only")
+		case len(args) == 2:
+			id, toolUseID = args[0], args[1]
+		default:
 			return usagef("want SESSION TOOL_USE_ID, got %d arguments", len(args))
 		}
-		id, toolUseID := args[0], args[1]
 		switch {
 		case *done == *notDone:
 			return usagef("give --done or --not-done")
@@ -79,6 +96,9 @@ func setupResolve(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if *thread != "" {
+			return resolveThreadEffect(ctx, e, *thread, *ns, toolUseID, f)
+		}
 		r, err := c.ResolveEffect(ctx, id, toolUseID, f)
 		if err != nil {
 			return err
@@ -99,6 +119,30 @@ func setupResolve(fs *flag.FlagSet) runFunc {
 		}
 		return err
 	}
+}
+
+// resolveThreadEffect is resolve --thread.
+func resolveThreadEffect(ctx context.Context, e *env, thread, ns, toolUseID string, f client.Finding) error {
+	r, err := e.c.ResolveThreadEffect(ctx, thread, ns, toolUseID, f)
+	if err != nil {
+		return err
+	}
+	x := r.GetEffect()
+	what := "resolved"
+	if r.GetAlreadyResolved() {
+		what = "was already resolved"
+	}
+	where := "thread " + thread
+	if ns != "" {
+		where += " namespace " + ns
+	}
+	fmt.Fprintf(e.stdout, "%s %s (%s) attempt %d %s %s\n", where, x.GetToolUseId(), x.GetName(), x.GetAttempts(), what, resolutionText(x.GetResolution()))
+	if f.Done {
+		_, err = fmt.Fprintln(e.stdout, "its output is recorded: the node's next run reuses it")
+	} else {
+		_, err = fmt.Fprintf(e.stdout, "the node's next run runs it again as attempt %d with idempotency key %s\n", x.GetAttempts()+1, x.GetIdempotencyKey())
+	}
+	return err
 }
 
 // resolutionText says what a resolution found, who found it and when, as

@@ -99,9 +99,10 @@ type ResolveResult struct {
 	AlreadyResolved bool
 }
 
-// Resolve settles a call in doubt, once per attempt: a call resolved
-// NOT_DONE whose new attempt was begun and left no record is in doubt again,
-// and its new resolution replaces the old one. A DONE finding records its output as
+// Resolve settles a call in doubt, once per attempt: once the new attempt
+// a NOT_DONE resolution allowed is begun, that resolution is spent, and a
+// call whose new attempt left no record is in doubt again, its new
+// resolution replacing the old one. A DONE finding records its output as
 // the call's effect, marked with the resolution; a NOT_DONE one is kept on
 // the call, and Reconcile then answers RUN with the call's idempotency key.
 // The checks run in order: request id, epoch (when given), the call, a
@@ -137,7 +138,7 @@ func Resolve(t Txn, req *ResolveRequest, now time.Time) (ResolveResult, error) {
 		// since any other finding since would have been refused.
 		return ResolveResult{Entry: *c}, nil
 	}
-	if r := c.Resolution; r != nil && !(r.Outcome == ResolvedNotDone && r.RetryBegun && c.Effect == nil) {
+	if r := c.Resolution; r != nil && !r.RetryBegun {
 		if r.Outcome != req.Outcome || (req.Outcome == ResolvedDone && (c.Effect == nil || c.Effect.Output != req.Output || c.Effect.IsError != req.IsError)) {
 			return ResolveResult{}, &StateError{Err: ErrResolutionConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("tool use %q was resolved %s already by %s %q at %s, with another finding; the first resolution stands",

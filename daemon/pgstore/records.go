@@ -112,6 +112,14 @@ type resolutionRec struct {
 	RetryBegun   bool   `json:"retry_begun,omitempty"`
 }
 
+func resolutionRecOf(r *core.EffectResolution) *resolutionRec {
+	if r == nil {
+		return nil
+	}
+	return &resolutionRec{Outcome: int(r.Outcome), ResolverKind: int(r.ResolverKind), ResolvedBy: r.ResolvedBy,
+		Note: r.Note, ResolveTime: nanosOrZero(r.ResolveTime), RetryBegun: r.RetryBegun}
+}
+
 func (r *resolutionRec) resolution() *core.EffectResolution {
 	if r == nil {
 		return nil
@@ -265,9 +273,6 @@ func callRecOf(c *core.LedgerEntry) *callRec {
 	if e := c.Effect; e != nil {
 		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late}
 	}
-	if r := c.Resolution; r != nil {
-		rec.Resolution = &resolutionRec{Outcome: int(r.Outcome), ResolverKind: int(r.ResolverKind), ResolvedBy: r.ResolvedBy,
-			Note: r.Note, ResolveTime: nanosOrZero(r.ResolveTime), RetryBegun: r.RetryBegun}
-	}
+	rec.Resolution = resolutionRecOf(c.Resolution)
 	return rec
 }

@@ -326,30 +326,14 @@ func validateResolve(lim Limits, req *savepointv1.ResolveEffectRequest) (*core.R
 	if err := validateToolUseID("tool_use_id", req.GetToolUseId()); err != nil {
 		return nil, err
 	}
+	outcome, kind, err := validateFinding(req)
+	if err != nil {
+		return nil, err
+	}
 	r := &core.ResolveRequest{
-		SessionID: req.GetSessionId(), ToolUseID: req.GetToolUseId(), Epoch: req.Epoch,
+		SessionID: req.GetSessionId(), ToolUseID: req.GetToolUseId(), Epoch: req.Epoch, Outcome: outcome, ResolverKind: kind,
 		Output: req.GetOutput(), IsError: req.GetIsError(), Note: req.GetNote(), ResolvedBy: req.GetResolvedBy(),
 		RequestID: req.GetRequestId(),
-	}
-	switch req.GetOutcome() {
-	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED:
-		return nil, fieldErr("outcome", reasonMissingField, "is unspecified; give DONE or NOT_DONE")
-	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE:
-		r.Outcome = core.ResolvedDone
-	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE:
-		r.Outcome = core.ResolvedNotDone
-	default:
-		return nil, fieldErr("outcome", reasonInvalidResolution, "%d is not a known outcome", int32(req.GetOutcome()))
-	}
-	switch req.GetResolverKind() {
-	case savepointv1.ResolverKind_RESOLVER_KIND_UNSPECIFIED:
-		return nil, fieldErr("resolver_kind", reasonMissingField, "is unspecified; give VERIFY or PERSON")
-	case savepointv1.ResolverKind_RESOLVER_KIND_VERIFY:
-		r.ResolverKind = core.ResolverVerify
-	case savepointv1.ResolverKind_RESOLVER_KIND_PERSON:
-		r.ResolverKind = core.ResolverPerson
-	default:
-		return nil, fieldErr("resolver_kind", reasonInvalidResolution, "%d is not a known resolver kind", int32(req.GetResolverKind()))
 	}
 	if r.Outcome == core.ResolvedNotDone {
 		if r.Output != "" {
@@ -362,17 +346,54 @@ func validateResolve(lim Limits, req *savepointv1.ResolveEffectRequest) (*core.R
 	if n := len(r.Output); n > lim.MaxMessageBytes {
 		return nil, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, lim.MaxMessageBytes)
 	}
-	if n := len(r.Note); n > maxNoteBytes {
-		return nil, fieldErr("note", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNoteBytes)
+	if err := validateFindingText(r.Note, r.ResolvedBy); err != nil {
+		return nil, err
 	}
-	if n := len(r.ResolvedBy); n > maxNameBytes {
-		return nil, fieldErr("resolved_by", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNameBytes)
-	}
-	var err error
 	if r.RequestID, err = validateRequestID("request_id", r.RequestID); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// finding is what ResolveEffect and ResolveThreadEffect requests share.
+type finding interface {
+	GetOutcome() savepointv1.ResolutionOutcome
+	GetResolverKind() savepointv1.ResolverKind
+}
+
+// validateFinding checks a resolution's outcome and resolver kind.
+func validateFinding(req finding) (core.ResolutionOutcome, core.ResolverKind, error) {
+	var o core.ResolutionOutcome
+	switch req.GetOutcome() {
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED:
+		return 0, 0, fieldErr("outcome", reasonMissingField, "is unspecified; give DONE or NOT_DONE")
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE:
+		o = core.ResolvedDone
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE:
+		o = core.ResolvedNotDone
+	default:
+		return 0, 0, fieldErr("outcome", reasonInvalidResolution, "%d is not a known outcome", int32(req.GetOutcome()))
+	}
+	switch req.GetResolverKind() {
+	case savepointv1.ResolverKind_RESOLVER_KIND_UNSPECIFIED:
+		return 0, 0, fieldErr("resolver_kind", reasonMissingField, "is unspecified; give VERIFY or PERSON")
+	case savepointv1.ResolverKind_RESOLVER_KIND_VERIFY:
+		return o, core.ResolverVerify, nil
+	case savepointv1.ResolverKind_RESOLVER_KIND_PERSON:
+		return o, core.ResolverPerson, nil
+	}
+	return 0, 0, fieldErr("resolver_kind", reasonInvalidResolution, "%d is not a known resolver kind", int32(req.GetResolverKind()))
+}
+
+// validateFindingText checks a resolution's note and resolver name.
+func validateFindingText(note, resolvedBy string) error {
+	if n := len(note); n > maxNoteBytes {
+		return fieldErr("note", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNoteBytes)
+	}
+	if n := len(resolvedBy); n > maxNameBytes {
+		return fieldErr("resolved_by", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNameBytes)
+	}
+	return nil
 }
 
 func validateBegin(req *savepointv1.BeginEffectRequest) error {
