@@ -126,7 +126,7 @@ func Resolve(t Txn, req *ResolveRequest, now time.Time) (ResolveResult, error) {
 			return ResolveResult{}, err
 		}
 	}
-	c, err := t.Call(sid, req.ToolUseID)
+	c, err := t.LedgerEntry(sid, req.ToolUseID)
 	if err != nil {
 		return ResolveResult{}, err
 	}
@@ -146,9 +146,9 @@ func Resolve(t Txn, req *ResolveRequest, now time.Time) (ResolveResult, error) {
 		}
 		return ResolveResult{Entry: *c, AlreadyResolved: true}, nil
 	}
-	pc := PendingCall{ToolUse: ToolUse{ID: c.ToolUseID, Name: c.Name, Class: c.Class, BeginTracked: c.BeginTracked},
+	pc := PendingToolUse{ToolUse: ToolUse{ID: c.ToolUseID, Name: c.Name, Class: c.Class, BeginTracked: c.BeginTracked},
 		Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, Effect: c.Effect}
-	if c.LastPendingRevision != h.Revision || Reconcile([]PendingCall{pc})[0].Decision != DecisionInDoubt {
+	if c.LastPendingRevision != h.Revision || Reconcile([]PendingToolUse{pc})[0].Decision != DecisionInDoubt {
 		return ResolveResult{}, &StateError{Err: ErrCallNotInDoubt, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("tool use %q of session %q is not in doubt (%s); only a side-effecting call pending in the latest revision, "+
 				"begun or not begin-tracked, with no recorded effect can be resolved", req.ToolUseID, sid, notInDoubtWhy(c, pc, h))}
@@ -164,7 +164,7 @@ func Resolve(t Txn, req *ResolveRequest, now time.Time) (ResolveResult, error) {
 	case ResolverPerson:
 		h.ResolvedByPerson++
 	}
-	if err := t.PutCall(sid, c); err != nil {
+	if err := t.PutLedgerEntry(sid, c); err != nil {
 		return ResolveResult{}, err
 	}
 	if req.RequestID != "" {
@@ -176,7 +176,7 @@ func Resolve(t Txn, req *ResolveRequest, now time.Time) (ResolveResult, error) {
 }
 
 // notInDoubtWhy says why Resolve refuses a call, for its error message.
-func notInDoubtWhy(c *LedgerEntry, pc PendingCall, h *HeadRecord) string {
+func notInDoubtWhy(c *LedgerEntry, pc PendingToolUse, h *HeadRecord) string {
 	switch {
 	case c.Effect != nil:
 		return "its effect is recorded"

@@ -36,7 +36,7 @@ func decisions(t *testing.T, s core.Store, id string) map[string]core.Resolution
 	}
 	out := map[string]core.Resolution{}
 	for _, r := range rec.Resolutions {
-		out[r.Call.ID] = r
+		out[r.ToolUse.ID] = r
 	}
 	return out
 }
@@ -57,9 +57,9 @@ func testResolveDone(t *testing.T, s core.Store) {
 	}
 	// Reconcile reuses the output found, marked with who found it.
 	d := decisions(t, s, "s")["w"]
-	if d.Decision != core.DecisionReuse || d.Call.Effect == nil || d.Call.Effect.Output != "paid: 5" ||
-		d.Call.Effect.Resolution == nil || d.Call.Effect.Resolution.ResolvedBy != "alice" {
-		t.Fatalf("reconcile after DONE: %+v effect %+v", d, d.Call.Effect)
+	if d.Decision != core.DecisionReuse || d.ToolUse.Effect == nil || d.ToolUse.Effect.Output != "paid: 5" ||
+		d.ToolUse.Effect.Resolution == nil || d.ToolUse.Effect.Resolution.ResolvedBy != "alice" {
+		t.Fatalf("reconcile after DONE: %+v effect %+v", d, d.ToolUse.Effect)
 	}
 	// The same finding again, by anyone, answers with the first record.
 	again := *person
@@ -113,7 +113,7 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 		ResolvedBy: "verify", Epoch: epochOf(cp.Epoch - 1)}
 	// The owner's resolution is fenced: an older epoch is refused.
 	_, err = s.ResolveEffect(ctx, req)
-	wantState(t, err, core.ErrFenced, 2, cp.Epoch)
+	wantState(t, err, core.ErrSessionFenced, 2, cp.Epoch)
 	req.Epoch = epochOf(cp.Epoch)
 	res, err := s.ResolveEffect(ctx, req)
 	if err != nil || res.Entry.Effect != nil || res.Entry.Resolution == nil || res.Entry.Resolution.Outcome != core.ResolvedNotDone {
@@ -121,7 +121,7 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 	}
 	// Reconcile runs it again, with the same idempotency key.
 	d := decisions(t, s, "s")["w"]
-	if d.Decision != core.DecisionRun || d.Call.IdempotencyKey != key || d.Call.Resolution == nil {
+	if d.Decision != core.DecisionRun || d.ToolUse.IdempotencyKey != key || d.ToolUse.Resolution == nil {
 		t.Fatalf("reconcile after NOT_DONE: %+v", d)
 	}
 	sum, _ := s.Summary(ctx, "s")
@@ -141,7 +141,7 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 	if err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
 		t.Fatalf("begin after NOT_DONE: %+v %v", b, err)
 	}
-	if d := decisions(t, s, "s")["w"]; d.Decision != core.DecisionInDoubt || d.Call.Resolution == nil || !d.Call.Resolution.RetryBegun {
+	if d := decisions(t, s, "s")["w"]; d.Decision != core.DecisionInDoubt || d.ToolUse.Resolution == nil || !d.ToolUse.Resolution.RetryBegun {
 		t.Fatalf("reconcile after the new attempt began: %+v", d)
 	}
 	if b, err := s.BeginEffect(ctx, "s", "w", cp.Epoch); err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
@@ -151,7 +151,7 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "paid: 5"}); err != nil {
 		t.Fatal(err)
 	}
-	if d := decisions(t, s, "s")["w"]; d.Decision != core.DecisionReuse || d.Call.Effect.Resolution != nil || d.Call.Resolution == nil {
+	if d := decisions(t, s, "s")["w"]; d.Decision != core.DecisionReuse || d.ToolUse.Effect.Resolution != nil || d.ToolUse.Resolution == nil {
 		t.Fatalf("reconcile after the new attempt: %+v", d)
 	}
 	// The call never begun (not begin-tracked) resolved NOT_DONE: RUN, then
@@ -184,7 +184,7 @@ func testResolveRefused(t *testing.T, s core.Store) {
 		return &core.ResolveRequest{SessionID: "s", ToolUseID: id, Outcome: core.ResolvedDone, Output: "x", ResolverKind: core.ResolverPerson}
 	}
 	_, err := s.ResolveEffect(ctx, &core.ResolveRequest{SessionID: "nope", ToolUseID: "w", Outcome: core.ResolvedDone, ResolverKind: core.ResolverPerson})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	_, err = s.ResolveEffect(ctx, r("never"))
 	wantErr(t, err, core.ErrCallUnknown)
 	for _, id := range []string{"t", "r"} { // Reconcile runs these
@@ -240,5 +240,5 @@ func testResolveRequestID(t *testing.T, s core.Store) {
 	// Without a request id, the old epoch is fenced.
 	other.RequestID = ""
 	_, err = s.ResolveEffect(ctx, &other)
-	wantState(t, err, core.ErrFenced, 2, 2)
+	wantState(t, err, core.ErrSessionFenced, 2, 2)
 }

@@ -156,6 +156,9 @@ const (
 	// FAILED_PRECONDITION: RecordThreadEffect of a tool use that was never
 	// begun, or of an attempt other than the latest one begun.
 	ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN ErrorReason = 45
+	// INVALID_ARGUMENT: BeginEffect's tool_use names another tool use than its
+	// tool_use_id. Nothing is written.
+	ErrorReason_ERROR_REASON_TOOL_USE_ID_MISMATCH ErrorReason = 50
 	// FAILED_PRECONDITION: ResolveEffect of a tool use that is not in doubt:
 	// not pending in the latest revision, read-only or idempotent, recorded
 	// already, or a begin-tracked call never begun (Reconcile runs it).
@@ -219,6 +222,7 @@ var (
 		43: "ERROR_REASON_INVALID_ORDER_BY",
 		44: "ERROR_REASON_EFFECT_INPUT_MISMATCH",
 		45: "ERROR_REASON_EFFECT_NOT_BEGUN",
+		50: "ERROR_REASON_TOOL_USE_ID_MISMATCH",
 		60: "ERROR_REASON_CALL_NOT_IN_DOUBT",
 		61: "ERROR_REASON_RESOLUTION_CONFLICT",
 		62: "ERROR_REASON_INVALID_RESOLUTION",
@@ -270,6 +274,7 @@ var (
 		"ERROR_REASON_INVALID_ORDER_BY":           43,
 		"ERROR_REASON_EFFECT_INPUT_MISMATCH":      44,
 		"ERROR_REASON_EFFECT_NOT_BEGUN":           45,
+		"ERROR_REASON_TOOL_USE_ID_MISMATCH":       50,
 		"ERROR_REASON_CALL_NOT_IN_DOUBT":          60,
 		"ERROR_REASON_RESOLUTION_CONFLICT":        61,
 		"ERROR_REASON_INVALID_RESOLUTION":         62,
@@ -800,6 +805,9 @@ type Effect struct {
 	RecordTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
 	// True when the record arrived after its tool use stopped being pending.
 	Late bool `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
+	// True when the tool use was refused before it ran (a permission check
+	// said no): it never ran, is_error is set and output says why.
+	Refused bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
 	// Set when the effect was recorded by ResolveEffect (outcome DONE) rather
 	// than by RecordEffect: who or what found it, and when.
 	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
@@ -875,6 +883,13 @@ func (x *Effect) GetRecordTime() *timestamppb.Timestamp {
 func (x *Effect) GetLate() bool {
 	if x != nil {
 		return x.Late
+	}
+	return false
+}
+
+func (x *Effect) GetRefused() bool {
+	if x != nil {
+		return x.Refused
 	}
 	return false
 }
@@ -1382,10 +1397,23 @@ type BeginEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// A tool use pending in the latest revision.
+	// A tool use pending in the latest revision, or with tool_use set any
+	// tool use of the session.
 	ToolUseId string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
 	// The caller's epoch, fenced exactly like a save.
-	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Registers the tool use and begins it in one write, for a caller that
+	// sees one call at a time (an agent framework's hooks): a tool use the
+	// ledger does not know is entered, begin-tracked, as pending in the
+	// latest revision without making a revision, so parallel calls never
+	// contend on the revision; one it knows is begun as usual, and one with
+	// a recorded effect is answered with it (effect) instead of
+	// CALL_ALREADY_RECORDED. Its tool_use_id, when set, must equal
+	// tool_use_id; its name is required.
+	ToolUse *ToolUse `protobuf:"bytes,20,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original response; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,21,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1441,13 +1469,30 @@ func (x *BeginEffectRequest) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *BeginEffectRequest) GetToolUse() *ToolUse {
+	if x != nil {
+		return x.ToolUse
+	}
+	return nil
+}
+
+func (x *BeginEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type BeginEffectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A random key, the same on every repeat, to pass to external APIs that
 	// accept an idempotency key.
 	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// True when the tool use had been begun before.
-	AlreadyBegun  bool `protobuf:"varint,2,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
+	AlreadyBegun bool `protobuf:"varint,2,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
+	// With tool_use set in the request, the tool use's recorded effect when
+	// it has one: do not run the tool, answer with this. Nothing was written.
+	Effect        *Effect `protobuf:"bytes,20,opt,name=effect,proto3" json:"effect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1496,6 +1541,13 @@ func (x *BeginEffectResponse) GetAlreadyBegun() bool {
 	return false
 }
 
+func (x *BeginEffectResponse) GetEffect() *Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
 type RecordEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -1507,7 +1559,11 @@ type RecordEffectRequest struct {
 	// What the tool returned, or its error text.
 	Output string `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
 	// True when the tool ran and failed.
-	IsError       bool `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	IsError bool `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// The tool use was refused before it ran (a permission check said no):
+	// it is recorded as never run, with output saying why and is_error set,
+	// so that Reconcile reuses the refusal instead of reporting it in doubt.
+	Refused       bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1573,6 +1629,13 @@ func (x *RecordEffectRequest) GetOutput() string {
 func (x *RecordEffectRequest) GetIsError() bool {
 	if x != nil {
 		return x.IsError
+	}
+	return false
+}
+
+func (x *RecordEffectRequest) GetRefused() bool {
+	if x != nil {
+		return x.Refused
 	}
 	return false
 }
@@ -1756,7 +1819,15 @@ type ReconcileRequest struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// A next_page_token from a previous response; empty starts at the first
 	// pending tool use.
-	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Reconcile these tool uses of the ledger instead of the latest
+	// revision's pending ones, in this order (at most 256, no duplicates):
+	// for a caller whose calls were registered by BeginEffect with tool_use.
+	// A tool use the ledger does not know was never begun, and is decided as
+	// a begin-tracked call never begun (DECISION_RUN); pass only ids of calls
+	// that are always begun before they run. A page token is valid only with
+	// the same list.
+	ToolUseIds    []string `protobuf:"bytes,20,rep,name=tool_use_ids,json=toolUseIds,proto3" json:"tool_use_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1803,6 +1874,13 @@ func (x *ReconcileRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ReconcileRequest) GetToolUseIds() []string {
+	if x != nil {
+		return x.ToolUseIds
+	}
+	return nil
 }
 
 // Resolution is the reconcile answer for one pending tool use.
@@ -3024,7 +3102,12 @@ type GetServerInfoResponse struct {
 	// The store's commits since the daemon started: the transactions that
 	// made the acknowledged writes durable, the group commit folding several
 	// writes into one.
-	Commits       uint64 `protobuf:"varint,14,opt,name=commits,proto3" json:"commits,omitempty"`
+	Commits uint64 `protobuf:"varint,14,opt,name=commits,proto3" json:"commits,omitempty"`
+	// Whether a client started the daemon on demand (savepointd
+	// --started-on-demand), rather than an operator or a service manager.
+	StartedOnDemand bool `protobuf:"varint,70,opt,name=started_on_demand,json=startedOnDemand,proto3" json:"started_on_demand,omitempty"`
+	// The daemon's process id, as the host it runs on numbers it.
+	Pid           uint32 `protobuf:"varint,71,opt,name=pid,proto3" json:"pid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3153,6 +3236,20 @@ func (x *GetServerInfoResponse) GetSaves() uint64 {
 func (x *GetServerInfoResponse) GetCommits() uint64 {
 	if x != nil {
 		return x.Commits
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetStartedOnDemand() bool {
+	if x != nil {
+		return x.StartedOnDemand
+	}
+	return false
+}
+
+func (x *GetServerInfoResponse) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
 	}
 	return 0
 }
@@ -3400,6 +3497,9 @@ type LedgerEntry struct {
 	// still pending). effect.late marks a record that arrived after the tool
 	// use stopped being pending.
 	Effect *Effect `protobuf:"bytes,9,opt,name=effect,proto3" json:"effect,omitempty"`
+	// True when BeginEffect with tool_use entered the tool use in the ledger,
+	// rather than a save making it pending.
+	Registered bool `protobuf:"varint,20,opt,name=registered,proto3" json:"registered,omitempty"`
 	// How the call was settled when it was in doubt; unset when it never was.
 	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3497,6 +3597,13 @@ func (x *LedgerEntry) GetEffect() *Effect {
 		return x.Effect
 	}
 	return nil
+}
+
+func (x *LedgerEntry) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
+	}
+	return false
 }
 
 func (x *LedgerEntry) GetResolution() *EffectResolution {
@@ -4219,7 +4326,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12<\n" +
 	"\feffect_class\x18\x04 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
-	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\x80\x02\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\x9a\x02\n" +
 	"\x06Effect\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -4227,7 +4334,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12;\n" +
 	"\vrecord_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12\x12\n" +
-	"\x04late\x18\x06 \x01(\bR\x04late\x12>\n" +
+	"\x04late\x18\x06 \x01(\bR\x04late\x12\x18\n" +
+	"\arefused\x18\x14 \x01(\bR\arefused\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
 	"resolution\"\xa3\x02\n" +
@@ -4291,22 +4399,27 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x16SaveCheckpointResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"i\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xba\x01\n" +
 	"\x12BeginEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
 	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"c\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x120\n" +
+	"\btool_use\x18\x14 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x15 \x01(\tR\trequestId\"\x91\x01\n" +
 	"\x13BeginEffectResponse\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12#\n" +
-	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\"\x9b\x01\n" +
+	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\x12,\n" +
+	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"\xb5\x01\n" +
 	"\x13RecordEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
 	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
 	"\x06output\x18\x04 \x01(\tR\x06output\x12\x19\n" +
-	"\bis_error\x18\x05 \x01(\bR\aisError\"o\n" +
+	"\bis_error\x18\x05 \x01(\bR\aisError\x12\x18\n" +
+	"\arefused\x18\x14 \x01(\bR\arefused\"o\n" +
 	"\x14RecordEffectResponse\x12,\n" +
 	"\x06effect\x18\x01 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12)\n" +
 	"\x10already_recorded\x18\x02 \x01(\bR\x0falreadyRecorded\"F\n" +
@@ -4319,12 +4432,14 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"checkpoint\x18\x01 \x01(\v2\x18.savepoint.v1.CheckpointR\n" +
 	"checkpoint\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"P\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"r\n" +
 	"\x10ReconcileRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"\xc9\x02\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12 \n" +
+	"\ftool_use_ids\x18\x14 \x03(\tR\n" +
+	"toolUseIds\"\xc9\x02\n" +
 	"\n" +
 	"Resolution\x120\n" +
 	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
@@ -4430,7 +4545,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
 	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xba\x04\n" +
+	"\x14GetServerInfoRequest\"\xf8\x04\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -4449,7 +4564,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"storeBytes\x88\x01\x01\x121\n" +
 	"\x06uptime\x18\f \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12\x14\n" +
 	"\x05saves\x18\r \x01(\x04R\x05saves\x12\x18\n" +
-	"\acommits\x18\x0e \x01(\x04R\acommitsB\x0e\n" +
+	"\acommits\x18\x0e \x01(\x04R\acommits\x12*\n" +
+	"\x11started_on_demand\x18F \x01(\bR\x0fstartedOnDemand\x12\x10\n" +
+	"\x03pid\x18G \x01(\rR\x03pidB\x0e\n" +
 	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +
@@ -4469,7 +4586,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xc0\x03\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xe0\x03\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -4480,7 +4597,10 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\n" +
 	"begin_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12,\n" +
-	"\x06effect\x18\t \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12>\n" +
+	"\x06effect\x18\t \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x14 \x01(\bR\n" +
+	"registered\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
 	"resolution\"r\n" +
@@ -4539,7 +4659,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06_epoch\"s\n" +
 	"\x15ResolveEffectResponse\x12/\n" +
 	"\x05entry\x18\x01 \x01(\v2\x19.savepoint.v1.LedgerEntryR\x05entry\x12)\n" +
-	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*\xc6\r\n" +
+	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*\xed\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4587,7 +4707,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10*\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ORDER_BY\x10+\x12&\n" +
 	"\"ERROR_REASON_EFFECT_INPUT_MISMATCH\x10,\x12!\n" +
-	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-\x12\"\n" +
+	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-\x12%\n" +
+	"!ERROR_REASON_TOOL_USE_ID_MISMATCH\x102\x12\"\n" +
 	"\x1eERROR_REASON_CALL_NOT_IN_DOUBT\x10<\x12$\n" +
 	" ERROR_REASON_RESOLUTION_CONFLICT\x10=\x12#\n" +
 	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>*\x83\x01\n" +
@@ -4733,88 +4854,90 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	7,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
 	8,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
 	53, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	9,  // 16: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	11, // 17: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	8,  // 18: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	5,  // 19: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	9,  // 20: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	10, // 21: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
-	21, // 22: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	11, // 23: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	7,  // 24: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	54, // 25: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 26: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	58, // 27: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	55, // 28: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	57, // 29: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 30: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	57, // 31: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	28, // 32: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	56, // 33: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 34: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	58, // 35: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	58, // 36: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	6,  // 37: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	28, // 38: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	57, // 39: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	35, // 40: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	57, // 41: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	58, // 42: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 43: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 44: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 45: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	57, // 46: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	9,  // 47: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	10, // 48: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
-	42, // 49: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	42, // 50: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 51: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 52: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 53: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	3,  // 54: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	4,  // 55: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	42, // 56: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	12, // 57: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	14, // 58: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	16, // 59: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	18, // 60: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	20, // 61: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	23, // 62: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	25, // 63: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	27, // 64: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	32, // 65: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	34, // 66: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	37, // 67: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	39, // 68: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	41, // 69: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	44, // 70: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	46, // 71: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	48, // 72: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	30, // 73: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	50, // 74: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
-	13, // 75: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	15, // 76: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	17, // 77: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	19, // 78: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	22, // 79: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	24, // 80: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	26, // 81: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	29, // 82: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	33, // 83: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	36, // 84: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	38, // 85: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	40, // 86: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	43, // 87: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	45, // 88: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	47, // 89: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	49, // 90: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	31, // 91: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	51, // 92: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
-	75, // [75:93] is the sub-list for method output_type
-	57, // [57:75] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	8,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
+	9,  // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
+	9,  // 18: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	11, // 19: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	8,  // 20: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	5,  // 21: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	9,  // 22: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	10, // 23: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
+	21, // 24: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	11, // 25: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	7,  // 26: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	54, // 27: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 28: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	58, // 29: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	55, // 30: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	57, // 31: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 32: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	57, // 33: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	28, // 34: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	56, // 35: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 36: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	58, // 37: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	58, // 38: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	6,  // 39: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	28, // 40: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	57, // 41: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	35, // 42: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	57, // 43: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	58, // 44: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 45: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 46: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 47: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	57, // 48: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	9,  // 49: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	10, // 50: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
+	42, // 51: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	42, // 52: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	42, // 53: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	42, // 54: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	42, // 55: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 56: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 57: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	42, // 58: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	12, // 59: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	14, // 60: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	16, // 61: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	18, // 62: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	20, // 63: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	23, // 64: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	25, // 65: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	27, // 66: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	32, // 67: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	34, // 68: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	37, // 69: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	39, // 70: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	41, // 71: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	44, // 72: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	46, // 73: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	48, // 74: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	30, // 75: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	50, // 76: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	13, // 77: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	15, // 78: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	17, // 79: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	19, // 80: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	22, // 81: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	24, // 82: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	26, // 83: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	29, // 84: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	33, // 85: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	36, // 86: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	38, // 87: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	40, // 88: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	43, // 89: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	45, // 90: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	47, // 91: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	49, // 92: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	31, // 93: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	51, // 94: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	77, // [77:95] is the sub-list for method output_type
+	59, // [59:77] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }

@@ -205,6 +205,11 @@ export enum ErrorReason {
    */
   ERROR_REASON_EFFECT_NOT_BEGUN = 45,
   /**
+   * ERROR_REASON_TOOL_USE_ID_MISMATCH - INVALID_ARGUMENT: BeginEffect's tool_use names another tool use than its
+   * tool_use_id. Nothing is written.
+   */
+  ERROR_REASON_TOOL_USE_ID_MISMATCH = 50,
+  /**
    * ERROR_REASON_CALL_NOT_IN_DOUBT - FAILED_PRECONDITION: ResolveEffect of a tool use that is not in doubt:
    * not pending in the latest revision, read-only or idempotent, recorded
    * already, or a begin-tracked call never begun (Reconcile runs it).
@@ -363,6 +368,11 @@ export interface Effect {
   /** True when the record arrived after its tool use stopped being pending. */
   late: boolean;
   /**
+   * True when the tool use was refused before it ran (a permission check
+   * said no): it never ran, is_error is set and output says why.
+   */
+  refused: boolean;
+  /**
    * Set when the effect was recorded by ResolveEffect (outcome DONE) rather
    * than by RecordEffect: who or what found it, and when.
    */
@@ -509,10 +519,31 @@ export interface SaveCheckpointResponse {
 export interface BeginEffectRequest {
   /** The session. */
   sessionId: string;
-  /** A tool use pending in the latest revision. */
+  /**
+   * A tool use pending in the latest revision, or with tool_use set any
+   * tool use of the session.
+   */
   toolUseId: string;
   /** The caller's epoch, fenced exactly like a save. */
   epoch: bigint;
+  /**
+   * Registers the tool use and begins it in one write, for a caller that
+   * sees one call at a time (an agent framework's hooks): a tool use the
+   * ledger does not know is entered, begin-tracked, as pending in the
+   * latest revision without making a revision, so parallel calls never
+   * contend on the revision; one it knows is begun as usual, and one with
+   * a recorded effect is answered with it (effect) instead of
+   * CALL_ALREADY_RECORDED. Its tool_use_id, when set, must equal
+   * tool_use_id; its name is required.
+   */
+  toolUse:
+    | ToolUse
+    | undefined;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original response; empty disables retry detection.
+   */
+  requestId: string;
 }
 
 export interface BeginEffectResponse {
@@ -523,6 +554,11 @@ export interface BeginEffectResponse {
   idempotencyKey: string;
   /** True when the tool use had been begun before. */
   alreadyBegun: boolean;
+  /**
+   * With tool_use set in the request, the tool use's recorded effect when
+   * it has one: do not run the tool, answer with this. Nothing was written.
+   */
+  effect: Effect | undefined;
 }
 
 export interface RecordEffectRequest {
@@ -536,6 +572,12 @@ export interface RecordEffectRequest {
   output: string;
   /** True when the tool ran and failed. */
   isError: boolean;
+  /**
+   * The tool use was refused before it ran (a permission check said no):
+   * it is recorded as never run, with output saying why and is_error set,
+   * so that Reconcile reuses the refusal instead of reporting it in doubt.
+   */
+  refused: boolean;
 }
 
 export interface RecordEffectResponse {
@@ -577,6 +619,16 @@ export interface ReconcileRequest {
    * pending tool use.
    */
   pageToken: string;
+  /**
+   * Reconcile these tool uses of the ledger instead of the latest
+   * revision's pending ones, in this order (at most 256, no duplicates):
+   * for a caller whose calls were registered by BeginEffect with tool_use.
+   * A tool use the ledger does not know was never begun, and is decided as
+   * a begin-tracked call never begun (DECISION_RUN); pass only ids of calls
+   * that are always begun before they run. A page token is valid only with
+   * the same list.
+   */
+  toolUseIds: string[];
 }
 
 /** Resolution is the reconcile answer for one pending tool use. */
@@ -874,6 +926,13 @@ export interface GetServerInfoResponse {
    * writes into one.
    */
   commits: bigint;
+  /**
+   * Whether a client started the daemon on demand (savepointd
+   * --started-on-demand), rather than an operator or a service manager.
+   */
+  startedOnDemand: boolean;
+  /** The daemon's process id, as the host it runs on numbers it. */
+  pid: number;
 }
 
 export interface CompleteSessionRequest {
@@ -949,6 +1008,11 @@ export interface LedgerEntry {
   effect:
     | Effect
     | undefined;
+  /**
+   * True when BeginEffect with tool_use entered the tool use in the ledger,
+   * rather than a save making it pending.
+   */
+  registered: boolean;
   /** How the call was settled when it was in doubt; unset when it never was. */
   resolution: EffectResolution | undefined;
 }
@@ -1300,6 +1364,7 @@ function createBaseEffect(): Effect {
     isError: false,
     recordTime: undefined,
     late: false,
+    refused: false,
     resolution: undefined,
   };
 }
@@ -1323,6 +1388,9 @@ export const Effect: MessageFns<Effect> = {
     }
     if (message.late !== false) {
       writer.uint32(48).bool(message.late);
+    }
+    if (message.refused !== false) {
+      writer.uint32(160).bool(message.refused);
     }
     if (message.resolution !== undefined) {
       EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
@@ -1391,6 +1459,14 @@ export const Effect: MessageFns<Effect> = {
             message.late = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.refused = reader.bool();
+            continue;
+          }
           case 30: {
             if (tag !== 242) {
               break;
@@ -1424,6 +1500,7 @@ export const Effect: MessageFns<Effect> = {
       ? Timestamp.fromPartial(object.recordTime)
       : undefined;
     message.late = object.late ?? false;
+    message.refused = object.refused ?? false;
     message.resolution = (object.resolution !== undefined && object.resolution !== null)
       ? EffectResolution.fromPartial(object.resolution)
       : undefined;
@@ -2291,7 +2368,7 @@ export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
 };
 
 function createBaseBeginEffectRequest(): BeginEffectRequest {
-  return { sessionId: "", toolUseId: "", epoch: 0n };
+  return { sessionId: "", toolUseId: "", epoch: 0n, toolUse: undefined, requestId: "" };
 }
 
 export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
@@ -2307,6 +2384,12 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
         throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
       }
       writer.uint32(24).uint64(message.epoch);
+    }
+    if (message.toolUse !== undefined) {
+      ToolUse.encode(message.toolUse, writer.uint32(162).fork()).join();
+    }
+    if (message.requestId !== "") {
+      writer.uint32(170).string(message.requestId);
     }
     return writer;
   },
@@ -2348,6 +2431,22 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
             message.epoch = reader.uint64() as bigint;
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.toolUse = ToolUse.decode(reader, reader.uint32());
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2368,12 +2467,16 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
     message.sessionId = object.sessionId ?? "";
     message.toolUseId = object.toolUseId ?? "";
     message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.toolUse = (object.toolUse !== undefined && object.toolUse !== null)
+      ? ToolUse.fromPartial(object.toolUse)
+      : undefined;
+    message.requestId = object.requestId ?? "";
     return message;
   },
 };
 
 function createBaseBeginEffectResponse(): BeginEffectResponse {
-  return { idempotencyKey: "", alreadyBegun: false };
+  return { idempotencyKey: "", alreadyBegun: false, effect: undefined };
 }
 
 export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
@@ -2383,6 +2486,9 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     }
     if (message.alreadyBegun !== false) {
       writer.uint32(16).bool(message.alreadyBegun);
+    }
+    if (message.effect !== undefined) {
+      Effect.encode(message.effect, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -2416,6 +2522,14 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
             message.alreadyBegun = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.effect = Effect.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2435,12 +2549,15 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     const message = createBaseBeginEffectResponse();
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.alreadyBegun = object.alreadyBegun ?? false;
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? Effect.fromPartial(object.effect)
+      : undefined;
     return message;
   },
 };
 
 function createBaseRecordEffectRequest(): RecordEffectRequest {
-  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false };
+  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false, refused: false };
 }
 
 export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
@@ -2459,6 +2576,9 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     }
     if (message.isError !== false) {
       writer.uint32(40).bool(message.isError);
+    }
+    if (message.refused !== false) {
+      writer.uint32(160).bool(message.refused);
     }
     return writer;
   },
@@ -2516,6 +2636,14 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
             message.isError = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.refused = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2538,6 +2666,7 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     message.name = object.name ?? "";
     message.output = object.output ?? "";
     message.isError = object.isError ?? false;
+    message.refused = object.refused ?? false;
     return message;
   },
 };
@@ -2763,7 +2892,7 @@ export const ResumeResponse: MessageFns<ResumeResponse> = {
 };
 
 function createBaseReconcileRequest(): ReconcileRequest {
-  return { sessionId: "", pageToken: "" };
+  return { sessionId: "", pageToken: "", toolUseIds: [] };
 }
 
 export const ReconcileRequest: MessageFns<ReconcileRequest> = {
@@ -2773,6 +2902,9 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
     }
     if (message.pageToken !== "") {
       writer.uint32(18).string(message.pageToken);
+    }
+    for (const v of message.toolUseIds) {
+      writer.uint32(162).string(v!);
     }
     return writer;
   },
@@ -2806,6 +2938,14 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
             message.pageToken = reader.string();
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.toolUseIds.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2825,6 +2965,7 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
     const message = createBaseReconcileRequest();
     message.sessionId = object.sessionId ?? "";
     message.pageToken = object.pageToken ?? "";
+    message.toolUseIds = object.toolUseIds?.map((e) => e) || [];
     return message;
   },
 };
@@ -4669,6 +4810,8 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     uptime: undefined,
     saves: 0n,
     commits: 0n,
+    startedOnDemand: false,
+    pid: 0,
   };
 }
 
@@ -4736,6 +4879,12 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
         throw new globalThis.Error("value provided for field message.commits of type uint64 too large");
       }
       writer.uint32(112).uint64(message.commits);
+    }
+    if (message.startedOnDemand !== false) {
+      writer.uint32(560).bool(message.startedOnDemand);
+    }
+    if (message.pid !== 0) {
+      writer.uint32(568).uint32(message.pid);
     }
     return writer;
   },
@@ -4865,6 +5014,22 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
             message.commits = reader.uint64() as bigint;
             continue;
           }
+          case 70: {
+            if (tag !== 560) {
+              break;
+            }
+
+            message.startedOnDemand = reader.bool();
+            continue;
+          }
+          case 71: {
+            if (tag !== 568) {
+              break;
+            }
+
+            message.pid = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4910,6 +5075,8 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
       : undefined;
     message.saves = (object.saves !== undefined && object.saves !== null) ? BigInt(object.saves) : 0n;
     message.commits = (object.commits !== undefined && object.commits !== null) ? BigInt(object.commits) : 0n;
+    message.startedOnDemand = object.startedOnDemand ?? false;
+    message.pid = object.pid ?? 0;
     return message;
   },
 };
@@ -5207,6 +5374,7 @@ function createBaseLedgerEntry(): LedgerEntry {
     idempotencyKey: "",
     beginTime: undefined,
     effect: undefined,
+    registered: false,
     resolution: undefined,
   };
 }
@@ -5242,6 +5410,9 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     }
     if (message.effect !== undefined) {
       Effect.encode(message.effect, writer.uint32(74).fork()).join();
+    }
+    if (message.registered !== false) {
+      writer.uint32(160).bool(message.registered);
     }
     if (message.resolution !== undefined) {
       EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
@@ -5334,6 +5505,14 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
             message.effect = Effect.decode(reader, reader.uint32());
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.registered = reader.bool();
+            continue;
+          }
           case 30: {
             if (tag !== 242) {
               break;
@@ -5374,6 +5553,7 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     message.effect = (object.effect !== undefined && object.effect !== null)
       ? Effect.fromPartial(object.effect)
       : undefined;
+    message.registered = object.registered ?? false;
     message.resolution = (object.resolution !== undefined && object.resolution !== null)
       ? EffectResolution.fromPartial(object.resolution)
       : undefined;
