@@ -178,6 +178,9 @@ func (p *printer) pending(v *sessionView) {
 			p.line("    key       %s", k)
 		}
 		p.line("    decision  %s", decisionText(r))
+		if res := r.GetResolution(); res != nil {
+			p.line("    resolved  %s", resolutionText(res))
+		}
 		if t := r.GetToolResultText(); t != "" {
 			p.line("    result    %s", t)
 		}
@@ -214,6 +217,9 @@ func (p *printer) effect(eff *savepointv1.Effect) {
 			p.line("    output    %s", l)
 		} else {
 			p.line("              %s", l)
+		}
+		if res := eff.GetResolution(); res != nil {
+			p.line("    resolved  %s", resolutionText(res))
 		}
 	}
 }
@@ -262,6 +268,9 @@ func decisionText(r *savepointv1.Resolution) string {
 	case savepointv1.Decision_DECISION_REUSE:
 		return "REUSE: the recorded effect is the tool result"
 	case savepointv1.Decision_DECISION_RUN:
+		if r.GetResolution().GetOutcome() == savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE {
+			return "RUN: resolved as not done, run it again with its idempotency key"
+		}
 		switch r.GetToolUse().GetEffectClass() {
 		case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
 			return "RUN: read-only, safe to run again"
@@ -271,9 +280,9 @@ func decisionText(r *savepointv1.Resolution) string {
 		return "RUN: never begun, so it never ran"
 	case savepointv1.Decision_DECISION_IN_DOUBT:
 		if r.GetBegun() {
-			return "IN_DOUBT: begun, outcome unknown; check the world before retrying"
+			return "IN_DOUBT: begun, outcome unknown; check the world, then savepoint resolve"
 		}
-		return "IN_DOUBT: not begin-tracked, outcome unknown; check the world before retrying"
+		return "IN_DOUBT: not begin-tracked, outcome unknown; check the world, then savepoint resolve"
 	}
 	return r.GetDecision().String()
 }
