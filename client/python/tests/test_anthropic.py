@@ -66,11 +66,12 @@ def transcript(daemon: Daemon, sid: str) -> tuple[Any, list[dict[str, Any]]]:
 # The SDK's tool runner (durable_tool_runner) at the moments around its tools.
 SOME = ("after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4", "before-point-a:1")
 CASES = ([(*m, False, "") for m in MOMENTS] + [(*m, True, "") for m in MOMENTS if m[0] in SOME]
-         + [(*m, False, "runner") for m in MOMENTS if m[0] in (*SOME, "after-point-a:3", "after-point-b:2")])
+         + [(*m, False, "runner") for m in MOMENTS if m[0] in (*SOME, "after-point-a:3", "after-point-b:2")]
+         + [(*m, True, "runner") for m in MOMENTS if m[0] in ("in-tool:1", "after-record:3", "after-point-a:4")])
 
 
 @pytest.mark.parametrize(("crash", "writes", "in_doubt", "asyncio", "mode"), CASES,
-                         ids=[f"{m[0]}-{m[4] or ('async' if m[3] else 'sync')}" for m in CASES])
+                         ids=[f"{m[0]}-{m[4]}{'async' if m[3] else 'sync'}" for m in CASES])
 def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, asyncio: bool, mode: str, crash: str, writes: int, in_doubt: bool) -> None:
     (tmp_path / "sales-notes.txt").write_text(NOTES)
     first = run_agent(daemon, fake, tmp_path, sid, asyncio, crash, mode)
