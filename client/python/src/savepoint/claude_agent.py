@@ -102,7 +102,7 @@ def dangling_tool_uses(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, A
             if e.get("type") == "assistant" and b.get("type") == "tool_use" and isinstance(b.get("id"), str):
                 uses[b["id"]] = {"id": b["id"], "name": b.get("name", ""), "entry": e}
             elif e.get("type") == "user" and b.get("type") == "tool_result":
-                uses.pop(b.get("tool_use_id"), None)
+                uses.pop(str(b.get("tool_use_id")), None)
     return list(uses.values())
 
 
@@ -269,7 +269,7 @@ class SavepointSessionStore:
             "PostToolUseFailure": [HookMatcher(matcher=matcher, hooks=[self.post_tool_use_failure], on_failure="block")],
         }
 
-    async def pre_tool_use(self, input: Mapping[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
+    async def pre_tool_use(self, input: Any, tool_use_id: str | None, context: Any) -> Any:
         """PreToolUse: register the call as pending and begun in one durable
         step. A call with a recorded outcome is denied with that outcome as
         the reason (the model reads it as the tool's result) instead of
@@ -294,7 +294,7 @@ class SavepointSessionStore:
         self._begun.add(tid)
         return {}
 
-    async def post_tool_use(self, input: Mapping[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
+    async def post_tool_use(self, input: Any, tool_use_id: str | None, context: Any) -> Any:
         """PostToolUse: record what the tool returned (as JSON text)."""
         tid = tool_use_id or input["tool_use_id"]
         s = await self._session(session_id_for(input["session_id"]), create=True)
@@ -302,7 +302,7 @@ class SavepointSessionStore:
         await s.record_tool_use(tid, json.dumps(input.get("tool_response"), ensure_ascii=False))
         return {}
 
-    async def post_tool_use_failure(self, input: Mapping[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
+    async def post_tool_use_failure(self, input: Any, tool_use_id: str | None, context: Any) -> Any:
         """PostToolUseFailure: record the failure as an error outcome. An
         interrupted call is not recorded: its outcome is unknown."""
         if input.get("is_interrupt"):
