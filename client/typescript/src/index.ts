@@ -55,6 +55,7 @@ export type {
   Message,
   Method,
   RawClient,
+  Registration,
   SaveOptions,
   StartOptions,
   ToolEvent,
