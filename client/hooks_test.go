@@ -61,7 +61,7 @@ func TestRegisterToolUseCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RegisterToolUse(ctx, client.ToolUse{ToolUseID: "late", Name: "write_report"}); !errors.Is(err, client.ErrFenced) {
+	if _, err := s.RegisterToolUse(ctx, client.ToolUse{ToolUseID: "late", Name: "write_report"}); !errors.Is(err, client.ErrSessionFenced) {
 		t.Fatalf("the old owner registered: %v", err)
 	}
 	res, err := r.ReconcileToolUses(ctx, []string{"read", "write", "send", "killed", "never"})

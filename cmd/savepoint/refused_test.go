@@ -6,7 +6,7 @@ import (
 
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestEffectsShowRefused: `savepoint effects` tells a

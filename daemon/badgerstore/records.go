@@ -169,10 +169,10 @@ func revisionRecord(r *core.RevisionRecord) *storagev1.RevisionRecord {
 	return rec
 }
 
-// callRecord is a ledger entry as stored: of its tool use, only what
+// ledgerEntryRecord is a ledger entry as stored: of its tool use, only what
 // RecordEffect checks (the revisions keep the input).
-func callRecord(c *core.LedgerEntry) *storagev1.CallRecord {
-	r := &storagev1.CallRecord{
+func ledgerEntryRecord(c *core.LedgerEntry) *storagev1.LedgerEntryRecord {
+	r := &storagev1.LedgerEntryRecord{
 		ToolUse:             &storagev1.ToolUse{ToolUseId: c.ToolUseID, Name: c.Name, EffectClass: effectClassRecord(c.Class), BeginTracked: c.BeginTracked},
 		LastPendingRevision: c.LastPendingRevision, Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: tsOf(c.BeginTime),
 		Registered: c.Registered,

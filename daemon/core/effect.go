@@ -20,7 +20,7 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	if err := Active(h, sessionID); err != nil {
 		return BeginResult{}, err
 	}
-	c, err := t.Call(sessionID, toolUseID)
+	c, err := t.LedgerEntry(sessionID, toolUseID)
 	if err != nil {
 		return BeginResult{}, err
 	}
@@ -42,7 +42,7 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	c.Begun = true
 	c.IdempotencyKey = key
 	c.BeginTime = now
-	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutCall(sessionID, c)
+	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutLedgerEntry(sessionID, c)
 }
 
 // Register enters the call req names in the session's ledger, when the
@@ -70,7 +70,7 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 				return BeginResult{}, fmt.Errorf("%w: request id %s was already used for a different request of session %q; make a new id for a new request",
 					ErrRequestIDReused, req.RequestID, sid)
 			}
-			c, err := t.Call(sid, u.ID)
+			c, err := t.LedgerEntry(sid, u.ID)
 			if err != nil {
 				return BeginResult{}, err
 			}
@@ -86,7 +86,7 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 	if err := Active(h, sid); err != nil {
 		return BeginResult{}, err
 	}
-	c, err := t.Call(sid, u.ID)
+	c, err := t.LedgerEntry(sid, u.ID)
 	if err != nil {
 		return BeginResult{}, err
 	}
@@ -105,7 +105,7 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 			return BeginResult{}, err
 		}
 		c.Begun, c.IdempotencyKey, c.BeginTime = true, res.IdempotencyKey, now
-		if err := t.PutCall(sid, c); err != nil {
+		if err := t.PutLedgerEntry(sid, c); err != nil {
 			return BeginResult{}, err
 		}
 	}
@@ -128,7 +128,7 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	if err != nil {
 		return Effect{}, false, err
 	}
-	c, err := t.Call(sessionID, e.ToolUseID)
+	c, err := t.LedgerEntry(sessionID, e.ToolUseID)
 	if err != nil {
 		return Effect{}, false, err
 	}
@@ -156,7 +156,7 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	// it was registered at, so its record is never late.
 	e.Late = c.LastPendingRevision != h.Revision && !c.Registered
 	c.Effect = &e
-	return e, false, t.PutCall(sessionID, c)
+	return e, false, t.PutLedgerEntry(sessionID, c)
 }
 
 // newIdempotencyKey returns a fresh idempotency key for a begun call: 16

@@ -361,8 +361,8 @@ func (r *RegisterRequest) Fingerprint() []byte {
 	return digest("register", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
 }
 
-// PendingCall is a pending tool use with what the ledger knows of it.
-type PendingCall struct {
+// PendingToolUse is a pending tool use with what the ledger knows of it.
+type PendingToolUse struct {
 	ToolUse
 	Begun          bool
 	IdempotencyKey string // set when Begun
@@ -378,8 +378,8 @@ type SessionSummary struct {
 	Turn                uint32
 	MessageCount        uint64
 	PendingToolUseCount uint32
-	// InDoubtToolUseCount is how many pending calls Reconcile would decide
-	// DecisionInDoubt now; every pending call when they cannot be read.
+	// InDoubtToolUseCount is how many pending tool uses Reconcile would decide
+	// DecisionInDoubt now; every pending tool use when they cannot be read.
 	InDoubtToolUseCount uint32
 	Labels              map[string]string
 	CreateTime          time.Time

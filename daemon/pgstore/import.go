@@ -90,8 +90,8 @@ func (s *Store) importTx(ctx context.Context, d *core.SessionDump) error {
 			return err
 		}
 	}
-	for _, c := range d.Calls {
-		if err := q.put(ctx, callKey(sid, c.ToolUseID), callRecOf(&c), true); err != nil {
+	for _, c := range d.Ledger {
+		if err := q.put(ctx, ledgerEntryKey(sid, c.ToolUseID), ledgerEntryRecOf(&c), true); err != nil {
 			return err
 		}
 	}

@@ -84,10 +84,10 @@ type effectRec struct {
 	Refused    bool   `json:"refused,omitempty"`
 }
 
-// callRec is what the ledger knows of one tool use of a session: the call
+// ledgerEntryRec is what the ledger knows of one tool use of a session: the call
 // as last made pending (without its input, kept in the revision), its begin
 // marker and its effect.
-type callRec struct {
+type ledgerEntryRec struct {
 	Name                string     `json:"name"`
 	Class               int        `json:"class,omitempty"`
 	BeginTracked        bool       `json:"begin_tracked,omitempty"`
@@ -233,10 +233,10 @@ func revisionOf(r *revisionRec) core.RevisionRecord {
 	return rr
 }
 
-// callRecOf is a ledger entry as stored: of its tool use, only what
+// ledgerEntryRecOf is a ledger entry as stored: of its tool use, only what
 // RecordEffect checks (the revisions keep the input).
-func callRecOf(c *core.LedgerEntry) *callRec {
-	rec := &callRec{
+func ledgerEntryRecOf(c *core.LedgerEntry) *ledgerEntryRec {
+	rec := &ledgerEntryRec{
 		Name: c.Name, Class: int(c.Class), BeginTracked: c.BeginTracked, LastPendingRevision: c.LastPendingRevision,
 		Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime), Registered: c.Registered,
 	}

@@ -41,6 +41,7 @@ type Server struct {
 	shutdown context.Context // done once Shutdown is called
 	stop     context.CancelFunc
 	commit   string
+	onDemand bool // GetServerInfo's started_on_demand
 
 	saves atomic.Uint64 // SaveCheckpoint calls acknowledged
 }
@@ -54,7 +55,7 @@ func NewServer(store core.Store, opts Options) *Server {
 	hub := core.NewHub(store, opts.PollInterval)
 	shutdown, stop := context.WithCancel(context.Background())
 	s := &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, raw: store, hub: hub, lim: opts.Limits,
-		logger: opts.Logger, version: opts.Version, commit: opts.Commit, start: time.Now(), shutdown: shutdown, stop: stop}
+		logger: opts.Logger, version: opts.Version, commit: opts.Commit, onDemand: opts.StartedOnDemand, start: time.Now(), shutdown: shutdown, stop: stop}
 	if sz, ok := store.(core.Sizer); ok {
 		s.size = &core.CachedSizer{Source: sz}
 	}
@@ -180,14 +181,14 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 	size := 0
 	for i, r := range resolutions[start:] {
 		pr := &savepointv1.Resolution{
-			ToolUse:        toolUseToProto(r.Call.ToolUse),
+			ToolUse:        toolUseToProto(r.ToolUse.ToolUse),
 			Decision:       decisionToProto(r.Decision),
-			IdempotencyKey: r.Call.IdempotencyKey,
+			IdempotencyKey: r.ToolUse.IdempotencyKey,
 			ToolResultText: r.ToolResultText,
-			Begun:          r.Call.Begun,
+			Begun:          r.ToolUse.Begun,
 		}
-		if r.Call.Effect != nil {
-			pr.Effect = effectToProto(*r.Call.Effect)
+		if r.ToolUse.Effect != nil {
+			pr.Effect = effectToProto(*r.ToolUse.Effect)
 		}
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.

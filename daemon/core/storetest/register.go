@@ -17,7 +17,7 @@ func testRegister(t *testing.T, s core.Store) {
 		return s.RegisterEffect(ctx, &core.RegisterRequest{SessionID: "s", ToolUse: core.ToolUse{ID: id, Name: name, InputJSON: `{"a":1}`}, Epoch: epoch, RequestID: rid})
 	}
 	_, err := s.RegisterEffect(ctx, &core.RegisterRequest{SessionID: "nope", ToolUse: core.ToolUse{ID: "w", Name: "write_report"}})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 
 	b1, err := reg("w", "write_report", "", 0)
 	if err != nil || b1.AlreadyBegun || b1.IdempotencyKey == "" || b1.Effect != nil {
@@ -56,7 +56,7 @@ func testRegister(t *testing.T, s core.Store) {
 	if b, err := reg("p", "read_notes", "", 0); err != nil || b.AlreadyBegun {
 		t.Fatalf("register a pending call: %+v %v", b, err)
 	}
-	_, calls, _ := s.PendingCalls(ctx, "s")
+	_, calls, _ := s.PendingToolUses(ctx, "s")
 	if len(calls) != 1 || !calls[0].Begun || calls[0].Class != core.ReadOnly {
 		t.Fatalf("pending call after register: %+v", calls)
 	}
@@ -82,8 +82,8 @@ func testRegister(t *testing.T, s core.Store) {
 		t.Fatal(err)
 	}
 	_, err = reg("z", "write_report", "", cp.Epoch-1)
-	wantErr(t, err, core.ErrFenced)
-	_, calls, err = s.LedgerCalls(ctx, "s", []string{"z"})
+	wantErr(t, err, core.ErrSessionFenced)
+	_, calls, err = s.LedgerToolUses(ctx, "s", []string{"z"})
 	if err != nil || calls[0].Begun || calls[0].Name != "" {
 		t.Fatalf("a fenced register wrote: %+v %v", calls, err)
 	}
@@ -144,7 +144,7 @@ func testRefused(t *testing.T, s core.Store) {
 		t.Fatalf("ledger: %+v %v", entries, err)
 	}
 	rec, err := core.ReconcileCalls(ctx, s, "s", []string{"w"})
-	if err != nil || len(rec.Resolutions) != 1 || rec.Resolutions[0].Decision != core.DecisionReuse || !rec.Resolutions[0].Call.Effect.Refused {
+	if err != nil || len(rec.Resolutions) != 1 || rec.Resolutions[0].Decision != core.DecisionReuse || !rec.Resolutions[0].ToolUse.Effect.Refused {
 		t.Fatalf("reconcile a refusal: %+v %v", rec, err)
 	}
 }
@@ -163,7 +163,7 @@ func testReconcileCalls(t *testing.T, s core.Store) {
 		t.Fatal(err)
 	}
 	_, err := core.ReconcileCalls(ctx, s, "nope", []string{"hit"})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	rec, err := core.ReconcileCalls(ctx, s, "s", []string{"never", "ro", "doubt", "hit"})
 	if err != nil || rec.Revision != 1 || len(rec.Resolutions) != 4 {
 		t.Fatalf("reconcile: %+v %v", rec, err)
@@ -171,13 +171,13 @@ func testReconcileCalls(t *testing.T, s core.Store) {
 	want := []core.Decision{core.DecisionRun, core.DecisionRun, core.DecisionInDoubt, core.DecisionReuse}
 	for i, r := range rec.Resolutions {
 		if r.Decision != want[i] {
-			t.Errorf("%s: %v, want %v", r.Call.ID, r.Decision, want[i])
+			t.Errorf("%s: %v, want %v", r.ToolUse.ID, r.Decision, want[i])
 		}
 	}
-	if r := rec.Resolutions[2]; r.ToolResultText == "" || !r.Call.Begun || r.Call.Name != "write_report" {
+	if r := rec.Resolutions[2]; r.ToolResultText == "" || !r.ToolUse.Begun || r.ToolUse.Name != "write_report" {
 		t.Errorf("in doubt: %+v", r)
 	}
-	if r := rec.Resolutions[3]; r.Call.Effect == nil || r.Call.Effect.Output != "done" {
+	if r := rec.Resolutions[3]; r.ToolUse.Effect == nil || r.ToolUse.Effect.Output != "done" {
 		t.Errorf("reuse: %+v", r)
 	}
 }

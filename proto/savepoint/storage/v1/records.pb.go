@@ -833,11 +833,12 @@ func (x *RevisionRecord) GetSaveTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// CallRecord is everything known about one tool use id of a session.
-type CallRecord struct {
+// LedgerEntryRecord is everything known about one tool use id of a session:
+// its entry in the ledger.
+type LedgerEntryRecord struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	ToolUse *ToolUse               `protobuf:"bytes,1,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
-	// The last revision in which the call was pending.
+	// The last revision in which the tool use was pending.
 	LastPendingRevision uint64                 `protobuf:"varint,2,opt,name=last_pending_revision,json=lastPendingRevision,proto3" json:"last_pending_revision,omitempty"`
 	Begun               bool                   `protobuf:"varint,3,opt,name=begun,proto3" json:"begun,omitempty"`
 	IdempotencyKey      string                 `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
@@ -850,20 +851,20 @@ type CallRecord struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CallRecord) Reset() {
-	*x = CallRecord{}
+func (x *LedgerEntryRecord) Reset() {
+	*x = LedgerEntryRecord{}
 	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CallRecord) String() string {
+func (x *LedgerEntryRecord) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CallRecord) ProtoMessage() {}
+func (*LedgerEntryRecord) ProtoMessage() {}
 
-func (x *CallRecord) ProtoReflect() protoreflect.Message {
+func (x *LedgerEntryRecord) ProtoReflect() protoreflect.Message {
 	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -875,54 +876,54 @@ func (x *CallRecord) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CallRecord.ProtoReflect.Descriptor instead.
-func (*CallRecord) Descriptor() ([]byte, []int) {
+// Deprecated: Use LedgerEntryRecord.ProtoReflect.Descriptor instead.
+func (*LedgerEntryRecord) Descriptor() ([]byte, []int) {
 	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *CallRecord) GetToolUse() *ToolUse {
+func (x *LedgerEntryRecord) GetToolUse() *ToolUse {
 	if x != nil {
 		return x.ToolUse
 	}
 	return nil
 }
 
-func (x *CallRecord) GetLastPendingRevision() uint64 {
+func (x *LedgerEntryRecord) GetLastPendingRevision() uint64 {
 	if x != nil {
 		return x.LastPendingRevision
 	}
 	return 0
 }
 
-func (x *CallRecord) GetBegun() bool {
+func (x *LedgerEntryRecord) GetBegun() bool {
 	if x != nil {
 		return x.Begun
 	}
 	return false
 }
 
-func (x *CallRecord) GetIdempotencyKey() string {
+func (x *LedgerEntryRecord) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
 	}
 	return ""
 }
 
-func (x *CallRecord) GetBeginTime() *timestamppb.Timestamp {
+func (x *LedgerEntryRecord) GetBeginTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.BeginTime
 	}
 	return nil
 }
 
-func (x *CallRecord) GetEffect() *Effect {
+func (x *LedgerEntryRecord) GetEffect() *Effect {
 	if x != nil {
 		return x.Effect
 	}
 	return nil
 }
 
-func (x *CallRecord) GetRegistered() bool {
+func (x *LedgerEntryRecord) GetRegistered() bool {
 	if x != nil {
 		return x.Registered
 	}
@@ -1267,9 +1268,8 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\x02\n" +
-	"\n" +
-	"CallRecord\x128\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x02\n" +
+	"\x11LedgerEntryRecord\x128\n" +
 	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
 	"\x05begun\x18\x03 \x01(\bR\x05begun\x12'\n" +
@@ -1337,7 +1337,7 @@ var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(*RequestRecord)(nil),         // 8: savepoint.storage.v1.RequestRecord
 	(*Segment)(nil),               // 9: savepoint.storage.v1.Segment
 	(*RevisionRecord)(nil),        // 10: savepoint.storage.v1.RevisionRecord
-	(*CallRecord)(nil),            // 11: savepoint.storage.v1.CallRecord
+	(*LedgerEntryRecord)(nil),     // 11: savepoint.storage.v1.LedgerEntryRecord
 	(*Message)(nil),               // 12: savepoint.storage.v1.Message
 	(*ToolUse)(nil),               // 13: savepoint.storage.v1.ToolUse
 	(*Effect)(nil),                // 14: savepoint.storage.v1.Effect
@@ -1359,9 +1359,9 @@ var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
 	13, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
 	17, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
 	18, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	13, // 12: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
-	18, // 13: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
-	14, // 14: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
+	13, // 12: savepoint.storage.v1.LedgerEntryRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	18, // 13: savepoint.storage.v1.LedgerEntryRecord.begin_time:type_name -> google.protobuf.Timestamp
+	14, // 14: savepoint.storage.v1.LedgerEntryRecord.effect:type_name -> savepoint.storage.v1.Effect
 	1,  // 15: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
 	18, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	17, // [17:17] is the sub-list for method output_type
