@@ -1,5 +1,6 @@
-"""A local fake of Anthropic's Messages API for the Claude Agent SDK's
-bundled CLI (pointed at it with ANTHROPIC_BASE_URL): it streams a scripted
+"""A local fake of Anthropic's Messages API, for the Claude Agent SDK's
+bundled CLI and the anthropic SDK (pointed at it with ANTHROPIC_BASE_URL),
+streamed or not as the request asks: it answers a scripted
 agent that calls read_notes, then write_report, then answers, deciding each
 turn from the tool results the request already holds, so a resumed process
 gets the turn it is at. Like the real API it answers 400 for a tool_use
@@ -130,6 +131,11 @@ class FakeMessagesAPI:
         self._stream(h, body, content, stop)
 
     def _stream(self, h: Any, body: dict[str, Any], content: list[dict[str, Any]], stop: str) -> None:
+        usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        if not body.get("stream"):
+            h._json(200, {"id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model", "claude-fake"),
+                          "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage})
+            return
         h.send_response(200)
         h.send_header("content-type", "text/event-stream")
         h.send_header("cache-control", "no-cache")
@@ -140,7 +146,6 @@ class FakeMessagesAPI:
             h.wfile.flush()
 
         model = body.get("model", "claude-fake")
-        usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         ev("message_start", {"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
                                                                  "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}})
         for i, b in enumerate(content):

@@ -100,7 +100,7 @@ def test_skipped_blocks_say_why(block: Block) -> None:
 @pytest.mark.parametrize("block", [b for b in ALL if b.mark != "skip"], ids=lambda b: b.id)
 def test_block_runs(block: Block, start_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     d = start_daemon()
-    env = {**os.environ, "SAVEPOINT_ADDR": d.addr}
+    env = {**os.environ, "SAVEPOINT_ADDR": d.addr, "DOCRUN_TESTS": str(Path(__file__).parent)}
     if block.lang in ("python", "py"):
         code = block.code
         if block.mark == "prelude":
