@@ -73,7 +73,10 @@ async def main() -> None:
             session_store=store,
             session_store_flush="eager",
             hooks=store.hooks(),
-            can_use_tool=store.can_use_tool(policy),
+            # MODE=dontAsk: the CLI's own mode refuses what is not allowed,
+            # with no can_use_tool to ask.
+            **({"permission_mode": "dontAsk", "allowed_tools": ["mcp__notes__read_notes"]} if os.environ.get("MODE") == "dontAsk"
+               else {"can_use_tool": store.can_use_tool(policy)}),
             resume=sys.argv[2] if len(sys.argv) > 2 else None,
             model="claude-sonnet-4-5",
             cwd=WORK,

@@ -33,9 +33,9 @@ def api() -> FakeMessagesAPI:
     a.close()
 
 
-def agent(daemon: Daemon, api: FakeMessagesAPI, work: Path, *args: str, crash: str = "", deny: str = "") -> tuple[int, dict[str, str]]:
+def agent(daemon: Daemon, api: FakeMessagesAPI, work: Path, *args: str, crash: str = "", deny: str = "", mode: str = "") -> tuple[int, dict[str, str]]:
     env = {**os.environ, "SAVEPOINT_ADDR": daemon.addr, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-fake",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CRASH": crash, "DENY": deny}
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CRASH": crash, "DENY": deny, "MODE": mode}
     p = subprocess.Popen([sys.executable, APP, str(work), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
@@ -100,10 +100,12 @@ def test_killed_after_the_record_reuses_it(daemon: Daemon, api: FakeMessagesAPI,
     assert api.rejected == []
 
 
-def test_a_refused_call_is_recorded_never_run(daemon: Daemon, api: FakeMessagesAPI, tmp_path: Path) -> None:
-    rc, out = agent(daemon, api, tmp_path, deny="mcp__notes__write_report")
+@pytest.mark.parametrize("mode", ["", "dontAsk"])
+def test_a_refused_call_is_recorded_never_run(daemon: Daemon, api: FakeMessagesAPI, tmp_path: Path, mode: str) -> None:
+    """Refused by can_use_tool, or by the CLI's own permission mode."""
+    rc, out = agent(daemon, api, tmp_path, deny="mcp__notes__write_report", mode=mode)
     assert rc == 0, out
     assert not (tmp_path / "report.txt").exists()
-    assert "not allowed" in out["result"]
+    assert ("not allowed" if mode == "" else "denied") in out["result"], out
     e = ledger(daemon, out["session"])[WRITE].effect
     assert e.refused and e.is_error

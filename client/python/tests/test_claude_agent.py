@@ -162,6 +162,34 @@ def test_a_refused_call_is_recorded_as_never_run(daemon: Daemon) -> None:
     assert e.refused and e.is_error and json.loads(e.output) == "writing reports is not allowed"
 
 
+def test_a_call_the_transcript_shows_denied_is_recorded_as_refused(daemon: Daemon) -> None:
+    """A call the CLI's own permission rules or mode deny fires PreToolUse
+    and no other hook; its transcript entry (as CLI 2.1.327 writes it) says
+    so, and append records the refusal."""
+    sdk = str(uuid.uuid4())
+    key = {"project_key": "-tmp", "session_id": sdk}
+    a = assistant(sdk, None, ("toolu_w", "write_report"))
+    denial = {**result(sdk, a["uuid"], "toolu_w", ""), "toolDenialKind": "permission-rule",
+              "permissionDecision": {"decision": "reject", "source": "config", "reasonType": "mode", "reasonCode": "mode:dontAsk"}}
+    denial["message"]["content"] = [{"type": "tool_result", "tool_use_id": "toolu_w", "is_error": True,
+                                     "content": "Permission to use write_report has been denied because Claude Code is running in don't ask mode."}]
+    accepted = {**result(sdk, a["uuid"], "toolu_r", "notes"), "permissionDecision": {"decision": "accept", "source": "config"}}
+
+    async def main() -> None:
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c)
+            await store.pre_tool_use(pre(sdk, "toolu_w", "write_report"), "toolu_w", CTX)
+            await store.pre_tool_use(pre(sdk, "toolu_r", "read_notes"), "toolu_r", CTX)
+            await store.append(key, [a, denial, accepted])
+            # A refusal can_use_tool recorded already stands: no conflict.
+            await store.append(key, [{**denial, "uuid": str(uuid.uuid4())}])
+
+    run(main())
+    led = ledger(daemon, session_id_for(sdk))
+    assert led["toolu_w"].effect.refused and "don't ask mode" in json.loads(led["toolu_w"].effect.output)
+    assert not led["toolu_r"].HasField("effect")
+
+
 def test_load_answers_each_dangling_call_with_reconcile(daemon: Daemon) -> None:
     sdk = str(uuid.uuid4())
     key = {"project_key": "-tmp", "session_id": sdk}

@@ -20,7 +20,9 @@ and begun in one durable step (BeginEffect with tool_use) before it runs, and
 answers a call already recorded with its recorded output instead of running
 it; PostToolUse and PostToolUseFailure record its outcome. The matchers use
 ``on_failure="block"``, so a tool whose registration fails does not run.
-``can_use_tool`` records a call its permission check refuses as never run.
+``can_use_tool`` records a call its permission check refuses as never run,
+and so does ``append`` for a call the transcript shows denied by the CLI's
+own permission rules or mode.
 
 The store keeps each SDK session's transcript in the savepointd session
 ``claude.<session id>`` (a subagent's in ``claude.<session id>.<subpath>``),
@@ -42,7 +44,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from savepoint.aio import AsyncClient, AsyncSession
-from savepoint.errors import SessionNotFoundError
+from savepoint.errors import CallUnknownError, EffectConflictError, SessionNotFoundError
 from savepoint.types import EffectClass, Message, ToolUse
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -195,6 +197,32 @@ class SavepointSessionStore:
         s = await self._session(sid, create=True)
         assert s is not None
         await self._append(sid, s, entries)
+        await self._record_refusals(key["session_id"], entries)
+
+    async def _record_refusals(self, sdk_session_id: str, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Record as refused, never run, each call a transcript entry answers
+        with a permission denial (``permissionDecision.decision`` "reject":
+        the CLI's permission rules or mode, which fire no hook after
+        PreToolUse). A call the ledger does not know, or has an outcome for
+        already (a refusal can_use_tool recorded), is left as it is."""
+        refusals = []
+        for e in entries:
+            pd = e.get("permissionDecision")
+            if e.get("type") != "user" or not isinstance(pd, Mapping) or pd.get("decision") != "reject":
+                continue
+            for b in _blocks(e):
+                if isinstance(b, Mapping) and b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                    refusals.append((b["tool_use_id"], b.get("content", "")))
+        if not refusals:
+            return
+        s = await self._session(session_id_for(sdk_session_id), create=True)
+        assert s is not None
+        for tid, content in refusals:
+            text = content if isinstance(content, str) else json.dumps(content)
+            try:
+                await s.refuse_tool_use(tid, json.dumps(text))
+            except (CallUnknownError, EffectConflictError):
+                pass
 
     async def load(self, key: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         """The session's transcript for a resume, or None when it was never
