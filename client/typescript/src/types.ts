@@ -75,6 +75,7 @@ export interface Registration {
   effect?: PbEffect;
 }
 
+/**
  * One content block of a tool result, as the provider's JSON object
  * (Anthropic: {type: "text", text}, {type: "image", source},
  * {type: "document", source}).
