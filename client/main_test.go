@@ -7,12 +7,15 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestMain serves a real savepointd in-process and points $SAVEPOINT_ADDR at
 // it, so that the examples run against it from a scratch working directory.
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" { // a client process of autostart_test.go
+		os.Exit(autostartHelper())
+	}
 	os.Exit(runTests(m))
 }
 

@@ -76,7 +76,7 @@ type Stats struct {
 	WriteReadBytes uint64
 	// DamagedTables counts the tables the background scrub found damaged.
 	DamagedTables uint64
-	// CacheHits counts the reads of session heads and call records that the
+	// CacheHits counts the reads of session heads and ledger entries that the
 	// record cache answered instead of Badger (cache.go).
 	CacheHits uint64
 }
@@ -94,7 +94,7 @@ type engine struct {
 	wal        *wal.Log                                  // nil in memory
 	files      *dataFiles                                // nil in memory (engine_files.go)
 	onCommit   func(seq uint64)
-	cache      *recordCache // the newest durable heads and call records (cache.go)
+	cache      *recordCache // the newest durable heads and ledger entries (cache.go)
 	snaps      *snapshots   // read versions (snapshot.go)
 	version    uint64       // Badger version of the last commit; owned by the committer
 

@@ -13,10 +13,11 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
 )
 
 // Retention says what the store removes by itself, and how often it looks.
@@ -230,7 +231,7 @@ func (s *Store) expire(ctx context.Context, sids []string, expired func(*storage
 				return err // saved, completed or deleted meanwhile
 			}
 			deleted = append(deleted, sid)
-			for _, kind := range []byte{kindRevision, kindMessage, kindCall, kindRequest} {
+			for _, kind := range []byte{kindRevision, kindMessage, kindLedgerEntry, kindRequest} {
 				prefixes = append(prefixes, sessionScope(kind, sid))
 			}
 			if err := put(t, purgeKey(sid), &storagev1.PurgeRecord{Epoch: h.Epoch}); err != nil {
@@ -382,7 +383,7 @@ func syncVlogFiles(dir string) error {
 		if err != nil {
 			return err
 		}
-		err = unix.Fdatasync(int(f.Fd()))
+		err = sysfile.Fdatasync(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("sync of value log %s: %w", name, err)

@@ -68,8 +68,8 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 				rec = &storagev1.RevisionRecord{}
 			case kind == kindMessage:
 				rec = &storagev1.Message{}
-			case kind == kindCall:
-				rec = &storagev1.CallRecord{}
+			case kind == kindLedgerEntry:
+				rec = &storagev1.LedgerEntryRecord{}
 			case kind == kindRequest:
 				rec = &storagev1.RequestRecord{}
 			case kind == kindPurge:
@@ -130,7 +130,7 @@ func kindName(key []byte) string {
 		return "revision"
 	case kindMessage:
 		return "message"
-	case kindCall:
+	case kindLedgerEntry:
 		return "call"
 	case kindRequest:
 		return "request"

@@ -198,7 +198,7 @@ func TestHighWaterMarkOnTheLogsLSN(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Checkpoint(ctx, "b", 0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Checkpoint(ctx, "b", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Fatalf("session b of the lost commits: %v", err)
 	}
 

@@ -41,6 +41,7 @@ NAMES = (
     "StateTooLargeError",
     "InvalidEffectClassError",
     "DuplicateToolUseIdError",
+    "ToolUseIdMismatchError",
     "InvalidLabelError",
     "InvalidPageSizeError",
     "FieldTooLargeError",

@@ -59,6 +59,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_INVALID_ORDER_BY: _ClassVar[ErrorReason]
     ERROR_REASON_EFFECT_INPUT_MISMATCH: _ClassVar[ErrorReason]
     ERROR_REASON_EFFECT_NOT_BEGUN: _ClassVar[ErrorReason]
+    ERROR_REASON_TOOL_USE_ID_MISMATCH: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -134,6 +135,7 @@ ERROR_REASON_BACKUP_UNSUPPORTED: ErrorReason
 ERROR_REASON_INVALID_ORDER_BY: ErrorReason
 ERROR_REASON_EFFECT_INPUT_MISMATCH: ErrorReason
 ERROR_REASON_EFFECT_NOT_BEGUN: ErrorReason
+ERROR_REASON_TOOL_USE_ID_MISMATCH: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus
@@ -175,20 +177,22 @@ class ToolUse(_message.Message):
     def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ...) -> None: ...
 
 class Effect(_message.Message):
-    __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late")
+    __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late", "refused")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
     LATE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     output: str
     is_error: bool
     record_time: _timestamp_pb2.Timestamp
     late: bool
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ...) -> None: ...
+    refused: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ..., refused: _Optional[bool] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time", "status", "final_output", "complete_time", "create_time")
@@ -279,36 +283,44 @@ class SaveCheckpointResponse(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., message_count: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class BeginEffectRequest(_message.Message):
-    __slots__ = ("session_id", "tool_use_id", "epoch")
+    __slots__ = ("session_id", "tool_use_id", "epoch", "tool_use", "request_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tool_use_id: str
     epoch: int
-    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    tool_use: ToolUse
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class BeginEffectResponse(_message.Message):
-    __slots__ = ("idempotency_key", "already_begun")
+    __slots__ = ("idempotency_key", "already_begun", "effect")
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALREADY_BEGUN_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
     idempotency_key: str
     already_begun: bool
-    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ...) -> None: ...
+    effect: Effect
+    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ...) -> None: ...
 
 class RecordEffectRequest(_message.Message):
-    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error")
+    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error", "refused")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tool_use_id: str
     name: str
     output: str
     is_error: bool
-    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
+    refused: bool
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., refused: _Optional[bool] = ...) -> None: ...
 
 class RecordEffectResponse(_message.Message):
     __slots__ = ("effect", "already_recorded")
@@ -337,12 +349,14 @@ class ResumeResponse(_message.Message):
     def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., epoch: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ReconcileRequest(_message.Message):
-    __slots__ = ("session_id", "page_token")
+    __slots__ = ("session_id", "page_token", "tool_use_ids")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_IDS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     page_token: str
-    def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ...) -> None: ...
+    tool_use_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ..., tool_use_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Resolution(_message.Message):
     __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun")
@@ -552,7 +566,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits")
+    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits", "started_on_demand", "pid")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_KIND_FIELD_NUMBER: _ClassVar[int]
     STORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -567,6 +581,8 @@ class GetServerInfoResponse(_message.Message):
     UPTIME_FIELD_NUMBER: _ClassVar[int]
     SAVES_FIELD_NUMBER: _ClassVar[int]
     COMMITS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_ON_DEMAND_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_kind: str
     store_format: int
@@ -581,7 +597,9 @@ class GetServerInfoResponse(_message.Message):
     uptime: _duration_pb2.Duration
     saves: int
     commits: int
-    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ...) -> None: ...
+    started_on_demand: bool
+    pid: int
+    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ..., started_on_demand: _Optional[bool] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class CompleteSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch", "status", "final_output", "request_id")
@@ -620,7 +638,7 @@ class ListEffectsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class LedgerEntry(_message.Message):
-    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect")
+    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -630,6 +648,7 @@ class LedgerEntry(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     effect_class: EffectClass
@@ -639,7 +658,8 @@ class LedgerEntry(_message.Message):
     idempotency_key: str
     begin_time: _timestamp_pb2.Timestamp
     effect: Effect
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ...) -> None: ...
+    registered: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ...) -> None: ...
 
 class ListEffectsResponse(_message.Message):
     __slots__ = ("entries", "next_page_token")
