@@ -72,9 +72,8 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// TestCommitAfterClose: a request sent after the commit loop ended is
-// answered UNAVAILABLE at once. The queue has room then, so the send can
-// succeed with nobody left to take it; the request must not wait forever.
+// TestCommitAfterClose: a request sent after Close is answered
+// UNAVAILABLE at once; it must not wait forever for a leader.
 func TestCommitAfterClose(t *testing.T) {
 	s := openT(t, t.TempDir())
 	if err := s.Close(); err != nil {
