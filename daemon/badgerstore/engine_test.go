@@ -1,12 +1,14 @@
 package badgerstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -70,9 +72,8 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// TestCommitAfterClose: a request sent after the commit loop ended is
-// answered UNAVAILABLE at once. The queue has room then, so the send can
-// succeed with nobody left to take it; the request must not wait forever.
+// TestCommitAfterClose: a request sent after Close is answered
+// UNAVAILABLE at once; it must not wait forever for a leader.
 func TestCommitAfterClose(t *testing.T) {
 	s := openT(t, t.TempDir())
 	if err := s.Close(); err != nil {
@@ -276,5 +277,156 @@ func TestMigrateFormat2(t *testing.T) {
 	}
 	if cp, _ := s.Checkpoint(ctx, "fixture-1", 0); cp.Revision != 2 {
 		t.Fatalf("the retry saved again: revision %d", cp.Revision)
+	}
+}
+
+// TestLeaderCommitsOnItsOwnGoroutine: every commit's sync runs on the
+// goroutine of a request that is in the batch (its send), never on a
+// goroutine of the store's own, alone or under concurrent saves; and a
+// waiting request that gives up while it is being made leader leaves no
+// batch behind it stranded.
+func TestLeaderCommitsOnItsOwnGoroutine(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	sync0 := s.eng.sync
+	var mu sync.Mutex
+	var syncs, foreign int
+	s.eng.sync = func() error {
+		buf := make([]byte, 64<<10)
+		stack := string(buf[:runtime.Stack(buf, false)])
+		mu.Lock()
+		syncs++
+		if !strings.Contains(stack, "(*engine).send") {
+			foreign++
+			t.Logf("a sync outside a request's goroutine:\n%s", stack)
+		}
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // let requests queue behind it
+		return sync0()
+	}
+	saveN(t, s, "alone", 3)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() { saveN(t, s, fmt.Sprintf("c%d", i), 5) })
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if syncs == 0 || foreign != 0 {
+		t.Fatalf("%d of %d syncs ran outside a request's goroutine", foreign, syncs)
+	}
+	if st := s.Stats(); st.Commits >= st.Requests {
+		t.Fatalf("%d requests in %d commits: no batch formed behind a leader", st.Requests, st.Commits)
+	}
+}
+
+// TestFollowerGivesUpWhileQueued: a request that gives up while queued
+// behind a stuck commit leaves the queue; the saves queued behind it are
+// still committed once the sync returns.
+func TestFollowerGivesUpWhileQueued(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	sync0 := s.eng.sync
+	s.eng.sync = func() error {
+		once.Do(func() { close(entered); <-release })
+		return sync0()
+	}
+	first := make(chan error, 1)
+	go func() { _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "first"}); first <- err }()
+	<-entered
+	// An exclusive request heads the next batch, so the saves behind it
+	// form a batch of their own, led by the first of them.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- s.eng.runExclusive(short, func() error { return nil }) }()
+	for {
+		s.eng.mu.Lock()
+		n := len(s.eng.queue)
+		s.eng.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	saved := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("behind%d", i)})
+			saved <- err
+		}()
+	}
+	if err := <-gaveUp; !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("an exclusive request behind a stuck sync: %v, want ErrUnavailable", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		select {
+		case err := <-saved:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("saves queued behind a request that gave up were never committed")
+		}
+	}
+}
+
+// TestFollowerGivesUpWhileMadeLeader: a request whose wait ends (its
+// context done) just as the leader makes it the next leader still leads,
+// in the background, so the save queued behind it is committed.
+func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
+	s := openT(t, t.TempDir()) // closed only once nothing waits: Close waits for the leader
+	e := s.eng
+	e.mu.Lock() // a leader of our own, whose hand-off the test makes
+	e.busy = true
+	e.leaders.Add(1)
+	e.mu.Unlock()
+	giving, cancel := context.WithCancel(ctx)
+	probe := &op{probe: true, done: make(chan error, 1)}
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- e.send(giving, probe) }()
+	queued := func(n int) {
+		for {
+			e.mu.Lock()
+			l := len(e.queue)
+			e.mu.Unlock()
+			if l == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	queued(1)
+	saved := make(chan error, 1)
+	go func() { _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "behind"}); saved <- err }()
+	queued(2)
+	// The hand-off (handOff) with the probe's wait ending in between: its
+	// context is done while it waits, and it is made leader before it can
+	// take the lock to leave the queue.
+	e.mu.Lock()
+	cancel()
+	time.Sleep(100 * time.Millisecond) // the probe's goroutine now waits for the lock
+	probe.lead = true
+	e.mu.Unlock()
+	probe.done <- errLead
+	if err := <-gaveUp; !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("a request whose context ended: %v, want ErrUnavailable", err)
+	}
+	select {
+	case err := <-saved:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the save queued behind a request that gave up as it was made leader was never committed")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

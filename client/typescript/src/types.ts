@@ -4,7 +4,7 @@
  * It imports no other module of the client but the generated code, so no
  * module depends on another through it in a circle.
  */
-import type { DeepPartial, EffectClass, Decision, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
+import type { DeepPartial, EffectClass, Decision, Effect as PbEffect, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
 import type { Logger } from "./log.js";
 
 /**
@@ -64,11 +64,35 @@ export interface ToolUse {
   effectClass?: EffectClass;
 }
 
+/**
+ * What registerToolUse returns: the call's idempotency key, whether it had
+ * been begun before, and for a call whose outcome is recorded already that
+ * outcome (effect): then the tool must not run again.
+ */
+export interface Registration {
+  idempotencyKey: string;
+  alreadyBegun: boolean;
+  effect?: PbEffect;
+}
+
+/**
+ * One content block of a tool result, as the provider's JSON object
+ * (Anthropic: {type: "text", text}, {type: "image", source},
+ * {type: "document", source}).
+ */
+export interface ContentBlock {
+  type: string;
+  [key: string]: unknown;
+}
+
+/** What a tool returns: text, or a list of content blocks. */
+export type ToolContent = string | ContentBlock[];
+
 /** Answers one tool use. */
 export interface ToolResult {
   toolUseId: string;
-  /** The tool's output, or its error text when isError is set. */
-  content: string;
+  /** The tool's output (text or content blocks), or its error text when isError is set. */
+  content: ToolContent;
   /** The tool ran and failed, or, after reconcile, its outcome is in doubt. */
   isError: boolean;
   /** Set by reconcile to the decision that made this result; UNSPECIFIED for runTool's results. */
@@ -113,7 +137,7 @@ export interface ToolEvent {
  * it throws is the tool's failure and becomes an isError result with the
  * error's message.
  */
-export type ToolFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<string> | string;
+export type ToolFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<ToolContent> | ToolContent;
 
 /** Turns the results of one turn, in the order their tool uses were named, into the message(s) pointB appends. */
 export type ToolResultsFunc = (results: ToolResult[]) => Message[];

@@ -29,8 +29,10 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    Registration,
     SessionStatus,
     ToolHook,
+    ToolContent,
     ToolResult,
     ToolResultsFunc,
     ToolStage,
@@ -43,7 +45,7 @@ from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
 
 R = TypeVar("R", bound=ProtoMessage)
 
-ToolFunc = Callable[[ToolUse, str], str]
+ToolFunc = Callable[[ToolUse, str], ToolContent]
 """Runs a tool: given the call and the idempotency key to pass to an external
 API that accepts one ("" for read-only tools), it returns the tool's output;
 an exception is the tool's failure and becomes an is_error result with its
@@ -396,7 +398,7 @@ class Session(_core.SessionState):
         with self._lock:
             super().add_tokens(n)
 
-    def run_tool(self, call: ToolUse, fn: Callable[[str], str]) -> ToolResult:
+    def run_tool(self, call: ToolUse, fn: Callable[[str], ToolContent]) -> ToolResult:
         """Run one pending tool use and record its outcome in the ledger:
         execute first, record after. Unless the call is READ_ONLY,
         BeginEffect marks it as dispatched first; if that fails the tool does
@@ -437,10 +439,42 @@ class Session(_core.SessionState):
             results.append(replace(r, decision=Decision(res.decision)))
         return results
 
+    def register_tool_use(self, call: ToolUse) -> Registration:
+        """Make call pending and begun in one durable write (BeginEffect with
+        tool_use), without point_a or a new revision, for code that sees one
+        call at a time just before it runs, such as an agent framework's
+        hooks; the calls of one turn may register in parallel. Run the tool
+        only when the returned ``effect`` is None, then record_tool_use its
+        outcome. SessionFencedError: another process owns the session."""
+        with self._lock:
+            req = self._register_request(call)
+        return self._registration(self._raw.BeginEffect(req))
+
+    def record_tool_use(self, tool_use_id: str, output: str, *, is_error: bool = False) -> pb.Effect:
+        """Write the outcome of a tool use that ran to the ledger
+        (RecordEffect), whatever the session's epoch; the first record
+        stands. ``is_error`` marks a tool that ran and failed."""
+        req = self._tool_use_record_request(tool_use_id, output, is_error, False)
+        return self._raw.RecordEffect(req, timeout=_core.RECORD_TIMEOUT).effect
+
+    def refuse_tool_use(self, tool_use_id: str, reason: str) -> pb.Effect:
+        """Record that a tool use was refused before it ran (a permission
+        check said no), with ``reason`` as its error output: reconcile then
+        reuses the refusal instead of reporting the call in doubt."""
+        return self._raw.RecordEffect(self._tool_use_record_request(tool_use_id, reason, True, True)).effect
+
+    def reconcile_tool_uses(self, tool_use_ids: Sequence[str]) -> list[pb.Resolution]:
+        """Decide the named tool uses from the ledger (Reconcile with
+        tool_use_ids), in the order given: for calls registered with
+        register_tool_use and left without a result in a framework's own
+        transcript. A call the ledger does not know was never begun
+        (DECISION_RUN). It writes and runs nothing."""
+        return run_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
+
     def _guard(self) -> threading.RLock:
         return self._lock
 
-    def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], str]) -> ToolResult:
+    def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], ToolContent]) -> ToolResult:
         """The one place a tool runs: BeginEffect unless READ_ONLY, then fn,
         then RecordEffect of fn's real outcome. The caller marked p started."""
         if not _core.is_read_only(p):
@@ -449,13 +483,15 @@ class Session(_core.SessionState):
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
             self._event(ToolStage.BEGUN, p)
-        output: str | None = None
+        output: object = None
         exc: BaseException | None = None
         try:
             output = fn(key)
         except Exception as e:
             exc = e
-        r = self._after_run(p, output, exc)
+        r, bad = self._after_run(p, output, exc)
+        if bad is not None:
+            return self._after_record(p, r, bad)
         try:
             self._record(p, r)
         except SavepointError as e:
