@@ -111,6 +111,7 @@ export function retrySafe(path: string, request: unknown): boolean {
     case SavepointServiceService.completeSession.path:
     case SavepointServiceService.forkSession.path:
     case SavepointServiceService.rewindSession.path:
+    case SavepointServiceService.resolveEffect.path:
       return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.beginEffect.path:
     case SavepointServiceService.recordEffect.path:
