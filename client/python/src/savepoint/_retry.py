@@ -73,6 +73,7 @@ _SAFE_WITH_REQUEST_ID: dict[str, type] = {
     "CompleteSession": pb.CompleteSessionRequest,
     "ForkSession": pb.ForkSessionRequest,
     "RewindSession": pb.RewindSessionRequest,
+    "ResolveEffect": pb.ResolveEffectRequest,
 }
 
 # GraphCheckpointService's: its reads, and its deletes, copy and prune, which
