@@ -48,8 +48,8 @@ def fake() -> Iterator[Fake]:
     f.close()
 
 
-def run_agent(daemon: Daemon, fake: Fake, work: Path, sid: str, asyncio: bool, crash: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CRASH_AT": crash}
+def run_agent(daemon: Daemon, fake: Fake, work: Path, sid: str, asyncio: bool, crash: str = "", mode: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CRASH_AT": crash, "AGENT_MODE": mode}
     args = [sys.executable, AGENT, daemon.addr, fake.url, str(work), sid, *(["--async"] if asyncio else [])]
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
 
@@ -62,15 +62,19 @@ def transcript(daemon: Daemon, sid: str) -> tuple[Any, list[dict[str, Any]]]:
 
 # Every moment with the sync agent; the async agent at the moments where its
 # code differs (the tools, the final answer), each process is a second or more.
-CASES = [(*m, False) for m in MOMENTS] + [(*m, True) for m in MOMENTS if m[0] in ("after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4", "before-point-a:1")]
+# The SDK's tool runner (durable_tool_runner) at the moments around its tools.
+SOME = ("after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4", "before-point-a:1")
+CASES = ([(*m, False, "") for m in MOMENTS] + [(*m, True, "") for m in MOMENTS if m[0] in SOME]
+         + [(*m, False, "runner") for m in MOMENTS if m[0] in (*SOME, "after-point-a:3", "after-point-b:2")])
 
 
-@pytest.mark.parametrize(("crash", "writes", "in_doubt", "asyncio"), CASES, ids=[f"{m[0]}-{'async' if m[3] else 'sync'}" for m in CASES])
-def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, asyncio: bool, crash: str, writes: int, in_doubt: bool) -> None:
+@pytest.mark.parametrize(("crash", "writes", "in_doubt", "asyncio", "mode"), CASES,
+                         ids=[f"{m[0]}-{m[4] or ('async' if m[3] else 'sync')}" for m in CASES])
+def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, asyncio: bool, mode: str, crash: str, writes: int, in_doubt: bool) -> None:
     (tmp_path / "sales-notes.txt").write_text(NOTES)
-    first = run_agent(daemon, fake, tmp_path, sid, asyncio, crash)
+    first = run_agent(daemon, fake, tmp_path, sid, asyncio, crash, mode)
     assert first.returncode == -9, first.stdout + first.stderr
-    second = run_agent(daemon, fake, tmp_path, sid, asyncio)
+    second = run_agent(daemon, fake, tmp_path, sid, asyncio, "", mode)
     assert second.returncode == 0, second.stdout + second.stderr
     report = tmp_path / "report.txt"
     assert (report.read_text().splitlines() if report.exists() else []) == [REPORT] * writes
@@ -85,7 +89,7 @@ def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, 
         return
     # A third run returns the final answer without calling the model.
     n = len(fake.requests)
-    third = run_agent(daemon, fake, tmp_path, sid, asyncio)
+    third = run_agent(daemon, fake, tmp_path, sid, asyncio, "", mode)
     assert third.returncode == 0 and third.stdout.strip() == f"[done] {cp.final_output}" and len(fake.requests) == n
 
 
@@ -221,3 +225,31 @@ def test_cross_language_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: 
     assert (tmp_path / "report.txt").read_text().splitlines() == [REPORT]
     cp, msgs = transcript(daemon, sid)
     assert cp.status == SessionStatus.COMPLETED and cp.final_output == FINAL and pairing_error(msgs) == ""
+
+
+def test_tool_runner_refusals() -> None:
+    from savepoint.anthropic import durable_tool_runner
+
+    client = anthropic.Anthropic(api_key="x")
+    base: dict[str, Any] = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "go"}], "tools": []}
+    with pytest.raises(TypeError, match="refuses run_tools_eagerly"):
+        durable_tool_runner(client, "s", run_tools_eagerly=True, stream=True, **base)
+    with pytest.raises(TypeError, match="refuses stream"):
+        durable_tool_runner(client, "s", stream=True, **base)
+    with pytest.raises(TypeError, match="thread=False"):
+        durable_tool_runner(client, "s", thread=None, **base)
+
+
+def test_refusal_fails_the_session(daemon: Daemon, sid: str) -> None:
+    from savepoint.anthropic import RefusalError, SessionFailedError
+
+    model = Scripted({"content": [{"type": "text", "text": "I can't help with that."}], "stop_reason": "refusal"})
+    with savepoint.Client(daemon.addr) as sp:
+        agent = DurableAgent(model, sid, savepoint=sp)
+        with pytest.raises(RefusalError, match="can't help"):
+            agent.run("go", model="m", max_tokens=5)
+        s = sp.resume(sid)
+        assert s.status == SessionStatus.FAILED and s.final_output == "I can't help with that." and len(s.messages) == 1
+        with pytest.raises(SessionFailedError):
+            agent.run("go", model="m", max_tokens=5)
+        assert len(model.calls) == 1

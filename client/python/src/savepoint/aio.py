@@ -80,7 +80,10 @@ class AsyncRaw:
     """The generated grpc.aio stub's calls with the client's retries and
     error translation, as Raw is for the sync client."""
 
-    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+    ) -> None:
+        self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
@@ -97,7 +100,7 @@ class AsyncRaw:
             try:
                 return await fn(req, timeout=left(deadline))
             except grpc.aio.AioRpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:
@@ -183,7 +186,7 @@ class AsyncClient:
         self._opts = _core.Options(
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
         )
-        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout)
+        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the daemon accepts the connection, at most ``timeout``

@@ -63,7 +63,10 @@ class Raw:
     the calls safe to repeat, on UNAVAILABLE) and error translation: a failed
     call raises a SavepointError subclass. Method names are the RPCs'."""
 
-    def __init__(self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+    def __init__(
+        self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+    ) -> None:
+        self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
@@ -80,7 +83,7 @@ class Raw:
             try:
                 return fn(req, timeout=left(deadline))
             except grpc.RpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:
@@ -179,7 +182,7 @@ class Client:
         self._opts = _core.Options(
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
         )
-        self.raw = Raw(self._channel, retry, self._opts.logger, timeout)
+        self.raw = Raw(self._channel, retry, self._opts.logger, timeout, to.autostart)
         if wait_ready is not None:
             try:
                 grpc.channel_ready_future(self._channel).result(timeout=wait_ready)

@@ -16,6 +16,7 @@ from savepoint.anthropic._agent import (
     Usage,
     idempotency_key,
 )
+from savepoint.anthropic._runner import DurableToolRunner, durable_tool_runner
 from savepoint.anthropic._tools import DurableTool, durable
 
 __all__ = [
@@ -23,11 +24,13 @@ __all__ = [
     "AsyncDurableAgent",
     "DurableAgent",
     "DurableTool",
+    "DurableToolRunner",
     "MaxTurnsError",
     "RefusalError",
     "SessionFailedError",
     "StopReasonError",
     "Usage",
     "durable",
+    "durable_tool_runner",
     "idempotency_key",
 ]
