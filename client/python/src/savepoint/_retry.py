@@ -92,6 +92,7 @@ _GRAPH_PUTS = frozenset(
 _GRAPH_EFFECT_WRITES = {
     "savepoint.v1.BeginThreadEffectRequest": "BeginThreadEffect",
     "savepoint.v1.RecordThreadEffectRequest": "RecordThreadEffect",
+    "savepoint.v1.ResolveThreadEffectRequest": "ResolveThreadEffect",
 }
 _GRAPH_OTHER_REQUESTS = frozenset(
     {
