@@ -104,6 +104,19 @@ TOOLS = [read_notes, count_words, write_report]
 
 
 def main() -> None:
+    if os.environ.get("AGENT_MODE") == "runner" and ASYNC:
+        patch(savepoint.aio.AsyncSession)
+
+        async def arun() -> str:
+            async with savepoint.aio.AsyncClient(ADDR, tool_hook=hook) as sp:
+                client = anthropic.AsyncAnthropic(base_url=BASE_URL, api_key="test", max_retries=0)
+                runner = durable_tool_runner(client, SESSION, model="claude-fake", max_tokens=1024, tools=TOOLS,
+                                             messages=[{"role": "user", "content": TASK}], savepoint=sp)
+                final = await runner.until_done()
+                return "".join(getattr(b, "text", "") for b in final.content)
+
+        print(f"[done] {asyncio.run(arun())}")
+        return
     if os.environ.get("AGENT_MODE") == "runner":
         # The SDK's own tool runner, through the ledger.
         patch(savepoint.Session)

@@ -25,6 +25,7 @@ from fake_anthropic import FINAL, REPORT, UNSURE, Fake, pairing_error
 import savepoint
 from savepoint import EffectClass, SessionStatus
 from savepoint.anthropic import DurableAgent, MaxTurnsError, StopReasonError, durable
+from savepoint.v1 import savepoint_pb2 as pb
 
 AGENT = str(Path(__file__).with_name("anthropic_agent.py"))
 NOTES = "Closed deals with Acme, Globex and Initech this week."
@@ -65,11 +66,12 @@ def transcript(daemon: Daemon, sid: str) -> tuple[Any, list[dict[str, Any]]]:
 # The SDK's tool runner (durable_tool_runner) at the moments around its tools.
 SOME = ("after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4", "before-point-a:1")
 CASES = ([(*m, False, "") for m in MOMENTS] + [(*m, True, "") for m in MOMENTS if m[0] in SOME]
-         + [(*m, False, "runner") for m in MOMENTS if m[0] in (*SOME, "after-point-a:3", "after-point-b:2")])
+         + [(*m, False, "runner") for m in MOMENTS if m[0] in (*SOME, "after-point-a:3", "after-point-b:2")]
+         + [(*m, True, "runner") for m in MOMENTS if m[0] in ("in-tool:1", "after-record:3", "after-point-a:4")])
 
 
 @pytest.mark.parametrize(("crash", "writes", "in_doubt", "asyncio", "mode"), CASES,
-                         ids=[f"{m[0]}-{m[4] or ('async' if m[3] else 'sync')}" for m in CASES])
+                         ids=[f"{m[0]}-{m[4]}{'async' if m[3] else 'sync'}" for m in CASES])
 def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, asyncio: bool, mode: str, crash: str, writes: int, in_doubt: bool) -> None:
     (tmp_path / "sales-notes.txt").write_text(NOTES)
     first = run_agent(daemon, fake, tmp_path, sid, asyncio, crash, mode)
@@ -253,3 +255,26 @@ def test_refusal_fails_the_session(daemon: Daemon, sid: str) -> None:
         with pytest.raises(SessionFailedError):
             agent.run("go", model="m", max_tokens=5)
         assert len(model.calls) == 1
+
+
+def test_every_tool_use_of_a_reply_is_pending_before_any_runs(daemon: Daemon, sid: str) -> None:
+    two = {"content": [{"type": "tool_use", "id": "toolu_a", "name": "look", "input": {"q": 1}},
+                       {"type": "tool_use", "id": "toolu_b", "name": "send", "input": {"to": "x"}}], "stop_reason": "tool_use"}
+    model = Scripted(two, {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"})
+    seen: list[list[str]] = []
+    with savepoint.Client(daemon.addr) as sp:
+
+        def look(inp: dict[str, Any]) -> str:
+            cp, _ = sp.get_session(sid)
+            seen.append([p.tool_use_id for p in cp.pending_tool_uses])
+            return "looked"
+
+        tools = [durable({"name": "look", "input_schema": {"type": "object"}}, function=look, effect="read_only"),
+                 {"name": "send", "input_schema": {"type": "object"}, "function": lambda inp: [{"type": "text", "text": "sent"}]}]
+        assert DurableAgent(model, sid, savepoint=sp, tools=tools).run("go", model="m", max_tokens=5) == "done"
+        assert seen == [["toolu_a", "toolu_b"]]
+        results = model.calls[1]["messages"][-1]["content"]
+        assert results == [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "looked"},
+                           {"type": "tool_result", "tool_use_id": "toolu_b", "content": [{"type": "text", "text": "sent"}]}]
+        assert [p.effect_class for p in sp.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries] == [
+            EffectClass.READ_ONLY, EffectClass.SIDE_EFFECT]

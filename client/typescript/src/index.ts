@@ -60,6 +60,7 @@ export type {
   Message,
   Method,
   RawClient,
+  Registration,
   SaveOptions,
   StartOptions,
   ToolContent,

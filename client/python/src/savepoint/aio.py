@@ -32,6 +32,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    Registration,
     SessionStatus,
     ToolHook,
     ToolContent,
@@ -412,6 +413,24 @@ class AsyncSession(_core.SessionState):
                 r = await self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
             results.append(replace(r, decision=Decision(res.decision)))
         return results
+
+    async def register_tool_use(self, call: ToolUse) -> Registration:
+        """See savepoint.Session.register_tool_use."""
+        return self._registration(await self._raw.BeginEffect(self._register_request(call)))
+
+    async def record_tool_use(self, tool_use_id: str, output: str, *, is_error: bool = False) -> pb.Effect:
+        """See savepoint.Session.record_tool_use. Shielded: a tool that ran
+        is recorded even when the caller's task is cancelled meanwhile."""
+        req = self._tool_use_record_request(tool_use_id, output, is_error, False)
+        return (await asyncio.shield(self._raw.RecordEffect(req, timeout=_core.RECORD_TIMEOUT))).effect
+
+    async def refuse_tool_use(self, tool_use_id: str, reason: str) -> pb.Effect:
+        """See savepoint.Session.refuse_tool_use."""
+        return (await self._raw.RecordEffect(self._tool_use_record_request(tool_use_id, reason, True, True))).effect
+
+    async def reconcile_tool_uses(self, tool_use_ids: Sequence[str]) -> list[pb.Resolution]:
+        """See savepoint.Session.reconcile_tool_uses."""
+        return await arun_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
 
     async def _averified(self, res: pb.Resolution, verify: AsyncVerifyFunc) -> Verified | None:
         """Ask verify about the tool use in doubt res: its definite answer,

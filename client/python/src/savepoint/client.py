@@ -29,6 +29,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    Registration,
     SessionStatus,
     ToolHook,
     ToolContent,
@@ -463,6 +464,38 @@ class Session(_core.SessionState):
                 r = self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
             results.append(replace(r, decision=Decision(res.decision)))
         return results
+
+    def register_tool_use(self, call: ToolUse) -> Registration:
+        """Make call pending and begun in one durable write (BeginEffect with
+        tool_use), without point_a or a new revision, for code that sees one
+        call at a time just before it runs, such as an agent framework's
+        hooks; the calls of one turn may register in parallel. Run the tool
+        only when the returned ``effect`` is None, then record_tool_use its
+        outcome. SessionFencedError: another process owns the session."""
+        with self._lock:
+            req = self._register_request(call)
+        return self._registration(self._raw.BeginEffect(req))
+
+    def record_tool_use(self, tool_use_id: str, output: str, *, is_error: bool = False) -> pb.Effect:
+        """Write the outcome of a tool use that ran to the ledger
+        (RecordEffect), whatever the session's epoch; the first record
+        stands. ``is_error`` marks a tool that ran and failed."""
+        req = self._tool_use_record_request(tool_use_id, output, is_error, False)
+        return self._raw.RecordEffect(req, timeout=_core.RECORD_TIMEOUT).effect
+
+    def refuse_tool_use(self, tool_use_id: str, reason: str) -> pb.Effect:
+        """Record that a tool use was refused before it ran (a permission
+        check said no), with ``reason`` as its error output: reconcile then
+        reuses the refusal instead of reporting the call in doubt."""
+        return self._raw.RecordEffect(self._tool_use_record_request(tool_use_id, reason, True, True)).effect
+
+    def reconcile_tool_uses(self, tool_use_ids: Sequence[str]) -> list[pb.Resolution]:
+        """Decide the named tool uses from the ledger (Reconcile with
+        tool_use_ids), in the order given: for calls registered with
+        register_tool_use and left without a result in a framework's own
+        transcript. A call the ledger does not know was never begun
+        (DECISION_RUN). It writes and runs nothing."""
+        return run_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
 
     def _verified(self, res: pb.Resolution, verify: VerifyFunc) -> Verified | None:
         """Ask verify about the tool use in doubt res: its definite answer,

@@ -16,12 +16,13 @@ from savepoint.anthropic._agent import (
     Usage,
     idempotency_key,
 )
-from savepoint.anthropic._runner import DurableToolRunner, durable_tool_runner
+from savepoint.anthropic._runner import AsyncDurableToolRunner, DurableToolRunner, durable_tool_runner
 from savepoint.anthropic._tools import DurableTool, durable
 
 __all__ = [
     "AgentError",
     "AsyncDurableAgent",
+    "AsyncDurableToolRunner",
     "DurableAgent",
     "DurableTool",
     "DurableToolRunner",
