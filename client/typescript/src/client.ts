@@ -28,6 +28,7 @@ import {
   ReconcileRequest,
   RecordEffectRequest,
   ResumeRequest,
+  ResolveEffectRequest,
   RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
@@ -234,6 +235,7 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   listEffects: ListEffectsRequest,
   forkSession: ForkSessionRequest,
   rewindSession: RewindSessionRequest,
+  resolveEffect: ResolveEffectRequest,
 } as never;
 
 /** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
