@@ -58,6 +58,10 @@
 //
 // Tool results become history messages through a ToolResultsFunc; the
 // default, AnthropicToolResults, makes the Anthropic Messages API's
-// tool_result blocks. The raw gRPC client (Client.Raw) remains available
+// tool_result blocks. A tool that answers with content blocks (text, image,
+// document) returns their JSON array, which ContentBlocks makes: the ledger
+// stores it, and AnthropicToolResults sends it as the blocks, on the first
+// run and on REUSE alike (ToolContent is the rule every client reads the
+// ledger by). The raw gRPC client (Client.Raw) remains available
 // for anything the Session does not cover.
 package client
