@@ -4,13 +4,15 @@
 # @savepoint-dev/anthropic does not depend on the SDK; this target compiles
 # client/anthropic/sdkcheck/*.ts and the TypeScript example of
 # docs/frameworks/claude-agent-sdk.md against @anthropic-ai/claude-agent-sdk
-# (installed in ./.claude-agent-ts without its optional native CLI, about
-# 5 MB). Its behaviour is tested in make test (test-anthropic:
-# client/anthropic/src/tests/claude_agent.test.ts).
+# (installed in ./.claude-agent-ts without its optional native CLI: about
+# 14 MB, so it is part of make test). Its behaviour is tested by
+# test-anthropic (client/anthropic/src/tests/claude_agent.test.ts).
 
 CLAUDE_TS_DIR := .claude-agent-ts
 CLAUDE_TS_SDK := 0.3.337
 CLAUDE_TS_ZOD := 4.6.7
+
+TEST_TARGETS += check-claude-agent-ts
 
 $(CLAUDE_TS_DIR)/.stamp-$(CLAUDE_TS_SDK):
 	rm -rf $(CLAUDE_TS_DIR) && mkdir -p $(CLAUDE_TS_DIR)
