@@ -32,3 +32,29 @@ check-claude-agent-ts: clients-anthropic $(CLAUDE_TS_DIR)/.stamp-$(CLAUDE_TS_SDK
 	client/anthropic/node_modules/.bin/tsc --noEmit --strict --skipLibCheck --module nodenext --moduleResolution nodenext \
 		--target es2022 --types node --typeRoots client/anthropic/node_modules/@types $(CLAUDE_TS_DIR)/check/*.ts
 	@echo "check-claude-agent-ts: the store, its hooks and the docs example type-check against @anthropic-ai/claude-agent-sdk $(CLAUDE_TS_SDK)"
+
+# The SDK run for real: its bundled native CLI (the optional dependency
+# @anthropic-ai/claude-agent-sdk-linux-x64 and the rest, about 480 MB in
+# ./.claude-agent-ts-e2e) pointed at the fake Messages API of the Python tests
+# (client/python/tests/fake_messages_api.py, standard library only, run with
+# python3), the agent client/anthropic/e2e/claude_agent_app.mjs SIGKILLed and
+# resumed. Not in make test, as test-claude-agent is not.
+CLAUDE_TS_E2E := .claude-agent-ts-e2e
+CLAUDE_TS_MCP := 1.32.2
+
+$(CLAUDE_TS_E2E)/.stamp-$(CLAUDE_TS_SDK):
+	rm -rf $(CLAUDE_TS_E2E) && mkdir -p $(CLAUDE_TS_E2E)
+	cd $(CLAUDE_TS_E2E) && echo '{"type": "module", "private": true}' > package.json && \
+		npm install --no-audit --no-fund --save-exact \
+			@anthropic-ai/claude-agent-sdk@$(CLAUDE_TS_SDK) zod@$(CLAUDE_TS_ZOD) @modelcontextprotocol/sdk@$(CLAUDE_TS_MCP)
+	@touch $@
+
+.PHONY: test-claude-agent-ts
+test-claude-agent-ts: clients-anthropic $(CLAUDE_TS_E2E)/.stamp-$(CLAUDE_TS_SDK) ## The Claude Agent SDK (TypeScript) run for real (its bundled CLI, a fake Messages API), SIGKILLed and resumed
+	go build -o $(BIN)/ ./cmd/savepointd
+	rm -rf $(CLAUDE_TS_E2E)/e2e && mkdir -p $(CLAUDE_TS_E2E)/e2e $(CLAUDE_TS_E2E)/node_modules/@savepoint-dev
+	ln -sfn $(abspath client/anthropic) $(CLAUDE_TS_E2E)/node_modules/@savepoint-dev/anthropic
+	ln -sfn $(abspath client/typescript) $(CLAUDE_TS_E2E)/node_modules/@savepoint-dev/client
+	cp client/anthropic/e2e/*.mjs $(CLAUDE_TS_E2E)/e2e/
+	cd $(CLAUDE_TS_E2E) && REPO_ROOT=$(abspath .) SAVEPOINTD=$(abspath $(BIN))/savepointd \
+		node --test --test-concurrency=1 e2e/claude_agent.e2e.mjs
