@@ -231,7 +231,8 @@ class SavepointSession:
     # private names up on the session it wraps: OpenAIResponsesCompactionSession
     # calls _get_compaction_snapshot (automatic compaction: replace the suffix
     # the model just saw) and _atomic_replace_items (manual compaction: the
-    # whole history), else falls back to clear-then-add; EncryptedSession's
+    # whole history), else falls back to clear-then-add; both insert through
+    # _insert_items(conn, items), the hook the SDK's tests wrap; EncryptedSession's
     # atomic pop calls _pop_item_with_validation. As the SDK's own backends do
     # (SQLiteSession, RedisSession), a subclass gets None/False from the first
     # two: it may transform items on the way in or out, which a raw
@@ -262,7 +263,7 @@ class SavepointSession:
                 encode(it)
             replacement = list(output)
 
-            def plan(v: View) -> Change | None:
+            async def plan(v: View) -> Change | None:
                 assert v.items is not None
                 at = len(v.items) - len(expected)
                 if at < 0 or v.items[at:] != expected:
@@ -271,9 +272,9 @@ class SavepointSession:
                 if prune_prefix is not None:
                     while drop < at and prune_prefix(v.items[drop]):
                         drop += 1
-                if drop:
-                    return Change(keep=0, append=[*v.items[drop:at], *replacement], result=True)
-                return Change(keep=at, append=replacement, result=True)
+                ch = Change(keep=0, append=v.items[drop:at], result=True) if drop else Change(keep=at, result=True)
+                await self._insert_items(ch, replacement)
+                return ch
 
             return bool(await self.mutate(plan, history=True))
 
@@ -290,14 +291,23 @@ class SavepointSession:
         for it in items:
             encode(it)
         batch = list(items)
-        await self.mutate(lambda v: Change(keep=0, append=batch))
+
+        async def plan(v: View) -> Change:
+            ch = Change(keep=0)
+            await self._insert_items(ch, batch)
+            return ch
+
+        await self.mutate(plan)
         return True
 
-    async def _insert_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items`` in one save, as add_items does (SQLiteSession's
-        name for the insert its add_items and compaction share); add_items is
-        the public way."""
-        await self.add_items(items)
+    async def _insert_items(self, conn: Change, items: list[TResponseInputItem]) -> None:
+        """Add ``items`` to the end of the save ``conn`` being planned: the
+        insert of every compaction replacement (SQLiteSession's hook of the
+        same name and shape, which the SDK's compaction tests wrap to hold a
+        replacement in flight). The save is made once it returns."""
+        for it in items:
+            encode(it)
+        conn.append = [*conn.append, *items]
 
     async def _pop_item_with_validation(
         self, validate: Callable[[TResponseInputItem], None] | None = None
