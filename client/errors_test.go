@@ -66,11 +66,13 @@ func TestTranslateReasons(t *testing.T) {
 		{"UPLOAD_ABORTED", codes.Aborted, []error{ErrUploadAborted}},
 		{"EFFECT_INPUT_MISMATCH", codes.FailedPrecondition, []error{ErrEffectInputMismatch}},
 		{"EFFECT_NOT_BEGUN", codes.FailedPrecondition, []error{ErrEffectNotBegun}},
+		{"COMMIT_OUTCOME_UNKNOWN", codes.Unavailable, []error{ErrCommitOutcomeUnknown, ErrUnavailable}},
+		{"NO_WRITABLE_HOST", codes.Unavailable, []error{ErrNoWritableHost, ErrUnavailable}},
 	}
 	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
 		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
-		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, context.Canceled, context.DeadlineExceeded}
+		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, ErrCommitOutcomeUnknown, ErrNoWritableHost, context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {

@@ -156,6 +156,18 @@ const (
 	// FAILED_PRECONDITION: RecordThreadEffect of a tool use that was never
 	// begun, or of an attempt other than the latest one begun.
 	ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN ErrorReason = 45
+	// UNAVAILABLE: the daemon's connection to its database failed after it
+	// sent COMMIT and before the answer came back, so the write may or may not
+	// have been applied. Retry the same request (the same request_id, or the
+	// same tool_use_id for an effect): the daemon answers it from what was
+	// stored if the commit happened, and performs it once if it did not.
+	ErrorReason_ERROR_REASON_COMMIT_OUTCOME_UNKNOWN ErrorReason = 90
+	// UNAVAILABLE: no host of the daemon's database accepts writes (its
+	// primary is down or being failed over, and the hosts left are standbys or
+	// unreachable); nothing was written. Reads are served from a standby
+	// where one answers. Retry after a backoff: the daemon reconnects to
+	// whichever host becomes writable.
+	ErrorReason_ERROR_REASON_NO_WRITABLE_HOST ErrorReason = 91
 )
 
 // Enum value maps for ErrorReason.
@@ -207,6 +219,8 @@ var (
 		43: "ERROR_REASON_INVALID_ORDER_BY",
 		44: "ERROR_REASON_EFFECT_INPUT_MISMATCH",
 		45: "ERROR_REASON_EFFECT_NOT_BEGUN",
+		90: "ERROR_REASON_COMMIT_OUTCOME_UNKNOWN",
+		91: "ERROR_REASON_NO_WRITABLE_HOST",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -255,6 +269,8 @@ var (
 		"ERROR_REASON_INVALID_ORDER_BY":           43,
 		"ERROR_REASON_EFFECT_INPUT_MISMATCH":      44,
 		"ERROR_REASON_EFFECT_NOT_BEGUN":           45,
+		"ERROR_REASON_COMMIT_OUTCOME_UNKNOWN":     90,
+		"ERROR_REASON_NO_WRITABLE_HOST":           91,
 	}
 )
 
@@ -4042,7 +4058,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
 	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion\x12\x1c\n" +
-	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xd7\f\n" +
+	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xa3\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4090,7 +4106,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10*\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ORDER_BY\x10+\x12&\n" +
 	"\"ERROR_REASON_EFFECT_INPUT_MISMATCH\x10,\x12!\n" +
-	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-*\x83\x01\n" +
+	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-\x12'\n" +
+	"#ERROR_REASON_COMMIT_OUTCOME_UNKNOWN\x10Z\x12!\n" +
+	"\x1dERROR_REASON_NO_WRITABLE_HOST\x10[*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATUS_ACTIVE\x10\x01\x12\x1c\n" +

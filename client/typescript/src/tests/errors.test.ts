@@ -15,6 +15,8 @@ import {
   EffectConflictError,
   EffectInputMismatchError,
   EffectNotBegunError,
+  CommitOutcomeUnknownError,
+  NoWritableHostError,
   ErrorReason,
   InternalError,
   InvalidArgumentError,
@@ -104,6 +106,8 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_INVALID_ORDER_BY, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_EFFECT_INPUT_MISMATCH, Code.FAILED_PRECONDITION, EffectInputMismatchError],
   [ErrorReason.ERROR_REASON_EFFECT_NOT_BEGUN, Code.FAILED_PRECONDITION, EffectNotBegunError],
+  [ErrorReason.ERROR_REASON_COMMIT_OUTCOME_UNKNOWN, Code.UNAVAILABLE, CommitOutcomeUnknownError],
+  [ErrorReason.ERROR_REASON_NO_WRITABLE_HOST, Code.UNAVAILABLE, NoWritableHostError],
 ];
 
 /** Every value of the generated ErrorReason enum the daemon can send (all but UNSPECIFIED). */

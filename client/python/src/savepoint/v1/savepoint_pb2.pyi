@@ -59,6 +59,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_INVALID_ORDER_BY: _ClassVar[ErrorReason]
     ERROR_REASON_EFFECT_INPUT_MISMATCH: _ClassVar[ErrorReason]
     ERROR_REASON_EFFECT_NOT_BEGUN: _ClassVar[ErrorReason]
+    ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: _ClassVar[ErrorReason]
+    ERROR_REASON_NO_WRITABLE_HOST: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -134,6 +136,8 @@ ERROR_REASON_BACKUP_UNSUPPORTED: ErrorReason
 ERROR_REASON_INVALID_ORDER_BY: ErrorReason
 ERROR_REASON_EFFECT_INPUT_MISMATCH: ErrorReason
 ERROR_REASON_EFFECT_NOT_BEGUN: ErrorReason
+ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: ErrorReason
+ERROR_REASON_NO_WRITABLE_HOST: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus
