@@ -1,12 +1,15 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
@@ -261,5 +264,24 @@ func TestFailoverReconnect(t *testing.T) {
 	}
 	if cp, err := s.Checkpoint(ctx, "f", 0); err != nil || cp.Revision != 2 || cp.MessageCount != 2 {
 		t.Fatalf("after the promotion: %+v %v, want revision 2 with both messages", cp, err)
+	}
+}
+
+// TestProxySSLRequest: a client that asks for TLS first (sslmode=prefer,
+// as libpq's tools do) is told no by the server through the proxy, and
+// then served.
+func TestProxySSLRequest(t *testing.T) {
+	srv := pgtest.Shared(t)
+	p := pgtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", srv.Port))
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(cctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=prefer", p.Port))
+	if err != nil {
+		t.Fatalf("connect with sslmode=prefer through the proxy: %v", err)
+	}
+	defer c.Close(ctx)
+	var one int
+	if err := c.QueryRow(cctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1: %d %v", one, err)
 	}
 }

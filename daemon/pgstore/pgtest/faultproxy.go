@@ -326,11 +326,13 @@ func (c *proxyConn) fromServer() {
 	defer c.close()
 	r := bufio.NewReaderSize(c.server, 64<<10)
 	for {
+		// The first byte read tells: the counter is raised before the
+		// request it answers is forwarded.
+		b, err := r.ReadByte()
+		if err != nil {
+			return
+		}
 		if c.sslAnswers.Load() > 0 {
-			b, err := r.ReadByte()
-			if err != nil {
-				return
-			}
 			c.sslAnswers.Add(-1)
 			if b == 'S' || b == 'G' {
 				return // encryption the proxy cannot read
@@ -340,6 +342,7 @@ func (c *proxyConn) fromServer() {
 			}
 			continue
 		}
+		r.UnreadByte() //nolint:errcheck // just read
 		typ, msg, err := readMessage(r)
 		if err != nil {
 			return
