@@ -155,7 +155,13 @@ func newCluster(t *testing.T, synchronous bool) *cluster {
 	}
 	c := &cluster{}
 	c.repl = pgtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", a.Port))
+	// 20 ms each way on the replication link; an asynchronous standby
+	// gets 200 ms, so that it is behind at every kill, as one under load
+	// on a real network often is.
 	c.repl.SetLatency(20 * time.Millisecond)
+	if !synchronous {
+		c.repl.SetLatency(200 * time.Millisecond)
+	}
 	b, err := a.NewStandbyVia(c.repl.Port)
 	if err != nil {
 		t.Fatal(err)
