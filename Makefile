@@ -91,7 +91,7 @@ $(BIN)/grpcurl: $(BIN)/.grpcurl-$(GRPCURL_VERSION)
 
 GEN_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 
-# strace, for daemon/crashtest's fault injection: installed when missing and
+# strace, for tests/crashtest's fault injection: installed when missing and
 # possible (Debian, root); those tests skip, saying why, when it cannot be had.
 .PHONY: strace
 strace:
@@ -130,7 +130,7 @@ checkgenerate: generate ## Fail if the committed generated code is stale
 # Checks
 
 .PHONY: lint
-lint: $(BIN)/buf breaking ## buf lint, buf format, buf breaking (mk/api.mk), go vet, gofmt
+lint: $(BIN)/buf breaking ## buf lint, buf format, buf breaking (mk/api.mk), go vet, gofmt, checkfiles (mk/files.mk)
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code
 	go vet ./...
@@ -160,7 +160,7 @@ test-go: strace $(BIN)/testprogress ## Go tests with the race detector
 
 .PHONY: crashtest
 crashtest: strace ## Crash durability: kill -9 savepointd CYCLES times under CLIENTS clients (defaults 50, 32)
-	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestCrashDurability$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestCrashDurability$$' ./tests/crashtest \
 		-cycles=$(CYCLES) -clients=$(CLIENTS)
 
 .PHONY: loadtest

@@ -37,7 +37,7 @@
 //
 // Errors are translated in one place from the google.rpc.ErrorInfo reason
 // the daemon sends, never from message text: use errors.Is with the
-// sentinels (ErrFenced, ErrRevisionMismatch, ErrNotFound, ...) and errors.As
+// sentinels (ErrSessionFenced, ErrRevisionMismatch, ErrSessionNotFound, ...) and errors.As
 // with *Error for the details. Calls that are safe to repeat are retried when
 // the daemon is unavailable, waiting for the connection to come back (up to
 // RetryPolicy.ReconnectWait, 5 s by default) so that the first call after a

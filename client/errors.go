@@ -22,16 +22,17 @@ const Domain = "savepoint.v1"
 // RPC is an *Error that unwraps to the sentinel of its ErrorInfo reason, so
 // callers branch with errors.Is, never by reading message text:
 //
-//	if errors.Is(err, client.ErrFenced) { /* another process resumed the session: stop */ }
+//	if errors.Is(err, client.ErrSessionFenced) { /* another process resumed the session: stop */ }
 var (
-	// ErrFenced (SESSION_FENCED): another process resumed the session; this
-	// one no longer owns it and must stop.
-	ErrFenced = errors.New("savepoint: session fenced")
+	// ErrSessionFenced (SESSION_FENCED): another process resumed the
+	// session; this one no longer owns it and must stop.
+	ErrSessionFenced = errors.New("savepoint: session fenced")
 	// ErrRevisionMismatch (REVISION_MISMATCH): the session changed since the
 	// revision this write built on.
 	ErrRevisionMismatch = errors.New("savepoint: revision mismatch")
-	// ErrNotFound (SESSION_NOT_FOUND): no such session; nothing to resume from.
-	ErrNotFound = errors.New("savepoint: session not found")
+	// ErrSessionNotFound (SESSION_NOT_FOUND): no such session; nothing to
+	// resume from.
+	ErrSessionNotFound = errors.New("savepoint: session not found")
 	// ErrSessionExists (SESSION_EXISTS): a session with this id exists already.
 	ErrSessionExists = errors.New("savepoint: session already exists")
 	// ErrRevisionNotFound (REVISION_NOT_FOUND): the revision is not kept.
@@ -54,9 +55,9 @@ var (
 	// ErrEffectConflict (EFFECT_CONFLICT): a different outcome is recorded for
 	// the tool use already; the first record wins.
 	ErrEffectConflict = errors.New("savepoint: effect conflict")
-	// ErrCorrupt (CHECKPOINT_CORRUPT): the session's stored data cannot be
+	// ErrCheckpointCorrupt (CHECKPOINT_CORRUPT): the session's stored data cannot be
 	// decoded and can no longer be trusted; delete the session.
-	ErrCorrupt = errors.New("savepoint: checkpoint corrupt")
+	ErrCheckpointCorrupt = errors.New("savepoint: checkpoint corrupt")
 	// ErrDiskFull (DISK_FULL): the daemon could not write for lack of space.
 	ErrDiskFull = errors.New("savepoint: disk full")
 	// ErrPermissionDenied (PERMISSION_DENIED): the daemon does not allow this
@@ -112,13 +113,31 @@ var (
 	ErrNoWritableHost = fmt.Errorf("savepoint: no writable database host: %w", ErrUnavailable)
 )
 
+// The sentinels' names before they took their reason's name, kept for one
+// release. Each is the same error as its new name, so errors.Is matches
+// either.
+var (
+	// ErrFenced is ErrSessionFenced.
+	//
+	// Deprecated: use ErrSessionFenced.
+	ErrFenced = ErrSessionFenced
+	// ErrNotFound is ErrSessionNotFound.
+	//
+	// Deprecated: use ErrSessionNotFound.
+	ErrNotFound = ErrSessionNotFound
+	// ErrCorrupt is ErrCheckpointCorrupt.
+	//
+	// Deprecated: use ErrCheckpointCorrupt.
+	ErrCorrupt = ErrCheckpointCorrupt
+)
+
 // reasons maps every reason of the ErrorReason enum to its sentinel;
 // TestEveryReasonHasASentinel fails when the enum gains a value this table
 // lacks.
 var reasons = map[savepointv1.ErrorReason]error{
-	savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND:          ErrNotFound,
+	savepointv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND:          ErrSessionNotFound,
 	savepointv1.ErrorReason_ERROR_REASON_SESSION_EXISTS:             ErrSessionExists,
-	savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED:             ErrFenced,
+	savepointv1.ErrorReason_ERROR_REASON_SESSION_FENCED:             ErrSessionFenced,
 	savepointv1.ErrorReason_ERROR_REASON_REVISION_MISMATCH:          ErrRevisionMismatch,
 	savepointv1.ErrorReason_ERROR_REASON_REVISION_NOT_FOUND:         ErrRevisionNotFound,
 	savepointv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED:          ErrRequestIDReused,
@@ -128,7 +147,7 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_CALL_UNKNOWN:               ErrCallUnknown,
 	savepointv1.ErrorReason_ERROR_REASON_TOOL_NAME_MISMATCH:         ErrToolNameMismatch,
 	savepointv1.ErrorReason_ERROR_REASON_EFFECT_CONFLICT:            ErrEffectConflict,
-	savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT:         ErrCorrupt,
+	savepointv1.ErrorReason_ERROR_REASON_CHECKPOINT_CORRUPT:         ErrCheckpointCorrupt,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN:         ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE:                ErrUnavailable,
 	savepointv1.ErrorReason_ERROR_REASON_INTERNAL:                   ErrInternal,
@@ -148,6 +167,7 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_STATE_TOO_LARGE:       ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS:  ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID: ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_TOOL_USE_ID_MISMATCH:  ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_LABEL:         ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE:     ErrInvalidArgument,
 	savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE:       ErrInvalidArgument,

@@ -21,9 +21,9 @@ func TestTranslateReasons(t *testing.T) {
 		code   codes.Code
 		want   []error
 	}{
-		{"SESSION_NOT_FOUND", codes.NotFound, []error{ErrNotFound}},
+		{"SESSION_NOT_FOUND", codes.NotFound, []error{ErrSessionNotFound}},
 		{"SESSION_EXISTS", codes.AlreadyExists, []error{ErrSessionExists}},
-		{"SESSION_FENCED", codes.Aborted, []error{ErrFenced}},
+		{"SESSION_FENCED", codes.Aborted, []error{ErrSessionFenced}},
 		{"REVISION_MISMATCH", codes.Aborted, []error{ErrRevisionMismatch}},
 		{"REVISION_NOT_FOUND", codes.NotFound, []error{ErrRevisionNotFound}},
 		{"REQUEST_ID_REUSED", codes.InvalidArgument, []error{ErrRequestIDReused, ErrInvalidArgument}},
@@ -33,7 +33,7 @@ func TestTranslateReasons(t *testing.T) {
 		{"CALL_UNKNOWN", codes.NotFound, []error{ErrCallUnknown}},
 		{"TOOL_NAME_MISMATCH", codes.FailedPrecondition, []error{ErrToolNameMismatch}},
 		{"EFFECT_CONFLICT", codes.AlreadyExists, []error{ErrEffectConflict}},
-		{"CHECKPOINT_CORRUPT", codes.DataLoss, []error{ErrCorrupt}},
+		{"CHECKPOINT_CORRUPT", codes.DataLoss, []error{ErrCheckpointCorrupt}},
 		{"INVALID_PAGE_TOKEN", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"UNAVAILABLE", codes.Unavailable, []error{ErrUnavailable}},
 		{"INTERNAL", codes.Internal, []error{ErrInternal}},
@@ -52,6 +52,7 @@ func TestTranslateReasons(t *testing.T) {
 		{"STATE_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_EFFECT_CLASS", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"DUPLICATE_TOOL_USE_ID", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"TOOL_USE_ID_MISMATCH", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_LABEL", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"INVALID_PAGE_SIZE", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"FIELD_TOO_LARGE", codes.InvalidArgument, []error{ErrInvalidArgument}},
@@ -69,9 +70,9 @@ func TestTranslateReasons(t *testing.T) {
 		{"COMMIT_OUTCOME_UNKNOWN", codes.Unavailable, []error{ErrCommitOutcomeUnknown, ErrUnavailable}},
 		{"NO_WRITABLE_HOST", codes.Unavailable, []error{ErrNoWritableHost, ErrUnavailable}},
 	}
-	all := []error{ErrFenced, ErrRevisionMismatch, ErrNotFound, ErrSessionExists, ErrRevisionNotFound,
+	all := []error{ErrSessionFenced, ErrRevisionMismatch, ErrSessionNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
-		ErrEffectConflict, ErrCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
+		ErrEffectConflict, ErrCheckpointCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
 		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, ErrCommitOutcomeUnknown, ErrNoWritableHost, context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {
@@ -128,6 +129,32 @@ func TestEveryReasonHasASentinel(t *testing.T) {
 	}
 }
 
+// TestDeprecatedNames: each old sentinel name is the same error as the
+// reason-named one that replaced it, so errors.Is matches both ways, also
+// through a translated daemon error.
+func TestDeprecatedNames(t *testing.T) {
+	tests := []struct {
+		old, now error
+		reason   string
+		code     codes.Code
+	}{
+		{ErrFenced, ErrSessionFenced, "SESSION_FENCED", codes.Aborted},
+		{ErrNotFound, ErrSessionNotFound, "SESSION_NOT_FOUND", codes.NotFound},
+		{ErrCorrupt, ErrCheckpointCorrupt, "CHECKPOINT_CORRUPT", codes.DataLoss},
+	}
+	for _, tt := range tests {
+		t.Run(tt.reason, func(t *testing.T) {
+			if !errors.Is(tt.old, tt.now) || !errors.Is(tt.now, tt.old) {
+				t.Errorf("%v and %v are not the same error", tt.old, tt.now)
+			}
+			err := translate(infoErr(tt.code, tt.reason, nil))
+			if !errors.Is(err, tt.old) || !errors.Is(err, tt.now) {
+				t.Errorf("%v matches old %v, new %v; want both", err, errors.Is(err, tt.old), errors.Is(err, tt.now))
+			}
+		})
+	}
+}
+
 func TestTranslateWithoutReason(t *testing.T) {
 	foreign, err := status.New(codes.NotFound, "x").WithDetails(&errdetails.ErrorInfo{Domain: "other.example", Reason: "SESSION_NOT_FOUND"})
 	if err != nil {
@@ -159,7 +186,7 @@ func TestTranslateWithoutReason(t *testing.T) {
 			if tt.want != nil && !errors.Is(err, tt.want) {
 				t.Errorf("errors.Is(%v, %v) = false", err, tt.want)
 			}
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, ErrSessionNotFound) {
 				t.Error("a reason must count only in the savepoint.v1 domain")
 			}
 		})

@@ -58,7 +58,7 @@ func runAgent(ctx context.Context, c *client.Client, model Model, id, task strin
 	var err error
 	if resume {
 		if s, err = c.Resume(ctx, id); err != nil {
-			return "", err // client.ErrNotFound: nothing to resume from
+			return "", err // client.ErrSessionNotFound: nothing to resume from
 		}
 		results, err := s.Reconcile(ctx, runTool)
 		if err != nil {
@@ -195,7 +195,7 @@ func ExampleSession_RunTool() {
 		return runTool(ctx, call, key)
 	})
 	if r.Err != nil {
-		log.Fatal(r.Err) // not run: errors.Is(r.Err, client.ErrFenced) if another process resumed
+		log.Fatal(r.Err) // not run: errors.Is(r.Err, client.ErrSessionFenced) if another process resumed
 	}
 	if err := s.PointB(ctx, []client.ToolResult{r}); err != nil {
 		log.Fatal(err)
@@ -266,7 +266,7 @@ func ExampleError() {
 	err = s.Save(ctx, client.SaveOptions{Turn: new(uint32(3))})
 	switch e, _ := errors.AsType[*client.Error](err); {
 	case err == nil:
-	case errors.Is(err, client.ErrFenced):
+	case errors.Is(err, client.ErrSessionFenced):
 		fmt.Printf("another process resumed the session (epoch %d): stopping\n", e.CurrentEpoch)
 	case errors.Is(err, client.ErrRevisionMismatch):
 		fmt.Printf("the session moved on to revision %d: resume it again\n", e.CurrentRevision)

@@ -56,7 +56,7 @@ func TestToolHookRunTool(t *testing.T) {
 			h := &hookLog{f: f}
 			c := serve(t, f, WithToolHook(h.hook))
 			call := ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: tt.class}
-			s := startWithCall(t, c, call)
+			s := startWithToolUse(t, c, call)
 			f.mu.Lock()
 			f.events = nil
 			f.beginErr, f.recordErr = tt.beginErr, tt.recordErr

@@ -11,7 +11,7 @@ import (
 
 // GetSession reads a kept revision of a session (0 means the latest) without
 // taking ownership, and returns it with its whole history in Messages,
-// paging through ListMessages. A missing session is ErrNotFound, a revision
+// paging through ListMessages. A missing session is ErrSessionNotFound, a revision
 // that is not kept ErrRevisionNotFound.
 func (c *Client) GetSession(ctx context.Context, id string, revision uint64) (*savepointv1.Checkpoint, error) {
 	req := &savepointv1.GetSessionRequest{SessionId: id}

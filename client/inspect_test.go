@@ -72,8 +72,8 @@ func TestInspectionHelpersPage(t *testing.T) {
 	if _, err := c.GetSession(ctx, "long", 9); !errors.Is(err, client.ErrRevisionNotFound) {
 		t.Errorf("GetSession of revision 9: %v, want ErrRevisionNotFound", err)
 	}
-	if _, err := c.GetSession(ctx, "nope", 0); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("GetSession of a missing session: %v, want ErrNotFound", err)
+	if _, err := c.GetSession(ctx, "nope", 0); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("GetSession of a missing session: %v, want ErrSessionNotFound", err)
 	}
 	if p, err := raw.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: "long"}); err != nil || p.GetNextPageToken() == "" {
 		t.Fatalf("both resolutions fit one page (%v): nothing is paged", err)

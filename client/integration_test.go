@@ -14,8 +14,8 @@ import (
 
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // These tests drive the real server (in-process, on a Badger store and a
@@ -225,8 +225,8 @@ func TestDaemonStartReplaceAndFencing(t *testing.T) {
 	}
 	err = old.Save(ctx, client.SaveOptions{})
 	e, _ := errors.AsType[*client.Error](err)
-	if !errors.Is(err, client.ErrFenced) || e == nil || e.Reason != "SESSION_FENCED" || e.CurrentEpoch != resumed.Epoch() {
-		t.Fatalf("save by the old owner: %v, want ErrFenced with the current epoch %d", err, resumed.Epoch())
+	if !errors.Is(err, client.ErrSessionFenced) || e == nil || e.Reason != "SESSION_FENCED" || e.CurrentEpoch != resumed.Epoch() {
+		t.Fatalf("save by the old owner: %v, want ErrSessionFenced with the current epoch %d", err, resumed.Epoch())
 	}
 	if _, err := c.Start(ctx, "s", "task", nil); !errors.Is(err, client.ErrSessionExists) {
 		t.Fatalf("Start over a resumed session: %v, want ErrSessionExists", err)
@@ -239,15 +239,15 @@ func TestDaemonStartReplaceAndFencing(t *testing.T) {
 		t.Errorf("replaced session at revision %d epoch %d", fresh.Revision(), fresh.Epoch())
 	}
 	for _, stale := range []*client.Session{old, resumed} {
-		if err := stale.Save(ctx, client.SaveOptions{}); !errors.Is(err, client.ErrFenced) {
-			t.Errorf("save by a stale owner after the replace: %v, want ErrFenced", err)
+		if err := stale.Save(ctx, client.SaveOptions{}); !errors.Is(err, client.ErrSessionFenced) {
+			t.Errorf("save by a stale owner after the replace: %v, want ErrSessionFenced", err)
 		}
 	}
 	if _, err := c.Start(ctx, "not a valid id!", "task", nil); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Errorf("Start with a bad id: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := c.Resume(ctx, "missing"); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("Resume of a missing session: %v, want ErrNotFound", err)
+	if _, err := c.Resume(ctx, "missing"); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("Resume of a missing session: %v, want ErrSessionNotFound", err)
 	}
 }
 
@@ -285,8 +285,8 @@ func TestDaemonPagedResume(t *testing.T) {
 func TestDaemonRawClient(t *testing.T) {
 	c := dial(t, startDaemon(t, daemon.Config{}))
 	_, err := c.Raw().Reconcile(t.Context(), &savepointv1.ReconcileRequest{SessionId: "nope"})
-	if !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("raw Reconcile of a missing session: %v, want ErrNotFound", err)
+	if !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("raw Reconcile of a missing session: %v, want ErrSessionNotFound", err)
 	}
 }
 
@@ -351,8 +351,8 @@ func TestDaemonRequestTooLarge(t *testing.T) {
 	if e.Metadata["max_request_bytes"] != fmt.Sprint(4<<20) || e.Metadata["request_bytes"] != fmt.Sprint(proto.Size(big)) {
 		t.Errorf("metadata %v, want request_bytes %d and max_request_bytes %d", e.Metadata, proto.Size(big), 4<<20)
 	}
-	if _, err := c.Resume(t.Context(), "big"); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("Resume after the refused save: %v, want ErrNotFound", err)
+	if _, err := c.Resume(t.Context(), "big"); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("Resume after the refused save: %v, want ErrSessionNotFound", err)
 	}
 }
 
@@ -401,8 +401,8 @@ func TestDaemonComplete(t *testing.T) {
 	if err := o.Save(ctx, client.SaveOptions{Append: []client.Message{{Role: "user", ContentJSON: `"more"`}}}); err != nil {
 		t.Errorf("save after Reopen: %v", err)
 	}
-	if err := s.Complete(ctx, client.StatusFailed, "stale"); !errors.Is(err, client.ErrFenced) {
-		t.Errorf("the old owner's Complete: %v, want ErrFenced", err)
+	if err := s.Complete(ctx, client.StatusFailed, "stale"); !errors.Is(err, client.ErrSessionFenced) {
+		t.Errorf("the old owner's Complete: %v, want ErrSessionFenced", err)
 	}
 	if err := o.Complete(ctx, client.StatusFailed, "gave up"); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestMain serves a real savepointd in-process and points $SAVEPOINT_ADDR at

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/client"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestFirstCallAfterOutage stops savepointd for 6 s (a call made meanwhile

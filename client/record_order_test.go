@@ -21,7 +21,7 @@ func TestPointBRecordsOnlyWhatRan(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
 	call := ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: SideEffect}
-	s := startWithCall(t, c, call)
+	s := startWithToolUse(t, c, call)
 	f.mu.Lock()
 	f.events = nil
 	f.mu.Unlock()

@@ -137,7 +137,7 @@ func (c *Client) Start(ctx context.Context, id, task string, opts *StartOptions)
 	s := c.newSession(id)
 	m := meta{task: task, stateJSON: opts.StateJSON, labels: maps.Clone(opts.Labels)}
 	err := s.save(ctx, m, nil, opts.Messages, nil)
-	if errors.Is(err, ErrFenced) || errors.Is(err, ErrSessionCompleted) {
+	if errors.Is(err, ErrSessionFenced) || errors.Is(err, ErrSessionCompleted) {
 		// A create carries epoch 0, which the daemon fences once the
 		// existing session has been resumed, and refuses on a completed
 		// session: either way the session exists.
@@ -164,15 +164,15 @@ func (c *Client) deleteSession(ctx context.Context, id string) error {
 	switch e, _ := errors.AsType[*Error](err); {
 	case err == nil:
 		epoch = r.GetEpoch()
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrSessionNotFound):
 		return nil
-	case errors.Is(err, ErrCorrupt) && e != nil:
+	case errors.Is(err, ErrCheckpointCorrupt) && e != nil:
 		epoch = e.CurrentEpoch
 	default:
 		return err
 	}
 	_, err = c.raw.DeleteSession(ctx, &savepointv1.DeleteSessionRequest{SessionId: id, Epoch: epoch})
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrSessionNotFound) {
 		return nil
 	}
 	return err
@@ -181,7 +181,7 @@ func (c *Client) deleteSession(ctx context.Context, id string) error {
 // Resume takes ownership of an existing session (fencing any process that
 // owned it before) and loads its latest revision with its whole history,
 // paging through ListMessages. A session that does not exist is
-// ErrNotFound: nothing to resume from. If the revision has pending tool uses,
+// ErrSessionNotFound: nothing to resume from. If the revision has pending tool uses,
 // call Reconcile and then PointB with its results.
 //
 // A completed or failed session is loaded without taking it over: Status

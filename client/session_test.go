@@ -17,7 +17,7 @@ import (
 
 var assistantMsg = Message{Role: "assistant", ContentJSON: `[{"type":"tool_use","id":"t1","name":"write_report","input":{}}]`}
 
-func startWithCall(t *testing.T, c *Client, call ToolUse) *Session {
+func startWithToolUse(t *testing.T, c *Client, call ToolUse) *Session {
 	t.Helper()
 	s, err := c.Start(t.Context(), "s1", "write a report", &StartOptions{Messages: []Message{{Role: "user", ContentJSON: `"go"`}}})
 	if err != nil {
@@ -45,11 +45,11 @@ func TestSaveRetryReusesRequestID(t *testing.T) {
 			}
 			return s
 		}, func(ctx context.Context, s *Session) error { return s.PointA(ctx, assistantMsg, []ToolUse{call}) }, 2},
-		{"PointB", func(t *testing.T, c *Client) *Session { return startWithCall(t, c, call) },
+		{"PointB", func(t *testing.T, c *Client) *Session { return startWithToolUse(t, c, call) },
 			func(ctx context.Context, s *Session) error {
 				return s.PointB(ctx, []ToolResult{{ToolUseID: "t1", Content: "done"}})
 			}, 3},
-		{"Save", func(t *testing.T, c *Client) *Session { return startWithCall(t, c, call) },
+		{"Save", func(t *testing.T, c *Client) *Session { return startWithToolUse(t, c, call) },
 			func(ctx context.Context, s *Session) error {
 				return s.Save(ctx, SaveOptions{TokensUsed: new(uint64(42))})
 			}, 3},
@@ -169,7 +169,7 @@ func TestRunTool(t *testing.T) {
 		{name: "a failed tool is recorded too", class: SideEffect, toolErr: errors.New("disk on fire"),
 			wantEvents: []string{"begin:t1", "run:t1", "record:t1:true"}, wantKey: "key-1", wantContent: "disk on fire", wantIsError: true},
 		{name: "fenced begin: the tool does not run", class: SideEffect, beginErr: fenced,
-			wantEvents: []string{"begin:t1"}, wantErr: ErrFenced},
+			wantEvents: []string{"begin:t1"}, wantErr: ErrSessionFenced},
 		{name: "daemon down at begin: retried, then not run", class: SideEffect, beginErr: down,
 			wantEvents: []string{"begin:t1", "begin:t1", "begin:t1"}, wantErr: ErrUnavailable},
 		{name: "record fails: the real result stands", class: SideEffect, recordErr: down,
@@ -194,7 +194,7 @@ func TestRunTool(t *testing.T) {
 				ledgerCalls = append(ledgerCalls, r)
 			}))
 			pending := ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: tt.class}
-			s := startWithCall(t, c, pending)
+			s := startWithToolUse(t, c, pending)
 			f.mu.Lock()
 			f.beginErr, f.recordErr = tt.beginErr, tt.recordErr
 			f.mu.Unlock()
@@ -275,7 +275,7 @@ func TestRunToolAfterFailedBegin(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
 	call := ToolUse{ToolUseID: "t1", Name: "write_report"}
-	s := startWithCall(t, c, call)
+	s := startWithToolUse(t, c, call)
 	f.beginErr = status.Error(codes.Unavailable, "down")
 	run := func(context.Context, string) (string, error) { f.event("run:t1"); return "ok", nil }
 	if r := s.RunTool(t.Context(), call, run); !errors.Is(r.Err, ErrUnavailable) {
@@ -333,7 +333,7 @@ func TestReconcile(t *testing.T) {
 			f := newFake()
 			c := serve(t, f)
 			call := ToolUse{ToolUseID: "t1", Name: "write_report", InputJSON: `{"path":"report.txt"}`, EffectClass: tt.class}
-			old := startWithCall(t, c, call)
+			old := startWithToolUse(t, c, call)
 			switch tt.crash {
 			case afterBegin:
 				if _, err := c.Raw().BeginEffect(t.Context(), &savepointv1.BeginEffectRequest{SessionId: "s1", ToolUseId: "t1", Epoch: old.Epoch()}); err != nil {
@@ -396,8 +396,8 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("history %v", msgs)
 			}
 			// The process that crashed is fenced now.
-			if err := old.Save(t.Context(), SaveOptions{}); !errors.Is(err, ErrFenced) {
-				t.Errorf("save by the old owner: %v, want ErrFenced", err)
+			if err := old.Save(t.Context(), SaveOptions{}); !errors.Is(err, ErrSessionFenced) {
+				t.Errorf("save by the old owner: %v, want ErrSessionFenced", err)
 			}
 		})
 	}
@@ -406,7 +406,7 @@ func TestReconcile(t *testing.T) {
 func TestReconcileFencedDoesNotRun(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
-	startWithCall(t, c, ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: SideEffect})
+	startWithToolUse(t, c, ToolUse{ToolUseID: "t1", Name: "write_report", EffectClass: SideEffect})
 	s, err := c.Resume(t.Context(), "s1")
 	if err != nil {
 		t.Fatal(err)
@@ -418,8 +418,8 @@ func TestReconcileFencedDoesNotRun(t *testing.T) {
 		t.Error("a fenced session ran a tool")
 		return "", nil
 	})
-	if !errors.Is(err, ErrFenced) {
-		t.Fatalf("Reconcile: %v, want ErrFenced", err)
+	if !errors.Is(err, ErrSessionFenced) {
+		t.Fatalf("Reconcile: %v, want ErrSessionFenced", err)
 	}
 	if _, err := s.Reconcile(t.Context(), nil); err == nil {
 		t.Fatal("Reconcile with a tool use to run and no run function succeeded")
@@ -462,8 +462,8 @@ func TestResumeLoadsWholeHistory(t *testing.T) {
 			}
 		})
 	}
-	if _, err := serve(t, newFake()).Resume(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Resume of a missing session: %v, want ErrNotFound", err)
+	if _, err := serve(t, newFake()).Resume(t.Context(), "nope"); !errors.Is(err, ErrSessionNotFound) {
+		t.Errorf("Resume of a missing session: %v, want ErrSessionNotFound", err)
 	}
 }
 
@@ -479,7 +479,7 @@ func TestPointBChecksResults(t *testing.T) {
 		{"none", nil, ErrResultsMismatch},
 		{"answered twice", []ToolResult{ok("t1"), ok("t1"), ok("t2")}, ErrResultsMismatch},
 		{"unknown id", []ToolResult{ok("t1"), ok("t2"), ok("t3")}, ErrResultsMismatch},
-		{"not run", []ToolResult{ok("t1"), {ToolUseID: "t2", Err: fmt.Errorf("not run: %w", ErrFenced)}}, ErrFenced},
+		{"not run", []ToolResult{ok("t1"), {ToolUseID: "t2", Err: fmt.Errorf("not run: %w", ErrSessionFenced)}}, ErrSessionFenced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -515,7 +515,7 @@ func TestPointBChecksResults(t *testing.T) {
 
 func TestPendingGuards(t *testing.T) {
 	c := serve(t, newFake())
-	s := startWithCall(t, c, ToolUse{ToolUseID: "t1", Name: "write_report"})
+	s := startWithToolUse(t, c, ToolUse{ToolUseID: "t1", Name: "write_report"})
 	tests := []struct {
 		name string
 		op   func() error
@@ -589,8 +589,8 @@ func TestStart(t *testing.T) {
 	if fresh.Revision() != 1 || fresh.Epoch() <= 2 || len(fresh.Messages()) != 0 || fresh.Task() != "new task" {
 		t.Errorf("replaced session at revision %d epoch %d", fresh.Revision(), fresh.Epoch())
 	}
-	if err := first.Save(t.Context(), SaveOptions{}); !errors.Is(err, ErrFenced) {
-		t.Errorf("the replaced session's old owner saved: %v, want ErrFenced", err)
+	if err := first.Save(t.Context(), SaveOptions{}); !errors.Is(err, ErrSessionFenced) {
+		t.Errorf("the replaced session's old owner saved: %v, want ErrSessionFenced", err)
 	}
 	if _, err := c.Start(t.Context(), "s2", "task", &StartOptions{Replace: true}); err != nil {
 		t.Errorf("Start with Replace and nothing to replace: %v", err)
@@ -598,8 +598,8 @@ func TestStart(t *testing.T) {
 	if err := fresh.Delete(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Resume(t.Context(), "s1"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Resume after Delete: %v, want ErrNotFound", err)
+	if _, err := c.Resume(t.Context(), "s1"); !errors.Is(err, ErrSessionNotFound) {
+		t.Errorf("Resume after Delete: %v, want ErrSessionNotFound", err)
 	}
 }
 
@@ -660,7 +660,7 @@ func TestCustomToolResults(t *testing.T) {
 		}
 		return out, nil
 	}))
-	s := startWithCall(t, c, ToolUse{ToolUseID: "t1", Name: "write_report"})
+	s := startWithToolUse(t, c, ToolUse{ToolUseID: "t1", Name: "write_report"})
 	r := s.RunTool(t.Context(), ToolUse{ToolUseID: "t1", Name: "write_report"}, func(context.Context, string) (string, error) { return "x", nil })
 	if err := s.PointB(t.Context(), []ToolResult{r}); err != nil {
 		t.Fatal(err)

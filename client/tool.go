@@ -37,7 +37,7 @@ type ToolResult struct {
 	Decision Decision
 
 	// Err is set when the tool did NOT run: BeginEffect failed (for example
-	// ErrFenced: another process resumed the session) or the call was not
+	// ErrSessionFenced: another process resumed the session) or the call was not
 	// pending. Content is empty, PointB refuses the result, and the agent
 	// should stop.
 	Err error
@@ -105,7 +105,7 @@ type ToolFunc func(ctx context.Context, call ToolUse, key string) (output string
 // runs at most once per session.
 func (s *Session) RunTool(ctx context.Context, call ToolUse, fn func(ctx context.Context, key string) (output string, err error)) ToolResult {
 	s.mu.Lock()
-	p := s.pendingCall(call.ToolUseID)
+	p := s.pendingToolUse(call.ToolUseID)
 	var err error
 	switch {
 	case p == nil:
@@ -182,7 +182,7 @@ func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, er
 			r = ToolResult{ToolUseID: id, Content: res.GetToolResultText(), IsError: true}
 		case DecisionRun:
 			s.mu.Lock()
-			p := s.pendingCall(id)
+			p := s.pendingToolUse(id)
 			prev, ran := s.ran[id]
 			started := s.started[id]
 			if p != nil && !started {
@@ -219,9 +219,9 @@ func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, er
 	return results, nil
 }
 
-// pendingCall returns the pending tool use with this id, or nil. s.mu is
+// pendingToolUse returns the pending tool use with this id, or nil. s.mu is
 // held.
-func (s *Session) pendingCall(id string) *savepointv1.ToolUse {
+func (s *Session) pendingToolUse(id string) *savepointv1.ToolUse {
 	for _, p := range s.pending {
 		if p.GetToolUseId() == id {
 			return p

@@ -8,7 +8,7 @@ import (
 
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 func TestWaitServing(t *testing.T) {

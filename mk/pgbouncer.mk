@@ -1,5 +1,6 @@
 # PgBouncer in front of the test PostgreSQL (daemon/pgstore/pgtest
 # Bouncer): the PgBouncer tests (daemon/pgstore TestPgBouncer*,
+# tests/integration TestPgBouncerGraphService,
 # cmd/savepointd TestPostgresPgBouncer) run /usr/sbin/pgbouncer, a process of
 # their own per test, never Debian's pgbouncer service. This target is the
 # one place that installs it: the harness fails those tests, never skips

@@ -1,4 +1,4 @@
-# The power-cut tests (daemon/crashtest TestPowerCut*): savepointd on
+# The power-cut tests (tests/crashtest TestPowerCut*): savepointd on
 # faultfs, a FUSE file system that keeps only what was fsynced, with power
 # cut at random moments, at injected syncs and at the write-ahead log's named
 # points (docs/reliability.md). The short form (4 cycles, two cuts at each
@@ -24,14 +24,14 @@ test-go: fuse
 
 .PHONY: test-powerloss
 test-powerloss: fuse ## Power-cut tests, short form (4 cuts, 10 at the named points of the log and of a memtable flush, every sync of a first start, 4 during value-log GC; builds without syncs, or directory syncs, must lose writes)
-	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./daemon/crashtest
+	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run '^TestPowerCut' ./tests/crashtest
 
 .PHONY: powerloss
 powerloss: fuse ## Power-loss test, long form: CYCLES power cuts (default 50), 0 acknowledged writes lost
-	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPowerCut$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPowerCut$$' ./tests/crashtest \
 		-powercut-cycles=$(CYCLES)
 
 .PHONY: powerloss-gc
 powerloss-gc: fuse ## Power-loss test during value-log GC, long form: CYCLES power cuts (default 50) while a GC is in progress, 0 acknowledged writes lost
-	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPowerCutDuringValueLogGC$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPowerCutDuringValueLogGC$$' ./tests/crashtest \
 		-powercut-gc-cycles=$(CYCLES)

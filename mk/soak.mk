@@ -7,7 +7,7 @@
 SOAK_CYCLES ?= 1000
 .PHONY: soak
 soak: strace postgres-tools ## Soak: SOAK_CYCLES kill -9 cycles on Badger, then on PostgreSQL (default 1000 each; hours)
-	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestCrashDurability$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestCrashDurability$$' ./tests/crashtest \
 		-cycles=$(SOAK_CYCLES) -clients=$(CLIENTS)
-	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPostgres(CrashDurability|ImmediateShutdown|GraphCrashDurability|GraphImmediateShutdown)$$' ./daemon/crashtest \
+	go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestPostgres(CrashDurability|ImmediateShutdown|GraphCrashDurability|GraphImmediateShutdown)$$' ./tests/crashtest \
 		-pg-cycles=$(SOAK_CYCLES) -pg-race-rounds=$(PG_RACE_ROUNDS)

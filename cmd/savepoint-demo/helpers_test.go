@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // These tests run the real savepoint-demo binary against the real savepointd

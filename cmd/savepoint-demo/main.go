@@ -165,7 +165,7 @@ func (d *demo) runAgent(ctx context.Context, c *client.Client, id, script string
 	var err error
 	if resume {
 		s, err = c.Resume(ctx, id)
-		if errors.Is(err, client.ErrNotFound) {
+		if errors.Is(err, client.ErrSessionNotFound) {
 			return "", fmt.Errorf("session %q does not exist, run without --resume to start it: %w", id, err)
 		}
 		if err != nil {
@@ -329,9 +329,9 @@ func (d *demo) fail(err error, id string) {
 	switch {
 	case errors.Is(err, client.ErrUnavailable):
 		fmt.Fprintf(d.errw, "[error] savepointd at %s is unavailable: start it, then %s\n", addr, again)
-	case errors.Is(err, client.ErrFenced):
+	case errors.Is(err, client.ErrSessionFenced):
 		fmt.Fprintf(d.errw, "[error] another process resumed session %q and owns it now; this one stops\n", id)
-	case errors.Is(err, client.ErrNotFound):
+	case errors.Is(err, client.ErrSessionNotFound):
 	default:
 		fmt.Fprintf(d.errw, "[error] %s\n", again)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestLoad is the short form of `make loadtest`: 256 sessions for 10 s

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestFlagsAnywhere runs every command with its flags before its arguments

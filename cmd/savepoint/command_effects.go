@@ -19,17 +19,17 @@ func init() {
 Lists the ledger of a session (ListEffects), one line per tool use that was
 begun or has a recorded effect, in tool use id order: its name and effect
 class, the last revision in which it was pending, whether it was begun (and
-when), and its recorded outcome, "late" when the record arrived after the
-call stopped being pending. A begun call with no outcome that is still
-pending is in doubt; show says what Reconcile decides for it. It reads only.
+when), and its recorded effect, "late" when the record arrived after the
+tool use stopped being pending. A begun tool use with no effect that is
+still pending is in doubt; show says what Reconcile decides for it. It reads only.
 
 --thread THREAD lists a LangGraph thread's ledger instead (ListThreadEffects:
-the calls DurableToolNode and @durable ran), in namespace and tool use id
-order: each call's effect class, its latest attempt and that attempt's state
-(begun, succeeded, failed), and NEXT, what a node running the call again is
-answered: REUSE the recorded result, RUN it (a failed attempt, or a
-read-only or idempotent call begun without an outcome), or IN_DOUBT (a
-side-effecting call begun without an outcome).`,
+the tool uses DurableToolNode and @durable ran), in namespace and tool use
+id order: each tool use's effect class, its latest attempt and that
+attempt's state (begun, succeeded, failed), and NEXT, what a node running
+the tool use again is answered: REUSE the recorded result, RUN it (a failed
+attempt, or a read-only or idempotent tool use begun without an outcome),
+or IN_DOUBT (a side-effecting tool use begun without an outcome).`,
 		setup: setupEffects,
 	})
 }
@@ -76,6 +76,9 @@ func setupEffects(fs *flag.FlagSet) runFunc {
 					outcome = "output " + quoteLine(eff.GetOutput())
 					if eff.GetIsError() {
 						outcome = "error " + quoteLine(eff.GetOutput())
+					}
+					if eff.GetRefused() {
+						outcome = "refused, never ran: " + quoteLine(eff.GetOutput())
 					}
 					if eff.GetLate() {
 						outcome += " (late)"

@@ -22,11 +22,11 @@ func init() {
 		help: `
 Makes NEW_SESSION a session of its own whose history, pending tool uses and
 state are SESSION's at --revision (default: its latest), with the ledger
-entries of the calls in that history (ForkSession). SESSION is only read.
+entries of the tool uses in that history (ForkSession). SESSION is only read.
 
 It then lists the side effects SESSION performed after that revision: the
-calls that are not read-only recorded since ("performed"), and those begun
-since whose outcome is unknown ("in doubt"). The world already holds them:
+tool uses that are not read-only recorded since ("performed"), and those
+begun since whose outcome is unknown ("in doubt"). The world already holds them:
 tell the model about them in the fork, rather than letting it run them again.
 The fork is not resumed; its first epoch is printed.`,
 		setup: setupFork,

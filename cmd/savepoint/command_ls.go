@@ -22,10 +22,9 @@ func init() {
 		help: `
 Lists every live session in session id order, one line each, from the
 latest revision: its status (active, completed or failed), its turn and
-revision, its pending tool uses, how many of
-them Reconcile would report as in doubt right now (side-effecting calls whose
-outcome is unknown: they need a person before the agent resumes), and when it
-was last saved (UTC). A session whose record cannot be decoded is listed with
+revision, its pending tool uses, how many of them Reconcile would report as
+in doubt right now (side-effecting tool uses whose outcome is unknown: they
+need a person before the agent resumes), and when it was last saved (UTC). A session whose record cannot be decoded is listed with
 "damaged" so it can be found and deleted.
 
 The filters combine: --label keeps the sessions carrying every given label,

@@ -21,7 +21,7 @@ func init() {
 		help: `
 Makes a new latest revision of SESSION equal to revision N (RewindSession):
 its history, pending tool uses and state. Every revision stays readable,
-and the ledger is kept: a call pending at N that was recorded since stays
+and the ledger is kept: a tool use pending at N that was recorded since stays
 recorded, so the next Reconcile reuses it instead of running it again.
 
 It lists the side effects performed after revision N, as fork does: tell

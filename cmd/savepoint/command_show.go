@@ -26,16 +26,16 @@ epoch and labels; its whole history, message by message (text, tool_use and
 tool_result blocks are shown as text, other content as JSON), with a turn
 marker before each assistant message; its pending tool uses, each with the
 decision Reconcile makes for it now (REUSE, RUN or IN_DOUBT, and why), the
-idempotency key of a begun call and the tool result an in-doubt call gets;
-and the ledger entries of those calls (their recorded effects), as Reconcile
-reports them. It reads only: it takes no ownership and runs nothing.
+idempotency key of a begun tool use and the tool result an in-doubt one
+gets; and the effects recorded for them, as Reconcile reports them. It
+reads only: it takes no ownership and runs nothing.
 
 --revision reads an older kept revision; Reconcile decides only the latest
 revision's pending tool uses, so an older one's are listed without decisions.
 
 --thread THREAD prints a LangGraph thread instead: its checkpoints, newest
 first, in every namespace (id, parent, pending writes, metadata), and its
-ledger, each call with its input, idempotency key, latest attempt and
+ledger, each tool use with its input, idempotency key, latest attempt and
 outcome, and what a node running it again is answered and why (the rules
 savepoint help effects lists).`,
 		setup: setupShow,
@@ -165,11 +165,14 @@ func printTranscript(w io.Writer, v *sessionView) error {
 		}
 	}
 	p.line("")
-	p.line("Ledger entries of the pending tool uses (%d)", len(ledger))
+	p.line("Effects recorded for the pending tool uses (%d)", len(ledger))
 	for _, eff := range ledger {
 		var flags []string
 		if eff.GetIsError() {
 			flags = append(flags, "error")
+		}
+		if eff.GetRefused() {
+			flags = append(flags, "refused, never ran")
 		}
 		if eff.GetLate() {
 			flags = append(flags, "late")

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // startUI runs savepoint ui with args until the test ends and returns the

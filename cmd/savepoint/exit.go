@@ -98,11 +98,11 @@ func classify(err error, addr string) (int, string) {
 	switch {
 	case errors.Is(err, errDamage):
 		return exitDamaged, reason
-	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrRevisionNotFound), errors.Is(err, errThreadNotFound):
+	case errors.Is(err, client.ErrSessionNotFound), errors.Is(err, client.ErrRevisionNotFound), errors.Is(err, errThreadNotFound):
 		return exitNotFound, reason
-	case errors.Is(err, client.ErrCorrupt):
+	case errors.Is(err, client.ErrCheckpointCorrupt):
 		return exitDamaged, reason
-	case errors.Is(err, client.ErrFenced):
+	case errors.Is(err, client.ErrSessionFenced):
 		return exitFenced, reason + "; pass the current --epoch, or --take-over"
 	case errors.Is(err, context.DeadlineExceeded):
 		return exitUnavailable, "no answer within --timeout from savepointd at " + addr + ": " + reason

@@ -15,9 +15,9 @@ import (
 
 	"github.com/savepoint-dev/savepoint/client"
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the commands' output")
@@ -388,11 +388,11 @@ func TestRmTakeOverFencesTheAgent(t *testing.T) {
 	}
 	// Tombstone epoch 3: the take-over resumed (2 -> 3) before deleting.
 	err = agent.PointA(ctx, client.Message{Role: "assistant", ContentJSON: `"done"`}, nil)
-	if !errors.Is(err, client.ErrFenced) && !errors.Is(err, client.ErrNotFound) {
+	if !errors.Is(err, client.ErrSessionFenced) && !errors.Is(err, client.ErrSessionNotFound) {
 		t.Errorf("the agent saved after rm --take-over: %v", err)
 	}
-	if _, err := c.GetSession(ctx, "busy", 0); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("after rm: %v, want ErrNotFound", err)
+	if _, err := c.GetSession(ctx, "busy", 0); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Errorf("after rm: %v, want ErrSessionNotFound", err)
 	}
 }
 
@@ -469,10 +469,10 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{usagef("x"), exitUsage},
 		{errDamage, exitDamaged},
-		{fmt.Errorf("wrapped: %w", client.ErrNotFound), exitNotFound},
+		{fmt.Errorf("wrapped: %w", client.ErrSessionNotFound), exitNotFound},
 		{client.ErrRevisionNotFound, exitNotFound},
-		{client.ErrCorrupt, exitDamaged},
-		{client.ErrFenced, exitFenced},
+		{client.ErrCheckpointCorrupt, exitDamaged},
+		{client.ErrSessionFenced, exitFenced},
 		{client.ErrUnavailable, exitUnavailable},
 		{context.DeadlineExceeded, exitUnavailable},
 		{client.ErrInvalidArgument, exitFail},

@@ -19,7 +19,7 @@ import (
 
 // A graph thread (GraphCheckpointService: LangGraph's checkpoints) as show,
 // effects and export --thread print it: its checkpoints' headers and its
-// ledger, with what a node running each call again would be answered.
+// ledger, with what a node running each tool use again would be answered.
 
 // threadView is what show and export --thread read of a thread.
 type threadView struct {
@@ -86,7 +86,7 @@ func printThread(w io.Writer, v *threadView) error {
 		p.line("    metadata  %s", compact(c.cp.GetMetadataJson()))
 	}
 	p.line("")
-	p.line("Ledger (%d), with what a node running each call again is answered", len(v.effects))
+	p.line("Ledger (%d), with what a node running each tool use again is answered", len(v.effects))
 	for _, e := range v.effects {
 		p.line("  %s  %s  namespace %s  %s, attempt %d, %s", e.GetToolUseId(), e.GetName(), nsText(e.GetCheckpointNs()),
 			effectClassText(e.GetEffectClass()), e.GetAttempts(), threadEffectStateText(e.GetState()))

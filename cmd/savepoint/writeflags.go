@@ -49,7 +49,7 @@ func (w *writeFlags) ownEpoch(ctx context.Context, raw savepointv1.SavepointServ
 	r, err := raw.Resume(ctx, &savepointv1.ResumeRequest{SessionId: id})
 	// A session that cannot be decoded cannot be resumed; its error carries
 	// the epoch, which is all a delete of it needs.
-	if e, ok := errors.AsType[*client.Error](err); ok && errors.Is(err, client.ErrCorrupt) && e.CurrentEpoch > 0 {
+	if e, ok := errors.AsType[*client.Error](err); ok && errors.Is(err, client.ErrCheckpointCorrupt) && e.CurrentEpoch > 0 {
 		return e.CurrentEpoch, nil
 	}
 	if err != nil {

@@ -172,7 +172,7 @@ func (m *migration) run(ctx context.Context) int {
 		}
 		m.revisions += len(d.Revisions)
 		m.messages += len(d.Messages)
-		m.calls += len(d.Calls)
+		m.calls += len(d.Ledger)
 		m.requests += len(d.Requests)
 		if n := m.live + m.tombs; time.Since(last) >= time.Second || n == info.Sessions {
 			last = time.Now()
@@ -203,7 +203,7 @@ func (m *migration) run(ctx context.Context) int {
 		}
 	}
 	for _, sid := range m.tombIDs {
-		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrNotFound) {
+		if _, err := m.dst.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrSessionNotFound) {
 			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}
@@ -235,7 +235,7 @@ func (m *migration) run(ctx context.Context) int {
 
 // compareSession reads one live session from both stores through
 // core.Store and returns how they differ: every kept revision with all
-// its messages, the pending calls and the ledger.
+// its messages, the pending tool uses and the ledger.
 func compareSession(ctx context.Context, a, b core.Store, sid string) error {
 	latest, err := a.Checkpoint(ctx, sid, 0)
 	if err != nil {
@@ -267,12 +267,12 @@ func compareSession(ctx context.Context, a, b core.Store, sid string) error {
 			return fmt.Errorf("session %q revision %d: the messages differ (%d and %d; %v)", sid, rev, len(wm), len(gm), err)
 		}
 	}
-	wr, wc, err := a.PendingCalls(ctx, sid)
+	wr, wc, err := a.PendingToolUses(ctx, sid)
 	if err != nil {
 		return fmt.Errorf("session %q: source: %w", sid, err)
 	}
-	if gr, gc, err := b.PendingCalls(ctx, sid); err != nil || gr != wr || !reflect.DeepEqual(normalizeCalls(wc), normalizeCalls(gc)) {
-		return fmt.Errorf("session %q: the pending calls differ (%v)", sid, err)
+	if gr, gc, err := b.PendingToolUses(ctx, sid); err != nil || gr != wr || !reflect.DeepEqual(normalizePending(wc), normalizePending(gc)) {
+		return fmt.Errorf("session %q: the pending tool uses differ (%v)", sid, err)
 	}
 	we, err := allEffects(ctx, a, sid)
 	if err != nil {
@@ -332,8 +332,8 @@ func normalizeTimes(es []core.LedgerEntry) []core.LedgerEntry {
 	return es
 }
 
-// normalizeCalls puts the calls' effects' times in UTC.
-func normalizeCalls(cs []core.PendingCall) []core.PendingCall {
+// normalizePending puts the calls' effects' times in UTC.
+func normalizePending(cs []core.PendingToolUse) []core.PendingToolUse {
 	for i := range cs {
 		if e := cs[i].Effect; e != nil {
 			c := *e

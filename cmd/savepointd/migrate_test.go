@@ -14,10 +14,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // fillStore writes, through core.Store, the sessions the migration tests
@@ -61,7 +61,7 @@ func fillStore(t *testing.T, dir string) {
 			epoch = cp.Epoch
 		}
 	}
-	// "calls": three pending calls: one begun and recorded, one begun (in
+	// "calls": three pending tool uses: one begun and recorded, one begun (in
 	// doubt), one never begun.
 	res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "calls", Task: "tools", RequestID: requestID(100),
 		AppendMessages: []core.Message{{Role: "assistant", ContentJSON: `"use tools"`}},

@@ -7,10 +7,10 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/daemon/graphtest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestPostgresGraph: two savepointd on one PostgreSQL database serve

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // TestRuntimeSettings checks, through the running daemon's /metrics, the

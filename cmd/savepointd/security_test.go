@@ -13,7 +13,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 func TestParseSecurityFlags(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // unitSettings returns the values of key in contrib/systemd/savepointd.service.

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	"github.com/savepoint-dev/savepoint/internal/version"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 func TestVersionFlag(t *testing.T) {

@@ -139,7 +139,7 @@ func TestBackupWhileServing(t *testing.T) {
 	if rep, err := dst.Verify(ctx); err != nil || len(rep.Damaged) != 0 {
 		t.Errorf("verify of the restored store: %+v %v", rep, err)
 	}
-	if _, err := dst.Checkpoint(ctx, "s05", 0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := dst.Checkpoint(ctx, "s05", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Errorf("a session deleted between backups came back: %v", err)
 	}
 	t.Logf("%d saves during the backups; files of %d, %d and %d bytes", saves.Load(), files[0].Len(), files[1].Len(), files[2].Len())

@@ -80,9 +80,9 @@ func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (
 				inHistory[u.ToolUseId] = true
 			}
 		}
-		err = eachCall(t, sid, h, func(id string, call *storagev1.CallRecord) error {
+		err = eachLedgerEntry(t, sid, h, func(id string, call *storagev1.LedgerEntryRecord) error {
 			if inHistory[id] {
-				src.Calls = append(src.Calls, ledgerEntry(id, call))
+				src.Ledger = append(src.Ledger, ledgerEntry(id, call))
 			}
 			return nil
 		})

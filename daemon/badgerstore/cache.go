@@ -3,7 +3,7 @@ package badgerstore
 import "sync"
 
 // The record cache keeps the newest durable value of the small records every
-// write reads back: session heads (and tombstones) and call records. It is
+// write reads back: session heads (and tombstones) and ledger entries. It is
 // filled only by the engine, after a commit's sync succeeded, with what that
 // commit wrote; it never holds a value the disk does not.
 //
@@ -40,7 +40,7 @@ func newRecordCache() *recordCache {
 
 // cached reports whether key is of a kind the cache keeps.
 func cached(key []byte) bool {
-	return len(key) > 0 && (key[0] == kindSession || key[0] == kindCall)
+	return len(key) > 0 && (key[0] == kindSession || key[0] == kindLedgerEntry)
 }
 
 // get returns key's value when it was committed at or before seq. The value

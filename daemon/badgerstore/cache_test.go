@@ -163,14 +163,14 @@ func TestCacheFollowsDeleteFenceAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 2, Epoch: cp.Epoch - 1}); !errors.Is(err, core.ErrFenced) {
-		t.Fatalf("save with the epoch before Resume: %v, want ErrFenced", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 2, Epoch: cp.Epoch - 1}); !errors.Is(err, core.ErrSessionFenced) {
+		t.Fatalf("save with the epoch before Resume: %v, want ErrSessionFenced", err)
 	}
 	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 2, Epoch: cp.Epoch}); err != nil {
 		t.Fatal(err)
 	}
 
-	// BeginEffect and RecordEffect read the call record a save wrote.
+	// BeginEffect and RecordEffect read the ledger entry a save wrote.
 	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 3, Epoch: cp.Epoch,
 		PendingToolUses: []core.ToolUse{{ID: "t1", Name: "w", BeginTracked: true}}}); err != nil {
 		t.Fatal(err)
@@ -194,14 +194,14 @@ func TestCacheFollowsDeleteFenceAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Checkpoint(ctx, "c", 0); !errors.Is(err, core.ErrNotFound) {
-		t.Fatalf("checkpoint after delete: %v, want ErrNotFound", err)
+	if _, err := s.Checkpoint(ctx, "c", 0); !errors.Is(err, core.ErrSessionNotFound) {
+		t.Fatalf("checkpoint after delete: %v, want ErrSessionNotFound", err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 4, Epoch: cp.Epoch}); !errors.Is(err, core.ErrNotFound) {
-		t.Fatalf("save at the deleted revision: %v, want ErrNotFound", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 4, Epoch: cp.Epoch}); !errors.Is(err, core.ErrSessionNotFound) {
+		t.Fatalf("save at the deleted revision: %v, want ErrSessionNotFound", err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", Epoch: tomb}); !errors.Is(err, core.ErrFenced) {
-		t.Fatalf("re-create at the tombstone's epoch: %v, want ErrFenced", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", Epoch: tomb}); !errors.Is(err, core.ErrSessionFenced) {
+		t.Fatalf("re-create at the tombstone's epoch: %v, want ErrSessionFenced", err)
 	}
 	res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c"})
 	if err != nil {
@@ -234,8 +234,8 @@ func TestCacheAcrossInstances(t *testing.T) {
 	}
 	c := openT(t, dir)
 	defer c.Close()
-	if _, err := c.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 3, Epoch: cp.Epoch - 1}); !errors.Is(err, core.ErrFenced) {
-		t.Fatalf("save with the epoch before the other instance's Resume: %v, want ErrFenced", err)
+	if _, err := c.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 3, Epoch: cp.Epoch - 1}); !errors.Is(err, core.ErrSessionFenced) {
+		t.Fatalf("save with the epoch before the other instance's Resume: %v, want ErrSessionFenced", err)
 	}
 	if _, err := c.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: 2, Epoch: cp.Epoch}); !errors.Is(err, core.ErrRevisionMismatch) {
 		t.Fatalf("save at the revision before the other instance's save: %v, want ErrRevisionMismatch", err)

@@ -49,7 +49,7 @@ func (e *engine) checkpointLoop() {
 		// A spare ready for the next segment keeps its zero-filling off the
 		// commit path; failing here (a full disk) is not fatal, the commit
 		// that needs it tries again and answers a full disk itself.
-		_ = e.wal.prepareSpare()
+		_ = e.wal.PrepareSpare()
 	}
 }
 
@@ -64,11 +64,11 @@ func (e *engine) checkpoint(force bool) error {
 	if e.wal == nil {
 		return e.syncBadger()
 	}
-	mark, applied := e.wal.positions()
+	mark, applied := e.wal.Positions()
 	if applied == mark && !force {
 		return nil
 	}
-	e.wal.sinceMark.Store(0)
+	e.wal.ResetSinceMark()
 	tables := tableIDs(e.db) // before the directory sync that makes their entries durable
 	if err := e.syncBadger(); err != nil {
 		return err
@@ -77,11 +77,11 @@ func (e *engine) checkpoint(force bool) error {
 		return err
 	}
 	if applied != mark {
-		if err := e.wal.writeMark(applied); err != nil {
+		if err := e.wal.WriteMark(applied); err != nil {
 			return err
 		}
 	}
-	return e.wal.recycle(applied.seg)
+	return e.wal.Recycle(applied.Segment())
 }
 
 // syncBadger makes durable everything applied to Badger so far: the value

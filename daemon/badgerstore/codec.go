@@ -74,7 +74,7 @@ func put(t *tx, key []byte, m proto.Message) error {
 }
 
 // get reads key into m; found is false when the key is absent. A value that
-// fails its checksum or does not decode is core.ErrCorrupt.
+// fails its checksum or does not decode is core.ErrCheckpointCorrupt.
 //
 // h is the session's head when it is known, so that the error can carry the
 // session's revision and epoch (a client needs the epoch to delete it).

@@ -73,7 +73,7 @@ const DefaultTombstoneRetention = 7 * 24 * time.Hour
 // purge left in the list of purge records. The caller holds the session's
 // lock, so the session cannot be re-created meanwhile.
 func (s *Store) purge(sessionID string) error {
-	for _, kind := range []byte{kindRevision, kindMessage, kindCall, kindRequest} {
+	for _, kind := range []byte{kindRevision, kindMessage, kindLedgerEntry, kindRequest} {
 		prefix := sessionScope(kind, sessionID)
 		for more := true; more; {
 			err := s.update(func(t *tx) error {

@@ -42,9 +42,9 @@ func (d *domainTxn) PutHead(sid string, h *core.HeadRecord) error {
 	return put(d.t, sessionKey(sid), d.rec)
 }
 
-func (d *domainTxn) Call(sid, toolUseID string) (*core.LedgerEntry, error) {
-	var r storagev1.CallRecord
-	found, err := get(d.t, d.rec, sid, callKey(sid, toolUseID), &r)
+func (d *domainTxn) LedgerEntry(sid, toolUseID string) (*core.LedgerEntry, error) {
+	var r storagev1.LedgerEntryRecord
+	found, err := get(d.t, d.rec, sid, ledgerEntryKey(sid, toolUseID), &r)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -52,8 +52,8 @@ func (d *domainTxn) Call(sid, toolUseID string) (*core.LedgerEntry, error) {
 	return &e, nil
 }
 
-func (d *domainTxn) PutCall(sid string, c *core.LedgerEntry) error {
-	return put(d.t, callKey(sid, c.ToolUseID), callRecord(c))
+func (d *domainTxn) PutLedgerEntry(sid string, c *core.LedgerEntry) error {
+	return put(d.t, ledgerEntryKey(sid, c.ToolUseID), ledgerEntryRecord(c))
 }
 
 func (d *domainTxn) Request(sid, requestID string) (*core.RequestRecord, error) {
@@ -92,8 +92,8 @@ func (d *domainTxn) Revision(sid string, _ *core.HeadRecord, rev uint64) (*core.
 	return &rr, nil
 }
 
-func (d *domainTxn) EachCall(sid string, fn func(c *core.LedgerEntry) (bool, error)) error {
-	err := eachCall(d.t, sid, d.rec, func(id string, call *storagev1.CallRecord) error {
+func (d *domainTxn) EachLedgerEntry(sid string, fn func(c *core.LedgerEntry) (bool, error)) error {
+	err := eachLedgerEntry(d.t, sid, d.rec, func(id string, call *storagev1.LedgerEntryRecord) error {
 		e := ledgerEntry(id, call)
 		more, err := fn(&e)
 		if err == nil && !more {

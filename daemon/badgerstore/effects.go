@@ -16,15 +16,15 @@ func afterRevision(t *tx, sessionID string, h *storagev1.SessionRecord, rec *sto
 	return core.AfterRevision(&domainTxn{t: t, rec: h}, sessionID, &r)
 }
 
-// eachCall calls fn with every call record of the session, in tool use id
+// eachLedgerEntry calls fn with every ledger entry of the session, in tool use id
 // order.
-func eachCall(t *tx, sessionID string, h *storagev1.SessionRecord, fn func(id string, call *storagev1.CallRecord) error) error {
-	prefix := sessionScope(kindCall, sessionID)
+func eachLedgerEntry(t *tx, sessionID string, h *storagev1.SessionRecord, fn func(id string, call *storagev1.LedgerEntryRecord) error) error {
+	prefix := sessionScope(kindLedgerEntry, sessionID)
 	it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		key := it.Item().KeyCopy(nil)
-		var call storagev1.CallRecord
+		var call storagev1.LedgerEntryRecord
 		if err := it.Item().Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
 			return corrupt(h, sessionID, err)
 		}
@@ -35,11 +35,11 @@ func eachCall(t *tx, sessionID string, h *storagev1.SessionRecord, fn func(id st
 	return nil
 }
 
-func ledgerEntry(id string, call *storagev1.CallRecord) core.LedgerEntry {
+func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry {
 	e := core.LedgerEntry{
 		ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
 		BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
-		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
+		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey, Registered: call.Registered,
 	}
 	if call.BeginTime != nil {
 		e.BeginTime = call.BeginTime.AsTime()
@@ -52,7 +52,7 @@ func ledgerEntry(id string, call *storagev1.CallRecord) core.LedgerEntry {
 	return e
 }
 
-// Effects returns the ledger of a live session: its call records that were
+// Effects returns the ledger of a live session: its ledger entries that were
 // begun or hold an effect, in tool use id order.
 func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
 	var out []core.LedgerEntry
@@ -61,12 +61,12 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 		if err != nil {
 			return err
 		}
-		prefix := sessionScope(kindCall, sessionID)
+		prefix := sessionScope(kindLedgerEntry, sessionID)
 		it := t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		seek := prefix
 		if after != "" {
-			seek = callKey(sessionID, after)
+			seek = ledgerEntryKey(sessionID, after)
 		}
 		for it.Seek(seek); it.Valid() && len(out) < limit; it.Next() {
 			item := it.Item()
@@ -75,26 +75,14 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if id == after {
 				continue
 			}
-			var call storagev1.CallRecord
+			var call storagev1.LedgerEntryRecord
 			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
 				return corrupt(h, sessionID, err)
 			}
 			if !call.Begun && call.Effect == nil {
 				continue
 			}
-			e := core.LedgerEntry{
-				ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
-				BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
-				Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
-			}
-			if call.BeginTime != nil {
-				e.BeginTime = call.BeginTime.AsTime()
-			}
-			if call.Effect != nil {
-				eff := effectFromRecord(call.Effect)
-				e.Effect = &eff
-			}
-			out = append(out, e)
+			out = append(out, ledgerEntry(id, &call))
 		}
 		return nil
 	})

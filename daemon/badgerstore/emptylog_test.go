@@ -14,7 +14,7 @@ import (
 // TestEmptyValueLogIgnored opens a store beside an empty value-log file
 // numbered after the last, as a power cut leaves the file Badger created
 // at its open or at a rotation when a directory sync made its entry durable
-// before anything synced its data (TestPowerCutAtFirstStart, daemon/crashtest),
+// before anything synced its data (TestPowerCutAtFirstStart, tests/crashtest),
 // and as a process that ends while Badger deletes a collected file leaves
 // one; Badger alone refuses to open then ("Create a new file").
 func TestEmptyValueLogIgnored(t *testing.T) {

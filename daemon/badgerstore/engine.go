@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/wal"
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
@@ -19,7 +20,7 @@ import (
 
 // The engine is the store's only writer. Requests that arrive while a commit
 // is in flight are folded into the next one. Each commit is one record of
-// the write-ahead log (wal.go), made durable by one fdatasync of its
+// the write-ahead log (internal/wal), made durable by one fdatasync of its
 // segment, and only then applied to Badger as one transaction, with no
 // sync: Badger is made durable in the background (checkpoint.go). Each
 // request is acknowledged, and the commit made readable (snapshot.go), only
@@ -72,7 +73,7 @@ type Stats struct {
 	WriteReadBytes uint64
 	// DamagedTables counts the tables the background scrub found damaged.
 	DamagedTables uint64
-	// CacheHits counts the reads of session heads and call records that the
+	// CacheHits counts the reads of session heads and ledger entries that the
 	// record cache answered instead of Badger (cache.go).
 	CacheHits uint64
 }
@@ -87,10 +88,10 @@ type engine struct {
 	statfs     func(dir string) (free uint64, err error) // replaced in tests
 	sync       func() error                              // makes a commit's log record durable; replaced in tests
 	badgerSync func() error                              // db.Sync, at a checkpoint; replaced in tests
-	wal        *wal                                      // nil in memory
+	wal        *wal.Log                                  // nil in memory
 	files      *dataFiles                                // nil in memory (engine_files.go)
 	onCommit   func(seq uint64)
-	cache      *recordCache // the newest durable heads and call records (cache.go)
+	cache      *recordCache // the newest durable heads and ledger entries (cache.go)
 	snaps      *snapshots   // read versions (snapshot.go)
 	version    uint64       // Badger version of the last commit; owned by the committer
 
@@ -128,7 +129,7 @@ type engine struct {
 
 // newEngine starts the engine of db after commit seq; w is the log (nil in
 // memory), opened and marked.
-func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64), w *wal) *engine {
+func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit func(uint64), w *wal.Log) *engine {
 	e := &engine{
 		db: db, dir: dir, reserve: reserve,
 		maxSize:    db.MaxBatchSize() - int64(len(seqKey)+8+entryOverhead),
@@ -158,7 +159,7 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		}),
 	}
 	if w != nil {
-		e.sync = w.sync
+		e.sync = w.Sync
 		e.files = &dataFiles{dir: dir}
 	}
 	if skipSync {
@@ -300,10 +301,10 @@ func (e *engine) write(batch []*op) error {
 	seq := e.seq.Load() + 1
 	e.cache.forget(batch) // before Badger makes the batch visible
 	version := e.version + 1
-	var pos walPos
+	var pos wal.Pos
 	if e.wal != nil {
 		var err error
-		if pos, err = e.wal.appendRecord(appendCommitPayload(e.wal.recordBuf(), version, batch)); err != nil {
+		if pos, err = e.wal.AppendRecord(appendCommitPayload(e.wal.RecordBuf(), version, batch)); err != nil {
 			if errors.Is(err, syscall.ENOSPC) {
 				return fmt.Errorf("%w: %v; free space to resume writes (reads keep working)", core.ErrDiskFull, err)
 			}
@@ -333,8 +334,8 @@ func (e *engine) write(batch []*op) error {
 	e.db.SetDiscardTs(e.snaps.advance(version))
 	e.seq.Store(seq) // after advance: a reader of seq reads at version or later (newTx)
 	if e.wal != nil {
-		e.wal.setApplied(pos)
-		if e.wal.sinceMark.Load() >= checkpointBytes {
+		e.wal.SetApplied(pos)
+		if e.wal.SinceMark() >= checkpointBytes {
 			select {
 			case e.kick <- struct{}{}:
 			default:

@@ -13,7 +13,7 @@ import (
 )
 
 // Three gaps in Badger's durability with SyncWrites off, each found by the
-// power-cut harness (daemon/crashtest TestPowerCut), which db.Sync alone
+// power-cut harness (tests/crashtest TestPowerCut), which db.Sync alone
 // leaves open and the engine closes around it:
 //
 //   - Badger creates files (a value-log file, a memtable's log) without

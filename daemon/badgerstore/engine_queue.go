@@ -75,7 +75,7 @@ func (e *engine) take() []*op {
 		for ; n < len(e.queue); n++ {
 			o := e.queue[n]
 			if o.exclusive != nil || size+o.size > e.maxSize || count+int64(len(o.writes)) > e.maxCount ||
-				(e.wal != nil && bytes+o.logBytes > e.wal.segSize/4) {
+				(e.wal != nil && bytes+o.logBytes > e.wal.SegmentSize()/4) {
 				break // batches split only at request boundaries
 			}
 			size += o.size
@@ -103,14 +103,14 @@ func (e *engine) close() {
 		if e.err() == nil {
 			err := e.checkpoint(false)
 			if err == nil {
-				_, applied := e.wal.positions()
-				err = e.wal.writeMarkClean(applied, true)
+				_, applied := e.wal.Positions()
+				err = e.wal.WriteMarkClean(applied, true)
 			}
 			if err != nil {
 				e.fail(fmt.Errorf("checkpoint at close: %w", err))
 			}
 		}
-		e.wal.close()
+		e.wal.Close()
 	}
 	if e.files != nil {
 		e.files.close()

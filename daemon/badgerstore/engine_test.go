@@ -244,7 +244,7 @@ func TestMigrateFormat1(t *testing.T) {
 	if err := s.view(ctx, func(t *tx) error { _, err := get(t, nil, "", formatKey, &rec); return err }); err != nil || rec.Version != FormatVersion {
 		t.Fatalf("format after migration: %v %v", rec.Version, err)
 	}
-	_, calls, err := s.PendingCalls(ctx, "fixture-1")
+	_, calls, err := s.PendingToolUses(ctx, "fixture-1")
 	if err != nil || len(calls) != 1 || !calls[0].Begun || calls[0].Effect == nil || calls[0].Effect.Output != "written" {
 		t.Fatalf("fixture session after migration: %+v %v", calls, err)
 	}

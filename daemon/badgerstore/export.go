@@ -58,7 +58,7 @@ func countKind(t *tx, kind byte) int {
 
 // Export passes every session of the store, live or tombstone, to fn in
 // session id order, all read in one consistent view; it stops at fn's first
-// error and returns it. A damaged record is core.ErrCorrupt. Graph
+// error and returns it. A damaged record is core.ErrCheckpointCorrupt. Graph
 // threads are ExportGraph's.
 func (s *Store) Export(ctx context.Context, fn func(*core.SessionDump) error) error {
 	return s.view(ctx, func(t *tx) error {
@@ -113,19 +113,9 @@ func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 		}, &h)
 	}
 	if err == nil {
-		err = scan(t, sid, kindCall, func() proto.Message { return &storagev1.CallRecord{} }, func(rest []byte, m proto.Message) {
-			r := m.(*storagev1.CallRecord)
-			e := core.LedgerEntry{
-				ToolUseID: string(rest), Name: r.GetToolUse().GetName(), Class: effectClassFromRecord(r.GetToolUse().GetEffectClass()),
-				BeginTracked: r.GetToolUse().GetBeginTracked(), LastPendingRevision: r.LastPendingRevision,
-				Begun: r.Begun, IdempotencyKey: r.IdempotencyKey, BeginTime: timeOf(r.BeginTime),
-			}
-			if r.Effect != nil {
-				eff := effectFromRecord(r.Effect)
-				eff.ToolUseID = string(rest)
-				e.Effect = &eff
-			}
-			d.Calls = append(d.Calls, e)
+		err = scan(t, sid, kindLedgerEntry, func() proto.Message { return &storagev1.LedgerEntryRecord{} }, func(rest []byte, m proto.Message) {
+			r := m.(*storagev1.LedgerEntryRecord)
+			d.Ledger = append(d.Ledger, ledgerEntry(string(rest), r))
 		}, &h)
 	}
 	if err == nil {
@@ -133,6 +123,7 @@ func exportSession(t *tx, sid string) (*core.SessionDump, error) {
 			r := m.(*storagev1.RequestRecord)
 			d.Requests = append(d.Requests, core.RequestRecord{
 				RequestID: string(rest), Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
+				AlreadyBegun: r.AlreadyBegun,
 			})
 		}, &h)
 	}

@@ -63,7 +63,7 @@ func TestMigrateFormat3(t *testing.T) {
 	if err != nil || len(cp.PendingToolUses) != 1 || cp.PendingToolUses[0].Name != "write_report" || !cp.PendingToolUses[0].BeginTracked {
 		t.Fatalf("fixture-1 after migration: %+v %v", cp, err)
 	}
-	_, calls, err := s.PendingCalls(ctx, "fixture-1")
+	_, calls, err := s.PendingToolUses(ctx, "fixture-1")
 	if err != nil || len(calls) != 1 || calls[0].Effect == nil || calls[0].Effect.Output != "written" || calls[0].Effect.RecordTime.IsZero() {
 		t.Fatalf("fixture-1 calls after migration: %+v %v", calls, err)
 	}
@@ -86,7 +86,7 @@ func TestMigrateFormat3(t *testing.T) {
 	if n := expiries(t, s); !slices.Equal(n, []string{"fixture-3", "fixture-4"}) {
 		t.Errorf("tombstones listed to expire: %q", n)
 	}
-	if res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-4", Epoch: 1}); !errors.Is(err, core.ErrFenced) {
+	if res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "fixture-4", Epoch: 1}); !errors.Is(err, core.ErrSessionFenced) {
 		t.Errorf("create of fixture-4 at its deleted epoch: %+v %v", res, err)
 	}
 }
@@ -152,8 +152,8 @@ func TestSaveReadsNoRevision(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3}); !errors.Is(err, core.ErrCorrupt) {
-		t.Fatalf("save over an inconsistent head: %v, want ErrCorrupt", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3}); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Fatalf("save over an inconsistent head: %v, want ErrCheckpointCorrupt", err)
 	}
 }
 
@@ -205,8 +205,8 @@ func TestTombstoneExpiry(t *testing.T) {
 	}
 
 	// The stale owner's create is fenced; a fresh create starts above it.
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch}); !errors.Is(err, core.ErrFenced) {
-		t.Fatalf("create at the expired tombstone's epoch: %v, want ErrFenced", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch}); !errors.Is(err, core.ErrSessionFenced) {
+		t.Fatalf("create at the expired tombstone's epoch: %v, want ErrSessionFenced", err)
 	}
 	for _, sid := range []string{"s", "new"} {
 		res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: sid})
@@ -214,8 +214,8 @@ func TestTombstoneExpiry(t *testing.T) {
 			t.Fatalf("create %s after the expiry: %+v %v, want epoch %d", sid, res, err, cp.Epoch+1)
 		}
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: cp.Epoch}); !errors.Is(err, core.ErrFenced) {
-		t.Fatalf("the stale owner's save to the re-created session: %v, want ErrFenced", err)
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: cp.Epoch}); !errors.Is(err, core.ErrSessionFenced) {
+		t.Fatalf("the stale owner's save to the re-created session: %v, want ErrSessionFenced", err)
 	}
 
 	// A session re-created before its old tombstone's entry comes due keeps

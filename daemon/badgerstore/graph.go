@@ -62,7 +62,7 @@ func (s *Store) graphShare(thread, task string) func() {
 }
 
 // graphGet reads key into m; a value that fails its checksum or does not
-// decode is core.ErrCorrupt.
+// decode is core.ErrCheckpointCorrupt.
 func graphGet(t *tx, thread string, key []byte, m proto.Message) (found bool, err error) {
 	v, found, err := t.get(key)
 	if err != nil || !found {
@@ -76,7 +76,7 @@ func graphGet(t *tx, thread string, key []byte, m proto.Message) (found bool, er
 
 func graphCorrupt(thread string, err error) error {
 	return fmt.Errorf("%w: graph thread %q: stored data cannot be decoded (%v) and can no longer be trusted; delete the thread with DeleteThread",
-		core.ErrCorrupt, thread, err)
+		core.ErrCheckpointCorrupt, thread, err)
 }
 
 // threadHead returns the thread's head, nil when it has none.

@@ -16,7 +16,7 @@ import (
 // fn in thread id order, all read in one consistent view; it stops at fn's
 // first error and returns it. A chunked value's bytes are read from that
 // view while fn runs; the thread's other values are in memory. A damaged
-// record is core.ErrCorrupt; staged uploads, which Open removes, are not
+// record is core.ErrCheckpointCorrupt; staged uploads, which Open removes, are not
 // exported.
 func (s *Store) ExportGraph(ctx context.Context, fn func(*core.GraphThreadDump) error) error {
 	return s.view(ctx, func(t *tx) error {

@@ -308,8 +308,8 @@ func TestGraphVerify(t *testing.T) {
 	if err != nil || len(rep.Damaged) != 1 {
 		t.Fatalf("verify of a damaged checkpoint: %+v %v", rep, err)
 	}
-	if _, err := s.GetCheckpoint(ctx, "t", "", "", func(*core.GraphTuple) error { return nil }); !errors.Is(err, core.ErrCorrupt) {
-		t.Fatalf("get of a damaged checkpoint: %v, want ErrCorrupt", err)
+	if _, err := s.GetCheckpoint(ctx, "t", "", "", func(*core.GraphTuple) error { return nil }); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Fatalf("get of a damaged checkpoint: %v, want ErrCheckpointCorrupt", err)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkTurn is one agent turn with a side-effecting tool, the loop every
-// client runs: Point A (one message, one pending call), BeginEffect,
+// client runs: Point A (one message, one pending tool use), BeginEffect,
 // RecordEffect and Point B (the result): four durable writes per op, each
 // with its own sync at one writer.
 func BenchmarkTurn(b *testing.B) {
@@ -44,9 +44,9 @@ func BenchmarkTurn(b *testing.B) {
 }
 
 // BenchmarkReads are the read paths a client takes on every resume and
-// reconcile, on a session of 10,000 messages with one pending call: the
+// reconcile, on a session of 10,000 messages with one pending tool use: the
 // latest checkpoint (GetSession), one page of 100 messages from the middle
-// (ListMessages), and the pending calls with their ledger (Reconcile). None
+// (ListMessages), and the pending tool uses with their ledger (Reconcile). None
 // writes, so none syncs.
 func BenchmarkReads(b *testing.B) {
 	ctx := context.Background()
@@ -74,11 +74,11 @@ func BenchmarkReads(b *testing.B) {
 			}
 		}
 	})
-	b.Run("PendingCalls", func(b *testing.B) {
+	b.Run("PendingToolUses", func(b *testing.B) {
 		for b.Loop() {
-			_, calls, err := s.PendingCalls(ctx, "reads")
+			_, calls, err := s.PendingToolUses(ctx, "reads")
 			if err != nil || len(calls) != 1 {
-				b.Fatalf("PendingCalls: %d, %v", len(calls), err)
+				b.Fatalf("PendingToolUses: %d, %v", len(calls), err)
 			}
 		}
 	})

@@ -16,7 +16,7 @@ import (
 //	kindSession  sid 0x00                   -> SessionRecord (head or tombstone)
 //	kindRevision sid 0x00 revision(8, BE)   -> RevisionRecord
 //	kindMessage  sid 0x00 seq(8, BE)        -> Message
-//	kindCall     sid 0x00 tool_use_id       -> CallRecord
+//	kindLedgerEntry     sid 0x00 tool_use_id       -> LedgerEntryRecord
 //	kindRequest  sid 0x00 request_id        -> RequestRecord
 //	kindPurge    sid 0x00                   -> PurgeRecord (a delete to finish)
 //	kindExpiry   expiry(8, BE) sid          -> ExpiryRecord (a tombstone to remove)
@@ -25,15 +25,15 @@ import (
 // kindFormat also holds the commit sequence number (engine.go) and the
 // epoch floor of removed tombstones.
 const (
-	kindFormat   byte = 0x00
-	kindSession  byte = 0x01
-	kindRevision byte = 0x02
-	kindMessage  byte = 0x03
-	kindCall     byte = 0x04
-	kindRequest  byte = 0x05
-	kindPurge    byte = 0x06
-	kindExpiry   byte = 0x07
-	kindUpdated  byte = 0x08
+	kindFormat      byte = 0x00
+	kindSession     byte = 0x01
+	kindRevision    byte = 0x02
+	kindMessage     byte = 0x03
+	kindLedgerEntry byte = 0x04
+	kindRequest     byte = 0x05
+	kindPurge       byte = 0x06
+	kindExpiry      byte = 0x07
+	kindUpdated     byte = 0x08
 )
 
 var (
@@ -60,8 +60,8 @@ func messageKey(sessionID string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(sessionScope(kindMessage, sessionID), seq)
 }
 
-func callKey(sessionID, toolUseID string) []byte {
-	return append(sessionScope(kindCall, sessionID), toolUseID...)
+func ledgerEntryKey(sessionID, toolUseID string) []byte {
+	return append(sessionScope(kindLedgerEntry, sessionID), toolUseID...)
 }
 
 func requestKey(sessionID, requestID string) []byte {

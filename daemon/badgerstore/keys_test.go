@@ -23,16 +23,16 @@ func FuzzKeys(f *testing.F) {
 		if !validSessionID(s1) || !validSessionID(s2) {
 			return
 		}
-		k1, k2 := callKey(s1, id1), callKey(s2, id2)
+		k1, k2 := ledgerEntryKey(s1, id1), ledgerEntryKey(s2, id2)
 		if (s1 != s2 || id1 != id2) == bytes.Equal(k1, k2) {
 			t.Fatalf("(%q,%q) and (%q,%q) give keys %x and %x", s1, id1, s2, id2, k1, k2)
 		}
 		kind, sid, rest, err := decodeKey(k1)
-		if err != nil || kind != kindCall || sid != s1 || string(rest) != id1 {
+		if err != nil || kind != kindLedgerEntry || sid != s1 || string(rest) != id1 {
 			t.Fatalf("decode %x: %d %q %q %v", k1, kind, sid, rest, err)
 		}
 		// One session's scope never contains another session's keys.
-		if s1 != s2 && bytes.HasPrefix(k2, sessionScope(kindCall, s1)) {
+		if s1 != s2 && bytes.HasPrefix(k2, sessionScope(kindLedgerEntry, s1)) {
 			t.Fatalf("%q's scope holds %q's key", s1, s2)
 		}
 		rk := revisionKey(s1, uint64(len(id1)))

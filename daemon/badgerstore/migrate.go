@@ -142,7 +142,7 @@ func (s *Store) toFormat4() error {
 			// A session that cannot be migrated is left as it is, for
 			// Verify to report and DeleteSession to remove; the others
 			// are served.
-			if errors.Is(err, core.ErrCorrupt) || errors.Is(err, core.ErrRevisionNotFound) {
+			if errors.Is(err, core.ErrCheckpointCorrupt) || errors.Is(err, core.ErrRevisionNotFound) {
 				s.log.Error("a damaged session was left unmigrated", "session_id", sid, "err", err)
 				continue
 			}

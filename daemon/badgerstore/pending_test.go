@@ -6,9 +6,9 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
-// A session whose pending calls cannot be read is still listed, with every
+// A session whose pending tool uses cannot be read is still listed, with every
 // pending call counted in doubt; the others are counted as Reconcile decides.
-func TestListSessionsInDoubtOfDamagedCalls(t *testing.T) {
+func TestListSessionsInDoubtOfDamagedLedger(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	for _, id := range []string{"bad", "good"} {
@@ -17,7 +17,7 @@ func TestListSessionsInDoubtOfDamagedCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	damage(t, s, callKey("bad", "r"))
+	damage(t, s, ledgerEntryKey("bad", "r"))
 	sums, err := s.ListSessions(ctx, "", 10, core.SessionFilter{})
 	if err != nil || len(sums) != 2 {
 		t.Fatalf("list: %+v %v", sums, err)

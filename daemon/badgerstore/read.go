@@ -111,16 +111,16 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 	return page.Messages, err
 }
 
-func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []core.PendingCall, error) {
+func (s *Store) PendingToolUses(ctx context.Context, sessionID string) (uint64, []core.PendingToolUse, error) {
 	var rev uint64
-	var calls []core.PendingCall
+	var calls []core.PendingToolUse
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sessionID)
 		if err != nil {
 			return err
 		}
 		hr := headFromRecord(h)
-		rev, calls, err = core.PendingCalls(&domainTxn{t: t, rec: h}, sessionID, &hr)
+		rev, calls, err = core.PendingToolUses(&domainTxn{t: t, rec: h}, sessionID, &hr)
 		return err
 	})
 	return rev, calls, err
@@ -180,7 +180,7 @@ func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSumm
 	var out core.SessionSummary
 	err := s.view(ctx, func(t *tx) error {
 		h, err := mustHead(t, sessionID)
-		if errors.Is(err, core.ErrCorrupt) {
+		if errors.Is(err, core.ErrCheckpointCorrupt) {
 			out = core.SessionSummary{SessionID: sessionID} // as ListSessions lists it
 			return nil
 		}
@@ -196,4 +196,19 @@ func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSumm
 		return nil
 	})
 	return out, err
+}
+
+func (s *Store) LedgerToolUses(ctx context.Context, sessionID string, ids []string) (uint64, []core.PendingToolUse, error) {
+	var rev uint64
+	var calls []core.PendingToolUse
+	err := s.view(ctx, func(t *tx) error {
+		h, err := mustHead(t, sessionID)
+		if err != nil {
+			return err
+		}
+		hr := headFromRecord(h)
+		rev, calls, err = core.LedgerToolUses(&domainTxn{t: t, rec: h}, sessionID, &hr, ids)
+		return err
+	})
+	return rev, calls, err
 }

@@ -58,7 +58,7 @@ func effectClassFromRecord(c storagev1.EffectClass) core.EffectClass {
 
 // effectRecord leaves a zero RecordTime unset.
 func effectRecord(e core.Effect) *storagev1.Effect {
-	r := &storagev1.Effect{ToolUseId: e.ToolUseID, Name: e.Name, Output: e.Output, IsError: e.IsError, Late: e.Late}
+	r := &storagev1.Effect{ToolUseId: e.ToolUseID, Name: e.Name, Output: e.Output, IsError: e.IsError, Late: e.Late, Refused: e.Refused}
 	if !e.RecordTime.IsZero() {
 		r.RecordTime = timestamppb.New(e.RecordTime)
 	}
@@ -66,7 +66,7 @@ func effectRecord(e core.Effect) *storagev1.Effect {
 }
 
 func effectFromRecord(r *storagev1.Effect) core.Effect {
-	e := core.Effect{ToolUseID: r.GetToolUseId(), Name: r.GetName(), Output: r.GetOutput(), IsError: r.GetIsError(), Late: r.GetLate()}
+	e := core.Effect{ToolUseID: r.GetToolUseId(), Name: r.GetName(), Output: r.GetOutput(), IsError: r.GetIsError(), Late: r.GetLate(), Refused: r.GetRefused()}
 	if r.GetRecordTime() != nil {
 		e.RecordTime = r.GetRecordTime().AsTime()
 	}
@@ -169,12 +169,13 @@ func revisionRecord(r *core.RevisionRecord) *storagev1.RevisionRecord {
 	return rec
 }
 
-// callRecord is a ledger entry as stored: of its tool use, only what
+// ledgerEntryRecord is a ledger entry as stored: of its tool use, only what
 // RecordEffect checks (the revisions keep the input).
-func callRecord(c *core.LedgerEntry) *storagev1.CallRecord {
-	r := &storagev1.CallRecord{
+func ledgerEntryRecord(c *core.LedgerEntry) *storagev1.LedgerEntryRecord {
+	r := &storagev1.LedgerEntryRecord{
 		ToolUse:             &storagev1.ToolUse{ToolUseId: c.ToolUseID, Name: c.Name, EffectClass: effectClassRecord(c.Class), BeginTracked: c.BeginTracked},
 		LastPendingRevision: c.LastPendingRevision, Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: tsOf(c.BeginTime),
+		Registered: c.Registered,
 	}
 	if c.Effect != nil {
 		r.Effect = effectRecord(*c.Effect)
@@ -183,9 +184,9 @@ func callRecord(c *core.LedgerEntry) *storagev1.CallRecord {
 }
 
 func requestFromRecord(id string, r *storagev1.RequestRecord) core.RequestRecord {
-	return core.RequestRecord{RequestID: id, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}
+	return core.RequestRecord{RequestID: id, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch, AlreadyBegun: r.AlreadyBegun}
 }
 
 func requestRecord(r *core.RequestRecord) *storagev1.RequestRecord {
-	return &storagev1.RequestRecord{RequestId: r.RequestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}
+	return &storagev1.RequestRecord{RequestId: r.RequestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch, AlreadyBegun: r.AlreadyBegun}
 }

@@ -70,12 +70,12 @@ func TestBackupRestoreConverts(t *testing.T) {
 			if err != nil || len(ms) != 2 || ms[0].ContentJSON != `"hello"` || len(ms[1].ContentJSON) != ValueThreshold+12 {
 				t.Fatalf("restored messages: %d, %v", len(ms), err)
 			}
-			_, calls, err := d.PendingCalls(ctx, "s")
+			_, calls, err := d.PendingToolUses(ctx, "s")
 			if err != nil || len(calls) != 1 || calls[0].Effect == nil || calls[0].Effect.Output != "done" {
 				t.Fatalf("restored ledger: %+v, %v", calls, err)
 			}
-			if _, err := d.Checkpoint(ctx, "gone", 0); !errors.Is(err, core.ErrNotFound) {
-				t.Errorf("deleted session after restore: %v, want ErrNotFound", err)
+			if _, err := d.Checkpoint(ctx, "gone", 0); !errors.Is(err, core.ErrSessionNotFound) {
+				t.Errorf("deleted session after restore: %v, want ErrSessionNotFound", err)
 			}
 			if files := filesHolding(t, dst, `"bye"`); len(files) > 0 && tt.key == nil {
 				t.Errorf("a deleted session's message is in the restored files %v", files)

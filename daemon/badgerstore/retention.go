@@ -230,7 +230,7 @@ func (s *Store) expire(ctx context.Context, sids []string, expired func(*storage
 				return err // saved, completed or deleted meanwhile
 			}
 			deleted = append(deleted, sid)
-			for _, kind := range []byte{kindRevision, kindMessage, kindCall, kindRequest} {
+			for _, kind := range []byte{kindRevision, kindMessage, kindLedgerEntry, kindRequest} {
 				prefixes = append(prefixes, sessionScope(kind, sid))
 			}
 			if err := put(t, purgeKey(sid), &storagev1.PurgeRecord{Epoch: h.Epoch}); err != nil {

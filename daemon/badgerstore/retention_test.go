@@ -76,10 +76,10 @@ func TestRetentionCompletedAndIdle(t *testing.T) {
 	}
 	// A deleted session stays fenced: its old epoch cannot re-create it.
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "old", Epoch: 1})
-	if !errors.Is(err, core.ErrFenced) {
+	if !errors.Is(err, core.ErrSessionFenced) {
 		t.Errorf("re-create with the deleted epoch: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "done", 0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Checkpoint(ctx, "done", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Errorf("deleted session read: %v", err)
 	}
 	// Zero retention removes nothing.
@@ -277,7 +277,7 @@ func TestMaintenanceTicker(t *testing.T) {
 	clk.add(2 * time.Hour)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := s.Checkpoint(ctx, "idle", 0); errors.Is(err, core.ErrNotFound) {
+		if _, err := s.Checkpoint(ctx, "idle", 0); errors.Is(err, core.ErrSessionNotFound) {
 			return
 		}
 		if time.Now().After(deadline) {

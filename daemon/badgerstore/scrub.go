@@ -29,7 +29,7 @@ import (
 // verifies new tables every scrubNewEvery and re-reads every table every
 // scrubAllEvery, pausing between tables. Damage the scrub finds is logged
 // and counted (Stats.DamagedTables); the keys in the damaged table's range
-// then answer core.ErrCorrupt (DATA_LOSS, CHECKPOINT_CORRUPT) while the
+// then answer core.ErrCheckpointCorrupt (DATA_LOSS, CHECKPOINT_CORRUPT) while the
 // rest keep serving, and the table leaves the list, so the next Open checks
 // it again and refuses the directory, as it refuses any damaged table.
 
@@ -222,7 +222,7 @@ type scrubFindings struct {
 	tables atomic.Uint64
 }
 
-// check returns core.ErrCorrupt's cause when key is in a damaged table.
+// check returns core.ErrCheckpointCorrupt's cause when key is in a damaged table.
 func (d *scrubFindings) check(key []byte) error {
 	rs := d.ranges.Load()
 	if rs == nil {

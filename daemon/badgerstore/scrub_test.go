@@ -19,7 +19,7 @@ import (
 // TestVerifyOnlyNewTables: Open verifies only the tables its list does not
 // name, so damage to a listed table (same size and time) is not seen at
 // Open but by the scrub, which reports and counts it, makes the sessions in
-// the table's range answer ErrCorrupt, and takes the table off the list so
+// the table's range answer ErrCheckpointCorrupt, and takes the table off the list so
 // that the next Open refuses it.
 func TestVerifyOnlyNewTables(t *testing.T) {
 	dir := t.TempDir()
@@ -71,8 +71,8 @@ func TestVerifyOnlyNewTables(t *testing.T) {
 		t.Fatalf("scrub: %d damaged, %v, stats %+v", n, err, s.Stats())
 	}
 	for _, sid := range []string{"s000", "s299"} {
-		if _, err := s.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrCorrupt) {
-			t.Errorf("Checkpoint(%s) in a damaged table: %v, want ErrCorrupt", sid, err)
+		if _, err := s.Checkpoint(ctx, sid, 0); !errors.Is(err, core.ErrCheckpointCorrupt) {
+			t.Errorf("Checkpoint(%s) in a damaged table: %v, want ErrCheckpointCorrupt", sid, err)
 		}
 	}
 	if n, err := s.scrub(true); err != nil || n != 0 || s.Stats().DamagedTables != 1 {
@@ -85,7 +85,7 @@ func TestVerifyOnlyNewTables(t *testing.T) {
 }
 
 // TestDamagedRangeServesRest: only the keys in a damaged table's range
-// answer ErrCorrupt; other sessions keep serving, reads and writes.
+// answer ErrCheckpointCorrupt; other sessions keep serving, reads and writes.
 func TestDamagedRangeServesRest(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
@@ -96,8 +96,8 @@ func TestDamagedRangeServesRest(t *testing.T) {
 	}
 	s.damage.add(keyRange{first: revisionKey("a", 0), last: revisionKey("a", math.MaxUint64)})
 	var se *core.StateError
-	if _, err := s.Resume(ctx, "a", false); !errors.Is(err, core.ErrCorrupt) || !errors.As(err, &se) || se.CurrentEpoch != 1 {
-		t.Errorf("Resume(a), its revisions in a damaged table: %v, want ErrCorrupt with the epoch", err)
+	if _, err := s.Resume(ctx, "a", false); !errors.Is(err, core.ErrCheckpointCorrupt) || !errors.As(err, &se) || se.CurrentEpoch != 1 {
+		t.Errorf("Resume(a), its revisions in a damaged table: %v, want ErrCheckpointCorrupt with the epoch", err)
 	}
 	if _, err := s.Resume(ctx, "b", false); err != nil {
 		t.Errorf("Resume(b): %v", err)

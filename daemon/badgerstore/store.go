@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/wal"
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
@@ -46,13 +47,13 @@ var ErrBehind = errors.New("store is behind its high-water mark")
 
 // Badger's sizing. A save writes its messages, its revision record (task,
 // state, labels, pending tool uses), the session's head (task and labels
-// again), a call record per pending tool use (without its input) and a
+// again), a ledger entry per pending tool use (without its input) and a
 // request record: at most core.MaxAppendMessages + core.MaxPendingToolUses
 // + 3 records (1,259). Badger refuses a transaction over 15% of MemTableSize
 // (1.2 MiB), but it counts a value of ValueThreshold bytes or more as a
 // 12-byte pointer into the value log, where the value itself goes. So a
 // transaction counts at most its keys plus its values under 512 bytes: 1,000
-// messages of 138-byte keys (a 128-character session id), 256 call records
+// messages of 138-byte keys (a 128-character session id), 256 ledger entries
 // whose key and value hold the tool use id and name (under 131 + 1,002
 // bytes together) and three more records, plus Badger's 2 bytes and the
 // engine's 32-byte margin per entry: under 1 MiB (TestLargestSave writes the
@@ -265,20 +266,20 @@ func (s *Store) start(dir string, opts Options) error {
 	if err != nil && !errors.Is(err, errNoSeq) {
 		return fmt.Errorf("%w: %v", ErrFormat, err)
 	}
-	var w *wal
+	var w *wal.Log
 	if dir != "" {
-		var res walOpen
+		var res wal.Opened
 		if w, res, err = s.replayLog(dir, seq); err != nil {
 			return err
 		}
 		if seq, err = s.checkBehind(dir, seq, res, opts.AcceptDataLoss); err == nil {
-			err = s.markLog(w, res.end, seq)
+			err = s.markLog(w, res.End, seq)
 		}
 		if err == nil {
 			err = s.recoverMoves(dir, opts.EncryptionKey)
 		}
 		if err != nil {
-			w.close()
+			w.Close()
 			return err
 		}
 		s.hwm = newHWM(dir, seq)

@@ -55,7 +55,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	s.Close()
 	s = openT(t, dir)
 	defer s.Close()
-	_, calls, err := s.PendingCalls(ctx, "s")
+	_, calls, err := s.PendingToolUses(ctx, "s")
 	if err != nil || len(calls) != 1 || calls[0].Effect == nil || calls[0].Effect.Output != "ok" {
 		t.Fatalf("after reopen: %+v %v", calls, err)
 	}
@@ -139,7 +139,7 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 		{"head", func() []byte { return sessionKey("bad") }},
 		{"revision", func() []byte { return revisionKey("bad", 1) }},
 		{"message", func() []byte { return messageKey("bad", 0) }},
-		{"call", func() []byte { return callKey("bad", "t") }},
+		{"call", func() []byte { return ledgerEntryKey("bad", "t") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openT(t, t.TempDir())
@@ -160,15 +160,15 @@ func TestDamagedValueIsDataLossForThatSessionOnly(t *testing.T) {
 			errs = append(errs, err)
 			_, err = s.Messages(ctx, "bad", 0, 0, 1<<20, 0)
 			errs = append(errs, err)
-			_, _, err = s.PendingCalls(ctx, "bad")
+			_, _, err = s.PendingToolUses(ctx, "bad")
 			errs = append(errs, err)
 			resumed, err := s.Resume(ctx, "bad", false)
 			errs = append(errs, err)
 			found := false
 			epoch := resumed.Epoch
 			for _, err := range errs {
-				if err != nil && !errors.Is(err, core.ErrCorrupt) {
-					t.Fatalf("damaged %s: %v, want ErrCorrupt", tc.name, err)
+				if err != nil && !errors.Is(err, core.ErrCheckpointCorrupt) {
+					t.Fatalf("damaged %s: %v, want ErrCheckpointCorrupt", tc.name, err)
 				}
 				// Where the head is readable, the error carries the epoch.
 				var se *core.StateError
@@ -319,23 +319,23 @@ func TestLargestSaveUnderThreshold(t *testing.T) {
 		req.AppendMessages = append(req.AppendMessages, core.Message{Role: "user", ContentJSON: content})
 	}
 	for i := range core.MaxPendingToolUses {
-		// The call record holds the id and the name: together just under the
+		// The ledger entry holds the id and the name: together just under the
 		// threshold.
 		req.PendingToolUses = append(req.PendingToolUses, core.ToolUse{ID: fmt.Sprintf("%0230d", i), Name: strings.Repeat("n", 240)})
 	}
 	if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 		t.Fatalf("the largest save under the value threshold: %v", err)
 	}
-	var call storagev1.CallRecord
+	var call storagev1.LedgerEntryRecord
 	err := s.view(ctx, func(tx *tx) error {
-		v, found, err := tx.get(callKey(sid, req.PendingToolUses[0].ID))
+		v, found, err := tx.get(ledgerEntryKey(sid, req.PendingToolUses[0].ID))
 		if !found || err != nil {
 			return fmt.Errorf("call record: found %v, %v", found, err)
 		}
 		if len(v) >= ValueThreshold {
 			return fmt.Errorf("a call record of %d bytes is not under the threshold this test means to reach", len(v))
 		}
-		return decodeValue(callKey(sid, req.PendingToolUses[0].ID), v, &call)
+		return decodeValue(ledgerEntryKey(sid, req.PendingToolUses[0].ID), v, &call)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 // Verify checks every record's checksum and decoding, then that each live
 // session's latest revision and all of its messages are present, then the
-// write-ahead log (its records' CRCs and LSN continuity, wal_verify.go);
+// write-ahead log (its records' CRCs and LSN continuity, internal/wal/verify.go);
 // a problem of the log is reported outside any session.
 func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 	var c core.VerifyCollector
@@ -68,8 +68,8 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 				rec = &storagev1.RevisionRecord{}
 			case kind == kindMessage:
 				rec = &storagev1.Message{}
-			case kind == kindCall:
-				rec = &storagev1.CallRecord{}
+			case kind == kindLedgerEntry:
+				rec = &storagev1.LedgerEntryRecord{}
 			case kind == kindRequest:
 				rec = &storagev1.RequestRecord{}
 			case kind == kindPurge:
@@ -130,7 +130,7 @@ func kindName(key []byte) string {
 		return "revision"
 	case kindMessage:
 		return "message"
-	case kindCall:
+	case kindLedgerEntry:
 		return "call"
 	case kindRequest:
 		return "request"

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/wal"
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
@@ -157,11 +158,11 @@ func TestHighWaterMarkOnTheLogsLSN(t *testing.T) {
 	image, seq := powerCutImage(t, nil)
 	badgerSeq := func(dir string) uint64 {
 		t.Helper()
-		m, _, err := readWALMark(filepath.Join(dir, WALDir))
+		m, _, err := wal.ReadMark(filepath.Join(dir, WALDir))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.lsn
+		return m.LSN()
 	}
 	lost, pristine := t.TempDir(), t.TempDir()
 	copyTree(t, image, lost, all)
@@ -176,16 +177,16 @@ func TestHighWaterMarkOnTheLogsLSN(t *testing.T) {
 	s.Close()
 
 	// The log loses everything after the mark.
-	m, _, err := readWALMark(filepath.Join(lost, WALDir))
+	m, _, err := wal.ReadMark(filepath.Join(lost, WALDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	seg := filepath.Join(lost, WALDir, segName(m.seg))
+	seg := filepath.Join(lost, WALDir, wal.SegmentName(m.Segment()))
 	f, err := os.OpenFile(seg, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fillZeros(f, m.off, m.off+64<<10, false); err != nil {
+	if err := zeroRange(f, m.Offset(), 64<<10); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -197,7 +198,7 @@ func TestHighWaterMarkOnTheLogsLSN(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Checkpoint(ctx, "b", 0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Checkpoint(ctx, "b", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Fatalf("session b of the lost commits: %v", err)
 	}
 
@@ -265,27 +266,25 @@ func TestCheckpointRecyclesSegments(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	s.eng.wal.mu.Lock()
-	recycled := s.eng.wal.recycled
-	s.eng.wal.mu.Unlock()
-	files, err := listWAL(filepath.Join(dir, WALDir))
+	recycled := s.eng.wal.Recycled()
+	files, err := wal.List(filepath.Join(dir, WALDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if recycled == 0 || len(files.segs)+len(files.spares) > 2+walMaxSpares+2 {
-		t.Fatalf("after 1.2 MiB of saves in 256 KiB segments: %d recycled, segments %v and spares %v left", recycled, files.segs, files.spares)
+	if recycled == 0 || len(files.Segs)+len(files.Spares) > 2+wal.MaxSpares+2 {
+		t.Fatalf("after 1.2 MiB of saves in 256 KiB segments: %d recycled, segments %v and spares %v left", recycled, files.Segs, files.Spares)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	var replayed int
-	w, res, err := openWAL(filepath.Join(dir, WALDir), nil, 0, func(uint64, []byte) error { replayed++; return nil })
+	w, res, err := wal.Open(filepath.Join(dir, WALDir), nil, 0, func(uint64, []byte) error { replayed++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.close()
-	if replayed != 0 || res.cut {
-		t.Fatalf("after a clean close the log replays %d records (cut %t); want none", replayed, res.cut)
+	w.Close()
+	if replayed != 0 || res.Cut {
+		t.Fatalf("after a clean close the log replays %d records (cut %t); want none", replayed, res.Cut)
 	}
 }
 
@@ -300,9 +299,9 @@ func TestVerifyChecksTheLog(t *testing.T) {
 	if rep, err := s.Verify(ctx); err != nil || len(rep.Damaged) > 0 {
 		t.Fatalf("verify of a sound store: %+v, %v", rep, err)
 	}
-	_, applied := s.eng.wal.positions()
-	seg := filepath.Join(dir, WALDir, segName(applied.seg))
-	patchFile(t, seg, applied.off-10, []byte{0xee}) // inside the last record
+	_, applied := s.eng.wal.Positions()
+	seg := filepath.Join(dir, WALDir, wal.SegmentName(applied.Segment()))
+	patchFile(t, seg, applied.Offset()-10, []byte{0xee}) // inside the last record
 	rep, err := s.Verify(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -321,14 +320,14 @@ func TestNewSegmentOnAFullDisk(t *testing.T) {
 	setSegmentSize(t, 64<<10)
 	setCheckpointInterval(t, time.Hour) // no spare prepared in the background
 	var full atomic.Bool
-	create := createSegment
-	createSegment = func(dir, name string, size int64) error {
+	create := wal.CreateSegment
+	wal.CreateSegment = func(dir, name string, size int64) error {
 		if full.Load() {
 			return fmt.Errorf("fallocate: %w", syscall.ENOSPC)
 		}
 		return create(dir, name, size)
 	}
-	t.Cleanup(func() { createSegment = create })
+	t.Cleanup(func() { wal.CreateSegment = create })
 	dir := t.TempDir()
 	s := openT(t, dir)
 	full.Store(true)
@@ -360,4 +359,30 @@ func TestNewSegmentOnAFullDisk(t *testing.T) {
 	if cp, err := s.Checkpoint(ctx, "f", 0); err != nil || cp.Revision != rev+3 {
 		t.Fatalf("after a reopen: %v, %v; want revision %d", cp, err, rev+3)
 	}
+}
+
+// setSegmentSize sets the log's segment size for the test.
+func setSegmentSize(t *testing.T, n int64) {
+	old := wal.SegmentSize
+	wal.SegmentSize = n
+	t.Cleanup(func() { wal.SegmentSize = old })
+}
+
+// patchFile writes b at off in the file at path.
+func patchFile(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zeroRange writes n zeros at off in f.
+func zeroRange(f *os.File, off, n int64) error {
+	_, err := f.WriteAt(make([]byte, n), off)
+	return err
 }

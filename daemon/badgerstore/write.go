@@ -79,3 +79,17 @@ func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core
 	})
 	return cp, err
 }
+
+func (s *Store) RegisterEffect(ctx context.Context, req *core.RegisterRequest) (core.BeginResult, error) {
+	if err := ctx.Err(); err != nil {
+		return core.BeginResult{}, err
+	}
+	defer s.lock(req.SessionID)()
+	var res core.BeginResult
+	err := s.update(func(t *tx) error {
+		var err error
+		res, err = core.Register(&domainTxn{t: t}, req, s.now())
+		return err
+	})
+	return res, err
+}

@@ -59,3 +59,27 @@ func TestAdapterBelowHost(t *testing.T) {
 		t.Errorf("%s does not depend on daemon/core: is it still the adapter?", adapter)
 	}
 }
+
+// TestDaemonImportsNoClientNorTests checks that no package under daemon/,
+// its tests included, depends on a client or on the end-to-end harnesses
+// under tests/ (which start the real binary and drive it through the
+// client): the daemon is built and tested below them, as etcd's server is
+// below its tests/.
+func TestDaemonImportsNoClientNorTests(t *testing.T) {
+	out, err := exec.Command("go", "list", "-test", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", mod+"daemon/...").Output()
+	if err != nil {
+		t.Fatalf("go list -test %sdaemon/...: %v", mod, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < len(domain)+2 {
+		t.Fatalf("go list named %d packages under daemon/, fewer than its layers", len(lines))
+	}
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		for _, dep := range fields[1:] {
+			if dep == mod+"client" || strings.HasPrefix(dep, mod+"client/") || strings.HasPrefix(dep, mod+"tests/") {
+				t.Errorf("%s depends on %s", fields[0], dep)
+			}
+		}
+	}
+}

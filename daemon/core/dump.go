@@ -12,7 +12,7 @@ type SessionDump struct {
 	HeadRecord
 	Revisions []RevisionRecord // kept revisions, in revision order
 	Messages  []SeqMessage     // stored messages, in sequence order
-	Calls     []LedgerEntry    // every call record, in tool use id order
+	Ledger    []LedgerEntry    // every ledger entry, in tool use id order
 	Requests  []RequestRecord  // remembered request ids, in id order
 }
 

@@ -20,7 +20,7 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	if err := Active(h, sessionID); err != nil {
 		return BeginResult{}, err
 	}
-	c, err := t.Call(sessionID, toolUseID)
+	c, err := t.LedgerEntry(sessionID, toolUseID)
 	if err != nil {
 		return BeginResult{}, err
 	}
@@ -42,19 +42,93 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	c.Begun = true
 	c.IdempotencyKey = key
 	c.BeginTime = now
-	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutCall(sessionID, c)
+	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutLedgerEntry(sessionID, c)
+}
+
+// Register enters the call req names in the session's ledger, when the
+// ledger does not know it, as a begin-tracked call pending in the latest
+// revision without making a revision, and begins it, in one write; a call
+// the ledger knows (by a save or an earlier Register) is begun as Begin
+// does, whatever revision it was pending in. A call with a recorded effect
+// is answered with it, writing nothing. Checks run in the documented order:
+// request id, epoch, status.
+func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
+	sid, u := req.SessionID, req.ToolUse
+	h, err := MustHead(t, sid)
+	if err != nil {
+		return BeginResult{}, err
+	}
+	var fp []byte
+	if req.RequestID != "" {
+		fp = req.Fingerprint()
+		r, err := t.Request(sid, req.RequestID)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		if r != nil {
+			if string(r.Fingerprint) != string(fp) {
+				return BeginResult{}, fmt.Errorf("%w: request id %s was already used for a different request of session %q; make a new id for a new request",
+					ErrRequestIDReused, req.RequestID, sid)
+			}
+			c, err := t.LedgerEntry(sid, u.ID)
+			if err != nil {
+				return BeginResult{}, err
+			}
+			if c == nil || !c.Begun {
+				return BeginResult{}, Corrupt(h, sid, fmt.Errorf("request %s began tool use %q, which the ledger does not hold begun", req.RequestID, u.ID))
+			}
+			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: r.AlreadyBegun}, nil
+		}
+	}
+	if err := Fence(sid, h.Epoch, h.Revision, h.Resumed, req.Epoch); err != nil {
+		return BeginResult{}, err
+	}
+	if err := Active(h, sid); err != nil {
+		return BeginResult{}, err
+	}
+	c, err := t.LedgerEntry(sid, u.ID)
+	if err != nil {
+		return BeginResult{}, err
+	}
+	switch {
+	case c == nil:
+		c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: true, LastPendingRevision: h.Revision, Registered: true}
+	case c.Name != u.Name:
+		return BeginResult{}, fmt.Errorf("%w: tool use %q is a call of %q, not %q", ErrToolNameMismatch, u.ID, c.Name, u.Name)
+	case c.Effect != nil:
+		e := *c.Effect
+		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun, Effect: &e}, nil
+	}
+	res := BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun}
+	if !c.Begun {
+		if res.IdempotencyKey, err = newIdempotencyKey(); err != nil {
+			return BeginResult{}, err
+		}
+		c.Begun, c.IdempotencyKey, c.BeginTime = true, res.IdempotencyKey, now
+		if err := t.PutLedgerEntry(sid, c); err != nil {
+			return BeginResult{}, err
+		}
+	}
+	if req.RequestID != "" {
+		if err := t.PutRequest(sid, &RequestRecord{
+			RequestID: req.RequestID, Fingerprint: fp, Revision: h.Revision, Epoch: h.Epoch, AlreadyBegun: res.AlreadyBegun,
+		}); err != nil {
+			return BeginResult{}, err
+		}
+	}
+	return res, nil
 }
 
 // Record adds e to the ledger unless an effect is recorded for its call
 // already (the first record stands); it returns the stored effect and
-// whether it was there. Recording is not fenced: a tool that ran must be
+// whether it was there. A refused effect is an error that never ran. Recording is not fenced: a tool that ran must be
 // recordable by the process that ran it, even after a takeover.
 func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, already bool, err error) {
 	h, err := MustHead(t, sessionID)
 	if err != nil {
 		return Effect{}, false, err
 	}
-	c, err := t.Call(sessionID, e.ToolUseID)
+	c, err := t.LedgerEntry(sessionID, e.ToolUseID)
 	if err != nil {
 		return Effect{}, false, err
 	}
@@ -68,6 +142,7 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	if e.Name != c.Name {
 		return Effect{}, false, fmt.Errorf("%w: tool use %q is a call of %q, not %q", ErrToolNameMismatch, e.ToolUseID, c.Name, e.Name)
 	}
+	e.IsError = e.IsError || e.Refused
 	if c.Effect != nil {
 		if !c.Effect.SameOutcome(e) {
 			return Effect{}, false, &StateError{Err: ErrEffectConflict, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
@@ -76,9 +151,12 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 		return *c.Effect, true, nil
 	}
 	e.RecordTime = now
-	e.Late = c.LastPendingRevision != h.Revision
+	e.IsError = e.IsError || e.Refused
+	// A registered call is pending until it is recorded, whatever revision
+	// it was registered at, so its record is never late.
+	e.Late = c.LastPendingRevision != h.Revision && !c.Registered
 	c.Effect = &e
-	return e, false, t.PutCall(sessionID, c)
+	return e, false, t.PutLedgerEntry(sessionID, c)
 }
 
 // newIdempotencyKey returns a fresh idempotency key for a begun call: 16

@@ -17,8 +17,8 @@ type ForkSource struct {
 	// unless it is nil: a store that copies a long history in batches of its
 	// own leaves it nil.
 	Messages []Message
-	// Calls are the ledger entries of the history's calls.
-	Calls []LedgerEntry
+	// Ledger is the ledger entries of the history's tool uses.
+	Ledger []LedgerEntry
 	// PerformedAfter and InDoubtAfter are AfterRevision of Revision.
 	PerformedAfter, InDoubtAfter []LedgerEntry
 }
@@ -82,12 +82,12 @@ func ForkWrite(t Txn, req *ForkRequest, src *ForkSource, epoch uint64, now time.
 	for _, u := range rec.Pending {
 		pending[u.ID] = true
 	}
-	for _, c := range src.Calls {
+	for _, c := range src.Ledger {
 		c.LastPendingRevision = 0 // pending before the fork's first revision
 		if pending[c.ToolUseID] {
 			c.LastPendingRevision = 1
 		}
-		if err := t.PutCall(nid, &c); err != nil {
+		if err := t.PutLedgerEntry(nid, &c); err != nil {
 			return BranchResult{}, err
 		}
 	}

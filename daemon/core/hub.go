@@ -223,6 +223,12 @@ func (n *Notifying) BeginEffect(ctx context.Context, sessionID, toolUseID string
 	return res, err
 }
 
+func (n *Notifying) RegisterEffect(ctx context.Context, req *RegisterRequest) (BeginResult, error) {
+	res, err := n.Store.RegisterEffect(ctx, req)
+	n.maybeChanged(req.SessionID, err)
+	return res, err
+}
+
 func (n *Notifying) RecordEffect(ctx context.Context, sessionID string, e Effect) (Effect, bool, error) {
 	stored, already, err := n.Store.RecordEffect(ctx, sessionID, e)
 	n.maybeChanged(sessionID, err)

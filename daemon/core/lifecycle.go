@@ -81,7 +81,7 @@ func Complete(t Txn, req *CompleteRequest, now time.Time) (CompleteResult, error
 func TombstoneEpoch(t Txn, sessionID string, epoch uint64, savedEpoch func() (uint64, error)) (uint64, error) {
 	h, err := MustHead(t, sessionID)
 	switch {
-	case errors.Is(err, ErrCorrupt):
+	case errors.Is(err, ErrCheckpointCorrupt):
 		saved, err := savedEpoch()
 		if err != nil {
 			return 0, err

@@ -7,26 +7,48 @@ import (
 	"maps"
 )
 
-// PendingCalls returns the latest revision of the session whose head is h
-// and its pending calls, each with its begin marker and recorded effect.
-func PendingCalls(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingCall, error) {
+// PendingToolUses returns the latest revision of the session whose head is h
+// and its pending tool uses, each with its begin marker and recorded effect.
+func PendingToolUses(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingToolUse, error) {
 	r, err := t.Revision(sessionID, h, 0)
 	if err != nil {
 		return 0, nil, err
 	}
-	var calls []PendingCall
+	var calls []PendingToolUse
 	for _, u := range r.Pending {
-		c, err := t.Call(sessionID, u.ID)
+		c, err := t.LedgerEntry(sessionID, u.ID)
 		if err != nil {
 			return 0, nil, err
 		}
-		pc := PendingCall{ToolUse: u}
+		pc := PendingToolUse{ToolUse: u}
 		if c != nil {
 			pc.Begun, pc.IdempotencyKey, pc.Effect = c.Begun, c.IdempotencyKey, c.Effect
 		}
 		calls = append(calls, pc)
 	}
 	return r.Revision, calls, nil
+}
+
+// LedgerToolUses returns the latest revision of the session whose head is h
+// and the calls ids name, in their order, each as its ledger entry knows
+// it; a call the ledger does not know is returned as a begin-tracked call
+// never begun, since the caller promises every call is begun before it
+// runs.
+func LedgerToolUses(t Txn, sessionID string, h *HeadRecord, ids []string) (uint64, []PendingToolUse, error) {
+	calls := make([]PendingToolUse, 0, len(ids))
+	for _, id := range ids {
+		c, err := t.LedgerEntry(sessionID, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		pc := PendingToolUse{ToolUse: ToolUse{ID: id, BeginTracked: true}}
+		if c != nil {
+			pc.ToolUse = ToolUse{ID: id, Name: c.Name, Class: c.Class, BeginTracked: c.BeginTracked}
+			pc.Begun, pc.IdempotencyKey, pc.Effect = c.Begun, c.IdempotencyKey, c.Effect
+		}
+		calls = append(calls, pc)
+	}
+	return h.Revision, calls, nil
 }
 
 // InDoubt is how many of the session's pending calls Reconcile decides
@@ -36,8 +58,8 @@ func InDoubt(t Txn, sessionID string, h *HeadRecord) (uint32, error) {
 	if h.PendingCount == 0 {
 		return 0, nil
 	}
-	_, calls, err := PendingCalls(t, sessionID, h)
-	if errors.Is(err, ErrCorrupt) {
+	_, calls, err := PendingToolUses(t, sessionID, h)
+	if errors.Is(err, ErrCheckpointCorrupt) {
 		return h.PendingCount, nil
 	}
 	if err != nil {
@@ -62,7 +84,7 @@ func (f SessionFilter) Selects(h *HeadRecord) bool {
 }
 
 // SummaryOf is the ListSessions entry of the live session whose head is h,
-// inDoubt of its pending calls in doubt.
+// inDoubt of its pending tool uses in doubt.
 func SummaryOf(sessionID string, h *HeadRecord, inDoubt uint32) SessionSummary {
 	return SessionSummary{
 		SessionID: sessionID, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,

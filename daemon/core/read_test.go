@@ -33,17 +33,17 @@ func TestSelects(t *testing.T) {
 	}
 }
 
-// corruptCalls is a memTxn whose call records cannot be read.
-type corruptCalls struct{ *memTxn }
+// corruptLedger is a memTxn whose ledger entries cannot be read.
+type corruptLedger struct{ *memTxn }
 
-func (corruptCalls) Call(sid, _ string) (*core.LedgerEntry, error) {
+func (corruptLedger) LedgerEntry(sid, _ string) (*core.LedgerEntry, error) {
 	return nil, core.Corrupt(nil, sid, errors.New("bad checksum"))
 }
 
-// TestPendingCalls: each pending call carries its begin marker and effect;
-// the in-doubt count is Reconcile's, and every pending call when the calls
+// TestPendingToolUses: each pending tool use carries its begin marker and effect;
+// the in-doubt count is Reconcile's, and every pending tool use when the calls
 // cannot be read.
-func TestPendingCalls(t *testing.T) {
+func TestPendingToolUses(t *testing.T) {
 	m := newMem()
 	tu := []core.ToolUse{{ID: "a", Name: "pay"}, {ID: "b", Name: "pay", BeginTracked: true}, {ID: "c", Name: "look", Class: core.ReadOnly}}
 	if _, err := core.Save(m, &core.SaveRequest{SessionID: "s", PendingToolUses: tu}, now); err != nil {
@@ -56,17 +56,17 @@ func TestPendingCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _ := m.Head("s")
-	rev, calls, err := core.PendingCalls(m, "s", h)
+	rev, calls, err := core.PendingToolUses(m, "s", h)
 	if err != nil || rev != 1 || len(calls) != 3 {
-		t.Fatalf("PendingCalls: %d %+v %v", rev, calls, err)
+		t.Fatalf("PendingToolUses: %d %+v %v", rev, calls, err)
 	}
 	if calls[0].Effect == nil || !calls[1].Begun || calls[1].IdempotencyKey == "" || calls[2].Begun || calls[2].Effect != nil {
-		t.Fatalf("pending calls: %+v", calls)
+		t.Fatalf("pending tool uses: %+v", calls)
 	}
 	if n, err := core.InDoubt(m, "s", h); err != nil || n != 1 {
 		t.Fatalf("InDoubt = %d, %v; want 1 (the begun side effect)", n, err)
 	}
-	if n, err := core.InDoubt(corruptCalls{m}, "s", h); err != nil || n != 3 {
+	if n, err := core.InDoubt(corruptLedger{m}, "s", h); err != nil || n != 3 {
 		t.Fatalf("InDoubt with damaged calls = %d, %v; want all 3", n, err)
 	}
 }

@@ -30,21 +30,21 @@ func (d Decision) String() string {
 	}
 }
 
-// Resolution is the reconcile answer for one pending call.
+// Resolution is the reconcile answer for one pending tool use.
 type Resolution struct {
-	Call     PendingCall
+	ToolUse  PendingToolUse
 	Decision Decision
 	// ToolResultText is the is_error tool result for DecisionInDoubt.
 	ToolResultText string
 }
 
-// Reconcile decides each pending call: a recorded effect is reused; a
+// Reconcile decides each pending tool use: a recorded effect is reused; a
 // read-only or idempotent call is run; a side-effecting call is run only when
 // it is begin-tracked and was never begun, and is in doubt otherwise.
-func Reconcile(calls []PendingCall) []Resolution {
+func Reconcile(calls []PendingToolUse) []Resolution {
 	out := make([]Resolution, 0, len(calls))
 	for _, c := range calls {
-		r := Resolution{Call: c}
+		r := Resolution{ToolUse: c}
 		switch {
 		case c.Effect != nil:
 			r.Decision = DecisionReuse
@@ -72,7 +72,17 @@ type Reconciliation struct {
 // ReconcileSession reads the session's pending tool uses from s and decides
 // each as Reconcile does. It changes nothing in the store.
 func ReconcileSession(ctx context.Context, s Store, sessionID string) (Reconciliation, error) {
-	rev, calls, err := s.PendingCalls(ctx, sessionID)
+	rev, calls, err := s.PendingToolUses(ctx, sessionID)
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	return Reconciliation{Revision: rev, Resolutions: Reconcile(calls)}, nil
+}
+
+// ReconcileCalls decides the session's calls ids name, as the ledger knows
+// them (LedgerToolUses), as Reconcile does. It changes nothing in the store.
+func ReconcileCalls(ctx context.Context, s Store, sessionID string, ids []string) (Reconciliation, error) {
+	rev, calls, err := s.LedgerToolUses(ctx, sessionID, ids)
 	if err != nil {
 		return Reconciliation{}, err
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // Rewind makes a new latest revision equal to req.Revision, fenced like a
-// save. Its pending calls become pending again with their ledger entries
+// save. Its pending tool uses become pending again with their ledger entries
 // kept, so a call recorded since is reused by Reconcile instead of refused.
 func Rewind(t Txn, req *RewindRequest, now time.Time) (BranchResult, error) {
 	sid := req.SessionID
@@ -44,7 +44,7 @@ func Rewind(t Txn, req *RewindRequest, now time.Time) (BranchResult, error) {
 	rec := *old
 	rec.Revision, rec.Epoch, rec.SaveTime = rev, h.Epoch, now
 	for _, u := range rec.Pending {
-		c, err := t.Call(sid, u.ID)
+		c, err := t.LedgerEntry(sid, u.ID)
 		if err != nil {
 			return BranchResult{}, err
 		}
@@ -52,7 +52,7 @@ func Rewind(t Txn, req *RewindRequest, now time.Time) (BranchResult, error) {
 			c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: u.BeginTracked}
 		}
 		c.LastPendingRevision = rev // pending again: BeginEffect works, a recorded effect is reused
-		if err := t.PutCall(sid, c); err != nil {
+		if err := t.PutLedgerEntry(sid, c); err != nil {
 			return BranchResult{}, err
 		}
 	}
@@ -79,7 +79,7 @@ func Rewind(t Txn, req *RewindRequest, now time.Time) (BranchResult, error) {
 // saved, in tool use id order: what a fork or rewind to r leaves behind.
 func AfterRevision(t Txn, sessionID string, r *RevisionRecord) (performed, inDoubt []LedgerEntry, err error) {
 	since := r.SaveTime
-	err = t.EachCall(sessionID, func(c *LedgerEntry) (bool, error) {
+	err = t.EachLedgerEntry(sessionID, func(c *LedgerEntry) (bool, error) {
 		if c.Class == ReadOnly {
 			return true, nil
 		}

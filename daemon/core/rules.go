@@ -7,7 +7,7 @@ import (
 
 // Fence returns nil when epoch may write to session sessionID, whose owner
 // is epoch owner at revision (resumed: Resume has run on it at least once),
-// and otherwise a *StateError wrapping ErrFenced: an epoch older or
+// and otherwise a *StateError wrapping ErrSessionFenced: an epoch older or
 // newer than the owner's, or 0 once the session has been resumed. Every
 // store applies it, so that they cannot disagree on fencing.
 func Fence(sessionID string, owner, revision uint64, resumed bool, epoch uint64) error {
@@ -20,12 +20,12 @@ func Fence(sessionID string, owner, revision uint64, resumed bool, epoch uint64)
 		msg = fmt.Sprintf("session %q has been resumed (epoch %d); epoch 0 is accepted only before the first Resume",
 			sessionID, owner)
 	}
-	return &StateError{Err: ErrFenced, Msg: msg, CurrentRevision: revision, CurrentEpoch: owner}
+	return &StateError{Err: ErrSessionFenced, Msg: msg, CurrentRevision: revision, CurrentEpoch: owner}
 }
 
 // InDoubtCount returns how many of calls Reconcile decides DecisionInDoubt,
 // the figure SessionSummary.InDoubtToolUseCount reports.
-func InDoubtCount(calls []PendingCall) uint32 {
+func InDoubtCount(calls []PendingToolUse) uint32 {
 	var n uint32
 	for _, r := range Reconcile(calls) {
 		if r.Decision == DecisionInDoubt {
@@ -65,7 +65,7 @@ func Replay(t Txn, h *HeadRecord, sessionID, requestID string, fp []byte) (*Requ
 }
 
 // MustHead returns the session's live head, or an error wrapping
-// ErrNotFound when it has none.
+// ErrSessionNotFound when it has none.
 func MustHead(t Txn, sessionID string) (*HeadRecord, error) {
 	h, err := t.Head(sessionID)
 	if err != nil {
@@ -80,7 +80,7 @@ func MustHead(t Txn, sessionID string) (*HeadRecord, error) {
 // NotFound is the error for a session that has no live head.
 func NotFound(sessionID string) error {
 	return fmt.Errorf("%w: session %q: nothing to resume from; create it with SaveCheckpoint and expected_revision 0",
-		ErrNotFound, sessionID)
+		ErrSessionNotFound, sessionID)
 }
 
 // Active returns nil for an active session and an error wrapping
@@ -99,7 +99,7 @@ func Corrupt(h *HeadRecord, sessionID string, err error) error {
 	msg := fmt.Sprintf("session %q: stored data cannot be decoded (%v) and can no longer be trusted; "+
 		"read what you can with GetSession and delete it with DeleteSession", sessionID, err)
 	if h == nil {
-		return fmt.Errorf("%w: %s", ErrCorrupt, msg)
+		return fmt.Errorf("%w: %s", ErrCheckpointCorrupt, msg)
 	}
-	return &StateError{Err: ErrCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
+	return &StateError{Err: ErrCheckpointCorrupt, Msg: msg, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch}
 }

@@ -24,8 +24,8 @@ func TestFence(t *testing.T) {
 				t.Fatalf("Fence = %v, want fenced=%v", err, tt.fence)
 			}
 			var se *StateError
-			if tt.fence && (!errors.Is(err, ErrFenced) || !errors.As(err, &se) || se.CurrentEpoch != tt.owner || se.CurrentRevision != 7) {
-				t.Fatalf("Fence = %#v, want ErrFenced with epoch %d, revision 7", err, tt.owner)
+			if tt.fence && (!errors.Is(err, ErrSessionFenced) || !errors.As(err, &se) || se.CurrentEpoch != tt.owner || se.CurrentRevision != 7) {
+				t.Fatalf("Fence = %#v, want ErrSessionFenced with epoch %d, revision 7", err, tt.owner)
 			}
 		})
 	}

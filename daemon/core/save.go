@@ -111,7 +111,7 @@ func saveTarget(t Txn, req *SaveRequest, fp []byte, now time.Time) (*HeadRecord,
 		return h, nil, nil
 	case req.ExpectedRevision != 0:
 		return nil, nil, fmt.Errorf("%w: session %q does not exist; create it with expected_revision 0",
-			ErrNotFound, sid)
+			ErrSessionNotFound, sid)
 	}
 	// A create, over a tombstone or above the epoch floor.
 	deleted, err := t.DeletedEpoch(sid)
@@ -119,7 +119,7 @@ func saveTarget(t Txn, req *SaveRequest, fp []byte, now time.Time) (*HeadRecord,
 		return nil, nil, err
 	}
 	if req.Epoch != 0 && req.Epoch <= deleted {
-		return nil, nil, &StateError{Err: ErrFenced, CurrentEpoch: deleted,
+		return nil, nil, &StateError{Err: ErrSessionFenced, CurrentEpoch: deleted,
 			Msg: fmt.Sprintf("session %q was deleted at epoch %d or earlier; epoch %d is stale", sid, deleted, req.Epoch)}
 	}
 	h = &HeadRecord{Epoch: deleted + 1, CreateTime: now, Status: StatusActive}
@@ -142,7 +142,7 @@ func appendHistory(t Txn, req *SaveRequest, h *HeadRecord) ([]Segment, uint64, e
 	if req.KeepMessages != nil {
 		keep = *req.KeepMessages
 		if keep > count {
-			return nil, 0, &StateError{Err: ErrKeepOutOfRange, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
+			return nil, 0, &StateError{Err: ErrKeepMessagesOutOfRange, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 				Msg: fmt.Sprintf("keep_messages %d is beyond the %d stored messages of session %q", keep, count, sid)}
 		}
 	}
@@ -164,11 +164,11 @@ func appendHistory(t Txn, req *SaveRequest, h *HeadRecord) ([]Segment, uint64, e
 
 // markPending remembers each of the save's pending tool uses as pending at
 // revision rev, refusing one whose effect is already recorded. The revision
-// keeps the whole tool use; the call record needs only what RecordEffect
+// keeps the whole tool use; the ledger entry needs only what RecordEffect
 // checks, so a large input is not stored twice.
 func markPending(t Txn, req *SaveRequest, h *HeadRecord, rev uint64) error {
 	for _, u := range req.PendingToolUses {
-		c, err := t.Call(req.SessionID, u.ID)
+		c, err := t.LedgerEntry(req.SessionID, u.ID)
 		if err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ func markPending(t Txn, req *SaveRequest, h *HeadRecord, rev uint64) error {
 		}
 		c.Name, c.Class, c.BeginTracked = u.Name, u.Class, u.BeginTracked
 		c.LastPendingRevision = rev
-		if err := t.PutCall(req.SessionID, c); err != nil {
+		if err := t.PutLedgerEntry(req.SessionID, c); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 // Store persists sessions as state transitions of the checkpoint protocol.
 // Every method is safe for concurrent use. Errors wrap the sentinel errors of
-// this package (ErrFenced, ErrCorrupt, ...) so callers branch with
+// this package (ErrSessionFenced, ErrCheckpointCorrupt, ...) so callers branch with
 // errors.Is; a *StateError adds the session's current revision and epoch.
 type Store interface {
 	// SaveCheckpoint makes a new revision, durable before it returns. It checks
@@ -36,9 +36,15 @@ type Store interface {
 	// exceed maxBytes or the count would exceed maxCount (0: no count limit).
 	// It always returns at least one message when any is left.
 	Messages(ctx context.Context, sessionID string, revision, start uint64, maxBytes, maxCount int) ([]Message, error)
-	// PendingCalls returns the latest revision and its pending calls, each
+	// PendingToolUses returns the latest revision and its pending tool uses, each
 	// with its begin marker and recorded effect.
-	PendingCalls(ctx context.Context, sessionID string) (revision uint64, calls []PendingCall, err error)
+	PendingToolUses(ctx context.Context, sessionID string) (revision uint64, calls []PendingToolUse, err error)
+	// RegisterEffect enters a call in the ledger, when it is not there, and
+	// begins it, in one durable write without making a revision (Register).
+	RegisterEffect(ctx context.Context, req *RegisterRequest) (BeginResult, error)
+	// LedgerToolUses returns the latest revision and the calls ids name, as
+	// the ledger knows them (LedgerToolUses).
+	LedgerToolUses(ctx context.Context, sessionID string, ids []string) (revision uint64, calls []PendingToolUse, err error)
 	// ListSessions returns up to limit live sessions with ids after the given
 	// one, in id order, that filter selects.
 	ListSessions(ctx context.Context, after string, limit int, filter SessionFilter) ([]SessionSummary, error)
@@ -48,7 +54,7 @@ type Store interface {
 	// reads an index by update time, not every head.
 	ListSessionsByUpdate(ctx context.Context, after UpdateCursor, limit int, filter SessionFilter) ([]SessionSummary, error)
 	// Summary returns ListSessions' entry for one live session, unfiltered:
-	// ErrNotFound when it has no live head, and only its id when its head
+	// ErrSessionNotFound when it has no live head, and only its id when its head
 	// cannot be decoded.
 	Summary(ctx context.Context, sessionID string) (SessionSummary, error)
 	// Effects returns up to limit entries of a live session's ledger with
@@ -62,7 +68,7 @@ type Store interface {
 	// first; the new session must not exist (ErrSessionExists).
 	ForkSession(ctx context.Context, req *ForkRequest) (BranchResult, error)
 	// RewindSession makes a new latest revision equal to req.Revision,
-	// fenced like a save. Its pending calls keep their ledger entries, so a
+	// fenced like a save. Its pending tool uses keep their ledger entries, so a
 	// call recorded since is reused by Reconcile instead of refused.
 	RewindSession(ctx context.Context, req *RewindRequest) (BranchResult, error)
 	// DeleteSession removes a session's revisions, history and ledger and

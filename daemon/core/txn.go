@@ -6,7 +6,7 @@ import "time"
 // session, in the domain's terms: the write rules of the protocol (Save,
 // Begin, Record, Resume, Complete, Rewind) run on it, so that every store applies
 // the same fencing, revision checks and request-id replay. Reads return nil
-// for a record that does not exist and an error wrapping ErrCorrupt for one
+// for a record that does not exist and an error wrapping ErrCheckpointCorrupt for one
 // that cannot be decoded; writes are staged and take effect only if the
 // store commits the transaction. A Txn is used by one goroutine.
 type Txn interface {
@@ -22,10 +22,10 @@ type Txn interface {
 	Create(sessionID string, h *HeadRecord) error
 	// PutHead writes the session's head.
 	PutHead(sessionID string, h *HeadRecord) error
-	// Call returns the ledger record of one tool use of the session.
-	Call(sessionID, toolUseID string) (*LedgerEntry, error)
-	// PutCall writes c under its ToolUseID.
-	PutCall(sessionID string, c *LedgerEntry) error
+	// LedgerEntry returns the ledger record of one tool use of the session.
+	LedgerEntry(sessionID, toolUseID string) (*LedgerEntry, error)
+	// PutLedgerEntry writes c under its ToolUseID.
+	PutLedgerEntry(sessionID string, c *LedgerEntry) error
 	// Request returns the remembered request id, or nil.
 	Request(sessionID, requestID string) (*RequestRecord, error)
 	// PutRequest remembers r under its RequestID.
@@ -39,9 +39,9 @@ type Txn interface {
 	// means the latest. One beyond the head, or no longer kept, is an error
 	// wrapping ErrRevisionNotFound.
 	Revision(sessionID string, h *HeadRecord, rev uint64) (*RevisionRecord, error)
-	// EachCall calls fn with every call record of the session, in tool use
+	// EachLedgerEntry calls fn with every ledger entry of the session, in tool use
 	// id order, until fn returns false or an error.
-	EachCall(sessionID string, fn func(c *LedgerEntry) (more bool, err error)) error
+	EachLedgerEntry(sessionID string, fn func(c *LedgerEntry) (more bool, err error)) error
 }
 
 // The protocol's write rules, written once for every store: each function
@@ -95,4 +95,6 @@ type RequestRecord struct {
 	Revision     uint64
 	MessageCount uint64
 	Epoch        uint64
+	// AlreadyBegun is a BeginEffect's answer: the call was begun before.
+	AlreadyBegun bool
 }

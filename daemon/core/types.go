@@ -63,11 +63,14 @@ type Effect struct {
 	// Late reports that the record arrived after the call stopped being
 	// pending; set by the store.
 	Late bool
+	// Refused reports that the call was refused before it ran: it never
+	// ran, and IsError is set.
+	Refused bool
 }
 
 // SameOutcome reports whether e and o record the same outcome of one call.
 func (e Effect) SameOutcome(o Effect) bool {
-	return e.ToolUseID == o.ToolUseID && e.Name == o.Name && e.Output == o.Output && e.IsError == o.IsError
+	return e.ToolUseID == o.ToolUseID && e.Name == o.Name && e.Output == o.Output && e.IsError == o.IsError && e.Refused == o.Refused
 }
 
 // Checkpoint is one revision of a session, without its messages.
@@ -236,6 +239,9 @@ type LedgerEntry struct {
 	IdempotencyKey      string    // set when Begun
 	BeginTime           time.Time // zero when not Begun
 	Effect              *Effect   // nil when not recorded
+	// Registered reports that BeginEffect with a tool use entered the call,
+	// rather than a save making it pending.
+	Registered bool
 }
 
 // MaxAppendMessages and MaxPendingToolUses bound the records one save
@@ -335,10 +341,28 @@ type SaveResult struct {
 type BeginResult struct {
 	IdempotencyKey string
 	AlreadyBegun   bool
+	// Effect is, for Register only, the call's recorded effect: the call
+	// must not run, and nothing was written.
+	Effect *Effect
 }
 
-// PendingCall is a pending tool use with what the ledger knows of it.
-type PendingCall struct {
+// RegisterRequest is one BeginEffect call with a tool use, already
+// validated: the call is entered in the ledger if it is not there, and
+// begun.
+type RegisterRequest struct {
+	SessionID string
+	ToolUse   ToolUse
+	Epoch     uint64 // fenced like a save's
+	RequestID string // empty disables retry detection
+}
+
+// Fingerprint is a digest of everything in the request but its request id.
+func (r *RegisterRequest) Fingerprint() []byte {
+	return digest("register", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
+}
+
+// PendingToolUse is a pending tool use with what the ledger knows of it.
+type PendingToolUse struct {
 	ToolUse
 	Begun          bool
 	IdempotencyKey string // set when Begun
@@ -354,8 +378,8 @@ type SessionSummary struct {
 	Turn                uint32
 	MessageCount        uint64
 	PendingToolUseCount uint32
-	// InDoubtToolUseCount is how many pending calls Reconcile would decide
-	// DecisionInDoubt now; every pending call when they cannot be read.
+	// InDoubtToolUseCount is how many pending tool uses Reconcile would decide
+	// DecisionInDoubt now; every pending tool use when they cannot be read.
 	InDoubtToolUseCount uint32
 	Labels              map[string]string
 	CreateTime          time.Time

@@ -143,7 +143,7 @@ func (ws *watchState) emit(e WatchEvent) error {
 func (ws *watchState) evaluate(ctx context.Context, sessionID string) error {
 	sum, err := ws.s.Summary(ctx, sessionID)
 	found := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrSessionNotFound) {
 		return err
 	}
 	now := time.Now()

@@ -42,7 +42,7 @@ func (m *memTxn) PutHead(sid string, h *core.HeadRecord) error {
 	m.heads[sid] = &c
 	return nil
 }
-func (m *memTxn) PutCall(_ string, c *core.LedgerEntry) error {
+func (m *memTxn) PutLedgerEntry(_ string, c *core.LedgerEntry) error {
 	x := *c
 	m.calls[c.ToolUseID] = &x
 	return nil
@@ -61,7 +61,7 @@ func (m *memTxn) PutMessages(_ string, first uint64, ms []core.Message) error {
 	}
 	return nil
 }
-func (m *memTxn) Call(_, id string) (*core.LedgerEntry, error) {
+func (m *memTxn) LedgerEntry(_, id string) (*core.LedgerEntry, error) {
 	c, ok := m.calls[id]
 	if !ok {
 		return nil, nil
@@ -80,7 +80,7 @@ func (m *memTxn) Revision(_ string, h *core.HeadRecord, rev uint64) (*core.Revis
 	}
 	return r, nil
 }
-func (m *memTxn) EachCall(_ string, fn func(*core.LedgerEntry) (bool, error)) error {
+func (m *memTxn) EachLedgerEntry(_ string, fn func(*core.LedgerEntry) (bool, error)) error {
 	for _, id := range slices.Sorted(maps.Keys(m.calls)) {
 		c := *m.calls[id]
 		if more, err := fn(&c); err != nil || !more {
@@ -113,12 +113,12 @@ func TestSaveRules(t *testing.T) {
 		rev  uint64
 	}{
 		{name: "create", req: core.SaveRequest{SessionID: "s"}, rev: 1},
-		{name: "create above a deletion", req: core.SaveRequest{SessionID: "s", Epoch: 3}, prep: func(m *memTxn) { m.deleted["s"] = 3 }, want: core.ErrFenced},
-		{name: "missing", req: core.SaveRequest{SessionID: "s", ExpectedRevision: 1}, want: core.ErrNotFound},
+		{name: "create above a deletion", req: core.SaveRequest{SessionID: "s", Epoch: 3}, prep: func(m *memTxn) { m.deleted["s"] = 3 }, want: core.ErrSessionFenced},
+		{name: "missing", req: core.SaveRequest{SessionID: "s", ExpectedRevision: 1}, want: core.ErrSessionNotFound},
 		{name: "exists", req: core.SaveRequest{SessionID: "old"}, want: core.ErrSessionExists},
 		{name: "next", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, Epoch: 1}, rev: 3},
 		{name: "behind", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, Epoch: 1}, want: core.ErrRevisionMismatch},
-		{name: "stale epoch before revision", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, Epoch: 7}, want: core.ErrFenced},
+		{name: "stale epoch before revision", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, Epoch: 7}, want: core.ErrSessionFenced},
 		{name: "retry answers even when fenced", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 1, RequestID: "r1"},
 			prep: func(m *memTxn) {
 				r := core.SaveRequest{SessionID: "old", ExpectedRevision: 1, RequestID: "r1"}
@@ -128,8 +128,8 @@ func TestSaveRules(t *testing.T) {
 		{name: "request id reused", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, RequestID: "r1", Task: "other"},
 			prep: func(m *memTxn) { m.requests["r1"] = &core.RequestRecord{RequestID: "r1", Fingerprint: []byte("x")} }, want: core.ErrRequestIDReused},
 		{name: "completed", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2}, prep: func(m *memTxn) { m.heads["old"].Status = core.StatusCompleted }, want: core.ErrSessionCompleted},
-		{name: "keep beyond", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, KeepMessages: keep(4)}, want: core.ErrKeepOutOfRange},
-		{name: "segments disagree", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2}, prep: func(m *memTxn) { m.heads["old"].MessageCount = 9 }, want: core.ErrCorrupt},
+		{name: "keep beyond", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, KeepMessages: keep(4)}, want: core.ErrKeepMessagesOutOfRange},
+		{name: "segments disagree", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2}, prep: func(m *memTxn) { m.heads["old"].MessageCount = 9 }, want: core.ErrCheckpointCorrupt},
 		{name: "pending call recorded", req: core.SaveRequest{SessionID: "old", ExpectedRevision: 2, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "x"}}},
 			prep: func(m *memTxn) {
 				m.calls["t1"] = &core.LedgerEntry{ToolUseID: "t1", Effect: &core.Effect{ToolUseID: "t1"}}
@@ -203,7 +203,7 @@ func TestEffectRules(t *testing.T) {
 	if b2, err := core.Begin(m, "s", "t1", 1, now); err != nil || !b2.AlreadyBegun || b2.IdempotencyKey != b1.IdempotencyKey {
 		t.Fatalf("second begin: %+v %v", b2, err)
 	}
-	if _, err := core.Begin(m, "s", "t1", 2, now); !errors.Is(err, core.ErrFenced) {
+	if _, err := core.Begin(m, "s", "t1", 2, now); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("begin with another epoch: %v", err)
 	}
 	if _, err := core.Begin(m, "s", "nope", 1, now); !errors.Is(err, core.ErrCallNotPending) {
@@ -248,7 +248,7 @@ func TestResumeAndComplete(t *testing.T) {
 	if err != nil || cp.Epoch != 2 || !m.heads["s"].Resumed {
 		t.Fatalf("resume: %+v %v", cp, err)
 	}
-	if _, err := core.Complete(m, &core.CompleteRequest{SessionID: "s", Epoch: 1, Status: core.StatusCompleted}, now); !errors.Is(err, core.ErrFenced) {
+	if _, err := core.Complete(m, &core.CompleteRequest{SessionID: "s", Epoch: 1, Status: core.StatusCompleted}, now); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("complete with the old epoch: %v", err)
 	}
 	req := &core.CompleteRequest{SessionID: "s", Epoch: 2, Status: core.StatusCompleted, FinalOutput: "done", RequestID: "c1"}
@@ -267,7 +267,7 @@ func TestResumeAndComplete(t *testing.T) {
 	if cp, err := core.Resume(m, "s", true); err != nil || cp.Epoch != 3 || cp.Status != core.StatusActive || m.heads["s"].FinalOutput != "" {
 		t.Fatalf("reopen: %+v %v", cp, err)
 	}
-	if _, err := core.Resume(m, "gone", false); !errors.Is(err, core.ErrNotFound) {
+	if _, err := core.Resume(m, "gone", false); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Fatalf("resume of a missing session: %v", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestRewind(t *testing.T) {
 	if again, err := core.Rewind(m, req, later); err != nil || again.Revision != 3 {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
-	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 1, Epoch: 1}, later); !errors.Is(err, core.ErrFenced) {
+	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 1, Epoch: 1}, later); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("rewind with a stale epoch: %v", err)
 	}
 	if _, err := core.Rewind(m, &core.RewindRequest{SessionID: "s", Revision: 7, Epoch: 9}, later); !errors.Is(err, core.ErrRevisionNotFound) {

@@ -3,7 +3,8 @@
 // uses: reassembling streamed checkpoint tuples and uploading large ones.
 // It checks the service as clients see it, whichever store serves it, so it
 // sits beside the host that serves it; the store-level suite is
-// core/storetest.
+// core/storetest. tests/integration runs it on Badger and PostgreSQL, and
+// tests/crashtest across kills.
 package graphtest
 
 import (

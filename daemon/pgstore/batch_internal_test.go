@@ -99,8 +99,8 @@ func testBatchRefusalIsolated(t *testing.T, url, schema string, pipelined bool) 
 				t.Errorf("request %d: %v, want ErrSessionExists", i, err)
 			}
 		default:
-			if !errors.Is(err, core.ErrNotFound) {
-				t.Errorf("request %d: %v, want ErrNotFound", i, err)
+			if !errors.Is(err, core.ErrSessionNotFound) {
+				t.Errorf("request %d: %v, want ErrSessionNotFound", i, err)
 			}
 		}
 	}
@@ -114,7 +114,7 @@ func testBatchRefusalIsolated(t *testing.T, url, schema string, pipelined bool) 
 		t.Errorf("zzz after the batch: %v", err)
 	}
 	for _, id := range []string{"missing3", "missing7", "zy"} {
-		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, core.ErrNotFound) {
+		if _, err := s.Checkpoint(ctx, id, 0); !errors.Is(err, core.ErrSessionNotFound) {
 			t.Errorf("%s exists after its refused save: %v", id, err)
 		}
 	}
@@ -557,10 +557,10 @@ func TestBatchFastRefusals(t *testing.T) {
 		{SessionID: "a", AppendMessages: msg},
 		{SessionID: "e", AppendMessages: msg}, // exists: ErrSessionExists
 		{SessionID: "e", ExpectedRevision: 1, Epoch: 1, AppendMessages: msg, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}},
-		{SessionID: "m", ExpectedRevision: 1}, // missing: ErrNotFound
+		{SessionID: "m", ExpectedRevision: 1}, // missing: ErrSessionNotFound
 		{SessionID: "z", AppendMessages: msg},
 	}
-	want := []error{nil, core.ErrSessionExists, core.ErrCallAlreadyRecorded, core.ErrNotFound, nil}
+	want := []error{nil, core.ErrSessionExists, core.ErrCallAlreadyRecorded, core.ErrSessionNotFound, nil}
 	var ops []*op
 	for _, req := range reqs {
 		ops = append(ops, &op{sessionID: req.SessionID, pipelined: true, done: make(chan error, 1), toolUseIDs: []string{"t1"},

@@ -58,9 +58,9 @@ func (s *Store) readForkSource(ctx context.Context, sid string, revNum uint64) (
 		}); err != nil {
 			return err
 		}
-		err = q.eachCall(ctx, sid, h, "", func(id string, call *callRec) (bool, error) {
+		err = q.eachLedgerEntry(ctx, sid, h, "", func(id string, call *ledgerEntryRec) (bool, error) {
 			if inHistory[id] {
-				src.Calls = append(src.Calls, ledgerEntry(id, call))
+				src.Ledger = append(src.Ledger, ledgerEntry(id, call))
 			}
 			return true, nil
 		})

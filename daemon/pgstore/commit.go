@@ -40,7 +40,7 @@ type op struct {
 	fn        func(ctx context.Context, q *query) error
 	done      chan error
 	// pipelined is set for a request whose fn reads only through the
-	// query's readRows, get, head or eachCall and writes only through
+	// query's readRows, get, head or eachLedgerEntry and writes only through
 	// exec (a domainTxn): its statements then go with its neighbours' in
 	// the group commit's round trips, and its session's row is locked and
 	// read ahead (pipeline.go), with requestID's row when set and the rows
@@ -240,10 +240,10 @@ func (s *Store) setLocalTimeout(ctx context.Context, tx pgx.Tx) error {
 // refusals are the errors a request is refused with; anything else a
 // request returns is a failure of the database or the connection.
 var refusals = []error{
-	core.ErrInvalidArgument, core.ErrNotFound, core.ErrSessionExists, core.ErrFenced,
-	core.ErrRevisionMismatch, core.ErrRevisionNotFound, core.ErrRequestIDReused, core.ErrKeepOutOfRange,
+	core.ErrInvalidArgument, core.ErrSessionNotFound, core.ErrSessionExists, core.ErrSessionFenced,
+	core.ErrRevisionMismatch, core.ErrRevisionNotFound, core.ErrRequestIDReused, core.ErrKeepMessagesOutOfRange,
 	core.ErrCallAlreadyRecorded, core.ErrCallNotPending, core.ErrCallUnknown, core.ErrToolNameMismatch,
-	core.ErrEffectConflict, core.ErrCorrupt, core.ErrSessionCompleted,
+	core.ErrEffectConflict, core.ErrCheckpointCorrupt, core.ErrSessionCompleted,
 	core.ErrEffectInputMismatch, core.ErrEffectNotBegun,
 }
 

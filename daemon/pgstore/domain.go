@@ -95,15 +95,15 @@ func (d *domainTxn) PutHead(sid string, h *core.HeadRecord) error {
 	return d.q.putHead(d.ctx, sid, d.rec, false)
 }
 
-func (d *domainTxn) Call(sid, toolUseID string) (*core.LedgerEntry, error) {
-	var c callRec
+func (d *domainTxn) LedgerEntry(sid, toolUseID string) (*core.LedgerEntry, error) {
+	var c ledgerEntryRec
 	var found bool
 	var err error
 	if r := d.calls[toolUseID]; r != nil {
 		delete(d.calls, toolUseID) // later reads see this request's writes
 		found, err = r.decode(d.rec, sid, &c)
 	} else {
-		found, err = d.q.call(d.ctx, sid, d.rec, toolUseID, &c)
+		found, err = d.q.ledgerEntry(d.ctx, sid, d.rec, toolUseID, &c)
 	}
 	if err != nil || !found {
 		return nil, err
@@ -112,8 +112,8 @@ func (d *domainTxn) Call(sid, toolUseID string) (*core.LedgerEntry, error) {
 	return &e, nil
 }
 
-func (d *domainTxn) PutCall(sid string, c *core.LedgerEntry) error {
-	return d.q.putCall(d.ctx, sid, c.ToolUseID, callRecOf(c))
+func (d *domainTxn) PutLedgerEntry(sid string, c *core.LedgerEntry) error {
+	return d.q.putLedgerEntry(d.ctx, sid, c.ToolUseID, ledgerEntryRecOf(c))
 }
 
 func (d *domainTxn) Request(sid, requestID string) (*core.RequestRecord, error) {
@@ -129,13 +129,13 @@ func (d *domainTxn) Request(sid, requestID string) (*core.RequestRecord, error) 
 	if err != nil || !found {
 		return nil, err
 	}
-	return &core.RequestRecord{RequestID: requestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}, nil
+	return &core.RequestRecord{RequestID: requestID, Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch, AlreadyBegun: r.AlreadyBegun}, nil
 }
 
 func (d *domainTxn) PutRequest(sid string, r *core.RequestRecord) error {
 	d.request = nil // read afresh from now on
 	return d.q.put(d.ctx, requestKey(sid, r.RequestID), &requestRec{
-		Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch,
+		Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch, AlreadyBegun: r.AlreadyBegun,
 	}, false)
 }
 
@@ -156,8 +156,8 @@ func (d *domainTxn) Revision(sid string, _ *core.HeadRecord, rev uint64) (*core.
 	return &rr, nil
 }
 
-func (d *domainTxn) EachCall(sid string, fn func(c *core.LedgerEntry) (bool, error)) error {
-	return d.q.eachCall(d.ctx, sid, d.rec, "", func(id string, call *callRec) (bool, error) {
+func (d *domainTxn) EachLedgerEntry(sid string, fn func(c *core.LedgerEntry) (bool, error)) error {
+	return d.q.eachLedgerEntry(d.ctx, sid, d.rec, "", func(id string, call *ledgerEntryRec) (bool, error) {
 		e := ledgerEntry(id, call)
 		return fn(&e)
 	})

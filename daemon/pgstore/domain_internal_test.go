@@ -102,7 +102,7 @@ func TestHeadSegmentsMissingRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1})
-	if !errors.Is(err, core.ErrCorrupt) {
+	if !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("save over a head whose revision is gone: %v, want CHECKPOINT_CORRUPT", err)
 	}
 }

@@ -10,10 +10,10 @@ import (
 // begun nor recorded are read past.
 const callPage = 256
 
-// eachCall calls fn with the session's call records whose tool use ids are
+// eachLedgerEntry calls fn with the session's ledger entries whose tool use ids are
 // after the given one, in id order, until fn returns false or an error. A
-// row that fails its checksum is core.ErrCorrupt.
-func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, after string, fn func(id string, call *callRec) (more bool, err error)) error {
+// row that fails its checksum is core.ErrCheckpointCorrupt.
+func (q *query) eachLedgerEntry(ctx context.Context, sessionID string, h *sessionRec, after string, fn func(id string, call *ledgerEntryRec) (more bool, err error)) error {
 	if err := q.send(ctx, ""); err != nil { // the writes queued before it
 		return err
 	}
@@ -26,8 +26,8 @@ func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, a
 		}
 		for _, r := range page {
 			id := string(r.key)
-			var call callRec
-			if err := decode("calls", callKey(sessionID, id).sum, r.rec, r.sum, &call); err != nil {
+			var call ledgerEntryRec
+			if err := decode("calls", ledgerEntryKey(sessionID, id).sum, r.rec, r.sum, &call); err != nil {
 				return corrupt(h, sessionID, err)
 			}
 			more, err := fn(id, &call)
@@ -42,11 +42,11 @@ func (q *query) eachCall(ctx context.Context, sessionID string, h *sessionRec, a
 	}
 }
 
-func ledgerEntry(id string, call *callRec) core.LedgerEntry {
+func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 	e := core.LedgerEntry{
 		ToolUseID: id, Name: call.Name, Class: core.EffectClass(call.Class), BeginTracked: call.BeginTracked,
 		LastPendingRevision: call.LastPendingRevision, Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
-		BeginTime: fromNanos(call.BeginTime),
+		BeginTime: fromNanos(call.BeginTime), Registered: call.Registered,
 	}
 	if call.Effect != nil {
 		eff := call.Effect.effect(id)
@@ -55,7 +55,7 @@ func ledgerEntry(id string, call *callRec) core.LedgerEntry {
 	return e
 }
 
-// Effects returns the ledger of a live session: its call records that were
+// Effects returns the ledger of a live session: its ledger entries that were
 // begun or hold an effect, in tool use id order, from one snapshot.
 func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
 	var out []core.LedgerEntry
@@ -68,7 +68,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 		if limit <= 0 {
 			return nil
 		}
-		return q.eachCall(ctx, sessionID, h, after, func(id string, call *callRec) (bool, error) {
+		return q.eachLedgerEntry(ctx, sessionID, h, after, func(id string, call *ledgerEntryRec) (bool, error) {
 			if call.Begun || call.Effect != nil {
 				out = append(out, ledgerEntry(id, call))
 			}

@@ -250,7 +250,7 @@ func (f *fastTx) queueAhead(q *query, batch []*op) {
 			}
 		}
 		for _, t := range o.toolUseIDs {
-			k := callKey(o.sessionID, t)
+			k := ledgerEntryKey(o.sessionID, t)
 			if id := k.id(); !seen[id] {
 				seen[id] = true
 				callS, callT = append(callS, []byte(o.sessionID)), append(callT, []byte(t))
@@ -296,7 +296,7 @@ func (f *fastTx) queueAhead(q *query, batch []*op) {
 		})
 	}
 	pairs("requests", "request_id", reqS, reqR, requestKey)
-	pairs("calls", "tool_use_id", callS, callT, callKey)
+	pairs("calls", "tool_use_id", callS, callT, ledgerEntryKey)
 }
 
 // read reads rs for the request running: from its own writes, the batch's,

@@ -116,7 +116,7 @@ func TestTwoStoresResumeRace(t *testing.T) {
 			switch {
 			case err == nil:
 				winners++
-			case errors.Is(err, core.ErrFenced):
+			case errors.Is(err, core.ErrSessionFenced):
 				fenced++
 			case errors.Is(err, core.ErrRevisionMismatch):
 				mismatched++
@@ -364,13 +364,13 @@ func TestCorruptRow(t *testing.T) {
 
 	_, err := s.Checkpoint(ctx, "bad", 0)
 	var se *core.StateError
-	if !errors.Is(err, core.ErrCorrupt) || !errors.As(err, &se) || se.CurrentRevision != 1 || se.CurrentEpoch != 1 {
+	if !errors.Is(err, core.ErrCheckpointCorrupt) || !errors.As(err, &se) || se.CurrentRevision != 1 || se.CurrentEpoch != 1 {
 		t.Fatalf("tampered revision: %v", err)
 	}
-	if _, err := s.Messages(ctx, "bad", 0, 0, 1<<20, 0); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.Messages(ctx, "bad", 0, 0, 1<<20, 0); !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("messages of a tampered revision: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "badhead", 0); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.Checkpoint(ctx, "badhead", 0); !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("tampered head: %v", err)
 	}
 	// A save reads no revision (the head holds the segments), as on the
@@ -378,10 +378,10 @@ func TestCorruptRow(t *testing.T) {
 	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "bad", ExpectedRevision: 1}); err != nil {
 		t.Fatalf("save over a tampered revision: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "bad", 1); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.Checkpoint(ctx, "bad", 1); !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("tampered revision after a save: %v", err)
 	}
-	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "badhead", ExpectedRevision: 1}); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "badhead", ExpectedRevision: 1}); !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("save over a tampered head: %v", err)
 	}
 	if cp, err := s.Checkpoint(ctx, "good", 0); err != nil || cp.Task != "t" {
@@ -444,7 +444,7 @@ func TestLargeSessions(t *testing.T) {
 	if len(got) != 2*len(msgs) || got[1500] != msgs[500] {
 		t.Fatalf("read back %d messages, want %d", len(got), 2*len(msgs))
 	}
-	if _, pending, err := s.PendingCalls(ctx, "big"); err != nil || len(pending) != 0 {
+	if _, pending, err := s.PendingToolUses(ctx, "big"); err != nil || len(pending) != 0 {
 		t.Fatalf("pending after the second save: %d %v", len(pending), err)
 	}
 	if cp, err := s.Checkpoint(ctx, "big", 1); err != nil || len(cp.PendingToolUses) != len(calls) {

@@ -152,7 +152,7 @@ func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func graphCorrupt(thread string, err error) error {
 	return fmt.Errorf("%w: graph thread %q: stored data cannot be decoded (%v) and can no longer be trusted; delete the thread with DeleteThread",
-		core.ErrCorrupt, thread, err)
+		core.ErrCheckpointCorrupt, thread, err)
 }
 
 // graphRefusals are the refusals of the graph service, passed through as

@@ -265,7 +265,7 @@ func (s *Store) recordThreadEffect(ctx context.Context, q *query, r *core.Thread
 
 // ListThreadEffects implements core.GraphStore, reading one snapshot by the
 // primary key of graph_effects a row at a time; a damaged row is
-// core.ErrCorrupt.
+// core.ErrCheckpointCorrupt.
 func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit, maxOutputBytes int) ([]core.ThreadEffect, error) {
 	if limit <= 0 {
 		return nil, ctx.Err()

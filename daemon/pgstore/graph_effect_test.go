@@ -156,17 +156,17 @@ func TestGraphEffectCorruptRow(t *testing.T) {
 		t.Fatalf("Verify before the edit: %+v %v", rep, err)
 	}
 	srv.Exec(t, "postgres", "UPDATE "+pgx.Identifier{schema, "graph_effects"}.Sanitize()+" SET data = '\\x226e6f7422'::bytea")
-	if _, err := s.BeginThreadEffect(ctx, effectBegin("t", "call")); !errors.Is(err, core.ErrCorrupt) {
-		t.Errorf("begin over the edited entry: %v, want ErrCorrupt", err)
+	if _, err := s.BeginThreadEffect(ctx, effectBegin("t", "call")); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Errorf("begin over the edited entry: %v, want ErrCheckpointCorrupt", err)
 	}
-	if _, err := s.RecordThreadEffect(ctx, effectRecord("t", "call", 1, `"sent"`)); !errors.Is(err, core.ErrCorrupt) {
-		t.Errorf("record over the edited entry: %v, want ErrCorrupt", err)
+	if _, err := s.RecordThreadEffect(ctx, effectRecord("t", "call", 1, `"sent"`)); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Errorf("record over the edited entry: %v, want ErrCheckpointCorrupt", err)
 	}
-	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10, 0); !errors.Is(err, core.ErrCorrupt) {
-		t.Errorf("ListThreadEffects of the edited entry: %v, want ErrCorrupt", err)
+	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10, 0); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Errorf("ListThreadEffects of the edited entry: %v, want ErrCheckpointCorrupt", err)
 	}
-	if _, err := s.ReadGraphThread(ctx, "t", func(*core.GraphThreadDump) error { return nil }); !errors.Is(err, core.ErrCorrupt) {
-		t.Errorf("ReadGraphThread of the edited entry: %v, want ErrCorrupt", err)
+	if _, err := s.ReadGraphThread(ctx, "t", func(*core.GraphThreadDump) error { return nil }); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Errorf("ReadGraphThread of the edited entry: %v, want ErrCheckpointCorrupt", err)
 	}
 	rep, err = s.Verify(ctx)
 	if err != nil || len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0].Problem, "graph_effects") {
@@ -180,8 +180,8 @@ func TestGraphEffectCorruptRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Exec(t, "postgres", "UPDATE "+pgx.Identifier{schema, "graph_effects"}.Sanitize()+" SET tool_use_id = 'b'::bytea")
-	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10, 0); !errors.Is(err, core.ErrCorrupt) {
-		t.Errorf("ListThreadEffects of a moved entry: %v, want ErrCorrupt", err)
+	if _, err := s.ListThreadEffects(ctx, "t", core.ThreadEffectKey{}, 10, 0); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Errorf("ListThreadEffects of a moved entry: %v, want ErrCheckpointCorrupt", err)
 	}
 }
 

@@ -108,8 +108,8 @@ func TestGraphCorruptRow(t *testing.T) {
 		t.Fatalf("Verify before the edit: %+v %v", rep, err)
 	}
 	srv.Exec(t, "postgres", "UPDATE "+pgx.Identifier{schema, "graph_blobs"}.Sanitize()+" SET data = '\\x2258220a'::bytea")
-	if _, err := latest(t, s, "t"); !errors.Is(err, core.ErrCorrupt) {
-		t.Fatalf("read of the edited blob: %v, want ErrCorrupt", err)
+	if _, err := latest(t, s, "t"); !errors.Is(err, core.ErrCheckpointCorrupt) {
+		t.Fatalf("read of the edited blob: %v, want ErrCheckpointCorrupt", err)
 	}
 	rep, err = s.Verify(ctx)
 	if err != nil || len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0].Problem, "graph_blobs") {

@@ -31,7 +31,7 @@ func readPieces(v core.GraphValue) (data []byte, largest int, err error) {
 // TestGraphLargeValuesInPieces: a value over 1 MiB, stored compressed by
 // PostgreSQL or not, is read in pieces of at most 1 MiB by GetCheckpoint,
 // ListCheckpoints and ReadGraphThread, never whole, and exactly; a large
-// value edited outside savepointd fails its read with ErrCorrupt before
+// value edited outside savepointd fails its read with ErrCheckpointCorrupt before
 // its last piece is handed over.
 func TestGraphLargeValuesInPieces(t *testing.T) {
 	srv := pgtest.Shared(t)
@@ -145,8 +145,8 @@ func TestGraphLargeValuesInPieces(t *testing.T) {
 			}
 			return err
 		})
-		if !errors.Is(err, core.ErrCorrupt) {
-			t.Fatalf("read of the edited value: %v, want ErrCorrupt", err)
+		if !errors.Is(err, core.ErrCheckpointCorrupt) {
+			t.Fatalf("read of the edited value: %v, want ErrCheckpointCorrupt", err)
 		}
 		rep, err := s.Verify(ctx)
 		if err != nil || len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0].Problem, "graph_blobs row: checksum mismatch") {

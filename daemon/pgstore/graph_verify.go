@@ -85,7 +85,7 @@ func (s *Store) verifyGraph(ctx context.Context, tx pgx.Tx, count func(), note f
 				continue
 			}
 			err := vr.pieces(r.thread, r.k, r.rec, r.sum, r.size, func([]byte) error { return nil })
-			if errors.Is(err, core.ErrCorrupt) {
+			if errors.Is(err, core.ErrCheckpointCorrupt) {
 				note(r.thread, err.Error())
 			} else if err != nil {
 				return err

@@ -90,20 +90,13 @@ func (s *Store) importTx(ctx context.Context, d *core.SessionDump) error {
 			return err
 		}
 	}
-	for _, c := range d.Calls {
-		rec := callRec{
-			Name: c.Name, Class: int(c.Class), BeginTracked: c.BeginTracked, LastPendingRevision: c.LastPendingRevision,
-			Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime),
-		}
-		if e := c.Effect; e != nil {
-			rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late}
-		}
-		if err := q.put(ctx, callKey(sid, c.ToolUseID), &rec, true); err != nil {
+	for _, c := range d.Ledger {
+		if err := q.put(ctx, ledgerEntryKey(sid, c.ToolUseID), ledgerEntryRecOf(&c), true); err != nil {
 			return err
 		}
 	}
 	for _, r := range d.Requests {
-		rec := requestRec{Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch}
+		rec := requestRec{Fingerprint: r.Fingerprint, Revision: r.Revision, MessageCount: r.MessageCount, Epoch: r.Epoch, AlreadyBegun: r.AlreadyBegun}
 		if err := q.put(ctx, requestKey(sid, r.RequestID), &rec, true); err != nil {
 			return err
 		}

@@ -80,10 +80,10 @@ func TestTwoStoresLifecycle(t *testing.T) {
 		t.Fatalf("save on B after its reopen: %v", err)
 	}
 	_, err = a.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 1})
-	if !errors.Is(err, core.ErrFenced) {
+	if !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("save on A with the epoch before B's reopen: %v", err)
 	}
-	if _, err := a.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 1, Revision: 1}); !errors.Is(err, core.ErrFenced) {
+	if _, err := a.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 1, Revision: 1}); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("rewind on A with the epoch before B's reopen: %v", err)
 	}
 
@@ -138,16 +138,16 @@ func TestForkAndLedgerCorrupt(t *testing.T) {
 	}
 	srv.Exec(t, "postgres", "UPDATE "+pgx.Identifier{schema, "calls"}.Sanitize()+
 		` SET record = convert_to(replace(convert_from(record, 'UTF8'), 'sent', 'SENT'), 'UTF8') WHERE session_id = $1`, []byte("s"))
-	if _, err := s.Effects(ctx, "s", "", 10); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.Effects(ctx, "s", "", 10); !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("ledger with a tampered call: %v", err)
 	}
-	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"}); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", NewID: "f"}); !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("fork with a tampered call: %v", err)
 	}
-	if _, err := s.Checkpoint(ctx, "f", 0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Checkpoint(ctx, "f", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Fatalf("the failed fork left a session: %v", err)
 	}
-	if _, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 1}); !errors.Is(err, core.ErrCorrupt) {
+	if _, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 1}); !errors.Is(err, core.ErrCheckpointCorrupt) {
 		t.Fatalf("rewind with a tampered call: %v", err)
 	}
 	if cp, err := s.Checkpoint(ctx, "s", 0); err != nil || cp.Revision != 2 {

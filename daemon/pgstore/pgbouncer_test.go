@@ -9,9 +9,7 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
-	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/core/storetest"
-	"github.com/savepoint-dev/savepoint/daemon/graphtest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 )
@@ -42,21 +40,6 @@ func TestPgBouncerConformance(t *testing.T) {
 			})
 		})
 	}
-}
-
-// TestPgBouncerGraphService runs the graph conformance suite on a store
-// opened through PgBouncer's transaction pooling with the simple protocol,
-// sized down as TestGraphService is.
-func TestPgBouncerGraphService(t *testing.T) {
-	srv := pgtest.Shared(t)
-	b := pgtest.NewBouncer(t, srv, pgtest.BouncerOptions{PoolSize: 8})
-	cfg := daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
-	url := b.URL("postgres", "default_query_exec_mode=simple_protocol")
-	graphtest.Run(t, func(t *testing.T) *graphtest.Env {
-		e := servePG(t, url, newSchema(), cfg)
-		e.UploadBlobBytes = 4 << 20
-		return e
-	})
 }
 
 // TestPgBouncerDefaultMode: pgx's default query exec mode (the statement

@@ -219,7 +219,7 @@ func (g *groupCommit) readAhead(ctx context.Context, i int) error {
 				a.calls = map[string]*rowRead{}
 			}
 			if a.calls[id] == nil {
-				a.calls[id] = &rowRead{k: callKey(o.sessionID, id)}
+				a.calls[id] = &rowRead{k: ledgerEntryKey(o.sessionID, id)}
 				rs = append(rs, a.calls[id])
 			}
 		}

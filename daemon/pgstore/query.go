@@ -17,7 +17,7 @@ import (
 // query reads and writes the rows of one transaction: a group commit's, or
 // a read's. In a group commit (pipeline.go) its writes are queued, across
 // the requests of the transaction, and sent in one round trip with the
-// next read through readRows (get, head) or eachCall, or at the end, so
+// next read through readRows (get, head) or eachLedgerEntry, or at the end, so
 // that a read always sees the writes before it; a request that uses tx
 // directly reads before it writes, or calls send first.
 type query struct {
@@ -277,7 +277,7 @@ func (r *rowRead) queue(s *Store, b *pgx.Batch) {
 }
 
 // decode decodes the row read into v; found is false when there was none.
-// A row that fails its checksum or does not decode is core.ErrCorrupt, with
+// A row that fails its checksum or does not decode is core.ErrCheckpointCorrupt, with
 // h's revision and epoch when the session's head is known.
 func (r *rowRead) decode(h *sessionRec, sessionID string, v any) (found bool, err error) {
 	if !r.found {
@@ -369,7 +369,7 @@ func messageKey(sessionID string, seq uint64) rowKey {
 	return rowKey{"messages", []string{"session_id", "seq"}, []any{[]byte(sessionID), int64(seq)}, [][]byte{[]byte(sessionID), u64key(seq)}}
 }
 
-func callKey(sessionID, toolUseID string) rowKey {
+func ledgerEntryKey(sessionID, toolUseID string) rowKey {
 	return rowKey{"calls", []string{"session_id", "tool_use_id"}, []any{[]byte(sessionID), []byte(toolUseID)}, [][]byte{[]byte(sessionID), []byte(toolUseID)}}
 }
 
@@ -494,12 +494,12 @@ func (q *query) revision(ctx context.Context, sessionID string, h *sessionRec, r
 	return &rec, nil
 }
 
-func (q *query) call(ctx context.Context, sessionID string, h *sessionRec, toolUseID string, c *callRec) (bool, error) {
-	return q.get(ctx, h, sessionID, callKey(sessionID, toolUseID), c, false)
+func (q *query) ledgerEntry(ctx context.Context, sessionID string, h *sessionRec, toolUseID string, c *ledgerEntryRec) (bool, error) {
+	return q.get(ctx, h, sessionID, ledgerEntryKey(sessionID, toolUseID), c, false)
 }
 
-func (q *query) putCall(ctx context.Context, sessionID, toolUseID string, c *callRec) error {
-	return q.put(ctx, callKey(sessionID, toolUseID), c, false)
+func (q *query) putLedgerEntry(ctx context.Context, sessionID, toolUseID string, c *ledgerEntryRec) error {
+	return q.put(ctx, ledgerEntryKey(sessionID, toolUseID), c, false)
 }
 
 func corrupt(h *sessionRec, sessionID string, err error) error {

@@ -66,7 +66,7 @@ func (s *Store) Messages(ctx context.Context, sessionID string, rev, start uint6
 }
 
 // messages passes the messages seq in [from, to) to add in order until add
-// returns false (full); a missing message is core.ErrCorrupt.
+// returns false (full); a missing message is core.ErrCheckpointCorrupt.
 func (q *query) messages(ctx context.Context, sessionID string, h *sessionRec, rev, from, to uint64, add func(core.Message) bool) (full bool, err error) {
 	rows, err := q.tx.Query(ctx, "SELECT seq, record, checksum FROM "+q.s.table("messages")+
 		" WHERE session_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq", []byte(sessionID), int64(from), int64(to))
@@ -102,16 +102,16 @@ func (q *query) messages(ctx context.Context, sessionID string, h *sessionRec, r
 	return false, nil
 }
 
-func (s *Store) PendingCalls(ctx context.Context, sessionID string) (uint64, []core.PendingCall, error) {
+func (s *Store) PendingToolUses(ctx context.Context, sessionID string) (uint64, []core.PendingToolUse, error) {
 	var rev uint64
-	var calls []core.PendingCall
+	var calls []core.PendingToolUse
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, false)
 		if err != nil {
 			return err
 		}
 		hr := headOf(h, nil)
-		rev, calls, err = core.PendingCalls(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &hr)
+		rev, calls, err = core.PendingToolUses(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &hr)
 		return err
 	})
 	return rev, calls, err
@@ -180,7 +180,7 @@ func (s *Store) Summary(ctx context.Context, sessionID string) (core.SessionSumm
 	var out core.SessionSummary
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
 		h, err := q.mustHead(ctx, sessionID, false)
-		if errors.Is(err, core.ErrCorrupt) {
+		if errors.Is(err, core.ErrCheckpointCorrupt) {
 			out = core.SessionSummary{SessionID: sessionID} // as ListSessions lists it
 			return nil
 		}
@@ -285,4 +285,19 @@ func unixNanos(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixNano()
+}
+
+func (s *Store) LedgerToolUses(ctx context.Context, sessionID string, ids []string) (uint64, []core.PendingToolUse, error) {
+	var rev uint64
+	var calls []core.PendingToolUse
+	err := s.read(ctx, func(ctx context.Context, q *query) error {
+		h, err := q.mustHead(ctx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		hr := headOf(h, nil)
+		rev, calls, err = core.LedgerToolUses(&domainTxn{ctx: ctx, q: q, rec: h}, sessionID, &hr, ids)
+		return err
+	})
+	return rev, calls, err
 }

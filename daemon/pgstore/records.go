@@ -81,12 +81,13 @@ type effectRec struct {
 	IsError    bool   `json:"is_error,omitempty"`
 	RecordTime int64  `json:"record_time_ns"`
 	Late       bool   `json:"late,omitempty"`
+	Refused    bool   `json:"refused,omitempty"`
 }
 
-// callRec is what the ledger knows of one tool use of a session: the call
+// ledgerEntryRec is what the ledger knows of one tool use of a session: the call
 // as last made pending (without its input, kept in the revision), its begin
 // marker and its effect.
-type callRec struct {
+type ledgerEntryRec struct {
 	Name                string     `json:"name"`
 	Class               int        `json:"class,omitempty"`
 	BeginTracked        bool       `json:"begin_tracked,omitempty"`
@@ -95,6 +96,7 @@ type callRec struct {
 	IdempotencyKey      string     `json:"idempotency_key,omitempty"`
 	BeginTime           int64      `json:"begin_time_ns,omitempty"`
 	Effect              *effectRec `json:"effect,omitempty"`
+	Registered          bool       `json:"registered,omitempty"`
 }
 
 type requestRec struct {
@@ -102,6 +104,7 @@ type requestRec struct {
 	Revision     uint64 `json:"revision"`
 	MessageCount uint64 `json:"message_count"`
 	Epoch        uint64 `json:"epoch"`
+	AlreadyBegun bool   `json:"already_begun,omitempty"`
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -163,7 +166,7 @@ func (r toolUseRec) toolUse() core.ToolUse {
 }
 
 func (r *effectRec) effect(toolUseID string) core.Effect {
-	return core.Effect{ToolUseID: toolUseID, Name: r.Name, Output: r.Output, IsError: r.IsError, RecordTime: fromNanos(r.RecordTime), Late: r.Late}
+	return core.Effect{ToolUseID: toolUseID, Name: r.Name, Output: r.Output, IsError: r.IsError, RecordTime: fromNanos(r.RecordTime), Late: r.Late, Refused: r.Refused}
 }
 
 // headOf is a live head in the domain's terms, with the segments given;
@@ -230,15 +233,15 @@ func revisionOf(r *revisionRec) core.RevisionRecord {
 	return rr
 }
 
-// callRecOf is a ledger entry as stored: of its tool use, only what
+// ledgerEntryRecOf is a ledger entry as stored: of its tool use, only what
 // RecordEffect checks (the revisions keep the input).
-func callRecOf(c *core.LedgerEntry) *callRec {
-	rec := &callRec{
+func ledgerEntryRecOf(c *core.LedgerEntry) *ledgerEntryRec {
+	rec := &ledgerEntryRec{
 		Name: c.Name, Class: int(c.Class), BeginTracked: c.BeginTracked, LastPendingRevision: c.LastPendingRevision,
-		Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime),
+		Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime), Registered: c.Registered,
 	}
 	if e := c.Effect; e != nil {
-		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late}
+		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late, Refused: e.Refused}
 	}
 	return rec
 }

@@ -33,7 +33,7 @@ func (s *Store) Verify(ctx context.Context) (core.VerifyReport, error) {
 				case "messages":
 					v = &messageRec{}
 				case "calls":
-					v = &callRec{}
+					v = &ledgerEntryRec{}
 				case "requests":
 					v = &requestRec{}
 				}

@@ -54,3 +54,13 @@ func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core
 	})
 	return cp, err
 }
+
+func (s *Store) RegisterEffect(ctx context.Context, req *core.RegisterRequest) (core.BeginResult, error) {
+	var res core.BeginResult
+	err := s.writeSession(ctx, req.SessionID, req.RequestID, []string{req.ToolUse.ID}, func(ctx context.Context, q *query) error {
+		var err error
+		res, err = core.Register(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+		return err
+	})
+	return res, err
+}

@@ -45,6 +45,7 @@ func effectToProto(e core.Effect) *savepointv1.Effect {
 		Output:    e.Output,
 		IsError:   e.IsError,
 		Late:      e.Late,
+		Refused:   e.Refused,
 	}
 	if !e.RecordTime.IsZero() {
 		p.RecordTime = timestamppb.New(e.RecordTime)
@@ -54,7 +55,7 @@ func effectToProto(e core.Effect) *savepointv1.Effect {
 
 // effectFromProto is the domain form of an effect.
 func effectFromProto(e *savepointv1.Effect) core.Effect {
-	out := core.Effect{ToolUseID: e.GetToolUseId(), Name: e.GetName(), Output: e.GetOutput(), IsError: e.GetIsError(), Late: e.GetLate()}
+	out := core.Effect{ToolUseID: e.GetToolUseId(), Name: e.GetName(), Output: e.GetOutput(), IsError: e.GetIsError(), Late: e.GetLate(), Refused: e.GetRefused()}
 	if e.GetRecordTime() != nil {
 		out.RecordTime = e.GetRecordTime().AsTime()
 	}
@@ -120,6 +121,7 @@ func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
 		LastPendingRevision: e.LastPendingRevision,
 		Begun:               e.Begun,
 		IdempotencyKey:      e.IdempotencyKey,
+		Registered:          e.Registered,
 	}
 	if !e.BeginTime.IsZero() {
 		p.BeginTime = timestamppb.New(e.BeginTime)

@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -92,17 +94,27 @@ func (s *Server) SaveCheckpoint(ctx context.Context, req *savepointv1.SaveCheckp
 
 // BeginEffect implements SavepointServiceServer.
 func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRequest) (*savepointv1.BeginEffectResponse, error) {
-	if err := validateBegin(req); err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	res, err := s.store.BeginEffect(ctx, req.GetSessionId(), req.GetToolUseId(), req.GetEpoch())
+	reg, err := validateBegin(s.lim, req)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &savepointv1.BeginEffectResponse{
+	var res core.BeginResult
+	if reg != nil {
+		res, err = s.store.RegisterEffect(ctx, reg)
+	} else {
+		res, err = s.store.BeginEffect(ctx, req.GetSessionId(), req.GetToolUseId(), req.GetEpoch())
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	resp := &savepointv1.BeginEffectResponse{
 		IdempotencyKey: res.IdempotencyKey,
 		AlreadyBegun:   res.AlreadyBegun,
-	}, nil
+	}
+	if res.Effect != nil {
+		resp.Effect = effectToProto(*res.Effect)
+	}
+	return resp, nil
 }
 
 // RecordEffect implements SavepointServiceServer.
@@ -136,17 +148,28 @@ func (s *Server) Resume(ctx context.Context, req *savepointv1.ResumeRequest) (*s
 
 // Reconcile implements SavepointServiceServer.
 func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileRequest) (*savepointv1.ReconcileResponse, error) {
-	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+	if err := validateReconcile(req); err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	rec, err := core.ReconcileSession(ctx, s.store, req.GetSessionId())
+	var rec core.Reconciliation
+	var err error
+	// A token made for a list of tool uses names the list by its digest,
+	// so that it is refused with another.
+	scope := req.GetSessionId()
+	if ids := req.GetToolUseIds(); len(ids) > 0 {
+		rec, err = core.ReconcileCalls(ctx, s.store, req.GetSessionId(), ids)
+		sum := sha256.Sum256([]byte(strings.Join(ids, "\x00")))
+		scope += "\x00" + hex.EncodeToString(sum[:8])
+	} else {
+		rec, err = core.ReconcileSession(ctx, s.store, req.GetSessionId())
+	}
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
 	rev, resolutions := rec.Revision, rec.Resolutions
 	start := uint64(0)
 	if req.GetPageToken() != "" {
-		if start, err = decodeResolutionsToken(req.GetPageToken(), req.GetSessionId(), rev); err != nil {
+		if start, err = decodeResolutionsToken(req.GetPageToken(), scope, rev); err != nil {
 			return nil, s.fail(ctx, err)
 		}
 	}
@@ -157,19 +180,19 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 	size := 0
 	for i, r := range resolutions[start:] {
 		pr := &savepointv1.Resolution{
-			ToolUse:        toolUseToProto(r.Call.ToolUse),
+			ToolUse:        toolUseToProto(r.ToolUse.ToolUse),
 			Decision:       decisionToProto(r.Decision),
-			IdempotencyKey: r.Call.IdempotencyKey,
+			IdempotencyKey: r.ToolUse.IdempotencyKey,
 			ToolResultText: r.ToolResultText,
-			Begun:          r.Call.Begun,
+			Begun:          r.ToolUse.Begun,
 		}
-		if r.Call.Effect != nil {
-			pr.Effect = effectToProto(*r.Call.Effect)
+		if r.ToolUse.Effect != nil {
+			pr.Effect = effectToProto(*r.ToolUse.Effect)
 		}
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.
 		if size += proto.Size(pr) + 16; i > 0 && size > s.lim.ResponseBudgetBytes {
-			resp.NextPageToken = resolutionsToken(req.GetSessionId(), rev, start+uint64(i)).encode()
+			resp.NextPageToken = resolutionsToken(scope, rev, start+uint64(i)).encode()
 			break
 		}
 		resp.Resolutions = append(resp.Resolutions, pr)

@@ -29,7 +29,7 @@ type fakeStore struct {
 	cp       core.Checkpoint
 	msgs     []core.Message
 	sessions []core.SessionSummary
-	pending  []core.PendingCall
+	pending  []core.PendingToolUse
 	saved    *core.SaveRequest
 	limit    int                // the last ListSessions or Effects limit
 	filter   core.SessionFilter // the last ListSessions filter
@@ -118,7 +118,7 @@ func (f *fakeStore) Messages(_ context.Context, sessionID string, revision, star
 	return out, nil
 }
 
-func (f *fakeStore) PendingCalls(_ context.Context, sessionID string) (uint64, []core.PendingCall, error) {
+func (f *fakeStore) PendingToolUses(_ context.Context, sessionID string) (uint64, []core.PendingToolUse, error) {
 	if err := f.call(); err != nil {
 		return 0, nil, err
 	}
@@ -166,7 +166,7 @@ func wantStatus(t *testing.T, err error, code codes.Code, reason string) {
 }
 
 func TestServerStoreErrors(t *testing.T) {
-	f := &fakeStore{err: &core.StateError{Err: core.ErrFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
+	f := &fakeStore{err: &core.StateError{Err: core.ErrSessionFenced, Msg: "epoch 1 < 2", CurrentRevision: 4, CurrentEpoch: 2}}
 	s := NewServer(f, Options{})
 	s.logger = slog.New(slog.DiscardHandler)
 	calls := map[string]func() error{
@@ -273,7 +273,7 @@ func TestServerSaveBeginRecordDelete(t *testing.T) {
 
 func TestServerReconcile(t *testing.T) {
 	sent := &core.Effect{ToolUseID: "t1", Name: "send", Output: "ok"}
-	f := &fakeStore{cp: core.Checkpoint{Revision: 9}, pending: []core.PendingCall{
+	f := &fakeStore{cp: core.Checkpoint{Revision: 9}, pending: []core.PendingToolUse{
 		{ToolUse: core.ToolUse{ID: "t1", Name: "send"}, Begun: true, IdempotencyKey: "k1", Effect: sent},
 		{ToolUse: core.ToolUse{ID: "t2", Name: "read", Class: core.ReadOnly}},
 		{ToolUse: core.ToolUse{ID: "t3", Name: "pay", Class: core.Idempotent}, Begun: true, IdempotencyKey: "k3"},

@@ -42,19 +42,19 @@ func TestToStatus(t *testing.T) {
 		reason string
 		md     map[string]string
 	}{
-		{core.ErrNotFound, codes.NotFound, "SESSION_NOT_FOUND", nil},
+		{core.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND", nil},
 		{core.ErrSessionExists, codes.AlreadyExists, "SESSION_EXISTS", nil},
-		{core.ErrFenced, codes.Aborted, "SESSION_FENCED", nil},
+		{core.ErrSessionFenced, codes.Aborted, "SESSION_FENCED", nil},
 		{core.ErrRevisionMismatch, codes.Aborted, "REVISION_MISMATCH", nil},
 		{core.ErrRevisionNotFound, codes.NotFound, "REVISION_NOT_FOUND", nil},
 		{core.ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED", nil},
-		{core.ErrKeepOutOfRange, codes.InvalidArgument, "KEEP_MESSAGES_OUT_OF_RANGE", nil},
+		{core.ErrKeepMessagesOutOfRange, codes.InvalidArgument, "KEEP_MESSAGES_OUT_OF_RANGE", nil},
 		{core.ErrCallAlreadyRecorded, codes.FailedPrecondition, "CALL_ALREADY_RECORDED", nil},
 		{core.ErrCallNotPending, codes.FailedPrecondition, "CALL_NOT_PENDING", nil},
 		{core.ErrCallUnknown, codes.NotFound, "CALL_UNKNOWN", nil},
 		{core.ErrToolNameMismatch, codes.FailedPrecondition, "TOOL_NAME_MISMATCH", nil},
 		{core.ErrEffectConflict, codes.AlreadyExists, "EFFECT_CONFLICT", nil},
-		{core.ErrCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT", nil},
+		{core.ErrCheckpointCorrupt, codes.DataLoss, "CHECKPOINT_CORRUPT", nil},
 		{core.ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN", nil},
 		{core.ErrUnavailable, codes.Unavailable, "UNAVAILABLE", nil},
 		{core.ErrDiskFull, codes.ResourceExhausted, "DISK_FULL", nil},
@@ -62,7 +62,7 @@ func TestToStatus(t *testing.T) {
 		{context.Canceled, codes.Canceled, "CANCELED", nil},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED", nil},
 		{
-			&core.StateError{Err: core.ErrFenced, Msg: "epoch 2 < 3", CurrentRevision: 7, CurrentEpoch: 3},
+			&core.StateError{Err: core.ErrSessionFenced, Msg: "epoch 2 < 3", CurrentRevision: 7, CurrentEpoch: 3},
 			codes.Aborted, "SESSION_FENCED",
 			map[string]string{"current_revision": "7", "current_epoch": "3"},
 		},
@@ -211,13 +211,13 @@ func TestFieldReasonsToStatus(t *testing.T) {
 // errors.go and in this package's has a row.
 func TestErrorKindsCoverSentinels(t *testing.T) {
 	sentinels := map[string]error{
-		"ErrInvalidArgument": core.ErrInvalidArgument, "ErrNotFound": core.ErrNotFound,
-		"ErrSessionExists": core.ErrSessionExists, "ErrFenced": core.ErrFenced,
+		"ErrInvalidArgument": core.ErrInvalidArgument, "ErrSessionNotFound": core.ErrSessionNotFound,
+		"ErrSessionExists": core.ErrSessionExists, "ErrSessionFenced": core.ErrSessionFenced,
 		"ErrRevisionMismatch": core.ErrRevisionMismatch, "ErrRevisionNotFound": core.ErrRevisionNotFound,
-		"ErrRequestIDReused": core.ErrRequestIDReused, "ErrKeepOutOfRange": core.ErrKeepOutOfRange,
+		"ErrRequestIDReused": core.ErrRequestIDReused, "ErrKeepMessagesOutOfRange": core.ErrKeepMessagesOutOfRange,
 		"ErrCallAlreadyRecorded": core.ErrCallAlreadyRecorded, "ErrCallNotPending": core.ErrCallNotPending,
 		"ErrCallUnknown": core.ErrCallUnknown, "ErrToolNameMismatch": core.ErrToolNameMismatch,
-		"ErrEffectConflict": core.ErrEffectConflict, "ErrCorrupt": core.ErrCorrupt,
+		"ErrEffectConflict": core.ErrEffectConflict, "ErrCheckpointCorrupt": core.ErrCheckpointCorrupt,
 		"ErrInvalidPageToken": core.ErrInvalidPageToken, "ErrUnavailable": core.ErrUnavailable,
 		"ErrDiskFull": core.ErrDiskFull, "ErrRequestTooLarge": ErrRequestTooLarge,
 		"ErrSessionCompleted": core.ErrSessionCompleted, "ErrPlaintextBackup": core.ErrPlaintextBackup,

@@ -12,6 +12,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -29,6 +30,7 @@ const (
 	reasonStateTooLarge        = savepointv1.ErrorReason_ERROR_REASON_STATE_TOO_LARGE
 	reasonInvalidEffectClass   = savepointv1.ErrorReason_ERROR_REASON_INVALID_EFFECT_CLASS
 	reasonDuplicateToolUseID   = savepointv1.ErrorReason_ERROR_REASON_DUPLICATE_TOOL_USE_ID
+	reasonToolUseIDMismatch    = savepointv1.ErrorReason_ERROR_REASON_TOOL_USE_ID_MISMATCH
 	reasonInvalidLabel         = savepointv1.ErrorReason_ERROR_REASON_INVALID_LABEL
 	reasonInvalidPageSize      = savepointv1.ErrorReason_ERROR_REASON_INVALID_PAGE_SIZE
 	reasonFieldTooLarge        = savepointv1.ErrorReason_ERROR_REASON_FIELD_TOO_LARGE
@@ -312,14 +314,64 @@ func validateRecord(lim Limits, req *savepointv1.RecordEffectRequest) (core.Effe
 		Name:      req.GetName(),
 		Output:    req.GetOutput(),
 		IsError:   req.GetIsError(),
+		Refused:   req.GetRefused(),
 	}, nil
 }
 
-func validateBegin(req *savepointv1.BeginEffectRequest) error {
+// validateBegin checks a BeginEffect request and, when it registers a tool
+// use (tool_use set), returns the registration.
+func validateBegin(lim Limits, req *savepointv1.BeginEffectRequest) (*core.RegisterRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := validateToolUseID("tool_use_id", req.GetToolUseId()); err != nil {
+		return nil, err
+	}
+	rid, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	pu := req.GetToolUse()
+	if pu == nil {
+		if rid != "" {
+			return nil, fieldErr("request_id", reasonInvalidArgument, "is taken only with tool_use: BeginEffect of a pending tool use is safe to retry as it is")
+		}
+		return nil, nil
+	}
+	if id := pu.GetToolUseId(); id != "" && id != req.GetToolUseId() {
+		return nil, fieldErr("tool_use.tool_use_id", reasonToolUseIDMismatch, "is %q, but tool_use_id is %q; name one tool use", id, req.GetToolUseId())
+	}
+	pu = proto.CloneOf(pu)
+	pu.ToolUseId = req.GetToolUseId()
+	u, err := validateToolUse(lim, "tool_use", pu)
+	if err != nil {
+		return nil, err
+	}
+	return &core.RegisterRequest{SessionID: req.GetSessionId(), ToolUse: u, Epoch: req.GetEpoch(), RequestID: rid}, nil
+}
+
+// validateReconcile checks a Reconcile request's tool use ids: at most
+// core.MaxPendingToolUses, each valid and listed once.
+func validateReconcile(req *savepointv1.ReconcileRequest) error {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
 		return err
 	}
-	return validateToolUseID("tool_use_id", req.GetToolUseId())
+	ids := req.GetToolUseIds()
+	if len(ids) > core.MaxPendingToolUses {
+		return fieldErr("tool_use_ids", reasonInvalidArgument, "lists %d tool uses; at most %d are allowed", len(ids), core.MaxPendingToolUses)
+	}
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		field := fmt.Sprintf("tool_use_ids[%d]", i)
+		if err := validateToolUseID(field, id); err != nil {
+			return err
+		}
+		if seen[id] {
+			return fieldErr(field, reasonDuplicateToolUseID, "names a tool use already listed; list each once")
+		}
+		seen[id] = true
+	}
+	return nil
 }
 
 func validateListMessages(req *savepointv1.ListMessagesRequest) error {

@@ -319,9 +319,20 @@ func TestValidateOtherRequests(t *testing.T) {
 		reason savepointv1.ErrorReason
 		field  string
 	}{
-		{"begin", validateBegin(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t"}), 0, ""},
-		{"begin bad session", validateBegin(&savepointv1.BeginEffectRequest{SessionId: "-", ToolUseId: "t"}), reasonInvalidSessionID, "session_id"},
-		{"begin bad tool use", validateBegin(&savepointv1.BeginEffectRequest{SessionId: "s"}), reasonInvalidToolUseID, "tool_use_id"},
+		{"begin", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t"}), 0, ""},
+		{"begin bad session", beginErr(&savepointv1.BeginEffectRequest{SessionId: "-", ToolUseId: "t"}), reasonInvalidSessionID, "session_id"},
+		{"begin bad tool use", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s"}), reasonInvalidToolUseID, "tool_use_id"},
+		{"register", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{Name: "w"}, RequestId: "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}), 0, ""},
+		{"register other id", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{ToolUseId: "u", Name: "w"}}), reasonToolUseIDMismatch, "tool_use.tool_use_id"},
+		{"register no name", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{}}), reasonMissingField, "tool_use.name"},
+		{"register bad input", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{Name: "w", InputJson: "{"}}), reasonInvalidJSON, "tool_use.input_json"},
+		{"register bad class", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{Name: "w", EffectClass: 9}}), reasonInvalidEffectClass, "tool_use.effect_class"},
+		{"register bad request id", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{Name: "w"}, RequestId: "x"}), reasonInvalidRequestID, "request_id"},
+		{"begin request id without tool use", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", RequestId: "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}), reasonInvalidArgument, "request_id"},
+		{"reconcile ids", validateReconcile(&savepointv1.ReconcileRequest{SessionId: "s", ToolUseIds: []string{"a", "b"}}), 0, ""},
+		{"reconcile duplicate id", validateReconcile(&savepointv1.ReconcileRequest{SessionId: "s", ToolUseIds: []string{"a", "a"}}), reasonDuplicateToolUseID, "tool_use_ids[1]"},
+		{"reconcile empty id", validateReconcile(&savepointv1.ReconcileRequest{SessionId: "s", ToolUseIds: []string{""}}), reasonInvalidToolUseID, "tool_use_ids[0]"},
+		{"reconcile too many ids", validateReconcile(&savepointv1.ReconcileRequest{SessionId: "s", ToolUseIds: manyIDs(257)}), reasonInvalidArgument, "tool_use_ids"},
 		{"list messages", validateListMessages(&savepointv1.ListMessagesRequest{SessionId: "s", PageSize: 5}), 0, ""},
 		{"list messages bad session", validateListMessages(&savepointv1.ListMessagesRequest{}), reasonInvalidSessionID, "session_id"},
 		{"list messages negative", validateListMessages(&savepointv1.ListMessagesRequest{SessionId: "s", PageSize: -1}), reasonInvalidPageSize, "page_size"},
@@ -400,4 +411,18 @@ func TestValidateComplete(t *testing.T) {
 			}
 		})
 	}
+}
+
+// beginErr is validateBegin's error.
+func beginErr(req *savepointv1.BeginEffectRequest) error {
+	_, err := validateBegin(DefaultLimits(), req)
+	return err
+}
+
+func manyIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint("t", i)
+	}
+	return ids
 }

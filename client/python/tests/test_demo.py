@@ -127,9 +127,13 @@ def test_points_and_tools(tmp_path: Path) -> None:
     q = parse_point("after-tool:2")
     assert q is not None and q.matches("after-tool", 2, "count_words") and not q.matches("after-begin", 2, "x")
     assert parse_point("") is None
-    # The sample notes are the Go demo's, and the scripted report states what
-    # count_words finds in them.
-    assert sample_notes() == (REPO / "cmd" / "savepoint-demo" / "sales-notes.txt").read_text()
+    # The sample notes are the Go demo's one copy (the package's
+    # sales-notes.txt links to cmd/savepoint-demo's and the build copies it
+    # in), and the scripted report states what count_words finds in them.
+    go_notes = REPO / "cmd" / "savepoint-demo" / "sales-notes.txt"
+    assert sample_notes() == go_notes.read_text()
+    packaged = REPO / "client" / "python" / "demo" / "savepoint_demo" / "sales-notes.txt"
+    assert packaged.is_symlink() and packaged.resolve() == go_notes.resolve()
     wd = workdir(tmp_path)
     run = run_tool(str(wd))
     out = run(savepoint.ToolUse("x", "count_words", '{"file":"sales-notes.txt"}'), "")

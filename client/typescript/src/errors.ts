@@ -208,6 +208,7 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_STATE_TOO_LARGE]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_INVALID_EFFECT_CLASS]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_DUPLICATE_TOOL_USE_ID]: InvalidArgumentError,
+  [ErrorReason.ERROR_REASON_TOOL_USE_ID_MISMATCH]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_INVALID_LABEL]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_INVALID_PAGE_SIZE]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_FIELD_TOO_LARGE]: InvalidArgumentError,

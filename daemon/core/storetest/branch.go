@@ -56,11 +56,11 @@ func ids(es []core.LedgerEntry) string {
 func testRewind(t *testing.T, s core.Store) {
 	keys := seedBranch(t, s)
 	_, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: 7, Revision: 2})
-	wantState(t, err, core.ErrFenced, 4, 1)
+	wantState(t, err, core.ErrSessionFenced, 4, 1)
 	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 9})
 	wantState(t, err, core.ErrRevisionNotFound, 4, 1)
 	_, err = s.RewindSession(ctx, &core.RewindRequest{SessionID: "none", Revision: 1})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 
 	req := &core.RewindRequest{SessionID: "s", Revision: 2, RequestID: reqA}
 	res, err := s.RewindSession(ctx, req)
@@ -90,13 +90,13 @@ func testRewind(t *testing.T, s core.Store) {
 	}
 	// The calls recorded since stay recorded: Reconcile reuses w1, x1 is in
 	// doubt with its key, and BeginEffect keeps its key.
-	rev, calls, err := s.PendingCalls(ctx, "s")
+	rev, calls, err := s.PendingToolUses(ctx, "s")
 	if err != nil || rev != 5 {
 		t.Fatalf("pending calls: %d %v", rev, err)
 	}
 	decisions := map[string]core.Decision{}
 	for _, r := range core.Reconcile(calls) {
-		decisions[r.Call.ID] = r.Decision
+		decisions[r.ToolUse.ID] = r.Decision
 	}
 	if decisions["w1"] != core.DecisionReuse || decisions["r1"] != core.DecisionReuse || decisions["x1"] != core.DecisionInDoubt {
 		t.Errorf("decisions after rewind: %v", decisions)
@@ -123,7 +123,7 @@ func testRewind(t *testing.T, s core.Store) {
 func testFork(t *testing.T, s core.Store) {
 	keys := seedBranch(t, s)
 	_, err := s.ForkSession(ctx, &core.ForkRequest{SourceID: "none", NewID: "f"})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	_, err = s.ForkSession(ctx, &core.ForkRequest{SourceID: "s", Revision: 9, NewID: "f"})
 	wantErr(t, err, core.ErrRevisionNotFound)
 
@@ -153,13 +153,13 @@ func testFork(t *testing.T, s core.Store) {
 			t.Errorf("fork's entry %+v", e)
 		}
 	}
-	rev, calls, err := s.PendingCalls(ctx, "f")
+	rev, calls, err := s.PendingToolUses(ctx, "f")
 	if err != nil || rev != 1 || len(calls) != 3 {
 		t.Fatalf("fork's pending calls: %d %+v %v", rev, calls, err)
 	}
 	for _, r := range core.Reconcile(calls) {
-		if want := map[string]core.Decision{"w1": core.DecisionReuse, "r1": core.DecisionReuse, "x1": core.DecisionInDoubt}[r.Call.ID]; r.Decision != want {
-			t.Errorf("fork's %s: %v, want %v", r.Call.ID, r.Decision, want)
+		if want := map[string]core.Decision{"w1": core.DecisionReuse, "r1": core.DecisionReuse, "x1": core.DecisionInDoubt}[r.ToolUse.ID]; r.Decision != want {
+			t.Errorf("fork's %s: %v, want %v", r.ToolUse.ID, r.Decision, want)
 		}
 	}
 	// The fork is a session of its own: it saves, and the source is as it was.
@@ -188,7 +188,7 @@ func testFork(t *testing.T, s core.Store) {
 		t.Fatalf("fork of the latest: ledger %s, %v", ids(ledger), err)
 	}
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "f", ExpectedRevision: 1, Epoch: 1})
-	wantErr(t, err, core.ErrFenced)
+	wantErr(t, err, core.ErrSessionFenced)
 }
 
 // testForkLongHistory forks a history longer than one copy batch.

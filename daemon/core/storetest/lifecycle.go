@@ -29,7 +29,7 @@ func testComplete(t *testing.T, s core.Store) {
 		t.Fatalf("new session: %+v %v", cp, err)
 	}
 	_, err := s.CompleteSession(ctx, &core.CompleteRequest{SessionID: "none", Status: core.StatusCompleted})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 
 	req := &core.CompleteRequest{SessionID: "s", Status: core.StatusCompleted, FinalOutput: "42", RequestID: reqA}
 	res := complete(t, s, req)
@@ -88,9 +88,9 @@ func testComplete(t *testing.T, s core.Store) {
 	}
 	// Fenced like a save: the old owner's epoch is refused.
 	_, err = s.CompleteSession(ctx, &core.CompleteRequest{SessionID: "s", Epoch: 1, Status: core.StatusFailed})
-	wantState(t, err, core.ErrFenced, 2, 2)
+	wantState(t, err, core.ErrSessionFenced, 2, 2)
 	_, err = s.CompleteSession(ctx, &core.CompleteRequest{SessionID: "s", Epoch: 0, Status: core.StatusFailed})
-	wantState(t, err, core.ErrFenced, 2, 2)
+	wantState(t, err, core.ErrSessionFenced, 2, 2)
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 2})
 	res = complete(t, s, &core.CompleteRequest{SessionID: "s", Epoch: 2, Status: core.StatusFailed, FinalOutput: "gave up", RequestID: reqB})
 	if res != (core.CompleteResult{Revision: 3, Epoch: 2, Status: core.StatusFailed}) {
@@ -157,7 +157,7 @@ func testListFilters(t *testing.T, s core.Store) {
 
 func testEffects(t *testing.T, s core.Store) {
 	_, err := s.Effects(ctx, "none", "", 10)
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	create(t, s, "s")
 	tools := []core.ToolUse{
 		{ID: "a-recorded", Name: "x"}, {ID: "b-begun", Name: "y", Class: core.Idempotent, BeginTracked: true},

@@ -28,6 +28,10 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"BeginEffect", testBeginEffect},
 		{"RecordEffect", testRecordEffect},
 		{"ReconcileInputs", testReconcileInputs},
+		{"Register", testRegister},
+		{"RegisterParallel", testRegisterParallel},
+		{"Refused", testRefused},
+		{"ReconcileCalls", testReconcileCalls},
 		{"Messages", testMessages},
 		{"ListSessions", testListSessions},
 		{"CreateTime", testCreateTime},
@@ -139,7 +143,7 @@ func testCreateAndRead(t *testing.T, s core.Store) {
 		cp.StateJSON != `{"k":1}` || cp.Labels["team"] != "a" || cp.MessageCount != 1 || cp.SaveTime.IsZero() {
 		t.Fatalf("checkpoint %+v", cp)
 	}
-	if _, err := s.Checkpoint(ctx, "nope", 0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Checkpoint(ctx, "nope", 0); !errors.Is(err, core.ErrSessionNotFound) {
 		t.Fatalf("missing session: %v", err)
 	}
 	_, err = s.Checkpoint(ctx, "s1", 2)
@@ -153,10 +157,10 @@ func testSaveChecks(t *testing.T, s core.Store) {
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 5})
 	wantState(t, err, core.ErrRevisionMismatch, 1, 1)
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "other", ExpectedRevision: 1})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	keep := uint64(2)
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, KeepMessages: &keep})
-	wantState(t, err, core.ErrKeepOutOfRange, 1, 1)
+	wantState(t, err, core.ErrKeepMessagesOutOfRange, 1, 1)
 	// None of the refused saves changed anything.
 	cp, err := s.Checkpoint(ctx, "s", 0)
 	if err != nil || cp.Revision != 1 {
@@ -217,16 +221,16 @@ func testFencing(t *testing.T, s core.Store) {
 	}
 	for _, epoch := range []uint64{0, 1, 2, 4} {
 		_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: epoch})
-		wantState(t, err, core.ErrFenced, 2, 3)
+		wantState(t, err, core.ErrSessionFenced, 2, 3)
 		// Fencing wins over a revision mismatch.
 		_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 9, Epoch: epoch})
-		wantState(t, err, core.ErrFenced, 2, 3)
+		wantState(t, err, core.ErrSessionFenced, 2, 3)
 		_, err = s.DeleteSession(ctx, "s", epoch)
-		wantState(t, err, core.ErrFenced, 2, 3)
+		wantState(t, err, core.ErrSessionFenced, 2, 3)
 	}
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 3, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "x"}}})
 	_, err = s.BeginEffect(ctx, "s", "t1", 2)
-	wantState(t, err, core.ErrFenced, 3, 3)
+	wantState(t, err, core.ErrSessionFenced, 3, 3)
 	if _, err := s.BeginEffect(ctx, "s", "t1", 3); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +286,7 @@ func testBeginEffect(t *testing.T, s core.Store) {
 	_, err := s.BeginEffect(ctx, "s", "w", 0)
 	wantState(t, err, core.ErrCallNotPending, 1, 1)
 	_, err = s.BeginEffect(ctx, "nope", "w", 0)
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}}})
 	b1, err := s.BeginEffect(ctx, "s", "w", 0)
 	if err != nil || b1.IdempotencyKey == "" || b1.AlreadyBegun {
@@ -318,7 +322,7 @@ func testRecordEffect(t *testing.T, s core.Store) {
 	_, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "x"})
 	wantErr(t, err, core.ErrCallUnknown)
 	_, _, err = s.RecordEffect(ctx, "nope", core.Effect{ToolUseID: "w", Output: "x"})
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}, {ID: "v", Name: "count_words"}}})
 	_, _, err = s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Name: "other", Output: "x"})
 	wantErr(t, err, core.ErrToolNameMismatch)
@@ -332,7 +336,7 @@ func testRecordEffect(t *testing.T, s core.Store) {
 	}
 	_, _, err = s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "written", IsError: true})
 	wantState(t, err, core.ErrEffectConflict, 2, 1)
-	_, calls, _ := s.PendingCalls(ctx, "s")
+	_, calls, _ := s.PendingToolUses(ctx, "s")
 	if calls[0].Effect == nil || calls[0].Effect.IsError || calls[0].Effect.Output != "written" {
 		t.Fatalf("conflict changed the stored effect: %+v", calls[0].Effect)
 	}
@@ -362,19 +366,19 @@ func testReconcileInputs(t *testing.T, s core.Store) {
 	if _, err := s.BeginEffect(ctx, "s", "begun", 0); err != nil {
 		t.Fatal(err)
 	}
-	rev, pending, err := s.PendingCalls(ctx, "s")
+	rev, pending, err := s.PendingToolUses(ctx, "s")
 	if err != nil || rev != 2 || len(pending) != len(calls) {
 		t.Fatalf("pending calls: %d %+v %v", rev, pending, err)
 	}
 	got := core.Reconcile(pending)
 	want := []core.Decision{core.DecisionReuse, core.DecisionRun, core.DecisionRun, core.DecisionRun, core.DecisionInDoubt, core.DecisionInDoubt}
 	for i, r := range got {
-		if r.Call.ID != calls[i].ID || r.Decision != want[i] {
+		if r.ToolUse.ID != calls[i].ID || r.Decision != want[i] {
 			t.Errorf("%s: %v, want %v", calls[i].ID, r.Decision, want[i])
 		}
 	}
-	if got[0].Call.Effect.Output != "done" || got[2].Call.IdempotencyKey != idem.IdempotencyKey {
-		t.Errorf("reuse output %q, idempotent key %q", got[0].Call.Effect.Output, got[2].Call.IdempotencyKey)
+	if got[0].ToolUse.Effect.Output != "done" || got[2].ToolUse.IdempotencyKey != idem.IdempotencyKey {
+		t.Errorf("reuse output %q, idempotent key %q", got[0].ToolUse.Effect.Output, got[2].ToolUse.IdempotencyKey)
 	}
 	if !strings.Contains(got[4].ToolResultText, "unknown") || got[5].ToolResultText == "" {
 		t.Errorf("in-doubt text %q", got[4].ToolResultText)
@@ -465,12 +469,12 @@ func testDelete(t *testing.T, s core.Store) {
 		t.Fatalf("delete: %d %v", tomb, err)
 	}
 	_, err = s.DeleteSession(ctx, "s", 3)
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	_, err = s.Resume(ctx, "s", false)
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	// A stale process cannot re-create it.
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", Epoch: 2})
-	wantErr(t, err, core.ErrFenced)
+	wantErr(t, err, core.ErrSessionFenced)
 	res := save(t, s, &core.SaveRequest{SessionID: "s"})
 	if res.Revision != 1 || res.Epoch != 4 || res.MessageCount != 0 {
 		t.Fatalf("re-created: %+v", res)
@@ -482,7 +486,7 @@ func testDelete(t *testing.T, s core.Store) {
 	_, _, err = s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "x"})
 	wantErr(t, err, core.ErrCallUnknown)
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, Epoch: 3})
-	wantErr(t, err, core.ErrFenced)
+	wantErr(t, err, core.ErrSessionFenced)
 }
 
 func testKeyIsolation(t *testing.T, s core.Store) {
@@ -506,7 +510,7 @@ func testKeyIsolation(t *testing.T, s core.Store) {
 		if len(ms) != 1 || ms[0] != msg("user", id) {
 			t.Errorf("%s: messages %+v", id, ms)
 		}
-		_, calls, err := s.PendingCalls(ctx, id)
+		_, calls, err := s.PendingToolUses(ctx, id)
 		if err != nil || len(calls) != 5 {
 			t.Fatalf("%s: calls %+v %v", id, calls, err)
 		}

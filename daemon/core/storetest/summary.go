@@ -97,7 +97,7 @@ func wantCheckpointCreateTime(t *testing.T, s core.Store, sessionID string, rev 
 }
 
 // testSummary checks Store.Summary: ListSessions' entry, unfiltered;
-// ErrNotFound for a session never made or deleted.
+// ErrSessionNotFound for a session never made or deleted.
 func testSummary(t *testing.T, s core.Store) {
 	create(t, s, "a", msg("user", "x"))
 	save(t, s, &core.SaveRequest{SessionID: "a", ExpectedRevision: 1, Labels: map[string]string{"k": "v"},
@@ -112,12 +112,12 @@ func testSummary(t *testing.T, s core.Store) {
 		t.Fatalf("Summary %+v, ListSessions %+v", got, want)
 	}
 	_, err = s.Summary(ctx, "none")
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 	if _, err := s.DeleteSession(ctx, "a", 0); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Summary(ctx, "a")
-	wantErr(t, err, core.ErrNotFound)
+	wantErr(t, err, core.ErrSessionNotFound)
 }
 
 func sameSummary(a, b core.SessionSummary) bool {

@@ -156,6 +156,9 @@ const (
 	// FAILED_PRECONDITION: RecordThreadEffect of a tool use that was never
 	// begun, or of an attempt other than the latest one begun.
 	ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN ErrorReason = 45
+	// INVALID_ARGUMENT: BeginEffect's tool_use names another tool use than its
+	// tool_use_id. Nothing is written.
+	ErrorReason_ERROR_REASON_TOOL_USE_ID_MISMATCH ErrorReason = 50
 	// UNAVAILABLE: the daemon's connection to its database failed after it
 	// sent COMMIT and before the answer came back, so the write may or may not
 	// have been applied. Retry the same request (the same request_id, or the
@@ -219,6 +222,7 @@ var (
 		43: "ERROR_REASON_INVALID_ORDER_BY",
 		44: "ERROR_REASON_EFFECT_INPUT_MISMATCH",
 		45: "ERROR_REASON_EFFECT_NOT_BEGUN",
+		50: "ERROR_REASON_TOOL_USE_ID_MISMATCH",
 		90: "ERROR_REASON_COMMIT_OUTCOME_UNKNOWN",
 		91: "ERROR_REASON_NO_WRITABLE_HOST",
 	}
@@ -269,6 +273,7 @@ var (
 		"ERROR_REASON_INVALID_ORDER_BY":           43,
 		"ERROR_REASON_EFFECT_INPUT_MISMATCH":      44,
 		"ERROR_REASON_EFFECT_NOT_BEGUN":           45,
+		"ERROR_REASON_TOOL_USE_ID_MISMATCH":       50,
 		"ERROR_REASON_COMMIT_OUTCOME_UNKNOWN":     90,
 		"ERROR_REASON_NO_WRITABLE_HOST":           91,
 	}
@@ -690,7 +695,10 @@ type Effect struct {
 	// When the daemon recorded the effect.
 	RecordTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
 	// True when the record arrived after its tool use stopped being pending.
-	Late          bool `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
+	Late bool `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
+	// True when the tool use was refused before it ran (a permission check
+	// said no): it never ran, is_error is set and output says why.
+	Refused       bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -763,6 +771,13 @@ func (x *Effect) GetRecordTime() *timestamppb.Timestamp {
 func (x *Effect) GetLate() bool {
 	if x != nil {
 		return x.Late
+	}
+	return false
+}
+
+func (x *Effect) GetRefused() bool {
+	if x != nil {
+		return x.Refused
 	}
 	return false
 }
@@ -1168,10 +1183,23 @@ type BeginEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// A tool use pending in the latest revision.
+	// A tool use pending in the latest revision, or with tool_use set any
+	// tool use of the session.
 	ToolUseId string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
 	// The caller's epoch, fenced exactly like a save.
-	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Registers the tool use and begins it in one write, for a caller that
+	// sees one call at a time (an agent framework's hooks): a tool use the
+	// ledger does not know is entered, begin-tracked, as pending in the
+	// latest revision without making a revision, so parallel calls never
+	// contend on the revision; one it knows is begun as usual, and one with
+	// a recorded effect is answered with it (effect) instead of
+	// CALL_ALREADY_RECORDED. Its tool_use_id, when set, must equal
+	// tool_use_id; its name is required.
+	ToolUse *ToolUse `protobuf:"bytes,20,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original response; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,21,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1227,13 +1255,30 @@ func (x *BeginEffectRequest) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *BeginEffectRequest) GetToolUse() *ToolUse {
+	if x != nil {
+		return x.ToolUse
+	}
+	return nil
+}
+
+func (x *BeginEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type BeginEffectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A random key, the same on every repeat, to pass to external APIs that
 	// accept an idempotency key.
 	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// True when the tool use had been begun before.
-	AlreadyBegun  bool `protobuf:"varint,2,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
+	AlreadyBegun bool `protobuf:"varint,2,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
+	// With tool_use set in the request, the tool use's recorded effect when
+	// it has one: do not run the tool, answer with this. Nothing was written.
+	Effect        *Effect `protobuf:"bytes,20,opt,name=effect,proto3" json:"effect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1282,6 +1327,13 @@ func (x *BeginEffectResponse) GetAlreadyBegun() bool {
 	return false
 }
 
+func (x *BeginEffectResponse) GetEffect() *Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
 type RecordEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -1293,7 +1345,11 @@ type RecordEffectRequest struct {
 	// What the tool returned, or its error text.
 	Output string `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
 	// True when the tool ran and failed.
-	IsError       bool `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	IsError bool `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// The tool use was refused before it ran (a permission check said no):
+	// it is recorded as never run, with output saying why and is_error set,
+	// so that Reconcile reuses the refusal instead of reporting it in doubt.
+	Refused       bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1359,6 +1415,13 @@ func (x *RecordEffectRequest) GetOutput() string {
 func (x *RecordEffectRequest) GetIsError() bool {
 	if x != nil {
 		return x.IsError
+	}
+	return false
+}
+
+func (x *RecordEffectRequest) GetRefused() bool {
+	if x != nil {
+		return x.Refused
 	}
 	return false
 }
@@ -1542,7 +1605,15 @@ type ReconcileRequest struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// A next_page_token from a previous response; empty starts at the first
 	// pending tool use.
-	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Reconcile these tool uses of the ledger instead of the latest
+	// revision's pending ones, in this order (at most 256, no duplicates):
+	// for a caller whose calls were registered by BeginEffect with tool_use.
+	// A tool use the ledger does not know was never begun, and is decided as
+	// a begin-tracked call never begun (DECISION_RUN); pass only ids of calls
+	// that are always begun before they run. A page token is valid only with
+	// the same list.
+	ToolUseIds    []string `protobuf:"bytes,20,rep,name=tool_use_ids,json=toolUseIds,proto3" json:"tool_use_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1589,6 +1660,13 @@ func (x *ReconcileRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ReconcileRequest) GetToolUseIds() []string {
+	if x != nil {
+		return x.ToolUseIds
+	}
+	return nil
 }
 
 // Resolution is the reconcile answer for one pending tool use.
@@ -3155,7 +3233,10 @@ type LedgerEntry struct {
 	// The recorded effect; unset when begun but not recorded (in doubt if
 	// still pending). effect.late marks a record that arrived after the tool
 	// use stopped being pending.
-	Effect        *Effect `protobuf:"bytes,9,opt,name=effect,proto3" json:"effect,omitempty"`
+	Effect *Effect `protobuf:"bytes,9,opt,name=effect,proto3" json:"effect,omitempty"`
+	// True when BeginEffect with tool_use entered the tool use in the ledger,
+	// rather than a save making it pending.
+	Registered    bool `protobuf:"varint,20,opt,name=registered,proto3" json:"registered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3251,6 +3332,13 @@ func (x *LedgerEntry) GetEffect() *Effect {
 		return x.Effect
 	}
 	return nil
+}
+
+func (x *LedgerEntry) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
+	}
+	return false
 }
 
 type ListEffectsResponse struct {
@@ -3777,7 +3865,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12<\n" +
 	"\feffect_class\x18\x04 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
-	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\xc0\x01\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\xda\x01\n" +
 	"\x06Effect\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -3785,7 +3873,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12;\n" +
 	"\vrecord_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12\x12\n" +
-	"\x04late\x18\x06 \x01(\bR\x04late\"\xe8\x05\n" +
+	"\x04late\x18\x06 \x01(\bR\x04late\x12\x18\n" +
+	"\arefused\x18\x14 \x01(\bR\arefused\"\xe8\x05\n" +
 	"\n" +
 	"Checkpoint\x12\x1d\n" +
 	"\n" +
@@ -3837,22 +3926,27 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x16SaveCheckpointResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"i\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xba\x01\n" +
 	"\x12BeginEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
 	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"c\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x120\n" +
+	"\btool_use\x18\x14 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x15 \x01(\tR\trequestId\"\x91\x01\n" +
 	"\x13BeginEffectResponse\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12#\n" +
-	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\"\x9b\x01\n" +
+	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\x12,\n" +
+	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"\xb5\x01\n" +
 	"\x13RecordEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
 	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
 	"\x06output\x18\x04 \x01(\tR\x06output\x12\x19\n" +
-	"\bis_error\x18\x05 \x01(\bR\aisError\"o\n" +
+	"\bis_error\x18\x05 \x01(\bR\aisError\x12\x18\n" +
+	"\arefused\x18\x14 \x01(\bR\arefused\"o\n" +
 	"\x14RecordEffectResponse\x12,\n" +
 	"\x06effect\x18\x01 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12)\n" +
 	"\x10already_recorded\x18\x02 \x01(\bR\x0falreadyRecorded\"F\n" +
@@ -3865,12 +3959,14 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"checkpoint\x18\x01 \x01(\v2\x18.savepoint.v1.CheckpointR\n" +
 	"checkpoint\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"P\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"r\n" +
 	"\x10ReconcileRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"\x89\x02\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12 \n" +
+	"\ftool_use_ids\x18\x14 \x03(\tR\n" +
+	"toolUseIds\"\x89\x02\n" +
 	"\n" +
 	"Resolution\x120\n" +
 	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
@@ -4010,7 +4106,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x80\x03\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xa0\x03\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -4021,7 +4117,10 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\n" +
 	"begin_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12,\n" +
-	"\x06effect\x18\t \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"r\n" +
+	"\x06effect\x18\t \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x14 \x01(\bR\n" +
+	"registered\"r\n" +
 	"\x13ListEffectsResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.savepoint.v1.LedgerEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x01\n" +
@@ -4058,7 +4157,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
 	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion\x12\x1c\n" +
-	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xa3\r\n" +
+	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xca\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4106,7 +4205,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10*\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ORDER_BY\x10+\x12&\n" +
 	"\"ERROR_REASON_EFFECT_INPUT_MISMATCH\x10,\x12!\n" +
-	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-\x12'\n" +
+	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-\x12%\n" +
+	"!ERROR_REASON_TOOL_USE_ID_MISMATCH\x102\x12'\n" +
 	"#ERROR_REASON_COMMIT_OUTCOME_UNKNOWN\x10Z\x12!\n" +
 	"\x1dERROR_REASON_NO_WRITABLE_HOST\x10[*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
@@ -4233,81 +4333,83 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	5,  // 9: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
 	6,  // 10: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
 	48, // 11: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	7,  // 12: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	8,  // 13: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	6,  // 14: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	3,  // 15: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	7,  // 16: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	18, // 17: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	8,  // 18: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	5,  // 19: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	49, // 20: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 21: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	53, // 22: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	50, // 23: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	52, // 24: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 25: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	52, // 26: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	25, // 27: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	51, // 28: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 29: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	53, // 30: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	53, // 31: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	4,  // 32: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	25, // 33: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	52, // 34: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	32, // 35: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	52, // 36: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	53, // 37: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 38: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 39: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 40: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	52, // 41: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	7,  // 42: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	39, // 43: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	39, // 44: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 45: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 46: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 47: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	9,  // 48: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	11, // 49: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	13, // 50: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	15, // 51: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	17, // 52: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	20, // 53: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	22, // 54: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	24, // 55: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	29, // 56: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	31, // 57: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	34, // 58: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	36, // 59: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	38, // 60: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	41, // 61: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	43, // 62: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	45, // 63: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	27, // 64: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	10, // 65: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	12, // 66: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	14, // 67: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	16, // 68: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	19, // 69: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	21, // 70: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	23, // 71: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	26, // 72: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	30, // 73: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	33, // 74: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	35, // 75: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	37, // 76: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	40, // 77: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	42, // 78: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	44, // 79: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	46, // 80: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	28, // 81: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	65, // [65:82] is the sub-list for method output_type
-	48, // [48:65] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	6,  // 12: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
+	7,  // 13: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
+	7,  // 14: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	8,  // 15: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	6,  // 16: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	3,  // 17: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	7,  // 18: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	18, // 19: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	8,  // 20: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	5,  // 21: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	49, // 22: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 23: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	53, // 24: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	50, // 25: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	52, // 26: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 27: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	52, // 28: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	25, // 29: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	51, // 30: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 31: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	53, // 32: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	53, // 33: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	4,  // 34: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	25, // 35: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	52, // 36: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	32, // 37: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	52, // 38: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	53, // 39: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 40: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 41: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 42: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	52, // 43: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	7,  // 44: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	39, // 45: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	39, // 46: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 47: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 48: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	39, // 49: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	9,  // 50: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	11, // 51: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	13, // 52: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	15, // 53: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	17, // 54: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	20, // 55: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	22, // 56: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	24, // 57: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	29, // 58: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	31, // 59: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	34, // 60: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	36, // 61: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	38, // 62: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	41, // 63: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	43, // 64: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	45, // 65: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	27, // 66: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	10, // 67: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	12, // 68: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	14, // 69: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	16, // 70: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	19, // 71: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	21, // 72: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	23, // 73: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	26, // 74: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	30, // 75: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	33, // 76: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	35, // 77: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	37, // 78: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	40, // 79: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	42, // 80: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	44, // 81: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	46, // 82: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	28, // 83: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	67, // [67:84] is the sub-list for method output_type
+	50, // [50:67] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }

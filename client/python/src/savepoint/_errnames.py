@@ -43,6 +43,7 @@ NAMES = (
     "StateTooLargeError",
     "InvalidEffectClassError",
     "DuplicateToolUseIdError",
+    "ToolUseIdMismatchError",
     "InvalidLabelError",
     "InvalidPageSizeError",
     "FieldTooLargeError",

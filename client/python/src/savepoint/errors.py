@@ -271,6 +271,11 @@ class DuplicateToolUseIdError(FieldError):
     """DUPLICATE_TOOL_USE_ID: two pending tool uses share an id."""
 
 
+class ToolUseIdMismatchError(FieldError):
+    """TOOL_USE_ID_MISMATCH: BeginEffect's tool_use names another tool use
+    than its tool_use_id."""
+
+
 class InvalidLabelError(FieldError):
     """INVALID_LABEL: a label key or value is malformed or too long."""
 
@@ -360,6 +365,7 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_STATE_TOO_LARGE: StateTooLargeError,
     pb.ERROR_REASON_INVALID_EFFECT_CLASS: InvalidEffectClassError,
     pb.ERROR_REASON_DUPLICATE_TOOL_USE_ID: DuplicateToolUseIdError,
+    pb.ERROR_REASON_TOOL_USE_ID_MISMATCH: ToolUseIdMismatchError,
     pb.ERROR_REASON_INVALID_LABEL: InvalidLabelError,
     pb.ERROR_REASON_INVALID_PAGE_SIZE: InvalidPageSizeError,
     pb.ERROR_REASON_FIELD_TOO_LARGE: FieldTooLargeError,

@@ -90,6 +90,7 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_STATE_TOO_LARGE, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_INVALID_EFFECT_CLASS, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_DUPLICATE_TOOL_USE_ID, Code.INVALID_ARGUMENT, InvalidArgumentError],
+  [ErrorReason.ERROR_REASON_TOOL_USE_ID_MISMATCH, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_INVALID_LABEL, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_INVALID_PAGE_SIZE, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_FIELD_TOO_LARGE, Code.INVALID_ARGUMENT, InvalidArgumentError],

@@ -62,7 +62,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	d := confirmData{ID: id, Action: action}
 	resp, err := s.opts.Client.Raw().GetSession(ctx, &savepointv1.GetSessionRequest{SessionId: id})
-	if err != nil && !(action == "delete" && errors.Is(err, client.ErrCorrupt)) {
+	if err != nil && !(action == "delete" && errors.Is(err, client.ErrCheckpointCorrupt)) {
 		s.fail(w, r, err)
 		return
 	}
@@ -117,7 +117,7 @@ func (s *Server) ownEpoch(ctx context.Context, r *http.Request, id string) (uint
 		res, err := s.opts.Client.Raw().Resume(ctx, &savepointv1.ResumeRequest{SessionId: id})
 		// A session that cannot be decoded cannot be resumed; its error
 		// carries the epoch, which is all a delete of it needs.
-		if e, ok := errors.AsType[*client.Error](err); ok && errors.Is(err, client.ErrCorrupt) && e.CurrentEpoch > 0 {
+		if e, ok := errors.AsType[*client.Error](err); ok && errors.Is(err, client.ErrCheckpointCorrupt) && e.CurrentEpoch > 0 {
 			return e.CurrentEpoch, nil
 		}
 		if err != nil {

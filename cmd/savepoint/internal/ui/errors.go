@@ -42,7 +42,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // gets a link to its deletion, the one thing left to do with it.
 func (s *Server) failSession(w http.ResponseWriter, r *http.Request, err error, id string) {
 	d := describe(err)
-	if errors.Is(err, client.ErrCorrupt) && !s.opts.ReadOnly {
+	if errors.Is(err, client.ErrCheckpointCorrupt) && !s.opts.ReadOnly {
 		d.Damaged = id
 	}
 	s.render(w, r, d.Status, "error", http.StatusText(d.Status), "", d)

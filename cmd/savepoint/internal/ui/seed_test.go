@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/client"
-	"github.com/savepoint-dev/savepoint/daemon/daemontest"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
 // inspector starts a real savepointd in-process with the seed sessions and

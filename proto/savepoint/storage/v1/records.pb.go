@@ -569,12 +569,15 @@ func (x *RestoredRecord) GetNextSinceVersion() uint64 {
 // RequestRecord remembers one save's request id, a digest of its payload and
 // its response, so that a retry is answered without saving twice.
 type RequestRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Fingerprint   []byte                 `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	Revision      uint64                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
-	MessageCount  uint64                 `protobuf:"varint,4,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RequestId    string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Fingerprint  []byte                 `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Revision     uint64                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	MessageCount uint64                 `protobuf:"varint,4,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	Epoch        uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// For a BeginEffect's request id: whether that BeginEffect found the call
+	// begun already.
+	AlreadyBegun  bool `protobuf:"varint,6,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,6 +645,13 @@ func (x *RequestRecord) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *RequestRecord) GetAlreadyBegun() bool {
+	if x != nil {
+		return x.AlreadyBegun
+	}
+	return false
 }
 
 // Segment is a run of consecutive message sequence numbers.
@@ -823,34 +833,38 @@ func (x *RevisionRecord) GetSaveTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// CallRecord is everything known about one tool use id of a session.
-type CallRecord struct {
+// LedgerEntryRecord is everything known about one tool use id of a session:
+// its entry in the ledger.
+type LedgerEntryRecord struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	ToolUse *ToolUse               `protobuf:"bytes,1,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
-	// The last revision in which the call was pending.
+	// The last revision in which the tool use was pending.
 	LastPendingRevision uint64                 `protobuf:"varint,2,opt,name=last_pending_revision,json=lastPendingRevision,proto3" json:"last_pending_revision,omitempty"`
 	Begun               bool                   `protobuf:"varint,3,opt,name=begun,proto3" json:"begun,omitempty"`
 	IdempotencyKey      string                 `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	BeginTime           *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=begin_time,json=beginTime,proto3" json:"begin_time,omitempty"`
 	Effect              *Effect                `protobuf:"bytes,6,opt,name=effect,proto3" json:"effect,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The call was registered by BeginEffect rather than made pending by a
+	// save.
+	Registered    bool `protobuf:"varint,7,opt,name=registered,proto3" json:"registered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CallRecord) Reset() {
-	*x = CallRecord{}
+func (x *LedgerEntryRecord) Reset() {
+	*x = LedgerEntryRecord{}
 	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CallRecord) String() string {
+func (x *LedgerEntryRecord) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CallRecord) ProtoMessage() {}
+func (*LedgerEntryRecord) ProtoMessage() {}
 
-func (x *CallRecord) ProtoReflect() protoreflect.Message {
+func (x *LedgerEntryRecord) ProtoReflect() protoreflect.Message {
 	mi := &file_savepoint_storage_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -862,51 +876,58 @@ func (x *CallRecord) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CallRecord.ProtoReflect.Descriptor instead.
-func (*CallRecord) Descriptor() ([]byte, []int) {
+// Deprecated: Use LedgerEntryRecord.ProtoReflect.Descriptor instead.
+func (*LedgerEntryRecord) Descriptor() ([]byte, []int) {
 	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *CallRecord) GetToolUse() *ToolUse {
+func (x *LedgerEntryRecord) GetToolUse() *ToolUse {
 	if x != nil {
 		return x.ToolUse
 	}
 	return nil
 }
 
-func (x *CallRecord) GetLastPendingRevision() uint64 {
+func (x *LedgerEntryRecord) GetLastPendingRevision() uint64 {
 	if x != nil {
 		return x.LastPendingRevision
 	}
 	return 0
 }
 
-func (x *CallRecord) GetBegun() bool {
+func (x *LedgerEntryRecord) GetBegun() bool {
 	if x != nil {
 		return x.Begun
 	}
 	return false
 }
 
-func (x *CallRecord) GetIdempotencyKey() string {
+func (x *LedgerEntryRecord) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
 	}
 	return ""
 }
 
-func (x *CallRecord) GetBeginTime() *timestamppb.Timestamp {
+func (x *LedgerEntryRecord) GetBeginTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.BeginTime
 	}
 	return nil
 }
 
-func (x *CallRecord) GetEffect() *Effect {
+func (x *LedgerEntryRecord) GetEffect() *Effect {
 	if x != nil {
 		return x.Effect
 	}
 	return nil
+}
+
+func (x *LedgerEntryRecord) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
+	}
+	return false
 }
 
 // Message is one stored message of a session's history.
@@ -1041,13 +1062,15 @@ func (x *ToolUse) GetBeginTracked() bool {
 
 // Effect is a recorded effect as stored.
 type Effect struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ToolUseId     string                 `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Output        string                 `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
-	IsError       bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	RecordTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
-	Late          bool                   `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ToolUseId  string                 `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Output     string                 `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	IsError    bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	RecordTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
+	Late       bool                   `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
+	// The tool use was refused before it ran.
+	Refused       bool `protobuf:"varint,7,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1120,6 +1143,13 @@ func (x *Effect) GetRecordTime() *timestamppb.Timestamp {
 func (x *Effect) GetLate() bool {
 	if x != nil {
 		return x.Late
+	}
+	return false
+}
+
+func (x *Effect) GetRefused() bool {
+	if x != nil {
+		return x.Refused
 	}
 	return false
 }
@@ -1209,14 +1239,15 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\x10EpochFloorRecord\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\">\n" +
 	"\x0eRestoredRecord\x12,\n" +
-	"\x12next_since_version\x18\x01 \x01(\x04R\x10nextSinceVersion\"\xa7\x01\n" +
+	"\x12next_since_version\x18\x01 \x01(\x04R\x10nextSinceVersion\"\xcc\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\fR\vfingerprint\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\x12#\n" +
 	"\rmessage_count\x18\x04 \x01(\x04R\fmessageCount\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"<\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12#\n" +
+	"\ralready_begun\x18\x06 \x01(\bR\falreadyBegun\"<\n" +
 	"\aSegment\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\"\x93\x04\n" +
@@ -1237,16 +1268,18 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x02\n" +
-	"\n" +
-	"CallRecord\x128\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x02\n" +
+	"\x11LedgerEntryRecord\x128\n" +
 	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
 	"\x05begun\x18\x03 \x01(\bR\x05begun\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\n" +
 	"begin_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x124\n" +
-	"\x06effect\x18\x06 \x01(\v2\x1c.savepoint.storage.v1.EffectR\x06effect\"@\n" +
+	"\x06effect\x18\x06 \x01(\v2\x1c.savepoint.storage.v1.EffectR\x06effect\x12\x1e\n" +
+	"\n" +
+	"registered\x18\a \x01(\bR\n" +
+	"registered\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
 	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xc7\x01\n" +
@@ -1256,7 +1289,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12D\n" +
 	"\feffect_class\x18\x04 \x01(\x0e2!.savepoint.storage.v1.EffectClassR\veffectClass\x12#\n" +
-	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\xc0\x01\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\xda\x01\n" +
 	"\x06Effect\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -1264,7 +1297,8 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12;\n" +
 	"\vrecord_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12\x12\n" +
-	"\x04late\x18\x06 \x01(\bR\x04late\"(\n" +
+	"\x04late\x18\x06 \x01(\bR\x04late\x12\x18\n" +
+	"\arefused\x18\a \x01(\bR\arefused\"(\n" +
 	"\fFormatRecord\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion*h\n" +
 	"\rSessionStatus\x12\x1e\n" +
@@ -1303,7 +1337,7 @@ var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(*RequestRecord)(nil),         // 8: savepoint.storage.v1.RequestRecord
 	(*Segment)(nil),               // 9: savepoint.storage.v1.Segment
 	(*RevisionRecord)(nil),        // 10: savepoint.storage.v1.RevisionRecord
-	(*CallRecord)(nil),            // 11: savepoint.storage.v1.CallRecord
+	(*LedgerEntryRecord)(nil),     // 11: savepoint.storage.v1.LedgerEntryRecord
 	(*Message)(nil),               // 12: savepoint.storage.v1.Message
 	(*ToolUse)(nil),               // 13: savepoint.storage.v1.ToolUse
 	(*Effect)(nil),                // 14: savepoint.storage.v1.Effect
@@ -1325,9 +1359,9 @@ var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
 	13, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
 	17, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
 	18, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	13, // 12: savepoint.storage.v1.CallRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
-	18, // 13: savepoint.storage.v1.CallRecord.begin_time:type_name -> google.protobuf.Timestamp
-	14, // 14: savepoint.storage.v1.CallRecord.effect:type_name -> savepoint.storage.v1.Effect
+	13, // 12: savepoint.storage.v1.LedgerEntryRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	18, // 13: savepoint.storage.v1.LedgerEntryRecord.begin_time:type_name -> google.protobuf.Timestamp
+	14, // 14: savepoint.storage.v1.LedgerEntryRecord.effect:type_name -> savepoint.storage.v1.Effect
 	1,  // 15: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
 	18, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	17, // [17:17] is the sub-list for method output_type

@@ -59,6 +59,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_INVALID_ORDER_BY: _ClassVar[ErrorReason]
     ERROR_REASON_EFFECT_INPUT_MISMATCH: _ClassVar[ErrorReason]
     ERROR_REASON_EFFECT_NOT_BEGUN: _ClassVar[ErrorReason]
+    ERROR_REASON_TOOL_USE_ID_MISMATCH: _ClassVar[ErrorReason]
     ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: _ClassVar[ErrorReason]
     ERROR_REASON_NO_WRITABLE_HOST: _ClassVar[ErrorReason]
 
@@ -136,6 +137,7 @@ ERROR_REASON_BACKUP_UNSUPPORTED: ErrorReason
 ERROR_REASON_INVALID_ORDER_BY: ErrorReason
 ERROR_REASON_EFFECT_INPUT_MISMATCH: ErrorReason
 ERROR_REASON_EFFECT_NOT_BEGUN: ErrorReason
+ERROR_REASON_TOOL_USE_ID_MISMATCH: ErrorReason
 ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: ErrorReason
 ERROR_REASON_NO_WRITABLE_HOST: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
@@ -179,20 +181,22 @@ class ToolUse(_message.Message):
     def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ...) -> None: ...
 
 class Effect(_message.Message):
-    __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late")
+    __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late", "refused")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
     LATE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     output: str
     is_error: bool
     record_time: _timestamp_pb2.Timestamp
     late: bool
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ...) -> None: ...
+    refused: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ..., refused: _Optional[bool] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time", "status", "final_output", "complete_time", "create_time")
@@ -283,36 +287,44 @@ class SaveCheckpointResponse(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., message_count: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class BeginEffectRequest(_message.Message):
-    __slots__ = ("session_id", "tool_use_id", "epoch")
+    __slots__ = ("session_id", "tool_use_id", "epoch", "tool_use", "request_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tool_use_id: str
     epoch: int
-    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    tool_use: ToolUse
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class BeginEffectResponse(_message.Message):
-    __slots__ = ("idempotency_key", "already_begun")
+    __slots__ = ("idempotency_key", "already_begun", "effect")
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALREADY_BEGUN_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
     idempotency_key: str
     already_begun: bool
-    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ...) -> None: ...
+    effect: Effect
+    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ...) -> None: ...
 
 class RecordEffectRequest(_message.Message):
-    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error")
+    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error", "refused")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tool_use_id: str
     name: str
     output: str
     is_error: bool
-    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
+    refused: bool
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., refused: _Optional[bool] = ...) -> None: ...
 
 class RecordEffectResponse(_message.Message):
     __slots__ = ("effect", "already_recorded")
@@ -341,12 +353,14 @@ class ResumeResponse(_message.Message):
     def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., epoch: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ReconcileRequest(_message.Message):
-    __slots__ = ("session_id", "page_token")
+    __slots__ = ("session_id", "page_token", "tool_use_ids")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_IDS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     page_token: str
-    def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ...) -> None: ...
+    tool_use_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ..., tool_use_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Resolution(_message.Message):
     __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun")
@@ -624,7 +638,7 @@ class ListEffectsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class LedgerEntry(_message.Message):
-    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect")
+    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -634,6 +648,7 @@ class LedgerEntry(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     effect_class: EffectClass
@@ -643,7 +658,8 @@ class LedgerEntry(_message.Message):
     idempotency_key: str
     begin_time: _timestamp_pb2.Timestamp
     effect: Effect
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ...) -> None: ...
+    registered: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ...) -> None: ...
 
 class ListEffectsResponse(_message.Message):
     __slots__ = ("entries", "next_page_token")

@@ -205,6 +205,11 @@ export enum ErrorReason {
    */
   ERROR_REASON_EFFECT_NOT_BEGUN = 45,
   /**
+   * ERROR_REASON_TOOL_USE_ID_MISMATCH - INVALID_ARGUMENT: BeginEffect's tool_use names another tool use than its
+   * tool_use_id. Nothing is written.
+   */
+  ERROR_REASON_TOOL_USE_ID_MISMATCH = 50,
+  /**
    * ERROR_REASON_COMMIT_OUTCOME_UNKNOWN - UNAVAILABLE: the daemon's connection to its database failed after it
    * sent COMMIT and before the answer came back, so the write may or may not
    * have been applied. Retry the same request (the same request_id, or the
@@ -335,6 +340,11 @@ export interface Effect {
     | undefined;
   /** True when the record arrived after its tool use stopped being pending. */
   late: boolean;
+  /**
+   * True when the tool use was refused before it ran (a permission check
+   * said no): it never ran, is_error is set and output says why.
+   */
+  refused: boolean;
 }
 
 /** Checkpoint is one revision of a session. */
@@ -449,10 +459,31 @@ export interface SaveCheckpointResponse {
 export interface BeginEffectRequest {
   /** The session. */
   sessionId: string;
-  /** A tool use pending in the latest revision. */
+  /**
+   * A tool use pending in the latest revision, or with tool_use set any
+   * tool use of the session.
+   */
   toolUseId: string;
   /** The caller's epoch, fenced exactly like a save. */
   epoch: bigint;
+  /**
+   * Registers the tool use and begins it in one write, for a caller that
+   * sees one call at a time (an agent framework's hooks): a tool use the
+   * ledger does not know is entered, begin-tracked, as pending in the
+   * latest revision without making a revision, so parallel calls never
+   * contend on the revision; one it knows is begun as usual, and one with
+   * a recorded effect is answered with it (effect) instead of
+   * CALL_ALREADY_RECORDED. Its tool_use_id, when set, must equal
+   * tool_use_id; its name is required.
+   */
+  toolUse:
+    | ToolUse
+    | undefined;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original response; empty disables retry detection.
+   */
+  requestId: string;
 }
 
 export interface BeginEffectResponse {
@@ -463,6 +494,11 @@ export interface BeginEffectResponse {
   idempotencyKey: string;
   /** True when the tool use had been begun before. */
   alreadyBegun: boolean;
+  /**
+   * With tool_use set in the request, the tool use's recorded effect when
+   * it has one: do not run the tool, answer with this. Nothing was written.
+   */
+  effect: Effect | undefined;
 }
 
 export interface RecordEffectRequest {
@@ -476,6 +512,12 @@ export interface RecordEffectRequest {
   output: string;
   /** True when the tool ran and failed. */
   isError: boolean;
+  /**
+   * The tool use was refused before it ran (a permission check said no):
+   * it is recorded as never run, with output saying why and is_error set,
+   * so that Reconcile reuses the refusal instead of reporting it in doubt.
+   */
+  refused: boolean;
 }
 
 export interface RecordEffectResponse {
@@ -517,6 +559,16 @@ export interface ReconcileRequest {
    * pending tool use.
    */
   pageToken: string;
+  /**
+   * Reconcile these tool uses of the ledger instead of the latest
+   * revision's pending ones, in this order (at most 256, no duplicates):
+   * for a caller whose calls were registered by BeginEffect with tool_use.
+   * A tool use the ledger does not know was never begun, and is decided as
+   * a begin-tracked call never begun (DECISION_RUN); pass only ids of calls
+   * that are always begun before they run. A page token is valid only with
+   * the same list.
+   */
+  toolUseIds: string[];
 }
 
 /** Resolution is the reconcile answer for one pending tool use. */
@@ -871,7 +923,14 @@ export interface LedgerEntry {
    * still pending). effect.late marks a record that arrived after the tool
    * use stopped being pending.
    */
-  effect: Effect | undefined;
+  effect:
+    | Effect
+    | undefined;
+  /**
+   * True when BeginEffect with tool_use entered the tool use in the ledger,
+   * rather than a save making it pending.
+   */
+  registered: boolean;
 }
 
 export interface ListEffectsResponse {
@@ -1157,7 +1216,7 @@ export const ToolUse: MessageFns<ToolUse> = {
 };
 
 function createBaseEffect(): Effect {
-  return { toolUseId: "", name: "", output: "", isError: false, recordTime: undefined, late: false };
+  return { toolUseId: "", name: "", output: "", isError: false, recordTime: undefined, late: false, refused: false };
 }
 
 export const Effect: MessageFns<Effect> = {
@@ -1179,6 +1238,9 @@ export const Effect: MessageFns<Effect> = {
     }
     if (message.late !== false) {
       writer.uint32(48).bool(message.late);
+    }
+    if (message.refused !== false) {
+      writer.uint32(160).bool(message.refused);
     }
     return writer;
   },
@@ -1244,6 +1306,14 @@ export const Effect: MessageFns<Effect> = {
             message.late = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.refused = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1269,6 +1339,7 @@ export const Effect: MessageFns<Effect> = {
       ? Timestamp.fromPartial(object.recordTime)
       : undefined;
     message.late = object.late ?? false;
+    message.refused = object.refused ?? false;
     return message;
   },
 };
@@ -2016,7 +2087,7 @@ export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
 };
 
 function createBaseBeginEffectRequest(): BeginEffectRequest {
-  return { sessionId: "", toolUseId: "", epoch: 0n };
+  return { sessionId: "", toolUseId: "", epoch: 0n, toolUse: undefined, requestId: "" };
 }
 
 export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
@@ -2032,6 +2103,12 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
         throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
       }
       writer.uint32(24).uint64(message.epoch);
+    }
+    if (message.toolUse !== undefined) {
+      ToolUse.encode(message.toolUse, writer.uint32(162).fork()).join();
+    }
+    if (message.requestId !== "") {
+      writer.uint32(170).string(message.requestId);
     }
     return writer;
   },
@@ -2073,6 +2150,22 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
             message.epoch = reader.uint64() as bigint;
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.toolUse = ToolUse.decode(reader, reader.uint32());
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2093,12 +2186,16 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
     message.sessionId = object.sessionId ?? "";
     message.toolUseId = object.toolUseId ?? "";
     message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.toolUse = (object.toolUse !== undefined && object.toolUse !== null)
+      ? ToolUse.fromPartial(object.toolUse)
+      : undefined;
+    message.requestId = object.requestId ?? "";
     return message;
   },
 };
 
 function createBaseBeginEffectResponse(): BeginEffectResponse {
-  return { idempotencyKey: "", alreadyBegun: false };
+  return { idempotencyKey: "", alreadyBegun: false, effect: undefined };
 }
 
 export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
@@ -2108,6 +2205,9 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     }
     if (message.alreadyBegun !== false) {
       writer.uint32(16).bool(message.alreadyBegun);
+    }
+    if (message.effect !== undefined) {
+      Effect.encode(message.effect, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -2141,6 +2241,14 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
             message.alreadyBegun = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.effect = Effect.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2160,12 +2268,15 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     const message = createBaseBeginEffectResponse();
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.alreadyBegun = object.alreadyBegun ?? false;
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? Effect.fromPartial(object.effect)
+      : undefined;
     return message;
   },
 };
 
 function createBaseRecordEffectRequest(): RecordEffectRequest {
-  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false };
+  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false, refused: false };
 }
 
 export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
@@ -2184,6 +2295,9 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     }
     if (message.isError !== false) {
       writer.uint32(40).bool(message.isError);
+    }
+    if (message.refused !== false) {
+      writer.uint32(160).bool(message.refused);
     }
     return writer;
   },
@@ -2241,6 +2355,14 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
             message.isError = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.refused = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2263,6 +2385,7 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     message.name = object.name ?? "";
     message.output = object.output ?? "";
     message.isError = object.isError ?? false;
+    message.refused = object.refused ?? false;
     return message;
   },
 };
@@ -2488,7 +2611,7 @@ export const ResumeResponse: MessageFns<ResumeResponse> = {
 };
 
 function createBaseReconcileRequest(): ReconcileRequest {
-  return { sessionId: "", pageToken: "" };
+  return { sessionId: "", pageToken: "", toolUseIds: [] };
 }
 
 export const ReconcileRequest: MessageFns<ReconcileRequest> = {
@@ -2498,6 +2621,9 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
     }
     if (message.pageToken !== "") {
       writer.uint32(18).string(message.pageToken);
+    }
+    for (const v of message.toolUseIds) {
+      writer.uint32(162).string(v!);
     }
     return writer;
   },
@@ -2531,6 +2657,14 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
             message.pageToken = reader.string();
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.toolUseIds.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2550,6 +2684,7 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
     const message = createBaseReconcileRequest();
     message.sessionId = object.sessionId ?? "";
     message.pageToken = object.pageToken ?? "";
+    message.toolUseIds = object.toolUseIds?.map((e) => e) || [];
     return message;
   },
 };
@@ -4884,6 +5019,7 @@ function createBaseLedgerEntry(): LedgerEntry {
     idempotencyKey: "",
     beginTime: undefined,
     effect: undefined,
+    registered: false,
   };
 }
 
@@ -4918,6 +5054,9 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     }
     if (message.effect !== undefined) {
       Effect.encode(message.effect, writer.uint32(74).fork()).join();
+    }
+    if (message.registered !== false) {
+      writer.uint32(160).bool(message.registered);
     }
     return writer;
   },
@@ -5007,6 +5146,14 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
             message.effect = Effect.decode(reader, reader.uint32());
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.registered = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5039,6 +5186,7 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     message.effect = (object.effect !== undefined && object.effect !== null)
       ? Effect.fromPartial(object.effect)
       : undefined;
+    message.registered = object.registered ?? false;
     return message;
   },
 };

@@ -1,0 +1,5 @@
+//go:build !savepoint_nodirsync
+
+package wal
+
+const skipDirSync = false

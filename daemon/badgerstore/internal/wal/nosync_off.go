@@ -1,0 +1,5 @@
+//go:build !savepoint_nosync
+
+package wal
+
+const skipSync = false
