@@ -480,4 +480,4 @@ def outcome_unknown(err: BaseException) -> bool:
         return True
     if err.code is None:
         return False  # raised by the client itself: nothing was sent
-    return err.reason in ("", "UNAVAILABLE", "INTERNAL")
+    return err.reason in ("", "UNAVAILABLE", "INTERNAL", "COMMIT_OUTCOME_UNKNOWN")
