@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
@@ -283,5 +287,32 @@ func TestProxySSLRequest(t *testing.T) {
 	var one int
 	if err := c.QueryRow(cctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("SELECT 1: %d %v", one, err)
+	}
+}
+
+// TestFailoverDocURLs: the multi-host URLs of docs/operations.md's
+// "Failover" parse as the doc says: every host, and a writable one asked for.
+func TestFailoverDocURLs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "### Failover")
+	if !ok {
+		t.Fatal("docs/operations.md has no Failover section")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	urls := regexp.MustCompile("postgres://[^\\s`]+|host=[^`]+target_session_attrs=read-write").FindAllString(section, -1)
+	if len(urls) != 2 {
+		t.Fatalf("the Failover section shows %d connection strings, want the URL and the key=value form: %q", len(urls), urls)
+	}
+	for _, u := range urls {
+		cfg, err := pgxpool.ParseConfig(u)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		if d := pgstore.Describe(cfg); !strings.Contains(d, "db1:5432,db2:5432/savepoint") || cfg.ConnConfig.ValidateConnect == nil {
+			t.Errorf("%s: described as %s, with target_session_attrs %v", u, d, cfg.ConnConfig.ValidateConnect != nil)
+		}
 	}
 }
