@@ -222,6 +222,14 @@ func TestFailoverReconnect(t *testing.T) {
 	if err := primary.WaitSyncStandby(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// A URL of the standby alone: its writes (Open's migration) are
+	// refused read-only, NO_WRITABLE_HOST.
+	if s, err := pgstore.Open(ctx, standby.URL("postgres"), pgstore.Options{Schema: newSchema()}); !errors.Is(err, core.ErrNoWritableHost) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("Open on the standby: %v, want NO_WRITABLE_HOST", err)
+	}
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write",
 		primary.Port, standby.Port)
 	s := open(t, url, newSchema(), func(o *pgstore.Options) { o.StatementTimeout = 2 * time.Second })
