@@ -106,7 +106,9 @@ func (p *Proxy) SetTarget(target string) {
 	p.mu.Unlock()
 }
 
-// SetLatency delays each message by d, each way; zero forwards at once.
+// SetLatency delays each message by d, each way, from when the proxy read
+// it; zero forwards at once. Throughput is not bounded: messages in flight
+// overlap, as on a long link.
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
@@ -200,7 +202,9 @@ func (p *Proxy) accept() {
 			client.Close() // as the server refusing it
 			continue
 		}
-		c := &proxyConn{p: p, client: client, server: server, stmts: map[string]bool{}}
+		c := &proxyConn{p: p, client: client, server: server, stmts: map[string]bool{},
+			toServer: make(chan timed, 1024), toClient: make(chan timed, 1024), done: make(chan struct{}),
+			serverDelivered: make(chan struct{}), clientDelivered: make(chan struct{})}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -209,9 +213,11 @@ func (p *Proxy) accept() {
 		}
 		p.conns[c] = struct{}{}
 		p.mu.Unlock()
-		p.wg.Add(2)
+		p.wg.Add(4)
 		go c.fromClient()
 		go c.fromServer()
+		go c.deliver(c.server, c.toServer, c.serverDelivered)
+		go c.deliver(c.client, c.toClient, c.clientDelivered)
 	}
 }
 
@@ -220,16 +226,30 @@ type proxyConn struct {
 	p              *Proxy
 	client, server net.Conn
 	once           sync.Once
+	done           chan struct{} // closed by close
 	// sslAnswers counts the one-byte answers to SSLRequest or
 	// GSSENCRequest the server owes.
 	sslAnswers atomic.Int32
 	// stmts are the names of the prepared statements of COMMIT, so that a
 	// Bind of one is seen as a COMMIT (fromClient's alone).
 	stmts map[string]bool
+	// toServer and toClient queue the messages read, each to be written
+	// once the latency has passed since it was read (deliver).
+	toServer, toClient chan timed
+	// serverDelivered and clientDelivered are closed when deliver has
+	// written, or dropped, the last message of each queue.
+	serverDelivered, clientDelivered chan struct{}
+}
+
+// timed is a message and when to write it.
+type timed struct {
+	at  time.Time
+	msg []byte
 }
 
 func (c *proxyConn) close() {
 	c.once.Do(func() {
+		close(c.done)
 		c.client.Close()
 		c.server.Close()
 		c.p.mu.Lock()
@@ -248,7 +268,7 @@ const (
 // then typed ones, cutting where armed.
 func (c *proxyConn) fromClient() {
 	defer c.p.wg.Done()
-	defer c.close()
+	defer c.flushThenClose(c.toServer, c.serverDelivered)
 	r := bufio.NewReaderSize(c.client, 64<<10)
 	// Start-up: SSLRequest or GSSENCRequest (answered with one byte), then
 	// the StartupMessage or a CancelRequest.
@@ -270,7 +290,7 @@ func (c *proxyConn) fromClient() {
 		if code == sslRequestCode || code == gssencRequestCode {
 			c.sslAnswers.Add(1)
 		}
-		if err := c.forward(c.server, r, msg); err != nil {
+		if err := c.forward(c.toServer, msg); err != nil {
 			return
 		}
 		if code != sslRequestCode && code != gssencRequestCode {
@@ -285,7 +305,7 @@ func (c *proxyConn) fromClient() {
 		if c.cutClient(typ, msg) {
 			return
 		}
-		if err := c.forward(c.server, r, msg); err != nil {
+		if err := c.forward(c.toServer, msg); err != nil {
 			return
 		}
 	}
@@ -323,7 +343,7 @@ func (c *proxyConn) cutClient(typ byte, msg []byte) bool {
 // fromServer forwards the server's messages, cutting where armed.
 func (c *proxyConn) fromServer() {
 	defer c.p.wg.Done()
-	defer c.close()
+	defer c.flushThenClose(c.toClient, c.clientDelivered)
 	r := bufio.NewReaderSize(c.server, 64<<10)
 	for {
 		// The first byte read tells: the counter is raised before the
@@ -337,7 +357,7 @@ func (c *proxyConn) fromServer() {
 			if b == 'S' || b == 'G' {
 				return // encryption the proxy cannot read
 			}
-			if err := c.forward(c.client, r, []byte{b}); err != nil {
+			if err := c.forward(c.toClient, []byte{b}); err != nil {
 				return
 			}
 			continue
@@ -357,20 +377,49 @@ func (c *proxyConn) fromServer() {
 				return
 			}
 		}
-		if err := c.forward(c.client, r, msg); err != nil {
+		if err := c.forward(c.toClient, msg); err != nil {
 			return
 		}
 	}
 }
 
-// forward writes msg to w, after the proxy's latency when r holds nothing
-// more already read (one delay per network read, not per message).
-func (c *proxyConn) forward(w net.Conn, r *bufio.Reader, msg []byte) error {
-	if d := c.p.delay(); d > 0 && r.Buffered() == 0 {
-		time.Sleep(d)
+// forward queues msg to be written once the proxy's latency has passed:
+// latency without a bound on throughput, as a long link has. It fails once
+// the connection is closed.
+func (c *proxyConn) forward(q chan<- timed, msg []byte) error {
+	select {
+	case <-c.done:
+		return net.ErrClosed
+	case q <- timed{at: time.Now().Add(c.p.delay()), msg: msg}:
+		return nil
 	}
-	_, err := w.Write(msg)
-	return err
+}
+
+// flushThenClose ends a reader: the messages it queued before it stopped
+// (the end of its side, or a cut) are delivered, so that a cut falls
+// exactly where it was armed, and then the connection is closed.
+func (c *proxyConn) flushThenClose(q chan timed, delivered <-chan struct{}) {
+	close(q)
+	select {
+	case <-delivered:
+	case <-time.After(10 * time.Second):
+	}
+	c.close()
+}
+
+// deliver writes the messages of q to w, each at its time, until q is
+// closed; a failed write closes the connection.
+func (c *proxyConn) deliver(w net.Conn, q <-chan timed, delivered chan<- struct{}) {
+	defer c.p.wg.Done()
+	defer close(delivered)
+	for m := range q {
+		if d := time.Until(m.at); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := w.Write(m.msg); err != nil {
+			c.close()
+		}
+	}
 }
 
 // readMessage reads one typed message: its type and the whole message,

@@ -454,7 +454,7 @@ func (s *Server) NewStandbyVia(port int) (*Server, error) {
 func (s *Server) Follow(primary *Server) error { return s.FollowVia(primary, primary.Port) }
 
 // FollowVia is Follow replicating through port on loopback (a Proxy to
-// primary).
+// primary); the copy itself is taken from primary directly.
 func (s *Server) FollowVia(primary *Server, port int) error {
 	s.mu.Lock()
 	running := s.cmd != nil
@@ -465,10 +465,24 @@ func (s *Server) FollowVia(primary *Server, port int) error {
 	if err := os.RemoveAll(s.dataDir()); err != nil {
 		return err
 	}
-	out, err := s.command("pg_basebackup", "-D", s.dataDir(), "-h", "127.0.0.1", "-p", strconv.Itoa(port),
+	out, err := s.command("pg_basebackup", "-D", s.dataDir(), "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port),
 		"-U", "postgres", "-R", "-X", "stream", "-c", "fast", "--no-sync").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pg_basebackup: %v\n%s", err, out)
+	}
+	if port != primary.Port {
+		conf := filepath.Join(s.dataDir(), "postgresql.auto.conf")
+		b, err := os.ReadFile(conf)
+		if err != nil {
+			return err
+		}
+		via := strings.Replace(string(b), fmt.Sprintf(" port=%d ", primary.Port), fmt.Sprintf(" port=%d ", port), 1)
+		if via == string(b) {
+			return fmt.Errorf("pg_basebackup -R wrote no primary_conninfo with port=%d:\n%s", primary.Port, b)
+		}
+		if err := os.WriteFile(conf, []byte(via), 0o600); err != nil {
+			return err
+		}
 	}
 	return s.StartServer()
 }
