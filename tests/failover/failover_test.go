@@ -499,14 +499,18 @@ func run(t *testing.T, set setup) *report {
 	go func() {
 		defer close(cutsDone)
 		kinds := []pgtest.Cut{pgtest.CutAfterCommit, pgtest.CutAfterCommit, pgtest.CutBeforeCommit, pgtest.CutMidTransaction, pgtest.CutBeforeStatement}
+		every := func() time.Duration { return time.Duration(100+mrand.IntN(300)) * time.Millisecond }
 		if !set.requestIDs {
-			kinds = []pgtest.Cut{pgtest.CutAfterCommit} // the control's naive retries need commits whose answer was lost
+			// The control's naive retries need commits whose answer was
+			// lost: cut after COMMIT only, and more often.
+			kinds = []pgtest.Cut{pgtest.CutAfterCommit}
+			every = func() time.Duration { return time.Duration(30+mrand.IntN(70)) * time.Millisecond }
 		}
 		for {
 			select {
 			case <-stop:
 				return
-			case <-time.After(time.Duration(100+mrand.IntN(300)) * time.Millisecond):
+			case <-time.After(every()):
 			}
 			p := c.proxies[mrand.IntN(2)]
 			p.Arm(kinds[mrand.IntN(len(kinds))])
