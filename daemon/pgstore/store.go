@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,7 +160,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.MaxConns < int32(writers)+1 {
 		cfg.MaxConns = int32(writers) + 1 // reads keep a connection while every writer holds one
 	}
-	s.failover = len(cc.Fallbacks) > 0 || cc.ValidateConnect != nil
+	s.failover = cc.ValidateConnect != nil || len(hosts(cc)) > 1
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if cc.ValidateConnect != nil {
@@ -213,16 +215,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // password.
 func Describe(cfg *pgxpool.Config) string {
 	cc := cfg.ConnConfig
-	hosts := fmt.Sprintf("%s:%d", cc.Host, cc.Port)
-	seen := map[string]bool{hosts: true}
+	return fmt.Sprintf("%s@%s/%s", cc.User, strings.Join(hosts(cc), ","), cc.Database)
+}
+
+// hosts returns the distinct host:port pairs of cc, in order: one for a
+// URL of one host, whose fallbacks differ only in TLS.
+func hosts(cc *pgx.ConnConfig) []string {
+	hs := []string{fmt.Sprintf("%s:%d", cc.Host, cc.Port)}
 	for _, f := range cc.Fallbacks {
-		h := fmt.Sprintf("%s:%d", f.Host, f.Port)
-		if !seen[h] {
-			seen[h] = true
-			hosts += "," + h
+		if h := fmt.Sprintf("%s:%d", f.Host, f.Port); !slices.Contains(hs, h) {
+			hs = append(hs, h)
 		}
 	}
-	return fmt.Sprintf("%s@%s/%s", cc.User, hosts, cc.Database)
+	return hs
 }
 
 func (s *Store) closeStandbys() {
