@@ -37,8 +37,8 @@ type Client struct {
 // the same one, so the daemon applies the save once), BeginEffect (a repeat
 // returns the same key), RecordEffect (the same record again is accepted),
 // Resume (a repeat only takes ownership again), CompleteSession,
-// ForkSession and RewindSession with a request_id, and the reads. DeleteSession is
-// never retried.
+// ForkSession, RewindSession and ResolveEffect with a request_id, and the
+// reads. DeleteSession is never retried.
 type RetryPolicy struct {
 	// MaxAttempts counts the first try; 1 or less disables retries.
 	MaxAttempts int
@@ -154,8 +154,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if addr == "" {
 		addr = DefaultAddr()
 		if auto = newAutostarter(os.Getenv); auto != nil {
-			if err := auto.ensure(ctx); err != nil {
+			a, err := auto.ensure(ctx)
+			if err != nil {
 				return nil, err
+			}
+			if a != addr { // the system's daemon: nothing to start, now or later
+				addr, auto = a, nil
 			}
 		}
 	}
@@ -236,7 +240,7 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 		if c.autostart != nil && status.Code(err) == codes.Unavailable {
 			// The daemon started on demand is gone: start it again, so that
 			// this call's retry, or the next call, finds one.
-			if aerr := c.autostart.ensure(ctx); aerr != nil {
+			if _, aerr := c.autostart.ensure(ctx); aerr != nil {
 				return aerr
 			}
 		}
@@ -337,6 +341,12 @@ func retrySafe(method string, req any) bool {
 		return ok && r.GetRequestId() != ""
 	case savepointv1.SavepointService_RewindSession_FullMethodName:
 		r, ok := req.(*savepointv1.RewindSessionRequest)
+		return ok && r.GetRequestId() != ""
+	case savepointv1.SavepointService_ResolveEffect_FullMethodName:
+		r, ok := req.(*savepointv1.ResolveEffectRequest)
+		return ok && r.GetRequestId() != ""
+	case savepointv1.GraphCheckpointService_ResolveThreadEffect_FullMethodName:
+		r, ok := req.(*savepointv1.ResolveThreadEffectRequest)
 		return ok && r.GetRequestId() != ""
 	case savepointv1.SavepointService_BeginEffect_FullMethodName,
 		savepointv1.SavepointService_RecordEffect_FullMethodName,

@@ -223,8 +223,9 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrSessionCompleted": core.ErrSessionCompleted, "ErrPlaintextBackup": core.ErrPlaintextBackup,
 		"ErrBackupUnsupported": core.ErrBackupUnsupported, "ErrPermissionDenied": ErrPermissionDenied,
 		"ErrUploadAborted": core.ErrUploadAborted, "ErrEffectInputMismatch": core.ErrEffectInputMismatch,
-		"ErrEffectNotBegun": core.ErrEffectNotBegun, "ErrCommitOutcomeUnknown": core.ErrCommitOutcomeUnknown,
-		"ErrNoWritableHost": core.ErrNoWritableHost,
+		"ErrEffectNotBegun": core.ErrEffectNotBegun, "ErrCallNotInDoubt": core.ErrCallNotInDoubt,
+		"ErrResolutionConflict": core.ErrResolutionConflict,
+		"ErrCommitOutcomeUnknown": core.ErrCommitOutcomeUnknown, "ErrNoWritableHost": core.ErrNoWritableHost,
 	}
 	for _, path := range []string{"../core/errors.go", "errors.go"} {
 		checkSentinelsListed(t, path, sentinels)

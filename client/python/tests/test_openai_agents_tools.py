@@ -22,7 +22,7 @@ from agents import Agent, Runner, SQLiteSession, UserError, set_tracing_disabled
 from agents.tool import default_tool_error_function
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from savepoint import Client
+from savepoint import Client, Verified
 from savepoint.openai_agents import DurableToolError, SavepointSession, durable_function_tool, idempotency_key
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -46,6 +46,36 @@ CASES = [
     ("before-sdk-save", "read_only", 1, DONE),
     ("none", "side_effect", 1, DONE),  # no crash: the resume has nothing to answer
 ]
+
+
+# where the first process died, what verify says on resume, the effects made in all, the output the model sees
+VERIFY_CASES = [
+    ("during", "done", 1, "found: reported"),  # it took effect: the output found, not run again
+    ("in-tool", "not_done", 1, DONE),  # it did not: run again, once
+    ("during", "unknown", 1, IN_DOUBT),
+    ("during", "raise", 1, IN_DOUBT),
+]
+
+
+@pytest.mark.parametrize(("point", "answer", "effects", "seen"), VERIFY_CASES)
+def test_verify_on_resume(daemon: Any, sid: str, tmp_path: Path, point: str, answer: str, effects: int, seen: str) -> None:
+    """Killed after BeginEffect, resumed with a verify hook on the tool."""
+    assert _spawn(daemon, "run", sid, str(tmp_path), point, "side_effect").returncode == -signal.SIGKILL
+    second = _spawn(daemon, "resume", sid, str(tmp_path), "none", "side_effect", answer)
+    assert second.returncode == 0, second.stderr
+    out = json.loads(second.stdout.splitlines()[-1])
+    lines = (tmp_path / "effects").read_text().splitlines() if (tmp_path / "effects").exists() else []
+    assert len(lines) == effects, lines
+    asked = (tmp_path / "asked").read_text().split()
+    assert len(asked) == 2 and len(asked[0]) == 32 and json.loads(asked[1]) == {"text": "report"}, asked  # its key and args
+    if answer == "not_done":
+        assert lines[0].split()[1] == asked[0]  # run again with the key it was begun with
+    outputs = _calls(out["model_input"], "function_call_output")
+    assert len(outputs) == 1 and seen in outputs[0]["output"], outputs
+    with Client(daemon.addr) as c:
+        (entry,) = c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries
+    kind = pb.RESOLVER_KIND_VERIFY if answer in ("done", "not_done") else pb.RESOLVER_KIND_UNSPECIFIED
+    assert entry.resolution.resolver_kind == kind
 
 
 def _spawn(daemon: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -337,6 +367,43 @@ def test_non_text_output_is_recorded_as_json(daemon: Any, sid: str) -> None:
     assert e.effect.output == '{"words": 3}' and not e.begun  # read-only: never begun
 
 
+IMAGE = "data:image/png;base64,iVBORw0KGgo="
+
+
+def test_content_blocks_recorded_and_reused(daemon: Any, sid: str) -> None:
+    """A tool that returns text and an image: the model gets them as
+    structured output, the ledger holds their JSON, and a call interrupted
+    after RecordEffect is answered on resume with the same blocks."""
+    from agents import ToolOutputImage, ToolOutputText
+
+    @durable_function_tool(effect="read_only")
+    def chart() -> list[Any]:
+        """Chart."""
+        return [ToolOutputText(text="sales by month"), ToolOutputImage(image_url=IMAGE)]
+
+    want = [{"type": "input_text", "text": "sales by month"}, {"type": "input_image", "image_url": IMAGE}]
+
+    async def go() -> None:
+        model = ScriptedModel([[function_call("chart", {}, call_id="c1")], [assistant_message("ok")]])
+        s = SavepointSession(sid, daemon.addr)
+        await Runner.run(Agent(name="a", model=model, tools=[chart]), "go", session=s)
+        (out,) = _calls(await s.get_items(), "function_call_output")
+        assert out["output"] == want
+
+    asyncio.run(go())
+    with Client(daemon.addr) as c:
+        (e,) = c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries
+    assert json.loads(e.effect.output) == [{"type": "text", "text": "sales by month"}, {"type": "image", "image_url": IMAGE}]
+
+    # Interrupted after RecordEffect: the resume answers with the same blocks.
+    other = sid + ".2"
+    _listed_call(daemon, other, {"host": "elsewhere", "pid": 1, "start": ""})
+    with Client(daemon.addr) as c:
+        c.raw.RecordEffect(pb.RecordEffectRequest(session_id=other, tool_use_id="c1", name="act", output=e.effect.output))
+    items = asyncio.run(SavepointSession(other, daemon.addr).get_items())
+    assert items[2]["call_id"] == "c1" and items[2]["output"] == want
+
+
 def test_call_of_a_live_process_is_left_to_it(daemon: Any, sid: str) -> None:
     """A call listed by a process still running on this host is not answered
     by another process's get_items; once that process is gone, it is (in
@@ -417,7 +484,7 @@ def _kill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str) -> None:
+async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str, answer: str = "") -> None:
     from savepoint.aio import AsyncRaw
 
     def crash(at: str) -> None:
@@ -432,7 +499,14 @@ async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str) -> 
         crash("during")
         return DONE
 
-    tool = durable_function_tool(act, effect=effect)  # type: ignore[arg-type]
+    def verify(key: str, args: Any) -> Verified:
+        with open(os.path.join(workdir, "asked"), "w") as f:
+            f.write(f"{key} {json.dumps(args, separators=(',', ':'))}")
+        if answer == "raise":
+            raise RuntimeError("cannot look")
+        return {"done": Verified.done("found: reported"), "not_done": Verified.not_done()}.get(answer, Verified.unknown())
+
+    tool = durable_function_tool(act, effect=effect, verify=verify if answer else None)  # type: ignore[arg-type]
 
     if point in ("before-begin", "before-record", "after-record"):
         orig_begin, orig_record = AsyncRaw.BeginEffect, AsyncRaw.RecordEffect
@@ -485,4 +559,4 @@ async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str) -> 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
-    asyncio.run(_agent(*sys.argv[1:6]))
+    asyncio.run(_agent(*sys.argv[1:7]))

@@ -28,12 +28,14 @@ import {
   ReconcileRequest,
   RecordEffectRequest,
   ResumeRequest,
+  ResolveEffectRequest,
   RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
   SavepointServiceService,
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
+import { Autostart } from "./autostart.js";
 import { discardLogger, type Logger } from "./log.js";
 import { Session } from "./session.js";
 import { anthropicToolResults } from "./tool.js";
@@ -110,6 +112,7 @@ export function retrySafe(path: string, request: unknown): boolean {
     case SavepointServiceService.completeSession.path:
     case SavepointServiceService.forkSession.path:
     case SavepointServiceService.rewindSession.path:
+    case SavepointServiceService.resolveEffect.path:
       return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.beginEffect.path:
     case SavepointServiceService.recordEffect.path:
@@ -232,6 +235,7 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   listEffects: ListEffectsRequest,
   forkSession: ForkSessionRequest,
   rewindSession: RewindSessionRequest,
+  resolveEffect: ResolveEffectRequest,
 } as never;
 
 /** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
@@ -266,11 +270,23 @@ export function serviceClient<T>(ctor: ServiceClientConstructor<T>, addr?: strin
  * undefined means defaultAddr(). The connection is plaintext unless TLS is
  * given or set in the environment (tlsFromEnv). Unless waitReady is set,
  * dial does not wait for the daemon. Close the client when done.
+ *
+ * With no address chosen (none given, no SAVEPOINT_ADDR) and nothing
+ * answering at the per-user default, dial starts savepointd there on demand
+ * (the platform package's, SAVEPOINTD_PATH, else savepointd on PATH),
+ * detached, and waits until it reports SERVING; a call that later finds it
+ * gone starts it again. SAVEPOINT_AUTOSTART=0 turns this off
+ * (docs/install.md).
  */
 export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
+  let auto = addr ? undefined : Autostart.fromEnv();
+  if (auto) {
+    addr = await auto.ensure();
+    if (addr !== auto.addr) auto = undefined; // the system's daemon: nothing to start, now or later
+  }
   const address = addr || defaultAddr();
   const stub = serviceClient(SavepointServiceClient, address, options);
-  const c = new Client(stub, address, options);
+  const c = new Client(stub, address, options, auto);
   if (options.waitReady) {
     try {
       await c.waitReady(options.signal);
@@ -293,10 +309,12 @@ export class Client {
   readonly #stub: SavepointServiceClient;
   readonly #retry: RetryPolicy;
   readonly #reconnectWaitMs: number;
+  readonly #autostart: Autostart | undefined;
 
   /** @internal Use dial. */
-  constructor(stub: SavepointServiceClient, addr: string, options: DialOptions) {
+  constructor(stub: SavepointServiceClient, addr: string, options: DialOptions, autostart?: Autostart) {
     this.#stub = stub;
+    this.#autostart = autostart;
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.#reconnectWaitMs = Math.max(0, options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
@@ -386,6 +404,14 @@ export class Client {
       try {
         return await this.#unary(method, request, options);
       } catch (err) {
+        // The daemon started on demand is gone: start it again, so that this
+        // call's retry, or the next call, finds one.
+        if (this.#autostart && (err as ServiceError).code === Code.UNAVAILABLE) {
+          await this.#autostart.ensure();
+          // The wait for the connection counts from the daemon's start.
+          readyBy = Math.max(readyBy, Date.now() + this.#reconnectWaitMs);
+          if (options.deadline !== undefined) readyBy = Math.min(readyBy, new Date(options.deadline).getTime());
+        }
         if (attempt + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
         const wait = retryBackoff(this.#retry, attempt);
         this.config.logger.warn("savepoint: daemon unavailable, retrying", {

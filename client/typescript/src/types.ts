@@ -4,7 +4,7 @@
  * It imports no other module of the client but the generated code, so no
  * module depends on another through it in a circle.
  */
-import type { DeepPartial, EffectClass, Decision, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
+import type { DeepPartial, EffectClass, Decision, Effect as PbEffect, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
 import type { Logger } from "./log.js";
 
 /**
@@ -62,6 +62,17 @@ export interface ToolUse {
   inputJson?: string;
   /** What running the tool does; unset or UNSPECIFIED means SIDE_EFFECT. */
   effectClass?: EffectClass;
+}
+
+/**
+ * What registerToolUse returns: the call's idempotency key, whether it had
+ * been begun before, and for a call whose outcome is recorded already that
+ * outcome (effect): then the tool must not run again.
+ */
+export interface Registration {
+  idempotencyKey: string;
+  alreadyBegun: boolean;
+  effect?: PbEffect;
 }
 
 /**
@@ -127,6 +138,34 @@ export interface ToolEvent {
  * error's message.
  */
 export type ToolFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<ToolContent> | ToolContent;
+
+/**
+ * What a verify hook found about a tool use in doubt: "done" with its
+ * outcome (output, isError), "notDone", or "unknown". note is kept with the
+ * resolution.
+ */
+export type Verified =
+  | { status: "done"; output: ToolContent; isError?: boolean; note?: string }
+  | { status: "notDone"; note?: string }
+  | { status: "unknown" };
+
+/**
+ * Asks the world whether a tool use in doubt took effect: given the call and
+ * the idempotency key it was begun with ("" if never begun). A throw counts
+ * as "unknown".
+ */
+export type VerifyFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<Verified> | Verified;
+
+/** Session.reconcile's options: the call options, and a verify hook. */
+export interface ReconcileOptions extends CallOptions {
+  /**
+   * Asked about each tool use in doubt; its answer is recorded
+   * (ResolveEffect, resolver VERIFY): "done" is reused as the result
+   * (REUSE), "notDone" runs the tool again with the same key (RUN),
+   * "unknown" or a throw leaves it in doubt.
+   */
+  verify?: VerifyFunc;
+}
 
 /** Turns the results of one turn, in the order their tool uses were named, into the message(s) pointB appends. */
 export type ToolResultsFunc = (results: ToolResult[]) => Message[];

@@ -39,8 +39,8 @@ _MODULES = {
     "savepoint.address": ("TLSConfig", "default_addr", "parse_addr"),
     "savepoint.client": ("Client", "Raw", "Session", "SessionWatch", "ToolFunc"),
     "savepoint.types": (
-        "Decision", "EffectClass", "Message", "SessionStatus", "ToolContent", "ToolEvent", "ToolResult", "ToolStage", "ToolUse",
-        "WatchEvent", "WatchEventType", "anthropic_tool_results",
+        "Decision", "EffectClass", "Message", "Registration", "SessionStatus", "ToolContent", "ToolEvent", "ToolResult", "ToolStage", "ToolUse",
+        "Verified", "VerifyStatus", "WatchEvent", "WatchEventType", "anthropic_tool_results",
     ),
     "savepoint.errors": _ERROR_NAMES,
 }
@@ -61,12 +61,15 @@ if TYPE_CHECKING:  # "X as X": the explicit re-exports mypy --strict wants
     from savepoint.types import Decision as Decision
     from savepoint.types import EffectClass as EffectClass
     from savepoint.types import Message as Message
+    from savepoint.types import Registration as Registration
     from savepoint.types import SessionStatus as SessionStatus
     from savepoint.types import ToolContent as ToolContent
     from savepoint.types import ToolEvent as ToolEvent
     from savepoint.types import ToolResult as ToolResult
     from savepoint.types import ToolStage as ToolStage
     from savepoint.types import ToolUse as ToolUse
+    from savepoint.types import Verified as Verified
+    from savepoint.types import VerifyStatus as VerifyStatus
     from savepoint.types import WatchEvent as WatchEvent
     from savepoint.types import WatchEventType as WatchEventType
     from savepoint.types import anthropic_tool_results as anthropic_tool_results

@@ -32,6 +32,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    Registration,
     SessionStatus,
     ToolHook,
     ToolContent,
@@ -39,6 +40,7 @@ from savepoint.types import (
     ToolResultsFunc,
     ToolStage,
     ToolUse,
+    Verified,
     WatchEvent,
     anthropic_tool_results,
 )
@@ -50,6 +52,9 @@ AsyncToolFunc = Callable[[ToolUse, str], Awaitable[ToolContent] | ToolContent]
 tools), it returns (or a coroutine returns) the tool's output; an exception
 is the tool's failure."""
 
+
+AsyncVerifyFunc = Callable[[ToolUse, str], Awaitable[Verified] | Verified]
+"""As savepoint.client.VerifyFunc; it may be a coroutine function."""
 
 T = TypeVar("T")
 
@@ -76,7 +81,10 @@ class AsyncRaw:
     """The generated grpc.aio stub's calls with the client's retries and
     error translation, as Raw is for the sync client."""
 
-    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+    ) -> None:
+        self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
@@ -93,7 +101,7 @@ class AsyncRaw:
             try:
                 return await fn(req, timeout=left(deadline))
             except grpc.aio.AioRpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:
@@ -148,6 +156,9 @@ class AsyncRaw:
     async def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
         return await self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
 
+    async def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
+        return await self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of
@@ -176,7 +187,7 @@ class AsyncClient:
         self._opts = _core.Options(
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
         )
-        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout)
+        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the daemon accepts the connection, at most ``timeout``
@@ -377,12 +388,22 @@ class AsyncSession(_core.SessionState):
             out.append(await self.run_tool(c, lambda key, c=c: run(c, key)))  # type: ignore[misc]
         return out
 
-    async def reconcile(self, run: AsyncToolFunc | None = None) -> list[ToolResult]:
-        """See savepoint.Session.reconcile; run may be a coroutine function."""
+    async def reconcile(self, run: AsyncToolFunc | None = None, verify: AsyncVerifyFunc | None = None) -> list[ToolResult]:
+        """See savepoint.Session.reconcile; run and verify may be coroutine
+        functions."""
         rev, epoch = self._revision, self._epoch
         resolutions = await arun_steps(self._raw, self._reconcile_steps(rev))
         results: list[ToolResult] = []
         for res in resolutions:
+            if res.decision == pb.DECISION_IN_DOUBT and verify is not None:
+                v = await self._averified(res, verify)
+                if v is not None:
+                    resp = await self._raw.ResolveEffect(self._resolve_request(res, epoch, v))
+                    after = self._after_verify(res, resp, v)
+                    if isinstance(after, ToolResult):
+                        results.append(after)
+                        continue
+                    res = after
             d = self._decide(res, run is not None)
             if isinstance(d, ToolResult):
                 r = d
@@ -392,6 +413,35 @@ class AsyncSession(_core.SessionState):
                 r = await self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
             results.append(replace(r, decision=Decision(res.decision)))
         return results
+
+    async def register_tool_use(self, call: ToolUse) -> Registration:
+        """See savepoint.Session.register_tool_use."""
+        return self._registration(await self._raw.BeginEffect(self._register_request(call)))
+
+    async def record_tool_use(self, tool_use_id: str, output: str, *, is_error: bool = False) -> pb.Effect:
+        """See savepoint.Session.record_tool_use. Shielded: a tool that ran
+        is recorded even when the caller's task is cancelled meanwhile."""
+        req = self._tool_use_record_request(tool_use_id, output, is_error, False)
+        return (await asyncio.shield(self._raw.RecordEffect(req, timeout=_core.RECORD_TIMEOUT))).effect
+
+    async def refuse_tool_use(self, tool_use_id: str, reason: str) -> pb.Effect:
+        """See savepoint.Session.refuse_tool_use."""
+        return (await self._raw.RecordEffect(self._tool_use_record_request(tool_use_id, reason, True, True))).effect
+
+    async def reconcile_tool_uses(self, tool_use_ids: Sequence[str]) -> list[pb.Resolution]:
+        """See savepoint.Session.reconcile_tool_uses."""
+        return await arun_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
+
+    async def _averified(self, res: pb.Resolution, verify: AsyncVerifyFunc) -> Verified | None:
+        """Ask verify about the tool use in doubt res: its definite answer,
+        or None to leave it in doubt (unknown, or verify raised)."""
+        try:
+            out = verify(ToolUse.from_proto(res.tool_use), res.idempotency_key)
+            v = await out if inspect.isawaitable(out) else out
+        except Exception as e:
+            self._verify_failed(res, e)
+            return None
+        return self._definite(res, v)
 
     async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
         if not _core.is_read_only(p):

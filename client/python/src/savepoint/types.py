@@ -250,6 +250,19 @@ def normalize_content(value: Any) -> ToolContent:
 
 
 @dataclass(frozen=True)
+class Registration:
+    """What register_tool_use returns: the call's idempotency key, whether it
+    had been begun before, and for a call whose outcome is recorded already
+    that outcome (``effect``): then the tool must not run again, and its
+    recorded output (``effect.output``, an error when ``effect.is_error``)
+    answers the call."""
+
+    idempotency_key: str
+    already_begun: bool = False
+    effect: pb.Effect | None = None
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """The answer to one tool use.
 
@@ -268,6 +281,41 @@ class ToolResult:
     is_error: bool = False
     decision: Decision = Decision.UNSPECIFIED
     ledger_error: BaseException | None = None
+
+
+class VerifyStatus(enum.IntEnum):
+    """Whether a tool use in doubt took effect, as a verify hook found."""
+
+    #: It cannot be told; the tool use stays in doubt.
+    UNKNOWN = 0
+    #: It took effect; Verified.output is its outcome.
+    DONE = 1
+    #: It did not; it runs again with the same idempotency key.
+    NOT_DONE = 2
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What a verify hook found about a tool use in doubt: its status and,
+    for DONE, its outcome (``output``, ``is_error``); ``note`` is kept with
+    the resolution. Make one with done(), not_done() or unknown()."""
+
+    status: VerifyStatus
+    output: ToolContent = ""
+    is_error: bool = False
+    note: str = ""
+
+    @classmethod
+    def done(cls, output: ToolContent, *, is_error: bool = False, note: str = "") -> "Verified":
+        return cls(VerifyStatus.DONE, output, is_error, note)
+
+    @classmethod
+    def not_done(cls, *, note: str = "") -> "Verified":
+        return cls(VerifyStatus.NOT_DONE, note=note)
+
+    @classmethod
+    def unknown(cls) -> "Verified":
+        return cls(VerifyStatus.UNKNOWN)
 
 
 class ToolStage(enum.StrEnum):
