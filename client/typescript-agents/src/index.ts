@@ -8,5 +8,5 @@
  * docs/frameworks/openai-agents.md says what is guaranteed.
  */
 export { MAX_ATTEMPTS, SavepointSession, type SavepointSessionOptions, SessionClosedError, SessionContentionError, STATE_KEY, TASK } from "./session.js";
-export { DurableToolError, type Effect, idempotencyKey } from "./ledger.js";
+export { DurableToolError, type Effect, idempotencyKey, type VerifyHook } from "./ledger.js";
 export { DEFAULT_ERROR_OUTPUT, durableTool, type DurableToolOptions } from "./tool.js";

@@ -14,11 +14,12 @@
  * without exactly one function_call_result.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 
 import { type AgentInputItem, RunContext } from "@openai/agents-core";
-import { Decision, EffectClass, type pb, SavepointError, SessionFencedError, toolContent } from "@savepoint-dev/client";
+import { Decision, EffectClass, pb, SavepointError, SessionFencedError, toolContent, type Verified } from "@savepoint-dev/client";
 
 import { type Change, partOf, type SavepointSession, type View, withPart } from "./session.js";
 
@@ -60,7 +61,18 @@ export interface Durable {
   effect: Effect;
   /** Runs the tool (the SDK parses the arguments) with key as the idempotency key and returns its output as text, and whether it is a failure's. */
   rerun(runContext: RunContext<unknown>, call: { callId: string; name: string; arguments: string }, key: string): Promise<{ output: string; isError: boolean }>;
+  /** The tool's verify hook, asked on resume about a call in doubt. */
+  verify?: VerifyHook;
 }
+
+/**
+ * A durable tool's verify hook: given the idempotency key of a call in doubt
+ * and its arguments (parsed JSON), it answers what it found, as the client's
+ * Verified: { status: "done", output } (recorded and given to the model),
+ * { status: "notDone" } (the call runs again with the same key) or
+ * { status: "unknown" } (it stays in doubt, as does a throw).
+ */
+export type VerifyHook = (idempotencyKey: string, input: unknown) => Verified | Promise<Verified>;
 
 /** By tool name: what a resume may re-run. */
 export const registry = new Map<string, Durable>();
@@ -386,7 +398,52 @@ async function effects(s: SavepointSession, ids: Set<string>): Promise<Map<strin
 
 const STOPPED = "the agent stopped before its outcome was recorded";
 
-/** The output an interrupted call gets: its recorded outcome, a re-run's, or the in-doubt text. */
+/**
+ * The definite answer of d's verify hook about call callId in doubt, or
+ * undefined to leave it in doubt ("unknown", or the hook threw).
+ */
+async function verified(s: SavepointSession, d: Durable, callId: string, key: string, args: string): Promise<Exclude<Verified, { status: "unknown" }> | undefined> {
+  const log = (await s.client()).config.logger;
+  const attrs = { session: s.sessionId, tool_use_id: callId, name: d.name };
+  let v: Verified;
+  try {
+    v = await d.verify!(key, JSON.parse(args || "{}"));
+  } catch (err) {
+    log.warn("savepoint: verify of a durable tool use failed; it stays in doubt", { ...attrs, error: String(err) });
+    return undefined;
+  }
+  if (v?.status === "done" || v?.status === "notDone") return v;
+  log.warn("savepoint: verify could not tell whether a durable tool use took effect; it stays in doubt", attrs);
+  return undefined;
+}
+
+/** ResolveEffect of v (resolver VERIFY) under the session's current epoch, following takeovers as begin does. */
+async function resolve(s: SavepointSession, callId: string, v: Exclude<Verified, { status: "unknown" }>): Promise<pb.ResolveEffectResponse> {
+  const c = await s.client();
+  const done = v.status === "done";
+  for (let i = 0; i < 5; i++) {
+    try {
+      return await c.raw.resolveEffect({
+        sessionId: s.sessionId,
+        toolUseId: callId,
+        epoch: (await s.known()).epoch,
+        outcome: done ? pb.ResolutionOutcome.RESOLUTION_OUTCOME_DONE : pb.ResolutionOutcome.RESOLUTION_OUTCOME_NOT_DONE,
+        output: done ? text(v.output) : "",
+        isError: done ? (v.isError ?? false) : false,
+        note: v.note ?? "",
+        resolverKind: pb.ResolverKind.RESOLVER_KIND_VERIFY,
+        resolvedBy: "verify",
+        requestId: randomUUID(),
+      });
+    } catch (err) {
+      if (!(err instanceof SessionFencedError)) throw err;
+      await s.load(false);
+    }
+  }
+  throw new DurableToolError(`ResolveEffect of tool use ${JSON.stringify(callId)} was fenced five times in a row.`);
+}
+
+/** The output an interrupted call gets: its recorded outcome, a re-run's, what its tool's verify hook found, or the in-doubt text. */
 async function answer(
   s: SavepointSession,
   runContext: RunContext<unknown> | undefined,
@@ -400,8 +457,16 @@ async function answer(
   if (effect) return effect.output;
   if (!res) return inDoubt(name, callId, STOPPED);
   if (res.decision === Decision.DECISION_REUSE) return res.effect?.output ?? "";
-  if (res.decision !== Decision.DECISION_RUN) return res.toolResultText || inDoubt(name, callId, STOPPED);
   const d = registry.get(name);
+  if (res.decision === Decision.DECISION_IN_DOUBT && d?.verify) {
+    const v = await verified(s, d, callId, res.idempotencyKey, args);
+    if (v) {
+      const resp = await resolve(s, callId, v);
+      if (v.status === "done") return resp.entry?.effect?.output ?? "";
+      res = { ...res, decision: Decision.DECISION_RUN, toolResultText: "" };
+    }
+  }
+  if (res.decision !== Decision.DECISION_RUN) return res.toolResultText || inDoubt(name, callId, STOPPED);
   if (!d) {
     return (
       `This ${name} call (tool_use_id ${callId}) was interrupted before it ran and was not run again: ` +

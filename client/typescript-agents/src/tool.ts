@@ -4,7 +4,7 @@
  */
 import { type FunctionTool, type RunContext, tool, type ToolInputParameters, type ToolOptions } from "@openai/agents-core";
 
-import { content, DurableToolError, type Effect, EFFECT_CLASSES, registry, runCall, sessionOf, text, withKey } from "./ledger.js";
+import { content, DurableToolError, type Effect, EFFECT_CLASSES, registry, runCall, sessionOf, text, type VerifyHook, withKey } from "./ledger.js";
 
 /** The SDK's error output for a failed tool when no errorFunction is given (the SDK's own default text). */
 export const DEFAULT_ERROR_OUTPUT = "An error occurred while running the tool. Please try again.";
@@ -16,6 +16,14 @@ const RAISED = new WeakSet<object>();
 export type DurableToolOptions<TParameters extends ToolInputParameters, Context> = ToolOptions<TParameters, Context> & {
   /** "read_only", "idempotent" or "side_effect" (the default, the safe one): whether a call interrupted by a crash may be run again. */
   effect?: Effect;
+  /**
+   * The tool's verify hook, verify(idempotencyKey, input): on resume a call
+   * in doubt is asked of it; { status: "done", output } is recorded
+   * (ResolveEffect) and given as the call's output, { status: "notDone" }
+   * runs the call again with the same key, and { status: "unknown" } or a
+   * throw leaves it in doubt.
+   */
+  verify?: VerifyHook;
 };
 
 type AnyOptions = {
@@ -23,6 +31,7 @@ type AnyOptions = {
   execute: (input: unknown, context?: RunContext<unknown>, details?: { toolCall?: { callId: string; name: string; arguments: string } }) => unknown;
   errorFunction?: ((context: RunContext<unknown>, error: unknown, details?: unknown) => unknown) | null;
   effect?: Effect;
+  verify?: VerifyHook;
   outputSchema?: unknown;
 };
 
@@ -47,6 +56,7 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
   if (!(effect in EFFECT_CLASSES)) {
     throw new TypeError(`durableTool: effect must be "read_only", "idempotent" or "side_effect", not ${JSON.stringify(effect)}.`);
   }
+  if (o.verify !== undefined && typeof o.verify !== "function") throw new TypeError("durableTool: verify must be a function (idempotencyKey, input) => Verified.");
   if (o.outputSchema !== undefined) throw new TypeError("durableTool: an outputSchema is not supported: a durable tool's output is text.");
   const onError =
     o.errorFunction === undefined ? () => DEFAULT_ERROR_OUTPUT : o.errorFunction === null ? null : o.errorFunction;
@@ -109,6 +119,7 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
   registry.set(name, {
     name,
     effect,
+    verify: o.verify,
     rerun: async (ctx, call, key) => {
       const slot = { key, isError: false };
       const out = await t.invoke(ctx as RunContext<Context>, call.arguments, { toolCall: { type: "function_call", ...call }, [RERUN]: slot } as never);

@@ -8,7 +8,9 @@
  * NO_TOOL=1 leaves the tool out of the agent (and of this process);
  * STREAM=1 makes the first run a streamed one; CALLS=2 makes its model
  * call send twice at once (call_1 for acme, call_2 for globex), and
- * CRASH_NTH=N kills at the Nth time the stage is reached (1 by default). The
+ * CRASH_NTH=N kills at the Nth time the stage is reached (1 by default).
+ * VERIFY=done|notDone|unknown|throw gives the tool a verify hook that
+ * appends "verify KEY CUSTOMER" to LOG.verify and answers so. The
  * resume runs with an empty input and prints, as JSON, the items the resumed
  * model was sent and the session's items.
  */
@@ -16,6 +18,7 @@ import { appendFileSync } from "node:fs";
 
 import { Agent, run, setTracingDisabled } from "@openai/agents-core";
 import { assistantMessage, functionCall, ScriptedModel } from "@openai/agents-core/testing";
+import type { Verified } from "@savepoint-dev/client";
 import { z } from "zod";
 
 import { durableTool, type Effect, idempotencyKey, SavepointSession } from "../index.js";
@@ -36,11 +39,28 @@ const BLOCKS = [
   { type: "image", image: "data:image/png;base64,iVBORw0KGgo=" },
 ];
 
+/** The verify hook of VERIFY: a done call's output names the key it was begun with. */
+const verify = (key: string, input: unknown): Verified => {
+  const { customer } = input as { customer: string };
+  appendFileSync(log + ".verify", `verify ${key} ${customer}\n`);
+  switch (process.env.VERIFY) {
+    case "done":
+      return { status: "done", output: `found the invoice to ${customer} under key=${key}`, note: "the billing API has it" };
+    case "notDone":
+      return { status: "notDone", note: "the billing API has no such invoice" };
+    case "throw":
+      throw new Error("the billing API is down");
+    default:
+      return { status: "unknown" };
+  }
+};
+
 const send = process.env.NO_TOOL === "1" ? undefined : durableTool({
   name: "send",
   description: "Send an invoice.",
   parameters: z.object({ customer: z.string(), amount: z.number() }),
   effect: effect as Effect,
+  ...(process.env.VERIFY ? { verify } : {}),
   execute: async ({ customer, amount }) => {
     appendFileSync(log, `${customer} ${amount} key=${idempotencyKey()}\n`);
     killAt("tool");
