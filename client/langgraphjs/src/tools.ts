@@ -5,7 +5,7 @@ import * as langgraph from "@langchain/langgraph";
 import { Command, type CommandParams, isCommand, isGraphInterrupt, type LangGraphRunnableConfig, Send, type SendOptions } from "@langchain/langgraph";
 import { ToolNode, type ToolNodeOptions } from "@langchain/langgraph/prebuilt";
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { graphPb, pb } from "@savepoint-dev/client";
+import { graphPb, pb, type Verified } from "@savepoint-dev/client";
 
 import { Connection, type SaverOptions } from "./conn.js";
 
@@ -29,7 +29,18 @@ const CLASSES: Record<EffectClassName, pb.EffectClass> = {
 export interface DurableToolNodeOptions extends ToolNodeOptions, SaverOptions {
   /** Serializes the recorded ToolMessages and Commands (default LangGraph's JsonPlusSerializer). */
   serde?: SerializerProtocol;
+  /** Verify hooks by tool name, asked about a call of that tool in doubt (VerifyHook). */
+  verify?: Record<string, VerifyHook>;
 }
+
+/**
+ * A tool's verify hook: given the idempotency key of a call in doubt and the
+ * call's args, it says whether the call took effect, as the client's
+ * Verified: { status: "done", output } (recorded and answered as the call's
+ * ToolMessage), { status: "notDone" } (the tool runs again as a new attempt
+ * under the same key) or { status: "unknown" } (in doubt, as is a throw).
+ */
+export type VerifyHook = (idempotencyKey: string, args: unknown) => Verified | Promise<Verified>;
 
 type Tool = ToolNode["tools"][number];
 
@@ -106,11 +117,17 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
   readonly address: string;
   readonly #conn: Connection;
   readonly #serde: SerializerProtocol;
+  readonly #verify: Map<string, VerifyHook>;
 
   constructor(tools: Tool[], options: DurableToolNodeOptions = {}) {
-    const { name, tags, handleToolErrors, serde, ...conn } = options;
+    const { name, tags, handleToolErrors, serde, verify, ...conn } = options;
     super(tools, { name, tags, handleToolErrors });
     for (const t of tools) effectClassOf(t);
+    for (const [n, hook] of Object.entries(verify ?? {})) {
+      if (!tools.some((t) => t.name === n)) throw new Error(`DurableToolNode: verify names ${JSON.stringify(n)}, which is not one of its tools`);
+      if (typeof hook !== "function") throw new Error(`DurableToolNode: verify[${JSON.stringify(n)}] is not a function`);
+    }
+    this.#verify = new Map(Object.entries(verify ?? {}));
     this.#conn = new Connection(conn);
     this.address = this.#conn.address;
     this.#serde = serde ?? new JsonPlusSerializer();
@@ -132,19 +149,38 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
     if (tool === undefined) return super.runTool(call, config, state);
     const cls = effectClassOf(tool);
     const key = callKey(call, config);
-    const begun = await this.#conn.unary<graphPb.BeginThreadEffectRequest, graphPb.BeginThreadEffectResponse>(
-      this.#conn.stub.beginThreadEffect,
-      graphPb.BeginThreadEffectRequest.fromPartial({
-        threadId: key.threadId,
-        checkpointNs: key.ns,
-        toolUseId: key.toolUseId,
-        name: call.name,
-        inputJson: JSON.stringify(call.args ?? {}),
-        effectClass: CLASSES[cls],
-        checkpointId: key.checkpointId,
-        requestId: randomUUID(),
-      }),
-    );
+    const begin = () =>
+      this.#conn.unary<graphPb.BeginThreadEffectRequest, graphPb.BeginThreadEffectResponse>(
+        this.#conn.stub.beginThreadEffect,
+        graphPb.BeginThreadEffectRequest.fromPartial({
+          threadId: key.threadId,
+          checkpointNs: key.ns,
+          toolUseId: key.toolUseId,
+          name: call.name,
+          inputJson: JSON.stringify(call.args ?? {}),
+          effectClass: CLASSES[cls],
+          checkpointId: key.checkpointId,
+          requestId: randomUUID(),
+        }),
+      );
+    let begun = await begin();
+    const v = await this.#verified(begun, call, key);
+    if (v) {
+      // Recorded with ResolveThreadEffect: done is this call's answer from
+      // now on; not done lets the next begin start a new attempt.
+      if (v.status === "done") {
+        const found = new ToolMessage({
+          status: v.isError ? "error" : "success",
+          name: call.name,
+          tool_call_id: key.toolUseId,
+          content: v.output as ToolMessage["content"],
+        });
+        await this.#resolve(key, v, await this.#dump(found));
+        return found;
+      }
+      await this.#resolve(key, v, undefined);
+      begun = await begin();
+    }
     const effect = begun.effect;
     switch (begun.decision) {
       case pb.Decision.DECISION_REUSE:
@@ -183,6 +219,49 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
     }
     if (attempt > 0) await this.#record(key, attempt, await this.#dump(out), false);
     return out;
+  }
+
+  /**
+   * The definite answer of the call's verify hook to an IN_DOUBT begin;
+   * undefined when it has none, it cannot tell, or it throws (a warning).
+   */
+  async #verified(begun: graphPb.BeginThreadEffectResponse, call: ToolCall, key: CallKey): Promise<Exclude<Verified, { status: "unknown" }> | undefined> {
+    const hook = this.#verify.get(call.name);
+    if (begun.decision !== pb.Decision.DECISION_IN_DOUBT || !hook) return undefined;
+    let v: Verified;
+    try {
+      v = await hook(begun.effect?.idempotencyKey ?? "", call.args);
+    } catch (e) {
+      process.emitWarning(`savepoint: verify of tool use ${key.toolUseId} of thread ${key.threadId} failed (${(e as Error)?.message ?? e}); it stays in doubt`, {
+        code: "SAVEPOINT_VERIFY_FAILED",
+      });
+      return undefined;
+    }
+    if (v?.status === "done" || v?.status === "notDone") return v;
+    process.emitWarning(`savepoint: verify could not tell whether tool use ${key.toolUseId} of thread ${key.threadId} took effect; it stays in doubt`, {
+      code: "SAVEPOINT_VERIFY_UNKNOWN",
+    });
+    return undefined;
+  }
+
+  /** ResolveThreadEffect of v (resolver VERIFY), retried with its request id; output is the serialized ToolMessage for done. */
+  async #resolve(key: CallKey, v: Exclude<Verified, { status: "unknown" }>, output: [string, Uint8Array] | undefined): Promise<void> {
+    const done = v.status === "done";
+    await this.#conn.unary<graphPb.ResolveThreadEffectRequest, graphPb.ResolveThreadEffectResponse>(
+      this.#conn.stub.resolveThreadEffect,
+      graphPb.ResolveThreadEffectRequest.fromPartial({
+        threadId: key.threadId,
+        checkpointNs: key.ns,
+        toolUseId: key.toolUseId,
+        outcome: done ? pb.ResolutionOutcome.RESOLUTION_OUTCOME_DONE : pb.ResolutionOutcome.RESOLUTION_OUTCOME_NOT_DONE,
+        output: output ? { type: output[0], data: Buffer.from(output[1]), totalSize: output[1].length } : undefined,
+        isError: done ? (v.isError ?? false) : false,
+        note: v.note ?? "",
+        resolverKind: pb.ResolverKind.RESOLVER_KIND_VERIFY,
+        resolvedBy: "verify",
+        requestId: randomUUID(),
+      }),
+    );
   }
 
   /**

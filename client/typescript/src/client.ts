@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
 
 import {
   type ChannelCredentials,
@@ -36,6 +37,12 @@ import {
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
 import { Autostart } from "./autostart.js";
+import {
+  GraphCheckpointServiceClient,
+  GraphCheckpointServiceService,
+  ResolveThreadEffectRequest,
+  type ResolveThreadEffectResponse,
+} from "./gen/savepoint/v1/graph.js";
 import { discardLogger, type Logger } from "./log.js";
 import { Session } from "./session.js";
 import { anthropicToolResults } from "./tool.js";
@@ -113,6 +120,7 @@ export function retrySafe(path: string, request: unknown): boolean {
     case SavepointServiceService.forkSession.path:
     case SavepointServiceService.rewindSession.path:
     case SavepointServiceService.resolveEffect.path:
+    case GraphCheckpointServiceService.resolveThreadEffect.path:
       return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.beginEffect.path:
     case SavepointServiceService.recordEffect.path:
@@ -310,10 +318,14 @@ export class Client {
   readonly #retry: RetryPolicy;
   readonly #reconnectWaitMs: number;
   readonly #autostart: Autostart | undefined;
+  readonly #options: DialOptions;
+  /** GraphCheckpointService on the same address, made on first use. */
+  #graph: GraphCheckpointServiceClient | undefined;
 
   /** @internal Use dial. */
   constructor(stub: SavepointServiceClient, addr: string, options: DialOptions, autostart?: Autostart) {
     this.#stub = stub;
+    this.#options = options;
     this.#autostart = autostart;
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
@@ -335,6 +347,22 @@ export class Client {
   /** Closes the connection; calls in flight fail. */
   close(): void {
     this.#stub.close();
+    this.#graph?.close();
+  }
+
+  /**
+   * ResolveThreadEffect (docs/api.md): records what was found about a graph
+   * thread's call in doubt, as the Go client's ResolveThreadEffect does.
+   * request.output must be serialized as the client that ran the tool
+   * serializes outputs. A request without a requestId gets a fresh one, so
+   * the call is retried while the daemon is unavailable, as ResolveEffect is.
+   */
+  resolveThreadEffect(request: Partial<ResolveThreadEffectRequest>, options: CallOptions = {}): Promise<ResolveThreadEffectResponse> {
+    const req = ResolveThreadEffectRequest.fromPartial({ ...request, requestId: request.requestId || randomUUID() });
+    const def = GraphCheckpointServiceService.resolveThreadEffect;
+    this.#graph ??= serviceClient(GraphCheckpointServiceClient, this.addr, this.#options);
+    const stub = this.#graph;
+    return this.#retrying(def.path, req, options, () => unaryCall(stub, def, req, options));
   }
 
   /**
@@ -393,16 +421,22 @@ export class Client {
    * retrySafe says so, with the request unchanged (so a SaveCheckpoint
    * retry carries its original request_id), and its final error translated.
    */
-  async #invoke<M extends Method>(method: M, request: Req<M>, options: CallOptions = {}): Promise<Res<M>> {
+  #invoke<M extends Method>(method: M, request: Req<M>, options: CallOptions = {}): Promise<Res<M>> {
     const def = SavepointServiceService[method];
-    const attempts = retrySafe(def.path, request) ? Math.max(1, this.#retry.maxAttempts) : 1;
+    return this.#retrying(def.path, request, options, () => unaryCall(this.#stub, def, request, options) as Promise<Res<M>>);
+  }
+
+  /** Runs once, retried while it fails with UNAVAILABLE if retrySafe(path, request) says so, as #invoke says. */
+  async #retrying<T>(path: string, request: unknown, options: CallOptions, once: () => Promise<T>): Promise<T> {
+    const def = { path };
+    const attempts = retrySafe(path, request) ? Math.max(1, this.#retry.maxAttempts) : 1;
     // One bound for the whole call: its wait for the connection, before each try.
     let readyBy = Date.now() + this.#reconnectWaitMs;
     if (options.deadline !== undefined) readyBy = Math.min(readyBy, new Date(options.deadline).getTime());
     for (let attempt = 0; ; attempt++) {
       if (this.#reconnectWaitMs > 0) await this.#ready(readyBy, options.signal);
       try {
-        return await this.#unary(method, request, options);
+        return await once();
       } catch (err) {
         // The daemon started on demand is gone: start it again, so that this
         // call's retry, or the next call, finds one.
@@ -426,28 +460,35 @@ export class Client {
     }
   }
 
-  #unary<M extends Method>(method: M, request: Req<M>, options: CallOptions): Promise<Res<M>> {
-    const def = SavepointServiceService[method];
-    return new Promise((resolve, reject) => {
-      const grpcOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
-      const call: ClientUnaryCall = this.#stub.makeUnaryRequest(
-        def.path,
-        def.requestSerialize as (v: Req<M>) => Buffer,
-        def.responseDeserialize as (b: Buffer) => Res<M>,
-        request,
-        new Metadata(),
-        grpcOptions,
-        (err, response) => {
-          options.signal?.removeEventListener("abort", cancel);
-          if (err) reject(err);
-          else resolve(response as Res<M>);
-        },
-      );
-      const cancel = () => call.cancel();
-      if (options.signal?.aborted) call.cancel();
-      else options.signal?.addEventListener("abort", cancel, { once: true });
-    });
-  }
+}
+
+
+/** One unary call of def on a grpc-js client, cancelled when options.signal fires. */
+function unaryCall<Q, R>(
+  stub: GrpcClient,
+  def: { path: string; requestSerialize: unknown; responseDeserialize: unknown },
+  request: Q,
+  options: CallOptions,
+): Promise<R> {
+  return new Promise((resolve, reject) => {
+    const grpcOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
+    const call: ClientUnaryCall = stub.makeUnaryRequest(
+      def.path,
+      def.requestSerialize as (v: Q) => Buffer,
+      def.responseDeserialize as (b: Buffer) => R,
+      request,
+      new Metadata(),
+      grpcOptions,
+      (err, response) => {
+        options.signal?.removeEventListener("abort", cancel);
+        if (err) reject(err);
+        else resolve(response as R);
+      },
+    );
+    const cancel = () => call.cancel();
+    if (options.signal?.aborted) call.cancel();
+    else options.signal?.addEventListener("abort", cancel, { once: true });
+  });
 }
 
 /**

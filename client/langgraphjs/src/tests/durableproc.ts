@@ -14,6 +14,9 @@
  * on from its last checkpoint. Both print the thread's messages as JSON.
  * Checkpoints are saved with durability "sync".
  *
+ * VERIFY=done|notDone|unknown|throw gives send_invoice a verify hook that
+ * appends "verify KEY" to DIR/verify and answers so.
+ *
  * Usage: node durableproc.js start|resume ADDR THREAD DIR [before|during|after]
  */
 import { appendFileSync, writeSync } from "node:fs";
@@ -25,6 +28,8 @@ import type { ChatResult } from "@langchain/core/outputs";
 import { tool } from "@langchain/core/tools";
 import { type Command, END, type LangGraphRunnableConfig, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { toolsCondition } from "@langchain/langgraph/prebuilt";
+
+import type { Verified } from "@savepoint-dev/client";
 
 import { DurableToolNode, IDEMPOTENCY_KEY, SavepointSaver } from "../index.js";
 
@@ -102,7 +107,21 @@ class Probed extends DurableToolNode {
 
 const model = new ScriptedChatModel({});
 const saver = new SavepointSaver({ address });
-const tools = new Probed([lookupCustomer, sendInvoice], { address });
+/** The verify hook of VERIFY: a done call's output names the key it was begun with. */
+const verify = (key: string, args: unknown): Verified => {
+  appendFileSync(join(dir, "verify"), `verify ${key} ${JSON.stringify(args)}\n`);
+  switch (process.env.VERIFY) {
+    case "done":
+      return { status: "done", output: `found invoice sent under key ${key}`, note: "the billing API has it" };
+    case "notDone":
+      return { status: "notDone" };
+    case "throw":
+      throw new Error("the billing API is down");
+    default:
+      return { status: "unknown" };
+  }
+};
+const tools = new Probed([lookupCustomer, sendInvoice], { address, ...(process.env.VERIFY ? { verify: { send_invoice: verify } } : {}) });
 const app = new StateGraph(MessagesAnnotation)
   .addNode("agent", async (s: typeof MessagesAnnotation.State) => ({ messages: [await model.invoke(s.messages)] }))
   .addNode("tools", tools)

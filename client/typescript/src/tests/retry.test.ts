@@ -39,6 +39,13 @@ after(async () => {
   await d.close();
 });
 
+test("ResolveThreadEffect is retry-safe only with a request id, as ResolveEffect", () => {
+  const path = "/savepoint.v1.GraphCheckpointService/ResolveThreadEffect";
+  assert.equal(retrySafe(path, { requestId: "00000000-0000-4000-8000-000000000001" }), true);
+  assert.equal(retrySafe(path, { requestId: "" }), false);
+  assert.equal(retrySafe(path, undefined), false);
+});
+
 test("retrySafe is the Go client's", () => {
   const want: Record<Method, boolean> = {
     saveCheckpoint: true, // with a request id; see below
