@@ -45,6 +45,7 @@ import type {
   RawClient,
   Req,
   Res,
+  ResumeOptions,
   StartOptions,
   ToolEvent,
   ToolResult,
@@ -332,10 +333,12 @@ export class Client {
    * Takes ownership of an existing session (fencing any process that owned
    * it before) and loads its latest revision with its whole history. A
    * session that does not exist is SessionNotFoundError: nothing to resume
-   * from. If it has pending tool uses, call reconcile and then pointB.
+   * from. If it has pending tool uses, call reconcile and then pointB. A
+   * completed or failed session is loaded as it is; options.reopen makes it
+   * active again so that it continues.
    */
-  resume(id: string, call?: CallOptions): Promise<Session> {
-    return Session.resume(this, id, call);
+  resume(id: string, options: ResumeOptions = {}, call: CallOptions = options): Promise<Session> {
+    return Session.resume(this, id, options.reopen === true, { signal: call.signal, deadline: call.deadline });
   }
 
   /**

@@ -55,6 +55,7 @@ export type {
   Message,
   Method,
   RawClient,
+  ResumeOptions,
   SaveOptions,
   StartOptions,
   ToolEvent,

@@ -60,4 +60,5 @@ NAMES = (
     "ResultsMismatchError",
     "AlreadyRunError",
     "NotRunError",
+    "DurableToolError",
 )

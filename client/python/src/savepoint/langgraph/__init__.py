@@ -31,20 +31,20 @@ if TYPE_CHECKING:
     from savepoint.langgraph._durable import DurableFunction, DurableTool, durable
     from savepoint.langgraph._ledger import (
         IDEMPOTENCY_KEY,
-        DurableToolError,
         Effect,
         EffectInDoubtError,
         idempotency_key,
         in_doubt_text,
     )
     from savepoint.langgraph._toolnode import DurableToolNode
+    from savepoint.errors import DurableToolError
 
 _LAZY = {
     "DurableToolNode": "savepoint.langgraph._toolnode",
     "durable": "savepoint.langgraph._durable",
     "DurableFunction": "savepoint.langgraph._durable",
     "DurableTool": "savepoint.langgraph._durable",
-    "DurableToolError": "savepoint.langgraph._ledger",
+    "DurableToolError": "savepoint.errors",
     "Effect": "savepoint.langgraph._ledger",
     "EffectInDoubtError": "savepoint.langgraph._ledger",
     "IDEMPOTENCY_KEY": "savepoint.langgraph._ledger",

@@ -10,6 +10,7 @@ docs/frameworks/openai-agents.md says what is guaranteed.
 """
 
 from savepoint.openai_agents._session import SavepointSession
-from savepoint.openai_agents._tools import DurableToolError, Effect, durable_function_tool, idempotency_key
+from savepoint.errors import DurableToolError
+from savepoint.openai_agents._tools import Effect, durable_function_tool, idempotency_key
 
 __all__ = ["DurableToolError", "Effect", "SavepointSession", "durable_function_tool", "idempotency_key"]
