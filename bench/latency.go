@@ -52,6 +52,7 @@ func (b *Bench) SaveLatency(ctx context.Context, spd, empty Target) error {
 	b.tables = append(b.tables, t)
 	b.summary["save_p50_vs_fsync"] = MedianRatio(p50[spd.Name()], floor)
 	b.summary["save_p50_vs_badger"] = MedianRatio(p50[spd.Name()], bdg)
+	b.summary["save_p50_vs_floor"] = MedianRatio(p50[spd.Name()], Sum(p50[empty.Name()], floor))
 	return nil
 }
 

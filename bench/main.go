@@ -111,8 +111,8 @@ func (c Config) Validate() error {
 	if c.Cycles < 1 || c.Turns < 30 || c.ResumeMessages < 1 || c.StartSessions < 1 {
 		bad("cycles, turns (>= 30), resume messages and start sessions must be positive")
 	}
-	if len(c.Sessions) == 0 || !slices.Contains(c.Sessions, 64) || slices.ContainsFunc(c.Sessions, func(n int) bool { return n < 1 }) {
-		bad("-sessions %v: need positive counts including 64", c.Sessions)
+	if len(c.Sessions) == 0 || !slices.Contains(c.Sessions, 1) || !slices.Contains(c.Sessions, 64) || slices.ContainsFunc(c.Sessions, func(n int) bool { return n < 1 }) {
+		bad("-sessions %v: need positive counts including 1 and 64", c.Sessions)
 	}
 	if c.Window <= 0 || c.Warmup < 0 {
 		bad("-window %v, -warmup %v: need a positive window", c.Window, c.Warmup)

@@ -115,6 +115,9 @@ var SummaryNames = []string{
 	"startup_100k_ms",        // start to SERVING with 100,000 sessions (scenario 5)
 	"cpu_us_per_save",        // savepointd utime+stime per save at 64 sessions (scenario 6)
 	"cpu_save_vs_empty_rpc",  // savepointd CPU per save / its CPU per empty RPC, 64 sessions (scenario 6, issue 22)
+	"save_p50_vs_floor",      // savepointd save p50 / (empty RPC p50 + write+fdatasync p50) (scenario 1, issue 38)
+	"throughput1_vs_sqlite",  // savepointd / SQLite WAL saves/s at 1 session (scenario 2, issue 38)
+	"cpu_save_vs_floor",      // savepointd CPU per save / (its CPU per empty RPC + the store's in process), 64 sessions (scenario 6, issue 38)
 }
 
 // Summary holds the closing figures by name.

@@ -60,10 +60,12 @@ func TestSummaryWrite(t *testing.T) {
 	}
 }
 
-// TestSummaryNames pins the names to issue 9's list, which other tools read.
+// TestSummaryNames pins the names to issue 9's list, which other tools read,
+// and issue 38's beside them.
 func TestSummaryNames(t *testing.T) {
 	want := "save_p50_vs_fsync save_p50_vs_badger throughput64_vs_1 throughput64_vs_sqlite throughput64_vs_badger " +
-		"growth_2000_vs_10 resume_20mib_ms rss_idle_mib rss_peak_anon_mib startup_100k_ms cpu_us_per_save cpu_save_vs_empty_rpc"
+		"growth_2000_vs_10 resume_20mib_ms rss_idle_mib rss_peak_anon_mib startup_100k_ms cpu_us_per_save cpu_save_vs_empty_rpc " +
+		"save_p50_vs_floor throughput1_vs_sqlite cpu_save_vs_floor"
 	if got := strings.Join(SummaryNames, " "); got != want {
 		t.Errorf("SummaryNames = %s\nwant           %s", got, want)
 	}
@@ -129,6 +131,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"-savepointd", bin, "-sessions", "1,8"},
+		{"-savepointd", bin, "-sessions", "8,64"}, // throughput1_vs_sqlite needs 1
 		{"-savepointd", bin, "-scenarios", "7"},
 		{"-savepointd", bin, "-reps", "0"},
 		{"-savepointd", filepath.Join(t.TempDir(), "none")},

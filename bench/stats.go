@@ -43,6 +43,19 @@ func Ratio(a, b float64) float64 {
 	return a / b
 }
 
+// Sum returns the element-wise sums of a and b, figures of the same
+// repetitions; the slices must have the same length.
+func Sum(a, b []float64) []float64 {
+	if len(a) != len(b) {
+		panic("Sum: slices of different lengths")
+	}
+	out := make([]float64, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
+}
+
 // MedianRatio is the median over repetitions of a[i]/b[i]: each ratio
 // compares two figures measured in the same repetition, so drift between
 // repetitions (another job on the machine) cancels. The slices must have

@@ -77,3 +77,12 @@ func TestMedianRatio(t *testing.T) {
 		t.Errorf("MedianRatio(nil, nil) = %v, want NaN", got)
 	}
 }
+
+// TestSumThenRatio: a floor of two parts is summed per repetition before
+// the ratio, so each ratio compares figures of one repetition.
+func TestSumThenRatio(t *testing.T) {
+	got := MedianRatio([]float64{3, 6, 9}, Sum([]float64{1, 1, 2}, []float64{1, 2, 1}))
+	if got != 2 { // 3/2, 6/3, 9/3
+		t.Fatalf("MedianRatio over Sum = %v, want 2", got)
+	}
+}

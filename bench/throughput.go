@@ -46,8 +46,8 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 		rate[t.Name()] = map[int][]float64{}
 	}
 	peak := map[int]Memory{}
-	empty := emptyRPCTarget{d: d}
-	cpu64 := map[string]*cpuSamples{empty.Name(): {}}
+	empty, inproc := emptyRPCTarget{d: d}, storeTarget{}
+	cpu64 := map[string]*cpuSamples{empty.Name(): {}, inproc.Name(): {}}
 	for _, t := range targets {
 		cpu64[t.Name()] = &cpuSamples{}
 	}
@@ -79,6 +79,12 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 			return fmt.Errorf("%s, 64 sessions: %w", empty.Name(), err)
 		}
 		cpu64[empty.Name()].add(r)
+		// And the store's share of it: savepointd's store in this process,
+		// the same 64 loops with no transport.
+		if r, err = b.saveLoops(ctx, inproc, 64, pool, nil); err != nil {
+			return fmt.Errorf("%s, 64 sessions: %w", inproc.Name(), err)
+		}
+		cpu64[inproc.Name()].add(r)
 		b.log("scenario 2: repetition %d of %d done", rep+1, b.cfg.Reps)
 	}
 	end, err := d.Proc.Memory()
@@ -120,6 +126,7 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 	b.summary["throughput64_vs_1"] = MedianRatio(s[64], s[one])
 	b.summary["throughput64_vs_sqlite"] = MedianRatio(s[64], rate[sqliteName][64])
 	b.summary["throughput64_vs_badger"] = MedianRatio(s[64], rate[badgerName][64])
+	b.summary["throughput1_vs_sqlite"] = MedianRatio(s[1], rate[sqliteName][1])
 
 	// Scenario 5, memory.
 	m := &Table{
@@ -152,10 +159,11 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 		Notes: []string{
 			"utime + stime from /proc/PID/stat (10 ms ticks) over each scenario-2 window at 64 sessions, over the saves completed in that window; medians over repetitions. This process is the load generator for savepointd (64 gRPC clients) and the embedded store itself for the baselines.",
 			"Empty RPC: the same 64 loops on the same daemon, each calling grpc.health.v1 Check instead of SaveCheckpoint (no store, no validation, no log line), once per repetition after the others: what gRPC's transport and the interceptors cost a call on each side.",
+			"Store in process: the same 64 loops saving to savepointd's store (daemon/badgerstore) opened in this process, after the empty RPC: the store's own CPU per save, its sync and Badger's background work included. Floor: empty RPC (in savepointd) + store in process (in this process).",
 			"Machine not idle: the share of all CPUs' time, from /proc/stat, that was neither idle nor iowait in the window (other processes and the hypervisor's steal included); near 100% the figures above are bound by the cores.",
 		},
 	}
-	for _, tg := range append(targets, Target(empty)) {
+	for _, tg := range append(targets, Target(empty), Target(inproc)) {
 		cs := cpu64[tg.Name()]
 		if len(cs.all) == 0 {
 			continue
@@ -169,6 +177,7 @@ func (b *Bench) Throughput(ctx context.Context) (err error) {
 	b.tables = append(b.tables, c)
 	b.summary["cpu_us_per_save"] = Median(cpu64[spd.Name()].daemon)
 	b.summary["cpu_save_vs_empty_rpc"] = MedianRatio(cpu64[spd.Name()].daemon, cpu64[empty.Name()].daemon)
+	b.summary["cpu_save_vs_floor"] = MedianRatio(cpu64[spd.Name()].daemon, Sum(cpu64[empty.Name()].daemon, cpu64[inproc.Name()].self))
 	return nil
 }
 

@@ -12,8 +12,10 @@ const EnvAddr = addr.Env
 
 // DefaultAddr returns the address Dial uses when given "": $SAVEPOINT_ADDR
 // when set, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock when
-// XDG_RUNTIME_DIR is set, else unix:/run/savepoint/savepoint.sock. savepointd
-// resolves its default --listen address the same way.
+// XDG_RUNTIME_DIR is set, else unix:$XDG_STATE_HOME/savepoint/savepoint.sock
+// (XDG_STATE_HOME defaulting to ~/.local/state), else, with no home either,
+// unix:/run/savepoint/savepoint.sock. savepointd resolves its default
+// --listen address the same way.
 func DefaultAddr() string { return addr.Default(os.Getenv) }
 
 // endpoint is a parsed address: a network for net.Dial and its address.

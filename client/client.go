@@ -25,9 +25,10 @@ import (
 
 // Client is a connection to savepointd. It is safe for concurrent use.
 type Client struct {
-	conn *grpc.ClientConn
-	raw  savepointv1.SavepointServiceClient
-	cfg  config
+	conn      *grpc.ClientConn
+	raw       savepointv1.SavepointServiceClient
+	cfg       config
+	autostart *autostarter // nil: the caller chose the address, or starting on demand is off
 }
 
 // RetryPolicy says how often a call that failed with UNAVAILABLE (the daemon
@@ -133,7 +134,14 @@ func WithToolHook(f func(ToolEvent)) Option { return func(c *config) { c.toolHoo
 // WithTLS, WithTLSConfig or the SAVEPOINT_TLS_* variables (EnvTLSCA) say so,
 // and is plaintext otherwise, which the daemon allows on loopback only. Unless
 // WithWaitReady is given, Dial does not wait for the daemon and ctx only
-// bounds option processing.
+// bounds option processing and the start below.
+//
+// When addr is "" and SAVEPOINT_ADDR is unset, and nothing answers at the
+// per-user default address, Dial starts savepointd there on demand (the
+// one SAVEPOINTD_PATH names, else savepointd on PATH), detached, and waits
+// until it reports SERVING; a call that later finds the daemon gone starts
+// it again. SAVEPOINT_AUTOSTART=0 turns this off; an address the caller
+// chose never starts anything. docs/install.md describes it.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	cfg := config{retry: DefaultRetryPolicy, resultsFunc: AnthropicToolResults}
 	for _, o := range opts {
@@ -142,8 +150,14 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
+	var auto *autostarter
 	if addr == "" {
 		addr = DefaultAddr()
+		if auto = newAutostarter(os.Getenv); auto != nil {
+			if err := auto.ensure(ctx); err != nil {
+				return nil, err
+			}
+		}
 	}
 	ep, err := parseAddr(addr)
 	if err != nil {
@@ -161,7 +175,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if tc != nil {
 		creds = credentials.NewTLS(tc)
 	}
-	c := &Client{cfg: cfg}
+	c := &Client{cfg: cfg, autostart: auto}
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, ep.network, ep.address)
@@ -219,6 +233,13 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 	var readyBy time.Time
 	for try := 0; ; try++ {
 		err := invoker(ctx, method, req, reply, cc, opts...)
+		if c.autostart != nil && status.Code(err) == codes.Unavailable {
+			// The daemon started on demand is gone: start it again, so that
+			// this call's retry, or the next call, finds one.
+			if aerr := c.autostart.ensure(ctx); aerr != nil {
+				return aerr
+			}
+		}
 		if err == nil || try+1 >= attempts || status.Code(err) != codes.Unavailable {
 			return translate(err)
 		}

@@ -13,6 +13,9 @@ import (
 // TestMain serves a real savepointd in-process and points $SAVEPOINT_ADDR at
 // it, so that the examples run against it from a scratch working directory.
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" { // a client process of autostart_test.go
+		os.Exit(autostartHelper())
+	}
 	os.Exit(runTests(m))
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -28,6 +29,9 @@ const (
 type ToolResult struct {
 	ToolUseID string
 	// Content is the tool's output, or its error text when IsError is set.
+	// A tool that returns content blocks (text, image, document) returns
+	// them as their JSON array (ContentBlocks makes it): the ledger stores
+	// that text, and AnthropicToolResults sends it as the blocks.
 	Content string
 	// IsError reports that the tool ran and failed, or, after Reconcile,
 	// that its outcome is in doubt.
@@ -301,7 +305,7 @@ func AnthropicToolResults(results []ToolResult) ([]Message, error) {
 	type block struct {
 		Type      string `json:"type"`
 		ToolUseID string `json:"tool_use_id"`
-		Content   string `json:"content"`
+		Content   any    `json:"content"`
 		IsError   bool   `json:"is_error,omitempty"`
 	}
 	if len(results) == 0 {
@@ -309,7 +313,11 @@ func AnthropicToolResults(results []ToolResult) ([]Message, error) {
 	}
 	blocks := make([]block, 0, len(results))
 	for _, r := range results {
-		blocks = append(blocks, block{Type: "tool_result", ToolUseID: r.ToolUseID, Content: r.Content, IsError: r.IsError})
+		var content any = r.Content
+		if raw, ok := ToolContent(r.Content); ok && !r.IsError {
+			content = raw
+		}
+		blocks = append(blocks, block{Type: "tool_result", ToolUseID: r.ToolUseID, Content: content, IsError: r.IsError})
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -318,4 +326,42 @@ func AnthropicToolResults(results []ToolResult) ([]Message, error) {
 		return nil, err
 	}
 	return []Message{{Role: "user", ContentJSON: string(bytes.TrimRight(buf.Bytes(), "\n"))}}, nil
+}
+
+// ToolContent reports whether a tool's output (or a ledger output) is a list
+// of content blocks, and returns it as JSON: it is when the text is a
+// non-empty JSON array of objects that each have a string "type". Every
+// client reads the ledger by this rule (client/testdata/tool_content.json).
+func ToolContent(output string) (json.RawMessage, bool) {
+	if !strings.HasPrefix(output, "[") {
+		return nil, false
+	}
+	var blocks []map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(output), &blocks); err != nil || len(blocks) == 0 {
+		return nil, false
+	}
+	for _, b := range blocks {
+		if t := b["type"]; len(t) == 0 || t[0] != '"' {
+			return nil, false
+		}
+	}
+	return json.RawMessage(output), true
+}
+
+// ContentBlocks returns the output of a tool that answers with content
+// blocks (each a JSON object with a string "type", such as
+// {"type":"text","text":...} or an image): their JSON array, which the
+// ledger stores and AnthropicToolResults sends as the blocks.
+func ContentBlocks(blocks ...any) (string, error) {
+	if len(blocks) == 0 {
+		return "", fmt.Errorf("savepoint: ContentBlocks: no blocks")
+	}
+	b, err := json.Marshal(blocks)
+	if err != nil {
+		return "", fmt.Errorf("savepoint: ContentBlocks: %w", err)
+	}
+	if _, ok := ToolContent(string(b)); !ok {
+		return "", fmt.Errorf("savepoint: ContentBlocks: each block must be a JSON object with a string type")
+	}
+	return string(b), nil
 }

@@ -25,8 +25,11 @@ type Config struct {
 	// DataDir is the data directory: the embedded store's, or, with a
 	// PostgreSQL store, only the per-host lock's; empty means "./data".
 	DataDir string
-	// Listen is "unix:PATH" or a loopback "HOST:PORT"; empty means the default address every client resolves too ($SAVEPOINT_ADDR, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else unix:/run/savepoint/savepoint.sock).
+	// Listen is "unix:PATH" or a loopback "HOST:PORT"; empty means the default address every client resolves too ($SAVEPOINT_ADDR, else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock, else unix:$XDG_STATE_HOME/savepoint/savepoint.sock, else unix:/run/savepoint/savepoint.sock).
 	Listen string
+	// StartedOnDemand says that a client started the daemon on demand (see
+	// docs/install.md); GetServerInfo reports it.
+	StartedOnDemand bool
 	// SocketMode is the Unix socket's permission bits, 0600 or 0660 (to let a
 	// group connect); zero means 0600.
 	SocketMode os.FileMode

@@ -119,7 +119,7 @@ const recoverTimeout = time.Minute
 func newServer(cfg Config, creds credentials.TransportCredentials, store core.Store, m *metrics, logger *slog.Logger) (*grpc.Server, *health.Server, *rpc.Server) {
 	unary, stream := interceptors(cfg, m, logger)
 	srv := grpc.NewServer(serverOptions(creds, cfg.MaxRequestBytes, unary, stream)...)
-	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: version.String(), Commit: version.Commit()}
+	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: version.String(), Commit: version.Commit(), StartedOnDemand: cfg.StartedOnDemand}
 	api := rpc.NewServer(store, opts)
 	savepointv1.RegisterSavepointServiceServer(srv, api)
 	hs := health.NewServer()

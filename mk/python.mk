@@ -43,7 +43,7 @@ generate-python: $(PYGEN)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) ## Regenerate th
 $(VENV)/.savepoint-stamp: $(PY_DIR)/pyproject.toml $(PY_DIR)/demo/pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,test,bench]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e './$(PY_DIR)[langgraph,openai-agents,anthropic,test,bench]'
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps --config-settings editable_mode=compat -e './$(PY_DIR)/demo'
 	@touch $@
 
@@ -55,7 +55,7 @@ clients-python: $(VENV)/.savepoint-stamp ## Create ./.venv with the Python clien
 .PHONY: test-python
 # The cross-language tests hand sessions between the Python, Go and
 # TypeScript demos, so the TypeScript client is built first.
-test-python: clients-python clients-typescript ## Python client tests against a real savepointd (and the cross-language resumes)
+test-python: clients-python clients-typescript clients-anthropic ## Python client tests against a real savepointd (and the cross-language resumes)
 	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint-demo
 	rc=0; cd $(PY_DIR) && SAVEPOINTD=$(abspath $(BIN))/savepointd SAVEPOINT_DEMO=$(abspath $(BIN))/savepoint-demo \
 		SAVEPOINT_TS_DEMO=$(abspath client/typescript/dist/demo.js) \

@@ -39,7 +39,11 @@ func setupInfo(fs *flag.FlagSet) runFunc {
 		p.line("address          %s", e.addr())
 		p.line("version          %s", r.GetVersion())
 		p.line("store            %s, format %d", r.GetStoreKind(), r.GetStoreFormat())
-		p.line("started          %s", formatTime(r.GetStartTime()))
+		started := formatTime(r.GetStartTime())
+		if r.GetStartedOnDemand() {
+			started += ", started on demand by a client"
+		}
+		p.line("started          %s", started)
 		p.line("max request      %s", bytesText(r.GetMaxRequestBytes()))
 		p.line("max message      %s", bytesText(r.GetMaxMessageBytes()))
 		p.line("max state        %s", bytesText(r.GetMaxStateBytes()))

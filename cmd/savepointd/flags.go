@@ -143,6 +143,8 @@ func newFlags(cfg *config) daemonFlags {
 		"the Go runtime's soft memory `limit`, in bytes or with a KiB, MiB or GiB suffix; GOMEMLIMIT, when set, wins (env SAVEPOINT_MEMORY_LIMIT)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
+	fs.BoolVar(&cfg.StartedOnDemand, name("started-on-demand", "SAVEPOINT_STARTED_ON_DEMAND"), cfg.StartedOnDemand,
+		"say in GetServerInfo (savepoint info) that a client started this daemon on demand; the clients set it (env SAVEPOINT_STARTED_ON_DEMAND)")
 	lists := addSecurityFlags(fs, cfg, name)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	return daemonFlags{fs: fs, envVars: envVars, lists: lists, version: showVersion}

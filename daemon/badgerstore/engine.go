@@ -24,9 +24,9 @@ import (
 // segment, and only then applied to Badger as one transaction, with no
 // sync: Badger is made durable in the background (checkpoint.go). Each
 // request is acknowledged, and the commit made readable (snapshot.go), only
-// after both. A request that finds no commit in flight and none waiting is
-// committed in its own goroutine, with no hand-off to the commit loop; the
-// loop takes the requests that queue behind it. Badger runs with
+// after both. The request that finds no commit in flight commits its batch
+// on its own goroutine, as leader, and hands leadership to the first
+// request that queued behind it (engine_queue.go). Badger runs with
 // SyncWrites off and in managed mode, with the engine numbering the
 // commits. Any log write, sync, apply or checkpoint failure is fatal: the
 // engine stops acknowledging and reports on Failed.
@@ -56,11 +56,14 @@ type op struct {
 	writes   []write
 	size     int64 // what it counts for in a Badger transaction
 	logBytes int64 // a bound on its share of a log record
-	probe    bool  // a Ping: answered by the loop after the batch it joins, writing nothing
-	// exclusive, when set, is run by the loop alone, between two commits,
-	// for Badger calls that must not meet a write (DropPrefix).
+	probe    bool  // a Ping: answered after the batch it joins, writing nothing
+	// exclusive, when set, is run alone by its own goroutine as leader,
+	// between two commits, for Badger calls that must not meet a write
+	// (DropPrefix).
 	exclusive func() error
-	done      chan error
+	done      chan error // capacity 1: the answer, or errLead
+	lead      bool       // made leader (engine_queue.go); guarded by the engine's mu
+
 }
 
 // Stats counts the engine's work since Open.
@@ -96,16 +99,15 @@ type engine struct {
 	version    uint64       // Badger version of the last commit; owned by the committer
 
 	// mu guards the queue and the right to commit: busy is set while a
-	// committer (a request's own goroutine, or the loop) holds it.
-	mu     sync.Mutex
-	queue  []*op
-	busy   bool
-	closed bool
-	wake   chan struct{} // capacity 1: hands the right to commit to the loop
-	direct sync.WaitGroup
+	// leader holds it (engine_queue.go).
+	mu      sync.Mutex
+	queue   []*op
+	busy    bool
+	closed  bool
+	leaders sync.WaitGroup // one while busy
 
 	stop chan struct{}
-	wg   sync.WaitGroup // the loop and the checkpointer
+	wg   sync.WaitGroup // the checkpointer
 
 	ckptMu sync.Mutex // one checkpoint at a time
 	// tables are the ids TablesFile holds, once written (tablesWritten).
@@ -143,7 +145,6 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		cache:      newRecordCache(),
 		snaps:      newSnapshots(db.MaxVersion()),
 		version:    db.MaxVersion(),
-		wake:       make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		failed:     make(chan struct{}),
@@ -167,8 +168,6 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 	}
 	e.seq.Store(seq)
 	db.SetDiscardTs(e.version) // no reader yet: older versions are for compaction to drop
-	e.wg.Add(1)
-	go e.loop()
 	if w != nil {
 		e.wg.Add(1)
 		go e.checkpointLoop()
@@ -192,7 +191,7 @@ func (e *engine) commit(ws []write) error {
 	return e.send(context.Background(), o)
 }
 
-// runExclusive runs fn in the commit loop with no commit in progress, then
+// runExclusive runs fn as the leader of a batch of its own, with no commit in progress, then
 // checkpoints (fn changes Badger outside the log, so the log must not be
 // replayed over it), and returns the first error.
 func (e *engine) runExclusive(ctx context.Context, fn func() error) error {
@@ -208,9 +207,9 @@ func (e *engine) runExclusive(ctx context.Context, fn func() error) error {
 	}, done: make(chan error, 1)})
 }
 
-// ping passes a request through the commit loop that writes and syncs
-// nothing, so it fails when the loop is dead, stuck in a commit past ctx's
-// deadline, or failed, and never for a full disk.
+// ping passes a request through the commit queue that writes and syncs
+// nothing, so it fails when a commit is stuck past ctx's deadline, the
+// store failed or is closed, and never for a full disk.
 func (e *engine) ping(ctx context.Context) error {
 	return e.send(ctx, &op{probe: true, done: make(chan error, 1)})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
 )
 
 // Three gaps in Badger's durability with SyncWrites off, each found by the
@@ -141,7 +143,7 @@ func (f *dataFiles) followVlog() error {
 func (f *dataFiles) syncVlog() error {
 	datasync := f.datasync
 	if datasync == nil {
-		datasync = func(v *os.File) error { return unix.Fdatasync(int(v.Fd())) }
+		datasync = sysfile.Fdatasync
 	}
 	if err := datasync(f.vlog); err != nil {
 		return fmt.Errorf("sync of value log %s: %w", f.vlog.Name(), err)
@@ -182,7 +184,7 @@ func (f *dataFiles) syncMemtables() error {
 		if f.datasync != nil {
 			err = f.datasync(m)
 		} else {
-			err = unix.Fdatasync(int(m.Fd()))
+			err = sysfile.Fdatasync(m)
 		}
 		m.Close()
 		if err != nil {

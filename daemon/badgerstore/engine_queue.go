@@ -2,72 +2,115 @@ package badgerstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 )
 
-// How a request reaches the committer. The right to commit is held by one
-// goroutine at a time: a request that finds it free and nothing queued
-// takes it and commits in its own goroutine (one session's save makes no
-// hand-off of its own); the others queue, and the loop, handed the right
-// by whoever holds it, folds the queue into batches until it is empty.
+// How a request reaches the log: leader and follower group commit, as
+// RocksDB's write thread and MySQL's binlog group commit do. Every request
+// joins the queue. The one that finds no commit in progress becomes the
+// leader: it takes a batch from the queue's head (itself first), writes
+// and syncs it on its own goroutine and answers it. Requests that arrive
+// meanwhile wait as followers; when the leader is done it makes the
+// follower at the queue's head the next leader, which commits the batch
+// that queued behind it. No goroutine of the store's own sits between a
+// request and its commit: a lone save wakes nothing, and a batch wakes
+// only the requests it answers.
 
 var errClosing = fmt.Errorf("%w: the store is closing", core.ErrUnavailable)
 
-// send runs o and waits for its answer: in the caller's goroutine when o
-// is a write and no commit is in flight or queued, else through the loop.
+// errLead, sent on a queued request's done channel, makes the goroutine
+// waiting on it the leader; it never reaches a caller.
+var errLead = errors.New("lead the next batch")
+
+// send runs o and waits for its answer, leading the batch it is in when no
+// commit is in progress, or when made leader while it waits.
 func (e *engine) send(ctx context.Context, o *op) error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return errClosing
 	}
-	if !e.busy && len(e.queue) == 0 && o.exclusive == nil && !o.probe {
-		e.busy = true
-		e.direct.Add(1)
-		e.mu.Unlock()
-		e.commitBatch([]*op{o})
-		e.release()
-		e.direct.Done()
-		return <-o.done
-	}
 	e.queue = append(e.queue, o)
 	if !e.busy {
 		e.busy = true
-		e.wake <- struct{}{}
+		o.lead = true
+		e.leaders.Add(1)
+		e.mu.Unlock()
+		e.lead()
+		return <-o.done
 	}
 	e.mu.Unlock()
 	select {
 	case err := <-o.done:
+		if err == errLead {
+			e.lead()
+			return <-o.done
+		}
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: the commit loop did not answer: %v", core.ErrUnavailable, ctx.Err())
 	}
-}
-
-// release gives up the right to commit, handing it to the loop when
-// requests queued meanwhile.
-func (e *engine) release() {
+	// Given up on: leave the queue unless already made leader, in which
+	// case lead all the same, for those queued behind.
 	e.mu.Lock()
-	if len(e.queue) > 0 {
-		e.wake <- struct{}{}
-	} else {
-		e.busy = false
+	lead := o.lead
+	if i := slices.Index(e.queue, o); i >= 0 && !lead {
+		e.queue = slices.Delete(e.queue, i, i+1)
 	}
 	e.mu.Unlock()
+	if lead {
+		go func() {
+			if <-o.done == errLead {
+				e.lead()
+			}
+		}()
+	}
+	return fmt.Errorf("%w: the commit in progress did not answer: %v", core.ErrUnavailable, ctx.Err())
 }
 
-// take removes the next batch from the queue: an exclusive request alone,
-// or requests in order while they fit one transaction and one record. It
-// returns nil, giving up the right to commit, when the queue is empty.
+// lead commits the batch at the queue's head (whose first request is the
+// leader's) and then hands leadership on.
+func (e *engine) lead() {
+	batch := e.take()
+	if batch[0].exclusive != nil {
+		e.cache.clear() // it may remove keys without a commit
+		batch[0].done <- batch[0].exclusive()
+	} else {
+		e.commitBatch(batch)
+	}
+	e.handOff()
+}
+
+// handOff makes the request at the queue's head the next leader, or, with
+// the queue empty, leaves no commit in progress. Once the store is closing
+// the requests queued are answered UNAVAILABLE instead.
+func (e *engine) handOff() {
+	e.mu.Lock()
+	if len(e.queue) == 0 || e.closed {
+		q := e.queue
+		e.queue, e.busy = nil, false
+		e.mu.Unlock()
+		for _, o := range q {
+			o.done <- errClosing
+		}
+		e.leaders.Done()
+		return
+	}
+	next := e.queue[0]
+	next.lead = true
+	e.mu.Unlock()
+	next.done <- errLead
+}
+
+// take removes the next batch from the queue, which is not empty: an
+// exclusive request alone, or requests in order while they fit one
+// transaction and one record.
 func (e *engine) take() []*op {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.queue) == 0 {
-		e.busy = false
-		return nil
-	}
 	first := e.queue[0]
 	n := 1
 	if first.exclusive == nil {
@@ -83,22 +126,22 @@ func (e *engine) take() []*op {
 			bytes += o.logBytes
 		}
 	}
-	batch := append([]*op(nil), e.queue[:n]...)
-	e.queue = e.queue[n:]
+	batch := slices.Clone(e.queue[:n])
+	e.queue = slices.Delete(e.queue, 0, n)
 	return batch
 }
 
-// close stops the engine: no request is taken any more, those queued are
-// answered UNAVAILABLE, and, unless it failed, a last checkpoint leaves
-// nothing in the log for the next Open to replay.
+// close stops the engine: no request is taken any more, the commit in
+// progress ends, those queued are answered UNAVAILABLE, and, unless it
+// failed, a last checkpoint leaves nothing in the log for the next Open to
+// replay.
 func (e *engine) close() {
 	e.mu.Lock()
 	e.closed = true
 	e.mu.Unlock()
 	close(e.stop)
 	e.wg.Wait()
-	e.direct.Wait()
-	e.drain()
+	e.leaders.Wait()
 	if e.wal != nil {
 		if e.err() == nil {
 			err := e.checkpoint(false)
@@ -114,44 +157,5 @@ func (e *engine) close() {
 	}
 	if e.files != nil {
 		e.files.close()
-	}
-}
-
-func (e *engine) loop() {
-	defer e.wg.Done()
-	for {
-		select {
-		case <-e.wake:
-		case <-e.stop:
-			return
-		}
-		for {
-			select {
-			case <-e.stop:
-				return
-			default:
-			}
-			batch := e.take()
-			if batch == nil {
-				break
-			}
-			if batch[0].exclusive != nil {
-				e.cache.clear() // it may remove keys without a commit
-				batch[0].done <- batch[0].exclusive()
-				continue
-			}
-			e.commitBatch(batch)
-		}
-	}
-}
-
-// drain answers the requests still queued at close.
-func (e *engine) drain() {
-	e.mu.Lock()
-	q := e.queue
-	e.queue = nil
-	e.mu.Unlock()
-	for _, o := range q {
-		o.done <- errClosing
 	}
 }

@@ -1,12 +1,14 @@
 package badgerstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -276,5 +278,99 @@ func TestMigrateFormat2(t *testing.T) {
 	}
 	if cp, _ := s.Checkpoint(ctx, "fixture-1", 0); cp.Revision != 2 {
 		t.Fatalf("the retry saved again: revision %d", cp.Revision)
+	}
+}
+
+// TestLeaderCommitsOnItsOwnGoroutine: every commit's sync runs on the
+// goroutine of a request that is in the batch (its send), never on a
+// goroutine of the store's own, alone or under concurrent saves; and a
+// waiting request that gives up while it is being made leader leaves no
+// batch behind it stranded.
+func TestLeaderCommitsOnItsOwnGoroutine(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	sync0 := s.eng.sync
+	var mu sync.Mutex
+	var syncs, foreign int
+	s.eng.sync = func() error {
+		buf := make([]byte, 64<<10)
+		stack := string(buf[:runtime.Stack(buf, false)])
+		mu.Lock()
+		syncs++
+		if !strings.Contains(stack, "(*engine).send") {
+			foreign++
+			t.Logf("a sync outside a request's goroutine:\n%s", stack)
+		}
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // let requests queue behind it
+		return sync0()
+	}
+	saveN(t, s, "alone", 3)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() { saveN(t, s, fmt.Sprintf("c%d", i), 5) })
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if syncs == 0 || foreign != 0 {
+		t.Fatalf("%d of %d syncs ran outside a request's goroutine", foreign, syncs)
+	}
+	if st := s.Stats(); st.Commits >= st.Requests {
+		t.Fatalf("%d requests in %d commits: no batch formed behind a leader", st.Requests, st.Commits)
+	}
+}
+
+// TestFollowerGivesUpWhileMadeLeader: pings time out while queued behind a
+// stuck commit, one of them among the requests made leader next; the saves
+// queued behind them are still committed once the sync returns.
+func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	sync0 := s.eng.sync
+	s.eng.sync = func() error {
+		once.Do(func() { close(entered); <-release })
+		return sync0()
+	}
+	first := make(chan error, 1)
+	go func() { _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "first"}); first <- err }()
+	<-entered
+	// An exclusive request heads the next batch, so the saves behind it
+	// form a batch of their own, led by the first of them.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	pinged := make(chan error, 1)
+	go func() { pinged <- s.eng.runExclusive(short, func() error { return nil }) }()
+	for {
+		s.eng.mu.Lock()
+		n := len(s.eng.queue)
+		s.eng.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	saved := make(chan error, 4)
+	for i := range 4 {
+		go func() { _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("behind%d", i)}); saved <- err }()
+	}
+	if err := <-pinged; !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("an exclusive request behind a stuck sync: %v, want ErrUnavailable", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		select {
+		case err := <-saved:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("saves queued behind a request that gave up were never committed")
+		}
 	}
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
+
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
 )
 
 // Retention says what the store removes by itself, and how often it looks.
@@ -212,8 +213,8 @@ func (s *Store) collectValueLog(rep *MaintenanceReport) error {
 // removes them from the memtables and every table at once, so their space
 // returns at the value-log GC that follows; a purge's deletes would stay in
 // the memtable, out of every compaction's reach, until it fills. Badger
-// refuses writes during DropPrefix, so it runs in the commit loop between
-// two commits. The sessions stay locked throughout, so none is re-created
+// refuses writes during DropPrefix, so it runs alone in the commit queue,
+// between two commits. The sessions stay locked throughout, so none is re-created
 // before its old records are gone; a crash leaves purge records, which the
 // next Open finishes.
 func (s *Store) expire(ctx context.Context, sids []string, expired func(*storagev1.SessionRecord) bool) (int, error) {
@@ -382,7 +383,7 @@ func syncVlogFiles(dir string) error {
 		if err != nil {
 			return err
 		}
-		err = unix.Fdatasync(int(f.Fd()))
+		err = sysfile.Fdatasync(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("sync of value log %s: %w", name, err)

@@ -449,9 +449,10 @@ func (s *Store) Failed() <-chan struct{} { return s.eng.failed }
 // Err returns the failure that closed Failed, or nil.
 func (s *Store) Err() error { return s.eng.err() }
 
-// Ping returns nil once a request has passed through the commit loop, which
-// it does without writing; it fails when the loop is stopped, failed, or
-// does not answer before ctx is done. A full disk does not fail it.
+// Ping returns nil once a request has passed through the commit queue,
+// which it does without writing; it fails when the store is closed or
+// failed, or a commit in progress does not end before ctx is done. A full
+// disk does not fail it.
 func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
 
 // Info returns the store's kind, "badger", FormatVersion, its data

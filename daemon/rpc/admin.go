@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -100,6 +101,8 @@ func (s *Server) GetServerInfo(ctx context.Context, _ *savepointv1.GetServerInfo
 		Uptime:              durationpb.New(time.Since(s.start)),
 		Saves:               s.saves.Load(),
 		Commits:             info.Commits,
+		StartedOnDemand:     s.onDemand,
+		Pid:                 uint32(os.Getpid()),
 	}
 	if s.size != nil {
 		if n, err := s.size.Size(ctx); err == nil {

@@ -63,6 +63,9 @@ type Options struct {
 	// Commit is what GetServerInfo reports as the commit the server was
 	// built from; empty when unknown.
 	Commit string
+	// StartedOnDemand is what GetServerInfo reports as started_on_demand:
+	// that a client started the daemon, not an operator.
+	StartedOnDemand bool
 	// PollInterval is how often a store shared with other processes
 	// (core.ChangePoller) is read for their changes while anyone watches;
 	// zero means core.DefaultPollInterval.

@@ -41,6 +41,7 @@ type Server struct {
 	shutdown context.Context // done once Shutdown is called
 	stop     context.CancelFunc
 	commit   string
+	onDemand bool // GetServerInfo's started_on_demand
 
 	saves atomic.Uint64 // SaveCheckpoint calls acknowledged
 }
@@ -54,7 +55,7 @@ func NewServer(store core.Store, opts Options) *Server {
 	hub := core.NewHub(store, opts.PollInterval)
 	shutdown, stop := context.WithCancel(context.Background())
 	s := &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, raw: store, hub: hub, lim: opts.Limits,
-		logger: opts.Logger, version: opts.Version, commit: opts.Commit, start: time.Now(), shutdown: shutdown, stop: stop}
+		logger: opts.Logger, version: opts.Version, commit: opts.Commit, onDemand: opts.StartedOnDemand, start: time.Now(), shutdown: shutdown, stop: stop}
 	if sz, ok := store.(core.Sizer); ok {
 		s.size = &core.CachedSizer{Source: sz}
 	}

@@ -17,7 +17,10 @@ const Env = "SAVEPOINT_ADDR"
 // Default returns the address used when none is given, reading the
 // environment through getenv: $SAVEPOINT_ADDR when set, else
 // unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock when XDG_RUNTIME_DIR is set,
-// else unix:/run/savepoint/savepoint.sock.
+// else unix:STATE/savepoint.sock in the per-user StateDir (a directory the
+// user owns, mode 0700, never a shared path another user could take
+// first), else, with no home directory either,
+// unix:/run/savepoint/savepoint.sock.
 func Default(getenv func(string) string) string {
 	if a := getenv(Env); a != "" {
 		return a
@@ -25,7 +28,25 @@ func Default(getenv func(string) string) string {
 	if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {
 		return "unix:" + filepath.Join(dir, "savepoint", "savepoint.sock")
 	}
+	if dir := StateDir(getenv); dir != "" {
+		return "unix:" + filepath.Join(dir, "savepoint.sock")
+	}
 	return "unix:/run/savepoint/savepoint.sock"
+}
+
+// StateDir returns the per-user directory of a daemon the clients start on
+// demand (its data, its log and, when XDG_RUNTIME_DIR is unset, its
+// socket): $XDG_STATE_HOME/savepoint when XDG_STATE_HOME is an absolute
+// path (the XDG base directory specification ignores a relative one), else
+// $HOME/.local/state/savepoint when HOME is set, else "".
+func StateDir(getenv func(string) string) string {
+	if dir := getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "savepoint")
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "state", "savepoint")
+	}
+	return ""
 }
 
 // Parse splits an address into a network and an address for net.Listen or

@@ -17,6 +17,16 @@ func TestDefault(t *testing.T) {
 	}
 }
 
+func TestStateDir(t *testing.T) {
+	for _, tt := range addrtest.Load(t).State {
+		t.Run(tt.Name, func(t *testing.T) {
+			if got := StateDir(func(k string) string { return tt.Env[k] }); got != tt.Want {
+				t.Errorf("StateDir(%v) = %q, want %q", tt.Env, got, tt.Want)
+			}
+		})
+	}
+}
+
 func TestParse(t *testing.T) {
 	for _, tt := range addrtest.Load(t).Parse {
 		t.Run(tt.Input, func(t *testing.T) {

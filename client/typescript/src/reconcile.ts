@@ -3,7 +3,7 @@ import { status as Code } from "@grpc/grpc-js";
 import { AlreadyRunError, newError } from "./errors.js";
 import { Decision, ErrorReason, type Resolution, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
 import type { ToolRuns } from "./run.js";
-import { fullToolUse } from "./tool.js";
+import { fullToolUse, toolContent } from "./tool.js";
 import type { CallOptions, SessionHost, ToolFunc, ToolResult } from "./types.js";
 
 /** What reconcile needs of its Session, as it stands when reconcile starts. */
@@ -58,7 +58,11 @@ export async function reconcileSession(s: ReconcileState, run?: ToolFunc, option
     switch (res.decision) {
       case Decision.DECISION_REUSE:
         log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool", attrs);
-        r = { toolUseId: id, content: res.effect?.output ?? "", isError: res.effect?.isError ?? false, decision: res.decision };
+        {
+          const isError = res.effect?.isError ?? false;
+          const out = res.effect?.output ?? "";
+          r = { toolUseId: id, content: isError ? out : toolContent(out), isError, decision: res.decision };
+        }
         break;
       case Decision.DECISION_IN_DOUBT:
         log.warn("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result", attrs);

@@ -1,7 +1,7 @@
 import { sentence } from "./errors.js";
 import { Decision, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
-import { effectiveClass, fullToolUse } from "./tool.js";
-import type { CallOptions, SessionHost, ToolEvent, ToolResult } from "./types.js";
+import { effectiveClass, fullToolUse, normalizeContent, toolOutput } from "./tool.js";
+import type { CallOptions, SessionHost, ToolContent, ToolEvent, ToolResult } from "./types.js";
 
 /** How long a recordEffect may take. It runs even when the caller's signal has fired: the tool ran, and its outcome is a fact worth keeping. */
 const RECORD_TIMEOUT_MS = 30_000;
@@ -38,7 +38,7 @@ export class ToolRuns {
     p: PbToolUse,
     epoch: bigint,
     key: string,
-    fn: (key: string, signal?: AbortSignal) => Promise<string> | string,
+    fn: (key: string, signal?: AbortSignal) => Promise<ToolContent> | ToolContent,
     options: CallOptions = {},
   ): Promise<ToolResult> {
     const id = p.toolUseId;
@@ -53,14 +53,23 @@ export class ToolRuns {
       this.hook({ stage: "begun", call: fullToolUse(p) });
     }
     const r: ToolResult = { toolUseId: id, content: "", isError: false, decision: Decision.DECISION_UNSPECIFIED };
+    let bad: Error | undefined;
     try {
-      r.content = await fn(key, options.signal);
+      const out: unknown = await fn(key, options.signal);
+      try {
+        r.content = normalizeContent(out);
+      } catch (err) {
+        // Neither text nor content blocks: its text still reaches the model, and the log says it was not recorded.
+        r.content = String(out);
+        bad = new Error(`savepoint: the tool's output cannot be recorded: ${(err as Error).message}`);
+      }
     } catch (err) {
       r.content = err instanceof Error ? err.message : String(err);
       r.isError = true;
     }
     this.hook({ stage: "ran", call: fullToolUse(p), result: { ...r } });
     try {
+      if (bad) throw bad;
       await this.record(p, r);
       this.hook({ stage: "recorded", call: fullToolUse(p), result: { ...r } });
     } catch (err) {
@@ -73,7 +82,7 @@ export class ToolRuns {
 
   async record(p: PbToolUse, r: ToolResult): Promise<void> {
     await this.#c.raw.recordEffect(
-      { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: r.content, isError: r.isError },
+      { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: toolOutput(r.content), isError: r.isError },
       { deadline: Date.now() + RECORD_TIMEOUT_MS },
     );
   }

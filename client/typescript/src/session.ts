@@ -25,8 +25,8 @@ import {
 } from "./gen/savepoint/v1/savepoint.js";
 import { reconcileSession } from "./reconcile.js";
 import { annotate, ToolRuns } from "./run.js";
-import { effectiveClass, fullToolUse } from "./tool.js";
-import type { CallOptions, Message, SaveOptions, SessionHost, StartOptions, ToolFunc, ToolResult, ToolUse } from "./types.js";
+import { effectiveClass, fullToolUse, toolOutput } from "./tool.js";
+import type { CallOptions, Message, SaveOptions, SessionHost, StartOptions, ToolContent, ToolFunc, ToolResult, ToolUse } from "./types.js";
 
 /** What each save sends whole and the session keeps between saves. */
 interface Meta {
@@ -278,7 +278,7 @@ export class Session {
         if (r.ledgerError === undefined) continue;
         const p = this.#pending[i];
         const ran = this.#runs.ran.get(r.toolUseId);
-        if (!ran || ran.content !== r.content || ran.isError !== r.isError) {
+        if (!ran || toolOutput(ran.content) !== toolOutput(r.content) || ran.isError !== r.isError) {
           throw new NotRunError(
             `pointB: tool use ${JSON.stringify(r.toolUseId)} (${p.name}) has a ledger error but its result is not the one this session's tool returned`,
           );
@@ -337,7 +337,7 @@ export class Session {
    * returned, so an effect can never be recorded before it happened. Each
    * pending tool use runs at most once per session.
    */
-  async runTool(call: ToolUse, fn: (key: string, signal?: AbortSignal) => Promise<string> | string, options?: CallOptions): Promise<ToolResult> {
+  async runTool(call: ToolUse, fn: (key: string, signal?: AbortSignal) => Promise<ToolContent> | ToolContent, options?: CallOptions): Promise<ToolResult> {
     const p = this.#pendingCall(call.toolUseId);
     if (!p) {
       throw newError(

@@ -1,5 +1,5 @@
 import { Decision, EffectClass } from "./gen/savepoint/v1/savepoint.js";
-import type { Message, ToolResult, ToolUse } from "./types.js";
+import type { ContentBlock, Message, ToolContent, ToolResult, ToolUse } from "./types.js";
 
 export { Decision, EffectClass };
 
@@ -58,4 +58,49 @@ export function escapeLineSeparators(json: string): string {
 /** A tool use with every field set, as hooks and tool functions see it. */
 export function fullToolUse(u: { toolUseId: string; name: string; inputJson: string; effectClass: EffectClass }): Required<ToolUse> {
   return { toolUseId: u.toolUseId, name: u.name, inputJson: u.inputJson, effectClass: effectiveClass(u.effectClass) };
+}
+
+/** The ledger's text of a tool's content: the text itself, or the content blocks as JSON. toolContent reads it back. */
+export function toolOutput(content: ToolContent): string {
+  return typeof content === "string" ? content : escapeLineSeparators(JSON.stringify(content));
+}
+
+function isBlock(b: unknown): b is ContentBlock {
+  return typeof b === "object" && b !== null && !Array.isArray(b) && typeof (b as { type?: unknown }).type === "string";
+}
+
+/**
+ * The content a ledger output stands for: the list of content blocks when
+ * the text is a non-empty JSON array of objects that each have a string
+ * type, else the text itself. Every client reads the ledger by this rule
+ * (client/testdata/tool_content.json).
+ */
+export function toolContent(output: string): ToolContent {
+  if (!output.startsWith("[")) return output;
+  let v: unknown;
+  try {
+    v = JSON.parse(output);
+  } catch {
+    return output;
+  }
+  return Array.isArray(v) && v.length > 0 && v.every(isBlock) ? (v as ContentBlock[]) : output;
+}
+
+/**
+ * The ToolContent of what a tool function returned: undefined or null is
+ * "", a string is read as toolContent reads the ledger (so a run and a later
+ * REUSE give the model the same thing), and an array of blocks is taken
+ * through JSON as the ledger stores it. Anything else throws a TypeError.
+ */
+export function normalizeContent(value: unknown): ToolContent {
+  if (value === undefined || value === null) return "";
+  if (typeof value === "string") return toolContent(value);
+  if (Array.isArray(value)) {
+    if (value.length === 0) return "";
+    for (const b of value) {
+      if (!isBlock(b)) throw new TypeError("a content block must be an object with a string type");
+    }
+    return toolContent(toolOutput(value as ContentBlock[]));
+  }
+  throw new TypeError(`a tool returns a string or an array of content blocks, not ${typeof value}`);
 }

@@ -78,11 +78,24 @@ export interface ToolUse {
   effectClass?: EffectClass;
 }
 
+/**
+ * One content block of a tool result, as the provider's JSON object
+ * (Anthropic: {type: "text", text}, {type: "image", source},
+ * {type: "document", source}).
+ */
+export interface ContentBlock {
+  type: string;
+  [key: string]: unknown;
+}
+
+/** What a tool returns: text, or a list of content blocks. */
+export type ToolContent = string | ContentBlock[];
+
 /** Answers one tool use. */
 export interface ToolResult {
   toolUseId: string;
-  /** The tool's output, or its error text when isError is set. */
-  content: string;
+  /** The tool's output (text or content blocks), or its error text when isError is set. */
+  content: ToolContent;
   /** The tool ran and failed, or, after reconcile, its outcome is in doubt. */
   isError: boolean;
   /** Set by reconcile to the decision that made this result; UNSPECIFIED for runTool's results. */
@@ -127,7 +140,7 @@ export interface ToolEvent {
  * it throws is the tool's failure and becomes an isError result with the
  * error's message.
  */
-export type ToolFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<string> | string;
+export type ToolFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<ToolContent> | ToolContent;
 
 /** Turns the results of one turn, in the order their tool uses were named, into the message(s) pointB appends. */
 export type ToolResultsFunc = (results: ToolResult[]) => Message[];

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// Cases are the parse and default-address cases of the file.
+// Cases are the parse, default-address and state-directory cases of the file.
 type Cases struct {
 	Parse []struct {
 		Input string `json:"input"`
@@ -30,6 +30,11 @@ type Cases struct {
 		Env  map[string]string `json:"env"`
 		Want string            `json:"want"`
 	} `json:"default"`
+	State []struct {
+		Name string            `json:"name"`
+		Env  map[string]string `json:"env"`
+		Want string            `json:"want"`
+	} `json:"state"`
 }
 
 // Load returns the cases, failing t when the file cannot be read or holds
@@ -50,7 +55,7 @@ func Load(t testing.TB) Cases {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	if len(c.Parse) == 0 || len(c.Default) == 0 {
+	if len(c.Parse) == 0 || len(c.Default) == 0 || len(c.State) == 0 {
 		t.Fatalf("%s holds no cases", path)
 	}
 	return c

@@ -2842,7 +2842,12 @@ type GetServerInfoResponse struct {
 	// The store's commits since the daemon started: the transactions that
 	// made the acknowledged writes durable, the group commit folding several
 	// writes into one.
-	Commits       uint64 `protobuf:"varint,14,opt,name=commits,proto3" json:"commits,omitempty"`
+	Commits uint64 `protobuf:"varint,14,opt,name=commits,proto3" json:"commits,omitempty"`
+	// Whether a client started the daemon on demand (savepointd
+	// --started-on-demand), rather than an operator or a service manager.
+	StartedOnDemand bool `protobuf:"varint,70,opt,name=started_on_demand,json=startedOnDemand,proto3" json:"started_on_demand,omitempty"`
+	// The daemon's process id, as the host it runs on numbers it.
+	Pid           uint32 `protobuf:"varint,71,opt,name=pid,proto3" json:"pid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2971,6 +2976,20 @@ func (x *GetServerInfoResponse) GetSaves() uint64 {
 func (x *GetServerInfoResponse) GetCommits() uint64 {
 	if x != nil {
 		return x.Commits
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetStartedOnDemand() bool {
+	if x != nil {
+		return x.StartedOnDemand
+	}
+	return false
+}
+
+func (x *GetServerInfoResponse) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
 	}
 	return 0
 }
@@ -4051,7 +4070,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
 	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xba\x04\n" +
+	"\x14GetServerInfoRequest\"\xf8\x04\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -4070,7 +4089,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"storeBytes\x88\x01\x01\x121\n" +
 	"\x06uptime\x18\f \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12\x14\n" +
 	"\x05saves\x18\r \x01(\x04R\x05saves\x12\x18\n" +
-	"\acommits\x18\x0e \x01(\x04R\acommitsB\x0e\n" +
+	"\acommits\x18\x0e \x01(\x04R\acommits\x12*\n" +
+	"\x11started_on_demand\x18F \x01(\bR\x0fstartedOnDemand\x12\x10\n" +
+	"\x03pid\x18G \x01(\rR\x03pidB\x0e\n" +
 	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +

@@ -43,6 +43,9 @@ from savepoint.types import (
     ToolStage,
     ToolUse,
     anthropic_tool_results,
+    normalize_content,
+    tool_content,
+    tool_output,
 )
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -442,7 +445,8 @@ class SessionState:
         self._event(ToolStage.DECIDED, tu, decision=Decision(res.decision), begun=res.begun)
         if res.decision == pb.DECISION_REUSE:
             log.info("savepoint: reconcile: outcome recorded, reusing it, not running the tool (session=%s tool_use_id=%s)", self._id, tid)
-            return ToolResult(tool_use_id=tid, content=res.effect.output, is_error=res.effect.is_error)
+            out = res.effect.output
+            return ToolResult(tool_use_id=tid, content=out if res.effect.is_error else tool_content(out), is_error=res.effect.is_error)
         if res.decision == pb.DECISION_IN_DOUBT:
             log.warning("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result (session=%s tool_use_id=%s name=%s)", self._id, tid, tu.name)
             return ToolResult(tool_use_id=tid, content=res.tool_result_text, is_error=True)
@@ -479,15 +483,18 @@ class SessionState:
         self._unstart(p.tool_use_id)
         return err.with_context(f"tool use {q(p.tool_use_id)} ({p.name}) not run: BeginEffect")
 
-    def _after_run(self, p: pb.ToolUse, output: str | None, exc: BaseException | None) -> ToolResult:
-        """The result of running p's tool, reported to the hook as RAN."""
-        r = self._ran_result(p, output, exc)
+    def _after_run(self, p: pb.ToolUse, output: object, exc: BaseException | None) -> tuple[ToolResult, SavepointError | None]:
+        """The result of running p's tool, reported to the hook as RAN, with
+        the error that keeps it from the ledger when the tool returned
+        something that is neither text nor content blocks (its text then
+        reaches the model, and the log says it was not recorded)."""
+        r, bad = self._ran_result(p, output, exc)
         self._event(ToolStage.RAN, p, result=r)
-        return r
+        return r, bad
 
     def _record_request(self, p: pb.ToolUse, r: ToolResult) -> pb.RecordEffectRequest:
         return pb.RecordEffectRequest(
-            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=r.content, is_error=r.is_error
+            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=tool_output(r.content), is_error=r.is_error
         )
 
     def _after_record(self, p: pb.ToolUse, r: ToolResult, err: SavepointError | None) -> ToolResult:
@@ -520,10 +527,13 @@ class SessionState:
         if self._opts.on_ledger_error is not None:
             self._opts.on_ledger_error(ToolUse.from_proto(p), r, err)
 
-    def _ran_result(self, p: pb.ToolUse, output: str | None, exc: BaseException | None) -> ToolResult:
+    def _ran_result(self, p: pb.ToolUse, output: object, exc: BaseException | None) -> tuple[ToolResult, SavepointError | None]:
         if exc is not None:
-            return ToolResult(tool_use_id=p.tool_use_id, content=str(exc), is_error=True)
-        return ToolResult(tool_use_id=p.tool_use_id, content=output or "")
+            return ToolResult(tool_use_id=p.tool_use_id, content=str(exc), is_error=True), None
+        try:
+            return ToolResult(tool_use_id=p.tool_use_id, content=normalize_content(output)), None
+        except (TypeError, ValueError) as e:
+            return ToolResult(tool_use_id=p.tool_use_id, content=str(output)), SavepointError(f"the tool's output cannot be recorded: {e}")
 
 
 def watch_request(

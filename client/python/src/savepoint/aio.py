@@ -34,6 +34,7 @@ from savepoint.types import (
     Message,
     SessionStatus,
     ToolHook,
+    ToolContent,
     ToolResult,
     ToolResultsFunc,
     ToolStage,
@@ -44,7 +45,7 @@ from savepoint.types import (
 from savepoint.v1 import savepoint_pb2 as pb
 from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
 
-AsyncToolFunc = Callable[[ToolUse, str], Awaitable[str] | str]
+AsyncToolFunc = Callable[[ToolUse, str], Awaitable[ToolContent] | ToolContent]
 """Runs a tool: given the call and its idempotency key ("" for read-only
 tools), it returns (or a coroutine returns) the tool's output; an exception
 is the tool's failure."""
@@ -363,7 +364,7 @@ class AsyncSession(_core.SessionState):
         async with self._lock:
             await self._raw.DeleteSession(pb.DeleteSessionRequest(session_id=self._id, epoch=self._epoch))
 
-    async def run_tool(self, call: ToolUse, fn: Callable[[str], Awaitable[str] | str]) -> ToolResult:
+    async def run_tool(self, call: ToolUse, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
         """See savepoint.Session.run_tool; fn may be a coroutine function."""
         p, epoch = self._claim(call)
         return await self._execute(p, epoch, "", fn)
@@ -392,21 +393,23 @@ class AsyncSession(_core.SessionState):
             results.append(replace(r, decision=Decision(res.decision)))
         return results
 
-    async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[str] | str]) -> ToolResult:
+    async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
         if not _core.is_read_only(p):
             try:
                 key = (await self._raw.BeginEffect(self._begin_request(p, epoch))).idempotency_key
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
             self._event(ToolStage.BEGUN, p)
-        output: str | None = None
+        output: object = None
         exc: BaseException | None = None
         try:
             out = fn(key)
             output = await out if inspect.isawaitable(out) else out
         except Exception as e:
             exc = e
-        r = self._after_run(p, output, exc)
+        r, bad = self._after_run(p, output, exc)
+        if bad is not None:
+            return self._after_record(p, r, bad)
         try:
             await self._record(p, r)
         except SavepointError as e:

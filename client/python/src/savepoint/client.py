@@ -31,6 +31,7 @@ from savepoint.types import (
     Message,
     SessionStatus,
     ToolHook,
+    ToolContent,
     ToolResult,
     ToolResultsFunc,
     ToolStage,
@@ -43,7 +44,7 @@ from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
 
 R = TypeVar("R", bound=ProtoMessage)
 
-ToolFunc = Callable[[ToolUse, str], str]
+ToolFunc = Callable[[ToolUse, str], ToolContent]
 """Runs a tool: given the call and the idempotency key to pass to an external
 API that accepts one ("" for read-only tools), it returns the tool's output;
 an exception is the tool's failure and becomes an is_error result with its
@@ -395,7 +396,7 @@ class Session(_core.SessionState):
         with self._lock:
             super().add_tokens(n)
 
-    def run_tool(self, call: ToolUse, fn: Callable[[str], str]) -> ToolResult:
+    def run_tool(self, call: ToolUse, fn: Callable[[str], ToolContent]) -> ToolResult:
         """Run one pending tool use and record its outcome in the ledger:
         execute first, record after. Unless the call is READ_ONLY,
         BeginEffect marks it as dispatched first; if that fails the tool does
@@ -439,7 +440,7 @@ class Session(_core.SessionState):
     def _guard(self) -> threading.RLock:
         return self._lock
 
-    def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], str]) -> ToolResult:
+    def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], ToolContent]) -> ToolResult:
         """The one place a tool runs: BeginEffect unless READ_ONLY, then fn,
         then RecordEffect of fn's real outcome. The caller marked p started."""
         if not _core.is_read_only(p):
@@ -448,13 +449,15 @@ class Session(_core.SessionState):
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
             self._event(ToolStage.BEGUN, p)
-        output: str | None = None
+        output: object = None
         exc: BaseException | None = None
         try:
             output = fn(key)
         except Exception as e:
             exc = e
-        r = self._after_run(p, output, exc)
+        r, bad = self._after_run(p, output, exc)
+        if bad is not None:
+            return self._after_record(p, r, bad)
         try:
             self._record(p, r)
         except SavepointError as e:

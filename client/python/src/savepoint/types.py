@@ -188,11 +188,73 @@ class ToolUse:
         )
 
 
+ContentBlock = dict[str, Any]
+"""One content block of a tool result, as the provider's JSON object
+(Anthropic: ``{"type": "text", "text": ...}``, ``{"type": "image", ...}``,
+``{"type": "document", ...}``)."""
+
+ToolContent = str | list[ContentBlock]
+"""What a tool returns: text, or a list of content blocks."""
+
+
+def tool_output(content: ToolContent) -> str:
+    """The ledger's text of a tool's content: the text itself, or the content
+    blocks as compact JSON. tool_content reads it back."""
+    if isinstance(content, str):
+        return content
+    return compact_json(content)
+
+
+def tool_content(output: str) -> ToolContent:
+    """The content a ledger output stands for: the list of content blocks
+    when the text is a non-empty JSON array of objects that each have a
+    string ``type``, else the text itself. Every client reads the ledger
+    with this rule (client/testdata/tool_content.json)."""
+    if not output.startswith("["):
+        return output
+    try:
+        v = json.loads(output)
+    except ValueError:
+        return output
+    if isinstance(v, list) and v and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in v):
+        return v
+    return output
+
+
+def normalize_content(value: Any) -> ToolContent:
+    """The ToolContent of what a tool function returned: None is "", a str
+    is read as tool_content reads the ledger (so a run and a later REUSE give
+    the model the same thing), and a list or tuple of blocks (dicts, or SDK
+    objects with ``to_dict`` or ``model_dump``) becomes a list of JSON
+    objects. Anything else raises TypeError."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return tool_content(value)
+    if isinstance(value, (list, tuple)):
+        blocks: list[ContentBlock] = []
+        for b in value:
+            if hasattr(b, "to_dict"):
+                b = b.to_dict()
+            elif hasattr(b, "model_dump"):
+                b = b.model_dump(mode="json", exclude_unset=True)
+            if not isinstance(b, Mapping) or not isinstance(b.get("type"), str):
+                raise TypeError(f"a content block must be an object with a string type, not {type(b).__name__}")
+            blocks.append(dict(b))
+        if not blocks:
+            return ""
+        # What the ledger stores is JSON: the blocks must survive the trip.
+        out = tool_content(tool_output(blocks))
+        return out
+    raise TypeError(f"a tool returns a str or a list of content blocks, not {type(value).__name__}")
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """The answer to one tool use.
 
-    ``content`` is the tool's output, or its error text when ``is_error`` is
+    ``content`` is the tool's output (text, or a list of content blocks; see
+    normalize_content), or its error text when ``is_error`` is
     set (the tool ran and failed or, after reconcile, its outcome is in
     doubt). ``decision`` is set by reconcile, UNSPECIFIED for run_tool's
     results. ``ledger_error`` is set when the tool ran but its outcome could
@@ -202,7 +264,7 @@ class ToolResult:
     """
 
     tool_use_id: str
-    content: str
+    content: ToolContent
     is_error: bool = False
     decision: Decision = Decision.UNSPECIFIED
     ledger_error: BaseException | None = None

@@ -285,7 +285,7 @@ test("every reconcile rule", async () => {
         ["begun", "DECISION_IN_DOUBT", results[6].content, true],
       ],
     );
-    assert.match(results[6].content, /unknown/, "the in-doubt text says the outcome is unknown");
+    assert.match(results[6].content as string, /unknown/, "the in-doubt text says the outcome is unknown");
     assert.deepEqual([...tools.runs.keys()], ["read_c", "mail_d", "mail_e", "write_f"], "only the RUN tool uses ran, each once");
     assert.equal(tools.keys[0], "", "read-only: no key");
     assert.equal(tools.keys[1], begun.idempotencyKey, "a begun idempotent tool runs again with its key");

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
 )
 
 // Segments are the log's files, wal/NNNNNNNNNNNNNNNN.seg (the segment's
@@ -88,7 +90,7 @@ func createSegmentFile(dir, name string, size int64) error {
 	}
 	err = fillZeros(f, 0, size, true)
 	if err == nil {
-		err = unix.Fdatasync(int(f.Fd()))
+		err = sysfile.Fdatasync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -107,7 +109,7 @@ func createSegmentFile(dir, name string, size int64) error {
 // alone, which allocate as well).
 func fillZeros(f *os.File, from, to int64, allocate bool) error {
 	if allocate {
-		if err := unix.Fallocate(int(f.Fd()), 0, from, to-from); err != nil &&
+		if err := sysfile.Fallocate(f, from, to-from); err != nil &&
 			!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 			return err
 		}
@@ -164,7 +166,7 @@ func datasync(f *os.File) error {
 	if skipSync {
 		return nil
 	}
-	return unix.Fdatasync(int(f.Fd()))
+	return sysfile.Fdatasync(f)
 }
 
 // syncWALDir syncs the log's directory; the savepoint_nodirsync build

@@ -566,7 +566,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits")
+    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits", "started_on_demand", "pid")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_KIND_FIELD_NUMBER: _ClassVar[int]
     STORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -581,6 +581,8 @@ class GetServerInfoResponse(_message.Message):
     UPTIME_FIELD_NUMBER: _ClassVar[int]
     SAVES_FIELD_NUMBER: _ClassVar[int]
     COMMITS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_ON_DEMAND_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_kind: str
     store_format: int
@@ -595,7 +597,9 @@ class GetServerInfoResponse(_message.Message):
     uptime: _duration_pb2.Duration
     saves: int
     commits: int
-    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ...) -> None: ...
+    started_on_demand: bool
+    pid: int
+    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ..., started_on_demand: _Optional[bool] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class CompleteSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch", "status", "final_output", "request_id")

@@ -835,6 +835,13 @@ export interface GetServerInfoResponse {
    * writes into one.
    */
   commits: bigint;
+  /**
+   * Whether a client started the daemon on demand (savepointd
+   * --started-on-demand), rather than an operator or a service manager.
+   */
+  startedOnDemand: boolean;
+  /** The daemon's process id, as the host it runs on numbers it. */
+  pid: number;
 }
 
 export interface CompleteSessionRequest {
@@ -4465,6 +4472,8 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     uptime: undefined,
     saves: 0n,
     commits: 0n,
+    startedOnDemand: false,
+    pid: 0,
   };
 }
 
@@ -4532,6 +4541,12 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
         throw new globalThis.Error("value provided for field message.commits of type uint64 too large");
       }
       writer.uint32(112).uint64(message.commits);
+    }
+    if (message.startedOnDemand !== false) {
+      writer.uint32(560).bool(message.startedOnDemand);
+    }
+    if (message.pid !== 0) {
+      writer.uint32(568).uint32(message.pid);
     }
     return writer;
   },
@@ -4661,6 +4676,22 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
             message.commits = reader.uint64() as bigint;
             continue;
           }
+          case 70: {
+            if (tag !== 560) {
+              break;
+            }
+
+            message.startedOnDemand = reader.bool();
+            continue;
+          }
+          case 71: {
+            if (tag !== 568) {
+              break;
+            }
+
+            message.pid = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4706,6 +4737,8 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
       : undefined;
     message.saves = (object.saves !== undefined && object.saves !== null) ? BigInt(object.saves) : 0n;
     message.commits = (object.commits !== undefined && object.commits !== null) ? BigInt(object.commits) : 0n;
+    message.startedOnDemand = object.startedOnDemand ?? false;
+    message.pid = object.pid ?? 0;
     return message;
   },
 };

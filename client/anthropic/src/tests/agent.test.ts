@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { dial, SessionStatus } from "@savepoint-dev/client";
+
+// The TypeScript client's test daemon helper (client/typescript/src/tests/daemon.ts).
+import { Daemon } from "../../../typescript/dist/tests/daemon.js";
+import { Fake, FINAL, pairingError, REPORT, UNSURE } from "./fake.js";
+
+const AGENT = join(dirname(fileURLToPath(import.meta.url)), "agent.js");
+let d: Daemon;
+const fake = new Fake();
+
+before(async () => {
+  d = await Daemon.start();
+  await fake.start();
+});
+after(async () => {
+  await d.close();
+  await fake.close();
+});
+
+function runAgent(work: string, sid: string, crash = "", mode = ""): Promise<{ code: number | null; signal: string | null; out: string }> {
+  return new Promise((res) => {
+    const p = spawn(process.execPath, [AGENT, d.addr, fake.url, work, sid], { env: { ...process.env, CRASH_AT: crash, AGENT_MODE: mode } });
+    let out = "";
+    p.stdout.on("data", (b) => (out += b));
+    p.stderr.on("data", (b) => (out += b));
+    p.on("exit", (code, signal) => res({ code, signal, out }));
+  });
+}
+
+// [CRASH_AT, report.txt writes, in doubt]
+const MOMENTS: [string, number, boolean][] = [
+  ["before-point-a:1", 1, false],
+  ["after-point-a:3", 1, false],
+  ["after-begin:1", 0, true],
+  ["in-tool:1", 1, true],
+  ["after-record:3", 1, false],
+  ["after-point-b:2", 1, false],
+  ["after-point-a:4", 1, false],
+];
+
+const RUNNER_MOMENTS = new Set(["after-point-a:3", "after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4"]);
+const CASES = [...MOMENTS.map((m) => [...m, ""] as const), ...MOMENTS.filter((m) => RUNNER_MOMENTS.has(m[0])).map((m) => [...m, "runner"] as const)];
+
+for (const [crash, writes, inDoubt, mode] of CASES) {
+  test(`${mode ? "durableToolRunner" : "DurableAgent"}: SIGKILL at ${crash}, resumed by a new process`, async () => {
+    const work = mkdtempSync(join(tmpdir(), "spa"));
+    writeFileSync(join(work, "sales-notes.txt"), "Closed deals with Acme, Globex and Initech this week.");
+    const sid = `ts-${mode}-${crash}`;
+    const first = await runAgent(work, sid, crash, mode);
+    assert.equal(first.signal, "SIGKILL", first.out);
+    const second = await runAgent(work, sid, "", mode);
+    assert.equal(second.code, 0, second.out);
+    const report = join(work, "report.txt");
+    assert.deepEqual(existsSync(report) ? readFileSync(report, "utf8").split("\n").filter(Boolean) : [], Array(writes).fill(REPORT));
+    const c = await dial(d.addr);
+    try {
+      const g = await c.raw.getSession({ sessionId: sid });
+      const msgs = g.checkpoint!.messages.map((m) => ({ role: m.role, content: JSON.parse(m.contentJson) }));
+      assert.equal(pairingError(msgs), "");
+      assert.equal(g.checkpoint!.status, SessionStatus.SESSION_STATUS_COMPLETED);
+      assert.equal(g.checkpoint!.finalOutput, inDoubt ? UNSURE : FINAL);
+      const res = msgs.flatMap((m) => (m.role === "user" && Array.isArray(m.content) ? m.content : [])).find((b: { tool_use_id?: string }) => b.tool_use_id === "toolu_03");
+      assert.equal(Boolean(res.is_error), inDoubt);
+      assert.deepEqual(msgs[1]!.content[0], { type: "thinking", thinking: "Read the notes first.", signature: "sig-0" });
+    } finally {
+      c.close();
+    }
+    assert.deepEqual(fake.errors, []);
+    const n = fake.requests.length;
+    const third = await runAgent(work, sid, "", mode);
+    assert.equal(third.out.trim(), `[done] ${inDoubt ? UNSURE : FINAL}`);
+    assert.equal(fake.requests.length, n, "a completed session does not call the model");
+  });
+}
+
+test("durableToolRunner refuses runToolsEagerly and stream", async () => {
+  const { default: Anthropic } = await import("@anthropic-ai/sdk");
+  const { durableToolRunner } = await import("../index.js");
+  const client = new Anthropic({ apiKey: "x" });
+  const base = { model: "m", max_tokens: 5, messages: [{ role: "user", content: "go" }], tools: [] };
+  assert.throws(() => durableToolRunner(client, "s", { ...base, runToolsEagerly: true }), /runToolsEagerly is refused/);
+  assert.throws(() => durableToolRunner(client, "s", { ...base, stream: true }), /stream is refused/);
+});

@@ -1,0 +1,33 @@
+"""Durable agents on Anthropic's Python SDK (``pip install
+'savepoint[anthropic]'``): DurableAgent over ``anthropic.Anthropic`` and
+AsyncDurableAgent over ``anthropic.AsyncAnthropic`` checkpoint every turn
+in savepointd and run every tool through its ledger, so a killed agent
+resumes without running a side effect twice. docs/frameworks/anthropic.md
+is the reference."""
+
+from savepoint.anthropic._agent import (
+    AgentError,
+    AsyncDurableAgent,
+    DurableAgent,
+    MaxTurnsError,
+    RefusalError,
+    SessionFailedError,
+    StopReasonError,
+    Usage,
+    idempotency_key,
+)
+from savepoint.anthropic._tools import DurableTool, durable
+
+__all__ = [
+    "AgentError",
+    "AsyncDurableAgent",
+    "DurableAgent",
+    "DurableTool",
+    "MaxTurnsError",
+    "RefusalError",
+    "SessionFailedError",
+    "StopReasonError",
+    "Usage",
+    "durable",
+    "idempotency_key",
+]

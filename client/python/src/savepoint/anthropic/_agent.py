@@ -1,0 +1,346 @@
+"""DurableAgent: the seed's agent loop on Anthropic's SDK, with every turn
+checkpointed in savepointd (Point A before any tool runs, Point B after) and
+every tool's outcome in the ledger."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import savepoint
+import savepoint.aio
+from savepoint.anthropic._tools import DurableTool, resolve
+from savepoint.errors import SavepointError, SessionExistsError
+from savepoint.types import Message, SessionStatus, ToolContent, ToolResult, ToolUse, compact_json
+
+LOGGER = logging.getLogger("savepoint.anthropic")
+
+_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("savepoint_idempotency_key", default="")
+
+
+def idempotency_key() -> str:
+    """The idempotency key of the tool use running now (BeginEffect's, the
+    same after a resume), for a tool that passes one to an external API; ""
+    for a read-only tool or outside a tool."""
+    return _KEY.get()
+
+
+class AgentError(SavepointError):
+    """The agent stopped without a final answer; the session stays as it
+    was saved (``stop_reason`` says why)."""
+
+    def __init__(self, message: str, stop_reason: str = "") -> None:
+        super().__init__(message)
+        self.stop_reason = stop_reason
+
+
+class MaxTurnsError(AgentError):
+    """The session reached max_turns; it stays active, and a run with a
+    larger max_turns goes on from where it stopped."""
+
+
+class StopReasonError(AgentError):
+    """The model stopped for max_tokens or model_context_window_exceeded (its
+    answer was cut off) or a reason this agent does not know; nothing of that
+    reply was saved, so a run with other parameters asks again."""
+
+
+class RefusalError(AgentError):
+    """The model refused (stop_reason "refusal"): the session is marked
+    FAILED with the refusal's text, as the API documents that a refused
+    conversation should not go on."""
+
+
+class SessionFailedError(AgentError):
+    """The session was marked FAILED earlier; ``final_output`` is its text."""
+
+
+@dataclass
+class Usage:
+    """Token totals of the model calls this agent made."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def add(self, u: Any) -> None:
+        for f in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            setattr(self, f, getattr(self, f) + (getattr(u, f, None) or 0))
+
+
+def history(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The Messages API's ``messages=`` of a session's history: each saved
+    content exactly as it was saved."""
+    return [{"role": m.role, "content": json.loads(m.content_json)} for m in messages]
+
+
+def content_of(resp: Any) -> list[dict[str, Any]]:
+    """The content blocks of a Messages API response exactly as the API sent
+    them: only the fields it set (no nulls added), thinking blocks with
+    their signatures."""
+    return [b.to_dict(mode="json") if hasattr(b, "to_dict") else dict(b) for b in resp.content]
+
+
+def text_of(content: Sequence[Mapping[str, Any]]) -> str:
+    """The text blocks of a message's content, joined."""
+    return "".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+
+
+def tool_uses(content: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [b for b in content if b.get("type") == "tool_use"]
+
+
+PAUSED = "paused_at"
+
+
+def final_message(s: savepoint.Session | savepoint.aio.AsyncSession) -> list[dict[str, Any]] | None:
+    """The content of the history's last message when it is the model's
+    final answer: an assistant message naming no tool that is not a paused
+    turn (stop_reason pause_turn, which the agent sends back to go on)."""
+    msgs = s.messages
+    if not msgs or msgs[-1].role != "assistant":
+        return None
+    content = json.loads(msgs[-1].content_json)
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if tool_uses(content):
+        return None
+    state = json.loads(s.state_json) if s.state_json else {}
+    if state.get(PAUSED) == len(msgs) - 1:
+        return None
+    return list(content)
+
+
+class _Base:
+    def __init__(
+        self,
+        client: Any,
+        session_id: str,
+        *,
+        tools: Sequence[Any] = (),
+        max_turns: int = 50,
+        trust_mcp_annotations: bool = False,
+        logger: logging.Logger = LOGGER,
+    ) -> None:
+        if not session_id:
+            raise ValueError("session_id is empty")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, not {max_turns}")
+        self.client = client
+        self.session_id = session_id
+        self.tools: dict[str, DurableTool] = resolve(tools, trust_mcp_annotations)
+        self.max_turns = max_turns
+        self.usage = Usage()
+        self.stop_reason = ""
+        self.logger = logger
+
+    def _params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        for k in ("messages", "stream"):
+            if k in params:
+                raise TypeError(f"run() takes no {k}=: the session's history is the messages, and replies are not streamed")
+        p = dict(params)
+        defs = [dict(t.definition) for t in self.tools.values()]
+        if defs or "tools" in p:
+            p["tools"] = [*p.get("tools", []), *defs]
+        return p
+
+    def _calls(self, content: Sequence[Mapping[str, Any]]) -> list[ToolUse]:
+        out = []
+        for b in tool_uses(content):
+            t = self.tools.get(str(b["name"]))
+            cls = t.effect if t is not None else savepoint.EffectClass.SIDE_EFFECT
+            out.append(ToolUse(str(b["id"]), str(b["name"]), compact_json(b.get("input", {})), effect_class=cls))
+        return out
+
+    def _tool(self, call: ToolUse) -> DurableTool:
+        t = self.tools.get(call.name)
+        if t is None:
+            raise LookupError(f"no tool named {call.name!r}")
+        return t
+
+    def _api(self, params: Mapping[str, Any]) -> Any:
+        """client.messages, or client.beta.messages when betas are given
+        (only the beta endpoint takes them)."""
+        return self.client.beta.messages if "betas" in params else self.client.messages
+
+    def _check_turns(self, s: Any) -> None:
+        if s.turn >= self.max_turns:
+            raise MaxTurnsError(f"session {self.session_id!r} reached max_turns={self.max_turns} without a final answer", "max_turns")
+
+    def _classify(self, resp: Any) -> tuple[str, list[dict[str, Any]]]:
+        """The reply's stop reason and exact content; raises for a reply that
+        must not be saved."""
+        self.usage.add(getattr(resp, "usage", None))
+        reason = str(getattr(resp, "stop_reason", "") or "")
+        self.stop_reason = reason
+        content = content_of(resp)
+        if reason in ("max_tokens", "model_context_window_exceeded"):
+            raise StopReasonError(
+                f"the model's reply was cut off (stop_reason {reason}); nothing of it was saved: run again with a larger max_tokens", reason
+            )
+        if reason not in ("end_turn", "stop_sequence", "tool_use", "pause_turn", "refusal"):
+            raise StopReasonError(f"unknown stop_reason {reason!r}; nothing of the reply was saved", reason)
+        return reason, content
+
+    def _tokens(self, resp: Any) -> int:
+        u = getattr(resp, "usage", None)
+        return (getattr(u, "input_tokens", 0) or 0) + (getattr(u, "output_tokens", 0) or 0)
+
+
+class DurableAgent(_Base):
+    """An agent on ``anthropic.Anthropic`` whose session lives in savepointd.
+
+    ``run(task, **params)`` creates the session ``session_id`` with the task
+    as its first user message, or resumes it (Reconcile answers the tool uses
+    that were pending, then Point B) and goes on; a completed session
+    returns its final answer without calling the model. Each turn calls
+    ``client.messages.create(messages=<the history>, tools=<the tools>,
+    **params)``, saves the reply at Point A with each of its tool uses
+    pending, runs each tool through the ledger (BeginEffect unless
+    read-only, the tool, RecordEffect) and saves their results at Point B,
+    until the model answers without tools: that answer is saved, the session
+    completed, and its text returned. ``savepoint`` is a savepoint.Client,
+    an address, or None for the default address."""
+
+    def __init__(self, client: Any, session_id: str, *, tools: Sequence[Any] = (), savepoint: savepoint.Client | str | None = None, max_turns: int = 50, trust_mcp_annotations: bool = False, logger: logging.Logger = LOGGER) -> None:
+        super().__init__(client, session_id, tools=tools, max_turns=max_turns, trust_mcp_annotations=trust_mcp_annotations, logger=logger)
+        for t in self.tools.values():
+            if t.is_async():
+                raise TypeError(f"tool {t.name!r} is async: use AsyncDurableAgent")
+        self._sp = savepoint
+        self.session: savepoint_mod.Session | None = None
+
+    def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str:
+        """Run the task to its final answer and return its text."""
+        p = self._params(params)
+        owned = not isinstance(self._sp, savepoint_mod.Client)
+        sp = savepoint_mod.Client(self._sp) if owned else self._sp  # type: ignore[arg-type]
+        try:
+            return self._run(sp, task, p)
+        finally:
+            if owned:
+                sp.close()
+
+    def _open(self, sp: savepoint_mod.Client, task: Any) -> savepoint_mod.Session:
+        text = task if isinstance(task, str) else text_of(task)
+        try:
+            return sp.start(self.session_id, text, messages=[Message("user", compact_json(task if isinstance(task, str) else list(task)))])
+        except SessionExistsError:
+            pass
+        s = sp.resume(self.session_id)
+        if s.status == SessionStatus.ACTIVE and s.pending:
+            s.point_b(s.reconcile(self._run_call))
+        return s
+
+    def _run_call(self, call: ToolUse, key: str) -> ToolContent:
+        t = self._tool(call)
+        token = _KEY.set(key)
+        try:
+            return t.call(json.loads(call.input_json or "{}"))  # type: ignore[no-any-return]
+        finally:
+            _KEY.reset(token)
+
+    def _run(self, sp: savepoint_mod.Client, task: Any, params: dict[str, Any]) -> str:
+        s = self.session = self._open(sp, task)
+        while True:
+            if s.status == SessionStatus.COMPLETED:
+                return s.final_output
+            if s.status == SessionStatus.FAILED:
+                raise SessionFailedError(f"session {self.session_id!r} failed: {s.final_output}", "failed")
+            final = final_message(s)
+            if final is not None:
+                s.complete(SessionStatus.COMPLETED, text_of(final))
+                continue
+            self._check_turns(s)
+            resp = self._api(params).create(messages=history(s.messages), **params)
+            reason, content = self._classify(resp)
+            s.add_tokens(self._tokens(resp))
+            if reason == "refusal":
+                s.complete(SessionStatus.FAILED, text_of(content))
+                raise RefusalError(f"the model refused: {text_of(content)}", reason)
+            calls = self._calls(content)
+            if reason == "pause_turn" and not calls:
+                s.save(state_json=compact_json({PAUSED: s.message_count}))
+            s.point_a(Message("assistant", compact_json(content)), calls)
+            if calls:
+                results: list[ToolResult] = [s.run_tool(c, lambda key, c=c: self._run_call(c, key)) for c in calls]  # type: ignore[misc]
+                s.point_b(results)
+
+
+class AsyncDurableAgent(_Base):
+    """DurableAgent over ``anthropic.AsyncAnthropic`` and
+    savepoint.aio.AsyncClient: ``await agent.run(task, **params)``. Tools
+    may be sync or async (``@beta_async_tool``); the tools of one turn run
+    one after the other, as the SDK's tool runner runs them."""
+
+    def __init__(self, client: Any, session_id: str, *, tools: Sequence[Any] = (), savepoint: savepoint.aio.AsyncClient | str | None = None, max_turns: int = 50, trust_mcp_annotations: bool = False, logger: logging.Logger = LOGGER) -> None:
+        super().__init__(client, session_id, tools=tools, max_turns=max_turns, trust_mcp_annotations=trust_mcp_annotations, logger=logger)
+        self._sp = savepoint
+        self.session: savepoint_mod.aio.AsyncSession | None = None
+
+    async def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str:
+        """Run the task to its final answer and return its text."""
+        p = self._params(params)
+        owned = not isinstance(self._sp, savepoint_mod.aio.AsyncClient)
+        sp = savepoint_mod.aio.AsyncClient(self._sp) if owned else self._sp  # type: ignore[arg-type]
+        try:
+            return await self._run(sp, task, p)
+        finally:
+            if owned:
+                await sp.close()
+
+    async def _open(self, sp: savepoint_mod.aio.AsyncClient, task: Any) -> savepoint_mod.aio.AsyncSession:
+        text = task if isinstance(task, str) else text_of(task)
+        try:
+            return await sp.start(self.session_id, text, messages=[Message("user", compact_json(task if isinstance(task, str) else list(task)))])
+        except SessionExistsError:
+            pass
+        s = await sp.resume(self.session_id)
+        if s.status == SessionStatus.ACTIVE and s.pending:
+            await s.point_b(await s.reconcile(self._run_call))
+        return s
+
+    async def _run_call(self, call: ToolUse, key: str) -> ToolContent:
+        t = self._tool(call)
+        token = _KEY.set(key)
+        try:
+            out = t.call(json.loads(call.input_json or "{}"))
+            if hasattr(out, "__await__"):
+                out = await out
+            return out  # type: ignore[no-any-return]
+        finally:
+            _KEY.reset(token)
+
+    async def _run(self, sp: savepoint_mod.aio.AsyncClient, task: Any, params: dict[str, Any]) -> str:
+        s = self.session = await self._open(sp, task)
+        while True:
+            if s.status == SessionStatus.COMPLETED:
+                return s.final_output
+            if s.status == SessionStatus.FAILED:
+                raise SessionFailedError(f"session {self.session_id!r} failed: {s.final_output}", "failed")
+            final = final_message(s)
+            if final is not None:
+                await s.complete(SessionStatus.COMPLETED, text_of(final))
+                continue
+            self._check_turns(s)
+            resp = await self._api(params).create(messages=history(s.messages), **params)
+            reason, content = self._classify(resp)
+            s.add_tokens(self._tokens(resp))
+            if reason == "refusal":
+                await s.complete(SessionStatus.FAILED, text_of(content))
+                raise RefusalError(f"the model refused: {text_of(content)}", reason)
+            calls = self._calls(content)
+            if reason == "pause_turn" and not calls:
+                await s.save(state_json=compact_json({PAUSED: s.message_count}))
+            await s.point_a(Message("assistant", compact_json(content)), calls)
+            if calls:
+                results = [await s.run_tool(c, lambda key, c=c: self._run_call(c, key)) for c in calls]  # type: ignore[misc]
+                await s.point_b(results)
+
+
+savepoint_mod = savepoint

@@ -1,0 +1,38 @@
+# The Anthropic SDK integration in TypeScript (client/anthropic,
+# @savepoint-dev/anthropic; issue 36): its build and its tests. It depends on
+# the TypeScript client by a file: link, so the client is built first
+# (mk/typescript.mk; its tests use the client's dist/tests/daemon.js), and on
+# @anthropic-ai/sdk from npm, pinned by its package-lock.json.
+
+# Simply expanded with literal paths: this file is included before
+# mk/typescript.mk, whose variables are not set yet.
+ANTHROPIC_TS_DIR := client/anthropic
+ANTHROPIC_TS_SOURCES := $(shell find $(ANTHROPIC_TS_DIR)/src -name '*.ts' 2>/dev/null)
+
+CLIENT_TARGETS += clients-anthropic
+TEST_TARGETS += test-anthropic
+
+# npm ci only when the lockfile changed; tsc only when a source (or the client) changed.
+$(ANTHROPIC_TS_DIR)/node_modules/.package-lock.json: $(ANTHROPIC_TS_DIR)/package.json $(ANTHROPIC_TS_DIR)/package-lock.json
+	cd $(ANTHROPIC_TS_DIR) && npm ci --no-audit --no-fund
+	@touch $@
+
+$(ANTHROPIC_TS_DIR)/dist/.built: client/typescript/dist/.built $(ANTHROPIC_TS_DIR)/node_modules/.package-lock.json $(ANTHROPIC_TS_DIR)/tsconfig.json $(ANTHROPIC_TS_SOURCES)
+	cd $(ANTHROPIC_TS_DIR) && npm run build
+	@touch $@
+
+.PHONY: clients-anthropic
+clients-anthropic: $(ANTHROPIC_TS_DIR)/dist/.built ## Build @savepoint-dev/anthropic (npm ci && npm run build in client/anthropic)
+
+# As test-typescript does: the TAP copy counts the tests that ran, and a run
+# in which none ran fails.
+.PHONY: test-anthropic
+test-anthropic: clients-anthropic ## Anthropic SDK integration tests (node --test): DurableAgent killed and resumed against a fake Messages API
+	go build -o $(BIN)/ ./cmd/savepointd
+	@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(ANTHROPIC_TS_DIR) && rc=0 && \
+		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-reporter=spec --test-reporter-destination=stdout \
+			--test-reporter=tap --test-reporter-destination="$$tap" dist/tests/*.test.js || rc=$$?; \
+		n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
+		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-anthropic: no test ran" >&2; exit 1; fi; \
+		echo "test-anthropic: $$n tests ran"; \
+		exit $$rc

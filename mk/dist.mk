@@ -1,0 +1,34 @@
+# Release artifacts (tools/dist): `make dist` writes into dist/, for every
+# platform of DIST_PLATFORMS, savepoint_VERSION_OS_ARCH.tar.gz (savepointd,
+# savepoint, LICENSE, the systemd units and sysusers file, a README), the
+# Python client's platform wheel carrying both binaries, and the npm package
+# @savepoint-dev/savepointd-OS-CPU; then the pure-Python wheel, the
+# TypeScript client's npm tarball (the platform packages as its optional
+# dependencies) and SHA256SUMS. Two runs on one commit give the same bytes:
+# every archive's mtimes are the commit's time. docs/install.md describes
+# what each holds.
+
+DIST_DIR ?= dist
+SOURCE_DATE_EPOCH ?=
+DIST_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
+DIST_EPOCH = $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null),0)
+
+TEST_TARGETS += test-dist
+
+.PHONY: dist
+dist: clients-typescript ## Release archives, platform wheels and npm packages for DIST_PLATFORMS into dist/, with SHA256SUMS
+	rm -rf $(DIST_DIR)
+	mkdir -p $(DIST_DIR)
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	SOURCE_DATE_EPOCH=$(DIST_EPOCH) $(PYTHON) -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$$tmp" ./$(PY_DIR); \
+	pure="$$(echo "$$tmp"/savepoint-*-py3-none-any.whl)"; \
+	go run ./tools/dist -version '$(BUILD_VERSION)' -out $(DIST_DIR) -platforms '$(DIST_PLATFORMS)' \
+		-epoch $(DIST_EPOCH) -pywheel "$$pure" -npm-client $(TS_DIR)
+	@cat $(DIST_DIR)/SHA256SUMS
+
+# The packaging test: tools/dist's own tests (two builds of one platform give
+# the same bytes; the darwin binaries are Mach-O of their CPU), then
+# linux/amd64's artifacts installed as a user would (tools/dist/e2e).
+.PHONY: test-dist
+test-dist: ## Packaging: reproducible archives, wheel and npm installs of linux/amd64 end to end
+	go test -count=1 ./tools/dist/...
