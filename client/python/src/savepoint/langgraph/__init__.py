@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from savepoint.langgraph.saver import SavepointSaver
 
 if TYPE_CHECKING:
+    from savepoint.errors import DurableToolError
     from savepoint.langgraph._durable import DurableFunction, DurableTool, durable
     from savepoint.langgraph._ledger import (
         IDEMPOTENCY_KEY,
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
         in_doubt_text,
     )
     from savepoint.langgraph._toolnode import DurableToolNode
-    from savepoint.errors import DurableToolError
 
 _LAZY = {
     "DurableToolNode": "savepoint.langgraph._toolnode",
