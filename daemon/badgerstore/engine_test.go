@@ -354,7 +354,10 @@ func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
 	}
 	saved := make(chan error, 4)
 	for i := range 4 {
-		go func() { _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("behind%d", i)}); saved <- err }()
+		go func() {
+			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: fmt.Sprintf("behind%d", i)})
+			saved <- err
+		}()
 	}
 	if err := <-pinged; !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("an exclusive request behind a stuck sync: %v, want ErrUnavailable", err)

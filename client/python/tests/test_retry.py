@@ -325,3 +325,29 @@ def test_reconnect_wait_is_bounded(tmp_path) -> None:  # type: ignore[no-untyped
             assert 0.5 <= time.monotonic() - t < 2.0
 
     asyncio.run(main())
+
+
+def test_every_rpc_declares_retry_safety() -> None:
+    # An RPC added without option idempotency_level (and
+    # retry_with_request_id where a request_id makes it safe) fails here.
+    from savepoint.v1 import graph_pb2 as gpb
+
+    n = 0
+    for mod, svc in ((pb, "SavepointService"), (gpb, "GraphCheckpointService")):
+        for m in mod.DESCRIPTOR.services_by_name[svc].methods:
+            n += 1
+            assert m.GetOptions().HasField("idempotency_level"), f"{m.full_name} declares no idempotency_level"
+    assert n >= 30
+
+
+def test_retry_rules_from_the_proto() -> None:
+    from savepoint._retry import service_retry_rules
+    from savepoint.v1 import graph_pb2 as gpb
+
+    rules = service_retry_rules(pb.DESCRIPTOR.services_by_name["SavepointService"])
+    assert {m for m, r in rules.items() if r != "never"} == RETRIED
+    assert {m for m, r in rules.items() if r == "request_id"} == {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession"}
+    assert retry_safe("UploadCheckpoint", gpb.UploadCheckpointStart(request_id="r"))
+    assert not retry_safe("UploadCheckpoint", gpb.UploadCheckpointStart())
+    assert retry_safe("ListThreadEffects", gpb.ListThreadEffectsRequest())
+    assert not retry_safe("DeleteSession", pb.DeleteSessionRequest(session_id="s"))

@@ -35,6 +35,7 @@ import {
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
 import { discardLogger, type Logger } from "./log.js";
+import { RETRY_RULES } from "./retry_rules.js";
 import { Session } from "./session.js";
 import { anthropicToolResults } from "./tool.js";
 import { SessionWatch, type WatchOptions } from "./watch.js";
@@ -101,26 +102,15 @@ export function retryBackoff(p: RetryPolicy, retry: number): number {
 
 /**
  * Says whether repeating a call that may have been applied is harmless, as
- * the Go client's retrySafe does; path is the full method name. Methods not
- * listed (DeleteSession, any added later) are not.
+ * its RPC declares in the proto (RETRY_RULES, written from it by make
+ * generate); path is the full method name. An RPC the table lacks is not.
  */
 export function retrySafe(path: string, request: unknown): boolean {
-  switch (path) {
-    case SavepointServiceService.saveCheckpoint.path:
-      return ((request as Partial<SaveCheckpointRequest> | undefined)?.requestId ?? "") !== "";
-    case SavepointServiceService.completeSession.path:
-    case SavepointServiceService.forkSession.path:
-    case SavepointServiceService.rewindSession.path:
-      return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
-    case SavepointServiceService.beginEffect.path:
-    case SavepointServiceService.recordEffect.path:
-    case SavepointServiceService.resume.path:
-    case SavepointServiceService.reconcile.path:
-    case SavepointServiceService.getSession.path:
-    case SavepointServiceService.listMessages.path:
-    case SavepointServiceService.listSessions.path:
-    case SavepointServiceService.listEffects.path:
+  switch (RETRY_RULES[path]) {
+    case "always":
       return true;
+    case "requestId":
+      return ((request as { requestId?: string } | undefined)?.requestId ?? "") !== "";
   }
   return false;
 }
