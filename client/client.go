@@ -37,8 +37,8 @@ type Client struct {
 // the same one, so the daemon applies the save once), BeginEffect (a repeat
 // returns the same key), RecordEffect (the same record again is accepted),
 // Resume (a repeat only takes ownership again), CompleteSession,
-// ForkSession and RewindSession with a request_id, and the reads. DeleteSession is
-// never retried.
+// ForkSession, RewindSession and ResolveEffect with a request_id, and the
+// reads. DeleteSession is never retried.
 type RetryPolicy struct {
 	// MaxAttempts counts the first try; 1 or less disables retries.
 	MaxAttempts int

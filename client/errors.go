@@ -100,6 +100,13 @@ var (
 	// ErrEffectNotBegun (EFFECT_NOT_BEGUN): a graph thread's tool use was
 	// never begun, or the attempt recorded is not the latest one begun.
 	ErrEffectNotBegun = errors.New("savepoint: tool use attempt not begun")
+	// ErrCallNotInDoubt (CALL_NOT_IN_DOUBT): ResolveEffect of a tool use
+	// that is not in doubt (recorded, not pending, or one Reconcile runs);
+	// nothing was written.
+	ErrCallNotInDoubt = errors.New("savepoint: tool use not in doubt")
+	// ErrResolutionConflict (RESOLUTION_CONFLICT): the tool use was
+	// resolved already with another finding; the first resolution stands.
+	ErrResolutionConflict = errors.New("savepoint: tool use resolved otherwise")
 )
 
 // The sentinels' names before they took their reason's name, kept for one
@@ -173,6 +180,10 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_PLAINTEXT_BACKUP:       ErrPlaintextBackup,
 	savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED:     ErrBackupUnsupported,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_ORDER_BY:       ErrInvalidArgument,
+	// Resolving a tool use in doubt.
+	savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_IN_DOUBT:   ErrCallNotInDoubt,
+	savepointv1.ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT: ErrResolutionConflict,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_RESOLUTION:  ErrInvalidArgument,
 }
 
 // Error is a failed Savepoint RPC. It unwraps to the sentinel of its reason

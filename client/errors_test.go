@@ -67,11 +67,14 @@ func TestTranslateReasons(t *testing.T) {
 		{"UPLOAD_ABORTED", codes.Aborted, []error{ErrUploadAborted}},
 		{"EFFECT_INPUT_MISMATCH", codes.FailedPrecondition, []error{ErrEffectInputMismatch}},
 		{"EFFECT_NOT_BEGUN", codes.FailedPrecondition, []error{ErrEffectNotBegun}},
+		{"CALL_NOT_IN_DOUBT", codes.FailedPrecondition, []error{ErrCallNotInDoubt}},
+		{"RESOLUTION_CONFLICT", codes.AlreadyExists, []error{ErrResolutionConflict}},
+		{"INVALID_RESOLUTION", codes.InvalidArgument, []error{ErrInvalidArgument}},
 	}
 	all := []error{ErrSessionFenced, ErrRevisionMismatch, ErrSessionNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
 		ErrEffectConflict, ErrCheckpointCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
-		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, context.Canceled, context.DeadlineExceeded}
+		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, ErrCallNotInDoubt, ErrResolutionConflict, context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {

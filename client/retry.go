@@ -1,6 +1,8 @@
 package client
 
 import (
+	"maps"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -22,9 +24,13 @@ const (
 	retryWithRequestID
 )
 
-// retryRules holds the rule of every SavepointService method by full
+// retryRules holds the rule of every method of both services by full
 // method name, read once from the generated descriptors.
-var retryRules = serviceRetryRules(savepointv1.File_savepoint_v1_savepoint_proto.Services().ByName("SavepointService"))
+var retryRules = func() map[string]retryRule {
+	rules := serviceRetryRules(savepointv1.File_savepoint_v1_savepoint_proto.Services().ByName("SavepointService"))
+	maps.Copy(rules, serviceRetryRules(savepointv1.File_savepoint_v1_graph_proto.Services().ByName("GraphCheckpointService")))
+	return rules
+}()
 
 // serviceRetryRules returns the rule of each of sd's methods by full
 // method name ("/savepoint.v1.SavepointService/SaveCheckpoint").
@@ -55,8 +61,7 @@ func methodRetryRule(m protoreflect.MethodDescriptor) retryRule {
 }
 
 // retrySafe says whether repeating a call that may have been applied is
-// harmless, as its RPC declares: a method the table lacks (another
-// service's) is not.
+// harmless, as its RPC declares: a method the table lacks is not.
 func retrySafe(method string, req any) bool {
 	switch retryRules[method] {
 	case retryAlways:

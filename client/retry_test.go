@@ -61,7 +61,10 @@ func TestRetrySafe(t *testing.T) {
 		{svc + "DeleteSession", &savepointv1.DeleteSessionRequest{}, false},
 		{svc + "Verify", &savepointv1.VerifyRequest{}, false},
 		{svc + "NoSuchMethod", &savepointv1.VerifyRequest{}, false},
-		{"/savepoint.v1.GraphCheckpointService/ListThreadEffects", &savepointv1.ListThreadEffectsRequest{}, false},
+		{"/savepoint.v1.GraphCheckpointService/ListThreadEffects", &savepointv1.ListThreadEffectsRequest{}, true},
+		{"/savepoint.v1.GraphCheckpointService/ResolveThreadEffect", &savepointv1.ResolveThreadEffectRequest{}, false},
+		{"/savepoint.v1.GraphCheckpointService/ResolveThreadEffect", &savepointv1.ResolveThreadEffectRequest{RequestId: "r"}, true},
+		{svc + "ResolveEffect", &savepointv1.ResolveEffectRequest{RequestId: "r"}, true},
 	}
 	for _, tt := range tests {
 		if got := retrySafe(tt.method, tt.req); got != tt.want {

@@ -35,6 +35,9 @@ func NextBegin(e *savepointv1.ThreadEffect) (savepointv1.Decision, string) {
 	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED:
 		return savepointv1.Decision_DECISION_RUN, fmt.Sprintf("attempt %d raised; a retry runs attempt %d under the same idempotency key", e.GetAttempts(), e.GetAttempts()+1)
 	}
+	if r := e.GetResolution(); r.GetOutcome() == savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE && !r.GetRetryBegun() {
+		return savepointv1.Decision_DECISION_RUN, fmt.Sprintf("attempt %d was resolved as not done; attempt %d runs under the same idempotency key", e.GetAttempts(), e.GetAttempts()+1)
+	}
 	switch e.GetEffectClass() {
 	case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
 		return savepointv1.Decision_DECISION_RUN, fmt.Sprintf("attempt %d began without an outcome; the tool is read-only, so it runs again", e.GetAttempts())

@@ -88,7 +88,7 @@ type Config struct {
 // what the Badger store holds under load (two memtable arenas, its caches
 // and its pooled table-builder buffers: 43-47 MB live at 64 sessions) with
 // room for the requests in flight, so that the collector does not run every
-// few tens of milliseconds (docs/profiles.md, "Seventh pass").
+// few tens of milliseconds (docs/profiles.md, "Memory and the collector").
 const DefaultMemoryLimit = 80 << 20
 
 // PostgresGCPercent is the collector's target percentage (GOGC) savepointd
@@ -96,7 +96,7 @@ const DefaultMemoryLimit = 80 << 20
 // variable is set. That daemon's live heap is 3-4 MB, so with Go's 100 it
 // collected after every 1-2 MB of allocation; the memory limit still bounds
 // the heap. With the embedded store Badger's buffers keep 17-60 MB live,
-// and Go's 100 is left (docs/profiles.md, "Seventh pass").
+// and Go's 100 is left (docs/profiles.md, "Memory and the collector").
 const PostgresGCPercent = 400
 
 // minMemoryLimit is the least soft limit accepted: below it the garbage

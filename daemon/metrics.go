@@ -66,6 +66,7 @@ type metrics struct {
 	ledger      prometheus.Counter
 	fenced      prometheus.Counter
 	resolutions *prometheus.CounterVec
+	resolved    *prometheus.CounterVec
 }
 
 func newMetrics(store core.Store) *metrics {
@@ -89,11 +90,20 @@ func newMetrics(store core.Store) *metrics {
 			Name: "savepoint_reconcile_resolutions_total",
 			Help: "Pending tool uses Reconcile answered, by decision (reuse, run, in_doubt).",
 		}, []string{"decision"}),
+		resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "savepoint_effects_resolved_total",
+			Help: "Tool uses in doubt ResolveEffect settled, by resolver (verify, person) and outcome (done, not_done); repeats not counted.",
+		}, []string{"resolver", "outcome"}),
 	}
 	for _, d := range []string{"reuse", "run", "in_doubt"} {
 		m.resolutions.WithLabelValues(d)
 	}
-	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions,
+	for _, r := range []string{"verify", "person"} {
+		for _, o := range []string{"done", "not_done"} {
+			m.resolved.WithLabelValues(r, o)
+		}
+	}
+	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions, m.resolved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if c, ok := store.(prometheus.Collector); ok {
 		m.reg.MustRegister(c)
@@ -118,6 +128,14 @@ func (m *metrics) observe(method string, req, resp any, err error) {
 		if !r.GetAlreadyRecorded() {
 			m.ledger.Inc()
 		}
+	case *savepointv1.ResolveEffectResponse:
+		if res := r.GetEntry().GetResolution(); res != nil && !r.GetAlreadyResolved() {
+			m.resolved.WithLabelValues(resolverLabel(res.GetResolverKind()), outcomeLabel(res.GetOutcome())).Inc()
+		}
+	case *savepointv1.ResolveThreadEffectResponse:
+		if res := r.GetEffect().GetResolution(); res != nil && !r.GetAlreadyResolved() {
+			m.resolved.WithLabelValues(resolverLabel(res.GetResolverKind()), outcomeLabel(res.GetOutcome())).Inc()
+		}
 	case *savepointv1.ReconcileResponse:
 		for _, res := range r.GetResolutions() {
 			switch res.GetDecision() {
@@ -136,6 +154,16 @@ func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	resp, err := handler(ctx, req)
 	m.observe(info.FullMethod, req, resp, err)
 	return resp, err
+}
+
+// resolverLabel and outcomeLabel are savepoint_effects_resolved_total's
+// labels: the enum value's name, lower case, without its prefix.
+func resolverLabel(k savepointv1.ResolverKind) string {
+	return strings.ToLower(strings.TrimPrefix(k.String(), "RESOLVER_KIND_"))
+}
+
+func outcomeLabel(o savepointv1.ResolutionOutcome) string {
+	return strings.ToLower(strings.TrimPrefix(o.String(), "RESOLUTION_OUTCOME_"))
 }
 
 // reasonOf returns the ErrorInfo reason of a status error, or "".

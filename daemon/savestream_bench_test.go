@@ -26,7 +26,7 @@ import (
 )
 
 // BenchmarkSaveTransport measures what a streaming session API would save
-// (docs/profiles.md, "A streaming session API, measured"). It sends one
+// (docs/profiles.md, "Levers measured and not taken"). It sends one
 // session's saves (a 2 KiB message each) as unary SaveCheckpoint calls, and
 // the same requests as the messages of one bidirectional stream per
 // session, to a server built as Run builds it (its interceptors, request

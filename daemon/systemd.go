@@ -69,7 +69,7 @@ func NotifyStarting(logger *slog.Logger) (stop func()) {
 
 // watchdog pings the service manager's watchdog (WATCHDOG=1) four times per
 // WatchdogSec interval, but only after store.Ping passes within half the
-// interval: a stuck or dead commit loop stops the pings and systemd restarts
+// interval: a stuck commit stops the pings and systemd restarts
 // the daemon, while a full disk, which Ping passes, does not. It returns at
 // once when the watchdog is off (WATCHDOG_USEC unset, or WATCHDOG_PID naming
 // another process), else when ctx is done.

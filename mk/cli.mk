@@ -1,9 +1,10 @@
-# The savepoint CLI (cmd/savepoint) and the walk-throughs of the README and
-# of docs/operations.md's "Inspecting sessions": `make test-cli` (part of
+# The savepoint CLI (cmd/savepoint) and the walk-throughs of
+# docs/walkthrough.md, the README's CLI section and docs/operations.md's
+# "Inspecting sessions": `make test-cli` (part of
 # `make test`) installs grpcurl and grpc_health_probe at pinned versions into
 # ./bin and runs every savepoint, grpcurl and grpc_health_probe command they
 # document against a live daemon, comparing the output they show
-# (TestReadmeWalkthrough, TestReadmeCLI, TestOperationsDoc; go test -update
+# (TestWalkthrough, TestReadmeCLI, TestOperationsDoc; go test -update
 # in cmd/savepoint rewrites the outputs from a real run).
 # The test is given the tools' paths, so it fails, rather than skips, when
 # they are missing. (Under plain `go test ./...` it runs when ./bin has them
@@ -31,6 +32,6 @@ tools: $(BIN)/grpc_health_probe
 TEST_TARGETS += test-cli
 
 .PHONY: test-cli
-test-cli: $(BIN)/grpcurl $(BIN)/grpc_health_probe ## Run the README's and docs/operations.md's savepoint, grpcurl and grpc_health_probe commands against a live daemon
+test-cli: $(BIN)/grpcurl $(BIN)/grpc_health_probe ## Run the savepoint, grpcurl and grpc_health_probe commands of the README, docs/walkthrough.md and docs/operations.md against a live daemon
 	SAVEPOINT_GRPCURL=$(abspath $(BIN)/grpcurl) SAVEPOINT_GRPC_HEALTH_PROBE=$(abspath $(BIN)/grpc_health_probe) \
-		go test -race -count=1 -run '^(TestOperationsDoc|TestReadmeWalkthrough|TestReadmeCLI)$$' ./cmd/savepoint
+		go test -race -count=1 -run '^(TestOperationsDoc|TestWalkthrough|TestReadmeCLI)$$' ./cmd/savepoint

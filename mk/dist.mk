@@ -28,7 +28,11 @@ dist: clients-typescript ## Release archives, platform wheels and npm packages f
 
 # The packaging test: tools/dist's own tests (two builds of one platform give
 # the same bytes; the darwin binaries are Mach-O of their CPU), then
-# linux/amd64's artifacts installed as a user would (tools/dist/e2e).
+# linux/amd64's artifacts installed as a user would (tools/dist/e2e/run.sh:
+# the wheel into a fresh venv, the npm tarballs into a fresh project, on a
+# PATH without Go, each started on demand, killed and started again).
 .PHONY: test-dist
-test-dist: ## Packaging: reproducible archives, wheel and npm installs of linux/amd64 end to end
+test-dist: ## Packaging: reproducible archives, and the linux/amd64 wheel and npm packages installed and run end to end
 	go test -count=1 ./tools/dist/...
+	$(MAKE) --no-print-directory dist DIST_PLATFORMS=linux/amd64 DIST_DIR=$(BIN)/dist-test
+	tools/dist/e2e/run.sh $(BIN)/dist-test '$(BUILD_VERSION)'

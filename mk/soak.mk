@@ -2,7 +2,7 @@
 # on the embedded store (TestCrashDurability, under CLIENTS clients), then
 # as many kill -9 / immediate-shutdown cycles on PostgreSQL (TestPostgres*).
 # Each prints its acknowledged, lost and torn counts; docs/reliability.md
-# records a run. Hours, not minutes: it is not part of make test.
+# has the current figures. Hours, not minutes: it is not part of make test.
 
 SOAK_CYCLES ?= 1000
 .PHONY: soak

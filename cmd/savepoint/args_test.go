@@ -35,6 +35,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		{"rewind", []string{"report-1"}, []string{"--revision", "1", "--epoch", "3"}, exitFenced},
 		{"complete", []string{"notes-2"}, []string{"--epoch", "7", "--output", "done"}, exitFenced},
 		{"rm", []string{"notes-2"}, []string{"--epoch", "7"}, exitFenced},
+		{"resolve", []string{"report-1", "toolu_03"}, []string{"--done", "--by", "alice"}, exitFail},
 		{"version", nil, []string{"--timeout", "20s"}, exitOK},
 		{"ui", nil, []string{"--listen", "0.0.0.0:0", "--read-only"}, exitUsage},
 	} {

@@ -58,9 +58,11 @@ type env struct {
 }
 
 // client dials the daemon on first use; the connection is closed by app.run.
+// It names the address, even the default, so that inspecting never starts
+// a daemon on demand: an empty daemon would hide the one looked for.
 func (e *env) client(ctx context.Context) (*client.Client, error) {
 	if e.c == nil {
-		c, err := client.Dial(ctx, e.cfg.Addr, client.WithLogger(slog.New(slog.DiscardHandler)))
+		c, err := client.Dial(ctx, e.addr(), client.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			return nil, err
 		}

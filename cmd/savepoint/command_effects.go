@@ -84,6 +84,9 @@ func setupEffects(fs *flag.FlagSet) runFunc {
 						outcome += " (late)"
 					}
 				}
+				if res := l.GetResolution(); res != nil {
+					outcome += ", resolved " + resolutionText(res)
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.GetToolUseId(), l.GetName(), effectClassText(l.GetEffectClass()),
 					l.GetLastPendingRevision(), begun, recorded, outcome)
 			}

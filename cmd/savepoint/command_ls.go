@@ -24,7 +24,10 @@ Lists every live session in session id order, one line each, from the
 latest revision: its status (active, completed or failed), its turn and
 revision, its pending tool uses, how many of them Reconcile would report as
 in doubt right now (side-effecting tool uses whose outcome is unknown: they
-need a person before the agent resumes), and when it was last saved (UTC). A session whose record cannot be decoded is listed with
+need a person, "savepoint resolve", before the agent resumes), RESOLVED,
+the tool uses in doubt settled so far by a tool's verify hook and by a
+person ("1/2": one by verify, two by a person), and when it was last saved
+(UTC). A session whose record cannot be decoded is listed with
 "damaged" so it can be found and deleted.
 
 The filters combine: --label keeps the sessions carrying every given label,
@@ -95,6 +98,12 @@ func setupLs(fs *flag.FlagSet) runFunc {
 	}
 }
 
+// resolvedCounts is ls's RESOLVED column: the calls in doubt resolved by
+// a verify hook and by a person, as "V/P".
+func resolvedCounts(s *savepointv1.SessionSummary) string {
+	return fmt.Sprintf("%d/%d", s.GetResolvedByVerifyCount(), s.GetResolvedByPersonCount())
+}
+
 // printSessions prints the table of the sessions req selects.
 func printSessions(ctx context.Context, e *env, c *client.Client, req *savepointv1.ListSessionsRequest) error {
 	sums, err := c.ListSessionsMatching(ctx, req)
@@ -102,14 +111,14 @@ func printSessions(ctx context.Context, e *env, c *client.Client, req *savepoint
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURN\tREVISION\tPENDING\tIN DOUBT\tUPDATED")
+	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURN\tREVISION\tPENDING\tIN DOUBT\tRESOLVED\tUPDATED")
 	for _, s := range sums {
 		if s.GetRevision() == 0 { // a head that could not be decoded
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.GetSessionId(), statusName(s.GetStatus()), s.GetTurn(), s.GetRevision(),
-			s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), formatTime(s.GetUpdateTime()))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.GetSessionId(), statusName(s.GetStatus()), s.GetTurn(), s.GetRevision(),
+			s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), resolvedCounts(s), formatTime(s.GetUpdateTime()))
 	}
 	return tw.Flush()
 }

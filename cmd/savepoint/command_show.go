@@ -96,9 +96,21 @@ func sessionArg(args []string) (string, error) {
 	return "", usagef("want one SESSION, got %s", cli.Count(len(args), "argument"))
 }
 
+// printTranscript writes what "savepoint show" prints of v: the
+// checkpoint's header, its history, and its pending tool uses with what
+// Reconcile decides of them and their ledger entries. It returns the first
+// write error.
 func printTranscript(w io.Writer, v *sessionView) error {
-	cp := v.checkpoint
 	p := &printer{w: w}
+	p.header(v)
+	p.history(v.checkpoint.GetMessages())
+	p.pending(v)
+	return p.err
+}
+
+// header prints the session's and the revision's fields.
+func (p *printer) header(v *sessionView) {
+	cp := v.checkpoint
 	latest := "latest"
 	if cp.GetRevision() != v.latest {
 		latest = fmt.Sprintf("the latest is %d", v.latest)
@@ -124,11 +136,15 @@ func printTranscript(w io.Writer, v *sessionView) error {
 	if cp.GetStateJson() != "" {
 		p.line("state     %s", compact(cp.GetStateJson()))
 	}
+}
 
+// history prints the messages, a turn heading before each assistant
+// message.
+func (p *printer) history(msgs []*savepointv1.Message) {
 	p.line("")
-	p.line("History (%s)", cli.Count(len(cp.GetMessages()), "message"))
+	p.line("History (%s)", cli.Count(len(msgs), "message"))
 	turn := 0
-	for i, m := range cp.GetMessages() {
+	for i, m := range msgs {
 		if m.GetRole() == "assistant" {
 			turn++
 			p.line("")
@@ -139,15 +155,20 @@ func printTranscript(w io.Writer, v *sessionView) error {
 			p.line("    %s", l)
 		}
 	}
+}
 
-	pending := cp.GetPendingToolUses()
+// pending prints the pending tool uses: as they are when v has no
+// Reconcile answer (an older revision), else with Reconcile's decision of
+// each and then their ledger entries.
+func (p *printer) pending(v *sessionView) {
+	pending := v.checkpoint.GetPendingToolUses()
 	p.line("")
 	if v.reconcile == nil {
 		p.line("Pending tool uses (%d); Reconcile decides only the latest revision's", len(pending))
 		for _, u := range pending {
 			p.toolUse(u, false)
 		}
-		return p.err
+		return
 	}
 	p.line("Pending tool uses (%d), as Reconcile decides them now", len(pending))
 	var ledger []*savepointv1.Effect
@@ -157,6 +178,9 @@ func printTranscript(w io.Writer, v *sessionView) error {
 			p.line("    key       %s", k)
 		}
 		p.line("    decision  %s", decisionText(r))
+		if res := r.GetResolution(); res != nil {
+			p.line("    resolved  %s", resolutionText(res))
+		}
 		if t := r.GetToolResultText(); t != "" {
 			p.line("    result    %s", t)
 		}
@@ -167,30 +191,37 @@ func printTranscript(w io.Writer, v *sessionView) error {
 	p.line("")
 	p.line("Effects recorded for the pending tool uses (%d)", len(ledger))
 	for _, eff := range ledger {
-		var flags []string
-		if eff.GetIsError() {
-			flags = append(flags, "error")
+		p.effect(eff)
+	}
+}
+
+// effect prints one ledger entry and its output, a line at a time.
+func (p *printer) effect(eff *savepointv1.Effect) {
+	var flags []string
+	if eff.GetIsError() {
+		flags = append(flags, "error")
+	}
+	if eff.GetRefused() {
+		flags = append(flags, "refused, never ran")
+	}
+	if eff.GetLate() {
+		flags = append(flags, "late")
+	}
+	extra := ""
+	if len(flags) > 0 {
+		extra = " (" + strings.Join(flags, ", ") + ")"
+	}
+	p.line("  %s  %s  recorded %s%s", eff.GetToolUseId(), eff.GetName(), formatTime(eff.GetRecordTime()), extra)
+	for i, l := range strings.Split(eff.GetOutput(), "\n") {
+		if i == 0 {
+			p.line("    output    %s", l)
+		} else {
+			p.line("              %s", l)
 		}
-		if eff.GetRefused() {
-			flags = append(flags, "refused, never ran")
-		}
-		if eff.GetLate() {
-			flags = append(flags, "late")
-		}
-		extra := ""
-		if len(flags) > 0 {
-			extra = " (" + strings.Join(flags, ", ") + ")"
-		}
-		p.line("  %s  %s  recorded %s%s", eff.GetToolUseId(), eff.GetName(), formatTime(eff.GetRecordTime()), extra)
-		for i, l := range strings.Split(eff.GetOutput(), "\n") {
-			if i == 0 {
-				p.line("    output    %s", l)
-			} else {
-				p.line("              %s", l)
-			}
+		if res := eff.GetResolution(); res != nil {
+			p.line("    resolved  %s", resolutionText(res))
 		}
 	}
-	return p.err
 }
 
 // printer writes lines and keeps the first error.
@@ -237,6 +268,9 @@ func decisionText(r *savepointv1.Resolution) string {
 	case savepointv1.Decision_DECISION_REUSE:
 		return "REUSE: the recorded effect is the tool result"
 	case savepointv1.Decision_DECISION_RUN:
+		if r.GetResolution().GetOutcome() == savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE {
+			return "RUN: resolved as not done, run it again with its idempotency key"
+		}
 		switch r.GetToolUse().GetEffectClass() {
 		case savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY:
 			return "RUN: read-only, safe to run again"
@@ -246,9 +280,9 @@ func decisionText(r *savepointv1.Resolution) string {
 		return "RUN: never begun, so it never ran"
 	case savepointv1.Decision_DECISION_IN_DOUBT:
 		if r.GetBegun() {
-			return "IN_DOUBT: begun, outcome unknown; check the world before retrying"
+			return "IN_DOUBT: begun, outcome unknown; check the world, then savepoint resolve"
 		}
-		return "IN_DOUBT: not begin-tracked, outcome unknown; check the world before retrying"
+		return "IN_DOUBT: not begin-tracked, outcome unknown; check the world, then savepoint resolve"
 	}
 	return r.GetDecision().String()
 }

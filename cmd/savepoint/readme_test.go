@@ -11,33 +11,34 @@ import (
 )
 
 const (
-	readme = "../../README.md"
-	// readmeWalkthrough and readmeCLI are the README's sections whose
-	// commands the tests run.
-	readmeWalkthrough = "## Walk-through: one cycle, a kill, a resume"
-	readmeCLI         = "## savepoint CLI"
+	readme      = "../../README.md"
+	walkthrough = "../../docs/walkthrough.md"
+	// walkthroughTitle and readmeCLI are the sections whose commands the
+	// tests run: the whole walk-through page, and the README's CLI section.
+	walkthroughTitle = "# Walk-through: one cycle, a kill, a resume"
+	readmeCLI        = "## savepoint CLI"
 )
 
-// TestReadmeWalkthrough runs the README's walk-through as a new user would,
+// TestWalkthrough runs docs/walkthrough.md as a new user would,
 // against a savepointd of this tree that is killed with SIGKILL and started
 // again at step 5, and checks every command's exit status and the output the
-// README shows for it, times and idempotency keys aside, so that the README
+// page shows for it, times and idempotency keys aside, so that the page
 // cannot drift from what the daemon prints (go test -update rewrites its
 // outputs). `make test-cli` installs grpcurl and runs it.
-func TestReadmeWalkthrough(t *testing.T) {
+func TestWalkthrough(t *testing.T) {
 	tools := docToolDir(t)
 	work := t.TempDir()
-	if err := os.Symlink(tools, filepath.Join(work, "bin")); err != nil { // the README runs bin/grpcurl
+	if err := os.Symlink(tools, filepath.Join(work, "bin")); err != nil { // the page runs bin/grpcurl
 		t.Fatal(err)
 	}
-	cmds := docCommands(t, readme, readmeWalkthrough)
+	cmds := docCommands(t, walkthrough, walkthroughTitle)
 	if len(cmds) < 9 {
-		t.Fatalf("%s's walk-through has %d commands; the test expects its nine steps", readme, len(cmds))
+		t.Fatalf("%s has %d commands; the test expects its nine steps", walkthrough, len(cmds))
 	}
 	d := daemontest.Start(t)
 	killed := false
 	env := []string{"SOCK=" + d.Socket, "SVC=savepoint.v1.SavepointService"}
-	checkDocCommands(t, readme, cmds, work, d.Socket, env, func(c docCommand) {
+	checkDocCommands(t, walkthrough, cmds, work, d.Socket, env, func(c docCommand) {
 		if !killed && strings.Contains(c.text, "/Resume") { // step 5: the kill
 			d.Kill()
 			d.Restart()
@@ -45,7 +46,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		}
 	})
 	if !killed {
-		t.Errorf("%s's walk-through has no Resume: the test never killed the daemon", readme)
+		t.Errorf("%s has no Resume: the test never killed the daemon", walkthrough)
 	}
 }
 

@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os/signal"
-	"reflect"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
+	"github.com/savepoint-dev/savepoint/daemon/storecompare"
 	"github.com/savepoint-dev/savepoint/internal/cli"
 )
 
@@ -135,31 +133,75 @@ func (m *migration) fail(format string, args ...any) int {
 	return exitFail
 }
 
+// run copies the source into the target, compares the two, verifies the
+// target, and reports what was copied; it returns the exit code.
 func (m *migration) run(ctx context.Context) int {
 	start := time.Now()
+	info, withGraph, code := m.check(ctx)
+	if code != exitOK {
+		return code
+	}
+	if code := m.copySessions(ctx, info); code != exitOK {
+		return code
+	}
+	if withGraph {
+		if code := m.copyGraph(ctx, info); code != exitOK {
+			return code
+		}
+	}
+	if code := m.compareSessions(ctx); code != exitOK {
+		return code
+	}
+	if withGraph {
+		if code := m.compareGraph(ctx); code != exitOK {
+			return code
+		}
+	}
+	rep, err := m.dst.Verify(ctx)
+	if err != nil {
+		return m.fail("verify %s: %v", redactURL(m.cfg.To), err)
+	}
+	if len(rep.Damaged) > 0 {
+		return m.fail("verify %s: %s after the copy, the first %q: %s", redactURL(m.cfg.To), cli.Count(len(rep.Damaged), "damaged session"), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
+	}
+	m.report(time.Since(start), info, withGraph, rep.CheckedRecords)
+	return exitOK
+}
+
+// check reads what the source holds and refuses what cannot be copied: a
+// source whose tombstones expired (an epoch floor the target cannot keep)
+// and, unless --allow-non-empty, a target that holds data. withGraph says
+// whether graph threads are to be copied.
+func (m *migration) check(ctx context.Context) (info badgerstore.ExportInfo, withGraph bool, code int) {
 	info, err := m.src.ExportInfo(ctx)
 	if err != nil {
-		return m.fail("read %s: %v", m.cfg.DataDir, err)
+		return info, false, m.fail("read %s: %v", m.cfg.DataDir, err)
 	}
 	target := redactURL(m.cfg.To)
 	if info.EpochFloor > 0 {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: %s removed expired tombstones up to epoch %d, and the PostgreSQL store keeps no epoch floor: a deleted session's stale writers would not stay fenced; nothing copied\n", m.cfg.DataDir, info.EpochFloor)
-		return exitData
+		return info, false, exitData
 	}
-	withGraph := info.GraphThreads > 0 && !m.cfg.SkipGraphThreads
+	withGraph = info.GraphThreads > 0 && !m.cfg.SkipGraphThreads
 	if info.GraphThreads > 0 && !withGraph {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: WARNING: skipping %s (GraphCheckpointService); they stay in %s only\n", cli.Count(info.GraphThreads, "graph thread"), m.cfg.DataDir)
 	}
 	empty, err := m.dst.Empty(ctx)
 	if err != nil {
-		return m.fail("read %s: %v", target, err)
+		return info, false, m.fail("read %s: %v", target, err)
 	}
 	if !empty && !m.cfg.AllowNonEmpty {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: schema %q of %s holds sessions or graph threads already; nothing copied (--allow-non-empty copies into it, refusing any session or thread in both)\n", pgstore.DefaultSchema, target)
-		return exitData
+		return info, false, exitData
 	}
+	return info, withGraph, exitOK
+}
+
+// copySessions copies every session and tombstone of the source, one
+// transaction per session, reporting progress each second.
+func (m *migration) copySessions(ctx context.Context, info badgerstore.ExportInfo) int {
 	last := time.Now()
-	err = m.src.Export(ctx, func(d *core.SessionDump) error {
+	err := m.src.Export(ctx, func(d *core.SessionDump) error {
 		if err := m.dst.Import(ctx, d); err != nil {
 			return err
 		}
@@ -182,19 +224,23 @@ func (m *migration) run(ctx context.Context) int {
 	})
 	if err != nil {
 		fmt.Fprintf(m.stderr, "savepointd migrate-store: copy stopped after %d sessions: %v\n", m.live+m.tombs, err)
-		fmt.Fprintf(m.stderr, "savepointd migrate-store: the sessions copied so far stay in %s; drop schema %q and run migrate-store again\n", target, pgstore.DefaultSchema)
+		fmt.Fprintf(m.stderr, "savepointd migrate-store: the sessions copied so far stay in %s; drop schema %q and run migrate-store again\n", redactURL(m.cfg.To), pgstore.DefaultSchema)
 		if errors.Is(err, core.ErrSessionExists) {
 			return exitData
 		}
 		return exitFail
 	}
-	if withGraph {
-		if code := m.copyGraph(ctx, info); code != exitOK {
-			return code
-		}
-	}
+	return exitOK
+}
+
+// compareSessions reads every copied live session back from both stores
+// (storecompare.Session), and checks that every copied tombstone reads as
+// not found in the target.
+func (m *migration) compareSessions(ctx context.Context) int {
+	target := redactURL(m.cfg.To)
+	last := time.Now()
 	for i, sid := range m.ids {
-		if err := compareSession(ctx, m.src, m.dst, sid); err != nil {
+		if err := storecompare.Session(ctx, m.src, m.dst, sid); err != nil {
 			return m.fail("verification failed: %v (the copy in %s must not be served)", err, target)
 		}
 		if time.Since(last) >= time.Second || i == len(m.ids)-1 {
@@ -207,22 +253,16 @@ func (m *migration) run(ctx context.Context) int {
 			return m.fail("verification failed: deleted session %q reads as %v in %s, not as not found", sid, err, target)
 		}
 	}
-	if withGraph {
-		if code := m.compareGraph(ctx); code != exitOK {
-			return code
-		}
-	}
-	rep, err := m.dst.Verify(ctx)
-	if err != nil {
-		return m.fail("verify %s: %v", target, err)
-	}
-	if len(rep.Damaged) > 0 {
-		return m.fail("verify %s: %s after the copy, the first %q: %s", target, cli.Count(len(rep.Damaged), "damaged session"), rep.Damaged[0].SessionID, rep.Damaged[0].Problem)
-	}
+	return exitOK
+}
+
+// report prints on stdout what was copied and checked.
+func (m *migration) report(took time.Duration, info badgerstore.ExportInfo, withGraph bool, checkedRecords uint64) {
+	target := redactURL(m.cfg.To)
 	fmt.Fprintf(m.stdout, "migrated %s to %s (schema %q) in %s: %s (%d live, %s), %s, %s, %s, %s; every live session compared equal; verify checked %s, 0 damaged\n",
-		m.cfg.DataDir, target, pgstore.DefaultSchema, time.Since(start).Round(time.Millisecond), cli.Count(m.live+m.tombs, "session"), m.live,
+		m.cfg.DataDir, target, pgstore.DefaultSchema, took.Round(time.Millisecond), cli.Count(m.live+m.tombs, "session"), m.live,
 		cli.Count(m.tombs, "tombstone"), cli.Count(m.revisions, "revision"), cli.Count(m.messages, "message"), cli.Count(m.calls, "ledger call"),
-		cli.Count(m.requests, "request id"), cli.Count(rep.CheckedRecords, "record"))
+		cli.Count(m.requests, "request id"), cli.Count(checkedRecords, "record"))
 	if g := m.graph; withGraph {
 		fmt.Fprintf(m.stdout, "copied %s (%s), %s, %s, %s, %s, %s, %d MiB of values; every graph thread compared equal\n",
 			cli.Count(g.threads, "graph thread"), cli.Count(g.tombs, "tombstone"), cli.Count(g.checkpoints, "checkpoint"), cli.Count(g.blobs, "blob"),
@@ -230,116 +270,4 @@ func (m *migration) run(ctx context.Context) int {
 	} else if info.GraphThreads > 0 {
 		fmt.Fprintf(m.stdout, "skipped %s: they are not in %s\n", cli.Count(info.GraphThreads, "graph thread"), target)
 	}
-	return exitOK
-}
-
-// compareSession reads one live session from both stores through
-// core.Store and returns how they differ: every kept revision with all
-// its messages, the pending tool uses and the ledger.
-func compareSession(ctx context.Context, a, b core.Store, sid string) error {
-	latest, err := a.Checkpoint(ctx, sid, 0)
-	if err != nil {
-		return fmt.Errorf("session %q: source: %w", sid, err)
-	}
-	if got, err := b.Checkpoint(ctx, sid, 0); err != nil || !sameCheckpoint(latest, got) {
-		return fmt.Errorf("session %q: the latest checkpoint differs (%v)", sid, err)
-	}
-	for rev := uint64(1); rev <= latest.Revision; rev++ {
-		want, err := a.Checkpoint(ctx, sid, rev)
-		if errors.Is(err, core.ErrRevisionNotFound) {
-			if _, err := b.Checkpoint(ctx, sid, rev); !errors.Is(err, core.ErrRevisionNotFound) {
-				return fmt.Errorf("session %q revision %d: not kept in the source, but read in the target (%v)", sid, rev, err)
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("session %q revision %d: source: %w", sid, rev, err)
-		}
-		if got, err := b.Checkpoint(ctx, sid, rev); err != nil || !sameCheckpoint(want, got) {
-			return fmt.Errorf("session %q revision %d: the checkpoint differs (%v)", sid, rev, err)
-		}
-		wm, err := allMessages(ctx, a, sid, rev)
-		if err != nil {
-			return fmt.Errorf("session %q revision %d: source: %w", sid, rev, err)
-		}
-		gm, err := allMessages(ctx, b, sid, rev)
-		if err != nil || !slices.Equal(wm, gm) {
-			return fmt.Errorf("session %q revision %d: the messages differ (%d and %d; %v)", sid, rev, len(wm), len(gm), err)
-		}
-	}
-	wr, wc, err := a.PendingToolUses(ctx, sid)
-	if err != nil {
-		return fmt.Errorf("session %q: source: %w", sid, err)
-	}
-	if gr, gc, err := b.PendingToolUses(ctx, sid); err != nil || gr != wr || !reflect.DeepEqual(normalizePending(wc), normalizePending(gc)) {
-		return fmt.Errorf("session %q: the pending tool uses differ (%v)", sid, err)
-	}
-	we, err := allEffects(ctx, a, sid)
-	if err != nil {
-		return fmt.Errorf("session %q: source: %w", sid, err)
-	}
-	if ge, err := allEffects(ctx, b, sid); err != nil || !reflect.DeepEqual(we, ge) {
-		return fmt.Errorf("session %q: the ledger differs (%d and %d entries; %v)", sid, len(we), len(ge), err)
-	}
-	return nil
-}
-
-// sameCheckpoint compares two checkpoints, times to the nanosecond.
-func sameCheckpoint(a, b core.Checkpoint) bool {
-	eq := a.SaveTime.Equal(b.SaveTime) && a.CompleteTime.Equal(b.CompleteTime) && a.CreateTime.Equal(b.CreateTime) &&
-		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.PendingToolUses, b.PendingToolUses)
-	a.SaveTime, b.SaveTime, a.CompleteTime, b.CompleteTime = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	a.CreateTime, b.CreateTime = time.Time{}, time.Time{}
-	a.Labels, b.Labels, a.PendingToolUses, b.PendingToolUses = nil, nil, nil, nil
-	return eq && reflect.DeepEqual(a, b)
-}
-
-func allMessages(ctx context.Context, s core.Store, sid string, rev uint64) ([]core.Message, error) {
-	var out []core.Message
-	for {
-		page, err := s.Messages(ctx, sid, rev, uint64(len(out)), 4<<20, 0)
-		if err != nil || len(page) == 0 {
-			return out, err
-		}
-		out = append(out, page...)
-	}
-}
-
-func allEffects(ctx context.Context, s core.Store, sid string) ([]core.LedgerEntry, error) {
-	var out []core.LedgerEntry
-	after := ""
-	for {
-		page, err := s.Effects(ctx, sid, after, 500)
-		if err != nil || len(page) == 0 {
-			return normalizeTimes(out), err
-		}
-		out = append(out, page...)
-		after = page[len(page)-1].ToolUseID
-	}
-}
-
-// normalizeTimes puts every time of the entries in UTC, so that
-// reflect.DeepEqual compares instants, not locations.
-func normalizeTimes(es []core.LedgerEntry) []core.LedgerEntry {
-	for i := range es {
-		es[i].BeginTime = es[i].BeginTime.UTC()
-		if e := es[i].Effect; e != nil {
-			c := *e
-			c.RecordTime = c.RecordTime.UTC()
-			es[i].Effect = &c
-		}
-	}
-	return es
-}
-
-// normalizePending puts the calls' effects' times in UTC.
-func normalizePending(cs []core.PendingToolUse) []core.PendingToolUse {
-	for i := range cs {
-		if e := cs[i].Effect; e != nil {
-			c := *e
-			c.RecordTime = c.RecordTime.UTC()
-			cs[i].Effect = &c
-		}
-	}
-	return cs
 }

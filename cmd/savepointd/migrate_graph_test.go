@@ -19,6 +19,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon/graphtest"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
+	"github.com/savepoint-dev/savepoint/daemon/storecompare"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
@@ -459,7 +460,7 @@ func TestMigrateStoreGraphVerification(t *testing.T) {
 		!strings.Contains(stderr.String(), `effect ""/"send"`) {
 		t.Errorf("compareGraph over a lost ledger entry: exit %d\n%s", code, stderr.String())
 	}
-	if err := compareGraphReads(ctx, src, dst, &core.GraphThreadDump{ThreadID: "main"}); err == nil || !strings.Contains(err.Error(), "ListThreadEffects differs") {
+	if err := storecompare.GraphReads(ctx, src, dst, &core.GraphThreadDump{ThreadID: "main"}); err == nil || !strings.Contains(err.Error(), "ListThreadEffects differs") {
 		t.Errorf("compareGraphReads over a lost ledger entry: %v", err)
 	}
 
@@ -471,7 +472,7 @@ func TestMigrateStoreGraphVerification(t *testing.T) {
 		t.Errorf("compareGraph over a lost write: exit %d\n%s", code, stderr.String())
 	}
 	// The GraphStore reads see the loss too.
-	if err := compareGraphReads(ctx, src, dst, &core.GraphThreadDump{ThreadID: "main"}); err == nil || !strings.Contains(err.Error(), "ListCheckpoints differs") {
+	if err := storecompare.GraphReads(ctx, src, dst, &core.GraphThreadDump{ThreadID: "main"}); err == nil || !strings.Contains(err.Error(), "ListCheckpoints differs") {
 		t.Errorf("compareGraphReads over a lost write: %v", err)
 	}
 }

@@ -44,16 +44,20 @@ func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry 
 	if call.BeginTime != nil {
 		e.BeginTime = call.BeginTime.AsTime()
 	}
+	e.Resolution = resolutionFromRecord(call.Resolution)
 	if call.Effect != nil {
 		eff := effectFromRecord(call.Effect)
 		eff.ToolUseID = id
+		if e.Resolution != nil && e.Resolution.Outcome == core.ResolvedDone {
+			eff.Resolution = e.Resolution
+		}
 		e.Effect = &eff
 	}
 	return e
 }
 
 // Effects returns the ledger of a live session: its ledger entries that were
-// begun or hold an effect, in tool use id order.
+// begun, hold an effect or were resolved, in tool use id order.
 func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
 	var out []core.LedgerEntry
 	err := s.view(ctx, func(t *tx) error {
@@ -79,7 +83,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
 				return corrupt(h, sessionID, err)
 			}
-			if !call.Begun && call.Effect == nil {
+			if !call.Begun && call.Effect == nil && call.Resolution == nil {
 				continue
 			}
 			out = append(out, ledgerEntry(id, &call))

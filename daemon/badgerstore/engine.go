@@ -13,6 +13,7 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/wal"
 	"github.com/savepoint-dev/savepoint/daemon/core"
+	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -163,7 +164,7 @@ func newEngine(db *badger.DB, dir string, reserve uint64, seq uint64, onCommit f
 		e.sync = w.Sync
 		e.files = &dataFiles{dir: dir}
 	}
-	if skipSync {
+	if faults.SkipSync {
 		e.badgerSync = func() error { return nil }
 	}
 	e.seq.Store(seq)
@@ -249,7 +250,7 @@ func (e *engine) commitBatch(batch []*op) {
 }
 
 func (e *engine) commitWrites(batch []*op) {
-	if brokenAckBeforeSync {
+	if faults.AckBeforeSync {
 		for _, o := range batch {
 			o.done <- nil
 		}

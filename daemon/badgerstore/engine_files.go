@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
+	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 )
 
 // Three gaps in Badger's durability with SyncWrites off, each found by the
@@ -88,7 +89,7 @@ func (f *dataFiles) beforeSync(now time.Time, wroteValues bool) error {
 
 // afterSync syncs the directory when beforeSync saw that it may have changed.
 func (f *dataFiles) afterSync() error {
-	if !f.changed || skipDirSync {
+	if !f.changed || faults.SkipDirSync {
 		return nil
 	}
 	if err := f.d.Sync(); err != nil {
@@ -163,10 +164,10 @@ func (f *dataFiles) close() {
 // syncMemtables fdatasyncs every memtable's log in the directory. db.Sync
 // syncs only the active one's, and a memtable Badger rotated away is
 // synced again only by its flush to a table, which may not have run by the
-// time a checkpoint's mark claims its commits. The savepoint_nosync build
+// time a checkpoint's mark claims its commits. The build with the nosync fault (faults.SkipSync)
 // skips it.
 func (f *dataFiles) syncMemtables() error {
-	if skipSync {
+	if faults.SkipSync {
 		return nil
 	}
 	names, err := filepath.Glob(filepath.Join(f.dir, "*.mem"))

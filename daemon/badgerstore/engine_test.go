@@ -72,9 +72,8 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// TestCommitAfterClose: a request sent after the commit loop ended is
-// answered UNAVAILABLE at once. The queue has room then, so the send can
-// succeed with nobody left to take it; the request must not wait forever.
+// TestCommitAfterClose: a request sent after Close is answered
+// UNAVAILABLE at once; it must not wait forever for a leader.
 func TestCommitAfterClose(t *testing.T) {
 	s := openT(t, t.TempDir())
 	if err := s.Close(); err != nil {
@@ -321,10 +320,10 @@ func TestLeaderCommitsOnItsOwnGoroutine(t *testing.T) {
 	}
 }
 
-// TestFollowerGivesUpWhileMadeLeader: pings time out while queued behind a
-// stuck commit, one of them among the requests made leader next; the saves
-// queued behind them are still committed once the sync returns.
-func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
+// TestFollowerGivesUpWhileQueued: a request that gives up while queued
+// behind a stuck commit leaves the queue; the saves queued behind it are
+// still committed once the sync returns.
+func TestFollowerGivesUpWhileQueued(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -341,8 +340,8 @@ func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
 	// form a batch of their own, led by the first of them.
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	pinged := make(chan error, 1)
-	go func() { pinged <- s.eng.runExclusive(short, func() error { return nil }) }()
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- s.eng.runExclusive(short, func() error { return nil }) }()
 	for {
 		s.eng.mu.Lock()
 		n := len(s.eng.queue)
@@ -359,7 +358,7 @@ func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
 			saved <- err
 		}()
 	}
-	if err := <-pinged; !errors.Is(err, core.ErrUnavailable) {
+	if err := <-gaveUp; !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("an exclusive request behind a stuck sync: %v, want ErrUnavailable", err)
 	}
 	close(release)
@@ -375,5 +374,59 @@ func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("saves queued behind a request that gave up were never committed")
 		}
+	}
+}
+
+// TestFollowerGivesUpWhileMadeLeader: a request whose wait ends (its
+// context done) just as the leader makes it the next leader still leads,
+// in the background, so the save queued behind it is committed.
+func TestFollowerGivesUpWhileMadeLeader(t *testing.T) {
+	s := openT(t, t.TempDir()) // closed only once nothing waits: Close waits for the leader
+	e := s.eng
+	e.mu.Lock() // a leader of our own, whose hand-off the test makes
+	e.busy = true
+	e.leaders.Add(1)
+	e.mu.Unlock()
+	giving, cancel := context.WithCancel(ctx)
+	probe := &op{probe: true, done: make(chan error, 1)}
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- e.send(giving, probe) }()
+	queued := func(n int) {
+		for {
+			e.mu.Lock()
+			l := len(e.queue)
+			e.mu.Unlock()
+			if l == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	queued(1)
+	saved := make(chan error, 1)
+	go func() { _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "behind"}); saved <- err }()
+	queued(2)
+	// The hand-off (handOff) with the probe's wait ending in between: its
+	// context is done while it waits, and it is made leader before it can
+	// take the lock to leave the queue.
+	e.mu.Lock()
+	cancel()
+	time.Sleep(100 * time.Millisecond) // the probe's goroutine now waits for the lock
+	probe.lead = true
+	e.mu.Unlock()
+	probe.done <- errLead
+	if err := <-gaveUp; !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("a request whose context ended: %v, want ErrUnavailable", err)
+	}
+	select {
+	case err := <-saved:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the save queued behind a request that gave up as it was made leader was never committed")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

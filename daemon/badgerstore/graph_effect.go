@@ -132,6 +132,58 @@ func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectReco
 	return res, nil
 }
 
+// ResolveThreadEffect implements core.GraphStore, under the locks
+// BeginThreadEffect takes.
+func (s *Store) ResolveThreadEffect(ctx context.Context, r *core.ThreadEffectResolve) (core.ThreadEffectResolveResult, error) {
+	if err := ctx.Err(); err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	defer s.graphShare(r.ThreadID, "\x00effect\x00"+r.NS+"\x00"+r.ToolUseID)()
+	var fp []byte
+	if r.RequestID != "" {
+		fp = r.Fingerprint()
+	}
+	var res core.ThreadEffectResolveResult
+	err := s.update(func(t *tx) error {
+		res = core.ThreadEffectResolveResult{}
+		key := graphEffectKey(r.ThreadID, r.NS, r.ToolUseID)
+		cur, err := getThreadEffect(t, r.ThreadID, r.NS, r.ToolUseID, key)
+		if err != nil {
+			return err
+		}
+		if already, err := checkRequest(t, r.ThreadID, r.RequestID, fp); err != nil || already {
+			if cur != nil {
+				res.Effect = *cur
+			}
+			return err
+		}
+		h, err := threadHead(t, r.ThreadID)
+		if err != nil {
+			return err
+		}
+		if hidden(h) {
+			cur = nil // being deleted or copied over: its ledger is going
+		}
+		next, rr, err := core.ApplyThreadEffectResolve(cur, r, s.now())
+		if err != nil || next == nil {
+			res = rr
+			return err
+		}
+		res = rr
+		if err := put(t, key, threadEffectRecord(next)); err != nil {
+			return err
+		}
+		if err := s.touchThread(t, r.ThreadID, h); err != nil {
+			return err
+		}
+		return putRequest(t, r.ThreadID, r.RequestID, fp)
+	})
+	if err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	return res, nil
+}
+
 // ListThreadEffects implements core.GraphStore, reading the entries' values
 // one at a time. A thread a delete or copy hides has no entries.
 func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit, maxOutputBytes int) ([]core.ThreadEffect, error) {
@@ -200,6 +252,10 @@ func threadEffectRecord(e *core.ThreadEffect) *storagev1.GraphEffectRecord {
 		r.Output = inlineValue(e.Output)
 		r.RecordTime = timestamppb.New(e.RecordTime)
 	}
+	if res := e.Resolution; res != nil {
+		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
+			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
+	}
 	return r
 }
 
@@ -208,7 +264,7 @@ func threadEffect(thread, ns, toolUseID string, r *storagev1.GraphEffectRecord) 
 		ThreadID: thread, NS: ns, ToolUseID: toolUseID, Name: r.Name, InputJSON: r.InputJson, InputDigest: r.InputDigest,
 		Class: core.EffectClass(r.EffectClass), IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		State: core.ThreadEffectState(r.State), OutputDigest: r.OutputDigest, BeginTime: timeOf(r.BeginTime),
-		RecordTime: timeOf(r.RecordTime), CheckpointID: r.CheckpointId,
+		RecordTime: timeOf(r.RecordTime), CheckpointID: r.CheckpointId, Resolution: resolutionFromRecord(r.Resolution),
 	}
 	if r.Output != nil {
 		e.Output = core.GraphValue{Type: r.Output.Type, Size: int64(len(r.Output.Data)), Data: r.Output.Data}

@@ -11,8 +11,8 @@ import (
 )
 
 // TestPing checks the liveness probe the systemd watchdog relies on: it
-// passes through the commit loop without committing or syncing, passes on a
-// full disk, and fails when the loop is stuck in a commit, failed, or closed.
+// passes through the commit queue without committing or syncing, passes on
+// a full disk, and fails when a commit is stuck, the store failed, or closed.
 func TestPing(t *testing.T) {
 	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 200*time.Millisecond) }
 

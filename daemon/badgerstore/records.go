@@ -130,6 +130,7 @@ func headFromRecord(h *storagev1.SessionRecord) core.HeadRecord {
 		Labels: h.Labels, Segments: segmentsFromRecord(h.Segments),
 		CreateTime: timeOf(h.CreateTime), UpdateTime: timeOf(h.UpdateTime),
 		Status: statusFromRecord(h), FinalOutput: h.FinalOutput, CompleteTime: timeOf(h.CompleteTime),
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
 	}
 }
 
@@ -141,6 +142,7 @@ func headRecord(h *core.HeadRecord) *storagev1.SessionRecord {
 		Labels: h.Labels, Segments: segmentsRecord(h.Segments),
 		CreateTime: tsOf(h.CreateTime), UpdateTime: tsOf(h.UpdateTime),
 		Status: statusRecord(h.Status), FinalOutput: h.FinalOutput, CompleteTime: tsOf(h.CompleteTime),
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
 	}
 }
 
@@ -180,7 +182,20 @@ func ledgerEntryRecord(c *core.LedgerEntry) *storagev1.LedgerEntryRecord {
 	if c.Effect != nil {
 		r.Effect = effectRecord(*c.Effect)
 	}
+	if res := c.Resolution; res != nil {
+		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
+			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
+	}
 	return r
+}
+
+// resolutionFromRecord is a call's resolution, nil when it has none.
+func resolutionFromRecord(r *storagev1.Resolution) *core.EffectResolution {
+	if r == nil {
+		return nil
+	}
+	return &core.EffectResolution{Outcome: core.ResolutionOutcome(r.Outcome), ResolverKind: core.ResolverKind(r.ResolverKind),
+		ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: timeOf(r.ResolveTime), RetryBegun: r.RetryBegun}
 }
 
 func requestFromRecord(id string, r *storagev1.RequestRecord) core.RequestRecord {

@@ -15,6 +15,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
@@ -43,8 +44,18 @@ const DefaultMaintenanceInterval = 10 * time.Minute
 
 // valueLogFileSize is ValueLogFileSize, smaller in tests so that value-log
 // GC has files to collect without writing 64 MiB: set by unit tests, and 1
-// MiB in the savepoint_smallvlog build (engine_smallvlog_on.go).
-var valueLogFileSize int64 = builtValueLogFileSize
+// MiB in a build with the smallvlog fault (faults.SmallValueLog).
+var valueLogFileSize = builtValueLogFileSize()
+
+// builtValueLogFileSize is ValueLogFileSize, or 1 MiB (Badger's smallest) in
+// a build with the smallvlog fault, whose value-log GC then finds files to
+// collect within seconds of load.
+func builtValueLogFileSize() int64 {
+	if faults.SmallValueLog {
+		return 1 << 20
+	}
+	return ValueLogFileSize
+}
 
 // gcDiscardRatio is the share of a value-log file that must be garbage for
 // GC to rewrite it (Badger's recommendation).

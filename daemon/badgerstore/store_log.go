@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/wal"
+	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 )
 
 // WALDir is the write-ahead log's directory inside the data directory.
@@ -100,7 +101,7 @@ func (s *Store) markLog(w *wal.Log, end wal.Pos, seq uint64) error {
 	if err == nil {
 		err = files.syncMemtables()
 	}
-	if err == nil && !skipSync {
+	if err == nil && !faults.SkipSync {
 		err = s.db.Sync()
 	}
 	if err == nil {

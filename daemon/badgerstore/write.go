@@ -66,6 +66,20 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effec
 	return stored, already, err
 }
 
+func (s *Store) ResolveEffect(ctx context.Context, req *core.ResolveRequest) (core.ResolveResult, error) {
+	if err := ctx.Err(); err != nil {
+		return core.ResolveResult{}, err
+	}
+	defer s.lock(req.SessionID)()
+	var res core.ResolveResult
+	err := s.update(func(t *tx) error {
+		var err error
+		res, err = core.Resolve(&domainTxn{t: t}, req, s.now())
+		return err
+	})
+	return res, err
+}
+
 func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core.Checkpoint, error) {
 	if err := ctx.Err(); err != nil {
 		return core.Checkpoint{}, err

@@ -32,6 +32,15 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 		return BeginResult{}, &StateError{Err: ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("tool use %q already has a recorded effect; reuse it instead of running the tool again", toolUseID)}
 	}
+	if r := c.Resolution; r != nil && r.Outcome == ResolvedNotDone && !r.RetryBegun {
+		// The new attempt a NOT_DONE resolution allowed: from now on its
+		// outcome is unknown again until recorded.
+		r.RetryBegun = true
+		if c.Begun {
+			c.BeginTime = now
+			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true}, t.PutLedgerEntry(sessionID, c)
+		}
+	}
 	if c.Begun {
 		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true}, nil
 	}
@@ -100,11 +109,18 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun, Effect: &e}, nil
 	}
 	res := BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun}
+	// The new attempt a NOT_DONE resolution allowed, as in Begin.
+	retry := c.Resolution != nil && c.Resolution.Outcome == ResolvedNotDone && !c.Resolution.RetryBegun
+	if retry {
+		c.Resolution.RetryBegun, c.BeginTime = true, now
+	}
 	if !c.Begun {
 		if res.IdempotencyKey, err = newIdempotencyKey(); err != nil {
 			return BeginResult{}, err
 		}
 		c.Begun, c.IdempotencyKey, c.BeginTime = true, res.IdempotencyKey, now
+	}
+	if retry || !res.AlreadyBegun {
 		if err := t.PutLedgerEntry(sid, c); err != nil {
 			return BeginResult{}, err
 		}

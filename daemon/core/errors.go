@@ -37,6 +37,12 @@ var (
 	// ErrEffectNotBegun is returned by a thread effect's record when the
 	// tool use was never begun or the attempt is not the latest one.
 	ErrEffectNotBegun = errors.New("tool use attempt not begun")
+	// ErrCallNotInDoubt is returned by a resolution of a tool use that is
+	// not in doubt; nothing is written.
+	ErrCallNotInDoubt = errors.New("tool use not in doubt")
+	// ErrResolutionConflict is returned by a resolution of a tool use
+	// resolved already otherwise; the first resolution stands.
+	ErrResolutionConflict = errors.New("tool use resolved otherwise")
 )
 
 // StateError is a conflict with the session's current state; it carries the

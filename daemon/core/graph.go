@@ -74,6 +74,10 @@ type GraphStore interface {
 	// ApplyThreadEffectRecord says, in one commit. A record of a call with
 	// no entry in a thread deleted since is DroppedLate, not an error.
 	RecordThreadEffect(ctx context.Context, r *ThreadEffectRecord) (ThreadEffectRecordResult, error)
+	// ResolveThreadEffect applies r to the thread's ledger, as
+	// ApplyThreadEffectResolve says, in one commit; a request id used
+	// before for the same resolution answers with the entry as it is.
+	ResolveThreadEffect(ctx context.Context, r *ThreadEffectResolve) (ThreadEffectResolveResult, error)
 	// ListThreadEffects returns up to limit entries of the thread's ledger
 	// whose keys sort after the given one (the zero key: from the first), in
 	// key order, their outputs trimmed to maxOutputBytes as OutputBudget

@@ -55,6 +55,9 @@ type ThreadEffect struct {
 	// CheckpointID is the checkpoint the first attempt's task ran from; ""
 	// when the begin named none.
 	CheckpointID string
+	// Resolution is how the latest attempt in doubt was settled; nil when
+	// none was.
+	Resolution *EffectResolution
 }
 
 // ThreadEffectBegin is a BeginThreadEffect call.
@@ -222,12 +225,17 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 	switch {
 	case cur.State == ThreadEffectSucceeded:
 		return nil, ThreadEffectBeginResult{Decision: DecisionReuse, Effect: *cur}, nil
-	case cur.State == ThreadEffectBegun && cur.Class == SideEffect:
+	case cur.State == ThreadEffectBegun && cur.Class == SideEffect && !cur.resolvedNotDone():
 		return nil, ThreadEffectBeginResult{Decision: DecisionInDoubt, Effect: *cur}, nil
 	}
-	// A failed attempt, or a re-runnable one that began without an outcome:
-	// a new attempt under the same idempotency key.
+	// A failed attempt, a re-runnable one that began without an outcome, or
+	// one resolved NOT_DONE: a new attempt under the same idempotency key.
 	e := *cur
+	if cur.resolvedNotDone() {
+		r := *cur.Resolution
+		r.RetryBegun = true
+		e.Resolution = &r
+	}
 	e.Attempts++
 	e.State = ThreadEffectBegun
 	e.Output, e.OutputDigest, e.RecordTime = GraphValue{}, nil, time.Time{}
@@ -305,4 +313,89 @@ func (b *OutputBudget) Trim(e *ThreadEffect) {
 		return
 	}
 	b.used += n
+}
+
+// resolvedNotDone reports whether e's latest attempt was resolved NOT_DONE
+// and no new attempt was begun since.
+func (e *ThreadEffect) resolvedNotDone() bool {
+	return e.Resolution != nil && e.Resolution.Outcome == ResolvedNotDone && !e.Resolution.RetryBegun
+}
+
+// ThreadEffectResolve is a ResolveThreadEffect call.
+type ThreadEffectResolve struct {
+	ThreadID  string
+	NS        string
+	ToolUseID string
+	Outcome   ResolutionOutcome
+	// Output, for ResolvedDone, is held in memory (Data).
+	Output       GraphValue
+	IsError      bool
+	Note         string
+	ResolverKind ResolverKind
+	ResolvedBy   string
+	RequestID    string
+}
+
+// Fingerprint returns a digest of the resolution's payload for retry
+// detection.
+func (r *ThreadEffectResolve) Fingerprint() []byte {
+	h := sha256.New()
+	writeStrings(h, "resolve-effect", r.ThreadID, r.NS, r.ToolUseID, fmt.Sprint(int(r.Outcome), r.IsError, int(r.ResolverKind)),
+		r.Note, r.ResolvedBy, r.Output.Type)
+	writeValue(h, r.Output)
+	return h.Sum(nil)
+}
+
+// ThreadEffectResolveResult is what a resolution answers.
+type ThreadEffectResolveResult struct {
+	Effect          ThreadEffect
+	AlreadyResolved bool
+}
+
+// ApplyThreadEffectResolve applies r to the stored entry cur at now, as
+// Resolve does for a session's call: it returns the entry to store (nil
+// when nothing changes) and the answer. The latest attempt must be in
+// doubt (begun without an outcome, side-effecting), else ErrCallNotInDoubt;
+// a call never begun is ErrCallUnknown. The same finding again answers
+// AlreadyResolved with the first record; another is ErrResolutionConflict.
+// DONE records Output as the attempt's outcome (failed when IsError);
+// NOT_DONE leaves the attempt begun, and the next begin starts a new one.
+func ApplyThreadEffectResolve(cur *ThreadEffect, r *ThreadEffectResolve, now time.Time) (*ThreadEffect, ThreadEffectResolveResult, error) {
+	if cur == nil {
+		return nil, ThreadEffectResolveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) was never begun",
+			ErrCallUnknown, r.ToolUseID, r.ThreadID, r.NS)
+	}
+	sum := sha256.Sum256(r.Output.Data)
+	state := ThreadEffectSucceeded
+	if r.IsError {
+		state = ThreadEffectFailed
+	}
+	if res := cur.Resolution; res != nil && !res.RetryBegun {
+		same := res.Outcome == r.Outcome
+		if r.Outcome == ResolvedDone {
+			same = same && cur.State == state && cur.Output.Type == r.Output.Type && bytes.Equal(cur.OutputDigest, sum[:])
+		}
+		if !same {
+			return nil, ThreadEffectResolveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) was resolved %s already by %s %q at %s, with another finding; the first resolution stands",
+				ErrResolutionConflict, r.ToolUseID, r.ThreadID, r.NS, res.Outcome, res.ResolverKind, res.ResolvedBy, res.ResolveTime.UTC().Format(time.RFC3339))
+		}
+		return nil, ThreadEffectResolveResult{Effect: *cur, AlreadyResolved: true}, nil
+	}
+	if cur.State != ThreadEffectBegun || cur.Class != SideEffect {
+		why := "its latest attempt's outcome is recorded"
+		if cur.State == ThreadEffectBegun {
+			why = fmt.Sprintf("it is %s: the next begin runs it again", cur.Class)
+		}
+		return nil, ThreadEffectResolveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) is not in doubt (%s)",
+			ErrCallNotInDoubt, r.ToolUseID, r.ThreadID, r.NS, why)
+	}
+	e := *cur
+	e.Resolution = &EffectResolution{Outcome: r.Outcome, ResolverKind: r.ResolverKind, ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: now}
+	if r.Outcome == ResolvedDone {
+		e.State = state
+		e.Output = GraphValue{Type: r.Output.Type, Size: int64(len(r.Output.Data)), Data: r.Output.Data}
+		e.OutputDigest = sum[:]
+		e.RecordTime = now
+	}
+	return &e, ThreadEffectResolveResult{Effect: e}, nil
 }

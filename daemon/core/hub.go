@@ -235,6 +235,12 @@ func (n *Notifying) RecordEffect(ctx context.Context, sessionID string, e Effect
 	return stored, already, err
 }
 
+func (n *Notifying) ResolveEffect(ctx context.Context, req *ResolveRequest) (ResolveResult, error) {
+	res, err := n.Store.ResolveEffect(ctx, req)
+	n.maybeChanged(req.SessionID, err)
+	return res, err
+}
+
 func (n *Notifying) Resume(ctx context.Context, sessionID string, reopen bool) (Checkpoint, error) {
 	cp, err := n.Store.Resume(ctx, sessionID, reopen)
 	n.maybeChanged(sessionID, err)

@@ -22,7 +22,7 @@ func PendingToolUses(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingT
 		}
 		pc := PendingToolUse{ToolUse: u}
 		if c != nil {
-			pc.Begun, pc.IdempotencyKey, pc.Effect = c.Begun, c.IdempotencyKey, c.Effect
+			pc.Begun, pc.IdempotencyKey, pc.Effect, pc.Resolution = c.Begun, c.IdempotencyKey, c.Effect, c.Resolution
 		}
 		calls = append(calls, pc)
 	}
@@ -90,6 +90,7 @@ func SummaryOf(sessionID string, h *HeadRecord, inDoubt uint32) SessionSummary {
 		SessionID: sessionID, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 		MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
 		Labels: maps.Clone(h.Labels), CreateTime: h.CreateTime, UpdateTime: h.UpdateTime, Status: h.Status,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
 	}
 }
 

@@ -38,9 +38,11 @@ type Resolution struct {
 	ToolResultText string
 }
 
-// Reconcile decides each pending tool use: a recorded effect is reused; a
-// read-only or idempotent call is run; a side-effecting call is run only when
-// it is begin-tracked and was never begun, and is in doubt otherwise.
+// Reconcile decides each pending tool use: a recorded effect is reused (a
+// DONE resolution recorded one); a tool use resolved NOT_DONE is run, with
+// its idempotency key, until its new attempt is begun; a read-only or
+// idempotent call is run; a side-effecting call is run only when it is
+// begin-tracked and was never begun, and is in doubt otherwise.
 func Reconcile(calls []PendingToolUse) []Resolution {
 	out := make([]Resolution, 0, len(calls))
 	for _, c := range calls {
@@ -48,6 +50,8 @@ func Reconcile(calls []PendingToolUse) []Resolution {
 		switch {
 		case c.Effect != nil:
 			r.Decision = DecisionReuse
+		case c.Resolution != nil && c.Resolution.Outcome == ResolvedNotDone && !c.Resolution.RetryBegun:
+			r.Decision = DecisionRun
 		case c.Class == ReadOnly || c.Class == Idempotent:
 			r.Decision = DecisionRun
 		case c.BeginTracked && !c.Begun:

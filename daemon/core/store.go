@@ -20,6 +20,8 @@ type Store interface {
 	// RecordEffect adds e to the ledger unless an effect is recorded for its
 	// call already; it returns the stored effect and whether it was there.
 	RecordEffect(ctx context.Context, sessionID string, e Effect) (stored Effect, already bool, err error)
+	// ResolveEffect settles a call in doubt, as core.Resolve does.
+	ResolveEffect(ctx context.Context, req *ResolveRequest) (ResolveResult, error)
 	// Resume increments the session's epoch and returns its latest revision.
 	// A completed or failed session is returned unchanged, writing nothing,
 	// unless reopen is set: then it becomes active and is resumed.
@@ -59,7 +61,7 @@ type Store interface {
 	Summary(ctx context.Context, sessionID string) (SessionSummary, error)
 	// Effects returns up to limit entries of a live session's ledger with
 	// tool use ids after the given one, in id order: every call that was
-	// begun or has a recorded effect.
+	// begun, has a recorded effect or was resolved.
 	Effects(ctx context.Context, sessionID, after string, limit int) ([]LedgerEntry, error)
 	// ForkSession creates req.NewID with one revision whose history, pending
 	// tool uses and state are the source's revision's, and copies the ledger

@@ -68,6 +68,9 @@ type HeadRecord struct {
 	Status       SessionStatus // StatusActive, StatusCompleted or StatusFailed
 	FinalOutput  string
 	CompleteTime time.Time // zero while active
+	// ResolvedByVerify and ResolvedByPerson count the calls in doubt
+	// ResolveEffect settled, by resolver kind.
+	ResolvedByVerify, ResolvedByPerson uint32
 }
 
 // RevisionRecord is one kept revision as stored: its history is the

@@ -66,6 +66,9 @@ type Effect struct {
 	// Refused reports that the call was refused before it ran: it never
 	// ran, and IsError is set.
 	Refused bool
+	// Resolution is set when a DONE resolution recorded the effect; nil for
+	// one RecordEffect recorded. Stores keep it in the call's record.
+	Resolution *EffectResolution
 }
 
 // SameOutcome reports whether e and o record the same outcome of one call.
@@ -242,6 +245,9 @@ type LedgerEntry struct {
 	// Registered reports that BeginEffect with a tool use entered the call,
 	// rather than a save making it pending.
 	Registered bool
+	// Resolution is how the call was settled while in doubt; nil when it
+	// never was. With a DONE resolution Effect holds the output found.
+	Resolution *EffectResolution
 }
 
 // MaxAppendMessages and MaxPendingToolUses bound the records one save
@@ -367,6 +373,7 @@ type PendingToolUse struct {
 	Begun          bool
 	IdempotencyKey string // set when Begun
 	Effect         *Effect
+	Resolution     *EffectResolution // nil when never resolved
 }
 
 // SessionSummary describes a session's latest revision.
@@ -385,6 +392,9 @@ type SessionSummary struct {
 	CreateTime          time.Time
 	UpdateTime          time.Time
 	Status              SessionStatus
+	// ResolvedByVerify and ResolvedByPerson count the calls in doubt
+	// ResolveEffect settled in the session, by resolver kind.
+	ResolvedByVerify, ResolvedByPerson uint32
 }
 
 // VerifyReport is what a full check of a store found.

@@ -62,6 +62,9 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"ThreadEffectList", testThreadEffectList},
 		{"ThreadEffectLifecycle", testThreadEffectLifecycle},
 		{"ThreadEffectBadInput", testThreadEffectBadInput},
+		{"ThreadEffectResolveDone", testThreadEffectResolveDone},
+		{"ThreadEffectResolveNotDone", testThreadEffectResolveNotDone},
+		{"ThreadEffectResolveRefused", testThreadEffectResolveRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
 	}

@@ -236,7 +236,7 @@ var refusals = []error{
 	core.ErrRevisionMismatch, core.ErrRevisionNotFound, core.ErrRequestIDReused, core.ErrKeepMessagesOutOfRange,
 	core.ErrCallAlreadyRecorded, core.ErrCallNotPending, core.ErrCallUnknown, core.ErrToolNameMismatch,
 	core.ErrEffectConflict, core.ErrCheckpointCorrupt, core.ErrSessionCompleted,
-	core.ErrEffectInputMismatch, core.ErrEffectNotBegun,
+	core.ErrEffectInputMismatch, core.ErrEffectNotBegun, core.ErrCallNotInDoubt, core.ErrResolutionConflict,
 }
 
 func isRefusal(err error) bool {

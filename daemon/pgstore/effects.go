@@ -48,15 +48,20 @@ func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 		LastPendingRevision: call.LastPendingRevision, Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
 		BeginTime: fromNanos(call.BeginTime), Registered: call.Registered,
 	}
+	e.Resolution = call.Resolution.resolution()
 	if call.Effect != nil {
 		eff := call.Effect.effect(id)
+		if e.Resolution != nil && e.Resolution.Outcome == core.ResolvedDone {
+			eff.Resolution = e.Resolution
+		}
 		e.Effect = &eff
 	}
 	return e
 }
 
 // Effects returns the ledger of a live session: its ledger entries that were
-// begun or hold an effect, in tool use id order, from one snapshot.
+// begun, hold an effect or were resolved, in tool use id order, from one
+// snapshot.
 func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
 	var out []core.LedgerEntry
 	err := s.read(ctx, func(ctx context.Context, q *query) error {
@@ -69,7 +74,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			return nil
 		}
 		return q.eachLedgerEntry(ctx, sessionID, h, after, func(id string, call *ledgerEntryRec) (bool, error) {
-			if call.Begun || call.Effect != nil {
+			if call.Begun || call.Effect != nil || call.Resolution != nil {
 				out = append(out, ledgerEntry(id, call))
 			}
 			return len(out) < limit, nil

@@ -129,6 +129,26 @@ func (s *Store) runFast(batch []*op) ([]error, int, error) {
 	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after COMMIT
 	f := &fastTx{ahead: map[string]*rowRead{}, stageBy: map[string]*rowWrite{}, overlay: map[string]*rowWrite{},
 		pendingBy: map[string]*rowWrite{}, changedSet: map[string]bool{}, headSet: map[string]bool{}}
+	q := s.beginFast(tx, f)
+	q.cur = aheadOwner
+	f.queueAhead(q, batch)
+	if err := q.flush(ctx); err != nil {
+		how, err := aheadFailed(q, err)
+		return nil, how, err
+	}
+	results, n, how, err := f.runRequests(ctx, q, batch, start, s.timeout/2)
+	if how != fastDone || err != nil {
+		return nil, how, err
+	}
+	if how, err := s.commitFast(ctx, q, f); how != fastDone || err != nil {
+		return nil, how, err
+	}
+	return results[:n], fastDone, nil
+}
+
+// beginFast returns the fast path's query on tx, with its BEGIN and the
+// transaction's settings queued.
+func (s *Store) beginFast(tx *connTx, f *fastTx) *query {
 	q := &query{s: s, tx: tx, queued: &pgx.Batch{}, cur: beginOwner, fast: f}
 	q.queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	if s.pooled {
@@ -139,27 +159,37 @@ func (s *Store) runFast(batch []*op) ([]error, int, error) {
 	// array it is given, about 40 us of planning a statement); their
 	// generic plans look keys up by index.
 	q.queue("SET LOCAL plan_cache_mode = force_generic_plan")
-	q.cur = aheadOwner
-	f.queueAhead(q, batch)
-	if err := q.flush(ctx); err != nil {
-		fl := q.failed
-		var pe *pgconn.PgError
-		switch {
-		case fl == nil:
-			return nil, fastDone, err
-		case fl.owner == beginOwner:
-			return nil, fastDone, &beginFailed{err: fl.err} // nothing ran
-		case errors.As(fl.err, &pe) && !txGone(pe):
-			return nil, fastFallbackNoAhead, nil // a lock waited past the timeout, say
-		}
-		return nil, fastDone, fl.err
+	return q
+}
+
+// aheadFailed is what a failed send of the BEGIN and the reads ahead makes
+// of the batch: a failed BEGIN ran nothing; a statement refused (a lock
+// waited past the timeout, say) sends the batch to the per-request path
+// without reads ahead; anything else is the batch's error.
+func aheadFailed(q *query, err error) (int, error) {
+	fl := q.failed
+	var pe *pgconn.PgError
+	switch {
+	case fl == nil:
+		return fastDone, err
+	case fl.owner == beginOwner:
+		return fastDone, &beginFailed{err: fl.err} // nothing ran
+	case errors.As(fl.err, &pe) && !txGone(pe):
+		return fastFallbackNoAhead, nil
 	}
+	return fastDone, fl.err
+}
+
+// runRequests runs the batch's requests in order in the transaction,
+// sending the coalesced writes when they grow past flushBytes, and stops
+// before a request once budget has passed since start. It returns each
+// request's result (a refusal, or nil), how many ran, and, when the batch
+// cannot go on, fastFallback or the transaction's error.
+func (f *fastTx) runRequests(ctx context.Context, q *query, batch []*op, start time.Time, budget time.Duration) ([]error, int, int, error) {
 	results := make([]error, len(batch))
-	n := len(batch)
 	for i, o := range batch {
-		if i > 0 && time.Since(start) > s.timeout/2 {
-			n = i
-			break
+		if i > 0 && time.Since(start) > budget {
+			return results, i, fastDone, nil
 		}
 		if f.size >= flushBytes {
 			// The writes so far go first, so that a batch of large requests
@@ -167,7 +197,7 @@ func (s *Store) runFast(batch []*op) ([]error, int, error) {
 			f.queuePending(q, false)
 			if err := q.flush(ctx); err != nil {
 				how, err := f.failedSend(q, err)
-				return nil, how, err
+				return nil, 0, how, err
 			}
 		}
 		q.cur = i
@@ -177,38 +207,44 @@ func (s *Store) runFast(batch []*op) ([]error, int, error) {
 		case err == nil:
 			f.done(o.sessionID)
 		case errors.Is(err, errNotFast):
-			return nil, fastFallback, nil
+			return nil, 0, fastFallback, nil
 		case errors.As(err, &pe):
 			if txGone(pe) {
-				return nil, fastDone, err // the whole transaction must restart
+				return nil, 0, fastDone, err // the whole transaction must restart
 			}
-			return nil, fastFallback, nil // a read failed: the transaction is aborted
+			return nil, 0, fastFallback, nil // a read failed: the transaction is aborted
 		case isRefusal(err):
 			f.drop()
 			results[i] = err
 		default:
-			return nil, fastDone, err // a connection error, a timeout: the transaction is lost
+			return nil, 0, fastDone, err // a connection error, a timeout: the transaction is lost
 		}
 	}
+	return results, len(batch), fastDone, nil
+}
+
+// commitFast sends the pending writes and COMMIT. A refusal by the server
+// rolled the transaction back; a COMMIT whose answer was lost is an
+// ambiguousCommit; a refused write before it is what failedSend makes of it.
+func (s *Store) commitFast(ctx context.Context, q *query, f *fastTx) (int, error) {
 	f.queuePending(q, true)
 	q.cur = commitOwner
-	err = q.send(ctx, "COMMIT")
+	err := q.send(ctx, "COMMIT")
 	if err == nil {
 		s.commits.Add(1)
-		return results[:n], fastDone, nil
+		return fastDone, nil
 	}
 	var pe *pgconn.PgError
 	if fl := q.failed; fl != nil && fl.owner == commitOwner {
 		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
-			return nil, fastDone, err // refused by the server: rolled back
+			return fastDone, err // refused by the server: rolled back
 		}
-		return nil, fastDone, &ambiguousCommit{err}
+		return fastDone, &ambiguousCommit{err}
 	}
 	if !errors.As(err, &pe) {
-		return nil, fastDone, &ambiguousCommit{err} // COMMIT went with them
+		return fastDone, &ambiguousCommit{err} // COMMIT went with them
 	}
-	how, err := f.failedSend(q, err)
-	return nil, how, err
+	return f.failedSend(q, err)
 }
 
 // failedSend is what a failed send of coalesced writes makes of the batch:

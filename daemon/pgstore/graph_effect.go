@@ -45,6 +45,8 @@ type graphEffectRec struct {
 	BeginTime    int64  `json:"begin_time_ns"`
 	RecordTime   int64  `json:"record_time_ns,omitempty"`
 	CheckpointID string `json:"checkpoint_id,omitempty"`
+	// Resolution is how the latest attempt in doubt was settled.
+	Resolution *resolutionRec `json:"resolution,omitempty"`
 }
 
 // graphEffectRecOf is e as stored: its record and its output's bytes,
@@ -53,7 +55,7 @@ func graphEffectRecOf(e *core.ThreadEffect) (graphEffectRec, []byte, error) {
 	r := graphEffectRec{
 		Name: e.Name, InputJSON: e.InputJSON, InputDigest: e.InputDigest, Class: int(e.Class),
 		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int(e.State),
-		BeginTime: nanosOrZero(e.BeginTime), CheckpointID: e.CheckpointID,
+		BeginTime: nanosOrZero(e.BeginTime), CheckpointID: e.CheckpointID, Resolution: resolutionRecOf(e.Resolution),
 	}
 	if e.State == core.ThreadEffectBegun {
 		return r, []byte{}, nil
@@ -74,6 +76,7 @@ func threadEffectOf(thread, ns, toolUseID string, r *graphEffectRec, output func
 		Class: core.EffectClass(r.Class), IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		State: core.ThreadEffectState(r.State), OutputDigest: r.OutputDigest,
 		BeginTime: fromNanos(r.BeginTime), RecordTime: fromNanos(r.RecordTime), CheckpointID: r.CheckpointID,
+		Resolution: r.Resolution.resolution(),
 	}
 	if e.State != core.ThreadEffectBegun {
 		e.Output = output(r.OutputType)
@@ -259,6 +262,63 @@ func (s *Store) recordThreadEffect(ctx context.Context, q *query, r *core.Thread
 	}
 	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
 		return core.ThreadEffectRecordResult{}, err
+	}
+	return res, nil
+}
+
+// ResolveThreadEffect implements core.GraphStore, in the group commit
+// under the thread's lock as BeginThreadEffect is.
+func (s *Store) ResolveThreadEffect(ctx context.Context, r *core.ThreadEffectResolve) (core.ThreadEffectResolveResult, error) {
+	var fp []byte
+	if r.RequestID != "" {
+		fp = r.Fingerprint()
+	}
+	var res core.ThreadEffectResolveResult
+	err := s.graphQueued(ctx, r.ThreadID, func(ctx context.Context, q *query) error {
+		var err error
+		res, err = s.resolveThreadEffect(ctx, q, r, fp)
+		return err
+	})
+	if err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	return res, nil
+}
+
+// resolveThreadEffect applies r, fp being its fingerprint when it has a
+// request id, reading and writing as recordThreadEffect does.
+func (s *Store) resolveThreadEffect(ctx context.Context, q *query, r *core.ThreadEffectResolve, fp []byte) (core.ThreadEffectResolveResult, error) {
+	er, req := effectRead(r.ThreadID, r.NS, r.ToolUseID), requestRead(r.ThreadID, r.RequestID)
+	h, _, err := s.lockThread(ctx, q, r.ThreadID, er, req)
+	if err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	cur, err := effectOf(r.ThreadID, r.NS, r.ToolUseID, er)
+	if err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	already, err := replayed(r.ThreadID, r.RequestID, fp, req)
+	if err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	if already {
+		if cur == nil {
+			return core.ThreadEffectResolveResult{}, nil
+		}
+		return core.ThreadEffectResolveResult{Effect: *cur}, nil
+	}
+	next, res, err := core.ApplyThreadEffectResolve(cur, r, s.now())
+	if err != nil || next == nil {
+		return res, err
+	}
+	if err := s.putEffect(ctx, q, next); err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	if err := s.putThread(ctx, q, r.ThreadID, h); err != nil {
+		return core.ThreadEffectResolveResult{}, err
+	}
+	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
+		return core.ThreadEffectResolveResult{}, err
 	}
 	return res, nil
 }

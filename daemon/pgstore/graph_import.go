@@ -59,29 +59,61 @@ func (s *Store) importGraphTx(ctx context.Context, d *core.GraphThreadDump) erro
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
 	b := &importBatch{s: s, tx: tx}
-	th := []byte(d.ThreadID)
-	exists := "SELECT EXISTS (SELECT 1 FROM " + s.table("graph_threads") + " WHERE thread_id = $1)"
-	for _, t := range append(graphDataTables, "graph_uploads") {
-		exists += " OR EXISTS (SELECT 1 FROM " + s.table(t) + " WHERE thread_id = $1)"
-	}
-	var found bool
-	if err := b.run(ctx, func(ctx context.Context) error {
-		if err := s.setLocalTimeout(ctx, tx); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, exists, th).Scan(&found)
-	}); err != nil {
+	found, err := b.threadExists(ctx, d.ThreadID)
+	if err != nil {
 		return err
 	}
 	if found {
 		return fmt.Errorf("%w: schema %q has rows of thread %q already", ErrThreadExists, s.schema, d.ThreadID)
 	}
+	if err := b.addGraphThread(ctx, d); err != nil {
+		return err
+	}
+	if err := b.flush(ctx); err != nil {
+		return err
+	}
+	return b.run(ctx, func(ctx context.Context) error { return tx.Commit(ctx) })
+}
+
+// threadExists reports whether any table of the graph service, staged
+// uploads included, holds a row of thread.
+func (b *importBatch) threadExists(ctx context.Context, thread string) (bool, error) {
+	s := b.s
+	exists := "SELECT EXISTS (SELECT 1 FROM " + s.table("graph_threads") + " WHERE thread_id = $1)"
+	for _, t := range append(graphDataTables, "graph_uploads") {
+		exists += " OR EXISTS (SELECT 1 FROM " + s.table(t) + " WHERE thread_id = $1)"
+	}
+	var found bool
+	err := b.run(ctx, func(ctx context.Context) error {
+		if err := s.setLocalTimeout(ctx, b.tx); err != nil {
+			return err
+		}
+		return b.tx.QueryRow(ctx, exists, []byte(thread)).Scan(&found)
+	})
+	return found, err
+}
+
+// addGraphThread queues the rows of every record of d: the thread's head,
+// its values (addGraphValues) and its request ids and ledger
+// (addGraphLedger).
+func (b *importBatch) addGraphThread(ctx context.Context, d *core.GraphThreadDump) error {
+	s := b.s
 	rec, err := encode(threadRec{UpdateTime: nanos(d.UpdateTime), Deleted: d.Deleted, DeletedThrough: d.DeletedThrough})
 	if err != nil {
 		return err
 	}
 	b.queue(len(rec), "INSERT INTO "+s.table("graph_threads")+" (thread_id, record, checksum) VALUES ($1, $2, $3)",
-		th, rec, gsum("graph_threads", rec, nil))
+		[]byte(d.ThreadID), rec, gsum("graph_threads", rec, nil))
+	if err := b.addGraphValues(ctx, d); err != nil {
+		return err
+	}
+	return b.addGraphLedger(ctx, d)
+}
+
+// addGraphValues queues the rows of d's checkpoints, channel blobs and
+// pending writes, each with its value's bytes.
+func (b *importBatch) addGraphValues(ctx context.Context, d *core.GraphThreadDump) error {
+	s, th := b.s, []byte(d.ThreadID)
 	for _, c := range d.Checkpoints {
 		rec, err := encode(graphCheckpointRec{ParentID: c.ParentID, Type: c.Value.Type, ChannelVersions: c.ChannelVersions,
 			MetadataJSON: c.MetadataJSON, PutTime: nanosOrZero(c.PutTime)})
@@ -133,6 +165,12 @@ func (s *Store) importGraphTx(ctx context.Context, d *core.GraphThreadDump) erro
 			return err
 		}
 	}
+	return nil
+}
+
+// addGraphLedger queues the rows of d's request ids and ledger entries.
+func (b *importBatch) addGraphLedger(ctx context.Context, d *core.GraphThreadDump) error {
+	s, th := b.s, []byte(d.ThreadID)
 	for _, r := range d.Requests {
 		rec, err := encode(graphRequestRec{Fingerprint: r.Fingerprint, EffectAttempt: r.EffectAttempt})
 		if err != nil {
@@ -159,10 +197,7 @@ func (s *Store) importGraphTx(ctx context.Context, d *core.GraphThreadDump) erro
 			return err
 		}
 	}
-	if err := b.flush(ctx); err != nil {
-		return err
-	}
-	return b.run(ctx, func(ctx context.Context) error { return tx.Commit(ctx) })
+	return nil
 }
 
 // valueBytes returns all of v's bytes, an error reading them as an

@@ -35,6 +35,9 @@ type sessionRec struct {
 	Status       string `json:"status,omitempty"`
 	FinalOutput  string `json:"final_output,omitempty"`
 	CompleteTime int64  `json:"complete_time_ns,omitempty"`
+	// The calls in doubt ResolveEffect settled, by resolver kind.
+	ResolvedByVerify uint32 `json:"resolved_by_verify,omitempty"`
+	ResolvedByPerson uint32 `json:"resolved_by_person,omitempty"`
 	// Segments locate the history of revision SegmentsRevision, so that a
 	// save need not read the latest revision; a head whose SegmentsRevision
 	// is not its Revision (written by an older savepointd, a rewind, a
@@ -97,6 +100,34 @@ type ledgerEntryRec struct {
 	BeginTime           int64      `json:"begin_time_ns,omitempty"`
 	Effect              *effectRec `json:"effect,omitempty"`
 	Registered          bool       `json:"registered,omitempty"`
+	// Resolution is how the call was settled while in doubt.
+	Resolution *resolutionRec `json:"resolution,omitempty"`
+}
+
+// resolutionRec is a ResolveEffect record, numbered as core's.
+type resolutionRec struct {
+	Outcome      int    `json:"outcome"`
+	ResolverKind int    `json:"resolver_kind"`
+	ResolvedBy   string `json:"resolved_by,omitempty"`
+	Note         string `json:"note,omitempty"`
+	ResolveTime  int64  `json:"resolve_time_ns"`
+	RetryBegun   bool   `json:"retry_begun,omitempty"`
+}
+
+func resolutionRecOf(r *core.EffectResolution) *resolutionRec {
+	if r == nil {
+		return nil
+	}
+	return &resolutionRec{Outcome: int(r.Outcome), ResolverKind: int(r.ResolverKind), ResolvedBy: r.ResolvedBy,
+		Note: r.Note, ResolveTime: nanosOrZero(r.ResolveTime), RetryBegun: r.RetryBegun}
+}
+
+func (r *resolutionRec) resolution() *core.EffectResolution {
+	if r == nil {
+		return nil
+	}
+	return &core.EffectResolution{Outcome: core.ResolutionOutcome(r.Outcome), ResolverKind: core.ResolverKind(r.ResolverKind),
+		ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: fromNanos(r.ResolveTime), RetryBegun: r.RetryBegun}
 }
 
 type requestRec struct {
@@ -178,6 +209,7 @@ func headOf(h *sessionRec, segs []core.Segment) core.HeadRecord {
 		Labels: h.Labels, Segments: segs,
 		CreateTime: fromNanos(h.CreateTime), UpdateTime: fromNanos(h.UpdateTime),
 		Status: h.status(), FinalOutput: h.FinalOutput, CompleteTime: fromNanos(h.CompleteTime),
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
 	}
 }
 
@@ -190,6 +222,7 @@ func headRecOf(h *core.HeadRecord) *sessionRec {
 		Labels: h.Labels, CreateTime: nanosOrZero(h.CreateTime), UpdateTime: nanosOrZero(h.UpdateTime),
 		Status: statusRec(h.Status), FinalOutput: h.FinalOutput, CompleteTime: nanosOrZero(h.CompleteTime),
 		Segments: segmentRecs(h.Segments), SegmentsRevision: h.Revision,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
 	}
 }
 
@@ -243,5 +276,6 @@ func ledgerEntryRecOf(c *core.LedgerEntry) *ledgerEntryRec {
 	if e := c.Effect; e != nil {
 		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late, Refused: e.Refused}
 	}
+	rec.Resolution = resolutionRecOf(c.Resolution)
 	return rec
 }

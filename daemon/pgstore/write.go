@@ -45,6 +45,16 @@ func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effec
 	return stored, already, err
 }
 
+func (s *Store) ResolveEffect(ctx context.Context, req *core.ResolveRequest) (core.ResolveResult, error) {
+	var res core.ResolveResult
+	err := s.writeSession(ctx, req.SessionID, req.RequestID, []string{req.ToolUseID}, func(ctx context.Context, q *query) error {
+		var err error
+		res, err = core.Resolve(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
+		return err
+	})
+	return res, err
+}
+
 func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core.Checkpoint, error) {
 	var cp core.Checkpoint
 	err := s.writeSession(ctx, sessionID, "", nil, func(ctx context.Context, q *query) error {

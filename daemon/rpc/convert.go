@@ -50,6 +50,31 @@ func effectToProto(e core.Effect) *savepointv1.Effect {
 	if !e.RecordTime.IsZero() {
 		p.RecordTime = timestamppb.New(e.RecordTime)
 	}
+	p.Resolution = resolutionToProto(e.Resolution)
+	return p
+}
+
+// resolutionToProto is the wire form of a call's resolution; nil for none.
+func resolutionToProto(r *core.EffectResolution) *savepointv1.EffectResolution {
+	if r == nil {
+		return nil
+	}
+	p := &savepointv1.EffectResolution{ResolvedBy: r.ResolvedBy, Note: r.Note, RetryBegun: r.RetryBegun}
+	switch r.Outcome {
+	case core.ResolvedDone:
+		p.Outcome = savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE
+	case core.ResolvedNotDone:
+		p.Outcome = savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE
+	}
+	switch r.ResolverKind {
+	case core.ResolverVerify:
+		p.ResolverKind = savepointv1.ResolverKind_RESOLVER_KIND_VERIFY
+	case core.ResolverPerson:
+		p.ResolverKind = savepointv1.ResolverKind_RESOLVER_KIND_PERSON
+	}
+	if !r.ResolveTime.IsZero() {
+		p.ResolveTime = timestamppb.New(r.ResolveTime)
+	}
 	return p
 }
 
@@ -129,21 +154,24 @@ func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
 	if e.Effect != nil {
 		p.Effect = effectToProto(*e.Effect)
 	}
+	p.Resolution = resolutionToProto(e.Resolution)
 	return p
 }
 
 func summaryToProto(s core.SessionSummary) *savepointv1.SessionSummary {
 	p := &savepointv1.SessionSummary{
-		SessionId:           s.SessionID,
-		Revision:            s.Revision,
-		Epoch:               s.Epoch,
-		Task:                s.Task,
-		Turn:                s.Turn,
-		MessageCount:        s.MessageCount,
-		PendingToolUseCount: s.PendingToolUseCount,
-		InDoubtToolUseCount: s.InDoubtToolUseCount,
-		Labels:              s.Labels,
-		Status:              statusToProto(s.Status),
+		SessionId:             s.SessionID,
+		Revision:              s.Revision,
+		Epoch:                 s.Epoch,
+		Task:                  s.Task,
+		Turn:                  s.Turn,
+		MessageCount:          s.MessageCount,
+		PendingToolUseCount:   s.PendingToolUseCount,
+		InDoubtToolUseCount:   s.InDoubtToolUseCount,
+		Labels:                s.Labels,
+		Status:                statusToProto(s.Status),
+		ResolvedByVerifyCount: s.ResolvedByVerify,
+		ResolvedByPersonCount: s.ResolvedByPerson,
 	}
 	if !s.UpdateTime.IsZero() {
 		p.UpdateTime = timestamppb.New(s.UpdateTime)

@@ -156,6 +156,58 @@ func validateRecordThreadEffect(lim Limits, req *savepointv1.RecordThreadEffectR
 	}, nil
 }
 
+// ResolveThreadEffect implements GraphCheckpointServiceServer.
+func (s *GraphServer) ResolveThreadEffect(ctx context.Context, req *savepointv1.ResolveThreadEffectRequest) (*savepointv1.ResolveThreadEffectResponse, error) {
+	r, err := validateResolveThreadEffect(s.lim, req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.ResolveThreadEffect(ctx, r)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.ResolveThreadEffectResponse{Effect: threadEffectToProto(res.Effect), AlreadyResolved: res.AlreadyResolved}, nil
+}
+
+// validateResolveThreadEffect checks a ResolveThreadEffect request and
+// returns it in the store's terms, by ResolveEffect's rules.
+func validateResolveThreadEffect(lim Limits, req *savepointv1.ResolveThreadEffectRequest) (*core.ThreadEffectResolve, error) {
+	if err := validateThreadEffectKey(req); err != nil {
+		return nil, err
+	}
+	outcome, kind, err := validateFinding(req)
+	if err != nil {
+		return nil, err
+	}
+	r := &core.ThreadEffectResolve{
+		ThreadID: req.GetThreadId(), NS: req.GetCheckpointNs(), ToolUseID: req.GetToolUseId(), Outcome: outcome,
+		IsError: req.GetIsError(), Note: req.GetNote(), ResolverKind: kind, ResolvedBy: req.GetResolvedBy(),
+	}
+	switch {
+	case outcome == core.ResolvedDone && req.GetOutput() == nil:
+		return nil, fieldErr("output", reasonMissingField, "is required with outcome DONE: what the tool returned")
+	case outcome == core.ResolvedNotDone && req.GetOutput() != nil:
+		return nil, fieldErr("output", reasonInvalidResolution, "is set with outcome NOT_DONE; a call that did not take effect has no output")
+	case outcome == core.ResolvedNotDone && r.IsError:
+		return nil, fieldErr("is_error", reasonInvalidResolution, "is set with outcome NOT_DONE; a call that did not take effect did not fail")
+	}
+	if req.GetOutput() != nil {
+		if r.Output, err = validateTypedValue("output", req.GetOutput()); err != nil {
+			return nil, err
+		}
+		if n := len(r.Output.Data); n > lim.MaxMessageBytes {
+			return nil, fieldErr("output.data", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-message-bytes)", n, lim.MaxMessageBytes)
+		}
+	}
+	if err := validateFindingText(r.Note, r.ResolvedBy); err != nil {
+		return nil, err
+	}
+	if r.RequestID, err = validateRequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 type threadEffectKeyRequest interface {
 	GetThreadId() string
 	GetCheckpointNs() string
@@ -177,7 +229,7 @@ func threadEffectToProto(e core.ThreadEffect) *savepointv1.ThreadEffect {
 		ThreadId: e.ThreadID, CheckpointNs: e.NS, ToolUseId: e.ToolUseID, Name: e.Name, InputJson: e.InputJSON,
 		InputDigest: e.InputDigest, EffectClass: effectClassToProto(e.Class), IdempotencyKey: e.IdempotencyKey,
 		Attempts: e.Attempts, State: threadEffectStateToProto(e.State), OutputDigest: e.OutputDigest,
-		CheckpointId: e.CheckpointID,
+		CheckpointId: e.CheckpointID, Resolution: resolutionToProto(e.Resolution),
 	}
 	if !e.BeginTime.IsZero() {
 		p.BeginTime = timestamppb.New(e.BeginTime)

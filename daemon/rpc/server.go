@@ -131,6 +131,19 @@ func (s *Server) RecordEffect(ctx context.Context, req *savepointv1.RecordEffect
 	return &savepointv1.RecordEffectResponse{Effect: effectToProto(stored), AlreadyRecorded: already}, nil
 }
 
+// ResolveEffect implements SavepointServiceServer.
+func (s *Server) ResolveEffect(ctx context.Context, req *savepointv1.ResolveEffectRequest) (*savepointv1.ResolveEffectResponse, error) {
+	r, err := validateResolve(s.lim, req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.ResolveEffect(ctx, r)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.ResolveEffectResponse{Entry: ledgerEntryToProto(res.Entry), AlreadyResolved: res.AlreadyResolved}, nil
+}
+
 // Resume implements SavepointServiceServer.
 func (s *Server) Resume(ctx context.Context, req *savepointv1.ResumeRequest) (*savepointv1.ResumeResponse, error) {
 	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
@@ -190,6 +203,7 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 		if r.ToolUse.Effect != nil {
 			pr.Effect = effectToProto(*r.ToolUse.Effect)
 		}
+		pr.Resolution = resolutionToProto(r.ToolUse.Resolution)
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.
 		if size += proto.Size(pr) + 16; i > 0 && size > s.lim.ResponseBudgetBytes {

@@ -58,6 +58,8 @@ var errorKinds = []errorKind{
 	{core.ErrUploadAborted, codes.Aborted, savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED},
 	{core.ErrEffectInputMismatch, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_EFFECT_INPUT_MISMATCH},
 	{core.ErrEffectNotBegun, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN},
+	{core.ErrCallNotInDoubt, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_IN_DOUBT},
+	{core.ErrResolutionConflict, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT},
 	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
 	{core.ErrUnavailable, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
@@ -83,6 +85,7 @@ var errorKinds = []errorKind{
 	{nil, codes.InvalidArgument, reasonInvalidUpload},
 	{nil, codes.InvalidArgument, reasonInvalidSessionStatus},
 	{nil, codes.InvalidArgument, reasonInvalidOrderBy},
+	{nil, codes.InvalidArgument, reasonInvalidResolution},
 }
 
 // Reasons returns every ErrorInfo reason the service can return, as it goes

@@ -223,7 +223,8 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrSessionCompleted": core.ErrSessionCompleted, "ErrPlaintextBackup": core.ErrPlaintextBackup,
 		"ErrBackupUnsupported": core.ErrBackupUnsupported, "ErrPermissionDenied": ErrPermissionDenied,
 		"ErrUploadAborted": core.ErrUploadAborted, "ErrEffectInputMismatch": core.ErrEffectInputMismatch,
-		"ErrEffectNotBegun": core.ErrEffectNotBegun,
+		"ErrEffectNotBegun": core.ErrEffectNotBegun, "ErrCallNotInDoubt": core.ErrCallNotInDoubt,
+		"ErrResolutionConflict": core.ErrResolutionConflict,
 	}
 	for _, path := range []string{"../core/errors.go", "errors.go"} {
 		checkSentinelsListed(t, path, sentinels)

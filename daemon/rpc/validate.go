@@ -37,6 +37,7 @@ const (
 	reasonInvalidUTF8          = savepointv1.ErrorReason_ERROR_REASON_INVALID_UTF8
 	reasonInvalidSessionStatus = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS
 	reasonInvalidOrderBy       = savepointv1.ErrorReason_ERROR_REASON_INVALID_ORDER_BY
+	reasonInvalidResolution    = savepointv1.ErrorReason_ERROR_REASON_INVALID_RESOLUTION
 )
 
 // Caps on fields that no sane client comes near.
@@ -48,6 +49,7 @@ const (
 	maxLabels        = 64
 	maxLabelKeyLen   = 63
 	maxLabelValueLen = 256
+	maxNoteBytes     = 4096 // a resolution's note
 )
 
 func fieldErr(field string, reason savepointv1.ErrorReason, format string, args ...any) *fieldError {
@@ -316,6 +318,85 @@ func validateRecord(lim Limits, req *savepointv1.RecordEffectRequest) (core.Effe
 		IsError:   req.GetIsError(),
 		Refused:   req.GetRefused(),
 	}, nil
+}
+
+// validateResolve checks a ResolveEffect request and returns it in the
+// domain's terms.
+func validateResolve(lim Limits, req *savepointv1.ResolveEffectRequest) (*core.ResolveRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := validateToolUseID("tool_use_id", req.GetToolUseId()); err != nil {
+		return nil, err
+	}
+	outcome, kind, err := validateFinding(req)
+	if err != nil {
+		return nil, err
+	}
+	r := &core.ResolveRequest{
+		SessionID: req.GetSessionId(), ToolUseID: req.GetToolUseId(), Epoch: req.Epoch, Outcome: outcome, ResolverKind: kind,
+		Output: req.GetOutput(), IsError: req.GetIsError(), Note: req.GetNote(), ResolvedBy: req.GetResolvedBy(),
+		RequestID: req.GetRequestId(),
+	}
+	if r.Outcome == core.ResolvedNotDone {
+		if r.Output != "" {
+			return nil, fieldErr("output", reasonInvalidResolution, "is set with outcome NOT_DONE; a call that did not take effect has no output")
+		}
+		if r.IsError {
+			return nil, fieldErr("is_error", reasonInvalidResolution, "is set with outcome NOT_DONE; a call that did not take effect did not fail")
+		}
+	}
+	if n := len(r.Output); n > lim.MaxMessageBytes {
+		return nil, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, lim.MaxMessageBytes)
+	}
+	if err := validateFindingText(r.Note, r.ResolvedBy); err != nil {
+		return nil, err
+	}
+	if r.RequestID, err = validateRequestID("request_id", r.RequestID); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// finding is what ResolveEffect and ResolveThreadEffect requests share.
+type finding interface {
+	GetOutcome() savepointv1.ResolutionOutcome
+	GetResolverKind() savepointv1.ResolverKind
+}
+
+// validateFinding checks a resolution's outcome and resolver kind.
+func validateFinding(req finding) (core.ResolutionOutcome, core.ResolverKind, error) {
+	var o core.ResolutionOutcome
+	switch req.GetOutcome() {
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED:
+		return 0, 0, fieldErr("outcome", reasonMissingField, "is unspecified; give DONE or NOT_DONE")
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE:
+		o = core.ResolvedDone
+	case savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE:
+		o = core.ResolvedNotDone
+	default:
+		return 0, 0, fieldErr("outcome", reasonInvalidResolution, "%d is not a known outcome", int32(req.GetOutcome()))
+	}
+	switch req.GetResolverKind() {
+	case savepointv1.ResolverKind_RESOLVER_KIND_UNSPECIFIED:
+		return 0, 0, fieldErr("resolver_kind", reasonMissingField, "is unspecified; give VERIFY or PERSON")
+	case savepointv1.ResolverKind_RESOLVER_KIND_VERIFY:
+		return o, core.ResolverVerify, nil
+	case savepointv1.ResolverKind_RESOLVER_KIND_PERSON:
+		return o, core.ResolverPerson, nil
+	}
+	return 0, 0, fieldErr("resolver_kind", reasonInvalidResolution, "%d is not a known resolver kind", int32(req.GetResolverKind()))
+}
+
+// validateFindingText checks a resolution's note and resolver name.
+func validateFindingText(note, resolvedBy string) error {
+	if n := len(note); n > maxNoteBytes {
+		return fieldErr("note", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNoteBytes)
+	}
+	if n := len(resolvedBy); n > maxNameBytes {
+		return fieldErr("resolved_by", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNameBytes)
+	}
+	return nil
 }
 
 // validateBegin checks a BeginEffect request and, when it registers a tool

@@ -45,7 +45,7 @@ func TestGraphCrashDurability(t *testing.T) {
 // that acknowledges before it commits, and requires it to report losses.
 func TestGraphCrashHarnessDetectsLoss(t *testing.T) {
 	rep := runGraphCrash(t, binary(t, true), 2, 6, *flagSeed)
-	fmt.Printf("broken build (-tags savepoint_broken), graph harness: %s\n", rep.line())
+	fmt.Printf("broken build (the broken fault), graph harness: %s\n", rep.line())
 	if rep.lost == 0 {
 		t.Fatalf("the graph harness did not detect the losses of the broken build: %s", rep.line())
 	}

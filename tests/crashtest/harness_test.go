@@ -50,12 +50,12 @@ func TestCrashDurability(t *testing.T) {
 
 // TestCrashHarnessDetectsLoss is the proof that the harness can fail: it
 // runs the same harness against savepointd built with -tags
-// savepoint_broken, which acknowledges each write 100 ms before it commits
+// the broken fault, which acknowledges each write 100 ms before it commits
 // it, and requires it to report lost writes.
 func TestCrashHarnessDetectsLoss(t *testing.T) {
 	cfg := crashConfig{cycles: 3, clients: 8, seed: *flagSeed, maxLoad: 400 * time.Millisecond, broken: true}
 	rep := runCrash(t, binary(t, true), cfg)
-	fmt.Printf("broken build (-tags savepoint_broken): %s (unexpected answers: %d)\n", rep.line(), rep.unexpected)
+	fmt.Printf("broken build (the broken fault): %s (unexpected answers: %d)\n", rep.line(), rep.unexpected)
 	if rep.lost == 0 {
 		t.Fatalf("the harness did not detect the losses of the broken build: %s", rep.line())
 	}

@@ -36,7 +36,7 @@ var gcPoints = []logPoint{
 
 // TestPowerCutDuringValueLogGC cuts the power while savepointd's value-log
 // GC is in progress, at each of gcPoints in turn. savepointd is the
-// savepoint_smallvlog build (1 MiB value-log files) with a maintenance
+// smallvlog fault build (1 MiB value-log files) with a maintenance
 // pass every second that keeps each session's last revision
 // (--retain-revisions 1), so the clients' saves, whose messages over 512
 // bytes go to the value log, leave garbage for the GC to collect, and a
@@ -54,7 +54,7 @@ func TestPowerCutDuringValueLogGC(t *testing.T) {
 	if *flagGCCycles == 0 {
 		t.Skip("-powercut-gc-cycles=0")
 	}
-	bin := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd", "savepoint_smallvlog")
+	bin := daemontest.BuildFaults(t, "smallvlog")
 	cfg := crashConfig{cycles: *flagGCCycles, clients: 4, seed: *flagSeed, maxLoad: *flagMaxLoad, retain: 1, verifyEach: true,
 		args: []string{"--gc-interval", "1s", "--retain-revisions", "1", "--log-level", "debug"}}
 	rep := runPowerCutAt(t, bin, cfg, gcPoints)

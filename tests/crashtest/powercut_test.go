@@ -49,29 +49,29 @@ func TestPowerCut(t *testing.T) {
 }
 
 // TestPowerCutDetectsSkippedSync is the proof that the power-cut harness
-// can fail: savepointd built with -tags savepoint_nosync acknowledges
+// can fail: savepointd built with the nosync fault acknowledges
 // commits it never synced (a kill -9 loses nothing of them, the page cache
 // keeps them), and under power cuts the harness must report lost writes.
 func TestPowerCutDetectsSkippedSync(t *testing.T) {
-	bin := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd", "savepoint_nosync")
+	bin := daemontest.BuildFaults(t, "nosync")
 	cfg := crashConfig{cycles: 3, clients: 8, seed: *flagSeed, maxLoad: 500 * time.Millisecond, broken: true}
 	rep := runPowerCut(t, bin, cfg)
-	fmt.Printf("power cut, build without syncs (-tags savepoint_nosync): %s\n", rep.line())
+	fmt.Printf("power cut, build without syncs (the nosync fault): %s\n", rep.line())
 	if rep.lost == 0 {
 		t.Fatalf("the power-cut harness did not detect the losses of the build that skips its syncs: %s", rep.line())
 	}
 }
 
 // TestPowerCutDetectsSkippedDirSync is the second proof: savepointd built
-// with -tags savepoint_nodirsync does not sync the data directory after
+// with the nodirsync fault does not sync the data directory after
 // Badger creates a file (a value-log file, a memtable's log), so a power
 // cut takes the file and the acknowledged writes in it, and the harness
 // must say so: writes lost or unreadable, or a restart refused.
 func TestPowerCutDetectsSkippedDirSync(t *testing.T) {
-	bin := daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd", "savepoint_nodirsync")
+	bin := daemontest.BuildFaults(t, "nodirsync")
 	cfg := crashConfig{cycles: 3, clients: 8, seed: *flagSeed, maxLoad: 500 * time.Millisecond, broken: true}
 	rep := runPowerCut(t, bin, cfg)
-	fmt.Printf("power cut, build without the directory sync (-tags savepoint_nodirsync): %s\n", rep.line())
+	fmt.Printf("power cut, build without the directory sync (the nodirsync fault): %s\n", rep.line())
 	if rep.lost+rep.torn+rep.unread+rep.refused == 0 {
 		t.Fatalf("the power-cut harness did not detect the losses of the build that skips the directory sync: %s", rep.line())
 	}

@@ -187,13 +187,13 @@ func runBin(bin string, args ...string) (code int, stdout, stderr string) {
 }
 
 // binary returns a savepointd built from this tree: the real one, or with
-// -tags savepoint_broken the deliberately broken one.
+// the broken fault the deliberately broken one.
 func binary(t testing.TB, broken bool) string {
 	t.Helper()
 	if !broken {
 		return daemontest.Binary(t)
 	}
-	return daemontest.Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd", "savepoint_broken")
+	return daemontest.BuildFaults(t, "broken")
 }
 
 // ctxT is a context for one call made by a test, bounded so that a hung

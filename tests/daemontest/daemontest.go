@@ -35,16 +35,37 @@ import (
 
 var (
 	buildMu sync.Mutex
-	builds  = map[string]string{} // "pkg tags" -> binary
+	builds  = map[string]string{} // "pkg flags" -> binary
 )
 
 // Build builds the main package pkg (an import path) with the given build
 // tags once per test process and returns the binary's path.
 func Build(t testing.TB, pkg string, tags ...string) string {
 	t.Helper()
+	var args []string
+	if len(tags) > 0 {
+		args = []string{"-tags", strings.Join(tags, ",")}
+	}
+	return build(t, pkg, args)
+}
+
+// BuildFaults builds savepointd with -tags savepoint_faults, injecting the
+// named faults of daemon/internal/faults ("broken", "nosync", "nodirsync",
+// "smallvlog"), once per test process and returns the binary's path.
+func BuildFaults(t testing.TB, faults ...string) string {
+	t.Helper()
+	return build(t, savepointd, []string{"-tags", "savepoint_faults", "-ldflags",
+		"-X github.com/savepoint-dev/savepoint/daemon/internal/faults.names=" + strings.Join(faults, ",")})
+}
+
+// savepointd is the import path of the daemon's main package.
+const savepointd = "github.com/savepoint-dev/savepoint/cmd/savepointd"
+
+func build(t testing.TB, pkg string, flags []string) string {
+	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	id := pkg + " " + strings.Join(tags, ",")
+	id := pkg + " " + strings.Join(flags, " ")
 	if bin, ok := builds[id]; ok {
 		return bin
 	}
@@ -53,12 +74,9 @@ func Build(t testing.TB, pkg string, tags ...string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(append(args, pkg), " "), err, out)
+	args := append(append([]string{"build", "-o", bin}, flags...), pkg)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	builds[id] = bin
 	return bin
@@ -67,7 +85,7 @@ func Build(t testing.TB, pkg string, tags ...string) string {
 // Binary builds cmd/savepointd once per test process and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	return Build(t, "github.com/savepoint-dev/savepoint/cmd/savepointd")
+	return Build(t, savepointd)
 }
 
 // SocketPath returns a fresh socket path short enough for a Unix socket

@@ -478,6 +478,43 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		badCase{name: "different outcome of a call no longer pending", req: record("beta", "b-1", "", "written", false), code: codes.AlreadyExists, reason: "EFFECT_CONFLICT", state: true},
 	)
 	cases["RecordEffect"] = rc
+
+	// ResolveEffect: a-side is in doubt; nothing here may resolve it.
+	done, notDone := savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE, savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE
+	person := savepointv1.ResolverKind_RESOLVER_KIND_PERSON
+	resolve := func(s, id string, edit ...func(*savepointv1.ResolveEffectRequest)) *savepointv1.ResolveEffectRequest {
+		r := &savepointv1.ResolveEffectRequest{SessionId: s, ToolUseId: id, Outcome: done, Output: "sent", ResolverKind: person}
+		for _, e := range edit {
+			e(r)
+		}
+		return r
+	}
+	rv := append([]badCase{{name: "empty request", req: &savepointv1.ResolveEffectRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
+		perSession(func(id string) proto.Message { return resolve(id, "a-side") }, sessionNotFound)...)
+	for _, b := range badToolUseIDs {
+		rv = append(rv, badCase{name: b.name, req: resolve("alpha", b.id), code: inval, reason: "INVALID_TOOL_USE_ID", field: "tool_use_id"})
+	}
+	rv = append(rv,
+		badCase{name: "tool_use_id invalid UTF-8", req: resolve("alpha", utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "tool_use_id"},
+		badCase{name: "note invalid UTF-8", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Note = utf8Hole }), invalidUTF8: true, code: inval, reason: utf8Reason, field: "note"},
+		badCase{name: "outcome unspecified", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Outcome = 0 }), code: inval, reason: "MISSING_FIELD", field: "outcome"},
+		badCase{name: "outcome unknown", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Outcome = 9 }), code: inval, reason: "INVALID_RESOLUTION", field: "outcome"},
+		badCase{name: "resolver kind unspecified", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.ResolverKind = 0 }), code: inval, reason: "MISSING_FIELD", field: "resolver_kind"},
+		badCase{name: "resolver kind unknown", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.ResolverKind = 9 }), code: inval, reason: "INVALID_RESOLUTION", field: "resolver_kind"},
+		badCase{name: "NOT_DONE with output", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Outcome = notDone }), code: inval, reason: "INVALID_RESOLUTION", field: "output"},
+		badCase{name: "NOT_DONE with is_error", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Outcome, r.Output, r.IsError = notDone, "", true }), code: inval, reason: "INVALID_RESOLUTION", field: "is_error"},
+		badCase{name: "output over max message bytes", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Output = strings.Repeat("o", 2<<20+1) }), code: inval, reason: "FIELD_TOO_LARGE", field: "output"},
+		badCase{name: "note over 4 KiB", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Note = strings.Repeat("n", 4097) }), code: inval, reason: "FIELD_TOO_LARGE", field: "note"},
+		badCase{name: "resolved_by of 10 KB", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.ResolvedBy = strings.Repeat("p", 10<<10) }), code: inval, reason: "FIELD_TOO_LARGE", field: "resolved_by"},
+		badCase{name: "request_id not a UUID", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.RequestId = "not-a-uuid" }), code: inval, reason: "INVALID_REQUEST_ID", field: "request_id"},
+		badCase{name: "unknown tool use", req: resolve("alpha", "a-nope"), code: notFnd, reason: "CALL_UNKNOWN"},
+		badCase{name: "recorded tool use", req: resolve("alpha", "a-read"), code: codes.FailedPrecondition, reason: "CALL_NOT_IN_DOUBT", state: true},
+		badCase{name: "idempotent tool use", req: resolve("alpha", "a-idem"), code: codes.FailedPrecondition, reason: "CALL_NOT_IN_DOUBT", state: true},
+		badCase{name: "tool use pending only in an older revision", req: resolve("beta", "b-1"), code: codes.FailedPrecondition, reason: "CALL_NOT_IN_DOUBT", state: true},
+		badCase{name: "stale epoch", req: resolve("beta", "b-2", func(r *savepointv1.ResolveEffectRequest) { r.Epoch = proto.Uint64(1) }), code: codes.Aborted, reason: fenced, state: true},
+		badCase{name: "epoch from the future", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Epoch = proto.Uint64(7) }), code: codes.Aborted, reason: fenced, state: true},
+	)
+	cases["ResolveEffect"] = rv
 	cases["SaveCheckpoint"] = append(cases["SaveCheckpoint"],
 		badCase{name: "completed session", req: &savepointv1.SaveCheckpointRequest{SessionId: "done", ExpectedRevision: 1}, code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true})
 	cases["BeginEffect"] = append(cases["BeginEffect"],

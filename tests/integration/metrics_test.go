@@ -47,6 +47,12 @@ func TestMetrics(t *testing.T) {
 	if _, err := c.Reconcile(ctx, &savepointv1.ReconcileRequest{SessionId: "a"}); err != nil {
 		t.Fatal(err)
 	}
+	for range 2 { // the repeat is not counted
+		if _, err := c.ResolveEffect(ctx, &savepointv1.ResolveEffectRequest{SessionId: "a", ToolUseId: "begun", Output: "sent",
+			Outcome: savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE, ResolverKind: savepointv1.ResolverKind_RESOLVER_KIND_PERSON}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "b"})
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +84,8 @@ func TestMetrics(t *testing.T) {
 		{"savepoint_reconcile_resolutions_total", map[string]string{"decision": "reuse"}, 1},
 		{"savepoint_reconcile_resolutions_total", map[string]string{"decision": "in_doubt"}, 1},
 		{"savepoint_reconcile_resolutions_total", map[string]string{"decision": "run"}, 0},
+		{"savepoint_effects_resolved_total", map[string]string{"resolver": "person", "outcome": "done"}, 1},
+		{"savepoint_effects_resolved_total", map[string]string{"resolver": "verify", "outcome": "not_done"}, 0},
 		{"savepoint_sessions", nil, 1}, // b was deleted
 	} {
 		labels := tt.labels

@@ -39,7 +39,7 @@ const EFFECT = Symbol.for("savepoint.effect");
 export function durable<T extends AgentTool>(tool: T, options: { effect: Effect }): T {
   const cls = EFFECTS[options.effect];
   if (cls === undefined) throw new TypeError(`savepoint: effect must be one of ${Object.keys(EFFECTS).join(", ")}, not ${JSON.stringify(options.effect)}`);
-  Object.defineProperty(tool, EFFECT, { value: cls, enumerable: false });
+  Object.defineProperty(tool, EFFECT, { value: cls, enumerable: false, configurable: true });
   return tool;
 }
 

@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 
 import { type AgentInputItem, RunContext } from "@openai/agents-core";
-import { Decision, EffectClass, type pb, SavepointError, SessionFencedError } from "@savepoint-dev/client";
+import { Decision, EffectClass, type pb, SavepointError, SessionFencedError, toolContent } from "@savepoint-dev/client";
 
 import type { SavepointSession } from "./session.js";
 import { type Change, partOf, type View, withPart } from "./state.js";
@@ -197,6 +197,34 @@ export function inDoubt(name: string, callId: string, why: string): string {
 }
 
 /** A tool's return value as the text recorded and given to the model. */
+/**
+ * What the SDK gets for a tool's recorded text: its structured output (the
+ * array of text/image/file objects the tool returned) when the text is their
+ * JSON array, by the rule every client reads the ledger with (toolContent of
+ * @savepoint-dev/client), else the text.
+ */
+export function content(output: string): unknown {
+  return toolContent(output);
+}
+
+/**
+ * A function_call_result item's output for a recorded text: the
+ * input_text/input_image items the SDK makes of structured output (text, and
+ * an image given as a URL or data URL), else the text.
+ */
+export function historyOutput(output: string): unknown {
+  const c = toolContent(output);
+  if (typeof c === "string") return { type: "text", text: c };
+  const items: Record<string, unknown>[] = [];
+  for (const b of c) {
+    if (b.type === "text" && typeof b.text === "string") items.push({ type: "input_text", text: b.text });
+    else if (b.type === "image" && typeof b.image === "string" && b.image !== "") {
+      items.push({ type: "input_image", image: b.image, ...(typeof b.detail === "string" && b.detail !== "" ? { detail: b.detail } : {}) });
+    } else return { type: "text", text: output };
+  }
+  return items;
+}
+
 export function text(out: unknown): string {
   if (typeof out === "string") return out;
   if (out === undefined) return "";
@@ -433,7 +461,7 @@ export async function resolveInterrupted(s: SavepointSession, runContext: RunCon
         delete listed[id];
         if (answered.has(id)) continue;
         if (!have.has(id)) append.push({ type: "function_call", callId: id, name: c.name, arguments: c.arguments, status: "completed" } as AgentInputItem);
-        append.push({ type: "function_call_result", callId: id, name: c.name, status: "completed", output: { type: "text", text: outputs.get(id)! } } as AgentInputItem);
+        append.push({ type: "function_call_result", callId: id, name: c.name, status: "completed", output: historyOutput(outputs.get(id)!) } as AgentInputItem);
       }
       part.resolved = [...(part.resolved ?? []), ...now].slice(-RESOLVED_KEPT);
       return { append, pending: v.pending.filter((p) => !now.includes(p.toolUseId)), stateJson: withPart(v, part) };

@@ -4,7 +4,7 @@
  */
 import { type FunctionTool, type RunContext, tool, type ToolInputParameters, type ToolOptions } from "@openai/agents-core";
 
-import { DurableToolError, type Effect, EFFECT_CLASSES, registry, runCall, sessionOf, text, withKey } from "./ledger.js";
+import { content, DurableToolError, type Effect, EFFECT_CLASSES, registry, runCall, sessionOf, text, withKey } from "./ledger.js";
 
 /** The SDK's error output for a failed tool when no errorFunction is given (the SDK's own default text). */
 export const DEFAULT_ERROR_OUTPUT = "An error occurred while running the tool. Please try again.";
@@ -31,8 +31,10 @@ type AnyOptions = {
  * savepointd's ledger when the run's session is a SavepointSession: a call is
  * never run twice unless effect says that is safe, and a call interrupted by
  * a crash is answered on resume by its recorded output, a re-run, or an error
- * output saying its outcome is unknown. The output is text: a non-string
- * return value is recorded as JSON. A failed call is recorded and answered by
+ * output saying its outcome is unknown. The output is recorded as text: a
+ * non-string return value as JSON; structured output (an array of the SDK's
+ * text, image and file objects) reaches the model as such, on the first run
+ * and on a resume. A failed call is recorded and answered by
  * errorFunction as tool() answers it (null rethrows, after recording). In a
  * run whose session is not a SavepointSession the tool throws
  * DurableToolError, which fails the run.
@@ -59,12 +61,13 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
       return { output: text(await onError(ctx, err, details)), isError: true };
     }
   };
-  const rethrow = (out: { output: string; error?: unknown }) => {
+  const rethrow = (out: { output: string; isError?: boolean; error?: unknown }) => {
     if (out.error !== undefined) {
       if (out.error && typeof out.error === "object") RAISED.add(out.error);
       throw out.error;
     }
-    return out.output;
+    // Structured output (text, image, file) reaches the model as such, on the first run and on a resume.
+    return (out.isError ? out.output : content(out.output)) as string;
   };
 
   /** A re-run by a resume: the SDK's invoke parses the arguments; RERUN tells execute to skip the ledger (the resume does it). */
@@ -99,7 +102,7 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
         raised = r.error;
         return r;
       });
-      return rethrow({ output: out.output, error: raised });
+      return rethrow({ output: out.output, isError: out.isError, error: raised });
     },
   } as never) as FunctionTool<Context, TParameters, string>;
   name = t.name;

@@ -20,7 +20,7 @@ from anthropic import beta_tool
 import savepoint
 import savepoint.aio
 from savepoint import ToolEvent, ToolStage
-from savepoint.anthropic import AsyncDurableAgent, DurableAgent, durable
+from savepoint.anthropic import AsyncDurableAgent, DurableAgent, durable, durable_tool_runner
 
 ADDR, BASE_URL, WORKDIR, SESSION = sys.argv[1:5]
 ASYNC = "--async" in sys.argv
@@ -104,6 +104,29 @@ TOOLS = [read_notes, count_words, write_report]
 
 
 def main() -> None:
+    if os.environ.get("AGENT_MODE") == "runner" and ASYNC:
+        patch(savepoint.aio.AsyncSession)
+
+        async def arun() -> str:
+            async with savepoint.aio.AsyncClient(ADDR, tool_hook=hook) as sp:
+                client = anthropic.AsyncAnthropic(base_url=BASE_URL, api_key="test", max_retries=0)
+                runner = durable_tool_runner(client, SESSION, model="claude-fake", max_tokens=1024, tools=TOOLS,
+                                             messages=[{"role": "user", "content": TASK}], savepoint=sp)
+                final = await runner.until_done()
+                return "".join(getattr(b, "text", "") for b in final.content)
+
+        print(f"[done] {asyncio.run(arun())}")
+        return
+    if os.environ.get("AGENT_MODE") == "runner":
+        # The SDK's own tool runner, through the ledger.
+        patch(savepoint.Session)
+        with savepoint.Client(ADDR, tool_hook=hook) as sp:
+            client = anthropic.Anthropic(base_url=BASE_URL, api_key="test", max_retries=0)
+            runner = durable_tool_runner(client, SESSION, model="claude-fake", max_tokens=1024, tools=TOOLS,
+                                         messages=[{"role": "user", "content": TASK}], savepoint=sp)
+            final = runner.until_done()
+            print(f"[done] {''.join(getattr(b, 'text', '') for b in final.content)}")
+        return
     if ASYNC:
         patch(savepoint.aio.AsyncSession)
 

@@ -17,6 +17,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 
+# The suite's clients reach the daemons it starts: none may start one on
+# demand in the user's own state directory (test_autostart.py starts its
+# own, in temporary homes).
+os.environ["SAVEPOINT_AUTOSTART"] = "0"
+
 
 def _build(tmp: Path) -> tuple[str, str]:
     if os.environ.get("SAVEPOINTD") and os.environ.get("SAVEPOINT_DEMO"):

@@ -25,6 +25,7 @@ from fake_anthropic import FINAL, REPORT, UNSURE, Fake, pairing_error
 import savepoint
 from savepoint import EffectClass, SessionStatus
 from savepoint.anthropic import DurableAgent, MaxTurnsError, StopReasonError, durable
+from savepoint.v1 import savepoint_pb2 as pb
 
 AGENT = str(Path(__file__).with_name("anthropic_agent.py"))
 NOTES = "Closed deals with Acme, Globex and Initech this week."
@@ -48,8 +49,8 @@ def fake() -> Iterator[Fake]:
     f.close()
 
 
-def run_agent(daemon: Daemon, fake: Fake, work: Path, sid: str, asyncio: bool, crash: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CRASH_AT": crash}
+def run_agent(daemon: Daemon, fake: Fake, work: Path, sid: str, asyncio: bool, crash: str = "", mode: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CRASH_AT": crash, "AGENT_MODE": mode}
     args = [sys.executable, AGENT, daemon.addr, fake.url, str(work), sid, *(["--async"] if asyncio else [])]
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
 
@@ -62,15 +63,20 @@ def transcript(daemon: Daemon, sid: str) -> tuple[Any, list[dict[str, Any]]]:
 
 # Every moment with the sync agent; the async agent at the moments where its
 # code differs (the tools, the final answer), each process is a second or more.
-CASES = [(*m, False) for m in MOMENTS] + [(*m, True) for m in MOMENTS if m[0] in ("after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4", "before-point-a:1")]
+# The SDK's tool runner (durable_tool_runner) at the moments around its tools.
+SOME = ("after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4", "before-point-a:1")
+CASES = ([(*m, False, "") for m in MOMENTS] + [(*m, True, "") for m in MOMENTS if m[0] in SOME]
+         + [(*m, False, "runner") for m in MOMENTS if m[0] in (*SOME, "after-point-a:3", "after-point-b:2")]
+         + [(*m, True, "runner") for m in MOMENTS if m[0] in ("in-tool:1", "after-record:3", "after-point-a:4")])
 
 
-@pytest.mark.parametrize(("crash", "writes", "in_doubt", "asyncio"), CASES, ids=[f"{m[0]}-{'async' if m[3] else 'sync'}" for m in CASES])
-def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, asyncio: bool, crash: str, writes: int, in_doubt: bool) -> None:
+@pytest.mark.parametrize(("crash", "writes", "in_doubt", "asyncio", "mode"), CASES,
+                         ids=[f"{m[0]}-{m[4]}{'async' if m[3] else 'sync'}" for m in CASES])
+def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, asyncio: bool, mode: str, crash: str, writes: int, in_doubt: bool) -> None:
     (tmp_path / "sales-notes.txt").write_text(NOTES)
-    first = run_agent(daemon, fake, tmp_path, sid, asyncio, crash)
+    first = run_agent(daemon, fake, tmp_path, sid, asyncio, crash, mode)
     assert first.returncode == -9, first.stdout + first.stderr
-    second = run_agent(daemon, fake, tmp_path, sid, asyncio)
+    second = run_agent(daemon, fake, tmp_path, sid, asyncio, "", mode)
     assert second.returncode == 0, second.stdout + second.stderr
     report = tmp_path / "report.txt"
     assert (report.read_text().splitlines() if report.exists() else []) == [REPORT] * writes
@@ -85,7 +91,7 @@ def test_crash_and_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, 
         return
     # A third run returns the final answer without calling the model.
     n = len(fake.requests)
-    third = run_agent(daemon, fake, tmp_path, sid, asyncio)
+    third = run_agent(daemon, fake, tmp_path, sid, asyncio, "", mode)
     assert third.returncode == 0 and third.stdout.strip() == f"[done] {cp.final_output}" and len(fake.requests) == n
 
 
@@ -221,3 +227,54 @@ def test_cross_language_resume(daemon: Daemon, fake: Fake, tmp_path: Path, sid: 
     assert (tmp_path / "report.txt").read_text().splitlines() == [REPORT]
     cp, msgs = transcript(daemon, sid)
     assert cp.status == SessionStatus.COMPLETED and cp.final_output == FINAL and pairing_error(msgs) == ""
+
+
+def test_tool_runner_refusals() -> None:
+    from savepoint.anthropic import durable_tool_runner
+
+    client = anthropic.Anthropic(api_key="x")
+    base: dict[str, Any] = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "go"}], "tools": []}
+    with pytest.raises(TypeError, match="refuses run_tools_eagerly"):
+        durable_tool_runner(client, "s", run_tools_eagerly=True, stream=True, **base)
+    with pytest.raises(TypeError, match="refuses stream"):
+        durable_tool_runner(client, "s", stream=True, **base)
+    with pytest.raises(TypeError, match="thread=False"):
+        durable_tool_runner(client, "s", thread=None, **base)
+
+
+def test_refusal_fails_the_session(daemon: Daemon, sid: str) -> None:
+    from savepoint.anthropic import RefusalError, SessionFailedError
+
+    model = Scripted({"content": [{"type": "text", "text": "I can't help with that."}], "stop_reason": "refusal"})
+    with savepoint.Client(daemon.addr) as sp:
+        agent = DurableAgent(model, sid, savepoint=sp)
+        with pytest.raises(RefusalError, match="can't help"):
+            agent.run("go", model="m", max_tokens=5)
+        s = sp.resume(sid)
+        assert s.status == SessionStatus.FAILED and s.final_output == "I can't help with that." and len(s.messages) == 1
+        with pytest.raises(SessionFailedError):
+            agent.run("go", model="m", max_tokens=5)
+        assert len(model.calls) == 1
+
+
+def test_every_tool_use_of_a_reply_is_pending_before_any_runs(daemon: Daemon, sid: str) -> None:
+    two = {"content": [{"type": "tool_use", "id": "toolu_a", "name": "look", "input": {"q": 1}},
+                       {"type": "tool_use", "id": "toolu_b", "name": "send", "input": {"to": "x"}}], "stop_reason": "tool_use"}
+    model = Scripted(two, {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"})
+    seen: list[list[str]] = []
+    with savepoint.Client(daemon.addr) as sp:
+
+        def look(inp: dict[str, Any]) -> str:
+            cp, _ = sp.get_session(sid)
+            seen.append([p.tool_use_id for p in cp.pending_tool_uses])
+            return "looked"
+
+        tools = [durable({"name": "look", "input_schema": {"type": "object"}}, function=look, effect="read_only"),
+                 {"name": "send", "input_schema": {"type": "object"}, "function": lambda inp: [{"type": "text", "text": "sent"}]}]
+        assert DurableAgent(model, sid, savepoint=sp, tools=tools).run("go", model="m", max_tokens=5) == "done"
+        assert seen == [["toolu_a", "toolu_b"]]
+        results = model.calls[1]["messages"][-1]["content"]
+        assert results == [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "looked"},
+                           {"type": "tool_result", "tool_use_id": "toolu_b", "content": [{"type": "text", "text": "sent"}]}]
+        assert [p.effect_class for p in sp.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries] == [
+            EffectClass.READ_ONLY, EffectClass.SIDE_EFFECT]

@@ -154,6 +154,30 @@ def test_recorded_result_is_reused_without_running(saver: SavepointSaver, mode: 
     assert sorted(seen) == sorted((n, led[c].idempotency_key, led[c].idempotency_key) for n, c in [("send", "c1"), (other, "c2")])
 
 
+def test_content_blocks_are_reused_intact(saver: SavepointSaver) -> None:
+    """A tool that answers with content blocks (text and an image): the
+    recorded ToolMessage is reused with the same blocks, not run again."""
+    runs: Counter[str] = Counter()
+    blocks = [
+        {"type": "text", "text": "sales by month"},
+        {"type": "image", "source_type": "base64", "mime_type": "image/png", "data": "iVBORw0KGgo="},
+    ]
+
+    @tool
+    def chart(q: str) -> list[dict[str, Any]]:
+        """Chart."""
+        runs["chart"] += 1
+        return blocks
+
+    graph = tool_graph(saver, DurableToolNode([meta(chart, "side_effect")]))
+    config = new_thread()
+    msg = ai(("chart", {"q": "sales"}, "c1"))
+    first = graph.invoke({"messages": [msg]}, config)["messages"][-1]
+    again = graph.invoke({"messages": [msg]}, config)["messages"][-1]
+    assert runs == {"chart": 1}
+    assert first.content == again.content == blocks
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_begun_side_effect_is_answered_in_doubt(saver: SavepointSaver, mode: str) -> None:
     runs: Counter[str] = Counter()

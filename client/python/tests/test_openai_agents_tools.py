@@ -337,6 +337,43 @@ def test_non_text_output_is_recorded_as_json(daemon: Any, sid: str) -> None:
     assert e.effect.output == '{"words": 3}' and not e.begun  # read-only: never begun
 
 
+IMAGE = "data:image/png;base64,iVBORw0KGgo="
+
+
+def test_content_blocks_recorded_and_reused(daemon: Any, sid: str) -> None:
+    """A tool that returns text and an image: the model gets them as
+    structured output, the ledger holds their JSON, and a call interrupted
+    after RecordEffect is answered on resume with the same blocks."""
+    from agents import ToolOutputImage, ToolOutputText
+
+    @durable_function_tool(effect="read_only")
+    def chart() -> list[Any]:
+        """Chart."""
+        return [ToolOutputText(text="sales by month"), ToolOutputImage(image_url=IMAGE)]
+
+    want = [{"type": "input_text", "text": "sales by month"}, {"type": "input_image", "image_url": IMAGE}]
+
+    async def go() -> None:
+        model = ScriptedModel([[function_call("chart", {}, call_id="c1")], [assistant_message("ok")]])
+        s = SavepointSession(sid, daemon.addr)
+        await Runner.run(Agent(name="a", model=model, tools=[chart]), "go", session=s)
+        (out,) = _calls(await s.get_items(), "function_call_output")
+        assert out["output"] == want
+
+    asyncio.run(go())
+    with Client(daemon.addr) as c:
+        (e,) = c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries
+    assert json.loads(e.effect.output) == [{"type": "text", "text": "sales by month"}, {"type": "image", "image_url": IMAGE}]
+
+    # Interrupted after RecordEffect: the resume answers with the same blocks.
+    other = sid + ".2"
+    _listed_call(daemon, other, {"host": "elsewhere", "pid": 1, "start": ""})
+    with Client(daemon.addr) as c:
+        c.raw.RecordEffect(pb.RecordEffectRequest(session_id=other, tool_use_id="c1", name="act", output=e.effect.output))
+    items = asyncio.run(SavepointSession(other, daemon.addr).get_items())
+    assert items[2]["call_id"] == "c1" and items[2]["output"] == want
+
+
 def test_call_of_a_live_process_is_left_to_it(daemon: Any, sid: str) -> None:
     """A call listed by a process still running on this host is not answered
     by another process's get_items; once that process is gone, it is (in

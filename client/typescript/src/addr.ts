@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { join } from "node:path";
+import { isAbsolute, join } from "node:path";
 
 /** The environment variable that overrides the default address. */
 export const ENV_ADDR = "SAVEPOINT_ADDR";
@@ -7,15 +7,32 @@ export const ENV_ADDR = "SAVEPOINT_ADDR";
 /**
  * Returns the address dial uses when given none: $SAVEPOINT_ADDR when set,
  * else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock when XDG_RUNTIME_DIR is
- * set, else unix:/run/savepoint/savepoint.sock. savepointd and the Go client
- * resolve their default address the same way.
+ * set, else unix:$XDG_STATE_HOME/savepoint/savepoint.sock (XDG_STATE_HOME
+ * defaulting to ~/.local/state; a directory the user owns, mode 0700), else,
+ * with no home either, unix:/run/savepoint/savepoint.sock. savepointd and the
+ * Go client resolve their default address the same way.
  */
 export function defaultAddr(env: NodeJS.ProcessEnv = process.env): string {
   const addr = env[ENV_ADDR];
   if (addr) return addr;
   const dir = env.XDG_RUNTIME_DIR;
   if (dir) return "unix:" + join(dir, "savepoint", "savepoint.sock");
+  const state = stateDir(env);
+  if (state) return "unix:" + join(state, "savepoint.sock");
   return "unix:/run/savepoint/savepoint.sock";
+}
+
+/**
+ * Returns the per-user directory of a daemon started on demand:
+ * $XDG_STATE_HOME/savepoint when XDG_STATE_HOME is an absolute path, else
+ * $HOME/.local/state/savepoint when HOME is set, else "".
+ */
+export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
+  const state = env.XDG_STATE_HOME;
+  if (state && isAbsolute(state)) return join(state, "savepoint");
+  const home = env.HOME;
+  if (home) return join(home, ".local", "state", "savepoint");
+  return "";
 }
 
 /** A parsed address: a unix socket path, or a TCP host and port. */

@@ -34,6 +34,7 @@ import {
   SavepointServiceService,
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
+import { Autostart } from "./autostart.js";
 import { discardLogger, type Logger } from "./log.js";
 import { RETRY_RULES } from "./retry_rules.js";
 import { Session } from "./session.js";
@@ -257,11 +258,20 @@ export function serviceClient<T>(ctor: ServiceClientConstructor<T>, addr?: strin
  * undefined means defaultAddr(). The connection is plaintext unless TLS is
  * given or set in the environment (tlsFromEnv). Unless waitReady is set,
  * dial does not wait for the daemon. Close the client when done.
+ *
+ * With no address chosen (none given, no SAVEPOINT_ADDR) and nothing
+ * answering at the per-user default, dial starts savepointd there on demand
+ * (the platform package's, SAVEPOINTD_PATH, else savepointd on PATH),
+ * detached, and waits until it reports SERVING; a call that later finds it
+ * gone starts it again. SAVEPOINT_AUTOSTART=0 turns this off
+ * (docs/install.md).
  */
 export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
+  const auto = addr ? undefined : Autostart.fromEnv();
+  await auto?.ensure();
   const address = addr || defaultAddr();
   const stub = serviceClient(SavepointServiceClient, address, options);
-  const c = new Client(stub, address, options);
+  const c = new Client(stub, address, options, auto);
   if (options.waitReady) {
     try {
       await c.waitReady(options.signal);
@@ -284,10 +294,12 @@ export class Client {
   readonly #stub: SavepointServiceClient;
   readonly #retry: RetryPolicy;
   readonly #reconnectWaitMs: number;
+  readonly #autostart: Autostart | undefined;
 
   /** @internal Use dial. */
-  constructor(stub: SavepointServiceClient, addr: string, options: DialOptions) {
+  constructor(stub: SavepointServiceClient, addr: string, options: DialOptions, autostart?: Autostart) {
     this.#stub = stub;
+    this.#autostart = autostart;
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.#reconnectWaitMs = Math.max(0, options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
@@ -379,6 +391,9 @@ export class Client {
       try {
         return await this.#unary(method, request, options);
       } catch (err) {
+        // The daemon started on demand is gone: start it again, so that this
+        // call's retry, or the next call, finds one.
+        if (this.#autostart && (err as ServiceError).code === Code.UNAVAILABLE) await this.#autostart.ensure();
         if (attempt + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
         const wait = retryBackoff(this.#retry, attempt);
         this.config.logger.warn("savepoint: daemon unavailable, retrying", {

@@ -132,6 +132,10 @@ export class UploadAbortedError extends SavepointError {}
 export class EffectInputMismatchError extends SavepointError {}
 /** EFFECT_NOT_BEGUN: a record for a thread's tool use never begun, or for an attempt other than the latest one begun. */
 export class EffectNotBegunError extends SavepointError {}
+/** CALL_NOT_IN_DOUBT: resolveEffect of a tool use that is not in doubt (recorded, not pending, or one reconcile runs); nothing was written. */
+export class CallNotInDoubtError extends SavepointError {}
+/** RESOLUTION_CONFLICT: the tool use was resolved already with another finding; the first resolution stands. */
+export class ResolutionConflictError extends SavepointError {}
 /** SESSION_COMPLETED: the session is completed or failed; saves and BeginEffect need a Resume with reopen first. */
 export class SessionCompletedError extends SavepointError {}
 /** PLAINTEXT_BACKUP: the daemon's store has no encryption key, so its backup would be plaintext; set plaintext to accept that. */
@@ -218,6 +222,10 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_INVALID_ORDER_BY]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_EFFECT_INPUT_MISMATCH]: EffectInputMismatchError,
   [ErrorReason.ERROR_REASON_EFFECT_NOT_BEGUN]: EffectNotBegunError,
+  // Resolving a tool use in doubt.
+  [ErrorReason.ERROR_REASON_CALL_NOT_IN_DOUBT]: CallNotInDoubtError,
+  [ErrorReason.ERROR_REASON_RESOLUTION_CONFLICT]: ResolutionConflictError,
+  [ErrorReason.ERROR_REASON_INVALID_RESOLUTION]: InvalidArgumentError,
 };
 
 /** The classes of errors that carry no reason, by gRPC code. */

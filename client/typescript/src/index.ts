@@ -10,7 +10,8 @@
  * what was pending, and goes on. Errors are SavepointError subclasses chosen
  * by the ErrorInfo reason the daemon sends. README.md shows the loop.
  */
-export { defaultAddr, ENV_ADDR, grpcTarget, parseAddr, type Endpoint } from "./addr.js";
+export { defaultAddr, ENV_ADDR, grpcTarget, parseAddr, stateDir, type Endpoint } from "./addr.js";
+export { Autostart, ENV_AUTOSTART, ENV_DAEMON_PATH, findBinary, platformPackage } from "./autostart.js";
 export {
   channelReady,
   Client,
@@ -59,6 +60,7 @@ export type {
   Message,
   Method,
   RawClient,
+  Registration,
   ResumeOptions,
   SaveOptions,
   StartOptions,

@@ -29,6 +29,7 @@ export const RETRY_RULES: Readonly<Record<string, RetryRule>> = Object.freeze({
   "/savepoint.v1.SavepointService/RewindSession": "requestId",
   "/savepoint.v1.SavepointService/Backup": "never",
   "/savepoint.v1.SavepointService/WatchSessions": "never",
+  "/savepoint.v1.SavepointService/ResolveEffect": "requestId",
   "/savepoint.v1.GraphCheckpointService/PutCheckpoint": "requestId",
   "/savepoint.v1.GraphCheckpointService/UploadCheckpoint": "requestId",
   "/savepoint.v1.GraphCheckpointService/PutWrites": "requestId",
@@ -43,4 +44,5 @@ export const RETRY_RULES: Readonly<Record<string, RetryRule>> = Object.freeze({
   "/savepoint.v1.GraphCheckpointService/BeginThreadEffect": "requestId",
   "/savepoint.v1.GraphCheckpointService/RecordThreadEffect": "requestId",
   "/savepoint.v1.GraphCheckpointService/ListThreadEffects": "always",
+  "/savepoint.v1.GraphCheckpointService/ResolveThreadEffect": "requestId",
 });

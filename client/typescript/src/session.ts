@@ -21,12 +21,14 @@ import {
   ErrorReason,
   SaveCheckpointRequest,
   SessionStatus,
+  type Effect as PbEffect,
+  type Resolution as PbResolution,
   type ToolUse as PbToolUse,
 } from "./gen/savepoint/v1/savepoint.js";
 import { reconcileSession } from "./reconcile.js";
 import { annotate, ToolRuns } from "./run.js";
 import { effectiveClass, fullToolUse, toolOutput } from "./tool.js";
-import type { CallOptions, Message, SaveOptions, SessionHost, StartOptions, ToolContent, ToolFunc, ToolResult, ToolUse } from "./types.js";
+import type { CallOptions, Message, Registration, SaveOptions, SessionHost, StartOptions, ToolContent, ToolFunc, ToolResult, ToolUse } from "./types.js";
 
 /** What each save sends whole and the session keeps between saves. */
 interface Meta {
@@ -384,6 +386,64 @@ export class Session {
   reconcile(run?: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
     const state = { host: this.#c, sessionId: this.id, revision: this.#revision, epoch: this.#epoch, pending: this.#pending, runs: this.#runs };
     return reconcileSession(state, run, options);
+  }
+
+  /**
+   * Makes call pending and begun in one durable write (beginEffect with
+   * toolUse), without pointA or a new revision, for code that sees one call
+   * at a time just before it runs, such as an agent framework's hooks; the
+   * calls of one turn may register in parallel. Run the tool only when the
+   * returned effect is undefined, then recordToolUse its outcome.
+   * SessionFencedError: another process owns the session.
+   */
+  async registerToolUse(call: ToolUse, options?: CallOptions): Promise<Registration> {
+    const r = await this.#c.raw.beginEffect(
+      {
+        sessionId: this.id,
+        toolUseId: call.toolUseId,
+        epoch: this.#epoch,
+        toolUse: { toolUseId: "", name: call.name, inputJson: call.inputJson ?? "", effectClass: effectiveClass(call.effectClass), beginTracked: true },
+        requestId: randomUUID(),
+      },
+      options,
+    );
+    return { idempotencyKey: r.idempotencyKey, alreadyBegun: r.alreadyBegun, effect: r.effect };
+  }
+
+  /**
+   * Writes the outcome of a tool use that ran to the ledger (recordEffect),
+   * whatever the session's epoch; the first record stands. isError marks a
+   * tool that ran and failed.
+   */
+  async recordToolUse(toolUseId: string, output: string, isError = false, options?: CallOptions): Promise<PbEffect | undefined> {
+    return (await this.#c.raw.recordEffect({ sessionId: this.id, toolUseId, output, isError }, options)).effect;
+  }
+
+  /**
+   * Records that a tool use was refused before it ran (a permission check
+   * said no), with reason as its error output: reconcile then reuses the
+   * refusal instead of reporting the call in doubt.
+   */
+  async refuseToolUse(toolUseId: string, reason: string, options?: CallOptions): Promise<PbEffect | undefined> {
+    return (await this.#c.raw.recordEffect({ sessionId: this.id, toolUseId, output: reason, isError: true, refused: true }, options)).effect;
+  }
+
+  /**
+   * Decides the named tool uses from the ledger (reconcile with
+   * tool_use_ids, every page), in the order given: for calls registered with
+   * registerToolUse and left without a result in a framework's own
+   * transcript. A call the ledger does not know was never begun
+   * (DECISION_RUN). It writes and runs nothing.
+   */
+  async reconcileToolUses(toolUseIds: string[], options?: CallOptions): Promise<PbResolution[]> {
+    const out: PbResolution[] = [];
+    let pageToken = "";
+    do {
+      const r = await this.#c.raw.reconcile({ sessionId: this.id, toolUseIds, pageToken }, options);
+      out.push(...r.resolutions);
+      pageToken = r.nextPageToken;
+    } while (pageToken !== "");
+    return out;
   }
 
   #pendingCall(id: string): PbToolUse | undefined {

@@ -4,7 +4,7 @@
  * It imports no other module of the client but the generated code, so no
  * module depends on another through it in a circle.
  */
-import type { DeepPartial, EffectClass, Decision, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
+import type { DeepPartial, EffectClass, Decision, Effect as PbEffect, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
 import type { Logger } from "./log.js";
 
 /**
@@ -76,6 +76,17 @@ export interface ToolUse {
   inputJson?: string;
   /** What running the tool does; unset or UNSPECIFIED means SIDE_EFFECT. */
   effectClass?: EffectClass;
+}
+
+/**
+ * What registerToolUse returns: the call's idempotency key, whether it had
+ * been begun before, and for a call whose outcome is recorded already that
+ * outcome (effect): then the tool must not run again.
+ */
+export interface Registration {
+  idempotencyKey: string;
+  alreadyBegun: boolean;
+  effect?: PbEffect;
 }
 
 /**

@@ -2130,7 +2130,10 @@ type ThreadEffect struct {
 	RecordTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
 	// The checkpoint the first attempt's task ran from, as begun; empty when
 	// not given.
-	CheckpointId  string `protobuf:"bytes,15,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	CheckpointId string `protobuf:"bytes,15,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// How the latest attempt in doubt was settled (ResolveThreadEffect); unset
+	// when it never was.
+	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2268,6 +2271,13 @@ func (x *ThreadEffect) GetCheckpointId() string {
 		return x.CheckpointId
 	}
 	return ""
+}
+
+func (x *ThreadEffect) GetResolution() *EffectResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
 }
 
 type BeginThreadEffectRequest struct {
@@ -2734,6 +2744,190 @@ func (x *ListThreadEffectsResponse) GetNextPageToken() string {
 	return ""
 }
 
+type ResolveThreadEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread. Required.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The namespace, as begun.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// The call, as begun. Required.
+	ToolUseId string `protobuf:"bytes,3,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// What was found. Required.
+	Outcome ResolutionOutcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=savepoint.v1.ResolutionOutcome" json:"outcome,omitempty"`
+	// For DONE: what the tool returned, serialized as the client that ran it
+	// serializes outputs (a person's text is type "json", a JSON string).
+	// Required for DONE; unset for NOT_DONE.
+	Output *TypedValue `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	// For DONE: true when the call took effect and failed; the attempt is
+	// then recorded failed, and a later begin starts a new one, as after
+	// RecordThreadEffect of a failure. False for NOT_DONE.
+	IsError bool `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// As in ResolveEffectRequest.
+	Note string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	// Who or what resolved the call. Required.
+	ResolverKind ResolverKind `protobuf:"varint,8,opt,name=resolver_kind,json=resolverKind,proto3,enum=savepoint.v1.ResolverKind" json:"resolver_kind,omitempty"`
+	// As in ResolveEffectRequest.
+	ResolvedBy string `protobuf:"bytes,9,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	// A client-made UUID (AIP-155), as for RecordThreadEffect.
+	RequestId     string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveThreadEffectRequest) Reset() {
+	*x = ResolveThreadEffectRequest{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveThreadEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveThreadEffectRequest) ProtoMessage() {}
+
+func (x *ResolveThreadEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveThreadEffectRequest.ProtoReflect.Descriptor instead.
+func (*ResolveThreadEffectRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ResolveThreadEffectRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ResolveThreadEffectRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *ResolveThreadEffectRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ResolveThreadEffectRequest) GetOutcome() ResolutionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED
+}
+
+func (x *ResolveThreadEffectRequest) GetOutput() *TypedValue {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ResolveThreadEffectRequest) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *ResolveThreadEffectRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ResolveThreadEffectRequest) GetResolverKind() ResolverKind {
+	if x != nil {
+		return x.ResolverKind
+	}
+	return ResolverKind_RESOLVER_KIND_UNSPECIFIED
+}
+
+func (x *ResolveThreadEffectRequest) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *ResolveThreadEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ResolveThreadEffectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry after this call.
+	Effect *ThreadEffect `protobuf:"bytes,1,opt,name=effect,proto3" json:"effect,omitempty"`
+	// True when this exact finding had been recorded before.
+	AlreadyResolved bool `protobuf:"varint,2,opt,name=already_resolved,json=alreadyResolved,proto3" json:"already_resolved,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ResolveThreadEffectResponse) Reset() {
+	*x = ResolveThreadEffectResponse{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveThreadEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveThreadEffectResponse) ProtoMessage() {}
+
+func (x *ResolveThreadEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveThreadEffectResponse.ProtoReflect.Descriptor instead.
+func (*ResolveThreadEffectResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ResolveThreadEffectResponse) GetEffect() *ThreadEffect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
+func (x *ResolveThreadEffectResponse) GetAlreadyResolved() bool {
+	if x != nil {
+		return x.AlreadyResolved
+	}
+	return false
+}
+
 var File_savepoint_v1_graph_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_graph_proto_rawDesc = "" +
@@ -2884,7 +3078,7 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"updateTime\"r\n" +
 	"\x13ListThreadsResponse\x123\n" +
 	"\athreads\x18\x01 \x03(\v2\x19.savepoint.v1.GraphThreadR\athreads\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf4\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb4\x05\n" +
 	"\fThreadEffect\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -2904,7 +3098,10 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"begin_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12;\n" +
 	"\vrecord_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12#\n" +
-	"\rcheckpoint_id\x18\x0f \x01(\tR\fcheckpointId\"\xb1\x02\n" +
+	"\rcheckpoint_id\x18\x0f \x01(\tR\fcheckpointId\x12>\n" +
+	"\n" +
+	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
+	"resolution\"\xb1\x02\n" +
 	"\x18BeginThreadEffectRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -2940,7 +3137,24 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"y\n" +
 	"\x19ListThreadEffectsResponse\x124\n" +
 	"\aeffects\x18\x01 \x03(\v2\x1a.savepoint.v1.ThreadEffectR\aeffects\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*j\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9b\x03\n" +
+	"\x1aResolveThreadEffectRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
+	"\vtool_use_id\x18\x03 \x01(\tR\ttoolUseId\x129\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x1f.savepoint.v1.ResolutionOutcomeR\aoutcome\x120\n" +
+	"\x06output\x18\x05 \x01(\v2\x18.savepoint.v1.TypedValueR\x06output\x12\x19\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\x12?\n" +
+	"\rresolver_kind\x18\b \x01(\x0e2\x1a.savepoint.v1.ResolverKindR\fresolverKind\x12\x1f\n" +
+	"\vresolved_by\x18\t \x01(\tR\n" +
+	"resolvedBy\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\n" +
+	" \x01(\tR\trequestId\"|\n" +
+	"\x1bResolveThreadEffectResponse\x122\n" +
+	"\x06effect\x18\x01 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12)\n" +
+	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*j\n" +
 	"\rPruneStrategy\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x19\n" +
@@ -2949,8 +3163,7 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\x1fTHREAD_EFFECT_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19THREAD_EFFECT_STATE_BEGUN\x10\x01\x12!\n" +
 	"\x1dTHREAD_EFFECT_STATE_SUCCEEDED\x10\x02\x12\x1e\n" +
-	"\x1aTHREAD_EFFECT_STATE_FAILED\x10\x032\xe7\n" +
-	"\n" +
+	"\x1aTHREAD_EFFECT_STATE_FAILED\x10\x032\xdc\v\n" +
 	"\x16GraphCheckpointService\x12a\n" +
 	"\rPutCheckpoint\x12\".savepoint.v1.PutCheckpointRequest\x1a#.savepoint.v1.PutCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12l\n" +
 	"\x10UploadCheckpoint\x12%.savepoint.v1.UploadCheckpointRequest\x1a&.savepoint.v1.UploadCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00(\x01\x12U\n" +
@@ -2966,7 +3179,8 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\vListThreads\x12 .savepoint.v1.ListThreadsRequest\x1a!.savepoint.v1.ListThreadsResponse\"\x03\x90\x02\x00\x12m\n" +
 	"\x11BeginThreadEffect\x12&.savepoint.v1.BeginThreadEffectRequest\x1a'.savepoint.v1.BeginThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12p\n" +
 	"\x12RecordThreadEffect\x12'.savepoint.v1.RecordThreadEffectRequest\x1a(.savepoint.v1.RecordThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12i\n" +
-	"\x11ListThreadEffects\x12&.savepoint.v1.ListThreadEffectsRequest\x1a'.savepoint.v1.ListThreadEffectsResponse\"\x03\x90\x02\x01BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\x11ListThreadEffects\x12&.savepoint.v1.ListThreadEffectsRequest\x1a'.savepoint.v1.ListThreadEffectsResponse\"\x03\x90\x02\x01\x12s\n" +
+	"\x13ResolveThreadEffect\x12(.savepoint.v1.ResolveThreadEffectRequest\x1a).savepoint.v1.ResolveThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_graph_proto_rawDescOnce sync.Once
@@ -2981,56 +3195,61 @@ func file_savepoint_v1_graph_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_graph_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_savepoint_v1_graph_proto_goTypes = []any{
-	(PruneStrategy)(0),                 // 0: savepoint.v1.PruneStrategy
-	(ThreadEffectState)(0),             // 1: savepoint.v1.ThreadEffectState
-	(*TypedValue)(nil),                 // 2: savepoint.v1.TypedValue
-	(*GraphCheckpoint)(nil),            // 3: savepoint.v1.GraphCheckpoint
-	(*ChannelBlob)(nil),                // 4: savepoint.v1.ChannelBlob
-	(*ChannelWrite)(nil),               // 5: savepoint.v1.ChannelWrite
-	(*PendingWrite)(nil),               // 6: savepoint.v1.PendingWrite
-	(*PutCheckpointRequest)(nil),       // 7: savepoint.v1.PutCheckpointRequest
-	(*PutCheckpointResponse)(nil),      // 8: savepoint.v1.PutCheckpointResponse
-	(*UploadCheckpointRequest)(nil),    // 9: savepoint.v1.UploadCheckpointRequest
-	(*UploadCheckpointStart)(nil),      // 10: savepoint.v1.UploadCheckpointStart
-	(*UploadCheckpointResponse)(nil),   // 11: savepoint.v1.UploadCheckpointResponse
-	(*PutWritesRequest)(nil),           // 12: savepoint.v1.PutWritesRequest
-	(*UploadWritesRequest)(nil),        // 13: savepoint.v1.UploadWritesRequest
-	(*UploadWritesStart)(nil),          // 14: savepoint.v1.UploadWritesStart
-	(*UploadWritesResponse)(nil),       // 15: savepoint.v1.UploadWritesResponse
-	(*PutWritesResponse)(nil),          // 16: savepoint.v1.PutWritesResponse
-	(*GetCheckpointRequest)(nil),       // 17: savepoint.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),      // 18: savepoint.v1.GetCheckpointResponse
-	(*ListCheckpointsRequest)(nil),     // 19: savepoint.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),    // 20: savepoint.v1.ListCheckpointsResponse
-	(*DeleteThreadRequest)(nil),        // 21: savepoint.v1.DeleteThreadRequest
-	(*DeleteThreadResponse)(nil),       // 22: savepoint.v1.DeleteThreadResponse
-	(*DeleteForRunsRequest)(nil),       // 23: savepoint.v1.DeleteForRunsRequest
-	(*DeleteForRunsResponse)(nil),      // 24: savepoint.v1.DeleteForRunsResponse
-	(*CopyThreadRequest)(nil),          // 25: savepoint.v1.CopyThreadRequest
-	(*CopyThreadResponse)(nil),         // 26: savepoint.v1.CopyThreadResponse
-	(*PruneRequest)(nil),               // 27: savepoint.v1.PruneRequest
-	(*PruneResponse)(nil),              // 28: savepoint.v1.PruneResponse
-	(*ListThreadsRequest)(nil),         // 29: savepoint.v1.ListThreadsRequest
-	(*GraphThread)(nil),                // 30: savepoint.v1.GraphThread
-	(*ListThreadsResponse)(nil),        // 31: savepoint.v1.ListThreadsResponse
-	(*ThreadEffect)(nil),               // 32: savepoint.v1.ThreadEffect
-	(*BeginThreadEffectRequest)(nil),   // 33: savepoint.v1.BeginThreadEffectRequest
-	(*BeginThreadEffectResponse)(nil),  // 34: savepoint.v1.BeginThreadEffectResponse
-	(*RecordThreadEffectRequest)(nil),  // 35: savepoint.v1.RecordThreadEffectRequest
-	(*RecordThreadEffectResponse)(nil), // 36: savepoint.v1.RecordThreadEffectResponse
-	(*ListThreadEffectsRequest)(nil),   // 37: savepoint.v1.ListThreadEffectsRequest
-	(*ListThreadEffectsResponse)(nil),  // 38: savepoint.v1.ListThreadEffectsResponse
-	nil,                                // 39: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
-	nil,                                // 40: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
-	(*timestamppb.Timestamp)(nil),      // 41: google.protobuf.Timestamp
-	(EffectClass)(0),                   // 42: savepoint.v1.EffectClass
-	(Decision)(0),                      // 43: savepoint.v1.Decision
+	(PruneStrategy)(0),                  // 0: savepoint.v1.PruneStrategy
+	(ThreadEffectState)(0),              // 1: savepoint.v1.ThreadEffectState
+	(*TypedValue)(nil),                  // 2: savepoint.v1.TypedValue
+	(*GraphCheckpoint)(nil),             // 3: savepoint.v1.GraphCheckpoint
+	(*ChannelBlob)(nil),                 // 4: savepoint.v1.ChannelBlob
+	(*ChannelWrite)(nil),                // 5: savepoint.v1.ChannelWrite
+	(*PendingWrite)(nil),                // 6: savepoint.v1.PendingWrite
+	(*PutCheckpointRequest)(nil),        // 7: savepoint.v1.PutCheckpointRequest
+	(*PutCheckpointResponse)(nil),       // 8: savepoint.v1.PutCheckpointResponse
+	(*UploadCheckpointRequest)(nil),     // 9: savepoint.v1.UploadCheckpointRequest
+	(*UploadCheckpointStart)(nil),       // 10: savepoint.v1.UploadCheckpointStart
+	(*UploadCheckpointResponse)(nil),    // 11: savepoint.v1.UploadCheckpointResponse
+	(*PutWritesRequest)(nil),            // 12: savepoint.v1.PutWritesRequest
+	(*UploadWritesRequest)(nil),         // 13: savepoint.v1.UploadWritesRequest
+	(*UploadWritesStart)(nil),           // 14: savepoint.v1.UploadWritesStart
+	(*UploadWritesResponse)(nil),        // 15: savepoint.v1.UploadWritesResponse
+	(*PutWritesResponse)(nil),           // 16: savepoint.v1.PutWritesResponse
+	(*GetCheckpointRequest)(nil),        // 17: savepoint.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),       // 18: savepoint.v1.GetCheckpointResponse
+	(*ListCheckpointsRequest)(nil),      // 19: savepoint.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),     // 20: savepoint.v1.ListCheckpointsResponse
+	(*DeleteThreadRequest)(nil),         // 21: savepoint.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),        // 22: savepoint.v1.DeleteThreadResponse
+	(*DeleteForRunsRequest)(nil),        // 23: savepoint.v1.DeleteForRunsRequest
+	(*DeleteForRunsResponse)(nil),       // 24: savepoint.v1.DeleteForRunsResponse
+	(*CopyThreadRequest)(nil),           // 25: savepoint.v1.CopyThreadRequest
+	(*CopyThreadResponse)(nil),          // 26: savepoint.v1.CopyThreadResponse
+	(*PruneRequest)(nil),                // 27: savepoint.v1.PruneRequest
+	(*PruneResponse)(nil),               // 28: savepoint.v1.PruneResponse
+	(*ListThreadsRequest)(nil),          // 29: savepoint.v1.ListThreadsRequest
+	(*GraphThread)(nil),                 // 30: savepoint.v1.GraphThread
+	(*ListThreadsResponse)(nil),         // 31: savepoint.v1.ListThreadsResponse
+	(*ThreadEffect)(nil),                // 32: savepoint.v1.ThreadEffect
+	(*BeginThreadEffectRequest)(nil),    // 33: savepoint.v1.BeginThreadEffectRequest
+	(*BeginThreadEffectResponse)(nil),   // 34: savepoint.v1.BeginThreadEffectResponse
+	(*RecordThreadEffectRequest)(nil),   // 35: savepoint.v1.RecordThreadEffectRequest
+	(*RecordThreadEffectResponse)(nil),  // 36: savepoint.v1.RecordThreadEffectResponse
+	(*ListThreadEffectsRequest)(nil),    // 37: savepoint.v1.ListThreadEffectsRequest
+	(*ListThreadEffectsResponse)(nil),   // 38: savepoint.v1.ListThreadEffectsResponse
+	(*ResolveThreadEffectRequest)(nil),  // 39: savepoint.v1.ResolveThreadEffectRequest
+	(*ResolveThreadEffectResponse)(nil), // 40: savepoint.v1.ResolveThreadEffectResponse
+	nil,                                 // 41: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	nil,                                 // 42: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	(*timestamppb.Timestamp)(nil),       // 43: google.protobuf.Timestamp
+	(EffectClass)(0),                    // 44: savepoint.v1.EffectClass
+	(*EffectResolution)(nil),            // 45: savepoint.v1.EffectResolution
+	(Decision)(0),                       // 46: savepoint.v1.Decision
+	(ResolutionOutcome)(0),              // 47: savepoint.v1.ResolutionOutcome
+	(ResolverKind)(0),                   // 48: savepoint.v1.ResolverKind
 }
 var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.GraphCheckpoint.checkpoint:type_name -> savepoint.v1.TypedValue
-	39, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	41, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
 	2,  // 2: savepoint.v1.ChannelBlob.value:type_name -> savepoint.v1.TypedValue
 	2,  // 3: savepoint.v1.ChannelWrite.value:type_name -> savepoint.v1.TypedValue
 	2,  // 4: savepoint.v1.PendingWrite.value:type_name -> savepoint.v1.TypedValue
@@ -3045,57 +3264,64 @@ var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	3,  // 13: savepoint.v1.GetCheckpointResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
 	4,  // 14: savepoint.v1.GetCheckpointResponse.blobs:type_name -> savepoint.v1.ChannelBlob
 	6,  // 15: savepoint.v1.GetCheckpointResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
-	40, // 16: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	42, // 16: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
 	3,  // 17: savepoint.v1.ListCheckpointsResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
 	4,  // 18: savepoint.v1.ListCheckpointsResponse.blobs:type_name -> savepoint.v1.ChannelBlob
 	6,  // 19: savepoint.v1.ListCheckpointsResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
 	0,  // 20: savepoint.v1.PruneRequest.strategy:type_name -> savepoint.v1.PruneStrategy
-	41, // 21: savepoint.v1.GraphThread.update_time:type_name -> google.protobuf.Timestamp
+	43, // 21: savepoint.v1.GraphThread.update_time:type_name -> google.protobuf.Timestamp
 	30, // 22: savepoint.v1.ListThreadsResponse.threads:type_name -> savepoint.v1.GraphThread
-	42, // 23: savepoint.v1.ThreadEffect.effect_class:type_name -> savepoint.v1.EffectClass
+	44, // 23: savepoint.v1.ThreadEffect.effect_class:type_name -> savepoint.v1.EffectClass
 	1,  // 24: savepoint.v1.ThreadEffect.state:type_name -> savepoint.v1.ThreadEffectState
 	2,  // 25: savepoint.v1.ThreadEffect.output:type_name -> savepoint.v1.TypedValue
-	41, // 26: savepoint.v1.ThreadEffect.begin_time:type_name -> google.protobuf.Timestamp
-	41, // 27: savepoint.v1.ThreadEffect.record_time:type_name -> google.protobuf.Timestamp
-	42, // 28: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
-	43, // 29: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
-	32, // 30: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	2,  // 31: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	32, // 32: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	32, // 33: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
-	7,  // 34: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	9,  // 35: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	12, // 36: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	13, // 37: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
-	17, // 38: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	19, // 39: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	21, // 40: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	23, // 41: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	25, // 42: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	27, // 43: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	29, // 44: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
-	33, // 45: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
-	35, // 46: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
-	37, // 47: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
-	8,  // 48: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	11, // 49: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	16, // 50: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	15, // 51: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
-	18, // 52: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	20, // 53: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	22, // 54: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	24, // 55: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	26, // 56: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	28, // 57: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	31, // 58: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
-	34, // 59: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
-	36, // 60: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
-	38, // 61: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
-	48, // [48:62] is the sub-list for method output_type
-	34, // [34:48] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	43, // 26: savepoint.v1.ThreadEffect.begin_time:type_name -> google.protobuf.Timestamp
+	43, // 27: savepoint.v1.ThreadEffect.record_time:type_name -> google.protobuf.Timestamp
+	45, // 28: savepoint.v1.ThreadEffect.resolution:type_name -> savepoint.v1.EffectResolution
+	44, // 29: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
+	46, // 30: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
+	32, // 31: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	2,  // 32: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	32, // 33: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	32, // 34: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
+	47, // 35: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	2,  // 36: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	48, // 37: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	32, // 38: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	7,  // 39: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	9,  // 40: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	12, // 41: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	13, // 42: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
+	17, // 43: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	19, // 44: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	21, // 45: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	23, // 46: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	25, // 47: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	27, // 48: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	29, // 49: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
+	33, // 50: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
+	35, // 51: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
+	37, // 52: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
+	39, // 53: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
+	8,  // 54: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	11, // 55: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	16, // 56: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	15, // 57: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
+	18, // 58: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	20, // 59: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	22, // 60: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	24, // 61: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	26, // 62: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	28, // 63: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	31, // 64: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
+	34, // 65: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
+	36, // 66: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
+	38, // 67: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
+	40, // 68: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
+	54, // [54:69] is the sub-list for method output_type
+	39, // [39:54] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }
@@ -3120,7 +3346,7 @@ func file_savepoint_v1_graph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_graph_proto_rawDesc), len(file_savepoint_v1_graph_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

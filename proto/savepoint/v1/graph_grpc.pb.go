@@ -19,20 +19,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GraphCheckpointService_PutCheckpoint_FullMethodName      = "/savepoint.v1.GraphCheckpointService/PutCheckpoint"
-	GraphCheckpointService_UploadCheckpoint_FullMethodName   = "/savepoint.v1.GraphCheckpointService/UploadCheckpoint"
-	GraphCheckpointService_PutWrites_FullMethodName          = "/savepoint.v1.GraphCheckpointService/PutWrites"
-	GraphCheckpointService_UploadWrites_FullMethodName       = "/savepoint.v1.GraphCheckpointService/UploadWrites"
-	GraphCheckpointService_GetCheckpoint_FullMethodName      = "/savepoint.v1.GraphCheckpointService/GetCheckpoint"
-	GraphCheckpointService_ListCheckpoints_FullMethodName    = "/savepoint.v1.GraphCheckpointService/ListCheckpoints"
-	GraphCheckpointService_DeleteThread_FullMethodName       = "/savepoint.v1.GraphCheckpointService/DeleteThread"
-	GraphCheckpointService_DeleteForRuns_FullMethodName      = "/savepoint.v1.GraphCheckpointService/DeleteForRuns"
-	GraphCheckpointService_CopyThread_FullMethodName         = "/savepoint.v1.GraphCheckpointService/CopyThread"
-	GraphCheckpointService_Prune_FullMethodName              = "/savepoint.v1.GraphCheckpointService/Prune"
-	GraphCheckpointService_ListThreads_FullMethodName        = "/savepoint.v1.GraphCheckpointService/ListThreads"
-	GraphCheckpointService_BeginThreadEffect_FullMethodName  = "/savepoint.v1.GraphCheckpointService/BeginThreadEffect"
-	GraphCheckpointService_RecordThreadEffect_FullMethodName = "/savepoint.v1.GraphCheckpointService/RecordThreadEffect"
-	GraphCheckpointService_ListThreadEffects_FullMethodName  = "/savepoint.v1.GraphCheckpointService/ListThreadEffects"
+	GraphCheckpointService_PutCheckpoint_FullMethodName       = "/savepoint.v1.GraphCheckpointService/PutCheckpoint"
+	GraphCheckpointService_UploadCheckpoint_FullMethodName    = "/savepoint.v1.GraphCheckpointService/UploadCheckpoint"
+	GraphCheckpointService_PutWrites_FullMethodName           = "/savepoint.v1.GraphCheckpointService/PutWrites"
+	GraphCheckpointService_UploadWrites_FullMethodName        = "/savepoint.v1.GraphCheckpointService/UploadWrites"
+	GraphCheckpointService_GetCheckpoint_FullMethodName       = "/savepoint.v1.GraphCheckpointService/GetCheckpoint"
+	GraphCheckpointService_ListCheckpoints_FullMethodName     = "/savepoint.v1.GraphCheckpointService/ListCheckpoints"
+	GraphCheckpointService_DeleteThread_FullMethodName        = "/savepoint.v1.GraphCheckpointService/DeleteThread"
+	GraphCheckpointService_DeleteForRuns_FullMethodName       = "/savepoint.v1.GraphCheckpointService/DeleteForRuns"
+	GraphCheckpointService_CopyThread_FullMethodName          = "/savepoint.v1.GraphCheckpointService/CopyThread"
+	GraphCheckpointService_Prune_FullMethodName               = "/savepoint.v1.GraphCheckpointService/Prune"
+	GraphCheckpointService_ListThreads_FullMethodName         = "/savepoint.v1.GraphCheckpointService/ListThreads"
+	GraphCheckpointService_BeginThreadEffect_FullMethodName   = "/savepoint.v1.GraphCheckpointService/BeginThreadEffect"
+	GraphCheckpointService_RecordThreadEffect_FullMethodName  = "/savepoint.v1.GraphCheckpointService/RecordThreadEffect"
+	GraphCheckpointService_ListThreadEffects_FullMethodName   = "/savepoint.v1.GraphCheckpointService/ListThreadEffects"
+	GraphCheckpointService_ResolveThreadEffect_FullMethodName = "/savepoint.v1.GraphCheckpointService/ResolveThreadEffect"
 )
 
 // GraphCheckpointServiceClient is the client API for GraphCheckpointService service.
@@ -111,6 +112,12 @@ type GraphCheckpointServiceClient interface {
 	// ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
 	// tool_use_id) order. It writes nothing.
 	ListThreadEffects(ctx context.Context, in *ListThreadEffectsRequest, opts ...grpc.CallOption) (*ListThreadEffectsResponse, error)
+	// ResolveThreadEffect settles a thread's tool call in doubt (its latest
+	// attempt begun without an outcome, side-effecting) with what was found:
+	// done, with its output, recorded as the attempt's outcome (a later begin
+	// returns REUSE), or not done (the next begin starts a new attempt under
+	// the same idempotency key). Threads have no epoch: it is not fenced.
+	ResolveThreadEffect(ctx context.Context, in *ResolveThreadEffectRequest, opts ...grpc.CallOption) (*ResolveThreadEffectResponse, error)
 }
 
 type graphCheckpointServiceClient struct {
@@ -285,6 +292,16 @@ func (c *graphCheckpointServiceClient) ListThreadEffects(ctx context.Context, in
 	return out, nil
 }
 
+func (c *graphCheckpointServiceClient) ResolveThreadEffect(ctx context.Context, in *ResolveThreadEffectRequest, opts ...grpc.CallOption) (*ResolveThreadEffectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveThreadEffectResponse)
+	err := c.cc.Invoke(ctx, GraphCheckpointService_ResolveThreadEffect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GraphCheckpointServiceServer is the server API for GraphCheckpointService service.
 // All implementations must embed UnimplementedGraphCheckpointServiceServer
 // for forward compatibility.
@@ -361,6 +378,12 @@ type GraphCheckpointServiceServer interface {
 	// ListThreadEffects pages through a thread's ledger in (checkpoint_ns,
 	// tool_use_id) order. It writes nothing.
 	ListThreadEffects(context.Context, *ListThreadEffectsRequest) (*ListThreadEffectsResponse, error)
+	// ResolveThreadEffect settles a thread's tool call in doubt (its latest
+	// attempt begun without an outcome, side-effecting) with what was found:
+	// done, with its output, recorded as the attempt's outcome (a later begin
+	// returns REUSE), or not done (the next begin starts a new attempt under
+	// the same idempotency key). Threads have no epoch: it is not fenced.
+	ResolveThreadEffect(context.Context, *ResolveThreadEffectRequest) (*ResolveThreadEffectResponse, error)
 	mustEmbedUnimplementedGraphCheckpointServiceServer()
 }
 
@@ -412,6 +435,9 @@ func (UnimplementedGraphCheckpointServiceServer) RecordThreadEffect(context.Cont
 }
 func (UnimplementedGraphCheckpointServiceServer) ListThreadEffects(context.Context, *ListThreadEffectsRequest) (*ListThreadEffectsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListThreadEffects not implemented")
+}
+func (UnimplementedGraphCheckpointServiceServer) ResolveThreadEffect(context.Context, *ResolveThreadEffectRequest) (*ResolveThreadEffectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveThreadEffect not implemented")
 }
 func (UnimplementedGraphCheckpointServiceServer) mustEmbedUnimplementedGraphCheckpointServiceServer() {
 }
@@ -651,6 +677,24 @@ func _GraphCheckpointService_ListThreadEffects_Handler(srv interface{}, ctx cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GraphCheckpointService_ResolveThreadEffect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveThreadEffectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GraphCheckpointServiceServer).ResolveThreadEffect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GraphCheckpointService_ResolveThreadEffect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GraphCheckpointServiceServer).ResolveThreadEffect(ctx, req.(*ResolveThreadEffectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GraphCheckpointService_ServiceDesc is the grpc.ServiceDesc for GraphCheckpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -697,6 +741,10 @@ var GraphCheckpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListThreadEffects",
 			Handler:    _GraphCheckpointService_ListThreadEffects_Handler,
+		},
+		{
+			MethodName: "ResolveThreadEffect",
+			Handler:    _GraphCheckpointService_ResolveThreadEffect_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

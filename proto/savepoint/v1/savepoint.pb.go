@@ -159,6 +159,18 @@ const (
 	// INVALID_ARGUMENT: BeginEffect's tool_use names another tool use than its
 	// tool_use_id. Nothing is written.
 	ErrorReason_ERROR_REASON_TOOL_USE_ID_MISMATCH ErrorReason = 50
+	// FAILED_PRECONDITION: ResolveEffect of a tool use that is not in doubt:
+	// not pending in the latest revision, read-only or idempotent, recorded
+	// already, or a begin-tracked call never begun (Reconcile runs it).
+	// Nothing is written.
+	ErrorReason_ERROR_REASON_CALL_NOT_IN_DOUBT ErrorReason = 60
+	// ALREADY_EXISTS: ResolveEffect of a tool use resolved already with
+	// another outcome, output or note; the first resolution stands.
+	ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT ErrorReason = 61
+	// INVALID_ARGUMENT: a ResolveEffect outcome or resolver kind that is not
+	// one of the enum's values, or output or is_error given with NOT_DONE;
+	// metadata "field" names the field.
+	ErrorReason_ERROR_REASON_INVALID_RESOLUTION ErrorReason = 62
 )
 
 // Enum value maps for ErrorReason.
@@ -211,6 +223,9 @@ var (
 		44: "ERROR_REASON_EFFECT_INPUT_MISMATCH",
 		45: "ERROR_REASON_EFFECT_NOT_BEGUN",
 		50: "ERROR_REASON_TOOL_USE_ID_MISMATCH",
+		60: "ERROR_REASON_CALL_NOT_IN_DOUBT",
+		61: "ERROR_REASON_RESOLUTION_CONFLICT",
+		62: "ERROR_REASON_INVALID_RESOLUTION",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -260,6 +275,9 @@ var (
 		"ERROR_REASON_EFFECT_INPUT_MISMATCH":      44,
 		"ERROR_REASON_EFFECT_NOT_BEGUN":           45,
 		"ERROR_REASON_TOOL_USE_ID_MISMATCH":       50,
+		"ERROR_REASON_CALL_NOT_IN_DOUBT":          60,
+		"ERROR_REASON_RESOLUTION_CONFLICT":        61,
+		"ERROR_REASON_INVALID_RESOLUTION":         62,
 	}
 )
 
@@ -405,6 +423,113 @@ func (EffectClass) EnumDescriptor() ([]byte, []int) {
 	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{2}
 }
 
+// ResolutionOutcome is what was found about a tool use in doubt.
+type ResolutionOutcome int32
+
+const (
+	// Never valid in a request.
+	ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED ResolutionOutcome = 0
+	// The call took effect; its output is recorded as the call's effect.
+	ResolutionOutcome_RESOLUTION_OUTCOME_DONE ResolutionOutcome = 1
+	// The call did not take effect; Reconcile answers RUN with the call's
+	// idempotency key, as a new attempt.
+	ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE ResolutionOutcome = 2
+)
+
+// Enum value maps for ResolutionOutcome.
+var (
+	ResolutionOutcome_name = map[int32]string{
+		0: "RESOLUTION_OUTCOME_UNSPECIFIED",
+		1: "RESOLUTION_OUTCOME_DONE",
+		2: "RESOLUTION_OUTCOME_NOT_DONE",
+	}
+	ResolutionOutcome_value = map[string]int32{
+		"RESOLUTION_OUTCOME_UNSPECIFIED": 0,
+		"RESOLUTION_OUTCOME_DONE":        1,
+		"RESOLUTION_OUTCOME_NOT_DONE":    2,
+	}
+)
+
+func (x ResolutionOutcome) Enum() *ResolutionOutcome {
+	p := new(ResolutionOutcome)
+	*p = x
+	return p
+}
+
+func (x ResolutionOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResolutionOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_savepoint_proto_enumTypes[3].Descriptor()
+}
+
+func (ResolutionOutcome) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_savepoint_proto_enumTypes[3]
+}
+
+func (x ResolutionOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResolutionOutcome.Descriptor instead.
+func (ResolutionOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{3}
+}
+
+// ResolverKind says who or what resolved a tool use in doubt.
+type ResolverKind int32
+
+const (
+	// Never valid in a request.
+	ResolverKind_RESOLVER_KIND_UNSPECIFIED ResolverKind = 0
+	// The tool's verify hook, run by the client's reconcile on resume.
+	ResolverKind_RESOLVER_KIND_VERIFY ResolverKind = 1
+	// A person, by the CLI, the inspector or the API.
+	ResolverKind_RESOLVER_KIND_PERSON ResolverKind = 2
+)
+
+// Enum value maps for ResolverKind.
+var (
+	ResolverKind_name = map[int32]string{
+		0: "RESOLVER_KIND_UNSPECIFIED",
+		1: "RESOLVER_KIND_VERIFY",
+		2: "RESOLVER_KIND_PERSON",
+	}
+	ResolverKind_value = map[string]int32{
+		"RESOLVER_KIND_UNSPECIFIED": 0,
+		"RESOLVER_KIND_VERIFY":      1,
+		"RESOLVER_KIND_PERSON":      2,
+	}
+)
+
+func (x ResolverKind) Enum() *ResolverKind {
+	p := new(ResolverKind)
+	*p = x
+	return p
+}
+
+func (x ResolverKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResolverKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_savepoint_proto_enumTypes[4].Descriptor()
+}
+
+func (ResolverKind) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_savepoint_proto_enumTypes[4]
+}
+
+func (x ResolverKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResolverKind.Descriptor instead.
+func (ResolverKind) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{4}
+}
+
 // Decision tells the client what to do with one pending tool use.
 type Decision int32
 
@@ -445,11 +570,11 @@ func (x Decision) String() string {
 }
 
 func (Decision) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[3].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[5].Descriptor()
 }
 
 func (Decision) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[3]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[5]
 }
 
 func (x Decision) Number() protoreflect.EnumNumber {
@@ -458,7 +583,7 @@ func (x Decision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Decision.Descriptor instead.
 func (Decision) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{3}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{5}
 }
 
 // WatchEventType says what one WatchSessionsResponse reports.
@@ -510,11 +635,11 @@ func (x WatchEventType) String() string {
 }
 
 func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[4].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[6].Descriptor()
 }
 
 func (WatchEventType) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[4]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[6]
 }
 
 func (x WatchEventType) Number() protoreflect.EnumNumber {
@@ -523,7 +648,7 @@ func (x WatchEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEventType.Descriptor instead.
 func (WatchEventType) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{4}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{6}
 }
 
 // Message is one entry of a session's history.
@@ -682,7 +807,10 @@ type Effect struct {
 	Late bool `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
 	// True when the tool use was refused before it ran (a permission check
 	// said no): it never ran, is_error is set and output says why.
-	Refused       bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Set when the effect was recorded by ResolveEffect (outcome DONE) rather
+	// than by RecordEffect: who or what found it, and when.
+	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -766,6 +894,108 @@ func (x *Effect) GetRefused() bool {
 	return false
 }
 
+func (x *Effect) GetResolution() *EffectResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
+// EffectResolution is the durable record that a tool use in doubt was
+// settled.
+type EffectResolution struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What was found.
+	Outcome ResolutionOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=savepoint.v1.ResolutionOutcome" json:"outcome,omitempty"`
+	// Who or what found it.
+	ResolverKind ResolverKind `protobuf:"varint,2,opt,name=resolver_kind,json=resolverKind,proto3,enum=savepoint.v1.ResolverKind" json:"resolver_kind,omitempty"`
+	// The resolver's name as given, such as a user name or "verify"; may be
+	// empty.
+	ResolvedBy string `protobuf:"bytes,3,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	// A free-text note, such as where the finding came from.
+	Note string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	// When the daemon recorded the resolution.
+	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	// For NOT_DONE: true once BeginEffect began the new attempt it allowed.
+	// If that attempt's outcome is not recorded either, the call is in doubt
+	// again and may be resolved again, the new resolution replacing this one.
+	RetryBegun    bool `protobuf:"varint,6,opt,name=retry_begun,json=retryBegun,proto3" json:"retry_begun,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EffectResolution) Reset() {
+	*x = EffectResolution{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EffectResolution) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EffectResolution) ProtoMessage() {}
+
+func (x *EffectResolution) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EffectResolution.ProtoReflect.Descriptor instead.
+func (*EffectResolution) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EffectResolution) GetOutcome() ResolutionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED
+}
+
+func (x *EffectResolution) GetResolverKind() ResolverKind {
+	if x != nil {
+		return x.ResolverKind
+	}
+	return ResolverKind_RESOLVER_KIND_UNSPECIFIED
+}
+
+func (x *EffectResolution) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *EffectResolution) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *EffectResolution) GetResolveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResolveTime
+	}
+	return nil
+}
+
+func (x *EffectResolution) GetRetryBegun() bool {
+	if x != nil {
+		return x.RetryBegun
+	}
+	return false
+}
+
 // Checkpoint is one revision of a session.
 type Checkpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -812,7 +1042,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[3]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +1054,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[3]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +1067,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{3}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Checkpoint) GetSessionId() string {
@@ -988,7 +1218,7 @@ type SaveCheckpointRequest struct {
 
 func (x *SaveCheckpointRequest) Reset() {
 	*x = SaveCheckpointRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[4]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1230,7 @@ func (x *SaveCheckpointRequest) String() string {
 func (*SaveCheckpointRequest) ProtoMessage() {}
 
 func (x *SaveCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[4]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1243,7 @@ func (x *SaveCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*SaveCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{4}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SaveCheckpointRequest) GetSessionId() string {
@@ -1114,7 +1344,7 @@ type SaveCheckpointResponse struct {
 
 func (x *SaveCheckpointResponse) Reset() {
 	*x = SaveCheckpointResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[5]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1356,7 @@ func (x *SaveCheckpointResponse) String() string {
 func (*SaveCheckpointResponse) ProtoMessage() {}
 
 func (x *SaveCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[5]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1369,7 @@ func (x *SaveCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*SaveCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{5}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SaveCheckpointResponse) GetRevision() uint64 {
@@ -1190,7 +1420,7 @@ type BeginEffectRequest struct {
 
 func (x *BeginEffectRequest) Reset() {
 	*x = BeginEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[6]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1432,7 @@ func (x *BeginEffectRequest) String() string {
 func (*BeginEffectRequest) ProtoMessage() {}
 
 func (x *BeginEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[6]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1445,7 @@ func (x *BeginEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginEffectRequest.ProtoReflect.Descriptor instead.
 func (*BeginEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{6}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BeginEffectRequest) GetSessionId() string {
@@ -1269,7 +1499,7 @@ type BeginEffectResponse struct {
 
 func (x *BeginEffectResponse) Reset() {
 	*x = BeginEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[7]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1511,7 @@ func (x *BeginEffectResponse) String() string {
 func (*BeginEffectResponse) ProtoMessage() {}
 
 func (x *BeginEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[7]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1524,7 @@ func (x *BeginEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginEffectResponse.ProtoReflect.Descriptor instead.
 func (*BeginEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{7}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BeginEffectResponse) GetIdempotencyKey() string {
@@ -1340,7 +1570,7 @@ type RecordEffectRequest struct {
 
 func (x *RecordEffectRequest) Reset() {
 	*x = RecordEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[8]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1582,7 @@ func (x *RecordEffectRequest) String() string {
 func (*RecordEffectRequest) ProtoMessage() {}
 
 func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[8]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1595,7 @@ func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectRequest.ProtoReflect.Descriptor instead.
 func (*RecordEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{8}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RecordEffectRequest) GetSessionId() string {
@@ -1422,7 +1652,7 @@ type RecordEffectResponse struct {
 
 func (x *RecordEffectResponse) Reset() {
 	*x = RecordEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1664,7 @@ func (x *RecordEffectResponse) String() string {
 func (*RecordEffectResponse) ProtoMessage() {}
 
 func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1677,7 @@ func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectResponse.ProtoReflect.Descriptor instead.
 func (*RecordEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RecordEffectResponse) GetEffect() *Effect {
@@ -1478,7 +1708,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1720,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1733,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResumeRequest) GetSessionId() string {
@@ -1534,7 +1764,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1776,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1789,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeResponse) GetCheckpoint() *Checkpoint {
@@ -1604,7 +1834,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1846,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1859,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReconcileRequest) GetSessionId() string {
@@ -1667,14 +1897,18 @@ type Resolution struct {
 	// For DECISION_IN_DOUBT: the text of the is_error tool result to append.
 	ToolResultText string `protobuf:"bytes,5,opt,name=tool_result_text,json=toolResultText,proto3" json:"tool_result_text,omitempty"`
 	// True when BeginEffect had marked the tool use as dispatched.
-	Begun         bool `protobuf:"varint,6,opt,name=begun,proto3" json:"begun,omitempty"`
+	Begun bool `protobuf:"varint,6,opt,name=begun,proto3" json:"begun,omitempty"`
+	// The ResolveEffect record that settled the call when it was in doubt:
+	// outcome NOT_DONE for DECISION_RUN, DONE for DECISION_REUSE (also in
+	// effect.resolution); unset when none was made.
+	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resolution) Reset() {
 	*x = Resolution{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1920,7 @@ func (x *Resolution) String() string {
 func (*Resolution) ProtoMessage() {}
 
 func (x *Resolution) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1933,7 @@ func (x *Resolution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resolution.ProtoReflect.Descriptor instead.
 func (*Resolution) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Resolution) GetToolUse() *ToolUse {
@@ -1744,6 +1978,13 @@ func (x *Resolution) GetBegun() bool {
 	return false
 }
 
+func (x *Resolution) GetResolution() *EffectResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
 type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The revision whose pending tool uses were reconciled.
@@ -1759,7 +2000,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +2012,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +2025,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReconcileResponse) GetRevision() uint64 {
@@ -1820,7 +2061,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2073,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2086,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1874,7 +2115,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2127,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2140,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionResponse) GetCheckpoint() *Checkpoint {
@@ -1934,7 +2175,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2187,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2200,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2006,7 +2247,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2259,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2272,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2090,7 +2331,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2343,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2356,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -2189,14 +2430,19 @@ type SessionSummary struct {
 	Status SessionStatus `protobuf:"varint,11,opt,name=status,proto3,enum=savepoint.v1.SessionStatus" json:"status,omitempty"`
 	// When the session was created (by its first save or a fork); a session
 	// re-created after DeleteSession has its new creation time.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The tool uses in doubt that ResolveEffect settled in this session with
+	// resolver kind VERIFY, since it was created.
+	ResolvedByVerifyCount uint32 `protobuf:"varint,30,opt,name=resolved_by_verify_count,json=resolvedByVerifyCount,proto3" json:"resolved_by_verify_count,omitempty"`
+	// The same, with resolver kind PERSON.
+	ResolvedByPersonCount uint32 `protobuf:"varint,31,opt,name=resolved_by_person_count,json=resolvedByPersonCount,proto3" json:"resolved_by_person_count,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2454,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2467,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionSummary) GetSessionId() string {
@@ -2308,6 +2554,20 @@ func (x *SessionSummary) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SessionSummary) GetResolvedByVerifyCount() uint32 {
+	if x != nil {
+		return x.ResolvedByVerifyCount
+	}
+	return 0
+}
+
+func (x *SessionSummary) GetResolvedByPersonCount() uint32 {
+	if x != nil {
+		return x.ResolvedByPersonCount
+	}
+	return 0
+}
+
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The sessions of this page, in the order asked for.
@@ -2320,7 +2580,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2592,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2605,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2382,7 +2642,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2654,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2667,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchSessionsRequest) GetLabelFilter() map[string]string {
@@ -2461,7 +2721,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2733,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2746,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchSessionsResponse) GetType() WatchEventType {
@@ -2529,7 +2789,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2801,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2814,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2582,7 +2842,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2854,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2867,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteSessionResponse) GetTombstoneEpoch() uint64 {
@@ -2625,7 +2885,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2897,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2910,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
 }
 
 // DamagedSession is a session Verify found damaged.
@@ -2666,7 +2926,7 @@ type DamagedSession struct {
 
 func (x *DamagedSession) Reset() {
 	*x = DamagedSession{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2938,7 @@ func (x *DamagedSession) String() string {
 func (*DamagedSession) ProtoMessage() {}
 
 func (x *DamagedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2951,7 @@ func (x *DamagedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedSession.ProtoReflect.Descriptor instead.
 func (*DamagedSession) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DamagedSession) GetSessionId() string {
@@ -2722,7 +2982,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2994,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +3007,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VerifyResponse) GetCheckedSessions() uint64 {
@@ -2779,7 +3039,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3051,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3064,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
 }
 
 type GetServerInfoResponse struct {
@@ -2854,7 +3114,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3126,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3139,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -3014,7 +3274,7 @@ type CompleteSessionRequest struct {
 
 func (x *CompleteSessionRequest) Reset() {
 	*x = CompleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3286,7 @@ func (x *CompleteSessionRequest) String() string {
 func (*CompleteSessionRequest) ProtoMessage() {}
 
 func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3299,7 @@ func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompleteSessionRequest) GetSessionId() string {
@@ -3093,7 +3353,7 @@ type CompleteSessionResponse struct {
 
 func (x *CompleteSessionResponse) Reset() {
 	*x = CompleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3365,7 @@ func (x *CompleteSessionResponse) String() string {
 func (*CompleteSessionResponse) ProtoMessage() {}
 
 func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3378,7 @@ func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompleteSessionResponse) GetRevision() uint64 {
@@ -3165,7 +3425,7 @@ type ListEffectsRequest struct {
 
 func (x *ListEffectsRequest) Reset() {
 	*x = ListEffectsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3437,7 @@ func (x *ListEffectsRequest) String() string {
 func (*ListEffectsRequest) ProtoMessage() {}
 
 func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3450,7 @@ func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsRequest.ProtoReflect.Descriptor instead.
 func (*ListEffectsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListEffectsRequest) GetSessionId() string {
@@ -3239,14 +3499,16 @@ type LedgerEntry struct {
 	Effect *Effect `protobuf:"bytes,9,opt,name=effect,proto3" json:"effect,omitempty"`
 	// True when BeginEffect with tool_use entered the tool use in the ledger,
 	// rather than a save making it pending.
-	Registered    bool `protobuf:"varint,20,opt,name=registered,proto3" json:"registered,omitempty"`
+	Registered bool `protobuf:"varint,20,opt,name=registered,proto3" json:"registered,omitempty"`
+	// How the call was settled when it was in doubt; unset when it never was.
+	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3520,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3533,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LedgerEntry) GetToolUseId() string {
@@ -3344,6 +3606,13 @@ func (x *LedgerEntry) GetRegistered() bool {
 	return false
 }
 
+func (x *LedgerEntry) GetResolution() *EffectResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
 type ListEffectsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entries of this page, in tool_use_id order.
@@ -3356,7 +3625,7 @@ type ListEffectsResponse struct {
 
 func (x *ListEffectsResponse) Reset() {
 	*x = ListEffectsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +3637,7 @@ func (x *ListEffectsResponse) String() string {
 func (*ListEffectsResponse) ProtoMessage() {}
 
 func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +3650,7 @@ func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsResponse.ProtoReflect.Descriptor instead.
 func (*ListEffectsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListEffectsResponse) GetEntries() []*LedgerEntry {
@@ -3416,7 +3685,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3697,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3710,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ForkSessionRequest) GetSourceSessionId() string {
@@ -3497,7 +3766,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3778,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3791,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForkSessionResponse) GetRevision() uint64 {
@@ -3584,7 +3853,7 @@ type RewindSessionRequest struct {
 
 func (x *RewindSessionRequest) Reset() {
 	*x = RewindSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +3865,7 @@ func (x *RewindSessionRequest) String() string {
 func (*RewindSessionRequest) ProtoMessage() {}
 
 func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +3878,7 @@ func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
 func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RewindSessionRequest) GetSessionId() string {
@@ -3661,7 +3930,7 @@ type RewindSessionResponse struct {
 
 func (x *RewindSessionResponse) Reset() {
 	*x = RewindSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3942,7 @@ func (x *RewindSessionResponse) String() string {
 func (*RewindSessionResponse) ProtoMessage() {}
 
 func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3955,7 @@ func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
 func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RewindSessionResponse) GetRevision() uint64 {
@@ -3745,7 +4014,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +4026,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +4039,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BackupRequest) GetSinceVersion() uint64 {
@@ -3805,7 +4074,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +4086,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +4099,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3854,6 +4123,195 @@ func (x *BackupResponse) GetEncrypted() bool {
 	return false
 }
 
+type ResolveEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// A tool use in doubt: pending in the latest revision, side-effecting,
+	// with no recorded effect, and begun or not begin-tracked.
+	ToolUseId string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The caller's epoch, fenced like a save; unset for a person, who is not
+	// fenced.
+	Epoch *uint64 `protobuf:"varint,3,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
+	// What was found. Required.
+	Outcome ResolutionOutcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=savepoint.v1.ResolutionOutcome" json:"outcome,omitempty"`
+	// For DONE: what the tool returned, or its error text, recorded as the
+	// call's effect; at most the daemon's largest message
+	// (GetServerInfoResponse.max_message_bytes), as a recorded output. Empty
+	// for NOT_DONE.
+	Output string `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	// For DONE: true when the call took effect and failed. False for
+	// NOT_DONE.
+	IsError bool `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// A note for the record, such as where the finding came from; at most
+	// 4096 bytes.
+	Note string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	// Who or what resolved the call. Required.
+	ResolverKind ResolverKind `protobuf:"varint,8,opt,name=resolver_kind,json=resolverKind,proto3,enum=savepoint.v1.ResolverKind" json:"resolver_kind,omitempty"`
+	// The resolver's name, such as a user name; at most 256 bytes.
+	ResolvedBy string `protobuf:"bytes,9,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original response; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveEffectRequest) Reset() {
+	*x = ResolveEffectRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveEffectRequest) ProtoMessage() {}
+
+func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveEffectRequest.ProtoReflect.Descriptor instead.
+func (*ResolveEffectRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ResolveEffectRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ResolveEffectRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ResolveEffectRequest) GetEpoch() uint64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
+}
+
+func (x *ResolveEffectRequest) GetOutcome() ResolutionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ResolutionOutcome_RESOLUTION_OUTCOME_UNSPECIFIED
+}
+
+func (x *ResolveEffectRequest) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *ResolveEffectRequest) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *ResolveEffectRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ResolveEffectRequest) GetResolverKind() ResolverKind {
+	if x != nil {
+		return x.ResolverKind
+	}
+	return ResolverKind_RESOLVER_KIND_UNSPECIFIED
+}
+
+func (x *ResolveEffectRequest) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *ResolveEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ResolveEffectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's ledger entry after the resolution.
+	Entry *LedgerEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// True when this exact resolution had been made before (by another
+	// request).
+	AlreadyResolved bool `protobuf:"varint,2,opt,name=already_resolved,json=alreadyResolved,proto3" json:"already_resolved,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ResolveEffectResponse) Reset() {
+	*x = ResolveEffectResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveEffectResponse) ProtoMessage() {}
+
+func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveEffectResponse.ProtoReflect.Descriptor instead.
+func (*ResolveEffectResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ResolveEffectResponse) GetEntry() *LedgerEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *ResolveEffectResponse) GetAlreadyResolved() bool {
+	if x != nil {
+		return x.AlreadyResolved
+	}
+	return false
+}
+
 var File_savepoint_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_savepoint_proto_rawDesc = "" +
@@ -3868,7 +4326,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12<\n" +
 	"\feffect_class\x18\x04 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
-	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\xda\x01\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\x9a\x02\n" +
 	"\x06Effect\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -3877,7 +4335,19 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vrecord_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12\x12\n" +
 	"\x04late\x18\x06 \x01(\bR\x04late\x12\x18\n" +
-	"\arefused\x18\x14 \x01(\bR\arefused\"\xe8\x05\n" +
+	"\arefused\x18\x14 \x01(\bR\arefused\x12>\n" +
+	"\n" +
+	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
+	"resolution\"\xa3\x02\n" +
+	"\x10EffectResolution\x129\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1f.savepoint.v1.ResolutionOutcomeR\aoutcome\x12?\n" +
+	"\rresolver_kind\x18\x02 \x01(\x0e2\x1a.savepoint.v1.ResolverKindR\fresolverKind\x12\x1f\n" +
+	"\vresolved_by\x18\x03 \x01(\tR\n" +
+	"resolvedBy\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x12=\n" +
+	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12\x1f\n" +
+	"\vretry_begun\x18\x06 \x01(\bR\n" +
+	"retryBegun\"\xe8\x05\n" +
 	"\n" +
 	"Checkpoint\x12\x1d\n" +
 	"\n" +
@@ -3969,7 +4439,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12 \n" +
 	"\ftool_use_ids\x18\x14 \x03(\tR\n" +
-	"toolUseIds\"\x89\x02\n" +
+	"toolUseIds\"\xc9\x02\n" +
 	"\n" +
 	"Resolution\x120\n" +
 	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
@@ -3977,7 +4447,10 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06effect\x18\x03 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12(\n" +
 	"\x10tool_result_text\x18\x05 \x01(\tR\x0etoolResultText\x12\x14\n" +
-	"\x05begun\x18\x06 \x01(\bR\x05begun\"\x93\x01\n" +
+	"\x05begun\x18\x06 \x01(\bR\x05begun\x12>\n" +
+	"\n" +
+	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
+	"resolution\"\x93\x01\n" +
 	"\x11ReconcileResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12:\n" +
 	"\vresolutions\x18\x02 \x03(\v2\x18.savepoint.v1.ResolutionR\vresolutions\x12&\n" +
@@ -4016,7 +4489,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\border_by\x18\a \x01(\tR\aorderBy\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x05\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -4033,7 +4506,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	" \x01(\rR\x13inDoubtToolUseCount\x123\n" +
 	"\x06status\x18\v \x01(\x0e2\x1b.savepoint.v1.SessionStatusR\x06status\x12;\n" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x1a9\n" +
+	"createTime\x127\n" +
+	"\x18resolved_by_verify_count\x18\x1e \x01(\rR\x15resolvedByVerifyCount\x127\n" +
+	"\x18resolved_by_person_count\x18\x1f \x01(\rR\x15resolvedByPersonCount\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
@@ -4111,7 +4586,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xa0\x03\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xe0\x03\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -4125,7 +4600,10 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06effect\x18\t \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12\x1e\n" +
 	"\n" +
 	"registered\x18\x14 \x01(\bR\n" +
-	"registered\"r\n" +
+	"registered\x12>\n" +
+	"\n" +
+	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
+	"resolution\"r\n" +
 	"\x13ListEffectsResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.savepoint.v1.LedgerEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x01\n" +
@@ -4162,7 +4640,26 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
 	"\x12next_since_version\x18\x02 \x01(\x04R\x10nextSinceVersion\x12\x1c\n" +
-	"\tencrypted\x18\x03 \x01(\bR\tencrypted*\xfe\f\n" +
+	"\tencrypted\x18\x03 \x01(\bR\tencrypted\"\xfd\x02\n" +
+	"\x14ResolveEffectRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
+	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x19\n" +
+	"\x05epoch\x18\x03 \x01(\x04H\x00R\x05epoch\x88\x01\x01\x129\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x1f.savepoint.v1.ResolutionOutcomeR\aoutcome\x12\x16\n" +
+	"\x06output\x18\x05 \x01(\tR\x06output\x12\x19\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\x12?\n" +
+	"\rresolver_kind\x18\b \x01(\x0e2\x1a.savepoint.v1.ResolverKindR\fresolverKind\x12\x1f\n" +
+	"\vresolved_by\x18\t \x01(\tR\n" +
+	"resolvedBy\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\n" +
+	" \x01(\tR\trequestIdB\b\n" +
+	"\x06_epoch\"s\n" +
+	"\x15ResolveEffectResponse\x12/\n" +
+	"\x05entry\x18\x01 \x01(\v2\x19.savepoint.v1.LedgerEntryR\x05entry\x12)\n" +
+	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*\xed\r\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4211,7 +4708,10 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1dERROR_REASON_INVALID_ORDER_BY\x10+\x12&\n" +
 	"\"ERROR_REASON_EFFECT_INPUT_MISMATCH\x10,\x12!\n" +
 	"\x1dERROR_REASON_EFFECT_NOT_BEGUN\x10-\x12%\n" +
-	"!ERROR_REASON_TOOL_USE_ID_MISMATCH\x102*\x83\x01\n" +
+	"!ERROR_REASON_TOOL_USE_ID_MISMATCH\x102\x12\"\n" +
+	"\x1eERROR_REASON_CALL_NOT_IN_DOUBT\x10<\x12$\n" +
+	" ERROR_REASON_RESOLUTION_CONFLICT\x10=\x12#\n" +
+	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATUS_ACTIVE\x10\x01\x12\x1c\n" +
@@ -4221,7 +4721,15 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x18EFFECT_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_CLASS_READ_ONLY\x10\x01\x12\x1b\n" +
 	"\x17EFFECT_CLASS_IDEMPOTENT\x10\x02\x12\x1c\n" +
-	"\x18EFFECT_CLASS_SIDE_EFFECT\x10\x03*a\n" +
+	"\x18EFFECT_CLASS_SIDE_EFFECT\x10\x03*u\n" +
+	"\x11ResolutionOutcome\x12\"\n" +
+	"\x1eRESOLUTION_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17RESOLUTION_OUTCOME_DONE\x10\x01\x12\x1f\n" +
+	"\x1bRESOLUTION_OUTCOME_NOT_DONE\x10\x02*a\n" +
+	"\fResolverKind\x12\x1d\n" +
+	"\x19RESOLVER_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RESOLVER_KIND_VERIFY\x10\x01\x12\x18\n" +
+	"\x14RESOLVER_KIND_PERSON\x10\x02*a\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
@@ -4232,7 +4740,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x01\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_REMOVED\x10\x02\x12\x1e\n" +
 	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\x8f\f\n" +
+	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\xf2\f\n" +
 	"\x10SavepointService\x12d\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12W\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\"\x03\x90\x02\x02\x12Z\n" +
@@ -4251,7 +4759,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vForkSession\x12 .savepoint.v1.ForkSessionRequest\x1a!.savepoint.v1.ForkSessionResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12a\n" +
 	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12J\n" +
 	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse\"\x03\x90\x02\x000\x01\x12_\n" +
-	"\rWatchSessions\x12\".savepoint.v1.WatchSessionsRequest\x1a#.savepoint.v1.WatchSessionsResponse\"\x03\x90\x02\x000\x01BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\rWatchSessions\x12\".savepoint.v1.WatchSessionsRequest\x1a#.savepoint.v1.WatchSessionsResponse\"\x03\x90\x02\x000\x01\x12a\n" +
+	"\rResolveEffect\x12\".savepoint.v1.ResolveEffectRequest\x1a#.savepoint.v1.ResolveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -4265,154 +4774,170 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_savepoint_v1_savepoint_proto_rawDescData
 }
 
-var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
 	(EffectClass)(0),                // 2: savepoint.v1.EffectClass
-	(Decision)(0),                   // 3: savepoint.v1.Decision
-	(WatchEventType)(0),             // 4: savepoint.v1.WatchEventType
-	(*Message)(nil),                 // 5: savepoint.v1.Message
-	(*ToolUse)(nil),                 // 6: savepoint.v1.ToolUse
-	(*Effect)(nil),                  // 7: savepoint.v1.Effect
-	(*Checkpoint)(nil),              // 8: savepoint.v1.Checkpoint
-	(*SaveCheckpointRequest)(nil),   // 9: savepoint.v1.SaveCheckpointRequest
-	(*SaveCheckpointResponse)(nil),  // 10: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectRequest)(nil),      // 11: savepoint.v1.BeginEffectRequest
-	(*BeginEffectResponse)(nil),     // 12: savepoint.v1.BeginEffectResponse
-	(*RecordEffectRequest)(nil),     // 13: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),    // 14: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),           // 15: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),          // 16: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),        // 17: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),              // 18: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),       // 19: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),       // 20: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 21: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),     // 22: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),    // 23: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),     // 24: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),          // 25: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),    // 26: savepoint.v1.ListSessionsResponse
-	(*WatchSessionsRequest)(nil),    // 27: savepoint.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),   // 28: savepoint.v1.WatchSessionsResponse
-	(*DeleteSessionRequest)(nil),    // 29: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 30: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),           // 31: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),          // 32: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),          // 33: savepoint.v1.VerifyResponse
-	(*GetServerInfoRequest)(nil),    // 34: savepoint.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 35: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionRequest)(nil),  // 36: savepoint.v1.CompleteSessionRequest
-	(*CompleteSessionResponse)(nil), // 37: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsRequest)(nil),      // 38: savepoint.v1.ListEffectsRequest
-	(*LedgerEntry)(nil),             // 39: savepoint.v1.LedgerEntry
-	(*ListEffectsResponse)(nil),     // 40: savepoint.v1.ListEffectsResponse
-	(*ForkSessionRequest)(nil),      // 41: savepoint.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),     // 42: savepoint.v1.ForkSessionResponse
-	(*RewindSessionRequest)(nil),    // 43: savepoint.v1.RewindSessionRequest
-	(*RewindSessionResponse)(nil),   // 44: savepoint.v1.RewindSessionResponse
-	(*BackupRequest)(nil),           // 45: savepoint.v1.BackupRequest
-	(*BackupResponse)(nil),          // 46: savepoint.v1.BackupResponse
-	nil,                             // 47: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 48: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 49: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 50: savepoint.v1.SessionSummary.LabelsEntry
-	nil,                             // 51: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	(*timestamppb.Timestamp)(nil),   // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 53: google.protobuf.Duration
+	(ResolutionOutcome)(0),          // 3: savepoint.v1.ResolutionOutcome
+	(ResolverKind)(0),               // 4: savepoint.v1.ResolverKind
+	(Decision)(0),                   // 5: savepoint.v1.Decision
+	(WatchEventType)(0),             // 6: savepoint.v1.WatchEventType
+	(*Message)(nil),                 // 7: savepoint.v1.Message
+	(*ToolUse)(nil),                 // 8: savepoint.v1.ToolUse
+	(*Effect)(nil),                  // 9: savepoint.v1.Effect
+	(*EffectResolution)(nil),        // 10: savepoint.v1.EffectResolution
+	(*Checkpoint)(nil),              // 11: savepoint.v1.Checkpoint
+	(*SaveCheckpointRequest)(nil),   // 12: savepoint.v1.SaveCheckpointRequest
+	(*SaveCheckpointResponse)(nil),  // 13: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectRequest)(nil),      // 14: savepoint.v1.BeginEffectRequest
+	(*BeginEffectResponse)(nil),     // 15: savepoint.v1.BeginEffectResponse
+	(*RecordEffectRequest)(nil),     // 16: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),    // 17: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),           // 18: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 19: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),        // 20: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),              // 21: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),       // 22: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),       // 23: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 24: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),     // 25: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),    // 26: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),     // 27: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),          // 28: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),    // 29: savepoint.v1.ListSessionsResponse
+	(*WatchSessionsRequest)(nil),    // 30: savepoint.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),   // 31: savepoint.v1.WatchSessionsResponse
+	(*DeleteSessionRequest)(nil),    // 32: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 33: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),           // 34: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),          // 35: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),          // 36: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),    // 37: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 38: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionRequest)(nil),  // 39: savepoint.v1.CompleteSessionRequest
+	(*CompleteSessionResponse)(nil), // 40: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsRequest)(nil),      // 41: savepoint.v1.ListEffectsRequest
+	(*LedgerEntry)(nil),             // 42: savepoint.v1.LedgerEntry
+	(*ListEffectsResponse)(nil),     // 43: savepoint.v1.ListEffectsResponse
+	(*ForkSessionRequest)(nil),      // 44: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 45: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 46: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 47: savepoint.v1.RewindSessionResponse
+	(*BackupRequest)(nil),           // 48: savepoint.v1.BackupRequest
+	(*BackupResponse)(nil),          // 49: savepoint.v1.BackupResponse
+	(*ResolveEffectRequest)(nil),    // 50: savepoint.v1.ResolveEffectRequest
+	(*ResolveEffectResponse)(nil),   // 51: savepoint.v1.ResolveEffectResponse
+	nil,                             // 52: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 53: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 54: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 55: savepoint.v1.SessionSummary.LabelsEntry
+	nil,                             // 56: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	(*timestamppb.Timestamp)(nil),   // 57: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 58: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	52, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	5,  // 2: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
-	6,  // 3: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	47, // 4: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	52, // 5: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
-	1,  // 6: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	52, // 7: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
-	52, // 8: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	5,  // 9: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
-	6,  // 10: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	48, // 11: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	6,  // 12: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
-	7,  // 13: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
-	7,  // 14: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	8,  // 15: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	6,  // 16: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	3,  // 17: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	7,  // 18: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	18, // 19: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	8,  // 20: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	5,  // 21: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	49, // 22: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 23: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	53, // 24: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	50, // 25: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	52, // 26: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 27: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	52, // 28: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	25, // 29: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	51, // 30: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 31: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	53, // 32: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	53, // 33: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	4,  // 34: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	25, // 35: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	52, // 36: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	32, // 37: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	52, // 38: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	53, // 39: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 40: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 41: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 42: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	52, // 43: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	7,  // 44: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	39, // 45: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	39, // 46: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 47: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 48: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	39, // 49: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	9,  // 50: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	11, // 51: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	13, // 52: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	15, // 53: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	17, // 54: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	20, // 55: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	22, // 56: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	24, // 57: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	29, // 58: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	31, // 59: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	34, // 60: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	36, // 61: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	38, // 62: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	41, // 63: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	43, // 64: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	45, // 65: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	27, // 66: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	10, // 67: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	12, // 68: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	14, // 69: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	16, // 70: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	19, // 71: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	21, // 72: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	23, // 73: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	26, // 74: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	30, // 75: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	33, // 76: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	35, // 77: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	37, // 78: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	40, // 79: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	42, // 80: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	44, // 81: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	46, // 82: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	28, // 83: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	67, // [67:84] is the sub-list for method output_type
-	50, // [50:67] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	57, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	10, // 2: savepoint.v1.Effect.resolution:type_name -> savepoint.v1.EffectResolution
+	3,  // 3: savepoint.v1.EffectResolution.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 4: savepoint.v1.EffectResolution.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	57, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
+	7,  // 6: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
+	8,  // 7: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	52, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	57, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	1,  // 10: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
+	57, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	57, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	7,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
+	8,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	53, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	8,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
+	9,  // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
+	9,  // 18: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	11, // 19: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	8,  // 20: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	5,  // 21: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	9,  // 22: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	10, // 23: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
+	21, // 24: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	11, // 25: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	7,  // 26: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	54, // 27: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 28: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	58, // 29: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	55, // 30: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	57, // 31: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 32: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	57, // 33: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	28, // 34: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	56, // 35: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 36: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	58, // 37: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	58, // 38: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	6,  // 39: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	28, // 40: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	57, // 41: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	35, // 42: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	57, // 43: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	58, // 44: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 45: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 46: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 47: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	57, // 48: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	9,  // 49: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	10, // 50: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
+	42, // 51: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	42, // 52: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	42, // 53: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	42, // 54: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	42, // 55: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 56: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 57: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	42, // 58: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	12, // 59: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	14, // 60: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	16, // 61: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	18, // 62: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	20, // 63: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	23, // 64: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	25, // 65: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	27, // 66: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	32, // 67: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	34, // 68: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	37, // 69: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	39, // 70: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	41, // 71: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	44, // 72: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	46, // 73: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	48, // 74: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	30, // 75: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	50, // 76: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	13, // 77: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	15, // 78: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	17, // 79: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	19, // 80: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	22, // 81: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	24, // 82: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	26, // 83: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	29, // 84: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	33, // 85: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	36, // 86: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	38, // 87: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	40, // 88: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	43, // 89: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	45, // 90: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	47, // 91: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	49, // 92: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	31, // 93: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	51, // 94: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	77, // [77:95] is the sub-list for method output_type
+	59, // [59:77] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -4421,16 +4946,17 @@ func file_savepoint_v1_savepoint_proto_init() {
 		return
 	}
 	file_savepoint_v1_options_proto_init()
-	file_savepoint_v1_savepoint_proto_msgTypes[4].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[15].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[30].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[5].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[16].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[31].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   47,
+			NumEnums:      7,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	SavepointService_RewindSession_FullMethodName   = "/savepoint.v1.SavepointService/RewindSession"
 	SavepointService_Backup_FullMethodName          = "/savepoint.v1.SavepointService/Backup"
 	SavepointService_WatchSessions_FullMethodName   = "/savepoint.v1.SavepointService/WatchSessions"
+	SavepointService_ResolveEffect_FullMethodName   = "/savepoint.v1.SavepointService/ResolveEffect"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -86,8 +87,8 @@ type SavepointServiceClient interface {
 	// reopen set.
 	CompleteSession(ctx context.Context, in *CompleteSessionRequest, opts ...grpc.CallOption) (*CompleteSessionResponse, error)
 	// ListEffects pages through a session's ledger: every tool use that was
-	// begun or has a recorded effect, late records included. It writes
-	// nothing.
+	// begun, has a recorded effect or was resolved, late records included. It
+	// writes nothing.
 	ListEffects(ctx context.Context, in *ListEffectsRequest, opts ...grpc.CallOption) (*ListEffectsResponse, error)
 	// ForkSession makes a new session whose history is a kept revision of
 	// another, with the ledger entries of the calls in that history, and
@@ -106,6 +107,13 @@ type SavepointServiceClient interface {
 	// changes once the change is durable, and a heartbeat while nothing does.
 	// It writes nothing; docs/api.md says what each event means.
 	WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionsResponse], error)
+	// ResolveEffect settles a tool use in doubt with what was found: done,
+	// with its output, which becomes the call's recorded effect, or not done,
+	// after which Reconcile answers RUN with the call's idempotency key. It is
+	// fenced by epoch when one is given (the session's owner, such as a verify
+	// hook) and not otherwise (a person: a finding is a fact, as with
+	// RecordEffect).
+	ResolveEffect(ctx context.Context, in *ResolveEffectRequest, opts ...grpc.CallOption) (*ResolveEffectResponse, error)
 }
 
 type savepointServiceClient struct {
@@ -304,6 +312,16 @@ func (c *savepointServiceClient) WatchSessions(ctx context.Context, in *WatchSes
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SavepointService_WatchSessionsClient = grpc.ServerStreamingClient[WatchSessionsResponse]
 
+func (c *savepointServiceClient) ResolveEffect(ctx context.Context, in *ResolveEffectRequest, opts ...grpc.CallOption) (*ResolveEffectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveEffectResponse)
+	err := c.cc.Invoke(ctx, SavepointService_ResolveEffect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -352,8 +370,8 @@ type SavepointServiceServer interface {
 	// reopen set.
 	CompleteSession(context.Context, *CompleteSessionRequest) (*CompleteSessionResponse, error)
 	// ListEffects pages through a session's ledger: every tool use that was
-	// begun or has a recorded effect, late records included. It writes
-	// nothing.
+	// begun, has a recorded effect or was resolved, late records included. It
+	// writes nothing.
 	ListEffects(context.Context, *ListEffectsRequest) (*ListEffectsResponse, error)
 	// ForkSession makes a new session whose history is a kept revision of
 	// another, with the ledger entries of the calls in that history, and
@@ -372,6 +390,13 @@ type SavepointServiceServer interface {
 	// changes once the change is durable, and a heartbeat while nothing does.
 	// It writes nothing; docs/api.md says what each event means.
 	WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error
+	// ResolveEffect settles a tool use in doubt with what was found: done,
+	// with its output, which becomes the call's recorded effect, or not done,
+	// after which Reconcile answers RUN with the call's idempotency key. It is
+	// fenced by epoch when one is given (the session's owner, such as a verify
+	// hook) and not otherwise (a person: a finding is a fact, as with
+	// RecordEffect).
+	ResolveEffect(context.Context, *ResolveEffectRequest) (*ResolveEffectResponse, error)
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -432,6 +457,9 @@ func (UnimplementedSavepointServiceServer) Backup(*BackupRequest, grpc.ServerStr
 }
 func (UnimplementedSavepointServiceServer) WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchSessions not implemented")
+}
+func (UnimplementedSavepointServiceServer) ResolveEffect(context.Context, *ResolveEffectRequest) (*ResolveEffectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveEffect not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -746,6 +774,24 @@ func _SavepointService_WatchSessions_Handler(srv interface{}, stream grpc.Server
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SavepointService_WatchSessionsServer = grpc.ServerStreamingServer[WatchSessionsResponse]
 
+func _SavepointService_ResolveEffect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveEffectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).ResolveEffect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_ResolveEffect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).ResolveEffect(ctx, req.(*ResolveEffectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -812,6 +858,10 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RewindSession",
 			Handler:    _SavepointService_RewindSession_Handler,
+		},
+		{
+			MethodName: "ResolveEffect",
+			Handler:    _SavepointService_ResolveEffect_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -89,3 +89,56 @@ test("durableToolRunner refuses runToolsEagerly and stream", async () => {
   assert.throws(() => durableToolRunner(client, "s", { ...base, runToolsEagerly: true }), /runToolsEagerly is refused/);
   assert.throws(() => durableToolRunner(client, "s", { ...base, stream: true }), /stream is refused/);
 });
+
+/** A stand-in for the SDK client: hands out replies in order and keeps each create's parameters. */
+function scripted(...replies: Record<string, unknown>[]) {
+  const calls: Record<string, unknown>[] = [];
+  const messages = {
+    create: async (p: Record<string, unknown>) => {
+      calls.push(structuredClone(p));
+      const r = replies.shift();
+      if (!r) throw new Error("no more replies");
+      return { id: "m", type: "message", role: "assistant", model: "x", stop_sequence: null, usage: { input_tokens: 1, output_tokens: 2 }, ...r };
+    },
+  };
+  return { calls, client: { messages, beta: { messages } } as never };
+}
+
+test("DurableAgent: parameters pass through; pause_turn is sent back, max_tokens saves nothing", async () => {
+  const { DurableAgent, StopReasonError, MaxTurnsError } = await import("../index.js");
+  const pause = { content: [{ type: "server_tool_use", id: "srvtoolu_1", name: "web_search", input: { query: "q" } }], stop_reason: "pause_turn" };
+  const { calls, client } = scripted(pause, { content: [{ type: "text", text: "The rep" }], stop_reason: "max_tokens" }, { content: [{ type: "text", text: "done" }], stop_reason: "end_turn" });
+  const sp = await dial(d.addr);
+  try {
+    const agent = new DurableAgent(client, "ts-params", { savepoint: sp });
+    const params = { model: "m", max_tokens: 5, system: "be brief", tool_choice: { type: "auto" }, metadata: { user_id: "u" }, thinking: { type: "enabled", budget_tokens: 1024 }, betas: ["b1"] };
+    await assert.rejects(agent.run("go", params), (e: unknown) => e instanceof StopReasonError && e.stopReason === "max_tokens");
+    assert.deepEqual(calls[1]!.messages as unknown[], [{ role: "user", content: "go" }, { role: "assistant", content: pause.content }]);
+    assert.equal(await agent.run("go", params), "done");
+    for (const c of calls) for (const [k, v] of Object.entries(params)) assert.deepEqual(c[k], v, k);
+    assert.equal(agent.usage.input_tokens, 3);
+    await assert.rejects(agent.run("go", { ...params, messages: [] } as never), /takes no messages/);
+
+    const loop = (id: string) => ({ content: [{ type: "tool_use", id, name: "again", input: {} }], stop_reason: "tool_use" });
+    const two = scripted(loop("toolu_x"), loop("toolu_y"));
+    const bounded = new DurableAgent(two.client, "ts-max-turns", { savepoint: sp, maxTurns: 2, tools: [{ name: "again", input_schema: { type: "object" }, run: () => "ok" } as never] });
+    await assert.rejects(bounded.run("go", { model: "m", max_tokens: 5 }), MaxTurnsError);
+    const s = await sp.resume("ts-max-turns");
+    assert.equal(s.status, SessionStatus.SESSION_STATUS_ACTIVE);
+    assert.equal(s.turn, 2);
+  } finally {
+    sp.close();
+  }
+});
+
+test("DurableAgent: effect classes from durable(), trusted MCP annotations, else SIDE_EFFECT", async () => {
+  const { durable, effectOf } = await import("../index.js");
+  const { EffectClass } = await import("@savepoint-dev/client");
+  const plain = { name: "p", input_schema: { type: "object" }, run: () => "" } as never;
+  const mcp = { name: "m", input_schema: { type: "object" }, run: () => "", annotations: { readOnlyHint: true } } as never;
+  assert.equal(effectOf(plain), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
+  assert.equal(effectOf(durable({ ...(plain as object) } as never, { effect: "idempotent" })), EffectClass.EFFECT_CLASS_IDEMPOTENT);
+  assert.equal(effectOf(mcp), EffectClass.EFFECT_CLASS_SIDE_EFFECT);
+  assert.equal(effectOf(mcp, true), EffectClass.EFFECT_CLASS_READ_ONLY);
+  assert.throws(() => durable({ ...(plain as object) } as never, { effect: "sometimes" as never }), /effect must be one of/);
+});

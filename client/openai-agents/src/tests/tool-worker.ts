@@ -30,6 +30,12 @@ const killAt = (stage: string) => {
   if (stage === crash && ++reached === Number(process.env.CRASH_NTH || "1")) process.kill(process.pid, "SIGKILL");
 };
 
+/** What the tool returns with BLOCKS=1: text and an image, the SDK's structured tool output. */
+const BLOCKS = [
+  { type: "text", text: "invoice sent" },
+  { type: "image", image: "data:image/png;base64,iVBORw0KGgo=" },
+];
+
 const send = process.env.NO_TOOL === "1" ? undefined : durableTool({
   name: "send",
   description: "Send an invoice.",
@@ -38,6 +44,7 @@ const send = process.env.NO_TOOL === "1" ? undefined : durableTool({
   execute: async ({ customer, amount }) => {
     appendFileSync(log, `${customer} ${amount} key=${idempotencyKey()}\n`);
     killAt("tool");
+    if (process.env.BLOCKS === "1") return BLOCKS as never;
     return `invoice for ${amount} sent to ${customer}`;
   },
 });

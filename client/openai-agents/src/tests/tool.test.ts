@@ -353,3 +353,32 @@ test("killed inside the second of two parallel side-effecting calls, a resume an
   assert.match(outputOf(out.items, callOf(firstRan)) ?? "", /^(invoice for \d+ sent to \w+|The outcome of this send call .* is unknown: .*)$/);
   assert.match(outputOf(out.items, callOf(secondRan)) ?? "", new RegExp(`^The outcome of this send call \\(tool_use_id ${callOf(secondRan)}\\) is unknown: `));
 });
+
+test("structured output (text and an image) reaches the model as such, is recorded as JSON, and a resume answers with the same", async () => {
+  const blocks = [
+    { type: "text", text: "invoice sent" },
+    { type: "image", image: "data:image/png;base64,iVBORw0KGgo=" },
+  ];
+  const want = [
+    { type: "input_text", text: "invoice sent" },
+    { type: "input_image", image: "data:image/png;base64,iVBORw0KGgo=" },
+  ];
+  const s = new SavepointSession("blocks", { address: d.addr });
+  const t = invoice(() => blocks as never);
+  await run(new Agent({ name: "a", model: callThenAnswer("b1"), tools: [t] }), "Invoice acme.", { session: s });
+  const items = (await s.getItems()) as { type?: string; callId?: string; output?: unknown }[];
+  assert.deepEqual(items.find((i) => i.type === "function_call_result" && i.callId === "b1")?.output, want);
+  const c = await s.client();
+  assert.deepEqual(JSON.parse((await c.raw.listEffects({ sessionId: "blocks" })).entries[0].effect!.output), blocks);
+  await s.close();
+
+  // Killed after RecordEffect: the resume answers the call with the same structured output.
+  const id = "blocks-recorded";
+  const first = await runNode("tool-worker.js", [d.addr, id, "side_effect", "first", join(dir, id + ".log")], { CRASH: "recorded", BLOCKS: "1" });
+  assert.equal(first.signal, "SIGKILL", first.stderr);
+  const out = await resumeOf(id, { BLOCKS: "1" });
+  assertPaired(out.items);
+  const r = (out.sent as { type?: string; callId?: string; output?: unknown }[]).find((i) => i.type === "function_call_result" && i.callId === "call_1");
+  assert.deepEqual(r?.output, want);
+  assert.equal(lines(join(dir, id + ".log")).length, 1, "the tool ran once");
+});

@@ -39,7 +39,7 @@ _MODULES = {
     "savepoint.address": ("TLSConfig", "default_addr", "parse_addr"),
     "savepoint.client": ("Client", "Raw", "Session", "SessionWatch", "ToolFunc"),
     "savepoint.types": (
-        "Decision", "EffectClass", "Message", "SessionStatus", "ToolContent", "ToolEvent", "ToolResult", "ToolStage", "ToolUse",
+        "Decision", "EffectClass", "Message", "Registration", "SessionStatus", "ToolContent", "ToolEvent", "ToolResult", "ToolStage", "ToolUse",
         "WatchEvent", "WatchEventType", "anthropic_tool_results",
     ),
     "savepoint.errors": _ERROR_NAMES,
@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # "X as X": the explicit re-exports mypy --strict wants
     from savepoint.types import Decision as Decision
     from savepoint.types import EffectClass as EffectClass
     from savepoint.types import Message as Message
+    from savepoint.types import Registration as Registration
     from savepoint.types import SessionStatus as SessionStatus
     from savepoint.types import ToolContent as ToolContent
     from savepoint.types import ToolEvent as ToolEvent

@@ -36,6 +36,7 @@ from savepoint.types import (
     SessionStatus,
     LedgerErrorHandler,
     Message,
+    Registration,
     ToolEvent,
     ToolHook,
     ToolResult,
@@ -402,6 +403,36 @@ class SessionState:
             resp = yield Step("Reconcile", pb.ReconcileRequest(session_id=self._id, page_token=token))
             if resp.revision != rev:
                 raise reconcile_mismatch(rev, resp.revision)
+            resolutions.extend(resp.resolutions)
+            token = resp.next_page_token
+            if not token:
+                return resolutions
+
+    def _register_request(self, call: ToolUse) -> pb.BeginEffectRequest:
+        p = call.to_proto()
+        p.begin_tracked = True
+        p.tool_use_id = ""
+        return pb.BeginEffectRequest(
+            session_id=self._id, tool_use_id=call.tool_use_id, epoch=self._epoch, tool_use=p, request_id=str(uuid.uuid4())
+        )
+
+    @staticmethod
+    def _registration(resp: pb.BeginEffectResponse) -> Registration:
+        return Registration(
+            idempotency_key=resp.idempotency_key,
+            already_begun=resp.already_begun,
+            effect=resp.effect if resp.HasField("effect") else None,
+        )
+
+    def _tool_use_record_request(self, tool_use_id: str, output: str, is_error: bool, refused: bool) -> pb.RecordEffectRequest:
+        return pb.RecordEffectRequest(session_id=self._id, tool_use_id=tool_use_id, output=output, is_error=is_error or refused, refused=refused)
+
+    def _ledger_reconcile_steps(self, ids: Sequence[str]) -> Steps[list[pb.Resolution]]:
+        """Every page of Reconcile's resolutions of the ledger calls ids."""
+        resolutions: list[pb.Resolution] = []
+        token = ""
+        while True:
+            resp = yield Step("Reconcile", pb.ReconcileRequest(session_id=self._id, tool_use_ids=list(ids), page_token=token))
             resolutions.extend(resp.resolutions)
             token = resp.next_page_token
             if not token:

@@ -112,15 +112,26 @@ def retry_safe(method: str, request: object) -> bool:
 
 
 def retry_wait(
-    policy: RetryPolicy, logger: logging.Logger, method: str, request: object, err: Any, try_: int, deadline: float | None
+    policy: RetryPolicy,
+    logger: logging.Logger,
+    method: str,
+    request: object,
+    err: Any,
+    try_: int,
+    deadline: float | None,
+    autostart: Any = None,
 ) -> float | None:
     """Return the seconds to wait before trying a failed call again, or None
     when it must not be tried again: its error ``err`` (a grpc.RpcError) is
     not UNAVAILABLE, the call is not retry_safe, ``try_`` (0 for the first
     try) used up the policy's attempts, or the wait would pass the call's
     ``deadline`` (time.monotonic(), None for none). A retry is logged as a
-    warning on ``logger``."""
+    warning on ``logger``. With ``autostart`` (the daemon was started on
+    demand), UNAVAILABLE starts it again first, so that the retry, or the
+    next call, finds one; that start's failure is raised."""
     code = err.code() if hasattr(err, "code") else None
+    if autostart is not None and code == grpc.StatusCode.UNAVAILABLE:
+        autostart.ensure()
     attempts = max(1, policy.max_attempts) if retry_safe(method, request) else 1
     wait = policy.backoff(try_)
     if code != grpc.StatusCode.UNAVAILABLE or try_ + 1 >= attempts or (deadline is not None and time.monotonic() + wait >= deadline):

@@ -26,12 +26,18 @@ ENV_TLS_KEY = "SAVEPOINT_TLS_KEY"
 def default_addr(getenv: Callable[[str], str | None] = os.environ.get) -> str:
     """Return the address used when none is given: $SAVEPOINT_ADDR when set,
     else unix:$XDG_RUNTIME_DIR/savepoint/savepoint.sock when XDG_RUNTIME_DIR
-    is set, else unix:/run/savepoint/savepoint.sock. savepointd resolves its
-    default --listen address the same way."""
+    is set, else unix:$XDG_STATE_HOME/savepoint/savepoint.sock
+    (XDG_STATE_HOME defaulting to ~/.local/state; a directory the user owns,
+    mode 0700), else, with no home either, unix:/run/savepoint/savepoint.sock.
+    savepointd resolves its default --listen address the same way."""
     if a := getenv(ENV_ADDR):
         return a
     if d := getenv("XDG_RUNTIME_DIR"):
         return "unix:" + _clean(os.path.join(d, "savepoint", "savepoint.sock"))
+    from savepoint._autostart import state_dir
+
+    if s := state_dir(getenv):
+        return "unix:" + os.path.join(s, "savepoint.sock")
     return "unix:/run/savepoint/savepoint.sock"
 
 
@@ -209,6 +215,9 @@ class Resolved:
     target: str
     options: list[tuple[str, Any]]
     tls: TLSConfig | None
+    autostart: Any = None
+    """The savepoint._autostart.Autostart that started, and restarts, the
+    daemon on demand; None when the caller chose the address or it is off."""
 
     def channel(self) -> grpc.Channel:
         """A new grpc channel to the daemon."""
@@ -230,7 +239,16 @@ def resolve(address: str | None, tls: TLSConfig | bool | None, extra_options: Se
     client takes them: None for the default address; for tls, None takes
     TLS from the environment (TLSConfig.from_env), True the same or else the
     system's roots, False plaintext, a TLSConfig itself. ``extra_options``
-    are appended to the channel options."""
+    are appended to the channel options. With no address chosen (None, and
+    no SAVEPOINT_ADDR) and nothing answering at the per-user default,
+    savepointd is started there on demand first (savepoint._autostart)."""
+    auto = None
+    if not address:
+        from savepoint._autostart import Autostart
+
+        auto = Autostart.from_env()
+        if auto is not None:
+            auto.ensure()
     addr = address or default_addr()
     ep = parse_addr(addr)
     cfg: TLSConfig | None
@@ -242,4 +260,4 @@ def resolve(address: str | None, tls: TLSConfig | bool | None, extra_options: Se
         cfg = None
     else:
         cfg = tls
-    return Resolved(addr, ep.target, [*channel_args(ep, cfg), *extra_options], cfg)
+    return Resolved(addr, ep.target, [*channel_args(ep, cfg), *extra_options], cfg, auto)

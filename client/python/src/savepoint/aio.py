@@ -32,6 +32,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    Registration,
     SessionStatus,
     ToolHook,
     ToolContent,
@@ -76,7 +77,10 @@ class AsyncRaw:
     """The generated grpc.aio stub's calls with the client's retries and
     error translation, as Raw is for the sync client."""
 
-    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+    ) -> None:
+        self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
@@ -93,7 +97,7 @@ class AsyncRaw:
             try:
                 return await fn(req, timeout=left(deadline))
             except grpc.aio.AioRpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:
@@ -148,6 +152,9 @@ class AsyncRaw:
     async def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
         return await self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
 
+    async def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
+        return await self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of
@@ -176,7 +183,7 @@ class AsyncClient:
         self._opts = _core.Options(
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
         )
-        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout)
+        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the daemon accepts the connection, at most ``timeout``
@@ -392,6 +399,24 @@ class AsyncSession(_core.SessionState):
                 r = await self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
             results.append(replace(r, decision=Decision(res.decision)))
         return results
+
+    async def register_tool_use(self, call: ToolUse) -> Registration:
+        """See savepoint.Session.register_tool_use."""
+        return self._registration(await self._raw.BeginEffect(self._register_request(call)))
+
+    async def record_tool_use(self, tool_use_id: str, output: str, *, is_error: bool = False) -> pb.Effect:
+        """See savepoint.Session.record_tool_use. Shielded: a tool that ran
+        is recorded even when the caller's task is cancelled meanwhile."""
+        req = self._tool_use_record_request(tool_use_id, output, is_error, False)
+        return (await asyncio.shield(self._raw.RecordEffect(req, timeout=_core.RECORD_TIMEOUT))).effect
+
+    async def refuse_tool_use(self, tool_use_id: str, reason: str) -> pb.Effect:
+        """See savepoint.Session.refuse_tool_use."""
+        return (await self._raw.RecordEffect(self._tool_use_record_request(tool_use_id, reason, True, True))).effect
+
+    async def reconcile_tool_uses(self, tool_use_ids: Sequence[str]) -> list[pb.Resolution]:
+        """See savepoint.Session.reconcile_tool_uses."""
+        return await arun_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
 
     async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
         if not _core.is_read_only(p):

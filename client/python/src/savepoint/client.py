@@ -29,6 +29,7 @@ from savepoint.types import (
     Decision,
     LedgerErrorHandler,
     Message,
+    Registration,
     SessionStatus,
     ToolHook,
     ToolContent,
@@ -56,7 +57,10 @@ class Raw:
     the calls safe to repeat, on UNAVAILABLE) and error translation: a failed
     call raises a SavepointError subclass. Method names are the RPCs'."""
 
-    def __init__(self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None) -> None:
+    def __init__(
+        self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+    ) -> None:
+        self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._retry = retry
@@ -73,7 +77,7 @@ class Raw:
             try:
                 return fn(req, timeout=left(deadline))
             except grpc.RpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:
@@ -128,6 +132,9 @@ class Raw:
     def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
         return self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
 
+    def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
+        return self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class Client:
     """A connection to savepointd; safe for use from several threads.
@@ -169,7 +176,7 @@ class Client:
         self._opts = _core.Options(
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
         )
-        self.raw = Raw(self._channel, retry, self._opts.logger, timeout)
+        self.raw = Raw(self._channel, retry, self._opts.logger, timeout, to.autostart)
         if wait_ready is not None:
             try:
                 grpc.channel_ready_future(self._channel).result(timeout=wait_ready)
@@ -436,6 +443,38 @@ class Session(_core.SessionState):
                 r = self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
             results.append(replace(r, decision=Decision(res.decision)))
         return results
+
+    def register_tool_use(self, call: ToolUse) -> Registration:
+        """Make call pending and begun in one durable write (BeginEffect with
+        tool_use), without point_a or a new revision, for code that sees one
+        call at a time just before it runs, such as an agent framework's
+        hooks; the calls of one turn may register in parallel. Run the tool
+        only when the returned ``effect`` is None, then record_tool_use its
+        outcome. SessionFencedError: another process owns the session."""
+        with self._lock:
+            req = self._register_request(call)
+        return self._registration(self._raw.BeginEffect(req))
+
+    def record_tool_use(self, tool_use_id: str, output: str, *, is_error: bool = False) -> pb.Effect:
+        """Write the outcome of a tool use that ran to the ledger
+        (RecordEffect), whatever the session's epoch; the first record
+        stands. ``is_error`` marks a tool that ran and failed."""
+        req = self._tool_use_record_request(tool_use_id, output, is_error, False)
+        return self._raw.RecordEffect(req, timeout=_core.RECORD_TIMEOUT).effect
+
+    def refuse_tool_use(self, tool_use_id: str, reason: str) -> pb.Effect:
+        """Record that a tool use was refused before it ran (a permission
+        check said no), with ``reason`` as its error output: reconcile then
+        reuses the refusal instead of reporting the call in doubt."""
+        return self._raw.RecordEffect(self._tool_use_record_request(tool_use_id, reason, True, True)).effect
+
+    def reconcile_tool_uses(self, tool_use_ids: Sequence[str]) -> list[pb.Resolution]:
+        """Decide the named tool uses from the ledger (Reconcile with
+        tool_use_ids), in the order given: for calls registered with
+        register_tool_use and left without a result in a framework's own
+        transcript. A call the ledger does not know was never begun
+        (DECISION_RUN). It writes and runs nothing."""
+        return run_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
 
     def _guard(self) -> threading.RLock:
         return self._lock

@@ -166,6 +166,16 @@ class EffectNotBegunError(SavepointError):
     begun, or for an attempt other than the latest one begun."""
 
 
+class CallNotInDoubtError(SavepointError):
+    """CALL_NOT_IN_DOUBT: resolve_effect of a tool use that is not in doubt
+    (recorded, not pending, or one reconcile runs); nothing was written."""
+
+
+class ResolutionConflictError(SavepointError):
+    """RESOLUTION_CONFLICT: the tool use was resolved already with another
+    finding; the first resolution stands."""
+
+
 class SessionCompletedError(SavepointError):
     """SESSION_COMPLETED: the session is completed or failed; saves and
     begin_effect need a Resume with reopen first, and completing it with
@@ -299,6 +309,11 @@ class InvalidOrderByError(FieldError):
     "update_time desc"."""
 
 
+class InvalidResolutionError(FieldError):
+    """INVALID_RESOLUTION: a resolution's outcome or resolver kind is not a
+    known value, or output or is_error came with NOT_DONE."""
+
+
 # -- raised by the Session without asking the daemon ---------------------------
 
 
@@ -376,6 +391,9 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_INVALID_ORDER_BY: InvalidOrderByError,
     pb.ERROR_REASON_EFFECT_INPUT_MISMATCH: EffectInputMismatchError,
     pb.ERROR_REASON_EFFECT_NOT_BEGUN: EffectNotBegunError,
+    pb.ERROR_REASON_CALL_NOT_IN_DOUBT: CallNotInDoubtError,
+    pb.ERROR_REASON_RESOLUTION_CONFLICT: ResolutionConflictError,
+    pb.ERROR_REASON_INVALID_RESOLUTION: InvalidResolutionError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 

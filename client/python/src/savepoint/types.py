@@ -250,6 +250,19 @@ def normalize_content(value: Any) -> ToolContent:
 
 
 @dataclass(frozen=True)
+class Registration:
+    """What register_tool_use returns: the call's idempotency key, whether it
+    had been begun before, and for a call whose outcome is recorded already
+    that outcome (``effect``): then the tool must not run again, and its
+    recorded output (``effect.output``, an error when ``effect.is_error``)
+    answers the call."""
+
+    idempotency_key: str
+    already_begun: bool = False
+    effect: pb.Effect | None = None
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """The answer to one tool use.
 

@@ -11,6 +11,7 @@ import {
   dial,
   parseAddr,
   retryBackoff,
+  stateDir,
   tlsFromEnv,
   UnavailableError,
 } from "../index.js";
@@ -24,6 +25,7 @@ type AddrCases = {
     | { input: string; ok: false; error: string }
   )[];
   default: { name: string; env: Record<string, string>; want: string }[];
+  state: { name: string; env: Record<string, string>; want: string }[];
 };
 const cases: AddrCases = JSON.parse(
   readFileSync(fileURLToPath(new URL("../../../../internal/addr/testdata/addresses.json", import.meta.url)), "utf8"),
@@ -32,6 +34,11 @@ const cases: AddrCases = JSON.parse(
 test("defaultAddr resolves as the daemon and the Go client do (internal/addr/testdata/addresses.json)", () => {
   assert.ok(cases.default.length > 0);
   for (const c of cases.default) assert.equal(defaultAddr(c.env), c.want, c.name);
+});
+
+test("stateDir resolves as internal/addr's StateDir", () => {
+  assert.ok(cases.state.length > 0);
+  for (const c of cases.state) assert.equal(stateDir(c.env), c.want, c.name);
 });
 
 test("parseAddr accepts and refuses what internal/addr does, with the same errors", () => {

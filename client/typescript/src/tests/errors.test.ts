@@ -15,6 +15,8 @@ import {
   EffectConflictError,
   EffectInputMismatchError,
   EffectNotBegunError,
+  CallNotInDoubtError,
+  ResolutionConflictError,
   ErrorReason,
   InternalError,
   InvalidArgumentError,
@@ -105,6 +107,9 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_INVALID_ORDER_BY, Code.INVALID_ARGUMENT, InvalidArgumentError],
   [ErrorReason.ERROR_REASON_EFFECT_INPUT_MISMATCH, Code.FAILED_PRECONDITION, EffectInputMismatchError],
   [ErrorReason.ERROR_REASON_EFFECT_NOT_BEGUN, Code.FAILED_PRECONDITION, EffectNotBegunError],
+  [ErrorReason.ERROR_REASON_CALL_NOT_IN_DOUBT, Code.FAILED_PRECONDITION, CallNotInDoubtError],
+  [ErrorReason.ERROR_REASON_RESOLUTION_CONFLICT, Code.ALREADY_EXISTS, ResolutionConflictError],
+  [ErrorReason.ERROR_REASON_INVALID_RESOLUTION, Code.INVALID_ARGUMENT, InvalidArgumentError],
 ];
 
 /** Every value of the generated ErrorReason enum the daemon can send (all but UNSPECIFIED). */

@@ -58,6 +58,7 @@ test("retrySafe, read from the proto, is the table the clients kept by hand", ()
     listEffects: true,
     forkSession: true, // with a request id
     rewindSession: true, // with a request id
+    resolveEffect: true, // with a request id, as the Go client always did
   };
   assert.ok(!(unaryMethods as string[]).includes("backup"), "backup streams: the raw client does not wrap it");
   for (const m of unaryMethods) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 )
 
 // Dir is the log's directory inside the data directory.
@@ -121,7 +123,7 @@ func (w *Log) start(lsn uint64) error {
 	if err := writeMarkFile(w.dir, Mark{Pos: Pos{lsn: lsn, seg: 1}, salt: salt}); err != nil {
 		return err
 	}
-	if skipDirSync {
+	if faults.SkipDirSync {
 		return nil
 	}
 	return syncDir(filepath.Dir(w.dir)) // the entry of wal/ itself
@@ -297,7 +299,7 @@ func (w *Log) nextSegment(size int64) error {
 }
 
 // sync makes every record appended so far durable: one fdatasync of the
-// current segment (skipped by the savepoint_nosync build).
+// current segment (skipped by a build with the nosync fault).
 func (w *Log) Sync() error {
 	if err := datasync(w.seg); err != nil {
 		return fmt.Errorf("write-ahead log: sync of segment %s: %w", SegmentName(w.segNo), err)

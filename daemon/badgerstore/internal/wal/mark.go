@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 )
 
 // The mark is the file wal/mark: the LSN up to which Badger holds every
@@ -90,7 +92,7 @@ func ReadMark(dir string) (m Mark, found bool, err error) {
 
 // writeMarkFile replaces the mark in dir atomically and durably: a
 // temporary file, synced, renamed over the mark, and the directory synced
-// (skipped only by the savepoint_nodirsync build).
+// (skipped only by a build with the nodirsync fault).
 func writeMarkFile(dir string, m Mark) error {
 	path := filepath.Join(dir, walMarkFile)
 	tmp := path + ".tmp"
@@ -108,7 +110,7 @@ func writeMarkFile(dir string, m Mark) error {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
-	if err == nil && !skipDirSync {
+	if err == nil && !faults.SkipDirSync {
 		err = syncDir(dir)
 	}
 	if err != nil {

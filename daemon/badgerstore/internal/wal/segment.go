@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore/internal/sysfile"
+	"github.com/savepoint-dev/savepoint/daemon/internal/faults"
 )
 
 // Segments are the log's files, wal/NNNNNNNNNNNNNNNN.seg (the segment's
@@ -161,18 +162,18 @@ func zeroTail(f *os.File, off int64) error {
 	return datasync(f)
 }
 
-// datasync fdatasyncs f; the savepoint_nosync build skips it.
+// datasync fdatasyncs f; a build with the nosync fault skips it.
 func datasync(f *os.File) error {
-	if skipSync {
+	if faults.SkipSync {
 		return nil
 	}
 	return sysfile.Fdatasync(f)
 }
 
-// syncWALDir syncs the log's directory; the savepoint_nodirsync build
+// syncWALDir syncs the log's directory; a build with the nodirsync fault
 // skips it.
 func (w *Log) syncDir() error {
-	if skipDirSync {
+	if faults.SkipDirSync {
 		return nil
 	}
 	return w.dirF.Sync()

@@ -535,12 +535,14 @@ type GraphEffectRecord struct {
 	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	Attempts       uint32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// core.ThreadEffectState: 1 begun, 2 succeeded, 3 failed.
-	State         int32                  `protobuf:"varint,7,opt,name=state,proto3" json:"state,omitempty"`
-	Output        *GraphValueRecord      `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
-	OutputDigest  []byte                 `protobuf:"bytes,9,opt,name=output_digest,json=outputDigest,proto3" json:"output_digest,omitempty"`
-	BeginTime     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=begin_time,json=beginTime,proto3" json:"begin_time,omitempty"`
-	RecordTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
-	CheckpointId  string                 `protobuf:"bytes,12,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	State        int32                  `protobuf:"varint,7,opt,name=state,proto3" json:"state,omitempty"`
+	Output       *GraphValueRecord      `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
+	OutputDigest []byte                 `protobuf:"bytes,9,opt,name=output_digest,json=outputDigest,proto3" json:"output_digest,omitempty"`
+	BeginTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=begin_time,json=beginTime,proto3" json:"begin_time,omitempty"`
+	RecordTime   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
+	CheckpointId string                 `protobuf:"bytes,12,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// How the latest attempt in doubt was settled; as CallRecord's.
+	Resolution    *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -659,11 +661,18 @@ func (x *GraphEffectRecord) GetCheckpointId() string {
 	return ""
 }
 
+func (x *GraphEffectRecord) GetResolution() *Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
 var File_savepoint_storage_v1_graph_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"\n" +
-	"(savepoint/storage/v1/graph_records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x01\n" +
+	"(savepoint/storage/v1/graph_records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"savepoint/storage/v1/records.proto\"\xc7\x01\n" +
 	"\x11GraphThreadRecord\x12;\n" +
 	"\vupdate_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x18\n" +
@@ -703,7 +712,7 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"]\n" +
 	"\x12GraphRequestRecord\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\fR\vfingerprint\x12%\n" +
-	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xe9\x03\n" +
+	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xab\x04\n" +
 	"\x11GraphEffectRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -720,7 +729,10 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tbeginTime\x12;\n" +
 	"\vrecord_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordTime\x12#\n" +
-	"\rcheckpoint_id\x18\f \x01(\tR\fcheckpointIdBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
+	"\rcheckpoint_id\x18\f \x01(\tR\fcheckpointId\x12@\n" +
+	"\n" +
+	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
+	"resolutionBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_savepoint_storage_v1_graph_records_proto_rawDescOnce sync.Once
@@ -747,6 +759,7 @@ var file_savepoint_storage_v1_graph_records_proto_goTypes = []any{
 	(*GraphEffectRecord)(nil),     // 8: savepoint.storage.v1.GraphEffectRecord
 	nil,                           // 9: savepoint.storage.v1.GraphCheckpointRecord.ChannelVersionsEntry
 	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*Resolution)(nil),            // 11: savepoint.storage.v1.Resolution
 }
 var file_savepoint_storage_v1_graph_records_proto_depIdxs = []int32{
 	10, // 0: savepoint.storage.v1.GraphThreadRecord.update_time:type_name -> google.protobuf.Timestamp
@@ -759,11 +772,12 @@ var file_savepoint_storage_v1_graph_records_proto_depIdxs = []int32{
 	1,  // 7: savepoint.storage.v1.GraphEffectRecord.output:type_name -> savepoint.storage.v1.GraphValueRecord
 	10, // 8: savepoint.storage.v1.GraphEffectRecord.begin_time:type_name -> google.protobuf.Timestamp
 	10, // 9: savepoint.storage.v1.GraphEffectRecord.record_time:type_name -> google.protobuf.Timestamp
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 10: savepoint.storage.v1.GraphEffectRecord.resolution:type_name -> savepoint.storage.v1.Resolution
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_graph_records_proto_init() }
@@ -771,6 +785,7 @@ func file_savepoint_storage_v1_graph_records_proto_init() {
 	if File_savepoint_storage_v1_graph_records_proto != nil {
 		return
 	}
+	file_savepoint_storage_v1_records_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -169,11 +169,14 @@ type SessionRecord struct {
 	// Set by CompleteSession; unspecified (every session before it) is
 	// active. Numbered apart from the fields above so that other additions
 	// to the head do not collide.
-	Status        SessionStatus          `protobuf:"varint,20,opt,name=status,proto3,enum=savepoint.storage.v1.SessionStatus" json:"status,omitempty"`
-	FinalOutput   string                 `protobuf:"bytes,21,opt,name=final_output,json=finalOutput,proto3" json:"final_output,omitempty"`
-	CompleteTime  *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Status       SessionStatus          `protobuf:"varint,20,opt,name=status,proto3,enum=savepoint.storage.v1.SessionStatus" json:"status,omitempty"`
+	FinalOutput  string                 `protobuf:"bytes,21,opt,name=final_output,json=finalOutput,proto3" json:"final_output,omitempty"`
+	CompleteTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	// The calls in doubt ResolveEffect settled, by resolver kind.
+	ResolvedByVerify uint32 `protobuf:"varint,30,opt,name=resolved_by_verify,json=resolvedByVerify,proto3" json:"resolved_by_verify,omitempty"`
+	ResolvedByPerson uint32 `protobuf:"varint,31,opt,name=resolved_by_person,json=resolvedByPerson,proto3" json:"resolved_by_person,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -339,6 +342,20 @@ func (x *SessionRecord) GetCompleteTime() *timestamppb.Timestamp {
 		return x.CompleteTime
 	}
 	return nil
+}
+
+func (x *SessionRecord) GetResolvedByVerify() uint32 {
+	if x != nil {
+		return x.ResolvedByVerify
+	}
+	return 0
+}
+
+func (x *SessionRecord) GetResolvedByPerson() uint32 {
+	if x != nil {
+		return x.ResolvedByPerson
+	}
+	return 0
 }
 
 // PurgeRecord marks a deleted session whose records are still being removed
@@ -846,7 +863,10 @@ type LedgerEntryRecord struct {
 	Effect              *Effect                `protobuf:"bytes,6,opt,name=effect,proto3" json:"effect,omitempty"`
 	// The call was registered by BeginEffect rather than made pending by a
 	// save.
-	Registered    bool `protobuf:"varint,7,opt,name=registered,proto3" json:"registered,omitempty"`
+	Registered bool `protobuf:"varint,7,opt,name=registered,proto3" json:"registered,omitempty"`
+	// How the call was settled while in doubt (ResolveEffect); unset when
+	// it never was.
+	Resolution    *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -930,6 +950,99 @@ func (x *LedgerEntryRecord) GetRegistered() bool {
 	return false
 }
 
+func (x *LedgerEntryRecord) GetResolution() *Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
+// Resolution is a ResolveEffect record as stored, numbered as the API's
+// EffectResolution.
+type Resolution struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       int32                  `protobuf:"varint,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	ResolverKind  int32                  `protobuf:"varint,2,opt,name=resolver_kind,json=resolverKind,proto3" json:"resolver_kind,omitempty"`
+	ResolvedBy    string                 `protobuf:"bytes,3,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	Note          string                 `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	ResolveTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	RetryBegun    bool                   `protobuf:"varint,6,opt,name=retry_begun,json=retryBegun,proto3" json:"retry_begun,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resolution) Reset() {
+	*x = Resolution{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resolution) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resolution) ProtoMessage() {}
+
+func (x *Resolution) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resolution.ProtoReflect.Descriptor instead.
+func (*Resolution) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Resolution) GetOutcome() int32 {
+	if x != nil {
+		return x.Outcome
+	}
+	return 0
+}
+
+func (x *Resolution) GetResolverKind() int32 {
+	if x != nil {
+		return x.ResolverKind
+	}
+	return 0
+}
+
+func (x *Resolution) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *Resolution) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Resolution) GetResolveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResolveTime
+	}
+	return nil
+}
+
+func (x *Resolution) GetRetryBegun() bool {
+	if x != nil {
+		return x.RetryBegun
+	}
+	return false
+}
+
 // Message is one stored message of a session's history.
 type Message struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -941,7 +1054,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1066,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1079,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Message) GetRole() string {
@@ -997,7 +1110,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1122,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1135,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -1077,7 +1190,7 @@ type Effect struct {
 
 func (x *Effect) Reset() {
 	*x = Effect{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1202,7 @@ func (x *Effect) String() string {
 func (*Effect) ProtoMessage() {}
 
 func (x *Effect) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1215,7 @@ func (x *Effect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Effect.ProtoReflect.Descriptor instead.
 func (*Effect) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Effect) GetToolUseId() string {
@@ -1164,7 +1277,7 @@ type FormatRecord struct {
 
 func (x *FormatRecord) Reset() {
 	*x = FormatRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1289,7 @@ func (x *FormatRecord) String() string {
 func (*FormatRecord) ProtoMessage() {}
 
 func (x *FormatRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1302,7 @@ func (x *FormatRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormatRecord.ProtoReflect.Descriptor instead.
 func (*FormatRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FormatRecord) GetVersion() uint32 {
@@ -1203,7 +1316,7 @@ var File_savepoint_storage_v1_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\a\n" +
+	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf5\a\n" +
 	"\rSessionRecord\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x18\n" +
@@ -1227,7 +1340,9 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"deleteTime\x12;\n" +
 	"\x06status\x18\x14 \x01(\x0e2#.savepoint.storage.v1.SessionStatusR\x06status\x12!\n" +
 	"\ffinal_output\x18\x15 \x01(\tR\vfinalOutput\x12?\n" +
-	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x1a9\n" +
+	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12,\n" +
+	"\x12resolved_by_verify\x18\x1e \x01(\rR\x10resolvedByVerify\x12,\n" +
+	"\x12resolved_by_person\x18\x1f \x01(\rR\x10resolvedByPerson\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
@@ -1268,7 +1383,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x03\n" +
 	"\x11LedgerEntryRecord\x128\n" +
 	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
@@ -1279,7 +1394,20 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\x06effect\x18\x06 \x01(\v2\x1c.savepoint.storage.v1.EffectR\x06effect\x12\x1e\n" +
 	"\n" +
 	"registered\x18\a \x01(\bR\n" +
-	"registered\"@\n" +
+	"registered\x12@\n" +
+	"\n" +
+	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
+	"resolution\"\xe0\x01\n" +
+	"\n" +
+	"Resolution\x12\x18\n" +
+	"\aoutcome\x18\x01 \x01(\x05R\aoutcome\x12#\n" +
+	"\rresolver_kind\x18\x02 \x01(\x05R\fresolverKind\x12\x1f\n" +
+	"\vresolved_by\x18\x03 \x01(\tR\n" +
+	"resolvedBy\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x12=\n" +
+	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12\x1f\n" +
+	"\vretry_begun\x18\x06 \x01(\bR\n" +
+	"retryBegun\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
 	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xc7\x01\n" +
@@ -1324,7 +1452,7 @@ func file_savepoint_storage_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_storage_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(SessionStatus)(0),            // 0: savepoint.storage.v1.SessionStatus
 	(EffectClass)(0),              // 1: savepoint.storage.v1.EffectClass
@@ -1338,37 +1466,40 @@ var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(*Segment)(nil),               // 9: savepoint.storage.v1.Segment
 	(*RevisionRecord)(nil),        // 10: savepoint.storage.v1.RevisionRecord
 	(*LedgerEntryRecord)(nil),     // 11: savepoint.storage.v1.LedgerEntryRecord
-	(*Message)(nil),               // 12: savepoint.storage.v1.Message
-	(*ToolUse)(nil),               // 13: savepoint.storage.v1.ToolUse
-	(*Effect)(nil),                // 14: savepoint.storage.v1.Effect
-	(*FormatRecord)(nil),          // 15: savepoint.storage.v1.FormatRecord
-	nil,                           // 16: savepoint.storage.v1.SessionRecord.LabelsEntry
-	nil,                           // 17: savepoint.storage.v1.RevisionRecord.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*Resolution)(nil),            // 12: savepoint.storage.v1.Resolution
+	(*Message)(nil),               // 13: savepoint.storage.v1.Message
+	(*ToolUse)(nil),               // 14: savepoint.storage.v1.ToolUse
+	(*Effect)(nil),                // 15: savepoint.storage.v1.Effect
+	(*FormatRecord)(nil),          // 16: savepoint.storage.v1.FormatRecord
+	nil,                           // 17: savepoint.storage.v1.SessionRecord.LabelsEntry
+	nil,                           // 18: savepoint.storage.v1.RevisionRecord.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
-	18, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	18, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	19, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	19, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
 	8,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
-	16, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
+	17, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
 	9,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	18, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
+	19, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: savepoint.storage.v1.SessionRecord.status:type_name -> savepoint.storage.v1.SessionStatus
-	18, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
+	19, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
 	9,  // 8: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	13, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
-	17, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
-	18, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	13, // 12: savepoint.storage.v1.LedgerEntryRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
-	18, // 13: savepoint.storage.v1.LedgerEntryRecord.begin_time:type_name -> google.protobuf.Timestamp
-	14, // 14: savepoint.storage.v1.LedgerEntryRecord.effect:type_name -> savepoint.storage.v1.Effect
-	1,  // 15: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
-	18, // 16: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	14, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
+	18, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
+	19, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
+	14, // 12: savepoint.storage.v1.LedgerEntryRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	19, // 13: savepoint.storage.v1.LedgerEntryRecord.begin_time:type_name -> google.protobuf.Timestamp
+	15, // 14: savepoint.storage.v1.LedgerEntryRecord.effect:type_name -> savepoint.storage.v1.Effect
+	12, // 15: savepoint.storage.v1.LedgerEntryRecord.resolution:type_name -> savepoint.storage.v1.Resolution
+	19, // 16: savepoint.storage.v1.Resolution.resolve_time:type_name -> google.protobuf.Timestamp
+	1,  // 17: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
+	19, // 18: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_records_proto_init() }
@@ -1382,7 +1513,7 @@ func file_savepoint_storage_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_records_proto_rawDesc), len(file_savepoint_storage_v1_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

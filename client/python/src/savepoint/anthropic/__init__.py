@@ -16,18 +16,22 @@ from savepoint.anthropic._agent import (
     Usage,
     idempotency_key,
 )
+from savepoint.anthropic._runner import AsyncDurableToolRunner, DurableToolRunner, durable_tool_runner
 from savepoint.anthropic._tools import DurableTool, durable
 
 __all__ = [
     "AgentError",
     "AsyncDurableAgent",
+    "AsyncDurableToolRunner",
     "DurableAgent",
     "DurableTool",
+    "DurableToolRunner",
     "MaxTurnsError",
     "RefusalError",
     "SessionFailedError",
     "StopReasonError",
     "Usage",
     "durable",
+    "durable_tool_runner",
     "idempotency_key",
 ]

@@ -218,13 +218,10 @@ class DurableAgent(_Base):
     def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str:
         """Run the task to its final answer and return its text."""
         p = self._params(params)
-        owned = not isinstance(self._sp, savepoint_mod.Client)
-        sp = savepoint_mod.Client(self._sp) if owned else self._sp  # type: ignore[arg-type]
-        try:
+        if isinstance(self._sp, savepoint_mod.Client):
+            return self._run(self._sp, task, p)
+        with savepoint_mod.Client(self._sp) as sp:
             return self._run(sp, task, p)
-        finally:
-            if owned:
-                sp.close()
 
     def _open(self, sp: savepoint_mod.Client, task: Any) -> savepoint_mod.Session:
         text = task if isinstance(task, str) else text_of(task)
@@ -286,13 +283,10 @@ class AsyncDurableAgent(_Base):
     async def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str:
         """Run the task to its final answer and return its text."""
         p = self._params(params)
-        owned = not isinstance(self._sp, savepoint_mod.aio.AsyncClient)
-        sp = savepoint_mod.aio.AsyncClient(self._sp) if owned else self._sp  # type: ignore[arg-type]
-        try:
+        if isinstance(self._sp, savepoint_mod.aio.AsyncClient):
+            return await self._run(self._sp, task, p)
+        async with savepoint_mod.aio.AsyncClient(self._sp) as sp:
             return await self._run(sp, task, p)
-        finally:
-            if owned:
-                await sp.close()
 
     async def _open(self, sp: savepoint_mod.aio.AsyncClient, task: Any) -> savepoint_mod.aio.AsyncSession:
         text = task if isinstance(task, str) else text_of(task)

@@ -25,13 +25,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from agents import FunctionTool, function_tool
+from agents import FunctionTool, ItemHelpers, function_tool
 from agents.run_context import RunContextWrapper
 from agents.tool import ToolErrorFunction, default_tool_error_function
 from agents.tool_context import ToolContext
 
 from savepoint import EffectClass
 from savepoint.errors import DurableToolError, SavepointError, SessionFencedError
+from savepoint.types import compact_json, tool_content
 from savepoint.openai_agents._revision import Change, View
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -138,10 +139,49 @@ def _in_doubt(name: str, call_id: str, why: str) -> str:
     )
 
 
+def _blocks(out: Any) -> list[dict[str, Any]] | None:
+    """The SDK's structured tool output (ToolOutputText, ToolOutputImage,
+    ToolOutputFileContent, or their dicts with a ``type``; one or a list) as
+    JSON objects; None for any other value."""
+    from agents import ToolOutputFileContent, ToolOutputImage, ToolOutputText
+
+    models = (ToolOutputText, ToolOutputImage, ToolOutputFileContent)
+    items = list(out) if isinstance(out, (list, tuple)) else [out] if isinstance(out, models) else []
+    blocks: list[dict[str, Any]] = []
+    for it in items:
+        if isinstance(it, models):
+            blocks.append(it.model_dump(mode="json", exclude_none=True))
+        elif isinstance(it, dict) and isinstance(it.get("type"), str) and ItemHelpers._maybe_get_output_as_structured_function_output(it) is not None:
+            blocks.append(dict(it))
+        else:
+            return None
+    return blocks or None
+
+
+def _content(text: str) -> Any:
+    """What the SDK gets for a tool's recorded text: its structured output
+    (the list of output dicts) when the text is their JSON array, by the
+    ledger's rule every client reads (savepoint.types.tool_content), else the
+    text."""
+    return tool_content(text)
+
+
+def _history_output(text: str) -> Any:
+    """A function_call_output item's ``output`` for a recorded text: the
+    Responses API's input_text/input_image/input_file list for structured
+    output, else the text."""
+    return ItemHelpers._convert_tool_output(tool_content(text))
+
+
 def _text(out: Any) -> str:
-    """A tool's return value as the text recorded and given to the model."""
+    """A tool's return value as the text recorded: text as it is,
+    structured output (text, image, file) as its JSON array, another value
+    as JSON or its str."""
     if isinstance(out, str):
         return out
+    blocks = _blocks(out)
+    if blocks is not None:
+        return compact_json(blocks)
     dump = getattr(out, "model_dump_json", None)
     if callable(dump):
         return cast(str, dump())
@@ -252,7 +292,7 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
         text, err = await _execute(s, d, ctx, call_id, args, key)
         if err is not None and d.on_error is None:
             raise err
-        return text
+        return text if err is not None else _content(text)
     finally:
         _LIVE.discard((s.session_id, call_id))
 
@@ -354,7 +394,7 @@ async def resolve_interrupted(s: SavepointSession, wrapper: RunContextWrapper[An
             c = calls.pop(cid)
             if cid not in have:
                 items.append({"type": "function_call", "call_id": cid, "name": c.get("name", ""), "arguments": c.get("arguments", "")})
-            items.append({"type": "function_call_output", "call_id": cid, "output": outputs[cid]})
+            items.append({"type": "function_call_output", "call_id": cid, "output": _history_output(outputs[cid])})
         part["resolved"] = (list(part.get("resolved", [])) + todo)[-_RESOLVED_KEPT:]
         return Change(append=items, pending=[p for p in v.pending if p.tool_use_id not in todo], state_json=v.with_part(part))
 

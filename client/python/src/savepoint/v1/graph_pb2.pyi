@@ -339,7 +339,7 @@ class ListThreadsResponse(_message.Message):
     def __init__(self, threads: _Optional[_Iterable[_Union[GraphThread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ThreadEffect(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id")
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id", "resolution")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -355,6 +355,7 @@ class ThreadEffect(_message.Message):
     BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
     RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     tool_use_id: str
@@ -370,7 +371,8 @@ class ThreadEffect(_message.Message):
     begin_time: _timestamp_pb2.Timestamp
     record_time: _timestamp_pb2.Timestamp
     checkpoint_id: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
+    resolution: _savepoint_pb2.EffectResolution
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ..., resolution: _Optional[_Union[_savepoint_pb2.EffectResolution, _Mapping]] = ...) -> None: ...
 
 class BeginThreadEffectRequest(_message.Message):
     __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "effect_class", "checkpoint_id", "request_id")
@@ -447,3 +449,35 @@ class ListThreadEffectsResponse(_message.Message):
     effects: _containers.RepeatedCompositeFieldContainer[ThreadEffect]
     next_page_token: str
     def __init__(self, effects: _Optional[_Iterable[_Union[ThreadEffect, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ResolveThreadEffectRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "outcome", "output", "is_error", "note", "resolver_kind", "resolved_by", "request_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_KIND_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    tool_use_id: str
+    outcome: _savepoint_pb2.ResolutionOutcome
+    output: TypedValue
+    is_error: bool
+    note: str
+    resolver_kind: _savepoint_pb2.ResolverKind
+    resolved_by: str
+    request_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., outcome: _Optional[_Union[_savepoint_pb2.ResolutionOutcome, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., is_error: _Optional[bool] = ..., note: _Optional[str] = ..., resolver_kind: _Optional[_Union[_savepoint_pb2.ResolverKind, str]] = ..., resolved_by: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ResolveThreadEffectResponse(_message.Message):
+    __slots__ = ("effect", "already_resolved")
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    effect: ThreadEffect
+    already_resolved: bool
+    def __init__(self, effect: _Optional[_Union[ThreadEffect, _Mapping]] = ..., already_resolved: _Optional[bool] = ...) -> None: ...

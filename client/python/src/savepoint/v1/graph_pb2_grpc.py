@@ -111,6 +111,11 @@ class GraphCheckpointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsResponse.FromString,
                 _registered_method=True)
+        self.ResolveThreadEffect = channel.unary_unary(
+                '/savepoint.v1.GraphCheckpointService/ResolveThreadEffect',
+                request_serializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectResponse.FromString,
+                _registered_method=True)
 
 
 class GraphCheckpointServiceServicer:
@@ -257,6 +262,17 @@ class GraphCheckpointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveThreadEffect(self, request, context):
+        """ResolveThreadEffect settles a thread's tool call in doubt (its latest
+        attempt begun without an outcome, side-effecting) with what was found:
+        done, with its output, recorded as the attempt's outcome (a later begin
+        returns REUSE), or not done (the next begin starts a new attempt under
+        the same idempotency key). Threads have no epoch: it is not fenced.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphCheckpointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -329,6 +345,11 @@ def add_GraphCheckpointServiceServicer_to_server(servicer, server):
                     servicer.ListThreadEffects,
                     request_deserializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsResponse.SerializeToString,
+            ),
+            'ResolveThreadEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveThreadEffect,
+                    request_deserializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -716,6 +737,33 @@ class GraphCheckpointService:
             '/savepoint.v1.GraphCheckpointService/ListThreadEffects',
             savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsRequest.SerializeToString,
             savepoint_dot_v1_dot_graph__pb2.ListThreadEffectsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveThreadEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.GraphCheckpointService/ResolveThreadEffect',
+            savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectRequest.SerializeToString,
+            savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectResponse.FromString,
             options,
             channel_credentials,
             insecure,

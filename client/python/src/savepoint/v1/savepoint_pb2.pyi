@@ -61,6 +61,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_EFFECT_INPUT_MISMATCH: _ClassVar[ErrorReason]
     ERROR_REASON_EFFECT_NOT_BEGUN: _ClassVar[ErrorReason]
     ERROR_REASON_TOOL_USE_ID_MISMATCH: _ClassVar[ErrorReason]
+    ERROR_REASON_CALL_NOT_IN_DOUBT: _ClassVar[ErrorReason]
+    ERROR_REASON_RESOLUTION_CONFLICT: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_RESOLUTION: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -75,6 +78,18 @@ class EffectClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EFFECT_CLASS_READ_ONLY: _ClassVar[EffectClass]
     EFFECT_CLASS_IDEMPOTENT: _ClassVar[EffectClass]
     EFFECT_CLASS_SIDE_EFFECT: _ClassVar[EffectClass]
+
+class ResolutionOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESOLUTION_OUTCOME_UNSPECIFIED: _ClassVar[ResolutionOutcome]
+    RESOLUTION_OUTCOME_DONE: _ClassVar[ResolutionOutcome]
+    RESOLUTION_OUTCOME_NOT_DONE: _ClassVar[ResolutionOutcome]
+
+class ResolverKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESOLVER_KIND_UNSPECIFIED: _ClassVar[ResolverKind]
+    RESOLVER_KIND_VERIFY: _ClassVar[ResolverKind]
+    RESOLVER_KIND_PERSON: _ClassVar[ResolverKind]
 
 class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -137,6 +152,9 @@ ERROR_REASON_INVALID_ORDER_BY: ErrorReason
 ERROR_REASON_EFFECT_INPUT_MISMATCH: ErrorReason
 ERROR_REASON_EFFECT_NOT_BEGUN: ErrorReason
 ERROR_REASON_TOOL_USE_ID_MISMATCH: ErrorReason
+ERROR_REASON_CALL_NOT_IN_DOUBT: ErrorReason
+ERROR_REASON_RESOLUTION_CONFLICT: ErrorReason
+ERROR_REASON_INVALID_RESOLUTION: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus
@@ -145,6 +163,12 @@ EFFECT_CLASS_UNSPECIFIED: EffectClass
 EFFECT_CLASS_READ_ONLY: EffectClass
 EFFECT_CLASS_IDEMPOTENT: EffectClass
 EFFECT_CLASS_SIDE_EFFECT: EffectClass
+RESOLUTION_OUTCOME_UNSPECIFIED: ResolutionOutcome
+RESOLUTION_OUTCOME_DONE: ResolutionOutcome
+RESOLUTION_OUTCOME_NOT_DONE: ResolutionOutcome
+RESOLVER_KIND_UNSPECIFIED: ResolverKind
+RESOLVER_KIND_VERIFY: ResolverKind
+RESOLVER_KIND_PERSON: ResolverKind
 DECISION_UNSPECIFIED: Decision
 DECISION_REUSE: Decision
 DECISION_RUN: Decision
@@ -178,7 +202,7 @@ class ToolUse(_message.Message):
     def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ...) -> None: ...
 
 class Effect(_message.Message):
-    __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late", "refused")
+    __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late", "refused", "resolution")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +210,7 @@ class Effect(_message.Message):
     RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
     LATE_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     output: str
@@ -193,7 +218,24 @@ class Effect(_message.Message):
     record_time: _timestamp_pb2.Timestamp
     late: bool
     refused: bool
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ..., refused: _Optional[bool] = ...) -> None: ...
+    resolution: EffectResolution
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., late: _Optional[bool] = ..., refused: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ...) -> None: ...
+
+class EffectResolution(_message.Message):
+    __slots__ = ("outcome", "resolver_kind", "resolved_by", "note", "resolve_time", "retry_begun")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_KIND_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_TIME_FIELD_NUMBER: _ClassVar[int]
+    RETRY_BEGUN_FIELD_NUMBER: _ClassVar[int]
+    outcome: ResolutionOutcome
+    resolver_kind: ResolverKind
+    resolved_by: str
+    note: str
+    resolve_time: _timestamp_pb2.Timestamp
+    retry_begun: bool
+    def __init__(self, outcome: _Optional[_Union[ResolutionOutcome, str]] = ..., resolver_kind: _Optional[_Union[ResolverKind, str]] = ..., resolved_by: _Optional[str] = ..., note: _Optional[str] = ..., resolve_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_begun: _Optional[bool] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ("session_id", "revision", "epoch", "task", "turn", "tokens_used", "message_count", "messages", "pending_tool_uses", "state_json", "labels", "save_time", "status", "final_output", "complete_time", "create_time")
@@ -360,20 +402,22 @@ class ReconcileRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ..., tool_use_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Resolution(_message.Message):
-    __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun")
+    __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun", "resolution")
     TOOL_USE_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
     BEGUN_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     tool_use: ToolUse
     decision: Decision
     effect: Effect
     idempotency_key: str
     tool_result_text: str
     begun: bool
-    def __init__(self, tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_result_text: _Optional[str] = ..., begun: _Optional[bool] = ...) -> None: ...
+    resolution: EffectResolution
+    def __init__(self, tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_result_text: _Optional[str] = ..., begun: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ...) -> None: ...
 
 class ReconcileResponse(_message.Message):
     __slots__ = ("revision", "resolutions", "next_page_token")
@@ -451,7 +495,7 @@ class ListSessionsRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ..., status_filter: _Optional[_Union[SessionStatus, str]] = ..., has_pending_tool_uses: _Optional[bool] = ..., min_idle: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., order_by: _Optional[str] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status", "create_time")
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status", "create_time", "resolved_by_verify_count", "resolved_by_person_count")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +515,8 @@ class SessionSummary(_message.Message):
     IN_DOUBT_TOOL_USE_COUNT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_VERIFY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_PERSON_COUNT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     revision: int
     epoch: int
@@ -483,7 +529,9 @@ class SessionSummary(_message.Message):
     in_doubt_tool_use_count: int
     status: SessionStatus
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    resolved_by_verify_count: int
+    resolved_by_person_count: int
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by_verify_count: _Optional[int] = ..., resolved_by_person_count: _Optional[int] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ("sessions", "next_page_token")
@@ -639,7 +687,7 @@ class ListEffectsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class LedgerEntry(_message.Message):
-    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered")
+    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered", "resolution")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -650,6 +698,7 @@ class LedgerEntry(_message.Message):
     BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     effect_class: EffectClass
@@ -660,7 +709,8 @@ class LedgerEntry(_message.Message):
     begin_time: _timestamp_pb2.Timestamp
     effect: Effect
     registered: bool
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ...) -> None: ...
+    resolution: EffectResolution
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ...) -> None: ...
 
 class ListEffectsResponse(_message.Message):
     __slots__ = ("entries", "next_page_token")
@@ -743,3 +793,35 @@ class BackupResponse(_message.Message):
     next_since_version: int
     encrypted: bool
     def __init__(self, data: _Optional[bytes] = ..., next_since_version: _Optional[int] = ..., encrypted: _Optional[bool] = ...) -> None: ...
+
+class ResolveEffectRequest(_message.Message):
+    __slots__ = ("session_id", "tool_use_id", "epoch", "outcome", "output", "is_error", "note", "resolver_kind", "resolved_by", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_KIND_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    tool_use_id: str
+    epoch: int
+    outcome: ResolutionOutcome
+    output: str
+    is_error: bool
+    note: str
+    resolver_kind: ResolverKind
+    resolved_by: str
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., outcome: _Optional[_Union[ResolutionOutcome, str]] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., note: _Optional[str] = ..., resolver_kind: _Optional[_Union[ResolverKind, str]] = ..., resolved_by: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ResolveEffectResponse(_message.Message):
+    __slots__ = ("entry", "already_resolved")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    entry: LedgerEntry
+    already_resolved: bool
+    def __init__(self, entry: _Optional[_Union[LedgerEntry, _Mapping]] = ..., already_resolved: _Optional[bool] = ...) -> None: ...

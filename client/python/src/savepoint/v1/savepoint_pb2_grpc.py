@@ -123,6 +123,11 @@ class SavepointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsResponse.FromString,
                 _registered_method=True)
+        self.ResolveEffect = channel.unary_unary(
+                '/savepoint.v1.SavepointService/ResolveEffect',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectResponse.FromString,
+                _registered_method=True)
 
 
 class SavepointServiceServicer:
@@ -232,8 +237,8 @@ class SavepointServiceServicer:
 
     def ListEffects(self, request, context):
         """ListEffects pages through a session's ledger: every tool use that was
-        begun or has a recorded effect, late records included. It writes
-        nothing.
+        begun, has a recorded effect or was resolved, late records included. It
+        writes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -271,6 +276,18 @@ class SavepointServiceServicer:
         """WatchSessions streams, with ListSessions' filters, each session that
         changes once the change is durable, and a heartbeat while nothing does.
         It writes nothing; docs/api.md says what each event means.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveEffect(self, request, context):
+        """ResolveEffect settles a tool use in doubt with what was found: done,
+        with its output, which becomes the call's recorded effect, or not done,
+        after which Reconcile answers RUN with the call's idempotency key. It is
+        fenced by epoch when one is given (the session's owner, such as a verify
+        hook) and not otherwise (a person: a finding is a fact, as with
+        RecordEffect).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -363,6 +380,11 @@ def add_SavepointServiceServicer_to_server(servicer, server):
                     servicer.WatchSessions,
                     request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsResponse.SerializeToString,
+            ),
+            'ResolveEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveEffect,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -828,6 +850,33 @@ class SavepointService:
             '/savepoint.v1.SavepointService/WatchSessions',
             savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsRequest.SerializeToString,
             savepoint_dot_v1_dot_savepoint__pb2.WatchSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/ResolveEffect',
+            savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectResponse.FromString,
             options,
             channel_credentials,
             insecure,

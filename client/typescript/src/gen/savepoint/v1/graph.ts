@@ -23,7 +23,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
-import { Decision, EffectClass } from "./savepoint.js";
+import { Decision, EffectClass, EffectResolution, ResolutionOutcome, ResolverKind } from "./savepoint.js";
 
 export const protobufPackage = "savepoint.v1";
 
@@ -489,6 +489,11 @@ export interface ThreadEffect {
    * not given.
    */
   checkpointId: string;
+  /**
+   * How the latest attempt in doubt was settled (ResolveThreadEffect); unset
+   * when it never was.
+   */
+  resolution: EffectResolution | undefined;
 }
 
 export interface BeginThreadEffectRequest {
@@ -601,6 +606,48 @@ export interface ListThreadEffectsResponse {
   effects: ThreadEffect[];
   /** Pass back for the next page; empty when this page is the last. */
   nextPageToken: string;
+}
+
+export interface ResolveThreadEffectRequest {
+  /** The thread. Required. */
+  threadId: string;
+  /** The namespace, as begun. */
+  checkpointNs: string;
+  /** The call, as begun. Required. */
+  toolUseId: string;
+  /** What was found. Required. */
+  outcome: ResolutionOutcome;
+  /**
+   * For DONE: what the tool returned, serialized as the client that ran it
+   * serializes outputs (a person's text is type "json", a JSON string).
+   * Required for DONE; unset for NOT_DONE.
+   */
+  output:
+    | TypedValue
+    | undefined;
+  /**
+   * For DONE: true when the call took effect and failed; the attempt is
+   * then recorded failed, and a later begin starts a new one, as after
+   * RecordThreadEffect of a failure. False for NOT_DONE.
+   */
+  isError: boolean;
+  /** As in ResolveEffectRequest. */
+  note: string;
+  /** Who or what resolved the call. Required. */
+  resolverKind: ResolverKind;
+  /** As in ResolveEffectRequest. */
+  resolvedBy: string;
+  /** A client-made UUID (AIP-155), as for RecordThreadEffect. */
+  requestId: string;
+}
+
+export interface ResolveThreadEffectResponse {
+  /** The entry after this call. */
+  effect:
+    | ThreadEffect
+    | undefined;
+  /** True when this exact finding had been recorded before. */
+  alreadyResolved: boolean;
 }
 
 function createBaseTypedValue(): TypedValue {
@@ -3164,6 +3211,7 @@ function createBaseThreadEffect(): ThreadEffect {
     beginTime: undefined,
     recordTime: undefined,
     checkpointId: "",
+    resolution: undefined,
   };
 }
 
@@ -3213,6 +3261,9 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     }
     if (message.checkpointId !== "") {
       writer.uint32(122).string(message.checkpointId);
+    }
+    if (message.resolution !== undefined) {
+      EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -3350,6 +3401,14 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
             message.checkpointId = reader.string();
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.resolution = EffectResolution.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3388,6 +3447,9 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
       ? Timestamp.fromPartial(object.recordTime)
       : undefined;
     message.checkpointId = object.checkpointId ?? "";
+    message.resolution = (object.resolution !== undefined && object.resolution !== null)
+      ? EffectResolution.fromPartial(object.resolution)
+      : undefined;
     return message;
   },
 };
@@ -3985,6 +4047,251 @@ export const ListThreadEffectsResponse: MessageFns<ListThreadEffectsResponse> = 
   },
 };
 
+function createBaseResolveThreadEffectRequest(): ResolveThreadEffectRequest {
+  return {
+    threadId: "",
+    checkpointNs: "",
+    toolUseId: "",
+    outcome: 0,
+    output: undefined,
+    isError: false,
+    note: "",
+    resolverKind: 0,
+    resolvedBy: "",
+    requestId: "",
+  };
+}
+
+export const ResolveThreadEffectRequest: MessageFns<ResolveThreadEffectRequest> = {
+  encode(message: ResolveThreadEffectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.checkpointNs !== "") {
+      writer.uint32(18).string(message.checkpointNs);
+    }
+    if (message.toolUseId !== "") {
+      writer.uint32(26).string(message.toolUseId);
+    }
+    if (message.outcome !== 0) {
+      writer.uint32(32).int32(message.outcome);
+    }
+    if (message.output !== undefined) {
+      TypedValue.encode(message.output, writer.uint32(42).fork()).join();
+    }
+    if (message.isError !== false) {
+      writer.uint32(48).bool(message.isError);
+    }
+    if (message.note !== "") {
+      writer.uint32(58).string(message.note);
+    }
+    if (message.resolverKind !== 0) {
+      writer.uint32(64).int32(message.resolverKind);
+    }
+    if (message.resolvedBy !== "") {
+      writer.uint32(74).string(message.resolvedBy);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(82).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResolveThreadEffectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResolveThreadEffectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpointNs = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.outcome = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.output = TypedValue.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.isError = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.resolverKind = reader.int32() as any;
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.resolvedBy = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResolveThreadEffectRequest>, I>>(base?: I): ResolveThreadEffectRequest {
+    return ResolveThreadEffectRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResolveThreadEffectRequest>, I>>(object: I): ResolveThreadEffectRequest {
+    const message = createBaseResolveThreadEffectRequest();
+    message.threadId = object.threadId ?? "";
+    message.checkpointNs = object.checkpointNs ?? "";
+    message.toolUseId = object.toolUseId ?? "";
+    message.outcome = object.outcome ?? 0;
+    message.output = (object.output !== undefined && object.output !== null)
+      ? TypedValue.fromPartial(object.output)
+      : undefined;
+    message.isError = object.isError ?? false;
+    message.note = object.note ?? "";
+    message.resolverKind = object.resolverKind ?? 0;
+    message.resolvedBy = object.resolvedBy ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseResolveThreadEffectResponse(): ResolveThreadEffectResponse {
+  return { effect: undefined, alreadyResolved: false };
+}
+
+export const ResolveThreadEffectResponse: MessageFns<ResolveThreadEffectResponse> = {
+  encode(message: ResolveThreadEffectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.effect !== undefined) {
+      ThreadEffect.encode(message.effect, writer.uint32(10).fork()).join();
+    }
+    if (message.alreadyResolved !== false) {
+      writer.uint32(16).bool(message.alreadyResolved);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResolveThreadEffectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResolveThreadEffectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.effect = ThreadEffect.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.alreadyResolved = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResolveThreadEffectResponse>, I>>(base?: I): ResolveThreadEffectResponse {
+    return ResolveThreadEffectResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResolveThreadEffectResponse>, I>>(object: I): ResolveThreadEffectResponse {
+    const message = createBaseResolveThreadEffectResponse();
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? ThreadEffect.fromPartial(object.effect)
+      : undefined;
+    message.alreadyResolved = object.alreadyResolved ?? false;
+    return message;
+  },
+};
+
 /**
  * GraphCheckpointService stores LangGraph-style checkpoints: keyed by
  * (thread_id, checkpoint_ns, checkpoint_id), each with a parent id, opaque
@@ -4215,6 +4522,24 @@ export const GraphCheckpointServiceService = {
       Buffer.from(ListThreadEffectsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListThreadEffectsResponse => ListThreadEffectsResponse.decode(value),
   },
+  /**
+   * ResolveThreadEffect settles a thread's tool call in doubt (its latest
+   * attempt begun without an outcome, side-effecting) with what was found:
+   * done, with its output, recorded as the attempt's outcome (a later begin
+   * returns REUSE), or not done (the next begin starts a new attempt under
+   * the same idempotency key). Threads have no epoch: it is not fenced.
+   */
+  resolveThreadEffect: {
+    path: "/savepoint.v1.GraphCheckpointService/ResolveThreadEffect" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ResolveThreadEffectRequest): Buffer =>
+      Buffer.from(ResolveThreadEffectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ResolveThreadEffectRequest => ResolveThreadEffectRequest.decode(value),
+    responseSerialize: (value: ResolveThreadEffectResponse): Buffer =>
+      Buffer.from(ResolveThreadEffectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResolveThreadEffectResponse => ResolveThreadEffectResponse.decode(value),
+  },
 } as const;
 
 export interface GraphCheckpointServiceServer extends UntypedServiceImplementation {
@@ -4310,6 +4635,14 @@ export interface GraphCheckpointServiceServer extends UntypedServiceImplementati
    * tool_use_id) order. It writes nothing.
    */
   listThreadEffects: handleUnaryCall<ListThreadEffectsRequest, ListThreadEffectsResponse>;
+  /**
+   * ResolveThreadEffect settles a thread's tool call in doubt (its latest
+   * attempt begun without an outcome, side-effecting) with what was found:
+   * done, with its output, recorded as the attempt's outcome (a later begin
+   * returns REUSE), or not done (the next begin starts a new attempt under
+   * the same idempotency key). Threads have no epoch: it is not fenced.
+   */
+  resolveThreadEffect: handleUnaryCall<ResolveThreadEffectRequest, ResolveThreadEffectResponse>;
 }
 
 export interface GraphCheckpointServiceClient extends Client {
@@ -4590,6 +4923,28 @@ export interface GraphCheckpointServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListThreadEffectsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ResolveThreadEffect settles a thread's tool call in doubt (its latest
+   * attempt begun without an outcome, side-effecting) with what was found:
+   * done, with its output, recorded as the attempt's outcome (a later begin
+   * returns REUSE), or not done (the next begin starts a new attempt under
+   * the same idempotency key). Threads have no epoch: it is not fenced.
+   */
+  resolveThreadEffect(
+    request: ResolveThreadEffectRequest,
+    callback: (error: ServiceError | null, response: ResolveThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  resolveThreadEffect(
+    request: ResolveThreadEffectRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ResolveThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  resolveThreadEffect(
+    request: ResolveThreadEffectRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ResolveThreadEffectResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -209,6 +209,24 @@ export enum ErrorReason {
    * tool_use_id. Nothing is written.
    */
   ERROR_REASON_TOOL_USE_ID_MISMATCH = 50,
+  /**
+   * ERROR_REASON_CALL_NOT_IN_DOUBT - FAILED_PRECONDITION: ResolveEffect of a tool use that is not in doubt:
+   * not pending in the latest revision, read-only or idempotent, recorded
+   * already, or a begin-tracked call never begun (Reconcile runs it).
+   * Nothing is written.
+   */
+  ERROR_REASON_CALL_NOT_IN_DOUBT = 60,
+  /**
+   * ERROR_REASON_RESOLUTION_CONFLICT - ALREADY_EXISTS: ResolveEffect of a tool use resolved already with
+   * another outcome, output or note; the first resolution stands.
+   */
+  ERROR_REASON_RESOLUTION_CONFLICT = 61,
+  /**
+   * ERROR_REASON_INVALID_RESOLUTION - INVALID_ARGUMENT: a ResolveEffect outcome or resolver kind that is not
+   * one of the enum's values, or output or is_error given with NOT_DONE;
+   * metadata "field" names the field.
+   */
+  ERROR_REASON_INVALID_RESOLUTION = 62,
   UNRECOGNIZED = -1,
 }
 
@@ -238,6 +256,31 @@ export enum EffectClass {
   EFFECT_CLASS_IDEMPOTENT = 2,
   /** EFFECT_CLASS_SIDE_EFFECT - The tool changes the world and must not run twice. */
   EFFECT_CLASS_SIDE_EFFECT = 3,
+  UNRECOGNIZED = -1,
+}
+
+/** ResolutionOutcome is what was found about a tool use in doubt. */
+export enum ResolutionOutcome {
+  /** RESOLUTION_OUTCOME_UNSPECIFIED - Never valid in a request. */
+  RESOLUTION_OUTCOME_UNSPECIFIED = 0,
+  /** RESOLUTION_OUTCOME_DONE - The call took effect; its output is recorded as the call's effect. */
+  RESOLUTION_OUTCOME_DONE = 1,
+  /**
+   * RESOLUTION_OUTCOME_NOT_DONE - The call did not take effect; Reconcile answers RUN with the call's
+   * idempotency key, as a new attempt.
+   */
+  RESOLUTION_OUTCOME_NOT_DONE = 2,
+  UNRECOGNIZED = -1,
+}
+
+/** ResolverKind says who or what resolved a tool use in doubt. */
+export enum ResolverKind {
+  /** RESOLVER_KIND_UNSPECIFIED - Never valid in a request. */
+  RESOLVER_KIND_UNSPECIFIED = 0,
+  /** RESOLVER_KIND_VERIFY - The tool's verify hook, run by the client's reconcile on resume. */
+  RESOLVER_KIND_VERIFY = 1,
+  /** RESOLVER_KIND_PERSON - A person, by the CLI, the inspector or the API. */
+  RESOLVER_KIND_PERSON = 2,
   UNRECOGNIZED = -1,
 }
 
@@ -329,6 +372,39 @@ export interface Effect {
    * said no): it never ran, is_error is set and output says why.
    */
   refused: boolean;
+  /**
+   * Set when the effect was recorded by ResolveEffect (outcome DONE) rather
+   * than by RecordEffect: who or what found it, and when.
+   */
+  resolution: EffectResolution | undefined;
+}
+
+/**
+ * EffectResolution is the durable record that a tool use in doubt was
+ * settled.
+ */
+export interface EffectResolution {
+  /** What was found. */
+  outcome: ResolutionOutcome;
+  /** Who or what found it. */
+  resolverKind: ResolverKind;
+  /**
+   * The resolver's name as given, such as a user name or "verify"; may be
+   * empty.
+   */
+  resolvedBy: string;
+  /** A free-text note, such as where the finding came from. */
+  note: string;
+  /** When the daemon recorded the resolution. */
+  resolveTime:
+    | Timestamp
+    | undefined;
+  /**
+   * For NOT_DONE: true once BeginEffect began the new attempt it allowed.
+   * If that attempt's outcome is not recorded either, the call is in doubt
+   * again and may be resolved again, the new resolution replacing this one.
+   */
+  retryBegun: boolean;
 }
 
 /** Checkpoint is one revision of a session. */
@@ -573,6 +649,12 @@ export interface Resolution {
   toolResultText: string;
   /** True when BeginEffect had marked the tool use as dispatched. */
   begun: boolean;
+  /**
+   * The ResolveEffect record that settled the call when it was in doubt:
+   * outcome NOT_DONE for DECISION_RUN, DONE for DECISION_REUSE (also in
+   * effect.resolution); unset when none was made.
+   */
+  resolution: EffectResolution | undefined;
 }
 
 export interface ReconcileResponse {
@@ -694,7 +776,16 @@ export interface SessionSummary {
    * When the session was created (by its first save or a fork); a session
    * re-created after DeleteSession has its new creation time.
    */
-  createTime: Timestamp | undefined;
+  createTime:
+    | Timestamp
+    | undefined;
+  /**
+   * The tool uses in doubt that ResolveEffect settled in this session with
+   * resolver kind VERIFY, since it was created.
+   */
+  resolvedByVerifyCount: number;
+  /** The same, with resolver kind PERSON. */
+  resolvedByPersonCount: number;
 }
 
 export interface SessionSummary_LabelsEntry {
@@ -922,6 +1013,8 @@ export interface LedgerEntry {
    * rather than a save making it pending.
    */
   registered: boolean;
+  /** How the call was settled when it was in doubt; unset when it never was. */
+  resolution: EffectResolution | undefined;
 }
 
 export interface ListEffectsResponse {
@@ -1034,6 +1127,63 @@ export interface BackupResponse {
    * --encryption-key-file).
    */
   encrypted: boolean;
+}
+
+export interface ResolveEffectRequest {
+  /** The session. */
+  sessionId: string;
+  /**
+   * A tool use in doubt: pending in the latest revision, side-effecting,
+   * with no recorded effect, and begun or not begin-tracked.
+   */
+  toolUseId: string;
+  /**
+   * The caller's epoch, fenced like a save; unset for a person, who is not
+   * fenced.
+   */
+  epoch?:
+    | bigint
+    | undefined;
+  /** What was found. Required. */
+  outcome: ResolutionOutcome;
+  /**
+   * For DONE: what the tool returned, or its error text, recorded as the
+   * call's effect; at most the daemon's largest message
+   * (GetServerInfoResponse.max_message_bytes), as a recorded output. Empty
+   * for NOT_DONE.
+   */
+  output: string;
+  /**
+   * For DONE: true when the call took effect and failed. False for
+   * NOT_DONE.
+   */
+  isError: boolean;
+  /**
+   * A note for the record, such as where the finding came from; at most
+   * 4096 bytes.
+   */
+  note: string;
+  /** Who or what resolved the call. Required. */
+  resolverKind: ResolverKind;
+  /** The resolver's name, such as a user name; at most 256 bytes. */
+  resolvedBy: string;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original response; empty disables retry detection.
+   */
+  requestId: string;
+}
+
+export interface ResolveEffectResponse {
+  /** The call's ledger entry after the resolution. */
+  entry:
+    | LedgerEntry
+    | undefined;
+  /**
+   * True when this exact resolution had been made before (by another
+   * request).
+   */
+  alreadyResolved: boolean;
 }
 
 function createBaseMessage(): Message {
@@ -1207,7 +1357,16 @@ export const ToolUse: MessageFns<ToolUse> = {
 };
 
 function createBaseEffect(): Effect {
-  return { toolUseId: "", name: "", output: "", isError: false, recordTime: undefined, late: false, refused: false };
+  return {
+    toolUseId: "",
+    name: "",
+    output: "",
+    isError: false,
+    recordTime: undefined,
+    late: false,
+    refused: false,
+    resolution: undefined,
+  };
 }
 
 export const Effect: MessageFns<Effect> = {
@@ -1232,6 +1391,9 @@ export const Effect: MessageFns<Effect> = {
     }
     if (message.refused !== false) {
       writer.uint32(160).bool(message.refused);
+    }
+    if (message.resolution !== undefined) {
+      EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -1305,6 +1467,14 @@ export const Effect: MessageFns<Effect> = {
             message.refused = reader.bool();
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.resolution = EffectResolution.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1331,6 +1501,126 @@ export const Effect: MessageFns<Effect> = {
       : undefined;
     message.late = object.late ?? false;
     message.refused = object.refused ?? false;
+    message.resolution = (object.resolution !== undefined && object.resolution !== null)
+      ? EffectResolution.fromPartial(object.resolution)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEffectResolution(): EffectResolution {
+  return { outcome: 0, resolverKind: 0, resolvedBy: "", note: "", resolveTime: undefined, retryBegun: false };
+}
+
+export const EffectResolution: MessageFns<EffectResolution> = {
+  encode(message: EffectResolution, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.outcome !== 0) {
+      writer.uint32(8).int32(message.outcome);
+    }
+    if (message.resolverKind !== 0) {
+      writer.uint32(16).int32(message.resolverKind);
+    }
+    if (message.resolvedBy !== "") {
+      writer.uint32(26).string(message.resolvedBy);
+    }
+    if (message.note !== "") {
+      writer.uint32(34).string(message.note);
+    }
+    if (message.resolveTime !== undefined) {
+      Timestamp.encode(message.resolveTime, writer.uint32(42).fork()).join();
+    }
+    if (message.retryBegun !== false) {
+      writer.uint32(48).bool(message.retryBegun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EffectResolution {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEffectResolution();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.outcome = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.resolverKind = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.resolvedBy = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.resolveTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.retryBegun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EffectResolution>, I>>(base?: I): EffectResolution {
+    return EffectResolution.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EffectResolution>, I>>(object: I): EffectResolution {
+    const message = createBaseEffectResolution();
+    message.outcome = object.outcome ?? 0;
+    message.resolverKind = object.resolverKind ?? 0;
+    message.resolvedBy = object.resolvedBy ?? "";
+    message.note = object.note ?? "";
+    message.resolveTime = (object.resolveTime !== undefined && object.resolveTime !== null)
+      ? Timestamp.fromPartial(object.resolveTime)
+      : undefined;
+    message.retryBegun = object.retryBegun ?? false;
     return message;
   },
 };
@@ -2681,7 +2971,15 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
 };
 
 function createBaseResolution(): Resolution {
-  return { toolUse: undefined, decision: 0, effect: undefined, idempotencyKey: "", toolResultText: "", begun: false };
+  return {
+    toolUse: undefined,
+    decision: 0,
+    effect: undefined,
+    idempotencyKey: "",
+    toolResultText: "",
+    begun: false,
+    resolution: undefined,
+  };
 }
 
 export const Resolution: MessageFns<Resolution> = {
@@ -2703,6 +3001,9 @@ export const Resolution: MessageFns<Resolution> = {
     }
     if (message.begun !== false) {
       writer.uint32(48).bool(message.begun);
+    }
+    if (message.resolution !== undefined) {
+      EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -2768,6 +3069,14 @@ export const Resolution: MessageFns<Resolution> = {
             message.begun = reader.bool();
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.resolution = EffectResolution.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2795,6 +3104,9 @@ export const Resolution: MessageFns<Resolution> = {
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.toolResultText = object.toolResultText ?? "";
     message.begun = object.begun ?? false;
+    message.resolution = (object.resolution !== undefined && object.resolution !== null)
+      ? EffectResolution.fromPartial(object.resolution)
+      : undefined;
     return message;
   },
 };
@@ -3448,6 +3760,8 @@ function createBaseSessionSummary(): SessionSummary {
     inDoubtToolUseCount: 0,
     status: 0,
     createTime: undefined,
+    resolvedByVerifyCount: 0,
+    resolvedByPersonCount: 0,
   };
 }
 
@@ -3497,6 +3811,12 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     }
     if (message.createTime !== undefined) {
       Timestamp.encode(message.createTime, writer.uint32(98).fork()).join();
+    }
+    if (message.resolvedByVerifyCount !== 0) {
+      writer.uint32(240).uint32(message.resolvedByVerifyCount);
+    }
+    if (message.resolvedByPersonCount !== 0) {
+      writer.uint32(248).uint32(message.resolvedByPersonCount);
     }
     return writer;
   },
@@ -3613,6 +3933,22 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             message.createTime = Timestamp.decode(reader, reader.uint32());
             continue;
           }
+          case 30: {
+            if (tag !== 240) {
+              break;
+            }
+
+            message.resolvedByVerifyCount = reader.uint32();
+            continue;
+          }
+          case 31: {
+            if (tag !== 248) {
+              break;
+            }
+
+            message.resolvedByPersonCount = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3656,6 +3992,8 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     message.createTime = (object.createTime !== undefined && object.createTime !== null)
       ? Timestamp.fromPartial(object.createTime)
       : undefined;
+    message.resolvedByVerifyCount = object.resolvedByVerifyCount ?? 0;
+    message.resolvedByPersonCount = object.resolvedByPersonCount ?? 0;
     return message;
   },
 };
@@ -5037,6 +5375,7 @@ function createBaseLedgerEntry(): LedgerEntry {
     beginTime: undefined,
     effect: undefined,
     registered: false,
+    resolution: undefined,
   };
 }
 
@@ -5074,6 +5413,9 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     }
     if (message.registered !== false) {
       writer.uint32(160).bool(message.registered);
+    }
+    if (message.resolution !== undefined) {
+      EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -5171,6 +5513,14 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
             message.registered = reader.bool();
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.resolution = EffectResolution.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5204,6 +5554,9 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
       ? Effect.fromPartial(object.effect)
       : undefined;
     message.registered = object.registered ?? false;
+    message.resolution = (object.resolution !== undefined && object.resolution !== null)
+      ? EffectResolution.fromPartial(object.resolution)
+      : undefined;
     return message;
   },
 };
@@ -5874,6 +6227,252 @@ export const BackupResponse: MessageFns<BackupResponse> = {
   },
 };
 
+function createBaseResolveEffectRequest(): ResolveEffectRequest {
+  return {
+    sessionId: "",
+    toolUseId: "",
+    epoch: undefined,
+    outcome: 0,
+    output: "",
+    isError: false,
+    note: "",
+    resolverKind: 0,
+    resolvedBy: "",
+    requestId: "",
+  };
+}
+
+export const ResolveEffectRequest: MessageFns<ResolveEffectRequest> = {
+  encode(message: ResolveEffectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.toolUseId !== "") {
+      writer.uint32(18).string(message.toolUseId);
+    }
+    if (message.epoch !== undefined) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.epoch);
+    }
+    if (message.outcome !== 0) {
+      writer.uint32(32).int32(message.outcome);
+    }
+    if (message.output !== "") {
+      writer.uint32(42).string(message.output);
+    }
+    if (message.isError !== false) {
+      writer.uint32(48).bool(message.isError);
+    }
+    if (message.note !== "") {
+      writer.uint32(58).string(message.note);
+    }
+    if (message.resolverKind !== 0) {
+      writer.uint32(64).int32(message.resolverKind);
+    }
+    if (message.resolvedBy !== "") {
+      writer.uint32(74).string(message.resolvedBy);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(82).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResolveEffectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResolveEffectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.epoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.outcome = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.output = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.isError = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.resolverKind = reader.int32() as any;
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.resolvedBy = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResolveEffectRequest>, I>>(base?: I): ResolveEffectRequest {
+    return ResolveEffectRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResolveEffectRequest>, I>>(object: I): ResolveEffectRequest {
+    const message = createBaseResolveEffectRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.toolUseId = object.toolUseId ?? "";
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : undefined;
+    message.outcome = object.outcome ?? 0;
+    message.output = object.output ?? "";
+    message.isError = object.isError ?? false;
+    message.note = object.note ?? "";
+    message.resolverKind = object.resolverKind ?? 0;
+    message.resolvedBy = object.resolvedBy ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseResolveEffectResponse(): ResolveEffectResponse {
+  return { entry: undefined, alreadyResolved: false };
+}
+
+export const ResolveEffectResponse: MessageFns<ResolveEffectResponse> = {
+  encode(message: ResolveEffectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.entry !== undefined) {
+      LedgerEntry.encode(message.entry, writer.uint32(10).fork()).join();
+    }
+    if (message.alreadyResolved !== false) {
+      writer.uint32(16).bool(message.alreadyResolved);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResolveEffectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResolveEffectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entry = LedgerEntry.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.alreadyResolved = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResolveEffectResponse>, I>>(base?: I): ResolveEffectResponse {
+    return ResolveEffectResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResolveEffectResponse>, I>>(object: I): ResolveEffectResponse {
+    const message = createBaseResolveEffectResponse();
+    message.entry = (object.entry !== undefined && object.entry !== null)
+      ? LedgerEntry.fromPartial(object.entry)
+      : undefined;
+    message.alreadyResolved = object.alreadyResolved ?? false;
+    return message;
+  },
+};
+
 /**
  * SavepointService keeps an agent loop's checkpoints and side-effects ledger
  * so that a long task survives a crash and resumes without repeating or
@@ -6047,8 +6646,8 @@ export const SavepointServiceService = {
   },
   /**
    * ListEffects pages through a session's ledger: every tool use that was
-   * begun or has a recorded effect, late records included. It writes
-   * nothing.
+   * begun, has a recorded effect or was resolved, late records included. It
+   * writes nothing.
    */
   listEffects: {
     path: "/savepoint.v1.SavepointService/ListEffects" as const,
@@ -6118,6 +6717,24 @@ export const SavepointServiceService = {
       Buffer.from(WatchSessionsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): WatchSessionsResponse => WatchSessionsResponse.decode(value),
   },
+  /**
+   * ResolveEffect settles a tool use in doubt with what was found: done,
+   * with its output, which becomes the call's recorded effect, or not done,
+   * after which Reconcile answers RUN with the call's idempotency key. It is
+   * fenced by epoch when one is given (the session's owner, such as a verify
+   * hook) and not otherwise (a person: a finding is a fact, as with
+   * RecordEffect).
+   */
+  resolveEffect: {
+    path: "/savepoint.v1.SavepointService/ResolveEffect" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ResolveEffectRequest): Buffer => Buffer.from(ResolveEffectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ResolveEffectRequest => ResolveEffectRequest.decode(value),
+    responseSerialize: (value: ResolveEffectResponse): Buffer =>
+      Buffer.from(ResolveEffectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResolveEffectResponse => ResolveEffectResponse.decode(value),
+  },
 } as const;
 
 export interface SavepointServiceServer extends UntypedServiceImplementation {
@@ -6181,8 +6798,8 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
   completeSession: handleUnaryCall<CompleteSessionRequest, CompleteSessionResponse>;
   /**
    * ListEffects pages through a session's ledger: every tool use that was
-   * begun or has a recorded effect, late records included. It writes
-   * nothing.
+   * begun, has a recorded effect or was resolved, late records included. It
+   * writes nothing.
    */
   listEffects: handleUnaryCall<ListEffectsRequest, ListEffectsResponse>;
   /**
@@ -6210,6 +6827,15 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
    * It writes nothing; docs/api.md says what each event means.
    */
   watchSessions: handleServerStreamingCall<WatchSessionsRequest, WatchSessionsResponse>;
+  /**
+   * ResolveEffect settles a tool use in doubt with what was found: done,
+   * with its output, which becomes the call's recorded effect, or not done,
+   * after which Reconcile answers RUN with the call's idempotency key. It is
+   * fenced by epoch when one is given (the session's owner, such as a verify
+   * hook) and not otherwise (a person: a finding is a fact, as with
+   * RecordEffect).
+   */
+  resolveEffect: handleUnaryCall<ResolveEffectRequest, ResolveEffectResponse>;
 }
 
 export interface SavepointServiceClient extends Client {
@@ -6441,8 +7067,8 @@ export interface SavepointServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * ListEffects pages through a session's ledger: every tool use that was
-   * begun or has a recorded effect, late records included. It writes
-   * nothing.
+   * begun, has a recorded effect or was resolved, late records included. It
+   * writes nothing.
    */
   listEffects(
     request: ListEffectsRequest,
@@ -6525,6 +7151,29 @@ export interface SavepointServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<WatchSessionsResponse>;
+  /**
+   * ResolveEffect settles a tool use in doubt with what was found: done,
+   * with its output, which becomes the call's recorded effect, or not done,
+   * after which Reconcile answers RUN with the call's idempotency key. It is
+   * fenced by epoch when one is given (the session's owner, such as a verify
+   * hook) and not otherwise (a person: a finding is a fact, as with
+   * RecordEffect).
+   */
+  resolveEffect(
+    request: ResolveEffectRequest,
+    callback: (error: ServiceError | null, response: ResolveEffectResponse) => void,
+  ): ClientUnaryCall;
+  resolveEffect(
+    request: ResolveEffectRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ResolveEffectResponse) => void,
+  ): ClientUnaryCall;
+  resolveEffect(
+    request: ResolveEffectRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ResolveEffectResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const SavepointServiceClient = makeGenericClientConstructor(

@@ -1,0 +1,111 @@
+"""The Claude Agent SDK run for real (claude-agent-sdk 0.2.184 and its
+bundled CLI 2.1.327) with savepoint.claude_agent against a real savepointd
+and a local fake of the Messages API: the agent (claude_agent_app.py) is
+SIGKILLed inside its side-effecting tool, or right after the tool's outcome
+was recorded, and resumed by a new process. write_report must run once, the
+resumed agent must be told the outcome is unknown only where it is, and
+every request must pass the fake's tool_use/tool_result pairing check. Not
+collected by `make test` (the SDK is ~360 MB): `make test-claude-agent`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Daemon
+from fake_messages_api import WRITE, FakeMessagesAPI
+
+import savepoint
+from savepoint.claude_agent import session_id_for
+from savepoint.v1 import savepoint_pb2 as pb
+
+APP = str(Path(__file__).with_name("claude_agent_app.py"))
+
+
+@pytest.fixture
+def api() -> FakeMessagesAPI:
+    a = FakeMessagesAPI()
+    yield a  # type: ignore[misc]
+    a.close()
+
+
+def agent(daemon: Daemon, api: FakeMessagesAPI, work: Path, *args: str, crash: str = "", deny: str = "", mode: str = "") -> tuple[int, dict[str, str]]:
+    env = {**os.environ, "SAVEPOINT_ADDR": daemon.addr, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-fake",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CRASH": crash, "DENY": deny, "MODE": mode}
+    p = subprocess.Popen([sys.executable, APP, str(work), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=120)
+    finally:
+        # The SDK's CLI outlives a SIGKILLed parent: end the whole group.
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    lines = dict(l.split(" ", 1) for l in out.splitlines() if " " in l)
+    assert p.returncode in (0, -signal.SIGKILL), f"exit {p.returncode}\n{out}\n{err}"
+    return p.returncode, lines
+
+
+def report_lines(work: Path) -> list[str]:
+    return (work / "report.txt").read_text().splitlines()
+
+
+def ledger(daemon: Daemon, sdk_session: str) -> dict[str, pb.LedgerEntry]:
+    with savepoint.Client(daemon.addr) as c:
+        return {e.tool_use_id: e for e in c.raw.ListEffects(pb.ListEffectsRequest(session_id=session_id_for(sdk_session))).entries}
+
+
+@pytest.mark.parametrize("crash", ["inside-write", "inside-write-slow"])
+def test_killed_inside_the_tool_is_in_doubt_not_run_twice(daemon: Daemon, api: FakeMessagesAPI, tmp_path: Path, crash: str) -> None:
+    """Killed before the SDK mirrored the call (as may happen right after the
+    side effect), the transcript has no call: the (deterministic) model names
+    it again and PreToolUse denies it as in doubt. Killed after (-slow),
+    load() answers it with the in-doubt text."""
+    rc, out = agent(daemon, api, tmp_path, crash=crash)
+    assert rc == -signal.SIGKILL and "session" in out
+    assert report_lines(tmp_path) == ["Q3: sales up 12%"]
+    sdk = out["session"]
+    led = ledger(daemon, sdk)
+    assert led[WRITE].begun and not led[WRITE].HasField("effect")
+
+    rc, out = agent(daemon, api, tmp_path, sdk)
+    assert rc == 0, out
+    assert report_lines(tmp_path) == ["Q3: sales up 12%"], "write_report ran twice"
+    assert "(error)" in out["result"] and "unknown" in out["result"], out
+    if crash.endswith("-slow"):
+        assert "hook error" not in out["result"], out
+    assert api.rejected == []
+
+
+@pytest.mark.parametrize("crash", ["after-record", "after-record-slow"])
+def test_killed_after_the_record_reuses_it(daemon: Daemon, api: FakeMessagesAPI, tmp_path: Path, crash: str) -> None:
+    """The recorded output reaches the model, from PreToolUse when the model
+    names the call again, or (-slow) from load() without naming it again."""
+    rc, out = agent(daemon, api, tmp_path, crash=crash)
+    assert rc == -signal.SIGKILL
+    sdk = out["session"]
+    assert ledger(daemon, sdk)[WRITE].effect.output
+
+    rc, out = agent(daemon, api, tmp_path, sdk)
+    assert rc == 0, out
+    assert report_lines(tmp_path) == ["Q3: sales up 12%"], "write_report ran twice"
+    assert "report.txt written" in out["result"] and "unknown" not in out["result"], out
+    if crash.endswith("-slow"):
+        assert out["result"] == "Finished. write_report said: report.txt written", out
+    assert api.rejected == []
+
+
+@pytest.mark.parametrize("mode", ["", "dontAsk"])
+def test_a_refused_call_is_recorded_never_run(daemon: Daemon, api: FakeMessagesAPI, tmp_path: Path, mode: str) -> None:
+    """Refused by can_use_tool, or by the CLI's own permission mode."""
+    rc, out = agent(daemon, api, tmp_path, deny="mcp__notes__write_report", mode=mode)
+    assert rc == 0, out
+    assert not (tmp_path / "report.txt").exists()
+    assert ("not allowed" if mode == "" else "denied") in out["result"], out
+    e = ledger(daemon, out["session"])[WRITE].effect
+    assert e.refused and e.is_error

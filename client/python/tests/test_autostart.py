@@ -1,0 +1,156 @@
+"""savepointd started on demand (savepoint._autostart), each case in client
+processes of their own with a temporary home: nothing listening, a stale
+socket, a daemon killed between two calls, two racing clients,
+SAVEPOINT_AUTOSTART=0, an explicit address, a daemon that fails to start,
+and no savepointd to start. The Go (client/autostart_test.go) and
+TypeScript clients are tested for the same cases."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+# A client process: dials with no address, prints the daemon's pid; with
+# argv[1] == "kill" kills that daemon and calls again (ListSessions, which
+# is retried) through the same client.
+HELPER = r"""
+import os, signal, sys, time
+import savepoint
+from savepoint.v1 import savepoint_pb2 as pb
+try:
+    c = savepoint.Client()
+    for i in range(2):
+        if i == 1:
+            list(c.list_sessions())
+        info = c.raw.GetServerInfo(pb.GetServerInfoRequest())
+        print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
+        if sys.argv[1:] != ["kill"]:
+            break
+        os.kill(info.pid, signal.SIGKILL)
+        while True:
+            try:
+                os.kill(info.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.01)
+except savepoint.errors.SavepointError as e:
+    print("error: " + type(e).__name__ + ": " + str(e).replace("\n", " | "), flush=True)
+"""
+
+STARTED = "savepoint: started savepointd on demand at unix:"
+
+
+@dataclass
+class Result:
+    pids: list[int] = field(default_factory=list)
+    on_demand: bool = False
+    err: str = ""
+    stderr: str = ""
+
+
+class User:
+    """A user with a home of its own and no XDG_RUNTIME_DIR."""
+
+    def __init__(self, home: str, savepointd: str) -> None:
+        self.home = home
+        self.state = Path(home, "st", "savepoint")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SAVEPOINT") and k not in ("HOME", "XDG_RUNTIME_DIR", "XDG_STATE_HOME")}
+        self.env = {**env, "HOME": home, "XDG_STATE_HOME": str(Path(home, "st")), "SAVEPOINTD_PATH": savepointd}
+        self.pids: set[int] = set()
+
+    def run(self, *args: str, **extra: str) -> Result:
+        p = subprocess.run([sys.executable, "-c", HELPER, *args], env={**self.env, **extra}, capture_output=True, text=True, timeout=120)
+        r = Result(stderr=p.stderr)
+        for line in p.stdout.splitlines():
+            if line.startswith("pid "):
+                _, pid, _, od = line.split()
+                r.pids.append(int(pid))
+                r.on_demand = od == "True"
+                self.pids.add(int(pid))
+            elif line.startswith("error: "):
+                r.err += line
+        assert r.pids or r.err, (p.stdout, p.stderr)
+        return r
+
+
+@pytest.fixture
+def user(binaries: tuple[str, str]) -> Iterator[User]:
+    home = tempfile.mkdtemp(prefix="spa")  # short: the socket path must fit
+    u = User(home, binaries[0])
+    yield u
+    for pid in u.pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    subprocess.run(["rm", "-rf", home], check=False)
+
+
+def serving(r: Result) -> int:
+    assert not r.err and r.pids and r.on_demand, r
+    return r.pids[-1]
+
+
+def test_nothing_listening(user: User) -> None:
+    r = user.run()
+    pid = serving(r)
+    assert r.stderr.count(STARTED) == 1 and str(user.state / "savepointd.log") in r.stderr, r.stderr
+    assert user.state.stat().st_mode & 0o777 == 0o700
+    assert (user.state / "data").is_dir()
+    r2 = user.run()
+    assert serving(r2) == pid and r2.stderr == ""
+
+
+def test_stale_socket(user: User) -> None:
+    pid = serving(user.run())
+    os.kill(pid, signal.SIGKILL)
+    while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text(errors="replace"):
+        time.sleep(0.01)
+    assert (user.state / "savepoint.sock").exists()  # left by the killed daemon
+    r = user.run()
+    assert serving(r) != pid and STARTED in r.stderr
+
+
+def test_restarts_after_kill(user: User) -> None:
+    r = user.run("kill")
+    assert not r.err and len(r.pids) == 2 and r.pids[0] != r.pids[1], r
+    assert r.stderr.count(STARTED) == 2, r.stderr
+
+
+def test_race(user: User) -> None:
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda _: user.run(), range(4)))
+    assert len({serving(r) for r in results}) == 1, results
+    assert sum(r.stderr.count(STARTED) for r in results) == 1, [r.stderr for r in results]
+
+
+@pytest.mark.parametrize("extra", [{"SAVEPOINT_AUTOSTART": "0"}, {"SAVEPOINT_ADDR": "unix:SOCK"}], ids=["autostart-0", "explicit"])
+def test_off(user: User, extra: dict[str, str]) -> None:
+    extra = {k: v.replace("SOCK", str(user.state / "savepoint.sock")) for k, v in extra.items()}
+    r = user.run(**extra)
+    assert "UnavailableError" in r.err and not r.pids and r.stderr.count(STARTED) == 0, r
+    assert not user.state.exists()
+
+
+def test_failing_daemon(user: User) -> None:
+    user.state.mkdir(parents=True, mode=0o700)
+    (user.state / "data").write_text("not a directory")
+    r = user.run()
+    assert "did not start" in r.err and "the last lines of its log" in r.err and not r.pids, r
+    last = (user.state / "savepointd.log").read_text().strip().splitlines()[-1]
+    assert last and last in r.err
+
+
+def test_no_binary(user: User) -> None:
+    r = user.run(SAVEPOINTD_PATH="", PATH="/nonexistent")
+    assert "no savepointd was found" in r.err and "docs/install.md" in r.err, r

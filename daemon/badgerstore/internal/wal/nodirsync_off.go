@@ -1,5 +1,0 @@
-//go:build !savepoint_nodirsync
-
-package wal
-
-const skipDirSync = false

@@ -1,5 +1,0 @@
-//go:build !savepoint_nosync
-
-package wal
-
-const skipSync = false
