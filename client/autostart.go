@@ -41,6 +41,9 @@ const (
 	autostartGrace   = 5 * time.Second
 )
 
+// systemAddr is addr.System; tests point it elsewhere.
+var systemAddr = addr.System
+
 // autostarter starts savepointd on demand at the per-user default address
 // (see docs/install.md): with its data in STATE/data, its log in
 // STATE/savepointd.log, detached from the calling process.
@@ -70,16 +73,27 @@ func newAutostarter(getenv func(string) string) *autostarter {
 	return &autostarter{addr: a, sock: strings.TrimPrefix(a, "unix:"), stateDir: state, getenv: getenv, stderr: os.Stderr}
 }
 
-// ensure returns nil once something answers at the default address,
-// starting savepointd there first when nothing does. Its error wraps
-// ErrUnavailable and, when the daemon it started failed, quotes the last
-// lines of the daemon's log.
-func (a *autostarter) ensure(ctx context.Context) error {
+// ensure returns the address to use once something answers there: the
+// per-user default when a daemon answers there; else the system's daemon
+// (addr.System, contrib/systemd) when one answers there, which starts
+// nothing; else the per-user default after starting savepointd there. Its
+// error wraps ErrUnavailable and, when the daemon it started failed, quotes
+// the last lines of the daemon's log.
+func (a *autostarter) ensure(ctx context.Context) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if answers(a.sock) {
-		return nil
+		return a.addr, nil
 	}
+	if a.addr != systemAddr && answers(strings.TrimPrefix(systemAddr, "unix:")) {
+		return systemAddr, nil
+	}
+	return a.addr, a.start(ctx)
+}
+
+// start starts savepointd at the per-user default and waits until it (or
+// another client's, which won the race) reports SERVING.
+func (a *autostarter) start(ctx context.Context) error {
 	bin := a.getenv(EnvDaemonPath)
 	if bin == "" {
 		var err error

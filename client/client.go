@@ -154,8 +154,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if addr == "" {
 		addr = DefaultAddr()
 		if auto = newAutostarter(os.Getenv); auto != nil {
-			if err := auto.ensure(ctx); err != nil {
+			a, err := auto.ensure(ctx)
+			if err != nil {
 				return nil, err
+			}
+			if a != addr { // the system's daemon: nothing to start, now or later
+				addr, auto = a, nil
 			}
 		}
 	}
@@ -236,7 +240,7 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 		if c.autostart != nil && status.Code(err) == codes.Unavailable {
 			// The daemon started on demand is gone: start it again, so that
 			// this call's retry, or the next call, finds one.
-			if aerr := c.autostart.ensure(ctx); aerr != nil {
+			if _, aerr := c.autostart.ensure(ctx); aerr != nil {
 				return aerr
 			}
 		}

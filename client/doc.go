@@ -30,7 +30,11 @@
 // it records an effect, and it records only the outcome the tool function
 // returned. Before a tool that is not read-only runs, BeginEffect marks it as
 // dispatched, so that after a crash the daemon can tell "never started" (run
-// it) from "started, outcome unknown" (in doubt). If the tool ran but its
+// it) from "started, outcome unknown" (in doubt). A tool use in doubt need
+// not stay so: ReconcileVerify asks a VerifyFunc (by the idempotency key the
+// tool passed to the API it called, or by its input) whether it took effect
+// and records the answer with ResolveEffect, and a person records theirs with
+// Client.ResolveEffect or savepoint resolve. If the tool ran but its
 // outcome could not be recorded, the real result is still returned (with
 // ToolResult.LedgerErr set and an error logged): reporting a tool that ran as
 // failed would make the model retry it and repeat the side effect.
@@ -58,6 +62,10 @@
 //
 // Tool results become history messages through a ToolResultsFunc; the
 // default, AnthropicToolResults, makes the Anthropic Messages API's
-// tool_result blocks. The raw gRPC client (Client.Raw) remains available
+// tool_result blocks. A tool that answers with content blocks (text, image,
+// document) returns their JSON array, which ContentBlocks makes: the ledger
+// stores it, and AnthropicToolResults sends it as the blocks, on the first
+// run and on REUSE alike (ToolContent is the rule every client reads the
+// ledger by). The raw gRPC client (Client.Raw) remains available
 // for anything the Session does not cover.
 package client

@@ -49,6 +49,10 @@ func StateDir(getenv func(string) string) string {
 	return ""
 }
 
+// System is the address of the system's daemon, the socket
+// contrib/systemd's savepointd.socket creates.
+const System = "unix:/run/savepoint/savepoint.sock"
+
 // Parse splits an address into a network and an address for net.Listen or
 // net.Dial: "unix:PATH" (or gRPC's "unix:///PATH") gives ("unix", PATH), and
 // "HOST:PORT" gives ("tcp", "HOST:PORT"). Anything else is an error that

@@ -57,6 +57,13 @@ func startRun(t *testing.T, store core.Store, cfg daemon.Config) (string, *grpc.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	// The socket file exists from bind(2), a moment before listen(2): wait
+	// for the listener, or the first call can meet ECONNREFUSED on a busy machine.
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(wctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("health: %v", err)
+	}
 	return sock, conn
 }
 

@@ -7,6 +7,6 @@
  * that is safe, or an error output saying its outcome is unknown.
  * docs/frameworks/openai-agents.md says what is guaranteed.
  */
-export { MAX_ATTEMPTS, SavepointSession, type SavepointSessionOptions, SessionContentionError, STATE_KEY, TASK } from "./session.js";
+export { MAX_ATTEMPTS, SavepointSession, type SavepointSessionOptions, SessionClosedError, SessionContentionError, STATE_KEY, TASK } from "./session.js";
 export { DurableToolError, type Effect, idempotencyKey } from "./ledger.js";
 export { DEFAULT_ERROR_OUTPUT, durableTool, type DurableToolOptions } from "./tool.js";

@@ -182,7 +182,7 @@ export function planAppend(v: View, batch: AgentInputItem[]): Change {
   return {
     append: keep,
     pending: v.pending.filter((p) => !answered.has(p.toolUseId)),
-    stateJson: withPart(v, { calls, resolved }),
+    stateJson: withPart(v, { ...part, calls, resolved }),
   };
 }
 

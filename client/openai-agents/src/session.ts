@@ -8,9 +8,20 @@
  * processes can share one session without losing or reordering each other's
  * items and without fencing each other (none of them calls Resume).
  */
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 
-import type { AgentInputItem, RunContext, RunContextAwareSession } from "@openai/agents-core";
+import {
+  type AgentInputItem,
+  applySessionHistoryMutations,
+  type RunContext,
+  type RunContextAwareSession,
+  type SessionHistoryRewriteAwareSession,
+  type SessionHistoryRewriteArgs,
+  type SessionHistoryTransaction,
+  type SessionHistoryTransactionArgs,
+  type SessionHistoryTransactionAwareSession,
+  UserError,
+} from "@openai/agents-core";
 import {
   CallAlreadyRecordedError,
   type Client,
@@ -24,7 +35,7 @@ import {
 } from "@savepoint-dev/client";
 
 import * as ledger from "./ledger.js";
-import { type Change, type Planner, STATE_KEY, type View, withPart } from "./state.js";
+import { type Change, partOf, type Planner, STATE_KEY, type View, withPart } from "./state.js";
 
 export { STATE_KEY };
 export type { Change, LedgerPart, Planner, View } from "./state.js";
@@ -52,6 +63,11 @@ export class SessionContentionError extends Error {
   override name = "SessionContentionError";
 }
 
+/** A method of a SavepointSession was called after its close(). */
+export class SessionClosedError extends Error {
+  override name = "SessionClosedError";
+}
+
 const STALE = [RevisionMismatchError, SessionFencedError, SessionExistsError, SessionNotFoundError];
 
 /** One SDK item as a savepointd message: its role, else its type, and the item as JSON text. */
@@ -77,7 +93,7 @@ export function decode(contentJson: string): AgentInputItem {
  * savepointd session id (1-128 characters of [A-Za-z0-9._:-], starting with
  * a letter or digit).
  */
-export class SavepointSession implements RunContextAwareSession {
+export class SavepointSession implements RunContextAwareSession, SessionHistoryTransactionAwareSession, SessionHistoryRewriteAwareSession {
   /** Tells the SDK's runner to pass its RunContext to every method, which is how durable tools find their session. */
   readonly acceptsRunContext = true as const;
   readonly sessionId: string;
@@ -85,10 +101,11 @@ export class SavepointSession implements RunContextAwareSession {
   #client: Promise<Client> | undefined;
   /** The revision this process last saved or read, without items. */
   #cached: View | undefined;
+  #closed = false;
 
   constructor(sessionId: string, options: SavepointSessionOptions = {}) {
-    if (options.limit !== undefined && (!Number.isInteger(options.limit) || options.limit < 0)) {
-      throw new RangeError(`SavepointSession: limit must be a whole number of zero or more, not ${options.limit}.`);
+    if (options.limit !== undefined && !Number.isInteger(options.limit)) {
+      throw new RangeError(`SavepointSession: limit must be a whole number, not ${options.limit}.`);
     }
     this.sessionId = sessionId;
     this.#options = options;
@@ -101,13 +118,15 @@ export class SavepointSession implements RunContextAwareSession {
 
   /**
    * Returns the session's items in order, or the latest limit of them (the
-   * limit option when not given; 0 returns none), read from one revision.
-   * Durable tool calls whose process died are answered first.
+   * limit option when not given; zero or less returns none, as the SDK's
+   * MemorySession), read from one revision. Durable tool calls whose process
+   * died are answered first.
    */
   async getItems(limit?: number, runContext?: RunContext<unknown>): Promise<AgentInputItem[]> {
+    this.#checkOpen();
     const n = limit ?? this.#options.limit;
-    if (n !== undefined && (!Number.isInteger(n) || n < 0)) {
-      throw new RangeError(`getItems: limit must be a whole number of zero or more, not ${n}.`);
+    if (n !== undefined && !Number.isInteger(n)) {
+      throw new RangeError(`getItems: limit must be a whole number, not ${n}.`);
     }
     ledger.bindRun(runContext, this);
     let v = await this.load(true);
@@ -118,11 +137,12 @@ export class SavepointSession implements RunContextAwareSession {
     }
     const items = v.items ?? [];
     if (n === undefined) return items;
-    return n === 0 ? [] : items.slice(-n);
+    return n <= 0 ? [] : items.slice(-n);
   }
 
   /** Appends items after every item already stored, in one atomic save: all are durable when this returns, or none is. */
   async addItems(items: AgentInputItem[], runContext?: RunContext<unknown>): Promise<void> {
+    this.#checkOpen();
     ledger.bindRun(runContext, this);
     if (items.length === 0) return;
     for (const it of items) encode(it); // refuse a bad item before any I/O
@@ -137,6 +157,7 @@ export class SavepointSession implements RunContextAwareSession {
    * twice or an item neither returned.
    */
   async popItem(runContext?: RunContext<unknown>): Promise<AgentInputItem | undefined> {
+    this.#checkOpen();
     ledger.bindRun(runContext, this);
     return this.mutate<AgentInputItem>(
       (v) => {
@@ -154,6 +175,7 @@ export class SavepointSession implements RunContextAwareSession {
    * durable tools.
    */
   async clearSession(runContext?: RunContext<unknown>): Promise<void> {
+    this.#checkOpen();
     ledger.bindRun(runContext, this);
     await this.mutate((v) => {
       if (v.revision === 0n || (v.count === 0n && v.pending.length === 0)) return undefined;
@@ -161,15 +183,96 @@ export class SavepointSession implements RunContextAwareSession {
     });
   }
 
-  /** Closes the connection the session dialed (a later call dials again); a client given in the options is left open. */
+  /**
+   * Applies one of the SDK's history transactions (agents-core 0.20.0's
+   * SessionHistoryTransactionAwareSession) as one save: appending items, or
+   * replacing the stored suffix that still equals expectedSuffix. The
+   * operation id is saved with the change, so a retry with the same id and
+   * transaction changes nothing and succeeds; the same id with another
+   * transaction, or a suffix that no longer matches, throws the SDK's
+   * UserError and changes nothing. clearSession forgets the ids, as
+   * MemorySession does.
+   */
+  async applyHistoryTransaction(args: SessionHistoryTransactionArgs, runContext?: RunContext<unknown>): Promise<void> {
+    this.#checkOpen();
+    ledger.bindRun(runContext, this);
+    const { operationId, transaction } = checkTransaction(args);
+    const digest = createHash("sha256").update(canonicalJSON(transaction)).digest("base64url");
+    await this.mutate(
+      (v) => {
+        const part = partOf(v);
+        const done = part.operations?.[operationId];
+        if (done !== undefined) {
+          if (done !== digest) throw new UserError("Session history operation was already applied with a different transaction.");
+          return undefined;
+        }
+        let ch: Change;
+        if (transaction.type === "append_items") {
+          ch = transaction.items.length > 0 ? ledger.planAppend(v, transaction.items) : {};
+        } else {
+          const items = v.items ?? [];
+          const start = items.length - transaction.expectedSuffix.length;
+          if (start < 0 || canonicalJSON(items.slice(start)) !== canonicalJSON(transaction.expectedSuffix)) {
+            throw new UserError("Session history suffix no longer matches the transaction precondition.");
+          }
+          ch = { keep: BigInt(start), append: transaction.replacement };
+        }
+        const next = partOf({ ...v, stateJson: ch.stateJson ?? v.stateJson });
+        next.operations = { ...next.operations, [operationId]: digest };
+        return { ...ch, stateJson: withPart(v, next) };
+      },
+      { history: transaction.type === "replace_suffix" },
+    );
+  }
+
+  /**
+   * Applies the SDK's history mutations (agents-core's
+   * applySessionHistoryMutations: a function call replaced in place) to the
+   * stored history as one save; an empty list changes nothing.
+   */
+  async applyHistoryMutations(args: SessionHistoryRewriteArgs): Promise<void> {
+    this.#checkOpen();
+    if (!args || !Array.isArray(args.mutations)) throw new UserError("Session history mutations must be an array.");
+    if (args.mutations.length === 0) return;
+    const mutations = structuredClone(args.mutations);
+    await this.mutate(
+      (v) => {
+        const items = v.items ?? [];
+        const next = applySessionHistoryMutations(items, mutations);
+        let same = 0;
+        while (same < items.length && same < next.length && canonicalJSON(items[same]) === canonicalJSON(next[same])) same++;
+        if (same === items.length && same === next.length) return undefined;
+        return { keep: BigInt(same), append: next.slice(same) };
+      },
+      { history: true },
+    );
+  }
+
+  /**
+   * Closes the session: from this call on every method rejects with
+   * SessionClosedError, and the connection the session dialed is closed (a
+   * client given in the options is left open). Repeated calls do nothing; the
+   * items stay on the daemon.
+   */
   async close(): Promise<void> {
+    this.#closed = true;
     const c = this.#client;
     this.#client = undefined;
     if (c && !this.#options.client) (await c).close();
   }
 
+  /** Whether close() was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new SessionClosedError(`SavepointSession ${JSON.stringify(this.sessionId)} is closed.`);
+  }
+
   /** The session's connection to the daemon, dialed on first use. */
   client(): Promise<Client> {
+    if (this.#closed) return Promise.reject(new SessionClosedError(`SavepointSession ${JSON.stringify(this.sessionId)} is closed.`));
     if (this.#options.client) return Promise.resolve(this.#options.client);
     if (!this.#client) {
       const p = dial(this.#options.address, this.#options.dial);
@@ -290,6 +393,43 @@ export class SavepointSession implements RunContextAwareSession {
       `session ${JSON.stringify(this.sessionId)} changed under every one of ${MAX_ATTEMPTS} attempts to save; too many writers are contending for it.`,
     );
   }
+}
+
+/** The transaction args checked and copied, as MemorySession checks them: a non-empty operation id and a well-formed transaction. */
+function checkTransaction(args: SessionHistoryTransactionArgs): { operationId: string; transaction: SessionHistoryTransaction } {
+  if (!args || typeof args !== "object") throw new UserError("Session history transaction arguments are invalid.");
+  const { operationId, transaction } = args;
+  if (typeof operationId !== "string" || !operationId.trim()) {
+    throw new UserError("Session history transaction operationId must be a non-empty string.");
+  }
+  if (!transaction || typeof transaction !== "object") throw new UserError("Session history transaction must be an object.");
+  let t: SessionHistoryTransaction;
+  try {
+    t = structuredClone(transaction);
+  } catch {
+    throw new UserError("Session history transaction items contain invalid or unsupported data.");
+  }
+  const items = (xs: unknown): boolean => Array.isArray(xs) && xs.every((it) => it && typeof it === "object" && !Array.isArray(it));
+  if (t.type === "append_items") {
+    if (Object.keys(t).length !== 2 || !items(t.items)) throw new UserError("Session history append transaction fields are invalid.");
+  } else if (t.type === "replace_suffix") {
+    if (Object.keys(t).length !== 3 || !items(t.expectedSuffix) || !items(t.replacement)) {
+      throw new UserError("Session history suffix transaction fields are invalid.");
+    }
+  } else {
+    throw new UserError("Unsupported session history transaction type.");
+  }
+  for (const it of t.type === "append_items" ? t.items : [...t.expectedSuffix, ...t.replacement]) encode(it);
+  return { operationId, transaction: t };
+}
+
+/** JSON with object keys sorted and undefined members dropped: equal for structurally equal values. */
+function canonicalJSON(x: unknown): string {
+  return JSON.stringify(x, (_k, val: unknown) =>
+    val && typeof val === "object" && !Array.isArray(val)
+      ? Object.fromEntries(Object.entries(val as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : val,
+  );
 }
 
 function emptyView(history: boolean): View {

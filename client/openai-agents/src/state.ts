@@ -12,10 +12,15 @@ import type { CallRecord } from "./ledger.js";
 /** The stateJson key under which the durable tools keep their calls (the Python package's key too). */
 export const STATE_KEY = "openai_agents";
 
-/** The durable tools' part of stateJson: the calls they are running, and the calls a resume answered. */
+/**
+ * The session's part of stateJson: the calls the durable tools are running,
+ * the calls a resume answered, and the history transactions applied (each
+ * operation id with a digest of its transaction).
+ */
 export interface LedgerPart {
   calls?: Record<string, CallRecord>;
   resolved?: string[];
+  operations?: Record<string, string>;
 }
 
 /** One revision of the session as a change is planned on it. */
@@ -71,6 +76,7 @@ export function withPart(v: View, part: LedgerPart): string {
   const kept: Record<string, unknown> = {};
   if (part.calls && Object.keys(part.calls).length > 0) kept.calls = part.calls;
   if (part.resolved && part.resolved.length > 0) kept.resolved = part.resolved;
+  if (part.operations && Object.keys(part.operations).length > 0) kept.operations = part.operations;
   if (Object.keys(kept).length > 0) st[STATE_KEY] = kept;
   else delete st[STATE_KEY];
   const keys = Object.keys(st).sort();

@@ -154,3 +154,24 @@ def test_failing_daemon(user: User) -> None:
 def test_no_binary(user: User) -> None:
     r = user.run(SAVEPOINTD_PATH="", PATH="/nonexistent")
     assert "no savepointd was found" in r.err and "docs/install.md" in r.err, r
+
+
+def test_system_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing at the per-user default but the system's daemon answering
+    (contrib/systemd's socket): the client uses it and starts nothing."""
+    import socket
+
+    from savepoint import _autostart
+
+    d = tempfile.mkdtemp(prefix="sps")
+    try:
+        lis = socket.socket(socket.AF_UNIX)
+        lis.bind(f"{d}/system.sock")
+        lis.listen()
+        monkeypatch.setattr(_autostart, "SYSTEM_ADDR", f"unix:{d}/system.sock")
+        a = _autostart.Autostart(f"unix:{d}/st/savepoint.sock", f"{d}/st")
+        assert a.ensure() == f"unix:{d}/system.sock"
+        assert not Path(d, "st").exists()
+        lis.close()
+    finally:
+        subprocess.run(["rm", "-rf", d], check=False)

@@ -17,13 +17,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from agents import Agent, RunConfig, Runner, set_tracing_disabled
 from agents.memory import Session, SessionSettings
 from agents.testing import ScriptedModel, assistant_message
 
 from savepoint import Client, InvalidSessionIdError, MessageTooLargeError, RequestTooLargeError, SavepointError
-from savepoint.openai_agents import SavepointSession
+from savepoint.openai_agents import SavepointSession, SessionClosedError
 from savepoint.v1 import savepoint_pb2 as pb
 
 set_tracing_disabled(True)  # no network: the SDK would try to export traces
@@ -105,6 +106,63 @@ def test_pop_item(daemon: Any, sid: str) -> None:
     run(go())
 
 
+def test_close_from_sync_code(daemon: Any, sid: str) -> None:
+    """close() called without await (as SQLiteSession.close() is) closes the
+    session: every method then raises, nothing is written, and no coroutine
+    is left unawaited."""
+    import gc
+    import warnings
+
+    s = SavepointSession(sid, daemon.addr)
+    run(s.add_items([{"role": "user", "content": "kept"}]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s.close()
+        s.close()  # a repeated call is a no-op
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+    assert s.closed
+
+    async def refused() -> None:
+        for call in (
+            lambda: s.add_items([{"role": "user", "content": "lost"}]),
+            lambda: s.add_items([]),  # refused before the empty-list fast path, as SQLiteSession's
+            s.get_items,
+            s.pop_item,
+            s.clear_session,
+        ):
+            with pytest.raises(SessionClosedError, match="is closed") as e:
+                await call()
+            assert isinstance(e.value, RuntimeError)  # what a closed SQLiteSession raises
+
+    run(refused())
+    assert contents(run(SavepointSession(sid, daemon.addr).get_items())) == ["kept"]
+
+
+def test_close_from_async_code(daemon: Any, sid: str) -> None:
+    """close() awaited inside the loop that used the session closes its
+    channel before returning, and refuses later writes; called without await
+    inside a running loop it closes the channel on that loop."""
+
+    async def go() -> None:
+        s = SavepointSession(sid, daemon.addr)
+        await s.add_items([{"role": "user", "content": "a"}])
+        ch = s.client()._channel
+        await s.close()
+        assert ch.get_state() == grpc.ChannelConnectivity.SHUTDOWN
+        with pytest.raises(SessionClosedError):
+            await s.add_items([{"role": "user", "content": "b"}])
+
+        t = SavepointSession(sid, daemon.addr)
+        assert contents(await t.get_items()) == ["a"]
+        ch = t.client()._channel
+        t.close()  # not awaited: the close runs on this loop
+        await asyncio.sleep(0.05)
+        assert ch.get_state() == grpc.ChannelConnectivity.SHUTDOWN
+
+    run(go())
+
+
 def test_sessions_are_separate(daemon: Any, sid: str) -> None:
     async def go() -> None:
         one, two = SavepointSession(sid + ".1", daemon.addr), SavepointSession(sid + ".2", daemon.addr)
@@ -128,8 +186,11 @@ def test_get_items_limit(daemon: Any, sid: str) -> None:
         assert contents(await s.get_items(limit=4)) == ["m2", "m3", "m4", "m5"]
         assert contents(await s.get_items(limit=10)) == [f"m{i}" for i in range(6)]
         assert await s.get_items(limit=0) == []
-        with pytest.raises(ValueError, match="limit must be zero or more"):
-            await s.get_items(limit=-1)
+        # As SQLiteSession (whose LIMIT -1 is SQLite's "no limit"): every item.
+        assert contents(await s.get_items(limit=-1)) == [f"m{i}" for i in range(6)]
+        assert contents(await SavepointSession(sid, daemon.addr, session_settings=SessionSettings(limit=-3)).get_items()) == [
+            f"m{i}" for i in range(6)
+        ]
 
         by_settings = SavepointSession(sid, daemon.addr, session_settings=SessionSettings(limit=3))
         assert contents(await by_settings.get_items()) == ["m3", "m4", "m5"]
@@ -347,7 +408,6 @@ def test_gives_up_after_max_attempts(daemon: Any, sid: str, monkeypatch: pytest.
         await stale.add_items([{"role": "user", "content": "three"}])
         assert contents(await stale.get_items()) == ["one", "two", "three"]
         await stale.close()
-        assert contents(await stale.get_items()) == ["one", "two", "three"]  # usable after close: reconnects
 
     run(go())
 

@@ -15,6 +15,9 @@ export const ENV_AUTOSTART = "SAVEPOINT_AUTOSTART";
 /** The savepointd binary to start on demand (unset: the platform package's, else savepointd on PATH). */
 export const ENV_DAEMON_PATH = "SAVEPOINTD_PATH";
 
+/** The system's daemon, the socket contrib/systemd's savepointd.socket creates. */
+export const SYSTEM_ADDR = "unix:/run/savepoint/savepoint.sock";
+
 /** How long to wait for the daemon started to report SERVING, in ms. */
 const START_TIMEOUT_MS = 30_000;
 /** Once the daemon started exited (another's took the lock), how long to wait for that one, in ms. */
@@ -128,11 +131,12 @@ function logTail(path: string, from: number): string {
  */
 export class Autostart {
   readonly sock: string;
-  #pending: Promise<void> | undefined;
+  #pending: Promise<string> | undefined;
 
   constructor(
     readonly addr: string,
     readonly state: string,
+    readonly systemAddr: string = SYSTEM_ADDR,
   ) {
     this.sock = addr.slice("unix:".length);
   }
@@ -149,20 +153,29 @@ export class Autostart {
   }
 
   /**
-   * Resolves once something answers at the address, starting savepointd
-   * first when nothing does; rejects with UnavailableError, quoting the
+   * Resolves to the address to use once something answers there: the
+   * per-user default when a daemon answers there; else the system's daemon
+   * (SYSTEM_ADDR, contrib/systemd) when one answers there, which starts
+   * nothing; else the per-user default after starting savepointd there.
+   * Rejects with UnavailableError, quoting the
    * last lines of its log when the daemon started failed. Concurrent calls
    * share one start.
    */
-  ensure(): Promise<void> {
+  ensure(): Promise<string> {
     this.#pending ??= this.#ensure().finally(() => {
       this.#pending = undefined;
     });
     return this.#pending;
   }
 
-  async #ensure(): Promise<void> {
-    if (await answers(this.sock)) return;
+  async #ensure(): Promise<string> {
+    if (await answers(this.sock)) return this.addr;
+    if (this.addr !== this.systemAddr && (await answers(this.systemAddr.slice("unix:".length)))) return this.systemAddr;
+    await this.#start();
+    return this.addr;
+  }
+
+  async #start(): Promise<void> {
     const bin = findBinary("savepointd");
     if (bin === undefined) {
       throw unavailable(

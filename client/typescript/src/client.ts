@@ -28,6 +28,7 @@ import {
   ReconcileRequest,
   RecordEffectRequest,
   ResumeRequest,
+  ResolveEffectRequest,
   RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
@@ -224,6 +225,7 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   listEffects: ListEffectsRequest,
   forkSession: ForkSessionRequest,
   rewindSession: RewindSessionRequest,
+  resolveEffect: ResolveEffectRequest,
 } as never;
 
 /** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
@@ -267,8 +269,11 @@ export function serviceClient<T>(ctor: ServiceClientConstructor<T>, addr?: strin
  * (docs/install.md).
  */
 export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
-  const auto = addr ? undefined : Autostart.fromEnv();
-  await auto?.ensure();
+  let auto = addr ? undefined : Autostart.fromEnv();
+  if (auto) {
+    addr = await auto.ensure();
+    if (addr !== auto.addr) auto = undefined; // the system's daemon: nothing to start, now or later
+  }
   const address = addr || defaultAddr();
   const stub = serviceClient(SavepointServiceClient, address, options);
   const c = new Client(stub, address, options, auto);
@@ -393,7 +398,12 @@ export class Client {
       } catch (err) {
         // The daemon started on demand is gone: start it again, so that this
         // call's retry, or the next call, finds one.
-        if (this.#autostart && (err as ServiceError).code === Code.UNAVAILABLE) await this.#autostart.ensure();
+        if (this.#autostart && (err as ServiceError).code === Code.UNAVAILABLE) {
+          await this.#autostart.ensure();
+          // The wait for the connection counts from the daemon's start.
+          readyBy = Math.max(readyBy, Date.now() + this.#reconnectWaitMs);
+          if (options.deadline !== undefined) readyBy = Math.min(readyBy, new Date(options.deadline).getTime());
+        }
         if (attempt + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
         const wait = retryBackoff(this.#retry, attempt);
         this.config.logger.warn("savepoint: daemon unavailable, retrying", {

@@ -110,6 +110,26 @@ test("a recorded result is reused without running the tool, as ToolNode would ha
   assert.equal(e.checkpointNs, "");
 });
 
+test("a tool that answers with content blocks (text and an image) is reused with the same blocks", async () => {
+  const blocks = [
+    { type: "text", text: "sales by month" },
+    { type: "image", source_type: "base64", mime_type: "image/png", data: "iVBORw0KGgo=" },
+  ];
+  let runs = 0;
+  const chart = tool(
+    async () => {
+      runs++;
+      return blocks;
+    },
+    { name: "chart", description: "chart", schema, metadata: { savepoint_effect: "side_effect" } },
+  );
+  const first = only(await node([chart]).invoke(call("b1", "chart"), cfg("blocks")));
+  const again = only(await node([chart]).invoke(call("b1", "chart"), cfg("blocks")));
+  assert.equal(runs, 1, "REUSE did not run the tool");
+  assert.deepEqual(first.content, blocks);
+  assert.deepEqual(again.content, blocks, "the same blocks, not their text");
+});
+
 test("a side-effecting call begun and never recorded is answered in doubt, not run", async () => {
   const { t, runs } = counted("send_invoice", undefined); // no metadata: side_effect
   await beginOnly("doubt", "c1", "send_invoice", pb.EffectClass.EFFECT_CLASS_SIDE_EFFECT);

@@ -1,12 +1,16 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
 
-import { Agent, type AgentInputItem, run, setTracingDisabled } from "@openai/agents-core";
+import { Agent, type AgentInputItem, MemorySession, OutputGuardrailTripwireTriggered, run, setTracingDisabled, UserError } from "@openai/agents-core";
 import { assistantMessage, ScriptedModel } from "@openai/agents-core/testing";
 import { dial, InvalidArgumentError, RequestTooLargeError } from "@savepoint-dev/client";
 
-import { MAX_ATTEMPTS, SavepointSession, SessionContentionError, TASK } from "../index.js";
+import { MAX_ATTEMPTS, SavepointSession, SessionClosedError, SessionContentionError, TASK } from "../index.js";
 import { Daemon, runNode } from "./daemon.js";
+import { trippingAgent } from "./guardrail.js";
 
 setTracingDisabled(true);
 let d: Daemon;
@@ -75,11 +79,34 @@ test("getItems(limit) returns the latest limit items in order; the limit option 
     assert.deepEqual(texts(await s.getItems(1)), ["e"]);
     assert.deepEqual(await s.getItems(0), []);
     assert.deepEqual(texts(await s.getItems(50)), ["a", "b", "c", "d", "e"]);
-    await assert.rejects(s.getItems(-1), RangeError);
+    assert.deepEqual(await s.getItems(-1), []); // as the SDK's MemorySession: zero or less returns none
+    await assert.rejects(s.getItems(1.5), RangeError);
     assert.throws(() => new SavepointSession("x", { limit: 1.5 }), RangeError);
   } finally {
     await s.close();
   }
+});
+
+test("a closed session refuses every call with SessionClosedError and writes nothing; close is idempotent", async () => {
+  const s = fresh();
+  await s.addItems([user("kept")]);
+  await s.close();
+  await s.close();
+  assert.equal(s.closed, true);
+  for (const call of [
+    () => s.addItems([user("lost")]),
+    () => s.addItems([]),
+    () => s.getItems(),
+    () => s.popItem(),
+    () => s.clearSession(),
+    () => s.applyHistoryTransaction({ operationId: "op", transaction: { type: "append_items", items: [user("lost")] } }),
+    () => s.applyHistoryMutations({ mutations: [] }),
+  ]) {
+    await assert.rejects(call(), SessionClosedError);
+  }
+  const t = new SavepointSession(s.sessionId, { address: d.addr });
+  assert.deepEqual(texts(await t.getItems()), ["kept"]);
+  await t.close();
 });
 
 test("popItem removes and returns the latest item, until none is left", async () => {
@@ -333,6 +360,112 @@ test("a streamed run keeps its conversation in the session", async () => {
     const items = await s.getItems();
     assert.equal(items.length, 2);
     assert.equal((items[0] as { content: string }).content, "hi");
+  } finally {
+    await s.close();
+  }
+});
+
+test("applyHistoryTransaction appends or replaces a suffix in one save, once per operation id", async () => {
+  const s = fresh();
+  try {
+    const c = await s.client();
+    const rev = async () => (await c.raw.getSession({ sessionId: s.sessionId })).checkpoint!.revision;
+    await s.addItems([user("a"), user("b")]);
+    const r0 = await rev();
+    const append = { operationId: "op-1", transaction: { type: "append_items" as const, items: [user("c"), user("d")] } };
+    await s.applyHistoryTransaction(append);
+    assert.equal(await rev(), r0 + 1n); // one durable step
+    assert.deepEqual(texts(await s.getItems()), ["a", "b", "c", "d"]);
+    // A retry with the same id and transaction, from another process's object, changes nothing.
+    const t = new SavepointSession(s.sessionId, { address: d.addr });
+    await t.applyHistoryTransaction(structuredClone(append));
+    assert.equal(await rev(), r0 + 1n);
+    // The same id with another transaction is refused.
+    await assert.rejects(
+      t.applyHistoryTransaction({ operationId: "op-1", transaction: { type: "append_items", items: [user("x")] } }),
+      (err: Error) => err instanceof UserError && /different transaction/.test(err.message),
+    );
+    const replace = { operationId: "op-2", transaction: { type: "replace_suffix" as const, expectedSuffix: [user("c"), user("d")], replacement: [user("cd")] } };
+    await s.applyHistoryTransaction(replace);
+    assert.equal(await rev(), r0 + 2n);
+    assert.deepEqual(texts(await t.getItems()), ["a", "b", "cd"]);
+    await s.applyHistoryTransaction(replace); // retried: done already
+    assert.deepEqual(texts(await t.getItems()), ["a", "b", "cd"]);
+    // A suffix that no longer matches is refused and changes nothing.
+    await assert.rejects(
+      s.applyHistoryTransaction({ operationId: "op-3", transaction: { type: "replace_suffix", expectedSuffix: [user("b")], replacement: [] } }),
+      (err: Error) => err instanceof UserError && /no longer matches/.test(err.message),
+    );
+    await assert.rejects(s.applyHistoryTransaction({ operationId: " ", transaction: append.transaction }), UserError);
+    await assert.rejects(s.applyHistoryTransaction({ operationId: "op-4", transaction: { type: "nope" } as never }), UserError);
+    assert.equal(await rev(), r0 + 2n);
+    // clearSession forgets the operation ids, as MemorySession does.
+    await s.clearSession();
+    await s.applyHistoryTransaction(append);
+    assert.deepEqual(texts(await s.getItems()), ["c", "d"]);
+    await t.close();
+  } finally {
+    await s.close();
+  }
+});
+
+test("applyHistoryMutations replaces a function call in place in one save", async () => {
+  const s = fresh();
+  try {
+    const call = { type: "function_call", callId: "c1", name: "f", arguments: "{}", status: "completed" } as AgentInputItem;
+    const out = { type: "function_call_result", callId: "c1", name: "f", status: "completed", output: { type: "text", text: "ok" } } as AgentInputItem;
+    await s.addItems([user("a"), call, out]);
+    const c = await s.client();
+    const r0 = (await c.raw.getSession({ sessionId: s.sessionId })).checkpoint!.revision;
+    const replacement = { ...call, arguments: '{"fixed":true}' } as AgentInputItem;
+    await s.applyHistoryMutations({ mutations: [{ type: "replace_function_call", callId: "c1", replacement } as never] });
+    assert.equal((await c.raw.getSession({ sessionId: s.sessionId })).checkpoint!.revision, r0 + 1n);
+    const mem = new MemorySession({ initialItems: [user("a"), call, out] });
+    await mem.applyHistoryMutations({ mutations: [{ type: "replace_function_call", callId: "c1", replacement } as never] });
+    assert.deepEqual(await s.getItems(), await mem.getItems());
+    await s.applyHistoryMutations({ mutations: [] });
+    assert.equal((await c.raw.getSession({ sessionId: s.sessionId })).checkpoint!.revision, r0 + 1n);
+  } finally {
+    await s.close();
+  }
+});
+
+test("a guardrail-tripped run keeps its tool call and output, as MemorySession does, through a SIGKILL and a resume in another process", async () => {
+  // The reference: the SDK's MemorySession in this process.
+  const mem = new MemorySession();
+  await assert.rejects(run(trippingAgent(), "look up Ada", { session: mem }), OutputGuardrailTripwireTriggered);
+  const want = await mem.getItems();
+  assert.ok(want.some((it) => (it as { type?: string }).type === "function_call"));
+  assert.ok(want.some((it) => (it as { type?: string }).type === "function_call_result"));
+
+  const s = fresh();
+  const p = spawn(process.execPath, [join(dirname(fileURLToPath(import.meta.url)), "guardrail-worker.js"), d.addr, s.sessionId], { stdio: ["ignore", "pipe", "pipe"] });
+  try {
+    let out = "";
+    let err = "";
+    p.stderr!.on("data", (b: Buffer) => (err += b.toString()));
+    await new Promise<void>((res, rej) => {
+      p.stdout!.on("data", (b: Buffer) => {
+        out += b.toString();
+        if (out.includes("\n")) res();
+      });
+      p.on("exit", () => rej(new Error(`the worker exited: ${out}${err}`)));
+    });
+    assert.equal(out.trim(), "tripped");
+  } finally {
+    p.kill("SIGKILL");
+  }
+  try {
+    // Another process's view (this one): the tripped run's items, as MemorySession kept them.
+    const got = await s.getItems();
+    assert.deepEqual(got, want);
+    // A resume here sends the tool call and its output to the model.
+    const model = new ScriptedModel([[assistantMessage("Ada was found.")]]);
+    const r = await run(new Agent({ name: "looker", model }), "what did you find?", { session: s });
+    assert.equal(r.finalOutput, "Ada was found.");
+    const sent = JSON.stringify(model.lastCall!.request.input);
+    assert.match(sent, /call_ada/);
+    assert.match(sent, /Ada was found/);
   } finally {
     await s.close();
   }

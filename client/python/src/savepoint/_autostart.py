@@ -33,6 +33,9 @@ carries, else savepointd on PATH)."""
 START_TIMEOUT = 30.0
 """How long to wait for the daemon started to report SERVING."""
 
+SYSTEM_ADDR = "unix:/run/savepoint/savepoint.sock"
+"""The system's daemon, the socket contrib/systemd's savepointd.socket creates."""
+
 GRACE = 5.0
 """Once the daemon started exited (another client's took the data
 directory's lock), how long to wait for the other one to answer."""
@@ -144,53 +147,65 @@ class Autostart:
             return None
         return cls(default_addr(getenv), state)
 
-    def ensure(self) -> None:
-        """Return once something answers at the address, starting savepointd
-        first when nothing does. Raises UnavailableError, quoting the last
-        lines of the daemon's log when the daemon started failed."""
+    def ensure(self) -> str:
+        """Return the address to use once something answers there: the
+        per-user default when a daemon answers there; else the system's
+        daemon (SYSTEM_ADDR, contrib/systemd) when one answers there, which
+        starts nothing; else the per-user default after starting savepointd
+        there. Raises UnavailableError, quoting the last lines of the
+        daemon's log when the daemon started failed."""
         with self._lock:
             if _answers(self.sock):
-                return
-            binary = find_savepointd()
-            if binary is None:
-                raise UnavailableError(
-                    f"nothing answers at {self.addr} and no savepointd was found to start on demand: "
-                    f"this installation of savepoint carries none for {platform.system()} {platform.machine()} "
-                    "(the platform wheels, for Linux x86_64 and aarch64 and macOS x86_64 and arm64, do); "
-                    "install savepointd from a release archive or with make install (see docs/install.md), "
-                    "or set SAVEPOINT_ADDR to a running daemon's address",
-                    code=grpc.StatusCode.UNAVAILABLE,
-                )
+                return self.addr
+            system = SYSTEM_ADDR
+            if self.addr != system and _answers(system[len("unix:") :]):
+                return system
+            self._start()
+            return self.addr
+
+    def _start(self) -> None:
+        """Start savepointd at the per-user default and wait until it (or
+        another client's, which won the race) reports SERVING."""
+        binary = find_savepointd()
+        if binary is None:
+            raise UnavailableError(
+                f"nothing answers at {self.addr} and no savepointd was found to start on demand: "
+                f"this installation of savepoint carries none for {platform.system()} {platform.machine()} "
+                "(the platform wheels, for Linux x86_64 and aarch64 and macOS x86_64 and arm64, do); "
+                "install savepointd from a release archive or with make install (see docs/install.md), "
+                "or set SAVEPOINT_ADDR to a running daemon's address",
+                code=grpc.StatusCode.UNAVAILABLE,
+            )
+        try:
+            _private_dir(self.state)
+        except OSError as e:
+            raise UnavailableError(f"cannot start savepointd on demand: {e}", code=grpc.StatusCode.UNAVAILABLE) from None
+        log_path = os.path.join(self.state, "savepointd.log")
+        data = os.path.join(self.state, "data")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SAVEPOINT_")}
+        with open(log_path, "ab") as log:
+            start = log.tell()
             try:
-                _private_dir(self.state)
+                proc = subprocess.Popen(
+                    [binary, "--data-dir", data, "--listen", self.addr, "--started-on-demand"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.state, env=env,
+                    start_new_session=True, close_fds=True,
+                )
             except OSError as e:
-                raise UnavailableError(f"cannot start savepointd on demand: {e}", code=grpc.StatusCode.UNAVAILABLE) from None
-            log_path = os.path.join(self.state, "savepointd.log")
-            data = os.path.join(self.state, "data")
-            env = {k: v for k, v in os.environ.items() if not k.startswith("SAVEPOINT_")}
-            with open(log_path, "ab") as log:
-                start = log.tell()
-                try:
-                    proc = subprocess.Popen(
-                        [binary, "--data-dir", data, "--listen", self.addr, "--started-on-demand"],
-                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.state, env=env,
-                        start_new_session=True, close_fds=True,
-                    )
-                except OSError as e:
-                    raise UnavailableError(f"cannot start {binary} on demand: {e}", code=grpc.StatusCode.UNAVAILABLE) from None
-            # Reap it if it exits while this process lives (it loses a race).
-            threading.Thread(target=proc.wait, daemon=True).start()
-            pid = self._wait_serving(proc)
-            if pid is None:
-                raise UnavailableError(
-                    f"savepointd started on demand at {self.addr} did not start{_tail(log_path, start)}",
-                    code=grpc.StatusCode.UNAVAILABLE,
-                )
-            if pid == proc.pid:
-                print(
-                    f"savepoint: started savepointd on demand at {self.addr} (pid {pid}), data in {data}, log in {log_path}",
-                    file=sys.stderr, flush=True,
-                )
+                raise UnavailableError(f"cannot start {binary} on demand: {e}", code=grpc.StatusCode.UNAVAILABLE) from None
+        # Reap it if it exits while this process lives (it loses a race).
+        threading.Thread(target=proc.wait, daemon=True).start()
+        pid = self._wait_serving(proc)
+        if pid is None:
+            raise UnavailableError(
+                f"savepointd started on demand at {self.addr} did not start{_tail(log_path, start)}",
+                code=grpc.StatusCode.UNAVAILABLE,
+            )
+        if pid == proc.pid:
+            print(
+                f"savepoint: started savepointd on demand at {self.addr} (pid {pid}), data in {data}, log in {log_path}",
+                file=sys.stderr, flush=True,
+            )
 
     def _wait_serving(self, proc: subprocess.Popen[bytes]) -> int | None:
         from savepoint.address import parse_addr

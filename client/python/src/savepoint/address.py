@@ -248,7 +248,9 @@ def resolve(address: str | None, tls: TLSConfig | bool | None, extra_options: Se
 
         auto = Autostart.from_env()
         if auto is not None:
-            auto.ensure()
+            address = auto.ensure()
+            if address != auto.addr:  # the system's daemon: nothing to start, now or later
+                auto = None
     addr = address or default_addr()
     ep = parse_addr(addr)
     cfg: TLSConfig | None

@@ -1,6 +1,6 @@
 # docrun prelude: what docs/frameworks/anthropic.md's examples take as
-# given: the seed's three tools as @beta_tool functions, MODEL, a charge
-# function, and Anthropic's client pointed at a local fake of the Messages
+# given: the seed's three tools as @beta_tool functions, MODEL, TASK, a
+# client, a charge function, and Anthropic's client pointed at a local fake of the Messages
 # API (tests/fake_messages_api.py) that calls read_notes, then write_report,
 # then answers.
 import os
@@ -16,9 +16,11 @@ os.environ["ANTHROPIC_API_KEY"] = "sk-fake"
 import anthropic  # noqa: E402
 from anthropic import beta_tool  # noqa: E402
 
-from savepoint.anthropic import DurableAgent, durable  # noqa: E402
+from savepoint.anthropic import DurableAgent, durable, durable_tool_runner  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
+TASK = "Turn sales-notes.txt into a short report and write it to report.txt."
+client = anthropic.Anthropic()
 
 
 @durable(effect="read_only")

@@ -157,3 +157,19 @@ test("no savepointd to start: the error says how to get one", async () => {
   const r = await new User().run([], { SAVEPOINTD_PATH: "", PATH: "/nonexistent" });
   assert.ok(r.err.includes("no savepointd was found") && r.err.includes("docs/install.md"), JSON.stringify(r));
 });
+
+test("the system's daemon answering: it is used and nothing is started", async () => {
+  const { createServer } = await import("node:net");
+  const { Autostart } = await import("../autostart.js");
+  const d = shortTempDir("sps");
+  homes.push(d);
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(join(d, "system.sock"), r));
+  try {
+    const a = new Autostart("unix:" + join(d, "st", "savepoint.sock"), join(d, "st"), "unix:" + join(d, "system.sock"));
+    assert.equal(await a.ensure(), "unix:" + join(d, "system.sock"));
+    assert.ok(!existsSync(join(d, "st")));
+  } finally {
+    srv.close();
+  }
+});

@@ -74,3 +74,4 @@ class Change:
     pending: Sequence[pb.ToolUse] | None = None  # None: unchanged
     state_json: str | None = None  # None: unchanged
     result: Any = None
+    nothing: bool = False  # True: save nothing and return result

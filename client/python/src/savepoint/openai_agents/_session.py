@@ -16,11 +16,12 @@ import random
 import threading
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import replace
 from typing import Any
 
 from agents.items import TResponseInputItem
+from agents.memory.session import _CompactionSnapshot
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 from agents.run_context import RunContextWrapper
 
@@ -66,6 +67,44 @@ def decode(content_json: str) -> TResponseInputItem:
     return json.loads(content_json)  # type: ignore[no-any-return]
 
 
+class SessionClosedError(RuntimeError):
+    """A method of a SavepointSession was called after its close()."""
+
+
+class Closing:
+    """What SavepointSession.close() returns: awaiting it waits until the
+    session's connections are closed; dropping it unawaited is safe (the
+    closes run on their own loops, and nothing warns)."""
+
+    def __init__(self, waits: list[Awaitable[None]]) -> None:
+        self._waits = waits
+
+    def __await__(self) -> Generator[Any, None, None]:
+        if self._waits:
+            yield from asyncio.gather(*self._waits, return_exceptions=True).__await__()
+        return None
+
+
+def _close_on(loop: asyncio.AbstractEventLoop, c: AsyncClient) -> Awaitable[None] | None:
+    """Start closing c on the loop it belongs to (grpc.aio channels belong to
+    one loop); returns what the caller may await, or None when nothing is
+    left to wait for."""
+    if loop.is_closed():
+        return None  # its loop is gone, and with it the channel's transport
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is running:
+        return loop.create_task(c.close())
+    if loop.is_running():
+        fut = asyncio.run_coroutine_threadsafe(c.close(), loop)
+        return asyncio.wrap_future(fut) if running is not None else None
+    if running is None:
+        loop.run_until_complete(c.close())  # an idle loop of this thread's sync caller
+    return None
+
+
 class SavepointSession:
     """The OpenAI Agents SDK's ``Session`` on savepointd: pass it as
     ``Runner.run(agent, input, session=SavepointSession("my-id"))``. Items
@@ -103,6 +142,7 @@ class SavepointSession:
         self._lock = threading.Lock()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = weakref.WeakKeyDictionary()
         self._cached: View | None = None  # the revision this process last saved or read, without items
+        self._closed = False
 
     # -- the Session protocol ----------------------------------------------
 
@@ -110,9 +150,10 @@ class SavepointSession:
         """Return the session's items in order, or the latest ``limit`` of
         them (``session_settings.limit`` when None; 0 returns none). Items
         are read from one revision."""
+        self._check_not_closed()
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
-            raise ValueError(f"get_items: limit must be zero or more, not {n}.")
+            n = None  # as SQLiteSession: a negative limit (SQLite's LIMIT -1) returns every item
         _tools.bind_run(wrapper, self)
         view = await self._load(history=True)
         if ids := _tools.interrupted(self, view):
@@ -126,6 +167,7 @@ class SavepointSession:
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Append ``items`` after every item already stored, in one atomic
         save: they are all durable when this returns, or none is."""
+        self._check_not_closed()
         _tools.bind_run(wrapper, self)
         if not items:
             return
@@ -165,21 +207,15 @@ class SavepointSession:
         is empty. The removal is one save made on the revision the item was
         read from, so two processes popping at once never remove one item
         twice or an item neither returned."""
-
+        self._check_not_closed()
         _tools.bind_run(wrapper, self)
-
-        def plan(v: View) -> Change | None:
-            assert v.items is not None
-            if not v.items:
-                return None
-            return Change(keep=len(v.items) - 1, result=v.items[-1])
-
-        return await self.mutate(plan, history=True)  # type: ignore[no-any-return]
+        return await self._pop_item_with_validation()
 
     async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Remove every item. The savepointd session and its side-effects
         ledger are kept, so a tool call recorded before the clear is still
         known to the durable tools."""
+        self._check_not_closed()
         _tools.bind_run(wrapper, self)
 
         def plan(v: View) -> Change | None:
@@ -189,14 +225,131 @@ class SavepointSession:
 
         await self.mutate(plan)
 
-    async def close(self) -> None:
-        """Close this event loop's connection to the daemon (the session can
-        still be used: the next call connects again)."""
-        loop = asyncio.get_running_loop()
+    # -- what the SDK's compaction and encrypted sessions duck-type --------
+    #
+    # openai-agents 0.24.0 (the release pyproject.toml pins) looks these
+    # private names up on the session it wraps: OpenAIResponsesCompactionSession
+    # calls _get_compaction_snapshot (automatic compaction: replace the suffix
+    # the model just saw) and _atomic_replace_items (manual compaction: the
+    # whole history), else falls back to clear-then-add; both insert through
+    # _insert_items(conn, items), the hook the SDK's tests wrap; EncryptedSession's
+    # atomic pop calls _pop_item_with_validation. As the SDK's own backends do
+    # (SQLiteSession, RedisSession), a subclass gets None/False from the first
+    # two: it may transform items on the way in or out, which a raw
+    # replacement would bypass.
+
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Callable[[TResponseInputItem], bool] | None = None
+    ) -> _CompactionSnapshot | None:
+        """The latest ``limit`` items of one revision, whether they are the
+        whole history, and ``replace_suffix(start, output)``: in one save,
+        replace the snapshot's items from ``start`` on with ``output`` (and
+        drop the leading run of items ``prune_prefix`` accepts before them),
+        but only while those items are still the session's last ones;
+        returns False, changing nothing, when another writer changed them."""
+        self._check_not_closed()
+        if type(self) is not SavepointSession:
+            return None
+        view = await self._load(history=True)
+        assert view.items is not None
+        window = view.items[-limit:] if limit > 0 else []
+        complete = len(window) == len(view.items)
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            expected = window[start:]
+            if not expected:
+                return False
+            for it in output:
+                encode(it)
+            replacement = list(output)
+
+            async def plan(v: View) -> Change | None:
+                assert v.items is not None
+                at = len(v.items) - len(expected)
+                if at < 0 or v.items[at:] != expected:
+                    return Change(result=False, nothing=True)
+                drop = 0
+                if prune_prefix is not None:
+                    while drop < at and prune_prefix(v.items[drop]):
+                        drop += 1
+                ch = Change(keep=0, append=v.items[drop:at], result=True) if drop else Change(keep=at, result=True)
+                await self._insert_items(ch, replacement)
+                return ch
+
+            return bool(await self.mutate(plan, history=True))
+
+        return _CompactionSnapshot(list(window), complete, replace_suffix)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """Replace the whole history with ``items`` in one save (the daemon
+        holds the old history or the new one, never a cleared gap); False,
+        changing nothing, for a subclass. The pending tool uses and the
+        durable tools' state are kept."""
+        self._check_not_closed()
+        if type(self) is not SavepointSession:
+            return False
+        for it in items:
+            encode(it)
+        batch = list(items)
+
+        async def plan(v: View) -> Change:
+            ch = Change(keep=0)
+            await self._insert_items(ch, batch)
+            return ch
+
+        await self.mutate(plan)
+        return True
+
+    async def _insert_items(self, conn: Change, items: list[TResponseInputItem]) -> None:
+        """Add ``items`` to the end of the save ``conn`` being planned: the
+        insert of every compaction replacement (SQLiteSession's hook of the
+        same name and shape, which the SDK's compaction tests wrap to hold a
+        replacement in flight). The save is made once it returns."""
+        for it in items:
+            encode(it)
+        conn.append = [*conn.append, *items]
+
+    async def _pop_item_with_validation(
+        self, validate: Callable[[TResponseInputItem], None] | None = None
+    ) -> TResponseInputItem | None:
+        """pop_item, calling ``validate(item)`` on the latest item before the
+        save that removes it: when it raises, nothing is removed and its
+        error propagates (EncryptedSession authenticates an item this way
+        before popping it)."""
+        self._check_not_closed()
+
+        def plan(v: View) -> Change | None:
+            assert v.items is not None
+            if not v.items:
+                return None
+            if validate is not None:
+                validate(v.items[-1])
+            return Change(keep=len(v.items) - 1, result=v.items[-1])
+
+        return await self.mutate(plan, history=True)  # type: ignore[no-any-return]
+
+    def close(self) -> Closing:
+        """Close the session: from this call on every method raises
+        ``SessionClosedError`` (a RuntimeError, as a closed ``SQLiteSession``
+        raises), and its connections to the daemon are closed. Call it from
+        sync code as ``SQLiteSession.close()`` is called, or await what it
+        returns to wait until the connections are closed; repeated calls are
+        no-ops. The items stay on the daemon: a new SavepointSession with the
+        same id reads them."""
         with self._lock:
-            c = self._clients.pop(loop, None)
-        if c is not None:
-            await c.close()
+            self._closed = True
+            clients = list(self._clients.items())
+            self._clients.clear()
+        return Closing([c for c in (_close_on(loop, cl) for loop, cl in clients) if c is not None])
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called."""
+        return self._closed
+
+    def _check_not_closed(self) -> None:
+        if self._closed:
+            raise SessionClosedError(f"SavepointSession {self.session_id!r} is closed.")
 
     # -- the compare-and-set loop ------------------------------------------
 
@@ -205,6 +358,7 @@ class SavepointSession:
         belong to one loop)."""
         loop = asyncio.get_running_loop()
         with self._lock:
+            self._check_not_closed()
             c = self._clients.get(loop)
             if c is None:
                 c = AsyncClient(self.address, tls=self._tls, timeout=self._timeout, retry=self._retry)
@@ -263,6 +417,8 @@ class SavepointSession:
             if ch is None:
                 return None
             assert isinstance(ch, Change)
+            if ch.nothing:
+                return ch.result
             pending = list(v.pending if ch.pending is None else ch.pending)
             state = v.state_json if ch.state_json is None else ch.state_json
             req = pb.SaveCheckpointRequest(
