@@ -325,38 +325,3 @@ func (s translatedStream) SendMsg(m any) error {
 	}
 	return translate(err)
 }
-
-// retrySafe says whether repeating a call that may have been applied is
-// harmless. Methods not listed (DeleteSession, any added later) are not.
-func retrySafe(method string, req any) bool {
-	switch method {
-	case savepointv1.SavepointService_SaveCheckpoint_FullMethodName:
-		r, ok := req.(*savepointv1.SaveCheckpointRequest)
-		return ok && r.GetRequestId() != ""
-	case savepointv1.SavepointService_CompleteSession_FullMethodName:
-		r, ok := req.(*savepointv1.CompleteSessionRequest)
-		return ok && r.GetRequestId() != ""
-	case savepointv1.SavepointService_ForkSession_FullMethodName:
-		r, ok := req.(*savepointv1.ForkSessionRequest)
-		return ok && r.GetRequestId() != ""
-	case savepointv1.SavepointService_RewindSession_FullMethodName:
-		r, ok := req.(*savepointv1.RewindSessionRequest)
-		return ok && r.GetRequestId() != ""
-	case savepointv1.SavepointService_ResolveEffect_FullMethodName:
-		r, ok := req.(*savepointv1.ResolveEffectRequest)
-		return ok && r.GetRequestId() != ""
-	case savepointv1.GraphCheckpointService_ResolveThreadEffect_FullMethodName:
-		r, ok := req.(*savepointv1.ResolveThreadEffectRequest)
-		return ok && r.GetRequestId() != ""
-	case savepointv1.SavepointService_BeginEffect_FullMethodName,
-		savepointv1.SavepointService_RecordEffect_FullMethodName,
-		savepointv1.SavepointService_Resume_FullMethodName,
-		savepointv1.SavepointService_Reconcile_FullMethodName,
-		savepointv1.SavepointService_GetSession_FullMethodName,
-		savepointv1.SavepointService_ListMessages_FullMethodName,
-		savepointv1.SavepointService_ListSessions_FullMethodName,
-		savepointv1.SavepointService_ListEffects_FullMethodName:
-		return true
-	}
-	return false
-}

@@ -1,4 +1,4 @@
-# The OpenAI Agents SDK integration in TypeScript (client/typescript-agents,
+# The OpenAI Agents SDK integration in TypeScript (client/openai-agents,
 # @savepoint-dev/openai-agents; issue 20): its build and its tests. It
 # depends on the TypeScript client by a file: link, so the client is built
 # first (mk/typescript.mk), and on @openai/agents-core from npm, pinned by
@@ -6,11 +6,11 @@
 
 # Simply expanded with literal paths: this file is included before
 # mk/typescript.mk, whose variables are not set yet.
-AGENTS_TS_DIR := client/typescript-agents
+AGENTS_TS_DIR := client/openai-agents
 AGENTS_TS_SOURCES := $(shell find $(AGENTS_TS_DIR)/src -name '*.ts' 2>/dev/null)
 
-CLIENT_TARGETS += clients-typescript-agents
-TEST_TARGETS += test-typescript-agents
+CLIENT_TARGETS += clients-openai-agents
+TEST_TARGETS += test-openai-agents
 
 # npm ci only when the lockfile changed; tsc only when a source (or the client) changed.
 $(AGENTS_TS_DIR)/node_modules/.package-lock.json: $(AGENTS_TS_DIR)/package.json $(AGENTS_TS_DIR)/package-lock.json
@@ -21,18 +21,24 @@ $(AGENTS_TS_DIR)/dist/.built: client/typescript/dist/.built $(AGENTS_TS_DIR)/nod
 	cd $(AGENTS_TS_DIR) && npm run build
 	@touch $@
 
-.PHONY: clients-typescript-agents
-clients-typescript-agents: $(AGENTS_TS_DIR)/dist/.built ## Build @savepoint-dev/openai-agents (npm ci && npm run build in client/typescript-agents)
+.PHONY: clients-openai-agents
+clients-openai-agents: $(AGENTS_TS_DIR)/dist/.built ## Build @savepoint-dev/openai-agents (npm ci && npm run build in client/openai-agents)
 
 # As test-typescript does: the TAP copy counts the tests that ran, and a run
 # in which none ran fails.
-.PHONY: test-typescript-agents
-test-typescript-agents: clients-typescript-agents ## OpenAI Agents SDK integration tests (node --test) against a real savepointd
+.PHONY: test-openai-agents
+test-openai-agents: clients-openai-agents ## OpenAI Agents SDK integration tests (node --test) against a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd
 	@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(AGENTS_TS_DIR) && rc=0 && \
 		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-reporter=spec --test-reporter-destination=stdout \
 			--test-reporter=tap --test-reporter-destination="$$tap" dist/tests/*.test.js || rc=$$?; \
 		n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
-		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-typescript-agents: no test ran" >&2; exit 1; fi; \
-		echo "test-typescript-agents: $$n tests ran"; \
+		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-openai-agents: no test ran" >&2; exit 1; fi; \
+		echo "test-openai-agents: $$n tests ran"; \
 		exit $$rc
+
+# The targets' names before the package's folder was named after it
+# (client/typescript-agents), kept for one release.
+.PHONY: clients-typescript-agents test-typescript-agents
+clients-typescript-agents: clients-openai-agents ## Deprecated: make clients-openai-agents
+test-typescript-agents: test-openai-agents ## Deprecated: make test-openai-agents

@@ -61,6 +61,10 @@ def test_async_loop_and_resume(daemon: Daemon) -> None:
             await r.complete(SessionStatus.COMPLETED, "done")
             assert (r.status, r.final_output) == (SessionStatus.COMPLETED, "done")
             assert (await c.resume("aio.loop")).status == SessionStatus.COMPLETED
+            o = await c.resume("aio.loop", reopen=True)
+            assert (o.status, o.final_output) == (SessionStatus.ACTIVE, "")
+            await o.point_a(Message("assistant", '"again"'))
+            r = o
             await r.delete()
             with pytest.raises(savepoint.SessionNotFoundError):
                 await c.resume("aio.loop")

@@ -48,3 +48,14 @@ def test_every_name_is_there() -> None:
         assert "NoSuchThing" in str(e)
     else:
         raise AssertionError("savepoint.NoSuchThing did not raise AttributeError")
+
+
+def test_one_durable_tool_error() -> None:
+    # savepoint.openai_agents and savepoint.langgraph raise the one
+    # DurableToolError of savepoint.errors, so one except clause catches both.
+    from savepoint import langgraph, openai_agents
+
+    assert openai_agents.DurableToolError is errors.DurableToolError
+    assert langgraph.DurableToolError is errors.DurableToolError
+    assert savepoint.DurableToolError is errors.DurableToolError
+    assert issubclass(errors.DurableToolError, errors.SavepointError)

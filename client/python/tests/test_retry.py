@@ -125,7 +125,7 @@ REQUESTS = {
     "ResolveEffect": pb.ResolveEffectRequest(session_id="s", tool_use_id="t", request_id="55555555-5555-4555-8555-555555555555"),
 }
 # As client/client.go's retrySafe: every method but these is never retried.
-RETRIED = {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
+RETRIED = {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "ResolveEffect", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
 
 
 def test_requests_cover_every_method() -> None:
@@ -346,3 +346,29 @@ def test_failover_reasons_retried_with_the_same_request_id(fake: tuple[Fake, str
     with savepoint.Client(addr, retry=FAST) as c, pytest.raises(savepoint.UnavailableError) as e:
         c.raw.SaveCheckpoint(req)
     assert e.value.reason == reason
+
+
+def test_every_rpc_declares_retry_safety() -> None:
+    # An RPC added without option idempotency_level (and
+    # retry_with_request_id where a request_id makes it safe) fails here.
+    from savepoint.v1 import graph_pb2 as gpb
+
+    n = 0
+    for mod, svc in ((pb, "SavepointService"), (gpb, "GraphCheckpointService")):
+        for m in mod.DESCRIPTOR.services_by_name[svc].methods:
+            n += 1
+            assert m.GetOptions().HasField("idempotency_level"), f"{m.full_name} declares no idempotency_level"
+    assert n >= 30
+
+
+def test_retry_rules_from_the_proto() -> None:
+    from savepoint._retry import service_retry_rules
+    from savepoint.v1 import graph_pb2 as gpb
+
+    rules = service_retry_rules(pb.DESCRIPTOR.services_by_name["SavepointService"])
+    assert {m for m, r in rules.items() if r != "never"} == RETRIED
+    assert {m for m, r in rules.items() if r == "request_id"} == {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "ResolveEffect"}
+    assert retry_safe("UploadCheckpoint", gpb.UploadCheckpointStart(request_id="r"))
+    assert not retry_safe("UploadCheckpoint", gpb.UploadCheckpointStart())
+    assert retry_safe("ListThreadEffects", gpb.ListThreadEffectsRequest())
+    assert not retry_safe("DeleteSession", pb.DeleteSessionRequest(session_id="s"))

@@ -352,6 +352,15 @@ def test_complete(client: savepoint.Client, sid: str) -> None:
     # Resume loads it without taking it over.
     r = client.resume(sid)
     assert (r.status, r.final_output, r.epoch, len(r.messages)) == (SessionStatus.COMPLETED, "the report", s.epoch, 1)
+    # Resume with reopen makes it active again, under a new epoch, and it
+    # continues where it stopped.
+    o = client.resume(sid, reopen=True)
+    assert (o.status, o.final_output, len(o.messages)) == (SessionStatus.ACTIVE, "", 1)
+    assert o.epoch > s.epoch
+    o.save(append=[PROMPT])
+    cp, msgs = client.get_session(sid)
+    assert (cp.status, cp.final_output, len(msgs)) == (pb.SESSION_STATUS_ACTIVE, "", 2)
+    o.complete(SessionStatus.COMPLETED, "the report")
     # A completed session exists: start refuses it, and replaces it when asked.
     with pytest.raises(savepoint.SessionExistsError):
         client.start(sid, "again")

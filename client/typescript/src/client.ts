@@ -44,6 +44,7 @@ import {
   type ResolveThreadEffectResponse,
 } from "./gen/savepoint/v1/graph.js";
 import { discardLogger, type Logger } from "./log.js";
+import { RETRY_RULES } from "./retry_rules.js";
 import { Session } from "./session.js";
 import { anthropicToolResults } from "./tool.js";
 import { SessionWatch, type WatchOptions } from "./watch.js";
@@ -54,6 +55,7 @@ import type {
   RawClient,
   Req,
   Res,
+  ResumeOptions,
   StartOptions,
   ToolEvent,
   ToolResult,
@@ -109,28 +111,15 @@ export function retryBackoff(p: RetryPolicy, retry: number): number {
 
 /**
  * Says whether repeating a call that may have been applied is harmless, as
- * the Go client's retrySafe does; path is the full method name. Methods not
- * listed (DeleteSession, any added later) are not.
+ * its RPC declares in the proto (RETRY_RULES, written from it by make
+ * generate); path is the full method name. An RPC the table lacks is not.
  */
 export function retrySafe(path: string, request: unknown): boolean {
-  switch (path) {
-    case SavepointServiceService.saveCheckpoint.path:
-      return ((request as Partial<SaveCheckpointRequest> | undefined)?.requestId ?? "") !== "";
-    case SavepointServiceService.completeSession.path:
-    case SavepointServiceService.forkSession.path:
-    case SavepointServiceService.rewindSession.path:
-    case SavepointServiceService.resolveEffect.path:
-    case GraphCheckpointServiceService.resolveThreadEffect.path:
-      return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
-    case SavepointServiceService.beginEffect.path:
-    case SavepointServiceService.recordEffect.path:
-    case SavepointServiceService.resume.path:
-    case SavepointServiceService.reconcile.path:
-    case SavepointServiceService.getSession.path:
-    case SavepointServiceService.listMessages.path:
-    case SavepointServiceService.listSessions.path:
-    case SavepointServiceService.listEffects.path:
+  switch (RETRY_RULES[path]) {
+    case "always":
       return true;
+    case "requestId":
+      return ((request as { requestId?: string } | undefined)?.requestId ?? "") !== "";
   }
   return false;
 }
@@ -378,10 +367,12 @@ export class Client {
    * Takes ownership of an existing session (fencing any process that owned
    * it before) and loads its latest revision with its whole history. A
    * session that does not exist is SessionNotFoundError: nothing to resume
-   * from. If it has pending tool uses, call reconcile and then pointB.
+   * from. If it has pending tool uses, call reconcile and then pointB. A
+   * completed or failed session is loaded as it is; options.reopen makes it
+   * active again so that it continues.
    */
-  resume(id: string, call?: CallOptions): Promise<Session> {
-    return Session.resume(this, id, call);
+  resume(id: string, options: ResumeOptions = {}, call: CallOptions = options): Promise<Session> {
+    return Session.resume(this, id, options.reopen === true, { signal: call.signal, deadline: call.deadline });
   }
 
   /**

@@ -61,6 +61,7 @@ export type {
   Method,
   RawClient,
   Registration,
+  ResumeOptions,
   SaveOptions,
   StartOptions,
   ToolContent,

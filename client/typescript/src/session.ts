@@ -106,8 +106,8 @@ export class Session {
   }
 
   /** @internal Client.resume. */
-  static async resume(c: SessionHost, id: string, call?: CallOptions): Promise<Session> {
-    const r = await c.raw.resume({ sessionId: id }, call);
+  static async resume(c: SessionHost, id: string, reopen: boolean, call?: CallOptions): Promise<Session> {
+    const r = await c.raw.resume({ sessionId: id, reopen }, call);
     const cp = r.checkpoint;
     if (!cp) throw new Error(`savepoint: resume of ${JSON.stringify(id)} answered no checkpoint.`);
     const msgs: Message[] = cp.messages.map(toMessage);

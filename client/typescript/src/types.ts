@@ -32,6 +32,20 @@ export interface StartOptions {
   labels?: Record<string, string>;
 }
 
+/**
+ * How resume takes a session over. Its signal and deadline are the call's
+ * when resume is given no CallOptions of its own (resume's second argument
+ * was CallOptions before reopen).
+ */
+export interface ResumeOptions extends CallOptions {
+  /**
+   * Makes a completed or failed session active again (its status ACTIVE,
+   * its final output cleared), so that it continues. Without it such a
+   * session is loaded as it is, and saves to it throw SessionCompletedError.
+   */
+  reopen?: boolean;
+}
+
 /** A generic save: unset fields keep their value. */
 export interface SaveOptions {
   task?: string;

@@ -2932,7 +2932,7 @@ var File_savepoint_v1_graph_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\n" +
-	"\x18savepoint/v1/graph.proto\x12\fsavepoint.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1csavepoint/v1/savepoint.proto\"S\n" +
+	"\x18savepoint/v1/graph.proto\x12\fsavepoint.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asavepoint/v1/options.proto\x1a\x1csavepoint/v1/savepoint.proto\"S\n" +
 	"\n" +
 	"TypedValue\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
@@ -3163,25 +3163,24 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\x1fTHREAD_EFFECT_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19THREAD_EFFECT_STATE_BEGUN\x10\x01\x12!\n" +
 	"\x1dTHREAD_EFFECT_STATE_SUCCEEDED\x10\x02\x12\x1e\n" +
-	"\x1aTHREAD_EFFECT_STATE_FAILED\x10\x032\xf5\n" +
+	"\x1aTHREAD_EFFECT_STATE_FAILED\x10\x032\xdc\v\n" +
+	"\x16GraphCheckpointService\x12a\n" +
+	"\rPutCheckpoint\x12\".savepoint.v1.PutCheckpointRequest\x1a#.savepoint.v1.PutCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12l\n" +
+	"\x10UploadCheckpoint\x12%.savepoint.v1.UploadCheckpointRequest\x1a&.savepoint.v1.UploadCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00(\x01\x12U\n" +
+	"\tPutWrites\x12\x1e.savepoint.v1.PutWritesRequest\x1a\x1f.savepoint.v1.PutWritesResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12`\n" +
+	"\fUploadWrites\x12!.savepoint.v1.UploadWritesRequest\x1a\".savepoint.v1.UploadWritesResponse\"\a\x88\xb5\x18\x01\x90\x02\x00(\x01\x12_\n" +
+	"\rGetCheckpoint\x12\".savepoint.v1.GetCheckpointRequest\x1a#.savepoint.v1.GetCheckpointResponse\"\x03\x90\x02\x010\x01\x12e\n" +
+	"\x0fListCheckpoints\x12$.savepoint.v1.ListCheckpointsRequest\x1a%.savepoint.v1.ListCheckpointsResponse\"\x03\x90\x02\x010\x01\x12Z\n" +
+	"\fDeleteThread\x12!.savepoint.v1.DeleteThreadRequest\x1a\".savepoint.v1.DeleteThreadResponse\"\x03\x90\x02\x02\x12]\n" +
+	"\rDeleteForRuns\x12\".savepoint.v1.DeleteForRunsRequest\x1a#.savepoint.v1.DeleteForRunsResponse\"\x03\x90\x02\x02\x12T\n" +
 	"\n" +
-	"\x16GraphCheckpointService\x12X\n" +
-	"\rPutCheckpoint\x12\".savepoint.v1.PutCheckpointRequest\x1a#.savepoint.v1.PutCheckpointResponse\x12c\n" +
-	"\x10UploadCheckpoint\x12%.savepoint.v1.UploadCheckpointRequest\x1a&.savepoint.v1.UploadCheckpointResponse(\x01\x12L\n" +
-	"\tPutWrites\x12\x1e.savepoint.v1.PutWritesRequest\x1a\x1f.savepoint.v1.PutWritesResponse\x12W\n" +
-	"\fUploadWrites\x12!.savepoint.v1.UploadWritesRequest\x1a\".savepoint.v1.UploadWritesResponse(\x01\x12Z\n" +
-	"\rGetCheckpoint\x12\".savepoint.v1.GetCheckpointRequest\x1a#.savepoint.v1.GetCheckpointResponse0\x01\x12`\n" +
-	"\x0fListCheckpoints\x12$.savepoint.v1.ListCheckpointsRequest\x1a%.savepoint.v1.ListCheckpointsResponse0\x01\x12U\n" +
-	"\fDeleteThread\x12!.savepoint.v1.DeleteThreadRequest\x1a\".savepoint.v1.DeleteThreadResponse\x12X\n" +
-	"\rDeleteForRuns\x12\".savepoint.v1.DeleteForRunsRequest\x1a#.savepoint.v1.DeleteForRunsResponse\x12O\n" +
-	"\n" +
-	"CopyThread\x12\x1f.savepoint.v1.CopyThreadRequest\x1a .savepoint.v1.CopyThreadResponse\x12@\n" +
-	"\x05Prune\x12\x1a.savepoint.v1.PruneRequest\x1a\x1b.savepoint.v1.PruneResponse\x12R\n" +
-	"\vListThreads\x12 .savepoint.v1.ListThreadsRequest\x1a!.savepoint.v1.ListThreadsResponse\x12d\n" +
-	"\x11BeginThreadEffect\x12&.savepoint.v1.BeginThreadEffectRequest\x1a'.savepoint.v1.BeginThreadEffectResponse\x12g\n" +
-	"\x12RecordThreadEffect\x12'.savepoint.v1.RecordThreadEffectRequest\x1a(.savepoint.v1.RecordThreadEffectResponse\x12d\n" +
-	"\x11ListThreadEffects\x12&.savepoint.v1.ListThreadEffectsRequest\x1a'.savepoint.v1.ListThreadEffectsResponse\x12j\n" +
-	"\x13ResolveThreadEffect\x12(.savepoint.v1.ResolveThreadEffectRequest\x1a).savepoint.v1.ResolveThreadEffectResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"CopyThread\x12\x1f.savepoint.v1.CopyThreadRequest\x1a .savepoint.v1.CopyThreadResponse\"\x03\x90\x02\x02\x12E\n" +
+	"\x05Prune\x12\x1a.savepoint.v1.PruneRequest\x1a\x1b.savepoint.v1.PruneResponse\"\x03\x90\x02\x02\x12W\n" +
+	"\vListThreads\x12 .savepoint.v1.ListThreadsRequest\x1a!.savepoint.v1.ListThreadsResponse\"\x03\x90\x02\x00\x12m\n" +
+	"\x11BeginThreadEffect\x12&.savepoint.v1.BeginThreadEffectRequest\x1a'.savepoint.v1.BeginThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12p\n" +
+	"\x12RecordThreadEffect\x12'.savepoint.v1.RecordThreadEffectRequest\x1a(.savepoint.v1.RecordThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12i\n" +
+	"\x11ListThreadEffects\x12&.savepoint.v1.ListThreadEffectsRequest\x1a'.savepoint.v1.ListThreadEffectsResponse\"\x03\x90\x02\x01\x12s\n" +
+	"\x13ResolveThreadEffect\x12(.savepoint.v1.ResolveThreadEffectRequest\x1a).savepoint.v1.ResolveThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_graph_proto_rawDescOnce sync.Once
@@ -3330,6 +3329,7 @@ func file_savepoint_v1_graph_proto_init() {
 	if File_savepoint_v1_graph_proto != nil {
 		return
 	}
+	file_savepoint_v1_options_proto_init()
 	file_savepoint_v1_savepoint_proto_init()
 	file_savepoint_v1_graph_proto_msgTypes[7].OneofWrappers = []any{
 		(*UploadCheckpointRequest_Start)(nil),

@@ -4334,7 +4334,7 @@ var File_savepoint_v1_savepoint_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1csavepoint/v1/savepoint.proto\x12\fsavepoint.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"@\n" +
+	"\x1csavepoint/v1/savepoint.proto\x12\fsavepoint.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asavepoint/v1/options.proto\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
 	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xbf\x01\n" +
@@ -4760,27 +4760,27 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x01\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_REMOVED\x10\x02\x12\x1e\n" +
 	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\x84\f\n" +
-	"\x10SavepointService\x12[\n" +
-	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\x12R\n" +
-	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\x12U\n" +
-	"\fRecordEffect\x12!.savepoint.v1.RecordEffectRequest\x1a\".savepoint.v1.RecordEffectResponse\x12C\n" +
-	"\x06Resume\x12\x1b.savepoint.v1.ResumeRequest\x1a\x1c.savepoint.v1.ResumeResponse\x12L\n" +
-	"\tReconcile\x12\x1e.savepoint.v1.ReconcileRequest\x1a\x1f.savepoint.v1.ReconcileResponse\x12O\n" +
+	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\xf2\f\n" +
+	"\x10SavepointService\x12d\n" +
+	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12W\n" +
+	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\"\x03\x90\x02\x02\x12Z\n" +
+	"\fRecordEffect\x12!.savepoint.v1.RecordEffectRequest\x1a\".savepoint.v1.RecordEffectResponse\"\x03\x90\x02\x02\x12H\n" +
+	"\x06Resume\x12\x1b.savepoint.v1.ResumeRequest\x1a\x1c.savepoint.v1.ResumeResponse\"\x03\x90\x02\x02\x12Q\n" +
+	"\tReconcile\x12\x1e.savepoint.v1.ReconcileRequest\x1a\x1f.savepoint.v1.ReconcileResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\n" +
-	"GetSession\x12\x1f.savepoint.v1.GetSessionRequest\x1a .savepoint.v1.GetSessionResponse\x12U\n" +
-	"\fListMessages\x12!.savepoint.v1.ListMessagesRequest\x1a\".savepoint.v1.ListMessagesResponse\x12U\n" +
-	"\fListSessions\x12!.savepoint.v1.ListSessionsRequest\x1a\".savepoint.v1.ListSessionsResponse\x12X\n" +
-	"\rDeleteSession\x12\".savepoint.v1.DeleteSessionRequest\x1a#.savepoint.v1.DeleteSessionResponse\x12C\n" +
-	"\x06Verify\x12\x1b.savepoint.v1.VerifyRequest\x1a\x1c.savepoint.v1.VerifyResponse\x12X\n" +
-	"\rGetServerInfo\x12\".savepoint.v1.GetServerInfoRequest\x1a#.savepoint.v1.GetServerInfoResponse\x12^\n" +
-	"\x0fCompleteSession\x12$.savepoint.v1.CompleteSessionRequest\x1a%.savepoint.v1.CompleteSessionResponse\x12R\n" +
-	"\vListEffects\x12 .savepoint.v1.ListEffectsRequest\x1a!.savepoint.v1.ListEffectsResponse\x12R\n" +
-	"\vForkSession\x12 .savepoint.v1.ForkSessionRequest\x1a!.savepoint.v1.ForkSessionResponse\x12X\n" +
-	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponse\x12E\n" +
-	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse0\x01\x12Z\n" +
-	"\rWatchSessions\x12\".savepoint.v1.WatchSessionsRequest\x1a#.savepoint.v1.WatchSessionsResponse0\x01\x12X\n" +
-	"\rResolveEffect\x12\".savepoint.v1.ResolveEffectRequest\x1a#.savepoint.v1.ResolveEffectResponseBCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"GetSession\x12\x1f.savepoint.v1.GetSessionRequest\x1a .savepoint.v1.GetSessionResponse\"\x03\x90\x02\x01\x12Z\n" +
+	"\fListMessages\x12!.savepoint.v1.ListMessagesRequest\x1a\".savepoint.v1.ListMessagesResponse\"\x03\x90\x02\x01\x12Z\n" +
+	"\fListSessions\x12!.savepoint.v1.ListSessionsRequest\x1a\".savepoint.v1.ListSessionsResponse\"\x03\x90\x02\x01\x12]\n" +
+	"\rDeleteSession\x12\".savepoint.v1.DeleteSessionRequest\x1a#.savepoint.v1.DeleteSessionResponse\"\x03\x90\x02\x00\x12H\n" +
+	"\x06Verify\x12\x1b.savepoint.v1.VerifyRequest\x1a\x1c.savepoint.v1.VerifyResponse\"\x03\x90\x02\x00\x12]\n" +
+	"\rGetServerInfo\x12\".savepoint.v1.GetServerInfoRequest\x1a#.savepoint.v1.GetServerInfoResponse\"\x03\x90\x02\x00\x12g\n" +
+	"\x0fCompleteSession\x12$.savepoint.v1.CompleteSessionRequest\x1a%.savepoint.v1.CompleteSessionResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12W\n" +
+	"\vListEffects\x12 .savepoint.v1.ListEffectsRequest\x1a!.savepoint.v1.ListEffectsResponse\"\x03\x90\x02\x01\x12[\n" +
+	"\vForkSession\x12 .savepoint.v1.ForkSessionRequest\x1a!.savepoint.v1.ForkSessionResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12a\n" +
+	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12J\n" +
+	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse\"\x03\x90\x02\x000\x01\x12_\n" +
+	"\rWatchSessions\x12\".savepoint.v1.WatchSessionsRequest\x1a#.savepoint.v1.WatchSessionsResponse\"\x03\x90\x02\x000\x01\x12a\n" +
+	"\rResolveEffect\x12\".savepoint.v1.ResolveEffectRequest\x1a#.savepoint.v1.ResolveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -4965,6 +4965,7 @@ func file_savepoint_v1_savepoint_proto_init() {
 	if File_savepoint_v1_savepoint_proto != nil {
 		return
 	}
+	file_savepoint_v1_options_proto_init()
 	file_savepoint_v1_savepoint_proto_msgTypes[5].OneofWrappers = []any{}
 	file_savepoint_v1_savepoint_proto_msgTypes[16].OneofWrappers = []any{}
 	file_savepoint_v1_savepoint_proto_msgTypes[31].OneofWrappers = []any{}

@@ -364,9 +364,10 @@ class SessionState:
                 raise e.with_context(f"replacing session {q(self._id)}") from e
             yield from self._save_steps(m, None, messages, [])
 
-    def _resume_steps(self) -> Steps[None]:
-        """Take ownership of the session and load it whole."""
-        r = yield Step("Resume", pb.ResumeRequest(session_id=self._id))
+    def _resume_steps(self, reopen: bool = False) -> Steps[None]:
+        """Take ownership of the session and load it whole; ``reopen`` makes
+        a completed or failed session active again."""
+        r = yield Step("Resume", pb.ResumeRequest(session_id=self._id, reopen=reopen))
         self._load(r, (yield from history_steps(self._id, r.checkpoint, r.next_page_token)))
 
     def _point_b_steps(self, results: Sequence[ToolResult]) -> Steps[None]:

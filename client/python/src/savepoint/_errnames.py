@@ -65,4 +65,5 @@ NAMES = (
     "ResultsMismatchError",
     "AlreadyRunError",
     "NotRunError",
+    "DurableToolError",
 )

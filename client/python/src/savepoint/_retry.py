@@ -1,5 +1,6 @@
-"""When and how a failed call is tried again: exactly as the Go client's
-retrySafe and RetryPolicy say."""
+"""When and how a failed call is tried again: which calls, as each RPC
+declares in the proto (read from the generated descriptors, as the Go and
+TypeScript clients read them), and how, as the Go client's RetryPolicy."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from savepoint.v1 import options_pb2
 from savepoint.v1 import savepoint_pb2 as pb
 
 SERVICE = "savepoint.v1.SavepointService"
@@ -62,72 +64,51 @@ DEFAULT_RETRY_POLICY = RetryPolicy()
 """5 attempts over about 1.5 seconds, waiting up to 5 seconds for the
 connection, as the Go client's DefaultRetryPolicy."""
 
-# The methods whose repeat is always harmless.
-_ALWAYS_SAFE = frozenset(
-    {"BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
-)
+# When a call that may have been applied can be sent again, as its RPC
+# declares it in the proto (proto/savepoint/v1/options.proto): "always" for
+# NO_SIDE_EFFECTS or IDEMPOTENT, "request_id" for retry_with_request_id
+# (only when the request carries one), "never" otherwise.
+RetryRule = str
 
-# The methods whose repeat is harmless when they carry a request id, as
-# SaveCheckpoint (below).
-_SAFE_WITH_REQUEST_ID: dict[str, type] = {
-    "CompleteSession": pb.CompleteSessionRequest,
-    "ForkSession": pb.ForkSessionRequest,
-    "RewindSession": pb.RewindSessionRequest,
-    "ResolveEffect": pb.ResolveEffectRequest,
-}
 
-# GraphCheckpointService's: its reads, and its deletes, copy and prune, which
-# are idempotent (docs/protocol.md); its puts only with a request id.
-_GRAPH_ALWAYS_SAFE = frozenset(
-    {"GetCheckpoint", "ListCheckpoints", "DeleteThread", "DeleteForRuns", "CopyThread", "Prune", "ListThreadEffects"}
-)
+def service_retry_rules(service: Any) -> dict[str, RetryRule]:
+    """The rule of each method of ``service`` (a ServiceDescriptor), by
+    method name, read from its options."""
+    rules: dict[str, RetryRule] = {}
+    for m in service.methods:
+        o = m.GetOptions()
+        if o.idempotency_level in (o.NO_SIDE_EFFECTS, o.IDEMPOTENT):
+            rules[m.name] = "always"
+        elif o.Extensions[options_pb2.retry_with_request_id]:
+            rules[m.name] = "request_id"
+        else:
+            rules[m.name] = "never"
+    return rules
 
-# GraphCheckpointService's requests, by full name, so that the client does
-# not import the graph stubs (savepoint.v1.graph_pb2) unless it uses them.
-_GRAPH_PUTS = frozenset(
-    {"savepoint.v1.PutCheckpointRequest", "savepoint.v1.PutWritesRequest", "savepoint.v1.UploadCheckpointStart"}
-)
-# The graph-thread ledger's writes: a repeat with the same request id returns
-# the first call's answer (a begin starts no second attempt).
-_GRAPH_EFFECT_WRITES = {
-    "savepoint.v1.BeginThreadEffectRequest": "BeginThreadEffect",
-    "savepoint.v1.RecordThreadEffectRequest": "RecordThreadEffect",
-    "savepoint.v1.ResolveThreadEffectRequest": "ResolveThreadEffect",
-}
-_GRAPH_OTHER_REQUESTS = frozenset(
-    {
-        "savepoint.v1.GetCheckpointRequest",
-        "savepoint.v1.ListCheckpointsRequest",
-        "savepoint.v1.DeleteThreadRequest",
-        "savepoint.v1.DeleteForRunsRequest",
-        "savepoint.v1.CopyThreadRequest",
-        "savepoint.v1.PruneRequest",
-        "savepoint.v1.ListThreadEffectsRequest",
-    }
-)
+
+_RULES = service_retry_rules(pb.DESCRIPTOR.services_by_name["SavepointService"])
+_GRAPH_FILE = "savepoint/v1/graph.proto"
+_graph_rules: dict[str, RetryRule] = {}  # read on a graph request's first retry_safe
 
 
 def retry_safe(method: str, request: object) -> bool:
-    """Say whether repeating a call that may have been applied is harmless.
-    Methods not listed (DeleteSession, Verify, GetServerInfo, any added later)
-    are not, as in the Go client. ``method`` is a SavepointService RPC, or
-    a GraphCheckpointService one when ``request`` is a graph_pb2 message
-    (for UploadCheckpoint, its start; for UploadCheckpoint and
-    UploadWrites, the PutCheckpoint or PutWrites request they stream).
-    BeginThreadEffect and RecordThreadEffect are safe with a request id,
-    ListThreadEffects always."""
-    kind = getattr(getattr(request, "DESCRIPTOR", None), "full_name", "")
-    if kind in _GRAPH_PUTS:
-        return method in ("PutCheckpoint", "PutWrites", "UploadCheckpoint", "UploadWrites") and getattr(request, "request_id", "") != ""
-    if kind in _GRAPH_EFFECT_WRITES:
-        return method == _GRAPH_EFFECT_WRITES[kind] and getattr(request, "request_id", "") != ""
-    if kind in _GRAPH_OTHER_REQUESTS:
-        return method in _GRAPH_ALWAYS_SAFE
-    if method == "SaveCheckpoint":
-        return isinstance(request, pb.SaveCheckpointRequest) and request.request_id != ""
-    if isinstance(request, (pb.CompleteSessionRequest, pb.ForkSessionRequest, pb.RewindSessionRequest)):
-        return _SAFE_WITH_REQUEST_ID.get(method) is type(request) and request.request_id != ""
-    return method in _ALWAYS_SAFE
+    """Say whether repeating a call that may have been applied is harmless,
+    as the RPC declares in the proto. ``method`` is a SavepointService RPC,
+    or a GraphCheckpointService one when ``request`` is a graph_pb2 message
+    (for UploadCheckpoint, its start; for UploadCheckpoint and UploadWrites,
+    the PutCheckpoint or PutWrites request they stream). The graph stubs are
+    never imported here: their rules are read from the request's own file."""
+    rules = _RULES
+    desc = getattr(request, "DESCRIPTOR", None)
+    file = getattr(desc, "file", None)
+    if file is not None and file.name == _GRAPH_FILE:
+        if not _graph_rules:
+            _graph_rules.update(service_retry_rules(file.services_by_name["GraphCheckpointService"]))
+        rules = _graph_rules
+    rule = rules.get(method, "never")
+    if rule == "request_id":
+        return getattr(request, "request_id", "") != ""
+    return rule == "always"
 
 
 def retry_wait(

@@ -229,11 +229,11 @@ class AsyncClient:
         await arun_steps(self.raw, s._start_steps(m, messages, replace))
         return s
 
-    async def resume(self, session_id: str) -> AsyncSession:
-        """Take ownership of a session and load it whole; see
-        savepoint.Client.resume."""
+    async def resume(self, session_id: str, *, reopen: bool = False) -> AsyncSession:
+        """Take ownership of a session and load it whole, ``reopen`` making a
+        completed or failed one active again; see savepoint.Client.resume."""
         s = AsyncSession(self, session_id)
-        await arun_steps(self.raw, s._resume_steps())
+        await arun_steps(self.raw, s._resume_steps(reopen))
         return s
 
     async def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:

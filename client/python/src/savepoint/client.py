@@ -223,14 +223,16 @@ class Client:
         run_steps(self.raw, s._start_steps(m, messages, replace))
         return s
 
-    def resume(self, session_id: str) -> Session:
+    def resume(self, session_id: str, *, reopen: bool = False) -> Session:
         """Take ownership of an existing session (fencing any process that
         owned it before) and load its latest revision with its whole history.
         A session that does not exist raises SessionNotFoundError. If the
         revision has pending tool uses, call reconcile and then point_b with
-        its results."""
+        its results. A completed or failed session is loaded as it is, and
+        saves to it raise SessionCompletedError; ``reopen`` makes it active
+        again (its status ACTIVE, its final output cleared) so it continues."""
         s = Session(self, session_id)
-        run_steps(self.raw, s._resume_steps())
+        run_steps(self.raw, s._resume_steps(reopen))
         return s
 
     def get_session(self, session_id: str, revision: int | None = None) -> tuple[pb.Checkpoint, list[Message]]:

@@ -350,6 +350,14 @@ class NotRunError(SavepointError):
     this session returned."""
 
 
+class DurableToolError(SavepointError):
+    """A durable tool (savepoint.openai_agents) or a durable tool node or
+    function (savepoint.langgraph) could not go through the ledger: its run
+    has no SavepointSession or no thread, its tool use has no id or an id
+    already in use, or a recorded outcome is unreadable. The tool was not
+    run."""
+
+
 REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_INTERNAL: InternalError,
     pb.ERROR_REASON_SESSION_NOT_FOUND: SessionNotFoundError,

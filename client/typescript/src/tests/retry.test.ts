@@ -13,7 +13,9 @@ import {
   unaryMethods,
   UnavailableError,
 } from "../index.js";
+import { GraphCheckpointServiceService } from "../gen/savepoint/v1/graph.js";
 import { SavepointServiceService } from "../gen/savepoint/v1/savepoint.js";
+import { RETRY_RULES } from "../retry_rules.js";
 import { Daemon } from "./daemon.js";
 import { FaultProxy } from "./proxy.js";
 
@@ -46,7 +48,7 @@ test("ResolveThreadEffect is retry-safe only with a request id, as ResolveEffect
   assert.equal(retrySafe(path, undefined), false);
 });
 
-test("retrySafe is the Go client's", () => {
+test("retrySafe, read from the proto, is the table the clients kept by hand", () => {
   const want: Record<Method, boolean> = {
     saveCheckpoint: true, // with a request id; see below
     beginEffect: true,
@@ -63,7 +65,7 @@ test("retrySafe is the Go client's", () => {
     listEffects: true,
     forkSession: true, // with a request id
     rewindSession: true, // with a request id
-    resolveEffect: true, // with a request id
+    resolveEffect: true, // with a request id, as the Go client always did
   };
   assert.ok(!(unaryMethods as string[]).includes("backup"), "backup streams: the raw client does not wrap it");
   for (const m of unaryMethods) {
@@ -73,6 +75,17 @@ test("retrySafe is the Go client's", () => {
   assert.equal(retrySafe(SavepointServiceService.saveCheckpoint.path, {}), false);
   assert.equal(retrySafe(SavepointServiceService.completeSession.path, { requestId: "" }), false);
   assert.equal(retrySafe("/savepoint.v1.SavepointService/SomethingNew", {}), false);
+});
+
+test("every RPC declares its retry safety in the proto", () => {
+  // An RPC added without option idempotency_level is "undeclared" in the
+  // table make generate writes, or missing from a stale one.
+  const paths = [...Object.values(SavepointServiceService), ...Object.values(GraphCheckpointServiceService)].map((d) => d.path);
+  assert.ok(paths.length >= 30, `only ${paths.length} RPCs`);
+  for (const p of paths) {
+    assert.ok(RETRY_RULES[p] !== undefined && RETRY_RULES[p] !== "undeclared", `${p} declares no idempotency_level (${RETRY_RULES[p]})`);
+  }
+  assert.deepEqual(Object.keys(RETRY_RULES).sort(), [...paths].sort(), "retry_rules.ts is stale: make generate");
 });
 
 test("calls that failed with UNAVAILABLE are retried exactly when retrySafe says", async () => {

@@ -429,6 +429,14 @@ test("complete ends the session: its status, its final output, and saves refused
   const r = await c.resume("complete");
   assert.equal(r.status, SessionStatus.SESSION_STATUS_COMPLETED);
   assert.equal(r.finalOutput, "the answer");
+  assert.equal(r.epoch, s.epoch, "resuming a completed session does not take it over");
+  // reopen makes it active again, under a new epoch, and it continues.
+  const o = await c.resume("complete", { reopen: true });
+  assert.equal(o.status, SessionStatus.SESSION_STATUS_ACTIVE);
+  assert.equal(o.finalOutput, "");
+  assert.ok(o.epoch > s.epoch);
+  await o.save({ task: "more" });
+  assert.equal((await c.resume("complete")).task, "more");
 });
 
 test("a socket path with odd characters dials as given", async () => {

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 from savepoint.langgraph.saver import SavepointSaver
 
 if TYPE_CHECKING:
+    from savepoint.errors import DurableToolError
     from savepoint.langgraph._durable import DurableFunction, DurableTool, durable
     from savepoint.langgraph._ledger import (
         IDEMPOTENCY_KEY,
-        DurableToolError,
         Effect,
         EffectInDoubtError,
         idempotency_key,
@@ -44,7 +44,7 @@ _LAZY = {
     "durable": "savepoint.langgraph._durable",
     "DurableFunction": "savepoint.langgraph._durable",
     "DurableTool": "savepoint.langgraph._durable",
-    "DurableToolError": "savepoint.langgraph._ledger",
+    "DurableToolError": "savepoint.errors",
     "Effect": "savepoint.langgraph._ledger",
     "EffectInDoubtError": "savepoint.langgraph._ledger",
     "IDEMPOTENCY_KEY": "savepoint.langgraph._ledger",

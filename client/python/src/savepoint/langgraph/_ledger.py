@@ -22,7 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from savepoint._retry import RetryPolicy
 from savepoint.address import TLSConfig
-from savepoint.errors import SavepointError
+from savepoint.errors import DurableToolError, SavepointError
 from savepoint.langgraph._conn import Connection
 from savepoint.langgraph.saver import SavepointSaver
 from savepoint.types import Verified, VerifyStatus
@@ -55,11 +55,6 @@ _KEY: ContextVar[str] = ContextVar("savepoint_langgraph_idempotency_key", defaul
 
 # The graph ledger caps a tool use id at 256 bytes.
 _MAX_TOOL_USE_ID = 256
-
-
-class DurableToolError(SavepointError):
-    """A durable tool or function could not go through the ledger: its run
-    has no thread, its call has no id, or a recorded outcome is unreadable."""
 
 
 class EffectInDoubtError(SavepointError):

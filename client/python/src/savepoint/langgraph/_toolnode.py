@@ -34,9 +34,10 @@ from langgraph.types import Command
 
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from savepoint.address import TLSConfig
+from savepoint.errors import DurableToolError
 from savepoint.langgraph import _ledger
 from savepoint.langgraph._durable import DurableTool
-from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, CallKey, DurableToolError, Effect, Ledger, VerifyHook
+from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, CallKey, Effect, Ledger, VerifyHook
 from savepoint.types import Verified, VerifyStatus
 
 try:

@@ -9,7 +9,8 @@ that is safe, or an error output saying its outcome is unknown.
 docs/frameworks/openai-agents.md says what is guaranteed.
 """
 
+from savepoint.errors import DurableToolError
 from savepoint.openai_agents._session import SavepointSession, SessionClosedError
-from savepoint.openai_agents._tools import DurableToolError, Effect, durable_function_tool, idempotency_key
+from savepoint.openai_agents._tools import Effect, durable_function_tool, idempotency_key
 
 __all__ = ["DurableToolError", "Effect", "SavepointSession", "SessionClosedError", "durable_function_tool", "idempotency_key"]

@@ -32,7 +32,7 @@ from agents.tool import ToolErrorFunction, default_tool_error_function
 from agents.tool_context import ToolContext
 
 from savepoint import EffectClass
-from savepoint.errors import SavepointError, SessionFencedError
+from savepoint.errors import DurableToolError, SavepointError, SessionFencedError
 from savepoint.types import Verified, VerifyStatus, compact_json, tool_content
 from savepoint.openai_agents._revision import Change, View
 from savepoint.v1 import savepoint_pb2 as pb
@@ -57,11 +57,6 @@ def idempotency_key() -> str:
     the same on every run of one call (pass it to an API that accepts one),
     empty for a read-only tool or outside a durable tool."""
     return _KEY.get()
-
-
-class DurableToolError(SavepointError):
-    """A durable tool could not be run under the ledger: its run's session is
-    not a SavepointSession, or its call id is already in use."""
 
 
 VerifyHook = Callable[[str, Any], "Verified | Awaitable[Verified]"]

@@ -21,7 +21,8 @@ import { hostname } from "node:os";
 import { type AgentInputItem, RunContext } from "@openai/agents-core";
 import { Decision, EffectClass, pb, SavepointError, SessionFencedError, toolContent, type Verified } from "@savepoint-dev/client";
 
-import { type Change, partOf, type SavepointSession, type View, withPart } from "./session.js";
+import type { SavepointSession } from "./session.js";
+import { type Change, partOf, type View, withPart } from "./state.js";
 
 /** What running a tool does: re-running a read-only tool is always safe, an idempotent one is safe with the same idempotency key, a side-effecting one must not run twice. */
 export type Effect = "read_only" | "idempotent" | "side_effect";

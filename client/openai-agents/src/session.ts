@@ -35,15 +35,16 @@ import {
 } from "@savepoint-dev/client";
 
 import * as ledger from "./ledger.js";
+import { type Change, partOf, type Planner, STATE_KEY, type View, withPart } from "./state.js";
+
+export { STATE_KEY };
+export type { Change, LedgerPart, Planner, View } from "./state.js";
 
 /** The task a SavepointSession gives the savepointd session it creates. */
 export const TASK = "openai-agents session";
 
 /** How many times one change is tried against a session that keeps changing under it before SavepointSession gives up. */
 export const MAX_ATTEMPTS = 200;
-
-/** The stateJson key under which the durable tools keep their calls (the Python package's key too). */
-export const STATE_KEY = "openai_agents";
 
 /** The options of a SavepointSession. */
 export interface SavepointSessionOptions {
@@ -67,78 +68,7 @@ export class SessionClosedError extends Error {
   override name = "SessionClosedError";
 }
 
-/**
- * The session's part of stateJson: the calls the durable tools are running,
- * the calls a resume answered, and the history transactions applied (each
- * operation id with a digest of its transaction).
- */
-export interface LedgerPart {
-  calls?: Record<string, ledger.CallRecord>;
-  resolved?: string[];
-  operations?: Record<string, string>;
-}
-
-/** One revision of the session as a change is planned on it. */
-export interface View {
-  revision: bigint;
-  epoch: bigint;
-  count: bigint;
-  task: string;
-  turn: number;
-  tokensUsed: bigint;
-  labels: Record<string, string>;
-  stateJson: string;
-  pending: pb.ToolUse[];
-  /** The whole history, when the change needs it. */
-  items?: AgentInputItem[];
-}
-
-/** What one save does; unset fields keep the revision's value. */
-export interface Change<T = unknown> {
-  /** Keep only the first keep messages before appending. */
-  keep?: bigint;
-  append?: AgentInputItem[];
-  pending?: pb.ToolUse[];
-  stateJson?: string;
-  /** What the operation returns once the change is saved. */
-  result?: T;
-}
-
-/** Plans one change on a revision; undefined writes nothing. */
-export type Planner<T> = (v: View) => Change<T> | undefined | Promise<Change<T> | undefined>;
-
 const STALE = [RevisionMismatchError, SessionFencedError, SessionExistsError, SessionNotFoundError];
-
-/** The durable tools' part of v's stateJson: a fresh copy, empty when the session holds none. */
-export function partOf(v: View): LedgerPart {
-  let st: unknown;
-  try {
-    st = v.stateJson ? JSON.parse(v.stateJson) : {};
-  } catch {
-    return {};
-  }
-  const part = st && typeof st === "object" ? (st as Record<string, unknown>)[STATE_KEY] : undefined;
-  return part && typeof part === "object" && !Array.isArray(part) ? (structuredClone(part) as LedgerPart) : {};
-}
-
-/** v's stateJson with the durable tools' part replaced (removed when it holds nothing); any other key a user stored is kept. */
-export function withPart(v: View, part: LedgerPart): string {
-  let st: Record<string, unknown> = {};
-  try {
-    const parsed: unknown = v.stateJson ? JSON.parse(v.stateJson) : {};
-    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) st = parsed as Record<string, unknown>;
-  } catch {
-    st = {};
-  }
-  const kept: Record<string, unknown> = {};
-  if (part.calls && Object.keys(part.calls).length > 0) kept.calls = part.calls;
-  if (part.resolved && part.resolved.length > 0) kept.resolved = part.resolved;
-  if (part.operations && Object.keys(part.operations).length > 0) kept.operations = part.operations;
-  if (Object.keys(kept).length > 0) st[STATE_KEY] = kept;
-  else delete st[STATE_KEY];
-  const keys = Object.keys(st).sort();
-  return keys.length === 0 ? "" : JSON.stringify(Object.fromEntries(keys.map((k) => [k, st[k]])));
-}
 
 /** One SDK item as a savepointd message: its role, else its type, and the item as JSON text. */
 export function encode(item: AgentInputItem): { role: string; contentJson: string } {
