@@ -30,7 +30,11 @@
 // it records an effect, and it records only the outcome the tool function
 // returned. Before a tool that is not read-only runs, BeginEffect marks it as
 // dispatched, so that after a crash the daemon can tell "never started" (run
-// it) from "started, outcome unknown" (in doubt). If the tool ran but its
+// it) from "started, outcome unknown" (in doubt). A tool use in doubt need
+// not stay so: ReconcileVerify asks a VerifyFunc (by the idempotency key the
+// tool passed to the API it called, or by its input) whether it took effect
+// and records the answer with ResolveEffect, and a person records theirs with
+// Client.ResolveEffect or savepoint resolve. If the tool ran but its
 // outcome could not be recorded, the real result is still returned (with
 // ToolResult.LedgerErr set and an error logged): reporting a tool that ran as
 // failed would make the model retry it and repeat the side effect.

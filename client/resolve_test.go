@@ -114,3 +114,69 @@ func TestDaemonResolveInDoubt(t *testing.T) {
 		t.Fatalf("resolve a read-only call: %v, want ErrCallNotInDoubt", err)
 	}
 }
+
+// TestDaemonVerifyInDoubt: a side-effecting tool killed after BeginEffect,
+// resumed with a verify hook: done reuses the output found and the tool
+// does not run again; not done runs it once more with the same key;
+// unknown, or a verify that fails, leaves it in doubt as before.
+func TestDaemonVerifyInDoubt(t *testing.T) {
+	c := dial(t, startDaemon(t, daemon.Config{}))
+	call := client.ToolUse{ToolUseID: "toolu_pay", Name: "send_payment", EffectClass: client.SideEffect}
+	for i, tt := range []struct {
+		name     string
+		verified client.Verified
+		err      error
+		want     client.Decision
+		wantRuns int
+		content  string
+		kind     savepointv1.ResolverKind
+	}{
+		{"done", client.Verified{Status: client.VerifyDone, Output: "paid, ref 42", Note: "found by key"}, nil, client.DecisionReuse, 0, "paid, ref 42", savepointv1.ResolverKind_RESOLVER_KIND_VERIFY},
+		{"not done", client.Verified{Status: client.VerifyNotDone}, nil, client.DecisionRun, 1, "paid", savepointv1.ResolverKind_RESOLVER_KIND_VERIFY},
+		{"unknown", client.Verified{Status: client.VerifyUnknown}, nil, client.DecisionInDoubt, 0, "", 0},
+		{"verify fails", client.Verified{Status: client.VerifyDone, Output: "ignored"}, errors.New("bank API down"), client.DecisionInDoubt, 0, "", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			id := fmt.Sprintf("verify-%d", i)
+			key := killedAfterBegin(t, c, id, call)
+			s, err := c.Resume(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs int
+			var keys, asked []string
+			results, err := s.ReconcileVerify(ctx, func(_ context.Context, _ client.ToolUse, k string) (string, error) {
+				runs++
+				keys = append(keys, k)
+				return "paid", nil
+			}, func(_ context.Context, cu client.ToolUse, k string) (client.Verified, error) {
+				asked = append(asked, cu.ToolUseID+" "+k)
+				return tt.verified, tt.err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(asked) != 1 || asked[0] != call.ToolUseID+" "+key {
+				t.Fatalf("verify asked %q, want once for %s with its key", asked, call.ToolUseID)
+			}
+			if len(results) != 1 || results[0].Decision != tt.want || (tt.content != "" && results[0].Content != tt.content) ||
+				results[0].IsError != (tt.want == client.DecisionInDoubt) {
+				t.Fatalf("results %+v, want %v with %q", results, tt.want, tt.content)
+			}
+			if runs != tt.wantRuns || (runs == 1 && keys[0] != key) {
+				t.Fatalf("ran %d times with keys %q, want %d with key %q", runs, keys, tt.wantRuns, key)
+			}
+			if err := s.PointB(ctx, results); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := c.Raw().ListEffects(ctx, &savepointv1.ListEffectsRequest{SessionId: id})
+			if err != nil || len(entries.GetEntries()) != 1 {
+				t.Fatalf("ledger %v %v", entries, err)
+			}
+			if got := entries.GetEntries()[0].GetResolution().GetResolverKind(); got != tt.kind {
+				t.Errorf("resolution by %v, want %v", got, tt.kind)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -54,6 +55,34 @@ type ToolResult struct {
 	// the call as in doubt.
 	LedgerErr error
 }
+
+// VerifyFunc asks the world whether a tool use in doubt took effect: by the
+// idempotency key it was begun with (empty when it was never begun), which
+// the tool passed to the API it called, or by its input. It returns what it
+// found; an error is taken as VerifyUnknown.
+type VerifyFunc func(ctx context.Context, call ToolUse, key string) (Verified, error)
+
+// Verified is what a VerifyFunc found.
+type Verified struct {
+	Status VerifyStatus
+	// Output and IsError are the tool use's outcome, for VerifyDone.
+	Output  string
+	IsError bool
+	// Note is kept with the resolution, such as what was looked up.
+	Note string
+}
+
+// VerifyStatus says whether a tool use in doubt took effect.
+type VerifyStatus int
+
+const (
+	// VerifyUnknown: it cannot be told; the tool use stays in doubt.
+	VerifyUnknown VerifyStatus = iota
+	// VerifyDone: it took effect; Verified.Output is its outcome.
+	VerifyDone
+	// VerifyNotDone: it did not; it runs again with the same key.
+	VerifyNotDone
+)
 
 // ToolStage names a moment in the life of a tool use that a hook set with
 // WithToolHook observes.
@@ -152,6 +181,18 @@ func (s *Session) RunTools(ctx context.Context, calls []ToolUse, run ToolFunc) (
 // nil only if no tool use needs to run. With nothing pending it returns no
 // results.
 func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, error) {
+	return s.ReconcileVerify(ctx, run, nil)
+}
+
+// ReconcileVerify is Reconcile with verify asked about each tool use in
+// doubt before the model is told its outcome is unknown. Its answer is
+// recorded with ResolveEffect (fenced by this session's epoch, resolver
+// kind VERIFY): VerifyDone records the output found, which becomes the
+// result (DecisionReuse), as on every later resume; VerifyNotDone makes the
+// tool run again with the key it was begun with (DecisionRun). VerifyUnknown,
+// or an error from verify, leaves it in doubt as Reconcile does. verify nil
+// is Reconcile.
+func (s *Session) ReconcileVerify(ctx context.Context, run ToolFunc, verify VerifyFunc) ([]ToolResult, error) {
 	s.mu.Lock()
 	rev, epoch := s.revision, s.epoch
 	s.mu.Unlock()
@@ -182,37 +223,23 @@ func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, er
 			log.Info("savepoint: reconcile: outcome recorded, reusing it, not running the tool")
 			r = ToolResult{ToolUseID: id, Content: res.GetEffect().GetOutput(), IsError: res.GetEffect().GetIsError()}
 		case DecisionInDoubt:
+			if verify != nil {
+				vr, decided, err := s.verifyInDoubt(ctx, res, epoch, run, verify, log)
+				if err != nil {
+					return nil, err
+				}
+				if decided != 0 {
+					vr.Decision = decided
+					results = append(results, vr)
+					continue
+				}
+			}
 			log.Warn("savepoint: reconcile: outcome unknown, not running the tool, answering with an is_error result")
 			r = ToolResult{ToolUseID: id, Content: res.GetToolResultText(), IsError: true}
 		case DecisionRun:
-			s.mu.Lock()
-			p := s.pendingToolUse(id)
-			prev, ran := s.ran[id]
-			started := s.started[id]
-			if p != nil && !started {
-				s.started[id] = true
-			}
-			s.mu.Unlock()
-			switch {
-			case ran:
-				log.Info("savepoint: reconcile: this session ran the tool already, reusing its result")
-				r = prev
-			case p == nil:
-				return nil, fmt.Errorf("savepoint: reconcile: tool use %q is not pending in this session: %w", id, ErrCallNotPending)
-			case started:
-				return nil, fmt.Errorf("savepoint: reconcile: tool use %q (%s) not run: %w", id, tu.GetName(), ErrAlreadyRun)
-			case run == nil:
-				s.unstart(id)
-				return nil, fmt.Errorf("savepoint: reconcile: tool use %q (%s) must run, but no run function was given", id, tu.GetName())
-			default:
-				log.Info("savepoint: reconcile: safe to run, running the tool")
-				call := toolUse(p)
-				r = s.execute(ctx, p, epoch, res.GetIdempotencyKey(), func(ctx context.Context, key string) (string, error) {
-					return run(ctx, call, key)
-				})
-				if r.Err != nil {
-					return nil, r.Err
-				}
+			var err error
+			if r, err = s.runReconciled(ctx, res, epoch, run, log); err != nil {
+				return nil, err
 			}
 		default:
 			return nil, fmt.Errorf("savepoint: reconcile: tool use %q: unknown decision %v", id, res.GetDecision())
@@ -221,6 +248,72 @@ func (s *Session) Reconcile(ctx context.Context, run ToolFunc) ([]ToolResult, er
 		results = append(results, r)
 	}
 	return results, nil
+}
+
+// runReconciled runs the pending tool use res decided DecisionRun, once per
+// session, with the key it was begun with.
+func (s *Session) runReconciled(ctx context.Context, res *savepointv1.Resolution, epoch uint64, run ToolFunc, log *slog.Logger) (ToolResult, error) {
+	tu := res.GetToolUse()
+	id := tu.GetToolUseId()
+	s.mu.Lock()
+	p := s.pendingToolUse(id)
+	prev, ran := s.ran[id]
+	started := s.started[id]
+	if p != nil && !started {
+		s.started[id] = true
+	}
+	s.mu.Unlock()
+	switch {
+	case ran:
+		log.Info("savepoint: reconcile: this session ran the tool already, reusing its result")
+		return prev, nil
+	case p == nil:
+		return ToolResult{}, fmt.Errorf("savepoint: reconcile: tool use %q is not pending in this session: %w", id, ErrCallNotPending)
+	case started:
+		return ToolResult{}, fmt.Errorf("savepoint: reconcile: tool use %q (%s) not run: %w", id, tu.GetName(), ErrAlreadyRun)
+	case run == nil:
+		s.unstart(id)
+		return ToolResult{}, fmt.Errorf("savepoint: reconcile: tool use %q (%s) must run, but no run function was given", id, tu.GetName())
+	}
+	log.Info("savepoint: reconcile: safe to run, running the tool")
+	call := toolUse(p)
+	r := s.execute(ctx, p, epoch, res.GetIdempotencyKey(), func(ctx context.Context, key string) (string, error) {
+		return run(ctx, call, key)
+	})
+	return r, r.Err
+}
+
+// verifyInDoubt asks verify about the tool use in doubt res and records a
+// definite answer; decided is the decision that made the result, 0 when the
+// tool use stays in doubt.
+func (s *Session) verifyInDoubt(ctx context.Context, res *savepointv1.Resolution, epoch uint64, run ToolFunc, verify VerifyFunc, log *slog.Logger) (r ToolResult, decided Decision, err error) {
+	tu := res.GetToolUse()
+	v, verr := verify(ctx, toolUse(tu), res.GetIdempotencyKey())
+	if verr != nil {
+		log.Warn("savepoint: reconcile: verify failed; the outcome stays unknown", "err", verr)
+		return ToolResult{}, 0, nil
+	}
+	f := Finding{Done: v.Status == VerifyDone, Output: v.Output, IsError: v.IsError, Note: v.Note, ResolvedBy: "verify"}
+	switch v.Status {
+	case VerifyDone, VerifyNotDone:
+	default:
+		log.Warn("savepoint: reconcile: verify could not tell; the outcome stays unknown")
+		return ToolResult{}, 0, nil
+	}
+	req := f.request(s.id, tu.GetToolUseId(), savepointv1.ResolverKind_RESOLVER_KIND_VERIFY)
+	req.Epoch = &epoch
+	resp, err := s.c.raw.ResolveEffect(ctx, req)
+	if err != nil {
+		return ToolResult{}, 0, fmt.Errorf("savepoint: reconcile: recording what verify found for tool use %q (%s): %w", tu.GetToolUseId(), tu.GetName(), err)
+	}
+	if v.Status == VerifyDone {
+		log.Info("savepoint: reconcile: verify found the tool use done; its output is recorded and reused")
+		eff := resp.GetEntry().GetEffect()
+		return ToolResult{ToolUseID: tu.GetToolUseId(), Content: eff.GetOutput(), IsError: eff.GetIsError()}, DecisionReuse, nil
+	}
+	log.Info("savepoint: reconcile: verify found the tool use not done; running it again with its idempotency key")
+	r, err = s.runReconciled(ctx, res, epoch, run, log)
+	return r, DecisionRun, err
 }
 
 // pendingToolUse returns the pending tool use with this id, or nil. s.mu is

@@ -1,5 +1,6 @@
 import { type ClientWritableStream, connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
 import {
+  Autostart,
   channelReady,
   type Client,
   dial,
@@ -38,8 +39,11 @@ export class Connection {
   readonly #waitMs: number;
   readonly #tls: TlsOptions | false | undefined;
   #limit: number | undefined;
+  // Starts savepointd on demand when no address was chosen (docs/install.md).
+  readonly #autostart: Autostart | undefined;
 
   constructor(o: SaverOptions = {}) {
+    this.#autostart = o.address ? undefined : Autostart.fromEnv();
     this.address = o.address || defaultAddr();
     // The client's grpc-js makes the channel, so that one copy of grpc-js serves both.
     this.stub = serviceClient(graphPb.GraphCheckpointServiceClient, this.address, { tls: o.tls });
@@ -78,13 +82,19 @@ export class Connection {
    * attempt must not have yielded anything to the caller before it failed.
    */
   async call<T>(attempt: () => Promise<T>): Promise<T> {
-    const readyBy = Date.now() + this.#waitMs;
+    let readyBy = Date.now() + this.#waitMs;
     const attempts = Math.max(1, this.#retry.maxAttempts);
     for (let i = 0; ; i++) {
       if (this.#waitMs > 0) await this.#ready(readyBy);
       try {
         return await attempt();
       } catch (err) {
+        if (this.#autostart && (err as ServiceError).code === Code.UNAVAILABLE) {
+          // Nothing answers: start the daemon (again), and count the wait
+          // for the connection from then.
+          await this.#autostart.ensure();
+          readyBy = Math.max(readyBy, Date.now() + this.#waitMs);
+        }
         if (i + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
         await new Promise((r) => setTimeout(r, retryBackoff(this.#retry, i)));
       }

@@ -28,6 +28,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, RetryPolicy
 from typing_extensions import TypedDict
 
+from savepoint import Verified
 from savepoint._retry import retry_safe
 from savepoint.errors import EffectInputMismatchError
 from savepoint.langgraph import (
@@ -638,3 +639,53 @@ def test_durable_tool_in_a_plain_toolnode(saver: SavepointSaver) -> None:
     assert runs == {"send": 1}
     assert effects(saver, config)["c1"].input_json == '{"to":"ann"}'
 
+
+
+# -- verify hooks -----------------------------------------------------------------------
+
+VERIFY_CASES = [
+    ("done", Verified.done("sent to ann, message 7"), "sent to ann, message 7", "success", 0, gpb.THREAD_EFFECT_STATE_SUCCEEDED, 1),
+    ("not done", Verified.not_done(), "sent to ann", "success", 1, gpb.THREAD_EFFECT_STATE_SUCCEEDED, 2),
+    ("unknown", Verified.unknown(), in_doubt_text("send", "c1"), "error", 0, gpb.THREAD_EFFECT_STATE_BEGUN, 1),
+    ("raises", RuntimeError("mail server down"), in_doubt_text("send", "c1"), "error", 0, gpb.THREAD_EFFECT_STATE_BEGUN, 1),
+]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("case", "verified", "content", "status", "runs_want", "state", "attempts"), VERIFY_CASES, ids=[c[0] for c in VERIFY_CASES])
+def test_verify_hook_settles_a_call_in_doubt(saver: SavepointSaver, mode: str, case: str, verified: object, content: str, status: str,
+                                             runs_want: int, state: int, attempts: int) -> None:
+    # Killed after BeginThreadEffect of a side-effecting call; the node runs
+    # again with a verify hook for the tool.
+    runs: Counter[str] = Counter()
+    seen: list[tuple[str, str, str]] = []
+    asked: list[tuple[str, Any]] = []
+
+    def verify(key: str, args: Any) -> Verified:
+        asked.append((key, args))
+        if isinstance(verified, Exception):
+            raise verified
+        assert isinstance(verified, Verified)
+        return verified
+
+    graph = tool_graph(saver, DurableToolNode(counting_tools(runs, seen), verify={"send": verify}))
+    config = new_thread()
+    key = begin(saver, config, "c1", "send", '{"to": "ann"}', pb.EFFECT_CLASS_SIDE_EFFECT).effect.idempotency_key
+    inp = {"messages": [ai(("send", {"to": "ann"}, "c1"))]}
+    out = graph.invoke(inp, config) if mode == "sync" else asyncio.run(graph.ainvoke(inp, config))
+    got = out["messages"][-1]
+    assert (got.content, got.status, got.tool_call_id) == (content, status, "c1")
+    assert asked == [(key, {"to": "ann"})]
+    assert runs == ({"send": runs_want} if runs_want else {})
+    assert [s[1] for s in seen] == [key] * runs_want  # not done: the same key
+    e = effects(saver, config)["c1"]
+    assert (e.state, e.attempts) == (state, attempts)
+    kinds = {"done": pb.RESOLVER_KIND_VERIFY, "not done": pb.RESOLVER_KIND_VERIFY}
+    assert e.resolution.resolver_kind == kinds.get(case, pb.RESOLVER_KIND_UNSPECIFIED)
+    if case == "done":  # recorded: a later run of the node reuses it, asking nothing
+        again = graph.invoke({"messages": [ai(("send", {"to": "ann"}, "c1"))]}, new_config_same(config))
+        assert again["messages"][-1].content == content and len(asked) == 1 and runs == {}
+
+
+def new_config_same(config: RunnableConfig) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_of(config)}}

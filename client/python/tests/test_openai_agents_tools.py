@@ -22,7 +22,7 @@ from agents import Agent, Runner, SQLiteSession, UserError, set_tracing_disabled
 from agents.tool import default_tool_error_function
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from savepoint import Client
+from savepoint import Client, Verified
 from savepoint.openai_agents import DurableToolError, SavepointSession, durable_function_tool, idempotency_key
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -46,6 +46,36 @@ CASES = [
     ("before-sdk-save", "read_only", 1, DONE),
     ("none", "side_effect", 1, DONE),  # no crash: the resume has nothing to answer
 ]
+
+
+# where the first process died, what verify says on resume, the effects made in all, the output the model sees
+VERIFY_CASES = [
+    ("during", "done", 1, "found: reported"),  # it took effect: the output found, not run again
+    ("in-tool", "not_done", 1, DONE),  # it did not: run again, once
+    ("during", "unknown", 1, IN_DOUBT),
+    ("during", "raise", 1, IN_DOUBT),
+]
+
+
+@pytest.mark.parametrize(("point", "answer", "effects", "seen"), VERIFY_CASES)
+def test_verify_on_resume(daemon: Any, sid: str, tmp_path: Path, point: str, answer: str, effects: int, seen: str) -> None:
+    """Killed after BeginEffect, resumed with a verify hook on the tool."""
+    assert _spawn(daemon, "run", sid, str(tmp_path), point, "side_effect").returncode == -signal.SIGKILL
+    second = _spawn(daemon, "resume", sid, str(tmp_path), "none", "side_effect", answer)
+    assert second.returncode == 0, second.stderr
+    out = json.loads(second.stdout.splitlines()[-1])
+    lines = (tmp_path / "effects").read_text().splitlines() if (tmp_path / "effects").exists() else []
+    assert len(lines) == effects, lines
+    asked = (tmp_path / "asked").read_text().split()
+    assert len(asked) == 2 and len(asked[0]) == 32 and json.loads(asked[1]) == {"text": "report"}, asked  # its key and args
+    if answer == "not_done":
+        assert lines[0].split()[1] == asked[0]  # run again with the key it was begun with
+    outputs = _calls(out["model_input"], "function_call_output")
+    assert len(outputs) == 1 and seen in outputs[0]["output"], outputs
+    with Client(daemon.addr) as c:
+        (entry,) = c.raw.ListEffects(pb.ListEffectsRequest(session_id=sid)).entries
+    kind = pb.RESOLVER_KIND_VERIFY if answer in ("done", "not_done") else pb.RESOLVER_KIND_UNSPECIFIED
+    assert entry.resolution.resolver_kind == kind
 
 
 def _spawn(daemon: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -454,7 +484,7 @@ def _kill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str) -> None:
+async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str, answer: str = "") -> None:
     from savepoint.aio import AsyncRaw
 
     def crash(at: str) -> None:
@@ -469,7 +499,14 @@ async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str) -> 
         crash("during")
         return DONE
 
-    tool = durable_function_tool(act, effect=effect)  # type: ignore[arg-type]
+    def verify(key: str, args: Any) -> Verified:
+        with open(os.path.join(workdir, "asked"), "w") as f:
+            f.write(f"{key} {json.dumps(args, separators=(',', ':'))}")
+        if answer == "raise":
+            raise RuntimeError("cannot look")
+        return {"done": Verified.done("found: reported"), "not_done": Verified.not_done()}.get(answer, Verified.unknown())
+
+    tool = durable_function_tool(act, effect=effect, verify=verify if answer else None)  # type: ignore[arg-type]
 
     if point in ("before-begin", "before-record", "after-record"):
         orig_begin, orig_record = AsyncRaw.BeginEffect, AsyncRaw.RecordEffect
@@ -522,4 +559,4 @@ async def _agent(mode: str, sid: str, workdir: str, point: str, effect: str) -> 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
-    asyncio.run(_agent(*sys.argv[1:6]))
+    asyncio.run(_agent(*sys.argv[1:7]))

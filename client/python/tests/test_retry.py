@@ -122,6 +122,7 @@ REQUESTS = {
     "ListEffects": pb.ListEffectsRequest(session_id="s"),
     "ForkSession": pb.ForkSessionRequest(source_session_id="s", new_session_id="f", request_id="33333333-3333-4333-8333-333333333333"),
     "RewindSession": pb.RewindSessionRequest(session_id="s", epoch=3, revision=1, request_id="44444444-4444-4444-8444-444444444444"),
+    "ResolveEffect": pb.ResolveEffectRequest(session_id="s", tool_use_id="t", request_id="55555555-5555-4555-8555-555555555555"),
 }
 # As client/client.go's retrySafe: every method but these is never retried.
 RETRIED = {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}

@@ -28,6 +28,7 @@ import {
   ReconcileRequest,
   RecordEffectRequest,
   ResumeRequest,
+  ResolveEffectRequest,
   RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
@@ -111,6 +112,7 @@ export function retrySafe(path: string, request: unknown): boolean {
     case SavepointServiceService.completeSession.path:
     case SavepointServiceService.forkSession.path:
     case SavepointServiceService.rewindSession.path:
+    case SavepointServiceService.resolveEffect.path:
       return ((request as Partial<CompleteSessionRequest> | undefined)?.requestId ?? "") !== "";
     case SavepointServiceService.beginEffect.path:
     case SavepointServiceService.recordEffect.path:
@@ -233,6 +235,7 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   listEffects: ListEffectsRequest,
   forkSession: ForkSessionRequest,
   rewindSession: RewindSessionRequest,
+  resolveEffect: ResolveEffectRequest,
 } as never;
 
 /** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */

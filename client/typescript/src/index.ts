@@ -65,11 +65,14 @@ export type {
   StartOptions,
   ToolContent,
   ToolEvent,
+  ReconcileOptions,
   ToolFunc,
   ToolResult,
   ToolResultsFunc,
   ToolStage,
   ToolUse,
+  Verified,
+  VerifyFunc,
 } from "./types.js";
 /** The generated messages and service of savepoint.v1, for raw calls. */
 export { SessionStatus } from "./gen/savepoint/v1/savepoint.js";

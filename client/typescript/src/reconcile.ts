@@ -1,10 +1,19 @@
 import { status as Code } from "@grpc/grpc-js";
 
 import { AlreadyRunError, newError } from "./errors.js";
-import { Decision, ErrorReason, type Resolution, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
+import { randomUUID } from "node:crypto";
+
+import {
+  Decision,
+  ErrorReason,
+  type Resolution,
+  ResolutionOutcome,
+  ResolverKind,
+  type ToolUse as PbToolUse,
+} from "./gen/savepoint/v1/savepoint.js";
 import type { ToolRuns } from "./run.js";
-import { fullToolUse, toolContent } from "./tool.js";
-import type { CallOptions, SessionHost, ToolFunc, ToolResult } from "./types.js";
+import { fullToolUse, toolContent, toolOutput } from "./tool.js";
+import type { ReconcileOptions, SessionHost, ToolFunc, ToolResult, Verified } from "./types.js";
 
 /** What reconcile needs of its Session, as it stands when reconcile starts. */
 export interface ReconcileState {
@@ -28,7 +37,7 @@ export interface ReconcileState {
  * daemon's text. A daemon whose latest revision is not the session's is
  * RevisionMismatchError.
  */
-export async function reconcileSession(s: ReconcileState, run?: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
+export async function reconcileSession(s: ReconcileState, run?: ToolFunc, options?: ReconcileOptions): Promise<ToolResult[]> {
   const rev = s.revision;
   const epoch = s.epoch;
   const resolutions: Resolution[] = [];
@@ -48,12 +57,42 @@ export async function reconcileSession(s: ReconcileState, run?: ToolFunc, option
   }
   const log = s.host.config.logger;
   const results: ToolResult[] = [];
-  for (const res of resolutions) {
+  for (let res of resolutions) {
     const tu = res.toolUse;
     if (!tu) throw new Error("savepoint: reconcile: a resolution without its tool use.");
     const id = tu.toolUseId;
     const attrs = { session: s.sessionId, tool_use_id: id, name: tu.name, decision: Decision[res.decision] };
     s.runs.hook({ stage: "decided", call: fullToolUse(tu), decision: res.decision, begun: res.begun });
+    if (res.decision === Decision.DECISION_IN_DOUBT && options?.verify) {
+      const v = await verified(s, res, options);
+      if (v) {
+        const done = v.status === "done";
+        const resp = await s.host.raw.resolveEffect(
+          {
+            sessionId: s.sessionId,
+            toolUseId: id,
+            epoch,
+            outcome: done ? ResolutionOutcome.RESOLUTION_OUTCOME_DONE : ResolutionOutcome.RESOLUTION_OUTCOME_NOT_DONE,
+            output: done ? toolOutput(v.output) : "",
+            isError: done ? (v.isError ?? false) : false,
+            note: v.note ?? "",
+            resolverKind: ResolverKind.RESOLVER_KIND_VERIFY,
+            resolvedBy: "verify",
+            requestId: randomUUID(),
+          },
+          options,
+        );
+        if (done) {
+          log.info("savepoint: reconcile: verify found the tool use done; its output is recorded and reused", attrs);
+          const isError = resp.entry?.effect?.isError ?? false;
+          const out = resp.entry?.effect?.output ?? "";
+          results.push({ toolUseId: id, content: isError ? out : toolContent(out), isError, decision: Decision.DECISION_REUSE });
+          continue;
+        }
+        log.info("savepoint: reconcile: verify found the tool use not done; running it again with its idempotency key", attrs);
+        res = { ...res, decision: Decision.DECISION_RUN, toolResultText: "" };
+      }
+    }
     let r: ToolResult;
     switch (res.decision) {
       case Decision.DECISION_REUSE:
@@ -101,4 +140,23 @@ export async function reconcileSession(s: ReconcileState, run?: ToolFunc, option
     results.push(r);
   }
   return results;
+}
+
+/**
+ * Asks options.verify about the tool use in doubt res: its definite answer,
+ * or undefined to leave it in doubt ("unknown", or verify threw).
+ */
+async function verified(s: ReconcileState, res: Resolution, options: ReconcileOptions): Promise<Exclude<Verified, { status: "unknown" }> | undefined> {
+  const tu = res.toolUse as PbToolUse;
+  const attrs = { session: s.sessionId, tool_use_id: tu.toolUseId, name: tu.name };
+  let v: Verified;
+  try {
+    v = await options.verify!(fullToolUse(tu), res.idempotencyKey, options.signal);
+  } catch (err) {
+    s.host.config.logger.warn("savepoint: reconcile: verify failed; the outcome stays unknown", { ...attrs, err: String(err) });
+    return undefined;
+  }
+  if (v.status === "done" || v.status === "notDone") return v;
+  s.host.config.logger.warn("savepoint: reconcile: verify could not tell; the outcome stays unknown", attrs);
+  return undefined;
 }

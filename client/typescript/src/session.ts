@@ -28,7 +28,7 @@ import {
 import { reconcileSession } from "./reconcile.js";
 import { annotate, ToolRuns } from "./run.js";
 import { effectiveClass, fullToolUse, toolOutput } from "./tool.js";
-import type { CallOptions, Message, Registration, SaveOptions, SessionHost, StartOptions, ToolContent, ToolFunc, ToolResult, ToolUse } from "./types.js";
+import type { CallOptions, Message, ReconcileOptions, Registration, SaveOptions, SessionHost, StartOptions, ToolContent, ToolFunc, ToolResult, ToolUse } from "./types.js";
 
 /** What each save sends whole and the session keeps between saves. */
 interface Meta {
@@ -381,9 +381,10 @@ export class Session {
    * unless it is READ_ONLY, with the key it was begun with, if any) and
    * records it; IN_DOUBT gives an isError result with the daemon's text. run
    * may be omitted only if no tool use needs to run. With nothing pending it
-   * returns no results.
+   * returns no results. options.verify, when given, is asked about each tool
+   * use in doubt first (see ReconcileOptions).
    */
-  reconcile(run?: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
+  reconcile(run?: ToolFunc, options?: ReconcileOptions): Promise<ToolResult[]> {
     const state = { host: this.#c, sessionId: this.id, revision: this.#revision, epoch: this.#epoch, pending: this.#pending, runs: this.#runs };
     return reconcileSession(state, run, options);
   }

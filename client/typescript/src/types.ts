@@ -139,6 +139,34 @@ export interface ToolEvent {
  */
 export type ToolFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<ToolContent> | ToolContent;
 
+/**
+ * What a verify hook found about a tool use in doubt: "done" with its
+ * outcome (output, isError), "notDone", or "unknown". note is kept with the
+ * resolution.
+ */
+export type Verified =
+  | { status: "done"; output: ToolContent; isError?: boolean; note?: string }
+  | { status: "notDone"; note?: string }
+  | { status: "unknown" };
+
+/**
+ * Asks the world whether a tool use in doubt took effect: given the call and
+ * the idempotency key it was begun with ("" if never begun). A throw counts
+ * as "unknown".
+ */
+export type VerifyFunc = (call: Required<ToolUse>, key: string, signal?: AbortSignal) => Promise<Verified> | Verified;
+
+/** Session.reconcile's options: the call options, and a verify hook. */
+export interface ReconcileOptions extends CallOptions {
+  /**
+   * Asked about each tool use in doubt; its answer is recorded
+   * (ResolveEffect, resolver VERIFY): "done" is reused as the result
+   * (REUSE), "notDone" runs the tool again with the same key (RUN),
+   * "unknown" or a throw leaves it in doubt.
+   */
+  verify?: VerifyFunc;
+}
+
 /** Turns the results of one turn, in the order their tool uses were named, into the message(s) pointB appends. */
 export type ToolResultsFunc = (results: ToolResult[]) => Message[];
 

@@ -159,13 +159,15 @@ const (
 	// INVALID_ARGUMENT: BeginEffect's tool_use names another tool use than its
 	// tool_use_id. Nothing is written.
 	ErrorReason_ERROR_REASON_TOOL_USE_ID_MISMATCH ErrorReason = 50
-	// FAILED_PRECONDITION: ResolveEffect of a tool use that is not in doubt:
+	// FAILED_PRECONDITION: ResolveEffect (or ResolveThreadEffect) of a tool
+	// use that is not in doubt:
 	// not pending in the latest revision, read-only or idempotent, recorded
 	// already, or a begin-tracked call never begun (Reconcile runs it).
 	// Nothing is written.
 	ErrorReason_ERROR_REASON_CALL_NOT_IN_DOUBT ErrorReason = 60
-	// ALREADY_EXISTS: ResolveEffect of a tool use resolved already with
-	// another outcome, output or note; the first resolution stands.
+	// ALREADY_EXISTS: ResolveEffect (or ResolveThreadEffect) of a tool use
+	// resolved already with another finding (outcome, output or is_error);
+	// the first resolution stands.
 	ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT ErrorReason = 61
 	// INVALID_ARGUMENT: a ResolveEffect outcome or resolver kind that is not
 	// one of the enum's values, or output or is_error given with NOT_DONE;

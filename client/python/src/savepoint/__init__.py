@@ -40,7 +40,7 @@ _MODULES = {
     "savepoint.client": ("Client", "Raw", "Session", "SessionWatch", "ToolFunc"),
     "savepoint.types": (
         "Decision", "EffectClass", "Message", "Registration", "SessionStatus", "ToolContent", "ToolEvent", "ToolResult", "ToolStage", "ToolUse",
-        "WatchEvent", "WatchEventType", "anthropic_tool_results",
+        "Verified", "VerifyStatus", "WatchEvent", "WatchEventType", "anthropic_tool_results",
     ),
     "savepoint.errors": _ERROR_NAMES,
 }
@@ -68,6 +68,8 @@ if TYPE_CHECKING:  # "X as X": the explicit re-exports mypy --strict wants
     from savepoint.types import ToolResult as ToolResult
     from savepoint.types import ToolStage as ToolStage
     from savepoint.types import ToolUse as ToolUse
+    from savepoint.types import Verified as Verified
+    from savepoint.types import VerifyStatus as VerifyStatus
     from savepoint.types import WatchEvent as WatchEvent
     from savepoint.types import WatchEventType as WatchEventType
     from savepoint.types import anthropic_tool_results as anthropic_tool_results

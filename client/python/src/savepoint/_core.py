@@ -43,6 +43,8 @@ from savepoint.types import (
     ToolResultsFunc,
     ToolStage,
     ToolUse,
+    Verified,
+    VerifyStatus,
     anthropic_tool_results,
     normalize_content,
     tool_content,
@@ -499,6 +501,52 @@ class SessionState:
             raise SavepointError(f"reconcile: tool use {q(tid)} ({tu.name}) must run, but no run function was given")
         log.info("savepoint: reconcile: safe to run, running the tool (session=%s tool_use_id=%s)", self._id, tid)
         return p
+
+    # -- verify hooks ----------------------------------------------------------
+
+    def _verify_failed(self, res: pb.Resolution, e: BaseException) -> None:
+        self._opts.logger.warning(
+            "savepoint: reconcile: verify failed; the outcome stays unknown (session=%s tool_use_id=%s): %s", self._id, res.tool_use.tool_use_id, e
+        )
+
+    def _definite(self, res: pb.Resolution, v: object) -> Verified | None:
+        """v if it says DONE or NOT_DONE, else None (logged): the tool use
+        stays in doubt."""
+        if isinstance(v, Verified) and v.status in (VerifyStatus.DONE, VerifyStatus.NOT_DONE):
+            return v
+        self._opts.logger.warning(
+            "savepoint: reconcile: verify could not tell; the outcome stays unknown (session=%s tool_use_id=%s)", self._id, res.tool_use.tool_use_id
+        )
+        return None
+
+    def _resolve_request(self, res: pb.Resolution, epoch: int, v: Verified) -> pb.ResolveEffectRequest:
+        """The ResolveEffect recording v, fenced by epoch, with a fresh
+        request id so that a retry is answered as the first try."""
+        done = v.status == VerifyStatus.DONE
+        req = pb.ResolveEffectRequest(
+            session_id=self._id, tool_use_id=res.tool_use.tool_use_id, epoch=epoch,
+            outcome=pb.RESOLUTION_OUTCOME_DONE if done else pb.RESOLUTION_OUTCOME_NOT_DONE,
+            note=v.note, resolver_kind=pb.RESOLVER_KIND_VERIFY, resolved_by="verify", request_id=str(uuid.uuid4()),
+        )
+        if done:
+            req.output, req.is_error = tool_output(v.output), v.is_error
+        return req
+
+    def _after_verify(self, res: pb.Resolution, resp: pb.ResolveEffectResponse, v: Verified) -> ToolResult | pb.Resolution:
+        """What reconcile does once v is recorded: DONE's result (REUSE), or
+        the resolution to act on as RUN for NOT_DONE."""
+        tid = res.tool_use.tool_use_id
+        if v.status == VerifyStatus.DONE:
+            self._opts.logger.info("savepoint: reconcile: verify found the tool use done; its output is recorded and reused (session=%s tool_use_id=%s)", self._id, tid)
+            eff = resp.entry.effect
+            out = eff.output
+            return ToolResult(tool_use_id=tid, content=out if eff.is_error else tool_content(out), is_error=eff.is_error, decision=Decision.REUSE)
+        self._opts.logger.info("savepoint: reconcile: verify found the tool use not done; running it again with its key (session=%s tool_use_id=%s)", self._id, tid)
+        run = pb.Resolution()
+        run.CopyFrom(res)
+        run.decision = pb.DECISION_RUN
+        run.tool_result_text = ""
+        return run
 
     def _unstart(self, tid: str) -> None:
         with self._guard():

@@ -73,6 +73,7 @@ _SAFE_WITH_REQUEST_ID: dict[str, type] = {
     "CompleteSession": pb.CompleteSessionRequest,
     "ForkSession": pb.ForkSessionRequest,
     "RewindSession": pb.RewindSessionRequest,
+    "ResolveEffect": pb.ResolveEffectRequest,
 }
 
 # GraphCheckpointService's: its reads, and its deletes, copy and prune, which
@@ -91,6 +92,7 @@ _GRAPH_PUTS = frozenset(
 _GRAPH_EFFECT_WRITES = {
     "savepoint.v1.BeginThreadEffectRequest": "BeginThreadEffect",
     "savepoint.v1.RecordThreadEffectRequest": "RecordThreadEffect",
+    "savepoint.v1.ResolveThreadEffectRequest": "ResolveThreadEffect",
 }
 _GRAPH_OTHER_REQUESTS = frozenset(
     {

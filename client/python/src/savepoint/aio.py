@@ -40,6 +40,7 @@ from savepoint.types import (
     ToolResultsFunc,
     ToolStage,
     ToolUse,
+    Verified,
     WatchEvent,
     anthropic_tool_results,
 )
@@ -51,6 +52,9 @@ AsyncToolFunc = Callable[[ToolUse, str], Awaitable[ToolContent] | ToolContent]
 tools), it returns (or a coroutine returns) the tool's output; an exception
 is the tool's failure."""
 
+
+AsyncVerifyFunc = Callable[[ToolUse, str], Awaitable[Verified] | Verified]
+"""As savepoint.client.VerifyFunc; it may be a coroutine function."""
 
 T = TypeVar("T")
 
@@ -151,6 +155,9 @@ class AsyncRaw:
 
     async def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
         return await self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
+
+    async def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
+        return await self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
 
 
 class AsyncClient:
@@ -381,12 +388,22 @@ class AsyncSession(_core.SessionState):
             out.append(await self.run_tool(c, lambda key, c=c: run(c, key)))  # type: ignore[misc]
         return out
 
-    async def reconcile(self, run: AsyncToolFunc | None = None) -> list[ToolResult]:
-        """See savepoint.Session.reconcile; run may be a coroutine function."""
+    async def reconcile(self, run: AsyncToolFunc | None = None, verify: AsyncVerifyFunc | None = None) -> list[ToolResult]:
+        """See savepoint.Session.reconcile; run and verify may be coroutine
+        functions."""
         rev, epoch = self._revision, self._epoch
         resolutions = await arun_steps(self._raw, self._reconcile_steps(rev))
         results: list[ToolResult] = []
         for res in resolutions:
+            if res.decision == pb.DECISION_IN_DOUBT and verify is not None:
+                v = await self._averified(res, verify)
+                if v is not None:
+                    resp = await self._raw.ResolveEffect(self._resolve_request(res, epoch, v))
+                    after = self._after_verify(res, resp, v)
+                    if isinstance(after, ToolResult):
+                        results.append(after)
+                        continue
+                    res = after
             d = self._decide(res, run is not None)
             if isinstance(d, ToolResult):
                 r = d
@@ -414,6 +431,17 @@ class AsyncSession(_core.SessionState):
     async def reconcile_tool_uses(self, tool_use_ids: Sequence[str]) -> list[pb.Resolution]:
         """See savepoint.Session.reconcile_tool_uses."""
         return await arun_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
+
+    async def _averified(self, res: pb.Resolution, verify: AsyncVerifyFunc) -> Verified | None:
+        """Ask verify about the tool use in doubt res: its definite answer,
+        or None to leave it in doubt (unknown, or verify raised)."""
+        try:
+            out = verify(ToolUse.from_proto(res.tool_use), res.idempotency_key)
+            v = await out if inspect.isawaitable(out) else out
+        except Exception as e:
+            self._verify_failed(res, e)
+            return None
+        return self._definite(res, v)
 
     async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
         if not _core.is_read_only(p):

@@ -37,6 +37,7 @@ from savepoint.types import (
     ToolResultsFunc,
     ToolStage,
     ToolUse,
+    Verified,
     WatchEvent,
     anthropic_tool_results,
 )
@@ -44,6 +45,12 @@ from savepoint.v1 import savepoint_pb2 as pb
 from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
 
 R = TypeVar("R", bound=ProtoMessage)
+
+VerifyFunc = Callable[[ToolUse, str], Verified]
+"""Asks the world whether a tool use in doubt took effect: given the call and
+the idempotency key it was begun with ("" if never begun), it returns
+Verified.done(output), Verified.not_done() or Verified.unknown(); an
+exception counts as unknown."""
 
 ToolFunc = Callable[[ToolUse, str], ToolContent]
 """Runs a tool: given the call and the idempotency key to pass to an external
@@ -131,6 +138,9 @@ class Raw:
 
     def RewindSession(self, request: pb.RewindSessionRequest, timeout: float | None = None) -> pb.RewindSessionResponse:
         return self._call("RewindSession", request, timeout)  # type: ignore[no-any-return]
+
+    def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
+        return self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
 
 
 class Client:
@@ -416,19 +426,35 @@ class Session(_core.SessionState):
         results for point_b. It stops at the first call that could not run."""
         return [self.run_tool(c, lambda key, c=c: run(c, key)) for c in calls]  # type: ignore[misc]
 
-    def reconcile(self, run: ToolFunc | None = None) -> list[ToolResult]:
+    def reconcile(self, run: ToolFunc | None = None, verify: VerifyFunc | None = None) -> list[ToolResult]:
         """Ask the daemon what to do with each pending tool use after a resume
         and return the results to pass to point_b, in the order the tool uses
         were named: REUSE gives the recorded outcome without running anything;
         RUN runs the tool with run (after BeginEffect unless it is READ_ONLY,
         with the key it was begun with, if any) and records it; IN_DOUBT gives
         an is_error result with the daemon's text. run may be None only if no
-        tool use needs to run. With nothing pending it returns no results."""
+        tool use needs to run. With nothing pending it returns no results.
+
+        verify(call, key), when given, is asked about each tool use in doubt
+        (key: the idempotency key it was begun with, "" if never begun) and
+        its answer recorded (ResolveEffect, resolver VERIFY): Verified.done
+        is reused as the result (decision REUSE), Verified.not_done runs the
+        tool again with the same key (RUN); unknown, or an exception, leaves
+        it in doubt."""
         with self._lock:
             rev, epoch = self._revision, self._epoch
         resolutions = run_steps(self._raw, self._reconcile_steps(rev))
         results: list[ToolResult] = []
         for res in resolutions:
+            if res.decision == pb.DECISION_IN_DOUBT and verify is not None:
+                v = self._verified(res, verify)
+                if v is not None:
+                    resp = self._raw.ResolveEffect(self._resolve_request(res, epoch, v))
+                    after = self._after_verify(res, resp, v)
+                    if isinstance(after, ToolResult):
+                        results.append(after)
+                        continue
+                    res = after
             d = self._decide(res, run is not None)
             if isinstance(d, ToolResult):
                 r = d
@@ -470,6 +496,16 @@ class Session(_core.SessionState):
         transcript. A call the ledger does not know was never begun
         (DECISION_RUN). It writes and runs nothing."""
         return run_steps(self._raw, self._ledger_reconcile_steps(tool_use_ids))
+
+    def _verified(self, res: pb.Resolution, verify: VerifyFunc) -> Verified | None:
+        """Ask verify about the tool use in doubt res: its definite answer,
+        or None to leave it in doubt (unknown, or verify raised)."""
+        try:
+            v = verify(ToolUse.from_proto(res.tool_use), res.idempotency_key)
+        except Exception as e:
+            self._verify_failed(res, e)
+            return None
+        return self._definite(res, v)
 
     def _guard(self) -> threading.RLock:
         return self._lock

@@ -283,6 +283,41 @@ class ToolResult:
     ledger_error: BaseException | None = None
 
 
+class VerifyStatus(enum.IntEnum):
+    """Whether a tool use in doubt took effect, as a verify hook found."""
+
+    #: It cannot be told; the tool use stays in doubt.
+    UNKNOWN = 0
+    #: It took effect; Verified.output is its outcome.
+    DONE = 1
+    #: It did not; it runs again with the same idempotency key.
+    NOT_DONE = 2
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What a verify hook found about a tool use in doubt: its status and,
+    for DONE, its outcome (``output``, ``is_error``); ``note`` is kept with
+    the resolution. Make one with done(), not_done() or unknown()."""
+
+    status: VerifyStatus
+    output: ToolContent = ""
+    is_error: bool = False
+    note: str = ""
+
+    @classmethod
+    def done(cls, output: ToolContent, *, is_error: bool = False, note: str = "") -> "Verified":
+        return cls(VerifyStatus.DONE, output, is_error, note)
+
+    @classmethod
+    def not_done(cls, *, note: str = "") -> "Verified":
+        return cls(VerifyStatus.NOT_DONE, note=note)
+
+    @classmethod
+    def unknown(cls) -> "Verified":
+        return cls(VerifyStatus.UNKNOWN)
+
+
 class ToolStage(enum.StrEnum):
     """A moment in the life of a tool use that a tool hook observes, in the
     order they happen."""

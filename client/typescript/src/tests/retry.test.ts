@@ -56,6 +56,7 @@ test("retrySafe is the Go client's", () => {
     listEffects: true,
     forkSession: true, // with a request id
     rewindSession: true, // with a request id
+    resolveEffect: true, // with a request id
   };
   assert.ok(!(unaryMethods as string[]).includes("backup"), "backup streams: the raw client does not wrap it");
   for (const m of unaryMethods) {

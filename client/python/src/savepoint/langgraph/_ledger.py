@@ -10,7 +10,7 @@ import logging
 import threading
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -25,6 +25,7 @@ from savepoint.address import TLSConfig
 from savepoint.errors import SavepointError
 from savepoint.langgraph._conn import Connection
 from savepoint.langgraph.saver import SavepointSaver
+from savepoint.types import Verified, VerifyStatus
 from savepoint.v1 import graph_pb2 as gpb
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -390,6 +391,26 @@ class Ledger:
         except SavepointError as e:
             self._record_failed(key, e)
 
+    def resolve_request(self, key: CallKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectRequest:
+        """The ResolveThreadEffect recording v (resolver VERIFY); for DONE,
+        ``value`` (the ToolMessage answering the call) is its output."""
+        req = gpb.ResolveThreadEffectRequest(
+            thread_id=key.thread_id, checkpoint_ns=key.ns, tool_use_id=key.tool_use_id,
+            outcome=pb.RESOLUTION_OUTCOME_DONE if v.status == VerifyStatus.DONE else pb.RESOLUTION_OUTCOME_NOT_DONE,
+            note=v.note, resolver_kind=pb.RESOLVER_KIND_VERIFY, resolved_by="verify", request_id=str(uuid.uuid4()),
+        )
+        if v.status == VerifyStatus.DONE:
+            typ, data = self.serde.dumps_typed(value)
+            req.output.CopyFrom(gpb.TypedValue(type=typ, data=data, total_size=len(data)))
+        return req
+
+    def resolve(self, config: RunnableConfig | None, key: CallKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectResponse:
+        """ResolveThreadEffect, retried with its request id; errors raised."""
+        return self.conn(config).unary("ResolveThreadEffect", self.resolve_request(key, v, value))  # type: ignore[no-any-return]
+
+    async def aresolve(self, config: RunnableConfig | None, key: CallKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectResponse:
+        return await self.conn(config).aunary("ResolveThreadEffect", self.resolve_request(key, v, value))  # type: ignore[no-any-return]
+
     def load(self, key: CallKey, effect: gpb.ThreadEffect) -> Any:
         """The recorded result of a REUSE answer."""
         out = effect.output
@@ -400,6 +421,26 @@ class Ledger:
                 f"the recorded outcome of tool use {key.tool_use_id!r} of thread {key.thread_id!r} (type {out.type!r}) "
                 f"cannot be read: {e}"
             ) from e
+
+
+VerifyHook = Callable[[str, Any], Verified | Awaitable[Verified]]
+"""A tool's verify hook: given the idempotency key of a call in doubt and
+the call's arguments, it says whether the call took effect:
+savepoint.Verified.done(output), .not_done() or .unknown(); an exception
+counts as unknown. It may be a coroutine function under ainvoke."""
+
+
+def definite(v: object, key: CallKey, logger: logging.Logger) -> Verified | None:
+    """v when a verify hook's answer is DONE or NOT_DONE, else None (logged):
+    the call stays in doubt."""
+    if isinstance(v, Verified) and v.status in (VerifyStatus.DONE, VerifyStatus.NOT_DONE):
+        return v
+    logger.warning("savepoint: verify could not tell whether tool use %s of thread %s took effect; it stays in doubt", key.tool_use_id, key.thread_id)
+    return None
+
+
+def verify_failed(e: BaseException, key: CallKey, logger: logging.Logger) -> None:
+    logger.warning("savepoint: verify of tool use %s of thread %s failed (%s); it stays in doubt", key.tool_use_id, key.thread_id, e)
 
 
 def attempt_of(resp: gpb.BeginThreadEffectResponse) -> int:

@@ -12,6 +12,7 @@ ToolNode uses)."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -35,7 +36,8 @@ from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from savepoint.address import TLSConfig
 from savepoint.langgraph import _ledger
 from savepoint.langgraph._durable import DurableTool
-from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, CallKey, DurableToolError, Effect, Ledger
+from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, CallKey, DurableToolError, Effect, Ledger, VerifyHook
+from savepoint.types import Verified, VerifyStatus
 
 try:
     from langgraph.errors import is_invalid_resume
@@ -83,7 +85,12 @@ class DurableToolNode(ToolNode):
     is a SavepointSaver, else resolves the address as SavepointSaver() does
     ($SAVEPOINT_ADDR, ...). ``tls``, ``retry`` and ``timeout`` are as for
     SavepointSaver; ``serde`` serializes the recorded results (LangGraph's
-    JsonPlusSerializer by default). The run needs a thread_id. Ledger calls
+    JsonPlusSerializer by default). ``verify[name]``, when given, is a tool's
+    verify hook, ``verify(idempotency_key, args)``: asked about a call in
+    doubt, its savepoint.Verified.done(output) is recorded
+    (ResolveThreadEffect) and answered as the call's ToolMessage, not_done()
+    runs the tool again as a new attempt under the same key, and unknown()
+    or an exception leaves it in doubt. The run needs a thread_id. Ledger calls
     that fail raise savepoint.errors exceptions whatever
     ``handle_tool_errors`` says: EffectInputMismatchError when a
     tool_call_id is reused for a call with another name or arguments; a
@@ -109,6 +116,7 @@ class DurableToolNode(ToolNode):
         trust_annotations: bool | Collection[str] = False,
         effects: Mapping[str, Effect] | None = None,
         logger: logging.Logger | None = None,
+        verify: Mapping[str, VerifyHook] | None = None,
     ) -> None:
         # A @durable tool given here is unwrapped: the node keeps its ledger.
         given: dict[str, Effect] = {}
@@ -144,6 +152,10 @@ class DurableToolNode(ToolNode):
             if tname not in self.tools_by_name:
                 raise ValueError(f"DurableToolNode: effects names {tname!r}, which is not one of its tools")
             self._sp_effects[tname] = _ledger.check_effect(eff, f"DurableToolNode: effects[{tname!r}]")
+        self._sp_verify: dict[str, VerifyHook] = dict(verify or {})
+        for tname in self._sp_verify:
+            if tname not in self.tools_by_name:
+                raise ValueError(f"DurableToolNode: verify names {tname!r}, which is not one of its tools")
 
     # -- what the node knows ----------------------------------------------------
 
@@ -248,12 +260,54 @@ class DurableToolNode(ToolNode):
             raise _ledger.unexpected(resp, key)
         return None
 
+    def _found(self, v: Verified, call: ToolCall, key: CallKey) -> ToolMessage:
+        """The ToolMessage answering a call a verify hook found done."""
+        content: str | list[str | dict[Any, Any]] = v.output if isinstance(v.output, str) else [dict(b) for b in v.output]
+        return ToolMessage(content=content, name=call["name"], tool_call_id=key.tool_use_id, status="error" if v.is_error else "success")
+
+    def _verified(self, resp: Any, call: ToolCall, key: CallKey) -> Verified | None:
+        """The definite answer of the call's verify hook for an IN_DOUBT
+        begin; None when there is none, it cannot tell, or it raised."""
+        hook = self._sp_verify.get(call["name"])
+        if resp.decision != _ledger.IN_DOUBT or hook is None:
+            return None
+        try:
+            v = hook(resp.effect.idempotency_key, call.get("args"))
+        except Exception as e:
+            _ledger.verify_failed(e, key, self._sp_ledger.logger)
+            return None
+        return _ledger.definite(v, key, self._sp_ledger.logger)
+
+    async def _averified(self, resp: Any, call: ToolCall, key: CallKey) -> Verified | None:
+        hook = self._sp_verify.get(call["name"])
+        if resp.decision != _ledger.IN_DOUBT or hook is None:
+            return None
+        try:
+            v = hook(resp.effect.idempotency_key, call.get("args"))
+            if inspect.isawaitable(v):
+                v = await v
+        except Exception as e:
+            _ledger.verify_failed(e, key, self._sp_ledger.logger)
+            return None
+        return _ledger.definite(v, key, self._sp_ledger.logger)
+
     def _run(self, req: ToolCallRequest, execute: Execute) -> Result:
         if req.tool is None:
             return execute(req)  # no such tool: nothing runs, ToolNode answers
         with _ledger.ledger_errors():
             call, key, effect, config = self._prepare(req)
             resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect)
+        v = self._verified(resp, call, key)
+        if v is not None:
+            # Recorded with ResolveThreadEffect: done is this answer from now
+            # on; not done lets the next begin start a new attempt.
+            with _ledger.ledger_errors():
+                if v.status == VerifyStatus.DONE:
+                    found = self._found(v, call, key)
+                    self._sp_ledger.resolve(config, key, v, found)
+                    return found
+                self._sp_ledger.resolve(config, key, v, None)
+                resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect)
         with _ledger.ledger_errors():
             answer = self._answer(resp, call, key)
         if answer is not None:
@@ -280,6 +334,15 @@ class DurableToolNode(ToolNode):
         with _ledger.ledger_errors():
             call, key, effect, config = self._prepare(req)
             resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect)
+        v = await self._averified(resp, call, key)
+        if v is not None:
+            with _ledger.ledger_errors():
+                if v.status == VerifyStatus.DONE:
+                    found = self._found(v, call, key)
+                    await self._sp_ledger.aresolve(config, key, v, found)
+                    return found
+                await self._sp_ledger.aresolve(config, key, v, None)
+                resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect)
         with _ledger.ledger_errors():
             answer = self._answer(resp, call, key)
         if answer is not None:

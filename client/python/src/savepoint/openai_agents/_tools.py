@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import socket
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -32,7 +33,7 @@ from agents.tool_context import ToolContext
 
 from savepoint import EffectClass
 from savepoint.errors import SavepointError, SessionFencedError
-from savepoint.types import compact_json, tool_content
+from savepoint.types import Verified, VerifyStatus, compact_json, tool_content
 from savepoint.openai_agents._revision import Change, View
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -63,12 +64,19 @@ class DurableToolError(SavepointError):
     not a SavepointSession, or its call id is already in use."""
 
 
+VerifyHook = Callable[[str, Any], "Verified | Awaitable[Verified]"]
+"""A durable tool's verify hook: given the idempotency key of a call in doubt
+and its arguments (parsed), it returns savepoint.Verified.done(output),
+.not_done() or .unknown(); it may be a coroutine function."""
+
+
 @dataclass
 class _Durable:
     tool: FunctionTool
     invoke: Callable[[ToolContext[Any], str], Awaitable[Any]]  # the SDK's own invoker, raising on failure
     effect: EffectClass
     on_error: ToolErrorFunction | None
+    verify: VerifyHook | None = None
 
 
 _REGISTRY: dict[str, _Durable] = {}  # by tool name: what a resume may re-run
@@ -337,9 +345,46 @@ async def _effects(s: SavepointSession, ids: set[str]) -> dict[str, pb.Effect]:
     return out
 
 
+async def _verified(d: _Durable, cid: str, key: str, args: str) -> Verified | None:
+    """The definite answer of d's verify hook about call cid in doubt, or
+    None to leave it in doubt (unknown, or the hook raised)."""
+    assert d.verify is not None
+    try:
+        v = d.verify(key, json.loads(args or "{}"))
+        if inspect.isawaitable(v):
+            v = await v
+    except Exception as e:
+        LOGGER.warning("savepoint: verify of tool use %s (%s) failed; it stays in doubt: %s", cid, d.tool.name, e)
+        return None
+    if isinstance(v, Verified) and v.status in (VerifyStatus.DONE, VerifyStatus.NOT_DONE):
+        return v
+    LOGGER.warning("savepoint: verify could not tell whether tool use %s (%s) took effect; it stays in doubt", cid, d.tool.name)
+    return None
+
+
+async def _resolve(s: SavepointSession, cid: str, v: Verified) -> pb.ResolveEffectResponse:
+    """ResolveEffect of v (resolver VERIFY) under the session's current
+    epoch, followed through takeovers as _begin does."""
+    done = v.status == VerifyStatus.DONE
+    req = pb.ResolveEffectRequest(
+        session_id=s.session_id, tool_use_id=cid,
+        outcome=pb.RESOLUTION_OUTCOME_DONE if done else pb.RESOLUTION_OUTCOME_NOT_DONE,
+        output=_text(v.output) if done else "", is_error=v.is_error if done else False, note=v.note,
+        resolver_kind=pb.RESOLVER_KIND_VERIFY, resolved_by="verify", request_id=str(uuid.uuid4()),
+    )
+    for _ in range(5):
+        req.epoch = await _epoch(s)
+        try:
+            return await s.client().raw.ResolveEffect(req)
+        except SessionFencedError:
+            await s._load(history=False)
+            req.request_id = str(uuid.uuid4())
+    raise DurableToolError(f"ResolveEffect of tool use {cid!r} was fenced five times in a row.")
+
+
 async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, cid: str, c: dict[str, Any], res: pb.Resolution | None, effect: pb.Effect | None) -> str:
     """The output an interrupted call gets: its recorded outcome, a re-run's,
-    or the in-doubt text."""
+    what its tool's verify hook found, or the in-doubt text."""
     name, args = str(c.get("name", "")), str(c.get("arguments", ""))
     if effect is not None:
         return effect.output
@@ -347,9 +392,19 @@ async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, c
         return _in_doubt(name, cid, "the agent stopped before its outcome was recorded")
     if res.decision == pb.DECISION_REUSE:
         return res.effect.output
+    d = _REGISTRY.get(name)
+    if res.decision == pb.DECISION_IN_DOUBT and d is not None and d.verify is not None:
+        v = await _verified(d, cid, res.idempotency_key, args)
+        if v is not None:
+            resp = await _resolve(s, cid, v)
+            if v.status == VerifyStatus.DONE:
+                return resp.entry.effect.output
+            run = pb.Resolution()
+            run.CopyFrom(res)
+            run.decision = pb.DECISION_RUN
+            res = run
     if res.decision != pb.DECISION_RUN:
         return res.tool_result_text or _in_doubt(name, cid, "the agent stopped before its outcome was recorded")
-    d = _REGISTRY.get(name)
     if d is None:
         return (
             f"This {name} call (tool_use_id {cid}) was interrupted before it ran and was not run again: "
@@ -429,12 +484,12 @@ async def settle_recorded(s: SavepointSession) -> bool:
 # -- the decorator ------------------------------------------------------------
 
 
-def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[str, Any]) -> FunctionTool:
+def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[str, Any], verify: VerifyHook | None = None) -> FunctionTool:
     if effect not in _CLASSES:
         raise ValueError(f"durable_function_tool: effect must be 'read_only', 'idempotent' or 'side_effect', not {effect!r}.")
     tool = function_tool(func, failure_error_function=None, **kwargs)
     d = _Durable(tool=tool, invoke=tool.on_invoke_tool, effect=_CLASSES[effect],
-                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error)
+                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify)
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
         s = _session_of(ctx)
@@ -454,9 +509,9 @@ _DEFAULT: Any = object()
 
 
 @overload
-def durable_function_tool(func: Callable[..., Any], *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., **kwargs: Any) -> FunctionTool: ...
+def durable_function_tool(func: Callable[..., Any], *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, **kwargs: Any) -> FunctionTool: ...
 @overload
-def durable_function_tool(func: None = None, *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., **kwargs: Any) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def durable_function_tool(func: None = None, *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def durable_function_tool(
@@ -464,6 +519,7 @@ def durable_function_tool(
     *,
     effect: Effect = "side_effect",
     failure_error_function: ToolErrorFunction | None = _DEFAULT,
+    verify: VerifyHook | None = None,
     **kwargs: Any,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """The SDK's ``function_tool`` (as a decorator, with or without
@@ -475,7 +531,12 @@ def durable_function_tool(
     re-run, or an error output saying its outcome is unknown. The output is
     text: a non-string return value is recorded as JSON (or str()). A failed
     call is recorded and answered by ``failure_error_function`` as
-    function_tool does (None re-raises, after recording)."""
+    function_tool does (None re-raises, after recording). ``verify``, when
+    given, is the tool's verify hook, ``verify(idempotency_key, args)``: on
+    resume, a call in doubt is asked of it, and its
+    savepoint.Verified.done(output) is recorded (ResolveEffect) and given as
+    the call's output, not_done() runs the call again with the same key,
+    and unknown() or an exception leaves it in doubt."""
     if func is not None:
-        return _make(func, effect, failure_error_function, kwargs)
-    return lambda f: _make(f, effect, failure_error_function, kwargs)
+        return _make(func, effect, failure_error_function, kwargs, verify)
+    return lambda f: _make(f, effect, failure_error_function, kwargs, verify)

@@ -210,15 +210,17 @@ export enum ErrorReason {
    */
   ERROR_REASON_TOOL_USE_ID_MISMATCH = 50,
   /**
-   * ERROR_REASON_CALL_NOT_IN_DOUBT - FAILED_PRECONDITION: ResolveEffect of a tool use that is not in doubt:
+   * ERROR_REASON_CALL_NOT_IN_DOUBT - FAILED_PRECONDITION: ResolveEffect (or ResolveThreadEffect) of a tool
+   * use that is not in doubt:
    * not pending in the latest revision, read-only or idempotent, recorded
    * already, or a begin-tracked call never begun (Reconcile runs it).
    * Nothing is written.
    */
   ERROR_REASON_CALL_NOT_IN_DOUBT = 60,
   /**
-   * ERROR_REASON_RESOLUTION_CONFLICT - ALREADY_EXISTS: ResolveEffect of a tool use resolved already with
-   * another outcome, output or note; the first resolution stands.
+   * ERROR_REASON_RESOLUTION_CONFLICT - ALREADY_EXISTS: ResolveEffect (or ResolveThreadEffect) of a tool use
+   * resolved already with another finding (outcome, output or is_error);
+   * the first resolution stands.
    */
   ERROR_REASON_RESOLUTION_CONFLICT = 61,
   /**
