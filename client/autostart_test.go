@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,6 +113,13 @@ func (e *autostartEnv) run(extra ...string) result {
 		e.t.Fatalf("helper: %v\n%s\n%s", err, out, stderr.String())
 	}
 	r := result{stderr: stderr.String()}
+	// Every daemon started is killed at the end, even one no call reached.
+	for _, m := range startedPid.FindAllStringSubmatch(r.stderr, -1) {
+		pid, _ := strconv.Atoi(m[1])
+		e.mu.Lock()
+		e.pids[pid] = true
+		e.mu.Unlock()
+	}
 	for line := range strings.Lines(string(out)) {
 		var pid int
 		var od bool
@@ -136,6 +145,8 @@ func (r result) mustServe(t *testing.T) int {
 	}
 	return r.pids[len(r.pids)-1]
 }
+
+var startedPid = regexp.MustCompile(`\(pid (\d+)\)`)
 
 const startedLine = "savepoint: started savepointd on demand at unix:"
 

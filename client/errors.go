@@ -107,6 +107,17 @@ var (
 	// ErrResolutionConflict (RESOLUTION_CONFLICT): the tool use was
 	// resolved already with another finding; the first resolution stands.
 	ErrResolutionConflict = errors.New("savepoint: tool use resolved otherwise")
+	// ErrCommitOutcomeUnknown (COMMIT_OUTCOME_UNKNOWN, an UNAVAILABLE):
+	// the daemon's connection to its database failed after COMMIT was sent,
+	// so the write may or may not be stored. The same request again, with
+	// its request id or tool use id, is answered from what was stored or
+	// performed once; the client retries it so before returning this.
+	// errors.Is matches ErrUnavailable too.
+	ErrCommitOutcomeUnknown = fmt.Errorf("savepoint: commit outcome unknown: %w", ErrUnavailable)
+	// ErrNoWritableHost (NO_WRITABLE_HOST, an UNAVAILABLE): no host of the
+	// daemon's database accepts writes (a failover); nothing was written.
+	// errors.Is matches ErrUnavailable too.
+	ErrNoWritableHost = fmt.Errorf("savepoint: no writable database host: %w", ErrUnavailable)
 )
 
 // The sentinels' names before they took their reason's name, kept for one
@@ -174,6 +185,9 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_UPLOAD_ABORTED:        ErrUploadAborted,
 	savepointv1.ErrorReason_ERROR_REASON_EFFECT_INPUT_MISMATCH: ErrEffectInputMismatch,
 	savepointv1.ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN:      ErrEffectNotBegun,
+	// A database failing over.
+	savepointv1.ErrorReason_ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: ErrCommitOutcomeUnknown,
+	savepointv1.ErrorReason_ERROR_REASON_NO_WRITABLE_HOST:       ErrNoWritableHost,
 	// Session status.
 	savepointv1.ErrorReason_ERROR_REASON_SESSION_COMPLETED:      ErrSessionCompleted,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS: ErrInvalidArgument,

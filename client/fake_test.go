@@ -103,7 +103,8 @@ func (f *fake) SaveCheckpoint(_ context.Context, req *savepointv1.SaveCheckpoint
 	resp, err := f.save(req)
 	if err == nil && f.saveFailAfterApply > 0 {
 		f.saveFailAfterApply--
-		return nil, status.Error(codes.Unavailable, "fake: connection lost after the save was applied")
+		// As savepointd answers a save whose COMMIT lost its answer.
+		return nil, infoErr(codes.Unavailable, "COMMIT_OUTCOME_UNKNOWN", nil)
 	}
 	return resp, err
 }

@@ -441,7 +441,8 @@ func outcomeUnknown(err error) bool {
 		return true
 	}
 	r, _ := reason.Parse(e.Reason)
-	return r == savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE || r == savepointv1.ErrorReason_ERROR_REASON_INTERNAL
+	return r == savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE || r == savepointv1.ErrorReason_ERROR_REASON_INTERNAL ||
+		r == savepointv1.ErrorReason_ERROR_REASON_COMMIT_OUTCOME_UNKNOWN
 }
 
 // Delete deletes the session (checkpoints, history and ledger) under the

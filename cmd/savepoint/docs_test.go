@@ -181,14 +181,16 @@ func normalizeDoc(s, socket string) string {
 	s = versionJSONRE.ReplaceAllString(s, `"version": "VERSION"`)
 	s = storeLocationRE.ReplaceAllString(s, `"storeLocation": "DATA_DIR"`)
 	s = uptimeRE.ReplaceAllString(s, `"uptime": "UPTIME"`)
+	s = pidRE.ReplaceAllString(s, `"pid": PID`)
 	return strings.TrimRight(s, "\n")
 }
 
 // What GetServerInfo says of the run rather than of the commands: where
-// the test's store is and how long it has served.
+// the test's store is, how long it has served and its process id.
 var (
 	storeLocationRE = regexp.MustCompile(`"storeLocation": "[^"]*"`)
 	uptimeRE        = regexp.MustCompile(`"uptime": "[0-9.]+s"`)
+	pidRE           = regexp.MustCompile(`"pid": [0-9]+`)
 )
 
 // seedDoc makes the state the doc's walk-through starts from: the agent of

@@ -45,6 +45,20 @@ var (
 	ErrResolutionConflict = errors.New("tool use resolved otherwise")
 )
 
+// The failures of a store on a database reached over the network, each an
+// ErrUnavailable (errors.Is matches both) with a reason of its own.
+var (
+	// ErrCommitOutcomeUnknown is returned when the connection to the
+	// database failed after COMMIT was sent and before its answer: the
+	// write may or may not be stored. The same request again (its request
+	// id, or its tool use id for an effect) is answered from what was
+	// stored, or performed once.
+	ErrCommitOutcomeUnknown = fmt.Errorf("commit outcome unknown: %w", ErrUnavailable)
+	// ErrNoWritableHost is returned for a write while no host of the
+	// database accepts writes (a failover): nothing was written.
+	ErrNoWritableHost = fmt.Errorf("no writable database host: %w", ErrUnavailable)
+)
+
 // StateError is a conflict with the session's current state; it carries the
 // revision and epoch the client should know to recover.
 type StateError struct {

@@ -202,6 +202,14 @@ func txGone(pe *pgconn.PgError) bool {
 	return pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08")
 }
 
+// isConnectFailure reports whether err is pgx failing to open a connection
+// on any host of the URL (down, refusing, or not writable under
+// target_session_attrs).
+func isConnectFailure(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
+}
+
 // beginFailed marks an error of BEGIN: no transaction ran, so the call can
 // run again on another connection. It is how a pooled connection that died
 // while idle (PgBouncer or PostgreSQL restarted, an idle timeout) shows;
@@ -260,11 +268,22 @@ func (s *Store) unavailable(ctx context.Context, err error) error {
 	}
 	var ac *ambiguousCommit
 	if errors.As(err, &ac) {
-		return fmt.Errorf("%w: the connection to PostgreSQL (%s) failed during COMMIT, so the write may or may not have been committed; "+
-			"retry it with the same request id, which is safe: %v", core.ErrUnavailable, s.target, ac.err)
+		return fmt.Errorf("%w: the connection to PostgreSQL (%s) failed after COMMIT was sent, so the write may or may not have been committed; "+
+			"retry it with the same request id (or tool use id), which is answered from what was stored or performed once: %v",
+			core.ErrCommitOutcomeUnknown, s.target, ac.err)
 	}
 	var pe *pgconn.PgError
 	switch {
+	case errors.As(err, &pe) && pe.Code == "25006", errors.Is(err, pgconn.ErrReadOnlyConnection):
+		// read_only_sql_transaction: the host we reached is a standby, or
+		// was made read-only. Drop the pool's connections, so that the next
+		// ones go through target_session_attrs to the writable host.
+		s.pool.Reset()
+		return fmt.Errorf("%w: no host of PostgreSQL (%s) accepts writes now (a standby or a read-only server answered; "+
+			"a failover may be under way); nothing was written, retry after a backoff: %v", core.ErrNoWritableHost, s.target, err)
+	case s.failover && isConnectFailure(err):
+		return fmt.Errorf("%w: no host of PostgreSQL (%s) accepts a connection for writes (the primary is down or failing over); "+
+			"nothing was written, retry after a backoff: %v", core.ErrNoWritableHost, s.target, err)
 	case errors.As(err, &pe) && pe.Code == "57014":
 		return fmt.Errorf("%w: PostgreSQL (%s) did not finish the statement within the %v statement timeout: %v",
 			core.ErrUnavailable, s.target, s.timeout, err)

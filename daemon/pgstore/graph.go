@@ -234,7 +234,7 @@ func (s *Store) graphRead(ctx context.Context, fn func(ctx context.Context, tx p
 	defer cancel()
 	err := s.readTx(tctx, func(ctx context.Context, q *query) error { return fn(ctx, q.tx) })
 	if err != nil && !graphRefusal(err) {
-		return s.unavailable(ctx, err)
+		return s.readUnavailable(ctx, err)
 	}
 	return err
 }

@@ -200,6 +200,9 @@ func (s *Store) GetCheckpoint(ctx context.Context, thread, ns, id string, fn fun
 	for attempt := 1; attempt < maxAttempts && retryBegin(tctx, err); attempt++ {
 		tp, err = s.quickTuple(tctx, thread, ns, id) // nothing was read
 	}
+	if s.standbys != nil && isConnectFailure(err) {
+		err = errHold // no writable host: read on a standby (graphRead)
+	}
 	if errors.Is(err, errHold) {
 		found := false
 		err = s.graphRead(ctx, func(ctx context.Context, tx pgx.Tx) error {

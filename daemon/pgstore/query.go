@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // query reads and writes the rows of one transaction: a group commit's, or
@@ -169,9 +170,18 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q *query)
 		err = s.readTx(tctx, fn) // fn has not run
 	}
 	if err != nil && !isRefusal(err) {
-		return s.unavailable(ctx, err)
+		return s.readUnavailable(ctx, err)
 	}
 	return err
+}
+
+// readUnavailable is unavailable for a read: a read that found no host
+// at all (the standbys included) is UNAVAILABLE, not NO_WRITABLE_HOST.
+func (s *Store) readUnavailable(ctx context.Context, err error) error {
+	if ctx.Err() == nil && isConnectFailure(err) {
+		return fmt.Errorf("%w: no host of PostgreSQL (%s) accepts a connection: %v", core.ErrUnavailable, s.target, err)
+	}
+	return s.unavailable(ctx, err)
 }
 
 // retryBegin reports whether err is of a BEGIN that failed (beginFailed)
@@ -181,8 +191,19 @@ func retryBegin(ctx context.Context, err error) bool {
 	return errors.As(err, &bf) && ctx.Err() == nil && !pgconn.Timeout(err)
 }
 
+// readTx runs fn in a read-only transaction on the pool, or, while no host
+// accepts writes, on a standby (Store.standbys): what a synchronous
+// standby serves was committed, though it may lag the primary that was.
 func (s *Store) readTx(ctx context.Context, fn func(ctx context.Context, q *query) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	err := s.readTxOn(ctx, s.pool, fn)
+	if s.standbys != nil && isConnectFailure(err) {
+		err = s.readTxOn(ctx, s.standbys, fn)
+	}
+	return err
+}
+
+func (s *Store) readTxOn(ctx context.Context, pool *pgxpool.Pool, fn func(ctx context.Context, q *query) error) error {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return &beginFailed{err: err}
 	}

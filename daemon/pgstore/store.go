@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +75,15 @@ type Store struct {
 	// refuses or drops it as a startup parameter.
 	pooled bool
 	target string // user@host:port/database, for errors and logs; never the password
+	// failover is set for a URL of several hosts or with
+	// target_session_attrs: a connection that fails is then a host that
+	// is down or not writable, and writes are NO_WRITABLE_HOST meanwhile.
+	failover bool
+	// standbys, set when the URL asks for a writable host
+	// (target_session_attrs=read-write or primary), is a pool on the same
+	// hosts that takes any of them: reads fall back to it while no host
+	// accepts writes.
+	standbys *pgxpool.Pool
 
 	ops       chan *op
 	writers   int          // group commits in flight at most (Options.Writers)
@@ -149,10 +160,20 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.MaxConns < int32(writers)+1 {
 		cfg.MaxConns = int32(writers) + 1 // reads keep a connection while every writer holds one
 	}
+	s.failover = cc.ValidateConnect != nil || len(hosts(cc)) > 1
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if cc.ValidateConnect != nil {
+		scfg := cfg.Copy()
+		scfg.ConnConfig.ValidateConnect = nil
+		scfg.MaxConns = min(cfg.MaxConns, 4)
+		if s.standbys, err = pgxpool.NewWithConfig(cctx, scfg); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
 	s.pool, err = pgxpool.NewWithConfig(cctx, cfg)
 	if err != nil {
+		s.closeStandbys()
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := s.pool.Ping(cctx); err != nil {
@@ -165,16 +186,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if !s.pooled {
 		if err := s.checkPreparedStatements(cctx); err != nil {
 			s.pool.Close()
+			s.closeStandbys()
 			return nil, err
 		}
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.pool.Close()
+		s.closeStandbys()
 		return nil, err
 	}
 	s.useLZ4(ctx)
 	if err := s.dropStaleUploads(ctx, s.now().Add(-staleUpload)); err != nil {
 		s.pool.Close()
+		s.closeStandbys()
 		return nil, err
 	}
 	s.writers = writers
@@ -186,11 +210,30 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Describe names the database of cfg as user@host:port/database, without
-// the password.
+// Describe names the database of cfg as user@host:port/database, with
+// every host of a multi-host URL (user@a:5432,b:5432/database), without the
+// password.
 func Describe(cfg *pgxpool.Config) string {
 	cc := cfg.ConnConfig
-	return fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
+	return fmt.Sprintf("%s@%s/%s", cc.User, strings.Join(hosts(cc), ","), cc.Database)
+}
+
+// hosts returns the distinct host:port pairs of cc, in order: one for a
+// URL of one host, whose fallbacks differ only in TLS.
+func hosts(cc *pgx.ConnConfig) []string {
+	hs := []string{fmt.Sprintf("%s:%d", cc.Host, cc.Port)}
+	for _, f := range cc.Fallbacks {
+		if h := fmt.Sprintf("%s:%d", f.Host, f.Port); !slices.Contains(hs, h) {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+func (s *Store) closeStandbys() {
+	if s.standbys != nil {
+		s.standbys.Close()
+	}
 }
 
 // Close stops the group commit, answering what is still queued with
@@ -204,6 +247,7 @@ func (s *Store) Close() error {
 		s.wg.Wait()
 		s.drain()
 		s.pool.Close()
+		s.closeStandbys()
 	})
 	return nil
 }

@@ -62,6 +62,8 @@ var errorKinds = []errorKind{
 	{core.ErrResolutionConflict, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT},
 	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
+	{core.ErrCommitOutcomeUnknown, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_COMMIT_OUTCOME_UNKNOWN},
+	{core.ErrNoWritableHost, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_NO_WRITABLE_HOST},
 	{core.ErrUnavailable, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
 	{context.Canceled, codes.Canceled, savepointv1.ErrorReason_ERROR_REASON_CANCELED},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, savepointv1.ErrorReason_ERROR_REASON_DEADLINE_EXCEEDED},

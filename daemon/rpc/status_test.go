@@ -225,6 +225,7 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrUploadAborted": core.ErrUploadAborted, "ErrEffectInputMismatch": core.ErrEffectInputMismatch,
 		"ErrEffectNotBegun": core.ErrEffectNotBegun, "ErrCallNotInDoubt": core.ErrCallNotInDoubt,
 		"ErrResolutionConflict": core.ErrResolutionConflict,
+		"ErrCommitOutcomeUnknown": core.ErrCommitOutcomeUnknown, "ErrNoWritableHost": core.ErrNoWritableHost,
 	}
 	for _, path := range []string{"../core/errors.go", "errors.go"} {
 		checkSentinelsListed(t, path, sentinels)

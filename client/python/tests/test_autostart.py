@@ -8,6 +8,7 @@ TypeScript clients are tested for the same cases."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -71,6 +72,8 @@ class User:
     def run(self, *args: str, **extra: str) -> Result:
         p = subprocess.run([sys.executable, "-c", HELPER, *args], env={**self.env, **extra}, capture_output=True, text=True, timeout=120)
         r = Result(stderr=p.stderr)
+        # Every daemon started is killed at the end, even one no call reached.
+        self.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
         for line in p.stdout.splitlines():
             if line.startswith("pid "):
                 _, pid, _, od = line.split()

@@ -157,6 +157,9 @@ def test_field_and_context() -> None:
 def test_outcome_unknown() -> None:
     assert errors.outcome_unknown(errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "down")))
     assert errors.outcome_unknown(errors.from_rpc_error(status_with(grpc.StatusCode.INTERNAL, "INTERNAL")))
+    assert errors.outcome_unknown(errors.from_rpc_error(status_with(grpc.StatusCode.UNAVAILABLE, "COMMIT_OUTCOME_UNKNOWN")))
+    assert isinstance(errors.from_rpc_error(status_with(grpc.StatusCode.UNAVAILABLE, "COMMIT_OUTCOME_UNKNOWN")), errors.UnavailableError)
+    assert isinstance(errors.from_rpc_error(status_with(grpc.StatusCode.UNAVAILABLE, "NO_WRITABLE_HOST")), errors.NoWritableHostError)
     assert errors.outcome_unknown(RuntimeError("interrupted"))
     assert not errors.outcome_unknown(errors.from_rpc_error(status_with(grpc.StatusCode.ABORTED, "REVISION_MISMATCH")))
     assert not errors.outcome_unknown(savepoint.ToolUsesPendingError("local"))

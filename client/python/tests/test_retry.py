@@ -326,3 +326,23 @@ def test_reconnect_wait_is_bounded(tmp_path) -> None:  # type: ignore[no-untyped
             assert 0.5 <= time.monotonic() - t < 2.0
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("reason", ["COMMIT_OUTCOME_UNKNOWN", "NO_WRITABLE_HOST"])
+def test_failover_reasons_retried_with_the_same_request_id(fake: tuple[Fake, str], reason: str) -> None:
+    """A save answered COMMIT_OUTCOME_UNKNOWN (applied, its answer lost) or
+    NO_WRITABLE_HOST is retried unchanged, with its request id, and applied
+    once; once the retries are used up the error is the reason's class, an
+    UnavailableError."""
+    f, addr = fake
+    f.fail["SaveCheckpoint"], f.fail_reason = 2, reason
+    req = pb.SaveCheckpointRequest(session_id="s", request_id="00000000-0000-4000-8000-000000000001")
+    with savepoint.Client(addr, retry=FAST) as c:
+        assert c.raw.SaveCheckpoint(req).revision == 1
+    assert f.count("SaveCheckpoint") == 3
+    assert all(r == req for m, r in f.calls), "each retry resends the request, its request id included"
+    assert f.revision == 1, "applied once"
+    f.fail["SaveCheckpoint"] = 10
+    with savepoint.Client(addr, retry=FAST) as c, pytest.raises(savepoint.UnavailableError) as e:
+        c.raw.SaveCheckpoint(req)
+    assert e.value.reason == reason

@@ -158,6 +158,15 @@ export class RequestIdReusedError extends InvalidArgumentError {}
  * store is closed). Calls that are safe to repeat were retried first.
  */
 export class UnavailableError extends SavepointError {}
+/**
+ * COMMIT_OUTCOME_UNKNOWN: the daemon's connection to its database failed after
+ * COMMIT was sent, so the write may or may not be stored; the same request
+ * again (its request id, or its tool use id) is answered from what was stored
+ * or performed once, and the client retried it so first. An UnavailableError.
+ */
+export class CommitOutcomeUnknownError extends UnavailableError {}
+/** NO_WRITABLE_HOST: no host of the daemon's database accepts writes (a failover); nothing was written. An UnavailableError. */
+export class NoWritableHostError extends UnavailableError {}
 /** CANCELED: the call was canceled (its AbortSignal fired). */
 export class CanceledError extends SavepointError {}
 /** DEADLINE_EXCEEDED: the call's deadline passed. */
@@ -226,6 +235,8 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_CALL_NOT_IN_DOUBT]: CallNotInDoubtError,
   [ErrorReason.ERROR_REASON_RESOLUTION_CONFLICT]: ResolutionConflictError,
   [ErrorReason.ERROR_REASON_INVALID_RESOLUTION]: InvalidArgumentError,
+  [ErrorReason.ERROR_REASON_COMMIT_OUTCOME_UNKNOWN]: CommitOutcomeUnknownError,
+  [ErrorReason.ERROR_REASON_NO_WRITABLE_HOST]: NoWritableHostError,
 };
 
 /** The classes of errors that carry no reason, by gRPC code. */

@@ -533,9 +533,12 @@ function sameSave(a: SaveCheckpointRequest, b: SaveCheckpointRequest): boolean {
   return bytes(a).equals(bytes(b));
 }
 
+/** The reasons after which a failed call may have been applied ("": no answer from the daemon). */
+const OUTCOME_UNKNOWN_REASONS: ReadonlySet<string> = new Set(["", "UNAVAILABLE", "INTERNAL", "COMMIT_OUTCOME_UNKNOWN"]);
+
 /** Says whether a failed call may have been applied: the daemon did not answer with a definite refusal. */
 function outcomeUnknown(err: unknown): boolean {
-  return !(err instanceof SavepointError) || err.reason === "" || err.reason === "UNAVAILABLE" || err.reason === "INTERNAL";
+  return !(err instanceof SavepointError) || OUTCOME_UNKNOWN_REASONS.has(err.reason);
 }
 
 /**

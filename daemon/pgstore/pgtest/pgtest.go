@@ -374,3 +374,231 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// Replicated makes s a primary a streaming standby can follow: it keeps
+// up to 1 GB of WAL for standbys that fall behind, reports its commit to
+// the standbys at once, and with synchronous set waits, at each commit, for
+// a standby to have flushed it (synchronous_standby_names '*',
+// synchronous_commit on). The settings go in postgresql.auto.conf, so a
+// standby made from s (NewStandby) has them too and keeps them when
+// promoted.
+func (s *Server) Replicated(synchronous bool) error {
+	names := "''"
+	if synchronous {
+		names = "'*'"
+	}
+	for _, sql := range []string{
+		"ALTER SYSTEM SET wal_keep_size = '1GB'",
+		"ALTER SYSTEM SET synchronous_standby_names = " + names,
+		"ALTER SYSTEM SET synchronous_commit = on",
+		"ALTER SYSTEM SET wal_sender_timeout = '5s'",
+		"ALTER SYSTEM SET wal_receiver_status_interval = '1s'",
+		"SELECT pg_reload_conf()",
+	} {
+		if err := s.exec(sql); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) exec(sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, sql)
+	return err
+}
+
+// NewStandby starts a new server, a streaming standby of s made with
+// pg_basebackup -R; the caller calls Remove.
+func (s *Server) NewStandby() (*Server, error) { return s.NewStandbyVia(s.Port) }
+
+// NewStandbyVia is NewStandby replicating through port on loopback (a
+// Proxy to s), rather than straight from s.
+func (s *Server) NewStandbyVia(port int) (*Server, error) {
+	dir, err := os.MkdirTemp("", "pg")
+	if err != nil {
+		return nil, err
+	}
+	st := &Server{Dir: dir, bin: s.bin, cred: s.cred, Durable: s.Durable}
+	if st.cred != nil {
+		if err := os.Chown(dir, int(st.cred.Uid), int(st.cred.Gid)); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if st.Port, err = freePort(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := st.FollowVia(s, port); err != nil {
+		st.Remove()
+		return nil, err
+	}
+	return st, nil
+}
+
+// Follow makes s, stopped, a fresh streaming standby of primary: it removes
+// s's data directory, copies primary's with pg_basebackup -R and starts s
+// on it, keeping its port. It is how an old primary comes back after a
+// failover without pg_rewind.
+func (s *Server) Follow(primary *Server) error { return s.FollowVia(primary, primary.Port) }
+
+// FollowVia is Follow replicating through port on loopback (a Proxy to
+// primary); the copy itself is taken from primary directly.
+func (s *Server) FollowVia(primary *Server, port int) error {
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		return fmt.Errorf("Follow: postgres is running; stop it first")
+	}
+	if err := os.RemoveAll(s.dataDir()); err != nil {
+		return err
+	}
+	out, err := s.command("pg_basebackup", "-D", s.dataDir(), "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port),
+		"-U", "postgres", "-R", "-X", "stream", "-c", "fast", "--no-sync").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_basebackup: %v\n%s", err, out)
+	}
+	if port != primary.Port {
+		conf := filepath.Join(s.dataDir(), "postgresql.auto.conf")
+		b, err := os.ReadFile(conf)
+		if err != nil {
+			return err
+		}
+		via := strings.Replace(string(b), fmt.Sprintf(" port=%d ", primary.Port), fmt.Sprintf(" port=%d ", port), 1)
+		if via == string(b) {
+			return fmt.Errorf("pg_basebackup -R wrote no primary_conninfo with port=%d:\n%s", primary.Port, b)
+		}
+		if err := os.WriteFile(conf, []byte(via), 0o600); err != nil {
+			return err
+		}
+	}
+	return s.StartServer()
+}
+
+// Promote ends s's recovery (pg_ctl promote) and waits until it accepts
+// writes.
+func (s *Server) Promote() error {
+	if out, err := s.command("pg_ctl", "promote", "-D", s.dataDir(), "-w", "-t", "60").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl promote: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Kill stops postgres at once, as a host dying does: with immediate, pg_ctl
+// stop -m immediate (every process quits without a checkpoint); without,
+// SIGKILL of the postmaster, whose backends then notice its death and quit.
+// It returns once no process of s is left.
+func (s *Server) Kill(immediate bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("Kill: postgres is not running")
+	}
+	if immediate {
+		if out, err := s.command("pg_ctl", "stop", "-D", s.dataDir(), "-m", "immediate", "-w", "-t", "30").CombinedOutput(); err != nil {
+			return fmt.Errorf("pg_ctl stop -m immediate: %v\n%s", err, out)
+		}
+	} else {
+		s.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("postgres did not exit")
+	}
+	s.cmd = nil
+	// The backends of a postmaster killed by SIGKILL notice its death and
+	// quit; wait for the data directory's lock file to be free of them.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if !s.backendsAlive() {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("postgres's backends outlived its postmaster by 30s")
+}
+
+// backendsAlive reports whether a process still has s's data directory as
+// its working directory (a backend outliving its postmaster).
+func (s *Server) backendsAlive() bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, p := range procs {
+		if d, err := os.Readlink(p); err == nil && d == s.dataDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// InRecovery reports whether s is a standby; it fails when s does not answer.
+func (s *Server) InRecovery() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return false, err
+	}
+	defer c.Close(context.Background())
+	var in bool
+	err = c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&in)
+	return in, err
+}
+
+// WaitSyncStandby waits until s, a primary, has a standby streaming in
+// sync (pg_stat_replication.sync_state 'sync'), up to d.
+func (s *Server) WaitSyncStandby(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err == nil {
+			var n int
+			err = c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')").Scan(&n)
+			c.Close(context.Background())
+			if err == nil && n > 0 {
+				cancel()
+				return nil
+			}
+		}
+		cancel()
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no synchronous standby streams from port %d after %v (%v)", s.Port, d, last)
+}
+
+// WaitStreaming waits until s, a primary, has a standby streaming (in sync
+// or not), up to d.
+func (s *Server) WaitStreaming(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err == nil {
+			var n int
+			err = c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'").Scan(&n)
+			c.Close(context.Background())
+			if err == nil && n > 0 {
+				cancel()
+				return nil
+			}
+		}
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no standby streams from port %d after %v", s.Port, d)
+}

@@ -173,6 +173,18 @@ const (
 	// one of the enum's values, or output or is_error given with NOT_DONE;
 	// metadata "field" names the field.
 	ErrorReason_ERROR_REASON_INVALID_RESOLUTION ErrorReason = 62
+	// UNAVAILABLE: the daemon's connection to its database failed after it
+	// sent COMMIT and before the answer came back, so the write may or may not
+	// have been applied. Retry the same request (the same request_id, or the
+	// same tool_use_id for an effect): the daemon answers it from what was
+	// stored if the commit happened, and performs it once if it did not.
+	ErrorReason_ERROR_REASON_COMMIT_OUTCOME_UNKNOWN ErrorReason = 90
+	// UNAVAILABLE: no host of the daemon's database accepts writes (its
+	// primary is down or being failed over, and the hosts left are standbys or
+	// unreachable); nothing was written. Reads are served from a standby
+	// where one answers. Retry after a backoff: the daemon reconnects to
+	// whichever host becomes writable.
+	ErrorReason_ERROR_REASON_NO_WRITABLE_HOST ErrorReason = 91
 )
 
 // Enum value maps for ErrorReason.
@@ -228,6 +240,8 @@ var (
 		60: "ERROR_REASON_CALL_NOT_IN_DOUBT",
 		61: "ERROR_REASON_RESOLUTION_CONFLICT",
 		62: "ERROR_REASON_INVALID_RESOLUTION",
+		90: "ERROR_REASON_COMMIT_OUTCOME_UNKNOWN",
+		91: "ERROR_REASON_NO_WRITABLE_HOST",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                0,
@@ -280,6 +294,8 @@ var (
 		"ERROR_REASON_CALL_NOT_IN_DOUBT":          60,
 		"ERROR_REASON_RESOLUTION_CONFLICT":        61,
 		"ERROR_REASON_INVALID_RESOLUTION":         62,
+		"ERROR_REASON_COMMIT_OUTCOME_UNKNOWN":     90,
+		"ERROR_REASON_NO_WRITABLE_HOST":           91,
 	}
 )
 
@@ -4661,7 +4677,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06_epoch\"s\n" +
 	"\x15ResolveEffectResponse\x12/\n" +
 	"\x05entry\x18\x01 \x01(\v2\x19.savepoint.v1.LedgerEntryR\x05entry\x12)\n" +
-	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*\xed\r\n" +
+	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*\xb9\x0e\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4713,7 +4729,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"!ERROR_REASON_TOOL_USE_ID_MISMATCH\x102\x12\"\n" +
 	"\x1eERROR_REASON_CALL_NOT_IN_DOUBT\x10<\x12$\n" +
 	" ERROR_REASON_RESOLUTION_CONFLICT\x10=\x12#\n" +
-	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>*\x83\x01\n" +
+	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>\x12'\n" +
+	"#ERROR_REASON_COMMIT_OUTCOME_UNKNOWN\x10Z\x12!\n" +
+	"\x1dERROR_REASON_NO_WRITABLE_HOST\x10[*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATUS_ACTIVE\x10\x01\x12\x1c\n" +

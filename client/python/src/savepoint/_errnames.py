@@ -25,6 +25,8 @@ NAMES = (
     "RequestTooLargeError",
     "PermissionDeniedError",
     "UnavailableError",
+    "CommitOutcomeUnknownError",
+    "NoWritableHostError",
     "CanceledError",
     "DeadlineExceededError",
     "InvalidArgumentError",

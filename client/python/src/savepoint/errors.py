@@ -197,6 +197,20 @@ class UnavailableError(SavepointError):
     its store is closed). Calls that are safe to repeat were retried first."""
 
 
+class CommitOutcomeUnknownError(UnavailableError):
+    """COMMIT_OUTCOME_UNKNOWN: the daemon's connection to its database failed
+    after COMMIT was sent, so the write may or may not be stored. The same
+    request again (its request id, or its tool use id for an effect) is
+    answered from what was stored or performed once; the client retried it so
+    before raising this."""
+
+
+class NoWritableHostError(UnavailableError):
+    """NO_WRITABLE_HOST: no host of the daemon's database accepts writes (a
+    failover); nothing was written. Reads are served from a standby where one
+    answers."""
+
+
 class CanceledError(SavepointError):
     """CANCELED: the call was canceled."""
 
@@ -386,6 +400,8 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_CALL_NOT_IN_DOUBT: CallNotInDoubtError,
     pb.ERROR_REASON_RESOLUTION_CONFLICT: ResolutionConflictError,
     pb.ERROR_REASON_INVALID_RESOLUTION: InvalidResolutionError,
+    pb.ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: CommitOutcomeUnknownError,
+    pb.ERROR_REASON_NO_WRITABLE_HOST: NoWritableHostError,
 }
 """The exception class of every ErrorReason value but UNSPECIFIED."""
 
@@ -482,4 +498,4 @@ def outcome_unknown(err: BaseException) -> bool:
         return True
     if err.code is None:
         return False  # raised by the client itself: nothing was sent
-    return err.reason in ("", "UNAVAILABLE", "INTERNAL")
+    return err.reason in ("", "UNAVAILABLE", "INTERNAL", "COMMIT_OUTCOME_UNKNOWN")

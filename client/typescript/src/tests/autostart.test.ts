@@ -72,6 +72,8 @@ class User {
       execFile(process.execPath, [this.helper, ...args], { env: { ...this.env, ...extra }, timeout: 120_000 }, (err, stdout, stderr) => {
         if (err) return reject(new Error(`helper: ${err.message}\n${stdout}\n${stderr}`));
         const r: Result = { pids: [], onDemand: false, err: "", stderr };
+        // Every daemon started is killed at the end, even one no call reached.
+        for (const m of stderr.matchAll(/\(pid (\d+)\)/g)) seen.add(Number(m[1]));
         for (const line of stdout.split("\n")) {
           const m = /^pid (\d+) on-demand (true|false)$/.exec(line);
           if (m) {

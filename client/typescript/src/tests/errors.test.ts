@@ -17,6 +17,8 @@ import {
   EffectNotBegunError,
   CallNotInDoubtError,
   ResolutionConflictError,
+  CommitOutcomeUnknownError,
+  NoWritableHostError,
   ErrorReason,
   InternalError,
   InvalidArgumentError,
@@ -110,6 +112,8 @@ const cases: [ErrorReason, Code, new (...a: never[]) => SavepointError][] = [
   [ErrorReason.ERROR_REASON_CALL_NOT_IN_DOUBT, Code.FAILED_PRECONDITION, CallNotInDoubtError],
   [ErrorReason.ERROR_REASON_RESOLUTION_CONFLICT, Code.ALREADY_EXISTS, ResolutionConflictError],
   [ErrorReason.ERROR_REASON_INVALID_RESOLUTION, Code.INVALID_ARGUMENT, InvalidArgumentError],
+  [ErrorReason.ERROR_REASON_COMMIT_OUTCOME_UNKNOWN, Code.UNAVAILABLE, CommitOutcomeUnknownError],
+  [ErrorReason.ERROR_REASON_NO_WRITABLE_HOST, Code.UNAVAILABLE, NoWritableHostError],
 ];
 
 /** Every value of the generated ErrorReason enum the daemon can send (all but UNSPECIFIED). */

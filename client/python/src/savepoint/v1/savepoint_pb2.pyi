@@ -63,6 +63,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_CALL_NOT_IN_DOUBT: _ClassVar[ErrorReason]
     ERROR_REASON_RESOLUTION_CONFLICT: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_RESOLUTION: _ClassVar[ErrorReason]
+    ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: _ClassVar[ErrorReason]
+    ERROR_REASON_NO_WRITABLE_HOST: _ClassVar[ErrorReason]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -154,6 +156,8 @@ ERROR_REASON_TOOL_USE_ID_MISMATCH: ErrorReason
 ERROR_REASON_CALL_NOT_IN_DOUBT: ErrorReason
 ERROR_REASON_RESOLUTION_CONFLICT: ErrorReason
 ERROR_REASON_INVALID_RESOLUTION: ErrorReason
+ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: ErrorReason
+ERROR_REASON_NO_WRITABLE_HOST: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_ACTIVE: SessionStatus
 SESSION_STATUS_COMPLETED: SessionStatus

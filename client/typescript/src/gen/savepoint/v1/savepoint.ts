@@ -229,6 +229,22 @@ export enum ErrorReason {
    * metadata "field" names the field.
    */
   ERROR_REASON_INVALID_RESOLUTION = 62,
+  /**
+   * ERROR_REASON_COMMIT_OUTCOME_UNKNOWN - UNAVAILABLE: the daemon's connection to its database failed after it
+   * sent COMMIT and before the answer came back, so the write may or may not
+   * have been applied. Retry the same request (the same request_id, or the
+   * same tool_use_id for an effect): the daemon answers it from what was
+   * stored if the commit happened, and performs it once if it did not.
+   */
+  ERROR_REASON_COMMIT_OUTCOME_UNKNOWN = 90,
+  /**
+   * ERROR_REASON_NO_WRITABLE_HOST - UNAVAILABLE: no host of the daemon's database accepts writes (its
+   * primary is down or being failed over, and the hosts left are standbys or
+   * unreachable); nothing was written. Reads are served from a standby
+   * where one answers. Retry after a backoff: the daemon reconnects to
+   * whichever host becomes writable.
+   */
+  ERROR_REASON_NO_WRITABLE_HOST = 91,
   UNRECOGNIZED = -1,
 }
 

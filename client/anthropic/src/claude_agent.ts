@@ -1,0 +1,513 @@
+/**
+ * The Claude Agent SDK (`@anthropic-ai/claude-agent-sdk`) on savepointd:
+ * every tool call of the agent on a session's ledger, and the SDK's
+ * transcript in the same session, so that an agent killed anywhere resumes
+ * without running a side effect twice and without pretending to know what it
+ * cannot. The twin of Python's savepoint.claude_agent:
+ *
+ *     const store = new SavepointSessionStore(await dial(), { readOnly: ["mcp__notes__read_notes"] });
+ *     query({ prompt, options: {
+ *       sessionStore: store, sessionStoreFlush: "eager", hooks: store.hooks(),
+ *       canUseTool: store.canUseTool(myPolicy), // optional: refusals recorded
+ *       mcpServers: { notes: notesServer },
+ *     } });
+ *     // A resumed run: options.resume = sessionId, with the same store.
+ *
+ * hooks() puts every call on the ledger: PreToolUse registers it as pending
+ * and begun in one durable step (beginEffect with toolUse) before it runs,
+ * and answers a call already recorded with its recorded output instead of
+ * running it; PostToolUse and PostToolUseFailure record its outcome. The
+ * matchers set onFailure "block", so a tool whose registration fails does
+ * not run. canUseTool records a call its permission check refuses as never
+ * run, and so does append for a call the transcript shows denied by the
+ * CLI's own permission rules or mode.
+ *
+ * The SDK's types are written here structurally (from its sdk.d.ts,
+ * 0.3.337), so this module does not import the SDK and a user of
+ * DurableAgent never downloads it; the objects it returns are what the SDK's
+ * Options.hooks, Options.canUseTool and Options.sessionStore take.
+ */
+import { randomUUID } from "node:crypto";
+
+import {
+  CallUnknownError,
+  type Client,
+  Decision,
+  EffectClass,
+  EffectConflictError,
+  type Message,
+  type pb,
+  type Session,
+  SessionNotFoundError,
+} from "@savepoint-dev/client";
+
+/** The SDK's SessionKey: one transcript (a subagent's has a subpath). */
+export interface SessionKey {
+  projectKey: string;
+  sessionId: string;
+  subpath?: string;
+}
+
+/** The SDK's SessionStoreEntry: one transcript line, opaque JSON. */
+export interface SessionStoreEntry {
+  type: string;
+  uuid?: string;
+  timestamp?: string;
+  [k: string]: unknown;
+}
+
+/**
+ * The fields of the SDK's PreToolUse, PostToolUse and PostToolUseFailure
+ * hook inputs the hooks read; the SDK passes its whole HookInput.
+ */
+export interface ToolHookInput {
+  session_id: string;
+  hook_event_name: string;
+  tool_name?: unknown;
+  tool_input?: unknown;
+  tool_use_id?: unknown;
+  tool_response?: unknown;
+  error?: unknown;
+  is_interrupt?: unknown;
+}
+
+/** What a hook returns: the SDK's SyncHookJSONOutput ({} lets the call go on). */
+export interface HookOutput {
+  hookSpecificOutput?: {
+    hookEventName: "PreToolUse";
+    permissionDecision: "deny";
+    permissionDecisionReason: string;
+  };
+}
+
+/** The SDK's HookCallback. */
+export type HookCallback = (input: ToolHookInput, toolUseID: string | undefined, options: { signal: AbortSignal }) => Promise<HookOutput>;
+
+/** The SDK's HookCallbackMatcher, with onFailure. */
+export interface HookCallbackMatcher {
+  matcher?: string;
+  hooks: HookCallback[];
+  timeout?: number;
+  onFailure?: "continue" | "block";
+}
+
+/** What hooks() returns: the SDK's Options.hooks for the three tool events. */
+export interface ToolHooks {
+  PreToolUse: HookCallbackMatcher[];
+  PostToolUse: HookCallbackMatcher[];
+  PostToolUseFailure: HookCallbackMatcher[];
+}
+
+/** The part of the SDK's PermissionResult this module reads: allow, or deny with a message. */
+export type PermissionResult = { behavior: "allow" } | { behavior: "deny"; message: string };
+
+/** The fields of the SDK's canUseTool options this module reads (the SDK passes them all). */
+export interface PermissionOptions {
+  signal: AbortSignal;
+  toolUseID: string;
+}
+
+/** The SDK's CanUseTool, over its own options and result types. */
+export type CanUseTool<O extends PermissionOptions = PermissionOptions, R extends PermissionResult | null = PermissionResult | null> = (
+  toolName: string,
+  input: Record<string, unknown>,
+  options: O,
+) => Promise<R>;
+
+/** What SavepointSessionStore takes besides the client. */
+export interface SavepointSessionStoreOptions {
+  /** Tools re-run after a crash (READ_ONLY), by the name the SDK gives them (mcp__server__tool for an MCP tool). */
+  readOnly?: Iterable<string>;
+  /** Tools re-run after a crash with the same idempotency key (IDEMPOTENT). */
+  idempotent?: Iterable<string>;
+  /** Labels of the savepointd sessions the store creates, besides framework=claude-agent-sdk. */
+  labels?: Record<string, string>;
+}
+
+/**
+ * The tool result load() gives a call Reconcile decides RUN that was never
+ * begun (its PreToolUse never registered it): it certainly did not run.
+ * The same text as Python's NEVER_STARTED; fill it with fillTemplate.
+ */
+export const NEVER_STARTED =
+  "This {name} call (tool_use_id {id}) never started: the agent stopped before running it. " +
+  "It was not run on resume; call it again if it is still needed.";
+
+/**
+ * The tool result load() gives a begun call Reconcile decides RUN: a
+ * read-only or idempotent one, safe to repeat. The same text as Python's.
+ */
+export const INTERRUPTED =
+  "This {name} call (tool_use_id {id}) was interrupted before its result was recorded. " +
+  "It only reads, so it is safe to call it again.";
+
+/** NEVER_STARTED or INTERRUPTED with the call's tool name and id. */
+export function fillTemplate(template: string, name: string, id: string): string {
+  return template.replaceAll("{name}", name).replaceAll("{id}", id);
+}
+
+const UNSAFE = /[^A-Za-z0-9._:-]/g;
+
+/**
+ * The savepointd session that keeps the SDK session sessionId's transcript
+ * (and, without subpath, its ledger): claude.<id>, with a subagent
+ * transcript's subpath after a dot, "/" read as ":". The same ids as
+ * Python's session_id_for, so either language resumes the other's sessions.
+ */
+export function sessionIdFor(sessionId: string, subpath?: string): string {
+  let sid = "claude." + sessionId;
+  if (subpath) sid += "." + subpath.replaceAll("/", ":");
+  sid = sid.replace(UNSAFE, "_");
+  if (sid.length > 128) {
+    throw new RangeError(`session ${JSON.stringify(sessionId)} subpath ${JSON.stringify(subpath)} makes a savepointd session id over 128 characters`);
+  }
+  return sid;
+}
+
+/** JSON with object keys sorted, as Python's json.dumps(sort_keys=True, separators=(",", ":")). */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return "[" + v.map(canonical).join(",") + "]";
+  if (v !== null && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return (
+      "{" +
+      Object.keys(o)
+        .filter((k) => o[k] !== undefined)
+        .sort()
+        .map((k) => JSON.stringify(k) + ":" + canonical(o[k]))
+        .join(",") +
+      "}"
+    );
+  }
+  return JSON.stringify(v);
+}
+
+/** What makes two transcript entries the same one: the SDK's uuid, or for an entry without one its whole JSON. */
+function entryKey(e: Record<string, unknown>): string {
+  return typeof e.uuid === "string" && e.uuid !== "" ? "u:" + e.uuid : "j:" + canonical(e);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+function blocksOf(entry: Record<string, unknown>): unknown[] {
+  const m = entry.message;
+  const c = isObject(m) ? m.content : undefined;
+  return Array.isArray(c) ? c : [];
+}
+
+/** A tool_use the transcript leaves without a result: its id, tool name and the assistant entry that named it. */
+export interface DanglingToolUse {
+  id: string;
+  name: string;
+  entry: SessionStoreEntry;
+}
+
+/** The tool_use blocks of the transcript's assistant entries that no tool_result of a later user entry answers, in order. */
+export function danglingToolUses(entries: readonly SessionStoreEntry[]): DanglingToolUse[] {
+  const uses = new Map<string, DanglingToolUse>();
+  for (const e of entries) {
+    for (const b of blocksOf(e)) {
+      if (!isObject(b)) continue;
+      if (e.type === "assistant" && b.type === "tool_use" && typeof b.id === "string") {
+        uses.set(b.id, { id: b.id, name: typeof b.name === "string" ? b.name : "", entry: e });
+      } else if (e.type === "user" && b.type === "tool_result") {
+        uses.delete(String(b.tool_use_id));
+      }
+    }
+  }
+  return [...uses.values()];
+}
+
+/** A tool's output as the hooks recorded it (JSON text of what the SDK reported: a string or content blocks), or the text itself. */
+function outputOf(recorded: string): unknown {
+  try {
+    return JSON.parse(recorded);
+  } catch {
+    return recorded;
+  }
+}
+
+function text(v: unknown): string {
+  return typeof v === "string" ? v : JSON.stringify(v);
+}
+
+function deny(reason: string): HookOutput {
+  return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason } };
+}
+
+/** The id of the call a hook sees: the SDK's toolUseID argument, else the input's tool_use_id. */
+function toolUseIdOf(input: ToolHookInput, toolUseID: string | undefined): string {
+  const tid = toolUseID ?? input.tool_use_id;
+  if (typeof tid !== "string" || tid === "") throw new TypeError(`savepoint: ${input.hook_event_name} hook without a tool_use_id`);
+  return tid;
+}
+
+/**
+ * The Claude Agent SDK's SessionStore (append, load, delete) on savepointd,
+ * and the hooks that put the agent's tool calls on the same session's
+ * ledger. One instance serves any number of SDK sessions of one process;
+ * give it to the SDK's options as sessionStore, with sessionStoreFlush
+ * "eager" and hooks: store.hooks(). The client stays the caller's to close.
+ *
+ * Effect classes: a tool named in readOnly is READ_ONLY (re-run after a
+ * crash), in idempotent IDEMPOTENT; every other tool is SIDE_EFFECT (run at
+ * most once; in doubt when a crash hides its outcome).
+ */
+export class SavepointSessionStore {
+  readonly #client: Client;
+  readonly #classes = new Map<string, EffectClass>();
+  readonly #labels: Record<string, string>;
+  readonly #sessions = new Map<string, Session>();
+  readonly #seen = new Map<string, Set<string>>();
+  readonly #locks = new Map<string, Promise<unknown>>();
+  /** Tool uses this process registered first. */
+  readonly #begun = new Set<string>();
+  /** tool_use_id -> its session, for canUseTool. */
+  readonly #calls = new Map<string, Session>();
+
+  constructor(client: Client, options: SavepointSessionStoreOptions = {}) {
+    this.#client = client;
+    for (const n of options.readOnly ?? []) this.#classes.set(n, EffectClass.EFFECT_CLASS_READ_ONLY);
+    for (const n of options.idempotent ?? []) this.#classes.set(n, EffectClass.EFFECT_CLASS_IDEMPOTENT);
+    this.#labels = { ...options.labels };
+  }
+
+  /** The effect class the hooks register a call of toolName with. */
+  effectClass(toolName: string): EffectClass {
+    return this.#classes.get(toolName) ?? EffectClass.EFFECT_CLASS_SIDE_EFFECT;
+  }
+
+  // -- sessions ----------------------------------------------------------------
+
+  /** Runs f after every f before it for sid has settled. */
+  #locked<T>(sid: string, f: () => Promise<T>): Promise<T> {
+    const prev = this.#locks.get(sid) ?? Promise.resolve();
+    const next = prev.then(f, f);
+    this.#locks.set(
+      sid,
+      next.catch(() => undefined),
+    );
+    return next;
+  }
+
+  /**
+   * The savepointd session sid, owned by this process: resumed (taken over)
+   * the first time, created when it does not exist and create is set.
+   */
+  #session(sid: string, create: true): Promise<Session>;
+  #session(sid: string, create: boolean): Promise<Session | undefined>;
+  #session(sid: string, create: boolean): Promise<Session | undefined> {
+    const have = this.#sessions.get(sid);
+    if (have) return Promise.resolve(have);
+    return this.#locked(sid, async () => {
+      let s = this.#sessions.get(sid);
+      if (s) return s;
+      try {
+        s = await this.#client.resume(sid);
+      } catch (err) {
+        if (!(err instanceof SessionNotFoundError)) throw err;
+        if (!create) return undefined;
+        s = await this.#client.start(sid, "Claude Agent SDK session", { labels: { framework: "claude-agent-sdk", ...this.#labels } });
+      }
+      this.#seen.set(sid, new Set(s.messages.map((m) => entryKey(JSON.parse(m.contentJson) as Record<string, unknown>))));
+      this.#sessions.set(sid, s);
+      return s;
+    });
+  }
+
+  /** Saves the entries not saved yet, in order, as one revision per 1000. */
+  #append(sid: string, s: Session, entries: readonly SessionStoreEntry[]): Promise<void> {
+    return this.#locked(sid, async () => {
+      const seen = this.#seen.get(sid)!;
+      const fresh: Message[] = [];
+      const keys = new Set<string>();
+      for (const e of entries) {
+        const k = entryKey(e);
+        if (seen.has(k) || keys.has(k)) continue;
+        keys.add(k);
+        fresh.push({ role: typeof e.type === "string" && e.type !== "" ? e.type : "entry", contentJson: JSON.stringify(e) });
+      }
+      for (let i = 0; i < fresh.length; i += 1000) await s.save({ append: fresh.slice(i, i + 1000) });
+      for (const k of keys) seen.add(k);
+    });
+  }
+
+  // -- SessionStore ------------------------------------------------------------
+
+  /**
+   * Mirrors a batch of transcript entries into the session's history,
+   * durably, skipping entries already saved (by uuid; an entry without one
+   * by its whole content), so a batch the SDK retries is kept once.
+   */
+  async append(key: SessionKey, entries: SessionStoreEntry[]): Promise<void> {
+    const sid = sessionIdFor(key.sessionId, key.subpath);
+    const s = await this.#session(sid, true);
+    await this.#append(sid, s, entries);
+    await this.#recordRefusals(key.sessionId, entries);
+  }
+
+  /**
+   * Records as refused, never run, each call a transcript entry answers with
+   * a permission denial (permissionDecision.decision "reject": the CLI's
+   * permission rules or mode, which fire no hook after PreToolUse). A call
+   * the ledger does not know, or has an outcome for already (a refusal
+   * canUseTool recorded), is left as it is.
+   */
+  async #recordRefusals(sdkSessionId: string, entries: readonly SessionStoreEntry[]): Promise<void> {
+    const refusals: [string, unknown][] = [];
+    for (const e of entries) {
+      const pd = e.permissionDecision;
+      if (e.type !== "user" || !isObject(pd) || pd.decision !== "reject") continue;
+      for (const b of blocksOf(e)) {
+        if (isObject(b) && b.type === "tool_result" && typeof b.tool_use_id === "string") refusals.push([b.tool_use_id, b.content ?? ""]);
+      }
+    }
+    if (refusals.length === 0) return;
+    const s = await this.#session(sessionIdFor(sdkSessionId), true);
+    for (const [tid, content] of refusals) {
+      try {
+        await s.refuseToolUse(tid, JSON.stringify(text(content)));
+      } catch (err) {
+        if (!(err instanceof CallUnknownError || err instanceof EffectConflictError)) throw err;
+      }
+    }
+  }
+
+  /**
+   * The session's transcript for a resume, or null when it was never
+   * written. It takes the session over (resume), and answers every tool call
+   * the transcript leaves without a result with Reconcile's decision, in one
+   * user entry saved before it is returned: REUSE gives the recorded output,
+   * RUN (never begun) says it never started, IN_DOUBT gives the daemon's
+   * text as an error.
+   */
+  async load(key: SessionKey): Promise<SessionStoreEntry[] | null> {
+    const sid = sessionIdFor(key.sessionId, key.subpath);
+    const s = await this.#session(sid, false);
+    if (!s) return null;
+    const entries = s.messages.map((m) => JSON.parse(m.contentJson) as SessionStoreEntry);
+    const dangling = danglingToolUses(entries);
+    if (dangling.length === 0) return entries;
+    const resolutions = await s.reconcileToolUses(dangling.map((d) => d.id));
+    const last = dangling[dangling.length - 1]!.entry;
+    const answer: SessionStoreEntry = {
+      parentUuid: last.uuid ?? null,
+      isSidechain: Boolean(last.isSidechain ?? false),
+      type: "user",
+      message: { role: "user", content: dangling.map((d, i) => answerOf(d, resolutions[i]!)) },
+      uuid: randomUUID(),
+      timestamp: new Date().toISOString(),
+      userType: "external",
+      sessionId: key.sessionId,
+      ...Object.fromEntries(["cwd", "version", "gitBranch", "entrypoint"].filter((k) => k in last).map((k) => [k, last[k]])),
+      toolUseResult: "savepoint: answered on resume from the ledger",
+      sourceToolAssistantUUID: last.uuid ?? null,
+    };
+    await this.#append(sid, s, [answer]);
+    return [...entries, answer];
+  }
+
+  /** Deletes the session (a main transcript's subagent sessions are separate savepointd sessions and stay). */
+  async delete(key: SessionKey): Promise<void> {
+    const sid = sessionIdFor(key.sessionId, key.subpath);
+    const s = await this.#session(sid, false);
+    if (s) {
+      await s.delete();
+      this.#sessions.delete(sid);
+      this.#seen.delete(sid);
+    }
+  }
+
+  // -- hooks -------------------------------------------------------------------
+
+  /**
+   * The SDK's Options.hooks putting every tool call matching matcher
+   * (undefined: every tool) on the ledger, with onFailure "block": a call
+   * whose registration fails does not run.
+   */
+  hooks(matcher?: string): ToolHooks {
+    const m = (hook: HookCallback): HookCallbackMatcher[] => [{ ...(matcher === undefined ? {} : { matcher }), hooks: [hook], onFailure: "block" }];
+    return { PreToolUse: m(this.preToolUse), PostToolUse: m(this.postToolUse), PostToolUseFailure: m(this.postToolUseFailure) };
+  }
+
+  /**
+   * PreToolUse: registers the call as pending and begun in one durable
+   * step. A call with a recorded outcome is denied with that outcome as the
+   * reason (the model reads it as the tool's result) instead of running
+   * again; a side-effecting call another process began and never recorded
+   * is denied with the daemon's in-doubt text.
+   */
+  readonly preToolUse: HookCallback = async (input, toolUseID) => {
+    const tid = toolUseIdOf(input, toolUseID);
+    const name = String(input.tool_name ?? "");
+    const s = await this.#session(sessionIdFor(input.session_id), true);
+    const cls = this.effectClass(name);
+    const reg = await s.registerToolUse({ toolUseId: tid, name, inputJson: JSON.stringify(input.tool_input ?? {}), effectClass: cls });
+    this.#calls.set(tid, s);
+    if (reg.effect) {
+      const what = reg.effect.refused ? "was refused before it ran" : "already ran";
+      return deny(`Not run again: this ${name} call (tool_use_id ${tid}) ${what}; its recorded outcome follows.\n${text(outputOf(reg.effect.output))}`);
+    }
+    if (reg.alreadyBegun && !this.#begun.has(tid) && cls === EffectClass.EFFECT_CLASS_SIDE_EFFECT) {
+      const [res] = await s.reconcileToolUses([tid]);
+      return deny(res!.toolResultText);
+    }
+    this.#begun.add(tid);
+    return {};
+  };
+
+  /** PostToolUse: records what the tool returned (as JSON text). */
+  readonly postToolUse: HookCallback = async (input, toolUseID) => {
+    const tid = toolUseIdOf(input, toolUseID);
+    const s = await this.#session(sessionIdFor(input.session_id), true);
+    await s.recordToolUse(tid, JSON.stringify(input.tool_response ?? null));
+    return {};
+  };
+
+  /**
+   * PostToolUseFailure: records the failure as an error outcome. An
+   * interrupted call is not recorded: its outcome is unknown.
+   */
+  readonly postToolUseFailure: HookCallback = async (input, toolUseID) => {
+    if (input.is_interrupt === true) return {};
+    const tid = toolUseIdOf(input, toolUseID);
+    const s = await this.#session(sessionIdFor(input.session_id), true);
+    await s.recordToolUse(tid, JSON.stringify(String(input.error ?? "")), true);
+    return {};
+  };
+
+  /**
+   * The SDK's Options.canUseTool: asks inner (undefined: allow everything)
+   * and records a call it refuses as refused, never run, so that a resume
+   * does not report it in doubt.
+   */
+  canUseTool<O extends PermissionOptions = PermissionOptions, R extends PermissionResult | null = { behavior: "allow" }>(
+    inner?: CanUseTool<O, R>,
+  ): CanUseTool<O, R | { behavior: "allow" }> {
+    return async (toolName, input, options) => {
+      if (!inner) return { behavior: "allow" };
+      const result = await inner(toolName, input, options);
+      const tid = options.toolUseID;
+      const s = tid ? this.#calls.get(tid) : undefined;
+      if (result?.behavior === "deny" && s) await s.refuseToolUse(tid, JSON.stringify(result.message || "refused by the permission check"));
+      return result;
+    };
+  }
+}
+
+function answerOf(d: DanglingToolUse, r: pb.Resolution): Record<string, unknown> {
+  const block: Record<string, unknown> = { type: "tool_result", tool_use_id: d.id };
+  if (r.decision === Decision.DECISION_REUSE) {
+    block.content = outputOf(r.effect?.output ?? "");
+    if (r.effect?.isError) block.is_error = true;
+  } else if (r.decision === Decision.DECISION_RUN) {
+    block.content = fillTemplate(r.begun ? INTERRUPTED : NEVER_STARTED, d.name, d.id);
+    block.is_error = true;
+  } else {
+    block.content = r.toolResultText;
+    block.is_error = true;
+  }
+  return block;
+}
