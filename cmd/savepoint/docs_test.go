@@ -182,15 +182,19 @@ func normalizeDoc(s, socket string) string {
 	s = storeLocationRE.ReplaceAllString(s, `"storeLocation": "DATA_DIR"`)
 	s = uptimeRE.ReplaceAllString(s, `"uptime": "UPTIME"`)
 	s = pidRE.ReplaceAllString(s, `"pid": PID`)
+	s = storeBytesRE.ReplaceAllString(s, `"storeBytes": "STORE_BYTES"`)
 	return strings.TrimRight(s, "\n")
 }
 
 // What GetServerInfo says of the run rather than of the commands: where
-// the test's store is, how long it has served and its process id.
+// the test's store is, how long it has served, its process id, and the
+// store's size, which grows by a preallocated log segment when the
+// background preallocation wins the race with the command.
 var (
 	storeLocationRE = regexp.MustCompile(`"storeLocation": "[^"]*"`)
 	uptimeRE        = regexp.MustCompile(`"uptime": "[0-9.]+s"`)
 	pidRE           = regexp.MustCompile(`"pid": [0-9]+`)
+	storeBytesRE    = regexp.MustCompile(`"storeBytes": "[0-9]+"`)
 )
 
 // seedDoc makes the state the doc's walk-through starts from: the agent of

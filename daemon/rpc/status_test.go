@@ -224,7 +224,7 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrBackupUnsupported": core.ErrBackupUnsupported, "ErrPermissionDenied": ErrPermissionDenied,
 		"ErrUploadAborted": core.ErrUploadAborted, "ErrEffectInputMismatch": core.ErrEffectInputMismatch,
 		"ErrEffectNotBegun": core.ErrEffectNotBegun, "ErrCallNotInDoubt": core.ErrCallNotInDoubt,
-		"ErrResolutionConflict": core.ErrResolutionConflict,
+		"ErrResolutionConflict":   core.ErrResolutionConflict,
 		"ErrCommitOutcomeUnknown": core.ErrCommitOutcomeUnknown, "ErrNoWritableHost": core.ErrNoWritableHost,
 	}
 	for _, path := range []string{"../core/errors.go", "errors.go"} {
