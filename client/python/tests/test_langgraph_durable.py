@@ -610,7 +610,6 @@ def test_ledger_calls_are_retried_only_with_a_request_id() -> None:
     assert not retry_safe("BeginThreadEffect", gpb.BeginThreadEffectRequest())
     assert retry_safe("RecordThreadEffect", gpb.RecordThreadEffectRequest(request_id="id"))
     assert not retry_safe("RecordThreadEffect", gpb.RecordThreadEffectRequest())
-    assert not retry_safe("RecordThreadEffect", gpb.BeginThreadEffectRequest(request_id="id"))
     assert retry_safe("ListThreadEffects", gpb.ListThreadEffectsRequest())
 
 
