@@ -1,22 +1,5 @@
 #!/usr/bin/env node
-// Runs the savepoint binary of the platform package npm installed with
-// @savepoint-dev/client (@savepoint-dev/savepointd-OS-CPU), as esbuild's and
-// biome's launchers do, so that `npx savepoint` works in a project that
-// installed the client.
-import { spawnSync } from "node:child_process";
-import { findBinary, platformPackage } from "../dist/autostart.js";
+// `npx savepoint`: the savepoint binary of the installed platform package (launch.js).
+import { launch } from "./launch.js";
 
-const bin = findBinary("savepoint");
-if (bin === undefined) {
-  console.error(
-    `savepoint: no ${platformPackage()} is installed, and no savepoint is on PATH: npm installs it with @savepoint-dev/client on linux and darwin (x64, arm64), unless optional dependencies are off; elsewhere, see docs/install.md`,
-  );
-  process.exit(1);
-}
-const r = spawnSync(bin, process.argv.slice(2), { stdio: "inherit" });
-if (r.error) {
-  console.error(`savepoint: ${bin}: ${r.error.message}`);
-  process.exit(1);
-}
-if (r.signal) process.kill(process.pid, r.signal);
-process.exit(r.status ?? 1);
+launch("savepoint");
