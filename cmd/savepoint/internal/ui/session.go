@@ -43,6 +43,8 @@ type pendingView struct {
 	Class               string // the decision as a CSS class
 	ToolResultText, Key string
 	Begun               bool
+	InDoubt             bool            // Reconcile answers IN_DOUBT: a person may resolve it
+	Resolution          *resolutionView // how it was settled when it was in doubt
 }
 
 type ledgerRow struct {
@@ -51,6 +53,8 @@ type ledgerRow struct {
 	Size               int
 	Digest             string
 	IsError, Late, Has bool
+	Output             *outputView     // the recorded output; nil when none is
+	Resolution         *resolutionView // how the call was settled when it was in doubt
 }
 
 type sessionData struct {
@@ -115,7 +119,9 @@ func (s *Server) ledger(ctx context.Context, id string) ([]ledgerRow, bool, erro
 			}
 			if ef := e.GetEffect(); ef != nil {
 				row.Has, row.Rec, row.Size, row.Digest, row.IsError, row.Late = true, formatTime(ef.GetRecordTime()), len(ef.GetOutput()), digest(ef.GetOutput()), ef.GetIsError(), ef.GetLate()
+				row.Output = newOutput(ef.GetOutput(), sessionOutputURL(id, e.GetToolUseId()))
 			}
+			row.Resolution = newResolution(e.GetResolution())
 			rows = append(rows, row)
 		}
 		token = resp.GetNextPageToken()
@@ -242,8 +248,10 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 			pv.Decision, pv.Reason = decisionReason(res)
 			pv.Class = "decision-" + strings.ReplaceAll(pv.Decision, " ", "-")
 			pv.ToolResultText, pv.Key, pv.Begun = res.GetToolResultText(), res.GetIdempotencyKey(), res.GetBegun()
+			pv.Resolution = newResolution(res.GetResolution())
 			if res.GetDecision() == savepointv1.Decision_DECISION_IN_DOUBT {
 				inDoubt++
+				pv.InDoubt = true
 			}
 		}
 		d.Pending = append(d.Pending, pv)
