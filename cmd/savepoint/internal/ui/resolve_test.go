@@ -276,7 +276,7 @@ func TestOutputsAreFolded(t *testing.T) {
 	}
 	_, body := fetch(t, c, base+"/sessions/out-7")
 	row := func(id string) string {
-		m := regexp.MustCompile(`(?s)<tr data-tool-use="` + id + `">.*?</tr>`).FindAllString(body, -1)
+		m := regexp.MustCompile(`(?s)<tr data-tool-use="`+id+`">.*?</tr>`).FindAllString(body, -1)
 		if len(m) == 0 {
 			t.Fatalf("no row of %s", id)
 		}
