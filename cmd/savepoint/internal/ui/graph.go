@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -99,10 +100,29 @@ func (s *Server) threads(w http.ResponseWriter, r *http.Request) {
 	if t := resp.GetNextPageToken(); t != "" {
 		next = "/graph?" + url.Values{"page": {t}}.Encode()
 	}
+	// Each thread's ledger is read for its counts: one ListThreadEffects
+	// per thread of the page (at most 100).
+	rows := make([]threadRow, 0, len(resp.GetThreads()))
+	for _, th := range resp.GetThreads() {
+		effects, err := s.opts.Client.ThreadEffects(ctx, th.GetThreadId())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		rows = append(rows, threadRow{GraphThread: th, Calls: len(effects), Counts: cli.CountThreadLedger(effects)})
+	}
 	s.render(w, r, http.StatusOK, "threads", "Graph threads", "graph", struct {
-		Threads  []*savepointv1.GraphThread
+		Threads  []threadRow
 		NextPage string
-	}{resp.GetThreads(), next})
+	}{rows, next})
+}
+
+// threadRow is one thread of the Graph threads page, with its ledger's
+// counts.
+type threadRow struct {
+	*savepointv1.GraphThread
+	Calls  int
+	Counts cli.LedgerCounts
 }
 
 func nsName(ns string) string {
@@ -220,7 +240,8 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request) {
 		Namespaces []*namespaceView
 		Cut        bool
 		Ledger     []threadEffectView
-	}{id, nss, cut, threadEffectViews(effects)})
+		Counts     cli.LedgerCounts
+	}{id, nss, cut, threadEffectViews(effects), cli.CountThreadLedger(effects)})
 }
 
 // threadEffectView is one row of a thread's ledger: the entry and what a

@@ -99,6 +99,7 @@ func TestResolveFromTheInspector(t *testing.T) {
 		}
 	}
 	wantText(t, "ledger", body[strings.Index(body, `id="ledger"`):], "15 B wrote report.md -")
+	wantText(t, "session header", body, "Calls 2 in doubt; resolved 0 by a verify hook, 0 by a person")
 
 	code, body := fetch(t, c, base+path+"?tool_use_id=toolu_02")
 	if code != 200 {
@@ -209,6 +210,12 @@ func TestResolveFromTheInspector(t *testing.T) {
 		res.GetResolution().GetOutcome() != savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_NOT_DONE {
 		t.Errorf("Reconcile after not done: %v", res)
 	}
+	// The counts: none in doubt now, two resolved by a person, on the
+	// session's page and the Sessions page (ListSessions' counts).
+	_, body = fetch(t, c, base+"/sessions/report-1")
+	wantText(t, "session header", body, "Calls 0 in doubt; resolved 0 by a verify hook, 2 by a person")
+	_, body = fetch(t, c, base+"/sessions")
+	wantText(t, "sessions", body, "report-1 waiting Write the weekly report 2 2 1 4 0 0/2 20")
 	sess, err := d.Client.GetSession(t.Context(), &savepointv1.GetSessionRequest{SessionId: "report-1"})
 	if err != nil || sess.GetCheckpoint().GetEpoch() != 1 || sess.GetCheckpoint().GetRevision() != 2 {
 		t.Errorf("report-1 after the resolutions: epoch %d revision %d %v; a person's resolution takes no ownership", sess.GetCheckpoint().GetEpoch(), sess.GetCheckpoint().GetRevision(), err)
@@ -219,7 +226,10 @@ func TestResolveThreadFromTheInspector(t *testing.T) {
 	s, base, c, d := inspector(t, false)
 	g := savepointv1.NewGraphCheckpointServiceClient(d.Conn)
 	seedThread(t, g)
-	_, body := fetch(t, c, base+"/graph/thread?id=thread-1")
+	_, body := fetch(t, c, base+"/graph")
+	wantText(t, "threads", body, "Calls In doubt Resolved", "thread-1 2026", " UTC 2 1 0/0")
+	_, body = fetch(t, c, base+"/graph/thread?id=thread-1")
+	wantText(t, "thread", body, "Ledger 1 in doubt; resolved 0 by a verify hook, 0 by a person")
 	if !strings.Contains(body, `href="/graph/resolve?id=thread-1&amp;ns=&amp;tool_use_id=call_doubt"`) || strings.Contains(body, "tool_use_id=call_sent") {
 		t.Errorf("the thread page's resolve links are wrong:\n%s", body)
 	}
@@ -245,7 +255,9 @@ func TestResolveThreadFromTheInspector(t *testing.T) {
 		t.Errorf("BeginThreadEffect after done: %v %v", resp, err)
 	}
 	_, body = fetch(t, c, base+"/graph/thread?id=thread-1")
-	wantText(t, "thread after", body, `"sent #43"`, "resolved done by carol (a person) at")
+	wantText(t, "thread after", body, `"sent #43"`, "resolved done by carol (a person) at", "Ledger 0 in doubt; resolved 0 by a verify hook, 1 by a person")
+	_, body = fetch(t, c, base+"/graph")
+	wantText(t, "threads after", body, " UTC 2 0 0/1")
 }
 
 // withConfirmed is v with a confirmation's fields but no CSRF token.

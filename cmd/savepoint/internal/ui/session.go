@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -73,6 +74,7 @@ type sessionData struct {
 	Pending   []pendingView
 	Ledger    []ledgerRow
 	LedgerCut bool
+	Counts    *cli.LedgerCounts // the latest revision's calls in doubt and the ledger's resolved; nil for an older one
 }
 
 // decisionReason names Reconcile's decision and the rule that made it, as
@@ -271,6 +273,14 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	if d.Ledger, d.LedgerCut, err = s.ledger(ctx, id); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if d.IsLatest {
+		entries := make([]*savepointv1.LedgerEntry, len(d.Ledger))
+		for i, row := range d.Ledger {
+			entries[i] = row.E
+		}
+		n := cli.CountSessionLedger(entries, rec)
+		d.Counts = &n
 	}
 	s.render(w, r, http.StatusOK, "session", "Session "+id, "sessions", d)
 }
