@@ -52,6 +52,8 @@ func TestBrowserResolve(t *testing.T) {
 	if title == "pwned" || imgs != 0 {
 		t.Errorf("the recorded output was rendered as markup: title %q, %v images", title, imgs)
 	}
+	var scrolled bool
+	b.eval(`document.getElementById("ledger-heading").scrollIntoView(), true`, &scrolled)
 	b.shot("session-resolved")
 
 	// Not done, for the call that was never begin-tracked.
@@ -72,7 +74,6 @@ func TestBrowserResolve(t *testing.T) {
 		document.body.appendChild(f); f.submit(); })()`), chromedp.WaitVisible(chromedp.CSS("#error-reason")))
 	b.want("#error-reason", "RESOLUTION_CONFLICT")
 	b.want("#error-message", "the first resolution stands", "Nothing was changed.")
-	b.shot("resolve-conflict")
 
 	// The agent resumes: its reconcile reuses the output the person found
 	// for toolu_02 and runs toolu_04 again (and toolu_03, never begun).
