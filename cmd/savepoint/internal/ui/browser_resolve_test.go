@@ -22,7 +22,9 @@ func TestBrowserResolve(t *testing.T) {
 	seedThread(t, savepointv1.NewGraphCheckpointServiceClient(d.Conn))
 	b.do(chromedp.Navigate(base+"/?token="+testToken), chromedp.WaitVisible(chromedp.CSS("#sessions")))
 
-	// Done, with an output that is markup: shown as text, never run.
+	// Done, with an output of two lines that is markup: shown as text,
+	// never run, recorded with the line break typed (not the browser's
+	// CRLF).
 	const found = `<img src=x onerror="document.title='pwned'">sent to team@example.com, message id 77`
 	b.do(chromedp.Navigate(base+"/sessions/report-1"), chromedp.WaitVisible(chromedp.CSS("#pending")),
 		chromedp.Click(chromedp.CSS(`#pending tr[data-tool-use="toolu_02"] a.resolve`)), loaded("/resolve?tool_use_id=toolu_02"),
@@ -30,7 +32,7 @@ func TestBrowserResolve(t *testing.T) {
 	b.want("#call", "toolu_02", "send_email", "team@example.com")
 	b.labelled()
 	b.shot("resolve-form")
-	b.do(chromedp.SendKeys(chromedp.CSS("#done-output"), found), chromedp.SendKeys(chromedp.CSS("#done-note"), "in the mail server's log"),
+	b.do(chromedp.SendKeys(chromedp.CSS("#done-output"), found+"\nfrom the outbox"), chromedp.SendKeys(chromedp.CSS("#done-note"), "in the mail server's log"),
 		chromedp.SetValue(chromedp.CSS("#done-by"), "alice"), chromedp.Click(chromedp.CSS("#resolve-done-submit")), chromedp.WaitVisible(chromedp.CSS("#finding")))
 	b.want("#finding", "done", found, "alice (a person)", "in the mail server's log", "the tool does not run again")
 	if e := ledgerEntry(t, d, "report-1", "toolu_02"); e.GetResolution() != nil {
@@ -99,7 +101,7 @@ func TestBrowserResolve(t *testing.T) {
 	for _, r := range results {
 		got[r.ToolUseID] = r
 	}
-	if r := got["toolu_02"]; r.Decision != client.DecisionReuse || r.Content != found || r.IsError {
+	if r := got["toolu_02"]; r.Decision != client.DecisionReuse || r.Content != found+"\nfrom the outbox" || r.IsError {
 		t.Errorf("toolu_02 on resume: %+v, want REUSE of the output found", r)
 	}
 	if r := got["toolu_04"]; r.Decision != client.DecisionRun || r.Content != "ran toolu_04" {

@@ -148,8 +148,10 @@ func (s *Server) threadResolveForm(w http.ResponseWriter, r *http.Request) {
 // for a confirmation and changes nothing; with it, it records the finding.
 func (s *Server) resolvePost(thread bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// A browser sends a textarea's line breaks as CRLF; what a person
+		// typed is recorded with the LFs they typed.
 		d := &resolveData{Thread: thread, ID: r.PathValue("id"), ToolUseID: r.PostFormValue("tool_use_id"), Name: r.PostFormValue("name"),
-			Output: r.PostFormValue("output"), IsError: r.PostFormValue("is_error") != "", Note: strings.TrimSpace(r.PostFormValue("note")),
+			Output: strings.ReplaceAll(r.PostFormValue("output"), "\r\n", "\n"), IsError: r.PostFormValue("is_error") != "", Note: strings.TrimSpace(r.PostFormValue("note")),
 			By: strings.TrimSpace(r.PostFormValue("by")), RequestID: r.PostFormValue("request_id")}
 		nav := "sessions"
 		d.Action = "/sessions/" + url.PathEscape(d.ID) + "/resolve"

@@ -116,7 +116,7 @@ func TestResolveFromTheInspector(t *testing.T) {
 	}
 
 	// CSRF and origin: refused before anything is asked of the daemon.
-	done := url.Values{"tool_use_id": {"toolu_02"}, "outcome": {"done"}, "output": {"<script>alert(1)</script>sent #7"}, "note": {"in the mail log"}, "by": {"alice"}}
+	done := url.Values{"tool_use_id": {"toolu_02"}, "outcome": {"done"}, "output": {"<script>alert(1)</script>sent #7\r\nto 3 people"}, "note": {"in the mail log"}, "by": {"alice"}}
 	if code, body := rawPost(t, c, base, path, base, withConfirmed(done)); code != 403 || !strings.Contains(body, "BAD_CSRF_TOKEN") {
 		t.Errorf("without the CSRF token: %d %s", code, text(body))
 	}
@@ -153,10 +153,10 @@ func TestResolveFromTheInspector(t *testing.T) {
 	e := ledgerEntry(t, d, "report-1", "toolu_02")
 	r := e.GetResolution()
 	if r.GetResolverKind() != savepointv1.ResolverKind_RESOLVER_KIND_PERSON || r.GetResolvedBy() != "alice" || r.GetNote() != "in the mail log" ||
-		r.GetOutcome() != savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE || e.GetEffect().GetOutput() != "<script>alert(1)</script>sent #7" {
+		r.GetOutcome() != savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE || e.GetEffect().GetOutput() != "<script>alert(1)</script>sent #7\nto 3 people" {
 		t.Errorf("ledger entry after the resolution: %v", e)
 	}
-	if res := decisionOf(t, d, "report-1", "toolu_02"); res.GetDecision() != savepointv1.Decision_DECISION_REUSE || res.GetEffect().GetOutput() != "<script>alert(1)</script>sent #7" {
+	if res := decisionOf(t, d, "report-1", "toolu_02"); res.GetDecision() != savepointv1.Decision_DECISION_REUSE || res.GetEffect().GetOutput() != "<script>alert(1)</script>sent #7\nto 3 people" {
 		t.Errorf("Reconcile after done: %v", res)
 	}
 	// Sent twice (a reload of the result), it is recorded once.
