@@ -224,9 +224,9 @@ func (p *printer) effect(eff *savepointv1.Effect) {
 		} else {
 			p.line("              %s", l)
 		}
-		if res := eff.GetResolution(); res != nil {
-			p.line("    resolved  %s", resolutionText(res))
-		}
+	}
+	if res := eff.GetResolution(); res != nil {
+		p.line("    resolved  %s", resolutionText(res))
 	}
 }
 
