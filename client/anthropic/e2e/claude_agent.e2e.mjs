@@ -194,3 +194,36 @@ test("docs/frameworks/claude-agent-sdk.md's TypeScript example runs, and its res
   assert.deepEqual(reportLines(work), ["Q3: sales up 12%"], "write_report ran twice");
   assert.deepEqual(rejected, []);
 });
+
+test("the SDK's listSessions({ sessionStore }) reads the summaries the store folded with the SDK's own foldSessionSummary", async () => {
+  // foldSessionSummary given as the option: here @savepoint-dev/anthropic is
+  // a symlink to client/anthropic, whose own node_modules lack the SDK, so
+  // its default (importing the SDK from where the package lies) finds none.
+  const { foldSessionSummary, listSessions } = await import("@anthropic-ai/claude-agent-sdk");
+  const { SavepointSessionStore } = await import("@savepoint-dev/anthropic/claude-agent");
+  const { randomUUID } = await import("node:crypto");
+  const c = await dial(d.addr);
+  try {
+    const dir = workdir();
+    const writer = new SavepointSessionStore(c, { foldSessionSummary });
+    // The project key as the SDK derives it from dir: read back from the key its own listSessions asks for.
+    const asked = [];
+    const probe = { append: async () => {}, load: async () => null, listSessions: async (k) => (asked.push(k), []) };
+    await listSessions({ dir, sessionStore: probe });
+    assert.equal(asked.length, 1);
+    const sessionId = randomUUID();
+    await writer.append({ projectKey: asked[0], sessionId }, [
+      { type: "user", uuid: randomUUID(), timestamp: new Date().toISOString(), cwd: dir, sessionId, message: { role: "user", content: "Write the Q3 report." } },
+    ]);
+    const reader = new SavepointSessionStore(c);
+    let loads = 0;
+    const load = reader.load.bind(reader);
+    reader.load = async (k) => (loads++, load(k));
+    const infos = await listSessions({ dir, sessionStore: reader });
+    assert.deepEqual(infos.map((i) => i.sessionId), [sessionId]);
+    assert.match(JSON.stringify(infos[0]), /Q3 report/);
+    assert.equal(loads, 0, "listed from the summaries, no session loaded (taken over)");
+  } finally {
+    c.close();
+  }
+});
