@@ -38,10 +38,11 @@ test-anthropic: clients-anthropic ## Anthropic SDK integration tests (node --tes
 		exit $$rc
 
 # The whole crash matrix (issue 36): DurableAgent SIGKILLed at every moment
-# of every turn (17, as client/python/tests/test_anthropic.py has them) and
-# durableToolRunner at eight, each resumed by a new process; three node
-# processes a moment, a few minutes in all, so make test runs the moments
-# that cover each way a resume goes (agent.test.ts says which).
+# of every turn (16, as client/python/tests/test_anthropic.py has them) and
+# durableToolRunner at eight, each resumed by a new process, and both killed
+# during a resume; three node processes a moment, a few minutes in all, so
+# make test runs the moments that cover each way a resume goes
+# (agent.test.ts says which).
 .PHONY: test-anthropic-matrix
 test-anthropic-matrix: clients-anthropic ## The TypeScript DurableAgent and durableToolRunner killed at every crash moment and resumed
 	go build -o $(BIN)/ ./cmd/savepointd
