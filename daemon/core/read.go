@@ -90,7 +90,7 @@ func SummaryOf(sessionID string, h *HeadRecord, inDoubt uint32) SessionSummary {
 		SessionID: sessionID, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 		MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
 		Labels: maps.Clone(h.Labels), CreateTime: h.CreateTime, UpdateTime: h.UpdateTime, Status: h.Status,
-		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson, AwaitingApproval: h.AwaitingApproval,
 	}
 }
 
