@@ -30,6 +30,7 @@ import {
   RecordEffectRequest,
   ResumeRequest,
   ResolveEffectRequest,
+  ApproveEffectRequest,
   RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
@@ -42,6 +43,8 @@ import {
   GraphCheckpointServiceService,
   ResolveThreadEffectRequest,
   type ResolveThreadEffectResponse,
+  ApproveThreadEffectRequest,
+  type ApproveThreadEffectResponse,
 } from "./gen/savepoint/v1/graph.js";
 import { discardLogger, type Logger } from "./log.js";
 import { RETRY_RULES } from "./retry_rules.js";
@@ -233,6 +236,7 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   forkSession: ForkSessionRequest,
   rewindSession: RewindSessionRequest,
   resolveEffect: ResolveEffectRequest,
+  approveEffect: ApproveEffectRequest,
 } as never;
 
 /** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
@@ -349,6 +353,20 @@ export class Client {
   resolveThreadEffect(request: Partial<ResolveThreadEffectRequest>, options: CallOptions = {}): Promise<ResolveThreadEffectResponse> {
     const req = ResolveThreadEffectRequest.fromPartial({ ...request, requestId: request.requestId || randomUUID() });
     const def = GraphCheckpointServiceService.resolveThreadEffect;
+    this.#graph ??= serviceClient(GraphCheckpointServiceClient, this.addr, this.#options);
+    const stub = this.#graph;
+    return this.#retrying(def.path, req, options, () => unaryCall(stub, def, req, options));
+  }
+
+  /**
+   * ApproveThreadEffect (docs/api.md): approves or denies a graph thread's
+   * call that waits for approval, as the Go client's ApproveThreadEffect
+   * does. A request without a requestId gets a fresh one, so the call is
+   * retried while the daemon is unavailable.
+   */
+  approveThreadEffect(request: Partial<ApproveThreadEffectRequest>, options: CallOptions = {}): Promise<ApproveThreadEffectResponse> {
+    const req = ApproveThreadEffectRequest.fromPartial({ ...request, requestId: request.requestId || randomUUID() });
+    const def = GraphCheckpointServiceService.approveThreadEffect;
     this.#graph ??= serviceClient(GraphCheckpointServiceClient, this.addr, this.#options);
     const stub = this.#graph;
     return this.#retrying(def.path, req, options, () => unaryCall(stub, def, req, options));

@@ -159,6 +159,9 @@ class AsyncRaw:
     async def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
         return await self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
 
+    async def ApproveEffect(self, request: pb.ApproveEffectRequest, timeout: float | None = None) -> pb.ApproveEffectResponse:
+        return await self._call("ApproveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of

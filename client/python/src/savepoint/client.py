@@ -142,6 +142,9 @@ class Raw:
     def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
         return self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
 
+    def ApproveEffect(self, request: pb.ApproveEffectRequest, timeout: float | None = None) -> pb.ApproveEffectResponse:
+        return self._call("ApproveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class Client:
     """A connection to savepointd; safe for use from several threads.
