@@ -70,4 +70,5 @@ NAMES = (
     "AlreadyRunError",
     "NotRunError",
     "DurableToolError",
+    "AwaitingApprovalError",
 )

@@ -371,6 +371,19 @@ class NotRunError(SavepointError):
     this session returned."""
 
 
+class AwaitingApprovalError(SavepointError):
+    """The tool requires a person's approval and has none for this call and
+    input: it did not run. ``call`` is the tool use, ``approval`` the
+    daemon's record of the request (its input digest). Approve it
+    (``savepoint approve SESSION TOOL_USE_ID`` or Client.approve_effect),
+    then run it again (reconcile, after a resume)."""
+
+    def __init__(self, message: str, *, call: object = None, approval: object = None) -> None:
+        super().__init__(message)
+        self.call = call
+        self.approval = approval
+
+
 class DurableToolError(SavepointError):
     """A durable tool (savepoint.openai_agents) or a durable tool node or
     function (savepoint.langgraph) could not go through the ledger: its run
