@@ -361,6 +361,32 @@ export class ResultsMismatchError extends Error {
 }
 
 /** The session ran this tool use already; it never runs one twice. */
+/**
+ * Thrown by runTool and reconcile for a call of a tool that requires
+ * approval (DialOptions.approvalRequired) with none for its call and input:
+ * the tool did not run. Approve it (`savepoint approve SESSION TOOL_USE_ID`,
+ * or client.approveEffect), then run it again (reconcile after a resume).
+ */
+export class AwaitingApprovalError extends Error {
+  /** The call waiting: its session and tool use id, name and input. */
+  readonly sessionId: string;
+  readonly toolUseId: string;
+  readonly toolName: string;
+  /** The daemon's record of the request: its input digest and when it was asked. */
+  readonly approval: unknown;
+  constructor(sessionId: string, toolUseId: string, toolName: string, approval: unknown) {
+    super(
+      `savepoint: tool use ${JSON.stringify(toolUseId)} (${toolName}) of session ${JSON.stringify(sessionId)} not run: ` +
+        `it waits for approval (savepoint approve ${sessionId} ${toolUseId}).`,
+    );
+    this.name = "AwaitingApprovalError";
+    this.sessionId = sessionId;
+    this.toolUseId = toolUseId;
+    this.toolName = toolName;
+    this.approval = approval;
+  }
+}
+
 export class AlreadyRunError extends Error {
   constructor(detail: string) {
     super(`savepoint: tool use already run by this session: ${sentence(detail)}`);
