@@ -226,6 +226,15 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	// it was registered at, so its record is never late.
 	e.Late = c.LastPendingRevision != h.Revision && !c.Registered
 	c.Effect = &e
+	if a := c.Approval; a != nil && a.Status == ApprovalWaiting {
+		// An outcome recorded without the approval (a refusal the agent
+		// gave up with): nothing waits any more.
+		c.Approval = nil
+		addWaiting(h, -1)
+		if err := t.PutHead(sessionID, h); err != nil {
+			return Effect{}, false, err
+		}
+	}
 	return e, false, t.PutLedgerEntry(sessionID, c)
 }
 

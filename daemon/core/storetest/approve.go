@@ -176,6 +176,22 @@ func testApproveOtherInput(t *testing.T, s core.Store) {
 	if sum, _ := s.Summary(ctx, "s"); sum.AwaitingApproval != 1 {
 		t.Fatalf("summary: %+v", sum)
 	}
+	// A call waiting that the agent answers with a refusal waits no more.
+	if b, err := s.RegisterEffect(ctx, &core.RegisterRequest{SessionID: "s", ToolUse: core.ToolUse{ID: "h2", Name: "transfer", InputJSON: `{"n":3}`},
+		RequiresApproval: true}); err != nil || b.Decision != core.DecisionAwaitApproval {
+		t.Fatalf("register h2: %+v %v", b, err)
+	}
+	if sum, _ := s.Summary(ctx, "s"); sum.AwaitingApproval != 2 {
+		t.Fatalf("summary with h2 waiting: %+v", sum)
+	}
+	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "h2", Output: "gave up waiting", Refused: true}); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := s.Summary(ctx, "s"); sum.AwaitingApproval != 1 {
+		t.Fatalf("summary after h2's refusal: %+v", sum)
+	}
+	_, err = s.ApproveEffect(ctx, approveReq("s", "h2", core.ApprovalApproved))
+	wantState(t, err, core.ErrApprovalNotWaiting, 2, 1)
 	// Approved for {"n":2} now, it runs; with a request id, a retry of the
 	// begin is answered the same.
 	if _, err := s.ApproveEffect(ctx, approveReq("s", "h1", core.ApprovalApproved)); err != nil {
