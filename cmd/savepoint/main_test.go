@@ -248,6 +248,7 @@ func TestGolden(t *testing.T) {
 		{"approve-not-waiting", []string{"approve", "report-1", "toolu_01", "--by", "alice"}},
 		{"effects-approval", []string{"effects", "pay-3"}},
 		{"ls-approved", []string{"ls", "--label", "team=pay"}},
+		{"show-approval", []string{"show", "pay-3"}},
 		{"approve-thread", []string{"approve", "--thread", "agent-7", "call_5", "--by", "alice"}},
 		{"effects-thread-approval", []string{"effects", "--thread", "agent-7"}},
 		{"export-thread", []string{"export", "--thread", "agent-7"}},

@@ -390,6 +390,7 @@ type PendingToolUse struct {
 	IdempotencyKey string // set when Begun
 	Effect         *Effect
 	Resolution     *EffectResolution // nil when never resolved
+	Approval       *EffectApproval   // nil for a call that requires no approval
 }
 
 // SessionSummary describes a session's latest revision.

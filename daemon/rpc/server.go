@@ -220,6 +220,7 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 			pr.Effect = effectToProto(*r.ToolUse.Effect)
 		}
 		pr.Resolution = resolutionToProto(r.ToolUse.Resolution)
+		pr.Approval = approvalToProto(r.ToolUse.Approval)
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.
 		if size += proto.Size(pr) + 16; i > 0 && size > s.lim.ResponseBudgetBytes {

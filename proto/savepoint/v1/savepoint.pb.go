@@ -2155,7 +2155,11 @@ type Resolution struct {
 	// The ResolveEffect record that settled the call when it was in doubt:
 	// outcome NOT_DONE for DECISION_RUN, DONE for DECISION_REUSE (also in
 	// effect.resolution); unset when none was made.
-	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record, for a call that requires approval: a
+	// DECISION_RUN call whose approval is WAITING is begun only once a
+	// person decides (BeginEffect answers DECISION_AWAIT_APPROVAL until then).
+	Approval      *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2235,6 +2239,13 @@ func (x *Resolution) GetBegun() bool {
 func (x *Resolution) GetResolution() *EffectResolution {
 	if x != nil {
 		return x.Resolution
+	}
+	return nil
+}
+
+func (x *Resolution) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
 	}
 	return nil
 }
@@ -4895,7 +4906,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12 \n" +
 	"\ftool_use_ids\x18\x14 \x03(\tR\n" +
-	"toolUseIds\"\xc9\x02\n" +
+	"toolUseIds\"\x83\x03\n" +
 	"\n" +
 	"Resolution\x120\n" +
 	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
@@ -4906,7 +4917,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05begun\x18\x06 \x01(\bR\x05begun\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"\x93\x01\n" +
+	"resolution\x128\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"\x93\x01\n" +
 	"\x11ReconcileResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12:\n" +
 	"\vresolutions\x18\x02 \x03(\v2\x18.savepoint.v1.ResolutionR\vresolutions\x12&\n" +
@@ -5359,87 +5371,88 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	6,  // 26: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
 	10, // 27: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
 	11, // 28: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
-	23, // 29: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	12, // 30: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	8,  // 31: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	58, // 32: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 33: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	62, // 34: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	59, // 35: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	61, // 36: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 37: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	61, // 38: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	30, // 39: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	60, // 40: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 41: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	62, // 42: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	62, // 43: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	7,  // 44: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	30, // 45: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	61, // 46: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	37, // 47: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	61, // 48: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	62, // 49: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 50: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 51: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 52: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	61, // 53: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	10, // 54: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	11, // 55: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
-	17, // 56: savepoint.v1.LedgerEntry.approval:type_name -> savepoint.v1.EffectApproval
-	44, // 57: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	44, // 58: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	44, // 59: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	44, // 60: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	44, // 61: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	3,  // 62: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	4,  // 63: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	44, // 64: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	5,  // 65: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
-	44, // 66: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	13, // 67: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	15, // 68: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	18, // 69: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	20, // 70: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	22, // 71: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	25, // 72: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	27, // 73: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	29, // 74: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	34, // 75: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	36, // 76: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	39, // 77: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	41, // 78: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	43, // 79: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	46, // 80: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	48, // 81: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	50, // 82: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	32, // 83: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	52, // 84: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
-	54, // 85: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
-	14, // 86: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	16, // 87: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	19, // 88: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	21, // 89: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	24, // 90: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	26, // 91: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	28, // 92: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	31, // 93: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	35, // 94: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	38, // 95: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	40, // 96: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	42, // 97: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	45, // 98: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	47, // 99: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	49, // 100: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	51, // 101: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	33, // 102: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	53, // 103: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
-	55, // 104: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
-	86, // [86:105] is the sub-list for method output_type
-	67, // [67:86] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	17, // 29: savepoint.v1.Resolution.approval:type_name -> savepoint.v1.EffectApproval
+	23, // 30: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	12, // 31: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	8,  // 32: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	58, // 33: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 34: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	62, // 35: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	59, // 36: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	61, // 37: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 38: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	61, // 39: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	30, // 40: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	60, // 41: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 42: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	62, // 43: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	62, // 44: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 45: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	30, // 46: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	61, // 47: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	37, // 48: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	61, // 49: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	62, // 50: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 51: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 52: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 53: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	61, // 54: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	10, // 55: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	11, // 56: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
+	17, // 57: savepoint.v1.LedgerEntry.approval:type_name -> savepoint.v1.EffectApproval
+	44, // 58: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	44, // 59: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	44, // 60: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	44, // 61: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	44, // 62: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 63: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 64: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	44, // 65: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	5,  // 66: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	44, // 67: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	13, // 68: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	15, // 69: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	18, // 70: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	20, // 71: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	22, // 72: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	25, // 73: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	27, // 74: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	29, // 75: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	34, // 76: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	36, // 77: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	39, // 78: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	41, // 79: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	43, // 80: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	46, // 81: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	48, // 82: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	50, // 83: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	32, // 84: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	52, // 85: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	54, // 86: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
+	14, // 87: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	16, // 88: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	19, // 89: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	21, // 90: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	24, // 91: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	26, // 92: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	28, // 93: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	31, // 94: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	35, // 95: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	38, // 96: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	40, // 97: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	42, // 98: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	45, // 99: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	47, // 100: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	49, // 101: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	51, // 102: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	33, // 103: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	53, // 104: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	55, // 105: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
+	87, // [87:106] is the sub-list for method output_type
+	68, // [68:87] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }

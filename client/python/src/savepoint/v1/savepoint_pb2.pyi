@@ -453,7 +453,7 @@ class ReconcileRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ..., tool_use_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Resolution(_message.Message):
-    __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun", "resolution")
+    __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun", "resolution", "approval")
     TOOL_USE_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
@@ -461,6 +461,7 @@ class Resolution(_message.Message):
     TOOL_RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
     BEGUN_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     tool_use: ToolUse
     decision: Decision
     effect: Effect
@@ -468,7 +469,8 @@ class Resolution(_message.Message):
     tool_result_text: str
     begun: bool
     resolution: EffectResolution
-    def __init__(self, tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_result_text: _Optional[str] = ..., begun: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ...) -> None: ...
+    approval: EffectApproval
+    def __init__(self, tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_result_text: _Optional[str] = ..., begun: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ...) -> None: ...
 
 class ReconcileResponse(_message.Message):
     __slots__ = ("revision", "resolutions", "next_page_token")

@@ -781,7 +781,15 @@ export interface Resolution {
    * outcome NOT_DONE for DECISION_RUN, DONE for DECISION_REUSE (also in
    * effect.resolution); unset when none was made.
    */
-  resolution: EffectResolution | undefined;
+  resolution:
+    | EffectResolution
+    | undefined;
+  /**
+   * The call's approval record, for a call that requires approval: a
+   * DECISION_RUN call whose approval is WAITING is begun only once a
+   * person decides (BeginEffect answers DECISION_AWAIT_APPROVAL until then).
+   */
+  approval: EffectApproval | undefined;
 }
 
 export interface ReconcileResponse {
@@ -3342,6 +3350,7 @@ function createBaseResolution(): Resolution {
     toolResultText: "",
     begun: false,
     resolution: undefined,
+    approval: undefined,
   };
 }
 
@@ -3367,6 +3376,9 @@ export const Resolution: MessageFns<Resolution> = {
     }
     if (message.resolution !== undefined) {
       EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
+    }
+    if (message.approval !== undefined) {
+      EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
     }
     return writer;
   },
@@ -3440,6 +3452,14 @@ export const Resolution: MessageFns<Resolution> = {
             message.resolution = EffectResolution.decode(reader, reader.uint32());
             continue;
           }
+          case 32: {
+            if (tag !== 258) {
+              break;
+            }
+
+            message.approval = EffectApproval.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3469,6 +3489,9 @@ export const Resolution: MessageFns<Resolution> = {
     message.begun = object.begun ?? false;
     message.resolution = (object.resolution !== undefined && object.resolution !== null)
       ? EffectResolution.fromPartial(object.resolution)
+      : undefined;
+    message.approval = (object.approval !== undefined && object.approval !== null)
+      ? EffectApproval.fromPartial(object.approval)
       : undefined;
     return message;
   },
