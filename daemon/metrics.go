@@ -67,6 +67,7 @@ type metrics struct {
 	fenced      prometheus.Counter
 	resolutions *prometheus.CounterVec
 	resolved    *prometheus.CounterVec
+	approvals   *prometheus.CounterVec
 }
 
 func newMetrics(store core.Store) *metrics {
@@ -94,6 +95,13 @@ func newMetrics(store core.Store) *metrics {
 			Name: "savepoint_effects_resolved_total",
 			Help: "Tool uses in doubt ResolveEffect settled, by resolver (verify, person) and outcome (done, not_done); repeats not counted.",
 		}, []string{"resolver", "outcome"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "savepoint_effect_approvals_total",
+			Help: "Decisions on tool uses that require approval (ApproveEffect, ApproveThreadEffect), by decision (approved, denied); repeats not counted.",
+		}, []string{"decision"}),
+	}
+	for _, d := range []string{"approved", "denied"} {
+		m.approvals.WithLabelValues(d)
 	}
 	for _, d := range []string{"reuse", "run", "in_doubt"} {
 		m.resolutions.WithLabelValues(d)
@@ -103,7 +111,7 @@ func newMetrics(store core.Store) *metrics {
 			m.resolved.WithLabelValues(r, o)
 		}
 	}
-	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions, m.resolved,
+	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions, m.resolved, m.approvals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if c, ok := store.(prometheus.Collector); ok {
 		m.reg.MustRegister(c)
@@ -135,6 +143,14 @@ func (m *metrics) observe(method string, req, resp any, err error) {
 	case *savepointv1.ResolveThreadEffectResponse:
 		if res := r.GetEffect().GetResolution(); res != nil && !r.GetAlreadyResolved() {
 			m.resolved.WithLabelValues(resolverLabel(res.GetResolverKind()), outcomeLabel(res.GetOutcome())).Inc()
+		}
+	case *savepointv1.ApproveEffectResponse:
+		if !r.GetAlreadyDecided() {
+			m.approvals.WithLabelValues(approvalLabel(r.GetEntry().GetApproval())).Inc()
+		}
+	case *savepointv1.ApproveThreadEffectResponse:
+		if !r.GetAlreadyDecided() {
+			m.approvals.WithLabelValues(approvalLabel(r.GetEffect().GetApproval())).Inc()
 		}
 	case *savepointv1.ReconcileResponse:
 		for _, res := range r.GetResolutions() {
@@ -212,4 +228,12 @@ func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (s
 		srv.Shutdown(ctx)
 		<-done
 	}, lis.Addr(), nil
+}
+
+// approvalLabel is a decision's label of savepoint_effect_approvals_total.
+func approvalLabel(a *savepointv1.EffectApproval) string {
+	if a.GetStatus() == savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED {
+		return "denied"
+	}
+	return "approved"
 }

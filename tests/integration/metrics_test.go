@@ -53,6 +53,16 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if b, err := c.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "a", ToolUseId: "wait", RequiresApproval: true,
+		ToolUse: &savepointv1.ToolUse{Name: "pay", InputJson: `{"n":1}`}}); err != nil || b.GetDecision() != savepointv1.Decision_DECISION_AWAIT_APPROVAL {
+		t.Fatalf("begin of a call that requires approval: %v %v", b, err)
+	}
+	for range 2 { // the repeat is not counted
+		if _, err := c.ApproveEffect(ctx, &savepointv1.ApproveEffectRequest{SessionId: "a", ToolUseId: "wait",
+			Decision: savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED, Note: "no"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "b"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +96,8 @@ func TestMetrics(t *testing.T) {
 		{"savepoint_reconcile_resolutions_total", map[string]string{"decision": "run"}, 0},
 		{"savepoint_effects_resolved_total", map[string]string{"resolver": "person", "outcome": "done"}, 1},
 		{"savepoint_effects_resolved_total", map[string]string{"resolver": "verify", "outcome": "not_done"}, 0},
+		{"savepoint_effect_approvals_total", map[string]string{"decision": "denied"}, 1},
+		{"savepoint_effect_approvals_total", map[string]string{"decision": "approved"}, 0},
 		{"savepoint_sessions", nil, 1}, // b was deleted
 	} {
 		labels := tt.labels
