@@ -535,7 +535,9 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		badCase{name: "tool_use_id invalid UTF-8", req: approve("alpha", utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "tool_use_id"},
 		badCase{name: "note invalid UTF-8", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Note = utf8Hole }), invalidUTF8: true, code: inval, reason: utf8Reason, field: "note"},
 		badCase{name: "decision unspecified", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Decision = 0 }), code: inval, reason: "MISSING_FIELD", field: "decision"},
-		badCase{name: "decision WAITING", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Decision = savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING }), code: inval, reason: "INVALID_APPROVAL", field: "decision"},
+		badCase{name: "decision WAITING", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) {
+			r.Decision = savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING
+		}), code: inval, reason: "INVALID_APPROVAL", field: "decision"},
 		badCase{name: "decision unknown", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Decision = 9 }), code: inval, reason: "INVALID_APPROVAL", field: "decision"},
 		badCase{name: "input_digest of 5 bytes", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.InputDigest = []byte("short") }), code: inval, reason: "INVALID_APPROVAL", field: "input_digest"},
 		badCase{name: "note over 4 KiB", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Note = strings.Repeat("n", 4097) }), code: inval, reason: "FIELD_TOO_LARGE", field: "note"},
