@@ -32,7 +32,8 @@ from agents.tool import ToolErrorFunction, default_tool_error_function
 from agents.tool_context import ToolContext
 
 from savepoint import EffectClass
-from savepoint.errors import DurableToolError, SavepointError, SessionFencedError
+from savepoint._core import denied_text
+from savepoint.errors import ApprovalConflictError, ApprovalNotWaitingError, DurableToolError, SavepointError, SessionFencedError
 from savepoint.types import Verified, VerifyStatus, compact_json, tool_content
 from savepoint.openai_agents._revision import Change, View
 from savepoint.v1 import savepoint_pb2 as pb
@@ -72,11 +73,13 @@ class _Durable:
     effect: EffectClass
     on_error: ToolErrorFunction | None
     verify: VerifyHook | None = None
+    approval: bool = False  # the tool has the SDK's needs_approval: its begins require an approval
 
 
 _REGISTRY: dict[str, _Durable] = {}  # by tool name: what a resume may re-run
 _LIVE: set[tuple[str, str]] = set()  # (session_id, call_id) of the calls this process is running
 _RUNS: dict[int, tuple[weakref.ref[Any], SavepointSession]] = {}  # id(run's Usage) -> its session
+_SESSIONS: weakref.WeakSet[SavepointSession] = weakref.WeakSet()  # every SavepointSession of this process
 
 
 # -- which session a tool call belongs to -------------------------------------
@@ -96,11 +99,33 @@ def bind_run(wrapper: RunContextWrapper[Any] | None, session: SavepointSession) 
     _RUNS[key] = (weakref.ref(usage, lambda _r, k=key: _RUNS.pop(k, None)), session)  # type: ignore[misc]
 
 
-def _session_of(ctx: ToolContext[Any]) -> SavepointSession | None:
+def register(s: SavepointSession) -> None:
+    """Remember s, a SavepointSession of this process, for _session_of."""
+    _SESSIONS.add(s)
+
+
+async def _session_of(ctx: ToolContext[Any]) -> SavepointSession | None:
+    """The SavepointSession of ctx's run. A run resumed from a RunState
+    (after RunState.approve) runs its approved tools before it calls its
+    session, so its Usage is not bound yet: its session is then the one
+    SavepointSession of this process whose history holds this call's
+    function_call (the interrupted run saved it), which is bound to the run
+    from then on; None when no session, or several, hold it."""
     ref = _RUNS.get(id(ctx.usage))
-    if ref is None or ref[0]() is not ctx.usage:
+    if ref is not None and ref[0]() is ctx.usage:
+        return ref[1]
+    found: dict[str, SavepointSession] = {}
+    for s in list(_SESSIONS):
+        if s._closed or s.session_id in found:
+            continue
+        items = (await s._load(history=True)).items or []
+        if any(it.get("type") == "function_call" and it.get("call_id") == ctx.tool_call_id for it in items):
+            found[s.session_id] = s
+    if len(found) != 1:
         return None
-    return ref[1]
+    (s,) = found.values()
+    bind_run(ctx, s)
+    return s
 
 
 # -- which process runs a call ------------------------------------------------
@@ -206,16 +231,17 @@ async def _epoch(s: SavepointSession) -> int:
     return v.epoch
 
 
-async def _begin(s: SavepointSession, call_id: str) -> tuple[str, bool]:
+async def _begin(s: SavepointSession, call_id: str, requires_approval: bool = False) -> pb.BeginEffectResponse:
     """BeginEffect with the session's current epoch (a SavepointSession
     never owns the session, so a takeover by Resume is followed, not
-    obeyed). Returns the idempotency key and already_begun."""
+    obeyed). Its decision is RUN (with the idempotency key and
+    already_begun), or for a call that requires approval AWAIT_APPROVAL or
+    DENIED (not begun)."""
     for _ in range(5):
         try:
-            r = await s.client().raw.BeginEffect(
-                pb.BeginEffectRequest(session_id=s.session_id, tool_use_id=call_id, epoch=await _epoch(s))
+            return await s.client().raw.BeginEffect(
+                pb.BeginEffectRequest(session_id=s.session_id, tool_use_id=call_id, epoch=await _epoch(s), requires_approval=requires_approval)
             )
-            return r.idempotency_key, r.already_begun
         except SessionFencedError:
             await s._load(history=False)
     raise DurableToolError(f"BeginEffect of tool use {call_id!r} was fenced five times in a row; it was not run.")
@@ -254,17 +280,51 @@ async def _execute(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call
     finally:
         _KEY.reset(token)
     if await _record(s, call_id, d.tool.name, text, err is not None):
-
-        def recorded(v: View) -> Change | None:
-            part = v.part()
-            calls = part.get("calls", {})
-            if call_id not in calls:
-                return None
-            calls[call_id]["recorded"] = True
-            return Change(pending=[p for p in v.pending if p.tool_use_id != call_id], state_json=v.with_part(part))
-
-        await s.mutate(recorded)
+        await _settle(s, call_id)
     return text, err
+
+
+async def _settle(s: SavepointSession, call_id: str) -> None:
+    """Stop a call with a recorded outcome pending (the SDK saves its output)."""
+
+    def recorded(v: View) -> Change | None:
+        part = v.part()
+        calls = part.get("calls", {})
+        if call_id not in calls:
+            return None
+        calls[call_id]["recorded"] = True
+        return Change(pending=[p for p in v.pending if p.tool_use_id != call_id], state_json=v.with_part(part))
+
+    await s.mutate(recorded)
+
+
+async def _approve(s: SavepointSession, call_id: str) -> None:
+    """Record in savepointd the approval the SDK's RunState holds for
+    call_id (RunState.approve), bound to the call's input as it is pending;
+    the begin that follows spends it. A call denied in savepointd meanwhile
+    keeps its denial (the begin answers DENIED)."""
+    req = pb.ApproveEffectRequest(
+        session_id=s.session_id, tool_use_id=call_id, decision=pb.APPROVAL_STATUS_APPROVED,
+        decided_by="openai-agents RunState.approve", request_id=str(uuid.uuid4()),
+    )
+    try:
+        await s.client().raw.ApproveEffect(req)
+    except (ApprovalConflictError, ApprovalNotWaitingError):
+        pass  # denied meanwhile, or begun already: the begin answers
+
+
+async def _refuse(s: SavepointSession, call_id: str, name: str, text: str) -> str:
+    """Record a denied call as refused, stop it pending, and return the
+    text the model is given."""
+    try:
+        await s.client().raw.RecordEffect(
+            pb.RecordEffectRequest(session_id=s.session_id, tool_use_id=call_id, name=name, output=text, is_error=True, refused=True)
+        )
+    except SavepointError as e:
+        LOGGER.warning("savepoint: the denial of tool use %s (%s) could not be recorded: %s", call_id, name, e)
+    else:
+        await _settle(s, call_id)
+    return text
 
 
 async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call_id: str, args: str) -> Any:
@@ -293,9 +353,17 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
                 ) from e
             raise
         key = ""
-        if d.effect != EffectClass.READ_ONLY:
-            key, already = await _begin(s, call_id)
-            if already and d.effect == EffectClass.SIDE_EFFECT:
+        gated = d.approval and ctx.is_tool_approved(name, call_id) is True
+        if gated:
+            await _approve(s, call_id)
+        if d.effect != EffectClass.READ_ONLY or gated:
+            r = await _begin(s, call_id, gated)
+            if r.decision == pb.DECISION_DENIED:
+                return await _refuse(s, call_id, name, denied_text(r.approval))
+            if r.decision == pb.DECISION_AWAIT_APPROVAL:
+                raise DurableToolError(f"tool use {call_id!r} of session {s.session_id!r} waits for approval in savepointd; it was not run.")
+            key = r.idempotency_key
+            if r.already_begun and d.effect == EffectClass.SIDE_EFFECT:
                 return _in_doubt(name, call_id, "another process started it")
         text, err = await _execute(s, d, ctx, call_id, args, key)
         if err is not None and d.on_error is None:
@@ -406,9 +474,17 @@ async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, c
             "the resumed agent has no durable tool of that name. Call it again if it is still needed."
         )
     key = res.idempotency_key
-    if d.effect != EffectClass.READ_ONLY:
-        key, already = await _begin(s, cid)
-        if already and not res.begun and d.effect == EffectClass.SIDE_EFFECT:
+    if d.effect != EffectClass.READ_ONLY or d.approval:
+        r = await _begin(s, cid, d.approval)
+        if r.decision == pb.DECISION_DENIED:
+            return await _refuse(s, cid, name, denied_text(r.approval))
+        if r.decision == pb.DECISION_AWAIT_APPROVAL:
+            return (
+                f"This {name} call (tool_use_id {cid}) was interrupted before it ran and was not run: "
+                "it needs an approval that was never recorded. Call it again if it is still needed."
+            )
+        key = r.idempotency_key
+        if r.already_begun and not res.begun and d.effect == EffectClass.SIDE_EFFECT:
             return _in_doubt(name, cid, "another process started it")
     if wrapper is not None:
         ctx: ToolContext[Any] = ToolContext.from_agent_context(wrapper, cid, tool_name=name, tool_arguments=args)
@@ -484,10 +560,11 @@ def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[
         raise ValueError(f"durable_function_tool: effect must be 'read_only', 'idempotent' or 'side_effect', not {effect!r}.")
     tool = function_tool(func, failure_error_function=None, **kwargs)
     d = _Durable(tool=tool, invoke=tool.on_invoke_tool, effect=_CLASSES[effect],
-                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify)
+                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify,
+                 approval=tool.needs_approval is not False)
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
-        s = _session_of(ctx)
+        s = await _session_of(ctx)
         if s is None:
             raise DurableToolError(
                 f"durable tool {tool.name!r} ran in a run whose session is not a SavepointSession; "
