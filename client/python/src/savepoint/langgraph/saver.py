@@ -63,9 +63,10 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         timeout: float | None = None,
         logger: logging.Logger | None = None,
+        call_stream: bool = True,
     ) -> None:
         super().__init__(serde=serde)
-        self._conn = Connection(address, tls, retry, timeout, logger or LOGGER)
+        self._conn = Connection(address, tls, retry, timeout, logger or LOGGER, call_stream)
         self.address = self._conn.address
 
     # -- closing -------------------------------------------------------------
@@ -226,7 +227,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         stub = self._conn.stub()
         limit = self._conn.request_limit()
         if not _wire.needs_upload(req, limit):
-            self._conn.call("PutCheckpoint", req, lambda t: stub.PutCheckpoint(req, timeout=t))
+            self._conn.unary("PutCheckpoint", req)
         else:
             self._conn.call(
                 "UploadCheckpoint", req,
