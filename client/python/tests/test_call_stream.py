@@ -224,3 +224,15 @@ def test_async_saver_uses_stream(start_daemon: Any) -> None:
             assert s.supported and s._open is not None
 
     asyncio.run(main())
+
+
+def test_internal_without_details_is_unknown_outcome() -> None:
+    """grpc.aio can end a stream over a broken connection with INTERNAL
+    ("Internal error from Core."), no ErrorInfo: its calls' outcome is
+    unknown, UNAVAILABLE, so the retry rules judge them; the daemon's own
+    INTERNAL (with details) and UNIMPLEMENTED keep their meaning."""
+    got = _stream._rpc_error(_stream.StreamError(grpc.StatusCode.INTERNAL, "Internal error from Core."))
+    assert isinstance(got, grpc.RpcError) and got.code() == grpc.StatusCode.UNAVAILABLE
+    daemon = _stream.StreamError(grpc.StatusCode.INTERNAL, "internal error; see the daemon's log", b"\x08\x0d")
+    assert _stream._rpc_error(daemon) is daemon
+    assert isinstance(_stream._rpc_error(_stream.StreamError(grpc.StatusCode.UNIMPLEMENTED, "")), _stream.Unsupported)

@@ -81,13 +81,24 @@ def _answer(resp: spb.CallStreamResponse) -> Any:
 
 def _rpc_error(e: BaseException) -> BaseException:
     """The error that fails the calls left unanswered by a stream that
-    ended with ``e``; Unsupported when the daemon has no CallStream."""
+    ended with ``e``; Unsupported when the daemon has no CallStream. An
+    INTERNAL without an ErrorInfo did not come from the daemon (grpc.aio
+    reports some broken connections so) and leaves the calls unknown, as
+    UNAVAILABLE does."""
     code = e.code() if isinstance(e, grpc.RpcError) and hasattr(e, "code") else None
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return Unsupported()
+    if code == grpc.StatusCode.INTERNAL and not _has_details(e):
+        return StreamError(grpc.StatusCode.UNAVAILABLE, f"the CallStream broke: {e.details() if hasattr(e, 'details') else e}")
     if isinstance(e, grpc.RpcError):
         return e
     return StreamError(grpc.StatusCode.UNAVAILABLE, f"the CallStream ended: {e}")
+
+
+def _has_details(e: BaseException) -> bool:
+    """Whether ``e`` carries the daemon's grpc-status-details-bin."""
+    trailing = e.trailing_metadata() if hasattr(e, "trailing_metadata") else None
+    return any(k == _STATUS_DETAILS_KEY for k, _ in trailing or ())
 
 
 class CallStream:
@@ -225,11 +236,8 @@ class AioCallStream:
             # A write racing the stream's end can make grpc.aio raise INTERNAL
             # on the read; the call's own status says why it ended.
             with contextlib.suppress(Exception):
-                code = await call.code()
-                if code == grpc.StatusCode.UNIMPLEMENTED:
+                if await call.code() == grpc.StatusCode.UNIMPLEMENTED:
                     err = Unsupported()
-                elif code not in (None, grpc.StatusCode.OK) and code != getattr(err, "code", lambda: None)():
-                    err = StreamError(code, await call.details() or "")
         if isinstance(err, Unsupported):
             self._supported = False
         if self._open is not None and self._open[1] is pending:
