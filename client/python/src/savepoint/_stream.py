@@ -37,6 +37,7 @@ _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 FIELDS: dict[str, str] = {
     f.message_type.name.removesuffix("Request"): f.name
     for f in spb.CallStreamRequest.DESCRIPTOR.oneofs_by_name["request"].fields
+    if f.message_type is not None
 }
 
 
