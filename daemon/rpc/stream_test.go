@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -34,7 +35,7 @@ const maxRequestBytes = 64 << 10
 // serve starts the three services over store on a Unix socket in a
 // temporary directory, with the request codec and ic (nil for none) as
 // the unary interceptor, and returns a connection to them.
-func serve(t *testing.T, store core.Store, ic grpc.UnaryServerInterceptor, maxInFlight int) *grpc.ClientConn {
+func serve(t testing.TB, store core.Store, ic grpc.UnaryServerInterceptor, maxInFlight int) *grpc.ClientConn {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	lis, err := net.Listen("unix", sock)
@@ -66,7 +67,7 @@ func serve(t *testing.T, store core.Store, ic grpc.UnaryServerInterceptor, maxIn
 	return conn
 }
 
-func memStore(t *testing.T) *badgerstore.Store {
+func memStore(t testing.TB) *badgerstore.Store {
 	t.Helper()
 	s, err := badgerstore.Open("", badgerstore.Options{InMemory: true})
 	if err != nil {
@@ -78,7 +79,7 @@ func memStore(t *testing.T) *badgerstore.Store {
 
 // unaryMethod is the full name and response type of the unary RPC that
 // takes req.
-func unaryMethod(t *testing.T, req proto.Message) (string, proto.Message) {
+func unaryMethod(t testing.TB, req proto.Message) (string, proto.Message) {
 	t.Helper()
 	for _, fd := range []protoreflect.FileDescriptor{savepointv1.File_savepoint_v1_savepoint_proto, savepointv1.File_savepoint_v1_graph_proto} {
 		for i := range fd.Services().Len() {
@@ -100,7 +101,7 @@ func unaryMethod(t *testing.T, req proto.Message) (string, proto.Message) {
 }
 
 // envelope is req in a CallStreamRequest.
-func envelope(t *testing.T, id uint64, req proto.Message) *savepointv1.CallStreamRequest {
+func envelope(t testing.TB, id uint64, req proto.Message) *savepointv1.CallStreamRequest {
 	t.Helper()
 	env := &savepointv1.CallStreamRequest{Id: id}
 	oneof := env.ProtoReflect().Descriptor().Oneofs().ByName("request")
@@ -218,7 +219,7 @@ func streamAnswer(t *testing.T, resp *savepointv1.CallStreamResponse) answer {
 	return answer{resp: out}
 }
 
-func openStream(t *testing.T, conn *grpc.ClientConn) (savepointv1.CallStreamService_CallStreamClient, context.CancelFunc) {
+func openStream(t testing.TB, conn *grpc.ClientConn) (savepointv1.CallStreamService_CallStreamClient, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -548,5 +549,53 @@ func TestCallStreamCancel(t *testing.T) {
 	}
 	if _, err := cs.Recv(); status.Code(err) != codes.Canceled {
 		t.Fatalf("Recv after cancel: %v", err)
+	}
+}
+
+// BenchmarkCallStream compares one call's round trip unary and on a
+// CallStream, one call at a time (a client that waits for each answer),
+// over a Unix socket to an in-memory store: GetSession, a read whose cost
+// is mostly the transport's, and SaveCheckpoint. ns/op is per call.
+func BenchmarkCallStream(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		req  func(i int) proto.Message
+	}{
+		{"GetSession", func(int) proto.Message { return &savepointv1.GetSessionRequest{SessionId: "bench"} }},
+		{"SaveCheckpoint", func(i int) proto.Message {
+			return &savepointv1.SaveCheckpointRequest{SessionId: fmt.Sprintf("bench-%d", i)}
+		}},
+	} {
+		for _, mode := range []string{"unary", "stream"} {
+			b.Run(tc.name+"/"+mode, func(b *testing.B) {
+				store := memStore(b)
+				conn := serve(b, store, nil, rpc.DefaultCallStreamMaxInFlight)
+				if _, err := store.SaveCheckpoint(context.Background(), &core.SaveRequest{SessionID: "bench"}); err != nil {
+					b.Fatal(err)
+				}
+				method, resp := unaryMethod(b, tc.req(0))
+				var cs savepointv1.CallStreamService_CallStreamClient
+				if mode == "stream" {
+					cs, _ = openStream(b, conn)
+				}
+				i := 0
+				for b.Loop() {
+					i++
+					req := tc.req(i)
+					if mode == "unary" {
+						if err := conn.Invoke(context.Background(), method, req, resp); err != nil {
+							b.Fatal(err)
+						}
+						continue
+					}
+					if err := cs.Send(envelope(b, uint64(i), req)); err != nil {
+						b.Fatal(err)
+					}
+					if got, err := cs.Recv(); err != nil || got.GetError() != nil {
+						b.Fatal(err, got.GetError())
+					}
+				}
+			})
+		}
 	}
 }
