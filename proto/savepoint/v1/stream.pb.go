@@ -60,6 +60,8 @@ type CallStreamRequest struct {
 	//	*CallStreamRequest_RecordThreadEffect
 	//	*CallStreamRequest_ListThreadEffects
 	//	*CallStreamRequest_ResolveThreadEffect
+	//	*CallStreamRequest_ApproveEffect
+	//	*CallStreamRequest_ApproveThreadEffect
 	Request       isCallStreamRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -352,6 +354,24 @@ func (x *CallStreamRequest) GetResolveThreadEffect() *ResolveThreadEffectRequest
 	return nil
 }
 
+func (x *CallStreamRequest) GetApproveEffect() *ApproveEffectRequest {
+	if x != nil {
+		if x, ok := x.Request.(*CallStreamRequest_ApproveEffect); ok {
+			return x.ApproveEffect
+		}
+	}
+	return nil
+}
+
+func (x *CallStreamRequest) GetApproveThreadEffect() *ApproveThreadEffectRequest {
+	if x != nil {
+		if x, ok := x.Request.(*CallStreamRequest_ApproveThreadEffect); ok {
+			return x.ApproveThreadEffect
+		}
+	}
+	return nil
+}
+
 type isCallStreamRequest_Request interface {
 	isCallStreamRequest_Request()
 }
@@ -464,6 +484,14 @@ type CallStreamRequest_ResolveThreadEffect struct {
 	ResolveThreadEffect *ResolveThreadEffectRequest `protobuf:"bytes,28,opt,name=resolve_thread_effect,json=resolveThreadEffect,proto3,oneof"`
 }
 
+type CallStreamRequest_ApproveEffect struct {
+	ApproveEffect *ApproveEffectRequest `protobuf:"bytes,29,opt,name=approve_effect,json=approveEffect,proto3,oneof"`
+}
+
+type CallStreamRequest_ApproveThreadEffect struct {
+	ApproveThreadEffect *ApproveThreadEffectRequest `protobuf:"bytes,30,opt,name=approve_thread_effect,json=approveThreadEffect,proto3,oneof"`
+}
+
 func (*CallStreamRequest_SaveCheckpoint) isCallStreamRequest_Request() {}
 
 func (*CallStreamRequest_BeginEffect) isCallStreamRequest_Request() {}
@@ -518,6 +546,10 @@ func (*CallStreamRequest_ListThreadEffects) isCallStreamRequest_Request() {}
 
 func (*CallStreamRequest_ResolveThreadEffect) isCallStreamRequest_Request() {}
 
+func (*CallStreamRequest_ApproveEffect) isCallStreamRequest_Request() {}
+
+func (*CallStreamRequest_ApproveThreadEffect) isCallStreamRequest_Request() {}
+
 // CallStreamResponse answers the CallStreamRequest with the same id: the
 // response its unary RPC returns, or the error it fails with.
 type CallStreamResponse struct {
@@ -556,6 +588,8 @@ type CallStreamResponse struct {
 	//	*CallStreamResponse_RecordThreadEffect
 	//	*CallStreamResponse_ListThreadEffects
 	//	*CallStreamResponse_ResolveThreadEffect
+	//	*CallStreamResponse_ApproveEffect
+	//	*CallStreamResponse_ApproveThreadEffect
 	Response      isCallStreamResponse_Response `protobuf_oneof:"response"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -857,6 +891,24 @@ func (x *CallStreamResponse) GetResolveThreadEffect() *ResolveThreadEffectRespon
 	return nil
 }
 
+func (x *CallStreamResponse) GetApproveEffect() *ApproveEffectResponse {
+	if x != nil {
+		if x, ok := x.Response.(*CallStreamResponse_ApproveEffect); ok {
+			return x.ApproveEffect
+		}
+	}
+	return nil
+}
+
+func (x *CallStreamResponse) GetApproveThreadEffect() *ApproveThreadEffectResponse {
+	if x != nil {
+		if x, ok := x.Response.(*CallStreamResponse_ApproveThreadEffect); ok {
+			return x.ApproveThreadEffect
+		}
+	}
+	return nil
+}
+
 type isCallStreamResponse_Response interface {
 	isCallStreamResponse_Response()
 }
@@ -977,6 +1029,14 @@ type CallStreamResponse_ResolveThreadEffect struct {
 	ResolveThreadEffect *ResolveThreadEffectResponse `protobuf:"bytes,29,opt,name=resolve_thread_effect,json=resolveThreadEffect,proto3,oneof"`
 }
 
+type CallStreamResponse_ApproveEffect struct {
+	ApproveEffect *ApproveEffectResponse `protobuf:"bytes,30,opt,name=approve_effect,json=approveEffect,proto3,oneof"`
+}
+
+type CallStreamResponse_ApproveThreadEffect struct {
+	ApproveThreadEffect *ApproveThreadEffectResponse `protobuf:"bytes,31,opt,name=approve_thread_effect,json=approveThreadEffect,proto3,oneof"`
+}
+
 func (*CallStreamResponse_Error) isCallStreamResponse_Response() {}
 
 func (*CallStreamResponse_SaveCheckpoint) isCallStreamResponse_Response() {}
@@ -1033,11 +1093,15 @@ func (*CallStreamResponse_ListThreadEffects) isCallStreamResponse_Response() {}
 
 func (*CallStreamResponse_ResolveThreadEffect) isCallStreamResponse_Response() {}
 
+func (*CallStreamResponse_ApproveEffect) isCallStreamResponse_Response() {}
+
+func (*CallStreamResponse_ApproveThreadEffect) isCallStreamResponse_Response() {}
+
 var File_savepoint_v1_stream_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_stream_proto_rawDesc = "" +
 	"\n" +
-	"\x19savepoint/v1/stream.proto\x12\fsavepoint.v1\x1a\x18savepoint/v1/graph.proto\x1a\x1csavepoint/v1/savepoint.proto\"\x81\x10\n" +
+	"\x19savepoint/v1/stream.proto\x12\fsavepoint.v1\x1a\x18savepoint/v1/graph.proto\x1a\x1csavepoint/v1/savepoint.proto\"\xae\x11\n" +
 	"\x11CallStreamRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12N\n" +
 	"\x0fsave_checkpoint\x18\x02 \x01(\v2#.savepoint.v1.SaveCheckpointRequestH\x00R\x0esaveCheckpoint\x12E\n" +
@@ -1070,8 +1134,10 @@ const file_savepoint_v1_stream_proto_rawDesc = "" +
 	"\x13begin_thread_effect\x18\x19 \x01(\v2&.savepoint.v1.BeginThreadEffectRequestH\x00R\x11beginThreadEffect\x12[\n" +
 	"\x14record_thread_effect\x18\x1a \x01(\v2'.savepoint.v1.RecordThreadEffectRequestH\x00R\x12recordThreadEffect\x12X\n" +
 	"\x13list_thread_effects\x18\x1b \x01(\v2&.savepoint.v1.ListThreadEffectsRequestH\x00R\x11listThreadEffects\x12^\n" +
-	"\x15resolve_thread_effect\x18\x1c \x01(\v2(.savepoint.v1.ResolveThreadEffectRequestH\x00R\x13resolveThreadEffectB\t\n" +
-	"\arequest\"\xb6\x10\n" +
+	"\x15resolve_thread_effect\x18\x1c \x01(\v2(.savepoint.v1.ResolveThreadEffectRequestH\x00R\x13resolveThreadEffect\x12K\n" +
+	"\x0eapprove_effect\x18\x1d \x01(\v2\".savepoint.v1.ApproveEffectRequestH\x00R\rapproveEffect\x12^\n" +
+	"\x15approve_thread_effect\x18\x1e \x01(\v2(.savepoint.v1.ApproveThreadEffectRequestH\x00R\x13approveThreadEffectB\t\n" +
+	"\arequest\"\xe5\x11\n" +
 	"\x12CallStreamResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x05error\x18\x02 \x01(\fH\x00R\x05error\x12O\n" +
@@ -1105,7 +1171,9 @@ const file_savepoint_v1_stream_proto_rawDesc = "" +
 	"\x13begin_thread_effect\x18\x1a \x01(\v2'.savepoint.v1.BeginThreadEffectResponseH\x00R\x11beginThreadEffect\x12\\\n" +
 	"\x14record_thread_effect\x18\x1b \x01(\v2(.savepoint.v1.RecordThreadEffectResponseH\x00R\x12recordThreadEffect\x12Y\n" +
 	"\x13list_thread_effects\x18\x1c \x01(\v2'.savepoint.v1.ListThreadEffectsResponseH\x00R\x11listThreadEffects\x12_\n" +
-	"\x15resolve_thread_effect\x18\x1d \x01(\v2).savepoint.v1.ResolveThreadEffectResponseH\x00R\x13resolveThreadEffectB\n" +
+	"\x15resolve_thread_effect\x18\x1d \x01(\v2).savepoint.v1.ResolveThreadEffectResponseH\x00R\x13resolveThreadEffect\x12L\n" +
+	"\x0eapprove_effect\x18\x1e \x01(\v2#.savepoint.v1.ApproveEffectResponseH\x00R\rapproveEffect\x12_\n" +
+	"\x15approve_thread_effect\x18\x1f \x01(\v2).savepoint.v1.ApproveThreadEffectResponseH\x00R\x13approveThreadEffectB\n" +
 	"\n" +
 	"\bresponse2m\n" +
 	"\x11CallStreamService\x12X\n" +
@@ -1155,33 +1223,37 @@ var file_savepoint_v1_stream_proto_goTypes = []any{
 	(*RecordThreadEffectRequest)(nil),   // 26: savepoint.v1.RecordThreadEffectRequest
 	(*ListThreadEffectsRequest)(nil),    // 27: savepoint.v1.ListThreadEffectsRequest
 	(*ResolveThreadEffectRequest)(nil),  // 28: savepoint.v1.ResolveThreadEffectRequest
-	(*SaveCheckpointResponse)(nil),      // 29: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectResponse)(nil),         // 30: savepoint.v1.BeginEffectResponse
-	(*RecordEffectResponse)(nil),        // 31: savepoint.v1.RecordEffectResponse
-	(*ResumeResponse)(nil),              // 32: savepoint.v1.ResumeResponse
-	(*ReconcileResponse)(nil),           // 33: savepoint.v1.ReconcileResponse
-	(*GetSessionResponse)(nil),          // 34: savepoint.v1.GetSessionResponse
-	(*ListMessagesResponse)(nil),        // 35: savepoint.v1.ListMessagesResponse
-	(*ListSessionsResponse)(nil),        // 36: savepoint.v1.ListSessionsResponse
-	(*DeleteSessionResponse)(nil),       // 37: savepoint.v1.DeleteSessionResponse
-	(*VerifyResponse)(nil),              // 38: savepoint.v1.VerifyResponse
-	(*GetServerInfoResponse)(nil),       // 39: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionResponse)(nil),     // 40: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsResponse)(nil),         // 41: savepoint.v1.ListEffectsResponse
-	(*ForkSessionResponse)(nil),         // 42: savepoint.v1.ForkSessionResponse
-	(*RewindSessionResponse)(nil),       // 43: savepoint.v1.RewindSessionResponse
-	(*ResolveEffectResponse)(nil),       // 44: savepoint.v1.ResolveEffectResponse
-	(*PutCheckpointResponse)(nil),       // 45: savepoint.v1.PutCheckpointResponse
-	(*PutWritesResponse)(nil),           // 46: savepoint.v1.PutWritesResponse
-	(*DeleteThreadResponse)(nil),        // 47: savepoint.v1.DeleteThreadResponse
-	(*DeleteForRunsResponse)(nil),       // 48: savepoint.v1.DeleteForRunsResponse
-	(*CopyThreadResponse)(nil),          // 49: savepoint.v1.CopyThreadResponse
-	(*PruneResponse)(nil),               // 50: savepoint.v1.PruneResponse
-	(*ListThreadsResponse)(nil),         // 51: savepoint.v1.ListThreadsResponse
-	(*BeginThreadEffectResponse)(nil),   // 52: savepoint.v1.BeginThreadEffectResponse
-	(*RecordThreadEffectResponse)(nil),  // 53: savepoint.v1.RecordThreadEffectResponse
-	(*ListThreadEffectsResponse)(nil),   // 54: savepoint.v1.ListThreadEffectsResponse
-	(*ResolveThreadEffectResponse)(nil), // 55: savepoint.v1.ResolveThreadEffectResponse
+	(*ApproveEffectRequest)(nil),        // 29: savepoint.v1.ApproveEffectRequest
+	(*ApproveThreadEffectRequest)(nil),  // 30: savepoint.v1.ApproveThreadEffectRequest
+	(*SaveCheckpointResponse)(nil),      // 31: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectResponse)(nil),         // 32: savepoint.v1.BeginEffectResponse
+	(*RecordEffectResponse)(nil),        // 33: savepoint.v1.RecordEffectResponse
+	(*ResumeResponse)(nil),              // 34: savepoint.v1.ResumeResponse
+	(*ReconcileResponse)(nil),           // 35: savepoint.v1.ReconcileResponse
+	(*GetSessionResponse)(nil),          // 36: savepoint.v1.GetSessionResponse
+	(*ListMessagesResponse)(nil),        // 37: savepoint.v1.ListMessagesResponse
+	(*ListSessionsResponse)(nil),        // 38: savepoint.v1.ListSessionsResponse
+	(*DeleteSessionResponse)(nil),       // 39: savepoint.v1.DeleteSessionResponse
+	(*VerifyResponse)(nil),              // 40: savepoint.v1.VerifyResponse
+	(*GetServerInfoResponse)(nil),       // 41: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionResponse)(nil),     // 42: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsResponse)(nil),         // 43: savepoint.v1.ListEffectsResponse
+	(*ForkSessionResponse)(nil),         // 44: savepoint.v1.ForkSessionResponse
+	(*RewindSessionResponse)(nil),       // 45: savepoint.v1.RewindSessionResponse
+	(*ResolveEffectResponse)(nil),       // 46: savepoint.v1.ResolveEffectResponse
+	(*PutCheckpointResponse)(nil),       // 47: savepoint.v1.PutCheckpointResponse
+	(*PutWritesResponse)(nil),           // 48: savepoint.v1.PutWritesResponse
+	(*DeleteThreadResponse)(nil),        // 49: savepoint.v1.DeleteThreadResponse
+	(*DeleteForRunsResponse)(nil),       // 50: savepoint.v1.DeleteForRunsResponse
+	(*CopyThreadResponse)(nil),          // 51: savepoint.v1.CopyThreadResponse
+	(*PruneResponse)(nil),               // 52: savepoint.v1.PruneResponse
+	(*ListThreadsResponse)(nil),         // 53: savepoint.v1.ListThreadsResponse
+	(*BeginThreadEffectResponse)(nil),   // 54: savepoint.v1.BeginThreadEffectResponse
+	(*RecordThreadEffectResponse)(nil),  // 55: savepoint.v1.RecordThreadEffectResponse
+	(*ListThreadEffectsResponse)(nil),   // 56: savepoint.v1.ListThreadEffectsResponse
+	(*ResolveThreadEffectResponse)(nil), // 57: savepoint.v1.ResolveThreadEffectResponse
+	(*ApproveEffectResponse)(nil),       // 58: savepoint.v1.ApproveEffectResponse
+	(*ApproveThreadEffectResponse)(nil), // 59: savepoint.v1.ApproveThreadEffectResponse
 }
 var file_savepoint_v1_stream_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.CallStreamRequest.save_checkpoint:type_name -> savepoint.v1.SaveCheckpointRequest
@@ -1211,40 +1283,44 @@ var file_savepoint_v1_stream_proto_depIdxs = []int32{
 	26, // 24: savepoint.v1.CallStreamRequest.record_thread_effect:type_name -> savepoint.v1.RecordThreadEffectRequest
 	27, // 25: savepoint.v1.CallStreamRequest.list_thread_effects:type_name -> savepoint.v1.ListThreadEffectsRequest
 	28, // 26: savepoint.v1.CallStreamRequest.resolve_thread_effect:type_name -> savepoint.v1.ResolveThreadEffectRequest
-	29, // 27: savepoint.v1.CallStreamResponse.save_checkpoint:type_name -> savepoint.v1.SaveCheckpointResponse
-	30, // 28: savepoint.v1.CallStreamResponse.begin_effect:type_name -> savepoint.v1.BeginEffectResponse
-	31, // 29: savepoint.v1.CallStreamResponse.record_effect:type_name -> savepoint.v1.RecordEffectResponse
-	32, // 30: savepoint.v1.CallStreamResponse.resume:type_name -> savepoint.v1.ResumeResponse
-	33, // 31: savepoint.v1.CallStreamResponse.reconcile:type_name -> savepoint.v1.ReconcileResponse
-	34, // 32: savepoint.v1.CallStreamResponse.get_session:type_name -> savepoint.v1.GetSessionResponse
-	35, // 33: savepoint.v1.CallStreamResponse.list_messages:type_name -> savepoint.v1.ListMessagesResponse
-	36, // 34: savepoint.v1.CallStreamResponse.list_sessions:type_name -> savepoint.v1.ListSessionsResponse
-	37, // 35: savepoint.v1.CallStreamResponse.delete_session:type_name -> savepoint.v1.DeleteSessionResponse
-	38, // 36: savepoint.v1.CallStreamResponse.verify:type_name -> savepoint.v1.VerifyResponse
-	39, // 37: savepoint.v1.CallStreamResponse.get_server_info:type_name -> savepoint.v1.GetServerInfoResponse
-	40, // 38: savepoint.v1.CallStreamResponse.complete_session:type_name -> savepoint.v1.CompleteSessionResponse
-	41, // 39: savepoint.v1.CallStreamResponse.list_effects:type_name -> savepoint.v1.ListEffectsResponse
-	42, // 40: savepoint.v1.CallStreamResponse.fork_session:type_name -> savepoint.v1.ForkSessionResponse
-	43, // 41: savepoint.v1.CallStreamResponse.rewind_session:type_name -> savepoint.v1.RewindSessionResponse
-	44, // 42: savepoint.v1.CallStreamResponse.resolve_effect:type_name -> savepoint.v1.ResolveEffectResponse
-	45, // 43: savepoint.v1.CallStreamResponse.put_checkpoint:type_name -> savepoint.v1.PutCheckpointResponse
-	46, // 44: savepoint.v1.CallStreamResponse.put_writes:type_name -> savepoint.v1.PutWritesResponse
-	47, // 45: savepoint.v1.CallStreamResponse.delete_thread:type_name -> savepoint.v1.DeleteThreadResponse
-	48, // 46: savepoint.v1.CallStreamResponse.delete_for_runs:type_name -> savepoint.v1.DeleteForRunsResponse
-	49, // 47: savepoint.v1.CallStreamResponse.copy_thread:type_name -> savepoint.v1.CopyThreadResponse
-	50, // 48: savepoint.v1.CallStreamResponse.prune:type_name -> savepoint.v1.PruneResponse
-	51, // 49: savepoint.v1.CallStreamResponse.list_threads:type_name -> savepoint.v1.ListThreadsResponse
-	52, // 50: savepoint.v1.CallStreamResponse.begin_thread_effect:type_name -> savepoint.v1.BeginThreadEffectResponse
-	53, // 51: savepoint.v1.CallStreamResponse.record_thread_effect:type_name -> savepoint.v1.RecordThreadEffectResponse
-	54, // 52: savepoint.v1.CallStreamResponse.list_thread_effects:type_name -> savepoint.v1.ListThreadEffectsResponse
-	55, // 53: savepoint.v1.CallStreamResponse.resolve_thread_effect:type_name -> savepoint.v1.ResolveThreadEffectResponse
-	0,  // 54: savepoint.v1.CallStreamService.CallStream:input_type -> savepoint.v1.CallStreamRequest
-	1,  // 55: savepoint.v1.CallStreamService.CallStream:output_type -> savepoint.v1.CallStreamResponse
-	55, // [55:56] is the sub-list for method output_type
-	54, // [54:55] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	29, // 27: savepoint.v1.CallStreamRequest.approve_effect:type_name -> savepoint.v1.ApproveEffectRequest
+	30, // 28: savepoint.v1.CallStreamRequest.approve_thread_effect:type_name -> savepoint.v1.ApproveThreadEffectRequest
+	31, // 29: savepoint.v1.CallStreamResponse.save_checkpoint:type_name -> savepoint.v1.SaveCheckpointResponse
+	32, // 30: savepoint.v1.CallStreamResponse.begin_effect:type_name -> savepoint.v1.BeginEffectResponse
+	33, // 31: savepoint.v1.CallStreamResponse.record_effect:type_name -> savepoint.v1.RecordEffectResponse
+	34, // 32: savepoint.v1.CallStreamResponse.resume:type_name -> savepoint.v1.ResumeResponse
+	35, // 33: savepoint.v1.CallStreamResponse.reconcile:type_name -> savepoint.v1.ReconcileResponse
+	36, // 34: savepoint.v1.CallStreamResponse.get_session:type_name -> savepoint.v1.GetSessionResponse
+	37, // 35: savepoint.v1.CallStreamResponse.list_messages:type_name -> savepoint.v1.ListMessagesResponse
+	38, // 36: savepoint.v1.CallStreamResponse.list_sessions:type_name -> savepoint.v1.ListSessionsResponse
+	39, // 37: savepoint.v1.CallStreamResponse.delete_session:type_name -> savepoint.v1.DeleteSessionResponse
+	40, // 38: savepoint.v1.CallStreamResponse.verify:type_name -> savepoint.v1.VerifyResponse
+	41, // 39: savepoint.v1.CallStreamResponse.get_server_info:type_name -> savepoint.v1.GetServerInfoResponse
+	42, // 40: savepoint.v1.CallStreamResponse.complete_session:type_name -> savepoint.v1.CompleteSessionResponse
+	43, // 41: savepoint.v1.CallStreamResponse.list_effects:type_name -> savepoint.v1.ListEffectsResponse
+	44, // 42: savepoint.v1.CallStreamResponse.fork_session:type_name -> savepoint.v1.ForkSessionResponse
+	45, // 43: savepoint.v1.CallStreamResponse.rewind_session:type_name -> savepoint.v1.RewindSessionResponse
+	46, // 44: savepoint.v1.CallStreamResponse.resolve_effect:type_name -> savepoint.v1.ResolveEffectResponse
+	47, // 45: savepoint.v1.CallStreamResponse.put_checkpoint:type_name -> savepoint.v1.PutCheckpointResponse
+	48, // 46: savepoint.v1.CallStreamResponse.put_writes:type_name -> savepoint.v1.PutWritesResponse
+	49, // 47: savepoint.v1.CallStreamResponse.delete_thread:type_name -> savepoint.v1.DeleteThreadResponse
+	50, // 48: savepoint.v1.CallStreamResponse.delete_for_runs:type_name -> savepoint.v1.DeleteForRunsResponse
+	51, // 49: savepoint.v1.CallStreamResponse.copy_thread:type_name -> savepoint.v1.CopyThreadResponse
+	52, // 50: savepoint.v1.CallStreamResponse.prune:type_name -> savepoint.v1.PruneResponse
+	53, // 51: savepoint.v1.CallStreamResponse.list_threads:type_name -> savepoint.v1.ListThreadsResponse
+	54, // 52: savepoint.v1.CallStreamResponse.begin_thread_effect:type_name -> savepoint.v1.BeginThreadEffectResponse
+	55, // 53: savepoint.v1.CallStreamResponse.record_thread_effect:type_name -> savepoint.v1.RecordThreadEffectResponse
+	56, // 54: savepoint.v1.CallStreamResponse.list_thread_effects:type_name -> savepoint.v1.ListThreadEffectsResponse
+	57, // 55: savepoint.v1.CallStreamResponse.resolve_thread_effect:type_name -> savepoint.v1.ResolveThreadEffectResponse
+	58, // 56: savepoint.v1.CallStreamResponse.approve_effect:type_name -> savepoint.v1.ApproveEffectResponse
+	59, // 57: savepoint.v1.CallStreamResponse.approve_thread_effect:type_name -> savepoint.v1.ApproveThreadEffectResponse
+	0,  // 58: savepoint.v1.CallStreamService.CallStream:input_type -> savepoint.v1.CallStreamRequest
+	1,  // 59: savepoint.v1.CallStreamService.CallStream:output_type -> savepoint.v1.CallStreamResponse
+	59, // [59:60] is the sub-list for method output_type
+	58, // [58:59] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_stream_proto_init() }
@@ -1282,6 +1358,8 @@ func file_savepoint_v1_stream_proto_init() {
 		(*CallStreamRequest_RecordThreadEffect)(nil),
 		(*CallStreamRequest_ListThreadEffects)(nil),
 		(*CallStreamRequest_ResolveThreadEffect)(nil),
+		(*CallStreamRequest_ApproveEffect)(nil),
+		(*CallStreamRequest_ApproveThreadEffect)(nil),
 	}
 	file_savepoint_v1_stream_proto_msgTypes[1].OneofWrappers = []any{
 		(*CallStreamResponse_Error)(nil),
@@ -1312,6 +1390,8 @@ func file_savepoint_v1_stream_proto_init() {
 		(*CallStreamResponse_RecordThreadEffect)(nil),
 		(*CallStreamResponse_ListThreadEffects)(nil),
 		(*CallStreamResponse_ResolveThreadEffect)(nil),
+		(*CallStreamResponse_ApproveEffect)(nil),
+		(*CallStreamResponse_ApproveThreadEffect)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -18,6 +18,8 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import {
+  ApproveThreadEffectRequest,
+  ApproveThreadEffectResponse,
   BeginThreadEffectRequest,
   BeginThreadEffectResponse,
   CopyThreadRequest,
@@ -42,6 +44,8 @@ import {
   ResolveThreadEffectResponse,
 } from "./graph.js";
 import {
+  ApproveEffectRequest,
+  ApproveEffectResponse,
   BeginEffectRequest,
   BeginEffectResponse,
   CompleteSessionRequest,
@@ -116,6 +120,8 @@ export interface CallStreamRequest {
   recordThreadEffect?: RecordThreadEffectRequest | undefined;
   listThreadEffects?: ListThreadEffectsRequest | undefined;
   resolveThreadEffect?: ResolveThreadEffectRequest | undefined;
+  approveEffect?: ApproveEffectRequest | undefined;
+  approveThreadEffect?: ApproveThreadEffectRequest | undefined;
 }
 
 /**
@@ -159,6 +165,8 @@ export interface CallStreamResponse {
   recordThreadEffect?: RecordThreadEffectResponse | undefined;
   listThreadEffects?: ListThreadEffectsResponse | undefined;
   resolveThreadEffect?: ResolveThreadEffectResponse | undefined;
+  approveEffect?: ApproveEffectResponse | undefined;
+  approveThreadEffect?: ApproveThreadEffectResponse | undefined;
 }
 
 function createBaseCallStreamRequest(): CallStreamRequest {
@@ -191,6 +199,8 @@ function createBaseCallStreamRequest(): CallStreamRequest {
     recordThreadEffect: undefined,
     listThreadEffects: undefined,
     resolveThreadEffect: undefined,
+    approveEffect: undefined,
+    approveThreadEffect: undefined,
   };
 }
 
@@ -282,6 +292,12 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
     }
     if (message.resolveThreadEffect !== undefined) {
       ResolveThreadEffectRequest.encode(message.resolveThreadEffect, writer.uint32(226).fork()).join();
+    }
+    if (message.approveEffect !== undefined) {
+      ApproveEffectRequest.encode(message.approveEffect, writer.uint32(234).fork()).join();
+    }
+    if (message.approveThreadEffect !== undefined) {
+      ApproveThreadEffectRequest.encode(message.approveThreadEffect, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -523,6 +539,22 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
             message.resolveThreadEffect = ResolveThreadEffectRequest.decode(reader, reader.uint32());
             continue;
           }
+          case 29: {
+            if (tag !== 234) {
+              break;
+            }
+
+            message.approveEffect = ApproveEffectRequest.decode(reader, reader.uint32());
+            continue;
+          }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.approveThreadEffect = ApproveThreadEffectRequest.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -622,6 +654,12 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
     message.resolveThreadEffect = (object.resolveThreadEffect !== undefined && object.resolveThreadEffect !== null)
       ? ResolveThreadEffectRequest.fromPartial(object.resolveThreadEffect)
       : undefined;
+    message.approveEffect = (object.approveEffect !== undefined && object.approveEffect !== null)
+      ? ApproveEffectRequest.fromPartial(object.approveEffect)
+      : undefined;
+    message.approveThreadEffect = (object.approveThreadEffect !== undefined && object.approveThreadEffect !== null)
+      ? ApproveThreadEffectRequest.fromPartial(object.approveThreadEffect)
+      : undefined;
     return message;
   },
 };
@@ -657,6 +695,8 @@ function createBaseCallStreamResponse(): CallStreamResponse {
     recordThreadEffect: undefined,
     listThreadEffects: undefined,
     resolveThreadEffect: undefined,
+    approveEffect: undefined,
+    approveThreadEffect: undefined,
   };
 }
 
@@ -751,6 +791,12 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
     }
     if (message.resolveThreadEffect !== undefined) {
       ResolveThreadEffectResponse.encode(message.resolveThreadEffect, writer.uint32(234).fork()).join();
+    }
+    if (message.approveEffect !== undefined) {
+      ApproveEffectResponse.encode(message.approveEffect, writer.uint32(242).fork()).join();
+    }
+    if (message.approveThreadEffect !== undefined) {
+      ApproveThreadEffectResponse.encode(message.approveThreadEffect, writer.uint32(250).fork()).join();
     }
     return writer;
   },
@@ -1000,6 +1046,22 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
             message.resolveThreadEffect = ResolveThreadEffectResponse.decode(reader, reader.uint32());
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.approveEffect = ApproveEffectResponse.decode(reader, reader.uint32());
+            continue;
+          }
+          case 31: {
+            if (tag !== 250) {
+              break;
+            }
+
+            message.approveThreadEffect = ApproveThreadEffectResponse.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1099,6 +1161,12 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
       : undefined;
     message.resolveThreadEffect = (object.resolveThreadEffect !== undefined && object.resolveThreadEffect !== null)
       ? ResolveThreadEffectResponse.fromPartial(object.resolveThreadEffect)
+      : undefined;
+    message.approveEffect = (object.approveEffect !== undefined && object.approveEffect !== null)
+      ? ApproveEffectResponse.fromPartial(object.approveEffect)
+      : undefined;
+    message.approveThreadEffect = (object.approveThreadEffect !== undefined && object.approveThreadEffect !== null)
+      ? ApproveThreadEffectResponse.fromPartial(object.approveThreadEffect)
       : undefined;
     return message;
   },
