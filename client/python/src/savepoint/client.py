@@ -185,8 +185,11 @@ class Client:
     anthropic_tool_results); ``on_ledger_error`` is called, besides an error
     log, when a tool ran but its outcome could not be recorded; ``tool_hook``
     observes every ToolStage of every tool use, synchronously, and cannot
-    change it (for logging, tracing and crash tests). The client never logs
-    message or tool payloads. Close it with close() or a with block.
+    change it (for logging, tracing and crash tests). ``call_stream`` (default
+    True) sends the calls on one CallStream when the daemon serves it, unary
+    otherwise (docs/api.md, CallStream); False sends every call unary. The
+    client never logs message or tool payloads. Close it with close() or a
+    with block.
     """
 
     def __init__(
