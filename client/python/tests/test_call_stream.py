@@ -1,5 +1,5 @@
-"""CallStream: the client and the LangGraph saver send their unary calls on
-one stream when the daemon serves it, and unary when it answers
+"""CallStream: the client and the LangGraph saver, with call_stream=True,
+send their unary calls on one stream when the daemon serves it, and unary when it answers
 UNIMPLEMENTED (savepointd --no-call-stream); the answers and errors are the
 unary ones; a daemon restart loses nothing acknowledged, and a call left
 unanswered by the break is retried only when its RPC allows."""
@@ -95,7 +95,7 @@ def _session_life(c: savepoint.Client, sid: str) -> list[Any]:
 
 def test_stream_used_and_same_answers(start_daemon: Any) -> None:
     on, off = start_daemon(), start_daemon("--no-call-stream")
-    with savepoint.Client(on.addr) as a, savepoint.Client(off.addr) as b:
+    with savepoint.Client(on.addr, call_stream=True) as a, savepoint.Client(off.addr, call_stream=True) as b:
         na, nb = _counting(a.raw), _counting(b.raw)
         got_a, got_b = _session_life(a, "cs"), _session_life(b, "cs")
         assert got_a == got_b
@@ -114,7 +114,7 @@ def test_async_stream_and_fallback(start_daemon: Any) -> None:
 
     async def main() -> None:
         for d, streamed in ((on, True), (off, False)):
-            async with AsyncClient(d.addr) as c:
+            async with AsyncClient(d.addr, call_stream=True) as c:
                 n = _counting(c.raw)
                 s = await c.start("acs", task="t")
                 await asyncio.gather(*(c.raw.GetSession(pb.GetSessionRequest(session_id="acs")) for _ in range(20)))
@@ -130,7 +130,7 @@ def test_restart_loses_nothing_acknowledged(fresh_daemon: Daemon) -> None:
     """Saves acknowledged on the stream survive a SIGKILL and restart; the
     next save, sent while the daemon is down, reaches it after the restart
     on a new stream (a save with a request id is safe to repeat)."""
-    with savepoint.Client(fresh_daemon.addr) as c:
+    with savepoint.Client(fresh_daemon.addr, call_stream=True) as c:
         n = _counting(c.raw)
         s = c.start("rs", task="t")
         for i in range(10):
@@ -146,7 +146,7 @@ def test_restart_loses_nothing_acknowledged(fresh_daemon: Daemon) -> None:
 def test_unanswered_call_not_safe_to_repeat_is_not_retried(fresh_daemon: Daemon) -> None:
     """A call in flight when the stream breaks fails UNAVAILABLE, as unary:
     DeleteSession (IDEMPOTENCY_UNKNOWN) is not sent again; GetSession is."""
-    with savepoint.Client(fresh_daemon.addr, retry=savepoint.RetryPolicy(max_attempts=5, reconnect_wait=10)) as c:
+    with savepoint.Client(fresh_daemon.addr, call_stream=True, retry=savepoint.RetryPolicy(max_attempts=5, reconnect_wait=10)) as c:
         c.start("del", task="t")
         s = c.raw._stream
         assert s is not None
@@ -188,7 +188,7 @@ def test_saver_uses_stream_and_falls_back(start_daemon: Any) -> None:
     cfg: Any = {"configurable": {"thread_id": "lg-" + uuid.uuid4().hex, "checkpoint_ns": ""}}
 
     def life(addr: str) -> tuple[Any, Any]:
-        with SavepointSaver(addr) as saver:
+        with SavepointSaver(addr, call_stream=True) as saver:
             from langgraph.checkpoint.base import empty_checkpoint
 
             cp = empty_checkpoint()
@@ -213,7 +213,7 @@ def test_async_saver_uses_stream(start_daemon: Any) -> None:
     async def main() -> None:
         from langgraph.checkpoint.base import empty_checkpoint
 
-        async with SavepointSaver(on.addr) as saver:
+        async with SavepointSaver(on.addr, call_stream=True) as saver:
             cfg: Any = {"configurable": {"thread_id": "alg", "checkpoint_ns": ""}}
             cp = empty_checkpoint()
             stored = await saver.aput(cfg, cp, {"step": 1}, {})
@@ -236,3 +236,11 @@ def test_internal_without_details_is_unknown_outcome() -> None:
     daemon = _stream.StreamError(grpc.StatusCode.INTERNAL, "internal error; see the daemon's log", b"\x08\x0d")
     assert _stream._rpc_error(daemon) is daemon
     assert isinstance(_stream._rpc_error(_stream.StreamError(grpc.StatusCode.UNIMPLEMENTED, "")), _stream.Unsupported)
+
+
+def test_default_is_unary(daemon: Daemon) -> None:
+    """Without call_stream the Python clients send every call unary."""
+    with savepoint.Client(daemon.addr) as c, SavepointSaver(daemon.addr) as saver:
+        assert c.raw._stream is None
+        saver._conn.stub()
+        assert saver._conn._stream is None

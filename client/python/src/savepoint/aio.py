@@ -89,7 +89,7 @@ class AsyncRaw:
         logger: logging.Logger,
         timeout: float | None,
         autostart: Any = None,
-        call_stream: bool = True,
+        call_stream: bool = False,
     ) -> None:
         self._autostart = autostart
         self._channel = channel
@@ -211,7 +211,7 @@ class AsyncClient:
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
         approval_required: Sequence[str] = (),
-        call_stream: bool = True,
+        call_stream: bool = False,
     ) -> None:
         to = resolve(address, tls, channel_options)
         self.address = to.address

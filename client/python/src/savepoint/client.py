@@ -72,7 +72,7 @@ class Raw:
         logger: logging.Logger,
         timeout: float | None,
         autostart: Any = None,
-        call_stream: bool = True,
+        call_stream: bool = False,
     ) -> None:
         self._autostart = autostart
         self._channel = channel
@@ -185,9 +185,11 @@ class Client:
     anthropic_tool_results); ``on_ledger_error`` is called, besides an error
     log, when a tool ran but its outcome could not be recorded; ``tool_hook``
     observes every ToolStage of every tool use, synchronously, and cannot
-    change it (for logging, tracing and crash tests). ``call_stream`` (default
-    True) sends the calls on one CallStream when the daemon serves it, unary
-    otherwise (docs/api.md, CallStream); False sends every call unary. The
+    change it (for logging, tracing and crash tests). ``call_stream`` True
+    sends the calls on one CallStream when the daemon serves it, unary
+    otherwise (docs/api.md, CallStream); the default, False, sends every
+    call unary: with grpcio the stream's extra thread hops cost more than
+    the transport it saves (docs/api.md). The
     client never logs message or tool payloads. Close it with close() or a
     with block.
     """
@@ -206,7 +208,7 @@ class Client:
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
         approval_required: Sequence[str] = (),
-        call_stream: bool = True,
+        call_stream: bool = False,
     ) -> None:
         to = resolve(address, tls, channel_options)
         self.address = to.address

@@ -44,7 +44,7 @@ class Connection:
         retry: RetryPolicy,
         timeout: float | None,
         logger: logging.Logger,
-        call_stream: bool = True,
+        call_stream: bool = False,
     ) -> None:
         self._to = resolve(address, tls)
         self._call_stream = call_stream
