@@ -112,13 +112,25 @@ def test_atomic_replace_items_is_one_save(daemon: Any, sid: str) -> None:
         assert await s.get_items() == [SUMMARY, user("c")]
         await s.add_items([said("d")])
 
-        class Sub(SavepointSession):
-            pass
+        class Transforming(SavepointSession):
+            async def add_items(self, items: Any, **kw: Any) -> None:
+                await super().add_items([{**it, "seen": True} for it in items], **kw)
 
-        sub = Sub(sid, daemon.addr)
-        assert await sub._atomic_replace_items([]) is False  # as the SDK's backends: a subclass is not bypassed
+        sub = Transforming(sid, daemon.addr)
+        assert await sub._atomic_replace_items([]) is False  # as the SDK's backends: a subclass's transform is not bypassed
         assert await sub._get_compaction_snapshot(3) is None
         assert len(await s.get_items()) == 3
+
+        class Helper(SavepointSession):  # overrides no item method: the atomic path stays
+            def describe(self) -> str:
+                return self.session_id
+
+        helper = Helper(sid, daemon.addr)
+        snap = await helper._get_compaction_snapshot(3)
+        assert snap is not None and len(snap.items) == 3
+        assert await helper._atomic_replace_items([SUMMARY]) is True
+        assert revision(daemon, sid) == r0 + 3
+        assert await s.get_items() == [SUMMARY]
 
     asyncio.run(go())
 

@@ -134,6 +134,7 @@ def test_close_from_sync_code(daemon: Any, sid: str) -> None:
             with pytest.raises(SessionClosedError, match="is closed") as e:
                 await call()
             assert isinstance(e.value, RuntimeError)  # what a closed SQLiteSession raises
+            assert str(e.value).startswith("SavepointSession is closed")  # its class's name, as SQLiteSession's message
 
     run(refused())
     assert contents(run(SavepointSession(sid, daemon.addr).get_items())) == ["kept"]
