@@ -48,6 +48,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     # fallback path is tested on (beside SQLiteSession, the native one), so
     # it stays.
     "tests/memory/test_openai_responses_compaction_session.py": SQLITE,
+    # The EncryptedSession users wrap a SavepointSession in is
+    # savepoint.openai_agents.encrypted's (the SDK's, with its authenticated pop).
+    "tests/extensions/memory/test_encrypt_session.py": (*SQLITE, "EncryptedSession"),
     "tests/deferred_session_writes/test_compaction.py": LIST,
     "tests/deferred_session_writes/test_filters.py": LIST,
     "tests/deferred_session_writes/test_max_turns.py": LIST,
@@ -71,9 +74,9 @@ QUICK = ("tests/memory/test_session.py", "tests/memory/test_compaction_suffix.py
 """The modules `make test` runs (SAVEPOINT_SDK_QUICK=1); make test-openai-agents-sdk runs them all."""
 
 SQLITE_CONNECTIONS = "reads SQLiteSession's connections, threads or file lock"
-SQLITE_ROWS = "writes rows or triggers into SQLite's tables with sqlite3"
+SQLITE_ROWS = "reads or writes rows (or triggers) of SQLite's tables with sqlite3"
 SQLITE_ROLLBACK = "fails SQLite's rollback or close to test its recovery"
-SQLITE_WORKER = "blocks SQLiteSession's worker thread inside its synchronous _insert_items(conn) hook (SavepointSession's hook is a coroutine, as AsyncSQLiteSession's, whose form of the test runs)"
+SQLITE_WORKER = "blocks the SQLite worker thread inside a synchronous hook SQLiteSession runs there (its _insert_items(conn), a pop's authentication); SavepointSession's _insert_items is a coroutine, as AsyncSQLiteSession's (whose form of the suffix test runs), and a pop's authentication runs on the event loop"
 
 EXCLUDED: dict[str, str] = {
     "tests/memory/test_session.py::test_sqlite_session_close_closes_worker_thread_connections": SQLITE_CONNECTIONS,
@@ -94,6 +97,9 @@ EXCLUDED: dict[str, str] = {
     "tests/memory/test_compaction_suffix.py::test_suffix_transaction_rolls_back_failed_insert": SQLITE_ROWS,
     "tests/memory/test_compaction_suffix.py::test_failed_encrypted_suffix_transaction_preserves_original_tokens": SQLITE_ROWS,
     "tests/test_run_impl_resume_paths.py::test_handoff_resume_after_cancelled_compaction_commits": SQLITE_WORKER,
+    "tests/extensions/memory/test_encrypt_session.py::test_encrypted_pop_cancellation_waits_for_authentication_rollback": SQLITE_WORKER,
+    "tests/extensions/memory/test_encrypt_session.py::test_encrypted_pop_wrong_key_preserves_row_identity": SQLITE_ROWS,
+    "tests/extensions/memory/test_encrypt_session.py::test_encrypted_pop_authentication_is_atomic_with_concurrent_mutations": SQLITE_CONNECTIONS,
     "tests/memory/test_openai_responses_compaction_session.py::TestOpenAIResponsesCompactionSession::test_settled_pop_failure_invalidates_response_chain": SQLITE_CONNECTIONS,
     "tests/memory/test_openai_responses_compaction_session.py::TestOpenAIResponsesCompactionSession::test_settled_clear_failure_invalidates_response_chain": SQLITE_CONNECTIONS,
 }
@@ -205,7 +211,12 @@ class SimpleListSessionSwap(SavepointSession, metaclass=_SwapMeta):
         return [json.loads(m.content_json) for m in msgs]
 
 
-SWAPS: dict[str, type] = {"SQLiteSession": SQLiteSessionSwap, "SimpleListSession": SimpleListSessionSwap}
+def _swap(name: str) -> type:
+    if name == "EncryptedSession":
+        from savepoint.openai_agents.encrypted import EncryptedSession
+
+        return EncryptedSession
+    return {"SQLiteSession": SQLiteSessionSwap, "SimpleListSession": SimpleListSessionSwap}[name]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -217,7 +228,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             drop.append(item)
             continue
         for name in MODULES[path]:
-            setattr(item.module, name, SWAPS[name])  # type: ignore[attr-defined]
+            setattr(item.module, name, _swap(name))  # type: ignore[attr-defined]
         base = item.nodeid.split("[")[0]
         if base in EXCLUDED:
             drop.append(item)

@@ -154,6 +154,33 @@ def test_pop_with_validation_removes_nothing_when_validation_fails(daemon: Any, 
     asyncio.run(go())
 
 
+def test_encrypted_session_pops_only_what_its_key_authenticates(daemon: Any, sid: str) -> None:
+    # The SDK's EncryptedSession pops first and decrypts after over any session
+    # but SQLiteSession; savepoint.openai_agents.encrypted's authenticates in the pop.
+    from agents.extensions.memory.encrypt_session import EncryptedSession as SDKEncryptedSession
+    from cryptography.fernet import InvalidToken
+
+    from savepoint.openai_agents.encrypted import EncryptedSession
+
+    async def go() -> None:
+        s = SavepointSession(sid, daemon.addr)
+        correct = EncryptedSession(sid, s, "correct-key")
+        wrong = EncryptedSession(sid, s, "wrong-key")
+        await correct.add_items([user("first"), said("second")])
+        stored = await s.get_items()
+        r0 = revision(daemon, sid)
+        with pytest.raises(InvalidToken):
+            await wrong.pop_item()
+        assert await s.get_items() == stored and revision(daemon, sid) == r0  # nothing removed
+        assert await correct.pop_item() == said("second")
+        assert await correct.get_items() == [user("first")]
+        # The SDK's own class over a SavepointSession: the wrong key removes what it cannot read.
+        assert await SDKEncryptedSession(sid, s, "wrong-key").pop_item() is None
+        assert await s.get_items() == []
+
+    asyncio.run(go())
+
+
 class FakeCompactAPI:
     """The Responses API's compact endpoint: answers SUMMARY, and runs
     ``during`` (a concurrent write) while the request is in flight."""
