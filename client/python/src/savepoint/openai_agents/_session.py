@@ -109,6 +109,25 @@ def _close_on(loop: asyncio.AbstractEventLoop, c: AsyncClient) -> Awaitable[None
     return None
 
 
+async def _settled(call: Awaitable[Any]) -> tuple[Any, bool]:
+    """Await a save to its outcome even when the caller is cancelled meanwhile
+    (the daemon may have made it already, as SQLiteSession's worker commits
+    regardless): returns its result and whether a cancel arrived. A save
+    that fails raises its error, or CancelledError when a cancel arrived."""
+    fut = asyncio.ensure_future(call)
+    cancelled = False
+    while not fut.done():
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not fut.done()
+        except BaseException:  # noqa: BLE001 - fut's own error, raised below
+            break
+    if cancelled and (fut.cancelled() or fut.exception() is not None):
+        raise asyncio.CancelledError()
+    return fut.result(), cancelled
+
+
 class SavepointSession:
     """The OpenAI Agents SDK's ``Session`` on savepointd: pass it as
     ``Runner.run(agent, input, session=SavepointSession("my-id"))``. Items
@@ -119,6 +138,8 @@ class SavepointSession:
     ``[A-Za-z0-9._:-]``, starting with a letter or digit); ``address`` the
     daemon's, resolved as ``savepoint.Client`` resolves it when None.
     ``session_settings`` is the SDK's (its ``limit`` is get_items' default).
+    A method cancelled while its save is on its way to the daemon raises
+    CancelledError once the save's outcome is known (it may have been made).
     """
 
     session_settings: SessionSettings | None = None
@@ -449,8 +470,9 @@ class SavepointSession:
             )
             if ch.keep is not None:
                 req.keep_messages = ch.keep
+            cancelled = False
             try:
-                r = await c.raw.SaveCheckpoint(req)
+                r, cancelled = await _settled(c.raw.SaveCheckpoint(req))
             except _STALE:
                 fresh = True
                 await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * (attempt + 1))))
@@ -471,6 +493,8 @@ class SavepointSession:
                     tokens_used=req.tokens_used, labels=dict(req.labels), state_json=state, pending=pending,
                 )
             )
+            if cancelled:
+                raise asyncio.CancelledError()
             return ch.result
         raise SavepointError(
             f"session {self.session_id!r} changed under every one of {MAX_ATTEMPTS} attempts to save; "
