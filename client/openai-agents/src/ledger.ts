@@ -64,6 +64,8 @@ export interface Durable {
   rerun(runContext: RunContext<unknown>, call: { callId: string; name: string; arguments: string }, key: string): Promise<{ output: string; isError: boolean }>;
   /** The tool's verify hook, asked on resume about a call in doubt. */
   verify?: VerifyHook;
+  /** The tool has the SDK's needsApproval: its begins require an approval. */
+  approval?: boolean;
 }
 
 /**
@@ -81,6 +83,8 @@ export const registry = new Map<string, Durable>();
 const live = new Set<string>();
 /** Each run's RunContext to its session: the SDK passes the run's context to the session's methods and to each tool. */
 const runs = new WeakMap<object, SavepointSession>();
+/** Every SavepointSession of this process, for findSession. */
+const sessions = new Set<WeakRef<SavepointSession>>();
 const keyStore = new AsyncLocalStorage<string>();
 
 /**
@@ -113,6 +117,46 @@ export function withKey<T>(key: string, fn: () => T): T {
 /** Remembers that the run of runContext uses session. */
 export function bindRun(runContext: RunContext<unknown> | undefined, session: SavepointSession): void {
   if (runContext && typeof runContext === "object") runs.set(runContext, session);
+}
+
+/** Remembers s, a SavepointSession of this process, for findSession. */
+export function registerSession(s: SavepointSession): void {
+  sessions.add(new WeakRef(s));
+}
+
+/**
+ * The SavepointSession of the run of runContext. A run resumed from a
+ * RunState (after state.approve) runs its approved tools before it calls its
+ * session, so it is not bound yet: its session is then the one
+ * SavepointSession of this process whose history holds this call's
+ * function_call (the interrupted run saved it), bound to the run from then
+ * on; undefined when no session, or several, hold it.
+ */
+export async function findSession(runContext: RunContext<unknown> | undefined, callId: string): Promise<SavepointSession | undefined> {
+  const bound = sessionOf(runContext);
+  if (bound || !callId) return bound;
+  const found = new Map<string, SavepointSession>();
+  for (const ref of [...sessions]) {
+    const s = ref.deref();
+    if (!s) {
+      sessions.delete(ref);
+      continue;
+    }
+    if (found.has(s.sessionId)) continue;
+    let items: AgentInputItem[];
+    try {
+      items = (await s.load(true)).items ?? [];
+    } catch {
+      continue; // a closed session
+    }
+    if (items.some((it) => (it as { type?: string; callId?: string }).type === "function_call" && (it as { callId?: string }).callId === callId)) {
+      found.set(s.sessionId, s);
+    }
+  }
+  if (found.size !== 1) return undefined;
+  const [s] = found.values();
+  bindRun(runContext, s!);
+  return s;
 }
 
 /** The SavepointSession of the run a tool call belongs to, if any. */
@@ -250,13 +294,20 @@ export function text(out: unknown): string {
 /**
  * BeginEffect with the session's current epoch (a SavepointSession never
  * owns the session, so a takeover by Resume is followed, not obeyed).
- * Returns the idempotency key and alreadyBegun.
+ * Returns the idempotency key and alreadyBegun; for a call that requires
+ * approval and is not begun, the denial's text (denied) or awaiting.
  */
-async function begin(s: SavepointSession, callId: string): Promise<{ key: string; already: boolean }> {
+async function begin(
+  s: SavepointSession,
+  callId: string,
+  requiresApproval = false,
+): Promise<{ key: string; already: boolean; denied?: string; awaiting?: boolean }> {
   const c = await s.client();
   for (let i = 0; i < 5; i++) {
     try {
-      const r = await c.raw.beginEffect({ sessionId: s.sessionId, toolUseId: callId, epoch: (await s.known()).epoch });
+      const r = await c.raw.beginEffect({ sessionId: s.sessionId, toolUseId: callId, epoch: (await s.known()).epoch, requiresApproval });
+      if (r.decision === Decision.DECISION_DENIED) return { key: "", already: false, denied: deniedText(r.approval) };
+      if (r.decision === Decision.DECISION_AWAIT_APPROVAL) return { key: "", already: false, awaiting: true };
       return { key: r.idempotencyKey, already: r.alreadyBegun };
     } catch (err) {
       if (!(err instanceof SessionFencedError)) throw err;
@@ -264,6 +315,57 @@ async function begin(s: SavepointSession, callId: string): Promise<{ key: string
     }
   }
   throw new DurableToolError(`BeginEffect of tool use ${JSON.stringify(callId)} was fenced five times in a row; it was not run.`);
+}
+
+/** The tool result the model is given for a call denied in savepointd. */
+function deniedText(a: pb.EffectApproval | undefined): string {
+  const by = a?.decidedBy || "a person";
+  return a?.note ? `This call was denied by ${by}; it did not run. Their note: ${a.note}` : `This call was denied by ${by}; it did not run.`;
+}
+
+/**
+ * Records in savepointd the approval the SDK's RunState holds for callId
+ * (state.approve), bound to the call's input as it is pending; the begin
+ * that follows spends it. A call denied in savepointd meanwhile, or begun
+ * already, is left to the begin's answer.
+ */
+async function approve(s: SavepointSession, callId: string): Promise<void> {
+  const c = await s.client();
+  try {
+    await c.raw.approveEffect({
+      sessionId: s.sessionId,
+      toolUseId: callId,
+      decision: pb.ApprovalStatus.APPROVAL_STATUS_APPROVED,
+      decidedBy: "openai-agents state.approve",
+      requestId: randomUUID(),
+    });
+  } catch (err) {
+    if (!(err instanceof SavepointError && (err.reason === "APPROVAL_CONFLICT" || err.reason === "APPROVAL_NOT_WAITING"))) throw err;
+  }
+}
+
+/** Records a denied call as refused, stops it pending, and returns the text the model is given. */
+async function refuse(s: SavepointSession, callId: string, name: string, output: string): Promise<string> {
+  const c = await s.client();
+  try {
+    await c.raw.recordEffect({ sessionId: s.sessionId, toolUseId: callId, name, output, isError: true, refused: true });
+  } catch (err) {
+    c.config.logger.error("the denial of a durable tool use could not be recorded.", { session: s.sessionId, tool_use_id: callId, error: String(err) });
+    return output;
+  }
+  await settle(s, callId);
+  return output;
+}
+
+/** Stops a call with a recorded outcome pending (the SDK saves its output). */
+async function settle(s: SavepointSession, callId: string): Promise<void> {
+  await s.mutate((v) => {
+    const part = partOf(v);
+    const c = part.calls?.[callId];
+    if (!c) return undefined;
+    c.recorded = true;
+    return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
+  });
 }
 
 /**
@@ -303,13 +405,7 @@ export async function execute(
   stageHook?.("ran", callId);
   if (await record(s, callId, name, out.output, out.isError)) {
     stageHook?.("recorded", callId);
-    await s.mutate((v) => {
-      const part = partOf(v);
-      const c = part.calls?.[callId];
-      if (!c) return undefined;
-      c.recorded = true;
-      return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
-    });
+    await settle(s, callId);
     stageHook?.("settled", callId);
   }
   return out;
@@ -323,7 +419,7 @@ export async function execute(
  */
 export async function runCall(
   s: SavepointSession,
-  d: { name: string; effect: Effect },
+  d: { name: string; effect: Effect; approved?: boolean },
   call: { callId: string; arguments: string },
   run: () => Promise<{ output: string; isError: boolean }>,
 ): Promise<{ output: string; isError: boolean }> {
@@ -359,8 +455,13 @@ export async function runCall(
       throw err;
     }
     let key = "";
-    if (d.effect !== "read_only") {
-      const b = await begin(s, callId);
+    if (d.approved) await approve(s, callId);
+    if (d.effect !== "read_only" || d.approved) {
+      const b = await begin(s, callId, d.approved === true);
+      if (b.denied !== undefined) return { output: await refuse(s, callId, d.name, b.denied), isError: true };
+      if (b.awaiting) {
+        throw new DurableToolError(`tool use ${JSON.stringify(callId)} of session ${JSON.stringify(s.sessionId)} waits for approval in savepointd; it was not run.`);
+      }
       key = b.key;
       stageHook?.("begun", callId);
       if (b.already && d.effect === "side_effect") return { output: inDoubt(d.name, callId, "another process started it"), isError: true };
@@ -475,8 +576,15 @@ async function answer(
     );
   }
   let key = res.idempotencyKey;
-  if (d.effect !== "read_only") {
-    const b = await begin(s, callId);
+  if (d.effect !== "read_only" || d.approval) {
+    const b = await begin(s, callId, d.approval === true);
+    if (b.denied !== undefined) return await refuse(s, callId, name, b.denied);
+    if (b.awaiting) {
+      return (
+        `This ${name} call (tool_use_id ${callId}) was interrupted before it ran and was not run: ` +
+        "it needs an approval that was never recorded. Call it again if it is still needed."
+      );
+    }
     key = b.key;
     if (b.already && !res.begun && d.effect === "side_effect") return inDoubt(name, callId, "another process started it");
   }

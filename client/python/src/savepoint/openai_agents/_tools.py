@@ -608,7 +608,11 @@ def durable_function_tool(
     resume, a call in doubt is asked of it, and its
     savepoint.Verified.done(output) is recorded (ResolveEffect) and given as
     the call's output, not_done() runs the call again with the same key,
-    and unknown() or an exception leaves it in doubt."""
+    and unknown() or an exception leaves it in doubt. With the SDK's
+    ``needs_approval``, a call the SDK approved (RunState.approve) is
+    approved in savepointd too (ApproveEffect, bound to its input) and its
+    begin spends that approval: a replay of the approved RunState never
+    runs it a second time."""
     if func is not None:
         return _make(func, effect, failure_error_function, kwargs, verify)
     return lambda f: _make(f, effect, failure_error_function, kwargs, verify)
