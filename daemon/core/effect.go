@@ -32,6 +32,13 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 		return BeginResult{}, &StateError{Err: ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("tool use %q already has a recorded effect; reuse it instead of running the tool again", toolUseID)}
 	}
+	if c.DuplicateOf != "" {
+		d, err := caughtDuplicate(t, sessionID, h, c)
+		return BeginResult{Duplicate: d}, err
+	}
+	if d, err := catchDuplicate(t, sessionID, h, c); err != nil || d != nil {
+		return BeginResult{Duplicate: d}, err
+	}
 	if r := c.Resolution; r != nil && r.Outcome == ResolvedNotDone && !r.RetryBegun {
 		// The new attempt a NOT_DONE resolution allowed: from now on its
 		// outcome is unknown again until recorded.
@@ -51,6 +58,7 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	c.Begun = true
 	c.IdempotencyKey = key
 	c.BeginTime = now
+	c.stampRun(h)
 	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutLedgerEntry(sessionID, c)
 }
 
@@ -83,6 +91,10 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 			if err != nil {
 				return BeginResult{}, err
 			}
+			if c != nil && c.DuplicateOf != "" {
+				d, err := caughtDuplicate(t, sid, h, c)
+				return BeginResult{AlreadyBegun: r.AlreadyBegun, Duplicate: d}, err
+			}
 			if c == nil || !c.Begun {
 				return BeginResult{}, Corrupt(h, sid, fmt.Errorf("request %s began tool use %q, which the ledger does not hold begun", req.RequestID, u.ID))
 			}
@@ -101,14 +113,41 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 	}
 	switch {
 	case c == nil:
-		c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: true, LastPendingRevision: h.Revision, Registered: true}
+		c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: true, LastPendingRevision: h.Revision, Registered: true,
+			InputDigest: InputDigest(u.Name, u.InputJSON), Repeatable: u.Repeatable}
 	case c.Name != u.Name:
 		return BeginResult{}, fmt.Errorf("%w: tool use %q is a call of %q, not %q", ErrToolNameMismatch, u.ID, c.Name, u.Name)
 	case c.Effect != nil:
 		e := *c.Effect
 		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun, Effect: &e}, nil
 	}
-	res := BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun}
+	var res BeginResult
+	if c.DuplicateOf != "" {
+		d, err := caughtDuplicate(t, sid, h, c)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		res = BeginResult{Duplicate: d}
+	} else if c.Repeatable = c.Repeatable || u.Repeatable; !c.Begun {
+		d, err := catchDuplicate(t, sid, h, c)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		if d != nil {
+			res = BeginResult{Duplicate: d}
+		}
+	}
+	if res.Duplicate != nil {
+		if req.RequestID != "" {
+			if err := t.PutRequest(sid, &RequestRecord{
+				RequestID: req.RequestID, Fingerprint: fp, Revision: h.Revision, Epoch: h.Epoch, AlreadyBegun: res.AlreadyBegun,
+			}); err != nil {
+				return BeginResult{}, err
+			}
+		}
+		return res, nil
+	}
+	res = BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun}
 	// The new attempt a NOT_DONE resolution allowed, as in Begin.
 	retry := c.Resolution != nil && c.Resolution.Outcome == ResolvedNotDone && !c.Resolution.RetryBegun
 	if retry {
@@ -119,6 +158,7 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 			return BeginResult{}, err
 		}
 		c.Begun, c.IdempotencyKey, c.BeginTime = true, res.IdempotencyKey, now
+		c.stampRun(h)
 	}
 	if retry || !res.AlreadyBegun {
 		if err := t.PutLedgerEntry(sid, c); err != nil {
@@ -172,6 +212,7 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	// it was registered at, so its record is never late.
 	e.Late = c.LastPendingRevision != h.Revision && !c.Registered
 	c.Effect = &e
+	c.stampRun(h)
 	return e, false, t.PutLedgerEntry(sessionID, c)
 }
 

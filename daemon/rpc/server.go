@@ -111,6 +111,7 @@ func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRe
 	resp := &savepointv1.BeginEffectResponse{
 		IdempotencyKey: res.IdempotencyKey,
 		AlreadyBegun:   res.AlreadyBegun,
+		Duplicate:      duplicateToProto(res.Duplicate),
 	}
 	if res.Effect != nil {
 		resp.Effect = effectToProto(*res.Effect)

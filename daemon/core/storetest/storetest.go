@@ -52,6 +52,9 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"Fork", testFork},
 		{"ForkLongHistory", testForkLongHistory},
 		{"ThreadEffectOutputBudget", testThreadEffectOutputBudget},
+		{"DuplicateRegister", testDuplicateRegister},
+		{"DuplicatePending", testDuplicatePending},
+		{"DuplicateSameRun", testDuplicateSameRun},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)

@@ -738,7 +738,12 @@ type ToolUse struct {
 	EffectClass EffectClass `protobuf:"varint,4,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.v1.EffectClass" json:"effect_class,omitempty"`
 	// True when the client calls BeginEffect before running this tool, so that
 	// a call never begun can be re-run safely after a crash.
-	BeginTracked  bool `protobuf:"varint,5,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	BeginTracked bool `protobuf:"varint,5,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	// True when this call may legitimately repeat an earlier one with the same
+	// name and input: the duplicate-intent guard (docs/api.md "The same action
+	// under a new id") does not apply to it. Set it for every call of a tool
+	// declared repeatable, or for one call.
+	Repeatable    bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -804,6 +809,13 @@ func (x *ToolUse) GetEffectClass() EffectClass {
 func (x *ToolUse) GetBeginTracked() bool {
 	if x != nil {
 		return x.BeginTracked
+	}
+	return false
+}
+
+func (x *ToolUse) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
 	}
 	return false
 }
@@ -1510,7 +1522,15 @@ type BeginEffectResponse struct {
 	AlreadyBegun bool `protobuf:"varint,2,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
 	// With tool_use set in the request, the tool use's recorded effect when
 	// it has one: do not run the tool, answer with this. Nothing was written.
-	Effect        *Effect `protobuf:"bytes,20,opt,name=effect,proto3" json:"effect,omitempty"`
+	Effect *Effect `protobuf:"bytes,20,opt,name=effect,proto3" json:"effect,omitempty"`
+	// Set when the duplicate-intent guard caught the call: it repeats, with
+	// the same name and input, a call that an earlier, interrupted run of the
+	// session began or recorded in the same turn window (docs/api.md "The same
+	// action under a new id"). Do not run the tool: tell the model the action
+	// was already taken (or may have been) under the earlier tool use id.
+	// idempotency_key is then empty, and the call is remembered as this
+	// earlier call's duplicate: every later BeginEffect of it answers the same.
+	Duplicate     *DuplicateToolUse `protobuf:"bytes,40,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1566,6 +1586,87 @@ func (x *BeginEffectResponse) GetEffect() *Effect {
 	return nil
 }
 
+func (x *BeginEffectResponse) GetDuplicate() *DuplicateToolUse {
+	if x != nil {
+		return x.Duplicate
+	}
+	return nil
+}
+
+// DuplicateToolUse names the earlier call a new call repeats.
+type DuplicateToolUse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The earlier call's tool use id.
+	ToolUseId string `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The epoch of the run that began (or recorded) it.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Its idempotency key; empty when it was recorded without being begun.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Its recorded effect (with output); unset when it is in doubt: begun,
+	// outcome unknown.
+	Effect        *Effect `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DuplicateToolUse) Reset() {
+	*x = DuplicateToolUse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DuplicateToolUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DuplicateToolUse) ProtoMessage() {}
+
+func (x *DuplicateToolUse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DuplicateToolUse.ProtoReflect.Descriptor instead.
+func (*DuplicateToolUse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DuplicateToolUse) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *DuplicateToolUse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *DuplicateToolUse) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *DuplicateToolUse) GetEffect() *Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
 type RecordEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -1588,7 +1689,7 @@ type RecordEffectRequest struct {
 
 func (x *RecordEffectRequest) Reset() {
 	*x = RecordEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1701,7 @@ func (x *RecordEffectRequest) String() string {
 func (*RecordEffectRequest) ProtoMessage() {}
 
 func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1714,7 @@ func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectRequest.ProtoReflect.Descriptor instead.
 func (*RecordEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RecordEffectRequest) GetSessionId() string {
@@ -1670,7 +1771,7 @@ type RecordEffectResponse struct {
 
 func (x *RecordEffectResponse) Reset() {
 	*x = RecordEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1783,7 @@ func (x *RecordEffectResponse) String() string {
 func (*RecordEffectResponse) ProtoMessage() {}
 
 func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1796,7 @@ func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectResponse.ProtoReflect.Descriptor instead.
 func (*RecordEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecordEffectResponse) GetEffect() *Effect {
@@ -1726,7 +1827,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1839,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1852,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeRequest) GetSessionId() string {
@@ -1782,7 +1883,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1895,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1908,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeResponse) GetCheckpoint() *Checkpoint {
@@ -1852,7 +1953,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1965,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1978,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReconcileRequest) GetSessionId() string {
@@ -1926,7 +2027,7 @@ type Resolution struct {
 
 func (x *Resolution) Reset() {
 	*x = Resolution{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2039,7 @@ func (x *Resolution) String() string {
 func (*Resolution) ProtoMessage() {}
 
 func (x *Resolution) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2052,7 @@ func (x *Resolution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resolution.ProtoReflect.Descriptor instead.
 func (*Resolution) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Resolution) GetToolUse() *ToolUse {
@@ -2018,7 +2119,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2131,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2144,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReconcileResponse) GetRevision() uint64 {
@@ -2079,7 +2180,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2192,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2205,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2133,7 +2234,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2246,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2259,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionResponse) GetCheckpoint() *Checkpoint {
@@ -2193,7 +2294,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2306,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2319,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2265,7 +2366,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2378,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2391,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2349,7 +2450,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2462,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2475,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -2460,7 +2561,7 @@ type SessionSummary struct {
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2573,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2586,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionSummary) GetSessionId() string {
@@ -2598,7 +2699,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2711,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2724,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2660,7 +2761,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2773,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2786,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchSessionsRequest) GetLabelFilter() map[string]string {
@@ -2739,7 +2840,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2852,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2865,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchSessionsResponse) GetType() WatchEventType {
@@ -2807,7 +2908,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +2920,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +2933,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2860,7 +2961,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2973,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2986,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteSessionResponse) GetTombstoneEpoch() uint64 {
@@ -2903,7 +3004,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3016,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3029,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
 }
 
 // DamagedSession is a session Verify found damaged.
@@ -2944,7 +3045,7 @@ type DamagedSession struct {
 
 func (x *DamagedSession) Reset() {
 	*x = DamagedSession{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3057,7 @@ func (x *DamagedSession) String() string {
 func (*DamagedSession) ProtoMessage() {}
 
 func (x *DamagedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3070,7 @@ func (x *DamagedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedSession.ProtoReflect.Descriptor instead.
 func (*DamagedSession) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DamagedSession) GetSessionId() string {
@@ -3000,7 +3101,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3113,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3126,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VerifyResponse) GetCheckedSessions() uint64 {
@@ -3057,7 +3158,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3170,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3183,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
 }
 
 type GetServerInfoResponse struct {
@@ -3132,7 +3233,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3245,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3258,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -3292,7 +3393,7 @@ type CompleteSessionRequest struct {
 
 func (x *CompleteSessionRequest) Reset() {
 	*x = CompleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3405,7 @@ func (x *CompleteSessionRequest) String() string {
 func (*CompleteSessionRequest) ProtoMessage() {}
 
 func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3418,7 @@ func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompleteSessionRequest) GetSessionId() string {
@@ -3371,7 +3472,7 @@ type CompleteSessionResponse struct {
 
 func (x *CompleteSessionResponse) Reset() {
 	*x = CompleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3383,7 +3484,7 @@ func (x *CompleteSessionResponse) String() string {
 func (*CompleteSessionResponse) ProtoMessage() {}
 
 func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3396,7 +3497,7 @@ func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompleteSessionResponse) GetRevision() uint64 {
@@ -3443,7 +3544,7 @@ type ListEffectsRequest struct {
 
 func (x *ListEffectsRequest) Reset() {
 	*x = ListEffectsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3556,7 @@ func (x *ListEffectsRequest) String() string {
 func (*ListEffectsRequest) ProtoMessage() {}
 
 func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3569,7 @@ func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsRequest.ProtoReflect.Descriptor instead.
 func (*ListEffectsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListEffectsRequest) GetSessionId() string {
@@ -3519,14 +3620,19 @@ type LedgerEntry struct {
 	// rather than a save making it pending.
 	Registered bool `protobuf:"varint,20,opt,name=registered,proto3" json:"registered,omitempty"`
 	// How the call was settled when it was in doubt; unset when it never was.
-	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call may repeat an earlier one (ToolUse.repeatable).
+	Repeatable bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
+	// Set when the duplicate-intent guard caught the call: the earlier call's
+	// tool use id. The call was not run.
+	DuplicateOf   string `protobuf:"bytes,41,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3644,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3657,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LedgerEntry) GetToolUseId() string {
@@ -3631,6 +3737,20 @@ func (x *LedgerEntry) GetResolution() *EffectResolution {
 	return nil
 }
 
+func (x *LedgerEntry) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
+	}
+	return false
+}
+
+func (x *LedgerEntry) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
 type ListEffectsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entries of this page, in tool_use_id order.
@@ -3643,7 +3763,7 @@ type ListEffectsResponse struct {
 
 func (x *ListEffectsResponse) Reset() {
 	*x = ListEffectsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3775,7 @@ func (x *ListEffectsResponse) String() string {
 func (*ListEffectsResponse) ProtoMessage() {}
 
 func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3788,7 @@ func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsResponse.ProtoReflect.Descriptor instead.
 func (*ListEffectsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListEffectsResponse) GetEntries() []*LedgerEntry {
@@ -3703,7 +3823,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3715,7 +3835,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3728,7 +3848,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForkSessionRequest) GetSourceSessionId() string {
@@ -3784,7 +3904,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3916,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3929,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ForkSessionResponse) GetRevision() uint64 {
@@ -3871,7 +3991,7 @@ type RewindSessionRequest struct {
 
 func (x *RewindSessionRequest) Reset() {
 	*x = RewindSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +4003,7 @@ func (x *RewindSessionRequest) String() string {
 func (*RewindSessionRequest) ProtoMessage() {}
 
 func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +4016,7 @@ func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
 func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RewindSessionRequest) GetSessionId() string {
@@ -3948,7 +4068,7 @@ type RewindSessionResponse struct {
 
 func (x *RewindSessionResponse) Reset() {
 	*x = RewindSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4080,7 @@ func (x *RewindSessionResponse) String() string {
 func (*RewindSessionResponse) ProtoMessage() {}
 
 func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4093,7 @@ func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
 func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RewindSessionResponse) GetRevision() uint64 {
@@ -4032,7 +4152,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4164,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4177,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupRequest) GetSinceVersion() uint64 {
@@ -4092,7 +4212,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4224,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4237,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -4177,7 +4297,7 @@ type ResolveEffectRequest struct {
 
 func (x *ResolveEffectRequest) Reset() {
 	*x = ResolveEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4189,7 +4309,7 @@ func (x *ResolveEffectRequest) String() string {
 func (*ResolveEffectRequest) ProtoMessage() {}
 
 func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4202,7 +4322,7 @@ func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectRequest.ProtoReflect.Descriptor instead.
 func (*ResolveEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResolveEffectRequest) GetSessionId() string {
@@ -4288,7 +4408,7 @@ type ResolveEffectResponse struct {
 
 func (x *ResolveEffectResponse) Reset() {
 	*x = ResolveEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4420,7 @@ func (x *ResolveEffectResponse) String() string {
 func (*ResolveEffectResponse) ProtoMessage() {}
 
 func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4433,7 @@ func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectResponse.ProtoReflect.Descriptor instead.
 func (*ResolveEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResolveEffectResponse) GetEntry() *LedgerEntry {
@@ -4337,14 +4457,17 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1csavepoint/v1/savepoint.proto\x12\fsavepoint.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asavepoint/v1/options.proto\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
-	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xbf\x01\n" +
+	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xdf\x01\n" +
 	"\aToolUse\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12<\n" +
 	"\feffect_class\x18\x04 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
-	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\x9a\x02\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18( \x01(\bR\n" +
+	"repeatable\"\x9a\x02\n" +
 	"\x06Effect\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -4425,11 +4548,17 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x120\n" +
 	"\btool_use\x18\x14 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x15 \x01(\tR\trequestId\"\x91\x01\n" +
+	"request_id\x18\x15 \x01(\tR\trequestId\"\xcf\x01\n" +
 	"\x13BeginEffectResponse\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12#\n" +
 	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\x12,\n" +
-	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"\xb5\x01\n" +
+	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12<\n" +
+	"\tduplicate\x18( \x01(\v2\x1e.savepoint.v1.DuplicateToolUseR\tduplicate\"\x9f\x01\n" +
+	"\x10DuplicateToolUse\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12,\n" +
+	"\x06effect\x18\x04 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"\xb5\x01\n" +
 	"\x13RecordEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
@@ -4604,7 +4733,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xe0\x03\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xa3\x04\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -4621,7 +4750,11 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"registered\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"r\n" +
+	"resolution\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18( \x01(\bR\n" +
+	"repeatable\x12!\n" +
+	"\fduplicate_of\x18) \x01(\tR\vduplicateOf\"r\n" +
 	"\x13ListEffectsResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.savepoint.v1.LedgerEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x01\n" +
@@ -4795,7 +4928,7 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
@@ -4813,151 +4946,154 @@ var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(*SaveCheckpointResponse)(nil),  // 13: savepoint.v1.SaveCheckpointResponse
 	(*BeginEffectRequest)(nil),      // 14: savepoint.v1.BeginEffectRequest
 	(*BeginEffectResponse)(nil),     // 15: savepoint.v1.BeginEffectResponse
-	(*RecordEffectRequest)(nil),     // 16: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),    // 17: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),           // 18: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),          // 19: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),        // 20: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),              // 21: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),       // 22: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),       // 23: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 24: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),     // 25: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),    // 26: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),     // 27: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),          // 28: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),    // 29: savepoint.v1.ListSessionsResponse
-	(*WatchSessionsRequest)(nil),    // 30: savepoint.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),   // 31: savepoint.v1.WatchSessionsResponse
-	(*DeleteSessionRequest)(nil),    // 32: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 33: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),           // 34: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),          // 35: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),          // 36: savepoint.v1.VerifyResponse
-	(*GetServerInfoRequest)(nil),    // 37: savepoint.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 38: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionRequest)(nil),  // 39: savepoint.v1.CompleteSessionRequest
-	(*CompleteSessionResponse)(nil), // 40: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsRequest)(nil),      // 41: savepoint.v1.ListEffectsRequest
-	(*LedgerEntry)(nil),             // 42: savepoint.v1.LedgerEntry
-	(*ListEffectsResponse)(nil),     // 43: savepoint.v1.ListEffectsResponse
-	(*ForkSessionRequest)(nil),      // 44: savepoint.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),     // 45: savepoint.v1.ForkSessionResponse
-	(*RewindSessionRequest)(nil),    // 46: savepoint.v1.RewindSessionRequest
-	(*RewindSessionResponse)(nil),   // 47: savepoint.v1.RewindSessionResponse
-	(*BackupRequest)(nil),           // 48: savepoint.v1.BackupRequest
-	(*BackupResponse)(nil),          // 49: savepoint.v1.BackupResponse
-	(*ResolveEffectRequest)(nil),    // 50: savepoint.v1.ResolveEffectRequest
-	(*ResolveEffectResponse)(nil),   // 51: savepoint.v1.ResolveEffectResponse
-	nil,                             // 52: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 53: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 54: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 55: savepoint.v1.SessionSummary.LabelsEntry
-	nil,                             // 56: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	(*timestamppb.Timestamp)(nil),   // 57: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 58: google.protobuf.Duration
+	(*DuplicateToolUse)(nil),        // 16: savepoint.v1.DuplicateToolUse
+	(*RecordEffectRequest)(nil),     // 17: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),    // 18: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),           // 19: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 20: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),        // 21: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),              // 22: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),       // 23: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),       // 24: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 25: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),     // 26: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),    // 27: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),     // 28: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),          // 29: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),    // 30: savepoint.v1.ListSessionsResponse
+	(*WatchSessionsRequest)(nil),    // 31: savepoint.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),   // 32: savepoint.v1.WatchSessionsResponse
+	(*DeleteSessionRequest)(nil),    // 33: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 34: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),           // 35: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),          // 36: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),          // 37: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),    // 38: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 39: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionRequest)(nil),  // 40: savepoint.v1.CompleteSessionRequest
+	(*CompleteSessionResponse)(nil), // 41: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsRequest)(nil),      // 42: savepoint.v1.ListEffectsRequest
+	(*LedgerEntry)(nil),             // 43: savepoint.v1.LedgerEntry
+	(*ListEffectsResponse)(nil),     // 44: savepoint.v1.ListEffectsResponse
+	(*ForkSessionRequest)(nil),      // 45: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 46: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 47: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 48: savepoint.v1.RewindSessionResponse
+	(*BackupRequest)(nil),           // 49: savepoint.v1.BackupRequest
+	(*BackupResponse)(nil),          // 50: savepoint.v1.BackupResponse
+	(*ResolveEffectRequest)(nil),    // 51: savepoint.v1.ResolveEffectRequest
+	(*ResolveEffectResponse)(nil),   // 52: savepoint.v1.ResolveEffectResponse
+	nil,                             // 53: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 54: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 55: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 56: savepoint.v1.SessionSummary.LabelsEntry
+	nil,                             // 57: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	(*timestamppb.Timestamp)(nil),   // 58: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 59: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	57, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	58, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	10, // 2: savepoint.v1.Effect.resolution:type_name -> savepoint.v1.EffectResolution
 	3,  // 3: savepoint.v1.EffectResolution.outcome:type_name -> savepoint.v1.ResolutionOutcome
 	4,  // 4: savepoint.v1.EffectResolution.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	57, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
+	58, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
 	7,  // 6: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
 	8,  // 7: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	52, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	57, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	53, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	58, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 10: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	57, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
-	57, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	58, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	58, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	7,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
 	8,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	53, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	54, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
 	8,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
 	9,  // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
-	9,  // 18: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	11, // 19: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	8,  // 20: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	5,  // 21: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	9,  // 22: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	10, // 23: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
-	21, // 24: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	11, // 25: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	7,  // 26: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	54, // 27: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 28: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	58, // 29: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	55, // 30: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	57, // 31: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 32: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	57, // 33: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	28, // 34: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	56, // 35: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 36: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	58, // 37: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	58, // 38: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	6,  // 39: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	28, // 40: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	57, // 41: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	35, // 42: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	57, // 43: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	58, // 44: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 45: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 46: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 47: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	57, // 48: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	9,  // 49: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	10, // 50: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
-	42, // 51: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	42, // 52: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 53: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 54: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 55: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	3,  // 56: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	4,  // 57: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	42, // 58: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	12, // 59: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	14, // 60: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	16, // 61: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	18, // 62: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	20, // 63: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	23, // 64: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	25, // 65: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	27, // 66: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	32, // 67: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	34, // 68: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	37, // 69: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	39, // 70: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	41, // 71: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	44, // 72: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	46, // 73: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	48, // 74: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	30, // 75: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	50, // 76: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
-	13, // 77: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	15, // 78: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	17, // 79: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	19, // 80: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	22, // 81: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	24, // 82: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	26, // 83: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	29, // 84: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	33, // 85: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	36, // 86: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	38, // 87: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	40, // 88: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	43, // 89: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	45, // 90: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	47, // 91: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	49, // 92: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	31, // 93: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	51, // 94: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
-	77, // [77:95] is the sub-list for method output_type
-	59, // [59:77] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	16, // 18: savepoint.v1.BeginEffectResponse.duplicate:type_name -> savepoint.v1.DuplicateToolUse
+	9,  // 19: savepoint.v1.DuplicateToolUse.effect:type_name -> savepoint.v1.Effect
+	9,  // 20: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	11, // 21: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	8,  // 22: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	5,  // 23: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	9,  // 24: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	10, // 25: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
+	22, // 26: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	11, // 27: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	7,  // 28: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	55, // 29: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 30: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	59, // 31: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	56, // 32: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	58, // 33: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 34: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	58, // 35: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	29, // 36: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	57, // 37: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 38: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	59, // 39: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	59, // 40: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	6,  // 41: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	29, // 42: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	58, // 43: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	36, // 44: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	58, // 45: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	59, // 46: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 47: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 48: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 49: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	58, // 50: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	9,  // 51: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	10, // 52: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
+	43, // 53: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	43, // 54: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	43, // 55: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	43, // 56: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	43, // 57: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 58: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 59: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	43, // 60: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	12, // 61: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	14, // 62: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	17, // 63: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	19, // 64: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	21, // 65: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	24, // 66: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	26, // 67: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	28, // 68: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	33, // 69: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	35, // 70: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	38, // 71: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	40, // 72: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	42, // 73: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	45, // 74: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	47, // 75: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	49, // 76: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	31, // 77: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	51, // 78: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	13, // 79: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	15, // 80: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	18, // 81: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	20, // 82: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	23, // 83: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	25, // 84: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	27, // 85: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	30, // 86: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	34, // 87: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	37, // 88: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	39, // 89: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	41, // 90: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	44, // 91: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	46, // 92: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	48, // 93: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	50, // 94: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	32, // 95: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	52, // 96: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	79, // [79:97] is the sub-list for method output_type
+	61, // [61:79] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -4967,16 +5103,16 @@ func file_savepoint_v1_savepoint_proto_init() {
 	}
 	file_savepoint_v1_options_proto_init()
 	file_savepoint_v1_savepoint_proto_msgTypes[5].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[16].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[31].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[43].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[17].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[32].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
