@@ -41,7 +41,7 @@ func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry 
 		BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
 		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey, Registered: call.Registered,
 		InputDigest: call.InputDigest, Repeatable: call.Repeatable,
-		RunEpoch: call.RunEpoch, RunRevision: call.RunRevision, DuplicateOf: call.DuplicateOf,
+		RunEpoch: call.RunEpoch, RunRevision: call.RunRevision, DuplicateOf: call.DuplicateOf, PendingSince: call.PendingSince,
 	}
 	if call.BeginTime != nil {
 		e.BeginTime = call.BeginTime.AsTime()

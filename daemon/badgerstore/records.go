@@ -180,7 +180,7 @@ func ledgerEntryRecord(c *core.LedgerEntry) *storagev1.LedgerEntryRecord {
 		ToolUse:             &storagev1.ToolUse{ToolUseId: c.ToolUseID, Name: c.Name, EffectClass: effectClassRecord(c.Class), BeginTracked: c.BeginTracked},
 		LastPendingRevision: c.LastPendingRevision, Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: tsOf(c.BeginTime),
 		Registered: c.Registered, InputDigest: c.InputDigest, Repeatable: c.Repeatable,
-		RunEpoch: c.RunEpoch, RunRevision: c.RunRevision, DuplicateOf: c.DuplicateOf,
+		RunEpoch: c.RunEpoch, RunRevision: c.RunRevision, DuplicateOf: c.DuplicateOf, PendingSince: c.PendingSince,
 	}
 	if c.Effect != nil {
 		r.Effect = effectRecord(*c.Effect)

@@ -54,6 +54,10 @@ func (e *LedgerEntry) earlier(c *LedgerEntry, h *HeadRecord) bool {
 		return false
 	case e.Name != c.Name || !bytes.Equal(e.InputDigest, c.InputDigest):
 		return false
+	case e.PendingSince > 0 && c.PendingSince > 0 && e.PendingSince <= c.LastPendingRevision && c.PendingSince <= e.LastPendingRevision:
+		// Both were pending in one saved revision: two calls of one saved
+		// model reply, which a resumed run answers by their own ids.
+		return false
 	case e.Effect != nil:
 		return !e.Effect.Refused
 	case e.Begun:
@@ -131,7 +135,7 @@ func catchDuplicate(t Txn, sid string, h *HeadRecord, c *LedgerEntry) (*Duplicat
 	if err := t.PutLedgerEntry(sid, c); err != nil {
 		return nil, err
 	}
-	return duplicateOf(e), nil
+	return duplicateOf(c, e), nil
 }
 
 // caughtDuplicate answers a begin of c, a call the guard caught before,
@@ -144,17 +148,45 @@ func caughtDuplicate(t Txn, sid string, h *HeadRecord, c *LedgerEntry) (*Duplica
 	if e == nil {
 		return nil, Corrupt(h, sid, fmt.Errorf("tool use %q is the duplicate of %q, which the ledger does not hold", c.ToolUseID, c.DuplicateOf))
 	}
-	return duplicateOf(e), nil
+	return duplicateOf(c, e), nil
 }
 
-func duplicateOf(e *LedgerEntry) *Duplicate {
-	d := &Duplicate{ToolUseID: e.ToolUseID, Epoch: e.RunEpoch, IdempotencyKey: e.IdempotencyKey}
+// duplicateOf is the answer to a begin of c, the duplicate of e.
+func duplicateOf(c, e *LedgerEntry) *Duplicate {
+	d := &Duplicate{ToolUseID: e.ToolUseID, Epoch: e.RunEpoch, IdempotencyKey: e.IdempotencyKey, IsError: true}
 	if e.Effect != nil {
 		eff := *e.Effect
 		if e.Resolution != nil && e.Resolution.Outcome == ResolvedDone {
 			eff.Resolution = e.Resolution
 		}
 		d.Effect = &eff
+		d.IsError = eff.IsError
 	}
+	d.ToolResultText = DuplicateText(c.Name, c.ToolUseID, e.ToolUseID, d.Effect != nil, d.IsError, effectOutput(d.Effect))
 	return d
+}
+
+func effectOutput(e *Effect) string {
+	if e == nil {
+		return ""
+	}
+	return e.Output
+}
+
+// DuplicateText is the tool result for a call the duplicate-intent guard
+// caught: call toolUseID of tool name repeats earlier, which an earlier run
+// recorded (with its output, an error when failed) or left in doubt
+// (recorded false). It is the one text every client gives the model.
+func DuplicateText(name, toolUseID, earlier string, recorded, failed bool, output string) string {
+	head := fmt.Sprintf("This %s call (tool_use_id %s) was not run: the same call, with the same input, was made as tool_use_id %s "+
+		"by an earlier run of this agent that stopped before its result was saved. ", name, toolUseID, earlier)
+	switch {
+	case !recorded:
+		return head + "Its outcome is unknown: it may have taken effect. It was not run again, to avoid repeating a side effect. " +
+			"Check whether it took effect before retrying it."
+	case failed:
+		return head + "It failed, with this error: " + output
+	default:
+		return head + "It was already taken, and returned: " + output
+	}
 }

@@ -181,6 +181,9 @@ func markPending(t Txn, req *SaveRequest, h *HeadRecord, rev uint64) error {
 		}
 		c.Name, c.Class, c.BeginTracked = u.Name, u.Class, u.BeginTracked
 		c.InputDigest, c.Repeatable = InputDigest(u.Name, u.InputJSON), u.Repeatable
+		if c.PendingSince == 0 {
+			c.PendingSince = rev
+		}
 		c.LastPendingRevision = rev
 		if err := t.PutLedgerEntry(req.SessionID, c); err != nil {
 			return err

@@ -264,6 +264,10 @@ type LedgerEntry struct {
 	// DuplicateOf is, for a call the duplicate-intent guard caught, the
 	// earlier call it repeats; the call was not run.
 	DuplicateOf string
+	// PendingSince is the first revision a save made the call pending in;
+	// 0 for a call only registered. With LastPendingRevision it tells
+	// whether two calls were in one saved model reply.
+	PendingSince uint64
 }
 
 // MaxAppendMessages and MaxPendingToolUses bound the records one save
@@ -388,6 +392,10 @@ type Duplicate struct {
 	IdempotencyKey string // empty when never begun
 	// Effect is its recorded effect; nil while it is in doubt.
 	Effect *Effect
+	// ToolResultText is DuplicateText for the new call: the tool result to
+	// give the model; IsError says whether it is an error result.
+	ToolResultText string
+	IsError        bool
 }
 
 // RegisterRequest is one BeginEffect call with a tool use, already

@@ -47,7 +47,7 @@ func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 		ToolUseID: id, Name: call.Name, Class: core.EffectClass(call.Class), BeginTracked: call.BeginTracked,
 		LastPendingRevision: call.LastPendingRevision, Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
 		BeginTime: fromNanos(call.BeginTime), Registered: call.Registered,
-		InputDigest: call.InputDigest, Repeatable: call.Repeatable, RunEpoch: call.RunEpoch, RunRevision: call.RunRevision, DuplicateOf: call.DuplicateOf,
+		InputDigest: call.InputDigest, Repeatable: call.Repeatable, RunEpoch: call.RunEpoch, RunRevision: call.RunRevision, DuplicateOf: call.DuplicateOf, PendingSince: call.PendingSince,
 	}
 	e.Resolution = call.Resolution.resolution()
 	if call.Effect != nil {

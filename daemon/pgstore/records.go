@@ -104,11 +104,12 @@ type ledgerEntryRec struct {
 	// Resolution is how the call was settled while in doubt.
 	Resolution *resolutionRec `json:"resolution,omitempty"`
 	// The duplicate-intent guard's fields, as core.LedgerEntry's.
-	InputDigest []byte `json:"input_digest,omitempty"`
-	Repeatable  bool   `json:"repeatable,omitempty"`
-	RunEpoch    uint64 `json:"run_epoch,omitempty"`
-	RunRevision uint64 `json:"run_revision,omitempty"`
-	DuplicateOf string `json:"duplicate_of,omitempty"`
+	InputDigest  []byte `json:"input_digest,omitempty"`
+	Repeatable   bool   `json:"repeatable,omitempty"`
+	RunEpoch     uint64 `json:"run_epoch,omitempty"`
+	RunRevision  uint64 `json:"run_revision,omitempty"`
+	DuplicateOf  string `json:"duplicate_of,omitempty"`
+	PendingSince uint64 `json:"pending_since,omitempty"`
 }
 
 // resolutionRec is a ResolveEffect record, numbered as core's.
@@ -279,7 +280,7 @@ func ledgerEntryRecOf(c *core.LedgerEntry) *ledgerEntryRec {
 	rec := &ledgerEntryRec{
 		Name: c.Name, Class: int(c.Class), BeginTracked: c.BeginTracked, LastPendingRevision: c.LastPendingRevision,
 		Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime), Registered: c.Registered,
-		InputDigest: c.InputDigest, Repeatable: c.Repeatable, RunEpoch: c.RunEpoch, RunRevision: c.RunRevision, DuplicateOf: c.DuplicateOf,
+		InputDigest: c.InputDigest, Repeatable: c.Repeatable, RunEpoch: c.RunEpoch, RunRevision: c.RunRevision, DuplicateOf: c.DuplicateOf, PendingSince: c.PendingSince,
 	}
 	if e := c.Effect; e != nil {
 		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late, Refused: e.Refused}

@@ -212,7 +212,8 @@ func duplicateToProto(d *core.Duplicate) *savepointv1.DuplicateToolUse {
 	if d == nil {
 		return nil
 	}
-	p := &savepointv1.DuplicateToolUse{ToolUseId: d.ToolUseID, Epoch: d.Epoch, IdempotencyKey: d.IdempotencyKey}
+	p := &savepointv1.DuplicateToolUse{ToolUseId: d.ToolUseID, Epoch: d.Epoch, IdempotencyKey: d.IdempotencyKey,
+		ToolResultText: d.ToolResultText, IsError: d.IsError}
 	if d.Effect != nil {
 		p.Effect = effectToProto(*d.Effect)
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -49,7 +50,8 @@ func testDuplicateRegister(t *testing.T, s core.Store) {
 	if err != nil || b.Duplicate == nil || b.IdempotencyKey != "" || b.AlreadyBegun {
 		t.Fatalf("reissued call: %+v %v", b, err)
 	}
-	if d := b.Duplicate; d.ToolUseID != "a" || d.Epoch != 1 || d.IdempotencyKey != a.IdempotencyKey || d.Effect == nil || d.Effect.Output != "paid 5 to bob" {
+	if d := b.Duplicate; d.ToolUseID != "a" || d.Epoch != 1 || d.IdempotencyKey != a.IdempotencyKey || d.Effect == nil || d.Effect.Output != "paid 5 to bob" ||
+		d.IsError || !strings.Contains(d.ToolResultText, "tool_use_id a ") || !strings.HasSuffix(d.ToolResultText, "returned: paid 5 to bob") {
 		t.Fatalf("duplicate names %+v effect %+v", d, d.Effect)
 	}
 	// Asked again, the answer is the same: the call is remembered as a's
@@ -147,10 +149,9 @@ func testDuplicatePending(t *testing.T, s core.Store) {
 		ResolverKind: core.ResolverPerson, ResolvedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	// The new run asks the model again and saves its reply at Point A (a,
-	// still in doubt, stays pending so that a person can resolve it).
+	// The new run drops the reply it cannot answer, asks the model again
+	// and saves the new reply at Point A.
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: epoch, PendingToolUses: []core.ToolUse{
-		{ID: "a", Name: "send_payment", InputJSON: `{"amount":5}`, BeginTracked: true},
 		{ID: "b", Name: "send_payment", InputJSON: `{"amount":5}`, BeginTracked: true},
 		{ID: "m", Name: "send_email", InputJSON: `{"to":"x"}`, BeginTracked: true},
 		{ID: "q", Name: "delete_file", InputJSON: `{"path":"/tmp/f"}`, BeginTracked: true},
@@ -159,7 +160,8 @@ func testDuplicatePending(t *testing.T, s core.Store) {
 	if err != nil || b.Duplicate == nil || b.IdempotencyKey != "" {
 		t.Fatalf("reissued call: %+v %v", b, err)
 	}
-	if d := b.Duplicate; d.ToolUseID != "a" || d.Effect != nil || d.IdempotencyKey != a.IdempotencyKey || d.Epoch != 1 {
+	if d := b.Duplicate; d.ToolUseID != "a" || d.Effect != nil || d.IdempotencyKey != a.IdempotencyKey || d.Epoch != 1 ||
+		!d.IsError || !strings.Contains(d.ToolResultText, "unknown") {
 		t.Fatalf("in-doubt duplicate: %+v", d)
 	}
 	// Not done, refused: no earlier action; those calls run.
@@ -168,20 +170,43 @@ func testDuplicatePending(t *testing.T, s core.Store) {
 			t.Fatalf("%s: %+v %v", id, r, err)
 		}
 	}
-	// A person finds the earlier payment was made: the caught call's answer
-	// now carries the output found.
-	if _, err := s.ResolveEffect(ctx, &core.ResolveRequest{SessionID: "s", ToolUseID: "a", Outcome: core.ResolvedDone, Output: "paid",
-		ResolverKind: core.ResolverPerson, ResolvedBy: "alice"}); err != nil {
+	// The old process, still alive, records the earlier payment late (a
+	// record is not fenced): the caught call's answer now carries it.
+	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "a", Output: "paid"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err = s.BeginEffect(ctx, "s", "b", epoch)
-	if err != nil || b.Duplicate == nil || b.Duplicate.Effect == nil || b.Duplicate.Effect.Output != "paid" ||
-		b.Duplicate.Effect.Resolution == nil || b.Duplicate.Effect.Resolution.ResolvedBy != "alice" {
-		t.Fatalf("after resolving the earlier call: %+v %v", b, err)
+	if err != nil || b.Duplicate == nil || b.Duplicate.Effect == nil || b.Duplicate.Effect.Output != "paid" || !b.Duplicate.Effect.Late {
+		t.Fatalf("after the earlier call's record: %+v %v", b, err)
 	}
 	// The old run is fenced.
 	_, err = s.BeginEffect(ctx, "s", "b", 1)
 	wantState(t, err, core.ErrSessionFenced, 3, epoch)
+}
+
+// testDuplicateSameReply covers two identical calls of one saved model
+// reply: the crashed run began the first only; the resumed run answers the
+// first by its id (in doubt) and runs the second, which the model asked
+// for too.
+func testDuplicateSameReply(t *testing.T, s core.Store) {
+	create(t, s, "s")
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{
+		{ID: "a1", Name: "send_payment", InputJSON: `{"amount":5}`, BeginTracked: true},
+		{ID: "a2", Name: "send_payment", InputJSON: `{"amount":5}`, BeginTracked: true},
+	}})
+	if _, err := s.BeginEffect(ctx, "s", "a1", 0); err != nil {
+		t.Fatal(err)
+	}
+	epoch := resume(t, s, "s")
+	if r, err := s.BeginEffect(ctx, "s", "a2", epoch); err != nil || r.Duplicate != nil || r.IdempotencyKey == "" {
+		t.Fatalf("second call of the saved reply: %+v %v", r, err)
+	}
+	// After the turn's end is saved with a1's doubt and a2's result, a call
+	// registered by the new run with the same input runs: the window closed.
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: epoch, AppendMessages: []core.Message{msg("user", "results")}})
+	if r, err := s.RegisterEffect(ctx, &core.RegisterRequest{SessionID: "s", ToolUse: pay("a3", `{"amount":5}`), Epoch: epoch}); err != nil || r.Duplicate != nil {
+		t.Fatalf("next turn: %+v %v", r, err)
+	}
 }
 
 // testDuplicateSameRun covers the rule that an uncrashed run never trips

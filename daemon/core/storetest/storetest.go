@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"DuplicateRegister", testDuplicateRegister},
 		{"DuplicatePending", testDuplicatePending},
 		{"DuplicateSameRun", testDuplicateSameRun},
+		{"DuplicateSameReply", testDuplicateSameReply},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)

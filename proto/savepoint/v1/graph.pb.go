@@ -2133,7 +2133,12 @@ type ThreadEffect struct {
 	CheckpointId string `protobuf:"bytes,15,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// How the latest attempt in doubt was settled (ResolveThreadEffect); unset
 	// when it never was.
-	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// Set when the duplicate-intent guard caught the call: the earlier call's
+	// tool use id. The call never ran (attempts is 0).
+	DuplicateOf string `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// The run (BeginThreadEffectRequest.run_id) that began the latest attempt.
+	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2280,6 +2285,20 @@ func (x *ThreadEffect) GetResolution() *EffectResolution {
 	return nil
 }
 
+func (x *ThreadEffect) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 type BeginThreadEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The thread. Required.
@@ -2300,7 +2319,15 @@ type BeginThreadEffectRequest struct {
 	CheckpointId string `protobuf:"bytes,7,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// A client-made UUID (AIP-155): a retry with the same id and payload
 	// returns the first call's answer without starting another attempt.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// True when this call may legitimately repeat an earlier one with the same
+	// name and input: the duplicate-intent guard (docs/api.md "The thread
+	// ledger") does not apply to it.
+	Repeatable bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
+	// The run making the call: a random id the client makes once per process
+	// (at most 128 bytes). The duplicate-intent guard compares runs by it; a
+	// begin without one is never caught, and its call never catches another.
+	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2391,6 +2418,20 @@ func (x *BeginThreadEffectRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *BeginThreadEffectRequest) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
+	}
+	return false
+}
+
+func (x *BeginThreadEffectRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 type BeginThreadEffectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the caller does: RUN the tool (then record its outcome), REUSE
@@ -2402,9 +2443,18 @@ type BeginThreadEffectResponse struct {
 	Effect *ThreadEffect `protobuf:"bytes,2,opt,name=effect,proto3" json:"effect,omitempty"`
 	// True when the late-write rule dropped the begin: nothing was stored and
 	// decision is RUN.
-	DroppedLate   bool `protobuf:"varint,3,opt,name=dropped_late,json=droppedLate,proto3" json:"dropped_late,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DroppedLate bool `protobuf:"varint,3,opt,name=dropped_late,json=droppedLate,proto3" json:"dropped_late,omitempty"`
+	// Set when the duplicate-intent guard caught the call: the earlier call of
+	// an interrupted run it repeats, as it is now. decision is then REUSE
+	// (its output recorded) or IN_DOUBT; do not run the tool: answer the model
+	// with tool_result_text. effect is the new call's entry, with no attempt.
+	DuplicateOf *ThreadEffect `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// With duplicate_of, the tool result to give the model, as
+	// DuplicateToolUse.tool_result_text; an error when the earlier call is in
+	// doubt.
+	ToolResultText string `protobuf:"bytes,41,opt,name=tool_result_text,json=toolResultText,proto3" json:"tool_result_text,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BeginThreadEffectResponse) Reset() {
@@ -2456,6 +2506,20 @@ func (x *BeginThreadEffectResponse) GetDroppedLate() bool {
 		return x.DroppedLate
 	}
 	return false
+}
+
+func (x *BeginThreadEffectResponse) GetDuplicateOf() *ThreadEffect {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return nil
+}
+
+func (x *BeginThreadEffectResponse) GetToolResultText() string {
+	if x != nil {
+		return x.ToolResultText
+	}
+	return ""
 }
 
 type RecordThreadEffectRequest struct {
@@ -3078,7 +3142,7 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"updateTime\"r\n" +
 	"\x13ListThreadsResponse\x123\n" +
 	"\athreads\x18\x01 \x03(\v2\x19.savepoint.v1.GraphThreadR\athreads\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb4\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xee\x05\n" +
 	"\fThreadEffect\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3101,7 +3165,9 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x0f \x01(\tR\fcheckpointId\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"\xb1\x02\n" +
+	"resolution\x12!\n" +
+	"\fduplicate_of\x18( \x01(\tR\vduplicateOf\x12\x15\n" +
+	"\x06run_id\x18) \x01(\tR\x05runId\"\xe8\x02\n" +
 	"\x18BeginThreadEffectRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3112,11 +3178,17 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\feffect_class\x18\x06 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
 	"\rcheckpoint_id\x18\a \x01(\tR\fcheckpointId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"\xa6\x01\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18( \x01(\bR\n" +
+	"repeatable\x12\x15\n" +
+	"\x06run_id\x18) \x01(\tR\x05runId\"\x8f\x02\n" +
 	"\x19BeginThreadEffectResponse\x122\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x16.savepoint.v1.DecisionR\bdecision\x122\n" +
 	"\x06effect\x18\x02 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12!\n" +
-	"\fdropped_late\x18\x03 \x01(\bR\vdroppedLate\"\x83\x02\n" +
+	"\fdropped_late\x18\x03 \x01(\bR\vdroppedLate\x12=\n" +
+	"\fduplicate_of\x18( \x01(\v2\x1a.savepoint.v1.ThreadEffectR\vduplicateOf\x12(\n" +
+	"\x10tool_result_text\x18) \x01(\tR\x0etoolResultText\"\x83\x02\n" +
 	"\x19RecordThreadEffectRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3280,48 +3352,49 @@ var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	44, // 29: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
 	46, // 30: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
 	32, // 31: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	2,  // 32: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	32, // 33: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	32, // 34: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
-	47, // 35: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	2,  // 36: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	48, // 37: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	32, // 38: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	7,  // 39: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	9,  // 40: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	12, // 41: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	13, // 42: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
-	17, // 43: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	19, // 44: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	21, // 45: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	23, // 46: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	25, // 47: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	27, // 48: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	29, // 49: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
-	33, // 50: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
-	35, // 51: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
-	37, // 52: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
-	39, // 53: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
-	8,  // 54: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	11, // 55: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	16, // 56: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	15, // 57: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
-	18, // 58: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	20, // 59: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	22, // 60: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	24, // 61: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	26, // 62: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	28, // 63: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	31, // 64: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
-	34, // 65: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
-	36, // 66: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
-	38, // 67: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
-	40, // 68: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
-	54, // [54:69] is the sub-list for method output_type
-	39, // [39:54] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	32, // 32: savepoint.v1.BeginThreadEffectResponse.duplicate_of:type_name -> savepoint.v1.ThreadEffect
+	2,  // 33: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	32, // 34: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	32, // 35: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
+	47, // 36: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	2,  // 37: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	48, // 38: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	32, // 39: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	7,  // 40: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	9,  // 41: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	12, // 42: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	13, // 43: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
+	17, // 44: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	19, // 45: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	21, // 46: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	23, // 47: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	25, // 48: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	27, // 49: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	29, // 50: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
+	33, // 51: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
+	35, // 52: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
+	37, // 53: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
+	39, // 54: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
+	8,  // 55: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	11, // 56: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	16, // 57: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	15, // 58: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
+	18, // 59: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	20, // 60: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	22, // 61: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	24, // 62: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	26, // 63: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	28, // 64: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	31, // 65: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
+	34, // 66: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
+	36, // 67: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
+	38, // 68: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
+	40, // 69: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
+	55, // [55:70] is the sub-list for method output_type
+	40, // [40:55] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }

@@ -1604,7 +1604,14 @@ type DuplicateToolUse struct {
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Its recorded effect (with output); unset when it is in doubt: begun,
 	// outcome unknown.
-	Effect        *Effect `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	Effect *Effect `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	// The tool result to give the model for the new call: the action was
+	// already taken (with its output) or may have been, under the earlier
+	// tool use id. Clients use it as it is.
+	ToolResultText string `protobuf:"bytes,5,opt,name=tool_result_text,json=toolResultText,proto3" json:"tool_result_text,omitempty"`
+	// True when that tool result is an error: the earlier call is in doubt or
+	// its recorded effect is an error.
+	IsError       bool `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1665,6 +1672,20 @@ func (x *DuplicateToolUse) GetEffect() *Effect {
 		return x.Effect
 	}
 	return nil
+}
+
+func (x *DuplicateToolUse) GetToolResultText() string {
+	if x != nil {
+		return x.ToolResultText
+	}
+	return ""
+}
+
+func (x *DuplicateToolUse) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
 }
 
 type RecordEffectRequest struct {
@@ -4553,12 +4574,14 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12#\n" +
 	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\x12,\n" +
 	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12<\n" +
-	"\tduplicate\x18( \x01(\v2\x1e.savepoint.v1.DuplicateToolUseR\tduplicate\"\x9f\x01\n" +
+	"\tduplicate\x18( \x01(\v2\x1e.savepoint.v1.DuplicateToolUseR\tduplicate\"\xe4\x01\n" +
 	"\x10DuplicateToolUse\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12,\n" +
-	"\x06effect\x18\x04 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"\xb5\x01\n" +
+	"\x06effect\x18\x04 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12(\n" +
+	"\x10tool_result_text\x18\x05 \x01(\tR\x0etoolResultText\x12\x19\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\"\xb5\x01\n" +
 	"\x13RecordEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +

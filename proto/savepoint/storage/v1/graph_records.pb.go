@@ -542,7 +542,10 @@ type GraphEffectRecord struct {
 	RecordTime   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
 	CheckpointId string                 `protobuf:"bytes,12,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// How the latest attempt in doubt was settled; as CallRecord's.
-	Resolution    *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The duplicate-intent guard's fields, as core.ThreadEffect's.
+	DuplicateOf   string `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -668,6 +671,20 @@ func (x *GraphEffectRecord) GetResolution() *Resolution {
 	return nil
 }
 
+func (x *GraphEffectRecord) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
+func (x *GraphEffectRecord) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 var File_savepoint_storage_v1_graph_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
@@ -712,7 +729,7 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"]\n" +
 	"\x12GraphRequestRecord\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\fR\vfingerprint\x12%\n" +
-	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xab\x04\n" +
+	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xe5\x04\n" +
 	"\x11GraphEffectRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -732,7 +749,9 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\f \x01(\tR\fcheckpointId\x12@\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
-	"resolutionBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
+	"resolution\x12!\n" +
+	"\fduplicate_of\x18( \x01(\tR\vduplicateOf\x12\x15\n" +
+	"\x06run_id\x18) \x01(\tR\x05runIdBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_savepoint_storage_v1_graph_records_proto_rawDescOnce sync.Once

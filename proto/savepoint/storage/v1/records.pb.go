@@ -878,7 +878,10 @@ type LedgerEntryRecord struct {
 	RunRevision uint64 `protobuf:"varint,43,opt,name=run_revision,json=runRevision,proto3" json:"run_revision,omitempty"`
 	// The earlier call of an interrupted run this call repeats: it was not
 	// run.
-	DuplicateOf   string `protobuf:"bytes,44,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	DuplicateOf string `protobuf:"bytes,44,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// The first revision a save made the call pending in; 0 when only
+	// registered.
+	PendingSince  uint64 `protobuf:"varint,45,opt,name=pending_since,json=pendingSince,proto3" json:"pending_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1002,6 +1005,13 @@ func (x *LedgerEntryRecord) GetDuplicateOf() string {
 		return x.DuplicateOf
 	}
 	return ""
+}
+
+func (x *LedgerEntryRecord) GetPendingSince() uint64 {
+	if x != nil {
+		return x.PendingSince
+	}
+	return 0
 }
 
 // Resolution is a ResolveEffect record as stored, numbered as the API's
@@ -1439,7 +1449,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb9\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x04\n" +
 	"\x11LedgerEntryRecord\x128\n" +
 	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
@@ -1460,7 +1470,8 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"repeatable\x12\x1b\n" +
 	"\trun_epoch\x18* \x01(\x04R\brunEpoch\x12!\n" +
 	"\frun_revision\x18+ \x01(\x04R\vrunRevision\x12!\n" +
-	"\fduplicate_of\x18, \x01(\tR\vduplicateOf\"\xe0\x01\n" +
+	"\fduplicate_of\x18, \x01(\tR\vduplicateOf\x12#\n" +
+	"\rpending_since\x18- \x01(\x04R\fpendingSince\"\xe0\x01\n" +
 	"\n" +
 	"Resolution\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\x05R\aoutcome\x12#\n" +
