@@ -186,6 +186,9 @@ func DuplicateText(name, toolUseID, earlier string, recorded, failed bool, outpu
 			"Check whether it took effect before retrying it."
 	case failed:
 		return head + "It failed, with this error: " + output
+	case output == "":
+		// A thread's call: the client appends the output it decodes.
+		return head + "It was already taken, and returned:\n"
 	default:
 		return head + "It was already taken, and returned: " + output
 	}

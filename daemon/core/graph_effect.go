@@ -58,6 +58,11 @@ type ThreadEffect struct {
 	// Resolution is how the latest attempt in doubt was settled; nil when
 	// none was.
 	Resolution *EffectResolution
+	// DuplicateOf is, for a call the duplicate-intent guard caught, the
+	// earlier call it repeats; it never ran (Attempts is 0).
+	DuplicateOf string
+	// RunID is the run that began the latest attempt; "" when unnamed.
+	RunID string
 }
 
 // ThreadEffectBegin is a BeginThreadEffect call.
@@ -73,6 +78,11 @@ type ThreadEffectBegin struct {
 	CheckpointID string
 	// RequestID is a canonical UUID, or "" for no retry detection.
 	RequestID string
+	// Repeatable exempts the call from the duplicate-intent guard.
+	Repeatable bool
+	// RunID names the run making the call; "" leaves the call out of the
+	// guard.
+	RunID string
 }
 
 // ThreadEffectRecord is a RecordThreadEffect call.
@@ -95,6 +105,11 @@ type ThreadEffectBeginResult struct {
 	Effect ThreadEffect
 	// DroppedLate: the late-write rule dropped the begin; nothing stored.
 	DroppedLate bool
+	// Duplicate is, when the duplicate-intent guard caught the call, the
+	// earlier call it repeats; ToolResultText is then the text to answer
+	// the model with (for DecisionReuse, followed by Duplicate's output).
+	Duplicate      *ThreadEffect
+	ToolResultText string
 }
 
 // ThreadEffectRecordResult is what a record answers.
@@ -173,6 +188,9 @@ func ThreadEffectDigest(name, inputJSON string) ([]byte, error) {
 func (b *ThreadEffectBegin) Fingerprint() []byte {
 	h := sha256.New()
 	writeStrings(h, "begin-effect", b.ThreadID, b.NS, b.ToolUseID, b.Name, b.InputJSON, b.Class.String(), b.CheckpointID)
+	if b.Repeatable || b.RunID != "" {
+		writeStrings(h, "guard", fmt.Sprint(b.Repeatable), b.RunID)
+	}
 	return h.Sum(nil)
 }
 
@@ -209,7 +227,7 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		e := &ThreadEffect{
 			ThreadID: b.ThreadID, NS: b.NS, ToolUseID: b.ToolUseID, Name: b.Name, InputJSON: input,
 			InputDigest: digest, Class: b.Class, IdempotencyKey: key,
-			Attempts: 1, State: ThreadEffectBegun, BeginTime: now, CheckpointID: b.CheckpointID,
+			Attempts: 1, State: ThreadEffectBegun, BeginTime: now, CheckpointID: b.CheckpointID, RunID: b.RunID,
 		}
 		return e, ThreadEffectBeginResult{Decision: DecisionRun, Effect: *e}, nil
 	}
@@ -237,6 +255,7 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		e.Resolution = &r
 	}
 	e.Attempts++
+	e.RunID = b.RunID
 	e.State = ThreadEffectBegun
 	e.Output, e.OutputDigest, e.RecordTime = GraphValue{}, nil, time.Time{}
 	e.BeginTime = now
@@ -364,6 +383,10 @@ func ApplyThreadEffectResolve(cur *ThreadEffect, r *ThreadEffectResolve, now tim
 	if cur == nil {
 		return nil, ThreadEffectResolveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) was never begun",
 			ErrCallUnknown, r.ToolUseID, r.ThreadID, r.NS)
+	}
+	if cur.DuplicateOf != "" {
+		return nil, ThreadEffectResolveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) never ran: it repeats tool use %q, which the duplicate-intent guard names; resolve that one",
+			ErrCallNotInDoubt, r.ToolUseID, r.ThreadID, r.NS, cur.DuplicateOf)
 	}
 	sum := sha256.Sum256(r.Output.Data)
 	state := ThreadEffectSucceeded

@@ -65,6 +65,8 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"ThreadEffectResolveDone", testThreadEffectResolveDone},
 		{"ThreadEffectResolveNotDone", testThreadEffectResolveNotDone},
 		{"ThreadEffectResolveRefused", testThreadEffectResolveRefused},
+		{"ThreadEffectDuplicate", testThreadEffectDuplicate},
+		{"ThreadEffectDuplicateWindow", testThreadEffectDuplicateWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
 	}

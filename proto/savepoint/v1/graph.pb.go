@@ -2325,7 +2325,7 @@ type BeginThreadEffectRequest struct {
 	// ledger") does not apply to it.
 	Repeatable bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
 	// The run making the call: a random id the client makes once per process
-	// (at most 128 bytes). The duplicate-intent guard compares runs by it; a
+	// (at most 256 bytes, UTF-8, no NUL). The duplicate-intent guard compares runs by it; a
 	// begin without one is never caught, and its call never catches another.
 	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
