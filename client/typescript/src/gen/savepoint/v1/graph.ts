@@ -493,7 +493,16 @@ export interface ThreadEffect {
    * How the latest attempt in doubt was settled (ResolveThreadEffect); unset
    * when it never was.
    */
-  resolution: EffectResolution | undefined;
+  resolution:
+    | EffectResolution
+    | undefined;
+  /**
+   * Set when the duplicate-intent guard caught the call: the earlier call's
+   * tool use id. The call never ran (attempts is 0).
+   */
+  duplicateOf: string;
+  /** The run (BeginThreadEffectRequest.run_id) that began the latest attempt. */
+  runId: string;
 }
 
 export interface BeginThreadEffectRequest {
@@ -520,6 +529,18 @@ export interface BeginThreadEffectRequest {
    * returns the first call's answer without starting another attempt.
    */
   requestId: string;
+  /**
+   * True when this call may legitimately repeat an earlier one with the same
+   * name and input: the duplicate-intent guard (docs/api.md "The thread
+   * ledger") does not apply to it.
+   */
+  repeatable: boolean;
+  /**
+   * The run making the call: a random id the client makes once per process
+   * (at most 256 bytes, UTF-8, no NUL). The duplicate-intent guard compares runs by it; a
+   * begin without one is never caught, and its call never catches another.
+   */
+  runId: string;
 }
 
 export interface BeginThreadEffectResponse {
@@ -541,6 +562,21 @@ export interface BeginThreadEffectResponse {
    * decision is RUN.
    */
   droppedLate: boolean;
+  /**
+   * Set when the duplicate-intent guard caught the call: the earlier call of
+   * an interrupted run it repeats, as it is now. decision is then REUSE
+   * (its output recorded) or IN_DOUBT; do not run the tool: answer the model
+   * with tool_result_text. effect is the new call's entry, with no attempt.
+   */
+  duplicateOf:
+    | ThreadEffect
+    | undefined;
+  /**
+   * With duplicate_of, the tool result to give the model, as
+   * DuplicateToolUse.tool_result_text; an error when the earlier call is in
+   * doubt.
+   */
+  toolResultText: string;
 }
 
 export interface RecordThreadEffectRequest {
@@ -3212,6 +3248,8 @@ function createBaseThreadEffect(): ThreadEffect {
     recordTime: undefined,
     checkpointId: "",
     resolution: undefined,
+    duplicateOf: "",
+    runId: "",
   };
 }
 
@@ -3264,6 +3302,12 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     }
     if (message.resolution !== undefined) {
       EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
+    }
+    if (message.duplicateOf !== "") {
+      writer.uint32(322).string(message.duplicateOf);
+    }
+    if (message.runId !== "") {
+      writer.uint32(330).string(message.runId);
     }
     return writer;
   },
@@ -3409,6 +3453,22 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
             message.resolution = EffectResolution.decode(reader, reader.uint32());
             continue;
           }
+          case 40: {
+            if (tag !== 322) {
+              break;
+            }
+
+            message.duplicateOf = reader.string();
+            continue;
+          }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3450,6 +3510,8 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     message.resolution = (object.resolution !== undefined && object.resolution !== null)
       ? EffectResolution.fromPartial(object.resolution)
       : undefined;
+    message.duplicateOf = object.duplicateOf ?? "";
+    message.runId = object.runId ?? "";
     return message;
   },
 };
@@ -3464,6 +3526,8 @@ function createBaseBeginThreadEffectRequest(): BeginThreadEffectRequest {
     effectClass: 0,
     checkpointId: "",
     requestId: "",
+    repeatable: false,
+    runId: "",
   };
 }
 
@@ -3492,6 +3556,12 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
     }
     if (message.requestId !== "") {
       writer.uint32(66).string(message.requestId);
+    }
+    if (message.repeatable !== false) {
+      writer.uint32(320).bool(message.repeatable);
+    }
+    if (message.runId !== "") {
+      writer.uint32(330).string(message.runId);
     }
     return writer;
   },
@@ -3573,6 +3643,22 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
             message.requestId = reader.string();
             continue;
           }
+          case 40: {
+            if (tag !== 320) {
+              break;
+            }
+
+            message.repeatable = reader.bool();
+            continue;
+          }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3598,12 +3684,14 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
     message.effectClass = object.effectClass ?? 0;
     message.checkpointId = object.checkpointId ?? "";
     message.requestId = object.requestId ?? "";
+    message.repeatable = object.repeatable ?? false;
+    message.runId = object.runId ?? "";
     return message;
   },
 };
 
 function createBaseBeginThreadEffectResponse(): BeginThreadEffectResponse {
-  return { decision: 0, effect: undefined, droppedLate: false };
+  return { decision: 0, effect: undefined, droppedLate: false, duplicateOf: undefined, toolResultText: "" };
 }
 
 export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = {
@@ -3616,6 +3704,12 @@ export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = 
     }
     if (message.droppedLate !== false) {
       writer.uint32(24).bool(message.droppedLate);
+    }
+    if (message.duplicateOf !== undefined) {
+      ThreadEffect.encode(message.duplicateOf, writer.uint32(322).fork()).join();
+    }
+    if (message.toolResultText !== "") {
+      writer.uint32(330).string(message.toolResultText);
     }
     return writer;
   },
@@ -3657,6 +3751,22 @@ export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = 
             message.droppedLate = reader.bool();
             continue;
           }
+          case 40: {
+            if (tag !== 322) {
+              break;
+            }
+
+            message.duplicateOf = ThreadEffect.decode(reader, reader.uint32());
+            continue;
+          }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.toolResultText = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3679,6 +3789,10 @@ export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = 
       ? ThreadEffect.fromPartial(object.effect)
       : undefined;
     message.droppedLate = object.droppedLate ?? false;
+    message.duplicateOf = (object.duplicateOf !== undefined && object.duplicateOf !== null)
+      ? ThreadEffect.fromPartial(object.duplicateOf)
+      : undefined;
+    message.toolResultText = object.toolResultText ?? "";
     return message;
   },
 };
