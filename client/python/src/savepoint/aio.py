@@ -446,9 +446,12 @@ class AsyncSession(_core.SessionState):
     async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
         if not _core.is_read_only(p):
             try:
-                key = (await self._raw.BeginEffect(self._begin_request(p, epoch))).idempotency_key
+                begun = await self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            if begun.HasField("duplicate"):
+                return self._duplicate_result(p, begun.duplicate)
+            key = begun.idempotency_key
             self._event(ToolStage.BEGUN, p)
         output: object = None
         exc: BaseException | None = None

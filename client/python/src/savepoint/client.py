@@ -517,9 +517,12 @@ class Session(_core.SessionState):
         then RecordEffect of fn's real outcome. The caller marked p started."""
         if not _core.is_read_only(p):
             try:
-                key = self._raw.BeginEffect(self._begin_request(p, epoch)).idempotency_key
+                begun = self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            if begun.HasField("duplicate"):
+                return self._duplicate_result(p, begun.duplicate)
+            key = begun.idempotency_key
             self._event(ToolStage.BEGUN, p)
         output: object = None
         exc: BaseException | None = None
