@@ -1,5 +1,5 @@
 import { sentence } from "./errors.js";
-import { Decision, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
+import { Decision, type DuplicateToolUse, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
 import { effectiveClass, fullToolUse, normalizeContent, toolOutput } from "./tool.js";
 import type { CallOptions, SessionHost, ToolContent, ToolEvent, ToolResult } from "./types.js";
 
@@ -43,13 +43,15 @@ export class ToolRuns {
   ): Promise<ToolResult> {
     const id = p.toolUseId;
     if (effectiveClass(p.effectClass) !== EffectClass.EFFECT_CLASS_READ_ONLY) {
+      let b;
       try {
-        const b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch }, options);
-        key = b.idempotencyKey;
+        b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch }, options);
       } catch (err) {
         this.started.delete(id);
         throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: BeginEffect`);
       }
+      if (b.duplicate) return duplicateResult(id, b.duplicate);
+      key = b.idempotencyKey;
       this.hook({ stage: "begun", call: fullToolUse(p) });
     }
     const r: ToolResult = { toolUseId: id, content: "", isError: false, decision: Decision.DECISION_UNSPECIFIED };
@@ -112,4 +114,15 @@ export function annotate(err: unknown, context: string): Error {
     return err;
   }
   return new Error(`${context}: ${sentence(String(err))}`, { cause: err });
+}
+
+/**
+ * The answer to a call the daemon's duplicate-intent guard caught
+ * (docs/api.md "The same action under a new id"): not run; the daemon's
+ * text, the one wording every client gives the model, says the action was
+ * already taken under d.toolUseId (with its output) or may have been (an
+ * error).
+ */
+export function duplicateResult(toolUseId: string, d: DuplicateToolUse): ToolResult {
+  return { toolUseId, content: d.toolResultText, isError: d.isError, decision: Decision.DECISION_UNSPECIFIED, duplicateOf: d.toolUseId };
 }
