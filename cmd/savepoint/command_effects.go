@@ -87,6 +87,9 @@ func setupEffects(fs *flag.FlagSet) runFunc {
 				if res := l.GetResolution(); res != nil {
 					outcome += ", resolved " + resolutionText(res)
 				}
+				if a := l.GetApproval(); a != nil {
+					outcome += ", " + approvalText(a)
+				}
 				if d := l.GetDuplicateOf(); d != "" {
 					outcome = "not run: repeats " + d + " of an earlier run"
 				}

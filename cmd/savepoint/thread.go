@@ -118,6 +118,9 @@ func printThreadEffects(w io.Writer, effects []*savepointv1.ThreadEffect) error 
 		if r := e.GetResolution(); r != nil {
 			outcome += ", resolved " + resolutionText(r)
 		}
+		if a := e.GetApproval(); a != nil {
+			outcome += ", " + approvalText(a)
+		}
 		if dup := e.GetDuplicateOf(); dup != "" {
 			outcome = "not run: repeats " + dup + " of an earlier run"
 		}

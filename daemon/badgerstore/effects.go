@@ -47,6 +47,7 @@ func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry 
 		e.BeginTime = call.BeginTime.AsTime()
 	}
 	e.Resolution = resolutionFromRecord(call.Resolution)
+	e.Approval = approvalFromRecord(call.Approval)
 	if call.Effect != nil {
 		eff := effectFromRecord(call.Effect)
 		eff.ToolUseID = id
@@ -86,7 +87,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
 				return corrupt(h, sessionID, err)
 			}
-			if !call.Begun && call.Effect == nil && call.Resolution == nil && call.DuplicateOf == "" {
+			if !call.Begun && call.Effect == nil && call.Resolution == nil && call.Approval == nil && call.DuplicateOf == "" {
 				continue
 			}
 			out = append(out, ledgerEntry(id, &call))

@@ -193,3 +193,20 @@ func DuplicateText(name, toolUseID, earlier string, recorded, failed bool, outpu
 		return head + "It was already taken, and returned: " + output
 	}
 }
+
+// result is the BeginResult answering a caught call: not begun, no key,
+// DecisionReuse when the earlier call's effect is recorded and
+// DecisionInDoubt when it is not. With remember, put (the request id's
+// record) is staged first.
+func (d *Duplicate) result(remember bool, put func() error) (BeginResult, error) {
+	if remember {
+		if err := put(); err != nil {
+			return BeginResult{}, err
+		}
+	}
+	dec := DecisionInDoubt
+	if d.Effect != nil {
+		dec = DecisionReuse
+	}
+	return BeginResult{Decision: dec, Duplicate: d}, nil
+}

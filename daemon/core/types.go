@@ -268,6 +268,9 @@ type LedgerEntry struct {
 	// 0 for a call only registered. With LastPendingRevision it tells
 	// whether two calls were in one saved model reply.
 	PendingSince uint64
+	// Approval is the call's approval record, for a call that requires
+	// approval; nil otherwise.
+	Approval *EffectApproval
 }
 
 // MaxAppendMessages and MaxPendingToolUses bound the records one save
@@ -379,6 +382,14 @@ type BeginResult struct {
 	// Effect is, for Register only, the call's recorded effect: the call
 	// must not run, and nothing was written.
 	Effect *Effect
+	// Decision is DecisionRun when the call is begun, DecisionReuse with
+	// Effect, and DecisionAwaitApproval or DecisionDenied for a call that
+	// requires approval and is not begun; with Duplicate, DecisionReuse
+	// (the earlier call's effect is recorded) or DecisionInDoubt.
+	Decision Decision
+	// Approval is the call's approval record, for a call that requires
+	// approval.
+	Approval *EffectApproval
 	// Duplicate is set when the duplicate-intent guard caught the call: it
 	// must not run; IdempotencyKey is empty.
 	Duplicate *Duplicate
@@ -406,14 +417,21 @@ type RegisterRequest struct {
 	ToolUse   ToolUse
 	Epoch     uint64 // fenced like a save's
 	RequestID string // empty disables retry detection
+	// RequiresApproval gates the begin on an approval for the tool use's
+	// input.
+	RequiresApproval bool
 }
 
 // Fingerprint is a digest of everything in the request but its request id.
 func (r *RegisterRequest) Fingerprint() []byte {
-	if r.ToolUse.Repeatable {
-		return digest("register", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class), "repeatable")
+	kind := "register"
+	if r.RequiresApproval {
+		kind = "register-approved"
 	}
-	return digest("register", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
+	if r.ToolUse.Repeatable {
+		return digest(kind, r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class), "repeatable")
+	}
+	return digest(kind, r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
 }
 
 // PendingToolUse is a pending tool use with what the ledger knows of it.
@@ -423,6 +441,7 @@ type PendingToolUse struct {
 	IdempotencyKey string // set when Begun
 	Effect         *Effect
 	Resolution     *EffectResolution // nil when never resolved
+	Approval       *EffectApproval   // nil for a call that requires no approval
 }
 
 // SessionSummary describes a session's latest revision.
@@ -444,6 +463,8 @@ type SessionSummary struct {
 	// ResolvedByVerify and ResolvedByPerson count the calls in doubt
 	// ResolveEffect settled in the session, by resolver kind.
 	ResolvedByVerify, ResolvedByPerson uint32
+	// AwaitingApproval counts the calls waiting for approval.
+	AwaitingApproval uint32
 }
 
 // VerifyReport is what a full check of a store found.

@@ -50,6 +50,7 @@ func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 		InputDigest: call.InputDigest, Repeatable: call.Repeatable, RunEpoch: call.RunEpoch, RunRevision: call.RunRevision, DuplicateOf: call.DuplicateOf, PendingSince: call.PendingSince,
 	}
 	e.Resolution = call.Resolution.resolution()
+	e.Approval = call.Approval.approval()
 	if call.Effect != nil {
 		eff := call.Effect.effect(id)
 		if e.Resolution != nil && e.Resolution.Outcome == core.ResolvedDone {
@@ -76,7 +77,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			return nil
 		}
 		return q.eachLedgerEntry(ctx, sessionID, h, after, func(id string, call *ledgerEntryRec) (bool, error) {
-			if call.Begun || call.Effect != nil || call.Resolution != nil || call.DuplicateOf != "" {
+			if call.Begun || call.Effect != nil || call.Resolution != nil || call.Approval != nil || call.DuplicateOf != "" {
 				out = append(out, ledgerEntry(id, call))
 			}
 			return len(out) < limit, nil

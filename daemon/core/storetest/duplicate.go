@@ -132,12 +132,12 @@ func testDuplicatePending(t *testing.T, s core.Store) {
 		{ID: "n", Name: "send_email", InputJSON: `{"to":"x"}`, BeginTracked: true},
 		{ID: "r", Name: "delete_file", InputJSON: `{"path":"/tmp/f"}`, BeginTracked: true},
 	}})
-	a, err := s.BeginEffect(ctx, "s", "a", 0)
+	a, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "a", Epoch: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"n", "r"} {
-		if _, err := s.BeginEffect(ctx, "s", id, 0); err != nil {
+		if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: id, Epoch: 0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +156,7 @@ func testDuplicatePending(t *testing.T, s core.Store) {
 		{ID: "m", Name: "send_email", InputJSON: `{"to":"x"}`, BeginTracked: true},
 		{ID: "q", Name: "delete_file", InputJSON: `{"path":"/tmp/f"}`, BeginTracked: true},
 	}})
-	b, err := s.BeginEffect(ctx, "s", "b", epoch)
+	b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "b", Epoch: epoch})
 	if err != nil || b.Duplicate == nil || b.IdempotencyKey != "" {
 		t.Fatalf("reissued call: %+v %v", b, err)
 	}
@@ -166,7 +166,7 @@ func testDuplicatePending(t *testing.T, s core.Store) {
 	}
 	// Not done, refused: no earlier action; those calls run.
 	for _, id := range []string{"m", "q"} {
-		if r, err := s.BeginEffect(ctx, "s", id, epoch); err != nil || r.Duplicate != nil || r.IdempotencyKey == "" {
+		if r, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: id, Epoch: epoch}); err != nil || r.Duplicate != nil || r.IdempotencyKey == "" {
 			t.Fatalf("%s: %+v %v", id, r, err)
 		}
 	}
@@ -175,12 +175,12 @@ func testDuplicatePending(t *testing.T, s core.Store) {
 	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "a", Output: "paid"}); err != nil {
 		t.Fatal(err)
 	}
-	b, err = s.BeginEffect(ctx, "s", "b", epoch)
+	b, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "b", Epoch: epoch})
 	if err != nil || b.Duplicate == nil || b.Duplicate.Effect == nil || b.Duplicate.Effect.Output != "paid" || !b.Duplicate.Effect.Late {
 		t.Fatalf("after the earlier call's record: %+v %v", b, err)
 	}
 	// The old run is fenced.
-	_, err = s.BeginEffect(ctx, "s", "b", 1)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "b", Epoch: 1})
 	wantState(t, err, core.ErrSessionFenced, 3, epoch)
 }
 
@@ -194,11 +194,11 @@ func testDuplicateSameReply(t *testing.T, s core.Store) {
 		{ID: "a1", Name: "send_payment", InputJSON: `{"amount":5}`, BeginTracked: true},
 		{ID: "a2", Name: "send_payment", InputJSON: `{"amount":5}`, BeginTracked: true},
 	}})
-	if _, err := s.BeginEffect(ctx, "s", "a1", 0); err != nil {
+	if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "a1", Epoch: 0}); err != nil {
 		t.Fatal(err)
 	}
 	epoch := resume(t, s, "s")
-	if r, err := s.BeginEffect(ctx, "s", "a2", epoch); err != nil || r.Duplicate != nil || r.IdempotencyKey == "" {
+	if r, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "a2", Epoch: epoch}); err != nil || r.Duplicate != nil || r.IdempotencyKey == "" {
 		t.Fatalf("second call of the saved reply: %+v %v", r, err)
 	}
 	// After the turn's end is saved with a1's doubt and a2's result, a call
@@ -227,7 +227,7 @@ func testDuplicateSameRun(t *testing.T, s core.Store) {
 		}})
 		keys := map[string]bool{}
 		for _, call := range []string{"a", "b"} {
-			r, err := s.BeginEffect(ctx, id, call, epoch)
+			r, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: id, ToolUseID: call, Epoch: epoch})
 			if err != nil || r.Duplicate != nil || r.IdempotencyKey == "" {
 				t.Fatalf("%s/%s: %+v %v", id, call, r, err)
 			}

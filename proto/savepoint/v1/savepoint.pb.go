@@ -173,6 +173,22 @@ const (
 	// one of the enum's values, or output or is_error given with NOT_DONE;
 	// metadata "field" names the field.
 	ErrorReason_ERROR_REASON_INVALID_RESOLUTION ErrorReason = 62
+	// FAILED_PRECONDITION: ApproveEffect (or ApproveThreadEffect) of a tool
+	// use that cannot take a decision: it was begun without one, its effect
+	// is recorded, or it neither waits for approval nor is pending in the
+	// latest revision. Nothing is written.
+	ErrorReason_ERROR_REASON_APPROVAL_NOT_WAITING ErrorReason = 63
+	// ALREADY_EXISTS: ApproveEffect (or ApproveThreadEffect) of a tool use
+	// decided already otherwise (approved and now denied, or the reverse);
+	// the first decision stands.
+	ErrorReason_ERROR_REASON_APPROVAL_CONFLICT ErrorReason = 64
+	// FAILED_PRECONDITION: ApproveEffect (or ApproveThreadEffect) with an
+	// input_digest that is not the one of the call as it waits: the approver
+	// saw other input. Nothing is written.
+	ErrorReason_ERROR_REASON_APPROVAL_INPUT_MISMATCH ErrorReason = 65
+	// INVALID_ARGUMENT: an approval's decision is not APPROVED or DENIED, or
+	// its input_digest is not 32 bytes; metadata "field" names the field.
+	ErrorReason_ERROR_REASON_INVALID_APPROVAL ErrorReason = 66
 	// UNAVAILABLE: the daemon's connection to its database failed after it
 	// sent COMMIT and before the answer came back, so the write may or may not
 	// have been applied. Retry the same request (the same request_id, or the
@@ -240,6 +256,10 @@ var (
 		60: "ERROR_REASON_CALL_NOT_IN_DOUBT",
 		61: "ERROR_REASON_RESOLUTION_CONFLICT",
 		62: "ERROR_REASON_INVALID_RESOLUTION",
+		63: "ERROR_REASON_APPROVAL_NOT_WAITING",
+		64: "ERROR_REASON_APPROVAL_CONFLICT",
+		65: "ERROR_REASON_APPROVAL_INPUT_MISMATCH",
+		66: "ERROR_REASON_INVALID_APPROVAL",
 		90: "ERROR_REASON_COMMIT_OUTCOME_UNKNOWN",
 		91: "ERROR_REASON_NO_WRITABLE_HOST",
 	}
@@ -294,6 +314,10 @@ var (
 		"ERROR_REASON_CALL_NOT_IN_DOUBT":          60,
 		"ERROR_REASON_RESOLUTION_CONFLICT":        61,
 		"ERROR_REASON_INVALID_RESOLUTION":         62,
+		"ERROR_REASON_APPROVAL_NOT_WAITING":       63,
+		"ERROR_REASON_APPROVAL_CONFLICT":          64,
+		"ERROR_REASON_APPROVAL_INPUT_MISMATCH":    65,
+		"ERROR_REASON_INVALID_APPROVAL":           66,
 		"ERROR_REASON_COMMIT_OUTCOME_UNKNOWN":     90,
 		"ERROR_REASON_NO_WRITABLE_HOST":           91,
 	}
@@ -548,6 +572,63 @@ func (ResolverKind) EnumDescriptor() ([]byte, []int) {
 	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{4}
 }
 
+// ApprovalStatus is where a call that requires approval is.
+type ApprovalStatus int32
+
+const (
+	// Never valid in a request.
+	ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED ApprovalStatus = 0
+	// A begin asked; nobody has decided yet.
+	ApprovalStatus_APPROVAL_STATUS_WAITING ApprovalStatus = 1
+	// Approved for input_digest; spent once a begin used it.
+	ApprovalStatus_APPROVAL_STATUS_APPROVED ApprovalStatus = 2
+	// Denied; the call is not run, and its note is the model's tool result.
+	ApprovalStatus_APPROVAL_STATUS_DENIED ApprovalStatus = 3
+)
+
+// Enum value maps for ApprovalStatus.
+var (
+	ApprovalStatus_name = map[int32]string{
+		0: "APPROVAL_STATUS_UNSPECIFIED",
+		1: "APPROVAL_STATUS_WAITING",
+		2: "APPROVAL_STATUS_APPROVED",
+		3: "APPROVAL_STATUS_DENIED",
+	}
+	ApprovalStatus_value = map[string]int32{
+		"APPROVAL_STATUS_UNSPECIFIED": 0,
+		"APPROVAL_STATUS_WAITING":     1,
+		"APPROVAL_STATUS_APPROVED":    2,
+		"APPROVAL_STATUS_DENIED":      3,
+	}
+)
+
+func (x ApprovalStatus) Enum() *ApprovalStatus {
+	p := new(ApprovalStatus)
+	*p = x
+	return p
+}
+
+func (x ApprovalStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_savepoint_proto_enumTypes[5].Descriptor()
+}
+
+func (ApprovalStatus) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_savepoint_proto_enumTypes[5]
+}
+
+func (x ApprovalStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalStatus.Descriptor instead.
+func (ApprovalStatus) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{5}
+}
+
 // Decision tells the client what to do with one pending tool use.
 type Decision int32
 
@@ -559,6 +640,15 @@ const (
 	Decision_DECISION_RUN Decision = 2
 	// The outcome is unknown: append tool_result_text as an is_error result.
 	Decision_DECISION_IN_DOUBT Decision = 3
+	// Only from a begin of a call that requires approval: no approval exists
+	// for this exact call and input yet. Nothing was begun: do not run the
+	// tool; wait for ApproveEffect (WatchSessions counts the calls waiting),
+	// then begin again.
+	Decision_DECISION_AWAIT_APPROVAL Decision = 4
+	// Only from a begin of a call that requires approval: a person denied
+	// it. Nothing was begun: do not run the tool; answer the model with an
+	// is_error tool result holding approval.note.
+	Decision_DECISION_DENIED Decision = 5
 )
 
 // Enum value maps for Decision.
@@ -568,12 +658,16 @@ var (
 		1: "DECISION_REUSE",
 		2: "DECISION_RUN",
 		3: "DECISION_IN_DOUBT",
+		4: "DECISION_AWAIT_APPROVAL",
+		5: "DECISION_DENIED",
 	}
 	Decision_value = map[string]int32{
-		"DECISION_UNSPECIFIED": 0,
-		"DECISION_REUSE":       1,
-		"DECISION_RUN":         2,
-		"DECISION_IN_DOUBT":    3,
+		"DECISION_UNSPECIFIED":    0,
+		"DECISION_REUSE":          1,
+		"DECISION_RUN":            2,
+		"DECISION_IN_DOUBT":       3,
+		"DECISION_AWAIT_APPROVAL": 4,
+		"DECISION_DENIED":         5,
 	}
 )
 
@@ -588,11 +682,11 @@ func (x Decision) String() string {
 }
 
 func (Decision) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[5].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[6].Descriptor()
 }
 
 func (Decision) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[5]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[6]
 }
 
 func (x Decision) Number() protoreflect.EnumNumber {
@@ -601,7 +695,7 @@ func (x Decision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Decision.Descriptor instead.
 func (Decision) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{5}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{6}
 }
 
 // WatchEventType says what one WatchSessionsResponse reports.
@@ -653,11 +747,11 @@ func (x WatchEventType) String() string {
 }
 
 func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[6].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[7].Descriptor()
 }
 
 func (WatchEventType) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[6]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[7]
 }
 
 func (x WatchEventType) Number() protoreflect.EnumNumber {
@@ -666,7 +760,7 @@ func (x WatchEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEventType.Descriptor instead.
 func (WatchEventType) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{6}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{7}
 }
 
 // Message is one entry of a session's history.
@@ -1443,9 +1537,17 @@ type BeginEffectRequest struct {
 	ToolUse *ToolUse `protobuf:"bytes,20,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
 	// A client-made UUID (AIP-155). A retry with the same id and payload
 	// returns the original response; empty disables retry detection.
-	RequestId     string `protobuf:"bytes,21,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,21,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The tool requires a person's approval: the call is begun only against
+	// an approval for this session, tool_use_id and input digest (of
+	// tool_use.input_json when tool_use is set, else of the input saved
+	// pending), and beginning it spends the approval in the same write. Without
+	// one the answer is DECISION_AWAIT_APPROVAL (the call is entered as
+	// waiting) or DECISION_DENIED. A call that waits for approval, or was
+	// decided, is gated so even when a later begin does not set this.
+	RequiresApproval bool `protobuf:"varint,32,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *BeginEffectRequest) Reset() {
@@ -1513,16 +1615,31 @@ func (x *BeginEffectRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *BeginEffectRequest) GetRequiresApproval() bool {
+	if x != nil {
+		return x.RequiresApproval
+	}
+	return false
+}
+
 type BeginEffectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A random key, the same on every repeat, to pass to external APIs that
-	// accept an idempotency key.
+	// accept an idempotency key. Empty unless decision is RUN.
 	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// True when the tool use had been begun before.
 	AlreadyBegun bool `protobuf:"varint,2,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
 	// With tool_use set in the request, the tool use's recorded effect when
 	// it has one: do not run the tool, answer with this. Nothing was written.
 	Effect *Effect `protobuf:"bytes,20,opt,name=effect,proto3" json:"effect,omitempty"`
+	// RUN when the call is begun (always, for a call without approval);
+	// AWAIT_APPROVAL or DENIED for a call that requires approval and has
+	// none for its input, or was denied; REUSE with effect set.
+	Decision Decision `protobuf:"varint,32,opt,name=decision,proto3,enum=savepoint.v1.Decision" json:"decision,omitempty"`
+	// The call's approval record, for a call that requires approval: the
+	// one spent (RUN), the request waiting (AWAIT_APPROVAL), or the denial
+	// with its note (DENIED).
+	Approval *EffectApproval `protobuf:"bytes,33,opt,name=approval,proto3" json:"approval,omitempty"`
 	// Set when the duplicate-intent guard caught the call: it repeats, with
 	// the same name and input, a call that an earlier, interrupted run of the
 	// session began or recorded in the same turn window (docs/api.md "The same
@@ -1582,6 +1699,20 @@ func (x *BeginEffectResponse) GetAlreadyBegun() bool {
 func (x *BeginEffectResponse) GetEffect() *Effect {
 	if x != nil {
 		return x.Effect
+	}
+	return nil
+}
+
+func (x *BeginEffectResponse) GetDecision() Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return Decision_DECISION_UNSPECIFIED
+}
+
+func (x *BeginEffectResponse) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
 	}
 	return nil
 }
@@ -1688,6 +1819,111 @@ func (x *DuplicateToolUse) GetIsError() bool {
 	return false
 }
 
+// EffectApproval is the durable record of a person's decision on one call
+// that requires approval, bound to the call's input.
+type EffectApproval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Waiting, approved or denied.
+	Status ApprovalStatus `protobuf:"varint,1,opt,name=status,proto3,enum=savepoint.v1.ApprovalStatus" json:"status,omitempty"`
+	// SHA-256 of the tool's name and the canonical form of its input (object
+	// keys sorted, no insignificant space), as ThreadEffect.input_digest: the
+	// input the decision is for.
+	InputDigest []byte `protobuf:"bytes,2,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// When a begin first asked for approval of this input; unset for a
+	// decision made before any begin asked.
+	RequestTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	// Who decided, as given; may be empty.
+	DecidedBy string `protobuf:"bytes,4,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The approver's note; for a denial, the text the model is given.
+	Note string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	// When the daemon recorded the decision; unset while waiting.
+	DecideTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=decide_time,json=decideTime,proto3" json:"decide_time,omitempty"`
+	// True once a begin spent the approval: the call is begun, and the
+	// approval unlocks nothing else.
+	Spent         bool `protobuf:"varint,7,opt,name=spent,proto3" json:"spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EffectApproval) Reset() {
+	*x = EffectApproval{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EffectApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EffectApproval) ProtoMessage() {}
+
+func (x *EffectApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EffectApproval.ProtoReflect.Descriptor instead.
+func (*EffectApproval) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EffectApproval) GetStatus() ApprovalStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED
+}
+
+func (x *EffectApproval) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *EffectApproval) GetRequestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestTime
+	}
+	return nil
+}
+
+func (x *EffectApproval) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *EffectApproval) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *EffectApproval) GetDecideTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecideTime
+	}
+	return nil
+}
+
+func (x *EffectApproval) GetSpent() bool {
+	if x != nil {
+		return x.Spent
+	}
+	return false
+}
+
 type RecordEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -1710,7 +1946,7 @@ type RecordEffectRequest struct {
 
 func (x *RecordEffectRequest) Reset() {
 	*x = RecordEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1958,7 @@ func (x *RecordEffectRequest) String() string {
 func (*RecordEffectRequest) ProtoMessage() {}
 
 func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1971,7 @@ func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectRequest.ProtoReflect.Descriptor instead.
 func (*RecordEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecordEffectRequest) GetSessionId() string {
@@ -1792,7 +2028,7 @@ type RecordEffectResponse struct {
 
 func (x *RecordEffectResponse) Reset() {
 	*x = RecordEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +2040,7 @@ func (x *RecordEffectResponse) String() string {
 func (*RecordEffectResponse) ProtoMessage() {}
 
 func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +2053,7 @@ func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectResponse.ProtoReflect.Descriptor instead.
 func (*RecordEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RecordEffectResponse) GetEffect() *Effect {
@@ -1848,7 +2084,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2096,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2109,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeRequest) GetSessionId() string {
@@ -1904,7 +2140,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2152,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2165,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResumeResponse) GetCheckpoint() *Checkpoint {
@@ -1974,7 +2210,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2222,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2235,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReconcileRequest) GetSessionId() string {
@@ -2041,14 +2277,18 @@ type Resolution struct {
 	// The ResolveEffect record that settled the call when it was in doubt:
 	// outcome NOT_DONE for DECISION_RUN, DONE for DECISION_REUSE (also in
 	// effect.resolution); unset when none was made.
-	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record, for a call that requires approval: a
+	// DECISION_RUN call whose approval is WAITING is begun only once a
+	// person decides (BeginEffect answers DECISION_AWAIT_APPROVAL until then).
+	Approval      *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resolution) Reset() {
 	*x = Resolution{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2300,7 @@ func (x *Resolution) String() string {
 func (*Resolution) ProtoMessage() {}
 
 func (x *Resolution) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2313,7 @@ func (x *Resolution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resolution.ProtoReflect.Descriptor instead.
 func (*Resolution) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Resolution) GetToolUse() *ToolUse {
@@ -2125,6 +2365,13 @@ func (x *Resolution) GetResolution() *EffectResolution {
 	return nil
 }
 
+func (x *Resolution) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
 type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The revision whose pending tool uses were reconciled.
@@ -2140,7 +2387,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2399,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2412,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReconcileResponse) GetRevision() uint64 {
@@ -2201,7 +2448,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2460,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2473,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2255,7 +2502,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2514,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2527,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSessionResponse) GetCheckpoint() *Checkpoint {
@@ -2315,7 +2562,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2574,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2587,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2387,7 +2634,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2646,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2659,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2471,7 +2718,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2730,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2743,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -2576,13 +2823,16 @@ type SessionSummary struct {
 	ResolvedByVerifyCount uint32 `protobuf:"varint,30,opt,name=resolved_by_verify_count,json=resolvedByVerifyCount,proto3" json:"resolved_by_verify_count,omitempty"`
 	// The same, with resolver kind PERSON.
 	ResolvedByPersonCount uint32 `protobuf:"varint,31,opt,name=resolved_by_person_count,json=resolvedByPersonCount,proto3" json:"resolved_by_person_count,omitempty"`
+	// The tool uses waiting for approval (a begin asked, nobody decided
+	// yet); ListEffects shows them, with their approval record.
+	AwaitingApprovalCount uint32 `protobuf:"varint,32,opt,name=awaiting_approval_count,json=awaitingApprovalCount,proto3" json:"awaiting_approval_count,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2844,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2857,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SessionSummary) GetSessionId() string {
@@ -2708,6 +2958,13 @@ func (x *SessionSummary) GetResolvedByPersonCount() uint32 {
 	return 0
 }
 
+func (x *SessionSummary) GetAwaitingApprovalCount() uint32 {
+	if x != nil {
+		return x.AwaitingApprovalCount
+	}
+	return 0
+}
+
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The sessions of this page, in the order asked for.
@@ -2720,7 +2977,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2989,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +3002,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2782,7 +3039,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +3051,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +3064,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchSessionsRequest) GetLabelFilter() map[string]string {
@@ -2861,7 +3118,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +3130,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +3143,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchSessionsResponse) GetType() WatchEventType {
@@ -2929,7 +3186,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3198,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3211,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2982,7 +3239,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3251,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3264,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteSessionResponse) GetTombstoneEpoch() uint64 {
@@ -3025,7 +3282,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3294,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3307,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
 }
 
 // DamagedSession is a session Verify found damaged.
@@ -3066,7 +3323,7 @@ type DamagedSession struct {
 
 func (x *DamagedSession) Reset() {
 	*x = DamagedSession{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3335,7 @@ func (x *DamagedSession) String() string {
 func (*DamagedSession) ProtoMessage() {}
 
 func (x *DamagedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3348,7 @@ func (x *DamagedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedSession.ProtoReflect.Descriptor instead.
 func (*DamagedSession) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DamagedSession) GetSessionId() string {
@@ -3122,7 +3379,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3391,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3404,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *VerifyResponse) GetCheckedSessions() uint64 {
@@ -3179,7 +3436,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3448,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3461,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
 }
 
 type GetServerInfoResponse struct {
@@ -3254,7 +3511,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3523,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3536,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -3414,7 +3671,7 @@ type CompleteSessionRequest struct {
 
 func (x *CompleteSessionRequest) Reset() {
 	*x = CompleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3683,7 @@ func (x *CompleteSessionRequest) String() string {
 func (*CompleteSessionRequest) ProtoMessage() {}
 
 func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3696,7 @@ func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompleteSessionRequest) GetSessionId() string {
@@ -3493,7 +3750,7 @@ type CompleteSessionResponse struct {
 
 func (x *CompleteSessionResponse) Reset() {
 	*x = CompleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3762,7 @@ func (x *CompleteSessionResponse) String() string {
 func (*CompleteSessionResponse) ProtoMessage() {}
 
 func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3775,7 @@ func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CompleteSessionResponse) GetRevision() uint64 {
@@ -3565,7 +3822,7 @@ type ListEffectsRequest struct {
 
 func (x *ListEffectsRequest) Reset() {
 	*x = ListEffectsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3834,7 @@ func (x *ListEffectsRequest) String() string {
 func (*ListEffectsRequest) ProtoMessage() {}
 
 func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3847,7 @@ func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsRequest.ProtoReflect.Descriptor instead.
 func (*ListEffectsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListEffectsRequest) GetSessionId() string {
@@ -3642,6 +3899,9 @@ type LedgerEntry struct {
 	Registered bool `protobuf:"varint,20,opt,name=registered,proto3" json:"registered,omitempty"`
 	// How the call was settled when it was in doubt; unset when it never was.
 	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record, for a call that requires approval; unset
+	// otherwise.
+	Approval *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	// The call may repeat an earlier one (ToolUse.repeatable).
 	Repeatable bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
 	// Set when the duplicate-intent guard caught the call: the earlier call's
@@ -3653,7 +3913,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +3925,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +3938,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LedgerEntry) GetToolUseId() string {
@@ -3758,6 +4018,13 @@ func (x *LedgerEntry) GetResolution() *EffectResolution {
 	return nil
 }
 
+func (x *LedgerEntry) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
 func (x *LedgerEntry) GetRepeatable() bool {
 	if x != nil {
 		return x.Repeatable
@@ -3784,7 +4051,7 @@ type ListEffectsResponse struct {
 
 func (x *ListEffectsResponse) Reset() {
 	*x = ListEffectsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +4063,7 @@ func (x *ListEffectsResponse) String() string {
 func (*ListEffectsResponse) ProtoMessage() {}
 
 func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +4076,7 @@ func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsResponse.ProtoReflect.Descriptor instead.
 func (*ListEffectsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListEffectsResponse) GetEntries() []*LedgerEntry {
@@ -3844,7 +4111,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +4123,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +4136,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ForkSessionRequest) GetSourceSessionId() string {
@@ -3925,7 +4192,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3937,7 +4204,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3950,7 +4217,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ForkSessionResponse) GetRevision() uint64 {
@@ -4012,7 +4279,7 @@ type RewindSessionRequest struct {
 
 func (x *RewindSessionRequest) Reset() {
 	*x = RewindSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4291,7 @@ func (x *RewindSessionRequest) String() string {
 func (*RewindSessionRequest) ProtoMessage() {}
 
 func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4304,7 @@ func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
 func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RewindSessionRequest) GetSessionId() string {
@@ -4089,7 +4356,7 @@ type RewindSessionResponse struct {
 
 func (x *RewindSessionResponse) Reset() {
 	*x = RewindSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4101,7 +4368,7 @@ func (x *RewindSessionResponse) String() string {
 func (*RewindSessionResponse) ProtoMessage() {}
 
 func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4114,7 +4381,7 @@ func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
 func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RewindSessionResponse) GetRevision() uint64 {
@@ -4173,7 +4440,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4185,7 +4452,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4198,7 +4465,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupRequest) GetSinceVersion() uint64 {
@@ -4233,7 +4500,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4512,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4525,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -4318,7 +4585,7 @@ type ResolveEffectRequest struct {
 
 func (x *ResolveEffectRequest) Reset() {
 	*x = ResolveEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4597,7 @@ func (x *ResolveEffectRequest) String() string {
 func (*ResolveEffectRequest) ProtoMessage() {}
 
 func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4610,7 @@ func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectRequest.ProtoReflect.Descriptor instead.
 func (*ResolveEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResolveEffectRequest) GetSessionId() string {
@@ -4429,7 +4696,7 @@ type ResolveEffectResponse struct {
 
 func (x *ResolveEffectResponse) Reset() {
 	*x = ResolveEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4441,7 +4708,7 @@ func (x *ResolveEffectResponse) String() string {
 func (*ResolveEffectResponse) ProtoMessage() {}
 
 func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4454,7 +4721,7 @@ func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectResponse.ProtoReflect.Descriptor instead.
 func (*ResolveEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{45}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResolveEffectResponse) GetEntry() *LedgerEntry {
@@ -4467,6 +4734,175 @@ func (x *ResolveEffectResponse) GetEntry() *LedgerEntry {
 func (x *ResolveEffectResponse) GetAlreadyResolved() bool {
 	if x != nil {
 		return x.AlreadyResolved
+	}
+	return false
+}
+
+type ApproveEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The tool use: one waiting for approval (a begin with
+	// requires_approval asked), or one pending in the latest revision and not
+	// begun (approved before it asks).
+	ToolUseId string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The caller's epoch, fenced like a save; unset for a person, who is not
+	// fenced.
+	Epoch *uint64 `protobuf:"varint,3,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
+	// APPROVED or DENIED. Required.
+	Decision ApprovalStatus `protobuf:"varint,4,opt,name=decision,proto3,enum=savepoint.v1.ApprovalStatus" json:"decision,omitempty"`
+	// The digest of the input the approver saw (EffectApproval.input_digest,
+	// as ListEffects shows it); when set it must equal the call's, else
+	// APPROVAL_INPUT_MISMATCH. Unset decides for the call's input as it waits.
+	InputDigest []byte `protobuf:"bytes,5,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// Who decides, such as a user name; at most 256 bytes.
+	DecidedBy string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// A note for the record; for a denial, what the model is told. At most
+	// 4096 bytes.
+	Note string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original response; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveEffectRequest) Reset() {
+	*x = ApproveEffectRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveEffectRequest) ProtoMessage() {}
+
+func (x *ApproveEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveEffectRequest.ProtoReflect.Descriptor instead.
+func (*ApproveEffectRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ApproveEffectRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetEpoch() uint64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
+}
+
+func (x *ApproveEffectRequest) GetDecision() ApprovalStatus {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED
+}
+
+func (x *ApproveEffectRequest) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *ApproveEffectRequest) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ApproveEffectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's ledger entry after the decision.
+	Entry *LedgerEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// True when this decision had been recorded before (by another request).
+	AlreadyDecided bool `protobuf:"varint,2,opt,name=already_decided,json=alreadyDecided,proto3" json:"already_decided,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ApproveEffectResponse) Reset() {
+	*x = ApproveEffectResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveEffectResponse) ProtoMessage() {}
+
+func (x *ApproveEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveEffectResponse.ProtoReflect.Descriptor instead.
+func (*ApproveEffectResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ApproveEffectResponse) GetEntry() *LedgerEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *ApproveEffectResponse) GetAlreadyDecided() bool {
+	if x != nil {
+		return x.AlreadyDecided
 	}
 	return false
 }
@@ -4561,7 +4997,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x16SaveCheckpointResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xba\x01\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xe7\x01\n" +
 	"\x12BeginEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
@@ -4569,11 +5005,14 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x120\n" +
 	"\btool_use\x18\x14 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x15 \x01(\tR\trequestId\"\xcf\x01\n" +
+	"request_id\x18\x15 \x01(\tR\trequestId\x12+\n" +
+	"\x11requires_approval\x18  \x01(\bR\x10requiresApproval\"\xbd\x02\n" +
 	"\x13BeginEffectResponse\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12#\n" +
 	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\x12,\n" +
-	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12<\n" +
+	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x122\n" +
+	"\bdecision\x18  \x01(\x0e2\x16.savepoint.v1.DecisionR\bdecision\x128\n" +
+	"\bapproval\x18! \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12<\n" +
 	"\tduplicate\x18( \x01(\v2\x1e.savepoint.v1.DuplicateToolUseR\tduplicate\"\xe4\x01\n" +
 	"\x10DuplicateToolUse\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x14\n" +
@@ -4581,7 +5020,17 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12,\n" +
 	"\x06effect\x18\x04 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12(\n" +
 	"\x10tool_result_text\x18\x05 \x01(\tR\x0etoolResultText\x12\x19\n" +
-	"\bis_error\x18\x06 \x01(\bR\aisError\"\xb5\x01\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\"\xae\x02\n" +
+	"\x0eEffectApproval\x124\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x1c.savepoint.v1.ApprovalStatusR\x06status\x12!\n" +
+	"\finput_digest\x18\x02 \x01(\fR\vinputDigest\x12=\n" +
+	"\frequest_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x04 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x12;\n" +
+	"\vdecide_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"decideTime\x12\x14\n" +
+	"\x05spent\x18\a \x01(\bR\x05spent\"\xb5\x01\n" +
 	"\x13RecordEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
@@ -4609,7 +5058,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12 \n" +
 	"\ftool_use_ids\x18\x14 \x03(\tR\n" +
-	"toolUseIds\"\xc9\x02\n" +
+	"toolUseIds\"\x83\x03\n" +
 	"\n" +
 	"Resolution\x120\n" +
 	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
@@ -4620,7 +5069,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05begun\x18\x06 \x01(\bR\x05begun\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"\x93\x01\n" +
+	"resolution\x128\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"\x93\x01\n" +
 	"\x11ReconcileResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12:\n" +
 	"\vresolutions\x18\x02 \x03(\v2\x18.savepoint.v1.ResolutionR\vresolutions\x12&\n" +
@@ -4659,7 +5109,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\border_by\x18\a \x01(\tR\aorderBy\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x05\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -4678,7 +5128,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x127\n" +
 	"\x18resolved_by_verify_count\x18\x1e \x01(\rR\x15resolvedByVerifyCount\x127\n" +
-	"\x18resolved_by_person_count\x18\x1f \x01(\rR\x15resolvedByPersonCount\x1a9\n" +
+	"\x18resolved_by_person_count\x18\x1f \x01(\rR\x15resolvedByPersonCount\x126\n" +
+	"\x17awaiting_approval_count\x18  \x01(\rR\x15awaitingApprovalCount\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
@@ -4756,7 +5207,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xa3\x04\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xdd\x04\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -4773,7 +5224,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"registered\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\x12\x1e\n" +
+	"resolution\x128\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12\x1e\n" +
 	"\n" +
 	"repeatable\x18( \x01(\bR\n" +
 	"repeatable\x12!\n" +
@@ -4833,7 +5285,23 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06_epoch\"s\n" +
 	"\x15ResolveEffectResponse\x12/\n" +
 	"\x05entry\x18\x01 \x01(\v2\x19.savepoint.v1.LedgerEntryR\x05entry\x12)\n" +
-	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*\xb9\x0e\n" +
+	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved\"\xa9\x02\n" +
+	"\x14ApproveEffectRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
+	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x19\n" +
+	"\x05epoch\x18\x03 \x01(\x04H\x00R\x05epoch\x88\x01\x01\x128\n" +
+	"\bdecision\x18\x04 \x01(\x0e2\x1c.savepoint.v1.ApprovalStatusR\bdecision\x12!\n" +
+	"\finput_digest\x18\x05 \x01(\fR\vinputDigest\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestIdB\b\n" +
+	"\x06_epoch\"q\n" +
+	"\x15ApproveEffectResponse\x12/\n" +
+	"\x05entry\x18\x01 \x01(\v2\x19.savepoint.v1.LedgerEntryR\x05entry\x12'\n" +
+	"\x0falready_decided\x18\x02 \x01(\bR\x0ealreadyDecided*\xd1\x0f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4885,7 +5353,11 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"!ERROR_REASON_TOOL_USE_ID_MISMATCH\x102\x12\"\n" +
 	"\x1eERROR_REASON_CALL_NOT_IN_DOUBT\x10<\x12$\n" +
 	" ERROR_REASON_RESOLUTION_CONFLICT\x10=\x12#\n" +
-	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>\x12'\n" +
+	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>\x12%\n" +
+	"!ERROR_REASON_APPROVAL_NOT_WAITING\x10?\x12\"\n" +
+	"\x1eERROR_REASON_APPROVAL_CONFLICT\x10@\x12(\n" +
+	"$ERROR_REASON_APPROVAL_INPUT_MISMATCH\x10A\x12!\n" +
+	"\x1dERROR_REASON_INVALID_APPROVAL\x10B\x12'\n" +
 	"#ERROR_REASON_COMMIT_OUTCOME_UNKNOWN\x10Z\x12!\n" +
 	"\x1dERROR_REASON_NO_WRITABLE_HOST\x10[*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
@@ -4905,18 +5377,25 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\fResolverKind\x12\x1d\n" +
 	"\x19RESOLVER_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RESOLVER_KIND_VERIFY\x10\x01\x12\x18\n" +
-	"\x14RESOLVER_KIND_PERSON\x10\x02*a\n" +
+	"\x14RESOLVER_KIND_PERSON\x10\x02*\x88\x01\n" +
+	"\x0eApprovalStatus\x12\x1f\n" +
+	"\x1bAPPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17APPROVAL_STATUS_WAITING\x10\x01\x12\x1c\n" +
+	"\x18APPROVAL_STATUS_APPROVED\x10\x02\x12\x1a\n" +
+	"\x16APPROVAL_STATUS_DENIED\x10\x03*\x93\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x03*\xab\x01\n" +
+	"\x11DECISION_IN_DOUBT\x10\x03\x12\x1b\n" +
+	"\x17DECISION_AWAIT_APPROVAL\x10\x04\x12\x13\n" +
+	"\x0fDECISION_DENIED\x10\x05*\xab\x01\n" +
 	"\x0eWatchEventType\x12 \n" +
 	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x01\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_REMOVED\x10\x02\x12\x1e\n" +
 	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\xf2\f\n" +
+	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\xd5\r\n" +
 	"\x10SavepointService\x12d\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12W\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\"\x03\x90\x02\x02\x12Z\n" +
@@ -4936,7 +5415,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12J\n" +
 	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse\"\x03\x90\x02\x000\x01\x12_\n" +
 	"\rWatchSessions\x12\".savepoint.v1.WatchSessionsRequest\x1a#.savepoint.v1.WatchSessionsResponse\"\x03\x90\x02\x000\x01\x12a\n" +
-	"\rResolveEffect\x12\".savepoint.v1.ResolveEffectRequest\x1a#.savepoint.v1.ResolveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\rResolveEffect\x12\".savepoint.v1.ResolveEffectRequest\x1a#.savepoint.v1.ResolveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12a\n" +
+	"\rApproveEffect\x12\".savepoint.v1.ApproveEffectRequest\x1a#.savepoint.v1.ApproveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -4950,173 +5430,188 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_savepoint_v1_savepoint_proto_rawDescData
 }
 
-var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
 	(EffectClass)(0),                // 2: savepoint.v1.EffectClass
 	(ResolutionOutcome)(0),          // 3: savepoint.v1.ResolutionOutcome
 	(ResolverKind)(0),               // 4: savepoint.v1.ResolverKind
-	(Decision)(0),                   // 5: savepoint.v1.Decision
-	(WatchEventType)(0),             // 6: savepoint.v1.WatchEventType
-	(*Message)(nil),                 // 7: savepoint.v1.Message
-	(*ToolUse)(nil),                 // 8: savepoint.v1.ToolUse
-	(*Effect)(nil),                  // 9: savepoint.v1.Effect
-	(*EffectResolution)(nil),        // 10: savepoint.v1.EffectResolution
-	(*Checkpoint)(nil),              // 11: savepoint.v1.Checkpoint
-	(*SaveCheckpointRequest)(nil),   // 12: savepoint.v1.SaveCheckpointRequest
-	(*SaveCheckpointResponse)(nil),  // 13: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectRequest)(nil),      // 14: savepoint.v1.BeginEffectRequest
-	(*BeginEffectResponse)(nil),     // 15: savepoint.v1.BeginEffectResponse
-	(*DuplicateToolUse)(nil),        // 16: savepoint.v1.DuplicateToolUse
-	(*RecordEffectRequest)(nil),     // 17: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),    // 18: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),           // 19: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),          // 20: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),        // 21: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),              // 22: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),       // 23: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),       // 24: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 25: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),     // 26: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),    // 27: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),     // 28: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),          // 29: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),    // 30: savepoint.v1.ListSessionsResponse
-	(*WatchSessionsRequest)(nil),    // 31: savepoint.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),   // 32: savepoint.v1.WatchSessionsResponse
-	(*DeleteSessionRequest)(nil),    // 33: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 34: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),           // 35: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),          // 36: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),          // 37: savepoint.v1.VerifyResponse
-	(*GetServerInfoRequest)(nil),    // 38: savepoint.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 39: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionRequest)(nil),  // 40: savepoint.v1.CompleteSessionRequest
-	(*CompleteSessionResponse)(nil), // 41: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsRequest)(nil),      // 42: savepoint.v1.ListEffectsRequest
-	(*LedgerEntry)(nil),             // 43: savepoint.v1.LedgerEntry
-	(*ListEffectsResponse)(nil),     // 44: savepoint.v1.ListEffectsResponse
-	(*ForkSessionRequest)(nil),      // 45: savepoint.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),     // 46: savepoint.v1.ForkSessionResponse
-	(*RewindSessionRequest)(nil),    // 47: savepoint.v1.RewindSessionRequest
-	(*RewindSessionResponse)(nil),   // 48: savepoint.v1.RewindSessionResponse
-	(*BackupRequest)(nil),           // 49: savepoint.v1.BackupRequest
-	(*BackupResponse)(nil),          // 50: savepoint.v1.BackupResponse
-	(*ResolveEffectRequest)(nil),    // 51: savepoint.v1.ResolveEffectRequest
-	(*ResolveEffectResponse)(nil),   // 52: savepoint.v1.ResolveEffectResponse
-	nil,                             // 53: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 54: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 55: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 56: savepoint.v1.SessionSummary.LabelsEntry
-	nil,                             // 57: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	(*timestamppb.Timestamp)(nil),   // 58: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 59: google.protobuf.Duration
+	(ApprovalStatus)(0),             // 5: savepoint.v1.ApprovalStatus
+	(Decision)(0),                   // 6: savepoint.v1.Decision
+	(WatchEventType)(0),             // 7: savepoint.v1.WatchEventType
+	(*Message)(nil),                 // 8: savepoint.v1.Message
+	(*ToolUse)(nil),                 // 9: savepoint.v1.ToolUse
+	(*Effect)(nil),                  // 10: savepoint.v1.Effect
+	(*EffectResolution)(nil),        // 11: savepoint.v1.EffectResolution
+	(*Checkpoint)(nil),              // 12: savepoint.v1.Checkpoint
+	(*SaveCheckpointRequest)(nil),   // 13: savepoint.v1.SaveCheckpointRequest
+	(*SaveCheckpointResponse)(nil),  // 14: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectRequest)(nil),      // 15: savepoint.v1.BeginEffectRequest
+	(*BeginEffectResponse)(nil),     // 16: savepoint.v1.BeginEffectResponse
+	(*DuplicateToolUse)(nil),        // 17: savepoint.v1.DuplicateToolUse
+	(*EffectApproval)(nil),          // 18: savepoint.v1.EffectApproval
+	(*RecordEffectRequest)(nil),     // 19: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),    // 20: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),           // 21: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 22: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),        // 23: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),              // 24: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),       // 25: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),       // 26: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 27: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),     // 28: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),    // 29: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),     // 30: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),          // 31: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),    // 32: savepoint.v1.ListSessionsResponse
+	(*WatchSessionsRequest)(nil),    // 33: savepoint.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),   // 34: savepoint.v1.WatchSessionsResponse
+	(*DeleteSessionRequest)(nil),    // 35: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 36: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),           // 37: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),          // 38: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),          // 39: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),    // 40: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 41: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionRequest)(nil),  // 42: savepoint.v1.CompleteSessionRequest
+	(*CompleteSessionResponse)(nil), // 43: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsRequest)(nil),      // 44: savepoint.v1.ListEffectsRequest
+	(*LedgerEntry)(nil),             // 45: savepoint.v1.LedgerEntry
+	(*ListEffectsResponse)(nil),     // 46: savepoint.v1.ListEffectsResponse
+	(*ForkSessionRequest)(nil),      // 47: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 48: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 49: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 50: savepoint.v1.RewindSessionResponse
+	(*BackupRequest)(nil),           // 51: savepoint.v1.BackupRequest
+	(*BackupResponse)(nil),          // 52: savepoint.v1.BackupResponse
+	(*ResolveEffectRequest)(nil),    // 53: savepoint.v1.ResolveEffectRequest
+	(*ResolveEffectResponse)(nil),   // 54: savepoint.v1.ResolveEffectResponse
+	(*ApproveEffectRequest)(nil),    // 55: savepoint.v1.ApproveEffectRequest
+	(*ApproveEffectResponse)(nil),   // 56: savepoint.v1.ApproveEffectResponse
+	nil,                             // 57: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 58: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 59: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 60: savepoint.v1.SessionSummary.LabelsEntry
+	nil,                             // 61: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	(*timestamppb.Timestamp)(nil),   // 62: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 63: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	58, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	10, // 2: savepoint.v1.Effect.resolution:type_name -> savepoint.v1.EffectResolution
+	62, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	11, // 2: savepoint.v1.Effect.resolution:type_name -> savepoint.v1.EffectResolution
 	3,  // 3: savepoint.v1.EffectResolution.outcome:type_name -> savepoint.v1.ResolutionOutcome
 	4,  // 4: savepoint.v1.EffectResolution.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	58, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
-	7,  // 6: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
-	8,  // 7: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	53, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	58, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	62, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
+	8,  // 6: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
+	9,  // 7: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	57, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	62, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 10: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	58, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
-	58, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
-	8,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	54, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	8,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
-	9,  // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
-	16, // 18: savepoint.v1.BeginEffectResponse.duplicate:type_name -> savepoint.v1.DuplicateToolUse
-	9,  // 19: savepoint.v1.DuplicateToolUse.effect:type_name -> savepoint.v1.Effect
-	9,  // 20: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	11, // 21: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	8,  // 22: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	5,  // 23: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	9,  // 24: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	10, // 25: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
-	22, // 26: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	11, // 27: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	7,  // 28: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	55, // 29: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 30: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	59, // 31: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	56, // 32: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	58, // 33: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 34: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	58, // 35: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	29, // 36: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	57, // 37: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 38: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	59, // 39: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	59, // 40: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	6,  // 41: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	29, // 42: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	58, // 43: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	36, // 44: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	58, // 45: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	59, // 46: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 47: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 48: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 49: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	58, // 50: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	9,  // 51: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	10, // 52: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
-	43, // 53: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	43, // 54: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	43, // 55: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	43, // 56: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	43, // 57: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	3,  // 58: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	4,  // 59: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	43, // 60: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	12, // 61: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	14, // 62: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	17, // 63: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	19, // 64: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	21, // 65: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	24, // 66: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	26, // 67: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	28, // 68: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	33, // 69: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	35, // 70: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	38, // 71: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	40, // 72: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	42, // 73: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	45, // 74: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	47, // 75: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	49, // 76: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	31, // 77: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	51, // 78: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
-	13, // 79: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	15, // 80: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	18, // 81: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	20, // 82: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	23, // 83: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	25, // 84: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	27, // 85: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	30, // 86: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	34, // 87: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	37, // 88: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	39, // 89: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	41, // 90: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	44, // 91: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	46, // 92: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	48, // 93: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	50, // 94: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	32, // 95: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	52, // 96: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
-	79, // [79:97] is the sub-list for method output_type
-	61, // [61:79] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	62, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	62, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
+	9,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	58, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	9,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
+	10, // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
+	6,  // 18: savepoint.v1.BeginEffectResponse.decision:type_name -> savepoint.v1.Decision
+	18, // 19: savepoint.v1.BeginEffectResponse.approval:type_name -> savepoint.v1.EffectApproval
+	17, // 20: savepoint.v1.BeginEffectResponse.duplicate:type_name -> savepoint.v1.DuplicateToolUse
+	10, // 21: savepoint.v1.DuplicateToolUse.effect:type_name -> savepoint.v1.Effect
+	5,  // 22: savepoint.v1.EffectApproval.status:type_name -> savepoint.v1.ApprovalStatus
+	62, // 23: savepoint.v1.EffectApproval.request_time:type_name -> google.protobuf.Timestamp
+	62, // 24: savepoint.v1.EffectApproval.decide_time:type_name -> google.protobuf.Timestamp
+	10, // 25: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	12, // 26: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	9,  // 27: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	6,  // 28: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	10, // 29: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	11, // 30: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
+	18, // 31: savepoint.v1.Resolution.approval:type_name -> savepoint.v1.EffectApproval
+	24, // 32: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	12, // 33: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	8,  // 34: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	59, // 35: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 36: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	63, // 37: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	60, // 38: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	62, // 39: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 40: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	62, // 41: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	31, // 42: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	61, // 43: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 44: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	63, // 45: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	63, // 46: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 47: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	31, // 48: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	62, // 49: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	38, // 50: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	62, // 51: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	63, // 52: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 53: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 54: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 55: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	62, // 56: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	10, // 57: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	11, // 58: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
+	18, // 59: savepoint.v1.LedgerEntry.approval:type_name -> savepoint.v1.EffectApproval
+	45, // 60: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	45, // 61: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 62: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 63: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 64: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 65: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 66: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	45, // 67: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	5,  // 68: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	45, // 69: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	13, // 70: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	15, // 71: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	19, // 72: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	21, // 73: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	23, // 74: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	26, // 75: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	28, // 76: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	30, // 77: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	35, // 78: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	37, // 79: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	40, // 80: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	42, // 81: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	44, // 82: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	47, // 83: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	49, // 84: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	51, // 85: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	33, // 86: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	53, // 87: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	55, // 88: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
+	14, // 89: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	16, // 90: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	20, // 91: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	22, // 92: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	25, // 93: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	27, // 94: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	29, // 95: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	32, // 96: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	36, // 97: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	39, // 98: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	41, // 99: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	43, // 100: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	46, // 101: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	48, // 102: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	50, // 103: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	52, // 104: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	34, // 105: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	54, // 106: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	56, // 107: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
+	89, // [89:108] is the sub-list for method output_type
+	70, // [70:89] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -5126,16 +5621,17 @@ func file_savepoint_v1_savepoint_proto_init() {
 	}
 	file_savepoint_v1_options_proto_init()
 	file_savepoint_v1_savepoint_proto_msgTypes[5].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[17].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[32].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[44].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[18].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[33].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[45].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   51,
+			NumEnums:      8,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

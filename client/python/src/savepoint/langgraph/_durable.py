@@ -136,7 +136,7 @@ class DurableTool(BaseTool):
     def invoke(self, input: str | dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         cfg = ensure_config(config)
         is_call, key, args = self._prepare(input, cfg)
-        resp = self._ledger.begin(cfg, key, self.name, args, cast(Effect, self.effect), self._repeatable())
+        resp = self._ledger.begin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
         done, out = self._answer(resp, key, is_call)
         if done:
             return out
@@ -153,7 +153,7 @@ class DurableTool(BaseTool):
     async def ainvoke(self, input: str | dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         cfg = ensure_config(config)
         is_call, key, args = self._prepare(input, cfg)
-        resp = await self._ledger.abegin(cfg, key, self.name, args, cast(Effect, self.effect), self._repeatable())
+        resp = await self._ledger.abegin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
         done, out = self._answer(resp, key, is_call)
         if done:
             return out
