@@ -3504,9 +3504,13 @@ type GetServerInfoResponse struct {
 	// --started-on-demand), rather than an operator or a service manager.
 	StartedOnDemand bool `protobuf:"varint,70,opt,name=started_on_demand,json=startedOnDemand,proto3" json:"started_on_demand,omitempty"`
 	// The daemon's process id, as the host it runs on numbers it.
-	Pid           uint32 `protobuf:"varint,71,opt,name=pid,proto3" json:"pid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pid uint32 `protobuf:"varint,71,opt,name=pid,proto3" json:"pid,omitempty"`
+	// The most calls one CallStream handles at once (CallStreamService);
+	// further requests wait unread. 0: the daemon serves no CallStream, so
+	// a client sends unary calls.
+	CallStreamMaxInFlight uint32 `protobuf:"varint,50,opt,name=call_stream_max_in_flight,json=callStreamMaxInFlight,proto3" json:"call_stream_max_in_flight,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -3647,6 +3651,13 @@ func (x *GetServerInfoResponse) GetStartedOnDemand() bool {
 func (x *GetServerInfoResponse) GetPid() uint32 {
 	if x != nil {
 		return x.Pid
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetCallStreamMaxInFlight() uint32 {
+	if x != nil {
+		return x.CallStreamMaxInFlight
 	}
 	return 0
 }
@@ -5166,7 +5177,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
 	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xf8\x04\n" +
+	"\x14GetServerInfoRequest\"\xb2\x05\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -5187,7 +5198,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05saves\x18\r \x01(\x04R\x05saves\x12\x18\n" +
 	"\acommits\x18\x0e \x01(\x04R\acommits\x12*\n" +
 	"\x11started_on_demand\x18F \x01(\bR\x0fstartedOnDemand\x12\x10\n" +
-	"\x03pid\x18G \x01(\rR\x03pidB\x0e\n" +
+	"\x03pid\x18G \x01(\rR\x03pid\x128\n" +
+	"\x19call_stream_max_in_flight\x182 \x01(\rR\x15callStreamMaxInFlightB\x0e\n" +
 	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +

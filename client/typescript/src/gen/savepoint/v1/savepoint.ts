@@ -1120,6 +1120,12 @@ export interface GetServerInfoResponse {
   startedOnDemand: boolean;
   /** The daemon's process id, as the host it runs on numbers it. */
   pid: number;
+  /**
+   * The most calls one CallStream handles at once (CallStreamService);
+   * further requests wait unread. 0: the daemon serves no CallStream, so
+   * a client sends unary calls.
+   */
+  callStreamMaxInFlight: number;
 }
 
 export interface CompleteSessionRequest {
@@ -5420,6 +5426,7 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     commits: 0n,
     startedOnDemand: false,
     pid: 0,
+    callStreamMaxInFlight: 0,
   };
 }
 
@@ -5493,6 +5500,9 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     }
     if (message.pid !== 0) {
       writer.uint32(568).uint32(message.pid);
+    }
+    if (message.callStreamMaxInFlight !== 0) {
+      writer.uint32(400).uint32(message.callStreamMaxInFlight);
     }
     return writer;
   },
@@ -5638,6 +5648,14 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
             message.pid = reader.uint32();
             continue;
           }
+          case 50: {
+            if (tag !== 400) {
+              break;
+            }
+
+            message.callStreamMaxInFlight = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5685,6 +5703,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     message.commits = (object.commits !== undefined && object.commits !== null) ? BigInt(object.commits) : 0n;
     message.startedOnDemand = object.startedOnDemand ?? false;
     message.pid = object.pid ?? 0;
+    message.callStreamMaxInFlight = object.callStreamMaxInFlight ?? 0;
     return message;
   },
 };
