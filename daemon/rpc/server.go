@@ -115,6 +115,7 @@ func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRe
 		AlreadyBegun:   res.AlreadyBegun,
 		Decision:       decisionToProto(res.Decision),
 		Approval:       approvalToProto(res.Approval),
+		Duplicate:      duplicateToProto(res.Duplicate),
 	}
 	if res.Effect != nil {
 		resp.Effect = effectToProto(*res.Effect)

@@ -62,10 +62,14 @@ func CountSessionLedger(entries []*savepointv1.LedgerEntry, rec *savepointv1.Rec
 
 // CountThreadLedger counts a graph thread's calls: those whose next begin
 // is answered IN_DOUBT (client.NextBegin), and those whose latest attempt
-// in doubt carries a resolution.
+// in doubt carries a resolution. A call the duplicate-intent guard caught
+// never ran: the earlier call it repeats is counted, not it.
 func CountThreadLedger(effects []*savepointv1.ThreadEffect) LedgerCounts {
 	var c LedgerCounts
 	for _, e := range effects {
+		if e.GetDuplicateOf() != "" {
+			continue
+		}
 		switch d, _ := client.NextBegin(e); d {
 		case savepointv1.Decision_DECISION_IN_DOUBT:
 			c.InDoubt++

@@ -23,6 +23,7 @@ func TestLedgerCounts(t *testing.T) {
 		{State: begun, Attempts: 1, EffectClass: savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY}, // runs again
 		{State: begun, Attempts: 1, Resolution: person},                                          // not done: runs again
 		{State: savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED, Attempts: 1, Resolution: verify},
+		{State: begun, DuplicateOf: "call_1"}, // caught by the duplicate-intent guard: never ran
 		{State: savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_NOT_BEGUN, Approval: waiting},
 	}
 	got := CountThreadLedger(effects)

@@ -294,18 +294,22 @@ export function text(out: unknown): string {
 /**
  * BeginEffect with the session's current epoch (a SavepointSession never
  * owns the session, so a takeover by Resume is followed, not obeyed).
- * Returns the idempotency key and alreadyBegun; for a call that requires
- * approval and is not begun, the denial's text (denied) or awaiting.
+ * Returns the idempotency key, alreadyBegun, and, when the daemon's
+ * duplicate-intent guard caught the call, the tool result its text gives
+ * (the call must not run); for a call that requires approval and is not
+ * begun, the denial's text (denied) or awaiting.
  */
 async function begin(
   s: SavepointSession,
   callId: string,
   requiresApproval = false,
-): Promise<{ key: string; already: boolean; denied?: string; awaiting?: boolean }> {
+): Promise<{ key: string; already: boolean; duplicate?: { output: string; isError: boolean }; denied?: string; awaiting?: boolean }> {
   const c = await s.client();
   for (let i = 0; i < 5; i++) {
     try {
       const r = await c.raw.beginEffect({ sessionId: s.sessionId, toolUseId: callId, epoch: (await s.known()).epoch, requiresApproval });
+      const duplicate = r.duplicate ? { output: r.duplicate.toolResultText, isError: r.duplicate.isError } : undefined;
+      if (duplicate) return { key: "", already: false, duplicate };
       if (r.decision === Decision.DECISION_DENIED) return { key: "", already: false, denied: deniedText(r.approval) };
       if (r.decision === Decision.DECISION_AWAIT_APPROVAL) return { key: "", already: false, awaiting: true };
       return { key: r.idempotencyKey, already: r.alreadyBegun };
@@ -353,19 +357,8 @@ async function refuse(s: SavepointSession, callId: string, name: string, output:
     c.config.logger.error("the denial of a durable tool use could not be recorded.", { session: s.sessionId, tool_use_id: callId, error: String(err) });
     return output;
   }
-  await settle(s, callId);
+  await settled(s, callId);
   return output;
-}
-
-/** Stops a call with a recorded outcome pending (the SDK saves its output). */
-async function settle(s: SavepointSession, callId: string): Promise<void> {
-  await s.mutate((v) => {
-    const part = partOf(v);
-    const c = part.calls?.[callId];
-    if (!c) return undefined;
-    c.recorded = true;
-    return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
-  });
 }
 
 /**
@@ -405,21 +398,34 @@ export async function execute(
   stageHook?.("ran", callId);
   if (await record(s, callId, name, out.output, out.isError)) {
     stageHook?.("recorded", callId);
-    await settle(s, callId);
+    await settled(s, callId);
     stageHook?.("settled", callId);
   }
   return out;
+}
+
+/** Stops callId pending: the ledger holds its answer (its recorded outcome, or the earlier call it duplicates). */
+async function settled(s: SavepointSession, callId: string): Promise<void> {
+  await s.mutate((v) => {
+    const part = partOf(v);
+    const c = part.calls?.[callId];
+    if (!c) return undefined;
+    c.recorded = true;
+    return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
+  });
 }
 
 /**
  * Runs one call of a durable tool under the ledger: lists it pending (Point
  * A), begins it unless read-only, runs it through run and records its
  * outcome. A side-effecting call another process began is not run: it is
- * answered with the in-doubt text.
+ * answered with the in-doubt text; one that repeats, with the same
+ * arguments, a call an earlier, interrupted run made (the daemon's
+ * duplicate-intent guard) is answered with the daemon's text.
  */
 export async function runCall(
   s: SavepointSession,
-  d: { name: string; effect: Effect; approved?: boolean },
+  d: { name: string; effect: Effect; repeatable?: boolean; approved?: boolean },
   call: { callId: string; arguments: string },
   run: () => Promise<{ output: string; isError: boolean }>,
 ): Promise<{ output: string; isError: boolean }> {
@@ -430,6 +436,7 @@ export async function runCall(
     inputJson: call.arguments || "{}",
     effectClass: EFFECT_CLASSES[d.effect],
     beginTracked: d.effect !== "read_only",
+    repeatable: d.repeatable === true,
   };
   live.add(liveKey(s, callId));
   try {
@@ -458,6 +465,11 @@ export async function runCall(
     if (d.approved) await approve(s, callId);
     if (d.effect !== "read_only" || d.approved) {
       const b = await begin(s, callId, d.approved === true);
+      if (b.duplicate) {
+        // Not run: the same call of an earlier, interrupted run answers it, in the daemon's words.
+        await settled(s, callId);
+        return b.duplicate;
+      }
       if (b.denied !== undefined) return { output: await refuse(s, callId, d.name, b.denied), isError: true };
       if (b.awaiting) {
         throw new DurableToolError(`tool use ${JSON.stringify(callId)} of session ${JSON.stringify(s.sessionId)} waits for approval in savepointd; it was not run.`);
@@ -578,6 +590,7 @@ async function answer(
   let key = res.idempotencyKey;
   if (d.effect !== "read_only" || d.approval) {
     const b = await begin(s, callId, d.approval === true);
+    if (b.duplicate) return b.duplicate.output;
     if (b.denied !== undefined) return await refuse(s, callId, name, b.denied);
     if (b.awaiting) {
       return (

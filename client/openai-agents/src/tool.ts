@@ -24,6 +24,12 @@ export type DurableToolOptions<TParameters extends ToolInputParameters, Context>
    * throw leaves it in doubt.
    */
   verify?: VerifyHook;
+  /**
+   * Exempts the tool's calls from the daemon's duplicate-intent guard
+   * (docs/api.md "The same action under a new id"): set it for a tool that
+   * may legitimately repeat a call with the same input after a restart.
+   */
+  repeatable?: boolean;
 };
 
 type AnyOptions = {
@@ -32,6 +38,7 @@ type AnyOptions = {
   errorFunction?: ((context: RunContext<unknown>, error: unknown, details?: unknown) => unknown) | null;
   effect?: Effect;
   verify?: VerifyHook;
+  repeatable?: boolean;
   outputSchema?: unknown;
   needsApproval?: unknown;
 };
@@ -114,7 +121,7 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
       let raised: unknown;
       // A call the SDK approved (state.approve) is approved in savepointd too, and its begin spends that approval.
       const approved = approval && runContext.isToolApproved({ toolName: name, callId: call.callId }) === true;
-      const out = await runCall(s, { name, effect, approved }, { callId: call.callId, arguments: call.arguments ?? "" }, async () => {
+      const out = await runCall(s, { name, effect, repeatable: o.repeatable === true, approved }, { callId: call.callId, arguments: call.arguments ?? "" }, async () => {
         const r = await run(input, runContext, details);
         raised = r.error;
         return r;

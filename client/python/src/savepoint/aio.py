@@ -496,6 +496,8 @@ class AsyncSession(_core.SessionState):
                 resp = await self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            if resp.HasField("duplicate"):
+                return self._duplicate_result(p, resp.duplicate)
             denied = self._gated(p, resp)
             if denied is not None:
                 try:

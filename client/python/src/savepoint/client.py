@@ -567,6 +567,8 @@ class Session(_core.SessionState):
                 resp = self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            if resp.HasField("duplicate"):
+                return self._duplicate_result(p, resp.duplicate)
             denied = self._gated(p, resp)
             if denied is not None:
                 try:

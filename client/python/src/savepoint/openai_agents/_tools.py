@@ -73,6 +73,7 @@ class _Durable:
     effect: EffectClass
     on_error: ToolErrorFunction | None
     verify: VerifyHook | None = None
+    repeatable: bool = False
     approval: bool = False  # the tool has the SDK's needs_approval: its begins require an approval
 
 
@@ -234,9 +235,10 @@ async def _epoch(s: SavepointSession) -> int:
 async def _begin(s: SavepointSession, call_id: str, requires_approval: bool = False) -> pb.BeginEffectResponse:
     """BeginEffect with the session's current epoch (a SavepointSession
     never owns the session, so a takeover by Resume is followed, not
-    obeyed). Its decision is RUN (with the idempotency key and
-    already_begun), or for a call that requires approval AWAIT_APPROVAL or
-    DENIED (not begun)."""
+    obeyed): the idempotency key, already_begun, and duplicate when the
+    daemon's duplicate-intent guard caught the call; for a call that
+    requires approval, its decision is AWAIT_APPROVAL or DENIED when it
+    was not begun."""
     for _ in range(5):
         try:
             return await s.client().raw.BeginEffect(
@@ -280,12 +282,13 @@ async def _execute(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call
     finally:
         _KEY.reset(token)
     if await _record(s, call_id, d.tool.name, text, err is not None):
-        await _settle(s, call_id)
+        await _settled(s, call_id)
     return text, err
 
 
-async def _settle(s: SavepointSession, call_id: str) -> None:
-    """Stop a call with a recorded outcome pending (the SDK saves its output)."""
+async def _settled(s: SavepointSession, call_id: str) -> None:
+    """Stop call_id pending: the ledger holds its answer (its recorded
+    outcome, or the earlier call it duplicates)."""
 
     def recorded(v: View) -> Change | None:
         part = v.part()
@@ -323,7 +326,7 @@ async def _refuse(s: SavepointSession, call_id: str, name: str, text: str) -> st
     except SavepointError as e:
         LOGGER.warning("savepoint: the denial of tool use %s (%s) could not be recorded: %s", call_id, name, e)
     else:
-        await _settle(s, call_id)
+        await _settled(s, call_id)
     return text
 
 
@@ -331,7 +334,7 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
     name = d.tool.name
     tu = pb.ToolUse(
         tool_use_id=call_id, name=name, input_json=args or "{}", effect_class=cast(pb.EffectClass, int(d.effect)),
-        begin_tracked=d.effect != EffectClass.READ_ONLY,
+        begin_tracked=d.effect != EffectClass.READ_ONLY, repeatable=d.repeatable,
     )
 
     def point_a(v: View) -> Change:
@@ -357,13 +360,18 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
         if gated:
             await _approve(s, call_id)
         if d.effect != EffectClass.READ_ONLY or gated:
-            r = await _begin(s, call_id, gated)
-            if r.decision == pb.DECISION_DENIED:
-                return await _refuse(s, call_id, name, denied_text(r.approval))
-            if r.decision == pb.DECISION_AWAIT_APPROVAL:
+            b = await _begin(s, call_id, gated)
+            if b.HasField("duplicate"):
+                # Not run: the same call of an earlier, interrupted run
+                # answers it, in the daemon's words.
+                await _settled(s, call_id)
+                return b.duplicate.tool_result_text
+            if b.decision == pb.DECISION_DENIED:
+                return await _refuse(s, call_id, name, denied_text(b.approval))
+            if b.decision == pb.DECISION_AWAIT_APPROVAL:
                 raise DurableToolError(f"tool use {call_id!r} of session {s.session_id!r} waits for approval in savepointd; it was not run.")
-            key = r.idempotency_key
-            if r.already_begun and d.effect == EffectClass.SIDE_EFFECT:
+            key, already = b.idempotency_key, b.already_begun
+            if already and d.effect == EffectClass.SIDE_EFFECT:
                 return _in_doubt(name, call_id, "another process started it")
         text, err = await _execute(s, d, ctx, call_id, args, key)
         if err is not None and d.on_error is None:
@@ -475,16 +483,18 @@ async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, c
         )
     key = res.idempotency_key
     if d.effect != EffectClass.READ_ONLY or d.approval:
-        r = await _begin(s, cid, d.approval)
-        if r.decision == pb.DECISION_DENIED:
-            return await _refuse(s, cid, name, denied_text(r.approval))
-        if r.decision == pb.DECISION_AWAIT_APPROVAL:
+        b = await _begin(s, cid, d.approval)
+        if b.HasField("duplicate"):
+            return b.duplicate.tool_result_text
+        if b.decision == pb.DECISION_DENIED:
+            return await _refuse(s, cid, name, denied_text(b.approval))
+        if b.decision == pb.DECISION_AWAIT_APPROVAL:
             return (
                 f"This {name} call (tool_use_id {cid}) was interrupted before it ran and was not run: "
                 "it needs an approval that was never recorded. Call it again if it is still needed."
             )
-        key = r.idempotency_key
-        if r.already_begun and not res.begun and d.effect == EffectClass.SIDE_EFFECT:
+        key, already = b.idempotency_key, b.already_begun
+        if already and not res.begun and d.effect == EffectClass.SIDE_EFFECT:
             return _in_doubt(name, cid, "another process started it")
     if wrapper is not None:
         ctx: ToolContext[Any] = ToolContext.from_agent_context(wrapper, cid, tool_name=name, tool_arguments=args)
@@ -555,12 +565,12 @@ async def settle_recorded(s: SavepointSession) -> bool:
 # -- the decorator ------------------------------------------------------------
 
 
-def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[str, Any], verify: VerifyHook | None = None) -> FunctionTool:
+def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[str, Any], verify: VerifyHook | None = None, repeatable: bool = False) -> FunctionTool:
     if effect not in _CLASSES:
         raise ValueError(f"durable_function_tool: effect must be 'read_only', 'idempotent' or 'side_effect', not {effect!r}.")
     tool = function_tool(func, failure_error_function=None, **kwargs)
     d = _Durable(tool=tool, invoke=tool.on_invoke_tool, effect=_CLASSES[effect],
-                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify,
+                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify, repeatable=repeatable,
                  approval=tool.needs_approval is not False)
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
@@ -581,9 +591,9 @@ _DEFAULT: Any = object()
 
 
 @overload
-def durable_function_tool(func: Callable[..., Any], *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, **kwargs: Any) -> FunctionTool: ...
+def durable_function_tool(func: Callable[..., Any], *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, repeatable: bool = False, **kwargs: Any) -> FunctionTool: ...
 @overload
-def durable_function_tool(func: None = None, *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def durable_function_tool(func: None = None, *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, repeatable: bool = False, **kwargs: Any) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def durable_function_tool(
@@ -592,6 +602,7 @@ def durable_function_tool(
     effect: Effect = "side_effect",
     failure_error_function: ToolErrorFunction | None = _DEFAULT,
     verify: VerifyHook | None = None,
+    repeatable: bool = False,
     **kwargs: Any,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """The SDK's ``function_tool`` (as a decorator, with or without
@@ -608,11 +619,15 @@ def durable_function_tool(
     resume, a call in doubt is asked of it, and its
     savepoint.Verified.done(output) is recorded (ResolveEffect) and given as
     the call's output, not_done() runs the call again with the same key,
-    and unknown() or an exception leaves it in doubt. With the SDK's
-    ``needs_approval``, a call the SDK approved (RunState.approve) is
-    approved in savepointd too (ApproveEffect, bound to its input) and its
-    begin spends that approval: a replay of the approved RunState never
-    runs it a second time."""
+    and unknown() or an exception leaves it in doubt. A call that repeats,
+    with the same arguments, one an earlier, interrupted run made (the
+    daemon's duplicate-intent guard) is not run: its output is the daemon's
+    text saying the action was already taken (with its output) or may have
+    been; ``repeatable=True`` exempts a tool that may legitimately repeat.
+    With the SDK's ``needs_approval``, a call the SDK approved
+    (RunState.approve) is approved in savepointd too (ApproveEffect, bound
+    to its input) and its begin spends that approval: a replay of the
+    approved RunState never runs it a second time."""
     if func is not None:
-        return _make(func, effect, failure_error_function, kwargs, verify)
-    return lambda f: _make(f, effect, failure_error_function, kwargs, verify)
+        return _make(func, effect, failure_error_function, kwargs, verify, repeatable)
+    return lambda f: _make(f, effect, failure_error_function, kwargs, verify, repeatable)
