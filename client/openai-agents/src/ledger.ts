@@ -64,7 +64,7 @@ export interface Durable {
   rerun(runContext: RunContext<unknown>, call: { callId: string; name: string; arguments: string }, key: string): Promise<{ output: string; isError: boolean }>;
   /** The tool's verify hook, asked on resume about a call in doubt. */
   verify?: VerifyHook;
-  /** The tool has the SDK's needsApproval: its begins require an approval. */
+  /** The tool's needsApproval is true: a resumed call of it begins only against a recorded approval. */
   approval?: boolean;
 }
 

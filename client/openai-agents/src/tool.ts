@@ -134,7 +134,8 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
     name,
     effect,
     verify: o.verify,
-    approval,
+    // A resume has no RunState: a call of a tool that always needs approval runs only against the approval its run recorded.
+    approval: o.needsApproval === true,
     rerun: async (ctx, call, key) => {
       const slot = { key, isError: false };
       const out = await t.invoke(ctx as RunContext<Context>, call.arguments, { toolCall: { type: "function_call", ...call }, [RERUN]: slot } as never);

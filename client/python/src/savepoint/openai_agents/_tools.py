@@ -482,8 +482,12 @@ async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, c
             "the resumed agent has no durable tool of that name. Call it again if it is still needed."
         )
     key = res.idempotency_key
-    if d.effect != EffectClass.READ_ONLY or d.approval:
-        b = await _begin(s, cid, d.approval)
+    # A resume has no RunState: a call of a tool that always needs approval
+    # runs only against the approval its run recorded (a per-call policy
+    # cannot be asked here; a call it approved was recorded, and is gated).
+    gated = d.tool.needs_approval is True
+    if d.effect != EffectClass.READ_ONLY or gated:
+        b = await _begin(s, cid, gated)
         if b.HasField("duplicate"):
             return b.duplicate.tool_result_text
         if b.decision == pb.DECISION_DENIED:
