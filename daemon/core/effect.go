@@ -14,6 +14,10 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	if err != nil {
 		return BeginResult{}, err
 	}
+	return begin(t, h, sessionID, toolUseID, epoch, now)
+}
+
+func begin(t Txn, h *HeadRecord, sessionID, toolUseID string, epoch uint64, now time.Time) (BeginResult, error) {
 	if err := Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch); err != nil {
 		return BeginResult{}, err
 	}
@@ -60,7 +64,10 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 // the ledger knows (by a save or an earlier Register) is begun as Begin
 // does, whatever revision it was pending in. A call with a recorded effect
 // is answered with it, writing nothing. Checks run in the documented order:
-// request id, epoch, status.
+// request id, epoch, status. With req.BeginOnly it is Begin, with the
+// request id's record written with the begin in one write, so that a retry
+// of a begin whose commit's answer was lost gets the first answer
+// (already_begun false), not already_begun.
 func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 	sid, u := req.SessionID, req.ToolUse
 	h, err := MustHead(t, sid)
@@ -88,6 +95,15 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 			}
 			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: r.AlreadyBegun}, nil
 		}
+	}
+	if req.BeginOnly {
+		res, err := begin(t, h, sid, u.ID, req.Epoch, now)
+		if err != nil || req.RequestID == "" {
+			return res, err
+		}
+		return res, t.PutRequest(sid, &RequestRecord{
+			RequestID: req.RequestID, Fingerprint: fp, Revision: h.Revision, Epoch: h.Epoch, AlreadyBegun: res.AlreadyBegun,
+		})
 	}
 	if err := Fence(sid, h.Epoch, h.Revision, h.Resumed, req.Epoch); err != nil {
 		return BeginResult{}, err

@@ -360,10 +360,17 @@ type RegisterRequest struct {
 	ToolUse   ToolUse
 	Epoch     uint64 // fenced like a save's
 	RequestID string // empty disables retry detection
+	// BeginOnly makes it a BeginEffect of a tool use the ledger knows as
+	// pending (Begin's rules; ToolUse holds only its id) with a request
+	// id, whose retry is answered as the first call was.
+	BeginOnly bool
 }
 
 // Fingerprint is a digest of everything in the request but its request id.
 func (r *RegisterRequest) Fingerprint() []byte {
+	if r.BeginOnly {
+		return digest("begin", r.SessionID, r.Epoch, r.ToolUse.ID)
+	}
 	return digest("register", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
 }
 

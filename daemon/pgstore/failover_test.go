@@ -154,6 +154,54 @@ func TestProxyCutAfterCommitEffects(t *testing.T) {
 	}
 }
 
+// TestProxyCutAfterCommitBeginRequestID: a BeginEffect with a request id
+// (AIP-155), and a BeginThreadEffect with one, whose COMMIT's answer is
+// lost fail COMMIT_OUTCOME_UNKNOWN; the retry with the same request id
+// gets the first answer (not already begun; for the thread, RUN with
+// attempt 1), though the begin had landed, and the ledger holds one begin.
+// A retry without the request id can only say already begun.
+func TestProxyCutAfterCommitBeginRequestID(t *testing.T) {
+	s, p := proxied(t, pgtest.Shared(t))
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "e",
+		PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}); err != nil {
+		t.Fatal(err)
+	}
+	begin := &core.RegisterRequest{SessionID: "e", ToolUse: core.ToolUse{ID: "u1"}, RequestID: requestID(40), BeginOnly: true}
+	p.Arm(pgtest.CutAfterCommit)
+	if _, err := s.RegisterEffect(ctx, begin); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+		t.Fatalf("BeginEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
+	}
+	checkCut(t, p, pgtest.CutAfterCommit)
+	b, err := s.RegisterEffect(ctx, begin)
+	if err != nil || b.AlreadyBegun || b.IdempotencyKey == "" {
+		t.Fatalf("BeginEffect's retry with its request id: %+v %v, want the first answer, not already begun", b, err)
+	}
+	if again, err := s.BeginEffect(ctx, "e", "u1", 0); err != nil || !again.AlreadyBegun || again.IdempotencyKey != b.IdempotencyKey {
+		t.Fatalf("a retry without the request id: %+v %v, want already begun with key %q", again, err, b.IdempotencyKey)
+	}
+	ledger, err := s.Effects(ctx, "e", "", 10)
+	if err != nil || len(ledger) != 1 || !ledger[0].Begun || ledger[0].IdempotencyKey != b.IdempotencyKey {
+		t.Fatalf("ledger after the begin: %+v %v, want u1 begun once with key %q", ledger, err, b.IdempotencyKey)
+	}
+
+	tb := effectBegin("th", "call")
+	tb.RequestID = requestID(41)
+	p.Arm(pgtest.CutAfterCommit)
+	if _, err := s.BeginThreadEffect(ctx, tb); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+		t.Fatalf("BeginThreadEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
+	}
+	checkCut(t, p, pgtest.CutAfterCommit)
+	r, err := s.BeginThreadEffect(ctx, tb)
+	if err != nil || r.Decision != core.DecisionRun || r.Effect.Attempts != 1 {
+		t.Fatalf("BeginThreadEffect's retry with its request id: %+v %v, want RUN, attempt 1", r, err)
+	}
+	again := *tb
+	again.RequestID = ""
+	if r, err := s.BeginThreadEffect(ctx, &again); err != nil || r.Decision == core.DecisionRun {
+		t.Fatalf("a begin of the thread's call without the request id: %+v %v, want it not run again", r, err)
+	}
+}
+
 // TestProxyCutAfterCommitGraph: a graph put and a graph write whose
 // COMMIT's answer is lost fail COMMIT_OUTCOME_UNKNOWN; their retries with
 // the same request id are answered as already applied, and nothing is

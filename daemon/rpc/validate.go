@@ -415,7 +415,9 @@ func validateBegin(lim Limits, req *savepointv1.BeginEffectRequest) (*core.Regis
 	pu := req.GetToolUse()
 	if pu == nil {
 		if rid != "" {
-			return nil, fieldErr("request_id", reasonInvalidArgument, "is taken only with tool_use: BeginEffect of a pending tool use is safe to retry as it is")
+			// Begin's rules, with the request id stored with the begin.
+			return &core.RegisterRequest{SessionID: req.GetSessionId(), ToolUse: core.ToolUse{ID: req.GetToolUseId()}, Epoch: req.GetEpoch(),
+				RequestID: rid, BeginOnly: true}, nil
 		}
 		return nil, nil
 	}

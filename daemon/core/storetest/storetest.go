@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ReconcileInputs", testReconcileInputs},
 		{"Register", testRegister},
 		{"RegisterParallel", testRegisterParallel},
+		{"BeginRequestID", testBeginRequestID},
 		{"Refused", testRefused},
 		{"ReconcileCalls", testReconcileCalls},
 		{"Messages", testMessages},
