@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -342,7 +344,8 @@ const recordTimeout = 30 * time.Second
 func (s *Session) execute(ctx context.Context, p *savepointv1.ToolUse, epoch uint64, key string, fn func(ctx context.Context, key string) (string, error)) ToolResult {
 	id := p.GetToolUseId()
 	if effectiveClass(p.GetEffectClass()) != ReadOnly {
-		b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: s.id, ToolUseId: id, Epoch: epoch})
+		// The request id makes a retry after a lost answer get the first one.
+		b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: s.id, ToolUseId: id, Epoch: epoch, RequestId: uuid.NewString()})
 		if err != nil {
 			s.unstart(id)
 			return ToolResult{ToolUseID: id, Err: fmt.Errorf("savepoint: tool use %q (%s) not run: BeginEffect: %w", id, p.GetName(), err)}

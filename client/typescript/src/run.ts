@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { sentence } from "./errors.js";
 import { Decision, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
 import { effectiveClass, fullToolUse, normalizeContent, toolOutput } from "./tool.js";
@@ -44,7 +45,8 @@ export class ToolRuns {
     const id = p.toolUseId;
     if (effectiveClass(p.effectClass) !== EffectClass.EFFECT_CLASS_READ_ONLY) {
       try {
-        const b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch }, options);
+        // The request id makes a retry after a lost answer get the first one.
+        const b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch, requestId: randomUUID() }, options);
         key = b.idempotencyKey;
       } catch (err) {
         this.started.delete(id);

@@ -554,7 +554,8 @@ class SessionState:
             self._started.discard(tid)
 
     def _begin_request(self, p: pb.ToolUse, epoch: int) -> pb.BeginEffectRequest:
-        return pb.BeginEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch)
+        # The request id makes a retry after a lost answer get the first one.
+        return pb.BeginEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch, request_id=str(uuid.uuid4()))
 
     def _begin_failed(self, p: pb.ToolUse, err: SavepointError) -> SavepointError:
         """Forget that p was started (its BeginEffect failed, so it did not
