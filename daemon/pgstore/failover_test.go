@@ -393,3 +393,94 @@ func TestFailoverDocURLs(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncCommitCancelled: a primary whose synchronous standby is gone
+// waits at each COMMIT, past the statement timeout (PostgreSQL does not
+// time a COMMIT); savepointd's own bound for the call then cancels the
+// wait, and PostgreSQL commits locally. Every write is answered as
+// committed, or COMMIT_OUTCOME_UNKNOWN (retries too, while the standby is
+// gone: even a replay locks its session's row, a write that waits for the
+// standby): never a failure that says nothing was written. Once the
+// standby is back (here: no longer required), the retry with the same
+// request id is answered as the first and the write is there once. A save
+// on the cached path (headcache.go), one on the path with reads ahead (a
+// second store's session), a begin with a request id and a graph put are
+// tried.
+func TestSyncCommitCancelled(t *testing.T) {
+	srv := pgtest.New(t)
+	schema := newSchema()
+	s := open(t, srv.URL("postgres"), schema, func(o *pgstore.Options) { o.StatementTimeout = time.Second })
+	other := open(t, srv.URL("postgres"), schema)
+	for _, id := range []string{"cached", "read"} {
+		creator := s
+		if id == "read" {
+			creator = other
+		}
+		if _, err := creator.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id,
+			PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Exec(t, "postgres", "ALTER SYSTEM SET synchronous_standby_names = 'gone'")
+	srv.Exec(t, "postgres", "SELECT pg_reload_conf()")
+
+	var retries []func()
+	try := func(what string, call func() error, after func()) {
+		t.Helper()
+		start := time.Now()
+		err := call()
+		t.Logf("%s with the synchronous standby gone: %v after %v", what, err, time.Since(start).Round(time.Millisecond))
+		switch {
+		case err == nil:
+			after()
+		case errors.Is(err, core.ErrCommitOutcomeUnknown):
+			retries = append(retries, func() {
+				if err := call(); err != nil {
+					t.Fatalf("%s: the retry once the standby is back: %v", what, err)
+				}
+				after()
+			})
+		default:
+			t.Fatalf("%s with the synchronous standby gone: %v; want it committed or %v", what, err, core.ErrCommitOutcomeUnknown)
+		}
+	}
+	for i, id := range []string{"cached", "read"} {
+		req := &core.SaveRequest{SessionID: id, ExpectedRevision: 1, Epoch: 1, RequestID: requestID(50 + i),
+			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"once"`}},
+			PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}
+		var res core.SaveResult
+		try("save of "+id, func() error {
+			var err error
+			res, err = s.SaveCheckpoint(ctx, req)
+			return err
+		}, func() {
+			cp, err := s.Checkpoint(ctx, id, 0)
+			if res.Revision != 2 || err != nil || cp.Revision != 2 || cp.MessageCount != 1 {
+				t.Fatalf("session %q after the save answered %+v: %+v %v; want revision 2 with one message", id, res, cp, err)
+			}
+		})
+	}
+	begin := &core.RegisterRequest{SessionID: "cached", ToolUse: core.ToolUse{ID: "u1"}, RequestID: requestID(52), BeginOnly: true}
+	var b core.BeginResult
+	try("begin", func() error {
+		var err error
+		b, err = s.RegisterEffect(ctx, begin)
+		return err
+	}, func() {
+		if b.AlreadyBegun || b.IdempotencyKey == "" {
+			t.Fatalf("begin: %+v, want the first begin's answer", b)
+		}
+	})
+	put := &core.GraphPut{RequestID: requestID(53), Checkpoint: core.GraphCheckpoint{ThreadID: "th", ID: "1", MetadataJSON: `{}`,
+		Value: core.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}}}
+	try("graph put", func() error { _, err := s.PutCheckpoint(ctx, put); return err }, func() {})
+
+	srv.Exec(t, "postgres", "ALTER SYSTEM RESET synchronous_standby_names")
+	srv.Exec(t, "postgres", "SELECT pg_reload_conf()")
+	for _, r := range retries {
+		r()
+	}
+	if !strings.Contains(srv.Log(), "canceling wait for synchronous replication") {
+		t.Fatalf("PostgreSQL did not cancel a wait for the standby; its log:\n%s", srv.Log())
+	}
+}

@@ -95,8 +95,10 @@ type fastTx struct {
 	// id rows taken as absent, whose writes are plain INSERTs.
 	cached  bool
 	assumed map[string]bool
-	// readXid holds the changed_xid of each session row read ahead.
+	// readXid holds the changed_xid of each session row read ahead; xid
+	// is the transaction's, as its writes of session rows return it.
 	readXid map[string]uint64
+	xid     uint64
 }
 
 // id is the key as a map key: its table and its parts, length-prefixed.
@@ -284,21 +286,11 @@ func (f *fastTx) runRequests(ctx context.Context, q *query, batch []*op, start t
 // before it is what failedSend makes of it.
 func (s *Store) commitFast(ctx context.Context, q *query, f *fastTx) (uint64, int, error) {
 	f.queuePending(q, true)
-	var xid uint64
-	q.queue("SELECT pg_current_xact_id()::text").QueryRow(func(row pgx.Row) error {
-		var t string
-		if err := row.Scan(&t); err != nil {
-			return err
-		}
-		var err error
-		xid, err = strconv.ParseUint(t, 10, 64)
-		return err
-	})
 	q.cur = commitOwner
 	err := q.send(ctx, "COMMIT")
 	if err == nil {
 		s.commits.Add(1)
-		return xid, fastDone, nil
+		return f.xid, fastDone, nil
 	}
 	var pe *pgconn.PgError
 	if fl := q.failed; fl != nil && fl.owner == commitOwner {
@@ -533,7 +525,8 @@ func (f *fastTx) queuePending(q *query, last bool) {
 				}
 			}
 			if len(ids) > 0 {
-				q.queue("UPDATE "+q.s.table("sessions")+" SET changed_xid = pg_current_xact_id() WHERE session_id = ANY($1::bytea[])", ids)
+				f.returnXid(q.queue("UPDATE "+q.s.table("sessions")+" SET changed_xid = pg_current_xact_id() WHERE session_id = ANY($1::bytea[])"+
+					" RETURNING changed_xid::text", ids))
 			}
 		}
 	}
@@ -590,5 +583,28 @@ func (f *fastTx) queueRows(q *query, ws []*rowWrite, insert bool) {
 	if !insert {
 		sql += fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET record = excluded.record, checksum = excluded.checksum%s", cols, extraSet)
 	}
+	if head {
+		f.returnXid(q.queue(sql+" RETURNING changed_xid::text", args...))
+		return
+	}
 	q.queue(sql, args...)
+}
+
+// returnXid reads the transaction's id from the changed_xid that qq's
+// rows return, into f.xid (for the head cache, headcache.go).
+func (f *fastTx) returnXid(qq *pgx.QueuedQuery) {
+	qq.Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var t string
+			if err := rows.Scan(&t); err != nil {
+				return err
+			}
+			x, err := strconv.ParseUint(t, 10, 64)
+			if err != nil {
+				return err
+			}
+			f.xid = x
+		}
+		return rows.Err()
+	})
 }
