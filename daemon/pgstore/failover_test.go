@@ -446,7 +446,7 @@ func TestSyncCommitCancelled(t *testing.T) {
 	}
 	for i, id := range []string{"cached", "read"} {
 		req := &core.SaveRequest{SessionID: id, ExpectedRevision: 1, Epoch: 1, RequestID: requestID(50 + i),
-			AppendMessages: []core.Message{{Role: "user", ContentJSON: `"once"`}},
+			AppendMessages:  []core.Message{{Role: "user", ContentJSON: `"once"`}},
 			PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}
 		var res core.SaveResult
 		try("save of "+id, func() error {
