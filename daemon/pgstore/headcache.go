@@ -24,20 +24,28 @@ import (
 // when a replay is due, and a request refused on the cached run runs again
 // with its reads, since a refusal might have been a replay's answer.
 
-// maxCachedSessions bounds the sessions the head cache keeps; past it the
-// cache starts afresh.
-const maxCachedSessions = 1 << 14
+// The head cache's bounds: the sessions and the bytes of records it keeps
+// (past either it starts afresh), and the records' bytes of one session
+// past which the session is not kept (its calls' outputs can be large).
+const (
+	maxCachedSessions     = 1 << 14
+	maxCachedBytes        = 32 << 20
+	maxCachedSessionBytes = 256 << 10
+)
 
 // cachedSession is what this daemon's last commit of a session left: the
-// commit's transaction id and the session's rows it knew, by rowKey.id.
+// commit's transaction id and the session's rows it knew, by rowKey.id,
+// whose records are size bytes.
 type cachedSession struct {
 	xid  uint64
 	rows map[string]*rowRead
+	size int
 }
 
 type headCache struct {
 	mu       sync.Mutex
 	sessions map[string]*cachedSession
+	size     int // bytes of the records of sessions
 }
 
 // lookup returns the cached rows of every request's session and the call
@@ -76,7 +84,15 @@ func (c *headCache) forget(batch []*op) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, o := range batch {
-		delete(c.sessions, o.sessionID)
+		c.drop(o.sessionID)
+	}
+}
+
+// drop drops a session; c.mu is held.
+func (c *headCache) drop(sid string) {
+	if cs := c.sessions[sid]; cs != nil {
+		c.size -= cs.size
+		delete(c.sessions, sid)
 	}
 }
 
@@ -100,6 +116,7 @@ func (c *headCache) store(batch []*op, f *fastTx, xid uint64) {
 		}
 		if cs := keep[string(r.k.args[0].([]byte))]; cs != nil {
 			cs.rows[id] = r
+			cs.size += len(r.rec)
 		}
 	}
 	for id, r := range f.ahead {
@@ -110,19 +127,26 @@ func (c *headCache) store(batch []*op, f *fastTx, xid uint64) {
 	for id, w := range f.overlay {
 		add(id, &rowRead{k: w.k, found: true, rec: w.rec, sum: w.sum})
 	}
+	size := 0
+	for sid, cs := range keep {
+		if cs.size > maxCachedSessionBytes {
+			delete(keep, sid)
+		} else {
+			size += cs.size
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sessions == nil || len(c.sessions)+len(keep) > maxCachedSessions {
-		c.sessions = map[string]*cachedSession{}
-	}
 	for _, o := range batch {
-		if keep[o.sessionID] == nil {
-			delete(c.sessions, o.sessionID)
-		}
+		c.drop(o.sessionID)
+	}
+	if c.sessions == nil || len(c.sessions)+len(keep) > maxCachedSessions || c.size+size > maxCachedBytes {
+		c.sessions, c.size = map[string]*cachedSession{}, 0
 	}
 	for sid, cs := range keep {
 		c.sessions[sid] = cs
 	}
+	c.size += size
 }
 
 // queueCheck queues the check of the cached path: it locks the sessions'

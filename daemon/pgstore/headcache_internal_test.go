@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
@@ -75,5 +76,53 @@ func TestHeadCacheSeesOtherStores(t *testing.T) {
 	e, already, err := a.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t1", Output: "from b"})
 	if err != nil || !already || e.Output != "from b" {
 		t.Fatalf("the call's effect: %+v, already %v, %v; want b's, already recorded", e, already, err)
+	}
+}
+
+// TestHeadCacheBounded: a session whose rows' records pass
+// maxCachedSessionBytes (a call with a large output) is not kept, and the
+// cache's bytes count only what it keeps; a later save of it reads ahead
+// again and is right.
+func TestHeadCacheBounded(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.URL("postgres"), Options{Schema: "head_cache_bounded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "big", PendingToolUses: []core.ToolUse{{ID: "t1", Name: "read"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	cached := func(sid string, calls ...string) bool {
+		_, _, ok := s.heads.lookup([]*op{{sessionID: sid, toolUseIDs: calls}})
+		return ok
+	}
+	if !cached("big", "t1") || !cached("small") {
+		t.Fatal("the sessions were not cached after their saves")
+	}
+	big := strings.Repeat("x", maxCachedSessionBytes)
+	if _, _, err := s.RecordEffect(ctx, "big", core.Effect{ToolUseID: "t1", Output: big}); err != nil {
+		t.Fatal(err)
+	}
+	if cached("big", "t1") {
+		t.Error("a session of more than maxCachedSessionBytes was kept")
+	}
+	s.heads.mu.Lock()
+	size, n := s.heads.size, len(s.heads.sessions)
+	s.heads.mu.Unlock()
+	if n != 1 || size <= 0 || size > 4096 {
+		t.Errorf("the cache keeps %d sessions of %d bytes, want the small one alone", n, size)
+	}
+	res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "big", ExpectedRevision: 1, Epoch: 1})
+	if err != nil || res.Revision != 2 {
+		t.Fatalf("a save of the session not kept: %+v %v", res, err)
+	}
+	e, already, err := s.RecordEffect(ctx, "big", core.Effect{ToolUseID: "t1", Output: big})
+	if err != nil || !already || e.Output != big {
+		t.Fatalf("the large effect again: already %v, %v", already, err)
 	}
 }
