@@ -75,6 +75,7 @@ var errThreadNotFound = errors.New("no graph thread")
 func printThread(w io.Writer, v *threadView) error {
 	p := &printer{w: w}
 	p.line("thread    %s", v.id)
+	p.line("calls     %s", cli.CountThreadLedger(v.effects))
 	p.line("")
 	p.line("Checkpoints (%d), newest first", len(v.checkpoints))
 	for _, c := range v.checkpoints {
@@ -95,6 +96,9 @@ func printThread(w io.Writer, v *threadView) error {
 		p.line("    begun     %s", formatTime(e.GetBeginTime()))
 		if e.GetOutput() != nil {
 			p.line("    recorded  %s: %s", formatTime(e.GetRecordTime()), outputText(e.GetOutput()))
+		}
+		if r := e.GetResolution(); r != nil {
+			p.line("    resolved  %s", resolutionText(r))
 		}
 		d, why := client.NextBegin(e)
 		p.line("    next      %s: %s", decisionName(d), why)

@@ -101,7 +101,13 @@ class AsyncRaw:
             try:
                 return await fn(req, timeout=left(deadline))
             except grpc.aio.AioRpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart, until)
+                if self._autostart is not None and e.code() == grpc.StatusCode.UNAVAILABLE:
+                    # The daemon started on demand is gone: start it again in a
+                    # worker thread (a launch waits up to seconds for it to
+                    # serve), so that the event loop goes on meanwhile; a start
+                    # that fails raises here, as retry_wait's would.
+                    await asyncio.to_thread(self._autostart.ensure)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, until=until)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:
