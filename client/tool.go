@@ -375,7 +375,7 @@ func (s *Session) record(ctx context.Context, p *savepointv1.ToolUse, r ToolResu
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	_, err := s.c.raw.RecordEffect(ctx, &savepointv1.RecordEffectRequest{
-		SessionId: s.id, ToolUseId: p.GetToolUseId(), Name: p.GetName(), Output: r.Content, IsError: r.IsError,
+		SessionId: s.id, ToolUseId: p.GetToolUseId(), Name: p.GetName(), Output: r.Content, IsError: r.IsError, RequestId: uuid.NewString(),
 	})
 	return err
 }

@@ -155,10 +155,11 @@ func TestProxyCutAfterCommitEffects(t *testing.T) {
 }
 
 // TestProxyCutAfterCommitBeginRequestID: a BeginEffect with a request id
-// (AIP-155), and a BeginThreadEffect with one, whose COMMIT's answer is
-// lost fail COMMIT_OUTCOME_UNKNOWN; the retry with the same request id
-// gets the first answer (not already begun; for the thread, RUN with
-// attempt 1), though the begin had landed, and the ledger holds one begin.
+// (AIP-155), a RecordEffect with one and a BeginThreadEffect with one,
+// whose COMMIT's answer is lost, fail COMMIT_OUTCOME_UNKNOWN; the retry
+// with the same request id gets the first answer (not already begun, not
+// already recorded; for the thread, RUN with attempt 1), though the write
+// had landed, and the ledger holds one begin.
 // A retry without the request id can only say already begun.
 func TestProxyCutAfterCommitBeginRequestID(t *testing.T) {
 	s, p := proxied(t, pgtest.Shared(t))
@@ -182,6 +183,17 @@ func TestProxyCutAfterCommitBeginRequestID(t *testing.T) {
 	ledger, err := s.Effects(ctx, "e", "", 10)
 	if err != nil || len(ledger) != 1 || !ledger[0].Begun || ledger[0].IdempotencyKey != b.IdempotencyKey {
 		t.Fatalf("ledger after the begin: %+v %v, want u1 begun once with key %q", ledger, err, b.IdempotencyKey)
+	}
+
+	rec := core.Effect{ToolUseID: "u1", Name: "pay", Output: `"paid"`, RequestID: requestID(42)}
+	p.Arm(pgtest.CutAfterCommit)
+	if _, _, err := s.RecordEffect(ctx, "e", rec); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+		t.Fatalf("RecordEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
+	}
+	checkCut(t, p, pgtest.CutAfterCommit)
+	stored, already, err := s.RecordEffect(ctx, "e", rec)
+	if err != nil || already || stored.Output != rec.Output {
+		t.Fatalf("RecordEffect's retry with its request id: %+v already=%v %v, want the first answer, not already recorded", stored, already, err)
 	}
 
 	tb := effectBegin("th", "call")

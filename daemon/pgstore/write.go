@@ -37,9 +37,9 @@ func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, ep
 func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {
 	var stored core.Effect
 	var already bool
-	err := s.writeSession(ctx, sessionID, "", []string{e.ToolUseID}, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, sessionID, e.RequestID, []string{e.ToolUseID}, func(ctx context.Context, q *query) error {
 		var err error
-		stored, already, err = core.Record(&domainTxn{ctx: ctx, q: q}, sessionID, e, s.now())
+		stored, already, err = core.Record(&domainTxn{ctx: ctx, q: q, requestID: e.RequestID}, sessionID, e, s.now())
 		return err
 	})
 	return stored, already, err

@@ -311,12 +311,17 @@ func validateRecord(lim Limits, req *savepointv1.RecordEffectRequest) (core.Effe
 	if n := len(req.GetOutput()); n > lim.MaxMessageBytes {
 		return core.Effect{}, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, lim.MaxMessageBytes)
 	}
+	rid, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return core.Effect{}, err
+	}
 	return core.Effect{
 		ToolUseID: req.GetToolUseId(),
 		Name:      req.GetName(),
 		Output:    req.GetOutput(),
 		IsError:   req.GetIsError(),
 		Refused:   req.GetRefused(),
+		RequestID: rid,
 	}, nil
 }
 

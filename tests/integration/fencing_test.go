@@ -411,7 +411,7 @@ func TestClientRetryAfterLostReply(t *testing.T) {
 // request_id, sent again as a client retries one whose reply was lost, is
 // answered as the first was (already_begun false, the same key), where a
 // begin without one says already_begun; the id on another tool use is
-// REQUEST_ID_REUSED.
+// REQUEST_ID_REUSED. RecordEffect with a request_id likewise.
 func TestBeginRequestIDRetry(t *testing.T) {
 	d := daemontest.Start(t)
 	const sid = "begin-rid"
@@ -435,4 +435,17 @@ func TestBeginRequestIDRetry(t *testing.T) {
 	other.ToolUseId = "t2"
 	_, err = d.Client.BeginEffect(ctx, other)
 	wantReason(t, err, codes.InvalidArgument, "REQUEST_ID_REUSED")
+
+	// RecordEffect likewise.
+	rec := &savepointv1.RecordEffectRequest{SessionId: sid, ToolUseId: "t1", Output: "done", RequestId: uuid.NewString()}
+	firstRec, err := d.Client.RecordEffect(ctx, rec)
+	if err != nil || firstRec.GetAlreadyRecorded() {
+		t.Fatalf("RecordEffect with a request_id: %v %v", firstRec, err)
+	}
+	if again, err := d.Client.RecordEffect(ctx, proto.CloneOf(rec)); err != nil || !proto.Equal(again, firstRec) {
+		t.Fatalf("its retry: %v %v, want the first answer %v", again, err, firstRec)
+	}
+	if plain, err := d.Client.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: sid, ToolUseId: "t1", Output: "done"}); err != nil || !plain.GetAlreadyRecorded() {
+		t.Fatalf("a record without a request_id: %v %v, want already recorded", plain, err)
+	}
 }

@@ -84,7 +84,7 @@ export class ToolRuns {
 
   async record(p: PbToolUse, r: ToolResult): Promise<void> {
     await this.#c.raw.recordEffect(
-      { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: toolOutput(r.content), isError: r.isError },
+      { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: toolOutput(r.content), isError: r.isError, requestId: randomUUID() },
       { deadline: Date.now() + RECORD_TIMEOUT_MS },
     );
   }

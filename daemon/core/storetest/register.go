@@ -215,3 +215,35 @@ func testBeginRequestID(t *testing.T, s core.Store) {
 	_, err = begin("w", "00000000-0000-4000-8000-0000000000b3", 7)
 	wantErr(t, err, core.ErrSessionFenced)
 }
+
+// testRecordRequestID covers RecordEffect with a request id: its retry
+// with the same id gets the first answer, already_recorded false, where a
+// repeat without one is already_recorded; the same id with another output
+// is REQUEST_ID_REUSED, and the first record stands.
+func testRecordRequestID(t *testing.T, s core.Store) {
+	create(t, s, "s")
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}}})
+	const rid = "00000000-0000-4000-8000-0000000000c1"
+	e := core.Effect{ToolUseID: "w", Output: "written", RequestID: rid}
+	first, already, err := s.RecordEffect(ctx, "s", e)
+	if err != nil || already || first.Output != "written" {
+		t.Fatalf("record: %+v already=%v %v", first, already, err)
+	}
+	again, already, err := s.RecordEffect(ctx, "s", e)
+	if err != nil || already || again.Output != "written" || !again.RecordTime.Equal(first.RecordTime) {
+		t.Fatalf("its retry with the request id: %+v already=%v %v, want the first answer", again, already, err)
+	}
+	plain := e
+	plain.RequestID = ""
+	if _, already, err := s.RecordEffect(ctx, "s", plain); err != nil || !already {
+		t.Fatalf("a repeat without it: already=%v %v, want already recorded", already, err)
+	}
+	other := e
+	other.Output = "other"
+	_, _, err = s.RecordEffect(ctx, "s", other)
+	wantErr(t, err, core.ErrRequestIDReused)
+	ledger, err := s.Effects(ctx, "s", "", 10)
+	if err != nil || len(ledger) != 1 || ledger[0].Effect == nil || ledger[0].Effect.Output != "written" {
+		t.Fatalf("ledger: %+v %v", ledger, err)
+	}
+}

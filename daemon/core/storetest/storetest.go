@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"Register", testRegister},
 		{"RegisterParallel", testRegisterParallel},
 		{"BeginRequestID", testBeginRequestID},
+		{"RecordRequestID", testRecordRequestID},
 		{"Refused", testRefused},
 		{"ReconcileCalls", testReconcileCalls},
 		{"Messages", testMessages},

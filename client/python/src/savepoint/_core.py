@@ -574,7 +574,8 @@ class SessionState:
 
     def _record_request(self, p: pb.ToolUse, r: ToolResult) -> pb.RecordEffectRequest:
         return pb.RecordEffectRequest(
-            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=tool_output(r.content), is_error=r.is_error
+            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=tool_output(r.content), is_error=r.is_error,
+            request_id=str(uuid.uuid4()),
         )
 
     def _after_record(self, p: pb.ToolUse, r: ToolResult, err: SavepointError | None) -> ToolResult:

@@ -354,20 +354,22 @@ class BeginEffectResponse(_message.Message):
     def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ...) -> None: ...
 
 class RecordEffectRequest(_message.Message):
-    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error", "refused")
+    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error", "refused", "request_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tool_use_id: str
     name: str
     output: str
     is_error: bool
     refused: bool
-    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., refused: _Optional[bool] = ...) -> None: ...
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., refused: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RecordEffectResponse(_message.Message):
     __slots__ = ("effect", "already_recorded")

@@ -596,6 +596,13 @@ export interface RecordEffectRequest {
    * so that Reconcile reuses the refusal instead of reporting it in doubt.
    */
   refused: boolean;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original response, already_recorded as it was, though the
+   * first call's answer was lost after it was stored; empty disables retry
+   * detection (a repeat is then answered already_recorded).
+   */
+  requestId: string;
 }
 
 export interface RecordEffectResponse {
@@ -2575,7 +2582,7 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
 };
 
 function createBaseRecordEffectRequest(): RecordEffectRequest {
-  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false, refused: false };
+  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false, refused: false, requestId: "" };
 }
 
 export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
@@ -2597,6 +2604,9 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     }
     if (message.refused !== false) {
       writer.uint32(160).bool(message.refused);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(482).string(message.requestId);
     }
     return writer;
   },
@@ -2662,6 +2672,14 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
             message.refused = reader.bool();
             continue;
           }
+          case 60: {
+            if (tag !== 482) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2685,6 +2703,7 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     message.output = object.output ?? "";
     message.isError = object.isError ?? false;
     message.refused = object.refused ?? false;
+    message.requestId = object.requestId ?? "";
     return message;
   },
 };
