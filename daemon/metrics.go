@@ -70,6 +70,7 @@ type metrics struct {
 	// threadBegins counts BeginThreadEffect's answers: a thread ledger's
 	// counterpart of resolutions (its in_doubt, the calls in doubt found).
 	threadBegins *prometheus.CounterVec
+	approvals    *prometheus.CounterVec
 }
 
 func newMetrics(store core.Store) *metrics {
@@ -101,6 +102,13 @@ func newMetrics(store core.Store) *metrics {
 			Name: "savepoint_thread_effect_begins_total",
 			Help: "BeginThreadEffect answers, by decision (reuse, run, in_doubt): in_doubt is a graph thread's call found in doubt; late begins dropped not counted.",
 		}, []string{"decision"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "savepoint_effect_approvals_total",
+			Help: "Decisions on tool uses that require approval (ApproveEffect, ApproveThreadEffect), by decision (approved, denied); repeats not counted.",
+		}, []string{"decision"}),
+	}
+	for _, d := range []string{"approved", "denied"} {
+		m.approvals.WithLabelValues(d)
 	}
 	for _, d := range []string{"reuse", "run", "in_doubt"} {
 		m.resolutions.WithLabelValues(d)
@@ -111,7 +119,7 @@ func newMetrics(store core.Store) *metrics {
 			m.resolved.WithLabelValues(r, o)
 		}
 	}
-	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions, m.resolved, m.threadBegins,
+	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions, m.resolved, m.threadBegins, m.approvals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if c, ok := store.(prometheus.Collector); ok {
 		m.reg.MustRegister(c)
@@ -147,6 +155,14 @@ func (m *metrics) observe(method string, req, resp any, err error) {
 	case *savepointv1.BeginThreadEffectResponse:
 		if d := decisionLabel(r.GetDecision()); d != "" && !r.GetDroppedLate() {
 			m.threadBegins.WithLabelValues(d).Inc()
+		}
+	case *savepointv1.ApproveEffectResponse:
+		if !r.GetAlreadyDecided() {
+			m.approvals.WithLabelValues(approvalLabel(r.GetEntry().GetApproval())).Inc()
+		}
+	case *savepointv1.ApproveThreadEffectResponse:
+		if !r.GetAlreadyDecided() {
+			m.approvals.WithLabelValues(approvalLabel(r.GetEffect().GetApproval())).Inc()
 		}
 	case *savepointv1.ReconcileResponse:
 		for _, res := range r.GetResolutions() {
@@ -233,4 +249,12 @@ func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (s
 		srv.Shutdown(ctx)
 		<-done
 	}, lis.Addr(), nil
+}
+
+// approvalLabel is a decision's label of savepoint_effect_approvals_total.
+func approvalLabel(a *savepointv1.EffectApproval) string {
+	if a.GetStatus() == savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED {
+		return "denied"
+	}
+	return "approved"
 }

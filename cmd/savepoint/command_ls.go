@@ -27,7 +27,8 @@ revision, its pending tool uses, how many of them Reconcile would report as
 in doubt right now (side-effecting tool uses whose outcome is unknown: they
 need a person, "savepoint resolve", before the agent resumes), RESOLVED,
 the tool uses in doubt settled so far by a tool's verify hook and by a
-person ("1/2": one by verify, two by a person), and when it was last saved
+person ("1/2": one by verify, two by a person), AWAITING, the tool uses
+waiting for a person's approval ("savepoint approve"), and when it was last saved
 (UTC). A session whose record cannot be decoded is listed with
 "damaged" so it can be found and deleted.
 
@@ -130,14 +131,14 @@ func printSessions(ctx context.Context, e *env, c *client.Client, req *savepoint
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURN\tREVISION\tPENDING\tIN DOUBT\tRESOLVED\tUPDATED")
+	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURN\tREVISION\tPENDING\tIN DOUBT\tRESOLVED\tAWAITING\tUPDATED")
 	for _, s := range sums {
 		if s.GetRevision() == 0 { // a head that could not be decoded
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\tdamaged\n", s.GetSessionId())
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.GetSessionId(), statusName(s.GetStatus()), s.GetTurn(), s.GetRevision(),
-			s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), resolvedCounts(s), formatTime(s.GetUpdateTime()))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", s.GetSessionId(), statusName(s.GetStatus()), s.GetTurn(), s.GetRevision(),
+			s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), resolvedCounts(s), s.GetAwaitingApprovalCount(), formatTime(s.GetUpdateTime()))
 	}
 	return tw.Flush()
 }

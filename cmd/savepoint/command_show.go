@@ -187,6 +187,9 @@ func (p *printer) pending(v *sessionView) {
 		if res := r.GetResolution(); res != nil {
 			p.line("    resolved  %s", resolutionText(res))
 		}
+		if a := r.GetApproval(); a != nil {
+			p.line("    approval  %s", approvalText(a))
+		}
 		if t := r.GetToolResultText(); t != "" {
 			p.line("    result    %s", t)
 		}

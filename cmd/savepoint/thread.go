@@ -118,6 +118,9 @@ func printThreadEffects(w io.Writer, effects []*savepointv1.ThreadEffect) error 
 		if r := e.GetResolution(); r != nil {
 			outcome += ", resolved " + resolutionText(r)
 		}
+		if a := e.GetApproval(); a != nil {
+			outcome += ", " + approvalText(a)
+		}
 		d, _ := client.NextBegin(e)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", nsText(e.GetCheckpointNs()), e.GetToolUseId(), e.GetName(),
 			effectClassText(e.GetEffectClass()), e.GetAttempts(), threadEffectStateText(e.GetState()),

@@ -126,11 +126,11 @@ func TestProxyCutAfterCommitEffects(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Arm(pgtest.CutAfterCommit)
-	if _, err := s.BeginEffect(ctx, "e", "u1", 0); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+	if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "e", ToolUseID: "u1", Epoch: 0}); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
 		t.Fatalf("BeginEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
 	}
 	checkCut(t, p, pgtest.CutAfterCommit)
-	b, err := s.BeginEffect(ctx, "e", "u1", 0)
+	b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "e", ToolUseID: "u1", Epoch: 0})
 	if err != nil || b.IdempotencyKey == "" {
 		t.Fatalf("BeginEffect's retry: %+v %v", b, err)
 	}
@@ -167,17 +167,17 @@ func TestProxyCutAfterCommitBeginRequestID(t *testing.T) {
 		PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}); err != nil {
 		t.Fatal(err)
 	}
-	begin := &core.RegisterRequest{SessionID: "e", ToolUse: core.ToolUse{ID: "u1"}, RequestID: requestID(40), BeginOnly: true}
+	begin := &core.BeginRequest{SessionID: "e", ToolUseID: "u1", RequestID: requestID(40)}
 	p.Arm(pgtest.CutAfterCommit)
-	if _, err := s.RegisterEffect(ctx, begin); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+	if _, err := s.BeginEffect(ctx, begin); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
 		t.Fatalf("BeginEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
 	}
 	checkCut(t, p, pgtest.CutAfterCommit)
-	b, err := s.RegisterEffect(ctx, begin)
+	b, err := s.BeginEffect(ctx, begin)
 	if err != nil || b.AlreadyBegun || b.IdempotencyKey == "" {
 		t.Fatalf("BeginEffect's retry with its request id: %+v %v, want the first answer, not already begun", b, err)
 	}
-	if again, err := s.BeginEffect(ctx, "e", "u1", 0); err != nil || !again.AlreadyBegun || again.IdempotencyKey != b.IdempotencyKey {
+	if again, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "e", ToolUseID: "u1"}); err != nil || !again.AlreadyBegun || again.IdempotencyKey != b.IdempotencyKey {
 		t.Fatalf("a retry without the request id: %+v %v, want already begun with key %q", again, err, b.IdempotencyKey)
 	}
 	ledger, err := s.Effects(ctx, "e", "", 10)
@@ -472,11 +472,11 @@ func TestSyncCommitCancelled(t *testing.T) {
 			}
 		})
 	}
-	begin := &core.RegisterRequest{SessionID: "cached", ToolUse: core.ToolUse{ID: "u1"}, RequestID: requestID(52), BeginOnly: true}
+	begin := &core.BeginRequest{SessionID: "cached", ToolUseID: "u1", RequestID: requestID(52)}
 	var b core.BeginResult
 	try("begin", func() error {
 		var err error
-		b, err = s.RegisterEffect(ctx, begin)
+		b, err = s.BeginEffect(ctx, begin)
 		return err
 	}, func() {
 		if b.AlreadyBegun || b.IdempotencyKey == "" {

@@ -60,7 +60,7 @@ func TestHeadCacheSeesOtherStores(t *testing.T) {
 	}
 
 	// a knows the call again (its refused save read it), as pending.
-	if _, err := a.BeginEffect(ctx, "s", "t1", 1); err != nil {
+	if _, err := a.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := b.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t1", Output: "from b"}); err != nil {

@@ -63,7 +63,7 @@ func TestWriteRoundTrips(t *testing.T) {
 			return err
 		}},
 		{"begin effect", 1, func() error { // the call was read as absent with the save
-			_, err := s.BeginEffect(ctx, "s", "t1", 1)
+			_, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1})
 			return err
 		}},
 		{"record effect", 1, func() error {

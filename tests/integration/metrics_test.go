@@ -77,6 +77,16 @@ func TestMetrics(t *testing.T) {
 	if _, err := g.BeginThreadEffect(ctx, begin); err != nil {
 		t.Fatal(err)
 	}
+	if b, err := c.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "a", ToolUseId: "wait", RequiresApproval: true,
+		ToolUse: &savepointv1.ToolUse{Name: "pay", InputJson: `{"n":1}`}}); err != nil || b.GetDecision() != savepointv1.Decision_DECISION_AWAIT_APPROVAL {
+		t.Fatalf("begin of a call that requires approval: %v %v", b, err)
+	}
+	for range 2 { // the repeat is not counted
+		if _, err := c.ApproveEffect(ctx, &savepointv1.ApproveEffectRequest{SessionId: "a", ToolUseId: "wait",
+			Decision: savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED, Note: "no"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "b"})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +124,8 @@ func TestMetrics(t *testing.T) {
 		{"savepoint_thread_effect_begins_total", map[string]string{"decision": "run"}, 1},
 		{"savepoint_thread_effect_begins_total", map[string]string{"decision": "in_doubt"}, 1},
 		{"savepoint_thread_effect_begins_total", map[string]string{"decision": "reuse"}, 1},
+		{"savepoint_effect_approvals_total", map[string]string{"decision": "denied"}, 1},
+		{"savepoint_effect_approvals_total", map[string]string{"decision": "approved"}, 0},
 		{"savepoint_sessions", nil, 1}, // b was deleted
 	} {
 		labels := tt.labels

@@ -1,6 +1,8 @@
 import { type ClientWritableStream, connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
 import {
   Autostart,
+  CallStream,
+  CallStreamUnsupported,
   channelReady,
   type Client,
   dial,
@@ -30,6 +32,8 @@ export interface SaverOptions {
   retry?: RetryPolicy;
   /** How long a call waits for the connection to be ready before each try, in ms, counted once per call (default 5000; 0 sends at once). */
   reconnectWaitMs?: number;
+  /** Whether the unary calls go on one CallStream (docs/api.md) when the daemon serves it; unary otherwise. Default true. */
+  callStream?: boolean;
 }
 
 /** One grpc-js channel to the daemon's GraphCheckpointService, with the client's retries and error classes. */
@@ -42,6 +46,8 @@ export class Connection {
   #limit: number | undefined;
   // Starts savepointd on demand when no address was chosen (docs/install.md).
   readonly #autostart: Autostart | undefined;
+  /** The CallStream on the stub's channel; undefined with callStream false. */
+  readonly #stream: CallStream | undefined;
 
   constructor(o: SaverOptions = {}) {
     this.#autostart = o.address ? undefined : Autostart.fromEnv();
@@ -51,9 +57,16 @@ export class Connection {
     this.#tls = o.tls;
     this.#retry = { ...(o.retry ?? DEFAULT_RETRY_POLICY) };
     this.#waitMs = Math.max(0, o.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
+    this.#stream = o.callStream === false ? undefined : new CallStream(this.stub);
+  }
+
+  /** Whether the calls go on a CallStream: false once the daemon answered UNIMPLEMENTED. */
+  get streaming(): boolean {
+    return this.#stream?.supported === true;
   }
 
   close(): void {
+    this.#stream?.close();
     this.stub.close();
   }
 
@@ -105,9 +118,24 @@ export class Connection {
     }
   }
 
-  /** A unary call of the stub's method, as a promise. */
+  /**
+   * A unary call of the stub's method, as a promise: on the CallStream when
+   * the daemon serves one, else unary (a daemon without one never handled
+   * the call).
+   */
   unary<Req, Res>(method: (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
-    return this.call(() => new Promise<Res>((resolve, reject) => method.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res)))));
+    const name = Object.keys(graphPb.GraphCheckpointServiceService).find((k) => (this.stub as unknown as Record<string, unknown>)[k] === method);
+    const once = () => new Promise<Res>((resolve, reject) => method.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res))));
+    return this.call(async () => {
+      if (name && this.#stream?.supported) {
+        try {
+          return await this.#stream.call<Res>(name, req);
+        } catch (err) {
+          if (!(err instanceof CallStreamUnsupported)) throw err;
+        }
+      }
+      return once();
+    });
   }
 
   /**

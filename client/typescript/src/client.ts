@@ -30,6 +30,9 @@ import {
   RecordEffectRequest,
   ResumeRequest,
   ResolveEffectRequest,
+  ApproveEffectRequest,
+  type ApproveEffectResponse,
+  ApprovalStatus,
   RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
@@ -42,10 +45,13 @@ import {
   GraphCheckpointServiceService,
   ResolveThreadEffectRequest,
   type ResolveThreadEffectResponse,
+  ApproveThreadEffectRequest,
+  type ApproveThreadEffectResponse,
 } from "./gen/savepoint/v1/graph.js";
 import { discardLogger, type Logger } from "./log.js";
 import { RETRY_RULES } from "./retry_rules.js";
 import { Session } from "./session.js";
+import { CallStream, Unsupported } from "./stream.js";
 import { anthropicToolResults } from "./tool.js";
 import { SessionWatch, type WatchOptions } from "./watch.js";
 import type {
@@ -212,6 +218,11 @@ export interface DialOptions {
   /** grpc-js channel options, applied after the client's own (a short reconnect backoff), so they can override them. */
   channelOptions?: ChannelOptions;
   /**
+   * Whether the unary calls go on one CallStream (docs/api.md) when the
+   * daemon serves it; unary otherwise. Default true.
+   */
+  callStream?: boolean;
+  /**
    * Where the client reports retries, reconcile decisions and ledger
    * failures. The default, discardLogger, writes nothing; consoleLogger()
    * writes lines to stderr. The client never logs payloads.
@@ -225,6 +236,15 @@ export interface DialOptions {
    * (see Session.runTool).
    */
   onLedgerError?: (call: ToolUse, result: ToolResult, err: unknown) => void;
+  /**
+   * The names of the tools that require a person's approval: a call of one
+   * is begun (beginEffect with requiresApproval) only against an approval
+   * for that exact call and input, which the begin spends once. Without one,
+   * runTool and reconcile throw AwaitingApprovalError (the tool did not
+   * run); after a denial the result is the approver's note, isError, with
+   * decision DECISION_DENIED, recorded as refused so later resumes reuse it.
+   */
+  approvalRequired?: Iterable<string>;
   /**
    * Called at each stage of every tool use a Session runs or reconciles,
    * synchronously, before the session goes on. It observes and cannot change
@@ -252,6 +272,7 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   forkSession: ForkSessionRequest,
   rewindSession: RewindSessionRequest,
   resolveEffect: ResolveEffectRequest,
+  approveEffect: ApproveEffectRequest,
 } as never;
 
 /** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
@@ -329,6 +350,8 @@ export class Client {
   readonly #options: DialOptions;
   /** GraphCheckpointService on the same address, made on first use. */
   #graph: GraphCheckpointServiceClient | undefined;
+  /** The CallStream on #stub's channel; undefined with callStream false. */
+  readonly #stream: CallStream | undefined;
 
   /** @internal Use dial. */
   constructor(stub: SavepointServiceClient, addr: string, options: DialOptions, autostart?: Autostart) {
@@ -338,11 +361,13 @@ export class Client {
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.#reconnectWaitMs = Math.max(0, options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
+    this.#stream = options.callStream === false ? undefined : new CallStream(stub);
     this.config = {
       logger: options.logger ?? discardLogger,
       toolResults: options.toolResults ?? anthropicToolResults,
       onLedgerError: options.onLedgerError,
       toolHook: options.toolHook,
+      approvalRequired: new Set(options.approvalRequired ?? []),
     };
     const raw: Partial<Record<Method, unknown>> = {};
     for (const m of unaryMethods) {
@@ -354,6 +379,7 @@ export class Client {
 
   /** Closes the connection; calls in flight fail. */
   close(): void {
+    this.#stream?.close();
     this.#stub.close();
     this.#graph?.close();
   }
@@ -368,6 +394,48 @@ export class Client {
   resolveThreadEffect(request: Partial<ResolveThreadEffectRequest>, options: CallOptions = {}): Promise<ResolveThreadEffectResponse> {
     const req = ResolveThreadEffectRequest.fromPartial({ ...request, requestId: request.requestId || randomUUID() });
     const def = GraphCheckpointServiceService.resolveThreadEffect;
+    this.#graph ??= serviceClient(GraphCheckpointServiceClient, this.addr, this.#options);
+    const stub = this.#graph;
+    return this.#retrying(def.path, req, options, () => unaryCall(stub, def, req, options));
+  }
+
+  /**
+   * ApproveEffect (docs/api.md): approves (or with deny, denies) a tool use
+   * of a session that waits for approval, as a person (no epoch), with a
+   * fresh request id so that it is retried while the daemon is unavailable.
+   * The approval holds for the call and its input only (inputDigest, when
+   * given, must be the digest the call waits with); the begin that uses it
+   * spends it. A denial's note is the tool result the model is given.
+   */
+  approveEffect(
+    sessionId: string,
+    toolUseId: string,
+    decision: { deny?: boolean; note?: string; decidedBy?: string; inputDigest?: Uint8Array } = {},
+    options: CallOptions = {},
+  ): Promise<ApproveEffectResponse> {
+    return this.raw.approveEffect(
+      {
+        sessionId,
+        toolUseId,
+        decision: decision.deny ? ApprovalStatus.APPROVAL_STATUS_DENIED : ApprovalStatus.APPROVAL_STATUS_APPROVED,
+        note: decision.note ?? "",
+        decidedBy: decision.decidedBy ?? "",
+        inputDigest: Buffer.from(decision.inputDigest ?? new Uint8Array()),
+        requestId: randomUUID(),
+      },
+      options,
+    );
+  }
+
+  /**
+   * ApproveThreadEffect (docs/api.md): approves or denies a graph thread's
+   * call that waits for approval, as the Go client's ApproveThreadEffect
+   * does. A request without a requestId gets a fresh one, so the call is
+   * retried while the daemon is unavailable.
+   */
+  approveThreadEffect(request: Partial<ApproveThreadEffectRequest>, options: CallOptions = {}): Promise<ApproveThreadEffectResponse> {
+    const req = ApproveThreadEffectRequest.fromPartial({ ...request, requestId: request.requestId || randomUUID() });
+    const def = GraphCheckpointServiceService.approveThreadEffect;
     this.#graph ??= serviceClient(GraphCheckpointServiceClient, this.addr, this.#options);
     const stub = this.#graph;
     return this.#retrying(def.path, req, options, () => unaryCall(stub, def, req, options));
@@ -433,7 +501,21 @@ export class Client {
    */
   #invoke<M extends Method>(method: M, request: Req<M>, options: CallOptions = {}): Promise<Res<M>> {
     const def = SavepointServiceService[method];
-    return this.#retrying(def.path, request, options, () => unaryCall(this.#stub, def, request, options) as Promise<Res<M>>);
+    return this.#retrying(def.path, request, options, () => this.#send(method, request, options) as Promise<Res<M>>);
+  }
+
+  /** One try of a call: on the CallStream when the daemon serves one, else unary. */
+  async #send<M extends Method>(method: M, request: Req<M>, options: CallOptions): Promise<unknown> {
+    const def = SavepointServiceService[method];
+    if (this.#stream?.supported) {
+      try {
+        return await this.#stream.call(method, request, options);
+      } catch (err) {
+        if (!(err instanceof Unsupported)) throw err;
+        // never handled: send it unary
+      }
+    }
+    return unaryCall(this.#stub, def, request, options);
   }
 
   /** Runs once, retried while it fails with UNAVAILABLE if retrySafe(path, request) says so, as #invoke says. */

@@ -183,7 +183,7 @@ func testReconcileCalls(t *testing.T, s core.Store) {
 }
 
 // testBeginRequestID covers BeginEffect of a pending tool use with a
-// request id (RegisterRequest.BeginOnly): its retry with the same id gets
+// request id (BeginRequest.RequestID): its retry with the same id gets
 // the first answer, already_begun false, where a retry without one is
 // already_begun; the same id on another tool use is REQUEST_ID_REUSED; and
 // a refused begin stores nothing, so its retry after the refusal's cause is
@@ -193,7 +193,7 @@ func testBeginRequestID(t *testing.T, s core.Store) {
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1,
 		PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}, {ID: "v", Name: "write_report"}}})
 	begin := func(id, rid string, epoch uint64) (core.BeginResult, error) {
-		return s.RegisterEffect(ctx, &core.RegisterRequest{SessionID: "s", ToolUse: core.ToolUse{ID: id}, Epoch: epoch, RequestID: rid, BeginOnly: true})
+		return s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: id, Epoch: epoch, RequestID: rid})
 	}
 	const rid = "00000000-0000-4000-8000-0000000000b1"
 	b1, err := begin("w", rid, 0)
@@ -204,7 +204,7 @@ func testBeginRequestID(t *testing.T, s core.Store) {
 	if err != nil || b2.AlreadyBegun || b2.IdempotencyKey != b1.IdempotencyKey {
 		t.Fatalf("its retry with the request id: %+v %v, want the first answer %+v", b2, err, b1)
 	}
-	b3, err := s.BeginEffect(ctx, "s", "w", 0)
+	b3, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w"})
 	if err != nil || !b3.AlreadyBegun || b3.IdempotencyKey != b1.IdempotencyKey {
 		t.Fatalf("a begin without it: %+v %v, want already begun", b3, err)
 	}

@@ -20,6 +20,7 @@ import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
+from savepoint import _stream
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, areconnected, left, ready_by, retry_wait
 from savepoint._steps import Steps, get_session_steps
 from savepoint.address import TLSConfig, resolve
@@ -82,25 +83,46 @@ class AsyncRaw:
     error translation, as Raw is for the sync client."""
 
     def __init__(
-        self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+        self,
+        channel: grpc.aio.Channel,
+        retry: RetryPolicy,
+        logger: logging.Logger,
+        timeout: float | None,
+        autostart: Any = None,
+        call_stream: bool = False,
     ) -> None:
         self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._stream = _stream.AioCallStream(channel) if call_stream else None
         self._retry = retry
         self._logger = logger
         self._timeout = timeout
 
+    async def _send(self, method: str, req: ProtoMessage, timeout: float | None) -> Any:
+        """One try of a call, as Raw._send."""
+        s = self._stream
+        if s is not None and s.supported and method in _stream.FIELDS:
+            try:
+                return await s.call(method, req, timeout)
+            except _stream.Unsupported:
+                pass  # never handled: send it unary
+        return await getattr(self._stub, method)(req, timeout=timeout)
+
+    def close(self) -> None:
+        """End the CallStream, if one is open."""
+        if self._stream is not None:
+            self._stream.close()
+
     async def _call(self, method: str, req: ProtoMessage, timeout: float | None = None) -> Any:
         timeout = self._timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        fn = getattr(self._stub, method)
         try_ = 0
         until: float | None = None
         while True:
             try:
-                return await fn(req, timeout=left(deadline))
-            except grpc.aio.AioRpcError as e:
+                return await self._send(method, req, left(deadline))
+            except grpc.RpcError as e:
                 if self._autostart is not None and e.code() == grpc.StatusCode.UNAVAILABLE:
                     # The daemon started on demand is gone: start it again in a
                     # worker thread (a launch waits up to seconds for it to
@@ -165,6 +187,9 @@ class AsyncRaw:
     async def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
         return await self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
 
+    async def ApproveEffect(self, request: pb.ApproveEffectRequest, timeout: float | None = None) -> pb.ApproveEffectResponse:
+        return await self._call("ApproveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of
@@ -185,15 +210,18 @@ class AsyncClient:
         on_ledger_error: LedgerErrorHandler | None = None,
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        approval_required: Sequence[str] = (),
+        call_stream: bool = False,
     ) -> None:
         to = resolve(address, tls, channel_options)
         self.address = to.address
         self._channel = to.aio_channel()
         self._wait_ready = wait_ready
         self._opts = _core.Options(
-            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
+            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER,
+            approval_required=frozenset(approval_required),
         )
-        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart)
+        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart, call_stream)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the daemon accepts the connection, at most ``timeout``
@@ -209,6 +237,7 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Close the connection."""
+        self.raw.close()
         await self._channel.close(None)
 
     async def __aenter__(self) -> AsyncClient:
@@ -234,6 +263,18 @@ class AsyncClient:
         m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
         await arun_steps(self.raw, s._start_steps(m, messages, replace))
         return s
+
+    async def approve_effect(
+        self, session_id: str, tool_use_id: str, *, deny: bool = False, note: str = "", decided_by: str = "", input_digest: bytes = b""
+    ) -> pb.ApproveEffectResponse:
+        """Approve (or with deny, deny) a tool use of session_id that waits
+        for approval, as a person: no epoch. The approval holds for the call
+        and its input only (input_digest, when given, must be the digest the
+        call waits with: ApprovalInputMismatchError otherwise), and the
+        begin that uses it spends it, once. A denial's note is the tool
+        result the model is given. Another decision made before is
+        ApprovalConflictError; the same one again answers already_decided."""
+        return await self.raw.ApproveEffect(_core.approve_request(session_id, tool_use_id, deny, note, decided_by, input_digest))
 
     async def resume(self, session_id: str, *, reopen: bool = False) -> AsyncSession:
         """Take ownership of a session and load it whole, ``reopen`` making a
@@ -417,7 +458,7 @@ class AsyncSession(_core.SessionState):
                 assert run is not None
                 call = ToolUse.from_proto(d)
                 r = await self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
-            results.append(replace(r, decision=Decision(res.decision)))
+            results.append(r if r.decision == Decision.DENIED else replace(r, decision=Decision(res.decision)))
         return results
 
     async def register_tool_use(self, call: ToolUse) -> Registration:
@@ -450,11 +491,19 @@ class AsyncSession(_core.SessionState):
         return self._definite(res, v)
 
     async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
-        if not _core.is_read_only(p):
+        if not _core.is_read_only(p) or self._requires_approval(p):
             try:
-                key = (await self._raw.BeginEffect(self._begin_request(p, epoch))).idempotency_key
+                resp = await self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            denied = self._gated(p, resp)
+            if denied is not None:
+                try:
+                    await self._raw.RecordEffect(self._refused_request(p, denied), timeout=_core.RECORD_TIMEOUT)
+                except SavepointError as e:
+                    return self._after_record(p, denied, e)
+                return self._after_record(p, denied, None)
+            key = resp.idempotency_key
             self._event(ToolStage.BEGUN, p)
         output: object = None
         exc: BaseException | None = None
