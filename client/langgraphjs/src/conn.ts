@@ -10,6 +10,7 @@ import {
   DEFAULT_RETRY_POLICY,
   defaultAddr,
   graphPb,
+  retryAgain,
   retryBackoff,
   type RetryPolicy,
   serviceClient,
@@ -96,7 +97,7 @@ export class Connection {
    */
   async call<T>(attempt: () => Promise<T>): Promise<T> {
     let readyBy = Date.now() + this.#waitMs;
-    const attempts = Math.max(1, this.#retry.maxAttempts);
+    let failedAt: number | undefined;
     for (let i = 0; ; i++) {
       if (this.#waitMs > 0) await this.#ready(readyBy);
       try {
@@ -108,8 +109,11 @@ export class Connection {
           await this.#autostart.ensure();
           readyBy = Math.max(readyBy, Date.now() + this.#waitMs);
         }
-        if (i + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
-        await new Promise((r) => setTimeout(r, retryBackoff(this.#retry, i)));
+        if ((err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
+        failedAt ??= Date.now();
+        const wait = retryBackoff(this.#retry, i);
+        if (!retryAgain(this.#retry, i, failedAt, wait)) throw translate(err);
+        await new Promise((r) => setTimeout(r, wait));
       }
     }
   }

@@ -22,6 +22,7 @@ export {
   ENV_TLS_CA,
   ENV_TLS_CERT,
   ENV_TLS_KEY,
+  retryAgain,
   retryBackoff,
   type RetryPolicy,
   retrySafe,
