@@ -318,6 +318,11 @@ func TestFailoverReconnect(t *testing.T) {
 		AppendMessages: []core.Message{{Role: "user", ContentJSON: `"before"`}}}); err != nil {
 		t.Fatal(err)
 	}
+	// The read below comes from the standby: it must have applied, not
+	// only flushed, what the primary acknowledged.
+	if err := primary.WaitReplayed(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if err := primary.Kill(true); err != nil {
 		t.Fatal(err)
 	}
