@@ -151,7 +151,7 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
     const key = effectKey(call, config);
     const begin = () =>
       this.#conn.unary<graphPb.BeginThreadEffectRequest, graphPb.BeginThreadEffectResponse>(
-        this.#conn.stub.beginThreadEffect,
+        "beginThreadEffect",
         graphPb.BeginThreadEffectRequest.fromPartial({
           threadId: key.threadId,
           checkpointNs: key.ns,
@@ -248,7 +248,7 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
   async #resolve(key: EffectKey, v: Exclude<Verified, { status: "unknown" }>, output: [string, Uint8Array] | undefined): Promise<void> {
     const done = v.status === "done";
     await this.#conn.unary<graphPb.ResolveThreadEffectRequest, graphPb.ResolveThreadEffectResponse>(
-      this.#conn.stub.resolveThreadEffect,
+      "resolveThreadEffect",
       graphPb.ResolveThreadEffectRequest.fromPartial({
         threadId: key.threadId,
         checkpointNs: key.ns,
@@ -273,7 +273,7 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
   async #record(key: EffectKey, attempt: number, [type, data]: [string, Uint8Array], isError: boolean): Promise<void> {
     try {
       await this.#conn.unary<graphPb.RecordThreadEffectRequest, graphPb.RecordThreadEffectResponse>(
-        this.#conn.stub.recordThreadEffect,
+        "recordThreadEffect",
         graphPb.RecordThreadEffectRequest.fromPartial({
           threadId: key.threadId,
           checkpointNs: key.ns,
