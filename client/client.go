@@ -83,6 +83,7 @@ type config struct {
 	resultsFunc   ToolResultsFunc
 	onLedgerError func(call ToolUse, result ToolResult, err error)
 	toolHook      func(ToolEvent)
+	approval      map[string]bool // tools that require approval, by name
 	tls           *TLS
 	tlsConfig     *tls.Config
 }
@@ -128,6 +129,25 @@ func WithLedgerErrorHandler(f func(call ToolUse, result ToolResult, err error)) 
 // protocol (cmd/savepoint-demo's CRASH_AFTER does). A stage is reported only
 // once its step succeeded.
 func WithToolHook(f func(ToolEvent)) Option { return func(c *config) { c.toolHook = f } }
+
+// WithApprovalRequired names tools that require a person's approval: a
+// call of one is begun (BeginEffect with requires_approval) only against an
+// approval for that exact call and input, which the begin spends once.
+// Without one, RunTool and Reconcile return a result whose Err wraps
+// ErrAwaitingApproval (the tool did not run; approve it, then Reconcile
+// after a resume or RunTool again); after a denial the result is the
+// approver's note as an is_error result with DecisionDenied, recorded as
+// refused so that every later resume reuses it.
+func WithApprovalRequired(toolNames ...string) Option {
+	return func(c *config) {
+		if c.approval == nil {
+			c.approval = map[string]bool{}
+		}
+		for _, n := range toolNames {
+			c.approval[n] = true
+		}
+	}
+}
 
 // Dial connects to savepointd at addr: "unix:PATH" or "HOST:PORT"; "" means
 // DefaultAddr(). A Unix socket is plaintext; a TCP address uses TLS 1.3 when

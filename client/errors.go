@@ -107,6 +107,16 @@ var (
 	// ErrResolutionConflict (RESOLUTION_CONFLICT): the tool use was
 	// resolved already with another finding; the first resolution stands.
 	ErrResolutionConflict = errors.New("savepoint: tool use resolved otherwise")
+	// ErrApprovalNotWaiting (APPROVAL_NOT_WAITING): ApproveEffect of a tool
+	// use that cannot take a decision (begun without one, recorded, or
+	// neither waiting nor pending); nothing was written.
+	ErrApprovalNotWaiting = errors.New("savepoint: tool use not waiting for approval")
+	// ErrApprovalConflict (APPROVAL_CONFLICT): the tool use was decided
+	// already otherwise; the first decision stands.
+	ErrApprovalConflict = errors.New("savepoint: tool use decided otherwise")
+	// ErrApprovalInputMismatch (APPROVAL_INPUT_MISMATCH): the approval's
+	// input digest is not the call's; the approver saw other input.
+	ErrApprovalInputMismatch = errors.New("savepoint: approval for other input")
 	// ErrCommitOutcomeUnknown (COMMIT_OUTCOME_UNKNOWN, an UNAVAILABLE):
 	// the daemon's connection to its database failed after COMMIT was sent,
 	// so the write may or may not be stored. The same request again, with
@@ -195,9 +205,13 @@ var reasons = map[savepointv1.ErrorReason]error{
 	savepointv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED:     ErrBackupUnsupported,
 	savepointv1.ErrorReason_ERROR_REASON_INVALID_ORDER_BY:       ErrInvalidArgument,
 	// Resolving a tool use in doubt.
-	savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_IN_DOUBT:   ErrCallNotInDoubt,
-	savepointv1.ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT: ErrResolutionConflict,
-	savepointv1.ErrorReason_ERROR_REASON_INVALID_RESOLUTION:  ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_IN_DOUBT:       ErrCallNotInDoubt,
+	savepointv1.ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT:     ErrResolutionConflict,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_RESOLUTION:      ErrInvalidArgument,
+	savepointv1.ErrorReason_ERROR_REASON_APPROVAL_NOT_WAITING:    ErrApprovalNotWaiting,
+	savepointv1.ErrorReason_ERROR_REASON_APPROVAL_CONFLICT:       ErrApprovalConflict,
+	savepointv1.ErrorReason_ERROR_REASON_APPROVAL_INPUT_MISMATCH: ErrApprovalInputMismatch,
+	savepointv1.ErrorReason_ERROR_REASON_INVALID_APPROVAL:        ErrInvalidArgument,
 }
 
 // Error is a failed Savepoint RPC. It unwraps to the sentinel of its reason

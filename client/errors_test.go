@@ -70,13 +70,18 @@ func TestTranslateReasons(t *testing.T) {
 		{"CALL_NOT_IN_DOUBT", codes.FailedPrecondition, []error{ErrCallNotInDoubt}},
 		{"RESOLUTION_CONFLICT", codes.AlreadyExists, []error{ErrResolutionConflict}},
 		{"INVALID_RESOLUTION", codes.InvalidArgument, []error{ErrInvalidArgument}},
+		{"APPROVAL_NOT_WAITING", codes.FailedPrecondition, []error{ErrApprovalNotWaiting}},
+		{"APPROVAL_CONFLICT", codes.AlreadyExists, []error{ErrApprovalConflict}},
+		{"APPROVAL_INPUT_MISMATCH", codes.FailedPrecondition, []error{ErrApprovalInputMismatch}},
+		{"INVALID_APPROVAL", codes.InvalidArgument, []error{ErrInvalidArgument}},
 		{"COMMIT_OUTCOME_UNKNOWN", codes.Unavailable, []error{ErrCommitOutcomeUnknown, ErrUnavailable}},
 		{"NO_WRITABLE_HOST", codes.Unavailable, []error{ErrNoWritableHost, ErrUnavailable}},
 	}
 	all := []error{ErrSessionFenced, ErrRevisionMismatch, ErrSessionNotFound, ErrSessionExists, ErrRevisionNotFound,
 		ErrRequestIDReused, ErrCallAlreadyRecorded, ErrCallNotPending, ErrCallUnknown, ErrToolNameMismatch,
 		ErrEffectConflict, ErrCheckpointCorrupt, ErrDiskFull, ErrRequestTooLarge, ErrPermissionDenied, ErrInternal, ErrInvalidArgument, ErrUnavailable,
-		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, ErrCallNotInDoubt, ErrResolutionConflict, ErrCommitOutcomeUnknown, ErrNoWritableHost, context.Canceled, context.DeadlineExceeded}
+		ErrUploadAborted, ErrEffectInputMismatch, ErrEffectNotBegun, ErrCallNotInDoubt, ErrResolutionConflict,
+		ErrApprovalNotWaiting, ErrApprovalConflict, ErrApprovalInputMismatch, ErrCommitOutcomeUnknown, ErrNoWritableHost, context.Canceled, context.DeadlineExceeded}
 	var tested []string
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {

@@ -30,6 +30,15 @@ func (c *Client) ThreadEffects(ctx context.Context, thread string) ([]*savepoint
 // one entry.
 func NextBegin(e *savepointv1.ThreadEffect) (savepointv1.Decision, string) {
 	switch e.GetState() {
+	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_NOT_BEGUN:
+		a := e.GetApproval()
+		switch a.GetStatus() {
+		case savepointv1.ApprovalStatus_APPROVAL_STATUS_APPROVED:
+			return savepointv1.Decision_DECISION_RUN, "approved by " + orUnknown(a.GetDecidedBy()) + "; the next begin runs attempt 1 and spends the approval"
+		case savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED:
+			return savepointv1.Decision_DECISION_DENIED, "denied by " + orUnknown(a.GetDecidedBy()) + "; the model is given the note as the tool result"
+		}
+		return savepointv1.Decision_DECISION_AWAIT_APPROVAL, "waits for approval (savepoint approve --thread); nothing has run"
 	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED:
 		return savepointv1.Decision_DECISION_REUSE, fmt.Sprintf("attempt %d returned a result; it is returned without running the tool", e.GetAttempts())
 	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED:
@@ -45,4 +54,11 @@ func NextBegin(e *savepointv1.ThreadEffect) (savepointv1.Decision, string) {
 		return savepointv1.Decision_DECISION_RUN, fmt.Sprintf("attempt %d began without an outcome; the tool is idempotent, so it runs again under the same idempotency key", e.GetAttempts())
 	}
 	return savepointv1.Decision_DECISION_IN_DOUBT, fmt.Sprintf("attempt %d began without an outcome and the tool has side effects: it may have run; the model is told to check before retrying", e.GetAttempts())
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "someone"
+	}
+	return s
 }

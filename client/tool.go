@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -24,6 +25,9 @@ const (
 	// DecisionInDoubt: the outcome is unknown; the result is the daemon's
 	// is_error text telling the model to check before any retry.
 	DecisionInDoubt = savepointv1.Decision_DECISION_IN_DOUBT
+	// DecisionDenied: a person denied a call that requires approval; the
+	// result is their note, is_error, and the tool did not run.
+	DecisionDenied = savepointv1.Decision_DECISION_DENIED
 )
 
 // ToolResult answers one tool use.
@@ -241,6 +245,10 @@ func (s *Session) ReconcileVerify(ctx context.Context, run ToolFunc, verify Veri
 			if r, err = s.runReconciled(ctx, res, epoch, run, log); err != nil {
 				return nil, err
 			}
+			if r.Decision == DecisionDenied {
+				results = append(results, r)
+				continue
+			}
 		default:
 			return nil, fmt.Errorf("savepoint: reconcile: tool use %q: unknown decision %v", id, res.GetDecision())
 		}
@@ -341,11 +349,19 @@ const recordTimeout = 30 * time.Second
 // fn, then RecordEffect of fn's real outcome. The caller marked p started.
 func (s *Session) execute(ctx context.Context, p *savepointv1.ToolUse, epoch uint64, key string, fn func(ctx context.Context, key string) (string, error)) ToolResult {
 	id := p.GetToolUseId()
-	if effectiveClass(p.GetEffectClass()) != ReadOnly {
-		b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: s.id, ToolUseId: id, Epoch: epoch})
+	requires := s.c.cfg.approval[p.GetName()]
+	if effectiveClass(p.GetEffectClass()) != ReadOnly || requires {
+		b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: s.id, ToolUseId: id, Epoch: epoch, RequiresApproval: requires})
 		if err != nil {
 			s.unstart(id)
 			return ToolResult{ToolUseID: id, Err: fmt.Errorf("savepoint: tool use %q (%s) not run: BeginEffect: %w", id, p.GetName(), err)}
+		}
+		switch b.GetDecision() {
+		case savepointv1.Decision_DECISION_AWAIT_APPROVAL:
+			s.unstart(id)
+			return ToolResult{ToolUseID: id, Err: &AwaitingApprovalError{SessionID: s.id, Call: toolUse(p), Approval: b.GetApproval()}}
+		case savepointv1.Decision_DECISION_DENIED:
+			return s.denied(ctx, p, b.GetApproval())
 		}
 		key = b.GetIdempotencyKey()
 		s.hook(ToolEvent{Stage: StageBegun, Call: toolUse(p)})
@@ -457,4 +473,56 @@ func ContentBlocks(blocks ...any) (string, error) {
 		return "", fmt.Errorf("savepoint: ContentBlocks: each block must be a JSON object with a string type")
 	}
 	return string(b), nil
+}
+
+// ErrAwaitingApproval is wrapped by the Err of a result whose tool requires
+// approval and has none for its call and input: the tool did not run.
+// errors.As finds the *AwaitingApprovalError with the call.
+var ErrAwaitingApproval = errors.New("savepoint: tool use awaiting approval")
+
+// AwaitingApprovalError says which call waits for a person's approval
+// (savepoint approve SESSION TOOL_USE_ID, or Client.ApproveEffect); once
+// decided, run it again (Reconcile, after a resume).
+type AwaitingApprovalError struct {
+	SessionID string
+	Call      ToolUse
+	// Approval is the daemon's record of the request: its input digest and
+	// when it was first asked.
+	Approval *savepointv1.EffectApproval
+}
+
+func (e *AwaitingApprovalError) Error() string {
+	return fmt.Sprintf("savepoint: tool use %q (%s) of session %q not run: it waits for approval (savepoint approve %s %s)",
+		e.Call.ToolUseID, e.Call.Name, e.SessionID, e.SessionID, e.Call.ToolUseID)
+}
+
+func (e *AwaitingApprovalError) Unwrap() error { return ErrAwaitingApproval }
+
+// DeniedText is the tool result the model is given for a denied call.
+func DeniedText(a *savepointv1.EffectApproval) string {
+	by := a.GetDecidedBy()
+	if by == "" {
+		by = "a person"
+	}
+	if a.GetNote() == "" {
+		return fmt.Sprintf("This call was denied by %s; it did not run.", by)
+	}
+	return fmt.Sprintf("This call was denied by %s; it did not run. Their note: %s", by, a.GetNote())
+}
+
+// denied answers the call p a person denied: its note as an is_error
+// result, recorded as refused so that later resumes reuse it.
+func (s *Session) denied(ctx context.Context, p *savepointv1.ToolUse, a *savepointv1.EffectApproval) ToolResult {
+	r := ToolResult{ToolUseID: p.GetToolUseId(), Content: DeniedText(a), IsError: true, Decision: DecisionDenied}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if _, err := s.c.raw.RecordEffect(rctx, &savepointv1.RecordEffectRequest{
+		SessionId: s.id, ToolUseId: p.GetToolUseId(), Name: p.GetName(), Output: r.Content, IsError: true, Refused: true,
+	}); err != nil {
+		r.LedgerErr = fmt.Errorf("savepoint: tool use %q (%s) was denied but the denial is not in the ledger: %w", p.GetToolUseId(), p.GetName(), err)
+	}
+	s.mu.Lock()
+	s.ran[p.GetToolUseId()] = r
+	s.mu.Unlock()
+	return r
 }

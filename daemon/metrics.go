@@ -67,6 +67,10 @@ type metrics struct {
 	fenced      prometheus.Counter
 	resolutions *prometheus.CounterVec
 	resolved    *prometheus.CounterVec
+	// threadBegins counts BeginThreadEffect's answers: a thread ledger's
+	// counterpart of resolutions (its in_doubt, the calls in doubt found).
+	threadBegins *prometheus.CounterVec
+	approvals    *prometheus.CounterVec
 }
 
 func newMetrics(store core.Store) *metrics {
@@ -94,16 +98,28 @@ func newMetrics(store core.Store) *metrics {
 			Name: "savepoint_effects_resolved_total",
 			Help: "Tool uses in doubt ResolveEffect settled, by resolver (verify, person) and outcome (done, not_done); repeats not counted.",
 		}, []string{"resolver", "outcome"}),
+		threadBegins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "savepoint_thread_effect_begins_total",
+			Help: "BeginThreadEffect answers, by decision (reuse, run, in_doubt): in_doubt is a graph thread's call found in doubt; late begins dropped not counted.",
+		}, []string{"decision"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "savepoint_effect_approvals_total",
+			Help: "Decisions on tool uses that require approval (ApproveEffect, ApproveThreadEffect), by decision (approved, denied); repeats not counted.",
+		}, []string{"decision"}),
+	}
+	for _, d := range []string{"approved", "denied"} {
+		m.approvals.WithLabelValues(d)
 	}
 	for _, d := range []string{"reuse", "run", "in_doubt"} {
 		m.resolutions.WithLabelValues(d)
+		m.threadBegins.WithLabelValues(d)
 	}
 	for _, r := range []string{"verify", "person"} {
 		for _, o := range []string{"done", "not_done"} {
 			m.resolved.WithLabelValues(r, o)
 		}
 	}
-	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions, m.resolved,
+	m.reg.MustRegister(m.rpc, m.savedBytes, m.ledger, m.fenced, m.resolutions, m.resolved, m.threadBegins, m.approvals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if c, ok := store.(prometheus.Collector); ok {
 		m.reg.MustRegister(c)
@@ -136,15 +152,22 @@ func (m *metrics) observe(method string, req, resp any, err error) {
 		if res := r.GetEffect().GetResolution(); res != nil && !r.GetAlreadyResolved() {
 			m.resolved.WithLabelValues(resolverLabel(res.GetResolverKind()), outcomeLabel(res.GetOutcome())).Inc()
 		}
+	case *savepointv1.BeginThreadEffectResponse:
+		if d := decisionLabel(r.GetDecision()); d != "" && !r.GetDroppedLate() {
+			m.threadBegins.WithLabelValues(d).Inc()
+		}
+	case *savepointv1.ApproveEffectResponse:
+		if !r.GetAlreadyDecided() {
+			m.approvals.WithLabelValues(approvalLabel(r.GetEntry().GetApproval())).Inc()
+		}
+	case *savepointv1.ApproveThreadEffectResponse:
+		if !r.GetAlreadyDecided() {
+			m.approvals.WithLabelValues(approvalLabel(r.GetEffect().GetApproval())).Inc()
+		}
 	case *savepointv1.ReconcileResponse:
 		for _, res := range r.GetResolutions() {
-			switch res.GetDecision() {
-			case savepointv1.Decision_DECISION_REUSE:
-				m.resolutions.WithLabelValues("reuse").Inc()
-			case savepointv1.Decision_DECISION_RUN:
-				m.resolutions.WithLabelValues("run").Inc()
-			case savepointv1.Decision_DECISION_IN_DOUBT:
-				m.resolutions.WithLabelValues("in_doubt").Inc()
+			if d := decisionLabel(res.GetDecision()); d != "" {
+				m.resolutions.WithLabelValues(d).Inc()
 			}
 		}
 	}
@@ -164,6 +187,20 @@ func resolverLabel(k savepointv1.ResolverKind) string {
 
 func outcomeLabel(o savepointv1.ResolutionOutcome) string {
 	return strings.ToLower(strings.TrimPrefix(o.String(), "RESOLUTION_OUTCOME_"))
+}
+
+// decisionLabel is a decision's label: reuse, run or in_doubt; "" for
+// another value.
+func decisionLabel(d savepointv1.Decision) string {
+	switch d {
+	case savepointv1.Decision_DECISION_REUSE:
+		return "reuse"
+	case savepointv1.Decision_DECISION_RUN:
+		return "run"
+	case savepointv1.Decision_DECISION_IN_DOUBT:
+		return "in_doubt"
+	}
+	return ""
 }
 
 // reasonOf returns the ErrorInfo reason of a status error, or "".
@@ -212,4 +249,12 @@ func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (s
 		srv.Shutdown(ctx)
 		<-done
 	}, lis.Addr(), nil
+}
+
+// approvalLabel is a decision's label of savepoint_effect_approvals_total.
+func approvalLabel(a *savepointv1.EffectApproval) string {
+	if a.GetStatus() == savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED {
+		return "denied"
+	}
+	return "approved"
 }

@@ -36,3 +36,15 @@ test-anthropic: clients-anthropic ## Anthropic SDK integration tests (node --tes
 		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-anthropic: no test ran" >&2; exit 1; fi; \
 		echo "test-anthropic: $$n tests ran"; \
 		exit $$rc
+
+# The whole crash matrix (issue 36): DurableAgent SIGKILLed at every moment
+# of every turn (16, as client/python/tests/test_anthropic.py has them) and
+# durableToolRunner at eight, each resumed by a new process, and both killed
+# during a resume; three node processes a moment, a few minutes in all, so
+# make test runs the moments that cover each way a resume goes
+# (agent.test.ts says which).
+.PHONY: test-anthropic-matrix
+test-anthropic-matrix: clients-anthropic ## The TypeScript DurableAgent and durableToolRunner killed at every crash moment and resumed
+	go build -o $(BIN)/ ./cmd/savepointd
+	cd $(ANTHROPIC_TS_DIR) && SAVEPOINT_FULL_MATRIX=1 SAVEPOINTD=$(abspath $(BIN))/savepointd \
+		node --test --test-reporter=spec dist/tests/agent.test.js

@@ -38,7 +38,8 @@ check-claude-agent-ts: clients-anthropic $(CLAUDE_TS_DIR)/.stamp-$(CLAUDE_TS_SDK
 # ./.claude-agent-ts-e2e) pointed at the fake Messages API of the Python tests
 # (client/python/tests/fake_messages_api.py, standard library only, run with
 # python3), the agent client/anthropic/e2e/claude_agent_app.mjs SIGKILLed and
-# resumed. Not in make test, as test-claude-agent is not.
+# resumed; and docs/frameworks/claude-agent-sdk.md's TypeScript example run as
+# it is, then resumed. Not in make test, as test-claude-agent is not.
 CLAUDE_TS_E2E := .claude-agent-ts-e2e
 CLAUDE_TS_MCP := 1.32.2
 

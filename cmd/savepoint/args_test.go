@@ -36,6 +36,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		{"complete", []string{"notes-2"}, []string{"--epoch", "7", "--output", "done"}, exitFenced},
 		{"rm", []string{"notes-2"}, []string{"--epoch", "7"}, exitFenced},
 		{"resolve", []string{"report-1", "toolu_03"}, []string{"--done", "--by", "alice"}, exitFail},
+		{"approve", []string{"report-1", "toolu_01"}, []string{"--by", "alice"}, exitFail},
 		{"version", nil, []string{"--timeout", "20s"}, exitOK},
 		{"ui", nil, []string{"--listen", "0.0.0.0:0", "--read-only"}, exitUsage},
 	} {

@@ -53,7 +53,7 @@ func TestBackupCommand(t *testing.T) {
 		}
 	}
 	sums, err := s.ListSessions(t.Context(), "", 10, core.SessionFilter{})
-	if err != nil || len(sums) != 3 || sums[0].SessionID != "after-backup" || sums[2].SessionID != "report-1" || sums[2].PendingToolUseCount != 6 {
+	if err != nil || len(sums) != 4 || sums[0].SessionID != "after-backup" || sums[3].SessionID != "report-1" || sums[3].PendingToolUseCount != 6 || sums[2].AwaitingApproval != 2 {
 		t.Fatalf("restored: %+v %v", sums, err)
 	}
 }

@@ -87,6 +87,9 @@ func setupEffects(fs *flag.FlagSet) runFunc {
 				if res := l.GetResolution(); res != nil {
 					outcome += ", resolved " + resolutionText(res)
 				}
+				if a := l.GetApproval(); a != nil {
+					outcome += ", " + approvalText(a)
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.GetToolUseId(), l.GetName(), effectClassText(l.GetEffectClass()),
 					l.GetLastPendingRevision(), begun, recorded, outcome)
 			}

@@ -47,8 +47,8 @@ func watchSessions(e *env, c *client.Client, req *savepointv1.ListSessionsReques
 			listed = true
 		case t == savepointv1.WatchEventType_WATCH_EVENT_TYPE_CHANGED:
 			s := m.GetSession()
-			fmt.Fprintf(e.stdout, "CHANGED  %s status=%s turn=%d revision=%d pending=%d in_doubt=%d resolved=%s updated=%s\n", s.GetSessionId(), statusName(s.GetStatus()),
-				s.GetTurn(), s.GetRevision(), s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), resolvedCounts(s), formatTime(s.GetUpdateTime()))
+			fmt.Fprintf(e.stdout, "CHANGED  %s status=%s turn=%d revision=%d pending=%d in_doubt=%d resolved=%s awaiting=%d updated=%s\n", s.GetSessionId(), statusName(s.GetStatus()),
+				s.GetTurn(), s.GetRevision(), s.GetPendingToolUseCount(), s.GetInDoubtToolUseCount(), resolvedCounts(s), s.GetAwaitingApprovalCount(), formatTime(s.GetUpdateTime()))
 		case t == savepointv1.WatchEventType_WATCH_EVENT_TYPE_REMOVED:
 			fmt.Fprintf(e.stdout, "REMOVED  %s\n", m.GetSessionId())
 		}

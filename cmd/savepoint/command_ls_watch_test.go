@@ -41,7 +41,7 @@ func TestLsWatch(t *testing.T) {
 		AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `"hi"`}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("CHANGED  watched-9 status=active turn=0 revision=1 pending=0 in_doubt=0 resolved=0/0 updated=", 2*time.Second)
+	waitFor("CHANGED  watched-9 status=active turn=0 revision=1 pending=0 in_doubt=0 resolved=0/0 awaiting=0 updated=", 2*time.Second)
 	if _, err := d.Client.DeleteSession(t.Context(), &savepointv1.DeleteSessionRequest{SessionId: "watched-9"}); err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,9 @@ func setupShow(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if err := v.countLedger(ctx, c); err != nil {
+			return err
+		}
 		return printTranscript(e.stdout, v)
 	}
 }
@@ -124,6 +127,9 @@ func (p *printer) header(v *sessionView) {
 	}
 	p.line("task      %s", cp.GetTask())
 	p.line("turn      %d, %d tokens used", cp.GetTurn(), cp.GetTokensUsed())
+	if v.counts != nil {
+		p.line("calls     %s", v.counts)
+	}
 	p.line("created   %s", formatTime(cp.GetCreateTime()))
 	p.line("saved     %s", formatTime(cp.GetSaveTime()))
 	if len(cp.GetLabels()) > 0 {
@@ -181,6 +187,9 @@ func (p *printer) pending(v *sessionView) {
 		if res := r.GetResolution(); res != nil {
 			p.line("    resolved  %s", resolutionText(res))
 		}
+		if a := r.GetApproval(); a != nil {
+			p.line("    approval  %s", approvalText(a))
+		}
 		if t := r.GetToolResultText(); t != "" {
 			p.line("    result    %s", t)
 		}
@@ -218,9 +227,9 @@ func (p *printer) effect(eff *savepointv1.Effect) {
 		} else {
 			p.line("              %s", l)
 		}
-		if res := eff.GetResolution(); res != nil {
-			p.line("    resolved  %s", resolutionText(res))
-		}
+	}
+	if res := eff.GetResolution(); res != nil {
+		p.line("    resolved  %s", resolutionText(res))
 	}
 }
 

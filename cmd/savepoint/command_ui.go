@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"time"
 
 	"github.com/savepoint-dev/savepoint/cmd/savepoint/internal/ui"
@@ -30,7 +31,9 @@ cookie and drops it from the address bar; a request without it gets 401.
 --open starts the desktop's browser ($BROWSER, else xdg-open) on a 0600
 redirect file, so that the token is never on a command line. --read-only
 serves the pages without their actions (fork, rewind, complete, delete,
-graph copy, prune and delete). --timeout bounds each RPC the inspector makes,
+resolving a call in doubt, graph copy, prune and delete). A call resolved
+from the inspector is recorded as a person's finding under your user name
+unless its form names another. --timeout bounds each RPC the inspector makes,
 not the command.`,
 		setup: setupUI,
 	})
@@ -51,7 +54,11 @@ func setupUI(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		srv, err := ui.New(ui.Options{Client: c, DaemonAddr: e.addr(), ReadOnly: *readOnly, Timeout: e.cfg.Timeout})
+		person := ""
+		if u, err := user.Current(); err == nil {
+			person = u.Username
+		}
+		srv, err := ui.New(ui.Options{Client: c, DaemonAddr: e.addr(), ReadOnly: *readOnly, Timeout: e.cfg.Timeout, Person: person})
 		if err != nil {
 			return err
 		}

@@ -125,6 +125,19 @@ func seed(t *testing.T, raw savepointv1.SavepointServiceClient) {
 		must(raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "report-1", ToolUseId: id}))
 	}
 	must(raw.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: "report-1", ToolUseId: "toolu_01", Output: "wrote report.md\n3 sections, 41 lines"}))
+	// pay-3: two calls of a tool that requires approval, both waiting.
+	payCalls := []*savepointv1.ToolUse{
+		{ToolUseId: "toolu_p1", Name: "send_payment", InputJson: `{"cents": 900}`, BeginTracked: true},
+		{ToolUseId: "toolu_p2", Name: "send_payment", InputJson: `{"cents": 90000}`, BeginTracked: true},
+	}
+	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
+		SessionId: "pay-3", Task: "Pay the invoices", Labels: map[string]string{"team": "pay"},
+		AppendMessages:  []*savepointv1.Message{{Role: "user", ContentJson: `"Pay the two invoices."`}},
+		PendingToolUses: payCalls,
+	}))
+	for _, c := range payCalls {
+		must(raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "pay-3", ToolUseId: c.ToolUseId, RequiresApproval: true}))
+	}
 	must(raw.SaveCheckpoint(ctx, &savepointv1.SaveCheckpointRequest{
 		SessionId: "notes-2", Task: "Summarise the notes",
 		AppendMessages: []*savepointv1.Message{{Role: "user", ContentJson: `"Summarise notes.txt"`}},
@@ -176,6 +189,8 @@ func seedThread(t *testing.T, g savepointv1.GraphCheckpointServiceClient) {
 	begin("", "call_3", "get_weather", `{"city": "Oslo"}`, savepointv1.EffectClass_EFFECT_CLASS_READ_ONLY)
 	begin("research:1", "call_1", "fetch_page", `{"url": "https://example.com"}`, savepointv1.EffectClass_EFFECT_CLASS_IDEMPOTENT)
 	record("research:1", "call_1", `"timeout after 30s"`, true)
+	must(g.BeginThreadEffect(ctx, &savepointv1.BeginThreadEffectRequest{ThreadId: "agent-7", ToolUseId: "call_5",
+		Name: "wire_money", InputJson: `{"cents": 5000}`, CheckpointId: "1ef-b", RequiresApproval: true}))
 }
 
 // The golden files hold each command's output against a seeded daemon, in
@@ -223,6 +238,21 @@ func TestGolden(t *testing.T) {
 		{"resolve-thread", []string{"resolve", "--thread", "agent-7", "call_2", "--done", "--output", "charged 12 EUR", "--by", "alice"}},
 		{"resolve-thread-not-in-doubt", []string{"resolve", "--thread", "agent-7", "--ns", "research:1", "call_1", "--not-done", "--by", "alice"}},
 		{"effects-thread-resolved", []string{"effects", "--thread", "agent-7"}},
+		{"show-thread-resolved", []string{"show", "--thread", "agent-7"}},
+		{"ls-threads", []string{"ls", "--threads"}},
+		{"help-approve", []string{"help", "approve"}},
+		{"ls-awaiting", []string{"ls", "--label", "team=pay"}},
+		{"approve", []string{"approve", "pay-3", "toolu_p1", "--note", "checked the amount", "--by", "alice"}},
+		{"approve-again", []string{"approve", "pay-3", "toolu_p1", "--by", "bob"}},
+		{"approve-conflict", []string{"approve", "pay-3", "toolu_p1", "--deny", "--by", "bob"}},
+		{"approve-deny", []string{"approve", "pay-3", "toolu_p2", "--deny", "--note", "over the limit; ask finance", "--by", "alice"}},
+		{"approve-other-input", []string{"approve", "pay-3", "toolu_p2", "--digest", strings.Repeat("0", 64)}},
+		{"approve-not-waiting", []string{"approve", "report-1", "toolu_01", "--by", "alice"}},
+		{"effects-approval", []string{"effects", "pay-3"}},
+		{"ls-approved", []string{"ls", "--label", "team=pay"}},
+		{"show-approval", []string{"show", "pay-3"}},
+		{"approve-thread", []string{"approve", "--thread", "agent-7", "call_5", "--by", "alice"}},
+		{"effects-thread-approval", []string{"effects", "--thread", "agent-7"}},
 		{"export-thread", []string{"export", "--thread", "agent-7"}},
 		{"help-backup", []string{"help", "backup"}},
 		{"help-fork", []string{"help", "fork"}},
@@ -292,6 +322,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"rewind", "a", "--revision", "1"}, "savepoint: rewind: a write needs --epoch N"},
 		{[]string{"complete"}, "savepoint: complete: missing SESSION"},
 		{[]string{"resolve", "a"}, "savepoint: resolve: want SESSION TOOL_USE_ID, got 1 arguments"},
+		{[]string{"ls", "--threads", "--status", "active"}, "savepoint: ls: --threads takes none of --label, --status, --pending, --idle and --watch"},
+		{[]string{"approve", "a"}, "savepoint: approve: want SESSION TOOL_USE_ID, got 1 arguments"},
+		{[]string{"approve", "--thread", "th", "a", "t"}, "savepoint: approve: with --thread, want TOOL_USE_ID, got 2 arguments"},
+		{[]string{"approve", "--ns", "n", "a", "t"}, "savepoint: approve: --ns goes with --thread only"},
+		{[]string{"approve", "a", "t", "--digest", "xyz"}, "savepoint: approve: --digest wants the 64 hex digits of an input digest"},
 		{[]string{"resolve", "a", "t"}, "savepoint: resolve: give --done or --not-done"},
 		{[]string{"resolve", "--thread", "th", "a", "t", "--done"}, "savepoint: resolve: with --thread, want TOOL_USE_ID, got 2 arguments"},
 		{[]string{"resolve", "--ns", "n", "a", "t", "--done"}, "savepoint: resolve: --ns goes with --thread only"},

@@ -75,6 +75,7 @@ var errThreadNotFound = errors.New("no graph thread")
 func printThread(w io.Writer, v *threadView) error {
 	p := &printer{w: w}
 	p.line("thread    %s", v.id)
+	p.line("calls     %s", cli.CountThreadLedger(v.effects))
 	p.line("")
 	p.line("Checkpoints (%d), newest first", len(v.checkpoints))
 	for _, c := range v.checkpoints {
@@ -96,6 +97,9 @@ func printThread(w io.Writer, v *threadView) error {
 		if e.GetOutput() != nil {
 			p.line("    recorded  %s: %s", formatTime(e.GetRecordTime()), outputText(e.GetOutput()))
 		}
+		if r := e.GetResolution(); r != nil {
+			p.line("    resolved  %s", resolutionText(r))
+		}
 		d, why := client.NextBegin(e)
 		p.line("    next      %s: %s", decisionName(d), why)
 	}
@@ -113,6 +117,9 @@ func printThreadEffects(w io.Writer, effects []*savepointv1.ThreadEffect) error 
 		}
 		if r := e.GetResolution(); r != nil {
 			outcome += ", resolved " + resolutionText(r)
+		}
+		if a := e.GetApproval(); a != nil {
+			outcome += ", " + approvalText(a)
 		}
 		d, _ := client.NextBegin(e)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", nsText(e.GetCheckpointNs()), e.GetToolUseId(), e.GetName(),

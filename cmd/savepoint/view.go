@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -19,6 +20,29 @@ type sessionView struct {
 	// reconcile is nil unless checkpoint is the latest revision: Reconcile
 	// decides only the latest revision's pending tool uses.
 	reconcile *savepointv1.ReconcileResponse
+	// counts is set by show for the latest revision: its calls in doubt and
+	// the ledger's calls resolved.
+	counts *cli.LedgerCounts
+}
+
+// countLedger sets v.counts from Reconcile's answer and the session's
+// ledger; it does nothing for an older revision.
+func (v *sessionView) countLedger(ctx context.Context, c *client.Client) error {
+	if v.reconcile == nil {
+		return nil
+	}
+	var entries []*savepointv1.LedgerEntry
+	for token, first := "", true; first || token != ""; first = false {
+		page, err := c.Raw().ListEffects(ctx, &savepointv1.ListEffectsRequest{SessionId: v.checkpoint.GetSessionId(), PageSize: 1000, PageToken: token})
+		if err != nil {
+			return err
+		}
+		entries = append(entries, page.GetEntries()...)
+		token = page.GetNextPageToken()
+	}
+	n := cli.CountSessionLedger(entries, v.reconcile)
+	v.counts = &n
+	return nil
 }
 
 // loadView reads revision (0: the latest) of session id and reconciles it.

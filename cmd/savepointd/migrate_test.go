@@ -71,11 +71,11 @@ func fillStore(t *testing.T, dir string) {
 			{ID: "t3", Name: "search", InputJSON: `{}`, Class: core.ReadOnly},
 		}})
 	must(err)
-	_, err = s.BeginEffect(ctx, "calls", "t1", res.Epoch)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "calls", ToolUseID: "t1", Epoch: res.Epoch})
 	must(err)
 	_, _, err = s.RecordEffect(ctx, "calls", core.Effect{ToolUseID: "t1", Name: "send_email", Output: `"sent"`})
 	must(err)
-	_, err = s.BeginEffect(ctx, "calls", "t2", res.Epoch)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "calls", ToolUseID: "t2", Epoch: res.Epoch})
 	must(err)
 	// "done": completed with a final output.
 	res, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "done", Task: "short",

@@ -175,11 +175,11 @@ func TestCacheFollowsDeleteFenceAndResume(t *testing.T) {
 		PendingToolUses: []core.ToolUse{{ID: "t1", Name: "w", BeginTracked: true}}}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.BeginEffect(ctx, "c", "t1", cp.Epoch)
+	b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "c", ToolUseID: "t1", Epoch: cp.Epoch})
 	if err != nil || b.AlreadyBegun {
 		t.Fatalf("begin: %+v, %v", b, err)
 	}
-	if b, err = s.BeginEffect(ctx, "c", "t1", cp.Epoch); err != nil || !b.AlreadyBegun {
+	if b, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "c", ToolUseID: "t1", Epoch: cp.Epoch}); err != nil || !b.AlreadyBegun {
 		t.Fatalf("second begin: %+v, %v; want already begun", b, err)
 	}
 	if _, already, err := s.RecordEffect(ctx, "c", core.Effect{ToolUseID: "t1", Name: "w", Output: `"ok"`}); err != nil || already {

@@ -45,6 +45,7 @@ func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry 
 		e.BeginTime = call.BeginTime.AsTime()
 	}
 	e.Resolution = resolutionFromRecord(call.Resolution)
+	e.Approval = approvalFromRecord(call.Approval)
 	if call.Effect != nil {
 		eff := effectFromRecord(call.Effect)
 		eff.ToolUseID = id
@@ -83,7 +84,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
 				return corrupt(h, sessionID, err)
 			}
-			if !call.Begun && call.Effect == nil && call.Resolution == nil {
+			if !call.Begun && call.Effect == nil && call.Resolution == nil && call.Approval == nil {
 				continue
 			}
 			out = append(out, ledgerEntry(id, &call))

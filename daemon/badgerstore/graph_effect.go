@@ -68,7 +68,8 @@ func (s *Store) BeginThreadEffect(ctx context.Context, b *core.ThreadEffectBegin
 		if err := s.touchThread(t, b.ThreadID, h); err != nil {
 			return err
 		}
-		if b.RequestID == "" {
+		if b.RequestID == "" || r.Decision != core.DecisionRun {
+			// A begin that started no attempt is answered anew on a retry.
 			return nil
 		}
 		return put(t, graphRequestKey(b.ThreadID, b.RequestID), &storagev1.GraphRequestRecord{Fingerprint: fp, EffectAttempt: next.Attempts})
@@ -184,6 +185,58 @@ func (s *Store) ResolveThreadEffect(ctx context.Context, r *core.ThreadEffectRes
 	return res, nil
 }
 
+// ApproveThreadEffect implements core.GraphStore, under the locks
+// BeginThreadEffect takes.
+func (s *Store) ApproveThreadEffect(ctx context.Context, r *core.ThreadEffectApprove) (core.ThreadEffectApproveResult, error) {
+	if err := ctx.Err(); err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	defer s.graphShare(r.ThreadID, "\x00effect\x00"+r.NS+"\x00"+r.ToolUseID)()
+	var fp []byte
+	if r.RequestID != "" {
+		fp = r.Fingerprint()
+	}
+	var res core.ThreadEffectApproveResult
+	err := s.update(func(t *tx) error {
+		res = core.ThreadEffectApproveResult{}
+		key := graphEffectKey(r.ThreadID, r.NS, r.ToolUseID)
+		cur, err := getThreadEffect(t, r.ThreadID, r.NS, r.ToolUseID, key)
+		if err != nil {
+			return err
+		}
+		if already, err := checkRequest(t, r.ThreadID, r.RequestID, fp); err != nil || already {
+			if cur != nil {
+				res.Effect = *cur
+			}
+			return err
+		}
+		h, err := threadHead(t, r.ThreadID)
+		if err != nil {
+			return err
+		}
+		if hidden(h) {
+			cur = nil // being deleted or copied over: its ledger is going
+		}
+		next, ar, err := core.ApplyThreadEffectApprove(cur, r, s.now())
+		if err != nil || next == nil {
+			res = ar
+			return err
+		}
+		res = ar
+		if err := put(t, key, threadEffectRecord(next)); err != nil {
+			return err
+		}
+		if err := s.touchThread(t, r.ThreadID, h); err != nil {
+			return err
+		}
+		return putRequest(t, r.ThreadID, r.RequestID, fp)
+	})
+	if err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	return res, nil
+}
+
 // ListThreadEffects implements core.GraphStore, reading the entries' values
 // one at a time. A thread a delete or copy hides has no entries.
 func (s *Store) ListThreadEffects(ctx context.Context, thread string, after core.ThreadEffectKey, limit, maxOutputBytes int) ([]core.ThreadEffect, error) {
@@ -248,7 +301,7 @@ func threadEffectRecord(e *core.ThreadEffect) *storagev1.GraphEffectRecord {
 		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int32(e.State),
 		OutputDigest: e.OutputDigest, BeginTime: timestamppb.New(e.BeginTime), CheckpointId: e.CheckpointID,
 	}
-	if e.State != core.ThreadEffectBegun {
+	if e.State.Recorded() {
 		r.Output = inlineValue(e.Output)
 		r.RecordTime = timestamppb.New(e.RecordTime)
 	}
@@ -256,6 +309,7 @@ func threadEffectRecord(e *core.ThreadEffect) *storagev1.GraphEffectRecord {
 		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
 			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
 	}
+	r.Approval = approvalRecord(e.Approval)
 	return r
 }
 
@@ -265,6 +319,7 @@ func threadEffect(thread, ns, toolUseID string, r *storagev1.GraphEffectRecord) 
 		Class: core.EffectClass(r.EffectClass), IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		State: core.ThreadEffectState(r.State), OutputDigest: r.OutputDigest, BeginTime: timeOf(r.BeginTime),
 		RecordTime: timeOf(r.RecordTime), CheckpointID: r.CheckpointId, Resolution: resolutionFromRecord(r.Resolution),
+		Approval: approvalFromRecord(r.Approval),
 	}
 	if r.Output != nil {
 		e.Output = core.GraphValue{Type: r.Output.Type, Size: int64(len(r.Output.Data)), Data: r.Output.Data}

@@ -26,7 +26,7 @@ func BenchmarkTurn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.BeginEffect(ctx, "turn", id, a.Epoch); err != nil {
+		if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "turn", ToolUseID: id, Epoch: a.Epoch}); err != nil {
 			b.Fatal(err)
 		}
 		if _, _, err := s.RecordEffect(ctx, "turn", core.Effect{ToolUseID: id, Name: "send_email", Output: out}); err != nil {

@@ -29,7 +29,7 @@ func TestWriteFixture(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.BeginEffect(ctx, "fixture-1", "toolu_1", 0); err != nil {
+	if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "fixture-1", ToolUseID: "toolu_1", Epoch: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.RecordEffect(ctx, "fixture-1", core.Effect{ToolUseID: "toolu_1", Output: "written"}); err != nil {

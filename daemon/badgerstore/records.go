@@ -130,7 +130,7 @@ func headFromRecord(h *storagev1.SessionRecord) core.HeadRecord {
 		Labels: h.Labels, Segments: segmentsFromRecord(h.Segments),
 		CreateTime: timeOf(h.CreateTime), UpdateTime: timeOf(h.UpdateTime),
 		Status: statusFromRecord(h), FinalOutput: h.FinalOutput, CompleteTime: timeOf(h.CompleteTime),
-		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson, AwaitingApproval: h.AwaitingApproval,
 	}
 }
 
@@ -142,7 +142,7 @@ func headRecord(h *core.HeadRecord) *storagev1.SessionRecord {
 		Labels: h.Labels, Segments: segmentsRecord(h.Segments),
 		CreateTime: tsOf(h.CreateTime), UpdateTime: tsOf(h.UpdateTime),
 		Status: statusRecord(h.Status), FinalOutput: h.FinalOutput, CompleteTime: tsOf(h.CompleteTime),
-		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson, AwaitingApproval: h.AwaitingApproval,
 	}
 }
 
@@ -186,7 +186,26 @@ func ledgerEntryRecord(c *core.LedgerEntry) *storagev1.LedgerEntryRecord {
 		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
 			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
 	}
+	r.Approval = approvalRecord(c.Approval)
 	return r
+}
+
+// approvalRecord is an approval as stored, nil when there is none.
+func approvalRecord(a *core.EffectApproval) *storagev1.Approval {
+	if a == nil {
+		return nil
+	}
+	return &storagev1.Approval{Status: int32(a.Status), InputDigest: a.InputDigest, RequestTime: tsOf(a.RequestTime),
+		DecidedBy: a.DecidedBy, Note: a.Note, DecideTime: tsOf(a.DecideTime), Spent: a.Spent}
+}
+
+// approvalFromRecord is a call's approval, nil when it has none.
+func approvalFromRecord(r *storagev1.Approval) *core.EffectApproval {
+	if r == nil {
+		return nil
+	}
+	return &core.EffectApproval{Status: core.ApprovalStatus(r.Status), InputDigest: r.InputDigest, RequestTime: timeOf(r.RequestTime),
+		DecidedBy: r.DecidedBy, Note: r.Note, DecideTime: timeOf(r.DecideTime), Spent: r.Spent}
 }
 
 // resolutionFromRecord is a call's resolution, nil when it has none.

@@ -37,15 +37,29 @@ func deletedEpoch(t *tx, sid string, tomb *storagev1.SessionRecord) (uint64, err
 	return floor.Epoch, nil
 }
 
-func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (core.BeginResult, error) {
+func (s *Store) BeginEffect(ctx context.Context, req *core.BeginRequest) (core.BeginResult, error) {
 	if err := ctx.Err(); err != nil {
 		return core.BeginResult{}, err
 	}
-	defer s.lock(sessionID)()
+	defer s.lock(req.SessionID)()
 	var res core.BeginResult
 	err := s.update(func(t *tx) error {
 		var err error
-		res, err = core.Begin(&domainTxn{t: t}, sessionID, toolUseID, epoch, s.now())
+		res, err = core.Begin(&domainTxn{t: t}, req, s.now())
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) ApproveEffect(ctx context.Context, req *core.ApproveRequest) (core.ApproveResult, error) {
+	if err := ctx.Err(); err != nil {
+		return core.ApproveResult{}, err
+	}
+	defer s.lock(req.SessionID)()
+	var res core.ApproveResult
+	err := s.update(func(t *tx) error {
+		var err error
+		res, err = core.Approve(&domainTxn{t: t}, req, s.now())
 		return err
 	})
 	return res, err

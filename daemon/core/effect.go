@@ -8,13 +8,18 @@ import (
 )
 
 // Begin marks a call pending in the latest revision as dispatched, giving it
-// a new idempotency key the first time.
-func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (BeginResult, error) {
+// a new idempotency key the first time. A call that requires approval
+// (req.RequiresApproval, or an approval record on the call) is begun only
+// against an unspent approval for its input as saved pending, which the
+// begin spends; otherwise it answers DecisionAwaitApproval, entering the
+// call as waiting, or DecisionDenied, beginning nothing.
+func Begin(t Txn, req *BeginRequest, now time.Time) (BeginResult, error) {
+	sessionID, toolUseID := req.SessionID, req.ToolUseID
 	h, err := MustHead(t, sessionID)
 	if err != nil {
 		return BeginResult{}, err
 	}
-	if err := Fence(sessionID, h.Epoch, h.Revision, h.Resumed, epoch); err != nil {
+	if err := Fence(sessionID, h.Epoch, h.Revision, h.Resumed, req.Epoch); err != nil {
 		return BeginResult{}, err
 	}
 	if err := Active(h, sessionID); err != nil {
@@ -38,11 +43,23 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 		r.RetryBegun = true
 		if c.Begun {
 			c.BeginTime = now
-			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true}, t.PutLedgerEntry(sessionID, c)
+			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true, Decision: DecisionRun, Approval: c.Approval}, t.PutLedgerEntry(sessionID, c)
 		}
 	}
 	if c.Begun {
-		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true}, nil
+		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: true, Decision: DecisionRun, Approval: c.Approval}, nil
+	}
+	if req.RequiresApproval || c.Approval != nil {
+		u, err := pendingInput(t, h, sessionID, toolUseID)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		if u == nil {
+			return BeginResult{}, Corrupt(h, sessionID, fmt.Errorf("tool use %q is pending in revision %d by its ledger entry, not by the revision", toolUseID, h.Revision))
+		}
+		if res, gated, err := gate(t, h, sessionID, c, u.Name, u.InputJSON, now); err != nil || gated {
+			return res, err
+		}
 	}
 	key, err := newIdempotencyKey()
 	if err != nil {
@@ -51,7 +68,36 @@ func Begin(t Txn, sessionID, toolUseID string, epoch uint64, now time.Time) (Beg
 	c.Begun = true
 	c.IdempotencyKey = key
 	c.BeginTime = now
-	return BeginResult{IdempotencyKey: c.IdempotencyKey}, t.PutLedgerEntry(sessionID, c)
+	return BeginResult{IdempotencyKey: c.IdempotencyKey, Decision: DecisionRun, Approval: c.Approval}, t.PutLedgerEntry(sessionID, c)
+}
+
+// gate applies a begin of c, not begun, that requires approval, with the
+// given name and input. When an unspent approval for the input exists it
+// marks it spent on c, which the caller then begins and stores, and
+// returns gated false; otherwise it stores what changed (the call entered
+// as waiting) and returns the answer with gated true.
+func gate(t Txn, h *HeadRecord, sessionID string, c *LedgerEntry, name, inputJSON string, now time.Time) (res BeginResult, gated bool, err error) {
+	d, err := ThreadEffectDigest(name, inputJSON)
+	if err != nil {
+		return BeginResult{}, true, fmt.Errorf("%w: input_json of tool use %q: %v", ErrInvalidArgument, c.ToolUseID, err)
+	}
+	dec, next := gateApproval(c.Approval, d, now)
+	if dec == DecisionRun {
+		c.Approval = next
+		return BeginResult{}, false, nil
+	}
+	if next != nil {
+		addWaiting(h, waitingDelta(c.Approval, next))
+		c.Approval = next
+		if err := t.PutLedgerEntry(sessionID, c); err != nil {
+			return BeginResult{}, true, err
+		}
+		if err := t.PutHead(sessionID, h); err != nil {
+			return BeginResult{}, true, err
+		}
+	}
+	a := *c.Approval
+	return BeginResult{Decision: dec, Approval: &a}, true, nil
 }
 
 // Register enters the call req names in the session's ledger, when the
@@ -86,7 +132,7 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 			if c == nil || !c.Begun {
 				return BeginResult{}, Corrupt(h, sid, fmt.Errorf("request %s began tool use %q, which the ledger does not hold begun", req.RequestID, u.ID))
 			}
-			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: r.AlreadyBegun}, nil
+			return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: r.AlreadyBegun, Decision: DecisionRun, Approval: c.Approval}, nil
 		}
 	}
 	if err := Fence(sid, h.Epoch, h.Revision, h.Resumed, req.Epoch); err != nil {
@@ -106,9 +152,16 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 		return BeginResult{}, fmt.Errorf("%w: tool use %q is a call of %q, not %q", ErrToolNameMismatch, u.ID, c.Name, u.Name)
 	case c.Effect != nil:
 		e := *c.Effect
-		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun, Effect: &e}, nil
+		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun, Effect: &e, Decision: DecisionReuse, Approval: c.Approval}, nil
 	}
-	res := BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun}
+	if !c.Begun && (req.RequiresApproval || c.Approval != nil) {
+		// A call that requires approval, as in Begin, for the input it is
+		// begun with now.
+		if res, gated, err := gate(t, h, sid, c, u.Name, u.InputJSON, now); err != nil || gated {
+			return res, err
+		}
+	}
+	res := BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun, Decision: DecisionRun}
 	// The new attempt a NOT_DONE resolution allowed, as in Begin.
 	retry := c.Resolution != nil && c.Resolution.Outcome == ResolvedNotDone && !c.Resolution.RetryBegun
 	if retry {
@@ -120,6 +173,7 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 		}
 		c.Begun, c.IdempotencyKey, c.BeginTime = true, res.IdempotencyKey, now
 	}
+	res.Approval = c.Approval
 	if retry || !res.AlreadyBegun {
 		if err := t.PutLedgerEntry(sid, c); err != nil {
 			return BeginResult{}, err
@@ -172,6 +226,15 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	// it was registered at, so its record is never late.
 	e.Late = c.LastPendingRevision != h.Revision && !c.Registered
 	c.Effect = &e
+	if a := c.Approval; a != nil && a.Status == ApprovalWaiting {
+		// An outcome recorded without the approval (a refusal the agent
+		// gave up with): nothing waits any more.
+		c.Approval = nil
+		addWaiting(h, -1)
+		if err := t.PutHead(sessionID, h); err != nil {
+			return Effect{}, false, err
+		}
+	}
 	return e, false, t.PutLedgerEntry(sessionID, c)
 }
 

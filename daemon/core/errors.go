@@ -43,6 +43,16 @@ var (
 	// ErrResolutionConflict is returned by a resolution of a tool use
 	// resolved already otherwise; the first resolution stands.
 	ErrResolutionConflict = errors.New("tool use resolved otherwise")
+	// ErrApprovalNotWaiting is returned by an approval of a tool use that
+	// cannot take a decision (begun without one, recorded, or neither
+	// waiting nor pending); nothing is written.
+	ErrApprovalNotWaiting = errors.New("tool use not waiting for approval")
+	// ErrApprovalConflict is returned by an approval of a tool use decided
+	// already otherwise; the first decision stands.
+	ErrApprovalConflict = errors.New("tool use decided otherwise")
+	// ErrApprovalInputMismatch is returned by an approval whose input
+	// digest is not the call's; nothing is written.
+	ErrApprovalInputMismatch = errors.New("approval for other input")
 )
 
 // The failures of a store on a database reached over the network, each an

@@ -87,6 +87,11 @@ func ForkWrite(t Txn, req *ForkRequest, src *ForkSource, epoch uint64, now time.
 		if pending[c.ToolUseID] {
 			c.LastPendingRevision = 1
 		}
+		if a := c.Approval; a != nil && (a.Status == ApprovalWaiting || a.Status == ApprovalApproved && !a.Spent) {
+			// An approval is for the session it was given in: the fork's
+			// copy of the call asks again, so that it is never spent twice.
+			c.Approval = nil
+		}
 		if err := t.PutLedgerEntry(nid, &c); err != nil {
 			return BranchResult{}, err
 		}

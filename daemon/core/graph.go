@@ -78,6 +78,10 @@ type GraphStore interface {
 	// ApplyThreadEffectResolve says, in one commit; a request id used
 	// before for the same resolution answers with the entry as it is.
 	ResolveThreadEffect(ctx context.Context, r *ThreadEffectResolve) (ThreadEffectResolveResult, error)
+	// ApproveThreadEffect applies r to the thread's ledger, as
+	// ApplyThreadEffectApprove says, in one commit; a request id used
+	// before for the same decision answers with the entry as it is.
+	ApproveThreadEffect(ctx context.Context, r *ThreadEffectApprove) (ThreadEffectApproveResult, error)
 	// ListThreadEffects returns up to limit entries of the thread's ledger
 	// whose keys sort after the given one (the zero key: from the first), in
 	// key order, their outputs trimmed to maxOutputBytes as OutputBudget

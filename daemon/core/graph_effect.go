@@ -27,7 +27,17 @@ const (
 	ThreadEffectSucceeded
 	// ThreadEffectFailed: the tool raised; Output is the error as recorded.
 	ThreadEffectFailed
+	// ThreadEffectNotBegun: a begin that requires approval entered the
+	// call and no attempt has begun (Attempts is 0); Approval says whether
+	// it waits or was denied.
+	ThreadEffectNotBegun
 )
+
+// Recorded reports whether the latest attempt's outcome is recorded
+// (succeeded or failed), so that the entry holds an output.
+func (s ThreadEffectState) Recorded() bool {
+	return s == ThreadEffectSucceeded || s == ThreadEffectFailed
+}
 
 // ThreadEffect is a thread's ledger entry for one tool call.
 type ThreadEffect struct {
@@ -58,6 +68,9 @@ type ThreadEffect struct {
 	// Resolution is how the latest attempt in doubt was settled; nil when
 	// none was.
 	Resolution *EffectResolution
+	// Approval is the call's approval record, for a call that requires
+	// approval; nil otherwise.
+	Approval *EffectApproval
 }
 
 // ThreadEffectBegin is a BeginThreadEffect call.
@@ -73,6 +86,9 @@ type ThreadEffectBegin struct {
 	CheckpointID string
 	// RequestID is a canonical UUID, or "" for no retry detection.
 	RequestID string
+	// RequiresApproval gates the first attempt on an approval for the
+	// call's input, which it spends.
+	RequiresApproval bool
 }
 
 // ThreadEffectRecord is a RecordThreadEffect call.
@@ -173,6 +189,9 @@ func ThreadEffectDigest(name, inputJSON string) ([]byte, error) {
 func (b *ThreadEffectBegin) Fingerprint() []byte {
 	h := sha256.New()
 	writeStrings(h, "begin-effect", b.ThreadID, b.NS, b.ToolUseID, b.Name, b.InputJSON, b.Class.String(), b.CheckpointID)
+	if b.RequiresApproval {
+		writeStrings(h, "requires-approval")
+	}
 	return h.Sum(nil)
 }
 
@@ -198,13 +217,22 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		return nil, ThreadEffectBeginResult{}, fmt.Errorf("%w: input_json: %v", ErrInvalidArgument, err)
 	}
 	if cur == nil {
-		key, err := newIdempotencyKey()
-		if err != nil {
-			return nil, ThreadEffectBeginResult{}, err
-		}
 		input := b.InputJSON
 		if input == "" {
 			input = "{}"
+		}
+		if b.RequiresApproval {
+			// Entered as waiting: no attempt begins without an approval.
+			e := &ThreadEffect{
+				ThreadID: b.ThreadID, NS: b.NS, ToolUseID: b.ToolUseID, Name: b.Name, InputJSON: input,
+				InputDigest: digest, Class: b.Class, State: ThreadEffectNotBegun, CheckpointID: b.CheckpointID,
+				Approval: &EffectApproval{Status: ApprovalWaiting, InputDigest: digest, RequestTime: now},
+			}
+			return e, ThreadEffectBeginResult{Decision: DecisionAwaitApproval, Effect: *e}, nil
+		}
+		key, err := newIdempotencyKey()
+		if err != nil {
+			return nil, ThreadEffectBeginResult{}, err
 		}
 		e := &ThreadEffect{
 			ThreadID: b.ThreadID, NS: b.NS, ToolUseID: b.ToolUseID, Name: b.Name, InputJSON: input,
@@ -221,6 +249,25 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		return nil, ThreadEffectBeginResult{}, &FieldMismatchError{Field: field,
 			Msg: fmt.Sprintf("tool use %q of thread %q (namespace %q) was begun as a call of %q with another %s; the model reused a tool use id: give the new call its own id",
 				b.ToolUseID, b.ThreadID, b.NS, cur.Name, what)}
+	}
+	if cur.State == ThreadEffectNotBegun {
+		dec, next := gateApproval(cur.Approval, digest, now)
+		e := *cur
+		if next != nil {
+			e.Approval = next
+		}
+		if dec != DecisionRun {
+			if next == nil {
+				return nil, ThreadEffectBeginResult{Decision: dec, Effect: e}, nil
+			}
+			return &e, ThreadEffectBeginResult{Decision: dec, Effect: e}, nil
+		}
+		// The approval is spent by the first attempt, in this write.
+		if e.IdempotencyKey, err = newIdempotencyKey(); err != nil {
+			return nil, ThreadEffectBeginResult{}, err
+		}
+		e.Attempts, e.State, e.BeginTime = 1, ThreadEffectBegun, now
+		return &e, ThreadEffectBeginResult{Decision: DecisionRun, Effect: e}, nil
 	}
 	switch {
 	case cur.State == ThreadEffectSucceeded:
@@ -383,6 +430,9 @@ func ApplyThreadEffectResolve(cur *ThreadEffect, r *ThreadEffectResolve, now tim
 	}
 	if cur.State != ThreadEffectBegun || cur.Class != SideEffect {
 		why := "its latest attempt's outcome is recorded"
+		if cur.State == ThreadEffectNotBegun {
+			why = "no attempt of it has begun: it waits for approval or was denied"
+		}
 		if cur.State == ThreadEffectBegun {
 			why = fmt.Sprintf("it is %s: the next begin runs it again", cur.Class)
 		}
@@ -398,4 +448,62 @@ func ApplyThreadEffectResolve(cur *ThreadEffect, r *ThreadEffectResolve, now tim
 		e.RecordTime = now
 	}
 	return &e, ThreadEffectResolveResult{Effect: e}, nil
+}
+
+// ThreadEffectApprove is an ApproveThreadEffect call.
+type ThreadEffectApprove struct {
+	ThreadID  string
+	NS        string
+	ToolUseID string
+	Decision  ApprovalStatus // ApprovalApproved or ApprovalDenied
+	// InputDigest, when set, must be the call's.
+	InputDigest []byte
+	DecidedBy   string
+	Note        string
+	RequestID   string
+}
+
+// Fingerprint returns a digest of the decision's payload for retry
+// detection.
+func (r *ThreadEffectApprove) Fingerprint() []byte {
+	h := sha256.New()
+	writeStrings(h, "approve-effect", r.ThreadID, r.NS, r.ToolUseID, fmt.Sprint(int(r.Decision)), string(r.InputDigest), r.DecidedBy, r.Note)
+	return h.Sum(nil)
+}
+
+// ThreadEffectApproveResult is what a decision answers.
+type ThreadEffectApproveResult struct {
+	Effect         ThreadEffect
+	AlreadyDecided bool
+}
+
+// ApplyThreadEffectApprove applies r to the stored entry cur at now, as
+// Approve does for a session's call: it returns the entry to store (nil
+// when nothing changes) and the answer. The call must wait for approval
+// (state NotBegun), else ErrApprovalNotWaiting, or ErrCallUnknown when it
+// has no entry; a digest given must be the call's
+// (ErrApprovalInputMismatch); the same decision again answers
+// AlreadyDecided, another is ErrApprovalConflict.
+func ApplyThreadEffectApprove(cur *ThreadEffect, r *ThreadEffectApprove, now time.Time) (*ThreadEffect, ThreadEffectApproveResult, error) {
+	if cur == nil {
+		return nil, ThreadEffectApproveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) was never begun: nothing waits for approval",
+			ErrCallUnknown, r.ToolUseID, r.ThreadID, r.NS)
+	}
+	what := fmt.Sprintf("tool use %q of thread %q (namespace %q)", r.ToolUseID, r.ThreadID, r.NS)
+	if cur.State != ThreadEffectNotBegun && cur.Approval == nil {
+		return nil, ThreadEffectApproveResult{}, fmt.Errorf("%w: %s was begun without approval", ErrApprovalNotWaiting, what)
+	}
+	next, already, refusal, msg := decideApproval(cur.Approval, cur.InputDigest, r.Decision, r.InputDigest, r.DecidedBy, r.Note, now, what)
+	if refusal != nil {
+		return nil, ThreadEffectApproveResult{}, fmt.Errorf("%w: %s", refusal, msg)
+	}
+	if already {
+		return nil, ThreadEffectApproveResult{Effect: *cur, AlreadyDecided: true}, nil
+	}
+	if cur.State != ThreadEffectNotBegun {
+		return nil, ThreadEffectApproveResult{}, fmt.Errorf("%w: %s was begun already with its approval", ErrApprovalNotWaiting, what)
+	}
+	e := *cur
+	e.Approval = next
+	return &e, ThreadEffectApproveResult{Effect: e}, nil
 }

@@ -217,9 +217,15 @@ func (n *Notifying) SaveCheckpoint(ctx context.Context, req *SaveRequest) (SaveR
 	return res, err
 }
 
-func (n *Notifying) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (BeginResult, error) {
-	res, err := n.Store.BeginEffect(ctx, sessionID, toolUseID, epoch)
-	n.maybeChanged(sessionID, err)
+func (n *Notifying) BeginEffect(ctx context.Context, req *BeginRequest) (BeginResult, error) {
+	res, err := n.Store.BeginEffect(ctx, req)
+	n.maybeChanged(req.SessionID, err)
+	return res, err
+}
+
+func (n *Notifying) ApproveEffect(ctx context.Context, req *ApproveRequest) (ApproveResult, error) {
+	res, err := n.Store.ApproveEffect(ctx, req)
+	n.maybeChanged(req.SessionID, err)
 	return res, err
 }
 

@@ -22,7 +22,7 @@ func PendingToolUses(t Txn, sessionID string, h *HeadRecord) (uint64, []PendingT
 		}
 		pc := PendingToolUse{ToolUse: u}
 		if c != nil {
-			pc.Begun, pc.IdempotencyKey, pc.Effect, pc.Resolution = c.Begun, c.IdempotencyKey, c.Effect, c.Resolution
+			pc.Begun, pc.IdempotencyKey, pc.Effect, pc.Resolution, pc.Approval = c.Begun, c.IdempotencyKey, c.Effect, c.Resolution, c.Approval
 		}
 		calls = append(calls, pc)
 	}
@@ -44,7 +44,7 @@ func LedgerToolUses(t Txn, sessionID string, h *HeadRecord, ids []string) (uint6
 		pc := PendingToolUse{ToolUse: ToolUse{ID: id, BeginTracked: true}}
 		if c != nil {
 			pc.ToolUse = ToolUse{ID: id, Name: c.Name, Class: c.Class, BeginTracked: c.BeginTracked}
-			pc.Begun, pc.IdempotencyKey, pc.Effect = c.Begun, c.IdempotencyKey, c.Effect
+			pc.Begun, pc.IdempotencyKey, pc.Effect, pc.Approval = c.Begun, c.IdempotencyKey, c.Effect, c.Approval
 		}
 		calls = append(calls, pc)
 	}
@@ -90,7 +90,7 @@ func SummaryOf(sessionID string, h *HeadRecord, inDoubt uint32) SessionSummary {
 		SessionID: sessionID, Revision: h.Revision, Epoch: h.Epoch, Task: h.Task, Turn: h.Turn,
 		MessageCount: h.MessageCount, PendingToolUseCount: h.PendingCount, InDoubtToolUseCount: inDoubt,
 		Labels: maps.Clone(h.Labels), CreateTime: h.CreateTime, UpdateTime: h.UpdateTime, Status: h.Status,
-		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson, AwaitingApproval: h.AwaitingApproval,
 	}
 }
 

@@ -49,7 +49,7 @@ func TestPendingToolUses(t *testing.T) {
 	if _, err := core.Save(m, &core.SaveRequest{SessionID: "s", PendingToolUses: tu}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := core.Begin(m, "s", "b", 1, now); err != nil {
+	if _, err := core.Begin(m, &core.BeginRequest{SessionID: "s", ToolUseID: "b", Epoch: 1}, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := core.Record(m, "s", core.Effect{ToolUseID: "a", Output: "ok"}, now); err != nil {

@@ -16,12 +16,17 @@ type Store interface {
 	SaveCheckpoint(ctx context.Context, req *SaveRequest) (SaveResult, error)
 	// BeginEffect durably marks a call pending in the latest revision as
 	// dispatched and returns its idempotency key, the same on every repeat.
-	BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (BeginResult, error)
+	// A call that requires approval is begun only against an approval for
+	// its input, which the begin spends (Begin).
+	BeginEffect(ctx context.Context, req *BeginRequest) (BeginResult, error)
 	// RecordEffect adds e to the ledger unless an effect is recorded for its
 	// call already; it returns the stored effect and whether it was there.
 	RecordEffect(ctx context.Context, sessionID string, e Effect) (stored Effect, already bool, err error)
 	// ResolveEffect settles a call in doubt, as core.Resolve does.
 	ResolveEffect(ctx context.Context, req *ResolveRequest) (ResolveResult, error)
+	// ApproveEffect records a decision on a call that requires approval,
+	// as core.Approve does.
+	ApproveEffect(ctx context.Context, req *ApproveRequest) (ApproveResult, error)
 	// Resume increments the session's epoch and returns its latest revision.
 	// A completed or failed session is returned unchanged, writing nothing,
 	// unless reopen is set: then it becomes active and is resumed.

@@ -71,6 +71,9 @@ type HeadRecord struct {
 	// ResolvedByVerify and ResolvedByPerson count the calls in doubt
 	// ResolveEffect settled, by resolver kind.
 	ResolvedByVerify, ResolvedByPerson uint32
+	// AwaitingApproval counts the calls waiting for approval: a begin
+	// asked and nobody has decided.
+	AwaitingApproval uint32
 }
 
 // RevisionRecord is one kept revision as stored: its history is the

@@ -248,6 +248,9 @@ type LedgerEntry struct {
 	// Resolution is how the call was settled while in doubt; nil when it
 	// never was. With a DONE resolution Effect holds the output found.
 	Resolution *EffectResolution
+	// Approval is the call's approval record, for a call that requires
+	// approval; nil otherwise.
+	Approval *EffectApproval
 }
 
 // MaxAppendMessages and MaxPendingToolUses bound the records one save
@@ -350,6 +353,13 @@ type BeginResult struct {
 	// Effect is, for Register only, the call's recorded effect: the call
 	// must not run, and nothing was written.
 	Effect *Effect
+	// Decision is DecisionRun when the call is begun, DecisionReuse with
+	// Effect, and DecisionAwaitApproval or DecisionDenied for a call that
+	// requires approval and is not begun.
+	Decision Decision
+	// Approval is the call's approval record, for a call that requires
+	// approval.
+	Approval *EffectApproval
 }
 
 // RegisterRequest is one BeginEffect call with a tool use, already
@@ -360,10 +370,16 @@ type RegisterRequest struct {
 	ToolUse   ToolUse
 	Epoch     uint64 // fenced like a save's
 	RequestID string // empty disables retry detection
+	// RequiresApproval gates the begin on an approval for the tool use's
+	// input.
+	RequiresApproval bool
 }
 
 // Fingerprint is a digest of everything in the request but its request id.
 func (r *RegisterRequest) Fingerprint() []byte {
+	if r.RequiresApproval {
+		return digest("register-approved", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
+	}
 	return digest("register", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
 }
 
@@ -374,6 +390,7 @@ type PendingToolUse struct {
 	IdempotencyKey string // set when Begun
 	Effect         *Effect
 	Resolution     *EffectResolution // nil when never resolved
+	Approval       *EffectApproval   // nil for a call that requires no approval
 }
 
 // SessionSummary describes a session's latest revision.
@@ -395,6 +412,8 @@ type SessionSummary struct {
 	// ResolvedByVerify and ResolvedByPerson count the calls in doubt
 	// ResolveEffect settled in the session, by resolver kind.
 	ResolvedByVerify, ResolvedByPerson uint32
+	// AwaitingApproval counts the calls waiting for approval.
+	AwaitingApproval uint32
 }
 
 // VerifyReport is what a full check of a store found.

@@ -196,17 +196,17 @@ func TestEffectRules(t *testing.T) {
 	if _, err := core.Save(m, &core.SaveRequest{SessionID: "s", PendingToolUses: tu}, now); err != nil {
 		t.Fatal(err)
 	}
-	b1, err := core.Begin(m, "s", "t1", 1, now)
+	b1, err := core.Begin(m, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1}, now)
 	if err != nil || b1.AlreadyBegun || b1.IdempotencyKey == "" {
 		t.Fatalf("first begin: %+v %v", b1, err)
 	}
-	if b2, err := core.Begin(m, "s", "t1", 1, now); err != nil || !b2.AlreadyBegun || b2.IdempotencyKey != b1.IdempotencyKey {
+	if b2, err := core.Begin(m, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1}, now); err != nil || !b2.AlreadyBegun || b2.IdempotencyKey != b1.IdempotencyKey {
 		t.Fatalf("second begin: %+v %v", b2, err)
 	}
-	if _, err := core.Begin(m, "s", "t1", 2, now); !errors.Is(err, core.ErrSessionFenced) {
+	if _, err := core.Begin(m, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 2}, now); !errors.Is(err, core.ErrSessionFenced) {
 		t.Fatalf("begin with another epoch: %v", err)
 	}
-	if _, err := core.Begin(m, "s", "nope", 1, now); !errors.Is(err, core.ErrCallNotPending) {
+	if _, err := core.Begin(m, &core.BeginRequest{SessionID: "s", ToolUseID: "nope", Epoch: 1}, now); !errors.Is(err, core.ErrCallNotPending) {
 		t.Fatalf("begin of an unknown call: %v", err)
 	}
 	e := core.Effect{ToolUseID: "t1", Output: "ok"}
@@ -222,7 +222,7 @@ func TestEffectRules(t *testing.T) {
 	if _, _, err := core.Record(m, "s", core.Effect{ToolUseID: "t1", Name: "refund", Output: "ok"}, now); !errors.Is(err, core.ErrToolNameMismatch) {
 		t.Fatalf("record under another name: %v", err)
 	}
-	if _, err := core.Begin(m, "s", "t1", 1, now); !errors.Is(err, core.ErrCallAlreadyRecorded) {
+	if _, err := core.Begin(m, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1}, now); !errors.Is(err, core.ErrCallAlreadyRecorded) {
 		t.Fatalf("begin of a recorded call: %v", err)
 	}
 	// Point B clears t2 without a record: recorded later, it is late.

@@ -65,6 +65,9 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"ThreadEffectResolveDone", testThreadEffectResolveDone},
 		{"ThreadEffectResolveNotDone", testThreadEffectResolveNotDone},
 		{"ThreadEffectResolveRefused", testThreadEffectResolveRefused},
+		{"ThreadEffectApproveOnce", testThreadEffectApproveOnce},
+		{"ThreadEffectApproveDeny", testThreadEffectApproveDeny},
+		{"ThreadEffectApproveRefused", testThreadEffectApproveRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
 	}

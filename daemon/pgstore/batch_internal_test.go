@@ -298,7 +298,7 @@ func testBatchSameSession(t *testing.T, url, schema string) {
 	}
 	ops = append(ops, &op{sessionID: "s", toolUseIDs: []string{"t1"}, pipelined: true, done: make(chan error, 1),
 		fn: func(ctx context.Context, q *query) error {
-			_, err := core.Begin(&domainTxn{ctx: ctx, q: q}, "s", "t1", 1, s.now())
+			_, err := core.Begin(&domainTxn{ctx: ctx, q: q}, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1}, s.now())
 			return err
 		}})
 	ops = append(ops, &op{sessionID: "s", toolUseIDs: []string{"t1"}, pipelined: true, done: make(chan error, 1),

@@ -245,6 +245,7 @@ var refusals = []error{
 	core.ErrCallAlreadyRecorded, core.ErrCallNotPending, core.ErrCallUnknown, core.ErrToolNameMismatch,
 	core.ErrEffectConflict, core.ErrCheckpointCorrupt, core.ErrSessionCompleted,
 	core.ErrEffectInputMismatch, core.ErrEffectNotBegun, core.ErrCallNotInDoubt, core.ErrResolutionConflict,
+	core.ErrApprovalNotWaiting, core.ErrApprovalConflict, core.ErrApprovalInputMismatch,
 }
 
 func isRefusal(err error) bool {

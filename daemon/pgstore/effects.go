@@ -49,6 +49,7 @@ func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 		BeginTime: fromNanos(call.BeginTime), Registered: call.Registered,
 	}
 	e.Resolution = call.Resolution.resolution()
+	e.Approval = call.Approval.approval()
 	if call.Effect != nil {
 		eff := call.Effect.effect(id)
 		if e.Resolution != nil && e.Resolution.Outcome == core.ResolvedDone {
@@ -74,7 +75,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			return nil
 		}
 		return q.eachLedgerEntry(ctx, sessionID, h, after, func(id string, call *ledgerEntryRec) (bool, error) {
-			if call.Begun || call.Effect != nil || call.Resolution != nil {
+			if call.Begun || call.Effect != nil || call.Resolution != nil || call.Approval != nil {
 				out = append(out, ledgerEntry(id, call))
 			}
 			return len(out) < limit, nil

@@ -105,11 +105,11 @@ func TestProxyCutAfterCommitEffects(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Arm(pgtest.CutAfterCommit)
-	if _, err := s.BeginEffect(ctx, "e", "u1", 0); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+	if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "e", ToolUseID: "u1", Epoch: 0}); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
 		t.Fatalf("BeginEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
 	}
 	checkCut(t, p, pgtest.CutAfterCommit)
-	b, err := s.BeginEffect(ctx, "e", "u1", 0)
+	b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "e", ToolUseID: "u1", Epoch: 0})
 	if err != nil || b.IdempotencyKey == "" {
 		t.Fatalf("BeginEffect's retry: %+v %v", b, err)
 	}

@@ -47,6 +47,8 @@ type graphEffectRec struct {
 	CheckpointID string `json:"checkpoint_id,omitempty"`
 	// Resolution is how the latest attempt in doubt was settled.
 	Resolution *resolutionRec `json:"resolution,omitempty"`
+	// Approval is the call's approval record.
+	Approval *approvalRec `json:"approval,omitempty"`
 }
 
 // graphEffectRecOf is e as stored: its record and its output's bytes,
@@ -56,8 +58,9 @@ func graphEffectRecOf(e *core.ThreadEffect) (graphEffectRec, []byte, error) {
 		Name: e.Name, InputJSON: e.InputJSON, InputDigest: e.InputDigest, Class: int(e.Class),
 		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int(e.State),
 		BeginTime: nanosOrZero(e.BeginTime), CheckpointID: e.CheckpointID, Resolution: resolutionRecOf(e.Resolution),
+		Approval: approvalRecOf(e.Approval),
 	}
-	if e.State == core.ThreadEffectBegun {
+	if !e.State.Recorded() {
 		return r, []byte{}, nil
 	}
 	data, err := valueBytes(e.Output)
@@ -76,9 +79,9 @@ func threadEffectOf(thread, ns, toolUseID string, r *graphEffectRec, output func
 		Class: core.EffectClass(r.Class), IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		State: core.ThreadEffectState(r.State), OutputDigest: r.OutputDigest,
 		BeginTime: fromNanos(r.BeginTime), RecordTime: fromNanos(r.RecordTime), CheckpointID: r.CheckpointID,
-		Resolution: r.Resolution.resolution(),
+		Resolution: r.Resolution.resolution(), Approval: r.Approval.approval(),
 	}
-	if e.State != core.ThreadEffectBegun {
+	if e.State.Recorded() {
 		e.Output = output(r.OutputType)
 	}
 	return e
@@ -196,6 +199,9 @@ func (s *Store) beginThreadEffect(ctx context.Context, q *query, b *core.ThreadE
 	}
 	if err := s.putThread(ctx, q, b.ThreadID, h); err != nil {
 		return core.ThreadEffectBeginResult{}, err
+	}
+	if res.Decision != core.DecisionRun {
+		return res, nil // a begin that started no attempt is answered anew on a retry
 	}
 	if err := s.putRequestRec(ctx, q, b.ThreadID, b.RequestID, graphRequestRec{Fingerprint: fp, EffectAttempt: next.Attempts}); err != nil {
 		return core.ThreadEffectBeginResult{}, err
@@ -319,6 +325,63 @@ func (s *Store) resolveThreadEffect(ctx context.Context, q *query, r *core.Threa
 	}
 	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
 		return core.ThreadEffectResolveResult{}, err
+	}
+	return res, nil
+}
+
+// ApproveThreadEffect implements core.GraphStore, in the group commit
+// under the thread's lock as BeginThreadEffect is.
+func (s *Store) ApproveThreadEffect(ctx context.Context, r *core.ThreadEffectApprove) (core.ThreadEffectApproveResult, error) {
+	var fp []byte
+	if r.RequestID != "" {
+		fp = r.Fingerprint()
+	}
+	var res core.ThreadEffectApproveResult
+	err := s.graphQueued(ctx, r.ThreadID, func(ctx context.Context, q *query) error {
+		var err error
+		res, err = s.approveThreadEffect(ctx, q, r, fp)
+		return err
+	})
+	if err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	return res, nil
+}
+
+// approveThreadEffect applies r, fp being its fingerprint when it has a
+// request id, reading and writing as resolveThreadEffect does.
+func (s *Store) approveThreadEffect(ctx context.Context, q *query, r *core.ThreadEffectApprove, fp []byte) (core.ThreadEffectApproveResult, error) {
+	er, req := effectRead(r.ThreadID, r.NS, r.ToolUseID), requestRead(r.ThreadID, r.RequestID)
+	h, _, err := s.lockThread(ctx, q, r.ThreadID, er, req)
+	if err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	cur, err := effectOf(r.ThreadID, r.NS, r.ToolUseID, er)
+	if err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	already, err := replayed(r.ThreadID, r.RequestID, fp, req)
+	if err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	if already {
+		if cur == nil {
+			return core.ThreadEffectApproveResult{}, nil
+		}
+		return core.ThreadEffectApproveResult{Effect: *cur}, nil
+	}
+	next, res, err := core.ApplyThreadEffectApprove(cur, r, s.now())
+	if err != nil || next == nil {
+		return res, err
+	}
+	if err := s.putEffect(ctx, q, next); err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	if err := s.putThread(ctx, q, r.ThreadID, h); err != nil {
+		return core.ThreadEffectApproveResult{}, err
+	}
+	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
+		return core.ThreadEffectApproveResult{}, err
 	}
 	return res, nil
 }

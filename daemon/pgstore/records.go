@@ -38,6 +38,8 @@ type sessionRec struct {
 	// The calls in doubt ResolveEffect settled, by resolver kind.
 	ResolvedByVerify uint32 `json:"resolved_by_verify,omitempty"`
 	ResolvedByPerson uint32 `json:"resolved_by_person,omitempty"`
+	// The calls waiting for approval.
+	AwaitingApproval uint32 `json:"awaiting_approval,omitempty"`
 	// Segments locate the history of revision SegmentsRevision, so that a
 	// save need not read the latest revision; a head whose SegmentsRevision
 	// is not its Revision (written by an older savepointd, a rewind, a
@@ -102,6 +104,35 @@ type ledgerEntryRec struct {
 	Registered          bool       `json:"registered,omitempty"`
 	// Resolution is how the call was settled while in doubt.
 	Resolution *resolutionRec `json:"resolution,omitempty"`
+	// Approval is the call's approval record.
+	Approval *approvalRec `json:"approval,omitempty"`
+}
+
+// approvalRec is an approval record, numbered as core's.
+type approvalRec struct {
+	Status      int    `json:"status"`
+	InputDigest []byte `json:"input_digest"`
+	RequestTime int64  `json:"request_time_ns,omitempty"`
+	DecidedBy   string `json:"decided_by,omitempty"`
+	Note        string `json:"note,omitempty"`
+	DecideTime  int64  `json:"decide_time_ns,omitempty"`
+	Spent       bool   `json:"spent,omitempty"`
+}
+
+func approvalRecOf(a *core.EffectApproval) *approvalRec {
+	if a == nil {
+		return nil
+	}
+	return &approvalRec{Status: int(a.Status), InputDigest: a.InputDigest, RequestTime: nanosOrZero(a.RequestTime),
+		DecidedBy: a.DecidedBy, Note: a.Note, DecideTime: nanosOrZero(a.DecideTime), Spent: a.Spent}
+}
+
+func (r *approvalRec) approval() *core.EffectApproval {
+	if r == nil {
+		return nil
+	}
+	return &core.EffectApproval{Status: core.ApprovalStatus(r.Status), InputDigest: r.InputDigest, RequestTime: fromNanos(r.RequestTime),
+		DecidedBy: r.DecidedBy, Note: r.Note, DecideTime: fromNanos(r.DecideTime), Spent: r.Spent}
 }
 
 // resolutionRec is a ResolveEffect record, numbered as core's.
@@ -209,7 +240,7 @@ func headOf(h *sessionRec, segs []core.Segment) core.HeadRecord {
 		Labels: h.Labels, Segments: segs,
 		CreateTime: fromNanos(h.CreateTime), UpdateTime: fromNanos(h.UpdateTime),
 		Status: h.status(), FinalOutput: h.FinalOutput, CompleteTime: fromNanos(h.CompleteTime),
-		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson, AwaitingApproval: h.AwaitingApproval,
 	}
 }
 
@@ -222,7 +253,7 @@ func headRecOf(h *core.HeadRecord) *sessionRec {
 		Labels: h.Labels, CreateTime: nanosOrZero(h.CreateTime), UpdateTime: nanosOrZero(h.UpdateTime),
 		Status: statusRec(h.Status), FinalOutput: h.FinalOutput, CompleteTime: nanosOrZero(h.CompleteTime),
 		Segments: segmentRecs(h.Segments), SegmentsRevision: h.Revision,
-		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson,
+		ResolvedByVerify: h.ResolvedByVerify, ResolvedByPerson: h.ResolvedByPerson, AwaitingApproval: h.AwaitingApproval,
 	}
 }
 
@@ -277,5 +308,6 @@ func ledgerEntryRecOf(c *core.LedgerEntry) *ledgerEntryRec {
 		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late, Refused: e.Refused}
 	}
 	rec.Resolution = resolutionRecOf(c.Resolution)
+	rec.Approval = approvalRecOf(c.Approval)
 	return rec
 }

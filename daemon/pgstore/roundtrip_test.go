@@ -57,7 +57,7 @@ func TestWriteRoundTrips(t *testing.T) {
 			return err
 		}},
 		{"begin effect", 2, func() error {
-			_, err := s.BeginEffect(ctx, "s", "t1", 1)
+			_, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1})
 			return err
 		}},
 		{"record effect", 2, func() error {

@@ -24,11 +24,21 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core
 	return res, err
 }
 
-func (s *Store) BeginEffect(ctx context.Context, sessionID, toolUseID string, epoch uint64) (core.BeginResult, error) {
+func (s *Store) BeginEffect(ctx context.Context, req *core.BeginRequest) (core.BeginResult, error) {
 	var res core.BeginResult
-	err := s.writeSession(ctx, sessionID, "", []string{toolUseID}, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, req.SessionID, "", []string{req.ToolUseID}, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = core.Begin(&domainTxn{ctx: ctx, q: q}, sessionID, toolUseID, epoch, s.now())
+		res, err = core.Begin(&domainTxn{ctx: ctx, q: q}, req, s.now())
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) ApproveEffect(ctx context.Context, req *core.ApproveRequest) (core.ApproveResult, error) {
+	var res core.ApproveResult
+	err := s.writeSession(ctx, req.SessionID, req.RequestID, []string{req.ToolUseID}, func(ctx context.Context, q *query) error {
+		var err error
+		res, err = core.Approve(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err
 	})
 	return res, err

@@ -155,6 +155,31 @@ func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
 		p.Effect = effectToProto(*e.Effect)
 	}
 	p.Resolution = resolutionToProto(e.Resolution)
+	p.Approval = approvalToProto(e.Approval)
+	return p
+}
+
+// approvalToProto is the wire form of a call's approval record; nil for
+// none.
+func approvalToProto(a *core.EffectApproval) *savepointv1.EffectApproval {
+	if a == nil {
+		return nil
+	}
+	p := &savepointv1.EffectApproval{InputDigest: a.InputDigest, DecidedBy: a.DecidedBy, Note: a.Note, Spent: a.Spent}
+	switch a.Status {
+	case core.ApprovalWaiting:
+		p.Status = savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING
+	case core.ApprovalApproved:
+		p.Status = savepointv1.ApprovalStatus_APPROVAL_STATUS_APPROVED
+	case core.ApprovalDenied:
+		p.Status = savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED
+	}
+	if !a.RequestTime.IsZero() {
+		p.RequestTime = timestamppb.New(a.RequestTime)
+	}
+	if !a.DecideTime.IsZero() {
+		p.DecideTime = timestamppb.New(a.DecideTime)
+	}
 	return p
 }
 
@@ -172,6 +197,7 @@ func summaryToProto(s core.SessionSummary) *savepointv1.SessionSummary {
 		Status:                statusToProto(s.Status),
 		ResolvedByVerifyCount: s.ResolvedByVerify,
 		ResolvedByPersonCount: s.ResolvedByPerson,
+		AwaitingApprovalCount: s.AwaitingApproval,
 	}
 	if !s.UpdateTime.IsZero() {
 		p.UpdateTime = timestamppb.New(s.UpdateTime)
@@ -198,6 +224,10 @@ func decisionToProto(d core.Decision) savepointv1.Decision {
 		return savepointv1.Decision_DECISION_RUN
 	case core.DecisionInDoubt:
 		return savepointv1.Decision_DECISION_IN_DOUBT
+	case core.DecisionAwaitApproval:
+		return savepointv1.Decision_DECISION_AWAIT_APPROVAL
+	case core.DecisionDenied:
+		return savepointv1.Decision_DECISION_DENIED
 	default:
 		return savepointv1.Decision_DECISION_UNSPECIFIED
 	}

@@ -124,6 +124,7 @@ func validateBeginThreadEffect(lim Limits, req *savepointv1.BeginThreadEffectReq
 	return &core.ThreadEffectBegin{
 		ThreadID: req.GetThreadId(), NS: req.GetCheckpointNs(), ToolUseID: req.GetToolUseId(), Name: req.GetName(),
 		InputJSON: req.GetInputJson(), Class: class, CheckpointID: req.GetCheckpointId(), RequestID: rid,
+		RequiresApproval: req.GetRequiresApproval(),
 	}, nil
 }
 
@@ -208,6 +209,25 @@ func validateResolveThreadEffect(lim Limits, req *savepointv1.ResolveThreadEffec
 	return r, nil
 }
 
+// ApproveThreadEffect implements GraphCheckpointServiceServer.
+func (s *GraphServer) ApproveThreadEffect(ctx context.Context, req *savepointv1.ApproveThreadEffectRequest) (*savepointv1.ApproveThreadEffectResponse, error) {
+	if err := validateThreadEffectKey(req); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	d, dg, rid, err := validateApproval(req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.ApproveThreadEffect(ctx, &core.ThreadEffectApprove{
+		ThreadID: req.GetThreadId(), NS: req.GetCheckpointNs(), ToolUseID: req.GetToolUseId(), Decision: d,
+		InputDigest: dg, DecidedBy: req.GetDecidedBy(), Note: req.GetNote(), RequestID: rid,
+	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.ApproveThreadEffectResponse{Effect: threadEffectToProto(res.Effect), AlreadyDecided: res.AlreadyDecided}, nil
+}
+
 type threadEffectKeyRequest interface {
 	GetThreadId() string
 	GetCheckpointNs() string
@@ -229,12 +249,12 @@ func threadEffectToProto(e core.ThreadEffect) *savepointv1.ThreadEffect {
 		ThreadId: e.ThreadID, CheckpointNs: e.NS, ToolUseId: e.ToolUseID, Name: e.Name, InputJson: e.InputJSON,
 		InputDigest: e.InputDigest, EffectClass: effectClassToProto(e.Class), IdempotencyKey: e.IdempotencyKey,
 		Attempts: e.Attempts, State: threadEffectStateToProto(e.State), OutputDigest: e.OutputDigest,
-		CheckpointId: e.CheckpointID, Resolution: resolutionToProto(e.Resolution),
+		CheckpointId: e.CheckpointID, Resolution: resolutionToProto(e.Resolution), Approval: approvalToProto(e.Approval),
 	}
 	if !e.BeginTime.IsZero() {
 		p.BeginTime = timestamppb.New(e.BeginTime)
 	}
-	if e.State != core.ThreadEffectBegun {
+	if e.State.Recorded() {
 		p.Output = &savepointv1.TypedValue{Type: e.Output.Type, Data: e.Output.Data, TotalSize: max(e.Output.Size, int64(len(e.Output.Data)))}
 		if !e.RecordTime.IsZero() {
 			p.RecordTime = timestamppb.New(e.RecordTime)
@@ -251,6 +271,8 @@ func threadEffectStateToProto(s core.ThreadEffectState) savepointv1.ThreadEffect
 		return savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED
 	case core.ThreadEffectFailed:
 		return savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED
+	case core.ThreadEffectNotBegun:
+		return savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_NOT_BEGUN
 	}
 	return savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_UNSPECIFIED
 }

@@ -103,7 +103,8 @@ func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRe
 	if reg != nil {
 		res, err = s.store.RegisterEffect(ctx, reg)
 	} else {
-		res, err = s.store.BeginEffect(ctx, req.GetSessionId(), req.GetToolUseId(), req.GetEpoch())
+		res, err = s.store.BeginEffect(ctx, &core.BeginRequest{SessionID: req.GetSessionId(), ToolUseID: req.GetToolUseId(), Epoch: req.GetEpoch(),
+			RequiresApproval: req.GetRequiresApproval()})
 	}
 	if err != nil {
 		return nil, s.fail(ctx, err)
@@ -111,6 +112,8 @@ func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRe
 	resp := &savepointv1.BeginEffectResponse{
 		IdempotencyKey: res.IdempotencyKey,
 		AlreadyBegun:   res.AlreadyBegun,
+		Decision:       decisionToProto(res.Decision),
+		Approval:       approvalToProto(res.Approval),
 	}
 	if res.Effect != nil {
 		resp.Effect = effectToProto(*res.Effect)
@@ -142,6 +145,19 @@ func (s *Server) ResolveEffect(ctx context.Context, req *savepointv1.ResolveEffe
 		return nil, s.fail(ctx, err)
 	}
 	return &savepointv1.ResolveEffectResponse{Entry: ledgerEntryToProto(res.Entry), AlreadyResolved: res.AlreadyResolved}, nil
+}
+
+// ApproveEffect implements SavepointServiceServer.
+func (s *Server) ApproveEffect(ctx context.Context, req *savepointv1.ApproveEffectRequest) (*savepointv1.ApproveEffectResponse, error) {
+	r, err := validateApprove(req)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	res, err := s.store.ApproveEffect(ctx, r)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &savepointv1.ApproveEffectResponse{Entry: ledgerEntryToProto(res.Entry), AlreadyDecided: res.AlreadyDecided}, nil
 }
 
 // Resume implements SavepointServiceServer.
@@ -204,6 +220,7 @@ func (s *Server) Reconcile(ctx context.Context, req *savepointv1.ReconcileReques
 			pr.Effect = effectToProto(*r.ToolUse.Effect)
 		}
 		pr.Resolution = resolutionToProto(r.ToolUse.Resolution)
+		pr.Approval = approvalToProto(r.ToolUse.Approval)
 		// Every page holds at least one resolution; one fits the budget,
 		// since an output and an input are each capped below it.
 		if size += proto.Size(pr) + 16; i > 0 && size > s.lim.ResponseBudgetBytes {

@@ -68,11 +68,11 @@ func (f *fakeStore) SaveCheckpoint(_ context.Context, req *core.SaveRequest) (co
 	return core.SaveResult{Revision: req.ExpectedRevision + 1, MessageCount: uint64(len(req.AppendMessages)), Epoch: 1}, nil
 }
 
-func (f *fakeStore) BeginEffect(_ context.Context, sessionID, toolUseID string, epoch uint64) (core.BeginResult, error) {
+func (f *fakeStore) BeginEffect(_ context.Context, req *core.BeginRequest) (core.BeginResult, error) {
 	if err := f.call(); err != nil {
 		return core.BeginResult{}, err
 	}
-	return core.BeginResult{IdempotencyKey: "key-" + toolUseID, AlreadyBegun: true}, nil
+	return core.BeginResult{IdempotencyKey: "key-" + req.ToolUseID, AlreadyBegun: true}, nil
 }
 
 func (f *fakeStore) RecordEffect(_ context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {

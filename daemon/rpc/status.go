@@ -60,6 +60,9 @@ var errorKinds = []errorKind{
 	{core.ErrEffectNotBegun, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_EFFECT_NOT_BEGUN},
 	{core.ErrCallNotInDoubt, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_CALL_NOT_IN_DOUBT},
 	{core.ErrResolutionConflict, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_RESOLUTION_CONFLICT},
+	{core.ErrApprovalNotWaiting, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_APPROVAL_NOT_WAITING},
+	{core.ErrApprovalConflict, codes.AlreadyExists, savepointv1.ErrorReason_ERROR_REASON_APPROVAL_CONFLICT},
+	{core.ErrApprovalInputMismatch, codes.FailedPrecondition, savepointv1.ErrorReason_ERROR_REASON_APPROVAL_INPUT_MISMATCH},
 	{ErrPermissionDenied, codes.PermissionDenied, savepointv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{ErrRequestTooLarge, codes.ResourceExhausted, savepointv1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE},
 	{core.ErrCommitOutcomeUnknown, codes.Unavailable, savepointv1.ErrorReason_ERROR_REASON_COMMIT_OUTCOME_UNKNOWN},
@@ -88,6 +91,7 @@ var errorKinds = []errorKind{
 	{nil, codes.InvalidArgument, reasonInvalidSessionStatus},
 	{nil, codes.InvalidArgument, reasonInvalidOrderBy},
 	{nil, codes.InvalidArgument, reasonInvalidResolution},
+	{nil, codes.InvalidArgument, reasonInvalidApproval},
 }
 
 // Reasons returns every ErrorInfo reason the service can return, as it goes

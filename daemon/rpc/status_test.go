@@ -224,8 +224,10 @@ func TestErrorKindsCoverSentinels(t *testing.T) {
 		"ErrBackupUnsupported": core.ErrBackupUnsupported, "ErrPermissionDenied": ErrPermissionDenied,
 		"ErrUploadAborted": core.ErrUploadAborted, "ErrEffectInputMismatch": core.ErrEffectInputMismatch,
 		"ErrEffectNotBegun": core.ErrEffectNotBegun, "ErrCallNotInDoubt": core.ErrCallNotInDoubt,
-		"ErrResolutionConflict":   core.ErrResolutionConflict,
-		"ErrCommitOutcomeUnknown": core.ErrCommitOutcomeUnknown, "ErrNoWritableHost": core.ErrNoWritableHost,
+		"ErrResolutionConflict": core.ErrResolutionConflict,
+		"ErrApprovalNotWaiting": core.ErrApprovalNotWaiting, "ErrApprovalConflict": core.ErrApprovalConflict,
+		"ErrApprovalInputMismatch": core.ErrApprovalInputMismatch,
+		"ErrCommitOutcomeUnknown":  core.ErrCommitOutcomeUnknown, "ErrNoWritableHost": core.ErrNoWritableHost,
 	}
 	for _, path := range []string{"../core/errors.go", "errors.go"} {
 		checkSentinelsListed(t, path, sentinels)

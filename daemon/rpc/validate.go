@@ -38,6 +38,7 @@ const (
 	reasonInvalidSessionStatus = savepointv1.ErrorReason_ERROR_REASON_INVALID_SESSION_STATUS
 	reasonInvalidOrderBy       = savepointv1.ErrorReason_ERROR_REASON_INVALID_ORDER_BY
 	reasonInvalidResolution    = savepointv1.ErrorReason_ERROR_REASON_INVALID_RESOLUTION
+	reasonInvalidApproval      = savepointv1.ErrorReason_ERROR_REASON_INVALID_APPROVAL
 )
 
 // Caps on fields that no sane client comes near.
@@ -428,7 +429,64 @@ func validateBegin(lim Limits, req *savepointv1.BeginEffectRequest) (*core.Regis
 	if err != nil {
 		return nil, err
 	}
-	return &core.RegisterRequest{SessionID: req.GetSessionId(), ToolUse: u, Epoch: req.GetEpoch(), RequestID: rid}, nil
+	return &core.RegisterRequest{SessionID: req.GetSessionId(), ToolUse: u, Epoch: req.GetEpoch(), RequestID: rid,
+		RequiresApproval: req.GetRequiresApproval()}, nil
+}
+
+// approval is what ApproveEffect and ApproveThreadEffect requests share.
+type approval interface {
+	GetDecision() savepointv1.ApprovalStatus
+	GetInputDigest() []byte
+	GetDecidedBy() string
+	GetNote() string
+	GetRequestId() string
+}
+
+// validateApproval checks a decision's fields and returns the decision,
+// the digest (nil when not given) and the request id.
+func validateApproval(req approval) (core.ApprovalStatus, []byte, string, error) {
+	var d core.ApprovalStatus
+	switch req.GetDecision() {
+	case savepointv1.ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED:
+		return 0, nil, "", fieldErr("decision", reasonMissingField, "is unspecified; give APPROVED or DENIED")
+	case savepointv1.ApprovalStatus_APPROVAL_STATUS_APPROVED:
+		d = core.ApprovalApproved
+	case savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED:
+		d = core.ApprovalDenied
+	default:
+		return 0, nil, "", fieldErr("decision", reasonInvalidApproval, "%s is not a decision; give APPROVED or DENIED", req.GetDecision())
+	}
+	dg := req.GetInputDigest()
+	if len(dg) == 0 {
+		dg = nil
+	} else if len(dg) != 32 {
+		return 0, nil, "", fieldErr("input_digest", reasonInvalidApproval, "is %d bytes; a SHA-256 digest is 32", len(dg))
+	}
+	if n := len(req.GetNote()); n > maxNoteBytes {
+		return 0, nil, "", fieldErr("note", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNoteBytes)
+	}
+	if n := len(req.GetDecidedBy()); n > maxNameBytes {
+		return 0, nil, "", fieldErr("decided_by", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, maxNameBytes)
+	}
+	rid, err := validateRequestID("request_id", req.GetRequestId())
+	return d, dg, rid, err
+}
+
+// validateApprove checks an ApproveEffect request and returns it in the
+// domain's terms.
+func validateApprove(req *savepointv1.ApproveEffectRequest) (*core.ApproveRequest, error) {
+	if err := validateSessionID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := validateToolUseID("tool_use_id", req.GetToolUseId()); err != nil {
+		return nil, err
+	}
+	d, dg, rid, err := validateApproval(req)
+	if err != nil {
+		return nil, err
+	}
+	return &core.ApproveRequest{SessionID: req.GetSessionId(), ToolUseID: req.GetToolUseId(), Epoch: req.Epoch, Decision: d,
+		InputDigest: dg, DecidedBy: req.GetDecidedBy(), Note: req.GetNote(), RequestID: rid}, nil
 }
 
 // validateReconcile checks a Reconcile request's tool use ids: at most

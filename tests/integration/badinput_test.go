@@ -515,6 +515,40 @@ func badInputCases(fx *badFixture) map[string][]badCase {
 		badCase{name: "epoch from the future", req: resolve("alpha", "a-side", func(r *savepointv1.ResolveEffectRequest) { r.Epoch = proto.Uint64(7) }), code: codes.Aborted, reason: fenced, state: true},
 	)
 	cases["ResolveEffect"] = rv
+
+	// ApproveEffect: no call of the seed waits for approval; a-side is
+	// begun without one, a-read recorded.
+	approved := savepointv1.ApprovalStatus_APPROVAL_STATUS_APPROVED
+	approve := func(s, id string, edit ...func(*savepointv1.ApproveEffectRequest)) *savepointv1.ApproveEffectRequest {
+		r := &savepointv1.ApproveEffectRequest{SessionId: s, ToolUseId: id, Decision: approved, DecidedBy: "alice"}
+		for _, e := range edit {
+			e(r)
+		}
+		return r
+	}
+	av := append([]badCase{{name: "empty request", req: &savepointv1.ApproveEffectRequest{}, code: inval, reason: "INVALID_SESSION_ID", field: sid}},
+		perSession(func(id string) proto.Message { return approve(id, "a-side") }, sessionNotFound)...)
+	for _, b := range badToolUseIDs {
+		av = append(av, badCase{name: b.name, req: approve("alpha", b.id), code: inval, reason: "INVALID_TOOL_USE_ID", field: "tool_use_id"})
+	}
+	av = append(av,
+		badCase{name: "tool_use_id invalid UTF-8", req: approve("alpha", utf8Hole), invalidUTF8: true, code: inval, reason: utf8Reason, field: "tool_use_id"},
+		badCase{name: "note invalid UTF-8", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Note = utf8Hole }), invalidUTF8: true, code: inval, reason: utf8Reason, field: "note"},
+		badCase{name: "decision unspecified", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Decision = 0 }), code: inval, reason: "MISSING_FIELD", field: "decision"},
+		badCase{name: "decision WAITING", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) {
+			r.Decision = savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING
+		}), code: inval, reason: "INVALID_APPROVAL", field: "decision"},
+		badCase{name: "decision unknown", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Decision = 9 }), code: inval, reason: "INVALID_APPROVAL", field: "decision"},
+		badCase{name: "input_digest of 5 bytes", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.InputDigest = []byte("short") }), code: inval, reason: "INVALID_APPROVAL", field: "input_digest"},
+		badCase{name: "note over 4 KiB", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Note = strings.Repeat("n", 4097) }), code: inval, reason: "FIELD_TOO_LARGE", field: "note"},
+		badCase{name: "decided_by of 10 KB", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.DecidedBy = strings.Repeat("p", 10<<10) }), code: inval, reason: "FIELD_TOO_LARGE", field: "decided_by"},
+		badCase{name: "request_id not a UUID", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.RequestId = "not-a-uuid" }), code: inval, reason: "INVALID_REQUEST_ID", field: "request_id"},
+		badCase{name: "unknown tool use", req: approve("alpha", "a-nope"), code: notFnd, reason: "CALL_UNKNOWN"},
+		badCase{name: "tool use begun without approval", req: approve("alpha", "a-side"), code: codes.FailedPrecondition, reason: "APPROVAL_NOT_WAITING", state: true},
+		badCase{name: "recorded tool use", req: approve("alpha", "a-read"), code: codes.FailedPrecondition, reason: "APPROVAL_NOT_WAITING", state: true},
+		badCase{name: "epoch from the future", req: approve("alpha", "a-side", func(r *savepointv1.ApproveEffectRequest) { r.Epoch = proto.Uint64(7) }), code: codes.Aborted, reason: fenced, state: true},
+	)
+	cases["ApproveEffect"] = av
 	cases["SaveCheckpoint"] = append(cases["SaveCheckpoint"],
 		badCase{name: "completed session", req: &savepointv1.SaveCheckpointRequest{SessionId: "done", ExpectedRevision: 1}, code: codes.FailedPrecondition, reason: "SESSION_COMPLETED", state: true})
 	cases["BeginEffect"] = append(cases["BeginEffect"],

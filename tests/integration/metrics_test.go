@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/savepoint-dev/savepoint/daemon"
@@ -53,6 +55,38 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A graph thread's call: begun (run), begun again after a crash (in
+	// doubt), resolved done by a verify hook, begun again (reuse).
+	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	g := savepointv1.NewGraphCheckpointServiceClient(conn)
+	begin := &savepointv1.BeginThreadEffectRequest{ThreadId: "t", ToolUseId: "call_1", Name: "w", EffectClass: se}
+	for range 2 {
+		if _, err := g.BeginThreadEffect(ctx, begin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.ResolveThreadEffect(ctx, &savepointv1.ResolveThreadEffectRequest{ThreadId: "t", ToolUseId: "call_1",
+		Outcome: savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE, Output: &savepointv1.TypedValue{Type: "json", Data: []byte(`"ok"`)},
+		ResolverKind: savepointv1.ResolverKind_RESOLVER_KIND_VERIFY}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.BeginThreadEffect(ctx, begin); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := c.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: "a", ToolUseId: "wait", RequiresApproval: true,
+		ToolUse: &savepointv1.ToolUse{Name: "pay", InputJson: `{"n":1}`}}); err != nil || b.GetDecision() != savepointv1.Decision_DECISION_AWAIT_APPROVAL {
+		t.Fatalf("begin of a call that requires approval: %v %v", b, err)
+	}
+	for range 2 { // the repeat is not counted
+		if _, err := c.ApproveEffect(ctx, &savepointv1.ApproveEffectRequest{SessionId: "a", ToolUseId: "wait",
+			Decision: savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED, Note: "no"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := c.Resume(ctx, &savepointv1.ResumeRequest{SessionId: "b"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +120,12 @@ func TestMetrics(t *testing.T) {
 		{"savepoint_reconcile_resolutions_total", map[string]string{"decision": "run"}, 0},
 		{"savepoint_effects_resolved_total", map[string]string{"resolver": "person", "outcome": "done"}, 1},
 		{"savepoint_effects_resolved_total", map[string]string{"resolver": "verify", "outcome": "not_done"}, 0},
+		{"savepoint_effects_resolved_total", map[string]string{"resolver": "verify", "outcome": "done"}, 1}, // the thread's
+		{"savepoint_thread_effect_begins_total", map[string]string{"decision": "run"}, 1},
+		{"savepoint_thread_effect_begins_total", map[string]string{"decision": "in_doubt"}, 1},
+		{"savepoint_thread_effect_begins_total", map[string]string{"decision": "reuse"}, 1},
+		{"savepoint_effect_approvals_total", map[string]string{"decision": "denied"}, 1},
+		{"savepoint_effect_approvals_total", map[string]string{"decision": "approved"}, 0},
 		{"savepoint_sessions", nil, 1}, // b was deleted
 	} {
 		labels := tt.labels

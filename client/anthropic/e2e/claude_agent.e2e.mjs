@@ -12,7 +12,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
@@ -160,3 +160,70 @@ for (const mode of ["", "dontAsk"]) {
     assert.ok(e.refused && e.isError);
   });
 }
+
+test("docs/frameworks/claude-agent-sdk.md's TypeScript example runs, and its resume reuses the recorded write", async () => {
+  // The page's ts block (plain JavaScript but for its fence), saved beside
+  // this file so that its imports resolve here, run in a fresh folder.
+  const page = readFileSync(join(repo, "docs/frameworks/claude-agent-sdk.md"), "utf8");
+  const code = [...page.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+  assert.equal(code.length, 1, "the page has one ts block");
+  const script = join(here, "docs_example.mjs");
+  writeFileSync(script, code[0]);
+  const work = workdir();
+  writeFileSync(join(work, "sales-notes.txt"), "sales up 12%\n");
+  const run = (env) =>
+    new Promise((res) => {
+      const p = spawn(process.execPath, [script], {
+        cwd: work,
+        env: { ...process.env, SAVEPOINT_ADDR: d.addr, ANTHROPIC_BASE_URL: api.url, ANTHROPIC_API_KEY: "sk-fake", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1", ...env },
+      });
+      let out = "";
+      p.stdout.on("data", (b) => (out += b));
+      p.stderr.on("data", (b) => (out += b));
+      p.on("exit", (code) => res({ code, out }));
+    });
+  let r = await run({});
+  assert.equal(r.code, 0, r.out);
+  assert.ok(existsSync(join(work, "report.txt")), r.out);
+  assert.deepEqual(reportLines(work), ["Q3: sales up 12%"], r.out);
+  const sdk = /session_id: '([^']+)'/.exec(r.out)?.[1];
+  assert.ok(sdk, r.out);
+  assert.ok((await ledger(sdk)).get(WRITE)?.effect, "write_report's outcome is on the ledger");
+  r = await run({ RESUME: sdk });
+  assert.equal(r.code, 0, r.out);
+  assert.deepEqual(reportLines(work), ["Q3: sales up 12%"], "write_report ran twice");
+  assert.deepEqual(rejected, []);
+});
+
+test("the SDK's listSessions({ sessionStore }) reads the summaries the store folded with the SDK's own foldSessionSummary", async () => {
+  // foldSessionSummary given as the option: here @savepoint-dev/anthropic is
+  // a symlink to client/anthropic, whose own node_modules lack the SDK, so
+  // its default (importing the SDK from where the package lies) finds none.
+  const { foldSessionSummary, listSessions } = await import("@anthropic-ai/claude-agent-sdk");
+  const { SavepointSessionStore } = await import("@savepoint-dev/anthropic/claude-agent");
+  const { randomUUID } = await import("node:crypto");
+  const c = await dial(d.addr);
+  try {
+    const dir = workdir();
+    const writer = new SavepointSessionStore(c, { foldSessionSummary });
+    // The project key as the SDK derives it from dir: read back from the key its own listSessions asks for.
+    const asked = [];
+    const probe = { append: async () => {}, load: async () => null, listSessions: async (k) => (asked.push(k), []) };
+    await listSessions({ dir, sessionStore: probe });
+    assert.equal(asked.length, 1);
+    const sessionId = randomUUID();
+    await writer.append({ projectKey: asked[0], sessionId }, [
+      { type: "user", uuid: randomUUID(), timestamp: new Date().toISOString(), cwd: dir, sessionId, message: { role: "user", content: "Write the Q3 report." } },
+    ]);
+    const reader = new SavepointSessionStore(c);
+    let loads = 0;
+    const load = reader.load.bind(reader);
+    reader.load = async (k) => (loads++, load(k));
+    const infos = await listSessions({ dir, sessionStore: reader });
+    assert.deepEqual(infos.map((i) => i.sessionId), [sessionId]);
+    assert.match(JSON.stringify(infos[0]), /Q3 report/);
+    assert.equal(loads, 0, "listed from the summaries, no session loaded (taken over)");
+  } finally {
+    c.close();
+  }
+});

@@ -97,8 +97,9 @@ function textOf(content: Block[]): string {
  * what was pending, then Point B) and goes on; a completed session returns
  * its final answer without calling the model. Each turn calls
  * client.messages.create({...params, messages: <history>, tools}), saves the
- * reply exactly at Point A with every tool use pending, runs each tool
- * through the ledger, saves the results at Point B, until the model answers
+ * reply exactly at Point A with every tool use pending, runs the turn's
+ * tools concurrently, each through the ledger (BeginEffect before it runs,
+ * RecordEffect after), saves the results at Point B, until the model answers
  * without tools: that answer is saved, the session completed, and its text
  * returned.
  */
@@ -223,9 +224,12 @@ export class DurableAgent {
       if (reason === "pause_turn" && calls.length === 0) await s.save({ stateJson: JSON.stringify({ [PAUSED]: Number(s.messageCount) }) });
       await s.pointA({ role: "assistant", contentJson: JSON.stringify(content) }, calls);
       if (calls.length > 0) {
-        const results = [];
-        for (const c of calls) results.push(await s.runTool(c, () => this.#call(c as Required<ToolUse>)));
-        await s.pointB(results);
+        // The turn's tools run concurrently, as the SDK's toolRunner runs them:
+        // each begun before it runs and recorded after, on its own.
+        const settled = await Promise.allSettled(calls.map((c) => s.runTool(c, () => this.#call(c as Required<ToolUse>))));
+        const failed = settled.find((r) => r.status === "rejected");
+        if (failed) throw failed.reason;
+        await s.pointB(settled.map((r) => (r as PromiseFulfilledResult<Awaited<ReturnType<Session["runTool"]>>>).value));
       }
     }
   }

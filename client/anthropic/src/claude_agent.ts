@@ -122,6 +122,34 @@ export interface SavepointSessionStoreOptions {
   idempotent?: Iterable<string>;
   /** Labels of the savepointd sessions the store creates, besides framework=claude-agent-sdk. */
   labels?: Record<string, string>;
+  /**
+   * The SDK's foldSessionSummary, which append uses to keep each main
+   * transcript's summary for listSessionSummaries. Default: the SDK's own,
+   * imported when the first main transcript is appended; when the SDK
+   * cannot be imported no summary is kept.
+   */
+  foldSessionSummary?: FoldSessionSummary;
+}
+
+/** The SDK's SessionSummaryEntry: a session's folded summary; data is the SDK's, kept verbatim. */
+export interface SessionSummaryEntry {
+  sessionId: string;
+  mtime: number;
+  data: Record<string, unknown>;
+}
+
+/** The SDK's foldSessionSummary. */
+export type FoldSessionSummary = (prev: SessionSummaryEntry | undefined, key: SessionKey, entries: SessionStoreEntry[], options?: { mtime?: number }) => SessionSummaryEntry;
+
+/** The labels naming a savepointd session's SDK key, which the list methods select by. */
+export const LABEL_PROJECT = "claude.project";
+export const LABEL_SESSION = "claude.session";
+export const LABEL_SUBPATH = "claude.subpath";
+/** The key of the session's state_json under which append keeps the SDK's folded summary. */
+export const SUMMARY_STATE = "claude_summary";
+
+function millis(ts: { seconds: bigint | number | string; nanos: number } | undefined): number {
+  return ts ? Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6) : 0;
 }
 
 /**
@@ -266,12 +294,27 @@ export class SavepointSessionStore {
   readonly #begun = new Set<string>();
   /** tool_use_id -> its session, for canUseTool. */
   readonly #calls = new Map<string, Session>();
+  #fold: FoldSessionSummary | undefined | null;
 
   constructor(client: Client, options: SavepointSessionStoreOptions = {}) {
     this.#client = client;
     for (const n of options.readOnly ?? []) this.#classes.set(n, EffectClass.EFFECT_CLASS_READ_ONLY);
     for (const n of options.idempotent ?? []) this.#classes.set(n, EffectClass.EFFECT_CLASS_IDEMPOTENT);
     this.#labels = { ...options.labels };
+    this.#fold = options.foldSessionSummary;
+  }
+
+  /** The fold function: the option's, else the SDK's if it can be imported (null: neither). */
+  async #folder(): Promise<FoldSessionSummary | null> {
+    if (this.#fold === undefined) {
+      const sdk = "@anthropic-ai/claude-agent-sdk"; // an optional peer: never a static import
+      try {
+        this.#fold = ((await import(sdk)) as { foldSessionSummary?: FoldSessionSummary }).foldSessionSummary ?? null;
+      } catch {
+        this.#fold = null;
+      }
+    }
+    return this.#fold;
   }
 
   /** The effect class the hooks register a call of toolName with. */
@@ -317,8 +360,12 @@ export class SavepointSessionStore {
     });
   }
 
-  /** Saves the entries not saved yet, in order, as one revision per 1000. */
-  #append(sid: string, s: Session, entries: readonly SessionStoreEntry[]): Promise<void> {
+  /**
+   * Saves the entries not saved yet, in order, as one revision per 1000;
+   * with the SDK's key, the labels that name it and (for a main transcript)
+   * the folded summary go with the last revision.
+   */
+  #append(sid: string, s: Session, entries: readonly SessionStoreEntry[], key?: SessionKey): Promise<void> {
     return this.#locked(sid, async () => {
       const seen = this.#seen.get(sid)!;
       const fresh: Message[] = [];
@@ -329,7 +376,27 @@ export class SavepointSessionStore {
         keys.add(k);
         fresh.push({ role: typeof e.type === "string" && e.type !== "" ? e.type : "entry", contentJson: JSON.stringify(e) });
       }
-      for (let i = 0; i < fresh.length; i += 1000) await s.save({ append: fresh.slice(i, i + 1000) });
+      let labels: Record<string, string> | undefined;
+      let stateJson: string | undefined;
+      if (key) {
+        const want: Record<string, string> = { [LABEL_PROJECT]: key.projectKey, [LABEL_SESSION]: key.sessionId };
+        if (key.subpath) want[LABEL_SUBPATH] = key.subpath;
+        if (Object.entries(want).some(([k, v]) => s.labels[k] !== v)) labels = { ...s.labels, ...want };
+        const fold = fresh.length > 0 && !key.subpath ? await this.#folder() : null;
+        if (fold) {
+          const state = (s.stateJson ? JSON.parse(s.stateJson) : {}) as Record<string, unknown>;
+          const prev = state[SUMMARY_STATE] as Record<string, unknown> | undefined;
+          const folded = fold(prev === undefined ? undefined : { sessionId: key.sessionId, mtime: 0, data: prev }, key, fresh.map((m) => JSON.parse(m.contentJson)));
+          stateJson = JSON.stringify({ ...state, [SUMMARY_STATE]: folded.data });
+        }
+      }
+      const chunks: Message[][] = [];
+      for (let i = 0; i < fresh.length; i += 1000) chunks.push(fresh.slice(i, i + 1000));
+      if (chunks.length === 0 && labels) chunks.push([]);
+      for (const [i, chunk] of chunks.entries()) {
+        const last = i === chunks.length - 1;
+        await s.save({ append: chunk, ...(last && labels ? { labels } : {}), ...(last && stateJson !== undefined ? { stateJson } : {}) });
+      }
       for (const k of keys) seen.add(k);
     });
   }
@@ -344,7 +411,7 @@ export class SavepointSessionStore {
   async append(key: SessionKey, entries: SessionStoreEntry[]): Promise<void> {
     const sid = sessionIdFor(key.sessionId, key.subpath);
     const s = await this.#session(sid, true);
-    await this.#append(sid, s, entries);
+    await this.#append(sid, s, entries, key);
     await this.#recordRefusals(key.sessionId, entries);
   }
 
@@ -409,15 +476,70 @@ export class SavepointSessionStore {
     return [...entries, answer];
   }
 
-  /** Deletes the session (a main transcript's subagent sessions are separate savepointd sessions and stay). */
+  /** Deletes the session; a main transcript's (no subpath) with its subagent transcripts. */
   async delete(key: SessionKey): Promise<void> {
-    const sid = sessionIdFor(key.sessionId, key.subpath);
-    const s = await this.#session(sid, false);
-    if (s) {
-      await s.delete();
-      this.#sessions.delete(sid);
-      this.#seen.delete(sid);
+    const subpaths = key.subpath ? [key.subpath] : [undefined, ...(await this.listSubkeys(key))];
+    for (const sub of subpaths) {
+      const sid = sessionIdFor(key.sessionId, sub);
+      const s = await this.#session(sid, false);
+      if (s) {
+        await s.delete();
+        this.#sessions.delete(sid);
+        this.#seen.delete(sid);
+      }
     }
+  }
+
+  async #listed(labelFilter: Record<string, string>): Promise<pb.SessionSummary[]> {
+    const out: pb.SessionSummary[] = [];
+    let pageToken = "";
+    do {
+      const r = await this.#client.raw.listSessions({ labelFilter, pageSize: 1000, pageToken });
+      out.push(...r.sessions);
+      pageToken = r.nextPageToken;
+    } while (pageToken);
+    return out;
+  }
+
+  /**
+   * The main transcripts of projectKey: each SDK session id with its
+   * savepointd session's last update, in Unix milliseconds. Nothing is
+   * taken over (unlike load).
+   */
+  async listSessions(projectKey: string): Promise<{ sessionId: string; mtime: number }[]> {
+    return (await this.#listed({ [LABEL_PROJECT]: projectKey }))
+      .filter((x) => !(LABEL_SUBPATH in x.labels))
+      .map((x) => ({ sessionId: x.labels[LABEL_SESSION]!, mtime: millis(x.updateTime) }));
+  }
+
+  /**
+   * The SDK's folded summary of each main transcript of projectKey that has
+   * one (saved with its appends), stamped with the same mtime as
+   * listSessions: one ListSessions and one GetSession (for the session's
+   * state) per session, none taken over.
+   */
+  async listSessionSummaries(projectKey: string): Promise<SessionSummaryEntry[]> {
+    const out: SessionSummaryEntry[] = [];
+    for (const x of await this.#listed({ [LABEL_PROJECT]: projectKey })) {
+      if (LABEL_SUBPATH in x.labels) continue;
+      let state: string;
+      try {
+        state = (await this.#client.raw.getSession({ sessionId: x.sessionId })).checkpoint?.stateJson ?? "";
+      } catch (err) {
+        if (err instanceof SessionNotFoundError) continue;
+        throw err;
+      }
+      const data = (state ? JSON.parse(state) : {})[SUMMARY_STATE] as Record<string, unknown> | undefined;
+      if (data !== undefined) out.push({ sessionId: x.labels[LABEL_SESSION]!, mtime: millis(x.updateTime), data });
+    }
+    return out;
+  }
+
+  /** The subpaths of the subagent transcripts saved under the SDK session key. */
+  async listSubkeys(key: { projectKey: string; sessionId: string }): Promise<string[]> {
+    return (await this.#listed({ [LABEL_PROJECT]: key.projectKey, [LABEL_SESSION]: key.sessionId }))
+      .filter((x) => LABEL_SUBPATH in x.labels)
+      .map((x) => x.labels[LABEL_SUBPATH]!);
   }
 
   // -- hooks -------------------------------------------------------------------

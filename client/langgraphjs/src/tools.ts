@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 
 import { isBaseMessage, type ToolCall, ToolMessage } from "@langchain/core/messages";
 import * as langgraph from "@langchain/langgraph";
-import { Command, type CommandParams, isCommand, isGraphInterrupt, type LangGraphRunnableConfig, Send, type SendOptions } from "@langchain/langgraph";
+import { Command, type CommandParams, interrupt, isCommand, isGraphInterrupt, type LangGraphRunnableConfig, Send, type SendOptions } from "@langchain/langgraph";
 import { ToolNode, type ToolNodeOptions } from "@langchain/langgraph/prebuilt";
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { graphPb, pb, type Verified } from "@savepoint-dev/client";
@@ -31,6 +31,25 @@ export interface DurableToolNodeOptions extends ToolNodeOptions, SaverOptions {
   serde?: SerializerProtocol;
   /** Verify hooks by tool name, asked about a call of that tool in doubt (VerifyHook). */
   verify?: Record<string, VerifyHook>;
+  /**
+   * The names of the tools that require a person's approval, bound to the
+   * call and its input (docs/api.md, ApproveEffect). A call of one without
+   * an approval stops the graph with LangGraph's interrupt(), its value
+   * `{ savepointApproval: { threadId, checkpointNs, toolUseId, name, args,
+   * inputDigest } }`; resume it with `new Command({ resume: { approved, note,
+   * by } })`, which records the decision (ApproveThreadEffect, for the input
+   * the call waits with), or with any other value once the decision was
+   * recorded elsewhere (savepoint approve --thread). An approved call runs
+   * once; a denied one is answered with an error ToolMessage holding the note.
+   */
+  approvalRequired?: string[];
+}
+
+/** The text of the error ToolMessage answering a call a person denied. */
+export function deniedText(a: pb.EffectApproval | undefined): string {
+  const by = a?.decidedBy || "a person";
+  if (!a?.note) return `This call was denied by ${by}; it did not run.`;
+  return `This call was denied by ${by}; it did not run. Their note: ${a.note}`;
 }
 
 /**
@@ -118,9 +137,10 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
   readonly #conn: Connection;
   readonly #serde: SerializerProtocol;
   readonly #verify: Map<string, VerifyHook>;
+  readonly #approval: Set<string>;
 
   constructor(tools: Tool[], options: DurableToolNodeOptions = {}) {
-    const { name, tags, handleToolErrors, serde, verify, ...conn } = options;
+    const { name, tags, handleToolErrors, serde, verify, approvalRequired, ...conn } = options;
     super(tools, { name, tags, handleToolErrors });
     for (const t of tools) effectClassOf(t);
     for (const [n, hook] of Object.entries(verify ?? {})) {
@@ -128,6 +148,10 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
       if (typeof hook !== "function") throw new Error(`DurableToolNode: verify[${JSON.stringify(n)}] is not a function`);
     }
     this.#verify = new Map(Object.entries(verify ?? {}));
+    for (const n of approvalRequired ?? []) {
+      if (!tools.some((t) => t.name === n)) throw new Error(`DurableToolNode: approvalRequired names ${JSON.stringify(n)}, which is not one of its tools`);
+    }
+    this.#approval = new Set(approvalRequired ?? []);
     this.#conn = new Connection(conn);
     this.address = this.#conn.address;
     this.#serde = serde ?? new JsonPlusSerializer();
@@ -161,9 +185,42 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
           effectClass: CLASSES[cls],
           checkpointId: key.checkpointId,
           requestId: randomUUID(),
+          requiresApproval: this.#approval.has(call.name),
         }),
       );
     let begun = await begin();
+    while (begun.decision === pb.Decision.DECISION_AWAIT_APPROVAL) {
+      const decided: unknown = interrupt({
+        savepointApproval: {
+          threadId: key.threadId,
+          checkpointNs: key.ns,
+          toolUseId: key.toolUseId,
+          name: call.name,
+          args: call.args,
+          inputDigest: Buffer.from(begun.effect?.inputDigest ?? []).toString("hex"),
+        },
+      });
+      if (decided !== null && typeof decided === "object" && "approved" in decided) {
+        const d = decided as { approved: unknown; note?: unknown; by?: unknown };
+        await this.#conn.unary<graphPb.ApproveThreadEffectRequest, graphPb.ApproveThreadEffectResponse>(
+          "approveThreadEffect",
+          graphPb.ApproveThreadEffectRequest.fromPartial({
+            threadId: key.threadId,
+            checkpointNs: key.ns,
+            toolUseId: key.toolUseId,
+            decision: d.approved ? pb.ApprovalStatus.APPROVAL_STATUS_APPROVED : pb.ApprovalStatus.APPROVAL_STATUS_DENIED,
+            inputDigest: Buffer.from(begun.effect?.inputDigest ?? []),
+            note: typeof d.note === "string" ? d.note : "",
+            decidedBy: typeof d.by === "string" ? d.by : "",
+            requestId: randomUUID(),
+          }),
+        );
+      }
+      begun = await begin();
+    }
+    if (begun.decision === pb.Decision.DECISION_DENIED) {
+      return new ToolMessage({ status: "error", name: call.name, tool_call_id: key.toolUseId, content: deniedText(begun.effect?.approval) });
+    }
     const v = await this.#verified(begun, call, key);
     if (v) {
       // Recorded with ResolveThreadEffect: done is this call's answer from

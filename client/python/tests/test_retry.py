@@ -123,9 +123,10 @@ REQUESTS = {
     "ForkSession": pb.ForkSessionRequest(source_session_id="s", new_session_id="f", request_id="33333333-3333-4333-8333-333333333333"),
     "RewindSession": pb.RewindSessionRequest(session_id="s", epoch=3, revision=1, request_id="44444444-4444-4444-8444-444444444444"),
     "ResolveEffect": pb.ResolveEffectRequest(session_id="s", tool_use_id="t", request_id="55555555-5555-4555-8555-555555555555"),
+    "ApproveEffect": pb.ApproveEffectRequest(session_id="s", tool_use_id="t", request_id="66666666-6666-4666-8666-666666666666"),
 }
 # As client/client.go's retrySafe: every method but these is never retried.
-RETRIED = {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "ResolveEffect", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
+RETRIED = {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "ResolveEffect", "ApproveEffect", "BeginEffect", "RecordEffect", "Resume", "Reconcile", "GetSession", "ListMessages", "ListSessions", "ListEffects"}
 
 
 def test_requests_cover_every_method() -> None:
@@ -367,7 +368,7 @@ def test_retry_rules_from_the_proto() -> None:
 
     rules = service_retry_rules(pb.DESCRIPTOR.services_by_name["SavepointService"])
     assert {m for m, r in rules.items() if r != "never"} == RETRIED
-    assert {m for m, r in rules.items() if r == "request_id"} == {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "ResolveEffect"}
+    assert {m for m, r in rules.items() if r == "request_id"} == {"SaveCheckpoint", "CompleteSession", "ForkSession", "RewindSession", "ResolveEffect", "ApproveEffect"}
     assert retry_safe("UploadCheckpoint", gpb.UploadCheckpointStart(request_id="r"))
     assert not retry_safe("UploadCheckpoint", gpb.UploadCheckpointStart())
     assert retry_safe("ListThreadEffects", gpb.ListThreadEffectsRequest())

@@ -30,6 +30,9 @@ import {
   RecordEffectRequest,
   ResumeRequest,
   ResolveEffectRequest,
+  ApproveEffectRequest,
+  type ApproveEffectResponse,
+  ApprovalStatus,
   RewindSessionRequest,
   SaveCheckpointRequest,
   SavepointServiceClient,
@@ -42,6 +45,8 @@ import {
   GraphCheckpointServiceService,
   ResolveThreadEffectRequest,
   type ResolveThreadEffectResponse,
+  ApproveThreadEffectRequest,
+  type ApproveThreadEffectResponse,
 } from "./gen/savepoint/v1/graph.js";
 import { discardLogger, type Logger } from "./log.js";
 import { RETRY_RULES } from "./retry_rules.js";
@@ -207,6 +212,15 @@ export interface DialOptions {
    */
   onLedgerError?: (call: ToolUse, result: ToolResult, err: unknown) => void;
   /**
+   * The names of the tools that require a person's approval: a call of one
+   * is begun (beginEffect with requiresApproval) only against an approval
+   * for that exact call and input, which the begin spends once. Without one,
+   * runTool and reconcile throw AwaitingApprovalError (the tool did not
+   * run); after a denial the result is the approver's note, isError, with
+   * decision DECISION_DENIED, recorded as refused so later resumes reuse it.
+   */
+  approvalRequired?: Iterable<string>;
+  /**
    * Called at each stage of every tool use a Session runs or reconciles,
    * synchronously, before the session goes on. It observes and cannot change
    * what happens: for logging, tracing and crash tests, which can stop the
@@ -233,6 +247,7 @@ const requestTypes: { [M in Method]: { fromPartial(o: DeepPartial<Req<M>>): Req<
   forkSession: ForkSessionRequest,
   rewindSession: RewindSessionRequest,
   resolveEffect: ResolveEffectRequest,
+  approveEffect: ApproveEffectRequest,
 } as never;
 
 /** A constructor of a generated grpc-js service client, such as graphPb.GraphCheckpointServiceClient. */
@@ -324,6 +339,7 @@ export class Client {
       toolResults: options.toolResults ?? anthropicToolResults,
       onLedgerError: options.onLedgerError,
       toolHook: options.toolHook,
+      approvalRequired: new Set(options.approvalRequired ?? []),
     };
     const raw: Partial<Record<Method, unknown>> = {};
     for (const m of unaryMethods) {
@@ -349,6 +365,48 @@ export class Client {
   resolveThreadEffect(request: Partial<ResolveThreadEffectRequest>, options: CallOptions = {}): Promise<ResolveThreadEffectResponse> {
     const req = ResolveThreadEffectRequest.fromPartial({ ...request, requestId: request.requestId || randomUUID() });
     const def = GraphCheckpointServiceService.resolveThreadEffect;
+    this.#graph ??= serviceClient(GraphCheckpointServiceClient, this.addr, this.#options);
+    const stub = this.#graph;
+    return this.#retrying(def.path, req, options, () => unaryCall(stub, def, req, options));
+  }
+
+  /**
+   * ApproveEffect (docs/api.md): approves (or with deny, denies) a tool use
+   * of a session that waits for approval, as a person (no epoch), with a
+   * fresh request id so that it is retried while the daemon is unavailable.
+   * The approval holds for the call and its input only (inputDigest, when
+   * given, must be the digest the call waits with); the begin that uses it
+   * spends it. A denial's note is the tool result the model is given.
+   */
+  approveEffect(
+    sessionId: string,
+    toolUseId: string,
+    decision: { deny?: boolean; note?: string; decidedBy?: string; inputDigest?: Uint8Array } = {},
+    options: CallOptions = {},
+  ): Promise<ApproveEffectResponse> {
+    return this.raw.approveEffect(
+      {
+        sessionId,
+        toolUseId,
+        decision: decision.deny ? ApprovalStatus.APPROVAL_STATUS_DENIED : ApprovalStatus.APPROVAL_STATUS_APPROVED,
+        note: decision.note ?? "",
+        decidedBy: decision.decidedBy ?? "",
+        inputDigest: Buffer.from(decision.inputDigest ?? new Uint8Array()),
+        requestId: randomUUID(),
+      },
+      options,
+    );
+  }
+
+  /**
+   * ApproveThreadEffect (docs/api.md): approves or denies a graph thread's
+   * call that waits for approval, as the Go client's ApproveThreadEffect
+   * does. A request without a requestId gets a fresh one, so the call is
+   * retried while the daemon is unavailable.
+   */
+  approveThreadEffect(request: Partial<ApproveThreadEffectRequest>, options: CallOptions = {}): Promise<ApproveThreadEffectResponse> {
+    const req = ApproveThreadEffectRequest.fromPartial({ ...request, requestId: request.requestId || randomUUID() });
+    const def = GraphCheckpointServiceService.approveThreadEffect;
     this.#graph ??= serviceClient(GraphCheckpointServiceClient, this.addr, this.#options);
     const stub = this.#graph;
     return this.#retrying(def.path, req, options, () => unaryCall(stub, def, req, options));

@@ -136,6 +136,12 @@ export class EffectNotBegunError extends SavepointError {}
 export class CallNotInDoubtError extends SavepointError {}
 /** RESOLUTION_CONFLICT: the tool use was resolved already with another finding; the first resolution stands. */
 export class ResolutionConflictError extends SavepointError {}
+/** APPROVAL_NOT_WAITING: approveEffect of a tool use that cannot take a decision (begun without one, recorded, or neither waiting nor pending); nothing was written. */
+export class ApprovalNotWaitingError extends SavepointError {}
+/** APPROVAL_CONFLICT: the tool use was decided already otherwise; the first decision stands. */
+export class ApprovalConflictError extends SavepointError {}
+/** APPROVAL_INPUT_MISMATCH: the approval's input digest is not the call's; the approver saw other input. */
+export class ApprovalInputMismatchError extends SavepointError {}
 /** SESSION_COMPLETED: the session is completed or failed; saves and BeginEffect need a Resume with reopen first. */
 export class SessionCompletedError extends SavepointError {}
 /** PLAINTEXT_BACKUP: the daemon's store has no encryption key, so its backup would be plaintext; set plaintext to accept that. */
@@ -235,6 +241,10 @@ const reasonClasses: Record<SentReason, ErrorClass> = {
   [ErrorReason.ERROR_REASON_CALL_NOT_IN_DOUBT]: CallNotInDoubtError,
   [ErrorReason.ERROR_REASON_RESOLUTION_CONFLICT]: ResolutionConflictError,
   [ErrorReason.ERROR_REASON_INVALID_RESOLUTION]: InvalidArgumentError,
+  [ErrorReason.ERROR_REASON_APPROVAL_NOT_WAITING]: ApprovalNotWaitingError,
+  [ErrorReason.ERROR_REASON_APPROVAL_CONFLICT]: ApprovalConflictError,
+  [ErrorReason.ERROR_REASON_APPROVAL_INPUT_MISMATCH]: ApprovalInputMismatchError,
+  [ErrorReason.ERROR_REASON_INVALID_APPROVAL]: InvalidArgumentError,
   [ErrorReason.ERROR_REASON_COMMIT_OUTCOME_UNKNOWN]: CommitOutcomeUnknownError,
   [ErrorReason.ERROR_REASON_NO_WRITABLE_HOST]: NoWritableHostError,
 };
@@ -351,6 +361,32 @@ export class ResultsMismatchError extends Error {
 }
 
 /** The session ran this tool use already; it never runs one twice. */
+/**
+ * Thrown by runTool and reconcile for a call of a tool that requires
+ * approval (DialOptions.approvalRequired) with none for its call and input:
+ * the tool did not run. Approve it (`savepoint approve SESSION TOOL_USE_ID`,
+ * or client.approveEffect), then run it again (reconcile after a resume).
+ */
+export class AwaitingApprovalError extends Error {
+  /** The call waiting: its session and tool use id, name and input. */
+  readonly sessionId: string;
+  readonly toolUseId: string;
+  readonly toolName: string;
+  /** The daemon's record of the request: its input digest and when it was asked. */
+  readonly approval: unknown;
+  constructor(sessionId: string, toolUseId: string, toolName: string, approval: unknown) {
+    super(
+      `savepoint: tool use ${JSON.stringify(toolUseId)} (${toolName}) of session ${JSON.stringify(sessionId)} not run: ` +
+        `it waits for approval (savepoint approve ${sessionId} ${toolUseId}).`,
+    );
+    this.name = "AwaitingApprovalError";
+    this.sessionId = sessionId;
+    this.toolUseId = toolUseId;
+    this.toolName = toolName;
+    this.approval = approval;
+  }
+}
+
 export class AlreadyRunError extends Error {
   constructor(detail: string) {
     super(`savepoint: tool use already run by this session: ${sentence(detail)}`);

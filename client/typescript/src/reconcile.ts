@@ -113,7 +113,7 @@ export async function reconcileSession(s: ReconcileState, run?: ToolFunc, option
         const started = s.runs.started.has(id);
         if (prev) {
           log.info("savepoint: reconcile: this session ran the tool already, reusing its result", attrs);
-          r = { ...prev, decision: res.decision };
+          r = prev.decision === Decision.DECISION_DENIED ? { ...prev } : { ...prev, decision: res.decision };
           break;
         }
         if (!p) {
@@ -131,7 +131,7 @@ export async function reconcileSession(s: ReconcileState, run?: ToolFunc, option
         log.info("savepoint: reconcile: safe to run, running the tool", attrs);
         const call = fullToolUse(p);
         r = await s.runs.execute(p, epoch, res.idempotencyKey, (key, signal) => run(call, key, signal), options);
-        r = { ...r, decision: res.decision };
+        if (r.decision !== Decision.DECISION_DENIED) r = { ...r, decision: res.decision };
         break;
       }
       default:

@@ -30,6 +30,7 @@ export const RETRY_RULES: Readonly<Record<string, RetryRule>> = Object.freeze({
   "/savepoint.v1.SavepointService/Backup": "never",
   "/savepoint.v1.SavepointService/WatchSessions": "never",
   "/savepoint.v1.SavepointService/ResolveEffect": "requestId",
+  "/savepoint.v1.SavepointService/ApproveEffect": "requestId",
   "/savepoint.v1.GraphCheckpointService/PutCheckpoint": "requestId",
   "/savepoint.v1.GraphCheckpointService/UploadCheckpoint": "requestId",
   "/savepoint.v1.GraphCheckpointService/PutWrites": "requestId",
@@ -45,4 +46,5 @@ export const RETRY_RULES: Readonly<Record<string, RetryRule>> = Object.freeze({
   "/savepoint.v1.GraphCheckpointService/RecordThreadEffect": "requestId",
   "/savepoint.v1.GraphCheckpointService/ListThreadEffects": "always",
   "/savepoint.v1.GraphCheckpointService/ResolveThreadEffect": "requestId",
+  "/savepoint.v1.GraphCheckpointService/ApproveThreadEffect": "requestId",
 });

@@ -1,5 +1,5 @@
-import { sentence } from "./errors.js";
-import { Decision, EffectClass, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
+import { AwaitingApprovalError, sentence } from "./errors.js";
+import { Decision, EffectClass, type EffectApproval, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
 import { effectiveClass, fullToolUse, normalizeContent, toolOutput } from "./tool.js";
 import type { CallOptions, SessionHost, ToolContent, ToolEvent, ToolResult } from "./types.js";
 
@@ -42,14 +42,21 @@ export class ToolRuns {
     options: CallOptions = {},
   ): Promise<ToolResult> {
     const id = p.toolUseId;
-    if (effectiveClass(p.effectClass) !== EffectClass.EFFECT_CLASS_READ_ONLY) {
+    const requiresApproval = this.#c.config.approvalRequired?.has(p.name) ?? false;
+    if (effectiveClass(p.effectClass) !== EffectClass.EFFECT_CLASS_READ_ONLY || requiresApproval) {
+      let b;
       try {
-        const b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch }, options);
-        key = b.idempotencyKey;
+        b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch, requiresApproval }, options);
       } catch (err) {
         this.started.delete(id);
         throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: BeginEffect`);
       }
+      if (b.decision === Decision.DECISION_AWAIT_APPROVAL) {
+        this.started.delete(id);
+        throw new AwaitingApprovalError(this.#id, id, p.name, b.approval);
+      }
+      if (b.decision === Decision.DECISION_DENIED) return this.denied(p, b.approval);
+      key = b.idempotencyKey;
       this.hook({ stage: "begun", call: fullToolUse(p) });
     }
     const r: ToolResult = { toolUseId: id, content: "", isError: false, decision: Decision.DECISION_UNSPECIFIED };
@@ -77,6 +84,22 @@ export class ToolRuns {
       this.reportLedgerError(p, r, err);
     }
     this.ran.set(id, { ...r });
+    return r;
+  }
+
+  /** The result of a call a person denied: their note, isError, recorded as refused so that later resumes reuse it. */
+  async denied(p: PbToolUse, a: EffectApproval | undefined): Promise<ToolResult> {
+    const r: ToolResult = { toolUseId: p.toolUseId, content: deniedText(a), isError: true, decision: Decision.DECISION_DENIED };
+    try {
+      await this.#c.raw.recordEffect(
+        { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: r.content as string, isError: true, refused: true },
+        { deadline: Date.now() + RECORD_TIMEOUT_MS },
+      );
+    } catch (err) {
+      r.ledgerError = err;
+      this.reportLedgerError(p, r, err);
+    }
+    this.ran.set(p.toolUseId, { ...r });
     return r;
   }
 
@@ -112,4 +135,11 @@ export function annotate(err: unknown, context: string): Error {
     return err;
   }
   return new Error(`${context}: ${sentence(String(err))}`, { cause: err });
+}
+
+/** The tool result the model is given for a denied call. */
+export function deniedText(a: EffectApproval | undefined): string {
+  const by = a?.decidedBy || "a person";
+  if (!a?.note) return `This call was denied by ${by}; it did not run.`;
+  return `This call was denied by ${by}; it did not run. Their note: ${a.note}`;
 }

@@ -218,6 +218,8 @@ export interface ClientConfig {
   readonly toolResults: ToolResultsFunc;
   readonly onLedgerError?: (call: ToolUse, result: ToolResult, err: unknown) => void;
   readonly toolHook?: (ev: ToolEvent) => void;
+  /** The names of the tools that require a person's approval. */
+  readonly approvalRequired?: ReadonlySet<string>;
 }
 
 /** What a Session uses of its Client: the raw calls and the configuration. */

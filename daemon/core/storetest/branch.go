@@ -25,7 +25,7 @@ func seedBranch(t *testing.T, s core.Store) (keys map[string]string) {
 		}})
 	keys = map[string]string{}
 	for _, id := range []string{"w1", "x1"} {
-		b, err := s.BeginEffect(ctx, "s", id, 0)
+		b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: id, Epoch: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,10 +101,10 @@ func testRewind(t *testing.T, s core.Store) {
 	if decisions["w1"] != core.DecisionReuse || decisions["r1"] != core.DecisionReuse || decisions["x1"] != core.DecisionInDoubt {
 		t.Errorf("decisions after rewind: %v", decisions)
 	}
-	if b, err := s.BeginEffect(ctx, "s", "x1", 1); err != nil || !b.AlreadyBegun || b.IdempotencyKey != keys["x1"] {
+	if b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "x1", Epoch: 1}); err != nil || !b.AlreadyBegun || b.IdempotencyKey != keys["x1"] {
 		t.Errorf("begin x1 again: %+v %v", b, err)
 	}
-	_, err = s.BeginEffect(ctx, "s", "w1", 1)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w1", Epoch: 1})
 	wantErr(t, err, core.ErrCallAlreadyRecorded)
 	// A retry answers again; the id with another revision is refused.
 	if again, err := s.RewindSession(ctx, req); err != nil || again.Revision != 5 || ids(again.PerformedAfter) != "w1,y1" {

@@ -64,7 +64,7 @@ func testComplete(t *testing.T, s core.Store) {
 	// and is kept.
 	_, err = s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2})
 	wantState(t, err, core.ErrSessionCompleted, 2, 1)
-	_, err = s.BeginEffect(ctx, "s", "t1", 0)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 0})
 	wantState(t, err, core.ErrSessionCompleted, 2, 1)
 	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t1", Output: "late"}); err != nil {
 		t.Fatalf("record on a completed session: %v", err)
@@ -167,7 +167,7 @@ func testEffects(t *testing.T, s core.Store) {
 	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "a-recorded", Output: "A"}); err != nil {
 		t.Fatal(err)
 	}
-	begun, err := s.BeginEffect(ctx, "s", "b-begun", 0)
+	begun, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "b-begun", Epoch: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

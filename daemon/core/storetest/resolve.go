@@ -19,7 +19,7 @@ func inDoubtSession(t *testing.T, s core.Store, id string) string {
 		{ID: "t", Name: "write_report", BeginTracked: true},
 		{ID: "r", Name: "read_notes", Class: core.ReadOnly},
 	}})
-	b, err := s.BeginEffect(ctx, id, "w", 0)
+	b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: id, ToolUseID: "w", Epoch: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func testResolveDone(t *testing.T, s core.Store) {
 	if err != nil || !already || stored.Resolution == nil {
 		t.Fatalf("record of the found output: %+v %v %v", stored, already, err)
 	}
-	_, err = s.BeginEffect(ctx, "s", "w", 0)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: 0})
 	wantState(t, err, core.ErrCallAlreadyRecorded, 2, 1)
 	// The ledger lists the resolution with its effect.
 	entries, err := s.Effects(ctx, "s", "", 10)
@@ -137,14 +137,14 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 	}
 	// The new attempt is begun under the same key; from then on, until its
 	// outcome is recorded, the call is in doubt again.
-	b, err := s.BeginEffect(ctx, "s", "w", cp.Epoch)
+	b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: cp.Epoch})
 	if err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
 		t.Fatalf("begin after NOT_DONE: %+v %v", b, err)
 	}
 	if d := decisions(t, s, "s")["w"]; d.Decision != core.DecisionInDoubt || d.ToolUse.Resolution == nil || !d.ToolUse.Resolution.RetryBegun {
 		t.Fatalf("reconcile after the new attempt began: %+v", d)
 	}
-	if b, err := s.BeginEffect(ctx, "s", "w", cp.Epoch); err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
+	if b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: cp.Epoch}); err != nil || b.IdempotencyKey != key || !b.AlreadyBegun {
 		t.Fatalf("begin again: %+v %v", b, err)
 	}
 	// Its record is reused from then on.
@@ -163,7 +163,7 @@ func testResolveNotDone(t *testing.T, s core.Store) {
 	if d := decisions(t, s, "s")["u"]; d.Decision != core.DecisionRun {
 		t.Fatalf("reconcile of u after NOT_DONE: %+v", d)
 	}
-	if b, err := s.BeginEffect(ctx, "s", "u", cp.Epoch); err != nil || b.AlreadyBegun || b.IdempotencyKey == "" {
+	if b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "u", Epoch: cp.Epoch}); err != nil || b.AlreadyBegun || b.IdempotencyKey == "" {
 		t.Fatalf("begin of u: %+v %v", b, err)
 	}
 	if d := decisions(t, s, "s")["u"]; d.Decision != core.DecisionInDoubt {

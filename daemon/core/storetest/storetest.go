@@ -31,6 +31,11 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ResolveNotDone", testResolveNotDone},
 		{"ResolveRefused", testResolveRefused},
 		{"ResolveRequestID", testResolveRequestID},
+		{"ApproveOnce", testApproveOnce},
+		{"ApproveDeny", testApproveDeny},
+		{"ApproveOtherInput", testApproveOtherInput},
+		{"ApproveRefused", testApproveRefused},
+		{"ApproveFork", testApproveFork},
 		{"ReconcileInputs", testReconcileInputs},
 		{"Register", testRegister},
 		{"RegisterParallel", testRegisterParallel},
@@ -233,9 +238,9 @@ func testFencing(t *testing.T, s core.Store) {
 		wantState(t, err, core.ErrSessionFenced, 2, 3)
 	}
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 3, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "x"}}})
-	_, err = s.BeginEffect(ctx, "s", "t1", 2)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 2})
 	wantState(t, err, core.ErrSessionFenced, 3, 3)
-	if _, err := s.BeginEffect(ctx, "s", "t1", 3); err != nil {
+	if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 3}); err != nil {
 		t.Fatal(err)
 	}
 	// A finished effect is a fact: recording is not fenced.
@@ -287,16 +292,16 @@ func testPendingAndLedger(t *testing.T, s core.Store) {
 
 func testBeginEffect(t *testing.T, s core.Store) {
 	create(t, s, "s")
-	_, err := s.BeginEffect(ctx, "s", "w", 0)
+	_, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: 0})
 	wantState(t, err, core.ErrCallNotPending, 1, 1)
-	_, err = s.BeginEffect(ctx, "nope", "w", 0)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "nope", ToolUseID: "w", Epoch: 0})
 	wantErr(t, err, core.ErrSessionNotFound)
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}}})
-	b1, err := s.BeginEffect(ctx, "s", "w", 0)
+	b1, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: 0})
 	if err != nil || b1.IdempotencyKey == "" || b1.AlreadyBegun {
 		t.Fatalf("begin: %+v %v", b1, err)
 	}
-	b2, err := s.BeginEffect(ctx, "s", "w", 0)
+	b2, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: 0})
 	if err != nil || b2.IdempotencyKey != b1.IdempotencyKey || !b2.AlreadyBegun {
 		t.Fatalf("repeat begin: %+v %v", b2, err)
 	}
@@ -306,16 +311,16 @@ func testBeginEffect(t *testing.T, s core.Store) {
 	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "w", Output: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.BeginEffect(ctx, "s", "w", 0)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: 0})
 	wantState(t, err, core.ErrCallAlreadyRecorded, 2, 1)
 	// After Point B the call is no longer pending.
 	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2})
-	_, err = s.BeginEffect(ctx, "s", "w", 0)
+	_, err = s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w", Epoch: 0})
 	wantState(t, err, core.ErrCallNotPending, 3, 1)
 	// Another session's key differs.
 	create(t, s, "t")
 	save(t, s, &core.SaveRequest{SessionID: "t", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}}})
-	b3, err := s.BeginEffect(ctx, "t", "w", 0)
+	b3, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "t", ToolUseID: "w", Epoch: 0})
 	if err != nil || b3.IdempotencyKey == b1.IdempotencyKey {
 		t.Fatalf("other session's begin: %+v %v", b3, err)
 	}
@@ -366,8 +371,8 @@ func testReconcileInputs(t *testing.T, s core.Store) {
 	if _, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "hit", Output: "done"}); err != nil {
 		t.Fatal(err)
 	}
-	idem, _ := s.BeginEffect(ctx, "s", "idem", 0)
-	if _, err := s.BeginEffect(ctx, "s", "begun", 0); err != nil {
+	idem, _ := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "idem", Epoch: 0})
+	if _, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "begun", Epoch: 0}); err != nil {
 		t.Fatal(err)
 	}
 	rev, pending, err := s.PendingToolUses(ctx, "s")

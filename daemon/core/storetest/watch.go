@@ -87,7 +87,7 @@ func testWatch(t *testing.T, s core.Store) {
 		t.Fatalf("saved: %+v", e.Summary)
 	}
 	// BeginEffect makes no revision but puts the call in doubt.
-	if _, err := ns.BeginEffect(ctx, "a", "t", 0); err != nil {
+	if _, err := ns.BeginEffect(ctx, &core.BeginRequest{SessionID: "a", ToolUseID: "t", Epoch: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if e := w.want(t, core.WatchChanged, "a"); e.Summary.Revision != 2 || e.Summary.InDoubtToolUseCount != 1 {
@@ -97,7 +97,7 @@ func testWatch(t *testing.T, s core.Store) {
 	if _, err := ns.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "a", ExpectedRevision: 1}); !errors.Is(err, core.ErrRevisionMismatch) {
 		t.Fatalf("stale save: %v", err)
 	}
-	if _, err := ns.BeginEffect(ctx, "a", "t", 0); err != nil {
+	if _, err := ns.BeginEffect(ctx, &core.BeginRequest{SessionID: "a", ToolUseID: "t", Epoch: 0}); err != nil {
 		t.Fatal(err)
 	}
 	w.quiet(t, 300*time.Millisecond)

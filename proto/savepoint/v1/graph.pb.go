@@ -88,6 +88,9 @@ const (
 	ThreadEffectState_THREAD_EFFECT_STATE_SUCCEEDED ThreadEffectState = 2
 	// The tool raised; output holds the error as the client recorded it.
 	ThreadEffectState_THREAD_EFFECT_STATE_FAILED ThreadEffectState = 3
+	// A begin with requires_approval entered the call, and no attempt has
+	// begun: attempts is 0 and approval says whether it waits or was denied.
+	ThreadEffectState_THREAD_EFFECT_STATE_NOT_BEGUN ThreadEffectState = 4
 )
 
 // Enum value maps for ThreadEffectState.
@@ -97,12 +100,14 @@ var (
 		1: "THREAD_EFFECT_STATE_BEGUN",
 		2: "THREAD_EFFECT_STATE_SUCCEEDED",
 		3: "THREAD_EFFECT_STATE_FAILED",
+		4: "THREAD_EFFECT_STATE_NOT_BEGUN",
 	}
 	ThreadEffectState_value = map[string]int32{
 		"THREAD_EFFECT_STATE_UNSPECIFIED": 0,
 		"THREAD_EFFECT_STATE_BEGUN":       1,
 		"THREAD_EFFECT_STATE_SUCCEEDED":   2,
 		"THREAD_EFFECT_STATE_FAILED":      3,
+		"THREAD_EFFECT_STATE_NOT_BEGUN":   4,
 	}
 )
 
@@ -2133,7 +2138,9 @@ type ThreadEffect struct {
 	CheckpointId string `protobuf:"bytes,15,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// How the latest attempt in doubt was settled (ResolveThreadEffect); unset
 	// when it never was.
-	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record, for a call that requires approval.
+	Approval      *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2280,6 +2287,13 @@ func (x *ThreadEffect) GetResolution() *EffectResolution {
 	return nil
 }
 
+func (x *ThreadEffect) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
 type BeginThreadEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The thread. Required.
@@ -2300,9 +2314,15 @@ type BeginThreadEffectRequest struct {
 	CheckpointId string `protobuf:"bytes,7,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// A client-made UUID (AIP-155): a retry with the same id and payload
 	// returns the first call's answer without starting another attempt.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The tool requires a person's approval, as BeginEffectRequest's: the
+	// first attempt starts only against an approval for this thread,
+	// namespace, tool_use_id and input digest, and spends it in the same
+	// write; without one the decision is AWAIT_APPROVAL (the call is entered
+	// with state NOT_BEGUN) or DENIED.
+	RequiresApproval bool `protobuf:"varint,32,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *BeginThreadEffectRequest) Reset() {
@@ -2389,6 +2409,13 @@ func (x *BeginThreadEffectRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *BeginThreadEffectRequest) GetRequiresApproval() bool {
+	if x != nil {
+		return x.RequiresApproval
+	}
+	return false
 }
 
 type BeginThreadEffectResponse struct {
@@ -2928,6 +2955,168 @@ func (x *ResolveThreadEffectResponse) GetAlreadyResolved() bool {
 	return false
 }
 
+type ApproveThreadEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread. Required.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The namespace, as begun.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// The call, as begun. Required.
+	ToolUseId string `protobuf:"bytes,3,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// As in ApproveEffectRequest.
+	Decision ApprovalStatus `protobuf:"varint,4,opt,name=decision,proto3,enum=savepoint.v1.ApprovalStatus" json:"decision,omitempty"`
+	// As in ApproveEffectRequest.
+	InputDigest []byte `protobuf:"bytes,5,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// As in ApproveEffectRequest.
+	DecidedBy string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// As in ApproveEffectRequest.
+	Note string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	// A client-made UUID (AIP-155), as for RecordThreadEffect.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveThreadEffectRequest) Reset() {
+	*x = ApproveThreadEffectRequest{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveThreadEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveThreadEffectRequest) ProtoMessage() {}
+
+func (x *ApproveThreadEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveThreadEffectRequest.ProtoReflect.Descriptor instead.
+func (*ApproveThreadEffectRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ApproveThreadEffectRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ApproveThreadEffectRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *ApproveThreadEffectRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ApproveThreadEffectRequest) GetDecision() ApprovalStatus {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED
+}
+
+func (x *ApproveThreadEffectRequest) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *ApproveThreadEffectRequest) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *ApproveThreadEffectRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ApproveThreadEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ApproveThreadEffectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry after this call.
+	Effect *ThreadEffect `protobuf:"bytes,1,opt,name=effect,proto3" json:"effect,omitempty"`
+	// True when this decision had been recorded before.
+	AlreadyDecided bool `protobuf:"varint,2,opt,name=already_decided,json=alreadyDecided,proto3" json:"already_decided,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ApproveThreadEffectResponse) Reset() {
+	*x = ApproveThreadEffectResponse{}
+	mi := &file_savepoint_v1_graph_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveThreadEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveThreadEffectResponse) ProtoMessage() {}
+
+func (x *ApproveThreadEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_graph_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveThreadEffectResponse.ProtoReflect.Descriptor instead.
+func (*ApproveThreadEffectResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_graph_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ApproveThreadEffectResponse) GetEffect() *ThreadEffect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
+func (x *ApproveThreadEffectResponse) GetAlreadyDecided() bool {
+	if x != nil {
+		return x.AlreadyDecided
+	}
+	return false
+}
+
 var File_savepoint_v1_graph_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_graph_proto_rawDesc = "" +
@@ -3078,7 +3267,7 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"updateTime\"r\n" +
 	"\x13ListThreadsResponse\x123\n" +
 	"\athreads\x18\x01 \x03(\v2\x19.savepoint.v1.GraphThreadR\athreads\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb4\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xee\x05\n" +
 	"\fThreadEffect\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3101,7 +3290,8 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x0f \x01(\tR\fcheckpointId\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"\xb1\x02\n" +
+	"resolution\x128\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"\xde\x02\n" +
 	"\x18BeginThreadEffectRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3112,7 +3302,8 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\feffect_class\x18\x06 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
 	"\rcheckpoint_id\x18\a \x01(\tR\fcheckpointId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"\xa6\x01\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12+\n" +
+	"\x11requires_approval\x18  \x01(\bR\x10requiresApproval\"\xa6\x01\n" +
 	"\x19BeginThreadEffectResponse\x122\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x16.savepoint.v1.DecisionR\bdecision\x122\n" +
 	"\x06effect\x18\x02 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12!\n" +
@@ -3154,16 +3345,31 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	" \x01(\tR\trequestId\"|\n" +
 	"\x1bResolveThreadEffectResponse\x122\n" +
 	"\x06effect\x18\x01 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12)\n" +
-	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*j\n" +
+	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved\"\xad\x02\n" +
+	"\x1aApproveThreadEffectRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
+	"\vtool_use_id\x18\x03 \x01(\tR\ttoolUseId\x128\n" +
+	"\bdecision\x18\x04 \x01(\x0e2\x1c.savepoint.v1.ApprovalStatusR\bdecision\x12!\n" +
+	"\finput_digest\x18\x05 \x01(\fR\vinputDigest\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"z\n" +
+	"\x1bApproveThreadEffectResponse\x122\n" +
+	"\x06effect\x18\x01 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12'\n" +
+	"\x0falready_decided\x18\x02 \x01(\bR\x0ealreadyDecided*j\n" +
 	"\rPruneStrategy\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x19\n" +
-	"\x15PRUNE_STRATEGY_DELETE\x10\x02*\x9a\x01\n" +
+	"\x15PRUNE_STRATEGY_DELETE\x10\x02*\xbd\x01\n" +
 	"\x11ThreadEffectState\x12#\n" +
 	"\x1fTHREAD_EFFECT_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19THREAD_EFFECT_STATE_BEGUN\x10\x01\x12!\n" +
 	"\x1dTHREAD_EFFECT_STATE_SUCCEEDED\x10\x02\x12\x1e\n" +
-	"\x1aTHREAD_EFFECT_STATE_FAILED\x10\x032\xdc\v\n" +
+	"\x1aTHREAD_EFFECT_STATE_FAILED\x10\x03\x12!\n" +
+	"\x1dTHREAD_EFFECT_STATE_NOT_BEGUN\x10\x042\xd1\f\n" +
 	"\x16GraphCheckpointService\x12a\n" +
 	"\rPutCheckpoint\x12\".savepoint.v1.PutCheckpointRequest\x1a#.savepoint.v1.PutCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12l\n" +
 	"\x10UploadCheckpoint\x12%.savepoint.v1.UploadCheckpointRequest\x1a&.savepoint.v1.UploadCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00(\x01\x12U\n" +
@@ -3180,7 +3386,8 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\x11BeginThreadEffect\x12&.savepoint.v1.BeginThreadEffectRequest\x1a'.savepoint.v1.BeginThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12p\n" +
 	"\x12RecordThreadEffect\x12'.savepoint.v1.RecordThreadEffectRequest\x1a(.savepoint.v1.RecordThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12i\n" +
 	"\x11ListThreadEffects\x12&.savepoint.v1.ListThreadEffectsRequest\x1a'.savepoint.v1.ListThreadEffectsResponse\"\x03\x90\x02\x01\x12s\n" +
-	"\x13ResolveThreadEffect\x12(.savepoint.v1.ResolveThreadEffectRequest\x1a).savepoint.v1.ResolveThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\x13ResolveThreadEffect\x12(.savepoint.v1.ResolveThreadEffectRequest\x1a).savepoint.v1.ResolveThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12s\n" +
+	"\x13ApproveThreadEffect\x12(.savepoint.v1.ApproveThreadEffectRequest\x1a).savepoint.v1.ApproveThreadEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_graph_proto_rawDescOnce sync.Once
@@ -3195,7 +3402,7 @@ func file_savepoint_v1_graph_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_graph_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_savepoint_v1_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_savepoint_v1_graph_proto_goTypes = []any{
 	(PruneStrategy)(0),                  // 0: savepoint.v1.PruneStrategy
 	(ThreadEffectState)(0),              // 1: savepoint.v1.ThreadEffectState
@@ -3238,18 +3445,22 @@ var file_savepoint_v1_graph_proto_goTypes = []any{
 	(*ListThreadEffectsResponse)(nil),   // 38: savepoint.v1.ListThreadEffectsResponse
 	(*ResolveThreadEffectRequest)(nil),  // 39: savepoint.v1.ResolveThreadEffectRequest
 	(*ResolveThreadEffectResponse)(nil), // 40: savepoint.v1.ResolveThreadEffectResponse
-	nil,                                 // 41: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
-	nil,                                 // 42: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
-	(*timestamppb.Timestamp)(nil),       // 43: google.protobuf.Timestamp
-	(EffectClass)(0),                    // 44: savepoint.v1.EffectClass
-	(*EffectResolution)(nil),            // 45: savepoint.v1.EffectResolution
-	(Decision)(0),                       // 46: savepoint.v1.Decision
-	(ResolutionOutcome)(0),              // 47: savepoint.v1.ResolutionOutcome
-	(ResolverKind)(0),                   // 48: savepoint.v1.ResolverKind
+	(*ApproveThreadEffectRequest)(nil),  // 41: savepoint.v1.ApproveThreadEffectRequest
+	(*ApproveThreadEffectResponse)(nil), // 42: savepoint.v1.ApproveThreadEffectResponse
+	nil,                                 // 43: savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	nil,                                 // 44: savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	(*timestamppb.Timestamp)(nil),       // 45: google.protobuf.Timestamp
+	(EffectClass)(0),                    // 46: savepoint.v1.EffectClass
+	(*EffectResolution)(nil),            // 47: savepoint.v1.EffectResolution
+	(*EffectApproval)(nil),              // 48: savepoint.v1.EffectApproval
+	(Decision)(0),                       // 49: savepoint.v1.Decision
+	(ResolutionOutcome)(0),              // 50: savepoint.v1.ResolutionOutcome
+	(ResolverKind)(0),                   // 51: savepoint.v1.ResolverKind
+	(ApprovalStatus)(0),                 // 52: savepoint.v1.ApprovalStatus
 }
 var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.GraphCheckpoint.checkpoint:type_name -> savepoint.v1.TypedValue
-	41, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
+	43, // 1: savepoint.v1.GraphCheckpoint.channel_versions:type_name -> savepoint.v1.GraphCheckpoint.ChannelVersionsEntry
 	2,  // 2: savepoint.v1.ChannelBlob.value:type_name -> savepoint.v1.TypedValue
 	2,  // 3: savepoint.v1.ChannelWrite.value:type_name -> savepoint.v1.TypedValue
 	2,  // 4: savepoint.v1.PendingWrite.value:type_name -> savepoint.v1.TypedValue
@@ -3264,64 +3475,69 @@ var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	3,  // 13: savepoint.v1.GetCheckpointResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
 	4,  // 14: savepoint.v1.GetCheckpointResponse.blobs:type_name -> savepoint.v1.ChannelBlob
 	6,  // 15: savepoint.v1.GetCheckpointResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
-	42, // 16: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
+	44, // 16: savepoint.v1.ListCheckpointsRequest.metadata_filter:type_name -> savepoint.v1.ListCheckpointsRequest.MetadataFilterEntry
 	3,  // 17: savepoint.v1.ListCheckpointsResponse.checkpoint:type_name -> savepoint.v1.GraphCheckpoint
 	4,  // 18: savepoint.v1.ListCheckpointsResponse.blobs:type_name -> savepoint.v1.ChannelBlob
 	6,  // 19: savepoint.v1.ListCheckpointsResponse.pending_writes:type_name -> savepoint.v1.PendingWrite
 	0,  // 20: savepoint.v1.PruneRequest.strategy:type_name -> savepoint.v1.PruneStrategy
-	43, // 21: savepoint.v1.GraphThread.update_time:type_name -> google.protobuf.Timestamp
+	45, // 21: savepoint.v1.GraphThread.update_time:type_name -> google.protobuf.Timestamp
 	30, // 22: savepoint.v1.ListThreadsResponse.threads:type_name -> savepoint.v1.GraphThread
-	44, // 23: savepoint.v1.ThreadEffect.effect_class:type_name -> savepoint.v1.EffectClass
+	46, // 23: savepoint.v1.ThreadEffect.effect_class:type_name -> savepoint.v1.EffectClass
 	1,  // 24: savepoint.v1.ThreadEffect.state:type_name -> savepoint.v1.ThreadEffectState
 	2,  // 25: savepoint.v1.ThreadEffect.output:type_name -> savepoint.v1.TypedValue
-	43, // 26: savepoint.v1.ThreadEffect.begin_time:type_name -> google.protobuf.Timestamp
-	43, // 27: savepoint.v1.ThreadEffect.record_time:type_name -> google.protobuf.Timestamp
-	45, // 28: savepoint.v1.ThreadEffect.resolution:type_name -> savepoint.v1.EffectResolution
-	44, // 29: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
-	46, // 30: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
-	32, // 31: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	2,  // 32: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	32, // 33: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	32, // 34: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
-	47, // 35: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	2,  // 36: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	48, // 37: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	32, // 38: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	7,  // 39: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	9,  // 40: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	12, // 41: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	13, // 42: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
-	17, // 43: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	19, // 44: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	21, // 45: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	23, // 46: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	25, // 47: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	27, // 48: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	29, // 49: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
-	33, // 50: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
-	35, // 51: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
-	37, // 52: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
-	39, // 53: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
-	8,  // 54: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	11, // 55: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	16, // 56: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	15, // 57: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
-	18, // 58: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	20, // 59: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	22, // 60: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	24, // 61: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	26, // 62: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	28, // 63: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	31, // 64: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
-	34, // 65: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
-	36, // 66: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
-	38, // 67: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
-	40, // 68: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
-	54, // [54:69] is the sub-list for method output_type
-	39, // [39:54] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	45, // 26: savepoint.v1.ThreadEffect.begin_time:type_name -> google.protobuf.Timestamp
+	45, // 27: savepoint.v1.ThreadEffect.record_time:type_name -> google.protobuf.Timestamp
+	47, // 28: savepoint.v1.ThreadEffect.resolution:type_name -> savepoint.v1.EffectResolution
+	48, // 29: savepoint.v1.ThreadEffect.approval:type_name -> savepoint.v1.EffectApproval
+	46, // 30: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
+	49, // 31: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
+	32, // 32: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	2,  // 33: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	32, // 34: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	32, // 35: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
+	50, // 36: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	2,  // 37: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	51, // 38: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	32, // 39: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	52, // 40: savepoint.v1.ApproveThreadEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	32, // 41: savepoint.v1.ApproveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	7,  // 42: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	9,  // 43: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	12, // 44: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	13, // 45: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
+	17, // 46: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	19, // 47: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	21, // 48: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	23, // 49: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	25, // 50: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	27, // 51: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	29, // 52: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
+	33, // 53: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
+	35, // 54: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
+	37, // 55: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
+	39, // 56: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
+	41, // 57: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:input_type -> savepoint.v1.ApproveThreadEffectRequest
+	8,  // 58: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	11, // 59: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	16, // 60: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	15, // 61: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
+	18, // 62: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	20, // 63: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	22, // 64: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	24, // 65: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	26, // 66: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	28, // 67: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	31, // 68: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
+	34, // 69: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
+	36, // 70: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
+	38, // 71: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
+	40, // 72: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
+	42, // 73: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:output_type -> savepoint.v1.ApproveThreadEffectResponse
+	58, // [58:74] is the sub-list for method output_type
+	42, // [42:58] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }
@@ -3346,7 +3562,7 @@ func file_savepoint_v1_graph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_graph_proto_rawDesc), len(file_savepoint_v1_graph_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	GraphCheckpointService_RecordThreadEffect_FullMethodName  = "/savepoint.v1.GraphCheckpointService/RecordThreadEffect"
 	GraphCheckpointService_ListThreadEffects_FullMethodName   = "/savepoint.v1.GraphCheckpointService/ListThreadEffects"
 	GraphCheckpointService_ResolveThreadEffect_FullMethodName = "/savepoint.v1.GraphCheckpointService/ResolveThreadEffect"
+	GraphCheckpointService_ApproveThreadEffect_FullMethodName = "/savepoint.v1.GraphCheckpointService/ApproveThreadEffect"
 )
 
 // GraphCheckpointServiceClient is the client API for GraphCheckpointService service.
@@ -118,6 +119,11 @@ type GraphCheckpointServiceClient interface {
 	// returns REUSE), or not done (the next begin starts a new attempt under
 	// the same idempotency key). Threads have no epoch: it is not fenced.
 	ResolveThreadEffect(ctx context.Context, in *ResolveThreadEffectRequest, opts ...grpc.CallOption) (*ResolveThreadEffectResponse, error)
+	// ApproveThreadEffect approves or denies a thread's tool call that
+	// waits for approval (a BeginThreadEffect with requires_approval asked),
+	// bound to the call's input digest, as ApproveEffect does for a
+	// session's. Threads have no epoch: it is not fenced.
+	ApproveThreadEffect(ctx context.Context, in *ApproveThreadEffectRequest, opts ...grpc.CallOption) (*ApproveThreadEffectResponse, error)
 }
 
 type graphCheckpointServiceClient struct {
@@ -302,6 +308,16 @@ func (c *graphCheckpointServiceClient) ResolveThreadEffect(ctx context.Context, 
 	return out, nil
 }
 
+func (c *graphCheckpointServiceClient) ApproveThreadEffect(ctx context.Context, in *ApproveThreadEffectRequest, opts ...grpc.CallOption) (*ApproveThreadEffectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveThreadEffectResponse)
+	err := c.cc.Invoke(ctx, GraphCheckpointService_ApproveThreadEffect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GraphCheckpointServiceServer is the server API for GraphCheckpointService service.
 // All implementations must embed UnimplementedGraphCheckpointServiceServer
 // for forward compatibility.
@@ -384,6 +400,11 @@ type GraphCheckpointServiceServer interface {
 	// returns REUSE), or not done (the next begin starts a new attempt under
 	// the same idempotency key). Threads have no epoch: it is not fenced.
 	ResolveThreadEffect(context.Context, *ResolveThreadEffectRequest) (*ResolveThreadEffectResponse, error)
+	// ApproveThreadEffect approves or denies a thread's tool call that
+	// waits for approval (a BeginThreadEffect with requires_approval asked),
+	// bound to the call's input digest, as ApproveEffect does for a
+	// session's. Threads have no epoch: it is not fenced.
+	ApproveThreadEffect(context.Context, *ApproveThreadEffectRequest) (*ApproveThreadEffectResponse, error)
 	mustEmbedUnimplementedGraphCheckpointServiceServer()
 }
 
@@ -438,6 +459,9 @@ func (UnimplementedGraphCheckpointServiceServer) ListThreadEffects(context.Conte
 }
 func (UnimplementedGraphCheckpointServiceServer) ResolveThreadEffect(context.Context, *ResolveThreadEffectRequest) (*ResolveThreadEffectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveThreadEffect not implemented")
+}
+func (UnimplementedGraphCheckpointServiceServer) ApproveThreadEffect(context.Context, *ApproveThreadEffectRequest) (*ApproveThreadEffectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveThreadEffect not implemented")
 }
 func (UnimplementedGraphCheckpointServiceServer) mustEmbedUnimplementedGraphCheckpointServiceServer() {
 }
@@ -695,6 +719,24 @@ func _GraphCheckpointService_ResolveThreadEffect_Handler(srv interface{}, ctx co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GraphCheckpointService_ApproveThreadEffect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveThreadEffectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GraphCheckpointServiceServer).ApproveThreadEffect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GraphCheckpointService_ApproveThreadEffect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GraphCheckpointServiceServer).ApproveThreadEffect(ctx, req.(*ApproveThreadEffectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GraphCheckpointService_ServiceDesc is the grpc.ServiceDesc for GraphCheckpointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -745,6 +787,10 @@ var GraphCheckpointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveThreadEffect",
 			Handler:    _GraphCheckpointService_ResolveThreadEffect_Handler,
+		},
+		{
+			MethodName: "ApproveThreadEffect",
+			Handler:    _GraphCheckpointService_ApproveThreadEffect_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -173,6 +173,22 @@ const (
 	// one of the enum's values, or output or is_error given with NOT_DONE;
 	// metadata "field" names the field.
 	ErrorReason_ERROR_REASON_INVALID_RESOLUTION ErrorReason = 62
+	// FAILED_PRECONDITION: ApproveEffect (or ApproveThreadEffect) of a tool
+	// use that cannot take a decision: it was begun without one, its effect
+	// is recorded, or it neither waits for approval nor is pending in the
+	// latest revision. Nothing is written.
+	ErrorReason_ERROR_REASON_APPROVAL_NOT_WAITING ErrorReason = 63
+	// ALREADY_EXISTS: ApproveEffect (or ApproveThreadEffect) of a tool use
+	// decided already otherwise (approved and now denied, or the reverse);
+	// the first decision stands.
+	ErrorReason_ERROR_REASON_APPROVAL_CONFLICT ErrorReason = 64
+	// FAILED_PRECONDITION: ApproveEffect (or ApproveThreadEffect) with an
+	// input_digest that is not the one of the call as it waits: the approver
+	// saw other input. Nothing is written.
+	ErrorReason_ERROR_REASON_APPROVAL_INPUT_MISMATCH ErrorReason = 65
+	// INVALID_ARGUMENT: an approval's decision is not APPROVED or DENIED, or
+	// its input_digest is not 32 bytes; metadata "field" names the field.
+	ErrorReason_ERROR_REASON_INVALID_APPROVAL ErrorReason = 66
 	// UNAVAILABLE: the daemon's connection to its database failed after it
 	// sent COMMIT and before the answer came back, so the write may or may not
 	// have been applied. Retry the same request (the same request_id, or the
@@ -240,6 +256,10 @@ var (
 		60: "ERROR_REASON_CALL_NOT_IN_DOUBT",
 		61: "ERROR_REASON_RESOLUTION_CONFLICT",
 		62: "ERROR_REASON_INVALID_RESOLUTION",
+		63: "ERROR_REASON_APPROVAL_NOT_WAITING",
+		64: "ERROR_REASON_APPROVAL_CONFLICT",
+		65: "ERROR_REASON_APPROVAL_INPUT_MISMATCH",
+		66: "ERROR_REASON_INVALID_APPROVAL",
 		90: "ERROR_REASON_COMMIT_OUTCOME_UNKNOWN",
 		91: "ERROR_REASON_NO_WRITABLE_HOST",
 	}
@@ -294,6 +314,10 @@ var (
 		"ERROR_REASON_CALL_NOT_IN_DOUBT":          60,
 		"ERROR_REASON_RESOLUTION_CONFLICT":        61,
 		"ERROR_REASON_INVALID_RESOLUTION":         62,
+		"ERROR_REASON_APPROVAL_NOT_WAITING":       63,
+		"ERROR_REASON_APPROVAL_CONFLICT":          64,
+		"ERROR_REASON_APPROVAL_INPUT_MISMATCH":    65,
+		"ERROR_REASON_INVALID_APPROVAL":           66,
 		"ERROR_REASON_COMMIT_OUTCOME_UNKNOWN":     90,
 		"ERROR_REASON_NO_WRITABLE_HOST":           91,
 	}
@@ -548,6 +572,63 @@ func (ResolverKind) EnumDescriptor() ([]byte, []int) {
 	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{4}
 }
 
+// ApprovalStatus is where a call that requires approval is.
+type ApprovalStatus int32
+
+const (
+	// Never valid in a request.
+	ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED ApprovalStatus = 0
+	// A begin asked; nobody has decided yet.
+	ApprovalStatus_APPROVAL_STATUS_WAITING ApprovalStatus = 1
+	// Approved for input_digest; spent once a begin used it.
+	ApprovalStatus_APPROVAL_STATUS_APPROVED ApprovalStatus = 2
+	// Denied; the call is not run, and its note is the model's tool result.
+	ApprovalStatus_APPROVAL_STATUS_DENIED ApprovalStatus = 3
+)
+
+// Enum value maps for ApprovalStatus.
+var (
+	ApprovalStatus_name = map[int32]string{
+		0: "APPROVAL_STATUS_UNSPECIFIED",
+		1: "APPROVAL_STATUS_WAITING",
+		2: "APPROVAL_STATUS_APPROVED",
+		3: "APPROVAL_STATUS_DENIED",
+	}
+	ApprovalStatus_value = map[string]int32{
+		"APPROVAL_STATUS_UNSPECIFIED": 0,
+		"APPROVAL_STATUS_WAITING":     1,
+		"APPROVAL_STATUS_APPROVED":    2,
+		"APPROVAL_STATUS_DENIED":      3,
+	}
+)
+
+func (x ApprovalStatus) Enum() *ApprovalStatus {
+	p := new(ApprovalStatus)
+	*p = x
+	return p
+}
+
+func (x ApprovalStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_savepoint_v1_savepoint_proto_enumTypes[5].Descriptor()
+}
+
+func (ApprovalStatus) Type() protoreflect.EnumType {
+	return &file_savepoint_v1_savepoint_proto_enumTypes[5]
+}
+
+func (x ApprovalStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalStatus.Descriptor instead.
+func (ApprovalStatus) EnumDescriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{5}
+}
+
 // Decision tells the client what to do with one pending tool use.
 type Decision int32
 
@@ -559,6 +640,15 @@ const (
 	Decision_DECISION_RUN Decision = 2
 	// The outcome is unknown: append tool_result_text as an is_error result.
 	Decision_DECISION_IN_DOUBT Decision = 3
+	// Only from a begin of a call that requires approval: no approval exists
+	// for this exact call and input yet. Nothing was begun: do not run the
+	// tool; wait for ApproveEffect (WatchSessions counts the calls waiting),
+	// then begin again.
+	Decision_DECISION_AWAIT_APPROVAL Decision = 4
+	// Only from a begin of a call that requires approval: a person denied
+	// it. Nothing was begun: do not run the tool; answer the model with an
+	// is_error tool result holding approval.note.
+	Decision_DECISION_DENIED Decision = 5
 )
 
 // Enum value maps for Decision.
@@ -568,12 +658,16 @@ var (
 		1: "DECISION_REUSE",
 		2: "DECISION_RUN",
 		3: "DECISION_IN_DOUBT",
+		4: "DECISION_AWAIT_APPROVAL",
+		5: "DECISION_DENIED",
 	}
 	Decision_value = map[string]int32{
-		"DECISION_UNSPECIFIED": 0,
-		"DECISION_REUSE":       1,
-		"DECISION_RUN":         2,
-		"DECISION_IN_DOUBT":    3,
+		"DECISION_UNSPECIFIED":    0,
+		"DECISION_REUSE":          1,
+		"DECISION_RUN":            2,
+		"DECISION_IN_DOUBT":       3,
+		"DECISION_AWAIT_APPROVAL": 4,
+		"DECISION_DENIED":         5,
 	}
 )
 
@@ -588,11 +682,11 @@ func (x Decision) String() string {
 }
 
 func (Decision) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[5].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[6].Descriptor()
 }
 
 func (Decision) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[5]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[6]
 }
 
 func (x Decision) Number() protoreflect.EnumNumber {
@@ -601,7 +695,7 @@ func (x Decision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Decision.Descriptor instead.
 func (Decision) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{5}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{6}
 }
 
 // WatchEventType says what one WatchSessionsResponse reports.
@@ -653,11 +747,11 @@ func (x WatchEventType) String() string {
 }
 
 func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_savepoint_v1_savepoint_proto_enumTypes[6].Descriptor()
+	return file_savepoint_v1_savepoint_proto_enumTypes[7].Descriptor()
 }
 
 func (WatchEventType) Type() protoreflect.EnumType {
-	return &file_savepoint_v1_savepoint_proto_enumTypes[6]
+	return &file_savepoint_v1_savepoint_proto_enumTypes[7]
 }
 
 func (x WatchEventType) Number() protoreflect.EnumNumber {
@@ -666,7 +760,7 @@ func (x WatchEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEventType.Descriptor instead.
 func (WatchEventType) EnumDescriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{6}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{7}
 }
 
 // Message is one entry of a session's history.
@@ -1431,9 +1525,17 @@ type BeginEffectRequest struct {
 	ToolUse *ToolUse `protobuf:"bytes,20,opt,name=tool_use,json=toolUse,proto3" json:"tool_use,omitempty"`
 	// A client-made UUID (AIP-155). A retry with the same id and payload
 	// returns the original response; empty disables retry detection.
-	RequestId     string `protobuf:"bytes,21,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,21,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The tool requires a person's approval: the call is begun only against
+	// an approval for this session, tool_use_id and input digest (of
+	// tool_use.input_json when tool_use is set, else of the input saved
+	// pending), and beginning it spends the approval in the same write. Without
+	// one the answer is DECISION_AWAIT_APPROVAL (the call is entered as
+	// waiting) or DECISION_DENIED. A call that waits for approval, or was
+	// decided, is gated so even when a later begin does not set this.
+	RequiresApproval bool `protobuf:"varint,32,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *BeginEffectRequest) Reset() {
@@ -1501,16 +1603,31 @@ func (x *BeginEffectRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *BeginEffectRequest) GetRequiresApproval() bool {
+	if x != nil {
+		return x.RequiresApproval
+	}
+	return false
+}
+
 type BeginEffectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A random key, the same on every repeat, to pass to external APIs that
-	// accept an idempotency key.
+	// accept an idempotency key. Empty unless decision is RUN.
 	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// True when the tool use had been begun before.
 	AlreadyBegun bool `protobuf:"varint,2,opt,name=already_begun,json=alreadyBegun,proto3" json:"already_begun,omitempty"`
 	// With tool_use set in the request, the tool use's recorded effect when
 	// it has one: do not run the tool, answer with this. Nothing was written.
-	Effect        *Effect `protobuf:"bytes,20,opt,name=effect,proto3" json:"effect,omitempty"`
+	Effect *Effect `protobuf:"bytes,20,opt,name=effect,proto3" json:"effect,omitempty"`
+	// RUN when the call is begun (always, for a call without approval);
+	// AWAIT_APPROVAL or DENIED for a call that requires approval and has
+	// none for its input, or was denied; REUSE with effect set.
+	Decision Decision `protobuf:"varint,32,opt,name=decision,proto3,enum=savepoint.v1.Decision" json:"decision,omitempty"`
+	// The call's approval record, for a call that requires approval: the
+	// one spent (RUN), the request waiting (AWAIT_APPROVAL), or the denial
+	// with its note (DENIED).
+	Approval      *EffectApproval `protobuf:"bytes,33,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1566,6 +1683,125 @@ func (x *BeginEffectResponse) GetEffect() *Effect {
 	return nil
 }
 
+func (x *BeginEffectResponse) GetDecision() Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return Decision_DECISION_UNSPECIFIED
+}
+
+func (x *BeginEffectResponse) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+// EffectApproval is the durable record of a person's decision on one call
+// that requires approval, bound to the call's input.
+type EffectApproval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Waiting, approved or denied.
+	Status ApprovalStatus `protobuf:"varint,1,opt,name=status,proto3,enum=savepoint.v1.ApprovalStatus" json:"status,omitempty"`
+	// SHA-256 of the tool's name and the canonical form of its input (object
+	// keys sorted, no insignificant space), as ThreadEffect.input_digest: the
+	// input the decision is for.
+	InputDigest []byte `protobuf:"bytes,2,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// When a begin first asked for approval of this input; unset for a
+	// decision made before any begin asked.
+	RequestTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	// Who decided, as given; may be empty.
+	DecidedBy string `protobuf:"bytes,4,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The approver's note; for a denial, the text the model is given.
+	Note string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	// When the daemon recorded the decision; unset while waiting.
+	DecideTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=decide_time,json=decideTime,proto3" json:"decide_time,omitempty"`
+	// True once a begin spent the approval: the call is begun, and the
+	// approval unlocks nothing else.
+	Spent         bool `protobuf:"varint,7,opt,name=spent,proto3" json:"spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EffectApproval) Reset() {
+	*x = EffectApproval{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EffectApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EffectApproval) ProtoMessage() {}
+
+func (x *EffectApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EffectApproval.ProtoReflect.Descriptor instead.
+func (*EffectApproval) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EffectApproval) GetStatus() ApprovalStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED
+}
+
+func (x *EffectApproval) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *EffectApproval) GetRequestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestTime
+	}
+	return nil
+}
+
+func (x *EffectApproval) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *EffectApproval) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *EffectApproval) GetDecideTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecideTime
+	}
+	return nil
+}
+
+func (x *EffectApproval) GetSpent() bool {
+	if x != nil {
+		return x.Spent
+	}
+	return false
+}
+
 type RecordEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -1588,7 +1824,7 @@ type RecordEffectRequest struct {
 
 func (x *RecordEffectRequest) Reset() {
 	*x = RecordEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1836,7 @@ func (x *RecordEffectRequest) String() string {
 func (*RecordEffectRequest) ProtoMessage() {}
 
 func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1849,7 @@ func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectRequest.ProtoReflect.Descriptor instead.
 func (*RecordEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RecordEffectRequest) GetSessionId() string {
@@ -1670,7 +1906,7 @@ type RecordEffectResponse struct {
 
 func (x *RecordEffectResponse) Reset() {
 	*x = RecordEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1918,7 @@ func (x *RecordEffectResponse) String() string {
 func (*RecordEffectResponse) ProtoMessage() {}
 
 func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1931,7 @@ func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectResponse.ProtoReflect.Descriptor instead.
 func (*RecordEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecordEffectResponse) GetEffect() *Effect {
@@ -1726,7 +1962,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1974,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1987,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeRequest) GetSessionId() string {
@@ -1782,7 +2018,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +2030,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +2043,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeResponse) GetCheckpoint() *Checkpoint {
@@ -1852,7 +2088,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2100,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2113,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReconcileRequest) GetSessionId() string {
@@ -1919,14 +2155,18 @@ type Resolution struct {
 	// The ResolveEffect record that settled the call when it was in doubt:
 	// outcome NOT_DONE for DECISION_RUN, DONE for DECISION_REUSE (also in
 	// effect.resolution); unset when none was made.
-	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record, for a call that requires approval: a
+	// DECISION_RUN call whose approval is WAITING is begun only once a
+	// person decides (BeginEffect answers DECISION_AWAIT_APPROVAL until then).
+	Approval      *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resolution) Reset() {
 	*x = Resolution{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2178,7 @@ func (x *Resolution) String() string {
 func (*Resolution) ProtoMessage() {}
 
 func (x *Resolution) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2191,7 @@ func (x *Resolution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resolution.ProtoReflect.Descriptor instead.
 func (*Resolution) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Resolution) GetToolUse() *ToolUse {
@@ -2003,6 +2243,13 @@ func (x *Resolution) GetResolution() *EffectResolution {
 	return nil
 }
 
+func (x *Resolution) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
 type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The revision whose pending tool uses were reconciled.
@@ -2018,7 +2265,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2277,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2290,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReconcileResponse) GetRevision() uint64 {
@@ -2079,7 +2326,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2338,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2351,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2133,7 +2380,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2392,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2405,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionResponse) GetCheckpoint() *Checkpoint {
@@ -2193,7 +2440,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2452,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2465,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2265,7 +2512,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2524,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2537,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2349,7 +2596,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2608,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2621,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -2454,13 +2701,16 @@ type SessionSummary struct {
 	ResolvedByVerifyCount uint32 `protobuf:"varint,30,opt,name=resolved_by_verify_count,json=resolvedByVerifyCount,proto3" json:"resolved_by_verify_count,omitempty"`
 	// The same, with resolver kind PERSON.
 	ResolvedByPersonCount uint32 `protobuf:"varint,31,opt,name=resolved_by_person_count,json=resolvedByPersonCount,proto3" json:"resolved_by_person_count,omitempty"`
+	// The tool uses waiting for approval (a begin asked, nobody decided
+	// yet); ListEffects shows them, with their approval record.
+	AwaitingApprovalCount uint32 `protobuf:"varint,32,opt,name=awaiting_approval_count,json=awaitingApprovalCount,proto3" json:"awaiting_approval_count,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2722,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2735,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionSummary) GetSessionId() string {
@@ -2586,6 +2836,13 @@ func (x *SessionSummary) GetResolvedByPersonCount() uint32 {
 	return 0
 }
 
+func (x *SessionSummary) GetAwaitingApprovalCount() uint32 {
+	if x != nil {
+		return x.AwaitingApprovalCount
+	}
+	return 0
+}
+
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The sessions of this page, in the order asked for.
@@ -2598,7 +2855,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2867,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2880,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2660,7 +2917,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2929,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2942,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchSessionsRequest) GetLabelFilter() map[string]string {
@@ -2739,7 +2996,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +3008,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +3021,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchSessionsResponse) GetType() WatchEventType {
@@ -2807,7 +3064,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +3076,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +3089,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2860,7 +3117,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +3129,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +3142,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteSessionResponse) GetTombstoneEpoch() uint64 {
@@ -2903,7 +3160,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3172,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3185,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
 }
 
 // DamagedSession is a session Verify found damaged.
@@ -2944,7 +3201,7 @@ type DamagedSession struct {
 
 func (x *DamagedSession) Reset() {
 	*x = DamagedSession{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3213,7 @@ func (x *DamagedSession) String() string {
 func (*DamagedSession) ProtoMessage() {}
 
 func (x *DamagedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3226,7 @@ func (x *DamagedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedSession.ProtoReflect.Descriptor instead.
 func (*DamagedSession) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DamagedSession) GetSessionId() string {
@@ -3000,7 +3257,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3269,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3282,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VerifyResponse) GetCheckedSessions() uint64 {
@@ -3057,7 +3314,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3326,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3339,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
 }
 
 type GetServerInfoResponse struct {
@@ -3132,7 +3389,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3401,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3414,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -3292,7 +3549,7 @@ type CompleteSessionRequest struct {
 
 func (x *CompleteSessionRequest) Reset() {
 	*x = CompleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3561,7 @@ func (x *CompleteSessionRequest) String() string {
 func (*CompleteSessionRequest) ProtoMessage() {}
 
 func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3574,7 @@ func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompleteSessionRequest) GetSessionId() string {
@@ -3371,7 +3628,7 @@ type CompleteSessionResponse struct {
 
 func (x *CompleteSessionResponse) Reset() {
 	*x = CompleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3383,7 +3640,7 @@ func (x *CompleteSessionResponse) String() string {
 func (*CompleteSessionResponse) ProtoMessage() {}
 
 func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3396,7 +3653,7 @@ func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompleteSessionResponse) GetRevision() uint64 {
@@ -3443,7 +3700,7 @@ type ListEffectsRequest struct {
 
 func (x *ListEffectsRequest) Reset() {
 	*x = ListEffectsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3712,7 @@ func (x *ListEffectsRequest) String() string {
 func (*ListEffectsRequest) ProtoMessage() {}
 
 func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3725,7 @@ func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsRequest.ProtoReflect.Descriptor instead.
 func (*ListEffectsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListEffectsRequest) GetSessionId() string {
@@ -3519,14 +3776,17 @@ type LedgerEntry struct {
 	// rather than a save making it pending.
 	Registered bool `protobuf:"varint,20,opt,name=registered,proto3" json:"registered,omitempty"`
 	// How the call was settled when it was in doubt; unset when it never was.
-	Resolution    *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record, for a call that requires approval; unset
+	// otherwise.
+	Approval      *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3798,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3811,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LedgerEntry) GetToolUseId() string {
@@ -3631,6 +3891,13 @@ func (x *LedgerEntry) GetResolution() *EffectResolution {
 	return nil
 }
 
+func (x *LedgerEntry) GetApproval() *EffectApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
 type ListEffectsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entries of this page, in tool_use_id order.
@@ -3643,7 +3910,7 @@ type ListEffectsResponse struct {
 
 func (x *ListEffectsResponse) Reset() {
 	*x = ListEffectsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3922,7 @@ func (x *ListEffectsResponse) String() string {
 func (*ListEffectsResponse) ProtoMessage() {}
 
 func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3935,7 @@ func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsResponse.ProtoReflect.Descriptor instead.
 func (*ListEffectsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListEffectsResponse) GetEntries() []*LedgerEntry {
@@ -3703,7 +3970,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3715,7 +3982,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3728,7 +3995,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForkSessionRequest) GetSourceSessionId() string {
@@ -3784,7 +4051,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +4063,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +4076,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ForkSessionResponse) GetRevision() uint64 {
@@ -3871,7 +4138,7 @@ type RewindSessionRequest struct {
 
 func (x *RewindSessionRequest) Reset() {
 	*x = RewindSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +4150,7 @@ func (x *RewindSessionRequest) String() string {
 func (*RewindSessionRequest) ProtoMessage() {}
 
 func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +4163,7 @@ func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
 func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RewindSessionRequest) GetSessionId() string {
@@ -3948,7 +4215,7 @@ type RewindSessionResponse struct {
 
 func (x *RewindSessionResponse) Reset() {
 	*x = RewindSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4227,7 @@ func (x *RewindSessionResponse) String() string {
 func (*RewindSessionResponse) ProtoMessage() {}
 
 func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4240,7 @@ func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
 func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RewindSessionResponse) GetRevision() uint64 {
@@ -4032,7 +4299,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4311,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4324,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupRequest) GetSinceVersion() uint64 {
@@ -4092,7 +4359,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4371,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4384,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -4177,7 +4444,7 @@ type ResolveEffectRequest struct {
 
 func (x *ResolveEffectRequest) Reset() {
 	*x = ResolveEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4189,7 +4456,7 @@ func (x *ResolveEffectRequest) String() string {
 func (*ResolveEffectRequest) ProtoMessage() {}
 
 func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4202,7 +4469,7 @@ func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectRequest.ProtoReflect.Descriptor instead.
 func (*ResolveEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResolveEffectRequest) GetSessionId() string {
@@ -4288,7 +4555,7 @@ type ResolveEffectResponse struct {
 
 func (x *ResolveEffectResponse) Reset() {
 	*x = ResolveEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4567,7 @@ func (x *ResolveEffectResponse) String() string {
 func (*ResolveEffectResponse) ProtoMessage() {}
 
 func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4580,7 @@ func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectResponse.ProtoReflect.Descriptor instead.
 func (*ResolveEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResolveEffectResponse) GetEntry() *LedgerEntry {
@@ -4326,6 +4593,175 @@ func (x *ResolveEffectResponse) GetEntry() *LedgerEntry {
 func (x *ResolveEffectResponse) GetAlreadyResolved() bool {
 	if x != nil {
 		return x.AlreadyResolved
+	}
+	return false
+}
+
+type ApproveEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The tool use: one waiting for approval (a begin with
+	// requires_approval asked), or one pending in the latest revision and not
+	// begun (approved before it asks).
+	ToolUseId string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The caller's epoch, fenced like a save; unset for a person, who is not
+	// fenced.
+	Epoch *uint64 `protobuf:"varint,3,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
+	// APPROVED or DENIED. Required.
+	Decision ApprovalStatus `protobuf:"varint,4,opt,name=decision,proto3,enum=savepoint.v1.ApprovalStatus" json:"decision,omitempty"`
+	// The digest of the input the approver saw (EffectApproval.input_digest,
+	// as ListEffects shows it); when set it must equal the call's, else
+	// APPROVAL_INPUT_MISMATCH. Unset decides for the call's input as it waits.
+	InputDigest []byte `protobuf:"bytes,5,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// Who decides, such as a user name; at most 256 bytes.
+	DecidedBy string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// A note for the record; for a denial, what the model is told. At most
+	// 4096 bytes.
+	Note string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original response; empty disables retry detection.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveEffectRequest) Reset() {
+	*x = ApproveEffectRequest{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveEffectRequest) ProtoMessage() {}
+
+func (x *ApproveEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveEffectRequest.ProtoReflect.Descriptor instead.
+func (*ApproveEffectRequest) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ApproveEffectRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetEpoch() uint64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
+}
+
+func (x *ApproveEffectRequest) GetDecision() ApprovalStatus {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED
+}
+
+func (x *ApproveEffectRequest) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *ApproveEffectRequest) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ApproveEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ApproveEffectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's ledger entry after the decision.
+	Entry *LedgerEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// True when this decision had been recorded before (by another request).
+	AlreadyDecided bool `protobuf:"varint,2,opt,name=already_decided,json=alreadyDecided,proto3" json:"already_decided,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ApproveEffectResponse) Reset() {
+	*x = ApproveEffectResponse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveEffectResponse) ProtoMessage() {}
+
+func (x *ApproveEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveEffectResponse.ProtoReflect.Descriptor instead.
+func (*ApproveEffectResponse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ApproveEffectResponse) GetEntry() *LedgerEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *ApproveEffectResponse) GetAlreadyDecided() bool {
+	if x != nil {
+		return x.AlreadyDecided
 	}
 	return false
 }
@@ -4417,7 +4853,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x16SaveCheckpointResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xba\x01\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xe7\x01\n" +
 	"\x12BeginEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
@@ -4425,11 +4861,24 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x120\n" +
 	"\btool_use\x18\x14 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x15 \x01(\tR\trequestId\"\x91\x01\n" +
+	"request_id\x18\x15 \x01(\tR\trequestId\x12+\n" +
+	"\x11requires_approval\x18  \x01(\bR\x10requiresApproval\"\xff\x01\n" +
 	"\x13BeginEffectResponse\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12#\n" +
 	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\x12,\n" +
-	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\"\xb5\x01\n" +
+	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x122\n" +
+	"\bdecision\x18  \x01(\x0e2\x16.savepoint.v1.DecisionR\bdecision\x128\n" +
+	"\bapproval\x18! \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"\xae\x02\n" +
+	"\x0eEffectApproval\x124\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x1c.savepoint.v1.ApprovalStatusR\x06status\x12!\n" +
+	"\finput_digest\x18\x02 \x01(\fR\vinputDigest\x12=\n" +
+	"\frequest_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x04 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x12;\n" +
+	"\vdecide_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"decideTime\x12\x14\n" +
+	"\x05spent\x18\a \x01(\bR\x05spent\"\xb5\x01\n" +
 	"\x13RecordEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
@@ -4457,7 +4906,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12 \n" +
 	"\ftool_use_ids\x18\x14 \x03(\tR\n" +
-	"toolUseIds\"\xc9\x02\n" +
+	"toolUseIds\"\x83\x03\n" +
 	"\n" +
 	"Resolution\x120\n" +
 	"\btool_use\x18\x01 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x122\n" +
@@ -4468,7 +4917,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05begun\x18\x06 \x01(\bR\x05begun\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"\x93\x01\n" +
+	"resolution\x128\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"\x93\x01\n" +
 	"\x11ReconcileResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12:\n" +
 	"\vresolutions\x18\x02 \x03(\v2\x18.savepoint.v1.ResolutionR\vresolutions\x12&\n" +
@@ -4507,7 +4957,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\border_by\x18\a \x01(\tR\aorderBy\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x05\n" +
 	"\x0eSessionSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -4526,7 +4976,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x127\n" +
 	"\x18resolved_by_verify_count\x18\x1e \x01(\rR\x15resolvedByVerifyCount\x127\n" +
-	"\x18resolved_by_person_count\x18\x1f \x01(\rR\x15resolvedByPersonCount\x1a9\n" +
+	"\x18resolved_by_person_count\x18\x1f \x01(\rR\x15resolvedByPersonCount\x126\n" +
+	"\x17awaiting_approval_count\x18  \x01(\rR\x15awaitingApprovalCount\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
@@ -4604,7 +5055,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xe0\x03\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x9a\x04\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -4621,7 +5072,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"registered\x12>\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
-	"resolution\"r\n" +
+	"resolution\x128\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"r\n" +
 	"\x13ListEffectsResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.savepoint.v1.LedgerEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x01\n" +
@@ -4677,7 +5129,23 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x06_epoch\"s\n" +
 	"\x15ResolveEffectResponse\x12/\n" +
 	"\x05entry\x18\x01 \x01(\v2\x19.savepoint.v1.LedgerEntryR\x05entry\x12)\n" +
-	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved*\xb9\x0e\n" +
+	"\x10already_resolved\x18\x02 \x01(\bR\x0falreadyResolved\"\xa9\x02\n" +
+	"\x14ApproveEffectRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
+	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x19\n" +
+	"\x05epoch\x18\x03 \x01(\x04H\x00R\x05epoch\x88\x01\x01\x128\n" +
+	"\bdecision\x18\x04 \x01(\x0e2\x1c.savepoint.v1.ApprovalStatusR\bdecision\x12!\n" +
+	"\finput_digest\x18\x05 \x01(\fR\vinputDigest\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestIdB\b\n" +
+	"\x06_epoch\"q\n" +
+	"\x15ApproveEffectResponse\x12/\n" +
+	"\x05entry\x18\x01 \x01(\v2\x19.savepoint.v1.LedgerEntryR\x05entry\x12'\n" +
+	"\x0falready_decided\x18\x02 \x01(\bR\x0ealreadyDecided*\xd1\x0f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x01\x12\"\n" +
@@ -4729,7 +5197,11 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"!ERROR_REASON_TOOL_USE_ID_MISMATCH\x102\x12\"\n" +
 	"\x1eERROR_REASON_CALL_NOT_IN_DOUBT\x10<\x12$\n" +
 	" ERROR_REASON_RESOLUTION_CONFLICT\x10=\x12#\n" +
-	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>\x12'\n" +
+	"\x1fERROR_REASON_INVALID_RESOLUTION\x10>\x12%\n" +
+	"!ERROR_REASON_APPROVAL_NOT_WAITING\x10?\x12\"\n" +
+	"\x1eERROR_REASON_APPROVAL_CONFLICT\x10@\x12(\n" +
+	"$ERROR_REASON_APPROVAL_INPUT_MISMATCH\x10A\x12!\n" +
+	"\x1dERROR_REASON_INVALID_APPROVAL\x10B\x12'\n" +
 	"#ERROR_REASON_COMMIT_OUTCOME_UNKNOWN\x10Z\x12!\n" +
 	"\x1dERROR_REASON_NO_WRITABLE_HOST\x10[*\x83\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
@@ -4749,18 +5221,25 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\fResolverKind\x12\x1d\n" +
 	"\x19RESOLVER_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RESOLVER_KIND_VERIFY\x10\x01\x12\x18\n" +
-	"\x14RESOLVER_KIND_PERSON\x10\x02*a\n" +
+	"\x14RESOLVER_KIND_PERSON\x10\x02*\x88\x01\n" +
+	"\x0eApprovalStatus\x12\x1f\n" +
+	"\x1bAPPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17APPROVAL_STATUS_WAITING\x10\x01\x12\x1c\n" +
+	"\x18APPROVAL_STATUS_APPROVED\x10\x02\x12\x1a\n" +
+	"\x16APPROVAL_STATUS_DENIED\x10\x03*\x93\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_REUSE\x10\x01\x12\x10\n" +
 	"\fDECISION_RUN\x10\x02\x12\x15\n" +
-	"\x11DECISION_IN_DOUBT\x10\x03*\xab\x01\n" +
+	"\x11DECISION_IN_DOUBT\x10\x03\x12\x1b\n" +
+	"\x17DECISION_AWAIT_APPROVAL\x10\x04\x12\x13\n" +
+	"\x0fDECISION_DENIED\x10\x05*\xab\x01\n" +
 	"\x0eWatchEventType\x12 \n" +
 	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x01\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_REMOVED\x10\x02\x12\x1e\n" +
 	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\xf2\f\n" +
+	"\x17WATCH_EVENT_TYPE_RESYNC\x10\x042\xd5\r\n" +
 	"\x10SavepointService\x12d\n" +
 	"\x0eSaveCheckpoint\x12#.savepoint.v1.SaveCheckpointRequest\x1a$.savepoint.v1.SaveCheckpointResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12W\n" +
 	"\vBeginEffect\x12 .savepoint.v1.BeginEffectRequest\x1a!.savepoint.v1.BeginEffectResponse\"\x03\x90\x02\x02\x12Z\n" +
@@ -4780,7 +5259,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\rRewindSession\x12\".savepoint.v1.RewindSessionRequest\x1a#.savepoint.v1.RewindSessionResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12J\n" +
 	"\x06Backup\x12\x1b.savepoint.v1.BackupRequest\x1a\x1c.savepoint.v1.BackupResponse\"\x03\x90\x02\x000\x01\x12_\n" +
 	"\rWatchSessions\x12\".savepoint.v1.WatchSessionsRequest\x1a#.savepoint.v1.WatchSessionsResponse\"\x03\x90\x02\x000\x01\x12a\n" +
-	"\rResolveEffect\x12\".savepoint.v1.ResolveEffectRequest\x1a#.savepoint.v1.ResolveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
+	"\rResolveEffect\x12\".savepoint.v1.ResolveEffectRequest\x1a#.savepoint.v1.ResolveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00\x12a\n" +
+	"\rApproveEffect\x12\".savepoint.v1.ApproveEffectRequest\x1a#.savepoint.v1.ApproveEffectResponse\"\a\x88\xb5\x18\x01\x90\x02\x00BCZAgithub.com/savepoint-dev/savepoint/proto/savepoint/v1;savepointv1b\x06proto3"
 
 var (
 	file_savepoint_v1_savepoint_proto_rawDescOnce sync.Once
@@ -4794,170 +5274,185 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 	return file_savepoint_v1_savepoint_proto_rawDescData
 }
 
-var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
 	(EffectClass)(0),                // 2: savepoint.v1.EffectClass
 	(ResolutionOutcome)(0),          // 3: savepoint.v1.ResolutionOutcome
 	(ResolverKind)(0),               // 4: savepoint.v1.ResolverKind
-	(Decision)(0),                   // 5: savepoint.v1.Decision
-	(WatchEventType)(0),             // 6: savepoint.v1.WatchEventType
-	(*Message)(nil),                 // 7: savepoint.v1.Message
-	(*ToolUse)(nil),                 // 8: savepoint.v1.ToolUse
-	(*Effect)(nil),                  // 9: savepoint.v1.Effect
-	(*EffectResolution)(nil),        // 10: savepoint.v1.EffectResolution
-	(*Checkpoint)(nil),              // 11: savepoint.v1.Checkpoint
-	(*SaveCheckpointRequest)(nil),   // 12: savepoint.v1.SaveCheckpointRequest
-	(*SaveCheckpointResponse)(nil),  // 13: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectRequest)(nil),      // 14: savepoint.v1.BeginEffectRequest
-	(*BeginEffectResponse)(nil),     // 15: savepoint.v1.BeginEffectResponse
-	(*RecordEffectRequest)(nil),     // 16: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),    // 17: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),           // 18: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),          // 19: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),        // 20: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),              // 21: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),       // 22: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),       // 23: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 24: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),     // 25: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),    // 26: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),     // 27: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),          // 28: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),    // 29: savepoint.v1.ListSessionsResponse
-	(*WatchSessionsRequest)(nil),    // 30: savepoint.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),   // 31: savepoint.v1.WatchSessionsResponse
-	(*DeleteSessionRequest)(nil),    // 32: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 33: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),           // 34: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),          // 35: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),          // 36: savepoint.v1.VerifyResponse
-	(*GetServerInfoRequest)(nil),    // 37: savepoint.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 38: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionRequest)(nil),  // 39: savepoint.v1.CompleteSessionRequest
-	(*CompleteSessionResponse)(nil), // 40: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsRequest)(nil),      // 41: savepoint.v1.ListEffectsRequest
-	(*LedgerEntry)(nil),             // 42: savepoint.v1.LedgerEntry
-	(*ListEffectsResponse)(nil),     // 43: savepoint.v1.ListEffectsResponse
-	(*ForkSessionRequest)(nil),      // 44: savepoint.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),     // 45: savepoint.v1.ForkSessionResponse
-	(*RewindSessionRequest)(nil),    // 46: savepoint.v1.RewindSessionRequest
-	(*RewindSessionResponse)(nil),   // 47: savepoint.v1.RewindSessionResponse
-	(*BackupRequest)(nil),           // 48: savepoint.v1.BackupRequest
-	(*BackupResponse)(nil),          // 49: savepoint.v1.BackupResponse
-	(*ResolveEffectRequest)(nil),    // 50: savepoint.v1.ResolveEffectRequest
-	(*ResolveEffectResponse)(nil),   // 51: savepoint.v1.ResolveEffectResponse
-	nil,                             // 52: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 53: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 54: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 55: savepoint.v1.SessionSummary.LabelsEntry
-	nil,                             // 56: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	(*timestamppb.Timestamp)(nil),   // 57: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 58: google.protobuf.Duration
+	(ApprovalStatus)(0),             // 5: savepoint.v1.ApprovalStatus
+	(Decision)(0),                   // 6: savepoint.v1.Decision
+	(WatchEventType)(0),             // 7: savepoint.v1.WatchEventType
+	(*Message)(nil),                 // 8: savepoint.v1.Message
+	(*ToolUse)(nil),                 // 9: savepoint.v1.ToolUse
+	(*Effect)(nil),                  // 10: savepoint.v1.Effect
+	(*EffectResolution)(nil),        // 11: savepoint.v1.EffectResolution
+	(*Checkpoint)(nil),              // 12: savepoint.v1.Checkpoint
+	(*SaveCheckpointRequest)(nil),   // 13: savepoint.v1.SaveCheckpointRequest
+	(*SaveCheckpointResponse)(nil),  // 14: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectRequest)(nil),      // 15: savepoint.v1.BeginEffectRequest
+	(*BeginEffectResponse)(nil),     // 16: savepoint.v1.BeginEffectResponse
+	(*EffectApproval)(nil),          // 17: savepoint.v1.EffectApproval
+	(*RecordEffectRequest)(nil),     // 18: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),    // 19: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),           // 20: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 21: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),        // 22: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),              // 23: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),       // 24: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),       // 25: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 26: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),     // 27: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),    // 28: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),     // 29: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),          // 30: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),    // 31: savepoint.v1.ListSessionsResponse
+	(*WatchSessionsRequest)(nil),    // 32: savepoint.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),   // 33: savepoint.v1.WatchSessionsResponse
+	(*DeleteSessionRequest)(nil),    // 34: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 35: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),           // 36: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),          // 37: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),          // 38: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),    // 39: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 40: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionRequest)(nil),  // 41: savepoint.v1.CompleteSessionRequest
+	(*CompleteSessionResponse)(nil), // 42: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsRequest)(nil),      // 43: savepoint.v1.ListEffectsRequest
+	(*LedgerEntry)(nil),             // 44: savepoint.v1.LedgerEntry
+	(*ListEffectsResponse)(nil),     // 45: savepoint.v1.ListEffectsResponse
+	(*ForkSessionRequest)(nil),      // 46: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 47: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 48: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 49: savepoint.v1.RewindSessionResponse
+	(*BackupRequest)(nil),           // 50: savepoint.v1.BackupRequest
+	(*BackupResponse)(nil),          // 51: savepoint.v1.BackupResponse
+	(*ResolveEffectRequest)(nil),    // 52: savepoint.v1.ResolveEffectRequest
+	(*ResolveEffectResponse)(nil),   // 53: savepoint.v1.ResolveEffectResponse
+	(*ApproveEffectRequest)(nil),    // 54: savepoint.v1.ApproveEffectRequest
+	(*ApproveEffectResponse)(nil),   // 55: savepoint.v1.ApproveEffectResponse
+	nil,                             // 56: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 57: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 58: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 59: savepoint.v1.SessionSummary.LabelsEntry
+	nil,                             // 60: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	(*timestamppb.Timestamp)(nil),   // 61: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 62: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	57, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	10, // 2: savepoint.v1.Effect.resolution:type_name -> savepoint.v1.EffectResolution
+	61, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	11, // 2: savepoint.v1.Effect.resolution:type_name -> savepoint.v1.EffectResolution
 	3,  // 3: savepoint.v1.EffectResolution.outcome:type_name -> savepoint.v1.ResolutionOutcome
 	4,  // 4: savepoint.v1.EffectResolution.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	57, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
-	7,  // 6: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
-	8,  // 7: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	52, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	57, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	61, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
+	8,  // 6: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
+	9,  // 7: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	56, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	61, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 10: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	57, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
-	57, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
-	8,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	53, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	8,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
-	9,  // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
-	9,  // 18: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	11, // 19: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	8,  // 20: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	5,  // 21: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	9,  // 22: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	10, // 23: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
-	21, // 24: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	11, // 25: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	7,  // 26: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	54, // 27: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 28: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	58, // 29: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	55, // 30: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	57, // 31: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 32: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	57, // 33: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	28, // 34: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	56, // 35: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 36: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	58, // 37: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	58, // 38: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	6,  // 39: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	28, // 40: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	57, // 41: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	35, // 42: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	57, // 43: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	58, // 44: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 45: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 46: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 47: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	57, // 48: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	9,  // 49: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	10, // 50: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
-	42, // 51: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	42, // 52: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 53: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 54: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	42, // 55: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	3,  // 56: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	4,  // 57: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	42, // 58: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	12, // 59: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	14, // 60: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	16, // 61: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	18, // 62: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	20, // 63: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	23, // 64: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	25, // 65: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	27, // 66: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	32, // 67: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	34, // 68: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	37, // 69: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	39, // 70: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	41, // 71: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	44, // 72: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	46, // 73: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	48, // 74: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	30, // 75: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	50, // 76: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
-	13, // 77: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	15, // 78: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	17, // 79: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	19, // 80: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	22, // 81: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	24, // 82: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	26, // 83: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	29, // 84: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	33, // 85: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	36, // 86: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	38, // 87: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	40, // 88: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	43, // 89: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	45, // 90: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	47, // 91: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	49, // 92: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	31, // 93: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	51, // 94: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
-	77, // [77:95] is the sub-list for method output_type
-	59, // [59:77] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	61, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	61, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
+	9,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
+	57, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	9,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
+	10, // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
+	6,  // 18: savepoint.v1.BeginEffectResponse.decision:type_name -> savepoint.v1.Decision
+	17, // 19: savepoint.v1.BeginEffectResponse.approval:type_name -> savepoint.v1.EffectApproval
+	5,  // 20: savepoint.v1.EffectApproval.status:type_name -> savepoint.v1.ApprovalStatus
+	61, // 21: savepoint.v1.EffectApproval.request_time:type_name -> google.protobuf.Timestamp
+	61, // 22: savepoint.v1.EffectApproval.decide_time:type_name -> google.protobuf.Timestamp
+	10, // 23: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	12, // 24: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	9,  // 25: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	6,  // 26: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	10, // 27: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	11, // 28: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
+	17, // 29: savepoint.v1.Resolution.approval:type_name -> savepoint.v1.EffectApproval
+	23, // 30: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	12, // 31: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	8,  // 32: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	58, // 33: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 34: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	62, // 35: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	59, // 36: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	61, // 37: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 38: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	61, // 39: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	30, // 40: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	60, // 41: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 42: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	62, // 43: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	62, // 44: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 45: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	30, // 46: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	61, // 47: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	37, // 48: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	61, // 49: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	62, // 50: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 51: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 52: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 53: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	61, // 54: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	10, // 55: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	11, // 56: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
+	17, // 57: savepoint.v1.LedgerEntry.approval:type_name -> savepoint.v1.EffectApproval
+	44, // 58: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	44, // 59: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	44, // 60: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	44, // 61: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	44, // 62: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 63: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 64: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	44, // 65: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	5,  // 66: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	44, // 67: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	13, // 68: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	15, // 69: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	18, // 70: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	20, // 71: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	22, // 72: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	25, // 73: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	27, // 74: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	29, // 75: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	34, // 76: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	36, // 77: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	39, // 78: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	41, // 79: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	43, // 80: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	46, // 81: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	48, // 82: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	50, // 83: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	32, // 84: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	52, // 85: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	54, // 86: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
+	14, // 87: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	16, // 88: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	19, // 89: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	21, // 90: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	24, // 91: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	26, // 92: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	28, // 93: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	31, // 94: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	35, // 95: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	38, // 96: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	40, // 97: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	42, // 98: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	45, // 99: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	47, // 100: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	49, // 101: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	51, // 102: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	33, // 103: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	53, // 104: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	55, // 105: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
+	87, // [87:106] is the sub-list for method output_type
+	68, // [68:87] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -4967,16 +5462,17 @@ func file_savepoint_v1_savepoint_proto_init() {
 	}
 	file_savepoint_v1_options_proto_init()
 	file_savepoint_v1_savepoint_proto_msgTypes[5].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[16].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[31].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[43].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[17].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[32].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[44].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   50,
+			NumEnums:      8,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

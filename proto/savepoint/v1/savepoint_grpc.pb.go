@@ -37,6 +37,7 @@ const (
 	SavepointService_Backup_FullMethodName          = "/savepoint.v1.SavepointService/Backup"
 	SavepointService_WatchSessions_FullMethodName   = "/savepoint.v1.SavepointService/WatchSessions"
 	SavepointService_ResolveEffect_FullMethodName   = "/savepoint.v1.SavepointService/ResolveEffect"
+	SavepointService_ApproveEffect_FullMethodName   = "/savepoint.v1.SavepointService/ApproveEffect"
 )
 
 // SavepointServiceClient is the client API for SavepointService service.
@@ -114,6 +115,15 @@ type SavepointServiceClient interface {
 	// hook) and not otherwise (a person: a finding is a fact, as with
 	// RecordEffect).
 	ResolveEffect(ctx context.Context, in *ResolveEffectRequest, opts ...grpc.CallOption) (*ResolveEffectResponse, error)
+	// ApproveEffect approves or denies one tool use that requires approval,
+	// bound to its input: the decision holds for the session, the
+	// tool_use_id and the canonical input digest of the call as it waits (or
+	// as it is pending), and for nothing else. BeginEffect with
+	// requires_approval begins the call only against an approval for that
+	// exact call and spends it in the same durable write. It is fenced by
+	// epoch when one is given, and not otherwise (a person with access to the
+	// daemon).
+	ApproveEffect(ctx context.Context, in *ApproveEffectRequest, opts ...grpc.CallOption) (*ApproveEffectResponse, error)
 }
 
 type savepointServiceClient struct {
@@ -322,6 +332,16 @@ func (c *savepointServiceClient) ResolveEffect(ctx context.Context, in *ResolveE
 	return out, nil
 }
 
+func (c *savepointServiceClient) ApproveEffect(ctx context.Context, in *ApproveEffectRequest, opts ...grpc.CallOption) (*ApproveEffectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveEffectResponse)
+	err := c.cc.Invoke(ctx, SavepointService_ApproveEffect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SavepointServiceServer is the server API for SavepointService service.
 // All implementations must embed UnimplementedSavepointServiceServer
 // for forward compatibility.
@@ -397,6 +417,15 @@ type SavepointServiceServer interface {
 	// hook) and not otherwise (a person: a finding is a fact, as with
 	// RecordEffect).
 	ResolveEffect(context.Context, *ResolveEffectRequest) (*ResolveEffectResponse, error)
+	// ApproveEffect approves or denies one tool use that requires approval,
+	// bound to its input: the decision holds for the session, the
+	// tool_use_id and the canonical input digest of the call as it waits (or
+	// as it is pending), and for nothing else. BeginEffect with
+	// requires_approval begins the call only against an approval for that
+	// exact call and spends it in the same durable write. It is fenced by
+	// epoch when one is given, and not otherwise (a person with access to the
+	// daemon).
+	ApproveEffect(context.Context, *ApproveEffectRequest) (*ApproveEffectResponse, error)
 	mustEmbedUnimplementedSavepointServiceServer()
 }
 
@@ -460,6 +489,9 @@ func (UnimplementedSavepointServiceServer) WatchSessions(*WatchSessionsRequest, 
 }
 func (UnimplementedSavepointServiceServer) ResolveEffect(context.Context, *ResolveEffectRequest) (*ResolveEffectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveEffect not implemented")
+}
+func (UnimplementedSavepointServiceServer) ApproveEffect(context.Context, *ApproveEffectRequest) (*ApproveEffectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveEffect not implemented")
 }
 func (UnimplementedSavepointServiceServer) mustEmbedUnimplementedSavepointServiceServer() {}
 func (UnimplementedSavepointServiceServer) testEmbeddedByValue()                          {}
@@ -792,6 +824,24 @@ func _SavepointService_ResolveEffect_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SavepointService_ApproveEffect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveEffectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SavepointServiceServer).ApproveEffect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SavepointService_ApproveEffect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SavepointServiceServer).ApproveEffect(ctx, req.(*ApproveEffectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SavepointService_ServiceDesc is the grpc.ServiceDesc for SavepointService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -862,6 +912,10 @@ var SavepointService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveEffect",
 			Handler:    _SavepointService_ResolveEffect_Handler,
+		},
+		{
+			MethodName: "ApproveEffect",
+			Handler:    _SavepointService_ApproveEffect_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -35,19 +35,33 @@ function runAgent(work: string, sid: string, crash = "", mode = ""): Promise<{ c
   });
 }
 
-// [CRASH_AT, report.txt writes, in doubt]
+// Every crash moment of every turn, as client/python/tests/test_anthropic.py
+// has them: [CRASH_AT, report.txt writes, in doubt]. Turns 1-3 ask for
+// read_notes, count_words (both read-only) and write_report; turn 4 answers.
 const MOMENTS: [string, number, boolean][] = [
-  ["before-point-a:1", 1, false],
-  ["after-point-a:3", 1, false],
-  ["after-begin:1", 0, true],
-  ["in-tool:1", 1, true],
-  ["after-record:3", 1, false],
-  ["after-point-b:2", 1, false],
-  ["after-point-a:4", 1, false],
+  ...[1, 2, 3, 4].map((n): [string, number, boolean] => [`before-point-a:${n}`, 1, false]),
+  ...[1, 2, 3].map((n): [string, number, boolean] => [`after-point-a:${n}`, 1, false]),
+  ["after-point-a:4", 1, false], // the final answer is saved, the session not completed
+  ["after-begin:1", 0, true], // write_report begun, killed before it wrote
+  ["in-tool:1", 1, true], // killed inside write_report, after its side effect
+  ...[1, 2, 3].map((n): [string, number, boolean] => [`after-record:${n}`, 1, false]),
+  ...[1, 2, 3].map((n): [string, number, boolean] => [`after-point-b:${n}`, 1, false]),
 ];
 
-const RUNNER_MOMENTS = new Set(["after-point-a:3", "after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4"]);
-const CASES = [...MOMENTS.map((m) => [...m, ""] as const), ...MOMENTS.filter((m) => RUNNER_MOMENTS.has(m[0])).map((m) => [...m, "runner"] as const)];
+// make test runs a moment for each way a resume can go: Reconcile's RUN (a
+// read-only call pending), IN_DOUBT (begun, and begun then written), REUSE
+// (recorded), and a history that already ends with the final answer; the
+// crash during a resume is its own test below. SAVEPOINT_FULL_MATRIX=1
+// (make test-anthropic-matrix) runs every moment, and the SDK's tool runner
+// at the moments around its tools, as the Python tests do.
+const FULL = process.env.SAVEPOINT_FULL_MATRIX === "1";
+const SHORT = new Set(["after-point-a:1", "after-begin:1", "in-tool:1", "after-record:3", "after-point-a:4"]);
+const RUNNER_SHORT = new Set(["after-begin:1", "in-tool:1", "after-record:3"]);
+const RUNNER_FULL = new Set([...SHORT, "before-point-a:1", "after-point-a:3", "after-point-b:2"]);
+const CASES = [
+  ...MOMENTS.filter((m) => FULL || SHORT.has(m[0])).map((m) => [...m, ""] as const),
+  ...MOMENTS.filter((m) => (FULL ? RUNNER_FULL : RUNNER_SHORT).has(m[0])).map((m) => [...m, "runner"] as const),
+];
 
 for (const [crash, writes, inDoubt, mode] of CASES) {
   test(`${mode ? "durableToolRunner" : "DurableAgent"}: SIGKILL at ${crash}, resumed by a new process`, async () => {
@@ -80,6 +94,64 @@ for (const [crash, writes, inDoubt, mode] of CASES) {
     assert.equal(fake.requests.length, n, "a completed session does not call the model");
   });
 }
+
+for (const mode of ["", "runner"]) {
+  test(`${mode ? "durableToolRunner" : "DurableAgent"}: SIGKILL during a resume, then resumed again`, async () => {
+    const work = mkdtempSync(join(tmpdir(), "spa"));
+    writeFileSync(join(work, "sales-notes.txt"), "Closed deals with Acme, Globex and Initech this week.");
+    const sid = `ts-${mode}-during-resume`;
+    // Killed after write_report's outcome was recorded, then again inside the resume's Reconcile.
+    assert.equal((await runAgent(work, sid, "after-record:3", mode)).signal, "SIGKILL");
+    const second = await runAgent(work, sid, "resume:1", mode);
+    assert.equal(second.signal, "SIGKILL", second.out);
+    assert.match(second.out, /\[kill\] resume:1/);
+    const last = await runAgent(work, sid, "", mode);
+    assert.equal(last.code, 0, last.out);
+    assert.deepEqual(readFileSync(join(work, "report.txt"), "utf8").split("\n").filter(Boolean), [REPORT]);
+    const c = await dial(d.addr);
+    try {
+      const g = await c.raw.getSession({ sessionId: sid });
+      const msgs = g.checkpoint!.messages.map((m) => ({ role: m.role, content: JSON.parse(m.contentJson) }));
+      assert.equal(pairingError(msgs), "");
+      assert.equal(g.checkpoint!.status, SessionStatus.SESSION_STATUS_COMPLETED);
+      assert.equal(g.checkpoint!.finalOutput, FINAL);
+    } finally {
+      c.close();
+    }
+  });
+}
+
+const PARALLEL = join(dirname(fileURLToPath(import.meta.url)), "parallel.js");
+
+function runParallel(work: string, sid: string, crash = ""): Promise<{ code: number | null; signal: string | null; out: string }> {
+  return new Promise((res) => {
+    const p = spawn(process.execPath, [PARALLEL, d.addr, work, sid, ...(crash ? [crash] : [])]);
+    let out = "";
+    p.stdout.on("data", (b) => (out += b));
+    p.stderr.on("data", (b) => (out += b));
+    p.on("exit", (code, signal) => res({ code, signal, out }));
+  });
+}
+
+const lines = (f: string) => (existsSync(f) ? readFileSync(f, "utf8").split("\n").filter(Boolean) : []);
+
+test("DurableAgent runs a turn's tools concurrently, each begun before it runs", async () => {
+  const work = mkdtempSync(join(tmpdir(), "spa"));
+  const r = await runParallel(work, "ts-parallel");
+  assert.equal(r.code, 0, r.out);
+  assert.equal(r.out.trim(), "[done] toolu_fast:fast done, begun first: true | toolu_slow:slow done, begun first: true");
+  assert.deepEqual([lines(join(work, "fast.txt")), lines(join(work, "slow.txt"))], [["fast"], ["slow"]]);
+});
+
+test("DurableAgent killed mid-turn while its tools run concurrently: the finished one is reused, the running one in doubt", async () => {
+  const work = mkdtempSync(join(tmpdir(), "spa"));
+  const first = await runParallel(work, "ts-parallel-crash", "crash");
+  assert.equal(first.signal, "SIGKILL", first.out);
+  const second = await runParallel(work, "ts-parallel-crash");
+  assert.equal(second.code, 0, second.out);
+  assert.equal(second.out.trim(), "[done] toolu_fast:fast done, begun first: true | toolu_slow:in doubt");
+  assert.deepEqual([lines(join(work, "fast.txt")), lines(join(work, "slow.txt"))], [["fast"], ["slow"]]);
+});
 
 test("durableToolRunner refuses runToolsEagerly and stream", async () => {
   const { default: Anthropic } = await import("@anthropic-ai/sdk");

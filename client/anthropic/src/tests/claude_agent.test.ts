@@ -304,3 +304,58 @@ test("delete() removes the session; a session id is the Python one", async () =>
   assert.equal(sessionIdFor("a b"), "claude.a_b");
   assert.throws(() => sessionIdFor("x".repeat(130)), RangeError);
 });
+
+/** A stand-in for the SDK's foldSessionSummary (same signature and result shape): it counts entries and keeps the first prompt. */
+const fold = (prev: { sessionId: string; mtime: number; data: Record<string, unknown> } | undefined, key: SessionKey, entries: SessionStoreEntry[]) => {
+  const data: Record<string, unknown> = { ...(prev?.data ?? { n: 0 }) };
+  data.n = (data.n as number) + entries.length;
+  for (const e of entries) if (e.type === "user" && !("firstPrompt" in data)) data.firstPrompt = (e.message as { content: string }).content;
+  return { sessionId: key.sessionId, mtime: prev?.mtime ?? 0, data };
+};
+
+test("listSessions, listSessionSummaries and listSubkeys select by the SDK key, take nothing over; delete cascades", async () => {
+  const [a, b, other] = [randomUUID(), randomUUID(), randomUUID()];
+  const proj = `-work-${randomUUID().slice(0, 8)}`;
+  const user = (text: string): SessionStoreEntry => ({ type: "user", uuid: randomUUID(), message: { role: "user", content: text } });
+  const writer = new SavepointSessionStore(await client(), { foldSessionSummary: fold });
+  // a's session is first made by a hook, which does not know the project: append labels it.
+  assert.deepEqual(await writer.preToolUse(pre(a, "toolu_1", "write_report"), "toolu_1", opts()), {});
+  await writer.append({ projectKey: proj, sessionId: a }, [user("first a"), user("again a")]);
+  await writer.append({ projectKey: proj, sessionId: a }, [user("third a")]);
+  await writer.append({ projectKey: proj, sessionId: a, subpath: "subagents/agent-1" }, [user("sub 1")]);
+  await writer.append({ projectKey: proj, sessionId: a, subpath: "subagents/agent-2" }, [user("sub 2")]);
+  await writer.append({ projectKey: proj, sessionId: b }, [user("first b")]);
+  await writer.append({ projectKey: `${proj}-x`, sessionId: other }, [user("elsewhere")]);
+
+  const store = new SavepointSessionStore(await client()); // another process
+  const listed = await store.listSessions(proj);
+  assert.deepEqual(listed.map((e) => e.sessionId).sort(), [a, b].sort());
+  assert.ok(listed.every((e) => Number.isInteger(e.mtime) && e.mtime > 1_700_000_000_000));
+  const summaries = new Map((await store.listSessionSummaries(proj)).map((e) => [e.sessionId, e]));
+  assert.deepEqual(summaries.get(a)!.data, { n: 3, firstPrompt: "first a" });
+  assert.deepEqual(summaries.get(b)!.data, { n: 1, firstPrompt: "first b" });
+  assert.deepEqual(Object.fromEntries(listed.map((e) => [e.sessionId, e.mtime])), Object.fromEntries([...summaries].map(([k, v]) => [k, v.mtime])));
+  assert.deepEqual((await store.listSubkeys({ projectKey: proj, sessionId: a })).sort(), ["subagents/agent-1", "subagents/agent-2"]);
+  assert.deepEqual(await store.listSubkeys({ projectKey: proj, sessionId: b }), []);
+  assert.deepEqual(await store.listSessions("-nowhere"), []);
+  // The writer still owns a: listing took nothing over.
+  assert.deepEqual(await writer.preToolUse(pre(a, "toolu_2", "write_report"), "toolu_2", opts()), {});
+
+  await store.delete({ projectKey: proj, sessionId: a });
+  assert.deepEqual((await store.listSessions(proj)).map((e) => e.sessionId), [b]);
+  assert.deepEqual(await store.listSubkeys({ projectKey: proj, sessionId: a }), []);
+  // A targeted delete removes only that subagent transcript.
+  await store.append({ projectKey: proj, sessionId: b, subpath: "subagents/x" }, [user("sub b")]);
+  await store.delete({ projectKey: proj, sessionId: b, subpath: "subagents/x" });
+  assert.deepEqual(await store.listSubkeys({ projectKey: proj, sessionId: b }), []);
+  assert.deepEqual((await store.listSessions(proj)).map((e) => e.sessionId), [b]);
+});
+
+test("without the SDK's foldSessionSummary (not installed here) no summary is kept", async () => {
+  const sdk = randomUUID();
+  const proj = `-p-${randomUUID().slice(0, 8)}`;
+  const store = new SavepointSessionStore(await client());
+  await store.append({ projectKey: proj, sessionId: sdk }, [{ type: "user", uuid: "u1", message: { role: "user", content: "hi" } }]);
+  assert.deepEqual((await store.listSessions(proj)).map((e) => e.sessionId), [sdk]);
+  assert.deepEqual(await store.listSessionSummaries(proj), []);
+});

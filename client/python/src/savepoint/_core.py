@@ -67,6 +67,7 @@ class Options:
     tool_hook: ToolHook | None = None
     on_ledger_error: LedgerErrorHandler | None = None
     logger: logging.Logger = LOGGER
+    approval_required: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -553,8 +554,30 @@ class SessionState:
         with self._guard():
             self._started.discard(tid)
 
+    def _requires_approval(self, p: pb.ToolUse) -> bool:
+        return p.name in self._opts.approval_required
+
     def _begin_request(self, p: pb.ToolUse, epoch: int) -> pb.BeginEffectRequest:
-        return pb.BeginEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch)
+        return pb.BeginEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch, requires_approval=self._requires_approval(p))
+
+    def _gated(self, p: pb.ToolUse, resp: pb.BeginEffectResponse) -> ToolResult | None:
+        """None when the begin began p; else, for a call that waits for
+        approval, raise AwaitingApprovalError (p is no longer started), and
+        for a denied one return its result: the approver's note, is_error,
+        decision DENIED, which the caller records as refused."""
+        if resp.decision == pb.DECISION_AWAIT_APPROVAL:
+            self._unstart(p.tool_use_id)
+            raise errors.AwaitingApprovalError(
+                f"tool use {q(p.tool_use_id)} ({p.name}) of session {q(self._id)} not run: it waits for approval "
+                f"(savepoint approve {self._id} {p.tool_use_id})",
+                call=ToolUse.from_proto(p), approval=resp.approval,
+            )
+        if resp.decision == pb.DECISION_DENIED:
+            return ToolResult(tool_use_id=p.tool_use_id, content=denied_text(resp.approval), is_error=True, decision=Decision.DENIED)
+        return None
+
+    def _refused_request(self, p: pb.ToolUse, r: ToolResult) -> pb.RecordEffectRequest:
+        return pb.RecordEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=tool_output(r.content), is_error=True, refused=True)
 
     def _begin_failed(self, p: pb.ToolUse, err: SavepointError) -> SavepointError:
         """Forget that p was started (its BeginEffect failed, so it did not
@@ -615,6 +638,14 @@ class SessionState:
             return ToolResult(tool_use_id=p.tool_use_id, content=str(output)), SavepointError(f"the tool's output cannot be recorded: {e}")
 
 
+def denied_text(a: pb.EffectApproval) -> str:
+    """The tool result the model is given for a denied call."""
+    by = a.decided_by or "a person"
+    if not a.note:
+        return f"This call was denied by {by}; it did not run."
+    return f"This call was denied by {by}; it did not run. Their note: {a.note}"
+
+
 def watch_request(
     label_filter: Mapping[str, str] | None,
     status_filter: SessionStatus | None,
@@ -644,6 +675,18 @@ def duration(d: float | timedelta) -> Duration:
     else:
         out.FromNanoseconds(round(d * 1e9))
     return out
+
+
+def approve_request(
+    session_id: str, tool_use_id: str, deny: bool, note: str, decided_by: str, input_digest: bytes
+) -> pb.ApproveEffectRequest:
+    """An ApproveEffect with a fresh request id, so that a retry is answered
+    as the first try was."""
+    return pb.ApproveEffectRequest(
+        session_id=session_id, tool_use_id=tool_use_id,
+        decision=pb.APPROVAL_STATUS_DENIED if deny else pb.APPROVAL_STATUS_APPROVED,
+        input_digest=input_digest, decided_by=decided_by, note=note, request_id=str(uuid.uuid4()),
+    )
 
 
 def is_read_only(p: pb.ToolUse) -> bool:

@@ -57,6 +57,10 @@ NAMES = (
     "CallNotInDoubtError",
     "ResolutionConflictError",
     "InvalidResolutionError",
+    "ApprovalNotWaitingError",
+    "ApprovalConflictError",
+    "ApprovalInputMismatchError",
+    "InvalidApprovalError",
     "SessionCompletedError",
     "InvalidSessionStatusError",
     "PlaintextBackupError",
@@ -66,4 +70,5 @@ NAMES = (
     "AlreadyRunError",
     "NotRunError",
     "DurableToolError",
+    "AwaitingApprovalError",
 )

@@ -101,7 +101,13 @@ class AsyncRaw:
             try:
                 return await fn(req, timeout=left(deadline))
             except grpc.aio.AioRpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
+                if self._autostart is not None and e.code() == grpc.StatusCode.UNAVAILABLE:
+                    # The daemon started on demand is gone: start it again in a
+                    # worker thread (a launch waits up to seconds for it to
+                    # serve), so that the event loop goes on meanwhile; a start
+                    # that fails raises here, as retry_wait's would.
+                    await asyncio.to_thread(self._autostart.ensure)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:
@@ -159,6 +165,9 @@ class AsyncRaw:
     async def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
         return await self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
 
+    async def ApproveEffect(self, request: pb.ApproveEffectRequest, timeout: float | None = None) -> pb.ApproveEffectResponse:
+        return await self._call("ApproveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of
@@ -179,13 +188,15 @@ class AsyncClient:
         on_ledger_error: LedgerErrorHandler | None = None,
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        approval_required: Sequence[str] = (),
     ) -> None:
         to = resolve(address, tls, channel_options)
         self.address = to.address
         self._channel = to.aio_channel()
         self._wait_ready = wait_ready
         self._opts = _core.Options(
-            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
+            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER,
+            approval_required=frozenset(approval_required),
         )
         self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart)
 
@@ -228,6 +239,18 @@ class AsyncClient:
         m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
         await arun_steps(self.raw, s._start_steps(m, messages, replace))
         return s
+
+    async def approve_effect(
+        self, session_id: str, tool_use_id: str, *, deny: bool = False, note: str = "", decided_by: str = "", input_digest: bytes = b""
+    ) -> pb.ApproveEffectResponse:
+        """Approve (or with deny, deny) a tool use of session_id that waits
+        for approval, as a person: no epoch. The approval holds for the call
+        and its input only (input_digest, when given, must be the digest the
+        call waits with: ApprovalInputMismatchError otherwise), and the
+        begin that uses it spends it, once. A denial's note is the tool
+        result the model is given. Another decision made before is
+        ApprovalConflictError; the same one again answers already_decided."""
+        return await self.raw.ApproveEffect(_core.approve_request(session_id, tool_use_id, deny, note, decided_by, input_digest))
 
     async def resume(self, session_id: str, *, reopen: bool = False) -> AsyncSession:
         """Take ownership of a session and load it whole, ``reopen`` making a
@@ -411,7 +434,7 @@ class AsyncSession(_core.SessionState):
                 assert run is not None
                 call = ToolUse.from_proto(d)
                 r = await self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
-            results.append(replace(r, decision=Decision(res.decision)))
+            results.append(r if r.decision == Decision.DENIED else replace(r, decision=Decision(res.decision)))
         return results
 
     async def register_tool_use(self, call: ToolUse) -> Registration:
@@ -444,11 +467,19 @@ class AsyncSession(_core.SessionState):
         return self._definite(res, v)
 
     async def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], Awaitable[ToolContent] | ToolContent]) -> ToolResult:
-        if not _core.is_read_only(p):
+        if not _core.is_read_only(p) or self._requires_approval(p):
             try:
-                key = (await self._raw.BeginEffect(self._begin_request(p, epoch))).idempotency_key
+                resp = await self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            denied = self._gated(p, resp)
+            if denied is not None:
+                try:
+                    await self._raw.RecordEffect(self._refused_request(p, denied), timeout=_core.RECORD_TIMEOUT)
+                except SavepointError as e:
+                    return self._after_record(p, denied, e)
+                return self._after_record(p, denied, None)
+            key = resp.idempotency_key
             self._event(ToolStage.BEGUN, p)
         output: object = None
         exc: BaseException | None = None

@@ -67,6 +67,18 @@ read-only or idempotent one, safe to repeat."""
 _SAFE = re.compile(r"[^A-Za-z0-9._:-]")
 
 
+# The labels naming a savepointd session's SDK key, and where its state_json
+# keeps the SDK's folded summary.
+LABEL_PROJECT = "claude.project"
+LABEL_SESSION = "claude.session"
+LABEL_SUBPATH = "claude.subpath"
+SUMMARY_STATE = "claude_summary"
+
+
+def _ms(ts: Any) -> int:
+    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
+
+
 def session_id_for(session_id: str, subpath: str | None = None) -> str:
     """The savepointd session that keeps the SDK session ``session_id``'s
     transcript (and, without ``subpath``, its ledger): ``claude.<id>``, with
@@ -118,15 +130,23 @@ def _output_of(recorded: str) -> Any:
 
 
 class SavepointSessionStore:
-    """The Claude Agent SDK's SessionStore (``append``, ``load``, ``delete``)
-    on savepointd, and the hooks that put the agent's tool calls on the same
-    session's ledger. One instance serves any number of SDK sessions of one
+    """The Claude Agent SDK's SessionStore on savepointd (``append``,
+    ``load``, and the optional ``list_sessions``, ``list_session_summaries``,
+    ``delete`` and ``list_subkeys``), and the hooks that put the agent's tool
+    calls on the same session's ledger. One instance serves any number of SDK sessions of one
     process; give it to ``ClaudeAgentOptions(session_store=...)`` with
     ``session_store_flush="eager"`` and ``hooks=store.hooks()``.
 
     Effect classes: a tool named in ``read_only`` is READ_ONLY (re-run after a
     crash), in ``idempotent`` IDEMPOTENT; every other tool is SIDE_EFFECT (run
-    at most once; in doubt when a crash hides its outcome)."""
+    at most once; in doubt when a crash hides its outcome).
+
+    Each savepointd session carries labels naming its SDK key
+    (``claude.project``, ``claude.session``, ``claude.subpath`` for a
+    subagent transcript), which the list methods select by; the summary the
+    SDK's ``fold_session_summary`` keeps (``fold_summary``, default: the
+    SDK's own, when it is installed) is saved in the session's
+    ``state_json`` with each append, in the same revision."""
 
     def __init__(
         self,
@@ -135,8 +155,10 @@ class SavepointSessionStore:
         read_only: Iterable[str] = (),
         idempotent: Iterable[str] = (),
         labels: Mapping[str, str] | None = None,
+        fold_summary: Callable[..., Any] | None = None,
     ) -> None:
         self._client = client
+        self._fold = fold_summary
         self._classes = {n: EffectClass.READ_ONLY for n in read_only} | {n: EffectClass.IDEMPOTENT for n in idempotent}
         self._labels = dict(labels or {})
         self._sessions: dict[str, AsyncSession] = {}
@@ -171,8 +193,19 @@ class SavepointSessionStore:
             self._sessions[sid] = s
             return s
 
-    async def _append(self, sid: str, s: AsyncSession, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Save the entries not saved yet, in order, as one revision per 1000."""
+    def _folder(self) -> Callable[..., Any] | None:
+        if self._fold is None:
+            try:
+                from claude_agent_sdk import fold_session_summary
+            except ImportError:
+                return None
+            self._fold = fold_session_summary
+        return self._fold
+
+    async def _append(self, sid: str, s: AsyncSession, entries: Sequence[Mapping[str, Any]], key: Mapping[str, Any] | None = None) -> None:
+        """Save the entries not saved yet, in order, as one revision per 1000;
+        with the SDK's key, the labels that name it and (for a main
+        transcript) the folded summary go with the last revision."""
         async with self._lock(sid):
             seen = self._seen[sid]
             fresh: list[Message] = []
@@ -183,8 +216,25 @@ class SavepointSessionStore:
                     continue
                 keys.append(k)
                 fresh.append(Message(role=str(e.get("type") or "entry"), content_json=json.dumps(e, ensure_ascii=False, separators=(",", ":"))))
-            for i in range(0, len(fresh), 1000):
-                await s.save(append=fresh[i : i + 1000])
+            labels: dict[str, str] | None = None
+            state: str | None = None
+            if key is not None:
+                want = {LABEL_PROJECT: str(key["project_key"]), LABEL_SESSION: str(key["session_id"])}
+                if key.get("subpath"):
+                    want[LABEL_SUBPATH] = str(key["subpath"])
+                if any(s.labels.get(k) != v for k, v in want.items()):
+                    labels = {**s.labels, **want}
+                fold = self._folder()
+                if fresh and not key.get("subpath") and fold is not None:
+                    st = json.loads(s.state_json or "{}")
+                    prev = st.get(SUMMARY_STATE)
+                    prev_entry = {"session_id": key["session_id"], "mtime": 0, "data": prev} if prev is not None else None
+                    folded = fold(prev_entry, dict(key), [json.loads(m.content_json) for m in fresh])
+                    state = json.dumps({**st, SUMMARY_STATE: folded["data"]}, separators=(",", ":"))
+            chunks = [fresh[i : i + 1000] for i in range(0, len(fresh), 1000)] or ([[]] if labels is not None else [])
+            for i, chunk in enumerate(chunks):
+                last = i == len(chunks) - 1
+                await s.save(append=chunk, labels=labels if last else None, state_json=state if last else None)
             seen.update(keys)
 
     # -- SessionStore ------------------------------------------------------------
@@ -196,7 +246,7 @@ class SavepointSessionStore:
         sid = session_id_for(key["session_id"], key.get("subpath"))
         s = await self._session(sid, create=True)
         assert s is not None
-        await self._append(sid, s, entries)
+        await self._append(sid, s, entries, key)
         await self._record_refusals(key["session_id"], entries)
 
     async def _record_refusals(self, sdk_session_id: str, entries: Sequence[Mapping[str, Any]]) -> None:
@@ -274,13 +324,50 @@ class SavepointSessionStore:
         return block
 
     async def delete(self, key: Mapping[str, Any]) -> None:
-        """Delete the session (a main transcript's subagent sessions are
-        separate savepointd sessions and stay)."""
-        sid = session_id_for(key["session_id"], key.get("subpath"))
-        s = await self._session(sid, create=False)
-        if s is not None:
-            await s.delete()
-            self._sessions.pop(sid, None)
+        """Delete the session; a main transcript's (no subpath) with its
+        subagent transcripts, as the SDK's contract asks."""
+        subpaths = [key.get("subpath")] if key.get("subpath") else [None, *await self.list_subkeys(key)]
+        for sub in subpaths:
+            sid = session_id_for(key["session_id"], sub)
+            s = await self._session(sid, create=False)
+            if s is not None:
+                await s.delete()
+                self._sessions.pop(sid, None)
+                self._seen.pop(sid, None)
+
+    async def _listed(self, **labels: str) -> list[pb.SessionSummary]:
+        return [x async for x in self._client.list_sessions(labels, page_size=1000)]
+
+    async def list_sessions(self, project_key: str) -> list[dict[str, Any]]:
+        """The main transcripts of ``project_key``: each SDK session id with
+        its savepointd session's last update, in Unix milliseconds. Nothing
+        is taken over (unlike ``load``)."""
+        return [{"session_id": x.labels[LABEL_SESSION], "mtime": _ms(x.update_time)}
+                for x in await self._listed(**{LABEL_PROJECT: project_key}) if LABEL_SUBPATH not in x.labels]
+
+    async def list_session_summaries(self, project_key: str) -> list[dict[str, Any]]:
+        """The SDK's folded summary of each main transcript of ``project_key``
+        that has one (saved with its appends), stamped with the same
+        ``mtime`` as ``list_sessions``: one ListSessions and one GetSession
+        (for the session's state) per session, none taken over."""
+        out = []
+        for x in await self._listed(**{LABEL_PROJECT: project_key}):
+            if LABEL_SUBPATH in x.labels:
+                continue
+            try:
+                r = await self._client.raw.GetSession(pb.GetSessionRequest(session_id=x.session_id))
+            except SessionNotFoundError:
+                continue
+            data = json.loads(r.checkpoint.state_json or "{}").get(SUMMARY_STATE)
+            if data is not None:
+                out.append({"session_id": x.labels[LABEL_SESSION], "mtime": _ms(x.update_time), "data": data})
+        return out
+
+    async def list_subkeys(self, key: Mapping[str, Any]) -> list[str]:
+        """The subpaths of the subagent transcripts saved under the SDK
+        session ``key``."""
+        listed = await self._listed(**{LABEL_PROJECT: str(key["project_key"]), LABEL_SESSION: str(key["session_id"])})
+        return [x.labels[LABEL_SUBPATH] for x in listed if LABEL_SUBPATH in x.labels]
 
     # -- hooks -------------------------------------------------------------------
 

@@ -142,6 +142,9 @@ class Raw:
     def ResolveEffect(self, request: pb.ResolveEffectRequest, timeout: float | None = None) -> pb.ResolveEffectResponse:
         return self._call("ResolveEffect", request, timeout)  # type: ignore[no-any-return]
 
+    def ApproveEffect(self, request: pb.ApproveEffectRequest, timeout: float | None = None) -> pb.ApproveEffectResponse:
+        return self._call("ApproveEffect", request, timeout)  # type: ignore[no-any-return]
+
 
 class Client:
     """A connection to savepointd; safe for use from several threads.
@@ -176,12 +179,14 @@ class Client:
         on_ledger_error: LedgerErrorHandler | None = None,
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        approval_required: Sequence[str] = (),
     ) -> None:
         to = resolve(address, tls, channel_options)
         self.address = to.address
         self._channel = to.channel()
         self._opts = _core.Options(
-            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER
+            tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER,
+            approval_required=frozenset(approval_required),
         )
         self.raw = Raw(self._channel, retry, self._opts.logger, timeout, to.autostart)
         if wait_ready is not None:
@@ -222,6 +227,18 @@ class Client:
         m = _core.Meta(task=task, state_json=state_json, labels=dict(labels or {}))
         run_steps(self.raw, s._start_steps(m, messages, replace))
         return s
+
+    def approve_effect(
+        self, session_id: str, tool_use_id: str, *, deny: bool = False, note: str = "", decided_by: str = "", input_digest: bytes = b""
+    ) -> pb.ApproveEffectResponse:
+        """Approve (or with deny, deny) a tool use of session_id that waits
+        for approval, as a person: no epoch. The approval holds for the call
+        and its input only (input_digest, when given, must be the digest the
+        call waits with: ApprovalInputMismatchError otherwise), and the
+        begin that uses it spends it, once. A denial's note is the tool
+        result the model is given. Another decision made before is
+        ApprovalConflictError; the same one again answers already_decided."""
+        return self.raw.ApproveEffect(_core.approve_request(session_id, tool_use_id, deny, note, decided_by, input_digest))
 
     def resume(self, session_id: str, *, reopen: bool = False) -> Session:
         """Take ownership of an existing session (fencing any process that
@@ -464,7 +481,7 @@ class Session(_core.SessionState):
                 assert run is not None
                 call = ToolUse.from_proto(d)
                 r = self._execute(d, epoch, res.idempotency_key, lambda key: run(call, key))
-            results.append(replace(r, decision=Decision(res.decision)))
+            results.append(r if r.decision == Decision.DENIED else replace(r, decision=Decision(res.decision)))
         return results
 
     def register_tool_use(self, call: ToolUse) -> Registration:
@@ -515,11 +532,19 @@ class Session(_core.SessionState):
     def _execute(self, p: pb.ToolUse, epoch: int, key: str, fn: Callable[[str], ToolContent]) -> ToolResult:
         """The one place a tool runs: BeginEffect unless READ_ONLY, then fn,
         then RecordEffect of fn's real outcome. The caller marked p started."""
-        if not _core.is_read_only(p):
+        if not _core.is_read_only(p) or self._requires_approval(p):
             try:
-                key = self._raw.BeginEffect(self._begin_request(p, epoch)).idempotency_key
+                resp = self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            denied = self._gated(p, resp)
+            if denied is not None:
+                try:
+                    self._raw.RecordEffect(self._refused_request(p, denied), timeout=_core.RECORD_TIMEOUT)
+                except SavepointError as e:
+                    return self._after_record(p, denied, e)
+                return self._after_record(p, denied, None)
+            key = resp.idempotency_key
             self._event(ToolStage.BEGUN, p)
         output: object = None
         exc: BaseException | None = None

@@ -176,6 +176,22 @@ class ResolutionConflictError(SavepointError):
     finding; the first resolution stands."""
 
 
+class ApprovalNotWaitingError(SavepointError):
+    """APPROVAL_NOT_WAITING: approve_effect of a tool use that cannot take a
+    decision (begun without one, recorded, or neither waiting nor pending);
+    nothing was written."""
+
+
+class ApprovalConflictError(SavepointError):
+    """APPROVAL_CONFLICT: the tool use was decided already otherwise; the
+    first decision stands."""
+
+
+class ApprovalInputMismatchError(SavepointError):
+    """APPROVAL_INPUT_MISMATCH: the approval's input digest is not the
+    call's; the approver saw other input. Nothing was written."""
+
+
 class SessionCompletedError(SavepointError):
     """SESSION_COMPLETED: the session is completed or failed; saves and
     begin_effect need a Resume with reopen first, and completing it with
@@ -328,6 +344,11 @@ class InvalidResolutionError(FieldError):
     known value, or output or is_error came with NOT_DONE."""
 
 
+class InvalidApprovalError(FieldError):
+    """INVALID_APPROVAL: an approval's decision is not APPROVED or DENIED,
+    or its input digest is not 32 bytes."""
+
+
 # -- raised by the Session without asking the daemon ---------------------------
 
 
@@ -348,6 +369,19 @@ class AlreadyRunError(SavepointError):
 class NotRunError(SavepointError):
     """A result given to point_b to record claims an outcome that no tool of
     this session returned."""
+
+
+class AwaitingApprovalError(SavepointError):
+    """The tool requires a person's approval and has none for this call and
+    input: it did not run. ``call`` is the tool use, ``approval`` the
+    daemon's record of the request (its input digest). Approve it
+    (``savepoint approve SESSION TOOL_USE_ID`` or Client.approve_effect),
+    then run it again (reconcile, after a resume)."""
+
+    def __init__(self, message: str, *, call: object = None, approval: object = None) -> None:
+        super().__init__(message)
+        self.call = call
+        self.approval = approval
 
 
 class DurableToolError(SavepointError):
@@ -408,6 +442,10 @@ REASON_CLASSES: Mapping[int, type[SavepointError]] = {
     pb.ERROR_REASON_CALL_NOT_IN_DOUBT: CallNotInDoubtError,
     pb.ERROR_REASON_RESOLUTION_CONFLICT: ResolutionConflictError,
     pb.ERROR_REASON_INVALID_RESOLUTION: InvalidResolutionError,
+    pb.ERROR_REASON_APPROVAL_NOT_WAITING: ApprovalNotWaitingError,
+    pb.ERROR_REASON_APPROVAL_CONFLICT: ApprovalConflictError,
+    pb.ERROR_REASON_APPROVAL_INPUT_MISMATCH: ApprovalInputMismatchError,
+    pb.ERROR_REASON_INVALID_APPROVAL: InvalidApprovalError,
     pb.ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: CommitOutcomeUnknownError,
     pb.ERROR_REASON_NO_WRITABLE_HOST: NoWritableHostError,
 }

@@ -81,6 +81,12 @@ class Decision(enum.IntEnum):
     #: The outcome is unknown; the result is the daemon's is_error text
     #: telling the model to check before any retry.
     IN_DOUBT = pb.DECISION_IN_DOUBT
+    #: Only from a begin of a tool that requires approval: none exists for
+    #: this call and input yet; nothing ran (AwaitingApprovalError).
+    AWAIT_APPROVAL = pb.DECISION_AWAIT_APPROVAL
+    #: A person denied the call; the result is their note, is_error, and
+    #: the tool did not run.
+    DENIED = pb.DECISION_DENIED
 
 
 class WatchEventType(enum.IntEnum):

@@ -66,6 +66,7 @@ test("retrySafe, read from the proto, is the table the clients kept by hand", ()
     forkSession: true, // with a request id
     rewindSession: true, // with a request id
     resolveEffect: true, // with a request id, as the Go client always did
+    approveEffect: true, // with a request id, as resolveEffect
   };
   assert.ok(!(unaryMethods as string[]).includes("backup"), "backup streams: the raw client does not wrap it");
   for (const m of unaryMethods) {

@@ -120,6 +120,15 @@ func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
 	if strings.Contains(body, "/fork") || !strings.Contains(body, "Export JSON") {
 		t.Errorf("read-only session page shows actions:\n%s", text(body))
 	}
+	if strings.Contains(body, "/resolve?") {
+		t.Errorf("read-only session page offers to resolve a call:\n%s", text(body))
+	}
+	if code, body := fetch(t, c, base+"/sessions/report-1/resolve?tool_use_id=toolu_02"); code != 403 || !strings.Contains(body, "READ_ONLY") {
+		t.Errorf("read-only resolve form: %d %s", code, text(body))
+	}
+	if code, body := submit(t, s, c, base, "/sessions/report-1/resolve", url.Values{"tool_use_id": {"toolu_02"}, "outcome": {"not_done"}, "confirmed": {"yes"}}); code != 403 || !strings.Contains(body, "READ_ONLY") {
+		t.Errorf("read-only resolve: %d %s", code, text(body))
+	}
 	if code, _ := fetch(t, c, base+"/sessions/report-1/delete"); code != 403 {
 		t.Errorf("read-only delete confirmation: %d", code)
 	}

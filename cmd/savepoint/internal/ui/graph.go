@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -99,10 +100,29 @@ func (s *Server) threads(w http.ResponseWriter, r *http.Request) {
 	if t := resp.GetNextPageToken(); t != "" {
 		next = "/graph?" + url.Values{"page": {t}}.Encode()
 	}
+	// Each thread's ledger is read for its counts: one ListThreadEffects
+	// per thread of the page (at most 100).
+	rows := make([]threadRow, 0, len(resp.GetThreads()))
+	for _, th := range resp.GetThreads() {
+		effects, err := s.opts.Client.ThreadEffects(ctx, th.GetThreadId())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		rows = append(rows, threadRow{GraphThread: th, Calls: len(effects), Counts: cli.CountThreadLedger(effects)})
+	}
 	s.render(w, r, http.StatusOK, "threads", "Graph threads", "graph", struct {
-		Threads  []*savepointv1.GraphThread
+		Threads  []threadRow
 		NextPage string
-	}{resp.GetThreads(), next})
+	}{rows, next})
+}
+
+// threadRow is one thread of the Graph threads page, with its ledger's
+// counts.
+type threadRow struct {
+	*savepointv1.GraphThread
+	Calls  int
+	Counts cli.LedgerCounts
 }
 
 func nsName(ns string) string {
@@ -220,22 +240,23 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request) {
 		Namespaces []*namespaceView
 		Cut        bool
 		Ledger     []threadEffectView
-	}{id, nss, cut, threadEffectViews(effects)})
+		Counts     cli.LedgerCounts
+	}{id, nss, cut, threadEffectViews(effects), cli.CountThreadLedger(effects)})
 }
 
 // threadEffectView is one row of a thread's ledger: the entry and what a
 // node running the call again is answered (client.NextBegin).
 type threadEffectView struct {
-	E        *savepointv1.ThreadEffect
-	NS       string
-	Class    string
-	State    string
-	Begun    string
-	Recorded string
-	Value    decodedValue // the recorded output
-	All      string       // always empty: an output is at most a message's size
-	Next     string
-	Why      string
+	E          *savepointv1.ThreadEffect
+	NS         string
+	Class      string
+	State      string
+	Begun      string
+	Recorded   string
+	Output     *outputView     // the recorded output; nil while begun
+	Resolution *resolutionView // how the call was settled when it was in doubt
+	Next       string
+	Why        string
 }
 
 func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
@@ -248,8 +269,9 @@ func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
 			State: strings.ToLower(strings.TrimPrefix(e.GetState().String(), "THREAD_EFFECT_STATE_")),
 			Begun: formatTime(e.GetBeginTime()), Recorded: formatTime(e.GetRecordTime()), Next: next, Why: why}
 		if o := e.GetOutput(); o != nil {
-			v.Value = decodeValue(o.GetType(), o.GetData(), o.GetTotalSize())
+			v.Output = threadOutput(o, threadOutputURL(e.GetThreadId(), e.GetCheckpointNs(), e.GetToolUseId()))
 		}
+		v.Resolution = newResolution(e.GetResolution())
 		out = append(out, v)
 	}
 	return out
@@ -355,20 +377,22 @@ func (s *Server) value(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusNotFound, "NO_SUCH_VALUE", "The checkpoint has no such value.")
 		return
 	}
-	d := decodeValue(v.GetType(), v.GetData(), v.GetTotalSize())
-	text := string(v.GetData())
-	if d.Decoded {
-		switch v.GetType() {
-		case "msgpack":
-			x, _ := decodeMsgpack(v.GetData())
-			b, _ := json.MarshalIndent(x, "", "  ")
-			text = string(b)
-		default:
-			text = prettyJSON(text)
-		}
-	} else {
-		text = fmt.Sprintf("%s, %d bytes: %s", v.GetType(), v.GetTotalSize(), d.Note)
-	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, text+"\n")
+	io.WriteString(w, wholeValueText(v)+"\n")
+}
+
+// wholeValueText is the whole of v as text: decoded as decodeValue decodes
+// it, but never cut; a value it does not decode is named by its type, size
+// and why.
+func wholeValueText(v *savepointv1.TypedValue) string {
+	d := decodeValue(v.GetType(), v.GetData(), v.GetTotalSize())
+	if !d.Decoded {
+		return fmt.Sprintf("%s, %d bytes: %s", v.GetType(), v.GetTotalSize(), d.Note)
+	}
+	if v.GetType() == "msgpack" {
+		x, _ := decodeMsgpack(v.GetData())
+		b, _ := json.MarshalIndent(x, "", "  ")
+		return string(b)
+	}
+	return prettyJSON(string(v.GetData()))
 }

@@ -35,6 +35,10 @@ type Options struct {
 	ReadOnly bool
 	// Timeout bounds each RPC a request makes; zero means 30 seconds.
 	Timeout time.Duration
+	// Person is the name a resolution made from the inspector is recorded
+	// under unless the form names another (savepoint ui: the user running
+	// it); empty records none.
+	Person string
 	// Token is the secret every request must carry; empty means a new
 	// random one (tests set it).
 	Token string

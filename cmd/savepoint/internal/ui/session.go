@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -43,6 +44,8 @@ type pendingView struct {
 	Class               string // the decision as a CSS class
 	ToolResultText, Key string
 	Begun               bool
+	InDoubt             bool            // Reconcile answers IN_DOUBT: a person may resolve it
+	Resolution          *resolutionView // how it was settled when it was in doubt
 }
 
 type ledgerRow struct {
@@ -51,6 +54,8 @@ type ledgerRow struct {
 	Size               int
 	Digest             string
 	IsError, Late, Has bool
+	Output             *outputView     // the recorded output; nil when none is
+	Resolution         *resolutionView // how the call was settled when it was in doubt
 }
 
 type sessionData struct {
@@ -69,6 +74,7 @@ type sessionData struct {
 	Pending   []pendingView
 	Ledger    []ledgerRow
 	LedgerCut bool
+	Counts    *cli.LedgerCounts // the latest revision's calls in doubt and the ledger's resolved; nil for an older one
 }
 
 // decisionReason names Reconcile's decision and the rule that made it, as
@@ -115,7 +121,9 @@ func (s *Server) ledger(ctx context.Context, id string) ([]ledgerRow, bool, erro
 			}
 			if ef := e.GetEffect(); ef != nil {
 				row.Has, row.Rec, row.Size, row.Digest, row.IsError, row.Late = true, formatTime(ef.GetRecordTime()), len(ef.GetOutput()), digest(ef.GetOutput()), ef.GetIsError(), ef.GetLate()
+				row.Output = newOutput(ef.GetOutput(), sessionOutputURL(id, e.GetToolUseId()))
 			}
+			row.Resolution = newResolution(e.GetResolution())
 			rows = append(rows, row)
 		}
 		token = resp.GetNextPageToken()
@@ -242,8 +250,10 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 			pv.Decision, pv.Reason = decisionReason(res)
 			pv.Class = "decision-" + strings.ReplaceAll(pv.Decision, " ", "-")
 			pv.ToolResultText, pv.Key, pv.Begun = res.GetToolResultText(), res.GetIdempotencyKey(), res.GetBegun()
+			pv.Resolution = newResolution(res.GetResolution())
 			if res.GetDecision() == savepointv1.Decision_DECISION_IN_DOUBT {
 				inDoubt++
+				pv.InDoubt = true
 			}
 		}
 		d.Pending = append(d.Pending, pv)
@@ -263,6 +273,14 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	if d.Ledger, d.LedgerCut, err = s.ledger(ctx, id); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if d.IsLatest {
+		entries := make([]*savepointv1.LedgerEntry, len(d.Ledger))
+		for i, row := range d.Ledger {
+			entries[i] = row.E
+		}
+		n := cli.CountSessionLedger(entries, rec)
+		d.Counts = &n
 	}
 	s.render(w, r, http.StatusOK, "session", "Session "+id, "sessions", d)
 }

@@ -37,6 +37,7 @@ type sessionRow struct {
 	Turn                                      uint32
 	Revision, Epoch                           uint64
 	Pending, InDoubt                          uint32
+	Resolved                                  string // "V/P": calls in doubt resolved by a verify hook, by a person
 }
 
 type sessionsData struct {

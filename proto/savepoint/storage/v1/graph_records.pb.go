@@ -542,7 +542,9 @@ type GraphEffectRecord struct {
 	RecordTime   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
 	CheckpointId string                 `protobuf:"bytes,12,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// How the latest attempt in doubt was settled; as CallRecord's.
-	Resolution    *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record; as CallRecord's.
+	Approval      *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -668,6 +670,13 @@ func (x *GraphEffectRecord) GetResolution() *Resolution {
 	return nil
 }
 
+func (x *GraphEffectRecord) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
 var File_savepoint_storage_v1_graph_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
@@ -712,7 +721,7 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"]\n" +
 	"\x12GraphRequestRecord\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\fR\vfingerprint\x12%\n" +
-	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xab\x04\n" +
+	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xe7\x04\n" +
 	"\x11GraphEffectRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -732,7 +741,8 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\f \x01(\tR\fcheckpointId\x12@\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
-	"resolutionBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
+	"resolution\x12:\n" +
+	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapprovalBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_savepoint_storage_v1_graph_records_proto_rawDescOnce sync.Once
@@ -760,6 +770,7 @@ var file_savepoint_storage_v1_graph_records_proto_goTypes = []any{
 	nil,                           // 9: savepoint.storage.v1.GraphCheckpointRecord.ChannelVersionsEntry
 	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 	(*Resolution)(nil),            // 11: savepoint.storage.v1.Resolution
+	(*Approval)(nil),              // 12: savepoint.storage.v1.Approval
 }
 var file_savepoint_storage_v1_graph_records_proto_depIdxs = []int32{
 	10, // 0: savepoint.storage.v1.GraphThreadRecord.update_time:type_name -> google.protobuf.Timestamp
@@ -773,11 +784,12 @@ var file_savepoint_storage_v1_graph_records_proto_depIdxs = []int32{
 	10, // 8: savepoint.storage.v1.GraphEffectRecord.begin_time:type_name -> google.protobuf.Timestamp
 	10, // 9: savepoint.storage.v1.GraphEffectRecord.record_time:type_name -> google.protobuf.Timestamp
 	11, // 10: savepoint.storage.v1.GraphEffectRecord.resolution:type_name -> savepoint.storage.v1.Resolution
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 11: savepoint.storage.v1.GraphEffectRecord.approval:type_name -> savepoint.storage.v1.Approval
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_graph_records_proto_init() }

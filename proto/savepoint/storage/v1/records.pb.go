@@ -175,6 +175,8 @@ type SessionRecord struct {
 	// The calls in doubt ResolveEffect settled, by resolver kind.
 	ResolvedByVerify uint32 `protobuf:"varint,30,opt,name=resolved_by_verify,json=resolvedByVerify,proto3" json:"resolved_by_verify,omitempty"`
 	ResolvedByPerson uint32 `protobuf:"varint,31,opt,name=resolved_by_person,json=resolvedByPerson,proto3" json:"resolved_by_person,omitempty"`
+	// The calls waiting for approval.
+	AwaitingApproval uint32 `protobuf:"varint,32,opt,name=awaiting_approval,json=awaitingApproval,proto3" json:"awaiting_approval,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -354,6 +356,13 @@ func (x *SessionRecord) GetResolvedByVerify() uint32 {
 func (x *SessionRecord) GetResolvedByPerson() uint32 {
 	if x != nil {
 		return x.ResolvedByPerson
+	}
+	return 0
+}
+
+func (x *SessionRecord) GetAwaitingApproval() uint32 {
+	if x != nil {
+		return x.AwaitingApproval
 	}
 	return 0
 }
@@ -866,7 +875,9 @@ type LedgerEntryRecord struct {
 	Registered bool `protobuf:"varint,7,opt,name=registered,proto3" json:"registered,omitempty"`
 	// How the call was settled while in doubt (ResolveEffect); unset when
 	// it never was.
-	Resolution    *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The call's approval record, for a call that requires approval.
+	Approval      *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -957,6 +968,107 @@ func (x *LedgerEntryRecord) GetResolution() *Resolution {
 	return nil
 }
 
+func (x *LedgerEntryRecord) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+// Approval is an approval record as stored, numbered as the API's
+// EffectApproval.
+type Approval struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	InputDigest   []byte                 `protobuf:"bytes,2,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	RequestTime   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	DecidedBy     string                 `protobuf:"bytes,4,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	Note          string                 `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	DecideTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=decide_time,json=decideTime,proto3" json:"decide_time,omitempty"`
+	Spent         bool                   `protobuf:"varint,7,opt,name=spent,proto3" json:"spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Approval) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *Approval) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *Approval) GetRequestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestTime
+	}
+	return nil
+}
+
+func (x *Approval) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *Approval) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Approval) GetDecideTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecideTime
+	}
+	return nil
+}
+
+func (x *Approval) GetSpent() bool {
+	if x != nil {
+		return x.Spent
+	}
+	return false
+}
+
 // Resolution is a ResolveEffect record as stored, numbered as the API's
 // EffectResolution.
 type Resolution struct {
@@ -973,7 +1085,7 @@ type Resolution struct {
 
 func (x *Resolution) Reset() {
 	*x = Resolution{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1097,7 @@ func (x *Resolution) String() string {
 func (*Resolution) ProtoMessage() {}
 
 func (x *Resolution) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[10]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1110,7 @@ func (x *Resolution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resolution.ProtoReflect.Descriptor instead.
 func (*Resolution) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Resolution) GetOutcome() int32 {
@@ -1054,7 +1166,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1178,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[11]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1191,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Message) GetRole() string {
@@ -1110,7 +1222,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1234,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[12]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1247,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -1190,7 +1302,7 @@ type Effect struct {
 
 func (x *Effect) Reset() {
 	*x = Effect{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1314,7 @@ func (x *Effect) String() string {
 func (*Effect) ProtoMessage() {}
 
 func (x *Effect) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[13]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1327,7 @@ func (x *Effect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Effect.ProtoReflect.Descriptor instead.
 func (*Effect) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Effect) GetToolUseId() string {
@@ -1277,7 +1389,7 @@ type FormatRecord struct {
 
 func (x *FormatRecord) Reset() {
 	*x = FormatRecord{}
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[14]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1401,7 @@ func (x *FormatRecord) String() string {
 func (*FormatRecord) ProtoMessage() {}
 
 func (x *FormatRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_storage_v1_records_proto_msgTypes[14]
+	mi := &file_savepoint_storage_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1414,7 @@ func (x *FormatRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormatRecord.ProtoReflect.Descriptor instead.
 func (*FormatRecord) Descriptor() ([]byte, []int) {
-	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_savepoint_storage_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FormatRecord) GetVersion() uint32 {
@@ -1316,7 +1428,7 @@ var File_savepoint_storage_v1_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf5\a\n" +
+	"\"savepoint/storage/v1/records.proto\x12\x14savepoint.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\b\n" +
 	"\rSessionRecord\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x18\n" +
@@ -1342,7 +1454,8 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\ffinal_output\x18\x15 \x01(\tR\vfinalOutput\x12?\n" +
 	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12,\n" +
 	"\x12resolved_by_verify\x18\x1e \x01(\rR\x10resolvedByVerify\x12,\n" +
-	"\x12resolved_by_person\x18\x1f \x01(\rR\x10resolvedByPerson\x1a9\n" +
+	"\x12resolved_by_person\x18\x1f \x01(\rR\x10resolvedByPerson\x12+\n" +
+	"\x11awaiting_approval\x18  \x01(\rR\x10awaitingApproval\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
@@ -1383,7 +1496,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcf\x03\n" +
 	"\x11LedgerEntryRecord\x128\n" +
 	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
@@ -1397,7 +1510,18 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"registered\x12@\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
-	"resolution\"\xe0\x01\n" +
+	"resolution\x12:\n" +
+	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapproval\"\x8a\x02\n" +
+	"\bApproval\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x12!\n" +
+	"\finput_digest\x18\x02 \x01(\fR\vinputDigest\x12=\n" +
+	"\frequest_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x04 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x12;\n" +
+	"\vdecide_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"decideTime\x12\x14\n" +
+	"\x05spent\x18\a \x01(\bR\x05spent\"\xe0\x01\n" +
 	"\n" +
 	"Resolution\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\x05R\aoutcome\x12#\n" +
@@ -1452,7 +1576,7 @@ func file_savepoint_storage_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_storage_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_savepoint_storage_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(SessionStatus)(0),            // 0: savepoint.storage.v1.SessionStatus
 	(EffectClass)(0),              // 1: savepoint.storage.v1.EffectClass
@@ -1466,40 +1590,44 @@ var file_savepoint_storage_v1_records_proto_goTypes = []any{
 	(*Segment)(nil),               // 9: savepoint.storage.v1.Segment
 	(*RevisionRecord)(nil),        // 10: savepoint.storage.v1.RevisionRecord
 	(*LedgerEntryRecord)(nil),     // 11: savepoint.storage.v1.LedgerEntryRecord
-	(*Resolution)(nil),            // 12: savepoint.storage.v1.Resolution
-	(*Message)(nil),               // 13: savepoint.storage.v1.Message
-	(*ToolUse)(nil),               // 14: savepoint.storage.v1.ToolUse
-	(*Effect)(nil),                // 15: savepoint.storage.v1.Effect
-	(*FormatRecord)(nil),          // 16: savepoint.storage.v1.FormatRecord
-	nil,                           // 17: savepoint.storage.v1.SessionRecord.LabelsEntry
-	nil,                           // 18: savepoint.storage.v1.RevisionRecord.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*Approval)(nil),              // 12: savepoint.storage.v1.Approval
+	(*Resolution)(nil),            // 13: savepoint.storage.v1.Resolution
+	(*Message)(nil),               // 14: savepoint.storage.v1.Message
+	(*ToolUse)(nil),               // 15: savepoint.storage.v1.ToolUse
+	(*Effect)(nil),                // 16: savepoint.storage.v1.Effect
+	(*FormatRecord)(nil),          // 17: savepoint.storage.v1.FormatRecord
+	nil,                           // 18: savepoint.storage.v1.SessionRecord.LabelsEntry
+	nil,                           // 19: savepoint.storage.v1.RevisionRecord.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
-	19, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	19, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	20, // 0: savepoint.storage.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	20, // 1: savepoint.storage.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
 	8,  // 2: savepoint.storage.v1.SessionRecord.recent_requests:type_name -> savepoint.storage.v1.RequestRecord
-	17, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
+	18, // 3: savepoint.storage.v1.SessionRecord.labels:type_name -> savepoint.storage.v1.SessionRecord.LabelsEntry
 	9,  // 4: savepoint.storage.v1.SessionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	19, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
+	20, // 5: savepoint.storage.v1.SessionRecord.delete_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: savepoint.storage.v1.SessionRecord.status:type_name -> savepoint.storage.v1.SessionStatus
-	19, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
+	20, // 7: savepoint.storage.v1.SessionRecord.complete_time:type_name -> google.protobuf.Timestamp
 	9,  // 8: savepoint.storage.v1.RevisionRecord.segments:type_name -> savepoint.storage.v1.Segment
-	14, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
-	18, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
-	19, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
-	14, // 12: savepoint.storage.v1.LedgerEntryRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
-	19, // 13: savepoint.storage.v1.LedgerEntryRecord.begin_time:type_name -> google.protobuf.Timestamp
-	15, // 14: savepoint.storage.v1.LedgerEntryRecord.effect:type_name -> savepoint.storage.v1.Effect
-	12, // 15: savepoint.storage.v1.LedgerEntryRecord.resolution:type_name -> savepoint.storage.v1.Resolution
-	19, // 16: savepoint.storage.v1.Resolution.resolve_time:type_name -> google.protobuf.Timestamp
-	1,  // 17: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
-	19, // 18: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	15, // 9: savepoint.storage.v1.RevisionRecord.pending_tool_uses:type_name -> savepoint.storage.v1.ToolUse
+	19, // 10: savepoint.storage.v1.RevisionRecord.labels:type_name -> savepoint.storage.v1.RevisionRecord.LabelsEntry
+	20, // 11: savepoint.storage.v1.RevisionRecord.save_time:type_name -> google.protobuf.Timestamp
+	15, // 12: savepoint.storage.v1.LedgerEntryRecord.tool_use:type_name -> savepoint.storage.v1.ToolUse
+	20, // 13: savepoint.storage.v1.LedgerEntryRecord.begin_time:type_name -> google.protobuf.Timestamp
+	16, // 14: savepoint.storage.v1.LedgerEntryRecord.effect:type_name -> savepoint.storage.v1.Effect
+	13, // 15: savepoint.storage.v1.LedgerEntryRecord.resolution:type_name -> savepoint.storage.v1.Resolution
+	12, // 16: savepoint.storage.v1.LedgerEntryRecord.approval:type_name -> savepoint.storage.v1.Approval
+	20, // 17: savepoint.storage.v1.Approval.request_time:type_name -> google.protobuf.Timestamp
+	20, // 18: savepoint.storage.v1.Approval.decide_time:type_name -> google.protobuf.Timestamp
+	20, // 19: savepoint.storage.v1.Resolution.resolve_time:type_name -> google.protobuf.Timestamp
+	1,  // 20: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
+	20, // 21: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_records_proto_init() }
@@ -1513,7 +1641,7 @@ func file_savepoint_storage_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_storage_v1_records_proto_rawDesc), len(file_savepoint_storage_v1_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

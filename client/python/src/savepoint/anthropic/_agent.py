@@ -4,6 +4,7 @@ every tool's outcome in the ledger."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
@@ -273,7 +274,9 @@ class AsyncDurableAgent(_Base):
     """DurableAgent over ``anthropic.AsyncAnthropic`` and
     savepoint.aio.AsyncClient: ``await agent.run(task, **params)``. Tools
     may be sync or async (``@beta_async_tool``); the tools of one turn run
-    one after the other, as the SDK's tool runner runs them."""
+    concurrently (a sync tool in a worker thread, so that it blocks neither
+    the loop nor the others), each begun before it runs and recorded after
+    it returns, as the TypeScript SDK's tool runner runs them."""
 
     def __init__(self, client: Any, session_id: str, *, tools: Sequence[Any] = (), savepoint: savepoint.aio.AsyncClient | str | None = None, max_turns: int = 50, trust_mcp_annotations: bool = False, logger: logging.Logger = LOGGER) -> None:
         super().__init__(client, session_id, tools=tools, max_turns=max_turns, trust_mcp_annotations=trust_mcp_annotations, logger=logger)
@@ -301,9 +304,12 @@ class AsyncDurableAgent(_Base):
 
     async def _run_call(self, call: ToolUse, key: str) -> ToolContent:
         t = self._tool(call)
+        args = json.loads(call.input_json or "{}")
         token = _KEY.set(key)
         try:
-            out = t.call(json.loads(call.input_json or "{}"))
+            # A sync tool in a worker thread (to_thread copies this context,
+            # so idempotency_key() answers there too).
+            out = t.call(args) if t.is_async() else await asyncio.to_thread(t.call, args)
             if hasattr(out, "__await__"):
                 out = await out
             return out  # type: ignore[no-any-return]
@@ -333,8 +339,13 @@ class AsyncDurableAgent(_Base):
                 await s.save(state_json=compact_json({PAUSED: s.message_count}))
             await s.point_a(Message("assistant", compact_json(content)), calls)
             if calls:
-                results = [await s.run_tool(c, lambda key, c=c: self._run_call(c, key)) for c in calls]  # type: ignore[misc]
-                await s.point_b(results)
+                # Concurrently; a call that could not run (fenced) is raised
+                # once the others have finished and been recorded.
+                outs = await asyncio.gather(*(s.run_tool(c, lambda key, c=c: self._run_call(c, key)) for c in calls), return_exceptions=True)  # type: ignore[misc]
+                for o in outs:
+                    if isinstance(o, BaseException):
+                        raise o
+                await s.point_b(list(outs))  # type: ignore[arg-type]
 
 
 savepoint_mod = savepoint

@@ -309,8 +309,24 @@ class Ledger:
         if self._own is not None:
             await self._own.aclose()
 
-    def begin_request(self, key: EffectKey, name: str, args: Any, effect: Effect) -> gpb.BeginThreadEffectRequest:
+    def approve_request(self, key: EffectKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectRequest:
+        return gpb.ApproveThreadEffectRequest(
+            thread_id=key.thread_id, checkpoint_ns=key.ns, tool_use_id=key.tool_use_id,
+            decision=pb.APPROVAL_STATUS_APPROVED if approved else pb.APPROVAL_STATUS_DENIED,
+            input_digest=digest, decided_by=by, note=note, request_id=str(uuid.uuid4()),
+        )
+
+    def approve(self, config: RunnableConfig | None, key: EffectKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectResponse:
+        """ApproveThreadEffect of a call as it waits (digest: its input's),
+        retried with its request id."""
+        return self.conn(config).unary("ApproveThreadEffect", self.approve_request(key, approved, note, by, digest))  # type: ignore[no-any-return]
+
+    async def aapprove(self, config: RunnableConfig | None, key: EffectKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectResponse:
+        return await self.conn(config).aunary("ApproveThreadEffect", self.approve_request(key, approved, note, by, digest))  # type: ignore[no-any-return]
+
+    def begin_request(self, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False) -> gpb.BeginThreadEffectRequest:
         return gpb.BeginThreadEffectRequest(
+            requires_approval=requires_approval,
             thread_id=key.thread_id,
             checkpoint_ns=key.ns,
             tool_use_id=key.tool_use_id,
@@ -321,17 +337,19 @@ class Ledger:
             request_id=str(uuid.uuid4()),
         )
 
-    def begin(self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect) -> gpb.BeginThreadEffectResponse:
+    def begin(
+        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False
+    ) -> gpb.BeginThreadEffectResponse:
         """BeginThreadEffect, retried with its request id while the daemon
         is unavailable. Its errors are raised (EffectInputMismatchError for a
         reused call id): the tool has not run."""
-        req = self.begin_request(key, name, args, effect)
+        req = self.begin_request(key, name, args, effect, requires_approval)
         return self.conn(config).unary("BeginThreadEffect", req)  # type: ignore[no-any-return]
 
     async def abegin(
-        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect
+        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False
     ) -> gpb.BeginThreadEffectResponse:
-        req = self.begin_request(key, name, args, effect)
+        req = self.begin_request(key, name, args, effect, requires_approval)
         return await self.conn(config).aunary("BeginThreadEffect", req)  # type: ignore[no-any-return]
 
     def _record_request(self, key: EffectKey, attempt: int, value: Any, is_error: bool) -> gpb.RecordThreadEffectRequest | None:
@@ -447,6 +465,8 @@ def attempt_of(resp: gpb.BeginThreadEffectResponse) -> int:
 REUSE = pb.DECISION_REUSE
 RUN = pb.DECISION_RUN
 IN_DOUBT = pb.DECISION_IN_DOUBT
+AWAIT_APPROVAL = pb.DECISION_AWAIT_APPROVAL
+DENIED = pb.DECISION_DENIED
 
 
 def unexpected(resp: gpb.BeginThreadEffectResponse, key: EffectKey) -> DurableToolError:

@@ -30,10 +30,11 @@ from langgraph.prebuilt.tool_node import (
     _handle_tool_error,
     _infer_handled_types,
 )
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from savepoint.address import TLSConfig
+from savepoint._core import denied_text
 from savepoint.errors import DurableToolError
 from savepoint.langgraph import _ledger
 from savepoint.langgraph._durable import DurableTool
@@ -91,7 +92,18 @@ class DurableToolNode(ToolNode):
     doubt, its savepoint.Verified.done(output) is recorded
     (ResolveThreadEffect) and answered as the call's ToolMessage, not_done()
     runs the tool again as a new attempt under the same key, and unknown()
-    or an exception leaves it in doubt. The run needs a thread_id. Ledger calls
+    or an exception leaves it in doubt. ``approval_required`` names tools
+    that require a person's approval, bound to the call and its input (see
+    docs/api.md, ApproveEffect): a call of one without an approval stops the
+    graph with LangGraph's ``interrupt()``, its value
+    ``{"savepoint_approval": {"thread_id", "checkpoint_ns", "tool_use_id",
+    "name", "args", "input_digest"}}``; resume it with
+    ``Command(resume={"approved": True | False, "note": ..., "by": ...})``,
+    which records the decision (ApproveThreadEffect, for the input the call
+    waits with), or with any other value once the decision was recorded
+    elsewhere (``savepoint approve --thread``). An approved call runs once
+    (its begin spends the approval); a denied one is answered with an error
+    ToolMessage holding the note. The run needs a thread_id. Ledger calls
     that fail raise savepoint.errors exceptions whatever
     ``handle_tool_errors`` says: EffectInputMismatchError when a
     tool_call_id is reused for a call with another name or arguments; a
@@ -118,6 +130,7 @@ class DurableToolNode(ToolNode):
         effects: Mapping[str, Effect] | None = None,
         logger: logging.Logger | None = None,
         verify: Mapping[str, VerifyHook] | None = None,
+        approval_required: Collection[str] = (),
     ) -> None:
         # A @durable tool given here is unwrapped: the node keeps its ledger.
         given: dict[str, Effect] = {}
@@ -153,6 +166,10 @@ class DurableToolNode(ToolNode):
             if tname not in self.tools_by_name:
                 raise ValueError(f"DurableToolNode: effects names {tname!r}, which is not one of its tools")
             self._sp_effects[tname] = _ledger.check_effect(eff, f"DurableToolNode: effects[{tname!r}]")
+        self._sp_approval = frozenset(approval_required)
+        for tname in self._sp_approval:
+            if tname not in self.tools_by_name:
+                raise ValueError(f"DurableToolNode: approval_required names {tname!r}, which is not one of its tools")
         self._sp_verify: dict[str, VerifyHook] = dict(verify or {})
         for tname in self._sp_verify:
             if tname not in self.tools_by_name:
@@ -261,6 +278,19 @@ class DurableToolNode(ToolNode):
             raise _ledger.unexpected(resp, key)
         return None
 
+    @staticmethod
+    def _approval_request(resp: Any, call: ToolCall, key: EffectKey) -> dict[str, Any]:
+        """The value of the interrupt a call waiting for approval raises."""
+        return {"savepoint_approval": {
+            "thread_id": key.thread_id, "checkpoint_ns": key.ns, "tool_use_id": key.tool_use_id,
+            "name": call["name"], "args": call.get("args"), "input_digest": resp.effect.input_digest.hex(),
+        }}
+
+    @staticmethod
+    def _denied(resp: Any, call: ToolCall, key: EffectKey) -> ToolMessage:
+        """The error ToolMessage answering a call a person denied."""
+        return ToolMessage(content=denied_text(resp.effect.approval), name=call["name"], tool_call_id=key.tool_use_id, status="error")
+
     def _found(self, v: Verified, call: ToolCall, key: EffectKey) -> ToolMessage:
         """The ToolMessage answering a call a verify hook found done."""
         content: str | list[str | dict[Any, Any]] = v.output if isinstance(v.output, str) else [dict(b) for b in v.output]
@@ -297,7 +327,16 @@ class DurableToolNode(ToolNode):
             return execute(req)  # no such tool: nothing runs, ToolNode answers
         with _ledger.ledger_errors():
             call, key, effect, config = self._prepare(req)
-            resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect)
+            needs = call["name"] in self._sp_approval
+            resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect, needs)
+            while resp.decision == _ledger.AWAIT_APPROVAL:
+                decided = interrupt(self._approval_request(resp, call, key))
+                if isinstance(decided, Mapping) and "approved" in decided:
+                    self._sp_ledger.approve(config, key, bool(decided["approved"]), str(decided.get("note", "")),
+                                            str(decided.get("by", "")), resp.effect.input_digest)
+                resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect, needs)
+        if resp.decision == _ledger.DENIED:
+            return self._denied(resp, call, key)
         v = self._verified(resp, call, key)
         if v is not None:
             # Recorded with ResolveThreadEffect: done is this answer from now
@@ -334,7 +373,16 @@ class DurableToolNode(ToolNode):
             return await execute(req)
         with _ledger.ledger_errors():
             call, key, effect, config = self._prepare(req)
-            resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect)
+            needs = call["name"] in self._sp_approval
+            resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect, needs)
+            while resp.decision == _ledger.AWAIT_APPROVAL:
+                decided = interrupt(self._approval_request(resp, call, key))
+                if isinstance(decided, Mapping) and "approved" in decided:
+                    await self._sp_ledger.aapprove(config, key, bool(decided["approved"]), str(decided.get("note", "")),
+                                                   str(decided.get("by", "")), resp.effect.input_digest)
+                resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect, needs)
+        if resp.decision == _ledger.DENIED:
+            return self._denied(resp, call, key)
         v = await self._averified(resp, call, key)
         if v is not None:
             with _ledger.ledger_errors():

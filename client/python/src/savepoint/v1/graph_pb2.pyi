@@ -24,6 +24,7 @@ class ThreadEffectState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     THREAD_EFFECT_STATE_BEGUN: _ClassVar[ThreadEffectState]
     THREAD_EFFECT_STATE_SUCCEEDED: _ClassVar[ThreadEffectState]
     THREAD_EFFECT_STATE_FAILED: _ClassVar[ThreadEffectState]
+    THREAD_EFFECT_STATE_NOT_BEGUN: _ClassVar[ThreadEffectState]
 PRUNE_STRATEGY_UNSPECIFIED: PruneStrategy
 PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy
 PRUNE_STRATEGY_DELETE: PruneStrategy
@@ -31,6 +32,7 @@ THREAD_EFFECT_STATE_UNSPECIFIED: ThreadEffectState
 THREAD_EFFECT_STATE_BEGUN: ThreadEffectState
 THREAD_EFFECT_STATE_SUCCEEDED: ThreadEffectState
 THREAD_EFFECT_STATE_FAILED: ThreadEffectState
+THREAD_EFFECT_STATE_NOT_BEGUN: ThreadEffectState
 
 class TypedValue(_message.Message):
     __slots__ = ("type", "data", "total_size")
@@ -339,7 +341,7 @@ class ListThreadsResponse(_message.Message):
     def __init__(self, threads: _Optional[_Iterable[_Union[GraphThread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ThreadEffect(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id", "resolution")
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id", "resolution", "approval")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -356,6 +358,7 @@ class ThreadEffect(_message.Message):
     RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     tool_use_id: str
@@ -372,10 +375,11 @@ class ThreadEffect(_message.Message):
     record_time: _timestamp_pb2.Timestamp
     checkpoint_id: str
     resolution: _savepoint_pb2.EffectResolution
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ..., resolution: _Optional[_Union[_savepoint_pb2.EffectResolution, _Mapping]] = ...) -> None: ...
+    approval: _savepoint_pb2.EffectApproval
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ..., resolution: _Optional[_Union[_savepoint_pb2.EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[_savepoint_pb2.EffectApproval, _Mapping]] = ...) -> None: ...
 
 class BeginThreadEffectRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "effect_class", "checkpoint_id", "request_id")
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "effect_class", "checkpoint_id", "request_id", "requires_approval")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -384,6 +388,7 @@ class BeginThreadEffectRequest(_message.Message):
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     tool_use_id: str
@@ -392,7 +397,8 @@ class BeginThreadEffectRequest(_message.Message):
     effect_class: _savepoint_pb2.EffectClass
     checkpoint_id: str
     request_id: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., checkpoint_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    requires_approval: bool
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., checkpoint_id: _Optional[str] = ..., request_id: _Optional[str] = ..., requires_approval: _Optional[bool] = ...) -> None: ...
 
 class BeginThreadEffectResponse(_message.Message):
     __slots__ = ("decision", "effect", "dropped_late")
@@ -481,3 +487,31 @@ class ResolveThreadEffectResponse(_message.Message):
     effect: ThreadEffect
     already_resolved: bool
     def __init__(self, effect: _Optional[_Union[ThreadEffect, _Mapping]] = ..., already_resolved: _Optional[bool] = ...) -> None: ...
+
+class ApproveThreadEffectRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "decision", "input_digest", "decided_by", "note", "request_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    tool_use_id: str
+    decision: _savepoint_pb2.ApprovalStatus
+    input_digest: bytes
+    decided_by: str
+    note: str
+    request_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., decision: _Optional[_Union[_savepoint_pb2.ApprovalStatus, str]] = ..., input_digest: _Optional[bytes] = ..., decided_by: _Optional[str] = ..., note: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApproveThreadEffectResponse(_message.Message):
+    __slots__ = ("effect", "already_decided")
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_DECIDED_FIELD_NUMBER: _ClassVar[int]
+    effect: ThreadEffect
+    already_decided: bool
+    def __init__(self, effect: _Optional[_Union[ThreadEffect, _Mapping]] = ..., already_decided: _Optional[bool] = ...) -> None: ...

@@ -116,6 +116,11 @@ class GraphCheckpointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectResponse.FromString,
                 _registered_method=True)
+        self.ApproveThreadEffect = channel.unary_unary(
+                '/savepoint.v1.GraphCheckpointService/ApproveThreadEffect',
+                request_serializer=savepoint_dot_v1_dot_graph__pb2.ApproveThreadEffectRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_graph__pb2.ApproveThreadEffectResponse.FromString,
+                _registered_method=True)
 
 
 class GraphCheckpointServiceServicer:
@@ -273,6 +278,16 @@ class GraphCheckpointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApproveThreadEffect(self, request, context):
+        """ApproveThreadEffect approves or denies a thread's tool call that
+        waits for approval (a BeginThreadEffect with requires_approval asked),
+        bound to the call's input digest, as ApproveEffect does for a
+        session's. Threads have no epoch: it is not fenced.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphCheckpointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -350,6 +365,11 @@ def add_GraphCheckpointServiceServicer_to_server(servicer, server):
                     servicer.ResolveThreadEffect,
                     request_deserializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectResponse.SerializeToString,
+            ),
+            'ApproveThreadEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveThreadEffect,
+                    request_deserializer=savepoint_dot_v1_dot_graph__pb2.ApproveThreadEffectRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_graph__pb2.ApproveThreadEffectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -764,6 +784,33 @@ class GraphCheckpointService:
             '/savepoint.v1.GraphCheckpointService/ResolveThreadEffect',
             savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectRequest.SerializeToString,
             savepoint_dot_v1_dot_graph__pb2.ResolveThreadEffectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveThreadEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.GraphCheckpointService/ApproveThreadEffect',
+            savepoint_dot_v1_dot_graph__pb2.ApproveThreadEffectRequest.SerializeToString,
+            savepoint_dot_v1_dot_graph__pb2.ApproveThreadEffectResponse.FromString,
             options,
             channel_credentials,
             insecure,

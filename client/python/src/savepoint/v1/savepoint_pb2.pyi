@@ -64,6 +64,10 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_CALL_NOT_IN_DOUBT: _ClassVar[ErrorReason]
     ERROR_REASON_RESOLUTION_CONFLICT: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_RESOLUTION: _ClassVar[ErrorReason]
+    ERROR_REASON_APPROVAL_NOT_WAITING: _ClassVar[ErrorReason]
+    ERROR_REASON_APPROVAL_CONFLICT: _ClassVar[ErrorReason]
+    ERROR_REASON_APPROVAL_INPUT_MISMATCH: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_APPROVAL: _ClassVar[ErrorReason]
     ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: _ClassVar[ErrorReason]
     ERROR_REASON_NO_WRITABLE_HOST: _ClassVar[ErrorReason]
 
@@ -93,12 +97,21 @@ class ResolverKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESOLVER_KIND_VERIFY: _ClassVar[ResolverKind]
     RESOLVER_KIND_PERSON: _ClassVar[ResolverKind]
 
+class ApprovalStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_STATUS_UNSPECIFIED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_WAITING: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_APPROVED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_DENIED: _ClassVar[ApprovalStatus]
+
 class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DECISION_UNSPECIFIED: _ClassVar[Decision]
     DECISION_REUSE: _ClassVar[Decision]
     DECISION_RUN: _ClassVar[Decision]
     DECISION_IN_DOUBT: _ClassVar[Decision]
+    DECISION_AWAIT_APPROVAL: _ClassVar[Decision]
+    DECISION_DENIED: _ClassVar[Decision]
 
 class WatchEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -157,6 +170,10 @@ ERROR_REASON_TOOL_USE_ID_MISMATCH: ErrorReason
 ERROR_REASON_CALL_NOT_IN_DOUBT: ErrorReason
 ERROR_REASON_RESOLUTION_CONFLICT: ErrorReason
 ERROR_REASON_INVALID_RESOLUTION: ErrorReason
+ERROR_REASON_APPROVAL_NOT_WAITING: ErrorReason
+ERROR_REASON_APPROVAL_CONFLICT: ErrorReason
+ERROR_REASON_APPROVAL_INPUT_MISMATCH: ErrorReason
+ERROR_REASON_INVALID_APPROVAL: ErrorReason
 ERROR_REASON_COMMIT_OUTCOME_UNKNOWN: ErrorReason
 ERROR_REASON_NO_WRITABLE_HOST: ErrorReason
 SESSION_STATUS_UNSPECIFIED: SessionStatus
@@ -173,10 +190,16 @@ RESOLUTION_OUTCOME_NOT_DONE: ResolutionOutcome
 RESOLVER_KIND_UNSPECIFIED: ResolverKind
 RESOLVER_KIND_VERIFY: ResolverKind
 RESOLVER_KIND_PERSON: ResolverKind
+APPROVAL_STATUS_UNSPECIFIED: ApprovalStatus
+APPROVAL_STATUS_WAITING: ApprovalStatus
+APPROVAL_STATUS_APPROVED: ApprovalStatus
+APPROVAL_STATUS_DENIED: ApprovalStatus
 DECISION_UNSPECIFIED: Decision
 DECISION_REUSE: Decision
 DECISION_RUN: Decision
 DECISION_IN_DOUBT: Decision
+DECISION_AWAIT_APPROVAL: Decision
+DECISION_DENIED: Decision
 WATCH_EVENT_TYPE_UNSPECIFIED: WatchEventType
 WATCH_EVENT_TYPE_CHANGED: WatchEventType
 WATCH_EVENT_TYPE_REMOVED: WatchEventType
@@ -330,28 +353,52 @@ class SaveCheckpointResponse(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., message_count: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class BeginEffectRequest(_message.Message):
-    __slots__ = ("session_id", "tool_use_id", "epoch", "tool_use", "request_id")
+    __slots__ = ("session_id", "tool_use_id", "epoch", "tool_use", "request_id", "requires_approval")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tool_use_id: str
     epoch: int
     tool_use: ToolUse
     request_id: str
-    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    requires_approval: bool
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., request_id: _Optional[str] = ..., requires_approval: _Optional[bool] = ...) -> None: ...
 
 class BeginEffectResponse(_message.Message):
-    __slots__ = ("idempotency_key", "already_begun", "effect")
+    __slots__ = ("idempotency_key", "already_begun", "effect", "decision", "approval")
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALREADY_BEGUN_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     idempotency_key: str
     already_begun: bool
     effect: Effect
-    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ...) -> None: ...
+    decision: Decision
+    approval: EffectApproval
+    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ...) -> None: ...
+
+class EffectApproval(_message.Message):
+    __slots__ = ("status", "input_digest", "request_time", "decided_by", "note", "decide_time", "spent")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_TIME_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    DECIDE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SPENT_FIELD_NUMBER: _ClassVar[int]
+    status: ApprovalStatus
+    input_digest: bytes
+    request_time: _timestamp_pb2.Timestamp
+    decided_by: str
+    note: str
+    decide_time: _timestamp_pb2.Timestamp
+    spent: bool
+    def __init__(self, status: _Optional[_Union[ApprovalStatus, str]] = ..., input_digest: _Optional[bytes] = ..., request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_by: _Optional[str] = ..., note: _Optional[str] = ..., decide_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spent: _Optional[bool] = ...) -> None: ...
 
 class RecordEffectRequest(_message.Message):
     __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error", "refused")
@@ -406,7 +453,7 @@ class ReconcileRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_token: _Optional[str] = ..., tool_use_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Resolution(_message.Message):
-    __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun", "resolution")
+    __slots__ = ("tool_use", "decision", "effect", "idempotency_key", "tool_result_text", "begun", "resolution", "approval")
     TOOL_USE_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
@@ -414,6 +461,7 @@ class Resolution(_message.Message):
     TOOL_RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
     BEGUN_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     tool_use: ToolUse
     decision: Decision
     effect: Effect
@@ -421,7 +469,8 @@ class Resolution(_message.Message):
     tool_result_text: str
     begun: bool
     resolution: EffectResolution
-    def __init__(self, tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_result_text: _Optional[str] = ..., begun: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ...) -> None: ...
+    approval: EffectApproval
+    def __init__(self, tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_result_text: _Optional[str] = ..., begun: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ...) -> None: ...
 
 class ReconcileResponse(_message.Message):
     __slots__ = ("revision", "resolutions", "next_page_token")
@@ -499,7 +548,7 @@ class ListSessionsRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ..., status_filter: _Optional[_Union[SessionStatus, str]] = ..., has_pending_tool_uses: _Optional[bool] = ..., min_idle: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., order_by: _Optional[str] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status", "create_time", "resolved_by_verify_count", "resolved_by_person_count")
+    __slots__ = ("session_id", "revision", "epoch", "task", "turn", "message_count", "pending_tool_use_count", "labels", "update_time", "in_doubt_tool_use_count", "status", "create_time", "resolved_by_verify_count", "resolved_by_person_count", "awaiting_approval_count")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -521,6 +570,7 @@ class SessionSummary(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_BY_VERIFY_COUNT_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_BY_PERSON_COUNT_FIELD_NUMBER: _ClassVar[int]
+    AWAITING_APPROVAL_COUNT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     revision: int
     epoch: int
@@ -535,7 +585,8 @@ class SessionSummary(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     resolved_by_verify_count: int
     resolved_by_person_count: int
-    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by_verify_count: _Optional[int] = ..., resolved_by_person_count: _Optional[int] = ...) -> None: ...
+    awaiting_approval_count: int
+    def __init__(self, session_id: _Optional[str] = ..., revision: _Optional[int] = ..., epoch: _Optional[int] = ..., task: _Optional[str] = ..., turn: _Optional[int] = ..., message_count: _Optional[int] = ..., pending_tool_use_count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_doubt_tool_use_count: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by_verify_count: _Optional[int] = ..., resolved_by_person_count: _Optional[int] = ..., awaiting_approval_count: _Optional[int] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ("sessions", "next_page_token")
@@ -691,7 +742,7 @@ class ListEffectsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class LedgerEntry(_message.Message):
-    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered", "resolution")
+    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered", "resolution", "approval")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -703,6 +754,7 @@ class LedgerEntry(_message.Message):
     EFFECT_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     effect_class: EffectClass
@@ -714,7 +766,8 @@ class LedgerEntry(_message.Message):
     effect: Effect
     registered: bool
     resolution: EffectResolution
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ...) -> None: ...
+    approval: EffectApproval
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ...) -> None: ...
 
 class ListEffectsResponse(_message.Message):
     __slots__ = ("entries", "next_page_token")
@@ -829,3 +882,31 @@ class ResolveEffectResponse(_message.Message):
     entry: LedgerEntry
     already_resolved: bool
     def __init__(self, entry: _Optional[_Union[LedgerEntry, _Mapping]] = ..., already_resolved: _Optional[bool] = ...) -> None: ...
+
+class ApproveEffectRequest(_message.Message):
+    __slots__ = ("session_id", "tool_use_id", "epoch", "decision", "input_digest", "decided_by", "note", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    tool_use_id: str
+    epoch: int
+    decision: ApprovalStatus
+    input_digest: bytes
+    decided_by: str
+    note: str
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., decision: _Optional[_Union[ApprovalStatus, str]] = ..., input_digest: _Optional[bytes] = ..., decided_by: _Optional[str] = ..., note: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApproveEffectResponse(_message.Message):
+    __slots__ = ("entry", "already_decided")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_DECIDED_FIELD_NUMBER: _ClassVar[int]
+    entry: LedgerEntry
+    already_decided: bool
+    def __init__(self, entry: _Optional[_Union[LedgerEntry, _Mapping]] = ..., already_decided: _Optional[bool] = ...) -> None: ...

@@ -128,6 +128,11 @@ class SavepointServiceStub:
                 request_serializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectRequest.SerializeToString,
                 response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectResponse.FromString,
                 _registered_method=True)
+        self.ApproveEffect = channel.unary_unary(
+                '/savepoint.v1.SavepointService/ApproveEffect',
+                request_serializer=savepoint_dot_v1_dot_savepoint__pb2.ApproveEffectRequest.SerializeToString,
+                response_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ApproveEffectResponse.FromString,
+                _registered_method=True)
 
 
 class SavepointServiceServicer:
@@ -293,6 +298,20 @@ class SavepointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApproveEffect(self, request, context):
+        """ApproveEffect approves or denies one tool use that requires approval,
+        bound to its input: the decision holds for the session, the
+        tool_use_id and the canonical input digest of the call as it waits (or
+        as it is pending), and for nothing else. BeginEffect with
+        requires_approval begins the call only against an approval for that
+        exact call and spends it in the same durable write. It is fenced by
+        epoch when one is given, and not otherwise (a person with access to the
+        daemon).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SavepointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -385,6 +404,11 @@ def add_SavepointServiceServicer_to_server(servicer, server):
                     servicer.ResolveEffect,
                     request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectRequest.FromString,
                     response_serializer=savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectResponse.SerializeToString,
+            ),
+            'ApproveEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveEffect,
+                    request_deserializer=savepoint_dot_v1_dot_savepoint__pb2.ApproveEffectRequest.FromString,
+                    response_serializer=savepoint_dot_v1_dot_savepoint__pb2.ApproveEffectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -877,6 +901,33 @@ class SavepointService:
             '/savepoint.v1.SavepointService/ResolveEffect',
             savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectRequest.SerializeToString,
             savepoint_dot_v1_dot_savepoint__pb2.ResolveEffectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/savepoint.v1.SavepointService/ApproveEffect',
+            savepoint_dot_v1_dot_savepoint__pb2.ApproveEffectRequest.SerializeToString,
+            savepoint_dot_v1_dot_savepoint__pb2.ApproveEffectResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,7 +23,15 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
-import { Decision, EffectClass, EffectResolution, ResolutionOutcome, ResolverKind } from "./savepoint.js";
+import {
+  ApprovalStatus,
+  Decision,
+  EffectApproval,
+  EffectClass,
+  EffectResolution,
+  ResolutionOutcome,
+  ResolverKind,
+} from "./savepoint.js";
 
 export const protobufPackage = "savepoint.v1";
 
@@ -53,6 +61,11 @@ export enum ThreadEffectState {
   THREAD_EFFECT_STATE_SUCCEEDED = 2,
   /** THREAD_EFFECT_STATE_FAILED - The tool raised; output holds the error as the client recorded it. */
   THREAD_EFFECT_STATE_FAILED = 3,
+  /**
+   * THREAD_EFFECT_STATE_NOT_BEGUN - A begin with requires_approval entered the call, and no attempt has
+   * begun: attempts is 0 and approval says whether it waits or was denied.
+   */
+  THREAD_EFFECT_STATE_NOT_BEGUN = 4,
   UNRECOGNIZED = -1,
 }
 
@@ -493,7 +506,11 @@ export interface ThreadEffect {
    * How the latest attempt in doubt was settled (ResolveThreadEffect); unset
    * when it never was.
    */
-  resolution: EffectResolution | undefined;
+  resolution:
+    | EffectResolution
+    | undefined;
+  /** The call's approval record, for a call that requires approval. */
+  approval: EffectApproval | undefined;
 }
 
 export interface BeginThreadEffectRequest {
@@ -520,6 +537,14 @@ export interface BeginThreadEffectRequest {
    * returns the first call's answer without starting another attempt.
    */
   requestId: string;
+  /**
+   * The tool requires a person's approval, as BeginEffectRequest's: the
+   * first attempt starts only against an approval for this thread,
+   * namespace, tool_use_id and input digest, and spends it in the same
+   * write; without one the decision is AWAIT_APPROVAL (the call is entered
+   * with state NOT_BEGUN) or DENIED.
+   */
+  requiresApproval: boolean;
 }
 
 export interface BeginThreadEffectResponse {
@@ -648,6 +673,34 @@ export interface ResolveThreadEffectResponse {
     | undefined;
   /** True when this exact finding had been recorded before. */
   alreadyResolved: boolean;
+}
+
+export interface ApproveThreadEffectRequest {
+  /** The thread. Required. */
+  threadId: string;
+  /** The namespace, as begun. */
+  checkpointNs: string;
+  /** The call, as begun. Required. */
+  toolUseId: string;
+  /** As in ApproveEffectRequest. */
+  decision: ApprovalStatus;
+  /** As in ApproveEffectRequest. */
+  inputDigest: Buffer;
+  /** As in ApproveEffectRequest. */
+  decidedBy: string;
+  /** As in ApproveEffectRequest. */
+  note: string;
+  /** A client-made UUID (AIP-155), as for RecordThreadEffect. */
+  requestId: string;
+}
+
+export interface ApproveThreadEffectResponse {
+  /** The entry after this call. */
+  effect:
+    | ThreadEffect
+    | undefined;
+  /** True when this decision had been recorded before. */
+  alreadyDecided: boolean;
 }
 
 function createBaseTypedValue(): TypedValue {
@@ -3212,6 +3265,7 @@ function createBaseThreadEffect(): ThreadEffect {
     recordTime: undefined,
     checkpointId: "",
     resolution: undefined,
+    approval: undefined,
   };
 }
 
@@ -3264,6 +3318,9 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     }
     if (message.resolution !== undefined) {
       EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
+    }
+    if (message.approval !== undefined) {
+      EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
     }
     return writer;
   },
@@ -3409,6 +3466,14 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
             message.resolution = EffectResolution.decode(reader, reader.uint32());
             continue;
           }
+          case 32: {
+            if (tag !== 258) {
+              break;
+            }
+
+            message.approval = EffectApproval.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3450,6 +3515,9 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     message.resolution = (object.resolution !== undefined && object.resolution !== null)
       ? EffectResolution.fromPartial(object.resolution)
       : undefined;
+    message.approval = (object.approval !== undefined && object.approval !== null)
+      ? EffectApproval.fromPartial(object.approval)
+      : undefined;
     return message;
   },
 };
@@ -3464,6 +3532,7 @@ function createBaseBeginThreadEffectRequest(): BeginThreadEffectRequest {
     effectClass: 0,
     checkpointId: "",
     requestId: "",
+    requiresApproval: false,
   };
 }
 
@@ -3492,6 +3561,9 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
     }
     if (message.requestId !== "") {
       writer.uint32(66).string(message.requestId);
+    }
+    if (message.requiresApproval !== false) {
+      writer.uint32(256).bool(message.requiresApproval);
     }
     return writer;
   },
@@ -3573,6 +3645,14 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
             message.requestId = reader.string();
             continue;
           }
+          case 32: {
+            if (tag !== 256) {
+              break;
+            }
+
+            message.requiresApproval = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3598,6 +3678,7 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
     message.effectClass = object.effectClass ?? 0;
     message.checkpointId = object.checkpointId ?? "";
     message.requestId = object.requestId ?? "";
+    message.requiresApproval = object.requiresApproval ?? false;
     return message;
   },
 };
@@ -4292,6 +4373,223 @@ export const ResolveThreadEffectResponse: MessageFns<ResolveThreadEffectResponse
   },
 };
 
+function createBaseApproveThreadEffectRequest(): ApproveThreadEffectRequest {
+  return {
+    threadId: "",
+    checkpointNs: "",
+    toolUseId: "",
+    decision: 0,
+    inputDigest: Buffer.alloc(0),
+    decidedBy: "",
+    note: "",
+    requestId: "",
+  };
+}
+
+export const ApproveThreadEffectRequest: MessageFns<ApproveThreadEffectRequest> = {
+  encode(message: ApproveThreadEffectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.threadId !== "") {
+      writer.uint32(10).string(message.threadId);
+    }
+    if (message.checkpointNs !== "") {
+      writer.uint32(18).string(message.checkpointNs);
+    }
+    if (message.toolUseId !== "") {
+      writer.uint32(26).string(message.toolUseId);
+    }
+    if (message.decision !== 0) {
+      writer.uint32(32).int32(message.decision);
+    }
+    if (message.inputDigest.length !== 0) {
+      writer.uint32(42).bytes(message.inputDigest);
+    }
+    if (message.decidedBy !== "") {
+      writer.uint32(50).string(message.decidedBy);
+    }
+    if (message.note !== "") {
+      writer.uint32(58).string(message.note);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(66).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveThreadEffectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveThreadEffectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.threadId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpointNs = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.decision = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inputDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.decidedBy = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ApproveThreadEffectRequest>, I>>(base?: I): ApproveThreadEffectRequest {
+    return ApproveThreadEffectRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveThreadEffectRequest>, I>>(object: I): ApproveThreadEffectRequest {
+    const message = createBaseApproveThreadEffectRequest();
+    message.threadId = object.threadId ?? "";
+    message.checkpointNs = object.checkpointNs ?? "";
+    message.toolUseId = object.toolUseId ?? "";
+    message.decision = object.decision ?? 0;
+    message.inputDigest = object.inputDigest ?? Buffer.alloc(0);
+    message.decidedBy = object.decidedBy ?? "";
+    message.note = object.note ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseApproveThreadEffectResponse(): ApproveThreadEffectResponse {
+  return { effect: undefined, alreadyDecided: false };
+}
+
+export const ApproveThreadEffectResponse: MessageFns<ApproveThreadEffectResponse> = {
+  encode(message: ApproveThreadEffectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.effect !== undefined) {
+      ThreadEffect.encode(message.effect, writer.uint32(10).fork()).join();
+    }
+    if (message.alreadyDecided !== false) {
+      writer.uint32(16).bool(message.alreadyDecided);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveThreadEffectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveThreadEffectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.effect = ThreadEffect.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.alreadyDecided = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ApproveThreadEffectResponse>, I>>(base?: I): ApproveThreadEffectResponse {
+    return ApproveThreadEffectResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveThreadEffectResponse>, I>>(object: I): ApproveThreadEffectResponse {
+    const message = createBaseApproveThreadEffectResponse();
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? ThreadEffect.fromPartial(object.effect)
+      : undefined;
+    message.alreadyDecided = object.alreadyDecided ?? false;
+    return message;
+  },
+};
+
 /**
  * GraphCheckpointService stores LangGraph-style checkpoints: keyed by
  * (thread_id, checkpoint_ns, checkpoint_id), each with a parent id, opaque
@@ -4540,6 +4838,23 @@ export const GraphCheckpointServiceService = {
       Buffer.from(ResolveThreadEffectResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ResolveThreadEffectResponse => ResolveThreadEffectResponse.decode(value),
   },
+  /**
+   * ApproveThreadEffect approves or denies a thread's tool call that
+   * waits for approval (a BeginThreadEffect with requires_approval asked),
+   * bound to the call's input digest, as ApproveEffect does for a
+   * session's. Threads have no epoch: it is not fenced.
+   */
+  approveThreadEffect: {
+    path: "/savepoint.v1.GraphCheckpointService/ApproveThreadEffect" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ApproveThreadEffectRequest): Buffer =>
+      Buffer.from(ApproveThreadEffectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ApproveThreadEffectRequest => ApproveThreadEffectRequest.decode(value),
+    responseSerialize: (value: ApproveThreadEffectResponse): Buffer =>
+      Buffer.from(ApproveThreadEffectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ApproveThreadEffectResponse => ApproveThreadEffectResponse.decode(value),
+  },
 } as const;
 
 export interface GraphCheckpointServiceServer extends UntypedServiceImplementation {
@@ -4643,6 +4958,13 @@ export interface GraphCheckpointServiceServer extends UntypedServiceImplementati
    * the same idempotency key). Threads have no epoch: it is not fenced.
    */
   resolveThreadEffect: handleUnaryCall<ResolveThreadEffectRequest, ResolveThreadEffectResponse>;
+  /**
+   * ApproveThreadEffect approves or denies a thread's tool call that
+   * waits for approval (a BeginThreadEffect with requires_approval asked),
+   * bound to the call's input digest, as ApproveEffect does for a
+   * session's. Threads have no epoch: it is not fenced.
+   */
+  approveThreadEffect: handleUnaryCall<ApproveThreadEffectRequest, ApproveThreadEffectResponse>;
 }
 
 export interface GraphCheckpointServiceClient extends Client {
@@ -4945,6 +5267,27 @@ export interface GraphCheckpointServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ResolveThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ApproveThreadEffect approves or denies a thread's tool call that
+   * waits for approval (a BeginThreadEffect with requires_approval asked),
+   * bound to the call's input digest, as ApproveEffect does for a
+   * session's. Threads have no epoch: it is not fenced.
+   */
+  approveThreadEffect(
+    request: ApproveThreadEffectRequest,
+    callback: (error: ServiceError | null, response: ApproveThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  approveThreadEffect(
+    request: ApproveThreadEffectRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ApproveThreadEffectResponse) => void,
+  ): ClientUnaryCall;
+  approveThreadEffect(
+    request: ApproveThreadEffectRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ApproveThreadEffectResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -230,6 +230,30 @@ export enum ErrorReason {
    */
   ERROR_REASON_INVALID_RESOLUTION = 62,
   /**
+   * ERROR_REASON_APPROVAL_NOT_WAITING - FAILED_PRECONDITION: ApproveEffect (or ApproveThreadEffect) of a tool
+   * use that cannot take a decision: it was begun without one, its effect
+   * is recorded, or it neither waits for approval nor is pending in the
+   * latest revision. Nothing is written.
+   */
+  ERROR_REASON_APPROVAL_NOT_WAITING = 63,
+  /**
+   * ERROR_REASON_APPROVAL_CONFLICT - ALREADY_EXISTS: ApproveEffect (or ApproveThreadEffect) of a tool use
+   * decided already otherwise (approved and now denied, or the reverse);
+   * the first decision stands.
+   */
+  ERROR_REASON_APPROVAL_CONFLICT = 64,
+  /**
+   * ERROR_REASON_APPROVAL_INPUT_MISMATCH - FAILED_PRECONDITION: ApproveEffect (or ApproveThreadEffect) with an
+   * input_digest that is not the one of the call as it waits: the approver
+   * saw other input. Nothing is written.
+   */
+  ERROR_REASON_APPROVAL_INPUT_MISMATCH = 65,
+  /**
+   * ERROR_REASON_INVALID_APPROVAL - INVALID_ARGUMENT: an approval's decision is not APPROVED or DENIED, or
+   * its input_digest is not 32 bytes; metadata "field" names the field.
+   */
+  ERROR_REASON_INVALID_APPROVAL = 66,
+  /**
    * ERROR_REASON_COMMIT_OUTCOME_UNKNOWN - UNAVAILABLE: the daemon's connection to its database failed after it
    * sent COMMIT and before the answer came back, so the write may or may not
    * have been applied. Retry the same request (the same request_id, or the
@@ -302,6 +326,19 @@ export enum ResolverKind {
   UNRECOGNIZED = -1,
 }
 
+/** ApprovalStatus is where a call that requires approval is. */
+export enum ApprovalStatus {
+  /** APPROVAL_STATUS_UNSPECIFIED - Never valid in a request. */
+  APPROVAL_STATUS_UNSPECIFIED = 0,
+  /** APPROVAL_STATUS_WAITING - A begin asked; nobody has decided yet. */
+  APPROVAL_STATUS_WAITING = 1,
+  /** APPROVAL_STATUS_APPROVED - Approved for input_digest; spent once a begin used it. */
+  APPROVAL_STATUS_APPROVED = 2,
+  /** APPROVAL_STATUS_DENIED - Denied; the call is not run, and its note is the model's tool result. */
+  APPROVAL_STATUS_DENIED = 3,
+  UNRECOGNIZED = -1,
+}
+
 /** Decision tells the client what to do with one pending tool use. */
 export enum Decision {
   DECISION_UNSPECIFIED = 0,
@@ -311,6 +348,19 @@ export enum Decision {
   DECISION_RUN = 2,
   /** DECISION_IN_DOUBT - The outcome is unknown: append tool_result_text as an is_error result. */
   DECISION_IN_DOUBT = 3,
+  /**
+   * DECISION_AWAIT_APPROVAL - Only from a begin of a call that requires approval: no approval exists
+   * for this exact call and input yet. Nothing was begun: do not run the
+   * tool; wait for ApproveEffect (WatchSessions counts the calls waiting),
+   * then begin again.
+   */
+  DECISION_AWAIT_APPROVAL = 4,
+  /**
+   * DECISION_DENIED - Only from a begin of a call that requires approval: a person denied
+   * it. Nothing was begun: do not run the tool; answer the model with an
+   * is_error tool result holding approval.note.
+   */
+  DECISION_DENIED = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -562,12 +612,22 @@ export interface BeginEffectRequest {
    * returns the original response; empty disables retry detection.
    */
   requestId: string;
+  /**
+   * The tool requires a person's approval: the call is begun only against
+   * an approval for this session, tool_use_id and input digest (of
+   * tool_use.input_json when tool_use is set, else of the input saved
+   * pending), and beginning it spends the approval in the same write. Without
+   * one the answer is DECISION_AWAIT_APPROVAL (the call is entered as
+   * waiting) or DECISION_DENIED. A call that waits for approval, or was
+   * decided, is gated so even when a later begin does not set this.
+   */
+  requiresApproval: boolean;
 }
 
 export interface BeginEffectResponse {
   /**
    * A random key, the same on every repeat, to pass to external APIs that
-   * accept an idempotency key.
+   * accept an idempotency key. Empty unless decision is RUN.
    */
   idempotencyKey: string;
   /** True when the tool use had been begun before. */
@@ -576,7 +636,56 @@ export interface BeginEffectResponse {
    * With tool_use set in the request, the tool use's recorded effect when
    * it has one: do not run the tool, answer with this. Nothing was written.
    */
-  effect: Effect | undefined;
+  effect:
+    | Effect
+    | undefined;
+  /**
+   * RUN when the call is begun (always, for a call without approval);
+   * AWAIT_APPROVAL or DENIED for a call that requires approval and has
+   * none for its input, or was denied; REUSE with effect set.
+   */
+  decision: Decision;
+  /**
+   * The call's approval record, for a call that requires approval: the
+   * one spent (RUN), the request waiting (AWAIT_APPROVAL), or the denial
+   * with its note (DENIED).
+   */
+  approval: EffectApproval | undefined;
+}
+
+/**
+ * EffectApproval is the durable record of a person's decision on one call
+ * that requires approval, bound to the call's input.
+ */
+export interface EffectApproval {
+  /** Waiting, approved or denied. */
+  status: ApprovalStatus;
+  /**
+   * SHA-256 of the tool's name and the canonical form of its input (object
+   * keys sorted, no insignificant space), as ThreadEffect.input_digest: the
+   * input the decision is for.
+   */
+  inputDigest: Buffer;
+  /**
+   * When a begin first asked for approval of this input; unset for a
+   * decision made before any begin asked.
+   */
+  requestTime:
+    | Timestamp
+    | undefined;
+  /** Who decided, as given; may be empty. */
+  decidedBy: string;
+  /** The approver's note; for a denial, the text the model is given. */
+  note: string;
+  /** When the daemon recorded the decision; unset while waiting. */
+  decideTime:
+    | Timestamp
+    | undefined;
+  /**
+   * True once a begin spent the approval: the call is begun, and the
+   * approval unlocks nothing else.
+   */
+  spent: boolean;
 }
 
 export interface RecordEffectRequest {
@@ -672,7 +781,15 @@ export interface Resolution {
    * outcome NOT_DONE for DECISION_RUN, DONE for DECISION_REUSE (also in
    * effect.resolution); unset when none was made.
    */
-  resolution: EffectResolution | undefined;
+  resolution:
+    | EffectResolution
+    | undefined;
+  /**
+   * The call's approval record, for a call that requires approval: a
+   * DECISION_RUN call whose approval is WAITING is begun only once a
+   * person decides (BeginEffect answers DECISION_AWAIT_APPROVAL until then).
+   */
+  approval: EffectApproval | undefined;
 }
 
 export interface ReconcileResponse {
@@ -804,6 +921,11 @@ export interface SessionSummary {
   resolvedByVerifyCount: number;
   /** The same, with resolver kind PERSON. */
   resolvedByPersonCount: number;
+  /**
+   * The tool uses waiting for approval (a begin asked, nobody decided
+   * yet); ListEffects shows them, with their approval record.
+   */
+  awaitingApprovalCount: number;
 }
 
 export interface SessionSummary_LabelsEntry {
@@ -1032,7 +1154,14 @@ export interface LedgerEntry {
    */
   registered: boolean;
   /** How the call was settled when it was in doubt; unset when it never was. */
-  resolution: EffectResolution | undefined;
+  resolution:
+    | EffectResolution
+    | undefined;
+  /**
+   * The call's approval record, for a call that requires approval; unset
+   * otherwise.
+   */
+  approval: EffectApproval | undefined;
 }
 
 export interface ListEffectsResponse {
@@ -1202,6 +1331,53 @@ export interface ResolveEffectResponse {
    * request).
    */
   alreadyResolved: boolean;
+}
+
+export interface ApproveEffectRequest {
+  /** The session. */
+  sessionId: string;
+  /**
+   * The tool use: one waiting for approval (a begin with
+   * requires_approval asked), or one pending in the latest revision and not
+   * begun (approved before it asks).
+   */
+  toolUseId: string;
+  /**
+   * The caller's epoch, fenced like a save; unset for a person, who is not
+   * fenced.
+   */
+  epoch?:
+    | bigint
+    | undefined;
+  /** APPROVED or DENIED. Required. */
+  decision: ApprovalStatus;
+  /**
+   * The digest of the input the approver saw (EffectApproval.input_digest,
+   * as ListEffects shows it); when set it must equal the call's, else
+   * APPROVAL_INPUT_MISMATCH. Unset decides for the call's input as it waits.
+   */
+  inputDigest: Buffer;
+  /** Who decides, such as a user name; at most 256 bytes. */
+  decidedBy: string;
+  /**
+   * A note for the record; for a denial, what the model is told. At most
+   * 4096 bytes.
+   */
+  note: string;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original response; empty disables retry detection.
+   */
+  requestId: string;
+}
+
+export interface ApproveEffectResponse {
+  /** The call's ledger entry after the decision. */
+  entry:
+    | LedgerEntry
+    | undefined;
+  /** True when this decision had been recorded before (by another request). */
+  alreadyDecided: boolean;
 }
 
 function createBaseMessage(): Message {
@@ -2386,7 +2562,7 @@ export const SaveCheckpointResponse: MessageFns<SaveCheckpointResponse> = {
 };
 
 function createBaseBeginEffectRequest(): BeginEffectRequest {
-  return { sessionId: "", toolUseId: "", epoch: 0n, toolUse: undefined, requestId: "" };
+  return { sessionId: "", toolUseId: "", epoch: 0n, toolUse: undefined, requestId: "", requiresApproval: false };
 }
 
 export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
@@ -2408,6 +2584,9 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
     }
     if (message.requestId !== "") {
       writer.uint32(170).string(message.requestId);
+    }
+    if (message.requiresApproval !== false) {
+      writer.uint32(256).bool(message.requiresApproval);
     }
     return writer;
   },
@@ -2465,6 +2644,14 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
             message.requestId = reader.string();
             continue;
           }
+          case 32: {
+            if (tag !== 256) {
+              break;
+            }
+
+            message.requiresApproval = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2489,12 +2676,13 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
       ? ToolUse.fromPartial(object.toolUse)
       : undefined;
     message.requestId = object.requestId ?? "";
+    message.requiresApproval = object.requiresApproval ?? false;
     return message;
   },
 };
 
 function createBaseBeginEffectResponse(): BeginEffectResponse {
-  return { idempotencyKey: "", alreadyBegun: false, effect: undefined };
+  return { idempotencyKey: "", alreadyBegun: false, effect: undefined, decision: 0, approval: undefined };
 }
 
 export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
@@ -2507,6 +2695,12 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     }
     if (message.effect !== undefined) {
       Effect.encode(message.effect, writer.uint32(162).fork()).join();
+    }
+    if (message.decision !== 0) {
+      writer.uint32(256).int32(message.decision);
+    }
+    if (message.approval !== undefined) {
+      EffectApproval.encode(message.approval, writer.uint32(266).fork()).join();
     }
     return writer;
   },
@@ -2548,6 +2742,22 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
             message.effect = Effect.decode(reader, reader.uint32());
             continue;
           }
+          case 32: {
+            if (tag !== 256) {
+              break;
+            }
+
+            message.decision = reader.int32() as any;
+            continue;
+          }
+          case 33: {
+            if (tag !== 266) {
+              break;
+            }
+
+            message.approval = EffectApproval.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2570,6 +2780,149 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     message.effect = (object.effect !== undefined && object.effect !== null)
       ? Effect.fromPartial(object.effect)
       : undefined;
+    message.decision = object.decision ?? 0;
+    message.approval = (object.approval !== undefined && object.approval !== null)
+      ? EffectApproval.fromPartial(object.approval)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEffectApproval(): EffectApproval {
+  return {
+    status: 0,
+    inputDigest: Buffer.alloc(0),
+    requestTime: undefined,
+    decidedBy: "",
+    note: "",
+    decideTime: undefined,
+    spent: false,
+  };
+}
+
+export const EffectApproval: MessageFns<EffectApproval> = {
+  encode(message: EffectApproval, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.status !== 0) {
+      writer.uint32(8).int32(message.status);
+    }
+    if (message.inputDigest.length !== 0) {
+      writer.uint32(18).bytes(message.inputDigest);
+    }
+    if (message.requestTime !== undefined) {
+      Timestamp.encode(message.requestTime, writer.uint32(26).fork()).join();
+    }
+    if (message.decidedBy !== "") {
+      writer.uint32(34).string(message.decidedBy);
+    }
+    if (message.note !== "") {
+      writer.uint32(42).string(message.note);
+    }
+    if (message.decideTime !== undefined) {
+      Timestamp.encode(message.decideTime, writer.uint32(50).fork()).join();
+    }
+    if (message.spent !== false) {
+      writer.uint32(56).bool(message.spent);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EffectApproval {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEffectApproval();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.inputDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.requestTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.decidedBy = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.decideTime = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.spent = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EffectApproval>, I>>(base?: I): EffectApproval {
+    return EffectApproval.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EffectApproval>, I>>(object: I): EffectApproval {
+    const message = createBaseEffectApproval();
+    message.status = object.status ?? 0;
+    message.inputDigest = object.inputDigest ?? Buffer.alloc(0);
+    message.requestTime = (object.requestTime !== undefined && object.requestTime !== null)
+      ? Timestamp.fromPartial(object.requestTime)
+      : undefined;
+    message.decidedBy = object.decidedBy ?? "";
+    message.note = object.note ?? "";
+    message.decideTime = (object.decideTime !== undefined && object.decideTime !== null)
+      ? Timestamp.fromPartial(object.decideTime)
+      : undefined;
+    message.spent = object.spent ?? false;
     return message;
   },
 };
@@ -2997,6 +3350,7 @@ function createBaseResolution(): Resolution {
     toolResultText: "",
     begun: false,
     resolution: undefined,
+    approval: undefined,
   };
 }
 
@@ -3022,6 +3376,9 @@ export const Resolution: MessageFns<Resolution> = {
     }
     if (message.resolution !== undefined) {
       EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
+    }
+    if (message.approval !== undefined) {
+      EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
     }
     return writer;
   },
@@ -3095,6 +3452,14 @@ export const Resolution: MessageFns<Resolution> = {
             message.resolution = EffectResolution.decode(reader, reader.uint32());
             continue;
           }
+          case 32: {
+            if (tag !== 258) {
+              break;
+            }
+
+            message.approval = EffectApproval.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3124,6 +3489,9 @@ export const Resolution: MessageFns<Resolution> = {
     message.begun = object.begun ?? false;
     message.resolution = (object.resolution !== undefined && object.resolution !== null)
       ? EffectResolution.fromPartial(object.resolution)
+      : undefined;
+    message.approval = (object.approval !== undefined && object.approval !== null)
+      ? EffectApproval.fromPartial(object.approval)
       : undefined;
     return message;
   },
@@ -3780,6 +4148,7 @@ function createBaseSessionSummary(): SessionSummary {
     createTime: undefined,
     resolvedByVerifyCount: 0,
     resolvedByPersonCount: 0,
+    awaitingApprovalCount: 0,
   };
 }
 
@@ -3835,6 +4204,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     }
     if (message.resolvedByPersonCount !== 0) {
       writer.uint32(248).uint32(message.resolvedByPersonCount);
+    }
+    if (message.awaitingApprovalCount !== 0) {
+      writer.uint32(256).uint32(message.awaitingApprovalCount);
     }
     return writer;
   },
@@ -3967,6 +4339,14 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             message.resolvedByPersonCount = reader.uint32();
             continue;
           }
+          case 32: {
+            if (tag !== 256) {
+              break;
+            }
+
+            message.awaitingApprovalCount = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4012,6 +4392,7 @@ export const SessionSummary: MessageFns<SessionSummary> = {
       : undefined;
     message.resolvedByVerifyCount = object.resolvedByVerifyCount ?? 0;
     message.resolvedByPersonCount = object.resolvedByPersonCount ?? 0;
+    message.awaitingApprovalCount = object.awaitingApprovalCount ?? 0;
     return message;
   },
 };
@@ -5394,6 +5775,7 @@ function createBaseLedgerEntry(): LedgerEntry {
     effect: undefined,
     registered: false,
     resolution: undefined,
+    approval: undefined,
   };
 }
 
@@ -5434,6 +5816,9 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     }
     if (message.resolution !== undefined) {
       EffectResolution.encode(message.resolution, writer.uint32(242).fork()).join();
+    }
+    if (message.approval !== undefined) {
+      EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
     }
     return writer;
   },
@@ -5539,6 +5924,14 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
             message.resolution = EffectResolution.decode(reader, reader.uint32());
             continue;
           }
+          case 32: {
+            if (tag !== 258) {
+              break;
+            }
+
+            message.approval = EffectApproval.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5574,6 +5967,9 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     message.registered = object.registered ?? false;
     message.resolution = (object.resolution !== undefined && object.resolution !== null)
       ? EffectResolution.fromPartial(object.resolution)
+      : undefined;
+    message.approval = (object.approval !== undefined && object.approval !== null)
+      ? EffectApproval.fromPartial(object.approval)
       : undefined;
     return message;
   },
@@ -6491,6 +6887,226 @@ export const ResolveEffectResponse: MessageFns<ResolveEffectResponse> = {
   },
 };
 
+function createBaseApproveEffectRequest(): ApproveEffectRequest {
+  return {
+    sessionId: "",
+    toolUseId: "",
+    epoch: undefined,
+    decision: 0,
+    inputDigest: Buffer.alloc(0),
+    decidedBy: "",
+    note: "",
+    requestId: "",
+  };
+}
+
+export const ApproveEffectRequest: MessageFns<ApproveEffectRequest> = {
+  encode(message: ApproveEffectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.toolUseId !== "") {
+      writer.uint32(18).string(message.toolUseId);
+    }
+    if (message.epoch !== undefined) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.epoch);
+    }
+    if (message.decision !== 0) {
+      writer.uint32(32).int32(message.decision);
+    }
+    if (message.inputDigest.length !== 0) {
+      writer.uint32(42).bytes(message.inputDigest);
+    }
+    if (message.decidedBy !== "") {
+      writer.uint32(50).string(message.decidedBy);
+    }
+    if (message.note !== "") {
+      writer.uint32(58).string(message.note);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(66).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveEffectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveEffectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.epoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.decision = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inputDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.decidedBy = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ApproveEffectRequest>, I>>(base?: I): ApproveEffectRequest {
+    return ApproveEffectRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveEffectRequest>, I>>(object: I): ApproveEffectRequest {
+    const message = createBaseApproveEffectRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.toolUseId = object.toolUseId ?? "";
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : undefined;
+    message.decision = object.decision ?? 0;
+    message.inputDigest = object.inputDigest ?? Buffer.alloc(0);
+    message.decidedBy = object.decidedBy ?? "";
+    message.note = object.note ?? "";
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseApproveEffectResponse(): ApproveEffectResponse {
+  return { entry: undefined, alreadyDecided: false };
+}
+
+export const ApproveEffectResponse: MessageFns<ApproveEffectResponse> = {
+  encode(message: ApproveEffectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.entry !== undefined) {
+      LedgerEntry.encode(message.entry, writer.uint32(10).fork()).join();
+    }
+    if (message.alreadyDecided !== false) {
+      writer.uint32(16).bool(message.alreadyDecided);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveEffectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveEffectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entry = LedgerEntry.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.alreadyDecided = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ApproveEffectResponse>, I>>(base?: I): ApproveEffectResponse {
+    return ApproveEffectResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveEffectResponse>, I>>(object: I): ApproveEffectResponse {
+    const message = createBaseApproveEffectResponse();
+    message.entry = (object.entry !== undefined && object.entry !== null)
+      ? LedgerEntry.fromPartial(object.entry)
+      : undefined;
+    message.alreadyDecided = object.alreadyDecided ?? false;
+    return message;
+  },
+};
+
 /**
  * SavepointService keeps an agent loop's checkpoints and side-effects ledger
  * so that a long task survives a crash and resumes without repeating or
@@ -6753,6 +7369,26 @@ export const SavepointServiceService = {
       Buffer.from(ResolveEffectResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ResolveEffectResponse => ResolveEffectResponse.decode(value),
   },
+  /**
+   * ApproveEffect approves or denies one tool use that requires approval,
+   * bound to its input: the decision holds for the session, the
+   * tool_use_id and the canonical input digest of the call as it waits (or
+   * as it is pending), and for nothing else. BeginEffect with
+   * requires_approval begins the call only against an approval for that
+   * exact call and spends it in the same durable write. It is fenced by
+   * epoch when one is given, and not otherwise (a person with access to the
+   * daemon).
+   */
+  approveEffect: {
+    path: "/savepoint.v1.SavepointService/ApproveEffect" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ApproveEffectRequest): Buffer => Buffer.from(ApproveEffectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ApproveEffectRequest => ApproveEffectRequest.decode(value),
+    responseSerialize: (value: ApproveEffectResponse): Buffer =>
+      Buffer.from(ApproveEffectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ApproveEffectResponse => ApproveEffectResponse.decode(value),
+  },
 } as const;
 
 export interface SavepointServiceServer extends UntypedServiceImplementation {
@@ -6854,6 +7490,17 @@ export interface SavepointServiceServer extends UntypedServiceImplementation {
    * RecordEffect).
    */
   resolveEffect: handleUnaryCall<ResolveEffectRequest, ResolveEffectResponse>;
+  /**
+   * ApproveEffect approves or denies one tool use that requires approval,
+   * bound to its input: the decision holds for the session, the
+   * tool_use_id and the canonical input digest of the call as it waits (or
+   * as it is pending), and for nothing else. BeginEffect with
+   * requires_approval begins the call only against an approval for that
+   * exact call and spends it in the same durable write. It is fenced by
+   * epoch when one is given, and not otherwise (a person with access to the
+   * daemon).
+   */
+  approveEffect: handleUnaryCall<ApproveEffectRequest, ApproveEffectResponse>;
 }
 
 export interface SavepointServiceClient extends Client {
@@ -7191,6 +7838,31 @@ export interface SavepointServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ResolveEffectResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ApproveEffect approves or denies one tool use that requires approval,
+   * bound to its input: the decision holds for the session, the
+   * tool_use_id and the canonical input digest of the call as it waits (or
+   * as it is pending), and for nothing else. BeginEffect with
+   * requires_approval begins the call only against an approval for that
+   * exact call and spends it in the same durable write. It is fenced by
+   * epoch when one is given, and not otherwise (a person with access to the
+   * daemon).
+   */
+  approveEffect(
+    request: ApproveEffectRequest,
+    callback: (error: ServiceError | null, response: ApproveEffectResponse) => void,
+  ): ClientUnaryCall;
+  approveEffect(
+    request: ApproveEffectRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ApproveEffectResponse) => void,
+  ): ClientUnaryCall;
+  approveEffect(
+    request: ApproveEffectRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ApproveEffectResponse) => void,
   ): ClientUnaryCall;
 }
 

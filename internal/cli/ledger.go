@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/savepoint-dev/savepoint/client"
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
+)
+
+// LedgerCounts counts a ledger's calls in doubt now and the calls whose
+// doubt was settled (ResolveEffect, ResolveThreadEffect), by who settled
+// them, as savepoint show and the inspector print them.
+type LedgerCounts struct {
+	InDoubt          int
+	ResolvedByVerify int
+	ResolvedByPerson int
+}
+
+// String is c as one line: "1 in doubt; resolved 0 by a verify hook, 2 by
+// a person".
+func (c LedgerCounts) String() string {
+	return fmt.Sprintf("%d in doubt; resolved %d by a verify hook, %d by a person", c.InDoubt, c.ResolvedByVerify, c.ResolvedByPerson)
+}
+
+func (c *LedgerCounts) add(r *savepointv1.EffectResolution) {
+	switch r.GetResolverKind() {
+	case savepointv1.ResolverKind_RESOLVER_KIND_VERIFY:
+		c.ResolvedByVerify++
+	case savepointv1.ResolverKind_RESOLVER_KIND_PERSON:
+		c.ResolvedByPerson++
+	}
+}
+
+// CountSessionLedger counts a session's calls: those Reconcile answers
+// IN_DOUBT in rec (its latest revision's), and the ledger's entries that
+// carry a resolution. A call resolved again after the new attempt its
+// first resolution allowed was left in doubt too counts once here, and
+// twice in ListSessions' resolved_by_*_count.
+func CountSessionLedger(entries []*savepointv1.LedgerEntry, rec *savepointv1.ReconcileResponse) LedgerCounts {
+	var c LedgerCounts
+	for _, r := range rec.GetResolutions() {
+		if r.GetDecision() == savepointv1.Decision_DECISION_IN_DOUBT {
+			c.InDoubt++
+		}
+	}
+	for _, e := range entries {
+		if r := e.GetResolution(); r != nil {
+			c.add(r)
+		}
+	}
+	return c
+}
+
+// CountThreadLedger counts a graph thread's calls: those whose next begin
+// is answered IN_DOUBT (client.NextBegin), and those whose latest attempt
+// in doubt carries a resolution.
+func CountThreadLedger(effects []*savepointv1.ThreadEffect) LedgerCounts {
+	var c LedgerCounts
+	for _, e := range effects {
+		if d, _ := client.NextBegin(e); d == savepointv1.Decision_DECISION_IN_DOUBT {
+			c.InDoubt++
+		}
+		if r := e.GetResolution(); r != nil {
+			c.add(r)
+		}
+	}
+	return c
+}
