@@ -20,6 +20,9 @@ import (
 var LangGraphSummaryNames = []string{
 	"langgraph_put_get_p50_vs_sqlite", // put + get_tuple p50, one process (below 1: SavepointSaver faster)
 	"langgraph_16proc_vs_sqlite",      // put + get_tuple per second at 16 processes (above 1: SavepointSaver faster)
+	// put + get_tuple p50 with the saver's calls on a CallStream over the
+	// same saver with call_stream=False (below 1: the stream is faster)
+	"langgraph_put_get_p50_stream_vs_unary",
 }
 
 // LangGraphPostgresSummaryNames are the closing figures of the LangGraph

@@ -9,7 +9,7 @@ import (
 
 func TestParseLangGraph(t *testing.T) {
 	const good = `{"tables": [{"title": "T", "header": ["saver", "p50 ms"], "rows": [["SavepointSaver", "1.0"], ["AsyncSqliteSaver", "2.0"]], "notes": ["n"]}],` +
-		` "summary": {"langgraph_put_get_p50_vs_sqlite": 0.5, "langgraph_16proc_vs_sqlite": 2.5}}`
+		` "summary": {"langgraph_put_get_p50_vs_sqlite": 0.5, "langgraph_16proc_vs_sqlite": 2.5, "langgraph_put_get_p50_stream_vs_unary": 0.9}}`
 	tables, figures, err := parseLangGraph([]byte("progress\n" + good + "\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func TestParseLangGraph(t *testing.T) {
 		{"not json", "langgraph_16proc_vs_sqlite=1", "not the JSON report"},
 		{"figure missing", `{"tables": [], "summary": {"langgraph_16proc_vs_sqlite": 1}}`, "langgraph_put_get_p50_vs_sqlite missing"},
 		{"figure zero", `{"tables": [], "summary": {"langgraph_put_get_p50_vs_sqlite": 0, "langgraph_16proc_vs_sqlite": 1}}`, "not a positive number"},
-		{"unknown figure", `{"tables": [], "summary": {"langgraph_put_get_p50_vs_sqlite": 1, "langgraph_16proc_vs_sqlite": 1, "x": 1}}`, "unknown figure x"},
+		{"unknown figure", `{"tables": [], "summary": {"langgraph_put_get_p50_vs_sqlite": 1, "langgraph_16proc_vs_sqlite": 1, "langgraph_put_get_p50_stream_vs_unary": 1, "x": 1}}`, "unknown figure x"},
 		{"ragged row", `{"tables": [{"title": "T", "header": ["a", "b"], "rows": [["1"]]}], "summary": {}}`, "a row of 1 cells"},
 	} {
 		if _, _, err := parseLangGraph([]byte(tc.out)); err == nil || !strings.Contains(err.Error(), tc.says) {
@@ -68,7 +68,7 @@ func TestLangGraphFlagsGoTogether(t *testing.T) {
 // TestParseLangGraphPostgres: the PostgreSQL figures (issue 21) come both
 // or neither, and print after the SQLite ones.
 func TestParseLangGraphPostgres(t *testing.T) {
-	const base = `"langgraph_put_get_p50_vs_sqlite": 0.5, "langgraph_16proc_vs_sqlite": 2.5`
+	const base = `"langgraph_put_get_p50_vs_sqlite": 0.5, "langgraph_16proc_vs_sqlite": 2.5, "langgraph_put_get_p50_stream_vs_unary": 0.9`
 	_, figures, err := parseLangGraph([]byte(`{"tables": [], "summary": {` + base +
 		`, "langgraph_pg_put_get_p50_vs_postgressaver": 1.5, "langgraph_pg_16proc_vs_postgressaver": 1.25}}`))
 	if err != nil {
@@ -92,7 +92,7 @@ func TestParseLangGraphPostgres(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	tail := strings.Join(lines[len(SummaryNames):], " ")
-	want := "postgres_save_p50_vs_sql=3.000 langgraph_put_get_p50_vs_sqlite=0.500 langgraph_16proc_vs_sqlite=2.500 " +
+	want := "postgres_save_p50_vs_sql=3.000 langgraph_put_get_p50_vs_sqlite=0.500 langgraph_16proc_vs_sqlite=2.500 langgraph_put_get_p50_stream_vs_unary=0.900 " +
 		"langgraph_pg_put_get_p50_vs_postgressaver=1.500 langgraph_pg_16proc_vs_postgressaver=1.250"
 	if tail != want {
 		t.Errorf("closing lines after issue 9's: %s\nwant %s", tail, want)

@@ -12,30 +12,37 @@ import (
 // Registration is what RegisterToolUse returns: the call's idempotency key,
 // whether it had been begun before, and, for a call whose outcome is
 // recorded already, that outcome (Effect set): the tool must not run again.
+// Duplicate is set when the daemon's duplicate-intent guard caught the call
+// (it repeats a call an earlier, interrupted run made): the tool must not
+// run; answer the model with Duplicate.ToolResultText (an error result when
+// Duplicate.IsError).
 type Registration struct {
 	IdempotencyKey string
 	AlreadyBegun   bool
 	Effect         *savepointv1.Effect
+	Duplicate      *savepointv1.DuplicateToolUse
 }
 
 // RegisterToolUse makes call pending and begun in one durable write
 // (BeginEffect with tool_use), without a Point A or a new revision, for
 // code that sees one call at a time just before it runs, such as an agent
 // framework's hooks; calls of one turn may register in parallel. Run the
-// tool only when the returned Effect is nil, then RecordToolUse its outcome.
+// tool only when the returned Effect and Duplicate are nil, then
+// RecordToolUse its outcome.
 // A retry after an unknown outcome is sent with the same request id.
 func (s *Session) RegisterToolUse(ctx context.Context, call ToolUse) (Registration, error) {
 	s.mu.Lock()
 	epoch := s.epoch
 	s.mu.Unlock()
-	p := &savepointv1.ToolUse{Name: call.Name, InputJson: call.InputJSON, EffectClass: effectiveClass(call.EffectClass), BeginTracked: true}
+	p := &savepointv1.ToolUse{Name: call.Name, InputJson: call.InputJSON, EffectClass: effectiveClass(call.EffectClass), BeginTracked: true,
+		Repeatable: call.Repeatable}
 	b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{
 		SessionId: s.id, ToolUseId: call.ToolUseID, Epoch: epoch, ToolUse: p, RequestId: uuid.NewString(),
 	})
 	if err != nil {
 		return Registration{}, fmt.Errorf("savepoint: registering tool use %q (%s): %w", call.ToolUseID, call.Name, err)
 	}
-	return Registration{IdempotencyKey: b.GetIdempotencyKey(), AlreadyBegun: b.GetAlreadyBegun(), Effect: b.GetEffect()}, nil
+	return Registration{IdempotencyKey: b.GetIdempotencyKey(), AlreadyBegun: b.GetAlreadyBegun(), Effect: b.GetEffect(), Duplicate: b.GetDuplicate()}, nil
 }
 
 // RecordToolUse writes the outcome of a tool use that ran to the ledger

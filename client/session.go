@@ -59,6 +59,10 @@ type ToolUse struct {
 	// EffectClass is what running the tool does; unspecified means
 	// SideEffect.
 	EffectClass EffectClass
+	// Repeatable exempts the call from the daemon's duplicate-intent guard
+	// (docs/api.md "The same action under a new id"): set it for a tool that
+	// may legitimately repeat a call with the same input after a restart.
+	Repeatable bool
 }
 
 // Errors the Session reports without asking the daemon.
@@ -248,6 +252,7 @@ func (s *Session) PointA(ctx context.Context, assistant Message, calls []ToolUse
 			// RunTool and Reconcile call BeginEffect before running any tool
 			// that is not read-only, so a call never begun is safe to run.
 			BeginTracked: class != ReadOnly,
+			Repeatable:   c.Repeatable,
 		})
 	}
 	m := s.meta
@@ -538,5 +543,6 @@ func (s *Session) Pending() []ToolUse {
 }
 
 func toolUse(p *savepointv1.ToolUse) ToolUse {
-	return ToolUse{ToolUseID: p.GetToolUseId(), Name: p.GetName(), InputJSON: p.GetInputJson(), EffectClass: effectiveClass(p.GetEffectClass())}
+	return ToolUse{ToolUseID: p.GetToolUseId(), Name: p.GetName(), InputJSON: p.GetInputJson(), EffectClass: effectiveClass(p.GetEffectClass()),
+		Repeatable: p.GetRepeatable()}
 }

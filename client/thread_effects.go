@@ -29,6 +29,10 @@ func (c *Client) ThreadEffects(ctx context.Context, thread string) ([]*savepoint
 // why, in one sentence: the thread ledger's rules (docs/api.md) applied to
 // one entry.
 func NextBegin(e *savepointv1.ThreadEffect) (savepointv1.Decision, string) {
+	if d := e.GetDuplicateOf(); d != "" {
+		return savepointv1.Decision_DECISION_IN_DOUBT, fmt.Sprintf("never ran: it repeats %s, the same call of an earlier, interrupted run; "+
+			"the model is told that call's outcome (REUSE once it is recorded)", d)
+	}
 	switch e.GetState() {
 	case savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_NOT_BEGUN:
 		a := e.GetApproval()

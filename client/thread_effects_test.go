@@ -35,4 +35,10 @@ func TestNextBegin(t *testing.T) {
 			t.Errorf("%v %v: %v %q, want %v and %q", tc.state, tc.class, d, why, tc.want, tc.why)
 		}
 	}
+	// A call the duplicate-intent guard caught never ran: its next begin is
+	// answered from the call it repeats.
+	d, why := NextBegin(&savepointv1.ThreadEffect{State: begun, EffectClass: side, DuplicateOf: "call_a"})
+	if d != savepointv1.Decision_DECISION_IN_DOUBT || !strings.Contains(why, "never ran: it repeats call_a") {
+		t.Errorf("caught duplicate: %v %q", d, why)
+	}
 }

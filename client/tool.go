@@ -44,6 +44,13 @@ type ToolResult struct {
 	// Decision is set by Reconcile to the decision that made this result,
 	// and is unspecified for RunTool's results.
 	Decision Decision
+	// DuplicateOf is set when the tool did not run because the daemon's
+	// duplicate-intent guard found that an earlier, interrupted run made
+	// the same call (docs/api.md "The same action under a new id"): the
+	// earlier tool use id. Content is then the daemon's text telling the
+	// model the action was already taken (with its output) or may have been
+	// (IsError).
+	DuplicateOf string
 
 	// Err is set when the tool did NOT run: BeginEffect failed (for example
 	// ErrSessionFenced: another process resumed the session) or the call was not
@@ -355,6 +362,10 @@ func (s *Session) execute(ctx context.Context, p *savepointv1.ToolUse, epoch uin
 		if err != nil {
 			s.unstart(id)
 			return ToolResult{ToolUseID: id, Err: fmt.Errorf("savepoint: tool use %q (%s) not run: BeginEffect: %w", id, p.GetName(), err)}
+		}
+		if d := b.GetDuplicate(); d != nil {
+			// Not run: the same call of an earlier run answers it.
+			return ToolResult{ToolUseID: id, Content: d.GetToolResultText(), IsError: d.GetIsError(), DuplicateOf: d.GetToolUseId()}
 		}
 		switch b.GetDecision() {
 		case savepointv1.Decision_DECISION_AWAIT_APPROVAL:

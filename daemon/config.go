@@ -30,6 +30,9 @@ type Config struct {
 	// StartedOnDemand says that a client started the daemon on demand (see
 	// docs/install.md); GetServerInfo reports it.
 	StartedOnDemand bool
+	// NoCallStream serves no CallStreamService, so that clients send unary
+	// calls only, as to a daemon that predates it.
+	NoCallStream bool
 	// SocketMode is the Unix socket's permission bits, 0600 or 0660 (to let a
 	// group connect); zero means 0600.
 	SocketMode os.FileMode

@@ -120,13 +120,27 @@ func newServer(cfg Config, creds credentials.TransportCredentials, store core.St
 	unary, stream := interceptors(cfg, m, logger)
 	srv := grpc.NewServer(serverOptions(creds, cfg.MaxRequestBytes, unary, stream)...)
 	opts := rpc.Options{Limits: cfg.Limits(), Logger: logger, Version: version.String(), Commit: version.Commit(), StartedOnDemand: cfg.StartedOnDemand}
+	if !cfg.NoCallStream {
+		opts.CallStreamMaxInFlight = rpc.DefaultCallStreamMaxInFlight
+	}
 	api := rpc.NewServer(store, opts)
 	savepointv1.RegisterSavepointServiceServer(srv, api)
 	hs := health.NewServer()
 	hs.SetServingStatus(savepointv1.SavepointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	var graph savepointv1.GraphCheckpointServiceServer
 	if gs, ok := store.(core.GraphStore); ok {
-		savepointv1.RegisterGraphCheckpointServiceServer(srv, rpc.NewGraphServer(gs, opts))
+		graph = rpc.NewGraphServer(gs, opts)
+		savepointv1.RegisterGraphCheckpointServiceServer(srv, graph)
 		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+	if !cfg.NoCallStream {
+		// Each carried call passes the unary interceptors, as a unary call
+		// does: the stream's own ones (the stream's metrics, log and access
+		// check) wrap the stream as a whole.
+		savepointv1.RegisterCallStreamServiceServer(srv, rpc.NewStreamServer(api, graph, rpc.StreamOptions{
+			MaxInFlight: opts.CallStreamMaxInFlight, Interceptor: rpc.ChainUnary(unary...), Logger: logger,
+		}))
+		hs.SetServingStatus(savepointv1.CallStreamService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)

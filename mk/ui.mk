@@ -25,5 +25,5 @@ test-ui: chromium ## Run the web inspector's tests alone, with headless Chromium
 	SAVEPOINT_CHROMIUM=$(CHROMIUM) go test -race -count=1 ./cmd/savepoint/internal/ui
 
 .PHONY: ui-screenshots
-ui-screenshots: chromium ## Rewrite docs/ui/*.png, the inspector's screenshots, from TestBrowser and TestBrowserResolve
-	SAVEPOINT_CHROMIUM=$(CHROMIUM) go test -count=1 -run '^TestBrowser(Resolve)?$$' ./cmd/savepoint/internal/ui -screenshots $(abspath docs/ui)
+ui-screenshots: chromium ## Rewrite docs/ui/*.png, the inspector's screenshots, from TestBrowser, TestBrowserResolve and TestBrowserApprove
+	SAVEPOINT_CHROMIUM=$(CHROMIUM) go test -count=1 -run '^TestBrowser(Resolve|Approve)?$$' ./cmd/savepoint/internal/ui -screenshots $(abspath docs/ui)

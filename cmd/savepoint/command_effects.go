@@ -90,6 +90,9 @@ func setupEffects(fs *flag.FlagSet) runFunc {
 				if a := l.GetApproval(); a != nil {
 					outcome += ", " + approvalText(a)
 				}
+				if d := l.GetDuplicateOf(); d != "" {
+					outcome = "not run: repeats " + d + " of an earlier run"
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.GetToolUseId(), l.GetName(), effectClassText(l.GetEffectClass()),
 					l.GetLastPendingRevision(), begun, recorded, outcome)
 			}

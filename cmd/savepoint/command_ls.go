@@ -48,8 +48,10 @@ the command.
 ledger's calls, how many of them are in doubt (a node running one again
 is told it may have run: "savepoint resolve --thread" settles it), RESOLVED
 as for sessions (the calls whose latest attempt in doubt was resolved, by a
-verify hook and by a person), and when each thread was last written. It
-reads each thread's ledger, and takes none of the session filters.`,
+verify hook and by a person), AWAITING, the calls waiting for a person's
+approval ("savepoint approve --thread"), and when each thread was last
+written. It reads each thread's ledger, and takes none of the session
+filters.`,
 		setup: setupLs,
 	})
 }
@@ -147,7 +149,7 @@ func printSessions(ctx context.Context, e *env, c *client.Client, req *savepoint
 // counts.
 func printThreads(ctx context.Context, e *env, c *client.Client) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "THREAD\tCALLS\tIN DOUBT\tRESOLVED\tUPDATED")
+	fmt.Fprintln(tw, "THREAD\tCALLS\tIN DOUBT\tRESOLVED\tAWAITING\tUPDATED")
 	for token, first := "", true; first || token != ""; first = false {
 		page, err := c.Graph().ListThreads(ctx, &savepointv1.ListThreadsRequest{PageSize: 1000, PageToken: token})
 		if err != nil {
@@ -159,7 +161,7 @@ func printThreads(ctx context.Context, e *env, c *client.Client) error {
 				return err
 			}
 			n := cli.CountThreadLedger(effects)
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%s\n", th.GetThreadId(), len(effects), n.InDoubt, n.ResolvedByVerify, n.ResolvedByPerson, formatTime(th.GetUpdateTime()))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%d\t%s\n", th.GetThreadId(), len(effects), n.InDoubt, n.ResolvedByVerify, n.ResolvedByPerson, n.AwaitingApproval, formatTime(th.GetUpdateTime()))
 		}
 		token = page.GetNextPageToken()
 	}

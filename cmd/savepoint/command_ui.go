@@ -31,9 +31,10 @@ cookie and drops it from the address bar; a request without it gets 401.
 --open starts the desktop's browser ($BROWSER, else xdg-open) on a 0600
 redirect file, so that the token is never on a command line. --read-only
 serves the pages without their actions (fork, rewind, complete, delete,
-resolving a call in doubt, graph copy, prune and delete). A call resolved
-from the inspector is recorded as a person's finding under your user name
-unless its form names another. --timeout bounds each RPC the inspector makes,
+resolving a call in doubt, approving or denying a call, graph copy, prune
+and delete). A call resolved, approved or denied from the inspector is
+recorded as a person's decision under your user name unless its form names
+another. --timeout bounds each RPC the inspector makes,
 not the command.`,
 		setup: setupUI,
 	})

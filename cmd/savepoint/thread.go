@@ -121,6 +121,9 @@ func printThreadEffects(w io.Writer, effects []*savepointv1.ThreadEffect) error 
 		if a := e.GetApproval(); a != nil {
 			outcome += ", " + approvalText(a)
 		}
+		if dup := e.GetDuplicateOf(); dup != "" {
+			outcome = "not run: repeats " + dup + " of an earlier run"
+		}
 		d, _ := client.NextBegin(e)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", nsText(e.GetCheckpointNs()), e.GetToolUseId(), e.GetName(),
 			effectClassText(e.GetEffectClass()), e.GetAttempts(), threadEffectStateText(e.GetState()),

@@ -145,6 +145,8 @@ func newFlags(cfg *config) daemonFlags {
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
 	fs.BoolVar(&cfg.StartedOnDemand, name("started-on-demand", "SAVEPOINT_STARTED_ON_DEMAND"), cfg.StartedOnDemand,
 		"say in GetServerInfo (savepoint info) that a client started this daemon on demand; the clients set it (env SAVEPOINT_STARTED_ON_DEMAND)")
+	fs.BoolVar(&cfg.NoCallStream, name("no-call-stream", "SAVEPOINT_NO_CALL_STREAM"), cfg.NoCallStream,
+		"serve no CallStreamService: clients then send every call unary (env SAVEPOINT_NO_CALL_STREAM)")
 	lists := addSecurityFlags(fs, cfg, name)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	return daemonFlags{fs: fs, envVars: envVars, lists: lists, version: showVersion}

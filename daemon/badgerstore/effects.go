@@ -40,6 +40,8 @@ func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry 
 		ToolUseID: id, Name: call.ToolUse.GetName(), Class: effectClassFromRecord(call.ToolUse.GetEffectClass()),
 		BeginTracked: call.ToolUse.GetBeginTracked(), LastPendingRevision: call.LastPendingRevision,
 		Begun: call.Begun, IdempotencyKey: call.IdempotencyKey, Registered: call.Registered,
+		InputDigest: call.InputDigest, Repeatable: call.Repeatable,
+		RunEpoch: call.RunEpoch, RunRevision: call.RunRevision, DuplicateOf: call.DuplicateOf, PendingSince: call.PendingSince,
 	}
 	if call.BeginTime != nil {
 		e.BeginTime = call.BeginTime.AsTime()
@@ -58,7 +60,8 @@ func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry 
 }
 
 // Effects returns the ledger of a live session: its ledger entries that were
-// begun, hold an effect or were resolved, in tool use id order.
+// begun, hold an effect, were resolved or were caught as duplicates, in
+// tool use id order.
 func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
 	var out []core.LedgerEntry
 	err := s.view(ctx, func(t *tx) error {
@@ -84,7 +87,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
 				return corrupt(h, sessionID, err)
 			}
-			if !call.Begun && call.Effect == nil && call.Resolution == nil && call.Approval == nil {
+			if !call.Begun && call.Effect == nil && call.Resolution == nil && call.Approval == nil && call.DuplicateOf == "" {
 				continue
 			}
 			out = append(out, ledgerEntry(id, &call))

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -37,9 +38,14 @@ func (s *Store) BeginThreadEffect(ctx context.Context, b *core.ThreadEffectBegin
 			if err != nil {
 				return err
 			}
-			if already, err := core.GraphReplay(b.ThreadID, b.RequestID, r.Fingerprint, found, fp); err != nil || already {
-				res = core.ReplayThreadEffectBegin(cur, r.EffectAttempt)
+			already, err := core.GraphReplay(b.ThreadID, b.RequestID, r.Fingerprint, found, fp)
+			if err != nil {
 				return err
+			}
+			// A caught duplicate is answered afresh below, writing nothing.
+			if already && (cur == nil || cur.DuplicateOf == "") {
+				res = core.ReplayThreadEffectBegin(cur, r.EffectAttempt)
+				return nil
 			}
 		}
 		h, err := threadHead(t, b.ThreadID)
@@ -56,7 +62,7 @@ func (s *Store) BeginThreadEffect(ctx context.Context, b *core.ThreadEffectBegin
 				return nil
 			}
 		}
-		next, r, err := core.ApplyThreadEffectBegin(cur, b, s.now())
+		next, r, err := core.ApplyThreadEffectBeginGuarded(guardReader{t}, cur, b, s.now())
 		if err != nil || next == nil {
 			res = r
 			return err
@@ -78,6 +84,38 @@ func (s *Store) BeginThreadEffect(ctx context.Context, b *core.ThreadEffectBegin
 		return core.ThreadEffectBeginResult{}, err
 	}
 	return res, nil
+}
+
+// guardReader is core.ThreadGuardReader over a transaction.
+type guardReader struct{ t *tx }
+
+func (g guardReader) EachNamespaceEffect(thread, ns string, fn func(*core.ThreadEffect) (bool, error)) error {
+	prefix := graphScope(kindGraphEffect, thread, ns)
+	it := g.t.r.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Seek(prefix); it.Valid(); it.Next() {
+		key := it.Item().KeyCopy(nil)
+		e, err := decodeThreadEffect(it.Item(), thread, key)
+		if err != nil {
+			return err
+		}
+		if more, err := fn(&e); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g guardReader) NewestCheckpointExcept(thread, ns, except string) (string, error) {
+	prefix := graphScope(kindGraphCheckpoint, thread, ns)
+	it := g.t.r.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	for it.Seek(append(slices.Clone(prefix), 0xff)); it.Valid(); it.Next() {
+		if id := string(it.Item().Key()[len(prefix):]); id != except {
+			return id, nil
+		}
+	}
+	return "", nil
 }
 
 // RecordThreadEffect implements core.GraphStore, under the locks
@@ -300,6 +338,7 @@ func threadEffectRecord(e *core.ThreadEffect) *storagev1.GraphEffectRecord {
 		Name: e.Name, InputJson: e.InputJSON, InputDigest: e.InputDigest, EffectClass: int32(e.Class),
 		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int32(e.State),
 		OutputDigest: e.OutputDigest, BeginTime: timestamppb.New(e.BeginTime), CheckpointId: e.CheckpointID,
+		DuplicateOf: e.DuplicateOf, RunId: e.RunID,
 	}
 	if e.State.Recorded() {
 		r.Output = inlineValue(e.Output)
@@ -319,6 +358,7 @@ func threadEffect(thread, ns, toolUseID string, r *storagev1.GraphEffectRecord) 
 		Class: core.EffectClass(r.EffectClass), IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		State: core.ThreadEffectState(r.State), OutputDigest: r.OutputDigest, BeginTime: timeOf(r.BeginTime),
 		RecordTime: timeOf(r.RecordTime), CheckpointID: r.CheckpointId, Resolution: resolutionFromRecord(r.Resolution),
+		DuplicateOf: r.DuplicateOf, RunID: r.RunId,
 		Approval: approvalFromRecord(r.Approval),
 	}
 	if r.Output != nil {

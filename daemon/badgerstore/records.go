@@ -19,6 +19,7 @@ func toolUseRecord(t core.ToolUse) *storagev1.ToolUse {
 		InputJson:    t.InputJSON,
 		EffectClass:  effectClassRecord(t.Class),
 		BeginTracked: t.BeginTracked,
+		Repeatable:   t.Repeatable,
 	}
 }
 
@@ -29,6 +30,7 @@ func toolUseFromRecord(r *storagev1.ToolUse) core.ToolUse {
 		InputJSON:    r.GetInputJson(),
 		Class:        effectClassFromRecord(r.GetEffectClass()),
 		BeginTracked: r.GetBeginTracked(),
+		Repeatable:   r.GetRepeatable(),
 	}
 }
 
@@ -177,7 +179,8 @@ func ledgerEntryRecord(c *core.LedgerEntry) *storagev1.LedgerEntryRecord {
 	r := &storagev1.LedgerEntryRecord{
 		ToolUse:             &storagev1.ToolUse{ToolUseId: c.ToolUseID, Name: c.Name, EffectClass: effectClassRecord(c.Class), BeginTracked: c.BeginTracked},
 		LastPendingRevision: c.LastPendingRevision, Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: tsOf(c.BeginTime),
-		Registered: c.Registered,
+		Registered: c.Registered, InputDigest: c.InputDigest, Repeatable: c.Repeatable,
+		RunEpoch: c.RunEpoch, RunRevision: c.RunRevision, DuplicateOf: c.DuplicateOf, PendingSince: c.PendingSince,
 	}
 	if c.Effect != nil {
 		r.Effect = effectRecord(*c.Effect)

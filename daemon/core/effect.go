@@ -37,6 +37,19 @@ func Begin(t Txn, req *BeginRequest, now time.Time) (BeginResult, error) {
 		return BeginResult{}, &StateError{Err: ErrCallAlreadyRecorded, CurrentRevision: h.Revision, CurrentEpoch: h.Epoch,
 			Msg: fmt.Sprintf("tool use %q already has a recorded effect; reuse it instead of running the tool again", toolUseID)}
 	}
+	if c.DuplicateOf != "" {
+		d, err := caughtDuplicate(t, sessionID, h, c)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		return d.result(false, nil)
+	}
+	if d, err := catchDuplicate(t, sessionID, h, c); err != nil || d != nil {
+		if err != nil {
+			return BeginResult{}, err
+		}
+		return d.result(false, nil)
+	}
 	if r := c.Resolution; r != nil && r.Outcome == ResolvedNotDone && !r.RetryBegun {
 		// The new attempt a NOT_DONE resolution allowed: from now on its
 		// outcome is unknown again until recorded.
@@ -68,6 +81,7 @@ func Begin(t Txn, req *BeginRequest, now time.Time) (BeginResult, error) {
 	c.Begun = true
 	c.IdempotencyKey = key
 	c.BeginTime = now
+	c.stampRun(h)
 	return BeginResult{IdempotencyKey: c.IdempotencyKey, Decision: DecisionRun, Approval: c.Approval}, t.PutLedgerEntry(sessionID, c)
 }
 
@@ -129,6 +143,13 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 			if err != nil {
 				return BeginResult{}, err
 			}
+			if c != nil && c.DuplicateOf != "" {
+				d, err := caughtDuplicate(t, sid, h, c)
+				if err != nil {
+					return BeginResult{}, err
+				}
+				return d.result(false, nil)
+			}
 			if c == nil || !c.Begun {
 				return BeginResult{}, Corrupt(h, sid, fmt.Errorf("request %s began tool use %q, which the ledger does not hold begun", req.RequestID, u.ID))
 			}
@@ -147,12 +168,33 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 	}
 	switch {
 	case c == nil:
-		c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: true, LastPendingRevision: h.Revision, Registered: true}
+		c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: true, LastPendingRevision: h.Revision, Registered: true,
+			InputDigest: InputDigest(u.Name, u.InputJSON), Repeatable: u.Repeatable}
 	case c.Name != u.Name:
 		return BeginResult{}, fmt.Errorf("%w: tool use %q is a call of %q, not %q", ErrToolNameMismatch, u.ID, c.Name, u.Name)
 	case c.Effect != nil:
 		e := *c.Effect
 		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: c.Begun, Effect: &e, Decision: DecisionReuse, Approval: c.Approval}, nil
+	}
+	if c.DuplicateOf != "" {
+		d, err := caughtDuplicate(t, sid, h, c)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		return d.result(req.RequestID != "", func() error {
+			return t.PutRequest(sid, &RequestRecord{RequestID: req.RequestID, Fingerprint: fp, Revision: h.Revision, Epoch: h.Epoch})
+		})
+	}
+	if c.Repeatable = c.Repeatable || u.Repeatable; !c.Begun {
+		d, err := catchDuplicate(t, sid, h, c)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		if d != nil {
+			return d.result(req.RequestID != "", func() error {
+				return t.PutRequest(sid, &RequestRecord{RequestID: req.RequestID, Fingerprint: fp, Revision: h.Revision, Epoch: h.Epoch})
+			})
+		}
 	}
 	if !c.Begun && (req.RequiresApproval || c.Approval != nil) {
 		// A call that requires approval, as in Begin, for the input it is
@@ -172,6 +214,7 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 			return BeginResult{}, err
 		}
 		c.Begun, c.IdempotencyKey, c.BeginTime = true, res.IdempotencyKey, now
+		c.stampRun(h)
 	}
 	res.Approval = c.Approval
 	if retry || !res.AlreadyBegun {
@@ -226,6 +269,7 @@ func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, al
 	// it was registered at, so its record is never late.
 	e.Late = c.LastPendingRevision != h.Revision && !c.Registered
 	c.Effect = &e
+	c.stampRun(h)
 	if a := c.Approval; a != nil && a.Status == ApprovalWaiting {
 		// An outcome recorded without the approval (a refusal the agent
 		// gave up with): nothing waits any more.

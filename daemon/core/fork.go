@@ -84,6 +84,9 @@ func ForkWrite(t Txn, req *ForkRequest, src *ForkSource, epoch uint64, now time.
 	}
 	for _, c := range src.Ledger {
 		c.LastPendingRevision = 0 // pending before the fork's first revision
+		// The source's runs are not the fork's: the guard compares the
+		// fork's own epochs only.
+		c.RunEpoch, c.RunRevision = 0, 0
 		if pending[c.ToolUseID] {
 			c.LastPendingRevision = 1
 		}

@@ -68,6 +68,11 @@ type ThreadEffect struct {
 	// Resolution is how the latest attempt in doubt was settled; nil when
 	// none was.
 	Resolution *EffectResolution
+	// DuplicateOf is, for a call the duplicate-intent guard caught, the
+	// earlier call it repeats; it never ran (Attempts is 0).
+	DuplicateOf string
+	// RunID is the run that began the latest attempt; "" when unnamed.
+	RunID string
 	// Approval is the call's approval record, for a call that requires
 	// approval; nil otherwise.
 	Approval *EffectApproval
@@ -86,6 +91,11 @@ type ThreadEffectBegin struct {
 	CheckpointID string
 	// RequestID is a canonical UUID, or "" for no retry detection.
 	RequestID string
+	// Repeatable exempts the call from the duplicate-intent guard.
+	Repeatable bool
+	// RunID names the run making the call; "" leaves the call out of the
+	// guard.
+	RunID string
 	// RequiresApproval gates the first attempt on an approval for the
 	// call's input, which it spends.
 	RequiresApproval bool
@@ -111,6 +121,11 @@ type ThreadEffectBeginResult struct {
 	Effect ThreadEffect
 	// DroppedLate: the late-write rule dropped the begin; nothing stored.
 	DroppedLate bool
+	// Duplicate is, when the duplicate-intent guard caught the call, the
+	// earlier call it repeats; ToolResultText is then the text to answer
+	// the model with (for DecisionReuse, followed by Duplicate's output).
+	Duplicate      *ThreadEffect
+	ToolResultText string
 }
 
 // ThreadEffectRecordResult is what a record answers.
@@ -192,6 +207,9 @@ func (b *ThreadEffectBegin) Fingerprint() []byte {
 	if b.RequiresApproval {
 		writeStrings(h, "requires-approval")
 	}
+	if b.Repeatable || b.RunID != "" {
+		writeStrings(h, "guard", fmt.Sprint(b.Repeatable), b.RunID)
+	}
 	return h.Sum(nil)
 }
 
@@ -237,7 +255,7 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		e := &ThreadEffect{
 			ThreadID: b.ThreadID, NS: b.NS, ToolUseID: b.ToolUseID, Name: b.Name, InputJSON: input,
 			InputDigest: digest, Class: b.Class, IdempotencyKey: key,
-			Attempts: 1, State: ThreadEffectBegun, BeginTime: now, CheckpointID: b.CheckpointID,
+			Attempts: 1, State: ThreadEffectBegun, BeginTime: now, CheckpointID: b.CheckpointID, RunID: b.RunID,
 		}
 		return e, ThreadEffectBeginResult{Decision: DecisionRun, Effect: *e}, nil
 	}
@@ -284,6 +302,7 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		e.Resolution = &r
 	}
 	e.Attempts++
+	e.RunID = b.RunID
 	e.State = ThreadEffectBegun
 	e.Output, e.OutputDigest, e.RecordTime = GraphValue{}, nil, time.Time{}
 	e.BeginTime = now
@@ -411,6 +430,10 @@ func ApplyThreadEffectResolve(cur *ThreadEffect, r *ThreadEffectResolve, now tim
 	if cur == nil {
 		return nil, ThreadEffectResolveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) was never begun",
 			ErrCallUnknown, r.ToolUseID, r.ThreadID, r.NS)
+	}
+	if cur.DuplicateOf != "" {
+		return nil, ThreadEffectResolveResult{}, fmt.Errorf("%w: tool use %q of thread %q (namespace %q) never ran: it repeats tool use %q, which the duplicate-intent guard names; resolve that one",
+			ErrCallNotInDoubt, r.ToolUseID, r.ThreadID, r.NS, cur.DuplicateOf)
 	}
 	sum := sha256.Sum256(r.Output.Data)
 	state := ThreadEffectSucceeded

@@ -49,7 +49,11 @@ func Rewind(t Txn, req *RewindRequest, now time.Time) (BranchResult, error) {
 			return BranchResult{}, err
 		}
 		if c == nil {
-			c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: u.BeginTracked}
+			c = &LedgerEntry{ToolUseID: u.ID, Name: u.Name, Class: u.Class, BeginTracked: u.BeginTracked,
+				InputDigest: InputDigest(u.Name, u.InputJSON), Repeatable: u.Repeatable}
+		}
+		if c.PendingSince == 0 {
+			c.PendingSince = rev
 		}
 		c.LastPendingRevision = rev // pending again: BeginEffect works, a recorded effect is reused
 		if err := t.PutLedgerEntry(sid, c); err != nil {

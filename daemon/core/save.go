@@ -180,6 +180,10 @@ func markPending(t Txn, req *SaveRequest, h *HeadRecord, rev uint64) error {
 				Msg: fmt.Sprintf("tool use %q already has a recorded effect; append its result instead of making it pending again", u.ID)}
 		}
 		c.Name, c.Class, c.BeginTracked = u.Name, u.Class, u.BeginTracked
+		c.InputDigest, c.Repeatable = InputDigest(u.Name, u.InputJSON), u.Repeatable
+		if c.PendingSince == 0 {
+			c.PendingSince = rev
+		}
 		c.LastPendingRevision = rev
 		if err := t.PutLedgerEntry(req.SessionID, c); err != nil {
 			return err

@@ -50,6 +50,9 @@ type ToolUse struct {
 	// BeginTracked promises that the client calls BeginEffect before running
 	// the tool, so a call never begun can be re-run after a crash.
 	BeginTracked bool
+	// Repeatable exempts the call from the duplicate-intent guard: it may
+	// legitimately repeat an earlier call with the same name and input.
+	Repeatable bool
 }
 
 // Effect is the ledger record of a finished tool use.
@@ -248,6 +251,23 @@ type LedgerEntry struct {
 	// Resolution is how the call was settled while in doubt; nil when it
 	// never was. With a DONE resolution Effect holds the output found.
 	Resolution *EffectResolution
+	// InputDigest is InputDigest of the call's name and input, set when a
+	// save or a registration enters the call; nil for an entry written
+	// before the duplicate-intent guard, which the guard ignores.
+	InputDigest []byte
+	// Repeatable is the call's ToolUse.Repeatable.
+	Repeatable bool
+	// RunEpoch and RunRevision are the session's epoch and latest revision
+	// when the call was first begun, or recorded if it never was: the run
+	// and the turn window it belongs to. RunRevision 0: neither yet.
+	RunEpoch, RunRevision uint64
+	// DuplicateOf is, for a call the duplicate-intent guard caught, the
+	// earlier call it repeats; the call was not run.
+	DuplicateOf string
+	// PendingSince is the first revision a save made the call pending in;
+	// 0 for a call only registered. With LastPendingRevision it tells
+	// whether two calls were in one saved model reply.
+	PendingSince uint64
 	// Approval is the call's approval record, for a call that requires
 	// approval; nil otherwise.
 	Approval *EffectApproval
@@ -332,6 +352,15 @@ func (r *SaveRequest) Fingerprint() []byte {
 		str(k)
 		str(r.Labels[k])
 	}
+	// Repeatable calls, added after the format above was fixed, are encoded
+	// only when there are any, so remembered request ids of saves without
+	// them keep their fingerprints.
+	for i, t := range r.PendingToolUses {
+		if t.Repeatable {
+			str("repeatable")
+			num(uint64(i))
+		}
+	}
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
@@ -355,11 +384,29 @@ type BeginResult struct {
 	Effect *Effect
 	// Decision is DecisionRun when the call is begun, DecisionReuse with
 	// Effect, and DecisionAwaitApproval or DecisionDenied for a call that
-	// requires approval and is not begun.
+	// requires approval and is not begun; with Duplicate, DecisionReuse
+	// (the earlier call's effect is recorded) or DecisionInDoubt.
 	Decision Decision
 	// Approval is the call's approval record, for a call that requires
 	// approval.
 	Approval *EffectApproval
+	// Duplicate is set when the duplicate-intent guard caught the call: it
+	// must not run; IdempotencyKey is empty.
+	Duplicate *Duplicate
+}
+
+// Duplicate names the earlier call of an interrupted run that a new call
+// repeats, as it is now.
+type Duplicate struct {
+	ToolUseID      string
+	Epoch          uint64 // the epoch it was begun (or recorded) under
+	IdempotencyKey string // empty when never begun
+	// Effect is its recorded effect; nil while it is in doubt.
+	Effect *Effect
+	// ToolResultText is DuplicateText for the new call: the tool result to
+	// give the model; IsError says whether it is an error result.
+	ToolResultText string
+	IsError        bool
 }
 
 // RegisterRequest is one BeginEffect call with a tool use, already
@@ -377,10 +424,14 @@ type RegisterRequest struct {
 
 // Fingerprint is a digest of everything in the request but its request id.
 func (r *RegisterRequest) Fingerprint() []byte {
+	kind := "register"
 	if r.RequiresApproval {
-		return digest("register-approved", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
+		kind = "register-approved"
 	}
-	return digest("register", r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
+	if r.ToolUse.Repeatable {
+		return digest(kind, r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class), "repeatable")
+	}
+	return digest(kind, r.SessionID, r.Epoch, r.ToolUse.ID, r.ToolUse.Name, r.ToolUse.InputJSON, uint64(r.ToolUse.Class))
 }
 
 // PendingToolUse is a pending tool use with what the ledger knows of it.

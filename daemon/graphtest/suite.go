@@ -68,6 +68,8 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"ThreadEffectApproveOnce", testThreadEffectApproveOnce},
 		{"ThreadEffectApproveDeny", testThreadEffectApproveDeny},
 		{"ThreadEffectApproveRefused", testThreadEffectApproveRefused},
+		{"ThreadEffectDuplicate", testThreadEffectDuplicate},
+		{"ThreadEffectDuplicateWindow", testThreadEffectDuplicateWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
 	}

@@ -47,6 +47,7 @@ func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 		ToolUseID: id, Name: call.Name, Class: core.EffectClass(call.Class), BeginTracked: call.BeginTracked,
 		LastPendingRevision: call.LastPendingRevision, Begun: call.Begun, IdempotencyKey: call.IdempotencyKey,
 		BeginTime: fromNanos(call.BeginTime), Registered: call.Registered,
+		InputDigest: call.InputDigest, Repeatable: call.Repeatable, RunEpoch: call.RunEpoch, RunRevision: call.RunRevision, DuplicateOf: call.DuplicateOf, PendingSince: call.PendingSince,
 	}
 	e.Resolution = call.Resolution.resolution()
 	e.Approval = call.Approval.approval()
@@ -61,7 +62,8 @@ func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 }
 
 // Effects returns the ledger of a live session: its ledger entries that were
-// begun, hold an effect or were resolved, in tool use id order, from one
+// begun, hold an effect, were resolved or were caught as duplicates, in
+// tool use id order, from one
 // snapshot.
 func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int) ([]core.LedgerEntry, error) {
 	var out []core.LedgerEntry
@@ -75,7 +77,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			return nil
 		}
 		return q.eachLedgerEntry(ctx, sessionID, h, after, func(id string, call *ledgerEntryRec) (bool, error) {
-			if call.Begun || call.Effect != nil || call.Resolution != nil || call.Approval != nil {
+			if call.Begun || call.Effect != nil || call.Resolution != nil || call.Approval != nil || call.DuplicateOf != "" {
 				out = append(out, ledgerEntry(id, call))
 			}
 			return len(out) < limit, nil

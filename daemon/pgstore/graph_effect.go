@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/savepoint-dev/savepoint/daemon/core"
 
@@ -47,6 +48,9 @@ type graphEffectRec struct {
 	CheckpointID string `json:"checkpoint_id,omitempty"`
 	// Resolution is how the latest attempt in doubt was settled.
 	Resolution *resolutionRec `json:"resolution,omitempty"`
+	// The duplicate-intent guard's fields, as core.ThreadEffect's.
+	DuplicateOf string `json:"duplicate_of,omitempty"`
+	RunID       string `json:"run_id,omitempty"`
 	// Approval is the call's approval record.
 	Approval *approvalRec `json:"approval,omitempty"`
 }
@@ -58,6 +62,7 @@ func graphEffectRecOf(e *core.ThreadEffect) (graphEffectRec, []byte, error) {
 		Name: e.Name, InputJSON: e.InputJSON, InputDigest: e.InputDigest, Class: int(e.Class),
 		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int(e.State),
 		BeginTime: nanosOrZero(e.BeginTime), CheckpointID: e.CheckpointID, Resolution: resolutionRecOf(e.Resolution),
+		DuplicateOf: e.DuplicateOf, RunID: e.RunID,
 		Approval: approvalRecOf(e.Approval),
 	}
 	if !e.State.Recorded() {
@@ -79,7 +84,7 @@ func threadEffectOf(thread, ns, toolUseID string, r *graphEffectRec, output func
 		Class: core.EffectClass(r.Class), IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		State: core.ThreadEffectState(r.State), OutputDigest: r.OutputDigest,
 		BeginTime: fromNanos(r.BeginTime), RecordTime: fromNanos(r.RecordTime), CheckpointID: r.CheckpointID,
-		Resolution: r.Resolution.resolution(), Approval: r.Approval.approval(),
+		Resolution: r.Resolution.resolution(), Approval: r.Approval.approval(), DuplicateOf: r.DuplicateOf, RunID: r.RunID,
 	}
 	if e.State.Recorded() {
 		e.Output = output(r.OutputType)
@@ -174,7 +179,8 @@ func (s *Store) beginThreadEffect(ctx context.Context, q *query, b *core.ThreadE
 		if err != nil {
 			return core.ThreadEffectBeginResult{}, err
 		}
-		if already {
+		// A caught duplicate is answered afresh below, writing nothing.
+		if already && (cur == nil || cur.DuplicateOf == "") {
 			return core.ReplayThreadEffectBegin(cur, attempt), nil
 		}
 	}
@@ -187,7 +193,7 @@ func (s *Store) beginThreadEffect(ctx context.Context, q *query, b *core.ThreadE
 			return core.ThreadEffectBeginResult{Decision: core.DecisionRun, DroppedLate: true}, nil
 		}
 	}
-	next, res, err := core.ApplyThreadEffectBegin(cur, b, s.now())
+	next, res, err := core.ApplyThreadEffectBeginGuarded(&guardReader{ctx: ctx, q: q}, cur, b, s.now())
 	if err != nil {
 		return core.ThreadEffectBeginResult{}, err
 	}
@@ -207,6 +213,61 @@ func (s *Store) beginThreadEffect(ctx context.Context, q *query, b *core.ThreadE
 		return core.ThreadEffectBeginResult{}, err
 	}
 	return res, nil
+}
+
+// guardReader is core.ThreadGuardReader in a begin's transaction, after
+// the writes queued before it.
+type guardReader struct {
+	ctx context.Context
+	q   *query
+}
+
+func (g *guardReader) EachNamespaceEffect(thread, ns string, fn func(*core.ThreadEffect) (bool, error)) error {
+	if err := g.q.send(g.ctx, ""); err != nil {
+		return err
+	}
+	rows, err := g.q.tx.Query(g.ctx, "SELECT tool_use_id, record, data, checksum FROM "+g.q.s.table("graph_effects")+
+		" WHERE thread_id = $1 AND ns = $2 ORDER BY tool_use_id", []byte(thread), []byte(ns))
+	if err != nil {
+		return err
+	}
+	type row struct {
+		id, rec, data []byte
+		sum           int64
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.id, &x.rec, &x.data, &x.sum)
+		return x, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, x := range all {
+		var r graphEffectRec
+		if err := gdecode(thread, "graph_effects", x.rec, x.data, x.sum, &r, ns, string(x.id)); err != nil {
+			return err
+		}
+		e := threadEffectOf(thread, ns, string(x.id), &r, inlineOutput(x.data))
+		if more, err := fn(&e); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *guardReader) NewestCheckpointExcept(thread, ns, except string) (string, error) {
+	if err := g.q.send(g.ctx, ""); err != nil {
+		return "", err
+	}
+	var id []byte
+	err := g.q.tx.QueryRow(g.ctx, "SELECT checkpoint_id FROM "+g.q.s.table("graph_checkpoints")+
+		" WHERE thread_id = $1 AND ns = $2 AND checkpoint_id <> $3 ORDER BY checkpoint_id DESC LIMIT 1",
+		[]byte(thread), []byte(ns), []byte(except)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return string(id), err
 }
 
 // RecordThreadEffect implements core.GraphStore, in the group commit under

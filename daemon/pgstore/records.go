@@ -59,6 +59,7 @@ type toolUseRec struct {
 	InputJSON    string `json:"input_json,omitempty"`
 	Class        int    `json:"class,omitempty"`
 	BeginTracked bool   `json:"begin_tracked,omitempty"`
+	Repeatable   bool   `json:"repeatable,omitempty"`
 }
 
 type revisionRec struct {
@@ -104,6 +105,13 @@ type ledgerEntryRec struct {
 	Registered          bool       `json:"registered,omitempty"`
 	// Resolution is how the call was settled while in doubt.
 	Resolution *resolutionRec `json:"resolution,omitempty"`
+	// The duplicate-intent guard's fields, as core.LedgerEntry's.
+	InputDigest  []byte `json:"input_digest,omitempty"`
+	Repeatable   bool   `json:"repeatable,omitempty"`
+	RunEpoch     uint64 `json:"run_epoch,omitempty"`
+	RunRevision  uint64 `json:"run_revision,omitempty"`
+	DuplicateOf  string `json:"duplicate_of,omitempty"`
+	PendingSince uint64 `json:"pending_since,omitempty"`
 	// Approval is the call's approval record.
 	Approval *approvalRec `json:"approval,omitempty"`
 }
@@ -220,11 +228,11 @@ func fromNanos(n int64) time.Time {
 }
 
 func toolUseRecOf(u core.ToolUse) toolUseRec {
-	return toolUseRec{ID: u.ID, Name: u.Name, InputJSON: u.InputJSON, Class: int(u.Class), BeginTracked: u.BeginTracked}
+	return toolUseRec{ID: u.ID, Name: u.Name, InputJSON: u.InputJSON, Class: int(u.Class), BeginTracked: u.BeginTracked, Repeatable: u.Repeatable}
 }
 
 func (r toolUseRec) toolUse() core.ToolUse {
-	return core.ToolUse{ID: r.ID, Name: r.Name, InputJSON: r.InputJSON, Class: core.EffectClass(r.Class), BeginTracked: r.BeginTracked}
+	return core.ToolUse{ID: r.ID, Name: r.Name, InputJSON: r.InputJSON, Class: core.EffectClass(r.Class), BeginTracked: r.BeginTracked, Repeatable: r.Repeatable}
 }
 
 func (r *effectRec) effect(toolUseID string) core.Effect {
@@ -303,6 +311,7 @@ func ledgerEntryRecOf(c *core.LedgerEntry) *ledgerEntryRec {
 	rec := &ledgerEntryRec{
 		Name: c.Name, Class: int(c.Class), BeginTracked: c.BeginTracked, LastPendingRevision: c.LastPendingRevision,
 		Begun: c.Begun, IdempotencyKey: c.IdempotencyKey, BeginTime: nanosOrZero(c.BeginTime), Registered: c.Registered,
+		InputDigest: c.InputDigest, Repeatable: c.Repeatable, RunEpoch: c.RunEpoch, RunRevision: c.RunRevision, DuplicateOf: c.DuplicateOf, PendingSince: c.PendingSince,
 	}
 	if e := c.Effect; e != nil {
 		rec.Effect = &effectRec{Name: e.Name, Output: e.Output, IsError: e.IsError, RecordTime: nanosOrZero(e.RecordTime), Late: e.Late, Refused: e.Refused}

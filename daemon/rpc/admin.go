@@ -88,21 +88,22 @@ func (s *Server) Verify(ctx context.Context, _ *savepointv1.VerifyRequest) (*sav
 func (s *Server) GetServerInfo(ctx context.Context, _ *savepointv1.GetServerInfoRequest) (*savepointv1.GetServerInfoResponse, error) {
 	info := s.store.Info()
 	resp := &savepointv1.GetServerInfoResponse{
-		Version:             s.version,
-		Commit:              s.commit,
-		StoreKind:           info.Kind,
-		StoreFormat:         info.Format,
-		StoreLocation:       info.Location,
-		MaxRequestBytes:     int64(s.lim.MaxRequestBytes),
-		MaxMessageBytes:     int64(s.lim.MaxMessageBytes),
-		MaxStateBytes:       int64(s.lim.MaxStateBytes),
-		ResponseBudgetBytes: int64(s.lim.ResponseBudgetBytes),
-		StartTime:           timestamppb.New(s.start),
-		Uptime:              durationpb.New(time.Since(s.start)),
-		Saves:               s.saves.Load(),
-		Commits:             info.Commits,
-		StartedOnDemand:     s.onDemand,
-		Pid:                 uint32(os.Getpid()),
+		Version:               s.version,
+		Commit:                s.commit,
+		StoreKind:             info.Kind,
+		StoreFormat:           info.Format,
+		StoreLocation:         info.Location,
+		MaxRequestBytes:       int64(s.lim.MaxRequestBytes),
+		MaxMessageBytes:       int64(s.lim.MaxMessageBytes),
+		MaxStateBytes:         int64(s.lim.MaxStateBytes),
+		ResponseBudgetBytes:   int64(s.lim.ResponseBudgetBytes),
+		StartTime:             timestamppb.New(s.start),
+		Uptime:                durationpb.New(time.Since(s.start)),
+		Saves:                 s.saves.Load(),
+		Commits:               info.Commits,
+		StartedOnDemand:       s.onDemand,
+		Pid:                   uint32(os.Getpid()),
+		CallStreamMaxInFlight: uint32(s.inFlight),
 	}
 	if s.size != nil {
 		if n, err := s.size.Size(ctx); err == nil {

@@ -13,8 +13,13 @@ import (
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec requestCodec builds on
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
 // transportLimitFactor is how many times Config.MaxRequestBytes the gRPC
@@ -81,6 +86,9 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.base.Unmarshal(data, v)
 	}
+	if env, ok := m.(*savepointv1.CallStreamRequest); ok {
+		return c.unmarshalCall(data, env)
+	}
 	if n := data.Len(); n > c.maxBytes {
 		proto.Reset(m)
 		c.refuse(v, &requestSizeError{Size: n, Limit: c.maxBytes, Request: v})
@@ -96,6 +104,84 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	proto.Reset(m)
 	c.refuse(v, c.decodeError(m.ProtoReflect().Descriptor(), b, err))
 	return nil
+}
+
+// unmarshalCall is Unmarshal for a CallStream call: the limit applies to the
+// request it carries, as to the same request sent unary, and a refused call
+// keeps its id, so that CallStream answers it and goes on.
+func (c *requestCodec) unmarshalCall(data mem.BufferSlice, env *savepointv1.CallStreamRequest) error {
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	b := buf.ReadOnlyData()
+	id, inner, ib := callEnvelope(b)
+	if size := len(ib); size > c.maxBytes {
+		proto.Reset(env)
+		env.Id = id
+		var req any = env
+		if inner != nil {
+			req = inner.New().Interface()
+		}
+		c.refuse(env, &requestSizeError{Size: size, Limit: c.maxBytes, Request: req})
+		return nil
+	}
+	err := proto.Unmarshal(b, env)
+	if err == nil {
+		return nil
+	}
+	proto.Reset(env)
+	env.Id = id
+	md := env.ProtoReflect().Descriptor()
+	if inner != nil { // explain it as the unary call would
+		md, b = inner.Descriptor(), ib
+		if ierr := proto.Unmarshal(ib, inner.New().Interface()); ierr != nil {
+			err = ierr
+		}
+	}
+	c.refuse(env, c.decodeError(md, b, err))
+	return nil
+}
+
+// callEnvelope reads a CallStreamRequest's wire form b for its id, the type
+// of the request it carries (nil when none is recognized) and that
+// request's wire form (b, when none).
+func callEnvelope(b []byte) (id uint64, inner protoreflect.MessageType, ib []byte) {
+	ib = b
+	fields := (&savepointv1.CallStreamRequest{}).ProtoReflect().Descriptor().Fields()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return id, inner, ib
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return id, inner, ib
+			}
+			id, b = v, b[n:]
+			continue
+		case typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return id, inner, ib
+			}
+			if f := fields.ByNumber(num); f != nil && f.Message() != nil {
+				mt, err := protoregistry.GlobalTypes.FindMessageByName(f.Message().FullName())
+				if err == nil {
+					inner, ib = mt, v
+				}
+			}
+			b = b[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return id, inner, ib
+		}
+		b = b[n:]
+	}
+	return id, inner, ib
 }
 
 // refuse keeps err for the message m, first dropping orphans at most once
@@ -160,10 +246,18 @@ func (s *refusingStream) RecvMsg(m any) error {
 		return err
 	}
 	if err := s.codec.refusal(m); err != nil {
-		return ToStatus(err).Err()
+		return &refusedError{st: ToStatus(err)}
 	}
 	return nil
 }
+
+// refusedError is RecvMsg's error for a message the codec refused: its
+// status, which ends a stream whose handler returns it, as handlers do, or
+// which CallStream answers for the one call it refused.
+type refusedError struct{ st *status.Status }
+
+func (e *refusedError) Error() string              { return e.st.Err().Error() }
+func (e *refusedError) GRPCStatus() *status.Status { return e.st }
 
 // CodecOptions returns the server options that install the request codec
 // refusing requests over maxBytes: the codec, the transport's receive limit,

@@ -15,6 +15,7 @@ func toolUseToProto(t core.ToolUse) *savepointv1.ToolUse {
 		InputJson:    t.InputJSON,
 		EffectClass:  effectClassToProto(t.Class),
 		BeginTracked: t.BeginTracked,
+		Repeatable:   t.Repeatable,
 	}
 }
 
@@ -22,7 +23,7 @@ func toolUseToProto(t core.ToolUse) *savepointv1.ToolUse {
 // is taken as SideEffect (requests are validated before this).
 func toolUseFromProto(t *savepointv1.ToolUse) core.ToolUse {
 	class, _ := effectClassFromProto(t.GetEffectClass())
-	return core.ToolUse{ID: t.GetToolUseId(), Name: t.GetName(), InputJSON: t.GetInputJson(), Class: class, BeginTracked: t.GetBeginTracked()}
+	return core.ToolUse{ID: t.GetToolUseId(), Name: t.GetName(), InputJSON: t.GetInputJson(), Class: class, BeginTracked: t.GetBeginTracked(), Repeatable: t.GetRepeatable()}
 }
 
 func effectClassToProto(c core.EffectClass) savepointv1.EffectClass {
@@ -147,6 +148,8 @@ func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
 		Begun:               e.Begun,
 		IdempotencyKey:      e.IdempotencyKey,
 		Registered:          e.Registered,
+		Repeatable:          e.Repeatable,
+		DuplicateOf:         e.DuplicateOf,
 	}
 	if !e.BeginTime.IsZero() {
 		p.BeginTime = timestamppb.New(e.BeginTime)
@@ -231,4 +234,18 @@ func decisionToProto(d core.Decision) savepointv1.Decision {
 	default:
 		return savepointv1.Decision_DECISION_UNSPECIFIED
 	}
+}
+
+// duplicateToProto is the wire form of the earlier call a caught call
+// repeats; nil for nil.
+func duplicateToProto(d *core.Duplicate) *savepointv1.DuplicateToolUse {
+	if d == nil {
+		return nil
+	}
+	p := &savepointv1.DuplicateToolUse{ToolUseId: d.ToolUseID, Epoch: d.Epoch, IdempotencyKey: d.IdempotencyKey,
+		ToolResultText: d.ToolResultText, IsError: d.IsError}
+	if d.Effect != nil {
+		p.Effect = effectToProto(*d.Effect)
+	}
+	return p
 }

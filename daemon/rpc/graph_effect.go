@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -27,6 +29,9 @@ func (s *GraphServer) BeginThreadEffect(ctx context.Context, req *savepointv1.Be
 	resp := &savepointv1.BeginThreadEffectResponse{Decision: decisionToProto(res.Decision), DroppedLate: res.DroppedLate}
 	if !res.DroppedLate {
 		resp.Effect = threadEffectToProto(res.Effect)
+	}
+	if res.Duplicate != nil {
+		resp.DuplicateOf, resp.ToolResultText = threadEffectToProto(*res.Duplicate), res.ToolResultText
 	}
 	return resp, nil
 }
@@ -121,9 +126,16 @@ func validateBeginThreadEffect(lim Limits, req *savepointv1.BeginThreadEffectReq
 	if err != nil {
 		return nil, err
 	}
+	switch run := req.GetRunId(); {
+	case len(run) > maxRunIDLen:
+		return nil, fieldErr("run_id", reasonInvalidArgument, "is %d bytes; at most %d are allowed", len(run), maxRunIDLen)
+	case !utf8.ValidString(run) || strings.IndexByte(run, 0) >= 0:
+		return nil, fieldErr("run_id", reasonInvalidArgument, "must be UTF-8 text without NUL")
+	}
 	return &core.ThreadEffectBegin{
 		ThreadID: req.GetThreadId(), NS: req.GetCheckpointNs(), ToolUseID: req.GetToolUseId(), Name: req.GetName(),
 		InputJSON: req.GetInputJson(), Class: class, CheckpointID: req.GetCheckpointId(), RequestID: rid,
+		Repeatable: req.GetRepeatable(), RunID: req.GetRunId(),
 		RequiresApproval: req.GetRequiresApproval(),
 	}, nil
 }
@@ -250,6 +262,7 @@ func threadEffectToProto(e core.ThreadEffect) *savepointv1.ThreadEffect {
 		InputDigest: e.InputDigest, EffectClass: effectClassToProto(e.Class), IdempotencyKey: e.IdempotencyKey,
 		Attempts: e.Attempts, State: threadEffectStateToProto(e.State), OutputDigest: e.OutputDigest,
 		CheckpointId: e.CheckpointID, Resolution: resolutionToProto(e.Resolution), Approval: approvalToProto(e.Approval),
+		DuplicateOf: e.DuplicateOf, RunId: e.RunID,
 	}
 	if !e.BeginTime.IsZero() {
 		p.BeginTime = timestamppb.New(e.BeginTime)

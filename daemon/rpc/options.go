@@ -70,6 +70,10 @@ type Options struct {
 	// (core.ChangePoller) is read for their changes while anyone watches;
 	// zero means core.DefaultPollInterval.
 	PollInterval time.Duration
+	// CallStreamMaxInFlight is what GetServerInfo reports as
+	// call_stream_max_in_flight: the StreamServer's MaxInFlight, or zero
+	// when the daemon serves no CallStreamService.
+	CallStreamMaxInFlight int
 }
 
 func (o Options) withDefaults() Options {

@@ -42,6 +42,7 @@ type Server struct {
 	stop     context.CancelFunc
 	commit   string
 	onDemand bool // GetServerInfo's started_on_demand
+	inFlight int  // GetServerInfo's call_stream_max_in_flight
 
 	saves atomic.Uint64 // SaveCheckpoint calls acknowledged
 }
@@ -55,7 +56,7 @@ func NewServer(store core.Store, opts Options) *Server {
 	hub := core.NewHub(store, opts.PollInterval)
 	shutdown, stop := context.WithCancel(context.Background())
 	s := &Server{store: &core.Notifying{Store: store, Notify: hub.Changed}, raw: store, hub: hub, lim: opts.Limits,
-		logger: opts.Logger, version: opts.Version, commit: opts.Commit, onDemand: opts.StartedOnDemand, start: time.Now(), shutdown: shutdown, stop: stop}
+		logger: opts.Logger, version: opts.Version, commit: opts.Commit, onDemand: opts.StartedOnDemand, inFlight: opts.CallStreamMaxInFlight, start: time.Now(), shutdown: shutdown, stop: stop}
 	if sz, ok := store.(core.Sizer); ok {
 		s.size = &core.CachedSizer{Source: sz}
 	}
@@ -114,6 +115,7 @@ func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRe
 		AlreadyBegun:   res.AlreadyBegun,
 		Decision:       decisionToProto(res.Decision),
 		Approval:       approvalToProto(res.Approval),
+		Duplicate:      duplicateToProto(res.Duplicate),
 	}
 	if res.Effect != nil {
 		resp.Effect = effectToProto(*res.Effect)

@@ -295,6 +295,7 @@ func validateToolUse(lim Limits, field string, t *savepointv1.ToolUse) (core.Too
 		InputJSON:    t.GetInputJson(),
 		Class:        class,
 		BeginTracked: t.GetBeginTracked(),
+		Repeatable:   t.GetRepeatable(),
 	}, nil
 }
 

@@ -14,12 +14,18 @@ type LedgerCounts struct {
 	InDoubt          int
 	ResolvedByVerify int
 	ResolvedByPerson int
+	// AwaitingApproval counts the calls that wait for a person's approval.
+	AwaitingApproval int
 }
 
 // String is c as one line: "1 in doubt; resolved 0 by a verify hook, 2 by
 // a person".
 func (c LedgerCounts) String() string {
-	return fmt.Sprintf("%d in doubt; resolved %d by a verify hook, %d by a person", c.InDoubt, c.ResolvedByVerify, c.ResolvedByPerson)
+	s := fmt.Sprintf("%d in doubt; resolved %d by a verify hook, %d by a person", c.InDoubt, c.ResolvedByVerify, c.ResolvedByPerson)
+	if c.AwaitingApproval > 0 {
+		s += fmt.Sprintf("; %d awaiting approval", c.AwaitingApproval)
+	}
+	return s
 }
 
 func (c *LedgerCounts) add(r *savepointv1.EffectResolution) {
@@ -47,18 +53,28 @@ func CountSessionLedger(entries []*savepointv1.LedgerEntry, rec *savepointv1.Rec
 		if r := e.GetResolution(); r != nil {
 			c.add(r)
 		}
+		if e.GetApproval().GetStatus() == savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING {
+			c.AwaitingApproval++
+		}
 	}
 	return c
 }
 
 // CountThreadLedger counts a graph thread's calls: those whose next begin
 // is answered IN_DOUBT (client.NextBegin), and those whose latest attempt
-// in doubt carries a resolution.
+// in doubt carries a resolution. A call the duplicate-intent guard caught
+// never ran: the earlier call it repeats is counted, not it.
 func CountThreadLedger(effects []*savepointv1.ThreadEffect) LedgerCounts {
 	var c LedgerCounts
 	for _, e := range effects {
-		if d, _ := client.NextBegin(e); d == savepointv1.Decision_DECISION_IN_DOUBT {
+		if e.GetDuplicateOf() != "" {
+			continue
+		}
+		switch d, _ := client.NextBegin(e); d {
+		case savepointv1.Decision_DECISION_IN_DOUBT:
 			c.InDoubt++
+		case savepointv1.Decision_DECISION_AWAIT_APPROVAL:
+			c.AwaitingApproval++
 		}
 		if r := e.GetResolution(); r != nil {
 			c.add(r)

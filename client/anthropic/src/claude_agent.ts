@@ -568,6 +568,7 @@ export class SavepointSessionStore {
     const cls = this.effectClass(name);
     const reg = await s.registerToolUse({ toolUseId: tid, name, inputJson: JSON.stringify(input.tool_input ?? {}), effectClass: cls });
     this.#calls.set(tid, s);
+    if (reg.duplicate) return deny(reg.duplicate.toolResultText);
     if (reg.effect) {
       const what = reg.effect.refused ? "was refused before it ran" : "already ran";
       return deny(`Not run again: this ${name} call (tool_use_id ${tid}) ${what}; its recorded outcome follows.\n${text(outputOf(reg.effect.output))}`);

@@ -1,6 +1,8 @@
 import { type ClientWritableStream, connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
 import {
   Autostart,
+  CallStream,
+  CallStreamUnsupported,
   channelReady,
   type Client,
   dial,
@@ -30,6 +32,8 @@ export interface SaverOptions {
   retry?: RetryPolicy;
   /** How long a call waits for the connection to be ready before each try, in ms, counted once per call (default 5000; 0 sends at once). */
   reconnectWaitMs?: number;
+  /** Whether the unary calls go on one CallStream (docs/api.md) when the daemon serves it; unary otherwise. Default true. */
+  callStream?: boolean;
 }
 
 /** A GraphCheckpointService method, by its name on the generated stub. */
@@ -55,6 +59,8 @@ export class Connection {
   #limit: number | undefined;
   // Starts savepointd on demand when no address was chosen (docs/install.md).
   readonly #autostart: Autostart | undefined;
+  /** The CallStream on the stub's channel; undefined with callStream false. */
+  readonly #stream: CallStream | undefined;
 
   constructor(o: SaverOptions = {}) {
     this.#autostart = o.address ? undefined : Autostart.fromEnv();
@@ -64,9 +70,16 @@ export class Connection {
     this.#tls = o.tls;
     this.#retry = { ...(o.retry ?? DEFAULT_RETRY_POLICY) };
     this.#waitMs = Math.max(0, o.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
+    this.#stream = o.callStream === false ? undefined : new CallStream(this.stub);
+  }
+
+  /** Whether the calls go on a CallStream: false once the daemon answered UNIMPLEMENTED. */
+  get streaming(): boolean {
+    return this.#stream?.supported === true;
   }
 
   close(): void {
+    this.#stream?.close();
     this.stub.close();
   }
 
@@ -116,10 +129,24 @@ export class Connection {
     }
   }
 
-  /** A unary call of the stub's method, as a promise. */
+  /**
+   * A unary call of the stub's method, as a promise: on the CallStream when
+   * the daemon serves one, else unary (a daemon without one never handled
+   * the call).
+   */
   unary<Req, Res>(method: GraphMethod, req: Req): Promise<Res> {
     const fn = this.stub[method] as unknown as (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown;
-    return this.call(method, req, () => new Promise<Res>((resolve, reject) => fn.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res)))));
+    const once = () => new Promise<Res>((resolve, reject) => fn.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res))));
+    return this.call(method, req, async () => {
+      if (this.#stream?.supported) {
+        try {
+          return await this.#stream.call<Res>(method, req);
+        } catch (err) {
+          if (!(err instanceof CallStreamUnsupported)) throw err;
+        }
+      }
+      return once();
+    });
   }
 
   /**

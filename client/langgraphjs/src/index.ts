@@ -7,4 +7,4 @@
  */
 export type { SaverOptions } from "./conn.js";
 export { SavepointSaver, type SavepointSaverOptions } from "./saver.js";
-export { DurableToolNode, type DurableToolNodeOptions, type EffectClassName, IDEMPOTENCY_KEY, inDoubtText, type VerifyHook } from "./tools.js";
+export { DurableToolNode, type DurableToolNodeOptions, type EffectClassName, IDEMPOTENCY_KEY, inDoubtText, REPEATABLE, RUN_ID, type VerifyHook } from "./tools.js";

@@ -19,6 +19,21 @@ export const IDEMPOTENCY_KEY = "savepoint_idempotency_key";
 /** A tool's effect class, from its metadata's `savepoint_effect`; `side_effect` when it has none. */
 export type EffectClassName = "read_only" | "idempotent" | "side_effect";
 
+/**
+ * This process's run id, sent with every BeginThreadEffect: the daemon's
+ * duplicate-intent guard (docs/api.md "The thread ledger") tells an
+ * earlier, interrupted run's calls from this run's by it, so two identical
+ * calls of this process both run.
+ */
+export const RUN_ID = randomUUID();
+
+/**
+ * The metadata key (a tool's metadata) that exempts its calls from the
+ * daemon's duplicate-intent guard: set it true for a tool that may
+ * legitimately repeat a call with the same input after a restart.
+ */
+export const REPEATABLE = "savepoint_repeatable";
+
 const CLASSES: Record<EffectClassName, pb.EffectClass> = {
   read_only: pb.EffectClass.EFFECT_CLASS_READ_ONLY,
   idempotent: pb.EffectClass.EFFECT_CLASS_IDEMPOTENT,
@@ -186,9 +201,12 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
           checkpointId: key.checkpointId,
           requestId: randomUUID(),
           requiresApproval: this.#approval.has(call.name),
+          runId: RUN_ID,
+          repeatable: (tool as { metadata?: Record<string, unknown> }).metadata?.[REPEATABLE] === true,
         }),
       );
     let begun = await begin();
+    if (begun.duplicateOf) return this.#duplicate(begun, call, key);
     while (begun.decision === pb.Decision.DECISION_AWAIT_APPROVAL) {
       const decided: unknown = interrupt({
         savepointApproval: {
@@ -359,6 +377,24 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
   }
 
   /** The ToolMessage or Command a recorded output holds. */
+  /**
+   * The answer to a call the daemon's duplicate-intent guard caught: the
+   * daemon's text, the one wording every client gives the model, followed
+   * for a REUSE answer by the earlier call's output; an error when the
+   * earlier call is in doubt.
+   */
+  async #duplicate(begun: graphPb.BeginThreadEffectResponse, call: ToolCall, key: EffectKey): Promise<ToolMessage> {
+    let text = begun.toolResultText;
+    const earlier = begun.duplicateOf?.output;
+    const reuse = begun.decision === pb.Decision.DECISION_REUSE && earlier !== undefined;
+    if (reuse) {
+      const out = await this.#load(earlier);
+      const body = out instanceof ToolMessage ? out.content : out;
+      text += typeof body === "string" ? body : JSON.stringify(body);
+    }
+    return new ToolMessage({ status: reuse ? "success" : "error", name: call.name, tool_call_id: key.toolUseId, content: text });
+  }
+
   async #load(v: graphPb.TypedValue): Promise<ToolMessage | Command> {
     const got = (await this.#serde.loadsTyped(v.type, v.data)) as { message?: unknown; command?: Record<string, unknown> };
     if (got?.command) {

@@ -250,14 +250,17 @@ export function text(out: unknown): string {
 /**
  * BeginEffect with the session's current epoch (a SavepointSession never
  * owns the session, so a takeover by Resume is followed, not obeyed).
- * Returns the idempotency key and alreadyBegun.
+ * Returns the idempotency key, alreadyBegun, and, when the daemon's
+ * duplicate-intent guard caught the call, the tool result its text gives
+ * (the call must not run).
  */
-async function begin(s: SavepointSession, callId: string): Promise<{ key: string; already: boolean }> {
+async function begin(s: SavepointSession, callId: string): Promise<{ key: string; already: boolean; duplicate?: { output: string; isError: boolean } }> {
   const c = await s.client();
   for (let i = 0; i < 5; i++) {
     try {
       const r = await c.raw.beginEffect({ sessionId: s.sessionId, toolUseId: callId, epoch: (await s.known()).epoch });
-      return { key: r.idempotencyKey, already: r.alreadyBegun };
+      const duplicate = r.duplicate ? { output: r.duplicate.toolResultText, isError: r.duplicate.isError } : undefined;
+      return { key: r.idempotencyKey, already: r.alreadyBegun, duplicate };
     } catch (err) {
       if (!(err instanceof SessionFencedError)) throw err;
       await s.load(false);
@@ -303,27 +306,34 @@ export async function execute(
   stageHook?.("ran", callId);
   if (await record(s, callId, name, out.output, out.isError)) {
     stageHook?.("recorded", callId);
-    await s.mutate((v) => {
-      const part = partOf(v);
-      const c = part.calls?.[callId];
-      if (!c) return undefined;
-      c.recorded = true;
-      return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
-    });
+    await settled(s, callId);
     stageHook?.("settled", callId);
   }
   return out;
+}
+
+/** Stops callId pending: the ledger holds its answer (its recorded outcome, or the earlier call it duplicates). */
+async function settled(s: SavepointSession, callId: string): Promise<void> {
+  await s.mutate((v) => {
+    const part = partOf(v);
+    const c = part.calls?.[callId];
+    if (!c) return undefined;
+    c.recorded = true;
+    return { pending: v.pending.filter((p) => p.toolUseId !== callId), stateJson: withPart(v, part) };
+  });
 }
 
 /**
  * Runs one call of a durable tool under the ledger: lists it pending (Point
  * A), begins it unless read-only, runs it through run and records its
  * outcome. A side-effecting call another process began is not run: it is
- * answered with the in-doubt text.
+ * answered with the in-doubt text; one that repeats, with the same
+ * arguments, a call an earlier, interrupted run made (the daemon's
+ * duplicate-intent guard) is answered with the daemon's text.
  */
 export async function runCall(
   s: SavepointSession,
-  d: { name: string; effect: Effect },
+  d: { name: string; effect: Effect; repeatable?: boolean },
   call: { callId: string; arguments: string },
   run: () => Promise<{ output: string; isError: boolean }>,
 ): Promise<{ output: string; isError: boolean }> {
@@ -334,6 +344,7 @@ export async function runCall(
     inputJson: call.arguments || "{}",
     effectClass: EFFECT_CLASSES[d.effect],
     beginTracked: d.effect !== "read_only",
+    repeatable: d.repeatable === true,
   };
   live.add(liveKey(s, callId));
   try {
@@ -361,6 +372,11 @@ export async function runCall(
     let key = "";
     if (d.effect !== "read_only") {
       const b = await begin(s, callId);
+      if (b.duplicate) {
+        // Not run: the same call of an earlier, interrupted run answers it, in the daemon's words.
+        await settled(s, callId);
+        return b.duplicate;
+      }
       key = b.key;
       stageHook?.("begun", callId);
       if (b.already && d.effect === "side_effect") return { output: inDoubt(d.name, callId, "another process started it"), isError: true };
@@ -477,6 +493,7 @@ async function answer(
   let key = res.idempotencyKey;
   if (d.effect !== "read_only") {
     const b = await begin(s, callId);
+    if (b.duplicate) return b.duplicate.output;
     key = b.key;
     if (b.already && !res.begun && d.effect === "side_effect") return inDoubt(name, callId, "another process started it");
   }

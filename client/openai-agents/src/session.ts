@@ -13,6 +13,7 @@ import { createHash, randomUUID } from "node:crypto";
 import {
   type AgentInputItem,
   applySessionHistoryMutations,
+  protocol,
   type RunContext,
   type RunContextAwareSession,
   type SessionHistoryRewriteAwareSession,
@@ -395,32 +396,82 @@ export class SavepointSession implements RunContextAwareSession, SessionHistoryT
   }
 }
 
-/** The transaction args checked and copied, as MemorySession checks them: a non-empty operation id and a well-formed transaction. */
+/**
+ * The transaction args checked and copied, as MemorySession checks them:
+ * the envelope read once (an accessor that throws is refused without its
+ * message), a non-empty operation id, and a transaction of exactly its
+ * type's fields whose values are plain data (no class instances other than
+ * Uint8Array, no accessors, symbols, cycles or holes) and whose items are
+ * the protocol's items.
+ */
 function checkTransaction(args: SessionHistoryTransactionArgs): { operationId: string; transaction: SessionHistoryTransaction } {
-  if (!args || typeof args !== "object") throw new UserError("Session history transaction arguments are invalid.");
-  const { operationId, transaction } = args;
+  let operationId: unknown;
+  let transaction: unknown;
+  try {
+    if (!args || typeof args !== "object") throw new Error("no arguments");
+    operationId = Reflect.get(args, "operationId");
+    transaction = Reflect.get(args, "transaction");
+  } catch {
+    throw new UserError("Session history transaction arguments are invalid.");
+  }
   if (typeof operationId !== "string" || !operationId.trim()) {
     throw new UserError("Session history transaction operationId must be a non-empty string.");
   }
   if (!transaction || typeof transaction !== "object") throw new UserError("Session history transaction must be an object.");
-  let t: SessionHistoryTransaction;
+  const unsupported = () => new UserError("Session history transaction items contain invalid or unsupported data.");
+  let t: Record<string, unknown>;
   try {
-    t = structuredClone(transaction);
+    t = plainCopy(transaction) as Record<string, unknown>;
+    structuredClone(transaction); // refuses what plainCopy cannot see, a Proxy
   } catch {
-    throw new UserError("Session history transaction items contain invalid or unsupported data.");
+    throw unsupported();
   }
-  const items = (xs: unknown): boolean => Array.isArray(xs) && xs.every((it) => it && typeof it === "object" && !Array.isArray(it));
-  if (t.type === "append_items") {
-    if (Object.keys(t).length !== 2 || !items(t.items)) throw new UserError("Session history append transaction fields are invalid.");
-  } else if (t.type === "replace_suffix") {
-    if (Object.keys(t).length !== 3 || !items(t.expectedSuffix) || !items(t.replacement)) {
-      throw new UserError("Session history suffix transaction fields are invalid.");
+  const has = (...keys: string[]): boolean => Object.keys(t).length === keys.length && keys.every((k) => Object.hasOwn(t, k) && (k === "type" || Array.isArray(t[k])));
+  const fields: string[] =
+    t.type === "append_items" ? ["type", "items"] : t.type === "replace_suffix" ? ["type", "expectedSuffix", "replacement"] : [];
+  if (fields.length === 0) throw new UserError("Unsupported session history transaction type.");
+  if (!has(...fields)) {
+    throw new UserError(`Session history ${t.type === "append_items" ? "append" : "suffix"} transaction fields are invalid.`);
+  }
+  for (const k of fields.slice(1)) {
+    for (const it of t[k] as unknown[]) if (!protocol.ModelItem.safeParse(it).success) throw unsupported();
+  }
+  return { operationId, transaction: t as unknown as SessionHistoryTransaction };
+}
+
+/** A copy of value made only of plain data: primitives, Uint8Arrays, dense arrays and objects of enumerable data properties; throws on anything else. */
+function plainCopy(value: unknown, seen = new Set<object>()): unknown {
+  if (value === null || value === undefined || typeof value === "string" || typeof value === "boolean" || typeof value === "number") return value;
+  if (typeof value !== "object") throw new Error("unsupported value");
+  if (value instanceof Uint8Array) {
+    if (Object.getPrototypeOf(value) !== Uint8Array.prototype || Reflect.ownKeys(value).length !== value.length) throw new Error("unsupported binary");
+    return new Uint8Array(value);
+  }
+  if (seen.has(value)) throw new Error("cycle");
+  seen.add(value);
+  try {
+    const keys = Reflect.ownKeys(value);
+    if (Array.isArray(value)) {
+      if (keys.length !== value.length + 1) throw new Error("sparse or decorated array");
+      return Array.from({ length: value.length }, (_, i) => plainCopy(dataProperty(value, String(i)), seen));
     }
-  } else {
-    throw new UserError("Unsupported session history transaction type.");
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) throw new Error("not a plain object");
+    const out: Record<string, unknown> = {};
+    for (const k of keys) {
+      if (typeof k !== "string") throw new Error("symbol key");
+      Object.defineProperty(out, k, { value: plainCopy(dataProperty(value, k), seen), enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  } finally {
+    seen.delete(value);
   }
-  for (const it of t.type === "append_items" ? t.items : [...t.expectedSuffix, ...t.replacement]) encode(it);
-  return { operationId, transaction: t };
+}
+
+function dataProperty(o: object, key: string): unknown {
+  const d = Object.getOwnPropertyDescriptor(o, key);
+  if (!d?.enumerable || !("value" in d)) throw new Error("not an enumerable data property");
+  return d.value;
 }
 
 /** JSON with object keys sorted and undefined members dropped: equal for structurally equal values. */

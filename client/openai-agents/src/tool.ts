@@ -24,6 +24,12 @@ export type DurableToolOptions<TParameters extends ToolInputParameters, Context>
    * throw leaves it in doubt.
    */
   verify?: VerifyHook;
+  /**
+   * Exempts the tool's calls from the daemon's duplicate-intent guard
+   * (docs/api.md "The same action under a new id"): set it for a tool that
+   * may legitimately repeat a call with the same input after a restart.
+   */
+  repeatable?: boolean;
 };
 
 type AnyOptions = {
@@ -32,6 +38,7 @@ type AnyOptions = {
   errorFunction?: ((context: RunContext<unknown>, error: unknown, details?: unknown) => unknown) | null;
   effect?: Effect;
   verify?: VerifyHook;
+  repeatable?: boolean;
   outputSchema?: unknown;
 };
 
@@ -107,7 +114,7 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
       const call = (details?.toolCall ?? {}) as { callId?: string; arguments?: string };
       if (!call.callId) throw new DurableToolError(`durable tool ${JSON.stringify(name)} was called without a call id; it was not run.`);
       let raised: unknown;
-      const out = await runCall(s, { name, effect }, { callId: call.callId, arguments: call.arguments ?? "" }, async () => {
+      const out = await runCall(s, { name, effect, repeatable: o.repeatable === true }, { callId: call.callId, arguments: call.arguments ?? "" }, async () => {
         const r = await run(input, runContext, details);
         raised = r.error;
         return r;

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 REPORT = "Sales report: 3 deals closed, 12 words of notes."
@@ -84,9 +85,11 @@ def check(body: dict[str, Any]) -> str:
 
 class Fake:
     """The server, on 127.0.0.1 at a free port; ``requests`` keeps every
-    request body and ``errors`` every 400 it answered."""
+    request body and ``errors`` every 400 it answered. ``reply``, when
+    given, plays another agent: it gets a request's messages and returns the
+    reply's content and stop_reason (the pairing checks still apply)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reply: Callable[[list[dict[str, Any]]], tuple[list[dict[str, Any]], str]] | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.errors: list[str] = []
         fake = self
@@ -98,13 +101,16 @@ class Fake:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 fake.requests.append(body)
-                err = check(body)
+                err = check(body) if reply is None else pairing_error(body.get("messages") or [])
                 if err:
                     fake.errors.append(err)
                     self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": err}})
                     return
                 msgs = body["messages"]
-                content, reason = turn(sum(1 for m in msgs if m["role"] == "assistant"), msgs)
+                if reply is not None:
+                    content, reason = reply(msgs)
+                else:
+                    content, reason = turn(sum(1 for m in msgs if m["role"] == "assistant"), msgs)
                 self._send(200, {
                     "id": f"msg_{len(fake.requests):03d}", "type": "message", "role": "assistant", "model": body.get("model", "fake"),
                     "content": content, "stop_reason": reason, "stop_sequence": None,

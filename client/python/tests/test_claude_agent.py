@@ -122,6 +122,34 @@ def test_a_recorded_call_is_answered_not_run(daemon: Daemon) -> None:
     run(main())
 
 
+def test_the_same_call_under_a_new_id_is_answered_not_run(daemon: Daemon) -> None:
+    """A resumed model that re-issues a call under a new id (its reply was
+    lost with the killed process) is denied with the daemon's text naming
+    the earlier call and its output; the same call in one process runs."""
+    sdk = str(uuid.uuid4())
+    report = {"path": "report.txt", "text": "Q3"}
+
+    async def main() -> None:
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c)
+            assert await store.pre_tool_use(pre(sdk, "toolu_w1", "write_report", report), "toolu_w1", CTX) == {}
+            await store.post_tool_use(post(sdk, "toolu_w1", "write_report", [{"type": "text", "text": "report.txt written"}]), "toolu_w1", CTX)
+            # The same call again in the same process runs.
+            assert await store.pre_tool_use(pre(sdk, "toolu_w2", "write_report", report), "toolu_w2", CTX) == {}
+            await store.post_tool_use(post(sdk, "toolu_w2", "write_report", [{"type": "text", "text": "report.txt written"}]), "toolu_w2", CTX)
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c)
+            out = await store.pre_tool_use(pre(sdk, "toolu_w3", "write_report", {"text": "Q3", "path": "report.txt"}), "toolu_w3", CTX)
+            hso = out["hookSpecificOutput"]
+            assert hso["permissionDecision"] == "deny", out
+            reason = hso["permissionDecisionReason"]
+            assert "toolu_w3" in reason and "tool_use_id toolu_w2 " in reason and "report.txt written" in reason, reason
+        entries = ledger(daemon, session_id_for(sdk))
+        assert entries["toolu_w3"].duplicate_of == "toolu_w2" and not entries["toolu_w3"].begun
+
+    run(main())
+
+
 def test_a_call_begun_elsewhere_is_in_doubt(daemon: Daemon) -> None:
     sdk = str(uuid.uuid4())
 

@@ -112,13 +112,25 @@ def test_atomic_replace_items_is_one_save(daemon: Any, sid: str) -> None:
         assert await s.get_items() == [SUMMARY, user("c")]
         await s.add_items([said("d")])
 
-        class Sub(SavepointSession):
-            pass
+        class Transforming(SavepointSession):
+            async def add_items(self, items: Any, **kw: Any) -> None:
+                await super().add_items([{**it, "seen": True} for it in items], **kw)
 
-        sub = Sub(sid, daemon.addr)
-        assert await sub._atomic_replace_items([]) is False  # as the SDK's backends: a subclass is not bypassed
+        sub = Transforming(sid, daemon.addr)
+        assert await sub._atomic_replace_items([]) is False  # as the SDK's backends: a subclass's transform is not bypassed
         assert await sub._get_compaction_snapshot(3) is None
         assert len(await s.get_items()) == 3
+
+        class Helper(SavepointSession):  # overrides no item method: the atomic path stays
+            def describe(self) -> str:
+                return self.session_id
+
+        helper = Helper(sid, daemon.addr)
+        snap = await helper._get_compaction_snapshot(3)
+        assert snap is not None and len(snap.items) == 3
+        assert await helper._atomic_replace_items([SUMMARY]) is True
+        assert revision(daemon, sid) == r0 + 3
+        assert await s.get_items() == [SUMMARY]
 
     asyncio.run(go())
 
@@ -138,6 +150,33 @@ def test_pop_with_validation_removes_nothing_when_validation_fails(daemon: Any, 
         assert await s._pop_item_with_validation(lambda it: None) == user("bad")
         assert await s.pop_item() == user("a")
         assert await s.pop_item() is None
+
+    asyncio.run(go())
+
+
+def test_encrypted_session_pops_only_what_its_key_authenticates(daemon: Any, sid: str) -> None:
+    # The SDK's EncryptedSession pops first and decrypts after over any session
+    # but SQLiteSession; savepoint.openai_agents.encrypted's authenticates in the pop.
+    from agents.extensions.memory.encrypt_session import EncryptedSession as SDKEncryptedSession
+    from cryptography.fernet import InvalidToken
+
+    from savepoint.openai_agents.encrypted import EncryptedSession
+
+    async def go() -> None:
+        s = SavepointSession(sid, daemon.addr)
+        correct = EncryptedSession(sid, s, "correct-key")
+        wrong = EncryptedSession(sid, s, "wrong-key")
+        await correct.add_items([user("first"), said("second")])
+        stored = await s.get_items()
+        r0 = revision(daemon, sid)
+        with pytest.raises(InvalidToken):
+            await wrong.pop_item()
+        assert await s.get_items() == stored and revision(daemon, sid) == r0  # nothing removed
+        assert await correct.pop_item() == said("second")
+        assert await correct.get_items() == [user("first")]
+        # The SDK's own class over a SavepointSession: the wrong key removes what it cannot read.
+        assert await SDKEncryptedSession(sid, s, "wrong-key").pop_item() is None
+        assert await s.get_items() == []
 
     asyncio.run(go())
 

@@ -134,6 +134,7 @@ def test_close_from_sync_code(daemon: Any, sid: str) -> None:
             with pytest.raises(SessionClosedError, match="is closed") as e:
                 await call()
             assert isinstance(e.value, RuntimeError)  # what a closed SQLiteSession raises
+            assert str(e.value).startswith("SavepointSession is closed")  # its class's name, as SQLiteSession's message
 
     run(refused())
     assert contents(run(SavepointSession(sid, daemon.addr).get_items())) == ["kept"]
@@ -496,3 +497,42 @@ async def _worker(argv: list[str]) -> None:
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
     asyncio.run(_worker(sys.argv[1:]))
+
+
+@pytest.mark.parametrize("operation", ["add", "pop", "clear"])
+def test_cancel_during_a_save_propagates_once_its_outcome_is_known(daemon: Any, sid: str, operation: str) -> None:
+    # As SQLiteSession's post-commit cancellation: a cancel that lands while a
+    # save is on its way to the daemon raises CancelledError only after the
+    # save's outcome is known, and the session goes on from that outcome.
+    async def go() -> None:
+        s = SavepointSession(sid, daemon.addr)
+        await s.add_items([{"role": "user", "content": "kept"}, {"role": "user", "content": "last"}])
+        raw = s.client().raw
+        real = raw.SaveCheckpoint
+        sent, release = asyncio.Event(), asyncio.Event()
+
+        async def slow_save(req: Any, *a: Any, **kw: Any) -> Any:
+            sent.set()
+            await release.wait()  # the request is on its way: the daemon will make it
+            return await real(req, *a, **kw)
+
+        raw.SaveCheckpoint = slow_save
+        call = {"add": lambda: s.add_items([{"role": "user", "content": "new"}]), "pop": s.pop_item, "clear": s.clear_session}[operation]
+        task = asyncio.create_task(call())
+        await sent.wait()
+        task.cancel()
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.sleep(0)
+        assert not task.done()  # waits for the save's outcome
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        raw.SaveCheckpoint = real
+        expected = {"add": ["kept", "last", "new"], "pop": ["kept"], "clear": []}[operation]
+        assert contents(await s.get_items()) == expected
+        await s.add_items([{"role": "user", "content": "after"}])  # the session goes on from the saved revision
+        assert contents(await SavepointSession(sid, daemon.addr).get_items()) == [*expected, "after"]
+        await s.close()
+
+    run(go())

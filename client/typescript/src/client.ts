@@ -51,6 +51,7 @@ import {
 import { discardLogger, type Logger } from "./log.js";
 import { RETRY_RULES } from "./retry_rules.js";
 import { Session } from "./session.js";
+import { CallStream, Unsupported } from "./stream.js";
 import { anthropicToolResults } from "./tool.js";
 import { SessionWatch, type WatchOptions } from "./watch.js";
 import type {
@@ -198,6 +199,11 @@ export interface DialOptions {
   /** grpc-js channel options, applied after the client's own (a short reconnect backoff), so they can override them. */
   channelOptions?: ChannelOptions;
   /**
+   * Whether the unary calls go on one CallStream (docs/api.md) when the
+   * daemon serves it; unary otherwise. Default true.
+   */
+  callStream?: boolean;
+  /**
    * Where the client reports retries, reconcile decisions and ledger
    * failures. The default, discardLogger, writes nothing; consoleLogger()
    * writes lines to stderr. The client never logs payloads.
@@ -325,6 +331,8 @@ export class Client {
   readonly #options: DialOptions;
   /** GraphCheckpointService on the same address, made on first use. */
   #graph: GraphCheckpointServiceClient | undefined;
+  /** The CallStream on #stub's channel; undefined with callStream false. */
+  readonly #stream: CallStream | undefined;
 
   /** @internal Use dial. */
   constructor(stub: SavepointServiceClient, addr: string, options: DialOptions, autostart?: Autostart) {
@@ -334,6 +342,7 @@ export class Client {
     this.addr = addr;
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.#reconnectWaitMs = Math.max(0, options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
+    this.#stream = options.callStream === false ? undefined : new CallStream(stub);
     this.config = {
       logger: options.logger ?? discardLogger,
       toolResults: options.toolResults ?? anthropicToolResults,
@@ -351,6 +360,7 @@ export class Client {
 
   /** Closes the connection; calls in flight fail. */
   close(): void {
+    this.#stream?.close();
     this.#stub.close();
     this.#graph?.close();
   }
@@ -472,7 +482,21 @@ export class Client {
    */
   #invoke<M extends Method>(method: M, request: Req<M>, options: CallOptions = {}): Promise<Res<M>> {
     const def = SavepointServiceService[method];
-    return this.#retrying(def.path, request, options, () => unaryCall(this.#stub, def, request, options) as Promise<Res<M>>);
+    return this.#retrying(def.path, request, options, () => this.#send(method, request, options) as Promise<Res<M>>);
+  }
+
+  /** One try of a call: on the CallStream when the daemon serves one, else unary. */
+  async #send<M extends Method>(method: M, request: Req<M>, options: CallOptions): Promise<unknown> {
+    const def = SavepointServiceService[method];
+    if (this.#stream?.supported) {
+      try {
+        return await this.#stream.call(method, request, options);
+      } catch (err) {
+        if (!(err instanceof Unsupported)) throw err;
+        // never handled: send it unary
+      }
+    }
+    return unaryCall(this.#stub, def, request, options);
   }
 
   /** Runs once, retried while it fails with UNAVAILABLE if retrySafe(path, request) says so, as #invoke says. */

@@ -1,5 +1,5 @@
 import { AwaitingApprovalError, sentence } from "./errors.js";
-import { Decision, EffectClass, type EffectApproval, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
+import { Decision, type DuplicateToolUse, EffectClass, type EffectApproval, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
 import { effectiveClass, fullToolUse, normalizeContent, toolOutput } from "./tool.js";
 import type { CallOptions, SessionHost, ToolContent, ToolEvent, ToolResult } from "./types.js";
 
@@ -51,6 +51,7 @@ export class ToolRuns {
         this.started.delete(id);
         throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: BeginEffect`);
       }
+      if (b.duplicate) return duplicateResult(id, b.duplicate);
       if (b.decision === Decision.DECISION_AWAIT_APPROVAL) {
         this.started.delete(id);
         throw new AwaitingApprovalError(this.#id, id, p.name, b.approval);
@@ -135,6 +136,17 @@ export function annotate(err: unknown, context: string): Error {
     return err;
   }
   return new Error(`${context}: ${sentence(String(err))}`, { cause: err });
+}
+
+/**
+ * The answer to a call the daemon's duplicate-intent guard caught
+ * (docs/api.md "The same action under a new id"): not run; the daemon's
+ * text, the one wording every client gives the model, says the action was
+ * already taken under d.toolUseId (with its output) or may have been (an
+ * error).
+ */
+export function duplicateResult(toolUseId: string, d: DuplicateToolUse): ToolResult {
+  return { toolUseId, content: d.toolResultText, isError: d.isError, decision: Decision.DECISION_UNSPECIFIED, duplicateOf: d.toolUseId };
 }
 
 /** The tool result the model is given for a denied call. */

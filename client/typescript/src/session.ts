@@ -240,6 +240,7 @@ export class Session {
           // runTool and reconcile call beginEffect before running any tool
           // that is not read-only, so a call never begun is safe to run.
           beginTracked: cls !== EffectClass.EFFECT_CLASS_READ_ONLY,
+          repeatable: c.repeatable ?? false,
         };
       });
       await this.#save({ ...this.#meta, turn: this.#meta.turn + 1 }, undefined, [assistant], pending, call);
@@ -367,7 +368,13 @@ export class Session {
   async runTools(calls: ToolUse[], run: ToolFunc, options?: CallOptions): Promise<ToolResult[]> {
     const results: ToolResult[] = [];
     for (const call of calls) {
-      const full = { toolUseId: call.toolUseId, name: call.name, inputJson: call.inputJson ?? "", effectClass: effectiveClass(call.effectClass) };
+      const full = {
+        toolUseId: call.toolUseId,
+        name: call.name,
+        inputJson: call.inputJson ?? "",
+        effectClass: effectiveClass(call.effectClass),
+        repeatable: call.repeatable ?? false,
+      };
       results.push(await this.runTool(call, (key, signal) => run(full, key, signal), options));
     }
     return results;
@@ -394,7 +401,8 @@ export class Session {
    * toolUse), without pointA or a new revision, for code that sees one call
    * at a time just before it runs, such as an agent framework's hooks; the
    * calls of one turn may register in parallel. Run the tool only when the
-   * returned effect is undefined, then recordToolUse its outcome.
+   * returned effect and duplicate are undefined, then recordToolUse its
+   * outcome.
    * SessionFencedError: another process owns the session.
    */
   async registerToolUse(call: ToolUse, options?: CallOptions): Promise<Registration> {
@@ -403,12 +411,19 @@ export class Session {
         sessionId: this.id,
         toolUseId: call.toolUseId,
         epoch: this.#epoch,
-        toolUse: { toolUseId: "", name: call.name, inputJson: call.inputJson ?? "", effectClass: effectiveClass(call.effectClass), beginTracked: true },
+        toolUse: {
+          toolUseId: "",
+          name: call.name,
+          inputJson: call.inputJson ?? "",
+          effectClass: effectiveClass(call.effectClass),
+          beginTracked: true,
+          repeatable: call.repeatable ?? false,
+        },
         requestId: randomUUID(),
       },
       options,
     );
-    return { idempotencyKey: r.idempotencyKey, alreadyBegun: r.alreadyBegun, effect: r.effect };
+    return { idempotencyKey: r.idempotencyKey, alreadyBegun: r.alreadyBegun, effect: r.effect, duplicate: r.duplicate };
   }
 
   /**

@@ -56,8 +56,8 @@ export function escapeLineSeparators(json: string): string {
 }
 
 /** A tool use with every field set, as hooks and tool functions see it. */
-export function fullToolUse(u: { toolUseId: string; name: string; inputJson: string; effectClass: EffectClass }): Required<ToolUse> {
-  return { toolUseId: u.toolUseId, name: u.name, inputJson: u.inputJson, effectClass: effectiveClass(u.effectClass) };
+export function fullToolUse(u: { toolUseId: string; name: string; inputJson: string; effectClass: EffectClass; repeatable?: boolean }): Required<ToolUse> {
+  return { toolUseId: u.toolUseId, name: u.name, inputJson: u.inputJson, effectClass: effectiveClass(u.effectClass), repeatable: u.repeatable ?? false };
 }
 
 /** The ledger's text of a tool's content: the text itself, or the content blocks as JSON. toolContent reads it back. */

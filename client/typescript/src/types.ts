@@ -4,7 +4,7 @@
  * It imports no other module of the client but the generated code, so no
  * module depends on another through it in a circle.
  */
-import type { DeepPartial, EffectClass, Decision, Effect as PbEffect, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
+import type { DeepPartial, EffectClass, Decision, DuplicateToolUse, Effect as PbEffect, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
 import type { Logger } from "./log.js";
 
 /**
@@ -76,6 +76,12 @@ export interface ToolUse {
   inputJson?: string;
   /** What running the tool does; unset or UNSPECIFIED means SIDE_EFFECT. */
   effectClass?: EffectClass;
+  /**
+   * Exempts the call from the daemon's duplicate-intent guard (docs/api.md
+   * "The same action under a new id"): set it for a tool that may
+   * legitimately repeat a call with the same input after a restart.
+   */
+  repeatable?: boolean;
 }
 
 /**
@@ -87,6 +93,12 @@ export interface Registration {
   idempotencyKey: string;
   alreadyBegun: boolean;
   effect?: PbEffect;
+  /**
+   * Set when the daemon's duplicate-intent guard caught the call (it repeats
+   * a call an earlier, interrupted run made): the tool must not run; answer
+   * the model with duplicate.toolResultText (an error when duplicate.isError).
+   */
+  duplicate?: DuplicateToolUse;
 }
 
 /**
@@ -120,6 +132,13 @@ export interface ToolResult {
    * stops before pointB, reconcile will report the call as in doubt.
    */
   ledgerError?: unknown;
+  /**
+   * Set when the tool did not run because the daemon's duplicate-intent
+   * guard found that an earlier, interrupted run made the same call: the
+   * earlier tool use id. content is then the daemon's text saying the action
+   * was already taken (with its output) or may have been (isError).
+   */
+  duplicateOf?: string;
 }
 
 /** A moment in the life of a tool use that DialOptions.toolHook observes, in the order they happen. */

@@ -57,6 +57,10 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"Fork", testFork},
 		{"ForkLongHistory", testForkLongHistory},
 		{"ThreadEffectOutputBudget", testThreadEffectOutputBudget},
+		{"DuplicateRegister", testDuplicateRegister},
+		{"DuplicatePending", testDuplicatePending},
+		{"DuplicateSameRun", testDuplicateSameRun},
+		{"DuplicateSameReply", testDuplicateSameReply},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)

@@ -2140,7 +2140,12 @@ type ThreadEffect struct {
 	// when it never was.
 	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	// The call's approval record, for a call that requires approval.
-	Approval      *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	Approval *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	// Set when the duplicate-intent guard caught the call: the earlier call's
+	// tool use id. The call never ran (attempts is 0).
+	DuplicateOf string `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// The run (BeginThreadEffectRequest.run_id) that began the latest attempt.
+	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2294,6 +2299,20 @@ func (x *ThreadEffect) GetApproval() *EffectApproval {
 	return nil
 }
 
+func (x *ThreadEffect) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
+func (x *ThreadEffect) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 type BeginThreadEffectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The thread. Required.
@@ -2321,8 +2340,16 @@ type BeginThreadEffectRequest struct {
 	// write; without one the decision is AWAIT_APPROVAL (the call is entered
 	// with state NOT_BEGUN) or DENIED.
 	RequiresApproval bool `protobuf:"varint,32,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// True when this call may legitimately repeat an earlier one with the same
+	// name and input: the duplicate-intent guard (docs/api.md "The thread
+	// ledger") does not apply to it.
+	Repeatable bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
+	// The run making the call: a random id the client makes once per process
+	// (at most 256 bytes, UTF-8, no NUL). The duplicate-intent guard compares runs by it; a
+	// begin without one is never caught, and its call never catches another.
+	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BeginThreadEffectRequest) Reset() {
@@ -2418,6 +2445,20 @@ func (x *BeginThreadEffectRequest) GetRequiresApproval() bool {
 	return false
 }
 
+func (x *BeginThreadEffectRequest) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
+	}
+	return false
+}
+
+func (x *BeginThreadEffectRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 type BeginThreadEffectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the caller does: RUN the tool (then record its outcome), REUSE
@@ -2429,9 +2470,18 @@ type BeginThreadEffectResponse struct {
 	Effect *ThreadEffect `protobuf:"bytes,2,opt,name=effect,proto3" json:"effect,omitempty"`
 	// True when the late-write rule dropped the begin: nothing was stored and
 	// decision is RUN.
-	DroppedLate   bool `protobuf:"varint,3,opt,name=dropped_late,json=droppedLate,proto3" json:"dropped_late,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DroppedLate bool `protobuf:"varint,3,opt,name=dropped_late,json=droppedLate,proto3" json:"dropped_late,omitempty"`
+	// Set when the duplicate-intent guard caught the call: the earlier call of
+	// an interrupted run it repeats, as it is now. decision is then REUSE
+	// (its output recorded) or IN_DOUBT; do not run the tool: answer the model
+	// with tool_result_text. effect is the new call's entry, with no attempt.
+	DuplicateOf *ThreadEffect `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// With duplicate_of, the tool result to give the model, as
+	// DuplicateToolUse.tool_result_text; an error when the earlier call is in
+	// doubt.
+	ToolResultText string `protobuf:"bytes,41,opt,name=tool_result_text,json=toolResultText,proto3" json:"tool_result_text,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BeginThreadEffectResponse) Reset() {
@@ -2483,6 +2533,20 @@ func (x *BeginThreadEffectResponse) GetDroppedLate() bool {
 		return x.DroppedLate
 	}
 	return false
+}
+
+func (x *BeginThreadEffectResponse) GetDuplicateOf() *ThreadEffect {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return nil
+}
+
+func (x *BeginThreadEffectResponse) GetToolResultText() string {
+	if x != nil {
+		return x.ToolResultText
+	}
+	return ""
 }
 
 type RecordThreadEffectRequest struct {
@@ -3267,7 +3331,7 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"updateTime\"r\n" +
 	"\x13ListThreadsResponse\x123\n" +
 	"\athreads\x18\x01 \x03(\v2\x19.savepoint.v1.GraphThreadR\athreads\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xee\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x06\n" +
 	"\fThreadEffect\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3291,7 +3355,9 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
 	"resolution\x128\n" +
-	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"\xde\x02\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12!\n" +
+	"\fduplicate_of\x18( \x01(\tR\vduplicateOf\x12\x15\n" +
+	"\x06run_id\x18) \x01(\tR\x05runId\"\x95\x03\n" +
 	"\x18BeginThreadEffectRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3303,11 +3369,17 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\a \x01(\tR\fcheckpointId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestId\x12+\n" +
-	"\x11requires_approval\x18  \x01(\bR\x10requiresApproval\"\xa6\x01\n" +
+	"\x11requires_approval\x18  \x01(\bR\x10requiresApproval\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18( \x01(\bR\n" +
+	"repeatable\x12\x15\n" +
+	"\x06run_id\x18) \x01(\tR\x05runId\"\x8f\x02\n" +
 	"\x19BeginThreadEffectResponse\x122\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x16.savepoint.v1.DecisionR\bdecision\x122\n" +
 	"\x06effect\x18\x02 \x01(\v2\x1a.savepoint.v1.ThreadEffectR\x06effect\x12!\n" +
-	"\fdropped_late\x18\x03 \x01(\bR\vdroppedLate\"\x83\x02\n" +
+	"\fdropped_late\x18\x03 \x01(\bR\vdroppedLate\x12=\n" +
+	"\fduplicate_of\x18( \x01(\v2\x1a.savepoint.v1.ThreadEffectR\vduplicateOf\x12(\n" +
+	"\x10tool_result_text\x18) \x01(\tR\x0etoolResultText\"\x83\x02\n" +
 	"\x19RecordThreadEffectRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3492,52 +3564,53 @@ var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	46, // 30: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
 	49, // 31: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
 	32, // 32: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	2,  // 33: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	32, // 34: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	32, // 35: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
-	50, // 36: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	2,  // 37: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	51, // 38: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	32, // 39: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	52, // 40: savepoint.v1.ApproveThreadEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
-	32, // 41: savepoint.v1.ApproveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	7,  // 42: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	9,  // 43: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	12, // 44: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	13, // 45: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
-	17, // 46: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	19, // 47: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	21, // 48: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	23, // 49: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	25, // 50: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	27, // 51: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	29, // 52: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
-	33, // 53: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
-	35, // 54: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
-	37, // 55: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
-	39, // 56: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
-	41, // 57: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:input_type -> savepoint.v1.ApproveThreadEffectRequest
-	8,  // 58: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	11, // 59: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	16, // 60: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	15, // 61: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
-	18, // 62: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	20, // 63: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	22, // 64: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	24, // 65: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	26, // 66: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	28, // 67: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	31, // 68: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
-	34, // 69: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
-	36, // 70: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
-	38, // 71: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
-	40, // 72: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
-	42, // 73: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:output_type -> savepoint.v1.ApproveThreadEffectResponse
-	58, // [58:74] is the sub-list for method output_type
-	42, // [42:58] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	32, // 33: savepoint.v1.BeginThreadEffectResponse.duplicate_of:type_name -> savepoint.v1.ThreadEffect
+	2,  // 34: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	32, // 35: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	32, // 36: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
+	50, // 37: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	2,  // 38: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	51, // 39: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	32, // 40: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	52, // 41: savepoint.v1.ApproveThreadEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	32, // 42: savepoint.v1.ApproveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	7,  // 43: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	9,  // 44: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	12, // 45: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	13, // 46: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
+	17, // 47: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	19, // 48: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	21, // 49: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	23, // 50: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	25, // 51: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	27, // 52: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	29, // 53: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
+	33, // 54: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
+	35, // 55: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
+	37, // 56: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
+	39, // 57: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
+	41, // 58: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:input_type -> savepoint.v1.ApproveThreadEffectRequest
+	8,  // 59: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	11, // 60: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	16, // 61: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	15, // 62: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
+	18, // 63: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	20, // 64: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	22, // 65: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	24, // 66: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	26, // 67: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	28, // 68: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	31, // 69: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
+	34, // 70: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
+	36, // 71: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
+	38, // 72: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
+	40, // 73: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
+	42, // 74: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:output_type -> savepoint.v1.ApproveThreadEffectResponse
+	59, // [59:75] is the sub-list for method output_type
+	43, // [43:59] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }

@@ -832,7 +832,12 @@ type ToolUse struct {
 	EffectClass EffectClass `protobuf:"varint,4,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.v1.EffectClass" json:"effect_class,omitempty"`
 	// True when the client calls BeginEffect before running this tool, so that
 	// a call never begun can be re-run safely after a crash.
-	BeginTracked  bool `protobuf:"varint,5,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	BeginTracked bool `protobuf:"varint,5,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	// True when this call may legitimately repeat an earlier one with the same
+	// name and input: the duplicate-intent guard (docs/api.md "The same action
+	// under a new id") does not apply to it. Set it for every call of a tool
+	// declared repeatable, or for one call.
+	Repeatable    bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +903,13 @@ func (x *ToolUse) GetEffectClass() EffectClass {
 func (x *ToolUse) GetBeginTracked() bool {
 	if x != nil {
 		return x.BeginTracked
+	}
+	return false
+}
+
+func (x *ToolUse) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
 	}
 	return false
 }
@@ -1627,7 +1639,15 @@ type BeginEffectResponse struct {
 	// The call's approval record, for a call that requires approval: the
 	// one spent (RUN), the request waiting (AWAIT_APPROVAL), or the denial
 	// with its note (DENIED).
-	Approval      *EffectApproval `protobuf:"bytes,33,opt,name=approval,proto3" json:"approval,omitempty"`
+	Approval *EffectApproval `protobuf:"bytes,33,opt,name=approval,proto3" json:"approval,omitempty"`
+	// Set when the duplicate-intent guard caught the call: it repeats, with
+	// the same name and input, a call that an earlier, interrupted run of the
+	// session began or recorded in the same turn window (docs/api.md "The same
+	// action under a new id"). Do not run the tool: tell the model the action
+	// was already taken (or may have been) under the earlier tool use id.
+	// idempotency_key is then empty, and the call is remembered as this
+	// earlier call's duplicate: every later BeginEffect of it answers the same.
+	Duplicate     *DuplicateToolUse `protobuf:"bytes,40,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1697,6 +1717,108 @@ func (x *BeginEffectResponse) GetApproval() *EffectApproval {
 	return nil
 }
 
+func (x *BeginEffectResponse) GetDuplicate() *DuplicateToolUse {
+	if x != nil {
+		return x.Duplicate
+	}
+	return nil
+}
+
+// DuplicateToolUse names the earlier call a new call repeats.
+type DuplicateToolUse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The earlier call's tool use id.
+	ToolUseId string `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The epoch of the run that began (or recorded) it.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Its idempotency key; empty when it was recorded without being begun.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Its recorded effect (with output); unset when it is in doubt: begun,
+	// outcome unknown.
+	Effect *Effect `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	// The tool result to give the model for the new call: the action was
+	// already taken (with its output) or may have been, under the earlier
+	// tool use id. Clients use it as it is.
+	ToolResultText string `protobuf:"bytes,5,opt,name=tool_result_text,json=toolResultText,proto3" json:"tool_result_text,omitempty"`
+	// True when that tool result is an error: the earlier call is in doubt or
+	// its recorded effect is an error.
+	IsError       bool `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DuplicateToolUse) Reset() {
+	*x = DuplicateToolUse{}
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DuplicateToolUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DuplicateToolUse) ProtoMessage() {}
+
+func (x *DuplicateToolUse) ProtoReflect() protoreflect.Message {
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DuplicateToolUse.ProtoReflect.Descriptor instead.
+func (*DuplicateToolUse) Descriptor() ([]byte, []int) {
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DuplicateToolUse) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *DuplicateToolUse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *DuplicateToolUse) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *DuplicateToolUse) GetEffect() *Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return nil
+}
+
+func (x *DuplicateToolUse) GetToolResultText() string {
+	if x != nil {
+		return x.ToolResultText
+	}
+	return ""
+}
+
+func (x *DuplicateToolUse) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
 // EffectApproval is the durable record of a person's decision on one call
 // that requires approval, bound to the call's input.
 type EffectApproval struct {
@@ -1725,7 +1847,7 @@ type EffectApproval struct {
 
 func (x *EffectApproval) Reset() {
 	*x = EffectApproval{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1859,7 @@ func (x *EffectApproval) String() string {
 func (*EffectApproval) ProtoMessage() {}
 
 func (x *EffectApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[9]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1872,7 @@ func (x *EffectApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectApproval.ProtoReflect.Descriptor instead.
 func (*EffectApproval) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{9}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EffectApproval) GetStatus() ApprovalStatus {
@@ -1824,7 +1946,7 @@ type RecordEffectRequest struct {
 
 func (x *RecordEffectRequest) Reset() {
 	*x = RecordEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1958,7 @@ func (x *RecordEffectRequest) String() string {
 func (*RecordEffectRequest) ProtoMessage() {}
 
 func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[10]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1971,7 @@ func (x *RecordEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectRequest.ProtoReflect.Descriptor instead.
 func (*RecordEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{10}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecordEffectRequest) GetSessionId() string {
@@ -1906,7 +2028,7 @@ type RecordEffectResponse struct {
 
 func (x *RecordEffectResponse) Reset() {
 	*x = RecordEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2040,7 @@ func (x *RecordEffectResponse) String() string {
 func (*RecordEffectResponse) ProtoMessage() {}
 
 func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[11]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2053,7 @@ func (x *RecordEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEffectResponse.ProtoReflect.Descriptor instead.
 func (*RecordEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{11}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RecordEffectResponse) GetEffect() *Effect {
@@ -1962,7 +2084,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2096,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[12]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2109,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{12}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeRequest) GetSessionId() string {
@@ -2018,7 +2140,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2152,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[13]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2165,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{13}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResumeResponse) GetCheckpoint() *Checkpoint {
@@ -2088,7 +2210,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2222,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[14]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2235,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{14}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReconcileRequest) GetSessionId() string {
@@ -2166,7 +2288,7 @@ type Resolution struct {
 
 func (x *Resolution) Reset() {
 	*x = Resolution{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2300,7 @@ func (x *Resolution) String() string {
 func (*Resolution) ProtoMessage() {}
 
 func (x *Resolution) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[15]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2313,7 @@ func (x *Resolution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resolution.ProtoReflect.Descriptor instead.
 func (*Resolution) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{15}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Resolution) GetToolUse() *ToolUse {
@@ -2265,7 +2387,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2399,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[16]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2412,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{16}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReconcileResponse) GetRevision() uint64 {
@@ -2326,7 +2448,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2460,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[17]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2473,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{17}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2380,7 +2502,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2514,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[18]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2527,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{18}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSessionResponse) GetCheckpoint() *Checkpoint {
@@ -2440,7 +2562,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2574,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[19]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2587,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{19}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -2512,7 +2634,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2646,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[20]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2659,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{20}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2596,7 +2718,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2730,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[21]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2743,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{21}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -2710,7 +2832,7 @@ type SessionSummary struct {
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2844,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[22]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2857,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{22}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SessionSummary) GetSessionId() string {
@@ -2855,7 +2977,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +2989,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[23]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +3002,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{23}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2917,7 +3039,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2929,7 +3051,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[24]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2942,7 +3064,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{24}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchSessionsRequest) GetLabelFilter() map[string]string {
@@ -2996,7 +3118,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3130,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[25]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3143,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{25}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchSessionsResponse) GetType() WatchEventType {
@@ -3064,7 +3186,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3198,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[26]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3211,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{26}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -3117,7 +3239,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3251,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[27]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3264,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{27}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteSessionResponse) GetTombstoneEpoch() uint64 {
@@ -3160,7 +3282,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3294,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[28]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3307,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{28}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
 }
 
 // DamagedSession is a session Verify found damaged.
@@ -3201,7 +3323,7 @@ type DamagedSession struct {
 
 func (x *DamagedSession) Reset() {
 	*x = DamagedSession{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3335,7 @@ func (x *DamagedSession) String() string {
 func (*DamagedSession) ProtoMessage() {}
 
 func (x *DamagedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[29]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3348,7 @@ func (x *DamagedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedSession.ProtoReflect.Descriptor instead.
 func (*DamagedSession) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{29}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DamagedSession) GetSessionId() string {
@@ -3257,7 +3379,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3269,7 +3391,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[30]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3282,7 +3404,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{30}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *VerifyResponse) GetCheckedSessions() uint64 {
@@ -3314,7 +3436,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3448,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[31]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3461,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{31}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
 }
 
 type GetServerInfoResponse struct {
@@ -3382,14 +3504,18 @@ type GetServerInfoResponse struct {
 	// --started-on-demand), rather than an operator or a service manager.
 	StartedOnDemand bool `protobuf:"varint,70,opt,name=started_on_demand,json=startedOnDemand,proto3" json:"started_on_demand,omitempty"`
 	// The daemon's process id, as the host it runs on numbers it.
-	Pid           uint32 `protobuf:"varint,71,opt,name=pid,proto3" json:"pid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pid uint32 `protobuf:"varint,71,opt,name=pid,proto3" json:"pid,omitempty"`
+	// The most calls one CallStream handles at once (CallStreamService);
+	// further requests wait unread. 0: the daemon serves no CallStream, so
+	// a client sends unary calls.
+	CallStreamMaxInFlight uint32 `protobuf:"varint,50,opt,name=call_stream_max_in_flight,json=callStreamMaxInFlight,proto3" json:"call_stream_max_in_flight,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3527,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[32]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3540,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{32}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -3529,6 +3655,13 @@ func (x *GetServerInfoResponse) GetPid() uint32 {
 	return 0
 }
 
+func (x *GetServerInfoResponse) GetCallStreamMaxInFlight() uint32 {
+	if x != nil {
+		return x.CallStreamMaxInFlight
+	}
+	return 0
+}
+
 type CompleteSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -3549,7 +3682,7 @@ type CompleteSessionRequest struct {
 
 func (x *CompleteSessionRequest) Reset() {
 	*x = CompleteSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +3694,7 @@ func (x *CompleteSessionRequest) String() string {
 func (*CompleteSessionRequest) ProtoMessage() {}
 
 func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[33]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +3707,7 @@ func (x *CompleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{33}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompleteSessionRequest) GetSessionId() string {
@@ -3628,7 +3761,7 @@ type CompleteSessionResponse struct {
 
 func (x *CompleteSessionResponse) Reset() {
 	*x = CompleteSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3773,7 @@ func (x *CompleteSessionResponse) String() string {
 func (*CompleteSessionResponse) ProtoMessage() {}
 
 func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[34]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3786,7 @@ func (x *CompleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{34}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CompleteSessionResponse) GetRevision() uint64 {
@@ -3700,7 +3833,7 @@ type ListEffectsRequest struct {
 
 func (x *ListEffectsRequest) Reset() {
 	*x = ListEffectsRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3712,7 +3845,7 @@ func (x *ListEffectsRequest) String() string {
 func (*ListEffectsRequest) ProtoMessage() {}
 
 func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[35]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3725,7 +3858,7 @@ func (x *ListEffectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsRequest.ProtoReflect.Descriptor instead.
 func (*ListEffectsRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{35}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListEffectsRequest) GetSessionId() string {
@@ -3779,14 +3912,19 @@ type LedgerEntry struct {
 	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	// The call's approval record, for a call that requires approval; unset
 	// otherwise.
-	Approval      *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	Approval *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	// The call may repeat an earlier one (ToolUse.repeatable).
+	Repeatable bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
+	// Set when the duplicate-intent guard caught the call: the earlier call's
+	// tool use id. The call was not run.
+	DuplicateOf   string `protobuf:"bytes,41,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3936,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[36]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3949,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{36}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LedgerEntry) GetToolUseId() string {
@@ -3898,6 +4036,20 @@ func (x *LedgerEntry) GetApproval() *EffectApproval {
 	return nil
 }
 
+func (x *LedgerEntry) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
+	}
+	return false
+}
+
+func (x *LedgerEntry) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
 type ListEffectsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entries of this page, in tool_use_id order.
@@ -3910,7 +4062,7 @@ type ListEffectsResponse struct {
 
 func (x *ListEffectsResponse) Reset() {
 	*x = ListEffectsResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3922,7 +4074,7 @@ func (x *ListEffectsResponse) String() string {
 func (*ListEffectsResponse) ProtoMessage() {}
 
 func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[37]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3935,7 +4087,7 @@ func (x *ListEffectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEffectsResponse.ProtoReflect.Descriptor instead.
 func (*ListEffectsResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{37}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListEffectsResponse) GetEntries() []*LedgerEntry {
@@ -3970,7 +4122,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3982,7 +4134,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[38]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3995,7 +4147,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{38}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ForkSessionRequest) GetSourceSessionId() string {
@@ -4051,7 +4203,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4215,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[39]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4228,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{39}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ForkSessionResponse) GetRevision() uint64 {
@@ -4138,7 +4290,7 @@ type RewindSessionRequest struct {
 
 func (x *RewindSessionRequest) Reset() {
 	*x = RewindSessionRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4150,7 +4302,7 @@ func (x *RewindSessionRequest) String() string {
 func (*RewindSessionRequest) ProtoMessage() {}
 
 func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[40]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4163,7 +4315,7 @@ func (x *RewindSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionRequest.ProtoReflect.Descriptor instead.
 func (*RewindSessionRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{40}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RewindSessionRequest) GetSessionId() string {
@@ -4215,7 +4367,7 @@ type RewindSessionResponse struct {
 
 func (x *RewindSessionResponse) Reset() {
 	*x = RewindSessionResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4379,7 @@ func (x *RewindSessionResponse) String() string {
 func (*RewindSessionResponse) ProtoMessage() {}
 
 func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[41]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4392,7 @@ func (x *RewindSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewindSessionResponse.ProtoReflect.Descriptor instead.
 func (*RewindSessionResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{41}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RewindSessionResponse) GetRevision() uint64 {
@@ -4299,7 +4451,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4311,7 +4463,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[42]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4324,7 +4476,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{42}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupRequest) GetSinceVersion() uint64 {
@@ -4359,7 +4511,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4371,7 +4523,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[43]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4384,7 +4536,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{43}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -4444,7 +4596,7 @@ type ResolveEffectRequest struct {
 
 func (x *ResolveEffectRequest) Reset() {
 	*x = ResolveEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +4608,7 @@ func (x *ResolveEffectRequest) String() string {
 func (*ResolveEffectRequest) ProtoMessage() {}
 
 func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[44]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +4621,7 @@ func (x *ResolveEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectRequest.ProtoReflect.Descriptor instead.
 func (*ResolveEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{44}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResolveEffectRequest) GetSessionId() string {
@@ -4555,7 +4707,7 @@ type ResolveEffectResponse struct {
 
 func (x *ResolveEffectResponse) Reset() {
 	*x = ResolveEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4567,7 +4719,7 @@ func (x *ResolveEffectResponse) String() string {
 func (*ResolveEffectResponse) ProtoMessage() {}
 
 func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[45]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4580,7 +4732,7 @@ func (x *ResolveEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveEffectResponse.ProtoReflect.Descriptor instead.
 func (*ResolveEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{45}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResolveEffectResponse) GetEntry() *LedgerEntry {
@@ -4628,7 +4780,7 @@ type ApproveEffectRequest struct {
 
 func (x *ApproveEffectRequest) Reset() {
 	*x = ApproveEffectRequest{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4640,7 +4792,7 @@ func (x *ApproveEffectRequest) String() string {
 func (*ApproveEffectRequest) ProtoMessage() {}
 
 func (x *ApproveEffectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[46]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4653,7 +4805,7 @@ func (x *ApproveEffectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveEffectRequest.ProtoReflect.Descriptor instead.
 func (*ApproveEffectRequest) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{46}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ApproveEffectRequest) GetSessionId() string {
@@ -4724,7 +4876,7 @@ type ApproveEffectResponse struct {
 
 func (x *ApproveEffectResponse) Reset() {
 	*x = ApproveEffectResponse{}
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4888,7 @@ func (x *ApproveEffectResponse) String() string {
 func (*ApproveEffectResponse) ProtoMessage() {}
 
 func (x *ApproveEffectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_savepoint_v1_savepoint_proto_msgTypes[47]
+	mi := &file_savepoint_v1_savepoint_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4901,7 @@ func (x *ApproveEffectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveEffectResponse.ProtoReflect.Descriptor instead.
 func (*ApproveEffectResponse) Descriptor() ([]byte, []int) {
-	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{47}
+	return file_savepoint_v1_savepoint_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ApproveEffectResponse) GetEntry() *LedgerEntry {
@@ -4773,14 +4925,17 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x1csavepoint/v1/savepoint.proto\x12\fsavepoint.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asavepoint/v1/options.proto\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
-	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xbf\x01\n" +
+	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xdf\x01\n" +
 	"\aToolUse\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12<\n" +
 	"\feffect_class\x18\x04 \x01(\x0e2\x19.savepoint.v1.EffectClassR\veffectClass\x12#\n" +
-	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\x9a\x02\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18( \x01(\bR\n" +
+	"repeatable\"\x9a\x02\n" +
 	"\x06Effect\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -4862,13 +5017,21 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\btool_use\x18\x14 \x01(\v2\x15.savepoint.v1.ToolUseR\atoolUse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x15 \x01(\tR\trequestId\x12+\n" +
-	"\x11requires_approval\x18  \x01(\bR\x10requiresApproval\"\xff\x01\n" +
+	"\x11requires_approval\x18  \x01(\bR\x10requiresApproval\"\xbd\x02\n" +
 	"\x13BeginEffectResponse\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12#\n" +
 	"\ralready_begun\x18\x02 \x01(\bR\falreadyBegun\x12,\n" +
 	"\x06effect\x18\x14 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x122\n" +
 	"\bdecision\x18  \x01(\x0e2\x16.savepoint.v1.DecisionR\bdecision\x128\n" +
-	"\bapproval\x18! \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"\xae\x02\n" +
+	"\bapproval\x18! \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12<\n" +
+	"\tduplicate\x18( \x01(\v2\x1e.savepoint.v1.DuplicateToolUseR\tduplicate\"\xe4\x01\n" +
+	"\x10DuplicateToolUse\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12,\n" +
+	"\x06effect\x18\x04 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12(\n" +
+	"\x10tool_result_text\x18\x05 \x01(\tR\x0etoolResultText\x12\x19\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\"\xae\x02\n" +
 	"\x0eEffectApproval\x124\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1c.savepoint.v1.ApprovalStatusR\x06status\x12!\n" +
 	"\finput_digest\x18\x02 \x01(\fR\vinputDigest\x12=\n" +
@@ -5014,7 +5177,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
 	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xf8\x04\n" +
+	"\x14GetServerInfoRequest\"\xb2\x05\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -5035,7 +5198,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x05saves\x18\r \x01(\x04R\x05saves\x12\x18\n" +
 	"\acommits\x18\x0e \x01(\x04R\acommits\x12*\n" +
 	"\x11started_on_demand\x18F \x01(\bR\x0fstartedOnDemand\x12\x10\n" +
-	"\x03pid\x18G \x01(\rR\x03pidB\x0e\n" +
+	"\x03pid\x18G \x01(\rR\x03pid\x128\n" +
+	"\x19call_stream_max_in_flight\x182 \x01(\rR\x15callStreamMaxInFlightB\x0e\n" +
 	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +
@@ -5055,7 +5219,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x9a\x04\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xdd\x04\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -5073,7 +5237,11 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
 	"resolution\x128\n" +
-	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\"r\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18( \x01(\bR\n" +
+	"repeatable\x12!\n" +
+	"\fduplicate_of\x18) \x01(\tR\vduplicateOf\"r\n" +
 	"\x13ListEffectsResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.savepoint.v1.LedgerEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x01\n" +
@@ -5275,7 +5443,7 @@ func file_savepoint_v1_savepoint_proto_rawDescGZIP() []byte {
 }
 
 var file_savepoint_v1_savepoint_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_savepoint_v1_savepoint_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: savepoint.v1.ErrorReason
 	(SessionStatus)(0),              // 1: savepoint.v1.SessionStatus
@@ -5294,165 +5462,168 @@ var file_savepoint_v1_savepoint_proto_goTypes = []any{
 	(*SaveCheckpointResponse)(nil),  // 14: savepoint.v1.SaveCheckpointResponse
 	(*BeginEffectRequest)(nil),      // 15: savepoint.v1.BeginEffectRequest
 	(*BeginEffectResponse)(nil),     // 16: savepoint.v1.BeginEffectResponse
-	(*EffectApproval)(nil),          // 17: savepoint.v1.EffectApproval
-	(*RecordEffectRequest)(nil),     // 18: savepoint.v1.RecordEffectRequest
-	(*RecordEffectResponse)(nil),    // 19: savepoint.v1.RecordEffectResponse
-	(*ResumeRequest)(nil),           // 20: savepoint.v1.ResumeRequest
-	(*ResumeResponse)(nil),          // 21: savepoint.v1.ResumeResponse
-	(*ReconcileRequest)(nil),        // 22: savepoint.v1.ReconcileRequest
-	(*Resolution)(nil),              // 23: savepoint.v1.Resolution
-	(*ReconcileResponse)(nil),       // 24: savepoint.v1.ReconcileResponse
-	(*GetSessionRequest)(nil),       // 25: savepoint.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 26: savepoint.v1.GetSessionResponse
-	(*ListMessagesRequest)(nil),     // 27: savepoint.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),    // 28: savepoint.v1.ListMessagesResponse
-	(*ListSessionsRequest)(nil),     // 29: savepoint.v1.ListSessionsRequest
-	(*SessionSummary)(nil),          // 30: savepoint.v1.SessionSummary
-	(*ListSessionsResponse)(nil),    // 31: savepoint.v1.ListSessionsResponse
-	(*WatchSessionsRequest)(nil),    // 32: savepoint.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),   // 33: savepoint.v1.WatchSessionsResponse
-	(*DeleteSessionRequest)(nil),    // 34: savepoint.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 35: savepoint.v1.DeleteSessionResponse
-	(*VerifyRequest)(nil),           // 36: savepoint.v1.VerifyRequest
-	(*DamagedSession)(nil),          // 37: savepoint.v1.DamagedSession
-	(*VerifyResponse)(nil),          // 38: savepoint.v1.VerifyResponse
-	(*GetServerInfoRequest)(nil),    // 39: savepoint.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),   // 40: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionRequest)(nil),  // 41: savepoint.v1.CompleteSessionRequest
-	(*CompleteSessionResponse)(nil), // 42: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsRequest)(nil),      // 43: savepoint.v1.ListEffectsRequest
-	(*LedgerEntry)(nil),             // 44: savepoint.v1.LedgerEntry
-	(*ListEffectsResponse)(nil),     // 45: savepoint.v1.ListEffectsResponse
-	(*ForkSessionRequest)(nil),      // 46: savepoint.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),     // 47: savepoint.v1.ForkSessionResponse
-	(*RewindSessionRequest)(nil),    // 48: savepoint.v1.RewindSessionRequest
-	(*RewindSessionResponse)(nil),   // 49: savepoint.v1.RewindSessionResponse
-	(*BackupRequest)(nil),           // 50: savepoint.v1.BackupRequest
-	(*BackupResponse)(nil),          // 51: savepoint.v1.BackupResponse
-	(*ResolveEffectRequest)(nil),    // 52: savepoint.v1.ResolveEffectRequest
-	(*ResolveEffectResponse)(nil),   // 53: savepoint.v1.ResolveEffectResponse
-	(*ApproveEffectRequest)(nil),    // 54: savepoint.v1.ApproveEffectRequest
-	(*ApproveEffectResponse)(nil),   // 55: savepoint.v1.ApproveEffectResponse
-	nil,                             // 56: savepoint.v1.Checkpoint.LabelsEntry
-	nil,                             // 57: savepoint.v1.SaveCheckpointRequest.LabelsEntry
-	nil,                             // 58: savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                             // 59: savepoint.v1.SessionSummary.LabelsEntry
-	nil,                             // 60: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	(*timestamppb.Timestamp)(nil),   // 61: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 62: google.protobuf.Duration
+	(*DuplicateToolUse)(nil),        // 17: savepoint.v1.DuplicateToolUse
+	(*EffectApproval)(nil),          // 18: savepoint.v1.EffectApproval
+	(*RecordEffectRequest)(nil),     // 19: savepoint.v1.RecordEffectRequest
+	(*RecordEffectResponse)(nil),    // 20: savepoint.v1.RecordEffectResponse
+	(*ResumeRequest)(nil),           // 21: savepoint.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 22: savepoint.v1.ResumeResponse
+	(*ReconcileRequest)(nil),        // 23: savepoint.v1.ReconcileRequest
+	(*Resolution)(nil),              // 24: savepoint.v1.Resolution
+	(*ReconcileResponse)(nil),       // 25: savepoint.v1.ReconcileResponse
+	(*GetSessionRequest)(nil),       // 26: savepoint.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 27: savepoint.v1.GetSessionResponse
+	(*ListMessagesRequest)(nil),     // 28: savepoint.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),    // 29: savepoint.v1.ListMessagesResponse
+	(*ListSessionsRequest)(nil),     // 30: savepoint.v1.ListSessionsRequest
+	(*SessionSummary)(nil),          // 31: savepoint.v1.SessionSummary
+	(*ListSessionsResponse)(nil),    // 32: savepoint.v1.ListSessionsResponse
+	(*WatchSessionsRequest)(nil),    // 33: savepoint.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),   // 34: savepoint.v1.WatchSessionsResponse
+	(*DeleteSessionRequest)(nil),    // 35: savepoint.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 36: savepoint.v1.DeleteSessionResponse
+	(*VerifyRequest)(nil),           // 37: savepoint.v1.VerifyRequest
+	(*DamagedSession)(nil),          // 38: savepoint.v1.DamagedSession
+	(*VerifyResponse)(nil),          // 39: savepoint.v1.VerifyResponse
+	(*GetServerInfoRequest)(nil),    // 40: savepoint.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),   // 41: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionRequest)(nil),  // 42: savepoint.v1.CompleteSessionRequest
+	(*CompleteSessionResponse)(nil), // 43: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsRequest)(nil),      // 44: savepoint.v1.ListEffectsRequest
+	(*LedgerEntry)(nil),             // 45: savepoint.v1.LedgerEntry
+	(*ListEffectsResponse)(nil),     // 46: savepoint.v1.ListEffectsResponse
+	(*ForkSessionRequest)(nil),      // 47: savepoint.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),     // 48: savepoint.v1.ForkSessionResponse
+	(*RewindSessionRequest)(nil),    // 49: savepoint.v1.RewindSessionRequest
+	(*RewindSessionResponse)(nil),   // 50: savepoint.v1.RewindSessionResponse
+	(*BackupRequest)(nil),           // 51: savepoint.v1.BackupRequest
+	(*BackupResponse)(nil),          // 52: savepoint.v1.BackupResponse
+	(*ResolveEffectRequest)(nil),    // 53: savepoint.v1.ResolveEffectRequest
+	(*ResolveEffectResponse)(nil),   // 54: savepoint.v1.ResolveEffectResponse
+	(*ApproveEffectRequest)(nil),    // 55: savepoint.v1.ApproveEffectRequest
+	(*ApproveEffectResponse)(nil),   // 56: savepoint.v1.ApproveEffectResponse
+	nil,                             // 57: savepoint.v1.Checkpoint.LabelsEntry
+	nil,                             // 58: savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	nil,                             // 59: savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                             // 60: savepoint.v1.SessionSummary.LabelsEntry
+	nil,                             // 61: savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	(*timestamppb.Timestamp)(nil),   // 62: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 63: google.protobuf.Duration
 }
 var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.ToolUse.effect_class:type_name -> savepoint.v1.EffectClass
-	61, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	62, // 1: savepoint.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
 	11, // 2: savepoint.v1.Effect.resolution:type_name -> savepoint.v1.EffectResolution
 	3,  // 3: savepoint.v1.EffectResolution.outcome:type_name -> savepoint.v1.ResolutionOutcome
 	4,  // 4: savepoint.v1.EffectResolution.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	61, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
+	62, // 5: savepoint.v1.EffectResolution.resolve_time:type_name -> google.protobuf.Timestamp
 	8,  // 6: savepoint.v1.Checkpoint.messages:type_name -> savepoint.v1.Message
 	9,  // 7: savepoint.v1.Checkpoint.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	56, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
-	61, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
+	57, // 8: savepoint.v1.Checkpoint.labels:type_name -> savepoint.v1.Checkpoint.LabelsEntry
+	62, // 9: savepoint.v1.Checkpoint.save_time:type_name -> google.protobuf.Timestamp
 	1,  // 10: savepoint.v1.Checkpoint.status:type_name -> savepoint.v1.SessionStatus
-	61, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
-	61, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	62, // 11: savepoint.v1.Checkpoint.complete_time:type_name -> google.protobuf.Timestamp
+	62, // 12: savepoint.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	8,  // 13: savepoint.v1.SaveCheckpointRequest.append_messages:type_name -> savepoint.v1.Message
 	9,  // 14: savepoint.v1.SaveCheckpointRequest.pending_tool_uses:type_name -> savepoint.v1.ToolUse
-	57, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
+	58, // 15: savepoint.v1.SaveCheckpointRequest.labels:type_name -> savepoint.v1.SaveCheckpointRequest.LabelsEntry
 	9,  // 16: savepoint.v1.BeginEffectRequest.tool_use:type_name -> savepoint.v1.ToolUse
 	10, // 17: savepoint.v1.BeginEffectResponse.effect:type_name -> savepoint.v1.Effect
 	6,  // 18: savepoint.v1.BeginEffectResponse.decision:type_name -> savepoint.v1.Decision
-	17, // 19: savepoint.v1.BeginEffectResponse.approval:type_name -> savepoint.v1.EffectApproval
-	5,  // 20: savepoint.v1.EffectApproval.status:type_name -> savepoint.v1.ApprovalStatus
-	61, // 21: savepoint.v1.EffectApproval.request_time:type_name -> google.protobuf.Timestamp
-	61, // 22: savepoint.v1.EffectApproval.decide_time:type_name -> google.protobuf.Timestamp
-	10, // 23: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
-	12, // 24: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	9,  // 25: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
-	6,  // 26: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
-	10, // 27: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
-	11, // 28: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
-	17, // 29: savepoint.v1.Resolution.approval:type_name -> savepoint.v1.EffectApproval
-	23, // 30: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
-	12, // 31: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
-	8,  // 32: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
-	58, // 33: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
-	1,  // 34: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	62, // 35: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	59, // 36: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
-	61, // 37: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 38: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
-	61, // 39: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
-	30, // 40: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
-	60, // 41: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
-	1,  // 42: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
-	62, // 43: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
-	62, // 44: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	7,  // 45: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
-	30, // 46: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
-	61, // 47: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
-	37, // 48: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
-	61, // 49: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	62, // 50: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	1,  // 51: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
-	1,  // 52: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
-	2,  // 53: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
-	61, // 54: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
-	10, // 55: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
-	11, // 56: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
-	17, // 57: savepoint.v1.LedgerEntry.approval:type_name -> savepoint.v1.EffectApproval
-	44, // 58: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	44, // 59: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	44, // 60: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	44, // 61: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	44, // 62: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	3,  // 63: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	4,  // 64: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	44, // 65: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	5,  // 66: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
-	44, // 67: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	13, // 68: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	15, // 69: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	18, // 70: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	20, // 71: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	22, // 72: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	25, // 73: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	27, // 74: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	29, // 75: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	34, // 76: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	36, // 77: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	39, // 78: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	41, // 79: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	43, // 80: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	46, // 81: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	48, // 82: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	50, // 83: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	32, // 84: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	52, // 85: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
-	54, // 86: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
-	14, // 87: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	16, // 88: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	19, // 89: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	21, // 90: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	24, // 91: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	26, // 92: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	28, // 93: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	31, // 94: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	35, // 95: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	38, // 96: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	40, // 97: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	42, // 98: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	45, // 99: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	47, // 100: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	49, // 101: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	51, // 102: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	33, // 103: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	53, // 104: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
-	55, // 105: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
-	87, // [87:106] is the sub-list for method output_type
-	68, // [68:87] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	18, // 19: savepoint.v1.BeginEffectResponse.approval:type_name -> savepoint.v1.EffectApproval
+	17, // 20: savepoint.v1.BeginEffectResponse.duplicate:type_name -> savepoint.v1.DuplicateToolUse
+	10, // 21: savepoint.v1.DuplicateToolUse.effect:type_name -> savepoint.v1.Effect
+	5,  // 22: savepoint.v1.EffectApproval.status:type_name -> savepoint.v1.ApprovalStatus
+	62, // 23: savepoint.v1.EffectApproval.request_time:type_name -> google.protobuf.Timestamp
+	62, // 24: savepoint.v1.EffectApproval.decide_time:type_name -> google.protobuf.Timestamp
+	10, // 25: savepoint.v1.RecordEffectResponse.effect:type_name -> savepoint.v1.Effect
+	12, // 26: savepoint.v1.ResumeResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	9,  // 27: savepoint.v1.Resolution.tool_use:type_name -> savepoint.v1.ToolUse
+	6,  // 28: savepoint.v1.Resolution.decision:type_name -> savepoint.v1.Decision
+	10, // 29: savepoint.v1.Resolution.effect:type_name -> savepoint.v1.Effect
+	11, // 30: savepoint.v1.Resolution.resolution:type_name -> savepoint.v1.EffectResolution
+	18, // 31: savepoint.v1.Resolution.approval:type_name -> savepoint.v1.EffectApproval
+	24, // 32: savepoint.v1.ReconcileResponse.resolutions:type_name -> savepoint.v1.Resolution
+	12, // 33: savepoint.v1.GetSessionResponse.checkpoint:type_name -> savepoint.v1.Checkpoint
+	8,  // 34: savepoint.v1.ListMessagesResponse.messages:type_name -> savepoint.v1.Message
+	59, // 35: savepoint.v1.ListSessionsRequest.label_filter:type_name -> savepoint.v1.ListSessionsRequest.LabelFilterEntry
+	1,  // 36: savepoint.v1.ListSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	63, // 37: savepoint.v1.ListSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	60, // 38: savepoint.v1.SessionSummary.labels:type_name -> savepoint.v1.SessionSummary.LabelsEntry
+	62, // 39: savepoint.v1.SessionSummary.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 40: savepoint.v1.SessionSummary.status:type_name -> savepoint.v1.SessionStatus
+	62, // 41: savepoint.v1.SessionSummary.create_time:type_name -> google.protobuf.Timestamp
+	31, // 42: savepoint.v1.ListSessionsResponse.sessions:type_name -> savepoint.v1.SessionSummary
+	61, // 43: savepoint.v1.WatchSessionsRequest.label_filter:type_name -> savepoint.v1.WatchSessionsRequest.LabelFilterEntry
+	1,  // 44: savepoint.v1.WatchSessionsRequest.status_filter:type_name -> savepoint.v1.SessionStatus
+	63, // 45: savepoint.v1.WatchSessionsRequest.min_idle:type_name -> google.protobuf.Duration
+	63, // 46: savepoint.v1.WatchSessionsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 47: savepoint.v1.WatchSessionsResponse.type:type_name -> savepoint.v1.WatchEventType
+	31, // 48: savepoint.v1.WatchSessionsResponse.session:type_name -> savepoint.v1.SessionSummary
+	62, // 49: savepoint.v1.WatchSessionsResponse.send_time:type_name -> google.protobuf.Timestamp
+	38, // 50: savepoint.v1.VerifyResponse.damaged_sessions:type_name -> savepoint.v1.DamagedSession
+	62, // 51: savepoint.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	63, // 52: savepoint.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	1,  // 53: savepoint.v1.CompleteSessionRequest.status:type_name -> savepoint.v1.SessionStatus
+	1,  // 54: savepoint.v1.CompleteSessionResponse.status:type_name -> savepoint.v1.SessionStatus
+	2,  // 55: savepoint.v1.LedgerEntry.effect_class:type_name -> savepoint.v1.EffectClass
+	62, // 56: savepoint.v1.LedgerEntry.begin_time:type_name -> google.protobuf.Timestamp
+	10, // 57: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
+	11, // 58: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
+	18, // 59: savepoint.v1.LedgerEntry.approval:type_name -> savepoint.v1.EffectApproval
+	45, // 60: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	45, // 61: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 62: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 63: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 64: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 65: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 66: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	45, // 67: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	5,  // 68: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	45, // 69: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	13, // 70: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	15, // 71: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	19, // 72: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	21, // 73: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	23, // 74: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	26, // 75: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	28, // 76: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	30, // 77: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	35, // 78: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	37, // 79: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	40, // 80: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	42, // 81: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	44, // 82: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	47, // 83: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	49, // 84: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	51, // 85: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	33, // 86: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	53, // 87: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	55, // 88: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
+	14, // 89: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	16, // 90: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	20, // 91: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	22, // 92: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	25, // 93: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	27, // 94: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	29, // 95: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	32, // 96: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	36, // 97: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	39, // 98: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	41, // 99: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	43, // 100: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	46, // 101: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	48, // 102: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	50, // 103: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	52, // 104: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	34, // 105: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	54, // 106: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	56, // 107: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
+	89, // [89:108] is the sub-list for method output_type
+	70, // [70:89] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }
@@ -5462,17 +5633,17 @@ func file_savepoint_v1_savepoint_proto_init() {
 	}
 	file_savepoint_v1_options_proto_init()
 	file_savepoint_v1_savepoint_proto_msgTypes[5].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[17].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[32].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[44].OneofWrappers = []any{}
-	file_savepoint_v1_savepoint_proto_msgTypes[46].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[18].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[33].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[45].OneofWrappers = []any{}
+	file_savepoint_v1_savepoint_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_savepoint_v1_savepoint_proto_rawDesc), len(file_savepoint_v1_savepoint_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

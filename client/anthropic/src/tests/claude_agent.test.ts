@@ -139,6 +139,22 @@ test("a recorded call is answered with its recorded output, not run again", asyn
   assert.match(hso.permissionDecisionReason, /report\.txt written/);
 });
 
+test("the same call under a new id from a resumed process is denied with the daemon's text; twice in one process it runs", async () => {
+  const sdk = randomUUID();
+  const report = { path: "report.txt", text: "Q3" };
+  const first = new SavepointSessionStore(await client());
+  for (const tid of ["toolu_w1", "toolu_w2"]) {
+    assert.deepEqual(await first.preToolUse(pre(sdk, tid, "write_report", report), tid, opts()), {});
+    await first.postToolUse(post(sdk, tid, "write_report", [{ type: "text", text: "report.txt written" }]), tid, opts());
+  }
+  // The killed process's reply is lost; the resumed model re-issues the call under a new id.
+  const second = new SavepointSessionStore(await client());
+  const out = await second.preToolUse(pre(sdk, "toolu_w3", "write_report", { text: "Q3", path: "report.txt" }), "toolu_w3", opts());
+  const hso = out.hookSpecificOutput!;
+  assert.equal(hso.permissionDecision, "deny");
+  assert.match(hso.permissionDecisionReason, /toolu_w3.*tool_use_id toolu_w2 .*report\.txt written/s);
+});
+
 test("a side-effecting call begun by a killed process is denied with the in-doubt text; a read-only one runs", async () => {
   const sdk = randomUUID();
   const first = new SavepointSessionStore(await client(), { readOnly: ["read_notes"] });

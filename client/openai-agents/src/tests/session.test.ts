@@ -4,7 +4,16 @@ import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { Agent, type AgentInputItem, MemorySession, OutputGuardrailTripwireTriggered, run, setTracingDisabled, UserError } from "@openai/agents-core";
+import {
+  Agent,
+  type AgentInputItem,
+  MemorySession,
+  OutputGuardrailTripwireTriggered,
+  run,
+  type SessionHistoryTransactionArgs,
+  setTracingDisabled,
+  UserError,
+} from "@openai/agents-core";
 import { assistantMessage, ScriptedModel } from "@openai/agents-core/testing";
 import { dial, InvalidArgumentError, RequestTooLargeError } from "@savepoint-dev/client";
 
@@ -404,6 +413,55 @@ test("applyHistoryTransaction appends or replaces a suffix in one save, once per
     await s.applyHistoryTransaction(append);
     assert.deepEqual(texts(await s.getItems()), ["c", "d"]);
     await t.close();
+  } finally {
+    await s.close();
+  }
+});
+
+test("applyHistoryTransaction reads its arguments once and refuses what is not plain protocol data, changing nothing and recording no id", async () => {
+  const s = fresh();
+  try {
+    await s.addItems([user("start")]);
+    let reads = 0;
+    const args = { transaction: { type: "append_items" as const, items: [user("once")] } } as SessionHistoryTransactionArgs;
+    Object.defineProperty(args, "operationId", { enumerable: true, get: () => (++reads === 1 ? "op-once" : "changed") });
+    await s.applyHistoryTransaction(args);
+    assert.equal(reads, 1);
+    const throwing = {} as SessionHistoryTransactionArgs;
+    Object.defineProperty(throwing, "operationId", {
+      get: () => {
+        throw new Error("api-key-secret");
+      },
+    });
+    await assert.rejects(s.applyHistoryTransaction(throwing), (err: Error) => err instanceof UserError && err.message === "Session history transaction arguments are invalid.");
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    const hidden = user("hidden");
+    Object.defineProperty(hidden, "providerData", { enumerable: false, value: { x: 1 } });
+    const bad: unknown[][] = [
+      [{ ...user("date"), providerData: { at: new Date(0) } }],
+      [{ ...user("cycle"), providerData: cycle }],
+      [{ ...user("bigint"), providerData: { n: 42n } }],
+      [{ ...user("typed"), providerData: { v: new Uint16Array([300]) } }],
+      new Array(1),
+      [hidden],
+      new Proxy([user("proxied")], {}),
+      [42],
+    ];
+    for (const items of bad) {
+      await assert.rejects(
+        s.applyHistoryTransaction({ operationId: "op-bad", transaction: { type: "append_items", items: items as AgentInputItem[] } }),
+        (err: Error) => err instanceof UserError && err.message === "Session history transaction items contain invalid or unsupported data.",
+      );
+    }
+    await assert.rejects(
+      s.applyHistoryTransaction({ operationId: "op-bad", transaction: { type: "append_items", items: [], extra: 1 } as never }),
+      (err: Error) => err instanceof UserError && /append transaction fields are invalid/.test(err.message),
+    );
+    assert.deepEqual(texts(await s.getItems()), ["start", "once"]);
+    // None of the refusals recorded op-bad: it applies now.
+    await s.applyHistoryTransaction({ operationId: "op-bad", transaction: { type: "append_items", items: [user("retry")] } });
+    assert.deepEqual(texts(await s.getItems()), ["start", "once", "retry"]);
   } finally {
     await s.close();
   }

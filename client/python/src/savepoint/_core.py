@@ -425,6 +425,7 @@ class SessionState:
             idempotency_key=resp.idempotency_key,
             already_begun=resp.already_begun,
             effect=resp.effect if resp.HasField("effect") else None,
+            duplicate=resp.duplicate if resp.HasField("duplicate") else None,
         )
 
     def _tool_use_record_request(self, tool_use_id: str, output: str, is_error: bool, refused: bool) -> pb.RecordEffectRequest:
@@ -553,6 +554,12 @@ class SessionState:
     def _unstart(self, tid: str) -> None:
         with self._guard():
             self._started.discard(tid)
+
+    @staticmethod
+    def _duplicate_result(p: pb.ToolUse, d: pb.DuplicateToolUse) -> ToolResult:
+        """The result of a call the daemon's duplicate-intent guard caught:
+        not run, answered with the daemon's text."""
+        return duplicate_result(p.tool_use_id, d)
 
     def _requires_approval(self, p: pb.ToolUse) -> bool:
         return p.name in self._opts.approval_required
@@ -709,3 +716,11 @@ def _copy(p: pb.ToolUse) -> pb.ToolUse:
     c = pb.ToolUse()
     c.CopyFrom(p)
     return c
+
+
+def duplicate_result(tool_use_id: str, d: pb.DuplicateToolUse) -> ToolResult:
+    """The answer to a call the daemon's duplicate-intent guard caught (docs/api.md
+    "The same action under a new id"): not run; the daemon's text, the one
+    wording every client gives the model, says the action was already taken
+    under d.tool_use_id (with its output) or may have been (an error)."""
+    return ToolResult(tool_use_id=tool_use_id, content=d.tool_result_text, is_error=d.is_error, duplicate_of=d.tool_use_id)

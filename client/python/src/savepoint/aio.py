@@ -20,6 +20,7 @@ import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
+from savepoint import _stream
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, areconnected, left, ready_by, retry_wait
 from savepoint._steps import Steps, get_session_steps
 from savepoint.address import TLSConfig, resolve
@@ -82,25 +83,46 @@ class AsyncRaw:
     error translation, as Raw is for the sync client."""
 
     def __init__(
-        self, channel: grpc.aio.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+        self,
+        channel: grpc.aio.Channel,
+        retry: RetryPolicy,
+        logger: logging.Logger,
+        timeout: float | None,
+        autostart: Any = None,
+        call_stream: bool = False,
     ) -> None:
         self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._stream = _stream.AioCallStream(channel) if call_stream else None
         self._retry = retry
         self._logger = logger
         self._timeout = timeout
 
+    async def _send(self, method: str, req: ProtoMessage, timeout: float | None) -> Any:
+        """One try of a call, as Raw._send."""
+        s = self._stream
+        if s is not None and s.supported and method in _stream.FIELDS:
+            try:
+                return await s.call(method, req, timeout)
+            except _stream.Unsupported:
+                pass  # never handled: send it unary
+        return await getattr(self._stub, method)(req, timeout=timeout)
+
+    def close(self) -> None:
+        """End the CallStream, if one is open."""
+        if self._stream is not None:
+            self._stream.close()
+
     async def _call(self, method: str, req: ProtoMessage, timeout: float | None = None) -> Any:
         timeout = self._timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        fn = getattr(self._stub, method)
         try_ = 0
         until: float | None = None
         while True:
             try:
-                return await fn(req, timeout=left(deadline))
-            except grpc.aio.AioRpcError as e:
+                return await self._send(method, req, left(deadline))
+            except grpc.RpcError as e:
                 if self._autostart is not None and e.code() == grpc.StatusCode.UNAVAILABLE:
                     # The daemon started on demand is gone: start it again in a
                     # worker thread (a launch waits up to seconds for it to
@@ -189,6 +211,7 @@ class AsyncClient:
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
         approval_required: Sequence[str] = (),
+        call_stream: bool = False,
     ) -> None:
         to = resolve(address, tls, channel_options)
         self.address = to.address
@@ -198,7 +221,7 @@ class AsyncClient:
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER,
             approval_required=frozenset(approval_required),
         )
-        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart)
+        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart, call_stream)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the daemon accepts the connection, at most ``timeout``
@@ -214,6 +237,7 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Close the connection."""
+        self.raw.close()
         await self._channel.close(None)
 
     async def __aenter__(self) -> AsyncClient:
@@ -472,6 +496,8 @@ class AsyncSession(_core.SessionState):
                 resp = await self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            if resp.HasField("duplicate"):
+                return self._duplicate_result(p, resp.duplicate)
             denied = self._gated(p, resp)
             if denied is not None:
                 try:

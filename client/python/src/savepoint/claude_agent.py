@@ -398,6 +398,9 @@ class SavepointSessionStore:
         call = ToolUse(tool_use_id=tid, name=name, input_json=json.dumps(input.get("tool_input", {})), effect_class=cls)
         reg = await s.register_tool_use(call)
         self._calls[tid] = s
+        if reg.duplicate is not None:
+            # The same call of an earlier, interrupted run: not run again.
+            return _deny(reg.duplicate.tool_result_text)
         if reg.effect is not None:
             out = _output_of(reg.effect.output)
             text = out if isinstance(out, str) else json.dumps(out)

@@ -17,6 +17,7 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
+from savepoint import _stream
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, ready_by, reconnected, retry_wait
 from savepoint._steps import get_session_steps, run_steps
 from savepoint.address import TLSConfig, resolve
@@ -65,24 +66,46 @@ class Raw:
     call raises a SavepointError subclass. Method names are the RPCs'."""
 
     def __init__(
-        self, channel: grpc.Channel, retry: RetryPolicy, logger: logging.Logger, timeout: float | None, autostart: Any = None
+        self,
+        channel: grpc.Channel,
+        retry: RetryPolicy,
+        logger: logging.Logger,
+        timeout: float | None,
+        autostart: Any = None,
+        call_stream: bool = False,
     ) -> None:
         self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._stream = _stream.CallStream(channel) if call_stream else None
         self._retry = retry
         self._logger = logger
         self._timeout = timeout
 
+    def _send(self, method: str, req: ProtoMessage, timeout: float | None) -> Any:
+        """One try of a call: on the CallStream when the daemon serves one,
+        else unary."""
+        s = self._stream
+        if s is not None and s.supported and method in _stream.FIELDS:
+            try:
+                return s.call(method, req, timeout)
+            except _stream.Unsupported:
+                pass  # never handled: send it unary
+        return getattr(self._stub, method)(req, timeout=timeout)
+
+    def close(self) -> None:
+        """End the CallStream, if one is open."""
+        if self._stream is not None:
+            self._stream.close()
+
     def _call(self, method: str, req: ProtoMessage, timeout: float | None = None) -> Any:
         timeout = self._timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        fn = getattr(self._stub, method)
         try_ = 0
         until: float | None = None
         while True:
             try:
-                return fn(req, timeout=left(deadline))
+                return self._send(method, req, left(deadline))
             except grpc.RpcError as e:
                 wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
                 if wait is None:
@@ -162,8 +185,13 @@ class Client:
     anthropic_tool_results); ``on_ledger_error`` is called, besides an error
     log, when a tool ran but its outcome could not be recorded; ``tool_hook``
     observes every ToolStage of every tool use, synchronously, and cannot
-    change it (for logging, tracing and crash tests). The client never logs
-    message or tool payloads. Close it with close() or a with block.
+    change it (for logging, tracing and crash tests). ``call_stream`` True
+    sends the calls on one CallStream when the daemon serves it, unary
+    otherwise (docs/api.md, CallStream); the default, False, sends every
+    call unary: with grpcio the stream's extra thread hops cost more than
+    the transport it saves (docs/api.md). The
+    client never logs message or tool payloads. Close it with close() or a
+    with block.
     """
 
     def __init__(
@@ -180,6 +208,7 @@ class Client:
         tool_hook: ToolHook | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
         approval_required: Sequence[str] = (),
+        call_stream: bool = False,
     ) -> None:
         to = resolve(address, tls, channel_options)
         self.address = to.address
@@ -188,7 +217,7 @@ class Client:
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER,
             approval_required=frozenset(approval_required),
         )
-        self.raw = Raw(self._channel, retry, self._opts.logger, timeout, to.autostart)
+        self.raw = Raw(self._channel, retry, self._opts.logger, timeout, to.autostart, call_stream)
         if wait_ready is not None:
             try:
                 grpc.channel_ready_future(self._channel).result(timeout=wait_ready)
@@ -200,6 +229,7 @@ class Client:
 
     def close(self) -> None:
         """Close the connection."""
+        self.raw.close()
         self._channel.close()
 
     def __enter__(self) -> Client:
@@ -537,6 +567,8 @@ class Session(_core.SessionState):
                 resp = self._raw.BeginEffect(self._begin_request(p, epoch))
             except SavepointError as e:
                 raise self._begin_failed(p, e) from e
+            if resp.HasField("duplicate"):
+                return self._duplicate_result(p, resp.duplicate)
             denied = self._gated(p, resp)
             if denied is not None:
                 try:

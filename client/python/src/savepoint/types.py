@@ -158,12 +158,16 @@ class ToolUse:
     answers it. ``tool_use_id`` is the provider's id of the call (Anthropic's
     tool_use block ``id``), which the ToolResult answering it carries too;
     ``input_json`` is its input as JSON text, empty meaning {};
-    ``effect_class`` UNSPECIFIED means SIDE_EFFECT."""
+    ``effect_class`` UNSPECIFIED means SIDE_EFFECT. ``repeatable`` exempts
+    the call from the daemon's duplicate-intent guard (docs/api.md "The same
+    action under a new id"): set it for a tool that may legitimately repeat
+    a call with the same input after a restart."""
 
     tool_use_id: str
     name: str
     input_json: str = ""
     effect_class: EffectClass = EffectClass.SIDE_EFFECT
+    repeatable: bool = False
 
     @property
     def id(self) -> str:
@@ -182,6 +186,7 @@ class ToolUse:
             input_json=self.input_json,
             effect_class=cast(pb.EffectClass, int(cls)),
             begin_tracked=cls != EffectClass.READ_ONLY,
+            repeatable=self.repeatable,
         )
 
     @classmethod
@@ -191,6 +196,7 @@ class ToolUse:
             name=p.name,
             input_json=p.input_json,
             effect_class=EffectClass(p.effect_class).effective,
+            repeatable=p.repeatable,
         )
 
 
@@ -261,11 +267,15 @@ class Registration:
     had been begun before, and for a call whose outcome is recorded already
     that outcome (``effect``): then the tool must not run again, and its
     recorded output (``effect.output``, an error when ``effect.is_error``)
-    answers the call."""
+    answers the call. ``duplicate`` is set when the daemon's duplicate-intent
+    guard caught the call (it repeats a call an earlier, interrupted run
+    made): the tool must not run; ``duplicate.tool_result_text`` answers it
+    (an error when ``duplicate.is_error``)."""
 
     idempotency_key: str
     already_begun: bool = False
     effect: pb.Effect | None = None
+    duplicate: pb.DuplicateToolUse | None = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +290,10 @@ class ToolResult:
     not be written to the ledger: the content is still the real outcome, to
     be appended (telling the model it failed would make it retry and repeat
     the side effect); point_b tries to record it once more.
+    ``duplicate_of`` is set when the tool did not run because the daemon's
+    duplicate-intent guard found that an earlier, interrupted run made the
+    same call: the earlier tool use id; ``content`` is then the daemon's text
+    saying the action was already taken (with its output) or may have been.
     """
 
     tool_use_id: str
@@ -287,6 +301,7 @@ class ToolResult:
     is_error: bool = False
     decision: Decision = Decision.UNSPECIFIED
     ledger_error: BaseException | None = None
+    duplicate_of: str = ""
 
 
 class VerifyStatus(enum.IntEnum):

@@ -411,6 +411,7 @@ test("a tool function, a hook and a result name the call by the proto's fields (
       name: "bare",
       inputJson: "",
       effectClass: EffectClass.EFFECT_CLASS_SIDE_EFFECT,
+      repeatable: false,
     });
   } finally {
     c2.close();

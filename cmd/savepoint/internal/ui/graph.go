@@ -255,6 +255,7 @@ type threadEffectView struct {
 	Recorded   string
 	Output     *outputView     // the recorded output; nil while begun
 	Resolution *resolutionView // how the call was settled when it was in doubt
+	Approval   *approvalView   // its approval record, for a call that requires approval
 	Next       string
 	Why        string
 }
@@ -264,7 +265,8 @@ func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
 	for _, e := range effects {
 		d, why := client.NextBegin(e)
 		next := map[savepointv1.Decision]string{savepointv1.Decision_DECISION_REUSE: "reuse",
-			savepointv1.Decision_DECISION_RUN: "re-run", savepointv1.Decision_DECISION_IN_DOUBT: "in doubt"}[d]
+			savepointv1.Decision_DECISION_RUN: "re-run", savepointv1.Decision_DECISION_IN_DOUBT: "in doubt",
+			savepointv1.Decision_DECISION_AWAIT_APPROVAL: "awaits approval", savepointv1.Decision_DECISION_DENIED: "denied"}[d]
 		v := threadEffectView{E: e, NS: nsName(e.GetCheckpointNs()), Class: effectClassText(e.GetEffectClass()),
 			State: strings.ToLower(strings.TrimPrefix(e.GetState().String(), "THREAD_EFFECT_STATE_")),
 			Begun: formatTime(e.GetBeginTime()), Recorded: formatTime(e.GetRecordTime()), Next: next, Why: why}
@@ -272,6 +274,7 @@ func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
 			v.Output = threadOutput(o, threadOutputURL(e.GetThreadId(), e.GetCheckpointNs(), e.GetToolUseId()))
 		}
 		v.Resolution = newResolution(e.GetResolution())
+		v.Approval = newApproval(e.GetApproval())
 		out = append(out, v)
 	}
 	return out

@@ -49,7 +49,7 @@ func TestSessionsPage(t *testing.T) {
 		t.Fatalf("sessions: %d\n%s", code, body)
 	}
 	wantText(t, "sessions", body, "unix:"+d.Socket) // the daemon, in the header
-	wantText(t, "sessions", body, "done-3 completed", "notes-2 active", "report-1 in doubt Write the weekly report 2 2 1 4 2 0/0 20", "team=infra")
+	wantText(t, "sessions", body, "done-3 completed", "notes-2 active", "report-1 in doubt Write the weekly report 2 2 1 4 2 0/0 0 20", "team=infra")
 	_, body = fetch(t, c, base+"/sessions?status=completed")
 	if strings.Contains(body, "report-1") || !strings.Contains(body, "done-3") {
 		t.Errorf("status=completed:\n%s", text(body))

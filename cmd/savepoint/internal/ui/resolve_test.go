@@ -215,7 +215,7 @@ func TestResolveFromTheInspector(t *testing.T) {
 	_, body = fetch(t, c, base+"/sessions/report-1")
 	wantText(t, "session header", body, "Calls 0 in doubt; resolved 0 by a verify hook, 2 by a person")
 	_, body = fetch(t, c, base+"/sessions")
-	wantText(t, "sessions", body, "report-1 waiting Write the weekly report 2 2 1 4 0 0/2 20")
+	wantText(t, "sessions", body, "report-1 waiting Write the weekly report 2 2 1 4 0 0/2 0 20")
 	sess, err := d.Client.GetSession(t.Context(), &savepointv1.GetSessionRequest{SessionId: "report-1"})
 	if err != nil || sess.GetCheckpoint().GetEpoch() != 1 || sess.GetCheckpoint().GetRevision() != 2 {
 		t.Errorf("report-1 after the resolutions: epoch %d revision %d %v; a person's resolution takes no ownership", sess.GetCheckpoint().GetEpoch(), sess.GetCheckpoint().GetRevision(), err)

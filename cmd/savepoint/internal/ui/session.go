@@ -46,6 +46,7 @@ type pendingView struct {
 	Begun               bool
 	InDoubt             bool            // Reconcile answers IN_DOUBT: a person may resolve it
 	Resolution          *resolutionView // how it was settled when it was in doubt
+	Approval            *approvalView   // its approval record, for a call that requires approval
 }
 
 type ledgerRow struct {
@@ -56,6 +57,7 @@ type ledgerRow struct {
 	IsError, Late, Has bool
 	Output             *outputView     // the recorded output; nil when none is
 	Resolution         *resolutionView // how the call was settled when it was in doubt
+	Approval           *approvalView   // its approval record, for a call that requires approval
 }
 
 type sessionData struct {
@@ -124,6 +126,7 @@ func (s *Server) ledger(ctx context.Context, id string) ([]ledgerRow, bool, erro
 				row.Output = newOutput(ef.GetOutput(), sessionOutputURL(id, e.GetToolUseId()))
 			}
 			row.Resolution = newResolution(e.GetResolution())
+			row.Approval = newApproval(e.GetApproval())
 			rows = append(rows, row)
 		}
 		token = resp.GetNextPageToken()
@@ -251,6 +254,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 			pv.Class = "decision-" + strings.ReplaceAll(pv.Decision, " ", "-")
 			pv.ToolResultText, pv.Key, pv.Begun = res.GetToolResultText(), res.GetIdempotencyKey(), res.GetBegun()
 			pv.Resolution = newResolution(res.GetResolution())
+			pv.Approval = newApproval(res.GetApproval())
 			if res.GetDecision() == savepointv1.Decision_DECISION_IN_DOUBT {
 				inDoubt++
 				pv.InDoubt = true

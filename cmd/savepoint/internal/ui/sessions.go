@@ -38,6 +38,7 @@ type sessionRow struct {
 	Revision, Epoch                           uint64
 	Pending, InDoubt                          uint32
 	Resolved                                  string // "V/P": calls in doubt resolved by a verify hook, by a person
+	Awaiting                                  uint32 // calls waiting for approval
 }
 
 type sessionsData struct {

@@ -24,7 +24,7 @@ func row(x *savepointv1.SessionSummary) sessionRow {
 	return sessionRow{ID: x.GetSessionId(), Task: x.GetTask(), State: sessionState(x),
 		Created: formatTime(x.GetCreateTime()), Updated: formatTime(x.GetUpdateTime()), Labels: labelText(x.GetLabels()), Turn: x.GetTurn(),
 		Revision: x.GetRevision(), Epoch: x.GetEpoch(), Pending: x.GetPendingToolUseCount(), InDoubt: x.GetInDoubtToolUseCount(),
-		Resolved: fmt.Sprintf("%d/%d", x.GetResolvedByVerifyCount(), x.GetResolvedByPersonCount())}
+		Resolved: fmt.Sprintf("%d/%d", x.GetResolvedByVerifyCount(), x.GetResolvedByPersonCount()), Awaiting: x.GetAwaitingApprovalCount()}
 }
 
 // events relays WatchSessions, with the Sessions page's filters, to the

@@ -544,7 +544,10 @@ type GraphEffectRecord struct {
 	// How the latest attempt in doubt was settled; as CallRecord's.
 	Resolution *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	// The call's approval record; as CallRecord's.
-	Approval      *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	Approval *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	// The duplicate-intent guard's fields, as core.ThreadEffect's.
+	DuplicateOf   string `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -677,6 +680,20 @@ func (x *GraphEffectRecord) GetApproval() *Approval {
 	return nil
 }
 
+func (x *GraphEffectRecord) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
+func (x *GraphEffectRecord) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 var File_savepoint_storage_v1_graph_records_proto protoreflect.FileDescriptor
 
 const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
@@ -721,7 +738,7 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"]\n" +
 	"\x12GraphRequestRecord\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\fR\vfingerprint\x12%\n" +
-	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xe7\x04\n" +
+	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xa1\x05\n" +
 	"\x11GraphEffectRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -742,7 +759,9 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
 	"resolution\x12:\n" +
-	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapprovalBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
+	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapproval\x12!\n" +
+	"\fduplicate_of\x18( \x01(\tR\vduplicateOf\x12\x15\n" +
+	"\x06run_id\x18) \x01(\tR\x05runIdBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_savepoint_storage_v1_graph_records_proto_rawDescOnce sync.Once

@@ -876,6 +876,21 @@ type LedgerEntryRecord struct {
 	// How the call was settled while in doubt (ResolveEffect); unset when
 	// it never was.
 	Resolution *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// The SHA-256 of the tool's name and canonical input (core.InputDigest);
+	// empty for an entry written before the duplicate-intent guard.
+	InputDigest []byte `protobuf:"bytes,40,opt,name=input_digest,json=inputDigest,proto3" json:"input_digest,omitempty"`
+	// The call may repeat an earlier one (ToolUse.repeatable).
+	Repeatable bool `protobuf:"varint,41,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
+	// The session's epoch and latest revision when the call was first begun
+	// (or recorded, never begun): the run and turn window it belongs to.
+	RunEpoch    uint64 `protobuf:"varint,42,opt,name=run_epoch,json=runEpoch,proto3" json:"run_epoch,omitempty"`
+	RunRevision uint64 `protobuf:"varint,43,opt,name=run_revision,json=runRevision,proto3" json:"run_revision,omitempty"`
+	// The earlier call of an interrupted run this call repeats: it was not
+	// run.
+	DuplicateOf string `protobuf:"bytes,44,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// The first revision a save made the call pending in; 0 when only
+	// registered.
+	PendingSince uint64 `protobuf:"varint,45,opt,name=pending_since,json=pendingSince,proto3" json:"pending_since,omitempty"`
 	// The call's approval record, for a call that requires approval.
 	Approval      *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -966,6 +981,48 @@ func (x *LedgerEntryRecord) GetResolution() *Resolution {
 		return x.Resolution
 	}
 	return nil
+}
+
+func (x *LedgerEntryRecord) GetInputDigest() []byte {
+	if x != nil {
+		return x.InputDigest
+	}
+	return nil
+}
+
+func (x *LedgerEntryRecord) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
+	}
+	return false
+}
+
+func (x *LedgerEntryRecord) GetRunEpoch() uint64 {
+	if x != nil {
+		return x.RunEpoch
+	}
+	return 0
+}
+
+func (x *LedgerEntryRecord) GetRunRevision() uint64 {
+	if x != nil {
+		return x.RunRevision
+	}
+	return 0
+}
+
+func (x *LedgerEntryRecord) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
+func (x *LedgerEntryRecord) GetPendingSince() uint64 {
+	if x != nil {
+		return x.PendingSince
+	}
+	return 0
 }
 
 func (x *LedgerEntryRecord) GetApproval() *Approval {
@@ -1210,12 +1267,14 @@ func (x *Message) GetContentJson() string {
 
 // ToolUse is a pending tool use as stored.
 type ToolUse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ToolUseId     string                 `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	InputJson     string                 `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
-	EffectClass   EffectClass            `protobuf:"varint,4,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.storage.v1.EffectClass" json:"effect_class,omitempty"`
-	BeginTracked  bool                   `protobuf:"varint,5,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ToolUseId    string                 `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	Name         string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	InputJson    string                 `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	EffectClass  EffectClass            `protobuf:"varint,4,opt,name=effect_class,json=effectClass,proto3,enum=savepoint.storage.v1.EffectClass" json:"effect_class,omitempty"`
+	BeginTracked bool                   `protobuf:"varint,5,opt,name=begin_tracked,json=beginTracked,proto3" json:"begin_tracked,omitempty"`
+	// The call opts out of the duplicate-intent guard.
+	Repeatable    bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1281,6 +1340,13 @@ func (x *ToolUse) GetEffectClass() EffectClass {
 func (x *ToolUse) GetBeginTracked() bool {
 	if x != nil {
 		return x.BeginTracked
+	}
+	return false
+}
+
+func (x *ToolUse) GetRepeatable() bool {
+	if x != nil {
+		return x.Repeatable
 	}
 	return false
 }
@@ -1496,7 +1562,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcf\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x05\n" +
 	"\x11LedgerEntryRecord\x128\n" +
 	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
@@ -1510,7 +1576,15 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"registered\x12@\n" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
-	"resolution\x12:\n" +
+	"resolution\x12!\n" +
+	"\finput_digest\x18( \x01(\fR\vinputDigest\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18) \x01(\bR\n" +
+	"repeatable\x12\x1b\n" +
+	"\trun_epoch\x18* \x01(\x04R\brunEpoch\x12!\n" +
+	"\frun_revision\x18+ \x01(\x04R\vrunRevision\x12!\n" +
+	"\fduplicate_of\x18, \x01(\tR\vduplicateOf\x12#\n" +
+	"\rpending_since\x18- \x01(\x04R\fpendingSince\x12:\n" +
 	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapproval\"\x8a\x02\n" +
 	"\bApproval\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12!\n" +
@@ -1534,14 +1608,17 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"retryBegun\"@\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12!\n" +
-	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xc7\x01\n" +
+	"\fcontent_json\x18\x02 \x01(\tR\vcontentJson\"\xe7\x01\n" +
 	"\aToolUse\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12D\n" +
 	"\feffect_class\x18\x04 \x01(\x0e2!.savepoint.storage.v1.EffectClassR\veffectClass\x12#\n" +
-	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\"\xda\x01\n" +
+	"\rbegin_tracked\x18\x05 \x01(\bR\fbeginTracked\x12\x1e\n" +
+	"\n" +
+	"repeatable\x18( \x01(\bR\n" +
+	"repeatable\"\xda\x01\n" +
 	"\x06Effect\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +

@@ -16,7 +16,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
-from savepoint import _retry
+from savepoint import _retry, _stream
 from savepoint._retry import RetryPolicy
 from savepoint.address import TLSConfig, resolve
 from savepoint.errors import from_rpc_error
@@ -38,9 +38,18 @@ class Connection:
     loop's too."""
 
     def __init__(
-        self, address: str | None, tls: TLSConfig | bool | None, retry: RetryPolicy, timeout: float | None, logger: logging.Logger
+        self,
+        address: str | None,
+        tls: TLSConfig | bool | None,
+        retry: RetryPolicy,
+        timeout: float | None,
+        logger: logging.Logger,
+        call_stream: bool = False,
     ) -> None:
         self._to = resolve(address, tls)
+        self._call_stream = call_stream
+        self._stream: _stream.CallStream | None = None
+        self._astreams: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _stream.AioCallStream] = weakref.WeakKeyDictionary()
         self.address = self._to.address
         self._retry = retry
         self._timeout = timeout
@@ -55,11 +64,16 @@ class Connection:
 
     def close(self) -> None:
         with self._lock:
+            if self._stream is not None:
+                self._stream.close()
             if self._channel is not None:
                 self._channel.close()
-            self._channel, self._stub = None, None
+            self._channel, self._stub, self._stream = None, None, None
 
     async def aclose(self) -> None:
+        s = self._astreams.pop(asyncio.get_running_loop(), None)
+        if s is not None:
+            s.close()
         got = self._aio.pop(asyncio.get_running_loop(), None)
         if got is not None:
             await got[0].close(None)
@@ -70,6 +84,8 @@ class Connection:
             if self._stub is None:
                 self._channel = self._to.channel()
                 self._stub = gpb_grpc.GraphCheckpointServiceStub(self._channel)  # type: ignore[no-untyped-call]
+                if self._call_stream:
+                    self._stream = _stream.CallStream(self._channel)
             return self._stub
 
     def astub(self) -> Any:
@@ -79,6 +95,8 @@ class Connection:
             ch = self._to.aio_channel()
             got = (ch, gpb_grpc.GraphCheckpointServiceStub(ch))  # type: ignore[no-untyped-call]
             self._aio[loop] = got
+            if self._call_stream:
+                self._astreams[loop] = _stream.AioCallStream(ch)
         return got[1]
 
     def deadline(self) -> float | None:
@@ -144,13 +162,33 @@ class Connection:
                 try_ += 1
 
     def unary(self, method: str, req: ProtoMessage) -> Any:
+        """Run one unary call, on the CallStream when the daemon serves
+        one (a daemon that does not never handled it: it goes unary)."""
         fn = getattr(self.stub(), method)
-        return self.call(method, req, lambda t: fn(req, timeout=t))
+
+        def run(t: float | None) -> Any:
+            s = self._stream
+            if s is not None and s.supported and method in _stream.FIELDS:
+                try:
+                    return s.call(method, req, t)
+                except _stream.Unsupported:
+                    pass
+            return fn(req, timeout=t)
+
+        return self.call(method, req, run)
 
     async def aunary(self, method: str, req: ProtoMessage) -> Any:
+        """unary on the running loop's grpc.aio channel."""
         fn = getattr(self.astub(), method)
+        loop = asyncio.get_running_loop()
 
         async def run(t: float | None) -> Any:
+            s = self._astreams.get(loop)
+            if s is not None and s.supported and method in _stream.FIELDS:
+                try:
+                    return await s.call(method, req, t)
+                except _stream.Unsupported:
+                    pass
             return await fn(req, timeout=t)
 
         return await self.acall(method, req, run)

@@ -100,6 +100,11 @@ class DurableTool(BaseTool):
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("a DurableTool runs through invoke() and ainvoke()")
 
+    def _repeatable(self) -> bool:
+        """Whether the tool opts out of the duplicate-intent guard (metadata
+        savepoint_repeatable)."""
+        return bool((self.metadata or {}).get(_ledger.REPEATABLE))
+
     def _prepare(self, input: Any, config: RunnableConfig) -> tuple[bool, EffectKey, Any]:
         what = f"durable tool {self.name!r}"
         if _is_tool_call(input):
@@ -109,6 +114,14 @@ class DurableTool(BaseTool):
         return is_call, _ledger.effect_key(config, call_id, what), _model_args(self.inner, args)
 
     def _answer(self, resp: Any, key: EffectKey, is_call: bool) -> tuple[bool, Any]:
+        if resp.HasField("duplicate_of"):
+            # The same call of an earlier, interrupted run answers this one.
+            if not is_call:
+                if resp.decision == _ledger.REUSE:
+                    return True, self._ledger.load(key, resp.duplicate_of)
+                raise EffectInDoubtError(self.name, key)
+            text, is_error = self._ledger.duplicate(resp, key)
+            return True, ToolMessage(content=text, name=self.name, tool_call_id=key.tool_use_id, status="error" if is_error else "success")
         if resp.decision == _ledger.REUSE:
             return True, self._ledger.load(key, resp.effect)
         if resp.decision == _ledger.IN_DOUBT:
@@ -123,7 +136,7 @@ class DurableTool(BaseTool):
     def invoke(self, input: str | dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         cfg = ensure_config(config)
         is_call, key, args = self._prepare(input, cfg)
-        resp = self._ledger.begin(cfg, key, self.name, args, cast(Effect, self.effect))
+        resp = self._ledger.begin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
         done, out = self._answer(resp, key, is_call)
         if done:
             return out
@@ -140,7 +153,7 @@ class DurableTool(BaseTool):
     async def ainvoke(self, input: str | dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         cfg = ensure_config(config)
         is_call, key, args = self._prepare(input, cfg)
-        resp = await self._ledger.abegin(cfg, key, self.name, args, cast(Effect, self.effect))
+        resp = await self._ledger.abegin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
         done, out = self._answer(resp, key, is_call)
         if done:
             return out
@@ -201,6 +214,12 @@ class _Function:
         return cfg, _ledger.effect_key(cfg, cid, what), data
 
     def _answer(self, resp: Any, key: EffectKey) -> tuple[bool, Any]:
+        if resp.HasField("duplicate_of"):
+            # The same call of an earlier, interrupted run: its result, or
+            # its doubt.
+            if resp.decision == _ledger.REUSE:
+                return True, self.ledger.load(key, resp.duplicate_of)
+            raise EffectInDoubtError(self.name, key)
         if resp.decision == _ledger.REUSE:
             return True, self.ledger.load(key, resp.effect)
         if resp.decision == _ledger.IN_DOUBT:

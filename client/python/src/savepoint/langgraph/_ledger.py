@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -55,6 +56,17 @@ _KEY: ContextVar[str] = ContextVar("savepoint_langgraph_idempotency_key", defaul
 
 # The graph ledger caps a tool use id at 256 bytes.
 _MAX_TOOL_USE_ID = 256
+
+RUN_ID = uuid.uuid4().hex
+"""This process's run id, sent with every BeginThreadEffect: the daemon's
+duplicate-intent guard (docs/api.md "The thread ledger") tells an earlier,
+interrupted run's calls from this run's by it, so two identical calls of
+this process both run."""
+
+REPEATABLE = "savepoint_repeatable"
+"""The metadata key (a tool's ``metadata``) that exempts its calls from the
+daemon's duplicate-intent guard: set it True for a tool that may
+legitimately repeat a call with the same input after a restart."""
 
 
 class EffectInDoubtError(SavepointError):
@@ -324,9 +336,13 @@ class Ledger:
     async def aapprove(self, config: RunnableConfig | None, key: EffectKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectResponse:
         return await self.conn(config).aunary("ApproveThreadEffect", self.approve_request(key, approved, note, by, digest))  # type: ignore[no-any-return]
 
-    def begin_request(self, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False) -> gpb.BeginThreadEffectRequest:
+    def begin_request(
+        self, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False, repeatable: bool = False
+    ) -> gpb.BeginThreadEffectRequest:
         return gpb.BeginThreadEffectRequest(
             requires_approval=requires_approval,
+            run_id=RUN_ID,
+            repeatable=repeatable,
             thread_id=key.thread_id,
             checkpoint_ns=key.ns,
             tool_use_id=key.tool_use_id,
@@ -338,18 +354,20 @@ class Ledger:
         )
 
     def begin(
-        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False
+        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False,
+        repeatable: bool = False,
     ) -> gpb.BeginThreadEffectResponse:
         """BeginThreadEffect, retried with its request id while the daemon
         is unavailable. Its errors are raised (EffectInputMismatchError for a
         reused call id): the tool has not run."""
-        req = self.begin_request(key, name, args, effect, requires_approval)
+        req = self.begin_request(key, name, args, effect, requires_approval, repeatable)
         return self.conn(config).unary("BeginThreadEffect", req)  # type: ignore[no-any-return]
 
     async def abegin(
-        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False
+        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False,
+        repeatable: bool = False,
     ) -> gpb.BeginThreadEffectResponse:
-        req = self.begin_request(key, name, args, effect, requires_approval)
+        req = self.begin_request(key, name, args, effect, requires_approval, repeatable)
         return await self.conn(config).aunary("BeginThreadEffect", req)  # type: ignore[no-any-return]
 
     def _record_request(self, key: EffectKey, attempt: int, value: Any, is_error: bool) -> gpb.RecordThreadEffectRequest | None:
@@ -423,6 +441,20 @@ class Ledger:
 
     async def aresolve(self, config: RunnableConfig | None, key: EffectKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectResponse:
         return await self.conn(config).aunary("ResolveThreadEffect", self.resolve_request(key, v, value))  # type: ignore[no-any-return]
+
+    def duplicate(self, resp: gpb.BeginThreadEffectResponse, key: EffectKey) -> tuple[str, bool]:
+        """The answer to a call the daemon's duplicate-intent guard caught
+        (``resp.duplicate_of`` set): the daemon's text, the one wording every
+        client gives the model, followed for a REUSE answer by the earlier
+        call's output, and whether it is an error (the earlier call is in
+        doubt)."""
+        if resp.decision != REUSE:
+            return resp.tool_result_text, True
+        out = self.load(key, resp.duplicate_of)
+        body = out.content if isinstance(out, ToolMessage) else out
+        if not isinstance(body, str):
+            body = json.dumps(body, default=str)
+        return resp.tool_result_text + body, False
 
     def load(self, key: EffectKey, effect: gpb.ThreadEffect) -> Any:
         """The recorded result of a REUSE answer."""

@@ -257,8 +257,17 @@ class DurableToolNode(ToolNode):
         key = _ledger.effect_key(config, call.get("id") or "", f"DurableToolNode (tool {call['name']!r})")
         return call, key, self.effect_of(req.tool), config
 
+    @staticmethod
+    def _repeatable(req: ToolCallRequest) -> bool:
+        """Whether the call's tool opts out of the duplicate-intent guard
+        (metadata savepoint_repeatable)."""
+        return bool(req.tool is not None and (req.tool.metadata or {}).get(_ledger.REPEATABLE))
+
     def _answer(self, resp: Any, call: ToolCall, key: EffectKey) -> Result | None:
         """The answer of a REUSE or IN_DOUBT begin; None for RUN."""
+        if resp.HasField("duplicate_of"):
+            text, is_error = self._sp_ledger.duplicate(resp, key)
+            return ToolMessage(content=text, name=call["name"], tool_call_id=key.tool_use_id, status="error" if is_error else "success")
         if resp.decision == _ledger.REUSE:
             out = self._sp_ledger.load(key, resp.effect)
             if not isinstance(out, (ToolMessage, Command, list)):
@@ -300,7 +309,7 @@ class DurableToolNode(ToolNode):
         """The definite answer of the call's verify hook for an IN_DOUBT
         begin; None when there is none, it cannot tell, or it raised."""
         hook = self._sp_verify.get(call["name"])
-        if resp.decision != _ledger.IN_DOUBT or hook is None:
+        if resp.decision != _ledger.IN_DOUBT or hook is None or resp.HasField("duplicate_of"):
             return None
         try:
             v = hook(resp.effect.idempotency_key, call.get("args"))
@@ -311,7 +320,7 @@ class DurableToolNode(ToolNode):
 
     async def _averified(self, resp: Any, call: ToolCall, key: EffectKey) -> Verified | None:
         hook = self._sp_verify.get(call["name"])
-        if resp.decision != _ledger.IN_DOUBT or hook is None:
+        if resp.decision != _ledger.IN_DOUBT or hook is None or resp.HasField("duplicate_of"):
             return None
         try:
             v = hook(resp.effect.idempotency_key, call.get("args"))
@@ -328,13 +337,13 @@ class DurableToolNode(ToolNode):
         with _ledger.ledger_errors():
             call, key, effect, config = self._prepare(req)
             needs = call["name"] in self._sp_approval
-            resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect, needs)
+            resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect, needs, repeatable=self._repeatable(req))
             while resp.decision == _ledger.AWAIT_APPROVAL:
                 decided = interrupt(self._approval_request(resp, call, key))
                 if isinstance(decided, Mapping) and "approved" in decided:
                     self._sp_ledger.approve(config, key, bool(decided["approved"]), str(decided.get("note", "")),
                                             str(decided.get("by", "")), resp.effect.input_digest)
-                resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect, needs)
+                resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect, needs, repeatable=self._repeatable(req))
         if resp.decision == _ledger.DENIED:
             return self._denied(resp, call, key)
         v = self._verified(resp, call, key)
@@ -347,7 +356,7 @@ class DurableToolNode(ToolNode):
                     self._sp_ledger.resolve(config, key, v, found)
                     return found
                 self._sp_ledger.resolve(config, key, v, None)
-                resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect)
+                resp = self._sp_ledger.begin(config, key, call["name"], call.get("args"), effect, needs, repeatable=self._repeatable(req))
         with _ledger.ledger_errors():
             answer = self._answer(resp, call, key)
         if answer is not None:
@@ -374,13 +383,13 @@ class DurableToolNode(ToolNode):
         with _ledger.ledger_errors():
             call, key, effect, config = self._prepare(req)
             needs = call["name"] in self._sp_approval
-            resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect, needs)
+            resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect, needs, repeatable=self._repeatable(req))
             while resp.decision == _ledger.AWAIT_APPROVAL:
                 decided = interrupt(self._approval_request(resp, call, key))
                 if isinstance(decided, Mapping) and "approved" in decided:
                     await self._sp_ledger.aapprove(config, key, bool(decided["approved"]), str(decided.get("note", "")),
                                                    str(decided.get("by", "")), resp.effect.input_digest)
-                resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect, needs)
+                resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect, needs, repeatable=self._repeatable(req))
         if resp.decision == _ledger.DENIED:
             return self._denied(resp, call, key)
         v = await self._averified(resp, call, key)
@@ -391,7 +400,7 @@ class DurableToolNode(ToolNode):
                     await self._sp_ledger.aresolve(config, key, v, found)
                     return found
                 await self._sp_ledger.aresolve(config, key, v, None)
-                resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect)
+                resp = await self._sp_ledger.abegin(config, key, call["name"], call.get("args"), effect, needs, repeatable=self._repeatable(req))
         with _ledger.ledger_errors():
             answer = self._answer(resp, call, key)
         if answer is not None:

@@ -48,6 +48,9 @@ class SavepointSaver(BaseCheckpointSaver[str]):
     ``timeout`` bounds each call, retries included (None: no deadline); calls
     are retried per ``retry`` while the daemon is unavailable, with the same
     request id. Failed calls raise savepoint.errors exceptions.
+    ``call_stream`` True sends the unary calls (put, put_writes, deletes,
+    the thread ledger) on one CallStream per channel when the daemon serves
+    it, unary otherwise (docs/api.md, CallStream); default False.
 
     The sync methods use a grpc channel, the async ones (aget_tuple, aput,
     ...) a grpc.aio channel of the running event loop, made on first use.
@@ -63,9 +66,10 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         timeout: float | None = None,
         logger: logging.Logger | None = None,
+        call_stream: bool = False,
     ) -> None:
         super().__init__(serde=serde)
-        self._conn = Connection(address, tls, retry, timeout, logger or LOGGER)
+        self._conn = Connection(address, tls, retry, timeout, logger or LOGGER, call_stream)
         self.address = self._conn.address
 
     # -- closing -------------------------------------------------------------
@@ -226,7 +230,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         stub = self._conn.stub()
         limit = self._conn.request_limit()
         if not _wire.needs_upload(req, limit):
-            self._conn.call("PutCheckpoint", req, lambda t: stub.PutCheckpoint(req, timeout=t))
+            self._conn.unary("PutCheckpoint", req)
         else:
             self._conn.call(
                 "UploadCheckpoint", req,

@@ -48,6 +48,10 @@ under it before SavepointSession gives up."""
 _STALE = (RevisionMismatchError, SessionFencedError, SessionExistsError, SessionNotFoundError)
 
 
+_ITEM_METHODS = ("get_items", "add_items", "pop_item", "clear_session")
+"""The methods through which a subclass may transform items (see
+SavepointSession._replaces_natively)."""
+
 Planner = Callable[[View], "Awaitable[Change | None] | Change | None"]
 
 
@@ -105,6 +109,25 @@ def _close_on(loop: asyncio.AbstractEventLoop, c: AsyncClient) -> Awaitable[None
     return None
 
 
+async def _settled(call: Awaitable[Any]) -> tuple[Any, bool]:
+    """Await a save to its outcome even when the caller is cancelled meanwhile
+    (the daemon may have made it already, as SQLiteSession's worker commits
+    regardless): returns its result and whether a cancel arrived. A save
+    that fails raises its error, or CancelledError when a cancel arrived."""
+    fut = asyncio.ensure_future(call)
+    cancelled = False
+    while not fut.done():
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not fut.done()
+        except BaseException:  # noqa: BLE001 - fut's own error, raised below
+            break
+    if cancelled and (fut.cancelled() or fut.exception() is not None):
+        raise asyncio.CancelledError()
+    return fut.result(), cancelled
+
+
 class SavepointSession:
     """The OpenAI Agents SDK's ``Session`` on savepointd: pass it as
     ``Runner.run(agent, input, session=SavepointSession("my-id"))``. Items
@@ -115,6 +138,8 @@ class SavepointSession:
     ``[A-Za-z0-9._:-]``, starting with a letter or digit); ``address`` the
     daemon's, resolved as ``savepoint.Client`` resolves it when None.
     ``session_settings`` is the SDK's (its ``limit`` is get_items' default).
+    A method cancelled while its save is on its way to the daemon raises
+    CancelledError once the save's outcome is known (it may have been made).
     """
 
     session_settings: SessionSettings | None = None
@@ -233,10 +258,18 @@ class SavepointSession:
     # the model just saw) and _atomic_replace_items (manual compaction: the
     # whole history), else falls back to clear-then-add; both insert through
     # _insert_items(conn, items), the hook the SDK's tests wrap; EncryptedSession's
-    # atomic pop calls _pop_item_with_validation. As the SDK's own backends do
-    # (SQLiteSession, RedisSession), a subclass gets None/False from the first
-    # two: it may transform items on the way in or out, which a raw
-    # replacement would bypass.
+    # atomic pop calls _pop_item_with_validation. As the SDK's own backends
+    # (SQLiteSession, RedisSession) do for every subclass, a subclass that
+    # overrides how items are read or written (get_items, add_items,
+    # pop_item, clear_session) gets None/False from the first two: it may
+    # transform items on the way in or out, which a raw replacement would
+    # bypass. A subclass that overrides none of them keeps the atomic path.
+
+    def _replaces_natively(self) -> bool:
+        """Whether compaction may replace this session's items directly: yes
+        unless its class overrides one of the item methods."""
+        t = type(self)
+        return all(getattr(t, m) is getattr(SavepointSession, m) for m in _ITEM_METHODS)
 
     async def _get_compaction_snapshot(
         self, limit: int, *, prune_prefix: Callable[[TResponseInputItem], bool] | None = None
@@ -246,9 +279,10 @@ class SavepointSession:
         replace the snapshot's items from ``start`` on with ``output`` (and
         drop the leading run of items ``prune_prefix`` accepts before them),
         but only while those items are still the session's last ones;
-        returns False, changing nothing, when another writer changed them."""
+        returns False, changing nothing, when another writer changed them.
+        None for a subclass that overrides an item method."""
         self._check_not_closed()
-        if type(self) is not SavepointSession:
+        if not self._replaces_natively():
             return None
         view = await self._load(history=True)
         assert view.items is not None
@@ -283,10 +317,10 @@ class SavepointSession:
     async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
         """Replace the whole history with ``items`` in one save (the daemon
         holds the old history or the new one, never a cleared gap); False,
-        changing nothing, for a subclass. The pending tool uses and the
-        durable tools' state are kept."""
+        changing nothing, for a subclass that overrides an item method. The
+        pending tool uses and the durable tools' state are kept."""
         self._check_not_closed()
-        if type(self) is not SavepointSession:
+        if not self._replaces_natively():
             return False
         for it in items:
             encode(it)
@@ -349,7 +383,7 @@ class SavepointSession:
 
     def _check_not_closed(self) -> None:
         if self._closed:
-            raise SessionClosedError(f"SavepointSession {self.session_id!r} is closed.")
+            raise SessionClosedError(f"{type(self).__name__} is closed (session {self.session_id!r}).")
 
     # -- the compare-and-set loop ------------------------------------------
 
@@ -436,8 +470,9 @@ class SavepointSession:
             )
             if ch.keep is not None:
                 req.keep_messages = ch.keep
+            cancelled = False
             try:
-                r = await c.raw.SaveCheckpoint(req)
+                r, cancelled = await _settled(c.raw.SaveCheckpoint(req))
             except _STALE:
                 fresh = True
                 await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * (attempt + 1))))
@@ -458,6 +493,8 @@ class SavepointSession:
                     tokens_used=req.tokens_used, labels=dict(req.labels), state_json=state, pending=pending,
                 )
             )
+            if cancelled:
+                raise asyncio.CancelledError()
             return ch.result
         raise SavepointError(
             f"session {self.session_id!r} changed under every one of {MAX_ATTEMPTS} attempts to save; "

@@ -72,6 +72,7 @@ class _Durable:
     effect: EffectClass
     on_error: ToolErrorFunction | None
     verify: VerifyHook | None = None
+    repeatable: bool = False
 
 
 _REGISTRY: dict[str, _Durable] = {}  # by tool name: what a resume may re-run
@@ -206,16 +207,16 @@ async def _epoch(s: SavepointSession) -> int:
     return v.epoch
 
 
-async def _begin(s: SavepointSession, call_id: str) -> tuple[str, bool]:
+async def _begin(s: SavepointSession, call_id: str) -> pb.BeginEffectResponse:
     """BeginEffect with the session's current epoch (a SavepointSession
     never owns the session, so a takeover by Resume is followed, not
-    obeyed). Returns the idempotency key and already_begun."""
+    obeyed): the idempotency key, already_begun, and duplicate when the
+    daemon's duplicate-intent guard caught the call."""
     for _ in range(5):
         try:
-            r = await s.client().raw.BeginEffect(
+            return await s.client().raw.BeginEffect(
                 pb.BeginEffectRequest(session_id=s.session_id, tool_use_id=call_id, epoch=await _epoch(s))
             )
-            return r.idempotency_key, r.already_begun
         except SessionFencedError:
             await s._load(history=False)
     raise DurableToolError(f"BeginEffect of tool use {call_id!r} was fenced five times in a row; it was not run.")
@@ -254,24 +255,30 @@ async def _execute(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call
     finally:
         _KEY.reset(token)
     if await _record(s, call_id, d.tool.name, text, err is not None):
-
-        def recorded(v: View) -> Change | None:
-            part = v.part()
-            calls = part.get("calls", {})
-            if call_id not in calls:
-                return None
-            calls[call_id]["recorded"] = True
-            return Change(pending=[p for p in v.pending if p.tool_use_id != call_id], state_json=v.with_part(part))
-
-        await s.mutate(recorded)
+        await _settled(s, call_id)
     return text, err
+
+
+async def _settled(s: SavepointSession, call_id: str) -> None:
+    """Stop call_id pending: the ledger holds its answer (its recorded
+    outcome, or the earlier call it duplicates)."""
+
+    def recorded(v: View) -> Change | None:
+        part = v.part()
+        calls = part.get("calls", {})
+        if call_id not in calls:
+            return None
+        calls[call_id]["recorded"] = True
+        return Change(pending=[p for p in v.pending if p.tool_use_id != call_id], state_json=v.with_part(part))
+
+    await s.mutate(recorded)
 
 
 async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call_id: str, args: str) -> Any:
     name = d.tool.name
     tu = pb.ToolUse(
         tool_use_id=call_id, name=name, input_json=args or "{}", effect_class=cast(pb.EffectClass, int(d.effect)),
-        begin_tracked=d.effect != EffectClass.READ_ONLY,
+        begin_tracked=d.effect != EffectClass.READ_ONLY, repeatable=d.repeatable,
     )
 
     def point_a(v: View) -> Change:
@@ -294,7 +301,13 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
             raise
         key = ""
         if d.effect != EffectClass.READ_ONLY:
-            key, already = await _begin(s, call_id)
+            b = await _begin(s, call_id)
+            if b.HasField("duplicate"):
+                # Not run: the same call of an earlier, interrupted run
+                # answers it, in the daemon's words.
+                await _settled(s, call_id)
+                return b.duplicate.tool_result_text
+            key, already = b.idempotency_key, b.already_begun
             if already and d.effect == EffectClass.SIDE_EFFECT:
                 return _in_doubt(name, call_id, "another process started it")
         text, err = await _execute(s, d, ctx, call_id, args, key)
@@ -407,7 +420,10 @@ async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, c
         )
     key = res.idempotency_key
     if d.effect != EffectClass.READ_ONLY:
-        key, already = await _begin(s, cid)
+        b = await _begin(s, cid)
+        if b.HasField("duplicate"):
+            return b.duplicate.tool_result_text
+        key, already = b.idempotency_key, b.already_begun
         if already and not res.begun and d.effect == EffectClass.SIDE_EFFECT:
             return _in_doubt(name, cid, "another process started it")
     if wrapper is not None:
@@ -479,12 +495,12 @@ async def settle_recorded(s: SavepointSession) -> bool:
 # -- the decorator ------------------------------------------------------------
 
 
-def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[str, Any], verify: VerifyHook | None = None) -> FunctionTool:
+def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[str, Any], verify: VerifyHook | None = None, repeatable: bool = False) -> FunctionTool:
     if effect not in _CLASSES:
         raise ValueError(f"durable_function_tool: effect must be 'read_only', 'idempotent' or 'side_effect', not {effect!r}.")
     tool = function_tool(func, failure_error_function=None, **kwargs)
     d = _Durable(tool=tool, invoke=tool.on_invoke_tool, effect=_CLASSES[effect],
-                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify)
+                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify, repeatable=repeatable)
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
         s = _session_of(ctx)
@@ -504,9 +520,9 @@ _DEFAULT: Any = object()
 
 
 @overload
-def durable_function_tool(func: Callable[..., Any], *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, **kwargs: Any) -> FunctionTool: ...
+def durable_function_tool(func: Callable[..., Any], *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, repeatable: bool = False, **kwargs: Any) -> FunctionTool: ...
 @overload
-def durable_function_tool(func: None = None, *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def durable_function_tool(func: None = None, *, effect: Effect = "side_effect", failure_error_function: ToolErrorFunction | None = ..., verify: VerifyHook | None = None, repeatable: bool = False, **kwargs: Any) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def durable_function_tool(
@@ -515,6 +531,7 @@ def durable_function_tool(
     effect: Effect = "side_effect",
     failure_error_function: ToolErrorFunction | None = _DEFAULT,
     verify: VerifyHook | None = None,
+    repeatable: bool = False,
     **kwargs: Any,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """The SDK's ``function_tool`` (as a decorator, with or without
@@ -531,7 +548,11 @@ def durable_function_tool(
     resume, a call in doubt is asked of it, and its
     savepoint.Verified.done(output) is recorded (ResolveEffect) and given as
     the call's output, not_done() runs the call again with the same key,
-    and unknown() or an exception leaves it in doubt."""
+    and unknown() or an exception leaves it in doubt. A call that repeats,
+    with the same arguments, one an earlier, interrupted run made (the
+    daemon's duplicate-intent guard) is not run: its output is the daemon's
+    text saying the action was already taken (with its output) or may have
+    been; ``repeatable=True`` exempts a tool that may legitimately repeat."""
     if func is not None:
-        return _make(func, effect, failure_error_function, kwargs, verify)
-    return lambda f: _make(f, effect, failure_error_function, kwargs, verify)
+        return _make(func, effect, failure_error_function, kwargs, verify, repeatable)
+    return lambda f: _make(f, effect, failure_error_function, kwargs, verify, repeatable)

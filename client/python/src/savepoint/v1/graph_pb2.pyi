@@ -341,7 +341,7 @@ class ListThreadsResponse(_message.Message):
     def __init__(self, threads: _Optional[_Iterable[_Union[GraphThread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ThreadEffect(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id", "resolution", "approval")
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id", "resolution", "approval", "duplicate_of", "run_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -359,6 +359,8 @@ class ThreadEffect(_message.Message):
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     tool_use_id: str
@@ -376,10 +378,12 @@ class ThreadEffect(_message.Message):
     checkpoint_id: str
     resolution: _savepoint_pb2.EffectResolution
     approval: _savepoint_pb2.EffectApproval
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ..., resolution: _Optional[_Union[_savepoint_pb2.EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[_savepoint_pb2.EffectApproval, _Mapping]] = ...) -> None: ...
+    duplicate_of: str
+    run_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ..., resolution: _Optional[_Union[_savepoint_pb2.EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[_savepoint_pb2.EffectApproval, _Mapping]] = ..., duplicate_of: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class BeginThreadEffectRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "effect_class", "checkpoint_id", "request_id", "requires_approval")
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "effect_class", "checkpoint_id", "request_id", "requires_approval", "repeatable", "run_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -389,6 +393,8 @@ class BeginThreadEffectRequest(_message.Message):
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    REPEATABLE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     tool_use_id: str
@@ -398,17 +404,23 @@ class BeginThreadEffectRequest(_message.Message):
     checkpoint_id: str
     request_id: str
     requires_approval: bool
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., checkpoint_id: _Optional[str] = ..., request_id: _Optional[str] = ..., requires_approval: _Optional[bool] = ...) -> None: ...
+    repeatable: bool
+    run_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., checkpoint_id: _Optional[str] = ..., request_id: _Optional[str] = ..., requires_approval: _Optional[bool] = ..., repeatable: _Optional[bool] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class BeginThreadEffectResponse(_message.Message):
-    __slots__ = ("decision", "effect", "dropped_late")
+    __slots__ = ("decision", "effect", "dropped_late", "duplicate_of", "tool_result_text")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
     DROPPED_LATE_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
     decision: _savepoint_pb2.Decision
     effect: ThreadEffect
     dropped_late: bool
-    def __init__(self, decision: _Optional[_Union[_savepoint_pb2.Decision, str]] = ..., effect: _Optional[_Union[ThreadEffect, _Mapping]] = ..., dropped_late: _Optional[bool] = ...) -> None: ...
+    duplicate_of: ThreadEffect
+    tool_result_text: str
+    def __init__(self, decision: _Optional[_Union[_savepoint_pb2.Decision, str]] = ..., effect: _Optional[_Union[ThreadEffect, _Mapping]] = ..., dropped_late: _Optional[bool] = ..., duplicate_of: _Optional[_Union[ThreadEffect, _Mapping]] = ..., tool_result_text: _Optional[str] = ...) -> None: ...
 
 class RecordThreadEffectRequest(_message.Message):
     __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "attempt", "output", "is_error", "request_id")

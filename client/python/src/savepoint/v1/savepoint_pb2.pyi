@@ -215,18 +215,20 @@ class Message(_message.Message):
     def __init__(self, role: _Optional[str] = ..., content_json: _Optional[str] = ...) -> None: ...
 
 class ToolUse(_message.Message):
-    __slots__ = ("tool_use_id", "name", "input_json", "effect_class", "begin_tracked")
+    __slots__ = ("tool_use_id", "name", "input_json", "effect_class", "begin_tracked", "repeatable")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
     BEGIN_TRACKED_FIELD_NUMBER: _ClassVar[int]
+    REPEATABLE_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     input_json: str
     effect_class: EffectClass
     begin_tracked: bool
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ...) -> None: ...
+    repeatable: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., repeatable: _Optional[bool] = ...) -> None: ...
 
 class Effect(_message.Message):
     __slots__ = ("tool_use_id", "name", "output", "is_error", "record_time", "late", "refused", "resolution")
@@ -369,18 +371,36 @@ class BeginEffectRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., request_id: _Optional[str] = ..., requires_approval: _Optional[bool] = ...) -> None: ...
 
 class BeginEffectResponse(_message.Message):
-    __slots__ = ("idempotency_key", "already_begun", "effect", "decision", "approval")
+    __slots__ = ("idempotency_key", "already_begun", "effect", "decision", "approval", "duplicate")
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALREADY_BEGUN_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     idempotency_key: str
     already_begun: bool
     effect: Effect
     decision: Decision
     approval: EffectApproval
-    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ...) -> None: ...
+    duplicate: DuplicateToolUse
+    def __init__(self, idempotency_key: _Optional[str] = ..., already_begun: _Optional[bool] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ..., duplicate: _Optional[_Union[DuplicateToolUse, _Mapping]] = ...) -> None: ...
+
+class DuplicateToolUse(_message.Message):
+    __slots__ = ("tool_use_id", "epoch", "idempotency_key", "effect", "tool_result_text", "is_error")
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    tool_use_id: str
+    epoch: int
+    idempotency_key: str
+    effect: Effect
+    tool_result_text: str
+    is_error: bool
+    def __init__(self, tool_use_id: _Optional[str] = ..., epoch: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., tool_result_text: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
 
 class EffectApproval(_message.Message):
     __slots__ = ("status", "input_digest", "request_time", "decided_by", "note", "decide_time", "spent")
@@ -670,7 +690,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits", "started_on_demand", "pid")
+    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits", "started_on_demand", "pid", "call_stream_max_in_flight")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_KIND_FIELD_NUMBER: _ClassVar[int]
     STORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -687,6 +707,7 @@ class GetServerInfoResponse(_message.Message):
     COMMITS_FIELD_NUMBER: _ClassVar[int]
     STARTED_ON_DEMAND_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    CALL_STREAM_MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_kind: str
     store_format: int
@@ -703,7 +724,8 @@ class GetServerInfoResponse(_message.Message):
     commits: int
     started_on_demand: bool
     pid: int
-    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ..., started_on_demand: _Optional[bool] = ..., pid: _Optional[int] = ...) -> None: ...
+    call_stream_max_in_flight: int
+    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ..., started_on_demand: _Optional[bool] = ..., pid: _Optional[int] = ..., call_stream_max_in_flight: _Optional[int] = ...) -> None: ...
 
 class CompleteSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch", "status", "final_output", "request_id")
@@ -742,7 +764,7 @@ class ListEffectsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class LedgerEntry(_message.Message):
-    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered", "resolution", "approval")
+    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered", "resolution", "approval", "repeatable", "duplicate_of")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -755,6 +777,8 @@ class LedgerEntry(_message.Message):
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    REPEATABLE_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
     name: str
     effect_class: EffectClass
@@ -767,7 +791,9 @@ class LedgerEntry(_message.Message):
     registered: bool
     resolution: EffectResolution
     approval: EffectApproval
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ...) -> None: ...
+    repeatable: bool
+    duplicate_of: str
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ..., repeatable: _Optional[bool] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
 
 class ListEffectsResponse(_message.Message):
     __slots__ = ("entries", "next_page_token")

@@ -21,7 +21,7 @@ function sessionRow(s) {
   cell(tr, "").appendChild(a);
   cell(tr, s.State, "state state-" + s.State.replace(" ", "-"));
   cell(tr, s.Task, "wide");
-  for (const k of ["Turn", "Revision", "Epoch", "Pending", "InDoubt", "Resolved"]) cell(tr, String(s[k]));
+  for (const k of ["Turn", "Revision", "Epoch", "Pending", "InDoubt", "Resolved", "Awaiting"]) cell(tr, String(s[k]));
   cell(tr, s.Created, "wide");
   cell(tr, s.Updated);
   cell(tr, s.Labels, "wide");

@@ -510,7 +510,16 @@ export interface ThreadEffect {
     | EffectResolution
     | undefined;
   /** The call's approval record, for a call that requires approval. */
-  approval: EffectApproval | undefined;
+  approval:
+    | EffectApproval
+    | undefined;
+  /**
+   * Set when the duplicate-intent guard caught the call: the earlier call's
+   * tool use id. The call never ran (attempts is 0).
+   */
+  duplicateOf: string;
+  /** The run (BeginThreadEffectRequest.run_id) that began the latest attempt. */
+  runId: string;
 }
 
 export interface BeginThreadEffectRequest {
@@ -545,6 +554,18 @@ export interface BeginThreadEffectRequest {
    * with state NOT_BEGUN) or DENIED.
    */
   requiresApproval: boolean;
+  /**
+   * True when this call may legitimately repeat an earlier one with the same
+   * name and input: the duplicate-intent guard (docs/api.md "The thread
+   * ledger") does not apply to it.
+   */
+  repeatable: boolean;
+  /**
+   * The run making the call: a random id the client makes once per process
+   * (at most 256 bytes, UTF-8, no NUL). The duplicate-intent guard compares runs by it; a
+   * begin without one is never caught, and its call never catches another.
+   */
+  runId: string;
 }
 
 export interface BeginThreadEffectResponse {
@@ -566,6 +587,21 @@ export interface BeginThreadEffectResponse {
    * decision is RUN.
    */
   droppedLate: boolean;
+  /**
+   * Set when the duplicate-intent guard caught the call: the earlier call of
+   * an interrupted run it repeats, as it is now. decision is then REUSE
+   * (its output recorded) or IN_DOUBT; do not run the tool: answer the model
+   * with tool_result_text. effect is the new call's entry, with no attempt.
+   */
+  duplicateOf:
+    | ThreadEffect
+    | undefined;
+  /**
+   * With duplicate_of, the tool result to give the model, as
+   * DuplicateToolUse.tool_result_text; an error when the earlier call is in
+   * doubt.
+   */
+  toolResultText: string;
 }
 
 export interface RecordThreadEffectRequest {
@@ -3266,6 +3302,8 @@ function createBaseThreadEffect(): ThreadEffect {
     checkpointId: "",
     resolution: undefined,
     approval: undefined,
+    duplicateOf: "",
+    runId: "",
   };
 }
 
@@ -3321,6 +3359,12 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     }
     if (message.approval !== undefined) {
       EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
+    }
+    if (message.duplicateOf !== "") {
+      writer.uint32(322).string(message.duplicateOf);
+    }
+    if (message.runId !== "") {
+      writer.uint32(330).string(message.runId);
     }
     return writer;
   },
@@ -3474,6 +3518,22 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
             message.approval = EffectApproval.decode(reader, reader.uint32());
             continue;
           }
+          case 40: {
+            if (tag !== 322) {
+              break;
+            }
+
+            message.duplicateOf = reader.string();
+            continue;
+          }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3518,6 +3578,8 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     message.approval = (object.approval !== undefined && object.approval !== null)
       ? EffectApproval.fromPartial(object.approval)
       : undefined;
+    message.duplicateOf = object.duplicateOf ?? "";
+    message.runId = object.runId ?? "";
     return message;
   },
 };
@@ -3533,6 +3595,8 @@ function createBaseBeginThreadEffectRequest(): BeginThreadEffectRequest {
     checkpointId: "",
     requestId: "",
     requiresApproval: false,
+    repeatable: false,
+    runId: "",
   };
 }
 
@@ -3564,6 +3628,12 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
     }
     if (message.requiresApproval !== false) {
       writer.uint32(256).bool(message.requiresApproval);
+    }
+    if (message.repeatable !== false) {
+      writer.uint32(320).bool(message.repeatable);
+    }
+    if (message.runId !== "") {
+      writer.uint32(330).string(message.runId);
     }
     return writer;
   },
@@ -3653,6 +3723,22 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
             message.requiresApproval = reader.bool();
             continue;
           }
+          case 40: {
+            if (tag !== 320) {
+              break;
+            }
+
+            message.repeatable = reader.bool();
+            continue;
+          }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3679,12 +3765,14 @@ export const BeginThreadEffectRequest: MessageFns<BeginThreadEffectRequest> = {
     message.checkpointId = object.checkpointId ?? "";
     message.requestId = object.requestId ?? "";
     message.requiresApproval = object.requiresApproval ?? false;
+    message.repeatable = object.repeatable ?? false;
+    message.runId = object.runId ?? "";
     return message;
   },
 };
 
 function createBaseBeginThreadEffectResponse(): BeginThreadEffectResponse {
-  return { decision: 0, effect: undefined, droppedLate: false };
+  return { decision: 0, effect: undefined, droppedLate: false, duplicateOf: undefined, toolResultText: "" };
 }
 
 export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = {
@@ -3697,6 +3785,12 @@ export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = 
     }
     if (message.droppedLate !== false) {
       writer.uint32(24).bool(message.droppedLate);
+    }
+    if (message.duplicateOf !== undefined) {
+      ThreadEffect.encode(message.duplicateOf, writer.uint32(322).fork()).join();
+    }
+    if (message.toolResultText !== "") {
+      writer.uint32(330).string(message.toolResultText);
     }
     return writer;
   },
@@ -3738,6 +3832,22 @@ export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = 
             message.droppedLate = reader.bool();
             continue;
           }
+          case 40: {
+            if (tag !== 322) {
+              break;
+            }
+
+            message.duplicateOf = ThreadEffect.decode(reader, reader.uint32());
+            continue;
+          }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.toolResultText = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3760,6 +3870,10 @@ export const BeginThreadEffectResponse: MessageFns<BeginThreadEffectResponse> = 
       ? ThreadEffect.fromPartial(object.effect)
       : undefined;
     message.droppedLate = object.droppedLate ?? false;
+    message.duplicateOf = (object.duplicateOf !== undefined && object.duplicateOf !== null)
+      ? ThreadEffect.fromPartial(object.duplicateOf)
+      : undefined;
+    message.toolResultText = object.toolResultText ?? "";
     return message;
   },
 };

@@ -417,6 +417,13 @@ export interface ToolUse {
    * a call never begun can be re-run safely after a crash.
    */
   beginTracked: boolean;
+  /**
+   * True when this call may legitimately repeat an earlier one with the same
+   * name and input: the duplicate-intent guard (docs/api.md "The same action
+   * under a new id") does not apply to it. Set it for every call of a tool
+   * declared repeatable, or for one call.
+   */
+  repeatable: boolean;
 }
 
 /** Effect is the ledger record of a finished tool use. */
@@ -650,7 +657,47 @@ export interface BeginEffectResponse {
    * one spent (RUN), the request waiting (AWAIT_APPROVAL), or the denial
    * with its note (DENIED).
    */
-  approval: EffectApproval | undefined;
+  approval:
+    | EffectApproval
+    | undefined;
+  /**
+   * Set when the duplicate-intent guard caught the call: it repeats, with
+   * the same name and input, a call that an earlier, interrupted run of the
+   * session began or recorded in the same turn window (docs/api.md "The same
+   * action under a new id"). Do not run the tool: tell the model the action
+   * was already taken (or may have been) under the earlier tool use id.
+   * idempotency_key is then empty, and the call is remembered as this
+   * earlier call's duplicate: every later BeginEffect of it answers the same.
+   */
+  duplicate: DuplicateToolUse | undefined;
+}
+
+/** DuplicateToolUse names the earlier call a new call repeats. */
+export interface DuplicateToolUse {
+  /** The earlier call's tool use id. */
+  toolUseId: string;
+  /** The epoch of the run that began (or recorded) it. */
+  epoch: bigint;
+  /** Its idempotency key; empty when it was recorded without being begun. */
+  idempotencyKey: string;
+  /**
+   * Its recorded effect (with output); unset when it is in doubt: begun,
+   * outcome unknown.
+   */
+  effect:
+    | Effect
+    | undefined;
+  /**
+   * The tool result to give the model for the new call: the action was
+   * already taken (with its output) or may have been, under the earlier
+   * tool use id. Clients use it as it is.
+   */
+  toolResultText: string;
+  /**
+   * True when that tool result is an error: the earlier call is in doubt or
+   * its recorded effect is an error.
+   */
+  isError: boolean;
 }
 
 /**
@@ -1073,6 +1120,12 @@ export interface GetServerInfoResponse {
   startedOnDemand: boolean;
   /** The daemon's process id, as the host it runs on numbers it. */
   pid: number;
+  /**
+   * The most calls one CallStream handles at once (CallStreamService);
+   * further requests wait unread. 0: the daemon serves no CallStream, so
+   * a client sends unary calls.
+   */
+  callStreamMaxInFlight: number;
 }
 
 export interface CompleteSessionRequest {
@@ -1161,7 +1214,16 @@ export interface LedgerEntry {
    * The call's approval record, for a call that requires approval; unset
    * otherwise.
    */
-  approval: EffectApproval | undefined;
+  approval:
+    | EffectApproval
+    | undefined;
+  /** The call may repeat an earlier one (ToolUse.repeatable). */
+  repeatable: boolean;
+  /**
+   * Set when the duplicate-intent guard caught the call: the earlier call's
+   * tool use id. The call was not run.
+   */
+  duplicateOf: string;
 }
 
 export interface ListEffectsResponse {
@@ -1448,7 +1510,7 @@ export const Message: MessageFns<Message> = {
 };
 
 function createBaseToolUse(): ToolUse {
-  return { toolUseId: "", name: "", inputJson: "", effectClass: 0, beginTracked: false };
+  return { toolUseId: "", name: "", inputJson: "", effectClass: 0, beginTracked: false, repeatable: false };
 }
 
 export const ToolUse: MessageFns<ToolUse> = {
@@ -1467,6 +1529,9 @@ export const ToolUse: MessageFns<ToolUse> = {
     }
     if (message.beginTracked !== false) {
       writer.uint32(40).bool(message.beginTracked);
+    }
+    if (message.repeatable !== false) {
+      writer.uint32(320).bool(message.repeatable);
     }
     return writer;
   },
@@ -1524,6 +1589,14 @@ export const ToolUse: MessageFns<ToolUse> = {
             message.beginTracked = reader.bool();
             continue;
           }
+          case 40: {
+            if (tag !== 320) {
+              break;
+            }
+
+            message.repeatable = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1546,6 +1619,7 @@ export const ToolUse: MessageFns<ToolUse> = {
     message.inputJson = object.inputJson ?? "";
     message.effectClass = object.effectClass ?? 0;
     message.beginTracked = object.beginTracked ?? false;
+    message.repeatable = object.repeatable ?? false;
     return message;
   },
 };
@@ -2682,7 +2756,14 @@ export const BeginEffectRequest: MessageFns<BeginEffectRequest> = {
 };
 
 function createBaseBeginEffectResponse(): BeginEffectResponse {
-  return { idempotencyKey: "", alreadyBegun: false, effect: undefined, decision: 0, approval: undefined };
+  return {
+    idempotencyKey: "",
+    alreadyBegun: false,
+    effect: undefined,
+    decision: 0,
+    approval: undefined,
+    duplicate: undefined,
+  };
 }
 
 export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
@@ -2701,6 +2782,9 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     }
     if (message.approval !== undefined) {
       EffectApproval.encode(message.approval, writer.uint32(266).fork()).join();
+    }
+    if (message.duplicate !== undefined) {
+      DuplicateToolUse.encode(message.duplicate, writer.uint32(322).fork()).join();
     }
     return writer;
   },
@@ -2758,6 +2842,14 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
             message.approval = EffectApproval.decode(reader, reader.uint32());
             continue;
           }
+          case 40: {
+            if (tag !== 322) {
+              break;
+            }
+
+            message.duplicate = DuplicateToolUse.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2784,6 +2876,129 @@ export const BeginEffectResponse: MessageFns<BeginEffectResponse> = {
     message.approval = (object.approval !== undefined && object.approval !== null)
       ? EffectApproval.fromPartial(object.approval)
       : undefined;
+    message.duplicate = (object.duplicate !== undefined && object.duplicate !== null)
+      ? DuplicateToolUse.fromPartial(object.duplicate)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDuplicateToolUse(): DuplicateToolUse {
+  return { toolUseId: "", epoch: 0n, idempotencyKey: "", effect: undefined, toolResultText: "", isError: false };
+}
+
+export const DuplicateToolUse: MessageFns<DuplicateToolUse> = {
+  encode(message: DuplicateToolUse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.toolUseId !== "") {
+      writer.uint32(10).string(message.toolUseId);
+    }
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.epoch);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(26).string(message.idempotencyKey);
+    }
+    if (message.effect !== undefined) {
+      Effect.encode(message.effect, writer.uint32(34).fork()).join();
+    }
+    if (message.toolResultText !== "") {
+      writer.uint32(42).string(message.toolResultText);
+    }
+    if (message.isError !== false) {
+      writer.uint32(48).bool(message.isError);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DuplicateToolUse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDuplicateToolUse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.toolUseId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.effect = Effect.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.toolResultText = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.isError = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DuplicateToolUse>, I>>(base?: I): DuplicateToolUse {
+    return DuplicateToolUse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DuplicateToolUse>, I>>(object: I): DuplicateToolUse {
+    const message = createBaseDuplicateToolUse();
+    message.toolUseId = object.toolUseId ?? "";
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    message.effect = (object.effect !== undefined && object.effect !== null)
+      ? Effect.fromPartial(object.effect)
+      : undefined;
+    message.toolResultText = object.toolResultText ?? "";
+    message.isError = object.isError ?? false;
     return message;
   },
 };
@@ -5211,6 +5426,7 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     commits: 0n,
     startedOnDemand: false,
     pid: 0,
+    callStreamMaxInFlight: 0,
   };
 }
 
@@ -5284,6 +5500,9 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     }
     if (message.pid !== 0) {
       writer.uint32(568).uint32(message.pid);
+    }
+    if (message.callStreamMaxInFlight !== 0) {
+      writer.uint32(400).uint32(message.callStreamMaxInFlight);
     }
     return writer;
   },
@@ -5429,6 +5648,14 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
             message.pid = reader.uint32();
             continue;
           }
+          case 50: {
+            if (tag !== 400) {
+              break;
+            }
+
+            message.callStreamMaxInFlight = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5476,6 +5703,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     message.commits = (object.commits !== undefined && object.commits !== null) ? BigInt(object.commits) : 0n;
     message.startedOnDemand = object.startedOnDemand ?? false;
     message.pid = object.pid ?? 0;
+    message.callStreamMaxInFlight = object.callStreamMaxInFlight ?? 0;
     return message;
   },
 };
@@ -5776,6 +6004,8 @@ function createBaseLedgerEntry(): LedgerEntry {
     registered: false,
     resolution: undefined,
     approval: undefined,
+    repeatable: false,
+    duplicateOf: "",
   };
 }
 
@@ -5819,6 +6049,12 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     }
     if (message.approval !== undefined) {
       EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
+    }
+    if (message.repeatable !== false) {
+      writer.uint32(320).bool(message.repeatable);
+    }
+    if (message.duplicateOf !== "") {
+      writer.uint32(330).string(message.duplicateOf);
     }
     return writer;
   },
@@ -5932,6 +6168,22 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
             message.approval = EffectApproval.decode(reader, reader.uint32());
             continue;
           }
+          case 40: {
+            if (tag !== 320) {
+              break;
+            }
+
+            message.repeatable = reader.bool();
+            continue;
+          }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.duplicateOf = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5971,6 +6223,8 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     message.approval = (object.approval !== undefined && object.approval !== null)
       ? EffectApproval.fromPartial(object.approval)
       : undefined;
+    message.repeatable = object.repeatable ?? false;
+    message.duplicateOf = object.duplicateOf ?? "";
     return message;
   },
 };
