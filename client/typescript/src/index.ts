@@ -33,6 +33,7 @@ export {
   unaryMethods,
 } from "./client.js";
 export * from "./errors.js";
+export { RETRY_RULES, type RetryRule } from "./retry_rules.js";
 export { consoleLogger, discardLogger, type Level, type Logger } from "./log.js";
 export { Session } from "./session.js";
 export { CallStream, Unsupported as CallStreamUnsupported } from "./stream.js";
