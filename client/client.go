@@ -54,11 +54,31 @@ type RetryPolicy struct {
 	// backoff, so without it the first call after a restart may fail
 	// although the daemon is back. Zero disables the wait.
 	ReconnectWait time.Duration
+	// Budget keeps retrying a retry-safe call past MaxAttempts, each retry
+	// MaxBackoff apart, while its wait ends within Budget of the call's
+	// first failure (and before its context's deadline): long enough, the
+	// call outlasts a failover of savepointd's database (NO_WRITABLE_HOST,
+	// COMMIT_OUTCOME_UNKNOWN) or a restart of the daemon. Zero leaves
+	// MaxAttempts alone to bound the retries.
+	Budget time.Duration
 }
 
 // DefaultRetryPolicy is used unless WithRetry says otherwise: 5 attempts over
-// about 1.5 seconds, waiting up to 5 seconds for the connection.
-var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ReconnectWait: 5 * time.Second}
+// about 1.5 seconds, then retries a second apart until 10 seconds after the
+// first failure, waiting up to 5 seconds for the connection. The budget
+// covers a PostgreSQL failover as `make failover` measures it (without a
+// writable host for 1.6 s on average, at most 8.3 s; docs/reliability.md).
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ReconnectWait: 5 * time.Second,
+	Budget: 10 * time.Second}
+
+// retryAgain says whether a call that failed on try (0 for the first),
+// first at failedAt, is tried again after wait.
+func (p RetryPolicy) retryAgain(try int, failedAt time.Time, wait time.Duration) bool {
+	if try+1 < max(1, p.MaxAttempts) {
+		return true
+	}
+	return p.Budget > 0 && time.Since(failedAt)+wait <= p.Budget
+}
 
 func (p RetryPolicy) backoff(retry int) time.Duration {
 	d := p.InitialBackoff
@@ -250,11 +270,8 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 	if err := refuseInvalidUTF8(req); err != nil {
 		return err
 	}
-	attempts := 1
-	if retrySafe(method, req) {
-		attempts = max(1, c.cfg.retry.MaxAttempts)
-	}
-	var readyBy time.Time
+	safe := retrySafe(method, req)
+	var readyBy, failedAt time.Time
 	for try := 0; ; try++ {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if c.autostart != nil && status.Code(err) == codes.Unavailable {
@@ -264,14 +281,18 @@ func (c *Client) intercept(ctx context.Context, method string, req, reply any, c
 				return aerr
 			}
 		}
-		if err == nil || try+1 >= attempts || status.Code(err) != codes.Unavailable {
+		if err == nil || !safe || status.Code(err) != codes.Unavailable {
 			return translate(err)
 		}
-		if readyBy.IsZero() {
-			readyBy = time.Now().Add(c.cfg.retry.ReconnectWait)
+		if failedAt.IsZero() {
+			failedAt = time.Now()
+			readyBy = failedAt.Add(c.cfg.retry.ReconnectWait)
 		}
 		wait := c.cfg.retry.backoff(try)
-		c.cfg.logger.Warn("savepoint: daemon unavailable, retrying", "method", method, "attempt", try+2, "of", attempts, "in", wait, "err", status.Convert(err).Message())
+		if !c.cfg.retry.retryAgain(try, failedAt, wait) {
+			return translate(err)
+		}
+		c.cfg.logger.Warn("savepoint: daemon unavailable, retrying", "method", method, "attempt", try+2, "in", wait, "err", status.Convert(err).Message())
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -326,7 +326,7 @@ func (f *fake) DeleteSession(_ context.Context, req *savepointv1.DeleteSessionRe
 
 // serve starts f on an in-process listener and dials it with a fast retry
 // policy and a silent logger; extra options come after those.
-func serve(t *testing.T, f *fake, opts ...Option) *Client {
+func serve(t *testing.T, f savepointv1.SavepointServiceServer, opts ...Option) *Client {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -358,7 +360,9 @@ func (s *Session) execute(ctx context.Context, p *savepointv1.ToolUse, epoch uin
 	id := p.GetToolUseId()
 	requires := s.c.cfg.approval[p.GetName()]
 	if effectiveClass(p.GetEffectClass()) != ReadOnly || requires {
-		b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: s.id, ToolUseId: id, Epoch: epoch, RequiresApproval: requires})
+		b, err := s.c.raw.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: s.id, ToolUseId: id, Epoch: epoch, RequiresApproval: requires,
+			// The request id makes a retry after a lost answer get the first one.
+			RequestId: uuid.NewString()})
 		if err != nil {
 			s.unstart(id)
 			return ToolResult{ToolUseID: id, Err: fmt.Errorf("savepoint: tool use %q (%s) not run: BeginEffect: %w", id, p.GetName(), err)}
@@ -399,7 +403,7 @@ func (s *Session) record(ctx context.Context, p *savepointv1.ToolUse, r ToolResu
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	_, err := s.c.raw.RecordEffect(ctx, &savepointv1.RecordEffectRequest{
-		SessionId: s.id, ToolUseId: p.GetToolUseId(), Name: p.GetName(), Output: r.Content, IsError: r.IsError,
+		SessionId: s.id, ToolUseId: p.GetToolUseId(), Name: p.GetName(), Output: r.Content, IsError: r.IsError, RequestId: uuid.NewString(),
 	})
 	return err
 }

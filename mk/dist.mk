@@ -26,13 +26,24 @@ dist: clients-typescript ## Release archives, platform wheels and npm packages f
 		-epoch $(DIST_EPOCH) -pywheel "$$pure" -npm-client $(TS_DIR)
 	@cat $(DIST_DIR)/SHA256SUMS
 
-# The packaging test: tools/dist's own tests (two builds of one platform give
-# the same bytes; the darwin binaries are Mach-O of their CPU), then
-# linux/amd64's artifacts installed as a user would (tools/dist/e2e/run.sh:
-# the wheel into a fresh venv, the npm tarballs into a fresh project, on a
-# PATH without Go, each started on demand, killed and started again).
+# The packaging test: linux/amd64's artifacts built by make dist and
+# installed as a user would (tools/dist/e2e/run.sh: the wheel into a fresh
+# venv, the npm tarballs into a fresh project, on a PATH without Go, each
+# started on demand, killed and started again). tools/dist's own tests (two
+# builds of linux/amd64 give the same bytes; a darwin build is a Mach-O of
+# its CPU, with the wheel tag of the macOS it needs) run in test-go, where
+# TestDarwin builds a program with nothing but main (tools/dist/testdata/
+# macho) for both CPUs, in seconds. test-dist-full runs them with -full,
+# which builds savepointd and savepoint themselves for both darwin CPUs
+# (about four minutes on 2 cores), then make dist for every platform of
+# DIST_PLATFORMS and the same end-to-end test.
 .PHONY: test-dist
-test-dist: ## Packaging: reproducible archives, and the linux/amd64 wheel and npm packages installed and run end to end
-	go test -count=1 ./tools/dist/...
+test-dist: ## Packaging: the linux/amd64 wheel and npm packages installed and run end to end (tools/dist's tests run in test-go)
 	$(MAKE) --no-print-directory dist DIST_PLATFORMS=linux/amd64 DIST_DIR=$(BIN)/dist-test
+	tools/dist/e2e/run.sh $(BIN)/dist-test '$(BUILD_VERSION)'
+
+.PHONY: test-dist-full
+test-dist-full: ## Packaging in full: tools/dist's tests with savepointd and savepoint cross-compiled for darwin/amd64 and arm64, make dist for every DIST_PLATFORMS, the end-to-end test
+	go test -count=1 ./tools/dist/... -full
+	$(MAKE) --no-print-directory dist DIST_DIR=$(BIN)/dist-test
 	tools/dist/e2e/run.sh $(BIN)/dist-test '$(BUILD_VERSION)'

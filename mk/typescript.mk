@@ -75,8 +75,9 @@ clients-langgraphjs: $(LG_DIR)/dist/.built ## Build @savepoint-dev/langgraph, th
 # skipped, fails. Then the package's own tests (node --test): uploads of
 # checkpoints and writes, the first call after an outage, a graph resumed
 # after SIGKILL, DurableToolNode (tools.test.js, and durable.test.js: an
-# agent killed before, during and after its tool), and
-# docs/frameworks/langgraphjs.md's examples.
+# agent killed before, during and after its tool), retries as the proto
+# declares them (retry.test.js), and docs/frameworks/langgraphjs.md's
+# examples.
 .PHONY: test-langgraphjs
 test-langgraphjs: clients-langgraphjs ## The LangGraph.js saver against @langchain/langgraph-checkpoint-validation, on a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/daemon/graphtest"
+	"github.com/savepoint-dev/savepoint/daemon/migrate"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore"
 	"github.com/savepoint-dev/savepoint/daemon/pgstore/pgtest"
 	"github.com/savepoint-dev/savepoint/daemon/storecompare"
@@ -423,7 +425,7 @@ func TestMigrateStoreGraph(t *testing.T) {
 }
 
 // TestMigrateStoreGraphVerification: a copy that lost a ledger entry or a
-// pending write is not equal, and compareGraph says which thread and
+// pending write is not equal, and migrate.CompareGraph says which thread and
 // record; a thread the target holds already is refused by name under
 // --allow-non-empty.
 func TestMigrateStoreGraphVerification(t *testing.T) {
@@ -451,14 +453,13 @@ func TestMigrateStoreGraphVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	m := &migration{cfg: migrateConfig{DataDir: dir, To: srv.URL(db)}, src: src, dst: dst, stdout: io.Discard, stderr: &stderr, graph: graphCopied{threads: 6}}
+	cfg := migrate.Config{Source: src, Target: dst, SourceName: dir, TargetName: srv.URL(db)}
 
 	// A copy that lost a ledger entry.
 	srv.Exec(t, db, "DELETE FROM savepoint.graph_effects WHERE thread_id = 'main' AND tool_use_id = 'send'")
-	stderr.Reset()
-	if code := m.compareGraph(ctx); code != exitFail || !strings.Contains(stderr.String(), `graph thread "main": the records differ`) ||
-		!strings.Contains(stderr.String(), `effect ""/"send"`) {
-		t.Errorf("compareGraph over a lost ledger entry: exit %d\n%s", code, stderr.String())
+	if err := migrate.CompareGraph(ctx, cfg, 6); err == nil || errors.Is(err, migrate.ErrRefused) ||
+		!strings.Contains(err.Error(), `graph thread "main": the records differ`) || !strings.Contains(err.Error(), `effect ""/"send"`) {
+		t.Errorf("CompareGraph over a lost ledger entry: %v", err)
 	}
 	if err := storecompare.GraphReads(ctx, src, dst, &core.GraphThreadDump{ThreadID: "main"}); err == nil || !strings.Contains(err.Error(), "ListThreadEffects differs") {
 		t.Errorf("compareGraphReads over a lost ledger entry: %v", err)
@@ -466,10 +467,9 @@ func TestMigrateStoreGraphVerification(t *testing.T) {
 
 	// A copy that lost a pending write.
 	srv.Exec(t, db, "DELETE FROM savepoint.graph_writes WHERE thread_id = 'main' AND task_id = 'task-2'")
-	stderr.Reset()
-	if code := m.compareGraph(ctx); code != exitFail || !strings.Contains(stderr.String(), `graph thread "main": the records differ`) ||
-		!strings.Contains(stderr.String(), `"task-2"`) {
-		t.Errorf("compareGraph over a lost write: exit %d\n%s", code, stderr.String())
+	if err := migrate.CompareGraph(ctx, cfg, 6); err == nil || !strings.Contains(err.Error(), `graph thread "main": the records differ`) ||
+		!strings.Contains(err.Error(), `"task-2"`) {
+		t.Errorf("CompareGraph over a lost write: %v", err)
 	}
 	// The GraphStore reads see the loss too.
 	if err := storecompare.GraphReads(ctx, src, dst, &core.GraphThreadDump{ThreadID: "main"}); err == nil || !strings.Contains(err.Error(), "ListCheckpoints differs") {

@@ -297,22 +297,32 @@ func TestValueLogGCSyncsBeforeDelete(t *testing.T) {
 	s := fillForGC(t, dir, clk)
 	expireFinished(t, s)
 	before := vlogFiles(t, dir)
+	// The engine's background checkpoint calls badgerSync too, on its own
+	// goroutine: mu guards what the hooks record.
+	var mu sync.Mutex
 	var atSync []map[string]bool
 	var order []string
-	sync := s.eng.badgerSync
+	badgerSync := s.eng.badgerSync
 	s.eng.badgerSync = func() error {
+		mu.Lock()
 		order = append(order, "keys")
 		atSync = append(atSync, vlogFiles(t, dir))
-		return sync()
+		mu.Unlock()
+		return badgerSync()
 	}
 	s.syncVlogs = func() error {
+		mu.Lock()
 		order = append(order, "values")
+		mu.Unlock()
 		return syncVlogFiles(dir)
 	}
 	var rep MaintenanceReport
 	if err := s.collectValueLog(&rep); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
+	gotOrder, gotAtSync := append([]string(nil), order...), append([]map[string]bool(nil), atSync...)
+	mu.Unlock()
 	after := vlogFiles(t, dir)
 	var removed []string
 	for f := range before {
@@ -323,15 +333,15 @@ func TestValueLogGCSyncsBeforeDelete(t *testing.T) {
 	if rep.RewrittenLogs == 0 || len(removed) == 0 {
 		t.Fatalf("the GC rewrote %d logs and removed %v: nothing to check", rep.RewrittenLogs, removed)
 	}
-	if len(atSync) == 0 {
+	if len(gotAtSync) == 0 {
 		t.Fatalf("the GC rewrote %d logs and removed %v without a sync", rep.RewrittenLogs, removed)
 	}
 	// The moved values are durable before the keys pointing at them
 	// (defect 12 of docs/reliability.md).
-	if len(order) < 2 || order[0] != "values" || order[1] != "keys" {
-		t.Errorf("the GC's syncs ran in the order %v, want the value logs before the keys", order)
+	if len(gotOrder) < 2 || gotOrder[0] != "values" || gotOrder[1] != "keys" {
+		t.Errorf("the GC's syncs ran in the order %v, want the value logs before the keys", gotOrder)
 	}
-	last := atSync[len(atSync)-1]
+	last := gotAtSync[len(gotAtSync)-1]
 	for _, f := range removed {
 		if !last[f] {
 			t.Errorf("%s was deleted before the sync that made its moved values durable", f)

@@ -109,6 +109,18 @@ type BeginRequest struct {
 	// RequiresApproval gates the begin on an approval for the call's input
 	// as saved pending.
 	RequiresApproval bool
+	// RequestID (AIP-155), when set, makes a retry get the first answer
+	// (Begin); empty disables retry detection.
+	RequestID string
+}
+
+// Fingerprint is a digest of everything in the request but its request id.
+func (r *BeginRequest) Fingerprint() []byte {
+	var approval uint64
+	if r.RequiresApproval {
+		approval = 1
+	}
+	return digest("begin", r.SessionID, r.Epoch, r.ToolUseID, approval)
 }
 
 // decideApproval records a decision on a (the current approval record,

@@ -13,12 +13,53 @@ import (
 // against an unspent approval for its input as saved pending, which the
 // begin spends; otherwise it answers DecisionAwaitApproval, entering the
 // call as waiting, or DecisionDenied, beginning nothing.
+//
+// With req.RequestID, a retry with the same request id and payload is
+// answered as the first begin that began the call was (already_begun as
+// it was then), from the request's record written with the begin in one
+// write, so that a retry of a begin whose commit's answer was lost
+// (COMMIT_OUTCOME_UNKNOWN) is not answered already_begun; the id with
+// another payload is ErrRequestIDReused. A begin that did not begin the
+// call (gated by approval) stores no record: its retry is decided afresh.
 func Begin(t Txn, req *BeginRequest, now time.Time) (BeginResult, error) {
 	sessionID, toolUseID := req.SessionID, req.ToolUseID
 	h, err := MustHead(t, sessionID)
 	if err != nil {
 		return BeginResult{}, err
 	}
+	if req.RequestID == "" {
+		return begin(t, h, req, now)
+	}
+	fp := req.Fingerprint()
+	r, err := t.Request(sessionID, req.RequestID)
+	if err != nil {
+		return BeginResult{}, err
+	}
+	if r != nil {
+		if string(r.Fingerprint) != string(fp) {
+			return BeginResult{}, fmt.Errorf("%w: request id %s was already used for a different request of session %q; make a new id for a new request",
+				ErrRequestIDReused, req.RequestID, sessionID)
+		}
+		c, err := t.LedgerEntry(sessionID, toolUseID)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		if c == nil || !c.Begun {
+			return BeginResult{}, Corrupt(h, sessionID, fmt.Errorf("request %s began tool use %q, which the ledger does not hold begun", req.RequestID, toolUseID))
+		}
+		return BeginResult{IdempotencyKey: c.IdempotencyKey, AlreadyBegun: r.AlreadyBegun, Decision: DecisionRun, Approval: c.Approval}, nil
+	}
+	res, err := begin(t, h, req, now)
+	if err != nil || res.Decision != DecisionRun {
+		return res, err
+	}
+	return res, t.PutRequest(sessionID, &RequestRecord{
+		RequestID: req.RequestID, Fingerprint: fp, Revision: h.Revision, Epoch: h.Epoch, AlreadyBegun: res.AlreadyBegun,
+	})
+}
+
+func begin(t Txn, h *HeadRecord, req *BeginRequest, now time.Time) (BeginResult, error) {
+	sessionID, toolUseID := req.SessionID, req.ToolUseID
 	if err := Fence(sessionID, h.Epoch, h.Revision, h.Resumed, req.Epoch); err != nil {
 		return BeginResult{}, err
 	}
@@ -236,11 +277,49 @@ func Register(t Txn, req *RegisterRequest, now time.Time) (BeginResult, error) {
 // already (the first record stands); it returns the stored effect and
 // whether it was there. A refused effect is an error that never ran. Recording is not fenced: a tool that ran must be
 // recordable by the process that ran it, even after a takeover.
+//
+// With e.RequestID, a retry with the same request id and payload is
+// answered as the first call was (already as it was then), from the
+// request's record written with the effect in one write; the id with
+// another payload is ErrRequestIDReused.
 func Record(t Txn, sessionID string, e Effect, now time.Time) (stored Effect, already bool, err error) {
 	h, err := MustHead(t, sessionID)
 	if err != nil {
 		return Effect{}, false, err
 	}
+	rid := e.RequestID
+	e.RequestID = ""
+	if rid == "" {
+		return record(t, h, sessionID, e, now)
+	}
+	fp := e.Fingerprint(sessionID)
+	r, err := t.Request(sessionID, rid)
+	if err != nil {
+		return Effect{}, false, err
+	}
+	if r != nil {
+		if string(r.Fingerprint) != string(fp) {
+			return Effect{}, false, fmt.Errorf("%w: request id %s was already used for a different request of session %q; make a new id for a new request",
+				ErrRequestIDReused, rid, sessionID)
+		}
+		c, err := t.LedgerEntry(sessionID, e.ToolUseID)
+		if err != nil {
+			return Effect{}, false, err
+		}
+		if c == nil || c.Effect == nil {
+			return Effect{}, false, Corrupt(h, sessionID, fmt.Errorf("request %s recorded tool use %q, which the ledger does not hold recorded", rid, e.ToolUseID))
+		}
+		return *c.Effect, r.AlreadyBegun, nil
+	}
+	stored, already, err = record(t, h, sessionID, e, now)
+	if err != nil {
+		return Effect{}, false, err
+	}
+	// AlreadyBegun holds a record's already_recorded.
+	return stored, already, t.PutRequest(sessionID, &RequestRecord{RequestID: rid, Fingerprint: fp, Revision: h.Revision, Epoch: h.Epoch, AlreadyBegun: already})
+}
+
+func record(t Txn, h *HeadRecord, sessionID string, e Effect, now time.Time) (stored Effect, already bool, err error) {
 	c, err := t.LedgerEntry(sessionID, e.ToolUseID)
 	if err != nil {
 		return Effect{}, false, err

@@ -72,6 +72,23 @@ type Effect struct {
 	// Resolution is set when a DONE resolution recorded the effect; nil for
 	// one RecordEffect recorded. Stores keep it in the call's record.
 	Resolution *EffectResolution
+	// RequestID is a RecordEffect's request id (AIP-155), input only: its
+	// retry is answered as the first call was (Record). Never stored in the
+	// ledger.
+	RequestID string
+}
+
+// Fingerprint is a digest of the record request e is in session sid,
+// everything but its request id.
+func (e Effect) Fingerprint(sid string) []byte {
+	var flags uint64
+	if e.IsError {
+		flags |= 1
+	}
+	if e.Refused {
+		flags |= 2
+	}
+	return digest("record", sid, e.ToolUseID, e.Name, e.Output, flags)
 }
 
 // SameOutcome reports whether e and o record the same outcome of one call.

@@ -42,26 +42,44 @@ func checkCut(t *testing.T, p *pgtest.Proxy, want pgtest.Cut) {
 }
 
 // TestProxyCutsSave: a save with a request id whose connection is cut at
-// each moment: before a statement (an idle connection found dead) it is
-// retried on another connection and succeeds; mid-transaction it fails
-// UNAVAILABLE and nothing was committed; with COMMIT sent and its answer
-// lost it fails COMMIT_OUTCOME_UNKNOWN, committed or not. The retry with
-// the same request id then makes exactly one revision, whichever happened.
+// each moment. On a session this store did not write last (its rows read
+// ahead, two round trips): before a statement (an idle connection found
+// dead) it is retried on another connection and succeeds; mid-transaction
+// it fails UNAVAILABLE and nothing was committed; with COMMIT sent and its
+// answer lost it fails COMMIT_OUTCOME_UNKNOWN, committed or not. On a
+// session it wrote last (headcache.go: BEGIN to COMMIT in one round
+// trip), COMMIT goes with the first statement, so a cut of that one round
+// trip is COMMIT_OUTCOME_UNKNOWN, unless only statements being prepared
+// were lost (then it is retried). The retry with the same request id then
+// makes exactly one revision, whichever happened.
 func TestProxyCutsSave(t *testing.T) {
-	s, p := proxied(t, pgtest.Shared(t))
+	srv := pgtest.Shared(t)
+	schema := newSchema()
+	p := pgtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", srv.Port))
+	s := open(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port), schema)
+	other := open(t, srv.URL("postgres"), schema)
 	for i, tc := range []struct {
 		cut       pgtest.Cut
+		cached    bool  // the session was written last by s
 		want      error // nil: the save succeeds
 		committed bool
+		orRetried bool // or, cached, it is retried and succeeds
 	}{
-		{pgtest.CutBeforeStatement, nil, true},
-		{pgtest.CutMidTransaction, core.ErrUnavailable, false},
-		{pgtest.CutBeforeCommit, core.ErrCommitOutcomeUnknown, false},
-		{pgtest.CutAfterCommit, core.ErrCommitOutcomeUnknown, true},
+		{pgtest.CutBeforeStatement, false, nil, true, false},
+		{pgtest.CutMidTransaction, false, core.ErrUnavailable, false, false},
+		{pgtest.CutBeforeCommit, false, core.ErrCommitOutcomeUnknown, false, false},
+		{pgtest.CutAfterCommit, false, core.ErrCommitOutcomeUnknown, true, false},
+		{pgtest.CutBeforeStatement, true, core.ErrCommitOutcomeUnknown, false, true},
+		{pgtest.CutBeforeCommit, true, core.ErrCommitOutcomeUnknown, false, false},
+		{pgtest.CutAfterCommit, true, core.ErrCommitOutcomeUnknown, true, false},
 	} {
-		t.Run(tc.cut.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/cached=%v", tc.cut, tc.cached), func(t *testing.T) {
 			id := fmt.Sprint("s", i)
-			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id}); err != nil {
+			creator := other
+			if tc.cached {
+				creator = s
+			}
+			if _, err := creator.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id}); err != nil {
 				t.Fatal(err)
 			}
 			req := &core.SaveRequest{SessionID: id, ExpectedRevision: 1, RequestID: requestID(i),
@@ -69,6 +87,9 @@ func TestProxyCutsSave(t *testing.T) {
 			p.Arm(tc.cut)
 			res, err := s.SaveCheckpoint(ctx, req)
 			checkCut(t, p, tc.cut)
+			if tc.orRetried && err == nil {
+				tc.want, tc.committed = nil, true
+			}
 			switch {
 			case tc.want == nil && (err != nil || res.Revision != 2):
 				t.Fatalf("save: %+v %v, want revision 2", res, err)
@@ -130,6 +151,66 @@ func TestProxyCutAfterCommitEffects(t *testing.T) {
 	ledger, err = s.Effects(ctx, "e", "", 10)
 	if err != nil || len(ledger) != 1 || ledger[0].Effect == nil || ledger[0].Effect.Output != e.Output {
 		t.Fatalf("ledger after the record: %+v %v", ledger, err)
+	}
+}
+
+// TestProxyCutAfterCommitBeginRequestID: a BeginEffect with a request id
+// (AIP-155), a RecordEffect with one and a BeginThreadEffect with one,
+// whose COMMIT's answer is lost, fail COMMIT_OUTCOME_UNKNOWN; the retry
+// with the same request id gets the first answer (not already begun, not
+// already recorded; for the thread, RUN with attempt 1), though the write
+// had landed, and the ledger holds one begin.
+// A retry without the request id can only say already begun.
+func TestProxyCutAfterCommitBeginRequestID(t *testing.T) {
+	s, p := proxied(t, pgtest.Shared(t))
+	if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "e",
+		PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}); err != nil {
+		t.Fatal(err)
+	}
+	begin := &core.BeginRequest{SessionID: "e", ToolUseID: "u1", RequestID: requestID(40)}
+	p.Arm(pgtest.CutAfterCommit)
+	if _, err := s.BeginEffect(ctx, begin); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+		t.Fatalf("BeginEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
+	}
+	checkCut(t, p, pgtest.CutAfterCommit)
+	b, err := s.BeginEffect(ctx, begin)
+	if err != nil || b.AlreadyBegun || b.IdempotencyKey == "" {
+		t.Fatalf("BeginEffect's retry with its request id: %+v %v, want the first answer, not already begun", b, err)
+	}
+	if again, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "e", ToolUseID: "u1"}); err != nil || !again.AlreadyBegun || again.IdempotencyKey != b.IdempotencyKey {
+		t.Fatalf("a retry without the request id: %+v %v, want already begun with key %q", again, err, b.IdempotencyKey)
+	}
+	ledger, err := s.Effects(ctx, "e", "", 10)
+	if err != nil || len(ledger) != 1 || !ledger[0].Begun || ledger[0].IdempotencyKey != b.IdempotencyKey {
+		t.Fatalf("ledger after the begin: %+v %v, want u1 begun once with key %q", ledger, err, b.IdempotencyKey)
+	}
+
+	rec := core.Effect{ToolUseID: "u1", Name: "pay", Output: `"paid"`, RequestID: requestID(42)}
+	p.Arm(pgtest.CutAfterCommit)
+	if _, _, err := s.RecordEffect(ctx, "e", rec); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+		t.Fatalf("RecordEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
+	}
+	checkCut(t, p, pgtest.CutAfterCommit)
+	stored, already, err := s.RecordEffect(ctx, "e", rec)
+	if err != nil || already || stored.Output != rec.Output {
+		t.Fatalf("RecordEffect's retry with its request id: %+v already=%v %v, want the first answer, not already recorded", stored, already, err)
+	}
+
+	tb := effectBegin("th", "call")
+	tb.RequestID = requestID(41)
+	p.Arm(pgtest.CutAfterCommit)
+	if _, err := s.BeginThreadEffect(ctx, tb); !errors.Is(err, core.ErrCommitOutcomeUnknown) {
+		t.Fatalf("BeginThreadEffect: %v, want COMMIT_OUTCOME_UNKNOWN", err)
+	}
+	checkCut(t, p, pgtest.CutAfterCommit)
+	r, err := s.BeginThreadEffect(ctx, tb)
+	if err != nil || r.Decision != core.DecisionRun || r.Effect.Attempts != 1 {
+		t.Fatalf("BeginThreadEffect's retry with its request id: %+v %v, want RUN, attempt 1", r, err)
+	}
+	again := *tb
+	again.RequestID = ""
+	if r, err := s.BeginThreadEffect(ctx, &again); err != nil || r.Decision == core.DecisionRun {
+		t.Fatalf("a begin of the thread's call without the request id: %+v %v, want it not run again", r, err)
 	}
 }
 
@@ -237,6 +318,11 @@ func TestFailoverReconnect(t *testing.T) {
 		AppendMessages: []core.Message{{Role: "user", ContentJSON: `"before"`}}}); err != nil {
 		t.Fatal(err)
 	}
+	// The read below comes from the standby: it must have applied, not
+	// only flushed, what the primary acknowledged.
+	if err := primary.WaitReplayed(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if err := primary.Kill(true); err != nil {
 		t.Fatal(err)
 	}
@@ -322,5 +408,96 @@ func TestFailoverDocURLs(t *testing.T) {
 		if d := pgstore.Describe(cfg); !strings.Contains(d, "db1:5432,db2:5432/savepoint") || cfg.ConnConfig.ValidateConnect == nil {
 			t.Errorf("%s: described as %s, with target_session_attrs %v", u, d, cfg.ConnConfig.ValidateConnect != nil)
 		}
+	}
+}
+
+// TestSyncCommitCancelled: a primary whose synchronous standby is gone
+// waits at each COMMIT, past the statement timeout (PostgreSQL does not
+// time a COMMIT); savepointd's own bound for the call then cancels the
+// wait, and PostgreSQL commits locally. Every write is answered as
+// committed, or COMMIT_OUTCOME_UNKNOWN (retries too, while the standby is
+// gone: even a replay locks its session's row, a write that waits for the
+// standby): never a failure that says nothing was written. Once the
+// standby is back (here: no longer required), the retry with the same
+// request id is answered as the first and the write is there once. A save
+// on the cached path (headcache.go), one on the path with reads ahead (a
+// second store's session), a begin with a request id and a graph put are
+// tried.
+func TestSyncCommitCancelled(t *testing.T) {
+	srv := pgtest.New(t)
+	schema := newSchema()
+	s := open(t, srv.URL("postgres"), schema, func(o *pgstore.Options) { o.StatementTimeout = time.Second })
+	other := open(t, srv.URL("postgres"), schema)
+	for _, id := range []string{"cached", "read"} {
+		creator := s
+		if id == "read" {
+			creator = other
+		}
+		if _, err := creator.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: id,
+			PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Exec(t, "postgres", "ALTER SYSTEM SET synchronous_standby_names = 'gone'")
+	srv.Exec(t, "postgres", "SELECT pg_reload_conf()")
+
+	var retries []func()
+	try := func(what string, call func() error, after func()) {
+		t.Helper()
+		start := time.Now()
+		err := call()
+		t.Logf("%s with the synchronous standby gone: %v after %v", what, err, time.Since(start).Round(time.Millisecond))
+		switch {
+		case err == nil:
+			after()
+		case errors.Is(err, core.ErrCommitOutcomeUnknown):
+			retries = append(retries, func() {
+				if err := call(); err != nil {
+					t.Fatalf("%s: the retry once the standby is back: %v", what, err)
+				}
+				after()
+			})
+		default:
+			t.Fatalf("%s with the synchronous standby gone: %v; want it committed or %v", what, err, core.ErrCommitOutcomeUnknown)
+		}
+	}
+	for i, id := range []string{"cached", "read"} {
+		req := &core.SaveRequest{SessionID: id, ExpectedRevision: 1, Epoch: 1, RequestID: requestID(50 + i),
+			AppendMessages:  []core.Message{{Role: "user", ContentJSON: `"once"`}},
+			PendingToolUses: []core.ToolUse{{ID: "u1", Name: "pay", InputJSON: `{}`, Class: core.SideEffect}}}
+		var res core.SaveResult
+		try("save of "+id, func() error {
+			var err error
+			res, err = s.SaveCheckpoint(ctx, req)
+			return err
+		}, func() {
+			cp, err := s.Checkpoint(ctx, id, 0)
+			if res.Revision != 2 || err != nil || cp.Revision != 2 || cp.MessageCount != 1 {
+				t.Fatalf("session %q after the save answered %+v: %+v %v; want revision 2 with one message", id, res, cp, err)
+			}
+		})
+	}
+	begin := &core.BeginRequest{SessionID: "cached", ToolUseID: "u1", RequestID: requestID(52)}
+	var b core.BeginResult
+	try("begin", func() error {
+		var err error
+		b, err = s.BeginEffect(ctx, begin)
+		return err
+	}, func() {
+		if b.AlreadyBegun || b.IdempotencyKey == "" {
+			t.Fatalf("begin: %+v, want the first begin's answer", b)
+		}
+	})
+	put := &core.GraphPut{RequestID: requestID(53), Checkpoint: core.GraphCheckpoint{ThreadID: "th", ID: "1", MetadataJSON: `{}`,
+		Value: core.GraphValue{Type: "json", Data: []byte(`{}`), Size: 2}}}
+	try("graph put", func() error { _, err := s.PutCheckpoint(ctx, put); return err }, func() {})
+
+	srv.Exec(t, "postgres", "ALTER SYSTEM RESET synchronous_standby_names")
+	srv.Exec(t, "postgres", "SELECT pg_reload_conf()")
+	for _, r := range retries {
+		r()
+	}
+	if !strings.Contains(srv.Log(), "canceling wait for synchronous replication") {
+		t.Fatalf("PostgreSQL did not cancel a wait for the standby; its log:\n%s", srv.Log())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,9 @@ const (
 	fastDone = iota
 	fastFallback
 	fastFallbackNoAhead
+	// fastUncached: the cached path (headcache.go) cannot serve the
+	// batch; it runs on the fast path again, with its reads ahead.
+	fastUncached
 )
 
 // rowWrite is one row written by a request on the fast path.
@@ -86,6 +90,15 @@ type fastTx struct {
 	changed    []string
 	changedSet map[string]bool
 	headSet    map[string]bool
+	// cached is set on the cached path (headcache.go): ahead holds the
+	// head cache's rows, nothing was read, and assumed holds the request
+	// id rows taken as absent, whose writes are plain INSERTs.
+	cached  bool
+	assumed map[string]bool
+	// readXid holds the changed_xid of each session row read ahead; xid
+	// is the transaction's, as its writes of session rows return it.
+	readXid map[string]uint64
+	xid     uint64
 }
 
 // id is the key as a map key: its table and its parts, length-prefixed.
@@ -117,6 +130,20 @@ func fastBatch(batch []*op) bool {
 // fastFallbackNoAhead) when the batch must run on the per-request path;
 // the transaction is then rolled back.
 func (s *Store) runFast(batch []*op) ([]error, int, error) {
+	if rows, xids, ok := s.heads.lookup(batch); ok {
+		results, how, err := s.runFastOnce(batch, rows, xids)
+		if how != fastUncached {
+			return results, how, err
+		}
+		s.uncached.Add(1)
+	}
+	return s.runFastOnce(batch, nil, nil)
+}
+
+// runFastOnce is runFast with its reads ahead, or, given the head cache's
+// rows and transaction ids (headcache.go), in one round trip without them;
+// that ends in fastUncached when it cannot serve the batch.
+func (s *Store) runFastOnce(batch []*op, cached map[string]*rowRead, xids map[string]uint64) (results []error, how int, err error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+timeoutGrace)
 	defer cancel()
@@ -128,21 +155,47 @@ func (s *Store) runFast(batch []*op) ([]error, int, error) {
 	tx := &connTx{c: c}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after COMMIT
 	f := &fastTx{ahead: map[string]*rowRead{}, stageBy: map[string]*rowWrite{}, overlay: map[string]*rowWrite{},
-		pendingBy: map[string]*rowWrite{}, changedSet: map[string]bool{}, headSet: map[string]bool{}}
+		pendingBy: map[string]*rowWrite{}, changedSet: map[string]bool{}, headSet: map[string]bool{}, readXid: map[string]uint64{}}
+	defer func() {
+		if how != fastDone || err != nil {
+			s.heads.forget(batch)
+		}
+		if f.cached && how == fastFallback {
+			how = fastUncached
+		}
+	}()
 	q := s.beginFast(tx, f)
 	q.cur = aheadOwner
-	f.queueAhead(q, batch)
-	if err := q.flush(ctx); err != nil {
-		how, err := aheadFailed(q, err)
-		return nil, how, err
+	if cached != nil {
+		f.cached, f.assumed = true, map[string]bool{}
+		for id, r := range cached {
+			f.ahead[id] = &rowRead{k: r.k, found: r.found, rec: r.rec, sum: r.sum}
+		}
+		for _, o := range batch {
+			if o.requestID != "" {
+				k := requestKey(o.sessionID, o.requestID)
+				if id := k.id(); f.ahead[id] == nil {
+					f.ahead[id], f.assumed[id] = &rowRead{k: k}, true
+				}
+			}
+		}
+		f.queueCheck(q, batch, xids)
+	} else {
+		f.queueAhead(q, batch)
+		if err := q.flush(ctx); err != nil {
+			how, err := aheadFailed(q, err)
+			return nil, how, err
+		}
 	}
 	results, n, how, err := f.runRequests(ctx, q, batch, start, s.timeout/2)
 	if how != fastDone || err != nil {
 		return nil, how, err
 	}
-	if how, err := s.commitFast(ctx, q, f); how != fastDone || err != nil {
+	xid, how, err := s.commitFast(ctx, q, f)
+	if how != fastDone || err != nil {
 		return nil, how, err
 	}
+	s.heads.store(batch[:n], f, xid)
 	return results[:n], fastDone, nil
 }
 
@@ -204,6 +257,8 @@ func (f *fastTx) runRequests(ctx context.Context, q *query, batch []*op, start t
 		err := o.fn(ctx, q)
 		var pe *pgconn.PgError
 		switch {
+		case err == nil && f.unverified(o):
+			return nil, 0, fastUncached, nil // it may be a replay's answer
 		case err == nil:
 			f.done(o.sessionID)
 		case errors.Is(err, errNotFast):
@@ -213,6 +268,8 @@ func (f *fastTx) runRequests(ctx context.Context, q *query, batch []*op, start t
 				return nil, 0, fastDone, err // the whole transaction must restart
 			}
 			return nil, 0, fastFallback, nil // a read failed: the transaction is aborted
+		case isRefusal(err) && f.cached:
+			return nil, 0, fastUncached, nil // it may be a replay's answer
 		case isRefusal(err):
 			f.drop()
 			results[i] = err
@@ -223,28 +280,34 @@ func (f *fastTx) runRequests(ctx context.Context, q *query, batch []*op, start t
 	return results, len(batch), fastDone, nil
 }
 
-// commitFast sends the pending writes and COMMIT. A refusal by the server
-// rolled the transaction back; a COMMIT whose answer was lost is an
-// ambiguousCommit; a refused write before it is what failedSend makes of it.
-func (s *Store) commitFast(ctx context.Context, q *query, f *fastTx) (int, error) {
+// commitFast sends the pending writes and COMMIT, and returns the
+// transaction's id. A refusal by the server rolled the transaction back; a
+// COMMIT whose answer was lost is an ambiguousCommit; a refused write
+// before it is what failedSend makes of it.
+func (s *Store) commitFast(ctx context.Context, q *query, f *fastTx) (uint64, int, error) {
 	f.queuePending(q, true)
 	q.cur = commitOwner
 	err := q.send(ctx, "COMMIT")
 	if err == nil {
 		s.commits.Add(1)
-		return fastDone, nil
+		return f.xid, fastDone, nil
 	}
 	var pe *pgconn.PgError
 	if fl := q.failed; fl != nil && fl.owner == commitOwner {
 		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || strings.HasPrefix(pe.Code, "23")) {
-			return fastDone, err // refused by the server: rolled back
+			return 0, fastDone, err // refused by the server: rolled back
 		}
-		return fastDone, &ambiguousCommit{err}
+		return 0, fastDone, &ambiguousCommit{err}
 	}
 	if !errors.As(err, &pe) {
-		return fastDone, &ambiguousCommit{err} // COMMIT went with them
+		var pre pgx.ErrPreprocessingBatch
+		if fl := q.failed; fl != nil && fl.owner == beginOwner && (pgconn.SafeToRetry(err) || errors.As(err, &pre)) {
+			return 0, fastDone, &beginFailed{err: err} // nothing was sent, or prepared only
+		}
+		return 0, fastDone, &ambiguousCommit{err} // COMMIT went with them
 	}
-	return f.failedSend(q, err)
+	how, err := f.failedSend(q, err)
+	return 0, how, err
 }
 
 // failedSend is what a failed send of coalesced writes makes of the batch:
@@ -299,15 +362,19 @@ func (f *fastTx) queueAhead(q *query, batch []*op) {
 			r.found, r.rec, r.sum = true, rec, sum
 		}
 	}
-	q.queue("SELECT session_id, record, checksum FROM "+q.s.table("sessions")+
+	q.queue("SELECT session_id, record, checksum, changed_xid::text FROM "+q.s.table("sessions")+
 		" WHERE session_id = ANY($1::bytea[]) ORDER BY session_id FOR UPDATE", sids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var sid, rec []byte
 			var sum int64
-			if err := rows.Scan(&sid, &rec, &sum); err != nil {
+			var xid string
+			if err := rows.Scan(&sid, &rec, &sum, &xid); err != nil {
 				return err
 			}
 			found(sessionKey(string(sid)), rec, sum)
+			if x, err := strconv.ParseUint(xid, 10, 64); err == nil {
+				f.readXid[string(sid)] = x
+			}
 		}
 		return rows.Err()
 	})
@@ -352,6 +419,8 @@ func (f *fastTx) read(ctx context.Context, q *query, rs []*rowRead) error {
 			r.found, r.rec, r.sum = a.found, a.rec, a.sum
 		case r.lock:
 			return errNotFast // a row not locked ahead: out of the lock order
+		case f.cached:
+			return errNotFast // nothing is sent before the check
 		default:
 			db = append(db, r)
 		}
@@ -369,6 +438,9 @@ func (f *fastTx) read(ctx context.Context, q *query, rs []*rowRead) error {
 // write stages a write of the request running.
 func (f *fastTx) write(w *rowWrite) error {
 	w.id = w.k.id()
+	if f.assumed[w.id] {
+		w.insert = true // fails when the row exists after all: a replay
+	}
 	if old := f.stageBy[w.id]; old != nil {
 		if w.insert {
 			return errNotFast // it exists: the per-request path refuses it
@@ -382,6 +454,17 @@ func (f *fastTx) write(w *rowWrite) error {
 	f.stage = append(f.stage, w)
 	f.stageBy[w.id] = w
 	return nil
+}
+
+// unverified reports, on the cached path, whether o succeeded without
+// writing its request id's row, taken as absent: its plain INSERT is
+// what would have shown a replay due, so its answer may be wrong.
+func (f *fastTx) unverified(o *op) bool {
+	if !f.cached || o.requestID == "" {
+		return false
+	}
+	id := requestKey(o.sessionID, o.requestID).id()
+	return f.assumed[id] && f.stageBy[id] == nil && f.overlay[id] == nil
 }
 
 // drop drops the writes of the request running, refused.
@@ -442,7 +525,8 @@ func (f *fastTx) queuePending(q *query, last bool) {
 				}
 			}
 			if len(ids) > 0 {
-				q.queue("UPDATE "+q.s.table("sessions")+" SET changed_xid = pg_current_xact_id() WHERE session_id = ANY($1::bytea[])", ids)
+				f.returnXid(q.queue("UPDATE "+q.s.table("sessions")+" SET changed_xid = pg_current_xact_id() WHERE session_id = ANY($1::bytea[])"+
+					" RETURNING changed_xid::text", ids))
 			}
 		}
 	}
@@ -499,5 +583,28 @@ func (f *fastTx) queueRows(q *query, ws []*rowWrite, insert bool) {
 	if !insert {
 		sql += fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET record = excluded.record, checksum = excluded.checksum%s", cols, extraSet)
 	}
+	if head {
+		f.returnXid(q.queue(sql+" RETURNING changed_xid::text", args...))
+		return
+	}
 	q.queue(sql, args...)
+}
+
+// returnXid reads the transaction's id from the changed_xid that qq's
+// rows return, into f.xid (for the head cache, headcache.go).
+func (f *fastTx) returnXid(qq *pgx.QueuedQuery) {
+	qq.Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var t string
+			if err := rows.Scan(&t); err != nil {
+				return err
+			}
+			x, err := strconv.ParseUint(t, 10, 64)
+			if err != nil {
+				return err
+			}
+			f.xid = x
+		}
+		return rows.Err()
+	})
 }

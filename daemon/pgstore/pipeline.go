@@ -110,6 +110,7 @@ func (s *Store) runBatch(batch []*op) ([]error, error) {
 // runSlow is runBatch on the per-request path; with noAhead, each request
 // reads for itself.
 func (s *Store) runSlow(batch []*op, noAhead bool) ([]error, error) {
+	s.heads.forget(batch) // their changed_xid will not be what the cache holds
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+timeoutGrace)
 	defer cancel()

@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -35,8 +37,12 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // TestWriteRoundTrips: a request of the protocol's write rules costs two
 // round trips alone, whatever its calls: BEGIN with the session's row
 // locked and read with its request id's row and its calls' rows, then its
-// writes with COMMIT (fast.go: no SAVEPOINT, one statement per table). A delete, not
-// pipelined, sends BEGIN and its SAVEPOINT before it reads.
+// writes with COMMIT (fast.go: no SAVEPOINT, one statement per table); one
+// when this store committed the session last and knows the calls it names
+// (headcache.go: BEGIN, the check, the writes and COMMIT together). A
+// replayed request id, or a refusal, costs the cached run and then the
+// two. A delete, not pipelined, sends BEGIN and its SAVEPOINT before it
+// reads.
 func TestWriteRoundTrips(t *testing.T) {
 	srv := pgtest.Shared(t)
 	rt := &roundTrips{}
@@ -56,17 +62,44 @@ func TestWriteRoundTrips(t *testing.T) {
 				AppendMessages: msg, PendingToolUses: []core.ToolUse{{ID: "t1", Name: "send"}}})
 			return err
 		}},
-		{"begin effect", 2, func() error {
+		{"begin effect", 1, func() error { // the call was read as absent with the save
 			_, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "t1", Epoch: 1})
 			return err
 		}},
-		{"record effect", 2, func() error {
+		{"record effect", 1, func() error {
 			_, _, err := s.RecordEffect(ctx, "s", core.Effect{ToolUseID: "t1", Output: "sent"})
 			return err
 		}},
-		{"save", 2, func() error {
+		{"save", 1, func() error {
 			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 1, RequestID: "r3", AppendMessages: msg})
 			return err
+		}},
+		// A refusal on the cached run sends nothing: the request runs again
+		// with its reads, and is answered from them.
+		{"save replayed", 2, func() error {
+			res, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 1, RequestID: "r3", AppendMessages: msg})
+			if err == nil && res.Revision != 3 {
+				t.Errorf("the replayed save: revision %d, want its first answer, 3", res.Revision)
+			}
+			return err
+		}},
+		{"save refused", 2, func() error {
+			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, Epoch: 1, RequestID: "r4", AppendMessages: msg})
+			if !errors.Is(err, core.ErrRevisionMismatch) {
+				return fmt.Errorf("got %v, want %w", err, core.ErrRevisionMismatch)
+			}
+			return nil
+		}},
+		// A request id used before, on a request the cached run would
+		// perform: the plain INSERT of its row fails that run, which is
+		// rolled back (ROLLBACK, a round trip), and the run with its reads
+		// refuses it.
+		{"request id reused", 1 + 1 + 2, func() error {
+			_, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3, Epoch: 1, RequestID: "r3"})
+			if !errors.Is(err, core.ErrRequestIDReused) {
+				return fmt.Errorf("got %v, want %w", err, core.ErrRequestIDReused)
+			}
+			return nil
 		}},
 		{"delete", 3, func() error { // BEGIN and SAVEPOINT, lock, deletes and tombstone with COMMIT
 			_, err := s.DeleteSession(ctx, "s", 1)

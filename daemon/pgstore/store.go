@@ -94,6 +94,8 @@ type Store struct {
 	wg        sync.WaitGroup
 	commits   atomic.Uint64 // transactions the group commit committed
 	fallbacks atomic.Uint64 // fast paths sent back to the per-request path (fast.go)
+	uncached  atomic.Uint64 // cached paths sent back to the reads ahead (headcache.go)
+	heads     headCache
 }
 
 var (

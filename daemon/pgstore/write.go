@@ -26,9 +26,9 @@ func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core
 
 func (s *Store) BeginEffect(ctx context.Context, req *core.BeginRequest) (core.BeginResult, error) {
 	var res core.BeginResult
-	err := s.writeSession(ctx, req.SessionID, "", []string{req.ToolUseID}, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, req.SessionID, req.RequestID, []string{req.ToolUseID}, func(ctx context.Context, q *query) error {
 		var err error
-		res, err = core.Begin(&domainTxn{ctx: ctx, q: q}, req, s.now())
+		res, err = core.Begin(&domainTxn{ctx: ctx, q: q, requestID: req.RequestID}, req, s.now())
 		return err
 	})
 	return res, err
@@ -47,9 +47,9 @@ func (s *Store) ApproveEffect(ctx context.Context, req *core.ApproveRequest) (co
 func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {
 	var stored core.Effect
 	var already bool
-	err := s.writeSession(ctx, sessionID, "", []string{e.ToolUseID}, func(ctx context.Context, q *query) error {
+	err := s.writeSession(ctx, sessionID, e.RequestID, []string{e.ToolUseID}, func(ctx context.Context, q *query) error {
 		var err error
-		stored, already, err = core.Record(&domainTxn{ctx: ctx, q: q}, sessionID, e, s.now())
+		stored, already, err = core.Record(&domainTxn{ctx: ctx, q: q, requestID: e.RequestID}, sessionID, e, s.now())
 		return err
 	})
 	return stored, already, err

@@ -104,8 +104,9 @@ func (s *Server) BeginEffect(ctx context.Context, req *savepointv1.BeginEffectRe
 	if reg != nil {
 		res, err = s.store.RegisterEffect(ctx, reg)
 	} else {
+		rid, _ := validateRequestID("request_id", req.GetRequestId()) // valid: validateBegin checked it
 		res, err = s.store.BeginEffect(ctx, &core.BeginRequest{SessionID: req.GetSessionId(), ToolUseID: req.GetToolUseId(), Epoch: req.GetEpoch(),
-			RequiresApproval: req.GetRequiresApproval()})
+			RequiresApproval: req.GetRequiresApproval(), RequestID: rid})
 	}
 	if err != nil {
 		return nil, s.fail(ctx, err)

@@ -313,12 +313,17 @@ func validateRecord(lim Limits, req *savepointv1.RecordEffectRequest) (core.Effe
 	if n := len(req.GetOutput()); n > lim.MaxMessageBytes {
 		return core.Effect{}, fieldErr("output", reasonFieldTooLarge, "is %d bytes; at most %d are allowed", n, lim.MaxMessageBytes)
 	}
+	rid, err := validateRequestID("request_id", req.GetRequestId())
+	if err != nil {
+		return core.Effect{}, err
+	}
 	return core.Effect{
 		ToolUseID: req.GetToolUseId(),
 		Name:      req.GetName(),
 		Output:    req.GetOutput(),
 		IsError:   req.GetIsError(),
 		Refused:   req.GetRefused(),
+		RequestID: rid,
 	}, nil
 }
 
@@ -416,10 +421,7 @@ func validateBegin(lim Limits, req *savepointv1.BeginEffectRequest) (*core.Regis
 	}
 	pu := req.GetToolUse()
 	if pu == nil {
-		if rid != "" {
-			return nil, fieldErr("request_id", reasonInvalidArgument, "is taken only with tool_use: BeginEffect of a pending tool use is safe to retry as it is")
-		}
-		return nil, nil
+		return nil, nil // Begin's rules: the request id goes with them
 	}
 	if id := pu.GetToolUseId(); id != "" && id != req.GetToolUseId() {
 		return nil, fieldErr("tool_use.tool_use_id", reasonToolUseIDMismatch, "is %q, but tool_use_id is %q; name one tool use", id, req.GetToolUseId())

@@ -328,7 +328,6 @@ func TestValidateOtherRequests(t *testing.T) {
 		{"register bad input", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{Name: "w", InputJson: "{"}}), reasonInvalidJSON, "tool_use.input_json"},
 		{"register bad class", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{Name: "w", EffectClass: 9}}), reasonInvalidEffectClass, "tool_use.effect_class"},
 		{"register bad request id", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", ToolUse: &savepointv1.ToolUse{Name: "w"}, RequestId: "x"}), reasonInvalidRequestID, "request_id"},
-		{"begin request id without tool use", beginErr(&savepointv1.BeginEffectRequest{SessionId: "s", ToolUseId: "t", RequestId: "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}), reasonInvalidArgument, "request_id"},
 		{"reconcile ids", validateReconcile(&savepointv1.ReconcileRequest{SessionId: "s", ToolUseIds: []string{"a", "b"}}), 0, ""},
 		{"reconcile duplicate id", validateReconcile(&savepointv1.ReconcileRequest{SessionId: "s", ToolUseIds: []string{"a", "a"}}), reasonDuplicateToolUseID, "tool_use_ids[1]"},
 		{"reconcile empty id", validateReconcile(&savepointv1.ReconcileRequest{SessionId: "s", ToolUseIds: []string{""}}), reasonInvalidToolUseID, "tool_use_ids[0]"},

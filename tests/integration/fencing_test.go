@@ -406,3 +406,46 @@ func TestClientRetryAfterLostReply(t *testing.T) {
 	}
 	check("cli-2", 2, 1)
 }
+
+// TestBeginRequestIDRetry: BeginEffect of a pending tool use with a
+// request_id, sent again as a client retries one whose reply was lost, is
+// answered as the first was (already_begun false, the same key), where a
+// begin without one says already_begun; the id on another tool use is
+// REQUEST_ID_REUSED. RecordEffect with a request_id likewise.
+func TestBeginRequestIDRetry(t *testing.T) {
+	d := daemontest.Start(t)
+	const sid = "begin-rid"
+	mustSave(t, d.Client, &savepointv1.SaveCheckpointRequest{SessionId: sid, RequestId: uuid.NewString(), Task: "t",
+		AppendMessages:  []*savepointv1.Message{userMsg("go")},
+		PendingToolUses: []*savepointv1.ToolUse{{ToolUseId: "t1", Name: "w"}, {ToolUseId: "t2", Name: "w"}}})
+	req := &savepointv1.BeginEffectRequest{SessionId: sid, ToolUseId: "t1", Epoch: 1, RequestId: uuid.NewString()}
+	first, err := d.Client.BeginEffect(ctx, req)
+	if err != nil || first.GetAlreadyBegun() || first.GetIdempotencyKey() == "" {
+		t.Fatalf("BeginEffect with a request_id: %v %v", first, err)
+	}
+	retry, err := d.Client.BeginEffect(ctx, proto.CloneOf(req))
+	if err != nil || !proto.Equal(retry, first) {
+		t.Fatalf("its retry: %v %v, want the first answer %v", retry, err, first)
+	}
+	plain, err := d.Client.BeginEffect(ctx, &savepointv1.BeginEffectRequest{SessionId: sid, ToolUseId: "t1", Epoch: 1})
+	if err != nil || !plain.GetAlreadyBegun() || plain.GetIdempotencyKey() != first.GetIdempotencyKey() {
+		t.Fatalf("a begin without a request_id: %v %v, want already begun with the same key", plain, err)
+	}
+	other := proto.CloneOf(req)
+	other.ToolUseId = "t2"
+	_, err = d.Client.BeginEffect(ctx, other)
+	wantReason(t, err, codes.InvalidArgument, "REQUEST_ID_REUSED")
+
+	// RecordEffect likewise.
+	rec := &savepointv1.RecordEffectRequest{SessionId: sid, ToolUseId: "t1", Output: "done", RequestId: uuid.NewString()}
+	firstRec, err := d.Client.RecordEffect(ctx, rec)
+	if err != nil || firstRec.GetAlreadyRecorded() {
+		t.Fatalf("RecordEffect with a request_id: %v %v", firstRec, err)
+	}
+	if again, err := d.Client.RecordEffect(ctx, proto.CloneOf(rec)); err != nil || !proto.Equal(again, firstRec) {
+		t.Fatalf("its retry: %v %v, want the first answer %v", again, err, firstRec)
+	}
+	if plain, err := d.Client.RecordEffect(ctx, &savepointv1.RecordEffectRequest{SessionId: sid, ToolUseId: "t1", Output: "done"}); err != nil || !plain.GetAlreadyRecorded() {
+		t.Fatalf("a record without a request_id: %v %v, want already recorded", plain, err)
+	}
+}

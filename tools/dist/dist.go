@@ -142,10 +142,17 @@ func Run(cfg Config) error {
 // Build cross-compiles Commands for p into dir, reproducibly: CGO off,
 // -trimpath, an empty build id and the version stamped as `make build` does.
 func Build(root string, p Platform, version, dir string) error {
-	args := []string{"build", "-trimpath", "-ldflags", fmt.Sprintf("-buildid= -X '%s=%s'", versionVar, version), "-o", dir + "/"}
-	for _, c := range Commands {
-		args = append(args, "./cmd/"+c)
+	pkgs := make([]string, len(Commands))
+	for i, c := range Commands {
+		pkgs[i] = "./cmd/" + c
 	}
+	return build(root, p, version, dir+"/", pkgs...)
+}
+
+// build runs go build for p, as Build describes, writing out (a directory
+// ending in a slash, or a file for one package).
+func build(root string, p Platform, version, out string, pkgs ...string) error {
+	args := append([]string{"build", "-trimpath", "-ldflags", fmt.Sprintf("-buildid= -X '%s=%s'", versionVar, version), "-o", out}, pkgs...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,13 +155,35 @@ func checkRecord(t *testing.T, whl string) {
 	}
 }
 
+// full makes TestDarwin build the release's commands rather than
+// testdata/macho (make test-dist-full).
+var full = flag.Bool("full", false, "TestDarwin: cross-compile savepointd and savepoint for both darwin platforms (minutes), not testdata/macho")
+
+// darwinBinaries cross-compiles for p into bin, under the flags of a
+// release: with -full Build's commands; otherwise testdata/macho, written
+// under each command's name, so that everything past the compiler (the
+// Mach-O checks, the wheel's tag) runs on a real Mach-O of the toolchain.
+func darwinBinaries(t *testing.T, p Platform, bin string) {
+	t.Helper()
+	if *full {
+		if err := Build(root, p, "v9.9.9-test", bin); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for _, c := range Commands {
+		if err := build(root, p, "v9.9.9-test", filepath.Join(bin, c), "./tools/dist/testdata/macho"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestDarwin builds both darwin platforms, which cannot run here, and checks
 // that each binary is a Mach-O executable of its CPU (and not of the
-// other's), and that the wheel's tag names the macOS it needs.
+// other's), and that the wheel's tag names the macOS it needs. Without
+// -full it builds testdata/macho (seconds); `make test-dist-full` builds
+// savepointd and savepoint (minutes), as `make dist` does.
 func TestDarwin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cross-compiles savepointd twice")
-	}
 	for _, tc := range []struct {
 		p, other Platform
 		tag      string
@@ -170,9 +193,7 @@ func TestDarwin(t *testing.T) {
 	} {
 		t.Run(tc.p.Arch, func(t *testing.T) {
 			bin := t.TempDir()
-			if err := Build(root, tc.p, "v9.9.9-test", bin); err != nil {
-				t.Fatal(err)
-			}
+			darwinBinaries(t, tc.p, bin)
 			for _, c := range Commands {
 				path := filepath.Join(bin, c)
 				if err := CheckBinary(path, tc.p); err != nil {

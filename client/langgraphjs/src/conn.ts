@@ -10,8 +10,10 @@ import {
   DEFAULT_RETRY_POLICY,
   defaultAddr,
   graphPb,
+  retryAgain,
   retryBackoff,
   type RetryPolicy,
+  retrySafe,
   serviceClient,
   type TlsOptions,
   translate,
@@ -27,12 +29,25 @@ export interface SaverOptions {
   address?: string;
   /** TLS; false forces plaintext. Unset: the SAVEPOINT_TLS_* environment variables, plaintext when none is set. */
   tls?: TlsOptions | false;
-  /** The policy for calls that fail with UNAVAILABLE (default: the client's DEFAULT_RETRY_POLICY); every call is safe to repeat, since writes carry a request id. */
+  /** The policy for calls that fail with UNAVAILABLE (default: the client's DEFAULT_RETRY_POLICY); a call is retried only where its RPC's declaration in the proto allows it (retryable). */
   retry?: RetryPolicy;
   /** How long a call waits for the connection to be ready before each try, in ms, counted once per call (default 5000; 0 sends at once). */
   reconnectWaitMs?: number;
   /** Whether the unary calls go on one CallStream (docs/api.md) when the daemon serves it; unary otherwise. Default true. */
   callStream?: boolean;
+}
+
+/** A GraphCheckpointService method, by its name on the generated stub. */
+export type GraphMethod = keyof typeof graphPb.GraphCheckpointServiceService;
+
+/**
+ * Says whether a call of method carrying request may be sent again after
+ * it failed with UNAVAILABLE: the TypeScript client's retrySafe, read from
+ * the RPC's declaration in the proto (idempotency_level and
+ * retry_with_request_id), so that the saver and the client never disagree.
+ */
+export function retryable(method: GraphMethod, request: unknown): boolean {
+  return retrySafe(graphPb.GraphCheckpointServiceService[method].path, request);
 }
 
 /** One grpc-js channel to the daemon's GraphCheckpointService, with the client's retries and error classes. */
@@ -89,14 +104,16 @@ export class Connection {
   }
 
   /**
-   * Runs attempt until it succeeds, retrying while it fails with
-   * UNAVAILABLE (the same request each time), after waiting for the
+   * Runs attempt, a call of method sending request, until it succeeds,
+   * retrying while it fails with UNAVAILABLE (the same request each time)
+   * when retryable(method, request) says so, after waiting for the
    * connection; the final error is a SavepointError of its reason's class.
    * attempt must not have yielded anything to the caller before it failed.
    */
-  async call<T>(attempt: () => Promise<T>): Promise<T> {
+  async call<T>(method: GraphMethod, request: unknown, attempt: () => Promise<T>): Promise<T> {
     let readyBy = Date.now() + this.#waitMs;
-    const attempts = Math.max(1, this.#retry.maxAttempts);
+    const safe = retryable(method, request);
+    let failedAt: number | undefined;
     for (let i = 0; ; i++) {
       if (this.#waitMs > 0) await this.#ready(readyBy);
       try {
@@ -108,8 +125,11 @@ export class Connection {
           await this.#autostart.ensure();
           readyBy = Math.max(readyBy, Date.now() + this.#waitMs);
         }
-        if (i + 1 >= attempts || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
-        await new Promise((r) => setTimeout(r, retryBackoff(this.#retry, i)));
+        if (!safe || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
+        failedAt ??= Date.now();
+        const wait = retryBackoff(this.#retry, i);
+        if (!retryAgain(this.#retry, i, failedAt, wait)) throw translate(err);
+        await new Promise((r) => setTimeout(r, wait));
       }
     }
   }
@@ -119,13 +139,13 @@ export class Connection {
    * the daemon serves one, else unary (a daemon without one never handled
    * the call).
    */
-  unary<Req, Res>(method: (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
-    const name = Object.keys(graphPb.GraphCheckpointServiceService).find((k) => (this.stub as unknown as Record<string, unknown>)[k] === method);
-    const once = () => new Promise<Res>((resolve, reject) => method.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res))));
-    return this.call(async () => {
-      if (name && this.#stream?.supported) {
+  unary<Req, Res>(method: GraphMethod, req: Req): Promise<Res> {
+    const fn = this.stub[method] as unknown as (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown;
+    const once = () => new Promise<Res>((resolve, reject) => fn.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res))));
+    return this.call(method, req, async () => {
+      if (this.#stream?.supported) {
         try {
-          return await this.#stream.call<Res>(name, req);
+          return await this.#stream.call<Res>(method, req);
         } catch (err) {
           if (!(err instanceof CallStreamUnsupported)) throw err;
         }
@@ -139,14 +159,18 @@ export class Connection {
    * UploadWrites), as a promise: each try sends the messages of a new
    * messages() one after another, waiting while grpc-js's buffer is full,
    * so that only a few chunks are queued at a time however large the
-   * upload is; it stops sending once the daemon has answered.
+   * upload is; it stops sending once the daemon has answered. requestId is
+   * the request id the upload's first message carries.
    */
-  upload<Req, Res>(method: (cb: (err: ServiceError | null, res?: Res) => void) => ClientWritableStream<Req>, messages: () => Iterator<Req>): Promise<Res> {
+  upload<Req, Res>(method: GraphMethod, requestId: string, messages: () => Iterator<Req>): Promise<Res> {
+    const fn = this.stub[method] as unknown as (cb: (err: ServiceError | null, res?: Res) => void) => ClientWritableStream<Req>;
     return this.call(
+      method,
+      { requestId },
       () =>
         new Promise<Res>((resolve, reject) => {
           let done = false;
-          const call = method.call(this.stub, (err, res) => {
+          const call = fn.call(this.stub, (err, res) => {
             done = true;
             if (err) reject(err);
             else resolve(res as Res);

@@ -85,7 +85,7 @@ export class SavepointSaver extends BaseCheckpointSaver {
       checkpointNs: ns,
       checkpointId: String(config.configurable?.checkpoint_id ?? ""),
     });
-    return this.#conn.call(async () => {
+    return this.#conn.call("getCheckpoint", req, async () => {
       const asm = new Assembler();
       for await (const msg of this.#conn.stub.getCheckpoint(req) as AsyncIterable<graphPb.GetCheckpointResponse>) asm.feed(msg);
       return asm.finish();
@@ -128,7 +128,7 @@ export class SavepointSaver extends BaseCheckpointSaver {
     let call: ClientReadableStream<graphPb.ListCheckpointsResponse> | undefined;
     let first: graphPb.ListCheckpointsResponse[] = [];
     // The stream is opened, and its first message read, through the retries.
-    const iterator = await this.#conn.call(async () => {
+    const iterator = await this.#conn.call("listCheckpoints", req, async () => {
       call?.cancel();
       call = this.#conn.stub.listCheckpoints(req);
       const it = (call as AsyncIterable<graphPb.ListCheckpointsResponse>)[Symbol.asyncIterator]();
@@ -170,10 +170,10 @@ export class SavepointSaver extends BaseCheckpointSaver {
     const [req, stored] = await putRequest(this.serde, config, checkpoint, metadata, newVersions);
     const limit = await this.#conn.requestLimit();
     if (!needsUpload(req, limit)) {
-      await this.#conn.unary(this.#conn.stub.putCheckpoint, req);
+      await this.#conn.unary("putCheckpoint", req);
       return stored;
     }
-    await this.#conn.upload(this.#conn.stub.uploadCheckpoint, () => uploadMessages(req, limit));
+    await this.#conn.upload("uploadCheckpoint", req.requestId, () => uploadMessages(req, limit));
     return stored;
   }
 
@@ -191,13 +191,13 @@ export class SavepointSaver extends BaseCheckpointSaver {
     if (writes.length === 0) return;
     const limit = await this.#conn.requestLimit();
     for (const req of await writesRequests(this.serde, config, writes, taskId, taskPath)) {
-      if (writesNeedUpload(req, limit)) await this.#conn.upload(this.#conn.stub.uploadWrites, () => writesUploadMessages(req, limit));
-      else await this.#conn.unary(this.#conn.stub.putWrites, req);
+      if (writesNeedUpload(req, limit)) await this.#conn.upload("uploadWrites", req.requestId, () => writesUploadMessages(req, limit));
+      else await this.#conn.unary("putWrites", req);
     }
   }
 
   /** Deletes the thread's checkpoints, values and writes in every namespace. Writes sent later for its old checkpoints are dropped. */
   async deleteThread(threadId: string): Promise<void> {
-    await this.#conn.unary(this.#conn.stub.deleteThread, graphPb.DeleteThreadRequest.fromPartial({ threadId: String(threadId) }));
+    await this.#conn.unary("deleteThread", graphPb.DeleteThreadRequest.fromPartial({ threadId: String(threadId) }));
   }
 }

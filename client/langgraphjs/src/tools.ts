@@ -95,8 +95,8 @@ export function effectClassOf(tool: Tool): EffectClassName {
   throw new Error(`tool ${JSON.stringify(tool.name)} has metadata savepoint_effect ${JSON.stringify(v)}; want "read_only", "idempotent" or "side_effect"`);
 }
 
-/** Where a tool call is in a thread's ledger. */
-interface CallKey {
+/** Where a tool use's effect is in a thread's ledger. */
+interface EffectKey {
   threadId: string;
   ns: string;
   toolUseId: string;
@@ -104,12 +104,12 @@ interface CallKey {
 }
 
 /**
- * The ledger's key of a call made by a node running with config: its
+ * The ledger's key of a tool use made by a node running with config: its
  * thread, the namespace of the graph the node runs in (the task's
  * checkpoint_ns without the task's own last segment: "" in the root
  * graph), and the checkpoint the task runs from.
  */
-function callKey(call: ToolCall, config: LangGraphRunnableConfig): CallKey {
+function effectKey(call: ToolCall, config: LangGraphRunnableConfig): EffectKey {
   const c = (config.configurable ?? {}) as Record<string, unknown>;
   const threadId = c.thread_id;
   if (threadId === undefined || threadId === null || threadId === "") {
@@ -187,10 +187,10 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
     // No such tool: nothing runs, so ToolNode answers as it does.
     if (tool === undefined) return super.runTool(call, config, state);
     const cls = effectClassOf(tool);
-    const key = callKey(call, config);
+    const key = effectKey(call, config);
     const begin = () =>
       this.#conn.unary<graphPb.BeginThreadEffectRequest, graphPb.BeginThreadEffectResponse>(
-        this.#conn.stub.beginThreadEffect,
+        "beginThreadEffect",
         graphPb.BeginThreadEffectRequest.fromPartial({
           threadId: key.threadId,
           checkpointNs: key.ns,
@@ -221,7 +221,7 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
       if (decided !== null && typeof decided === "object" && "approved" in decided) {
         const d = decided as { approved: unknown; note?: unknown; by?: unknown };
         await this.#conn.unary<graphPb.ApproveThreadEffectRequest, graphPb.ApproveThreadEffectResponse>(
-          this.#conn.stub.approveThreadEffect,
+          "approveThreadEffect",
           graphPb.ApproveThreadEffectRequest.fromPartial({
             threadId: key.threadId,
             checkpointNs: key.ns,
@@ -300,7 +300,7 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
    * The definite answer of the call's verify hook to an IN_DOUBT begin;
    * undefined when it has none, it cannot tell, or it throws (a warning).
    */
-  async #verified(begun: graphPb.BeginThreadEffectResponse, call: ToolCall, key: CallKey): Promise<Exclude<Verified, { status: "unknown" }> | undefined> {
+  async #verified(begun: graphPb.BeginThreadEffectResponse, call: ToolCall, key: EffectKey): Promise<Exclude<Verified, { status: "unknown" }> | undefined> {
     const hook = this.#verify.get(call.name);
     if (begun.decision !== pb.Decision.DECISION_IN_DOUBT || !hook) return undefined;
     let v: Verified;
@@ -320,10 +320,10 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
   }
 
   /** ResolveThreadEffect of v (resolver VERIFY), retried with its request id; output is the serialized ToolMessage for done. */
-  async #resolve(key: CallKey, v: Exclude<Verified, { status: "unknown" }>, output: [string, Uint8Array] | undefined): Promise<void> {
+  async #resolve(key: EffectKey, v: Exclude<Verified, { status: "unknown" }>, output: [string, Uint8Array] | undefined): Promise<void> {
     const done = v.status === "done";
     await this.#conn.unary<graphPb.ResolveThreadEffectRequest, graphPb.ResolveThreadEffectResponse>(
-      this.#conn.stub.resolveThreadEffect,
+      "resolveThreadEffect",
       graphPb.ResolveThreadEffectRequest.fromPartial({
         threadId: key.threadId,
         checkpointNs: key.ns,
@@ -345,10 +345,10 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
    * result is returned; the ledger keeps the attempt begun, so a later
    * begin of a side-effecting call answers it in doubt.
    */
-  async #record(key: CallKey, attempt: number, [type, data]: [string, Uint8Array], isError: boolean): Promise<void> {
+  async #record(key: EffectKey, attempt: number, [type, data]: [string, Uint8Array], isError: boolean): Promise<void> {
     try {
       await this.#conn.unary<graphPb.RecordThreadEffectRequest, graphPb.RecordThreadEffectResponse>(
-        this.#conn.stub.recordThreadEffect,
+        "recordThreadEffect",
         graphPb.RecordThreadEffectRequest.fromPartial({
           threadId: key.threadId,
           checkpointNs: key.ns,
@@ -383,7 +383,7 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
    * for a REUSE answer by the earlier call's output; an error when the
    * earlier call is in doubt.
    */
-  async #duplicate(begun: graphPb.BeginThreadEffectResponse, call: ToolCall, key: CallKey): Promise<ToolMessage> {
+  async #duplicate(begun: graphPb.BeginThreadEffectResponse, call: ToolCall, key: EffectKey): Promise<ToolMessage> {
     let text = begun.toolResultText;
     const earlier = begun.duplicateOf?.output;
     const reuse = begun.decision === pb.Decision.DECISION_REUSE && earlier !== undefined;

@@ -43,8 +43,8 @@ export interface Owner {
   start: string;
 }
 
-/** A durable call listed in the session's stateJson while it runs. */
-export interface CallRecord {
+/** A durable tool use listed in the session's stateJson while it runs. */
+export interface ToolUseRecord {
   name: string;
   arguments: string;
   owner: Owner;
@@ -189,7 +189,7 @@ function owner(): Owner {
  * is then the in-doubt text or the recorded output, never a second run of a
  * side effect: BeginEffect's alreadyBegun decides).
  */
-function isInterrupted(s: SavepointSession, callId: string, c: CallRecord): boolean {
+function isInterrupted(s: SavepointSession, callId: string, c: ToolUseRecord): boolean {
   const o = c.owner ?? ({} as Partial<Owner>);
   const me = owner();
   if (o.host !== me.host) return true;
@@ -562,7 +562,7 @@ async function answer(
   s: SavepointSession,
   runContext: RunContext<unknown> | undefined,
   callId: string,
-  c: CallRecord,
+  c: ToolUseRecord,
   res: pb.Resolution | undefined,
   effect: pb.Effect | undefined,
 ): Promise<string> {

@@ -7,7 +7,7 @@
 import type { AgentInputItem } from "@openai/agents-core";
 import type { pb } from "@savepoint-dev/client";
 
-import type { CallRecord } from "./ledger.js";
+import type { ToolUseRecord } from "./ledger.js";
 
 /** The stateJson key under which the durable tools keep their calls (the Python package's key too). */
 export const STATE_KEY = "openai_agents";
@@ -18,7 +18,7 @@ export const STATE_KEY = "openai_agents";
  * operation id with a digest of its transaction).
  */
 export interface LedgerPart {
-  calls?: Record<string, CallRecord>;
+  calls?: Record<string, ToolUseRecord>;
   resolved?: string[];
   operations?: Record<string, string>;
 }

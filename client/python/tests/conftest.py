@@ -23,6 +23,34 @@ REPO = Path(__file__).resolve().parents[3]
 os.environ["SAVEPOINT_AUTOSTART"] = "0"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--crash-matrix",
+        action="store_true",
+        help="also run the crash-matrix cases marked crash_matrix (make crash-matrix); without it they are deselected",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "crash_matrix: a crash moment beyond make test's short form, which keeps one case of each reconcile branch; "
+        "run with --crash-matrix (make crash-matrix)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --crash-matrix (or SAVEPOINT_FULL_MATRIX=1, as the TypeScript
+    matrix takes it), deselect (not skip) the cases marked crash_matrix:
+    make test runs the short form, make crash-matrix the rest."""
+    if config.getoption("--crash-matrix") or os.environ.get("SAVEPOINT_FULL_MATRIX") == "1":
+        return
+    long = [it for it in items if it.get_closest_marker("crash_matrix")]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [it for it in items if not it.get_closest_marker("crash_matrix")]
+
+
 def _build(tmp: Path) -> tuple[str, str]:
     if os.environ.get("SAVEPOINTD") and os.environ.get("SAVEPOINT_DEMO"):
         return os.environ["SAVEPOINTD"], os.environ["SAVEPOINT_DEMO"]

@@ -187,6 +187,55 @@ def test_backoff_policy() -> None:
     assert RetryPolicy(initial_backoff=0).backoff(3) == 0
 
 
+def test_retry_budget(fake: tuple[Fake, str]) -> None:
+    """A budget keeps a retry-safe call going past max_attempts, through a
+    failover (NO_WRITABLE_HOST) longer than the attempts last; without one
+    the call gives up after max_attempts; the budget ends the retries of a
+    call that keeps failing; a call that is not retry-safe is tried once.
+    The default budget covers make failover's longest time without a
+    writable host (8.3 s)."""
+    assert savepoint.DEFAULT_RETRY_POLICY.budget >= 8.3
+    assert RetryPolicy().budget == 0
+    f, addr = fake
+    f.fail_reason = "NO_WRITABLE_HOST"
+    base = RetryPolicy(max_attempts=2, initial_backoff=0.02, max_backoff=0.05)
+    with_budget = RetryPolicy(max_attempts=2, initial_backoff=0.02, max_backoff=0.05, budget=3.0)
+    f.fail["GetSession"] = 15  # about 0.75 s of retries
+    with savepoint.Client(addr, retry=with_budget) as c:
+        c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert f.count("GetSession") == 16
+    f.fail["GetSession"] = 15
+    with savepoint.Client(addr, retry=base) as c, pytest.raises(savepoint.NoWritableHostError):
+        c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert f.count("GetSession") == 18
+    f.fail["GetSession"] = 1000
+    with savepoint.Client(addr, retry=with_budget) as c, pytest.raises(savepoint.NoWritableHostError):
+        t = time.monotonic()
+        try:
+            c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+        finally:
+            took = time.monotonic() - t
+    assert 2.5 <= took < 6.0, took
+    f.fail["DeleteSession"] = 1000
+    with savepoint.Client(addr, retry=with_budget) as c, pytest.raises(savepoint.NoWritableHostError):
+        c.raw.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+    assert f.count("DeleteSession") == 1
+
+
+def test_retry_budget_aio(fake: tuple[Fake, str]) -> None:
+    """The asyncio client keeps the budget too."""
+    f, addr = fake
+    f.fail_reason = "NO_WRITABLE_HOST"
+    f.fail["GetSession"] = 15
+
+    async def main() -> None:
+        async with savepoint.aio.AsyncClient(addr, retry=RetryPolicy(max_attempts=2, initial_backoff=0.02, max_backoff=0.05, budget=3.0)) as c:
+            await c.raw.GetSession(pb.GetSessionRequest(session_id="s"))
+
+    asyncio.run(main())
+    assert f.count("GetSession") == 16
+
+
 def test_default_backoff_timing(fake: tuple[Fake, str]) -> None:
     """5 attempts over about 1.5 seconds, as the Go client."""
     f, addr = fake

@@ -22,6 +22,7 @@ export {
   ENV_TLS_CA,
   ENV_TLS_CERT,
   ENV_TLS_KEY,
+  retryAgain,
   retryBackoff,
   type RetryPolicy,
   retrySafe,
@@ -32,6 +33,7 @@ export {
   unaryMethods,
 } from "./client.js";
 export * from "./errors.js";
+export { RETRY_RULES, type RetryRule } from "./retry_rules.js";
 export { consoleLogger, discardLogger, type Level, type Logger } from "./log.js";
 export { Session } from "./session.js";
 export { CallStream, Unsupported as CallStreamUnsupported } from "./stream.js";

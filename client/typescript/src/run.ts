@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { AwaitingApprovalError, sentence } from "./errors.js";
 import { Decision, type DuplicateToolUse, EffectClass, type EffectApproval, type ToolUse as PbToolUse } from "./gen/savepoint/v1/savepoint.js";
 import { effectiveClass, fullToolUse, normalizeContent, toolOutput } from "./tool.js";
@@ -46,7 +47,7 @@ export class ToolRuns {
     if (effectiveClass(p.effectClass) !== EffectClass.EFFECT_CLASS_READ_ONLY || requiresApproval) {
       let b;
       try {
-        b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch, requiresApproval }, options);
+        b = await this.#c.raw.beginEffect({ sessionId: this.#id, toolUseId: id, epoch, requiresApproval, requestId: randomUUID() }, options);
       } catch (err) {
         this.started.delete(id);
         throw annotate(err, `savepoint: tool use ${JSON.stringify(id)} (${p.name}) not run: BeginEffect`);
@@ -106,7 +107,7 @@ export class ToolRuns {
 
   async record(p: PbToolUse, r: ToolResult): Promise<void> {
     await this.#c.raw.recordEffect(
-      { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: toolOutput(r.content), isError: r.isError },
+      { sessionId: this.#id, toolUseId: p.toolUseId, name: p.name, output: toolOutput(r.content), isError: r.isError, requestId: randomUUID() },
       { deadline: Date.now() + RECORD_TIMEOUT_MS },
     );
   }

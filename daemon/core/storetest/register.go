@@ -181,3 +181,69 @@ func testReconcileCalls(t *testing.T, s core.Store) {
 		t.Errorf("reuse: %+v", r)
 	}
 }
+
+// testBeginRequestID covers BeginEffect of a pending tool use with a
+// request id (BeginRequest.RequestID): its retry with the same id gets
+// the first answer, already_begun false, where a retry without one is
+// already_begun; the same id on another tool use is REQUEST_ID_REUSED; and
+// a refused begin stores nothing, so its retry after the refusal's cause is
+// gone is performed.
+func testBeginRequestID(t *testing.T, s core.Store) {
+	create(t, s, "s")
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1,
+		PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}, {ID: "v", Name: "write_report"}}})
+	begin := func(id, rid string, epoch uint64) (core.BeginResult, error) {
+		return s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: id, Epoch: epoch, RequestID: rid})
+	}
+	const rid = "00000000-0000-4000-8000-0000000000b1"
+	b1, err := begin("w", rid, 0)
+	if err != nil || b1.AlreadyBegun || b1.IdempotencyKey == "" {
+		t.Fatalf("begin: %+v %v", b1, err)
+	}
+	b2, err := begin("w", rid, 0)
+	if err != nil || b2.AlreadyBegun || b2.IdempotencyKey != b1.IdempotencyKey {
+		t.Fatalf("its retry with the request id: %+v %v, want the first answer %+v", b2, err, b1)
+	}
+	b3, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "w"})
+	if err != nil || !b3.AlreadyBegun || b3.IdempotencyKey != b1.IdempotencyKey {
+		t.Fatalf("a begin without it: %+v %v, want already begun", b3, err)
+	}
+	_, err = begin("v", rid, 0)
+	wantErr(t, err, core.ErrRequestIDReused)
+	_, err = begin("u", "00000000-0000-4000-8000-0000000000b2", 0)
+	wantErr(t, err, core.ErrCallNotPending)
+	_, err = begin("w", "00000000-0000-4000-8000-0000000000b3", 7)
+	wantErr(t, err, core.ErrSessionFenced)
+}
+
+// testRecordRequestID covers RecordEffect with a request id: its retry
+// with the same id gets the first answer, already_recorded false, where a
+// repeat without one is already_recorded; the same id with another output
+// is REQUEST_ID_REUSED, and the first record stands.
+func testRecordRequestID(t *testing.T, s core.Store) {
+	create(t, s, "s")
+	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 1, PendingToolUses: []core.ToolUse{{ID: "w", Name: "write_report"}}})
+	const rid = "00000000-0000-4000-8000-0000000000c1"
+	e := core.Effect{ToolUseID: "w", Output: "written", RequestID: rid}
+	first, already, err := s.RecordEffect(ctx, "s", e)
+	if err != nil || already || first.Output != "written" {
+		t.Fatalf("record: %+v already=%v %v", first, already, err)
+	}
+	again, already, err := s.RecordEffect(ctx, "s", e)
+	if err != nil || already || again.Output != "written" || !again.RecordTime.Equal(first.RecordTime) {
+		t.Fatalf("its retry with the request id: %+v already=%v %v, want the first answer", again, already, err)
+	}
+	plain := e
+	plain.RequestID = ""
+	if _, already, err := s.RecordEffect(ctx, "s", plain); err != nil || !already {
+		t.Fatalf("a repeat without it: already=%v %v, want already recorded", already, err)
+	}
+	other := e
+	other.Output = "other"
+	_, _, err = s.RecordEffect(ctx, "s", other)
+	wantErr(t, err, core.ErrRequestIDReused)
+	ledger, err := s.Effects(ctx, "s", "", 10)
+	if err != nil || len(ledger) != 1 || ledger[0].Effect == nil || ledger[0].Effect.Output != "written" {
+		t.Fatalf("ledger: %+v %v", ledger, err)
+	}
+}

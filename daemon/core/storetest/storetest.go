@@ -39,6 +39,8 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ReconcileInputs", testReconcileInputs},
 		{"Register", testRegister},
 		{"RegisterParallel", testRegisterParallel},
+		{"BeginRequestID", testBeginRequestID},
+		{"RecordRequestID", testRecordRequestID},
 		{"Refused", testRefused},
 		{"ReconcileCalls", testReconcileCalls},
 		{"Messages", testMessages},

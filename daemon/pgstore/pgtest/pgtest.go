@@ -581,6 +581,37 @@ func (s *Server) WaitSyncStandby(d time.Duration) error {
 	return fmt.Errorf("no synchronous standby streams from port %d after %v (%v)", s.Port, d, last)
 }
 
+// WaitReplayed waits until every standby streaming from s, a primary, has
+// replayed all that s has written so far, up to d. synchronous_commit=on
+// waits only for the standby to flush a commit, not to apply it, so a test
+// that reads from a standby right after it kills the primary waits here
+// first.
+func (s *Server) WaitReplayed(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err == nil {
+			var behind, streaming int
+			err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE replay_lsn IS NULL OR replay_lsn < pg_current_wal_lsn()), count(*)
+				FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&behind, &streaming)
+			c.Close(context.Background())
+			if err == nil && streaming > 0 && behind == 0 {
+				cancel()
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("%d of %d standbys behind", behind, streaming)
+			}
+		}
+		cancel()
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("standbys of port %d have not replayed its log after %v (%v)", s.Port, d, last)
+}
+
 // WaitStreaming waits until s, a primary, has a standby streaming (in sync
 // or not), up to d.
 func (s *Server) WaitStreaming(d time.Duration) error {

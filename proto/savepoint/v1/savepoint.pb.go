@@ -1939,7 +1939,12 @@ type RecordEffectRequest struct {
 	// The tool use was refused before it ran (a permission check said no):
 	// it is recorded as never run, with output saying why and is_error set,
 	// so that Reconcile reuses the refusal instead of reporting it in doubt.
-	Refused       bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused bool `protobuf:"varint,20,opt,name=refused,proto3" json:"refused,omitempty"`
+	// A client-made UUID (AIP-155). A retry with the same id and payload
+	// returns the original response, already_recorded as it was, though the
+	// first call's answer was lost after it was stored; empty disables retry
+	// detection (a repeat is then answered already_recorded).
+	RequestId     string `protobuf:"bytes,60,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2014,6 +2019,13 @@ func (x *RecordEffectRequest) GetRefused() bool {
 		return x.Refused
 	}
 	return false
+}
+
+func (x *RecordEffectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type RecordEffectResponse struct {
@@ -5041,7 +5053,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x04note\x18\x05 \x01(\tR\x04note\x12;\n" +
 	"\vdecide_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"decideTime\x12\x14\n" +
-	"\x05spent\x18\a \x01(\bR\x05spent\"\xb5\x01\n" +
+	"\x05spent\x18\a \x01(\bR\x05spent\"\xd4\x01\n" +
 	"\x13RecordEffectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
@@ -5049,7 +5061,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
 	"\x06output\x18\x04 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x05 \x01(\bR\aisError\x12\x18\n" +
-	"\arefused\x18\x14 \x01(\bR\arefused\"o\n" +
+	"\arefused\x18\x14 \x01(\bR\arefused\x12\x1d\n" +
+	"\n" +
+	"request_id\x18< \x01(\tR\trequestId\"o\n" +
 	"\x14RecordEffectResponse\x12,\n" +
 	"\x06effect\x18\x01 \x01(\v2\x14.savepoint.v1.EffectR\x06effect\x12)\n" +
 	"\x10already_recorded\x18\x02 \x01(\bR\x0falreadyRecorded\"F\n" +

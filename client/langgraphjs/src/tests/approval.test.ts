@@ -55,7 +55,7 @@ const input = { messages: [new AIMessage({ content: "", tool_calls: [{ id: "call
 
 async function effect(thread: string): Promise<graphPb.ThreadEffect> {
   const res = await conn.unary<graphPb.ListThreadEffectsRequest, graphPb.ListThreadEffectsResponse>(
-    conn.stub.listThreadEffects,
+    "listThreadEffects",
     graphPb.ListThreadEffectsRequest.fromPartial({ threadId: thread }),
   );
   return res.effects[0]!;

@@ -65,7 +65,7 @@ const lines = (path: string) => (existsSync(path) ? readFileSync(path, "utf8").s
 
 async function ledger(thread: string): Promise<graphPb.ThreadEffect[]> {
   const res = await conn.unary<graphPb.ListThreadEffectsRequest, graphPb.ListThreadEffectsResponse>(
-    conn.stub.listThreadEffects,
+    "listThreadEffects",
     graphPb.ListThreadEffectsRequest.fromPartial({ threadId: thread }),
   );
   return res.effects;

@@ -68,7 +68,7 @@ const lines = (path: string) => (existsSync(path) ? readFileSync(path, "utf8").s
 
 async function ledger(thread: string): Promise<Map<string, graphPb.ThreadEffect>> {
   const res = await conn.unary<graphPb.ListThreadEffectsRequest, graphPb.ListThreadEffectsResponse>(
-    conn.stub.listThreadEffects,
+    "listThreadEffects",
     graphPb.ListThreadEffectsRequest.fromPartial({ threadId: thread }),
   );
   return new Map(res.effects.map((e) => [e.toolUseId, e]));

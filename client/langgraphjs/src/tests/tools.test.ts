@@ -63,7 +63,7 @@ const cfg = (thread: string) => ({ configurable: { thread_id: thread } });
 
 async function ledger(thread: string): Promise<graphPb.ThreadEffect[]> {
   const res = await conn.unary<graphPb.ListThreadEffectsRequest, graphPb.ListThreadEffectsResponse>(
-    conn.stub.listThreadEffects,
+    "listThreadEffects",
     graphPb.ListThreadEffectsRequest.fromPartial({ threadId: thread }),
   );
   return res.effects;
@@ -72,7 +72,7 @@ async function ledger(thread: string): Promise<graphPb.ThreadEffect[]> {
 /** Begins a call directly, as a process that then died would have. */
 async function beginOnly(thread: string, id: string, name: string, cls: pb.EffectClass): Promise<graphPb.BeginThreadEffectResponse> {
   return conn.unary<graphPb.BeginThreadEffectRequest, graphPb.BeginThreadEffectResponse>(
-    conn.stub.beginThreadEffect,
+    "beginThreadEffect",
     graphPb.BeginThreadEffectRequest.fromPartial({ threadId: thread, toolUseId: id, name, inputJson: JSON.stringify({ to: "acme" }), effectClass: cls }),
   );
 }

@@ -56,7 +56,7 @@ const lines = (path: string) => (existsSync(path) ? readFileSync(path, "utf8").s
 
 async function sendEffect(thread: string): Promise<graphPb.ThreadEffect | undefined> {
   const res = await conn.unary<graphPb.ListThreadEffectsRequest, graphPb.ListThreadEffectsResponse>(
-    conn.stub.listThreadEffects,
+    "listThreadEffects",
     graphPb.ListThreadEffectsRequest.fromPartial({ threadId: thread }),
   );
   return res.effects.find((e) => e.toolUseId === "call_send");
@@ -103,7 +103,7 @@ for (const verify of ["done", "notDone", "unknown", "throw"] as const) {
 test("the TypeScript client's resolveThreadEffect settles a thread's call in doubt, and a replay with its request id changes nothing", async () => {
   const thread = "client-resolve";
   await conn.unary<graphPb.BeginThreadEffectRequest, graphPb.BeginThreadEffectResponse>(
-    conn.stub.beginThreadEffect,
+    "beginThreadEffect",
     graphPb.BeginThreadEffectRequest.fromPartial({
       threadId: thread,
       toolUseId: "t1",

@@ -565,7 +565,11 @@ class SessionState:
         return p.name in self._opts.approval_required
 
     def _begin_request(self, p: pb.ToolUse, epoch: int) -> pb.BeginEffectRequest:
-        return pb.BeginEffectRequest(session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch, requires_approval=self._requires_approval(p))
+        # The request id makes a retry after a lost answer get the first one.
+        return pb.BeginEffectRequest(
+            session_id=self._id, tool_use_id=p.tool_use_id, epoch=epoch, requires_approval=self._requires_approval(p),
+            request_id=str(uuid.uuid4()),
+        )
 
     def _gated(self, p: pb.ToolUse, resp: pb.BeginEffectResponse) -> ToolResult | None:
         """None when the begin began p; else, for a call that waits for
@@ -603,7 +607,8 @@ class SessionState:
 
     def _record_request(self, p: pb.ToolUse, r: ToolResult) -> pb.RecordEffectRequest:
         return pb.RecordEffectRequest(
-            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=tool_output(r.content), is_error=r.is_error
+            session_id=self._id, tool_use_id=p.tool_use_id, name=p.name, output=tool_output(r.content), is_error=r.is_error,
+            request_id=str(uuid.uuid4()),
         )
 
     def _after_record(self, p: pb.ToolUse, r: ToolResult, err: SavepointError | None) -> ToolResult:

@@ -33,6 +33,13 @@ class RetryPolicy:
     ``initial_backoff`` is the wait in seconds before the first retry, doubling
     on each retry up to ``max_backoff``, less up to 20% random jitter.
 
+    ``budget`` keeps retrying a retry-safe call past ``max_attempts``, each
+    retry ``max_backoff`` apart, while its wait ends within ``budget``
+    seconds of the call's first failure (and before its deadline): long
+    enough, the call outlasts a failover of savepointd's database
+    (NO_WRITABLE_HOST, COMMIT_OUTCOME_UNKNOWN) or a restart of the daemon.
+    0 leaves ``max_attempts`` alone to bound the retries.
+
     ``reconnect_wait`` bounds the wait for the connection: after a failed
     try and its backoff, a retry waits until the channel has reconnected,
     at most ``reconnect_wait`` seconds after the call's first failure and
@@ -46,6 +53,7 @@ class RetryPolicy:
     initial_backoff: float = 0.1
     max_backoff: float = 1.0
     reconnect_wait: float = 5.0
+    budget: float = 0.0
 
     def backoff(self, retry: int) -> float:
         """The wait before retry number ``retry`` (0 for the first)."""
@@ -60,9 +68,12 @@ class RetryPolicy:
         return d - random.uniform(0, d / 5)
 
 
-DEFAULT_RETRY_POLICY = RetryPolicy()
-"""5 attempts over about 1.5 seconds, waiting up to 5 seconds for the
-connection, as the Go client's DefaultRetryPolicy."""
+DEFAULT_RETRY_POLICY = RetryPolicy(budget=10.0)
+"""5 attempts over about 1.5 seconds, then retries a second apart until 10
+seconds after the first failure, waiting up to 5 seconds for the
+connection, as the Go client's DefaultRetryPolicy. The budget covers a
+PostgreSQL failover as ``make failover`` measures it (without a writable
+host for 1.6 s on average, at most 8.3 s; docs/reliability.md)."""
 
 # When a call that may have been applied can be sent again, as its RPC
 # declares it in the proto (proto/savepoint/v1/options.proto): "always" for
@@ -120,6 +131,7 @@ def retry_wait(
     try_: int,
     deadline: float | None,
     autostart: Any = None,
+    until: float | None = None,
 ) -> float | None:
     """Return the seconds to wait before trying a failed call again, or None
     when it must not be tried again: its error ``err`` (a grpc.RpcError) is
@@ -128,17 +140,23 @@ def retry_wait(
     ``deadline`` (time.monotonic(), None for none). A retry is logged as a
     warning on ``logger``. With ``autostart`` (the daemon was started on
     demand), UNAVAILABLE starts it again first, so that the retry, or the
-    next call, finds one; that start's failure is raised."""
+    next call, finds one; that start's failure is raised. ``until`` is what
+    ready_by returned at the call's first failure (None at the first): the
+    policy's budget counts from that failure."""
     code = err.code() if hasattr(err, "code") else None
     if autostart is not None and code == grpc.StatusCode.UNAVAILABLE:
         autostart.ensure()
-    attempts = max(1, policy.max_attempts) if retry_safe(method, request) else 1
+    if code != grpc.StatusCode.UNAVAILABLE or not retry_safe(method, request):
+        return None
+    now = time.monotonic()
+    failed_at = now if until is None else until - max(0.0, policy.reconnect_wait)
     wait = policy.backoff(try_)
-    if code != grpc.StatusCode.UNAVAILABLE or try_ + 1 >= attempts or (deadline is not None and time.monotonic() + wait >= deadline):
+    again = try_ + 1 < max(1, policy.max_attempts) or (policy.budget > 0 and now + wait - failed_at <= policy.budget)
+    if not again or (deadline is not None and now + wait >= deadline):
         return None
     logger.warning(
-        "savepoint: daemon unavailable, retrying (method=%s attempt=%d of=%d in=%.3fs err=%s)",
-        method, try_ + 2, attempts, wait, err.details() if hasattr(err, "details") else err,
+        "savepoint: daemon unavailable, retrying (method=%s attempt=%d in=%.3fs err=%s)",
+        method, try_ + 2, wait, err.details() if hasattr(err, "details") else err,
     )
     return wait
 

@@ -129,7 +129,7 @@ class AsyncRaw:
                     # serve), so that the event loop goes on meanwhile; a start
                     # that fails raises here, as retry_wait's would.
                     await asyncio.to_thread(self._autostart.ensure)
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, until=until)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:

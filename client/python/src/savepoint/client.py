@@ -107,7 +107,7 @@ class Raw:
             try:
                 return self._send(method, req, left(deadline))
             except grpc.RpcError as e:
-                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart)
+                wait = retry_wait(self._retry, self._logger, method, req, e, try_, deadline, self._autostart, until)
                 if wait is None:
                     raise from_rpc_error(e) from None
                 if until is None:

@@ -4,6 +4,7 @@ import { after, before, test } from "node:test";
 import {
   type Client,
   consoleLogger,
+  DEFAULT_RETRY_POLICY,
   dial,
   EffectClass,
   type Message,
@@ -280,5 +281,40 @@ test("the default policy retries 5 times over about 1.5 s, then the daemon is ba
     p.faults.listSessions = {};
   } finally {
     c.close();
+  }
+});
+
+test("a retry budget keeps a retry-safe call going through a failover past maxAttempts; without one it gives up", async () => {
+  assert.ok((DEFAULT_RETRY_POLICY.budgetMs ?? 0) >= 8300, "the default budget covers make failover's longest time without a writable host (8.3 s)");
+  const policy = { maxAttempts: 2, initialBackoffMs: 20, maxBackoffMs: 50 };
+  const withBudget = await dial(p.addr, { logger: quiet, retry: { ...policy, budgetMs: 3000 } });
+  const without = await dial(p.addr, { logger: quiet, retry: policy });
+  try {
+    p.faults.getServerInfo = {};
+    // Failing 15 times (about 0.75 s of retries): within the budget.
+    p.faults.listSessions = { before: 15 };
+    let n = p.calls("listSessions").length;
+    await withBudget.raw.listSessions({});
+    assert.equal(p.calls("listSessions").length - n, 16);
+    p.faults.listSessions = { before: 15 };
+    n = p.calls("listSessions").length;
+    await assert.rejects(without.raw.listSessions({}), UnavailableError);
+    assert.equal(p.calls("listSessions").length - n, 2);
+    // Always failing: the budget ends the retries after about 3 s.
+    p.faults.listSessions = { before: 1000 };
+    const t0 = Date.now();
+    await assert.rejects(withBudget.raw.listSessions({}), UnavailableError);
+    const took = Date.now() - t0;
+    assert.ok(took >= 2500 && took < 6000, `gave up after ${took} ms, want about 3000`);
+    // A call that is not retry-safe is tried once, budget or not.
+    p.faults.deleteSession = { before: 1000 };
+    n = p.calls("deleteSession").length;
+    await assert.rejects(withBudget.raw.deleteSession({ sessionId: "nobody", epoch: 1n }), UnavailableError);
+    assert.equal(p.calls("deleteSession").length - n, 1);
+  } finally {
+    p.faults.listSessions = {};
+    p.faults.deleteSession = {};
+    withBudget.close();
+    without.close();
   }
 });

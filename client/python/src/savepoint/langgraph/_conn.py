@@ -110,7 +110,7 @@ class Connection:
         from ``until``, the wait's end, or now for the first failure).
         Return the wait's end to pass to the next failure, or None when the
         call must not be retried and its error is to be raised."""
-        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline, self._to.autostart)
+        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline, self._to.autostart, until)
         if wait is None:
             return None
         until = _retry.ready_by(self._retry, None) if until is None else until
@@ -123,7 +123,7 @@ class Connection:
         self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None, until: float | None
     ) -> float | None:
         """backoff for the running loop's grpc.aio channel."""
-        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline, self._to.autostart)
+        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline, self._to.autostart, until)
         if wait is None:
             return None
         until = _retry.ready_by(self._retry, None) if until is None else until

@@ -32,7 +32,7 @@ from pydantic import PrivateAttr
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from savepoint.address import TLSConfig
 from savepoint.langgraph import _ledger
-from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, CallKey, EffectInDoubtError, Effect, Ledger
+from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, EffectKey, EffectInDoubtError, Effect, Ledger
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -105,15 +105,15 @@ class DurableTool(BaseTool):
         savepoint_repeatable)."""
         return bool((self.metadata or {}).get(_ledger.REPEATABLE))
 
-    def _prepare(self, input: Any, config: RunnableConfig) -> tuple[bool, CallKey, Any]:
+    def _prepare(self, input: Any, config: RunnableConfig) -> tuple[bool, EffectKey, Any]:
         what = f"durable tool {self.name!r}"
         if _is_tool_call(input):
             call_id, args, is_call = str(input["id"] or ""), input["args"], True
         else:
             call_id, args, is_call = _ledger.derived_id(config, self.name, what), input, False
-        return is_call, _ledger.call_key(config, call_id, what), _model_args(self.inner, args)
+        return is_call, _ledger.effect_key(config, call_id, what), _model_args(self.inner, args)
 
-    def _answer(self, resp: Any, key: CallKey, is_call: bool) -> tuple[bool, Any]:
+    def _answer(self, resp: Any, key: EffectKey, is_call: bool) -> tuple[bool, Any]:
         if resp.HasField("duplicate_of"):
             # The same call of an earlier, interrupted run answers this one.
             if not is_call:
@@ -205,15 +205,15 @@ class _Function:
         self.ledger = ledger
         self.sig = inspect.signature(fn)
 
-    def key(self, call_id: str | None, config: RunnableConfig | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[RunnableConfig | None, CallKey, dict[str, Any]]:
+    def key(self, call_id: str | None, config: RunnableConfig | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[RunnableConfig | None, EffectKey, dict[str, Any]]:
         cfg = config if config is not None else var_child_runnable_config.get()
         what = f"durable function {self.name!r}"
         bound = self.sig.bind(*args, **kwargs)  # a call that cannot bind raises here, before any begin
         data = {k: v for k, v in bound.arguments.items() if k not in _NOT_INPUT}
         cid = call_id if call_id is not None else _ledger.derived_id(cfg, self.name, what)
-        return cfg, _ledger.call_key(cfg, cid, what), data
+        return cfg, _ledger.effect_key(cfg, cid, what), data
 
-    def _answer(self, resp: Any, key: CallKey) -> tuple[bool, Any]:
+    def _answer(self, resp: Any, key: EffectKey) -> tuple[bool, Any]:
         if resp.HasField("duplicate_of"):
             # The same call of an earlier, interrupted run: its result, or
             # its doubt.

@@ -76,7 +76,7 @@ class EffectInDoubtError(SavepointError):
     answers such a call with an error ToolMessage instead); ``tool_use_id``,
     ``name``, ``thread_id`` and ``checkpoint_ns`` say which call."""
 
-    def __init__(self, name: str, key: CallKey) -> None:
+    def __init__(self, name: str, key: EffectKey) -> None:
         super().__init__(in_doubt_text(name, key.tool_use_id))
         self.name = name
         self.tool_use_id = key.tool_use_id
@@ -171,13 +171,13 @@ def trusts(trust_annotations: bool | Collection[str], name: str) -> bool:
     return name in trust_annotations
 
 
-# -- where a call is keyed ----------------------------------------------------
+# -- where an effect is keyed -------------------------------------------------
 
 
 @dataclass(frozen=True)
-class CallKey:
-    """A call's entry in a thread's ledger, and the checkpoint its task runs
-    from (for the late-write rule)."""
+class EffectKey:
+    """Where a tool use's effect is in a thread's ledger, and the checkpoint
+    its task runs from (for the late-write rule)."""
 
     thread_id: str
     ns: str
@@ -189,8 +189,8 @@ def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
     return dict((config or {}).get("configurable") or {})
 
 
-def call_key(config: RunnableConfig | None, tool_use_id: str, what: str) -> CallKey:
-    """The ledger key of call ``tool_use_id`` made by a task running with
+def effect_key(config: RunnableConfig | None, tool_use_id: str, what: str) -> EffectKey:
+    """The ledger key of tool use ``tool_use_id`` made by a task running with
     ``config``: its thread, the namespace of the graph the task's node runs
     in (the task's checkpoint_ns without its own last segment: "" in the
     root graph), and the checkpoint the task runs from."""
@@ -209,7 +209,7 @@ def call_key(config: RunnableConfig | None, tool_use_id: str, what: str) -> Call
         bar = ns.rfind("|")
         ns = "" if bar < 0 else ns[:bar]
     cp = (conf.get("checkpoint_map") or {}).get(ns) or conf.get("checkpoint_id") or ""
-    return CallKey(str(thread), ns, str(tool_use_id), str(cp))
+    return EffectKey(str(thread), ns, str(tool_use_id), str(cp))
 
 
 # The calls each running task execution has made of each durable function,
@@ -321,23 +321,23 @@ class Ledger:
         if self._own is not None:
             await self._own.aclose()
 
-    def approve_request(self, key: CallKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectRequest:
+    def approve_request(self, key: EffectKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectRequest:
         return gpb.ApproveThreadEffectRequest(
             thread_id=key.thread_id, checkpoint_ns=key.ns, tool_use_id=key.tool_use_id,
             decision=pb.APPROVAL_STATUS_APPROVED if approved else pb.APPROVAL_STATUS_DENIED,
             input_digest=digest, decided_by=by, note=note, request_id=str(uuid.uuid4()),
         )
 
-    def approve(self, config: RunnableConfig | None, key: CallKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectResponse:
+    def approve(self, config: RunnableConfig | None, key: EffectKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectResponse:
         """ApproveThreadEffect of a call as it waits (digest: its input's),
         retried with its request id."""
         return self.conn(config).unary("ApproveThreadEffect", self.approve_request(key, approved, note, by, digest))  # type: ignore[no-any-return]
 
-    async def aapprove(self, config: RunnableConfig | None, key: CallKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectResponse:
+    async def aapprove(self, config: RunnableConfig | None, key: EffectKey, approved: bool, note: str, by: str, digest: bytes) -> gpb.ApproveThreadEffectResponse:
         return await self.conn(config).aunary("ApproveThreadEffect", self.approve_request(key, approved, note, by, digest))  # type: ignore[no-any-return]
 
     def begin_request(
-        self, key: CallKey, name: str, args: Any, effect: Effect, requires_approval: bool = False, repeatable: bool = False
+        self, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False, repeatable: bool = False
     ) -> gpb.BeginThreadEffectRequest:
         return gpb.BeginThreadEffectRequest(
             requires_approval=requires_approval,
@@ -354,7 +354,7 @@ class Ledger:
         )
 
     def begin(
-        self, config: RunnableConfig | None, key: CallKey, name: str, args: Any, effect: Effect, requires_approval: bool = False,
+        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False,
         repeatable: bool = False,
     ) -> gpb.BeginThreadEffectResponse:
         """BeginThreadEffect, retried with its request id while the daemon
@@ -364,13 +364,13 @@ class Ledger:
         return self.conn(config).unary("BeginThreadEffect", req)  # type: ignore[no-any-return]
 
     async def abegin(
-        self, config: RunnableConfig | None, key: CallKey, name: str, args: Any, effect: Effect, requires_approval: bool = False,
+        self, config: RunnableConfig | None, key: EffectKey, name: str, args: Any, effect: Effect, requires_approval: bool = False,
         repeatable: bool = False,
     ) -> gpb.BeginThreadEffectResponse:
         req = self.begin_request(key, name, args, effect, requires_approval, repeatable)
         return await self.conn(config).aunary("BeginThreadEffect", req)  # type: ignore[no-any-return]
 
-    def _record_request(self, key: CallKey, attempt: int, value: Any, is_error: bool) -> gpb.RecordThreadEffectRequest | None:
+    def _record_request(self, key: EffectKey, attempt: int, value: Any, is_error: bool) -> gpb.RecordThreadEffectRequest | None:
         try:
             typ, data = self.serde.dumps_typed(value)
         except Exception as e:
@@ -390,14 +390,14 @@ class Ledger:
             request_id=str(uuid.uuid4()),
         )
 
-    def _record_failed(self, key: CallKey, e: SavepointError) -> None:
+    def _record_failed(self, key: EffectKey, e: SavepointError) -> None:
         self.logger.error(
             "savepoint: the outcome of tool use %s of thread %s could not be recorded (%s); it ran, and a later begin "
             "of a side-effecting call will report it in doubt",
             key.tool_use_id, key.thread_id, e,
         )
 
-    def record(self, config: RunnableConfig | None, key: CallKey, attempt: int, value: Any, is_error: bool) -> None:
+    def record(self, config: RunnableConfig | None, key: EffectKey, attempt: int, value: Any, is_error: bool) -> None:
         """RecordThreadEffect of attempt ``attempt``'s outcome. A record that
         fails (after the connection's retries) is logged, not raised: the
         tool ran and its outcome stands; the entry stays begun."""
@@ -411,7 +411,7 @@ class Ledger:
         except SavepointError as e:
             self._record_failed(key, e)
 
-    async def arecord(self, config: RunnableConfig | None, key: CallKey, attempt: int, value: Any, is_error: bool) -> None:
+    async def arecord(self, config: RunnableConfig | None, key: EffectKey, attempt: int, value: Any, is_error: bool) -> None:
         if attempt <= 0:
             return
         req = self._record_request(key, attempt, value, is_error)
@@ -422,7 +422,7 @@ class Ledger:
         except SavepointError as e:
             self._record_failed(key, e)
 
-    def resolve_request(self, key: CallKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectRequest:
+    def resolve_request(self, key: EffectKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectRequest:
         """The ResolveThreadEffect recording v (resolver VERIFY); for DONE,
         ``value`` (the ToolMessage answering the call) is its output."""
         req = gpb.ResolveThreadEffectRequest(
@@ -435,14 +435,14 @@ class Ledger:
             req.output.CopyFrom(gpb.TypedValue(type=typ, data=data, total_size=len(data)))
         return req
 
-    def resolve(self, config: RunnableConfig | None, key: CallKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectResponse:
+    def resolve(self, config: RunnableConfig | None, key: EffectKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectResponse:
         """ResolveThreadEffect, retried with its request id; errors raised."""
         return self.conn(config).unary("ResolveThreadEffect", self.resolve_request(key, v, value))  # type: ignore[no-any-return]
 
-    async def aresolve(self, config: RunnableConfig | None, key: CallKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectResponse:
+    async def aresolve(self, config: RunnableConfig | None, key: EffectKey, v: Verified, value: Any) -> gpb.ResolveThreadEffectResponse:
         return await self.conn(config).aunary("ResolveThreadEffect", self.resolve_request(key, v, value))  # type: ignore[no-any-return]
 
-    def duplicate(self, resp: gpb.BeginThreadEffectResponse, key: CallKey) -> tuple[str, bool]:
+    def duplicate(self, resp: gpb.BeginThreadEffectResponse, key: EffectKey) -> tuple[str, bool]:
         """The answer to a call the daemon's duplicate-intent guard caught
         (``resp.duplicate_of`` set): the daemon's text, the one wording every
         client gives the model, followed for a REUSE answer by the earlier
@@ -456,7 +456,7 @@ class Ledger:
             body = json.dumps(body, default=str)
         return resp.tool_result_text + body, False
 
-    def load(self, key: CallKey, effect: gpb.ThreadEffect) -> Any:
+    def load(self, key: EffectKey, effect: gpb.ThreadEffect) -> Any:
         """The recorded result of a REUSE answer."""
         out = effect.output
         try:
@@ -475,7 +475,7 @@ savepoint.Verified.done(output), .not_done() or .unknown(); an exception
 counts as unknown. It may be a coroutine function under ainvoke."""
 
 
-def definite(v: object, key: CallKey, logger: logging.Logger) -> Verified | None:
+def definite(v: object, key: EffectKey, logger: logging.Logger) -> Verified | None:
     """v when a verify hook's answer is DONE or NOT_DONE, else None (logged):
     the call stays in doubt."""
     if isinstance(v, Verified) and v.status in (VerifyStatus.DONE, VerifyStatus.NOT_DONE):
@@ -484,7 +484,7 @@ def definite(v: object, key: CallKey, logger: logging.Logger) -> Verified | None
     return None
 
 
-def verify_failed(e: BaseException, key: CallKey, logger: logging.Logger) -> None:
+def verify_failed(e: BaseException, key: EffectKey, logger: logging.Logger) -> None:
     logger.warning("savepoint: verify of tool use %s of thread %s failed (%s); it stays in doubt", key.tool_use_id, key.thread_id, e)
 
 
@@ -501,5 +501,5 @@ AWAIT_APPROVAL = pb.DECISION_AWAIT_APPROVAL
 DENIED = pb.DECISION_DENIED
 
 
-def unexpected(resp: gpb.BeginThreadEffectResponse, key: CallKey) -> DurableToolError:
+def unexpected(resp: gpb.BeginThreadEffectResponse, key: EffectKey) -> DurableToolError:
     return DurableToolError(f"BeginThreadEffect answered decision {resp.decision} for tool use {key.tool_use_id!r}")

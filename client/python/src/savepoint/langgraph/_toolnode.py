@@ -38,7 +38,7 @@ from savepoint._core import denied_text
 from savepoint.errors import DurableToolError
 from savepoint.langgraph import _ledger
 from savepoint.langgraph._durable import DurableTool
-from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, CallKey, Effect, Ledger, VerifyHook
+from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, EffectKey, Effect, Ledger, VerifyHook
 from savepoint.types import Verified, VerifyStatus
 
 try:
@@ -250,11 +250,11 @@ class DurableToolNode(ToolNode):
 
     # -- one call -----------------------------------------------------------------
 
-    def _prepare(self, req: ToolCallRequest) -> tuple[ToolCall, CallKey, Effect, Any]:
+    def _prepare(self, req: ToolCallRequest) -> tuple[ToolCall, EffectKey, Effect, Any]:
         call = req.tool_call
         assert req.tool is not None
         config = getattr(req.runtime, "config", None)
-        key = _ledger.call_key(config, call.get("id") or "", f"DurableToolNode (tool {call['name']!r})")
+        key = _ledger.effect_key(config, call.get("id") or "", f"DurableToolNode (tool {call['name']!r})")
         return call, key, self.effect_of(req.tool), config
 
     @staticmethod
@@ -263,7 +263,7 @@ class DurableToolNode(ToolNode):
         (metadata savepoint_repeatable)."""
         return bool(req.tool is not None and (req.tool.metadata or {}).get(_ledger.REPEATABLE))
 
-    def _answer(self, resp: Any, call: ToolCall, key: CallKey) -> Result | None:
+    def _answer(self, resp: Any, call: ToolCall, key: EffectKey) -> Result | None:
         """The answer of a REUSE or IN_DOUBT begin; None for RUN."""
         if resp.HasField("duplicate_of"):
             text, is_error = self._sp_ledger.duplicate(resp, key)
@@ -288,7 +288,7 @@ class DurableToolNode(ToolNode):
         return None
 
     @staticmethod
-    def _approval_request(resp: Any, call: ToolCall, key: CallKey) -> dict[str, Any]:
+    def _approval_request(resp: Any, call: ToolCall, key: EffectKey) -> dict[str, Any]:
         """The value of the interrupt a call waiting for approval raises."""
         return {"savepoint_approval": {
             "thread_id": key.thread_id, "checkpoint_ns": key.ns, "tool_use_id": key.tool_use_id,
@@ -296,16 +296,16 @@ class DurableToolNode(ToolNode):
         }}
 
     @staticmethod
-    def _denied(resp: Any, call: ToolCall, key: CallKey) -> ToolMessage:
+    def _denied(resp: Any, call: ToolCall, key: EffectKey) -> ToolMessage:
         """The error ToolMessage answering a call a person denied."""
         return ToolMessage(content=denied_text(resp.effect.approval), name=call["name"], tool_call_id=key.tool_use_id, status="error")
 
-    def _found(self, v: Verified, call: ToolCall, key: CallKey) -> ToolMessage:
+    def _found(self, v: Verified, call: ToolCall, key: EffectKey) -> ToolMessage:
         """The ToolMessage answering a call a verify hook found done."""
         content: str | list[str | dict[Any, Any]] = v.output if isinstance(v.output, str) else [dict(b) for b in v.output]
         return ToolMessage(content=content, name=call["name"], tool_call_id=key.tool_use_id, status="error" if v.is_error else "success")
 
-    def _verified(self, resp: Any, call: ToolCall, key: CallKey) -> Verified | None:
+    def _verified(self, resp: Any, call: ToolCall, key: EffectKey) -> Verified | None:
         """The definite answer of the call's verify hook for an IN_DOUBT
         begin; None when there is none, it cannot tell, or it raised."""
         hook = self._sp_verify.get(call["name"])
@@ -318,7 +318,7 @@ class DurableToolNode(ToolNode):
             return None
         return _ledger.definite(v, key, self._sp_ledger.logger)
 
-    async def _averified(self, resp: Any, call: ToolCall, key: CallKey) -> Verified | None:
+    async def _averified(self, resp: Any, call: ToolCall, key: EffectKey) -> Verified | None:
         hook = self._sp_verify.get(call["name"])
         if resp.decision != _ledger.IN_DOUBT or hook is None or resp.HasField("duplicate_of"):
             return None

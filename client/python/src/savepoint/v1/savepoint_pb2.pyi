@@ -421,20 +421,22 @@ class EffectApproval(_message.Message):
     def __init__(self, status: _Optional[_Union[ApprovalStatus, str]] = ..., input_digest: _Optional[bytes] = ..., request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_by: _Optional[str] = ..., note: _Optional[str] = ..., decide_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spent: _Optional[bool] = ...) -> None: ...
 
 class RecordEffectRequest(_message.Message):
-    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error", "refused")
+    __slots__ = ("session_id", "tool_use_id", "name", "output", "is_error", "refused", "request_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tool_use_id: str
     name: str
     output: str
     is_error: bool
     refused: bool
-    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., refused: _Optional[bool] = ...) -> None: ...
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., refused: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RecordEffectResponse(_message.Message):
     __slots__ = ("effect", "already_recorded")

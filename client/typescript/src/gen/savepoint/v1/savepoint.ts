@@ -752,6 +752,13 @@ export interface RecordEffectRequest {
    * so that Reconcile reuses the refusal instead of reporting it in doubt.
    */
   refused: boolean;
+  /**
+   * A client-made UUID (AIP-155). A retry with the same id and payload
+   * returns the original response, already_recorded as it was, though the
+   * first call's answer was lost after it was stored; empty disables retry
+   * detection (a repeat is then answered already_recorded).
+   */
+  requestId: string;
 }
 
 export interface RecordEffectResponse {
@@ -3143,7 +3150,7 @@ export const EffectApproval: MessageFns<EffectApproval> = {
 };
 
 function createBaseRecordEffectRequest(): RecordEffectRequest {
-  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false, refused: false };
+  return { sessionId: "", toolUseId: "", name: "", output: "", isError: false, refused: false, requestId: "" };
 }
 
 export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
@@ -3165,6 +3172,9 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     }
     if (message.refused !== false) {
       writer.uint32(160).bool(message.refused);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(482).string(message.requestId);
     }
     return writer;
   },
@@ -3230,6 +3240,14 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
             message.refused = reader.bool();
             continue;
           }
+          case 60: {
+            if (tag !== 482) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3253,6 +3271,7 @@ export const RecordEffectRequest: MessageFns<RecordEffectRequest> = {
     message.output = object.output ?? "";
     message.isError = object.isError ?? false;
     message.refused = object.refused ?? false;
+    message.requestId = object.requestId ?? "";
     return message;
   },
 };
