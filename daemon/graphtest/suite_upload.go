@@ -173,12 +173,20 @@ func testUploadErrors(t *testing.T, e *Env) {
 		t.Fatal(err)
 	}
 	mustPut(t, e, cp("t", "", "0", "", "{}", nil))
+	before := records(t, e)
 	for _, m := range []*savepointv1.UploadCheckpointRequest{start(4 << 20), chunk(2 << 20)} {
 		if err := st.Send(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The thread is deleted once the server has the upload's start: on a
+	// store whose staged chunks are records (Badger), once one is counted;
+	// on one that stages them inside the upload's own transaction
+	// (PostgreSQL), nothing outside shows it, so after 2 s (200 ms was
+	// outlasted on a loaded machine).
+	for deadline := time.Now().Add(2 * time.Second); records(t, e) == before && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if _, err := e.Graph.DeleteThread(ctx, &savepointv1.DeleteThreadRequest{ThreadId: "t"}); err != nil {
 		t.Fatal(err)
 	}
