@@ -84,7 +84,7 @@ func TestPagesShowDuplicates(t *testing.T) {
 	}
 	wantText(t, "thread", body,
 		"not run : the duplicate-intent guard caught it as a repeat of call_a , the same call (same tool, same input) of an earlier, interrupted run; the earlier call is not recorded, its outcome unknown",
-		"not run: never ran: it repeats call_a")
+		"(root) call_b send_payment side effect 0 not run - -", "not run: never ran: it repeats call_a")
 	trs := regexp.MustCompile(`(?s)<tr data-tool-use="call_b">.*?</tr>`).FindString(body)
 	if trs == "" || strings.Contains(trs, `class="resolve"`) {
 		t.Errorf("call_b's row has a Resolve link or is missing:\n%s", trs)

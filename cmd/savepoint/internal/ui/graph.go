@@ -282,7 +282,7 @@ func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
 		v.Resolution = newResolution(e.GetResolution())
 		v.Approval = newApproval(e.GetApproval())
 		if of := e.GetDuplicateOf(); of != "" {
-			v.Next = "not run"
+			v.Next, v.State, v.Begun = "not run", "not run", "-"
 			p := byID[key{e.GetCheckpointNs(), of}]
 			v.Duplicate = &duplicateView{Of: of, State: earlierState(p != nil, p.GetOutput() != nil,
 				p.GetState() == savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED)}
