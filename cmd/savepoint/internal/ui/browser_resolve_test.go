@@ -120,4 +120,23 @@ func TestBrowserResolve(t *testing.T) {
 	if err != nil || resp.GetDecision() != savepointv1.Decision_DECISION_REUSE || string(resp.GetEffect().GetOutput().GetData()) != `"sent #43"` {
 		t.Errorf("the node's next begin: %v %v, want REUSE of \"sent #43\"", resp, err)
 	}
+
+	// A call the duplicate-intent guard caught: shown as not run, naming
+	// the earlier call, and with no Resolve link (the earlier call, in
+	// doubt, is the one to resolve).
+	g := savepointv1.NewGraphCheckpointServiceClient(d.Conn)
+	for _, c := range []struct{ id, cp, run string }{{"call_a", "02", "r1"}, {"call_b", "03", "r2"}} {
+		if _, err := g.BeginThreadEffect(ctx, &savepointv1.BeginThreadEffectRequest{ThreadId: "th-dup", ToolUseId: c.id, Name: "send_payment",
+			InputJson: `{"amount":5}`, CheckpointId: c.cp, RunId: c.run}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.do(chromedp.Navigate(base+"/graph/thread?id=th-dup"), chromedp.WaitVisible(chromedp.CSS(`#ledger tr[data-tool-use="call_b"] .duplicate`)))
+	b.want(`#ledger tr[data-tool-use="call_b"]`, "not run", "a repeat of call_a", "its outcome unknown")
+	var linksA, linksB float64
+	b.eval(`document.querySelectorAll('#ledger tr[data-tool-use="call_a"] a.resolve').length`, &linksA)
+	b.eval(`document.querySelectorAll('#ledger tr[data-tool-use="call_b"] a.resolve').length`, &linksB)
+	if linksA != 1 || linksB != 0 {
+		t.Errorf("Resolve links of call_a and call_b: %v and %v, want 1 and 0", linksA, linksB)
+	}
 }

@@ -91,6 +91,29 @@ func newResolution(r *savepointv1.EffectResolution) *resolutionView {
 	return v
 }
 
+// duplicateView is a call the duplicate-intent guard caught, as a page says
+// it: it was not run, and the model was told the outcome of the earlier call
+// it repeats.
+type duplicateView struct {
+	Of    string // the earlier call's tool use id
+	State string // what the ledger holds of the earlier call now
+}
+
+// earlierState says what the ledger holds of the earlier call a caught
+// duplicate repeats: recorded (failed or not) or not recorded, its outcome
+// unknown.
+func earlierState(found, recorded, failed bool) string {
+	switch {
+	case !found:
+		return "not in this ledger page"
+	case failed:
+		return "recorded as failed; the model was told its error"
+	case recorded:
+		return "recorded; the model was given its output"
+	}
+	return "not recorded, its outcome unknown; the model was told it may have taken effect"
+}
+
 // sessionOutputURL is the address of a session call's whole output.
 func sessionOutputURL(id, toolUseID string) string {
 	return "/sessions/" + url.PathEscape(id) + "/output?" + url.Values{"tool_use_id": {toolUseID}}.Encode()

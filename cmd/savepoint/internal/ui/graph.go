@@ -256,11 +256,17 @@ type threadEffectView struct {
 	Output     *outputView     // the recorded output; nil while begun
 	Resolution *resolutionView // how the call was settled when it was in doubt
 	Approval   *approvalView   // its approval record, for a call that requires approval
+	Duplicate  *duplicateView  // set when the duplicate-intent guard caught the call: it never ran
 	Next       string
 	Why        string
 }
 
 func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
+	type key struct{ ns, id string }
+	byID := make(map[key]*savepointv1.ThreadEffect, len(effects))
+	for _, e := range effects {
+		byID[key{e.GetCheckpointNs(), e.GetToolUseId()}] = e
+	}
 	var out []threadEffectView
 	for _, e := range effects {
 		d, why := client.NextBegin(e)
@@ -275,6 +281,12 @@ func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
 		}
 		v.Resolution = newResolution(e.GetResolution())
 		v.Approval = newApproval(e.GetApproval())
+		if of := e.GetDuplicateOf(); of != "" {
+			v.Next, v.State, v.Begun = "not run", "not run", "-"
+			p := byID[key{e.GetCheckpointNs(), of}]
+			v.Duplicate = &duplicateView{Of: of, State: earlierState(p != nil, p.GetOutput() != nil,
+				p.GetState() == savepointv1.ThreadEffectState_THREAD_EFFECT_STATE_FAILED)}
+		}
 		out = append(out, v)
 	}
 	return out

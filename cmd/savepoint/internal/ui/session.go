@@ -47,6 +47,7 @@ type pendingView struct {
 	InDoubt             bool            // Reconcile answers IN_DOUBT: a person may resolve it
 	Resolution          *resolutionView // how it was settled when it was in doubt
 	Approval            *approvalView   // its approval record, for a call that requires approval
+	Duplicate           *duplicateView  // set when the duplicate-intent guard caught it: it was not run
 }
 
 type ledgerRow struct {
@@ -58,6 +59,7 @@ type ledgerRow struct {
 	Output             *outputView     // the recorded output; nil when none is
 	Resolution         *resolutionView // how the call was settled when it was in doubt
 	Approval           *approvalView   // its approval record, for a call that requires approval
+	Duplicate          *duplicateView  // set when the duplicate-intent guard caught the call: it was not run
 }
 
 type sessionData struct {
@@ -131,8 +133,26 @@ func (s *Server) ledger(ctx context.Context, id string) ([]ledgerRow, bool, erro
 		}
 		token = resp.GetNextPageToken()
 		if token == "" || len(rows) >= 1000 {
+			markDuplicates(rows)
 			return rows, token != "", nil
 		}
+	}
+}
+
+// markDuplicates sets the Duplicate of each row the duplicate-intent guard
+// caught, saying what the ledger holds of the earlier call it repeats.
+func markDuplicates(rows []ledgerRow) {
+	byID := make(map[string]*ledgerRow, len(rows))
+	for i := range rows {
+		byID[rows[i].E.GetToolUseId()] = &rows[i]
+	}
+	for i := range rows {
+		of := rows[i].E.GetDuplicateOf()
+		if of == "" {
+			continue
+		}
+		e := byID[of]
+		rows[i].Duplicate = &duplicateView{Of: of, State: earlierState(e != nil, e != nil && e.Has, e != nil && e.IsError)}
 	}
 }
 
@@ -244,11 +264,22 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 			decisions[res.GetToolUse().GetToolUseId()] = res
 		}
 	}
+	if d.Ledger, d.LedgerCut, err = s.ledger(ctx, id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	caught := map[string]*duplicateView{}
+	for _, row := range d.Ledger {
+		if row.Duplicate != nil {
+			caught[row.E.GetToolUseId()] = row.Duplicate
+		}
+	}
 	inDoubt := 0
 	for _, p := range cp.GetPendingToolUses() {
 		d.Bytes += len(p.GetInputJson())
 		pv := pendingView{ToolUse: p}
 		pv.InputJSON, _ = cut(prettyJSON(p.GetInputJson()))
+		pv.Duplicate = caught[p.GetToolUseId()]
 		if res := decisions[p.GetToolUseId()]; res != nil {
 			pv.Decision, pv.Reason = decisionReason(res)
 			pv.Class = "decision-" + strings.ReplaceAll(pv.Decision, " ", "-")
@@ -257,7 +288,9 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 			pv.Approval = newApproval(res.GetApproval())
 			if res.GetDecision() == savepointv1.Decision_DECISION_IN_DOUBT {
 				inDoubt++
-				pv.InDoubt = true
+				// A caught duplicate never ran: the earlier call it
+				// repeats is the one to resolve.
+				pv.InDoubt = pv.Duplicate == nil
 			}
 		}
 		d.Pending = append(d.Pending, pv)
@@ -271,10 +304,6 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if d.Turns, d.Kept, err = s.timeline(ctx, cp, d.Latest, msgs); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if d.Ledger, d.LedgerCut, err = s.ledger(ctx, id); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -30,9 +30,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from pydantic import PrivateAttr
 
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from savepoint.types import Verified, VerifyStatus
 from savepoint.address import TLSConfig
 from savepoint.langgraph import _ledger
-from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, EffectKey, EffectInDoubtError, Effect, Ledger
+from savepoint.langgraph._ledger import IDEMPOTENCY_KEY, EffectKey, EffectInDoubtError, Effect, Ledger, VerifyHook
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -65,6 +66,38 @@ def _model_args(tool: BaseTool, args: Any) -> Any:
     return {k: v for k, v in args.items() if k in fields}
 
 
+def _verified(hook: VerifyHook | None, resp: Any, key: EffectKey, args: Any, ledger: Ledger) -> Verified | None:
+    """The definite answer of verify hook ``hook`` about a call the begin
+    ``resp`` answered IN_DOUBT; None when there is no hook, the call is not
+    in doubt (or is a caught duplicate), the hook cannot tell, or it raised."""
+    if hook is None or resp.decision != _ledger.IN_DOUBT or resp.HasField("duplicate_of"):
+        return None
+    try:
+        v = hook(resp.effect.idempotency_key, args)
+        if inspect.isawaitable(v):
+            close = getattr(v, "close", None)
+            if close is not None:
+                close()
+            raise TypeError("an async verify hook needs the async call (ainvoke, or an async function)")
+    except Exception as e:
+        _ledger.verify_failed(e, key, ledger.logger)
+        return None
+    return _ledger.definite(v, key, ledger.logger)
+
+
+async def _averified(hook: VerifyHook | None, resp: Any, key: EffectKey, args: Any, ledger: Ledger) -> Verified | None:
+    if hook is None or resp.decision != _ledger.IN_DOUBT or resp.HasField("duplicate_of"):
+        return None
+    try:
+        v = hook(resp.effect.idempotency_key, args)
+        if inspect.isawaitable(v):
+            v = await v
+    except Exception as e:
+        _ledger.verify_failed(e, key, ledger.logger)
+        return None
+    return _ledger.definite(v, key, ledger.logger)
+
+
 # -- tools ------------------------------------------------------------------------
 
 
@@ -82,8 +115,9 @@ class DurableTool(BaseTool):
     effect: str = "side_effect"
     """Its effect class."""
     _ledger: Ledger = PrivateAttr()
+    _verify: VerifyHook | None = PrivateAttr(default=None)
 
-    def __init__(self, tool: BaseTool, effect: Effect, ledger: Ledger) -> None:
+    def __init__(self, tool: BaseTool, effect: Effect, ledger: Ledger, verify: VerifyHook | None = None, repeatable: bool = False) -> None:
         super().__init__(
             inner=tool,
             effect=effect,
@@ -93,9 +127,10 @@ class DurableTool(BaseTool):
             return_direct=tool.return_direct,
             response_format=tool.response_format,
             tags=tool.tags,
-            metadata={**(tool.metadata or {}), "savepoint_effect": effect},
+            metadata={**(tool.metadata or {}), "savepoint_effect": effect, **({_ledger.REPEATABLE: True} if repeatable else {})},
         )
         self._ledger = ledger
+        self._verify = verify
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("a DurableTool runs through invoke() and ainvoke()")
@@ -133,10 +168,28 @@ class DurableTool(BaseTool):
             raise _ledger.unexpected(resp, key)
         return False, None
 
+    def _found(self, v: Verified, key: EffectKey, is_call: bool) -> Any:
+        """The answer to a call a verify hook found done: a ToolMessage for
+        a ToolCall, else the output it found."""
+        if not is_call:
+            return v.output
+        content: str | list[str | dict[Any, Any]] = v.output if isinstance(v.output, str) else [dict(b) for b in v.output]
+        return ToolMessage(content=content, name=self.name, tool_call_id=key.tool_use_id, status="error" if v.is_error else "success")
+
     def invoke(self, input: str | dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         cfg = ensure_config(config)
         is_call, key, args = self._prepare(input, cfg)
         resp = self._ledger.begin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
+        v = _verified(self._verify, resp, key, args, self._ledger)
+        if v is not None:
+            # Recorded with ResolveThreadEffect: done answers the call from
+            # now on; not done lets the next begin start a new attempt.
+            if v.status == VerifyStatus.DONE:
+                found = self._found(v, key, is_call)
+                self._ledger.resolve(cfg, key, v, found)
+                return found
+            self._ledger.resolve(cfg, key, v, None)
+            resp = self._ledger.begin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
         done, out = self._answer(resp, key, is_call)
         if done:
             return out
@@ -154,6 +207,14 @@ class DurableTool(BaseTool):
         cfg = ensure_config(config)
         is_call, key, args = self._prepare(input, cfg)
         resp = await self._ledger.abegin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
+        v = await _averified(self._verify, resp, key, args, self._ledger)
+        if v is not None:
+            if v.status == VerifyStatus.DONE:
+                found = self._found(v, key, is_call)
+                await self._ledger.aresolve(cfg, key, v, found)
+                return found
+            await self._ledger.aresolve(cfg, key, v, None)
+            resp = await self._ledger.abegin(cfg, key, self.name, args, cast(Effect, self.effect), repeatable=self._repeatable())
         done, out = self._answer(resp, key, is_call)
         if done:
             return out
@@ -186,6 +247,8 @@ class DurableFunction(Protocol[P, R_co]):
     """The function's effect class."""
     name: str
     """The name its calls have in the ledger."""
+    repeatable: bool
+    """Whether its calls are exempt from the duplicate-intent guard."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
 
@@ -198,11 +261,14 @@ class DurableFunction(Protocol[P, R_co]):
 class _Function:
     """What a DurableFunction does."""
 
-    def __init__(self, fn: Callable[..., Any], effect: Effect, name: str, ledger: Ledger) -> None:
+    def __init__(self, fn: Callable[..., Any], effect: Effect, name: str, ledger: Ledger, verify: VerifyHook | None = None,
+                 repeatable: bool = False) -> None:
         self.fn = fn
         self.effect: Effect = effect
         self.name = name
         self.ledger = ledger
+        self.verify = verify
+        self.repeatable = repeatable
         self.sig = inspect.signature(fn)
 
     def key(self, call_id: str | None, config: RunnableConfig | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[RunnableConfig | None, EffectKey, dict[str, Any]]:
@@ -230,7 +296,14 @@ class _Function:
 
     def call(self, call_id: str | None, config: RunnableConfig | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         cfg, key, data = self.key(call_id, config, args, kwargs)
-        resp = self.ledger.begin(cfg, key, self.name, data, self.effect)
+        resp = self.ledger.begin(cfg, key, self.name, data, self.effect, repeatable=self.repeatable)
+        v = _verified(self.verify, resp, key, data, self.ledger)
+        if v is not None:
+            if v.status == VerifyStatus.DONE:
+                self.ledger.resolve(cfg, key, v, v.output)
+                return v.output
+            self.ledger.resolve(cfg, key, v, None)
+            resp = self.ledger.begin(cfg, key, self.name, data, self.effect, repeatable=self.repeatable)
         done, out = self._answer(resp, key)
         if done:
             return out
@@ -246,7 +319,14 @@ class _Function:
 
     async def acall(self, call_id: str | None, config: RunnableConfig | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         cfg, key, data = self.key(call_id, config, args, kwargs)
-        resp = await self.ledger.abegin(cfg, key, self.name, data, self.effect)
+        resp = await self.ledger.abegin(cfg, key, self.name, data, self.effect, repeatable=self.repeatable)
+        v = await _averified(self.verify, resp, key, data, self.ledger)
+        if v is not None:
+            if v.status == VerifyStatus.DONE:
+                await self.ledger.aresolve(cfg, key, v, v.output)
+                return v.output
+            await self.ledger.aresolve(cfg, key, v, None)
+            resp = await self.ledger.abegin(cfg, key, self.name, data, self.effect, repeatable=self.repeatable)
         done, out = self._answer(resp, key)
         if done:
             return out
@@ -295,6 +375,7 @@ def _durable_function(f: _Function) -> Any:
         func.with_call_id = with_call_id
     func.effect = f.effect
     func.name = f.name
+    func.repeatable = f.repeatable
     return func
 
 
@@ -331,7 +412,7 @@ def _ledger_for(
         return got
 
 
-def _make(func: Any, effect: Effect | None, name: str | None, ledger: Ledger) -> Any:
+def _make(func: Any, effect: Effect | None, name: str | None, ledger: Ledger, verify: VerifyHook | None, repeatable: bool) -> Any:
     if isinstance(func, DurableTool):
         raise TypeError(f"durable: tool {func.name!r} is durable already")
     if isinstance(func, BaseTool):
@@ -340,11 +421,11 @@ def _make(func: Any, effect: Effect | None, name: str | None, ledger: Ledger) ->
         )
         if name is not None and name != func.name:
             raise ValueError("durable: a tool keeps its name; name= is for functions")
-        return DurableTool(func, eff, ledger)
+        return DurableTool(func, eff, ledger, verify, repeatable)
     if not callable(func):
         raise TypeError(f"durable: {func!r} is neither a tool nor a function")
     eff = _ledger.check_effect(effect if effect is not None else "side_effect", "durable")
-    return _durable_function(_Function(func, eff, name or getattr(func, "__qualname__", None) or repr(func), ledger))
+    return _durable_function(_Function(func, eff, name or getattr(func, "__qualname__", None) or repr(func), ledger, verify, repeatable))
 
 
 @overload
@@ -358,6 +439,8 @@ def durable(
     retry: RetryPolicy = DEFAULT_RETRY_POLICY,
     timeout: float | None = None,
     serde: SerializerProtocol | None = None,
+    verify: VerifyHook | None = None,
+    repeatable: bool = False,
 ) -> DurableTool: ...
 @overload
 def durable(
@@ -370,6 +453,8 @@ def durable(
     retry: RetryPolicy = DEFAULT_RETRY_POLICY,
     timeout: float | None = None,
     serde: SerializerProtocol | None = None,
+    verify: VerifyHook | None = None,
+    repeatable: bool = False,
 ) -> DurableFunction[P, R]: ...
 @overload
 def durable(
@@ -382,6 +467,8 @@ def durable(
     retry: RetryPolicy = DEFAULT_RETRY_POLICY,
     timeout: float | None = None,
     serde: SerializerProtocol | None = None,
+    verify: VerifyHook | None = None,
+    repeatable: bool = False,
 ) -> _Durable: ...
 
 
@@ -395,6 +482,8 @@ def durable(
     retry: RetryPolicy = DEFAULT_RETRY_POLICY,
     timeout: float | None = None,
     serde: SerializerProtocol | None = None,
+    verify: VerifyHook | None = None,
+    repeatable: bool = False,
 ) -> Any:
     """Give a tool or a function (sync or async) the ledger's guarantee when
     it is called from a graph node of one's own or a functional-API @task:
@@ -410,11 +499,22 @@ def durable(
     tool's metadata savepoint_effect, else "side_effect". ``name`` names a
     function's calls in the ledger (default its __qualname__). How a call is
     keyed: the module's doc, and docs/frameworks/langgraph.md. ``address``
-    and the rest are as for DurableToolNode."""
+    and the rest are as for DurableToolNode.
+
+    ``verify``, when given, is the verify hook ``verify(idempotency_key,
+    args)`` (args: a tool call's arguments, or a function's as a dict by
+    parameter name), asked about a call in doubt: Verified.done(output) is
+    recorded (ResolveThreadEffect) and answers the call (a function returns
+    output; a tool invoked with a ToolCall answers a ToolMessage),
+    not_done() runs the call again as a new attempt under the same key, and
+    unknown() or an exception leaves it in doubt. ``repeatable=True``
+    exempts the calls from the daemon's duplicate-intent guard (for a tool,
+    as its metadata savepoint_repeatable does): a call that repeats an
+    earlier, interrupted run's call with the same input runs."""
     ledger = _ledger_for(address, tls, retry, timeout, serde)
     if func is not None:
-        return _make(func, effect, name, ledger)
-    return lambda f: _make(f, effect, name, ledger)
+        return _make(func, effect, name, ledger, verify, repeatable)
+    return lambda f: _make(f, effect, name, ledger, verify, repeatable)
 
 
 __all__ = ["DurableFunction", "DurableTool", "durable"]
