@@ -319,9 +319,9 @@ func TestLargestSaveUnderThreshold(t *testing.T) {
 		req.AppendMessages = append(req.AppendMessages, core.Message{Role: "user", ContentJSON: content})
 	}
 	for i := range core.MaxPendingToolUses {
-		// The ledger entry holds the id and the name: together just under the
-		// threshold.
-		req.PendingToolUses = append(req.PendingToolUses, core.ToolUse{ID: fmt.Sprintf("%0230d", i), Name: strings.Repeat("n", 240)})
+		// The ledger entry holds the id, the name and the input's digest:
+		// together just under the threshold (checked below).
+		req.PendingToolUses = append(req.PendingToolUses, core.ToolUse{ID: fmt.Sprintf("%0230d", i), Name: strings.Repeat("n", 220)})
 	}
 	if _, err := s.SaveCheckpoint(ctx, req); err != nil {
 		t.Fatalf("the largest save under the value threshold: %v", err)
@@ -332,8 +332,8 @@ func TestLargestSaveUnderThreshold(t *testing.T) {
 		if !found || err != nil {
 			return fmt.Errorf("call record: found %v, %v", found, err)
 		}
-		if len(v) >= ValueThreshold {
-			return fmt.Errorf("a call record of %d bytes is not under the threshold this test means to reach", len(v))
+		if len(v) >= ValueThreshold || len(v) < ValueThreshold-32 {
+			return fmt.Errorf("a ledger entry record of %d bytes is not just under the threshold (%d) this test means to reach", len(v), ValueThreshold)
 		}
 		return decodeValue(ledgerEntryKey(sid, req.PendingToolUses[0].ID), v, &call)
 	})

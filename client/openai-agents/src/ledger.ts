@@ -64,6 +64,8 @@ export interface Durable {
   rerun(runContext: RunContext<unknown>, call: { callId: string; name: string; arguments: string }, key: string): Promise<{ output: string; isError: boolean }>;
   /** The tool's verify hook, asked on resume about a call in doubt. */
   verify?: VerifyHook;
+  /** The tool's needsApproval is true: a resumed call of it begins only against a recorded approval. */
+  approval?: boolean;
 }
 
 /**
@@ -81,6 +83,8 @@ export const registry = new Map<string, Durable>();
 const live = new Set<string>();
 /** Each run's RunContext to its session: the SDK passes the run's context to the session's methods and to each tool. */
 const runs = new WeakMap<object, SavepointSession>();
+/** Every SavepointSession of this process, for findSession. */
+const sessions = new Set<WeakRef<SavepointSession>>();
 const keyStore = new AsyncLocalStorage<string>();
 
 /**
@@ -113,6 +117,46 @@ export function withKey<T>(key: string, fn: () => T): T {
 /** Remembers that the run of runContext uses session. */
 export function bindRun(runContext: RunContext<unknown> | undefined, session: SavepointSession): void {
   if (runContext && typeof runContext === "object") runs.set(runContext, session);
+}
+
+/** Remembers s, a SavepointSession of this process, for findSession. */
+export function registerSession(s: SavepointSession): void {
+  sessions.add(new WeakRef(s));
+}
+
+/**
+ * The SavepointSession of the run of runContext. A run resumed from a
+ * RunState (after state.approve) runs its approved tools before it calls its
+ * session, so it is not bound yet: its session is then the one
+ * SavepointSession of this process whose history holds this call's
+ * function_call (the interrupted run saved it), bound to the run from then
+ * on; undefined when no session, or several, hold it.
+ */
+export async function findSession(runContext: RunContext<unknown> | undefined, callId: string): Promise<SavepointSession | undefined> {
+  const bound = sessionOf(runContext);
+  if (bound || !callId) return bound;
+  const found = new Map<string, SavepointSession>();
+  for (const ref of [...sessions]) {
+    const s = ref.deref();
+    if (!s) {
+      sessions.delete(ref);
+      continue;
+    }
+    if (found.has(s.sessionId)) continue;
+    let items: AgentInputItem[];
+    try {
+      items = (await s.load(true)).items ?? [];
+    } catch {
+      continue; // a closed session
+    }
+    if (items.some((it) => (it as { type?: string; callId?: string }).type === "function_call" && (it as { callId?: string }).callId === callId)) {
+      found.set(s.sessionId, s);
+    }
+  }
+  if (found.size !== 1) return undefined;
+  const [s] = found.values();
+  bindRun(runContext, s!);
+  return s;
 }
 
 /** The SavepointSession of the run a tool call belongs to, if any. */
@@ -252,21 +296,69 @@ export function text(out: unknown): string {
  * owns the session, so a takeover by Resume is followed, not obeyed).
  * Returns the idempotency key, alreadyBegun, and, when the daemon's
  * duplicate-intent guard caught the call, the tool result its text gives
- * (the call must not run).
+ * (the call must not run); for a call that requires approval and is not
+ * begun, the denial's text (denied) or awaiting.
  */
-async function begin(s: SavepointSession, callId: string): Promise<{ key: string; already: boolean; duplicate?: { output: string; isError: boolean } }> {
+async function begin(
+  s: SavepointSession,
+  callId: string,
+  requiresApproval = false,
+): Promise<{ key: string; already: boolean; duplicate?: { output: string; isError: boolean }; denied?: string; awaiting?: boolean }> {
   const c = await s.client();
   for (let i = 0; i < 5; i++) {
     try {
-      const r = await c.raw.beginEffect({ sessionId: s.sessionId, toolUseId: callId, epoch: (await s.known()).epoch });
+      const r = await c.raw.beginEffect({ sessionId: s.sessionId, toolUseId: callId, epoch: (await s.known()).epoch, requiresApproval });
       const duplicate = r.duplicate ? { output: r.duplicate.toolResultText, isError: r.duplicate.isError } : undefined;
-      return { key: r.idempotencyKey, already: r.alreadyBegun, duplicate };
+      if (duplicate) return { key: "", already: false, duplicate };
+      if (r.decision === Decision.DECISION_DENIED) return { key: "", already: false, denied: deniedText(r.approval) };
+      if (r.decision === Decision.DECISION_AWAIT_APPROVAL) return { key: "", already: false, awaiting: true };
+      return { key: r.idempotencyKey, already: r.alreadyBegun };
     } catch (err) {
       if (!(err instanceof SessionFencedError)) throw err;
       await s.load(false);
     }
   }
   throw new DurableToolError(`BeginEffect of tool use ${JSON.stringify(callId)} was fenced five times in a row; it was not run.`);
+}
+
+/** The tool result the model is given for a call denied in savepointd. */
+function deniedText(a: pb.EffectApproval | undefined): string {
+  const by = a?.decidedBy || "a person";
+  return a?.note ? `This call was denied by ${by}; it did not run. Their note: ${a.note}` : `This call was denied by ${by}; it did not run.`;
+}
+
+/**
+ * Records in savepointd the approval the SDK's RunState holds for callId
+ * (state.approve), bound to the call's input as it is pending; the begin
+ * that follows spends it. A call denied in savepointd meanwhile, or begun
+ * already, is left to the begin's answer.
+ */
+async function approve(s: SavepointSession, callId: string): Promise<void> {
+  const c = await s.client();
+  try {
+    await c.raw.approveEffect({
+      sessionId: s.sessionId,
+      toolUseId: callId,
+      decision: pb.ApprovalStatus.APPROVAL_STATUS_APPROVED,
+      decidedBy: "openai-agents state.approve",
+      requestId: randomUUID(),
+    });
+  } catch (err) {
+    if (!(err instanceof SavepointError && (err.reason === "APPROVAL_CONFLICT" || err.reason === "APPROVAL_NOT_WAITING"))) throw err;
+  }
+}
+
+/** Records a denied call as refused, stops it pending, and returns the text the model is given. */
+async function refuse(s: SavepointSession, callId: string, name: string, output: string): Promise<string> {
+  const c = await s.client();
+  try {
+    await c.raw.recordEffect({ sessionId: s.sessionId, toolUseId: callId, name, output, isError: true, refused: true });
+  } catch (err) {
+    c.config.logger.error("the denial of a durable tool use could not be recorded.", { session: s.sessionId, tool_use_id: callId, error: String(err) });
+    return output;
+  }
+  await settled(s, callId);
+  return output;
 }
 
 /**
@@ -333,7 +425,7 @@ async function settled(s: SavepointSession, callId: string): Promise<void> {
  */
 export async function runCall(
   s: SavepointSession,
-  d: { name: string; effect: Effect; repeatable?: boolean },
+  d: { name: string; effect: Effect; repeatable?: boolean; approved?: boolean },
   call: { callId: string; arguments: string },
   run: () => Promise<{ output: string; isError: boolean }>,
 ): Promise<{ output: string; isError: boolean }> {
@@ -370,12 +462,17 @@ export async function runCall(
       throw err;
     }
     let key = "";
-    if (d.effect !== "read_only") {
-      const b = await begin(s, callId);
+    if (d.approved) await approve(s, callId);
+    if (d.effect !== "read_only" || d.approved) {
+      const b = await begin(s, callId, d.approved === true);
       if (b.duplicate) {
         // Not run: the same call of an earlier, interrupted run answers it, in the daemon's words.
         await settled(s, callId);
         return b.duplicate;
+      }
+      if (b.denied !== undefined) return { output: await refuse(s, callId, d.name, b.denied), isError: true };
+      if (b.awaiting) {
+        throw new DurableToolError(`tool use ${JSON.stringify(callId)} of session ${JSON.stringify(s.sessionId)} waits for approval in savepointd; it was not run.`);
       }
       key = b.key;
       stageHook?.("begun", callId);
@@ -491,9 +588,16 @@ async function answer(
     );
   }
   let key = res.idempotencyKey;
-  if (d.effect !== "read_only") {
-    const b = await begin(s, callId);
+  if (d.effect !== "read_only" || d.approval) {
+    const b = await begin(s, callId, d.approval === true);
     if (b.duplicate) return b.duplicate.output;
+    if (b.denied !== undefined) return await refuse(s, callId, name, b.denied);
+    if (b.awaiting) {
+      return (
+        `This ${name} call (tool_use_id ${callId}) was interrupted before it ran and was not run: ` +
+        "it needs an approval that was never recorded. Call it again if it is still needed."
+      );
+    }
     key = b.key;
     if (b.already && !res.begun && d.effect === "side_effect") return inDoubt(name, callId, "another process started it");
   }

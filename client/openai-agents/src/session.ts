@@ -110,6 +110,7 @@ export class SavepointSession implements RunContextAwareSession, SessionHistoryT
     }
     this.sessionId = sessionId;
     this.#options = options;
+    ledger.registerSession(this);
   }
 
   /** Returns the savepointd session id. */

@@ -4,7 +4,7 @@
  */
 import { type FunctionTool, type RunContext, tool, type ToolInputParameters, type ToolOptions } from "@openai/agents-core";
 
-import { content, DurableToolError, type Effect, EFFECT_CLASSES, registry, runCall, sessionOf, text, type VerifyHook, withKey } from "./ledger.js";
+import { content, DurableToolError, type Effect, EFFECT_CLASSES, findSession, registry, runCall, text, type VerifyHook, withKey } from "./ledger.js";
 
 /** The SDK's error output for a failed tool when no errorFunction is given (the SDK's own default text). */
 export const DEFAULT_ERROR_OUTPUT = "An error occurred while running the tool. Please try again.";
@@ -40,6 +40,7 @@ type AnyOptions = {
   verify?: VerifyHook;
   repeatable?: boolean;
   outputSchema?: unknown;
+  needsApproval?: unknown;
 };
 
 /**
@@ -53,7 +54,10 @@ type AnyOptions = {
  * and on a resume. A failed call is recorded and answered by
  * errorFunction as tool() answers it (null rethrows, after recording). In a
  * run whose session is not a SavepointSession the tool throws
- * DurableToolError, which fails the run.
+ * DurableToolError, which fails the run. With needsApproval, a call the
+ * SDK approved (state.approve) is approved in savepointd too (ApproveEffect,
+ * bound to its input), and its begin spends that approval: a replay of the
+ * approved RunState never runs it a second time.
  */
 export function durableTool<TParameters extends ToolInputParameters = undefined, Context = unknown>(
   options: DurableToolOptions<TParameters, Context>,
@@ -68,6 +72,7 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
   const onError =
     o.errorFunction === undefined ? () => DEFAULT_ERROR_OUTPUT : o.errorFunction === null ? null : o.errorFunction;
   let name = "";
+  const approval = o.needsApproval !== undefined && o.needsApproval !== false;
 
   /** Runs the user's execute and turns its outcome into the recorded text; a failure the user wants rethrown is marked so. */
   const run = async (input: unknown, ctx: RunContext<unknown>, details: unknown): Promise<{ output: string; isError: boolean; error?: unknown }> => {
@@ -105,16 +110,18 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
         rerun.isError = r.isError;
         return rethrow(r);
       }
-      const s = sessionOf(runContext);
+      const call = (details?.toolCall ?? {}) as { callId?: string; arguments?: string };
+      const s = await findSession(runContext, call.callId ?? "");
       if (!s) {
         throw new DurableToolError(
           `durable tool ${JSON.stringify(name)} ran in a run whose session is not a SavepointSession; pass { session: new SavepointSession(...) } to run().`,
         );
       }
-      const call = (details?.toolCall ?? {}) as { callId?: string; arguments?: string };
       if (!call.callId) throw new DurableToolError(`durable tool ${JSON.stringify(name)} was called without a call id; it was not run.`);
       let raised: unknown;
-      const out = await runCall(s, { name, effect, repeatable: o.repeatable === true }, { callId: call.callId, arguments: call.arguments ?? "" }, async () => {
+      // A call the SDK approved (state.approve) is approved in savepointd too, and its begin spends that approval.
+      const approved = approval && runContext.isToolApproved({ toolName: name, callId: call.callId }) === true;
+      const out = await runCall(s, { name, effect, repeatable: o.repeatable === true, approved }, { callId: call.callId, arguments: call.arguments ?? "" }, async () => {
         const r = await run(input, runContext, details);
         raised = r.error;
         return r;
@@ -127,6 +134,8 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
     name,
     effect,
     verify: o.verify,
+    // A resume has no RunState: a call of a tool that always needs approval runs only against the approval its run recorded.
+    approval: o.needsApproval === true,
     rerun: async (ctx, call, key) => {
       const slot = { key, isError: false };
       const out = await t.invoke(ctx as RunContext<Context>, call.arguments, { toolCall: { type: "function_call", ...call }, [RERUN]: slot } as never);

@@ -168,6 +168,7 @@ class SavepointSession:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = weakref.WeakKeyDictionary()
         self._cached: View | None = None  # the revision this process last saved or read, without items
         self._closed = False
+        _tools.register(self)
 
     # -- the Session protocol ----------------------------------------------
 

@@ -32,7 +32,8 @@ from agents.tool import ToolErrorFunction, default_tool_error_function
 from agents.tool_context import ToolContext
 
 from savepoint import EffectClass
-from savepoint.errors import DurableToolError, SavepointError, SessionFencedError
+from savepoint._core import denied_text
+from savepoint.errors import ApprovalConflictError, ApprovalNotWaitingError, DurableToolError, SavepointError, SessionFencedError
 from savepoint.types import Verified, VerifyStatus, compact_json, tool_content
 from savepoint.openai_agents._revision import Change, View
 from savepoint.v1 import savepoint_pb2 as pb
@@ -73,11 +74,13 @@ class _Durable:
     on_error: ToolErrorFunction | None
     verify: VerifyHook | None = None
     repeatable: bool = False
+    approval: bool = False  # the tool has the SDK's needs_approval: its begins require an approval
 
 
 _REGISTRY: dict[str, _Durable] = {}  # by tool name: what a resume may re-run
 _LIVE: set[tuple[str, str]] = set()  # (session_id, call_id) of the calls this process is running
 _RUNS: dict[int, tuple[weakref.ref[Any], SavepointSession]] = {}  # id(run's Usage) -> its session
+_SESSIONS: weakref.WeakSet[SavepointSession] = weakref.WeakSet()  # every SavepointSession of this process
 
 
 # -- which session a tool call belongs to -------------------------------------
@@ -97,11 +100,33 @@ def bind_run(wrapper: RunContextWrapper[Any] | None, session: SavepointSession) 
     _RUNS[key] = (weakref.ref(usage, lambda _r, k=key: _RUNS.pop(k, None)), session)  # type: ignore[misc]
 
 
-def _session_of(ctx: ToolContext[Any]) -> SavepointSession | None:
+def register(s: SavepointSession) -> None:
+    """Remember s, a SavepointSession of this process, for _session_of."""
+    _SESSIONS.add(s)
+
+
+async def _session_of(ctx: ToolContext[Any]) -> SavepointSession | None:
+    """The SavepointSession of ctx's run. A run resumed from a RunState
+    (after RunState.approve) runs its approved tools before it calls its
+    session, so its Usage is not bound yet: its session is then the one
+    SavepointSession of this process whose history holds this call's
+    function_call (the interrupted run saved it), which is bound to the run
+    from then on; None when no session, or several, hold it."""
     ref = _RUNS.get(id(ctx.usage))
-    if ref is None or ref[0]() is not ctx.usage:
+    if ref is not None and ref[0]() is ctx.usage:
+        return ref[1]
+    found: dict[str, SavepointSession] = {}
+    for s in list(_SESSIONS):
+        if s._closed or s.session_id in found:
+            continue
+        items = (await s._load(history=True)).items or []
+        if any(it.get("type") == "function_call" and it.get("call_id") == ctx.tool_call_id for it in items):
+            found[s.session_id] = s
+    if len(found) != 1:
         return None
-    return ref[1]
+    (s,) = found.values()
+    bind_run(ctx, s)
+    return s
 
 
 # -- which process runs a call ------------------------------------------------
@@ -207,15 +232,17 @@ async def _epoch(s: SavepointSession) -> int:
     return v.epoch
 
 
-async def _begin(s: SavepointSession, call_id: str) -> pb.BeginEffectResponse:
+async def _begin(s: SavepointSession, call_id: str, requires_approval: bool = False) -> pb.BeginEffectResponse:
     """BeginEffect with the session's current epoch (a SavepointSession
     never owns the session, so a takeover by Resume is followed, not
     obeyed): the idempotency key, already_begun, and duplicate when the
-    daemon's duplicate-intent guard caught the call."""
+    daemon's duplicate-intent guard caught the call; for a call that
+    requires approval, its decision is AWAIT_APPROVAL or DENIED when it
+    was not begun."""
     for _ in range(5):
         try:
             return await s.client().raw.BeginEffect(
-                pb.BeginEffectRequest(session_id=s.session_id, tool_use_id=call_id, epoch=await _epoch(s))
+                pb.BeginEffectRequest(session_id=s.session_id, tool_use_id=call_id, epoch=await _epoch(s), requires_approval=requires_approval)
             )
         except SessionFencedError:
             await s._load(history=False)
@@ -274,6 +301,35 @@ async def _settled(s: SavepointSession, call_id: str) -> None:
     await s.mutate(recorded)
 
 
+async def _approve(s: SavepointSession, call_id: str) -> None:
+    """Record in savepointd the approval the SDK's RunState holds for
+    call_id (RunState.approve), bound to the call's input as it is pending;
+    the begin that follows spends it. A call denied in savepointd meanwhile
+    keeps its denial (the begin answers DENIED)."""
+    req = pb.ApproveEffectRequest(
+        session_id=s.session_id, tool_use_id=call_id, decision=pb.APPROVAL_STATUS_APPROVED,
+        decided_by="openai-agents RunState.approve", request_id=str(uuid.uuid4()),
+    )
+    try:
+        await s.client().raw.ApproveEffect(req)
+    except (ApprovalConflictError, ApprovalNotWaitingError):
+        pass  # denied meanwhile, or begun already: the begin answers
+
+
+async def _refuse(s: SavepointSession, call_id: str, name: str, text: str) -> str:
+    """Record a denied call as refused, stop it pending, and return the
+    text the model is given."""
+    try:
+        await s.client().raw.RecordEffect(
+            pb.RecordEffectRequest(session_id=s.session_id, tool_use_id=call_id, name=name, output=text, is_error=True, refused=True)
+        )
+    except SavepointError as e:
+        LOGGER.warning("savepoint: the denial of tool use %s (%s) could not be recorded: %s", call_id, name, e)
+    else:
+        await _settled(s, call_id)
+    return text
+
+
 async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call_id: str, args: str) -> Any:
     name = d.tool.name
     tu = pb.ToolUse(
@@ -300,13 +356,20 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
                 ) from e
             raise
         key = ""
-        if d.effect != EffectClass.READ_ONLY:
-            b = await _begin(s, call_id)
+        gated = d.approval and ctx.is_tool_approved(name, call_id) is True
+        if gated:
+            await _approve(s, call_id)
+        if d.effect != EffectClass.READ_ONLY or gated:
+            b = await _begin(s, call_id, gated)
             if b.HasField("duplicate"):
                 # Not run: the same call of an earlier, interrupted run
                 # answers it, in the daemon's words.
                 await _settled(s, call_id)
                 return b.duplicate.tool_result_text
+            if b.decision == pb.DECISION_DENIED:
+                return await _refuse(s, call_id, name, denied_text(b.approval))
+            if b.decision == pb.DECISION_AWAIT_APPROVAL:
+                raise DurableToolError(f"tool use {call_id!r} of session {s.session_id!r} waits for approval in savepointd; it was not run.")
             key, already = b.idempotency_key, b.already_begun
             if already and d.effect == EffectClass.SIDE_EFFECT:
                 return _in_doubt(name, call_id, "another process started it")
@@ -419,10 +482,21 @@ async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, c
             "the resumed agent has no durable tool of that name. Call it again if it is still needed."
         )
     key = res.idempotency_key
-    if d.effect != EffectClass.READ_ONLY:
-        b = await _begin(s, cid)
+    # A resume has no RunState: a call of a tool that always needs approval
+    # runs only against the approval its run recorded (a per-call policy
+    # cannot be asked here; a call it approved was recorded, and is gated).
+    gated = d.tool.needs_approval is True
+    if d.effect != EffectClass.READ_ONLY or gated:
+        b = await _begin(s, cid, gated)
         if b.HasField("duplicate"):
             return b.duplicate.tool_result_text
+        if b.decision == pb.DECISION_DENIED:
+            return await _refuse(s, cid, name, denied_text(b.approval))
+        if b.decision == pb.DECISION_AWAIT_APPROVAL:
+            return (
+                f"This {name} call (tool_use_id {cid}) was interrupted before it ran and was not run: "
+                "it needs an approval that was never recorded. Call it again if it is still needed."
+            )
         key, already = b.idempotency_key, b.already_begun
         if already and not res.begun and d.effect == EffectClass.SIDE_EFFECT:
             return _in_doubt(name, cid, "another process started it")
@@ -500,10 +574,11 @@ def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[
         raise ValueError(f"durable_function_tool: effect must be 'read_only', 'idempotent' or 'side_effect', not {effect!r}.")
     tool = function_tool(func, failure_error_function=None, **kwargs)
     d = _Durable(tool=tool, invoke=tool.on_invoke_tool, effect=_CLASSES[effect],
-                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify, repeatable=repeatable)
+                 on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify, repeatable=repeatable,
+                 approval=tool.needs_approval is not False)
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
-        s = _session_of(ctx)
+        s = await _session_of(ctx)
         if s is None:
             raise DurableToolError(
                 f"durable tool {tool.name!r} ran in a run whose session is not a SavepointSession; "
@@ -552,7 +627,11 @@ def durable_function_tool(
     with the same arguments, one an earlier, interrupted run made (the
     daemon's duplicate-intent guard) is not run: its output is the daemon's
     text saying the action was already taken (with its output) or may have
-    been; ``repeatable=True`` exempts a tool that may legitimately repeat."""
+    been; ``repeatable=True`` exempts a tool that may legitimately repeat.
+    With the SDK's ``needs_approval``, a call the SDK approved
+    (RunState.approve) is approved in savepointd too (ApproveEffect, bound
+    to its input) and its begin spends that approval: a replay of the
+    approved RunState never runs it a second time."""
     if func is not None:
         return _make(func, effect, failure_error_function, kwargs, verify, repeatable)
     return lambda f: _make(f, effect, failure_error_function, kwargs, verify, repeatable)
