@@ -128,12 +128,12 @@ func printMigrateReport(stdout io.Writer, cfg migrateConfig, rep migrate.Report)
 	target := redactURL(cfg.To)
 	fmt.Fprintf(stdout, "migrated %s to %s (schema %q) in %s: %s (%d live, %s), %s, %s, %s, %s; every live session compared equal; verify checked %s, 0 damaged\n",
 		cfg.DataDir, target, pgstore.DefaultSchema, rep.Took.Round(time.Millisecond), cli.Count(rep.Live+rep.Tombstones, "session"), rep.Live,
-		cli.Count(rep.Tombstones, "tombstone"), cli.Count(rep.Revisions, "revision"), cli.Count(rep.Messages, "message"), cli.Count(rep.Effects, "ledger call"),
+		cli.Count(rep.Tombstones, "tombstone"), cli.Count(rep.Revisions, "revision"), cli.Count(rep.Messages, "message"), cli.Count(rep.Effects, "effect"),
 		cli.Count(rep.Requests, "request id"), cli.Count(rep.CheckedRecords, "record"))
 	if g := rep.Graph; rep.GraphCopied {
 		fmt.Fprintf(stdout, "copied %s (%s), %s, %s, %s, %s, %s, %d MiB of values; every graph thread compared equal\n",
 			cli.Count(g.Threads, "graph thread"), cli.Count(g.Tombstones, "tombstone"), cli.Count(g.Checkpoints, "checkpoint"), cli.Count(g.Blobs, "blob"),
-			cli.Count(g.Writes, "pending write"), cli.Count(g.Requests, "graph request id"), cli.Count(g.Effects, "graph ledger entry"), g.Bytes>>20)
+			cli.Count(g.Writes, "pending write"), cli.Count(g.Requests, "graph request id"), cli.Count(g.Effects, "graph effect"), g.Bytes>>20)
 	} else if rep.GraphSkipped > 0 {
 		fmt.Fprintf(stdout, "skipped %s: they are not in %s\n", cli.Count(rep.GraphSkipped, "graph thread"), target)
 	}

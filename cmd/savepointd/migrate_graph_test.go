@@ -256,7 +256,7 @@ func TestMigrateStoreGraph(t *testing.T) {
 		t.Fatalf("migrate-store: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 	t.Logf("%s%s", stdout.String(), stderr.String())
-	for _, want := range []string{"4 sessions (3 live, 1 tombstone)", "copied 6 graph threads (1 tombstone), 15 checkpoints, ", ", 7 graph ledger entries, ",
+	for _, want := range []string{"4 sessions (3 live, 1 tombstone)", "copied 6 graph threads (1 tombstone), 15 checkpoints, ", ", 7 graph effects, ",
 		"every graph thread compared equal", "0 damaged"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout.String())

@@ -111,7 +111,7 @@ func TestMigrateStore(t *testing.T) {
 	if code := run([]string{"migrate-store", "--data-dir", dir, "--to", srv.URL(db)}, envOf(nil), &stdout, &stderr); code != exitOK {
 		t.Fatalf("migrate-store: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"4 sessions (3 live, 1 tombstone)", "every live session compared equal", "0 damaged"} {
+	for _, want := range []string{"4 sessions (3 live, 1 tombstone)", ", 3 effects, ", "every live session compared equal", "0 damaged"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
 		}

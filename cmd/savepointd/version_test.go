@@ -58,6 +58,13 @@ func TestLinkTimeVersion(t *testing.T) {
 // no VERSION given and Go's VCS stamping off (GOFLAGS=-buildvcs=false): in
 // this checkout both report `git describe --tags --always --dirty`; in a copy
 // of the tree outside any git checkout both say so, and so does the build.
+//
+// Both builds use -trimpath and CGO_ENABLED=0, as tools/dist's release
+// build does: the compiler's cache then ignores where the sources are, so
+// the copy's build reuses the checkout's packages (and both reuse those of
+// tools/dist's TestReproducible and make dist) instead of compiling the
+// whole tree again under a new directory. The version is stamped at link
+// time, which neither flag touches.
 func TestMakeBuildVersion(t *testing.T) {
 	for _, tool := range []string{"make", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -72,7 +79,7 @@ func TestMakeBuildVersion(t *testing.T) {
 		t.Helper()
 		out := t.TempDir()
 		cmd := exec.Command("make", "-C", dir, "build", "BIN="+out, "CMDS=cmd/savepointd cmd/savepoint")
-		cmd.Env = append(os.Environ(), append([]string{"GOFLAGS=-buildvcs=false", "VERSION="}, env...)...)
+		cmd.Env = append(os.Environ(), append([]string{"GOFLAGS=-buildvcs=false -trimpath", "CGO_ENABLED=0", "VERSION="}, env...)...)
 		var errb bytes.Buffer
 		cmd.Stderr = &errb
 		if err := cmd.Run(); err != nil {

@@ -17,17 +17,29 @@ import (
 // a few hundred KiB already need value_chunk messages.
 var smallBudget = daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
 
+// raceUploadBlobBytes is the size of each uploaded blob of the Defaults case
+// under the race detector: over the default request limit (4 MiB) and
+// response budget (3 MiB), so that the upload is streamed, staged over
+// several commits and read back in value chunks at the default limits, as
+// at 16 MiB, at a third of the bytes the race detector watches.
+const raceUploadBlobBytes = 5 << 20
+
 // TestGraphService runs the suite against the in-process daemon on disk,
-// with the default limits (and a 64 MiB upload) and with a small response
-// budget (and an 8 MiB upload).
+// with the default limits (and a 64 MiB upload, 21 MiB under the race
+// detector: `make test-large` runs the 64 MiB one) and with a small
+// response budget (and an 8 MiB upload).
 func TestGraphService(t *testing.T) {
+	defaultBlobBytes := 0 // graphtest's 16 MiB
+	if raceEnabled {
+		defaultBlobBytes = raceUploadBlobBytes
+	}
 	for _, tc := range []struct {
 		name      string
 		cfg       daemon.Config
 		blobBytes int
 	}{
 		{"SmallBudget", smallBudget, 2 << 20},
-		{"Defaults", daemon.Config{}, 0},
+		{"Defaults", daemon.Config{}, defaultBlobBytes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			graphtest.Run(t, func(t *testing.T) *graphtest.Env {
