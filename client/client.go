@@ -66,8 +66,8 @@ type RetryPolicy struct {
 // DefaultRetryPolicy is used unless WithRetry says otherwise: 5 attempts over
 // about 1.5 seconds, then retries a second apart until 10 seconds after the
 // first failure, waiting up to 5 seconds for the connection. The budget
-// covers a PostgreSQL failover as `make failover` measures it (without a
-// writable host for 1.6 s on average, at most 8.3 s; docs/reliability.md).
+// covers a PostgreSQL failover as `make failover` measures it (the longest
+// time without a writable host it has seen is 8.3 s; docs/reliability-postgres.md).
 var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ReconnectWait: 5 * time.Second,
 	Budget: 10 * time.Second}
 

@@ -104,7 +104,7 @@ export interface RetryPolicy {
 /**
  * The policy used unless DialOptions.retry says otherwise, as the Go client's: 5 attempts over about 1.5 seconds,
  * then retries a second apart until 10 seconds after the first failure. The budget covers a PostgreSQL failover as
- * `make failover` measures it (without a writable host for 1.6 s on average, at most 8.3 s; docs/reliability.md).
+ * `make failover` measures it (the longest time without a writable host it has seen is 8.3 s; docs/reliability-postgres.md).
  */
 export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
   maxAttempts: 5,

@@ -72,8 +72,8 @@ DEFAULT_RETRY_POLICY = RetryPolicy(budget=10.0)
 """5 attempts over about 1.5 seconds, then retries a second apart until 10
 seconds after the first failure, waiting up to 5 seconds for the
 connection, as the Go client's DefaultRetryPolicy. The budget covers a
-PostgreSQL failover as ``make failover`` measures it (without a writable
-host for 1.6 s on average, at most 8.3 s; docs/reliability.md)."""
+PostgreSQL failover as ``make failover`` measures it (the longest time
+without a writable host it has seen is 8.3 s; docs/reliability-postgres.md)."""
 
 # When a call that may have been applied can be sent again, as its RPC
 # declares it in the proto (proto/savepoint/v1/options.proto): "always" for
