@@ -1,7 +1,8 @@
 /**
  * The durable tools' bookkeeping in a SavepointSession: which calls are
- * running and in which process, the ledger calls around each, and the
- * answer a resumed run gives to a call whose process died.
+ * running and in which process, the effect calls (BeginEffect,
+ * RecordEffect) around each, and the answer a resumed run gives to a call
+ * whose process died.
  *
  * Each call follows docs/protocol.md for its own tool use: saved pending (and
  * listed in the session's stateJson with the process running it) before the
@@ -242,7 +243,7 @@ export function planAppend(v: View, batch: AgentInputItem[]): Change {
   };
 }
 
-// -- the ledger calls ---------------------------------------------------------
+// -- the effect calls ---------------------------------------------------------
 
 /** The output a call whose outcome is unknown gets. */
 export function inDoubt(name: string, callId: string, why: string): string {

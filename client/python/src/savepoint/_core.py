@@ -432,7 +432,7 @@ class SessionState:
         return pb.RecordEffectRequest(session_id=self._id, tool_use_id=tool_use_id, output=output, is_error=is_error or refused, refused=refused)
 
     def _ledger_reconcile_steps(self, ids: Sequence[str]) -> Steps[list[pb.Resolution]]:
-        """Every page of Reconcile's resolutions of the ledger calls ids."""
+        """Every page of Reconcile's resolutions of the tool uses ids."""
         resolutions: list[pb.Resolution] = []
         token = ""
         while True:

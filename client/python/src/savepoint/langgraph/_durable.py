@@ -108,7 +108,7 @@ class DurableTool(BaseTool):
     error ToolMessage of in_doubt_text when in doubt; invoked with its
     arguments it is keyed by a derived id (the module's doc) and raises
     EffectInDoubtError when in doubt. A DurableToolNode given a DurableTool
-    runs its inner tool under its own ledger calls."""
+    runs its inner tool under its own effect calls."""
 
     inner: BaseTool
     """The tool run."""

@@ -95,7 +95,7 @@ def in_doubt_text(name: str, tool_call_id: str) -> str:
 
 
 def idempotency_key() -> str:
-    """The idempotency key of the ledger call running in this context (a
+    """The idempotency key of the tool use running in this context (a
     DurableToolNode's tool, a @durable function or tool): the same for every
     attempt of one call, to pass to an API that accepts one. Empty outside
     such a call."""
@@ -279,7 +279,7 @@ def error_value(e: BaseException) -> dict[str, Any]:
 
 
 class Ledger:
-    """The ledger calls of one DurableToolNode or durable function: begin()
+    """The effect calls of one DurableToolNode or durable function: begin()
     and record(), on the daemon at ``address`` or, when that is None, on the
     run's checkpointer's daemon when it is a SavepointSaver, else on the
     address SavepointSaver() resolves."""

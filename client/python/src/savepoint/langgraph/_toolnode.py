@@ -221,7 +221,7 @@ class DurableToolNode(ToolNode):
 
     def _wrapper_error(self, e: Exception, req: ToolCallRequest) -> ToolMessage:
         """What ToolNode answers for an exception out of a user's wrapper (a
-        ledger call's error is raised)."""
+        effect call's error is raised)."""
         if not self._sp_errors or is_invalid_resume(e) or _ledger.is_ledger_error(e):
             raise e
         content = _handle_tool_error(e, flag=self._sp_errors)

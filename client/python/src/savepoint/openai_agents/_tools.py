@@ -163,7 +163,7 @@ def _interrupted(session_id: str, call_id: str, c: dict[str, Any]) -> bool:
     return not isinstance(pid, int) or _start_time(pid) != o.get("start")
 
 
-# -- the ledger calls ---------------------------------------------------------
+# -- the effect calls ---------------------------------------------------------
 
 
 def _in_doubt(name: str, call_id: str, why: str) -> str:
