@@ -13,14 +13,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import replace
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import grpc.aio
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint import _stream
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, areconnected, left, ready_by, retry_wait
 from savepoint._steps import Steps, get_session_steps
 from savepoint.address import TLSConfig, resolve
@@ -47,6 +46,9 @@ from savepoint.types import (
 )
 from savepoint.v1 import savepoint_pb2 as pb
 from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from savepoint import _stream
 
 AsyncToolFunc = Callable[[ToolUse, str], Awaitable[ToolContent] | ToolContent]
 """Runs a tool: given the call and its idempotency key ("" for read-only
@@ -94,7 +96,13 @@ class AsyncRaw:
         self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
-        self._stream = _stream.AioCallStream(channel) if call_stream else None
+        self._stream: _stream.AioCallStream | None = None
+        if call_stream:
+            # Imported here: the stream's stubs load graph.proto's, which a
+            # client on unary calls never needs (tests/test_import.py).
+            from savepoint import _stream
+
+            self._stream = _stream.AioCallStream(channel)
         self._retry = retry
         self._logger = logger
         self._timeout = timeout
@@ -102,11 +110,14 @@ class AsyncRaw:
     async def _send(self, method: str, req: ProtoMessage, timeout: float | None) -> Any:
         """One try of a call, as Raw._send."""
         s = self._stream
-        if s is not None and s.supported and method in _stream.FIELDS:
-            try:
-                return await s.call(method, req, timeout)
-            except _stream.Unsupported:
-                pass  # never handled: send it unary
+        if s is not None and s.supported:
+            from savepoint import _stream  # loaded already, with s
+
+            if method in _stream.FIELDS:
+                try:
+                    return await s.call(method, req, timeout)
+                except _stream.Unsupported:
+                    pass  # never handled: send it unary
         return await getattr(self._stub, method)(req, timeout=timeout)
 
     def close(self) -> None:

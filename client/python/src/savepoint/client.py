@@ -11,13 +11,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from savepoint import _core
-from savepoint import _stream
 from savepoint._retry import DEFAULT_RETRY_POLICY, RetryPolicy, left, ready_by, reconnected, retry_wait
 from savepoint._steps import get_session_steps, run_steps
 from savepoint.address import TLSConfig, resolve
@@ -44,6 +43,9 @@ from savepoint.types import (
 )
 from savepoint.v1 import savepoint_pb2 as pb
 from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from savepoint import _stream
 
 R = TypeVar("R", bound=ProtoMessage)
 
@@ -77,7 +79,13 @@ class Raw:
         self._autostart = autostart
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
-        self._stream = _stream.CallStream(channel) if call_stream else None
+        self._stream: _stream.CallStream | None = None
+        if call_stream:
+            # Imported here: the stream's stubs load graph.proto's, which a
+            # client on unary calls never needs (tests/test_import.py).
+            from savepoint import _stream
+
+            self._stream = _stream.CallStream(channel)
         self._retry = retry
         self._logger = logger
         self._timeout = timeout
@@ -86,11 +94,14 @@ class Raw:
         """One try of a call: on the CallStream when the daemon serves one,
         else unary."""
         s = self._stream
-        if s is not None and s.supported and method in _stream.FIELDS:
-            try:
-                return s.call(method, req, timeout)
-            except _stream.Unsupported:
-                pass  # never handled: send it unary
+        if s is not None and s.supported:
+            from savepoint import _stream  # loaded already, with s
+
+            if method in _stream.FIELDS:
+                try:
+                    return s.call(method, req, timeout)
+                except _stream.Unsupported:
+                    pass  # never handled: send it unary
         return getattr(self._stub, method)(req, timeout=timeout)
 
     def close(self) -> None:
