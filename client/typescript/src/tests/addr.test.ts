@@ -98,5 +98,5 @@ test("the retry backoff doubles from 100 ms to 1 s, less up to 20% jitter, as th
     }
   }
   assert.equal(retryBackoff({ maxAttempts: 3, initialBackoffMs: 0, maxBackoffMs: 0 }, 2), 0);
-  assert.deepEqual(DEFAULT_RETRY_POLICY, { maxAttempts: 5, initialBackoffMs: 100, maxBackoffMs: 1000 });
+  assert.deepEqual(DEFAULT_RETRY_POLICY, { maxAttempts: 5, initialBackoffMs: 100, maxBackoffMs: 1000, budgetMs: 10000 });
 });
