@@ -560,25 +560,8 @@ func (s *Server) InRecovery() (bool, error) {
 // WaitSyncStandby waits until s, a primary, has a standby streaming in
 // sync (pg_stat_replication.sync_state 'sync'), up to d.
 func (s *Server) WaitSyncStandby(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	var last error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := pgx.Connect(ctx, s.URL("postgres"))
-		if err == nil {
-			var n int
-			err = c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')").Scan(&n)
-			c.Close(context.Background())
-			if err == nil && n > 0 {
-				cancel()
-				return nil
-			}
-		}
-		cancel()
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("no synchronous standby streams from port %d after %v (%v)", s.Port, d, last)
+	return s.waitUntil(d, "a synchronous standby streams", `SELECT count(*) > 0 FROM pg_stat_replication
+		WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')`)
 }
 
 // WaitReplayed waits until every standby streaming from s, a primary, has
@@ -587,49 +570,36 @@ func (s *Server) WaitSyncStandby(d time.Duration) error {
 // that reads from a standby right after it kills the primary waits here
 // first.
 func (s *Server) WaitReplayed(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	var last error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := pgx.Connect(ctx, s.URL("postgres"))
-		if err == nil {
-			var behind, streaming int
-			err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE replay_lsn IS NULL OR replay_lsn < pg_current_wal_lsn()), count(*)
-				FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&behind, &streaming)
-			c.Close(context.Background())
-			if err == nil && streaming > 0 && behind == 0 {
-				cancel()
-				return nil
-			}
-			if err == nil {
-				err = fmt.Errorf("%d of %d standbys behind", behind, streaming)
-			}
-		}
-		cancel()
-		last = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("standbys of port %d have not replayed its log after %v (%v)", s.Port, d, last)
+	return s.waitUntil(d, "its standbys have replayed its log", `SELECT count(*) > 0
+		AND count(*) FILTER (WHERE replay_lsn IS NULL OR replay_lsn < pg_current_wal_lsn()) = 0
+		FROM pg_stat_replication WHERE state = 'streaming'`)
 }
 
 // WaitStreaming waits until s, a primary, has a standby streaming (in sync
 // or not), up to d.
 func (s *Server) WaitStreaming(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	return s.waitUntil(d, "a standby streams", "SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'")
+}
+
+// waitUntil asks s, on a new connection every 100 ms, the query ready (one
+// boolean) until it answers true, up to d; the error says what it waited
+// for and the last failure.
+func (s *Server) waitUntil(d time.Duration, what, ready string) error {
+	var last error
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := pgx.Connect(ctx, s.URL("postgres"))
 		if err == nil {
-			var n int
-			err = c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'").Scan(&n)
+			var ok bool
+			err = c.QueryRow(ctx, ready).Scan(&ok)
 			c.Close(context.Background())
-			if err == nil && n > 0 {
+			if err == nil && ok {
 				cancel()
 				return nil
 			}
 		}
 		cancel()
-		time.Sleep(100 * time.Millisecond)
+		last = err
 	}
-	return fmt.Errorf("no standby streams from port %d after %v", s.Port, d)
+	return fmt.Errorf("port %d: not the case after %v that %s (%v)", s.Port, d, what, last)
 }
