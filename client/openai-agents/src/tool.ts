@@ -55,9 +55,12 @@ type AnyOptions = {
  * errorFunction as tool() answers it (null rethrows, after recording). In a
  * run whose session is not a SavepointSession the tool throws
  * DurableToolError, which fails the run. With needsApproval, a call the
- * SDK approved (state.approve) is approved in savepointd too (ApproveEffect,
- * bound to its input), and its begin spends that approval: a replay of the
- * approved RunState never runs it a second time.
+ * SDK stops the run for waits in savepointd too (`savepoint ls` counts it,
+ * `savepoint approve` decides it, and the resumed RunState finds that
+ * decision); a call the SDK approved (state.approve) is approved in
+ * savepointd too (ApproveEffect, bound to its input), and its begin spends
+ * that approval, so a replay of the approved RunState never runs it a
+ * second time; a state.reject is recorded as a denial.
  */
 export function durableTool<TParameters extends ToolInputParameters = undefined, Context = unknown>(
   options: DurableToolOptions<TParameters, Context>,

@@ -771,10 +771,13 @@ def durable_function_tool(
     daemon's duplicate-intent guard) is not run: its output is the daemon's
     text saying the action was already taken (with its output) or may have
     been; ``repeatable=True`` exempts a tool that may legitimately repeat.
-    With the SDK's ``needs_approval``, a call the SDK approved
-    (RunState.approve) is approved in savepointd too (ApproveEffect, bound
-    to its input) and its begin spends that approval: a replay of the
-    approved RunState never runs it a second time."""
+    With the SDK's ``needs_approval``, a call the SDK stops the run for
+    waits in savepointd too (``savepoint ls`` counts it, ``savepoint
+    approve`` decides it; apply_decisions gives such a decision to the
+    RunState); a call the SDK approved (RunState.approve) is approved in
+    savepointd too (ApproveEffect, bound to its input) and its begin spends
+    that approval, so a replay of the approved RunState never runs it a
+    second time; a RunState.reject is recorded as a denial."""
     if func is not None:
         return _make(func, effect, failure_error_function, kwargs, verify, repeatable)
     return lambda f: _make(f, effect, failure_error_function, kwargs, verify, repeatable)
