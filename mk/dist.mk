@@ -29,17 +29,22 @@ dist: clients-typescript ## Release archives, platform wheels and npm packages f
 # The packaging test: linux/amd64's artifacts built by make dist and
 # installed as a user would (tools/dist/e2e/run.sh: the wheel into a fresh
 # venv, the npm tarballs into a fresh project, on a PATH without Go, each
-# started on demand, killed and started again). tools/dist's own tests (two
-# builds of linux/amd64 give the same bytes; a darwin build is a Mach-O of
-# its CPU, with the wheel tag of the macOS it needs) run in test-go, where
-# TestDarwin builds a program with nothing but main (tools/dist/testdata/
-# macho) for both CPUs, in seconds. test-dist-full runs them with -full,
-# which builds savepointd and savepoint themselves for both darwin CPUs
-# (about four minutes on 2 cores), then make dist for every platform of
-# DIST_PLATFORMS and the same end-to-end test.
+# started on demand, killed and started again), and TestReproducible with
+# -full: savepointd and savepoint built twice give the same bytes, static
+# executables, at the cost of two links, since make dist has just compiled
+# everything in the release's configuration. tools/dist's tests run in
+# test-go on tools/dist/testdata/small, a program with nothing but main,
+# built under each command's name in seconds: TestReproducible (two builds
+# of linux/amd64 packed the same bytes) and TestDarwin (a darwin build is a
+# Mach-O of its CPU, with the wheel tag of the macOS it needs).
+# test-dist-full runs them all with -full, which also builds savepointd and
+# savepoint themselves for both darwin CPUs (about four minutes on 2 cores),
+# then make dist for every platform of DIST_PLATFORMS and the same
+# end-to-end test.
 .PHONY: test-dist
-test-dist: ## Packaging: the linux/amd64 wheel and npm packages installed and run end to end (tools/dist's tests run in test-go)
+test-dist: ## Packaging: the linux/amd64 wheel and npm packages installed and run end to end, and the release binaries built twice to the same bytes
 	$(MAKE) --no-print-directory dist DIST_PLATFORMS=linux/amd64 DIST_DIR=$(BIN)/dist-test
+	go test -count=1 -run '^TestReproducible$$' ./tools/dist -full
 	tools/dist/e2e/run.sh $(BIN)/dist-test '$(BUILD_VERSION)'
 
 .PHONY: test-dist-full

@@ -47,16 +47,17 @@ func fakePureWheel(t *testing.T) string {
 
 // TestReproducible builds linux/amd64 twice, into two directories, and
 // packs each into its own output: the archives and wheels must be the same
-// bytes, and the binaries static executables for the platform.
+// bytes, and the binaries static executables for the platform. Without
+// -full it builds testdata/small (seconds); `make test-dist` and
+// `make test-dist-full` run it with -full on savepointd and savepoint, whose
+// compile `make dist` has just cached.
 func TestReproducible(t *testing.T) {
 	p := Platform{"linux", "amd64"}
 	pure := fakePureWheel(t)
 	var outs [2]string
 	for i := range outs {
 		bin, out := t.TempDir(), t.TempDir()
-		if err := Build(root, p, "v9.9.9-test", bin); err != nil {
-			t.Fatal(err)
-		}
+		binaries(t, p, bin)
 		for _, c := range Commands {
 			if err := CheckBinary(filepath.Join(bin, c), p); err != nil {
 				t.Fatal(err)
@@ -155,15 +156,16 @@ func checkRecord(t *testing.T, whl string) {
 	}
 }
 
-// full makes TestDarwin build the release's commands rather than
-// testdata/macho (make test-dist-full).
-var full = flag.Bool("full", false, "TestDarwin: cross-compile savepointd and savepoint for both darwin platforms (minutes), not testdata/macho")
+// full makes TestReproducible and TestDarwin build the release's commands
+// rather than testdata/small (make test-dist, make test-dist-full).
+var full = flag.Bool("full", false, "TestReproducible, TestDarwin: build savepointd and savepoint (minutes from a cold cache), not testdata/small")
 
-// darwinBinaries cross-compiles for p into bin, under the flags of a
-// release: with -full Build's commands; otherwise testdata/macho, written
-// under each command's name, so that everything past the compiler (the
-// Mach-O checks, the wheel's tag) runs on a real Mach-O of the toolchain.
-func darwinBinaries(t *testing.T, p Platform, bin string) {
+// binaries builds for p into bin, under the flags of a release: with -full
+// Build's commands; otherwise testdata/small, written under each command's
+// name, so that everything past the compiler (the ELF and Mach-O checks,
+// the archives, the wheel's tag) runs on a real executable of the
+// toolchain.
+func binaries(t *testing.T, p Platform, bin string) {
 	t.Helper()
 	if *full {
 		if err := Build(root, p, "v9.9.9-test", bin); err != nil {
@@ -172,7 +174,7 @@ func darwinBinaries(t *testing.T, p Platform, bin string) {
 		return
 	}
 	for _, c := range Commands {
-		if err := build(root, p, "v9.9.9-test", filepath.Join(bin, c), "./tools/dist/testdata/macho"); err != nil {
+		if err := build(root, p, "v9.9.9-test", filepath.Join(bin, c), "./tools/dist/testdata/small"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +183,7 @@ func darwinBinaries(t *testing.T, p Platform, bin string) {
 // TestDarwin builds both darwin platforms, which cannot run here, and checks
 // that each binary is a Mach-O executable of its CPU (and not of the
 // other's), and that the wheel's tag names the macOS it needs. Without
-// -full it builds testdata/macho (seconds); `make test-dist-full` builds
+// -full it builds testdata/small (seconds); `make test-dist-full` builds
 // savepointd and savepoint (minutes), as `make dist` does.
 func TestDarwin(t *testing.T) {
 	for _, tc := range []struct {
@@ -193,7 +195,7 @@ func TestDarwin(t *testing.T) {
 	} {
 		t.Run(tc.p.Arch, func(t *testing.T) {
 			bin := t.TempDir()
-			darwinBinaries(t, tc.p, bin)
+			binaries(t, tc.p, bin)
 			for _, c := range Commands {
 				path := filepath.Join(bin, c)
 				if err := CheckBinary(path, tc.p); err != nil {
