@@ -28,7 +28,10 @@ type Env struct {
 	UploadBlobBytes int
 }
 
-// Run runs the suite; newEnv starts an empty daemon that the test owns.
+// Run runs the suite, each test as a parallel subtest (each waits on its
+// own daemon's syncs, so they overlap even on two cores); newEnv starts an
+// empty daemon that the test owns, and must be safe to call from parallel
+// subtests.
 func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 	for _, tc := range []struct {
 		name string
@@ -71,7 +74,10 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"ThreadEffectDuplicate", testThreadEffectDuplicate},
 		{"ThreadEffectDuplicateWindow", testThreadEffectDuplicateWindow},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newEnv(t))
+		})
 	}
 }
 

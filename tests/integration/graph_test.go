@@ -29,6 +29,7 @@ const raceUploadBlobBytes = 5 << 20
 // detector: `make test-large` runs the 64 MiB one) and with a small
 // response budget (and an 8 MiB upload).
 func TestGraphService(t *testing.T) {
+	t.Parallel()
 	defaultBlobBytes := 0 // graphtest's 16 MiB
 	if raceEnabled {
 		defaultBlobBytes = raceUploadBlobBytes
@@ -42,6 +43,7 @@ func TestGraphService(t *testing.T) {
 		{"Defaults", daemon.Config{}, defaultBlobBytes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			graphtest.Run(t, func(t *testing.T) *graphtest.Env {
 				e := start(t, tc.cfg)
 				e.UploadBlobBytes = tc.blobBytes

@@ -35,6 +35,7 @@ func newSchema() string { return fmt.Sprintf("t%d", schemaSeq.Add(1)) }
 // checkpoint) to keep go test quick on a shared machine; Restart closes the
 // store and opens the same schema again.
 func TestPostgresGraphService(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Shared(t)
 	cfg := daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
 	for _, mode := range []struct{ name, url string }{
@@ -43,6 +44,7 @@ func TestPostgresGraphService(t *testing.T) {
 		{"SimpleProtocol", srv.URL("postgres", "default_query_exec_mode=simple_protocol")},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			graphtest.Run(t, func(t *testing.T) *graphtest.Env {
 				e := servePG(t, mode.url, newSchema(), cfg)
 				e.UploadBlobBytes = 4 << 20
@@ -56,6 +58,7 @@ func TestPostgresGraphService(t *testing.T) {
 // opened through PgBouncer's transaction pooling with the simple protocol,
 // sized down as TestPostgresGraphService is.
 func TestPgBouncerGraphService(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Shared(t)
 	b := pgtest.NewBouncer(t, srv, pgtest.BouncerOptions{PoolSize: 8})
 	cfg := daemon.Config{ResponseBudgetBytes: 256 << 10, MaxMessageBytes: 64 << 10, MaxStateBytes: 64 << 10}
