@@ -1,14 +1,16 @@
 import type Anthropic from "@anthropic-ai/sdk";
-import { type Client as SavepointClient, type Session, SessionStatus } from "@savepoint-dev/client";
+import { AwaitingApprovalError, type Client as SavepointClient, SessionStatus, type ToolResult } from "@savepoint-dev/client";
 
 import { MaxTurnsError } from "./errors.js";
-import { type Block, DurableLoop, historyOf, textOf } from "./loop.js";
+import { type ApprovalOptions, type Block, DurableLoop, historyOf, type Paused, textOf } from "./loop.js";
 import { type AgentTool, definitionOf } from "./tools.js";
 
 export { AgentError, MaxTurnsError, RefusalError, SessionFailedError, StopReasonError } from "./errors.js";
 export { type AgentTool, definitionOf, durable, type Effect, effectOf } from "./tools.js";
 
-export interface DurableAgentOptions {
+export { type ApprovalOptions, type ApprovalRequest, Paused } from "./loop.js";
+
+export interface DurableAgentOptions extends ApprovalOptions {
   tools?: AgentTool[];
   /** A dialled savepoint Client, or an address to dial (default: the default address). */
   savepoint?: SavepointClient | string;
@@ -40,21 +42,23 @@ export class DurableAgent extends DurableLoop {
     sessionId: string,
     readonly options: DurableAgentOptions = {},
   ) {
-    super(sessionId, options.tools ?? [], options.trustMcpAnnotations ?? false);
+    super(sessionId, options.tools ?? [], options.trustMcpAnnotations ?? false, options);
     this.#maxTurns = options.maxTurns ?? 50;
     if (this.#maxTurns < 1) throw new RangeError(`savepoint: maxTurns must be at least 1, not ${this.#maxTurns}`);
   }
 
-  /** Runs the task to its final answer and returns its text. */
-  async run(task: string | Block[], params: Record<string, unknown> & { model: string; max_tokens: number }): Promise<string> {
+  /** Runs the task to its final answer and returns its text; or returns Paused when a tool use waits for a person's approval (run again once it is decided). */
+  async run(task: string | Block[], params: Record<string, unknown> & { model: string; max_tokens: number }): Promise<string | Paused> {
     if ("messages" in params || "stream" in params) {
       throw new TypeError("savepoint: run takes no messages or stream: the session's history is the messages, and replies are not streamed");
     }
     return this.withClient(this.options.savepoint, (sp) => this.#run(sp, task, params));
   }
 
-  async #run(sp: SavepointClient, task: string | Block[], params: Record<string, unknown>): Promise<string> {
-    const s = (this.session = await this.open(sp, typeof task === "string" ? task : textOf(task), [{ role: "user", content: task }]));
+  async #run(sp: SavepointClient, task: string | Block[], params: Record<string, unknown>): Promise<string | Paused> {
+    const { s, paused } = await this.open(sp, typeof task === "string" ? task : textOf(task), [{ role: "user", content: task }]);
+    this.session = s;
+    if (paused) return paused;
     const defs = [...this.tools.values()].map(definitionOf);
     const tools = [...((params.tools as unknown[]) ?? []), ...defs];
     const api = "betas" in params ? this.client.beta.messages : this.client.messages;
@@ -83,9 +87,11 @@ export class DurableAgent extends DurableLoop {
         // The turn's tools run concurrently, as the SDK's toolRunner runs them:
         // each begun before it runs and recorded after, on its own.
         const settled = await Promise.allSettled(calls.map((c) => s.runTool(c, () => this.runCall(c as Required<typeof c>))));
-        const failed = settled.find((r) => r.status === "rejected");
-        if (failed) throw failed.reason;
-        await s.pointB(settled.map((r) => (r as PromiseFulfilledResult<Awaited<ReturnType<Session["runTool"]>>>).value));
+        const failed = settled.find((r) => r.status === "rejected" && !(r.reason instanceof AwaitingApprovalError));
+        if (failed) throw (failed as PromiseRejectedResult).reason;
+        const waiting = settled.flatMap((r) => (r.status === "rejected" ? [r.reason as AwaitingApprovalError] : []));
+        if (waiting.length > 0) return this.pausedAt(s, waiting);
+        await s.pointB(settled.map((r) => (r as PromiseFulfilledResult<ToolResult>).value));
       }
     }
   }

@@ -1,9 +1,17 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import { ToolError } from "@anthropic-ai/sdk/lib/tools/ToolError";
-import { dial, type Client as SavepointClient, type Session, SessionStatus, type ToolContent, type ToolResult } from "@savepoint-dev/client";
+import {
+  AwaitingApprovalError,
+  dial,
+  type Client as SavepointClient,
+  type Session,
+  SessionStatus,
+  type ToolContent,
+  type ToolResult,
+} from "@savepoint-dev/client";
 
 import { StopReasonError } from "./errors.js";
-import { type Block, DurableLoop, historyOf, textOf } from "./loop.js";
+import { type ApprovalOptions, type Block, DurableLoop, historyOf, type Paused, textOf } from "./loop.js";
 import { type AgentTool, durable, type Effect } from "./tools.js";
 
 // biome-ignore lint: the SDK's message type, kept loose across its versions
@@ -14,7 +22,7 @@ export function durableBetaTool<T extends AgentTool>(tool: T, options: { effect:
   return durable(tool, options);
 }
 
-export interface DurableToolRunnerOptions {
+export interface DurableToolRunnerOptions extends ApprovalOptions {
   /** A dialled savepoint Client, or an address to dial (default: the default address). */
   savepoint?: SavepointClient | string;
   /** Take effect classes of unmarked tools from their MCP annotations. */
@@ -38,6 +46,8 @@ export interface DurableToolRunnerOptions {
  */
 export class DurableToolRunner extends DurableLoop implements AsyncIterable<Msg> {
   #final: Msg | undefined;
+  /** Set when the iteration stopped because tool uses wait for approval. */
+  paused: Paused | undefined;
 
   constructor(
     readonly client: Anthropic,
@@ -50,11 +60,11 @@ export class DurableToolRunner extends DurableLoop implements AsyncIterable<Msg>
       throw new TypeError("savepoint: runToolsEagerly is refused: a tool started while the reply streams would run before Point A saved its call");
     }
     if (params.stream) throw new TypeError("savepoint: stream is refused: durableToolRunner saves whole replies");
-    super(sessionId, uniqueByName(params.tools), options.trustMcpAnnotations ?? false);
+    super(sessionId, uniqueByName(params.tools), options.trustMcpAnnotations ?? false, options);
   }
 
   /** The wrapped tools: each runs through the session's ledger by its tool use id and keeps its result for Point B. */
-  #wrap(s: Session, results: Map<string, ToolResult>): AgentTool[] {
+  #wrap(s: Session, results: Map<string, ToolResult>, waiting: AwaitingApprovalError[]): AgentTool[] {
     return this.params.tools.map((t) => ({
       ...t,
       run: async (input: unknown, context?: { toolUse?: { id: string; name: string } }) => {
@@ -62,7 +72,15 @@ export class DurableToolRunner extends DurableLoop implements AsyncIterable<Msg>
         if (!id) throw new Error("savepoint: a durable tool needs its context.toolUse (the SDK's tool runner passes it)");
         const call = s.pending.find((p) => p.toolUseId === id);
         if (!call) throw new Error(`savepoint: tool use ${JSON.stringify(id)} is not pending: Point A did not save it`);
-        const r = await s.runTool(call, () => t.run(input, context) as ToolContent | Promise<ToolContent>);
+        let r: ToolResult;
+        try {
+          r = await s.runTool(call, () => t.run(input, context) as ToolContent | Promise<ToolContent>);
+        } catch (err) {
+          if (!(err instanceof AwaitingApprovalError)) throw err;
+          // The turn pauses before Point B: the SDK's runner gets an error result it never sends.
+          waiting.push(err);
+          throw new ToolError(`tool use ${id} waits for approval`);
+        }
         results.set(id, r);
         if (r.isError) throw new ToolError(r.content as string);
         return r.content as string;
@@ -81,7 +99,10 @@ export class DurableToolRunner extends DurableLoop implements AsyncIterable<Msg>
 
   async *#steps(sp: SavepointClient): AsyncGenerator<Msg> {
     const first = this.params.messages[0];
-    const s = (this.session = await this.open(sp, typeof first?.content === "string" ? first.content : "", this.params.messages));
+    const { s, paused } = await this.open(sp, typeof first?.content === "string" ? first.content : "", this.params.messages);
+    this.session = s;
+    this.paused = paused;
+    if (paused) return;
     const end = this.ended(s);
     if (end) {
       if (end.complete) await s.complete(SessionStatus.SESSION_STATUS_COMPLETED, textOf(end.final));
@@ -89,11 +110,12 @@ export class DurableToolRunner extends DurableLoop implements AsyncIterable<Msg>
       return;
     }
     const results = new Map<string, ToolResult>();
+    const waiting: AwaitingApprovalError[] = [];
     const { tools: _t, messages: _m, ...rest } = this.params;
     const runner = this.client.beta.messages.toolRunner({
       ...rest,
       messages: historyOf(s),
-      tools: this.#wrap(s, results),
+      tools: this.#wrap(s, results, waiting),
       // The full history every turn, never a server-side message thread: a new process resumes from the session's.
       thread: false,
     } as Parameters<Anthropic["beta"]["messages"]["toolRunner"]>[0]);
@@ -107,7 +129,13 @@ export class DurableToolRunner extends DurableLoop implements AsyncIterable<Msg>
       await s.pointA({ role: "assistant", contentJson: JSON.stringify(content) }, calls);
       if (calls.length > 0) {
         results.clear();
+        waiting.length = 0;
         await runner.generateToolResponse(); // the SDK caches it: the runner sends these results, running nothing again
+        if (waiting.length > 0) {
+          this.paused = this.pausedAt(s, waiting);
+          yield message;
+          return;
+        }
         await s.pointB(
           calls.map((c) => results.get(c.toolUseId) ?? { toolUseId: c.toolUseId, content: "Error: the tool runner did not run this tool", isError: true, decision: 0 }),
         );
@@ -120,11 +148,12 @@ export class DurableToolRunner extends DurableLoop implements AsyncIterable<Msg>
     }
   }
 
-  /** Runs to the final message and returns it (for a completed session, its saved final answer, without calling the model). */
-  async runUntilDone(): Promise<Msg> {
+  /** Runs to the final message and returns it (for a completed session, its saved final answer, without calling the model); Paused when tool uses wait for approval (call again once they are decided). */
+  async runUntilDone(): Promise<Msg | Paused> {
     for await (const _ of this) {
       // each turn is saved as it goes
     }
+    if (this.paused) return this.paused;
     if (!this.#final) throw new StopReasonError("savepoint: the tool runner stopped without a final answer (max_iterations?)", "max_iterations");
     return this.#final;
   }
