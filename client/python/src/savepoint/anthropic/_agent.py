@@ -10,15 +10,16 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import savepoint
 import savepoint.aio
 from savepoint.anthropic._tools import DurableTool, resolve
-from savepoint.errors import SavepointError, SessionExistsError
+from savepoint.errors import AwaitingApprovalError, SavepointError, SessionExistsError
 from savepoint.types import Message, SessionStatus, ToolContent, ToolResult, ToolUse, compact_json
+from savepoint.v1 import savepoint_pb2 as pb
 
 LOGGER = logging.getLogger("savepoint.anthropic")
 
@@ -60,6 +61,48 @@ class RefusalError(AgentError):
 
 class SessionFailedError(AgentError):
     """The session was marked FAILED earlier; ``final_output`` is its text."""
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A tool use that waits for a person's approval: its id, tool name and
+    input (as the model gave it), and ``input_digest``, the hex SHA-256 the
+    daemon binds the approval to (pass ``bytes.fromhex(input_digest)`` to
+    Client.approve_effect to decide only for the input shown)."""
+
+    tool_use_id: str
+    name: str
+    input: Any
+    input_digest: str
+
+
+@dataclass(frozen=True)
+class Paused:
+    """What ``run()`` returns when a tool use needs a person's approval: the
+    session is checkpointed with the turn's tool uses pending (those that
+    could run have run and are recorded), and ``waiting`` names the ones
+    waiting. Approve or deny each (Client.approve_effect, ``savepoint
+    approve SESSION TOOL_USE_ID``, the inspector), then call ``run()``
+    again: it resumes the session, runs each approved tool use once, and
+    gives a denied one's note to the model as its result."""
+
+    session_id: str
+    waiting: tuple[ApprovalRequest, ...]
+
+
+def _request(call: ToolUse, approval: Any) -> ApprovalRequest:
+    return ApprovalRequest(call.tool_use_id, call.name, json.loads(call.input_json or "{}"), bytes(approval.input_digest).hex())
+
+
+def _waiting(s: Any, resolutions: Sequence[Any], first: AwaitingApprovalError) -> Paused:
+    """The Paused of a resume whose reconcile stopped at first: the pending
+    tool uses of s (each with its saved input) whose approval waits, as
+    Reconcile (with tool_use_ids) reports them, first among them."""
+    waits = {r.tool_use.tool_use_id: r.approval for r in resolutions
+             if r.HasField("approval") and r.approval.status == pb.APPROVAL_STATUS_WAITING}
+    if isinstance(first.call, ToolUse):
+        waits.setdefault(first.call.tool_use_id, first.approval)
+    return Paused(s.id, tuple(_request(p, waits[p.tool_use_id]) for p in s.pending if p.tool_use_id in waits))
 
 
 @dataclass
@@ -136,6 +179,8 @@ class _Base:
         savepoint: Any = None,
         max_turns: int = 50,
         trust_mcp_annotations: bool = False,
+        approval_required: Collection[str] = (),
+        pause_for_approval: bool = True,
         logger: logging.Logger = LOGGER,
     ) -> None:
         if not session_id:
@@ -145,6 +190,10 @@ class _Base:
         self.client = client
         self.session_id = session_id
         self.tools: dict[str, DurableTool] = resolve(tools, trust_mcp_annotations)
+        self.approval_required = frozenset([approval_required] if isinstance(approval_required, str) else approval_required)
+        for name in sorted(self.approval_required - self.tools.keys()):
+            raise ValueError(f"approval_required names {name!r}, which is not one of the tools")
+        self.pause_for_approval = pause_for_approval
         self.max_turns = max_turns
         self.usage = Usage()
         self.stop_reason = ""
@@ -197,29 +246,46 @@ class _Base:
 
     # -- the session --------------------------------------------------------------
 
-    def _open(self, sp: savepoint_mod.Client, text: str, messages: Sequence[Message]) -> savepoint_mod.Session:
+    def _open(self, sp: savepoint_mod.Client, text: str, messages: Sequence[Message]) -> tuple[savepoint_mod.Session, Paused | None]:
         """The session: started with messages, or resumed, what was pending
         answered by Reconcile (the tool run again where it decides RUN) and
-        saved at Point B."""
+        saved at Point B; with Paused instead of that Point B when a pending
+        tool use still waits for approval."""
         try:
-            return sp.start(self.session_id, text, messages=messages)
+            s = sp.start(self.session_id, text, messages=messages)
+            s.require_approval(self.approval_required)
+            return s, None
         except SessionExistsError:
             pass
         s = sp.resume(self.session_id)
+        s.require_approval(self.approval_required)
         if s.status == SessionStatus.ACTIVE and s.pending:
-            s.point_b(s.reconcile(self._run_call))
-        return s
+            try:
+                s.point_b(s.reconcile(self._run_call))
+            except AwaitingApprovalError as e:
+                if not self.pause_for_approval:
+                    raise
+                return s, _waiting(s, s.reconcile_tool_uses([p.tool_use_id for p in s.pending]), e)
+        return s, None
 
-    async def _aopen(self, sp: savepoint_mod.aio.AsyncClient, text: str, messages: Sequence[Message]) -> savepoint_mod.aio.AsyncSession:
+    async def _aopen(self, sp: savepoint_mod.aio.AsyncClient, text: str, messages: Sequence[Message]) -> tuple[savepoint_mod.aio.AsyncSession, Paused | None]:
         """_open over savepoint.aio."""
         try:
-            return await sp.start(self.session_id, text, messages=messages)
+            s = await sp.start(self.session_id, text, messages=messages)
+            s.require_approval(self.approval_required)
+            return s, None
         except SessionExistsError:
             pass
         s = await sp.resume(self.session_id)
+        s.require_approval(self.approval_required)
         if s.status == SessionStatus.ACTIVE and s.pending:
-            await s.point_b(await s.reconcile(self._arun_call))
-        return s
+            try:
+                await s.point_b(await s.reconcile(self._arun_call))
+            except AwaitingApprovalError as e:
+                if not self.pause_for_approval:
+                    raise
+                return s, _waiting(s, await s.reconcile_tool_uses([p.tool_use_id for p in s.pending]), e)
+        return s, None
 
     def _ended(self, s: Any) -> tuple[list[dict[str, Any]] | None, bool]:
         """The final answer's content when the session has one, and whether
@@ -232,6 +298,14 @@ class _Base:
         if s.status == SessionStatus.COMPLETED:
             return final if final is not None else [{"type": "text", "text": s.final_output}], False
         return final, final is not None
+
+    def _paused(self, waiting: Sequence[AwaitingApprovalError]) -> Paused:
+        """The Paused of a turn whose tool uses in waiting wait for approval
+        (with pause_for_approval False: the first one's AwaitingApprovalError
+        raised instead, as before pausing existed)."""
+        if not self.pause_for_approval:
+            raise waiting[0]
+        return Paused(self.session_id, tuple(_request(e.call, e.approval) for e in waiting if isinstance(e.call, ToolUse)))
 
     # -- replies ------------------------------------------------------------------
 
@@ -289,25 +363,34 @@ class DurableAgent(_Base):
     read-only, the tool, RecordEffect) and saves their results at Point B,
     until the model answers without tools: that answer is saved, the session
     completed, and its text returned. ``savepoint`` is a savepoint.Client,
-    an address, or None for the default address."""
+    an address, or None for the default address. A tool use of a tool in
+    ``approval_required`` waits for a person's approval: run() then returns
+    Paused (with ``pause_for_approval=False``, deprecated, it raises
+    AwaitingApprovalError as before)."""
 
-    def __init__(self, client: Any, session_id: str, *, tools: Sequence[Any] = (), savepoint: savepoint.Client | str | None = None, max_turns: int = 50, trust_mcp_annotations: bool = False, logger: logging.Logger = LOGGER) -> None:
-        super().__init__(client, session_id, tools=tools, savepoint=savepoint, max_turns=max_turns, trust_mcp_annotations=trust_mcp_annotations, logger=logger)
+    def __init__(self, client: Any, session_id: str, *, tools: Sequence[Any] = (), savepoint: savepoint.Client | str | None = None, max_turns: int = 50, trust_mcp_annotations: bool = False, approval_required: Collection[str] = (), pause_for_approval: bool = True, logger: logging.Logger = LOGGER) -> None:
+        super().__init__(client, session_id, tools=tools, savepoint=savepoint, max_turns=max_turns, trust_mcp_annotations=trust_mcp_annotations,
+                         approval_required=approval_required, pause_for_approval=pause_for_approval, logger=logger)
         for t in self.tools.values():
             if t.is_async():
                 raise TypeError(f"tool {t.name!r} is async: use AsyncDurableAgent")
         self.session: savepoint_mod.Session | None = None
 
-    def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str:
-        """Run the task to its final answer and return its text."""
+    def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str | Paused:
+        """Run the task to its final answer and return its text; or return
+        Paused when a tool use waits for a person's approval (run again once
+        it is decided)."""
         p = self._params(params)
         if isinstance(self._sp, savepoint_mod.Client):
             return self._run(self._sp, task, p)
         with savepoint_mod.Client(self._sp) as sp:
             return self._run(sp, task, p)
 
-    def _run(self, sp: savepoint_mod.Client, task: Any, params: dict[str, Any]) -> str:
-        s = self.session = self._open(sp, *_first(task))
+    def _run(self, sp: savepoint_mod.Client, task: Any, params: dict[str, Any]) -> str | Paused:
+        s, paused = self._open(sp, *_first(task))
+        self.session = s
+        if paused is not None:
+            return paused
         while True:
             final, complete = self._ended(s)
             if final is not None:
@@ -324,7 +407,15 @@ class DurableAgent(_Base):
                 s.save(state_json=compact_json({PAUSED: s.message_count}))
             s.point_a(Message("assistant", compact_json(content)), calls)
             if calls:
-                results: list[ToolResult] = [s.run_tool(c, functools.partial(self._run_call, c)) for c in calls]
+                results: list[ToolResult] = []
+                waiting: list[AwaitingApprovalError] = []
+                for c in calls:
+                    try:
+                        results.append(s.run_tool(c, functools.partial(self._run_call, c)))
+                    except AwaitingApprovalError as e:
+                        waiting.append(e)
+                if waiting:
+                    return self._paused(waiting)
                 s.point_b(results)
 
 
@@ -336,20 +427,25 @@ class AsyncDurableAgent(_Base):
     the loop nor the others), each begun before it runs and recorded after
     it returns, as the TypeScript SDK's tool runner runs them."""
 
-    def __init__(self, client: Any, session_id: str, *, tools: Sequence[Any] = (), savepoint: savepoint.aio.AsyncClient | str | None = None, max_turns: int = 50, trust_mcp_annotations: bool = False, logger: logging.Logger = LOGGER) -> None:
-        super().__init__(client, session_id, tools=tools, savepoint=savepoint, max_turns=max_turns, trust_mcp_annotations=trust_mcp_annotations, logger=logger)
+    def __init__(self, client: Any, session_id: str, *, tools: Sequence[Any] = (), savepoint: savepoint.aio.AsyncClient | str | None = None, max_turns: int = 50, trust_mcp_annotations: bool = False, approval_required: Collection[str] = (), pause_for_approval: bool = True, logger: logging.Logger = LOGGER) -> None:
+        super().__init__(client, session_id, tools=tools, savepoint=savepoint, max_turns=max_turns, trust_mcp_annotations=trust_mcp_annotations,
+                         approval_required=approval_required, pause_for_approval=pause_for_approval, logger=logger)
         self.session: savepoint_mod.aio.AsyncSession | None = None
 
-    async def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str:
-        """Run the task to its final answer and return its text."""
+    async def run(self, task: str | Sequence[Mapping[str, Any]], **params: Any) -> str | Paused:
+        """Run the task to its final answer and return its text; or return
+        Paused when a tool use waits for a person's approval."""
         p = self._params(params)
         if isinstance(self._sp, savepoint_mod.aio.AsyncClient):
             return await self._run(self._sp, task, p)
         async with savepoint_mod.aio.AsyncClient(self._sp) as sp:
             return await self._run(sp, task, p)
 
-    async def _run(self, sp: savepoint_mod.aio.AsyncClient, task: Any, params: dict[str, Any]) -> str:
-        s = self.session = await self._aopen(sp, *_first(task))
+    async def _run(self, sp: savepoint_mod.aio.AsyncClient, task: Any, params: dict[str, Any]) -> str | Paused:
+        s, paused = await self._aopen(sp, *_first(task))
+        self.session = s
+        if paused is not None:
+            return paused
         while True:
             final, complete = self._ended(s)
             if final is not None:
@@ -370,8 +466,11 @@ class AsyncDurableAgent(_Base):
                 # once the others have finished and been recorded.
                 outs = await asyncio.gather(*(s.run_tool(c, functools.partial(self._arun_call, c)) for c in calls), return_exceptions=True)
                 for o in outs:
-                    if isinstance(o, BaseException):
+                    if isinstance(o, BaseException) and not isinstance(o, AwaitingApprovalError):
                         raise o
+                waiting = [o for o in outs if isinstance(o, AwaitingApprovalError)]
+                if waiting:
+                    return self._paused(waiting)
                 await s.point_b(list(outs))  # type: ignore[arg-type]
 
 

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from anthropic.lib.tools import BetaAsyncBuiltinFunctionTool, BetaBuiltinFunctionTool, ToolError
 
 import savepoint
 import savepoint.aio
-from savepoint.anthropic._agent import StopReasonError, _Base, history, text_of
+from savepoint.anthropic._agent import Paused, StopReasonError, _Base, history, text_of
 from savepoint.anthropic._tools import DurableTool
-from savepoint.errors import SavepointError
+from savepoint.errors import AwaitingApprovalError, SavepointError
 from savepoint.types import Message, SessionStatus, ToolResult, ToolUse, compact_json
 
 
@@ -59,6 +59,8 @@ class DurableToolRunner(_Base):
         tools: Sequence[Any],
         savepoint: savepoint.Client | savepoint.aio.AsyncClient | str | None = None,
         trust_mcp_annotations: bool = False,
+        approval_required: Collection[str] = (),
+        pause_for_approval: bool = True,
         **params: Any,
     ) -> None:
         if params.get("run_tools_eagerly"):
@@ -70,7 +72,10 @@ class DurableToolRunner(_Base):
         if params.get("thread", False) is not False:
             raise TypeError("durable_tool_runner runs with thread=False: a server-side message thread cannot be resumed by a new process")
         params.pop("thread", None)
-        super().__init__(client, session_id, tools=tools, savepoint=savepoint, trust_mcp_annotations=trust_mcp_annotations)
+        super().__init__(
+            client, session_id, tools=tools, savepoint=savepoint, trust_mcp_annotations=trust_mcp_annotations,
+            approval_required=approval_required, pause_for_approval=pause_for_approval,
+        )
         if not messages:
             raise ValueError("messages is empty: the first user message starts the session")
         self._check_tools()
@@ -78,7 +83,10 @@ class DurableToolRunner(_Base):
         self._sdk_params = params
         self._turn: list[ToolUse] = []
         self._results: dict[str, ToolResult] = {}
+        self._waiting: list[AwaitingApprovalError] = []
         self._final: Any = None
+        self.paused: Paused | None = None
+        """Set when the iteration stopped because tool uses wait for approval."""
 
     def _check_tools(self) -> None:
         for t in self.tools.values():
@@ -110,9 +118,21 @@ class DurableToolRunner(_Base):
             raise ToolError(r.content)  # type: ignore[arg-type]
         return r.content
 
+    def _waits(self, call: ToolUse, e: AwaitingApprovalError) -> ToolError:
+        """Note call as waiting for approval: its result is not kept (the turn
+        pauses before Point B), and the SDK's runner gets an error result it
+        never sends."""
+        self._waiting.append(e)
+        self._results[call.tool_use_id] = ToolResult(call.tool_use_id, "waiting for approval", True)
+        return ToolError(f"tool use {call.tool_use_id} waits for approval")
+
     def _call(self, tool: DurableTool, tool_input: object) -> Any:
         call = self._next(tool)
-        return self._kept(self.session.run_tool(call, functools.partial(self._run_call, call)))
+        try:
+            r = self.session.run_tool(call, functools.partial(self._run_call, call))
+        except AwaitingApprovalError as e:
+            raise self._waits(call, e) from None
+        return self._kept(r)
 
     # -- the loop ---------------------------------------------------------------
 
@@ -142,11 +162,14 @@ class DurableToolRunner(_Base):
         effect classes); counts its tokens; raises for a reply cut off."""
         reason, content = self._classify(message, known_only=False)
         calls = self._calls(content)
-        self._turn, self._results = calls, {}
+        self._turn, self._results, self._waiting = calls, {}, []
         return reason, content, calls
 
     def _steps(self, sp: savepoint.Client) -> Iterator[Any]:
-        s = self.session = self._open(sp, *self._first())
+        s, self.paused = self._open(sp, *self._first())
+        self.session = s
+        if self.paused is not None:
+            return
         final, complete = self._ended_here(s)
         if final is not None:
             if complete:
@@ -162,6 +185,10 @@ class DurableToolRunner(_Base):
             if calls:
                 # The SDK caches this response: its loop sends it and runs nothing again.
                 runner.generate_tool_call_response()
+                if self._waiting:
+                    self.paused = self._paused(self._waiting)
+                    yield message
+                    return
                 s.point_b(self._ordered(calls))
             yield message
             if not calls and reason != "pause_turn":
@@ -173,12 +200,15 @@ class DurableToolRunner(_Base):
 
     def until_done(self) -> Any:
         """Run to the final message and return it; a completed session's
-        saved final answer without calling the model."""
+        saved final answer without calling the model; Paused when tool uses
+        wait for approval (call again once they are decided)."""
         for _ in self:
             pass
         return self._done()
 
     def _done(self) -> Any:
+        if self.paused is not None:
+            return self.paused
         if self._final is None:
             raise StopReasonError("the tool runner stopped without a final answer (max_iterations?)", "max_iterations")
         return self._final
@@ -209,7 +239,11 @@ class AsyncDurableToolRunner(DurableToolRunner):
 
     async def _acall(self, tool: DurableTool, tool_input: object) -> Any:
         call = self._next(tool)
-        return self._kept(await self.session.run_tool(call, functools.partial(self._arun_call, call)))
+        try:
+            r = await self.session.run_tool(call, functools.partial(self._arun_call, call))
+        except AwaitingApprovalError as e:
+            raise self._waits(call, e) from None
+        return self._kept(r)
 
     def __iter__(self) -> Iterator[Any]:
         raise TypeError("an AsyncDurableToolRunner is iterated with async for")
@@ -226,7 +260,10 @@ class AsyncDurableToolRunner(DurableToolRunner):
                 yield m
 
     async def _asteps(self, sp: savepoint.aio.AsyncClient) -> AsyncIterator[Any]:
-        s = self.session = await self._aopen(sp, *self._first())
+        s, self.paused = await self._aopen(sp, *self._first())
+        self.session = s
+        if self.paused is not None:
+            return
         final, complete = self._ended_here(s)
         if final is not None:
             if complete:
@@ -241,6 +278,10 @@ class AsyncDurableToolRunner(DurableToolRunner):
             await s.point_a(Message("assistant", compact_json(content)), calls)
             if calls:
                 await runner.generate_tool_call_response()
+                if self._waiting:
+                    self.paused = self._paused(self._waiting)
+                    yield message
+                    return
                 await s.point_b(self._ordered(calls))
             yield message
             if not calls and reason != "pause_turn":
@@ -248,7 +289,7 @@ class AsyncDurableToolRunner(DurableToolRunner):
                 self._final = message
 
     async def until_done(self) -> Any:
-        """Run to the final message and return it."""
+        """Run to the final message and return it (or Paused)."""
         async for _ in self:
             pass
         return self._done()
