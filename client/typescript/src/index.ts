@@ -36,6 +36,7 @@ export * from "./errors.js";
 export { RETRY_RULES, type RetryRule } from "./retry_rules.js";
 export { consoleLogger, discardLogger, type Level, type Logger } from "./log.js";
 export { Session } from "./session.js";
+export { deniedText } from "./run.js";
 export { CallStream, Unsupported as CallStreamUnsupported } from "./stream.js";
 export {
   SessionWatch,
