@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ApproveOtherInput", testApproveOtherInput},
 		{"ApproveRefused", testApproveRefused},
 		{"ApproveFork", testApproveFork},
+		{"AwaitingCount", testAwaitingCount},
 		{"ReconcileInputs", testReconcileInputs},
 		{"Register", testRegister},
 		{"RegisterParallel", testRegisterParallel},
