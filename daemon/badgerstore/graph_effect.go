@@ -253,11 +253,9 @@ func threadEffectRecord(e *core.ThreadEffect) *storagev1.GraphEffectRecord {
 		r.Output = inlineValue(e.Output)
 		r.RecordTime = timestamppb.New(e.RecordTime)
 	}
-	if res := e.Resolution; res != nil {
-		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
-			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
-	}
+	r.Resolution = resolutionRecord(e.Resolution)
 	r.Approval = approvalRecord(e.Approval)
+	r.EarlierResolutions, r.EarlierApprovals = earlierRecords(e.EarlierResolutions, e.EarlierApprovals)
 	return r
 }
 
@@ -270,6 +268,7 @@ func threadEffect(thread, ns, toolUseID string, r *storagev1.GraphEffectRecord) 
 		DuplicateOf: r.DuplicateOf, RunID: r.RunId,
 		Approval: approvalFromRecord(r.Approval),
 	}
+	e.EarlierResolutions, e.EarlierApprovals = earlierFromRecords(r.EarlierResolutions, r.EarlierApprovals)
 	if r.Output != nil {
 		e.Output = core.GraphValue{Type: r.Output.Type, Size: int64(len(r.Output.Data)), Data: r.Output.Data}
 	}

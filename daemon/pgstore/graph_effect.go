@@ -53,6 +53,8 @@ type graphEffectRec struct {
 	RunID       string `json:"run_id,omitempty"`
 	// Approval is the call's approval record.
 	Approval *approvalRec `json:"approval,omitempty"`
+	// The resolutions and approval decisions replaced, as ledgerEntryRec's.
+	earlierRecs
 }
 
 // graphEffectRecOf is e as stored: its record and its output's bytes,
@@ -63,7 +65,7 @@ func graphEffectRecOf(e *core.ThreadEffect) (graphEffectRec, []byte, error) {
 		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int(e.State),
 		BeginTime: nanosOrZero(e.BeginTime), CheckpointID: e.CheckpointID, Resolution: resolutionRecOf(e.Resolution),
 		DuplicateOf: e.DuplicateOf, RunID: e.RunID,
-		Approval: approvalRecOf(e.Approval),
+		Approval: approvalRecOf(e.Approval), earlierRecs: earlierRecsOf(e.EarlierResolutions, e.EarlierApprovals),
 	}
 	if !e.State.Recorded() {
 		return r, []byte{}, nil
@@ -86,6 +88,7 @@ func threadEffectOf(thread, ns, toolUseID string, r *graphEffectRec, output func
 		BeginTime: fromNanos(r.BeginTime), RecordTime: fromNanos(r.RecordTime), CheckpointID: r.CheckpointID,
 		Resolution: r.Resolution.resolution(), Approval: r.Approval.approval(), DuplicateOf: r.DuplicateOf, RunID: r.RunID,
 	}
+	e.EarlierResolutions, e.EarlierApprovals = r.earlier()
 	if e.State.Recorded() {
 		e.Output = output(r.OutputType)
 	}

@@ -37,6 +37,8 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ApproveRefused", testApproveRefused},
 		{"ApproveFork", testApproveFork},
 		{"AwaitingCount", testAwaitingCount},
+		{"ResolutionHistory", testResolutionHistory},
+		{"ApprovalHistory", testApprovalHistory},
 		{"ReconcileInputs", testReconcileInputs},
 		{"Register", testRegister},
 		{"RegisterParallel", testRegisterParallel},
