@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -156,4 +157,33 @@ func readFileArg(name string) ([]byte, error) {
 		return io.ReadAll(os.Stdin)
 	}
 	return os.ReadFile(name)
+}
+
+// earlierDecisions says, a line each, the resolutions and approval
+// decisions of a call before its current ones (rs and as are the
+// LedgerEntry's or ThreadEffect's lists, whose last resolution is the
+// current one, as is their last approval when approval is decided).
+func earlierDecisions(rs []*savepointv1.EffectResolution, as []*savepointv1.EffectApproval, approval *savepointv1.EffectApproval) []string {
+	var out []string
+	for i := 0; i+1 < len(rs); i++ {
+		out = append(out, "resolved "+resolutionText(rs[i]))
+	}
+	n := len(as)
+	if approval != nil && approval.GetStatus() != savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING {
+		n-- // the last is approval itself
+	}
+	for i := 0; i < n; i++ {
+		out = append(out, approvalText(as[i]))
+	}
+	return out
+}
+
+// earlierOutcome is earlierDecisions as a suffix of a ledger table's
+// OUTCOME column: "" when there are none.
+func earlierOutcome(rs []*savepointv1.EffectResolution, as []*savepointv1.EffectApproval, approval *savepointv1.EffectApproval) string {
+	d := earlierDecisions(rs, as, approval)
+	if len(d) == 0 {
+		return ""
+	}
+	return "; earlier: " + strings.Join(d, "; ")
 }
