@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -165,15 +166,12 @@ func readFileArg(name string) ([]byte, error) {
 // current one, as is their last approval when approval is decided).
 func earlierDecisions(rs []*savepointv1.EffectResolution, as []*savepointv1.EffectApproval, approval *savepointv1.EffectApproval) []string {
 	var out []string
-	for i := 0; i+1 < len(rs); i++ {
-		out = append(out, "resolved "+resolutionText(rs[i]))
+	rs, as = cli.Earlier(rs, as, approval)
+	for _, r := range rs {
+		out = append(out, "resolved "+resolutionText(r))
 	}
-	n := len(as)
-	if approval != nil && approval.GetStatus() != savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING {
-		n-- // the last is approval itself
-	}
-	for i := 0; i < n; i++ {
-		out = append(out, approvalText(as[i]))
+	for _, a := range as {
+		out = append(out, approvalText(a))
 	}
 	return out
 }
