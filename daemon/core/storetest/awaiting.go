@@ -70,31 +70,42 @@ func testAwaitingCount(t *testing.T, s core.Store) {
 		t.Fatalf("the approval's replay after the begin: %+v %v", res, err)
 	}
 	checkAwaiting(t, s, "s", "the approval replayed after the begin spent it", 0)
-	begin("s", "mail", 0, "", core.DecisionAwaitApproval)
+	// The process dies after the begin; a new one resumes and replays from
+	// the revision the call was pending in: the same begin, nothing waits.
+	crashed := resume(t, s, "s")
+	if _, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: crashed, Revision: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.BeginEffect(ctx, &core.BeginRequest{SessionID: "s", ToolUseID: "pay", Epoch: crashed, RequiresApproval: true}); err != nil ||
+		b.Decision != core.DecisionRun || !b.AlreadyBegun {
+		t.Fatalf("begin after the crash and the replay: %+v %v", b, err)
+	}
+	checkAwaiting(t, s, "s", "resumed after a crash and replayed from an older revision", 0)
+	begin("s", "mail", crashed, "", core.DecisionAwaitApproval)
 	checkAwaiting(t, s, "s", "a second call asked", 1)
 	if _, err := s.ApproveEffect(ctx, approveReq("s", "mail", core.ApprovalDenied)); err != nil {
 		t.Fatal(err)
 	}
-	begin("s", "mail", 0, "", core.DecisionDenied)
+	begin("s", "mail", crashed, "", core.DecisionDenied)
 	checkAwaiting(t, s, "s", "denied, and begun after the denial", 0)
 
 	// A call waiting that the next turn's save drops, then a rewind that
 	// makes it pending again, and a begin of it then.
-	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 2, PendingToolUses: []core.ToolUse{
+	save(t, s, &core.SaveRequest{SessionID: "s", Epoch: crashed, ExpectedRevision: 3, PendingToolUses: []core.ToolUse{
 		{ID: "w", Name: "transfer", InputJSON: `{"n":1}`, BeginTracked: true}}})
-	begin("s", "w", 0, "", core.DecisionAwaitApproval)
+	begin("s", "w", crashed, "", core.DecisionAwaitApproval)
 	checkAwaiting(t, s, "s", "a call of revision 3 asked", 1)
-	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 3})
+	save(t, s, &core.SaveRequest{SessionID: "s", Epoch: crashed, ExpectedRevision: 4})
 	checkAwaiting(t, s, "s", "a save dropped the waiting call", 1)
-	if _, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Revision: 3}); err != nil {
+	if _, err := s.RewindSession(ctx, &core.RewindRequest{SessionID: "s", Epoch: crashed, Revision: 4}); err != nil {
 		t.Fatal(err)
 	}
-	begin("s", "w", 0, "", core.DecisionAwaitApproval)
+	begin("s", "w", crashed, "", core.DecisionAwaitApproval)
 	checkAwaiting(t, s, "s", "a rewind made it pending again, and a begin asked again", 1)
 	// The same call saved pending with other input asks for that input.
-	save(t, s, &core.SaveRequest{SessionID: "s", ExpectedRevision: 5, PendingToolUses: []core.ToolUse{
+	save(t, s, &core.SaveRequest{SessionID: "s", Epoch: crashed, ExpectedRevision: 6, PendingToolUses: []core.ToolUse{
 		{ID: "w", Name: "transfer", InputJSON: `{"n":2}`, BeginTracked: true}}})
-	begin("s", "w", 0, "", core.DecisionAwaitApproval)
+	begin("s", "w", crashed, "", core.DecisionAwaitApproval)
 	checkAwaiting(t, s, "s", "the waiting call asked again with other input", 1)
 
 	// A fork: its copy of the waiting call asks again in the fork.
@@ -107,7 +118,7 @@ func testAwaitingCount(t *testing.T, s core.Store) {
 	checkAwaiting(t, s, "f", "the fork's copy asked", 1)
 
 	// A completion and a reopen, then a new run.
-	complete(t, s, &core.CompleteRequest{SessionID: "s", Status: core.StatusCompleted})
+	complete(t, s, &core.CompleteRequest{SessionID: "s", Epoch: crashed, Status: core.StatusCompleted})
 	checkAwaiting(t, s, "s", "completed", 1)
 	cp, err := s.Resume(ctx, "s", true)
 	if err != nil {
@@ -121,13 +132,13 @@ func testAwaitingCount(t *testing.T, s core.Store) {
 	checkAwaiting(t, s, "s", "approved and begun after the reopen", 0)
 
 	// A call decided before any begin asked, whose input then changes.
-	save(t, s, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch, ExpectedRevision: 6, PendingToolUses: []core.ToolUse{
+	save(t, s, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch, ExpectedRevision: 7, PendingToolUses: []core.ToolUse{
 		{ID: "p", Name: "transfer", InputJSON: `{"n":3}`, BeginTracked: true}}})
 	if _, err := s.ApproveEffect(ctx, approveReq("s", "p", core.ApprovalApproved)); err != nil {
 		t.Fatal(err)
 	}
 	checkAwaiting(t, s, "s", "approved before a begin asked", 0)
-	save(t, s, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch, ExpectedRevision: 7, PendingToolUses: []core.ToolUse{
+	save(t, s, &core.SaveRequest{SessionID: "s", Epoch: cp.Epoch, ExpectedRevision: 8, PendingToolUses: []core.ToolUse{
 		{ID: "p", Name: "transfer", InputJSON: `{"n":4}`, BeginTracked: true}}})
 	begin("s", "p", cp.Epoch, "", core.DecisionAwaitApproval)
 	checkAwaiting(t, s, "s", "begun with other input than approved", 1)
