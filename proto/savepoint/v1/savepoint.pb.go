@@ -1042,7 +1042,8 @@ type EffectResolution struct {
 	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
 	// For NOT_DONE: true once BeginEffect began the new attempt it allowed.
 	// If that attempt's outcome is not recorded either, the call is in doubt
-	// again and may be resolved again, the new resolution replacing this one.
+	// again and may be resolved again: the new resolution becomes the
+	// current one, and this one stays in LedgerEntry.resolutions.
 	RetryBegun    bool `protobuf:"varint,6,opt,name=retry_begun,json=retryBegun,proto3" json:"retry_begun,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

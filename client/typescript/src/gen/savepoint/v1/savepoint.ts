@@ -477,7 +477,8 @@ export interface EffectResolution {
   /**
    * For NOT_DONE: true once BeginEffect began the new attempt it allowed.
    * If that attempt's outcome is not recorded either, the call is in doubt
-   * again and may be resolved again, the new resolution replacing this one.
+   * again and may be resolved again: the new resolution becomes the
+   * current one, and this one stays in LedgerEntry.resolutions.
    */
   retryBegun: boolean;
 }
