@@ -5,7 +5,7 @@ one of agent, async, runner, async-runner. It prints "[paused] <tool use
 ids>" when run() returns Paused, "[done] <final text>" when it finishes.
 send_payment appends a line to WORKDIR/payments.txt; CRASH_AT=in-tool
 kills the process with SIGKILL right after that write, before the outcome
-is recorded."""
+is recorded; CRASH_AT=paused kills it right after it printed Paused."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ TOOLS = [
 def report(out: Any) -> None:
     if isinstance(out, Paused):
         print("[paused] " + " ".join(w.tool_use_id for w in out.waiting), flush=True)
+        if os.environ.get("CRASH_AT") == "paused":
+            os.kill(os.getpid(), signal.SIGKILL)
     elif isinstance(out, str):
         print(f"[done] {out}", flush=True)
     else:

@@ -188,18 +188,23 @@ def run_process(daemon: Daemon, fake: Fake, work: Path, sid: str, mode: str, cra
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_new_processes_and_a_sigkill_after_the_approval_pay_once(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, mode: str) -> None:
-    """A process pauses and exits; the payment is approved; the next
-    process begins it (spending the approval) and is SIGKILLed right after
-    the payment, before its outcome is recorded; a third process does not
-    pay again: the model is told the outcome is unknown."""
-    first = run_process(daemon, fake, tmp_path, sid, mode)
-    assert first.returncode == 0 and "[paused] toolu_pay" in first.stdout, first.stdout + first.stderr
+@pytest.mark.parametrize("crash", ["", "in-tool"])
+def test_a_paused_process_killed_then_approved_pays_once(daemon: Daemon, fake: Fake, tmp_path: Path, sid: str, mode: str, crash: str) -> None:
+    """A process pauses and is SIGKILLed; the payment is approved; a new
+    process resumes and pays once. With crash "in-tool" that process is
+    SIGKILLed right after the payment, before its outcome is recorded, and
+    a third process does not pay again: the model is told the outcome is
+    unknown."""
+    first = run_process(daemon, fake, tmp_path, sid, mode, crash="paused")
+    assert first.returncode == -9 and "[paused] toolu_pay" in first.stdout, first.stdout + first.stderr
     with savepoint.Client(daemon.addr) as c:
         c.approve_effect(sid, "toolu_pay", decided_by="alice")
-    second = run_process(daemon, fake, tmp_path, sid, mode, crash="in-tool")
-    assert second.returncode == -9, second.stdout + second.stderr
-    third = run_process(daemon, fake, tmp_path, sid, mode)
-    assert third.returncode == 0, third.stdout + third.stderr
-    assert "[done] refused: " in third.stdout  # in doubt: an error result, not a second payment
+    second = run_process(daemon, fake, tmp_path, sid, mode, crash=crash)
+    if crash:
+        assert second.returncode == -9, second.stdout + second.stderr
+        third = run_process(daemon, fake, tmp_path, sid, mode)
+        assert third.returncode == 0, third.stdout + third.stderr
+        assert "[done] refused: " in third.stdout  # in doubt: an error result, not a second payment
+    else:
+        assert second.returncode == 0 and "[done] done: paid 5 to acme" in second.stdout, second.stdout + second.stderr
     assert (tmp_path / "payments.txt").read_text().splitlines() == [json.dumps(PAY_INPUT)]

@@ -137,25 +137,32 @@ for (const mode of ["agent", "runner"]) {
     assert.deepEqual(runs.payments, []);
   });
 
-  test(`${name}: new processes and a SIGKILL after the approved payment pay once`, async () => {
-    const sid = `ts-kill-${mode}`;
-    const work = mkdtempSync(join(tmpdir(), "spa"));
-    const first = await runAgent(work, sid, mode);
-    assert.equal(first.code, 0, first.out);
-    assert.match(first.out, /\[paused\] toolu_pay/);
-    const c = await dial(d.addr);
-    try {
-      await c.approveEffect(sid, "toolu_pay", { decidedBy: "alice" });
-    } finally {
-      c.close();
-    }
-    const second = await runAgent(work, sid, mode, "in-tool");
-    assert.equal(second.signal, "SIGKILL", second.out);
-    const third = await runAgent(work, sid, mode);
-    assert.equal(third.code, 0, third.out);
-    assert.match(third.out, /\[done\] refused: /); // in doubt: an error result, not a second payment
-    assert.deepEqual(readFileSync(join(work, "payments.txt"), "utf8").split("\n").filter(Boolean), [JSON.stringify(PAY)]);
-  });
+  for (const crash of ["", "in-tool"]) {
+    test(`${name}: a paused process SIGKILLed, approved, resumed by a new process${crash ? " killed after the payment" : ""}: paid once`, async () => {
+      const sid = `ts-kill-${mode}-${crash}`;
+      const work = mkdtempSync(join(tmpdir(), "spa"));
+      const first = await runAgent(work, sid, mode, "paused");
+      assert.equal(first.signal, "SIGKILL", first.out);
+      assert.match(first.out, /\[paused\] toolu_pay/);
+      const c = await dial(d.addr);
+      try {
+        await c.approveEffect(sid, "toolu_pay", { decidedBy: "alice" });
+      } finally {
+        c.close();
+      }
+      const second = await runAgent(work, sid, mode, crash);
+      if (crash) {
+        assert.equal(second.signal, "SIGKILL", second.out);
+        const third = await runAgent(work, sid, mode);
+        assert.equal(third.code, 0, third.out);
+        assert.match(third.out, /\[done\] refused: /); // in doubt: an error result, not a second payment
+      } else {
+        assert.equal(second.code, 0, second.out);
+        assert.match(second.out, /\[done\] done: paid 5 to acme/);
+      }
+      assert.deepEqual(readFileSync(join(work, "payments.txt"), "utf8").split("\n").filter(Boolean), [JSON.stringify(PAY)]);
+    });
+  }
 }
 
 test("approvalRequired must name one of the tools", () => {

@@ -5,7 +5,8 @@
  * It prints "[paused] <tool use ids>" when the run returns Paused, "[done]
  * <final text>" when it finishes. send_payment appends a line to
  * WORKDIR/payments.txt; CRASH_AT=in-tool kills the process with SIGKILL
- * right after that write, before the outcome is recorded.
+ * right after that write, before the outcome is recorded; CRASH_AT=paused
+ * right after it printed Paused.
  */
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
@@ -54,5 +55,6 @@ export async function runOnce(mode: string, addr: string, baseURL: string, sessi
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const out = await runOnce(mode, addr, baseURL, sessionId, tools({ payments: [], looks: 0 }, workdir));
   process.stdout.write(out instanceof Paused ? `[paused] ${out.waiting.map((w) => w.toolUseId).join(" ")}\n` : `[done] ${out}\n`);
+  if (out instanceof Paused && process.env.CRASH_AT === "paused") process.kill(process.pid, "SIGKILL");
   process.exit(0);
 }
