@@ -155,13 +155,31 @@ class Autostart:
         there. Raises UnavailableError, quoting the last lines of the
         daemon's log when the daemon started failed."""
         with self._lock:
-            if _answers(self.sock):
-                return self.addr
-            system = SYSTEM_ADDR
-            if self.addr != system and _answers(system[len("unix:") :]):
-                return system
+            if (addr := self.probe()) is not None:
+                return addr
             self._start()
             return self.addr
+
+    def probe(self) -> str | None:
+        """The address that answers now, starting nothing: the per-user
+        default, else the system's daemon (SYSTEM_ADDR); None when neither
+        answers, so that start() is still to come. It takes no longer than
+        connecting to two unix sockets."""
+        if _answers(self.sock):
+            return self.addr
+        system = SYSTEM_ADDR
+        if self.addr != system and _answers(system[len("unix:") :]):
+            return system
+        return None
+
+    def start(self) -> None:
+        """Start savepointd at the per-user default unless a daemon answers
+        there already, and wait until one reports SERVING: the second half
+        of ensure(), for a client whose probe() found nothing. Raises as
+        ensure() does."""
+        with self._lock:
+            if not _answers(self.sock):
+                self._start()
 
     def _start(self) -> None:
         """Start savepointd at the per-user default and wait until it (or
