@@ -302,3 +302,27 @@ def test_asyncio_first_start_keeps_the_loop_running(user: User, tmp_path: Path, 
     assert built < 0.5, f"the constructor took {built:.3f} s"
     assert took >= 1.0, p.stdout  # the start happened at the first call, and took its second
     assert gap < 0.5, f"the event loop stalled {gap:.3f} s during the first start"
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["serving", "failing"])
+def test_log_rotated(user: User, failing: bool) -> None:
+    """The daemon started on demand rotates its log (savepointd --log-file,
+    which the client passes): a log already at the 4 MiB limit becomes
+    savepointd.log.1 at the daemon's first line, and the error of a daemon
+    that fails to start still quotes the lines it wrote to the new file."""
+    user.state.mkdir(parents=True, mode=0o700)
+    log = user.state / "savepointd.log"
+    old = "an old line\n" * ((4 << 20) // 12 + 1)
+    log.write_text(old)
+    if failing:
+        (user.state / "data").write_text("not a directory")
+    r = user.run()
+    if failing:
+        assert "did not start" in r.err and "the last lines of its log" in r.err, r
+    else:
+        serving(r)
+    assert Path(f"{log}.1").read_text() == old
+    cur = log.read_text()
+    assert cur and len(cur) < 64 << 10 and "an old line" not in cur, len(cur)
+    if failing:
+        assert cur.strip().splitlines()[-1] in r.err

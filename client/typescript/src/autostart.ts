@@ -113,10 +113,14 @@ function unavailable(message: string): UnavailableError {
   return new UnavailableError({ code: Code.UNAVAILABLE, message });
 }
 
-/** The last lines the daemon wrote to its log from offset from on, to end an error with. */
+/**
+ * The last lines the daemon wrote to its log from offset from on (from the start when the daemon
+ * rotated the log meanwhile and it is shorter now), to end an error with.
+ */
 function logTail(path: string, from: number): string {
   try {
-    const lines = readFileSync(path).subarray(from).toString("utf8").trimEnd().split("\n").slice(-10);
+    const b = readFileSync(path);
+    const lines = b.subarray(b.length < from ? 0 : from).toString("utf8").trimEnd().split("\n").slice(-10);
     if (lines.length === 0 || lines[0] === "") return "";
     return `; the last lines of its log (${path}):\n${lines.join("\n")}`;
   } catch {
@@ -197,7 +201,7 @@ export class Autostart {
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("SAVEPOINT_")) env[k] = v;
     let child: ChildProcess;
     try {
-      child = spawn(bin, ["--data-dir", data, "--listen", this.addr, "--started-on-demand"], {
+      child = spawn(bin, ["--data-dir", data, "--listen", this.addr, "--started-on-demand", "--log-file", logPath], {
         detached: true, // its own session and process group
         stdio: ["ignore", fd, fd],
         cwd: this.state,

@@ -205,7 +205,7 @@ class Autostart:
             start = log.tell()
             try:
                 proc = subprocess.Popen(
-                    [binary, "--data-dir", data, "--listen", self.addr, "--started-on-demand"],
+                    [binary, "--data-dir", data, "--listen", self.addr, "--started-on-demand", "--log-file", log_path],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.state, env=env,
                     start_new_session=True, close_fds=True,
                 )
@@ -241,10 +241,13 @@ class Autostart:
 
 
 def _tail(path: str, start: int) -> str:
-    """The last lines the daemon wrote to its log from ``start`` on, as text
-    to end an error with."""
+    """The last lines the daemon wrote to its log from ``start`` on (from the
+    beginning when the daemon rotated the log meanwhile and it is shorter
+    now), as text to end an error with."""
     try:
         with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size < start:
+                start = 0
             f.seek(start)
             text = f.read().decode("utf-8", "replace")
     except OSError:
