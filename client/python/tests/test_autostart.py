@@ -326,3 +326,75 @@ def test_log_rotated(user: User, failing: bool) -> None:
     assert cur and len(cur) < 64 << 10 and "an old line" not in cur, len(cur)
     if failing:
         assert cur.strip().splitlines()[-1] in r.err
+
+
+# A LangGraph saver used from asyncio, with no address: the daemon it
+# started is killed, then aget_tuple (retried) runs while a task ticks
+# every 10 ms; prints the daemons' pids, how long the call took and the
+# longest gap between ticks meanwhile.
+LANGGRAPH_ASYNC_HELPER = r"""
+import asyncio, os, signal, time
+import savepoint
+from savepoint.langgraph import SavepointSaver
+from savepoint.v1 import savepoint_pb2 as pb
+
+def pid():
+    c = savepoint.Client()
+    info = c.raw.GetServerInfo(pb.GetServerInfoRequest())
+    c.close()
+    print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
+    return info.pid
+
+async def main():
+    saver = SavepointSaver()
+    config = {"configurable": {"thread_id": "t"}}
+    await saver.aget_tuple(config)
+    p = pid()
+    os.kill(p, signal.SIGKILL)
+    while True:
+        try:
+            os.kill(p, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.01)
+    gaps = []
+
+    async def tick():
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    t = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)
+    start = time.monotonic()
+    await saver.aget_tuple(config)
+    took = time.monotonic() - start
+    t.cancel()
+    pid()
+    print(f"took {took:.3f} maxgap {max(gaps):.3f}", flush=True)
+    saver.close()
+
+asyncio.run(main())
+"""
+
+
+def test_langgraph_async_restart_keeps_the_loop_running(user: User, tmp_path: Path) -> None:
+    """SavepointSaver's async methods start the killed daemon again in a
+    worker thread: the launch (here slowed by a second) never stalls the
+    event loop."""
+    slow = tmp_path / "savepointd"
+    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
+    slow.chmod(0o755)
+    p = subprocess.run(
+        [sys.executable, "-c", LANGGRAPH_ASYNC_HELPER], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120
+    )
+    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
+    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
+    user.pids.update(pids)
+    assert p.returncode == 0 and len(pids) == 2 and pids[0] != pids[1], (p.stdout, p.stderr)
+    took, gap = (float(x) for x in re.search(r"took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
+    assert took >= 1.0, p.stdout  # the restart happened inside the call, and took its second
+    assert gap < 0.5, f"the event loop stalled {gap:.3f} s during the restart"
