@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -108,7 +107,8 @@ func validateRequestID(field, id string) (string, error) {
 	return u.String(), nil
 }
 
-// validateJSON checks that s is JSON text; empty passes unless required.
+// validateJSON checks that s is JSON text (validJSON); empty passes unless
+// required.
 func validateJSON(field, s string, required bool) error {
 	if s == "" {
 		if required {
@@ -116,7 +116,7 @@ func validateJSON(field, s string, required bool) error {
 		}
 		return nil
 	}
-	if !json.Valid([]byte(s)) {
+	if !validJSON(s) {
 		return fieldErr(field, reasonInvalidJSON, "is not valid JSON")
 	}
 	return nil
