@@ -50,6 +50,8 @@ export interface ToolUseRecord {
   arguments: string;
   owner: Owner;
   recorded?: boolean;
+  /** Stopped for the SDK's approval: pending, waiting in savepointd, left to the run's RunState (never answered by a resume). */
+  waiting?: boolean;
 }
 
 /** A durable tool could not be run under the ledger: its run's session is not a SavepointSession, or its call id is already in use. */
@@ -82,6 +84,8 @@ export type VerifyHook = (idempotencyKey: string, input: unknown) => Verified | 
 export const registry = new Map<string, Durable>();
 /** The calls this process is running, as sessionId + "\0" + callId. */
 const live = new Set<string>();
+/** Begins an approval ask made that began the call (approved in savepointd), by sessionId + "\0" + callId: the call's run must not begin it again. */
+const asked = new Map<string, { key: string; already: boolean }>();
 /** Each run's RunContext to its session: the SDK passes the run's context to the session's methods and to each tool. */
 const runs = new WeakMap<object, SavepointSession>();
 /** Every SavepointSession of this process, for findSession. */
@@ -198,11 +202,15 @@ function isInterrupted(s: SavepointSession, callId: string, c: ToolUseRecord): b
   return typeof o.pid !== "number" || startTime(o.pid) !== o.start;
 }
 
-/** The calls listed in v whose process stopped before the SDK saved them. */
+/**
+ * The calls listed in v whose process stopped before the SDK saved them. A
+ * call waiting for approval is not one: the run's RunState holds it, and its
+ * resume asks again or runs it.
+ */
 export function interrupted(s: SavepointSession, v: View): string[] {
   const calls = partOf(v).calls ?? {};
   return Object.entries(calls)
-    .filter(([id, c]) => isInterrupted(s, id, c))
+    .filter(([id, c]) => !c.waiting && isInterrupted(s, id, c))
     .map(([id]) => id);
 }
 
@@ -300,11 +308,9 @@ export function text(out: unknown): string {
  * (the call must not run); for a call that requires approval and is not
  * begun, the denial's text (denied) or awaiting.
  */
-async function begin(
-  s: SavepointSession,
-  callId: string,
-  requiresApproval = false,
-): Promise<{ key: string; already: boolean; duplicate?: { output: string; isError: boolean }; denied?: string; awaiting?: boolean }> {
+type Began = { key: string; already: boolean; duplicate?: { output: string; isError: boolean }; denied?: string; awaiting?: boolean };
+
+async function begin(s: SavepointSession, callId: string, requiresApproval = false): Promise<Began> {
   const c = await s.client();
   for (let i = 0; i < 5; i++) {
     try {
@@ -416,6 +422,97 @@ async function settled(s: SavepointSession, callId: string): Promise<void> {
   });
 }
 
+type ToolSpec = { name: string; effect: Effect; repeatable?: boolean };
+
+function toolUse(d: ToolSpec, callId: string, args: string): pb.ToolUse {
+  return {
+    toolUseId: callId,
+    name: d.name,
+    inputJson: args || "{}",
+    effectClass: EFFECT_CLASSES[d.effect],
+    beginTracked: d.effect !== "read_only",
+    repeatable: d.repeatable === true,
+  };
+}
+
+/**
+ * Registers with savepointd a call the SDK is about to stop the run for (its
+ * approval policy said yes): saved pending and listed waiting, then
+ * BeginEffect with requiresApproval, which the daemon answers
+ * AWAIT_APPROVAL (the call counts as waiting in ListSessions,
+ * WatchSessions and the inspector) until someone decides. Returns whether
+ * the SDK should still ask: true while it waits; false once decided in
+ * savepointd (`savepoint approve`, or an approval spent by an earlier run),
+ * so the SDK runs the tool, whose run answers the denial or runs under the
+ * begin made here.
+ */
+export async function ask(s: SavepointSession, d: ToolSpec, callId: string, args: string): Promise<boolean> {
+  let running = false;
+  await s.mutate((v) => {
+    const part = partOf(v);
+    const calls = (part.calls ??= {});
+    const c = calls[callId];
+    running = c !== undefined && !c.waiting;
+    if (c) return undefined;
+    calls[callId] = { name: d.name, arguments: args, owner: owner(), waiting: true };
+    return { pending: [...v.pending, toolUse(d, callId, args)], stateJson: withPart(v, part) };
+  });
+  if (running) return false; // run (or interrupted) already: its own run answers it
+  const b = await begin(s, callId, true);
+  if (b.awaiting) return true;
+  if (!b.duplicate && b.denied === undefined) asked.set(liveKey(s, callId), { key: b.key, already: b.already });
+  return false;
+}
+
+const outputText = (o: unknown): string =>
+  typeof o === "string" ? o : o && typeof o === "object" && typeof (o as { text?: unknown }).text === "string" ? (o as { text: string }).text : text(o);
+
+/**
+ * Records the SDK's rejection (state.reject) of each call waiting for
+ * approval whose function_call_result batch brings (the SDK answers a
+ * rejected call without running its tool): a denial (ApproveEffect, the
+ * output as its note, decidedBy "openai-agents state.reject"), then the
+ * call recorded as refused with that output, so a resume or a replay
+ * reuses it and never runs the call. A call approved in savepointd
+ * meanwhile keeps that approval unspent, and is recorded refused all the
+ * same: this run gave the model the rejection.
+ */
+export async function recordRejections(s: SavepointSession, batch: AgentInputItem[]): Promise<void> {
+  const outs = new Map<string, unknown>();
+  for (const it of batch) {
+    const r = it as { type?: string; callId?: unknown; output?: unknown };
+    if (r.type === "function_call_result" && typeof r.callId === "string") outs.set(r.callId, r.output);
+  }
+  if (outs.size === 0) return;
+  let v = await s.known();
+  if (Object.values(partOf(v).calls ?? {}).some((c) => c.waiting)) v = await s.load(false);
+  const calls = partOf(v).calls ?? {};
+  const c = await s.client();
+  for (const [callId, out] of outs) {
+    const rec = calls[callId];
+    if (!rec?.waiting) continue;
+    const note = outputText(out);
+    try {
+      await c.raw.approveEffect({
+        sessionId: s.sessionId,
+        toolUseId: callId,
+        decision: pb.ApprovalStatus.APPROVAL_STATUS_DENIED,
+        note,
+        decidedBy: "openai-agents state.reject",
+        requestId: randomUUID(),
+      });
+    } catch (err) {
+      if (!(err instanceof SavepointError && (err.reason === "APPROVAL_CONFLICT" || err.reason === "APPROVAL_NOT_WAITING"))) throw err;
+      c.config.logger.warn("the rejection of a durable tool use was not recorded as a denial.", { session: s.sessionId, tool_use_id: callId, error: String(err) });
+    }
+    try {
+      await c.raw.recordEffect({ sessionId: s.sessionId, toolUseId: callId, name: rec.name, output: note, isError: true, refused: true });
+    } catch (err) {
+      c.config.logger.warn("the rejection of a durable tool use could not be recorded.", { session: s.sessionId, tool_use_id: callId, error: String(err) });
+    }
+  }
+}
+
 /**
  * Runs one call of a durable tool under the ledger: lists it pending (Point
  * A), begins it unless read-only, runs it through run and records its
@@ -431,20 +528,22 @@ export async function runCall(
   run: () => Promise<{ output: string; isError: boolean }>,
 ): Promise<{ output: string; isError: boolean }> {
   const { callId } = call;
-  const tu: pb.ToolUse = {
-    toolUseId: callId,
-    name: d.name,
-    inputJson: call.arguments || "{}",
-    effectClass: EFFECT_CLASSES[d.effect],
-    beginTracked: d.effect !== "read_only",
-    repeatable: d.repeatable === true,
-  };
+  const tu = toolUse(d, callId, call.arguments);
+  const begun = asked.get(liveKey(s, callId));
+  asked.delete(liveKey(s, callId));
+  let waited = false;
   live.add(liveKey(s, callId));
   try {
     try {
       await s.mutate((v) => {
         const part = partOf(v);
         const calls = (part.calls ??= {});
+        if (calls[callId]?.waiting) {
+          // Asked for approval (by this run or an earlier one): pending since; this process runs it now.
+          waited = true;
+          calls[callId] = { name: d.name, arguments: call.arguments, owner: owner() };
+          return { stateJson: withPart(v, part) };
+        }
         if (callId in calls || v.pending.some((p) => p.toolUseId === callId)) {
           throw new DurableToolError(
             `tool use ${JSON.stringify(callId)} of session ${JSON.stringify(s.sessionId)} is already running or interrupted; it was not run again.`,
@@ -464,8 +563,9 @@ export async function runCall(
     }
     let key = "";
     if (d.approved) await approve(s, callId);
-    if (d.effect !== "read_only" || d.approved) {
-      const b = await begin(s, callId, d.approved === true);
+    const gated = d.approved === true || waited || begun !== undefined;
+    if (d.effect !== "read_only" || gated) {
+      const b: Began = begun ?? (await begin(s, callId, gated));
       if (b.duplicate) {
         // Not run: the same call of an earlier, interrupted run answers it, in the daemon's words.
         await settled(s, callId);

@@ -149,6 +149,7 @@ export class SavepointSession implements RunContextAwareSession, SessionHistoryT
     if (items.length === 0) return;
     for (const it of items) encode(it); // refuse a bad item before any I/O
     const batch = items.map((it) => structuredClone(it));
+    await ledger.recordRejections(this, batch);
     await this.mutate((v) => ledger.planAppend(v, batch));
   }
 
@@ -200,6 +201,7 @@ export class SavepointSession implements RunContextAwareSession, SessionHistoryT
     ledger.bindRun(runContext, this);
     const { operationId, transaction } = checkTransaction(args);
     const digest = createHash("sha256").update(canonicalJSON(transaction)).digest("base64url");
+    if (transaction.type === "append_items") await ledger.recordRejections(this, transaction.items);
     await this.mutate(
       (v) => {
         const part = partOf(v);

@@ -4,7 +4,7 @@
  */
 import { type FunctionTool, type RunContext, tool, type ToolInputParameters, type ToolOptions } from "@openai/agents-core";
 
-import { content, DurableToolError, type Effect, EFFECT_CLASSES, findSession, registry, runCall, text, type VerifyHook, withKey } from "./ledger.js";
+import { ask, content, DurableToolError, type Effect, EFFECT_CLASSES, findSession, registry, runCall, text, type VerifyHook, withKey } from "./ledger.js";
 
 /** The SDK's error output for a failed tool when no errorFunction is given (the SDK's own default text). */
 export const DEFAULT_ERROR_OUTPUT = "An error occurred while running the tool. Please try again.";
@@ -40,7 +40,7 @@ type AnyOptions = {
   verify?: VerifyHook;
   repeatable?: boolean;
   outputSchema?: unknown;
-  needsApproval?: unknown;
+  needsApproval?: boolean | ((runContext: RunContext<unknown>, input: unknown, callId?: string) => boolean | Promise<boolean>);
 };
 
 /**
@@ -55,9 +55,12 @@ type AnyOptions = {
  * errorFunction as tool() answers it (null rethrows, after recording). In a
  * run whose session is not a SavepointSession the tool throws
  * DurableToolError, which fails the run. With needsApproval, a call the
- * SDK approved (state.approve) is approved in savepointd too (ApproveEffect,
- * bound to its input), and its begin spends that approval: a replay of the
- * approved RunState never runs it a second time.
+ * SDK stops the run for waits in savepointd too (`savepoint ls` counts it,
+ * `savepoint approve` decides it, and the resumed RunState finds that
+ * decision); a call the SDK approved (state.approve) is approved in
+ * savepointd too (ApproveEffect, bound to its input), and its begin spends
+ * that approval, so a replay of the approved RunState never runs it a
+ * second time; a state.reject is recorded as a denial.
  */
 export function durableTool<TParameters extends ToolInputParameters = undefined, Context = unknown>(
   options: DurableToolOptions<TParameters, Context>,
@@ -95,8 +98,23 @@ export function durableTool<TParameters extends ToolInputParameters = undefined,
   /** A re-run by a resume: the SDK's invoke parses the arguments; RERUN tells execute to skip the ledger (the resume does it). */
   const RERUN = Symbol("savepoint rerun");
 
+  /**
+   * The tool's own approval policy, and, when it asks, the call registered
+   * with savepointd as waiting (ask), which may find it decided there
+   * (`savepoint approve`): then the SDK runs the tool, whose run spends the
+   * approval or answers the denial.
+   */
+  const needsApproval = async (runContext: RunContext<unknown>, input: unknown, callId?: string): Promise<boolean> => {
+    const policy = o.needsApproval;
+    if (!(typeof policy === "function" ? await policy(runContext, input, callId) : policy === true)) return false;
+    const s = callId ? await findSession(runContext, callId) : undefined;
+    if (!s || !callId) return true; // the SDK asks; run, the tool says it needs a SavepointSession
+    return ask(s, { name, effect, repeatable: o.repeatable === true }, callId, JSON.stringify(input ?? {}));
+  };
+
   const t = tool({
     ...(options as object),
+    ...(approval ? { needsApproval } : {}),
     errorFunction: (ctx: RunContext<unknown>, err: unknown, details: unknown) => {
       if (err instanceof DurableToolError || (err && typeof err === "object" && RAISED.has(err))) throw err;
       if (onError === null) throw err;

@@ -1,5 +1,6 @@
 """The duplicate-intent guard where it happens: a LangGraph graph under
-durability="async" (duplicate_agent.py) is SIGKILLed after its
+durability="async" (durable_agent.py, kill point "lost-message", with a
+model that gives every call a new id) is SIGKILLed after its
 side-effecting tool ran and was recorded but before the graph checkpoint
 holding the model's message was saved; resumed by a new process, its model
 reissues the same call under a new id, and the tool does not run again: the
@@ -23,17 +24,17 @@ from conftest import Daemon
 from savepoint.langgraph import SavepointSaver
 from savepoint.v1 import graph_pb2 as gpb
 
-AGENT = str(Path(__file__).with_name("duplicate_agent.py"))
+AGENT = str(Path(__file__).with_name("durable_agent.py"))
 
 
 def part(daemon: Daemon, tmp: Path, thread: str, phase: str, mode: str, script: str = "once", kill: bool = False) -> list[dict[str, Any]] | None:
     """Run one process; with kill, SIGKILL it once its tool ran."""
-    effects, out = tmp / f"{thread}.effects", tmp / f"{thread}.{phase}.json"
-    args = [sys.executable, AGENT, daemon.addr, thread, phase, "kill" if kill else "-", str(effects), str(out), mode, script]
+    effects, out, marker = tmp / f"{thread}.effects", tmp / f"{thread}.{phase}.json", tmp / f"{thread}.{phase}.marker"
+    args = [sys.executable, AGENT, daemon.addr, thread, "graph", mode, phase, "lost-message" if kill else "-",
+            str(marker), str(effects), str(out), script, "async"]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if kill:
-            marker = Path(str(effects) + ".marker")
             deadline = time.monotonic() + 60
             while not marker.exists():
                 assert p.poll() is None, f"{thread}: ended before its tool ran: {p.communicate()}"
@@ -44,7 +45,7 @@ def part(daemon: Daemon, tmp: Path, thread: str, phase: str, mode: str, script: 
             return None
         stdout, stderr = p.communicate(timeout=90)
         assert p.returncode == 0, f"{thread} {phase}: exit {p.returncode}\n{stdout}\n{stderr}"
-        return json.loads(out.read_text())  # type: ignore[no-any-return]
+        return json.loads(out.read_text())["messages"]  # type: ignore[no-any-return]
     finally:
         if p.poll() is None:
             p.kill()
@@ -89,7 +90,7 @@ def test_killed_before_the_message_was_saved_runs_the_tool_once(daemon: Daemon, 
     assert msg["tool_call_id"] == second.tool_use_id and msg["status"] == "success"
     assert f"tool_use_id {first.tool_use_id} " in msg["content"]
     assert msg["content"].endswith("It was already taken, and returned:\ninvoice sent to acme for 42"), msg["content"]
-    assert got[-1]["content"].startswith("done: [success] This send_invoice call"), got[-1]
+    assert got[-1]["content"].startswith("done: send_invoice[success]: This send_invoice call"), got[-1]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -1,10 +1,14 @@
 """durable_function_tool(needs_approval=...) with the SDK's own tool
-approval: the run stops with an interruption, RunState.approve() records
-the approval in savepointd (ApproveEffect for that call and its input) and
-the begin spends it, so a process SIGKILLed after BeginEffect, resumed, and
-replayed from the older RunState runs the side effect once; a
-RunState.reject() note reaches the model. With the SDK's real Runner and its
-ScriptedModel against a real savepointd.
+approval: the run stops with an interruption and the call waits in
+savepointd too (ListSessions counts it, ListEffects lists its request);
+RunState.approve() records the approval in savepointd (ApproveEffect for
+that call and its input) and the begin spends it, so a process SIGKILLed
+after BeginEffect, resumed, and replayed from the older RunState runs the
+side effect once; a decision made in savepointd (as ``savepoint approve``
+makes it) reaches the RunState through apply_decisions, with the same
+guarantees; a RunState.reject() is recorded as a denial and its note
+reaches the model. With the SDK's real Runner and its ScriptedModel
+against a real savepointd.
 
 Run as a script (``python test_openai_agents_approval.py MODE ...``) this
 file is the agent process."""
@@ -20,11 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent, RunState, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from savepoint import Client
-from savepoint.openai_agents import SavepointSession, durable_function_tool, idempotency_key
+from savepoint.openai_agents import SavepointSession, apply_decisions, durable_function_tool, idempotency_key
 from savepoint.v1 import savepoint_pb2 as pb
 
 set_tracing_disabled(True)  # no network: the SDK would try to export traces
@@ -96,11 +101,22 @@ def test_approved_in_the_run_state_runs_once(daemon: Any, sid: str, tmp_path: Pa
     assert list(cp.pending_tool_uses) == []
 
 
-def test_rejection_reaches_the_model(daemon: Any, sid: str, tmp_path: Path) -> None:
+def _awaiting(daemon: Any, sid: str) -> int:
+    with Client(daemon.addr) as c:
+        (summary,) = [x for x in c.list_sessions() if x.session_id == sid]
+    return summary.awaiting_approval_count
+
+
+def test_rejection_is_recorded_and_reaches_the_model(daemon: Any, sid: str, tmp_path: Path) -> None:
+    """RunState.reject: the model gets the note, the tool never runs, and
+    savepointd holds the denial (by RunState.reject, with the note) and the
+    call recorded as refused, no longer waiting or pending."""
+
     async def go() -> None:
         model = _asking_model()
         agent = Agent(name="a", model=model, tools=[_pay_tool(str(tmp_path))])
         first = await Runner.run(agent, "pay the invoice", session=SavepointSession(sid, daemon.addr))
+        assert _awaiting(daemon, sid) == 1
         state = first.to_state()
         state.reject(first.interruptions[0], rejection_message=NOTE)
         r = await Runner.run(agent, state, session=SavepointSession(sid, daemon.addr))
@@ -110,7 +126,70 @@ def test_rejection_reaches_the_model(daemon: Any, sid: str, tmp_path: Path) -> N
 
     asyncio.run(go())
     assert _effects(tmp_path) == []
-    assert [e for e in _entries(daemon, sid) if e.begun] == []
+    (e,) = _entries(daemon, sid)
+    assert not e.begun and e.effect.refused and e.effect.output == NOTE
+    assert e.approval.status == pb.APPROVAL_STATUS_DENIED and e.approval.note == NOTE
+    assert e.approval.decided_by == "openai-agents RunState.reject"
+    assert _awaiting(daemon, sid) == 0
+    with Client(daemon.addr) as c:
+        cp, _ = c.get_session(sid)
+    assert list(cp.pending_tool_uses) == [] and "openai_agents" not in cp.state_json
+
+
+def test_waiting_call_is_listed_in_savepointd(daemon: Any, sid: str, tmp_path: Path) -> None:
+    """The run stopped for approval: the call waits in savepointd as well,
+    with its input digest, and a new SavepointSession's get_items (a
+    resume without the RunState) leaves it to the RunState instead of
+    answering it."""
+
+    async def go() -> None:
+        agent = Agent(name="a", model=_asking_model(), tools=[_pay_tool(str(tmp_path))])
+        first = await Runner.run(agent, "pay the invoice", session=SavepointSession(sid, daemon.addr))
+        assert [it.name for it in first.interruptions] == ["pay"]
+        items = await SavepointSession(sid, daemon.addr).get_items()
+        assert [it.get("type") for it in items] == [None, "function_call"]  # the prompt and the call, unanswered
+
+    asyncio.run(go())
+    assert _awaiting(daemon, sid) == 1
+    (e,) = _entries(daemon, sid)
+    assert e.approval.status == pb.APPROVAL_STATUS_WAITING and len(e.approval.input_digest) == 32 and not e.begun
+    with Client(daemon.addr) as c:
+        cp, _ = c.get_session(sid)
+    assert [p.tool_use_id for p in cp.pending_tool_uses] == [CALL]
+
+
+@pytest.mark.parametrize("deny", [False, True], ids=["approved", "denied"])
+def test_decided_in_savepointd_then_resumed(daemon: Any, sid: str, tmp_path: Path, deny: bool) -> None:
+    """A person decides the waiting call with the daemon's API (as
+    ``savepoint approve [--deny]`` does); apply_decisions gives the
+    decision to the RunState: approved, the resumed run runs the tool once
+    and spends the person's approval; denied, the model gets the person's
+    note and the tool never runs."""
+
+    async def go() -> None:
+        model = _asking_model()
+        agent = Agent(name="a", model=model, tools=[_pay_tool(str(tmp_path))])
+        first = await Runner.run(agent, "pay the invoice", session=SavepointSession(sid, daemon.addr))
+        state = first.to_state()
+        session = SavepointSession(sid, daemon.addr)
+        assert await apply_decisions(state, session) == []  # nothing decided yet
+        with Client(daemon.addr) as c:
+            c.approve_effect(sid, CALL, deny=deny, note=NOTE if deny else "", decided_by="alice")
+        assert [it.call_id for it in await apply_decisions(state, session)] == [CALL]
+        r = await Runner.run(agent, state, session=session)
+        assert r.final_output == "done" and r.interruptions == []
+        (out,) = _outputs(model.calls[-1].input)
+        want = f"This call was denied by alice; it did not run. Their note: {NOTE}" if deny else "paid 500"
+        assert out["call_id"] == CALL and out["output"] == want
+
+    asyncio.run(go())
+    assert len(_effects(tmp_path)) == (0 if deny else 1)
+    (e,) = _entries(daemon, sid)
+    assert e.approval.decided_by == "alice" and _awaiting(daemon, sid) == 0
+    if deny:
+        assert not e.begun and e.effect.refused and e.approval.status == pb.APPROVAL_STATUS_DENIED
+    else:
+        assert e.begun and e.approval.spent and e.effect.output == "paid 500"
 
 
 def _spawn(daemon: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -118,16 +197,22 @@ def _spawn(daemon: Any, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_approval_spent_once_across_sigkill_resume_and_replay(daemon: Any, sid: str, tmp_path: Path) -> None:
-    """One process stops for approval and saves its RunState; a second
-    approves it and is SIGKILLed inside the tool, after BeginEffect; a third
+@pytest.mark.parametrize("by", ["approve", "decided"], ids=["RunState.approve", "savepoint-approve"])
+def test_approval_spent_once_across_sigkill_resume_and_replay(daemon: Any, sid: str, tmp_path: Path, by: str) -> None:
+    """One process stops for approval and saves its RunState; the call is
+    approved (by RunState.approve in the next process, or by a person in
+    savepointd, which that process applies to the RunState), and that
+    process is SIGKILLed inside the tool, after BeginEffect; a third
     resumes the session (the call is in doubt, not run); a fourth replays
     the older RunState with its approval: the payment happened once."""
     ask = _spawn(daemon, "ask", sid, str(tmp_path))
     assert ask.returncode == 0, ask.stderr
     assert json.loads(ask.stdout.splitlines()[-1]) == {"interruptions": ["pay"]}
-    assert _effects(tmp_path) == []
-    killed = _spawn(daemon, "approve", sid, str(tmp_path), "in-tool")
+    assert _effects(tmp_path) == [] and _awaiting(daemon, sid) == 1
+    if by == "decided":
+        with Client(daemon.addr) as c:
+            c.approve_effect(sid, CALL, decided_by="alice")
+    killed = _spawn(daemon, by, sid, str(tmp_path), "in-tool")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert len(_effects(tmp_path)) == 1
     (e,) = _entries(daemon, sid)
@@ -138,7 +223,7 @@ def test_approval_spent_once_across_sigkill_resume_and_replay(daemon: Any, sid: 
     (out,) = _outputs(json.loads(resumed.stdout.splitlines()[-1])["model_input"])
     assert out["call_id"] == CALL and "is unknown" in out["output"]
 
-    replay = _spawn(daemon, "approve", sid, str(tmp_path), "none")
+    replay = _spawn(daemon, by, sid, str(tmp_path), "none")
     assert replay.returncode == 0, replay.stderr
     seen = _outputs(json.loads(replay.stdout.splitlines()[-1])["model_input"])
     assert [o["call_id"] for o in seen] == [CALL] and "is unknown" in seen[0]["output"], seen
@@ -162,11 +247,14 @@ async def _agent(mode: str, sid: str, workdir: str, point: str = "none") -> None
         return
     model = ScriptedModel([[assistant_message("done")]])
     agent = Agent(name="a", model=model, tools=[_pay_tool(workdir, point)])
-    if mode == "approve":
+    if mode in ("approve", "decided"):
         with open(state_file) as f:
             state = await RunState.from_string(agent, f.read())
-        for item in state.get_interruptions():
-            state.approve(item)
+        if mode == "decided":
+            await apply_decisions(state, session)
+        else:
+            for item in state.get_interruptions():
+                state.approve(item)
         r = await Runner.run(agent, state, session=session)
     else:
         r = await Runner.run(agent, [], session=session)

@@ -1,10 +1,11 @@
 /**
  * An agent process for the approval tests: `node approval-worker.js ADDR
- * SESSION ask|approve|resume STATE LOG`. ask: the scripted model calls pay
+ * SESSION ask|approve|decided|resume STATE LOG`. ask: the scripted model calls pay
  * (a durable tool with needsApproval that appends a line with its
  * idempotency key to LOG); the run stops for approval and its RunState is
  * written to STATE. approve: STATE is read, every interruption approved and
- * the run resumed; CRASH=tool kills the process with SIGKILL inside the
+ * the run resumed; decided: STATE is read and the run resumed as it is
+ * (the call was decided in savepointd); CRASH=tool kills the process with SIGKILL inside the
  * tool after its side effect. resume: a run with an empty input. approve
  * and resume print, as JSON, the items the model was sent.
  */
@@ -42,9 +43,9 @@ if (mode === "ask") {
   const model = new ScriptedModel([[assistantMessage("done")]]);
   const agent = new Agent({ name: "a", model, tools: [pay] });
   let input: RunState<unknown, Agent> | [] = [];
-  if (mode === "approve") {
+  if (mode === "approve" || mode === "decided") {
     input = await RunState.fromString(agent, readFileSync(stateFile!, "utf8"));
-    for (const it of input.getInterruptions()) input.approve(it);
+    if (mode === "approve") for (const it of input.getInterruptions()) input.approve(it);
   }
   const r = await run(agent, input, { session });
   console.log(JSON.stringify({ final: r.finalOutput, sent: model.lastCall?.request.input }));

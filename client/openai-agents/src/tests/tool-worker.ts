@@ -12,7 +12,9 @@
  * VERIFY=done|notDone|unknown|throw gives the tool a verify hook that
  * appends "verify KEY CUSTOMER" to LOG.verify and answers so. The
  * resume runs with an empty input and prints, as JSON, the items the resumed
- * model was sent and the session's items.
+ * model was sent (first: the items of its first request too) and the
+ * session's items; with REISSUE=1 its model first asks for the first run's
+ * call again, with the same input, under call_2.
  */
 import { appendFileSync } from "node:fs";
 
@@ -87,8 +89,10 @@ if (mode === "first") {
     process.stdout.write(JSON.stringify({ final: r.finalOutput }) + "\n");
   }
 } else {
-  const model = new ScriptedModel([[assistantMessage("Resumed.")]]);
+  const reissue = process.env.REISSUE === "1" ? [[functionCall("send", { amount: 120, customer: "acme" }, { callId: "call_2" })]] : [];
+  const model = new ScriptedModel([...reissue, [assistantMessage("Resumed.")]]);
   const r = await run(new Agent({ name: "billing", model, tools }), [], { session });
-  process.stdout.write(JSON.stringify({ final: r.finalOutput, sent: model.lastCall!.request.input, items: await session.getItems() }) + "\n");
+  const first = model.calls[0]!.request.input;
+  process.stdout.write(JSON.stringify({ final: r.finalOutput, first, sent: model.lastCall!.request.input, items: await session.getItems() }) + "\n");
 }
 await session.close();

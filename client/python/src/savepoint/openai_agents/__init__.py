@@ -11,6 +11,6 @@ docs/frameworks/openai-agents.md says what is guaranteed.
 
 from savepoint.errors import DurableToolError
 from savepoint.openai_agents._session import SavepointSession, SessionClosedError
-from savepoint.openai_agents._tools import Effect, durable_function_tool, idempotency_key
+from savepoint.openai_agents._tools import Effect, apply_decisions, durable_function_tool, idempotency_key
 
-__all__ = ["DurableToolError", "Effect", "SavepointSession", "SessionClosedError", "durable_function_tool", "idempotency_key"]
+__all__ = ["DurableToolError", "Effect", "SavepointSession", "SessionClosedError", "apply_decisions", "durable_function_tool", "idempotency_key"]

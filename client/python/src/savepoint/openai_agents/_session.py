@@ -200,6 +200,7 @@ class SavepointSession:
         for it in items:
             encode(it)  # refuse a bad item before any I/O
         batch = list(items)
+        await _tools.record_rejections(self, batch)
 
         def plan(v: View) -> Change | None:
             part = v.part()

@@ -75,10 +75,12 @@ class _Durable:
     verify: VerifyHook | None = None
     repeatable: bool = False
     approval: bool = False  # the tool has the SDK's needs_approval: its begins require an approval
+    policy: Any = False  # the SDK's needs_approval as given: a bool, or a policy (ctx, params, call_id) -> bool
 
 
 _REGISTRY: dict[str, _Durable] = {}  # by tool name: what a resume may re-run
 _LIVE: set[tuple[str, str]] = set()  # (session_id, call_id) of the calls this process is running
+_ASKED: dict[tuple[str, str], pb.BeginEffectResponse] = {}  # (session_id, call_id) -> a begin an approval ask made that ran it
 _RUNS: dict[int, tuple[weakref.ref[Any], SavepointSession]] = {}  # id(run's Usage) -> its session
 _SESSIONS: weakref.WeakSet[SavepointSession] = weakref.WeakSet()  # every SavepointSession of this process
 
@@ -105,13 +107,14 @@ def register(s: SavepointSession) -> None:
     _SESSIONS.add(s)
 
 
-async def _session_of(ctx: ToolContext[Any]) -> SavepointSession | None:
-    """The SavepointSession of ctx's run. A run resumed from a RunState
-    (after RunState.approve) runs its approved tools before it calls its
-    session, so its Usage is not bound yet: its session is then the one
-    SavepointSession of this process whose history holds this call's
-    function_call (the interrupted run saved it), which is bound to the run
-    from then on; None when no session, or several, hold it."""
+async def _session_of(ctx: RunContextWrapper[Any], call_id: str) -> SavepointSession | None:
+    """The SavepointSession of ctx's run (ctx is a call's ToolContext, or the
+    run's RunContextWrapper that an approval policy is given). A run resumed
+    from a RunState runs (and asks the approval of) its interrupted tools
+    before it calls its session, so its Usage is not bound yet: its session
+    is then the one SavepointSession of this process whose history holds
+    call_id's function_call (the interrupted run saved it), which is bound
+    to the run from then on; None when no session, or several, hold it."""
     ref = _RUNS.get(id(ctx.usage))
     if ref is not None and ref[0]() is ctx.usage:
         return ref[1]
@@ -120,7 +123,7 @@ async def _session_of(ctx: ToolContext[Any]) -> SavepointSession | None:
         if s._closed or s.session_id in found:
             continue
         items = (await s._load(history=True)).items or []
-        if any(it.get("type") == "function_call" and it.get("call_id") == ctx.tool_call_id for it in items):
+        if any(it.get("type") == "function_call" and it.get("call_id") == call_id for it in items):
             found[s.session_id] = s
     if len(found) != 1:
         return None
@@ -330,16 +333,135 @@ async def _refuse(s: SavepointSession, call_id: str, name: str, text: str) -> st
     return text
 
 
-async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call_id: str, args: str) -> Any:
-    name = d.tool.name
-    tu = pb.ToolUse(
-        tool_use_id=call_id, name=name, input_json=args or "{}", effect_class=cast(pb.EffectClass, int(d.effect)),
+def _tool_use(d: _Durable, call_id: str, args: str) -> pb.ToolUse:
+    return pb.ToolUse(
+        tool_use_id=call_id, name=d.tool.name, input_json=args or "{}", effect_class=cast(pb.EffectClass, int(d.effect)),
         begin_tracked=d.effect != EffectClass.READ_ONLY, repeatable=d.repeatable,
     )
 
-    def point_a(v: View) -> Change:
+
+async def _ask(s: SavepointSession, d: _Durable, call_id: str, args: str) -> bool:
+    """Register with savepointd a call the SDK is about to stop the run for
+    (its approval policy said yes): saved pending and listed waiting, then
+    BeginEffect with requires_approval, which the daemon answers
+    AWAIT_APPROVAL (the call counts as waiting in ListSessions,
+    WatchSessions and the inspector) until someone decides. Returns whether
+    the SDK should still ask: True while it waits; False once decided in
+    savepointd (``savepoint approve``, or an approval spent by an earlier
+    run), so the SDK invokes the tool, whose run answers the denial or runs
+    under the begin made here."""
+
+    def listed(v: View) -> Change | None:
         part = v.part()
         calls = part.setdefault("calls", {})
+        c = calls.get(call_id)
+        if c is not None:
+            return None if c.get("waiting") else Change(nothing=True, result="running")
+        calls[call_id] = {"name": d.tool.name, "arguments": args, "owner": _owner(), "waiting": True}
+        return Change(pending=[*v.pending, _tool_use(d, call_id, args)], state_json=v.with_part(part))
+
+    if await s.mutate(listed) == "running":
+        return False  # run (or interrupted) already: its own run answers it
+    b = await _begin(s, call_id, True)
+    if b.decision == pb.DECISION_AWAIT_APPROVAL:
+        return True
+    if b.decision == pb.DECISION_RUN and not b.HasField("duplicate"):
+        _ASKED[(s.session_id, call_id)] = b  # begun (the approval spent): the tool's run must not begin it again
+    return False
+
+
+async def record_rejections(s: SavepointSession, items: list[Any]) -> None:
+    """Record the SDK's rejection (RunState.reject) of each call waiting for
+    approval whose function_call_output ``items`` brings (the SDK answers a
+    rejected call without invoking its tool): a denial (ApproveEffect, the
+    output as its note, decided_by "openai-agents RunState.reject"), then
+    the call recorded as refused with that output, so a resume or a replay
+    reuses it and never runs the call. A call approved in savepointd
+    meanwhile keeps that approval unspent, and is recorded refused all the
+    same: this run gave the model the rejection."""
+    outs = {it.get("call_id"): it.get("output") for it in items if isinstance(it, dict) and it.get("type") == "function_call_output"}
+    if not outs:
+        return
+    v = s._cached
+    if v is None or any(c.get("waiting") for c in v.part().get("calls", {}).values()):
+        v = await s._load(history=False)
+    calls = v.part().get("calls", {})
+    for cid, out in outs.items():
+        c = calls.get(cid)
+        if not c or not c.get("waiting"):
+            continue
+        text = out if isinstance(out, str) else _text(out)
+        req = pb.ApproveEffectRequest(
+            session_id=s.session_id, tool_use_id=str(cid), decision=pb.APPROVAL_STATUS_DENIED, note=text,
+            decided_by="openai-agents RunState.reject", request_id=str(uuid.uuid4()),
+        )
+        try:
+            await s.client().raw.ApproveEffect(req)
+        except (ApprovalConflictError, ApprovalNotWaitingError) as e:
+            LOGGER.warning("savepoint: the rejection of tool use %s was not recorded as a denial: %s", cid, e)
+        try:
+            await s.client().raw.RecordEffect(pb.RecordEffectRequest(
+                session_id=s.session_id, tool_use_id=str(cid), name=str(c.get("name", "")), output=text, is_error=True, refused=True,
+            ))
+        except SavepointError as e:
+            LOGGER.warning("savepoint: the rejection of tool use %s could not be recorded: %s", cid, e)
+
+
+async def apply_decisions(state: Any, session: SavepointSession) -> list[Any]:
+    """Give ``state`` (the SDK's RunState of a run stopped for approval) the
+    decisions savepointd holds for its interruptions that are durable calls
+    of ``session``: each one approved (``savepoint approve``, the inspector,
+    Client.approve_effect) is ``state.approve``d, each one denied is
+    ``state.reject``ed with the text a denial gives the model (the
+    approver's note). An approval spent already is applied too: the run
+    then answers the call as begun (in doubt, or its recorded output)
+    and never runs it again. Call it before ``Runner.run(agent, state,
+    session=session)``. Returns the interruptions it decided; the others
+    still wait (for ``state.approve``/``state.reject``, or a decision made
+    later)."""
+    items = [it for it in state.get_interruptions() if getattr(it, "call_id", None)]
+    ids = {str(it.call_id) for it in items}
+    if not ids:
+        return []
+    entries: dict[str, pb.LedgerEntry] = {}
+    token = ""
+    while True:
+        r = await session.client().raw.ListEffects(pb.ListEffectsRequest(session_id=session.session_id, page_token=token))
+        entries.update((e.tool_use_id, e) for e in r.entries if e.tool_use_id in ids)
+        token = r.next_page_token
+        if not token:
+            break
+    decided = []
+    for it in items:
+        e = entries.get(str(it.call_id))
+        if e is None or not e.HasField("approval"):
+            continue
+        if e.approval.status == pb.APPROVAL_STATUS_APPROVED:
+            state.approve(it)
+        elif e.approval.status == pb.APPROVAL_STATUS_DENIED:
+            state.reject(it, rejection_message=denied_text(e.approval))
+        else:
+            continue
+        decided.append(it)
+    return decided
+
+
+async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], call_id: str, args: str) -> Any:
+    name = d.tool.name
+    tu = _tool_use(d, call_id, args)
+    asked = _ASKED.pop((s.session_id, call_id), None)
+    waited = False
+
+    def point_a(v: View) -> Change:
+        nonlocal waited
+        part = v.part()
+        calls = part.setdefault("calls", {})
+        if calls.get(call_id, {}).get("waiting"):
+            # Asked for approval (by this run or an earlier one): pending
+            # since; this process runs it now.
+            waited = True
+            calls[call_id] = {"name": name, "arguments": args, "owner": _owner()}
+            return Change(state_json=v.with_part(part))
         if call_id in calls or any(p.tool_use_id == call_id for p in v.pending):
             raise DurableToolError(f"tool use {call_id!r} of session {s.session_id!r} is already running or interrupted; it was not run again.")
         calls[call_id] = {"name": name, "arguments": args, "owner": _owner()}
@@ -356,11 +478,12 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
                 ) from e
             raise
         key = ""
-        gated = d.approval and ctx.is_tool_approved(name, call_id) is True
-        if gated:
+        sdk_approved = d.approval and ctx.is_tool_approved(name, call_id) is True
+        if sdk_approved:
             await _approve(s, call_id)
+        gated = sdk_approved or waited or asked is not None
         if d.effect != EffectClass.READ_ONLY or gated:
-            b = await _begin(s, call_id, gated)
+            b = asked if asked is not None else await _begin(s, call_id, gated)
             if b.HasField("duplicate"):
                 # Not run: the same call of an earlier, interrupted run
                 # answers it, in the daemon's words.
@@ -385,9 +508,11 @@ async def _run_call(s: SavepointSession, d: _Durable, ctx: ToolContext[Any], cal
 
 
 def interrupted(s: SavepointSession, v: View) -> list[str]:
-    """The calls listed in v whose process stopped before the SDK saved them."""
+    """The calls listed in v whose process stopped before the SDK saved
+    them. A call waiting for approval is not one: the run's RunState holds
+    it, and its resume asks again or runs it."""
     calls = v.part().get("calls", {})
-    return [cid for cid, c in calls.items() if _interrupted(s.session_id, cid, c)]
+    return [cid for cid, c in calls.items() if not c.get("waiting") and _interrupted(s.session_id, cid, c)]
 
 
 async def _resolutions(s: SavepointSession) -> dict[str, pb.Resolution]:
@@ -485,7 +610,7 @@ async def _answer(s: SavepointSession, wrapper: RunContextWrapper[Any] | None, c
     # A resume has no RunState: a call of a tool that always needs approval
     # runs only against the approval its run recorded (a per-call policy
     # cannot be asked here; a call it approved was recorded, and is gated).
-    gated = d.tool.needs_approval is True
+    gated = d.policy is True
     if d.effect != EffectClass.READ_ONLY or gated:
         b = await _begin(s, cid, gated)
         if b.HasField("duplicate"):
@@ -575,10 +700,28 @@ def _make(func: Callable[..., Any], effect: Effect, on_error: Any, kwargs: dict[
     tool = function_tool(func, failure_error_function=None, **kwargs)
     d = _Durable(tool=tool, invoke=tool.on_invoke_tool, effect=_CLASSES[effect],
                  on_error=default_tool_error_function if on_error is _DEFAULT else on_error, verify=verify, repeatable=repeatable,
-                 approval=tool.needs_approval is not False)
+                 approval=tool.needs_approval is not False, policy=tool.needs_approval)
+
+    async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+        """The tool's own policy, and, when it asks, the call registered
+        with savepointd as waiting (_ask), which may find it decided."""
+        ask = d.policy
+        if callable(ask):
+            ask = ask(ctx, params, call_id)
+            if inspect.isawaitable(ask):
+                ask = await ask
+        if not ask:
+            return False
+        s = await _session_of(ctx, call_id)
+        if s is None:
+            return True  # the SDK asks; run, the tool says it needs a SavepointSession
+        return await _ask(s, d, call_id, compact_json(params))
+
+    if d.approval:
+        tool.needs_approval = needs_approval
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
-        s = await _session_of(ctx)
+        s = await _session_of(ctx, ctx.tool_call_id)
         if s is None:
             raise DurableToolError(
                 f"durable tool {tool.name!r} ran in a run whose session is not a SavepointSession; "
@@ -628,10 +771,13 @@ def durable_function_tool(
     daemon's duplicate-intent guard) is not run: its output is the daemon's
     text saying the action was already taken (with its output) or may have
     been; ``repeatable=True`` exempts a tool that may legitimately repeat.
-    With the SDK's ``needs_approval``, a call the SDK approved
-    (RunState.approve) is approved in savepointd too (ApproveEffect, bound
-    to its input) and its begin spends that approval: a replay of the
-    approved RunState never runs it a second time."""
+    With the SDK's ``needs_approval``, a call the SDK stops the run for
+    waits in savepointd too (``savepoint ls`` counts it, ``savepoint
+    approve`` decides it; apply_decisions gives such a decision to the
+    RunState); a call the SDK approved (RunState.approve) is approved in
+    savepointd too (ApproveEffect, bound to its input) and its begin spends
+    that approval, so a replay of the approved RunState never runs it a
+    second time; a RunState.reject is recorded as a denial."""
     if func is not None:
         return _make(func, effect, failure_error_function, kwargs, verify, repeatable)
     return lambda f: _make(f, effect, failure_error_function, kwargs, verify, repeatable)
