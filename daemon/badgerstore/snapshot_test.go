@@ -87,41 +87,17 @@ func TestDiscardFollowsOldestReader(t *testing.T) {
 // never advanced Badger's discard timestamp would keep every one.
 func TestSupersededVersionsCompacted(t *testing.T) {
 	dir := t.TempDir()
+	saveInTables(t, dir, 3)
 	s := openT(t, dir)
-	rev := uint64(0)
-	for range 3 { // three tables, each holding three versions of the head
-		for range 3 {
-			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: rev}); err != nil {
-				t.Fatal(err)
-			}
-			rev++
-		}
-		s.Close() // the memtable becomes a table
-		s = openT(t, dir)
-	}
 	defer s.Close()
 	saveN(t, s, "d", 1)
-	if err := s.db.Flatten(1); err != nil { // compacts the three tables into one
-		t.Fatal(err)
-	}
-	versions := 0
-	err := rawView(s, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: sessionKey("c")})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if string(it.Item().Key()) == string(sessionKey("c")) {
-				versions++
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.db.Flatten(1); err != nil { // compacts the tables into one
 		t.Fatal(err)
 	}
 	if tables := len(s.db.Tables()); tables != 1 {
 		t.Fatalf("%d tables after Flatten, want 1: nothing was compacted", tables)
 	}
-	if versions != 1 {
+	if versions := headVersions(t, s, "c"); versions != 1 {
 		t.Fatalf("%d versions of the head after compaction, want 1", versions)
 	}
 }
@@ -131,4 +107,44 @@ func (s *snapshots) current() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latest
+}
+
+// headVersions counts the versions of session sid's head in s's Badger.
+func headVersions(t *testing.T, s *Store, sid string) int {
+	t.Helper()
+	versions := 0
+	err := rawView(s, func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: sessionKey(sid)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if string(it.Item().Key()) == string(sessionKey(sid)) {
+				versions++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return versions
+}
+
+// saveInTables leaves in dir a closed store whose session "c" has 3n
+// revisions, saved by n stores in turn, three each: each Close flushes its
+// three versions of the head as a level-0 table. Badger compacts level 0 from
+// two tables (WithNumLevelZeroTables), so with n <= 2 every table is still
+// on level 0; with more, the compactors may have merged some.
+func saveInTables(t *testing.T, dir string, n int) {
+	t.Helper()
+	rev := uint64(0)
+	for range n {
+		s := openT(t, dir)
+		for range 3 {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: rev}); err != nil {
+				t.Fatal(err)
+			}
+			rev++
+		}
+		s.Close()
+	}
 }
