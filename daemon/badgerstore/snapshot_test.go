@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -107,6 +108,34 @@ func (s *snapshots) current() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latest
+}
+
+// TestCompactionDuringOpenDropsSupersededVersions: a compaction that Badger's
+// compactors run while Open is still replaying the log and verifying (the
+// compactors start inside badger.Open) drops the versions a save overwrote,
+// as a later one does; one run with Badger's initial discard timestamp of 0
+// would keep them all until those tables are compacted again.
+func TestCompactionDuringOpenDropsSupersededVersions(t *testing.T) {
+	dir := t.TempDir()
+	// Two level-0 tables: a compactor merges them once Badger is open, and
+	// the hook holds Open until it has.
+	saveInTables(t, dir, 2)
+	openedHook = func(db *badger.DB) {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(db.Tables()) != 1 {
+			if time.Now().After(deadline) {
+				t.Errorf("Badger's compactors left %d tables in 30s", len(db.Tables()))
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	s := openT(t, dir)
+	openedHook = nil
+	defer s.Close()
+	if versions := headVersions(t, s, "c"); versions != 1 {
+		t.Fatalf("%d versions of the head after a compaction during Open, want 1", versions)
+	}
 }
 
 // headVersions counts the versions of session sid's head in s's Badger.
