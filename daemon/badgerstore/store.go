@@ -251,7 +251,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	// of 0, and a compaction run with it keeps every version it merges until
 	// those tables are compacted again. No reader needs a version older than
 	// the newest yet (the engine advances the timestamp past the log's
-	// replay), so this closes that window to the rest of OpenManaged.
+	// replay), so it is set before the verification and the replay; what is
+	// left of the window is OpenManaged's own tail, and a compactor waits
+	// 50 ms or more after it starts before its first compaction.
 	db.SetDiscardTs(db.MaxVersion())
 	if err := verifyAtOpen(db, dir); err != nil {
 		// The database is left open: closing it could trip on the same
