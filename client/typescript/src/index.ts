@@ -11,7 +11,7 @@
  * by the ErrorInfo reason the daemon sends. README.md shows the loop.
  */
 export { defaultAddr, ENV_ADDR, grpcTarget, parseAddr, stateDir, type Endpoint } from "./addr.js";
-export { Autostart, ENV_AUTOSTART, ENV_DAEMON_PATH, findBinary, platformPackage } from "./autostart.js";
+export { Autostart, ENV_AUTOSTART, ENV_DAEMON_PATH, findBinary, platformPackage, type Resolved, resolveAddress, SYSTEM_ADDR } from "./autostart.js";
 export {
   channelReady,
   Client,
