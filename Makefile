@@ -51,6 +51,24 @@ LOAD_SESSIONS ?= 256
 LOAD_DURATION ?= 60s
 LOAD_FLAGS ?=
 
+# node --test runs this many test files at once: they wait on daemons and
+# child processes far more than they compute, so more than the cores.
+NODE_TEST_CONCURRENCY ?= 4
+
+# $(call node_test,DIR,FILES,ENV) runs node --test over FILES in DIR with
+# ENV, printing the spec report; its TAP copy counts the tests that ran (node
+# reports a file without tests as a passing test named after the file, so
+# those are not counted), and a run in which none ran fails.
+define node_test
+@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(1) && rc=0 && \
+	$(3) node --test --test-concurrency=$(NODE_TEST_CONCURRENCY) --test-reporter=spec --test-reporter-destination=stdout \
+		--test-reporter=tap --test-reporter-destination="$$tap" $(2) || rc=$$?; \
+	n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
+	if [[ -z "$$n" || "$$n" == 0 ]]; then echo "$@: no test ran" >&2; exit 1; fi; \
+	echo "$@: $$n tests ran"; \
+	exit $$rc
+endef
+
 # Each mk/*.mk fragment adds one area's targets (a client, the systemd
 # units, the benchmark) and appends to these lists, so that generate,
 # checkgenerate and test cover it without this file naming it.

@@ -114,7 +114,7 @@ func (a *autostarter) start(ctx context.Context) error {
 	defer logf.Close()
 	from, _ := logf.Seek(0, io.SeekEnd)
 	dataDir := filepath.Join(a.stateDir, "data")
-	cmd := exec.Command(bin, "--data-dir", dataDir, "--listen", a.addr, "--started-on-demand")
+	cmd := exec.Command(bin, "--data-dir", dataDir, "--listen", a.addr, "--started-on-demand", "--log-file", logPath)
 	cmd.Env = daemonEnv(os.Environ())
 	cmd.Dir = a.stateDir
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -227,10 +227,14 @@ func daemonEnv(env []string) []string {
 }
 
 // logTail returns the last lines the daemon wrote to its log from offset
-// from on, as text to end an error with, or "" when it wrote none.
+// from on (from the start when the daemon rotated the log meanwhile and it
+// is shorter now), as text to end an error with, or "" when it wrote none.
 func logTail(path string, from int64) string {
 	b, err := os.ReadFile(path)
-	if err != nil || int64(len(b)) <= from {
+	if int64(len(b)) < from {
+		from = 0
+	}
+	if err != nil || int64(len(b)) == from {
 		return ""
 	}
 	lines := bytes.Split(bytes.TrimRight(b[from:], "\n"), []byte("\n"))

@@ -319,3 +319,49 @@ func savepointdBinary(t *testing.T) string {
 	}
 	return binPath
 }
+
+// TestAutostartLogRotated: the daemon started on demand rotates its log
+// (savepointd --log-file, which the client passes): a log already at the
+// 4 MiB limit becomes savepointd.log.1 at the daemon's first line, and the
+// error of a daemon that fails to start still quotes the lines it wrote to
+// the new file.
+func TestAutostartLogRotated(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failing=%t", failing), func(t *testing.T) {
+			e := newAutostartEnv(t)
+			if err := os.MkdirAll(e.state, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			logPath := filepath.Join(e.state, "savepointd.log")
+			old := strings.Repeat("an old line\n", 4<<20/12+1)
+			if err := os.WriteFile(logPath, []byte(old), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if failing {
+				if err := os.WriteFile(filepath.Join(e.state, "data"), []byte("not a directory"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := e.run()
+			if failing {
+				if !strings.Contains(r.err, "did not start") || !strings.Contains(r.err, "the last lines of its log") {
+					t.Fatalf("want the daemon's failure with its log, got %+v", r)
+				}
+			} else {
+				r.mustServe(t)
+			}
+			if prev, err := os.ReadFile(logPath + ".1"); err != nil || string(prev) != old {
+				t.Errorf("%s.1: %d bytes, %v; want the old log whole", logPath, len(prev), err)
+			}
+			cur, err := os.ReadFile(logPath)
+			if err != nil || len(cur) == 0 || len(cur) > 64<<10 || strings.Contains(string(cur), "an old line") {
+				t.Fatalf("%s: %d bytes, %v; want only the daemon's new lines", logPath, len(cur), err)
+			}
+			last := strings.TrimSpace(string(cur))
+			last = last[strings.LastIndex(last, "\n")+1:]
+			if failing && !strings.Contains(r.err, last) {
+				t.Errorf("the error does not quote the new log's last line %q:\n%s", last, r.err)
+			}
+		})
+	}
+}

@@ -110,8 +110,8 @@ func logCall(ctx context.Context, logger *slog.Logger, method string, start time
 	if !logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 12)
-	attrs = append(attrs,
+	var buf [12]slog.Attr
+	attrs := append(buf[:0],
 		slog.String("method", method),
 		slog.String("code", st.Code().String()),
 	)
@@ -126,35 +126,40 @@ func logCall(ctx context.Context, logger *slog.Logger, method string, start time
 		attrs = append(attrs, slog.String("request_id", r.GetRequestId()))
 	}
 	attrs = append(attrs, slog.String("x_request_id", rid))
-	attrs = append(attrs, peerAttrs(ctx)...)
-	logger.LogAttrs(ctx, level, "call", attrs...)
+	attrs = appendPeerAttrs(attrs, ctx)
+	// The record goes to the handler directly: Logger.LogAttrs would also
+	// unwind the stack for the caller's PC, which NewLogger's handlers never
+	// print (no AddSource), from as deep as a gRPC handler runs.
+	r := slog.NewRecord(time.Now(), level, "call", 0)
+	r.AddAttrs(attrs...)
+	_ = logger.Handler().Handle(ctx, r)
 }
 
-// peerAttrs describe the caller: its uid, gid and pid on the Unix socket,
-// its address and certificate subject over TCP.
-func peerAttrs(ctx context.Context) []slog.Attr {
+// appendPeerAttrs appends to attrs what describes the caller: its uid, gid
+// and pid on the Unix socket, its address and certificate subject over TCP.
+func appendPeerAttrs(attrs []slog.Attr, ctx context.Context) []slog.Attr {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return nil
+		return attrs
 	}
 	switch ai := p.AuthInfo.(type) {
 	case PeerCred:
-		return []slog.Attr{
+		return append(attrs,
 			slog.Uint64("peer_uid", uint64(ai.UID)),
 			slog.Uint64("peer_gid", uint64(ai.GID)),
 			slog.Uint64("peer_pid", uint64(ai.PID)),
-		}
+		)
 	case credentials.TLSInfo:
-		attrs := []slog.Attr{slog.String("peer_addr", p.Addr.String())}
+		attrs = append(attrs, slog.String("peer_addr", p.Addr.String()))
 		if cs := ai.State; len(cs.PeerCertificates) > 0 {
 			attrs = append(attrs, slog.String("peer_cert", certName(cs)))
 		}
 		return attrs
 	}
 	if p.Addr != nil {
-		return []slog.Attr{slog.String("peer_addr", p.Addr.String())}
+		return append(attrs, slog.String("peer_addr", p.Addr.String()))
 	}
-	return nil
+	return attrs
 }
 
 func certName(cs tls.ConnectionState) string { return cs.PeerCertificates[0].Subject.String() }

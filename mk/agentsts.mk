@@ -24,18 +24,10 @@ $(AGENTS_TS_DIR)/dist/.built: client/typescript/dist/.built $(AGENTS_TS_DIR)/nod
 .PHONY: clients-openai-agents
 clients-openai-agents: $(AGENTS_TS_DIR)/dist/.built ## Build @savepoint-dev/openai-agents (npm ci && npm run build in client/openai-agents)
 
-# As test-typescript does: the TAP copy counts the tests that ran, and a run
-# in which none ran fails.
 .PHONY: test-openai-agents
 test-openai-agents: clients-openai-agents ## OpenAI Agents SDK integration tests (node --test) against a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd
-	@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(AGENTS_TS_DIR) && rc=0 && \
-		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-reporter=spec --test-reporter-destination=stdout \
-			--test-reporter=tap --test-reporter-destination="$$tap" dist/tests/*.test.js || rc=$$?; \
-		n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
-		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-openai-agents: no test ran" >&2; exit 1; fi; \
-		echo "test-openai-agents: $$n tests ran"; \
-		exit $$rc
+	$(call node_test,$(AGENTS_TS_DIR),dist/tests/*.test.js,SAVEPOINTD=$(abspath $(BIN))/savepointd)
 
 # The targets' names before the package's folder was named after it
 # (client/typescript-agents), kept for one release.

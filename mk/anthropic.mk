@@ -24,18 +24,10 @@ $(ANTHROPIC_TS_DIR)/dist/.built: client/typescript/dist/.built $(ANTHROPIC_TS_DI
 .PHONY: clients-anthropic
 clients-anthropic: $(ANTHROPIC_TS_DIR)/dist/.built ## Build @savepoint-dev/anthropic (npm ci && npm run build in client/anthropic)
 
-# As test-typescript does: the TAP copy counts the tests that ran, and a run
-# in which none ran fails.
 .PHONY: test-anthropic
 test-anthropic: clients-anthropic ## Anthropic SDK integration tests (node --test): DurableAgent killed and resumed against a fake Messages API
 	go build -o $(BIN)/ ./cmd/savepointd
-	@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(ANTHROPIC_TS_DIR) && rc=0 && \
-		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-reporter=spec --test-reporter-destination=stdout \
-			--test-reporter=tap --test-reporter-destination="$$tap" dist/tests/*.test.js || rc=$$?; \
-		n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
-		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-anthropic: no test ran" >&2; exit 1; fi; \
-		echo "test-anthropic: $$n tests ran"; \
-		exit $$rc
+	$(call node_test,$(ANTHROPIC_TS_DIR),dist/tests/*.test.js,SAVEPOINTD=$(abspath $(BIN))/savepointd)
 
 # The whole crash matrix (issue 36): DurableAgent SIGKILLed at every moment
 # of every turn (16, as client/python/tests/test_anthropic.py has them) and

@@ -12,6 +12,9 @@ PY_DIR := client/python
 PY_GEN_DIR := $(PY_DIR)/src/savepoint/v1
 VENV := .venv
 PYTEST_FLAGS ?=
+# test-python's worker processes (pytest-xdist): its tests wait on daemons
+# and child processes, so two keep both cores of a CI machine busy.
+PYTEST_WORKERS ?= 2
 
 GENERATE_TARGETS += generate-python
 GENERATED_PATHS += $(PY_GEN_DIR)
@@ -59,6 +62,6 @@ test-python: clients-python clients-typescript clients-anthropic ## Python clien
 	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint-demo
 	rc=0; cd $(PY_DIR) && SAVEPOINTD=$(abspath $(BIN))/savepointd SAVEPOINT_DEMO=$(abspath $(BIN))/savepoint-demo \
 		SAVEPOINT_TS_DEMO=$(abspath client/typescript/dist/demo.js) \
-		../../$(VENV)/bin/python -m pytest $(PYTEST_FLAGS) || rc=$$?; \
+		../../$(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_FLAGS) || rc=$$?; \
 	if (( rc == 5 )); then echo "test-python: pytest collected no tests" >&2; fi; \
 	exit $$rc

@@ -41,19 +41,10 @@ $(TS_DIR)/dist/.built: $(TS_DIR)/node_modules/.package-lock.json $(TS_DIR)/tscon
 .PHONY: clients-typescript
 clients-typescript: $(TS_DIR)/dist/.built ## Build the TypeScript client and demo (npm ci && npm run build in client/typescript)
 
-# node --test runs every *.test.js; the TAP copy counts the tests that ran
-# (node reports a file without tests as a passing test named after the
-# file, so those are not counted), and a run in which none ran fails.
 .PHONY: test-typescript
 test-typescript: clients-typescript ## TypeScript client tests (node --test) against a real savepointd
 	go build -o $(BIN)/ ./cmd/savepointd ./cmd/savepoint-demo
-	@tap="$$(mktemp)"; trap 'rm -f "$$tap"' EXIT; cd $(TS_DIR) && rc=0 && \
-		$(TS_TEST_ENV) node --test --test-reporter=spec --test-reporter-destination=stdout \
-			--test-reporter=tap --test-reporter-destination="$$tap" dist/tests/*.test.js || rc=$$?; \
-		n="$$(grep '^# Subtest: ' "$$tap" | grep -vc '\.test\.js$$' || true)"; \
-		if [[ -z "$$n" || "$$n" == 0 ]]; then echo "test-typescript: no test ran" >&2; exit 1; fi; \
-		echo "test-typescript: $$n tests ran"; \
-		exit $$rc
+	$(call node_test,$(TS_DIR),dist/tests/*.test.js,$(TS_TEST_ENV))
 
 # @savepoint-dev/langgraph depends on the client through a file: link
 # (../typescript), so the client is built first; npm ci installs LangGraph.js
@@ -89,4 +80,4 @@ test-langgraphjs: clients-langgraphjs ## The LangGraph.js saver against @langcha
 		echo "test-langgraphjs: $$passed of $$total validation tests passed, $$skipped skipped"; \
 		if [[ "$$total" == 0 || "$$skipped" != 0 ]]; then echo "test-langgraphjs: want every test to run, none skipped" >&2; exit 1; fi; \
 		[[ $$rc == 0 ]] || exit $$rc; \
-		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-reporter=spec dist/tests/*.test.js
+		SAVEPOINTD=$(abspath $(BIN))/savepointd node --test --test-concurrency=$(NODE_TEST_CONCURRENCY) --test-reporter=spec dist/tests/*.test.js

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"os/user"
 
 	"github.com/savepoint-dev/savepoint/client"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
@@ -45,21 +44,10 @@ func setupApprove(fs *flag.FlagSet) runFunc {
 	note := fs.String("note", "", "a `TEXT` kept with the decision; for --deny, what the model is told")
 	by := fs.String("by", "", "who decides (default: your user name)")
 	digest := fs.String("digest", "", "decide only if the call waits with the input of this digest `HEX`")
-	thread := fs.String("thread", "", "decide a call of the graph thread `THREAD`'s ledger instead of a session's")
-	ns := fs.String("ns", "", "with --thread: the call's checkpoint namespace `NS` (empty: the root graph)")
+	call := callTargetFlags(fs, "decide")
 	return func(ctx context.Context, e *env, args []string) error {
-		var id, toolUseID string
-		switch {
-		case *thread != "" && len(args) == 1:
-			toolUseID = args[0]
-		case *thread != "":
-			return usagef("with --thread, want TOOL_USE_ID, got %d arguments", len(args))
-		case *ns != "":
-			return usagef("--ns goes with --thread only")
-		case len(args) == 2:
-			id, toolUseID = args[0], args[1]
-		default:
-			return usagef("want SESSION TOOL_USE_ID, got %d arguments", len(args))
+		if err := call.parse(args); err != nil {
+			return err
 		}
 		a := client.Approval{Deny: *deny, Note: *note, DecidedBy: *by}
 		if *digest != "" {
@@ -69,40 +57,32 @@ func setupApprove(fs *flag.FlagSet) runFunc {
 			}
 			a.InputDigest = d
 		}
-		if a.DecidedBy == "" {
-			if u, err := user.Current(); err == nil {
-				a.DecidedBy = u.Username
-			}
-		}
+		a.DecidedBy = byOrUser(a.DecidedBy)
 		c, err := e.client(ctx)
 		if err != nil {
 			return err
 		}
 		var x *savepointv1.EffectApproval
-		var name, where string
+		var name string
 		var already bool
-		if *thread != "" {
-			r, err := c.ApproveThreadEffect(ctx, *thread, *ns, toolUseID, a)
+		if *call.thread != "" {
+			r, err := c.ApproveThreadEffect(ctx, *call.thread, *call.ns, call.toolUseID, a)
 			if err != nil {
 				return err
 			}
 			x, name, already = r.GetEffect().GetApproval(), r.GetEffect().GetName(), r.GetAlreadyDecided()
-			where = "thread " + *thread
-			if *ns != "" {
-				where += " namespace " + *ns
-			}
 		} else {
-			r, err := c.ApproveEffect(ctx, id, toolUseID, a)
+			r, err := c.ApproveEffect(ctx, call.session, call.toolUseID, a)
 			if err != nil {
 				return err
 			}
-			x, name, already, where = r.GetEntry().GetApproval(), r.GetEntry().GetName(), r.GetAlreadyDecided(), id
+			x, name, already = r.GetEntry().GetApproval(), r.GetEntry().GetName(), r.GetAlreadyDecided()
 		}
 		what := "is"
 		if already {
 			what = "was already"
 		}
-		fmt.Fprintf(e.stdout, "%s %s (%s) %s %s\n", where, toolUseID, name, what, approvalText(x))
+		fmt.Fprintf(e.stdout, "%s %s (%s) %s %s\n", call.where(), call.toolUseID, name, what, approvalText(x))
 		if x.GetStatus() == savepointv1.ApprovalStatus_APPROVAL_STATUS_DENIED {
 			_, err = fmt.Fprintln(e.stdout, "the call does not run; the model is given the note as its result")
 		} else {

@@ -90,6 +90,7 @@ func setupEffects(fs *flag.FlagSet) runFunc {
 				if a := l.GetApproval(); a != nil {
 					outcome += ", " + approvalText(a)
 				}
+				outcome += earlierOutcome(l.GetResolutions(), l.GetApprovals(), l.GetApproval())
 				if d := l.GetDuplicateOf(); d != "" {
 					outcome = "not run: repeats " + d + " of an earlier run"
 				}

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
+	"strings"
 
 	"github.com/savepoint-dev/savepoint/client"
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -55,21 +56,10 @@ func setupResolve(fs *flag.FlagSet) runFunc {
 	isError := fs.Bool("error", false, "with --done: the call took effect and failed; the output is its error text")
 	note := fs.String("note", "", "a `TEXT` kept with the resolution, such as where you looked")
 	by := fs.String("by", "", "who resolved the call (default: your user name)")
-	thread := fs.String("thread", "", "resolve a call of the graph thread `THREAD`'s ledger instead of a session's")
-	ns := fs.String("ns", "", "with --thread: the call's checkpoint namespace `NS` (empty: the root graph)")
+	call := callTargetFlags(fs, "resolve")
 	return func(ctx context.Context, e *env, args []string) error {
-		var id, toolUseID string
-		switch {
-		case *thread != "" && len(args) == 1:
-			toolUseID = args[0]
-		case *thread != "":
-			return usagef("with --thread, want TOOL_USE_ID, got %d arguments", len(args))
-		case *ns != "":
-			return usagef("--ns goes with --thread only")
-		case len(args) == 2:
-			id, toolUseID = args[0], args[1]
-		default:
-			return usagef("want SESSION TOOL_USE_ID, got %d arguments", len(args))
+		if err := call.parse(args); err != nil {
+			return err
 		}
 		switch {
 		case *done == *notDone:
@@ -87,19 +77,15 @@ func setupResolve(fs *flag.FlagSet) runFunc {
 			}
 			f.Output = string(b)
 		}
-		if f.ResolvedBy == "" {
-			if u, err := user.Current(); err == nil {
-				f.ResolvedBy = u.Username
-			}
-		}
+		f.ResolvedBy = byOrUser(f.ResolvedBy)
 		c, err := e.client(ctx)
 		if err != nil {
 			return err
 		}
-		if *thread != "" {
-			return resolveThreadEffect(ctx, e, *thread, *ns, toolUseID, f)
+		if *call.thread != "" {
+			return resolveThreadEffect(ctx, e, call, f)
 		}
-		r, err := c.ResolveEffect(ctx, id, toolUseID, f)
+		r, err := c.ResolveEffect(ctx, call.session, call.toolUseID, f)
 		if err != nil {
 			return err
 		}
@@ -109,7 +95,7 @@ func setupResolve(fs *flag.FlagSet) runFunc {
 		if r.GetAlreadyResolved() {
 			what = "was already resolved"
 		}
-		fmt.Fprintf(e.stdout, "%s %s (%s) %s %s\n", id, l.GetToolUseId(), l.GetName(), what, resolutionText(res))
+		fmt.Fprintf(e.stdout, "%s %s (%s) %s %s\n", call.where(), l.GetToolUseId(), l.GetName(), what, resolutionText(res))
 		if res.GetOutcome() == savepointv1.ResolutionOutcome_RESOLUTION_OUTCOME_DONE {
 			_, err = fmt.Fprintln(e.stdout, "its output is recorded: the agent's next resume reuses it as the tool result")
 		} else if k := l.GetIdempotencyKey(); k != "" {
@@ -122,8 +108,8 @@ func setupResolve(fs *flag.FlagSet) runFunc {
 }
 
 // resolveThreadEffect is resolve --thread.
-func resolveThreadEffect(ctx context.Context, e *env, thread, ns, toolUseID string, f client.Finding) error {
-	r, err := e.c.ResolveThreadEffect(ctx, thread, ns, toolUseID, f)
+func resolveThreadEffect(ctx context.Context, e *env, call *callTarget, f client.Finding) error {
+	r, err := e.c.ResolveThreadEffect(ctx, *call.thread, *call.ns, call.toolUseID, f)
 	if err != nil {
 		return err
 	}
@@ -132,11 +118,7 @@ func resolveThreadEffect(ctx context.Context, e *env, thread, ns, toolUseID stri
 	if r.GetAlreadyResolved() {
 		what = "was already resolved"
 	}
-	where := "thread " + thread
-	if ns != "" {
-		where += " namespace " + ns
-	}
-	fmt.Fprintf(e.stdout, "%s %s (%s) attempt %d %s %s\n", where, x.GetToolUseId(), x.GetName(), x.GetAttempts(), what, resolutionText(x.GetResolution()))
+	fmt.Fprintf(e.stdout, "%s %s (%s) attempt %d %s %s\n", call.where(), x.GetToolUseId(), x.GetName(), x.GetAttempts(), what, resolutionText(x.GetResolution()))
 	if f.Done {
 		_, err = fmt.Fprintln(e.stdout, "its output is recorded: the node's next run reuses it")
 	} else {
@@ -176,4 +158,30 @@ func readFileArg(name string) ([]byte, error) {
 		return io.ReadAll(os.Stdin)
 	}
 	return os.ReadFile(name)
+}
+
+// earlierDecisions says, a line each, the resolutions and approval
+// decisions of a call before its current ones (rs and as are the
+// LedgerEntry's or ThreadEffect's lists, whose last resolution is the
+// current one, as is their last approval when approval is decided).
+func earlierDecisions(rs []*savepointv1.EffectResolution, as []*savepointv1.EffectApproval, approval *savepointv1.EffectApproval) []string {
+	var out []string
+	rs, as = cli.Earlier(rs, as, approval)
+	for _, r := range rs {
+		out = append(out, "resolved "+resolutionText(r))
+	}
+	for _, a := range as {
+		out = append(out, approvalText(a))
+	}
+	return out
+}
+
+// earlierOutcome is earlierDecisions as a suffix of a ledger table's
+// OUTCOME column: "" when there are none.
+func earlierOutcome(rs []*savepointv1.EffectResolution, as []*savepointv1.EffectApproval, approval *savepointv1.EffectApproval) string {
+	d := earlierDecisions(rs, as, approval)
+	if len(d) == 0 {
+		return ""
+	}
+	return "; earlier: " + strings.Join(d, "; ")
 }

@@ -190,6 +190,11 @@ func (p *printer) pending(v *sessionView) {
 		if a := r.GetApproval(); a != nil {
 			p.line("    approval  %s", approvalText(a))
 		}
+		if l := v.ledger[r.GetToolUse().GetToolUseId()]; l != nil {
+			for _, s := range earlierDecisions(l.GetResolutions(), l.GetApprovals(), l.GetApproval()) {
+				p.line("    earlier   %s", s)
+			}
+		}
 		if t := r.GetToolResultText(); t != "" {
 			p.line("    result    %s", t)
 		}

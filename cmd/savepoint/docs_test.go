@@ -290,9 +290,11 @@ func linkSavepoint(t *testing.T, dir string) {
 // checkDocCommands runs the commands of the doc path in order, each with
 // bash in dir with env added, the doc's socket replaced by the test's, and
 // checks each one's exit status and the output the doc shows for it; with
-// -update it rewrites the doc's outputs instead. before, when not nil, runs
+// -update it rewrites the doc's outputs instead, keeping each line whose
+// only difference is a time, key, pid or the like (updatedOutput), so that
+// an update of an unchanged doc changes nothing. before, when not nil, runs
 // before each command.
-func checkDocCommands(t *testing.T, path string, cmds []docCommand, dir, socket string, env []string, before func(docCommand)) {
+func checkDocCommands(t testing.TB, path string, cmds []docCommand, dir, socket string, env []string, before func(docCommand)) {
 	t.Helper()
 	outputs := map[int]string{} // with -update: doc line of the output block -> the real output
 	for _, c := range cmds {
@@ -319,7 +321,7 @@ func checkDocCommands(t *testing.T, path string, cmds []docCommand, dir, socket 
 			continue
 		}
 		if *update {
-			outputs[c.outLines[0]] = strings.TrimRight(strings.ReplaceAll(string(out), socket, docSocket), "\n")
+			outputs[c.outLines[0]] = updatedOutput(c.output, strings.TrimRight(strings.ReplaceAll(string(out), socket, docSocket), "\n"), socket)
 			continue
 		}
 		if got, want := normalizeDoc(string(out), socket), normalizeDoc(c.output, socket); got != want {
@@ -331,9 +333,57 @@ func checkDocCommands(t *testing.T, path string, cmds []docCommand, dir, socket 
 	}
 }
 
+// updatedOutput is the output block -update writes for a command that
+// printed got where the doc shows old: got, except that each of its lines
+// that matches a line of old once both are normalised (normalizeDoc: times,
+// idempotency keys, pids and the like as placeholders) keeps old's text, the
+// lines matched in order (a longest common subsequence). An unchanged output
+// stays old byte for byte; a changed one differs from old only in the lines
+// that really changed.
+func updatedOutput(old, got, socket string) string {
+	if normalizeDoc(old, socket) == normalizeDoc(got, socket) {
+		return old
+	}
+	o, g := strings.Split(old, "\n"), strings.Split(got, "\n")
+	norm := func(ls []string) []string {
+		out := make([]string, len(ls))
+		for i, l := range ls {
+			out[i] = normalizeDoc(l, socket)
+		}
+		return out
+	}
+	no, ng := norm(o), norm(g)
+	// lcs[i][j]: the longest common subsequence of no[i:] and ng[j:].
+	lcs := make([][]int, len(no)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(ng)+1)
+	}
+	for i := len(no) - 1; i >= 0; i-- {
+		for j := len(ng) - 1; j >= 0; j-- {
+			if no[i] == ng[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	for i, j := 0, 0; i < len(no) && j < len(ng); {
+		switch {
+		case no[i] == ng[j]:
+			g[j] = o[i]
+			i, j = i+1, j+1
+		case lcs[i+1][j] >= lcs[i][j+1]:
+			i++
+		default:
+			j++
+		}
+	}
+	return strings.Join(g, "\n")
+}
+
 // rewriteOutputs replaces the doc's output blocks with the outputs the
 // commands printed (go test -update), from the last block up.
-func rewriteOutputs(t *testing.T, path string, cmds []docCommand, outputs map[int]string) {
+func rewriteOutputs(t testing.TB, path string, cmds []docCommand, outputs map[int]string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -100,6 +100,9 @@ func printThread(w io.Writer, v *threadView) error {
 		if r := e.GetResolution(); r != nil {
 			p.line("    resolved  %s", resolutionText(r))
 		}
+		for _, s := range earlierDecisions(e.GetResolutions(), e.GetApprovals(), e.GetApproval()) {
+			p.line("    earlier   %s", s)
+		}
 		d, why := client.NextBegin(e)
 		p.line("    next      %s: %s", decisionName(d), why)
 	}
@@ -121,6 +124,7 @@ func printThreadEffects(w io.Writer, effects []*savepointv1.ThreadEffect) error 
 		if a := e.GetApproval(); a != nil {
 			outcome += ", " + approvalText(a)
 		}
+		outcome += earlierOutcome(e.GetResolutions(), e.GetApprovals(), e.GetApproval())
 		if dup := e.GetDuplicateOf(); dup != "" {
 			outcome = "not run: repeats " + dup + " of an earlier run"
 		}

@@ -23,6 +23,9 @@ type sessionView struct {
 	// counts is set by show for the latest revision: its calls in doubt and
 	// the ledger's calls resolved.
 	counts *cli.LedgerCounts
+	// ledger is set with counts: the session's ledger entries by tool use
+	// id, for their earlier resolutions and approvals.
+	ledger map[string]*savepointv1.LedgerEntry
 }
 
 // countLedger sets v.counts from Reconcile's answer and the session's
@@ -42,6 +45,10 @@ func (v *sessionView) countLedger(ctx context.Context, c *client.Client) error {
 	}
 	n := cli.CountSessionLedger(entries, v.reconcile)
 	v.counts = &n
+	v.ledger = map[string]*savepointv1.LedgerEntry{}
+	for _, l := range entries {
+		v.ledger[l.GetToolUseId()] = l
+	}
 	return nil
 }
 

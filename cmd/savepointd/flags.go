@@ -143,6 +143,10 @@ func newFlags(cfg *config) daemonFlags {
 		"the Go runtime's soft memory `limit`, in bytes or with a KiB, MiB or GiB suffix; GOMEMLIMIT, when set, wins (env SAVEPOINT_MEMORY_LIMIT)")
 	fs.TextVar(&cfg.LogLevel, name("log-level", "SAVEPOINT_LOG_LEVEL"), cfg.LogLevel,
 		"least `level` logged: debug, info, warn or error (env SAVEPOINT_LOG_LEVEL)")
+	fs.StringVar(&cfg.LogFile, name("log-file", "SAVEPOINT_LOG_FILE"), cfg.LogFile,
+		"log to this `file` (appended; also savepointd's stdout and stderr) instead of stderr, rotated at --log-file-max-size to FILE.1 (env SAVEPOINT_LOG_FILE)")
+	fs.Var((*byteSize)(&cfg.LogFileMaxBytes), name("log-file-max-size", "SAVEPOINT_LOG_FILE_MAX_SIZE"),
+		"`size` at which --log-file is renamed to FILE.1 (replacing the one before) and started again, in bytes or with a KiB, MiB or GiB suffix; 0: never (env SAVEPOINT_LOG_FILE_MAX_SIZE)")
 	fs.BoolVar(&cfg.StartedOnDemand, name("started-on-demand", "SAVEPOINT_STARTED_ON_DEMAND"), cfg.StartedOnDemand,
 		"say in GetServerInfo (savepoint info) that a client started this daemon on demand; the clients set it (env SAVEPOINT_STARTED_ON_DEMAND)")
 	fs.BoolVar(&cfg.NoCallStream, name("no-call-stream", "SAVEPOINT_NO_CALL_STREAM"), cfg.NoCallStream,

@@ -25,6 +25,7 @@ import (
 	"github.com/savepoint-dev/savepoint/daemon"
 	"github.com/savepoint-dev/savepoint/daemon/badgerstore"
 	"github.com/savepoint-dev/savepoint/internal/cli"
+	"github.com/savepoint-dev/savepoint/internal/logfile"
 	"github.com/savepoint-dev/savepoint/internal/version"
 )
 
@@ -87,6 +88,15 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	name := ""
 	if sub != nil {
 		name = sub.name
+	}
+	if sub == nil && cfg.LogFile != "" { // serving only: no command's output (a backup on stdout) is redirected
+		lf, err := logfile.Open(cfg.LogFile, cfg.LogFileMaxBytes, logfile.Std)
+		if err != nil {
+			fmt.Fprintf(stderr, "savepointd: --log-file: %v\n", err)
+			return exitConfig
+		}
+		defer lf.Close()
+		stdout, stderr = lf, lf
 	}
 	files := pos
 	if name == "restore" && len(files) == 0 {

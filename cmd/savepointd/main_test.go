@@ -36,6 +36,8 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"SAVEPOINT_RETAIN_IDLE":           "720h",
 		"SAVEPOINT_RETAIN_REVISIONS":      "20",
 		"SAVEPOINT_GC_INTERVAL":           "5m",
+		"SAVEPOINT_LOG_FILE":              "/env/savepointd.log",
+		"SAVEPOINT_LOG_FILE_MAX_SIZE":     "1MiB",
 	}
 	cfg, err := parseConfig(nil, envOf(env), &bytes.Buffer{})
 	if err != nil {
@@ -46,7 +48,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		MaxRequestBytes: 4000000, MaxMessageBytes: 1000000, MaxStateBytes: 500000, ResponseBudgetBytes: 2000000,
 		ShutdownTimeout: 3 * time.Second, LogLevel: slog.LevelDebug, MemoryLimit: 96 << 20,
 		RetainCompleted: 168 * time.Hour, RetainIdle: 720 * time.Hour, RetainRevisions: 20, GCInterval: 5 * time.Minute,
-	}}
+	}, LogFile: "/env/savepointd.log", LogFileMaxBytes: 1 << 20}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("from env: %+v, want %+v", cfg, want)
 	}
@@ -56,6 +58,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		"--max-request-bytes", "3000000", "--max-message-bytes", "900000", "--max-state-bytes", "400000",
 		"--response-budget-bytes", "1000000", "--shutdown-timeout", "1s", "--log-level", "warn",
 		"--memory-limit", "100000000", "--retain-completed", "1h", "--retain-idle", "2h", "--retain-revisions", "3", "--gc-interval", "1m",
+		"--log-file", "/flag/savepointd.log", "--log-file-max-size", "2048",
 	}, envOf(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +68,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		MaxRequestBytes: 3000000, MaxMessageBytes: 900000, MaxStateBytes: 400000, ResponseBudgetBytes: 1000000,
 		ShutdownTimeout: time.Second, LogLevel: slog.LevelWarn, MemoryLimit: 100000000,
 		RetainCompleted: time.Hour, RetainIdle: 2 * time.Hour, RetainRevisions: 3, GCInterval: time.Minute,
-	}}
+	}, LogFile: "/flag/savepointd.log", LogFileMaxBytes: 2048}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("flags over env: %+v, want %+v", cfg, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/savepoint-dev/savepoint/daemon"
+	"github.com/savepoint-dev/savepoint/internal/logfile"
 )
 
 // config is savepointd's configuration: the host's, which daemon.Run
@@ -14,11 +15,20 @@ import (
 type config struct {
 	daemon.Config
 	Store storeConfig
+	// LogFile is the file savepointd logs to, and makes its stdout and
+	// stderr, rotated at LogFileMaxBytes (internal/logfile); empty means
+	// stderr as it is.
+	LogFile string
+	// LogFileMaxBytes is the size at which LogFile is renamed to LogFile.1
+	// and started again; zero means never.
+	LogFileMaxBytes int64
 }
 
 // defaultConfig returns the configuration savepointd runs with when nothing
 // is set.
-func defaultConfig() config { return config{Config: daemon.DefaultConfig()} }
+func defaultConfig() config {
+	return config{Config: daemon.DefaultConfig(), LogFileMaxBytes: logfile.DefaultMaxBytes}
+}
 
 // validate reports every setting of c that savepointd cannot run with.
 func (c config) validate() error {

@@ -22,17 +22,7 @@ func sessionRequest(t *tx, h *storagev1.SessionRecord, sessionID, requestID stri
 }
 
 func (s *Store) RewindSession(ctx context.Context, req *core.RewindRequest) (core.BranchResult, error) {
-	if err := ctx.Err(); err != nil {
-		return core.BranchResult{}, err
-	}
-	defer s.lock(req.SessionID)()
-	var res core.BranchResult
-	err := s.update(func(t *tx) error {
-		var err error
-		res, err = core.Rewind(&domainTxn{t: t}, req, s.now())
-		return err
-	})
-	return res, err
+	return updateSession(ctx, s, req.SessionID, func(t core.Txn) (core.BranchResult, error) { return core.Rewind(t, req, s.now()) })
 }
 
 // readForkSource reads what a fork of the session's revision revNum copies,

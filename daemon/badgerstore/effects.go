@@ -48,6 +48,7 @@ func ledgerEntry(id string, call *storagev1.LedgerEntryRecord) core.LedgerEntry 
 	}
 	e.Resolution = resolutionFromRecord(call.Resolution)
 	e.Approval = approvalFromRecord(call.Approval)
+	e.EarlierResolutions, e.EarlierApprovals = earlierFromRecords(call.EarlierResolutions, call.EarlierApprovals)
 	if call.Effect != nil {
 		eff := effectFromRecord(call.Effect)
 		eff.ToolUseID = id
@@ -87,7 +88,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			if err := item.Value(func(v []byte) error { return decodeValue(key, v, &call) }); err != nil {
 				return corrupt(h, sessionID, err)
 			}
-			if !call.Begun && call.Effect == nil && call.Resolution == nil && call.Approval == nil && call.DuplicateOf == "" {
+			if !call.Begun && call.Effect == nil && call.Resolution == nil && call.Approval == nil && len(call.EarlierApprovals) == 0 && call.DuplicateOf == "" {
 				continue
 			}
 			out = append(out, ledgerEntry(id, &call))

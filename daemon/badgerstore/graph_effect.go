@@ -118,161 +118,70 @@ func (g guardReader) NewestCheckpointExcept(thread, ns, except string) (string, 
 	return "", nil
 }
 
-// RecordThreadEffect implements core.GraphStore, under the locks
-// BeginThreadEffect takes.
-func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectRecord) (core.ThreadEffectRecordResult, error) {
+// updateThreadEffect applies c as core.ThreadEffectChange asks, under the
+// locks BeginThreadEffect takes, in one commit.
+func updateThreadEffect[R any](ctx context.Context, s *Store, c core.ThreadEffectChange[R]) (R, error) {
+	var res, zero R
 	if err := ctx.Err(); err != nil {
-		return core.ThreadEffectRecordResult{}, err
+		return zero, err
 	}
-	defer s.graphShare(r.ThreadID, "\x00effect\x00"+r.NS+"\x00"+r.ToolUseID)()
-	var fp []byte
-	if r.RequestID != "" {
-		fp = r.Fingerprint()
-	}
-	var res core.ThreadEffectRecordResult
+	defer s.graphShare(c.ThreadID, "\x00effect\x00"+c.NS+"\x00"+c.ToolUseID)()
 	err := s.update(func(t *tx) error {
-		res = core.ThreadEffectRecordResult{}
-		key := graphEffectKey(r.ThreadID, r.NS, r.ToolUseID)
-		cur, err := getThreadEffect(t, r.ThreadID, r.NS, r.ToolUseID, key)
+		res = zero
+		key := graphEffectKey(c.ThreadID, c.NS, c.ToolUseID)
+		cur, err := getThreadEffect(t, c.ThreadID, c.NS, c.ToolUseID, key)
 		if err != nil {
 			return err
 		}
-		if already, err := checkRequest(t, r.ThreadID, r.RequestID, fp); err != nil || already {
+		if already, err := checkRequest(t, c.ThreadID, c.RequestID, c.Fingerprint); err != nil || already {
 			if cur != nil {
-				res = core.ThreadEffectRecordResult{Effect: *cur, AlreadyRecorded: true}
+				res = c.Replay(*cur)
 			}
 			return err
 		}
-		h, err := threadHead(t, r.ThreadID)
+		h, err := threadHead(t, c.ThreadID)
 		if err != nil {
 			return err
 		}
-		if cur == nil && h != nil && h.Deleted {
-			res.DroppedLate = true
+		if c.Late != nil && cur == nil && h != nil && h.Deleted {
+			res = *c.Late
 			return nil
 		}
-		next, rr, err := core.ApplyThreadEffectRecord(cur, r, s.now())
+		if c.HiddenAbsent && hidden(h) {
+			cur = nil // being deleted or copied over: its ledger is going
+		}
+		next, r, err := c.Apply(cur, s.now())
+		res = r
 		if err != nil || next == nil {
-			res = rr
 			return err
 		}
-		res = rr
 		if err := put(t, key, threadEffectRecord(next)); err != nil {
 			return err
 		}
-		if err := s.touchThread(t, r.ThreadID, h); err != nil {
+		if err := s.touchThread(t, c.ThreadID, h); err != nil {
 			return err
 		}
-		return putRequest(t, r.ThreadID, r.RequestID, fp)
+		return putRequest(t, c.ThreadID, c.RequestID, c.Fingerprint)
 	})
 	if err != nil {
-		return core.ThreadEffectRecordResult{}, err
+		return zero, err
 	}
 	return res, nil
 }
 
-// ResolveThreadEffect implements core.GraphStore, under the locks
-// BeginThreadEffect takes.
+// RecordThreadEffect implements core.GraphStore (updateThreadEffect).
+func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectRecord) (core.ThreadEffectRecordResult, error) {
+	return updateThreadEffect(ctx, s, r.Change())
+}
+
+// ResolveThreadEffect implements core.GraphStore (updateThreadEffect).
 func (s *Store) ResolveThreadEffect(ctx context.Context, r *core.ThreadEffectResolve) (core.ThreadEffectResolveResult, error) {
-	if err := ctx.Err(); err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	defer s.graphShare(r.ThreadID, "\x00effect\x00"+r.NS+"\x00"+r.ToolUseID)()
-	var fp []byte
-	if r.RequestID != "" {
-		fp = r.Fingerprint()
-	}
-	var res core.ThreadEffectResolveResult
-	err := s.update(func(t *tx) error {
-		res = core.ThreadEffectResolveResult{}
-		key := graphEffectKey(r.ThreadID, r.NS, r.ToolUseID)
-		cur, err := getThreadEffect(t, r.ThreadID, r.NS, r.ToolUseID, key)
-		if err != nil {
-			return err
-		}
-		if already, err := checkRequest(t, r.ThreadID, r.RequestID, fp); err != nil || already {
-			if cur != nil {
-				res.Effect = *cur
-			}
-			return err
-		}
-		h, err := threadHead(t, r.ThreadID)
-		if err != nil {
-			return err
-		}
-		if hidden(h) {
-			cur = nil // being deleted or copied over: its ledger is going
-		}
-		next, rr, err := core.ApplyThreadEffectResolve(cur, r, s.now())
-		if err != nil || next == nil {
-			res = rr
-			return err
-		}
-		res = rr
-		if err := put(t, key, threadEffectRecord(next)); err != nil {
-			return err
-		}
-		if err := s.touchThread(t, r.ThreadID, h); err != nil {
-			return err
-		}
-		return putRequest(t, r.ThreadID, r.RequestID, fp)
-	})
-	if err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	return res, nil
+	return updateThreadEffect(ctx, s, r.Change())
 }
 
-// ApproveThreadEffect implements core.GraphStore, under the locks
-// BeginThreadEffect takes.
+// ApproveThreadEffect implements core.GraphStore (updateThreadEffect).
 func (s *Store) ApproveThreadEffect(ctx context.Context, r *core.ThreadEffectApprove) (core.ThreadEffectApproveResult, error) {
-	if err := ctx.Err(); err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	defer s.graphShare(r.ThreadID, "\x00effect\x00"+r.NS+"\x00"+r.ToolUseID)()
-	var fp []byte
-	if r.RequestID != "" {
-		fp = r.Fingerprint()
-	}
-	var res core.ThreadEffectApproveResult
-	err := s.update(func(t *tx) error {
-		res = core.ThreadEffectApproveResult{}
-		key := graphEffectKey(r.ThreadID, r.NS, r.ToolUseID)
-		cur, err := getThreadEffect(t, r.ThreadID, r.NS, r.ToolUseID, key)
-		if err != nil {
-			return err
-		}
-		if already, err := checkRequest(t, r.ThreadID, r.RequestID, fp); err != nil || already {
-			if cur != nil {
-				res.Effect = *cur
-			}
-			return err
-		}
-		h, err := threadHead(t, r.ThreadID)
-		if err != nil {
-			return err
-		}
-		if hidden(h) {
-			cur = nil // being deleted or copied over: its ledger is going
-		}
-		next, ar, err := core.ApplyThreadEffectApprove(cur, r, s.now())
-		if err != nil || next == nil {
-			res = ar
-			return err
-		}
-		res = ar
-		if err := put(t, key, threadEffectRecord(next)); err != nil {
-			return err
-		}
-		if err := s.touchThread(t, r.ThreadID, h); err != nil {
-			return err
-		}
-		return putRequest(t, r.ThreadID, r.RequestID, fp)
-	})
-	if err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	return res, nil
+	return updateThreadEffect(ctx, s, r.Change())
 }
 
 // ListThreadEffects implements core.GraphStore, reading the entries' values
@@ -344,11 +253,9 @@ func threadEffectRecord(e *core.ThreadEffect) *storagev1.GraphEffectRecord {
 		r.Output = inlineValue(e.Output)
 		r.RecordTime = timestamppb.New(e.RecordTime)
 	}
-	if res := e.Resolution; res != nil {
-		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
-			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
-	}
+	r.Resolution = resolutionRecord(e.Resolution)
 	r.Approval = approvalRecord(e.Approval)
+	r.EarlierResolutions, r.EarlierApprovals = earlierRecords(e.EarlierResolutions, e.EarlierApprovals)
 	return r
 }
 
@@ -361,6 +268,7 @@ func threadEffect(thread, ns, toolUseID string, r *storagev1.GraphEffectRecord) 
 		DuplicateOf: r.DuplicateOf, RunID: r.RunId,
 		Approval: approvalFromRecord(r.Approval),
 	}
+	e.EarlierResolutions, e.EarlierApprovals = earlierFromRecords(r.EarlierResolutions, r.EarlierApprovals)
 	if r.Output != nil {
 		e.Output = core.GraphValue{Type: r.Output.Type, Size: int64(len(r.Output.Data)), Data: r.Output.Data}
 	}

@@ -185,12 +185,45 @@ func ledgerEntryRecord(c *core.LedgerEntry) *storagev1.LedgerEntryRecord {
 	if c.Effect != nil {
 		r.Effect = effectRecord(*c.Effect)
 	}
-	if res := c.Resolution; res != nil {
-		r.Resolution = &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
-			ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
-	}
+	r.Resolution = resolutionRecord(c.Resolution)
 	r.Approval = approvalRecord(c.Approval)
+	r.EarlierResolutions, r.EarlierApprovals = earlierRecords(c.EarlierResolutions, c.EarlierApprovals)
 	return r
+}
+
+// resolutionRecord is a resolution as stored, nil when there is none.
+func resolutionRecord(res *core.EffectResolution) *storagev1.Resolution {
+	if res == nil {
+		return nil
+	}
+	return &storagev1.Resolution{Outcome: int32(res.Outcome), ResolverKind: int32(res.ResolverKind),
+		ResolvedBy: res.ResolvedBy, Note: res.Note, ResolveTime: tsOf(res.ResolveTime), RetryBegun: res.RetryBegun}
+}
+
+// earlierRecords are a call's earlier resolutions and approvals as stored.
+func earlierRecords(rs []core.EffectResolution, as []core.EffectApproval) ([]*storagev1.Resolution, []*storagev1.Approval) {
+	var rr []*storagev1.Resolution
+	for i := range rs {
+		rr = append(rr, resolutionRecord(&rs[i]))
+	}
+	var ar []*storagev1.Approval
+	for i := range as {
+		ar = append(ar, approvalRecord(&as[i]))
+	}
+	return rr, ar
+}
+
+// earlierFromRecords are a call's earlier resolutions and approvals.
+func earlierFromRecords(rr []*storagev1.Resolution, ar []*storagev1.Approval) ([]core.EffectResolution, []core.EffectApproval) {
+	var rs []core.EffectResolution
+	for _, r := range rr {
+		rs = append(rs, *resolutionFromRecord(r))
+	}
+	var as []core.EffectApproval
+	for _, a := range ar {
+		as = append(as, *approvalFromRecord(a))
+	}
+	return rs, as
 }
 
 // approvalRecord is an approval as stored, nil when there is none.

@@ -11,7 +11,9 @@ import "sync"
 // exchange the store must tell Badger which old versions no reader needs:
 // snapshots counts the readers of each version, and after each commit the
 // engine sets Badger's discard timestamp to the oldest version still read,
-// as Badger's own read watermark would.
+// as Badger's own read watermark would. Open sets it to the newest version
+// as soon as Badger is open, since Badger's compactors start with 0, which
+// keeps every version.
 
 // snapshots hands out read versions and knows the oldest one in use. The
 // zero value is not ready: use newSnapshots.

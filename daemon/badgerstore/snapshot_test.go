@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -87,41 +88,17 @@ func TestDiscardFollowsOldestReader(t *testing.T) {
 // never advanced Badger's discard timestamp would keep every one.
 func TestSupersededVersionsCompacted(t *testing.T) {
 	dir := t.TempDir()
+	saveInTables(t, dir, 3)
 	s := openT(t, dir)
-	rev := uint64(0)
-	for range 3 { // three tables, each holding three versions of the head
-		for range 3 {
-			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: rev}); err != nil {
-				t.Fatal(err)
-			}
-			rev++
-		}
-		s.Close() // the memtable becomes a table
-		s = openT(t, dir)
-	}
 	defer s.Close()
 	saveN(t, s, "d", 1)
-	if err := s.db.Flatten(1); err != nil { // compacts the three tables into one
-		t.Fatal(err)
-	}
-	versions := 0
-	err := rawView(s, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: sessionKey("c")})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if string(it.Item().Key()) == string(sessionKey("c")) {
-				versions++
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.db.Flatten(1); err != nil { // compacts the tables into one
 		t.Fatal(err)
 	}
 	if tables := len(s.db.Tables()); tables != 1 {
 		t.Fatalf("%d tables after Flatten, want 1: nothing was compacted", tables)
 	}
-	if versions != 1 {
+	if versions := headVersions(t, s, "c"); versions != 1 {
 		t.Fatalf("%d versions of the head after compaction, want 1", versions)
 	}
 }
@@ -131,4 +108,72 @@ func (s *snapshots) current() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latest
+}
+
+// TestCompactionDuringOpenDropsSupersededVersions: a compaction that Badger's
+// compactors run while Open is still replaying the log and verifying (the
+// compactors start inside badger.Open) drops the versions a save overwrote,
+// as a later one does; one run with Badger's initial discard timestamp of 0
+// would keep them all until those tables are compacted again.
+func TestCompactionDuringOpenDropsSupersededVersions(t *testing.T) {
+	dir := t.TempDir()
+	// Two level-0 tables: a compactor merges them once Badger is open, and
+	// the hook holds Open until it has.
+	saveInTables(t, dir, 2)
+	openedHook = func(db *badger.DB) {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(db.Tables()) != 1 {
+			if time.Now().After(deadline) {
+				t.Errorf("Badger's compactors left %d tables in 30s", len(db.Tables()))
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	s := openT(t, dir)
+	openedHook = nil
+	defer s.Close()
+	if versions := headVersions(t, s, "c"); versions != 1 {
+		t.Fatalf("%d versions of the head after a compaction during Open, want 1", versions)
+	}
+}
+
+// headVersions counts the versions of session sid's head in s's Badger.
+func headVersions(t *testing.T, s *Store, sid string) int {
+	t.Helper()
+	versions := 0
+	err := rawView(s, func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: sessionKey(sid)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if string(it.Item().Key()) == string(sessionKey(sid)) {
+				versions++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return versions
+}
+
+// saveInTables leaves in dir a closed store whose session "c" has 3n
+// revisions, saved by n stores in turn, three each: each Close flushes its
+// three versions of the head as a level-0 table. Badger compacts level 0 from
+// two tables (WithNumLevelZeroTables), so with n <= 2 every table is still
+// on level 0; with more, the compactors may have merged some.
+func saveInTables(t *testing.T, dir string, n int) {
+	t.Helper()
+	rev := uint64(0)
+	for range n {
+		s := openT(t, dir)
+		for range 3 {
+			if _, err := s.SaveCheckpoint(ctx, &core.SaveRequest{SessionID: "c", ExpectedRevision: rev}); err != nil {
+				t.Fatal(err)
+			}
+			rev++
+		}
+		s.Close()
+	}
 }

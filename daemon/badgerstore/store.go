@@ -161,6 +161,10 @@ var (
 	_ core.Sizer = (*Store)(nil)
 )
 
+// openedHook, when set by a test, runs in Open once Badger is open and
+// verified, before the store replays its log and starts its engine.
+var openedHook func(*badger.DB)
+
 // Open opens or creates the store in dir, migrating an older format. It
 // fails with ErrLocked when another process has the directory open, with
 // ErrFormat when the directory holds a newer or unknown format, and with
@@ -243,6 +247,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.unlockDir()
 		return nil, fmt.Errorf("%w: Badger cannot open %s: %v. %s", ErrDamaged, dir, err, openAdvice(dir))
 	}
+	// Badger's compactors start inside OpenManaged with a discard timestamp
+	// of 0, and a compaction run with it keeps every version it merges until
+	// those tables are compacted again. No reader needs a version older than
+	// the newest yet (the engine advances the timestamp past the log's
+	// replay), so it is set before the verification and the replay; what is
+	// left of the window is OpenManaged's own tail, and a compactor waits
+	// 50 ms or more after it starts before its first compaction.
+	db.SetDiscardTs(db.MaxVersion())
 	if err := verifyAtOpen(db, dir); err != nil {
 		// The database is left open: closing it could trip on the same
 		// damage. The caller is expected to exit.
@@ -250,6 +262,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: %v. Restore the directory from a backup, or move it aside to start empty", ErrDamaged, dir, err)
 	}
 	s.db, s.dir = db, dir
+	if openedHook != nil {
+		openedHook(db)
+	}
 	if err := s.start(dir, opts); err != nil {
 		s.Close()
 		return nil, err

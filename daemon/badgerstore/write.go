@@ -8,18 +8,24 @@ import (
 	storagev1 "github.com/savepoint-dev/savepoint/proto/savepoint/storage/v1"
 )
 
-func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core.SaveResult, error) {
+// updateSession runs rule, a rule of core over the store's Txn, in one
+// commit under the session's lock, and returns its answer.
+func updateSession[R any](ctx context.Context, s *Store, sessionID string, rule func(t core.Txn) (R, error)) (R, error) {
+	var res, zero R
 	if err := ctx.Err(); err != nil {
-		return core.SaveResult{}, err
+		return zero, err
 	}
-	defer s.lock(req.SessionID)()
-	var res core.SaveResult
+	defer s.lock(sessionID)()
 	err := s.update(func(t *tx) error {
 		var err error
-		res, err = core.Save(&domainTxn{t: t}, req, s.now())
+		res, err = rule(&domainTxn{t: t})
 		return err
 	})
 	return res, err
+}
+
+func (s *Store) SaveCheckpoint(ctx context.Context, req *core.SaveRequest) (core.SaveResult, error) {
+	return updateSession(ctx, s, req.SessionID, func(t core.Txn) (core.SaveResult, error) { return core.Save(t, req, s.now()) })
 }
 
 // deletedEpoch returns the epoch a session was last deleted at: its
@@ -38,86 +44,33 @@ func deletedEpoch(t *tx, sid string, tomb *storagev1.SessionRecord) (uint64, err
 }
 
 func (s *Store) BeginEffect(ctx context.Context, req *core.BeginRequest) (core.BeginResult, error) {
-	if err := ctx.Err(); err != nil {
-		return core.BeginResult{}, err
-	}
-	defer s.lock(req.SessionID)()
-	var res core.BeginResult
-	err := s.update(func(t *tx) error {
-		var err error
-		res, err = core.Begin(&domainTxn{t: t}, req, s.now())
-		return err
-	})
-	return res, err
+	return updateSession(ctx, s, req.SessionID, func(t core.Txn) (core.BeginResult, error) { return core.Begin(t, req, s.now()) })
 }
 
 func (s *Store) ApproveEffect(ctx context.Context, req *core.ApproveRequest) (core.ApproveResult, error) {
-	if err := ctx.Err(); err != nil {
-		return core.ApproveResult{}, err
-	}
-	defer s.lock(req.SessionID)()
-	var res core.ApproveResult
-	err := s.update(func(t *tx) error {
-		var err error
-		res, err = core.Approve(&domainTxn{t: t}, req, s.now())
-		return err
-	})
-	return res, err
+	return updateSession(ctx, s, req.SessionID, func(t core.Txn) (core.ApproveResult, error) { return core.Approve(t, req, s.now()) })
 }
 
 func (s *Store) RecordEffect(ctx context.Context, sessionID string, e core.Effect) (core.Effect, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return core.Effect{}, false, err
+	type recorded struct {
+		stored  core.Effect
+		already bool
 	}
-	defer s.lock(sessionID)()
-	var stored core.Effect
-	var already bool
-	err := s.update(func(t *tx) error {
-		var err error
-		stored, already, err = core.Record(&domainTxn{t: t}, sessionID, e, s.now())
-		return err
+	r, err := updateSession(ctx, s, sessionID, func(t core.Txn) (recorded, error) {
+		stored, already, err := core.Record(t, sessionID, e, s.now())
+		return recorded{stored, already}, err
 	})
-	return stored, already, err
+	return r.stored, r.already, err
 }
 
 func (s *Store) ResolveEffect(ctx context.Context, req *core.ResolveRequest) (core.ResolveResult, error) {
-	if err := ctx.Err(); err != nil {
-		return core.ResolveResult{}, err
-	}
-	defer s.lock(req.SessionID)()
-	var res core.ResolveResult
-	err := s.update(func(t *tx) error {
-		var err error
-		res, err = core.Resolve(&domainTxn{t: t}, req, s.now())
-		return err
-	})
-	return res, err
+	return updateSession(ctx, s, req.SessionID, func(t core.Txn) (core.ResolveResult, error) { return core.Resolve(t, req, s.now()) })
 }
 
 func (s *Store) Resume(ctx context.Context, sessionID string, reopen bool) (core.Checkpoint, error) {
-	if err := ctx.Err(); err != nil {
-		return core.Checkpoint{}, err
-	}
-	defer s.lock(sessionID)()
-	var cp core.Checkpoint
-	err := s.update(func(t *tx) error {
-		var err error
-		cp, err = core.Resume(&domainTxn{t: t}, sessionID, reopen)
-		return err
-	})
-	return cp, err
+	return updateSession(ctx, s, sessionID, func(t core.Txn) (core.Checkpoint, error) { return core.Resume(t, sessionID, reopen) })
 }
 
 func (s *Store) RegisterEffect(ctx context.Context, req *core.RegisterRequest) (core.BeginResult, error) {
-	if err := ctx.Err(); err != nil {
-		return core.BeginResult{}, err
-	}
-	defer s.lock(req.SessionID)()
-	var res core.BeginResult
-	err := s.update(func(t *tx) error {
-		var err error
-		res, err = core.Register(&domainTxn{t: t}, req, s.now())
-		return err
-	})
-	return res, err
+	return updateSession(ctx, s, req.SessionID, func(t core.Txn) (core.BeginResult, error) { return core.Register(t, req, s.now()) })
 }

@@ -296,7 +296,7 @@ func Approve(t Txn, req *ApproveRequest, now time.Time) (ApproveResult, error) {
 			Msg: fmt.Sprintf("%s was begun already", what)}
 	}
 	addWaiting(h, waitingDelta(a, next))
-	c.Approval = next
+	setApproval(&c.Approval, &c.EarlierApprovals, next)
 	if err := t.PutLedgerEntry(sid, c); err != nil {
 		return ApproveResult{}, err
 	}

@@ -138,12 +138,12 @@ func gate(t Txn, h *HeadRecord, sessionID string, c *LedgerEntry, name, inputJSO
 	}
 	dec, next := gateApproval(c.Approval, d, now)
 	if dec == DecisionRun {
-		c.Approval = next
+		setApproval(&c.Approval, &c.EarlierApprovals, next)
 		return BeginResult{}, false, nil
 	}
 	if next != nil {
 		addWaiting(h, waitingDelta(c.Approval, next))
-		c.Approval = next
+		setApproval(&c.Approval, &c.EarlierApprovals, next)
 		if err := t.PutLedgerEntry(sessionID, c); err != nil {
 			return BeginResult{}, true, err
 		}

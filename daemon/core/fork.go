@@ -93,7 +93,7 @@ func ForkWrite(t Txn, req *ForkRequest, src *ForkSource, epoch uint64, now time.
 		if a := c.Approval; a != nil && (a.Status == ApprovalWaiting || a.Status == ApprovalApproved && !a.Spent) {
 			// An approval is for the session it was given in: the fork's
 			// copy of the call asks again, so that it is never spent twice.
-			c.Approval = nil
+			setApproval(&c.Approval, &c.EarlierApprovals, nil)
 		}
 		if err := t.PutLedgerEntry(nid, &c); err != nil {
 			return BranchResult{}, err

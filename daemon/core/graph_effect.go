@@ -76,6 +76,11 @@ type ThreadEffect struct {
 	// Approval is the call's approval record, for a call that requires
 	// approval; nil otherwise.
 	Approval *EffectApproval
+	// EarlierResolutions and EarlierApprovals are the resolutions and the
+	// approval decisions that Resolution and Approval replaced, oldest
+	// first, bounded by MaxDecisions.
+	EarlierResolutions []EffectResolution
+	EarlierApprovals   []EffectApproval
 }
 
 // ThreadEffectBegin is a BeginThreadEffect call.
@@ -272,7 +277,7 @@ func ApplyThreadEffectBegin(cur *ThreadEffect, b *ThreadEffectBegin, now time.Ti
 		dec, next := gateApproval(cur.Approval, digest, now)
 		e := *cur
 		if next != nil {
-			e.Approval = next
+			setApproval(&e.Approval, &e.EarlierApprovals, next)
 		}
 		if dec != DecisionRun {
 			if next == nil {
@@ -463,7 +468,8 @@ func ApplyThreadEffectResolve(cur *ThreadEffect, r *ThreadEffectResolve, now tim
 			ErrCallNotInDoubt, r.ToolUseID, r.ThreadID, r.NS, why)
 	}
 	e := *cur
-	e.Resolution = &EffectResolution{Outcome: r.Outcome, ResolverKind: r.ResolverKind, ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: now}
+	setResolution(&e.Resolution, &e.EarlierResolutions,
+		&EffectResolution{Outcome: r.Outcome, ResolverKind: r.ResolverKind, ResolvedBy: r.ResolvedBy, Note: r.Note, ResolveTime: now})
 	if r.Outcome == ResolvedDone {
 		e.State = state
 		e.Output = GraphValue{Type: r.Output.Type, Size: int64(len(r.Output.Data)), Data: r.Output.Data}
@@ -527,6 +533,6 @@ func ApplyThreadEffectApprove(cur *ThreadEffect, r *ThreadEffectApprove, now tim
 		return nil, ThreadEffectApproveResult{}, fmt.Errorf("%w: %s was begun already with its approval", ErrApprovalNotWaiting, what)
 	}
 	e := *cur
-	e.Approval = next
+	setApproval(&e.Approval, &e.EarlierApprovals, next)
 	return &e, ThreadEffectApproveResult{Effect: e}, nil
 }

@@ -154,7 +154,7 @@ func Resolve(t Txn, req *ResolveRequest, now time.Time) (ResolveResult, error) {
 				"begun or not begin-tracked, with no recorded effect can be resolved", req.ToolUseID, sid, notInDoubtWhy(c, pc, h))}
 	}
 	res := &EffectResolution{Outcome: req.Outcome, ResolverKind: req.ResolverKind, ResolvedBy: req.ResolvedBy, Note: req.Note, ResolveTime: now}
-	c.Resolution = res
+	setResolution(&c.Resolution, &c.EarlierResolutions, res)
 	if req.Outcome == ResolvedDone {
 		c.Effect = &Effect{ToolUseID: c.ToolUseID, Name: c.Name, Output: req.Output, IsError: req.IsError, RecordTime: now, Resolution: res}
 	}

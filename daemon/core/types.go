@@ -288,6 +288,11 @@ type LedgerEntry struct {
 	// Approval is the call's approval record, for a call that requires
 	// approval; nil otherwise.
 	Approval *EffectApproval
+	// EarlierResolutions and EarlierApprovals are the resolutions and the
+	// approval decisions that Resolution and Approval replaced, oldest
+	// first, bounded by MaxDecisions.
+	EarlierResolutions []EffectResolution
+	EarlierApprovals   []EffectApproval
 }
 
 // MaxAppendMessages and MaxPendingToolUses bound the records one save

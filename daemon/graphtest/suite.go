@@ -71,6 +71,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"ThreadEffectApproveOnce", testThreadEffectApproveOnce},
 		{"ThreadEffectApproveDeny", testThreadEffectApproveDeny},
 		{"ThreadEffectApproveRefused", testThreadEffectApproveRefused},
+		{"ThreadEffectHistory", testThreadEffectHistory},
 		{"ThreadEffectDuplicate", testThreadEffectDuplicate},
 		{"ThreadEffectDuplicateWindow", testThreadEffectDuplicateWindow},
 	} {

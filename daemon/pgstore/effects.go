@@ -51,6 +51,7 @@ func ledgerEntry(id string, call *ledgerEntryRec) core.LedgerEntry {
 	}
 	e.Resolution = call.Resolution.resolution()
 	e.Approval = call.Approval.approval()
+	e.EarlierResolutions, e.EarlierApprovals = call.earlier()
 	if call.Effect != nil {
 		eff := call.Effect.effect(id)
 		if e.Resolution != nil && e.Resolution.Outcome == core.ResolvedDone {
@@ -77,7 +78,7 @@ func (s *Store) Effects(ctx context.Context, sessionID, after string, limit int)
 			return nil
 		}
 		return q.eachLedgerEntry(ctx, sessionID, h, after, func(id string, call *ledgerEntryRec) (bool, error) {
-			if call.Begun || call.Effect != nil || call.Resolution != nil || call.Approval != nil || call.DuplicateOf != "" {
+			if call.Begun || call.Effect != nil || call.Resolution != nil || call.Approval != nil || len(call.EarlierApprovals) > 0 || call.DuplicateOf != "" {
 				out = append(out, ledgerEntry(id, call))
 			}
 			return len(out) < limit, nil

@@ -138,7 +138,7 @@ func TestGraphBatchRoundTrips(t *testing.T) {
 			r := &core.ThreadEffectRecord{ThreadID: "t0", ToolUseID: "call", Attempt: 1, Output: value,
 				RequestID: "00000000-0000-4000-8000-000000000031"}
 			var err error
-			recorded, err = s.recordThreadEffect(ctx, q, r, r.Fingerprint())
+			recorded, err = applyThreadEffect(ctx, s, q, r.Change())
 			return err
 		}})
 	before, stmts := rt.n.Load(), rt.stmts.Load()

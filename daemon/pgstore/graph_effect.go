@@ -53,6 +53,8 @@ type graphEffectRec struct {
 	RunID       string `json:"run_id,omitempty"`
 	// Approval is the call's approval record.
 	Approval *approvalRec `json:"approval,omitempty"`
+	// The resolutions and approval decisions replaced, as ledgerEntryRec's.
+	earlierRecs
 }
 
 // graphEffectRecOf is e as stored: its record and its output's bytes,
@@ -63,7 +65,7 @@ func graphEffectRecOf(e *core.ThreadEffect) (graphEffectRec, []byte, error) {
 		IdempotencyKey: e.IdempotencyKey, Attempts: e.Attempts, State: int(e.State),
 		BeginTime: nanosOrZero(e.BeginTime), CheckpointID: e.CheckpointID, Resolution: resolutionRecOf(e.Resolution),
 		DuplicateOf: e.DuplicateOf, RunID: e.RunID,
-		Approval: approvalRecOf(e.Approval),
+		Approval: approvalRecOf(e.Approval), earlierRecs: earlierRecsOf(e.EarlierResolutions, e.EarlierApprovals),
 	}
 	if !e.State.Recorded() {
 		return r, []byte{}, nil
@@ -86,6 +88,7 @@ func threadEffectOf(thread, ns, toolUseID string, r *graphEffectRec, output func
 		BeginTime: fromNanos(r.BeginTime), RecordTime: fromNanos(r.RecordTime), CheckpointID: r.CheckpointID,
 		Resolution: r.Resolution.resolution(), Approval: r.Approval.approval(), DuplicateOf: r.DuplicateOf, RunID: r.RunID,
 	}
+	e.EarlierResolutions, e.EarlierApprovals = r.earlier()
 	if e.State.Recorded() {
 		e.Output = output(r.OutputType)
 	}
@@ -270,181 +273,78 @@ func (g *guardReader) NewestCheckpointExcept(thread, ns, except string) (string,
 	return string(id), err
 }
 
-// RecordThreadEffect implements core.GraphStore, in the group commit under
-// the thread's lock as BeginThreadEffect is.
+// writeThreadEffect applies c in the group commit under the thread's lock,
+// as BeginThreadEffect is applied.
+func writeThreadEffect[R any](ctx context.Context, s *Store, c core.ThreadEffectChange[R]) (R, error) {
+	var res, zero R
+	err := s.graphQueued(ctx, c.ThreadID, func(ctx context.Context, q *query) error {
+		var err error
+		res, err = applyThreadEffect(ctx, s, q, c)
+		return err
+	})
+	if err != nil {
+		return zero, err
+	}
+	return res, nil
+}
+
+// applyThreadEffect applies c in q as core.ThreadEffectChange asks, reading
+// and writing as beginThreadEffect does: the thread's lock, the entry and
+// the request id's row are read in one round trip; the writes are queued.
+// Deletes are atomic here, so no thread is hidden.
+func applyThreadEffect[R any](ctx context.Context, s *Store, q *query, c core.ThreadEffectChange[R]) (R, error) {
+	var zero R
+	er, req := effectRead(c.ThreadID, c.NS, c.ToolUseID), requestRead(c.ThreadID, c.RequestID)
+	h, _, err := s.lockThread(ctx, q, c.ThreadID, er, req)
+	if err != nil {
+		return zero, err
+	}
+	cur, err := effectOf(c.ThreadID, c.NS, c.ToolUseID, er)
+	if err != nil {
+		return zero, err
+	}
+	already, err := replayed(c.ThreadID, c.RequestID, c.Fingerprint, req)
+	if err != nil {
+		return zero, err
+	}
+	if already {
+		if cur == nil {
+			return zero, nil
+		}
+		return c.Replay(*cur), nil
+	}
+	if c.Late != nil && cur == nil && h != nil && h.Deleted {
+		return *c.Late, nil
+	}
+	next, res, err := c.Apply(cur, s.now())
+	if err != nil || next == nil {
+		return res, err
+	}
+	if err := s.putEffect(ctx, q, next); err != nil {
+		return zero, err
+	}
+	if err := s.putThread(ctx, q, c.ThreadID, h); err != nil {
+		return zero, err
+	}
+	if err := s.putRequest(ctx, q, c.ThreadID, c.RequestID, c.Fingerprint); err != nil {
+		return zero, err
+	}
+	return res, nil
+}
+
+// RecordThreadEffect implements core.GraphStore (writeThreadEffect).
 func (s *Store) RecordThreadEffect(ctx context.Context, r *core.ThreadEffectRecord) (core.ThreadEffectRecordResult, error) {
-	var fp []byte
-	if r.RequestID != "" {
-		fp = r.Fingerprint()
-	}
-	var res core.ThreadEffectRecordResult
-	err := s.graphQueued(ctx, r.ThreadID, func(ctx context.Context, q *query) error {
-		var err error
-		res, err = s.recordThreadEffect(ctx, q, r, fp)
-		return err
-	})
-	if err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	return res, nil
+	return writeThreadEffect(ctx, s, r.Change())
 }
 
-// recordThreadEffect applies r, fp being its fingerprint when it has a
-// request id, reading and writing as beginThreadEffect does.
-func (s *Store) recordThreadEffect(ctx context.Context, q *query, r *core.ThreadEffectRecord, fp []byte) (core.ThreadEffectRecordResult, error) {
-	er, req := effectRead(r.ThreadID, r.NS, r.ToolUseID), requestRead(r.ThreadID, r.RequestID)
-	h, _, err := s.lockThread(ctx, q, r.ThreadID, er, req)
-	if err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	cur, err := effectOf(r.ThreadID, r.NS, r.ToolUseID, er)
-	if err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	already, err := replayed(r.ThreadID, r.RequestID, fp, req)
-	if err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	if already {
-		if cur == nil {
-			return core.ThreadEffectRecordResult{}, nil
-		}
-		return core.ThreadEffectRecordResult{Effect: *cur, AlreadyRecorded: true}, nil
-	}
-	if cur == nil && h != nil && h.Deleted {
-		return core.ThreadEffectRecordResult{DroppedLate: true}, nil
-	}
-	next, res, err := core.ApplyThreadEffectRecord(cur, r, s.now())
-	if err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	if next == nil {
-		return res, nil
-	}
-	if err := s.putEffect(ctx, q, next); err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	if err := s.putThread(ctx, q, r.ThreadID, h); err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
-		return core.ThreadEffectRecordResult{}, err
-	}
-	return res, nil
-}
-
-// ResolveThreadEffect implements core.GraphStore, in the group commit
-// under the thread's lock as BeginThreadEffect is.
+// ResolveThreadEffect implements core.GraphStore (writeThreadEffect).
 func (s *Store) ResolveThreadEffect(ctx context.Context, r *core.ThreadEffectResolve) (core.ThreadEffectResolveResult, error) {
-	var fp []byte
-	if r.RequestID != "" {
-		fp = r.Fingerprint()
-	}
-	var res core.ThreadEffectResolveResult
-	err := s.graphQueued(ctx, r.ThreadID, func(ctx context.Context, q *query) error {
-		var err error
-		res, err = s.resolveThreadEffect(ctx, q, r, fp)
-		return err
-	})
-	if err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	return res, nil
+	return writeThreadEffect(ctx, s, r.Change())
 }
 
-// resolveThreadEffect applies r, fp being its fingerprint when it has a
-// request id, reading and writing as recordThreadEffect does.
-func (s *Store) resolveThreadEffect(ctx context.Context, q *query, r *core.ThreadEffectResolve, fp []byte) (core.ThreadEffectResolveResult, error) {
-	er, req := effectRead(r.ThreadID, r.NS, r.ToolUseID), requestRead(r.ThreadID, r.RequestID)
-	h, _, err := s.lockThread(ctx, q, r.ThreadID, er, req)
-	if err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	cur, err := effectOf(r.ThreadID, r.NS, r.ToolUseID, er)
-	if err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	already, err := replayed(r.ThreadID, r.RequestID, fp, req)
-	if err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	if already {
-		if cur == nil {
-			return core.ThreadEffectResolveResult{}, nil
-		}
-		return core.ThreadEffectResolveResult{Effect: *cur}, nil
-	}
-	next, res, err := core.ApplyThreadEffectResolve(cur, r, s.now())
-	if err != nil || next == nil {
-		return res, err
-	}
-	if err := s.putEffect(ctx, q, next); err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	if err := s.putThread(ctx, q, r.ThreadID, h); err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
-		return core.ThreadEffectResolveResult{}, err
-	}
-	return res, nil
-}
-
-// ApproveThreadEffect implements core.GraphStore, in the group commit
-// under the thread's lock as BeginThreadEffect is.
+// ApproveThreadEffect implements core.GraphStore (writeThreadEffect).
 func (s *Store) ApproveThreadEffect(ctx context.Context, r *core.ThreadEffectApprove) (core.ThreadEffectApproveResult, error) {
-	var fp []byte
-	if r.RequestID != "" {
-		fp = r.Fingerprint()
-	}
-	var res core.ThreadEffectApproveResult
-	err := s.graphQueued(ctx, r.ThreadID, func(ctx context.Context, q *query) error {
-		var err error
-		res, err = s.approveThreadEffect(ctx, q, r, fp)
-		return err
-	})
-	if err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	return res, nil
-}
-
-// approveThreadEffect applies r, fp being its fingerprint when it has a
-// request id, reading and writing as resolveThreadEffect does.
-func (s *Store) approveThreadEffect(ctx context.Context, q *query, r *core.ThreadEffectApprove, fp []byte) (core.ThreadEffectApproveResult, error) {
-	er, req := effectRead(r.ThreadID, r.NS, r.ToolUseID), requestRead(r.ThreadID, r.RequestID)
-	h, _, err := s.lockThread(ctx, q, r.ThreadID, er, req)
-	if err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	cur, err := effectOf(r.ThreadID, r.NS, r.ToolUseID, er)
-	if err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	already, err := replayed(r.ThreadID, r.RequestID, fp, req)
-	if err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	if already {
-		if cur == nil {
-			return core.ThreadEffectApproveResult{}, nil
-		}
-		return core.ThreadEffectApproveResult{Effect: *cur}, nil
-	}
-	next, res, err := core.ApplyThreadEffectApprove(cur, r, s.now())
-	if err != nil || next == nil {
-		return res, err
-	}
-	if err := s.putEffect(ctx, q, next); err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	if err := s.putThread(ctx, q, r.ThreadID, h); err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	if err := s.putRequest(ctx, q, r.ThreadID, r.RequestID, fp); err != nil {
-		return core.ThreadEffectApproveResult{}, err
-	}
-	return res, nil
+	return writeThreadEffect(ctx, s, r.Change())
 }
 
 // ListThreadEffects implements core.GraphStore, reading one snapshot by the

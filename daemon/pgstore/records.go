@@ -114,6 +114,38 @@ type ledgerEntryRec struct {
 	PendingSince uint64 `json:"pending_since,omitempty"`
 	// Approval is the call's approval record.
 	Approval *approvalRec `json:"approval,omitempty"`
+	// The resolutions and approval decisions Resolution and Approval
+	// replaced, as core.LedgerEntry's.
+	earlierRecs
+}
+
+// earlierRecs are a call's earlier resolutions and approvals as stored.
+type earlierRecs struct {
+	EarlierResolutions []resolutionRec `json:"earlier_resolutions,omitempty"`
+	EarlierApprovals   []approvalRec   `json:"earlier_approvals,omitempty"`
+}
+
+func earlierRecsOf(rs []core.EffectResolution, as []core.EffectApproval) earlierRecs {
+	var e earlierRecs
+	for i := range rs {
+		e.EarlierResolutions = append(e.EarlierResolutions, *resolutionRecOf(&rs[i]))
+	}
+	for i := range as {
+		e.EarlierApprovals = append(e.EarlierApprovals, *approvalRecOf(&as[i]))
+	}
+	return e
+}
+
+func (e *earlierRecs) earlier() ([]core.EffectResolution, []core.EffectApproval) {
+	var rs []core.EffectResolution
+	for i := range e.EarlierResolutions {
+		rs = append(rs, *e.EarlierResolutions[i].resolution())
+	}
+	var as []core.EffectApproval
+	for i := range e.EarlierApprovals {
+		as = append(as, *e.EarlierApprovals[i].approval())
+	}
+	return rs, as
 }
 
 // approvalRec is an approval record, numbered as core's.
@@ -318,5 +350,6 @@ func ledgerEntryRecOf(c *core.LedgerEntry) *ledgerEntryRec {
 	}
 	rec.Resolution = resolutionRecOf(c.Resolution)
 	rec.Approval = approvalRecOf(c.Approval)
+	rec.earlierRecs = earlierRecsOf(c.EarlierResolutions, c.EarlierApprovals)
 	return rec
 }

@@ -159,7 +159,22 @@ func ledgerEntryToProto(e core.LedgerEntry) *savepointv1.LedgerEntry {
 	}
 	p.Resolution = resolutionToProto(e.Resolution)
 	p.Approval = approvalToProto(e.Approval)
+	p.Resolutions, p.Approvals = decisionsToProto(e.EarlierResolutions, e.Resolution, e.EarlierApprovals, e.Approval)
 	return p
+}
+
+// decisionsToProto is the wire form of every resolution and approval
+// decision kept of a call (core.AllResolutions, core.AllApprovals).
+func decisionsToProto(rs []core.EffectResolution, r *core.EffectResolution, as []core.EffectApproval, a *core.EffectApproval) ([]*savepointv1.EffectResolution, []*savepointv1.EffectApproval) {
+	var pr []*savepointv1.EffectResolution
+	for _, x := range core.AllResolutions(rs, r) {
+		pr = append(pr, resolutionToProto(&x))
+	}
+	var pa []*savepointv1.EffectApproval
+	for _, x := range core.AllApprovals(as, a) {
+		pa = append(pa, approvalToProto(&x))
+	}
+	return pr, pa
 }
 
 // approvalToProto is the wire form of a call's approval record; nil for

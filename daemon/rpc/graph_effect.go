@@ -264,6 +264,7 @@ func threadEffectToProto(e core.ThreadEffect) *savepointv1.ThreadEffect {
 		CheckpointId: e.CheckpointID, Resolution: resolutionToProto(e.Resolution), Approval: approvalToProto(e.Approval),
 		DuplicateOf: e.DuplicateOf, RunId: e.RunID,
 	}
+	p.Resolutions, p.Approvals = decisionsToProto(e.EarlierResolutions, e.Resolution, e.EarlierApprovals, e.Approval)
 	if !e.BeginTime.IsZero() {
 		p.BeginTime = timestamppb.New(e.BeginTime)
 	}

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -105,10 +104,14 @@ func validateRequestID(field, id string) (string, error) {
 	if err != nil {
 		return "", fieldErr(field, reasonInvalidRequestID, "is not a UUID; send a new random UUID per save, or leave it empty")
 	}
+	if len(id) == 36 && !strings.ContainsFunc(id, func(r rune) bool { return r >= 'A' && r <= 'Z' }) {
+		return id, nil // canonical already, as clients send it: no copy
+	}
 	return u.String(), nil
 }
 
-// validateJSON checks that s is JSON text; empty passes unless required.
+// validateJSON checks that s is JSON text (validJSON); empty passes unless
+// required.
 func validateJSON(field, s string, required bool) error {
 	if s == "" {
 		if required {
@@ -116,7 +119,7 @@ func validateJSON(field, s string, required bool) error {
 		}
 		return nil
 	}
-	if !json.Valid([]byte(s)) {
+	if !validJSON(s) {
 		return fieldErr(field, reasonInvalidJSON, "is not valid JSON")
 	}
 	return nil
@@ -211,29 +214,21 @@ func validateSave(lim Limits, req *savepointv1.SaveCheckpointRequest) (*core.Sav
 	}
 	msgs := make([]core.Message, 0, len(req.GetAppendMessages()))
 	for i, m := range req.GetAppendMessages() {
-		field := fmt.Sprintf("append_messages[%d]", i)
-		if err := validateName(field+".role", m.GetRole(), true); err != nil {
-			return nil, err
+		msg, err := validateMessage(lim, m)
+		if err != nil {
+			return nil, inField(err, fmt.Sprintf("append_messages[%d]", i))
 		}
-		if n := len(m.GetContentJson()); n > lim.MaxMessageBytes {
-			return nil, fieldErr(field+".content_json", reasonMessageTooLarge,
-				"is %d bytes; at most %d are allowed per message", n, lim.MaxMessageBytes)
-		}
-		if err := validateJSON(field+".content_json", m.GetContentJson(), true); err != nil {
-			return nil, err
-		}
-		msgs = append(msgs, core.Message{Role: m.GetRole(), ContentJSON: m.GetContentJson()})
+		msgs = append(msgs, msg)
 	}
 	pending := make([]core.ToolUse, 0, len(req.GetPendingToolUses()))
 	seen := make(map[string]bool, len(req.GetPendingToolUses()))
 	for i, t := range req.GetPendingToolUses() {
-		field := fmt.Sprintf("pending_tool_uses[%d]", i)
-		tu, err := validateToolUse(lim, field, t)
+		tu, err := validateToolUse(lim, t)
 		if err != nil {
-			return nil, err
+			return nil, inField(err, fmt.Sprintf("pending_tool_uses[%d]", i))
 		}
 		if seen[tu.ID] {
-			return nil, fieldErr(field+".tool_use_id", reasonDuplicateToolUseID, "names a tool use already listed; list each pending tool use once")
+			return nil, fieldErr(fmt.Sprintf("pending_tool_uses[%d].tool_use_id", i), reasonDuplicateToolUseID, "names a tool use already listed; list each pending tool use once")
 		}
 		seen[tu.ID] = true
 		pending = append(pending, tu)
@@ -268,25 +263,54 @@ func validateSave(lim Limits, req *savepointv1.SaveCheckpointRequest) (*core.Sav
 	}, nil
 }
 
+// validateMessage checks a message to append and returns it. Its errors
+// name fields relative to the message ("role"); the caller places them
+// (inField).
+func validateMessage(lim Limits, m *savepointv1.Message) (core.Message, error) {
+	if err := validateName("role", m.GetRole(), true); err != nil {
+		return core.Message{}, err
+	}
+	if n := len(m.GetContentJson()); n > lim.MaxMessageBytes {
+		return core.Message{}, fieldErr("content_json", reasonMessageTooLarge,
+			"is %d bytes; at most %d are allowed per message", n, lim.MaxMessageBytes)
+	}
+	if err := validateJSON("content_json", m.GetContentJson(), true); err != nil {
+		return core.Message{}, err
+	}
+	return core.Message{Role: m.GetRole(), ContentJSON: m.GetContentJson()}, nil
+}
+
+// inField returns err with its field, when it is a *fieldError, named as a
+// field of parent ("parent.field"). Validation names nested fields only
+// for an error, so that a valid request builds no field names.
+func inField(err error, parent string) error {
+	if fe, ok := err.(*fieldError); ok {
+		fe.Field = parent + "." + fe.Field
+	}
+	return err
+}
+
 // An input is capped like state_json, so that one Reconcile resolution (the
 // input and a recorded output of at most MaxMessageBytes) always fits a
 // response, as Config.Validate ensures for state and a message.
-func validateToolUse(lim Limits, field string, t *savepointv1.ToolUse) (core.ToolUse, error) {
-	if err := validateToolUseID(field+".tool_use_id", t.GetToolUseId()); err != nil {
+// Its errors name fields relative to the tool use ("name"); the caller
+// places them (inField).
+func validateToolUse(lim Limits, t *savepointv1.ToolUse) (core.ToolUse, error) {
+	if err := validateToolUseID("tool_use_id", t.GetToolUseId()); err != nil {
 		return core.ToolUse{}, err
 	}
-	if err := validateName(field+".name", t.GetName(), true); err != nil {
+	if err := validateName("name", t.GetName(), true); err != nil {
 		return core.ToolUse{}, err
 	}
 	if n := len(t.GetInputJson()); n > lim.MaxStateBytes {
-		return core.ToolUse{}, fieldErr(field+".input_json", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, lim.MaxStateBytes)
+		return core.ToolUse{}, fieldErr("input_json", reasonFieldTooLarge, "is %d bytes; at most %d are allowed (--max-state-bytes)", n, lim.MaxStateBytes)
 	}
-	if err := validateJSON(field+".input_json", t.GetInputJson(), false); err != nil {
+	if err := validateJSON("input_json", t.GetInputJson(), false); err != nil {
 		return core.ToolUse{}, err
 	}
 	class, ok := effectClassFromProto(t.GetEffectClass())
 	if !ok {
-		return core.ToolUse{}, fieldErr(field+".effect_class", reasonInvalidEffectClass,
+		return core.ToolUse{}, fieldErr("effect_class", reasonInvalidEffectClass,
 			"%d is not a known effect class", int32(t.GetEffectClass()))
 	}
 	return core.ToolUse{
@@ -428,9 +452,9 @@ func validateBegin(lim Limits, req *savepointv1.BeginEffectRequest) (*core.Regis
 	}
 	pu = proto.CloneOf(pu)
 	pu.ToolUseId = req.GetToolUseId()
-	u, err := validateToolUse(lim, "tool_use", pu)
+	u, err := validateToolUse(lim, pu)
 	if err != nil {
-		return nil, err
+		return nil, inField(err, "tool_use")
 	}
 	return &core.RegisterRequest{SessionID: req.GetSessionId(), ToolUse: u, Epoch: req.GetEpoch(), RequestID: rid,
 		RequiresApproval: req.GetRequiresApproval()}, nil

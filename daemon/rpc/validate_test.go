@@ -102,6 +102,11 @@ func TestValidateRequestID(t *testing.T) {
 		{"", "", true},
 		{"0f8fad5b-d9cb-469f-a165-70867728950e", "0f8fad5b-d9cb-469f-a165-70867728950e", true},
 		{"0F8FAD5B-D9CB-469F-A165-70867728950E", "0f8fad5b-d9cb-469f-a165-70867728950e", true},
+		{"0f8fad5b-d9cb-469f-a165-70867728950E", "0f8fad5b-d9cb-469f-a165-70867728950e", true},
+		{"{0f8fad5b-d9cb-469f-a165-70867728950e}", "0f8fad5b-d9cb-469f-a165-70867728950e", true},
+		{"urn:uuid:0f8fad5b-d9cb-469f-a165-70867728950e", "0f8fad5b-d9cb-469f-a165-70867728950e", true},
+		{"0f8fad5bd9cb469fa16570867728950e", "0f8fad5b-d9cb-469f-a165-70867728950e", true},
+		{"0f8fad5b-d9cb-469f-a165-70867728950g", "", false},
 		{"retry-1", "", false},
 		{"0f8fad5b-d9cb-469f-a165-70867728950", "", false},
 	}

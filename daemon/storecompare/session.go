@@ -20,7 +20,8 @@ import (
 
 // Session reads one live session from both stores through core.Store and
 // returns how they differ, nil when they do not: every kept revision with
-// all its messages, the pending tool uses and the ledger.
+// all its messages, the pending tool uses, the ledger and the head's
+// counters.
 func Session(ctx context.Context, a, b core.Store, sid string) error {
 	latest, err := a.Checkpoint(ctx, sid, 0)
 	if err != nil {
@@ -65,6 +66,24 @@ func Session(ctx context.Context, a, b core.Store, sid string) error {
 	}
 	if ge, err := allEffects(ctx, b, sid); err != nil || !reflect.DeepEqual(we, ge) {
 		return fmt.Errorf("session %q: the ledger differs (%d and %d entries; %v)", sid, len(we), len(ge), err)
+	}
+	return sameCounters(ctx, a, b, sid)
+}
+
+// sameCounters compares the counters the session's head keeps beside its
+// ledger, which ListSessions and WatchSessions report.
+func sameCounters(ctx context.Context, a, b core.Store, sid string) error {
+	sa, err := a.Summary(ctx, sid)
+	if err != nil {
+		return fmt.Errorf("session %q: source: %w", sid, err)
+	}
+	sb, err := b.Summary(ctx, sid)
+	if err != nil {
+		return fmt.Errorf("session %q: target: %w", sid, err)
+	}
+	if sa.AwaitingApproval != sb.AwaitingApproval || sa.ResolvedByVerify != sb.ResolvedByVerify || sa.ResolvedByPerson != sb.ResolvedByPerson {
+		return fmt.Errorf("session %q: the head's counters differ (awaiting approval %d and %d, resolved by a verify hook %d and %d, by a person %d and %d)",
+			sid, sa.AwaitingApproval, sb.AwaitingApproval, sa.ResolvedByVerify, sb.ResolvedByVerify, sa.ResolvedByPerson, sb.ResolvedByPerson)
 	}
 	return nil
 }

@@ -82,3 +82,17 @@ func CountThreadLedger(effects []*savepointv1.ThreadEffect) LedgerCounts {
 	}
 	return c
 }
+
+// Earlier returns a call's resolutions and approval decisions before its
+// current ones, oldest first, from a LedgerEntry's or ThreadEffect's
+// resolutions and approvals: the last resolution is the current one, and
+// so is the last approval when approval is a decision (not waiting).
+func Earlier(rs []*savepointv1.EffectResolution, as []*savepointv1.EffectApproval, approval *savepointv1.EffectApproval) ([]*savepointv1.EffectResolution, []*savepointv1.EffectApproval) {
+	if len(rs) > 0 {
+		rs = rs[:len(rs)-1]
+	}
+	if len(as) > 0 && approval != nil && approval.GetStatus() != savepointv1.ApprovalStatus_APPROVAL_STATUS_WAITING {
+		as = as[:len(as)-1]
+	}
+	return rs, as
+}

@@ -161,6 +161,44 @@ for (const mode of ["", "dontAsk"]) {
   });
 }
 
+for (const [decision, undecidedFirst] of [["approve", false], ["deny", false], ["approve", true]]) {
+  test(`approvalRequired: PreToolUse's defer pauses the query; ${undecidedFirst ? "resumed undecided, then " : ""}${decision === "deny" ? "denied, the model gets the note" : "approved, the resume runs it once"}`, async () => {
+    const work = workdir();
+    let r = await agent(work, "", { APPROVE: "1" });
+    assert.equal(r.code, 0, r.out);
+    assert.equal(r.lines.terminal, "tool_deferred", r.out);
+    assert.equal(r.lines.deferred, WRITE, r.out);
+    assert.ok(!existsSync(join(work, "report.txt")));
+    const sdk = r.lines.session;
+    const w = (await ledger(sdk)).get(WRITE);
+    assert.ok(!w.begun && w.effect === undefined && w.approval.status === 1, "write_report waits for approval, not begun"); // APPROVAL_STATUS_WAITING
+    if (undecidedFirst) {
+      r = await agent(work, sdk, { APPROVE: "1" });
+      assert.equal(r.code, 0, r.out);
+      assert.ok(!existsSync(join(work, "report.txt")));
+    }
+    const c = await dial(d.addr);
+    try {
+      await c.approveEffect("claude." + sdk, WRITE, decision === "deny" ? { deny: true, note: "not this quarter", decidedBy: "bob" } : { decidedBy: "alice" });
+    } finally {
+      c.close();
+    }
+    r = await agent(work, sdk, { APPROVE: "1" });
+    assert.equal(r.code, 0, r.out);
+    if (decision === "deny") {
+      assert.ok(!existsSync(join(work, "report.txt")));
+      assert.match(r.lines.result, /\(error\).*not this quarter/, r.out);
+    } else {
+      assert.deepEqual(reportLines(work), ["Q3: sales up 12%"]);
+      assert.match(r.lines.result, /report\.txt written/, r.out);
+      r = await agent(work, sdk, { APPROVE: "1" });
+      assert.equal(r.code, 0, r.out);
+      assert.deepEqual(reportLines(work), ["Q3: sales up 12%"], "write_report ran twice");
+    }
+    assert.deepEqual(rejected, []);
+  });
+}
+
 test("docs/frameworks/claude-agent-sdk.md's TypeScript example runs, and its resume reuses the recorded write", async () => {
   // The page's ts block (plain JavaScript but for its fence), saved beside
   // this file so that its imports resolve here, run in a fresh folder.

@@ -10,8 +10,10 @@
  * right after its side effect, CRASH=after-record right after its outcome is
  * recorded; either with "-slow" a second later, once the SDK has mirrored
  * the call to the store. DENY=name refuses that tool in canUseTool;
- * MODE=dontAsk lets the CLI's permission mode refuse write_report. It
- * prints the session id and then the final answer.
+ * MODE=dontAsk lets the CLI's permission mode refuse write_report;
+ * APPROVE=1 makes write_report wait for a person's approval. It prints the
+ * session id, then the final answer, the result's terminal_reason and its
+ * deferred tool use's id.
  */
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
@@ -41,7 +43,8 @@ const writeReport = tool("write_report", "Write the report to report.txt", { tex
 });
 
 const client = await dial(process.env.SAVEPOINT_ADDR);
-const store = new SavepointSessionStore(client, { readOnly: ["mcp__notes__read_notes"] });
+// APPROVE=1: write_report waits for a person's approval (PreToolUse defers it).
+const store = new SavepointSessionStore(client, { readOnly: ["mcp__notes__read_notes"], approvalRequired: process.env.APPROVE ? ["mcp__notes__write_report"] : [] });
 const hooks = store.hooks();
 const record = hooks.PostToolUse[0].hooks[0];
 hooks.PostToolUse[0].hooks[0] = async (input, tid, opts) => {
@@ -76,7 +79,10 @@ try {
     },
   })) {
     if (m.type === "system" && m.subtype === "init") process.stdout.write(`session ${m.session_id}\n`);
-    if (m.type === "result") process.stdout.write(`result ${(m.result ?? "").replaceAll("\n", " | ")}\n`);
+    if (m.type === "result") {
+      process.stdout.write(`result ${(m.result ?? "").replaceAll("\n", " | ")}\n`);
+      process.stdout.write(`terminal ${m.terminal_reason ?? ""}\ndeferred ${m.deferred_tool_use?.id ?? ""}\n`);
+    }
   }
 } finally {
   client.close();

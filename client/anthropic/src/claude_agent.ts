@@ -33,6 +33,7 @@ import {
   CallUnknownError,
   type Client,
   Decision,
+  deniedText,
   EffectClass,
   EffectConflictError,
   type Message,
@@ -75,7 +76,7 @@ export interface ToolHookInput {
 export interface HookOutput {
   hookSpecificOutput?: {
     hookEventName: "PreToolUse";
-    permissionDecision: "deny";
+    permissionDecision: "deny" | "defer";
     permissionDecisionReason: string;
   };
 }
@@ -120,6 +121,16 @@ export interface SavepointSessionStoreOptions {
   readOnly?: Iterable<string>;
   /** Tools re-run after a crash with the same idempotency key (IDEMPOTENT). */
   idempotent?: Iterable<string>;
+  /**
+   * Tools whose calls wait for a person's approval, bound to the call and its
+   * input (ApproveEffect). PreToolUse defers such a call until it is decided:
+   * the SDK's own pause, which ends the query with terminal_reason
+   * "tool_deferred" and the call as deferred_tool_use. After `savepoint
+   * approve`, client.approveEffect or the inspector, a resume
+   * (options.resume) asks PreToolUse again: an approved call runs once, a
+   * denied one is refused with the approver's note.
+   */
+  approvalRequired?: Iterable<string>;
   /** Labels of the savepointd sessions the store creates, besides framework=claude-agent-sdk. */
   labels?: Record<string, string>;
   /**
@@ -265,6 +276,17 @@ function deny(reason: string): HookOutput {
   return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason } };
 }
 
+/** The SDK's pause for a call that waits for a person: the query ends with the call as its deferred_tool_use, and a resume asks PreToolUse again. */
+function defer(reason: string): HookOutput {
+  return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "defer", permissionDecisionReason: reason } };
+}
+
+/** Whether a dangling call is one PreToolUse deferred for approval and no begin has spent its decision yet: the SDK asks about it again on resume. */
+function deferred(r: pb.Resolution): boolean {
+  const st = r.approval?.status;
+  return r.decision === Decision.DECISION_RUN && !r.begun && st !== undefined && st !== 0 && !r.approval?.spent;
+}
+
 /** The id of the call a hook sees: the SDK's toolUseID argument, else the input's tool_use_id. */
 function toolUseIdOf(input: ToolHookInput, toolUseID: string | undefined): string {
   const tid = toolUseID ?? input.tool_use_id;
@@ -286,6 +308,7 @@ function toolUseIdOf(input: ToolHookInput, toolUseID: string | undefined): strin
 export class SavepointSessionStore {
   readonly #client: Client;
   readonly #classes = new Map<string, EffectClass>();
+  readonly #approval: ReadonlySet<string>;
   readonly #labels: Record<string, string>;
   readonly #sessions = new Map<string, Session>();
   readonly #seen = new Map<string, Set<string>>();
@@ -301,6 +324,7 @@ export class SavepointSessionStore {
     for (const n of options.readOnly ?? []) this.#classes.set(n, EffectClass.EFFECT_CLASS_READ_ONLY);
     for (const n of options.idempotent ?? []) this.#classes.set(n, EffectClass.EFFECT_CLASS_IDEMPOTENT);
     this.#labels = { ...options.labels };
+    this.#approval = new Set(options.approvalRequired ?? []);
     this.#fold = options.foldSessionSummary;
   }
 
@@ -457,13 +481,16 @@ export class SavepointSessionStore {
     const entries = s.messages.map((m) => JSON.parse(m.contentJson) as SessionStoreEntry);
     const dangling = danglingToolUses(entries);
     if (dangling.length === 0) return entries;
-    const resolutions = await s.reconcileToolUses(dangling.map((d) => d.id));
-    const last = dangling[dangling.length - 1]!.entry;
+    const all = await s.reconcileToolUses(dangling.map((d) => d.id));
+    // A call deferred for approval stays unanswered: the SDK asks PreToolUse about it again.
+    const answered = dangling.map((d, i) => [d, all[i]!] as const).filter(([, r]) => !deferred(r));
+    if (answered.length === 0) return entries;
+    const last = answered[answered.length - 1]![0].entry;
     const answer: SessionStoreEntry = {
       parentUuid: last.uuid ?? null,
       isSidechain: Boolean(last.isSidechain ?? false),
       type: "user",
-      message: { role: "user", content: dangling.map((d, i) => answerOf(d, resolutions[i]!)) },
+      message: { role: "user", content: answered.map(([d, r]) => answerOf(d, r)) },
       uuid: randomUUID(),
       timestamp: new Date().toISOString(),
       userType: "external",
@@ -566,8 +593,30 @@ export class SavepointSessionStore {
     const name = String(input.tool_name ?? "");
     const s = await this.#session(sessionIdFor(input.session_id), true);
     const cls = this.effectClass(name);
-    const reg = await s.registerToolUse({ toolUseId: tid, name, inputJson: JSON.stringify(input.tool_input ?? {}), effectClass: cls });
+    const call = { toolUseId: tid, name, inputJson: JSON.stringify(input.tool_input ?? {}), effectClass: cls };
     this.#calls.set(tid, s);
+    let reg: { alreadyBegun: boolean; effect?: pb.Effect; duplicate?: pb.DuplicateToolUse };
+    if (this.#approval.has(name)) {
+      const b = await this.#client.raw.beginEffect({
+        sessionId: s.id,
+        toolUseId: tid,
+        epoch: s.epoch,
+        toolUse: { ...call, toolUseId: "", beginTracked: true },
+        requiresApproval: true,
+        requestId: randomUUID(),
+      });
+      if (b.decision === Decision.DECISION_AWAIT_APPROVAL) {
+        return defer(`This ${name} call (tool_use_id ${tid}) waits for a person's approval: savepoint approve ${s.id} ${tid}`);
+      }
+      if (b.decision === Decision.DECISION_DENIED) {
+        const note = deniedText(b.approval);
+        await s.refuseToolUse(tid, JSON.stringify(note));
+        return deny(note);
+      }
+      reg = b; // begun against its approval, which the begin spent
+    } else {
+      reg = await s.registerToolUse(call);
+    }
     if (reg.duplicate) return deny(reg.duplicate.toolResultText);
     if (reg.effect) {
       const what = reg.effect.refused ? "was refused before it ran" : "already ran";

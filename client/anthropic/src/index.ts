@@ -7,6 +7,8 @@
 export {
   AgentError,
   type AgentTool,
+  type ApprovalOptions,
+  type ApprovalRequest,
   DurableAgent,
   type DurableAgentOptions,
   definitionOf,
@@ -14,6 +16,7 @@ export {
   type Effect,
   effectOf,
   MaxTurnsError,
+  Paused,
   RefusalError,
   SessionFailedError,
   StopReasonError,

@@ -1,6 +1,6 @@
 import { type ClientWritableStream, connectivityState, type ServiceError, status as Code } from "@grpc/grpc-js";
 import {
-  Autostart,
+  type Autostart,
   CallStream,
   CallStreamUnsupported,
   channelReady,
@@ -10,6 +10,7 @@ import {
   DEFAULT_RETRY_POLICY,
   defaultAddr,
   graphPb,
+  resolveAddress,
   retryAgain,
   retryBackoff,
   type RetryPolicy,
@@ -25,7 +26,11 @@ export const DEFAULT_MAX_REQUEST_BYTES = 4 << 20;
 
 /** How the saver reaches savepointd. */
 export interface SaverOptions {
-  /** "unix:PATH" or "HOST:PORT"; unset resolves as every Savepoint client does ($SAVEPOINT_ADDR, else the XDG runtime socket, else /run/savepoint/savepoint.sock). */
+  /**
+   * "unix:PATH" or "HOST:PORT"; unset resolves as the TypeScript client's dial does (resolveAddress): $SAVEPOINT_ADDR, else
+   * the per-user default when a daemon answers there, else the system's daemon (/run/savepoint/savepoint.sock) when one
+   * answers there, else the per-user default after starting savepointd there on demand, at the first call.
+   */
   address?: string;
   /** TLS; false forces plaintext. Unset: the SAVEPOINT_TLS_* environment variables, plaintext when none is set. */
   tls?: TlsOptions | false;
@@ -50,38 +55,68 @@ export function retryable(method: GraphMethod, request: unknown): boolean {
   return retrySafe(graphPb.GraphCheckpointServiceService[method].path, request);
 }
 
-/** One grpc-js channel to the daemon's GraphCheckpointService, with the client's retries and error classes. */
+/**
+ * One grpc-js channel to the daemon's GraphCheckpointService, with the client's retries and error classes. The
+ * address is resolved, and the channel made, at the first call (or waitReady), by the TypeScript client's
+ * resolveAddress, since that may start the daemon; the constructor never waits.
+ */
 export class Connection {
-  readonly address: string;
-  readonly stub: graphPb.GraphCheckpointServiceClient;
+  readonly #address: string | undefined;
   readonly #retry: RetryPolicy;
   readonly #waitMs: number;
   readonly #tls: TlsOptions | false | undefined;
+  readonly #callStream: boolean;
   #limit: number | undefined;
-  // Starts savepointd on demand when no address was chosen (docs/install.md).
-  readonly #autostart: Autostart | undefined;
-  /** The CallStream on the stub's channel; undefined with callStream false. */
-  readonly #stream: CallStream | undefined;
+  /** The resolution's outcome, once made: the address, its autostart, the stub and its CallStream. */
+  #conn: { address: string; autostart: Autostart | undefined; stub: graphPb.GraphCheckpointServiceClient; stream: CallStream | undefined } | undefined;
+  #connecting: Promise<void> | undefined;
+  #closed = false;
 
   constructor(o: SaverOptions = {}) {
-    this.#autostart = o.address ? undefined : Autostart.fromEnv();
-    this.address = o.address || defaultAddr();
-    // The client's grpc-js makes the channel, so that one copy of grpc-js serves both.
-    this.stub = serviceClient(graphPb.GraphCheckpointServiceClient, this.address, { tls: o.tls });
+    this.#address = o.address || undefined;
     this.#tls = o.tls;
     this.#retry = { ...(o.retry ?? DEFAULT_RETRY_POLICY) };
     this.#waitMs = Math.max(0, o.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS);
-    this.#stream = o.callStream === false ? undefined : new CallStream(this.stub);
+    this.#callStream = o.callStream !== false;
+  }
+
+  /** The daemon's address: the one resolved once the first call made the connection, the address given (else defaultAddr()) before. */
+  get address(): string {
+    return this.#conn?.address ?? this.#address ?? defaultAddr();
+  }
+
+  /** The stub of the connection the first call made; call, unary, upload and waitReady make it first. */
+  get stub(): graphPb.GraphCheckpointServiceClient {
+    if (this.#conn === undefined) throw new Error("savepoint: the connection is used before a call made it");
+    return this.#conn.stub;
+  }
+
+  /** Resolves the address (starting the daemon on demand) and makes the channel, once; a failure is tried again by the next call. */
+  #connect(): Promise<void> {
+    if (this.#conn !== undefined) return Promise.resolve();
+    this.#connecting ??= (async () => {
+      try {
+        const { address, autostart } = await resolveAddress(this.#address);
+        if (this.#closed) throw new UnavailableError({ code: Code.UNAVAILABLE, message: "savepoint: the connection was closed" });
+        // The client's grpc-js makes the channel, so that one copy of grpc-js serves both.
+        const stub = serviceClient(graphPb.GraphCheckpointServiceClient, address, { tls: this.#tls });
+        this.#conn = { address, autostart, stub, stream: this.#callStream ? new CallStream(stub) : undefined };
+      } finally {
+        this.#connecting = undefined;
+      }
+    })();
+    return this.#connecting;
   }
 
   /** Whether the calls go on a CallStream: false once the daemon answered UNIMPLEMENTED. */
   get streaming(): boolean {
-    return this.#stream?.supported === true;
+    return this.#conn?.stream?.supported === true;
   }
 
   close(): void {
-    this.#stream?.close();
-    this.stub.close();
+    this.#closed = true;
+    this.#conn?.stream?.close();
+    this.#conn?.stub.close();
   }
 
   /**
@@ -92,6 +127,7 @@ export class Connection {
     if (this.#limit !== undefined) return this.#limit;
     let c: Client | undefined;
     try {
+      await this.#connect();
       c = await dial(this.address, { tls: this.#tls, retry: this.#retry, reconnectWaitMs: this.#waitMs });
       const n = Number((await c.raw.getServerInfo({})).maxRequestBytes);
       if (n > 0) this.#limit = n;
@@ -111,6 +147,8 @@ export class Connection {
    * attempt must not have yielded anything to the caller before it failed.
    */
   async call<T>(method: GraphMethod, request: unknown, attempt: () => Promise<T>): Promise<T> {
+    await this.#connect();
+    const autostart = this.#conn?.autostart;
     let readyBy = Date.now() + this.#waitMs;
     const safe = retryable(method, request);
     let failedAt: number | undefined;
@@ -119,10 +157,10 @@ export class Connection {
       try {
         return await attempt();
       } catch (err) {
-        if (this.#autostart && (err as ServiceError).code === Code.UNAVAILABLE) {
-          // Nothing answers: start the daemon (again), and count the wait
+        if (autostart && (err as ServiceError).code === Code.UNAVAILABLE) {
+          // Nothing answers: start the daemon again, and count the wait
           // for the connection from then.
-          await this.#autostart.ensure();
+          await autostart.ensure();
           readyBy = Math.max(readyBy, Date.now() + this.#waitMs);
         }
         if (!safe || (err as ServiceError).code !== Code.UNAVAILABLE) throw translate(err);
@@ -140,12 +178,16 @@ export class Connection {
    * the call).
    */
   unary<Req, Res>(method: GraphMethod, req: Req): Promise<Res> {
-    const fn = this.stub[method] as unknown as (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown;
-    const once = () => new Promise<Res>((resolve, reject) => fn.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res))));
+    const once = () => {
+      // The stub exists once call() has made the connection.
+      const fn = this.stub[method] as unknown as (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown;
+      return new Promise<Res>((resolve, reject) => fn.call(this.stub, req, (err, res) => (err ? reject(err) : resolve(res))));
+    };
     return this.call(method, req, async () => {
-      if (this.#stream?.supported) {
+      const stream = this.#conn?.stream;
+      if (stream?.supported) {
         try {
-          return await this.#stream.call<Res>(method, req);
+          return await stream.call<Res>(method, req);
         } catch (err) {
           if (!(err instanceof CallStreamUnsupported)) throw err;
         }
@@ -163,12 +205,12 @@ export class Connection {
    * the request id the upload's first message carries.
    */
   upload<Req, Res>(method: GraphMethod, requestId: string, messages: () => Iterator<Req>): Promise<Res> {
-    const fn = this.stub[method] as unknown as (cb: (err: ServiceError | null, res?: Res) => void) => ClientWritableStream<Req>;
     return this.call(
       method,
       { requestId },
       () =>
         new Promise<Res>((resolve, reject) => {
+          const fn = this.stub[method] as unknown as (cb: (err: ServiceError | null, res?: Res) => void) => ClientWritableStream<Req>;
           let done = false;
           const call = fn.call(this.stub, (err, res) => {
             done = true;
@@ -198,8 +240,9 @@ export class Connection {
     await channelReady(this.stub.getChannel(), by);
   }
 
-  /** Waits until the connection is ready, or signal fires (then it throws UnavailableError). */
+  /** Waits until the connection is ready (making it first, which may start the daemon), or signal fires (then it throws UnavailableError). */
   async waitReady(signal?: AbortSignal): Promise<void> {
+    await this.#connect();
     const state = await channelReady(this.stub.getChannel(), Infinity, signal);
     if (state !== connectivityState.READY) {
       throw new UnavailableError({ code: Code.UNAVAILABLE, message: `savepointd at ${this.address} not ready (last state ${connectivityState[state]})` });

@@ -46,14 +46,16 @@ export interface SavepointSaverOptions extends SaverOptions {
  * classes.
  */
 export class SavepointSaver extends BaseCheckpointSaver {
-  /** The daemon's address. */
-  readonly address: string;
   readonly #conn: Connection;
+
+  /** The daemon's address: the given one, else, once the first call resolved it, where the saver connected (the per-user daemon, the system's, or one started on demand). */
+  get address(): string {
+    return this.#conn.address;
+  }
 
   constructor(options: SavepointSaverOptions = {}) {
     super(options.serde);
     this.#conn = new Connection(options);
-    this.address = this.#conn.address;
   }
 
   /** Waits until the daemon accepts the connection, or signal fires (then it throws UnavailableError): for a process that starts before its daemon. */

@@ -147,9 +147,12 @@ function effectKey(call: ToolCall, config: LangGraphRunnableConfig): EffectKey {
  * says.
  */
 export class DurableToolNode<T = any> extends ToolNode<T> {
-  /** The daemon's address. */
-  readonly address: string;
   readonly #conn: Connection;
+
+  /** The daemon's address: the given one, else, once the first call resolved it, where the saver connected (the per-user daemon, the system's, or one started on demand). */
+  get address(): string {
+    return this.#conn.address;
+  }
   readonly #serde: SerializerProtocol;
   readonly #verify: Map<string, VerifyHook>;
   readonly #approval: Set<string>;
@@ -168,7 +171,6 @@ export class DurableToolNode<T = any> extends ToolNode<T> {
     }
     this.#approval = new Set(approvalRequired ?? []);
     this.#conn = new Connection(conn);
-    this.address = this.#conn.address;
     this.#serde = serde ?? new JsonPlusSerializer();
   }
 

@@ -50,7 +50,9 @@ async def write_report(args: dict[str, Any]) -> dict[str, Any]:
 
 async def main() -> None:
     async with AsyncClient(os.environ["SAVEPOINT_ADDR"], wait_ready=5) as c:
-        store = SavepointSessionStore(c, read_only=["mcp__notes__read_notes"])
+        # APPROVE=1: write_report waits for a person's approval (PreToolUse defers it).
+        store = SavepointSessionStore(c, read_only=["mcp__notes__read_notes"],
+                                      approval_required=["mcp__notes__write_report"] if os.environ.get("APPROVE") else [])
         record = store.post_tool_use
 
         async def post_tool_use(inp: Any, tid: str | None, ctx: Any) -> dict[str, Any]:
@@ -93,6 +95,7 @@ async def main() -> None:
                 print("session", m.data["session_id"], flush=True)
             if isinstance(m, ResultMessage):
                 print("result", (m.result or "").replace("\n", " | "), flush=True)
+                print("stop", m.stop_reason or "", flush=True)
 
 
 asyncio.run(main())

@@ -34,9 +34,10 @@ def api() -> FakeMessagesAPI:
     a.close()
 
 
-def agent(daemon: Daemon, api: FakeMessagesAPI, work: Path, *args: str, crash: str = "", deny: str = "", mode: str = "") -> tuple[int, dict[str, str]]:
+def agent(daemon: Daemon, api: FakeMessagesAPI, work: Path, *args: str, crash: str = "", deny: str = "", mode: str = "",
+          approve: bool = False) -> tuple[int, dict[str, str]]:
     env = {**os.environ, "SAVEPOINT_ADDR": daemon.addr, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-fake",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CRASH": crash, "DENY": deny, "MODE": mode}
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CRASH": crash, "DENY": deny, "MODE": mode, "APPROVE": "1" if approve else ""}
     p = subprocess.Popen([sys.executable, APP, str(work), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
@@ -110,6 +111,37 @@ def test_a_refused_call_is_recorded_never_run(daemon: Daemon, api: FakeMessagesA
     assert ("not allowed" if mode == "" else "denied") in out["result"], out
     e = ledger(daemon, out["session"])[WRITE].effect
     assert e.refused and e.is_error
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_approval_required_pauses_until_decided(daemon: Daemon, api: FakeMessagesAPI, tmp_path: Path, decision: str) -> None:
+    """PreToolUse defers write_report (the SDK's pause): nothing is written
+    and the call waits in the ledger; approved, the resume runs it once (a
+    second resume does not run it again); denied, the model gets the note."""
+    rc, out = agent(daemon, api, tmp_path, approve=True)
+    assert rc == 0, out
+    assert out.get("stop") == "tool_deferred", out
+    assert not (tmp_path / "report.txt").exists()
+    sdk = out["session"]
+    w = ledger(daemon, sdk)[WRITE]
+    assert not w.begun and not w.HasField("effect") and w.approval.status == pb.APPROVAL_STATUS_WAITING
+    with savepoint.Client(daemon.addr) as c:
+        if decision == "deny":
+            c.approve_effect(session_id_for(sdk), WRITE, deny=True, note="not this quarter", decided_by="bob")
+        else:
+            c.approve_effect(session_id_for(sdk), WRITE, decided_by="alice")
+    rc, out = agent(daemon, api, tmp_path, sdk, approve=True)
+    assert rc == 0, out
+    if decision == "deny":
+        assert not (tmp_path / "report.txt").exists()
+        assert "not this quarter" in out["result"], out
+    else:
+        assert report_lines(tmp_path) == ["Q3: sales up 12%"]
+        assert "report.txt written" in out["result"], out
+        rc, out = agent(daemon, api, tmp_path, sdk, approve=True)
+        assert rc == 0, out
+        assert report_lines(tmp_path) == ["Q3: sales up 12%"], "write_report ran twice"
+    assert api.rejected == []
 
 
 class _ProjectScoped:

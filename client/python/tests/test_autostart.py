@@ -238,3 +238,163 @@ def test_asyncio_restart_keeps_the_loop_running(user: User, tmp_path: Path) -> N
     took, gap = (float(x) for x in re.search(r"took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
     assert took >= 1.0, p.stdout  # the restart happened inside the call, and took its second
     assert gap < 0.5, f"the event loop stalled {gap:.3f} s during the restart"
+
+
+# An asyncio client process with nothing listening: builds AsyncClient()
+# while a task ticks every 10 ms, then makes its first call (argv[1]:
+# "call", GetServerInfo; "wait_ready", async with and wait_ready), which
+# starts the daemon; prints how long the constructor and the first call
+# took and the longest gap between ticks meanwhile.
+ASYNC_FIRST_HELPER = r"""
+import asyncio, sys, time
+import savepoint.aio
+from savepoint.v1 import savepoint_pb2 as pb
+
+async def main():
+    gaps = []
+
+    async def tick():
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    t = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)
+    start = time.monotonic()
+    c = savepoint.aio.AsyncClient(wait_ready=30)
+    built = time.monotonic() - start
+    if sys.argv[1] == "wait_ready":
+        async with c:
+            took = time.monotonic() - start
+            info = await c.raw.GetServerInfo(pb.GetServerInfoRequest())
+    else:
+        info = await c.raw.GetServerInfo(pb.GetServerInfoRequest())
+        took = time.monotonic() - start
+        await c.close()
+    t.cancel()
+    print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
+    print(f"built {built:.3f} took {took:.3f} maxgap {max(gaps):.3f}", flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("first", ["call", "wait_ready"])
+def test_asyncio_first_start_keeps_the_loop_running(user: User, tmp_path: Path, first: str) -> None:
+    """The asyncio client's constructor starts nothing: the first call (or
+    wait_ready) starts the daemon in a worker thread, and the launch (here
+    slowed by a second) never stalls the event loop."""
+    slow = tmp_path / "savepointd"
+    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
+    slow.chmod(0o755)
+    p = subprocess.run(
+        [sys.executable, "-c", ASYNC_FIRST_HELPER, first], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120
+    )
+    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
+    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
+    user.pids.update(pids)
+    assert p.returncode == 0 and len(pids) == 1 and "on-demand True" in p.stdout, (p.stdout, p.stderr)
+    assert p.stderr.count(STARTED) == 1, p.stderr
+    built, took, gap = (float(x) for x in re.search(r"built (\S+) took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
+    assert built < 0.5, f"the constructor took {built:.3f} s"
+    assert took >= 1.0, p.stdout  # the start happened at the first call, and took its second
+    assert gap < 0.5, f"the event loop stalled {gap:.3f} s during the first start"
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["serving", "failing"])
+def test_log_rotated(user: User, failing: bool) -> None:
+    """The daemon started on demand rotates its log (savepointd --log-file,
+    which the client passes): a log already at the 4 MiB limit becomes
+    savepointd.log.1 at the daemon's first line, and the error of a daemon
+    that fails to start still quotes the lines it wrote to the new file."""
+    user.state.mkdir(parents=True, mode=0o700)
+    log = user.state / "savepointd.log"
+    old = "an old line\n" * ((4 << 20) // 12 + 1)
+    log.write_text(old)
+    if failing:
+        (user.state / "data").write_text("not a directory")
+    r = user.run()
+    if failing:
+        assert "did not start" in r.err and "the last lines of its log" in r.err, r
+    else:
+        serving(r)
+    assert Path(f"{log}.1").read_text() == old
+    cur = log.read_text()
+    assert cur and len(cur) < 64 << 10 and "an old line" not in cur, len(cur)
+    if failing:
+        assert cur.strip().splitlines()[-1] in r.err
+
+
+# A LangGraph saver used from asyncio, with no address: the daemon it
+# started is killed, then aget_tuple (retried) runs while a task ticks
+# every 10 ms; prints the daemons' pids, how long the call took and the
+# longest gap between ticks meanwhile.
+LANGGRAPH_ASYNC_HELPER = r"""
+import asyncio, os, signal, time
+import savepoint
+from savepoint.langgraph import SavepointSaver
+from savepoint.v1 import savepoint_pb2 as pb
+
+def pid():
+    c = savepoint.Client()
+    info = c.raw.GetServerInfo(pb.GetServerInfoRequest())
+    c.close()
+    print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
+    return info.pid
+
+async def main():
+    saver = SavepointSaver()
+    config = {"configurable": {"thread_id": "t"}}
+    await saver.aget_tuple(config)
+    p = pid()
+    os.kill(p, signal.SIGKILL)
+    while True:
+        try:
+            os.kill(p, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.01)
+    gaps = []
+
+    async def tick():
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    t = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)
+    start = time.monotonic()
+    await saver.aget_tuple(config)
+    took = time.monotonic() - start
+    t.cancel()
+    pid()
+    print(f"took {took:.3f} maxgap {max(gaps):.3f}", flush=True)
+    saver.close()
+
+asyncio.run(main())
+"""
+
+
+def test_langgraph_async_restart_keeps_the_loop_running(user: User, tmp_path: Path) -> None:
+    """SavepointSaver's async methods start the killed daemon again in a
+    worker thread: the launch (here slowed by a second) never stalls the
+    event loop."""
+    slow = tmp_path / "savepointd"
+    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
+    slow.chmod(0o755)
+    p = subprocess.run(
+        [sys.executable, "-c", LANGGRAPH_ASYNC_HELPER], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120
+    )
+    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
+    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
+    user.pids.update(pids)
+    assert p.returncode == 0 and len(pids) == 2 and pids[0] != pids[1], (p.stdout, p.stderr)
+    took, gap = (float(x) for x in re.search(r"took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
+    assert took >= 1.0, p.stdout  # the restart happened inside the call, and took its second
+    assert gap < 0.5, f"the event loop stalled {gap:.3f} s during the restart"

@@ -21,6 +21,7 @@ from conftest import Daemon
 
 import savepoint
 from savepoint.aio import AsyncClient
+from savepoint.errors import ApprovalInputMismatchError
 from savepoint.claude_agent import INTERRUPTED, NEVER_STARTED, SavepointSessionStore, dangling_tool_uses, session_id_for
 from savepoint.v1 import savepoint_pb2 as pb
 
@@ -370,3 +371,55 @@ def test_no_summaries_without_a_fold(daemon: Daemon, monkeypatch: pytest.MonkeyP
             assert await store.list_session_summaries(proj) == []
 
     run(main())
+
+
+def test_approval_required_defers_until_a_person_decides(daemon: Daemon) -> None:
+    """PreToolUse defers a call of a tool in approval_required (the SDK's
+    pause) and load leaves it unanswered, so that the resumed SDK asks
+    again; an approval for other input unlocks nothing; approved, the call
+    is begun against it and runs once (a new process's PreToolUse of it
+    after a crash does not run it again); denied, the model gets the
+    note."""
+    sdk = str(uuid.uuid4())
+    sid = session_id_for(sdk)
+    key = {"project_key": "p", "session_id": sdk}
+    pay = {"to": "acme", "amount": 5}
+    a = assistant(sdk, None, ("toolu_pay", "mcp__bank__pay"), ("toolu_no", "mcp__bank__pay"))
+
+    def decision(out: dict[str, Any]) -> str:
+        return str(out["hookSpecificOutput"]["permissionDecision"]) if out else "run"
+
+    async def main() -> None:
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            store = SavepointSessionStore(c, approval_required=["mcp__bank__pay"])
+            await store.append(key, [a])
+            out = await store.pre_tool_use(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", CTX)
+            assert out == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "defer",
+                           "permissionDecisionReason": f"This mcp__bank__pay call (tool_use_id toolu_pay) waits for a person's approval: savepoint approve {sid} toolu_pay"}}
+            assert decision(await store.pre_tool_use(pre(sdk, "toolu_no", "mcp__bank__pay", pay), "toolu_no", CTX)) == "defer"
+            assert await store.pre_tool_use(pre(sdk, "toolu_read", "mcp__bank__balance"), "toolu_read", CTX) == {}
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            resumed = SavepointSessionStore(c, approval_required=["mcp__bank__pay"])
+            assert await resumed.load(key) == [a]
+            assert decision(await resumed.pre_tool_use(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", CTX)) == "defer"
+            w = ledger(daemon, sid)["toolu_pay"].approval
+            assert w.status == pb.APPROVAL_STATUS_WAITING
+            with pytest.raises(ApprovalInputMismatchError):
+                await c.approve_effect(sid, "toolu_pay", input_digest=bytes(32))
+            assert decision(await resumed.pre_tool_use(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", CTX)) == "defer"
+            await c.approve_effect(sid, "toolu_pay", decided_by="alice", input_digest=w.input_digest)
+            await c.approve_effect(sid, "toolu_no", deny=True, note="not this month", decided_by="bob")
+            assert await resumed.pre_tool_use(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", CTX) == {}
+            out = await resumed.pre_tool_use(pre(sdk, "toolu_no", "mcp__bank__pay", pay), "toolu_no", CTX)
+            assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+            assert out["hookSpecificOutput"]["permissionDecisionReason"] == "This call was denied by bob; it did not run. Their note: not this month"
+        # Killed after the begin, before PostToolUse: a new process does not run it again.
+        async with AsyncClient(daemon.addr, wait_ready=5) as c:
+            third = SavepointSessionStore(c, approval_required=["mcp__bank__pay"])
+            out = await third.pre_tool_use(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", CTX)
+            assert out["hookSpecificOutput"]["permissionDecision"] == "deny" and "toolu_pay" in out["hookSpecificOutput"]["permissionDecisionReason"]
+
+    run(main())
+    led = ledger(daemon, sid)
+    assert led["toolu_pay"].begun and led["toolu_pay"].approval.spent
+    assert led["toolu_no"].effect.refused and not led["toolu_no"].begun

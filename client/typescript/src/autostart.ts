@@ -23,6 +23,36 @@ const START_TIMEOUT_MS = 30_000;
 /** Once the daemon started exited (another's took the lock), how long to wait for that one, in ms. */
 const GRACE_MS = 5_000;
 
+/**
+ * Where a client connects: address, and the Autostart that started the
+ * daemon there on demand and starts it again when it is gone (undefined
+ * when the caller chose the address, start on demand is off, or the
+ * system's daemon answered).
+ */
+export interface Resolved {
+  address: string;
+  autostart: Autostart | undefined;
+}
+
+/**
+ * Resolves the address a client connects to, in the order every Savepoint
+ * client follows (docs/install.md): addr when given; else $SAVEPOINT_ADDR;
+ * else the per-user default when a daemon answers there; else the
+ * system's daemon (SYSTEM_ADDR, the systemd socket) when one answers there;
+ * else the per-user default after starting savepointd there on demand
+ * (unless SAVEPOINT_AUTOSTART=0, or there is no per-user default, when it
+ * is the default address as it is). dial and the LangGraph.js saver both
+ * resolve with it. Rejects with UnavailableError when a start fails.
+ */
+export async function resolveAddress(addr?: string): Promise<Resolved> {
+  let autostart = addr ? undefined : Autostart.fromEnv();
+  if (autostart) {
+    addr = await autostart.ensure();
+    if (addr !== autostart.addr) autostart = undefined; // the system's daemon: nothing to start, now or later
+  }
+  return { address: addr || defaultAddr(), autostart };
+}
+
 /** The npm package carrying savepointd for this machine, as esbuild's are named. */
 export function platformPackage(platform: string = process.platform, arch: string = process.arch): string {
   return `@savepoint-dev/savepointd-${platform}-${arch}`;
@@ -113,10 +143,14 @@ function unavailable(message: string): UnavailableError {
   return new UnavailableError({ code: Code.UNAVAILABLE, message });
 }
 
-/** The last lines the daemon wrote to its log from offset from on, to end an error with. */
+/**
+ * The last lines the daemon wrote to its log from offset from on (from the start when the daemon
+ * rotated the log meanwhile and it is shorter now), to end an error with.
+ */
 function logTail(path: string, from: number): string {
   try {
-    const lines = readFileSync(path).subarray(from).toString("utf8").trimEnd().split("\n").slice(-10);
+    const b = readFileSync(path);
+    const lines = b.subarray(b.length < from ? 0 : from).toString("utf8").trimEnd().split("\n").slice(-10);
     if (lines.length === 0 || lines[0] === "") return "";
     return `; the last lines of its log (${path}):\n${lines.join("\n")}`;
   } catch {
@@ -130,13 +164,15 @@ function logTail(path: string, from: number): string {
  * STATE/data and its log in STATE/savepointd.log.
  */
 export class Autostart {
+  /** The system's daemon fromEnv's autostarts look for: SYSTEM_ADDR; tests point it elsewhere. */
+  static systemAddr = SYSTEM_ADDR;
   readonly sock: string;
   #pending: Promise<string> | undefined;
 
   constructor(
     readonly addr: string,
     readonly state: string,
-    readonly systemAddr: string = SYSTEM_ADDR,
+    readonly systemAddr: string = Autostart.systemAddr,
   ) {
     this.sock = addr.slice("unix:".length);
   }
@@ -197,7 +233,7 @@ export class Autostart {
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("SAVEPOINT_")) env[k] = v;
     let child: ChildProcess;
     try {
-      child = spawn(bin, ["--data-dir", data, "--listen", this.addr, "--started-on-demand"], {
+      child = spawn(bin, ["--data-dir", data, "--listen", this.addr, "--started-on-demand", "--log-file", logPath], {
         detached: true, // its own session and process group
         stdio: ["ignore", fd, fd],
         cwd: this.state,

@@ -39,7 +39,7 @@ import {
   SavepointServiceService,
   VerifyRequest,
 } from "./gen/savepoint/v1/savepoint.js";
-import { Autostart } from "./autostart.js";
+import { type Autostart, resolveAddress } from "./autostart.js";
 import {
   GraphCheckpointServiceClient,
   GraphCheckpointServiceService,
@@ -316,12 +316,7 @@ export function serviceClient<T>(ctor: ServiceClientConstructor<T>, addr?: strin
  * (docs/install.md).
  */
 export async function dial(addr?: string, options: DialOptions = {}): Promise<Client> {
-  let auto = addr ? undefined : Autostart.fromEnv();
-  if (auto) {
-    addr = await auto.ensure();
-    if (addr !== auto.addr) auto = undefined; // the system's daemon: nothing to start, now or later
-  }
-  const address = addr || defaultAddr();
+  const { address, autostart: auto } = await resolveAddress(addr);
   const stub = serviceClient(SavepointServiceClient, address, options);
   const c = new Client(stub, address, options, auto);
   if (options.waitReady) {

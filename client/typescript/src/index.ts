@@ -11,7 +11,7 @@
  * by the ErrorInfo reason the daemon sends. README.md shows the loop.
  */
 export { defaultAddr, ENV_ADDR, grpcTarget, parseAddr, stateDir, type Endpoint } from "./addr.js";
-export { Autostart, ENV_AUTOSTART, ENV_DAEMON_PATH, findBinary, platformPackage } from "./autostart.js";
+export { Autostart, ENV_AUTOSTART, ENV_DAEMON_PATH, findBinary, platformPackage, type Resolved, resolveAddress, SYSTEM_ADDR } from "./autostart.js";
 export {
   channelReady,
   Client,
@@ -36,6 +36,7 @@ export * from "./errors.js";
 export { RETRY_RULES, type RetryRule } from "./retry_rules.js";
 export { consoleLogger, discardLogger, type Level, type Logger } from "./log.js";
 export { Session } from "./session.js";
+export { deniedText } from "./run.js";
 export { CallStream, Unsupported as CallStreamUnsupported } from "./stream.js";
 export {
   SessionWatch,

@@ -2141,6 +2141,12 @@ type ThreadEffect struct {
 	Resolution *EffectResolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	// The call's approval record, for a call that requires approval.
 	Approval *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	// Every resolution of the call's attempts in doubt, oldest first, as
+	// LedgerEntry.resolutions; the last is resolution. At most 16.
+	Resolutions []*EffectResolution `protobuf:"bytes,33,rep,name=resolutions,proto3" json:"resolutions,omitempty"`
+	// Every decision made on the call, oldest first, as
+	// LedgerEntry.approvals. At most 16.
+	Approvals []*EffectApproval `protobuf:"bytes,34,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	// Set when the duplicate-intent guard caught the call: the earlier call's
 	// tool use id. The call never ran (attempts is 0).
 	DuplicateOf string `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
@@ -2295,6 +2301,20 @@ func (x *ThreadEffect) GetResolution() *EffectResolution {
 func (x *ThreadEffect) GetApproval() *EffectApproval {
 	if x != nil {
 		return x.Approval
+	}
+	return nil
+}
+
+func (x *ThreadEffect) GetResolutions() []*EffectResolution {
+	if x != nil {
+		return x.Resolutions
+	}
+	return nil
+}
+
+func (x *ThreadEffect) GetApprovals() []*EffectApproval {
+	if x != nil {
+		return x.Approvals
 	}
 	return nil
 }
@@ -3331,7 +3351,7 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"updateTime\"r\n" +
 	"\x13ListThreadsResponse\x123\n" +
 	"\athreads\x18\x01 \x03(\v2\x19.savepoint.v1.GraphThreadR\athreads\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa6\a\n" +
 	"\fThreadEffect\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1e\n" +
@@ -3355,7 +3375,9 @@ const file_savepoint_v1_graph_proto_rawDesc = "" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
 	"resolution\x128\n" +
-	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12!\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12@\n" +
+	"\vresolutions\x18! \x03(\v2\x1e.savepoint.v1.EffectResolutionR\vresolutions\x12:\n" +
+	"\tapprovals\x18\" \x03(\v2\x1c.savepoint.v1.EffectApprovalR\tapprovals\x12!\n" +
 	"\fduplicate_of\x18( \x01(\tR\vduplicateOf\x12\x15\n" +
 	"\x06run_id\x18) \x01(\tR\x05runId\"\x95\x03\n" +
 	"\x18BeginThreadEffectRequest\x12\x1b\n" +
@@ -3561,56 +3583,58 @@ var file_savepoint_v1_graph_proto_depIdxs = []int32{
 	45, // 27: savepoint.v1.ThreadEffect.record_time:type_name -> google.protobuf.Timestamp
 	47, // 28: savepoint.v1.ThreadEffect.resolution:type_name -> savepoint.v1.EffectResolution
 	48, // 29: savepoint.v1.ThreadEffect.approval:type_name -> savepoint.v1.EffectApproval
-	46, // 30: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
-	49, // 31: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
-	32, // 32: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	32, // 33: savepoint.v1.BeginThreadEffectResponse.duplicate_of:type_name -> savepoint.v1.ThreadEffect
-	2,  // 34: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	32, // 35: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	32, // 36: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
-	50, // 37: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	2,  // 38: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
-	51, // 39: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	32, // 40: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	52, // 41: savepoint.v1.ApproveThreadEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
-	32, // 42: savepoint.v1.ApproveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
-	7,  // 43: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
-	9,  // 44: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
-	12, // 45: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
-	13, // 46: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
-	17, // 47: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
-	19, // 48: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
-	21, // 49: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
-	23, // 50: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
-	25, // 51: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
-	27, // 52: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
-	29, // 53: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
-	33, // 54: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
-	35, // 55: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
-	37, // 56: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
-	39, // 57: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
-	41, // 58: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:input_type -> savepoint.v1.ApproveThreadEffectRequest
-	8,  // 59: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
-	11, // 60: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
-	16, // 61: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
-	15, // 62: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
-	18, // 63: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
-	20, // 64: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
-	22, // 65: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
-	24, // 66: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
-	26, // 67: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
-	28, // 68: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
-	31, // 69: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
-	34, // 70: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
-	36, // 71: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
-	38, // 72: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
-	40, // 73: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
-	42, // 74: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:output_type -> savepoint.v1.ApproveThreadEffectResponse
-	59, // [59:75] is the sub-list for method output_type
-	43, // [43:59] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	47, // 30: savepoint.v1.ThreadEffect.resolutions:type_name -> savepoint.v1.EffectResolution
+	48, // 31: savepoint.v1.ThreadEffect.approvals:type_name -> savepoint.v1.EffectApproval
+	46, // 32: savepoint.v1.BeginThreadEffectRequest.effect_class:type_name -> savepoint.v1.EffectClass
+	49, // 33: savepoint.v1.BeginThreadEffectResponse.decision:type_name -> savepoint.v1.Decision
+	32, // 34: savepoint.v1.BeginThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	32, // 35: savepoint.v1.BeginThreadEffectResponse.duplicate_of:type_name -> savepoint.v1.ThreadEffect
+	2,  // 36: savepoint.v1.RecordThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	32, // 37: savepoint.v1.RecordThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	32, // 38: savepoint.v1.ListThreadEffectsResponse.effects:type_name -> savepoint.v1.ThreadEffect
+	50, // 39: savepoint.v1.ResolveThreadEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	2,  // 40: savepoint.v1.ResolveThreadEffectRequest.output:type_name -> savepoint.v1.TypedValue
+	51, // 41: savepoint.v1.ResolveThreadEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	32, // 42: savepoint.v1.ResolveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	52, // 43: savepoint.v1.ApproveThreadEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	32, // 44: savepoint.v1.ApproveThreadEffectResponse.effect:type_name -> savepoint.v1.ThreadEffect
+	7,  // 45: savepoint.v1.GraphCheckpointService.PutCheckpoint:input_type -> savepoint.v1.PutCheckpointRequest
+	9,  // 46: savepoint.v1.GraphCheckpointService.UploadCheckpoint:input_type -> savepoint.v1.UploadCheckpointRequest
+	12, // 47: savepoint.v1.GraphCheckpointService.PutWrites:input_type -> savepoint.v1.PutWritesRequest
+	13, // 48: savepoint.v1.GraphCheckpointService.UploadWrites:input_type -> savepoint.v1.UploadWritesRequest
+	17, // 49: savepoint.v1.GraphCheckpointService.GetCheckpoint:input_type -> savepoint.v1.GetCheckpointRequest
+	19, // 50: savepoint.v1.GraphCheckpointService.ListCheckpoints:input_type -> savepoint.v1.ListCheckpointsRequest
+	21, // 51: savepoint.v1.GraphCheckpointService.DeleteThread:input_type -> savepoint.v1.DeleteThreadRequest
+	23, // 52: savepoint.v1.GraphCheckpointService.DeleteForRuns:input_type -> savepoint.v1.DeleteForRunsRequest
+	25, // 53: savepoint.v1.GraphCheckpointService.CopyThread:input_type -> savepoint.v1.CopyThreadRequest
+	27, // 54: savepoint.v1.GraphCheckpointService.Prune:input_type -> savepoint.v1.PruneRequest
+	29, // 55: savepoint.v1.GraphCheckpointService.ListThreads:input_type -> savepoint.v1.ListThreadsRequest
+	33, // 56: savepoint.v1.GraphCheckpointService.BeginThreadEffect:input_type -> savepoint.v1.BeginThreadEffectRequest
+	35, // 57: savepoint.v1.GraphCheckpointService.RecordThreadEffect:input_type -> savepoint.v1.RecordThreadEffectRequest
+	37, // 58: savepoint.v1.GraphCheckpointService.ListThreadEffects:input_type -> savepoint.v1.ListThreadEffectsRequest
+	39, // 59: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:input_type -> savepoint.v1.ResolveThreadEffectRequest
+	41, // 60: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:input_type -> savepoint.v1.ApproveThreadEffectRequest
+	8,  // 61: savepoint.v1.GraphCheckpointService.PutCheckpoint:output_type -> savepoint.v1.PutCheckpointResponse
+	11, // 62: savepoint.v1.GraphCheckpointService.UploadCheckpoint:output_type -> savepoint.v1.UploadCheckpointResponse
+	16, // 63: savepoint.v1.GraphCheckpointService.PutWrites:output_type -> savepoint.v1.PutWritesResponse
+	15, // 64: savepoint.v1.GraphCheckpointService.UploadWrites:output_type -> savepoint.v1.UploadWritesResponse
+	18, // 65: savepoint.v1.GraphCheckpointService.GetCheckpoint:output_type -> savepoint.v1.GetCheckpointResponse
+	20, // 66: savepoint.v1.GraphCheckpointService.ListCheckpoints:output_type -> savepoint.v1.ListCheckpointsResponse
+	22, // 67: savepoint.v1.GraphCheckpointService.DeleteThread:output_type -> savepoint.v1.DeleteThreadResponse
+	24, // 68: savepoint.v1.GraphCheckpointService.DeleteForRuns:output_type -> savepoint.v1.DeleteForRunsResponse
+	26, // 69: savepoint.v1.GraphCheckpointService.CopyThread:output_type -> savepoint.v1.CopyThreadResponse
+	28, // 70: savepoint.v1.GraphCheckpointService.Prune:output_type -> savepoint.v1.PruneResponse
+	31, // 71: savepoint.v1.GraphCheckpointService.ListThreads:output_type -> savepoint.v1.ListThreadsResponse
+	34, // 72: savepoint.v1.GraphCheckpointService.BeginThreadEffect:output_type -> savepoint.v1.BeginThreadEffectResponse
+	36, // 73: savepoint.v1.GraphCheckpointService.RecordThreadEffect:output_type -> savepoint.v1.RecordThreadEffectResponse
+	38, // 74: savepoint.v1.GraphCheckpointService.ListThreadEffects:output_type -> savepoint.v1.ListThreadEffectsResponse
+	40, // 75: savepoint.v1.GraphCheckpointService.ResolveThreadEffect:output_type -> savepoint.v1.ResolveThreadEffectResponse
+	42, // 76: savepoint.v1.GraphCheckpointService.ApproveThreadEffect:output_type -> savepoint.v1.ApproveThreadEffectResponse
+	61, // [61:77] is the sub-list for method output_type
+	45, // [45:61] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_graph_proto_init() }

@@ -1042,7 +1042,8 @@ type EffectResolution struct {
 	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
 	// For NOT_DONE: true once BeginEffect began the new attempt it allowed.
 	// If that attempt's outcome is not recorded either, the call is in doubt
-	// again and may be resolved again, the new resolution replacing this one.
+	// again and may be resolved again: the new resolution becomes the
+	// current one, and this one stays in LedgerEntry.resolutions.
 	RetryBegun    bool `protobuf:"varint,6,opt,name=retry_begun,json=retryBegun,proto3" json:"retry_begun,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3925,6 +3926,14 @@ type LedgerEntry struct {
 	// The call's approval record, for a call that requires approval; unset
 	// otherwise.
 	Approval *EffectApproval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	// Every resolution of the call, oldest first, with who made it: a call
+	// resolved NOT_DONE whose new attempt fell in doubt again is resolved
+	// again. The last is resolution. At most 16: the latest are kept.
+	Resolutions []*EffectResolution `protobuf:"bytes,33,rep,name=resolutions,proto3" json:"resolutions,omitempty"`
+	// Every decision (approved or denied) made on the call, oldest first,
+	// with who made it; the last is approval unless a begin asked again
+	// since (approval is then WAITING). At most 16: the latest are kept.
+	Approvals []*EffectApproval `protobuf:"bytes,34,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	// The call may repeat an earlier one (ToolUse.repeatable).
 	Repeatable bool `protobuf:"varint,40,opt,name=repeatable,proto3" json:"repeatable,omitempty"`
 	// Set when the duplicate-intent guard caught the call: the earlier call's
@@ -4044,6 +4053,20 @@ func (x *LedgerEntry) GetResolution() *EffectResolution {
 func (x *LedgerEntry) GetApproval() *EffectApproval {
 	if x != nil {
 		return x.Approval
+	}
+	return nil
+}
+
+func (x *LedgerEntry) GetResolutions() []*EffectResolution {
+	if x != nil {
+		return x.Resolutions
+	}
+	return nil
+}
+
+func (x *LedgerEntry) GetApprovals() []*EffectApproval {
+	if x != nil {
+		return x.Approvals
 	}
 	return nil
 }
@@ -5233,7 +5256,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xdd\x04\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xdb\x05\n" +
 	"\vLedgerEntry\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12<\n" +
@@ -5251,7 +5274,9 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2\x1e.savepoint.v1.EffectResolutionR\n" +
 	"resolution\x128\n" +
-	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12\x1e\n" +
+	"\bapproval\x18  \x01(\v2\x1c.savepoint.v1.EffectApprovalR\bapproval\x12@\n" +
+	"\vresolutions\x18! \x03(\v2\x1e.savepoint.v1.EffectResolutionR\vresolutions\x12:\n" +
+	"\tapprovals\x18\" \x03(\v2\x1c.savepoint.v1.EffectApprovalR\tapprovals\x12\x1e\n" +
 	"\n" +
 	"repeatable\x18( \x01(\bR\n" +
 	"repeatable\x12!\n" +
@@ -5585,59 +5610,61 @@ var file_savepoint_v1_savepoint_proto_depIdxs = []int32{
 	10, // 57: savepoint.v1.LedgerEntry.effect:type_name -> savepoint.v1.Effect
 	11, // 58: savepoint.v1.LedgerEntry.resolution:type_name -> savepoint.v1.EffectResolution
 	18, // 59: savepoint.v1.LedgerEntry.approval:type_name -> savepoint.v1.EffectApproval
-	45, // 60: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
-	45, // 61: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	45, // 62: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	45, // 63: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
-	45, // 64: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
-	3,  // 65: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
-	4,  // 66: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
-	45, // 67: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	5,  // 68: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
-	45, // 69: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
-	13, // 70: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
-	15, // 71: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
-	19, // 72: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
-	21, // 73: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
-	23, // 74: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
-	26, // 75: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
-	28, // 76: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
-	30, // 77: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
-	35, // 78: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
-	37, // 79: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
-	40, // 80: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
-	42, // 81: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
-	44, // 82: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
-	47, // 83: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
-	49, // 84: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
-	51, // 85: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
-	33, // 86: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
-	53, // 87: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
-	55, // 88: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
-	14, // 89: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
-	16, // 90: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
-	20, // 91: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
-	22, // 92: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
-	25, // 93: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
-	27, // 94: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
-	29, // 95: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
-	32, // 96: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
-	36, // 97: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
-	39, // 98: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
-	41, // 99: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
-	43, // 100: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
-	46, // 101: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
-	48, // 102: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
-	50, // 103: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
-	52, // 104: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
-	34, // 105: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
-	54, // 106: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
-	56, // 107: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
-	89, // [89:108] is the sub-list for method output_type
-	70, // [70:89] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	11, // 60: savepoint.v1.LedgerEntry.resolutions:type_name -> savepoint.v1.EffectResolution
+	18, // 61: savepoint.v1.LedgerEntry.approvals:type_name -> savepoint.v1.EffectApproval
+	45, // 62: savepoint.v1.ListEffectsResponse.entries:type_name -> savepoint.v1.LedgerEntry
+	45, // 63: savepoint.v1.ForkSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 64: savepoint.v1.ForkSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 65: savepoint.v1.RewindSessionResponse.performed_after:type_name -> savepoint.v1.LedgerEntry
+	45, // 66: savepoint.v1.RewindSessionResponse.in_doubt_after:type_name -> savepoint.v1.LedgerEntry
+	3,  // 67: savepoint.v1.ResolveEffectRequest.outcome:type_name -> savepoint.v1.ResolutionOutcome
+	4,  // 68: savepoint.v1.ResolveEffectRequest.resolver_kind:type_name -> savepoint.v1.ResolverKind
+	45, // 69: savepoint.v1.ResolveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	5,  // 70: savepoint.v1.ApproveEffectRequest.decision:type_name -> savepoint.v1.ApprovalStatus
+	45, // 71: savepoint.v1.ApproveEffectResponse.entry:type_name -> savepoint.v1.LedgerEntry
+	13, // 72: savepoint.v1.SavepointService.SaveCheckpoint:input_type -> savepoint.v1.SaveCheckpointRequest
+	15, // 73: savepoint.v1.SavepointService.BeginEffect:input_type -> savepoint.v1.BeginEffectRequest
+	19, // 74: savepoint.v1.SavepointService.RecordEffect:input_type -> savepoint.v1.RecordEffectRequest
+	21, // 75: savepoint.v1.SavepointService.Resume:input_type -> savepoint.v1.ResumeRequest
+	23, // 76: savepoint.v1.SavepointService.Reconcile:input_type -> savepoint.v1.ReconcileRequest
+	26, // 77: savepoint.v1.SavepointService.GetSession:input_type -> savepoint.v1.GetSessionRequest
+	28, // 78: savepoint.v1.SavepointService.ListMessages:input_type -> savepoint.v1.ListMessagesRequest
+	30, // 79: savepoint.v1.SavepointService.ListSessions:input_type -> savepoint.v1.ListSessionsRequest
+	35, // 80: savepoint.v1.SavepointService.DeleteSession:input_type -> savepoint.v1.DeleteSessionRequest
+	37, // 81: savepoint.v1.SavepointService.Verify:input_type -> savepoint.v1.VerifyRequest
+	40, // 82: savepoint.v1.SavepointService.GetServerInfo:input_type -> savepoint.v1.GetServerInfoRequest
+	42, // 83: savepoint.v1.SavepointService.CompleteSession:input_type -> savepoint.v1.CompleteSessionRequest
+	44, // 84: savepoint.v1.SavepointService.ListEffects:input_type -> savepoint.v1.ListEffectsRequest
+	47, // 85: savepoint.v1.SavepointService.ForkSession:input_type -> savepoint.v1.ForkSessionRequest
+	49, // 86: savepoint.v1.SavepointService.RewindSession:input_type -> savepoint.v1.RewindSessionRequest
+	51, // 87: savepoint.v1.SavepointService.Backup:input_type -> savepoint.v1.BackupRequest
+	33, // 88: savepoint.v1.SavepointService.WatchSessions:input_type -> savepoint.v1.WatchSessionsRequest
+	53, // 89: savepoint.v1.SavepointService.ResolveEffect:input_type -> savepoint.v1.ResolveEffectRequest
+	55, // 90: savepoint.v1.SavepointService.ApproveEffect:input_type -> savepoint.v1.ApproveEffectRequest
+	14, // 91: savepoint.v1.SavepointService.SaveCheckpoint:output_type -> savepoint.v1.SaveCheckpointResponse
+	16, // 92: savepoint.v1.SavepointService.BeginEffect:output_type -> savepoint.v1.BeginEffectResponse
+	20, // 93: savepoint.v1.SavepointService.RecordEffect:output_type -> savepoint.v1.RecordEffectResponse
+	22, // 94: savepoint.v1.SavepointService.Resume:output_type -> savepoint.v1.ResumeResponse
+	25, // 95: savepoint.v1.SavepointService.Reconcile:output_type -> savepoint.v1.ReconcileResponse
+	27, // 96: savepoint.v1.SavepointService.GetSession:output_type -> savepoint.v1.GetSessionResponse
+	29, // 97: savepoint.v1.SavepointService.ListMessages:output_type -> savepoint.v1.ListMessagesResponse
+	32, // 98: savepoint.v1.SavepointService.ListSessions:output_type -> savepoint.v1.ListSessionsResponse
+	36, // 99: savepoint.v1.SavepointService.DeleteSession:output_type -> savepoint.v1.DeleteSessionResponse
+	39, // 100: savepoint.v1.SavepointService.Verify:output_type -> savepoint.v1.VerifyResponse
+	41, // 101: savepoint.v1.SavepointService.GetServerInfo:output_type -> savepoint.v1.GetServerInfoResponse
+	43, // 102: savepoint.v1.SavepointService.CompleteSession:output_type -> savepoint.v1.CompleteSessionResponse
+	46, // 103: savepoint.v1.SavepointService.ListEffects:output_type -> savepoint.v1.ListEffectsResponse
+	48, // 104: savepoint.v1.SavepointService.ForkSession:output_type -> savepoint.v1.ForkSessionResponse
+	50, // 105: savepoint.v1.SavepointService.RewindSession:output_type -> savepoint.v1.RewindSessionResponse
+	52, // 106: savepoint.v1.SavepointService.Backup:output_type -> savepoint.v1.BackupResponse
+	34, // 107: savepoint.v1.SavepointService.WatchSessions:output_type -> savepoint.v1.WatchSessionsResponse
+	54, // 108: savepoint.v1.SavepointService.ResolveEffect:output_type -> savepoint.v1.ResolveEffectResponse
+	56, // 109: savepoint.v1.SavepointService.ApproveEffect:output_type -> savepoint.v1.ApproveEffectResponse
+	91, // [91:110] is the sub-list for method output_type
+	72, // [72:91] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_savepoint_proto_init() }

@@ -375,3 +375,47 @@ test("without the SDK's foldSessionSummary (not installed here) no summary is ke
   assert.deepEqual((await store.listSessions(proj)).map((e) => e.sessionId), [sdk]);
   assert.deepEqual(await store.listSessionSummaries(proj), []);
 });
+
+test("approvalRequired: PreToolUse defers the call until a person decides; approved it runs once, denied the model gets the note", async () => {
+  const sdk = randomUUID();
+  const sid = sessionIdFor(sdk);
+  const key = { projectKey: "p", sessionId: sdk };
+  const pay = { to: "acme", amount: 5 };
+  const store = new SavepointSessionStore(await client(), { approvalRequired: ["mcp__bank__pay"] });
+  const a = assistant(sdk, null, ["toolu_pay", "mcp__bank__pay"], ["toolu_no", "mcp__bank__pay"]);
+  await store.append(key, [a]);
+  const deferred = { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "defer", permissionDecisionReason: `This mcp__bank__pay call (tool_use_id toolu_pay) waits for a person's approval: savepoint approve ${sid} toolu_pay` } };
+  assert.deepEqual(await store.preToolUse(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", opts()), deferred);
+  assert.equal((await store.preToolUse(pre(sdk, "toolu_no", "mcp__bank__pay", pay), "toolu_no", opts())).hookSpecificOutput?.permissionDecision, "defer");
+  // A tool not named runs as before.
+  assert.deepEqual(await store.preToolUse(pre(sdk, "toolu_read", "mcp__bank__balance"), "toolu_read", opts()), {});
+
+  // The SDK's resume: load leaves the deferred calls unanswered, so that the SDK asks PreToolUse again.
+  const resumed = new SavepointSessionStore(await client(), { approvalRequired: ["mcp__bank__pay"] });
+  assert.deepEqual(await resumed.load(key), [a]);
+  // Still undecided: deferred again. An approval for other input is refused and unlocks nothing.
+  assert.equal((await resumed.preToolUse(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", opts())).hookSpecificOutput?.permissionDecision, "defer");
+  const c = await client();
+  const w = (await ledger(sid)).get("toolu_pay")!.approval!;
+  assert.equal(w.status, 1); // APPROVAL_STATUS_WAITING
+  const other = Buffer.alloc(32, 7);
+  await assert.rejects(c.approveEffect(sid, "toolu_pay", { inputDigest: other }), /APPROVAL_INPUT_MISMATCH|input/);
+  assert.equal((await resumed.preToolUse(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", opts())).hookSpecificOutput?.permissionDecision, "defer");
+
+  // Approved for the input shown: PreToolUse lets it run, once; denied: the model gets the note.
+  await c.approveEffect(sid, "toolu_pay", { decidedBy: "alice", inputDigest: w.inputDigest });
+  await c.approveEffect(sid, "toolu_no", { deny: true, note: "not this month", decidedBy: "bob" });
+  assert.deepEqual(await resumed.preToolUse(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", opts()), {});
+  assert.deepEqual(await resumed.preToolUse(pre(sdk, "toolu_no", "mcp__bank__pay", pay), "toolu_no", opts()), {
+    hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: "This call was denied by bob; it did not run. Their note: not this month" },
+  });
+  const led = await ledger(sid);
+  assert.ok(led.get("toolu_pay")!.begun && led.get("toolu_pay")!.approval!.spent);
+  assert.ok(led.get("toolu_no")!.effect!.refused && !led.get("toolu_no")!.begun);
+
+  // Killed after the begin, before PostToolUse: a new process's PreToolUse of the same call does not run it again.
+  const third = new SavepointSessionStore(await client(), { approvalRequired: ["mcp__bank__pay"] });
+  const again = await third.preToolUse(pre(sdk, "toolu_pay", "mcp__bank__pay", pay), "toolu_pay", opts());
+  assert.equal(again.hookSpecificOutput?.permissionDecision, "deny");
+  assert.match(again.hookSpecificOutput!.permissionDecisionReason, /toolu_pay/);
+});

@@ -61,7 +61,8 @@ export class Fake {
   #server: Server;
   url = "";
 
-  constructor() {
+  /** reply, when given, plays another agent: it gets a request's messages and returns the reply's content and stop_reason (the pairing checks still apply). */
+  constructor(reply?: (msgs: Msg[]) => [Block[], string]) {
     this.#server = createServer((req, res) => {
       let data = "";
       req.on("data", (c) => (data += c));
@@ -72,7 +73,7 @@ export class Fake {
         let k = 0;
         body.messages.forEach((m, i) => {
           if (m.role !== "assistant") return;
-          if (!err && JSON.stringify(m.content) !== JSON.stringify(turn(k, body.messages.slice(0, i))[0])) err = `messages.${i}: assistant content differs from the reply it came from`;
+          if (!err && !reply && JSON.stringify(m.content) !== JSON.stringify(turn(k, body.messages.slice(0, i))[0])) err = `messages.${i}: assistant content differs from the reply it came from`;
           k++;
         });
         const send = (code: number, obj: unknown) => {
@@ -83,7 +84,7 @@ export class Fake {
           this.errors.push(err);
           return send(400, { type: "error", error: { type: "invalid_request_error", message: err } });
         }
-        const [content, reason] = turn(k, body.messages);
+        const [content, reason] = reply ? reply(body.messages) : turn(k, body.messages);
         send(200, { id: `msg_${this.requests.length}`, type: "message", role: "assistant", model: body.model, content, stop_reason: reason, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 5 } });
       });
     });

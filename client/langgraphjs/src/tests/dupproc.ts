@@ -16,57 +16,27 @@
  * Usage: node dupproc.js start|resume|twice ADDR THREAD DIR [kill]
  */
 import { randomUUID } from "node:crypto";
-import { appendFileSync, writeSync } from "node:fs";
-import { join } from "node:path";
 
-import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, type BaseMessage, HumanMessage, type ToolCall, type ToolMessage } from "@langchain/core/messages";
-import type { ChatResult } from "@langchain/core/outputs";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { tool } from "@langchain/core/tools";
-import { type Command, END, type LangGraphRunnableConfig, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import type { Command, LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { ChannelVersions, Checkpoint, CheckpointMetadata, PendingWrite } from "@langchain/langgraph-checkpoint";
-import { toolsCondition } from "@langchain/langgraph/prebuilt";
 
 import { DurableToolNode, SavepointSaver } from "../index.js";
+import { agentGraph, messagesJSON, ScriptedChatModel, sendInvoice, stopHere } from "./agentgraph.js";
 
 const [mode, address, threadId, dir, kill] = process.argv.slice(2);
 const killing = kill === "kill";
 const times = mode === "twice" ? 2 : 1;
 
-class ReissuingChatModel extends BaseChatModel {
-  _llmType(): string {
-    return "reissuing";
-  }
-
-  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
-    const answers = messages.filter((m) => m.getType() === "tool") as ToolMessage[];
-    const message =
-      answers.length >= times
-        ? new AIMessage("done: " + answers.map((m) => `[${m.status}] ${m.content}`).join(" | "))
-        : new AIMessage({
-            content: "",
-            tool_calls: [{ id: `call_${randomUUID().slice(0, 12)}`, name: "send_invoice", args: { invoice: 42, to: "acme" }, type: "tool_call" }],
-          });
-    return { generations: [{ message, text: typeof message.content === "string" ? message.content : "" }] };
-  }
-}
-
-const sendInvoice = tool(
-  async ({ invoice, to }: { invoice: number; to: string }) => {
-    appendFileSync(join(dir, "sent"), `invoice ${invoice} to ${to}\n`);
-    return `invoice ${invoice} sent to ${to}`;
-  },
-  {
-    name: "send_invoice",
-    description: "Send an invoice.",
-    schema: {
-      type: "object" as const,
-      properties: { invoice: { type: "number" as const }, to: { type: "string" as const } },
-      required: ["invoice", "to"],
-    },
-    metadata: { savepoint_effect: "side_effect" },
-  },
+/** Gives every tool call a new id, as a real model asked again does, until it has times answers. */
+const model = new ScriptedChatModel((answers) =>
+  answers.length >= times
+    ? new AIMessage("done: " + answers.map((m) => `[${m.status}] ${m.content}`).join(" | "))
+    : new AIMessage({
+        content: "",
+        tool_calls: [{ id: `call_${randomUUID().slice(0, 12)}`, name: "send_invoice", args: { invoice: 42, to: "acme" }, type: "tool_call" }],
+      }),
 );
 
 /** Stops for good once send_invoice ran and was recorded, when killing. */
@@ -76,8 +46,7 @@ class Probed extends DurableToolNode {
     if (killing) {
       // The puts before the lost one land first.
       await new Promise((r) => setTimeout(r, 500));
-      writeSync(1, "ran\n");
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+      stopHere("ran");
     }
     return out;
   }
@@ -100,24 +69,12 @@ class LosingSaver extends SavepointSaver {
   }
 }
 
-const model = new ReissuingChatModel({});
 const saver = new LosingSaver({ address });
-const tools = new Probed([sendInvoice], { address });
-const app = new StateGraph(MessagesAnnotation)
-  .addNode("agent", async (s: typeof MessagesAnnotation.State) => ({ messages: [await model.invoke(s.messages)] }))
-  .addNode("tools", tools)
-  .addEdge(START, "agent")
-  .addConditionalEdges("agent", toolsCondition, ["tools", END])
-  .addEdge("tools", "agent")
-  .compile({ checkpointer: saver });
+const tools = new Probed([sendInvoice(dir)], { address });
+const app = agentGraph(model, tools, saver);
 const config = { configurable: { thread_id: threadId }, durability: "async" as const };
 
 const out = await app.invoke(mode === "resume" ? null : { messages: [new HumanMessage("send invoice 42 to acme")] }, config);
-const messages = (out.messages as BaseMessage[]).map((m) => ({
-  type: m.getType(),
-  content: m.content,
-  ...(m.getType() === "tool" ? { status: (m as ToolMessage).status, tool_call_id: (m as ToolMessage).tool_call_id } : {}),
-}));
-process.stdout.write(JSON.stringify({ messages }) + "\n");
+process.stdout.write(JSON.stringify({ messages: messagesJSON(out.messages as BaseMessage[]) }) + "\n");
 saver.close();
 tools.close();

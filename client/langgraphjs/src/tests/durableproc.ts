@@ -19,50 +19,36 @@
  *
  * Usage: node durableproc.js start|resume ADDR THREAD DIR [before|during|after]
  */
-import { appendFileSync, writeSync } from "node:fs";
+import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, type BaseMessage, HumanMessage, type ToolCall, type ToolMessage } from "@langchain/core/messages";
-import type { ChatResult } from "@langchain/core/outputs";
 import { tool } from "@langchain/core/tools";
-import { type Command, END, type LangGraphRunnableConfig, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
-import { toolsCondition } from "@langchain/langgraph/prebuilt";
-
+import type { Command, LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { Verified } from "@savepoint-dev/client";
 
-import { DurableToolNode, IDEMPOTENCY_KEY, SavepointSaver } from "../index.js";
+import { DurableToolNode, SavepointSaver } from "../index.js";
+import { agentGraph, messagesJSON, ScriptedChatModel, sendInvoice, stopHere } from "./agentgraph.js";
 
 const [mode, address, threadId, dir, killAt] = process.argv.slice(2);
 
 /** At the kill point: says so on stdout and blocks until the test's SIGKILL. */
 function point(name: string): void {
-  if (mode !== "start" || name !== killAt) return;
-  writeSync(1, `${name}\n`);
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+  if (mode === "start" && name === killAt) stopHere(name);
 }
 
-/** A chat model without a network: it asks for both tools, then repeats what they answered. */
-class ScriptedChatModel extends BaseChatModel {
-  _llmType(): string {
-    return "scripted";
-  }
-
-  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
-    const answers = messages.filter((m) => m.getType() === "tool") as ToolMessage[];
-    const message =
-      answers.length > 0
-        ? new AIMessage(answers.map((m) => `${m.name} ${m.status}: ${m.content}`).join("\n"))
-        : new AIMessage({
-            content: "",
-            tool_calls: [
-              { id: "call_lookup", name: "lookup_customer", args: { customer: "acme" }, type: "tool_call" },
-              { id: "call_send", name: "send_invoice", args: { invoice: 42, to: "acme" }, type: "tool_call" },
-            ],
-          });
-    return { generations: [{ message, text: typeof message.content === "string" ? message.content : "" }] };
-  }
-}
+/** Asks for both tools, then repeats what they answered. */
+const model = new ScriptedChatModel((answers) =>
+  answers.length > 0
+    ? new AIMessage(answers.map((m) => `${m.name} ${m.status}: ${m.content}`).join("\n"))
+    : new AIMessage({
+        content: "",
+        tool_calls: [
+          { id: "call_lookup", name: "lookup_customer", args: { customer: "acme" }, type: "tool_call" },
+          { id: "call_send", name: "send_invoice", args: { invoice: 42, to: "acme" }, type: "tool_call" },
+        ],
+      }),
+);
 
 const lookupCustomer = tool(
   async ({ customer }: { customer: string }) => {
@@ -77,24 +63,6 @@ const lookupCustomer = tool(
   },
 );
 
-const sendInvoice = tool(
-  async ({ invoice, to }: { invoice: number; to: string }, runtime: { configurable?: Record<string, unknown> }) => {
-    appendFileSync(join(dir, "sent"), `invoice ${invoice} to ${to} key ${runtime.configurable?.[IDEMPOTENCY_KEY]}\n`);
-    point("during");
-    return `invoice ${invoice} sent to ${to}`;
-  },
-  {
-    name: "send_invoice",
-    description: "Send an invoice.",
-    schema: {
-      type: "object" as const,
-      properties: { invoice: { type: "number" as const }, to: { type: "string" as const } },
-      required: ["invoice", "to"],
-    },
-    metadata: { savepoint_effect: "side_effect" },
-  },
-);
-
 /** DurableToolNode with the test's kill points around send_invoice's call. */
 class Probed extends DurableToolNode {
   protected override async runTool(call: ToolCall, config: LangGraphRunnableConfig, state: unknown): Promise<ToolMessage | Command> {
@@ -105,7 +73,6 @@ class Probed extends DurableToolNode {
   }
 }
 
-const model = new ScriptedChatModel({});
 const saver = new SavepointSaver({ address });
 /** The verify hook of VERIFY: a done call's output names the key it was begun with. */
 const verify = (key: string, args: unknown): Verified => {
@@ -121,25 +88,17 @@ const verify = (key: string, args: unknown): Verified => {
       return { status: "unknown" };
   }
 };
-const tools = new Probed([lookupCustomer, sendInvoice], { address, ...(process.env.VERIFY ? { verify: { send_invoice: verify } } : {}) });
-const app = new StateGraph(MessagesAnnotation)
-  .addNode("agent", async (s: typeof MessagesAnnotation.State) => ({ messages: [await model.invoke(s.messages)] }))
-  .addNode("tools", tools)
-  .addEdge(START, "agent")
-  .addConditionalEdges("agent", toolsCondition, ["tools", END])
-  .addEdge("tools", "agent")
-  .compile({ checkpointer: saver });
+const tools = new Probed([lookupCustomer, sendInvoice(dir, { withKey: true, sent: () => point("during") })], {
+  address,
+  ...(process.env.VERIFY ? { verify: { send_invoice: verify } } : {}),
+});
+const app = agentGraph(model, tools, saver);
 // "sync": each step's checkpoint (the model's AIMessage with its tool calls
 // among them) is saved before the next step runs, as the docs advise.
 const config = { configurable: { thread_id: threadId }, durability: "sync" as const };
 
 const out = await app.invoke(mode === "start" ? { messages: [new HumanMessage("send invoice 42 to acme")] } : null, config);
 const after = await app.getState(config);
-const messages = (out.messages as BaseMessage[]).map((m) => ({
-  type: m.getType(),
-  content: m.content,
-  ...(m.getType() === "tool" ? { name: m.name, status: (m as ToolMessage).status, tool_call_id: (m as ToolMessage).tool_call_id } : {}),
-}));
-process.stdout.write(JSON.stringify({ messages, next: after.next }) + "\n");
+process.stdout.write(JSON.stringify({ messages: messagesJSON(out.messages as BaseMessage[]), next: after.next }) + "\n");
 saver.close();
 tools.close();

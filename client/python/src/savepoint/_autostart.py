@@ -155,13 +155,31 @@ class Autostart:
         there. Raises UnavailableError, quoting the last lines of the
         daemon's log when the daemon started failed."""
         with self._lock:
-            if _answers(self.sock):
-                return self.addr
-            system = SYSTEM_ADDR
-            if self.addr != system and _answers(system[len("unix:") :]):
-                return system
+            if (addr := self.probe()) is not None:
+                return addr
             self._start()
             return self.addr
+
+    def probe(self) -> str | None:
+        """The address that answers now, starting nothing: the per-user
+        default, else the system's daemon (SYSTEM_ADDR); None when neither
+        answers, so that start() is still to come. It takes no longer than
+        connecting to two unix sockets."""
+        if _answers(self.sock):
+            return self.addr
+        system = SYSTEM_ADDR
+        if self.addr != system and _answers(system[len("unix:") :]):
+            return system
+        return None
+
+    def start(self) -> None:
+        """Start savepointd at the per-user default unless a daemon answers
+        there already, and wait until one reports SERVING: the second half
+        of ensure(), for a client whose probe() found nothing. Raises as
+        ensure() does."""
+        with self._lock:
+            if not _answers(self.sock):
+                self._start()
 
     def _start(self) -> None:
         """Start savepointd at the per-user default and wait until it (or
@@ -187,7 +205,7 @@ class Autostart:
             start = log.tell()
             try:
                 proc = subprocess.Popen(
-                    [binary, "--data-dir", data, "--listen", self.addr, "--started-on-demand"],
+                    [binary, "--data-dir", data, "--listen", self.addr, "--started-on-demand", "--log-file", log_path],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.state, env=env,
                     start_new_session=True, close_fds=True,
                 )
@@ -223,10 +241,13 @@ class Autostart:
 
 
 def _tail(path: str, start: int) -> str:
-    """The last lines the daemon wrote to its log from ``start`` on, as text
-    to end an error with."""
+    """The last lines the daemon wrote to its log from ``start`` on (from the
+    beginning when the daemon rotated the log meanwhile and it is shorter
+    now), as text to end an error with."""
     try:
         with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size < start:
+                start = 0
             f.seek(start)
             text = f.read().decode("utf-8", "replace")
     except OSError:

@@ -564,6 +564,14 @@ class SessionState:
     def _requires_approval(self, p: pb.ToolUse) -> bool:
         return p.name in self._opts.approval_required
 
+    def require_approval(self, names: Sequence[str] | frozenset[str]) -> None:
+        """Make this session's begins ask for a person's approval of the
+        tools named too, beside its client's approval_required: for an
+        integration that declares its own (savepoint.anthropic's
+        ``approval_required``)."""
+        if names:
+            self._opts = replace(self._opts, approval_required=self._opts.approval_required | frozenset(names))
+
     def _begin_request(self, p: pb.ToolUse, epoch: int) -> pb.BeginEffectRequest:
         # The request id makes a retry after a lost answer get the first one.
         return pb.BeginEffectRequest(

@@ -218,6 +218,9 @@ class Resolved:
     autostart: Any = None
     """The savepoint._autostart.Autostart that started, and restarts, the
     daemon on demand; None when the caller chose the address or it is off."""
+    start_pending: bool = False
+    """With resolve(defer_start=True): nothing answered yet, and the caller
+    is to call autostart.start() before its first call."""
 
     def channel(self) -> grpc.Channel:
         """A new grpc channel to the daemon."""
@@ -234,22 +237,29 @@ class Resolved:
         return grpc.aio.secure_channel(self.target, self.tls.credentials(), options=self.options)
 
 
-def resolve(address: str | None, tls: TLSConfig | bool | None, extra_options: Sequence[tuple[str, Any]] = ()) -> Resolved:
+def resolve(
+    address: str | None, tls: TLSConfig | bool | None, extra_options: Sequence[tuple[str, Any]] = (), *, defer_start: bool = False
+) -> Resolved:
     """Resolve a client's ``address`` and ``tls`` arguments as every Savepoint
     client takes them: None for the default address; for tls, None takes
     TLS from the environment (TLSConfig.from_env), True the same or else the
     system's roots, False plaintext, a TLSConfig itself. ``extra_options``
     are appended to the channel options. With no address chosen (None, and
     no SAVEPOINT_ADDR) and nothing answering at the per-user default,
-    savepointd is started there on demand first (savepoint._autostart)."""
+    savepointd is started there on demand first (savepoint._autostart);
+    with ``defer_start`` that start is left to the caller (start_pending),
+    which the asyncio client runs in a worker thread at its first call."""
     auto = None
+    pending = False
     if not address:
         from savepoint._autostart import Autostart
 
         auto = Autostart.from_env()
         if auto is not None:
-            address = auto.ensure()
-            if address != auto.addr:  # the system's daemon: nothing to start, now or later
+            address = auto.probe() if defer_start else auto.ensure()
+            if address is None:
+                address, pending = auto.addr, True
+            elif address != auto.addr:  # the system's daemon: nothing to start, now or later
                 auto = None
     addr = address or default_addr()
     ep = parse_addr(addr)
@@ -262,4 +272,4 @@ def resolve(address: str | None, tls: TLSConfig | bool | None, extra_options: Se
         cfg = None
     else:
         cfg = tls
-    return Resolved(addr, ep.target, [*channel_args(ep, cfg), *extra_options], cfg, auto)
+    return Resolved(addr, ep.target, [*channel_args(ep, cfg), *extra_options], cfg, auto, pending)

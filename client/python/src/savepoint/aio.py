@@ -92,8 +92,13 @@ class AsyncRaw:
         timeout: float | None,
         autostart: Any = None,
         call_stream: bool = False,
+        start_pending: bool = False,
     ) -> None:
         self._autostart = autostart
+        # The start on demand that resolve(defer_start=True) left to the
+        # first call (started()); None once done or when there is none.
+        self._pending = autostart if start_pending else None
+        self._starting = asyncio.Lock()
         self._channel = channel
         self._stub = pb_grpc.SavepointServiceStub(channel)  # type: ignore[no-untyped-call]
         self._stream: _stream.AioCallStream | None = None
@@ -120,6 +125,19 @@ class AsyncRaw:
                     pass  # never handled: send it unary
         return await getattr(self._stub, method)(req, timeout=timeout)
 
+    async def started(self) -> None:
+        """Start savepointd on demand if the client's construction left it
+        to the first call (nothing answered at the per-user default), in a
+        worker thread, so that the event loop goes on while the daemon
+        starts; concurrent first calls wait for the one start. A start that
+        fails raises UnavailableError here, and the next call tries again."""
+        if self._pending is None:
+            return
+        async with self._starting:
+            if self._pending is not None:
+                await asyncio.to_thread(self._pending.start)
+                self._pending = None
+
     def close(self) -> None:
         """End the CallStream, if one is open."""
         if self._stream is not None:
@@ -130,6 +148,7 @@ class AsyncRaw:
         deadline = None if timeout is None else time.monotonic() + timeout
         try_ = 0
         until: float | None = None
+        await self.started()
         while True:
             try:
                 return await self._send(method, req, left(deadline))
@@ -206,7 +225,9 @@ class AsyncClient:
     """A grpc.aio connection to savepointd, with the options of
     savepoint.Client. Create it inside the event loop that uses it; close it
     with ``await close()`` or ``async with``. ``wait_ready`` is honoured by
-    ``await client.wait_ready()`` and by ``async with``."""
+    ``await client.wait_ready()`` and by ``async with``. The constructor
+    never blocks: a daemon to start on demand is started by the first call
+    (or wait_ready), in a worker thread."""
 
     def __init__(
         self,
@@ -224,7 +245,9 @@ class AsyncClient:
         approval_required: Sequence[str] = (),
         call_stream: bool = False,
     ) -> None:
-        to = resolve(address, tls, channel_options)
+        # A daemon to start on demand is started at the first call, not
+        # here: the constructor never blocks the event loop.
+        to = resolve(address, tls, channel_options, defer_start=True)
         self.address = to.address
         self._channel = to.aio_channel()
         self._wait_ready = wait_ready
@@ -232,7 +255,7 @@ class AsyncClient:
             tool_results=tool_results, tool_hook=tool_hook, on_ledger_error=on_ledger_error, logger=logger or _core.LOGGER,
             approval_required=frozenset(approval_required),
         )
-        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart, call_stream)
+        self.raw = AsyncRaw(self._channel, retry, self._opts.logger, timeout, to.autostart, call_stream, to.start_pending)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the daemon accepts the connection, at most ``timeout``
@@ -240,11 +263,15 @@ class AsyncClient:
         raises UnavailableError after it."""
         limit = self._wait_ready if timeout is None else timeout
         try:
-            await asyncio.wait_for(self._channel.channel_ready(), limit)
+            await asyncio.wait_for(self._ready(), limit)
         except TimeoutError:
             raise UnavailableError(
                 f"savepointd at {self.address} not ready after {limit}s", code=grpc.StatusCode.UNAVAILABLE
             ) from None
+
+    async def _ready(self) -> None:
+        await self.raw.started()
+        await self._channel.channel_ready()
 
     async def close(self) -> None:
         """Close the connection."""
@@ -322,7 +349,7 @@ class AsyncClient:
         in an ``async with`` block (or ``await watch.close()``) to end the
         call. The call starts at the first iteration."""
         req = _core.watch_request(label_filter, status_filter, has_pending_tool_uses, min_idle, heartbeat_interval)
-        return AsyncSessionWatch(self.raw._stub, req)
+        return AsyncSessionWatch(self.raw._stub, req, self.raw.started)
 
 
 class AsyncSessionWatch:
@@ -331,9 +358,10 @@ class AsyncSessionWatch:
     SavepointError: UnavailableError when the daemon stops). A cancelled
     task's CancelledError passes through."""
 
-    def __init__(self, stub: Any, req: pb.WatchSessionsRequest) -> None:
+    def __init__(self, stub: Any, req: pb.WatchSessionsRequest, started: Callable[[], Awaitable[None]] | None = None) -> None:
         self._stub = stub
         self._req = req
+        self._started = started
         self._call: Any = None
         self._closed = False
 
@@ -344,6 +372,8 @@ class AsyncSessionWatch:
         if self._closed:
             raise StopAsyncIteration
         if self._call is None:
+            if self._started is not None:
+                await self._started()
             self._call = self._stub.WatchSessions(self._req)
         while True:
             try:

@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from savepoint._core import denied_text
 from savepoint.aio import AsyncClient, AsyncSession
 from savepoint.errors import CallUnknownError, EffectConflictError, SessionNotFoundError
 from savepoint.types import EffectClass, Message, ToolUse
@@ -146,7 +147,16 @@ class SavepointSessionStore:
     subagent transcript), which the list methods select by; the summary the
     SDK's ``fold_session_summary`` keeps (``fold_summary``, default: the
     SDK's own, when it is installed) is saved in the session's
-    ``state_json`` with each append, in the same revision."""
+    ``state_json`` with each append, in the same revision.
+
+    Approvals: a call of a tool named in ``approval_required`` waits for a
+    person's approval, bound to the call and its input (ApproveEffect).
+    PreToolUse defers it (``permissionDecision`` "defer", the SDK's own
+    pause: the query ends with the call deferred), and ``load`` leaves it
+    unanswered, so that a resume asks PreToolUse again: once approved
+    (``savepoint approve``, Client.approve_effect, the inspector) it is
+    begun against its approval and runs once; denied, it is refused with
+    the approver's note, which the model reads."""
 
     def __init__(
         self,
@@ -156,8 +166,10 @@ class SavepointSessionStore:
         idempotent: Iterable[str] = (),
         labels: Mapping[str, str] | None = None,
         fold_summary: Callable[..., Any] | None = None,
+        approval_required: Iterable[str] = (),
     ) -> None:
         self._client = client
+        self._approval = frozenset([approval_required] if isinstance(approval_required, str) else approval_required)
         self._fold = fold_summary
         self._classes = {n: EffectClass.READ_ONLY for n in read_only} | {n: EffectClass.IDEMPOTENT for n in idempotent}
         self._labels = dict(labels or {})
@@ -290,8 +302,12 @@ class SavepointSessionStore:
         if not dangling:
             return entries
         resolutions = await s.reconcile_tool_uses([d["id"] for d in dangling])
-        blocks = [self._answer(d, r) for d, r in zip(dangling, resolutions, strict=True)]
-        last = dangling[-1]["entry"]
+        # A call deferred for approval stays unanswered: the SDK asks PreToolUse about it again.
+        answered = [(d, r) for d, r in zip(dangling, resolutions, strict=True) if not _deferred(r)]
+        if not answered:
+            return entries
+        blocks = [self._answer(d, r) for d, r in answered]
+        last = answered[-1][0]["entry"]
         answer = {
             "parentUuid": last.get("uuid"),
             "isSidechain": bool(last.get("isSidechain", False)),
@@ -396,8 +412,20 @@ class SavepointSessionStore:
         assert s is not None
         cls = self.effect_class(name)
         call = ToolUse(tool_use_id=tid, name=name, input_json=json.dumps(input.get("tool_input", {})), effect_class=cls)
-        reg = await s.register_tool_use(call)
         self._calls[tid] = s
+        if name in self._approval:
+            req = s._register_request(call)
+            req.requires_approval = True
+            b = await self._client.raw.BeginEffect(req)
+            if b.decision == pb.DECISION_AWAIT_APPROVAL:
+                return _defer(f"This {name} call (tool_use_id {tid}) waits for a person's approval: savepoint approve {s.id} {tid}")
+            if b.decision == pb.DECISION_DENIED:
+                note = denied_text(b.approval)
+                await s.refuse_tool_use(tid, json.dumps(note))
+                return _deny(note)
+            reg = s._registration(b)  # begun against its approval, which the begin spent
+        else:
+            reg = await s.register_tool_use(call)
         if reg.duplicate is not None:
             # The same call of an earlier, interrupted run: not run again.
             return _deny(reg.duplicate.tool_result_text)
@@ -455,3 +483,16 @@ class SavepointSessionStore:
 
 def _deny(reason: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}}
+
+
+def _defer(reason: str) -> dict[str, Any]:
+    """The SDK's pause for a call that waits for a person: the query ends
+    with the call deferred, and a resume asks PreToolUse again."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "defer", "permissionDecisionReason": reason}}
+
+
+def _deferred(r: pb.Resolution) -> bool:
+    """Whether a dangling call is one PreToolUse deferred for approval and no
+    begin has spent its decision yet."""
+    return (r.decision == pb.DECISION_RUN and not r.begun and r.HasField("approval")
+            and r.approval.status != pb.APPROVAL_STATUS_UNSPECIFIED and not r.approval.spent)

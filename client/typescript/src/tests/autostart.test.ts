@@ -155,6 +155,26 @@ test("a daemon that fails to start: the error quotes its log", async () => {
   assert.ok(last !== "" && r.err.includes(last), `${last}\n${r.err}`);
 });
 
+for (const failing of [false, true]) {
+  test(`the daemon rotates its log (--log-file), ${failing ? "failing" : "serving"}`, async () => {
+    // A log already at the 4 MiB limit becomes savepointd.log.1 at the
+    // daemon's first line; a failing daemon's error quotes the new file.
+    const u = new User();
+    mkdirSync(u.state, { recursive: true, mode: 0o700 });
+    const log = join(u.state, "savepointd.log");
+    const old = "an old line\n".repeat(Math.floor((4 << 20) / 12) + 1);
+    writeFileSync(log, old);
+    if (failing) writeFileSync(join(u.state, "data"), "not a directory");
+    const r = await u.run();
+    if (failing) assert.ok(r.err.includes("did not start") && r.err.includes("the last lines of its log"), JSON.stringify(r));
+    else serving(r);
+    assert.equal(readFileSync(`${log}.1`, "utf8"), old);
+    const cur = readFileSync(log, "utf8");
+    assert.ok(cur !== "" && cur.length < 64 << 10 && !cur.includes("an old line"), `${cur.length} bytes`);
+    if (failing) assert.ok(r.err.includes(cur.trim().split("\n").pop()!), r.err);
+  });
+}
+
 test("no savepointd to start: the error says how to get one", async () => {
   const r = await new User().run([], { SAVEPOINTD_PATH: "", PATH: "/nonexistent" });
   assert.ok(r.err.includes("no savepointd was found") && r.err.includes("docs/install.md"), JSON.stringify(r));

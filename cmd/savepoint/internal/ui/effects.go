@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/savepoint-dev/savepoint/internal/cli"
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
@@ -87,6 +88,27 @@ func newResolution(r *savepointv1.EffectResolution) *resolutionView {
 	}
 	if v.By == "" {
 		v.By = "-"
+	}
+	return v
+}
+
+// earlierView is what a call's resolutions and approval decisions were
+// before its current ones, oldest first, each with its author.
+type earlierView struct {
+	Resolutions []*resolutionView
+	Approvals   []*approvalView
+}
+
+// newEarlier returns the view of a call's earlier decisions, from its
+// resolutions and approvals lists and its current approval (cli.Earlier).
+func newEarlier(rs []*savepointv1.EffectResolution, as []*savepointv1.EffectApproval, approval *savepointv1.EffectApproval) earlierView {
+	var v earlierView
+	rs, as = cli.Earlier(rs, as, approval)
+	for _, r := range rs {
+		v.Resolutions = append(v.Resolutions, newResolution(r))
+	}
+	for _, a := range as {
+		v.Approvals = append(v.Approvals, newApproval(a))
 	}
 	return v
 }

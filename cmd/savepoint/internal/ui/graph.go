@@ -257,6 +257,7 @@ type threadEffectView struct {
 	Resolution *resolutionView // how the call was settled when it was in doubt
 	Approval   *approvalView   // its approval record, for a call that requires approval
 	Duplicate  *duplicateView  // set when the duplicate-intent guard caught the call: it never ran
+	Earlier    earlierView     // the resolutions and approval decisions before the current ones
 	Next       string
 	Why        string
 }
@@ -281,6 +282,7 @@ func threadEffectViews(effects []*savepointv1.ThreadEffect) []threadEffectView {
 		}
 		v.Resolution = newResolution(e.GetResolution())
 		v.Approval = newApproval(e.GetApproval())
+		v.Earlier = newEarlier(e.GetResolutions(), e.GetApprovals(), e.GetApproval())
 		if of := e.GetDuplicateOf(); of != "" {
 			v.Next, v.State, v.Begun = "not run", "not run", "-"
 			p := byID[key{e.GetCheckpointNs(), of}]

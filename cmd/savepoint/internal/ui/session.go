@@ -60,6 +60,7 @@ type ledgerRow struct {
 	Resolution         *resolutionView // how the call was settled when it was in doubt
 	Approval           *approvalView   // its approval record, for a call that requires approval
 	Duplicate          *duplicateView  // set when the duplicate-intent guard caught the call: it was not run
+	Earlier            earlierView     // the resolutions and approval decisions before the current ones
 }
 
 type sessionData struct {
@@ -129,6 +130,7 @@ func (s *Server) ledger(ctx context.Context, id string) ([]ledgerRow, bool, erro
 			}
 			row.Resolution = newResolution(e.GetResolution())
 			row.Approval = newApproval(e.GetApproval())
+			row.Earlier = newEarlier(e.GetResolutions(), e.GetApprovals(), e.GetApproval())
 			rows = append(rows, row)
 		}
 		token = resp.GetNextPageToken()

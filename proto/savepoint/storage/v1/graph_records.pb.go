@@ -545,6 +545,9 @@ type GraphEffectRecord struct {
 	Resolution *Resolution `protobuf:"bytes,30,opt,name=resolution,proto3" json:"resolution,omitempty"`
 	// The call's approval record; as CallRecord's.
 	Approval *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	// The resolutions and approval decisions replaced; as CallRecord's.
+	EarlierResolutions []*Resolution `protobuf:"bytes,33,rep,name=earlier_resolutions,json=earlierResolutions,proto3" json:"earlier_resolutions,omitempty"`
+	EarlierApprovals   []*Approval   `protobuf:"bytes,34,rep,name=earlier_approvals,json=earlierApprovals,proto3" json:"earlier_approvals,omitempty"`
 	// The duplicate-intent guard's fields, as core.ThreadEffect's.
 	DuplicateOf   string `protobuf:"bytes,40,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
 	RunId         string `protobuf:"bytes,41,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -680,6 +683,20 @@ func (x *GraphEffectRecord) GetApproval() *Approval {
 	return nil
 }
 
+func (x *GraphEffectRecord) GetEarlierResolutions() []*Resolution {
+	if x != nil {
+		return x.EarlierResolutions
+	}
+	return nil
+}
+
+func (x *GraphEffectRecord) GetEarlierApprovals() []*Approval {
+	if x != nil {
+		return x.EarlierApprovals
+	}
+	return nil
+}
+
 func (x *GraphEffectRecord) GetDuplicateOf() string {
 	if x != nil {
 		return x.DuplicateOf
@@ -738,7 +755,7 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"]\n" +
 	"\x12GraphRequestRecord\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\fR\vfingerprint\x12%\n" +
-	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xa1\x05\n" +
+	"\x0eeffect_attempt\x18\x02 \x01(\rR\reffectAttempt\"\xc1\x06\n" +
 	"\x11GraphEffectRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -759,7 +776,9 @@ const file_savepoint_storage_v1_graph_records_proto_rawDesc = "" +
 	"\n" +
 	"resolution\x18\x1e \x01(\v2 .savepoint.storage.v1.ResolutionR\n" +
 	"resolution\x12:\n" +
-	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapproval\x12!\n" +
+	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapproval\x12Q\n" +
+	"\x13earlier_resolutions\x18! \x03(\v2 .savepoint.storage.v1.ResolutionR\x12earlierResolutions\x12K\n" +
+	"\x11earlier_approvals\x18\" \x03(\v2\x1e.savepoint.storage.v1.ApprovalR\x10earlierApprovals\x12!\n" +
 	"\fduplicate_of\x18( \x01(\tR\vduplicateOf\x12\x15\n" +
 	"\x06run_id\x18) \x01(\tR\x05runIdBIZGgithub.com/savepoint-dev/savepoint/proto/savepoint/storage/v1;storagev1b\x06proto3"
 
@@ -804,11 +823,13 @@ var file_savepoint_storage_v1_graph_records_proto_depIdxs = []int32{
 	10, // 9: savepoint.storage.v1.GraphEffectRecord.record_time:type_name -> google.protobuf.Timestamp
 	11, // 10: savepoint.storage.v1.GraphEffectRecord.resolution:type_name -> savepoint.storage.v1.Resolution
 	12, // 11: savepoint.storage.v1.GraphEffectRecord.approval:type_name -> savepoint.storage.v1.Approval
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 12: savepoint.storage.v1.GraphEffectRecord.earlier_resolutions:type_name -> savepoint.storage.v1.Resolution
+	12, // 13: savepoint.storage.v1.GraphEffectRecord.earlier_approvals:type_name -> savepoint.storage.v1.Approval
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_graph_records_proto_init() }

@@ -892,9 +892,13 @@ type LedgerEntryRecord struct {
 	// registered.
 	PendingSince uint64 `protobuf:"varint,45,opt,name=pending_since,json=pendingSince,proto3" json:"pending_since,omitempty"`
 	// The call's approval record, for a call that requires approval.
-	Approval      *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Approval *Approval `protobuf:"bytes,32,opt,name=approval,proto3" json:"approval,omitempty"`
+	// The resolutions and approval decisions resolution and approval
+	// replaced, oldest first (core.MaxDecisions bounds them).
+	EarlierResolutions []*Resolution `protobuf:"bytes,33,rep,name=earlier_resolutions,json=earlierResolutions,proto3" json:"earlier_resolutions,omitempty"`
+	EarlierApprovals   []*Approval   `protobuf:"bytes,34,rep,name=earlier_approvals,json=earlierApprovals,proto3" json:"earlier_approvals,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *LedgerEntryRecord) Reset() {
@@ -1028,6 +1032,20 @@ func (x *LedgerEntryRecord) GetPendingSince() uint64 {
 func (x *LedgerEntryRecord) GetApproval() *Approval {
 	if x != nil {
 		return x.Approval
+	}
+	return nil
+}
+
+func (x *LedgerEntryRecord) GetEarlierResolutions() []*Resolution {
+	if x != nil {
+		return x.EarlierResolutions
+	}
+	return nil
+}
+
+func (x *LedgerEntryRecord) GetEarlierApprovals() []*Approval {
+	if x != nil {
+		return x.EarlierApprovals
 	}
 	return nil
 }
@@ -1562,7 +1580,7 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\tsave_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bsaveTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xba\x06\n" +
 	"\x11LedgerEntryRecord\x128\n" +
 	"\btool_use\x18\x01 \x01(\v2\x1d.savepoint.storage.v1.ToolUseR\atoolUse\x122\n" +
 	"\x15last_pending_revision\x18\x02 \x01(\x04R\x13lastPendingRevision\x12\x14\n" +
@@ -1585,7 +1603,9 @@ const file_savepoint_storage_v1_records_proto_rawDesc = "" +
 	"\frun_revision\x18+ \x01(\x04R\vrunRevision\x12!\n" +
 	"\fduplicate_of\x18, \x01(\tR\vduplicateOf\x12#\n" +
 	"\rpending_since\x18- \x01(\x04R\fpendingSince\x12:\n" +
-	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapproval\"\x8a\x02\n" +
+	"\bapproval\x18  \x01(\v2\x1e.savepoint.storage.v1.ApprovalR\bapproval\x12Q\n" +
+	"\x13earlier_resolutions\x18! \x03(\v2 .savepoint.storage.v1.ResolutionR\x12earlierResolutions\x12K\n" +
+	"\x11earlier_approvals\x18\" \x03(\v2\x1e.savepoint.storage.v1.ApprovalR\x10earlierApprovals\"\x8a\x02\n" +
 	"\bApproval\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12!\n" +
 	"\finput_digest\x18\x02 \x01(\fR\vinputDigest\x12=\n" +
@@ -1695,16 +1715,18 @@ var file_savepoint_storage_v1_records_proto_depIdxs = []int32{
 	16, // 14: savepoint.storage.v1.LedgerEntryRecord.effect:type_name -> savepoint.storage.v1.Effect
 	13, // 15: savepoint.storage.v1.LedgerEntryRecord.resolution:type_name -> savepoint.storage.v1.Resolution
 	12, // 16: savepoint.storage.v1.LedgerEntryRecord.approval:type_name -> savepoint.storage.v1.Approval
-	20, // 17: savepoint.storage.v1.Approval.request_time:type_name -> google.protobuf.Timestamp
-	20, // 18: savepoint.storage.v1.Approval.decide_time:type_name -> google.protobuf.Timestamp
-	20, // 19: savepoint.storage.v1.Resolution.resolve_time:type_name -> google.protobuf.Timestamp
-	1,  // 20: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
-	20, // 21: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	13, // 17: savepoint.storage.v1.LedgerEntryRecord.earlier_resolutions:type_name -> savepoint.storage.v1.Resolution
+	12, // 18: savepoint.storage.v1.LedgerEntryRecord.earlier_approvals:type_name -> savepoint.storage.v1.Approval
+	20, // 19: savepoint.storage.v1.Approval.request_time:type_name -> google.protobuf.Timestamp
+	20, // 20: savepoint.storage.v1.Approval.decide_time:type_name -> google.protobuf.Timestamp
+	20, // 21: savepoint.storage.v1.Resolution.resolve_time:type_name -> google.protobuf.Timestamp
+	1,  // 22: savepoint.storage.v1.ToolUse.effect_class:type_name -> savepoint.storage.v1.EffectClass
+	20, // 23: savepoint.storage.v1.Effect.record_time:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_storage_v1_records_proto_init() }

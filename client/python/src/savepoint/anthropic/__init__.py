@@ -7,9 +7,11 @@ is the reference."""
 
 from savepoint.anthropic._agent import (
     AgentError,
+    ApprovalRequest,
     AsyncDurableAgent,
     DurableAgent,
     MaxTurnsError,
+    Paused,
     RefusalError,
     SessionFailedError,
     StopReasonError,
@@ -21,12 +23,14 @@ from savepoint.anthropic._tools import DurableTool, durable
 
 __all__ = [
     "AgentError",
+    "ApprovalRequest",
     "AsyncDurableAgent",
     "AsyncDurableToolRunner",
     "DurableAgent",
     "DurableTool",
     "DurableToolRunner",
     "MaxTurnsError",
+    "Paused",
     "RefusalError",
     "SessionFailedError",
     "StopReasonError",

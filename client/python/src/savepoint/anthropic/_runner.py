@@ -3,30 +3,18 @@
 
 from __future__ import annotations
 
-import json
-import inspect
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import functools
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from anthropic.lib.tools import BetaAsyncBuiltinFunctionTool, BetaBuiltinFunctionTool, ToolError
 
 import savepoint
 import savepoint.aio
-from savepoint.anthropic._agent import (
-    LOGGER,
-    RefusalError,
-    SessionFailedError,
-    StopReasonError,
-    _KEY,
-    content_of,
-    final_message,
-    history,
-    text_of,
-    tool_uses,
-)
-from savepoint.anthropic._tools import DurableTool, resolve
-from savepoint.errors import SavepointError, SessionExistsError
-from savepoint.types import EffectClass, Message, SessionStatus, ToolContent, ToolResult, ToolUse, compact_json
+from savepoint.anthropic._agent import Paused, StopReasonError, _Base, history, text_of
+from savepoint.anthropic._tools import DurableTool
+from savepoint.errors import AwaitingApprovalError, SavepointError
+from savepoint.types import Message, SessionStatus, ToolResult, ToolUse, compact_json
 
 
 class _LedgerTool(BetaBuiltinFunctionTool):
@@ -47,7 +35,7 @@ class _LedgerTool(BetaBuiltinFunctionTool):
         return self._runner._call(self._tool, input)
 
 
-class DurableToolRunner:
+class DurableToolRunner(_Base):
     """``client.beta.messages.tool_runner(...)`` whose turns are checkpointed
     in savepointd: iterate it for each assistant message, or call
     ``until_done()`` for the final one, as with the SDK's runner. Each reply
@@ -71,6 +59,8 @@ class DurableToolRunner:
         tools: Sequence[Any],
         savepoint: savepoint.Client | savepoint.aio.AsyncClient | str | None = None,
         trust_mcp_annotations: bool = False,
+        approval_required: Collection[str] = (),
+        pause_for_approval: bool = True,
         **params: Any,
     ) -> None:
         if params.get("run_tools_eagerly"):
@@ -82,70 +72,69 @@ class DurableToolRunner:
         if params.get("thread", False) is not False:
             raise TypeError("durable_tool_runner runs with thread=False: a server-side message thread cannot be resumed by a new process")
         params.pop("thread", None)
-        if not session_id:
-            raise ValueError("session_id is empty")
+        super().__init__(
+            client, session_id, tools=tools, savepoint=savepoint, trust_mcp_annotations=trust_mcp_annotations,
+            approval_required=approval_required, pause_for_approval=pause_for_approval,
+        )
         if not messages:
             raise ValueError("messages is empty: the first user message starts the session")
-        self.client = client
-        self.session_id = session_id
-        self.tools: dict[str, DurableTool] = resolve(tools, trust_mcp_annotations)
         self._check_tools()
         self._messages = [dict(m) for m in messages]
-        self._params = params
-        self._sp = savepoint
+        self._sdk_params = params
         self._turn: list[ToolUse] = []
         self._results: dict[str, ToolResult] = {}
+        self._waiting: list[AwaitingApprovalError] = []
         self._final: Any = None
-        self.session: Any = None
-        self.logger = LOGGER
+        self.paused: Paused | None = None
+        """Set when the iteration stopped because tool uses wait for approval."""
 
     def _check_tools(self) -> None:
         for t in self.tools.values():
             if t.is_async():
                 raise TypeError(f"tool {t.name!r} is async: use anthropic.AsyncAnthropic, whose runner awaits it")
 
+    def _first(self) -> tuple[str, list[Message]]:
+        """A new session's task text (the first message's, when it is text)
+        and its messages."""
+        first = self._messages[0].get("content")
+        return first if isinstance(first, str) else "", [Message(str(m["role"]), compact_json(m["content"])) for m in self._messages]
+
     # -- tools ----------------------------------------------------------------
 
-    def _call(self, tool: DurableTool, tool_input: object) -> Any:
+    def _next(self, tool: DurableTool) -> ToolUse:
+        """The next tool use of the turn named for tool that has no result
+        yet: the runner calls a reply's tools in the order of its tool_use
+        blocks, without their ids."""
         call = next((c for c in self._turn if c.name == tool.name and c.tool_use_id not in self._results), None)
         if call is None:
             raise SavepointError(f"tool {tool.name!r} called with no pending tool use of that name: Point A did not save it")
-        r = self.session.run_tool(call, lambda key: self._run(tool, tool_input, key))
-        self._results[call.tool_use_id] = r
+        return call
+
+    def _kept(self, r: ToolResult) -> Any:
+        """Keep r for Point B and give the SDK's runner its content (or, for
+        an error, the ToolError it turns into an is_error result)."""
+        self._results[r.tool_use_id] = r
         if r.is_error:
-            raise ToolError(r.content)
+            raise ToolError(r.content)  # type: ignore[arg-type]
         return r.content
 
-    @staticmethod
-    def _run(tool: DurableTool, tool_input: object, key: str) -> ToolContent:
-        token = _KEY.set(key)
-        try:
-            return tool.call(tool_input)  # type: ignore[arg-type,no-any-return]
-        finally:
-            _KEY.reset(token)
+    def _waits(self, call: ToolUse, e: AwaitingApprovalError) -> ToolError:
+        """Note call as waiting for approval: its result is not kept (the turn
+        pauses before Point B), and the SDK's runner gets an error result it
+        never sends."""
+        self._waiting.append(e)
+        self._results[call.tool_use_id] = ToolResult(call.tool_use_id, "waiting for approval", True)
+        return ToolError(f"tool use {call.tool_use_id} waits for approval")
 
-    def _reconcile_run(self, call: ToolUse, key: str) -> ToolContent:
-        t = self.tools.get(call.name)
-        if t is None:
-            raise LookupError(f"no tool named {call.name!r}")
-        return self._run(t, json.loads(call.input_json or "{}"), key)
+    def _call(self, tool: DurableTool, tool_input: object) -> Any:
+        call = self._next(tool)
+        try:
+            r = self.session.run_tool(call, functools.partial(self._run_call, call))
+        except AwaitingApprovalError as e:
+            raise self._waits(call, e) from None
+        return self._kept(r)
 
     # -- the loop ---------------------------------------------------------------
-
-    def _open(self, sp: savepoint.Client) -> Any:
-        first = self._messages[0].get("content")
-        try:
-            return sp.start(
-                self.session_id,
-                first if isinstance(first, str) else "",
-                messages=[Message(str(m["role"]), compact_json(m["content"])) for m in self._messages],
-            )
-        except SessionExistsError:
-            pass
-        s = sp.resume(self.session_id)
-        if s.status == SessionStatus.ACTIVE and s.pending:
-            s.point_b(s.reconcile(self._reconcile_run))
-        return s
 
     def __iter__(self) -> Iterator[Any]:
         if isinstance(self._sp, savepoint.Client):
@@ -156,60 +145,70 @@ class DurableToolRunner:
         with savepoint.Client(self._sp) as sp:
             yield from self._steps(sp)
 
-    def _steps(self, sp: savepoint.Client) -> Iterator[Any]:
-        s = self.session = self._open(sp)
-        if s.status == SessionStatus.FAILED:
-            raise SessionFailedError(f"session {self.session_id!r} failed: {s.final_output}", "failed")
-        final = final_message(s)
-        if s.status == SessionStatus.COMPLETED or final is not None:
-            content = final if final is not None else [{"type": "text", "text": s.final_output}]
-            if s.status != SessionStatus.COMPLETED:
-                s.complete(SessionStatus.COMPLETED, text_of(content))
-            self._final = _message(content, str(self._params.get("model", "")))
-            return
-        runner = self.client.beta.messages.tool_runner(
-            messages=history(s.messages), tools=[_LedgerTool(self, t) for t in self.tools.values()], thread=False, **self._params
+    def _ended_here(self, s: Any) -> tuple[list[dict[str, Any]] | None, bool]:
+        """_ended, keeping the final answer as the message until_done returns."""
+        final, complete = self._ended(s)
+        if final is not None:
+            self._final = _message(final, str(self._sdk_params.get("model", "")))
+        return final, complete
+
+    def _runner(self, s: Any, tool: type[Any]) -> Any:
+        return self.client.beta.messages.tool_runner(
+            messages=history(s.messages), tools=[tool(self, t) for t in self.tools.values()], thread=False, **self._sdk_params
         )
+
+    def _turn_of(self, message: Any) -> tuple[str, list[dict[str, Any]], list[ToolUse]]:
+        """A reply's stop reason, exact content and tool uses (with their
+        effect classes); counts its tokens; raises for a reply cut off."""
+        reason, content = self._classify(message, known_only=False)
+        calls = self._calls(content)
+        self._turn, self._results, self._waiting = calls, {}, []
+        return reason, content, calls
+
+    def _steps(self, sp: savepoint.Client) -> Iterator[Any]:
+        s, self.paused = self._open(sp, *self._first())
+        self.session = s
+        if self.paused is not None:
+            return
+        final, complete = self._ended_here(s)
+        if final is not None:
+            if complete:
+                s.complete(SessionStatus.COMPLETED, text_of(final))
+            return
+        runner = self._runner(s, _LedgerTool)
         for message in runner:
-            reason, content, calls = self._turn_of(s, message)
+            reason, content, calls = self._turn_of(message)
             if reason == "refusal":
                 s.complete(SessionStatus.FAILED, text_of(content))
-                raise RefusalError(f"the model refused: {text_of(content)}", reason)
+                raise self._refused(content)
             s.point_a(Message("assistant", compact_json(content)), calls)
             if calls:
-                self._turn, self._results = calls, {}
                 # The SDK caches this response: its loop sends it and runs nothing again.
                 runner.generate_tool_call_response()
+                if self._waiting:
+                    self.paused = self._paused(self._waiting)
+                    yield message
+                    return
                 s.point_b(self._ordered(calls))
             yield message
             if not calls and reason != "pause_turn":
                 s.complete(SessionStatus.COMPLETED, text_of(content))
                 self._final = message
 
-    def _turn_of(self, s: Any, message: Any) -> tuple[str, list[dict[str, Any]], list[ToolUse]]:
-        """A reply's stop reason, exact content and tool uses (with their
-        effect classes); counts its tokens; raises for a reply cut off."""
-        reason = str(message.stop_reason or "")
-        u = message.usage
-        s.add_tokens((u.input_tokens or 0) + (u.output_tokens or 0))
-        if reason in ("max_tokens", "model_context_window_exceeded"):
-            raise StopReasonError(f"the model's reply was cut off (stop_reason {reason}); nothing of it was saved", reason)
-        content = content_of(message)
-        calls = [
-            ToolUse(str(b["id"]), str(b["name"]), compact_json(b.get("input", {})),
-                    effect_class=self.tools[b["name"]].effect if b["name"] in self.tools else EffectClass.SIDE_EFFECT)
-            for b in tool_uses(content)
-        ]
-        return reason, content, calls
-
     def _ordered(self, calls: Sequence[ToolUse]) -> list[ToolResult]:
         return [self._results.get(c.tool_use_id) or ToolResult(c.tool_use_id, "Error: the tool runner did not run this tool", True) for c in calls]
 
     def until_done(self) -> Any:
         """Run to the final message and return it; a completed session's
-        saved final answer without calling the model."""
+        saved final answer without calling the model; Paused when tool uses
+        wait for approval (call again once they are decided)."""
         for _ in self:
             pass
+        return self._done()
+
+    def _done(self) -> Any:
+        if self.paused is not None:
+            return self.paused
         if self._final is None:
             raise StopReasonError("the tool runner stopped without a final answer (max_iterations?)", "max_iterations")
         return self._final
@@ -226,59 +225,25 @@ class _AsyncLedgerTool(BetaAsyncBuiltinFunctionTool):
         return dict(self._tool.definition)
 
     async def call(self, input: object) -> Any:
-        return await self._runner._call(self._tool, input)
+        return await self._runner._acall(self._tool, input)
 
 
 class AsyncDurableToolRunner(DurableToolRunner):
     """DurableToolRunner over ``anthropic.AsyncAnthropic`` and
     savepoint.aio.AsyncClient: ``async for message in runner`` or ``await
-    runner.until_done()``; tools may be sync or async
-    (``@beta_async_tool``)."""
+    runner.until_done()``; tools may be sync (run in a worker thread) or
+    async (``@beta_async_tool``)."""
 
     def _check_tools(self) -> None:
         pass
 
-    async def _call(self, tool: DurableTool, tool_input: object) -> Any:
-        call = next((c for c in self._turn if c.name == tool.name and c.tool_use_id not in self._results), None)
-        if call is None:
-            raise SavepointError(f"tool {tool.name!r} called with no pending tool use of that name: Point A did not save it")
-        r = await self.session.run_tool(call, lambda key: self._arun(tool, tool_input, key))
-        self._results[call.tool_use_id] = r
-        if r.is_error:
-            raise ToolError(r.content)
-        return r.content
-
-    @staticmethod
-    async def _arun(tool: DurableTool, tool_input: object, key: str) -> ToolContent:
-        token = _KEY.set(key)
+    async def _acall(self, tool: DurableTool, tool_input: object) -> Any:
+        call = self._next(tool)
         try:
-            out = tool.call(tool_input)  # type: ignore[arg-type]
-            if inspect.isawaitable(out):
-                out = await out
-            return out  # type: ignore[no-any-return]
-        finally:
-            _KEY.reset(token)
-
-    async def _areconcile_run(self, call: ToolUse, key: str) -> ToolContent:
-        t = self.tools.get(call.name)
-        if t is None:
-            raise LookupError(f"no tool named {call.name!r}")
-        return await self._arun(t, json.loads(call.input_json or "{}"), key)
-
-    async def _aopen(self, sp: savepoint.aio.AsyncClient) -> Any:
-        first = self._messages[0].get("content")
-        try:
-            return await sp.start(
-                self.session_id,
-                first if isinstance(first, str) else "",
-                messages=[Message(str(m["role"]), compact_json(m["content"])) for m in self._messages],
-            )
-        except SessionExistsError:
-            pass
-        s = await sp.resume(self.session_id)
-        if s.status == SessionStatus.ACTIVE and s.pending:
-            await s.point_b(await s.reconcile(self._areconcile_run))
-        return s
+            r = await self.session.run_tool(call, functools.partial(self._arun_call, call))
+        except AwaitingApprovalError as e:
+            raise self._waits(call, e) from None
+        return self._kept(r)
 
     def __iter__(self) -> Iterator[Any]:
         raise TypeError("an AsyncDurableToolRunner is iterated with async for")
@@ -295,28 +260,28 @@ class AsyncDurableToolRunner(DurableToolRunner):
                 yield m
 
     async def _asteps(self, sp: savepoint.aio.AsyncClient) -> AsyncIterator[Any]:
-        s = self.session = await self._aopen(sp)
-        if s.status == SessionStatus.FAILED:
-            raise SessionFailedError(f"session {self.session_id!r} failed: {s.final_output}", "failed")
-        final = final_message(s)
-        if s.status == SessionStatus.COMPLETED or final is not None:
-            content = final if final is not None else [{"type": "text", "text": s.final_output}]
-            if s.status != SessionStatus.COMPLETED:
-                await s.complete(SessionStatus.COMPLETED, text_of(content))
-            self._final = _message(content, str(self._params.get("model", "")))
+        s, self.paused = await self._aopen(sp, *self._first())
+        self.session = s
+        if self.paused is not None:
             return
-        runner = self.client.beta.messages.tool_runner(
-            messages=history(s.messages), tools=[_AsyncLedgerTool(self, t) for t in self.tools.values()], thread=False, **self._params
-        )
+        final, complete = self._ended_here(s)
+        if final is not None:
+            if complete:
+                await s.complete(SessionStatus.COMPLETED, text_of(final))
+            return
+        runner = self._runner(s, _AsyncLedgerTool)
         async for message in runner:
-            reason, content, calls = self._turn_of(s, message)
+            reason, content, calls = self._turn_of(message)
             if reason == "refusal":
                 await s.complete(SessionStatus.FAILED, text_of(content))
-                raise RefusalError(f"the model refused: {text_of(content)}", reason)
+                raise self._refused(content)
             await s.point_a(Message("assistant", compact_json(content)), calls)
             if calls:
-                self._turn, self._results = calls, {}
                 await runner.generate_tool_call_response()
+                if self._waiting:
+                    self.paused = self._paused(self._waiting)
+                    yield message
+                    return
                 await s.point_b(self._ordered(calls))
             yield message
             if not calls and reason != "pause_turn":
@@ -324,12 +289,10 @@ class AsyncDurableToolRunner(DurableToolRunner):
                 self._final = message
 
     async def until_done(self) -> Any:
-        """Run to the final message and return it."""
+        """Run to the final message and return it (or Paused)."""
         async for _ in self:
             pass
-        if self._final is None:
-            raise StopReasonError("the tool runner stopped without a final answer (max_iterations?)", "max_iterations")
-        return self._final
+        return self._done()
 
 
 def _message(content: list[dict[str, Any]], model: str) -> Any:

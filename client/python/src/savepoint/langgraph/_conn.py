@@ -122,8 +122,13 @@ class Connection:
     async def abackoff(
         self, method: str, req: ProtoMessage, err: grpc.RpcError, try_: int, deadline: float | None, until: float | None
     ) -> float | None:
-        """backoff for the running loop's grpc.aio channel."""
-        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline, self._to.autostart, until)
+        """backoff for the running loop's grpc.aio channel. A daemon started
+        on demand that is gone is started again in a worker thread, so that
+        the event loop goes on while it starts."""
+        auto = self._to.autostart
+        if auto is not None and getattr(err, "code", lambda: None)() == grpc.StatusCode.UNAVAILABLE:
+            await asyncio.to_thread(auto.ensure)
+        wait = _retry.retry_wait(self._retry, self._logger, method, req, err, try_, deadline, None, until)
         if wait is None:
             return None
         until = _retry.ready_by(self._retry, None) if until is None else until

@@ -341,7 +341,7 @@ class ListThreadsResponse(_message.Message):
     def __init__(self, threads: _Optional[_Iterable[_Union[GraphThread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ThreadEffect(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id", "resolution", "approval", "duplicate_of", "run_id")
+    __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "input_digest", "effect_class", "idempotency_key", "attempts", "state", "output", "output_digest", "begin_time", "record_time", "checkpoint_id", "resolution", "approval", "resolutions", "approvals", "duplicate_of", "run_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -359,6 +359,8 @@ class ThreadEffect(_message.Message):
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTIONS_FIELD_NUMBER: _ClassVar[int]
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
@@ -378,9 +380,11 @@ class ThreadEffect(_message.Message):
     checkpoint_id: str
     resolution: _savepoint_pb2.EffectResolution
     approval: _savepoint_pb2.EffectApproval
+    resolutions: _containers.RepeatedCompositeFieldContainer[_savepoint_pb2.EffectResolution]
+    approvals: _containers.RepeatedCompositeFieldContainer[_savepoint_pb2.EffectApproval]
     duplicate_of: str
     run_id: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ..., resolution: _Optional[_Union[_savepoint_pb2.EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[_savepoint_pb2.EffectApproval, _Mapping]] = ..., duplicate_of: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., input_json: _Optional[str] = ..., input_digest: _Optional[bytes] = ..., effect_class: _Optional[_Union[_savepoint_pb2.EffectClass, str]] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., state: _Optional[_Union[ThreadEffectState, str]] = ..., output: _Optional[_Union[TypedValue, _Mapping]] = ..., output_digest: _Optional[bytes] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint_id: _Optional[str] = ..., resolution: _Optional[_Union[_savepoint_pb2.EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[_savepoint_pb2.EffectApproval, _Mapping]] = ..., resolutions: _Optional[_Iterable[_Union[_savepoint_pb2.EffectResolution, _Mapping]]] = ..., approvals: _Optional[_Iterable[_Union[_savepoint_pb2.EffectApproval, _Mapping]]] = ..., duplicate_of: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class BeginThreadEffectRequest(_message.Message):
     __slots__ = ("thread_id", "checkpoint_ns", "tool_use_id", "name", "input_json", "effect_class", "checkpoint_id", "request_id", "requires_approval", "repeatable", "run_id")

@@ -766,7 +766,7 @@ class ListEffectsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class LedgerEntry(_message.Message):
-    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered", "resolution", "approval", "repeatable", "duplicate_of")
+    __slots__ = ("tool_use_id", "name", "effect_class", "begin_tracked", "last_pending_revision", "begun", "idempotency_key", "begin_time", "effect", "registered", "resolution", "approval", "resolutions", "approvals", "repeatable", "duplicate_of")
     TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -779,6 +779,8 @@ class LedgerEntry(_message.Message):
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTIONS_FIELD_NUMBER: _ClassVar[int]
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
     REPEATABLE_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
     tool_use_id: str
@@ -793,9 +795,11 @@ class LedgerEntry(_message.Message):
     registered: bool
     resolution: EffectResolution
     approval: EffectApproval
+    resolutions: _containers.RepeatedCompositeFieldContainer[EffectResolution]
+    approvals: _containers.RepeatedCompositeFieldContainer[EffectApproval]
     repeatable: bool
     duplicate_of: str
-    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ..., repeatable: _Optional[bool] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
+    def __init__(self, tool_use_id: _Optional[str] = ..., name: _Optional[str] = ..., effect_class: _Optional[_Union[EffectClass, str]] = ..., begin_tracked: _Optional[bool] = ..., last_pending_revision: _Optional[int] = ..., begun: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., begin_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., effect: _Optional[_Union[Effect, _Mapping]] = ..., registered: _Optional[bool] = ..., resolution: _Optional[_Union[EffectResolution, _Mapping]] = ..., approval: _Optional[_Union[EffectApproval, _Mapping]] = ..., resolutions: _Optional[_Iterable[_Union[EffectResolution, _Mapping]]] = ..., approvals: _Optional[_Iterable[_Union[EffectApproval, _Mapping]]] = ..., repeatable: _Optional[bool] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
 
 class ListEffectsResponse(_message.Message):
     __slots__ = ("entries", "next_page_token")

@@ -514,6 +514,16 @@ export interface ThreadEffect {
     | EffectApproval
     | undefined;
   /**
+   * Every resolution of the call's attempts in doubt, oldest first, as
+   * LedgerEntry.resolutions; the last is resolution. At most 16.
+   */
+  resolutions: EffectResolution[];
+  /**
+   * Every decision made on the call, oldest first, as
+   * LedgerEntry.approvals. At most 16.
+   */
+  approvals: EffectApproval[];
+  /**
    * Set when the duplicate-intent guard caught the call: the earlier call's
    * tool use id. The call never ran (attempts is 0).
    */
@@ -3302,6 +3312,8 @@ function createBaseThreadEffect(): ThreadEffect {
     checkpointId: "",
     resolution: undefined,
     approval: undefined,
+    resolutions: [],
+    approvals: [],
     duplicateOf: "",
     runId: "",
   };
@@ -3359,6 +3371,12 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     }
     if (message.approval !== undefined) {
       EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
+    }
+    for (const v of message.resolutions) {
+      EffectResolution.encode(v!, writer.uint32(266).fork()).join();
+    }
+    for (const v of message.approvals) {
+      EffectApproval.encode(v!, writer.uint32(274).fork()).join();
     }
     if (message.duplicateOf !== "") {
       writer.uint32(322).string(message.duplicateOf);
@@ -3518,6 +3536,22 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
             message.approval = EffectApproval.decode(reader, reader.uint32());
             continue;
           }
+          case 33: {
+            if (tag !== 266) {
+              break;
+            }
+
+            message.resolutions.push(EffectResolution.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 34: {
+            if (tag !== 274) {
+              break;
+            }
+
+            message.approvals.push(EffectApproval.decode(reader, reader.uint32()));
+            continue;
+          }
           case 40: {
             if (tag !== 322) {
               break;
@@ -3578,6 +3612,8 @@ export const ThreadEffect: MessageFns<ThreadEffect> = {
     message.approval = (object.approval !== undefined && object.approval !== null)
       ? EffectApproval.fromPartial(object.approval)
       : undefined;
+    message.resolutions = object.resolutions?.map((e) => EffectResolution.fromPartial(e)) || [];
+    message.approvals = object.approvals?.map((e) => EffectApproval.fromPartial(e)) || [];
     message.duplicateOf = object.duplicateOf ?? "";
     message.runId = object.runId ?? "";
     return message;

@@ -477,7 +477,8 @@ export interface EffectResolution {
   /**
    * For NOT_DONE: true once BeginEffect began the new attempt it allowed.
    * If that attempt's outcome is not recorded either, the call is in doubt
-   * again and may be resolved again, the new resolution replacing this one.
+   * again and may be resolved again: the new resolution becomes the
+   * current one, and this one stays in LedgerEntry.resolutions.
    */
   retryBegun: boolean;
 }
@@ -1224,6 +1225,18 @@ export interface LedgerEntry {
   approval:
     | EffectApproval
     | undefined;
+  /**
+   * Every resolution of the call, oldest first, with who made it: a call
+   * resolved NOT_DONE whose new attempt fell in doubt again is resolved
+   * again. The last is resolution. At most 16: the latest are kept.
+   */
+  resolutions: EffectResolution[];
+  /**
+   * Every decision (approved or denied) made on the call, oldest first,
+   * with who made it; the last is approval unless a begin asked again
+   * since (approval is then WAITING). At most 16: the latest are kept.
+   */
+  approvals: EffectApproval[];
   /** The call may repeat an earlier one (ToolUse.repeatable). */
   repeatable: boolean;
   /**
@@ -6023,6 +6036,8 @@ function createBaseLedgerEntry(): LedgerEntry {
     registered: false,
     resolution: undefined,
     approval: undefined,
+    resolutions: [],
+    approvals: [],
     repeatable: false,
     duplicateOf: "",
   };
@@ -6068,6 +6083,12 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     }
     if (message.approval !== undefined) {
       EffectApproval.encode(message.approval, writer.uint32(258).fork()).join();
+    }
+    for (const v of message.resolutions) {
+      EffectResolution.encode(v!, writer.uint32(266).fork()).join();
+    }
+    for (const v of message.approvals) {
+      EffectApproval.encode(v!, writer.uint32(274).fork()).join();
     }
     if (message.repeatable !== false) {
       writer.uint32(320).bool(message.repeatable);
@@ -6187,6 +6208,22 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
             message.approval = EffectApproval.decode(reader, reader.uint32());
             continue;
           }
+          case 33: {
+            if (tag !== 266) {
+              break;
+            }
+
+            message.resolutions.push(EffectResolution.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 34: {
+            if (tag !== 274) {
+              break;
+            }
+
+            message.approvals.push(EffectApproval.decode(reader, reader.uint32()));
+            continue;
+          }
           case 40: {
             if (tag !== 320) {
               break;
@@ -6242,6 +6279,8 @@ export const LedgerEntry: MessageFns<LedgerEntry> = {
     message.approval = (object.approval !== undefined && object.approval !== null)
       ? EffectApproval.fromPartial(object.approval)
       : undefined;
+    message.resolutions = object.resolutions?.map((e) => EffectResolution.fromPartial(e)) || [];
+    message.approvals = object.approvals?.map((e) => EffectApproval.fromPartial(e)) || [];
     message.repeatable = object.repeatable ?? false;
     message.duplicateOf = object.duplicateOf ?? "";
     return message;
