@@ -245,7 +245,7 @@ func getFlat(t *testing.T, s core.GraphStore, thread, ns, id string) *flatTuple 
 // core.GraphStore, and serves both with savepointd: reads, retries,
 // reused request ids and late writes get the same answers.
 func TestMigrateStoreGraph(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	dir := t.TempDir()
 	fillStore(t, dir)
@@ -429,7 +429,7 @@ func TestMigrateStoreGraph(t *testing.T) {
 // record; a thread the target holds already is refused by name under
 // --allow-non-empty.
 func TestMigrateStoreGraphVerification(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	dir := t.TempDir()
 	fillGraph(t, dir)

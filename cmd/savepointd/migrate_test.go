@@ -102,7 +102,7 @@ func requestID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d
 // the copy and the original with savepointd and makes the same calls on
 // both: every answer is the same.
 func TestMigrateStore(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	dir := t.TempDir()
 	fillStore(t, dir)
@@ -197,7 +197,7 @@ func TestMigrateStore(t *testing.T) {
 // TestMigrateStoreRefusals: a running daemon on the directory, a bad
 // target, missing flags; each refused with its exit code, nothing copied.
 func TestMigrateStoreRefusals(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	bin := daemontest.Binary(t)
 	running := daemontest.StartBinary(t, bin)
@@ -230,7 +230,7 @@ func TestMigrateStoreRefusals(t *testing.T) {
 // PostgreSQL store has no place for, so the copy is refused and nothing
 // reaches the schema.
 func TestMigrateStoreRefusesEpochFloor(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	dir := t.TempDir()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -275,7 +275,7 @@ func TestMigrateStoreRefusesEpochFloor(t *testing.T) {
 // whole; with --skip-graph-threads its sessions are copied and the thread
 // left behind, said on stderr and in the summary.
 func TestMigrateStoreGraphThreads(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	dir := t.TempDir()
 	fillStore(t, dir)
 	s, err := badgerstore.Open(dir, badgerstore.Options{})

@@ -17,7 +17,7 @@ import (
 // GraphCheckpointService (health SERVING); a checkpoint put on A is read on
 // B, and B, after A deletes the thread, drops a late write for it.
 func TestPostgresGraph(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	bin := daemontest.Binary(t)
 	a := daemontest.StartBinary(t, bin, "--store-url", srv.URL(db))

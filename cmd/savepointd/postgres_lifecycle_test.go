@@ -19,7 +19,7 @@ import (
 // the fork point, a completion on B is seen by A's ListSessions filters and
 // Resume, and a rewind on A reports the same effects.
 func TestPostgresLifecycle(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	bin := daemontest.Binary(t)
 	a := daemontest.StartBinary(t, bin, "--store-url", srv.URL(db))

@@ -24,7 +24,7 @@ import (
 // the configuration exit code, naming the exec mode to use, instead of
 // waiting for a database it can reach.
 func TestPostgresPgBouncer(t *testing.T) {
-	srv := pgtest.New(t)
+	srv := pgtest.Shared(t)
 	b := pgtest.NewBouncer(t, srv, pgtest.BouncerOptions{
 		ServerIdleTimeout: 500 * time.Millisecond, ServerLifetime: time.Second, ClientIdleTimeout: time.Second})
 	db := srv.NewDatabase(t)

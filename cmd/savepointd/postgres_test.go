@@ -23,6 +23,11 @@ import (
 	"github.com/savepoint-dev/savepoint/tests/daemontest"
 )
 
+// TestMain removes the PostgreSQL server the tests share (pgtest.Shared,
+// each test on a database of its own); a test that stops its server starts
+// one of its own (pgtest.New).
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
 // TestPostgresRefusals: with --store-url the embedded store's settings and
 // subcommands are refused before anything is opened, each saying why.
 func TestPostgresRefusals(t *testing.T) {

@@ -16,7 +16,7 @@ func TestRuntimeSettings(t *testing.T) {
 	var pg *pgtest.Server
 	storeURL := func() string {
 		if pg == nil {
-			pg = pgtest.New(t)
+			pg = pgtest.Shared(t)
 		}
 		return pg.URL(pg.NewDatabase(t))
 	}
