@@ -31,11 +31,11 @@ dist: clients-typescript ## Release archives, platform wheels and npm packages f
 # venv, the npm tarballs into a fresh project, on a PATH without Go, each
 # started on demand, killed and started again), and TestReproducible with
 # -full: savepointd and savepoint built twice give the same bytes, static
-# executables, at the cost of two links, since make dist has just compiled
-# everything in the release's configuration. tools/dist's tests run in
-# test-go on tools/dist/testdata/small, a program with nothing but main,
-# built under each command's name in seconds: TestReproducible (two builds
-# of linux/amd64 packed the same bytes) and TestDarwin (a darwin build is a
+# executables; make dist has just compiled everything in the release's
+# configuration, so that costs two links and packs. In test-go,
+# tools/dist's tests build tools/dist/testdata/small (nothing but main)
+# under each command's name, in seconds: TestReproducible (two builds of
+# linux/amd64 pack the same bytes) and TestDarwin (a darwin build is a
 # Mach-O of its CPU, with the wheel tag of the macOS it needs).
 # test-dist-full runs them all with -full, which also builds savepointd and
 # savepoint themselves for both darwin CPUs (about four minutes on 2 cores),
