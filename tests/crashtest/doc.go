@@ -7,9 +7,4 @@
 // The package has no API; everything is in its _test.go files. Run the short
 // forms with `go test ./tests/crashtest` and the long crash run with
 // `make crashtest` (CYCLES, CLIENTS).
-//
-// The power-cut tests (TestPowerCut*) run in parallel with each other, each
-// on its own data directory and faultfs mount: they wait mostly on their
-// daemons' syncs. TestPowerCutDuringValueLogGC does not, since it needs
-// Badger's timed value-log GC to run while it cuts.
 package crashtest

@@ -32,7 +32,6 @@ const manifestRewrite = "MANIFEST-REWRITE"
 // restart on the durable image with no flag and no repair, serve a save and
 // read it back, stop with 0, and pass savepointd verify.
 func TestPowerCutAtFirstStart(t *testing.T) {
-	t.Parallel()
 	if err := faultfs.Available(); err != nil {
 		t.Skipf("power-cut harness skipped: %v", err)
 	}

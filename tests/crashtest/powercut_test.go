@@ -38,7 +38,6 @@ var (
 // at the end savepointd verify must pass. Any lost, torn or unreadable
 // write fails the test.
 func TestPowerCut(t *testing.T) {
-	t.Parallel()
 	cfg := crashConfig{cycles: *flagPowerCycles, clients: *flagPowerClients, seed: *flagSeed, maxLoad: *flagMaxLoad, big: true}
 	rep := runPowerCut(t, binary(t, false), cfg)
 	t.Logf("%d in doubt at a cut (%d had been applied before the retry), %d unexpected answers, %v",
@@ -54,7 +53,6 @@ func TestPowerCut(t *testing.T) {
 // commits it never synced (a kill -9 loses nothing of them, the page cache
 // keeps them), and under power cuts the harness must report lost writes.
 func TestPowerCutDetectsSkippedSync(t *testing.T) {
-	t.Parallel()
 	bin := daemontest.BuildFaults(t, "nosync")
 	cfg := crashConfig{cycles: 3, clients: 8, seed: *flagSeed, maxLoad: 500 * time.Millisecond, broken: true}
 	rep := runPowerCut(t, bin, cfg)
@@ -70,7 +68,6 @@ func TestPowerCutDetectsSkippedSync(t *testing.T) {
 // cut takes the file and the acknowledged writes in it, and the harness
 // must say so: writes lost or unreadable, or a restart refused.
 func TestPowerCutDetectsSkippedDirSync(t *testing.T) {
-	t.Parallel()
 	bin := daemontest.BuildFaults(t, "nodirsync")
 	cfg := crashConfig{cycles: 3, clients: 8, seed: *flagSeed, maxLoad: 500 * time.Millisecond, broken: true}
 	rep := runPowerCut(t, bin, cfg)
@@ -87,7 +84,6 @@ func TestPowerCutDetectsSkippedDirSync(t *testing.T) {
 // during the write of the mark that follows it. No acknowledged write may
 // be lost, torn or unreadable.
 func TestPowerCutAtLogPoints(t *testing.T) {
-	t.Parallel()
 	cfg := crashConfig{cycles: 2 * len(logPoints), clients: *flagPowerClients, seed: *flagSeed, maxLoad: *flagMaxLoad, big: true}
 	rep := runPowerCutAt(t, binary(t, false), cfg, logPoints)
 	fmt.Println("power cut at the log's points: " + rep.line())
