@@ -41,43 +41,33 @@ func TestPowerCutAtFirstStart(t *testing.T) {
 	if !slices.Contains(clean.syncs, manifestRewrite) {
 		t.Fatalf("a clean first start made no sync of %s: %s", manifestRewrite, strings.Join(clean.syncs, " "))
 	}
-	// The sweep of cuts during a sync and the one of cuts right after it
-	// are independent (each run has its own data directory and mount), so
-	// they run side by side; each waits mostly on savepointd's syncs.
-	var cuts, rewriteCuts [2]int // by after: 0 during a sync, 1 right after it
-	t.Run("sweeps", func(t *testing.T) {
-		for i, after := range []bool{false, true} {
-			when := "during"
-			if after {
-				when = "right after"
-			}
-			t.Run(strings.ReplaceAll(when, " ", "-"), func(t *testing.T) {
-				t.Parallel()
-				for k := 1; ; k++ {
-					r := firstStartCut(t, bin, k, after)
-					if !r.cut {
-						t.Logf("sync %d: the first start served before it (%d syncs): done", k, len(r.syncs))
-						break
-					}
-					cuts[i]++
-					if r.name == manifestRewrite {
-						rewriteCuts[i]++
-					}
-					t.Logf("power cut %s sync %d (%s): %s", when, k, r.name, r.outcome)
-					if k > 4*len(clean.syncs)+20 {
-						t.Fatalf("still cutting at sync %d of a first start whose clean run made %d", k, len(clean.syncs))
-					}
-				}
-			})
+	cuts := map[bool]int{}        // by after
+	rewriteCuts := map[bool]int{} // at MANIFEST-REWRITE's sync, by after
+	for _, after := range []bool{false, true} {
+		when := "during"
+		if after {
+			when = "right after"
 		}
-	})
-	if t.Failed() {
-		return
+		for k := 1; ; k++ {
+			r := firstStartCut(t, bin, k, after)
+			if !r.cut {
+				t.Logf("sync %d: the first start served before it (%d syncs): done", k, len(r.syncs))
+				break
+			}
+			cuts[after]++
+			if r.name == manifestRewrite {
+				rewriteCuts[after]++
+			}
+			t.Logf("power cut %s sync %d (%s): %s", when, k, r.name, r.outcome)
+			if k > 4*len(clean.syncs)+20 {
+				t.Fatalf("still cutting at sync %d of a first start whose clean run made %d", k, len(clean.syncs))
+			}
+		}
 	}
 	fmt.Printf("power cut at every sync of a first start: %d syncs in a clean one, %d cuts during a sync and %d right after one (%d and %d at %s), every restart served, saved, read back and verified\n",
-		len(clean.syncs), cuts[0], cuts[1], rewriteCuts[0], rewriteCuts[1], manifestRewrite)
-	if cuts[0] < len(clean.syncs)/2 || rewriteCuts[0] == 0 || rewriteCuts[1] == 0 {
-		t.Fatalf("%d and %d cuts, %d and %d of them at %s: the test reached too little", cuts[0], cuts[1], rewriteCuts[0], rewriteCuts[1], manifestRewrite)
+		len(clean.syncs), cuts[false], cuts[true], rewriteCuts[false], rewriteCuts[true], manifestRewrite)
+	if cuts[false] < len(clean.syncs)/2 || rewriteCuts[false] == 0 || rewriteCuts[true] == 0 {
+		t.Fatalf("%d and %d cuts, %d and %d of them at %s: the test reached too little", cuts[false], cuts[true], rewriteCuts[false], rewriteCuts[true], manifestRewrite)
 	}
 }
 
