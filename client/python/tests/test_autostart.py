@@ -180,25 +180,13 @@ def test_system_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
         subprocess.run(["rm", "-rf", d], check=False)
 
 
-# An asyncio client process: dials with no address, kills the daemon, then
-# calls again (ListSessions, retried) while a task ticks every 10 ms; prints
-# how long that call took and the longest gap between ticks meanwhile.
-ASYNC_HELPER = r"""
+# What the asyncio helper processes share: ticking() starts a task that
+# ticks every 10 ms and returns the gaps between ticks (and the task);
+# killed(pid) SIGKILLs a daemon and waits until it is gone.
+LOOP = r"""
 import asyncio, os, signal, time
-import savepoint.aio
-from savepoint.v1 import savepoint_pb2 as pb
 
-async def main():
-    c = savepoint.aio.AsyncClient()
-    info = await c.raw.GetServerInfo(pb.GetServerInfoRequest())
-    print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
-    os.kill(info.pid, signal.SIGKILL)
-    while True:
-        try:
-            os.kill(info.pid, 0)
-        except ProcessLookupError:
-            break
-        await asyncio.sleep(0.01)
+async def ticking():
     gaps = []
 
     async def tick():
@@ -211,6 +199,49 @@ async def main():
 
     t = asyncio.create_task(tick())
     await asyncio.sleep(0.05)
+    return gaps, t
+
+async def killed(pid):
+    os.kill(pid, signal.SIGKILL)
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        await asyncio.sleep(0.01)
+"""
+
+
+def run_slow_start(user: User, tmp_path: Path, script: str, *args: str) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """Runs LOOP + script with a savepointd that takes a second to start;
+    returns the process and the daemon pids it printed, all noted for
+    cleanup."""
+    slow = tmp_path / "savepointd"
+    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
+    slow.chmod(0o755)
+    p = subprocess.run(
+        [sys.executable, "-c", LOOP + script, *args], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120
+    )
+    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
+    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
+    user.pids.update(pids)
+    return p, pids
+
+
+# An asyncio client process: dials with no address, kills the daemon, then
+# calls again (ListSessions, retried) while a task ticks every 10 ms; prints
+# how long that call took and the longest gap between ticks meanwhile.
+ASYNC_HELPER = r"""
+import time
+import savepoint.aio
+from savepoint.v1 import savepoint_pb2 as pb
+
+async def main():
+    c = savepoint.aio.AsyncClient()
+    info = await c.raw.GetServerInfo(pb.GetServerInfoRequest())
+    print(f"pid {info.pid} on-demand {info.started_on_demand}", flush=True)
+    await killed(info.pid)
+    gaps, t = await ticking()
     start = time.monotonic()
     [x async for x in c.list_sessions()]
     took = time.monotonic() - start
@@ -227,13 +258,7 @@ asyncio.run(main())
 def test_asyncio_restart_keeps_the_loop_running(user: User, tmp_path: Path) -> None:
     """The asyncio client starts the killed daemon again in a worker thread:
     the launch (here slowed by a second) never stalls the event loop."""
-    slow = tmp_path / "savepointd"
-    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
-    slow.chmod(0o755)
-    p = subprocess.run([sys.executable, "-c", ASYNC_HELPER], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120)
-    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
-    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
-    user.pids.update(pids)
+    p, pids = run_slow_start(user, tmp_path, ASYNC_HELPER)
     assert p.returncode == 0 and len(pids) == 2 and pids[0] != pids[1], (p.stdout, p.stderr)
     took, gap = (float(x) for x in re.search(r"took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
     assert took >= 1.0, p.stdout  # the restart happened inside the call, and took its second
@@ -246,23 +271,12 @@ def test_asyncio_restart_keeps_the_loop_running(user: User, tmp_path: Path) -> N
 # starts the daemon; prints how long the constructor and the first call
 # took and the longest gap between ticks meanwhile.
 ASYNC_FIRST_HELPER = r"""
-import asyncio, sys, time
+import sys, time
 import savepoint.aio
 from savepoint.v1 import savepoint_pb2 as pb
 
 async def main():
-    gaps = []
-
-    async def tick():
-        last = time.monotonic()
-        while True:
-            await asyncio.sleep(0.01)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    t = asyncio.create_task(tick())
-    await asyncio.sleep(0.05)
+    gaps, t = await ticking()
     start = time.monotonic()
     c = savepoint.aio.AsyncClient(wait_ready=30)
     built = time.monotonic() - start
@@ -287,15 +301,7 @@ def test_asyncio_first_start_keeps_the_loop_running(user: User, tmp_path: Path, 
     """The asyncio client's constructor starts nothing: the first call (or
     wait_ready) starts the daemon in a worker thread, and the launch (here
     slowed by a second) never stalls the event loop."""
-    slow = tmp_path / "savepointd"
-    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
-    slow.chmod(0o755)
-    p = subprocess.run(
-        [sys.executable, "-c", ASYNC_FIRST_HELPER, first], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120
-    )
-    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
-    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
-    user.pids.update(pids)
+    p, pids = run_slow_start(user, tmp_path, ASYNC_FIRST_HELPER, first)
     assert p.returncode == 0 and len(pids) == 1 and "on-demand True" in p.stdout, (p.stdout, p.stderr)
     assert p.stderr.count(STARTED) == 1, p.stderr
     built, took, gap = (float(x) for x in re.search(r"built (\S+) took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
@@ -333,7 +339,7 @@ def test_log_rotated(user: User, failing: bool) -> None:
 # every 10 ms; prints the daemons' pids, how long the call took and the
 # longest gap between ticks meanwhile.
 LANGGRAPH_ASYNC_HELPER = r"""
-import asyncio, os, signal, time
+import time
 import savepoint
 from savepoint.langgraph import SavepointSaver
 from savepoint.v1 import savepoint_pb2 as pb
@@ -350,25 +356,8 @@ async def main():
     config = {"configurable": {"thread_id": "t"}}
     await saver.aget_tuple(config)
     p = pid()
-    os.kill(p, signal.SIGKILL)
-    while True:
-        try:
-            os.kill(p, 0)
-        except ProcessLookupError:
-            break
-        await asyncio.sleep(0.01)
-    gaps = []
-
-    async def tick():
-        last = time.monotonic()
-        while True:
-            await asyncio.sleep(0.01)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    t = asyncio.create_task(tick())
-    await asyncio.sleep(0.05)
+    await killed(p)
+    gaps, t = await ticking()
     start = time.monotonic()
     await saver.aget_tuple(config)
     took = time.monotonic() - start
@@ -385,15 +374,7 @@ def test_langgraph_async_restart_keeps_the_loop_running(user: User, tmp_path: Pa
     """SavepointSaver's async methods start the killed daemon again in a
     worker thread: the launch (here slowed by a second) never stalls the
     event loop."""
-    slow = tmp_path / "savepointd"
-    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {user.env['SAVEPOINTD_PATH']} \"$@\"\n")
-    slow.chmod(0o755)
-    p = subprocess.run(
-        [sys.executable, "-c", LANGGRAPH_ASYNC_HELPER], env={**user.env, "SAVEPOINTD_PATH": str(slow)}, capture_output=True, text=True, timeout=120
-    )
-    user.pids.update(int(m) for m in re.findall(r"\(pid (\d+)\)", p.stderr))
-    pids = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("pid ")]
-    user.pids.update(pids)
+    p, pids = run_slow_start(user, tmp_path, LANGGRAPH_ASYNC_HELPER)
     assert p.returncode == 0 and len(pids) == 2 and pids[0] != pids[1], (p.stdout, p.stderr)
     took, gap = (float(x) for x in re.search(r"took (\S+) maxgap (\S+)", p.stdout).groups())  # type: ignore[union-attr]
     assert took >= 1.0, p.stdout  # the restart happened inside the call, and took its second
