@@ -134,11 +134,13 @@ func newServer(cfg Config, creds credentials.TransportCredentials, store core.St
 		hs.SetServingStatus(savepointv1.GraphCheckpointService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	if !cfg.NoCallStream {
-		// Each carried call passes the unary interceptors, as a unary call
-		// does: the stream's own ones (the stream's metrics, log and access
-		// check) wrap the stream as a whole.
+		// Each carried call passes the interceptors its own RPC's call does
+		// (unary, or stream for GetCheckpoint and ListCheckpoints): the
+		// stream's own ones (the stream's metrics, log and access check)
+		// wrap the stream as a whole.
 		savepointv1.RegisterCallStreamServiceServer(srv, rpc.NewStreamServer(api, graph, rpc.StreamOptions{
-			MaxInFlight: opts.CallStreamMaxInFlight, Interceptor: rpc.ChainUnary(unary...), Logger: logger,
+			MaxInFlight: opts.CallStreamMaxInFlight, Interceptor: rpc.ChainUnary(unary...),
+			StreamInterceptor: rpc.ChainStream(stream...), Logger: logger,
 		}))
 		hs.SetServingStatus(savepointv1.CallStreamService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}

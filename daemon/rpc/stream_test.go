@@ -37,16 +37,26 @@ const maxRequestBytes = 64 << 10
 // the unary interceptor, and returns a connection to them.
 func serve(t testing.TB, store core.Store, ic grpc.UnaryServerInterceptor, maxInFlight int) *grpc.ClientConn {
 	t.Helper()
+	return serveWith(t, store, rpc.StreamOptions{MaxInFlight: maxInFlight, Interceptor: ic})
+}
+
+// serveWith is serve with the stream server's options, whose interceptors
+// the server's own calls pass too.
+func serveWith(t testing.TB, store core.Store, so rpc.StreamOptions) *grpc.ClientConn {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := rpc.Options{Limits: rpc.Limits{MaxRequestBytes: maxRequestBytes, MaxMessageBytes: 16 << 10, MaxStateBytes: 16 << 10, ResponseBudgetBytes: 32 << 10},
-		CallStreamMaxInFlight: maxInFlight}
+		CallStreamMaxInFlight: so.MaxInFlight}
 	sopts := []grpc.ServerOption{}
-	if ic != nil {
-		sopts = append(sopts, grpc.ChainUnaryInterceptor(ic))
+	if so.Interceptor != nil {
+		sopts = append(sopts, grpc.ChainUnaryInterceptor(so.Interceptor))
+	}
+	if so.StreamInterceptor != nil {
+		sopts = append(sopts, grpc.ChainStreamInterceptor(so.StreamInterceptor))
 	}
 	srv := grpc.NewServer(append(sopts, rpc.CodecOptions(maxRequestBytes)...)...)
 	api := rpc.NewServer(store, opts)
@@ -56,7 +66,7 @@ func serve(t testing.TB, store core.Store, ic grpc.UnaryServerInterceptor, maxIn
 		graph = rpc.NewGraphServer(gs, opts)
 		savepointv1.RegisterGraphCheckpointServiceServer(srv, graph)
 	}
-	savepointv1.RegisterCallStreamServiceServer(srv, rpc.NewStreamServer(api, graph, rpc.StreamOptions{MaxInFlight: maxInFlight, Interceptor: ic}))
+	savepointv1.RegisterCallStreamServiceServer(srv, rpc.NewStreamServer(api, graph, so))
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -3522,8 +3522,13 @@ type GetServerInfoResponse struct {
 	// further requests wait unread. 0: the daemon serves no CallStream, so
 	// a client sends unary calls.
 	CallStreamMaxInFlight uint32 `protobuf:"varint,50,opt,name=call_stream_max_in_flight,json=callStreamMaxInFlight,proto3" json:"call_stream_max_in_flight,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Whether CallStream also carries GetCheckpoint and ListCheckpoints
+	// (CallStreamResponse.more); false from an older daemon, whose stream
+	// answers those requests INVALID_ARGUMENT, so a client sends them as
+	// their own RPCs.
+	CallStreamStreamedReads bool `protobuf:"varint,51,opt,name=call_stream_streamed_reads,json=callStreamStreamedReads,proto3" json:"call_stream_streamed_reads,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -3673,6 +3678,13 @@ func (x *GetServerInfoResponse) GetCallStreamMaxInFlight() uint32 {
 		return x.CallStreamMaxInFlight
 	}
 	return 0
+}
+
+func (x *GetServerInfoResponse) GetCallStreamStreamedReads() bool {
+	if x != nil {
+		return x.CallStreamStreamedReads
+	}
+	return false
 }
 
 type CompleteSessionRequest struct {
@@ -5214,7 +5226,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x10checked_sessions\x18\x01 \x01(\x04R\x0fcheckedSessions\x12'\n" +
 	"\x0fchecked_records\x18\x02 \x01(\x04R\x0echeckedRecords\x12G\n" +
 	"\x10damaged_sessions\x18\x03 \x03(\v2\x1c.savepoint.v1.DamagedSessionR\x0fdamagedSessions\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xb2\x05\n" +
+	"\x14GetServerInfoRequest\"\xef\x05\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -5236,7 +5248,8 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\acommits\x18\x0e \x01(\x04R\acommits\x12*\n" +
 	"\x11started_on_demand\x18F \x01(\bR\x0fstartedOnDemand\x12\x10\n" +
 	"\x03pid\x18G \x01(\rR\x03pid\x128\n" +
-	"\x19call_stream_max_in_flight\x182 \x01(\rR\x15callStreamMaxInFlightB\x0e\n" +
+	"\x19call_stream_max_in_flight\x182 \x01(\rR\x15callStreamMaxInFlight\x12;\n" +
+	"\x1acall_stream_streamed_reads\x183 \x01(\bR\x17callStreamStreamedReadsB\x0e\n" +
 	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +

@@ -1134,6 +1134,13 @@ export interface GetServerInfoResponse {
    * a client sends unary calls.
    */
   callStreamMaxInFlight: number;
+  /**
+   * Whether CallStream also carries GetCheckpoint and ListCheckpoints
+   * (CallStreamResponse.more); false from an older daemon, whose stream
+   * answers those requests INVALID_ARGUMENT, so a client sends them as
+   * their own RPCs.
+   */
+  callStreamStreamedReads: boolean;
 }
 
 export interface CompleteSessionRequest {
@@ -5459,6 +5466,7 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     startedOnDemand: false,
     pid: 0,
     callStreamMaxInFlight: 0,
+    callStreamStreamedReads: false,
   };
 }
 
@@ -5535,6 +5543,9 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     }
     if (message.callStreamMaxInFlight !== 0) {
       writer.uint32(400).uint32(message.callStreamMaxInFlight);
+    }
+    if (message.callStreamStreamedReads !== false) {
+      writer.uint32(408).bool(message.callStreamStreamedReads);
     }
     return writer;
   },
@@ -5688,6 +5699,14 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
             message.callStreamMaxInFlight = reader.uint32();
             continue;
           }
+          case 51: {
+            if (tag !== 408) {
+              break;
+            }
+
+            message.callStreamStreamedReads = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5736,6 +5755,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     message.startedOnDemand = object.startedOnDemand ?? false;
     message.pid = object.pid ?? 0;
     message.callStreamMaxInFlight = object.callStreamMaxInFlight ?? 0;
+    message.callStreamStreamedReads = object.callStreamStreamedReads ?? false;
     return message;
   },
 };

@@ -28,6 +28,10 @@ import {
   DeleteForRunsResponse,
   DeleteThreadRequest,
   DeleteThreadResponse,
+  GetCheckpointRequest,
+  GetCheckpointResponse,
+  ListCheckpointsRequest,
+  ListCheckpointsResponse,
   ListThreadEffectsRequest,
   ListThreadEffectsResponse,
   ListThreadsRequest,
@@ -122,6 +126,8 @@ export interface CallStreamRequest {
   resolveThreadEffect?: ResolveThreadEffectRequest | undefined;
   approveEffect?: ApproveEffectRequest | undefined;
   approveThreadEffect?: ApproveThreadEffectRequest | undefined;
+  getCheckpoint?: GetCheckpointRequest | undefined;
+  listCheckpoints?: ListCheckpointsRequest | undefined;
 }
 
 /**
@@ -167,6 +173,19 @@ export interface CallStreamResponse {
   resolveThreadEffect?: ResolveThreadEffectResponse | undefined;
   approveEffect?: ApproveEffectResponse | undefined;
   approveThreadEffect?: ApproveThreadEffectResponse | undefined;
+  getCheckpoint?: GetCheckpointResponse | undefined;
+  listCheckpoints?:
+    | ListCheckpointsResponse
+    | undefined;
+  /**
+   * Set when more responses to the same call follow: a call of a
+   * server-streaming RPC (GetCheckpoint, ListCheckpoints) is answered with
+   * one response per message of its stream, each but the last with more
+   * set. A stream of no message is answered with one response that has
+   * neither a message nor an error; a stream that fails after some
+   * messages ends with its error.
+   */
+  more: boolean;
 }
 
 function createBaseCallStreamRequest(): CallStreamRequest {
@@ -201,6 +220,8 @@ function createBaseCallStreamRequest(): CallStreamRequest {
     resolveThreadEffect: undefined,
     approveEffect: undefined,
     approveThreadEffect: undefined,
+    getCheckpoint: undefined,
+    listCheckpoints: undefined,
   };
 }
 
@@ -298,6 +319,12 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
     }
     if (message.approveThreadEffect !== undefined) {
       ApproveThreadEffectRequest.encode(message.approveThreadEffect, writer.uint32(242).fork()).join();
+    }
+    if (message.getCheckpoint !== undefined) {
+      GetCheckpointRequest.encode(message.getCheckpoint, writer.uint32(250).fork()).join();
+    }
+    if (message.listCheckpoints !== undefined) {
+      ListCheckpointsRequest.encode(message.listCheckpoints, writer.uint32(258).fork()).join();
     }
     return writer;
   },
@@ -555,6 +582,22 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
             message.approveThreadEffect = ApproveThreadEffectRequest.decode(reader, reader.uint32());
             continue;
           }
+          case 31: {
+            if (tag !== 250) {
+              break;
+            }
+
+            message.getCheckpoint = GetCheckpointRequest.decode(reader, reader.uint32());
+            continue;
+          }
+          case 32: {
+            if (tag !== 258) {
+              break;
+            }
+
+            message.listCheckpoints = ListCheckpointsRequest.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -660,6 +703,12 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
     message.approveThreadEffect = (object.approveThreadEffect !== undefined && object.approveThreadEffect !== null)
       ? ApproveThreadEffectRequest.fromPartial(object.approveThreadEffect)
       : undefined;
+    message.getCheckpoint = (object.getCheckpoint !== undefined && object.getCheckpoint !== null)
+      ? GetCheckpointRequest.fromPartial(object.getCheckpoint)
+      : undefined;
+    message.listCheckpoints = (object.listCheckpoints !== undefined && object.listCheckpoints !== null)
+      ? ListCheckpointsRequest.fromPartial(object.listCheckpoints)
+      : undefined;
     return message;
   },
 };
@@ -697,6 +746,9 @@ function createBaseCallStreamResponse(): CallStreamResponse {
     resolveThreadEffect: undefined,
     approveEffect: undefined,
     approveThreadEffect: undefined,
+    getCheckpoint: undefined,
+    listCheckpoints: undefined,
+    more: false,
   };
 }
 
@@ -797,6 +849,15 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
     }
     if (message.approveThreadEffect !== undefined) {
       ApproveThreadEffectResponse.encode(message.approveThreadEffect, writer.uint32(250).fork()).join();
+    }
+    if (message.getCheckpoint !== undefined) {
+      GetCheckpointResponse.encode(message.getCheckpoint, writer.uint32(258).fork()).join();
+    }
+    if (message.listCheckpoints !== undefined) {
+      ListCheckpointsResponse.encode(message.listCheckpoints, writer.uint32(266).fork()).join();
+    }
+    if (message.more !== false) {
+      writer.uint32(272).bool(message.more);
     }
     return writer;
   },
@@ -1062,6 +1123,30 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
             message.approveThreadEffect = ApproveThreadEffectResponse.decode(reader, reader.uint32());
             continue;
           }
+          case 32: {
+            if (tag !== 258) {
+              break;
+            }
+
+            message.getCheckpoint = GetCheckpointResponse.decode(reader, reader.uint32());
+            continue;
+          }
+          case 33: {
+            if (tag !== 266) {
+              break;
+            }
+
+            message.listCheckpoints = ListCheckpointsResponse.decode(reader, reader.uint32());
+            continue;
+          }
+          case 34: {
+            if (tag !== 272) {
+              break;
+            }
+
+            message.more = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1168,16 +1253,25 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
     message.approveThreadEffect = (object.approveThreadEffect !== undefined && object.approveThreadEffect !== null)
       ? ApproveThreadEffectResponse.fromPartial(object.approveThreadEffect)
       : undefined;
+    message.getCheckpoint = (object.getCheckpoint !== undefined && object.getCheckpoint !== null)
+      ? GetCheckpointResponse.fromPartial(object.getCheckpoint)
+      : undefined;
+    message.listCheckpoints = (object.listCheckpoints !== undefined && object.listCheckpoints !== null)
+      ? ListCheckpointsResponse.fromPartial(object.listCheckpoints)
+      : undefined;
+    message.more = object.more ?? false;
     return message;
   },
 };
 
 /**
  * CallStreamService carries the unary calls of SavepointService and
- * GraphCheckpointService over one stream, so that a busy client pays the
+ * GraphCheckpointService, and GraphCheckpointService's two reads that
+ * stream their answer, over one stream, so that a busy client pays the
  * transport once per stream instead of once per call. Each request is
- * handled by the same code as its unary RPC (validation, rules, request
- * ids, fencing, ErrorInfo reasons, interceptors) and answered once.
+ * handled by the same code as its own RPC (validation, rules, request ids,
+ * fencing, ErrorInfo reasons, interceptors) and answered once, or for a
+ * streamed read once per message (CallStreamResponse.more).
  */
 export type CallStreamServiceService = typeof CallStreamServiceService;
 export const CallStreamServiceService = {
