@@ -135,7 +135,7 @@ func newServer(cfg Config, creds credentials.TransportCredentials, store core.St
 	}
 	if !cfg.NoCallStream {
 		// Each carried call passes the interceptors its own RPC's call does
-		// (unary, or stream for GetCheckpoint and ListCheckpoints): the
+		// (unary, or stream for GetCheckpoint): the
 		// stream's own ones (the stream's metrics, log and access check)
 		// wrap the stream as a whole.
 		savepointv1.RegisterCallStreamServiceServer(srv, rpc.NewStreamServer(api, graph, rpc.StreamOptions{

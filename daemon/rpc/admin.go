@@ -104,7 +104,7 @@ func (s *Server) GetServerInfo(ctx context.Context, _ *savepointv1.GetServerInfo
 		StartedOnDemand:         s.onDemand,
 		Pid:                     uint32(os.Getpid()),
 		CallStreamMaxInFlight:   uint32(s.inFlight),
-		CallStreamStreamedReads: s.inFlight > 0,
+		CallStreamGetCheckpoint: s.inFlight > 0,
 	}
 	if s.size != nil {
 		if n, err := s.size.Size(ctx); err == nil {

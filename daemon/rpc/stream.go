@@ -37,8 +37,8 @@ type StreamOptions struct {
 	// handler directly.
 	Interceptor grpc.UnaryServerInterceptor
 	// StreamInterceptor wraps each carried call of a server-streaming RPC
-	// (GetCheckpoint, ListCheckpoints) as the server's stream interceptors
-	// wrap the RPC; nil calls the handler directly.
+	// (GetCheckpoint) as the server's stream interceptors wrap the RPC; nil
+	// calls the handler directly.
 	StreamInterceptor grpc.StreamServerInterceptor
 	// Logger receives the panics recovered from a handler; nil means
 	// slog.Default().

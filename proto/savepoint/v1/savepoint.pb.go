@@ -3522,11 +3522,10 @@ type GetServerInfoResponse struct {
 	// further requests wait unread. 0: the daemon serves no CallStream, so
 	// a client sends unary calls.
 	CallStreamMaxInFlight uint32 `protobuf:"varint,50,opt,name=call_stream_max_in_flight,json=callStreamMaxInFlight,proto3" json:"call_stream_max_in_flight,omitempty"`
-	// Whether CallStream also carries GetCheckpoint and ListCheckpoints
-	// (CallStreamResponse.more); false from an older daemon, whose stream
-	// answers those requests INVALID_ARGUMENT, so a client sends them as
-	// their own RPCs.
-	CallStreamStreamedReads bool `protobuf:"varint,51,opt,name=call_stream_streamed_reads,json=callStreamStreamedReads,proto3" json:"call_stream_streamed_reads,omitempty"`
+	// Whether CallStream also carries GetCheckpoint (CallStreamResponse.more);
+	// false from an older daemon, whose stream answers such a request
+	// INVALID_ARGUMENT, so a client sends it as its own RPC.
+	CallStreamGetCheckpoint bool `protobuf:"varint,51,opt,name=call_stream_get_checkpoint,json=callStreamGetCheckpoint,proto3" json:"call_stream_get_checkpoint,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -3680,9 +3679,9 @@ func (x *GetServerInfoResponse) GetCallStreamMaxInFlight() uint32 {
 	return 0
 }
 
-func (x *GetServerInfoResponse) GetCallStreamStreamedReads() bool {
+func (x *GetServerInfoResponse) GetCallStreamGetCheckpoint() bool {
 	if x != nil {
-		return x.CallStreamStreamedReads
+		return x.CallStreamGetCheckpoint
 	}
 	return false
 }
@@ -5249,7 +5248,7 @@ const file_savepoint_v1_savepoint_proto_rawDesc = "" +
 	"\x11started_on_demand\x18F \x01(\bR\x0fstartedOnDemand\x12\x10\n" +
 	"\x03pid\x18G \x01(\rR\x03pid\x128\n" +
 	"\x19call_stream_max_in_flight\x182 \x01(\rR\x15callStreamMaxInFlight\x12;\n" +
-	"\x1acall_stream_streamed_reads\x183 \x01(\bR\x17callStreamStreamedReadsB\x0e\n" +
+	"\x1acall_stream_get_checkpoint\x183 \x01(\bR\x17callStreamGetCheckpointB\x0e\n" +
 	"\f_store_bytes\"\xc4\x01\n" +
 	"\x16CompleteSessionRequest\x12\x1d\n" +
 	"\n" +

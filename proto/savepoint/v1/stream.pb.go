@@ -63,7 +63,6 @@ type CallStreamRequest struct {
 	//	*CallStreamRequest_ApproveEffect
 	//	*CallStreamRequest_ApproveThreadEffect
 	//	*CallStreamRequest_GetCheckpoint
-	//	*CallStreamRequest_ListCheckpoints
 	Request       isCallStreamRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -383,15 +382,6 @@ func (x *CallStreamRequest) GetGetCheckpoint() *GetCheckpointRequest {
 	return nil
 }
 
-func (x *CallStreamRequest) GetListCheckpoints() *ListCheckpointsRequest {
-	if x != nil {
-		if x, ok := x.Request.(*CallStreamRequest_ListCheckpoints); ok {
-			return x.ListCheckpoints
-		}
-	}
-	return nil
-}
-
 type isCallStreamRequest_Request interface {
 	isCallStreamRequest_Request()
 }
@@ -516,10 +506,6 @@ type CallStreamRequest_GetCheckpoint struct {
 	GetCheckpoint *GetCheckpointRequest `protobuf:"bytes,31,opt,name=get_checkpoint,json=getCheckpoint,proto3,oneof"`
 }
 
-type CallStreamRequest_ListCheckpoints struct {
-	ListCheckpoints *ListCheckpointsRequest `protobuf:"bytes,32,opt,name=list_checkpoints,json=listCheckpoints,proto3,oneof"`
-}
-
 func (*CallStreamRequest_SaveCheckpoint) isCallStreamRequest_Request() {}
 
 func (*CallStreamRequest_BeginEffect) isCallStreamRequest_Request() {}
@@ -580,8 +566,6 @@ func (*CallStreamRequest_ApproveThreadEffect) isCallStreamRequest_Request() {}
 
 func (*CallStreamRequest_GetCheckpoint) isCallStreamRequest_Request() {}
 
-func (*CallStreamRequest_ListCheckpoints) isCallStreamRequest_Request() {}
-
 // CallStreamResponse answers the CallStreamRequest with the same id: the
 // response its unary RPC returns, or the error it fails with.
 type CallStreamResponse struct {
@@ -623,15 +607,15 @@ type CallStreamResponse struct {
 	//	*CallStreamResponse_ApproveEffect
 	//	*CallStreamResponse_ApproveThreadEffect
 	//	*CallStreamResponse_GetCheckpoint
-	//	*CallStreamResponse_ListCheckpoints
 	Response isCallStreamResponse_Response `protobuf_oneof:"response"`
-	// Set when more responses to the same call follow: a call of a
-	// server-streaming RPC (GetCheckpoint, ListCheckpoints) is answered with
-	// one response per message of its stream, each but the last with more
-	// set. A stream of no message is answered with one response that has
-	// neither a message nor an error; a stream that fails after some
-	// messages ends with its error.
-	More          bool `protobuf:"varint,34,opt,name=more,proto3" json:"more,omitempty"`
+	// Set when more responses to the same call follow: a GetCheckpoint call
+	// is answered with one response per message of its stream, each but the
+	// last with more set. A stream of no message (no such checkpoint) is
+	// answered with one response that has neither a message nor an error; a
+	// stream that fails after some messages ends with its error. A carried
+	// call cannot be cancelled alone, so ListCheckpoints, whose listing a
+	// client may stop early, is not carried.
+	More          bool `protobuf:"varint,33,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -959,15 +943,6 @@ func (x *CallStreamResponse) GetGetCheckpoint() *GetCheckpointResponse {
 	return nil
 }
 
-func (x *CallStreamResponse) GetListCheckpoints() *ListCheckpointsResponse {
-	if x != nil {
-		if x, ok := x.Response.(*CallStreamResponse_ListCheckpoints); ok {
-			return x.ListCheckpoints
-		}
-	}
-	return nil
-}
-
 func (x *CallStreamResponse) GetMore() bool {
 	if x != nil {
 		return x.More
@@ -1107,10 +1082,6 @@ type CallStreamResponse_GetCheckpoint struct {
 	GetCheckpoint *GetCheckpointResponse `protobuf:"bytes,32,opt,name=get_checkpoint,json=getCheckpoint,proto3,oneof"`
 }
 
-type CallStreamResponse_ListCheckpoints struct {
-	ListCheckpoints *ListCheckpointsResponse `protobuf:"bytes,33,opt,name=list_checkpoints,json=listCheckpoints,proto3,oneof"`
-}
-
 func (*CallStreamResponse_Error) isCallStreamResponse_Response() {}
 
 func (*CallStreamResponse_SaveCheckpoint) isCallStreamResponse_Response() {}
@@ -1173,13 +1144,11 @@ func (*CallStreamResponse_ApproveThreadEffect) isCallStreamResponse_Response() {
 
 func (*CallStreamResponse_GetCheckpoint) isCallStreamResponse_Response() {}
 
-func (*CallStreamResponse_ListCheckpoints) isCallStreamResponse_Response() {}
-
 var File_savepoint_v1_stream_proto protoreflect.FileDescriptor
 
 const file_savepoint_v1_stream_proto_rawDesc = "" +
 	"\n" +
-	"\x19savepoint/v1/stream.proto\x12\fsavepoint.v1\x1a\x18savepoint/v1/graph.proto\x1a\x1csavepoint/v1/savepoint.proto\"\xce\x12\n" +
+	"\x19savepoint/v1/stream.proto\x12\fsavepoint.v1\x1a\x18savepoint/v1/graph.proto\x1a\x1csavepoint/v1/savepoint.proto\"\xfb\x11\n" +
 	"\x11CallStreamRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12N\n" +
 	"\x0fsave_checkpoint\x18\x02 \x01(\v2#.savepoint.v1.SaveCheckpointRequestH\x00R\x0esaveCheckpoint\x12E\n" +
@@ -1215,9 +1184,8 @@ const file_savepoint_v1_stream_proto_rawDesc = "" +
 	"\x15resolve_thread_effect\x18\x1c \x01(\v2(.savepoint.v1.ResolveThreadEffectRequestH\x00R\x13resolveThreadEffect\x12K\n" +
 	"\x0eapprove_effect\x18\x1d \x01(\v2\".savepoint.v1.ApproveEffectRequestH\x00R\rapproveEffect\x12^\n" +
 	"\x15approve_thread_effect\x18\x1e \x01(\v2(.savepoint.v1.ApproveThreadEffectRequestH\x00R\x13approveThreadEffect\x12K\n" +
-	"\x0eget_checkpoint\x18\x1f \x01(\v2\".savepoint.v1.GetCheckpointRequestH\x00R\rgetCheckpoint\x12Q\n" +
-	"\x10list_checkpoints\x18  \x01(\v2$.savepoint.v1.ListCheckpointsRequestH\x00R\x0flistCheckpointsB\t\n" +
-	"\arequest\"\x9b\x13\n" +
+	"\x0eget_checkpoint\x18\x1f \x01(\v2\".savepoint.v1.GetCheckpointRequestH\x00R\rgetCheckpointB\t\n" +
+	"\arequest\"\xc7\x12\n" +
 	"\x12CallStreamResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x05error\x18\x02 \x01(\fH\x00R\x05error\x12O\n" +
@@ -1254,9 +1222,8 @@ const file_savepoint_v1_stream_proto_rawDesc = "" +
 	"\x15resolve_thread_effect\x18\x1d \x01(\v2).savepoint.v1.ResolveThreadEffectResponseH\x00R\x13resolveThreadEffect\x12L\n" +
 	"\x0eapprove_effect\x18\x1e \x01(\v2#.savepoint.v1.ApproveEffectResponseH\x00R\rapproveEffect\x12_\n" +
 	"\x15approve_thread_effect\x18\x1f \x01(\v2).savepoint.v1.ApproveThreadEffectResponseH\x00R\x13approveThreadEffect\x12L\n" +
-	"\x0eget_checkpoint\x18  \x01(\v2#.savepoint.v1.GetCheckpointResponseH\x00R\rgetCheckpoint\x12R\n" +
-	"\x10list_checkpoints\x18! \x01(\v2%.savepoint.v1.ListCheckpointsResponseH\x00R\x0flistCheckpoints\x12\x12\n" +
-	"\x04more\x18\" \x01(\bR\x04moreB\n" +
+	"\x0eget_checkpoint\x18  \x01(\v2#.savepoint.v1.GetCheckpointResponseH\x00R\rgetCheckpoint\x12\x12\n" +
+	"\x04more\x18! \x01(\bR\x04moreB\n" +
 	"\n" +
 	"\bresponse2m\n" +
 	"\x11CallStreamService\x12X\n" +
@@ -1309,38 +1276,36 @@ var file_savepoint_v1_stream_proto_goTypes = []any{
 	(*ApproveEffectRequest)(nil),        // 29: savepoint.v1.ApproveEffectRequest
 	(*ApproveThreadEffectRequest)(nil),  // 30: savepoint.v1.ApproveThreadEffectRequest
 	(*GetCheckpointRequest)(nil),        // 31: savepoint.v1.GetCheckpointRequest
-	(*ListCheckpointsRequest)(nil),      // 32: savepoint.v1.ListCheckpointsRequest
-	(*SaveCheckpointResponse)(nil),      // 33: savepoint.v1.SaveCheckpointResponse
-	(*BeginEffectResponse)(nil),         // 34: savepoint.v1.BeginEffectResponse
-	(*RecordEffectResponse)(nil),        // 35: savepoint.v1.RecordEffectResponse
-	(*ResumeResponse)(nil),              // 36: savepoint.v1.ResumeResponse
-	(*ReconcileResponse)(nil),           // 37: savepoint.v1.ReconcileResponse
-	(*GetSessionResponse)(nil),          // 38: savepoint.v1.GetSessionResponse
-	(*ListMessagesResponse)(nil),        // 39: savepoint.v1.ListMessagesResponse
-	(*ListSessionsResponse)(nil),        // 40: savepoint.v1.ListSessionsResponse
-	(*DeleteSessionResponse)(nil),       // 41: savepoint.v1.DeleteSessionResponse
-	(*VerifyResponse)(nil),              // 42: savepoint.v1.VerifyResponse
-	(*GetServerInfoResponse)(nil),       // 43: savepoint.v1.GetServerInfoResponse
-	(*CompleteSessionResponse)(nil),     // 44: savepoint.v1.CompleteSessionResponse
-	(*ListEffectsResponse)(nil),         // 45: savepoint.v1.ListEffectsResponse
-	(*ForkSessionResponse)(nil),         // 46: savepoint.v1.ForkSessionResponse
-	(*RewindSessionResponse)(nil),       // 47: savepoint.v1.RewindSessionResponse
-	(*ResolveEffectResponse)(nil),       // 48: savepoint.v1.ResolveEffectResponse
-	(*PutCheckpointResponse)(nil),       // 49: savepoint.v1.PutCheckpointResponse
-	(*PutWritesResponse)(nil),           // 50: savepoint.v1.PutWritesResponse
-	(*DeleteThreadResponse)(nil),        // 51: savepoint.v1.DeleteThreadResponse
-	(*DeleteForRunsResponse)(nil),       // 52: savepoint.v1.DeleteForRunsResponse
-	(*CopyThreadResponse)(nil),          // 53: savepoint.v1.CopyThreadResponse
-	(*PruneResponse)(nil),               // 54: savepoint.v1.PruneResponse
-	(*ListThreadsResponse)(nil),         // 55: savepoint.v1.ListThreadsResponse
-	(*BeginThreadEffectResponse)(nil),   // 56: savepoint.v1.BeginThreadEffectResponse
-	(*RecordThreadEffectResponse)(nil),  // 57: savepoint.v1.RecordThreadEffectResponse
-	(*ListThreadEffectsResponse)(nil),   // 58: savepoint.v1.ListThreadEffectsResponse
-	(*ResolveThreadEffectResponse)(nil), // 59: savepoint.v1.ResolveThreadEffectResponse
-	(*ApproveEffectResponse)(nil),       // 60: savepoint.v1.ApproveEffectResponse
-	(*ApproveThreadEffectResponse)(nil), // 61: savepoint.v1.ApproveThreadEffectResponse
-	(*GetCheckpointResponse)(nil),       // 62: savepoint.v1.GetCheckpointResponse
-	(*ListCheckpointsResponse)(nil),     // 63: savepoint.v1.ListCheckpointsResponse
+	(*SaveCheckpointResponse)(nil),      // 32: savepoint.v1.SaveCheckpointResponse
+	(*BeginEffectResponse)(nil),         // 33: savepoint.v1.BeginEffectResponse
+	(*RecordEffectResponse)(nil),        // 34: savepoint.v1.RecordEffectResponse
+	(*ResumeResponse)(nil),              // 35: savepoint.v1.ResumeResponse
+	(*ReconcileResponse)(nil),           // 36: savepoint.v1.ReconcileResponse
+	(*GetSessionResponse)(nil),          // 37: savepoint.v1.GetSessionResponse
+	(*ListMessagesResponse)(nil),        // 38: savepoint.v1.ListMessagesResponse
+	(*ListSessionsResponse)(nil),        // 39: savepoint.v1.ListSessionsResponse
+	(*DeleteSessionResponse)(nil),       // 40: savepoint.v1.DeleteSessionResponse
+	(*VerifyResponse)(nil),              // 41: savepoint.v1.VerifyResponse
+	(*GetServerInfoResponse)(nil),       // 42: savepoint.v1.GetServerInfoResponse
+	(*CompleteSessionResponse)(nil),     // 43: savepoint.v1.CompleteSessionResponse
+	(*ListEffectsResponse)(nil),         // 44: savepoint.v1.ListEffectsResponse
+	(*ForkSessionResponse)(nil),         // 45: savepoint.v1.ForkSessionResponse
+	(*RewindSessionResponse)(nil),       // 46: savepoint.v1.RewindSessionResponse
+	(*ResolveEffectResponse)(nil),       // 47: savepoint.v1.ResolveEffectResponse
+	(*PutCheckpointResponse)(nil),       // 48: savepoint.v1.PutCheckpointResponse
+	(*PutWritesResponse)(nil),           // 49: savepoint.v1.PutWritesResponse
+	(*DeleteThreadResponse)(nil),        // 50: savepoint.v1.DeleteThreadResponse
+	(*DeleteForRunsResponse)(nil),       // 51: savepoint.v1.DeleteForRunsResponse
+	(*CopyThreadResponse)(nil),          // 52: savepoint.v1.CopyThreadResponse
+	(*PruneResponse)(nil),               // 53: savepoint.v1.PruneResponse
+	(*ListThreadsResponse)(nil),         // 54: savepoint.v1.ListThreadsResponse
+	(*BeginThreadEffectResponse)(nil),   // 55: savepoint.v1.BeginThreadEffectResponse
+	(*RecordThreadEffectResponse)(nil),  // 56: savepoint.v1.RecordThreadEffectResponse
+	(*ListThreadEffectsResponse)(nil),   // 57: savepoint.v1.ListThreadEffectsResponse
+	(*ResolveThreadEffectResponse)(nil), // 58: savepoint.v1.ResolveThreadEffectResponse
+	(*ApproveEffectResponse)(nil),       // 59: savepoint.v1.ApproveEffectResponse
+	(*ApproveThreadEffectResponse)(nil), // 60: savepoint.v1.ApproveThreadEffectResponse
+	(*GetCheckpointResponse)(nil),       // 61: savepoint.v1.GetCheckpointResponse
 }
 var file_savepoint_v1_stream_proto_depIdxs = []int32{
 	2,  // 0: savepoint.v1.CallStreamRequest.save_checkpoint:type_name -> savepoint.v1.SaveCheckpointRequest
@@ -1373,45 +1338,43 @@ var file_savepoint_v1_stream_proto_depIdxs = []int32{
 	29, // 27: savepoint.v1.CallStreamRequest.approve_effect:type_name -> savepoint.v1.ApproveEffectRequest
 	30, // 28: savepoint.v1.CallStreamRequest.approve_thread_effect:type_name -> savepoint.v1.ApproveThreadEffectRequest
 	31, // 29: savepoint.v1.CallStreamRequest.get_checkpoint:type_name -> savepoint.v1.GetCheckpointRequest
-	32, // 30: savepoint.v1.CallStreamRequest.list_checkpoints:type_name -> savepoint.v1.ListCheckpointsRequest
-	33, // 31: savepoint.v1.CallStreamResponse.save_checkpoint:type_name -> savepoint.v1.SaveCheckpointResponse
-	34, // 32: savepoint.v1.CallStreamResponse.begin_effect:type_name -> savepoint.v1.BeginEffectResponse
-	35, // 33: savepoint.v1.CallStreamResponse.record_effect:type_name -> savepoint.v1.RecordEffectResponse
-	36, // 34: savepoint.v1.CallStreamResponse.resume:type_name -> savepoint.v1.ResumeResponse
-	37, // 35: savepoint.v1.CallStreamResponse.reconcile:type_name -> savepoint.v1.ReconcileResponse
-	38, // 36: savepoint.v1.CallStreamResponse.get_session:type_name -> savepoint.v1.GetSessionResponse
-	39, // 37: savepoint.v1.CallStreamResponse.list_messages:type_name -> savepoint.v1.ListMessagesResponse
-	40, // 38: savepoint.v1.CallStreamResponse.list_sessions:type_name -> savepoint.v1.ListSessionsResponse
-	41, // 39: savepoint.v1.CallStreamResponse.delete_session:type_name -> savepoint.v1.DeleteSessionResponse
-	42, // 40: savepoint.v1.CallStreamResponse.verify:type_name -> savepoint.v1.VerifyResponse
-	43, // 41: savepoint.v1.CallStreamResponse.get_server_info:type_name -> savepoint.v1.GetServerInfoResponse
-	44, // 42: savepoint.v1.CallStreamResponse.complete_session:type_name -> savepoint.v1.CompleteSessionResponse
-	45, // 43: savepoint.v1.CallStreamResponse.list_effects:type_name -> savepoint.v1.ListEffectsResponse
-	46, // 44: savepoint.v1.CallStreamResponse.fork_session:type_name -> savepoint.v1.ForkSessionResponse
-	47, // 45: savepoint.v1.CallStreamResponse.rewind_session:type_name -> savepoint.v1.RewindSessionResponse
-	48, // 46: savepoint.v1.CallStreamResponse.resolve_effect:type_name -> savepoint.v1.ResolveEffectResponse
-	49, // 47: savepoint.v1.CallStreamResponse.put_checkpoint:type_name -> savepoint.v1.PutCheckpointResponse
-	50, // 48: savepoint.v1.CallStreamResponse.put_writes:type_name -> savepoint.v1.PutWritesResponse
-	51, // 49: savepoint.v1.CallStreamResponse.delete_thread:type_name -> savepoint.v1.DeleteThreadResponse
-	52, // 50: savepoint.v1.CallStreamResponse.delete_for_runs:type_name -> savepoint.v1.DeleteForRunsResponse
-	53, // 51: savepoint.v1.CallStreamResponse.copy_thread:type_name -> savepoint.v1.CopyThreadResponse
-	54, // 52: savepoint.v1.CallStreamResponse.prune:type_name -> savepoint.v1.PruneResponse
-	55, // 53: savepoint.v1.CallStreamResponse.list_threads:type_name -> savepoint.v1.ListThreadsResponse
-	56, // 54: savepoint.v1.CallStreamResponse.begin_thread_effect:type_name -> savepoint.v1.BeginThreadEffectResponse
-	57, // 55: savepoint.v1.CallStreamResponse.record_thread_effect:type_name -> savepoint.v1.RecordThreadEffectResponse
-	58, // 56: savepoint.v1.CallStreamResponse.list_thread_effects:type_name -> savepoint.v1.ListThreadEffectsResponse
-	59, // 57: savepoint.v1.CallStreamResponse.resolve_thread_effect:type_name -> savepoint.v1.ResolveThreadEffectResponse
-	60, // 58: savepoint.v1.CallStreamResponse.approve_effect:type_name -> savepoint.v1.ApproveEffectResponse
-	61, // 59: savepoint.v1.CallStreamResponse.approve_thread_effect:type_name -> savepoint.v1.ApproveThreadEffectResponse
-	62, // 60: savepoint.v1.CallStreamResponse.get_checkpoint:type_name -> savepoint.v1.GetCheckpointResponse
-	63, // 61: savepoint.v1.CallStreamResponse.list_checkpoints:type_name -> savepoint.v1.ListCheckpointsResponse
-	0,  // 62: savepoint.v1.CallStreamService.CallStream:input_type -> savepoint.v1.CallStreamRequest
-	1,  // 63: savepoint.v1.CallStreamService.CallStream:output_type -> savepoint.v1.CallStreamResponse
-	63, // [63:64] is the sub-list for method output_type
-	62, // [62:63] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	32, // 30: savepoint.v1.CallStreamResponse.save_checkpoint:type_name -> savepoint.v1.SaveCheckpointResponse
+	33, // 31: savepoint.v1.CallStreamResponse.begin_effect:type_name -> savepoint.v1.BeginEffectResponse
+	34, // 32: savepoint.v1.CallStreamResponse.record_effect:type_name -> savepoint.v1.RecordEffectResponse
+	35, // 33: savepoint.v1.CallStreamResponse.resume:type_name -> savepoint.v1.ResumeResponse
+	36, // 34: savepoint.v1.CallStreamResponse.reconcile:type_name -> savepoint.v1.ReconcileResponse
+	37, // 35: savepoint.v1.CallStreamResponse.get_session:type_name -> savepoint.v1.GetSessionResponse
+	38, // 36: savepoint.v1.CallStreamResponse.list_messages:type_name -> savepoint.v1.ListMessagesResponse
+	39, // 37: savepoint.v1.CallStreamResponse.list_sessions:type_name -> savepoint.v1.ListSessionsResponse
+	40, // 38: savepoint.v1.CallStreamResponse.delete_session:type_name -> savepoint.v1.DeleteSessionResponse
+	41, // 39: savepoint.v1.CallStreamResponse.verify:type_name -> savepoint.v1.VerifyResponse
+	42, // 40: savepoint.v1.CallStreamResponse.get_server_info:type_name -> savepoint.v1.GetServerInfoResponse
+	43, // 41: savepoint.v1.CallStreamResponse.complete_session:type_name -> savepoint.v1.CompleteSessionResponse
+	44, // 42: savepoint.v1.CallStreamResponse.list_effects:type_name -> savepoint.v1.ListEffectsResponse
+	45, // 43: savepoint.v1.CallStreamResponse.fork_session:type_name -> savepoint.v1.ForkSessionResponse
+	46, // 44: savepoint.v1.CallStreamResponse.rewind_session:type_name -> savepoint.v1.RewindSessionResponse
+	47, // 45: savepoint.v1.CallStreamResponse.resolve_effect:type_name -> savepoint.v1.ResolveEffectResponse
+	48, // 46: savepoint.v1.CallStreamResponse.put_checkpoint:type_name -> savepoint.v1.PutCheckpointResponse
+	49, // 47: savepoint.v1.CallStreamResponse.put_writes:type_name -> savepoint.v1.PutWritesResponse
+	50, // 48: savepoint.v1.CallStreamResponse.delete_thread:type_name -> savepoint.v1.DeleteThreadResponse
+	51, // 49: savepoint.v1.CallStreamResponse.delete_for_runs:type_name -> savepoint.v1.DeleteForRunsResponse
+	52, // 50: savepoint.v1.CallStreamResponse.copy_thread:type_name -> savepoint.v1.CopyThreadResponse
+	53, // 51: savepoint.v1.CallStreamResponse.prune:type_name -> savepoint.v1.PruneResponse
+	54, // 52: savepoint.v1.CallStreamResponse.list_threads:type_name -> savepoint.v1.ListThreadsResponse
+	55, // 53: savepoint.v1.CallStreamResponse.begin_thread_effect:type_name -> savepoint.v1.BeginThreadEffectResponse
+	56, // 54: savepoint.v1.CallStreamResponse.record_thread_effect:type_name -> savepoint.v1.RecordThreadEffectResponse
+	57, // 55: savepoint.v1.CallStreamResponse.list_thread_effects:type_name -> savepoint.v1.ListThreadEffectsResponse
+	58, // 56: savepoint.v1.CallStreamResponse.resolve_thread_effect:type_name -> savepoint.v1.ResolveThreadEffectResponse
+	59, // 57: savepoint.v1.CallStreamResponse.approve_effect:type_name -> savepoint.v1.ApproveEffectResponse
+	60, // 58: savepoint.v1.CallStreamResponse.approve_thread_effect:type_name -> savepoint.v1.ApproveThreadEffectResponse
+	61, // 59: savepoint.v1.CallStreamResponse.get_checkpoint:type_name -> savepoint.v1.GetCheckpointResponse
+	0,  // 60: savepoint.v1.CallStreamService.CallStream:input_type -> savepoint.v1.CallStreamRequest
+	1,  // 61: savepoint.v1.CallStreamService.CallStream:output_type -> savepoint.v1.CallStreamResponse
+	61, // [61:62] is the sub-list for method output_type
+	60, // [60:61] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_savepoint_v1_stream_proto_init() }
@@ -1452,7 +1415,6 @@ func file_savepoint_v1_stream_proto_init() {
 		(*CallStreamRequest_ApproveEffect)(nil),
 		(*CallStreamRequest_ApproveThreadEffect)(nil),
 		(*CallStreamRequest_GetCheckpoint)(nil),
-		(*CallStreamRequest_ListCheckpoints)(nil),
 	}
 	file_savepoint_v1_stream_proto_msgTypes[1].OneofWrappers = []any{
 		(*CallStreamResponse_Error)(nil),
@@ -1486,7 +1448,6 @@ func file_savepoint_v1_stream_proto_init() {
 		(*CallStreamResponse_ApproveEffect)(nil),
 		(*CallStreamResponse_ApproveThreadEffect)(nil),
 		(*CallStreamResponse_GetCheckpoint)(nil),
-		(*CallStreamResponse_ListCheckpoints)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -27,12 +27,12 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // CallStreamService carries the unary calls of SavepointService and
-// GraphCheckpointService, and GraphCheckpointService's two reads that
-// stream their answer, over one stream, so that a busy client pays the
-// transport once per stream instead of once per call. Each request is
-// handled by the same code as its own RPC (validation, rules, request ids,
-// fencing, ErrorInfo reasons, interceptors) and answered once, or for a
-// streamed read once per message (CallStreamResponse.more).
+// GraphCheckpointService, and GetCheckpoint, over one stream, so that a
+// busy client pays the transport once per stream instead of once per call.
+// Each request is handled by the same code as its own RPC (validation,
+// rules, request ids, fencing, ErrorInfo reasons, interceptors) and
+// answered once, or for GetCheckpoint once per message of its stream
+// (CallStreamResponse.more).
 type CallStreamServiceClient interface {
 	// CallStream answers each CallStreamRequest with one CallStreamResponse
 	// carrying the same id. Requests are handled concurrently, at most
@@ -72,12 +72,12 @@ type CallStreamService_CallStreamClient = grpc.BidiStreamingClient[CallStreamReq
 // for forward compatibility.
 //
 // CallStreamService carries the unary calls of SavepointService and
-// GraphCheckpointService, and GraphCheckpointService's two reads that
-// stream their answer, over one stream, so that a busy client pays the
-// transport once per stream instead of once per call. Each request is
-// handled by the same code as its own RPC (validation, rules, request ids,
-// fencing, ErrorInfo reasons, interceptors) and answered once, or for a
-// streamed read once per message (CallStreamResponse.more).
+// GraphCheckpointService, and GetCheckpoint, over one stream, so that a
+// busy client pays the transport once per stream instead of once per call.
+// Each request is handled by the same code as its own RPC (validation,
+// rules, request ids, fencing, ErrorInfo reasons, interceptors) and
+// answered once, or for GetCheckpoint once per message of its stream
+// (CallStreamResponse.more).
 type CallStreamServiceServer interface {
 	// CallStream answers each CallStreamRequest with one CallStreamResponse
 	// carrying the same id. Requests are handled concurrently, at most

@@ -692,7 +692,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits", "started_on_demand", "pid", "call_stream_max_in_flight", "call_stream_streamed_reads")
+    __slots__ = ("version", "store_kind", "store_format", "max_request_bytes", "max_message_bytes", "max_state_bytes", "response_budget_bytes", "start_time", "commit", "store_location", "store_bytes", "uptime", "saves", "commits", "started_on_demand", "pid", "call_stream_max_in_flight", "call_stream_get_checkpoint")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_KIND_FIELD_NUMBER: _ClassVar[int]
     STORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -710,7 +710,7 @@ class GetServerInfoResponse(_message.Message):
     STARTED_ON_DEMAND_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     CALL_STREAM_MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
-    CALL_STREAM_STREAMED_READS_FIELD_NUMBER: _ClassVar[int]
+    CALL_STREAM_GET_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_kind: str
     store_format: int
@@ -728,8 +728,8 @@ class GetServerInfoResponse(_message.Message):
     started_on_demand: bool
     pid: int
     call_stream_max_in_flight: int
-    call_stream_streamed_reads: bool
-    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ..., started_on_demand: _Optional[bool] = ..., pid: _Optional[int] = ..., call_stream_max_in_flight: _Optional[int] = ..., call_stream_streamed_reads: _Optional[bool] = ...) -> None: ...
+    call_stream_get_checkpoint: bool
+    def __init__(self, version: _Optional[str] = ..., store_kind: _Optional[str] = ..., store_format: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_state_bytes: _Optional[int] = ..., response_budget_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit: _Optional[str] = ..., store_location: _Optional[str] = ..., store_bytes: _Optional[int] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., saves: _Optional[int] = ..., commits: _Optional[int] = ..., started_on_demand: _Optional[bool] = ..., pid: _Optional[int] = ..., call_stream_max_in_flight: _Optional[int] = ..., call_stream_get_checkpoint: _Optional[bool] = ...) -> None: ...
 
 class CompleteSessionRequest(_message.Message):
     __slots__ = ("session_id", "epoch", "status", "final_output", "request_id")

@@ -27,12 +27,12 @@ if _version_not_supported:
 
 class CallStreamServiceStub:
     """CallStreamService carries the unary calls of SavepointService and
-    GraphCheckpointService, and GraphCheckpointService's two reads that
-    stream their answer, over one stream, so that a busy client pays the
-    transport once per stream instead of once per call. Each request is
-    handled by the same code as its own RPC (validation, rules, request ids,
-    fencing, ErrorInfo reasons, interceptors) and answered once, or for a
-    streamed read once per message (CallStreamResponse.more).
+    GraphCheckpointService, and GetCheckpoint, over one stream, so that a
+    busy client pays the transport once per stream instead of once per call.
+    Each request is handled by the same code as its own RPC (validation,
+    rules, request ids, fencing, ErrorInfo reasons, interceptors) and
+    answered once, or for GetCheckpoint once per message of its stream
+    (CallStreamResponse.more).
     """
 
     def __init__(self, channel):
@@ -50,12 +50,12 @@ class CallStreamServiceStub:
 
 class CallStreamServiceServicer:
     """CallStreamService carries the unary calls of SavepointService and
-    GraphCheckpointService, and GraphCheckpointService's two reads that
-    stream their answer, over one stream, so that a busy client pays the
-    transport once per stream instead of once per call. Each request is
-    handled by the same code as its own RPC (validation, rules, request ids,
-    fencing, ErrorInfo reasons, interceptors) and answered once, or for a
-    streamed read once per message (CallStreamResponse.more).
+    GraphCheckpointService, and GetCheckpoint, over one stream, so that a
+    busy client pays the transport once per stream instead of once per call.
+    Each request is handled by the same code as its own RPC (validation,
+    rules, request ids, fencing, ErrorInfo reasons, interceptors) and
+    answered once, or for GetCheckpoint once per message of its stream
+    (CallStreamResponse.more).
     """
 
     def CallStream(self, request_iterator, context):
@@ -91,12 +91,12 @@ def add_CallStreamServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class CallStreamService:
     """CallStreamService carries the unary calls of SavepointService and
-    GraphCheckpointService, and GraphCheckpointService's two reads that
-    stream their answer, over one stream, so that a busy client pays the
-    transport once per stream instead of once per call. Each request is
-    handled by the same code as its own RPC (validation, rules, request ids,
-    fencing, ErrorInfo reasons, interceptors) and answered once, or for a
-    streamed read once per message (CallStreamResponse.more).
+    GraphCheckpointService, and GetCheckpoint, over one stream, so that a
+    busy client pays the transport once per stream instead of once per call.
+    Each request is handled by the same code as its own RPC (validation,
+    rules, request ids, fencing, ErrorInfo reasons, interceptors) and
+    answered once, or for GetCheckpoint once per message of its stream
+    (CallStreamResponse.more).
     """
 
     @staticmethod

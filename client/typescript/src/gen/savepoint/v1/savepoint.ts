@@ -1135,12 +1135,11 @@ export interface GetServerInfoResponse {
    */
   callStreamMaxInFlight: number;
   /**
-   * Whether CallStream also carries GetCheckpoint and ListCheckpoints
-   * (CallStreamResponse.more); false from an older daemon, whose stream
-   * answers those requests INVALID_ARGUMENT, so a client sends them as
-   * their own RPCs.
+   * Whether CallStream also carries GetCheckpoint (CallStreamResponse.more);
+   * false from an older daemon, whose stream answers such a request
+   * INVALID_ARGUMENT, so a client sends it as its own RPC.
    */
-  callStreamStreamedReads: boolean;
+  callStreamGetCheckpoint: boolean;
 }
 
 export interface CompleteSessionRequest {
@@ -5466,7 +5465,7 @@ function createBaseGetServerInfoResponse(): GetServerInfoResponse {
     startedOnDemand: false,
     pid: 0,
     callStreamMaxInFlight: 0,
-    callStreamStreamedReads: false,
+    callStreamGetCheckpoint: false,
   };
 }
 
@@ -5544,8 +5543,8 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     if (message.callStreamMaxInFlight !== 0) {
       writer.uint32(400).uint32(message.callStreamMaxInFlight);
     }
-    if (message.callStreamStreamedReads !== false) {
-      writer.uint32(408).bool(message.callStreamStreamedReads);
+    if (message.callStreamGetCheckpoint !== false) {
+      writer.uint32(408).bool(message.callStreamGetCheckpoint);
     }
     return writer;
   },
@@ -5704,7 +5703,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
               break;
             }
 
-            message.callStreamStreamedReads = reader.bool();
+            message.callStreamGetCheckpoint = reader.bool();
             continue;
           }
         }
@@ -5755,7 +5754,7 @@ export const GetServerInfoResponse: MessageFns<GetServerInfoResponse> = {
     message.startedOnDemand = object.startedOnDemand ?? false;
     message.pid = object.pid ?? 0;
     message.callStreamMaxInFlight = object.callStreamMaxInFlight ?? 0;
-    message.callStreamStreamedReads = object.callStreamStreamedReads ?? false;
+    message.callStreamGetCheckpoint = object.callStreamGetCheckpoint ?? false;
     return message;
   },
 };

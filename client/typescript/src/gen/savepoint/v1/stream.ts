@@ -30,8 +30,6 @@ import {
   DeleteThreadResponse,
   GetCheckpointRequest,
   GetCheckpointResponse,
-  ListCheckpointsRequest,
-  ListCheckpointsResponse,
   ListThreadEffectsRequest,
   ListThreadEffectsResponse,
   ListThreadsRequest,
@@ -127,7 +125,6 @@ export interface CallStreamRequest {
   approveEffect?: ApproveEffectRequest | undefined;
   approveThreadEffect?: ApproveThreadEffectRequest | undefined;
   getCheckpoint?: GetCheckpointRequest | undefined;
-  listCheckpoints?: ListCheckpointsRequest | undefined;
 }
 
 /**
@@ -173,17 +170,17 @@ export interface CallStreamResponse {
   resolveThreadEffect?: ResolveThreadEffectResponse | undefined;
   approveEffect?: ApproveEffectResponse | undefined;
   approveThreadEffect?: ApproveThreadEffectResponse | undefined;
-  getCheckpoint?: GetCheckpointResponse | undefined;
-  listCheckpoints?:
-    | ListCheckpointsResponse
+  getCheckpoint?:
+    | GetCheckpointResponse
     | undefined;
   /**
-   * Set when more responses to the same call follow: a call of a
-   * server-streaming RPC (GetCheckpoint, ListCheckpoints) is answered with
-   * one response per message of its stream, each but the last with more
-   * set. A stream of no message is answered with one response that has
-   * neither a message nor an error; a stream that fails after some
-   * messages ends with its error.
+   * Set when more responses to the same call follow: a GetCheckpoint call
+   * is answered with one response per message of its stream, each but the
+   * last with more set. A stream of no message (no such checkpoint) is
+   * answered with one response that has neither a message nor an error; a
+   * stream that fails after some messages ends with its error. A carried
+   * call cannot be cancelled alone, so ListCheckpoints, whose listing a
+   * client may stop early, is not carried.
    */
   more: boolean;
 }
@@ -221,7 +218,6 @@ function createBaseCallStreamRequest(): CallStreamRequest {
     approveEffect: undefined,
     approveThreadEffect: undefined,
     getCheckpoint: undefined,
-    listCheckpoints: undefined,
   };
 }
 
@@ -322,9 +318,6 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
     }
     if (message.getCheckpoint !== undefined) {
       GetCheckpointRequest.encode(message.getCheckpoint, writer.uint32(250).fork()).join();
-    }
-    if (message.listCheckpoints !== undefined) {
-      ListCheckpointsRequest.encode(message.listCheckpoints, writer.uint32(258).fork()).join();
     }
     return writer;
   },
@@ -590,14 +583,6 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
             message.getCheckpoint = GetCheckpointRequest.decode(reader, reader.uint32());
             continue;
           }
-          case 32: {
-            if (tag !== 258) {
-              break;
-            }
-
-            message.listCheckpoints = ListCheckpointsRequest.decode(reader, reader.uint32());
-            continue;
-          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -706,9 +691,6 @@ export const CallStreamRequest: MessageFns<CallStreamRequest> = {
     message.getCheckpoint = (object.getCheckpoint !== undefined && object.getCheckpoint !== null)
       ? GetCheckpointRequest.fromPartial(object.getCheckpoint)
       : undefined;
-    message.listCheckpoints = (object.listCheckpoints !== undefined && object.listCheckpoints !== null)
-      ? ListCheckpointsRequest.fromPartial(object.listCheckpoints)
-      : undefined;
     return message;
   },
 };
@@ -747,7 +729,6 @@ function createBaseCallStreamResponse(): CallStreamResponse {
     approveEffect: undefined,
     approveThreadEffect: undefined,
     getCheckpoint: undefined,
-    listCheckpoints: undefined,
     more: false,
   };
 }
@@ -853,11 +834,8 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
     if (message.getCheckpoint !== undefined) {
       GetCheckpointResponse.encode(message.getCheckpoint, writer.uint32(258).fork()).join();
     }
-    if (message.listCheckpoints !== undefined) {
-      ListCheckpointsResponse.encode(message.listCheckpoints, writer.uint32(266).fork()).join();
-    }
     if (message.more !== false) {
-      writer.uint32(272).bool(message.more);
+      writer.uint32(264).bool(message.more);
     }
     return writer;
   },
@@ -1132,15 +1110,7 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
             continue;
           }
           case 33: {
-            if (tag !== 266) {
-              break;
-            }
-
-            message.listCheckpoints = ListCheckpointsResponse.decode(reader, reader.uint32());
-            continue;
-          }
-          case 34: {
-            if (tag !== 272) {
+            if (tag !== 264) {
               break;
             }
 
@@ -1256,9 +1226,6 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
     message.getCheckpoint = (object.getCheckpoint !== undefined && object.getCheckpoint !== null)
       ? GetCheckpointResponse.fromPartial(object.getCheckpoint)
       : undefined;
-    message.listCheckpoints = (object.listCheckpoints !== undefined && object.listCheckpoints !== null)
-      ? ListCheckpointsResponse.fromPartial(object.listCheckpoints)
-      : undefined;
     message.more = object.more ?? false;
     return message;
   },
@@ -1266,12 +1233,12 @@ export const CallStreamResponse: MessageFns<CallStreamResponse> = {
 
 /**
  * CallStreamService carries the unary calls of SavepointService and
- * GraphCheckpointService, and GraphCheckpointService's two reads that
- * stream their answer, over one stream, so that a busy client pays the
- * transport once per stream instead of once per call. Each request is
- * handled by the same code as its own RPC (validation, rules, request ids,
- * fencing, ErrorInfo reasons, interceptors) and answered once, or for a
- * streamed read once per message (CallStreamResponse.more).
+ * GraphCheckpointService, and GetCheckpoint, over one stream, so that a
+ * busy client pays the transport once per stream instead of once per call.
+ * Each request is handled by the same code as its own RPC (validation,
+ * rules, request ids, fencing, ErrorInfo reasons, interceptors) and
+ * answered once, or for GetCheckpoint once per message of its stream
+ * (CallStreamResponse.more).
  */
 export type CallStreamServiceService = typeof CallStreamServiceService;
 export const CallStreamServiceService = {

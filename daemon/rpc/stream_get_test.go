@@ -20,36 +20,17 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// streamedAnswers runs req, a request of a server-streaming RPC, as its own
-// RPC on conn: each message it streams, then its error, if any.
-func streamedAnswers(t *testing.T, conn *grpc.ClientConn, req proto.Message) []answer {
+// getAnswers runs req as its own GetCheckpoint RPC on conn: each message
+// it streams, then its error, if any.
+func getAnswers(t *testing.T, conn *grpc.ClientConn, req *savepointv1.GetCheckpointRequest) []answer {
 	t.Helper()
-	var (
-		method string
-		newMsg func() proto.Message
-	)
-	switch req.(type) {
-	case *savepointv1.GetCheckpointRequest:
-		method, newMsg = savepointv1.GraphCheckpointService_GetCheckpoint_FullMethodName, func() proto.Message { return new(savepointv1.GetCheckpointResponse) }
-	case *savepointv1.ListCheckpointsRequest:
-		method, newMsg = savepointv1.GraphCheckpointService_ListCheckpoints_FullMethodName, func() proto.Message { return new(savepointv1.ListCheckpointsResponse) }
-	default:
-		t.Fatalf("%T is not a streamed read", req)
-	}
-	st, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, method)
+	st, err := savepointv1.NewGraphCheckpointServiceClient(conn).GetCheckpoint(context.Background(), req)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.SendMsg(req); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
 	var out []answer
 	for {
-		m := newMsg()
-		err := st.RecvMsg(m)
+		m, err := st.Recv()
 		if errors.Is(err, io.EOF) {
 			return out
 		}
@@ -94,11 +75,11 @@ func carriedAnswers(t *testing.T, cs savepointv1.CallStreamService_CallStreamCli
 	}
 }
 
-// TestCallStreamStreamedReads: GetCheckpoint and ListCheckpoints carried
-// on a CallStream answer with the same messages, in the same order, as
-// their own RPCs, more set on all but the last: a checkpoint too large for
-// one message, one not found (no message), a refused request, a listing.
-func TestCallStreamStreamedReads(t *testing.T) {
+// TestCallStreamGetCheckpoint: GetCheckpoint carried on a CallStream
+// answers with the same messages, in the same order, as its own RPC, more
+// set on all but the last: a checkpoint too large for one message, the
+// latest, one not found (no message), a refused request.
+func TestCallStreamGetCheckpoint(t *testing.T) {
 	big := func(id string) *savepointv1.PutCheckpointRequest {
 		cp := &savepointv1.GraphCheckpoint{ThreadId: "th", CheckpointId: id, Checkpoint: &savepointv1.TypedValue{Type: "json", Data: []byte(`{}`)},
 			MetadataJson: `{}`, ChannelVersions: map[string]string{}}
@@ -117,8 +98,6 @@ func TestCallStreamStreamedReads(t *testing.T) {
 		&savepointv1.GetCheckpointRequest{ThreadId: "th"},
 		&savepointv1.GetCheckpointRequest{ThreadId: "th", CheckpointId: "missing"},
 		&savepointv1.GetCheckpointRequest{ThreadId: ""},
-		&savepointv1.ListCheckpointsRequest{ThreadId: "th"},
-		&savepointv1.ListCheckpointsRequest{ThreadId: "th", Limit: -1},
 	}
 	unary := serve(t, memStore(t), nil, 4)
 	streamed := serve(t, memStore(t), nil, 4)
@@ -127,10 +106,10 @@ func TestCallStreamStreamedReads(t *testing.T) {
 	var refused, empty bool
 	for i, req := range steps {
 		var want, got []answer
-		if _, ok := req.(*savepointv1.PutCheckpointRequest); ok {
-			want, got = []answer{unaryAnswer(t, unary, req)}, []answer{call(t, cs, uint64(i+1), req)}
+		if get, ok := req.(*savepointv1.GetCheckpointRequest); ok {
+			want, got = getAnswers(t, unary, get), carriedAnswers(t, cs, uint64(i+1), req)
 		} else {
-			want, got = streamedAnswers(t, unary, req), carriedAnswers(t, cs, uint64(i+1), req)
+			want, got = []answer{unaryAnswer(t, unary, req)}, []answer{call(t, cs, uint64(i+1), req)}
 		}
 		if len(got) != len(want) {
 			t.Fatalf("step %d %v: %d answers carried, %d streamed:\n%v\n%v", i, req, len(got), len(want), got, want)
@@ -144,15 +123,15 @@ func TestCallStreamStreamedReads(t *testing.T) {
 		most, empty = max(most, len(want)), empty || len(want) == 0
 	}
 	// The steps must reach what they say they reach, or they compare little.
-	if most < 3 || !refused || !empty {
-		t.Fatalf("most messages in one answer %d (want 3 or more), a refusal %v, an empty stream %v", most, refused, empty)
+	if most < 2 || !refused || !empty {
+		t.Fatalf("most messages in one answer %d (want 2 or more), a refusal %v, an empty stream %v", most, refused, empty)
 	}
 }
 
-// TestCallStreamStreamedReadInterceptor: a carried GetCheckpoint runs the
+// TestCallStreamGetCheckpointInterceptor: a carried GetCheckpoint runs the
 // stream interceptor with its own RPC's name, not the unary one, and a
 // refusal there answers that call alone.
-func TestCallStreamStreamedReadInterceptor(t *testing.T) {
+func TestCallStreamGetCheckpointInterceptor(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	sic := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -161,8 +140,9 @@ func TestCallStreamStreamedReadInterceptor(t *testing.T) {
 		}
 		mu.Lock()
 		seen = append(seen, info.FullMethod)
+		n := len(seen)
 		mu.Unlock()
-		if info.FullMethod == savepointv1.GraphCheckpointService_ListCheckpoints_FullMethodName {
+		if n == 2 {
 			return rpc.ToStatus(rpc.ErrPermissionDenied).Err()
 		}
 		return handler(srv, ss)
@@ -171,19 +151,19 @@ func TestCallStreamStreamedReadInterceptor(t *testing.T) {
 	if got := carriedAnswers(t, cs, 1, &savepointv1.GetCheckpointRequest{ThreadId: "th"}); len(got) != 0 {
 		t.Fatalf("get of nothing: %v", got)
 	}
-	got := carriedAnswers(t, cs, 2, &savepointv1.ListCheckpointsRequest{})
+	got := carriedAnswers(t, cs, 2, &savepointv1.GetCheckpointRequest{ThreadId: "th"})
 	if len(got) != 1 {
-		t.Fatalf("denied list: %v", got)
+		t.Fatalf("denied get: %v", got)
 	}
 	if code, reason := reasonOf(t, got[0]); code != codes.PermissionDenied || reason != "PERMISSION_DENIED" {
-		t.Fatalf("denied list: %v %s", code, reason)
+		t.Fatalf("denied get: %v %s", code, reason)
 	}
 	if code, _ := reasonOf(t, call(t, cs, 3, save("s"))); code != codes.OK {
 		t.Fatalf("the next call: %v", code)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{savepointv1.GraphCheckpointService_GetCheckpoint_FullMethodName, savepointv1.GraphCheckpointService_ListCheckpoints_FullMethodName}
+	want := []string{savepointv1.GraphCheckpointService_GetCheckpoint_FullMethodName, savepointv1.GraphCheckpointService_GetCheckpoint_FullMethodName}
 	if strings.Join(seen, " ") != strings.Join(want, " ") {
 		t.Fatalf("stream interceptor saw %v, want %v", seen, want)
 	}
@@ -199,16 +179,16 @@ func statusProto(t *testing.T, err error) *spb.Status {
 	return st.Proto()
 }
 
-// TestServerInfoStreamedReads: GetServerInfo says the streamed reads are
-// carried exactly when the daemon serves CallStream.
-func TestServerInfoStreamedReads(t *testing.T) {
+// TestServerInfoCallStreamGetCheckpoint: GetServerInfo says GetCheckpoint
+// is carried exactly when the daemon serves CallStream.
+func TestServerInfoCallStreamGetCheckpoint(t *testing.T) {
 	for _, inFlight := range []int{0, 4} {
 		info, err := savepointv1.NewSavepointServiceClient(serve(t, memStore(t), nil, inFlight)).GetServerInfo(context.Background(), &savepointv1.GetServerInfoRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := info.GetCallStreamStreamedReads(); got != (inFlight > 0) || int(info.GetCallStreamMaxInFlight()) != inFlight {
-			t.Errorf("in flight %d: call_stream_streamed_reads %v, call_stream_max_in_flight %d", inFlight, got, info.GetCallStreamMaxInFlight())
+		if got := info.GetCallStreamGetCheckpoint(); got != (inFlight > 0) || int(info.GetCallStreamMaxInFlight()) != inFlight {
+			t.Errorf("in flight %d: call_stream_get_checkpoint %v, call_stream_max_in_flight %d", inFlight, got, info.GetCallStreamMaxInFlight())
 		}
 	}
 }
