@@ -11,10 +11,19 @@
  * stream, only when the unary call would be. A daemon that serves no
  * CallStream (UNIMPLEMENTED: an older daemon, or savepointd
  * --no-call-stream) is remembered, and its calls, never handled, go unary.
+ *
+ * A server-streaming RPC the stream carries (GetCheckpoint) is answered with
+ * one CallStreamResponse per message of its stream, more set on all but the
+ * last; callStreamed collects them. Whether the daemon carries it is
+ * GetServerInfo's call_stream_<method> (call_stream_get_checkpoint), read
+ * once by carries: an older daemon answers such a request INVALID_ARGUMENT,
+ * so its calls must go as their own RPC.
  */
 import { type Client as GrpcClient, type ClientDuplexStream, Metadata, type ServiceError, status as Code } from "@grpc/grpc-js";
 
 import { Status } from "./gen/google/rpc/status.js";
+import { GraphCheckpointServiceService } from "./gen/savepoint/v1/graph.js";
+import { GetServerInfoRequest, GetServerInfoResponse, SavepointServiceService } from "./gen/savepoint/v1/savepoint.js";
 import { CallStreamRequest, CallStreamResponse, CallStreamServiceService } from "./gen/savepoint/v1/stream.js";
 
 /** Thrown by CallStream.call when the daemon serves no CallStream; the call was not handled. */
@@ -22,6 +31,38 @@ export class Unsupported extends Error {}
 
 /** The field of CallStreamRequest (and CallStreamResponse) of each RPC it carries, by method name ("saveCheckpoint"). */
 type Field = keyof Omit<CallStreamRequest, "id">;
+
+/**
+ * The server-streaming RPCs CallStreamRequest has a field for
+ * ("getCheckpoint"), each with the GetServerInfoResponse field that says
+ * whether the daemon carries it ("callStreamGetCheckpoint"), read from the
+ * generated code rather than listed by hand.
+ */
+const STREAMED: ReadonlyMap<string, keyof GetServerInfoResponse> = new Map(
+  [...Object.entries(SavepointServiceService), ...Object.entries(GraphCheckpointServiceService)]
+    .filter(([m, def]) => def.responseStream && !def.requestStream && m in CallStreamRequest.fromPartial({}))
+    .map(([m]) => [m, `callStream${m[0]!.toUpperCase()}${m.slice(1)}` as keyof GetServerInfoResponse] as const)
+    .filter(([, info]) => info in GetServerInfoResponse.fromPartial({})),
+);
+
+/** The message a response carries (its one field of the response oneof but error), or undefined. */
+function carried(resp: CallStreamResponse): unknown {
+  for (const [k, v] of Object.entries(resp)) {
+    if (k !== "id" && k !== "error" && k !== "more" && v !== undefined) return v;
+  }
+  return undefined;
+}
+
+/** The error a response carries, as its unary call would report it. */
+function answerError(bytes: Uint8Array): ServiceError {
+  let st: Status;
+  try {
+    st = Status.decode(bytes);
+  } catch {
+    return serviceError(Code.INTERNAL, "undecodable CallStream error");
+  }
+  return serviceError(st.code, st.message, bytes);
+}
 
 /** A call's failure as a unary call would report it. */
 function serviceError(code: number, details: string, statusBytes?: Uint8Array): ServiceError {
@@ -31,8 +72,16 @@ function serviceError(code: number, details: string, statusBytes?: Uint8Array): 
 }
 
 interface Pending {
+  /** The messages of a server-streaming call answered so far; undefined for a unary call. */
+  messages?: unknown[];
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
+}
+
+/** Options of one call on the stream. */
+export interface StreamCallOptions {
+  deadline?: Date | number;
+  signal?: AbortSignal;
 }
 
 interface Open {
@@ -46,6 +95,8 @@ export class CallStream {
   #supported = true;
   #next = 1n;
   #open: Open | undefined;
+  /** GetServerInfo's answer, once asked successfully; the ask in flight, while one is. */
+  #info: GetServerInfoResponse | Promise<GetServerInfoResponse | undefined> | undefined;
 
   constructor(stub: GrpcClient) {
     this.#stub = stub;
@@ -81,25 +132,29 @@ export class CallStream {
     call.on("data", (resp: CallStreamResponse) => {
       const p = open.pending.get(resp.id);
       if (!p) return;
-      open.pending.delete(resp.id);
       if (resp.error !== undefined) {
-        let st: Status;
-        try {
-          st = Status.decode(resp.error);
-        } catch {
-          p.reject(serviceError(Code.INTERNAL, "undecodable CallStream error"));
-          return;
-        }
-        p.reject(serviceError(st.code, st.message, resp.error));
+        open.pending.delete(resp.id);
+        p.reject(answerError(resp.error));
         return;
       }
-      for (const [k, v] of Object.entries(resp)) {
-        if (k !== "id" && k !== "error" && v !== undefined) {
-          p.resolve(v);
+      const msg = carried(resp);
+      if (p.messages !== undefined) {
+        // A server-streaming call: its messages until one without more; a
+        // stream of no message is one answer carrying nothing.
+        if (msg !== undefined) p.messages.push(msg);
+        else if (resp.more) {
+          open.pending.delete(resp.id);
+          p.reject(serviceError(Code.INTERNAL, "the daemon answered a CallStream call with more but nothing"));
           return;
         }
+        if (resp.more) return;
+        open.pending.delete(resp.id);
+        p.resolve(p.messages);
+        return;
       }
-      p.reject(serviceError(Code.INTERNAL, "the daemon answered a CallStream call with nothing"));
+      open.pending.delete(resp.id);
+      if (msg !== undefined) p.resolve(msg);
+      else p.reject(serviceError(Code.INTERNAL, "the daemon answered a CallStream call with nothing"));
     });
     call.on("error", fail);
     call.on("end", () => fail(serviceError(Code.UNAVAILABLE, "the CallStream ended")));
@@ -113,7 +168,64 @@ export class CallStream {
    * ServiceError) or Unsupported. A deadline that passes, or a signal that
    * fires, rejects the call (DEADLINE_EXCEEDED, CANCELLED) as unary.
    */
-  call<R>(method: string, request: unknown, options: { deadline?: Date | number; signal?: AbortSignal } = {}): Promise<R> {
+  call<R>(method: string, request: unknown, options: StreamCallOptions = {}): Promise<R> {
+    return this.#send<R>(method, request, options, undefined);
+  }
+
+  /**
+   * Whether the daemon carries method (its name in the generated client) on
+   * the stream: a unary one while the daemon is not known to serve no
+   * CallStream; a server-streaming one ("getCheckpoint") when GetServerInfo's
+   * call_stream_<method> says so. GetServerInfo is asked once, unary on the
+   * stub's channel; a failed ask decides nothing (it is asked again next
+   * time) and answers false, so that the call goes as its own RPC. Never
+   * rejects.
+   */
+  async carries(method: string, options: StreamCallOptions = {}): Promise<boolean> {
+    const field = STREAMED.get(method);
+    if (field === undefined || !this.#supported) return this.#supported;
+    const info = await this.#serverInfo(options);
+    return info?.[field] === true && this.#supported;
+  }
+
+  /** GetServerInfo's answer, asked once (concurrent callers share the ask); undefined when the ask failed. */
+  async #serverInfo(options: StreamCallOptions): Promise<GetServerInfoResponse | undefined> {
+    if (this.#info === undefined) {
+      const def = SavepointServiceService.getServerInfo;
+      const ask = new Promise<GetServerInfoResponse | undefined>((resolve) => {
+        this.#stub.makeUnaryRequest(
+          def.path,
+          def.requestSerialize as (v: GetServerInfoRequest) => Buffer,
+          def.responseDeserialize as (b: Buffer) => GetServerInfoResponse,
+          GetServerInfoRequest.fromPartial({}),
+          new Metadata(),
+          options.deadline === undefined ? {} : { deadline: options.deadline },
+          (err, info) => resolve(err ? undefined : info),
+        );
+      }).then((info) => {
+        this.#info = info;
+        return info;
+      });
+      this.#info = ask;
+    }
+    return this.#info;
+  }
+
+  /**
+   * Sends request of server-streaming RPC method ("getCheckpoint") and
+   * returns the messages of its stream, in order: empty when it streamed
+   * none (no such checkpoint). Rejects as call does, with the error that
+   * ended the stream (even after some messages came), or Unsupported. Only
+   * for a method carries says the daemon carries: an older daemon answers
+   * INVALID_ARGUMENT.
+   */
+  callStreamed<R>(method: string, request: unknown, options: StreamCallOptions = {}): Promise<R[]> {
+    if (!STREAMED.has(method)) return Promise.reject(new TypeError(`savepoint: ${method} is not a server-streaming RPC CallStream carries`));
+    return this.#send<R[]>(method, request, options, []);
+  }
+
+  /** Sends one call, a server-streaming one when messages (its collection) is given. */
+  #send<R>(method: string, request: unknown, options: StreamCallOptions, messages: unknown[] | undefined): Promise<R> {
     const open = this.#stream();
     const id = this.#next++;
     return new Promise<R>((resolve, reject) => {
@@ -128,6 +240,7 @@ export class CallStream {
         reject(serviceError(Code.CANCELLED, "Cancelled on client"));
       };
       open.pending.set(id, {
+        messages,
         resolve: (v) => {
           done();
           resolve(v as R);
