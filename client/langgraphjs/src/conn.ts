@@ -197,6 +197,31 @@ export class Connection {
   }
 
   /**
+   * The messages of a server-streaming call of the stub's method
+   * (GetCheckpoint), as a promise, run as call runs it: on the CallStream
+   * when the daemon carries the method (GetServerInfo's
+   * call_stream_get_checkpoint, asked once), else as its own RPC, whose
+   * messages are collected; empty for a stream of none.
+   */
+  read<Req, Res>(method: GraphMethod, req: Req): Promise<Res[]> {
+    return this.call(method, req, async () => {
+      const stream = this.#conn?.stream;
+      if (stream && (await stream.carries(method))) {
+        try {
+          return await stream.callStreamed<Res>(method, req);
+        } catch (err) {
+          if (!(err instanceof CallStreamUnsupported)) throw err;
+        }
+      }
+      // The stub exists once call() has made the connection.
+      const fn = this.stub[method] as unknown as (req: Req) => AsyncIterable<Res>;
+      const out: Res[] = [];
+      for await (const msg of fn.call(this.stub, req)) out.push(msg);
+      return out;
+    });
+  }
+
+  /**
    * A client-streaming call of the stub's method (UploadCheckpoint,
    * UploadWrites), as a promise: each try sends the messages of a new
    * messages() one after another, waiting while grpc-js's buffer is full,

@@ -80,18 +80,17 @@ export class SavepointSaver extends BaseCheckpointSaver {
   }
 
   /** The stored checkpoint the config names (the latest without a checkpoint_id), values still serialized. */
-  #get(config: RunnableConfig): Promise<RawTuple | undefined> {
+  async #get(config: RunnableConfig): Promise<RawTuple | undefined> {
     const [threadId, ns] = threadOf(config);
     const req = graphPb.GetCheckpointRequest.fromPartial({
       threadId,
       checkpointNs: ns,
       checkpointId: String(config.configurable?.checkpoint_id ?? ""),
     });
-    return this.#conn.call("getCheckpoint", req, async () => {
-      const asm = new Assembler();
-      for await (const msg of this.#conn.stub.getCheckpoint(req) as AsyncIterable<graphPb.GetCheckpointResponse>) asm.feed(msg);
-      return asm.finish();
-    });
+    const msgs = await this.#conn.read<graphPb.GetCheckpointRequest, graphPb.GetCheckpointResponse>("getCheckpoint", req);
+    const asm = new Assembler();
+    for (const msg of msgs) asm.feed(msg);
+    return asm.finish();
   }
 
   /**
