@@ -6,11 +6,15 @@ import (
 	"database/sql"
 	"encoding/json"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
@@ -166,5 +170,40 @@ func TestSQLiteTargetWrites(t *testing.T) {
 	}
 	if n != 6 {
 		t.Errorf("%d rows, want 6", n)
+	}
+}
+
+// countingHealth answers every Check SERVING and counts them.
+type countingHealth struct {
+	healthpb.UnimplementedHealthServer
+	n atomic.Int64
+}
+
+func (h *countingHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.n.Add(1)
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// TestSequenceTargetCallsAndWrites: each save of the floor in sequence is
+// one health Check of the daemon and the save's bytes written to the file.
+func TestSequenceTargetCallsAndWrites(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &countingHealth{}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, h)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	dir, saves := saveThree(t, sequenceTarget{d: &Daemon{Socket: sock}}, 1)
+	b, err := os.ReadFile(filepath.Join(dir, "floor.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Join([][]byte{saves[0].Bytes, saves[1].Bytes, saves[2].Bytes}, nil)
+	if !bytes.HasPrefix(b, want) || h.n.Load() != 3 {
+		t.Errorf("floor.log prefix match %v, %d health checks; want the three saves' bytes and 3 checks", bytes.HasPrefix(b, want), h.n.Load())
 	}
 }

@@ -262,7 +262,7 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) (err error) {
 		spd := &savepointdTarget{d: d, prefix: "lat"}
 		err = func() error {
 			if cfg.runs(1) {
-				if err := b.SaveLatency(ctx, spd, emptyRPCTarget{d: d}); err != nil {
+				if err := b.SaveLatency(ctx, spd, emptyRPCTarget{d: d}, sequenceTarget{d: d}); err != nil {
 					return fmt.Errorf("scenario 1: %w", err)
 				}
 			}

@@ -103,21 +103,23 @@ func num(v float64) string {
 // named as issue 9 names them. A ratio is the first system's figure over
 // the second's.
 var SummaryNames = []string{
-	"save_p50_vs_fsync",      // savepointd SaveCheckpoint p50 / write+fdatasync p50 (scenario 1)
-	"save_p50_vs_badger",     // savepointd SaveCheckpoint p50 / Badger SyncWrites txn p50 (scenario 1)
-	"throughput64_vs_1",      // savepointd saves/s, 64 sessions / 1 session (scenario 2)
-	"throughput64_vs_sqlite", // savepointd / SQLite WAL saves/s at 64 (scenario 2)
-	"throughput64_vs_badger", // savepointd / Badger txn saves/s at 64 (scenario 2)
-	"growth_2000_vs_10",      // savepointd save p50 at turn 2,000 / turn 10 (scenario 3)
-	"resume_20mib_ms",        // Resume and paging through 10,000 messages (scenario 4)
-	"rss_idle_mib",           // VmRSS after start (scenario 5)
-	"rss_peak_anon_mib",      // peak RssAnon under scenario 2 (scenario 5)
-	"startup_100k_ms",        // start to SERVING with 100,000 sessions (scenario 5)
-	"cpu_us_per_save",        // savepointd utime+stime per save at 64 sessions (scenario 6)
-	"cpu_save_vs_empty_rpc",  // savepointd CPU per save / its CPU per empty RPC, 64 sessions (scenario 6, issue 22)
-	"save_p50_vs_floor",      // savepointd save p50 / (empty RPC p50 + write+fdatasync p50) (scenario 1, issue 38)
-	"throughput1_vs_sqlite",  // savepointd / SQLite WAL saves/s at 1 session (scenario 2, issue 38)
-	"cpu_save_vs_floor",      // savepointd CPU per save / (its CPU per empty RPC + the store's in process), 64 sessions (scenario 6, issue 38)
+	"save_p50_vs_fsync",          // savepointd SaveCheckpoint p50 / write+fdatasync p50 (scenario 1)
+	"save_p50_vs_badger",         // savepointd SaveCheckpoint p50 / Badger SyncWrites txn p50 (scenario 1)
+	"throughput64_vs_1",          // savepointd saves/s, 64 sessions / 1 session (scenario 2)
+	"throughput64_vs_sqlite",     // savepointd / SQLite WAL saves/s at 64 (scenario 2)
+	"throughput64_vs_badger",     // savepointd / Badger txn saves/s at 64 (scenario 2)
+	"growth_2000_vs_10",          // savepointd save p50 at turn 2,000 / turn 10 (scenario 3)
+	"resume_20mib_ms",            // Resume and paging through 10,000 messages (scenario 4)
+	"rss_idle_mib",               // VmRSS after start (scenario 5)
+	"rss_peak_anon_mib",          // peak RssAnon under scenario 2 (scenario 5)
+	"startup_100k_ms",            // start to SERVING with 100,000 sessions (scenario 5)
+	"cpu_us_per_save",            // savepointd utime+stime per save at 64 sessions (scenario 6)
+	"cpu_save_vs_empty_rpc",      // savepointd CPU per save / its CPU per empty RPC, 64 sessions (scenario 6, issue 22)
+	"save_p50_vs_floor",          // savepointd save p50 / (empty RPC p50 + write+fdatasync p50) (scenario 1, issue 38)
+	"save_p50_vs_sequence_floor", // savepointd save p50 / the p50 of an empty RPC then a write+fdatasync, timed together (scenario 1)
+	"sequence_floor_vs_floor",    // that sequence's p50 / (empty RPC p50 + write+fdatasync p50) (scenario 1)
+	"throughput1_vs_sqlite",      // savepointd / SQLite WAL saves/s at 1 session (scenario 2, issue 38)
+	"cpu_save_vs_floor",          // savepointd CPU per save / (its CPU per empty RPC + the store's in process), 64 sessions (scenario 6, issue 38)
 }
 
 // Summary holds the closing figures by name.

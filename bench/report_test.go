@@ -65,7 +65,7 @@ func TestSummaryWrite(t *testing.T) {
 func TestSummaryNames(t *testing.T) {
 	want := "save_p50_vs_fsync save_p50_vs_badger throughput64_vs_1 throughput64_vs_sqlite throughput64_vs_badger " +
 		"growth_2000_vs_10 resume_20mib_ms rss_idle_mib rss_peak_anon_mib startup_100k_ms cpu_us_per_save cpu_save_vs_empty_rpc " +
-		"save_p50_vs_floor throughput1_vs_sqlite cpu_save_vs_floor"
+		"save_p50_vs_floor save_p50_vs_sequence_floor sequence_floor_vs_floor throughput1_vs_sqlite cpu_save_vs_floor"
 	if got := strings.Join(SummaryNames, " "); got != want {
 		t.Errorf("SummaryNames = %s\nwant           %s", got, want)
 	}

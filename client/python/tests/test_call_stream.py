@@ -1,8 +1,10 @@
-"""CallStream: the client and the LangGraph saver, with call_stream=True,
-send their unary calls on one stream when the daemon serves it, and unary when it answers
-UNIMPLEMENTED (savepointd --no-call-stream); the answers and errors are the
-unary ones; a daemon restart loses nothing acknowledged, and a call left
-unanswered by the break is retried only when its RPC allows."""
+"""CallStream: the client with call_stream=True, and the LangGraph saver by
+default, send their unary calls (the saver its GetCheckpoint too) on one
+stream when the daemon serves it, and as their own RPCs when it answers
+UNIMPLEMENTED (savepointd --no-call-stream) or does not carry GetCheckpoint;
+the answers and errors are those of the calls' own RPCs; a daemon restart
+loses nothing acknowledged, and a call left unanswered by the break is
+retried only when its RPC allows."""
 
 from __future__ import annotations
 
@@ -239,8 +241,108 @@ def test_internal_without_details_is_unknown_outcome() -> None:
 
 
 def test_default_is_unary(daemon: Daemon) -> None:
-    """Without call_stream the Python clients send every call unary."""
-    with savepoint.Client(daemon.addr) as c, SavepointSaver(daemon.addr) as saver:
+    """Without call_stream the Python clients send every call unary; the
+    saver uses the stream unless call_stream=False."""
+    with savepoint.Client(daemon.addr) as c, SavepointSaver(daemon.addr) as saver, SavepointSaver(daemon.addr, call_stream=False) as off:
         assert c.raw._stream is None
         saver._conn.stub()
-        assert saver._conn._stream is None
+        assert saver._conn._stream is not None
+        off._conn.stub()
+        assert off._conn._stream is None
+
+
+def _big_checkpoint(n: int) -> tuple[Any, dict[str, Any]]:
+    """A checkpoint whose n channels hold 40 KiB each, and its versions."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    cp = empty_checkpoint()
+    cp["channel_values"] = {f"ch{i}": f"{i}" * (40 << 10) for i in range(n)}
+    cp["channel_versions"] = {f"ch{i}": 1 for i in range(n)}
+    return cp, dict(cp["channel_versions"])
+
+
+def _spy_streamed(s: Any) -> list[tuple[str, int]]:
+    """Record the calls ``s`` (a CallStream or AioCallStream) carries as
+    streamed calls and answers: the method and how many messages."""
+    seen: list[tuple[str, int]] = []
+    orig = s.call_streamed
+
+    def scall(method: str, *a: Any) -> Any:
+        got = orig(method, *a)
+        seen.append((method, len(got)))
+        return got
+
+    async def acall(method: str, *a: Any) -> Any:
+        got = await orig(method, *a)
+        seen.append((method, len(got)))
+        return got
+
+    s.call_streamed = acall if asyncio.iscoroutinefunction(orig) else scall
+    return seen
+
+
+def test_saver_get_tuple_on_stream(start_daemon: Any) -> None:
+    """get_tuple goes on the CallStream, its answer in several messages
+    (a 160 KiB response budget, a checkpoint of 240 KiB) assembled as from
+    GetCheckpoint's own stream; a missing checkpoint is None and a refused
+    request raises as the own RPC's refusal does."""
+    d = start_daemon("--response-budget-bytes", str(160 << 10), "--max-state-bytes", str(16 << 10))
+    thread = "gs-" + uuid.uuid4().hex
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    cp, versions = _big_checkpoint(6)
+    with SavepointSaver(d.addr) as saver, SavepointSaver(d.addr, call_stream=False) as own:
+        stored = saver.put(cfg, cp, {"step": 1}, versions)
+        saver.put_writes(stored, [("ch0", "w")], "task-1")
+        s = saver._conn._stream
+        assert s is not None
+        seen = _spy_streamed(s)
+        got, want = saver.get_tuple(stored), own.get_tuple(stored)
+        assert got is not None and want is not None
+        assert got.checkpoint == want.checkpoint and got.pending_writes == want.pending_writes == [("task-1", "ch0", "w")]
+        assert got.checkpoint["channel_values"] == cp["channel_values"]
+        missing: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": "nope"}}
+        assert saver.get_tuple(missing) is None
+        bad: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": "x" * 5000}}
+        with pytest.raises(savepoint.SavepointError) as e1:
+            saver.get_tuple(bad)
+        with pytest.raises(savepoint.SavepointError) as e2:
+            own.get_tuple(bad)
+        assert (e1.value.code, e1.value.reason) == (e2.value.code, e2.value.reason)
+        assert [m for m, _ in seen] == ["GetCheckpoint"] * 2 and seen[0][1] >= 2 and seen[1][1] == 0
+
+
+def test_async_saver_get_tuple_on_stream(start_daemon: Any) -> None:
+    """aget_tuple: as get_tuple, on the loop's stream."""
+    d = start_daemon("--response-budget-bytes", str(160 << 10), "--max-state-bytes", str(16 << 10))
+
+    async def main() -> None:
+        cfg: Any = {"configurable": {"thread_id": "ags-" + uuid.uuid4().hex, "checkpoint_ns": ""}}
+        cp, versions = _big_checkpoint(6)
+        async with SavepointSaver(d.addr) as saver:
+            stored = await saver.aput(cfg, cp, {"step": 1}, versions)
+            seen = _spy_streamed(saver._conn._astreams[asyncio.get_running_loop()])
+            got = await saver.aget_tuple(stored)
+            assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
+            missing: Any = {"configurable": {"thread_id": "ags-none", "checkpoint_ns": ""}}
+            assert await saver.aget_tuple(missing) is None
+            assert [m for m, _ in seen] == ["GetCheckpoint"] * 2 and seen[0][1] >= 2 and seen[1][1] == 0
+
+    asyncio.run(main())
+
+
+def test_saver_get_tuple_own_rpc_when_not_carried(daemon: Daemon) -> None:
+    """A daemon whose stream does not carry GetCheckpoint (GetServerInfo's
+    call_stream_get_checkpoint false, as from an older one) gets it as its
+    own RPC, its unary calls still on the stream."""
+    cfg: Any = {"configurable": {"thread_id": "old-" + uuid.uuid4().hex, "checkpoint_ns": ""}}
+    cp, versions = _big_checkpoint(1)
+    with SavepointSaver(daemon.addr) as saver:
+        saver._conn.stub()
+        s = saver._conn._stream
+        assert s is not None
+        s._get_checkpoint = False
+        seen = _spy_streamed(s)
+        stored = saver.put(cfg, cp, {"step": 1}, versions)
+        got = saver.get_tuple(stored)
+        assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
+        assert seen == [] and s._open is not None

@@ -1,6 +1,6 @@
-"""CallStream: the daemon's unary calls carried on one bidirectional stream
-per channel (CallStreamService), so that a busy client pays the transport
-once per stream instead of once per call.
+"""CallStream: the daemon's unary calls, and GetCheckpoint, carried on one
+bidirectional stream per channel (CallStreamService), so that a busy client
+pays the transport once per stream instead of once per call.
 
 A call sent on the stream fails as its unary call would: its answer's error
 is raised as a grpc.RpcError with the same code, details and
@@ -26,6 +26,8 @@ from typing import Any
 
 import grpc
 
+from savepoint.v1 import graph_pb2 as gpb
+from savepoint.v1 import savepoint_pb2 as pb
 from savepoint.v1 import stream_pb2 as spb
 from savepoint.v1 import stream_pb2_grpc as spb_grpc
 
@@ -39,6 +41,17 @@ FIELDS: dict[str, str] = {
     for f in spb.CallStreamRequest.DESCRIPTOR.oneofs_by_name["request"].fields
     if f.message_type is not None
 }
+
+
+# The carried RPCs that stream their answer (GetCheckpoint): answered with
+# one CallStreamResponse per message, ``more`` set on all but the last.
+STREAMED: frozenset[str] = frozenset(
+    m.name
+    for f in (pb.DESCRIPTOR, gpb.DESCRIPTOR)
+    for svc in f.services_by_name.values()
+    for m in svc.methods
+    if m.server_streaming and m.name in FIELDS
+)
 
 
 class Unsupported(Exception):
@@ -80,6 +93,31 @@ def _answer(resp: spb.CallStreamResponse) -> Any:
     return getattr(resp, which)
 
 
+def _messages(resps: list[spb.CallStreamResponse]) -> list[Any]:
+    """The messages a streamed call's answers carry, in order, or the error
+    that ends them raised; a lone answer carrying nothing is a stream of no
+    message."""
+    if len(resps) == 1 and resps[0].WhichOneof("response") is None:
+        return []
+    return [_answer(r) for r in resps]
+
+
+class _Call:
+    """A call sent and not yet answered in full: the answers so far, and
+    the future that gets them all once one comes without ``more``."""
+
+    __slots__ = ("fut", "parts")
+
+    def __init__(self, fut: Any) -> None:
+        self.fut = fut
+        self.parts: list[spb.CallStreamResponse] = []
+
+    def add(self, resp: spb.CallStreamResponse) -> bool:
+        """Take ``resp``; whether it is the call's last answer."""
+        self.parts.append(resp)
+        return not resp.more
+
+
 def _rpc_error(e: BaseException) -> BaseException:
     """The error that fails the calls left unanswered by a stream that
     ended with ``e``; Unsupported when the daemon has no CallStream. An
@@ -108,15 +146,37 @@ class CallStream:
     Unsupported when the daemon serves none (then every later call too)."""
 
     def __init__(self, channel: grpc.Channel) -> None:
+        self._channel = channel
         self._stub = spb_grpc.CallStreamServiceStub(channel)  # type: ignore[no-untyped-call]
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._supported = True
-        self._open: tuple[queue.SimpleQueue[Any], dict[int, Future[Any]]] | None = None
+        self._get_checkpoint: bool | None = None
+        self._open: tuple[queue.SimpleQueue[Any], dict[int, _Call]] | None = None
 
     @property
     def supported(self) -> bool:
         return self._supported
+
+    def carries(self, method: str, timeout: float | None) -> bool:
+        """Whether the daemon carries ``method`` on the stream: every unary
+        RPC while it serves one, GetCheckpoint when GetServerInfo says so
+        (asked once; a failed ask decides nothing and says no)."""
+        if not self._supported:
+            return False
+        if method not in STREAMED:
+            return method in FIELDS
+        if self._get_checkpoint is None:
+            from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
+
+            try:
+                info = pb_grpc.SavepointServiceStub(self._channel).GetServerInfo(  # type: ignore[no-untyped-call]
+                    pb.GetServerInfoRequest(), timeout=timeout
+                )
+            except grpc.RpcError:
+                return False
+            self._get_checkpoint = info.call_stream_get_checkpoint
+        return self._get_checkpoint
 
     def _stream(self, fut: Future[Any]) -> tuple[queue.SimpleQueue[Any], int]:
         """The open stream's queue, opened when none is, with ``fut``
@@ -127,7 +187,7 @@ class CallStream:
                 raise Unsupported()
             if self._open is None:
                 q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-                pending: dict[int, Future[Any]] = {}
+                pending: dict[int, _Call] = {}
 
                 def requests() -> Iterator[spb.CallStreamRequest]:
                     while (r := q.get()) is not None:
@@ -137,17 +197,19 @@ class CallStream:
                 self._open = (q, pending)
                 threading.Thread(target=self._read, args=(responses, q, pending), daemon=True, name="savepoint-callstream").start()
             i = next(self._ids)
-            self._open[1][i] = fut
+            self._open[1][i] = _Call(fut)
             return self._open[0], i
 
-    def _read(self, responses: Any, q: queue.SimpleQueue[Any], pending: dict[int, Future[Any]]) -> None:
+    def _read(self, responses: Any, q: queue.SimpleQueue[Any], pending: dict[int, _Call]) -> None:
         err: BaseException = StreamError(grpc.StatusCode.UNAVAILABLE, "the CallStream ended")
         try:
             for resp in responses:
                 with self._lock:
-                    fut = pending.pop(resp.id, None)
-                if fut is not None:
-                    fut.set_result(resp)
+                    c = pending.get(resp.id)
+                    if c is None or not c.add(resp):
+                        continue
+                    del pending[resp.id]
+                c.fut.set_result(c.parts)
         except BaseException as e:  # the stream broke: its unanswered calls fail
             err = _rpc_error(e)
         with self._lock:
@@ -158,12 +220,21 @@ class CallStream:
             left = list(pending.values())
             pending.clear()
         q.put(None)
-        for fut in left:
-            fut.set_exception(err)
+        for c in left:
+            c.fut.set_exception(err)
 
     def call(self, method: str, req: Any, timeout: float | None) -> Any:
-        """Send ``req`` of RPC ``method`` and return its response, or raise
-        its error (a grpc.RpcError) or Unsupported."""
+        """Send ``req`` of unary RPC ``method`` and return its response, or
+        raise its error (a grpc.RpcError) or Unsupported."""
+        return _answer(self._send(method, req, timeout)[0])
+
+    def call_streamed(self, method: str, req: Any, timeout: float | None) -> list[Any]:
+        """Send ``req`` of server-streaming RPC ``method`` (GetCheckpoint,
+        when carries() says so) and return the messages of its stream, or
+        raise its error or Unsupported."""
+        return _messages(self._send(method, req, timeout))
+
+    def _send(self, method: str, req: Any, timeout: float | None) -> list[spb.CallStreamResponse]:
         fut: Future[Any] = Future()
         q, i = self._stream(fut)
         q.put(spb.CallStreamRequest(id=i, **{FIELDS[method]: req}))
@@ -174,7 +245,7 @@ class CallStream:
                 if self._open is not None:
                     self._open[1].pop(i, None)
             raise StreamError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
-        return _answer(resp)
+        return resp  # type: ignore[no-any-return]
 
     def close(self) -> None:
         with self._lock:
@@ -192,13 +263,26 @@ class AioCallStream:
         self._ids = itertools.count(1)
         self._supported = True
         self._asked = False
-        self._open: tuple[asyncio.Queue[Any], dict[int, asyncio.Future[Any]]] | None = None
+        self._get_checkpoint = False
+        self._open: tuple[asyncio.Queue[Any], dict[int, _Call]] | None = None
 
     @property
     def supported(self) -> bool:
         return self._supported
 
-    def _stream(self) -> tuple[asyncio.Queue[Any], dict[int, asyncio.Future[Any]]]:
+    async def carries(self, method: str, timeout: float | None) -> bool:
+        """Whether the daemon carries ``method`` on the stream, as
+        CallStream.carries, from the one ask of _ask."""
+        if not self._asked:
+            try:
+                await self._ask(timeout)
+            except Unsupported:
+                return False
+        if not self._supported:
+            return False
+        return self._get_checkpoint if method in STREAMED else method in FIELDS
+
+    def _stream(self) -> tuple[asyncio.Queue[Any], dict[int, _Call]]:
         if not self._supported:
             raise Unsupported()
         if self._open is None:
@@ -206,7 +290,7 @@ class AioCallStream:
             # reports a request iterator's stream that fails to start as
             # INTERNAL, not with its status.
             q: asyncio.Queue[Any] = asyncio.Queue()
-            pending: dict[int, asyncio.Future[Any]] = {}
+            pending: dict[int, _Call] = {}
             call = self._stub.CallStream()
             self._open = (q, pending)
             loop = asyncio.get_running_loop()
@@ -223,13 +307,15 @@ class AioCallStream:
         except Exception:  # noqa: BLE001 - the stream ended: _read fails its calls with its status
             pass
 
-    async def _read(self, call: Any, q: asyncio.Queue[Any], pending: dict[int, asyncio.Future[Any]]) -> None:
+    async def _read(self, call: Any, q: asyncio.Queue[Any], pending: dict[int, _Call]) -> None:
         err: BaseException = StreamError(grpc.StatusCode.UNAVAILABLE, "the CallStream ended")
         try:
             async for resp in call:
-                fut = pending.pop(resp.id, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(resp)
+                c = pending.get(resp.id)
+                if c is not None and c.add(resp):
+                    del pending[resp.id]
+                    if not c.fut.done():
+                        c.fut.set_result(c.parts)
         except asyncio.CancelledError:
             err = StreamError(grpc.StatusCode.CANCELLED, "the CallStream was closed")
         except BaseException as e:
@@ -244,9 +330,9 @@ class AioCallStream:
         if self._open is not None and self._open[1] is pending:
             self._open = None
         q.put_nowait(None)
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(err)
+        for c in pending.values():
+            if not c.fut.done():
+                c.fut.set_exception(err)
         pending.clear()
 
     async def _ask(self, timeout: float | None) -> None:
@@ -255,7 +341,6 @@ class AioCallStream:
         grpc.aio can report a stream refused UNIMPLEMENTED as INTERNAL when
         a write races the refusal, which must not be taken for a call's
         failure. A failed ask decides nothing: the call goes unary."""
-        from savepoint.v1 import savepoint_pb2 as pb
         from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
 
         try:
@@ -266,21 +351,30 @@ class AioCallStream:
             raise Unsupported() from None
         self._asked = True
         self._supported = info.call_stream_max_in_flight > 0
+        self._get_checkpoint = info.call_stream_get_checkpoint
 
     async def call(self, method: str, req: Any, timeout: float | None) -> Any:
+        """CallStream.call on the running loop."""
+        return _answer((await self._send(method, req, timeout))[0])
+
+    async def call_streamed(self, method: str, req: Any, timeout: float | None) -> list[Any]:
+        """CallStream.call_streamed on the running loop."""
+        return _messages(await self._send(method, req, timeout))
+
+    async def _send(self, method: str, req: Any, timeout: float | None) -> list[spb.CallStreamResponse]:
         if not self._asked:
             await self._ask(timeout)
         q, pending = self._stream()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         i = next(self._ids)
-        pending[i] = fut
+        pending[i] = _Call(fut)
         q.put_nowait(spb.CallStreamRequest(id=i, **{FIELDS[method]: req}))
         try:
             resp = await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             pending.pop(i, None)
             raise StreamError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
-        return _answer(resp)
+        return resp  # type: ignore[no-any-return]
 
     def close(self) -> None:
         got, self._open = self._open, None

@@ -182,6 +182,40 @@ class Connection:
 
         return self.call(method, req, run)
 
+    def read(self, method: str, req: ProtoMessage) -> list[Any]:
+        """The messages of one call of server-streaming RPC ``method``, read
+        to its end: on the CallStream when the daemon carries it there
+        (GetCheckpoint, GetServerInfo's call_stream_get_checkpoint), else
+        as its own RPC; retried as call() retries."""
+        fn = getattr(self.stub(), method)
+
+        def run(t: float | None) -> list[Any]:
+            s = self._stream
+            if s is not None and s.carries(method, t):
+                try:
+                    return s.call_streamed(method, req, t)
+                except _stream.Unsupported:
+                    pass
+            return list(fn(req, timeout=t))
+
+        return self.call(method, req, run)
+
+    async def aread(self, method: str, req: ProtoMessage) -> list[Any]:
+        """read on the running loop's grpc.aio channel."""
+        fn = getattr(self.astub(), method)
+        loop = asyncio.get_running_loop()
+
+        async def run(t: float | None) -> list[Any]:
+            s = self._astreams.get(loop)
+            if s is not None and await s.carries(method, t):
+                try:
+                    return await s.call_streamed(method, req, t)
+                except _stream.Unsupported:
+                    pass
+            return [msg async for msg in fn(req, timeout=t)]
+
+        return await self.acall(method, req, run)
+
     async def aunary(self, method: str, req: ProtoMessage) -> Any:
         """unary on the running loop's grpc.aio channel."""
         fn = getattr(self.astub(), method)

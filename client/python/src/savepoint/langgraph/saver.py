@@ -48,9 +48,10 @@ class SavepointSaver(BaseCheckpointSaver[str]):
     ``timeout`` bounds each call, retries included (None: no deadline); calls
     are retried per ``retry`` while the daemon is unavailable, with the same
     request id. Failed calls raise savepoint.errors exceptions.
-    ``call_stream`` True sends the unary calls (put, put_writes, deletes,
-    the thread ledger) on one CallStream per channel when the daemon serves
-    it, unary otherwise (docs/api.md, CallStream); default False.
+    ``call_stream`` (default True) sends the calls (put, put_writes,
+    get_tuple, deletes, the thread ledger) on one CallStream per channel
+    when the daemon serves it, each as its own RPC otherwise (docs/api.md,
+    CallStream); False sends each as its own RPC always.
 
     The sync methods use a grpc channel, the async ones (aget_tuple, aput,
     ...) a grpc.aio channel of the running event loop, made on first use.
@@ -66,7 +67,7 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         timeout: float | None = None,
         logger: logging.Logger | None = None,
-        call_stream: bool = False,
+        call_stream: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self._conn = Connection(address, tls, retry, timeout, logger or LOGGER, call_stream)
@@ -104,30 +105,12 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         With a checkpoint_id the tuple's config is the caller's config, as
         the reference savers return it; without one it names the latest
         checkpoint."""
-        req = _get_request(config)
-        stub = self._conn.stub()
-
-        def run(t: float | None) -> _wire.RawTuple | None:
-            asm = _wire.Assembler()
-            for msg in stub.GetCheckpoint(req, timeout=t):
-                asm.feed(msg)
-            return asm.finish()
-
-        raw = self._conn.call("GetCheckpoint", req, run)
+        raw = _assemble(self._conn.read("GetCheckpoint", _get_request(config)))
         return None if raw is None else _echo(config, _wire.to_tuple(self.serde, raw))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """get_tuple on grpc.aio."""
-        req = _get_request(config)
-        stub = self._conn.astub()
-
-        async def run(t: float | None) -> _wire.RawTuple | None:
-            asm = _wire.Assembler()
-            async for msg in stub.GetCheckpoint(req, timeout=t):
-                asm.feed(msg)
-            return asm.finish()
-
-        raw = await self._conn.acall("GetCheckpoint", req, run)
+        raw = _assemble(await self._conn.aread("GetCheckpoint", _get_request(config)))
         return None if raw is None else _echo(config, _wire.to_tuple(self.serde, raw))
 
     def list(
@@ -367,6 +350,14 @@ class SavepointSaver(BaseCheckpointSaver[str]):
         else:
             current_v = int(current.split(".")[0])
         return f"{current_v + 1:032}.{random.random():016}"
+
+
+def _assemble(msgs: list[gpb.GetCheckpointResponse]) -> _wire.RawTuple | None:
+    """The tuple GetCheckpoint's messages carry, or None for none."""
+    asm = _wire.Assembler()
+    for msg in msgs:
+        asm.feed(msg)
+    return asm.finish()
 
 
 def _get_request(config: RunnableConfig) -> gpb.GetCheckpointRequest:
