@@ -140,11 +140,11 @@ export class CallStream {
       const msg = carried(resp);
       if (p.messages !== undefined) {
         // A server-streaming call: its messages until one without more; a
-        // stream of no message is one answer carrying nothing.
+        // stream of no message is one lone answer carrying nothing.
         if (msg !== undefined) p.messages.push(msg);
-        else if (resp.more) {
+        else if (resp.more || p.messages.length > 0) {
           open.pending.delete(resp.id);
-          p.reject(serviceError(Code.INTERNAL, "the daemon answered a CallStream call with more but nothing"));
+          p.reject(serviceError(Code.INTERNAL, "the daemon answered a CallStream call with nothing"));
           return;
         }
         if (resp.more) return;
