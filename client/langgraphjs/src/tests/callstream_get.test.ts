@@ -165,3 +165,29 @@ test("getTuple uses GetCheckpoint's own RPC unless the daemon carries it on the 
     }
   }
 });
+
+test("a getTuple on the CallStream whose daemon is gone is retried on a new stream until the daemon is back", async () => {
+  let d = await startDaemon();
+  // No wait for the connection, so that the tries fail at once while the daemon is down and are retried.
+  const saver = new SavepointSaver({ address: d.addr, reconnectWaitMs: 0 });
+  try {
+    const cfg = { configurable: { thread_id: "back", checkpoint_ns: "" } };
+    const cp = { ...emptyCheckpoint(), id: uuid6(1), channel_values: { v: "kept" }, channel_versions: { v: 1 } };
+    const stored = await saver.put(cfg, cp, { source: "input", step: 1, parents: {} }, { v: 1 });
+    assert.ok(await saver.getTuple(stored)); // GetServerInfo asked, the stream open
+    d.proc.kill("SIGKILL");
+    await new Promise((r) => d.proc.once("exit", r));
+    const [got, seen] = await spied(async () => {
+      const pending = saver.getTuple(stored);
+      await new Promise((r) => setTimeout(r, 300));
+      d = await startDaemon([], d.dir);
+      return pending;
+    });
+    assert.equal(got?.checkpoint.channel_values.v, "kept");
+    assert.equal(seen.own, 0, "the retries went as GetCheckpoint's own RPC");
+    assert.ok(seen.streamed.length >= 2 && seen.streamed[0] === -1 && seen.streamed.at(-1)! > 0, `tries on the stream: ${seen.streamed}`);
+  } finally {
+    saver.close();
+    await stopDaemon(d);
+  }
+});
