@@ -5,8 +5,10 @@ checkpoint of two channels, 2 KiB messages) --ops times on SavepointSaver's
 async methods, and prints the client's p50 of each call, its CPU per put +
 get_tuple, the daemon's own time per RPC and per sync (from its
 grpc_server_handling_seconds and savepoint_store_sync_seconds metrics), the
-floor of a no-op call on the same channel (GetServerInfo), and with
---profile the cProfile lines of the client's own code.
+floor of a no-op call (GetServerInfo) on the same channel and on a
+CallStream, and with --profile the cProfile lines of the client's own
+code. The saver uses the CallStream as it does by default; --unary makes
+every call its own RPC (call_stream=False).
 
     .venv/bin/python client/python/bench/profile_put_get.py --savepointd bin/savepointd [--ops 1000] [--profile] [--store-url URL]
 """
@@ -68,9 +70,9 @@ async def loop(saver: SavepointSaver, thread: str, parent: str | None, n: int, t
     return parent
 
 
-async def run(addr: str, url: str, ops: int, profile: bool) -> None:
+async def run(addr: str, url: str, ops: int, profile: bool, unary: bool) -> None:
     ms = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
-    async with SavepointSaver(addr) as saver:
+    async with SavepointSaver(addr, call_stream=not unary) as saver:
         thread = "profile-" + uuid.uuid4().hex
         parent = await loop(saver, thread, None, max(10, ops // 10), None)
         times: list[tuple[float, float]] = []
@@ -92,14 +94,21 @@ async def run(addr: str, url: str, ops: int, profile: bool) -> None:
               f"GetCheckpoint {per_call(before, after, 'GetCheckpoint') * 1e3:.3f} ms")
         import grpc.aio
 
+        from savepoint import _stream
+
         async with grpc.aio.insecure_channel(addr) as ch:
             stub = pb_grpc.SavepointServiceStub(ch)  # type: ignore[no-untyped-call]
-            noop = []
+            cs = _stream.AioCallStream(ch)
+            noop, carried = [], []
             for _ in range(ops):
                 t0 = time.perf_counter()
                 await stub.GetServerInfo(pb.GetServerInfoRequest())
-                noop.append(time.perf_counter() - t0)
-        print(f"grpc.aio floor: a no-op unary call (GetServerInfo) p50 {ms(noop):.3f} ms")
+                t1 = time.perf_counter()
+                await cs.call("GetServerInfo", pb.GetServerInfoRequest(), None)
+                noop.append(t1 - t0)
+                carried.append(time.perf_counter() - t1)
+            cs.close()
+        print(f"grpc.aio floor: a no-op call (GetServerInfo) p50 {ms(noop):.3f} ms unary, {ms(carried):.3f} ms on a CallStream")
         if profile:
             prof = cProfile.Profile()
             prof.enable()
@@ -113,6 +122,7 @@ def main() -> int:
     ap.add_argument("--savepointd", default="bin/savepointd")
     ap.add_argument("--ops", type=int, default=1000)
     ap.add_argument("--profile", action="store_true", help="also print the cProfile lines of the client's own code")
+    ap.add_argument("--unary", action="store_true", help="every call its own RPC (call_stream=False), not on the CallStream")
     ap.add_argument("--store-url", default="", help="run savepointd with --store-url (an empty PostgreSQL database), not on its embedded store")
     args = ap.parse_args()
     with socket.socket() as s:
@@ -121,7 +131,7 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="lgp", dir="/tmp")
     daemon, addr = start_savepointd_with_metrics(args.savepointd, tmp, port, args.store_url)
     try:
-        asyncio.run(run(addr, f"http://127.0.0.1:{port}/metrics", args.ops, args.profile))
+        asyncio.run(run(addr, f"http://127.0.0.1:{port}/metrics", args.ops, args.profile, args.unary))
     finally:
         daemon.terminate()
         daemon.wait()
