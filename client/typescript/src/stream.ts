@@ -32,6 +32,9 @@ export class Unsupported extends Error {}
 /** The field of CallStreamRequest (and CallStreamResponse) of each RPC it carries, by method name ("saveCheckpoint"). */
 type Field = keyof Omit<CallStreamRequest, "id">;
 
+/** The RPCs CallStreamRequest has a field for, by method name. */
+const FIELDS: ReadonlySet<string> = new Set(Object.keys(CallStreamRequest.fromPartial({})).filter((k) => k !== "id"));
+
 /**
  * The server-streaming RPCs CallStreamRequest has a field for
  * ("getCheckpoint"), each with the GetServerInfoResponse field that says
@@ -40,7 +43,7 @@ type Field = keyof Omit<CallStreamRequest, "id">;
  */
 const STREAMED: ReadonlyMap<string, keyof GetServerInfoResponse> = new Map(
   [...Object.entries(SavepointServiceService), ...Object.entries(GraphCheckpointServiceService)]
-    .filter(([m, def]) => def.responseStream && !def.requestStream && m in CallStreamRequest.fromPartial({}))
+    .filter(([m, def]) => def.responseStream && !def.requestStream && FIELDS.has(m))
     .map(([m]) => [m, `callStream${m[0]!.toUpperCase()}${m.slice(1)}` as keyof GetServerInfoResponse] as const)
     .filter(([, info]) => info in GetServerInfoResponse.fromPartial({})),
 );
@@ -174,16 +177,19 @@ export class CallStream {
 
   /**
    * Whether the daemon carries method (its name in the generated client) on
-   * the stream: a unary one while the daemon is not known to serve no
-   * CallStream; a server-streaming one ("getCheckpoint") when GetServerInfo's
+   * the stream: never an RPC CallStreamRequest has no field for
+   * (ListCheckpoints, the uploads); a unary one while the daemon is not
+   * known to serve no CallStream; a server-streaming one ("getCheckpoint")
+   * when GetServerInfo's
    * call_stream_<method> says so. GetServerInfo is asked once, unary on the
    * stub's channel; a failed ask decides nothing (it is asked again next
    * time) and answers false, so that the call goes as its own RPC. Never
    * rejects.
    */
   async carries(method: string, options: StreamCallOptions = {}): Promise<boolean> {
+    if (!FIELDS.has(method) || !this.#supported) return false;
     const field = STREAMED.get(method);
-    if (field === undefined || !this.#supported) return this.#supported;
+    if (field === undefined) return true;
     const info = await this.#serverInfo(options);
     return info?.[field] === true && this.#supported;
   }

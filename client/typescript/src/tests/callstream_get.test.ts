@@ -13,7 +13,7 @@ import { after, before, test } from "node:test";
 import { type ServiceError } from "@grpc/grpc-js";
 
 import { graphPb, serviceClient } from "../index.js";
-import { CallStream } from "../stream.js";
+import { CallStream, Unsupported as CallStreamUnsupported } from "../stream.js";
 import { Daemon } from "./daemon.js";
 
 type Stub = graphPb.GraphCheckpointServiceClient;
@@ -128,6 +128,11 @@ test("carries: GetCheckpoint when call_stream_get_checkpoint says so, a unary RP
   try {
     assert.deepEqual(await Promise.all([a.carries("getCheckpoint"), a.carries("putCheckpoint")]), [true, true]);
     assert.deepEqual(await Promise.all([b.carries("getCheckpoint"), b.carries("putCheckpoint")]), [false, true]);
+    // Once the daemon refused the stream (UNIMPLEMENTED), nothing.
+    await assert.rejects(b.call("putCheckpoint", graphPb.PutCheckpointRequest.fromPartial({})), CallStreamUnsupported);
+    assert.deepEqual(await Promise.all([b.carries("getCheckpoint"), b.carries("putCheckpoint")]), [false, false]);
+    // Never the RPCs CallStreamRequest has no field for.
+    assert.deepEqual(await Promise.all([a.carries("listCheckpoints"), a.carries("uploadCheckpoint"), a.carries("backup")]), [false, false, false]);
     await assert.rejects(a.callStreamed("putCheckpoint", {}), TypeError);
     // Asked once: a daemon gone since answers carries without a call.
     const d = await Daemon.start();
