@@ -38,14 +38,17 @@ const FIELDS: ReadonlySet<string> = new Set(Object.keys(CallStreamRequest.fromPa
 /**
  * The server-streaming RPCs CallStreamRequest has a field for
  * ("getCheckpoint"), each with the GetServerInfoResponse field that says
- * whether the daemon carries it ("callStreamGetCheckpoint"), read from the
- * generated code rather than listed by hand.
+ * whether the daemon carries it ("callStreamGetCheckpoint"; undefined when
+ * there is none, so that nothing says it is), read from the generated code
+ * rather than listed by hand.
  */
-const STREAMED: ReadonlyMap<string, keyof GetServerInfoResponse> = new Map(
+const STREAMED: ReadonlyMap<string, keyof GetServerInfoResponse | undefined> = new Map(
   [...Object.entries(SavepointServiceService), ...Object.entries(GraphCheckpointServiceService)]
     .filter(([m, def]) => def.responseStream && !def.requestStream && FIELDS.has(m))
-    .map(([m]) => [m, `callStream${m[0]!.toUpperCase()}${m.slice(1)}` as keyof GetServerInfoResponse] as const)
-    .filter(([, info]) => info in GetServerInfoResponse.fromPartial({})),
+    .map(([m]) => {
+      const info = `callStream${m[0]!.toUpperCase()}${m.slice(1)}`;
+      return [m, info in GetServerInfoResponse.fromPartial({}) ? (info as keyof GetServerInfoResponse) : undefined] as const;
+    }),
 );
 
 /** The message a response carries (its one field of the response oneof but error), or undefined. */
@@ -188,8 +191,9 @@ export class CallStream {
    */
   async carries(method: string, options: StreamCallOptions = {}): Promise<boolean> {
     if (!FIELDS.has(method) || !this.#supported) return false;
+    if (!STREAMED.has(method)) return true;
     const field = STREAMED.get(method);
-    if (field === undefined) return true;
+    if (field === undefined) return false;
     const info = await this.#serverInfo(options);
     return info?.[field] === true && this.#supported;
   }
