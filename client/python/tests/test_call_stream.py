@@ -346,3 +346,39 @@ def test_saver_get_tuple_own_rpc_when_not_carried(daemon: Daemon) -> None:
         got = saver.get_tuple(stored)
         assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
         assert seen == [] and s._open is not None
+
+
+def test_saver_asks_again_after_a_break(fresh_daemon: Daemon) -> None:
+    """What the daemon carries is asked again once the stream broke (the
+    daemon may have been replaced by another version): a stale "not
+    carried" from before a restart does not outlive the stream, in sync and
+    async code."""
+    cfg: Any = {"configurable": {"thread_id": "ask-" + uuid.uuid4().hex, "checkpoint_ns": ""}}
+    cp, versions = _big_checkpoint(1)
+    with SavepointSaver(fresh_daemon.addr) as saver:
+        stored = saver.put(cfg, cp, {"step": 1}, versions)
+        s = saver._conn._stream
+        assert s is not None
+        s._get_checkpoint = False  # as an older daemon's answer
+        seen = _spy_streamed(s)
+        assert saver.get_tuple(stored) is not None and seen == []
+        fresh_daemon.kill()
+        fresh_daemon.restart()
+        saver.put(cfg, cp, {"step": 1}, versions)  # on a new stream, after the break
+        assert saver.get_tuple(stored) is not None
+        assert [m for m, _ in seen] == ["GetCheckpoint"]
+
+    async def main() -> None:
+        async with SavepointSaver(fresh_daemon.addr) as saver:
+            stored = await saver.aput(cfg, cp, {"step": 1}, versions)
+            s = saver._conn._astreams[asyncio.get_running_loop()]
+            s._get_checkpoint = False
+            seen = _spy_streamed(s)
+            assert await saver.aget_tuple(stored) is not None and seen == []
+            fresh_daemon.kill()
+            fresh_daemon.restart()
+            await saver.aput(cfg, cp, {"step": 1}, versions)
+            assert await saver.aget_tuple(stored) is not None
+            assert [m for m, _ in seen] == ["GetCheckpoint"]
+
+    asyncio.run(main())

@@ -103,6 +103,8 @@ export class CallStream {
   #open: Open | undefined;
   /** GetServerInfo's answer, once asked successfully; the ask in flight, while one is. */
   #info: GetServerInfoResponse | Promise<GetServerInfoResponse | undefined> | undefined;
+  /** Whether the stream broke since GetServerInfo's answer, which is then asked again. */
+  #stale = false;
 
   constructor(stub: GrpcClient) {
     this.#stub = stub;
@@ -127,6 +129,7 @@ export class CallStream {
     const open: Open = { call, pending: new Map() };
     const fail = (err: unknown) => {
       if (this.#open === open) this.#open = undefined;
+      this.#stale = true; // the daemon may have been replaced: ask again
       let e = err;
       if ((err as ServiceError).code === Code.UNIMPLEMENTED) {
         this.#supported = false;
@@ -184,10 +187,11 @@ export class CallStream {
    * (ListCheckpoints, the uploads); a unary one while the daemon is not
    * known to serve no CallStream; a server-streaming one ("getCheckpoint")
    * when GetServerInfo's
-   * call_stream_<method> says so. GetServerInfo is asked once, unary on the
-   * stub's channel; a failed ask decides nothing (it is asked again next
-   * time) and answers false, so that the call goes as its own RPC. Never
-   * rejects.
+   * call_stream_<method> says so. GetServerInfo is asked once, and again
+   * after the stream broke (the daemon may have been replaced), unary on
+   * the stub's channel; a failed ask decides nothing (it is asked again
+   * next time) and keeps the last answer, or, with none, answers false, so
+   * that the call goes as its own RPC. Never rejects.
    */
   async carries(method: string, options: StreamCallOptions = {}): Promise<boolean> {
     if (!FIELDS.has(method) || !this.#supported) return false;
@@ -198,9 +202,11 @@ export class CallStream {
     return info?.[field] === true && this.#supported;
   }
 
-  /** GetServerInfo's answer, asked once (concurrent callers share the ask); undefined when the ask failed. */
+  /** GetServerInfo's answer, asked as carries says (concurrent callers share the ask); the last one, or undefined, when the ask failed. */
   async #serverInfo(options: StreamCallOptions): Promise<GetServerInfoResponse | undefined> {
-    if (this.#info === undefined) {
+    if (this.#info === undefined || (this.#stale && !(this.#info instanceof Promise))) {
+      const last = this.#info;
+      this.#stale = false;
       const def = SavepointServiceService.getServerInfo;
       const ask = new Promise<GetServerInfoResponse | undefined>((resolve) => {
         this.#stub.makeUnaryRequest(
@@ -213,8 +219,9 @@ export class CallStream {
           (err, info) => resolve(err ? undefined : info),
         );
       }).then((info) => {
-        this.#info = info;
-        return info;
+        this.#info = info ?? last;
+        if (info === undefined) this.#stale = true;
+        return this.#info;
       });
       this.#info = ask;
     }

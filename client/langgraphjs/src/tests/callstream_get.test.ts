@@ -191,3 +191,31 @@ test("a getTuple on the CallStream whose daemon is gone is retried on a new stre
     await stopDaemon(d);
   }
 });
+
+test("what the daemon carries is asked again once the stream broke (the daemon may have been replaced)", async () => {
+  let d = await startDaemon();
+  // The first daemon says call_stream_get_checkpoint false, as one from before it was carried.
+  const info = pb.SavepointServiceService.getServerInfo;
+  const decode = info.responseDeserialize;
+  (info as { responseDeserialize: unknown }).responseDeserialize = (b: Buffer) => ({ ...decode(b), callStreamGetCheckpoint: false });
+  const saver = new SavepointSaver({ address: d.addr, reconnectWaitMs: 0 });
+  try {
+    const cfg = { configurable: { thread_id: "replaced", checkpoint_ns: "" } };
+    const cp = { ...emptyCheckpoint(), id: uuid6(1), channel_values: { v: "kept" }, channel_versions: { v: 1 } };
+    const stored = await saver.put(cfg, cp, { source: "input", step: 1, parents: {} }, { v: 1 });
+    const [, before] = await spied(() => saver.getTuple(stored));
+    assert.deepEqual([before.streamed.length, before.own], [0, 1], "before the break: its own RPC");
+    (info as { responseDeserialize: unknown }).responseDeserialize = decode;
+    d.proc.kill("SIGKILL");
+    await new Promise((r) => d.proc.once("exit", r));
+    d = await startDaemon([], d.dir);
+    await saver.put(cfg, cp, { source: "input", step: 1, parents: {} }, { v: 1 });
+    const [got, after] = await spied(() => saver.getTuple(stored));
+    assert.equal(got?.checkpoint.channel_values.v, "kept");
+    assert.deepEqual([after.streamed.length, after.own], [1, 0], "after the break: on the stream");
+  } finally {
+    (info as { responseDeserialize: unknown }).responseDeserialize = decode;
+    saver.close();
+    await stopDaemon(d);
+  }
+});

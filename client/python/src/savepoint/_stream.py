@@ -152,6 +152,7 @@ class CallStream:
         self._ids = itertools.count(1)
         self._supported = True
         self._get_checkpoint: bool | None = None
+        self._stale = False  # the stream broke since the ask: ask again
         self._open: tuple[queue.SimpleQueue[Any], dict[int, _Call]] | None = None
 
     @property
@@ -161,12 +162,14 @@ class CallStream:
     def carries(self, method: str, timeout: float | None) -> bool:
         """Whether the daemon carries ``method`` on the stream: every unary
         RPC while it serves one, GetCheckpoint when GetServerInfo says so
-        (asked once; a failed ask decides nothing and says no)."""
+        (asked once, and again after the stream broke, when the daemon may
+        have been replaced; a failed ask keeps the last answer, or says no
+        when there is none)."""
         if not self._supported:
             return False
         if method not in STREAMED:
             return method in FIELDS
-        if self._get_checkpoint is None:
+        if self._get_checkpoint is None or self._stale:
             from savepoint.v1 import savepoint_pb2_grpc as pb_grpc
 
             try:
@@ -174,8 +177,8 @@ class CallStream:
                     pb.GetServerInfoRequest(), timeout=timeout
                 )
             except grpc.RpcError:
-                return False
-            self._get_checkpoint = info.call_stream_get_checkpoint
+                return bool(self._get_checkpoint)
+            self._get_checkpoint, self._stale = info.call_stream_get_checkpoint, False
         return self._get_checkpoint
 
     def _stream(self, fut: Future[Any]) -> tuple[queue.SimpleQueue[Any], int]:
@@ -217,6 +220,7 @@ class CallStream:
                 self._supported = False
             if self._open is not None and self._open[1] is pending:
                 self._open = None
+            self._stale = True  # the daemon may have been replaced: ask again
             left = list(pending.values())
             pending.clear()
         q.put(None)
@@ -263,6 +267,7 @@ class AioCallStream:
         self._ids = itertools.count(1)
         self._supported = True
         self._asked = False
+        self._stale = False  # the stream broke since the ask: ask again
         self._get_checkpoint = False
         self._open: tuple[asyncio.Queue[Any], dict[int, _Call]] | None = None
 
@@ -272,12 +277,13 @@ class AioCallStream:
 
     async def carries(self, method: str, timeout: float | None) -> bool:
         """Whether the daemon carries ``method`` on the stream, as
-        CallStream.carries, from the one ask of _ask."""
-        if not self._asked:
+        CallStream.carries, from _ask's answer."""
+        if not self._asked or self._stale:
             try:
                 await self._ask(timeout)
             except Unsupported:
-                return False
+                if not self._asked:
+                    return False
         if not self._supported:
             return False
         return self._get_checkpoint if method in STREAMED else method in FIELDS
@@ -329,6 +335,7 @@ class AioCallStream:
             self._supported = False
         if self._open is not None and self._open[1] is pending:
             self._open = None
+        self._stale = True  # the daemon may have been replaced: ask again
         q.put_nowait(None)
         for c in pending.values():
             if not c.fut.done():
@@ -349,7 +356,7 @@ class AioCallStream:
             )
         except grpc.RpcError:
             raise Unsupported() from None
-        self._asked = True
+        self._asked, self._stale = True, False
         self._supported = info.call_stream_max_in_flight > 0
         self._get_checkpoint = info.call_stream_get_checkpoint
 
