@@ -25,8 +25,9 @@ import (
 	savepointv1 "github.com/savepoint-dev/savepoint/proto/savepoint/v1"
 )
 
-// BenchmarkSaveTransport measures what a streaming session API would save
-// (docs/profiles.md, "Levers measured and not taken"). It sends one
+// BenchmarkSaveTransport measures what a stream of saves saves over unary
+// calls, the transport alone (docs/profiles.md, "How to profile it"; the
+// API's stream is CallStream, daemon/rpc's BenchmarkCallStream). It sends one
 // session's saves (a 2 KiB message each) as unary SaveCheckpoint calls, and
 // the same requests as the messages of one bidirectional stream per
 // session, to a server built as Run builds it (its interceptors, request
