@@ -240,11 +240,7 @@ func (s *StreamServer) dispatch(ctx context.Context, req *savepointv1.CallStream
 		out, err = handler(ctx, in)
 	}
 	if err != nil {
-		st, ok := status.FromError(err)
-		if !ok {
-			st = ToStatus(err)
-		}
-		resp.Response = errorResponse(st)
+		resp.Response = callError(err)
 		return resp
 	}
 	resp.ProtoReflect().Set(m.response, protoreflect.ValueOfMessage(out.(proto.Message).ProtoReflect()))
@@ -272,11 +268,7 @@ func (s *StreamServer) dispatchStream(ctx context.Context, id uint64, m *streamM
 	}
 	resp := &savepointv1.CallStreamResponse{Id: id}
 	if err != nil {
-		st, ok := status.FromError(err)
-		if !ok {
-			st = ToStatus(err)
-		}
-		resp.Response = errorResponse(st)
+		resp.Response = callError(err)
 	}
 	return resp
 }
@@ -318,6 +310,16 @@ func (c *carriedStream) RecvMsg(m any) error {
 	proto.Merge(m.(proto.Message), c.in)
 	c.in = nil
 	return nil
+}
+
+// callError is the response envelope's error for a handler's err: its
+// status, or for an error that is none its translation.
+func callError(err error) *savepointv1.CallStreamResponse_Error {
+	st, ok := status.FromError(err)
+	if !ok {
+		st = ToStatus(err)
+	}
+	return errorResponse(st)
 }
 
 // errorResponse is the response envelope's error: st as the serialized
