@@ -197,7 +197,10 @@ def test_needs_a_savepoint_session(daemon: Any) -> None:
         return "x"
 
     async def go() -> None:
-        model = ScriptedModel([[function_call("lookup", {}, call_id="c1")], [assistant_message("x")]])
+        # A call id no other test uses: a run resumed from a RunState finds
+        # its session as the SavepointSession of this process whose history
+        # holds the call, and another test's session may still be alive.
+        model = ScriptedModel([[function_call("lookup", {}, call_id="c-needs-a-savepoint-session")], [assistant_message("x")]])
         with pytest.raises(UserError) as e:
             await Runner.run(Agent(name="a", model=model, tools=[lookup]), "go", session=SQLiteSession("plain"))
         assert isinstance(e.value.__cause__, DurableToolError)
