@@ -45,7 +45,7 @@ func (b *Bench) SaveLatency(ctx context.Context, spd, empty, seq Target) error {
 				2*n, n, warmCycles, b.cfg.Reps),
 			fmt.Sprintf("Each save appends one %d-byte message (Point A also leaves one tool use pending); the baselines write the %d-byte encoded SaveCheckpointRequest.", b.cfg.MessageBytes, len(saves[0].Bytes)),
 			"Empty RPC: grpc.health.v1 Check on the same daemon, over a connection of its own, in place of each save: the gRPC round trip alone, with nothing stored or synced.",
-			"Empty RPC, then write+fdatasync: the two, one after the other, timed together: the floor's costs in the order a save pays them. Above the sum of the two rows' p50s by what this machine adds to a sync that follows a wait on the socket (an idle CPU woken again).",
+			"Empty RPC, then write+fdatasync: the two, one after the other, timed together: the floor's costs in the order a save pays them. Above the sum of the two rows' p50s by what this machine adds to a sync that follows a wait on the socket (most likely an idle CPU woken again).",
 		},
 	}
 	for _, tg := range targets {

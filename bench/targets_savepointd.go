@@ -213,7 +213,7 @@ func (w emptyRPCWriter) Save(ctx context.Context, _ *Save) error {
 // then a write+fdatasync of the save's bytes, one after the other and timed
 // together: the two costs of the floor paid in the order a save pays them,
 // so that what the machine adds to a sync that follows a wait on the
-// socket (an idle CPU woken again) is in the floor too.
+// socket (most likely an idle CPU woken again) is in the floor too.
 type sequenceTarget struct{ d *Daemon }
 
 func (t sequenceTarget) Name() string { return "empty RPC, then write+fdatasync" }

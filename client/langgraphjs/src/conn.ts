@@ -200,8 +200,8 @@ export class Connection {
    * The messages of a server-streaming call of the stub's method
    * (GetCheckpoint), as a promise, run as call runs it: on the CallStream
    * when the daemon carries the method (GetServerInfo's
-   * call_stream_get_checkpoint, asked once), else as its own RPC, whose
-   * messages are collected; empty for a stream of none.
+   * call_stream_get_checkpoint, as CallStream.carries asks it), else as its
+   * own RPC, whose messages are collected; empty for a stream of none.
    */
   read<Req, Res>(method: GraphMethod, req: Req): Promise<Res[]> {
     return this.call(method, req, async () => {

@@ -16,8 +16,9 @@
  * one CallStreamResponse per message of its stream, more set on all but the
  * last; callStreamed collects them. Whether the daemon carries it is
  * GetServerInfo's call_stream_<method> (call_stream_get_checkpoint), read
- * once by carries: an older daemon answers such a request INVALID_ARGUMENT,
- * so its calls must go as their own RPC.
+ * by carries, once and again after the stream broke: an older daemon
+ * answers such a request INVALID_ARGUMENT, so its calls must go as their
+ * own RPC.
  */
 import { type Client as GrpcClient, type ClientDuplexStream, Metadata, type ServiceError, status as Code } from "@grpc/grpc-js";
 
